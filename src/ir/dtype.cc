@@ -1,0 +1,113 @@
+#include "tilefuse/dtype.h"
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+
+namespace tilefuse {
+
+std::string_view DTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kF64: return "f64";
+    case DType::kF32: return "f32";
+    case DType::kF16: return "f16";
+    case DType::kBF16: return "bf16";
+    case DType::kI64: return "i64";
+    case DType::kI32: return "i32";
+    case DType::kI8: return "i8";
+    case DType::kU8: return "u8";
+    case DType::kBool: return "bool";
+  }
+  return "?";
+}
+
+std::optional<DType> ParseDType(std::string_view name) {
+  for (DType d : kAllDTypes)
+    if (DTypeName(d) == name) return d;
+  return std::nullopt;
+}
+
+int DTypeSize(DType dtype) {
+  switch (dtype) {
+    case DType::kF64: case DType::kI64: return 8;
+    case DType::kF32: case DType::kI32: return 4;
+    case DType::kF16: case DType::kBF16: return 2;
+    case DType::kI8: case DType::kU8: case DType::kBool: return 1;
+  }
+  return 0;
+}
+
+bool IsFloat(DType d) {
+  return d == DType::kF64 || d == DType::kF32 || d == DType::kF16 || d == DType::kBF16;
+}
+bool IsInteger(DType d) {
+  return d == DType::kI64 || d == DType::kI32 || d == DType::kI8 || d == DType::kU8;
+}
+
+uint16_t FloatToHalfBits(float value) {
+  uint32_t x = std::bit_cast<uint32_t>(value);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  uint32_t abs = x & 0x7fffffffu;
+  if (abs >= 0x7f800000u) {  // inf or NaN
+    return static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0u));
+  }
+  if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow -> inf
+  if (abs < 0x38800000u) {  // subnormal half or zero: scale into the integer grid
+    float f = std::bit_cast<float>(abs) * 16777216.0f;  // * 2^24: units of the smallest subnormal
+    uint32_t m = static_cast<uint32_t>(std::nearbyint(f));
+    return static_cast<uint16_t>(sign | m);
+  }
+  // Normal: rebias exponent, round mantissa from 23 to 10 bits, ties to even.
+  uint32_t rounded = abs + 0xfffu + ((abs >> 13) & 1u);
+  return static_cast<uint16_t>(sign | ((rounded - 0x38000000u) >> 13));
+}
+
+float HalfBitsToFloat(uint16_t bits) {
+  uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
+  uint32_t exp = (bits >> 10) & 0x1fu;
+  uint32_t mant = bits & 0x3ffu;
+  if (exp == 0) {
+    float f = static_cast<float>(mant) * (1.0f / 16777216.0f);
+    return sign ? -f : f;
+  }
+  if (exp == 31) return std::bit_cast<float>(sign | 0x7f800000u | (mant << 13));
+  return std::bit_cast<float>(sign | ((exp + 112u) << 23) | (mant << 13));
+}
+
+uint16_t FloatToBF16Bits(float value) {
+  uint32_t x = std::bit_cast<uint32_t>(value);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet NaN
+  x += 0x7fffu + ((x >> 16) & 1u);
+  return static_cast<uint16_t>(x >> 16);
+}
+
+float BF16BitsToFloat(uint16_t bits) { return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16); }
+
+namespace {
+// Integer conversion of an f64 that may be out of range or NaN: truncate toward zero,
+// then wrap modulo 2^bits like the hardware conversions for in-range values do.
+template <typename T>
+double WrapInteger(double v) {
+  if (std::isnan(v)) return 0;
+  double t = std::trunc(v);
+  if (t >= -9.2e18 && t <= 9.2e18) return static_cast<double>(static_cast<T>(static_cast<int64_t>(t)));
+  return static_cast<double>(static_cast<T>(t < 0 ? INT64_MIN : INT64_MAX));
+}
+}  // namespace
+
+double RoundToDType(double v, DType dtype) {
+  switch (dtype) {
+    case DType::kF64: return v;
+    case DType::kF32: return static_cast<double>(static_cast<float>(v));
+    case DType::kF16: return HalfBitsToFloat(FloatToHalfBits(static_cast<float>(v)));
+    case DType::kBF16: return BF16BitsToFloat(FloatToBF16Bits(static_cast<float>(v)));
+    case DType::kI64: return WrapInteger<int64_t>(v);
+    case DType::kI32: return WrapInteger<int32_t>(v);
+    case DType::kI8: return WrapInteger<int8_t>(v);
+    case DType::kU8: return WrapInteger<uint8_t>(v);
+    case DType::kBool: return v != 0 ? 1.0 : 0.0;
+  }
+  return v;
+}
+
+}  // namespace tilefuse

@@ -1,0 +1,111 @@
+#include "tilefuse/tensor.h"
+
+#include <cstring>
+#include <random>
+
+#include "support/check.h"
+
+namespace tilefuse {
+
+int64_t NumElements(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string ShapeToString(const Shape& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ",";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+std::vector<int64_t> RowMajorStrides(const Shape& shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (int i = static_cast<int>(shape.size()) - 2; i >= 0; --i) strides[i] = strides[i + 1] * shape[i + 1];
+  return strides;
+}
+
+Tensor::Tensor(DType dtype, Shape shape)
+    : dtype_(dtype), shape_(std::move(shape)),
+      bytes_(std::make_shared<std::vector<std::byte>>(NumElements(shape_) * DTypeSize(dtype))) {}
+
+Tensor Tensor::FromDoubles(DType dtype, Shape shape, const std::vector<double>& values) {
+  Tensor t(dtype, std::move(shape));
+  TF_CHECK(static_cast<int64_t>(values.size()) == t.num_elements());
+  for (size_t i = 0; i < values.size(); ++i) t.SetDouble(static_cast<int64_t>(i), values[i]);
+  return t;
+}
+
+Tensor Tensor::Random(DType dtype, Shape shape, uint64_t seed) {
+  Tensor t(dtype, std::move(shape));
+  std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + 1);
+  std::uniform_real_distribution<double> real(-1.0, 1.0);
+  for (int64_t i = 0; i < t.num_elements(); ++i) {
+    double v;
+    if (IsFloat(dtype)) v = real(rng);
+    else if (dtype == DType::kBool) v = static_cast<double>(rng() & 1);
+    else v = static_cast<double>(rng() % 8);
+    t.SetDouble(i, v);
+  }
+  return t;
+}
+
+namespace {
+template <typename T>
+T Load(const std::byte* p, int64_t i) {
+  T v;
+  std::memcpy(&v, p + i * sizeof(T), sizeof(T));
+  return v;
+}
+template <typename T>
+void Store(std::byte* p, int64_t i, T v) {
+  std::memcpy(p + i * sizeof(T), &v, sizeof(T));
+}
+}  // namespace
+
+double Tensor::GetDouble(int64_t i) const {
+  const std::byte* p = data();
+  switch (dtype_) {
+    case DType::kF64: return Load<double>(p, i);
+    case DType::kF32: return Load<float>(p, i);
+    case DType::kF16: return HalfBitsToFloat(Load<uint16_t>(p, i));
+    case DType::kBF16: return BF16BitsToFloat(Load<uint16_t>(p, i));
+    case DType::kI64: return static_cast<double>(Load<int64_t>(p, i));
+    case DType::kI32: return Load<int32_t>(p, i);
+    case DType::kI8: return Load<int8_t>(p, i);
+    case DType::kU8: return Load<uint8_t>(p, i);
+    case DType::kBool: return Load<uint8_t>(p, i) != 0 ? 1.0 : 0.0;
+  }
+  return 0;
+}
+
+void Tensor::SetDouble(int64_t i, double v) {
+  std::byte* p = data();
+  v = RoundToDType(v, dtype_);
+  switch (dtype_) {
+    case DType::kF64: Store<double>(p, i, v); break;
+    case DType::kF32: Store<float>(p, i, static_cast<float>(v)); break;
+    case DType::kF16: Store<uint16_t>(p, i, FloatToHalfBits(static_cast<float>(v))); break;
+    case DType::kBF16: Store<uint16_t>(p, i, FloatToBF16Bits(static_cast<float>(v))); break;
+    case DType::kI64: Store<int64_t>(p, i, static_cast<int64_t>(v)); break;
+    case DType::kI32: Store<int32_t>(p, i, static_cast<int32_t>(v)); break;
+    case DType::kI8: Store<int8_t>(p, i, static_cast<int8_t>(v)); break;
+    case DType::kU8: Store<uint8_t>(p, i, static_cast<uint8_t>(v)); break;
+    case DType::kBool: Store<uint8_t>(p, i, v != 0 ? 1 : 0); break;
+  }
+}
+
+std::vector<double> Tensor::ToDoubles() const {
+  std::vector<double> out(num_elements());
+  for (int64_t i = 0; i < num_elements(); ++i) out[i] = GetDouble(i);
+  return out;
+}
+
+void Tensor::Poison() {
+  if (bytes_) std::memset(bytes_->data(), 0xFF, bytes_->size());
+}
+
+}  // namespace tilefuse

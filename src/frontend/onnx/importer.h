@@ -1,0 +1,46 @@
+// ONNX import: binary .onnx (with external data), ONNX textual syntax (.onnxtxt), and
+// the ONNX backend-test folder layout. Produces a verified Graph in which every node
+// carries its ONNX node name. Errors name the ONNX node, op type and opset.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tilefuse/graph.h"
+#include "tilefuse/status.h"
+#include "tilefuse/tensor.h"
+
+namespace tilefuse {
+
+struct OnnxModelInfo {
+  int64_t opset = 0;          // default-domain opset the model imports
+  std::string producer;       // producer_name + version, when present
+  int num_onnx_nodes = 0;
+};
+
+struct ImportedModel {
+  Graph graph;
+  OnnxModelInfo info;
+};
+
+// MODEL may be a .onnx file, a .onnxtxt file, or a backend-test folder (model.onnx).
+StatusOr<ImportedModel> ImportOnnx(const std::string& path);
+// The textual syntax, from memory (tests build small graphs this way).
+StatusOr<ImportedModel> ImportOnnxText(const std::string& text);
+
+// One backend-test data set: DIR/test_data_set_N/input_i.pb and output_i.pb.
+struct TestDataSet {
+  std::string dir;
+  std::vector<Tensor> inputs;
+  std::vector<Tensor> expected_outputs;
+};
+// Reads every test_data_set_* folder of a backend-test folder, in order.
+StatusOr<std::vector<TestDataSet>> LoadTestDataSets(const std::string& model_dir);
+// Reads input_0.pb, input_1.pb, ... from a folder (the `--inputs DIR` of the CLI).
+StatusOr<std::vector<Tensor>> LoadTensorsFromDir(const std::string& dir, const std::string& prefix);
+// One serialized TensorProto file.
+StatusOr<Tensor> LoadTensorProtoFile(const std::string& path);
+// Writes a TensorProto file (atomically: temp file + rename).
+Status SaveTensorProtoFile(const Tensor& tensor, const std::string& name, const std::string& path);
+
+}  // namespace tilefuse

@@ -1,0 +1,20 @@
+// The frontend pass pipeline, in the order of DESIGN.md:
+//   verify → infer → fold constants → CSE → DCE → decompose composites → (CSE, DCE)
+// With a dump directory, the IR after every pass is written there as NN-<pass>.txt.
+#pragma once
+
+#include <string>
+
+#include "tilefuse/graph.h"
+#include "tilefuse/status.h"
+
+namespace tilefuse {
+
+struct PassOptions {
+  std::string dump_dir;     // empty: no dumps
+  bool decompose = true;    // false keeps composite ops (for `print`)
+};
+
+StatusOr<Graph> RunGraphPasses(Graph graph, const PassOptions& options);
+
+}  // namespace tilefuse

@@ -1,0 +1,19 @@
+// Counter-based random numbers (Philox4x32-10, Salmon et al. 2011), the one definition
+// every backend uses so a seeded random op gives the same values everywhere.
+//
+// Element `index` of a random_uniform with `seed` is
+//   words = Philox4x32_10(counter = {index / 4 (low 32, high 32 bits), 0, 0},
+//                         key = {seed low 32, seed high 32 bits})
+//   value = (words[index % 4] >> 8) * 2^-24            // float in [0, 1)
+// so a kernel can draw 4 consecutive elements from one Philox call.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+namespace tilefuse {
+
+std::array<uint32_t, 4> Philox4x32(uint64_t counter, uint64_t key);
+float PhiloxUniform(uint64_t seed, uint64_t index);
+
+}  // namespace tilefuse

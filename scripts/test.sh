@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Builds tilefuse and runs every test:
+#   1. all unit, end-to-end, error and real-model tests (ctest, release build);
+#   2. the ONNX backend node-test conformance run (onnx 1.17.0 from PyPI, in build/venv);
+#   3. the fast unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer.
+# Tests that need a GPU are skipped here with a message; scripts/gpu.sh runs them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+./scripts/build.sh -DTILEFUSE_BUILD_TESTS=ON
+
+echo "== python test environment (build/venv)"
+if [ ! -x build/venv/bin/python ] || ! build/venv/bin/python -c "import onnx" 2>/dev/null; then
+  python3 -m venv build/venv
+  build/venv/bin/pip install -q --disable-pip-version-check onnx==1.17.0 numpy
+fi
+
+echo "== unit, end-to-end, error and real-model tests"
+ctest --test-dir build -j"$(nproc)" --output-on-failure --timeout 600
+
+echo "== ONNX backend node tests"
+build/venv/bin/python tests/conformance/run_node_tests.py --tilefuse build/tilefuse
+
+echo "== fast unit tests under ASan + UBSan"
+BUILD_DIR=build-asan ./scripts/build.sh -DTILEFUSE_SANITIZE=ON -DTILEFUSE_BUILD_TESTS=ON
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ./build-asan/tilefuse_tests --gtest_brief=1 --gtest_filter='-Cli*:*RealModel*:*Conformance*:*Scaling*'
+echo "== all tests passed"

@@ -14,6 +14,9 @@
 namespace tilefuse {
 
 std::array<uint32_t, 4> Philox4x32(uint64_t counter, uint64_t key);
+// The full Philox4x32-10 block function with a 4-word counter and 2-word key, as in
+// Random123; Philox4x32 above is this with counter {lo, hi, 0, 0} and key {lo, hi}.
+std::array<uint32_t, 4> Philox4x32Block(std::array<uint32_t, 4> counter, std::array<uint32_t, 2> key);
 float PhiloxUniform(uint64_t seed, uint64_t index);
 
 }  // namespace tilefuse

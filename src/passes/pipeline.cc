@@ -1,0 +1,97 @@
+#include "passes/pipeline.h"
+
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+
+#include "ir/printer.h"
+#include "ir/verifier.h"
+#include "passes/cse.h"
+#include "passes/dce.h"
+#include "passes/decompose.h"
+#include "passes/fold_constants.h"
+#include "passes/infer.h"
+
+namespace tilefuse {
+
+namespace {
+
+// Writes `text` to `path` atomically (a temp file renamed over it), so a reader never
+// sees half a dump and a crash leaves no truncated file behind.
+Status WriteFileAtomically(const std::filesystem::path& path, const std::string& text) {
+  std::filesystem::path temp = path;
+  temp += ".tmp";
+  {
+    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.close();
+    if (!out) return Internal(fmt::format("cannot write IR dump '{}'", temp.string()));
+  }
+  std::error_code error;
+  std::filesystem::rename(temp, path, error);
+  if (error) return Internal(fmt::format("cannot rename IR dump to '{}': {}", path.string(), error.message()));
+  return Status::Ok();
+}
+
+// Runs the passes in order, numbering them for the dump files.
+class PassRunner {
+ public:
+  PassRunner(Graph graph, const PassOptions& options) : graph_(std::move(graph)), options_(options) {}
+
+  Status Prepare() {
+    if (options_.dump_dir.empty()) return Status::Ok();
+    std::error_code error;
+    std::filesystem::create_directories(options_.dump_dir, error);
+    if (error) return Internal(fmt::format("cannot create dump directory '{}': {}", options_.dump_dir, error.message()));
+    return Status::Ok();
+  }
+
+  template <typename Pass>
+  Status Run(const char* name, Pass pass) {
+    StatusOr<Graph> result = pass(graph_);
+    if (!result.ok()) return result.status().WithContext(fmt::format("pass '{}'", name));
+    graph_ = std::move(result).value();
+    return Dump(name);
+  }
+
+  Status Verify() {
+    RETURN_IF_ERROR(VerifyGraph(graph_).WithContext("verify"));
+    return Dump("verify");
+  }
+
+  Graph TakeGraph() { return std::move(graph_); }
+
+ private:
+  Status Dump(const char* name) {
+    if (options_.dump_dir.empty()) return Status::Ok();
+    std::string file = fmt::format("{:02}-{}.txt", next_dump_++, name);
+    return WriteFileAtomically(std::filesystem::path(options_.dump_dir) / file, PrintGraph(graph_));
+  }
+
+  Graph graph_;
+  const PassOptions& options_;
+  int next_dump_ = 0;
+};
+
+}  // namespace
+
+// Every rewriting pass also ends in VerifyGraph (GraphRewriter::Finish builds through
+// GraphBuilder::Build), so a pass that breaks an invariant is caught at its own step.
+StatusOr<Graph> RunGraphPasses(Graph graph, const PassOptions& options) {
+  PassRunner passes(std::move(graph), options);
+  RETURN_IF_ERROR(passes.Prepare());
+  RETURN_IF_ERROR(passes.Verify());
+  RETURN_IF_ERROR(passes.Run("infer", InferTypes));
+  RETURN_IF_ERROR(passes.Run("fold-constants", FoldConstants));
+  RETURN_IF_ERROR(passes.Run("cse", EliminateCommonSubexpressions));
+  RETURN_IF_ERROR(passes.Run("dce", EliminateDeadCode));
+  if (options.decompose) {
+    RETURN_IF_ERROR(passes.Run("decompose", DecomposeComposites));
+    RETURN_IF_ERROR(passes.Run("cse", EliminateCommonSubexpressions));
+    RETURN_IF_ERROR(passes.Run("dce", EliminateDeadCode));
+  }
+  RETURN_IF_ERROR(passes.Verify());
+  return passes.TakeGraph();
+}
+
+}  // namespace tilefuse

@@ -1,6 +1,39 @@
+// `tilefuse`: the command-line front door. Usage errors exit 2, like any bad input.
+#include <iostream>
+
 #include <CLI/CLI.hpp>
+
+#include "cli_common.h"
+#include "commands.h"
+
 int main(int argc, char** argv) {
-  CLI::App app{"tilefuse"};
-  CLI11_PARSE(app, argc, argv);
-  return 0;
+  CLI::App app{
+      "tilefuse: a fusion compiler for deep-learning tensor graphs.\n"
+      "It imports ONNX models (.onnx, .onnxtxt, or an ONNX backend-test folder), lowers them to\n"
+      "primitive ops and runs them. Today the f64 reference interpreter is the only executor;\n"
+      "fused CPU/CUDA backends come in later issues.",
+      "tilefuse"};
+  app.require_subcommand(1);
+  app.footer(
+      "Examples:\n"
+      "  tilefuse run examples/softmax_manual.onnxtxt --check\n"
+      "  tilefuse print model.onnx --passes\n"
+      "  tilefuse demo\n"
+      "Run `tilefuse SUBCOMMAND --help` for the options of each subcommand.\n"
+      "Exit codes: 0 ok, 1 --check mismatch, 2 bad input, unsupported model or bad usage.");
+
+  int exit_code = tilefuse::cli::kExitOk;
+  tilefuse::cli::AddRunCommand(app, exit_code);
+  tilefuse::cli::AddPrintCommand(app, exit_code);
+  tilefuse::cli::AddDemoCommand(app, exit_code);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {  // --help and friends
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "error: " << e.what() << "\nRun with --help for usage.\n";
+    return tilefuse::cli::kExitBadInput;
+  }
+  return exit_code;
 }

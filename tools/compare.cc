@@ -1,0 +1,72 @@
+#include "compare.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "cli_common.h"
+
+namespace tilefuse::cli {
+
+Tolerance ToleranceFor(DType dtype) {
+  switch (dtype) {
+    case DType::kF64: return {1e-9, 1e-12};
+    case DType::kF32: return {1e-3, 1e-7};
+    case DType::kF16: return {1e-2, 1e-3};
+    case DType::kBF16: return {1e-2, 1e-2};
+    default: return {0, 0};  // integers and bool compare exactly
+  }
+}
+
+namespace {
+
+// Why one element differs, or "" when it matches. Also folds the element into the
+// running maxima when both values are finite.
+std::string CompareElement(double actual, double expected, const Tolerance& tol, Comparison& result) {
+  bool actual_nan = std::isnan(actual), expected_nan = std::isnan(expected);
+  if (actual_nan || expected_nan) {
+    if (actual_nan && expected_nan) return "";
+    return fmt::format("{} where {} is expected", actual, expected);
+  }
+  if (std::isinf(actual) || std::isinf(expected)) {
+    if (actual == expected) return "";
+    return fmt::format("{} where {} is expected", actual, expected);
+  }
+  double abs_err = std::fabs(actual - expected);
+  result.max_abs_err = std::max(result.max_abs_err, abs_err);
+  if (expected != 0) result.max_rel_err = std::max(result.max_rel_err, abs_err / std::fabs(expected));
+  if (abs_err <= tol.atol + tol.rtol * std::fabs(expected)) return "";
+  return fmt::format("{} where {} is expected (abs err {:.3g})", actual, expected, abs_err);
+}
+
+}  // namespace
+
+Comparison CompareTensors(const Tensor& actual, const Tensor& expected) {
+  Comparison result;
+  if (actual.dtype() != expected.dtype() || actual.shape() != expected.shape()) {
+    result.reason = fmt::format("got {} but expected {}", DescribeTensorType(actual.dtype(), actual.shape()),
+                                DescribeTensorType(expected.dtype(), expected.shape()));
+    result.mismatches = std::max(actual.num_elements(), expected.num_elements());
+    return result;
+  }
+  Tolerance tol = ToleranceFor(expected.dtype());
+  int64_t first_mismatch = -1;
+  for (int64_t i = 0; i < expected.num_elements(); ++i) {
+    std::string why = CompareElement(actual.GetDouble(i), expected.GetDouble(i), tol, result);
+    if (why.empty()) continue;
+    if (first_mismatch < 0) {
+      first_mismatch = i;
+      result.reason = fmt::format("element {}: {}", i, why);
+    }
+    ++result.mismatches;
+  }
+  result.pass = result.mismatches == 0;
+  if (!result.pass) {
+    result.reason = fmt::format("{} of {} elements differ (rtol {:g}, atol {:g}); first at {}", result.mismatches,
+                                expected.num_elements(), tol.rtol, tol.atol, result.reason);
+  }
+  return result;
+}
+
+}  // namespace tilefuse::cli

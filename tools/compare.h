@@ -1,0 +1,35 @@
+// Output comparison for `tilefuse run --check` and `tilefuse demo`: an element matches
+// when |actual - expected| <= atol + rtol * |expected| (numpy.allclose, as the ONNX
+// backend tests use it), with tolerances chosen by dtype:
+//   f64        rtol 1e-9, atol 1e-12   (both sides computed in f64)
+//   f32        rtol 1e-3, atol 1e-7    (the ONNX backend-test defaults)
+//   f16, bf16  rtol 1e-2, atol 1e-3 / 1e-2
+//   integers, bool: exact
+// NaN matches only NaN at the same place, and an infinity only the same infinity. A
+// shape or dtype difference is a mismatch.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "tilefuse/tensor.h"
+
+namespace tilefuse::cli {
+
+struct Tolerance {
+  double rtol = 0;
+  double atol = 0;
+};
+Tolerance ToleranceFor(DType dtype);
+
+struct Comparison {
+  bool pass = false;
+  double max_abs_err = 0;  // over elements where both sides are finite
+  double max_rel_err = 0;  // |a - e| / |e|, over finite elements with e != 0
+  int64_t mismatches = 0;  // elements outside tolerance, NaN or infinity disagreements
+  std::string reason;      // empty on pass; else what differs first
+};
+
+Comparison CompareTensors(const Tensor& actual, const Tensor& expected);
+
+}  // namespace tilefuse::cli

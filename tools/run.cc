@@ -1,0 +1,193 @@
+// `tilefuse run MODEL`: import → passes → execute, then report the outputs or, with
+// --check, compare them with expected outputs (or, when a model has none, with the
+// reference interpreter run on the graph as imported, which checks the passes).
+#include <filesystem>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "backend/cpu/interpreter.h"
+#include "cli_common.h"
+#include "commands.h"
+#include "passes/pipeline.h"
+#include "run_report.h"
+
+namespace tilefuse::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kCheckExpected = "expected_outputs";
+constexpr const char* kCheckReference = "reference_before_passes";
+
+struct RunOptions {
+  std::string model;
+  std::string inputs_dir;
+  std::string dump_dir;
+  std::string backend = "reference";
+  uint64_t seed = 0;
+  bool check = false;
+  bool json = false;
+  CLI::Option* seed_option = nullptr;  // to tell an explicit --random from the default
+};
+
+struct DataSet {
+  std::string label;             // "test_data_set_0"; empty for --inputs or random inputs
+  std::vector<Tensor> inputs;
+  std::vector<Tensor> expected;  // empty: no expected outputs
+};
+
+// The seam where compiled backends will plug in; today the reference interpreter is
+// the only executor.
+StatusOr<std::vector<Tensor>> Execute(const std::string& backend, const Graph& graph,
+                                      const std::vector<Tensor>& inputs) {
+  if (backend == "reference") return RunReference(graph, inputs);
+  return InvalidArgument(fmt::format("unknown backend '{}'", backend));
+}
+
+StatusOr<DataSet> LoadInputsDir(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return NotFound(fmt::format("inputs folder '{}' does not exist", dir));
+  DataSet set;
+  ASSIGN_OR_RETURN(set.inputs, LoadTensorsFromDir(dir, "input_"));
+  if (fs::exists(fs::path(dir) / "output_0.pb", ec)) {
+    ASSIGN_OR_RETURN(set.expected, LoadTensorsFromDir(dir, "output_"));
+  }
+  return set;
+}
+
+bool HasTestDataSets(const std::string& model) {
+  std::error_code ec;
+  return fs::is_directory(fs::path(model) / "test_data_set_0", ec);
+}
+
+// Where the inputs come from, by precedence: --inputs DIR, an explicit --random, the
+// data sets of a backend-test folder, else random inputs with the default seed.
+StatusOr<std::vector<DataSet>> ResolveDataSets(const RunOptions& options, const Graph& graph,
+                                               std::string& source) {
+  std::vector<DataSet> sets;
+  if (!options.inputs_dir.empty()) {
+    ASSIGN_OR_RETURN(DataSet set, LoadInputsDir(options.inputs_dir));
+    RETURN_IF_ERROR(ValidateInputs(graph, set.inputs, fmt::format("'{}'", options.inputs_dir)));
+    source = options.inputs_dir;
+    sets.push_back(std::move(set));
+    return sets;
+  }
+  bool random_asked = options.seed_option && options.seed_option->count() > 0;
+  if (!random_asked && HasTestDataSets(options.model)) {
+    ASSIGN_OR_RETURN(std::vector<TestDataSet> loaded, LoadTestDataSets(options.model));
+    for (TestDataSet& t : loaded) {
+      RETURN_IF_ERROR(ValidateInputs(graph, t.inputs, fmt::format("'{}'", t.dir)));
+      sets.push_back({fs::path(t.dir).filename().string(), std::move(t.inputs), std::move(t.expected_outputs)});
+    }
+    source = fmt::format("{} test data set(s) in {}", sets.size(), options.model);
+    return sets;
+  }
+  source = fmt::format("random (seed {})", options.seed);
+  sets.push_back({"", MakeRandomInputs(graph, options.seed), {}});
+  return sets;
+}
+
+// Compares one data set's outputs with its expected outputs, or with the reference
+// interpreter on the imported graph when it has none.
+Status CheckDataSet(const DataSet& set, const Graph& passed, const Graph& imported,
+                    const std::vector<Tensor>& actual, RunReport& report) {
+  std::vector<Tensor> expected = set.expected;
+  if (expected.empty()) {
+    ASSIGN_OR_RETURN(expected, RunReference(imported, set.inputs));
+  }
+  if (expected.size() != actual.size()) {
+    OutputReport mismatch{"(all outputs)", set.label, DType::kF32, {}, Comparison{}, 0, 0, 0};
+    mismatch.comparison->reason =
+        fmt::format("the model has {} output(s) but {} expected output(s) were given", actual.size(), expected.size());
+    mismatch.comparison->mismatches = 1;
+    report.outputs.push_back(std::move(mismatch));
+    return Status::Ok();
+  }
+  for (size_t i = 0; i < actual.size(); ++i) {
+    OutputReport output{passed.outputs()[i].name, set.label, actual[i].dtype(), actual[i].shape(), {}, 0, 0, 0};
+    output.comparison = CompareTensors(actual[i], expected[i]);
+    report.outputs.push_back(std::move(output));
+  }
+  return Status::Ok();
+}
+
+Status RunInto(const RunOptions& options, RunReport& report) {
+  ASSIGN_OR_RETURN(ImportedModel imported, LoadModel(options.model));
+  report.opset = imported.info.opset;
+  report.nodes_imported = imported.graph.num_nodes();
+
+  DumpDirStaging dumps(options.dump_dir);
+  PassOptions pass_options;
+  ASSIGN_OR_RETURN(pass_options.dump_dir, dumps.Prepare());
+  ASSIGN_OR_RETURN(Graph passed, RunGraphPasses(imported.graph, pass_options));
+  RETURN_IF_ERROR(dumps.Publish());
+  report.nodes_after_passes = passed.num_nodes();
+
+  ASSIGN_OR_RETURN(std::vector<DataSet> sets, ResolveDataSets(options, passed, report.input_source));
+  if (options.check) report.check_mode = sets.front().expected.empty() ? kCheckReference : kCheckExpected;
+  for (const DataSet& set : sets) {
+    auto start = std::chrono::steady_clock::now();
+    ASSIGN_OR_RETURN(std::vector<Tensor> outputs, Execute(options.backend, passed, set.inputs));
+    report.reference_ms += MillisecondsSince(start);
+    if (options.check) {
+      RETURN_IF_ERROR(CheckDataSet(set, passed, imported.graph, outputs, report));
+      continue;
+    }
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      OutputReport output{passed.outputs()[i].name, set.label, outputs[i].dtype(), outputs[i].shape(), {}, 0, 0, 0};
+      Summarize(outputs[i], output);
+      report.outputs.push_back(std::move(output));
+    }
+  }
+  return Status::Ok();
+}
+
+int RunModel(const RunOptions& options) {
+  RunReport report;
+  report.model = options.model;
+  report.backend = options.backend;
+  report.error = RunInto(options, report);
+  if (!report.error.ok()) PrintError(report.error);
+  if (options.json) {
+    PrintJsonReport(report);
+  } else if (report.error.ok()) {
+    PrintTextReport(report);
+  }
+  if (!report.error.ok()) return kExitBadInput;
+  return report.AllPassed() ? kExitOk : kExitMismatch;
+}
+
+}  // namespace
+
+void AddRunCommand(CLI::App& app, int& exit_code) {
+  auto options = std::make_shared<RunOptions>();
+  CLI::App* run = app.add_subcommand(
+      "run", "Import a model, run the graph passes and execute it on the reference interpreter.\n"
+             "With --check, compare every output with the expected output_i.pb files (ONNX backend-test\n"
+             "tolerances: f32 rtol 1e-3 atol 1e-7; f64 rtol 1e-9; f16/bf16 rtol 1e-2; integers exact);\n"
+             "without expected outputs, compare with the graph as imported, before the passes.");
+  run->add_option("MODEL", options->model, "An .onnx file, an .onnxtxt file, or an ONNX backend-test folder")
+      ->required();
+  CLI::Option* inputs = run->add_option(
+      "--inputs", options->inputs_dir,
+      "Folder of input_0.pb, input_1.pb, ... (TensorProto); output_i.pb there are expected outputs");
+  options->seed_option = run->add_option(
+      "--random", options->seed, "Random inputs with this seed (the default when no inputs are found: seed 0)");
+  inputs->excludes(options->seed_option);
+  run->add_flag("--check", options->check, "Compare outputs and exit 1 when one differs");
+  run->add_flag("--json", options->json, "Print a machine-readable JSON report on stdout");
+  run->add_option("--dump-dir", options->dump_dir, "Write the IR after every pass into this folder");
+  run->add_option("--backend", options->backend, "Executor to run the graph on")
+      ->check(CLI::IsMember({"reference"}))
+      ->capture_default_str();
+  run->footer(
+      "Examples:\n"
+      "  tilefuse run examples/softmax_manual.onnxtxt --check\n"
+      "  tilefuse run onnx/backend/test/data/node/test_add --check --json\n"
+      "  tilefuse run model.onnx --inputs my_inputs/ --dump-dir ir_dumps/\n"
+      "Exit codes: 0 ok or all outputs match, 1 mismatch, 2 bad input, unsupported model or usage.");
+  run->callback([options, &exit_code] { exit_code = RunModel(*options); });
+}
+
+}  // namespace tilefuse::cli

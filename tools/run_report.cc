@@ -1,0 +1,117 @@
+#include "run_report.h"
+
+#include <cmath>
+#include <iostream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli_common.h"
+
+namespace tilefuse::cli {
+
+bool RunReport::AllPassed() const {
+  for (const OutputReport& output : outputs) {
+    if (output.comparison && !output.comparison->pass) return false;
+  }
+  return true;
+}
+
+std::string RunReport::Verdict() const {
+  if (!error.ok()) return "error";
+  if (check_mode.empty()) return "ok";
+  return AllPassed() ? "pass" : "fail";
+}
+
+void Summarize(const Tensor& output, OutputReport& report) {
+  double sum = 0;
+  int64_t finite = 0;
+  report.min = INFINITY;
+  report.max = -INFINITY;
+  for (int64_t i = 0; i < output.num_elements(); ++i) {
+    double v = output.GetDouble(i);
+    if (!std::isfinite(v)) continue;
+    report.min = std::min(report.min, v);
+    report.max = std::max(report.max, v);
+    sum += v;
+    ++finite;
+  }
+  if (finite == 0) report.min = report.max = 0;
+  report.mean = finite ? sum / static_cast<double>(finite) : 0;
+}
+
+namespace {
+
+std::string OutputLabel(const OutputReport& output) {
+  std::string label = fmt::format("'{}'", output.name);
+  if (!output.data_set.empty()) label += fmt::format(" [{}]", output.data_set);
+  return label;
+}
+
+nlohmann::json OutputToJson(const OutputReport& output) {
+  nlohmann::json j = {{"name", output.name},
+                      {"data_set", output.data_set},
+                      {"dtype", std::string(DTypeName(output.dtype))},
+                      {"shape", output.shape}};
+  if (output.comparison) {
+    const Comparison& c = *output.comparison;
+    j["max_abs_err"] = c.max_abs_err;
+    j["max_rel_err"] = c.max_rel_err;
+    j["mismatches"] = c.mismatches;
+    j["pass"] = c.pass;
+    j["reason"] = c.reason;
+  } else {
+    j["min"] = output.min;
+    j["max"] = output.max;
+    j["mean"] = output.mean;
+  }
+  return j;
+}
+
+}  // namespace
+
+void PrintTextReport(const RunReport& report) {
+  fmt::print("model: {} (opset {})\n", report.model, report.opset);
+  fmt::print("graph: {} nodes imported, {} after passes; backend: {}\n", report.nodes_imported,
+             report.nodes_after_passes, report.backend);
+  fmt::print("inputs: {}\n", report.input_source);
+  if (report.check_mode == "expected_outputs") {
+    fmt::print("check: against the expected outputs\n");
+  } else if (!report.check_mode.empty()) {
+    fmt::print("check: no expected outputs; against the reference interpreter on the graph before passes\n");
+  }
+  for (const OutputReport& output : report.outputs) {
+    std::string type = DescribeTensorType(output.dtype, output.shape);
+    if (!output.comparison) {
+      fmt::print("  output {} {}: min {:.6g} max {:.6g} mean {:.6g}\n", OutputLabel(output), type, output.min,
+                 output.max, output.mean);
+      continue;
+    }
+    const Comparison& c = *output.comparison;
+    fmt::print("  output {} {}: max_abs_err {:.3g} max_rel_err {:.3g} {}\n", OutputLabel(output), type,
+               c.max_abs_err, c.max_rel_err, c.pass ? "PASS" : "FAIL");
+    if (!c.pass) fmt::print("    {}\n", c.reason);
+  }
+  fmt::print("reference time: {:.2f} ms\n", report.reference_ms);
+  if (!report.check_mode.empty()) fmt::print("result: {}\n", report.AllPassed() ? "PASS" : "FAIL");
+}
+
+void PrintJsonReport(const RunReport& report) {
+  nlohmann::json j = {{"model", report.model},
+                      {"backend", report.backend},
+                      {"opset", report.opset},
+                      {"nodes_imported", report.nodes_imported},
+                      {"nodes_after_passes", report.nodes_after_passes},
+                      {"inputs", report.input_source},
+                      {"reference_ms", report.reference_ms},
+                      {"status", report.Verdict()}};
+  j["check"] = report.check_mode.empty() ? nlohmann::json(nullptr) : nlohmann::json(report.check_mode);
+  j["outputs"] = nlohmann::json::array();
+  for (const OutputReport& output : report.outputs) j["outputs"].push_back(OutputToJson(output));
+  if (!report.error.ok()) {
+    j["error"] = {{"code", StatusCodeName(report.error.code())}, {"message", report.error.message()}};
+  }
+  std::cout << j.dump(2) << "\n";
+}
+
+}  // namespace tilefuse::cli

@@ -1,0 +1,54 @@
+// What `tilefuse run` found, and its two renderings: a human-readable summary and the
+// machine-readable --json report.
+//
+// JSON layout:
+//   {"model", "backend", "opset", "nodes_imported", "nodes_after_passes", "inputs",
+//    "check": "expected_outputs" | "reference_before_passes" | null,
+//    "outputs": [{"name", "data_set", "dtype", "shape", "max_abs_err", "max_rel_err",
+//                 "mismatches", "pass", "reason"}],
+//    "reference_ms", "status": "ok" | "pass" | "fail" | "error",
+//    "error": {"code", "message"}  (only when status is "error")}
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "compare.h"
+#include "tilefuse/status.h"
+#include "tilefuse/tensor.h"
+
+namespace tilefuse::cli {
+
+struct OutputReport {
+  std::string name;
+  std::string data_set;  // e.g. "test_data_set_0"; empty for --inputs or random inputs
+  DType dtype = DType::kF32;
+  Shape shape;
+  std::optional<Comparison> comparison;  // set with --check
+  double min = 0, max = 0, mean = 0;     // over finite values, for the summary
+};
+
+struct RunReport {
+  std::string model;
+  std::string backend = "reference";
+  int64_t opset = 0;
+  int nodes_imported = 0;
+  int nodes_after_passes = 0;
+  std::string input_source;  // "random (seed 0)", a folder, or "test_data_set_*"
+  std::string check_mode;    // "" without --check
+  std::vector<OutputReport> outputs;
+  double reference_ms = 0;
+  Status error;  // not ok: the run failed before producing a verdict
+
+  bool AllPassed() const;
+  std::string Verdict() const;  // "ok", "pass", "fail" or "error"
+};
+
+// Summary statistics of an output, for runs without --check.
+void Summarize(const Tensor& output, OutputReport& report);
+
+void PrintTextReport(const RunReport& report);
+void PrintJsonReport(const RunReport& report);
+
+}  // namespace tilefuse::cli

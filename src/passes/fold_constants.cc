@@ -1,5 +1,7 @@
 #include "passes/fold_constants.h"
 
+#include <cstring>
+#include <optional>
 #include <vector>
 
 #include "backend/cpu/interpreter.h"
@@ -10,46 +12,105 @@ namespace tilefuse {
 namespace {
 
 bool IsFoldable(const Node& node) {
-  return node.info().kind != OpKind::Source && node.op != OpCode::kRandomUniform;
+  return node.info().kind != OpKind::Source && node.op != OpCode::kRandomUniform && node.op != OpCode::kBroadcast;
 }
 
-// The folded values of `node`'s inputs, or an empty vector when one is not constant.
-std::vector<const Tensor*> ConstantInputs(GraphRewriter& rewriter, const Node& node) {
-  std::vector<const Tensor*> values;
+// A value whose contents are known at compile time: a constant, or a broadcast of one
+// (which stays a broadcast node in the graph, so its full value is made on demand).
+struct KnownValue {
+  const Node* node;      // the constant or the broadcast, in the new graph
+  const Tensor* source;  // the constant's value
+  bool IsSplat() const { return node->op == OpCode::kBroadcast && source->num_elements() == 1; }
+};
+
+std::optional<KnownValue> FindKnownValue(const GraphBuilder& b, Value v) {
+  const Node& node = b.node(v);
+  if (node.op == OpCode::kConstant) return KnownValue{&node, node.attrs.value.get()};
+  if (node.op != OpCode::kBroadcast) return std::nullopt;
+  const Node& input = b.graph().node(node.inputs[0]);
+  if (input.op != OpCode::kConstant) return std::nullopt;
+  return KnownValue{&node, input.attrs.value.get()};
+}
+
+// The known values of all of `node`'s inputs, or nothing when one is unknown.
+std::optional<std::vector<KnownValue>> KnownInputs(GraphRewriter& rewriter, const Node& node) {
+  std::vector<KnownValue> known;
   for (Value v : rewriter.MapInputs(node)) {
-    const Node& input = rewriter.builder().node(v);
-    if (input.op != OpCode::kConstant) return {};
-    values.push_back(input.attrs.value.get());
+    std::optional<KnownValue> value = FindKnownValue(rewriter.builder(), v);
+    if (!value) return std::nullopt;
+    known.push_back(*value);
   }
-  return values;
+  return known;
 }
 
-bool IsLargeExpansion(const Node& node, const std::vector<const Tensor*>& inputs) {
+bool IsLargeExpansion(const Node& node, const std::vector<KnownValue>& inputs) {
   int64_t input_elements = 0;
-  for (const Tensor* t : inputs) input_elements += t->num_elements();
+  for (const KnownValue& k : inputs) input_elements += k.source->num_elements();
   int64_t result_elements = NumElements(node.shape);
   return result_elements > kMaxFoldedExpansionElements && result_elements > input_elements;
+}
+
+Tensor AsScalar(const Tensor& single) {
+  Tensor scalar(single.dtype(), {});
+  std::memcpy(scalar.data(), single.data(), single.num_bytes());
+  return scalar;
+}
+
+// op(splat a, splat b, ...) = splat(op(a, b, ...)): evaluated once, on rank-0 values.
+Status FoldSplats(GraphRewriter& rewriter, const Node& node, const std::vector<KnownValue>& inputs) {
+  std::vector<Tensor> scalars;
+  std::vector<const Tensor*> pointers;
+  for (const KnownValue& k : inputs) scalars.push_back(AsScalar(*k.source));
+  for (const Tensor& t : scalars) pointers.push_back(&t);
+  Node scalar_node = node;
+  scalar_node.shape = {};
+  ASSIGN_OR_RETURN(Tensor value, EvaluateNode(scalar_node, pointers));
+  Value scalar = rewriter.ReplaceWithConstant(node, std::move(value));
+  rewriter.SetMap(node.id, rewriter.builder().BroadcastTo(scalar, node.shape));
+  return Status::Ok();
+}
+
+// Makes the full value of every input (materialising broadcasts) and evaluates `node`.
+Status FoldFull(GraphRewriter& rewriter, const Node& node, const std::vector<KnownValue>& inputs) {
+  std::vector<Tensor> expanded;
+  expanded.reserve(inputs.size());
+  std::vector<const Tensor*> pointers;
+  for (const KnownValue& k : inputs) {
+    if (k.node->op == OpCode::kBroadcast) {
+      ASSIGN_OR_RETURN(Tensor full, EvaluateNode(*k.node, {k.source}));
+      expanded.push_back(std::move(full));
+      pointers.push_back(&expanded.back());
+    } else {
+      pointers.push_back(k.source);
+    }
+  }
+  ASSIGN_OR_RETURN(Tensor value, EvaluateNode(node, pointers));
+  rewriter.ReplaceWithConstant(node, std::move(value));
+  return Status::Ok();
+}
+
+Status FoldNode(GraphRewriter& rewriter, const Node& node) {
+  std::optional<std::vector<KnownValue>> inputs;
+  if (IsFoldable(node) && rewriter.builder().ok()) inputs = KnownInputs(rewriter, node);
+  if (!inputs) {
+    rewriter.CopyNode(node);
+    return Status::Ok();
+  }
+  bool all_splats = !inputs->empty() && node.info().kind == OpKind::Pointwise;
+  for (const KnownValue& k : *inputs) all_splats = all_splats && k.IsSplat();
+  if (all_splats) return FoldSplats(rewriter, node, *inputs).WithContext("constant folding " + NodeLabel(node));
+  if (IsLargeExpansion(node, *inputs)) {
+    rewriter.CopyNode(node);
+    return Status::Ok();
+  }
+  return FoldFull(rewriter, node, *inputs).WithContext("constant folding " + NodeLabel(node));
 }
 
 }  // namespace
 
 StatusOr<Graph> FoldConstants(const Graph& graph) {
   GraphRewriter rewriter(graph);
-  for (const Node& node : graph.nodes()) {
-    if (!IsFoldable(node) || !rewriter.builder().ok()) {
-      rewriter.CopyNode(node);
-      continue;
-    }
-    std::vector<const Tensor*> inputs = ConstantInputs(rewriter, node);
-    bool all_constant = inputs.size() == node.inputs.size();
-    if (!all_constant || IsLargeExpansion(node, inputs)) {
-      rewriter.CopyNode(node);
-      continue;
-    }
-    StatusOr<Tensor> value = EvaluateNode(node, inputs);
-    if (!value.ok()) return value.status().WithContext("constant folding " + NodeLabel(node));
-    rewriter.ReplaceWithConstant(node, std::move(value).value());
-  }
+  for (const Node& node : graph.nodes()) RETURN_IF_ERROR(FoldNode(rewriter, node));
   return rewriter.Finish();
 }
 

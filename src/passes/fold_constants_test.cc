@@ -1,0 +1,150 @@
+#include "passes/fold_constants.h"
+
+#include <cmath>
+#include <gtest/gtest.h>
+
+#include "passes/pass_test_util.h"
+#include "tilefuse/builder.h"
+
+namespace tilefuse {
+namespace {
+
+using pass_testing::CountOps;
+
+TEST(FoldConstantsTest, AddOfTwoConstantsBecomesAConstant) {
+  GraphBuilder b;
+  Value a = b.Constant(Tensor::FromDoubles(DType::kF32, {2, 2}, {1, 2, 3, 4}));
+  Value c = b.Constant(Tensor::FromDoubles(DType::kF32, {2, 2}, {0.5, -2, 10, 0.25}));
+  b.SetLocation("", "sum");
+  b.Output(b.Add(a, c), "y");
+  auto graph = b.Build();
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+
+  auto folded = FoldConstants(*graph);
+  ASSERT_TRUE(folded.ok()) << folded.status().ToString();
+  const Node& out = folded->node(folded->outputs()[0].node);
+  ASSERT_EQ(out.op, OpCode::kConstant);
+  EXPECT_EQ(out.name, "sum");
+  EXPECT_EQ(out.dtype, DType::kF32);
+  EXPECT_EQ(out.shape, (Shape{2, 2}));
+  EXPECT_EQ(out.attrs.value->ToDoubles(), (std::vector<double>{1.5, 0, 13, 4.25}));
+  EXPECT_EQ(CountOps(*folded, OpCode::kAdd), 0);
+}
+
+TEST(FoldConstantsTest, FoldsChainsButKeepsParameterDependentNodes) {
+  GraphBuilder b;
+  Value x = b.Parameter("x", DType::kF64, {3});
+  Value six = b.Mul(b.Scalar(2, DType::kF64), b.Scalar(3, DType::kF64));
+  Value seven = b.AddScalar(six, 1);
+  b.Output(b.Mul(x, seven), "y");
+  auto graph = b.Build();
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+
+  auto folded = FoldConstants(*graph);
+  ASSERT_TRUE(folded.ok()) << folded.status().ToString();
+  const Node& out = folded->node(folded->outputs()[0].node);
+  ASSERT_EQ(out.op, OpCode::kMul);
+  EXPECT_EQ(folded->node(out.inputs[0]).op, OpCode::kParameter);
+  // The factor stays a broadcast scalar: a stride-0 load, not a [3] buffer.
+  const Node& factor = folded->node(out.inputs[1]);
+  ASSERT_EQ(factor.op, OpCode::kBroadcast);
+  const Node& scalar = folded->node(factor.inputs[0]);
+  ASSERT_EQ(scalar.op, OpCode::kConstant);
+  EXPECT_EQ(scalar.attrs.value->ToDoubles(), (std::vector<double>{7}));
+  EXPECT_EQ(CountOps(*folded, OpCode::kAdd), 0);
+}
+
+TEST(FoldConstantsTest, PointwiseOfSplatsStaysASplat) {
+  GraphBuilder b;
+  Value x = b.Parameter("x", DType::kF32, {4, 256});
+  Value two = b.BroadcastTo(b.Scalar(2, DType::kF32), {4, 256});
+  Value half = b.BroadcastTo(b.Constant(Tensor::FromDoubles(DType::kF32, {1, 1}, {0.5})), {4, 256});
+  b.Output(b.Add(x, b.Unary(OpCode::kExp, b.Mul(two, half))), "y");
+  auto graph = b.Build();
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  auto folded = FoldConstants(*graph);
+  ASSERT_TRUE(folded.ok()) << folded.status().ToString();
+  const Node& add = folded->node(folded->outputs()[0].node);
+  const Node& splat = folded->node(add.inputs[1]);
+  ASSERT_EQ(splat.op, OpCode::kBroadcast);
+  EXPECT_EQ(splat.shape, (Shape{4, 256}));
+  const Node& value = folded->node(splat.inputs[0]);
+  ASSERT_EQ(value.op, OpCode::kConstant);
+  EXPECT_EQ(value.shape, Shape{});
+  EXPECT_FLOAT_EQ(value.attrs.value->GetDouble(0), std::exp(1.0f));
+  EXPECT_EQ(CountOps(*folded, OpCode::kExp), 0);
+  EXPECT_EQ(CountOps(*folded, OpCode::kMul), 0);
+}
+
+TEST(FoldConstantsTest, MixesBroadcastAndFullConstants) {
+  GraphBuilder b;
+  Value c = b.Constant(Tensor::FromDoubles(DType::kI32, {2, 2}, {1, 2, 3, 4}));
+  Value row = b.Constant(Tensor::FromDoubles(DType::kI32, {2}, {10, 20}));
+  b.Output(b.Mul(c, row), "y");  // row broadcasts to [[10, 20], [10, 20]]
+  auto graph = b.Build();
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  auto folded = FoldConstants(*graph);
+  ASSERT_TRUE(folded.ok()) << folded.status().ToString();
+  const Node& out = folded->node(folded->outputs()[0].node);
+  ASSERT_EQ(out.op, OpCode::kConstant);
+  EXPECT_EQ(out.dtype, DType::kI32);
+  EXPECT_EQ(out.attrs.value->ToDoubles(), (std::vector<double>{10, 40, 30, 80}));
+}
+
+TEST(FoldConstantsTest, FoldsSmallIotaAndCast) {
+  GraphBuilder b;
+  Value iota = b.Iota({2, 3}, 1, DType::kI64);
+  b.Output(b.Cast(iota, DType::kF32), "y");
+  auto graph = b.Build();
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  auto folded = FoldConstants(*graph);
+  ASSERT_TRUE(folded.ok()) << folded.status().ToString();
+  const Node& out = folded->node(folded->outputs()[0].node);
+  ASSERT_EQ(out.op, OpCode::kConstant);
+  EXPECT_EQ(out.dtype, DType::kF32);
+  EXPECT_EQ(out.attrs.value->ToDoubles(), (std::vector<double>{0, 1, 2, 0, 1, 2}));
+}
+
+TEST(FoldConstantsTest, NeverFoldsRandomUniform) {
+  GraphBuilder b;
+  Value r = b.RandomUniform({4}, DType::kF32, 7);
+  b.Output(b.AddScalar(r, 1.0), "y");
+  auto graph = b.Build();
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  auto folded = FoldConstants(*graph);
+  ASSERT_TRUE(folded.ok()) << folded.status().ToString();
+  EXPECT_EQ(CountOps(*folded, OpCode::kRandomUniform), 1);
+  EXPECT_EQ(folded->node(folded->outputs()[0].node).op, OpCode::kAdd);
+}
+
+TEST(FoldConstantsTest, KeepsLargeExpansionsAsOps) {
+  GraphBuilder b;
+  Value x = b.Parameter("x", DType::kF32, {2048, 1024});
+  Value big = b.BroadcastTo(b.Scalar(1, DType::kF32), {2048, 1024});  // 2M elements from 1
+  Value ramp = b.Iota({2048, 1024}, 0, DType::kF32);
+  b.Output(b.Add(b.Add(x, big), ramp), "y");
+  auto graph = b.Build();
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  auto folded = FoldConstants(*graph);
+  ASSERT_TRUE(folded.ok()) << folded.status().ToString();
+  EXPECT_EQ(CountOps(*folded, OpCode::kBroadcast), 1);
+  EXPECT_EQ(CountOps(*folded, OpCode::kIota), 1);
+}
+
+TEST(FoldConstantsTest, LeavesConstantsAndParametersAlone) {
+  GraphBuilder b;
+  Value x = b.Parameter("x", DType::kF32, {2});
+  Value c = b.Constant(Tensor::FromDoubles(DType::kF32, {2}, {1, 2}));
+  b.Output(b.Add(x, c), "y");
+  b.Output(c, "c");
+  auto graph = b.Build();
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  auto folded = FoldConstants(*graph);
+  ASSERT_TRUE(folded.ok()) << folded.status().ToString();
+  EXPECT_EQ(folded->num_nodes(), 3);
+  EXPECT_EQ(folded->inputs(), (std::vector<int>{0}));
+  EXPECT_EQ(folded->node(folded->outputs()[1].node).attrs.value->ToDoubles(), (std::vector<double>{1, 2}));
+}
+
+}  // namespace
+}  // namespace tilefuse

@@ -1,8 +1,6 @@
 #include "passes/cse.h"
 
 #include <bit>
-#include <fmt/format.h>
-#include <fmt/ranges.h>
 #include <string>
 #include <unordered_map>
 
@@ -16,33 +14,58 @@ namespace {
 // importers and decompositions create over and over.
 constexpr size_t kMaxValueKeyBytes = 4096;
 
-std::string ConstantKey(const Tensor& value) {
-  std::string key = fmt::format("{}{}", DTypeName(value.dtype()), ShapeToString(value.shape()));
-  if (value.num_bytes() > kMaxValueKeyBytes)
-    return key + fmt::format("@{}", static_cast<const void*>(value.data()));
-  key += "=";
-  key.append(reinterpret_cast<const char*>(value.data()), value.num_bytes());
-  return key;
+// Keys are raw bytes, not text: CSE builds one per node, and formatting them would
+// make it the slowest pass on large graphs.
+class KeyWriter {
+ public:
+  template <typename T>
+  void Add(const T& value) {
+    key_.append(reinterpret_cast<const char*>(&value), sizeof(value));
+  }
+  void Add(const std::vector<int64_t>& values) {
+    Add(values.size());
+    key_.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(int64_t));
+  }
+  void AddBytes(const void* data, size_t size) { key_.append(static_cast<const char*>(data), size); }
+  std::string Take() { return std::move(key_); }
+
+ private:
+  std::string key_;
+};
+
+void AddConstant(KeyWriter& key, const Tensor& value) {
+  key.Add(value.dtype());
+  key.Add(value.shape());
+  bool by_value = value.num_bytes() <= kMaxValueKeyBytes;
+  key.Add(by_value);
+  if (by_value) key.AddBytes(value.data(), value.num_bytes());
+  else key.Add(static_cast<const void*>(value.data()));
 }
 
 // Every attribute takes part, whether or not the op reads it: a field an op ignores
 // keeps its default in graphs we build, and a spurious difference only costs a merge.
-std::string AttrsKey(const Attrs& a) {
-  std::string key = fmt::format(
-      "shape={} axes={} keep={} axis={} perm={} starts={} steps={} to={} seed={} eps={:x} tanh={} "
-      "kernel={} strides={} pads={} dil={} group={} incl={}",
-      a.shape, a.axes, a.keepdims, a.axis, a.perm, a.starts, a.steps, DTypeName(a.to), a.seed,
-      std::bit_cast<uint64_t>(a.epsilon), a.approximate_tanh, a.kernel, a.strides, a.pads, a.dilations, a.group,
-      a.count_include_pad);
-  if (a.value) key += " value=" + ConstantKey(*a.value);
-  return key;
+void AddAttrs(KeyWriter& key, const Attrs& a) {
+  for (const std::vector<int64_t>* v : {&a.shape, &a.axes, &a.perm, &a.starts, &a.steps, &a.kernel, &a.strides,
+                                        &a.pads, &a.dilations})
+    key.Add(*v);
+  key.Add(a.keepdims);
+  key.Add(a.axis);
+  key.Add(a.to);
+  key.Add(a.seed);
+  key.Add(std::bit_cast<uint64_t>(a.epsilon));
+  key.Add(a.approximate_tanh);
+  key.Add(a.group);
+  key.Add(a.count_include_pad);
+  if (a.value) AddConstant(key, *a.value);
 }
 
 std::string NodeKey(const Node& node, const std::vector<Value>& inputs) {
-  std::string key(OpName(node.op));
-  key += "(";
-  for (Value v : inputs) key += fmt::format("{},", v.id);
-  return key + ") " + AttrsKey(node.attrs);
+  KeyWriter key;
+  key.Add(node.op);
+  key.Add(inputs.size());
+  for (Value v : inputs) key.Add(v.id);
+  AddAttrs(key, node.attrs);
+  return key.Take();
 }
 
 }  // namespace
@@ -50,6 +73,7 @@ std::string NodeKey(const Node& node, const std::vector<Value>& inputs) {
 StatusOr<Graph> EliminateCommonSubexpressions(const Graph& graph) {
   GraphRewriter rewriter(graph);
   std::unordered_map<std::string, Value> seen;
+  seen.reserve(graph.num_nodes());
   for (const Node& node : graph.nodes()) {
     if (node.op == OpCode::kParameter) {
       rewriter.CopyNode(node);

@@ -105,5 +105,22 @@ TEST(CseTest, DistinguishesAttributes) {
   EXPECT_EQ(merged->outputs()[1].node, merged->outputs()[2].node);
 }
 
+TEST(CseTest, ComparesLargeConstantsByBuffer) {
+  // Weights are not compared byte by byte: equal large tensors from separate buffers
+  // stay apart, one buffer used twice merges.
+  Tensor weights = Tensor::Random(DType::kF32, {64, 64}, 3);
+  Tensor same_values = Tensor::FromDoubles(DType::kF32, {64, 64}, weights.ToDoubles());
+  GraphBuilder b;
+  Value a = b.Constant(weights);
+  Value a_again = b.Constant(weights);
+  Value c = b.Constant(same_values);
+  b.Output(b.Add(b.Add(a, a_again), c), "y");
+  auto graph = b.Build();
+  ASSERT_TRUE(graph.ok());
+  auto merged = EliminateCommonSubexpressions(*graph);
+  ASSERT_TRUE(merged.ok()) << merged.status().ToString();
+  EXPECT_EQ(CountOps(*merged, OpCode::kConstant), 2);
+}
+
 }  // namespace
 }  // namespace tilefuse

@@ -25,7 +25,15 @@ std::vector<Value> GraphRewriter::MapInputs(const Node& old) const {
   return inputs;
 }
 
-void GraphRewriter::SetLocation(const Node& old) { builder_.SetLocation(NodeLabel(old), old.name); }
+void GraphRewriter::SetLocation(const Node& old) {
+  NoteFailure();
+  location_ = &old;
+  builder_.SetLocation("", old.name);
+}
+
+void GraphRewriter::NoteFailure() {
+  if (!builder_.ok() && failure_context_.empty() && location_ != nullptr) failure_context_ = NodeLabel(*location_);
+}
 
 Value GraphRewriter::CopyNode(const Node& old) {
   SetLocation(old);
@@ -42,7 +50,9 @@ Value GraphRewriter::ReplaceWithConstant(const Node& old, Tensor value) {
 }
 
 StatusOr<Graph> GraphRewriter::Finish() {
-  RETURN_IF_ERROR(builder_.status());
+  NoteFailure();
+  if (!builder_.ok())
+    return failure_context_.empty() ? builder_.status() : builder_.status().WithContext(failure_context_);
   builder_.SetLocation("", "");
   for (const Graph::Output& out : source_.outputs()) {
     TF_CHECK_MSG(IsMapped(out.node), "a pass dropped a graph output");

@@ -25,7 +25,8 @@ class GraphRewriter {
   void SetMap(int old_id, Value v) { map_.at(old_id) = v; }
   std::vector<Value> MapInputs(const Node& old) const;
 
-  // Names the nodes created from now on after `old` and prefixes errors with it.
+  // Names the nodes created from now on after `old`; the first error the builder
+  // records from then on is reported as old's (NodeLabel), by Finish.
   void SetLocation(const Node& old);
   // Copies `old` with its inputs remapped (re-inferring its type) and maps it.
   Value CopyNode(const Node& old);
@@ -36,9 +37,15 @@ class GraphRewriter {
   StatusOr<Graph> Finish();
 
  private:
+  void NoteFailure();
+
   const Graph& source_;
   GraphBuilder builder_;
   std::vector<Value> map_;
+  // The old node being rewritten, and the one that was when the builder first failed
+  // (formatting a label for every node would cost more than the rest of a copy).
+  const Node* location_ = nullptr;
+  std::string failure_context_;
 };
 
 // Copies every node unchanged: the identity rewrite, and the base of passes that only

@@ -1,0 +1,133 @@
+#include "fusion/attention_matcher.h"
+
+#include <algorithm>
+
+#include "fusion/group_classifier.h"
+
+namespace tilefuse {
+
+namespace {
+
+bool IsScoreOp(OpKind kind) {
+  return kind == OpKind::Pointwise || kind == OpKind::Broadcast || kind == OpKind::View || kind == OpKind::Reduction;
+}
+
+// Nodes computed from constants and iota alone (a causal mask built from Trilu or
+// comparisons of iotas): cheap to regenerate inside the attention kernel.
+std::vector<bool> FindGenerators(const Graph& g) {
+  std::vector<bool> generator(g.num_nodes(), false);
+  for (const Node& n : g.nodes()) {
+    OpKind kind = n.info().kind;
+    if (n.op == OpCode::kIota) generator[n.id] = true;
+    else if (kind == OpKind::Pointwise || kind == OpKind::Broadcast || kind == OpKind::View)
+      generator[n.id] = !n.inputs.empty() && std::all_of(n.inputs.begin(), n.inputs.end(), [&](int i) {
+        return generator[i] || g.node(i).info().kind == OpKind::Source;
+      });
+  }
+  return generator;
+}
+
+class Matcher {
+ public:
+  explicit Matcher(const Graph& g) : g_(g), users_(g.ComputeUsers()), generator_(FindGenerators(g)),
+                                     claimed_(g.num_nodes(), false) {}
+
+  std::vector<std::vector<int>> Run() {
+    std::vector<std::vector<int>> groups;
+    for (const Node& n : g_.nodes()) {
+      if (n.op != OpCode::kMatMul || claimed_[n.id]) continue;
+      std::vector<int> members = Match(n);
+      if (members.empty()) continue;
+      for (int id : members) claimed_[id] = true;
+      groups.push_back(std::move(members));
+    }
+    return groups;
+  }
+
+ private:
+  // The first matmul reached walking back from the probabilities through score ops.
+  int FindScoreMatmul(int probs, std::vector<bool>& in_scores) const {
+    int score_matmul = -1;
+    std::vector<int> stack = {probs};
+    while (!stack.empty()) {
+      int id = stack.back();
+      stack.pop_back();
+      const Node& n = g_.node(id);
+      if (in_scores[id] || n.info().kind == OpKind::Source || generator_[id]) continue;
+      if (n.op == OpCode::kMatMul) {
+        if (score_matmul >= 0 && score_matmul != id) return -1;
+        score_matmul = id;
+        continue;
+      }
+      if (!IsScoreOp(n.info().kind) || claimed_[id]) return -1;
+      in_scores[id] = true;
+      for (int input : n.inputs) stack.push_back(input);
+    }
+    return score_matmul;
+  }
+
+  bool IsRowSoftmax(const std::vector<int>& scores, int64_t key_length) const {
+    bool has_exp = false, has_sum = false;
+    for (int id : scores) {
+      const Node& n = g_.node(id);
+      has_exp |= n.op == OpCode::kExp;
+      has_sum |= n.op == OpCode::kReduceSum;
+      int64_t rows, row_length;
+      if (n.info().kind == OpKind::Reduction &&
+          (!TrailingReductionSpace(g_, n, &rows, &row_length) || row_length != key_length))
+        return false;
+    }
+    return has_exp && has_sum;
+  }
+
+  // Adds `id` and the generator or view-only nodes feeding it when all their users are
+  // already members (so nothing outside needs them materialised).
+  void AbsorbFeeders(int id, std::vector<bool>& member) const {
+    for (int input : g_.node(id).inputs) {
+      const Node& in = g_.node(input);
+      bool cheap = generator_[input] || in.info().kind == OpKind::View;
+      if (member[input] || !cheap || claimed_[input]) continue;
+      if (!std::all_of(users_[input].begin(), users_[input].end(), [&](int u) { return member[u]; })) continue;
+      member[input] = true;
+      AbsorbFeeders(input, member);
+    }
+  }
+
+  std::vector<int> Match(const Node& pv) {
+    std::vector<bool> in_scores(g_.num_nodes(), false);
+    int qk = FindScoreMatmul(pv.inputs[0], in_scores);
+    if (qk < 0) return {};
+    const Node& qk_node = g_.node(qk);
+    if (qk_node.shape.back() > 0 && qk_node.shape != g_.node(pv.inputs[0]).shape) return {};
+    if (g_.node(qk_node.inputs[0]).shape.back() > kMaxAttentionHeadDim || pv.shape.back() > kMaxAttentionHeadDim) return {};
+    std::vector<int> scores;
+    for (int id = qk + 1; id < pv.id; ++id)
+      if (in_scores[id]) scores.push_back(id);
+    if (!IsRowSoftmax(scores, qk_node.shape.back())) return {};
+    // The N×N intermediates must not be needed outside the group.
+    std::vector<bool> member(g_.num_nodes(), false);
+    member[qk] = member[pv.id] = true;
+    for (int id : scores) member[id] = true;
+    for (int id : scores)
+      for (int u : users_[id]) if (!member[u]) return {};
+    for (int u : users_[qk]) if (!member[u]) return {};
+    for (int id : scores) AbsorbFeeders(id, member);
+    AbsorbFeeders(qk, member);
+    AbsorbFeeders(pv.id, member);
+    std::vector<int> members;
+    for (int id = 0; id < g_.num_nodes(); ++id)
+      if (member[id]) members.push_back(id);
+    return members;
+  }
+
+  const Graph& g_;
+  std::vector<std::vector<int>> users_;
+  std::vector<bool> generator_;
+  std::vector<bool> claimed_;
+};
+
+}  // namespace
+
+std::vector<std::vector<int>> FindAttentionGroups(const Graph& graph) { return Matcher(graph).Run(); }
+
+}  // namespace tilefuse

@@ -1,0 +1,65 @@
+#include "fusion/cost_model.h"
+
+#include <algorithm>
+
+namespace tilefuse {
+
+CostModel::CostModel(const Graph& graph, const DeviceSpec& spec)
+    : graph_(graph), spec_(spec), users_(graph.ComputeUsers()), is_output_(graph.num_nodes(), false) {
+  for (const Graph::Output& o : graph.outputs()) is_output_[o.node] = true;
+}
+
+double CostModel::NodeBytes(int id) const {
+  const Node& n = graph_.node(id);
+  return static_cast<double>(NumElements(n.shape)) * DTypeSize(n.dtype);
+}
+
+double CostModel::NodeFlops(const Node& n) const {
+  switch (n.info().kind) {
+    case OpKind::Source: case OpKind::View: case OpKind::Broadcast: return 0;
+    case OpKind::Contraction: {
+      const Node& a = graph_.node(n.inputs[0]);
+      return 2.0 * static_cast<double>(NumElements(n.shape)) * static_cast<double>(a.shape.back());
+    }
+    case OpKind::Reduction: return static_cast<double>(NumElements(graph_.node(n.inputs[0]).shape));
+    case OpKind::Opaque: {
+      if (n.op != OpCode::kConv) return static_cast<double>(NumElements(n.shape));
+      const Node& w = graph_.node(n.inputs[1]);  // per output element: C/group · kernel MACs
+      return 2.0 * static_cast<double>(NumElements(n.shape)) * static_cast<double>(NumElements(w.shape) / w.shape[0]);
+    }
+    default: return static_cast<double>(NumElements(n.shape));
+  }
+}
+
+GroupCost CostModel::PredictGroupTime(const std::vector<int>& members) const {
+  // Members arrive sorted; binary search keeps membership tests cheap without a set.
+  auto is_member = [&](int id) { return std::binary_search(members.begin(), members.end(), id); };
+  GroupCost cost;
+  double matmul_flops = 0, vector_flops = 0;
+  DType matmul_dtype = DType::kF32;
+  std::vector<int> inputs;
+  for (int id : members) {
+    const Node& n = graph_.node(id);
+    for (int input : n.inputs)
+      if (!is_member(input)) inputs.push_back(input);
+    bool escapes = is_output_[id] ||
+                   std::any_of(users_[id].begin(), users_[id].end(), [&](int u) { return !is_member(u); });
+    if (escapes) cost.bytes += NodeBytes(id);
+    double flops = NodeFlops(n);
+    if (n.info().kind == OpKind::Contraction) {
+      matmul_flops += flops;
+      matmul_dtype = n.dtype;
+    } else {
+      vector_flops += flops;
+    }
+  }
+  std::sort(inputs.begin(), inputs.end());
+  inputs.erase(std::unique(inputs.begin(), inputs.end()), inputs.end());
+  for (int input : inputs) cost.bytes += NodeBytes(input);
+  cost.flops = matmul_flops + vector_flops;
+  double compute = matmul_flops / spec_.MatmulFlops(matmul_dtype) + vector_flops / spec_.vector_flops_f32;
+  cost.seconds = std::max(cost.bytes / spec_.bandwidth_bytes_per_s, compute) + spec_.launch_overhead_s;
+  return cost;
+}
+
+}  // namespace tilefuse

@@ -1,0 +1,146 @@
+#include "fusion/group_classifier.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+
+namespace tilefuse {
+
+namespace {
+
+int64_t Elements(const Graph& g, int id) { return NumElements(g.node(id).shape); }
+
+std::string Label(const Node& n) { return fmt::format("{} %{}", OpName(n.op), n.id); }
+
+bool IsElementwiseLike(OpKind kind) {
+  return kind == OpKind::Pointwise || kind == OpKind::Broadcast || kind == OpKind::View;
+}
+
+// Members that some member matmul depends on (the gemm prologue).
+std::vector<bool> AncestorsWithin(const Graph& g, const std::vector<int>& members, int sink) {
+  std::vector<bool> ancestor(g.num_nodes(), false);
+  ancestor[sink] = true;
+  for (auto it = members.rbegin(); it != members.rend(); ++it) {
+    if (!ancestor[*it]) continue;
+    for (int input : g.node(*it).inputs) ancestor[input] = true;
+  }
+  ancestor[sink] = false;
+  return ancestor;
+}
+
+GroupClassification Forbid(std::string reason) { return {GroupKind::kPointwise, FusionDecision::Forbid(std::move(reason))}; }
+
+GroupClassification ClassifyGemm(const Graph& g, const std::vector<int>& members, int matmul) {
+  std::vector<bool> prologue = AncestorsWithin(g, members, matmul);
+  int64_t out_elements = Elements(g, matmul);
+  for (int id : members) {
+    if (id == matmul) continue;
+    const Node& n = g.node(id);
+    if (!IsElementwiseLike(n.info().kind))
+      return Forbid(fmt::format("a gemm group takes only pointwise, broadcast and view ops besides its matmul, not {}", Label(n)));
+    if (prologue[id]) {
+      if (n.op != OpCode::kCast && n.info().kind != OpKind::View)
+        return Forbid(fmt::format("gemm prologue is limited to casts and views; {} is neither", Label(n)));
+    } else if (Elements(g, id) != out_elements) {
+      return Forbid(fmt::format("gemm epilogue {} has {} elements, the matmul output {}", Label(n), Elements(g, id), out_elements));
+    }
+  }
+  return {GroupKind::kGemm, FusionDecision::Allow()};
+}
+
+GroupClassification ClassifyReductions(const Graph& g, const std::vector<int>& members,
+                                       const std::vector<int>& reductions) {
+  // Row reduction: every reduction reduces trailing dims with one (rows, row length).
+  int64_t rows = -1, row_length = -1;
+  bool row_form = true;
+  for (int r : reductions) {
+    int64_t rr, rl;
+    if (!TrailingReductionSpace(g, g.node(r), &rr, &rl) || (rows >= 0 && (rr != rows || rl != row_length))) {
+      row_form = false;
+      break;
+    }
+    rows = rr;
+    row_length = rl;
+  }
+  if (row_form) {
+    for (int id : members) {
+      int64_t e = Elements(g, id);
+      if (e != rows * row_length && e != rows)
+        return Forbid(fmt::format("{} has {} elements; the row reduction works on {} rows of {}", Label(g.node(id)), e,
+                                  rows, row_length));
+    }
+    return {GroupKind::kRowReduction, FusionDecision::Allow()};
+  }
+  // General reduction: one input space, one output space, prologue then epilogue.
+  const Node& first = g.node(reductions[0]);
+  int64_t in_elements = Elements(g, first.inputs[0]), out_elements = NumElements(first.shape);
+  for (int r : reductions) {
+    const Node& n = g.node(r);
+    if (Elements(g, n.inputs[0]) != in_elements || n.attrs.axes != first.attrs.axes)
+      return Forbid(fmt::format("reductions over different iteration spaces: {} and {}", Label(first), Label(n)));
+  }
+  std::vector<bool> after_reduction(g.num_nodes(), false);
+  for (int id : members) {
+    const Node& n = g.node(id);
+    bool after = std::any_of(n.inputs.begin(), n.inputs.end(), [&](int i) { return after_reduction[i]; });
+    if (n.info().kind == OpKind::Reduction) {
+      if (after) return Forbid(fmt::format("{} reduces the result of another reduction", Label(n)));
+      after_reduction[id] = true;
+      continue;
+    }
+    after_reduction[id] = after;
+    int64_t expected = after ? out_elements : in_elements;
+    if (Elements(g, id) != expected)
+      return Forbid(fmt::format("{} has {} elements; this reduction's {} is {}", Label(n), Elements(g, id),
+                                after ? "output" : "input", expected));
+  }
+  return {GroupKind::kReduction, FusionDecision::Allow()};
+}
+
+}  // namespace
+
+bool TrailingReductionSpace(const Graph& g, const Node& reduction, int64_t* rows, int64_t* row_length) {
+  const Shape& in = g.node(reduction.inputs[0]).shape;
+  const auto& axes = reduction.attrs.axes;
+  int rank = static_cast<int>(in.size());
+  for (size_t i = 0; i < axes.size(); ++i)
+    if (axes[i] != rank - static_cast<int64_t>(axes.size()) + static_cast<int64_t>(i)) return false;
+  *rows = 1;
+  *row_length = 1;
+  for (int d = 0; d < rank; ++d) (d < rank - static_cast<int>(axes.size()) ? *rows : *row_length) *= in[d];
+  return true;
+}
+
+GroupClassification ClassifyGroup(const Graph& g, const std::vector<int>& members) {
+  if (static_cast<int>(members.size()) > kMaxGroupNodes)
+    return Forbid(fmt::format("template limit: more than {} ops in one kernel", kMaxGroupNodes));
+  std::vector<int> matmuls, reductions;
+  for (int id : members) {
+    const Node& n = g.node(id);
+    switch (n.info().kind) {
+      case OpKind::Opaque:
+        if (members.size() > 1) return Forbid(fmt::format("{} is opaque: it runs as its own kernel", Label(n)));
+        return {GroupKind::kOpaque, FusionDecision::Allow()};
+      case OpKind::Composite:
+        return Forbid(fmt::format("{} is a composite op; decompose it before planning", Label(n)));
+      case OpKind::Contraction: matmuls.push_back(id); break;
+      case OpKind::Reduction: reductions.push_back(id); break;
+      default: break;
+    }
+  }
+  if (matmuls.size() > 1)
+    return Forbid("two matmuls fuse only as attention (matmul, scale/mask, softmax, matmul)");
+  if (matmuls.size() == 1) {
+    if (!reductions.empty())
+      return Forbid(fmt::format("a gemm group cannot hold a reduction ({})", Label(g.node(reductions[0]))));
+    return ClassifyGemm(g, members, matmuls[0]);
+  }
+  if (!reductions.empty()) return ClassifyReductions(g, members, reductions);
+  int64_t domain = Elements(g, members.back());
+  for (int id : members)
+    if (Elements(g, id) != domain)
+      return Forbid(fmt::format("iteration spaces differ: {} has {} elements, {} has {}", Label(g.node(id)),
+                                Elements(g, id), Label(g.node(members.back())), domain));
+  return {GroupKind::kPointwise, FusionDecision::Allow()};
+}
+
+}  // namespace tilefuse

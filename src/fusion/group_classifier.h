@@ -1,0 +1,31 @@
+// Classifies a candidate set of nodes as one fusion group: which code template would
+// run it (GroupKind), or why no template can (a FusionDecision with the reason).
+// This is where "compatible iteration spaces" and template limits live; convexity is
+// the planner's job (it needs the whole grouping).
+#pragma once
+
+#include <vector>
+
+#include "fusion/fusion_decision.h"
+#include "fusion/fusion_plan.h"
+#include "tilefuse/graph.h"
+
+namespace tilefuse {
+
+// Largest group the templates accept; keeps planning linear on huge graphs as well.
+inline constexpr int kMaxGroupNodes = 512;
+
+struct GroupClassification {
+  GroupKind kind = GroupKind::kPointwise;
+  FusionDecision decision = FusionDecision::Allow();
+};
+
+// `members` ascending, non-empty, no sources. Attention groups are made by the
+// attention matcher, never by this function: two matmuls here are rejected.
+GroupClassification ClassifyGroup(const Graph& graph, const std::vector<int>& members);
+
+// The iteration space of a reduction over trailing axes: rows × row length. Returns
+// false when the reduced axes are not a trailing run of dims.
+bool TrailingReductionSpace(const Graph& graph, const Node& reduction, int64_t* rows, int64_t* row_length);
+
+}  // namespace tilefuse

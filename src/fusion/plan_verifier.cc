@@ -1,0 +1,41 @@
+#include "fusion/plan_verifier.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+
+#include "fusion/group_classifier.h"
+
+namespace tilefuse {
+
+Status VerifyPlan(const Graph& graph, const FusionPlan& plan) {
+  std::vector<int> seen(graph.num_nodes(), -1);
+  for (const FusionGroup& group : plan.groups) {
+    if (group.nodes.empty()) return Internal(fmt::format("group {} is empty", group.id));
+    for (int id : group.nodes) {
+      if (graph.node(id).info().kind == OpKind::Source) return Internal(fmt::format("source %{} in group {}", id, group.id));
+      if (seen[id] >= 0) return Internal(fmt::format("%{} is in groups {} and {}", id, seen[id], group.id));
+      if (plan.group_of[id] != group.id) return Internal(fmt::format("group_of[%{}] disagrees", id));
+      seen[id] = group.id;
+    }
+  }
+  for (const Node& n : graph.nodes())
+    if (n.info().kind != OpKind::Source && seen[n.id] < 0) return Internal(fmt::format("%{} is in no group", n.id));
+
+  for (const FusionGroup& group : plan.groups) {
+    for (int id : group.nodes)
+      for (int input : graph.node(id).inputs) {
+        int from = plan.group_of[input];
+        if (from > group.id) return Internal(fmt::format("group {} reads %{} of later group {}", group.id, input, from));
+        bool listed = std::binary_search(group.inputs.begin(), group.inputs.end(), input);
+        if ((from != group.id) != listed) return Internal(fmt::format("group {} inputs list is wrong about %{}", group.id, input));
+      }
+    if (group.kind == GroupKind::kAttention) continue;
+    GroupClassification cls = ClassifyGroup(graph, group.nodes);
+    if (!cls.decision) return Internal(fmt::format("group {} is illegal: {}", group.id, cls.decision.Explain()));
+    if (cls.kind != group.kind)
+      return Internal(fmt::format("group {} is {} but classifies as {}", group.id, GroupKindName(group.kind), GroupKindName(cls.kind)));
+  }
+  return Status::Ok();
+}
+
+}  // namespace tilefuse

@@ -1,0 +1,376 @@
+#include "fusion/planner.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <queue>
+
+#include "fusion/attention_matcher.h"
+#include "fusion/cost_model.h"
+#include "fusion/device_spec.h"
+#include "fusion/group_classifier.h"
+
+namespace tilefuse {
+
+namespace {
+
+// Note on cycles. Merging producer group P with consumer group C is illegal when some
+// other path P ⇝ X ⇝ C exists: the merged group would both feed X and need it.
+//
+//        P ──────► C            P∪C ──► X ──► P∪C   (a cycle: no kernel order exists)
+//         └─► X ──┘
+//
+// We keep a topological order of the groups (`order`) and only search the groups whose
+// order lies strictly between P and C; after a merge the groups of that interval are
+// renumbered (Pearce–Kelly style): those that reach C go before the merged group,
+// those reachable from P after it. Searches stay local, so planning stays near-linear.
+
+struct Group {
+  std::vector<int> members;
+  GroupKind kind = GroupKind::kPointwise;
+  double seconds = 0;
+  int version = 0;
+  int order = 0;
+  bool alive = false;
+  bool closed = false;  // attention: takes no further ops
+};
+
+struct Candidate {
+  FusionDecision decision = FusionDecision::Allow();
+  double saving = 0;
+  GroupKind kind = GroupKind::kPointwise;
+  double seconds = 0;
+};
+
+struct HeapEntry {
+  double saving;
+  int producer, consumer, producer_version, consumer_version;
+  bool operator<(const HeapEntry& o) const {  // max-heap on saving; then smallest ids first
+    if (saving != o.saving) return saving < o.saving;
+    if (producer != o.producer) return producer > o.producer;
+    return consumer > o.consumer;
+  }
+};
+
+std::vector<int> MergeSorted(const std::vector<int>& a, const std::vector<int>& b) {
+  std::vector<int> out;
+  out.reserve(a.size() + b.size());
+  std::merge(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(out));
+  return out;
+}
+
+class PriorityFusion {
+ public:
+  PriorityFusion(const Graph& g, const CostModel& model, const PlannerOptions& options)
+      : g_(g), model_(model), options_(options), users_(g.ComputeUsers()), groups_(g.num_nodes()),
+        group_of_(g.num_nodes(), -1), mark_(g.num_nodes(), 0) {}
+
+  FusionPlan Run() {
+    CreateInitialGroups();
+    ComputeInitialOrder();
+    if (options_.fuse) {
+      MergeByPriority();
+      RecordRejections();
+    } else {
+      FoldViewsIntoConsumers();
+    }
+    return Finish();
+  }
+
+ private:
+  bool IsSource(int id) const { return g_.node(id).info().kind == OpKind::Source; }
+
+  void CreateInitialGroups() {
+    if (options_.fuse && !options_.disabled_kinds.count(GroupKind::kAttention)) {
+      for (std::vector<int>& members : FindAttentionGroups(g_)) {
+        Group& group = groups_[members[0]];
+        for (int id : members) group_of_[id] = members[0];
+        group.members = std::move(members);
+        group.kind = GroupKind::kAttention;
+        group.closed = true;
+        group.alive = true;
+        group.seconds = model_.PredictGroupTime(group.members).seconds;
+      }
+    }
+    for (const Node& n : g_.nodes()) {
+      if (IsSource(n.id) || group_of_[n.id] >= 0) continue;
+      Group& group = groups_[n.id];
+      group.members = {n.id};
+      group.kind = ClassifyGroup(g_, group.members).kind;
+      group.alive = true;
+      group.seconds = model_.PredictGroupTime(group.members).seconds;
+      group_of_[n.id] = n.id;
+    }
+  }
+
+  std::vector<int> Neighbours(int group, bool consumers) const {
+    std::vector<int> out;
+    for (int id : groups_[group].members) {
+      const std::vector<int>& next = consumers ? users_[id] : g_.node(id).inputs;
+      for (int other : next) {
+        int og = group_of_[other];
+        if (og >= 0 && og != group) out.push_back(og);
+      }
+    }
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+  }
+
+  // Kahn's algorithm over the group graph, smallest first member first.
+  void ComputeInitialOrder() {
+    std::vector<int> pending(groups_.size(), 0);
+    std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
+    for (size_t gid = 0; gid < groups_.size(); ++gid) {
+      if (!groups_[gid].alive) continue;
+      pending[gid] = static_cast<int>(Neighbours(static_cast<int>(gid), false).size());
+      if (pending[gid] == 0) ready.push(static_cast<int>(gid));
+    }
+    int next = 0;
+    while (!ready.empty()) {
+      int gid = ready.top();
+      ready.pop();
+      groups_[gid].order = next++;
+      for (int c : Neighbours(gid, true))
+        if (--pending[c] == 0) ready.push(c);
+    }
+  }
+
+  // Groups reachable from `from` (forward) or reaching it (backward) whose order lies
+  // strictly inside (low, high). Marks use a fresh stamp per search.
+  std::vector<int> SearchInterval(int from, bool forward, int low, int high) {
+    ++stamp_;
+    std::vector<int> found, stack = {from};
+    while (!stack.empty()) {
+      int gid = stack.back();
+      stack.pop_back();
+      for (int next : Neighbours(gid, forward)) {
+        int order = groups_[next].order;
+        if (order <= low || order >= high || mark_[next] == stamp_) continue;
+        mark_[next] = stamp_;
+        found.push_back(next);
+        stack.push_back(next);
+      }
+    }
+    return found;
+  }
+
+  // Is there a path producer ⇝ X ⇝ consumer through some other group X?
+  int IndirectPath(int producer, int consumer) {
+    int low = groups_[producer].order, high = groups_[consumer].order;
+    for (int reached : SearchInterval(producer, true, low, high))
+      for (int next : Neighbours(reached, true))
+        if (next == consumer) return reached;
+    return -1;
+  }
+
+  std::string GroupLabel(int gid) const {
+    const Node& n = g_.node(groups_[gid].members.back());
+    return fmt::format("group of {} %{}{}", OpName(n.op), n.id, n.name.empty() ? "" : " '" + n.name + "'");
+  }
+
+  Candidate Evaluate(int producer, int consumer) {
+    Candidate c;
+    const Group& p = groups_[producer];
+    const Group& q = groups_[consumer];
+    if (p.closed || q.closed) {
+      c.decision = FusionDecision::Forbid("attention groups take no further ops");
+      return c;
+    }
+    std::vector<int> merged = MergeSorted(p.members, q.members);
+    GroupClassification cls = ClassifyGroup(g_, merged);
+    if (!cls.decision) {
+      c.decision = cls.decision;
+      return c;
+    }
+    c.kind = cls.kind;
+    if (options_.disabled_kinds.count(cls.kind)) {
+      c.decision = FusionDecision::Forbid(fmt::format("{} fusion is disabled (--disable-fusion)", GroupKindName(cls.kind)));
+      return c;
+    }
+    c.seconds = model_.PredictGroupTime(merged).seconds;
+    c.saving = p.seconds + q.seconds - c.seconds;
+    if (c.saving <= 0) {
+      c.decision = FusionDecision::Forbid(fmt::format("no predicted saving: {:.2f} us fused vs {:.2f} us apart",
+                                                      c.seconds * 1e6, (p.seconds + q.seconds) * 1e6));
+      return c;
+    }
+    if (int via = IndirectPath(producer, consumer); via >= 0)
+      c.decision = FusionDecision::Forbid(fmt::format("fusing would create a cycle through the {}", GroupLabel(via)));
+    return c;
+  }
+
+  void PushCandidates(int gid, std::priority_queue<HeapEntry>& heap) {
+    for (int producer : Neighbours(gid, false)) Push(producer, gid, heap);
+    for (int consumer : Neighbours(gid, true)) Push(gid, consumer, heap);
+  }
+
+  void Push(int producer, int consumer, std::priority_queue<HeapEntry>& heap) {
+    Candidate c = Evaluate(producer, consumer);
+    if (c.decision)
+      heap.push({c.saving, producer, consumer, groups_[producer].version, groups_[consumer].version});
+  }
+
+  void MergeByPriority() {
+    std::priority_queue<HeapEntry> heap;
+    for (size_t gid = 0; gid < groups_.size(); ++gid)
+      if (groups_[gid].alive)
+        for (int consumer : Neighbours(static_cast<int>(gid), true)) Push(static_cast<int>(gid), consumer, heap);
+    while (!heap.empty()) {
+      HeapEntry e = heap.top();
+      heap.pop();
+      const Group& p = groups_[e.producer];
+      const Group& c = groups_[e.consumer];
+      if (!p.alive || !c.alive || p.version != e.producer_version || c.version != e.consumer_version) continue;
+      // Other merges may have joined groups into a new indirect path since the push.
+      Candidate now = Evaluate(e.producer, e.consumer);
+      if (!now.decision) continue;
+      Merge(e.producer, e.consumer, now);
+      PushCandidates(e.producer, heap);
+    }
+  }
+
+  void Merge(int producer, int consumer, const Candidate& c) {
+    int low = groups_[producer].order, high = groups_[consumer].order;
+    std::vector<int> after = SearchInterval(producer, true, low, high);    // must follow the merged group
+    std::vector<int> before = SearchInterval(consumer, false, low, high);  // must precede it
+    std::vector<int> slots = {low, high};
+    for (int gid : after) slots.push_back(groups_[gid].order);
+    for (int gid : before) slots.push_back(groups_[gid].order);
+    std::sort(slots.begin(), slots.end());
+    auto by_order = [&](int a, int b) { return groups_[a].order < groups_[b].order; };
+    std::sort(before.begin(), before.end(), by_order);
+    std::sort(after.begin(), after.end(), by_order);
+    size_t slot = 0;
+    for (int gid : before) groups_[gid].order = slots[slot++];
+    groups_[producer].order = slots[slot++];
+    slot = slots.size() - after.size();
+    for (int gid : after) groups_[gid].order = slots[slot++];
+
+    Group& p = groups_[producer];
+    Group& q = groups_[consumer];
+    for (int id : q.members) group_of_[id] = producer;
+    p.members = MergeSorted(p.members, q.members);
+    p.kind = c.kind;
+    p.seconds = c.seconds;
+    ++p.version;
+    q.alive = false;
+    q.members.clear();
+    ++q.version;
+  }
+
+  // --no-fusion: every op is its own kernel, except views and broadcasts, which become
+  // index arithmetic in their consumer's loads when the consumer's template allows it.
+  void FoldViewsIntoConsumers() {
+    for (int id = g_.num_nodes() - 1; id >= 0; --id) {
+      OpKind kind = g_.node(id).info().kind;
+      if (group_of_[id] != id || (kind != OpKind::View && kind != OpKind::Broadcast)) continue;
+      std::vector<int> consumers = Neighbours(id, true);
+      if (consumers.empty()) continue;
+      std::vector<int> merged = MergeSorted(groups_[id].members, groups_[consumers[0]].members);
+      GroupClassification cls = ClassifyGroup(g_, merged);
+      if (!cls.decision || groups_[consumers[0]].closed || IndirectPath(id, consumers[0]) >= 0) continue;
+      Candidate c;
+      c.kind = cls.kind;
+      c.seconds = model_.PredictGroupTime(merged).seconds;
+      Merge(id, consumers[0], c);
+    }
+  }
+
+  void RecordRejections() {
+    for (size_t gid = 0; gid < groups_.size(); ++gid) {
+      if (!groups_[gid].alive) continue;
+      for (int consumer : Neighbours(static_cast<int>(gid), true)) {
+        Candidate c = Evaluate(static_cast<int>(gid), consumer);
+        rejected_.push_back({static_cast<int>(gid), consumer,
+                             c.decision ? std::string("not merged (a better merge took one side first)") : c.decision.Explain()});
+      }
+    }
+  }
+
+  FusionPlan Finish();
+
+  const Graph& g_;
+  const CostModel& model_;
+  const PlannerOptions& options_;
+  std::vector<std::vector<int>> users_;
+  std::vector<Group> groups_;
+  std::vector<int> group_of_;
+  std::vector<int> mark_;
+  int stamp_ = 0;
+  std::vector<RejectedMerge> rejected_;
+};
+
+FusionPlan PriorityFusion::Finish() {
+  std::vector<int> alive;
+  for (size_t gid = 0; gid < groups_.size(); ++gid)
+    if (groups_[gid].alive) alive.push_back(static_cast<int>(gid));
+  std::sort(alive.begin(), alive.end(), [&](int a, int b) { return groups_[a].order < groups_[b].order; });
+  std::vector<int> new_id(groups_.size(), -1);
+  for (size_t i = 0; i < alive.size(); ++i) new_id[alive[i]] = static_cast<int>(i);
+
+  std::vector<bool> is_output(g_.num_nodes(), false);
+  for (const Graph::Output& o : g_.outputs()) is_output[o.node] = true;
+  FusionPlan plan;
+  plan.device = model_.spec().name;
+  plan.group_of.assign(g_.num_nodes(), -1);
+  for (int gid : alive) {
+    FusionGroup fg;
+    fg.id = new_id[gid];
+    fg.kind = groups_[gid].kind;
+    fg.nodes = groups_[gid].members;
+    for (int id : fg.nodes) {
+      plan.group_of[id] = fg.id;
+      for (int input : g_.node(id).inputs)
+        if (group_of_[input] != gid) fg.inputs.push_back(input);
+      bool escapes = is_output[id] || std::any_of(users_[id].begin(), users_[id].end(),
+                                                  [&](int u) { return group_of_[u] != gid; });
+      if (escapes) fg.outputs.push_back(id);
+      OpKind kind = g_.node(id).info().kind;
+      if (kind != OpKind::View && kind != OpKind::Broadcast)
+        fg.unfused_predicted_us += model_.PredictGroupTime({id}).seconds * 1e6;
+    }
+    std::sort(fg.inputs.begin(), fg.inputs.end());
+    fg.inputs.erase(std::unique(fg.inputs.begin(), fg.inputs.end()), fg.inputs.end());
+    GroupCost cost = model_.PredictGroupTime(fg.nodes);
+    fg.bytes = cost.bytes;
+    fg.flops = cost.flops;
+    fg.predicted_us = cost.seconds * 1e6;
+    fg.unfused_predicted_us = std::max(fg.unfused_predicted_us, fg.predicted_us * (fg.nodes.size() == 1));
+    plan.predicted_us += fg.predicted_us;
+    plan.groups.push_back(std::move(fg));
+  }
+  for (const RejectedMerge& r : rejected_) plan.rejected.push_back({new_id[r.producer_group], new_id[r.consumer_group], r.reason});
+  return plan;
+}
+
+}  // namespace
+
+bool ParseGroupKind(std::string_view name, GroupKind* kind) {
+  for (GroupKind k : {GroupKind::kPointwise, GroupKind::kRowReduction, GroupKind::kReduction, GroupKind::kGemm,
+                      GroupKind::kAttention, GroupKind::kOpaque}) {
+    if (GroupKindName(k) == name) {
+      *kind = k;
+      return true;
+    }
+  }
+  return false;
+}
+
+StatusOr<FusionPlan> PlanFusion(const Graph& graph, const PlannerOptions& options) {
+  const DeviceSpec* spec = FindDeviceSpec(options.device);
+  if (!spec)
+    return InvalidArgument(fmt::format("unknown device '{}' (known: {})", options.device, fmt::join(KnownDeviceNames(), ", ")));
+  for (const Node& n : graph.nodes())
+    if (n.info().kind == OpKind::Composite)
+      return InvalidArgument(fmt::format("%{} ({}) is a composite op: run the graph passes before planning", n.id, OpName(n.op)));
+  CostModel model(graph, *spec);
+  PlannerOptions unfused_options = options;
+  unfused_options.fuse = false;
+  FusionPlan unfused = PriorityFusion(graph, model, unfused_options).Run();
+  FusionPlan plan = options.fuse ? PriorityFusion(graph, model, options).Run() : unfused;
+  plan.unfused_kernels = static_cast<int>(unfused.groups.size());
+  plan.unfused_predicted_us = unfused.predicted_us;
+  return plan;
+}
+
+}  // namespace tilefuse

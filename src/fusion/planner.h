@@ -1,0 +1,29 @@
+// The fusion planner: classify ops, claim attention patterns, then priority fusion
+// (XLA style): repeatedly merge the legal producer→consumer pair of groups with the
+// largest predicted saving, time(P) + time(C) − time(P∪C), until none saves anything.
+// Deterministic: ties break on the smallest node ids. Every merge that was possible
+// structurally but not taken keeps its reason for `tilefuse explain`.
+#pragma once
+
+#include <set>
+#include <string>
+
+#include "fusion/fusion_plan.h"
+#include "tilefuse/graph.h"
+#include "tilefuse/status.h"
+
+namespace tilefuse {
+
+struct PlannerOptions {
+  std::string device = "h100-sxm";
+  bool fuse = true;                   // false: every op its own group (views folded)
+  std::set<GroupKind> disabled_kinds; // --disable-fusion=KIND
+};
+
+// The graph must be decomposed (no composite ops): run RunGraphPasses first.
+StatusOr<FusionPlan> PlanFusion(const Graph& graph, const PlannerOptions& options);
+
+// "pointwise", "row_reduction", ... → kind; false when unknown.
+bool ParseGroupKind(std::string_view name, GroupKind* kind);
+
+}  // namespace tilefuse

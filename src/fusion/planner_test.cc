@@ -1,0 +1,216 @@
+// The seeds' workloads, written from primitives and with composite ops, must plan to
+// the expected number and kind of groups; every plan must verify.
+#include "fusion/planner.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "fusion/plan_verifier.h"
+#include "passes/pipeline.h"
+#include "tilefuse/builder.h"
+
+namespace tilefuse {
+namespace {
+
+constexpr int64_t kRows = 256, kCols = 1024;
+
+FusionPlan Plan(GraphBuilder& b, PlannerOptions options = {}) {
+  auto built = b.Build();
+  EXPECT_TRUE(built.ok()) << built.status().ToString();
+  auto graph = RunGraphPasses(std::move(built).value(), PassOptions{});
+  EXPECT_TRUE(graph.ok()) << graph.status().ToString();
+  auto plan = PlanFusion(*graph, options);
+  EXPECT_TRUE(plan.ok()) << plan.status().ToString();
+  Status verified = VerifyPlan(*graph, *plan);
+  EXPECT_TRUE(verified.ok()) << verified.ToString();
+  return *plan;
+}
+
+std::vector<GroupKind> Kinds(const FusionPlan& plan) {
+  std::vector<GroupKind> kinds;
+  for (const FusionGroup& g : plan.groups) kinds.push_back(g.kind);
+  return kinds;
+}
+
+Value Bcast(GraphBuilder& b, Value reduced, Value like) { return b.BroadcastTo(reduced, b.shape(like)); }
+
+TEST(PlannerTest, GeluWrittenOutIsOneKernel) {
+  GraphBuilder b;
+  Value x = b.Parameter("x", DType::kF32, {kRows, kCols});
+  Value cube = b.Mul(b.Mul(x, x), x);
+  Value inner = b.MulScalar(b.Add(x, b.MulScalar(cube, 0.044715)), std::sqrt(2.0 / M_PI));
+  Value y = b.Mul(b.MulScalar(x, 0.5), b.AddScalar(b.Unary(OpCode::kTanh, inner), 1.0));
+  b.Output(y, "y");
+  FusionPlan plan = Plan(b);
+  EXPECT_EQ(Kinds(plan), std::vector<GroupKind>{GroupKind::kPointwise});
+  EXPECT_GT(plan.unfused_kernels, 5);
+  EXPECT_LT(plan.predicted_us, plan.unfused_predicted_us);
+}
+
+Value SoftmaxByHand(GraphBuilder& b, Value x) {
+  Value max = b.Reduce(OpCode::kReduceMax, x, {-1}, true);
+  Value e = b.Unary(OpCode::kExp, b.Sub(x, max));
+  return b.Div(e, b.Reduce(OpCode::kReduceSum, e, {-1}, true));
+}
+
+TEST(PlannerTest, SoftmaxIsOneRowReduction) {
+  for (bool composite : {false, true}) {
+    GraphBuilder b;
+    Value x = b.Parameter("x", DType::kF32, {kRows, kCols});
+    b.Output(composite ? b.Softmax(x, -1) : SoftmaxByHand(b, x), "y");
+    EXPECT_EQ(Kinds(Plan(b)), std::vector<GroupKind>{GroupKind::kRowReduction}) << "composite=" << composite;
+  }
+}
+
+Value LayerNormByHand(GraphBuilder& b, Value x, Value scale, Value bias) {
+  Value centered = b.Sub(x, b.Reduce(OpCode::kReduceMean, x, {-1}, true));
+  Value var = b.Reduce(OpCode::kReduceMean, b.Mul(centered, centered), {-1}, true);
+  Value inv = b.Unary(OpCode::kRsqrt, b.AddScalar(var, 1e-5));
+  return b.Add(b.Mul(b.Mul(centered, inv), scale), bias);
+}
+
+TEST(PlannerTest, LayerNormIsOneRowReduction) {
+  for (bool composite : {false, true}) {
+    GraphBuilder b;
+    Value x = b.Parameter("x", DType::kF32, {kRows, kCols});
+    Value scale = b.Parameter("scale", DType::kF32, {kCols});
+    Value bias = b.Parameter("bias", DType::kF32, {kCols});
+    b.Output(composite ? b.LayerNorm(x, scale, bias, -1, 1e-5) : LayerNormByHand(b, x, scale, bias), "y");
+    EXPECT_EQ(Kinds(Plan(b)), std::vector<GroupKind>{GroupKind::kRowReduction}) << "composite=" << composite;
+  }
+}
+
+TEST(PlannerTest, RmsNormIsOneRowReduction) {
+  GraphBuilder b;
+  Value x = b.Parameter("x", DType::kF32, {kRows, kCols});
+  Value scale = b.Parameter("scale", DType::kF32, {kCols});
+  Value ms = b.Reduce(OpCode::kReduceMean, b.Mul(x, x), {-1}, true);
+  b.Output(b.Mul(b.Mul(x, b.Unary(OpCode::kRsqrt, b.AddScalar(ms, 1e-6))), scale), "y");
+  EXPECT_EQ(Kinds(Plan(b)), std::vector<GroupKind>{GroupKind::kRowReduction});
+}
+
+TEST(PlannerTest, WeightedSumIsOneKernel) {
+  GraphBuilder b;
+  Value x = b.Parameter("x", DType::kF32, {kRows, kCols});
+  Value w = b.Parameter("w", DType::kF32, {kCols});
+  b.Output(b.Reduce(OpCode::kReduceSum, b.Mul(x, w), {1}, false), "y");
+  EXPECT_EQ(Kinds(Plan(b)), std::vector<GroupKind>{GroupKind::kRowReduction});
+}
+
+TEST(PlannerTest, MatmulBiasReluIsOneGemm) {
+  GraphBuilder b;
+  Value a = b.Parameter("a", DType::kBF16, {512, 256});
+  Value w = b.Parameter("w", DType::kBF16, {256, 512});
+  Value bias = b.Parameter("bias", DType::kBF16, {512});
+  b.Output(b.Unary(OpCode::kRelu, b.Add(b.MatMul(a, w), bias)), "y");
+  EXPECT_EQ(Kinds(Plan(b)), std::vector<GroupKind>{GroupKind::kGemm});
+}
+
+TEST(PlannerTest, MatmulPlusTwoTensorsIsOneGemm) {
+  GraphBuilder b;
+  Value a = b.Parameter("A", DType::kF32, {256, 128});
+  Value w = b.Parameter("B", DType::kF32, {128, 256});
+  Value c = b.Parameter("C", DType::kF32, {256, 256});
+  Value d = b.Parameter("D", DType::kF32, {256, 256});
+  b.Output(b.Add(b.Add(b.MatMul(a, w), c), d), "y");
+  EXPECT_EQ(Kinds(Plan(b)), std::vector<GroupKind>{GroupKind::kGemm});
+}
+
+Value CausalAttention(GraphBuilder& b, Value q, Value k, Value v, bool composite_softmax) {
+  int64_t t = b.shape(q)[2], d = b.shape(q)[3];
+  Value scores = b.MulScalar(b.MatMul(q, b.Transpose(k, {0, 1, 3, 2})), 1.0 / std::sqrt(static_cast<double>(d)));
+  Value row = b.Iota({t, t}, 0, DType::kI64), col = b.Iota({t, t}, 1, DType::kI64);
+  Value masked = b.Where(b.Binary(OpCode::kLessEqual, col, row), scores, b.Scalar(-1e9, b.dtype(scores)));
+  Value probs = composite_softmax ? b.Softmax(masked, -1) : SoftmaxByHand(b, masked);
+  return b.MatMul(probs, v);
+}
+
+TEST(PlannerTest, CausalAttentionIsOneAttentionGroup) {
+  for (bool composite : {false, true}) {
+    GraphBuilder b;
+    Shape shape = {2, 4, 128, 64};
+    Value q = b.Parameter("q", DType::kF32, shape), k = b.Parameter("k", DType::kF32, shape),
+          v = b.Parameter("v", DType::kF32, shape);
+    b.Output(CausalAttention(b, q, k, v, composite), "y");
+    EXPECT_EQ(Kinds(Plan(b)), std::vector<GroupKind>{GroupKind::kAttention}) << "composite=" << composite;
+  }
+}
+
+TEST(PlannerTest, MlpBlockIsThreeKernels) {
+  GraphBuilder b;
+  const int64_t d = 256, hidden = 1024;
+  Value x = b.Parameter("x", DType::kF32, {512, d});
+  Value scale = b.Parameter("scale", DType::kF32, {d}), shift = b.Parameter("shift", DType::kF32, {d});
+  Value w1 = b.Parameter("w1", DType::kF32, {d, hidden}), b1 = b.Parameter("b1", DType::kF32, {hidden});
+  Value w2 = b.Parameter("w2", DType::kF32, {hidden, d}), b2 = b.Parameter("b2", DType::kF32, {d});
+  Value h = b.Gelu(b.Add(b.MatMul(b.LayerNorm(x, scale, shift, -1, 1e-5), w1), b1), false);
+  b.Output(b.Add(b.Add(b.MatMul(h, w2), b2), x), "y");
+  EXPECT_EQ(Kinds(Plan(b)), (std::vector<GroupKind>{GroupKind::kRowReduction, GroupKind::kGemm, GroupKind::kGemm}));
+}
+
+TEST(PlannerTest, ReductionsOverDifferentAxesAreTwoKernels) {
+  GraphBuilder b;
+  Value e = b.Unary(OpCode::kExp, b.Parameter("x", DType::kF32, {kRows, kCols}));
+  b.Output(b.Reduce(OpCode::kReduceSum, e, {0}, false), "columns");
+  b.Output(b.Reduce(OpCode::kReduceSum, e, {1}, false), "rows");
+  FusionPlan plan = Plan(b);
+  EXPECT_EQ(plan.groups.size(), 2u);
+  bool explained = false;
+  for (const RejectedMerge& r : plan.rejected) explained |= r.reason.find("iteration space") != std::string::npos ||
+                                                            r.reason.find("elements") != std::string::npos;
+  EXPECT_TRUE(explained) << "the rejected merge must say why";
+}
+
+TEST(PlannerTest, DiamondThatWouldCycleStaysLegal) {
+  // p feeds c directly and through a matmul that cannot take p as prologue:
+  //   p = exp(x) ──────────────► c = p + m
+  //        └─► m = matmul(p, w) ─┘
+  GraphBuilder b;
+  Value x = b.Parameter("x", DType::kF32, {256, 256});
+  Value w = b.Parameter("w", DType::kF32, {256, 256});
+  Value p = b.Unary(OpCode::kExp, x);
+  b.Output(b.Add(p, b.MatMul(p, w)), "y");
+  FusionPlan plan = Plan(b);  // Plan() verifies convexity and coverage
+  EXPECT_EQ(plan.groups.size(), 2u);
+}
+
+TEST(PlannerTest, NoFusionRunsEveryOpAlone) {
+  GraphBuilder b;
+  Value x = b.Parameter("x", DType::kF32, {kRows, kCols});
+  Value bias = b.Parameter("bias", DType::kF32, {kCols});
+  b.Output(b.Unary(OpCode::kTanh, b.Add(b.Unary(OpCode::kExp, x), bias)), "y");
+  PlannerOptions options;
+  options.fuse = false;
+  FusionPlan plan = Plan(b, options);
+  EXPECT_EQ(plan.groups.size(), 3u);  // exp, add (with the bias broadcast folded in), tanh
+  EXPECT_EQ(plan.unfused_kernels, 3);
+}
+
+TEST(PlannerTest, DisabledKindIsNotFormed) {
+  GraphBuilder b;
+  Value a = b.Parameter("a", DType::kF32, {128, 128});
+  Value w = b.Parameter("w", DType::kF32, {128, 128});
+  b.Output(b.Unary(OpCode::kRelu, b.MatMul(a, w)), "y");
+  PlannerOptions options;
+  options.disabled_kinds = {GroupKind::kGemm};
+  FusionPlan plan = Plan(b, options);
+  EXPECT_EQ(plan.groups.size(), 2u);
+  ASSERT_FALSE(plan.rejected.empty());
+  EXPECT_NE(plan.rejected[0].reason.find("disabled"), std::string::npos);
+}
+
+TEST(PlannerTest, UnknownDeviceIsAnError) {
+  GraphBuilder b;
+  b.Output(b.Unary(OpCode::kExp, b.Parameter("x", DType::kF32, {4})), "y");
+  auto graph = b.Build();
+  ASSERT_TRUE(graph.ok());
+  PlannerOptions options;
+  options.device = "tpu";
+  auto plan = PlanFusion(*graph, options);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.status().message().find("unknown device 'tpu'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tilefuse

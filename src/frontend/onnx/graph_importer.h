@@ -1,0 +1,18 @@
+// Turns a parsed onnx::ModelProto into a verified tilefuse Graph.
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <string>
+
+#include "frontend/onnx/importer.h"
+
+namespace tilefuse::onnx_import {
+
+inline constexpr int64_t kMinOpset = 7;   // best effort below 13
+inline constexpr int64_t kMaxOpset = 21;
+
+// External data files are found relative to `base_dir` (the model's folder).
+StatusOr<ImportedModel> ImportModelProto(const onnx::ModelProto& model, const std::string& base_dir);
+
+}  // namespace tilefuse::onnx_import

@@ -1,0 +1,54 @@
+// Gather and GatherElements. ONNX indices may be negative (counting from the end of
+// the gathered dim); the IR's gather takes indices in [0, dim), so the importer
+// normalizes them: known indices right here, others with where(i < 0, i + dim, i).
+#include <fmt/format.h>
+
+#include "frontend/onnx/handler_util.h"
+#include "frontend/onnx/op_registry.h"
+#include "frontend/onnx/tensor_proto.h"
+
+namespace tilefuse::onnx_import {
+
+namespace {
+
+StatusOr<Value> NonNegativeIndices(NodeContext& ctx, int64_t dim) {
+  GraphBuilder& b = ctx.b();
+  Value indices = ctx.Input(1);
+  DType dtype = b.dtype(indices);
+  if (!IsInteger(dtype)) return InvalidArgument(fmt::format("indices must be integers, got {}", DTypeName(dtype)));
+  if (const Tensor* known = ctx.KnownInput(1)) {
+    std::vector<int64_t> values = TensorToInt64s(*known);
+    bool any_negative = false;
+    for (int64_t v : values) {
+      if (v < -dim || v >= dim)
+        return InvalidArgument(fmt::format("index {} is out of range for a dim of size {}", v, dim));
+      any_negative = any_negative || v < 0;
+    }
+    if (!any_negative) return indices;
+    std::vector<double> fixed;
+    for (int64_t v : values) fixed.push_back(static_cast<double>(v < 0 ? v + dim : v));
+    return b.Constant(Tensor::FromDoubles(dtype, known->shape(), fixed));
+  }
+  if (dtype == DType::kU8) return indices;
+  Value negative = b.Binary(OpCode::kLess, indices, ScalarLike(b, indices, 0));
+  return b.Where(negative, AddScalar(b, indices, static_cast<double>(dim)), indices);
+}
+
+template <bool kElements>
+Status ImportGather(NodeContext& ctx) {
+  GraphBuilder& b = ctx.b();
+  Value data = ctx.Input(0);
+  ASSIGN_OR_RETURN(int64_t axis, NormalizeOnnxAxis(ctx.Int("axis", 0), b.rank(data), "axis"));
+  ASSIGN_OR_RETURN(Value indices, NonNegativeIndices(ctx, b.shape(data)[axis]));
+  ctx.SetOutput(0, kElements ? b.GatherElements(data, indices, axis) : b.Gather(data, indices, axis));
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterIndexingOps(OpRegistry& r) {
+  r.Add("Gather", ImportGather<false>, 2, 2);
+  r.Add("GatherElements", ImportGather<true>, 2, 2);
+}
+
+}  // namespace tilefuse::onnx_import

@@ -1,0 +1,78 @@
+// Normalizations. LayerNormalization becomes the builder's composite; Batch- and
+// InstanceNormalization (inference) are written out in primitives.
+#include <fmt/format.h>
+
+#include "frontend/onnx/handler_util.h"
+#include "frontend/onnx/op_registry.h"
+
+namespace tilefuse::onnx_import {
+
+namespace {
+
+// Scale and bias may be given in any shape that broadcasts to the normalized dims.
+Value FitToShape(GraphBuilder& b, Value v, const Shape& shape) {
+  if (!v.valid() || !b.ok() || b.shape(v) == shape) return v;
+  return b.BroadcastTo(v, shape);
+}
+
+Status ImportLayerNormalization(NodeContext& ctx) {
+  GraphBuilder& b = ctx.b();
+  Value x = ctx.Input(0);
+  ASSIGN_OR_RETURN(int64_t axis, NormalizeOnnxAxis(ctx.Int("axis", -1), b.rank(x), "axis"));
+  Shape normalized(b.shape(x).begin() + axis, b.shape(x).end());
+  Value scale = FitToShape(b, ctx.Input(1), normalized);
+  Value bias = FitToShape(b, ctx.Input(2), normalized);
+  // Outputs 1 and 2 (mean, inverse std) stay unset: an error only if used.
+  ctx.SetOutput(0, b.LayerNorm(x, scale, bias, axis, ctx.Float("epsilon", 1e-5)));
+  return Status::Ok();
+}
+
+// A per-channel parameter [C] reshaped to [C, 1, ..., 1] so that it broadcasts over
+// the spatial dims of an [N, C, ...] input.
+Value PerChannel(GraphBuilder& b, Value param, Value x) {
+  if (!b.ok()) return {};
+  Shape shape = b.shape(param);
+  shape.resize(shape.size() + std::max(b.rank(x) - 2, 0), 1);
+  return b.Cast(b.Reshape(param, shape), b.dtype(x));
+}
+
+// y = (x - mean) * (scale / sqrt(var + epsilon)) + bias, with running statistics.
+Status ImportBatchNormalization(NodeContext& ctx) {
+  GraphBuilder& b = ctx.b();
+  if (ctx.Int("training_mode", 0) != 0) return Unimplemented("BatchNormalization in training mode is not supported");
+  Value x = ctx.Input(0);
+  if (b.rank(x) < 2) return InvalidArgument(fmt::format("BatchNormalization needs rank >= 2, got {}", b.rank(x)));
+  for (int i = 1; i <= 4; ++i)
+    if (b.shape(ctx.Input(i)) != Shape{b.shape(x)[1]})
+      return InvalidArgument(fmt::format("input {} must have shape [{}] (one value per channel), got {}", i,
+                                         b.shape(x)[1], ShapeToString(b.shape(ctx.Input(i)))));
+  Value scale = PerChannel(b, ctx.Input(1), x), bias = PerChannel(b, ctx.Input(2), x);
+  Value mean = PerChannel(b, ctx.Input(3), x), var = PerChannel(b, ctx.Input(4), x);
+  Value inv_std = b.Unary(OpCode::kRsqrt, AddScalar(b, var, ctx.Float("epsilon", 1e-5)));
+  ctx.SetOutput(0, b.Add(b.Mul(b.Sub(x, mean), b.Mul(scale, inv_std)), bias));
+  return Status::Ok();
+}
+
+// y = scale * (x - mean) / sqrt(var + epsilon) + bias over each sample's spatial dims.
+Status ImportInstanceNormalization(NodeContext& ctx) {
+  GraphBuilder& b = ctx.b();
+  Value x = ctx.Input(0);
+  if (b.rank(x) < 3) return InvalidArgument(fmt::format("InstanceNormalization needs rank >= 3, got {}", b.rank(x)));
+  std::vector<int64_t> spatial;
+  for (int d = 2; d < b.rank(x); ++d) spatial.push_back(d);
+  Value centered = b.Sub(x, b.Reduce(OpCode::kReduceMean, x, spatial, true));
+  Value var = b.Reduce(OpCode::kReduceMean, b.Mul(centered, centered), spatial, true);
+  Value normalized = b.Mul(centered, b.Unary(OpCode::kRsqrt, AddScalar(b, var, ctx.Float("epsilon", 1e-5))));
+  ctx.SetOutput(0, b.Add(b.Mul(normalized, PerChannel(b, ctx.Input(1), x)), PerChannel(b, ctx.Input(2), x)));
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterNormalizationOps(OpRegistry& r) {
+  r.Add("LayerNormalization", ImportLayerNormalization, 2, 3);
+  r.Add("BatchNormalization", ImportBatchNormalization, 5, 5);
+  r.Add("InstanceNormalization", ImportInstanceNormalization, 3, 3);
+}
+
+}  // namespace tilefuse::onnx_import

@@ -1,0 +1,40 @@
+#include "frontend/onnx/op_registry.h"
+
+#include "support/check.h"
+
+namespace tilefuse::onnx_import {
+
+const OpRegistry& OpRegistry::Get() {
+  static const OpRegistry* registry = [] {
+    auto* r = new OpRegistry();
+    RegisterElementwiseOps(*r);
+    RegisterActivationOps(*r);
+    RegisterShapeOps(*r);
+    RegisterIndexingOps(*r);
+    RegisterGeneratorOps(*r);
+    RegisterReductionOps(*r);
+    RegisterMatMulOps(*r);
+    RegisterNormalizationOps(*r);
+    RegisterNnOps(*r);
+    return r;
+  }();
+  return *registry;
+}
+
+const OpSpec* OpRegistry::Find(std::string_view op_type) const {
+  auto it = specs_.find(op_type);
+  return it == specs_.end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> OpRegistry::OpTypes() const {
+  std::vector<std::string> names;
+  for (const auto& [name, spec] : specs_) names.push_back(name);
+  return names;
+}
+
+void OpRegistry::Add(std::string op_type, OpHandler handler, int min_inputs, int max_inputs) {
+  TF_CHECK_MSG(!specs_.count(op_type), op_type.c_str());
+  specs_[std::move(op_type)] = OpSpec{handler, min_inputs, max_inputs};
+}
+
+}  // namespace tilefuse::onnx_import

@@ -1,0 +1,184 @@
+#include "frontend/onnx/tensor_proto.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "frontend/onnx/file_io.h"
+#include "support/check.h"
+
+namespace tilefuse::onnx_import {
+
+namespace {
+
+using onnx::TensorProto;
+
+struct DTypeRow {
+  DType dtype;
+  int32_t onnx;
+};
+constexpr DTypeRow kDTypeRows[] = {
+    {DType::kF32, TensorProto::FLOAT},   {DType::kF64, TensorProto::DOUBLE}, {DType::kF16, TensorProto::FLOAT16},
+    {DType::kBF16, TensorProto::BFLOAT16}, {DType::kI64, TensorProto::INT64}, {DType::kI32, TensorProto::INT32},
+    {DType::kI8, TensorProto::INT8},     {DType::kU8, TensorProto::UINT8},   {DType::kBool, TensorProto::BOOL},
+};
+
+std::string TensorLabel(const TensorProto& proto) {
+  return proto.name().empty() ? std::string("tensor") : fmt::format("tensor '{}'", proto.name());
+}
+
+// Copies `values` (a repeated proto field) into the tensor, converting each element
+// to the tensor's storage type `Stored`.
+template <typename Stored, typename Field>
+Status CopyTypedField(const Field& values, Tensor& tensor, const TensorProto& proto) {
+  if (values.size() != tensor.num_elements())
+    return InvalidArgument(fmt::format("{} holds {} values but its shape {} needs {}", TensorLabel(proto), values.size(),
+                                       ShapeToString(tensor.shape()), tensor.num_elements()));
+  std::byte* out = tensor.data();
+  for (int i = 0; i < values.size(); ++i) {
+    Stored v = static_cast<Stored>(values.Get(i));
+    std::memcpy(out + i * sizeof(Stored), &v, sizeof(Stored));
+  }
+  return Status::Ok();
+}
+
+Status CopyTypedData(const TensorProto& proto, Tensor& tensor) {
+  switch (tensor.dtype()) {
+    case DType::kF32: return CopyTypedField<float>(proto.float_data(), tensor, proto);
+    case DType::kF64: return CopyTypedField<double>(proto.double_data(), tensor, proto);
+    case DType::kI64: return CopyTypedField<int64_t>(proto.int64_data(), tensor, proto);
+    case DType::kI32: return CopyTypedField<int32_t>(proto.int32_data(), tensor, proto);
+    case DType::kI8: return CopyTypedField<int8_t>(proto.int32_data(), tensor, proto);
+    case DType::kU8: return CopyTypedField<uint8_t>(proto.int32_data(), tensor, proto);
+    case DType::kF16:  // half types travel as their 16-bit patterns in int32_data
+    case DType::kBF16: return CopyTypedField<uint16_t>(proto.int32_data(), tensor, proto);
+    case DType::kBool: {
+      RETURN_IF_ERROR(CopyTypedField<uint8_t>(proto.int32_data(), tensor, proto));
+      for (int64_t i = 0; i < tensor.num_elements(); ++i) tensor.SetDouble(i, tensor.GetDouble(i));
+      return Status::Ok();
+    }
+  }
+  TF_UNREACHABLE("unknown dtype");
+}
+
+Status CopyRawBytes(const std::string& bytes, Tensor& tensor, const std::string& origin, const TensorProto& proto) {
+  if (bytes.size() != tensor.num_bytes())
+    return InvalidArgument(fmt::format("{} has {} bytes of {} but its shape {} of {} needs {}", TensorLabel(proto),
+                                       bytes.size(), origin, ShapeToString(tensor.shape()),
+                                       DTypeName(tensor.dtype()), tensor.num_bytes()));
+  if (!bytes.empty()) std::memcpy(tensor.data(), bytes.data(), bytes.size());
+  if (tensor.dtype() == DType::kBool)  // any non-zero byte is true; store exactly 0/1
+    for (int64_t i = 0; i < tensor.num_elements(); ++i) tensor.SetDouble(i, tensor.GetDouble(i));
+  return Status::Ok();
+}
+
+StatusOr<std::string> ReadExternalData(const TensorProto& proto, const std::string& base_dir) {
+  std::string location;
+  uint64_t offset = 0;
+  std::optional<uint64_t> length;
+  for (const auto& entry : proto.external_data()) {
+    try {
+      if (entry.key() == "location") location = entry.value();
+      else if (entry.key() == "offset") offset = std::stoull(entry.value());
+      else if (entry.key() == "length") length = std::stoull(entry.value());
+    } catch (const std::exception&) {
+      return InvalidArgument(fmt::format("{}: external data {} '{}' is not a number", TensorLabel(proto), entry.key(),
+                                         entry.value()));
+    }
+  }
+  if (location.empty()) return InvalidArgument(fmt::format("{} is external but names no location", TensorLabel(proto)));
+  std::filesystem::path relative(location);
+  for (const auto& part : relative)
+    if (part == "..")
+      return InvalidArgument(fmt::format("{}: external data location '{}' leaves the model's folder", TensorLabel(proto),
+                                         location));
+  if (relative.is_absolute())
+    return InvalidArgument(fmt::format("{}: external data location '{}' must be relative to the model's folder",
+                                       TensorLabel(proto), location));
+  std::string path = (std::filesystem::path(base_dir.empty() ? "." : base_dir) / relative).string();
+  StatusOr<std::string> bytes = ReadFileRange(path, offset, length);
+  if (!bytes.ok())
+    return Status(bytes.status().code(), fmt::format("{}: external data: {}", TensorLabel(proto), bytes.status().message()));
+  return bytes;
+}
+
+}  // namespace
+
+int32_t DTypeToOnnx(DType dtype) {
+  for (const DTypeRow& row : kDTypeRows)
+    if (row.dtype == dtype) return row.onnx;
+  TF_UNREACHABLE("dtype without an ONNX type");
+}
+
+std::optional<DType> DTypeFromOnnx(int32_t onnx_type) {
+  for (const DTypeRow& row : kDTypeRows)
+    if (row.onnx == onnx_type) return row.dtype;
+  return std::nullopt;
+}
+
+std::string OnnxTypeName(int32_t onnx_type) {
+  // The float8 types (17-20) postdate the onnx 1.12 enum, so they are named here.
+  static const char* const kNames[] = {"UNDEFINED", "FLOAT",   "UINT8",     "INT8",         "UINT16",
+                                       "INT16",     "INT32",   "INT64",     "STRING",       "BOOL",
+                                       "FLOAT16",   "DOUBLE",  "UINT32",    "UINT64",       "COMPLEX64",
+                                       "COMPLEX128", "BFLOAT16", "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2",
+                                       "FLOAT8E5M2FNUZ", "UINT4", "INT4"};
+  if (onnx_type >= 0 && onnx_type < static_cast<int32_t>(std::size(kNames))) return kNames[onnx_type];
+  return fmt::format("type {}", onnx_type);
+}
+
+StatusOr<DType> RequireDType(int32_t onnx_type, const std::string& what) {
+  std::optional<DType> dtype = DTypeFromOnnx(onnx_type);
+  if (!dtype)
+    return Unimplemented(fmt::format("{} has element type {}, which tilefuse does not support", what,
+                                     OnnxTypeName(onnx_type)));
+  return *dtype;
+}
+
+StatusOr<Tensor> TensorFromProto(const TensorProto& proto, const std::string& base_dir) {
+  ASSIGN_OR_RETURN(DType dtype, RequireDType(proto.data_type(), TensorLabel(proto)));
+  if (proto.dims_size() > 8) return Unimplemented(fmt::format("{} has rank {} (above 8)", TensorLabel(proto), proto.dims_size()));
+  Shape shape;
+  for (int64_t d : proto.dims()) {
+    if (d < 0 || d > (int64_t{1} << 40))
+      return InvalidArgument(fmt::format("{} has an invalid dimension {}", TensorLabel(proto), d));
+    shape.push_back(d);
+  }
+  if (NumElements(shape) > (int64_t{1} << 34))
+    return InvalidArgument(fmt::format("{} of shape {} is too large", TensorLabel(proto), ShapeToString(shape)));
+  if (proto.has_segment()) return Unimplemented(fmt::format("{} is segmented", TensorLabel(proto)));
+  Tensor tensor(dtype, shape);
+  if (proto.data_location() == TensorProto::EXTERNAL) {
+    ASSIGN_OR_RETURN(std::string bytes, ReadExternalData(proto, base_dir));
+    RETURN_IF_ERROR(CopyRawBytes(bytes, tensor, "external data", proto));
+  } else if (proto.has_raw_data()) {
+    RETURN_IF_ERROR(CopyRawBytes(proto.raw_data(), tensor, "raw data", proto));
+  } else {
+    RETURN_IF_ERROR(CopyTypedData(proto, tensor));
+  }
+  return tensor;
+}
+
+TensorProto TensorToProto(const Tensor& tensor, const std::string& name) {
+  TensorProto proto;
+  proto.set_name(name);
+  proto.set_data_type(DTypeToOnnx(tensor.dtype()));
+  for (int64_t d : tensor.shape()) proto.add_dims(d);
+  if (tensor.num_bytes() > 0)
+    proto.set_raw_data(std::string(reinterpret_cast<const char*>(tensor.data()), tensor.num_bytes()));
+  else
+    proto.set_raw_data("");
+  return proto;
+}
+
+std::vector<int64_t> TensorToInt64s(const Tensor& tensor) {
+  std::vector<int64_t> values(tensor.num_elements());
+  for (int64_t i = 0; i < tensor.num_elements(); ++i) {
+    if (tensor.dtype() == DType::kI64) std::memcpy(&values[i], tensor.data() + i * 8, 8);
+    else values[i] = static_cast<int64_t>(tensor.GetDouble(i));
+  }
+  return values;
+}
+
+}  // namespace tilefuse::onnx_import

@@ -9,5 +9,6 @@ namespace tilefuse::cli {
 void AddRunCommand(CLI::App& app, int& exit_code);    // tools/run.cc
 void AddPrintCommand(CLI::App& app, int& exit_code);  // tools/print.cc
 void AddDemoCommand(CLI::App& app, int& exit_code);   // tools/demo.cc
+void AddExplainCommand(CLI::App& app, int& exit_code);  // tools/explain.cc
 
 }  // namespace tilefuse::cli

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
       "Examples:\n"
       "  tilefuse run examples/softmax_manual.onnxtxt --check\n"
       "  tilefuse print model.onnx --passes\n"
+      "  tilefuse explain examples/mlp_block.onnxtxt --svg plan.svg\n"
       "  tilefuse demo\n"
       "Run `tilefuse SUBCOMMAND --help` for the options of each subcommand.\n"
       "Exit codes: 0 ok, 1 --check mismatch, 2 bad input, unsupported model or bad usage.");
@@ -26,6 +27,7 @@ int main(int argc, char** argv) {
   tilefuse::cli::AddRunCommand(app, exit_code);
   tilefuse::cli::AddPrintCommand(app, exit_code);
   tilefuse::cli::AddDemoCommand(app, exit_code);
+  tilefuse::cli::AddExplainCommand(app, exit_code);
 
   try {
     app.parse(argc, argv);

@@ -113,13 +113,14 @@ int RunDemo(const DemoOptions& options) {
 
 void AddDemoCommand(CLI::App& app, int& exit_code) {
   auto options = std::make_shared<DemoOptions>();
-  CLI::App* demo = app.add_subcommand(
-      "demo", "Run every example graph (examples/*.onnxtxt: GELU, softmax, layernorm, rmsnorm, matmul\n"
-              "epilogues, causal attention, dropout+residual+layernorm, MLP block) through import, passes\n"
-              "and the reference interpreter on random inputs, and print a table.");
+  CLI::App* demo = app.add_subcommand("demo", "Run the example workloads in examples/ and print a table");
   demo->add_option("--examples", options->examples_dir, "Folder of .onnxtxt examples")->capture_default_str();
   demo->add_option("--seed", options->seed, "Seed of the random inputs")->capture_default_str();
-  demo->footer("Example:\n  tilefuse demo --examples examples/");
+  demo->footer(
+      "Runs every examples/*.onnxtxt (GELU, softmax, layernorm, rmsnorm, matmul epilogues, causal\n"
+      "attention, dropout+residual+layernorm, MLP block) through import, the passes and the reference\n"
+      "interpreter on random inputs, and checks the passes against the graph as imported.\n\n"
+      "Example:\n  tilefuse demo --examples examples/");
   demo->callback([options, &exit_code] { exit_code = RunDemo(*options); });
 }
 

@@ -41,7 +41,7 @@ Status PrintModel(const PrintOptions& options) {
 void AddPrintCommand(CLI::App& app, int& exit_code) {
   auto options = std::make_shared<PrintOptions>();
   CLI::App* print = app.add_subcommand(
-      "print", "Print a model's graph IR, one node per line, as imported or after the passes.");
+      "print", "Print a model's graph IR, as imported or after the passes");
   print->add_option("MODEL", options->model, "An .onnx file, an .onnxtxt file, or an ONNX backend-test folder")
       ->required();
   CLI::Option* passes =

@@ -162,11 +162,7 @@ int RunModel(const RunOptions& options) {
 
 void AddRunCommand(CLI::App& app, int& exit_code) {
   auto options = std::make_shared<RunOptions>();
-  CLI::App* run = app.add_subcommand(
-      "run", "Import a model, run the graph passes and execute it on the reference interpreter.\n"
-             "With --check, compare every output with the expected output_i.pb files (ONNX backend-test\n"
-             "tolerances: f32 rtol 1e-3 atol 1e-7; f64 rtol 1e-9; f16/bf16 rtol 1e-2; integers exact);\n"
-             "without expected outputs, compare with the graph as imported, before the passes.");
+  CLI::App* run = app.add_subcommand("run", "Import a model, run the graph passes and execute it; optionally check it");
   run->add_option("MODEL", options->model, "An .onnx file, an .onnxtxt file, or an ONNX backend-test folder")
       ->required();
   CLI::Option* inputs = run->add_option(
@@ -182,6 +178,11 @@ void AddRunCommand(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"reference"}))
       ->capture_default_str();
   run->footer(
+      "Inputs come from --inputs DIR, else a backend-test folder's test_data_set_*, else random (seed 0).\n"
+      "--check compares every output with the expected output_i.pb files with the ONNX backend-test\n"
+      "tolerances (|actual - expected| <= atol + rtol * |expected|; f32 rtol 1e-3 atol 1e-7, f64 rtol 1e-9,\n"
+      "f16/bf16 rtol 1e-2, integers and bool exact; NaN only matches NaN). Without expected outputs it\n"
+      "compares with the reference interpreter on the graph as imported, before the passes.\n\n"
       "Examples:\n"
       "  tilefuse run examples/softmax_manual.onnxtxt --check\n"
       "  tilefuse run onnx/backend/test/data/node/test_add --check --json\n"

@@ -119,7 +119,7 @@ Status ImportSoftmax(NodeContext& ctx) {
     ctx.SetOutput(0, softmax(x, ctx.Int("axis", -1)));
     return Status::Ok();
   }
-  const Shape& shape = b.shape(x);
+  Shape shape = b.shape(x);
   ASSIGN_OR_RETURN(int64_t axis, NormalizeOnnxAxis(ctx.Int("axis", 1), std::max<int64_t>(b.rank(x), 1), "axis"));
   Shape outer(shape.begin(), shape.begin() + std::min<int64_t>(axis, shape.size()));
   Shape inner(shape.begin() + std::min<int64_t>(axis, shape.size()), shape.end());

@@ -67,7 +67,7 @@ StatusOr<PoolParams> WindowParams(NodeContext& ctx, const Shape& x, std::vector<
 Status ImportConv(NodeContext& ctx) {
   GraphBuilder& b = ctx.b();
   Value x = ctx.Input(0), w = ctx.Input(1);
-  const Shape& weight = b.shape(w);
+  Shape weight = b.shape(w);
   std::vector<int64_t> kernel(weight.size() > 2 ? weight.begin() + 2 : weight.end(), weight.end());
   ASSIGN_OR_RETURN(PoolParams p, WindowParams(ctx, b.shape(x), kernel));
   p.group = ctx.Int("group", 1);

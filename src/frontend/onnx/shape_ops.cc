@@ -54,7 +54,7 @@ Status ImportReshape(NodeContext& ctx) {
 
 Status ImportFlatten(NodeContext& ctx) {
   Value x = ctx.Input(0);
-  const Shape& shape = ctx.b().shape(x);
+  Shape shape = ctx.b().shape(x);
   int64_t rank = static_cast<int64_t>(shape.size());
   int64_t axis = ctx.Int("axis", 1);
   if (axis < -rank || axis > rank) return InvalidArgument(fmt::format("axis {} is out of range for rank {}", axis, rank));
@@ -140,7 +140,7 @@ Status ImportSlice(NodeContext& ctx) {
 Status ImportExpand(NodeContext& ctx) {
   Value x = ctx.Input(0);
   ASSIGN_OR_RETURN(std::vector<int64_t> target, ctx.ConstInts(1, "shape"));
-  const Shape& in = ctx.b().shape(x);
+  Shape in = ctx.b().shape(x);
   size_t rank = std::max(in.size(), target.size());
   Shape out(rank);
   for (size_t i = 0; i < rank; ++i) {
@@ -160,7 +160,7 @@ Status ImportTile(NodeContext& ctx) {
   GraphBuilder& b = ctx.b();
   Value x = ctx.Input(0);
   ASSIGN_OR_RETURN(std::vector<int64_t> repeats, ctx.ConstInts(1, "repeats"));
-  const Shape& in = b.shape(x);
+  Shape in = b.shape(x);
   if (repeats.size() != in.size())
     return InvalidArgument(fmt::format("repeats {} must have one entry per dim of {}", repeats, ShapeToString(in)));
   Shape interleaved, broadcast, out;
@@ -175,7 +175,7 @@ Status ImportTile(NodeContext& ctx) {
 }
 
 Status ImportShape(NodeContext& ctx) {
-  const Shape& shape = ctx.b().shape(ctx.Input(0));
+  Shape shape = ctx.b().shape(ctx.Input(0));
   int64_t rank = static_cast<int64_t>(shape.size());
   auto clamp_index = [rank](int64_t i) { return std::clamp<int64_t>(i < 0 ? i + rank : i, 0, rank); };
   int64_t start = clamp_index(ctx.Int("start", 0)), end = clamp_index(ctx.Int("end", rank));

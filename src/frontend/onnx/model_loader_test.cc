@@ -1,0 +1,95 @@
+#include <gtest/gtest.h>
+
+#include "frontend/onnx/onnx_test_util.h"
+#include "frontend/onnx/tensor_proto.h"
+
+namespace tilefuse::onnx_testing {
+namespace {
+
+const char* kScaleModel = R"(
+  <ir_version: 8, opset_import: ["" : 17], producer_name: "unit-test", producer_version: "1.0">
+  g (float[2, 2] x) => (float[2, 2] y) {
+    w = Constant <value = float[2, 2] {1.0, 2.0, 3.0, 4.0}> ()
+    y = Mul(x, w)
+  })";
+
+TEST(OnnxModelLoaderTest, BinaryModelFile) {
+  TempDir dir;
+  WriteModel(ParseModel(kScaleModel), dir.File("m.onnx"));
+  StatusOr<ImportedModel> model = ImportOnnx(dir.File("m.onnx"));
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  EXPECT_EQ(model->info.opset, 17);
+  EXPECT_EQ(model->info.producer, "unit-test 1.0");
+  EXPECT_EQ(model->info.num_onnx_nodes, 2);
+  ASSERT_EQ(model->graph.inputs().size(), 1u);
+  EXPECT_EQ(model->graph.node(model->graph.inputs()[0]).name, "x");
+  EXPECT_EQ(model->graph.outputs()[0].name, "y");
+  ExpectNear(RunGraph(model->graph, {F32({2, 2}, {1, 1, 2, 2})}), {1, 2, 6, 8});
+}
+
+TEST(OnnxModelLoaderTest, TextModelFile) {
+  TempDir dir;
+  WriteBytes(dir.File("m.onnxtxt"), kScaleModel);
+  StatusOr<ImportedModel> model = ImportOnnx(dir.File("m.onnxtxt"));
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  EXPECT_EQ(model->info.num_onnx_nodes, 2);
+}
+
+TEST(OnnxModelLoaderTest, InitializersWithExternalDataAreConstants) {
+  TempDir dir;
+  onnx::ModelProto model = ParseModel(R"(
+    <ir_version: 8, opset_import: ["" : 13]>
+    g (float[3] x, float[3] w) => (float[3] y) { y = Add(x, w) })");
+  // w: an initializer (also listed as an input, as old exporters do) stored outside.
+  onnx::TensorProto* w = model.mutable_graph()->add_initializer();
+  w->set_name("w");
+  w->set_data_type(onnx::TensorProto::FLOAT);
+  w->add_dims(3);
+  w->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto* location = w->add_external_data();
+  location->set_key("location");
+  location->set_value("weights.bin");
+  float values[3] = {10, 20, 30};
+  WriteBytes(dir.File("weights.bin"), std::string(reinterpret_cast<const char*>(values), sizeof(values)));
+  WriteModel(model, dir.File("model.onnx"));
+  StatusOr<ImportedModel> imported = ImportOnnx(dir.File("model.onnx"));
+  ASSERT_TRUE(imported.ok()) << imported.status().ToString();
+  EXPECT_EQ(imported->graph.inputs().size(), 1u);  // only x
+  ExpectNear(RunGraph(imported->graph, {F32({3}, {1, 2, 3})}), {11, 22, 33});
+}
+
+TEST(OnnxModelLoaderTest, BackendTestFolder) {
+  TempDir dir;
+  WriteModel(ParseModel(kScaleModel), dir.File("model.onnx"));
+  for (int set = 0; set < 2; ++set) {
+    std::string folder = dir.File("test_data_set_" + std::to_string(set));
+    Tensor x = F32({2, 2}, {1.0 + set, 1, 1, 1});
+    Tensor y = F32({2, 2}, {1.0 + set, 2, 3, 4});
+    WriteTensor(onnx_import::TensorToProto(x, "x"), folder + "/input_0.pb");
+    WriteTensor(onnx_import::TensorToProto(y, "y"), folder + "/output_0.pb");
+  }
+  StatusOr<ImportedModel> model = ImportOnnx(dir.path());
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  StatusOr<std::vector<TestDataSet>> sets = LoadTestDataSets(dir.path());
+  ASSERT_TRUE(sets.ok()) << sets.status().ToString();
+  ASSERT_EQ(sets->size(), 2u);
+  for (const TestDataSet& set : *sets) {
+    ASSERT_EQ(set.inputs.size(), 1u);
+    ASSERT_EQ(set.expected_outputs.size(), 1u);
+    ExpectNear(RunGraph(model->graph, set.inputs), set.expected_outputs[0].ToDoubles());
+  }
+  StatusOr<std::vector<Tensor>> inputs = LoadTensorsFromDir(dir.File("test_data_set_1"), "input");
+  ASSERT_TRUE(inputs.ok());
+  EXPECT_EQ((*inputs)[0].GetDouble(0), 2);
+}
+
+TEST(OnnxModelLoaderTest, FolderWithoutModelIsNotFound) {
+  TempDir dir;
+  StatusOr<ImportedModel> model = ImportOnnx(dir.path());
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(Contains(model.status().message(), "model.onnx")) << model.status().ToString();
+}
+
+}  // namespace
+}  // namespace tilefuse::onnx_testing

@@ -24,9 +24,11 @@ class KeyWriter {
   }
   void Add(const std::vector<int64_t>& values) {
     Add(values.size());
-    key_.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(int64_t));
+    if (!values.empty()) AddBytes(values.data(), values.size() * sizeof(int64_t));
   }
-  void AddBytes(const void* data, size_t size) { key_.append(static_cast<const char*>(data), size); }
+  void AddBytes(const void* data, size_t size) {
+    if (size > 0) key_.append(static_cast<const char*>(data), size);
+  }
   std::string Take() { return std::move(key_); }
 
  private:

@@ -25,18 +25,23 @@ StatusOr<int64_t> DefaultOpset(const onnx::ModelProto& model) {
                                        kMaxOpset, kMinOpset));
     return opset;
   }
+  if (model.opset_import_size() > 0)
+    return Unimplemented(fmt::format("the model imports only domain '{}', not the default ONNX opset",
+                                     model.opset_import(0).domain()));
   return InvalidArgument("the model does not import the default ONNX opset (domain \"\" or \"ai.onnx\")");
 }
 
 // Walks one ONNX graph in order: initializers, inputs, nodes, outputs.
 class GraphImporter {
  public:
-  GraphImporter(int64_t opset, std::string base_dir) : opset_(opset), base_dir_(std::move(base_dir)) {}
+  GraphImporter(int64_t opset, std::string base_dir, const ImportOptions& options)
+      : opset_(opset), base_dir_(std::move(base_dir)), options_(options) {}
   StatusOr<Graph> Import(const onnx::GraphProto& graph);
 
  private:
   Status ImportInitializers(const onnx::GraphProto& graph);
   Status ImportInput(const onnx::ValueInfoProto& input);
+  Status BindInput(const onnx::ValueInfoProto& input, const Tensor& value);
   Status ImportNode(const onnx::NodeProto& node, int index);
   Status ImportOutput(const onnx::ValueInfoProto& output);
   Status Define(const std::string& name, Value v);
@@ -45,6 +50,7 @@ class GraphImporter {
 
   int64_t opset_;
   std::string base_dir_;
+  const ImportOptions& options_;
   GraphBuilder builder_;
   ConstantTracker constants_;
   std::unordered_map<std::string, Value> values_;
@@ -78,6 +84,8 @@ Status GraphImporter::ImportInput(const onnx::ValueInfoProto& input) {
   if (values_.count(input.name())) return Status::Ok();
   std::string label = fmt::format("input '{}'", input.name());
   if (!input.type().has_tensor_type()) return Unimplemented(fmt::format("{} is not a tensor", label));
+  auto bound = options_.bound_inputs.find(input.name());
+  if (bound != options_.bound_inputs.end()) return BindInput(input, bound->second);
   const auto& type = input.type().tensor_type();
   ASSIGN_OR_RETURN(DType dtype, RequireDType(type.elem_type(), label));
   if (!type.has_shape()) return InvalidArgument(fmt::format("{} has no shape; tilefuse needs static shapes", label));
@@ -92,6 +100,20 @@ Status GraphImporter::ImportInput(const onnx::ValueInfoProto& input) {
   if (shape.size() > 8) return Unimplemented(fmt::format("{} has rank {} (above 8)", label, shape.size()));
   builder_.SetLocation(label, input.name());
   return Define(input.name(), builder_.Parameter(input.name(), dtype, shape));
+}
+
+Status GraphImporter::BindInput(const onnx::ValueInfoProto& input, const Tensor& value) {
+  std::string label = fmt::format("input '{}'", input.name());
+  const auto& type = input.type().tensor_type();
+  bool fits = DTypeFromOnnx(type.elem_type()) == value.dtype() &&
+              (!type.has_shape() || type.shape().dim_size() == value.rank());
+  for (int d = 0; fits && type.has_shape() && d < value.rank(); ++d)
+    fits = !type.shape().dim(d).has_dim_value() || type.shape().dim(d).dim_value() == value.shape()[d];
+  if (!fits)
+    return InvalidArgument(fmt::format("the value bound to {} is {} {}, which the input's declared type does not admit",
+                                       label, DTypeName(value.dtype()), ShapeToString(value.shape())));
+  builder_.SetLocation(label, input.name());
+  return Define(input.name(), builder_.Constant(value));
 }
 
 Status GraphImporter::Define(const std::string& name, Value v) {
@@ -138,6 +160,11 @@ Status GraphImporter::ImportNode(const onnx::NodeProto& node, int index) {
   builder_.SetLocation(location, name);
   if (!IsDefaultDomain(node.domain()))
     return Unimplemented(fmt::format("{}: unsupported op {}.{}", location, node.domain(), node.op_type()));
+  // Before opset 7, binary ops broadcast only when told to, along an `axis`.
+  if (opset_ < 7)
+    for (const auto& attr : node.attribute())
+      if (attr.name() == "broadcast")
+        return Unimplemented(fmt::format("{}: the legacy 'broadcast' attribute is not supported", location));
   const OpSpec* spec = OpRegistry::Get().Find(node.op_type());
   if (!spec) return Unimplemented(fmt::format("{}: unsupported op {}", location, node.op_type()));
   StatusOr<std::vector<Value>> inputs = NodeInputs(node, *spec);
@@ -190,10 +217,16 @@ Status GraphImporter::ImportOutput(const onnx::ValueInfoProto& output) {
 
 }  // namespace
 
-StatusOr<ImportedModel> ImportModelProto(const onnx::ModelProto& model, const std::string& base_dir) {
+StatusOr<ImportedModel> ImportModelProto(const onnx::ModelProto& model, const std::string& base_dir,
+                                        const ImportOptions& options) {
   if (!model.has_graph()) return InvalidArgument("the model has no graph");
   ASSIGN_OR_RETURN(int64_t opset, DefaultOpset(model));
-  GraphImporter importer(opset, base_dir);
+  for (const auto& [name, value] : options.bound_inputs) {
+    bool found = false;
+    for (const auto& input : model.graph().input()) found = found || input.name() == name;
+    if (!found) return InvalidArgument(fmt::format("a value is bound to '{}', which is not an input of the graph", name));
+  }
+  GraphImporter importer(opset, base_dir, options);
   ASSIGN_OR_RETURN(Graph graph, importer.Import(model.graph()));
   ImportedModel imported{std::move(graph), {}};
   imported.info.opset = opset;

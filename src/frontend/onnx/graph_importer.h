@@ -9,10 +9,11 @@
 
 namespace tilefuse::onnx_import {
 
-inline constexpr int64_t kMinOpset = 7;   // best effort below 13
+inline constexpr int64_t kMinOpset = 1;   // best effort below 13
 inline constexpr int64_t kMaxOpset = 21;
 
 // External data files are found relative to `base_dir` (the model's folder).
-StatusOr<ImportedModel> ImportModelProto(const onnx::ModelProto& model, const std::string& base_dir);
+StatusOr<ImportedModel> ImportModelProto(const onnx::ModelProto& model, const std::string& base_dir,
+                                        const ImportOptions& options = {});
 
 }  // namespace tilefuse::onnx_import

@@ -3,6 +3,7 @@
 // carries its ONNX node name. Errors name the ONNX node, op type and opset.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -23,10 +24,18 @@ struct ImportedModel {
   OnnxModelInfo info;
 };
 
+struct ImportOptions {
+  // Values for graph inputs (by ONNX name) that become constants of the imported graph
+  // and are no longer among its inputs. Backend tests feed shapes, axes and pads as
+  // inputs; binding them lets such models import with static shapes. A bound value
+  // must have the input's declared dtype and static dims.
+  std::map<std::string, Tensor> bound_inputs;
+};
+
 // MODEL may be a .onnx file, a .onnxtxt file, or a backend-test folder (model.onnx).
-StatusOr<ImportedModel> ImportOnnx(const std::string& path);
+StatusOr<ImportedModel> ImportOnnx(const std::string& path, const ImportOptions& options = {});
 // The textual syntax, from memory (tests build small graphs this way).
-StatusOr<ImportedModel> ImportOnnxText(const std::string& text);
+StatusOr<ImportedModel> ImportOnnxText(const std::string& text, const ImportOptions& options = {});
 
 // One backend-test data set: DIR/test_data_set_N/input_i.pb and output_i.pb.
 struct TestDataSet {

@@ -54,16 +54,16 @@ StatusOr<onnx::ModelProto> ParseTextModel(const std::string& text, const std::st
 }
 
 StatusOr<ImportedModel> ImportParsed(const StatusOr<onnx::ModelProto>& model, const std::string& base_dir,
-                                     const std::string& origin) {
+                                     const std::string& origin, const ImportOptions& options) {
   if (!model.ok()) return model.status();
-  StatusOr<ImportedModel> imported = onnx_import::ImportModelProto(*model, base_dir);
+  StatusOr<ImportedModel> imported = onnx_import::ImportModelProto(*model, base_dir, options);
   if (!imported.ok() && !origin.empty()) return imported.status().WithContext(origin);
   return imported;
 }
 
 }  // namespace
 
-StatusOr<ImportedModel> ImportOnnx(const std::string& path) {
+StatusOr<ImportedModel> ImportOnnx(const std::string& path, const ImportOptions& options) {
   std::error_code ec;
   std::string file = path;
   if (fs::is_directory(path, ec)) {
@@ -74,12 +74,12 @@ StatusOr<ImportedModel> ImportOnnx(const std::string& path) {
   ASSIGN_OR_RETURN(std::string bytes, onnx_import::ReadWholeFile(file));
   std::string base_dir = fs::path(file).parent_path().string();
   if (EndsWith(file, ".onnxtxt") || EndsWith(file, ".txt"))
-    return ImportParsed(ParseTextModel(bytes, fmt::format("'{}'", file)), base_dir, fmt::format("'{}'", file));
-  return ImportParsed(ParseBinaryModel(bytes, file), base_dir, fmt::format("'{}'", file));
+    return ImportParsed(ParseTextModel(bytes, fmt::format("'{}'", file)), base_dir, fmt::format("'{}'", file), options);
+  return ImportParsed(ParseBinaryModel(bytes, file), base_dir, fmt::format("'{}'", file), options);
 }
 
-StatusOr<ImportedModel> ImportOnnxText(const std::string& text) {
-  return ImportParsed(ParseTextModel(text, "ONNX text"), "", "");
+StatusOr<ImportedModel> ImportOnnxText(const std::string& text, const ImportOptions& options) {
+  return ImportParsed(ParseTextModel(text, "ONNX text"), "", "", options);
 }
 
 }  // namespace tilefuse

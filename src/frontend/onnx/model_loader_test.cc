@@ -93,3 +93,31 @@ TEST(OnnxModelLoaderTest, FolderWithoutModelIsNotFound) {
 
 }  // namespace
 }  // namespace tilefuse::onnx_testing
+
+namespace tilefuse::onnx_testing {
+namespace {
+
+TEST(OnnxModelLoaderTest, BoundInputsBecomeConstants) {
+  std::string text = WithOpset(13, R"(
+    g (float[2, 3] x, int64[2] shape) => (float[3, 2] y) { y = Reshape(x, shape) })");
+  ImportOptions options;
+  options.bound_inputs["shape"] = I64({2}, {3, -1});
+  StatusOr<ImportedModel> model = ImportOnnxText(text, options);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  ASSERT_EQ(model->graph.inputs().size(), 1u);
+  EXPECT_EQ(OutputNode(model->graph).shape, (Shape{3, 2}));
+
+  options.bound_inputs["shape"] = F32({2}, {3, 2});
+  StatusOr<ImportedModel> wrong_type = ImportOnnxText(text, options);
+  ASSERT_FALSE(wrong_type.ok());
+  EXPECT_TRUE(Contains(wrong_type.status().message(), "input 'shape'")) << wrong_type.status().ToString();
+
+  options.bound_inputs.clear();
+  options.bound_inputs["nope"] = I64({1}, {1});
+  StatusOr<ImportedModel> unknown = ImportOnnxText(text, options);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_TRUE(Contains(unknown.status().message(), "'nope'")) << unknown.status().ToString();
+}
+
+}  // namespace
+}  // namespace tilefuse::onnx_testing

@@ -4,6 +4,7 @@
 
 #include "frontend/onnx/handler_util.h"
 #include "frontend/onnx/op_registry.h"
+#include "frontend/onnx/tensor_proto.h"
 
 namespace tilefuse::onnx_import {
 
@@ -15,6 +16,21 @@ Value FitToShape(GraphBuilder& b, Value v, const Shape& shape) {
   return b.BroadcastTo(v, shape);
 }
 
+// LayerNormalization's optional outputs 1 and 2: the mean and 1 / sqrt(var + epsilon)
+// over the normalized dims, kept as dims of size 1. Spelled out here (only when a
+// model asks for them) because the composite has a single output.
+void SetLayerNormStatistics(NodeContext& ctx, Value x, int64_t axis, double epsilon) {
+  GraphBuilder& b = ctx.b();
+  if (!b.ok()) return;
+  std::vector<int64_t> axes;
+  for (int64_t d = axis; d < b.rank(x); ++d) axes.push_back(d);
+  Value mean = b.Reduce(OpCode::kReduceMean, x, axes, true);
+  Value centered = b.Sub(x, mean);
+  Value var = b.Reduce(OpCode::kReduceMean, b.Mul(centered, centered), axes, true);
+  ctx.SetOutput(1, mean);
+  ctx.SetOutput(2, b.Unary(OpCode::kRsqrt, AddScalar(b, var, epsilon)));
+}
+
 Status ImportLayerNormalization(NodeContext& ctx) {
   GraphBuilder& b = ctx.b();
   Value x = ctx.Input(0);
@@ -22,8 +38,12 @@ Status ImportLayerNormalization(NodeContext& ctx) {
   Shape normalized(b.shape(x).begin() + axis, b.shape(x).end());
   Value scale = FitToShape(b, ctx.Input(1), normalized);
   Value bias = FitToShape(b, ctx.Input(2), normalized);
-  // Outputs 1 and 2 (mean, inverse std) stay unset: an error only if used.
-  ctx.SetOutput(0, b.LayerNorm(x, scale, bias, axis, ctx.Float("epsilon", 1e-5)));
+  double epsilon = ctx.Float("epsilon", 1e-5);
+  ctx.SetOutput(0, b.LayerNorm(x, scale, bias, axis, epsilon));
+  if (ctx.WantsOutput(1) || ctx.WantsOutput(2)) {
+    ASSIGN_OR_RETURN(DType stash, RequireDType(static_cast<int32_t>(ctx.Int("stash_type", 1)), "stash_type"));
+    SetLayerNormStatistics(ctx, b.Cast(x, stash), axis, epsilon);
+  }
   return Status::Ok();
 }
 

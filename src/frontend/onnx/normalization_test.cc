@@ -25,18 +25,28 @@ TEST(OnnxNormalizationTest, LayerNormalizationIsTheComposite) {
                                3 * inv2, -inv2, -2 * inv2, -2 * inv2 + 1});
 }
 
-TEST(OnnxNormalizationTest, LayerNormalizationMeanOutputOnlyFailsWhenUsed) {
+TEST(OnnxNormalizationTest, LayerNormalizationMeanAndInverseStdOutputs) {
+  Graph g = Import(WithOpset(17, R"(
+    g (float[2, 4] x, float[4] scale) => (float[2, 4] y, float[2, 1] mean, float[2, 1] inv_std) {
+      y, mean, inv_std = LayerNormalization <epsilon = 0.0> (x, scale)
+    })"));
+  std::vector<Tensor> in = {F32({2, 4}, {1, 2, 3, 4, 4, 0, 0, 0}), F32({4}, {1, 1, 1, 1})};
+  ExpectNear(RunGraph(g, in, 1), {2.5, 1});
+  ExpectNear(RunGraph(g, in, 2), {1 / std::sqrt(1.25), 1 / std::sqrt(3.0)});
+}
+
+TEST(OnnxNormalizationTest, UnsupportedOutputFailsOnlyWhenUsed) {
   std::string text = R"(
-    g (float[2, 4] x, float[4] scale) => (float[2, 4] y%s) {
-      y, mean, inv_std = LayerNormalization (x, scale)
+    g (float[1, 1, 4, 4] x) => (float[1, 1, 2, 2] y%s) {
+      y, indices = MaxPool <kernel_shape = [2, 2], strides = [2, 2]> (x)
     })";
   std::string unused = text, used = text;
   unused.replace(unused.find("%s"), 2, "");
-  used.replace(used.find("%s"), 2, ", float[2, 1] mean");
+  used.replace(used.find("%s"), 2, ", int64[1, 1, 2, 2] indices");
   Import(WithOpset(17, unused));
   std::string error = ImportError(WithOpset(17, used));
-  EXPECT_TRUE(Contains(error, "node 'y' (LayerNormalization, opset 17)")) << error;
-  EXPECT_TRUE(Contains(error, "output 1 ('mean') is not supported")) << error;
+  EXPECT_TRUE(Contains(error, "node 'y' (MaxPool, opset 17)")) << error;
+  EXPECT_TRUE(Contains(error, "output 1 ('indices') is not supported")) << error;
 }
 
 TEST(OnnxNormalizationTest, BatchNormalizationUsesRunningStatistics) {

@@ -128,9 +128,22 @@ Status ImportSoftmax(NodeContext& ctx) {
   return Status::Ok();
 }
 
+// Shrink: x + bias below -lambd, x - bias above lambd, 0 between.
+Status ImportShrink(NodeContext& ctx) {
+  GraphBuilder& b = ctx.b();
+  Value x = ctx.Input(0);
+  double bias = ctx.Float("bias", 0.0), lambd = ctx.Float("lambd", 0.5);
+  Value below = b.Binary(OpCode::kLess, x, ScalarLike(b, x, -lambd));
+  Value above = b.Binary(OpCode::kGreater, x, ScalarLike(b, x, lambd));
+  Value inner = b.Where(above, AddScalar(b, x, -bias), ScalarLike(b, x, 0));
+  ctx.SetOutput(0, b.Where(below, AddScalar(b, x, bias), inner));
+  return Status::Ok();
+}
+
 }  // namespace
 
 void RegisterActivationOps(OpRegistry& r) {
+  r.Add("Shrink", ImportShrink, 1, 1);
   r.Add("Relu", ImportUnaryOp<OpCode::kRelu>, 1, 1);
   r.Add("Sigmoid", ImportUnaryOp<OpCode::kSigmoid>, 1, 1);
   r.Add("Tanh", ImportUnaryOp<OpCode::kTanh>, 1, 1);

@@ -44,9 +44,34 @@ Status ImportGather(NodeContext& ctx) {
   return Status::Ok();
 }
 
+// OneHot: out[..., j, ...] = (j == index) ? on : off, with the new dim of size
+// `depth` at `axis`; negative indices count from depth.
+Status ImportOneHot(NodeContext& ctx) {
+  GraphBuilder& b = ctx.b();
+  Value indices = ctx.Input(0), values = ctx.Input(2);
+  ASSIGN_OR_RETURN(double depth, ctx.ConstScalar(1, "depth"));
+  if (depth < 1) return InvalidArgument(fmt::format("depth {} must be positive", depth));
+  if (NumElements(b.shape(values)) != 2) return InvalidArgument("values must hold [off, on]");
+  int64_t out_rank = b.rank(indices) + 1;
+  ASSIGN_OR_RETURN(int64_t axis, NormalizeOnnxAxis(ctx.Int("axis", -1), out_rank, "axis"));
+  Value index = b.Cast(indices, DType::kI64);
+  Value wrapped = b.Where(b.Binary(OpCode::kLess, index, ScalarLike(b, index, 0)), AddScalar(b, index, depth), index);
+  Value expanded = b.Unsqueeze(wrapped, {axis});
+  if (!b.ok()) return Status::Ok();
+  Shape out = b.shape(expanded);
+  out[axis] = static_cast<int64_t>(depth);
+  Value hot = b.Binary(OpCode::kEqual, expanded, b.Iota(out, axis, DType::kI64));
+  Value flat = b.Reshape(values, {2});
+  Value off = b.Reshape(b.Slice(flat, {0}, {1}, {0}, {1}), {});
+  Value on = b.Reshape(b.Slice(flat, {1}, {2}, {0}, {1}), {});
+  ctx.SetOutput(0, b.Where(hot, on, off));
+  return Status::Ok();
+}
+
 }  // namespace
 
 void RegisterIndexingOps(OpRegistry& r) {
+  r.Add("OneHot", ImportOneHot, 3, 3);
   r.Add("Gather", ImportGather<false>, 2, 2);
   r.Add("GatherElements", ImportGather<true>, 2, 2);
 }

@@ -10,6 +10,7 @@ const OpRegistry& OpRegistry::Get() {
     RegisterElementwiseOps(*r);
     RegisterActivationOps(*r);
     RegisterShapeOps(*r);
+    RegisterPaddingOps(*r);
     RegisterIndexingOps(*r);
     RegisterGeneratorOps(*r);
     RegisterReductionOps(*r);

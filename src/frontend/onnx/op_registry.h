@@ -38,6 +38,7 @@ class OpRegistry {
 void RegisterElementwiseOps(OpRegistry& registry);    // elementwise.cc
 void RegisterActivationOps(OpRegistry& registry);     // activations.cc
 void RegisterShapeOps(OpRegistry& registry);          // shape_ops.cc
+void RegisterPaddingOps(OpRegistry& registry);        // padding.cc
 void RegisterIndexingOps(OpRegistry& registry);       // indexing.cc
 void RegisterGeneratorOps(OpRegistry& registry);      // generators.cc
 void RegisterReductionOps(OpRegistry& registry);      // reductions.cc

@@ -191,9 +191,35 @@ Status ImportSize(NodeContext& ctx) {
   return Status::Ok();
 }
 
+// DepthToSpace and SpaceToDepth move blocks between channels and pixels: a reshape
+// that splits the block dims out, a transpose, and a reshape that merges them back.
+template <bool kToSpace>
+Status ImportDepthSpace(NodeContext& ctx) {
+  GraphBuilder& b = ctx.b();
+  Value x = ctx.Input(0);
+  Shape s = b.shape(x);
+  int64_t k = ctx.Int("blocksize", 0);
+  if (s.size() != 4 || k <= 0) return InvalidArgument("needs an [N, C, H, W] input and a positive blocksize");
+  int64_t n = s[0], c = s[1], h = s[2], w = s[3];
+  if (kToSpace) {
+    if (c % (k * k) != 0) return InvalidArgument(fmt::format("channels {} are not divisible by blocksize² {}", c, k * k));
+    bool crd = ctx.String("mode", "DCR") == "CRD";
+    Shape split = crd ? Shape{n, c / (k * k), k, k, h, w} : Shape{n, k, k, c / (k * k), h, w};
+    std::vector<int64_t> perm = crd ? std::vector<int64_t>{0, 1, 4, 2, 5, 3} : std::vector<int64_t>{0, 3, 4, 1, 5, 2};
+    ctx.SetOutput(0, b.Reshape(b.Transpose(b.Reshape(x, split), perm), {n, c / (k * k), h * k, w * k}));
+  } else {
+    if (h % k != 0 || w % k != 0) return InvalidArgument(fmt::format("height and width must be divisible by {}", k));
+    Value split = b.Reshape(x, {n, c, h / k, k, w / k, k});
+    ctx.SetOutput(0, b.Reshape(b.Transpose(split, {0, 3, 5, 1, 2, 4}), {n, c * k * k, h / k, w / k}));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 void RegisterShapeOps(OpRegistry& r) {
+  r.Add("DepthToSpace", ImportDepthSpace<true>, 1, 1);
+  r.Add("SpaceToDepth", ImportDepthSpace<false>, 1, 1);
   r.Add("Reshape", ImportReshape, 2, 2);
   r.Add("Flatten", ImportFlatten, 1, 1);
   r.Add("Transpose", ImportTranspose, 1, 1);

@@ -12,24 +12,9 @@ bool IsScoreOp(OpKind kind) {
   return kind == OpKind::Pointwise || kind == OpKind::Broadcast || kind == OpKind::View || kind == OpKind::Reduction;
 }
 
-// Nodes computed from constants and iota alone (a causal mask built from Trilu or
-// comparisons of iotas): cheap to regenerate inside the attention kernel.
-std::vector<bool> FindGenerators(const Graph& g) {
-  std::vector<bool> generator(g.num_nodes(), false);
-  for (const Node& n : g.nodes()) {
-    OpKind kind = n.info().kind;
-    if (n.op == OpCode::kIota) generator[n.id] = true;
-    else if (kind == OpKind::Pointwise || kind == OpKind::Broadcast || kind == OpKind::View)
-      generator[n.id] = !n.inputs.empty() && std::all_of(n.inputs.begin(), n.inputs.end(), [&](int i) {
-        return generator[i] || g.node(i).info().kind == OpKind::Source;
-      });
-  }
-  return generator;
-}
-
 class Matcher {
  public:
-  explicit Matcher(const Graph& g) : g_(g), users_(g.ComputeUsers()), generator_(FindGenerators(g)),
+  explicit Matcher(const Graph& g) : g_(g), users_(g.ComputeUsers()), generator_(FindInlinedGenerators(g)),
                                      claimed_(g.num_nodes(), false) {}
 
   std::vector<std::vector<int>> Run() {
@@ -46,7 +31,12 @@ class Matcher {
 
  private:
   // The first matmul reached walking back from the probabilities through score ops.
+  // Score ops have the probabilities' size (or its rows', after a reduction): walking
+  // only through those keeps the search inside one attention, not along the residual
+  // stream through every earlier layer.
   int FindScoreMatmul(int probs, std::vector<bool>& in_scores) const {
+    const Shape& probs_shape = g_.node(probs).shape;
+    int64_t full = NumElements(probs_shape), rows = probs_shape.empty() ? 1 : full / std::max<int64_t>(1, probs_shape.back());
     int score_matmul = -1;
     std::vector<int> stack = {probs};
     while (!stack.empty()) {
@@ -59,7 +49,8 @@ class Matcher {
         score_matmul = id;
         continue;
       }
-      if (!IsScoreOp(n.info().kind) || claimed_[id]) return -1;
+      int64_t elements = NumElements(n.shape);
+      if (!IsScoreOp(n.info().kind) || claimed_[id] || (elements != full && elements != rows)) return -1;
       in_scores[id] = true;
       for (int input : n.inputs) stack.push_back(input);
     }
@@ -80,13 +71,12 @@ class Matcher {
     return has_exp && has_sum;
   }
 
-  // Adds `id` and the generator or view-only nodes feeding it when all their users are
-  // already members (so nothing outside needs them materialised).
+  // Adds the view nodes feeding `id` when all their users are already members (so
+  // nothing outside needs them materialised): they become index arithmetic.
   void AbsorbFeeders(int id, std::vector<bool>& member) const {
     for (int input : g_.node(id).inputs) {
       const Node& in = g_.node(input);
-      bool cheap = generator_[input] || in.info().kind == OpKind::View;
-      if (member[input] || !cheap || claimed_[input]) continue;
+      if (member[input] || in.info().kind != OpKind::View || generator_[input] || claimed_[input]) continue;
       if (!std::all_of(users_[input].begin(), users_[input].end(), [&](int u) { return member[u]; })) continue;
       member[input] = true;
       AbsorbFeeders(input, member);

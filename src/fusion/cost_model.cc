@@ -2,10 +2,13 @@
 
 #include <algorithm>
 
+#include "fusion/group_classifier.h"
+
 namespace tilefuse {
 
 CostModel::CostModel(const Graph& graph, const DeviceSpec& spec)
-    : graph_(graph), spec_(spec), users_(graph.ComputeUsers()), is_output_(graph.num_nodes(), false) {
+    : graph_(graph), spec_(spec), users_(graph.ComputeUsers()), is_output_(graph.num_nodes(), false),
+      inlined_(FindInlinedGenerators(graph)) {
   for (const Graph::Output& o : graph.outputs()) is_output_[o.node] = true;
 }
 
@@ -55,7 +58,8 @@ GroupCost CostModel::PredictGroupTime(const std::vector<int>& members) const {
   }
   std::sort(inputs.begin(), inputs.end());
   inputs.erase(std::unique(inputs.begin(), inputs.end()), inputs.end());
-  for (int input : inputs) cost.bytes += NodeBytes(input);
+  for (int input : inputs)
+    if (!inlined_[input]) cost.bytes += NodeBytes(input);
   cost.flops = matmul_flops + vector_flops;
   double compute = matmul_flops / spec_.MatmulFlops(matmul_dtype) + vector_flops / spec_.vector_flops_f32;
   cost.seconds = std::max(cost.bytes / spec_.bandwidth_bytes_per_s, compute) + spec_.launch_overhead_s;

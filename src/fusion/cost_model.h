@@ -1,7 +1,8 @@
 // The analytical cost model: time(group) = max(bytes / bandwidth, flops / peak) + launch.
 // Bytes count each group input read once and each group output written once; a
 // broadcast operand costs its own (small) size. Bench writes measured times beside
-// these predictions so the model can be calibrated.
+// these predictions so the model can be calibrated. Inlined generators (iota masks,
+// broadcast constants) cost nothing: the kernel computes them.
 #pragma once
 
 #include <vector>
@@ -35,6 +36,7 @@ class CostModel {
   const DeviceSpec& spec_;
   std::vector<std::vector<int>> users_;
   std::vector<bool> is_output_;
+  std::vector<bool> inlined_;  // generators: recomputed in place, never read from memory
 };
 
 }  // namespace tilefuse

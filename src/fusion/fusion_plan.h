@@ -1,5 +1,7 @@
-// FusionPlan: the planner's output. Every non-source node of the graph belongs to
-// exactly one group; each group becomes one kernel (or library call) in later stages.
+// FusionPlan: the planner's output. Every node of the graph belongs to exactly one
+// group, except sources (parameters, constants) and inlined generators (computed from
+// constants and iotas alone), which the kernels reading them load or recompute. Each
+// group becomes one kernel (or library call) in later stages.
 #pragma once
 
 #include <string>
@@ -25,7 +27,7 @@ struct FusionGroup {
   int id = -1;
   GroupKind kind = GroupKind::kPointwise;
   std::vector<int> nodes;    // member node ids, ascending (a topological order)
-  std::vector<int> inputs;   // non-member nodes read by members, ascending
+  std::vector<int> inputs;   // non-member nodes read by members, ascending (incl. inlined generators)
   std::vector<int> outputs;  // members read outside the group or graph outputs
   double bytes = 0;          // bytes read (inputs) + written (outputs)
   double flops = 0;
@@ -42,7 +44,7 @@ struct RejectedMerge {
 struct FusionPlan {
   std::string device;
   std::vector<FusionGroup> groups;     // in topological order
-  std::vector<int> group_of;           // node id -> group id, -1 for sources
+  std::vector<int> group_of;           // node id -> group id, -1 for sources and inlined generators
   std::vector<RejectedMerge> rejected;
   int unfused_kernels = 0;             // kernels with every op on its own (views folded)
   double predicted_us = 0;

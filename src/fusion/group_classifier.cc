@@ -15,15 +15,23 @@ bool IsElementwiseLike(OpKind kind) {
   return kind == OpKind::Pointwise || kind == OpKind::Broadcast || kind == OpKind::View;
 }
 
-// Members that some member matmul depends on (the gemm prologue).
+// Position of `id` in the sorted member list, or -1. Classification runs for every
+// candidate merge, so its scratch space is sized by the group, never by the graph.
+int PositionOf(const std::vector<int>& members, int id) {
+  auto it = std::lower_bound(members.begin(), members.end(), id);
+  return it != members.end() && *it == id ? static_cast<int>(it - members.begin()) : -1;
+}
+
+// For each member position: does the member `sink` depend on it (the gemm prologue)?
 std::vector<bool> AncestorsWithin(const Graph& g, const std::vector<int>& members, int sink) {
-  std::vector<bool> ancestor(g.num_nodes(), false);
-  ancestor[sink] = true;
-  for (auto it = members.rbegin(); it != members.rend(); ++it) {
-    if (!ancestor[*it]) continue;
-    for (int input : g.node(*it).inputs) ancestor[input] = true;
+  std::vector<bool> ancestor(members.size(), false);
+  ancestor[PositionOf(members, sink)] = true;
+  for (int pos = static_cast<int>(members.size()) - 1; pos >= 0; --pos) {
+    if (!ancestor[pos]) continue;
+    for (int input : g.node(members[pos]).inputs)
+      if (int p = PositionOf(members, input); p >= 0) ancestor[p] = true;
   }
-  ancestor[sink] = false;
+  ancestor[PositionOf(members, sink)] = false;
   return ancestor;
 }
 
@@ -32,12 +40,13 @@ GroupClassification Forbid(std::string reason) { return {GroupKind::kPointwise, 
 GroupClassification ClassifyGemm(const Graph& g, const std::vector<int>& members, int matmul) {
   std::vector<bool> prologue = AncestorsWithin(g, members, matmul);
   int64_t out_elements = Elements(g, matmul);
-  for (int id : members) {
+  for (size_t pos = 0; pos < members.size(); ++pos) {
+    int id = members[pos];
     if (id == matmul) continue;
     const Node& n = g.node(id);
     if (!IsElementwiseLike(n.info().kind))
       return Forbid(fmt::format("a gemm group takes only pointwise, broadcast and view ops besides its matmul, not {}", Label(n)));
-    if (prologue[id]) {
+    if (prologue[pos]) {
       if (n.op != OpCode::kCast && n.info().kind != OpKind::View)
         return Forbid(fmt::format("gemm prologue is limited to casts and views; {} is neither", Label(n)));
     } else if (Elements(g, id) != out_elements) {
@@ -78,16 +87,20 @@ GroupClassification ClassifyReductions(const Graph& g, const std::vector<int>& m
     if (Elements(g, n.inputs[0]) != in_elements || n.attrs.axes != first.attrs.axes)
       return Forbid(fmt::format("reductions over different iteration spaces: {} and {}", Label(first), Label(n)));
   }
-  std::vector<bool> after_reduction(g.num_nodes(), false);
-  for (int id : members) {
+  std::vector<bool> after_reduction(members.size(), false);  // by member position
+  for (size_t pos = 0; pos < members.size(); ++pos) {
+    int id = members[pos];
     const Node& n = g.node(id);
-    bool after = std::any_of(n.inputs.begin(), n.inputs.end(), [&](int i) { return after_reduction[i]; });
+    bool after = std::any_of(n.inputs.begin(), n.inputs.end(), [&](int i) {
+      int p = PositionOf(members, i);
+      return p >= 0 && after_reduction[p];
+    });
     if (n.info().kind == OpKind::Reduction) {
       if (after) return Forbid(fmt::format("{} reduces the result of another reduction", Label(n)));
-      after_reduction[id] = true;
+      after_reduction[pos] = true;
       continue;
     }
-    after_reduction[id] = after;
+    after_reduction[pos] = after;
     int64_t expected = after ? out_elements : in_elements;
     if (Elements(g, id) != expected)
       return Forbid(fmt::format("{} has {} elements; this reduction's {} is {}", Label(n), Elements(g, id),
@@ -97,6 +110,20 @@ GroupClassification ClassifyReductions(const Graph& g, const std::vector<int>& m
 }
 
 }  // namespace
+
+std::vector<bool> FindInlinedGenerators(const Graph& g) {
+  std::vector<bool> generator(g.num_nodes(), false);
+  for (const Node& n : g.nodes()) {
+    OpKind kind = n.info().kind;
+    if (n.op == OpCode::kIota) generator[n.id] = true;
+    else if (kind == OpKind::Pointwise || kind == OpKind::Broadcast || kind == OpKind::View)
+      generator[n.id] = !n.inputs.empty() && std::all_of(n.inputs.begin(), n.inputs.end(), [&](int i) {
+        return generator[i] || g.node(i).op == OpCode::kConstant;
+      });
+  }
+  for (const Graph::Output& o : g.outputs()) generator[o.node] = false;
+  return generator;
+}
 
 bool TrailingReductionSpace(const Graph& g, const Node& reduction, int64_t* rows, int64_t* row_length) {
   const Shape& in = g.node(reduction.inputs[0]).shape;

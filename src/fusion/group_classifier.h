@@ -24,6 +24,11 @@ struct GroupClassification {
 // attention matcher, never by this function: two matmuls here are rejected.
 GroupClassification ClassifyGroup(const Graph& graph, const std::vector<int>& members);
 
+// Nodes computed from constants and iotas alone (broadcast scalars, causal masks built
+// from iota comparisons), except graph outputs. Like constants they belong to no group:
+// every kernel that reads one recomputes it inline, which costs no memory traffic.
+std::vector<bool> FindInlinedGenerators(const Graph& graph);
+
 // The iteration space of a reduction over trailing axes: rows × row length. Returns
 // false when the reduced axes are not a trailing run of dims.
 bool TrailingReductionSpace(const Graph& graph, const Node& reduction, int64_t* rows, int64_t* row_length);

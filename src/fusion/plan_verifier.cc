@@ -8,18 +8,20 @@
 namespace tilefuse {
 
 Status VerifyPlan(const Graph& graph, const FusionPlan& plan) {
+  std::vector<bool> inlined = FindInlinedGenerators(graph);
+  auto ungrouped = [&](int id) { return graph.node(id).info().kind == OpKind::Source || inlined[id]; };
   std::vector<int> seen(graph.num_nodes(), -1);
   for (const FusionGroup& group : plan.groups) {
     if (group.nodes.empty()) return Internal(fmt::format("group {} is empty", group.id));
     for (int id : group.nodes) {
-      if (graph.node(id).info().kind == OpKind::Source) return Internal(fmt::format("source %{} in group {}", id, group.id));
+      if (ungrouped(id)) return Internal(fmt::format("source or inlined generator %{} in group {}", id, group.id));
       if (seen[id] >= 0) return Internal(fmt::format("%{} is in groups {} and {}", id, seen[id], group.id));
       if (plan.group_of[id] != group.id) return Internal(fmt::format("group_of[%{}] disagrees", id));
       seen[id] = group.id;
     }
   }
   for (const Node& n : graph.nodes())
-    if (n.info().kind != OpKind::Source && seen[n.id] < 0) return Internal(fmt::format("%{} is in no group", n.id));
+    if (!ungrouped(n.id) && seen[n.id] < 0) return Internal(fmt::format("%{} is in no group", n.id));
 
   for (const FusionGroup& group : plan.groups) {
     for (int id : group.nodes)

@@ -1,4 +1,5 @@
-// Checks a FusionPlan against its graph: every non-source node is in exactly one group,
+// Checks a FusionPlan against its graph: every node but sources and inlined generators
+// is in exactly one group,
 // groups are listed in an order in which they can run (each group's inputs come from
 // sources or earlier groups — which also proves the group graph acyclic, i.e. every
 // group convex), inputs/outputs are right, and every non-attention group's kind is what

@@ -62,7 +62,7 @@ class PriorityFusion {
  public:
   PriorityFusion(const Graph& g, const CostModel& model, const PlannerOptions& options)
       : g_(g), model_(model), options_(options), users_(g.ComputeUsers()), groups_(g.num_nodes()),
-        group_of_(g.num_nodes(), -1), mark_(g.num_nodes(), 0) {}
+        group_of_(g.num_nodes(), -1), mark_(g.num_nodes(), 0), inlined_(FindInlinedGenerators(g)) {}
 
   FusionPlan Run() {
     CreateInitialGroups();
@@ -77,7 +77,8 @@ class PriorityFusion {
   }
 
  private:
-  bool IsSource(int id) const { return g_.node(id).info().kind == OpKind::Source; }
+  // Sources and inlined generators belong to no group; their readers load or recompute them.
+  bool Ungrouped(int id) const { return g_.node(id).info().kind == OpKind::Source || inlined_[id]; }
 
   void CreateInitialGroups() {
     if (options_.fuse && !options_.disabled_kinds.count(GroupKind::kAttention)) {
@@ -92,7 +93,7 @@ class PriorityFusion {
       }
     }
     for (const Node& n : g_.nodes()) {
-      if (IsSource(n.id) || group_of_[n.id] >= 0) continue;
+      if (Ungrouped(n.id) || group_of_[n.id] >= 0) continue;
       Group& group = groups_[n.id];
       group.members = {n.id};
       group.kind = ClassifyGroup(g_, group.members).kind;
@@ -296,6 +297,7 @@ class PriorityFusion {
   std::vector<Group> groups_;
   std::vector<int> group_of_;
   std::vector<int> mark_;
+  std::vector<bool> inlined_;
   int stamp_ = 0;
   std::vector<RejectedMerge> rejected_;
 };

@@ -64,7 +64,7 @@ def gpt2():
     from transformers import GPT2Config, GPT2LMHeadModel
     cfg = GPT2Config(vocab_size=128, n_positions=64, n_embd=64, n_layer=2, n_head=4,
                      attn_implementation="eager")
-    return LogitsOnly(GPT2LMHeadModel(cfg).eval())
+    return LogitsOnly(GPT2LMHeadModel(cfg)).eval()
 
 
 def llama():
@@ -72,7 +72,7 @@ def llama():
     cfg = LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
                       attn_implementation="eager")
-    return LogitsOnly(LlamaForCausalLM(cfg).eval())
+    return LogitsOnly(LlamaForCausalLM(cfg)).eval()
 
 
 def export(name, model, inputs, input_names, out_dir):

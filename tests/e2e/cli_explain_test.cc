@@ -1,0 +1,68 @@
+// `tilefuse explain` as a user runs it: text and JSON on stdout, DOT and SVG files
+// written whole, and bad options rejected with exit code 2.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "e2e/cli_test_util.h"
+#include "support/file_util.h"
+
+namespace tilefuse {
+namespace {
+
+using testing_cli::Quote;
+using testing_cli::RunTilefuse;
+
+std::string Example(const char* name) { return Quote(std::string(TILEFUSE_SOURCE_DIR) + "/examples/" + name); }
+
+TEST(CliExplainTest, TextAndJson) {
+  auto text = RunTilefuse("explain " + Example("softmax_manual.onnxtxt"));
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("-> 1 fused"), std::string::npos) << text.out;
+  auto json = RunTilefuse("explain " + Example("mlp_block.onnxtxt") + " --json --device h200");
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  nlohmann::json parsed = nlohmann::json::parse(json.out);
+  EXPECT_EQ(parsed["device"], "h200");
+  EXPECT_EQ(parsed["fused_kernels"], 3);
+}
+
+TEST(CliExplainTest, NoFusionAndDisabledKinds) {
+  auto unfused = RunTilefuse("explain " + Example("mlp_block.onnxtxt") + " --json --no-fusion");
+  ASSERT_EQ(unfused.exit_code, 0) << unfused.err;
+  nlohmann::json parsed = nlohmann::json::parse(unfused.out);
+  EXPECT_EQ(parsed["fused_kernels"], parsed["unfused_kernels"]);
+  auto no_gemm = RunTilefuse("explain " + Example("matmul_bias_relu.onnxtxt") + " --disable-fusion=gemm");
+  EXPECT_EQ(no_gemm.exit_code, 0) << no_gemm.err;
+  EXPECT_NE(no_gemm.out.find("gemm fusion is disabled"), std::string::npos) << no_gemm.out;
+}
+
+TEST(CliExplainTest, DotAndSvgFiles) {
+  testing_cli::ScratchDir dir;
+  std::string dot = dir / "plan.dot", svg = dir / "plan.svg";
+  auto r = RunTilefuse("explain " + Example("causal_attention.onnxtxt") + " --dot " + Quote(dot) + " --svg " + Quote(svg));
+  if (FindOnPath("dot").empty()) {
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("Graphviz"), std::string::npos) << r.err;
+    GTEST_SKIP() << "Graphviz `dot` is not installed: checked the error instead of the SVG";
+  }
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(testing_cli::ReadFile(dot).find("cluster_0"), std::string::npos);
+  std::string rendered = testing_cli::ReadFile(svg);
+  EXPECT_NE(rendered.find("<svg"), std::string::npos);
+  EXPECT_NE(rendered.find("attention"), std::string::npos);
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path()))
+    EXPECT_EQ(entry.path().string().find(".tmp"), std::string::npos) << "left behind: " << entry.path();
+}
+
+TEST(CliExplainTest, BadOptionsExitTwo) {
+  auto device = RunTilefuse("explain " + Example("softmax_manual.onnxtxt") + " --device tpu");
+  EXPECT_EQ(device.exit_code, 2);
+  EXPECT_NE(device.err.find("unknown device 'tpu'"), std::string::npos) << device.err;
+  auto kind = RunTilefuse("explain " + Example("softmax_manual.onnxtxt") + " --disable-fusion=loops");
+  EXPECT_EQ(kind.exit_code, 2);
+  EXPECT_NE(kind.err.find("unknown group kind 'loops'"), std::string::npos) << kind.err;
+}
+
+}  // namespace
+}  // namespace tilefuse

@@ -9,6 +9,7 @@
 #include "backend/cpu/interpreter.h"
 #include "cli_common.h"
 #include "commands.h"
+#include "input_binding.h"
 #include "passes/pipeline.h"
 #include "run_report.h"
 
@@ -33,6 +34,7 @@ struct RunOptions {
 
 struct DataSet {
   std::string label;             // "test_data_set_0"; empty for --inputs or random inputs
+  std::string dir;               // the folder its input_i.pb came from; empty for random
   std::vector<Tensor> inputs;
   std::vector<Tensor> expected;  // empty: no expected outputs
 };
@@ -49,6 +51,7 @@ StatusOr<DataSet> LoadInputsDir(const std::string& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return NotFound(fmt::format("inputs folder '{}' does not exist", dir));
   DataSet set;
+  set.dir = dir;
   ASSIGN_OR_RETURN(set.inputs, LoadTensorsFromDir(dir, "input_"));
   if (fs::exists(fs::path(dir) / "output_0.pb", ec)) {
     ASSIGN_OR_RETURN(set.expected, LoadTensorsFromDir(dir, "output_"));
@@ -61,31 +64,61 @@ bool HasTestDataSets(const std::string& model) {
   return fs::is_directory(fs::path(model) / "test_data_set_0", ec);
 }
 
-// Where the inputs come from, by precedence: --inputs DIR, an explicit --random, the
-// data sets of a backend-test folder, else random inputs with the default seed.
-StatusOr<std::vector<DataSet>> ResolveDataSets(const RunOptions& options, const Graph& graph,
-                                               std::string& source) {
+// The data sets of --inputs DIR or, unless --random was asked, of a backend-test
+// folder. None means random inputs, made once the graph is known.
+StatusOr<std::vector<DataSet>> LoadDataSets(const RunOptions& options, std::string& source) {
   std::vector<DataSet> sets;
   if (!options.inputs_dir.empty()) {
     ASSIGN_OR_RETURN(DataSet set, LoadInputsDir(options.inputs_dir));
-    RETURN_IF_ERROR(ValidateInputs(graph, set.inputs, fmt::format("'{}'", options.inputs_dir)));
     source = options.inputs_dir;
     sets.push_back(std::move(set));
     return sets;
   }
   bool random_asked = options.seed_option && options.seed_option->count() > 0;
-  if (!random_asked && HasTestDataSets(options.model)) {
-    ASSIGN_OR_RETURN(std::vector<TestDataSet> loaded, LoadTestDataSets(options.model));
-    for (TestDataSet& t : loaded) {
-      RETURN_IF_ERROR(ValidateInputs(graph, t.inputs, fmt::format("'{}'", t.dir)));
-      sets.push_back({fs::path(t.dir).filename().string(), std::move(t.inputs), std::move(t.expected_outputs)});
-    }
-    source = fmt::format("{} test data set(s) in {}", sets.size(), options.model);
-    return sets;
+  if (random_asked || !HasTestDataSets(options.model)) return sets;
+  ASSIGN_OR_RETURN(std::vector<TestDataSet> loaded, LoadTestDataSets(options.model));
+  for (TestDataSet& t : loaded) {
+    sets.push_back({fs::path(t.dir).filename().string(), t.dir, std::move(t.inputs), std::move(t.expected_outputs)});
   }
-  source = fmt::format("random (seed {})", options.seed);
-  sets.push_back({"", MakeRandomInputs(graph, options.seed), {}});
+  source = fmt::format("{} test data set(s) in {}", sets.size(), options.model);
   return sets;
+}
+
+// Imports the model. When it is refused as unsupported and data sets provide its
+// inputs, binds their integer inputs as constants and tries again (input_binding.h);
+// the bound inputs then leave every data set.
+StatusOr<ImportedModel> ImportBindingIfNeeded(const RunOptions& options, std::vector<DataSet>& sets,
+                                              RunReport& report) {
+  StatusOr<ImportedModel> plain = LoadModel(options.model);
+  if (plain.ok() || plain.status().code() != StatusCode::kUnimplemented || sets.empty()) return plain;
+  std::vector<NamedInputs> named;
+  for (const DataSet& set : sets) {
+    StatusOr<std::vector<std::string>> names = ReadInputNames(set.dir, set.inputs.size());
+    if (!names.ok()) return plain;
+    named.push_back({std::move(names).value(), set.inputs});
+  }
+  ImportOptions binding = BindIntegerInputs(named.front());
+  if (binding.bound_inputs.empty()) return plain;
+  for (const NamedInputs& n : named) {
+    if (!AgreesWithBinding(n, binding)) return plain;
+  }
+  StatusOr<ImportedModel> bound = ImportOnnx(options.model, binding);
+  if (!bound.ok()) return bound.status().code() == StatusCode::kUnimplemented ? bound : plain;
+  for (size_t i = 0; i < sets.size(); ++i) sets[i].inputs = UnboundInputs(named[i], binding);
+  for (const auto& entry : binding.bound_inputs) report.bound_inputs.push_back(entry.first);
+  return bound;
+}
+
+// Random inputs when no data set was given; otherwise checks each set fits the graph.
+Status PrepareDataSets(const RunOptions& options, const Graph& graph, std::vector<DataSet>& sets,
+                       std::string& source) {
+  if (sets.empty()) {
+    source = fmt::format("random (seed {})", options.seed);
+    sets.push_back({"", "", MakeRandomInputs(graph, options.seed), {}});
+    return Status::Ok();
+  }
+  for (const DataSet& set : sets) RETURN_IF_ERROR(ValidateInputs(graph, set.inputs, fmt::format("'{}'", set.dir)));
+  return Status::Ok();
 }
 
 // Compares one data set's outputs with its expected outputs, or with the reference
@@ -113,7 +146,15 @@ Status CheckDataSet(const DataSet& set, const Graph& passed, const Graph& import
 }
 
 Status RunInto(const RunOptions& options, RunReport& report) {
-  ASSIGN_OR_RETURN(ImportedModel imported, LoadModel(options.model));
+  StatusOr<std::vector<DataSet>> loaded = LoadDataSets(options, report.input_source);
+  if (!loaded.ok()) {
+    // A model that cannot be imported explains more than its data does (e.g. sequence
+    // inputs, which the .pb reader takes for tensors).
+    RETURN_IF_ERROR(LoadModel(options.model).status());
+    return loaded.status();
+  }
+  std::vector<DataSet> sets = std::move(loaded).value();
+  ASSIGN_OR_RETURN(ImportedModel imported, ImportBindingIfNeeded(options, sets, report));
   report.opset = imported.info.opset;
   report.nodes_imported = imported.graph.num_nodes();
 
@@ -124,7 +165,7 @@ Status RunInto(const RunOptions& options, RunReport& report) {
   RETURN_IF_ERROR(dumps.Publish());
   report.nodes_after_passes = passed.num_nodes();
 
-  ASSIGN_OR_RETURN(std::vector<DataSet> sets, ResolveDataSets(options, passed, report.input_source));
+  RETURN_IF_ERROR(PrepareDataSets(options, passed, sets, report.input_source));
   if (options.check) report.check_mode = sets.front().expected.empty() ? kCheckReference : kCheckExpected;
   for (const DataSet& set : sets) {
     auto start = std::chrono::steady_clock::now();

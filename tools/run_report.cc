@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "cli_common.h"
@@ -75,6 +76,9 @@ void PrintTextReport(const RunReport& report) {
   fmt::print("graph: {} nodes imported, {} after passes; backend: {}\n", report.nodes_imported,
              report.nodes_after_passes, report.backend);
   fmt::print("inputs: {}\n", report.input_source);
+  if (!report.bound_inputs.empty()) {
+    fmt::print("bound as constants at import: {}\n", fmt::join(report.bound_inputs, ", "));
+  }
   if (report.check_mode == "expected_outputs") {
     fmt::print("check: against the expected outputs\n");
   } else if (!report.check_mode.empty()) {
@@ -103,6 +107,7 @@ void PrintJsonReport(const RunReport& report) {
                       {"nodes_imported", report.nodes_imported},
                       {"nodes_after_passes", report.nodes_after_passes},
                       {"inputs", report.input_source},
+                      {"bound_inputs", report.bound_inputs},
                       {"reference_ms", report.reference_ms},
                       {"status", report.Verdict()}};
   j["check"] = report.check_mode.empty() ? nlohmann::json(nullptr) : nlohmann::json(report.check_mode);

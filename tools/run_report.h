@@ -3,6 +3,7 @@
 //
 // JSON layout:
 //   {"model", "backend", "opset", "nodes_imported", "nodes_after_passes", "inputs",
+//    "bound_inputs": [names of inputs bound as constants at import],
 //    "check": "expected_outputs" | "reference_before_passes" | null,
 //    "outputs": [{"name", "data_set", "dtype", "shape", "max_abs_err", "max_rel_err",
 //                 "mismatches", "pass", "reason"}],
@@ -36,6 +37,7 @@ struct RunReport {
   int nodes_imported = 0;
   int nodes_after_passes = 0;
   std::string input_source;  // "random (seed 0)", a folder, or "test_data_set_*"
+  std::vector<std::string> bound_inputs;  // inputs bound as constants at import
   std::string check_mode;    // "" without --check
   std::vector<OutputReport> outputs;
   double reference_ms = 0;

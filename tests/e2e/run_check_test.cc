@@ -162,6 +162,35 @@ TEST(CliRunCheck, WithoutExpectedOutputsComparesWithTheGraphBeforePasses) {
   EXPECT_EQ(j["inputs"], "random (seed 0)");
 }
 
+// Backend tests feed axes as graph inputs; tilefuse binds them as constants at import.
+constexpr const char* kAxesInputModel = R"ONNX(
+<ir_version: 8, opset_import: ["" : 18]>
+sum_rows (float[2,3] x, int64[1] axes) => (float[2] y)
+{
+  y = ReduceSum <keepdims = 0> (x, axes)
+}
+)ONNX";
+
+TEST(CliRunCheck, IntegerInputsThatMustBeConstantAreBound) {
+  ScratchDir dir;
+  testing_cli::WriteBinaryModel(testing_cli::ParseOnnxText(kAxesInputModel), dir / "model.onnx");
+  std::string data = dir / "test_data_set_0";
+  std::filesystem::create_directories(data);
+  Save(Tensor::FromDoubles(DType::kF32, {2, 3}, {1, 2, 3, 4, 5, 6}), "x", data + "/input_0.pb");
+  Save(Tensor::FromDoubles(DType::kI64, {1}, {1}), "axes", data + "/input_1.pb");
+  Save(Tensor::FromDoubles(DType::kF32, {2}, {6, 15}), "y", data + "/output_0.pb");  // row sums
+  CommandResult r = RunTilefuse("run " + Quote(dir.path()) + " --check --json");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  nlohmann::json j = ParseJson(r);
+  EXPECT_EQ(j["status"], "pass");
+  EXPECT_EQ(j["bound_inputs"], nlohmann::json::array({"axes"}));
+
+  // With random inputs there is nothing to bind: the model stays unsupported.
+  CommandResult random = RunTilefuse("run " + Quote(dir.path()) + " --random 1");
+  EXPECT_EQ(random.exit_code, 2) << random.out;
+  EXPECT_NE(random.err.find("unsupported"), std::string::npos) << random.err;
+}
+
 TEST(CliRun, WithoutCheckSummarizesOutputs) {
   ScratchDir dir;
   WriteAxpyFolder(dir.path(), kY);

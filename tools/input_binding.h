@@ -1,0 +1,36 @@
+// Binding integer inputs at import time. ONNX backend tests feed shapes, axes, pads and
+// split sizes as graph inputs, but tilefuse needs them as constants to know every shape
+// statically. When a model does not import as it is and a data set provides its
+// inputs, `tilefuse run` binds the integer ones as constants
+// (ImportOptions::bound_inputs, by the names in the input_i.pb files) and tries again.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "frontend/onnx/importer.h"
+#include "tilefuse/status.h"
+#include "tilefuse/tensor.h"
+
+namespace tilefuse::cli {
+
+// The inputs of one data set as read from DIR/input_0.pb, input_1.pb, ...
+struct NamedInputs {
+  std::vector<std::string> names;  // TensorProto names; "" when a file has none
+  std::vector<Tensor> values;
+};
+
+// Reads the TensorProto names of DIR/input_0.pb .. input_{count-1}.pb.
+StatusOr<std::vector<std::string>> ReadInputNames(const std::string& dir, size_t count);
+
+// The integer-typed named inputs, to bind as constants.
+ImportOptions BindIntegerInputs(const NamedInputs& inputs);
+
+// Whether `inputs` has exactly the bound values of `options` under the same names (data
+// sets after the first must agree with the first, whose values were bound).
+bool AgreesWithBinding(const NamedInputs& inputs, const ImportOptions& options);
+
+// `inputs` without the bound ones, in their order.
+std::vector<Tensor> UnboundInputs(const NamedInputs& inputs, const ImportOptions& options);
+
+}  // namespace tilefuse::cli

@@ -37,6 +37,10 @@ StatusOr<ImportedModel> ImportOnnx(const std::string& path, const ImportOptions&
 // The textual syntax, from memory (tests build small graphs this way).
 StatusOr<ImportedModel> ImportOnnxText(const std::string& text, const ImportOptions& options = {});
 
+// The ONNX op types (default domain) the importer maps, sorted. A model that uses only
+// these may still be refused for a particular attribute, dtype or non-constant shape.
+std::vector<std::string> SupportedOnnxOps();
+
 // One backend-test data set: DIR/test_data_set_N/input_i.pb and output_i.pb.
 struct TestDataSet {
   std::string dir;

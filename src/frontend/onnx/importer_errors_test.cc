@@ -2,6 +2,8 @@
 // type and opset; nothing crashes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "frontend/onnx/onnx_test_util.h"
 
 namespace tilefuse::onnx_testing {
@@ -10,6 +12,15 @@ namespace {
 Status ImportFileStatus(const std::string& path) {
   StatusOr<ImportedModel> model = ImportOnnx(path);
   return model.ok() ? Status::Ok() : model.status();
+}
+
+TEST(OnnxImporterErrorsTest, SupportedOpsListTheIssuesCoverage) {
+  std::vector<std::string> ops = SupportedOnnxOps();
+  EXPECT_TRUE(std::is_sorted(ops.begin(), ops.end()));
+  for (const char* op : {"Add", "Gelu", "LayerNormalization", "Dropout", "Conv", "BatchNormalization", "Trilu",
+                         "GatherElements", "ReduceProd", "CastLike", "Range", "ConstantOfShape"})
+    EXPECT_TRUE(std::binary_search(ops.begin(), ops.end(), op)) << op;
+  EXPECT_FALSE(std::binary_search(ops.begin(), ops.end(), "FooBar"));
 }
 
 TEST(OnnxImporterErrorsTest, MalformedProtobufNamesTheFile) {

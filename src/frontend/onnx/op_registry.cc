@@ -1,5 +1,6 @@
 #include "frontend/onnx/op_registry.h"
 
+#include "frontend/onnx/importer.h"
 #include "support/check.h"
 
 namespace tilefuse::onnx_import {
@@ -39,3 +40,9 @@ void OpRegistry::Add(std::string op_type, OpHandler handler, int min_inputs, int
 }
 
 }  // namespace tilefuse::onnx_import
+
+namespace tilefuse {
+
+std::vector<std::string> SupportedOnnxOps() { return onnx_import::OpRegistry::Get().OpTypes(); }
+
+}  // namespace tilefuse

@@ -94,6 +94,21 @@ def read_list(path):
     return entries
 
 
+def unsupported_summary(results, top=8):
+    """The commonest reasons for 'unsupported', with node names and opsets folded together."""
+    counts = {}
+    for status, reason, _ in results.values():
+        if status != "unsupported":
+            continue
+        key = re.sub(r"node '[^']*'", "node", reason)
+        key = re.sub(r"(input|tensor) '[^']*'", r"\1", key)
+        key = re.sub(r", opset \d+\)", ")", key)
+        key = re.sub(r"^'[^']*': ", "", key)
+        counts[key] = counts.get(key, 0) + 1
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+    return ["  %4d  %s" % (n, key) for key, n in ranked]
+
+
 def write_lists(results, old_failures):
     failed = {n: r for n, (s, r, _) in results.items() if s == "failed"}
     with open(EXPECTED_FAILURES, "w") as f:
@@ -160,6 +175,9 @@ def main():
         expected_failures = {n: r for n, r in expected_failures.items() if n in results}
         passing = {n: r for n, r in passing.items() if n in results}
 
+    if counts["unsupported"]:
+        print("commonest reasons for 'unsupported':")
+        print("\n".join(unsupported_summary(results)))
     problems = compare_with_lists(results, expected_failures, passing)
     for line in problems:
         print(line)

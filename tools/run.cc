@@ -220,6 +220,7 @@ void AddRunCommand(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   run->footer(
       "Inputs come from --inputs DIR, else a backend-test folder's test_data_set_*, else random (seed 0).\n"
+      "When a model needs integer inputs (axes, shapes) as constants, they are bound from those files.\n"
       "--check compares every output with the expected output_i.pb files with the ONNX backend-test\n"
       "tolerances (|actual - expected| <= atol + rtol * |expected|; f32 rtol 1e-3 atol 1e-7, f64 rtol 1e-9,\n"
       "f16/bf16 rtol 1e-2, integers and bool exact; NaN only matches NaN). Without expected outputs it\n"

@@ -11,27 +11,11 @@
 #include "passes/decompose.h"
 #include "passes/fold_constants.h"
 #include "passes/infer.h"
+#include "support/file_util.h"
 
 namespace tilefuse {
 
 namespace {
-
-// Writes `text` to `path` atomically (a temp file renamed over it), so a reader never
-// sees half a dump and a crash leaves no truncated file behind.
-Status WriteFileAtomically(const std::filesystem::path& path, const std::string& text) {
-  std::filesystem::path temp = path;
-  temp += ".tmp";
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.close();
-    if (!out) return Internal(fmt::format("cannot write IR dump '{}'", temp.string()));
-  }
-  std::error_code error;
-  std::filesystem::rename(temp, path, error);
-  if (error) return Internal(fmt::format("cannot rename IR dump to '{}': {}", path.string(), error.message()));
-  return Status::Ok();
-}
 
 // Runs the passes in order, numbering them for the dump files.
 class PassRunner {
@@ -65,7 +49,7 @@ class PassRunner {
   Status Dump(const char* name) {
     if (options_.dump_dir.empty()) return Status::Ok();
     std::string file = fmt::format("{:02}-{}.txt", next_dump_++, name);
-    return WriteFileAtomically(std::filesystem::path(options_.dump_dir) / file, PrintGraph(graph_));
+    return WriteFileAtomically((std::filesystem::path(options_.dump_dir) / file).string(), PrintGraph(graph_));
   }
 
   Graph graph_;

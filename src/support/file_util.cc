@@ -13,6 +13,35 @@
 
 namespace tilefuse {
 
+namespace {
+Status OpenError(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return NotFound(fmt::format("file '{}' does not exist", path));
+  if (std::filesystem::is_directory(path, ec)) return InvalidArgument(fmt::format("'{}' is a folder, not a file", path));
+  return InvalidArgument(fmt::format("cannot read '{}': {}", path, std::strerror(errno)));
+}
+}  // namespace
+
+StatusOr<std::string> ReadWholeFile(const std::string& path) { return ReadFileRange(path, 0, std::nullopt); }
+
+StatusOr<std::string> ReadFileRange(const std::string& path, uint64_t offset, std::optional<uint64_t> length) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return OpenError(path);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return OpenError(path);
+  in.seekg(0, std::ios::end);
+  uint64_t size = static_cast<uint64_t>(in.tellg());
+  if (offset > size || (length && *length > size - offset))
+    return InvalidArgument(fmt::format("file '{}' has {} bytes, but {} bytes from offset {} were expected", path, size,
+                                       length ? std::to_string(*length) : "some", offset));
+  uint64_t count = length ? *length : size - offset;
+  std::string bytes(count, '\0');
+  in.seekg(static_cast<std::streamoff>(offset));
+  in.read(bytes.data(), static_cast<std::streamsize>(count));
+  if (!in) return InvalidArgument(fmt::format("reading '{}' failed", path));
+  return bytes;
+}
+
 Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
   std::string temp = fmt::format("{}.tmp.{}", path, ::getpid());
   {

@@ -7,7 +7,7 @@
 #include <climits>
 #include <filesystem>
 
-#include "frontend/onnx/file_io.h"
+#include "support/file_util.h"
 #include "frontend/onnx/graph_importer.h"
 #include "frontend/onnx/importer.h"
 
@@ -71,7 +71,7 @@ StatusOr<ImportedModel> ImportOnnx(const std::string& path, const ImportOptions&
     if (!fs::exists(file, ec))
       return NotFound(fmt::format("'{}' is a folder without a model.onnx (expected the backend-test layout)", path));
   }
-  ASSIGN_OR_RETURN(std::string bytes, onnx_import::ReadWholeFile(file));
+  ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(file));
   std::string base_dir = fs::path(file).parent_path().string();
   if (EndsWith(file, ".onnxtxt") || EndsWith(file, ".txt"))
     return ImportParsed(ParseTextModel(bytes, fmt::format("'{}'", file)), base_dir, fmt::format("'{}'", file), options);

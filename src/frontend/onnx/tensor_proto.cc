@@ -5,7 +5,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "frontend/onnx/file_io.h"
+#include "support/file_util.h"
 #include "support/check.h"
 
 namespace tilefuse::onnx_import {

@@ -7,7 +7,7 @@
 #include <climits>
 #include <filesystem>
 
-#include "frontend/onnx/file_io.h"
+#include "support/file_util.h"
 #include "frontend/onnx/importer.h"
 #include "frontend/onnx/tensor_proto.h"
 
@@ -16,7 +16,7 @@ namespace tilefuse {
 namespace fs = std::filesystem;
 
 StatusOr<Tensor> LoadTensorProtoFile(const std::string& path) {
-  ASSIGN_OR_RETURN(std::string bytes, onnx_import::ReadWholeFile(path));
+  ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(path));
   if (bytes.size() > static_cast<size_t>(INT_MAX)) return InvalidArgument(fmt::format("'{}' is over 2 GiB", path));
   google::protobuf::io::CodedInputStream stream(reinterpret_cast<const uint8_t*>(bytes.data()),
                                                 static_cast<int>(bytes.size()));
@@ -35,7 +35,7 @@ Status SaveTensorProtoFile(const Tensor& tensor, const std::string& name, const 
   std::string bytes;
   if (!onnx_import::TensorToProto(tensor, name).SerializeToString(&bytes))
     return Internal(fmt::format("cannot serialize tensor '{}'", name));
-  return onnx_import::WriteFileAtomically(path, bytes);
+  return WriteFileAtomically(path, bytes);
 }
 
 StatusOr<std::vector<Tensor>> LoadTensorsFromDir(const std::string& dir, const std::string& prefix) {

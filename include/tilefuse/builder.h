@@ -34,9 +34,11 @@ class GraphBuilder {
   void Fail(Status status);
 
   const Graph& graph() const { return graph_; }
+  // A reference into the growing graph: it dangles once another node is added.
   const Node& node(Value v) const { return graph_.node(v.id); }
   DType dtype(Value v) const { return node(v).dtype; }
-  const Shape& shape(Value v) const { return node(v).shape; }
+  // By value on purpose: `const Shape& s = b.shape(x); b.Add(...); use(s)` stays valid.
+  Shape shape(Value v) const { return node(v).shape; }
   int rank(Value v) const { return node(v).rank(); }
 
   // ---- sources

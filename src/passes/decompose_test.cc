@@ -25,7 +25,8 @@ struct CompositeCase {
 void PrintTo(const CompositeCase& c, std::ostream* os) { *os << c.name; }
 
 Value LayerNormWithParams(GraphBuilder& b, Value x, int64_t axis, bool with_bias) {
-  Shape normalized(b.shape(x).begin() + axis, b.shape(x).end());
+  Shape x_shape = b.shape(x);
+  Shape normalized(x_shape.begin() + axis, x_shape.end());
   Value scale = b.Parameter("scale", b.dtype(x), normalized);
   Value bias = with_bias ? b.Parameter("bias", b.dtype(x), normalized) : Value{};
   return b.LayerNorm(x, scale, bias, axis, 1e-5);

@@ -82,7 +82,8 @@ Status ImportTrilu(NodeContext& ctx) {
     ASSIGN_OR_RETURN(k, ctx.ConstScalar(1, "k"));
   }
   bool upper = ctx.Int("upper", 1) != 0;
-  Shape matrix(b.shape(x).end() - 2, b.shape(x).end());
+  Shape x_shape = b.shape(x);
+  Shape matrix(x_shape.end() - 2, x_shape.end());
   Value diagonal = b.Sub(b.Iota(matrix, 1, DType::kI64), b.Iota(matrix, 0, DType::kI64));
   Value keep = b.Binary(upper ? OpCode::kGreaterEqual : OpCode::kLessEqual, diagonal, b.Scalar(k, DType::kI64));
   ctx.SetOutput(0, b.Where(keep, x, ScalarLike(b, x, 0)));

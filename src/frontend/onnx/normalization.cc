@@ -35,7 +35,8 @@ Status ImportLayerNormalization(NodeContext& ctx) {
   GraphBuilder& b = ctx.b();
   Value x = ctx.Input(0);
   ASSIGN_OR_RETURN(int64_t axis, NormalizeOnnxAxis(ctx.Int("axis", -1), b.rank(x), "axis"));
-  Shape normalized(b.shape(x).begin() + axis, b.shape(x).end());
+  Shape x_shape = b.shape(x);
+  Shape normalized(x_shape.begin() + axis, x_shape.end());
   Value scale = FitToShape(b, ctx.Input(1), normalized);
   Value bias = FitToShape(b, ctx.Input(2), normalized);
   double epsilon = ctx.Float("epsilon", 1e-5);

@@ -1,6 +1,6 @@
-// `tilefuse demo`: runs every examples/*.onnxtxt through import, the passes and the
-// reference interpreter, checks that the passes kept each graph's meaning, and prints
-// a table. Fusion and timing columns arrive with the fused backends.
+// `tilefuse demo`: runs every examples/*.onnxtxt through import, the passes, the fusion
+// planner and the reference interpreter, checks that the passes kept each graph's
+// meaning, and prints a table. Kernel timings arrive with the fused backends.
 #include <algorithm>
 #include <filesystem>
 #include <memory>
@@ -11,6 +11,7 @@
 #include "cli_common.h"
 #include "commands.h"
 #include "compare.h"
+#include "fusion/planner.h"
 #include "passes/pipeline.h"
 
 #ifndef TILEFUSE_SOURCE_DIR
@@ -32,6 +33,10 @@ struct DemoRow {
   int nodes_imported = 0;
   int nodes_after_passes = 0;
   int outputs = 0;
+  int unfused_kernels = 0;
+  int fused_kernels = 0;
+  std::string groups;  // the fused plan's group kinds, e.g. "row_reduction gemm gemm"
+  double predicted_speedup = 0;
   bool passed = false;
   std::string detail;  // why the check failed
   double reference_ms = 0;
@@ -45,6 +50,11 @@ Status RunExample(const std::string& path, uint64_t seed, DemoRow& row) {
   ASSIGN_OR_RETURN(Graph passed, RunGraphPasses(imported.graph, PassOptions{}));
   row.nodes_after_passes = passed.num_nodes();
   row.outputs = static_cast<int>(passed.outputs().size());
+  ASSIGN_OR_RETURN(FusionPlan plan, PlanFusion(passed, PlannerOptions{}));
+  row.unfused_kernels = plan.unfused_kernels;
+  row.fused_kernels = static_cast<int>(plan.groups.size());
+  for (const FusionGroup& group : plan.groups) row.groups += (row.groups.empty() ? "" : " ") + std::string(GroupKindName(group.kind));
+  row.predicted_speedup = plan.unfused_predicted_us / plan.predicted_us;
 
   std::vector<Tensor> inputs = MakeRandomInputs(passed, seed);
   auto start = std::chrono::steady_clock::now();
@@ -74,20 +84,24 @@ std::vector<std::string> FindExamples(const std::string& dir) {
 }
 
 void PrintTable(const std::vector<DemoRow>& rows) {
-  fmt::print("{:<30} {:>9} {:>13} {:>8} {:>6} {:>13}\n", "example", "imported", "after passes", "outputs",
-             "check", "reference ms");
+  fmt::print("{:<28} {:>5} {:>6} {:>7} {:>8}  {:<26} {:>6} {:>8}\n", "example", "ops", "after", "kernels", "predicted",
+             "fused groups", "check", "ref ms");
   for (const DemoRow& row : rows) {
     if (!row.error.ok()) {
-      fmt::print("{:<30} ERROR {}\n", row.name, row.error.ToString());
+      fmt::print("{:<28} ERROR {}\n", row.name, row.error.ToString());
       continue;
     }
-    fmt::print("{:<30} {:>9} {:>13} {:>8} {:>6} {:>13.2f}\n", row.name, row.nodes_imported,
-               row.nodes_after_passes, row.outputs, row.passed ? "PASS" : "FAIL", row.reference_ms);
+    fmt::print("{:<28} {:>5} {:>6} {:>7} {:>8.1f}x  {:<26} {:>6} {:>8.2f}\n", row.name, row.nodes_imported,
+               row.nodes_after_passes, fmt::format("{}->{}", row.unfused_kernels, row.fused_kernels),
+               row.predicted_speedup, row.groups, row.passed ? "PASS" : "FAIL", row.reference_ms);
     if (!row.passed) fmt::print("    {}\n", row.detail);
   }
   fmt::print(
-      "\ncheck: outputs after the passes vs. the graph as imported, both on the f64 reference interpreter.\n"
-      "Fused backends (CPU and CUDA code generation) are not built yet: no fusion or kernel timings.\n");
+      "\nops: IR nodes as imported / after the graph passes. kernels: unfused -> fused, and the planner's\n"
+      "predicted speedup on the H100 cost model (`tilefuse explain MODEL` shows why). check: outputs after\n"
+      "the passes vs. the graph as imported, both on the f64 reference interpreter.\n"
+      "The fused kernels are planned but not generated yet (CPU and CUDA code generation come next):\n"
+      "no kernel timings.\n");
 }
 
 int RunDemo(const DemoOptions& options) {

@@ -45,7 +45,8 @@ class Matcher {
       const Node& n = g_.node(id);
       if (in_scores[id] || n.info().kind == OpKind::Source || generator_[id]) continue;
       if (n.op == OpCode::kMatMul) {
-        if (score_matmul >= 0 && score_matmul != id) return -1;
+        // A matmul another attention group already owns (its P·V) cannot be our Q·Kᵀ.
+        if (claimed_[id] || (score_matmul >= 0 && score_matmul != id)) return -1;
         score_matmul = id;
         continue;
       }

@@ -1,0 +1,199 @@
+// Multi-op patterns of the random graph generator: reductions (alone or broadcast back),
+// softmax and layer norm written from primitives, matmul (2-D, batched, vector),
+// attention, and dropout. Each keeps its result's magnitude bound honest.
+#include <algorithm>
+#include <cmath>
+
+#include "testing/random_graph_generator.h"
+
+namespace tilefuse::random_graph_internal {
+
+namespace {
+int64_t ReducedElements(const Shape& shape, const std::vector<int64_t>& axes) {
+  int64_t n = 1;
+  for (int64_t a : axes) n *= shape[a < 0 ? a + static_cast<int64_t>(shape.size()) : a];
+  return n;
+}
+}  // namespace
+
+// The trailing axis, the leading one, or a random non-empty set; sometimes negative.
+std::vector<int64_t> RandomGraphGenerator::RandomReductionAxes(int rank) {
+  double roll = static_cast<double>(Below(10));
+  if (roll < 4) return {Chance(0.5) ? -1 : rank - 1};
+  if (roll < 6) return {0};
+  std::vector<int64_t> axes;
+  for (int d = 0; d < rank; ++d)
+    if (Chance(0.5)) axes.push_back(Chance(0.2) ? d - rank : d);
+  if (axes.empty()) axes.push_back(static_cast<int64_t>(Below(rank)));
+  return axes;
+}
+
+TrackedValue RandomGraphGenerator::ReductionOp(const TrackedValue& x) {
+  int rank = RankOf(x);
+  if (rank == 0) return UnaryOp(x);
+  static const std::vector<OpCode> kReductions = {OpCode::kReduceSum, OpCode::kReduceMax, OpCode::kReduceMin,
+                                                  OpCode::kReduceMean};
+  OpCode op = PickFrom(kReductions);
+  std::vector<int64_t> axes = RandomReductionAxes(rank);
+  bool keepdims = Chance(0.5);
+  int64_t n = ReducedElements(ShapeOf(x), axes);
+  TrackedValue in = op == OpCode::kReduceSum ? Tame(x, std::min(64.0, kMaxBound / static_cast<double>(n))) : x;
+  bool order_preserving = op == OpCode::kReduceMax || op == OpCode::kReduceMin;
+  TrackedValue r = Track(b_.Reduce(op, in.value, axes, keepdims),
+                         op == OpCode::kReduceSum ? in.bound * static_cast<double>(n) : in.bound,
+                         in.exact && order_preserving);
+  // Broadcast back over x (as in normalisations): possible when the reduced dims were
+  // kept, or are all leading so numpy's right alignment puts the rest in place.
+  bool leading = true;
+  for (size_t i = 0; i < axes.size(); ++i) leading = leading && (axes[i] == static_cast<int64_t>(i));
+  if (!(keepdims || leading) || !Chance(0.4)) return r;
+  if (op == OpCode::kReduceSum)
+    return {b_.Div(in.value, b_.AddScalar(b_.Unary(OpCode::kAbs, r.value), 1)), in.bound, false};
+  return {b_.Sub(in.value, r.value), 2 * in.bound, false};
+}
+
+TrackedValue RandomGraphGenerator::SoftmaxPattern(const TrackedValue& x) {
+  int rank = RankOf(x);
+  if (rank == 0) return UnaryOp(x);
+  int64_t axis = Chance(0.6) ? rank - 1 : static_cast<int64_t>(Below(rank));
+  return SoftmaxAlong(x, axis, Chance(0.25));
+}
+
+// max-subtract-exp-sum-divide (or, for log-softmax, subtract the log of the sum): the
+// exp argument is <= 0 and the sum >= 1, so neither overflows nor divides by zero.
+TrackedValue RandomGraphGenerator::SoftmaxAlong(const TrackedValue& x, int64_t axis, bool log) {
+  TrackedValue in = Tame(x, kMaxBound / 4);
+  Value max = b_.Reduce(OpCode::kReduceMax, in.value, {axis}, true);
+  Value shifted = b_.Sub(in.value, max);
+  Value exp = b_.Unary(OpCode::kExp, shifted);
+  Value sum = b_.Reduce(OpCode::kReduceSum, exp, {axis}, true);
+  if (!log) return {b_.Div(exp, sum), 1, false};
+  double n = static_cast<double>(ReducedElements(ShapeOf(in), {axis}));
+  return {b_.Sub(shifted, b_.Unary(OpCode::kLog, sum)), 2 * in.bound + std::log(n) + 1, false};
+}
+
+// mean / centred variance / rsqrt over the trailing 1-2 dims, sometimes with scale and
+// bias constants. |(x - mean) / std| <= sqrt(n) bounds the result.
+TrackedValue RandomGraphGenerator::LayerNormPattern(const TrackedValue& x) {
+  int rank = RankOf(x);
+  if (rank == 0) return UnaryOp(x);
+  int normalized = static_cast<int>(Between(1, std::min(rank, 2)));
+  std::vector<int64_t> axes;
+  for (int d = rank - normalized; d < rank; ++d) axes.push_back(d);
+  TrackedValue in = Tame(x, 32);
+  DType dtype = DTypeOf(in);
+  Value mean = b_.Reduce(OpCode::kReduceMean, in.value, axes, true);
+  Value centred = b_.Sub(in.value, mean);
+  Value variance = b_.Reduce(OpCode::kReduceMean, b_.Mul(centred, centred), axes, true);
+  double epsilon = dtype == DType::kF16 || dtype == DType::kBF16 ? 1e-3 : 1e-5;
+  Value normed = b_.Mul(centred, b_.Unary(OpCode::kRsqrt, b_.AddScalar(variance, epsilon)));
+  double bound = std::sqrt(static_cast<double>(ReducedElements(ShapeOf(in), axes))) + 1;
+  if (!Chance(0.6)) return {normed, bound, false};
+  Shape shape = ShapeOf(in);
+  Shape trailing(shape.end() - normalized, shape.end());
+  Value scaled = b_.Mul(normed, RandomConstant(dtype, trailing).value);
+  return {b_.Add(scaled, RandomConstant(dtype, trailing).value), bound + 1, false};
+}
+
+// x as a left matmul operand [..., M, K]: rank raised to 2, K sliced to at most
+// kMaxContraction, magnitude squashed so K * |a| * |b| stays small.
+TrackedValue RandomGraphGenerator::AsMatrixOperand(const TrackedValue& x) {
+  TrackedValue a = x;
+  if (RankOf(a) < 2) a = {b_.Reshape(a.value, {1, NumElements(ShapeOf(a))}), a.bound, a.exact};
+  int64_t k = ShapeOf(a).back();
+  if (k > kMaxContraction) {
+    int64_t keep = Between(1, kMaxContraction), start = Between(0, k - keep);
+    a = {b_.Slice(a.value, {start}, {start + keep}, {-1}, {1}), a.bound, a.exact};
+  }
+  return Tame(a, 4);
+}
+
+TrackedValue RandomGraphGenerator::MatMulOp(const TrackedValue& x) {
+  if (options_.max_rank < 2) return UnaryOp(x);
+  DType dtype = DTypeOf(x);
+  Shape xs = ShapeOf(x);
+  if (xs.size() == 1 && xs[0] <= kMaxContraction && Chance(0.3)) {  // vector @ matrix
+    int64_t n = std::max<int64_t>(1, std::min(RandomDim(), options_.max_elements / xs[0]));
+    TrackedValue a = Tame(x, 4);
+    return {b_.MatMul(a.value, RandomConstant(dtype, {xs[0], n}).value), static_cast<double>(xs[0]) * a.bound, false};
+  }
+  TrackedValue a = AsMatrixOperand(x);
+  Shape as = ShapeOf(a);
+  int64_t m = as[as.size() - 2], k = as.back();
+  Shape batch(as.begin(), as.end() - 2);
+  TrackedValue rhs;
+  if (Chance(0.3) && Fits([&] { Shape s = batch; s.push_back(m); s.push_back(m); return s; }())) {
+    std::vector<int64_t> perm;  // a @ aᵀ over the last two dims
+    for (size_t d = 0; d < as.size(); ++d) perm.push_back(static_cast<int64_t>(d));
+    std::swap(perm[as.size() - 2], perm[as.size() - 1]);
+    rhs = {b_.Transpose(a.value, perm), a.bound, a.exact};
+  } else {
+    // A weight [wbatch..., K, N]: batch dims kept or 1 (broadcast), maybe a new leading one.
+    Shape wbatch;
+    if (Chance(0.5))
+      for (int64_t d : batch) wbatch.push_back(Chance(0.5) ? d : 1);
+    if (batch.empty() && options_.max_rank >= 3 && Chance(0.3)) wbatch = {Between(2, 4)};
+    int64_t out_batch = std::max(NumElements(batch), NumElements(wbatch));
+    int64_t n = RandomDim();
+    auto too_big = [&] { return std::max(out_batch * m, NumElements(wbatch) * k) * n > options_.max_elements; };
+    while (n > 1 && too_big()) n /= 2;
+    if (too_big()) wbatch.clear();
+    if (too_big()) return UnaryOp(x);
+    Shape ws = wbatch;
+    ws.push_back(k);
+    ws.push_back(n);
+    rhs = RandomConstant(dtype, ws);
+  }
+  Value product = b_.MatMul(a.value, rhs.value);
+  double bound = static_cast<double>(k) * a.bound * rhs.bound;
+  if (Chance(0.5)) return {b_.MulScalar(product, 1 / std::sqrt(static_cast<double>(k))), bound, false};
+  return {product, bound, false};
+}
+
+// softmax(q kᵀ / sqrt(d) [causal mask]) v, with k = v = q (self-attention) or constant
+// keys and values: no N×N buffer is needed by a flash-attention lowering.
+TrackedValue RandomGraphGenerator::AttentionPattern(const TrackedValue& x) {
+  if (options_.max_rank < 2) return UnaryOp(x);
+  TrackedValue q = Tame(AsMatrixOperand(x), 1);
+  Shape qs = ShapeOf(q);
+  int rank = static_cast<int>(qs.size());
+  int64_t s = qs[rank - 2], d = qs.back(), batch = NumElements(qs) / (s * d);
+  DType dtype = DTypeOf(q);
+  bool self = Chance(0.5) && batch * s * s <= options_.max_elements;
+  TrackedValue k = q, v = q;
+  if (!self) {
+    int64_t t = RandomDim(), dv = Chance(0.5) ? d : std::min<int64_t>(RandomDim(), kMaxContraction);
+    if (batch * s * dv > options_.max_elements) dv = d;
+    // Scores [.., s, t] and the constants [t, d], [t, dv] must fit.
+    while (t > 1 && std::max(batch * s, std::max(d, dv)) * t > options_.max_elements) t /= 2;
+    if (std::max(batch * s, std::max(d, dv)) * t > options_.max_elements) return UnaryOp(x);
+    k = RandomConstant(dtype, {t, d});
+    v = RandomConstant(dtype, {t, dv});
+  }
+  std::vector<int64_t> perm;
+  for (int i = 0; i < RankOf(k); ++i) perm.push_back(i);
+  std::swap(perm[perm.size() - 2], perm[perm.size() - 1]);
+  Value scores = b_.MulScalar(b_.MatMul(q.value, b_.Transpose(k.value, perm)), 1 / std::sqrt(static_cast<double>(d)));
+  TrackedValue tracked_scores{scores, std::sqrt(static_cast<double>(d)), false};
+  if (self && Chance(0.5)) {  // causal: query i sees keys 0..i, never an empty row
+    Value row = b_.Iota({s, s}, 0, DType::kI64), column = b_.Iota({s, s}, 1, DType::kI64);
+    Value mask = b_.Binary(OpCode::kGreaterEqual, row, column);
+    tracked_scores.value = b_.Where(mask, scores, b_.Scalar(-30, dtype));
+    tracked_scores.bound = 30;
+  }
+  TrackedValue probs = SoftmaxAlong(tracked_scores, -1, false);
+  return {b_.MatMul(probs.value, v.value), v.bound, false};
+}
+
+// Dropout as exported by frameworks: keep = uniform >= ratio, kept values scaled by
+// 1 / (1 - ratio). The uniform values are f32 (exact in every implementation).
+TrackedValue RandomGraphGenerator::DropoutPattern(const TrackedValue& x) {
+  double ratio = PickFrom(std::vector<double>{0.1, 0.25, 0.5});
+  TrackedValue in = Tame(x, kMaxBound / 4);
+  Value uniform = b_.RandomUniform(ShapeOf(in), DType::kF32, rng_());
+  Value keep = b_.Binary(OpCode::kGreaterEqual, uniform, b_.Scalar(ratio, DType::kF32));
+  Value scaled = b_.MulScalar(in.value, 1 / (1 - ratio));
+  return {b_.Where(keep, scaled, b_.Scalar(0, DTypeOf(in))), in.bound / (1 - ratio), false};
+}
+
+}  // namespace tilefuse::random_graph_internal

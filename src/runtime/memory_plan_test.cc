@@ -141,6 +141,14 @@ TEST(MemoryPlanTest, CheckerCatchesBadPlans) {
   input_placed.offsets[0] = 0;
   EXPECT_FALSE(CheckMemoryPlan(s, input_placed).ok());
 
+  MemoryPlan below = plan;  // ends 512 bytes into the other one
+  below.offsets[1] = 1024;
+  below.offsets[2] = 512;
+  below.arena_bytes = 4096;
+  EXPECT_FALSE(CheckMemoryPlan(s, below).ok());
+  below.offsets[2] = 2048;
+  EXPECT_TRUE(CheckMemoryPlan(s, below).ok()) << CheckMemoryPlan(s, below).ToString();
+
   MemoryPlan too_small = plan;
   too_small.arena_bytes = 1024;
   EXPECT_FALSE(CheckMemoryPlan(s, too_small).ok());
@@ -175,27 +183,55 @@ Schedule RandomSchedule(std::mt19937& rng) {
   return s;
 }
 
+// The first pair of live-overlapping buffers that overlap in memory, by brute force over
+// all pairs: independent of CheckMemoryPlan's sweep. {-1, -1} when there is none.
+std::pair<int, int> BruteForceConflict(const Schedule& s, const MemoryPlan& plan) {
+  for (size_t a = 0; a < s.buffers.size(); ++a) {
+    for (size_t b = a + 1; b < s.buffers.size(); ++b) {
+      if (plan.offsets[a] < 0 || plan.offsets[b] < 0) continue;
+      if (s.buffers[a].bytes == 0 || s.buffers[b].bytes == 0) continue;
+      if (!plan.live_ranges[a].Overlaps(plan.live_ranges[b])) continue;
+      bool disjoint = plan.offsets[a] + s.buffers[a].bytes <= plan.offsets[b] ||
+                      plan.offsets[b] + s.buffers[b].bytes <= plan.offsets[a];
+      if (!disjoint) return {static_cast<int>(a), static_cast<int>(b)};
+    }
+  }
+  return {-1, -1};
+}
+
 TEST(MemoryPlanTest, RandomSchedulesNeverOverlapLiveBuffers) {
   std::mt19937 rng(20261122);
   for (int iteration = 0; iteration < 500; ++iteration) {
     Schedule s = RandomSchedule(rng);
     int64_t alignment = iteration % 2 ? 64 : 256;
-    MemoryPlan plan = MustPlan(s, {alignment});
-    // Independent brute force over all pairs, besides CheckMemoryPlan in MustPlan.
-    for (size_t a = 0; a < s.buffers.size(); ++a) {
-      for (size_t b = a + 1; b < s.buffers.size(); ++b) {
-        if (plan.offsets[a] < 0 || plan.offsets[b] < 0) continue;
-        if (s.buffers[a].bytes == 0 || s.buffers[b].bytes == 0) continue;
-        if (!plan.live_ranges[a].Overlaps(plan.live_ranges[b])) continue;
-        bool disjoint = plan.offsets[a] + s.buffers[a].bytes <= plan.offsets[b] ||
-                        plan.offsets[b] + s.buffers[b].bytes <= plan.offsets[a];
-        ASSERT_TRUE(disjoint) << "iteration " << iteration << " buffers " << a << ", " << b;
-      }
-    }
+    MemoryPlan plan = MustPlan(s, {alignment});  // runs CheckMemoryPlan too
+    auto [a, b] = BruteForceConflict(s, plan);
+    ASSERT_EQ(a, -1) << "iteration " << iteration << " buffers " << a << ", " << b;
     EXPECT_GE(plan.arena_bytes, plan.peak_live_bytes);
     EXPECT_LE(plan.peak_live_bytes, plan.total_intermediate_bytes);
     if (HasFailure()) FAIL() << "iteration " << iteration;
   }
+}
+
+TEST(MemoryPlanTest, CheckerAgreesWithBruteForceOnDamagedPlans) {
+  std::mt19937 rng(99);
+  int conflicts = 0;
+  for (int iteration = 0; iteration < 500; ++iteration) {
+    Schedule s = RandomSchedule(rng);
+    MemoryPlan plan = MustPlan(s);
+    std::vector<int> placed;
+    for (size_t i = 0; i < s.buffers.size(); ++i)
+      if (plan.offsets[i] >= 0) placed.push_back(static_cast<int>(i));
+    if (placed.empty()) continue;
+    // Move one buffer to a random aligned offset inside the arena.
+    int moved = placed[rng() % placed.size()];
+    int64_t slots = std::max<int64_t>(1, (plan.arena_bytes - s.buffers[moved].bytes) / plan.alignment + 1);
+    plan.offsets[moved] = static_cast<int64_t>(rng() % slots) * plan.alignment;
+    bool brute_force_conflict = BruteForceConflict(s, plan).first >= 0;
+    conflicts += brute_force_conflict;
+    EXPECT_EQ(CheckMemoryPlan(s, plan).ok(), !brute_force_conflict) << "iteration " << iteration;
+  }
+  EXPECT_GT(conflicts, 50);  // the damage does produce conflicts to catch
 }
 
 TEST(MemoryPlanTest, Deterministic) {
@@ -284,7 +320,9 @@ TEST(MemoryPlanTest, ConstantsAreBuffersGeneratorsAreNot) {
     // column + 2 is recomputed by its reader: neither the iota nor the sum is stored.
     EXPECT_TRUE(op == OpCode::kParameter || op == OpCode::kConstant || op == OpCode::kMul || op == OpCode::kAdd)
         << buffer.name;
-    if (op == OpCode::kConstant) EXPECT_EQ(buffer.bytes, kBig * kBig * 4);
+    if (op == OpCode::kConstant) {
+      EXPECT_EQ(buffer.bytes, kBig * kBig * 4);
+    }
     roles.push_back(buffer.role);
   }
   std::sort(roles.begin(), roles.end());

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fmt/format.h>
 
 namespace tilefuse::random_graph_internal {
 
@@ -148,9 +149,8 @@ void RandomGraphGenerator::AddParameters() {
     if (i > 0 && Chance(0.25)) shape = SmallerBroadcastableShape(first);
     else if (i > 0 && Chance(0.3)) shape = RandomShape(static_cast<int>(Between(0, options_.max_rank)));
     DType dtype = i == 0 || Chance(0.7) ? first_dtype : RandomDType();
-    Track(b_.Parameter("x" + std::to_string(i), dtype, shape), 1, true);
+    Track(b_.Parameter(fmt::format("x{}", i), dtype, shape), 1, true);
   }
-  num_parameters_ = count;
 }
 
 void RandomGraphGenerator::AddOutputs() {
@@ -158,14 +158,21 @@ void RandomGraphGenerator::AddOutputs() {
   OpKind kind = b_.node(last.value).info().kind;
   if (kind == OpKind::Source) last = Track(b_.Unary(OpCode::kNeg, last.value), last.bound, last.exact);
   b_.Output(last.value, "out0");
-  if (!options_.allow_multiple_outputs || pool_.size() <= static_cast<size_t>(num_parameters_) + 1) return;
-  int extra = Chance(0.35) ? (Chance(0.3) ? 2 : 1) : 0;
+  if (!options_.allow_multiple_outputs || !Chance(0.4)) return;
+  // Extra outputs: computed values nothing reads (dead ends of side branches, which
+  // then stay live) or, failing those, any intermediate.
+  std::vector<std::vector<int>> users = b_.graph().ComputeUsers();
+  std::vector<int> dead_ends, intermediates;
+  for (const TrackedValue& v : pool_) {
+    int id = v.value.id;
+    if (id == last.value.id || b_.node(v.value).info().kind == OpKind::Source) continue;
+    (users[id].empty() ? dead_ends : intermediates).push_back(id);
+  }
+  std::vector<int>& candidates = dead_ends.empty() ? intermediates : dead_ends;
+  int extra = std::min<int>(static_cast<int>(candidates.size()), static_cast<int>(Between(1, 2)));
   for (int i = 0; i < extra; ++i) {
-    // An intermediate: computed (not a source) and not the main output.
-    size_t index = num_parameters_ + Below(pool_.size() - num_parameters_ - 1);
-    const Node& node = b_.node(pool_[index].value);
-    if (node.info().kind != OpKind::Source && pool_[index].value.id != last.value.id)
-      b_.Output(pool_[index].value, "out" + std::to_string(i + 1));
+    std::swap(candidates[i], candidates[i + Below(candidates.size() - i)]);
+    b_.Output(Value{candidates[i]}, fmt::format("out{}", i + 1));
   }
 }
 

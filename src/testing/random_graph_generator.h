@@ -105,7 +105,6 @@ class RandomGraphGenerator {
   std::mt19937_64 rng_;
   GraphBuilder b_;
   std::vector<TrackedValue> pool_;
-  int num_parameters_ = 0;
 };
 
 }  // namespace tilefuse::random_graph_internal

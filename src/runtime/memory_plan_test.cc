@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <iostream>
 #include <random>
 
+#include "frontend/onnx/importer.h"
 #include "fusion/planner.h"
 #include "passes/pipeline.h"
 #include "tilefuse/builder.h"
@@ -330,6 +332,37 @@ TEST(MemoryPlanTest, ConstantsAreBuffersGeneratorsAreNot) {
   ASSERT_EQ(s.steps.size(), 2u);  // x * weights, then the sum
   EXPECT_EQ(MustPlan(s).arena_bytes, kBig * kBig * 4);
 }
+
+// The real exported models and the examples: both plans valid, fusion never needs more
+// intermediate memory, and the numbers the report shows.
+class MemoryPlanRealModelTest : public testing::TestWithParam<const char*> {};
+
+TEST_P(MemoryPlanRealModelTest, FusedNeedsNoMoreIntermediateMemory) {
+  std::string path = std::string(TILEFUSE_SOURCE_DIR) + "/" + GetParam();
+  StatusOr<ImportedModel> model = ImportOnnx(path);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  StatusOr<Graph> graph = RunGraphPasses(std::move(model->graph), PassOptions{});
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  std::vector<MemoryPlan> plans;
+  for (bool fuse : {true, false}) {
+    PlannerOptions options;
+    options.fuse = fuse;
+    StatusOr<FusionPlan> fusion = PlanFusion(*graph, options);
+    ASSERT_TRUE(fusion.ok()) << fusion.status().ToString();
+    Schedule schedule = ScheduleFromFusionPlan(*graph, *fusion);
+    plans.push_back(MustPlan(schedule));
+    EXPECT_GE(plans.back().arena_bytes, plans.back().peak_live_bytes);
+    std::cout << GetParam() << (fuse ? " fused:   " : " unfused: ") << DescribeMemoryPlan(plans.back()) << "\n";
+  }
+  EXPECT_LE(plans[0].peak_live_bytes, plans[1].peak_live_bytes);
+  EXPECT_LE(plans[0].num_intermediates, plans[1].num_intermediates);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, MemoryPlanRealModelTest,
+                         testing::Values("tests/models/mlp_block", "tests/models/attention_block",
+                                         "tests/models/gpt2_2layer", "tests/models/llama_2layer",
+                                         "examples/causal_attention.onnxtxt", "examples/layernorm_manual.onnxtxt",
+                                         "examples/dropout_residual_layernorm.onnxtxt"));
 
 }  // namespace
 }  // namespace tilefuse

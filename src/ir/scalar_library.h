@@ -44,6 +44,7 @@ template <typename T> T compare_lt(T a, T b) { return a < b ? T(1) : T(0); }
 template <typename T> T compare_le(T a, T b) { return a <= b ? T(1) : T(0); }
 template <typename T> T compare_gt(T a, T b) { return a > b ? T(1) : T(0); }
 template <typename T> T compare_ge(T a, T b) { return a >= b ? T(1) : T(0); }
-template <typename T> T select(T c, T x, T y) { return c != T(0) ? x : y; }
+// The condition may have another type than the values (a bool mask over floats).
+template <typename C, typename T> T select(C c, T x, T y) { return c != C(0) ? x : y; }
 
 }  // namespace tilefuse::scalar

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 namespace tilefuse {
@@ -22,7 +23,16 @@ Status OpenError(const std::string& path) {
 }
 }  // namespace
 
-StatusOr<std::string> ReadWholeFile(const std::string& path) { return ReadFileRange(path, 0, std::nullopt); }
+StatusOr<std::string> ReadWholeFile(const std::string& path) {
+  // Streamed, not sized by seeking: /proc files and pipes report no size.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return OpenError(path);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return OpenError(path);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) return InvalidArgument(fmt::format("reading '{}' failed", path));
+  return bytes;
+}
 
 StatusOr<std::string> ReadFileRange(const std::string& path, uint64_t offset, std::optional<uint64_t> length) {
   std::error_code ec;

@@ -1,0 +1,209 @@
+#include "codegen/cpp_emitter.h"
+
+#include <cctype>
+#include <cmath>
+#include <map>
+#include <fmt/format.h>
+
+#include "codegen/cpp_prelude.h"
+
+namespace tilefuse {
+
+namespace {
+
+const char* StorageType(DType d) {
+  switch (d) {
+    case DType::kF64: return "double";
+    case DType::kF32: return "float";
+    case DType::kF16: case DType::kBF16: return "uint16_t";
+    case DType::kI64: return "int64_t";
+    case DType::kI32: return "int32_t";
+    case DType::kI8: return "int8_t";
+    case DType::kU8: case DType::kBool: return "uint8_t";
+  }
+  return "void";
+}
+
+const char* ComputeType(DType d) {
+  if (d == DType::kF64) return "double";
+  if (IsInteger(d)) return "int64_t";
+  return "float";  // f32, f16, bf16, and bool as 0/1
+}
+
+std::string Literal(double v, DType d) {
+  if (std::isnan(v)) return fmt::format("{}(NAN)", ComputeType(d));
+  if (std::isinf(v)) return fmt::format("{}({}INFINITY)", ComputeType(d), v < 0 ? "-" : "");
+  if (IsInteger(d)) return fmt::format("int64_t({})", static_cast<int64_t>(v));
+  return fmt::format("{}({:.17g})", ComputeType(d), v);
+}
+
+// Replaces the identifiers a, b, c of an ops.def expression by argument names.
+std::string Substitute(std::string_view expr, const std::vector<std::string>& args) {
+  std::string out;
+  for (size_t i = 0; i < expr.size(); ++i) {
+    char c = expr[i];
+    bool starts = i == 0 || !(std::isalnum(static_cast<unsigned char>(expr[i - 1])) || expr[i - 1] == '_');
+    bool ends = i + 1 == expr.size() || !(std::isalnum(static_cast<unsigned char>(expr[i + 1])) || expr[i + 1] == '_');
+    if (starts && ends && c >= 'a' && c <= 'c' && static_cast<size_t>(c - 'a') < args.size()) out += args[c - 'a'];
+    else out += c;
+  }
+  return out;
+}
+
+class CppEmitter {
+ public:
+  explicit CppEmitter(const Kernel& k) : k_(k), emitted_(k.values.size(), false) {
+    for (size_t v = 0; v < k.values.size(); ++v)
+      if (k.values[v].kind == ScalarValue::Kind::kAccumulator) accumulator_value_[k.values[v].reduction] = static_cast<int>(v);
+  }
+
+  std::string Run() {
+    out_ = fmt::format("\nextern \"C\" void {}(void* const* buffers) {{\n", k_.name);
+    for (size_t b = 0; b < k_.buffers.size(); ++b) {
+      const KernelBuffer& buf = k_.buffers[b];
+      out_ += fmt::format("  {0}{1}* __restrict__ b{2} = static_cast<{0}{1}*>(buffers[{2}]);  // %{3} {4}[{5}]\n",
+                          buf.is_output ? "" : "const ", StorageType(buf.dtype), b, buf.node, DTypeName(buf.dtype), buf.elements);
+    }
+    out_ += fmt::format("#pragma omp parallel for schedule(static)\n  for (int64_t i0 = 0; i0 < {}; ++i0) {{\n", k_.outer);
+    for (size_t r = 0; r < k_.reductions.size(); ++r) EmitReduction(static_cast<int>(r));
+    EmitStores(false);
+    EmitStores(true);
+    out_ += "  }\n}\n";
+    return out_;
+  }
+
+ private:
+  std::string Name(int v) const { return fmt::format("v{}", v); }
+
+  std::string Expression(const ScalarValue& v) {
+    const std::vector<std::string> vars = {"i0", "i1"};
+    switch (v.kind) {
+      case ScalarValue::Kind::kLoad:
+        return fmt::format("tf_load_{}(b{}, {})", DTypeName(v.dtype), v.buffer, PrintIndex(v.index, vars));
+      case ScalarValue::Kind::kConstant: return Literal(v.constant, v.dtype);
+      case ScalarValue::Kind::kIndex: return fmt::format("{}({})", ComputeType(v.dtype), PrintIndex(v.index, vars));
+      case ScalarValue::Kind::kRandom:
+        return fmt::format("{}(tf_philox_uniform({}ull, (uint64_t)({})))", ComputeType(v.dtype), v.seed, PrintIndex(v.index, vars));
+      case ScalarValue::Kind::kAccumulator: return "";  // declared after its loop
+      case ScalarValue::Kind::kOp: break;
+    }
+    std::vector<std::string> args;
+    for (int a : v.args) args.push_back(Name(a));
+    if (v.op == OpCode::kCast) return fmt::format("tf_cast_{}({})", DTypeName(v.dtype), args[0]);
+    std::string e = Substitute(GetOpInfo(v.op).scalar_expr, args);
+    // Integer-valued results of ops on floats (comparisons) stay in the input's type;
+    // convert to this value's compute type so every SSA value has one known type.
+    return fmt::format("{}({})", ComputeType(v.dtype), e);
+  }
+
+  // Emits `v` and, first, everything it needs at the current scope. Outer values
+  // (no inner-loop dependence) are emitted once per outer iteration; inner values are
+  // emitted afresh in each inner loop (`inner_emitted` is that loop's set).
+  void Emit(int v, std::vector<bool>* inner_emitted, const std::string& indent) {
+    const ScalarValue& value = k_.values[v];
+    std::vector<bool>& done = value.inner ? *inner_emitted : emitted_;
+    if (done[v]) return;
+    for (int a : value.args) Emit(a, inner_emitted, indent);
+    if (value.index) EmitIndexValues(value.index, inner_emitted, indent);
+    done[v] = true;
+    out_ += fmt::format("{}const {} {} = {};\n", indent, ComputeType(value.dtype), Name(v), Expression(value));
+  }
+
+  // Gather indices are SSA values used inside index expressions.
+  void EmitIndexValues(const Index& index, std::vector<bool>* inner_emitted, const std::string& indent) {
+    if (!index) return;
+    if (index->kind == IndexExpr::Kind::kValue) Emit(static_cast<int>(index->value), inner_emitted, indent);
+    EmitIndexValues(index->a, inner_emitted, indent);
+    EmitIndexValues(index->b, inner_emitted, indent);
+  }
+
+  // Outer values a set of inner values depends on, emitted before the inner loop opens.
+  void EmitOuterDeps(int v, std::vector<bool>& seen) {
+    if (seen[v]) return;
+    seen[v] = true;
+    const ScalarValue& value = k_.values[v];
+    if (!value.inner) {
+      Emit(v, nullptr, "    ");
+      return;
+    }
+    for (int a : value.args) EmitOuterDeps(a, seen);
+    std::vector<const IndexExpr*> stack = {value.index.get()};
+    while (!stack.empty()) {
+      const IndexExpr* e = stack.back();
+      stack.pop_back();
+      if (!e) continue;
+      if (e->kind == IndexExpr::Kind::kValue) EmitOuterDeps(static_cast<int>(e->value), seen);
+      stack.push_back(e->a.get());
+      stack.push_back(e->b.get());
+    }
+  }
+
+  void EmitReduction(int r) {
+    const KernelReduction& red = k_.reductions[r];
+    bool wide = IsFloat(red.dtype) && red.dtype != DType::kF64 && red.op != OpCode::kReduceMax && red.op != OpCode::kReduceMin;
+    std::string acc_type = wide ? "double" : ComputeType(red.dtype);
+    std::vector<bool> seen(k_.values.size(), false);
+    EmitOuterDeps(red.value, seen);
+    std::string init;
+    switch (red.op) {
+      case OpCode::kReduceMax: init = IsInteger(red.dtype) ? "std::numeric_limits<int64_t>::min()" : "-INFINITY"; break;
+      case OpCode::kReduceMin: init = IsInteger(red.dtype) ? "std::numeric_limits<int64_t>::max()" : "INFINITY"; break;
+      case OpCode::kReduceProd: init = "1"; break;
+      default: init = "0";
+    }
+    out_ += fmt::format("    {} acc{} = {};\n    for (int64_t i1 = 0; i1 < {}; ++i1) {{\n", acc_type, r, init, red.count);
+    std::vector<bool> inner(k_.values.size(), false);
+    Emit(red.value, &inner, "      ");
+    std::string v = Name(red.value);
+    switch (red.op) {
+      case OpCode::kReduceMax: out_ += fmt::format("      acc{0} = max_nan(acc{0}, ({1}){2});\n", r, acc_type, v); break;
+      case OpCode::kReduceMin: out_ += fmt::format("      acc{0} = min_nan(acc{0}, ({1}){2});\n", r, acc_type, v); break;
+      case OpCode::kReduceProd: out_ += fmt::format("      acc{} *= {};\n", r, v); break;
+      default: out_ += fmt::format("      acc{} += {};\n", r, v);
+    }
+    out_ += "    }\n";
+    int value = accumulator_value_.at(r);
+    std::string finished = red.op == OpCode::kReduceMean ? fmt::format("acc{} / {}", r, red.count) : fmt::format("acc{}", r);
+    out_ += fmt::format("    const {} {} = ({})({});\n", ComputeType(red.dtype), Name(value), ComputeType(red.dtype), finished);
+    emitted_[value] = true;
+  }
+
+  void EmitStores(bool inner) {
+    std::vector<const KernelStore*> stores;
+    for (const KernelStore& s : k_.stores)
+      if (UsesVar(s.index, 1) == inner) stores.push_back(&s);
+    if (stores.empty()) return;
+    const std::vector<std::string> vars = {"i0", "i1"};
+    if (!inner) {
+      for (const KernelStore* s : stores) {
+        Emit(s->value, nullptr, "    ");
+        out_ += fmt::format("    tf_store_{}(b{}, {}, {});\n", DTypeName(k_.buffers[s->buffer].dtype), s->buffer,
+                            PrintIndex(s->index, vars), Name(s->value));
+      }
+      return;
+    }
+    std::vector<bool> seen(k_.values.size(), false);
+    for (const KernelStore* s : stores) EmitOuterDeps(s->value, seen);
+    out_ += fmt::format("    for (int64_t i1 = 0; i1 < {}; ++i1) {{\n", k_.inner);
+    std::vector<bool> inner_done(k_.values.size(), false);
+    for (const KernelStore* s : stores) {
+      Emit(s->value, &inner_done, "      ");
+      out_ += fmt::format("      tf_store_{}(b{}, {}, {});\n", DTypeName(k_.buffers[s->buffer].dtype), s->buffer,
+                          PrintIndex(s->index, vars), Name(s->value));
+    }
+    out_ += "    }\n";
+  }
+
+  const Kernel& k_;
+  std::string out_;
+  std::vector<bool> emitted_;
+  std::map<int, int> accumulator_value_;
+};
+
+}  // namespace
+
+std::string EmitCppFunction(const Kernel& kernel) { return CppEmitter(kernel).Run(); }
+
+std::string EmitCpp(const Kernel& kernel) { return CppPrelude() + EmitCppFunction(kernel); }
+
+}  // namespace tilefuse

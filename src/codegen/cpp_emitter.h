@@ -1,0 +1,21 @@
+// The C++ emitter: prints a Kernel as a self-contained C++17 translation unit with one
+// `extern "C" void NAME(void* const* buffers)` entry point (buffers in Kernel::buffers
+// order). OpenMP splits the outer loop across cores; inner loops are plain loops the
+// compiler can vectorise. Half types load and store as 16-bit patterns and compute in
+// float; f64 computes in double; integers in int64_t.
+#pragma once
+
+#include <string>
+
+#include "codegen/cpp_prelude.h"
+#include "codegen/kernel.h"
+
+namespace tilefuse {
+
+// The kernel's function alone; a translation unit is CppPrelude() followed by one or
+// more of these (a whole graph compiles in one compiler run).
+std::string EmitCppFunction(const Kernel& kernel);
+// A self-contained translation unit for one kernel: prelude + function.
+std::string EmitCpp(const Kernel& kernel);
+
+}  // namespace tilefuse

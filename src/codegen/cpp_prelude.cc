@@ -1,0 +1,99 @@
+#include "codegen/cpp_prelude.h"
+
+#include "codegen/scalar_library_text.h"
+
+namespace tilefuse {
+
+namespace {
+
+constexpr const char kHelpers[] = R"TFRAW(
+#include <cstdint>
+#include <cstring>
+#include <limits>
+using namespace tilefuse::scalar;
+using std::int64_t;
+
+static inline int64_t tf_clamp(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : (v > hi ? hi : v); }
+
+static inline float tf_half_to_float(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu, bits;
+  if (exp == 0) { float f = (float)mant * (1.0f / 16777216.0f); return sign ? -f : f; }
+  if (exp == 31) bits = sign | 0x7f800000u | (mant << 13);
+  else bits = sign | ((exp + 112u) << 23) | (mant << 13);
+  float f; std::memcpy(&f, &bits, 4); return f;
+}
+static inline uint16_t tf_float_to_half(float value) {
+  uint32_t x; std::memcpy(&x, &value, 4);
+  uint32_t sign = (x >> 16) & 0x8000u, abs = x & 0x7fffffffu;
+  if (abs >= 0x7f800000u) return (uint16_t)(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0u));
+  if (abs >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);
+  if (abs < 0x38800000u) {
+    float f; std::memcpy(&f, &abs, 4);
+    return (uint16_t)(sign | (uint32_t)__builtin_nearbyintf(f * 16777216.0f));
+  }
+  uint32_t rounded = abs + 0xfffu + ((abs >> 13) & 1u);
+  return (uint16_t)(sign | ((rounded - 0x38000000u) >> 13));
+}
+static inline float tf_bf16_to_float(uint16_t h) { uint32_t bits = (uint32_t)h << 16; float f; std::memcpy(&f, &bits, 4); return f; }
+static inline uint16_t tf_float_to_bf16(float value) {
+  uint32_t x; std::memcpy(&x, &value, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);
+  x += 0x7fffu + ((x >> 16) & 1u);
+  return (uint16_t)(x >> 16);
+}
+
+static inline double tf_load_f64(const double* p, int64_t i) { return p[i]; }
+static inline float tf_load_f32(const float* p, int64_t i) { return p[i]; }
+static inline float tf_load_f16(const uint16_t* p, int64_t i) { return tf_half_to_float(p[i]); }
+static inline float tf_load_bf16(const uint16_t* p, int64_t i) { return tf_bf16_to_float(p[i]); }
+static inline int64_t tf_load_i64(const int64_t* p, int64_t i) { return p[i]; }
+static inline int64_t tf_load_i32(const int32_t* p, int64_t i) { return p[i]; }
+static inline int64_t tf_load_i8(const int8_t* p, int64_t i) { return p[i]; }
+static inline int64_t tf_load_u8(const uint8_t* p, int64_t i) { return p[i]; }
+static inline float tf_load_bool(const uint8_t* p, int64_t i) { return p[i] ? 1.0f : 0.0f; }
+
+// Casts compute the value the target dtype holds, in that dtype's compute type.
+template <typename T> static inline int64_t tf_to_int(T v) { return v != v ? 0 : (int64_t)v; }
+template <typename T> static inline double tf_cast_f64(T v) { return (double)v; }
+template <typename T> static inline float tf_cast_f32(T v) { return (float)v; }
+template <typename T> static inline float tf_cast_f16(T v) { return tf_half_to_float(tf_float_to_half((float)v)); }
+template <typename T> static inline float tf_cast_bf16(T v) { return tf_bf16_to_float(tf_float_to_bf16((float)v)); }
+template <typename T> static inline int64_t tf_cast_i64(T v) { return tf_to_int(v); }
+template <typename T> static inline int64_t tf_cast_i32(T v) { return (int32_t)tf_to_int(v); }
+template <typename T> static inline int64_t tf_cast_i8(T v) { return (int8_t)tf_to_int(v); }
+template <typename T> static inline int64_t tf_cast_u8(T v) { return (uint8_t)tf_to_int(v); }
+template <typename T> static inline float tf_cast_bool(T v) { return v != T(0) ? 1.0f : 0.0f; }
+
+template <typename T> static inline void tf_store_f64(double* p, int64_t i, T v) { p[i] = (double)v; }
+template <typename T> static inline void tf_store_f32(float* p, int64_t i, T v) { p[i] = (float)v; }
+template <typename T> static inline void tf_store_f16(uint16_t* p, int64_t i, T v) { p[i] = tf_float_to_half((float)v); }
+template <typename T> static inline void tf_store_bf16(uint16_t* p, int64_t i, T v) { p[i] = tf_float_to_bf16((float)v); }
+template <typename T> static inline void tf_store_i64(int64_t* p, int64_t i, T v) { p[i] = tf_cast_i64(v); }
+template <typename T> static inline void tf_store_i32(int32_t* p, int64_t i, T v) { p[i] = (int32_t)tf_cast_i32(v); }
+template <typename T> static inline void tf_store_i8(int8_t* p, int64_t i, T v) { p[i] = (int8_t)tf_cast_i8(v); }
+template <typename T> static inline void tf_store_u8(uint8_t* p, int64_t i, T v) { p[i] = (uint8_t)tf_cast_u8(v); }
+template <typename T> static inline void tf_store_bool(uint8_t* p, int64_t i, T v) { p[i] = v != T(0) ? 1 : 0; }
+
+// Philox4x32-10, exactly as src/support/philox.cc: element `index` of a seeded stream.
+static inline float tf_philox_uniform(uint64_t seed, uint64_t index) {
+  uint64_t counter = index / 4;
+  uint32_t c[4] = {(uint32_t)counter, (uint32_t)(counter >> 32), 0, 0};
+  uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
+  for (int round = 0; round < 10; ++round) {
+    if (round > 0) { k0 += 0x9E3779B9u; k1 += 0xBB67AE85u; }
+    uint64_t p0 = (uint64_t)0xD2511F53u * c[0], p1 = (uint64_t)0xCD9E8D57u * c[2];
+    uint32_t n0 = (uint32_t)(p1 >> 32) ^ c[1] ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c[3] ^ k1;
+    c[0] = n0; c[1] = (uint32_t)p1; c[2] = n2; c[3] = (uint32_t)p0;
+  }
+  return (float)(c[index % 4] >> 8) * (1.0f / 16777216.0f);
+}
+)TFRAW";
+
+}  // namespace
+
+const std::string& CppPrelude() {
+  static const std::string prelude = std::string("// tilefuse generated kernel\n") + kScalarLibraryText + kHelpers;
+  return prelude;
+}
+
+}  // namespace tilefuse

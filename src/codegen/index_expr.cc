@@ -1,0 +1,143 @@
+#include "codegen/index_expr.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+
+#include "support/check.h"
+
+namespace tilefuse {
+
+namespace {
+
+Index Make(IndexExpr::Kind kind, int64_t value, Index a, Index b, int64_t min, int64_t max) {
+  return std::make_shared<const IndexExpr>(IndexExpr{kind, value, std::move(a), std::move(b), min, max});
+}
+
+bool IsConst(const Index& e, int64_t c) { return e->kind == IndexExpr::Kind::kConst && e->value == c; }
+
+// Splits `a` into (multiple of c) + remainder when the remainder is provably in [0, c):
+// a = q*c + r. Returns false when no such split is visible.
+bool SplitByMultiple(const Index& a, int64_t c, Index* q, Index* r) {
+  if (a->kind == IndexExpr::Kind::kMul && a->b->kind == IndexExpr::Kind::kConst && a->b->value % c == 0) {
+    *q = IndexMul(a->a, a->b->value / c);
+    *r = IndexConst(0);
+    return true;
+  }
+  if (a->kind == IndexExpr::Kind::kAdd) {
+    Index q1, r1;
+    if (SplitByMultiple(a->a, c, &q1, &r1)) {
+      Index rest = IndexAdd(r1, a->b);
+      if (rest->min >= 0 && rest->max < c) {
+        *q = q1;
+        *r = rest;
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+Index IndexVar(int id, int64_t extent) { return Make(IndexExpr::Kind::kVar, id, nullptr, nullptr, 0, std::max<int64_t>(0, extent - 1)); }
+Index IndexConst(int64_t value) { return Make(IndexExpr::Kind::kConst, value, nullptr, nullptr, value, value); }
+Index IndexValue(int value_id, int64_t lo, int64_t hi) { return Make(IndexExpr::Kind::kValue, value_id, nullptr, nullptr, lo, hi); }
+
+// (x / c) * c + x % c = x: what ravel(unravel(x)) leaves behind.
+bool IsQuotientTimesDivisor(const Index& a, const Index& b) {
+  using K = IndexExpr::Kind;
+  return a->kind == K::kMul && a->a->kind == K::kDiv && a->a->b->value == a->b->value && b->kind == K::kMod &&
+         b->b->value == a->b->value && SameIndex(a->a->a, b->a);
+}
+
+Index IndexAdd(const Index& a, const Index& b) {
+  if (IsConst(a, 0)) return b;
+  if (IsConst(b, 0)) return a;
+  if (IsQuotientTimesDivisor(a, b)) return a->a->a;
+  if (a->kind == IndexExpr::Kind::kConst && b->kind == IndexExpr::Kind::kConst) return IndexConst(a->value + b->value);
+  if (a->kind == IndexExpr::Kind::kConst) return IndexAdd(b, a);  // constants to the right
+  return Make(IndexExpr::Kind::kAdd, 0, a, b, a->min + b->min, a->max + b->max);
+}
+
+Index IndexMul(const Index& a, int64_t c) {
+  if (c == 0 || IsConst(a, 0)) return IndexConst(0);
+  if (c == 1) return a;
+  if (a->kind == IndexExpr::Kind::kConst) return IndexConst(a->value * c);
+  if (a->kind == IndexExpr::Kind::kMul && a->b->kind == IndexExpr::Kind::kConst) return IndexMul(a->a, a->b->value * c);
+  int64_t lo = a->min * c, hi = a->max * c;
+  return Make(IndexExpr::Kind::kMul, 0, a, IndexConst(c), std::min(lo, hi), std::max(lo, hi));
+}
+
+Index IndexDiv(const Index& a, int64_t c) {
+  TF_CHECK(c > 0);
+  if (c == 1) return a;
+  if (a->kind == IndexExpr::Kind::kConst) return IndexConst(a->value / c);
+  if (a->min >= 0 && a->max < c) return IndexConst(0);
+  Index q, r;
+  if (SplitByMultiple(a, c, &q, &r)) return q;
+  return Make(IndexExpr::Kind::kDiv, 0, a, IndexConst(c), a->min / c, a->max / c);
+}
+
+Index IndexMod(const Index& a, int64_t c) {
+  TF_CHECK(c > 0);
+  if (c == 1) return IndexConst(0);
+  if (a->kind == IndexExpr::Kind::kConst) return IndexConst(a->value % c);
+  if (a->min >= 0 && a->max < c) return a;
+  Index q, r;
+  if (SplitByMultiple(a, c, &q, &r)) return r;
+  return Make(IndexExpr::Kind::kMod, 0, a, IndexConst(c), 0, c - 1);
+}
+
+Index IndexClamp(const Index& a, int64_t lo, int64_t hi) {
+  if (a->min >= lo && a->max <= hi) return a;
+  return Make(IndexExpr::Kind::kClamp, lo, a, IndexConst(hi), lo, hi);
+}
+
+bool UsesVar(const Index& a, int id) {
+  if (!a) return false;
+  if (a->kind == IndexExpr::Kind::kVar) return a->value == id;
+  return UsesVar(a->a, id) || UsesVar(a->b, id);
+}
+
+Index Ravel(const std::vector<Index>& multi, const std::vector<int64_t>& shape) {
+  TF_CHECK(multi.size() == shape.size());
+  Index flat = IndexConst(0);
+  for (size_t d = 0; d < shape.size(); ++d) flat = IndexAdd(IndexMul(flat, shape[d]), multi[d]);
+  return flat;
+}
+
+std::vector<Index> Unravel(const Index& flat, const std::vector<int64_t>& shape) {
+  // Nested divisions (x / c1 / c2, not x / (c1*c2)) keep the structure Ravel's
+  // simplification recognises.
+  std::vector<Index> multi(shape.size());
+  Index rest = flat;
+  for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
+    multi[d] = d == 0 ? rest : IndexMod(rest, shape[d]);
+    if (shape[d] == 1) multi[d] = IndexConst(0);
+    if (d > 0) rest = IndexDiv(rest, shape[d]);
+  }
+  return multi;
+}
+
+std::string PrintIndex(const Index& e, const std::vector<std::string>& vars) {
+  switch (e->kind) {
+    case IndexExpr::Kind::kConst: return fmt::format("{}", e->value);
+    case IndexExpr::Kind::kVar: return vars.at(e->value);
+    case IndexExpr::Kind::kValue: return fmt::format("v{}", e->value);
+    case IndexExpr::Kind::kAdd: return fmt::format("({} + {})", PrintIndex(e->a, vars), PrintIndex(e->b, vars));
+    case IndexExpr::Kind::kMul: return fmt::format("{} * {}", PrintIndex(e->a, vars), PrintIndex(e->b, vars));
+    case IndexExpr::Kind::kDiv: return fmt::format("({} / {})", PrintIndex(e->a, vars), PrintIndex(e->b, vars));
+    case IndexExpr::Kind::kMod: return fmt::format("({} % {})", PrintIndex(e->a, vars), PrintIndex(e->b, vars));
+    case IndexExpr::Kind::kClamp:
+      return fmt::format("tf_clamp({}, {}, {})", PrintIndex(e->a, vars), e->value, PrintIndex(e->b, vars));
+  }
+  return "?";
+}
+
+bool SameIndex(const Index& a, const Index& b) {
+  if (a == b) return true;
+  if (!a || !b || a->kind != b->kind || a->value != b->value) return false;
+  return SameIndex(a->a, b->a) && SameIndex(a->b, b->b);
+}
+
+}  // namespace tilefuse

@@ -1,0 +1,50 @@
+// Integer index expressions over a kernel's loop variables. Views (reshape, transpose,
+// slice, broadcast) fold into loads as index arithmetic built from these; the
+// simplifier knows each variable's range, so the common reshape patterns —
+// (r*L + j) / L → r, (r*L + j) % L → j — cost nothing in the generated loop.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tilefuse {
+
+struct IndexExpr;
+using Index = std::shared_ptr<const IndexExpr>;
+
+struct IndexExpr {
+  enum class Kind { kConst, kVar, kValue, kAdd, kMul, kDiv, kMod, kClamp };
+  Kind kind;
+  int64_t value = 0;  // kConst: the constant; kVar: loop variable id; kValue: SSA value id; kClamp: lower bound
+  Index a, b;
+  // Inclusive bounds proven for this expression (kValue: unknown, wide).
+  int64_t min = 0, max = 0;
+};
+
+// Loop variable `id` ranging over [0, extent).
+Index IndexVar(int id, int64_t extent);
+Index IndexConst(int64_t value);
+// An integer SSA value of the scalar program (a gather index), assumed in [lo, hi].
+Index IndexValue(int value_id, int64_t lo, int64_t hi);
+// Simplifying constructors.
+Index IndexAdd(const Index& a, const Index& b);
+Index IndexMul(const Index& a, int64_t c);
+Index IndexDiv(const Index& a, int64_t c);  // floor division, c > 0, a >= 0
+Index IndexMod(const Index& a, int64_t c);  // c > 0, a >= 0
+// min(max(a, lo), hi): keeps loads of not-selected concat inputs and gathers in bounds.
+Index IndexClamp(const Index& a, int64_t lo, int64_t hi);
+// Does the expression use loop variable `id`?
+bool UsesVar(const Index& a, int id);
+
+// Flat row-major offset of a multi-index in `shape`.
+Index Ravel(const std::vector<Index>& multi, const std::vector<int64_t>& shape);
+// Multi-index of a flat row-major offset in `shape`.
+std::vector<Index> Unravel(const Index& flat, const std::vector<int64_t>& shape);
+
+// C expression text: variables print as `var_names[id]`, values as `v<id>`.
+std::string PrintIndex(const Index& index, const std::vector<std::string>& var_names);
+bool SameIndex(const Index& a, const Index& b);
+
+}  // namespace tilefuse

@@ -1,0 +1,276 @@
+#include "codegen/lower.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <map>
+
+namespace tilefuse {
+
+namespace {
+
+// Builds a Kernel by evaluating graph nodes at index expressions ("the value of node n
+// at flat offset i of its own shape"), memoized so each (node, index) is computed once.
+class Lowering {
+ public:
+  Lowering(const Graph& g, const FusionGroup& group, const std::vector<bool>& inlined)
+      : g_(g), group_(group), inlined_(inlined), member_(g.num_nodes(), false) {
+    for (int id : group.nodes) member_[id] = true;
+  }
+
+  StatusOr<Kernel> Run();
+
+ private:
+  StatusOr<int> Evaluate(int node, const Index& flat);
+  StatusOr<int> EvaluateMember(const Node& n, const Index& flat);
+  StatusOr<int> EvaluateView(const Node& n, const Index& flat);
+  StatusOr<int> EvaluateGather(const Node& n, const Index& flat);
+  StatusOr<int> EvaluateReduction(const Node& n, const Index& flat);
+  int Load(int node, const Index& flat);
+  int AddValue(ScalarValue v);
+  int Constant(double value, DType dtype);
+  int Op(OpCode op, std::vector<int> args, DType dtype);
+  int BufferFor(int node, bool output);
+  // Offset in the reduced tensor `x` of output element (var 0) and reduced element (var 1).
+  Index ReducedInputIndex(const Node& reduction) const;
+
+  const Graph& g_;
+  const FusionGroup& group_;
+  const std::vector<bool>& inlined_;
+  std::vector<bool> member_;
+  Kernel k_;
+  std::map<std::pair<int, std::string>, int> memo_;
+  std::map<int, int> buffer_of_node_;
+  std::vector<std::string> var_names_ = {"i0", "i1"};
+};
+
+int Lowering::AddValue(ScalarValue v) {
+  if (v.kind == ScalarValue::Kind::kOp)
+    for (int arg : v.args) v.inner = v.inner || k_.values[arg].inner;
+  else if (v.index)
+    v.inner = UsesVar(v.index, 1);
+  k_.values.push_back(std::move(v));
+  return static_cast<int>(k_.values.size()) - 1;
+}
+
+int Lowering::Constant(double value, DType dtype) {
+  ScalarValue v;
+  v.kind = ScalarValue::Kind::kConstant;
+  v.dtype = dtype;
+  v.constant = value;
+  return AddValue(std::move(v));
+}
+
+int Lowering::Op(OpCode op, std::vector<int> args, DType dtype) {
+  ScalarValue v;
+  v.kind = ScalarValue::Kind::kOp;
+  v.op = op;
+  v.args = std::move(args);
+  v.dtype = dtype;
+  return AddValue(std::move(v));
+}
+
+int Lowering::BufferFor(int node, bool output) {
+  auto it = buffer_of_node_.find(node);
+  if (it != buffer_of_node_.end()) {
+    k_.buffers[it->second].is_output |= output;
+    return it->second;
+  }
+  const Node& n = g_.node(node);
+  k_.buffers.push_back({node, n.dtype, NumElements(n.shape), output});
+  buffer_of_node_[node] = static_cast<int>(k_.buffers.size()) - 1;
+  return buffer_of_node_[node];
+}
+
+int Lowering::Load(int node, const Index& flat) {
+  ScalarValue v;
+  v.kind = ScalarValue::Kind::kLoad;
+  v.dtype = g_.node(node).dtype;
+  v.buffer = BufferFor(node, false);
+  v.index = flat;
+  return AddValue(std::move(v));
+}
+
+StatusOr<int> Lowering::Evaluate(int node, const Index& flat) {
+  auto key = std::make_pair(node, PrintIndex(flat, var_names_));
+  if (auto it = memo_.find(key); it != memo_.end()) return it->second;
+  const Node& n = g_.node(node);
+  int value;
+  if (n.op == OpCode::kConstant && n.attrs.value->num_elements() == 1) {
+    value = Constant(n.attrs.value->GetDouble(0), n.dtype);
+  } else if (member_[node] || inlined_[node]) {
+    ASSIGN_OR_RETURN(value, EvaluateMember(n, flat));
+  } else {
+    value = Load(node, flat);
+  }
+  memo_[key] = value;
+  return value;
+}
+
+StatusOr<int> Lowering::EvaluateMember(const Node& n, const Index& flat) {
+  switch (n.info().kind) {
+    case OpKind::View: case OpKind::Broadcast: return EvaluateView(n, flat);
+    case OpKind::Reduction: return EvaluateReduction(n, flat);
+    case OpKind::Pointwise: break;
+    default: return Unimplemented(fmt::format("{} cannot be lowered into a {} kernel", OpName(n.op), GroupKindName(group_.kind)));
+  }
+  ScalarValue v;
+  v.dtype = n.dtype;
+  if (n.op == OpCode::kIota) {
+    v.kind = ScalarValue::Kind::kIndex;
+    v.index = Unravel(flat, n.shape)[n.attrs.axis];
+    return AddValue(std::move(v));
+  }
+  if (n.op == OpCode::kRandomUniform) {
+    v.kind = ScalarValue::Kind::kRandom;
+    v.index = flat;
+    v.seed = n.attrs.seed;
+    return AddValue(std::move(v));
+  }
+  std::vector<int> args;
+  for (int input : n.inputs) {
+    ASSIGN_OR_RETURN(int arg, Evaluate(input, flat));
+    args.push_back(arg);
+  }
+  return Op(n.op, std::move(args), n.dtype);
+}
+
+StatusOr<int> Lowering::EvaluateView(const Node& n, const Index& flat) {
+  const Node& in = g_.node(n.inputs[0]);
+  std::vector<Index> out = Unravel(flat, n.shape);
+  std::vector<Index> src(in.shape.size());
+  switch (n.op) {
+    case OpCode::kReshape: return Evaluate(in.id, flat);
+    case OpCode::kBroadcast: {
+      size_t offset = n.shape.size() - in.shape.size();
+      for (size_t d = 0; d < in.shape.size(); ++d) src[d] = in.shape[d] == 1 ? IndexConst(0) : out[d + offset];
+      break;
+    }
+    case OpCode::kTranspose:
+      for (size_t d = 0; d < out.size(); ++d) src[n.attrs.perm[d]] = out[d];
+      break;
+    case OpCode::kSlice:
+      for (size_t d = 0; d < out.size(); ++d)
+        src[d] = IndexAdd(IndexMul(out[d], n.attrs.steps[d]), IndexConst(n.attrs.starts[d]));
+      break;
+    case OpCode::kConcat: {
+      // Every input is loaded at a clamped (always valid) offset; the axis position
+      // selects which one counts.
+      int64_t axis = n.attrs.axis, offset = 0;
+      int result = -1;
+      for (int input : n.inputs) {
+        const Node& part = g_.node(input);
+        std::vector<Index> at = out;
+        at[axis] = IndexClamp(IndexAdd(out[axis], IndexConst(-offset)), 0, part.shape[axis] - 1);
+        ASSIGN_OR_RETURN(int v, Evaluate(input, Ravel(at, part.shape)));
+        offset += part.shape[axis];
+        if (result < 0) {
+          result = v;
+          continue;
+        }
+        ScalarValue position;
+        position.kind = ScalarValue::Kind::kIndex;
+        position.dtype = DType::kI64;
+        position.index = out[axis];
+        int pos = AddValue(std::move(position));
+        int before = Op(OpCode::kLess, {pos, Constant(static_cast<double>(offset - part.shape[axis]), DType::kI64)}, DType::kBool);
+        result = Op(OpCode::kWhere, {before, result, v}, n.dtype);
+      }
+      return result;
+    }
+    default: return EvaluateGather(n, flat);
+  }
+  return Evaluate(in.id, Ravel(src, in.shape));
+}
+
+StatusOr<int> Lowering::EvaluateGather(const Node& n, const Index& flat) {
+  const Node& data = g_.node(n.inputs[0]);
+  const Node& indices = g_.node(n.inputs[1]);
+  int64_t axis = n.attrs.axis, dim = data.shape[axis];
+  std::vector<Index> out = Unravel(flat, n.shape);
+  Index index_flat;
+  if (n.op == OpCode::kGather) {
+    std::vector<Index> at(out.begin() + axis, out.begin() + axis + indices.rank());
+    index_flat = Ravel(at, indices.shape);
+  } else {
+    index_flat = flat;
+  }
+  ASSIGN_OR_RETURN(int raw, Evaluate(indices.id, index_flat));
+  int as_i64 = Op(OpCode::kCast, {raw}, DType::kI64);
+  int negative = Op(OpCode::kLess, {as_i64, Constant(0, DType::kI64)}, DType::kBool);
+  int wrapped = Op(OpCode::kWhere, {negative, Op(OpCode::kAdd, {as_i64, Constant(double(dim), DType::kI64)}, DType::kI64), as_i64}, DType::kI64);
+  Index position = IndexClamp(IndexValue(wrapped, -dim, dim * 2), 0, dim - 1);
+  std::vector<Index> src;
+  if (n.op == OpCode::kGather) {
+    src.assign(out.begin(), out.begin() + axis);
+    src.push_back(position);
+    src.insert(src.end(), out.begin() + axis + indices.rank(), out.end());
+  } else {
+    src = out;
+    src[axis] = position;
+  }
+  return Evaluate(data.id, Ravel(src, data.shape));
+}
+
+Index Lowering::ReducedInputIndex(const Node& r) const {
+  const Shape& in = g_.node(r.inputs[0]).shape;
+  Shape kept, reduced;
+  for (int d = 0; d < static_cast<int>(in.size()); ++d)
+    (std::find(r.attrs.axes.begin(), r.attrs.axes.end(), d) != r.attrs.axes.end() ? reduced : kept).push_back(in[d]);
+  std::vector<Index> o = Unravel(IndexVar(0, k_.outer), kept), j = Unravel(IndexVar(1, k_.inner), reduced);
+  std::vector<Index> multi;
+  size_t next_kept = 0, next_reduced = 0;
+  for (int d = 0; d < static_cast<int>(in.size()); ++d)
+    multi.push_back(std::find(r.attrs.axes.begin(), r.attrs.axes.end(), d) != r.attrs.axes.end() ? j[next_reduced++] : o[next_kept++]);
+  return Ravel(multi, in);
+}
+
+StatusOr<int> Lowering::EvaluateReduction(const Node& n, const Index& flat) {
+  if (!SameIndex(flat, IndexVar(0, k_.outer)) && !(k_.outer == 1 && flat->kind == IndexExpr::Kind::kConst))
+    return Unimplemented(fmt::format("{} %{} is needed at an offset other than its own output's", OpName(n.op), n.id));
+  const Node& in = g_.node(n.inputs[0]);
+  if (NumElements(n.shape) != k_.outer || NumElements(in.shape) != k_.outer * k_.inner)
+    return Unimplemented(fmt::format("{} %{} does not match the kernel's {} x {} loops", OpName(n.op), n.id, k_.outer, k_.inner));
+  ASSIGN_OR_RETURN(int body, Evaluate(in.id, ReducedInputIndex(n)));
+  k_.reductions.push_back({n.op, body, k_.inner, n.dtype});
+  ScalarValue v;
+  v.kind = ScalarValue::Kind::kAccumulator;
+  v.dtype = n.dtype;
+  v.reduction = static_cast<int>(k_.reductions.size()) - 1;
+  return AddValue(std::move(v));
+}
+
+StatusOr<Kernel> Lowering::Run() {
+  if (group_.kind != GroupKind::kPointwise && group_.kind != GroupKind::kRowReduction && group_.kind != GroupKind::kReduction)
+    return Unimplemented(fmt::format("{} groups are not lowered to loop kernels", GroupKindName(group_.kind)));
+  k_.kind = group_.kind;
+  k_.nodes = group_.nodes;
+  k_.name = fmt::format("tf_group{}_{}", group_.id, GroupKindName(group_.kind));
+  const Node* first_reduction = nullptr;
+  for (int id : group_.nodes)
+    if (g_.node(id).info().kind == OpKind::Reduction && !first_reduction) first_reduction = &g_.node(id);
+  if (first_reduction) {
+    k_.outer = NumElements(first_reduction->shape);
+    k_.inner = k_.outer ? NumElements(g_.node(first_reduction->inputs[0]).shape) / std::max<int64_t>(1, k_.outer) : 0;
+  } else {
+    k_.outer = NumElements(g_.node(group_.nodes.back()).shape);
+  }
+  Index element = first_reduction ? ReducedInputIndex(*first_reduction) : IndexVar(0, k_.outer);
+  for (int out : group_.outputs) {
+    int64_t elements = NumElements(g_.node(out).shape);
+    Index home = elements == k_.outer ? IndexVar(0, k_.outer) : element;
+    if (elements != k_.outer && elements != k_.outer * k_.inner)
+      return Unimplemented(fmt::format("output %{} has {} elements; the kernel loops over {} x {}", out, elements, k_.outer, k_.inner));
+    if (k_.outer == 1 && elements == 1) home = IndexConst(0);
+    ASSIGN_OR_RETURN(int value, Evaluate(out, home));
+    k_.stores.push_back({BufferFor(out, true), value, home});
+  }
+  return std::move(k_);
+}
+
+}  // namespace
+
+StatusOr<Kernel> LowerGroup(const Graph& graph, const FusionGroup& group, const std::vector<bool>& inlined) {
+  return Lowering(graph, group, inlined).Run();
+}
+
+}  // namespace tilefuse

@@ -1,0 +1,161 @@
+#include "runtime/compiled_graph.h"
+
+#include <chrono>
+#include <fmt/format.h>
+
+#include "backend/cpu/host_jit.h"
+#include "backend/cpu/interpreter.h"
+#include "codegen/cpp_emitter.h"
+#include "codegen/cpp_prelude.h"
+#include "codegen/lower.h"
+#include "fusion/group_classifier.h"
+#include "fusion/planner.h"
+
+namespace tilefuse {
+
+namespace {
+
+using KernelFunction = void (*)(void* const*);
+using Clock = std::chrono::steady_clock;
+
+double MicrosecondsBetween(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::micro>(b - a).count();
+}
+
+// One group at run time: a generated kernel, or its members on the reference kernels.
+struct Step {
+  int group = -1;
+  KernelFunction function = nullptr;
+  std::vector<int> buffer_nodes;  // generated: the kernel's buffers, in order
+};
+
+}  // namespace
+
+struct CompiledGraph::State {
+  Graph graph;
+  FusionPlan plan;
+  std::vector<bool> inlined;
+  std::vector<Tensor> generator_values;  // inlined generators, evaluated once
+  std::vector<Step> steps;
+  std::vector<KernelInfo> kernels;
+  std::vector<std::shared_ptr<const JitLibrary>> libraries;
+  double compile_ms = 0;
+  int64_t jit_compiles = 0;
+  bool poison_outputs = false;
+};
+
+CompiledGraph::CompiledGraph(std::unique_ptr<State> state) : state_(std::move(state)) {}
+CompiledGraph::~CompiledGraph() = default;
+const Graph& CompiledGraph::graph() const { return state_->graph; }
+const FusionPlan& CompiledGraph::plan() const { return state_->plan; }
+const std::vector<KernelInfo>& CompiledGraph::kernels() const { return state_->kernels; }
+double CompiledGraph::compile_ms() const { return state_->compile_ms; }
+int64_t CompiledGraph::jit_compiles() const { return state_->jit_compiles; }
+
+namespace {
+
+// Values of nodes computed from constants alone, for the reference-kernel fallback
+// (generated kernels recompute them inline instead).
+Status EvaluateGenerators(const Graph& g, const std::vector<bool>& inlined, std::vector<Tensor>& values) {
+  values.assign(g.num_nodes(), Tensor());
+  for (const Node& n : g.nodes()) {
+    if (n.op == OpCode::kConstant) values[n.id] = *n.attrs.value;
+    if (!inlined[n.id]) continue;
+    std::vector<const Tensor*> inputs;
+    for (int input : n.inputs) inputs.push_back(&values[input]);
+    ASSIGN_OR_RETURN(values[n.id], EvaluateNode(n, inputs));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<CompiledGraph>> CompiledGraph::Compile(const Graph& graph, const CompileOptions& options) {
+  auto start = Clock::now();
+  auto state = std::make_unique<State>();
+  state->graph = graph;
+  state->poison_outputs = options.poison_outputs;
+  PlannerOptions planner;
+  planner.device = options.device;
+  planner.fuse = options.fuse;
+  planner.disabled_kinds = options.disabled_kinds;
+  ASSIGN_OR_RETURN(state->plan, PlanFusion(state->graph, planner));
+  state->inlined = FindInlinedGenerators(state->graph);
+  RETURN_IF_ERROR(EvaluateGenerators(state->graph, state->inlined, state->generator_values));
+  HostJitOptions jit_options;
+  if (!options.cache_dir.empty()) jit_options.cache_dir = options.cache_dir;
+  ASSIGN_OR_RETURN(HostJit jit, HostJit::Create(jit_options));
+
+  // All kernels go into one translation unit: one compiler run per graph.
+  std::string source = CppPrelude();
+  std::vector<std::string> symbols(state->plan.groups.size());
+  for (const FusionGroup& group : state->plan.groups) {
+    Step step;
+    step.group = group.id;
+    KernelInfo info;
+    info.kind = group.kind;
+    info.num_nodes = static_cast<int>(group.nodes.size());
+    info.name = fmt::format("group{}_{}", group.id, GroupKindName(group.kind));
+    StatusOr<Kernel> kernel = LowerGroup(state->graph, group, state->inlined);
+    if (kernel.ok()) {
+      info.source = EmitCppFunction(*kernel);
+      source += info.source;
+      for (const KernelBuffer& b : kernel->buffers) step.buffer_nodes.push_back(b.node);
+      symbols[group.id] = kernel->name;
+      info.generated = true;
+      info.name = kernel->name;
+    } else {
+      info.why_not = kernel.status().message();
+    }
+    state->steps.push_back(std::move(step));
+    state->kernels.push_back(std::move(info));
+  }
+  ASSIGN_OR_RETURN(std::shared_ptr<const JitLibrary> library, jit.Compile(source));
+  for (Step& step : state->steps) {
+    if (symbols[step.group].empty()) continue;
+    ASSIGN_OR_RETURN(step.function, library->Function<void(void* const*)>(symbols[step.group]));
+  }
+  state->libraries.push_back(std::move(library));
+  state->jit_compiles = jit.compiles();
+  state->compile_ms = MicrosecondsBetween(start, Clock::now()) / 1000;
+  return std::unique_ptr<CompiledGraph>(new CompiledGraph(std::move(state)));
+}
+
+StatusOr<std::vector<Tensor>> CompiledGraph::Run(const std::vector<Tensor>& inputs, std::vector<KernelTiming>* timings) {
+  const Graph& g = state_->graph;
+  if (inputs.size() != g.inputs().size())
+    return InvalidArgument(fmt::format("graph takes {} inputs, got {}", g.inputs().size(), inputs.size()));
+  std::vector<Tensor> values = state_->generator_values;  // shares the constants' bytes
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Node& p = g.node(g.inputs()[i]);
+    if (inputs[i].dtype() != p.dtype || inputs[i].shape() != p.shape)
+      return InvalidArgument(fmt::format("input '{}' expects {}{}, got {}{}", p.name, DTypeName(p.dtype),
+                                         ShapeToString(p.shape), DTypeName(inputs[i].dtype()), ShapeToString(inputs[i].shape())));
+    values[p.id] = inputs[i];
+  }
+  for (const Step& step : state_->steps) {
+    const FusionGroup& group = state_->plan.groups[step.group];
+    auto begin = Clock::now();
+    if (step.function) {
+      for (int out : group.outputs) {
+        values[out] = Tensor(g.node(out).dtype, g.node(out).shape);
+        if (state_->poison_outputs) values[out].Poison();
+      }
+      std::vector<void*> buffers;
+      for (int node : step.buffer_nodes) buffers.push_back(values[node].data());
+      step.function(buffers.data());
+    } else {
+      for (int id : group.nodes) {
+        std::vector<const Tensor*> args;
+        for (int input : g.node(id).inputs) args.push_back(&values[input]);
+        ASSIGN_OR_RETURN(values[id], EvaluateNode(g.node(id), args));
+      }
+    }
+    if (timings) timings->push_back({state_->kernels[step.group].name, 0, MicrosecondsBetween(begin, Clock::now())});
+  }
+  std::vector<Tensor> outputs;
+  for (const Graph::Output& o : g.outputs()) outputs.push_back(values[o.node]);
+  return outputs;
+}
+
+}  // namespace tilefuse

@@ -1,0 +1,67 @@
+// CompiledGraph: a graph planned, lowered, code-generated and loaded, ready to run.
+//
+//   Graph ──RunGraphPasses──► PlanFusion ──► per group: LowerGroup → EmitCpp → HostJit
+//
+// Groups the loop templates cannot express yet (gemm and attention until their
+// templates land, opaque ops, the rare reduction shape LowerGroup refuses) run their
+// member ops one by one on the reference kernels; KernelInfo says which is which, so
+// nothing is silently reported as fused.
+#pragma once
+
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "fusion/fusion_plan.h"
+#include "tilefuse/graph.h"
+#include "tilefuse/status.h"
+#include "tilefuse/tensor.h"
+
+namespace tilefuse {
+
+struct CompileOptions {
+  bool fuse = true;                   // false: every op its own kernel (views folded)
+  std::set<GroupKind> disabled_kinds;
+  std::string device = "cpu";         // cost model used by the planner
+  std::string cache_dir;              // empty: $TILEFUSE_CACHE_DIR or ~/.cache/tilefuse
+  bool poison_outputs = false;        // fill kernel outputs with NaN bits first (tests)
+};
+
+struct KernelInfo {
+  std::string name;
+  GroupKind kind = GroupKind::kPointwise;
+  bool generated = false;   // false: runs on the reference kernels
+  std::string why_not;      // when not generated
+  std::string source;       // generated C++ (empty when not generated)
+  int num_nodes = 0;
+};
+
+struct KernelTiming {
+  std::string name;
+  double start_us = 0, duration_us = 0;
+};
+
+class CompiledGraph {
+ public:
+  // `graph` must have been through RunGraphPasses (no composite ops).
+  static StatusOr<std::unique_ptr<CompiledGraph>> Compile(const Graph& graph, const CompileOptions& options);
+  ~CompiledGraph();
+
+  // Inputs in graph.inputs() order (dtype and shape checked); one tensor per output.
+  // With `timings`, each kernel's wall time is appended.
+  StatusOr<std::vector<Tensor>> Run(const std::vector<Tensor>& inputs, std::vector<KernelTiming>* timings = nullptr);
+
+  const Graph& graph() const;
+  const FusionPlan& plan() const;
+  const std::vector<KernelInfo>& kernels() const;
+  double compile_ms() const;
+  int64_t jit_compiles() const;  // how many kernels needed the host compiler (not the cache)
+
+ private:
+  struct State;
+  explicit CompiledGraph(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace tilefuse

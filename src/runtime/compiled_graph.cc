@@ -1,6 +1,7 @@
 #include "runtime/compiled_graph.h"
 
 #include <chrono>
+#include <cstring>
 #include <fmt/format.h>
 
 #include "backend/cpu/host_jit.h"
@@ -10,6 +11,7 @@
 #include "codegen/lower.h"
 #include "fusion/group_classifier.h"
 #include "fusion/planner.h"
+#include "runtime/memory_plan.h"
 
 namespace tilefuse {
 
@@ -42,6 +44,10 @@ struct CompiledGraph::State {
   double compile_ms = 0;
   int64_t jit_compiles = 0;
   bool poison_outputs = false;
+  // Intermediates live in one arena at offsets from the liveness plan (-1: not in it).
+  MemoryPlan memory;
+  std::vector<int64_t> arena_offset;  // per node
+  std::vector<std::byte> arena;
 };
 
 CompiledGraph::CompiledGraph(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -51,6 +57,7 @@ const FusionPlan& CompiledGraph::plan() const { return state_->plan; }
 const std::vector<KernelInfo>& CompiledGraph::kernels() const { return state_->kernels; }
 double CompiledGraph::compile_ms() const { return state_->compile_ms; }
 int64_t CompiledGraph::jit_compiles() const { return state_->jit_compiles; }
+int64_t CompiledGraph::arena_bytes() const { return state_->memory.arena_bytes; }
 
 namespace {
 
@@ -82,6 +89,12 @@ StatusOr<std::unique_ptr<CompiledGraph>> CompiledGraph::Compile(const Graph& gra
   ASSIGN_OR_RETURN(state->plan, PlanFusion(state->graph, planner));
   state->inlined = FindInlinedGenerators(state->graph);
   RETURN_IF_ERROR(EvaluateGenerators(state->graph, state->inlined, state->generator_values));
+  Schedule schedule = ScheduleFromFusionPlan(state->graph, state->plan);
+  ASSIGN_OR_RETURN(state->memory, PlanMemory(schedule));
+  state->arena_offset.assign(state->graph.num_nodes(), -1);
+  for (size_t b = 0; b < schedule.buffers.size(); ++b)
+    if (state->memory.offsets[b] >= 0) state->arena_offset[schedule.buffers[b].node] = state->memory.offsets[b];
+  state->arena.resize(state->memory.arena_bytes);
   HostJitOptions jit_options;
   if (!options.cache_dir.empty()) jit_options.cache_dir = options.cache_dir;
   ASSIGN_OR_RETURN(HostJit jit, HostJit::Create(jit_options));
@@ -121,40 +134,72 @@ StatusOr<std::unique_ptr<CompiledGraph>> CompiledGraph::Compile(const Graph& gra
   return std::unique_ptr<CompiledGraph>(new CompiledGraph(std::move(state)));
 }
 
+namespace {
+
+// A tensor's bytes copied out of raw memory (arena intermediates read by a reference step).
+Tensor CopyToTensor(const Node& n, const void* data) {
+  Tensor t(n.dtype, n.shape);
+  std::memcpy(t.data(), data, t.num_bytes());
+  return t;
+}
+
+}  // namespace
+
 StatusOr<std::vector<Tensor>> CompiledGraph::Run(const std::vector<Tensor>& inputs, std::vector<KernelTiming>* timings) {
   const Graph& g = state_->graph;
   if (inputs.size() != g.inputs().size())
     return InvalidArgument(fmt::format("graph takes {} inputs, got {}", g.inputs().size(), inputs.size()));
-  std::vector<Tensor> values = state_->generator_values;  // shares the constants' bytes
+  // Values live either as tensors (inputs, constants, graph outputs, reference-step
+  // results) or as raw arena memory (intermediates of generated kernels).
+  std::vector<Tensor> tensors = state_->generator_values;  // shares the constants' bytes
+  std::vector<void*> memory(g.num_nodes(), nullptr);
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Node& p = g.node(g.inputs()[i]);
     if (inputs[i].dtype() != p.dtype || inputs[i].shape() != p.shape)
       return InvalidArgument(fmt::format("input '{}' expects {}{}, got {}{}", p.name, DTypeName(p.dtype),
                                          ShapeToString(p.shape), DTypeName(inputs[i].dtype()), ShapeToString(inputs[i].shape())));
-    values[p.id] = inputs[i];
+    tensors[p.id] = inputs[i];
   }
+  auto address = [&](int node) -> void* { return memory[node] ? memory[node] : tensors[node].data(); };
   for (const Step& step : state_->steps) {
     const FusionGroup& group = state_->plan.groups[step.group];
     auto begin = Clock::now();
     if (step.function) {
       for (int out : group.outputs) {
-        values[out] = Tensor(g.node(out).dtype, g.node(out).shape);
-        if (state_->poison_outputs) values[out].Poison();
+        const Node& n = g.node(out);
+        int64_t offset = state_->arena_offset[out];
+        if (offset >= 0) {
+          memory[out] = state_->arena.data() + offset;
+          if (state_->poison_outputs) std::memset(memory[out], 0xFF, NumElements(n.shape) * DTypeSize(n.dtype));
+        } else {
+          tensors[out] = Tensor(n.dtype, n.shape);
+          if (state_->poison_outputs) tensors[out].Poison();
+        }
       }
       std::vector<void*> buffers;
-      for (int node : step.buffer_nodes) buffers.push_back(values[node].data());
+      for (int node : step.buffer_nodes) buffers.push_back(address(node));
       step.function(buffers.data());
     } else {
       for (int id : group.nodes) {
+        std::vector<Tensor> copies;  // arena values this reference step reads
+        copies.reserve(g.node(id).inputs.size());
         std::vector<const Tensor*> args;
-        for (int input : g.node(id).inputs) args.push_back(&values[input]);
-        ASSIGN_OR_RETURN(values[id], EvaluateNode(g.node(id), args));
+        for (int input : g.node(id).inputs) {
+          if (memory[input]) {
+            copies.push_back(CopyToTensor(g.node(input), memory[input]));
+            args.push_back(&copies.back());
+          } else {
+            args.push_back(&tensors[input]);
+          }
+        }
+        ASSIGN_OR_RETURN(tensors[id], EvaluateNode(g.node(id), args));
       }
     }
     if (timings) timings->push_back({state_->kernels[step.group].name, 0, MicrosecondsBetween(begin, Clock::now())});
   }
   std::vector<Tensor> outputs;
-  for (const Graph::Output& o : g.outputs()) outputs.push_back(values[o.node]);
+  for (const Graph::Output& o : g.outputs())
+    outputs.push_back(memory[o.node] ? CopyToTensor(g.node(o.node), memory[o.node]) : tensors[o.node]);
   return outputs;
 }
 

@@ -49,7 +49,8 @@ class CompiledGraph {
   ~CompiledGraph();
 
   // Inputs in graph.inputs() order (dtype and shape checked); one tensor per output.
-  // With `timings`, each kernel's wall time is appended.
+  // With `timings`, each kernel's wall time is appended. Intermediates live in one
+  // arena owned by this object, so one Run at a time.
   StatusOr<std::vector<Tensor>> Run(const std::vector<Tensor>& inputs, std::vector<KernelTiming>* timings = nullptr);
 
   const Graph& graph() const;
@@ -57,6 +58,7 @@ class CompiledGraph {
   const std::vector<KernelInfo>& kernels() const;
   double compile_ms() const;
   int64_t jit_compiles() const;  // how many kernels needed the host compiler (not the cache)
+  int64_t arena_bytes() const;    // intermediate memory, from the liveness plan
 
  private:
   struct State;

@@ -14,7 +14,7 @@ namespace tilefuse {
 namespace {
 
 TEST(PlannerFuzzTest, RandomGraphsGiveVerifiedDeterministicPlans) {
-  const int kGraphs = 2000;
+  const int kGraphs = 1500;
   int fused_somewhere = 0;
   for (int seed = 0; seed < kGraphs; ++seed) {
     RandomGraphOptions generator;

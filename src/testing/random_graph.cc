@@ -1,6 +1,10 @@
 #include "testing/random_graph.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <string_view>
+#include <utility>
 
 #include "testing/random_graph_generator.h"
 
@@ -21,22 +25,17 @@ Status ValidateOptions(const RandomGraphOptions& o) {
 }  // namespace
 
 std::string DescribeRandomGraphOptions(const RandomGraphOptions& o) {
-  std::string dtypes;
-  for (DType d : o.dtypes) dtypes += (dtypes.empty() ? "" : ",") + std::string(DTypeName(d));
-  std::string off;
-  auto note = [&](bool allowed, const char* name) {
-    if (!allowed) off += std::string(off.empty() ? " without " : ",") + name;
-  };
-  note(o.allow_matmul, "matmul");
-  note(o.allow_dropout, "dropout");
-  note(o.allow_reductions, "reductions");
-  note(o.allow_views, "views");
-  note(o.allow_broadcast, "broadcast");
-  note(o.allow_casts, "casts");
-  note(o.allow_masks, "masks");
-  note(o.allow_multiple_outputs, "multiple-outputs");
-  return fmt::format("seed={} ops={}..{} dtypes={} max_rank={} max_elements={} max_inputs={}{}", o.seed, o.min_ops,
-                     o.max_ops, dtypes, o.max_rank, o.max_elements, o.max_inputs, off.empty() ? " all ops" : off);
+  std::vector<std::string_view> dtypes, off;
+  for (DType d : o.dtypes) dtypes.push_back(DTypeName(d));
+  const std::pair<bool, std::string_view> families[] = {
+      {o.allow_matmul, "matmul"}, {o.allow_dropout, "dropout"}, {o.allow_reductions, "reductions"},
+      {o.allow_views, "views"},   {o.allow_broadcast, "broadcast"}, {o.allow_casts, "casts"},
+      {o.allow_masks, "masks"},   {o.allow_multiple_outputs, "multiple-outputs"}};
+  for (const auto& [allowed, name] : families)
+    if (!allowed) off.push_back(name);
+  return fmt::format("seed={} ops={}..{} dtypes={} max_rank={} max_elements={} max_inputs={} {}", o.seed, o.min_ops,
+                     o.max_ops, fmt::join(dtypes, ","), o.max_rank, o.max_elements, o.max_inputs,
+                     off.empty() ? std::string("all ops") : fmt::format("without {}", fmt::join(off, ",")));
 }
 
 StatusOr<Graph> GenerateRandomGraph(const RandomGraphOptions& options) {

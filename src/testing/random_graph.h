@@ -37,9 +37,10 @@ struct RandomGraphOptions {
   bool allow_dropout = true;    // random_uniform >= ratio → where(mask, x * scale, 0)
   bool allow_reductions = true; // reductions, softmax and layer-norm patterns
   bool allow_views = true;      // reshape, transpose, slice, squeeze/unsqueeze, concat, split
-  bool allow_broadcast = true;  // explicit broadcasts and binary ops on smaller shapes
+  bool allow_broadcast = true;  // explicit broadcasts, binary ops on smaller shapes (scalars
+                                // and the broadcasts inside patterns stay)
   bool allow_casts = true;      // casts between the listed dtypes
-  bool allow_masks = true;      // comparisons and iota masks feeding where
+  bool allow_masks = true;      // comparisons and iota masks feeding where (dropout's stays)
   bool allow_multiple_outputs = true;
   int max_inputs = 3;           // graph parameters: 1..max_inputs
   int max_rank = 4;

@@ -240,7 +240,7 @@ TrackedValue RandomGraphGenerator::ConcatOp(const TrackedValue& x) {
       std::vector<size_t> matching;
       for (size_t j = 0; j < pool_.size(); ++j) {
         Shape other = ShapeOf(pool_[j]);
-        if (other.size() != shape.size()) continue;
+        if (other.size() != shape.size() || (!options_.allow_casts && DTypeOf(pool_[j]) != DTypeOf(x))) continue;
         other[axis] = dim;
         if (other == shape) matching.push_back(j);
       }

@@ -175,7 +175,7 @@ TrackedValue RandomGraphGenerator::AttentionPattern(const TrackedValue& x) {
   std::swap(perm[perm.size() - 2], perm[perm.size() - 1]);
   Value scores = b_.MulScalar(b_.MatMul(q.value, b_.Transpose(k.value, perm)), 1 / std::sqrt(static_cast<double>(d)));
   TrackedValue tracked_scores{scores, std::sqrt(static_cast<double>(d)), false};
-  if (self && Chance(0.5)) {  // causal: query i sees keys 0..i, never an empty row
+  if (self && options_.allow_masks && Chance(0.5)) {  // causal: query i sees keys 0..i, never an empty row
     Value row = b_.Iota({s, s}, 0, DType::kI64), column = b_.Iota({s, s}, 1, DType::kI64);
     Value mask = b_.Binary(OpCode::kGreaterEqual, row, column);
     tracked_scores.value = b_.Where(mask, scores, b_.Scalar(-30, dtype));

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -187,7 +188,8 @@ std::set<OpCode> OpsOf(const RandomGraphOptions& base, int graphs) {
       EXPECT_LE(n.rank(), options.max_rank) << DescribeRandomGraphOptions(options);
       EXPECT_LE(NumElements(n.shape), options.max_elements) << DescribeRandomGraphOptions(options) << ": " << PrintNode(n);
       if (IsFloat(n.dtype)) {
-        EXPECT_EQ(n.dtype, DType::kF32) << DescribeRandomGraphOptions(options);
+        EXPECT_NE(std::find(options.dtypes.begin(), options.dtypes.end(), n.dtype), options.dtypes.end())
+            << DescribeRandomGraphOptions(options) << ": " << PrintNode(n);
       }
     }
   }
@@ -206,6 +208,15 @@ TEST(RandomGraphTest, OptionsTurnOpFamiliesOff) {
                         OpCode::kCast})
     EXPECT_EQ(ops.count(banned), 0u) << OpName(banned);
   EXPECT_TRUE(ops.count(OpCode::kWhere) && ops.count(OpCode::kAdd)) << "the rest still appears";
+}
+
+TEST(RandomGraphTest, NoCastsAndNoMasksMeansNoCastAndNoBoolNodes) {
+  RandomGraphOptions options;
+  options.dtypes = {DType::kF32, DType::kBF16};
+  options.allow_casts = options.allow_masks = options.allow_dropout = false;
+  std::set<OpCode> ops = OpsOf(options, 300);
+  for (OpCode banned : {OpCode::kCast, OpCode::kIota, OpCode::kWhere, OpCode::kLess, OpCode::kGreaterEqual})
+    EXPECT_EQ(ops.count(banned), 0u) << OpName(banned);
 }
 
 TEST(RandomGraphTest, SmallLimitsAreRespected) {

@@ -33,7 +33,6 @@ std::vector<GroupKind> Kinds(const FusionPlan& plan) {
   return kinds;
 }
 
-Value Bcast(GraphBuilder& b, Value reduced, Value like) { return b.BroadcastTo(reduced, b.shape(like)); }
 
 TEST(PlannerTest, GeluWrittenOutIsOneKernel) {
   GraphBuilder b;

@@ -1,9 +1,11 @@
 #include "runtime/compiled_graph.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <fmt/format.h>
 
+#include "backend/cpu/blas_matmul.h"
 #include "backend/cpu/host_jit.h"
 #include "backend/cpu/interpreter.h"
 #include "codegen/cpp_emitter.h"
@@ -24,12 +26,38 @@ double MicrosecondsBetween(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::micro>(b - a).count();
 }
 
-// One group at run time: a generated kernel, or its members on the reference kernels.
+// One group at run time: a generated kernel; or, for gemm groups, the prologue on the
+// reference kernels, the product through BLAS and the epilogue as a generated kernel;
+// or its members on the reference kernels.
 struct Step {
   int group = -1;
   KernelFunction function = nullptr;
   std::vector<int> buffer_nodes;  // generated: the kernel's buffers, in order
+  std::vector<int> outputs;       // generated: the nodes the kernel writes
+  int matmul = -1;                // gemm: the contraction
+  std::vector<int> prologue;      // gemm: members the matmul depends on
 };
+
+// Splits a gemm group around its matmul: the prologue (its ancestors in the group) and
+// the epilogue, returned as a pointwise group the loop templates can lower.
+FusionGroup SplitGemmGroup(const Graph& g, const FusionGroup& group, Step& step) {
+  for (int id : group.nodes)
+    if (g.node(id).op == OpCode::kMatMul) step.matmul = id;
+  std::vector<bool> ancestor(g.num_nodes(), false);
+  ancestor[step.matmul] = true;
+  for (auto it = group.nodes.rbegin(); it != group.nodes.rend(); ++it)
+    if (ancestor[*it]) for (int input : g.node(*it).inputs) ancestor[input] = true;
+  FusionGroup epilogue;
+  epilogue.id = group.id;
+  epilogue.kind = GroupKind::kPointwise;
+  for (int id : group.nodes) {
+    if (id == step.matmul) continue;
+    (ancestor[id] ? step.prologue : epilogue.nodes).push_back(id);
+  }
+  for (int out : group.outputs)
+    if (std::find(epilogue.nodes.begin(), epilogue.nodes.end(), out) != epilogue.nodes.end()) epilogue.outputs.push_back(out);
+  return epilogue;
+}
 
 }  // namespace
 
@@ -109,15 +137,24 @@ StatusOr<std::unique_ptr<CompiledGraph>> CompiledGraph::Compile(const Graph& gra
     info.kind = group.kind;
     info.num_nodes = static_cast<int>(group.nodes.size());
     info.name = fmt::format("group{}_{}", group.id, GroupKindName(group.kind));
-    StatusOr<Kernel> kernel = LowerGroup(state->graph, group, state->inlined);
-    if (kernel.ok()) {
+    FusionGroup loop_group = group;
+    if (group.kind == GroupKind::kGemm) loop_group = SplitGemmGroup(state->graph, group, step);
+    StatusOr<Kernel> kernel = loop_group.nodes.empty() ? StatusOr<Kernel>(Unimplemented("no epilogue"))
+                                                       : LowerGroup(state->graph, loop_group, state->inlined);
+    if (group.kind == GroupKind::kGemm) {
+      info.generated = kernel.ok() || loop_group.nodes.empty();
+      info.why_not = info.generated ? "" : kernel.status().message();
+      if (!info.generated) step.matmul = -1;  // the whole group on the reference kernels
+    }
+    if (kernel.ok() && (group.kind != GroupKind::kGemm || step.matmul >= 0)) {
       info.source = EmitCppFunction(*kernel);
       source += info.source;
       for (const KernelBuffer& b : kernel->buffers) step.buffer_nodes.push_back(b.node);
+      step.outputs = loop_group.outputs;
       symbols[group.id] = kernel->name;
       info.generated = true;
       info.name = kernel->name;
-    } else {
+    } else if (group.kind != GroupKind::kGemm) {
       info.why_not = kernel.status().message();
     }
     state->steps.push_back(std::move(step));
@@ -145,6 +182,26 @@ Tensor CopyToTensor(const Node& n, const void* data) {
 
 }  // namespace
 
+Status CompiledGraph::RunReferenceNodes(const std::vector<int>& nodes, std::vector<Tensor>& tensors,
+                                        const std::vector<void*>& memory) const {
+  const Graph& g = state_->graph;
+  for (int id : nodes) {
+    std::vector<Tensor> copies;  // arena values this reference step reads
+    copies.reserve(g.node(id).inputs.size());
+    std::vector<const Tensor*> args;
+    for (int input : g.node(id).inputs) {
+      copies.push_back(TensorOf(input, tensors, memory));
+      args.push_back(&copies.back());
+    }
+    ASSIGN_OR_RETURN(tensors[id], EvaluateNode(g.node(id), args));
+  }
+  return Status::Ok();
+}
+
+Tensor CompiledGraph::TensorOf(int node, const std::vector<Tensor>& tensors, const std::vector<void*>& memory) const {
+  return memory[node] ? CopyToTensor(state_->graph.node(node), memory[node]) : tensors[node];
+}
+
 StatusOr<std::vector<Tensor>> CompiledGraph::Run(const std::vector<Tensor>& inputs, std::vector<KernelTiming>* timings) {
   const Graph& g = state_->graph;
   if (inputs.size() != g.inputs().size())
@@ -164,8 +221,14 @@ StatusOr<std::vector<Tensor>> CompiledGraph::Run(const std::vector<Tensor>& inpu
   for (const Step& step : state_->steps) {
     const FusionGroup& group = state_->plan.groups[step.group];
     auto begin = Clock::now();
+    if (step.matmul >= 0) {
+      RETURN_IF_ERROR(RunReferenceNodes(step.prologue, tensors, memory));
+      const Node& mm = g.node(step.matmul);
+      tensors[mm.id] = Tensor(mm.dtype, mm.shape);
+      BlasMatmul(mm, TensorOf(mm.inputs[0], tensors, memory), TensorOf(mm.inputs[1], tensors, memory), tensors[mm.id].data());
+    }
     if (step.function) {
-      for (int out : group.outputs) {
+      for (int out : step.outputs) {
         const Node& n = g.node(out);
         int64_t offset = state_->arena_offset[out];
         if (offset >= 0) {
@@ -179,21 +242,8 @@ StatusOr<std::vector<Tensor>> CompiledGraph::Run(const std::vector<Tensor>& inpu
       std::vector<void*> buffers;
       for (int node : step.buffer_nodes) buffers.push_back(address(node));
       step.function(buffers.data());
-    } else {
-      for (int id : group.nodes) {
-        std::vector<Tensor> copies;  // arena values this reference step reads
-        copies.reserve(g.node(id).inputs.size());
-        std::vector<const Tensor*> args;
-        for (int input : g.node(id).inputs) {
-          if (memory[input]) {
-            copies.push_back(CopyToTensor(g.node(input), memory[input]));
-            args.push_back(&copies.back());
-          } else {
-            args.push_back(&tensors[input]);
-          }
-        }
-        ASSIGN_OR_RETURN(tensors[id], EvaluateNode(g.node(id), args));
-      }
+    } else if (step.matmul < 0) {
+      RETURN_IF_ERROR(RunReferenceNodes(group.nodes, tensors, memory));
     }
     if (timings) timings->push_back({state_->kernels[step.group].name, 0, MicrosecondsBetween(begin, Clock::now())});
   }

@@ -2,10 +2,11 @@
 //
 //   Graph ──RunGraphPasses──► PlanFusion ──► per group: LowerGroup → EmitCpp → HostJit
 //
-// Groups the loop templates cannot express yet (gemm and attention until their
-// templates land, opaque ops, the rare reduction shape LowerGroup refuses) run their
-// member ops one by one on the reference kernels; KernelInfo says which is which, so
-// nothing is silently reported as fused.
+// gemm groups run their product through OpenBLAS and their epilogue as a generated
+// kernel. Groups the loop templates cannot express yet (attention until its template
+// lands, opaque ops, the rare reduction shape LowerGroup refuses) run their member ops
+// one by one on the reference kernels; KernelInfo says which is which, so nothing is
+// silently reported as fused.
 #pragma once
 
 #include <memory>
@@ -63,6 +64,11 @@ class CompiledGraph {
  private:
   struct State;
   explicit CompiledGraph(std::unique_ptr<State> state);
+  // Runs `nodes` one by one on the reference kernels.
+  Status RunReferenceNodes(const std::vector<int>& nodes, std::vector<Tensor>& tensors,
+                           const std::vector<void*>& memory) const;
+  // A node's value as a tensor (copied out of the arena when it lives there).
+  Tensor TensorOf(int node, const std::vector<Tensor>& tensors, const std::vector<void*>& memory) const;
   std::unique_ptr<State> state_;
 };
 

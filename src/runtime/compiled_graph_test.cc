@@ -15,10 +15,15 @@
 namespace tilefuse {
 namespace {
 
-// |actual - expected| <= atol + rtol * |expected|, by dtype; NaN never passes.
+// |actual - expected| <= atol * scale + rtol * |expected|, by dtype, where scale is the
+// tensor's largest magnitude (at least 1): a matmul's rounding error grows with the
+// terms it sums, not with the result, so small outputs of large sums need a norm-wise
+// bound. NaN never passes.
 void ExpectClose(const Tensor& actual, const Tensor& expected, const std::string& what) {
   ASSERT_EQ(actual.dtype(), expected.dtype()) << what;
   ASSERT_EQ(actual.shape(), expected.shape()) << what;
+  double scale = 1;
+  for (int64_t i = 0; i < expected.num_elements(); ++i) scale = std::max(scale, std::fabs(expected.GetDouble(i)));
   double rtol = 1e-4, atol = 1e-5;
   if (expected.dtype() == DType::kF64) rtol = 1e-9, atol = 1e-12;
   if (expected.dtype() == DType::kF16 || expected.dtype() == DType::kBF16) rtol = 2e-2, atol = 2e-2;
@@ -26,7 +31,7 @@ void ExpectClose(const Tensor& actual, const Tensor& expected, const std::string
   int bad = 0;
   for (int64_t i = 0; i < expected.num_elements() && bad < 5; ++i) {
     double a = actual.GetDouble(i), e = expected.GetDouble(i);
-    if (!(std::fabs(a - e) <= atol + rtol * std::fabs(e))) {
+    if (!(std::fabs(a - e) <= atol * scale + rtol * std::fabs(e))) {
       ADD_FAILURE() << what << " element " << i << ": got " << a << ", expected " << e;
       ++bad;
     }

@@ -10,5 +10,7 @@ void AddRunCommand(CLI::App& app, int& exit_code);    // tools/run.cc
 void AddPrintCommand(CLI::App& app, int& exit_code);  // tools/print.cc
 void AddDemoCommand(CLI::App& app, int& exit_code);   // tools/demo.cc
 void AddExplainCommand(CLI::App& app, int& exit_code);  // tools/explain.cc
+void AddCompileCommand(CLI::App& app, int& exit_code);  // tools/compile.cc
+void AddBenchCommand(CLI::App& app, int& exit_code);    // tools/bench.cc
 
 }  // namespace tilefuse::cli

@@ -43,6 +43,21 @@ std::string CompareElement(double actual, double expected, const Tolerance& tol,
 }  // namespace
 
 Comparison CompareTensors(const Tensor& actual, const Tensor& expected) {
+  return CompareTensors(actual, expected, ToleranceFor(expected.dtype()));
+}
+
+Comparison CompareWithReference(const Tensor& actual, const Tensor& expected) {
+  Tolerance tol = ToleranceFor(expected.dtype());
+  double max_abs = 0;
+  for (int64_t i = 0; i < expected.num_elements(); ++i) {
+    double e = std::fabs(expected.GetDouble(i));
+    if (std::isfinite(e)) max_abs = std::max(max_abs, e);
+  }
+  tol.atol = std::max(tol.atol, tol.rtol * max_abs);
+  return CompareTensors(actual, expected, tol);
+}
+
+Comparison CompareTensors(const Tensor& actual, const Tensor& expected, const Tolerance& tol) {
   Comparison result;
   if (actual.dtype() != expected.dtype() || actual.shape() != expected.shape()) {
     result.reason = fmt::format("got {} but expected {}", DescribeTensorType(actual.dtype(), actual.shape()),
@@ -50,7 +65,6 @@ Comparison CompareTensors(const Tensor& actual, const Tensor& expected) {
     result.mismatches = std::max(actual.num_elements(), expected.num_elements());
     return result;
   }
-  Tolerance tol = ToleranceFor(expected.dtype());
   int64_t first_mismatch = -1;
   for (int64_t i = 0; i < expected.num_elements(); ++i) {
     std::string why = CompareElement(actual.GetDouble(i), expected.GetDouble(i), tol, result);

@@ -31,5 +31,12 @@ struct Comparison {
 };
 
 Comparison CompareTensors(const Tensor& actual, const Tensor& expected);
+Comparison CompareTensors(const Tensor& actual, const Tensor& expected, const Tolerance& tol);
+
+// Generated kernels (computing in the output's precision, e.g. f32 BLAS sums) against
+// the f64 reference interpreter: the dtype's rtol, and an atol of rtol times the
+// largest |expected| of the tensor, since a long dot product's rounding scales with its
+// terms, not with its (possibly cancelled, near-zero) result.
+Comparison CompareWithReference(const Tensor& actual, const Tensor& expected);
 
 }  // namespace tilefuse::cli

@@ -1,6 +1,7 @@
 // `tilefuse demo`: runs every examples/*.onnxtxt through import, the passes, the fusion
-// planner and the reference interpreter, checks that the passes kept each graph's
-// meaning, and prints a table. Kernel timings arrive with the fused backends.
+// planner and the CPU backend (fused and unfused generated kernels), checks the passes
+// and the fused kernels against the reference interpreter, and prints one table with
+// the kernel counts, the plan and the measured times.
 #include <algorithm>
 #include <filesystem>
 #include <memory>
@@ -11,6 +12,7 @@
 #include "cli_common.h"
 #include "commands.h"
 #include "compare.h"
+#include "cpu_backend.h"
 #include "fusion/planner.h"
 #include "passes/pipeline.h"
 
@@ -26,6 +28,7 @@ namespace fs = std::filesystem;
 struct DemoOptions {
   std::string examples_dir = TILEFUSE_SOURCE_DIR "/examples";
   uint64_t seed = 0;
+  int repeats = 5;
 };
 
 struct DemoRow {
@@ -37,14 +40,45 @@ struct DemoRow {
   int fused_kernels = 0;
   std::string groups;  // the fused plan's group kinds, e.g. "row_reduction gemm gemm"
   double predicted_speedup = 0;
+  int generated_kernels = 0;  // of the fused kernels, those generated (the rest: reference)
+  double fused_ms = 0, unfused_ms = 0;  // CPU, median of DemoOptions::repeats
   bool passed = false;
   std::string detail;  // why the check failed
-  double reference_ms = 0;
   Status error;
 };
 
-// Runs one example; the check compares the passed graph against the graph as imported.
-Status RunExample(const std::string& path, uint64_t seed, DemoRow& row) {
+// The first output outside tolerance, or "" when all match.
+std::string FirstMismatch(const Graph& graph, const std::vector<Tensor>& actual, const std::vector<Tensor>& expected,
+                          bool generated = false) {
+  if (actual.size() != expected.size()) return "output counts differ";
+  for (size_t i = 0; i < actual.size(); ++i) {
+    Comparison c = generated ? CompareWithReference(actual[i], expected[i]) : CompareTensors(actual[i], expected[i]);
+    if (!c.pass) return fmt::format("output '{}': {}", graph.outputs()[i].name, c.reason);
+  }
+  return "";
+}
+
+// Compiles fused and unfused for the CPU, times both, and checks the fused outputs
+// against `expected` (the reference interpreter on the passed graph).
+Status RunOnCpu(const Graph& passed, const std::vector<Tensor>& inputs, const std::vector<Tensor>& expected,
+                int repeats, DemoRow& row) {
+  ASSIGN_OR_RETURN(std::unique_ptr<CompiledGraph> fused, CompileForCpu(passed, true));
+  ASSIGN_OR_RETURN(std::unique_ptr<CompiledGraph> unfused, CompileForCpu(passed, false));
+  for (const KernelInfo& kernel : fused->kernels()) row.generated_kernels += kernel.generated ? 1 : 0;
+  ASSIGN_OR_RETURN(std::vector<Tensor> actual, fused->Run(inputs));
+  std::string mismatch = FirstMismatch(passed, actual, expected, /*generated=*/true);
+  if (!mismatch.empty()) {
+    row.passed = false;
+    row.detail = "fused cpu kernels vs reference: " + mismatch;
+  }
+  ASSIGN_OR_RETURN(row.fused_ms, MedianRunMs(*fused, inputs, 1, repeats));
+  ASSIGN_OR_RETURN(row.unfused_ms, MedianRunMs(*unfused, inputs, 1, repeats));
+  return Status::Ok();
+}
+
+// Runs one example. The check: the passed graph against the graph as imported (both on
+// the reference interpreter), and the fused CPU kernels against the passed graph.
+Status RunExample(const std::string& path, uint64_t seed, int repeats, DemoRow& row) {
   ASSIGN_OR_RETURN(ImportedModel imported, LoadModel(path));
   row.nodes_imported = imported.graph.num_nodes();
   ASSIGN_OR_RETURN(Graph passed, RunGraphPasses(imported.graph, PassOptions{}));
@@ -57,20 +91,12 @@ Status RunExample(const std::string& path, uint64_t seed, DemoRow& row) {
   row.predicted_speedup = plan.unfused_predicted_us / plan.predicted_us;
 
   std::vector<Tensor> inputs = MakeRandomInputs(passed, seed);
-  auto start = std::chrono::steady_clock::now();
-  ASSIGN_OR_RETURN(std::vector<Tensor> actual, RunReference(passed, inputs));
-  row.reference_ms = MillisecondsSince(start);
-  ASSIGN_OR_RETURN(std::vector<Tensor> expected, RunReference(imported.graph, inputs));
-
-  row.passed = actual.size() == expected.size();
-  for (size_t i = 0; row.passed && i < actual.size(); ++i) {
-    Comparison c = CompareTensors(actual[i], expected[i]);
-    if (!c.pass) {
-      row.passed = false;
-      row.detail = fmt::format("output '{}': {}", passed.outputs()[i].name, c.reason);
-    }
-  }
-  return Status::Ok();
+  ASSIGN_OR_RETURN(std::vector<Tensor> reference, RunReference(passed, inputs));
+  ASSIGN_OR_RETURN(std::vector<Tensor> before_passes, RunReference(imported.graph, inputs));
+  std::string mismatch = FirstMismatch(passed, reference, before_passes);
+  row.passed = mismatch.empty();
+  if (!row.passed) row.detail = "passes vs graph as imported: " + mismatch;
+  return RunOnCpu(passed, inputs, reference, repeats, row);
 }
 
 std::vector<std::string> FindExamples(const std::string& dir) {
@@ -84,24 +110,27 @@ std::vector<std::string> FindExamples(const std::string& dir) {
 }
 
 void PrintTable(const std::vector<DemoRow>& rows) {
-  fmt::print("{:<28} {:>5} {:>6} {:>7} {:>8}  {:<26} {:>6} {:>8}\n", "example", "ops", "after", "kernels", "predicted",
-             "fused groups", "check", "ref ms");
+  fmt::print("{:<28} {:>4} {:>5} {:>7} {:>4} {:>9}  {:<26} {:>9} {:>10} {:>7} {:>6}\n", "example", "ops", "after",
+             "kernels", "gen", "predicted", "fused groups", "fused ms", "unfused ms", "speedup", "check");
   for (const DemoRow& row : rows) {
     if (!row.error.ok()) {
       fmt::print("{:<28} ERROR {}\n", row.name, row.error.ToString());
       continue;
     }
-    fmt::print("{:<28} {:>5} {:>6} {:>7} {:>8.1f}x  {:<26} {:>6} {:>8.2f}\n", row.name, row.nodes_imported,
-               row.nodes_after_passes, fmt::format("{}->{}", row.unfused_kernels, row.fused_kernels),
-               row.predicted_speedup, row.groups, row.passed ? "PASS" : "FAIL", row.reference_ms);
+    fmt::print("{:<28} {:>4} {:>5} {:>7} {:>4} {:>8.1f}x  {:<26} {:>9.3f} {:>10.3f} {:>6.2f}x {:>6}\n", row.name,
+               row.nodes_imported, row.nodes_after_passes,
+               fmt::format("{}->{}", row.unfused_kernels, row.fused_kernels), row.generated_kernels,
+               row.predicted_speedup, row.groups, row.fused_ms, row.unfused_ms, row.unfused_ms / row.fused_ms,
+               row.passed ? "PASS" : "FAIL");
     if (!row.passed) fmt::print("    {}\n", row.detail);
   }
   fmt::print(
-      "\nops: IR nodes as imported / after the graph passes. kernels: unfused -> fused, and the planner's\n"
-      "predicted speedup on the H100 cost model (`tilefuse explain MODEL` shows why). check: outputs after\n"
-      "the passes vs. the graph as imported, both on the f64 reference interpreter.\n"
-      "The fused kernels are planned but not generated yet (CPU and CUDA code generation come next):\n"
-      "no kernel timings.\n");
+      "\nops: IR nodes as imported / after the graph passes. kernels: unfused -> fused; gen: how many fused\n"
+      "kernels are generated C++ (the rest run on the reference kernels). predicted: the planner's speedup\n"
+      "on the H100 cost model (`tilefuse explain MODEL`). fused/unfused ms: the whole graph on this CPU,\n"
+      "median of runs after a warm-up (`--no-fusion` = every op its own generated kernel); the examples\n"
+      "are small, so these are launch-bound: `tilefuse bench` times large inputs. check: the passes vs\n"
+      "the graph as imported, and the fused CPU kernels vs the f64 reference interpreter.\n");
 }
 
 int RunDemo(const DemoOptions& options) {
@@ -114,7 +143,7 @@ int RunDemo(const DemoOptions& options) {
   for (const std::string& path : examples) {
     DemoRow row;
     row.name = fs::path(path).stem().string();
-    row.error = RunExample(path, options.seed, row);
+    row.error = RunExample(path, options.seed, options.repeats, row);
     rows.push_back(std::move(row));
   }
   PrintTable(rows);
@@ -130,10 +159,14 @@ void AddDemoCommand(CLI::App& app, int& exit_code) {
   CLI::App* demo = app.add_subcommand("demo", "Run the example workloads in examples/ and print a table");
   demo->add_option("--examples", options->examples_dir, "Folder of .onnxtxt examples")->capture_default_str();
   demo->add_option("--seed", options->seed, "Seed of the random inputs")->capture_default_str();
+  demo->add_option("--repeats", options->repeats, "Timed runs per example and variant (median)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   demo->footer(
       "Runs every examples/*.onnxtxt (GELU, softmax, layernorm, rmsnorm, matmul epilogues, causal\n"
-      "attention, dropout+residual+layernorm, MLP block) through import, the passes and the reference\n"
-      "interpreter on random inputs, and checks the passes against the graph as imported.\n\n"
+      "attention, dropout+residual+layernorm, MLP block) through import, the passes, the fusion planner\n"
+      "and the CPU backend on random inputs; times fused vs unfused kernels and checks them against the\n"
+      "reference interpreter.\n\n"
       "Example:\n  tilefuse demo --examples examples/");
   demo->callback([options, &exit_code] { exit_code = RunDemo(*options); });
 }

@@ -10,8 +10,8 @@ int main(int argc, char** argv) {
   CLI::App app{
       "tilefuse: a fusion compiler for deep-learning tensor graphs.\n"
       "It imports ONNX models (.onnx, .onnxtxt, or an ONNX backend-test folder), lowers them to\n"
-      "primitive ops and runs them. Today the f64 reference interpreter is the only executor;\n"
-      "fused CPU/CUDA backends come in later issues.",
+      "primitive ops, fuses them and runs them as generated CPU kernels (or on the f64\n"
+      "reference interpreter).",
       "tilefuse"};
   app.require_subcommand(1);
   app.footer(
@@ -19,6 +19,8 @@ int main(int argc, char** argv) {
       "  tilefuse run examples/softmax_manual.onnxtxt --check\n"
       "  tilefuse print model.onnx --passes\n"
       "  tilefuse explain examples/mlp_block.onnxtxt --svg plan.svg\n"
+      "  tilefuse compile examples/gelu_manual.onnxtxt --emit kernels/\n"
+      "  tilefuse bench examples/softmax_manual.onnxtxt\n"
       "  tilefuse demo\n"
       "Run `tilefuse SUBCOMMAND --help` for the options of each subcommand.\n"
       "Exit codes: 0 ok, 1 --check mismatch, 2 bad input, unsupported model or bad usage.");
@@ -28,6 +30,8 @@ int main(int argc, char** argv) {
   tilefuse::cli::AddPrintCommand(app, exit_code);
   tilefuse::cli::AddDemoCommand(app, exit_code);
   tilefuse::cli::AddExplainCommand(app, exit_code);
+  tilefuse::cli::AddCompileCommand(app, exit_code);
+  tilefuse::cli::AddBenchCommand(app, exit_code);
 
   try {
     app.parse(argc, argv);

@@ -96,7 +96,18 @@ void PrintTextReport(const RunReport& report) {
                c.max_abs_err, c.max_rel_err, c.pass ? "PASS" : "FAIL");
     if (!c.pass) fmt::print("    {}\n", c.reason);
   }
-  fmt::print("reference time: {:.2f} ms\n", report.reference_ms);
+  if (!report.backend_note.empty()) fmt::print("note: {}\n", report.backend_note);
+  if (report.backend == "cpu") {
+    fmt::print("cpu: {} kernels, compiled in {:.1f} ms ({} host compiles, the rest from the cache)\n",
+               report.num_kernels, report.compile_ms, report.jit_compiles);
+    for (const KernelReport& k : report.kernels) {
+      fmt::print("  kernel {:<28} {:<14} {:>9.3f} ms  {}\n", k.name, k.kind, k.ms,
+                 k.generated ? "generated" : "reference: " + k.why_not);
+    }
+    fmt::print("run time: {:.2f} ms\n", report.run_ms);
+  } else {
+    fmt::print("reference time: {:.2f} ms\n", report.reference_ms);
+  }
   if (!report.check_mode.empty()) fmt::print("result: {}\n", report.AllPassed() ? "PASS" : "FAIL");
 }
 
@@ -111,6 +122,16 @@ void PrintJsonReport(const RunReport& report) {
                       {"reference_ms", report.reference_ms},
                       {"status", report.Verdict()}};
   j["check"] = report.check_mode.empty() ? nlohmann::json(nullptr) : nlohmann::json(report.check_mode);
+  j["run_ms"] = report.run_ms;
+  j["backend_note"] = report.backend_note;
+  j["num_kernels"] = report.num_kernels;
+  j["compile_ms"] = report.compile_ms;
+  j["jit_compiles"] = report.jit_compiles;
+  j["kernels"] = nlohmann::json::array();
+  for (const KernelReport& k : report.kernels) {
+    j["kernels"].push_back(
+        {{"name", k.name}, {"kind", k.kind}, {"generated", k.generated}, {"why_not", k.why_not}, {"ms", k.ms}});
+  }
   j["outputs"] = nlohmann::json::array();
   for (const OutputReport& output : report.outputs) j["outputs"].push_back(OutputToJson(output));
   if (!report.error.ok()) {

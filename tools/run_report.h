@@ -7,6 +7,8 @@
 //    "check": "expected_outputs" | "reference_before_passes" | null,
 //    "outputs": [{"name", "data_set", "dtype", "shape", "max_abs_err", "max_rel_err",
 //                 "mismatches", "pass", "reason"}],
+//    "kernels": [{"name", "kind", "generated", "why_not", "ms"}]  (cpu backend; first data set),
+//    "num_kernels", "compile_ms", "jit_compiles", "run_ms", "backend_note",
 //    "reference_ms", "status": "ok" | "pass" | "fail" | "error",
 //    "error": {"code", "message"}  (only when status is "error")}
 #pragma once
@@ -30,6 +32,15 @@ struct OutputReport {
   double min = 0, max = 0, mean = 0;     // over finite values, for the summary
 };
 
+// One kernel of a compiled (cpu) run and its wall time in the first data set's run.
+struct KernelReport {
+  std::string name;
+  std::string kind;
+  bool generated = false;
+  std::string why_not;
+  double ms = 0;
+};
+
 struct RunReport {
   std::string model;
   std::string backend = "reference";
@@ -40,7 +51,13 @@ struct RunReport {
   std::vector<std::string> bound_inputs;  // inputs bound as constants at import
   std::string check_mode;    // "" without --check
   std::vector<OutputReport> outputs;
-  double reference_ms = 0;
+  double reference_ms = 0;   // the reference interpreter's time (reference backend)
+  double run_ms = 0;         // execution time over all data sets, whichever backend
+  std::string backend_note;  // e.g. why auto fell back to the reference interpreter
+  std::vector<KernelReport> kernels;
+  int num_kernels = 0;
+  double compile_ms = 0;
+  int64_t jit_compiles = 0;
   Status error;  // not ok: the run failed before producing a verdict
 
   bool AllPassed() const;

@@ -1,0 +1,59 @@
+#include "cpu_backend.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "support/check.h"
+
+namespace tilefuse::cli {
+
+StatusOr<std::unique_ptr<CompiledGraph>> CompileForCpu(const Graph& passed, bool fuse, const std::string& cache_dir) {
+  CompileOptions options;
+  options.cache_dir = cache_dir;
+  options.fuse = fuse;
+  options.device = "cpu";
+  return CompiledGraph::Compile(passed, options);
+}
+
+StatusOr<double> MedianRunMs(CompiledGraph& compiled, const std::vector<Tensor>& inputs, int warmup, int repeats) {
+  TF_CHECK(repeats > 0);
+  for (int i = 0; i < warmup; ++i) RETURN_IF_ERROR(compiled.Run(inputs).status());
+  std::vector<double> times;
+  for (int i = 0; i < repeats; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    RETURN_IF_ERROR(compiled.Run(inputs).status());
+    times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+  return times[times.size() / 2];
+}
+
+const KernelInfo* FindKernel(const CompiledGraph& compiled, const std::string& name) {
+  for (const KernelInfo& kernel : compiled.kernels()) {
+    if (kernel.name == name) return &kernel;
+  }
+  return nullptr;
+}
+
+std::string DescribeKernelOrigin(const KernelInfo& kernel) {
+  return kernel.generated ? "generated" : fmt::format("reference ({})", kernel.why_not);
+}
+
+void RecordKernelTrace(const CompiledGraph& compiled, const std::vector<KernelTiming>& timings,
+                       TraceRecorder& recorder) {
+  recorder.SetTrackName(0, "cpu kernels");
+  for (const KernelTiming& timing : timings) {
+    TraceEvent event{timing.name, "kernel", timing.start_us, timing.duration_us, 0, {}};
+    if (const KernelInfo* kernel = FindKernel(compiled, timing.name)) {
+      event.args.emplace_back("kind", std::string(GroupKindName(kernel->kind)));
+      event.args.emplace_back("generated", kernel->generated ? "true" : "false");
+      event.args.emplace_back("nodes", std::to_string(kernel->num_nodes));
+      if (!kernel->generated) event.args.emplace_back("why_not", kernel->why_not);
+    }
+    recorder.Add(std::move(event));
+  }
+}
+
+}  // namespace tilefuse::cli

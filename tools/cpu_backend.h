@@ -1,0 +1,38 @@
+// The CPU backend as the subcommands use it: compile a passed graph with the
+// generated-kernel pipeline (runtime/compiled_graph.h), time whole-graph runs, and turn
+// per-kernel timings into a Chrome trace or a report.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/compiled_graph.h"
+#include "runtime/trace.h"
+#include "tilefuse/graph.h"
+#include "tilefuse/status.h"
+#include "tilefuse/tensor.h"
+
+namespace tilefuse::cli {
+
+// Compiles `passed` (after RunGraphPasses) for the CPU; the kernel cache is
+// `cache_dir`, or when empty $TILEFUSE_CACHE_DIR or ~/.cache/tilefuse.
+StatusOr<std::unique_ptr<CompiledGraph>> CompileForCpu(const Graph& passed, bool fuse,
+                                                       const std::string& cache_dir = "");
+
+// Runs the whole graph `warmup` times untimed, then `repeats` times; returns the median
+// wall time of one run in milliseconds (steady clock).
+StatusOr<double> MedianRunMs(CompiledGraph& compiled, const std::vector<Tensor>& inputs, int warmup, int repeats);
+
+// The kernel whose name is `name`, or nullptr.
+const KernelInfo* FindKernel(const CompiledGraph& compiled, const std::string& name);
+
+// One complete "kernel" event per timing, with the kernel's kind and whether it was
+// generated or ran on the reference kernels.
+void RecordKernelTrace(const CompiledGraph& compiled, const std::vector<KernelTiming>& timings,
+                       TraceRecorder& recorder);
+
+// "generated" or "reference (<why not>)".
+std::string DescribeKernelOrigin(const KernelInfo& kernel);
+
+}  // namespace tilefuse::cli

@@ -34,6 +34,7 @@ struct Step {
   KernelFunction function = nullptr;
   std::vector<int> buffer_nodes;  // generated: the kernel's buffers, in order
   std::vector<int> outputs;       // generated: the nodes the kernel writes
+  std::string symbol;             // generated: the kernel's function name
   int matmul = -1;                // gemm: the contraction
   std::vector<int> prologue;      // gemm: members the matmul depends on
 };
@@ -105,9 +106,11 @@ Status EvaluateGenerators(const Graph& g, const std::vector<bool>& inlined, std:
 
 }  // namespace
 
-StatusOr<std::unique_ptr<CompiledGraph>> CompiledGraph::Compile(const Graph& graph, const CompileOptions& options) {
-  auto start = Clock::now();
-  auto state = std::make_unique<State>();
+namespace {
+
+// Plans fusion and memory for one graph; kernels come later.
+StatusOr<std::unique_ptr<CompiledGraph::State>> PlanGraph(const Graph& graph, const CompileOptions& options) {
+  auto state = std::make_unique<CompiledGraph::State>();
   state->graph = graph;
   state->poison_outputs = options.poison_outputs;
   PlannerOptions planner;
@@ -123,14 +126,13 @@ StatusOr<std::unique_ptr<CompiledGraph>> CompiledGraph::Compile(const Graph& gra
   for (size_t b = 0; b < schedule.buffers.size(); ++b)
     if (state->memory.offsets[b] >= 0) state->arena_offset[schedule.buffers[b].node] = state->memory.offsets[b];
   state->arena.resize(state->memory.arena_bytes);
-  HostJitOptions jit_options;
-  if (!options.cache_dir.empty()) jit_options.cache_dir = options.cache_dir;
-  ASSIGN_OR_RETURN(HostJit jit, HostJit::Create(jit_options));
+  return state;
+}
 
-  // All kernels go into one translation unit: one compiler run per graph.
-  std::string source = CppPrelude();
-  std::vector<std::string> symbols(state->plan.groups.size());
-  for (const FusionGroup& group : state->plan.groups) {
+// Lowers every group and appends the generated functions (named with `prefix`) to
+// `source`; groups no loop template expresses keep the reference kernels.
+void GenerateKernels(CompiledGraph::State& state, const std::string& prefix, std::string& source) {
+  for (const FusionGroup& group : state.plan.groups) {
     Step step;
     step.group = group.id;
     KernelInfo info;
@@ -138,37 +140,70 @@ StatusOr<std::unique_ptr<CompiledGraph>> CompiledGraph::Compile(const Graph& gra
     info.num_nodes = static_cast<int>(group.nodes.size());
     info.name = fmt::format("group{}_{}", group.id, GroupKindName(group.kind));
     FusionGroup loop_group = group;
-    if (group.kind == GroupKind::kGemm) loop_group = SplitGemmGroup(state->graph, group, step);
+    if (group.kind == GroupKind::kGemm) loop_group = SplitGemmGroup(state.graph, group, step);
     StatusOr<Kernel> kernel = loop_group.nodes.empty() ? StatusOr<Kernel>(Unimplemented("no epilogue"))
-                                                       : LowerGroup(state->graph, loop_group, state->inlined);
+                                                       : LowerGroup(state.graph, loop_group, state.inlined);
     if (group.kind == GroupKind::kGemm) {
       info.generated = kernel.ok() || loop_group.nodes.empty();
       info.why_not = info.generated ? "" : kernel.status().message();
       if (!info.generated) step.matmul = -1;  // the whole group on the reference kernels
     }
     if (kernel.ok() && (group.kind != GroupKind::kGemm || step.matmul >= 0)) {
+      kernel->name = prefix + kernel->name;
       info.source = EmitCppFunction(*kernel);
       source += info.source;
       for (const KernelBuffer& b : kernel->buffers) step.buffer_nodes.push_back(b.node);
       step.outputs = loop_group.outputs;
-      symbols[group.id] = kernel->name;
+      step.symbol = kernel->name;
       info.generated = true;
       info.name = kernel->name;
     } else if (group.kind != GroupKind::kGemm) {
       info.why_not = kernel.status().message();
     }
-    state->steps.push_back(std::move(step));
-    state->kernels.push_back(std::move(info));
+    state.steps.push_back(std::move(step));
+    state.kernels.push_back(std::move(info));
+  }
+}
+
+Status Link(CompiledGraph::State& state, const std::shared_ptr<const JitLibrary>& library) {
+  for (Step& step : state.steps) {
+    if (step.symbol.empty()) continue;
+    ASSIGN_OR_RETURN(step.function, library->Function<void(void* const*)>(step.symbol));
+  }
+  state.libraries.push_back(library);
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<CompiledGraph>> CompiledGraph::Compile(const Graph& graph, const CompileOptions& options) {
+  ASSIGN_OR_RETURN(std::vector<std::unique_ptr<CompiledGraph>> compiled, CompileBatch({graph}, options));
+  return std::move(compiled[0]);
+}
+
+StatusOr<std::vector<std::unique_ptr<CompiledGraph>>> CompiledGraph::CompileBatch(const std::vector<Graph>& graphs,
+                                                                                  const CompileOptions& options) {
+  auto start = Clock::now();
+  HostJitOptions jit_options;
+  if (!options.cache_dir.empty()) jit_options.cache_dir = options.cache_dir;
+  ASSIGN_OR_RETURN(HostJit jit, HostJit::Create(jit_options));
+  // Every kernel of every graph goes into one translation unit: one compiler run.
+  std::string source = CppPrelude();
+  std::vector<std::unique_ptr<State>> states;
+  for (size_t i = 0; i < graphs.size(); ++i) {
+    ASSIGN_OR_RETURN(std::unique_ptr<State> state, PlanGraph(graphs[i], options));
+    GenerateKernels(*state, graphs.size() > 1 ? fmt::format("g{}_", i) : "", source);
+    states.push_back(std::move(state));
   }
   ASSIGN_OR_RETURN(std::shared_ptr<const JitLibrary> library, jit.Compile(source));
-  for (Step& step : state->steps) {
-    if (symbols[step.group].empty()) continue;
-    ASSIGN_OR_RETURN(step.function, library->Function<void(void* const*)>(symbols[step.group]));
+  std::vector<std::unique_ptr<CompiledGraph>> compiled;
+  for (std::unique_ptr<State>& state : states) {
+    RETURN_IF_ERROR(Link(*state, library));
+    state->jit_compiles = jit.compiles();
+    state->compile_ms = MicrosecondsBetween(start, Clock::now()) / 1000;
+    compiled.push_back(std::unique_ptr<CompiledGraph>(new CompiledGraph(std::move(state))));
   }
-  state->libraries.push_back(std::move(library));
-  state->jit_compiles = jit.compiles();
-  state->compile_ms = MicrosecondsBetween(start, Clock::now()) / 1000;
-  return std::unique_ptr<CompiledGraph>(new CompiledGraph(std::move(state)));
+  return compiled;
 }
 
 namespace {

@@ -47,6 +47,9 @@ class CompiledGraph {
  public:
   // `graph` must have been through RunGraphPasses (no composite ops).
   static StatusOr<std::unique_ptr<CompiledGraph>> Compile(const Graph& graph, const CompileOptions& options);
+  // Several graphs through one compiler run (fuzzing compiles thousands).
+  static StatusOr<std::vector<std::unique_ptr<CompiledGraph>>> CompileBatch(const std::vector<Graph>& graphs,
+                                                                            const CompileOptions& options);
   ~CompiledGraph();
 
   // Inputs in graph.inputs() order (dtype and shape checked); one tensor per output.
@@ -61,8 +64,9 @@ class CompiledGraph {
   int64_t jit_compiles() const;  // how many kernels needed the host compiler (not the cache)
   int64_t arena_bytes() const;    // intermediate memory, from the liveness plan
 
+  struct State;  // defined in compiled_graph.cc
+
  private:
-  struct State;
   explicit CompiledGraph(std::unique_ptr<State> state);
   // Runs `nodes` one by one on the reference kernels.
   Status RunReferenceNodes(const std::vector<int>& nodes, std::vector<Tensor>& tensors,

@@ -11,7 +11,7 @@
 #include "backend/cpu/interpreter.h"
 #include "cli_common.h"
 #include "commands.h"
-#include "compare.h"
+#include "support/tensor_compare.h"
 #include "cpu_backend.h"
 #include "fusion/planner.h"
 #include "passes/pipeline.h"

@@ -195,7 +195,7 @@ Status CheckDataSet(const DataSet& set, const Graph& passed, const Graph& import
   for (size_t i = 0; i < actual.size(); ++i) {
     OutputReport output{passed.outputs()[i].name, set.label, actual[i].dtype(), actual[i].shape(), {}, 0, 0, 0};
     // The reference interpreter is f64: generated f32 kernels get tolerances scaled to
-    // each tensor (compare.h); expected outputs keep the ONNX backend-test rule.
+    // each tensor (support/tensor_compare.h); expected outputs keep the ONNX backend-test rule.
     bool generated_vs_reference = set.expected.empty() && report.backend == "cpu";
     output.comparison = generated_vs_reference ? CompareWithReference(actual[i], expected[i])
                                                : CompareTensors(actual[i], expected[i]);

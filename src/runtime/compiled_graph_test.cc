@@ -11,31 +11,21 @@
 #include "backend/cpu/interpreter.h"
 #include "frontend/onnx/importer.h"
 #include "passes/pipeline.h"
+#include "support/tensor_compare.h"
 
 namespace tilefuse {
 namespace {
 
-// |actual - expected| <= atol * scale + rtol * |expected|, by dtype, where scale is the
-// tensor's largest magnitude (at least 1): a matmul's rounding error grows with the
-// terms it sums, not with the result, so small outputs of large sums need a norm-wise
-// bound. NaN never passes.
+// Norm-wise bounds (support/tensor_compare.h): a matmul's rounding error grows with the
+// terms it sums, not with the result. f32 kernels vs the f64 reference: rtol 1e-4, atol
+// 1e-5 of the tensor's largest magnitude.
 void ExpectClose(const Tensor& actual, const Tensor& expected, const std::string& what) {
-  ASSERT_EQ(actual.dtype(), expected.dtype()) << what;
-  ASSERT_EQ(actual.shape(), expected.shape()) << what;
-  double scale = 1;
-  for (int64_t i = 0; i < expected.num_elements(); ++i) scale = std::max(scale, std::fabs(expected.GetDouble(i)));
-  double rtol = 1e-4, atol = 1e-5;
-  if (expected.dtype() == DType::kF64) rtol = 1e-9, atol = 1e-12;
-  if (expected.dtype() == DType::kF16 || expected.dtype() == DType::kBF16) rtol = 2e-2, atol = 2e-2;
-  if (!IsFloat(expected.dtype())) rtol = 0, atol = 0;
-  int bad = 0;
-  for (int64_t i = 0; i < expected.num_elements() && bad < 5; ++i) {
-    double a = actual.GetDouble(i), e = expected.GetDouble(i);
-    if (!(std::fabs(a - e) <= atol * scale + rtol * std::fabs(e))) {
-      ADD_FAILURE() << what << " element " << i << ": got " << a << ", expected " << e;
-      ++bad;
-    }
-  }
+  Tolerance tol{1e-4, 1e-5};
+  if (expected.dtype() == DType::kF64) tol = {1e-9, 1e-12};
+  if (expected.dtype() == DType::kF16 || expected.dtype() == DType::kBF16) tol = {2e-2, 2e-2};
+  if (!IsFloat(expected.dtype())) tol = {0, 0};
+  Comparison c = CompareNormwise(actual, expected, tol);
+  EXPECT_TRUE(c.pass) << what << ": " << c.reason;
 }
 
 void CompileAndCheck(const std::string& path, bool fuse) {

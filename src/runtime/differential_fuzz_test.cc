@@ -12,33 +12,22 @@
 #include "backend/cpu/interpreter.h"
 #include "passes/pipeline.h"
 #include "runtime/compiled_graph.h"
+#include "support/tensor_compare.h"
 #include "testing/random_graph.h"
 
 namespace tilefuse {
 namespace {
 
-// Bounds are norm-wise (see compiled_graph_test.cc) and follow the least precise float
-// dtype anywhere in the graph: an f64 output computed from f32 values carries f32
-// rounding (libm's expf and exp differ by an ulp).
+// Norm-wise bounds (support/tensor_compare.h) that follow the least precise float dtype
+// anywhere in the graph: an f64 output computed from f32 values carries f32 rounding
+// (libm's expf and exp differ by an ulp).
 bool Close(const Tensor& actual, const Tensor& expected, DType least_precise, std::string* why) {
-  if (actual.dtype() != expected.dtype() || actual.shape() != expected.shape()) {
-    *why = "dtype or shape differs";
-    return false;
-  }
-  double scale = 1;
-  for (int64_t i = 0; i < expected.num_elements(); ++i) scale = std::max(scale, std::fabs(expected.GetDouble(i)));
-  double rtol = 1e-4, atol = 2e-5;
-  if (least_precise == DType::kF64) rtol = 1e-9, atol = 1e-11;
-  if (expected.dtype() == DType::kF16 || expected.dtype() == DType::kBF16) rtol = 3e-2, atol = 3e-2;
-  if (!IsFloat(expected.dtype())) rtol = 0, atol = 0;
-  for (int64_t i = 0; i < expected.num_elements(); ++i) {
-    double a = actual.GetDouble(i), e = expected.GetDouble(i);
-    if (!(std::fabs(a - e) <= atol * scale + rtol * std::fabs(e))) {
-      *why = "element " + std::to_string(i) + ": got " + std::to_string(a) + ", expected " + std::to_string(e);
-      return false;
-    }
-  }
-  return true;
+  Tolerance tol{1e-4, 2e-5};
+  if (least_precise == DType::kF64) tol = {1e-9, 1e-11};
+  if (!IsFloat(expected.dtype())) tol = {0, 0};
+  Comparison c = CompareNormwise(actual, expected, tol);
+  *why = c.reason;
+  return c.pass;
 }
 
 // The inputs nudged by a few f32 ulps: a graph whose reference output moves beyond

@@ -1,13 +1,12 @@
-#include "compare.h"
+#include "support/tensor_compare.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
 
-#include "cli_common.h"
 
-namespace tilefuse::cli {
+namespace tilefuse {
 
 Tolerance ToleranceFor(DType dtype) {
   switch (dtype) {
@@ -46,22 +45,33 @@ Comparison CompareTensors(const Tensor& actual, const Tensor& expected) {
   return CompareTensors(actual, expected, ToleranceFor(expected.dtype()));
 }
 
+namespace {
+double MaxFiniteMagnitude(const Tensor& t) {
+  double max_abs = 0;
+  for (int64_t i = 0; i < t.num_elements(); ++i) {
+    double v = std::fabs(t.GetDouble(i));
+    if (std::isfinite(v)) max_abs = std::max(max_abs, v);
+  }
+  return max_abs;
+}
+}  // namespace
+
 Comparison CompareWithReference(const Tensor& actual, const Tensor& expected) {
   Tolerance tol = ToleranceFor(expected.dtype());
-  double max_abs = 0;
-  for (int64_t i = 0; i < expected.num_elements(); ++i) {
-    double e = std::fabs(expected.GetDouble(i));
-    if (std::isfinite(e)) max_abs = std::max(max_abs, e);
-  }
-  tol.atol = std::max(tol.atol, tol.rtol * max_abs);
+  tol.atol = std::max(tol.atol, tol.rtol * MaxFiniteMagnitude(expected));
+  return CompareTensors(actual, expected, tol);
+}
+
+Comparison CompareNormwise(const Tensor& actual, const Tensor& expected, Tolerance tol) {
+  tol.atol *= std::max(1.0, MaxFiniteMagnitude(expected));
   return CompareTensors(actual, expected, tol);
 }
 
 Comparison CompareTensors(const Tensor& actual, const Tensor& expected, const Tolerance& tol) {
   Comparison result;
   if (actual.dtype() != expected.dtype() || actual.shape() != expected.shape()) {
-    result.reason = fmt::format("got {} but expected {}", DescribeTensorType(actual.dtype(), actual.shape()),
-                                DescribeTensorType(expected.dtype(), expected.shape()));
+    result.reason = fmt::format("got {}{} but expected {}{}", DTypeName(actual.dtype()), ShapeToString(actual.shape()),
+                                DTypeName(expected.dtype()), ShapeToString(expected.shape()));
     result.mismatches = std::max(actual.num_elements(), expected.num_elements());
     return result;
   }
@@ -83,4 +93,4 @@ Comparison CompareTensors(const Tensor& actual, const Tensor& expected, const To
   return result;
 }
 
-}  // namespace tilefuse::cli
+}  // namespace tilefuse

@@ -1,4 +1,4 @@
-// Output comparison for `tilefuse run --check` and `tilefuse demo`: an element matches
+// Tensor comparison for `tilefuse run --check`, `demo` and the tests: an element matches
 // when |actual - expected| <= atol + rtol * |expected| (numpy.allclose, as the ONNX
 // backend tests use it), with tolerances chosen by dtype:
 //   f64        rtol 1e-9, atol 1e-12   (both sides computed in f64)
@@ -14,7 +14,7 @@
 
 #include "tilefuse/tensor.h"
 
-namespace tilefuse::cli {
+namespace tilefuse {
 
 struct Tolerance {
   double rtol = 0;
@@ -39,4 +39,7 @@ Comparison CompareTensors(const Tensor& actual, const Tensor& expected, const To
 // terms, not with its (possibly cancelled, near-zero) result.
 Comparison CompareWithReference(const Tensor& actual, const Tensor& expected);
 
-}  // namespace tilefuse::cli
+// The general norm-wise form: |a - e| <= tol.atol * max(1, max|expected|) + tol.rtol * |e|.
+Comparison CompareNormwise(const Tensor& actual, const Tensor& expected, Tolerance tol);
+
+}  // namespace tilefuse

@@ -66,7 +66,7 @@ struct CompiledGraph::State {
   Graph graph;
   FusionPlan plan;
   std::vector<bool> inlined;
-  std::vector<Tensor> generator_values;  // inlined generators, evaluated once
+  std::vector<Tensor> generator_values;  // constants, and generators reference steps read
   std::vector<Step> steps;
   std::vector<KernelInfo> kernels;
   std::vector<std::shared_ptr<const JitLibrary>> libraries;
@@ -90,13 +90,21 @@ int64_t CompiledGraph::arena_bytes() const { return state_->memory.arena_bytes; 
 
 namespace {
 
-// Values of nodes computed from constants alone, for the reference-kernel fallback
-// (generated kernels recompute them inline instead).
-Status EvaluateGenerators(const Graph& g, const std::vector<bool>& inlined, std::vector<Tensor>& values) {
+// Constants, and the inlined generators that nodes run on the reference kernels read
+// (generated kernels recompute generators inline, so a causal mask the size of the
+// scores is only materialised when a reference step needs it).
+Status EvaluateGenerators(const Graph& g, const std::vector<bool>& inlined, const std::vector<int>& reference_nodes,
+                          std::vector<Tensor>& values) {
+  std::vector<bool> needed(g.num_nodes(), false);
+  for (int id : reference_nodes)
+    for (int input : g.node(id).inputs) needed[input] = inlined[input];
+  for (int id = g.num_nodes() - 1; id >= 0; --id)
+    if (needed[id])
+      for (int input : g.node(id).inputs) needed[input] = needed[input] || inlined[input];
   values.assign(g.num_nodes(), Tensor());
   for (const Node& n : g.nodes()) {
     if (n.op == OpCode::kConstant) values[n.id] = *n.attrs.value;
-    if (!inlined[n.id]) continue;
+    if (!needed[n.id]) continue;
     std::vector<const Tensor*> inputs;
     for (int input : n.inputs) inputs.push_back(&values[input]);
     ASSIGN_OR_RETURN(values[n.id], EvaluateNode(n, inputs));
@@ -119,7 +127,6 @@ StatusOr<std::unique_ptr<CompiledGraph::State>> PlanGraph(const Graph& graph, co
   planner.disabled_kinds = options.disabled_kinds;
   ASSIGN_OR_RETURN(state->plan, PlanFusion(state->graph, planner));
   state->inlined = FindInlinedGenerators(state->graph);
-  RETURN_IF_ERROR(EvaluateGenerators(state->graph, state->inlined, state->generator_values));
   Schedule schedule = ScheduleFromFusionPlan(state->graph, state->plan);
   ASSIGN_OR_RETURN(state->memory, PlanMemory(schedule));
   state->arena_offset.assign(state->graph.num_nodes(), -1);
@@ -165,6 +172,22 @@ void GenerateKernels(CompiledGraph::State& state, const std::string& prefix, std
   }
 }
 
+// The nodes a run evaluates on the reference kernels: whole groups without a generated
+// kernel, and the prologue and product of gemm groups.
+std::vector<int> ReferenceNodes(const CompiledGraph::State& state) {
+  std::vector<int> nodes;
+  for (const Step& step : state.steps) {
+    if (step.matmul >= 0) {
+      nodes.insert(nodes.end(), step.prologue.begin(), step.prologue.end());
+      nodes.push_back(step.matmul);
+    } else if (!step.function) {
+      const std::vector<int>& members = state.plan.groups[step.group].nodes;
+      nodes.insert(nodes.end(), members.begin(), members.end());
+    }
+  }
+  return nodes;
+}
+
 Status Link(CompiledGraph::State& state, const std::shared_ptr<const JitLibrary>& library) {
   for (Step& step : state.steps) {
     if (step.symbol.empty()) continue;
@@ -199,6 +222,7 @@ StatusOr<std::vector<std::unique_ptr<CompiledGraph>>> CompiledGraph::CompileBatc
   std::vector<std::unique_ptr<CompiledGraph>> compiled;
   for (std::unique_ptr<State>& state : states) {
     RETURN_IF_ERROR(Link(*state, library));
+    RETURN_IF_ERROR(EvaluateGenerators(state->graph, state->inlined, ReferenceNodes(*state), state->generator_values));
     state->jit_compiles = jit.compiles();
     state->compile_ms = MicrosecondsBetween(start, Clock::now()) / 1000;
     compiled.push_back(std::unique_ptr<CompiledGraph>(new CompiledGraph(std::move(state))));

@@ -1,54 +1,14 @@
 #include "codegen/cpp_emitter.h"
 
-#include <cctype>
-#include <cmath>
 #include <map>
 #include <fmt/format.h>
 
 #include "codegen/cpp_prelude.h"
+#include "codegen/emit_util.h"
 
 namespace tilefuse {
 
 namespace {
-
-const char* StorageType(DType d) {
-  switch (d) {
-    case DType::kF64: return "double";
-    case DType::kF32: return "float";
-    case DType::kF16: case DType::kBF16: return "uint16_t";
-    case DType::kI64: return "int64_t";
-    case DType::kI32: return "int32_t";
-    case DType::kI8: return "int8_t";
-    case DType::kU8: case DType::kBool: return "uint8_t";
-  }
-  return "void";
-}
-
-const char* ComputeType(DType d) {
-  if (d == DType::kF64) return "double";
-  if (IsInteger(d)) return "int64_t";
-  return "float";  // f32, f16, bf16, and bool as 0/1
-}
-
-std::string Literal(double v, DType d) {
-  if (std::isnan(v)) return fmt::format("{}(NAN)", ComputeType(d));
-  if (std::isinf(v)) return fmt::format("{}({}INFINITY)", ComputeType(d), v < 0 ? "-" : "");
-  if (IsInteger(d)) return fmt::format("int64_t({})", static_cast<int64_t>(v));
-  return fmt::format("{}({:.17g})", ComputeType(d), v);
-}
-
-// Replaces the identifiers a, b, c of an ops.def expression by argument names.
-std::string Substitute(std::string_view expr, const std::vector<std::string>& args) {
-  std::string out;
-  for (size_t i = 0; i < expr.size(); ++i) {
-    char c = expr[i];
-    bool starts = i == 0 || !(std::isalnum(static_cast<unsigned char>(expr[i - 1])) || expr[i - 1] == '_');
-    bool ends = i + 1 == expr.size() || !(std::isalnum(static_cast<unsigned char>(expr[i + 1])) || expr[i + 1] == '_');
-    if (starts && ends && c >= 'a' && c <= 'c' && static_cast<size_t>(c - 'a') < args.size()) out += args[c - 'a'];
-    else out += c;
-  }
-  return out;
-}
 
 class CppEmitter {
  public:
@@ -90,7 +50,7 @@ class CppEmitter {
     std::vector<std::string> args;
     for (int a : v.args) args.push_back(Name(a));
     if (v.op == OpCode::kCast) return fmt::format("tf_cast_{}({})", DTypeName(v.dtype), args[0]);
-    std::string e = Substitute(GetOpInfo(v.op).scalar_expr, args);
+    std::string e = SubstituteArgs(GetOpInfo(v.op).scalar_expr, args);
     // Integer-valued results of ops on floats (comparisons) stay in the input's type;
     // convert to this value's compute type so every SSA value has one known type.
     return fmt::format("{}({})", ComputeType(v.dtype), e);

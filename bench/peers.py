@@ -1,0 +1,254 @@
+#!/usr/bin/env python3
+"""PyTorch peers for tilefuse's memory-bound GPU cases (bench/cases/cases.json, shared/ANCHORS.md).
+
+For each case it times three peers on the GPU with CUDA events (warm-up, then the median of
+--repeats calls):
+  eager    the case's formula op by op, as the seeds wrote it (one kernel per op)
+  library  PyTorch's own op (F.gelu, torch.softmax, F.layer_norm, F.rms_norm); "-" where none exists
+  compile  torch.compile of the eager formula (default mode, static shapes)
+and one large device-to-device copy, the bandwidth every case is quoted against ("% bw").
+Bytes per case are the manifest's bytes_moved: each input read once, each output written once.
+
+Each peer is first checked against an f64 evaluation of the eager formula on the same inputs
+(norm-wise relative error; bf16 1e-2, f32 1e-4): a peer that disagrees is reported, not timed.
+Inputs are seeded random normals; calls rotate among enough input sets that together they are
+several times the L2 (60 MB on an H200), so no call reads what the previous one left in L2.
+
+  python3 bench/peers.py --list              # the cases and their peer expressions
+  python3 bench/peers.py --dry-run           # what would run; needs no GPU and no torch
+  python3 bench/peers.py --json peers.json   # run everything; markdown table on stdout
+"""
+import argparse
+import json
+import math
+import statistics
+import sys
+from pathlib import Path
+
+MANIFEST = Path(__file__).resolve().parent / "cases" / "cases.json"
+PEERS = ("eager", "library", "compile")
+ROTATION_BYTES = 256 << 20  # input bytes in flight across the rotated sets: > 4x an H200's L2
+COPY_BYTES = 1 << 30        # the copy-bandwidth probe's source tensor
+TOLERANCE = {"bfloat16": 1e-2, "float32": 1e-4}
+SEED = 1234
+
+
+def load_cases(selected):
+    cases = json.loads(MANIFEST.read_text())["cases"]
+    if not selected:
+        return cases
+    names = selected.split(",")
+    unknown = sorted(set(names) - {c["name"] for c in cases})
+    if unknown:
+        sys.exit(f"unknown case(s): {', '.join(unknown)}; see --list")
+    return [c for c in cases if c["name"] in names]
+
+
+def peer_source(case, peer):
+    """The peer as Python source: a lambda over the case's input names (None: no such peer)."""
+    expression = case["peers"]["eager" if peer == "compile" else peer]
+    if expression is None:
+        return None
+    return f"lambda {', '.join(v['name'] for v in case['inputs'])}: {expression}"
+
+
+def input_bytes(case):
+    return sum(math.prod(v["shape"]) * (4 if v["dtype"] == "float32" else 2) for v in case["inputs"])
+
+
+def input_set_count(case):
+    return max(1, math.ceil(ROTATION_BYTES / input_bytes(case)))
+
+
+def describe(v):
+    return f"{v['name']}: {v['dtype']}[{','.join(map(str, v['shape']))}]"
+
+
+def list_cases(cases):
+    for case in cases:
+        print(f"{case['name']}  ({case['file']}, {case['bytes_moved'] / 1e6:.1f} MB moved)")
+        print(f"    in  {'; '.join(map(describe, case['inputs']))}")
+        print(f"    out {'; '.join(map(describe, case['outputs']))}")
+        for peer in PEERS:
+            print(f"    {peer:8} {case['peers'][peer] or '-'}")
+
+
+def dry_run(cases, args):
+    print(f"device-to-device copy: {COPY_BYTES >> 20} MiB read + written, median of {args.repeats}")
+    for case in cases:
+        assert (MANIFEST.parent / case["file"]).is_file(), f"missing {case['file']}"
+        sets = input_set_count(case)
+        print(f"{case['name']}: {sets} input set(s) of {input_bytes(case) / 1e6:.1f} MB, "
+              f"{args.warmup} warm-up + {args.repeats} timed calls per peer")
+        for peer in PEERS:
+            source = peer_source(case, peer)
+            if source is not None:
+                compile(source, case["name"], "eval")  # the expression must at least parse
+            shown = "-" if source is None else (f"torch.compile({source})" if peer == "compile" else source)
+            print(f"    {peer:8} {shown}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Everything below needs torch and a GPU; imported lazily so --list and --dry-run run anywhere.
+
+def make_inputs(torch, case, set_index):
+    generator = torch.Generator(device="cuda").manual_seed(SEED + set_index)
+    return [torch.randn(v["shape"], dtype=getattr(torch, v["dtype"]), device="cuda", generator=generator)
+            for v in case["inputs"]]
+
+
+def median_us(torch, fn, input_sets, warmup, repeats):
+    for i in range(warmup):
+        fn(*input_sets[i % len(input_sets)])
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+              for _ in range(repeats)]
+    torch.cuda.synchronize()
+    for i, (start, end) in enumerate(events):
+        args = input_sets[i % len(input_sets)]
+        start.record()
+        fn(*args)
+        end.record()
+    torch.cuda.synchronize()
+    return statistics.median(start.elapsed_time(end) * 1e3 for start, end in events)
+
+
+def copy_bandwidth(torch, args):
+    """Bytes read + written per second by one large device-to-device copy."""
+    source = torch.randn(COPY_BYTES // 2, dtype=torch.bfloat16, device="cuda")
+    target = torch.empty_like(source)
+    us = median_us(torch, lambda: target.copy_(source), [()], args.warmup, args.repeats)
+    return {"bytes": 2 * COPY_BYTES, "us": us, "gbps": 2 * COPY_BYTES / us / 1e3}
+
+
+def relative_error(torch, actual, expected):
+    expected = expected.double()
+    return ((actual.double() - expected).norm() / expected.norm()).item()
+
+
+def dropout_keep_mask(torch, fn, case):
+    """Which elements the peer's dropout keeps on its next call after torch.manual_seed(SEED).
+
+    Found by calling the peer itself on x = residual = scale = 1, bias = 0: a kept element
+    becomes 1/(1-p) + 1 and a dropped one 1, so after the layer norm kept elements are positive.
+    """
+    probe = [torch.ones(v["shape"], dtype=getattr(torch, v["dtype"]), device="cuda") for v in case["inputs"]]
+    probe[-1].zero_()
+    torch.manual_seed(SEED)
+    return fn(*probe) > 0
+
+
+def check(torch, F, fn, case, inputs):
+    """Norm-wise relative error of the peer against the eager formula evaluated in f64."""
+    reference_fn = eval(peer_source(case, "eager"), {"torch": torch, "F": F})
+    wide = [t.double() for t in inputs]
+    p = case.get("dropout_p")
+    if p is None:
+        return relative_error(torch, fn(*inputs), reference_fn(*wide))
+    # Dropout draws a fresh mask per call: find the peer's mask for one seed, then compare the
+    # same seed's output with the formula under that mask (and check that ~p were dropped).
+    keep = dropout_keep_mask(torch, fn, case)
+    dropped = 1.0 - keep.double().mean().item()
+    if abs(dropped - p) > 0.01:
+        raise RuntimeError(f"dropped {dropped:.4f} of the elements, expected {p}")
+    torch.manual_seed(SEED)
+    actual = fn(*inputs)
+    x, residual, scale, bias = wide
+    expected = F.layer_norm(torch.where(keep, x / (1 - p), 0.0) + residual, x.shape[-1:], scale, bias, eps=1e-5)
+    return relative_error(torch, actual, expected)
+
+
+def run_peer(torch, F, case, peer, input_sets, args):
+    source = peer_source(case, peer)
+    if source is None:
+        return None
+    try:
+        fn = eval(source, {"torch": torch, "F": F})
+        if peer == "compile":
+            fn = torch.compile(fn, dynamic=False)
+        error = check(torch, F, fn, case, input_sets[0])  # also compiles (c): first call
+        if not error <= TOLERANCE[case["inputs"][0]["dtype"]]:
+            return {"error": f"wrong result: relative error {error:.3g}", "rel_err": error}
+        us = median_us(torch, fn, input_sets, args.warmup, args.repeats)
+    except Exception as e:  # a peer that fails (torch.compile, out of memory) is reported, not fatal
+        return {"error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]}
+    finally:
+        torch.cuda.empty_cache()
+    return {"us": us, "gbps": case["bytes_moved"] / us / 1e3, "rel_err": error}
+
+
+def run_case(torch, F, case, args, copy_gbps):
+    torch._dynamo.reset()
+    input_sets = [make_inputs(torch, case, i) for i in range(input_set_count(case))]
+    result = {"name": case["name"], "bytes_moved": case["bytes_moved"], "input_sets": len(input_sets), "peers": {}}
+    for peer in PEERS:
+        timing = run_peer(torch, F, case, peer, input_sets, args)
+        if timing and "gbps" in timing:
+            timing["pct_copy_bw"] = 100 * timing["gbps"] / copy_gbps
+        result["peers"][peer] = timing
+        print(f"  {case['name']} {peer}: {cell(timing)}", file=sys.stderr, flush=True)
+    del input_sets
+    torch.cuda.empty_cache()
+    return result
+
+
+def cell(timing):
+    if timing is None:
+        return "—"
+    if "us" not in timing:
+        return f"failed: {timing['error']}"
+    return f"{timing['us']:.0f} µs ({timing['pct_copy_bw']:.0f}%)" if "pct_copy_bw" in timing else f"{timing['us']:.0f} µs"
+
+
+def markdown(report):
+    copy = report["copy"]
+    lines = [f"{report['device']}, PyTorch {report['torch']}, Triton {report['triton']}; median of "
+             f"{report['repeats']} after {report['warmup']} warm-up; % bw: share of the device-to-device copy "
+             f"rate {copy['gbps'] / 1e3:.2f} TB/s (bytes read + written)", "",
+             "| case | eager, op by op | PyTorch library op | torch.compile |", "|---|---|---|---|"]
+    for case in report["cases"]:
+        lines.append(f"| {case['name']} | " + " | ".join(cell(case["peers"][p]) for p in PEERS) + " |")
+    return "\n".join(lines)
+
+
+def measure(cases, args):
+    import torch
+    import torch.nn.functional as F
+    if not torch.cuda.is_available():
+        sys.exit("no CUDA device: use --list or --dry-run on a machine without a GPU")
+    try:
+        import triton
+        triton_version = triton.__version__
+    except ImportError:
+        triton_version = "absent"
+    copy = copy_bandwidth(torch, args)
+    print(f"copy: {copy['gbps']:.0f} GB/s", file=sys.stderr, flush=True)
+    report = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton_version,
+              "repeats": args.repeats, "warmup": args.warmup, "copy": copy,
+              "cases": [run_case(torch, F, case, args, copy["gbps"]) for case in cases]}
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+    print(markdown(report))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cases", help="comma-separated case names (default: all)")
+    parser.add_argument("--repeats", type=int, default=100, help="timed calls per peer (median; at least 50)")
+    parser.add_argument("--warmup", type=int, default=10, help="untimed calls per peer first")
+    parser.add_argument("--json", metavar="FILE", help="write the full report as JSON")
+    parser.add_argument("--list", action="store_true", help="print the cases and exit")
+    parser.add_argument("--dry-run", action="store_true", help="print what would run; needs no GPU")
+    args = parser.parse_args()
+    if args.repeats < 50:
+        parser.error("--repeats must be at least 50")
+    cases = load_cases(args.cases)
+    if args.list:
+        list_cases(cases)
+    elif args.dry_run:
+        dry_run(cases, args)
+    else:
+        measure(cases, args)
+
+
+if __name__ == "__main__":
+    main()

@@ -141,3 +141,37 @@ bool SameIndex(const Index& a, const Index& b) {
 }
 
 }  // namespace tilefuse
+
+namespace tilefuse {
+
+bool AsAffine(const Index& e, AffineIndex* out) {
+  using K = IndexExpr::Kind;
+  switch (e->kind) {
+    case K::kConst: *out = {0, 0, e->value}; return true;
+    case K::kVar:
+      if (e->value > 1) return false;
+      *out = {e->value == 0 ? 1 : 0, e->value == 1 ? 1 : 0, 0};
+      return true;
+    case K::kAdd: {
+      AffineIndex a, b;
+      if (!AsAffine(e->a, &a) || !AsAffine(e->b, &b)) return false;
+      *out = {a.c0 + b.c0, a.c1 + b.c1, a.offset + b.offset};
+      return true;
+    }
+    case K::kMul: {
+      AffineIndex a;
+      if (e->b->kind != K::kConst || !AsAffine(e->a, &a)) return false;
+      int64_t c = e->b->value;
+      *out = {a.c0 * c, a.c1 * c, a.offset * c};
+      return true;
+    }
+    default: return false;
+  }
+}
+
+bool UsesValue(const Index& e) {
+  if (!e) return false;
+  return e->kind == IndexExpr::Kind::kValue || UsesValue(e->a) || UsesValue(e->b);
+}
+
+}  // namespace tilefuse

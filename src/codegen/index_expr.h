@@ -48,3 +48,16 @@ std::string PrintIndex(const Index& index, const std::vector<std::string>& var_n
 bool SameIndex(const Index& a, const Index& b);
 
 }  // namespace tilefuse
+
+namespace tilefuse {
+
+// c0·var0 + c1·var1 + offset, when an index is that simple (no division, modulo, clamp or
+// gathered value). The CUDA emitter vectorises accesses whose c1 (rows) or c0 (pointwise) is 1.
+struct AffineIndex {
+  int64_t c0 = 0, c1 = 0, offset = 0;
+};
+bool AsAffine(const Index& index, AffineIndex* out);
+// Does the expression read an SSA value (a gather index)?
+bool UsesValue(const Index& index);
+
+}  // namespace tilefuse

@@ -1,0 +1,78 @@
+// Every kernel the CUDA backend generates for the examples, the real models and the
+// benchmark cases — fused and unfused — must compile through NVRTC for sm_90a with no
+// local-memory spills. Needs NVRTC (the CUDA toolkit), not a GPU.
+#include "backend/cuda/cuda_program.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "backend/cuda/nvrtc_compiler.h"
+#include "frontend/onnx/importer.h"
+#include "fusion/group_classifier.h"
+#include "passes/pipeline.h"
+
+namespace tilefuse {
+namespace {
+
+std::string TestCacheDir() { return (std::filesystem::temp_directory_path() / "tilefuse_test_cache").string(); }
+
+void CompileForHopper(const std::string& path, bool fuse) {
+  StatusOr<NvrtcCompiler> nvrtc = NvrtcCompiler::Create(TestCacheDir());
+  if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available, CUDA kernels not compiled: " << nvrtc.status().ToString();
+  auto model = ImportOnnx(path);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  auto graph = RunGraphPasses(std::move(model->graph), PassOptions{});
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  PlannerOptions planner;
+  planner.fuse = fuse;
+  auto plan = PlanFusion(*graph, CudaPlannerOptions(planner));
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  auto program = BuildCudaProgram(*graph, *plan, FindInlinedGenerators(*graph));
+  ASSERT_TRUE(program.ok()) << program.status().ToString();
+  size_t generated = 0;
+  for (const CudaGroupProgram& g : program->groups) {
+    EXPECT_NE(g.mode, CudaGroupProgram::Mode::kHost) << path << " group " << g.group << " runs on the host: " << g.why_host;
+    generated += (g.kernel ? 1 : 0) + (g.prologue ? 1 : 0);
+  }
+  if (generated == 0) return;
+  auto cubin = nvrtc->Compile(program->source, "sm_90a");
+  ASSERT_TRUE(cubin.ok()) << cubin.status().ToString();
+  std::vector<PtxasKernelInfo> report = ParsePtxasLog(cubin->ptxas_log);
+  if (cubin->from_cache && report.empty()) return;  // an older entry without its report
+  EXPECT_EQ(report.size(), generated) << cubin->ptxas_log;
+  for (const PtxasKernelInfo& k : report) {
+    EXPECT_EQ(k.spill_store_bytes, 0) << path << ": " << k.name << " spills: " << k.line;
+    EXPECT_EQ(k.spill_load_bytes, 0) << path << ": " << k.name << " spills: " << k.line;
+  }
+}
+
+std::vector<std::string> Models() {
+  std::vector<std::string> paths;
+  std::string root = TILEFUSE_SOURCE_DIR;
+  for (const char* folder : {"/examples", "/bench/cases"})
+    if (std::filesystem::exists(root + folder))
+      for (const auto& e : std::filesystem::directory_iterator(root + folder))
+        if (e.path().extension() == ".onnxtxt") paths.push_back(e.path().string());
+  for (const char* m : {"mlp_block", "attention_block", "gpt2_2layer", "llama_2layer"}) paths.push_back(root + "/tests/models/" + m);
+  std::sort(paths.begin(), paths.end());
+  return paths;
+}
+
+class CudaProgramTest : public testing::TestWithParam<std::string> {};
+
+TEST_P(CudaProgramTest, FusedKernelsCompileForSm90aWithoutSpills) { CompileForHopper(GetParam(), true); }
+TEST_P(CudaProgramTest, UnfusedKernelsCompileForSm90aWithoutSpills) { CompileForHopper(GetParam(), false); }
+
+INSTANTIATE_TEST_SUITE_P(Models, CudaProgramTest, testing::ValuesIn(Models()),
+                         [](const testing::TestParamInfo<std::string>& info) {
+                           std::filesystem::path path(info.param);
+                           std::string kind = path.extension() == ".onnxtxt" ? (path.parent_path().filename() == "cases" ? "case_" : "example_") : "model_";
+                           std::string name = kind + path.stem().string();
+                           for (char& c : name)
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace tilefuse

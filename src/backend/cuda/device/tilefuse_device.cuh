@@ -1,0 +1,233 @@
+// tilefuse device library: what every generated CUDA kernel includes (NVRTC gets it as an
+// in-memory header, so kernels need no include path). It gives the scalar semantics of
+// ops.def for float, double and int64 under the same names as src/ir/scalar_library.h,
+// per-dtype loads, stores and casts (half types travel as 16-bit patterns and compute in
+// float), 16-byte vector accesses, warp and block reductions, and Philox4x32-10 exactly as
+// src/support/philox.cc. Generated kernels live in namespace tfk, so these names hide the
+// CUDA math library's overloads of the same names.
+#pragma once
+
+typedef unsigned char uint8_t;
+typedef signed char int8_t;
+typedef unsigned short uint16_t;
+typedef int int32_t;
+typedef unsigned int uint32_t;
+typedef long long int64_t;
+typedef unsigned long long uint64_t;
+
+#ifndef INFINITY
+#define INFINITY __int_as_float(0x7f800000)
+#endif
+#ifndef NAN
+#define NAN __int_as_float(0x7fffffff)
+#endif
+
+namespace tfk {
+
+#define TFD static __device__ __forceinline__
+
+// ---- scalar semantics (float: fast hardware paths; double: the libdevice functions) ----
+TFD float exp(float a) { return exp2f(a * 1.4426950408889634f); }
+TFD double exp(double a) { return ::exp(a); }
+TFD float log(float a) { return ::logf(a); }
+TFD double log(double a) { return ::log(a); }
+TFD float sqrt(float a) { return ::sqrtf(a); }
+TFD double sqrt(double a) { return ::sqrt(a); }
+TFD float rsqrt(float a) { return ::rsqrtf(a); }
+TFD double rsqrt(double a) { return ::rsqrt(a); }
+TFD float tanh(float a) { return ::tanhf(a); }
+TFD double tanh(double a) { return ::tanh(a); }
+TFD float erf(float a) { return ::erff(a); }
+TFD double erf(double a) { return ::erf(a); }
+TFD float sin(float a) { return ::sinf(a); }
+TFD double sin(double a) { return ::sin(a); }
+TFD float cos(float a) { return ::cosf(a); }
+TFD double cos(double a) { return ::cos(a); }
+TFD float fabs(float a) { return ::fabsf(a); }
+TFD double fabs(double a) { return ::fabs(a); }
+TFD float floor(float a) { return ::floorf(a); }
+TFD double floor(double a) { return ::floor(a); }
+TFD float ceil(float a) { return ::ceilf(a); }
+TFD double ceil(double a) { return ::ceil(a); }
+TFD float pow(float a, float b) { return ::powf(a, b); }
+TFD double pow(double a, double b) { return ::pow(a, b); }
+TFD float fmod(float a, float b) { return ::fmodf(a, b); }
+TFD double fmod(double a, double b) { return ::fmod(a, b); }
+// Integers (and mixed types) go through double, as the host library does.
+template <typename T> TFD double exp(T a) { return ::exp((double)a); }
+template <typename T> TFD double log(T a) { return ::log((double)a); }
+template <typename T> TFD double sqrt(T a) { return ::sqrt((double)a); }
+template <typename T> TFD double tanh(T a) { return ::tanh((double)a); }
+template <typename T> TFD double erf(T a) { return ::erf((double)a); }
+template <typename T> TFD double sin(T a) { return ::sin((double)a); }
+template <typename T> TFD double cos(T a) { return ::cos((double)a); }
+template <typename T> TFD double fabs(T a) { return ::fabs((double)a); }
+template <typename T> TFD double floor(T a) { return ::floor((double)a); }
+template <typename T> TFD double ceil(T a) { return ::ceil((double)a); }
+template <typename A, typename B> TFD double pow(A a, B b) { return ::pow((double)a, (double)b); }
+template <typename A, typename B> TFD double fmod(A a, B b) { return ::fmod((double)a, (double)b); }
+template <typename T> TFD double rsqrt(T a) { return ::rsqrt((double)a); }
+
+TFD float recip(float a) { return 1.0f / a; }
+TFD double recip(double a) { return 1.0 / a; }
+template <typename T> TFD T recip(T a) { return T(1) / a; }
+TFD float sigmoid(float a) { return 1.0f / (1.0f + exp(-a)); }
+TFD double sigmoid(double a) { return 1.0 / (1.0 + ::exp(-a)); }
+template <typename T> TFD T relu(T a) { return a < T(0) ? T(0) : a; }
+template <typename T> TFD T is_nan(T a) { return a != a ? T(1) : T(0); }
+TFD float is_inf(float a) { return ::isinf(a) ? 1.0f : 0.0f; }
+TFD double is_inf(double a) { return ::isinf(a) ? 1.0 : 0.0; }
+template <typename T> TFD T is_inf(T) { return T(0); }
+template <typename T> TFD T max_nan(T a, T b) { return (a != a || a > b) ? a : b; }
+template <typename T> TFD T min_nan(T a, T b) { return (a != a || a < b) ? a : b; }
+template <typename T> TFD T floor_mod(T a, T b) {
+  T r = fmod(a, b);
+  return (r != T(0) && ((r < T(0)) != (b < T(0)))) ? r + b : r;
+}
+TFD int64_t floor_mod(int64_t a, int64_t b) {
+  int64_t r = b == 0 ? 0 : a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+TFD int64_t fmod(int64_t a, int64_t b) { return b == 0 ? 0 : a % b; }
+template <typename T> TFD T logical_not(T a) { return a == T(0) ? T(1) : T(0); }
+template <typename T> TFD T logical_and(T a, T b) { return (a != T(0) && b != T(0)) ? T(1) : T(0); }
+template <typename T> TFD T logical_or(T a, T b) { return (a != T(0) || b != T(0)) ? T(1) : T(0); }
+template <typename T> TFD T logical_xor(T a, T b) { return ((a != T(0)) != (b != T(0))) ? T(1) : T(0); }
+template <typename T> TFD T compare_eq(T a, T b) { return a == b ? T(1) : T(0); }
+template <typename T> TFD T compare_lt(T a, T b) { return a < b ? T(1) : T(0); }
+template <typename T> TFD T compare_le(T a, T b) { return a <= b ? T(1) : T(0); }
+template <typename T> TFD T compare_gt(T a, T b) { return a > b ? T(1) : T(0); }
+template <typename T> TFD T compare_ge(T a, T b) { return a >= b ? T(1) : T(0); }
+template <typename C, typename T> TFD T select(C c, T x, T y) { return c != C(0) ? x : y; }
+
+TFD int64_t tf_clamp(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : (v > hi ? hi : v); }
+
+// ---- dtype conversions: round to nearest even, NaN kept, like the host prelude ----
+TFD float tf_half_to_float(uint16_t h) {
+  float f;
+  asm("{ cvt.f32.f16 %0, %1; }" : "=f"(f) : "h"(h));
+  return f;
+}
+TFD uint16_t tf_float_to_half(float f) {
+  uint16_t h;
+  asm("{ cvt.rn.f16.f32 %0, %1; }" : "=h"(h) : "f"(f));
+  return h;
+}
+TFD float tf_bf16_to_float(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+TFD uint16_t tf_float_to_bf16(float f) {
+  uint32_t x = __float_as_uint(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);
+  x += 0x7fffu + ((x >> 16) & 1u);
+  return (uint16_t)(x >> 16);
+}
+
+// From storage to compute type.
+TFD double tf_cvt_f64(double v) { return v; }
+TFD float tf_cvt_f32(float v) { return v; }
+TFD float tf_cvt_f16(uint16_t v) { return tf_half_to_float(v); }
+TFD float tf_cvt_bf16(uint16_t v) { return tf_bf16_to_float(v); }
+TFD int64_t tf_cvt_i64(int64_t v) { return v; }
+TFD int64_t tf_cvt_i32(int32_t v) { return v; }
+TFD int64_t tf_cvt_i8(int8_t v) { return v; }
+TFD int64_t tf_cvt_u8(uint8_t v) { return v; }
+TFD float tf_cvt_bool(uint8_t v) { return v ? 1.0f : 0.0f; }
+
+template <typename T> TFD int64_t tf_to_int(T v) { return v != v ? 0 : (int64_t)v; }
+// Casts compute the value the target dtype holds, in that dtype's compute type.
+template <typename T> TFD double tf_cast_f64(T v) { return (double)v; }
+template <typename T> TFD float tf_cast_f32(T v) { return (float)v; }
+template <typename T> TFD float tf_cast_f16(T v) { return tf_half_to_float(tf_float_to_half((float)v)); }
+template <typename T> TFD float tf_cast_bf16(T v) { return tf_bf16_to_float(tf_float_to_bf16((float)v)); }
+template <typename T> TFD int64_t tf_cast_i64(T v) { return tf_to_int(v); }
+template <typename T> TFD int64_t tf_cast_i32(T v) { return (int32_t)tf_to_int(v); }
+template <typename T> TFD int64_t tf_cast_i8(T v) { return (int8_t)tf_to_int(v); }
+template <typename T> TFD int64_t tf_cast_u8(T v) { return (uint8_t)tf_to_int(v); }
+template <typename T> TFD float tf_cast_bool(T v) { return v != T(0) ? 1.0f : 0.0f; }
+
+// From compute to storage type.
+template <typename T> TFD double tf_pack_f64(T v) { return (double)v; }
+template <typename T> TFD float tf_pack_f32(T v) { return (float)v; }
+template <typename T> TFD uint16_t tf_pack_f16(T v) { return tf_float_to_half((float)v); }
+template <typename T> TFD uint16_t tf_pack_bf16(T v) { return tf_float_to_bf16((float)v); }
+template <typename T> TFD int64_t tf_pack_i64(T v) { return tf_cast_i64(v); }
+template <typename T> TFD int32_t tf_pack_i32(T v) { return (int32_t)tf_cast_i32(v); }
+template <typename T> TFD int8_t tf_pack_i8(T v) { return (int8_t)tf_cast_i8(v); }
+template <typename T> TFD uint8_t tf_pack_u8(T v) { return (uint8_t)tf_cast_u8(v); }
+template <typename T> TFD uint8_t tf_pack_bool(T v) { return v != T(0) ? 1 : 0; }
+
+// ---- vector accesses: N elements at p (16-byte aligned when N*sizeof(T) is a multiple of 16) ----
+template <int N, typename T> TFD void tf_vload(const T* __restrict__ p, T (&out)[N]) {
+  constexpr int kBytes = N * (int)sizeof(T);
+  if constexpr (kBytes % 16 == 0) {
+#pragma unroll
+    for (int k = 0; k < kBytes / 16; ++k) reinterpret_cast<uint4*>(out)[k] = __ldg(reinterpret_cast<const uint4*>(p) + k);
+  } else if constexpr (kBytes % 8 == 0) {
+#pragma unroll
+    for (int k = 0; k < kBytes / 8; ++k) reinterpret_cast<uint2*>(out)[k] = __ldg(reinterpret_cast<const uint2*>(p) + k);
+  } else {
+#pragma unroll
+    for (int k = 0; k < N; ++k) out[k] = p[k];
+  }
+}
+template <int N, typename T> TFD void tf_vstore(T* __restrict__ p, const T (&in)[N]) {
+  constexpr int kBytes = N * (int)sizeof(T);
+  if constexpr (kBytes % 16 == 0) {
+#pragma unroll
+    for (int k = 0; k < kBytes / 16; ++k) reinterpret_cast<uint4*>(p)[k] = reinterpret_cast<const uint4*>(in)[k];
+  } else if constexpr (kBytes % 8 == 0) {
+#pragma unroll
+    for (int k = 0; k < kBytes / 8; ++k) reinterpret_cast<uint2*>(p)[k] = reinterpret_cast<const uint2*>(in)[k];
+  } else {
+#pragma unroll
+    for (int k = 0; k < N; ++k) p[k] = in[k];
+  }
+}
+
+// ---- reductions across threads ----
+struct tf_sum { template <typename T> TFD T combine(T a, T b) { return a + b; } };
+struct tf_prod { template <typename T> TFD T combine(T a, T b) { return a * b; } };
+struct tf_max { template <typename T> TFD T combine(T a, T b) { return max_nan(a, b); } };
+struct tf_min { template <typename T> TFD T combine(T a, T b) { return min_nan(a, b); } };
+
+// Combines v across the `kWidth` consecutive lanes of a warp; every lane gets the result.
+template <int kWidth, typename Op, typename T> TFD T tf_warp_reduce(T v) {
+#pragma unroll
+  for (int offset = kWidth / 2; offset > 0; offset /= 2) v = Op::combine(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+// Combines v across a block of kThreads (a multiple of 32); every thread gets the result.
+// `scratch` holds 32 values; the trailing barrier lets the next call reuse it.
+template <int kThreads, typename Op, typename T> TFD T tf_block_reduce(T v, T* scratch) {
+  v = tf_warp_reduce<32, Op>(v);
+  constexpr int kWarps = kThreads / 32;
+  if (kWarps == 1) return v;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  T w = scratch[lane < kWarps ? lane : 0];
+  w = tf_warp_reduce<(kWarps < 32 ? kWarps : 32), Op>(w);
+  __syncthreads();
+  return w;
+}
+
+// ---- Philox4x32-10, exactly as src/support/philox.cc: element `index` of a seeded stream ----
+TFD float tf_philox_uniform(uint64_t seed, uint64_t index) {
+  uint64_t counter = index / 4;
+  uint32_t c0 = (uint32_t)counter, c1 = (uint32_t)(counter >> 32), c2 = 0, c3 = 0;
+  uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
+#pragma unroll
+  for (int round = 0; round < 10; ++round) {
+    if (round > 0) { k0 += 0x9E3779B9u; k1 += 0xBB67AE85u; }
+    uint32_t hi0 = __umulhi(0xD2511F53u, c0), lo0 = 0xD2511F53u * c0;
+    uint32_t hi1 = __umulhi(0xCD9E8D57u, c2), lo1 = 0xCD9E8D57u * c2;
+    uint32_t n0 = hi1 ^ c1 ^ k0, n2 = hi0 ^ c3 ^ k1;
+    c0 = n0; c1 = lo1; c2 = n2; c3 = lo0;
+  }
+  const uint32_t lane = (uint32_t)(index % 4);  // a select chain, not an array: no local memory
+  const uint32_t word = lane == 0 ? c0 : lane == 1 ? c1 : lane == 2 ? c2 : c3;
+  return (float)(word >> 8) * (1.0f / 16777216.0f);
+}
+
+#undef TFD
+
+}  // namespace tfk

@@ -1,0 +1,167 @@
+#include "backend/cuda/nvrtc_compiler.h"
+
+#include <dlfcn.h>
+#include <fmt/format.h>
+#include <mutex>
+#include <nvrtc.h>
+#include <regex>
+#include <sstream>
+#include <unistd.h>
+
+#include "backend/cuda/device_library_text.h"
+#include "backend/cuda/shared_library.h"
+#include "support/file_util.h"
+
+namespace tilefuse {
+
+namespace {
+
+// The NVRTC entry points tilefuse uses, resolved once per process.
+struct NvrtcApi {
+#define TF_NVRTC_FUNCTIONS(X)                                                                          \
+  X(nvrtcVersion) X(nvrtcCreateProgram) X(nvrtcDestroyProgram) X(nvrtcCompileProgram) X(nvrtcGetCUBINSize) \
+  X(nvrtcGetCUBIN) X(nvrtcGetProgramLogSize) X(nvrtcGetProgramLog) X(nvrtcGetErrorString)
+#define TF_DECLARE(name) decltype(&::name) name = nullptr;
+  TF_NVRTC_FUNCTIONS(TF_DECLARE)
+#undef TF_DECLARE
+};
+
+StatusOr<const NvrtcApi*> LoadNvrtc() {
+  static std::once_flag once;
+  static NvrtcApi api;
+  static Status status;
+  std::call_once(once, [] {
+    std::vector<std::string> candidates;
+    for (const char* file : {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"})
+      for (const std::string& c : CudaLibraryCandidates(file)) candidates.push_back(c);
+    StatusOr<void*> handle = OpenFirstLibrary("NVRTC", "TILEFUSE_NVRTC", candidates);
+    if (!handle.ok()) {
+      status = handle.status();
+      return;
+    }
+#define TF_RESOLVE(name)                                                          \
+  api.name = reinterpret_cast<decltype(api.name)>(dlsym(*handle, #name));          \
+  if (!api.name) {                                                                \
+    status = NotFound("NVRTC was loaded but lacks " #name "; it is too old");      \
+    return;                                                                       \
+  }
+    TF_NVRTC_FUNCTIONS(TF_RESOLVE)
+#undef TF_RESOLVE
+  });
+  if (!status.ok()) return status;
+  return &api;
+}
+
+std::string ProgramLog(const NvrtcApi& api, nvrtcProgram program) {
+  size_t size = 0;
+  if (api.nvrtcGetProgramLogSize(program, &size) != NVRTC_SUCCESS || size <= 1) return "";
+  std::string log(size, '\0');
+  api.nvrtcGetProgramLog(program, log.data());
+  log.resize(size - 1);
+  return log;
+}
+
+// Keeps a failing source for the user to read; returns its path (empty if not written).
+std::string KeepFailedSource(const std::string& source) {
+  std::string path = fmt::format("/tmp/tilefuse-nvrtc-failure-{}.cu", getpid());
+  return WriteFileAtomically(path, source).ok() ? path : "";
+}
+
+}  // namespace
+
+std::vector<PtxasKernelInfo> ParsePtxasLog(const std::string& log) {
+  std::vector<PtxasKernelInfo> out;
+  std::istringstream lines(log);
+  std::string line;
+  static const std::regex function(R"(Compiling entry function '([^']+)')");
+  static const std::regex frame(R"((\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads)");
+  static const std::regex used(R"(Used (\d+) registers)");
+  static const std::regex smem(R"((\d+) bytes smem)");
+  while (std::getline(lines, line)) {
+    std::smatch m;
+    if (std::regex_search(line, m, function)) {
+      out.push_back({});
+      out.back().name = m[1];
+      continue;
+    }
+    if (out.empty()) continue;
+    PtxasKernelInfo& k = out.back();
+    if (std::regex_search(line, m, frame)) {
+      k.stack_frame_bytes = std::stoll(m[1]);
+      k.spill_store_bytes = std::stoll(m[2]);
+      k.spill_load_bytes = std::stoll(m[3]);
+    }
+    if (std::regex_search(line, m, used)) k.registers = std::stoi(m[1]);
+    if (std::regex_search(line, m, smem)) k.shared_bytes = std::stoll(m[1]);
+    if (line.find("ptxas info") != std::string::npos) {
+      std::string text = line.substr(line.find(':') + 1);
+      k.line += (k.line.empty() ? "" : ";") + text;
+    }
+  }
+  return out;
+}
+
+StatusOr<NvrtcCompiler> NvrtcCompiler::Create(std::string cache_dir) {
+  ASSIGN_OR_RETURN(const NvrtcApi* api, LoadNvrtc());
+  int major = 0, minor = 0;
+  api->nvrtcVersion(&major, &minor);
+  ASSIGN_OR_RETURN(KernelCache cache, KernelCache::Open(std::move(cache_dir)));
+  return NvrtcCompiler(std::move(cache), major, minor);
+}
+
+std::string NvrtcCompiler::version() const { return fmt::format("{}.{}", major_, minor_); }
+
+StatusOr<CubinResult> NvrtcCompiler::Compile(const std::string& source, const std::string& arch,
+                                             const std::vector<std::string>& extra) {
+  ASSIGN_OR_RETURN(const NvrtcApi* api, LoadNvrtc());
+  std::vector<std::string> options = {"-std=c++17", "--gpu-architecture=" + arch, "--ptxas-options=-v",
+                                      "-default-device",
+                                      "-diag-suppress=177,550"};  // unused loop indices are normal in generated code
+  options.insert(options.end(), extra.begin(), extra.end());
+  std::vector<std::string_view> key_parts = {source, kDeviceLibraryText, arch, version()};
+  for (const std::string& o : options) key_parts.push_back(o);
+  std::string key = KernelCache::Key(key_parts);
+  CubinResult result;
+  if (auto path = cache_.Lookup(key, ".cubin")) {
+    ASSIGN_OR_RETURN(result.cubin, ReadWholeFile(*path));
+    if (auto log = cache_.Lookup(key, ".ptxas")) {
+      ASSIGN_OR_RETURN(result.ptxas_log, ReadWholeFile(*log));
+    }
+    result.from_cache = true;
+    ++cache_hits_;
+    return result;
+  }
+  ++compiles_;
+  nvrtcProgram program = nullptr;
+  const char* header_text = kDeviceLibraryText;
+  const char* header_name = kDeviceLibraryName;
+  nvrtcResult r = api->nvrtcCreateProgram(&program, source.c_str(), "tilefuse_kernels.cu", 1, &header_text, &header_name);
+  if (r != NVRTC_SUCCESS) return Internal(fmt::format("nvrtcCreateProgram: {}", api->nvrtcGetErrorString(r)));
+  std::vector<const char*> argv;
+  for (const std::string& o : options) argv.push_back(o.c_str());
+  r = api->nvrtcCompileProgram(program, static_cast<int>(argv.size()), argv.data());
+  std::string log = ProgramLog(*api, program);
+  if (r != NVRTC_SUCCESS) {
+    api->nvrtcDestroyProgram(&program);
+    std::string kept = KeepFailedSource(source);
+    return Internal(fmt::format("NVRTC failed to compile the generated CUDA for {} ({}){}:\n{}", arch,
+                                api->nvrtcGetErrorString(r), kept.empty() ? "" : "; source kept at " + kept, log));
+  }
+  size_t size = 0;
+  r = api->nvrtcGetCUBINSize(program, &size);
+  if (r == NVRTC_SUCCESS && size == 0) r = NVRTC_ERROR_INVALID_OPTION;  // a virtual arch gives PTX, no cubin
+  if (r != NVRTC_SUCCESS) {
+    api->nvrtcDestroyProgram(&program);
+    return Internal(fmt::format("NVRTC produced no cubin for {} ({}); name a real architecture such as sm_90a", arch,
+                                api->nvrtcGetErrorString(r)));
+  }
+  result.cubin.resize(size);
+  api->nvrtcGetCUBIN(program, result.cubin.data());
+  api->nvrtcDestroyProgram(&program);
+  result.ptxas_log = log;
+  RETURN_IF_ERROR(cache_.Insert(key, ".ptxas", log).status());
+  RETURN_IF_ERROR(cache_.Insert(key, ".cubin", result.cubin).status());
+  return result;
+}
+
+}  // namespace tilefuse

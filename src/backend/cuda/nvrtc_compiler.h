@@ -1,0 +1,58 @@
+// NvrtcCompiler: CUDA C++ source → cubin for one architecture, through NVRTC loaded at run
+// time, with the cubins cached on disk (support/kernel_cache.h) keyed by
+// hash(source, options, arch, NVRTC version). Needs no GPU: CI compiles every generated
+// kernel for sm_90a here and reads ptxas's resource report.
+//
+// Every compilation gets the device library (tilefuse_device.cuh) as an in-memory header.
+// A compile error returns Internal with NVRTC's log; the failing source is kept on disk
+// (the path is in the message) for debugging.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "support/kernel_cache.h"
+#include "tilefuse/status.h"
+
+namespace tilefuse {
+
+struct CubinResult {
+  std::string cubin;
+  bool from_cache = false;
+  // ptxas's report per kernel ("Used 32 registers, 0 bytes stack frame, 0 bytes spill
+  // stores, ..."); filled on a fresh compile (cached entries keep theirs beside the cubin).
+  std::string ptxas_log;
+};
+
+// ptxas's numbers for one kernel, parsed from its -v report.
+struct PtxasKernelInfo {
+  std::string name;
+  int registers = 0;
+  int64_t stack_frame_bytes = 0, spill_store_bytes = 0, spill_load_bytes = 0, shared_bytes = 0;
+  std::string line;  // the report's lines for it, joined
+};
+std::vector<PtxasKernelInfo> ParsePtxasLog(const std::string& log);
+
+class NvrtcCompiler {
+ public:
+  // Loads NVRTC (NotFound naming the places tried) and opens the cache.
+  static StatusOr<NvrtcCompiler> Create(std::string cache_dir = "");
+
+  // Compiles for `arch` ("sm_90a"). Options beyond the defaults (-std=c++17,
+  // --gpu-architecture, --ptxas-options=-v, -default-device) may be added in `extra`.
+  StatusOr<CubinResult> Compile(const std::string& source, const std::string& arch,
+                                const std::vector<std::string>& extra = {});
+
+  std::string version() const;  // "13.0"
+  int64_t compiles() const { return compiles_; }
+  int64_t cache_hits() const { return cache_hits_; }
+
+ private:
+  NvrtcCompiler(KernelCache cache, int major, int minor) : cache_(std::move(cache)), major_(major), minor_(minor) {}
+  KernelCache cache_;
+  int major_, minor_;
+  int64_t compiles_ = 0, cache_hits_ = 0;
+};
+
+}  // namespace tilefuse

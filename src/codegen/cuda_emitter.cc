@@ -1,0 +1,458 @@
+#include "codegen/cuda_emitter.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <map>
+
+#include "codegen/emit_util.h"
+
+namespace tilefuse {
+
+namespace {
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t RoundUpPow2(int64_t v) {
+  int64_t p = 1;
+  while (p < v) p *= 2;
+  return p;
+}
+
+bool IsRowKernel(const Kernel& k) { return !k.reductions.empty(); }
+
+// Accesses the templates move as vectors: pointwise ones at the element's own offset,
+// row ones contiguous along the row.
+bool PointwiseVectorizable(const Index& index, int vector) {
+  AffineIndex a;
+  return !UsesValue(index) && AsAffine(index, &a) && a.c0 == 1 && a.c1 == 0 && a.offset % vector == 0;
+}
+bool RowVectorizable(const Index& index, int vector) {
+  AffineIndex a;
+  return !UsesValue(index) && AsAffine(index, &a) && a.c1 == 1 && a.c0 % vector == 0 && a.offset % vector == 0;
+}
+
+// The narrowest element among the accesses a template could vectorise (0: none).
+int64_t NarrowestVectorAccess(const Kernel& k, bool row) {
+  int64_t narrowest = 0;
+  auto consider = [&](const Index& index, DType dtype) {
+    if (row ? !RowVectorizable(index, 1) : !PointwiseVectorizable(index, 1)) return;
+    int64_t size = DTypeSize(dtype);
+    narrowest = narrowest == 0 ? size : std::min(narrowest, size);
+  };
+  for (const ScalarValue& v : k.values)
+    if (v.kind == ScalarValue::Kind::kLoad) consider(v.index, k.buffers[v.buffer].dtype);
+  for (const KernelStore& s : k.stores) consider(s.index, k.buffers[s.buffer].dtype);
+  return narrowest;
+}
+
+// Loads that read the row itself (depend on both loop variables, plain index): the ones a
+// cached row keeps in registers.
+bool IsRowDataLoad(const ScalarValue& v) {
+  return v.kind == ScalarValue::Kind::kLoad && v.inner && UsesVar(v.index, 0) && !UsesValue(v.index);
+}
+
+}  // namespace
+
+CudaKernelConfig ResolveCudaConfig(const Kernel& k, const CudaKernelConfig& requested) {
+  CudaKernelConfig c = requested;
+  bool row = IsRowKernel(k);
+  int64_t narrowest = NarrowestVectorAccess(k, row);
+  if (!row) {
+    if (c.vector == 0) c.vector = narrowest == 0 ? 1 : static_cast<int>(std::min<int64_t>(16, 32 / narrowest));
+    if (c.threads == 0) c.threads = 256;
+    c.threads_per_row = 0;
+    c.cache_row = 0;
+    return c;
+  }
+  if (c.vector == 0) {
+    c.vector = narrowest == 0 ? 1 : static_cast<int>(16 / narrowest);
+    while (c.vector > 1 && k.inner % c.vector != 0) c.vector /= 2;
+  }
+  if (c.threads_per_row == 0) {
+    if (narrowest == 0 || k.inner < 64) {
+      c.threads_per_row = 1;  // columns, or rows too short to share: a thread per output
+    } else if (k.inner <= int64_t{32} * c.vector * 4) {
+      c.threads_per_row = 32;
+    } else {
+      c.threads_per_row = static_cast<int>(std::clamp<int64_t>(RoundUpPow2(CeilDiv(k.inner, c.vector * 4)), 64, 1024));
+    }
+  }
+  if (c.threads == 0) c.threads = c.threads_per_row > 32 ? c.threads_per_row : 256;
+  if (c.cache_row < 0) {
+    int64_t chunks = CeilDiv(k.inner, int64_t{c.threads_per_row} * c.vector);
+    int64_t row_loads = std::count_if(k.values.begin(), k.values.end(), IsRowDataLoad);
+    int64_t budget = c.threads >= 1024 ? 32 : 64;
+    c.cache_row = row_loads > 0 && c.threads_per_row > 1 && chunks * c.vector * row_loads <= budget ? 1 : 0;
+  }
+  return c;
+}
+
+namespace {
+
+class CudaEmitter {
+ public:
+  CudaEmitter(const Kernel& k, const CudaKernelConfig& c) : k_(k), c_(c), row_(IsRowKernel(k)) {
+    for (size_t v = 0; v < k.values.size(); ++v)
+      if (k.values[v].kind == ScalarValue::Kind::kAccumulator) accumulator_value_[k.values[v].reduction] = static_cast<int>(v);
+    array_.assign(k.values.size(), Array::kNone);
+    row_done_.assign(k.values.size(), false);
+  }
+
+  StatusOr<CudaKernelSource> Run() {
+    RETURN_IF_ERROR(Validate());
+    CudaKernelSource s;
+    s.name = k_.name;
+    s.config = c_;
+    s.threads = c_.threads;
+    s.num_params = static_cast<int>(k_.buffers.size());
+    out_ = fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}(", c_.threads, k_.name);
+    for (size_t b = 0; b < k_.buffers.size(); ++b) {
+      const KernelBuffer& buf = k_.buffers[b];
+      out_ += fmt::format("{}{}{}* __restrict__ b{}", b ? ", " : "", buf.is_output ? "" : "const ", StorageType(buf.dtype), b);
+    }
+    out_ += ") {\n";
+    if (row_) {
+      EmitRowKernel();
+      int64_t rows_per_block = c_.threads / c_.threads_per_row;
+      s.work_blocks = std::max<int64_t>(1, CeilDiv(k_.outer, rows_per_block));
+      s.strategy = fmt::format("row: {} per row, {} x{}", c_.threads_per_row == 1 ? "thread" : c_.threads_per_row == 32 ? "warp" : "block",
+                               c_.cache_row ? "row in registers" : "row re-read per pass", c_.vector);
+    } else {
+      EmitPointwiseKernel();
+      s.work_blocks = std::max<int64_t>(1, CeilDiv(CeilDiv(k_.outer, c_.vector), c_.threads));
+      s.strategy = fmt::format("pointwise x{}", c_.vector);
+    }
+    out_ += "}\n";
+    s.function = std::move(out_);
+    return s;
+  }
+
+ private:
+  enum class Array { kNone, kChunk, kCached };  // how a load reaches the element scope
+
+  Status Validate() const {
+    if (c_.threads < 32 || c_.threads > 1024 || c_.threads % 32 != 0)
+      return InvalidArgument(fmt::format("{}: {} threads per block (need a multiple of 32 in [32, 1024])", k_.name, c_.threads));
+    if (c_.vector < 1 || c_.vector > 16 || (c_.vector & (c_.vector - 1)) != 0)
+      return InvalidArgument(fmt::format("{}: vector width {} (need a power of two up to 16)", k_.name, c_.vector));
+    if (!row_) return Status::Ok();
+    if (k_.inner % c_.vector != 0)
+      return InvalidArgument(fmt::format("{}: vector width {} does not divide the row length {}", k_.name, c_.vector, k_.inner));
+    if (c_.threads_per_row != 1 && c_.threads_per_row != 32 && c_.threads_per_row != c_.threads)
+      return InvalidArgument(fmt::format("{}: {} threads per row (need 1, 32 or the block size)", k_.name, c_.threads_per_row));
+    return Status::Ok();
+  }
+
+  std::string Name(int v) const { return fmt::format("v{}", v); }
+  std::string ArrayName(int v) const { return fmt::format("c{}", v); }
+
+  std::string Expression(const ScalarValue& v, int id) {
+    const std::vector<std::string> vars = {"i0", "i1"};
+    switch (v.kind) {
+      case ScalarValue::Kind::kLoad:
+        if (array_[id] == Array::kChunk) return fmt::format("tf_cvt_{}({}[j])", DTypeName(v.dtype), ArrayName(id));
+        if (array_[id] == Array::kCached) return fmt::format("tf_cvt_{}({}[k][j])", DTypeName(v.dtype), ArrayName(id));
+        return fmt::format("tf_cvt_{}(b{}[{}])", DTypeName(v.dtype), v.buffer, PrintIndex(v.index, vars));
+      case ScalarValue::Kind::kConstant: return Literal(v.constant, v.dtype);
+      case ScalarValue::Kind::kIndex: return fmt::format("{}({})", ComputeType(v.dtype), PrintIndex(v.index, vars));
+      case ScalarValue::Kind::kRandom:
+        return fmt::format("{}(tf_philox_uniform({}ull, (uint64_t)({})))", ComputeType(v.dtype), v.seed, PrintIndex(v.index, vars));
+      case ScalarValue::Kind::kAccumulator: return "";
+      case ScalarValue::Kind::kOp: break;
+    }
+    std::vector<std::string> args;
+    for (int a : v.args) args.push_back(Name(a));
+    if (v.op == OpCode::kCast) return fmt::format("tf_cast_{}({})", DTypeName(v.dtype), args[0]);
+    return fmt::format("{}({})", ComputeType(v.dtype), SubstituteArgs(GetOpInfo(v.op).scalar_expr, args));
+  }
+
+  // Emits `v` (and first what it needs) into the element scope `element` when it varies
+  // per element, else into the row scope — or, when the row scope was already closed
+  // over by an open loop, locally (correct, merely recomputed).
+  void Emit(int v, std::vector<bool>* element, const std::string& indent) {
+    const ScalarValue& value = k_.values[v];
+    bool per_element = element && (!row_ || value.inner || !row_done_[v]);
+    std::vector<bool>& done = per_element ? *element : row_done_;
+    if (done[v]) return;
+    for (int a : value.args) Emit(a, element, indent);
+    EmitIndexValues(value.index, element, indent);
+    done[v] = true;
+    out_ += fmt::format("{}const {} {} = {};\n", indent, ComputeType(value.dtype), Name(v), Expression(value, v));
+  }
+  void EmitIndexValues(const Index& index, std::vector<bool>* element, const std::string& indent) {
+    if (!index) return;
+    if (index->kind == IndexExpr::Kind::kValue) Emit(static_cast<int>(index->value), element, indent);
+    EmitIndexValues(index->a, element, indent);
+    EmitIndexValues(index->b, element, indent);
+  }
+
+  // Walks what `v` needs: outer values are emitted at row scope now (before a loop opens);
+  // inner loads are collected into `loads`.
+  // With `emit` false it only collects (the row's loads are found before any pass runs,
+  // when later reductions' results do not exist yet).
+  void Prepare(int v, std::vector<bool>& seen, std::vector<int>& loads, const std::string& row_indent, bool emit = true) {
+    if (seen[v]) return;
+    seen[v] = true;
+    const ScalarValue& value = k_.values[v];
+    if (row_ && !value.inner) {
+      if (emit) Emit(v, nullptr, row_indent);
+      return;
+    }
+    if (value.kind == ScalarValue::Kind::kLoad) loads.push_back(v);
+    for (int a : value.args) Prepare(a, seen, loads, row_indent, emit);
+    std::vector<const IndexExpr*> stack = {value.index.get()};
+    while (!stack.empty()) {
+      const IndexExpr* e = stack.back();
+      stack.pop_back();
+      if (!e) continue;
+      if (e->kind == IndexExpr::Kind::kValue) Prepare(static_cast<int>(e->value), seen, loads, row_indent, emit);
+      stack.push_back(e->a.get());
+      stack.push_back(e->b.get());
+    }
+  }
+
+  // ---- pointwise ----
+  void EmitPointwiseKernel() {
+    const int vec = c_.vector;
+    const std::vector<std::string> vars = {"i0", "i1"};
+    std::vector<bool> seen(k_.values.size(), false);
+    std::vector<int> loads;
+    for (const KernelStore& s : k_.stores) Prepare(s.value, seen, loads, "");
+    out_ += fmt::format("  constexpr int64_t kElements = {};\n  constexpr int kVec = {};\n", k_.outer, vec);
+    out_ += "  const int64_t thread = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;\n";
+    out_ += "  const int64_t threads = (int64_t)gridDim.x * blockDim.x;\n";
+    if (vec > 1) {
+      out_ += "  for (int64_t base = thread * kVec; base + kVec <= kElements; base += threads * kVec) {\n";
+      for (int v : loads) {
+        const ScalarValue& value = k_.values[v];
+        if (!PointwiseVectorizable(value.index, vec)) continue;
+        array_[v] = Array::kChunk;
+        AffineIndex a;
+        AsAffine(value.index, &a);
+        out_ += fmt::format("    {} {}[kVec];\n    tf_vload<kVec>(b{} + base + {}, {});\n", StorageType(value.dtype), ArrayName(v),
+                            value.buffer, a.offset, ArrayName(v));
+      }
+      std::vector<const KernelStore*> vector_stores;
+      for (const KernelStore& s : k_.stores)
+        if (PointwiseVectorizable(s.index, vec)) {
+          vector_stores.push_back(&s);
+          out_ += fmt::format("    {} o{}[kVec];\n", StorageType(k_.buffers[s.buffer].dtype), s.buffer);
+        }
+      out_ += "#pragma unroll\n    for (int j = 0; j < kVec; ++j) {\n      const int64_t i0 = base + j;\n";
+      std::vector<bool> element(k_.values.size(), false);
+      for (const KernelStore& s : k_.stores) {
+        Emit(s.value, &element, "      ");
+        std::string_view dt = DTypeName(k_.buffers[s.buffer].dtype);
+        if (PointwiseVectorizable(s.index, vec)) out_ += fmt::format("      o{}[j] = tf_pack_{}({});\n", s.buffer, dt, Name(s.value));
+        else out_ += fmt::format("      b{}[{}] = tf_pack_{}({});\n", s.buffer, PrintIndex(s.index, vars), dt, Name(s.value));
+      }
+      out_ += "    }\n";
+      for (const KernelStore* s : vector_stores) {
+        AffineIndex a;
+        AsAffine(s->index, &a);
+        out_ += fmt::format("    tf_vstore<kVec>(b{} + base + {}, o{});\n", s->buffer, a.offset, s->buffer);
+      }
+      out_ += "  }\n";
+      std::fill(array_.begin(), array_.end(), Array::kNone);
+    }
+    // The tail (everything when not vectorised): one element per thread per step.
+    out_ += "  for (int64_t i0 = (kElements / kVec) * kVec + thread; i0 < kElements; i0 += threads) {\n";
+    std::vector<bool> element(k_.values.size(), false);
+    for (const KernelStore& s : k_.stores) {
+      Emit(s.value, &element, "    ");
+      out_ += fmt::format("    b{}[{}] = tf_pack_{}({});\n", s.buffer, PrintIndex(s.index, vars), DTypeName(k_.buffers[s.buffer].dtype),
+                          Name(s.value));
+    }
+    out_ += "  }\n";
+  }
+
+  // ---- row ----
+  int64_t Chunks() const { return CeilDiv(k_.inner, int64_t{c_.threads_per_row} * c_.vector); }
+  bool ChunksExact() const { return Chunks() * c_.threads_per_row * c_.vector == k_.inner; }
+
+  // Opens the loop over this thread's chunks of the row: in registers' order (k unrolled)
+  // when cached, else a strided loop. Returns the closing text.
+  std::string OpenChunkLoop(const std::string& indent) {
+    if (c_.cache_row) {
+      out_ += fmt::format("{}#pragma unroll\n{}for (int k = 0; k < kChunks; ++k) {{\n", indent, indent);
+      out_ += fmt::format("{}  const int64_t i1b = ((int64_t)k * kThreadsPerRow + lane) * kVec;\n", indent);
+      if (!ChunksExact()) {
+        out_ += fmt::format("{}  if (i1b < kInner) {{\n", indent);
+        return fmt::format("{}  }}\n{}}}\n", indent, indent);
+      }
+      return fmt::format("{}}}\n", indent);
+    }
+    out_ += fmt::format("{}for (int64_t i1b = (int64_t)lane * kVec; i1b < kInner; i1b += (int64_t)kThreadsPerRow * kVec) {{\n", indent);
+    return fmt::format("{}}}\n", indent);
+  }
+
+  // Per-chunk vector loads (row-invariant data, or everything when the row is not cached).
+  void EmitChunkLoads(const std::vector<int>& loads, const std::string& indent) {
+    for (int v : loads) {
+      const ScalarValue& value = k_.values[v];
+      if (array_[v] == Array::kCached || !RowVectorizable(value.index, c_.vector)) continue;
+      array_[v] = Array::kChunk;
+      out_ += fmt::format("{}{} {}[kVec];\n{}tf_vload<kVec>(b{} + ({}), {});\n", indent, StorageType(value.dtype), ArrayName(v), indent,
+                          value.buffer, PrintIndex(value.index, {"i0", "i1b"}), ArrayName(v));
+    }
+  }
+  void ForgetChunkLoads() {
+    for (Array& a : array_)
+      if (a == Array::kChunk) a = Array::kNone;
+  }
+
+  void EmitRowKernel() {
+    const int tpr = c_.threads_per_row;
+    const std::vector<std::string> vars = {"i0", "i1"};
+    out_ += fmt::format("  constexpr int64_t kRows = {}, kInner = {};\n", k_.outer, k_.inner);
+    out_ += fmt::format("  constexpr int kVec = {}, kThreadsPerRow = {}, kChunks = {};\n", c_.vector, tpr, Chunks());
+    std::map<std::string, bool> scratch_types;
+    for (const KernelReduction& r : k_.reductions) scratch_types[AccumulatorType(r)] = true;
+    if (tpr == c_.threads && tpr > 32)
+      for (const auto& [type, unused] : scratch_types) out_ += fmt::format("  __shared__ {0} scratch_{0}[32];\n", type);
+    if (tpr == 1) {
+      out_ += "  const int lane = 0;\n";
+      out_ += fmt::format("  for (int64_t i0 = (int64_t)blockIdx.x * {0} + threadIdx.x; i0 < kRows; i0 += (int64_t)gridDim.x * {0}) {{\n",
+                          c_.threads);
+    } else if (tpr == 32) {
+      int rows_per_block = c_.threads / 32;
+      out_ += "  const int lane = threadIdx.x & 31;\n";
+      out_ += fmt::format("  for (int64_t i0 = (int64_t)blockIdx.x * {0} + threadIdx.x / 32; i0 < kRows; i0 += (int64_t)gridDim.x * {0}) {{\n",
+                          rows_per_block);
+    } else {
+      out_ += "  const int lane = threadIdx.x;\n";
+      out_ += "  for (int64_t i0 = blockIdx.x; i0 < kRows; i0 += gridDim.x) {\n";
+    }
+    const std::string ind = "    ";
+    // Loads of the row itself, read once into registers when the row is cached.
+    if (c_.cache_row) {
+      std::vector<bool> seen(k_.values.size(), false);
+      std::vector<int> loads;
+      for (const KernelReduction& r : k_.reductions) Prepare(r.value, seen, loads, ind, false);
+      for (const KernelStore& s : k_.stores)
+        if (UsesVar(s.index, 1)) Prepare(s.value, seen, loads, ind, false);
+      std::vector<int> cached;
+      for (int v : loads)
+        if (IsRowDataLoad(k_.values[v])) cached.push_back(v);
+      for (int v : cached)
+        out_ += fmt::format("{}{} {}[kChunks][kVec];\n", ind, StorageType(k_.values[v].dtype), ArrayName(v));
+      std::string close = OpenChunkLoop(ind);
+      std::string in = ind + (ChunksExact() ? "  " : "    ");
+      for (int v : cached) {
+        const ScalarValue& value = k_.values[v];
+        if (RowVectorizable(value.index, c_.vector)) {
+          out_ += fmt::format("{}tf_vload<kVec>(b{} + ({}), {}[k]);\n", in, value.buffer, PrintIndex(value.index, {"i0", "i1b"}), ArrayName(v));
+        } else {
+          out_ += fmt::format("{}#pragma unroll\n{}for (int j = 0; j < kVec; ++j) {{ const int64_t i1 = i1b + j; {}[k][j] = b{}[{}]; }}\n", in,
+                              in, ArrayName(v), value.buffer, PrintIndex(value.index, vars));
+        }
+      }
+      out_ += close;
+      for (int v : cached) array_[v] = Array::kCached;
+    }
+    for (size_t r = 0; r < k_.reductions.size(); ++r) EmitReductionPass(static_cast<int>(r), ind);
+    EmitRowStores(ind);
+    out_ += "  }\n";
+  }
+
+  std::string AccumulatorType(const KernelReduction& r) const { return ComputeType(r.dtype); }
+
+  void EmitReductionPass(int r, const std::string& ind) {
+    const KernelReduction& red = k_.reductions[r];
+    std::string acc_type = AccumulatorType(red);
+    std::vector<bool> seen(k_.values.size(), false);
+    std::vector<int> loads;
+    Prepare(red.value, seen, loads, ind);
+    std::string init, op;
+    switch (red.op) {
+      case OpCode::kReduceMax:
+        init = IsInteger(red.dtype) ? "(int64_t)(-9223372036854775807LL - 1)" : "-INFINITY";
+        op = "tf_max";
+        break;
+      case OpCode::kReduceMin:
+        init = IsInteger(red.dtype) ? "(int64_t)9223372036854775807LL" : "INFINITY";
+        op = "tf_min";
+        break;
+      case OpCode::kReduceProd: init = "1"; op = "tf_prod"; break;
+      default: init = "0"; op = "tf_sum";
+    }
+    out_ += fmt::format("{}{} acc{} = {};\n", ind, acc_type, r, init);
+    std::string close = OpenChunkLoop(ind);
+    std::string in = ind + (c_.cache_row && !ChunksExact() ? "    " : "  ");
+    EmitChunkLoads(loads, in);
+    out_ += fmt::format("{}#pragma unroll\n{}for (int j = 0; j < kVec; ++j) {{\n{}  const int64_t i1 = i1b + j;\n", in, in, in);
+    std::vector<bool> element(k_.values.size(), false);
+    Emit(red.value, &element, in + "  ");
+    out_ += fmt::format("{}  acc{} = {}::combine(acc{}, ({}){});\n{}}}\n", in, r, op, r, acc_type, Name(red.value), in);
+    out_ += close;
+    ForgetChunkLoads();
+    const int tpr = c_.threads_per_row;
+    if (tpr == 32) out_ += fmt::format("{}acc{} = tf_warp_reduce<32, {}>(acc{});\n", ind, r, op, r);
+    else if (tpr > 32) out_ += fmt::format("{}acc{} = tf_block_reduce<{}, {}>(acc{}, scratch_{});\n", ind, r, c_.threads, op, r, acc_type);
+    int value = accumulator_value_.at(r);
+    std::string finished = red.op == OpCode::kReduceMean ? fmt::format("acc{} / {}({})", r, acc_type, red.count) : fmt::format("acc{}", r);
+    out_ += fmt::format("{}const {} {} = ({})({});\n", ind, ComputeType(red.dtype), Name(value), ComputeType(red.dtype), finished);
+    row_done_[value] = true;
+  }
+
+  void EmitRowStores(const std::string& ind) {
+    const std::vector<std::string> vars = {"i0", "i1"};
+    // Stores of one value per row: the row's first thread writes them.
+    for (const KernelStore& s : k_.stores) {
+      if (UsesVar(s.index, 1)) continue;
+      Emit(s.value, nullptr, ind);
+      out_ += fmt::format("{}if (lane == 0) b{}[{}] = tf_pack_{}({});\n", ind, s.buffer, PrintIndex(s.index, vars),
+                          DTypeName(k_.buffers[s.buffer].dtype), Name(s.value));
+    }
+    std::vector<const KernelStore*> element_stores;
+    std::vector<bool> seen(k_.values.size(), false);
+    std::vector<int> loads;
+    for (const KernelStore& s : k_.stores)
+      if (UsesVar(s.index, 1)) {
+        element_stores.push_back(&s);
+        Prepare(s.value, seen, loads, ind);
+      }
+    if (element_stores.empty()) return;
+    std::string close = OpenChunkLoop(ind);
+    std::string in = ind + (c_.cache_row && !ChunksExact() ? "    " : "  ");
+    EmitChunkLoads(loads, in);
+    for (const KernelStore* s : element_stores)
+      if (RowVectorizable(s->index, c_.vector)) out_ += fmt::format("{}{} o{}[kVec];\n", in, StorageType(k_.buffers[s->buffer].dtype), s->buffer);
+    out_ += fmt::format("{}#pragma unroll\n{}for (int j = 0; j < kVec; ++j) {{\n{}  const int64_t i1 = i1b + j;\n", in, in, in);
+    std::vector<bool> element(k_.values.size(), false);
+    for (const KernelStore* s : element_stores) {
+      Emit(s->value, &element, in + "  ");
+      std::string_view dt = DTypeName(k_.buffers[s->buffer].dtype);
+      if (RowVectorizable(s->index, c_.vector)) out_ += fmt::format("{}  o{}[j] = tf_pack_{}({});\n", in, s->buffer, dt, Name(s->value));
+      else out_ += fmt::format("{}  b{}[{}] = tf_pack_{}({});\n", in, s->buffer, PrintIndex(s->index, vars), dt, Name(s->value));
+    }
+    out_ += fmt::format("{}}}\n", in);
+    for (const KernelStore* s : element_stores)
+      if (RowVectorizable(s->index, c_.vector))
+        out_ += fmt::format("{}tf_vstore<kVec>(b{} + ({}), o{});\n", in, s->buffer, PrintIndex(s->index, {"i0", "i1b"}), s->buffer);
+    out_ += close;
+    ForgetChunkLoads();
+  }
+
+  const Kernel& k_;
+  CudaKernelConfig c_;
+  bool row_;
+  std::string out_;
+  std::vector<Array> array_;
+  std::vector<bool> row_done_;
+  std::map<int, int> accumulator_value_;
+};
+
+}  // namespace
+
+StatusOr<CudaKernelSource> EmitCudaKernel(const Kernel& kernel, const CudaKernelConfig& config) {
+  return CudaEmitter(kernel, ResolveCudaConfig(kernel, config)).Run();
+}
+
+std::string CudaTranslationUnit(const std::vector<CudaKernelSource>& kernels) {
+  std::string out = "// tilefuse generated CUDA kernels\n#include \"tilefuse_device.cuh\"\n\nnamespace tfk {\n";
+  for (const CudaKernelSource& k : kernels) out += "\n" + k.function;
+  out += "\n}  // namespace tfk\n";
+  return out;
+}
+
+}  // namespace tilefuse

@@ -1,0 +1,53 @@
+// The CUDA emitter: prints a Kernel as a __global__ function over the device library
+// (src/backend/cuda/device/tilefuse_device.cuh). Two templates:
+//
+//  pointwise   each thread takes `vector` consecutive elements per step of a grid-stride
+//              loop; accesses at the element's own offset move as 16-byte vectors, other
+//              accesses are scalar (broadcasts hit L1); a scalar loop takes the tail.
+//  row         `threads_per_row` threads (1: a thread, 32: a warp, or the whole block)
+//              share one output row (loop variable 0) and split its reduced elements
+//              (variable 1) into `vector`-wide chunks. With `cache_row` the row's loads are
+//              read once into registers and every reduction pass and the store pass
+//              reuse them; otherwise each pass reads the row again (from L2). Partial
+//              results combine with warp shuffles, then through shared memory.
+//
+// Half types travel as 16-bit patterns and compute in float; f64 computes in double.
+// Launch parameters live in CudaKernelConfig so the autotuner can change them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "codegen/kernel.h"
+#include "tilefuse/status.h"
+
+namespace tilefuse {
+
+struct CudaKernelConfig {
+  int threads = 0;          // per block; 0: chosen from the kernel's shape
+  int vector = 0;           // elements per access; 0: 16 bytes of the narrowest row/pointwise access
+  int threads_per_row = 0;  // row template: 1, 32 or `threads`; 0: chosen from the row length
+  int cache_row = -1;       // row template: 1 registers, 0 re-read; -1: when it fits
+  int unroll = 0;           // pointwise: vectors per thread per step; 0: 2 (32 bytes in flight)
+};
+
+struct CudaKernelSource {
+  std::string name;
+  std::string function;     // the __global__ function (and nothing else)
+  int threads = 0;          // block size
+  int64_t work_blocks = 0;  // blocks that cover the work once; the launcher may use fewer
+  std::string strategy;     // human-readable: "pointwise x8", "row: warp per row, cached"
+  CudaKernelConfig config;  // the resolved configuration
+  // Buffers the function takes, in order (Kernel::buffers).
+  int num_params = 0;
+};
+
+// The chosen configuration for a kernel (every 0/-1 of `requested` resolved).
+CudaKernelConfig ResolveCudaConfig(const Kernel& kernel, const CudaKernelConfig& requested);
+// InvalidArgument for configurations the template cannot run (the tuner prunes them).
+StatusOr<CudaKernelSource> EmitCudaKernel(const Kernel& kernel, const CudaKernelConfig& config = {});
+// One translation unit holding several kernels (a whole graph compiles in one NVRTC run).
+std::string CudaTranslationUnit(const std::vector<CudaKernelSource>& kernels);
+
+}  // namespace tilefuse

@@ -1,0 +1,27 @@
+#include "runtime/gemm_split.h"
+
+#include <algorithm>
+
+namespace tilefuse {
+
+GemmSplit SplitGemmGroup(const Graph& g, const FusionGroup& group) {
+  GemmSplit split;
+  for (int id : group.nodes)
+    if (g.node(id).op == OpCode::kMatMul) split.matmul = id;
+  std::vector<bool> ancestor(g.num_nodes(), false);
+  ancestor[split.matmul] = true;
+  for (auto it = group.nodes.rbegin(); it != group.nodes.rend(); ++it)
+    if (ancestor[*it]) for (int input : g.node(*it).inputs) ancestor[input] = true;
+  split.epilogue.id = group.id;
+  split.epilogue.kind = GroupKind::kPointwise;
+  for (int id : group.nodes) {
+    if (id == split.matmul) continue;
+    (ancestor[id] ? split.prologue : split.epilogue.nodes).push_back(id);
+  }
+  for (int out : group.outputs)
+    if (std::find(split.epilogue.nodes.begin(), split.epilogue.nodes.end(), out) != split.epilogue.nodes.end())
+      split.epilogue.outputs.push_back(out);
+  return split;
+}
+
+}  // namespace tilefuse

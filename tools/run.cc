@@ -10,6 +10,7 @@
 #include "cli_common.h"
 #include "commands.h"
 #include "cpu_backend.h"
+#include "runtime/gpu_compiled_graph.h"
 #include "input_binding.h"
 #include "passes/pipeline.h"
 #include "run_report.h"
@@ -46,10 +47,27 @@ struct DataSet {
 // once, run per data set) or the reference interpreter.
 class Executor {
  public:
-  // "auto" is cpu, falling back to the reference interpreter (with a note) when the
-  // graph does not compile for the CPU; "cpu" asked explicitly reports the error.
+  // "auto" is cuda when a GPU is there, else cpu, falling back to the reference
+  // interpreter (with a note) when the graph does not compile for the CPU; a backend
+  // asked for explicitly reports its error.
   Status Prepare(const RunOptions& options, const Graph& passed, RunReport& report) {
     if (options.backend == "reference") return Status::Ok();
+    if (options.backend == "cuda" || options.backend == "auto") {
+      GpuCompileOptions gpu_options;
+      gpu_options.fuse = !options.no_fusion;
+      gpu_options.poison_outputs = options.check;
+      StatusOr<std::unique_ptr<GpuCompiledGraph>> gpu = GpuCompiledGraph::Compile(passed, gpu_options);
+      if (gpu.ok()) {
+        gpu_ = std::move(gpu).value();
+        report.backend = "cuda";
+        report.num_kernels = static_cast<int>(gpu_->kernels().size());
+        report.compile_ms = gpu_->compile_ms();
+        report.jit_compiles = gpu_->nvrtc_compiles();
+        return Status::Ok();
+      }
+      if (options.backend == "cuda") return gpu.status();
+      report.backend_note = "cuda backend unavailable, ran on the cpu: " + gpu.status().message();
+    }
     StatusOr<std::unique_ptr<CompiledGraph>> compiled = CompileForCpu(passed, !options.no_fusion);
     if (!compiled.ok()) {
       if (options.backend == "cpu") return compiled.status();
@@ -68,6 +86,7 @@ class Executor {
   // The first run records per-kernel timings into the report (and the trace file).
   StatusOr<std::vector<Tensor>> Execute(const RunOptions& options, const Graph& passed,
                                         const std::vector<Tensor>& inputs, RunReport& report) {
+    if (gpu_) return ExecuteGpu(options, inputs, report);
     if (!compiled_) return RunReference(passed, inputs);
     if (recorded_) return compiled_->Run(inputs);
     recorded_ = true;
@@ -98,6 +117,24 @@ class Executor {
   }
 
  private:
+  StatusOr<std::vector<Tensor>> ExecuteGpu(const RunOptions& options, const std::vector<Tensor>& inputs, RunReport& report) {
+    if (recorded_) return gpu_->Run(inputs);
+    recorded_ = true;
+    std::vector<KernelTiming> timings;
+    ASSIGN_OR_RETURN(std::vector<Tensor> outputs, gpu_->Run(inputs, &timings));
+    TraceRecorder recorder;
+    for (size_t i = 0; i < timings.size() && i < gpu_->kernels().size(); ++i) {
+      const GpuKernelInfo& info = gpu_->kernels()[i];
+      report.kernels.push_back({info.name, std::string(GroupKindName(info.kind)), info.mode != "host", info.why_host,
+                                timings[i].duration_us / 1000});
+      recorder.Add({info.name, "kernel", timings[i].start_us, timings[i].duration_us, 0,
+                    {{"kind", std::string(GroupKindName(info.kind))}, {"mode", info.mode}, {"strategy", info.strategy}}});
+    }
+    if (!options.trace_file.empty()) RETURN_IF_ERROR(WriteChromeTrace(recorder, options.trace_file));
+    return outputs;
+  }
+
+  std::unique_ptr<GpuCompiledGraph> gpu_;
   std::unique_ptr<CompiledGraph> compiled_;
   bool recorded_ = false;
 };
@@ -196,7 +233,7 @@ Status CheckDataSet(const DataSet& set, const Graph& passed, const Graph& import
     OutputReport output{passed.outputs()[i].name, set.label, actual[i].dtype(), actual[i].shape(), {}, 0, 0, 0};
     // The reference interpreter is f64: generated f32 kernels get tolerances scaled to
     // each tensor (support/tensor_compare.h); expected outputs keep the ONNX backend-test rule.
-    bool generated_vs_reference = set.expected.empty() && report.backend == "cpu";
+    bool generated_vs_reference = set.expected.empty() && (report.backend == "cpu" || report.backend == "cuda");
     output.comparison = generated_vs_reference ? CompareWithReference(actual[i], expected[i])
                                                : CompareTensors(actual[i], expected[i]);
     report.outputs.push_back(std::move(output));
@@ -282,11 +319,12 @@ void AddRunCommand(CLI::App& app, int& exit_code) {
   run->add_flag("--json", options->json, "Print a machine-readable JSON report on stdout");
   run->add_option("--dump-dir", options->dump_dir, "Write the IR after every pass into this folder");
   run->add_option("--backend", options->backend,
-                  "cpu: generated kernels; reference: the f64 interpreter; auto: cpu, else reference")
-      ->check(CLI::IsMember({"auto", "cpu", "reference"}))
+                  "cuda: generated kernels on the GPU; cpu: generated kernels on the host; reference: the f64\n"
+                  "interpreter; auto: cuda when a GPU and its driver are there, else cpu, else reference")
+      ->check(CLI::IsMember({"auto", "cuda", "cpu", "reference"}))
       ->capture_default_str();
-  run->add_flag("--no-fusion", options->no_fusion, "cpu: every op its own generated kernel (the unfused baseline)");
-  run->add_option("--trace", options->trace_file, "cpu: write a Chrome trace (Perfetto) of the kernels of one run");
+  run->add_flag("--no-fusion", options->no_fusion, "cpu/cuda: every op its own generated kernel (the unfused baseline)");
+  run->add_option("--trace", options->trace_file, "cpu/cuda: write a Chrome trace (Perfetto) of the kernels of one run");
   run->footer(
       "Inputs come from --inputs DIR, else a backend-test folder's test_data_set_*, else random (seed 0).\n"
       "When a model needs integer inputs (axes, shapes) as constants, they are bound from those files.\n"

@@ -1,0 +1,136 @@
+// The memory-bound GPU cases (bench/cases/cases.json): each model compiled fused and
+// unfused for the GPU, timed as whole captured CUDA graphs (device events, warm-up, median
+// of repeats, inputs rotated so the working set exceeds L2), reported against the
+// measured device-to-device copy bandwidth. Writes JSON (--json FILE) and a table.
+//
+//   tilefuse_bench_gpu_cases [--cases a,b] [--repeats N] [--json FILE]
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "backend/cuda/cuda_driver.h"
+#include "backend/cuda/device_allocator.h"
+#include "frontend/onnx/importer.h"
+#include "passes/pipeline.h"
+#include "runtime/gpu_compiled_graph.h"
+#include "support/file_util.h"
+
+namespace tilefuse {
+namespace {
+
+// Device-to-device copy of 1 GiB: bytes read + written per second (median of 20).
+StatusOr<double> CopyBandwidth(CudaDevice* device) {
+  const int64_t bytes = int64_t{1} << 30;
+  DeviceAllocator& alloc = DeviceAllocator::Get(device);
+  ASSIGN_OR_RETURN(CUdeviceptr src, alloc.Allocate(bytes, "copy source"));
+  ASSIGN_OR_RETURN(CUdeviceptr dst, alloc.Allocate(bytes, "copy destination"));
+  DeviceBuffer a(&alloc, src), b(&alloc, dst);
+  const CudaDriverApi& api = device->api();
+  RETURN_IF_ERROR(device->Check(api.cuMemsetD8Async(src, 1, bytes, device->stream()), "memset"));
+  CUevent begin, end;
+  api.cuEventCreate(&begin, 0);
+  api.cuEventCreate(&end, 0);
+  std::vector<double> seconds;
+  for (int i = 0; i < 25; ++i) {
+    api.cuEventRecord(begin, device->stream());
+    RETURN_IF_ERROR(device->Check(api.cuMemcpyDtoDAsync(dst, src, bytes, device->stream()), "copy"));
+    api.cuEventRecord(end, device->stream());
+    RETURN_IF_ERROR(device->Check(api.cuEventSynchronize(end), "copy"));
+    float ms = 0;
+    api.cuEventElapsedTime(&ms, begin, end);
+    if (i >= 5) seconds.push_back(ms / 1000);
+  }
+  std::sort(seconds.begin(), seconds.end());
+  return 2.0 * bytes / seconds[seconds.size() / 2];
+}
+
+int Main(int argc, char** argv) {
+  std::string only, json_path, root = TILEFUSE_SOURCE_DIR;
+  int repeats = 100;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--cases" && i + 1 < argc) only = argv[++i];
+    else if (a == "--repeats" && i + 1 < argc) repeats = std::stoi(argv[++i]);
+    else if (a == "--json" && i + 1 < argc) json_path = argv[++i];
+    else if (a == "--root" && i + 1 < argc) root = argv[++i];
+    else {
+      fmt::print(stderr, "usage: {} [--cases a,b] [--repeats N] [--json FILE] [--root SOURCE_DIR]\n", argv[0]);
+      return 2;
+    }
+  }
+  StatusOr<CudaDevice*> device = CudaDevice::Get();
+  if (!device.ok()) {
+    fmt::print(stderr, "no GPU: {}\n", device.status().ToString());
+    return 2;
+  }
+  StatusOr<std::string> manifest = ReadWholeFile(root + "/bench/cases/cases.json");
+  if (!manifest.ok()) {
+    fmt::print(stderr, "{}\n", manifest.status().ToString());
+    return 2;
+  }
+  StatusOr<double> copy = CopyBandwidth(*device);
+  if (!copy.ok()) {
+    fmt::print(stderr, "{}\n", copy.status().ToString());
+    return 2;
+  }
+  nlohmann::json report = {{"device", (*device)->name()}, {"copy_bandwidth_gbs", *copy / 1e9}, {"cases", nlohmann::json::array()}};
+  fmt::print("device {}: copy {:.0f} GB/s (read + write)\n", (*device)->name(), *copy / 1e9);
+  fmt::print("{:<40} {:>10} {:>10} {:>8} {:>7} {:>8}  {}\n", "case", "fused us", "unfused us", "speedup", "% copy", "kernels", "strategy");
+  int failures = 0;
+  for (const auto& c : nlohmann::json::parse(*manifest)["cases"]) {
+    std::string name = c["name"];
+    if (!only.empty() && ("," + only + ",").find("," + name + ",") == std::string::npos) continue;
+    double bytes = c["bytes_moved"];
+    nlohmann::json row = {{"name", name}, {"bytes_moved", bytes}};
+    auto measure = [&](bool fuse) -> StatusOr<std::pair<double, std::unique_ptr<GpuCompiledGraph>>> {
+      ASSIGN_OR_RETURN(ImportedModel model, ImportOnnx(root + "/bench/cases/" + std::string(c["file"])));
+      ASSIGN_OR_RETURN(Graph graph, RunGraphPasses(std::move(model.graph), PassOptions{}));
+      GpuCompileOptions options;
+      options.fuse = fuse;
+      ASSIGN_OR_RETURN(std::unique_ptr<GpuCompiledGraph> compiled, GpuCompiledGraph::Compile(graph, options));
+      std::vector<Tensor> inputs;
+      int64_t input_bytes = 0;
+      for (size_t i = 0; i < graph.inputs().size(); ++i) {
+        const Node& p = graph.node(graph.inputs()[i]);
+        inputs.push_back(Tensor::Random(p.dtype, p.shape, 7 + i));
+        input_bytes += inputs.back().num_bytes();
+      }
+      int sets = static_cast<int>(std::clamp<int64_t>(3 * (*device)->l2_bytes() / std::max<int64_t>(1, input_bytes) + 1, 1, 8));
+      ASSIGN_OR_RETURN(double ms, compiled->BenchmarkMs(inputs, 10, repeats, sets));
+      return std::make_pair(ms, std::move(compiled));
+    };
+    auto fused = measure(true);
+    auto unfused = measure(false);
+    if (!fused.ok() || !unfused.ok()) {
+      std::string why = (!fused.ok() ? fused.status() : unfused.status()).ToString();
+      fmt::print("{:<40} error: {}\n", name, why);
+      row["error"] = why;
+      report["cases"].push_back(row);
+      ++failures;
+      continue;
+    }
+    double fused_us = fused->first * 1000, unfused_us = unfused->first * 1000;
+    double gbs = bytes / (fused_us * 1e-6) / 1e9;
+    std::string strategies;
+    for (const GpuKernelInfo& k : fused->second->kernels()) strategies += (strategies.empty() ? "" : "; ") + k.strategy;
+    row.update({{"fused_us", fused_us}, {"unfused_us", unfused_us}, {"speedup", unfused_us / fused_us}, {"fused_gbs", gbs},
+                {"percent_of_copy", 100 * gbs * 1e9 / *copy}, {"fused_kernels", fused->second->kernels().size()},
+                {"unfused_kernels", unfused->second->kernels().size()}, {"strategy", strategies}});
+    report["cases"].push_back(row);
+    fmt::print("{:<40} {:>10.1f} {:>10.1f} {:>7.2f}x {:>6.1f}% {:>4}/{:<3}  {}\n", name, fused_us, unfused_us, unfused_us / fused_us,
+               100 * gbs * 1e9 / *copy, fused->second->kernels().size(), unfused->second->kernels().size(), strategies);
+  }
+  if (!json_path.empty()) {
+    Status written = WriteFileAtomically(json_path, report.dump(2) + "\n");
+    if (!written.ok()) fmt::print(stderr, "{}\n", written.ToString());
+  }
+  return failures ? 1 : 0;
+}
+
+}  // namespace
+}  // namespace tilefuse
+
+int main(int argc, char** argv) { return tilefuse::Main(argc, argv); }

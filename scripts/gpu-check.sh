@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The GPU machine's whole job, in one call (the device tool; see README): runs the binary
+# bundled here by scripts/gpu-bundle.sh (carry build-gpu/bundle.tar.xz) and writes everything
+# under $OUT:
+#   1. correctness: every example and real model, fused and unfused, on the GPU vs the
+#      f64 reference (poisoned outputs), and the benchmark cases at full size
+#   2. compute-sanitizer memcheck on the examples
+#   3. the GPU unit tests (cuBLASLt)
+#   4. benchmarks: tilefuse fused/unfused per case, then bench/peers.py (PyTorch eager,
+#      library op, torch.compile) in the same run; a merged table bench/report.py
+# Stages can be picked: STAGES="check bench peers" (default: all).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/tilefuse-gpu-out}
+mkdir -p "$OUT"
+B=build-gpu/bundle
+[ -x "$B/tilefuse" ] || tar -C build-gpu -xJf build-gpu/bundle.tar.xz
+export LD_LIBRARY_PATH="$PWD/$B/lib:${LD_LIBRARY_PATH:-}"
+export TILEFUSE_CACHE_DIR=${TILEFUSE_CACHE_DIR:-/tmp/tilefuse-cache}
+STAGES=${STAGES:-"check sanitize tests bench peers"}
+has() { [[ " $STAGES " == *" $1 "* ]]; }
+log="$OUT/gpu-check.log"
+: >"$log"
+say() { echo "$@" | tee -a "$log"; }
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$log"
+failures=0
+
+if has check; then
+  say "== correctness: examples and models, fused and unfused, vs the reference"
+  for m in examples/*.onnxtxt tests/models/*/; do
+    for mode in "" "--no-fusion"; do
+      if out=$(timeout 300 "$B/tilefuse" run "$m" --backend cuda --check $mode 2>&1); then
+        say "PASS $m $mode"
+      else
+        say "FAIL $m $mode"; echo "$out" | tail -20 | tee -a "$log"; failures=$((failures + 1))
+      fi
+    done
+  done
+  say "== correctness: benchmark cases at full size (8 at a time)"
+  ls bench/cases/*.onnxtxt | xargs -P 8 -I{} sh -c \
+    'if o=$(timeout 400 '"$B"'/tilefuse run {} --backend cuda --check 2>&1); then echo "PASS {}"; else echo "FAIL {}"; echo "$o" | tail -8; fi' \
+    | tee -a "$log"
+  grep -q '^FAIL' "$log" && failures=$((failures + 1))
+fi
+
+if has sanitize; then
+  say "== compute-sanitizer memcheck on the examples"
+  for m in examples/*.onnxtxt; do
+    if out=$(timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/tilefuse" run "$m" --backend cuda 2>&1); then
+      say "CLEAN $m"
+    else
+      say "MEMCHECK FAIL $m"; echo "$out" | grep -v '^=========  ' | tail -15 | tee -a "$log"; failures=$((failures + 1))
+    fi
+  done
+fi
+
+if has tests; then
+  say "== GPU unit tests"
+  "$B/tilefuse_tests" --gtest_filter='*LtMatmul*:*Gpu*:*Cuda*' 2>&1 | tail -15 | tee -a "$log"
+fi
+
+if has bench; then
+  say "== benchmarks: tilefuse"
+  "$B/tilefuse_bench_gpu_cases" --root . --json "$OUT/tilefuse.json" 2>&1 | tee -a "$log"
+fi
+if has peers; then
+  say "== benchmarks: PyTorch peers"
+  python3 bench/peers.py --json "$OUT/peers.json" 2>&1 | tail -20 | tee -a "$log"
+fi
+if [ -f "$OUT/tilefuse.json" ] && [ -f "$OUT/peers.json" ] && [ -f bench/report.py ]; then
+  python3 bench/report.py "$OUT/tilefuse.json" "$OUT/peers.json" >"$OUT/summary.md" && cat "$OUT/summary.md"
+fi
+say "failures: $failures"
+exit $((failures > 0))

@@ -1,0 +1,450 @@
+#include "runtime/gpu_compiled_graph.h"
+
+#include <algorithm>
+#include <chrono>
+#include <fmt/format.h>
+#include <map>
+
+#include "backend/cpu/interpreter.h"
+#include "backend/cuda/cublaslt_matmul.h"
+#include "backend/cuda/cuda_driver.h"
+#include "backend/cuda/cuda_program.h"
+#include "backend/cuda/device_allocator.h"
+#include "backend/cuda/nvrtc_compiler.h"
+#include "fusion/group_classifier.h"
+#include "runtime/memory_plan.h"
+
+namespace tilefuse {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+constexpr int64_t kWorkspaceBytes = 32 << 20;  // cuBLASLt's workspace
+}  // namespace
+
+struct GpuCompiledGraph::State {
+  CudaDevice* device = nullptr;
+  DeviceAllocator* allocator = nullptr;
+  Graph graph;
+  FusionPlan plan;
+  std::vector<bool> inlined;
+  CudaProgram program;
+  std::vector<GpuKernelInfo> kernels;
+  CUmodule module = nullptr;
+  std::map<std::string, CUfunction> functions;
+  std::unique_ptr<LtMatmul> lt;
+  MemoryPlan memory;
+  DeviceBuffer arena, workspace;
+  std::vector<DeviceBuffer> owned;
+  std::vector<CUdeviceptr> address;  // per node; 0: not on the device
+  bool has_host_steps = false;
+  bool poison = false;
+  CUgraphExec captured = nullptr;
+  double compile_ms = 0;
+  int64_t nvrtc_compiles = 0;
+
+  const CudaDriverApi& api() const { return device->api(); }
+  int64_t Bytes(int node) const { return NumElements(graph.node(node).shape) * DTypeSize(graph.node(node).dtype); }
+
+  Status Launch(const CudaLaunchable& k, const std::vector<CUdeviceptr>& at) const {
+    CUstream stream = device->stream();
+    if (poison)
+      for (int out : k.outputs) RETURN_IF_ERROR(device->Check(api().cuMemsetD8Async(at[out], 0xFF, Bytes(out), stream), "poisoning " + k.source.name));
+    std::vector<CUdeviceptr> args;
+    for (int node : k.buffer_nodes) args.push_back(at[node]);
+    std::vector<void*> params;
+    for (CUdeviceptr& a : args) params.push_back(&a);
+    int per_sm = std::max(1, device->max_threads_per_sm() / k.source.threads);
+    int64_t blocks = std::min<int64_t>(k.source.work_blocks, int64_t{device->sm_count()} * per_sm);
+    return device->Check(api().cuLaunchKernel(functions.at(k.source.name), static_cast<unsigned>(blocks), 1, 1, k.source.threads, 1, 1, 0,
+                                              stream, params.data(), nullptr),
+                         "cuLaunchKernel " + k.source.name);
+  }
+
+  Status Matmul(int matmul, const std::vector<CUdeviceptr>& at) const {
+    const Node& mm = graph.node(matmul);
+    const Shape &sa = graph.node(mm.inputs[0]).shape, &sb = graph.node(mm.inputs[1]).shape, &out = mm.shape;
+    LtMatmulProblem p;
+    p.dtype = mm.dtype;
+    p.m = out[out.size() - 2];
+    p.n = out.back();
+    p.k = sa.back();
+    int64_t batches = NumElements(out) / std::max<int64_t>(1, p.m * p.n);
+    if (poison) RETURN_IF_ERROR(device->Check(api().cuMemsetD8Async(at[matmul], 0xFF, Bytes(matmul), device->stream()), "poisoning matmul"));
+    // Batch offsets (in matrices) with broadcasting; one strided call when they are a
+    // progression, else one call per batch entry.
+    auto offset = [&](const Shape& operand, int64_t batch) {
+      int out_rank = static_cast<int>(out.size()) - 2, op_rank = static_cast<int>(operand.size()) - 2;
+      int64_t off = 0, stride = 1;
+      for (int d = out_rank - 1; d >= 0; --d) {
+        int64_t index = batch % out[d];
+        batch /= out[d];
+        int od = d - (out_rank - op_rank);
+        if (od < 0) continue;
+        if (operand[od] != 1) off += index * stride;
+        stride *= operand[od];
+      }
+      return off;
+    };
+    auto progression = [&](const Shape& s, int64_t* step) {
+      *step = batches > 1 ? offset(s, 1) - offset(s, 0) : 0;
+      for (int64_t b = 0; b < batches; ++b)
+        if (offset(s, b) != b * *step) return false;
+      return true;
+    };
+    int64_t step_a = 0, step_b = 0;
+    size_t esize = DTypeSize(mm.dtype);
+    if (progression(sa, &step_a) && progression(sb, &step_b)) {
+      p.batch = batches;
+      p.batch_stride_a = step_a * p.m * p.k;
+      p.batch_stride_b = step_b * p.k * p.n;
+      p.batch_stride_d = p.m * p.n;
+      return lt->Run(p, at[mm.inputs[0]], at[mm.inputs[1]], at[matmul], 0, workspace.get(), kWorkspaceBytes, device->stream());
+    }
+    for (int64_t b = 0; b < batches; ++b)
+      RETURN_IF_ERROR(lt->Run(p, at[mm.inputs[0]] + offset(sa, b) * p.m * p.k * esize, at[mm.inputs[1]] + offset(sb, b) * p.k * p.n * esize,
+                              at[matmul] + b * p.m * p.n * esize, 0, workspace.get(), kWorkspaceBytes, device->stream()));
+    return Status::Ok();
+  }
+
+  // A node's value on the host, for a host step: downloaded, a constant, or evaluated
+  // (inlined generators, and members of the same host group computed earlier).
+  StatusOr<Tensor> HostValue(int node, std::map<int, Tensor>& local) const {
+    if (auto it = local.find(node); it != local.end()) return it->second;
+    const Node& n = graph.node(node);
+    if (n.op == OpCode::kConstant) return *n.attrs.value;
+    if (address[node]) {
+      Tensor t(n.dtype, n.shape);
+      RETURN_IF_ERROR(device->Check(api().cuMemcpyDtoH(t.data(), address[node], t.num_bytes()), "copying a value to the host"));
+      return t;
+    }
+    std::vector<Tensor> inputs;
+    for (int input : n.inputs) {
+      ASSIGN_OR_RETURN(Tensor t, HostValue(input, local));
+      inputs.push_back(std::move(t));
+    }
+    std::vector<const Tensor*> args;
+    for (const Tensor& t : inputs) args.push_back(&t);
+    ASSIGN_OR_RETURN(Tensor value, EvaluateNode(n, args));
+    local[node] = value;
+    return value;
+  }
+
+  Status RunHostGroup(const CudaGroupProgram& p, const std::vector<CUdeviceptr>& at) const {
+    RETURN_IF_ERROR(device->Check(api().cuStreamSynchronize(device->stream()), "waiting for the GPU before a host step"));
+    std::map<int, Tensor> local;
+    for (int id : p.host_nodes) {
+      local.erase(id);
+      std::vector<Tensor> inputs;
+      for (int input : graph.node(id).inputs) {
+        ASSIGN_OR_RETURN(Tensor t, HostValue(input, local));
+        inputs.push_back(std::move(t));
+      }
+      std::vector<const Tensor*> args;
+      for (const Tensor& t : inputs) args.push_back(&t);
+      ASSIGN_OR_RETURN(local[id], EvaluateNode(graph.node(id), args));
+    }
+    for (int out : plan.groups[p.group].outputs)
+      if (at[out]) RETURN_IF_ERROR(device->Check(api().cuMemcpyHtoD(at[out], local[out].data(), local[out].num_bytes()), "copying a host result to the GPU"));
+    return Status::Ok();
+  }
+
+  // Enqueues every step; with `timings`, records events around each.
+  Status Enqueue(const std::vector<CUdeviceptr>& at, std::vector<KernelTiming>* timings) const {
+    std::vector<CUevent> events;
+    auto mark = [&]() -> Status {
+      if (!timings) return Status::Ok();
+      CUevent e;
+      RETURN_IF_ERROR(device->Check(api().cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate"));
+      events.push_back(e);
+      return device->Check(api().cuEventRecord(e, device->stream()), "cuEventRecord");
+    };
+    RETURN_IF_ERROR(mark());
+    for (const CudaGroupProgram& p : program.groups) {
+      switch (p.mode) {
+        case CudaGroupProgram::Mode::kGenerated: RETURN_IF_ERROR(Launch(*p.kernel, at)); break;
+        case CudaGroupProgram::Mode::kGemm:
+          if (p.prologue) RETURN_IF_ERROR(Launch(*p.prologue, at));
+          RETURN_IF_ERROR(Matmul(p.matmul, at));
+          if (p.kernel) RETURN_IF_ERROR(Launch(*p.kernel, at));
+          break;
+        case CudaGroupProgram::Mode::kHost: RETURN_IF_ERROR(RunHostGroup(p, at)); break;
+      }
+      RETURN_IF_ERROR(mark());
+    }
+    if (!timings) return Status::Ok();
+    RETURN_IF_ERROR(device->Check(api().cuEventSynchronize(events.back()), "running the graph"));
+    double start = 0;
+    for (size_t i = 0; i + 1 < events.size(); ++i) {
+      float ms = 0;
+      api().cuEventElapsedTime(&ms, events[i], events[i + 1]);
+      timings->push_back({kernels[i].name, start, ms * 1000.0});
+      start += ms * 1000.0;
+    }
+    for (CUevent e : events) api().cuEventDestroy(e);
+    return Status::Ok();
+  }
+
+  StatusOr<CUgraphExec> Capture(const std::vector<CUdeviceptr>& at) const {
+    CUstream stream = device->stream();
+    RETURN_IF_ERROR(device->Check(api().cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture"));
+    Status enqueued = Enqueue(at, nullptr);
+    CUgraph g = nullptr;
+    CUresult ended = api().cuStreamEndCapture(stream, &g);
+    RETURN_IF_ERROR(enqueued);
+    RETURN_IF_ERROR(device->Check(ended, "cuStreamEndCapture"));
+    CUgraphExec exec = nullptr;
+    CUresult r = api().cuGraphInstantiateWithFlags(&exec, g, 0);
+    api().cuGraphDestroy(g);
+    RETURN_IF_ERROR(device->Check(r, "cuGraphInstantiate"));
+    return exec;
+  }
+};
+
+GpuCompiledGraph::GpuCompiledGraph(std::unique_ptr<State> state) : state_(std::move(state)) {}
+GpuCompiledGraph::~GpuCompiledGraph() {
+  if (!state_) return;
+  if (state_->captured) state_->api().cuGraphExecDestroy(state_->captured);
+  if (state_->module) state_->api().cuModuleUnload(state_->module);
+}
+const Graph& GpuCompiledGraph::graph() const { return state_->graph; }
+const FusionPlan& GpuCompiledGraph::plan() const { return state_->plan; }
+const std::vector<GpuKernelInfo>& GpuCompiledGraph::kernels() const { return state_->kernels; }
+const std::string& GpuCompiledGraph::source() const { return state_->program.source; }
+std::string GpuCompiledGraph::device_name() const { return state_->device->name(); }
+double GpuCompiledGraph::compile_ms() const { return state_->compile_ms; }
+int64_t GpuCompiledGraph::nvrtc_compiles() const { return state_->nvrtc_compiles; }
+int64_t GpuCompiledGraph::arena_bytes() const { return state_->memory.arena_bytes; }
+bool GpuCompiledGraph::captured() const { return state_->captured != nullptr; }
+
+namespace {
+
+std::vector<GpuKernelInfo> DescribeKernels(const CudaProgram& program, const FusionPlan& plan) {
+  std::vector<GpuKernelInfo> out;
+  for (const CudaGroupProgram& p : program.groups) {
+    GpuKernelInfo info;
+    info.kind = p.kind;
+    info.num_nodes = static_cast<int>(plan.groups[p.group].nodes.size());
+    info.name = p.kernel ? p.kernel->source.name : fmt::format("tf_group{}_{}", p.group, GroupKindName(p.kind));
+    if (p.kernel) {
+      info.strategy = p.kernel->source.strategy;
+      info.threads = p.kernel->source.threads;
+      info.blocks = p.kernel->source.work_blocks;
+    }
+    switch (p.mode) {
+      case CudaGroupProgram::Mode::kGenerated: info.mode = "generated"; break;
+      case CudaGroupProgram::Mode::kGemm:
+        info.mode = "gemm";
+        info.strategy = "cuBLASLt" + (p.kernel ? " + epilogue " + info.strategy : std::string());
+        break;
+      case CudaGroupProgram::Mode::kHost:
+        info.mode = "host";
+        info.why_host = p.why_host;
+        break;
+    }
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<GpuCompiledGraph>> GpuCompiledGraph::Compile(const Graph& graph, const GpuCompileOptions& options) {
+  auto start = Clock::now();
+  auto s = std::make_unique<State>();
+  ASSIGN_OR_RETURN(s->device, CudaDevice::Get());
+  RETURN_IF_ERROR(s->device->MakeCurrent());
+  s->allocator = &DeviceAllocator::Get(s->device);
+  s->graph = graph;
+  s->poison = options.poison_outputs;
+  PlannerOptions planner;
+  planner.device = "h100-sxm";
+  planner.fuse = options.fuse;
+  planner.disabled_kinds = options.disabled_kinds;
+  ASSIGN_OR_RETURN(s->plan, PlanFusion(s->graph, CudaPlannerOptions(planner)));
+  s->inlined = FindInlinedGenerators(s->graph);
+  ASSIGN_OR_RETURN(s->program, BuildCudaProgram(s->graph, s->plan, s->inlined));
+  s->kernels = DescribeKernels(s->program, s->plan);
+  const Graph& g = s->graph;
+
+  // Matmuls whose dtype cuBLASLt does not take run on the host.
+  for (CudaGroupProgram& p : s->program.groups) {
+    if (p.mode != CudaGroupProgram::Mode::kGemm) continue;
+    DType d = g.node(p.matmul).dtype;
+    if (d == DType::kF32 || d == DType::kF16 || d == DType::kBF16) continue;
+    p.mode = CudaGroupProgram::Mode::kHost;
+    p.host_nodes = s->plan.groups[p.group].nodes;
+    p.why_host = fmt::format("cuBLASLt has no {} matmul", DTypeName(d));
+    p.kernel.reset();
+    p.prologue.reset();
+  }
+  s->kernels = DescribeKernels(s->program, s->plan);
+
+  // Compile and load.
+  ASSIGN_OR_RETURN(NvrtcCompiler nvrtc, NvrtcCompiler::Create(options.cache_dir));
+  bool any_kernel = false, any_gemm = false;
+  for (const CudaGroupProgram& p : s->program.groups) {
+    any_kernel = any_kernel || p.kernel || p.prologue;
+    any_gemm = any_gemm || p.mode == CudaGroupProgram::Mode::kGemm;
+    s->has_host_steps = s->has_host_steps || p.mode == CudaGroupProgram::Mode::kHost;
+  }
+  if (any_kernel) {
+    ASSIGN_OR_RETURN(CubinResult cubin, nvrtc.Compile(s->program.source, s->device->arch()));
+    s->nvrtc_compiles = nvrtc.compiles();
+    RETURN_IF_ERROR(s->device->Check(s->device->api().cuModuleLoadData(&s->module, cubin.cubin.data()), "cuModuleLoadData"));
+    for (const CudaGroupProgram& p : s->program.groups)
+      for (const std::optional<CudaLaunchable>* k : {&p.kernel, &p.prologue}) {
+        if (!*k) continue;
+        CUfunction f;
+        RETURN_IF_ERROR(s->device->Check(s->device->api().cuModuleGetFunction(&f, s->module, (*k)->source.name.c_str()),
+                                         "cuModuleGetFunction " + (*k)->source.name));
+        s->functions[(*k)->source.name] = f;
+      }
+  }
+  if (any_gemm) {
+    ASSIGN_OR_RETURN(s->lt, LtMatmul::Create());
+    ASSIGN_OR_RETURN(CUdeviceptr w, s->allocator->Allocate(kWorkspaceBytes, "the cuBLASLt workspace"));
+    s->workspace = DeviceBuffer(s->allocator, w);
+  }
+
+  // Device memory: intermediates in the arena by liveness, everything else its own buffer.
+  Schedule schedule = ScheduleFromFusionPlan(g, s->plan);
+  MemoryPlanOptions memory_options;
+  memory_options.alignment = 256;
+  ASSIGN_OR_RETURN(s->memory, PlanMemory(schedule, memory_options));
+  std::vector<int64_t> arena_offset(g.num_nodes(), -1);
+  for (size_t b = 0; b < schedule.buffers.size(); ++b)
+    if (s->memory.offsets[b] >= 0) arena_offset[schedule.buffers[b].node] = s->memory.offsets[b];
+  if (s->memory.arena_bytes > 0) {
+    ASSIGN_OR_RETURN(CUdeviceptr a, s->allocator->Allocate(s->memory.arena_bytes, "the intermediate arena"));
+    s->arena = DeviceBuffer(s->allocator, a);
+  }
+  std::vector<bool> on_device(g.num_nodes(), false);
+  for (int id : g.inputs()) on_device[id] = true;
+  for (const Graph::Output& o : g.outputs()) on_device[o.node] = true;
+  for (const CudaGroupProgram& p : s->program.groups) {
+    for (const std::optional<CudaLaunchable>* k : {&p.kernel, &p.prologue})
+      if (*k) for (int node : (*k)->buffer_nodes) on_device[node] = true;
+    if (p.matmul >= 0) {
+      on_device[p.matmul] = true;
+      for (int input : g.node(p.matmul).inputs) on_device[input] = true;
+    }
+    for (int out : s->plan.groups[p.group].outputs) on_device[out] = true;
+  }
+  s->address.assign(g.num_nodes(), 0);
+  for (const Node& n : g.nodes()) {
+    bool generator = s->inlined[n.id] || n.op == OpCode::kConstant;
+    if (!on_device[n.id]) continue;
+    if (arena_offset[n.id] >= 0) {
+      s->address[n.id] = s->arena.get() + arena_offset[n.id];
+      continue;
+    }
+    ASSIGN_OR_RETURN(CUdeviceptr p, s->allocator->Allocate(s->Bytes(n.id), fmt::format("%{} ({})", n.id, OpName(n.op))));
+    s->owned.emplace_back(s->allocator, p);
+    s->address[n.id] = p;
+    if (generator) {  // computed once on the host and uploaded
+      std::map<int, Tensor> local;
+      ASSIGN_OR_RETURN(Tensor value, s->HostValue(n.id, local));
+      RETURN_IF_ERROR(s->device->Check(s->device->api().cuMemcpyHtoD(p, value.data(), value.num_bytes()), "uploading a constant"));
+    }
+  }
+  if (!s->has_host_steps) {
+    ASSIGN_OR_RETURN(s->captured, s->Capture(s->address));
+  }
+  s->compile_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  return std::unique_ptr<GpuCompiledGraph>(new GpuCompiledGraph(std::move(s)));
+}
+
+namespace {
+
+Status CheckInputs(const Graph& g, const std::vector<Tensor>& inputs) {
+  if (inputs.size() != g.inputs().size())
+    return InvalidArgument(fmt::format("graph takes {} inputs, got {}", g.inputs().size(), inputs.size()));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Node& p = g.node(g.inputs()[i]);
+    if (inputs[i].dtype() != p.dtype || inputs[i].shape() != p.shape)
+      return InvalidArgument(fmt::format("input '{}' expects {}{}, got {}{}", p.name, DTypeName(p.dtype), ShapeToString(p.shape),
+                                         DTypeName(inputs[i].dtype()), ShapeToString(inputs[i].shape())));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<std::vector<Tensor>> GpuCompiledGraph::Run(const std::vector<Tensor>& inputs, std::vector<KernelTiming>* timings) {
+  State& s = *state_;
+  const Graph& g = s.graph;
+  RETURN_IF_ERROR(CheckInputs(g, inputs));
+  RETURN_IF_ERROR(s.device->MakeCurrent());
+  const CudaDriverApi& api = s.api();
+  for (size_t i = 0; i < inputs.size(); ++i)
+    RETURN_IF_ERROR(s.device->Check(api.cuMemcpyHtoD(s.address[g.inputs()[i]], inputs[i].data(), inputs[i].num_bytes()), "uploading an input"));
+  if (s.captured && !timings) RETURN_IF_ERROR(s.device->Check(api.cuGraphLaunch(s.captured, s.device->stream()), "cuGraphLaunch"));
+  else RETURN_IF_ERROR(s.Enqueue(s.address, timings));
+  RETURN_IF_ERROR(s.device->Check(api.cuStreamSynchronize(s.device->stream()), "running the graph on the GPU"));
+  std::vector<Tensor> outputs;
+  for (const Graph::Output& o : g.outputs()) {
+    const Node& n = g.node(o.node);
+    Tensor t(n.dtype, n.shape);
+    RETURN_IF_ERROR(s.device->Check(api.cuMemcpyDtoH(t.data(), s.address[o.node], t.num_bytes()), "downloading an output"));
+    outputs.push_back(std::move(t));
+  }
+  return outputs;
+}
+
+StatusOr<double> GpuCompiledGraph::BenchmarkMs(const std::vector<Tensor>& inputs, int warmup, int repeats, int input_sets) {
+  State& s = *state_;
+  const Graph& g = s.graph;
+  RETURN_IF_ERROR(CheckInputs(g, inputs));
+  RETURN_IF_ERROR(s.device->MakeCurrent());
+  const CudaDriverApi& api = s.api();
+  // One address table (and captured graph, when capturable) per input set.
+  std::vector<std::vector<CUdeviceptr>> tables;
+  std::vector<DeviceBuffer> extra;
+  for (int set = 0; set < std::max(1, input_sets); ++set) {
+    std::vector<CUdeviceptr> at = s.address;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      int node = g.inputs()[i];
+      if (set > 0) {
+        ASSIGN_OR_RETURN(CUdeviceptr p, s.allocator->Allocate(inputs[i].num_bytes(), "a benchmark input copy"));
+        extra.emplace_back(s.allocator, p);
+        at[node] = p;
+      }
+      RETURN_IF_ERROR(s.device->Check(api.cuMemcpyHtoD(at[node], inputs[i].data(), inputs[i].num_bytes()), "uploading an input"));
+    }
+    tables.push_back(std::move(at));
+  }
+  std::vector<CUgraphExec> graphs;
+  if (!s.has_host_steps)
+    for (const auto& at : tables) {
+      ASSIGN_OR_RETURN(CUgraphExec e, s.Capture(at));
+      graphs.push_back(e);
+    }
+  auto run_once = [&](int i) -> Status {
+    if (!graphs.empty()) return s.device->Check(api.cuGraphLaunch(graphs[i % graphs.size()], s.device->stream()), "cuGraphLaunch");
+    return s.Enqueue(tables[i % tables.size()], nullptr);
+  };
+  for (int i = 0; i < warmup; ++i) RETURN_IF_ERROR(run_once(i));
+  CUevent begin, end;
+  RETURN_IF_ERROR(s.device->Check(api.cuEventCreate(&begin, CU_EVENT_DEFAULT), "cuEventCreate"));
+  RETURN_IF_ERROR(s.device->Check(api.cuEventCreate(&end, CU_EVENT_DEFAULT), "cuEventCreate"));
+  std::vector<double> times;
+  Status status = Status::Ok();
+  for (int i = 0; i < repeats && status.ok(); ++i) {
+    api.cuEventRecord(begin, s.device->stream());
+    status = run_once(i);
+    api.cuEventRecord(end, s.device->stream());
+    if (status.ok()) status = s.device->Check(api.cuEventSynchronize(end), "running the graph on the GPU");
+    float ms = 0;
+    api.cuEventElapsedTime(&ms, begin, end);
+    times.push_back(ms);
+  }
+  api.cuEventDestroy(begin);
+  api.cuEventDestroy(end);
+  for (CUgraphExec e : graphs) api.cuGraphExecDestroy(e);
+  RETURN_IF_ERROR(status);
+  if (times.empty()) return 0.0;
+  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+  return times[times.size() / 2];
+}
+
+}  // namespace tilefuse

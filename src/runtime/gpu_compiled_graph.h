@@ -1,0 +1,74 @@
+// GpuCompiledGraph: a graph planned, lowered, emitted as CUDA, compiled by NVRTC and
+// loaded on the GPU, ready to run.
+//
+//   Graph ─► PlanFusion ─► BuildCudaProgram ─► NVRTC (cubin cache) ─► cuModuleLoadData
+//         ─► memory plan (device arena by liveness) ─► captured as one CUDA graph
+//
+// Generated kernels and cuBLASLt products run on one stream; a graph without host steps is
+// captured once and replayed by every Run. Groups with no CUDA template run their members
+// on the host reference kernels with copies (KernelInfo says so; the graph is then not
+// captured). Every driver call is checked and reported with the kernel's name.
+#pragma once
+
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "fusion/fusion_plan.h"
+#include "runtime/compiled_graph.h"
+#include "tilefuse/graph.h"
+#include "tilefuse/status.h"
+#include "tilefuse/tensor.h"
+
+namespace tilefuse {
+
+struct GpuCompileOptions {
+  bool fuse = true;
+  std::set<GroupKind> disabled_kinds;
+  std::string cache_dir;        // cubin cache; empty: $TILEFUSE_CACHE_DIR or ~/.cache/tilefuse
+  bool poison_outputs = false;  // every kernel output filled with NaN bits before it runs
+};
+
+struct GpuKernelInfo {
+  std::string name;
+  GroupKind kind = GroupKind::kPointwise;
+  std::string mode;      // "generated", "gemm" (cuBLASLt + generated epilogue), "host"
+  std::string strategy;  // the CUDA template and its configuration
+  std::string why_host;  // when mode is "host"
+  int threads = 0;
+  int64_t blocks = 0;
+  int num_nodes = 0;
+};
+
+class GpuCompiledGraph {
+ public:
+  // Unavailable-style errors (no driver, no GPU, no NVRTC) come back as NotFound.
+  static StatusOr<std::unique_ptr<GpuCompiledGraph>> Compile(const Graph& graph, const GpuCompileOptions& options);
+  ~GpuCompiledGraph();
+
+  // Inputs in graph.inputs() order; outputs copied back to the host. With `timings`, the
+  // steps run one by one between device events (not as the captured graph).
+  StatusOr<std::vector<Tensor>> Run(const std::vector<Tensor>& inputs, std::vector<KernelTiming>* timings = nullptr);
+  // Median milliseconds of one whole run on the device (device events, after `warmup`),
+  // rotating among `input_sets` copies of the inputs so repeated runs do not read L2.
+  StatusOr<double> BenchmarkMs(const std::vector<Tensor>& inputs, int warmup, int repeats, int input_sets);
+
+  const Graph& graph() const;
+  const FusionPlan& plan() const;
+  const std::vector<GpuKernelInfo>& kernels() const;
+  const std::string& source() const;  // the CUDA translation unit
+  std::string device_name() const;
+  double compile_ms() const;
+  int64_t nvrtc_compiles() const;   // 0 when the cubin came from the cache
+  int64_t arena_bytes() const;
+  bool captured() const;            // replayed as a CUDA graph
+
+  struct State;
+
+ private:
+  explicit GpuCompiledGraph(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace tilefuse

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "codegen/cpp_prelude.h"
+#include "codegen/cpp_value_expression.h"
 #include "codegen/emit_util.h"
 
 namespace tilefuse {
@@ -35,26 +36,7 @@ class CppEmitter {
  private:
   std::string Name(int v) const { return fmt::format("v{}", v); }
 
-  std::string Expression(const ScalarValue& v) {
-    const std::vector<std::string> vars = {"i0", "i1"};
-    switch (v.kind) {
-      case ScalarValue::Kind::kLoad:
-        return fmt::format("tf_load_{}(b{}, {})", DTypeName(v.dtype), v.buffer, PrintIndex(v.index, vars));
-      case ScalarValue::Kind::kConstant: return Literal(v.constant, v.dtype);
-      case ScalarValue::Kind::kIndex: return fmt::format("{}({})", ComputeType(v.dtype), PrintIndex(v.index, vars));
-      case ScalarValue::Kind::kRandom:
-        return fmt::format("{}(tf_philox_uniform({}ull, (uint64_t)({})))", ComputeType(v.dtype), v.seed, PrintIndex(v.index, vars));
-      case ScalarValue::Kind::kAccumulator: return "";  // declared after its loop
-      case ScalarValue::Kind::kOp: break;
-    }
-    std::vector<std::string> args;
-    for (int a : v.args) args.push_back(Name(a));
-    if (v.op == OpCode::kCast) return fmt::format("tf_cast_{}({})", DTypeName(v.dtype), args[0]);
-    std::string e = SubstituteArgs(GetOpInfo(v.op).scalar_expr, args);
-    // Integer-valued results of ops on floats (comparisons) stay in the input's type;
-    // convert to this value's compute type so every SSA value has one known type.
-    return fmt::format("{}({})", ComputeType(v.dtype), e);
-  }
+  std::string Expression(const ScalarValue& v) { return CppValueExpression(v, {"i0", "i1"}); }
 
   // Emits `v` and, first, everything it needs at the current scope. Outer values
   // (no inner-loop dependence) are emitted once per outer iteration; inner values are

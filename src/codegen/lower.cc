@@ -18,6 +18,7 @@ class Lowering {
   }
 
   StatusOr<Kernel> Run();
+  StatusOr<LoweredValue> RunValue(int node, const Index& at, int64_t outer, int64_t inner);
 
  private:
   StatusOr<int> Evaluate(int node, const Index& flat);
@@ -267,7 +268,24 @@ StatusOr<Kernel> Lowering::Run() {
   return std::move(k_);
 }
 
+StatusOr<LoweredValue> Lowering::RunValue(int node, const Index& at, int64_t outer, int64_t inner) {
+  k_.kind = GroupKind::kPointwise;
+  k_.nodes = group_.nodes;
+  k_.outer = outer;
+  k_.inner = inner;
+  ASSIGN_OR_RETURN(int value, Evaluate(node, at));
+  return LoweredValue{std::move(k_), value};
+}
+
 }  // namespace
+
+StatusOr<LoweredValue> LowerValueAt(const Graph& graph, const std::vector<int>& members, const std::vector<bool>& inlined,
+                                    int node, const Index& at, int64_t outer, int64_t inner) {
+  FusionGroup group;
+  group.kind = GroupKind::kPointwise;
+  group.nodes = members;
+  return Lowering(graph, group, inlined).RunValue(node, at, outer, inner);
+}
 
 StatusOr<Kernel> LowerGroup(const Graph& graph, const FusionGroup& group, const std::vector<bool>& inlined) {
   return Lowering(graph, group, inlined).Run();

@@ -15,4 +15,16 @@ namespace tilefuse {
 // group's members one by one).
 StatusOr<Kernel> LowerGroup(const Graph& graph, const FusionGroup& group, const std::vector<bool>& inlined);
 
+// One value for templates that drive their own loops (attention): `node` evaluated at
+// flat offset `at`, an Index over loop variables 0 ([0, outer)) and 1 ([0, inner)).
+// `members` (pointwise, broadcast and view nodes) are computed, inlined generators
+// recomputed, anything else loaded. The kernel holds the loads and the scalar program
+// and no stores; `value` is the result's id in it.
+struct LoweredValue {
+  Kernel kernel;
+  int value = -1;
+};
+StatusOr<LoweredValue> LowerValueAt(const Graph& graph, const std::vector<int>& members, const std::vector<bool>& inlined,
+                                    int node, const Index& at, int64_t outer, int64_t inner);
+
 }  // namespace tilefuse

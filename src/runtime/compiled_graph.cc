@@ -8,6 +8,8 @@
 #include "backend/cpu/blas_matmul.h"
 #include "backend/cpu/host_jit.h"
 #include "backend/cpu/interpreter.h"
+#include "codegen/attention_lower.h"
+#include "codegen/cpp_attention_emitter.h"
 #include "codegen/cpp_emitter.h"
 #include "codegen/cpp_prelude.h"
 #include "codegen/lower.h"
@@ -136,6 +138,23 @@ StatusOr<std::unique_ptr<CompiledGraph::State>> PlanGraph(const Graph& graph, co
   return state;
 }
 
+// Attention groups: one flash-attention kernel, or the reference kernels and why not.
+void GenerateAttention(const CompiledGraph::State& state, const FusionGroup& group, const std::string& prefix, Step& step,
+                       KernelInfo& info, std::string& source) {
+  StatusOr<AttentionKernel> attention = LowerAttention(state.graph, group, state.inlined);
+  if (!attention.ok()) {
+    info.why_not = attention.status().message();
+    return;
+  }
+  attention->name = prefix + attention->name;
+  info.source = EmitCppAttention(*attention);
+  source += info.source;
+  for (const KernelBuffer& b : attention->buffers) step.buffer_nodes.push_back(b.node);
+  step.outputs = group.outputs;
+  step.symbol = info.name = attention->name;
+  info.generated = true;
+}
+
 // Lowers every group and appends the generated functions (named with `prefix`) to
 // `source`; groups no loop template expresses keep the reference kernels.
 void GenerateKernels(CompiledGraph::State& state, const std::string& prefix, std::string& source) {
@@ -146,6 +165,12 @@ void GenerateKernels(CompiledGraph::State& state, const std::string& prefix, std
     info.kind = group.kind;
     info.num_nodes = static_cast<int>(group.nodes.size());
     info.name = fmt::format("group{}_{}", group.id, GroupKindName(group.kind));
+    if (group.kind == GroupKind::kAttention) {
+      GenerateAttention(state, group, prefix, step, info, source);
+      state.steps.push_back(std::move(step));
+      state.kernels.push_back(std::move(info));
+      continue;
+    }
     FusionGroup loop_group = group;
     if (group.kind == GroupKind::kGemm) loop_group = SplitGemmGroup(state.graph, group, step);
     StatusOr<Kernel> kernel = loop_group.nodes.empty() ? StatusOr<Kernel>(Unimplemented("no epilogue"))

@@ -3,10 +3,11 @@
 //   Graph ──RunGraphPasses──► PlanFusion ──► per group: LowerGroup → EmitCpp → HostJit
 //
 // gemm groups run their product through OpenBLAS and their epilogue as a generated
-// kernel. Groups the loop templates cannot express yet (attention until its template
-// lands, opaque ops, the rare reduction shape LowerGroup refuses) run their member ops
-// one by one on the reference kernels; KernelInfo says which is which, so nothing is
-// silently reported as fused.
+// kernel; attention groups as one flash-attention kernel (codegen/attention_lower).
+// Groups no template expresses (opaque ops, the rare reduction shape LowerGroup refuses,
+// attention shapes LowerAttention refuses) run their member ops one by one on the
+// reference kernels; KernelInfo says which is which, so nothing is silently reported
+// as fused.
 #pragma once
 
 #include <memory>

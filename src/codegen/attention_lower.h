@@ -1,0 +1,62 @@
+// Attention groups → one flash-attention kernel (printed by cpp_attention_emitter).
+// The group the attention matcher claimed must read as
+//
+//   Q  ─┐                                               V ─┐
+//       matmul ─ logits ─ exp(· − row max) ─ ÷ row sum ─ [casts] ─ matmul ─ out
+//   Kᵀ ─┘        (scale, causal or additive masks, bias: pointwise per score)
+//
+// The logits are a scalar program per (score row, key) whose loads of the Q·Kᵀ product
+// read the dot product the kernel has just computed; the row max and row sum become the
+// running max and sum of the online softmax (softmax is shift-invariant, so the running
+// max may replace the graph's max). Q, Kᵀ and V may be views (reshaped heads, transposed
+// keys) or half types: they are packed into arrays of the compute type first, by a
+// pointwise program per operand, unless a graph buffer of that type can be read as is.
+// No N×N tensor exists at any point.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "codegen/index_expr.h"
+#include "codegen/kernel.h"
+#include "fusion/fusion_plan.h"
+#include "tilefuse/graph.h"
+#include "tilefuse/status.h"
+
+namespace tilefuse {
+
+// One matmul operand as the kernel reads it: [batch..., rows, columns], row-major.
+struct AttentionOperand {
+  int node = -1;
+  int64_t elements = 0;
+  // Flat offset of this operand's batch for output batch `batch` (loop variable 0):
+  // the matmuls broadcast batch dims.
+  Index batch_index;
+  int buffer = -1;      // read in place from this kernel buffer, or
+  Kernel pack;          // packed by this program over loop variable 0 = flat offset
+  int pack_value = -1;  // (its result; -1 when read in place)
+};
+
+struct AttentionKernel {
+  std::string name;
+  std::vector<int> nodes;             // the group's members
+  std::vector<KernelBuffer> buffers;  // argument order; the output is one of them
+  DType compute = DType::kF32;        // f32, or f64 when the group holds f64 values
+  AttentionOperand q, k, v;           // Q [.., nq, d], Kᵀ [.., d, nk], V [.., nk, dv]
+  int64_t batch = 1;                  // output batch elements (flat over its batch dims)
+  int64_t nq = 0, nk = 0, d = 0, dv = 0;
+  Index score_batch_index;            // like the operands': the scores' batch
+  // The logit of (score row, key): loop variable 0 is the flat row of the scores
+  // [.., nq, nk], variable 1 the key. Loads with buffer -1 read the Q·Kᵀ dot product.
+  Kernel logits;
+  int logit = -1;
+  DType score_dtype = DType::kF32;  // the Q·Kᵀ matmul's dtype
+  int output = -1;                  // buffer of the P·V matmul's result, [batch.., nq, dv]
+};
+
+// Unimplemented, with the reason, for groups that do not have the shape above (another
+// op between the softmax and P·V, a log-softmax, a reduction inside the logits, ...):
+// the caller runs them on the reference kernels and reports the reason.
+StatusOr<AttentionKernel> LowerAttention(const Graph& graph, const FusionGroup& group, const std::vector<bool>& inlined);
+
+}  // namespace tilefuse

@@ -1,0 +1,206 @@
+#include "codegen/cpp_attention_emitter.h"
+
+#include <fmt/format.h>
+
+#include "codegen/cpp_value_expression.h"
+#include "codegen/emit_util.h"
+
+namespace tilefuse {
+
+namespace {
+
+// Tile sizes: a score tile is 32 × 64 values and the accumulators 32 × dv; both stay
+// in L1/L2 with the key block of V they are combined with.
+constexpr int64_t kQueryBlock = 32;
+constexpr int64_t kKeyBlock = 64;
+
+// Values `result` needs (itself included): arguments and gathered indices.
+std::vector<bool> Needed(const Kernel& program, int result) {
+  std::vector<bool> needed(program.values.size(), false);
+  needed[result] = true;
+  for (int v = result; v >= 0; --v) {
+    if (!needed[v]) continue;
+    for (int a : program.values[v].args) needed[a] = true;
+    std::vector<const IndexExpr*> stack = {program.values[v].index.get()};
+    while (!stack.empty()) {
+      const IndexExpr* e = stack.back();
+      stack.pop_back();
+      if (!e) continue;
+      if (e->kind == IndexExpr::Kind::kValue) needed[e->value] = true;
+      stack.push_back(e->a.get());
+      stack.push_back(e->b.get());
+    }
+  }
+  return needed;
+}
+
+// Values that change with loop variable 1 (the key), directly or through their inputs;
+// the dot product always does.
+std::vector<bool> PerKey(const Kernel& program) {
+  std::vector<bool> per_key(program.values.size(), false);
+  for (size_t v = 0; v < program.values.size(); ++v) {
+    const ScalarValue& value = program.values[v];
+    per_key[v] = UsesVar(value.index, 1) || (value.kind == ScalarValue::Kind::kLoad && value.buffer < 0);
+    for (int a : value.args) per_key[v] = per_key[v] || per_key[a];
+    std::vector<const IndexExpr*> stack = {value.index.get()};
+    while (!stack.empty()) {
+      const IndexExpr* e = stack.back();
+      stack.pop_back();
+      if (!e) continue;
+      if (e->kind == IndexExpr::Kind::kValue) per_key[v] = per_key[v] || per_key[e->value];
+      stack.push_back(e->a.get());
+      stack.push_back(e->b.get());
+    }
+  }
+  return per_key;
+}
+
+// `const T vN = ...;` for the selected values, in SSA order. Loads of buffer -1 are the
+// Q·Kᵀ dot product, held in `score`.
+std::string ProgramText(const Kernel& program, const std::vector<bool>& selected, const std::vector<std::string>& vars,
+                        const std::string& indent) {
+  std::string text;
+  for (size_t v = 0; v < program.values.size(); ++v) {
+    if (!selected[v]) continue;
+    const ScalarValue& value = program.values[v];
+    bool score = value.kind == ScalarValue::Kind::kLoad && value.buffer < 0;
+    text += fmt::format("{}const {} v{} = {};\n", indent, ComputeType(value.dtype), v,
+                        score ? fmt::format("{}(score)", ComputeType(value.dtype)) : CppValueExpression(value, vars));
+  }
+  return text;
+}
+
+class AttentionEmitter {
+ public:
+  explicit AttentionEmitter(const AttentionKernel& a) : a_(a), t_(ComputeType(a.compute)) {}
+
+  std::string Run() {
+    out_ = fmt::format("\n#include <algorithm>\n#include <memory>\n\nextern \"C\" void {}(void* const* buffers) {{\n", a_.name);
+    for (size_t b = 0; b < a_.buffers.size(); ++b) {
+      const KernelBuffer& buf = a_.buffers[b];
+      out_ += fmt::format("  {0}{1}* __restrict__ b{2} = static_cast<{0}{1}*>(buffers[{2}]);  // %{3} {4}[{5}]\n",
+                          buf.is_output ? "" : "const ", StorageType(buf.dtype), b, buf.node, DTypeName(buf.dtype), buf.elements);
+    }
+    EmitOperand("q", a_.q);
+    EmitOperand("k", a_.k);
+    EmitOperand("v", a_.v);
+    EmitTasks();
+    out_ += "}\n";
+    return out_;
+  }
+
+ private:
+  // The operand as a `const T*` named `name`: the buffer itself, or packed by its program.
+  void EmitOperand(const std::string& name, const AttentionOperand& operand) {
+    if (operand.pack_value < 0) {
+      out_ += fmt::format("  const {}* __restrict__ {} = b{};\n", t_, name, operand.buffer);
+      return;
+    }
+    out_ += fmt::format("  std::unique_ptr<{0}[]> {1}_pack(new {0}[{2}]);\n", t_, name, operand.elements);
+    out_ += fmt::format("#pragma omp parallel for schedule(static)\n  for (int64_t i0 = 0; i0 < {}; ++i0) {{\n", operand.elements);
+    out_ += ProgramText(operand.pack, Needed(operand.pack, operand.pack_value), {"i0", "i1"}, "    ");
+    out_ += fmt::format("    {}_pack[i0] = ({})v{};\n  }}\n", name, t_, operand.pack_value);
+    out_ += fmt::format("  const {0}* __restrict__ {1} = {1}_pack.get();\n", t_, name);
+  }
+
+  std::string BatchOffset(const AttentionOperand& operand, int64_t matrix) const {
+    return fmt::format("{} * {}", PrintIndex(operand.batch_index, {"batch"}), matrix);
+  }
+
+  void EmitTasks() {
+    const int64_t query_blocks = (a_.nq + kQueryBlock - 1) / kQueryBlock;
+    out_ += fmt::format(
+        "#pragma omp parallel for collapse(2) schedule(dynamic)\n"
+        "  for (int64_t batch = 0; batch < {0}; ++batch) {{\n"
+        "    for (int64_t query_block = 0; query_block < {1}; ++query_block) {{\n"
+        "      const {2}* __restrict__ q_rows = q + {3};\n"
+        "      const {2}* __restrict__ k_columns = k + {4};\n"
+        "      const {2}* __restrict__ v_rows = v + {5};\n"
+        "      const int64_t first_query = query_block * {6}, rows = std::min<int64_t>({6}, {7} - first_query);\n"
+        "      const int64_t first_score_row = {8} * {7} + first_query;\n"
+        "      {2} running_max[{6}], running_sum[{6}], acc[{6}][{9}], scores[{6}][{10}];\n"
+        "      for (int64_t r = 0; r < rows; ++r) {{\n"
+        "        running_max[r] = -INFINITY;\n"
+        "        running_sum[r] = 0;\n"
+        "        for (int64_t c = 0; c < {9}; ++c) acc[r][c] = 0;\n"
+        "      }}\n"
+        "      for (int64_t first_key = 0; first_key < {11}; first_key += {10}) {{\n"
+        "        const int64_t keys = std::min<int64_t>({10}, {11} - first_key);\n",
+        a_.batch, query_blocks, t_, BatchOffset(a_.q, a_.nq * a_.d), BatchOffset(a_.k, a_.d * a_.nk),
+        BatchOffset(a_.v, a_.nk * a_.dv), kQueryBlock, a_.nq, PrintIndex(a_.score_batch_index, {"batch"}), a_.dv, kKeyBlock,
+        a_.nk);
+    EmitScoreTile();
+    EmitOnlineSoftmax();
+    out_ += "      }\n";
+    out_ += fmt::format(
+        "      for (int64_t r = 0; r < rows; ++r)\n"
+        "        for (int64_t c = 0; c < {0}; ++c)\n"
+        "          tf_store_{1}(b{2}, ((batch * {3} + first_query + r) * {0} + c), acc[r][c] / running_sum[r]);\n"
+        "    }}\n  }}\n",
+        a_.dv, DTypeName(a_.buffers[a_.output].dtype), a_.output, a_.nq);
+  }
+
+  // scores[r][j] = Q[r]·Kᵀ[:, j]: the key index innermost, so the loop vectorises
+  // without reassociating a dot product.
+  void EmitScoreTile() {
+    out_ += fmt::format(
+        "        for (int64_t r = 0; r < rows; ++r) {{\n"
+        "          {0}* __restrict__ score_row = scores[r];\n"
+        "          for (int64_t j = 0; j < keys; ++j) score_row[j] = 0;\n"
+        "          const {0}* __restrict__ q_row = q_rows + (first_query + r) * {1};\n"
+        "          for (int64_t c = 0; c < {1}; ++c) {{\n"
+        "            const {0} q_rc = q_row[c];\n"
+        "            const {0}* __restrict__ k_row = k_columns + c * {2} + first_key;\n"
+        "            for (int64_t j = 0; j < keys; ++j) score_row[j] += q_rc * k_row[j];\n"
+        "          }}\n"
+        "        }}\n",
+        t_, a_.d, a_.nk);
+  }
+
+  void EmitOnlineSoftmax() {
+    std::vector<bool> needed = Needed(a_.logits, a_.logit), per_key = PerKey(a_.logits);
+    std::vector<bool> per_row_values(needed.size()), per_key_values(needed.size());
+    for (size_t v = 0; v < needed.size(); ++v) {
+      per_row_values[v] = needed[v] && !per_key[v];
+      per_key_values[v] = needed[v] && per_key[v];
+    }
+    const std::vector<std::string> vars = {"row", "key"};
+    out_ += "        for (int64_t r = 0; r < rows; ++r) {\n"
+            "          const int64_t row = first_score_row + r;\n";
+    out_ += ProgramText(a_.logits, per_row_values, vars, "          ");
+    out_ += fmt::format("          {} block_max = -INFINITY;\n", t_);
+    out_ += "          for (int64_t j = 0; j < keys; ++j) {\n"
+            "            const int64_t key = first_key + j;\n";
+    out_ += fmt::format("            const {} score = scores[r][j];\n", ComputeType(a_.score_dtype));
+    out_ += ProgramText(a_.logits, per_key_values, vars, "            ");
+    out_ += fmt::format(
+        "            scores[r][j] = ({0})v{1};\n"
+        "            block_max = max_nan(block_max, scores[r][j]);\n"
+        "          }}\n"
+        "          const {0} new_max = max_nan(running_max[r], block_max);\n"
+        "          // exp(-inf - -inf) would be NaN: while every logit so far is -inf, shift by 0.\n"
+        "          const {0} shift = new_max == -INFINITY ? {0}(0) : new_max;\n"
+        "          const {0} rescale = std::exp(running_max[r] - shift);\n"
+        "          running_sum[r] *= rescale;\n"
+        "          for (int64_t c = 0; c < {2}; ++c) acc[r][c] *= rescale;\n"
+        "          for (int64_t j = 0; j < keys; ++j) {{\n"
+        "            const {0} p = std::exp(scores[r][j] - shift);\n"
+        "            running_sum[r] += p;\n"
+        "            const {0}* __restrict__ v_row = v_rows + (first_key + j) * {2};\n"
+        "            for (int64_t c = 0; c < {2}; ++c) acc[r][c] += p * v_row[c];\n"
+        "          }}\n"
+        "          running_max[r] = new_max;\n"
+        "        }}\n",
+        t_, a_.logit, a_.dv);
+  }
+
+  const AttentionKernel& a_;
+  const char* t_;
+  std::string out_;
+};
+
+}  // namespace
+
+std::string EmitCppAttention(const AttentionKernel& kernel) { return AttentionEmitter(kernel).Run(); }
+
+}  // namespace tilefuse

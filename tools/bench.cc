@@ -2,9 +2,13 @@
 // wall time (warm-up runs, then the median of repeats), the bandwidth that time implies
 // for the graph's inputs and outputs against the host's measured copy bandwidth,
 // GFLOP/s, compile time cold (empty cache) and warm (cache hit), and peak intermediate
-// memory of the two plans.
+// memory of the two plans. Run() allocates and zero-fills the graph outputs on one
+// thread, so the time that takes is measured apart: at sizes beyond the last-level
+// cache it is a large share of a memory-bound graph's time, and no kernel's.
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <cstdlib>
 
 #include <algorithm>
 #include <chrono>
@@ -57,6 +61,26 @@ double MeasureCopyGBps(int mib) {
   (void)sink;
   std::nth_element(rates.begin(), rates.begin() + 2, rates.end());
   return rates[2];
+}
+
+// What Run() spends outside the kernels on a graph's outputs: a zero-filled tensor each;
+// median of 5.
+double MeasureOutputAllocationMs(const std::vector<Tensor>& outputs) {
+  std::vector<double> times;
+  for (int i = 0; i < 5; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    std::vector<Tensor> fresh;
+    for (const Tensor& t : outputs) fresh.emplace_back(t.dtype(), t.shape());
+    times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::nth_element(times.begin(), times.begin() + 2, times.end());
+  return times[2];
+}
+
+// 1-minute load average: timings on a shared machine mean little when it is high.
+double LoadAverage() {
+  double load[1] = {-1};
+  return getloadavg(load, 1) == 1 ? load[0] : -1;
 }
 
 // A cache folder of its own, so the first compile is cold; removed at scope exit.
@@ -123,9 +147,13 @@ void PrintText(const nlohmann::json& j) {
                v["peak_intermediate_bytes"].get<double>() / (1 << 20));
   }
   fmt::print("speedup (unfused time / fused time): {:.2f}x\n", j["speedup"].get<double>());
+  fmt::print("of each run, {:.3f} ms allocate and zero the graph outputs (one thread, outside the kernels)\n",
+             j["output_alloc_ms"].get<double>());
+  fmt::print("load average (1 min) before timing: {:.2f}\n", j["load_before"].get<double>());
 }
 
 Status Bench(const BenchOptions& options) {
+  double load_before = LoadAverage();
   ASSIGN_OR_RETURN(ImportedModel imported, LoadModel(options.model));
   ASSIGN_OR_RETURN(Graph passed, RunGraphPasses(imported.graph, PassOptions{}));
   std::vector<Tensor> inputs = MakeRandomInputs(passed, options.seed);
@@ -141,7 +169,8 @@ Status Bench(const BenchOptions& options) {
 
   nlohmann::json j = {{"model", options.model}, {"backend", "cpu"},  {"repeats", options.repeats},
                       {"warmup", options.warmup}, {"bytes", bytes}, {"flops", flops},
-                      {"copy_gbps", MeasureCopyGBps(options.copy_mib)}};
+                      {"copy_gbps", MeasureCopyGBps(options.copy_mib)}, {"load_before", load_before},
+                      {"output_alloc_ms", MeasureOutputAllocationMs(outputs)}};
   j["fused"] = VariantJson(fused, bytes, flops);
   j["unfused"] = VariantJson(unfused, bytes, flops);
   j["speedup"] = unfused.run_ms / fused.run_ms;
@@ -177,11 +206,15 @@ void AddBenchCommand(CLI::App& app, int& exit_code) {
       "GB/s counts each graph input and output once (read or written); % copy compares it with a memcpy\n"
       "of a buffer larger than the last-level cache (read + write bytes). GFLOP/s uses the planner's\n"
       "flop counts. Compile cold uses an empty kernel cache, warm the same cache again.\n\n"
+      "Run() allocates and zero-fills each graph output on one thread; output_alloc_ms is that share of\n"
+      "each run's time. load_before is the 1-minute load average when the bench started.\n\n"
       "JSON: {model, backend, repeats, warmup, bytes, flops, copy_gbps, speedup, fused_pct_of_copy,\n"
+      "       load_before, output_alloc_ms,\n"
       "       fused|unfused: {ms, gbps, gflops, kernels, compile_cold_ms, compile_warm_ms,\n"
       "                       jit_compiles_cold, jit_compiles_warm, peak_intermediate_bytes}}\n\n"
       "Examples:\n"
       "  tilefuse bench examples/softmax_manual.onnxtxt\n"
+      "  tilefuse bench bench/cpu_cases/softmax_manual.onnxtxt   # the same at a size beyond the LLC\n"
       "  tilefuse bench tests/models/gpt2_2layer --repeats 20 --json\n"
       "Exit codes: 0 ok, 2 bad input, unsupported model or usage.");
   bench->callback([options, &exit_code] {

@@ -80,7 +80,8 @@ int Main(int argc, char** argv) {
   fmt::print("device {}: copy {:.0f} GB/s (read + write)\n", (*device)->name(), *copy / 1e9);
   fmt::print("{:<40} {:>10} {:>10} {:>8} {:>7} {:>8}  {}\n", "case", "fused us", "unfused us", "speedup", "% copy", "kernels", "strategy");
   int failures = 0;
-  for (const auto& c : nlohmann::json::parse(*manifest)["cases"]) {
+  const nlohmann::json cases = nlohmann::json::parse(*manifest)["cases"];
+  for (const auto& c : cases) {
     std::string name = c["name"];
     if (!only.empty() && ("," + only + ",").find("," + name + ",") == std::string::npos) continue;
     double bytes = c["bytes_moved"];

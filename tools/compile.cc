@@ -11,6 +11,7 @@
 #include "cli_common.h"
 #include "codegen/cpp_prelude.h"
 #include "commands.h"
+#include "compile_cuda.h"
 #include "cpu_backend.h"
 #include "passes/pipeline.h"
 #include "support/file_util.h"
@@ -23,6 +24,8 @@ struct CompileCommandOptions {
   std::string emit_dir;
   bool no_fusion = false;
   bool json = false;
+  std::string backend = "cpu";
+  std::string arch = "sm_90a";
 };
 
 // Kernel names may hold spaces or parentheses; file names keep [A-Za-z0-9_-].
@@ -89,6 +92,8 @@ Status Emit(const std::string& dir, const std::string& model, const CompiledGrap
 Status CompileModel(const CompileCommandOptions& options) {
   ASSIGN_OR_RETURN(ImportedModel imported, LoadModel(options.model));
   ASSIGN_OR_RETURN(Graph passed, RunGraphPasses(imported.graph, PassOptions{}));
+  if (options.backend == "cuda")
+    return CompileForCudaCommand({options.model, options.arch, options.emit_dir, !options.no_fusion, options.json}, passed);
   ASSIGN_OR_RETURN(std::unique_ptr<CompiledGraph> compiled, CompileForCpu(passed, !options.no_fusion));
   bool fused = !options.no_fusion;
   if (!options.emit_dir.empty()) RETURN_IF_ERROR(Emit(options.emit_dir, options.model, *compiled, fused));
@@ -105,12 +110,17 @@ Status CompileModel(const CompileCommandOptions& options) {
 
 void AddCompileCommand(CLI::App& app, int& exit_code) {
   auto options = std::make_shared<CompileCommandOptions>();
-  CLI::App* compile = app.add_subcommand("compile", "Compile a model for the CPU; optionally write the kernels' C++");
+  CLI::App* compile = app.add_subcommand("compile", "Compile a model for the CPU or (with NVRTC, no GPU needed) CUDA; optionally write the kernels");
   compile->add_option("MODEL", options->model, "An .onnx file, an .onnxtxt file, or an ONNX backend-test folder")
       ->required();
   compile->add_option("--emit", options->emit_dir,
                       "Write DIR/<kernel>.cc for every generated kernel, and DIR/summary.txt and summary.json");
   compile->add_flag("--no-fusion", options->no_fusion, "Every op its own kernel");
+  compile->add_option("--backend", options->backend,
+                      "cpu: C++ through the host compiler; cuda: CUDA through NVRTC (needs no GPU)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  compile->add_option("--arch", options->arch, "cuda: the GPU architecture to compile for")->capture_default_str();
   compile->add_flag("--json", options->json, "Print the summary as JSON");
   compile->footer(
       "Each .cc is a whole translation unit (the prelude, then the kernel) as the host compiler saw it.\n"
@@ -118,6 +128,7 @@ void AddCompileCommand(CLI::App& app, int& exit_code) {
       "Examples:\n"
       "  tilefuse compile examples/layernorm_manual.onnxtxt --emit kernels/\n"
       "  tilefuse compile tests/models/gpt2_2layer --no-fusion --json\n"
+      "  tilefuse compile examples/softmax_manual.onnxtxt --backend cuda --arch sm_90a --emit cuda_kernels/\n"
       "Exit codes: 0 ok, 2 bad input, unsupported model or usage.");
   compile->callback([options, &exit_code] {
     Status status = CompileModel(*options);

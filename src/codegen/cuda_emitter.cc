@@ -110,6 +110,11 @@ class CudaEmitter {
       out_ += fmt::format("{}{}{}* __restrict__ b{}", b ? ", " : "", buf.is_output ? "" : "const ", StorageType(buf.dtype), b);
     }
     out_ += ") {\n";
+    // 32-bit index arithmetic (cheaper, and divisions by constants much cheaper) when
+    // every offset and loop bound fits with room for the grid-stride step.
+    int64_t largest = k_.outer * std::max<int64_t>(1, k_.inner);
+    for (const KernelBuffer& b : k_.buffers) largest = std::max(largest, b.elements);
+    out_ += fmt::format("  typedef {} tf_index_t;\n", largest < (int64_t{1} << 30) ? "int" : "int64_t");
     if (row_) {
       EmitRowKernel();
       int64_t rows_per_block = c_.threads / c_.threads_per_row;
@@ -162,7 +167,28 @@ class CudaEmitter {
     std::vector<std::string> args;
     for (int a : v.args) args.push_back(Name(a));
     if (v.op == OpCode::kCast) return fmt::format("tf_cast_{}({})", DTypeName(v.dtype), args[0]);
+    if (std::string fast = Specialized(v, args); !fast.empty()) return fast;
     return fmt::format("{}({})", ComputeType(v.dtype), SubstituteArgs(GetOpInfo(v.op).scalar_expr, args));
+  }
+
+  // Cheaper forms with the same meaning at the value's precision:
+  //  - x^2, x^3 by multiplication (powf is a log and an exp);
+  //  - tanh by the hardware approximation (2^-11 relative) where the value is a half
+  //    type, whose rounding is coarser than that;
+  //  - a division by a row-invariant value as a product with its reciprocal, which the
+  //    compiler hoists out of the row's loops (one division per row, not per element).
+  std::string Specialized(const ScalarValue& v, const std::vector<std::string>& args) const {
+    bool half = v.dtype == DType::kF16 || v.dtype == DType::kBF16;
+    std::string type = ComputeType(v.dtype);
+    if (v.op == OpCode::kPow && IsFloat(v.dtype)) {
+      const ScalarValue& e = k_.values[v.args[1]];
+      if (e.kind == ScalarValue::Kind::kConstant && e.constant == 2) return fmt::format("{0}({1} * {1})", type, args[0]);
+      if (e.kind == ScalarValue::Kind::kConstant && e.constant == 3) return fmt::format("{0}({1} * {1} * {1})", type, args[0]);
+    }
+    if (v.op == OpCode::kTanh && half) return fmt::format("tf_tanh_approx({})", args[0]);
+    if (v.op == OpCode::kDiv && IsFloat(v.dtype) && row_ && v.inner && !k_.values[v.args[1]].inner)
+      return fmt::format("{0}({1} * ({0}(1) / {2}))", type, args[0], args[1]);
+    return "";
   }
 
   // Emits `v` (and first what it needs) into the element scope `element` when it varies
@@ -218,10 +244,10 @@ class CudaEmitter {
     std::vector<int> loads;
     for (const KernelStore& s : k_.stores) Prepare(s.value, seen, loads, "");
     out_ += fmt::format("  constexpr int64_t kElements = {};\n  constexpr int kVec = {};\n", k_.outer, vec);
-    out_ += "  const int64_t thread = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;\n";
-    out_ += "  const int64_t threads = (int64_t)gridDim.x * blockDim.x;\n";
+    out_ += "  const tf_index_t thread = (tf_index_t)blockIdx.x * blockDim.x + threadIdx.x;\n";
+    out_ += "  const tf_index_t threads = (tf_index_t)gridDim.x * blockDim.x;\n";
     if (vec > 1) {
-      out_ += "  for (int64_t base = thread * kVec; base + kVec <= kElements; base += threads * kVec) {\n";
+      out_ += "  for (tf_index_t base = thread * kVec; base + kVec <= kElements; base += threads * kVec) {\n";
       for (int v : loads) {
         const ScalarValue& value = k_.values[v];
         if (!PointwiseVectorizable(value.index, vec)) continue;
@@ -237,7 +263,7 @@ class CudaEmitter {
           vector_stores.push_back(&s);
           out_ += fmt::format("    {} o{}[kVec];\n", StorageType(k_.buffers[s.buffer].dtype), s.buffer);
         }
-      out_ += "#pragma unroll\n    for (int j = 0; j < kVec; ++j) {\n      const int64_t i0 = base + j;\n";
+      out_ += "#pragma unroll\n    for (int j = 0; j < kVec; ++j) {\n      const tf_index_t i0 = base + j;\n";
       std::vector<bool> element(k_.values.size(), false);
       for (const KernelStore& s : k_.stores) {
         Emit(s.value, &element, "      ");
@@ -255,7 +281,7 @@ class CudaEmitter {
       std::fill(array_.begin(), array_.end(), Array::kNone);
     }
     // The tail (everything when not vectorised): one element per thread per step.
-    out_ += "  for (int64_t i0 = (kElements / kVec) * kVec + thread; i0 < kElements; i0 += threads) {\n";
+    out_ += "  for (tf_index_t i0 = (kElements / kVec) * kVec + thread; i0 < kElements; i0 += threads) {\n";
     std::vector<bool> element(k_.values.size(), false);
     for (const KernelStore& s : k_.stores) {
       Emit(s.value, &element, "    ");
@@ -274,14 +300,15 @@ class CudaEmitter {
   std::string OpenChunkLoop(const std::string& indent) {
     if (c_.cache_row) {
       out_ += fmt::format("{}#pragma unroll\n{}for (int k = 0; k < kChunks; ++k) {{\n", indent, indent);
-      out_ += fmt::format("{}  const int64_t i1b = ((int64_t)k * kThreadsPerRow + lane) * kVec;\n", indent);
+      out_ += fmt::format("{}  const tf_index_t i1b = ((tf_index_t)k * kThreadsPerRow + lane) * kVec;\n", indent);
       if (!ChunksExact()) {
         out_ += fmt::format("{}  if (i1b < kInner) {{\n", indent);
         return fmt::format("{}  }}\n{}}}\n", indent, indent);
       }
       return fmt::format("{}}}\n", indent);
     }
-    out_ += fmt::format("{}for (int64_t i1b = (int64_t)lane * kVec; i1b < kInner; i1b += (int64_t)kThreadsPerRow * kVec) {{\n", indent);
+    // Several chunks' loads in flight per thread: the loop has a constant trip count.
+    out_ += fmt::format("{}#pragma unroll 4\n{}for (tf_index_t i1b = (tf_index_t)lane * kVec; i1b < kInner; i1b += (tf_index_t)kThreadsPerRow * kVec) {{\n", indent, indent);
     return fmt::format("{}}}\n", indent);
   }
 
@@ -311,16 +338,16 @@ class CudaEmitter {
       for (const auto& [type, unused] : scratch_types) out_ += fmt::format("  __shared__ {0} scratch_{0}[32];\n", type);
     if (tpr == 1) {
       out_ += "  const int lane = 0;\n";
-      out_ += fmt::format("  for (int64_t i0 = (int64_t)blockIdx.x * {0} + threadIdx.x; i0 < kRows; i0 += (int64_t)gridDim.x * {0}) {{\n",
+      out_ += fmt::format("  for (tf_index_t i0 = (tf_index_t)blockIdx.x * {0} + threadIdx.x; i0 < kRows; i0 += (tf_index_t)gridDim.x * {0}) {{\n",
                           c_.threads);
     } else if (tpr == 32) {
       int rows_per_block = c_.threads / 32;
       out_ += "  const int lane = threadIdx.x & 31;\n";
-      out_ += fmt::format("  for (int64_t i0 = (int64_t)blockIdx.x * {0} + threadIdx.x / 32; i0 < kRows; i0 += (int64_t)gridDim.x * {0}) {{\n",
+      out_ += fmt::format("  for (tf_index_t i0 = (tf_index_t)blockIdx.x * {0} + threadIdx.x / 32; i0 < kRows; i0 += (tf_index_t)gridDim.x * {0}) {{\n",
                           rows_per_block);
     } else {
       out_ += "  const int lane = threadIdx.x;\n";
-      out_ += "  for (int64_t i0 = blockIdx.x; i0 < kRows; i0 += gridDim.x) {\n";
+      out_ += "  for (tf_index_t i0 = blockIdx.x; i0 < kRows; i0 += gridDim.x) {\n";
     }
     const std::string ind = "    ";
     // Loads of the row itself, read once into registers when the row is cached.
@@ -342,7 +369,7 @@ class CudaEmitter {
         if (RowVectorizable(value.index, c_.vector)) {
           out_ += fmt::format("{}tf_vload<kVec>(b{} + ({}), {}[k]);\n", in, value.buffer, PrintIndex(value.index, {"i0", "i1b"}), ArrayName(v));
         } else {
-          out_ += fmt::format("{}#pragma unroll\n{}for (int j = 0; j < kVec; ++j) {{ const int64_t i1 = i1b + j; {}[k][j] = b{}[{}]; }}\n", in,
+          out_ += fmt::format("{}#pragma unroll\n{}for (int j = 0; j < kVec; ++j) {{ const tf_index_t i1 = i1b + j; {}[k][j] = b{}[{}]; }}\n", in,
                               in, ArrayName(v), value.buffer, PrintIndex(value.index, vars));
         }
       }
@@ -379,7 +406,7 @@ class CudaEmitter {
     std::string close = OpenChunkLoop(ind);
     std::string in = ind + (c_.cache_row && !ChunksExact() ? "    " : "  ");
     EmitChunkLoads(loads, in);
-    out_ += fmt::format("{}#pragma unroll\n{}for (int j = 0; j < kVec; ++j) {{\n{}  const int64_t i1 = i1b + j;\n", in, in, in);
+    out_ += fmt::format("{}#pragma unroll\n{}for (int j = 0; j < kVec; ++j) {{\n{}  const tf_index_t i1 = i1b + j;\n", in, in, in);
     std::vector<bool> element(k_.values.size(), false);
     Emit(red.value, &element, in + "  ");
     out_ += fmt::format("{}  acc{} = {}::combine(acc{}, ({}){});\n{}}}\n", in, r, op, r, acc_type, Name(red.value), in);
@@ -417,7 +444,7 @@ class CudaEmitter {
     EmitChunkLoads(loads, in);
     for (const KernelStore* s : element_stores)
       if (RowVectorizable(s->index, c_.vector)) out_ += fmt::format("{}{} o{}[kVec];\n", in, StorageType(k_.buffers[s->buffer].dtype), s->buffer);
-    out_ += fmt::format("{}#pragma unroll\n{}for (int j = 0; j < kVec; ++j) {{\n{}  const int64_t i1 = i1b + j;\n", in, in, in);
+    out_ += fmt::format("{}#pragma unroll\n{}for (int j = 0; j < kVec; ++j) {{\n{}  const tf_index_t i1 = i1b + j;\n", in, in, in);
     std::vector<bool> element(k_.values.size(), false);
     for (const KernelStore* s : element_stores) {
       Emit(s->value, &element, in + "  ");

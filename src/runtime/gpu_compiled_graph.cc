@@ -53,8 +53,11 @@ struct GpuCompiledGraph::State {
     for (int node : k.buffer_nodes) args.push_back(at[node]);
     std::vector<void*> params;
     for (CUdeviceptr& a : args) params.push_back(&a);
+    // Pointwise kernels: one resident wave, each thread striding over the tensor. Row
+    // kernels: a block per unit of work, so the hardware balances the last wave.
     int per_sm = std::max(1, device->max_threads_per_sm() / k.source.threads);
-    int64_t blocks = std::min<int64_t>(k.source.work_blocks, int64_t{device->sm_count()} * per_sm);
+    int64_t wave = int64_t{device->sm_count()} * per_sm;
+    int64_t blocks = std::min<int64_t>(k.source.work_blocks, k.source.config.threads_per_row == 0 ? wave : int64_t{1} << 30);
     return device->Check(api().cuLaunchKernel(functions.at(k.source.name), static_cast<unsigned>(blocks), 1, 1, k.source.threads, 1, 1, 0,
                                               stream, params.data(), nullptr),
                          "cuLaunchKernel " + k.source.name);
@@ -163,7 +166,7 @@ struct GpuCompiledGraph::State {
       switch (p.mode) {
         case CudaGroupProgram::Mode::kGenerated: RETURN_IF_ERROR(Launch(*p.kernel, at)); break;
         case CudaGroupProgram::Mode::kGemm:
-          if (p.prologue) RETURN_IF_ERROR(Launch(*p.prologue, at));
+          for (const CudaLaunchable& k : p.prologue) RETURN_IF_ERROR(Launch(k, at));
           RETURN_IF_ERROR(Matmul(p.matmul, at));
           if (p.kernel) RETURN_IF_ERROR(Launch(*p.kernel, at));
           break;
@@ -217,6 +220,14 @@ int64_t GpuCompiledGraph::arena_bytes() const { return state_->memory.arena_byte
 bool GpuCompiledGraph::captured() const { return state_->captured != nullptr; }
 
 namespace {
+
+// The generated kernels of a group: prologues, then the main or epilogue kernel.
+std::vector<const CudaLaunchable*> Launchables(const CudaGroupProgram& p) {
+  std::vector<const CudaLaunchable*> out;
+  for (const CudaLaunchable& k : p.prologue) out.push_back(&k);
+  if (p.kernel) out.push_back(&*p.kernel);
+  return out;
+}
 
 std::vector<GpuKernelInfo> DescribeKernels(const CudaProgram& program, const FusionPlan& plan) {
   std::vector<GpuKernelInfo> out;
@@ -275,7 +286,7 @@ StatusOr<std::unique_ptr<GpuCompiledGraph>> GpuCompiledGraph::Compile(const Grap
     p.host_nodes = s->plan.groups[p.group].nodes;
     p.why_host = fmt::format("cuBLASLt has no {} matmul", DTypeName(d));
     p.kernel.reset();
-    p.prologue.reset();
+    p.prologue.clear();
   }
   s->kernels = DescribeKernels(s->program, s->plan);
 
@@ -283,7 +294,7 @@ StatusOr<std::unique_ptr<GpuCompiledGraph>> GpuCompiledGraph::Compile(const Grap
   ASSIGN_OR_RETURN(NvrtcCompiler nvrtc, NvrtcCompiler::Create(options.cache_dir));
   bool any_kernel = false, any_gemm = false;
   for (const CudaGroupProgram& p : s->program.groups) {
-    any_kernel = any_kernel || p.kernel || p.prologue;
+    any_kernel = any_kernel || p.kernel || !p.prologue.empty();
     any_gemm = any_gemm || p.mode == CudaGroupProgram::Mode::kGemm;
     s->has_host_steps = s->has_host_steps || p.mode == CudaGroupProgram::Mode::kHost;
   }
@@ -292,12 +303,11 @@ StatusOr<std::unique_ptr<GpuCompiledGraph>> GpuCompiledGraph::Compile(const Grap
     s->nvrtc_compiles = nvrtc.compiles();
     RETURN_IF_ERROR(s->device->Check(s->device->api().cuModuleLoadData(&s->module, cubin.cubin.data()), "cuModuleLoadData"));
     for (const CudaGroupProgram& p : s->program.groups)
-      for (const std::optional<CudaLaunchable>* k : {&p.kernel, &p.prologue}) {
-        if (!*k) continue;
+      for (const CudaLaunchable* k : Launchables(p)) {
         CUfunction f;
-        RETURN_IF_ERROR(s->device->Check(s->device->api().cuModuleGetFunction(&f, s->module, (*k)->source.name.c_str()),
-                                         "cuModuleGetFunction " + (*k)->source.name));
-        s->functions[(*k)->source.name] = f;
+        RETURN_IF_ERROR(s->device->Check(s->device->api().cuModuleGetFunction(&f, s->module, k->source.name.c_str()),
+                                         "cuModuleGetFunction " + k->source.name));
+        s->functions[k->source.name] = f;
       }
   }
   if (any_gemm) {
@@ -322,8 +332,8 @@ StatusOr<std::unique_ptr<GpuCompiledGraph>> GpuCompiledGraph::Compile(const Grap
   for (int id : g.inputs()) on_device[id] = true;
   for (const Graph::Output& o : g.outputs()) on_device[o.node] = true;
   for (const CudaGroupProgram& p : s->program.groups) {
-    for (const std::optional<CudaLaunchable>* k : {&p.kernel, &p.prologue})
-      if (*k) for (int node : (*k)->buffer_nodes) on_device[node] = true;
+    for (const CudaLaunchable* k : Launchables(p))
+      for (int node : k->buffer_nodes) on_device[node] = true;
     if (p.matmul >= 0) {
       on_device[p.matmul] = true;
       for (int input : g.node(p.matmul).inputs) on_device[input] = true;

@@ -26,16 +26,34 @@ StatusOr<CudaLaunchable> LowerAndEmit(const Graph& g, const FusionGroup& group, 
   return launchable;
 }
 
-// The prologue of a gemm group as a pointwise group whose outputs are the product's
-// operands computed inside the group.
-FusionGroup PrologueGroup(const Graph& g, const FusionGroup& group, const GemmSplit& split) {
-  FusionGroup prologue;
-  prologue.id = group.id;
-  prologue.kind = GroupKind::kPointwise;
-  prologue.nodes = split.prologue;
+// The prologue of a gemm group as pointwise groups, one per value it must materialise:
+// the product's operands computed inside the group, and members other groups read.
+// (One each, since they may differ in shape; each evaluates only what it needs.)
+std::vector<FusionGroup> PrologueGroups(const Graph& g, const FusionGroup& group, const GemmSplit& split) {
+  auto in_prologue = [&](int node) { return std::find(split.prologue.begin(), split.prologue.end(), node) != split.prologue.end(); };
+  std::vector<int> outputs;
   for (int input : g.node(split.matmul).inputs)
-    if (std::find(split.prologue.begin(), split.prologue.end(), input) != split.prologue.end()) prologue.outputs.push_back(input);
-  return prologue;
+    if (in_prologue(input)) outputs.push_back(input);
+  for (int out : group.outputs)
+    if (in_prologue(out)) outputs.push_back(out);
+  std::sort(outputs.begin(), outputs.end());
+  outputs.erase(std::unique(outputs.begin(), outputs.end()), outputs.end());
+  std::vector<FusionGroup> groups;
+  for (int out : outputs) {
+    FusionGroup prologue;
+    prologue.id = group.id;
+    prologue.kind = GroupKind::kPointwise;
+    // `out` and the prologue members it depends on, in group order (so `out` is last).
+    std::vector<bool> needed(g.num_nodes(), false);
+    needed[out] = true;
+    for (auto it = split.prologue.rbegin(); it != split.prologue.rend(); ++it)
+      if (needed[*it]) for (int input : g.node(*it).inputs) needed[input] = true;
+    for (int id : split.prologue)
+      if (needed[id]) prologue.nodes.push_back(id);
+    prologue.outputs = {out};
+    groups.push_back(std::move(prologue));
+  }
+  return groups;
 }
 
 CudaGroupProgram ProgramForGroup(const Graph& g, const FusionGroup& group, const std::vector<bool>& inlined, const std::string& name) {
@@ -45,7 +63,7 @@ CudaGroupProgram ProgramForGroup(const Graph& g, const FusionGroup& group, const
   auto host = [&](std::string why) {
     p.mode = CudaGroupProgram::Mode::kHost;
     p.kernel.reset();
-    p.prologue.reset();
+    p.prologue.clear();
     p.matmul = -1;
     p.host_nodes = group.nodes;
     p.why_host = std::move(why);
@@ -63,10 +81,10 @@ CudaGroupProgram ProgramForGroup(const Graph& g, const FusionGroup& group, const
       GemmSplit split = SplitGemmGroup(g, group);
       p.mode = CudaGroupProgram::Mode::kGemm;
       p.matmul = split.matmul;
-      if (!split.prologue.empty()) {
-        StatusOr<CudaLaunchable> k = LowerAndEmit(g, PrologueGroup(g, group, split), inlined, name + "_prologue");
+      for (const FusionGroup& prologue : PrologueGroups(g, group, split)) {
+        StatusOr<CudaLaunchable> k = LowerAndEmit(g, prologue, inlined, fmt::format("{}_prologue{}", name, p.prologue.size()));
         if (!k.ok()) return host("prologue: " + k.status().message());
-        p.prologue = std::move(*k);
+        p.prologue.push_back(std::move(*k));
       }
       if (!split.epilogue.nodes.empty()) {
         StatusOr<CudaLaunchable> k = LowerAndEmit(g, split.epilogue, inlined, name + "_epilogue");
@@ -89,7 +107,7 @@ StatusOr<CudaProgram> BuildCudaProgram(const Graph& graph, const FusionPlan& pla
     std::string name = fmt::format("{}tf_group{}_{}", prefix, group.id, GroupKindName(group.kind));
     program.groups.push_back(ProgramForGroup(graph, group, inlined, name));
     const CudaGroupProgram& p = program.groups.back();
-    if (p.prologue) sources.push_back(p.prologue->source);
+    for (const CudaLaunchable& k : p.prologue) sources.push_back(k.source);
     if (p.kernel) sources.push_back(p.kernel->source);
   }
   program.source = CudaTranslationUnit(sources);

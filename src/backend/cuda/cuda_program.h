@@ -2,7 +2,7 @@
 // source of every generated kernel (one translation unit per graph: one NVRTC run).
 //
 //   pointwise / row_reduction / reduction  → one generated kernel
-//   gemm                                   → prologue kernel (if any) + cuBLASLt product
+//   gemm                                   → prologue kernels (if any) + cuBLASLt product
 //                                            + epilogue kernel (if any)
 //   anything else                          → its member ops on the host reference kernels,
 //                                            with copies (reported, never silent)
@@ -35,7 +35,7 @@ struct CudaGroupProgram {
   GroupKind kind = GroupKind::kPointwise;
   Mode mode = Mode::kHost;
   std::optional<CudaLaunchable> kernel;    // generated; gemm: the epilogue
-  std::optional<CudaLaunchable> prologue;  // gemm: materialises the product's operands
+  std::vector<CudaLaunchable> prologue;    // gemm: materialise the product's operands (one per shape)
   int matmul = -1;                         // gemm
   std::vector<int> host_nodes;             // host: the members, in order
   std::string why_host;

@@ -68,6 +68,13 @@ template <typename A, typename B> TFD double pow(A a, B b) { return ::pow((doubl
 template <typename A, typename B> TFD double fmod(A a, B b) { return ::fmod((double)a, (double)b); }
 template <typename T> TFD double rsqrt(T a) { return ::rsqrt((double)a); }
 
+// The SFU's tanh (sm_75+): about 2^-11 relative error, for values stored as half types.
+TFD float tf_tanh_approx(float a) {
+  float r;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(r) : "f"(a));
+  return r;
+}
+
 TFD float recip(float a) { return 1.0f / a; }
 TFD double recip(double a) { return 1.0 / a; }
 template <typename T> TFD T recip(T a) { return T(1) / a; }
@@ -204,8 +211,11 @@ template <int kThreads, typename Op, typename T> TFD T tf_block_reduce(T v, T* s
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (lane == 0) scratch[warp] = v;
   __syncthreads();
+  // Lanes 0..kWarps-1 of every warp combine the partials; lane 0 then holds the total
+  // (the higher lane groups hold copies of partials, never read) and broadcasts it.
   T w = scratch[lane < kWarps ? lane : 0];
   w = tf_warp_reduce<(kWarps < 32 ? kWarps : 32), Op>(w);
+  w = __shfl_sync(0xffffffffu, w, 0);
   __syncthreads();
   return w;
 }

@@ -1,0 +1,90 @@
+#include "compile_cuda.h"
+
+#include <filesystem>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "backend/cuda/cuda_program.h"
+#include "backend/cuda/device_library_text.h"
+#include "backend/cuda/nvrtc_compiler.h"
+#include "fusion/group_classifier.h"
+#include "support/file_util.h"
+
+namespace tilefuse::cli {
+
+namespace {
+
+struct KernelRow {
+  std::string name, kind, mode, strategy, ptxas, why_host;
+  int registers = 0;
+  int64_t spill_bytes = 0;
+};
+
+std::vector<KernelRow> Rows(const CudaProgram& program, const std::vector<PtxasKernelInfo>& report) {
+  std::map<std::string, const PtxasKernelInfo*> by_name;
+  for (const PtxasKernelInfo& k : report) by_name[k.name] = &k;
+  std::vector<KernelRow> rows;
+  auto add = [&](const CudaGroupProgram& p, const CudaLaunchable* k, const std::string& mode) {
+    KernelRow row;
+    row.kind = std::string(GroupKindName(p.kind));
+    row.mode = mode;
+    row.why_host = p.why_host;
+    row.name = k ? k->source.name : fmt::format("group{}", p.group);
+    row.strategy = k ? k->source.strategy : (mode == "gemm" ? "cuBLASLt" : "host reference kernels");
+    if (k && by_name.count(k->source.name)) {
+      const PtxasKernelInfo& info = *by_name[k->source.name];
+      row.ptxas = info.line;
+      row.registers = info.registers;
+      row.spill_bytes = info.spill_store_bytes + info.spill_load_bytes;
+    }
+    rows.push_back(row);
+  };
+  for (const CudaGroupProgram& p : program.groups) {
+    std::string mode = p.mode == CudaGroupProgram::Mode::kGenerated ? "generated" : p.mode == CudaGroupProgram::Mode::kGemm ? "gemm" : "host";
+    for (const CudaLaunchable& k : p.prologue) add(p, &k, "gemm prologue");
+    if (p.kernel) add(p, &*p.kernel, mode == "gemm" ? "gemm epilogue" : mode);
+    if (!p.kernel) add(p, nullptr, mode);
+  }
+  return rows;
+}
+
+}  // namespace
+
+Status CompileForCudaCommand(const CudaCompileRequest& request, const Graph& passed) {
+  PlannerOptions planner;
+  planner.fuse = request.fuse;
+  ASSIGN_OR_RETURN(FusionPlan plan, PlanFusion(passed, CudaPlannerOptions(planner)));
+  ASSIGN_OR_RETURN(CudaProgram program, BuildCudaProgram(passed, plan, FindInlinedGenerators(passed)));
+  ASSIGN_OR_RETURN(NvrtcCompiler nvrtc, NvrtcCompiler::Create());
+  ASSIGN_OR_RETURN(CubinResult cubin, nvrtc.Compile(program.source, request.arch));
+  std::vector<KernelRow> rows = Rows(program, ParsePtxasLog(cubin.ptxas_log));
+  nlohmann::json j = {{"model", request.model}, {"backend", "cuda"}, {"arch", request.arch}, {"fused", request.fuse},
+                      {"nvrtc", nvrtc.version()}, {"cubin_bytes", cubin.cubin.size()}, {"from_cache", cubin.from_cache},
+                      {"kernels", nlohmann::json::array()}};
+  std::string text = fmt::format("model: {} ({}), cuda {} via NVRTC {}{}\n", request.model, request.fuse ? "fused" : "unfused",
+                                 request.arch, nvrtc.version(), cubin.from_cache ? " (cubin from the cache)" : "");
+  int64_t spills = 0;
+  for (const KernelRow& r : rows) {
+    spills += r.spill_bytes;
+    j["kernels"].push_back({{"name", r.name}, {"kind", r.kind}, {"mode", r.mode}, {"strategy", r.strategy}, {"ptxas", r.ptxas},
+                            {"registers", r.registers}, {"spill_bytes", r.spill_bytes}, {"why_host", r.why_host}});
+    text += fmt::format("  {:<34} {:<14} {:<14} {:<44} {}\n", r.name, r.kind, r.mode, r.strategy,
+                        r.ptxas.empty() ? r.why_host : r.ptxas);
+  }
+  text += fmt::format("{} kernels, {} bytes of local-memory spills\n", rows.size(), spills);
+  if (!request.emit_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(request.emit_dir, ec);
+    if (ec) return InvalidArgument(fmt::format("cannot create '{}': {}", request.emit_dir, ec.message()));
+    RETURN_IF_ERROR(WriteFileAtomically(request.emit_dir + "/kernels.cu", program.source));
+    RETURN_IF_ERROR(WriteFileAtomically(request.emit_dir + "/" + kDeviceLibraryName, kDeviceLibraryText));
+    RETURN_IF_ERROR(WriteFileAtomically(request.emit_dir + "/ptxas.txt", cubin.ptxas_log));
+    RETURN_IF_ERROR(WriteFileAtomically(request.emit_dir + "/summary.txt", text));
+    RETURN_IF_ERROR(WriteFileAtomically(request.emit_dir + "/summary.json", j.dump(2) + "\n"));
+  }
+  if (request.json) fmt::print("{}\n", j.dump(2));
+  else fmt::print("{}{}", text, request.emit_dir.empty() ? "" : fmt::format("kernels.cu, the device library, ptxas.txt and summaries written to {}\n", request.emit_dir));
+  return Status::Ok();
+}
+
+}  // namespace tilefuse::cli

@@ -1,0 +1,24 @@
+// `tilefuse compile MODEL --backend cuda [--arch sm_90a] [--emit DIR]`: generates the CUDA
+// kernels of a model and compiles them with NVRTC for `arch` — no GPU needed — then
+// reports per kernel its template and ptxas's resource line (registers, spills).
+#pragma once
+
+#include <string>
+
+#include "tilefuse/graph.h"
+#include "tilefuse/status.h"
+
+namespace tilefuse::cli {
+
+struct CudaCompileRequest {
+  std::string model;
+  std::string arch = "sm_90a";
+  std::string emit_dir;
+  bool fuse = true;
+  bool json = false;
+};
+
+// Exit status: an error for bad input or a compiler failure; spills are reported, not errors.
+Status CompileForCudaCommand(const CudaCompileRequest& request, const Graph& passed);
+
+}  // namespace tilefuse::cli

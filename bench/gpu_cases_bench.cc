@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "backend/cuda/copy_bandwidth.h"
 #include "backend/cuda/cuda_driver.h"
 #include "backend/cuda/device_allocator.h"
 #include "frontend/onnx/importer.h"
@@ -20,32 +21,6 @@
 
 namespace tilefuse {
 namespace {
-
-// Device-to-device copy of 1 GiB: bytes read + written per second (median of 20).
-StatusOr<double> CopyBandwidth(CudaDevice* device) {
-  const int64_t bytes = int64_t{1} << 30;
-  DeviceAllocator& alloc = DeviceAllocator::Get(device);
-  ASSIGN_OR_RETURN(CUdeviceptr src, alloc.Allocate(bytes, "copy source"));
-  ASSIGN_OR_RETURN(CUdeviceptr dst, alloc.Allocate(bytes, "copy destination"));
-  DeviceBuffer a(&alloc, src), b(&alloc, dst);
-  const CudaDriverApi& api = device->api();
-  RETURN_IF_ERROR(device->Check(api.cuMemsetD8Async(src, 1, bytes, device->stream()), "memset"));
-  CUevent begin, end;
-  api.cuEventCreate(&begin, 0);
-  api.cuEventCreate(&end, 0);
-  std::vector<double> seconds;
-  for (int i = 0; i < 25; ++i) {
-    api.cuEventRecord(begin, device->stream());
-    RETURN_IF_ERROR(device->Check(api.cuMemcpyDtoDAsync(dst, src, bytes, device->stream()), "copy"));
-    api.cuEventRecord(end, device->stream());
-    RETURN_IF_ERROR(device->Check(api.cuEventSynchronize(end), "copy"));
-    float ms = 0;
-    api.cuEventElapsedTime(&ms, begin, end);
-    if (i >= 5) seconds.push_back(ms / 1000);
-  }
-  std::sort(seconds.begin(), seconds.end());
-  return 2.0 * bytes / seconds[seconds.size() / 2];
-}
 
 int Main(int argc, char** argv) {
   std::string only, json_path, root = TILEFUSE_SOURCE_DIR;
@@ -71,7 +46,7 @@ int Main(int argc, char** argv) {
     fmt::print(stderr, "{}\n", manifest.status().ToString());
     return 2;
   }
-  StatusOr<double> copy = CopyBandwidth(*device);
+  StatusOr<double> copy = MeasureCopyBandwidth(*device);
   if (!copy.ok()) {
     fmt::print(stderr, "{}\n", copy.status().ToString());
     return 2;

@@ -6,7 +6,8 @@
 #      f64 reference (poisoned outputs), and the benchmark cases at full size
 #   2. compute-sanitizer memcheck on the examples
 #   3. the GPU unit tests (cuBLASLt)
-#   4. benchmarks: tilefuse fused/unfused per case, then bench/peers.py (PyTorch eager,
+#   4. tilefuse demo (the examples fused on the GPU, checked, timed)
+#   5. benchmarks: tilefuse fused/unfused per case, then bench/peers.py (PyTorch eager,
 #      library op, torch.compile) in the same run; a merged table bench/report.py
 # Stages can be picked: STAGES="check bench peers" (default: all).
 set -uo pipefail
@@ -17,7 +18,7 @@ B=build-gpu/bundle
 [ -x "$B/tilefuse" ] || tar -C build-gpu -xJf build-gpu/bundle.tar.xz
 export LD_LIBRARY_PATH="$PWD/$B/lib:${LD_LIBRARY_PATH:-}"
 export TILEFUSE_CACHE_DIR=${TILEFUSE_CACHE_DIR:-/tmp/tilefuse-cache}
-STAGES=${STAGES:-"check sanitize tests bench peers"}
+STAGES=${STAGES:-"check sanitize tests demo bench peers"}
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 log="$OUT/gpu-check.log"
 : >"$log"
@@ -57,6 +58,12 @@ fi
 if has tests; then
   say "== GPU unit tests"
   "$B/tilefuse_tests" --gtest_filter='*LtMatmul*' 2>&1 | grep -E '^\[ *(OK|FAILED|PASSED|SKIPPED) ' | tee -a "$log" | tail -15
+fi
+
+if has demo; then
+  say "== tilefuse demo on the GPU"
+  "$B/tilefuse" demo --examples examples 2>&1 | tee -a "$log" | tee "$OUT/demo.txt" >/dev/null
+  tail -n +1 "$OUT/demo.txt" | head -16
 fi
 
 if has bench; then

@@ -12,7 +12,9 @@
 #include "cli_common.h"
 #include "commands.h"
 #include "support/tensor_compare.h"
+#include "backend/cuda/copy_bandwidth.h"
 #include "cpu_backend.h"
+#include "runtime/gpu_compiled_graph.h"
 #include "fusion/planner.h"
 #include "passes/pipeline.h"
 
@@ -27,6 +29,7 @@ namespace fs = std::filesystem;
 
 struct DemoOptions {
   std::string examples_dir = TILEFUSE_SOURCE_DIR "/examples";
+  std::string backend = "auto";
   uint64_t seed = 0;
   int repeats = 5;
 };
@@ -41,7 +44,8 @@ struct DemoRow {
   std::string groups;  // the fused plan's group kinds, e.g. "row_reduction gemm gemm"
   double predicted_speedup = 0;
   int generated_kernels = 0;  // of the fused kernels, those generated (the rest: reference)
-  double fused_ms = 0, unfused_ms = 0;  // CPU, median of DemoOptions::repeats
+  double fused_ms = 0, unfused_ms = 0;  // median of DemoOptions::repeats
+  double percent_of_copy = 0;           // cuda: the fused graph's bytes moved over the copy rate
   bool passed = false;
   std::string detail;  // why the check failed
   Status error;
@@ -76,9 +80,35 @@ Status RunOnCpu(const Graph& passed, const std::vector<Tensor>& inputs, const st
   return Status::Ok();
 }
 
+// The same on the GPU: device-event medians of the captured graphs, and the share of the
+// copy bandwidth the fused graph reaches (inputs read once, outputs written once).
+Status RunOnCuda(const Graph& passed, const std::vector<Tensor>& inputs, const std::vector<Tensor>& expected,
+                 int repeats, double copy_bandwidth, DemoRow& row) {
+  GpuCompileOptions options;
+  options.poison_outputs = true;
+  ASSIGN_OR_RETURN(std::unique_ptr<GpuCompiledGraph> fused, GpuCompiledGraph::Compile(passed, options));
+  options.fuse = false;
+  ASSIGN_OR_RETURN(std::unique_ptr<GpuCompiledGraph> unfused, GpuCompiledGraph::Compile(passed, options));
+  for (const GpuKernelInfo& kernel : fused->kernels()) row.generated_kernels += kernel.mode != "host" ? 1 : 0;
+  ASSIGN_OR_RETURN(std::vector<Tensor> actual, fused->Run(inputs));
+  std::string mismatch = FirstMismatch(passed, actual, expected, /*generated=*/true);
+  if (!mismatch.empty()) {
+    row.passed = false;
+    row.detail = "fused cuda kernels vs reference: " + mismatch;
+  }
+  int timed = std::max(repeats, 20);
+  ASSIGN_OR_RETURN(row.fused_ms, fused->BenchmarkMs(inputs, 3, timed, 1));
+  ASSIGN_OR_RETURN(row.unfused_ms, unfused->BenchmarkMs(inputs, 3, timed, 1));
+  double bytes = 0;
+  for (const Tensor& t : inputs) bytes += t.num_bytes();
+  for (const Tensor& t : actual) bytes += t.num_bytes();
+  row.percent_of_copy = 100 * bytes / (row.fused_ms * 1e-3) / copy_bandwidth;
+  return Status::Ok();
+}
+
 // Runs one example. The check: the passed graph against the graph as imported (both on
-// the reference interpreter), and the fused CPU kernels against the passed graph.
-Status RunExample(const std::string& path, uint64_t seed, int repeats, DemoRow& row) {
+// the reference interpreter), and the fused kernels against the passed graph.
+Status RunExample(const std::string& path, uint64_t seed, int repeats, double copy_bandwidth, DemoRow& row) {
   ASSIGN_OR_RETURN(ImportedModel imported, LoadModel(path));
   row.nodes_imported = imported.graph.num_nodes();
   ASSIGN_OR_RETURN(Graph passed, RunGraphPasses(imported.graph, PassOptions{}));
@@ -96,6 +126,7 @@ Status RunExample(const std::string& path, uint64_t seed, int repeats, DemoRow& 
   std::string mismatch = FirstMismatch(passed, reference, before_passes);
   row.passed = mismatch.empty();
   if (!row.passed) row.detail = "passes vs graph as imported: " + mismatch;
+  if (copy_bandwidth > 0) return RunOnCuda(passed, inputs, reference, repeats, copy_bandwidth, row);
   return RunOnCpu(passed, inputs, reference, repeats, row);
 }
 
@@ -109,28 +140,44 @@ std::vector<std::string> FindExamples(const std::string& dir) {
   return paths;
 }
 
-void PrintTable(const std::vector<DemoRow>& rows) {
-  fmt::print("{:<28} {:>4} {:>5} {:>7} {:>4} {:>9}  {:<26} {:>9} {:>10} {:>7} {:>6}\n", "example", "ops", "after",
-             "kernels", "gen", "predicted", "fused groups", "fused ms", "unfused ms", "speedup", "check");
+void PrintTable(const std::vector<DemoRow>& rows, bool cuda) {
+  fmt::print("{:<28} {:>4} {:>5} {:>7} {:>4} {:>9}  {:<26} {:>9} {:>10} {:>7} {:>6} {:>6}\n", "example", "ops", "after",
+             "kernels", "gen", "predicted", "fused groups", "fused ms", "unfused ms", "speedup", cuda ? "% copy" : "", "check");
   for (const DemoRow& row : rows) {
     if (!row.error.ok()) {
       fmt::print("{:<28} ERROR {}\n", row.name, row.error.ToString());
       continue;
     }
-    fmt::print("{:<28} {:>4} {:>5} {:>7} {:>4} {:>8.1f}x  {:<26} {:>9.3f} {:>10.3f} {:>6.2f}x {:>6}\n", row.name,
+    fmt::print("{:<28} {:>4} {:>5} {:>7} {:>4} {:>8.1f}x  {:<26} {:>9.4f} {:>10.4f} {:>6.2f}x {:>6} {:>6}\n", row.name,
                row.nodes_imported, row.nodes_after_passes,
                fmt::format("{}->{}", row.unfused_kernels, row.fused_kernels), row.generated_kernels,
                row.predicted_speedup, row.groups, row.fused_ms, row.unfused_ms, row.unfused_ms / row.fused_ms,
-               row.passed ? "PASS" : "FAIL");
+               cuda ? fmt::format("{:.1f}%", row.percent_of_copy) : "", row.passed ? "PASS" : "FAIL");
     if (!row.passed) fmt::print("    {}\n", row.detail);
   }
   fmt::print(
       "\nops: IR nodes as imported / after the graph passes. kernels: unfused -> fused; gen: how many fused\n"
-      "kernels are generated C++ (the rest run on the reference kernels). predicted: the planner's speedup\n"
-      "on the H100 cost model (`tilefuse explain MODEL`). fused/unfused ms: the whole graph on this CPU,\n"
-      "median of runs after a warm-up (`--no-fusion` = every op its own generated kernel); the examples\n"
-      "are small, so these are launch-bound: `tilefuse bench` times large inputs. check: the passes vs\n"
-      "the graph as imported, and the fused CPU kernels vs the f64 reference interpreter.\n");
+      "kernels are generated (the rest run on the reference kernels). predicted: the planner's speedup\n"
+      "on the H100 cost model (`tilefuse explain MODEL`). fused/unfused ms: the whole graph on {},\n"
+      "median of runs after a warm-up (`--no-fusion` = every op its own generated kernel){}; the examples\n"
+      "are small, so these are launch-bound: bench/ times large inputs. check: the passes vs the graph as\n"
+      "imported, and the fused kernels vs the f64 reference interpreter (outputs poisoned first).\n",
+      cuda ? "the GPU" : "this CPU",
+      cuda ? ", device events over a captured CUDA graph; % copy: bytes in + out over the measured copy rate" : "");
+}
+
+// The copy rate of the GPU when the demo runs there (auto with a GPU, or cuda), else 0.
+StatusOr<double> ChooseBackend(const DemoOptions& options) {
+  if (options.backend == "cpu") return 0.0;
+  StatusOr<CudaDevice*> device = CudaDevice::Get();
+  if (!device.ok()) {
+    if (options.backend == "cuda") return device.status();
+    fmt::print("backend: cpu (no GPU: {})\n\n", device.status().message());
+    return 0.0;
+  }
+  ASSIGN_OR_RETURN(double copy, MeasureCopyBandwidth(*device));
+  fmt::print("backend: cuda on {} (measured copy rate {:.0f} GB/s)\n\n", (*device)->name(), copy / 1e9);
+  return copy;
 }
 
 int RunDemo(const DemoOptions& options) {
@@ -139,14 +186,19 @@ int RunDemo(const DemoOptions& options) {
     PrintError(NotFound(fmt::format("no .onnxtxt examples in '{}' (use --examples DIR)", options.examples_dir)));
     return kExitBadInput;
   }
+  StatusOr<double> copy_bandwidth = ChooseBackend(options);
+  if (!copy_bandwidth.ok()) {
+    PrintError(copy_bandwidth.status());
+    return kExitBadInput;
+  }
   std::vector<DemoRow> rows;
   for (const std::string& path : examples) {
     DemoRow row;
     row.name = fs::path(path).stem().string();
-    row.error = RunExample(path, options.seed, options.repeats, row);
+    row.error = RunExample(path, options.seed, options.repeats, *copy_bandwidth, row);
     rows.push_back(std::move(row));
   }
-  PrintTable(rows);
+  PrintTable(rows, *copy_bandwidth > 0);
   bool any_error = std::any_of(rows.begin(), rows.end(), [](const DemoRow& r) { return !r.error.ok(); });
   bool any_fail = std::any_of(rows.begin(), rows.end(), [](const DemoRow& r) { return !r.passed; });
   return any_error ? kExitBadInput : any_fail ? kExitMismatch : kExitOk;
@@ -158,6 +210,9 @@ void AddDemoCommand(CLI::App& app, int& exit_code) {
   auto options = std::make_shared<DemoOptions>();
   CLI::App* demo = app.add_subcommand("demo", "Run the example workloads in examples/ and print a table");
   demo->add_option("--examples", options->examples_dir, "Folder of .onnxtxt examples")->capture_default_str();
+  demo->add_option("--backend", options->backend, "auto: the GPU when there is one, else the CPU")
+      ->check(CLI::IsMember({"auto", "cuda", "cpu"}))
+      ->capture_default_str();
   demo->add_option("--seed", options->seed, "Seed of the random inputs")->capture_default_str();
   demo->add_option("--repeats", options->repeats, "Timed runs per example and variant (median)")
       ->check(CLI::PositiveNumber)
@@ -165,7 +220,8 @@ void AddDemoCommand(CLI::App& app, int& exit_code) {
   demo->footer(
       "Runs every examples/*.onnxtxt (GELU, softmax, layernorm, rmsnorm, matmul epilogues, causal\n"
       "attention, dropout+residual+layernorm, MLP block) through import, the passes, the fusion planner\n"
-      "and the CPU backend on random inputs; times fused vs unfused kernels and checks them against the\n"
+      "and the GPU backend (or the CPU one where there is no GPU) on random inputs; times fused vs\n"
+      "unfused kernels and checks them against the\n"
       "reference interpreter.\n\n"
       "Example:\n  tilefuse demo --examples examples/");
   demo->callback([options, &exit_code] { exit_code = RunDemo(*options); });

@@ -1,5 +1,6 @@
 #include "backend/cuda/cuda_driver.h"
 
+#include <cstdlib>
 #include <dlfcn.h>
 #include <fmt/format.h>
 #include <mutex>
@@ -26,8 +27,11 @@ StatusOr<CudaDevice*> CudaDevice::Get() {
 }
 
 Status CudaDevice::Open() {
-  ASSIGN_OR_RETURN(void* handle, OpenFirstLibrary("the CUDA driver (libcuda)", "TILEFUSE_LIBCUDA",
-                                                   {"libcuda.so.1", "libcuda.so", "/usr/local/nvidia/lib64/libcuda.so.1"}));
+  StatusOr<void*> opened = OpenFirstLibrary("the CUDA driver (libcuda)", "TILEFUSE_LIBCUDA",
+                                           {"libcuda.so.1", "libcuda.so", "/usr/local/nvidia/lib64/libcuda.so.1"});
+  if (!opened.ok() && !std::getenv("TILEFUSE_LIBCUDA"))  // the usual case on a machine without a GPU: one short line
+    return NotFound("no CUDA driver on this machine (libcuda.so.1 not found; $TILEFUSE_LIBCUDA names it if it is elsewhere)");
+  ASSIGN_OR_RETURN(void* handle, std::move(opened));
 #define TF_RESOLVE(name)                                                                        \
   api_.name = reinterpret_cast<decltype(api_.name)>(dlsym(handle, TF_EXPANDED_NAME(name)));     \
   if (!api_.name) return NotFound("the CUDA driver lacks " TF_EXPANDED_NAME(name) "; it is older than CUDA 12");

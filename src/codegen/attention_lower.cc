@@ -95,7 +95,9 @@ Status AttentionLowering::FindMatmuls() {
   a_.dv = pv_->shape.back();
   if (a_.nk == 0 || NumElements(pv_->shape) == 0) return Unimplemented("empty attention (no keys or no output)");
   score_rows_ = NumElements(qk_->shape) / a_.nk;
-  row_ = IndexVar(0, score_rows_);
+  // A loop of one iteration is the constant 0, as the index simplifier would fold it:
+  // comparing offsets structurally then needs no special case.
+  row_ = score_rows_ == 1 ? IndexConst(0) : IndexVar(0, score_rows_);
   key_ = a_.nk == 1 ? IndexConst(0) : IndexVar(1, a_.nk);
   score_at_ = Ravel({row_, key_}, {score_rows_, a_.nk});
   Place({qk_->id, pv_->id});

@@ -12,5 +12,6 @@ void AddDemoCommand(CLI::App& app, int& exit_code);   // tools/demo.cc
 void AddExplainCommand(CLI::App& app, int& exit_code);  // tools/explain.cc
 void AddCompileCommand(CLI::App& app, int& exit_code);  // tools/compile.cc
 void AddBenchCommand(CLI::App& app, int& exit_code);    // tools/bench.cc
+void AddFuzzCommand(CLI::App& app, int& exit_code);     // tools/fuzz.cc
 
 }  // namespace tilefuse::cli

@@ -22,8 +22,9 @@ int main(int argc, char** argv) {
       "  tilefuse compile examples/gelu_manual.onnxtxt --emit kernels/\n"
       "  tilefuse bench examples/softmax_manual.onnxtxt\n"
       "  tilefuse demo\n"
+      "  tilefuse fuzz --seed 1 --count 20\n"
       "Run `tilefuse SUBCOMMAND --help` for the options of each subcommand.\n"
-      "Exit codes: 0 ok, 1 --check mismatch, 2 bad input, unsupported model or bad usage.");
+      "Exit codes: 0 ok, 1 --check (or fuzz) mismatch, 2 bad input, unsupported model or bad usage.");
 
   int exit_code = tilefuse::cli::kExitOk;
   tilefuse::cli::AddRunCommand(app, exit_code);
@@ -32,6 +33,7 @@ int main(int argc, char** argv) {
   tilefuse::cli::AddExplainCommand(app, exit_code);
   tilefuse::cli::AddCompileCommand(app, exit_code);
   tilefuse::cli::AddBenchCommand(app, exit_code);
+  tilefuse::cli::AddFuzzCommand(app, exit_code);
 
   try {
     app.parse(argc, argv);

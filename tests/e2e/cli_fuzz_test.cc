@@ -1,0 +1,61 @@
+// `tilefuse fuzz`, driven through the built binary: the summary, exit codes, --json.
+#include <gtest/gtest.h>
+
+#include <stdlib.h>
+
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "e2e/cli_test_util.h"
+
+namespace tilefuse {
+namespace {
+
+using testing_cli::CommandResult;
+using testing_cli::RunTilefuse;
+
+// The kernel cache the runtime tests share, not ~/.cache.
+CommandResult RunWithTestCache(const std::string& args) {
+  setenv("TILEFUSE_CACHE_DIR", (std::filesystem::temp_directory_path() / "tilefuse_test_cache").c_str(), 1);
+  CommandResult r = RunTilefuse(args);
+  unsetenv("TILEFUSE_CACHE_DIR");
+  return r;
+}
+
+TEST(CliFuzz, TwentyGraphsFromSeedOneMatchTheReference) {
+  CommandResult r = RunWithTestCache("fuzz --seed 1 --count 20");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  size_t summary = r.out.find("fuzz: 20 random graphs (seeds 1..20)");
+  ASSERT_NE(summary, std::string::npos) << r.out;
+  std::string line = r.out.substr(summary, r.out.find('\n', summary) - summary);
+  EXPECT_NE(line.find(" 0 mismatch, 0 error"), std::string::npos) << line;
+  // Most graphs are well conditioned: at least 15 of the 20 are compared and match.
+  size_t match = line.rfind(" match,");
+  ASSERT_NE(match, std::string::npos) << line;
+  size_t number = line.rfind(' ', match - 1) + 1;
+  EXPECT_GE(std::stoi(line.substr(number, match - number)), 15) << line;
+}
+
+TEST(CliFuzz, JsonReportCountsEveryGraph) {
+  CommandResult r = RunWithTestCache("fuzz --seed 1 --count 3 --json");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["first_seed"], 1);
+  EXPECT_EQ(j["count"], 3);
+  EXPECT_EQ(j["match"].get<int>() + j["ill_conditioned"].get<int>() + j["mismatch"].get<int>() + j["error"].get<int>(), 3);
+  EXPECT_TRUE(j["failures"].empty()) << r.out;
+}
+
+TEST(CliFuzz, UsageErrorsExitTwoAndHelpExplains) {
+  EXPECT_EQ(RunTilefuse("fuzz --count -3").exit_code, 2);
+  EXPECT_EQ(RunTilefuse("fuzz --seed banana").exit_code, 2);
+  EXPECT_EQ(RunTilefuse("fuzz --backend cuda").exit_code, 2);
+  CommandResult help = RunTilefuse("fuzz --help");
+  EXPECT_EQ(help.exit_code, 0);
+  for (const char* word : {"--seed", "--count", "--backend", "--json", "replays", "Examples:", "Exit codes"})
+    EXPECT_NE(help.out.find(word), std::string::npos) << word << "\n" << help.out;
+}
+
+}  // namespace
+}  // namespace tilefuse

@@ -14,6 +14,7 @@
 #include "codegen/cpp_prelude.h"
 #include "codegen/lower.h"
 #include "fusion/group_classifier.h"
+#include "fusion/plan_verifier.h"
 #include "fusion/planner.h"
 #include "runtime/memory_plan.h"
 
@@ -123,11 +124,18 @@ StatusOr<std::unique_ptr<CompiledGraph::State>> PlanGraph(const Graph& graph, co
   auto state = std::make_unique<CompiledGraph::State>();
   state->graph = graph;
   state->poison_outputs = options.poison_outputs;
-  PlannerOptions planner;
-  planner.device = options.device;
-  planner.fuse = options.fuse;
-  planner.disabled_kinds = options.disabled_kinds;
-  ASSIGN_OR_RETURN(state->plan, PlanFusion(state->graph, planner));
+  if (options.plan_override) {
+    if (options.plan_override->group_of.size() != static_cast<size_t>(graph.num_nodes()))
+      return InvalidArgument("the plan to compile was made for another graph");
+    RETURN_IF_ERROR(VerifyPlan(graph, *options.plan_override));
+    state->plan = *options.plan_override;
+  } else {
+    PlannerOptions planner;
+    planner.device = options.device;
+    planner.fuse = options.fuse;
+    planner.disabled_kinds = options.disabled_kinds;
+    ASSIGN_OR_RETURN(state->plan, PlanFusion(state->graph, planner));
+  }
   state->inlined = FindInlinedGenerators(state->graph);
   Schedule schedule = ScheduleFromFusionPlan(state->graph, state->plan);
   ASSIGN_OR_RETURN(state->memory, PlanMemory(schedule));

@@ -28,6 +28,9 @@ struct CompileOptions {
   std::string device = "cpu";         // cost model used by the planner
   std::string cache_dir;              // empty: $TILEFUSE_CACHE_DIR or ~/.cache/tilefuse
   bool poison_outputs = false;        // fill kernel outputs with NaN bits first (tests)
+  // Compile this plan (checked by VerifyPlan) instead of planning; fuse, disabled_kinds
+  // and device are then unused. For one graph: the autotuner's fallbacks (tune/fallback.h).
+  const FusionPlan* plan_override = nullptr;
 };
 
 struct KernelInfo {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -53,7 +54,10 @@ StatusOr<std::string> ReadFileRange(const std::string& path, uint64_t offset, st
 }
 
 Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
-  std::string temp = fmt::format("{}.tmp.{}", path, ::getpid());
+  // Unique per call, not just per process: two threads writing one path must not share
+  // (and interleave into) one temporary file.
+  static std::atomic<uint64_t> next_temp_id = 0;
+  std::string temp = fmt::format("{}.tmp.{}.{}", path, ::getpid(), next_temp_id++);
   {
     std::ofstream out(temp, std::ios::binary | std::ios::trunc);
     if (!out) return InvalidArgument(fmt::format("cannot write '{}': {}", temp, std::strerror(errno)));

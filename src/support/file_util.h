@@ -14,7 +14,7 @@ StatusOr<std::string> ReadWholeFile(const std::string& path);
 // `length` bytes from `offset` (nullopt: to the end). A file shorter than asked for is
 // an InvalidArgument, not a short read.
 StatusOr<std::string> ReadFileRange(const std::string& path, uint64_t offset, std::optional<uint64_t> length);
-// Writes to a temporary file beside `path` (unique per process), then renames it over
+// Writes to a temporary file beside `path` (unique per call), then renames it over
 // `path`: a reader never sees half a file and a failure leaves no truncated one.
 Status WriteFileAtomically(const std::string& path, const std::string& bytes);
 // The directory of PATH that holds `program`, or "" when it is not on PATH.

@@ -17,6 +17,7 @@
 #include "frontend/onnx/importer.h"
 #include "passes/pipeline.h"
 #include "runtime/gpu_compiled_graph.h"
+#include "tune/gpu_tuner.h"
 #include "support/file_util.h"
 
 namespace tilefuse {
@@ -25,14 +26,16 @@ namespace {
 int Main(int argc, char** argv) {
   std::string only, json_path, root = TILEFUSE_SOURCE_DIR;
   int repeats = 100;
+  bool tune = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--cases" && i + 1 < argc) only = argv[++i];
     else if (a == "--repeats" && i + 1 < argc) repeats = std::stoi(argv[++i]);
     else if (a == "--json" && i + 1 < argc) json_path = argv[++i];
     else if (a == "--root" && i + 1 < argc) root = argv[++i];
+    else if (a == "--tune") tune = true;
     else {
-      fmt::print(stderr, "usage: {} [--cases a,b] [--repeats N] [--json FILE] [--root SOURCE_DIR]\n", argv[0]);
+      fmt::print(stderr, "usage: {} [--cases a,b] [--repeats N] [--json FILE] [--root SOURCE_DIR] [--tune]\n", argv[0]);
       return 2;
     }
   }
@@ -61,12 +64,19 @@ int Main(int argc, char** argv) {
     if (!only.empty() && ("," + only + ",").find("," + name + ",") == std::string::npos) continue;
     double bytes = c["bytes_moved"];
     nlohmann::json row = {{"name", name}, {"bytes_moved", bytes}};
-    auto measure = [&](bool fuse) -> StatusOr<std::pair<double, std::unique_ptr<GpuCompiledGraph>>> {
+    auto measure = [&](bool fuse, bool tuned = false) -> StatusOr<std::pair<double, std::unique_ptr<GpuCompiledGraph>>> {
       ASSIGN_OR_RETURN(ImportedModel model, ImportOnnx(root + "/bench/cases/" + std::string(c["file"])));
       ASSIGN_OR_RETURN(Graph graph, RunGraphPasses(std::move(model.graph), PassOptions{}));
       GpuCompileOptions options;
       options.fuse = fuse;
-      ASSIGN_OR_RETURN(std::unique_ptr<GpuCompiledGraph> compiled, GpuCompiledGraph::Compile(graph, options));
+      std::unique_ptr<GpuCompiledGraph> compiled;
+      if (tuned) {
+        TuneReport report;
+        ASSIGN_OR_RETURN(compiled, TuneForGpu(graph, options, TuneOptions{}, &report));
+        row["tuning"] = report.ToJson();
+      } else {
+        ASSIGN_OR_RETURN(compiled, GpuCompiledGraph::Compile(graph, options));
+      }
       std::vector<Tensor> inputs;
       int64_t input_bytes = 0;
       for (size_t i = 0; i < graph.inputs().size(); ++i) {
@@ -89,6 +99,22 @@ int Main(int argc, char** argv) {
       continue;
     }
     double fused_us = fused->first * 1000, unfused_us = unfused->first * 1000;
+    double default_us = fused_us;
+    if (tune) {
+      auto tuned = measure(true, true);
+      if (tuned.ok()) {
+        row["default_us"] = default_us;
+        row["tuned_us"] = tuned->first * 1000;
+        row["tuning_gain"] = default_us / (tuned->first * 1000);
+        fmt::print("{:<40} tuned {:.1f} us vs default {:.1f} us ({:.2f}x)\n", name, tuned->first * 1000, default_us,
+                   default_us / (tuned->first * 1000));
+        fused_us = tuned->first * 1000;
+        fused = std::move(tuned);
+      } else {
+        row["tuning_error"] = tuned.status().ToString();
+        fmt::print("{:<40} tuning failed: {}\n", name, tuned.status().ToString());
+      }
+    }
     double gbs = bytes / (fused_us * 1e-6) / 1e9;
     std::string strategies;
     for (const GpuKernelInfo& k : fused->second->kernels()) strategies += (strategies.empty() ? "" : "; ") + k.strategy;

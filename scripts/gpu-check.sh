@@ -18,7 +18,7 @@ B=build-gpu/bundle
 [ -x "$B/tilefuse" ] || tar -C build-gpu -xJf build-gpu/bundle.tar.xz
 export LD_LIBRARY_PATH="$PWD/$B/lib:${LD_LIBRARY_PATH:-}"
 export TILEFUSE_CACHE_DIR=${TILEFUSE_CACHE_DIR:-/tmp/tilefuse-cache}
-STAGES=${STAGES:-"check sanitize tests demo bench peers"}
+STAGES=${STAGES:-"check sanitize tests demo tune bench peers"}
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 log="$OUT/gpu-check.log"
 : >"$log"
@@ -66,9 +66,17 @@ if has demo; then
   tail -n +1 "$OUT/demo.txt" | head -16
 fi
 
+if has tune; then
+  say "== tilefuse tune, twice on the same model (the second must measure nothing)"
+  for run in 1 2; do
+    "$B/tilefuse" tune bench/cases/softmax_bf16_16384x1024.onnxtxt --json >"$OUT/tune$run.json" 2>>"$log"
+    python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print('run', sys.argv[2], 'measurements', j['measurements'], 'cache hits', j['cache_hits'], 'all from cache', j['all_from_cache'], 'seconds %.1f' % j['seconds'])" "$OUT/tune$run.json" $run | tee -a "$log"
+  done
+fi
+
 if has bench; then
-  say "== benchmarks: tilefuse"
-  "$B/tilefuse_bench_gpu_cases" --root . --json "$OUT/tilefuse.json" 2>&1 | tee -a "$log"
+  say "== benchmarks: tilefuse (default configurations, then tuned)"
+  "$B/tilefuse_bench_gpu_cases" --root . --tune --json "$OUT/tilefuse.json" 2>&1 | tee -a "$log"
 fi
 if has peers; then
   say "== benchmarks: PyTorch peers"

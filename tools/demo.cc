@@ -15,6 +15,7 @@
 #include "backend/cuda/copy_bandwidth.h"
 #include "cpu_backend.h"
 #include "runtime/gpu_compiled_graph.h"
+#include "tune/gpu_tuner.h"
 #include "fusion/planner.h"
 #include "passes/pipeline.h"
 
@@ -30,6 +31,7 @@ namespace fs = std::filesystem;
 struct DemoOptions {
   std::string examples_dir = TILEFUSE_SOURCE_DIR "/examples";
   std::string backend = "auto";
+  bool tune = false;
   uint64_t seed = 0;
   int repeats = 5;
 };
@@ -83,10 +85,11 @@ Status RunOnCpu(const Graph& passed, const std::vector<Tensor>& inputs, const st
 // The same on the GPU: device-event medians of the captured graphs, and the share of the
 // copy bandwidth the fused graph reaches (inputs read once, outputs written once).
 Status RunOnCuda(const Graph& passed, const std::vector<Tensor>& inputs, const std::vector<Tensor>& expected,
-                 int repeats, double copy_bandwidth, DemoRow& row) {
+                 int repeats, double copy_bandwidth, bool tune, DemoRow& row) {
   GpuCompileOptions options;
   options.poison_outputs = true;
-  ASSIGN_OR_RETURN(std::unique_ptr<GpuCompiledGraph> fused, GpuCompiledGraph::Compile(passed, options));
+  ASSIGN_OR_RETURN(std::unique_ptr<GpuCompiledGraph> fused,
+                   tune ? TuneForGpu(passed, options, TuneOptions{}, nullptr) : GpuCompiledGraph::Compile(passed, options));
   options.fuse = false;
   ASSIGN_OR_RETURN(std::unique_ptr<GpuCompiledGraph> unfused, GpuCompiledGraph::Compile(passed, options));
   for (const GpuKernelInfo& kernel : fused->kernels()) row.generated_kernels += kernel.mode != "host" ? 1 : 0;
@@ -108,7 +111,7 @@ Status RunOnCuda(const Graph& passed, const std::vector<Tensor>& inputs, const s
 
 // Runs one example. The check: the passed graph against the graph as imported (both on
 // the reference interpreter), and the fused kernels against the passed graph.
-Status RunExample(const std::string& path, uint64_t seed, int repeats, double copy_bandwidth, DemoRow& row) {
+Status RunExample(const std::string& path, uint64_t seed, int repeats, double copy_bandwidth, bool tune, DemoRow& row) {
   ASSIGN_OR_RETURN(ImportedModel imported, LoadModel(path));
   row.nodes_imported = imported.graph.num_nodes();
   ASSIGN_OR_RETURN(Graph passed, RunGraphPasses(imported.graph, PassOptions{}));
@@ -126,7 +129,7 @@ Status RunExample(const std::string& path, uint64_t seed, int repeats, double co
   std::string mismatch = FirstMismatch(passed, reference, before_passes);
   row.passed = mismatch.empty();
   if (!row.passed) row.detail = "passes vs graph as imported: " + mismatch;
-  if (copy_bandwidth > 0) return RunOnCuda(passed, inputs, reference, repeats, copy_bandwidth, row);
+  if (copy_bandwidth > 0) return RunOnCuda(passed, inputs, reference, repeats, copy_bandwidth, tune, row);
   return RunOnCpu(passed, inputs, reference, repeats, row);
 }
 
@@ -195,7 +198,7 @@ int RunDemo(const DemoOptions& options) {
   for (const std::string& path : examples) {
     DemoRow row;
     row.name = fs::path(path).stem().string();
-    row.error = RunExample(path, options.seed, options.repeats, *copy_bandwidth, row);
+    row.error = RunExample(path, options.seed, options.repeats, *copy_bandwidth, options.tune, row);
     rows.push_back(std::move(row));
   }
   PrintTable(rows, *copy_bandwidth > 0);
@@ -213,6 +216,7 @@ void AddDemoCommand(CLI::App& app, int& exit_code) {
   demo->add_option("--backend", options->backend, "auto: the GPU when there is one, else the CPU")
       ->check(CLI::IsMember({"auto", "cuda", "cpu"}))
       ->capture_default_str();
+  demo->add_flag("--tune", options->tune, "cuda: tune the fused kernels first (cached per model and GPU)");
   demo->add_option("--seed", options->seed, "Seed of the random inputs")->capture_default_str();
   demo->add_option("--repeats", options->repeats, "Timed runs per example and variant (median)")
       ->check(CLI::PositiveNumber)

@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "cpu_backend.h"
 #include "runtime/gpu_compiled_graph.h"
+#include "tune/gpu_tuner.h"
 #include "input_binding.h"
 #include "passes/pipeline.h"
 #include "run_report.h"
@@ -32,6 +33,7 @@ struct RunOptions {
   uint64_t seed = 0;
   bool check = false;
   bool no_fusion = false;
+  bool tune = false;
   bool json = false;
   CLI::Option* seed_option = nullptr;  // to tell an explicit --random from the default
 };
@@ -56,7 +58,8 @@ class Executor {
       GpuCompileOptions gpu_options;
       gpu_options.fuse = !options.no_fusion;
       gpu_options.poison_outputs = options.check;
-      StatusOr<std::unique_ptr<GpuCompiledGraph>> gpu = GpuCompiledGraph::Compile(passed, gpu_options);
+      StatusOr<std::unique_ptr<GpuCompiledGraph>> gpu =
+          options.tune ? TuneForGpu(passed, gpu_options, TuneOptions{}, nullptr) : GpuCompiledGraph::Compile(passed, gpu_options);
       if (gpu.ok()) {
         gpu_ = std::move(gpu).value();
         report.backend = "cuda";
@@ -324,6 +327,7 @@ void AddRunCommand(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"auto", "cuda", "cpu", "reference"}))
       ->capture_default_str();
   run->add_flag("--no-fusion", options->no_fusion, "cpu/cuda: every op its own generated kernel (the unfused baseline)");
+  run->add_flag("--tune", options->tune, "cuda: tune the kernels first (tilefuse tune; cached, so once per model and GPU)");
   run->add_option("--trace", options->trace_file, "cpu/cuda: write a Chrome trace (Perfetto) of the kernels of one run");
   run->footer(
       "Inputs come from --inputs DIR, else a backend-test folder's test_data_set_*, else random (seed 0).\n"

@@ -39,6 +39,7 @@ struct GpuCompiledGraph::State {
   bool has_host_steps = false;
   bool poison = false;
   CUgraphExec captured = nullptr;
+  std::string cache_dir, nvrtc_version;
   double compile_ms = 0;
   int64_t nvrtc_compiles = 0;
 
@@ -218,6 +219,9 @@ double GpuCompiledGraph::compile_ms() const { return state_->compile_ms; }
 int64_t GpuCompiledGraph::nvrtc_compiles() const { return state_->nvrtc_compiles; }
 int64_t GpuCompiledGraph::arena_bytes() const { return state_->memory.arena_bytes; }
 bool GpuCompiledGraph::captured() const { return state_->captured != nullptr; }
+std::string GpuCompiledGraph::device_arch() const { return state_->device->arch(); }
+int GpuCompiledGraph::driver_version() const { return state_->device->driver_version(); }
+std::string GpuCompiledGraph::nvrtc_version() const { return state_->nvrtc_version; }
 
 namespace {
 
@@ -271,9 +275,14 @@ StatusOr<std::unique_ptr<GpuCompiledGraph>> GpuCompiledGraph::Compile(const Grap
   planner.device = "h100-sxm";
   planner.fuse = options.fuse;
   planner.disabled_kinds = options.disabled_kinds;
-  ASSIGN_OR_RETURN(s->plan, PlanFusion(s->graph, CudaPlannerOptions(planner)));
+  if (options.plan_override) {
+    s->plan = *options.plan_override;
+  } else {
+    ASSIGN_OR_RETURN(s->plan, PlanFusion(s->graph, CudaPlannerOptions(planner)));
+  }
   s->inlined = FindInlinedGenerators(s->graph);
-  ASSIGN_OR_RETURN(s->program, BuildCudaProgram(s->graph, s->plan, s->inlined));
+  ASSIGN_OR_RETURN(s->program, BuildCudaProgram(s->graph, s->plan, s->inlined, "", options.configs));
+  s->cache_dir = options.cache_dir;
   s->kernels = DescribeKernels(s->program, s->plan);
   const Graph& g = s->graph;
 
@@ -292,6 +301,7 @@ StatusOr<std::unique_ptr<GpuCompiledGraph>> GpuCompiledGraph::Compile(const Grap
 
   // Compile and load.
   ASSIGN_OR_RETURN(NvrtcCompiler nvrtc, NvrtcCompiler::Create(options.cache_dir));
+  s->nvrtc_version = nvrtc.version();
   bool any_kernel = false, any_gemm = false;
   for (const CudaGroupProgram& p : s->program.groups) {
     any_kernel = any_kernel || p.kernel || !p.prologue.empty();
@@ -362,6 +372,146 @@ StatusOr<std::unique_ptr<GpuCompiledGraph>> GpuCompiledGraph::Compile(const Grap
   }
   s->compile_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   return std::unique_ptr<GpuCompiledGraph>(new GpuCompiledGraph(std::move(s)));
+}
+
+std::vector<const CudaLaunchable*> GpuCompiledGraph::launchables() const {
+  std::vector<const CudaLaunchable*> out;
+  for (const CudaGroupProgram& p : state_->program.groups)
+    for (const CudaLaunchable* k : Launchables(p)) out.push_back(k);
+  return out;
+}
+
+namespace {
+
+double Median(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+StatusOr<std::vector<VariantTiming>> GpuCompiledGraph::MeasureVariants(const std::string& name,
+                                                                       const std::vector<CudaKernelConfig>& configs, int warmup,
+                                                                       int repeats) {
+  State& s = *state_;
+  const CudaDriverApi& api = s.api();
+  RETURN_IF_ERROR(s.device->MakeCurrent());
+  const CudaLaunchable* base = nullptr;
+  for (const CudaLaunchable* k : launchables())
+    if (k->source.name == name) base = k;
+  if (!base) return NotFound(fmt::format("no generated kernel named {}", name));
+  // Every variant in one translation unit: one NVRTC run.
+  std::vector<VariantTiming> timings(configs.size());
+  std::vector<CudaLaunchable> variants(configs.size(), *base);
+  std::vector<CudaKernelSource> sources;
+  for (size_t i = 0; i < configs.size(); ++i) {
+    timings[i].config = configs[i];
+    Kernel k = base->kernel;
+    k.name = fmt::format("{}_variant{}", name, i);
+    StatusOr<CudaKernelSource> source = EmitCudaKernel(k, configs[i]);
+    if (!source.ok()) {
+      timings[i].error = source.status().message();
+      continue;
+    }
+    variants[i].source = *source;
+    sources.push_back(*source);
+  }
+  ASSIGN_OR_RETURN(NvrtcCompiler nvrtc, NvrtcCompiler::Create(s.cache_dir));
+  StatusOr<CubinResult> cubin = nvrtc.Compile(CudaTranslationUnit(sources), s.device->arch());
+  if (!cubin.ok()) {  // one bad variant must not sink the others: compile them one by one
+    for (size_t i = 0; i < configs.size(); ++i)
+      if (timings[i].error.empty()) timings[i].error = "compiled with the others: " + cubin.status().message();
+    return timings;
+  }
+  CUmodule module = nullptr;
+  RETURN_IF_ERROR(s.device->Check(api.cuModuleLoadData(&module, cubin->cubin.data()), "cuModuleLoadData (tuning)"));
+  // Rotated copies of the kernel's inputs, so repeated launches read device memory.
+  std::vector<int> inputs;
+  int64_t input_bytes = 0;
+  for (int node : base->buffer_nodes)
+    if (std::find(base->outputs.begin(), base->outputs.end(), node) == base->outputs.end()) {
+      inputs.push_back(node);
+      input_bytes += s.Bytes(node);
+    }
+  int rotations = static_cast<int>(std::clamp<int64_t>(2 * s.device->l2_bytes() / std::max<int64_t>(1, input_bytes) + 1, 1, 8));
+  std::vector<std::vector<CUdeviceptr>> tables(rotations, s.address);
+  std::vector<DeviceBuffer> copies;
+  Status status = Status::Ok();
+  for (int r = 1; r < rotations && status.ok(); ++r)
+    for (int node : inputs) {
+      StatusOr<CUdeviceptr> p = s.allocator->Allocate(s.Bytes(node), "a tuning input copy");
+      if (!p.ok()) {
+        status = p.status();
+        break;
+      }
+      copies.emplace_back(s.allocator, *p);
+      tables[r][node] = *p;
+      status = s.device->Check(api.cuMemcpyDtoDAsync(*p, s.address[node], s.Bytes(node), s.device->stream()), "copying a tuning input");
+    }
+  CUevent begin = nullptr, end = nullptr;
+  if (status.ok()) status = s.device->Check(api.cuEventCreate(&begin, 0), "cuEventCreate");
+  if (status.ok()) status = s.device->Check(api.cuEventCreate(&end, 0), "cuEventCreate");
+  auto time_variant = [&](size_t i, int n) -> StatusOr<double> {
+    CUfunction f;
+    RETURN_IF_ERROR(s.device->Check(api.cuModuleGetFunction(&f, module, variants[i].source.name.c_str()), "cuModuleGetFunction"));
+    std::map<std::string, CUfunction> saved;
+    std::swap(saved, s.functions);
+    s.functions[variants[i].source.name] = f;
+    bool poison = s.poison;
+    s.poison = false;
+    std::vector<double> us;
+    Status launched = Status::Ok();
+    for (int rep = 0; rep < warmup + n && launched.ok(); ++rep) {
+      api.cuEventRecord(begin, s.device->stream());
+      launched = s.Launch(variants[i], tables[rep % rotations]);
+      api.cuEventRecord(end, s.device->stream());
+      if (launched.ok()) launched = s.device->Check(api.cuEventSynchronize(end), "running " + variants[i].source.name);
+      float ms = 0;
+      api.cuEventElapsedTime(&ms, begin, end);
+      if (rep >= warmup) us.push_back(ms * 1000.0);
+    }
+    s.poison = poison;
+    std::swap(saved, s.functions);
+    RETURN_IF_ERROR(launched);
+    return Median(us);
+  };
+  for (size_t i = 0; i < configs.size() && status.ok(); ++i) {
+    if (!timings[i].error.empty()) continue;
+    StatusOr<double> t = time_variant(i, repeats);
+    if (t.ok()) timings[i].time_us = *t;
+    else timings[i].error = t.status().message();
+  }
+  // A winner much faster than the default (the first configuration) is measured again,
+  // with the default, before anyone believes it.
+  if (status.ok() && timings[0].time_us) {
+    size_t best = 0;
+    for (size_t i = 0; i < timings.size(); ++i)
+      if (timings[i].time_us && *timings[i].time_us < *timings[best].time_us) best = i;
+    if (best != 0 && *timings[best].time_us < 0.85 * *timings[0].time_us)
+      for (size_t i : {size_t{0}, best}) {
+        StatusOr<double> t = time_variant(i, 2 * repeats);
+        if (t.ok()) timings[i].time_us = *t;
+      }
+  }
+  if (begin) api.cuEventDestroy(begin);
+  if (end) api.cuEventDestroy(end);
+  api.cuModuleUnload(module);
+  RETURN_IF_ERROR(status);
+  return timings;
+}
+
+StatusOr<std::vector<double>> GpuCompiledGraph::GroupTimesUs(const std::vector<Tensor>& inputs) {
+  // Per group, the median over several runs (the first one warms up).
+  std::vector<std::vector<double>> samples(state_->program.groups.size());
+  for (int run = 0; run < 8; ++run) {
+    std::vector<KernelTiming> timings;
+    ASSIGN_OR_RETURN(std::vector<Tensor> unused, Run(inputs, &timings));
+    if (run == 0) continue;
+    for (size_t g = 0; g < timings.size() && g < samples.size(); ++g) samples[g].push_back(timings[g].duration_us);
+  }
+  std::vector<double> out;
+  for (std::vector<double>& v : samples) out.push_back(v.empty() ? 0 : Median(v));
+  return out;
 }
 
 namespace {

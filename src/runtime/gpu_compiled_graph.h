@@ -10,11 +10,15 @@
 // captured). Every driver call is checked and reported with the kernel's name.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "backend/cuda/cuda_program.h"
+#include "codegen/cuda_emitter.h"
 #include "fusion/fusion_plan.h"
 #include "runtime/compiled_graph.h"
 #include "tilefuse/graph.h"
@@ -28,6 +32,17 @@ struct GpuCompileOptions {
   std::set<GroupKind> disabled_kinds;
   std::string cache_dir;        // cubin cache; empty: $TILEFUSE_CACHE_DIR or ~/.cache/tilefuse
   bool poison_outputs = false;  // every kernel output filled with NaN bits before it runs
+  // Per generated kernel (by name), the configuration to emit it with (from the tuner).
+  std::map<std::string, CudaKernelConfig> configs;
+  // A plan to use instead of planning (the tuner's plan after its fallback decisions).
+  const FusionPlan* plan_override = nullptr;
+};
+
+// One configuration's measurement (time_us absent: it failed to compile or launch).
+struct VariantTiming {
+  CudaKernelConfig config;
+  std::optional<double> time_us;
+  std::string error;
 };
 
 struct GpuKernelInfo {
@@ -53,6 +68,21 @@ class GpuCompiledGraph {
   // Median milliseconds of one whole run on the device (device events, after `warmup`),
   // rotating among `input_sets` copies of the inputs so repeated runs do not read L2.
   StatusOr<double> BenchmarkMs(const std::vector<Tensor>& inputs, int warmup, int repeats, int input_sets);
+
+  // The generated kernels (prologues, main kernels, epilogues), for the tuner.
+  std::vector<const CudaLaunchable*> launchables() const;
+  // Times `configs` of the generated kernel `name` alone on this graph's buffers (run the
+  // graph once first so they hold real data): device events, `warmup` launches, median of
+  // `repeats`, inputs rotated among copies so repeats do not read L2. A configuration
+  // that does not emit, compile or launch gets no time and its error.
+  StatusOr<std::vector<VariantTiming>> MeasureVariants(const std::string& name, const std::vector<CudaKernelConfig>& configs,
+                                                       int warmup, int repeats);
+  // Device-event time of each plan group in one run (µs, plan order).
+  StatusOr<std::vector<double>> GroupTimesUs(const std::vector<Tensor>& inputs);
+  // The device's identity for tuning keys: name, arch, driver and NVRTC versions.
+  std::string device_arch() const;
+  int driver_version() const;
+  std::string nvrtc_version() const;
 
   const Graph& graph() const;
   const FusionPlan& plan() const;

@@ -15,13 +15,17 @@ PlannerOptions CudaPlannerOptions(PlannerOptions options) {
 
 namespace {
 
+using ConfigMap = std::map<std::string, CudaKernelConfig>;
+
 StatusOr<CudaLaunchable> LowerAndEmit(const Graph& g, const FusionGroup& group, const std::vector<bool>& inlined,
-                                      const std::string& name) {
+                                      const std::string& name, const ConfigMap& configs) {
   ASSIGN_OR_RETURN(Kernel kernel, LowerGroup(g, group, inlined));
   kernel.name = name;
   CudaLaunchable launchable;
-  ASSIGN_OR_RETURN(launchable.source, EmitCudaKernel(kernel));
+  auto tuned = configs.find(name);
+  ASSIGN_OR_RETURN(launchable.source, EmitCudaKernel(kernel, tuned == configs.end() ? CudaKernelConfig{} : tuned->second));
   for (const KernelBuffer& b : kernel.buffers) launchable.buffer_nodes.push_back(b.node);
+  launchable.kernel = std::move(kernel);
   launchable.outputs = group.outputs;
   return launchable;
 }
@@ -56,7 +60,8 @@ std::vector<FusionGroup> PrologueGroups(const Graph& g, const FusionGroup& group
   return groups;
 }
 
-CudaGroupProgram ProgramForGroup(const Graph& g, const FusionGroup& group, const std::vector<bool>& inlined, const std::string& name) {
+CudaGroupProgram ProgramForGroup(const Graph& g, const FusionGroup& group, const std::vector<bool>& inlined, const std::string& name,
+                                 const ConfigMap& configs) {
   CudaGroupProgram p;
   p.group = group.id;
   p.kind = group.kind;
@@ -71,7 +76,7 @@ CudaGroupProgram ProgramForGroup(const Graph& g, const FusionGroup& group, const
   };
   switch (group.kind) {
     case GroupKind::kPointwise: case GroupKind::kRowReduction: case GroupKind::kReduction: {
-      StatusOr<CudaLaunchable> k = LowerAndEmit(g, group, inlined, name);
+      StatusOr<CudaLaunchable> k = LowerAndEmit(g, group, inlined, name, configs);
       if (!k.ok()) return host(k.status().message());
       p.mode = CudaGroupProgram::Mode::kGenerated;
       p.kernel = std::move(*k);
@@ -82,12 +87,12 @@ CudaGroupProgram ProgramForGroup(const Graph& g, const FusionGroup& group, const
       p.mode = CudaGroupProgram::Mode::kGemm;
       p.matmul = split.matmul;
       for (const FusionGroup& prologue : PrologueGroups(g, group, split)) {
-        StatusOr<CudaLaunchable> k = LowerAndEmit(g, prologue, inlined, fmt::format("{}_prologue{}", name, p.prologue.size()));
+        StatusOr<CudaLaunchable> k = LowerAndEmit(g, prologue, inlined, fmt::format("{}_prologue{}", name, p.prologue.size()), configs);
         if (!k.ok()) return host("prologue: " + k.status().message());
         p.prologue.push_back(std::move(*k));
       }
       if (!split.epilogue.nodes.empty()) {
-        StatusOr<CudaLaunchable> k = LowerAndEmit(g, split.epilogue, inlined, name + "_epilogue");
+        StatusOr<CudaLaunchable> k = LowerAndEmit(g, split.epilogue, inlined, name + "_epilogue", configs);
         if (!k.ok()) return host("epilogue: " + k.status().message());
         p.kernel = std::move(*k);
       }
@@ -100,12 +105,12 @@ CudaGroupProgram ProgramForGroup(const Graph& g, const FusionGroup& group, const
 }  // namespace
 
 StatusOr<CudaProgram> BuildCudaProgram(const Graph& graph, const FusionPlan& plan, const std::vector<bool>& inlined,
-                                       const std::string& prefix) {
+                                       const std::string& prefix, const ConfigMap& configs) {
   CudaProgram program;
   std::vector<CudaKernelSource> sources;
   for (const FusionGroup& group : plan.groups) {
     std::string name = fmt::format("{}tf_group{}_{}", prefix, group.id, GroupKindName(group.kind));
-    program.groups.push_back(ProgramForGroup(graph, group, inlined, name));
+    program.groups.push_back(ProgramForGroup(graph, group, inlined, name, configs));
     const CudaGroupProgram& p = program.groups.back();
     for (const CudaLaunchable& k : p.prologue) sources.push_back(k.source);
     if (p.kernel) sources.push_back(p.kernel->source);

@@ -11,6 +11,7 @@
 // (CudaPlannerOptions disables them, so the planner emits gemm + row_reduction + gemm).
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,6 +25,7 @@ namespace tilefuse {
 
 // A generated kernel and the graph values of its parameters.
 struct CudaLaunchable {
+  Kernel kernel;                  // the IR it was emitted from (the tuner re-emits it)
   CudaKernelSource source;
   std::vector<int> buffer_nodes;  // Kernel::buffers order
   std::vector<int> outputs;       // the nodes it writes
@@ -51,7 +53,10 @@ PlannerOptions CudaPlannerOptions(PlannerOptions options);
 
 // Lowers and emits every group of `plan`. `prefix` keeps kernel names of several graphs
 // in one translation unit apart.
+// `configs` (kernel name → configuration, from the tuner) overrides the templates'
+// defaults for the kernels it names.
 StatusOr<CudaProgram> BuildCudaProgram(const Graph& graph, const FusionPlan& plan, const std::vector<bool>& inlined,
-                                       const std::string& prefix = "");
+                                       const std::string& prefix = "",
+                                       const std::map<std::string, CudaKernelConfig>& configs = {});
 
 }  // namespace tilefuse

@@ -1,0 +1,91 @@
+#include "tune/cuda_search_space.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+
+namespace tilefuse {
+
+namespace {
+
+int64_t RowLoads(const Kernel& k) {
+  return std::count_if(k.values.begin(), k.values.end(), [](const ScalarValue& v) {
+    return v.kind == ScalarValue::Kind::kLoad && v.inner && UsesVar(v.index, 0) && !UsesValue(v.index);
+  });
+}
+
+}  // namespace
+
+nlohmann::json CudaConfigToJson(const CudaKernelConfig& c) {
+  return {{"threads", c.threads}, {"vector", c.vector}, {"threads_per_row", c.threads_per_row}, {"cache_row", c.cache_row}};
+}
+
+CudaKernelConfig CudaConfigFromJson(const nlohmann::json& j) {
+  CudaKernelConfig c;
+  c.threads = j.value("threads", 0);
+  c.vector = j.value("vector", 0);
+  c.threads_per_row = j.value("threads_per_row", 0);
+  c.cache_row = j.value("cache_row", -1);
+  return c;
+}
+
+bool SameCudaConfig(const CudaKernelConfig& a, const CudaKernelConfig& b) {
+  return a.threads == b.threads && a.vector == b.vector && a.threads_per_row == b.threads_per_row && a.cache_row == b.cache_row;
+}
+
+CudaSearchSpace CudaCandidates(const Kernel& k) {
+  CudaSearchSpace space;
+  CudaKernelConfig base = ResolveCudaConfig(k, {});
+  auto add = [&](CudaKernelConfig c) {
+    c = ResolveCudaConfig(k, c);
+    for (const CudaKernelConfig& seen : space.candidates)
+      if (SameCudaConfig(seen, c)) return;
+    space.candidates.push_back(c);
+  };
+  add(base);
+  if (k.reductions.empty()) {
+    // Pointwise: block size x elements per thread (the default is 32 bytes of the
+    // narrowest access; half and double that are tried).
+    for (int threads : {128, 256, 512})
+      for (int vector : {base.vector / 2, base.vector, base.vector * 2}) {
+        if (vector < 1 || vector > 16) {
+          space.pruned.push_back(fmt::format("vector {}: outside 1..16", vector));
+          continue;
+        }
+        add({threads, vector, 0, 0});
+      }
+    return space;
+  }
+  const int vector = base.vector;
+  const int64_t row_loads = RowLoads(k);
+  const int64_t chunks_per_row = (k.inner + vector - 1) / vector;
+  for (int tpr : {1, 32, 64, 128, 256, 512, 1024}) {
+    if (tpr > 1 && base.threads_per_row == 1) {
+      space.pruned.push_back(fmt::format("threads_per_row {}: no access is contiguous along the row", tpr));
+      continue;
+    }
+    if (tpr > 32 && tpr > chunks_per_row) {
+      space.pruned.push_back(fmt::format("threads_per_row {}: more threads than the row's {} chunks", tpr, chunks_per_row));
+      continue;
+    }
+    if (tpr == 1 && base.threads_per_row != 1 && k.inner > 256) {
+      space.pruned.push_back(fmt::format("threads_per_row 1: a {}-element row for one thread", k.inner));
+      continue;
+    }
+    std::vector<int> block_sizes = tpr == 1 ? std::vector<int>{128, 256} : tpr == 32 ? std::vector<int>{64, 128, 256, 512}
+                                                                                    : std::vector<int>{tpr};
+    for (int threads : block_sizes)
+      for (int cache : {0, 1}) {
+        int64_t chunks = (k.inner + int64_t{tpr} * vector - 1) / (int64_t{tpr} * vector);
+        int64_t budget = threads >= 1024 ? 32 : 64;
+        if (cache && (tpr == 1 || row_loads == 0 || chunks * vector * row_loads > budget)) {
+          space.pruned.push_back(fmt::format("threads_per_row {} threads {}: row of {} values per thread exceeds the register budget {}",
+                                             tpr, threads, chunks * vector * row_loads, budget));
+          continue;
+        }
+        add({threads, vector, tpr, cache});
+      }
+  }
+  return space;
+}
+
+}  // namespace tilefuse

@@ -1,0 +1,78 @@
+// The CUDA search space: every candidate is a configuration the template accepts (and,
+// with NVRTC here, compiles for sm_90a without spills); constraints prune before compiling.
+#include "tune/cuda_search_space.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "backend/cuda/nvrtc_compiler.h"
+#include "codegen/lower.h"
+#include "frontend/onnx/importer.h"
+#include "fusion/group_classifier.h"
+#include "fusion/planner.h"
+#include "passes/pipeline.h"
+
+namespace tilefuse {
+namespace {
+
+Kernel FirstKernel(const std::string& model) {
+  auto imported = ImportOnnx(std::string(TILEFUSE_SOURCE_DIR) + "/" + model);
+  EXPECT_TRUE(imported.ok()) << imported.status().ToString();
+  auto graph = RunGraphPasses(std::move(imported->graph), PassOptions{});
+  EXPECT_TRUE(graph.ok());
+  auto plan = PlanFusion(*graph, PlannerOptions{});
+  EXPECT_TRUE(plan.ok());
+  auto kernel = LowerGroup(*graph, plan->groups.back(), FindInlinedGenerators(*graph));
+  EXPECT_TRUE(kernel.ok()) << kernel.status().ToString();
+  return *kernel;
+}
+
+void ExpectAllCandidatesCompile(const Kernel& kernel, const CudaSearchSpace& space) {
+  std::vector<CudaKernelSource> sources;
+  for (size_t i = 0; i < space.candidates.size(); ++i) {
+    const CudaKernelConfig& c = space.candidates[i];
+    EXPECT_EQ(c.threads % 32, 0);
+    EXPECT_LE(c.threads, 1024);
+    Kernel k = kernel;
+    k.name = "variant" + std::to_string(i);
+    auto source = EmitCudaKernel(k, c);
+    ASSERT_TRUE(source.ok()) << CudaConfigToJson(c).dump() << ": " << source.status().ToString();
+    sources.push_back(*source);
+  }
+  auto nvrtc = NvrtcCompiler::Create((std::filesystem::temp_directory_path() / "tilefuse_test_cache").string());
+  if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available: candidates not compiled";
+  auto cubin = nvrtc->Compile(CudaTranslationUnit(sources), "sm_90a");
+  ASSERT_TRUE(cubin.ok()) << cubin.status().ToString();
+  for (const PtxasKernelInfo& info : ParsePtxasLog(cubin->ptxas_log)) EXPECT_EQ(info.spill_store_bytes, 0) << info.line;
+}
+
+TEST(CudaSearchSpaceTest, RowKernelCandidatesAreValidAndOverBudgetRowsArePruned) {
+  Kernel k = FirstKernel("bench/cases/layernorm_bf16_16384x4096.onnxtxt");
+  CudaSearchSpace space = CudaCandidates(k);
+  ASSERT_GE(space.candidates.size(), 4u);
+  EXPECT_TRUE(SameCudaConfig(space.candidates.front(), ResolveCudaConfig(k, {}))) << "the default comes first";
+  bool pruned_for_registers = false;
+  for (const std::string& why : space.pruned) pruned_for_registers |= why.find("register budget") != std::string::npos;
+  EXPECT_TRUE(pruned_for_registers) << "a warp holding a 4096-element row in registers must be pruned";
+  for (const CudaKernelConfig& c : space.candidates) {
+    EXPECT_EQ(k.inner % c.vector, 0);
+    if (c.threads_per_row > 32) EXPECT_EQ(c.threads_per_row, c.threads);
+  }
+  ExpectAllCandidatesCompile(k, space);
+}
+
+TEST(CudaSearchSpaceTest, PointwiseCandidatesAreValid) {
+  Kernel k = FirstKernel("examples/gelu_manual.onnxtxt");
+  CudaSearchSpace space = CudaCandidates(k);
+  EXPECT_GE(space.candidates.size(), 6u);
+  ExpectAllCandidatesCompile(k, space);
+}
+
+TEST(CudaSearchSpaceTest, ConfigJsonRoundTrips) {
+  CudaKernelConfig c{256, 8, 32, 1};
+  EXPECT_TRUE(SameCudaConfig(CudaConfigFromJson(CudaConfigToJson(c)), c));
+}
+
+}  // namespace
+}  // namespace tilefuse

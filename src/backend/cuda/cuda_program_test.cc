@@ -33,7 +33,7 @@ void CompileForHopper(const std::string& path, bool fuse) {
   size_t generated = 0;
   for (const CudaGroupProgram& g : program->groups) {
     EXPECT_NE(g.mode, CudaGroupProgram::Mode::kHost) << path << " group " << g.group << " runs on the host: " << g.why_host;
-    generated += (g.kernel ? 1 : 0) + (g.prologue ? 1 : 0);
+    generated += (g.kernel ? 1 : 0) + g.prologue.size();
   }
   if (generated == 0) return;
   auto cubin = nvrtc->Compile(program->source, "sm_90a");

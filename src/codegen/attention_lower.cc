@@ -40,7 +40,7 @@ class AttentionLowering {
   StatusOr<int> RowReductionInput(int node, OpCode op);
   StatusOr<std::vector<int>> ComputedAncestors(int node, const char* role);
   Status LowerLogits();
-  Status LowerOperand(int node, const Shape& out_batch, AttentionOperand& operand);
+  Status LowerOperand(int node, const Shape& out_batch, bool may_read_in_place, AttentionOperand& operand);
   void Place(const std::vector<int>& nodes) {
     for (int id : nodes) placed_[id] = true;
   }
@@ -199,13 +199,13 @@ Status AttentionLowering::LowerLogits() {
   return Status::Ok();
 }
 
-Status AttentionLowering::LowerOperand(int node, const Shape& out_batch, AttentionOperand& operand) {
+Status AttentionLowering::LowerOperand(int node, const Shape& out_batch, bool may_read_in_place, AttentionOperand& operand) {
   const Node& n = g_.node(node);
   operand.node = node;
   operand.elements = NumElements(n.shape);
   operand.batch_index = BatchIndex(out_batch, BatchDims(n.shape));
   bool scalar_constant = n.op == OpCode::kConstant && operand.elements == 1;
-  if (!member_[node] && !inlined_[node] && !scalar_constant && n.dtype == a_.compute) {
+  if (may_read_in_place && !member_[node] && !inlined_[node] && !scalar_constant && n.dtype == a_.compute) {
     operand.buffer = AddBuffer(node);
     return Status::Ok();
   }
@@ -232,9 +232,10 @@ StatusOr<AttentionKernel> AttentionLowering::Run() {
   Shape out_batch = BatchDims(pv_->shape);
   a_.batch = NumElements(out_batch);
   a_.score_batch_index = BatchIndex(out_batch, BatchDims(qk_->shape));
-  RETURN_IF_ERROR(LowerOperand(qk_->inputs[0], out_batch, a_.q));
-  RETURN_IF_ERROR(LowerOperand(qk_->inputs[1], out_batch, a_.k));
-  RETURN_IF_ERROR(LowerOperand(pv_->inputs[1], out_batch, a_.v));
+  // Kᵀ and V are always packed: the emitter pads their rows to whole vectors.
+  RETURN_IF_ERROR(LowerOperand(qk_->inputs[0], out_batch, true, a_.q));
+  RETURN_IF_ERROR(LowerOperand(qk_->inputs[1], out_batch, false, a_.k));
+  RETURN_IF_ERROR(LowerOperand(pv_->inputs[1], out_batch, false, a_.v));
   for (int id : group_.nodes)
     if (!placed_[id])
       return Unimplemented(fmt::format("{} has no place in the attention template (matmul, logits, softmax, casts, matmul)",

@@ -10,8 +10,8 @@
 // running max and sum of the online softmax (softmax is shift-invariant, so the running
 // max may replace the graph's max). Q, Kᵀ and V may be views (reshaped heads, transposed
 // keys) or half types: they are packed into arrays of the compute type first, by a
-// pointwise program per operand, unless a graph buffer of that type can be read as is.
-// No N×N tensor exists at any point.
+// pointwise program per operand (Q is read in place when a graph buffer of that type
+// holds it). No N×N tensor exists at any point.
 #pragma once
 
 #include <string>

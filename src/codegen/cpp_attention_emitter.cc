@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "codegen/cpp_simd_declarations.h"
 #include "codegen/cpp_value_expression.h"
 #include "codegen/emit_util.h"
 
@@ -72,34 +73,42 @@ std::string ProgramText(const Kernel& program, const std::vector<bool>& selected
 
 class AttentionEmitter {
  public:
-  explicit AttentionEmitter(const AttentionKernel& a) : a_(a), t_(ComputeType(a.compute)) {}
+  explicit AttentionEmitter(const AttentionKernel& a)
+      : a_(a), t_(ComputeType(a.compute)), lanes_(a.compute == DType::kF64 ? 8 : 16),
+        nk_padded_(RoundUp(a.nk, lanes_)), dv_padded_(RoundUp(a.dv, lanes_)) {}
 
   std::string Run() {
-    out_ = fmt::format("\n#include <algorithm>\n#include <memory>\n\nextern \"C\" void {}(void* const* buffers) {{\n", a_.name);
+    // libmvec SIMD exp (guarded: once per translation unit).
+    out_ = CppSimdDeclarations();
+    out_ += fmt::format("\n#include <algorithm>\n#include <memory>\n\nextern \"C\" void {}(void* const* buffers) {{\n", a_.name);
     for (size_t b = 0; b < a_.buffers.size(); ++b) {
       const KernelBuffer& buf = a_.buffers[b];
       out_ += fmt::format("  {0}{1}* __restrict__ b{2} = static_cast<{0}{1}*>(buffers[{2}]);  // %{3} {4}[{5}]\n",
                           buf.is_output ? "" : "const ", StorageType(buf.dtype), b, buf.node, DTypeName(buf.dtype), buf.elements);
     }
-    EmitOperand("q", a_.q);
-    EmitOperand("k", a_.k);
-    EmitOperand("v", a_.v);
+    EmitOperand("q", a_.q, a_.d, a_.d);
+    EmitOperand("k", a_.k, a_.nk, nk_padded_);
+    EmitOperand("v", a_.v, a_.dv, dv_padded_);
     EmitTasks();
     out_ += "}\n";
     return out_;
   }
 
  private:
-  // The operand as a `const T*` named `name`: the buffer itself, or packed by its program.
-  void EmitOperand(const std::string& name, const AttentionOperand& operand) {
+  static int64_t RoundUp(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+
+  // The operand as a `const T*` named `name`: the buffer itself, or packed by its program
+  // with rows of `row_length` padded with zeros to `padded` (whole vectors for the tiles).
+  void EmitOperand(const std::string& name, const AttentionOperand& operand, int64_t row_length, int64_t padded) {
     if (operand.pack_value < 0) {
       out_ += fmt::format("  const {}* __restrict__ {} = b{};\n", t_, name, operand.buffer);
       return;
     }
-    out_ += fmt::format("  std::unique_ptr<{0}[]> {1}_pack(new {0}[{2}]);\n", t_, name, operand.elements);
+    out_ += fmt::format("  std::unique_ptr<{0}[]> {1}_pack(new {0}[{2}]());\n", t_, name, operand.elements / row_length * padded);
     out_ += fmt::format("#pragma omp parallel for schedule(static)\n  for (int64_t i0 = 0; i0 < {}; ++i0) {{\n", operand.elements);
     out_ += ProgramText(operand.pack, Needed(operand.pack, operand.pack_value), {"i0", "i1"}, "    ");
-    out_ += fmt::format("    {}_pack[i0] = ({})v{};\n  }}\n", name, t_, operand.pack_value);
+    std::string at = padded == row_length ? "i0" : fmt::format("i0 / {0} * {1} + i0 % {0}", row_length, padded);
+    out_ += fmt::format("    {}_pack[{}] = ({})v{};\n  }}\n", name, at, t_, operand.pack_value);
     out_ += fmt::format("  const {0}* __restrict__ {1} = {1}_pack.get();\n", t_, name);
   }
 
@@ -118,19 +127,20 @@ class AttentionEmitter {
         "      const {2}* __restrict__ v_rows = v + {5};\n"
         "      const int64_t first_query = query_block * {6}, rows = std::min<int64_t>({6}, {7} - first_query);\n"
         "      const int64_t first_score_row = {8} * {7} + first_query;\n"
-        "      {2} running_max[{6}], running_sum[{6}], acc[{6}][{9}], scores[{6}][{10}];\n"
+        "      // Rows past `rows` (up to a multiple of 4) are computed and never stored.\n"
+        "      {2} running_max[{6}], running_sum[{6}], acc[{6}][{9}] = {{}}, scores[{6}][{10}];\n"
         "      for (int64_t r = 0; r < rows; ++r) {{\n"
         "        running_max[r] = -INFINITY;\n"
         "        running_sum[r] = 0;\n"
-        "        for (int64_t c = 0; c < {9}; ++c) acc[r][c] = 0;\n"
         "      }}\n"
         "      for (int64_t first_key = 0; first_key < {11}; first_key += {10}) {{\n"
         "        const int64_t keys = std::min<int64_t>({10}, {11} - first_key);\n",
-        a_.batch, query_blocks, t_, BatchOffset(a_.q, a_.nq * a_.d), BatchOffset(a_.k, a_.d * a_.nk),
-        BatchOffset(a_.v, a_.nk * a_.dv), kQueryBlock, a_.nq, PrintIndex(a_.score_batch_index, {"batch"}), a_.dv, kKeyBlock,
-        a_.nk);
+        a_.batch, query_blocks, t_, BatchOffset(a_.q, a_.nq * a_.d), BatchOffset(a_.k, a_.d * nk_padded_),
+        BatchOffset(a_.v, a_.nk * dv_padded_), kQueryBlock, a_.nq, PrintIndex(a_.score_batch_index, {"batch"}), dv_padded_,
+        kKeyBlock, a_.nk);
     EmitScoreTile();
-    EmitOnlineSoftmax();
+    EmitSoftmaxRows();
+    EmitValueProduct();
     out_ += "      }\n";
     out_ += fmt::format(
         "      for (int64_t r = 0; r < rows; ++r)\n"
@@ -140,24 +150,42 @@ class AttentionEmitter {
         a_.dv, DTypeName(a_.buffers[a_.output].dtype), a_.output, a_.nq);
   }
 
-  // scores[r][j] = Q[r]·Kᵀ[:, j]: the key index innermost, so the loop vectorises
-  // without reassociating a dot product.
+  // scores[r][j] = Q[r]·Kᵀ[:, j] in 4-row × `lanes_`-key register tiles: each Kᵀ vector
+  // loaded feeds four rows, and the sums never leave registers over the head dim. Rows
+  // past the last query re-read it; keys past the last are Kᵀ's zero padding.
   void EmitScoreTile() {
+    static_assert(kQueryBlock % 4 == 0 && kKeyBlock % 16 == 0);
+    out_ += "        for (int64_t r = 0; r < rows; r += 4) {\n";
+    for (int t = 0; t < 4; ++t)
+      out_ += fmt::format("          const {0}* __restrict__ q{1} = q_rows + std::min<int64_t>(first_query + r + {1}, {2}) * {3};\n",
+                          t_, t, a_.nq - 1, a_.d);
     out_ += fmt::format(
-        "        for (int64_t r = 0; r < rows; ++r) {{\n"
-        "          {0}* __restrict__ score_row = scores[r];\n"
-        "          for (int64_t j = 0; j < keys; ++j) score_row[j] = 0;\n"
-        "          const {0}* __restrict__ q_row = q_rows + (first_query + r) * {1};\n"
-        "          for (int64_t c = 0; c < {1}; ++c) {{\n"
-        "            const {0} q_rc = q_row[c];\n"
-        "            const {0}* __restrict__ k_row = k_columns + c * {2} + first_key;\n"
-        "            for (int64_t j = 0; j < keys; ++j) score_row[j] += q_rc * k_row[j];\n"
+        "          for (int64_t j0 = 0; j0 < keys; j0 += {1}) {{\n"
+        "            {0} tile0[{1}] = {{}}, tile1[{1}] = {{}}, tile2[{1}] = {{}}, tile3[{1}] = {{}};\n"
+        "            for (int64_t c = 0; c < {2}; ++c) {{\n"
+        "              const {0}* __restrict__ k_row = k_columns + c * {3} + first_key + j0;\n"
+        "              const {0} a0 = q0[c], a1 = q1[c], a2 = q2[c], a3 = q3[c];\n"
+        "              for (int u = 0; u < {1}; ++u) {{\n"
+        "                tile0[u] += a0 * k_row[u];\n"
+        "                tile1[u] += a1 * k_row[u];\n"
+        "                tile2[u] += a2 * k_row[u];\n"
+        "                tile3[u] += a3 * k_row[u];\n"
+        "              }}\n"
+        "            }}\n"
+        "            for (int u = 0; u < {1}; ++u) {{\n"
+        "              scores[r][j0 + u] = tile0[u];\n"
+        "              scores[r + 1][j0 + u] = tile1[u];\n"
+        "              scores[r + 2][j0 + u] = tile2[u];\n"
+        "              scores[r + 3][j0 + u] = tile3[u];\n"
+        "            }}\n"
         "          }}\n"
         "        }}\n",
-        t_, a_.d, a_.nk);
+        t_, lanes_, a_.d, nk_padded_);
   }
 
-  void EmitOnlineSoftmax() {
+  // Per row: the logits (the group's scalar program), the new running max, the rescale
+  // of the running sum and accumulator, and the unnormalised probabilities in place.
+  void EmitSoftmaxRows() {
     std::vector<bool> needed = Needed(a_.logits, a_.logit), per_key = PerKey(a_.logits);
     std::vector<bool> per_row_values(needed.size()), per_key_values(needed.size());
     for (size_t v = 0; v < needed.size(); ++v) {
@@ -180,29 +208,58 @@ class AttentionEmitter {
         "          const {0} new_max = max_nan(running_max[r], block_max);\n"
         "          // exp(-inf - -inf) would be NaN: while every logit so far is -inf, shift by 0.\n"
         "          const {0} shift = new_max == -INFINITY ? {0}(0) : new_max;\n"
-        "          const {0} rescale = std::exp(running_max[r] - shift);\n"
-        "          // The probabilities (unnormalised) in place of the logits: a loop of its own\n"
-        "          // so that exp vectorises where libm has SIMD variants declared.\n"
+        "          const {0} rescale = {3}(running_max[r] - shift);\n"
+        "          // Arguments below {4} (masked keys) give 0 without calling exp: its result\n"
+        "          // would be below the smallest normal, and libm's underflow path is slow.\n"
         "          {0} block_sum = 0;\n"
         "#pragma omp simd reduction(+ : block_sum)\n"
         "          for (int64_t j = 0; j < keys; ++j) {{\n"
-        "            scores[r][j] = std::exp(scores[r][j] - shift);\n"
+        "            const {0} x = scores[r][j] - shift;\n"
+        "            scores[r][j] = x < {0}({4}) ? {0}(0) : {3}(x < {0}({4}) ? {0}(0) : x);\n"
         "            block_sum += scores[r][j];\n"
         "          }}\n"
         "          running_sum[r] = running_sum[r] * rescale + block_sum;\n"
         "          for (int64_t c = 0; c < {2}; ++c) acc[r][c] *= rescale;\n"
-        "          for (int64_t j = 0; j < keys; ++j) {{\n"
-        "            const {0} p = scores[r][j];\n"
-        "            const {0}* __restrict__ v_row = v_rows + (first_key + j) * {2};\n"
-        "            for (int64_t c = 0; c < {2}; ++c) acc[r][c] += p * v_row[c];\n"
-        "          }}\n"
         "          running_max[r] = new_max;\n"
         "        }}\n",
-        t_, a_.logit, a_.dv);
+        t_, a_.logit, dv_padded_, a_.compute == DType::kF64 ? "exp" : "expf", a_.compute == DType::kF64 ? -708 : -87);
+  }
+
+  // acc[r][:] += Σ_j p[r][j] · V[j][:] in 4-row × `lanes_`-column register tiles.
+  void EmitValueProduct() {
+    out_ += fmt::format(
+        "        for (int64_t r = 0; r < rows; r += 4)\n"
+        "          for (int64_t c0 = 0; c0 < {2}; c0 += {1}) {{\n"
+        "            {0} tile0[{1}], tile1[{1}], tile2[{1}], tile3[{1}];\n"
+        "            for (int u = 0; u < {1}; ++u) {{\n"
+        "              tile0[u] = acc[r][c0 + u];\n"
+        "              tile1[u] = acc[r + 1][c0 + u];\n"
+        "              tile2[u] = acc[r + 2][c0 + u];\n"
+        "              tile3[u] = acc[r + 3][c0 + u];\n"
+        "            }}\n"
+        "            for (int64_t j = 0; j < keys; ++j) {{\n"
+        "              const {0}* __restrict__ v_row = v_rows + (first_key + j) * {2} + c0;\n"
+        "              const {0} p0 = scores[r][j], p1 = scores[r + 1][j], p2 = scores[r + 2][j], p3 = scores[r + 3][j];\n"
+        "              for (int u = 0; u < {1}; ++u) {{\n"
+        "                tile0[u] += p0 * v_row[u];\n"
+        "                tile1[u] += p1 * v_row[u];\n"
+        "                tile2[u] += p2 * v_row[u];\n"
+        "                tile3[u] += p3 * v_row[u];\n"
+        "              }}\n"
+        "            }}\n"
+        "            for (int u = 0; u < {1}; ++u) {{\n"
+        "              acc[r][c0 + u] = tile0[u];\n"
+        "              acc[r + 1][c0 + u] = tile1[u];\n"
+        "              acc[r + 2][c0 + u] = tile2[u];\n"
+        "              acc[r + 3][c0 + u] = tile3[u];\n"
+        "            }}\n"
+        "          }}\n",
+        t_, lanes_, dv_padded_);
   }
 
   const AttentionKernel& a_;
   const char* t_;
+  const int64_t lanes_, nk_padded_, dv_padded_;
   std::string out_;
 };
 

@@ -4,7 +4,8 @@
 # under $OUT:
 #   1. correctness: every example and real model, fused and unfused, on the GPU vs the
 #      f64 reference (poisoned outputs), and the benchmark cases at full size
-#   2. compute-sanitizer memcheck on the examples
+#   2. differential fuzzing: 4 x $FUZZ_COUNT random graphs on the GPU, fused and unfused
+#      compute-sanitizer memcheck on the examples
 #   3. the GPU unit tests (cuBLASLt)
 #   4. tilefuse demo (the examples fused on the GPU, checked, timed)
 #   5. benchmarks: tilefuse fused/unfused per case, then bench/peers.py (PyTorch eager,
@@ -18,7 +19,7 @@ B=build-gpu/bundle
 [ -x "$B/tilefuse" ] || tar -C build-gpu -xJf build-gpu/bundle.tar.xz
 export LD_LIBRARY_PATH="$PWD/$B/lib:${LD_LIBRARY_PATH:-}"
 export TILEFUSE_CACHE_DIR=${TILEFUSE_CACHE_DIR:-/tmp/tilefuse-cache}
-STAGES=${STAGES:-"check sanitize tests demo tune bench peers"}
+STAGES=${STAGES:-"check fuzz sanitize tests demo tune bench peers"}
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 log="$OUT/gpu-check.log"
 : >"$log"
@@ -42,6 +43,15 @@ if has check; then
     'if o=$(timeout 400 '"$B"'/tilefuse run {} --backend cuda --check 2>&1); then echo "PASS {}"; else echo "FAIL {}"; echo "$o" | tail -8; fi' \
     | tee -a "$log"
   grep -q '^FAIL' "$log" && failures=$((failures + 1))
+fi
+
+if has fuzz; then
+  say "== differential fuzzing on the GPU: random graphs vs the reference (4 processes)"
+  FUZZ_COUNT=${FUZZ_COUNT:-500}
+  printf '%s\n' "0 " "100000 " "200000 --no-fusion" "300000 --no-fusion" | xargs -P 4 -I{} sh -c \
+    'set -- {}; '"$B"'/tilefuse fuzz --backend cuda --seed $1 --count '"$FUZZ_COUNT"' $2 2>&1 | grep -E "^(mismatch|error|fuzz):"' \
+    | tee -a "$log"
+  grep -q '^fuzz:.* [1-9][0-9]* mismatch\|^fuzz:.* [1-9][0-9]* error' "$log" && failures=$((failures + 1))
 fi
 
 if has sanitize; then

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "backend/cuda/cuda_driver.h"
 #include "cli_common.h"
 #include "commands.h"
 #include "testing/differential_fuzz.h"
@@ -24,7 +25,8 @@ struct FuzzCommandOptions {
 };
 
 std::string ReplayCommand(uint64_t seed, const FuzzCommandOptions& options) {
-  return fmt::format("tilefuse fuzz --seed {} --count 1{}", seed, options.no_fusion ? " --no-fusion" : "");
+  return fmt::format("tilefuse fuzz --seed {} --count 1{}{}", seed, options.no_fusion ? " --no-fusion" : "",
+                     options.backend == "cpu" ? "" : " --backend " + options.backend);
 }
 
 bool Failed(const FuzzCase& c) { return c.verdict == FuzzVerdict::kMismatch || c.verdict == FuzzVerdict::kError; }
@@ -34,9 +36,9 @@ void PrintText(const FuzzReport& report, const FuzzCommandOptions& options) {
     if (!Failed(c)) continue;
     fmt::print("{}: seed {}: {}  (replay: {})\n", FuzzVerdictName(c.verdict), c.seed, c.detail, ReplayCommand(c.seed, options));
   }
-  fmt::print("fuzz: {} random graphs (seeds {}..{}) on the cpu backend, {}: {} match, {} ill-conditioned (skipped), "
+  fmt::print("fuzz: {} random graphs (seeds {}..{}) on the {} backend, {}: {} match, {} ill-conditioned (skipped), "
              "{} mismatch, {} error\n",
-             options.count, options.seed, options.seed + options.count - (options.count > 0 ? 1 : 0),
+             options.count, options.seed, options.seed + options.count - (options.count > 0 ? 1 : 0), options.backend,
              options.no_fusion ? "unfused" : "fused", report.Count(FuzzVerdict::kMatch),
              report.Count(FuzzVerdict::kIllConditioned), report.Count(FuzzVerdict::kMismatch),
              report.Count(FuzzVerdict::kError));
@@ -67,6 +69,12 @@ int RunFuzz(const FuzzCommandOptions& options) {
   fuzz.first_seed = options.seed;
   fuzz.count = options.count;
   fuzz.fuse = !options.no_fusion;
+  fuzz.backend = options.backend;
+  if (options.backend == "cuda")
+    if (StatusOr<CudaDevice*> device = CudaDevice::Get(); !device.ok()) {
+      PrintError(device.status());
+      return kExitBadInput;
+    }
   StatusOr<FuzzReport> report = RunDifferentialFuzz(fuzz);
   if (!report.ok()) {
     PrintError(report.status());
@@ -90,8 +98,8 @@ void AddFuzzCommand(CLI::App& app, int& exit_code) {
       "fuzz", "Differential fuzzing: random graphs compiled for the CPU vs the f64 reference interpreter");
   fuzz->add_option("--seed", options->seed, "Seed of the first graph; graph i uses seed + i")->capture_default_str();
   fuzz->add_option("--count", options->count, "How many graphs")->check(CLI::Range(0, 1000000))->capture_default_str();
-  fuzz->add_option("--backend", options->backend, "Backend under test (cpu: the generated kernels)")
-      ->check(CLI::IsMember({"cpu"}))
+  fuzz->add_option("--backend", options->backend, "Backend under test: cpu (generated C++) or cuda (generated CUDA, on the GPU)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
   fuzz->add_flag("--no-fusion", options->no_fusion, "Every op its own generated kernel (the unfused baseline)");
   fuzz->add_flag("--json", options->json, "Print a machine-readable JSON report on stdout");

@@ -1,12 +1,14 @@
 #include "testing/differential_fuzz.h"
 
 #include <algorithm>
+#include <functional>
 #include <fmt/format.h>
 #include <memory>
 
 #include "backend/cpu/interpreter.h"
 #include "passes/pipeline.h"
 #include "runtime/compiled_graph.h"
+#include "runtime/gpu_compiled_graph.h"
 #include "support/tensor_compare.h"
 #include "testing/random_graph.h"
 
@@ -48,12 +50,14 @@ std::vector<Tensor> RandomInputs(const Graph& graph, uint64_t seed) {
   return inputs;
 }
 
-FuzzCase Judge(const Graph& graph, uint64_t seed, CompiledGraph& compiled) {
+using RunFunction = std::function<StatusOr<std::vector<Tensor>>(const std::vector<Tensor>&)>;
+
+FuzzCase Judge(const Graph& graph, uint64_t seed, const RunFunction& run) {
   FuzzCase c{seed, FuzzVerdict::kError, ""};
   std::vector<Tensor> inputs = RandomInputs(graph, seed);
   auto expected = RunReference(graph, inputs);
   auto nudged = RunReference(graph, Nudged(inputs));
-  auto actual = compiled.Run(inputs);
+  auto actual = run(inputs);
   for (const Status* s : {&expected.status(), &nudged.status(), &actual.status()}) {
     if (s->ok()) continue;
     c.detail = s->ToString();
@@ -109,6 +113,22 @@ void FuzzBatch(const DifferentialFuzzOptions& options, uint64_t first_seed, int 
     graphs.push_back(std::move(graph).value());
     case_of_graph.push_back(report.cases.size() - 1);
   }
+  if (options.backend == "cuda") {
+    GpuCompileOptions gpu;
+    gpu.fuse = options.fuse;
+    gpu.poison_outputs = true;
+    gpu.cache_dir = options.cache_dir;
+    for (size_t g = 0; g < graphs.size(); ++g) {
+      FuzzCase& c = report.cases[case_of_graph[g]];
+      auto compiled = GpuCompiledGraph::Compile(graphs[g], gpu);
+      if (!compiled.ok()) {
+        c.detail = compiled.status().ToString();
+        continue;
+      }
+      c = Judge(graphs[g], c.seed, [&](const std::vector<Tensor>& in) { return (*compiled)->Run(in); });
+    }
+    return;
+  }
   CompileOptions compile;
   compile.fuse = options.fuse;
   compile.poison_outputs = true;
@@ -120,7 +140,7 @@ void FuzzBatch(const DifferentialFuzzOptions& options, uint64_t first_seed, int 
       c.detail = compiled[g].status().ToString();
       continue;
     }
-    c = Judge(graphs[g], c.seed, **compiled[g]);
+    c = Judge(graphs[g], c.seed, [&](const std::vector<Tensor>& in) { return (*compiled[g])->Run(in); });
   }
 }
 

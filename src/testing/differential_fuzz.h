@@ -28,6 +28,7 @@ struct DifferentialFuzzOptions {
   // legitimate difference beyond any fixed tolerance.
   std::vector<DType> dtypes = {DType::kF32, DType::kF64};
   int batch_size = 150;    // graphs per compiler run
+  std::string backend = "cpu";  // "cpu" (host compiler, batched) or "cuda" (NVRTC, a graph at a time)
   std::string cache_dir;   // empty: $TILEFUSE_CACHE_DIR or ~/.cache/tilefuse
 };
 

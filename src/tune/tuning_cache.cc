@@ -161,7 +161,7 @@ std::string TuningKey::Hash() const {
 }
 
 json TuningKey::ToJson() const {
-  return {{"device", device}, {"arch", arch},     {"driver", driver}, {"compiler", compiler},
+  return {{"device", device},           {"arch", arch},     {"driver", driver}, {"compiler", compiler},
           {"kernel_hash", kernel_hash}, {"shapes", shapes}, {"dtypes", dtypes}};
 }
 
@@ -213,6 +213,7 @@ std::optional<TuningRecord> TuningCache::Lookup(const TuningKey& key) {
 
 Status TuningCache::Record(const TuningKey& key, const std::vector<TuningMeasurement>& measurements) {
   for (const TuningMeasurement& measurement : measurements) RETURN_IF_ERROR(ValidateMeasurement(measurement));
+  if (measurements.empty()) return Status::Ok();
   std::string path = FilePath(key);
   // Read, merge and rename under the lock, so a concurrent writer's entries are read
   // before ours replace the file, not overwritten by it.

@@ -30,7 +30,9 @@ TuningKey H100Key() {
 }
 
 TuningMeasurement Timed(json config, double time_us) { return {std::move(config), time_us, "", ""}; }
-TuningMeasurement Failed(json config, std::string error) { return {std::move(config), std::nullopt, std::move(error), ""}; }
+TuningMeasurement Failed(json config, std::string error) {
+  return {std::move(config), std::nullopt, std::move(error), ""};
+}
 
 // A fresh cache folder per test, removed afterwards.
 class TuningCacheTest : public ::testing::Test {
@@ -158,6 +160,7 @@ TEST_F(TuningCacheTest, InvalidMeasurementsAreAStatusAndWriteNothing) {
             StatusCode::kInvalidArgument);
   EXPECT_EQ(cache.Record(H100Key(), {Timed({{"a", 1}}, 2.0), Timed({{"a", 2}}, -1.0)}).code(),
             StatusCode::kInvalidArgument);
+  EXPECT_TRUE(cache.Record(H100Key(), {}).ok()) << "nothing to record is not an error";
   EXPECT_FALSE(fs::exists(cache.FilePath(H100Key())));
 }
 

@@ -55,7 +55,7 @@ class Planner {
     visited[v] = true;
     if (plan_.ReadsCache(v, pass)) return;
     int first = first_pass_[v];
-    if (first >= 0 && first < pass && IsExpensiveToRecompute(k_, v)) {
+    if (first >= 0 && first < pass && IsExpensiveToRecompute(k_, v, plan_.buffer_of_value)) {
       plan_.buffer_of_value[v] = static_cast<int>(plan_.buffer_values.size());
       plan_.buffer_values.push_back(v);
       plan_.writer_pass[v] = first;
@@ -78,11 +78,12 @@ std::vector<int> ValueDependencies(const ScalarValue& value) {
   return deps;
 }
 
-bool IsExpensiveToRecompute(const Kernel& kernel, int value) {
-  // Memoised per kernel: values are SSA, so a value's arguments have smaller ids.
+bool IsExpensiveToRecompute(const Kernel& kernel, int value, const std::vector<int>& buffer_of_value) {
+  // Memoised per call: values are SSA, so a value's arguments have smaller ids.
   std::vector<int8_t> expensive(value + 1, -1);
   std::function<bool(int)> check = [&](int v) -> bool {
     if (expensive[v] >= 0) return expensive[v];
+    if (!buffer_of_value.empty() && buffer_of_value[v] >= 0) return expensive[v] = false;  // a buffer load
     const ScalarValue& sv = kernel.values[v];
     bool result = sv.kind == ScalarValue::Kind::kRandom || (sv.kind == ScalarValue::Kind::kOp && IsTranscendental(sv.op));
     if (sv.inner)

@@ -43,7 +43,8 @@ struct RowCachePlan {
 
 // Whether computing `value` (with its per-element arguments) calls a transcendental
 // function or the random generator: worth a buffer store and load to avoid repeating.
-bool IsExpensiveToRecompute(const Kernel& kernel, int value);
+// Values with a row buffer in `buffer_of_value` (when given) count as cheap loads.
+bool IsExpensiveToRecompute(const Kernel& kernel, int value, const std::vector<int>& buffer_of_value = {});
 
 // The SSA values a value's computation reads: its arguments and the gather indices in
 // its index expression, in the order the emitters compute them.

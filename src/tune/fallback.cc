@@ -4,55 +4,14 @@
 #include <cmath>
 #include <fmt/format.h>
 #include <limits>
-#include <set>
-#include <utility>
 
-#include "fusion/plan_verifier.h"
+#include "tune/plan_pairing.h"
 
 namespace tilefuse {
 
 namespace {
 
 constexpr double kNotMeasured = std::numeric_limits<double>::quiet_NaN();
-
-// What the code below indexes by, which VerifyPlan takes for granted.
-Status CheckPlanShape(const Graph& graph, const FusionPlan& plan, const char* which) {
-  if (plan.group_of.size() != static_cast<size_t>(graph.num_nodes()))
-    return Internal(fmt::format("the {} plan has group_of for {} nodes, the graph has {}", which, plan.group_of.size(),
-                                graph.num_nodes()));
-  for (size_t i = 0; i < plan.groups.size(); ++i)
-    if (plan.groups[i].id != static_cast<int>(i) || plan.groups[i].nodes.empty())
-      return Internal(fmt::format("the {} plan's group {} has id {} and {} nodes", which, i, plan.groups[i].id,
-                                  plan.groups[i].nodes.size()));
-  for (int g : plan.group_of)
-    if (g >= static_cast<int>(plan.groups.size())) return Internal(fmt::format("the {} plan has no group {}", which, g));
-  return Status::Ok();
-}
-
-// For each fused group, its unfused groups (ascending ids). Both plans partition the
-// same nodes, and the unfused plan only folds views into their consumers, which fusion
-// does too, so an unfused group split across fused groups means a planner bug.
-StatusOr<std::vector<std::vector<int>>> UnfusedGroupsOf(const Graph& graph, const FusionPlan& fused,
-                                                        const FusionPlan& unfused) {
-  RETURN_IF_ERROR(CheckPlanShape(graph, fused, "fused"));
-  RETURN_IF_ERROR(CheckPlanShape(graph, unfused, "unfused"));
-  std::vector<std::vector<int>> inside(fused.groups.size());
-  std::vector<size_t> covered(fused.groups.size(), 0);
-  for (const FusionGroup& group : unfused.groups) {
-    int owner = fused.group_of[group.nodes.front()];
-    for (int id : group.nodes)
-      if (fused.group_of[id] != owner || owner < 0)
-        return Internal(fmt::format("unfused group {} is not inside one fused group: %{} is in fused group {}, %{} in {}",
-                                    group.id, group.nodes.front(), owner, id, fused.group_of[id]));
-    inside[owner].push_back(group.id);
-    covered[owner] += group.nodes.size();
-  }
-  for (const FusionGroup& group : fused.groups)
-    if (covered[group.id] != group.nodes.size())
-      return Internal(fmt::format("fused group {} has {} nodes, its unfused groups {}", group.id, group.nodes.size(),
-                                  covered[group.id]));
-  return inside;
-}
 
 // Times by group id, NaN where a group has no measurement.
 StatusOr<std::vector<double>> TimesById(const std::vector<GroupTiming>& timings, size_t num_groups, const char* which) {
@@ -85,15 +44,25 @@ void Compare(FallbackDecision& d, double slower_factor) {
                            slower_factor);
 }
 
-FallbackDecision Decide(const FusionGroup& group, const std::vector<int>& inside, const std::vector<double>& fused_times,
+// " (unfused group 13 shares views with fused group 1, timed there)" or "".
+std::string SharedNote(const FusionGroup& group, const PlanPairing& pairing) {
+  std::vector<std::string> shared;
+  for (int u : pairing.touching[group.id])
+    if (pairing.timed_with[u] != group.id) shared.push_back(fmt::format("{} with fused group {}", u, pairing.timed_with[u]));
+  if (shared.empty()) return "";
+  return fmt::format(" (views shared: unfused group {}, timed there)", fmt::join(shared, ", "));
+}
+
+FallbackDecision Decide(const FusionGroup& group, const PlanPairing& pairing, const std::vector<double>& fused_times,
                         const std::vector<double>& unfused_times, double slower_factor) {
   FallbackDecision d;
   d.fused_group = group.id;
-  d.unfused_groups = inside;
+  d.unfused_groups = pairing.touching[group.id];
   d.fused_us = fused_times[group.id];
   d.unfused_us = 0;
   int missing = -1;
-  for (int u : inside) {
+  for (int u : d.unfused_groups) {
+    if (pairing.timed_with[u] != group.id) continue;
     d.unfused_us += unfused_times[u];  // NaN stays NaN
     if (std::isnan(unfused_times[u]) && missing < 0) missing = u;
   }
@@ -101,43 +70,12 @@ FallbackDecision Decide(const FusionGroup& group, const std::vector<int>& inside
     d.reason = "kept fused: not measured (no time for the fused group)";
   else if (missing >= 0)
     d.reason = fmt::format("kept fused: not measured (no time for unfused group {})", missing);
-  else if (inside.size() == 1)
+  else if (d.unfused_groups.size() == 1)
     d.reason = "kept fused: one kernel unfused too";
   else
     Compare(d, slower_factor);
+  d.reason += SharedNote(group, pairing);
   return d;
-}
-
-// Producer→consumer edges among `groups` (new ids) of `plan`.
-std::set<std::pair<int, int>> EdgesAmong(const Graph& graph, const FusionPlan& plan, int first, int last) {
-  std::set<std::pair<int, int>> edges;
-  for (int gid = first; gid <= last; ++gid)
-    for (int id : plan.groups[gid].nodes)
-      for (int input : graph.node(id).inputs) {
-        int from = plan.group_of[input];
-        if (from >= first && from <= last && from != gid) edges.insert({from, gid});
-      }
-  return edges;
-}
-
-// Which fused groups to replace, by id (nullptr: keep), checking the decisions against the plans.
-StatusOr<std::vector<const FallbackDecision*>> ReplacedGroups(const FusionPlan& fused,
-                                                             const std::vector<std::vector<int>>& inside,
-                                                             const std::vector<FallbackDecision>& decisions) {
-  std::vector<const FallbackDecision*> replaced(fused.groups.size(), nullptr);
-  std::vector<bool> seen(fused.groups.size(), false);
-  for (const FallbackDecision& d : decisions) {
-    if (d.fused_group < 0 || static_cast<size_t>(d.fused_group) >= fused.groups.size())
-      return InvalidArgument(fmt::format("fallback decision for group {}, the plan has {}", d.fused_group, fused.groups.size()));
-    if (seen[d.fused_group]) return InvalidArgument(fmt::format("two fallback decisions for group {}", d.fused_group));
-    seen[d.fused_group] = true;
-    if (!d.use_unfused) continue;
-    if (d.unfused_groups != inside[d.fused_group])
-      return InvalidArgument(fmt::format("fallback decision for group {} names other unfused groups than the plans",
-                                         d.fused_group));
-    replaced[d.fused_group] = &d;
-  }
-  return replaced;
 }
 
 }  // namespace
@@ -149,59 +87,13 @@ StatusOr<std::vector<FallbackDecision>> DecideFallbacks(const Graph& graph, cons
                                                         double slower_factor) {
   if (!(slower_factor > 0) || !std::isfinite(slower_factor))
     return InvalidArgument(fmt::format("fallback factor {} must be a positive number", slower_factor));
-  ASSIGN_OR_RETURN(std::vector<std::vector<int>> inside, UnfusedGroupsOf(graph, fused, unfused));
+  ASSIGN_OR_RETURN(PlanPairing pairing, PairPlans(graph, fused, unfused));
   ASSIGN_OR_RETURN(std::vector<double> fused_by_id, TimesById(fused_times, fused.groups.size(), "fused"));
   ASSIGN_OR_RETURN(std::vector<double> unfused_by_id, TimesById(unfused_times, unfused.groups.size(), "unfused"));
   std::vector<FallbackDecision> decisions;
   for (const FusionGroup& group : fused.groups)
-    decisions.push_back(Decide(group, inside[group.id], fused_by_id, unfused_by_id, slower_factor));
+    decisions.push_back(Decide(group, pairing, fused_by_id, unfused_by_id, slower_factor));
   return decisions;
-}
-
-StatusOr<FusionPlan> ApplyFallbacks(const Graph& graph, const FusionPlan& fused, const FusionPlan& unfused,
-                                    const std::vector<FallbackDecision>& decisions) {
-  RETURN_IF_ERROR(CheckPlanShape(graph, fused, "fused"));
-  RETURN_IF_ERROR(VerifyPlan(graph, fused).WithContext("fused plan"));
-  RETURN_IF_ERROR(CheckPlanShape(graph, unfused, "unfused"));
-  RETURN_IF_ERROR(VerifyPlan(graph, unfused).WithContext("unfused plan"));
-  ASSIGN_OR_RETURN(std::vector<std::vector<int>> inside, UnfusedGroupsOf(graph, fused, unfused));
-  ASSIGN_OR_RETURN(std::vector<const FallbackDecision*> replaced, ReplacedGroups(fused, inside, decisions));
-
-  FusionPlan plan;
-  plan.device = fused.device;
-  plan.unfused_kernels = fused.unfused_kernels;
-  plan.unfused_predicted_us = fused.unfused_predicted_us;
-  plan.group_of.assign(graph.num_nodes(), -1);
-  std::vector<int> new_id(fused.groups.size(), -1);  // surviving fused groups only
-  auto append = [&](FusionGroup group) {
-    group.id = static_cast<int>(plan.groups.size());
-    for (int id : group.nodes) plan.group_of[id] = group.id;
-    plan.predicted_us += group.predicted_us;
-    plan.groups.push_back(std::move(group));
-  };
-  // A group's unfused groups all read only earlier groups or each other (in unfused
-  // order), and later groups read it: putting them at its place keeps the order valid.
-  std::vector<std::pair<int, int>> split_ranges;  // new ids [first, last] per replaced group
-  for (const FusionGroup& group : fused.groups) {
-    if (!replaced[group.id]) {
-      new_id[group.id] = static_cast<int>(plan.groups.size());
-      append(group);
-      continue;
-    }
-    int first = static_cast<int>(plan.groups.size());
-    for (int u : inside[group.id]) append(unfused.groups[u]);
-    split_ranges.push_back({first, static_cast<int>(plan.groups.size()) - 1});
-  }
-  for (const RejectedMerge& r : fused.rejected)
-    if (new_id[r.producer_group] >= 0 && new_id[r.consumer_group] >= 0)
-      plan.rejected.push_back({new_id[r.producer_group], new_id[r.consumer_group], r.reason});
-  for (auto [first, last] : split_ranges) {
-    const FallbackDecision& d = *replaced[fused.group_of[plan.groups[first].nodes.front()]];
-    for (auto [producer, consumer] : EdgesAmong(graph, plan, first, last))
-      plan.rejected.push_back({producer, consumer, fmt::format("autotuner fallback from fused group {}: {}", d.fused_group, d.reason)});
-  }
-  RETURN_IF_ERROR(VerifyPlan(graph, plan).WithContext("plan after fallbacks"));
-  return plan;
 }
 
 std::string DescribeFallbacks(const std::vector<FallbackDecision>& decisions) {

@@ -8,7 +8,8 @@
 //   decision        g0 measured 25 us > 1.10 x (u0 + u1 = 10 us) → use u0, u1
 //   applied plan    [0: a] [1: b c]      [2: d e]
 //
-// Both plans come from PlanFusion on the same graph (PlannerOptions.fuse true / false).
+// Both plans come from PlanFusion on the same graph (PlannerOptions.fuse true / false);
+// tune/plan_pairing.h says how their groups relate when a view is shared.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -29,18 +30,21 @@ struct GroupTiming {
 
 struct FallbackDecision {
   int fused_group = -1;
-  std::vector<int> unfused_groups;  // ids in the unfused plan, ascending (a topological order)
+  std::vector<int> unfused_groups;  // unfused groups with a node in this group, ascending
   double fused_us = 0;              // NaN when not measured
-  double unfused_us = 0;            // sum over unfused_groups; NaN when any is not measured
+  double unfused_us = 0;            // sum over the unfused groups timed with this one (plan_pairing.h);
+                                    // NaN when any is not measured
   bool use_unfused = false;
   std::string reason;               // "kept fused: 1.80x faster than unfused", ...
 };
 
-// One decision per group of `fused`, in its order. Each unfused group must lie inside
-// exactly one fused group (Internal otherwise); timings must name existing groups once,
-// with finite non-negative times (InvalidArgument otherwise). A group without its
-// measurements, or one that is a single unfused kernel already, stays fused.
-// Falls back when fused_us > slower_factor × unfused_us (exactly at the factor stays).
+// One decision per group of `fused`, in its order. An unfused kernel whose views fusion
+// put in another group counts for the group that holds its last op (plan_pairing.h).
+// Timings must name existing groups once, with finite non-negative times
+// (InvalidArgument otherwise); plans that do not partition the same nodes are Internal.
+// A group without its measurements, or one that is a single unfused kernel already,
+// stays fused. Falls back when fused_us > slower_factor × unfused_us (exactly at the
+// factor stays fused).
 StatusOr<std::vector<FallbackDecision>> DecideFallbacks(const Graph& graph, const FusionPlan& fused,
                                                         const FusionPlan& unfused,
                                                         const std::vector<GroupTiming>& fused_times,
@@ -48,11 +52,12 @@ StatusOr<std::vector<FallbackDecision>> DecideFallbacks(const Graph& graph, cons
                                                         double slower_factor = 1.10);
 
 // `fused` with each group whose decision says use_unfused replaced, at its place, by its
-// unfused groups: group ids renumbered consecutively in the new order, group_of and
-// predicted_us updated, rejected merges of the surviving groups renumbered (those of a
-// replaced group no longer apply and are dropped), and each producer→consumer edge
-// between the new groups recorded as a rejected merge carrying the decision's reason.
-// The result passes VerifyPlan (checked: Internal otherwise).
+// part of each unfused group (the unfused group itself where it lies wholly inside; a
+// shared view joins the piece computing its input when that piece can take it). Group
+// ids renumbered consecutively, inputs/outputs, group_of and predicted_us updated, the
+// surviving groups' rejected merges renumbered (a replaced group's are dropped), and each
+// edge between the new pieces recorded as a rejected merge carrying the decision's
+// reason, so `explain` shows it. The result passes VerifyPlan (checked).
 StatusOr<FusionPlan> ApplyFallbacks(const Graph& graph, const FusionPlan& fused, const FusionPlan& unfused,
                                     const std::vector<FallbackDecision>& decisions);
 

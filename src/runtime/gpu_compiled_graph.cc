@@ -118,7 +118,8 @@ struct GpuCompiledGraph::State {
     if (n.op == OpCode::kConstant) return *n.attrs.value;
     if (address[node]) {
       Tensor t(n.dtype, n.shape);
-      RETURN_IF_ERROR(device->Check(api().cuMemcpyDtoH(t.data(), address[node], t.num_bytes()), "copying a value to the host"));
+      RETURN_IF_ERROR(device->Check(api().cuMemcpyDtoHAsync(t.data(), address[node], t.num_bytes(), device->stream()), "copying a value to the host"));
+      RETURN_IF_ERROR(device->Check(api().cuStreamSynchronize(device->stream()), "copying a value to the host"));
       return t;
     }
     std::vector<Tensor> inputs;
@@ -148,8 +149,9 @@ struct GpuCompiledGraph::State {
       ASSIGN_OR_RETURN(local[id], EvaluateNode(graph.node(id), args));
     }
     for (int out : plan.groups[p.group].outputs)
-      if (at[out]) RETURN_IF_ERROR(device->Check(api().cuMemcpyHtoD(at[out], local[out].data(), local[out].num_bytes()), "copying a host result to the GPU"));
-    return Status::Ok();
+      if (at[out]) RETURN_IF_ERROR(device->Check(api().cuMemcpyHtoDAsync(at[out], local[out].data(), local[out].num_bytes(), device->stream()), "copying a host result to the GPU"));
+    // The copies read `local`'s pageable memory: wait before it goes away.
+    return device->Check(api().cuStreamSynchronize(device->stream()), "copying host results to the GPU");
   }
 
   // Enqueues every step; with `timings`, records events around each.
@@ -364,7 +366,8 @@ StatusOr<std::unique_ptr<GpuCompiledGraph>> GpuCompiledGraph::Compile(const Grap
     if (generator) {  // computed once on the host and uploaded
       std::map<int, Tensor> local;
       ASSIGN_OR_RETURN(Tensor value, s->HostValue(n.id, local));
-      RETURN_IF_ERROR(s->device->Check(s->device->api().cuMemcpyHtoD(p, value.data(), value.num_bytes()), "uploading a constant"));
+      RETURN_IF_ERROR(s->device->Check(s->device->api().cuMemcpyHtoDAsync(p, value.data(), value.num_bytes(), s->device->stream()), "uploading a constant"));
+      RETURN_IF_ERROR(s->device->Check(s->device->api().cuStreamSynchronize(s->device->stream()), "uploading a constant"));
     }
   }
   if (!s->has_host_steps) {
@@ -536,8 +539,12 @@ StatusOr<std::vector<Tensor>> GpuCompiledGraph::Run(const std::vector<Tensor>& i
   RETURN_IF_ERROR(CheckInputs(g, inputs));
   RETURN_IF_ERROR(s.device->MakeCurrent());
   const CudaDriverApi& api = s.api();
+  // Every copy goes on tilefuse's own (non-blocking) stream: a plain cuMemcpyHtoD runs on
+  // the legacy stream, which that stream does not wait for, and returns before the DMA
+  // from a pageable buffer lands (random graphs on the H200 read half-copied inputs).
   for (size_t i = 0; i < inputs.size(); ++i)
-    RETURN_IF_ERROR(s.device->Check(api.cuMemcpyHtoD(s.address[g.inputs()[i]], inputs[i].data(), inputs[i].num_bytes()), "uploading an input"));
+    RETURN_IF_ERROR(s.device->Check(api.cuMemcpyHtoDAsync(s.address[g.inputs()[i]], inputs[i].data(), inputs[i].num_bytes(), s.device->stream()),
+                                    "uploading an input"));
   if (s.captured && !timings) RETURN_IF_ERROR(s.device->Check(api.cuGraphLaunch(s.captured, s.device->stream()), "cuGraphLaunch"));
   else RETURN_IF_ERROR(s.Enqueue(s.address, timings));
   RETURN_IF_ERROR(s.device->Check(api.cuStreamSynchronize(s.device->stream()), "running the graph on the GPU"));
@@ -545,9 +552,10 @@ StatusOr<std::vector<Tensor>> GpuCompiledGraph::Run(const std::vector<Tensor>& i
   for (const Graph::Output& o : g.outputs()) {
     const Node& n = g.node(o.node);
     Tensor t(n.dtype, n.shape);
-    RETURN_IF_ERROR(s.device->Check(api.cuMemcpyDtoH(t.data(), s.address[o.node], t.num_bytes()), "downloading an output"));
-    outputs.push_back(std::move(t));
+    RETURN_IF_ERROR(s.device->Check(api.cuMemcpyDtoHAsync(t.data(), s.address[o.node], t.num_bytes(), s.device->stream()), "downloading an output"));
+    outputs.push_back(std::move(t));  // the buffer moves with it; the copy lands there
   }
+  RETURN_IF_ERROR(s.device->Check(api.cuStreamSynchronize(s.device->stream()), "downloading the outputs"));
   return outputs;
 }
 
@@ -569,7 +577,7 @@ StatusOr<double> GpuCompiledGraph::BenchmarkMs(const std::vector<Tensor>& inputs
         extra.emplace_back(s.allocator, p);
         at[node] = p;
       }
-      RETURN_IF_ERROR(s.device->Check(api.cuMemcpyHtoD(at[node], inputs[i].data(), inputs[i].num_bytes()), "uploading an input"));
+      RETURN_IF_ERROR(s.device->Check(api.cuMemcpyHtoDAsync(at[node], inputs[i].data(), inputs[i].num_bytes(), s.device->stream()), "uploading an input"));
     }
     tables.push_back(std::move(at));
   }

@@ -281,7 +281,9 @@ class CudaEmitter {
       std::fill(array_.begin(), array_.end(), Array::kNone);
     }
     // The tail (everything when not vectorised): one element per thread per step.
-    out_ += "  for (tf_index_t i0 = (kElements / kVec) * kVec + thread; i0 < kElements; i0 += threads) {\n";
+    // Where the vector loop stopped (it only runs with kVec > 1).
+    out_ += fmt::format("  for (tf_index_t i0 = {} + thread; i0 < kElements; i0 += threads) {{\n",
+                        vec > 1 ? "(kElements / kVec) * kVec" : "0");
     std::vector<bool> element(k_.values.size(), false);
     for (const KernelStore& s : k_.stores) {
       Emit(s.value, &element, "    ");

@@ -51,7 +51,9 @@ if has fuzz; then
   printf '%s\n' "0 " "100000 " "200000 --no-fusion" "300000 --no-fusion" | xargs -P 4 -I{} sh -c \
     'set -- {}; '"$B"'/tilefuse fuzz --backend cuda --seed $1 --count '"$FUZZ_COUNT"' $2 2>&1 | grep -E "^(mismatch|error|fuzz):"' \
     | tee -a "$log"
-  grep -q '^fuzz:.* [1-9][0-9]* mismatch\|^fuzz:.* [1-9][0-9]* error' "$log" && failures=$((failures + 1))
+  # As in the CPU fuzz test: a lone ulp-level mismatch per hundred graphs is tolerated (each is
+  # printed with its replay command); more than 1%, or any error, fails.
+  awk -v n="$FUZZ_COUNT" '/^fuzz:/ { if ($(NF-3) > n / 100 || $(NF-1) > 0) bad = 1 } END { exit bad }' "$log" || failures=$((failures + 1))
 fi
 
 if has sanitize; then

@@ -173,8 +173,8 @@ class CudaEmitter {
 
   // Cheaper forms with the same meaning at the value's precision:
   //  - x^2, x^3 by multiplication (powf is a log and an exp);
-  //  - tanh by the hardware approximation (2^-11 relative) where the value is a half
-  //    type, whose rounding is coarser than that;
+  //  - tanh and exp by the hardware approximations (2^-11 relative; exp2 of a scaled
+  //    argument) where the value is a half type, whose rounding is coarser than that;
   //  - a division by a row-invariant value as a product with its reciprocal, which the
   //    compiler hoists out of the row's loops (one division per row, not per element).
   std::string Specialized(const ScalarValue& v, const std::vector<std::string>& args) const {
@@ -186,6 +186,7 @@ class CudaEmitter {
       if (e.kind == ScalarValue::Kind::kConstant && e.constant == 3) return fmt::format("{0}({1} * {1} * {1})", type, args[0]);
     }
     if (v.op == OpCode::kTanh && half) return fmt::format("tf_tanh_approx({})", args[0]);
+    if (v.op == OpCode::kExp && half) return fmt::format("tf_exp_fast({})", args[0]);
     if (v.op == OpCode::kDiv && IsFloat(v.dtype) && row_ && v.inner && !k_.values[v.args[1]].inner)
       return fmt::format("{0}({1} * ({0}(1) / {2}))", type, args[0], args[1]);
     return "";

@@ -13,5 +13,6 @@ void AddExplainCommand(CLI::App& app, int& exit_code);  // tools/explain.cc
 void AddCompileCommand(CLI::App& app, int& exit_code);  // tools/compile.cc
 void AddBenchCommand(CLI::App& app, int& exit_code);    // tools/bench.cc
 void AddFuzzCommand(CLI::App& app, int& exit_code);     // tools/fuzz.cc
+void AddTuneCommand(CLI::App& app, int& exit_code);     // tools/tune.cc
 
 }  // namespace tilefuse::cli

@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   tilefuse::cli::AddCompileCommand(app, exit_code);
   tilefuse::cli::AddBenchCommand(app, exit_code);
   tilefuse::cli::AddFuzzCommand(app, exit_code);
+  tilefuse::cli::AddTuneCommand(app, exit_code);
 
   try {
     app.parse(argc, argv);

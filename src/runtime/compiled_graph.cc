@@ -16,6 +16,7 @@
 #include "fusion/group_classifier.h"
 #include "fusion/plan_verifier.h"
 #include "fusion/planner.h"
+#include "runtime/gemm_split.h"
 #include "runtime/memory_plan.h"
 
 namespace tilefuse {
@@ -41,27 +42,6 @@ struct Step {
   int matmul = -1;                // gemm: the contraction
   std::vector<int> prologue;      // gemm: members the matmul depends on
 };
-
-// Splits a gemm group around its matmul: the prologue (its ancestors in the group) and
-// the epilogue, returned as a pointwise group the loop templates can lower.
-FusionGroup SplitGemmGroup(const Graph& g, const FusionGroup& group, Step& step) {
-  for (int id : group.nodes)
-    if (g.node(id).op == OpCode::kMatMul) step.matmul = id;
-  std::vector<bool> ancestor(g.num_nodes(), false);
-  ancestor[step.matmul] = true;
-  for (auto it = group.nodes.rbegin(); it != group.nodes.rend(); ++it)
-    if (ancestor[*it]) for (int input : g.node(*it).inputs) ancestor[input] = true;
-  FusionGroup epilogue;
-  epilogue.id = group.id;
-  epilogue.kind = GroupKind::kPointwise;
-  for (int id : group.nodes) {
-    if (id == step.matmul) continue;
-    (ancestor[id] ? step.prologue : epilogue.nodes).push_back(id);
-  }
-  for (int out : group.outputs)
-    if (std::find(epilogue.nodes.begin(), epilogue.nodes.end(), out) != epilogue.nodes.end()) epilogue.outputs.push_back(out);
-  return epilogue;
-}
 
 }  // namespace
 
@@ -180,7 +160,12 @@ void GenerateKernels(CompiledGraph::State& state, const std::string& prefix, std
       continue;
     }
     FusionGroup loop_group = group;
-    if (group.kind == GroupKind::kGemm) loop_group = SplitGemmGroup(state.graph, group, step);
+    if (group.kind == GroupKind::kGemm) {
+      GemmSplit split = SplitGemmGroup(state.graph, group);
+      step.matmul = split.matmul;
+      step.prologue = split.prologue;
+      loop_group = split.epilogue;
+    }
     StatusOr<Kernel> kernel = loop_group.nodes.empty() ? StatusOr<Kernel>(Unimplemented("no epilogue"))
                                                        : LowerGroup(state.graph, loop_group, state.inlined);
     if (group.kind == GroupKind::kGemm) {

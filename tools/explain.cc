@@ -8,6 +8,7 @@
 
 #include "cli_common.h"
 #include "commands.h"
+#include "tune/gpu_tuner.h"
 #include "fusion/device_spec.h"
 #include "fusion/explain.h"
 #include "fusion/planner.h"
@@ -24,6 +25,7 @@ struct ExplainOptions {
   std::vector<std::string> disabled;
   bool json = false;
   bool no_fusion = false;
+  bool measured = false;
 };
 
 // Renders DOT to SVG with Graphviz, through a temporary file renamed into place.
@@ -61,10 +63,29 @@ Status Explain(const ExplainOptions& options) {
   ASSIGN_OR_RETURN(ImportedModel imported, LoadModel(options.model));
   ASSIGN_OR_RETURN(Graph graph, RunGraphPasses(std::move(imported.graph), PassOptions{}));
   ASSIGN_OR_RETURN(FusionPlan plan, PlanFusion(graph, planner));
+  nlohmann::json measured;
+  std::string measured_text;
+  if (options.measured) {
+    // The plan the GPU runs after tuning: fused groups measured against their ops unfused.
+    TuneReport report;
+    GpuCompileOptions gpu;
+    gpu.fuse = !options.no_fusion;
+    gpu.disabled_kinds = planner.disabled_kinds;
+    ASSIGN_OR_RETURN(std::unique_ptr<GpuCompiledGraph> tuned, TuneForGpu(graph, gpu, TuneOptions{}, &report));
+    plan = tuned->plan();
+    measured = FallbacksToJson(report.fallbacks);
+    measured_text = fmt::format("\nmeasured on {} (fused group vs its ops unfused; > 1.10x slower falls back):\n{}", tuned->device_name(),
+                                DescribeFallbacks(report.fallbacks));
+  }
   if (!options.dot_file.empty()) RETURN_IF_ERROR(WriteFileAtomically(options.dot_file, ExplainDot(graph, plan)));
   if (!options.svg_file.empty()) RETURN_IF_ERROR(WriteSvg(ExplainDot(graph, plan), options.svg_file));
-  if (options.json) fmt::print("{}\n", ExplainJson(graph, plan).dump(2));
-  else fmt::print("{}", ExplainText(graph, plan));
+  if (options.json) {
+    nlohmann::json j = ExplainJson(graph, plan);
+    if (options.measured) j["measured_fallbacks"] = measured;
+    fmt::print("{}\n", j.dump(2));
+  } else {
+    fmt::print("{}{}", ExplainText(graph, plan), measured_text);
+  }
   return Status::Ok();
 }
 
@@ -80,6 +101,9 @@ void AddExplainCommand(CLI::App& app, int& exit_code) {
   explain->add_option("--svg", options->svg_file, "Also render the graph to SVG (needs Graphviz `dot`)");
   explain->add_option("--device", options->device, "Cost model device: h100-sxm, h200 or cpu")
       ->capture_default_str();
+  explain->add_flag("--measured", options->measured,
+                    "On the GPU: tune, time each fused group against its ops unfused, and show the plan after the\n"
+                    "fallback rule with the measured times and decisions (needs a GPU)");
   explain->add_flag("--no-fusion", options->no_fusion, "Every op its own kernel (views folded into their consumers)");
   explain->add_option("--disable-fusion", options->disabled,
                       "Never form groups of this kind (pointwise, row_reduction, reduction, gemm, attention); repeatable")

@@ -23,8 +23,10 @@ build/venv/bin/python tests/conformance/run_node_tests.py --tilefuse build/tilef
 
 echo "== fast unit tests under ASan + UBSan"
 # -O1 and only the test binary: the sanitizer build must not double CI's time.
+# Tests that load NVRTC or cuBLASLt are left out: those libraries are not built with the
+# sanitizers and their allocations at exit read as leaks.
 BUILD_DIR=build-asan TARGETS=tilefuse_tests ./scripts/build.sh -DTILEFUSE_SANITIZE=ON -DTILEFUSE_BUILD_TESTS=ON \
   -DCMAKE_CXX_FLAGS_RELEASE=-O1
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  ./build-asan/tilefuse_tests --gtest_brief=1 --gtest_filter='-Cli*:*RealModel*:*Conformance*:*Scaling*'
+  ./build-asan/tilefuse_tests --gtest_brief=1 --gtest_filter='-Cli*:*RealModel*:*Conformance*:*Scaling*:*CudaProgram*:*CudaSearchSpace*:*LtMatmul*'
 echo "== all tests passed"

@@ -24,4 +24,18 @@ GemmSplit SplitGemmGroup(const Graph& g, const FusionGroup& group) {
   return split;
 }
 
+int64_t MatmulBatchOffset(const Shape& out, const Shape& operand, int64_t batch) {
+  int out_batch_rank = static_cast<int>(out.size()) - 2, op_batch_rank = static_cast<int>(operand.size()) - 2;
+  int64_t offset = 0, stride = 1;
+  for (int d = out_batch_rank - 1; d >= 0; --d) {
+    int64_t index = batch % out[d];
+    batch /= out[d];
+    int od = d - (out_batch_rank - op_batch_rank);
+    if (od < 0) continue;
+    if (operand[od] != 1) offset += index * stride;
+    stride *= operand[od];
+  }
+  return offset;
+}
+
 }  // namespace tilefuse

@@ -18,4 +18,9 @@ struct GemmSplit {
 
 GemmSplit SplitGemmGroup(const Graph& g, const FusionGroup& group);
 
+// Batch offset, in matrices, of a matmul operand of shape `operand` for batch entry `batch`
+// of the output `out` (row-major batch dims; size-1 operand dims broadcast, missing
+// leading ones too). Both backends walk batched products with it.
+int64_t MatmulBatchOffset(const Shape& out, const Shape& operand, int64_t batch);
+
 }  // namespace tilefuse

@@ -12,6 +12,7 @@
 #include "backend/cuda/device_allocator.h"
 #include "backend/cuda/nvrtc_compiler.h"
 #include "fusion/group_classifier.h"
+#include "runtime/gemm_split.h"
 #include "runtime/memory_plan.h"
 
 namespace tilefuse {
@@ -76,19 +77,7 @@ struct GpuCompiledGraph::State {
     if (poison) RETURN_IF_ERROR(device->Check(api().cuMemsetD8Async(at[matmul], 0xFF, Bytes(matmul), device->stream()), "poisoning matmul"));
     // Batch offsets (in matrices) with broadcasting; one strided call when they are a
     // progression, else one call per batch entry.
-    auto offset = [&](const Shape& operand, int64_t batch) {
-      int out_rank = static_cast<int>(out.size()) - 2, op_rank = static_cast<int>(operand.size()) - 2;
-      int64_t off = 0, stride = 1;
-      for (int d = out_rank - 1; d >= 0; --d) {
-        int64_t index = batch % out[d];
-        batch /= out[d];
-        int od = d - (out_rank - op_rank);
-        if (od < 0) continue;
-        if (operand[od] != 1) off += index * stride;
-        stride *= operand[od];
-      }
-      return off;
-    };
+    auto offset = [&](const Shape& operand, int64_t batch) { return MatmulBatchOffset(out, operand, batch); };
     auto progression = [&](const Shape& s, int64_t* step) {
       *step = batches > 1 ? offset(s, 1) - offset(s, 0) : 0;
       for (int64_t b = 0; b < batches; ++b)

@@ -1,5 +1,7 @@
 #include "backend/cpu/blas_matmul.h"
 
+#include "runtime/gemm_split.h"
+
 #include <cblas.h>
 
 #include <cstring>
@@ -8,22 +10,6 @@
 namespace tilefuse {
 
 namespace {
-
-// Batch offset (in matrices) of operand `shape` for output batch index `batch`, with
-// size-1 batch dims broadcast.
-int64_t BroadcastBatch(const Shape& out, const Shape& operand, int64_t batch) {
-  int out_batch_rank = static_cast<int>(out.size()) - 2, op_batch_rank = static_cast<int>(operand.size()) - 2;
-  int64_t offset = 0, stride = 1;
-  for (int d = out_batch_rank - 1; d >= 0; --d) {
-    int64_t index = batch % out[d];
-    batch /= out[d];
-    int od = d - (out_batch_rank - op_batch_rank);
-    if (od < 0) continue;
-    if (operand[od] != 1) offset += index * stride;
-    stride *= operand[od];
-  }
-  return offset;
-}
 
 template <typename T>
 const T* AsType(const Tensor& t, std::vector<T>& storage, DType dtype) {
@@ -51,8 +37,8 @@ void BatchedMatmul(const Node& mm, const Tensor& a, const Tensor& b, T* c) {
   int64_t m = out[out.size() - 2], n = out.back(), k = a.shape().back();
   int64_t batches = NumElements(out) / std::max<int64_t>(1, m * n);
   for (int64_t batch = 0; batch < batches; ++batch) {
-    const T* ma = pa + BroadcastBatch(out, a.shape(), batch) * m * k;
-    const T* mb = pb + BroadcastBatch(out, b.shape(), batch) * k * n;
+    const T* ma = pa + MatmulBatchOffset(out, a.shape(), batch) * m * k;
+    const T* mb = pb + MatmulBatchOffset(out, b.shape(), batch) * k * n;
     if (k == 0) std::memset(c + batch * m * n, 0, sizeof(T) * m * n);
     else Gemm<T>(m, n, k, ma, mb, c + batch * m * n);
   }

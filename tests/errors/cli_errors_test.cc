@@ -195,8 +195,21 @@ TEST(CliErrors, BadUsage) {
   ExpectBadInput(RunTilefuse("run " + Quote(model) + " --no-such-option"), {"--no-such-option"});
   ExpectBadInput(RunTilefuse("run " + Quote(model) + " --inputs /tmp --random 3"), {"excludes"});
   ExpectBadInput(RunTilefuse("run " + Quote(model) + " --random minus-one"), {"--random"});
-  ExpectBadInput(RunTilefuse("run " + Quote(model) + " --backend cuda"), {"--backend"});
+  ExpectBadInput(RunTilefuse("run " + Quote(model) + " --backend tpu"), {"--backend"});
   ExpectBadInput(RunTilefuse("print " + Quote(model) + " --dump-dir /tmp/x"), {"--passes"});
+}
+
+// Asked for explicitly, the GPU backend runs where there is one and is a clear error (exit 2,
+// naming the missing driver) where there is none; auto falls back to the CPU with a note.
+TEST(CliErrors, CudaBackendWithoutDriverIsAClearError) {
+  std::string model = std::string(TILEFUSE_SOURCE_DIR) + "/examples/rmsnorm.onnxtxt";
+  CommandResult cuda = RunTilefuse("run " + Quote(model) + " --backend cuda");
+  if (cuda.exit_code == 0) GTEST_SKIP() << "this machine has a GPU: the cuda backend ran";
+  ExpectBadInput(cuda, {"CUDA driver"});
+  CommandResult fallback = RunTilefuse("run " + Quote(model));
+  EXPECT_EQ(fallback.exit_code, 0) << fallback.err;
+  EXPECT_NE(fallback.out.find("backend: cpu"), std::string::npos) << fallback.out;
+  EXPECT_NE(fallback.out.find("cuda backend unavailable"), std::string::npos) << fallback.out;
 }
 
 TEST(CliErrors, FailingModelLeavesNoDumpBehind) {

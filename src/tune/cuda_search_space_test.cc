@@ -57,7 +57,9 @@ TEST(CudaSearchSpaceTest, RowKernelCandidatesAreValidAndOverBudgetRowsArePruned)
   EXPECT_TRUE(pruned_for_registers) << "a warp holding a 4096-element row in registers must be pruned";
   for (const CudaKernelConfig& c : space.candidates) {
     EXPECT_EQ(k.inner % c.vector, 0);
-    if (c.threads_per_row > 32) EXPECT_EQ(c.threads_per_row, c.threads);
+    if (c.threads_per_row > 32) {
+      EXPECT_EQ(c.threads_per_row, c.threads);
+    }
   }
   ExpectAllCandidatesCompile(k, space);
 }

@@ -151,9 +151,6 @@ void PrintText(const nlohmann::json& j) {
   fmt::print("speedup (unfused time / fused time): {:.2f}x\n", j["speedup"].get<double>());
   fmt::print("of each run, {:.3f} ms allocate, zero and free the graph outputs (one thread, outside the kernels)\n",
              j["output_alloc_ms"].get<double>());
-  fmt::print("kernels alone: fused {:.3f} ms ({:.1f}% copy), unfused {:.3f} ms, speedup {:.2f}x\n",
-             j["fused"]["kernels_ms"].get<double>(), j["fused_kernels_pct_of_copy"].get<double>(),
-             j["unfused"]["kernels_ms"].get<double>(), j["kernels_speedup"].get<double>());
   fmt::print("load average (1 min) before timing: {:.2f}\n", j["load_before"].get<double>());
 }
 
@@ -180,13 +177,6 @@ Status Bench(const BenchOptions& options) {
   j["unfused"] = VariantJson(unfused, bytes, flops);
   j["speedup"] = unfused.run_ms / fused.run_ms;
   j["fused_pct_of_copy"] = 100 * j["fused"]["gbps"].get<double>() / j["copy_gbps"].get<double>();
-  // The kernels alone: the run less what allocating the outputs costs.
-  double alloc_ms = j["output_alloc_ms"].get<double>();
-  double fused_kernels_ms = std::max(1e-6, fused.run_ms - alloc_ms), unfused_kernels_ms = std::max(1e-6, unfused.run_ms - alloc_ms);
-  j["fused"]["kernels_ms"] = fused_kernels_ms;
-  j["unfused"]["kernels_ms"] = unfused_kernels_ms;
-  j["kernels_speedup"] = unfused_kernels_ms / fused_kernels_ms;
-  j["fused_kernels_pct_of_copy"] = 100 * bytes / (fused_kernels_ms * 1e-3) / 1e9 / j["copy_gbps"].get<double>();
   if (options.json) {
     fmt::print("{}\n", j.dump(2));
   } else {
@@ -219,12 +209,12 @@ void AddBenchCommand(CLI::App& app, int& exit_code) {
       "of a buffer larger than the last-level cache (read + write bytes). GFLOP/s uses the planner's\n"
       "flop counts. Compile cold uses an empty kernel cache, warm the same cache again.\n\n"
       "Run() allocates and zero-fills each graph output on one thread (freed when the result is dropped);\n"
-      "output_alloc_ms is that share of each run's time. load_before is the 1-minute load average when the\n"
-      "bench started.\n\n"
+      "output_alloc_ms is about that share of each run's time (a separate measurement: subtracting it\n"
+      "from a run is too noisy to time kernels by; build/tilefuse_bench_cpu_kernels times them alone).\n"
+      "load_before is the 1-minute load average when the bench started.\n\n"
       "JSON: {model, backend, repeats, warmup, bytes, flops, copy_gbps, speedup, fused_pct_of_copy,\n"
-      "       load_before, output_alloc_ms, kernels_speedup, fused_kernels_pct_of_copy,\n"
-      "       fused|unfused: {ms, kernels_ms (ms less output_alloc_ms), gbps, gflops, kernels,\n"
-      "                       compile_cold_ms, compile_warm_ms,\n"
+      "       load_before, output_alloc_ms,\n"
+      "       fused|unfused: {ms, gbps, gflops, kernels, compile_cold_ms, compile_warm_ms,\n"
       "                       jit_compiles_cold, jit_compiles_warm, peak_intermediate_bytes}}\n\n"
       "Examples:\n"
       "  tilefuse bench examples/softmax_manual.onnxtxt\n"

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <map>
 
+#include "codegen/cpp_value_expression.h"
 #include "codegen/emit_util.h"
 
 namespace tilefuse {
@@ -150,25 +151,21 @@ class CudaEmitter {
   std::string Name(int v) const { return fmt::format("v{}", v); }
   std::string ArrayName(int v) const { return fmt::format("c{}", v); }
 
+  // Loads read this template's register arrays or the buffer through the device
+  // library's converters; everything else prints as in the C++ emitter (same helper names).
   std::string Expression(const ScalarValue& v, int id) {
     const std::vector<std::string> vars = {"i0", "i1"};
-    switch (v.kind) {
-      case ScalarValue::Kind::kLoad:
-        if (array_[id] == Array::kChunk) return fmt::format("tf_cvt_{}({}[j])", DTypeName(v.dtype), ArrayName(id));
-        if (array_[id] == Array::kCached) return fmt::format("tf_cvt_{}({}[k][j])", DTypeName(v.dtype), ArrayName(id));
-        return fmt::format("tf_cvt_{}(b{}[{}])", DTypeName(v.dtype), v.buffer, PrintIndex(v.index, vars));
-      case ScalarValue::Kind::kConstant: return Literal(v.constant, v.dtype);
-      case ScalarValue::Kind::kIndex: return fmt::format("{}({})", ComputeType(v.dtype), PrintIndex(v.index, vars));
-      case ScalarValue::Kind::kRandom:
-        return fmt::format("{}(tf_philox_uniform({}ull, (uint64_t)({})))", ComputeType(v.dtype), v.seed, PrintIndex(v.index, vars));
-      case ScalarValue::Kind::kAccumulator: return "";
-      case ScalarValue::Kind::kOp: break;
+    if (v.kind == ScalarValue::Kind::kLoad) {
+      if (array_[id] == Array::kChunk) return fmt::format("tf_cvt_{}({}[j])", DTypeName(v.dtype), ArrayName(id));
+      if (array_[id] == Array::kCached) return fmt::format("tf_cvt_{}({}[k][j])", DTypeName(v.dtype), ArrayName(id));
+      return fmt::format("tf_cvt_{}(b{}[{}])", DTypeName(v.dtype), v.buffer, PrintIndex(v.index, vars));
     }
-    std::vector<std::string> args;
-    for (int a : v.args) args.push_back(Name(a));
-    if (v.op == OpCode::kCast) return fmt::format("tf_cast_{}({})", DTypeName(v.dtype), args[0]);
-    if (std::string fast = Specialized(v, args); !fast.empty()) return fast;
-    return fmt::format("{}({})", ComputeType(v.dtype), SubstituteArgs(GetOpInfo(v.op).scalar_expr, args));
+    if (v.kind == ScalarValue::Kind::kOp && v.op != OpCode::kCast) {
+      std::vector<std::string> args;
+      for (int a : v.args) args.push_back(Name(a));
+      if (std::string fast = Specialized(v, args); !fast.empty()) return fast;
+    }
+    return CppValueExpression(v, vars);
   }
 
   // Cheaper forms with the same meaning at the value's precision:

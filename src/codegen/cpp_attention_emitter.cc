@@ -81,11 +81,7 @@ class AttentionEmitter {
     // libmvec SIMD exp (guarded: once per translation unit).
     out_ = CppSimdDeclarations();
     out_ += fmt::format("\n#include <algorithm>\n#include <memory>\n\nextern \"C\" void {}(void* const* buffers) {{\n", a_.name);
-    for (size_t b = 0; b < a_.buffers.size(); ++b) {
-      const KernelBuffer& buf = a_.buffers[b];
-      out_ += fmt::format("  {0}{1}* __restrict__ b{2} = static_cast<{0}{1}*>(buffers[{2}]);  // %{3} {4}[{5}]\n",
-                          buf.is_output ? "" : "const ", StorageType(buf.dtype), b, buf.node, DTypeName(buf.dtype), buf.elements);
-    }
+    out_ += CppBufferDeclarations(a_.buffers);
     EmitOperand("q", a_.q, a_.d, a_.d);
     EmitOperand("k", a_.k, a_.nk, nk_padded_);
     EmitOperand("v", a_.v, a_.dv, dv_padded_);

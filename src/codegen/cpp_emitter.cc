@@ -36,11 +36,7 @@ class CppEmitter {
   std::string Run() {
     out_ = CppSimdDeclarations();
     out_ += fmt::format("\nextern \"C\" void {}(void* const* buffers) {{\n", k_.name);
-    for (size_t b = 0; b < k_.buffers.size(); ++b) {
-      const KernelBuffer& buf = k_.buffers[b];
-      out_ += fmt::format("  {0}{1}* __restrict__ b{2} = static_cast<{0}{1}*>(buffers[{2}]);  // %{3} {4}[{5}]\n",
-                          buf.is_output ? "" : "const ", StorageType(buf.dtype), b, buf.node, DTypeName(buf.dtype), buf.elements);
-    }
+    out_ += CppBufferDeclarations(k_.buffers);
     bool pointwise = k_.reductions.empty() && !HasInnerStores();
     if (cache_.buffer_values.empty()) {
       out_ += fmt::format("#pragma omp parallel for {}schedule(static)\n", pointwise ? "simd " : "");

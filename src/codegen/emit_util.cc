@@ -33,6 +33,16 @@ std::string Literal(double v, DType d) {
   return fmt::format("{}({:.17g})", ComputeType(d), v);
 }
 
+std::string CppBufferDeclarations(const std::vector<KernelBuffer>& buffers) {
+  std::string out;
+  for (size_t b = 0; b < buffers.size(); ++b) {
+    const KernelBuffer& buf = buffers[b];
+    out += fmt::format("  {0}{1}* __restrict__ b{2} = static_cast<{0}{1}*>(buffers[{2}]);  // %{3} {4}[{5}]\n",
+                       buf.is_output ? "" : "const ", StorageType(buf.dtype), b, buf.node, DTypeName(buf.dtype), buf.elements);
+  }
+  return out;
+}
+
 std::string SubstituteArgs(std::string_view expr, const std::vector<std::string>& args) {
   auto is_word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
   std::string out;

@@ -6,6 +6,7 @@
 #include <string_view>
 #include <vector>
 
+#include "codegen/kernel.h"
 #include "tilefuse/dtype.h"
 
 namespace tilefuse {
@@ -17,6 +18,9 @@ const char* StorageType(DType d);
 const char* ComputeType(DType d);
 // `v` as a literal of `d`'s compute type (NaN and infinities spelled out).
 std::string Literal(double v, DType d);
+// The C++ entry point's buffer parameters unpacked from `void* const* buffers`, one
+// `T* __restrict__ b<i>` line per buffer (const for inputs), with its node and shape.
+std::string CppBufferDeclarations(const std::vector<KernelBuffer>& buffers);
 // Replaces the identifiers a, b, c of an ops.def expression by `args`.
 std::string SubstituteArgs(std::string_view expr, const std::vector<std::string>& args);
 

@@ -23,6 +23,9 @@ class Tensor {
  public:
   Tensor() = default;
   Tensor(DType dtype, Shape shape);  // zero-filled
+  // Bytes left as they are (a kernel about to write every element): no zero fill, and a
+  // reused buffer keeps its pages (support/host_buffer_pool.h).
+  static Tensor Uninitialized(DType dtype, Shape shape);
 
   // Builds a tensor from f64 values, rounding each to `dtype`.
   static Tensor FromDoubles(DType dtype, Shape shape, const std::vector<double>& values);
@@ -34,10 +37,10 @@ class Tensor {
   const Shape& shape() const { return shape_; }
   int rank() const { return static_cast<int>(shape_.size()); }
   int64_t num_elements() const { return NumElements(shape_); }
-  size_t num_bytes() const { return bytes_ ? bytes_->size() : 0; }
+  size_t num_bytes() const { return bytes_ ? bytes_->size : 0; }
 
-  std::byte* data() { return bytes_->data(); }
-  const std::byte* data() const { return bytes_->data(); }
+  std::byte* data() { return bytes_->data; }
+  const std::byte* data() const { return bytes_->data; }
 
   // Element access by flat row-major index, as f64 (exact for all types except i64
   // values beyond 2^53).
@@ -52,7 +55,16 @@ class Tensor {
  private:
   DType dtype_ = DType::kF32;
   Shape shape_;
-  std::shared_ptr<std::vector<std::byte>> bytes_;
+  // 64-byte aligned bytes from the host buffer pool, shared by copies of the tensor.
+  struct Storage {
+    explicit Storage(size_t size);
+    ~Storage();
+    Storage(const Storage&) = delete;
+    Storage& operator=(const Storage&) = delete;
+    std::byte* data;
+    size_t size;
+  };
+  std::shared_ptr<Storage> bytes_;
 };
 
 }  // namespace tilefuse

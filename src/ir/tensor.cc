@@ -4,6 +4,7 @@
 #include <random>
 
 #include "support/check.h"
+#include "support/host_buffer_pool.h"
 
 namespace tilefuse {
 
@@ -28,9 +29,20 @@ std::vector<int64_t> RowMajorStrides(const Shape& shape) {
   return strides;
 }
 
-Tensor::Tensor(DType dtype, Shape shape)
-    : dtype_(dtype), shape_(std::move(shape)),
-      bytes_(std::make_shared<std::vector<std::byte>>(NumElements(shape_) * DTypeSize(dtype))) {}
+Tensor::Storage::Storage(size_t size) : data(HostBufferPool::Global().Allocate(size)), size(size) {}
+Tensor::Storage::~Storage() { HostBufferPool::Global().Release(data, size); }
+
+Tensor Tensor::Uninitialized(DType dtype, Shape shape) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.bytes_ = std::make_shared<Storage>(static_cast<size_t>(NumElements(t.shape_)) * DTypeSize(dtype));
+  return t;
+}
+
+Tensor::Tensor(DType dtype, Shape shape) : Tensor(Uninitialized(dtype, std::move(shape))) {
+  std::memset(bytes_->data, 0, bytes_->size);
+}
 
 Tensor Tensor::FromDoubles(DType dtype, Shape shape, const std::vector<double>& values) {
   Tensor t(dtype, std::move(shape));
@@ -105,7 +117,7 @@ std::vector<double> Tensor::ToDoubles() const {
 }
 
 void Tensor::Poison() {
-  if (bytes_) std::memset(bytes_->data(), 0xFF, bytes_->size());
+  if (bytes_) std::memset(bytes_->data, 0xFF, bytes_->size);
 }
 
 }  // namespace tilefuse

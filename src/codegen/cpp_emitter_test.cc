@@ -162,6 +162,43 @@ g (float[4,700] x) => (float[4,700] y) {
   ExpectMatchesReference(c, Tensor::Random(DType::kF32, {4, 700}, 4), {1e-4, 1e-5});
 }
 
+// GELU's 1 + tanh(u) is lowered as 2 / (1 + exp(-2u)) (libmvec's tanhf costs about
+// twice its expf); a tanh with another user, or of integers, keeps tanh.
+TEST(CppEmitterTest, OnePlusTanhIsComputedThroughExp) {
+  Compiled gelu = CompileText(R"(<ir_version: 8, opset_import: ["" : 20]>
+g (float[4,300] x) => (float[4,300] y) {
+  y = Gelu <approximate = "tanh"> (x)
+})");
+  EXPECT_EQ(Count(Source(gelu), "tanh("), 0) << Source(gelu);
+  EXPECT_EQ(Count(Source(gelu), "exp("), 1) << Source(gelu);
+  Tensor x = Tensor::Random(DType::kF32, {4, 300}, 12);
+  for (int64_t i = 0; i < 300; ++i) x.SetDouble(i, -12.0 + 0.08 * static_cast<double>(i));  // tails: tanh near ±1
+  ExpectMatchesReference(gelu, x, {1e-5, 1e-6});
+
+  Compiled shared = CompileText(R"(<ir_version: 8, opset_import: ["" : 18]>
+g (float[4,300] x) => (float[4,300] y, float[4,300] t) {
+  one = Constant <value = float {1.0}> ()
+  t = Tanh (x)
+  y = Add (one, t)
+})");
+  EXPECT_EQ(Count(Source(shared), "tanh("), 1) << Source(shared);
+  auto expected = RunReference(shared.graph, {x});
+  auto actual = shared.compiled->Run({x});
+  ASSERT_TRUE(expected.ok() && actual.ok());
+  for (int o = 0; o < 2; ++o) EXPECT_TRUE(CompareTensors((*actual)[o], (*expected)[o], {1e-5, 1e-6}).pass) << o;
+}
+
+// A per-element value divided by a per-row one (softmax's sum) is multiplied by the
+// reciprocal, computed once per row outside the inner loop.
+TEST(CppEmitterTest, RowInvariantDivisorBecomesReciprocal) {
+  Compiled c = CompileText(R"(<ir_version: 8, opset_import: ["" : 18]>
+g (float[6,1000] x) => (float[6,1000] y) {
+  y = Softmax <axis = -1> (x)
+})");
+  EXPECT_NE(Source(c).find("(float(1) / v"), std::string::npos) << Source(c);
+  ExpectMatchesReference(c, Tensor::Random(DType::kF32, {6, 1000}, 5), {1e-5, 1e-7});
+}
+
 // x^3 and x^2 are multiplied out (GELU's cube stays vectorisable); other exponents,
 // 0.5 included (a GCC 12 crash when pow had a SIMD declaration), go through pow.
 TEST(CppEmitterTest, PowersMatchReference) {

@@ -75,17 +75,21 @@ template <typename T> static inline void tf_store_u8(uint8_t* p, int64_t i, T v)
 template <typename T> static inline void tf_store_bool(uint8_t* p, int64_t i, T v) { p[i] = v != T(0) ? 1 : 0; }
 
 // Philox4x32-10, exactly as src/support/philox.cc: element `index` of a seeded stream.
+// Written without branches or an indexed array (the key bump closes each round, the
+// output word is picked by ?:) so an `omp simd` loop vectorises it: the same bits.
 static inline float tf_philox_uniform(uint64_t seed, uint64_t index) {
   uint64_t counter = index / 4;
-  uint32_t c[4] = {(uint32_t)counter, (uint32_t)(counter >> 32), 0, 0};
+  uint32_t c0 = (uint32_t)counter, c1 = (uint32_t)(counter >> 32), c2 = 0, c3 = 0;
   uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
   for (int round = 0; round < 10; ++round) {
-    if (round > 0) { k0 += 0x9E3779B9u; k1 += 0xBB67AE85u; }
-    uint64_t p0 = (uint64_t)0xD2511F53u * c[0], p1 = (uint64_t)0xCD9E8D57u * c[2];
-    uint32_t n0 = (uint32_t)(p1 >> 32) ^ c[1] ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c[3] ^ k1;
-    c[0] = n0; c[1] = (uint32_t)p1; c[2] = n2; c[3] = (uint32_t)p0;
+    uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
+    uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
+    c0 = n0; c1 = (uint32_t)p1; c2 = n2; c3 = (uint32_t)p0;
+    k0 += 0x9E3779B9u; k1 += 0xBB67AE85u;
   }
-  return (float)(c[index % 4] >> 8) * (1.0f / 16777216.0f);
+  uint32_t lane = (uint32_t)(index & 3);
+  uint32_t word = lane == 0 ? c0 : lane == 1 ? c1 : lane == 2 ? c2 : c3;
+  return (float)(word >> 8) * (1.0f / 16777216.0f);
 }
 )TFRAW";
 

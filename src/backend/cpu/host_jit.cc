@@ -151,8 +151,12 @@ StatusOr<std::shared_ptr<const JitLibrary>> LoadLibrary(const std::string& path)
 }
 }  // namespace
 
+// -fno-trapping-math: kernels never read floating-point exception flags, and without it
+// GCC will not if-convert a select whose arm multiplies (the multiply might trap), which
+// kept dropout's loop, Philox and all, scalar (141 -> 91 ms for 16M elements). Values are
+// unchanged: the flag permits speculation, not reassociation.
 std::vector<std::string> DefaultHostJitFlags() {
-  return {"-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17"};
+  return {"-O3", "-march=native", "-fno-trapping-math", "-fopenmp", "-shared", "-fPIC", "-std=c++17"};
 }
 
 JitLibrary::~JitLibrary() { ::dlclose(handle_); }

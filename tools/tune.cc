@@ -58,7 +58,7 @@ Status Tune(const TuneCommandOptions& options) {
   for (const KernelTuneResult& k : report.kernels) {
     fmt::print("  {:<36} {:>2} configs ({} pruned), {} measured, best {:.1f} us vs default {:.1f} us ({:.2f}x): {}\n", k.name, k.candidates,
                k.pruned, k.measured, k.best_us, k.default_us, k.best_us > 0 ? k.default_us / k.best_us : 0.0,
-               CudaConfigToJson(k.best).dump());
+               k.best.dump());
   }
   if (!report.fallbacks.empty()) fmt::print("fused vs unfused, measured:\n{}", DescribeFallbacks(report.fallbacks));
   return Status::Ok();

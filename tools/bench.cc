@@ -36,6 +36,7 @@ struct BenchOptions {
   int copy_mib = 256;  // bigger than any last-level cache
   uint64_t seed = 0;
   bool json = false;
+  bool tune = false;  // the fused kernels tuned first (tune/cpu_tuner.h)
 };
 
 struct Variant {  // fused or unfused
@@ -107,11 +108,12 @@ StatusOr<Variant> BenchVariant(const Graph& passed, bool fuse, const std::vector
   FreshCacheDir cache;
   if (cache.path().empty()) return Internal("cannot create a temporary kernel cache folder");
   Variant v;
-  ASSIGN_OR_RETURN(std::unique_ptr<CompiledGraph> cold, CompileForCpu(passed, fuse, cache.path()));
+  bool tune = options.tune && fuse;
+  ASSIGN_OR_RETURN(std::unique_ptr<CompiledGraph> cold, CompileForCpu(passed, fuse, cache.path(), tune));
   v.compile_cold_ms = cold->compile_ms();
   v.jit_compiles_cold = cold->jit_compiles();
   cold.reset();
-  ASSIGN_OR_RETURN(std::unique_ptr<CompiledGraph> warm, CompileForCpu(passed, fuse, cache.path()));
+  ASSIGN_OR_RETURN(std::unique_ptr<CompiledGraph> warm, CompileForCpu(passed, fuse, cache.path(), tune));
   v.compile_warm_ms = warm->compile_ms();
   v.jit_compiles_warm = warm->jit_compiles();
   v.kernels = static_cast<int>(warm->kernels().size());
@@ -134,7 +136,8 @@ nlohmann::json VariantJson(const Variant& v, double bytes, double flops) {
 }
 
 void PrintText(const nlohmann::json& j) {
-  fmt::print("model: {}  (cpu; median of {} runs after {} warm-up)\n", j["model"].get<std::string>(),
+  fmt::print("model: {}  (cpu{}; median of {} runs after {} warm-up)\n", j["model"].get<std::string>(),
+             j["tuned"].get<bool>() ? ", fused kernels tuned" : "",
              j["repeats"].get<int>(), j["warmup"].get<int>());
   fmt::print("graph inputs + outputs: {:.1f} MiB, {:.3g} GFLOP; host copy bandwidth {:.1f} GB/s\n",
              j["bytes"].get<double>() / (1 << 20), j["flops"].get<double>() / 1e9, j["copy_gbps"].get<double>());
@@ -169,7 +172,7 @@ Status Bench(const BenchOptions& options) {
   ASSIGN_OR_RETURN(std::vector<Tensor> outputs, compiled->Run(inputs));
   for (const Tensor& t : outputs) bytes += t.num_bytes();
 
-  nlohmann::json j = {{"model", options.model}, {"backend", "cpu"},  {"repeats", options.repeats},
+  nlohmann::json j = {{"model", options.model}, {"backend", "cpu"},  {"tuned", options.tune}, {"repeats", options.repeats},
                       {"warmup", options.warmup}, {"bytes", bytes}, {"flops", flops},
                       {"copy_gbps", MeasureCopyGBps(options.copy_mib)}, {"load_before", load_before},
                       {"output_alloc_ms", MeasureOutputAllocationMs(outputs)}};
@@ -204,6 +207,8 @@ void AddBenchCommand(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   bench->add_option("--seed", options->seed, "Seed of the random inputs")->capture_default_str();
   bench->add_flag("--json", options->json, "Print the results as JSON");
+  bench->add_flag("--tune", options->tune,
+                  "Tune the fused kernels first (tilefuse tune; the tuning cache is the default one, so once per model)");
   bench->footer(
       "GB/s counts each graph input and output once (read or written); % copy compares it with a memcpy\n"
       "of a buffer larger than the last-level cache (read + write bytes). GFLOP/s uses the planner's\n"

@@ -6,15 +6,20 @@
 #include <fmt/format.h>
 
 #include "support/check.h"
+#include "support/kernel_cache.h"
+#include "tune/cpu_tuner.h"
 
 namespace tilefuse::cli {
 
-StatusOr<std::unique_ptr<CompiledGraph>> CompileForCpu(const Graph& passed, bool fuse, const std::string& cache_dir) {
+StatusOr<std::unique_ptr<CompiledGraph>> CompileForCpu(const Graph& passed, bool fuse, const std::string& cache_dir, bool tune) {
   CompileOptions options;
   options.cache_dir = cache_dir;
   options.fuse = fuse;
   options.device = "cpu";
-  return CompiledGraph::Compile(passed, options);
+  if (!tune) return CompiledGraph::Compile(passed, options);
+  TuneOptions tuning;
+  tuning.cache_dir = KernelCache::DefaultDirectory();
+  return TuneForCpu(passed, options, tuning, nullptr);
 }
 
 StatusOr<double> MedianRunMs(CompiledGraph& compiled, const std::vector<Tensor>& inputs, int warmup, int repeats) {

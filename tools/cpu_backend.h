@@ -16,9 +16,10 @@
 namespace tilefuse::cli {
 
 // Compiles `passed` (after RunGraphPasses) for the CPU; the kernel cache is
-// `cache_dir`, or when empty $TILEFUSE_CACHE_DIR or ~/.cache/tilefuse.
+// `cache_dir`, or when empty $TILEFUSE_CACHE_DIR or ~/.cache/tilefuse. With `tune`, the
+// kernels are tuned first (tune/cpu_tuner.h; results in the default tuning cache).
 StatusOr<std::unique_ptr<CompiledGraph>> CompileForCpu(const Graph& passed, bool fuse,
-                                                       const std::string& cache_dir = "");
+                                                       const std::string& cache_dir = "", bool tune = false);
 
 // Runs the whole graph `warmup` times untimed, then `repeats` times; returns the median
 // wall time of one run in milliseconds (steady clock).

@@ -67,8 +67,8 @@ std::string FirstMismatch(const Graph& graph, const std::vector<Tensor>& actual,
 // Compiles fused and unfused for the CPU, times both, and checks the fused outputs
 // against `expected` (the reference interpreter on the passed graph).
 Status RunOnCpu(const Graph& passed, const std::vector<Tensor>& inputs, const std::vector<Tensor>& expected,
-                int repeats, DemoRow& row) {
-  ASSIGN_OR_RETURN(std::unique_ptr<CompiledGraph> fused, CompileForCpu(passed, true));
+                int repeats, bool tune, DemoRow& row) {
+  ASSIGN_OR_RETURN(std::unique_ptr<CompiledGraph> fused, CompileForCpu(passed, true, "", tune));
   ASSIGN_OR_RETURN(std::unique_ptr<CompiledGraph> unfused, CompileForCpu(passed, false));
   for (const KernelInfo& kernel : fused->kernels()) row.generated_kernels += kernel.generated ? 1 : 0;
   ASSIGN_OR_RETURN(std::vector<Tensor> actual, fused->Run(inputs));
@@ -130,7 +130,7 @@ Status RunExample(const std::string& path, uint64_t seed, int repeats, double co
   row.passed = mismatch.empty();
   if (!row.passed) row.detail = "passes vs graph as imported: " + mismatch;
   if (copy_bandwidth > 0) return RunOnCuda(passed, inputs, reference, repeats, copy_bandwidth, tune, row);
-  return RunOnCpu(passed, inputs, reference, repeats, row);
+  return RunOnCpu(passed, inputs, reference, repeats, tune, row);
 }
 
 std::vector<std::string> FindExamples(const std::string& dir) {
@@ -216,7 +216,7 @@ void AddDemoCommand(CLI::App& app, int& exit_code) {
   demo->add_option("--backend", options->backend, "auto: the GPU when there is one, else the CPU")
       ->check(CLI::IsMember({"auto", "cuda", "cpu"}))
       ->capture_default_str();
-  demo->add_flag("--tune", options->tune, "cuda: tune the fused kernels first (cached per model and GPU)");
+  demo->add_flag("--tune", options->tune, "Tune the fused kernels first (cached per model and machine)");
   demo->add_option("--seed", options->seed, "Seed of the random inputs")->capture_default_str();
   demo->add_option("--repeats", options->repeats, "Timed runs per example and variant (median)")
       ->check(CLI::PositiveNumber)

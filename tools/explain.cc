@@ -8,6 +8,7 @@
 
 #include "cli_common.h"
 #include "commands.h"
+#include "tune/cpu_tuner.h"
 #include "tune/gpu_tuner.h"
 #include "fusion/device_spec.h"
 #include "fusion/explain.h"
@@ -66,15 +67,30 @@ Status Explain(const ExplainOptions& options) {
   nlohmann::json measured;
   std::string measured_text;
   if (options.measured) {
-    // The plan the GPU runs after tuning: fused groups measured against their ops unfused.
+    // The plan the GPU (else the CPU) runs after tuning: fused groups measured against their
+    // ops unfused.
     TuneReport report;
     GpuCompileOptions gpu;
     gpu.fuse = !options.no_fusion;
     gpu.disabled_kinds = planner.disabled_kinds;
-    ASSIGN_OR_RETURN(std::unique_ptr<GpuCompiledGraph> tuned, TuneForGpu(graph, gpu, TuneOptions{}, &report));
-    plan = tuned->plan();
+    StatusOr<std::unique_ptr<GpuCompiledGraph>> tuned = TuneForGpu(graph, gpu, TuneOptions{}, &report);
+    std::string device;
+    if (tuned.ok()) {
+      plan = (*tuned)->plan();
+      device = (*tuned)->device_name();
+    } else if (tuned.status().code() == StatusCode::kNotFound) {  // no GPU: measure on the CPU
+      report = TuneReport{};
+      CompileOptions cpu;
+      cpu.fuse = gpu.fuse;
+      cpu.disabled_kinds = gpu.disabled_kinds;
+      ASSIGN_OR_RETURN(std::unique_ptr<CompiledGraph> tuned_cpu, TuneForCpu(graph, cpu, TuneOptions{}, &report));
+      plan = tuned_cpu->plan();
+      device = CpuTuningDeviceName();
+    } else {
+      return tuned.status();
+    }
     measured = FallbacksToJson(report.fallbacks);
-    measured_text = fmt::format("\nmeasured on {} (fused group vs its ops unfused; > 1.10x slower falls back):\n{}", tuned->device_name(),
+    measured_text = fmt::format("\nmeasured on {} (fused group vs its ops unfused; > 1.10x slower falls back):\n{}", device,
                                 DescribeFallbacks(report.fallbacks));
   }
   if (!options.dot_file.empty()) RETURN_IF_ERROR(WriteFileAtomically(options.dot_file, ExplainDot(graph, plan)));
@@ -102,8 +118,8 @@ void AddExplainCommand(CLI::App& app, int& exit_code) {
   explain->add_option("--device", options->device, "Cost model device: h100-sxm, h200 or cpu")
       ->capture_default_str();
   explain->add_flag("--measured", options->measured,
-                    "On the GPU: tune, time each fused group against its ops unfused, and show the plan after the\n"
-                    "fallback rule with the measured times and decisions (needs a GPU)");
+                    "On the GPU (else the CPU): tune, time each fused group against its ops unfused, and show the\n"
+                    "plan after the fallback rule with the measured times and decisions");
   explain->add_flag("--no-fusion", options->no_fusion, "Every op its own kernel (views folded into their consumers)");
   explain->add_option("--disable-fusion", options->disabled,
                       "Never form groups of this kind (pointwise, row_reduction, reduction, gemm, attention); repeatable")

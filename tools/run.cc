@@ -71,7 +71,7 @@ class Executor {
       if (options.backend == "cuda") return gpu.status();
       report.backend_note = "cuda backend unavailable, ran on the cpu: " + gpu.status().message();
     }
-    StatusOr<std::unique_ptr<CompiledGraph>> compiled = CompileForCpu(passed, !options.no_fusion);
+    StatusOr<std::unique_ptr<CompiledGraph>> compiled = CompileForCpu(passed, !options.no_fusion, "", options.tune);
     if (!compiled.ok()) {
       if (options.backend == "cpu") return compiled.status();
       report.backend = "reference";
@@ -327,7 +327,7 @@ void AddRunCommand(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"auto", "cuda", "cpu", "reference"}))
       ->capture_default_str();
   run->add_flag("--no-fusion", options->no_fusion, "cpu/cuda: every op its own generated kernel (the unfused baseline)");
-  run->add_flag("--tune", options->tune, "cuda: tune the kernels first (tilefuse tune; cached, so once per model and GPU)");
+  run->add_flag("--tune", options->tune, "Tune the kernels first (tilefuse tune; cached, so once per model and machine)");
   run->add_option("--trace", options->trace_file, "cpu/cuda: write a Chrome trace (Perfetto) of the kernels of one run");
   run->footer(
       "Inputs come from --inputs DIR, else a backend-test folder's test_data_set_*, else random (seed 0).\n"

@@ -3,6 +3,7 @@
 #include <map>
 #include <fmt/format.h>
 
+#include "codegen/cpp_kernel_config.h"
 #include "codegen/cpp_prelude.h"
 #include "codegen/cpp_simd_declarations.h"
 #include "codegen/cpp_value_expression.h"
@@ -28,27 +29,28 @@ constexpr int64_t kSumBlock = 1024;
 // so float reductions vectorise without -ffast-math (the pragma permits reassociation).
 class CppEmitter {
  public:
-  explicit CppEmitter(const Kernel& k) : k_(k), cache_(PlanRowCache(k)), emitted_(k.values.size(), false) {
+  CppEmitter(const Kernel& k, const CppKernelConfig& config)
+      : k_(k), config_(config), cache_(config.row_buffer ? PlanRowCache(k) : RecomputeRowValues(k)), emitted_(k.values.size(), false) {
     for (size_t v = 0; v < k.values.size(); ++v)
       if (k.values[v].kind == ScalarValue::Kind::kAccumulator) accumulator_value_[k.values[v].reduction] = static_cast<int>(v);
   }
 
   std::string Run() {
-    out_ = CppSimdDeclarations();
+    out_ = CppConfigErrorDirective(config_) + CppSimdDeclarations();
     out_ += fmt::format("\nextern \"C\" void {}(void* const* buffers) {{\n", k_.name);
     out_ += CppBufferDeclarations(k_.buffers);
     bool pointwise = k_.reductions.empty() && !HasInnerStores();
     if (cache_.buffer_values.empty()) {
-      out_ += fmt::format("#pragma omp parallel for {}schedule(static)\n", pointwise ? "simd " : "");
+      out_ += fmt::format("#pragma omp parallel for {}{}{}\n", pointwise ? "simd " : "", CppScheduleClause(config_), CppTeamClause(config_));
       EmitOuterLoop();
     } else {
-      out_ += "#pragma omp parallel\n  {\n";
+      out_ += fmt::format("#pragma omp parallel{}\n  {{\n", CppTeamClause(config_));
       for (size_t b = 0; b < cache_.buffer_values.size(); ++b) {
         const char* type = RowType(static_cast<int>(b));
         out_ += fmt::format("  {0}* __restrict__ row{1} = static_cast<{0}*>(__builtin_malloc(sizeof({0}) * {2}));\n"
                             "  if (!row{1}) __builtin_trap();\n", type, b, k_.inner);
       }
-      out_ += "#pragma omp for schedule(static)\n";
+      out_ += fmt::format("#pragma omp for {}\n", CppScheduleClause(config_));
       EmitOuterLoop();
       for (size_t b = 0; b < cache_.buffer_values.size(); ++b) out_ += fmt::format("  __builtin_free(row{});\n", b);
       out_ += "  }\n";
@@ -208,6 +210,7 @@ class CppEmitter {
   }
 
   const Kernel& k_;
+  const CppKernelConfig config_;
   const RowCachePlan cache_;
   int pass_ = 0;  // the inner-loop pass being emitted (RowCachePlan numbering)
   std::string out_;
@@ -217,8 +220,8 @@ class CppEmitter {
 
 }  // namespace
 
-std::string EmitCppFunction(const Kernel& kernel) { return CppEmitter(kernel).Run(); }
+std::string EmitCppFunction(const Kernel& kernel, const CppKernelConfig& config) { return CppEmitter(kernel, config).Run(); }
 
-std::string EmitCpp(const Kernel& kernel) { return CppPrelude() + EmitCppFunction(kernel); }
+std::string EmitCpp(const Kernel& kernel, const CppKernelConfig& config) { return CppPrelude() + EmitCppFunction(kernel, config); }
 
 }  // namespace tilefuse

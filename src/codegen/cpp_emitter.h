@@ -7,15 +7,17 @@
 
 #include <string>
 
+#include "codegen/cpp_kernel_config.h"
 #include "codegen/cpp_prelude.h"
 #include "codegen/kernel.h"
 
 namespace tilefuse {
 
 // The kernel's function alone; a translation unit is CppPrelude() followed by one or
-// more of these (a whole graph compiles in one compiler run).
-std::string EmitCppFunction(const Kernel& kernel);
+// more of these (a whole graph compiles in one compiler run). `config`: the tuner's
+// parameters (codegen/cpp_kernel_config.h); the default is the untuned kernel.
+std::string EmitCppFunction(const Kernel& kernel, const CppKernelConfig& config = {});
 // A self-contained translation unit for one kernel: prelude + function.
-std::string EmitCpp(const Kernel& kernel);
+std::string EmitCpp(const Kernel& kernel, const CppKernelConfig& config = {});
 
 }  // namespace tilefuse

@@ -97,4 +97,12 @@ bool IsExpensiveToRecompute(const Kernel& kernel, int value, const std::vector<i
 
 RowCachePlan PlanRowCache(const Kernel& kernel) { return Planner(kernel).Run(); }
 
+RowCachePlan RecomputeRowValues(const Kernel& kernel) {
+  RowCachePlan plan;
+  plan.num_passes = static_cast<int>(kernel.reductions.size()) + 1;
+  plan.buffer_of_value.assign(kernel.values.size(), -1);
+  plan.writer_pass.assign(kernel.values.size(), -1);
+  return plan;
+}
+
 }  // namespace tilefuse

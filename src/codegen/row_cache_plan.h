@@ -51,5 +51,7 @@ bool IsExpensiveToRecompute(const Kernel& kernel, int value, const std::vector<i
 std::vector<int> ValueDependencies(const ScalarValue& value);
 
 RowCachePlan PlanRowCache(const Kernel& kernel);
+// No buffer: every pass recomputes what it needs (a tuning alternative to PlanRowCache).
+RowCachePlan RecomputeRowValues(const Kernel& kernel);
 
 }  // namespace tilefuse

@@ -1,8 +1,10 @@
 #include "runtime/compiled_graph.h"
+#include "runtime/compiled_graph_state.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <fmt/format.h>
 
 #include "backend/cpu/blas_matmul.h"
@@ -23,44 +25,16 @@ namespace tilefuse {
 
 namespace {
 
-using KernelFunction = void (*)(void* const*);
 using Clock = std::chrono::steady_clock;
 
 double MicrosecondsBetween(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::micro>(b - a).count();
 }
 
-// One group at run time: a generated kernel; or, for gemm groups, the prologue on the
-// reference kernels, the product through BLAS and the epilogue as a generated kernel;
-// or its members on the reference kernels.
-struct Step {
-  int group = -1;
-  KernelFunction function = nullptr;
-  std::vector<int> buffer_nodes;  // generated: the kernel's buffers, in order
-  std::vector<int> outputs;       // generated: the nodes the kernel writes
-  std::string symbol;             // generated: the kernel's function name
-  int matmul = -1;                // gemm: the contraction
-  std::vector<int> prologue;      // gemm: members the matmul depends on
-};
+using compiled_graph_internal::KernelFunction;
+using compiled_graph_internal::Step;
 
 }  // namespace
-
-struct CompiledGraph::State {
-  Graph graph;
-  FusionPlan plan;
-  std::vector<bool> inlined;
-  std::vector<Tensor> generator_values;  // constants, and generators reference steps read
-  std::vector<Step> steps;
-  std::vector<KernelInfo> kernels;
-  std::vector<std::shared_ptr<const JitLibrary>> libraries;
-  double compile_ms = 0;
-  int64_t jit_compiles = 0;
-  bool poison_outputs = false;
-  // Intermediates live in one arena at offsets from the liveness plan (-1: not in it).
-  MemoryPlan memory;
-  std::vector<int64_t> arena_offset;  // per node
-  std::vector<std::byte> arena;
-};
 
 CompiledGraph::CompiledGraph(std::unique_ptr<State> state) : state_(std::move(state)) {}
 CompiledGraph::~CompiledGraph() = default;
@@ -145,7 +119,8 @@ void GenerateAttention(const CompiledGraph::State& state, const FusionGroup& gro
 
 // Lowers every group and appends the generated functions (named with `prefix`) to
 // `source`; groups no loop template expresses keep the reference kernels.
-void GenerateKernels(CompiledGraph::State& state, const std::string& prefix, std::string& source) {
+void GenerateKernels(CompiledGraph::State& state, const std::string& prefix, const std::map<std::string, CppKernelConfig>& configs,
+                     std::string& source) {
   for (const FusionGroup& group : state.plan.groups) {
     Step step;
     step.group = group.id;
@@ -175,13 +150,15 @@ void GenerateKernels(CompiledGraph::State& state, const std::string& prefix, std
     }
     if (kernel.ok() && (group.kind != GroupKind::kGemm || step.matmul >= 0)) {
       kernel->name = prefix + kernel->name;
-      info.source = EmitCppFunction(*kernel);
+      auto config = configs.find(kernel->name);
+      info.source = EmitCppFunction(*kernel, config == configs.end() ? CppKernelConfig{} : config->second);
       source += info.source;
       for (const KernelBuffer& b : kernel->buffers) step.buffer_nodes.push_back(b.node);
       step.outputs = loop_group.outputs;
       step.symbol = kernel->name;
       info.generated = true;
       info.name = kernel->name;
+      step.loop_kernel = std::move(*kernel);
     } else if (group.kind != GroupKind::kGemm) {
       info.why_not = kernel.status().message();
     }
@@ -233,7 +210,8 @@ StatusOr<std::vector<std::unique_ptr<CompiledGraph>>> CompiledGraph::CompileBatc
   std::vector<std::unique_ptr<State>> states;
   for (size_t i = 0; i < graphs.size(); ++i) {
     ASSIGN_OR_RETURN(std::unique_ptr<State> state, PlanGraph(graphs[i], options));
-    GenerateKernels(*state, graphs.size() > 1 ? fmt::format("g{}_", i) : "", source);
+    state->cache_dir = options.cache_dir;
+    GenerateKernels(*state, graphs.size() > 1 ? fmt::format("g{}_", i) : "", options.configs, source);
     states.push_back(std::move(state));
   }
   ASSIGN_OR_RETURN(std::shared_ptr<const JitLibrary> library, jit.Compile(source));
@@ -283,6 +261,8 @@ StatusOr<std::vector<Tensor>> CompiledGraph::Run(const std::vector<Tensor>& inpu
   const Graph& g = state_->graph;
   if (inputs.size() != g.inputs().size())
     return InvalidArgument(fmt::format("graph takes {} inputs, got {}", g.inputs().size(), inputs.size()));
+  state_->last_tensors.clear();  // the previous run's values, freed before this one allocates
+  state_->last_memory.clear();
   // Values live either as tensors (inputs, constants, graph outputs, reference-step
   // results) or as raw arena memory (intermediates of generated kernels).
   std::vector<Tensor> tensors = state_->generator_values;  // shares the constants' bytes
@@ -328,7 +308,33 @@ StatusOr<std::vector<Tensor>> CompiledGraph::Run(const std::vector<Tensor>& inpu
   std::vector<Tensor> outputs;
   for (const Graph::Output& o : g.outputs())
     outputs.push_back(memory[o.node] ? CopyToTensor(g.node(o.node), memory[o.node]) : tensors[o.node]);
+  state_->last_tensors = std::move(tensors);
+  state_->last_memory = std::move(memory);
   return outputs;
+}
+
+const Kernel* CompiledGraph::LoopKernel(const std::string& name) const {
+  for (const Step& step : state_->steps)
+    if (step.loop_kernel && step.symbol == name) return &*step.loop_kernel;
+  return nullptr;
+}
+
+StatusOr<std::vector<double>> CompiledGraph::GroupTimesUs(const std::vector<Tensor>& inputs) {
+  // Per group, the median over a few runs (the first one warms up).
+  constexpr int kRuns = 6;
+  std::vector<std::vector<double>> samples(state_->steps.size());
+  for (int run = 0; run < kRuns; ++run) {
+    std::vector<KernelTiming> timings;
+    ASSIGN_OR_RETURN(std::vector<Tensor> unused, Run(inputs, &timings));
+    if (run == 0) continue;
+    for (size_t g = 0; g < timings.size() && g < samples.size(); ++g) samples[g].push_back(timings[g].duration_us);
+  }
+  std::vector<double> out;
+  for (std::vector<double>& v : samples) {
+    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    out.push_back(v[v.size() / 2]);
+  }
+  return out;
 }
 
 }  // namespace tilefuse

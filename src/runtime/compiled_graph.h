@@ -10,11 +10,15 @@
 // as fused.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "codegen/cpp_kernel_config.h"
+#include "codegen/kernel.h"
 #include "fusion/fusion_plan.h"
 #include "tilefuse/graph.h"
 #include "tilefuse/status.h"
@@ -31,6 +35,9 @@ struct CompileOptions {
   // Compile this plan (checked by VerifyPlan) instead of planning; fuse, disabled_kinds
   // and device are then unused. For one graph: the autotuner's fallbacks (tune/fallback.h).
   const FusionPlan* plan_override = nullptr;
+  // Per generated loop kernel (by name), the configuration to emit it with (the tuner's);
+  // kernels not named keep the default.
+  std::map<std::string, CppKernelConfig> configs;
 };
 
 struct KernelInfo {
@@ -40,6 +47,13 @@ struct KernelInfo {
   std::string why_not;      // when not generated
   std::string source;       // generated C++ (empty when not generated)
   int num_nodes = 0;
+};
+
+// One configuration's measurement (time_us absent: it failed to compile or run).
+struct CppVariantTiming {
+  CppKernelConfig config;
+  std::optional<double> time_us;
+  std::string error;
 };
 
 struct KernelTiming {
@@ -60,6 +74,19 @@ class CompiledGraph {
   // With `timings`, each kernel's wall time is appended. Intermediates live in one
   // arena owned by this object, so one Run at a time.
   StatusOr<std::vector<Tensor>> Run(const std::vector<Tensor>& inputs, std::vector<KernelTiming>* timings = nullptr);
+
+  // The tuner's side (tune/cpu_tuner.h). The lowered loop kernel named `name` (what its
+  // configurations apply to); nullptr for attention kernels, the reference steps, unknown names.
+  const Kernel* LoopKernel(const std::string& name) const;
+  // Times `configs` of the loop kernel `name` alone on this graph's buffers (Run the graph
+  // once first so they hold its data): every variant from one compiler run, steady clock,
+  // `warmup` calls, median of `repeats`, inputs rotated through copies larger than the
+  // last-level cache; a winner >15% faster than configs[0] (the default) is measured
+  // again with it. A variant that fails to compile gets no time and its error.
+  StatusOr<std::vector<CppVariantTiming>> MeasureVariants(const std::string& name, const std::vector<CppKernelConfig>& configs,
+                                                          int warmup, int repeats);
+  // Each plan group's wall time in one run (µs, plan order; median of a few runs).
+  StatusOr<std::vector<double>> GroupTimesUs(const std::vector<Tensor>& inputs);
 
   const Graph& graph() const;
   const FusionPlan& plan() const;

@@ -1,0 +1,36 @@
+// The tunable parameters of a generated C++ kernel (codegen/cpp_emitter.h). Every
+// field's default prints exactly what the emitter printed before kernels had a
+// configuration, so untuned kernels, and their disk-cache entries, are unchanged.
+//
+//   #pragma omp parallel for [simd] schedule(static) num_threads(4)   ← threads, schedule, chunk
+//   row kernels: row buffer (codegen/row_cache_plan.h) or recompute   ← row_buffer
+#pragma once
+
+#include <string>
+
+namespace tilefuse {
+
+enum class CppSchedule { kStatic, kStaticChunk, kDynamic };
+
+struct CppKernelConfig {
+  int threads = 0;                              // OpenMP team size; 0: every core (the OpenMP default)
+  CppSchedule schedule = CppSchedule::kStatic;  // of the outer loop
+  int chunk = 0;                                // outer iterations per chunk (kStaticChunk, kDynamic)
+  bool row_buffer = true;  // row kernels with a row buffer: use it; false: recompute in every pass
+  bool operator==(const CppKernelConfig&) const = default;
+};
+
+// "static", "static_chunk", "dynamic"; false for an unknown name.
+const char* CppScheduleName(CppSchedule schedule);
+bool ParseCppSchedule(const std::string& name, CppSchedule* schedule);
+
+// The clauses the emitter prints: "schedule(static)", "schedule(dynamic, 16)"; "" or
+// " num_threads(4)".
+std::string CppScheduleClause(const CppKernelConfig& config);
+std::string CppTeamClause(const CppKernelConfig& config);
+// "" for a configuration the template can run, else an `#error` line naming what is
+// wrong: the emitter returns no Status, so such a kernel fails to compile, loudly (the
+// compiler only warns about a non-positive chunk or team and then ignores it).
+std::string CppConfigErrorDirective(const CppKernelConfig& config);
+
+}  // namespace tilefuse

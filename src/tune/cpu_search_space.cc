@@ -1,0 +1,70 @@
+#include "tune/cpu_search_space.h"
+
+#include <cmath>
+#include <fmt/format.h>
+
+#include "codegen/row_cache_plan.h"
+
+namespace tilefuse {
+
+namespace {
+
+constexpr int kTeams[] = {1, 2, 4, 8, 16, 32, 64};
+// Outer iterations per chunk: a row kernel's row, a pointwise kernel's element. Below
+// 16 a pointwise chunk shares cache lines of its output with its neighbours.
+constexpr int kChunks[] = {16, 256, 4096};
+
+}  // namespace
+
+nlohmann::json CppConfigToJson(const CppKernelConfig& c) {
+  return {{"threads", c.threads}, {"schedule", CppScheduleName(c.schedule)}, {"chunk", c.chunk}, {"row_buffer", c.row_buffer}};
+}
+
+CppKernelConfig CppConfigFromJson(const nlohmann::json& j) {
+  CppKernelConfig c;
+  c.threads = j.value("threads", 0);
+  if (!ParseCppSchedule(j.value("schedule", "static"), &c.schedule)) c.schedule = CppSchedule::kStatic;
+  c.chunk = j.value("chunk", 0);
+  c.row_buffer = j.value("row_buffer", true);
+  return c;
+}
+
+double CppConfigRank(const CppKernelConfig& c) {
+  double rank = c.threads == 0 ? 0 : 3;  // after every all-core configuration (at most 2.8)
+  if (!c.row_buffer) rank += 0.5;
+  if (c.schedule != CppSchedule::kStatic) rank += (c.schedule == CppSchedule::kDynamic ? 1.5 : 1.0) + 0.1 * std::log2(4096.0 / c.chunk);
+  return rank;
+}
+
+CppSearchSpace CppCandidates(const Kernel& k, int cores) {
+  CppSearchSpace space;
+  cores = std::max(1, cores);
+  const bool has_row_buffer = !k.reductions.empty() && !PlanRowCache(k).buffer_values.empty();
+  std::vector<int> teams = {0};
+  for (int t : kTeams) {
+    if (t >= cores) space.pruned.push_back(fmt::format("threads {}: not fewer than the {} cores (0 uses them all)", t, cores));
+    else if (t > k.outer) space.pruned.push_back(fmt::format("threads {}: more than the {} outer iterations", t, k.outer));
+    else teams.push_back(t);
+  }
+  for (bool row_buffer : {true, false}) {
+    if (!row_buffer && !has_row_buffer) {
+      space.pruned.push_back("row_buffer false: the kernel has no row buffer");
+      continue;
+    }
+    for (int threads : teams) {
+      int team = threads == 0 ? cores : threads;
+      int64_t per_thread = (k.outer + team - 1) / team;
+      space.candidates.push_back({threads, CppSchedule::kStatic, 0, row_buffer});
+      for (CppSchedule schedule : {CppSchedule::kStaticChunk, CppSchedule::kDynamic})
+        for (int chunk : kChunks) {
+          std::string what = fmt::format("threads {} {} chunk {}", threads, CppScheduleName(schedule), chunk);
+          if (chunk > per_thread) space.pruned.push_back(fmt::format("{}: larger than a thread's {} outer iterations", what, per_thread));
+          else if (per_thread % chunk != 0) space.pruned.push_back(fmt::format("{}: does not divide a thread's {} outer iterations", what, per_thread));
+          else space.candidates.push_back({threads, schedule, chunk, row_buffer});
+        }
+    }
+  }
+  return space;
+}
+
+}  // namespace tilefuse

@@ -1,0 +1,93 @@
+#include "tune/cpu_tuner.h"
+
+#include <thread>
+
+#include "backend/cpu/host_jit.h"
+#include "codegen/cpp_emitter.h"
+#include "support/cpu_info.h"
+#include "support/kernel_cache.h"
+#include "tune/cpu_search_space.h"
+#include "tune/measured_fallback.h"
+#include "tune/tuning_cache.h"
+
+namespace tilefuse {
+
+namespace {
+
+// The kernel's identity across graphs: its default source with its name blanked (the
+// same fused group in another model, at the same shapes, hits the same entry).
+std::string KernelHash(const Kernel& kernel) {
+  Kernel blank = kernel;
+  blank.name = "KERNEL";
+  return KernelCache::Key({EmitCppFunction(blank), CppConfigToJson(CppKernelConfig{}).dump()});
+}
+
+std::vector<Tensor> RandomInputs(const Graph& graph) {
+  std::vector<Tensor> inputs;
+  for (size_t i = 0; i < graph.inputs().size(); ++i) {
+    const Node& p = graph.node(graph.inputs()[i]);
+    inputs.push_back(IsFloat(p.dtype) ? Tensor::Random(p.dtype, p.shape, 1234 + i) : Tensor(p.dtype, p.shape));
+  }
+  return inputs;
+}
+
+KernelSearch CppKernelSearch(CompiledGraph& compiled, const std::string& name, const Kernel& kernel,
+                             const TuningKey& machine, const TuneOptions& tune) {
+  KernelSearch search;
+  search.name = name;
+  search.key = machine;
+  search.key.kernel_hash = KernelHash(kernel);
+  CppSearchSpace space = CppCandidates(kernel, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  for (const CppKernelConfig& c : space.candidates) search.candidates.push_back(CppConfigToJson(c));
+  search.pruned = static_cast<int>(space.pruned.size());
+  search.rank = [](const nlohmann::json& c) { return CppConfigRank(CppConfigFromJson(c)); };
+  search.measure = [&compiled, name, warmup = tune.warmup, repeats = tune.repeats](const std::vector<nlohmann::json>& configs)
+      -> StatusOr<std::vector<ConfigTiming>> {
+    std::vector<CppKernelConfig> typed;
+    for (const nlohmann::json& c : configs) typed.push_back(CppConfigFromJson(c));
+    ASSIGN_OR_RETURN(std::vector<CppVariantTiming> measured, compiled.MeasureVariants(name, typed, warmup, repeats));
+    std::vector<ConfigTiming> out;
+    for (size_t i = 0; i < measured.size(); ++i) out.push_back({configs[i], measured[i].time_us, measured[i].error});
+    return out;
+  };
+  return search;
+}
+
+}  // namespace
+
+std::string CpuTuningDeviceName() { return "cpu: " + CpuModelName(); }
+
+StatusOr<std::unique_ptr<CompiledGraph>> TuneForCpu(const Graph& graph, const CompileOptions& options,
+                                                    const TuneOptions& tune, TuneReport* report) {
+  auto start = TuneClock::now();
+  TuneReport local;
+  TuneReport& r = report ? *report : local;
+  // The tuning cache: tune.cache_dir, else the kernels' (a benchmark compiles into a fresh
+  // kernel cache but keeps what tuning learnt).
+  ASSIGN_OR_RETURN(TuningCache cache, TuningCache::Open(tune.cache_dir.empty() ? options.cache_dir : tune.cache_dir));
+  HostJitOptions jit_options;
+  if (!options.cache_dir.empty()) jit_options.cache_dir = options.cache_dir;
+  ASSIGN_OR_RETURN(HostJit jit, HostJit::Create(jit_options));
+  TuningKey machine{CpuTuningDeviceName(), CpuIsaLevel(), "", jit.compiler_identity(), "", "", ""};
+
+  CompileOptions base = options;
+  base.poison_outputs = false;
+  ASSIGN_OR_RETURN(std::unique_ptr<CompiledGraph> compiled, CompiledGraph::Compile(graph, base));
+  std::vector<Tensor> inputs = RandomInputs(compiled->graph());
+  ASSIGN_OR_RETURN(std::vector<Tensor> warm, compiled->Run(inputs));  // real data in every buffer
+  std::vector<KernelSearch> searches;
+  for (const KernelInfo& info : compiled->kernels())
+    if (const Kernel* kernel = compiled->LoopKernel(info.name))
+      searches.push_back(CppKernelSearch(*compiled, info.name, *kernel, machine, tune));
+  RETURN_IF_ERROR(TuneKernels(searches, cache, tune, start, r));
+  CompileOptions tuned = options;
+  for (const KernelTuneResult& k : r.kernels) tuned.configs[k.name] = CppConfigFromJson(k.best);
+  ASSIGN_OR_RETURN(compiled, CompiledGraph::Compile(graph, tuned));
+  if (tune.fallback && options.fuse && !options.plan_override) {
+    ASSIGN_OR_RETURN(compiled, ApplyMeasuredFallbacks(graph, std::move(compiled), tuned, inputs, r.fallbacks));
+  }
+  r.seconds = SecondsSince(start);
+  return compiled;
+}
+
+}  // namespace tilefuse

@@ -1,0 +1,91 @@
+// The backend-neutral part of the autotuner (issue 6), shared by the CUDA tuner
+// (tune/gpu_tuner.h) and the CPU tuner (tune/cpu_tuner.h). A backend describes each
+// kernel as a KernelSearch — its candidate configurations as JSON (the tuning cache's
+// form), the cost model's ranking and a way to measure — and this part does the rest:
+//
+//   candidates → shortlist (all when few, else the default + the best-ranked)
+//   → cache lookup → measure only what the cache lacks → record → fastest wins
+//
+// A configuration that failed (emit, compile or launch) has no time: infinitely slow.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tilefuse/status.h"
+#include "tune/fallback.h"
+#include "tune/tuning_cache.h"
+
+namespace tilefuse {
+
+struct TuneOptions {
+  double budget_s = 0;        // wall-clock seconds for measuring; 0: 30 s per kernel
+  int warmup = 5, repeats = 20;
+  int max_measured = 16;      // per kernel; larger spaces measure the default + top-k
+  std::string cache_dir;      // empty: $TILEFUSE_CACHE_DIR or ~/.cache/tilefuse
+  bool fallback = true;       // apply the fused-vs-unfused rule
+  // Called before each kernel is tuned (index, count, name): a progress bar.
+  std::function<void(int, int, const std::string&)> progress;
+};
+
+// One configuration's outcome, its config as JSON (time_us absent: it failed).
+struct ConfigTiming {
+  nlohmann::json config;
+  std::optional<double> time_us;
+  std::string error;
+};
+
+struct KernelTuneResult {
+  std::string name;
+  int candidates = 0, pruned = 0, measured = 0, cache_hits = 0;
+  nlohmann::json best;                 // the winner (the default when nothing has a time)
+  double best_us = 0, default_us = 0;  // 0 when unknown
+  double seconds = 0;                  // spent on this kernel (measuring, compiling variants)
+  std::vector<ConfigTiming> timings;   // every configuration known (cached or measured now)
+};
+
+struct TuneReport {
+  int64_t measurements = 0;  // configurations timed in this run (0: all from the cache)
+  int64_t cache_hits = 0;    // configurations answered by the cache
+  double seconds = 0;
+  bool budget_exhausted = false;
+  std::vector<KernelTuneResult> kernels;
+  std::vector<FallbackDecision> fallbacks;
+  nlohmann::json ToJson() const;
+};
+
+// What a backend supplies to tune one kernel.
+struct KernelSearch {
+  std::string name;
+  TuningKey key;
+  std::vector<nlohmann::json> candidates;  // the default first
+  int pruned = 0;                          // configurations the constraints removed
+  // The cost model's preference: lower is measured first when the space is too large.
+  std::function<double(const nlohmann::json&)> rank;
+  // Times `configs` (one ConfigTiming each, in order); an error is for the whole batch.
+  std::function<StatusOr<std::vector<ConfigTiming>>(const std::vector<nlohmann::json>&)> measure;
+};
+
+// The default and the `limit - 1` best-ranked others (all of them when they fit).
+std::vector<nlohmann::json> Shortlist(std::vector<nlohmann::json> all, size_t limit,
+                                      const std::function<double(const nlohmann::json&)>& rank);
+
+// Cache first, then (when `may_measure`) the missing shortlisted configurations.
+StatusOr<KernelTuneResult> TuneKernel(const KernelSearch& search, TuningCache& cache, const TuneOptions& tune,
+                                      bool may_measure);
+
+// TuneKernel over every kernel, within the budget counted from `start` (kernels after it
+// is spent keep what the cache knows, else their defaults); results appended to `report`.
+using TuneClock = std::chrono::steady_clock;
+Status TuneKernels(const std::vector<KernelSearch>& kernels, TuningCache& cache, const TuneOptions& tune,
+                   TuneClock::time_point start, TuneReport& report);
+
+double SecondsSince(TuneClock::time_point start);
+
+}  // namespace tilefuse

@@ -5,8 +5,12 @@
 #pragma once
 
 #include <algorithm>
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "tilefuse/graph.h"
 #include "tilefuse/status.h"
@@ -21,6 +25,31 @@ StatusOr<std::vector<GroupTiming>> MeasureGroupTimes(Compiled& compiled, const s
   std::vector<GroupTiming> out;
   for (size_t g = 0; g < us.size() && g < compiled.plan().groups.size(); ++g) out.push_back({compiled.plan().groups[g].id, us[g]});
   return out;
+}
+
+// Tuned configurations are keyed by kernel name, "tf_group<id>_<kind>..." (both
+// backends), and a replan renumbers groups: a config follows its group to its new id
+// when the replanned plan has a group with exactly the same members, and is dropped
+// otherwise (a config tuned for one kernel may not even be valid for another).
+template <typename Config>
+std::map<std::string, Config> CarryConfigs(const FusionPlan& before, const FusionPlan& after,
+                                           const std::map<std::string, Config>& configs) {
+  auto members = [](const FusionGroup& g) {
+    std::vector<int> nodes = g.nodes;
+    std::sort(nodes.begin(), nodes.end());
+    return nodes;
+  };
+  std::map<std::vector<int>, int> after_id;
+  for (const FusionGroup& g : after.groups) after_id[members(g)] = g.id;
+  std::map<std::string, Config> carried;
+  for (const FusionGroup& g : before.groups) {
+    auto it = after_id.find(members(g));
+    if (it == after_id.end()) continue;
+    std::string old_prefix = fmt::format("tf_group{}_", g.id), new_prefix = fmt::format("tf_group{}_", it->second);
+    for (const auto& [name, config] : configs)
+      if (name.rfind(old_prefix, 0) == 0) carried[new_prefix + name.substr(old_prefix.size())] = config;
+  }
+  return carried;
 }
 
 // `fused` compiled from `graph` with `fused_options`; returns it, or its replanned
@@ -42,6 +71,7 @@ StatusOr<std::unique_ptr<Compiled>> ApplyMeasuredFallbacks(const Graph& graph, s
   ASSIGN_OR_RETURN(FusionPlan plan, ApplyFallbacks(fused->graph(), fused->plan(), unfused->plan(), decisions));
   Options replanned = fused_options;
   replanned.plan_override = &plan;
+  replanned.configs = CarryConfigs(fused->plan(), plan, fused_options.configs);
   return Compiled::Compile(graph, replanned);
 }
 

@@ -84,6 +84,9 @@ if has tune; then
     "$B/tilefuse" tune bench/cases/softmax_bf16_16384x1024.onnxtxt --json >"$OUT/tune$run.json" 2>>"$log"
     python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print('run', sys.argv[2], 'measurements', j['measurements'], 'cache hits', j['cache_hits'], 'all from cache', j['all_from_cache'], 'seconds %.1f' % j['seconds'])" "$OUT/tune$run.json" $run | tee -a "$log"
   done
+  say "== tilefuse explain --measured (the fallback rule's timings and decisions)"
+  "$B/tilefuse" explain bench/cases/gelu_tanh_bf16.onnxtxt --measured >"$OUT/explain-measured.txt" 2>&1 || say "FAIL explain --measured"
+  tail -5 "$OUT/explain-measured.txt" | tee -a "$log"
 fi
 
 if has bench; then

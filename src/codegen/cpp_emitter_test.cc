@@ -162,8 +162,8 @@ g (float[4,700] x) => (float[4,700] y) {
   ExpectMatchesReference(c, Tensor::Random(DType::kF32, {4, 700}, 4), {1e-4, 1e-5});
 }
 
-// GELU's 1 + tanh(u) is lowered as 2 / (1 + exp(-2u)) (libmvec's tanhf costs about
-// twice its expf); a tanh with another user, or of integers, keeps tanh.
+// GELU's 1 + tanh(u) is lowered as 2 / (1 + exp(-2u)) for f32/f64 (libmvec's tanhf costs
+// about twice its expf); a tanh with another user keeps tanh.
 TEST(CppEmitterTest, OnePlusTanhIsComputedThroughExp) {
   Compiled gelu = CompileText(R"(<ir_version: 8, opset_import: ["" : 20]>
 g (float[4,300] x) => (float[4,300] y) {

@@ -14,7 +14,7 @@ namespace {
 class Lowering {
  public:
   Lowering(const Graph& g, const FusionGroup& group, const std::vector<bool>& inlined)
-      : g_(g), group_(group), inlined_(inlined), member_(g.num_nodes(), false), users_(g.ComputeUsers()) {
+      : g_(g), group_(group), inlined_(inlined), member_(g.num_nodes(), false) {
     for (int id : group.nodes) member_[id] = true;
   }
 
@@ -40,7 +40,6 @@ class Lowering {
   const FusionGroup& group_;
   const std::vector<bool>& inlined_;
   std::vector<bool> member_;
-  std::vector<std::vector<int>> users_;
   Kernel k_;
   std::map<std::pair<int, std::string>, int> memo_;
   std::map<int, int> buffer_of_node_;
@@ -150,9 +149,17 @@ StatusOr<int> Lowering::EvaluateMember(const Node& n, const Index& flat) {
 StatusOr<std::optional<int>> Lowering::OnePlusTanhAsSigmoid(const Node& n, const Index& flat) {
   bool half = n.dtype == DType::kF16 || n.dtype == DType::kBF16;
   if (n.op != OpCode::kAdd || !IsFloat(n.dtype) || half || n.inputs.size() != 2) return std::optional<int>();
+  // A member read outside the group is one of its outputs, so the members are all the
+  // users to count (the whole graph's user lists would cost O(nodes) per group).
+  auto member_users = [&](int id) {
+    return std::count_if(group_.nodes.begin(), group_.nodes.end(), [&](int m) {
+      const std::vector<int>& in = g_.node(m).inputs;
+      return std::find(in.begin(), in.end(), id) != in.end();
+    });
+  };
   for (int side = 0; side < 2; ++side) {
     const Node& tanh = g_.node(n.inputs[1 - side]);
-    bool lone_tanh = tanh.op == OpCode::kTanh && member_[tanh.id] && users_[tanh.id].size() == 1 &&
+    bool lone_tanh = tanh.op == OpCode::kTanh && member_[tanh.id] && member_users(tanh.id) == 1 &&
                      tanh.shape == n.shape && tanh.dtype == n.dtype &&
                      std::find(group_.outputs.begin(), group_.outputs.end(), tanh.id) == group_.outputs.end();
     if (!lone_tanh) continue;

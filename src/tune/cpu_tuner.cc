@@ -22,15 +22,6 @@ std::string KernelHash(const Kernel& kernel) {
   return KernelCache::Key({EmitCppFunction(blank), CppConfigToJson(CppKernelConfig{}).dump()});
 }
 
-std::vector<Tensor> RandomInputs(const Graph& graph) {
-  std::vector<Tensor> inputs;
-  for (size_t i = 0; i < graph.inputs().size(); ++i) {
-    const Node& p = graph.node(graph.inputs()[i]);
-    inputs.push_back(IsFloat(p.dtype) ? Tensor::Random(p.dtype, p.shape, 1234 + i) : Tensor(p.dtype, p.shape));
-  }
-  return inputs;
-}
-
 KernelSearch CppKernelSearch(CompiledGraph& compiled, const std::string& name, const Kernel& kernel,
                              const TuningKey& machine, const TuneOptions& tune) {
   KernelSearch search;
@@ -41,15 +32,7 @@ KernelSearch CppKernelSearch(CompiledGraph& compiled, const std::string& name, c
   for (const CppKernelConfig& c : space.candidates) search.candidates.push_back(CppConfigToJson(c));
   search.pruned = static_cast<int>(space.pruned.size());
   search.rank = [](const nlohmann::json& c) { return CppConfigRank(CppConfigFromJson(c)); };
-  search.measure = [&compiled, name, warmup = tune.warmup, repeats = tune.repeats](const std::vector<nlohmann::json>& configs)
-      -> StatusOr<std::vector<ConfigTiming>> {
-    std::vector<CppKernelConfig> typed;
-    for (const nlohmann::json& c : configs) typed.push_back(CppConfigFromJson(c));
-    ASSIGN_OR_RETURN(std::vector<CppVariantTiming> measured, compiled.MeasureVariants(name, typed, warmup, repeats));
-    std::vector<ConfigTiming> out;
-    for (size_t i = 0; i < measured.size(); ++i) out.push_back({configs[i], measured[i].time_us, measured[i].error});
-    return out;
-  };
+  search.measure = MeasureTypedConfigs<CompiledGraph, CppKernelConfig>(compiled, name, tune, CppConfigFromJson);
   return search;
 }
 
@@ -73,7 +56,7 @@ StatusOr<std::unique_ptr<CompiledGraph>> TuneForCpu(const Graph& graph, const Co
   CompileOptions base = options;
   base.poison_outputs = false;
   ASSIGN_OR_RETURN(std::unique_ptr<CompiledGraph> compiled, CompiledGraph::Compile(graph, base));
-  std::vector<Tensor> inputs = RandomInputs(compiled->graph());
+  std::vector<Tensor> inputs = TuningInputs(compiled->graph());
   ASSIGN_OR_RETURN(std::vector<Tensor> warm, compiled->Run(inputs));  // real data in every buffer
   std::vector<KernelSearch> searches;
   for (const KernelInfo& info : compiled->kernels())

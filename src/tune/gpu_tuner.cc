@@ -29,15 +29,6 @@ double CudaRank(const CudaKernelConfig& base, const CudaKernelConfig& c) {
          std::abs(std::log2(double(std::max(1, c.threads_per_row)) / std::max(1, base.threads_per_row)));
 }
 
-std::vector<Tensor> RandomInputs(const Graph& graph) {
-  std::vector<Tensor> inputs;
-  for (size_t i = 0; i < graph.inputs().size(); ++i) {
-    const Node& p = graph.node(graph.inputs()[i]);
-    inputs.push_back(IsFloat(p.dtype) ? Tensor::Random(p.dtype, p.shape, 1234 + i) : Tensor(p.dtype, p.shape));
-  }
-  return inputs;
-}
-
 KernelSearch CudaKernelSearch(GpuCompiledGraph& compiled, const CudaLaunchable& k, const TuneOptions& tune) {
   KernelSearch search;
   search.name = k.source.name;
@@ -48,15 +39,7 @@ KernelSearch CudaKernelSearch(GpuCompiledGraph& compiled, const CudaLaunchable& 
   search.pruned = static_cast<int>(space.pruned.size());
   CudaKernelConfig base = space.candidates.empty() ? CudaKernelConfig{} : space.candidates.front();
   search.rank = [base](const nlohmann::json& c) { return CudaRank(base, CudaConfigFromJson(c)); };
-  search.measure = [&compiled, name = k.source.name, warmup = tune.warmup, repeats = tune.repeats](const std::vector<nlohmann::json>& configs)
-      -> StatusOr<std::vector<ConfigTiming>> {
-    std::vector<CudaKernelConfig> typed;
-    for (const nlohmann::json& c : configs) typed.push_back(CudaConfigFromJson(c));
-    ASSIGN_OR_RETURN(std::vector<VariantTiming> measured, compiled.MeasureVariants(name, typed, warmup, repeats));
-    std::vector<ConfigTiming> out;
-    for (size_t i = 0; i < measured.size(); ++i) out.push_back({configs[i], measured[i].time_us, measured[i].error});
-    return out;
-  };
+  search.measure = MeasureTypedConfigs<GpuCompiledGraph, CudaKernelConfig>(compiled, k.source.name, tune, CudaConfigFromJson);
   return search;
 }
 
@@ -71,7 +54,7 @@ StatusOr<std::unique_ptr<GpuCompiledGraph>> TuneForGpu(const Graph& graph, const
   GpuCompileOptions base = options;
   base.poison_outputs = false;
   ASSIGN_OR_RETURN(std::unique_ptr<GpuCompiledGraph> compiled, GpuCompiledGraph::Compile(graph, base));
-  std::vector<Tensor> inputs = RandomInputs(compiled->graph());
+  std::vector<Tensor> inputs = TuningInputs(compiled->graph());
   ASSIGN_OR_RETURN(std::vector<Tensor> warm, compiled->Run(inputs));  // real data in every buffer
   std::vector<KernelSearch> searches;
   for (const CudaLaunchable* k : compiled->launchables()) searches.push_back(CudaKernelSearch(*compiled, *k, tune));

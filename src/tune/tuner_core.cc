@@ -96,4 +96,13 @@ nlohmann::json TuneReport::ToJson() const {
   return j;
 }
 
+std::vector<Tensor> TuningInputs(const Graph& graph) {
+  std::vector<Tensor> inputs;
+  for (size_t i = 0; i < graph.inputs().size(); ++i) {
+    const Node& p = graph.node(graph.inputs()[i]);
+    inputs.push_back(IsFloat(p.dtype) ? Tensor::Random(p.dtype, p.shape, 1234 + i) : Tensor(p.dtype, p.shape));
+  }
+  return inputs;
+}
+
 }  // namespace tilefuse

@@ -18,7 +18,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tilefuse/graph.h"
 #include "tilefuse/status.h"
+#include "tilefuse/tensor.h"
 #include "tune/fallback.h"
 #include "tune/tuning_cache.h"
 
@@ -87,5 +89,26 @@ Status TuneKernels(const std::vector<KernelSearch>& kernels, TuningCache& cache,
                    TuneClock::time_point start, TuneReport& report);
 
 double SecondsSince(TuneClock::time_point start);
+
+// The inputs both tuners measure on: seeded random values for float inputs, zeros for
+// integer ones (token ids: 0 is always valid).
+std::vector<Tensor> TuningInputs(const Graph& graph);
+
+// KernelSearch::measure for a backend whose compiled graph times typed configurations:
+// `compiled.MeasureVariants(name, configs, warmup, repeats)` returning one timing (with
+// `time_us` and `error`) per config; `from_json` reads the cache's JSON form.
+template <typename Compiled, typename Config>
+std::function<StatusOr<std::vector<ConfigTiming>>(const std::vector<nlohmann::json>&)> MeasureTypedConfigs(
+    Compiled& compiled, std::string name, const TuneOptions& tune, Config (*from_json)(const nlohmann::json&)) {
+  return [&compiled, name = std::move(name), warmup = tune.warmup, repeats = tune.repeats,
+          from_json](const std::vector<nlohmann::json>& configs) -> StatusOr<std::vector<ConfigTiming>> {
+    std::vector<Config> typed;
+    for (const nlohmann::json& c : configs) typed.push_back(from_json(c));
+    ASSIGN_OR_RETURN(auto measured, compiled.MeasureVariants(name, typed, warmup, repeats));
+    std::vector<ConfigTiming> out;
+    for (size_t i = 0; i < measured.size(); ++i) out.push_back({configs[i], measured[i].time_us, measured[i].error});
+    return out;
+  };
+}
 
 }  // namespace tilefuse

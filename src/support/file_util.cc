@@ -16,20 +16,25 @@
 namespace tilefuse {
 
 namespace {
-Status OpenError(const std::string& path) {
+// `open_errno`: errno right after the failed open. It decides "does not exist": asking the
+// file system again races with a writer that creates the file in between (a cache reader
+// then called a file that appeared a moment later unreadable).
+Status OpenError(const std::string& path, int open_errno) {
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return NotFound(fmt::format("file '{}' does not exist", path));
+  if (open_errno == ENOENT || (open_errno == 0 && !std::filesystem::exists(path, ec)))
+    return NotFound(fmt::format("file '{}' does not exist", path));
   if (std::filesystem::is_directory(path, ec)) return InvalidArgument(fmt::format("'{}' is a folder, not a file", path));
-  return InvalidArgument(fmt::format("cannot read '{}': {}", path, std::strerror(errno)));
+  return InvalidArgument(fmt::format("cannot read '{}': {}", path, std::strerror(open_errno)));
 }
 }  // namespace
 
 StatusOr<std::string> ReadWholeFile(const std::string& path) {
   // Streamed, not sized by seeking: /proc files and pipes report no size.
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) return OpenError(path);
+  if (std::filesystem::is_directory(path, ec)) return OpenError(path, EISDIR);
+  errno = 0;
   std::ifstream in(path, std::ios::binary);
-  if (!in) return OpenError(path);
+  if (!in) return OpenError(path, errno);
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) return InvalidArgument(fmt::format("reading '{}' failed", path));
   return bytes;
@@ -37,9 +42,10 @@ StatusOr<std::string> ReadWholeFile(const std::string& path) {
 
 StatusOr<std::string> ReadFileRange(const std::string& path, uint64_t offset, std::optional<uint64_t> length) {
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) return OpenError(path);
+  if (std::filesystem::is_directory(path, ec)) return OpenError(path, EISDIR);
+  errno = 0;
   std::ifstream in(path, std::ios::binary);
-  if (!in) return OpenError(path);
+  if (!in) return OpenError(path, errno);
   in.seekg(0, std::ios::end);
   uint64_t size = static_cast<uint64_t>(in.tellg());
   if (offset > size || (length && *length > size - offset))

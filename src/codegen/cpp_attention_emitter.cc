@@ -78,7 +78,8 @@ class AttentionEmitter {
         nk_padded_(RoundUp(a.nk, lanes_)), dv_padded_(RoundUp(a.dv, lanes_)) {}
 
   std::string Run() {
-    // libmvec SIMD exp (guarded: once per translation unit).
+    // libmvec SIMD exp for double (guarded: once per translation unit); float uses the
+    // prelude's inline tf_exp_f32.
     out_ = CppSimdDeclarations();
     out_ += fmt::format("\n#include <algorithm>\n#include <memory>\n\nextern \"C\" void {}(void* const* buffers) {{\n", a_.name);
     out_ += CppBufferDeclarations(a_.buffers);
@@ -206,7 +207,7 @@ class AttentionEmitter {
         "          const {0} shift = new_max == -INFINITY ? {0}(0) : new_max;\n"
         "          const {0} rescale = {3}(running_max[r] - shift);\n"
         "          // Arguments below {4} (masked keys) give 0 without calling exp: its result\n"
-        "          // would be below the smallest normal, and libm's underflow path is slow.\n"
+        "          // would be below the smallest normal (libm's underflow path is slow).\n"
         "          {0} block_sum = 0;\n"
         "#pragma omp simd reduction(+ : block_sum)\n"
         "          for (int64_t j = 0; j < keys; ++j) {{\n"
@@ -218,7 +219,7 @@ class AttentionEmitter {
         "          for (int64_t c = 0; c < {2}; ++c) acc[r][c] *= rescale;\n"
         "          running_max[r] = new_max;\n"
         "        }}\n",
-        t_, a_.logit, dv_padded_, a_.compute == DType::kF64 ? "exp" : "expf", a_.compute == DType::kF64 ? -708 : -87);
+        t_, a_.logit, dv_padded_, a_.compute == DType::kF64 ? "exp" : "tf_exp_f32", a_.compute == DType::kF64 ? -708 : -87);
   }
 
   // acc[r][:] += Σ_j p[r][j] · V[j][:] in 4-row × `lanes_`-column register tiles.

@@ -1,6 +1,7 @@
 #include "codegen/cpp_emitter.h"
 
 #include <map>
+#include <string_view>
 #include <fmt/format.h>
 
 #include "codegen/cpp_kernel_config.h"
@@ -70,7 +71,9 @@ class CppEmitter {
   //  - a division of a per-element value by a per-row one (softmax's sum, layer norm's
   //    deviation) as a product with its reciprocal, which the compiler hoists out of the
   //    inner loop: one division per row, not per element (vdivps is ~10x a multiply).
-  //    Two roundings instead of one, within 1.5 ulp.
+  //    Two roundings instead of one, within 1.5 ulp;
+  //  - exp and sigmoid computed in float through the prelude's inline tf_exp_f32 (see
+  //    there why not libmvec).
   std::string Expression(const ScalarValue& v) {
     if (v.kind == ScalarValue::Kind::kOp && v.op == OpCode::kDiv && IsFloat(v.dtype) && v.inner &&
         !k_.values[v.args[1]].inner)
@@ -83,6 +86,9 @@ class CppEmitter {
         return exponent.constant == 2 ? fmt::format("{0} * {0}", x) : fmt::format("{0} * {0} * {0}", x);
       }
     }
+    if (v.kind == ScalarValue::Kind::kOp && (v.op == OpCode::kExp || v.op == OpCode::kSigmoid) &&
+        std::string_view(ComputeType(v.dtype)) == "float")
+      return fmt::format("tf_{}_f32({})", v.op == OpCode::kExp ? "exp" : "sigmoid", Name(v.args[0]));
     return CppValueExpression(v, {"i0", "i1"});
   }
 

@@ -74,6 +74,36 @@ template <typename T> static inline void tf_store_i8(int8_t* p, int64_t i, T v) 
 template <typename T> static inline void tf_store_u8(uint8_t* p, int64_t i, T v) { p[i] = (uint8_t)tf_cast_u8(v); }
 template <typename T> static inline void tf_store_bool(uint8_t* p, int64_t i, T v) { p[i] = v != T(0) ? 1 : 0; }
 
+// exp for float compute (f32 and the half types), inlined so the vectoriser sees plain
+// arithmetic: libmvec's _ZGVdN8v_expf is a call that (1) costs more than this whole body
+// (0.75 vs 0.61 ns per element on the development machine's Zen 3) and (2) keeps GCC from
+// if-converting a loop that also holds a select or a NaN-propagating max, so such a loop
+// stayed scalar. x = n ln2 + r with |r| <= ln2/2 (Cody-Waite, ln2 in two parts); exp(r)
+// by a degree-5 polynomial fitted for relative error (9e-8); 2^n as two normal factors
+// 2^(n/2) 2^(n - n/2), so results near overflow and in the subnormal range come out
+// right; n is read from the low mantissa bits of the rounding shifter. Measured against
+// double exp over every 97th float: at most 2.02 ulp. x > ln(FLT_MAX) gives inf, x < -104
+// gives 0 (both checks also catch infinities, whose reduction is NaN); NaN stays NaN.
+static inline float tf_exp_f32(float x) {
+  const float shifter = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  const float t = __builtin_fmaf(x, 1.44269504088896341f, shifter);
+  const float n = t - shifter;
+  float r = __builtin_fmaf(n, -0.693145751953125f, x);
+  r = __builtin_fmaf(n, -1.428606765330187045e-06f, r);
+  float p = __builtin_fmaf(0x1.0fa80ep-7f, r, 0x1.573a4ap-5f);
+  p = __builtin_fmaf(p, r, 0x1.555a6ap-3f);
+  p = __builtin_fmaf(p, r, 0x1.fffdc6p-2f);
+  p = __builtin_fmaf(p, r, 0x1.fffff6p-1f);
+  p = __builtin_fmaf(p, r, 1.0f);
+  int32_t bits; std::memcpy(&bits, &t, 4);
+  const int32_t n_total = bits - 0x4b400000, n_half = n_total >> 1;
+  const uint32_t bits1 = (uint32_t)(n_half + 127) << 23, bits2 = (uint32_t)(n_total - n_half + 127) << 23;
+  float scale1, scale2; std::memcpy(&scale1, &bits1, 4); std::memcpy(&scale2, &bits2, 4);
+  const float result = p * scale1 * scale2;
+  return x > 88.72284f ? std::numeric_limits<float>::infinity() : (x < -104.0f ? 0.0f : result);
+}
+static inline float tf_sigmoid_f32(float x) { return 1.0f / (1.0f + tf_exp_f32(-x)); }
+
 // Philox4x32-10, exactly as src/support/philox.cc: element `index` of a seeded stream.
 // Written without branches or an indexed array (the key bump closes each round, the
 // output word is picked by ?:) so an `omp simd` loop vectorises it: the same bits.

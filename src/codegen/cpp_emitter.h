@@ -17,6 +17,15 @@ namespace tilefuse {
 // more of these (a whole graph compiles in one compiler run). `config`: the tuner's
 // parameters (codegen/cpp_kernel_config.h); the default is the untuned kernel.
 std::string EmitCppFunction(const Kernel& kernel, const CppKernelConfig& config = {});
+// A row kernel's passes pipelined over consecutive rows (see "Pipelined row kernels" in
+// cpp_emitter.cc): `block_rows` rows per OpenMP iteration, the state of `slots` rows in
+// flight; block_rows 0: the kernel runs one row at a time.
+struct PipelineShape {
+  int64_t block_rows = 0;
+  int slots = 1;
+};
+PipelineShape PipelinedRows(const Kernel& kernel, const CppKernelConfig& config);
+
 // A self-contained translation unit for one kernel: prelude + function.
 std::string EmitCpp(const Kernel& kernel, const CppKernelConfig& config = {});
 

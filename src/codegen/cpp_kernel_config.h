@@ -1,9 +1,9 @@
-// The tunable parameters of a generated C++ kernel (codegen/cpp_emitter.h). Every
-// field's default prints exactly what the emitter printed before kernels had a
-// configuration, so untuned kernels, and their disk-cache entries, are unchanged.
+// The tunable parameters of a generated C++ kernel (codegen/cpp_emitter.h). The
+// defaults are the untuned kernel.
 //
 //   #pragma omp parallel for [simd] schedule(static) num_threads(4)   ← threads, schedule, chunk
 //   row kernels: row buffer (codegen/row_cache_plan.h) or recompute   ← row_buffer
+//   row kernels: passes of consecutive rows pipelined, or row by row   ← pipeline_rows
 #pragma once
 
 #include <string>
@@ -17,6 +17,9 @@ struct CppKernelConfig {
   CppSchedule schedule = CppSchedule::kStatic;  // of the outer loop
   int chunk = 0;                                // outer iterations per chunk (kStaticChunk, kDynamic)
   bool row_buffer = true;  // row kernels with a row buffer: use it; false: recompute in every pass
+  // Row kernels: run the passes of consecutive rows in one inner loop (see the emitter's
+  // "Pipelined row kernels"); with a chunked schedule, the chunk is the pipelined block.
+  bool pipeline_rows = true;
   bool operator==(const CppKernelConfig&) const = default;
 };
 

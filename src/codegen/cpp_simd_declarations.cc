@@ -4,8 +4,7 @@ namespace tilefuse {
 
 namespace {
 
-// Guarded because a translation unit holds many kernels and an OpenMP reduction may be
-// declared only once. libmvec has x86-64 variants of exp/log/sin/cos since glibc 2.22
+// Guarded because a translation unit holds many kernels. libmvec has x86-64 variants of exp/log/sin/cos since glibc 2.22
 // and of tanh/erf since 2.35; elsewhere the loops stay scalar calls. pow is left out:
 // GCC 12 crashes (internal compiler error in cddce) vectorising pow(x, 0.5f) through
 // its SIMD clone in a `parallel for simd` loop; the emitter multiplies out the common
@@ -28,10 +27,6 @@ float erff(float) noexcept TF_SIMD_MATH;  double erf(double) noexcept TF_SIMD_MA
 }
 #endif
 #endif
-// The original value initialises each lane: it is the identity (+-inf, or the integer
-// limit) and max/min are idempotent, so one declaration serves every type.
-#pragma omp declare reduction(tf_max : float, double, int64_t : omp_out = max_nan(omp_out, omp_in)) initializer(omp_priv = omp_orig)
-#pragma omp declare reduction(tf_min : float, double, int64_t : omp_out = min_nan(omp_out, omp_in)) initializer(omp_priv = omp_orig)
 #endif
 )TFRAW";
 

@@ -7,8 +7,6 @@
 //   from vectorised loops; g++ links libm, whose linker script pulls libmvec in as
 //   needed. They keep IEEE semantics for NaN and infinities (glibc documents at most 4 ulp
 //   error, within the f32 tolerance the kernels are tested at).
-// - OpenMP reductions tf_max / tf_min that combine SIMD lanes with the NaN-propagating
-//   max_nan / min_nan of the scalar library (OpenMP's built-in max drops a NaN lane).
 #pragma once
 
 #include <string>

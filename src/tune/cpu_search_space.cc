@@ -3,6 +3,7 @@
 #include <cmath>
 #include <fmt/format.h>
 
+#include "codegen/cpp_emitter.h"
 #include "codegen/row_cache_plan.h"
 
 namespace tilefuse {
@@ -17,7 +18,11 @@ constexpr int kChunks[] = {16, 256, 4096};
 }  // namespace
 
 nlohmann::json CppConfigToJson(const CppKernelConfig& c) {
-  return {{"threads", c.threads}, {"schedule", CppScheduleName(c.schedule)}, {"chunk", c.chunk}, {"row_buffer", c.row_buffer}};
+  return {{"threads", c.threads},
+          {"schedule", CppScheduleName(c.schedule)},
+          {"chunk", c.chunk},
+          {"row_buffer", c.row_buffer},
+          {"pipeline_rows", c.pipeline_rows}};
 }
 
 CppKernelConfig CppConfigFromJson(const nlohmann::json& j) {
@@ -26,12 +31,14 @@ CppKernelConfig CppConfigFromJson(const nlohmann::json& j) {
   if (!ParseCppSchedule(j.value("schedule", "static"), &c.schedule)) c.schedule = CppSchedule::kStatic;
   c.chunk = j.value("chunk", 0);
   c.row_buffer = j.value("row_buffer", true);
+  c.pipeline_rows = j.value("pipeline_rows", true);
   return c;
 }
 
 double CppConfigRank(const CppKernelConfig& c) {
   double rank = c.threads == 0 ? 0 : 3;  // after every all-core configuration (at most 2.8)
   if (!c.row_buffer) rank += 0.5;
+  if (!c.pipeline_rows) rank += 0.25;
   if (c.schedule != CppSchedule::kStatic) rank += (c.schedule == CppSchedule::kDynamic ? 1.5 : 1.0) + 0.1 * std::log2(4096.0 / c.chunk);
   return rank;
 }
@@ -40,6 +47,10 @@ CppSearchSpace CppCandidates(const Kernel& k, int cores) {
   CppSearchSpace space;
   cores = std::max(1, cores);
   const bool has_row_buffer = !k.reductions.empty() && !PlanRowCache(k).buffer_values.empty();
+  // Whether the kernel's passes can be pipelined at all: with the static schedule the
+  // emitter picks the block; a chunked one whose chunk it cannot pipeline falls back.
+  const bool pipelinable = PipelinedRows(k, {}).block_rows > 0;
+  if (!pipelinable) space.pruned.push_back("pipeline_rows false: the kernel is not a pipelined row kernel");
   std::vector<int> teams = {0};
   for (int t : kTeams) {
     if (t >= cores) space.pruned.push_back(fmt::format("threads {}: not fewer than the {} cores (0 uses them all)", t, cores));
@@ -51,17 +62,20 @@ CppSearchSpace CppCandidates(const Kernel& k, int cores) {
       space.pruned.push_back("row_buffer false: the kernel has no row buffer");
       continue;
     }
-    for (int threads : teams) {
-      int team = threads == 0 ? cores : threads;
-      int64_t per_thread = (k.outer + team - 1) / team;
-      space.candidates.push_back({threads, CppSchedule::kStatic, 0, row_buffer});
-      for (CppSchedule schedule : {CppSchedule::kStaticChunk, CppSchedule::kDynamic})
-        for (int chunk : kChunks) {
-          std::string what = fmt::format("threads {} {} chunk {}", threads, CppScheduleName(schedule), chunk);
-          if (chunk > per_thread) space.pruned.push_back(fmt::format("{}: larger than a thread's {} outer iterations", what, per_thread));
-          else if (per_thread % chunk != 0) space.pruned.push_back(fmt::format("{}: does not divide a thread's {} outer iterations", what, per_thread));
-          else space.candidates.push_back({threads, schedule, chunk, row_buffer});
-        }
+    for (bool pipeline : {true, false}) {
+      if (!pipeline && !pipelinable) continue;
+      for (int threads : teams) {
+        int team = threads == 0 ? cores : threads;
+        int64_t per_thread = (k.outer + team - 1) / team;
+        space.candidates.push_back({threads, CppSchedule::kStatic, 0, row_buffer, pipeline});
+        for (CppSchedule schedule : {CppSchedule::kStaticChunk, CppSchedule::kDynamic})
+          for (int chunk : kChunks) {
+            std::string what = fmt::format("threads {} {} chunk {}", threads, CppScheduleName(schedule), chunk);
+            if (chunk > per_thread) space.pruned.push_back(fmt::format("{}: larger than a thread's {} outer iterations", what, per_thread));
+            else if (per_thread % chunk != 0) space.pruned.push_back(fmt::format("{}: does not divide a thread's {} outer iterations", what, per_thread));
+            else space.candidates.push_back({threads, schedule, chunk, row_buffer, pipeline});
+          }
+      }
     }
   }
   return space;

@@ -1,9 +1,11 @@
 // The search space of the generated C++ kernels (codegen/cpp_kernel_config.h): OpenMP
-// team size, the outer loop's schedule and chunk, and for row kernels with a row buffer
-// (codegen/row_cache_plan.h) whether to use it or recompute. Constraints apply before
+// team size, the outer loop's schedule and chunk, for row kernels with a row buffer
+// (codegen/row_cache_plan.h) whether to use it or recompute, and for row kernels the
+// emitter can pipeline whether to (codegen/cpp_emitter.h). Constraints apply before
 // anything is compiled: no team larger than the outer loop or not smaller than the
 // machine (0 already means every core), no chunk larger than a thread's share of the
-// outer loop or not dividing it, no row-buffer choice where the kernel has none.
+// outer loop or not dividing it, no row-buffer or pipelining choice where the kernel
+// has none.
 #pragma once
 
 #include <nlohmann/json.hpp>

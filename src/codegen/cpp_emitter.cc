@@ -207,10 +207,10 @@ class CppEmitter {
   // How reduction r accumulates: its per-lane variable partR, the OpenMP clauses, and
   // whether a float sum is blocked (lanes add block by block into a double accR).
   //
-  // A float max or min propagates NaN (max_nan) within each SIMD lane, but OpenMP's
-  // built-in clause may drop a NaN lane when it combines the lanes, so a second sum
-  // counts the NaNs (nanR, in the lanes' type) and a row that held one comes out NaN. (A user-declared
-  // reduction with a NaN-aware combiner did this in one variable, but GCC 12 stops
+  // Max and min use OpenMP's built-in clauses with a plain comparison per lane, which
+  // skips NaN; for floats a second sum counts the NaNs (nanR, in the lanes' type) and a
+  // row that held one comes out NaN, as in the reference and numpy. (A user-declared
+  // reduction with a NaN-propagating combiner did this in one variable, but GCC 12 stops
   // vectorising a loop with two reductions when the function has another loop with that
   // user-declared reduction: a pipelined kernel's steady loop.)
   struct ReductionForm {
@@ -232,7 +232,7 @@ class CppEmitter {
       clause = is_max ? "max" : "min";
       if (IsInteger(red.dtype)) f.init = is_max ? "std::numeric_limits<int64_t>::min()" : "std::numeric_limits<int64_t>::max()";
       else f.init = is_max ? "-INFINITY" : "INFINITY";
-      f.update = fmt::format("{} = {}({}, {});", f.part, is_max ? "max_nan" : "min_nan", f.part, v);
+      f.update = fmt::format("{0} = {1} {2} {0} ? {1} : {0};", f.part, v, is_max ? ">" : "<");
       if (IsFloat(red.dtype)) {
         f.nan = fmt::format("nan{}", r);
         f.update += fmt::format(" {} += {} != {} ? {}(1) : {}(0);", f.nan, Name(red.value), Name(red.value), f.type, f.type);

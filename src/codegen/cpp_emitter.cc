@@ -137,6 +137,12 @@ class CppEmitter {
     return false;
   }
 
+  bool HasPrefills() const {
+    for (int v : cache_.buffer_values)
+      if (cache_.Prefilled(v)) return true;
+    return false;
+  }
+
   int NumPasses() const { return static_cast<int>(k_.reductions.size()) + 1; }
 
   void EmitRowBufferAllocations(int slots) {
@@ -152,6 +158,7 @@ class CppEmitter {
 
   void EmitOuterLoop() {
     out_ += fmt::format("  for (int64_t i0 = 0; i0 < {}; ++i0) {{\n", k_.outer);
+    EmitPrefills("    ");
     for (size_t r = 0; r < k_.reductions.size(); ++r) EmitReduction(static_cast<int>(r));
     EmitStores(false);
     EmitStores(true);
@@ -160,10 +167,22 @@ class CppEmitter {
 
   // Where a pass reads or writes value `v`'s row buffer at element i1: the thread's
   // buffer, or in a pipelined kernel the slot of the pass's row.
-  std::string RowElement(int v) const {
+  std::string RowElement(int v, const std::string& at = "i1") const {
     int b = cache_.buffer_of_value[v];
-    if (pipeline_rows_ == 0) return fmt::format("row{}[i1]", b);
-    return fmt::format("row{}[(i0 & {}) * {} + i1]", b, pipeline_slots_ - 1, k_.inner);
+    if (pipeline_rows_ == 0) return fmt::format("row{}[{}]", b, at);
+    return fmt::format("row{}[(i0 & {}) * {} + {}]", b, pipeline_slots_ - 1, k_.inner, at);
+  }
+
+  // Fills the row buffers of the prefilled random values for row i0, four elements per
+  // Philox block (codegen/row_cache_plan.h); before the row's first pass.
+  void EmitPrefills(const std::string& indent) {
+    for (int v : cache_.buffer_values) {
+      if (!cache_.Prefilled(v)) continue;
+      const ScalarValue& value = k_.values[v];
+      out_ += fmt::format("#pragma omp simd\n{}for (int64_t q = 0; q < {}; ++q)\n"
+                          "{}  tf_philox_uniform4({}ull, (uint64_t)({}) / 4 + q, &{});\n",
+                          indent, k_.inner / 4, indent, value.seed, PrintIndex(value.index, {"i0", "0"}), RowElement(v, "4 * q"));
+    }
   }
 
   // Emits `v` and, first, everything it needs at the current scope. Outer values
@@ -389,6 +408,7 @@ class CppEmitter {
   void EmitPipelinedSinglePass(int p) {
     const std::string indent = OpenRowScope(p, "      ", fmt::format("if (t - {0} >= lo && t - {0} < hi) ", p));
     pass_ = p;
+    if (p == 0) EmitPrefills(indent);
     std::vector<bool> seen(k_.values.size(), false);
     std::vector<int> reductions;
     if (p < NumPasses() - 1) {
@@ -437,6 +457,10 @@ class CppEmitter {
   void EmitPipelinedSteadyStep() {
     const int passes = NumPasses();
     const std::string indent = "      ";
+    if (HasPrefills()) {
+      EmitPrefills(OpenRowScope(0, indent));
+      out_ += fmt::format("{}}}\n", indent);
+    }
     std::vector<std::vector<int>> frontier(passes);
     for (int p = 0; p < passes; ++p) {
       frontier[p] = OuterFrontier(p);

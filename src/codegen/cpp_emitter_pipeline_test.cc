@@ -134,6 +134,24 @@ TEST(CppEmitterPipelineTest, LongRowsWithBlockedSums) {
   ExpectAllOutputsMatch(c, in, {1e-4, 1e-5});
 }
 
+// Dropout's random values prefilled per row (one Philox block per four elements) in the
+// filling and the steady steps, into the slot of the row that enters the pipeline.
+TEST(CppEmitterPipelineTest, PrefilledRandomValuesMatchReference) {
+  Compiled c = CompileText(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[100,128] x, float[100,128] r, float[128] s) => (float[100,128] y) {
+  ratio = Constant <value = float {0.5}> ()
+  training = Constant <value = bool {1}> ()
+  dropped = Dropout <seed = 11> (x, ratio, training)
+  summed = Add (dropped, r)
+  y = LayerNormalization <axis = -1, epsilon = 1e-5> (summed, s)
+})");
+  ASSERT_TRUE(Pipelined(c.source)) << c.source;
+  EXPECT_NE(c.source.find("tf_philox_uniform4("), std::string::npos) << c.source;
+  std::vector<Tensor> in = {Tensor::Random(DType::kF32, {100, 128}, 12), Tensor::Random(DType::kF32, {100, 128}, 13),
+                            Tensor::Random(DType::kF32, {128}, 14)};
+  ExpectAllOutputsMatch(c, in, {1e-4, 1e-5});
+}
+
 // A chunked schedule's chunk is the block; pipeline_rows false is the row-at-a-time loop.
 TEST(CppEmitterPipelineTest, ConfigurationsSetTheBlockOrTurnItOff) {
   CppKernelConfig chunked{0, CppSchedule::kDynamic, 32, true, true};

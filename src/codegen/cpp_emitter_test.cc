@@ -122,29 +122,51 @@ g (float[6,1000] x) => (float[6,1000] y) {
   ExpectMatchesReference(c, Tensor::Random(DType::kF32, {6, 1000}, 2), {1e-5, 1e-7});
 }
 
-// Dropout + residual + layer norm reads the dropped sum in three passes (mean, variance,
-// store); the Philox generator runs once per element.
-TEST(CppEmitterTest, RandomValuesAreGeneratedOncePerElement) {
-  Compiled c = CompileText(R"(<ir_version: 8, opset_import: ["" : 17]>
-g (float[8,300] x, float[8,300] r, float[300] s) => (float[8,300] y) {
-  ratio = Constant <value = float {0.25}> ()
-  training = Constant <value = bool {1}> ()
+std::string DropoutResidualLayerNormModel(int rows, int cols) {
+  return fmt::format(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[{0},{1}] x, float[{0},{1}] r, float[{1}] s) => (float[{0},{1}] y) {{
+  ratio = Constant <value = float {{0.25}}> ()
+  training = Constant <value = bool {{1}}> ()
   dropped = Dropout <seed = 7> (x, ratio, training)
   summed = Add (dropped, r)
   y = LayerNormalization <axis = -1, epsilon = 1e-5> (summed, s)
-})");
-  std::string source = Source(c);
-  EXPECT_EQ(Count(source, "tf_philox_uniform("), 1) << source;
-  // Only the dropped sum is kept: x - mean is cheap once the sum comes from the buffer.
-  EXPECT_EQ(source.find("row1"), std::string::npos) << source;
-  std::vector<Tensor> inputs = {Tensor::Random(DType::kF32, {8, 300}, 1), Tensor::Random(DType::kF32, {8, 300}, 2),
-                                Tensor::Random(DType::kF32, {300}, 3)};
+}})", rows, cols);
+}
+
+void ExpectDropoutMatchesReference(Compiled& c, int rows, int cols) {
+  std::vector<Tensor> inputs = {Tensor::Random(DType::kF32, {rows, cols}, 1), Tensor::Random(DType::kF32, {rows, cols}, 2),
+                                Tensor::Random(DType::kF32, {cols}, 3)};
   auto expected = RunReference(c.graph, inputs);
   ASSERT_TRUE(expected.ok());
   auto actual = c.compiled->Run(inputs);
   ASSERT_TRUE(actual.ok());
+  // A mask bit that differed from the reference's would be off by a whole element.
   Comparison cmp = CompareTensors((*actual)[0], (*expected)[0], {1e-4, 1e-5});
   EXPECT_TRUE(cmp.pass) << cmp.reason;
+}
+
+// Dropout + residual + layer norm reads the dropped sum in three passes (mean, variance,
+// store). With rows of a multiple of 4 the row's random values are prefilled, one Philox
+// block per four elements, and every pass reads them; the dropped sum itself is cheap
+// to recompute and gets no buffer.
+TEST(CppEmitterTest, RandomValuesArePrefilledInPhiloxBlocks) {
+  Compiled c = CompileText(DropoutResidualLayerNormModel(8, 300));
+  std::string source = Source(c);
+  EXPECT_EQ(Count(source, "tf_philox_uniform4("), 1) << source;
+  EXPECT_EQ(Count(source, "tf_philox_uniform("), 0) << source;
+  EXPECT_EQ(source.find("row1"), std::string::npos) << source;
+  ExpectDropoutMatchesReference(c, 8, 300);
+}
+
+// Rows not a multiple of 4 split Philox blocks between rows: the generator runs once per
+// element in the first pass, which keeps the dropped sum in a row buffer for the others.
+TEST(CppEmitterTest, RandomValuesAreGeneratedOncePerElementOtherwise) {
+  Compiled c = CompileText(DropoutResidualLayerNormModel(8, 301));
+  std::string source = Source(c);
+  EXPECT_EQ(Count(source, "tf_philox_uniform("), 1) << source;
+  EXPECT_EQ(Count(source, "tf_philox_uniform4("), 0) << source;
+  EXPECT_EQ(source.find("row1"), std::string::npos) << source;
+  ExpectDropoutMatchesReference(c, 8, 301);
 }
 
 // Cheap values (loads, subtractions) are recomputed in each pass rather than cached:

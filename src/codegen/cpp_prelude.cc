@@ -105,12 +105,12 @@ static inline float tf_exp_f32(float x) {
 }
 static inline float tf_sigmoid_f32(float x) { return 1.0f / (1.0f + tf_exp_f32(-x)); }
 
-// Philox4x32-10, exactly as src/support/philox.cc: element `index` of a seeded stream.
-// Written without branches or an indexed array (the key bump closes each round, the
-// output word is picked by ?:) so an `omp simd` loop vectorises it: the same bits.
-static inline float tf_philox_uniform(uint64_t seed, uint64_t index) {
-  uint64_t counter = index / 4;
-  uint32_t c0 = (uint32_t)counter, c1 = (uint32_t)(counter >> 32), c2 = 0, c3 = 0;
+// Philox4x32-10, exactly as src/support/philox.cc: one 10-round block gives the four
+// consecutive elements 4c .. 4c+3 of a seeded stream. Written without branches or an
+// indexed array (the key bump closes each round, the output word is picked by ?:) so an
+// `omp simd` loop vectorises it: the same bits.
+static inline void tf_philox_block(uint64_t seed, uint64_t counter, uint32_t& c0, uint32_t& c1, uint32_t& c2, uint32_t& c3) {
+  c0 = (uint32_t)counter, c1 = (uint32_t)(counter >> 32), c2 = 0, c3 = 0;
   uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
   for (int round = 0; round < 10; ++round) {
     uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
@@ -118,9 +118,24 @@ static inline float tf_philox_uniform(uint64_t seed, uint64_t index) {
     c0 = n0; c1 = (uint32_t)p1; c2 = n2; c3 = (uint32_t)p0;
     k0 += 0x9E3779B9u; k1 += 0xBB67AE85u;
   }
+}
+static inline float tf_philox_word_to_float(uint32_t word) { return (float)(word >> 8) * (1.0f / 16777216.0f); }
+// Element `index` alone: a whole block for one of its four words.
+static inline float tf_philox_uniform(uint64_t seed, uint64_t index) {
+  uint32_t c0, c1, c2, c3;
+  tf_philox_block(seed, index / 4, c0, c1, c2, c3);
   uint32_t lane = (uint32_t)(index & 3);
-  uint32_t word = lane == 0 ? c0 : lane == 1 ? c1 : lane == 2 ? c2 : c3;
-  return (float)(word >> 8) * (1.0f / 16777216.0f);
+  return tf_philox_word_to_float(lane == 0 ? c0 : lane == 1 ? c1 : lane == 2 ? c2 : c3);
+}
+// Elements 4 * counter .. 4 * counter + 3 into out[0..3]: a quarter of the rounds per
+// element (a row kernel fills its row's random values this way before its first pass).
+static inline void tf_philox_uniform4(uint64_t seed, uint64_t counter, float* out) {
+  uint32_t c0, c1, c2, c3;
+  tf_philox_block(seed, counter, c0, c1, c2, c3);
+  out[0] = tf_philox_word_to_float(c0);
+  out[1] = tf_philox_word_to_float(c1);
+  out[2] = tf_philox_word_to_float(c2);
+  out[3] = tf_philox_word_to_float(c3);
 }
 )TFRAW";
 

@@ -34,6 +34,11 @@ class Planner {
   }
 
   RowCachePlan Run() {
+    for (size_t v = 0; v < k_.values.size(); ++v)
+      if (FillsInPhiloxBlocks(k_, static_cast<int>(v))) {
+        plan_.buffer_of_value[v] = static_cast<int>(plan_.buffer_values.size());
+        plan_.buffer_values.push_back(static_cast<int>(v));
+      }
     for (int pass = 0; pass < plan_.num_passes; ++pass) {
       std::vector<bool> visited(k_.values.size(), false);
       for (int root : Roots(pass)) Visit(root, pass, visited);
@@ -83,7 +88,7 @@ bool IsExpensiveToRecompute(const Kernel& kernel, int value, const std::vector<i
   std::vector<int8_t> expensive(value + 1, -1);
   std::function<bool(int)> check = [&](int v) -> bool {
     if (expensive[v] >= 0) return expensive[v];
-    if (!buffer_of_value.empty() && buffer_of_value[v] >= 0) return expensive[v] = false;  // a buffer load
+    if (!buffer_of_value.empty() && buffer_of_value[v] >= 0) return (expensive[v] = false);  // a buffer load
     const ScalarValue& sv = kernel.values[v];
     bool result = sv.kind == ScalarValue::Kind::kRandom || (sv.kind == ScalarValue::Kind::kOp && IsTranscendental(sv.op));
     if (sv.inner)
@@ -93,6 +98,13 @@ bool IsExpensiveToRecompute(const Kernel& kernel, int value, const std::vector<i
     return result;
   };
   return check(value);
+}
+
+bool FillsInPhiloxBlocks(const Kernel& kernel, int value) {
+  const ScalarValue& v = kernel.values[value];
+  AffineIndex a;
+  return v.kind == ScalarValue::Kind::kRandom && kernel.inner % 4 == 0 && AsAffine(v.index, &a) && a.c1 == 1 &&
+         a.c0 % 4 == 0 && a.offset % 4 == 0;
 }
 
 RowCachePlan PlanRowCache(const Kernel& kernel) { return Planner(kernel).Run(); }

@@ -12,6 +12,11 @@
 //   pass 0: max   x            pass 1: sum  e = exp(x - max) ──► row0[i]
 //   pass 2: store e / sum      reads e from row0[i] instead of calling exp again
 //
+// Random values whose elements run in whole, aligned Philox blocks along the row (index
+// i0*c0 + i1 + offset, with c0, offset and the row length multiples of 4) are
+// prefilled: the row's buffer is filled four elements per generator call before its
+// first pass, and every pass reads it (a quarter of the Philox rounds per element).
+//
 // The plan is target-independent: the C++ emitter keeps the buffer in thread-private
 // memory; a GPU emitter would keep it in shared memory or registers.
 #pragma once
@@ -28,7 +33,8 @@ struct RowCachePlan {
   int num_passes = 0;
   // Per value: the row buffer that holds it, or -1 when it is not cached.
   std::vector<int> buffer_of_value;
-  // Per value: the pass that computes it and writes its buffer (cached values only).
+  // Per value: the pass that computes it and writes its buffer (cached values only);
+  // -1 for a prefilled value.
   std::vector<int> writer_pass;
   // Per buffer: the value it holds (its dtype decides the element type).
   std::vector<int> buffer_values;
@@ -39,6 +45,7 @@ struct RowCachePlan {
   bool WritesCache(int value, int pass) const {
     return buffer_of_value[value] >= 0 && writer_pass[value] == pass;
   }
+  bool Prefilled(int value) const { return buffer_of_value[value] >= 0 && writer_pass[value] < 0; }
 };
 
 // Whether computing `value` (with its per-element arguments) calls a transcendental
@@ -49,6 +56,9 @@ bool IsExpensiveToRecompute(const Kernel& kernel, int value, const std::vector<i
 // The SSA values a value's computation reads: its arguments and the gather indices in
 // its index expression, in the order the emitters compute them.
 std::vector<int> ValueDependencies(const ScalarValue& value);
+
+// Whether random value `value` can be prefilled in Philox blocks (see above).
+bool FillsInPhiloxBlocks(const Kernel& kernel, int value);
 
 RowCachePlan PlanRowCache(const Kernel& kernel);
 // No buffer: every pass recomputes what it needs (a tuning alternative to PlanRowCache).

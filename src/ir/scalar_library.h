@@ -27,9 +27,8 @@ template <typename T> T sigmoid(T a) { return T(1) / (T(1) + std::exp(-a)); }
 template <typename T> T relu(T a) { return a < T(0) ? T(0) : a; }  // NaN propagates
 template <typename T> T is_nan(T a) { return std::isnan(a) ? T(1) : T(0); }
 template <typename T> T is_inf(T a) { return std::isinf(a) ? T(1) : T(0); }
-// max/min propagate NaN, like numpy and PyTorch. `|`, not `||`: no short-circuit branch,
-// so GCC can if-convert a vectorised loop that also does other work (a pipelined row
-// kernel's max pass shares its loop with the exp pass of the row before).
+// max/min propagate NaN, like numpy and PyTorch. `|`, not `||`: no short-circuit branch
+// for the host compiler to if-convert in a vectorised loop that also does other work.
 template <typename T> T max_nan(T a, T b) { return ((a != a) | (a > b)) ? a : b; }
 template <typename T> T min_nan(T a, T b) { return ((a != a) | (a < b)) ? a : b; }
 // Python-style modulo: the result takes the sign of the divisor.

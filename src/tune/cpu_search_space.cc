@@ -67,14 +67,26 @@ CppSearchSpace CppCandidates(const Kernel& k, int cores) {
       for (int threads : teams) {
         int team = threads == 0 ? cores : threads;
         int64_t per_thread = (k.outer + team - 1) / team;
-        space.candidates.push_back({threads, CppSchedule::kStatic, 0, row_buffer, pipeline});
+        std::vector<CppKernelConfig> configs = {{threads, CppSchedule::kStatic, 0, row_buffer, pipeline}};
         for (CppSchedule schedule : {CppSchedule::kStaticChunk, CppSchedule::kDynamic})
           for (int chunk : kChunks) {
             std::string what = fmt::format("threads {} {} chunk {}", threads, CppScheduleName(schedule), chunk);
-            if (chunk > per_thread) space.pruned.push_back(fmt::format("{}: larger than a thread's {} outer iterations", what, per_thread));
-            else if (per_thread % chunk != 0) space.pruned.push_back(fmt::format("{}: does not divide a thread's {} outer iterations", what, per_thread));
-            else space.candidates.push_back({threads, schedule, chunk, row_buffer, pipeline});
+            std::string why = chunk > per_thread ? fmt::format("larger than a thread's {} outer iterations", per_thread)
+                              : per_thread % chunk != 0 ? fmt::format("does not divide a thread's {} outer iterations", per_thread)
+                                                        : "";
+            if (why.empty()) configs.push_back({threads, schedule, chunk, row_buffer, pipeline});
+            else if (pipeline) space.pruned.push_back(fmt::format("{}: {}", what, why));
           }
+        for (const CppKernelConfig& c : configs) {
+          // A chunk the emitter cannot pipeline runs row by row: the same kernel as
+          // pipeline_rows false, measured once.
+          if (pipeline && pipelinable && PipelinedRows(k, c).block_rows == 0) {
+            space.pruned.push_back(fmt::format("threads {} {} chunk {} pipelined: too few rows per chunk to pipeline", c.threads,
+                                               CppScheduleName(c.schedule), c.chunk));
+            continue;
+          }
+          space.candidates.push_back(c);
+        }
       }
     }
   }

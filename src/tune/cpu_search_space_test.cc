@@ -49,8 +49,9 @@ TEST(CpuSearchSpaceTest, ChunksPrunedWhenLargerOrNotDividing) {
   CppSearchSpace space = CppCandidates(LowerLastGroup(tune_test::SoftmaxModel(48, 128)), 2);
   EXPECT_TRUE(AnyPrunedWith(space, "threads 0 static_chunk chunk 16: does not divide a thread's 24 outer iterations"));
   EXPECT_TRUE(AnyPrunedWith(space, "threads 0 dynamic chunk 256: larger than a thread's 24 outer iterations"));
-  EXPECT_TRUE(Has(space, {1, CppSchedule::kStaticChunk, 16, true}));
-  EXPECT_TRUE(Has(space, {1, CppSchedule::kDynamic, 16, false}));
+  // (Chunks of 16 rows are too few to pipeline: they appear once, row by row.)
+  EXPECT_TRUE(Has(space, {1, CppSchedule::kStaticChunk, 16, true, false}));
+  EXPECT_TRUE(Has(space, {1, CppSchedule::kDynamic, 16, false, false}));
   for (const CppKernelConfig& c : space.candidates) EXPECT_FALSE(c.threads == 0 && c.chunk == 16);
 }
 
@@ -62,6 +63,23 @@ TEST(CpuSearchSpaceTest, RowBufferChoiceOnlyWhereThereIsOne) {
     CppSearchSpace space = CppCandidates(LowerLastGroup(model), 2);
     EXPECT_TRUE(AnyPrunedWith(space, "row_buffer false: the kernel has no row buffer"));
     for (const CppKernelConfig& c : space.candidates) EXPECT_TRUE(c.row_buffer);
+  }
+}
+
+// Pipelining is a choice only for row kernels the emitter pipelines, and a chunk too
+// small to pipeline is measured once, as the row-by-row kernel it is.
+TEST(CpuSearchSpaceTest, PipelineChoiceOnlyForPipelinedRowKernels) {
+  CppSearchSpace softmax = CppCandidates(LowerLastGroup(tune_test::SoftmaxModel(8192, 128)), 2);
+  EXPECT_TRUE(Has(softmax, {0, CppSchedule::kStatic, 0, true, true}));
+  EXPECT_TRUE(Has(softmax, {0, CppSchedule::kStatic, 0, true, false}));
+  EXPECT_TRUE(Has(softmax, {0, CppSchedule::kDynamic, 256, true, true}));
+  EXPECT_FALSE(Has(softmax, {0, CppSchedule::kDynamic, 16, true, true}));
+  EXPECT_TRUE(Has(softmax, {0, CppSchedule::kDynamic, 16, true, false}));
+  EXPECT_TRUE(AnyPrunedWith(softmax, "threads 0 dynamic chunk 16 pipelined: too few rows per chunk to pipeline"));
+  for (const std::string& model : {tune_test::PointwiseModel(64, 128), tune_test::SoftmaxModel(8, 128)}) {
+    CppSearchSpace space = CppCandidates(LowerLastGroup(model), 2);
+    EXPECT_TRUE(AnyPrunedWith(space, "pipeline_rows false: the kernel is not a pipelined row kernel"));
+    for (const CppKernelConfig& c : space.candidates) EXPECT_TRUE(c.pipeline_rows);
   }
 }
 

@@ -80,7 +80,9 @@ TEST(CpuTunerTest, ForcedConfigurationsMatchTheReference) {
     auto tuned = CompiledGraph::Compile(graph, options);
     ASSERT_TRUE(tuned.ok()) << tuned.status().ToString();
     for (const KernelInfo& k : (*tuned)->kernels()) {
-      if (k.generated) EXPECT_NE(k.source.find("schedule(dynamic, 4) num_threads(1)"), std::string::npos) << k.source;
+      if (k.generated) {
+        EXPECT_NE(k.source.find("schedule(dynamic, 4) num_threads(1)"), std::string::npos) << k.source;
+      }
     }
     ExpectMatchesReference(graph, **tuned, text);
   }

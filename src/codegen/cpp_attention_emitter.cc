@@ -207,7 +207,7 @@ class AttentionEmitter {
         "          const {0} shift = new_max == -INFINITY ? {0}(0) : new_max;\n"
         "          const {0} rescale = {3}(running_max[r] - shift);\n"
         "          // Arguments below {4} (masked keys) give 0 without calling exp: its result\n"
-        "          // would be below the smallest normal (libm's underflow path is slow).\n"
+        "          // would be below the smallest normal (and libm's double underflow path is slow).\n"
         "          {0} block_sum = 0;\n"
         "#pragma omp simd reduction(+ : block_sum)\n"
         "          for (int64_t j = 0; j < keys; ++j) {{\n"

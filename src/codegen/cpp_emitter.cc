@@ -280,28 +280,30 @@ class CppEmitter {
   }
 
   void EmitReduction(int r) {
-    pass_ = r;
+    EmitPassLoop(r, "    ");
     const ReductionForm f = FormOf(r);
-    std::vector<bool> seen(k_.values.size(), false);
-    EmitOuterDeps(k_.reductions[r].value, seen);
-    std::string indent = "      ";
-    if (f.blocked) {
-      // The double total costs one add per block; the lanes stay float.
-      out_ += fmt::format("    double {0} = 0;\n    for (int64_t i1_block = 0; i1_block < {1}; i1_block += {2}) {{\n"
-                          "      const int64_t i1_end = i1_block + {2} < {1} ? i1_block + {2} : {1};\n"
-                          "      {3} {4} = 0;\n#pragma omp simd reduction(+ : {4})\n"
-                          "      for (int64_t i1 = i1_block; i1 < i1_end; ++i1) {{\n",
-                          f.acc, k_.inner, kSumBlock, f.type, f.part);
-      indent = "        ";
-    } else {
-      out_ += Declarations(f, "    ");
-      out_ += fmt::format("#pragma omp simd{}\n    for (int64_t i1 = 0; i1 < {}; ++i1) {{\n", f.clauses, k_.inner);
-    }
-    EmitPassBody(r, indent);
-    out_ += f.blocked ? fmt::format("      }}\n      {} += {};\n    }}\n", f.acc, f.part) : "    }\n";
     int value = accumulator_value_.at(r);
     out_ += fmt::format("    const {0} {1} = ({0})({2});\n", f.type, Name(value), Finished(r));
     emitted_[value] = true;
+  }
+
+  // Pass p alone in its own inner loop over the row i0: the outer values it needs first,
+  // then the loop (a blocked sum's double total declared ahead of it).
+  void EmitPassLoop(int p, const std::string& indent) {
+    pass_ = p;
+    std::vector<bool> seen(k_.values.size(), false);
+    std::vector<int> reductions;
+    if (p < NumPasses() - 1) {
+      reductions.push_back(p);
+      EmitOuterDeps(k_.reductions[p].value, seen, indent);
+      if (FormOf(p).blocked) out_ += fmt::format("{}double {} = 0;\n", indent, FormOf(p).acc);
+    } else {
+      for (const KernelStore& s : k_.stores)
+        if (UsesVar(s.index, 1)) EmitOuterDeps(s.value, seen, indent);
+    }
+    // Each i1 of the store pass stores its own elements, so the lanes are independent.
+    EmitPassBody(p, EmitInnerLoopHead(reductions, indent));
+    EmitInnerLoopTail(reductions, indent);
   }
 
   // The statements of pass p inside its inner loop: reduction p's update, or (the last
@@ -336,15 +338,7 @@ class CppEmitter {
 
   void EmitStores(bool inner) {
     if (!inner) return EmitOuterStores("    ");
-    if (!HasInnerStores()) return;
-    pass_ = NumPasses() - 1;
-    std::vector<bool> seen(k_.values.size(), false);
-    for (const KernelStore& s : k_.stores)
-      if (UsesVar(s.index, 1)) EmitOuterDeps(s.value, seen);
-    // Each i1 stores its own elements, so the lanes are independent.
-    out_ += fmt::format("#pragma omp simd\n    for (int64_t i1 = 0; i1 < {}; ++i1) {{\n", k_.inner);
-    EmitPassBody(pass_, "      ");
-    out_ += "    }\n";
+    if (HasInnerStores()) EmitPassLoop(NumPasses() - 1, "    ");
   }
 
   // ---- Pipelined row kernels ----------------------------------------------------------
@@ -407,20 +401,8 @@ class CppEmitter {
   // Filling or draining the pipeline: pass p alone on its row t - p.
   void EmitPipelinedSinglePass(int p) {
     const std::string indent = OpenRowScope(p, "      ", fmt::format("if (t - {0} >= lo && t - {0} < hi) ", p));
-    pass_ = p;
     if (p == 0) EmitPrefills(indent);
-    std::vector<bool> seen(k_.values.size(), false);
-    std::vector<int> reductions;
-    if (p < NumPasses() - 1) {
-      reductions.push_back(p);
-      EmitOuterDeps(k_.reductions[p].value, seen, indent);
-      if (FormOf(p).blocked) out_ += fmt::format("{}double {} = 0;\n", indent, FormOf(p).acc);
-    } else {
-      for (const KernelStore& s : k_.stores)
-        if (UsesVar(s.index, 1)) EmitOuterDeps(s.value, seen, indent);
-    }
-    EmitPassBody(p, EmitInnerLoopHead(reductions, indent));
-    EmitInnerLoopTail(reductions, indent);
+    EmitPassLoop(p, indent);
     if (p < NumPasses() - 1) EmitFinish(p, indent);
     else EmitOuterStores(indent);
     out_ += "      }\n";

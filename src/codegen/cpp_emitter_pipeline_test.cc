@@ -6,13 +6,11 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <limits>
 
 #include "backend/cpu/interpreter.h"
 #include "codegen/cpp_emitter.h"
-#include "frontend/onnx/importer.h"
-#include "passes/pipeline.h"
+#include "codegen/cpp_emitter_test_util.h"
 #include "runtime/compiled_graph.h"
 #include "support/tensor_compare.h"
 
@@ -22,29 +20,17 @@ namespace {
 struct Compiled {
   Graph graph;
   std::unique_ptr<CompiledGraph> compiled;
-  std::string source;  // the row kernel's
+  std::string source;  // the generated kernels' functions
 };
 
 // Compiles the model; `config` (when given) is applied to every kernel.
 Compiled CompileText(const std::string& text, const CppKernelConfig* config = nullptr) {
-  auto model = ImportOnnxText(text);
-  EXPECT_TRUE(model.ok()) << model.status().ToString();
-  auto graph = RunGraphPasses(std::move(model->graph), PassOptions{});
-  EXPECT_TRUE(graph.ok()) << graph.status().ToString();
-  CompileOptions options;
-  options.poison_outputs = true;
-  options.cache_dir = (std::filesystem::temp_directory_path() / "tilefuse_test_cache").string();
-  if (config) {
-    auto plain = CompiledGraph::Compile(*graph, options);
-    EXPECT_TRUE(plain.ok());
-    for (const KernelInfo& k : (*plain)->kernels()) options.configs[k.name] = *config;
-  }
-  auto compiled = CompiledGraph::Compile(*graph, options);
-  EXPECT_TRUE(compiled.ok()) << compiled.status().ToString();
+  emitter_test::CompiledModel m = emitter_test::CompileModelText(text, config);
   std::string source;
-  for (const KernelInfo& k : (*compiled)->kernels())
-    if (k.generated) source += k.source.substr(k.source.find("extern \"C\" void"));
-  return {std::move(*graph), std::move(*compiled), source};
+  if (m.compiled)
+    for (const KernelInfo& k : m.compiled->kernels())
+      if (k.generated) source += k.source.substr(k.source.find("extern \"C\" void"));
+  return {std::move(m.graph), std::move(m.compiled), source};
 }
 
 void ExpectAllOutputsMatch(Compiled& c, const std::vector<Tensor>& inputs, Tolerance tol) {

@@ -8,35 +8,19 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <filesystem>
 #include <limits>
 
 #include "backend/cpu/interpreter.h"
-#include "frontend/onnx/importer.h"
-#include "passes/pipeline.h"
+#include "codegen/cpp_emitter_test_util.h"
 #include "runtime/compiled_graph.h"
 #include "support/tensor_compare.h"
 
 namespace tilefuse {
 namespace {
 
-struct Compiled {
-  Graph graph;
-  std::unique_ptr<CompiledGraph> compiled;
-};
+using Compiled = emitter_test::CompiledModel;
 
-Compiled CompileText(const std::string& text) {
-  auto model = ImportOnnxText(text);
-  EXPECT_TRUE(model.ok()) << model.status().ToString();
-  auto graph = RunGraphPasses(std::move(model->graph), PassOptions{});
-  EXPECT_TRUE(graph.ok()) << graph.status().ToString();
-  CompileOptions options;
-  options.poison_outputs = true;
-  options.cache_dir = (std::filesystem::temp_directory_path() / "tilefuse_test_cache").string();
-  auto compiled = CompiledGraph::Compile(*graph, options);
-  EXPECT_TRUE(compiled.ok()) << compiled.status().ToString();
-  return {std::move(*graph), std::move(*compiled)};
-}
+Compiled CompileText(const std::string& text) { return emitter_test::CompileModelText(text); }
 
 // Runs the one-input graph on `input`; expects the reference's output within `tol`.
 void ExpectMatchesReference(Compiled& c, const Tensor& input, Tolerance tol) {

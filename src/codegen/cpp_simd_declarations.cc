@@ -4,11 +4,11 @@ namespace tilefuse {
 
 namespace {
 
-// Guarded because a translation unit holds many kernels. libmvec has x86-64 variants of exp/log/sin/cos since glibc 2.22
-// and of tanh/erf since 2.35; elsewhere the loops stay scalar calls. pow is left out:
-// GCC 12 crashes (internal compiler error in cddce) vectorising pow(x, 0.5f) through
-// its SIMD clone in a `parallel for simd` loop; the emitter multiplies out the common
-// small integer powers instead.
+// Guarded because a translation unit holds many kernels. libmvec has x86-64 variants of
+// exp/log/sin/cos since glibc 2.22 and of tanh/erf since 2.35; elsewhere the loops stay
+// scalar calls. pow is left out: GCC 12 crashes (internal compiler error in cddce)
+// vectorising pow(x, 0.5f) through its SIMD clone in a `parallel for simd` loop; the
+// emitter multiplies out the common small integer powers instead.
 constexpr const char kDeclarations[] = R"TFRAW(
 #ifndef TF_SIMD_DECLARATIONS
 #define TF_SIMD_DECLARATIONS

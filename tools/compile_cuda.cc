@@ -28,7 +28,7 @@ std::vector<KernelRow> Rows(const CudaProgram& program, const std::vector<PtxasK
     KernelRow row;
     row.kind = std::string(GroupKindName(p.kind));
     row.mode = mode;
-    row.why_host = p.why_host;
+    row.why_host = p.why_host.empty() && !p.why_library.empty() ? "no GEMM template: " + p.why_library : p.why_host;
     row.name = k ? k->source.name : fmt::format("group{}", p.group);
     row.strategy = k ? k->source.strategy : (mode == "gemm" ? "cuBLASLt" : "host reference kernels");
     if (k && by_name.count(k->source.name)) {
@@ -40,7 +40,10 @@ std::vector<KernelRow> Rows(const CudaProgram& program, const std::vector<PtxasK
     rows.push_back(row);
   };
   for (const CudaGroupProgram& p : program.groups) {
-    std::string mode = p.mode == CudaGroupProgram::Mode::kGenerated ? "generated" : p.mode == CudaGroupProgram::Mode::kGemm ? "gemm" : "host";
+    std::string mode = p.mode == CudaGroupProgram::Mode::kGenerated      ? "generated"
+                       : p.mode == CudaGroupProgram::Mode::kGemm         ? "gemm"
+                       : p.mode == CudaGroupProgram::Mode::kGemmTemplate ? "gemm template"
+                                                                         : "host";
     for (const CudaLaunchable& k : p.prologue) add(p, &k, "gemm prologue");
     if (p.kernel) add(p, &*p.kernel, mode == "gemm" ? "gemm epilogue" : mode);
     if (!p.kernel) add(p, nullptr, mode);
@@ -54,7 +57,9 @@ Status CompileForCudaCommand(const CudaCompileRequest& request, const Graph& pas
   PlannerOptions planner;
   planner.fuse = request.fuse;
   ASSIGN_OR_RETURN(FusionPlan plan, PlanFusion(passed, CudaPlannerOptions(planner)));
-  ASSIGN_OR_RETURN(CudaProgram program, BuildCudaProgram(passed, plan, FindInlinedGenerators(passed)));
+  CudaTarget target;
+  target.arch = request.arch;
+  ASSIGN_OR_RETURN(CudaProgram program, BuildCudaProgram(passed, plan, FindInlinedGenerators(passed), "", {}, target));
   ASSIGN_OR_RETURN(NvrtcCompiler nvrtc, NvrtcCompiler::Create());
   ASSIGN_OR_RETURN(CubinResult cubin, nvrtc.Compile(program.source, request.arch));
   std::vector<KernelRow> rows = Rows(program, ParsePtxasLog(cubin.ptxas_log));
@@ -78,6 +83,7 @@ Status CompileForCudaCommand(const CudaCompileRequest& request, const Graph& pas
     if (ec) return InvalidArgument(fmt::format("cannot create '{}': {}", request.emit_dir, ec.message()));
     RETURN_IF_ERROR(WriteFileAtomically(request.emit_dir + "/kernels.cu", program.source));
     RETURN_IF_ERROR(WriteFileAtomically(request.emit_dir + "/" + kDeviceLibraryName, kDeviceLibraryText));
+    RETURN_IF_ERROR(WriteFileAtomically(request.emit_dir + "/" + kTileLibraryName, kTileLibraryText));
     RETURN_IF_ERROR(WriteFileAtomically(request.emit_dir + "/ptxas.txt", cubin.ptxas_log));
     RETURN_IF_ERROR(WriteFileAtomically(request.emit_dir + "/summary.txt", text));
     RETURN_IF_ERROR(WriteFileAtomically(request.emit_dir + "/summary.json", j.dump(2) + "\n"));

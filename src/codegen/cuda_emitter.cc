@@ -5,6 +5,7 @@
 #include <map>
 
 #include "codegen/cpp_value_expression.h"
+#include "codegen/cuda_scalar_program.h"
 #include "codegen/emit_util.h"
 
 namespace tilefuse {
@@ -129,6 +130,9 @@ class CudaEmitter {
     }
     out_ += "}\n";
     s.function = std::move(out_);
+    s.launch.grid = {s.work_blocks, 1, 1};
+    s.launch.block = {s.threads, 1, 1};
+    for (const KernelBuffer& b : k_.buffers) s.launch.args.push_back({LaunchArg::Kind::kBuffer, b.node, {}, 0});
     return s;
   }
 
@@ -168,25 +172,9 @@ class CudaEmitter {
     return CppValueExpression(v, vars);
   }
 
-  // Cheaper forms with the same meaning at the value's precision:
-  //  - x^2, x^3 by multiplication (powf is a log and an exp);
-  //  - tanh and exp by the hardware approximations (2^-11 relative; exp2 of a scaled
-  //    argument) where the value is a half type, whose rounding is coarser than that;
-  //  - a division by a row-invariant value as a product with its reciprocal, which the
-  //    compiler hoists out of the row's loops (one division per row, not per element).
   std::string Specialized(const ScalarValue& v, const std::vector<std::string>& args) const {
-    bool half = v.dtype == DType::kF16 || v.dtype == DType::kBF16;
-    std::string type = ComputeType(v.dtype);
-    if (v.op == OpCode::kPow && IsFloat(v.dtype)) {
-      const ScalarValue& e = k_.values[v.args[1]];
-      if (e.kind == ScalarValue::Kind::kConstant && e.constant == 2) return fmt::format("{0}({1} * {1})", type, args[0]);
-      if (e.kind == ScalarValue::Kind::kConstant && e.constant == 3) return fmt::format("{0}({1} * {1} * {1})", type, args[0]);
-    }
-    if (v.op == OpCode::kTanh && half) return fmt::format("tf_tanh_approx({})", args[0]);
-    if (v.op == OpCode::kExp && half) return fmt::format("tf_exp_fast({})", args[0]);
-    if (v.op == OpCode::kDiv && IsFloat(v.dtype) && row_ && v.inner && !k_.values[v.args[1]].inner)
-      return fmt::format("{0}({1} * ({0}(1) / {2}))", type, args[0], args[1]);
-    return "";
+    bool invariant_divisor = v.op == OpCode::kDiv && row_ && v.inner && !k_.values[v.args[1]].inner;
+    return CudaFastForm(k_, v, args, invariant_divisor);
   }
 
   // Emits `v` (and first what it needs) into the element scope `element` when it varies
@@ -476,7 +464,7 @@ StatusOr<CudaKernelSource> EmitCudaKernel(const Kernel& kernel, const CudaKernel
 }
 
 std::string CudaTranslationUnit(const std::vector<CudaKernelSource>& kernels) {
-  std::string out = "// tilefuse generated CUDA kernels\n#include \"tilefuse_device.cuh\"\n\nnamespace tfk {\n";
+  std::string out = "// tilefuse generated CUDA kernels\n#include \"tilefuse_device.cuh\"\n#include \"tilefuse_tiles.cuh\"\n\nnamespace tfk {\n";
   for (const CudaKernelSource& k : kernels) out += "\n" + k.function;
   out += "\n}  // namespace tfk\n";
   return out;

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "codegen/kernel.h"
+#include "codegen/launch_spec.h"
 #include "tilefuse/status.h"
 
 namespace tilefuse {
@@ -41,6 +42,9 @@ struct CudaKernelSource {
   CudaKernelConfig config;  // the resolved configuration
   // Buffers the function takes, in order (Kernel::buffers).
   int num_params = 0;
+  // Grid, block, shared memory and parameters (the loop templates: a 1-D grid of
+  // `work_blocks`, Kernel::buffers in order).
+  LaunchSpec launch;
 };
 
 // The chosen configuration for a kernel (every 0/-1 of `requested` resolved).

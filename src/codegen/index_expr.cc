@@ -175,3 +175,22 @@ bool UsesValue(const Index& e) {
 }
 
 }  // namespace tilefuse
+
+namespace tilefuse {
+
+Index SubstituteVar(const Index& index, int id, const Index& replacement) {
+  if (!index || !UsesVar(index, id)) return index;
+  using K = IndexExpr::Kind;
+  switch (index->kind) {
+    case K::kVar: return replacement;  // UsesVar: it is variable `id`
+    case K::kAdd: return IndexAdd(SubstituteVar(index->a, id, replacement), SubstituteVar(index->b, id, replacement));
+    case K::kMul: return IndexMul(SubstituteVar(index->a, id, replacement), index->b->value);
+    case K::kDiv: return IndexDiv(SubstituteVar(index->a, id, replacement), index->b->value);
+    case K::kMod: return IndexMod(SubstituteVar(index->a, id, replacement), index->b->value);
+    case K::kClamp: return IndexClamp(SubstituteVar(index->a, id, replacement), index->value, index->b->value);
+    case K::kConst: case K::kValue: return index;
+  }
+  TF_UNREACHABLE("index kind");
+}
+
+}  // namespace tilefuse

@@ -61,3 +61,11 @@ bool AsAffine(const Index& index, AffineIndex* out);
 bool UsesValue(const Index& index);
 
 }  // namespace tilefuse
+
+namespace tilefuse {
+
+// `index` with loop variable `id` replaced by `replacement`, rebuilt through the
+// simplifying constructors (so (r*L + j) % L still folds to j afterwards).
+Index SubstituteVar(const Index& index, int id, const Index& replacement);
+
+}  // namespace tilefuse

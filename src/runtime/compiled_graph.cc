@@ -18,7 +18,7 @@
 #include "fusion/group_classifier.h"
 #include "fusion/plan_verifier.h"
 #include "fusion/planner.h"
-#include "runtime/gemm_split.h"
+#include "codegen/gemm_split.h"
 #include "runtime/memory_plan.h"
 
 namespace tilefuse {

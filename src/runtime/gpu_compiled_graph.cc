@@ -10,9 +10,10 @@
 #include "backend/cuda/cuda_driver.h"
 #include "backend/cuda/cuda_program.h"
 #include "backend/cuda/device_allocator.h"
+#include "backend/cuda/kernel_launch.h"
 #include "backend/cuda/nvrtc_compiler.h"
 #include "fusion/group_classifier.h"
-#include "runtime/gemm_split.h"
+#include "codegen/gemm_split.h"
 #include "runtime/memory_plan.h"
 
 namespace tilefuse {
@@ -51,18 +52,11 @@ struct GpuCompiledGraph::State {
     CUstream stream = device->stream();
     if (poison)
       for (int out : k.outputs) RETURN_IF_ERROR(device->Check(api().cuMemsetD8Async(at[out], 0xFF, Bytes(out), stream), "poisoning " + k.source.name));
-    std::vector<CUdeviceptr> args;
-    for (int node : k.buffer_nodes) args.push_back(at[node]);
-    std::vector<void*> params;
-    for (CUdeviceptr& a : args) params.push_back(&a);
-    // A block per unit of work (the kernels also stride, for grids past the limit): many
-    // blocks keep loads in flight while others compute, and the hardware balances the
-    // last wave. (One resident wave of striding threads measured 74% of the copy rate on
-    // GELU f32, H200, 2026-11-21.)
-    int64_t blocks = std::min<int64_t>(k.source.work_blocks, int64_t{1} << 30);
-    return device->Check(api().cuLaunchKernel(functions.at(k.source.name), static_cast<unsigned>(blocks), 1, 1, k.source.threads, 1, 1, 0,
-                                              stream, params.data(), nullptr),
-                         "cuLaunchKernel " + k.source.name);
+    // A block per unit of work for the loop kernels (they also stride, for grids past the
+    // limit): many blocks keep loads in flight while others compute, and the hardware
+    // balances the last wave. (One resident wave of striding threads measured 74% of the
+    // copy rate on GELU f32, H200, 2026-11-21.) Templates bring their own grid.
+    return LaunchKernel(*device, functions.at(k.source.name), k.source.launch, at, stream, k.source.name);
   }
 
   Status Matmul(int matmul, const std::vector<CUdeviceptr>& at) const {
@@ -162,6 +156,10 @@ struct GpuCompiledGraph::State {
           RETURN_IF_ERROR(Matmul(p.matmul, at));
           if (p.kernel) RETURN_IF_ERROR(Launch(*p.kernel, at));
           break;
+        case CudaGroupProgram::Mode::kGemmTemplate:
+          for (const CudaLaunchable& k : p.prologue) RETURN_IF_ERROR(Launch(k, at));
+          RETURN_IF_ERROR(Launch(*p.kernel, at));
+          break;
         case CudaGroupProgram::Mode::kHost: RETURN_IF_ERROR(RunHostGroup(p, at)); break;
       }
       RETURN_IF_ERROR(mark());
@@ -240,8 +238,10 @@ std::vector<GpuKernelInfo> DescribeKernels(const CudaProgram& program, const Fus
       case CudaGroupProgram::Mode::kGenerated: info.mode = "generated"; break;
       case CudaGroupProgram::Mode::kGemm:
         info.mode = "gemm";
-        info.strategy = "cuBLASLt" + (p.kernel ? " + epilogue " + info.strategy : std::string());
+        info.strategy = "cuBLASLt" + (p.kernel ? " + epilogue " + info.strategy : std::string()) +
+                        (p.why_library.empty() ? "" : " (no template: " + p.why_library + ")");
         break;
+      case CudaGroupProgram::Mode::kGemmTemplate: info.mode = "gemm template"; break;
       case CudaGroupProgram::Mode::kHost:
         info.mode = "host";
         info.why_host = p.why_host;
@@ -263,7 +263,8 @@ StatusOr<std::unique_ptr<GpuCompiledGraph>> GpuCompiledGraph::Compile(const Grap
   s->graph = graph;
   s->poison = options.poison_outputs;
   PlannerOptions planner;
-  planner.device = "h100-sxm";
+  // The cost model of the GPU it runs on (H200s have more bandwidth and L2 than H100s).
+  planner.device = s->device->name().find("H200") != std::string::npos ? "h200" : "h100-sxm";
   planner.fuse = options.fuse;
   planner.disabled_kinds = options.disabled_kinds;
   if (options.plan_override) {
@@ -272,7 +273,11 @@ StatusOr<std::unique_ptr<GpuCompiledGraph>> GpuCompiledGraph::Compile(const Grap
     ASSIGN_OR_RETURN(s->plan, PlanFusion(s->graph, CudaPlannerOptions(planner)));
   }
   s->inlined = FindInlinedGenerators(s->graph);
-  ASSIGN_OR_RETURN(s->program, BuildCudaProgram(s->graph, s->plan, s->inlined, "", options.configs));
+  CudaTarget target;
+  target.arch = s->device->arch();
+  target.sm_count = s->device->sm_count();
+  target.gemm_template = options.gemm_template;
+  ASSIGN_OR_RETURN(s->program, BuildCudaProgram(s->graph, s->plan, s->inlined, "", options.configs, target));
   s->cache_dir = options.cache_dir;
   s->kernels = DescribeKernels(s->program, s->plan);
   const Graph& g = s->graph;
@@ -308,6 +313,7 @@ StatusOr<std::unique_ptr<GpuCompiledGraph>> GpuCompiledGraph::Compile(const Grap
         CUfunction f;
         RETURN_IF_ERROR(s->device->Check(s->device->api().cuModuleGetFunction(&f, s->module, k->source.name.c_str()),
                                          "cuModuleGetFunction " + k->source.name));
+        RETURN_IF_ERROR(PrepareFunction(*s->device, f, k->source.launch, k->source.name));
         s->functions[k->source.name] = f;
       }
   }
@@ -369,7 +375,8 @@ StatusOr<std::unique_ptr<GpuCompiledGraph>> GpuCompiledGraph::Compile(const Grap
 std::vector<const CudaLaunchable*> GpuCompiledGraph::launchables() const {
   std::vector<const CudaLaunchable*> out;
   for (const CudaGroupProgram& p : state_->program.groups)
-    for (const CudaLaunchable* k : Launchables(p)) out.push_back(k);
+    for (const CudaLaunchable* k : Launchables(p))
+      if (!k->is_template) out.push_back(k);
   return out;
 }
 

@@ -34,6 +34,8 @@ struct GpuCompileOptions {
   bool poison_outputs = false;  // every kernel output filled with NaN bits before it runs
   // Per generated kernel (by name), the configuration to emit it with (from the tuner).
   std::map<std::string, CudaKernelConfig> configs;
+  // gemm groups through the Hopper GEMM template where it applies (else cuBLASLt).
+  bool gemm_template = true;
   // A plan to use instead of planning (the tuner's plan after its fallback decisions).
   const FusionPlan* plan_override = nullptr;
 };
@@ -48,7 +50,7 @@ struct VariantTiming {
 struct GpuKernelInfo {
   std::string name;
   GroupKind kind = GroupKind::kPointwise;
-  std::string mode;      // "generated", "gemm" (cuBLASLt + generated epilogue), "host"
+  std::string mode;      // "generated", "gemm template", "gemm" (cuBLASLt + generated epilogue), "host"
   std::string strategy;  // the CUDA template and its configuration
   std::string why_host;  // when mode is "host"
   int threads = 0;
@@ -69,7 +71,8 @@ class GpuCompiledGraph {
   // rotating among `input_sets` copies of the inputs so repeated runs do not read L2.
   StatusOr<double> BenchmarkMs(const std::vector<Tensor>& inputs, int warmup, int repeats, int input_sets);
 
-  // The generated kernels (prologues, main kernels, epilogues), for the tuner.
+  // The generated loop kernels (prologues, main kernels, epilogues), for the tuner; the
+  // compute-bound templates are not among them (they have their own configurations).
   std::vector<const CudaLaunchable*> launchables() const;
   // Times `configs` of the generated kernel `name` alone on this graph's buffers (run the
   // graph once first so they hold real data): device events, `warmup` launches, median of

@@ -1,6 +1,6 @@
 #include "backend/cpu/blas_matmul.h"
 
-#include "runtime/gemm_split.h"
+#include "codegen/gemm_split.h"
 
 #include <cblas.h>
 

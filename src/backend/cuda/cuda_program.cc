@@ -4,7 +4,9 @@
 #include <fmt/format.h>
 
 #include "codegen/lower.h"
-#include "runtime/gemm_split.h"
+#include "codegen/cuda_gemm_emitter.h"
+#include "codegen/gemm_split.h"
+#include "codegen/gemm_template.h"
 
 namespace tilefuse {
 
@@ -60,8 +62,26 @@ std::vector<FusionGroup> PrologueGroups(const Graph& g, const FusionGroup& group
   return groups;
 }
 
+// The GEMM template for a gemm group, or why it does not apply.
+StatusOr<CudaLaunchable> GemmTemplate(const Graph& g, const FusionGroup& group, const GemmSplit& split, const std::vector<bool>& inlined,
+                                      const std::string& name, const CudaTarget& target) {
+  if (!target.gemm_template) return Unimplemented("the GEMM template is switched off");
+  if (target.arch != "sm_90a") return Unimplemented(fmt::format("the GEMM template needs sm_90a (Hopper), not {}", target.arch));
+  ASSIGN_OR_RETURN(GemmTemplateKernel gemm, LowerGemmTemplate(g, group, split, inlined));
+  gemm.name = name;
+  CudaGemmConfig config;
+  config.sm_count = target.sm_count;
+  CudaLaunchable launchable;
+  ASSIGN_OR_RETURN(launchable.source, EmitCudaGemm(gemm, config));
+  for (const LaunchArg& arg : launchable.source.launch.args) launchable.buffer_nodes.push_back(arg.node);
+  launchable.outputs = group.outputs;
+  launchable.kernel = std::move(gemm.epilogue);
+  launchable.is_template = true;
+  return launchable;
+}
+
 CudaGroupProgram ProgramForGroup(const Graph& g, const FusionGroup& group, const std::vector<bool>& inlined, const std::string& name,
-                                 const ConfigMap& configs) {
+                                 const ConfigMap& configs, const CudaTarget& target) {
   CudaGroupProgram p;
   p.group = group.id;
   p.kind = group.kind;
@@ -91,6 +111,13 @@ CudaGroupProgram ProgramForGroup(const Graph& g, const FusionGroup& group, const
         if (!k.ok()) return host("prologue: " + k.status().message());
         p.prologue.push_back(std::move(*k));
       }
+      StatusOr<CudaLaunchable> fused = GemmTemplate(g, group, split, inlined, name, target);
+      if (fused.ok()) {
+        p.mode = CudaGroupProgram::Mode::kGemmTemplate;
+        p.kernel = std::move(*fused);
+        return p;
+      }
+      p.why_library = fused.status().message();
       if (!split.epilogue.nodes.empty()) {
         StatusOr<CudaLaunchable> k = LowerAndEmit(g, split.epilogue, inlined, name + "_epilogue", configs);
         if (!k.ok()) return host("epilogue: " + k.status().message());
@@ -105,12 +132,12 @@ CudaGroupProgram ProgramForGroup(const Graph& g, const FusionGroup& group, const
 }  // namespace
 
 StatusOr<CudaProgram> BuildCudaProgram(const Graph& graph, const FusionPlan& plan, const std::vector<bool>& inlined,
-                                       const std::string& prefix, const ConfigMap& configs) {
+                                       const std::string& prefix, const ConfigMap& configs, const CudaTarget& target) {
   CudaProgram program;
   std::vector<CudaKernelSource> sources;
   for (const FusionGroup& group : plan.groups) {
     std::string name = fmt::format("{}tf_group{}_{}", prefix, group.id, GroupKindName(group.kind));
-    program.groups.push_back(ProgramForGroup(graph, group, inlined, name, configs));
+    program.groups.push_back(ProgramForGroup(graph, group, inlined, name, configs, target));
     const CudaGroupProgram& p = program.groups.back();
     for (const CudaLaunchable& k : p.prologue) sources.push_back(k.source);
     if (p.kernel) sources.push_back(p.kernel->source);

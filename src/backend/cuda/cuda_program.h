@@ -2,8 +2,10 @@
 // source of every generated kernel (one translation unit per graph: one NVRTC run).
 //
 //   pointwise / row_reduction / reduction  → one generated kernel
-//   gemm                                   → prologue kernels (if any) + cuBLASLt product
-//                                            + epilogue kernel (if any)
+//   gemm, Hopper (sm_90a)                  → prologue kernels (if any) + the GEMM template
+//                                            with the epilogue fused (codegen/cuda_gemm_emitter)
+//   gemm, otherwise or where the template   → prologue kernels (if any) + cuBLASLt product
+//   does not apply (the reason is kept)       + epilogue kernel (if any)
 //   anything else                          → its member ops on the host reference kernels,
 //                                            with copies (reported, never silent)
 //
@@ -29,18 +31,22 @@ struct CudaLaunchable {
   CudaKernelSource source;
   std::vector<int> buffer_nodes;  // Kernel::buffers order
   std::vector<int> outputs;       // the nodes it writes
+  // A compute-bound template (its source is not re-emitted from `kernel` by the loop
+  // tuner; `kernel` is its epilogue).
+  bool is_template = false;
 };
 
 struct CudaGroupProgram {
-  enum class Mode { kGenerated, kGemm, kHost };
+  enum class Mode { kGenerated, kGemm, kGemmTemplate, kHost };
   int group = -1;
   GroupKind kind = GroupKind::kPointwise;
   Mode mode = Mode::kHost;
-  std::optional<CudaLaunchable> kernel;    // generated; gemm: the epilogue
+  std::optional<CudaLaunchable> kernel;    // generated; gemm: the epilogue; gemm template: the whole product
   std::vector<CudaLaunchable> prologue;    // gemm: materialise the product's operands (one per shape)
   int matmul = -1;                         // gemm
   std::vector<int> host_nodes;             // host: the members, in order
   std::string why_host;
+  std::string why_library;                 // gemm: why the template does not apply
 };
 
 struct CudaProgram {
@@ -51,12 +57,20 @@ struct CudaProgram {
 // The planner options the CUDA backend needs on top of the user's.
 PlannerOptions CudaPlannerOptions(PlannerOptions options);
 
+// What the program is built for. The Hopper templates need sm_90a.
+struct CudaTarget {
+  std::string arch = "sm_90a";
+  int sm_count = 132;
+  bool gemm_template = true;  // false: every gemm group through cuBLASLt
+};
+
 // Lowers and emits every group of `plan`. `prefix` keeps kernel names of several graphs
 // in one translation unit apart.
 // `configs` (kernel name → configuration, from the tuner) overrides the templates'
 // defaults for the kernels it names.
 StatusOr<CudaProgram> BuildCudaProgram(const Graph& graph, const FusionPlan& plan, const std::vector<bool>& inlined,
                                        const std::string& prefix = "",
-                                       const std::map<std::string, CudaKernelConfig>& configs = {});
+                                       const std::map<std::string, CudaKernelConfig>& configs = {},
+                                       const CudaTarget& target = {});
 
 }  // namespace tilefuse

@@ -50,7 +50,7 @@ void CompileForHopper(const std::string& path, bool fuse) {
 std::vector<std::string> Models() {
   std::vector<std::string> paths;
   std::string root = TILEFUSE_SOURCE_DIR;
-  for (const char* folder : {"/examples", "/bench/cases"})
+  for (const char* folder : {"/examples", "/bench/cases", "/tests/gemm"})
     if (std::filesystem::exists(root + folder))
       for (const auto& e : std::filesystem::directory_iterator(root + folder))
         if (e.path().extension() == ".onnxtxt") paths.push_back(e.path().string());
@@ -67,7 +67,8 @@ TEST_P(CudaProgramTest, UnfusedKernelsCompileForSm90aWithoutSpills) { CompileFor
 INSTANTIATE_TEST_SUITE_P(Models, CudaProgramTest, testing::ValuesIn(Models()),
                          [](const testing::TestParamInfo<std::string>& info) {
                            std::filesystem::path path(info.param);
-                           std::string kind = path.extension() == ".onnxtxt" ? (path.parent_path().filename() == "cases" ? "case_" : "example_") : "model_";
+                           std::string folder = path.parent_path().filename().string();
+                           std::string kind = path.extension() != ".onnxtxt" ? "model_" : folder == "cases" ? "case_" : folder == "gemm" ? "gemm_" : "example_";
                            std::string name = kind + path.stem().string();
                            for (char& c : name)
                              if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';

@@ -118,7 +118,7 @@ StatusOr<CubinResult> NvrtcCompiler::Compile(const std::string& source, const st
                                       "-default-device",
                                       "-diag-suppress=177,550"};  // unused loop indices are normal in generated code
   options.insert(options.end(), extra.begin(), extra.end());
-  std::vector<std::string_view> key_parts = {source, kDeviceLibraryText, arch, version()};
+  std::vector<std::string_view> key_parts = {source, kDeviceLibraryText, kTileLibraryText, arch, version()};
   for (const std::string& o : options) key_parts.push_back(o);
   std::string key = KernelCache::Key(key_parts);
   CubinResult result;
@@ -133,9 +133,9 @@ StatusOr<CubinResult> NvrtcCompiler::Compile(const std::string& source, const st
   }
   ++compiles_;
   nvrtcProgram program = nullptr;
-  const char* header_text = kDeviceLibraryText;
-  const char* header_name = kDeviceLibraryName;
-  nvrtcResult r = api->nvrtcCreateProgram(&program, source.c_str(), "tilefuse_kernels.cu", 1, &header_text, &header_name);
+  const char* header_texts[] = {kDeviceLibraryText, kTileLibraryText};
+  const char* header_names[] = {kDeviceLibraryName, kTileLibraryName};
+  nvrtcResult r = api->nvrtcCreateProgram(&program, source.c_str(), "tilefuse_kernels.cu", 2, header_texts, header_names);
   if (r != NVRTC_SUCCESS) return Internal(fmt::format("nvrtcCreateProgram: {}", api->nvrtcGetErrorString(r)));
   std::vector<const char*> argv;
   for (const std::string& o : options) argv.push_back(o.c_str());

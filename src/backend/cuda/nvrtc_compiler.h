@@ -3,7 +3,8 @@
 // hash(source, options, arch, NVRTC version). Needs no GPU: CI compiles every generated
 // kernel for sm_90a here and reads ptxas's resource report.
 //
-// Every compilation gets the device library (tilefuse_device.cuh) as an in-memory header.
+// Every compilation gets the device library (tilefuse_device.cuh) and the tile library of
+// the compute-bound templates (tilefuse_tiles.cuh) as in-memory headers.
 // A compile error returns Internal with NVRTC's log; the failing source is kept on disk
 // (the path is in the message) for debugging.
 #pragma once

@@ -1,4 +1,4 @@
-#include "runtime/gemm_split.h"
+#include "codegen/gemm_split.h"
 
 #include <algorithm>
 

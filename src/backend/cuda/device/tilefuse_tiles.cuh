@@ -1,0 +1,143 @@
+// tilefuse tile library: the Hopper building blocks the compute-bound templates (GEMM, later
+// attention) are written with. NVRTC gets it as an in-memory header beside
+// tilefuse_device.cuh; generated template kernels include both.
+//
+//   TensorMap          a TMA descriptor passed by value as a __grid_constant__ parameter
+//   Barrier            an mbarrier in shared memory: arrive, expect bytes, wait on a phase
+//   Pipeline           the stage/phase bookkeeping of a multi-stage producer/consumer ring
+//   TmaLoad2d/3d       a tile from global memory into shared memory, completing on a barrier
+//   SharedMatrix       wgmma shared-memory descriptors for 128-byte swizzled tiles, K-major
+//                      and MN-major
+//   Warpgroup          fence / commit / wait around asynchronous wgmma, register reallocation
+//   TileScheduler      persistent CTAs walking output tiles in grouped (L2-friendly) order
+//
+// Everything lives in namespace tf and uses no typedefs of its own: generated code sees
+// CUDA's names unshadowed. The wgmma instruction itself (an operand list of N/2 registers)
+// is printed per shape by the emitter (codegen/cuda_wgmma.cc).
+#pragma once
+
+namespace tf {
+
+#define TF_TILE static __device__ __forceinline__
+
+// ---- TMA descriptors ----
+// The driver's CUtensorMap: 128 opaque bytes, 64-byte aligned.
+struct alignas(64) TensorMap {
+  unsigned long long opaque[16];
+};
+
+TF_TILE unsigned SharedAddress(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
+
+// ---- mbarrier ----
+struct Barrier {
+  unsigned long long word;
+
+  __device__ __forceinline__ void Init(unsigned arrivals) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(SharedAddress(&word)), "r"(arrivals));
+  }
+  // One arrival that also announces `bytes` of asynchronous copies completing on this barrier.
+  __device__ __forceinline__ void ArriveExpectingBytes(unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(SharedAddress(&word)), "r"(bytes) : "memory");
+  }
+  __device__ __forceinline__ void Arrive() {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(SharedAddress(&word)) : "memory");
+  }
+  // Waits until the phase with parity `phase` has completed.
+  __device__ __forceinline__ void Wait(unsigned phase) {
+    asm volatile(
+        "{\n"
+        ".reg .pred done;\n"
+        "TF_WAIT_%=:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+        "@!done bra TF_WAIT_%=;\n"
+        "}\n" ::"r"(SharedAddress(&word)),
+        "r"(phase)
+        : "memory");
+  }
+};
+
+// Makes barrier initialisation visible to the asynchronous (TMA) proxy.
+TF_TILE void FenceBarrierInit() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+
+// The ring position of a `Stages`-deep pipeline: which stage, and the parity of its phase.
+template <int Stages>
+struct Pipeline {
+  int stage = 0;
+  unsigned phase = 0;
+  __device__ __forceinline__ void Advance() {
+    if (++stage == Stages) {
+      stage = 0;
+      phase ^= 1;
+    }
+  }
+};
+
+// ---- TMA loads (tiled mode; out-of-bounds elements arrive as zeros) ----
+TF_TILE void TmaLoad3d(void* shared_dst, const TensorMap& map, int c0, int c1, int c2, Barrier& barrier) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];" ::"r"(
+          SharedAddress(shared_dst)),
+      "l"(&map), "r"(c0), "r"(c1), "r"(c2), "r"(SharedAddress(&barrier.word))
+      : "memory");
+}
+
+// ---- wgmma shared-memory descriptors (128-byte swizzle) ----
+// A tile stored as TMA writes it with CU_TENSOR_MAP_SWIZZLE_128B: rows of 128 bytes (64
+// half-precision elements), groups of 8 rows 1024 bytes apart.
+struct SharedMatrix {
+  static __device__ __forceinline__ unsigned long long Field(unsigned bytes) { return (bytes & 0x3FFFF) >> 4; }
+  // K-major (the reduction dimension contiguous): A as [M][K], B as [N][K]. The leading
+  // offset is unused with swizzling; the stride offset steps over 8 rows.
+  static __device__ __forceinline__ unsigned long long KMajor(const void* tile) {
+    return Field(SharedAddress(tile)) | Field(16) << 16 | Field(1024) << 32 | 1ull << 62;
+  }
+  // MN-major (M or N contiguous): B as [K][N] in boxes of 64 columns, `box_bytes` apart.
+  // The leading offset steps to the next 64-column box, the stride offset over 8 K rows.
+  static __device__ __forceinline__ unsigned long long MnMajor(const void* tile, unsigned box_bytes) {
+    return Field(SharedAddress(tile)) | Field(box_bytes) << 16 | Field(1024) << 32 | 1ull << 62;
+  }
+};
+
+// ---- warpgroup-wide asynchronous MMA ----
+struct Warpgroup {
+  // Orders this warpgroup's register accesses before the wgmma that follows.
+  static __device__ __forceinline__ void Fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+  static __device__ __forceinline__ void Commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+  // Waits until at most `Pending` committed groups are still running.
+  template <int Pending>
+  static __device__ __forceinline__ void Wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(Pending) : "memory");
+  }
+  // Register reallocation between producer and consumer warpgroups.
+  template <int Registers>
+  static __device__ __forceinline__ void GrowRegisters() {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(Registers));
+  }
+  template <int Registers>
+  static __device__ __forceinline__ void ShrinkRegisters() {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(Registers));
+  }
+};
+
+// ---- persistent tile scheduling ----
+// Output tiles numbered batch-major; inside a batch entry, `Group` rows of tiles are swept
+// column by column, so CTAs running together share A rows and B columns in L2.
+struct TileCoordinates {
+  int m, n, batch;
+};
+template <int TilesM, int TilesN, int Group>
+TF_TILE TileCoordinates TileAt(int tile) {
+  constexpr int kPerBatch = TilesM * TilesN;
+  constexpr int kPerGroup = Group * TilesN;
+  const int batch = tile / kPerBatch;
+  const int t = tile - batch * kPerBatch;
+  const int group = t / kPerGroup;
+  const int first_m = group * Group;
+  const int rows = TilesM - first_m < Group ? TilesM - first_m : Group;
+  const int in_group = t - group * kPerGroup;
+  return {first_m + in_group % rows, in_group / rows, batch};
+}
+
+#undef TF_TILE
+
+}  // namespace tf

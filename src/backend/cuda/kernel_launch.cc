@@ -1,0 +1,99 @@
+#include "backend/cuda/kernel_launch.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+
+namespace tilefuse {
+
+namespace {
+
+CUtensorMapDataType TensorMapType(DType dtype) {
+  switch (dtype) {
+    case DType::kBF16: return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    case DType::kF16: return CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    case DType::kF32: return CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+    default: return CU_TENSOR_MAP_DATA_TYPE_UINT8;
+  }
+}
+
+}  // namespace
+
+StatusOr<CUtensorMap> EncodeTensorMap(const CudaDevice& device, CUdeviceptr base, const TensorMapArg& map) {
+  cuuint64_t dims[5], strides[4];
+  cuuint32_t box[5], element_strides[5];
+  for (int d = 0; d < map.rank; ++d) {
+    dims[d] = static_cast<cuuint64_t>(map.dims[d]);
+    box[d] = static_cast<cuuint32_t>(map.box[d]);
+    element_strides[d] = 1;
+    if (d + 1 < map.rank) strides[d] = static_cast<cuuint64_t>(map.strides_bytes[d]);
+  }
+  CUtensorMap out;
+  CUresult r = device.api().cuTensorMapEncodeTiled(
+      &out, TensorMapType(map.dtype), static_cast<cuuint32_t>(map.rank), reinterpret_cast<void*>(base), dims, strides, box,
+      element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, map.swizzle_128b ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
+      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    return InvalidArgument(device.Check(r, fmt::format("cuTensorMapEncodeTiled over %{} (dims {}x{}x{}, box {}x{}x{})", map.node, map.dims[0],
+                                                       map.dims[1], map.dims[2], map.box[0], map.box[1], map.box[2]))
+                               .message());
+  return out;
+}
+
+Status PrepareFunction(const CudaDevice& device, CUfunction function, const LaunchSpec& spec, const std::string& name) {
+  if (spec.dynamic_shared_bytes <= 48 * 1024) return Status::Ok();
+  return device.Check(device.api().cuFuncSetAttribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                                      static_cast<int>(spec.dynamic_shared_bytes)),
+                      "cuFuncSetAttribute (dynamic shared memory) " + name);
+}
+
+Status LaunchKernel(const CudaDevice& device, CUfunction function, const LaunchSpec& spec, const std::vector<CUdeviceptr>& address,
+                    CUstream stream, const std::string& name) {
+  // Parameter storage must not move once its addresses are taken.
+  std::vector<CUdeviceptr> pointers;
+  std::vector<CUtensorMap> maps;
+  std::vector<int64_t> scalars;
+  pointers.reserve(spec.args.size());
+  maps.reserve(spec.args.size());
+  scalars.reserve(spec.args.size());
+  std::vector<void*> params;
+  for (const LaunchArg& arg : spec.args) {
+    switch (arg.kind) {
+      case LaunchArg::Kind::kBuffer:
+        pointers.push_back(address[arg.node]);
+        params.push_back(&pointers.back());
+        break;
+      case LaunchArg::Kind::kTensorMap: {
+        ASSIGN_OR_RETURN(CUtensorMap map, EncodeTensorMap(device, address[arg.map.node], arg.map));
+        maps.push_back(map);
+        params.push_back(&maps.back());
+        break;
+      }
+      case LaunchArg::Kind::kScalar:
+        scalars.push_back(arg.scalar);
+        params.push_back(&scalars.back());
+        break;
+    }
+  }
+  CUlaunchConfig config = {};
+  // Grids past the hardware limit are clamped: the kernels stride over their work.
+  config.gridDimX = static_cast<unsigned>(std::min<int64_t>(spec.grid[0], int64_t{1} << 30));
+  config.gridDimY = static_cast<unsigned>(spec.grid[1]);
+  config.gridDimZ = static_cast<unsigned>(spec.grid[2]);
+  config.blockDimX = spec.block[0];
+  config.blockDimY = spec.block[1];
+  config.blockDimZ = spec.block[2];
+  config.sharedMemBytes = static_cast<unsigned>(spec.dynamic_shared_bytes);
+  config.hStream = stream;
+  CUlaunchAttribute cluster = {};
+  if (spec.cluster[0] * spec.cluster[1] * spec.cluster[2] > 1) {
+    cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    cluster.value.clusterDim.x = spec.cluster[0];
+    cluster.value.clusterDim.y = spec.cluster[1];
+    cluster.value.clusterDim.z = spec.cluster[2];
+    config.attrs = &cluster;
+    config.numAttrs = 1;
+  }
+  return device.Check(device.api().cuLaunchKernelEx(&config, function, params.data(), nullptr), "cuLaunchKernelEx " + name);
+}
+
+}  // namespace tilefuse

@@ -1,0 +1,248 @@
+#include "codegen/cuda_gemm_emitter.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+
+#include "codegen/cuda_scalar_program.h"
+#include "codegen/cuda_wgmma.h"
+#include "codegen/emit_util.h"
+
+namespace tilefuse {
+
+namespace {
+
+constexpr int kBlockK = 64;                   // one 128-byte swizzle row of half-precision values
+constexpr int64_t kSharedLimit = 227 * 1024;  // opt-in shared memory per block on Hopper
+constexpr int kProducerRegisters = 40, kConsumerRegisters = 232;
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+int64_t Tiles(const GemmTemplateKernel& g, int block_m, int block_n) {
+  return CeilDiv(g.rows, block_m) * CeilDiv(g.n, block_n) * g.batch;
+}
+int64_t StageBytes(const CudaGemmConfig& c) { return int64_t{c.block_m + c.block_n} * kBlockK * 2; }
+// The ring of stages, aligned to 1024 bytes (the swizzle pattern's period), then the barriers.
+int64_t SharedBytes(const CudaGemmConfig& c) { return 1024 + c.stages * StageBytes(c) + 2 * 8 * c.stages; }
+
+}  // namespace
+
+CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConfig& requested) {
+  CudaGemmConfig c = requested;
+  if (c.block_n == 0) {
+    c.block_n = 64;
+    for (int n : {256, 128})  // the widest tile that still gives every SM a tile
+      if (g.n >= n && Tiles(g, c.block_m, n) >= c.sm_count) {
+        c.block_n = n;
+        break;
+      }
+  }
+  if (c.stages == 0) {
+    c.stages = 2;
+    while (c.stages < 6 && SharedBytes({c.block_m, c.block_n, c.stages + 1, c.group_m, c.sm_count}) <= kSharedLimit) ++c.stages;
+  }
+  return c;
+}
+
+namespace {
+
+class GemmEmitter {
+ public:
+  GemmEmitter(const GemmTemplateKernel& g, const CudaGemmConfig& c) : g_(g), c_(c) {}
+
+  StatusOr<CudaKernelSource> Run() {
+    RETURN_IF_ERROR(Validate());
+    const int consumers = c_.block_m / 64;
+    const int threads = 128 * (consumers + 1);
+    const std::string wgmma = g_.name + "_wgmma";
+    CudaKernelSource s;
+    s.name = g_.name;
+    s.config = {};
+    s.threads = threads;
+    s.work_blocks = std::min<int64_t>(c_.sm_count, Tiles(g_, c_.block_m, c_.block_n));
+    s.strategy = fmt::format("gemm template {}x{}x{}, {} stages, {} consumer warpgroups", c_.block_m, c_.block_n, kBlockK, c_.stages,
+                             consumers);
+    out_ = WgmmaFunction(wgmma, c_.block_n, g_.dtype, /*b_mn_major=*/true);
+    out_ += fmt::format("extern \"C\" __global__ void __launch_bounds__({}, 1) {}(const __grid_constant__ tf::TensorMap map_a, "
+                        "const __grid_constant__ tf::TensorMap map_b",
+                        threads, g_.name);
+    s.launch.args.push_back({LaunchArg::Kind::kTensorMap, g_.a, OperandMapA(), 0});
+    s.launch.args.push_back({LaunchArg::Kind::kTensorMap, g_.b, OperandMapB(), 0});
+    for (size_t b = 0; b < g_.epilogue.buffers.size(); ++b) {
+      const KernelBuffer& buf = g_.epilogue.buffers[b];
+      if (buf.node == g_.product && !buf.is_output) continue;  // read from the accumulators
+      out_ += fmt::format(", {}{}* __restrict__ b{}", buf.is_output ? "" : "const ", StorageType(buf.dtype), b);
+      s.launch.args.push_back({LaunchArg::Kind::kBuffer, buf.node, {}, 0});
+    }
+    out_ += ") {\n";
+    EmitSetup(consumers);
+    EmitProducer();
+    EmitConsumer();
+    out_ += "}\n";
+    s.function = std::move(out_);
+    s.num_params = static_cast<int>(s.launch.args.size());
+    s.launch.grid = {s.work_blocks, 1, 1};
+    s.launch.block = {threads, 1, 1};
+    s.launch.dynamic_shared_bytes = SharedBytes(c_);
+    return s;
+  }
+
+ private:
+  Status Validate() const {
+    if (c_.block_m != 64 && c_.block_m != 128)
+      return InvalidArgument(fmt::format("{}: block_m {} (need 64 or 128)", g_.name, c_.block_m));
+    if (c_.block_n < 64 || c_.block_n > 256 || c_.block_n % 64 != 0)
+      return InvalidArgument(fmt::format("{}: block_n {} (need 64, 128, 192 or 256)", g_.name, c_.block_n));
+    if (c_.stages < 2) return InvalidArgument(fmt::format("{}: {} stages (need at least 2)", g_.name, c_.stages));
+    if (SharedBytes(c_) > kSharedLimit)
+      return InvalidArgument(fmt::format("{}: {} bytes of shared memory (the limit is {})", g_.name, SharedBytes(c_), kSharedLimit));
+    if (c_.group_m < 1 || c_.sm_count < 1) return InvalidArgument(fmt::format("{}: group_m and sm_count must be positive", g_.name));
+    return Status::Ok();
+  }
+
+  // A as [batch][rows][K]: boxes of block_m rows × 64 columns.
+  TensorMapArg OperandMapA() const {
+    TensorMapArg m;
+    m.node = g_.a;
+    m.dtype = g_.dtype;
+    m.dims = {g_.k, g_.rows, g_.batch, 1, 1};
+    m.strides_bytes = {g_.k * 2, g_.rows * g_.k * 2, 0, 0};
+    m.box = {kBlockK, c_.block_m, 1, 1, 1};
+    return m;
+  }
+  // B as [batch][K][N]: boxes of 64 K rows × 64 columns, block_n / 64 of them per stage.
+  TensorMapArg OperandMapB() const {
+    TensorMapArg m;
+    m.node = g_.b;
+    m.dtype = g_.dtype;
+    m.dims = {g_.n, g_.k, g_.batch, 1, 1};
+    m.strides_bytes = {g_.n * 2, g_.k * g_.n * 2, 0, 0};
+    m.box = {64, kBlockK, 1, 1, 1};
+    return m;
+  }
+
+  void EmitSetup(int consumers) {
+    int64_t largest = g_.rows * g_.batch * g_.n;
+    for (const KernelBuffer& b : g_.epilogue.buffers) largest = std::max(largest, b.elements);
+    out_ += fmt::format("  typedef {} tf_index_t;\n", largest < (int64_t{1} << 31) ? "int" : "long long");
+    out_ += fmt::format("  constexpr int kBM = {}, kBN = {}, kBK = {}, kStages = {}, kConsumers = {};\n", c_.block_m, c_.block_n, kBlockK,
+                        c_.stages, consumers);
+    out_ += fmt::format("  constexpr int kRows = {}, kN = {}, kK = {};\n", g_.rows, g_.n, g_.k);
+    out_ += fmt::format("  constexpr int kTilesM = {}, kTilesN = {}, kTiles = {}, kKSteps = {};\n", CeilDiv(g_.rows, c_.block_m),
+                        CeilDiv(g_.n, c_.block_n), Tiles(g_, c_.block_m, c_.block_n), CeilDiv(g_.k, kBlockK));
+    out_ += fmt::format("  constexpr int kGroupM = {};\n", c_.group_m);
+    out_ +=
+        "  constexpr unsigned kStageBytes = (kBM + kBN) * kBK * 2;\n"
+        "  extern __shared__ unsigned char tf_shared_raw[];\n"
+        "  unsigned char* shared = tf_shared_raw + ((1024 - (tf::SharedAddress(tf_shared_raw) & 1023)) & 1023);\n"
+        "  unsigned short* tile_a = (unsigned short*)shared;                // [stage][kBM][kBK], 128-byte swizzle\n"
+        "  unsigned short* tile_b = tile_a + kStages * kBM * kBK;          // [stage][kBN / 64][kBK][64]\n"
+        "  tf::Barrier* full = (tf::Barrier*)(tile_b + kStages * kBN * kBK);\n"
+        "  tf::Barrier* empty = full + kStages;\n"
+        "  if (threadIdx.x == 0) {\n"
+        "    for (int s = 0; s < kStages; ++s) {\n"
+        "      full[s].Init(1);\n"
+        "      empty[s].Init(kConsumers);\n"
+        "    }\n"
+        "    tf::FenceBarrierInit();\n"
+        "  }\n"
+        "  __syncthreads();\n"
+        "  const int warpgroup = threadIdx.x / 128;\n";
+  }
+
+  void EmitProducer() {
+    out_ += fmt::format(
+        "  if (warpgroup == 0) {{  // producer: one thread keeps the ring full\n"
+        "    tf::Warpgroup::ShrinkRegisters<{}>();\n"
+        "    if (threadIdx.x != 0) return;\n"
+        "    tf::Pipeline<kStages> ring;\n"
+        "    for (int tile = blockIdx.x; tile < kTiles; tile += gridDim.x) {{\n"
+        "      const tf::TileCoordinates t = tf::TileAt<kTilesM, kTilesN, kGroupM>(tile);\n"
+        "      for (int ks = 0; ks < kKSteps; ++ks, ring.Advance()) {{\n"
+        "        empty[ring.stage].Wait(ring.phase ^ 1);\n"
+        "        full[ring.stage].ArriveExpectingBytes(kStageBytes);\n"
+        "        tf::TmaLoad3d(tile_a + ring.stage * kBM * kBK, map_a, ks * kBK, t.m * kBM, t.batch, full[ring.stage]);\n"
+        "#pragma unroll\n"
+        "        for (int box = 0; box < kBN / 64; ++box)\n"
+        "          tf::TmaLoad3d(tile_b + ring.stage * kBN * kBK + box * kBK * 64, map_b, t.n * kBN + box * 64, ks * kBK, t.batch,\n"
+        "                        full[ring.stage]);\n"
+        "      }}\n"
+        "    }}\n"
+        "    return;\n"
+        "  }}\n",
+        kProducerRegisters);
+  }
+
+  void EmitConsumer() {
+    out_ += fmt::format(
+        "  tf::Warpgroup::GrowRegisters<{}>();\n"
+        "  const int consumer = warpgroup - 1;\n"
+        "  const int local = threadIdx.x % 128, warp = local / 32, lane = local % 32;\n"
+        "  float d[kBN / 2];\n"
+        "  tf::Pipeline<kStages> ring;\n"
+        "  for (int tile = blockIdx.x; tile < kTiles; tile += gridDim.x) {{\n"
+        "    const tf::TileCoordinates t = tf::TileAt<kTilesM, kTilesN, kGroupM>(tile);\n"
+        "    int previous = -1;\n"
+        "    for (int ks = 0; ks < kKSteps; ++ks, ring.Advance()) {{\n"
+        "      full[ring.stage].Wait(ring.phase);\n"
+        "      const unsigned short* a = tile_a + ring.stage * kBM * kBK + consumer * 64 * kBK;\n"
+        "      const unsigned short* b = tile_b + ring.stage * kBN * kBK;\n"
+        "      tf::Warpgroup::Fence();\n"
+        "#pragma unroll\n"
+        "      for (int kk = 0; kk < kBK / 16; ++kk)\n"
+        "        {}(d, tf::SharedMatrix::KMajor(a + kk * 16), tf::SharedMatrix::MnMajor(b + kk * 16 * 64, kBK * 128), ks > 0 || kk > 0);\n"
+        "      tf::Warpgroup::Commit();\n"
+        "      // The step before this one has finished reading its slot: hand it back.\n"
+        "      tf::Warpgroup::Wait<1>();\n"
+        "      if (previous >= 0 && local == 0) empty[previous].Arrive();\n"
+        "      previous = ring.stage;\n"
+        "    }}\n"
+        "    tf::Warpgroup::Wait<0>();\n"
+        "    if (local == 0) empty[previous].Arrive();\n",
+        kConsumerRegisters, g_.name + "_wgmma");
+    EmitEpilogue();
+    out_ += "  }\n";
+  }
+
+  // Accumulator d[j*4 + h*2 + e] holds row warp*16 + lane/4 + 8h, column 8j + (lane%4)*2 + e
+  // of the consumer's 64 × kBN slice (the wgmma D fragment layout).
+  void EmitEpilogue() {
+    const Kernel& k = g_.epilogue;
+    out_ +=
+        "    const int row_base = t.m * kBM + consumer * 64 + warp * 16 + lane / 4;\n"
+        "    const int col_base = t.n * kBN + (lane % 4) * 2;\n"
+        "#pragma unroll\n"
+        "    for (int j = 0; j < kBN / 8; ++j)\n"
+        "#pragma unroll\n"
+        "      for (int h = 0; h < 2; ++h)\n"
+        "#pragma unroll\n"
+        "        for (int e = 0; e < 2; ++e) {\n"
+        "          const int row_in_batch = row_base + 8 * h, col = col_base + 8 * j + e;\n"
+        "          if (row_in_batch >= kRows || col >= kN) continue;\n"
+        "          const tf_index_t row = (tf_index_t)t.batch * kRows + row_in_batch;\n"
+        "          const float acc = d[j * 4 + h * 2 + e];\n";
+    std::map<int, std::string> given;
+    for (size_t v = 0; v < k.values.size(); ++v)
+      if (k.values[v].kind == ScalarValue::Kind::kLoad && k.buffers[k.values[v].buffer].node == g_.product)
+        given[static_cast<int>(v)] = "acc";
+    std::vector<int> roots;
+    for (const KernelStore& s : k.stores) roots.push_back(s.value);
+    const std::vector<std::string> vars = {"row", "col"};
+    out_ += CudaElementProgram(k, roots, given, vars, "          ");
+    for (const KernelStore& s : k.stores)
+      out_ += fmt::format("          b{}[{}] = tf_pack_{}(v{});\n", s.buffer, PrintIndex(s.index, vars), DTypeName(k.buffers[s.buffer].dtype),
+                          s.value);
+    out_ += "        }\n";
+  }
+
+  const GemmTemplateKernel& g_;
+  CudaGemmConfig c_;
+  std::string out_;
+};
+
+}  // namespace
+
+StatusOr<CudaKernelSource> EmitCudaGemm(const GemmTemplateKernel& gemm, const CudaGemmConfig& config) {
+  return GemmEmitter(gemm, ResolveGemmConfig(gemm, config)).Run();
+}
+
+}  // namespace tilefuse

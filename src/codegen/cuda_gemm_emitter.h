@@ -1,0 +1,35 @@
+// The Hopper GEMM template: a GemmTemplateKernel printed as one warp-specialised,
+// persistent CUDA kernel over the tile library (tilefuse_tiles.cuh).
+//
+//   warpgroup 0 (producer)   one thread issues TMA loads of A and B tiles into a ring of
+//                            `stages` shared-memory slots, each guarded by a full and an
+//                            empty mbarrier
+//   warpgroups 1.. (consumers) each owns 64 rows of the block_m × block_n output tile:
+//                            wgmma m64·block_n·k16 from shared memory, one group in flight
+//                            while the previous slot is handed back, f32 accumulators in
+//                            registers; then the epilogue's scalar program per element,
+//                            stored straight from registers
+//   CTAs                     one per SM, walking the output tiles in grouped order
+//
+// Registers move from the producer (40) to the consumers (232) with setmaxnreg.
+#pragma once
+
+#include "codegen/cuda_emitter.h"
+#include "codegen/gemm_template.h"
+
+namespace tilefuse {
+
+struct CudaGemmConfig {
+  int block_m = 128;  // 64 rows per consumer warpgroup: 64 or 128
+  int block_n = 0;    // 64..256, a multiple of 64; 0: the widest that still fills the GPU
+  int stages = 0;     // pipeline depth; 0: as many as fit in shared memory (at most 6)
+  int group_m = 8;    // tile rows swept together (L2 reuse of B)
+  int sm_count = 132; // CTAs of the persistent grid
+};
+
+// Every 0 of `requested` resolved for this problem.
+CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& gemm, const CudaGemmConfig& requested);
+// InvalidArgument for configurations the template cannot run.
+StatusOr<CudaKernelSource> EmitCudaGemm(const GemmTemplateKernel& gemm, const CudaGemmConfig& config = {});
+
+}  // namespace tilefuse

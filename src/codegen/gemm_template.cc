@@ -1,0 +1,105 @@
+#include "codegen/gemm_template.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+
+#include "codegen/lower.h"
+
+namespace tilefuse {
+
+namespace {
+
+bool AllOnes(const Shape& s, size_t count) {
+  for (size_t d = 0; d < count; ++d)
+    if (s[d] != 1) return false;
+  return true;
+}
+
+// The epilogue as a pointwise Kernel over the product's flat offset (loop variable 0),
+// with a store of the product itself when the group outputs it.
+StatusOr<Kernel> FlatEpilogue(const Graph& g, const FusionGroup& group, const GemmSplit& split, const std::vector<bool>& inlined) {
+  const Node& product = g.node(split.matmul);
+  const int64_t elements = NumElements(product.shape);
+  Kernel k;
+  if (!split.epilogue.nodes.empty()) {
+    ASSIGN_OR_RETURN(k, LowerGroup(g, split.epilogue, inlined));
+    if (k.outer != elements || k.inner != 1 || !k.reductions.empty())
+      return Unimplemented("the epilogue does not iterate over the product's elements");
+  } else {
+    k.kind = GroupKind::kPointwise;
+    k.outer = elements;
+  }
+  bool stored = std::find(group.outputs.begin(), group.outputs.end(), split.matmul) != group.outputs.end();
+  if (!stored) return k;
+  int buffer = -1;
+  for (size_t b = 0; b < k.buffers.size(); ++b)
+    if (k.buffers[b].node == split.matmul) buffer = static_cast<int>(b);
+  if (buffer < 0) {
+    buffer = static_cast<int>(k.buffers.size());
+    k.buffers.push_back({split.matmul, product.dtype, elements, false});
+  }
+  k.buffers[buffer].is_output = true;
+  ScalarValue load;
+  load.kind = ScalarValue::Kind::kLoad;
+  load.dtype = product.dtype;
+  load.buffer = buffer;
+  load.index = IndexVar(0, elements);
+  load.inner = false;
+  k.values.push_back(load);
+  k.stores.push_back({buffer, static_cast<int>(k.values.size()) - 1, IndexVar(0, elements)});
+  return k;
+}
+
+}  // namespace
+
+StatusOr<GemmTemplateKernel> LowerGemmTemplate(const Graph& g, const FusionGroup& group, const GemmSplit& split,
+                                               const std::vector<bool>& inlined) {
+  const Node& mm = g.node(split.matmul);
+  const Node &a = g.node(mm.inputs[0]), &b = g.node(mm.inputs[1]);
+  if (mm.dtype != DType::kBF16 && mm.dtype != DType::kF16)
+    return Unimplemented(fmt::format("the GEMM template takes bf16 and f16 products, not {}", DTypeName(mm.dtype)));
+  if (a.shape.size() < 2 || b.shape.size() < 2) return Unimplemented("a matrix-vector product (an operand of rank 1)");
+  GemmTemplateKernel t;
+  t.dtype = mm.dtype;
+  t.product = split.matmul;
+  t.a = mm.inputs[0];
+  t.b = mm.inputs[1];
+  t.k = a.shape.back();
+  t.n = b.shape.back();
+  const int64_t m = a.shape[a.shape.size() - 2];
+  const int64_t entries = NumElements(mm.shape) / std::max<int64_t>(1, m * t.n);
+  // TMA strides are multiples of 16 bytes: whole rows of A (K) and B (N) elements.
+  if (t.k % 8 != 0 || t.n % 8 != 0)
+    return Unimplemented(fmt::format("K = {} and N = {} must be multiples of 8 for TMA's 16-byte row strides", t.k, t.n));
+  if (AllOnes(b.shape, b.shape.size() - 2) && NumElements(a.shape) == entries * m * t.k) {
+    t.rows = entries * m;  // a weight shared by every batch entry: one product over all rows
+    t.batch = 1;
+  } else if (NumElements(a.shape) == entries * m * t.k && NumElements(b.shape) == entries * t.k * t.n) {
+    t.rows = m;
+    t.batch = entries;
+  } else {
+    return Unimplemented("batch dimensions broadcast in a way the GEMM template does not take (only a shared B)");
+  }
+  t.store_product = std::find(group.outputs.begin(), group.outputs.end(), split.matmul) != group.outputs.end();
+  t.outputs = group.outputs;
+  ASSIGN_OR_RETURN(Kernel k, FlatEpilogue(g, group, split, inlined));
+  for (const ScalarValue& v : k.values) {
+    if (v.kind != ScalarValue::Kind::kLoad || k.buffers[v.buffer].node != split.matmul) continue;
+    AffineIndex affine;
+    if (UsesValue(v.index) || !AsAffine(v.index, &affine) || affine.c0 != 1 || affine.c1 != 0 || affine.offset != 0)
+      return Unimplemented("the epilogue reads the product through a view");
+  }
+  // Flat offset = row × N + column: the simplifier turns the epilogue's divisions and
+  // remainders by N (a bias's column, a residual's row) into the two variables.
+  const int64_t all_rows = t.rows * t.batch;
+  Index flat = IndexAdd(IndexMul(IndexVar(0, all_rows), t.n), IndexVar(1, t.n));
+  for (ScalarValue& v : k.values) v.index = SubstituteVar(v.index, 0, flat);
+  for (KernelStore& s : k.stores) s.index = SubstituteVar(s.index, 0, flat);
+  k.outer = all_rows;
+  k.inner = t.n;
+  k.nodes = group.nodes;
+  t.epilogue = std::move(k);
+  return t;
+}
+
+}  // namespace tilefuse

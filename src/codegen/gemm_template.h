@@ -1,0 +1,46 @@
+// The GEMM template's view of a gemm group: a TemplateKernel beside the loop Kernel IR.
+//
+//   operands   A [batch][M][K] (K contiguous) and B [batch][K][N] (N contiguous), read by
+//              TMA straight from the graph values the product reads (views of the
+//              layout below cost nothing; anything else is refused with the reason)
+//   problem    rows × N × K per batch entry; when B is shared by every batch entry (a
+//              weight), the batch entries of A fold into the rows: one big product
+//   epilogue   the group's members after the product as a pointwise Kernel over the
+//              product's rows (loop variable 0, batch entries folded in) and columns
+//              (variable 1); its loads of the product read the accumulator instead
+//
+// The prologue (members before the product) is not part of the template: the backend
+// materialises the operands it computes first, as it does for the library path.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "codegen/gemm_split.h"
+#include "codegen/kernel.h"
+#include "tilefuse/graph.h"
+#include "tilefuse/status.h"
+
+namespace tilefuse {
+
+struct GemmTemplateKernel {
+  std::string name;
+  DType dtype = DType::kBF16;  // of A, B and the product; accumulation in f32
+  int product = -1;            // the MatMul node
+  int a = -1, b = -1;          // its operands
+  int64_t rows = 0;            // per batch entry (M, or batch × M when folded)
+  int64_t n = 0, k = 0;
+  int64_t batch = 1;           // entries with their own A and B
+  bool store_product = false;  // the product itself is a group output
+  Kernel epilogue;             // its stores are the group's outputs
+  std::vector<int> outputs;    // the group's outputs
+};
+
+// The template form of gemm `group`, or the reason it does not apply (the caller keeps
+// the library path and reports the reason): operand dtype, alignment for TMA (K and N
+// multiples of 8), batch broadcasting, or an epilogue that reads the product through a
+// view.
+StatusOr<GemmTemplateKernel> LowerGemmTemplate(const Graph& graph, const FusionGroup& group, const GemmSplit& split,
+                                               const std::vector<bool>& inlined);
+
+}  // namespace tilefuse

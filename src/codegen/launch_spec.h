@@ -1,0 +1,44 @@
+// LaunchSpec: how one generated kernel is launched, as the emitter decided it — a 3-D grid
+// and block, a thread-block cluster, dynamic shared memory, and the parameters in order:
+// a graph value's device address, a TMA descriptor over a graph value (encoded by the
+// backend once it knows the address), or a 64-bit scalar. The loop templates fill it with
+// a 1-D grid of buffers; the compute-bound templates need the rest.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "tilefuse/dtype.h"
+
+namespace tilefuse {
+
+// A TMA descriptor (cuTensorMapEncodeTiled) over a graph value: dims innermost first, in
+// elements; strides of dims 1.. in bytes; the shared-memory box each copy moves.
+struct TensorMapArg {
+  int node = -1;
+  DType dtype = DType::kBF16;
+  int rank = 3;
+  std::array<int64_t, 5> dims{1, 1, 1, 1, 1};
+  std::array<int64_t, 4> strides_bytes{0, 0, 0, 0};
+  std::array<int, 5> box{1, 1, 1, 1, 1};
+  bool swizzle_128b = true;
+};
+
+struct LaunchArg {
+  enum class Kind { kBuffer, kTensorMap, kScalar };
+  Kind kind = Kind::kBuffer;
+  int node = -1;       // kBuffer: the graph value whose device address is passed
+  TensorMapArg map;    // kTensorMap
+  int64_t scalar = 0;  // kScalar
+};
+
+struct LaunchSpec {
+  std::array<int64_t, 3> grid{1, 1, 1};
+  std::array<int, 3> block{1, 1, 1};
+  std::array<int, 3> cluster{1, 1, 1};
+  int64_t dynamic_shared_bytes = 0;
+  std::vector<LaunchArg> args;
+};
+
+}  // namespace tilefuse

@@ -1,7 +1,8 @@
-// The memory-bound GPU cases (bench/cases/cases.json): each model compiled fused and
-// unfused for the GPU, timed as whole captured CUDA graphs (device events, warm-up, median
-// of repeats, inputs rotated so the working set exceeds L2), reported against the
-// measured device-to-device copy bandwidth. Writes JSON (--json FILE) and a table.
+// The GPU bench cases (bench/cases/cases.json): each model compiled fused and unfused for
+// the GPU, timed as whole captured CUDA graphs (device events, warm-up, median of repeats,
+// inputs rotated so the working set exceeds L2), reported against the measured
+// device-to-device copy bandwidth, and, for cases with "flops" (the GEMM cases), in TF/s.
+// Writes JSON (--json FILE) and a table.
 //
 //   tilefuse_bench_gpu_cases [--cases a,b] [--repeats N] [--json FILE]
 #include <fmt/format.h>
@@ -56,14 +57,17 @@ int Main(int argc, char** argv) {
   }
   nlohmann::json report = {{"device", (*device)->name()}, {"copy_bandwidth_gbs", *copy / 1e9}, {"cases", nlohmann::json::array()}};
   fmt::print("device {}: copy {:.0f} GB/s (read + write)\n", (*device)->name(), *copy / 1e9);
-  fmt::print("{:<40} {:>10} {:>10} {:>8} {:>7} {:>8}  {}\n", "case", "fused us", "unfused us", "speedup", "% copy", "kernels", "strategy");
+  fmt::print("{:<40} {:>10} {:>10} {:>8} {:>7} {:>6} {:>8}  {}\n", "case", "fused us", "unfused us", "speedup", "% copy", "TF/s",
+             "kernels", "strategy");
   int failures = 0;
   const nlohmann::json cases = nlohmann::json::parse(*manifest)["cases"];
   for (const auto& c : cases) {
     std::string name = c["name"];
     if (!only.empty() && ("," + only + ",").find("," + name + ",") == std::string::npos) continue;
     double bytes = c["bytes_moved"];
+    double flops = c.value("flops", 0.0);  // 0: a memory-bound case, no TF/s
     nlohmann::json row = {{"name", name}, {"bytes_moved", bytes}};
+    if (flops > 0) row["flops"] = flops;
     auto measure = [&](bool fuse, bool tuned = false) -> StatusOr<std::pair<double, std::unique_ptr<GpuCompiledGraph>>> {
       ASSIGN_OR_RETURN(ImportedModel model, ImportOnnx(root + "/bench/cases/" + std::string(c["file"])));
       ASSIGN_OR_RETURN(Graph graph, RunGraphPasses(std::move(model.graph), PassOptions{}));
@@ -121,9 +125,14 @@ int Main(int argc, char** argv) {
     row.update({{"fused_us", fused_us}, {"unfused_us", unfused_us}, {"speedup", unfused_us / fused_us}, {"fused_gbs", gbs},
                 {"percent_of_copy", 100 * gbs * 1e9 / *copy}, {"fused_kernels", fused->second->kernels().size()},
                 {"unfused_kernels", unfused->second->kernels().size()}, {"strategy", strategies}});
+    std::string tflops = "-";
+    if (flops > 0) {
+      row.update({{"fused_tflops", flops / fused_us / 1e6}, {"unfused_tflops", flops / unfused_us / 1e6}});
+      tflops = fmt::format("{:.0f}", flops / fused_us / 1e6);
+    }
     report["cases"].push_back(row);
-    fmt::print("{:<40} {:>10.1f} {:>10.1f} {:>7.2f}x {:>6.1f}% {:>4}/{:<3}  {}\n", name, fused_us, unfused_us, unfused_us / fused_us,
-               100 * gbs * 1e9 / *copy, fused->second->kernels().size(), unfused->second->kernels().size(), strategies);
+    fmt::print("{:<40} {:>10.1f} {:>10.1f} {:>7.2f}x {:>6.1f}% {:>6} {:>4}/{:<3}  {}\n", name, fused_us, unfused_us, unfused_us / fused_us,
+               100 * gbs * 1e9 / *copy, tflops, fused->second->kernels().size(), unfused->second->kernels().size(), strategies);
   }
   if (!json_path.empty()) {
     Status written = WriteFileAtomically(json_path, report.dump(2) + "\n");

@@ -1,24 +1,33 @@
 #!/usr/bin/env python3
-"""PyTorch peers for tilefuse's memory-bound GPU cases (bench/cases/cases.json, shared/ANCHORS.md).
+"""PyTorch peers for tilefuse's GPU cases (bench/cases/cases.json, shared/ANCHORS.md).
 
-For each case it times three peers on the GPU with CUDA events (warm-up, then the median of
+For each case it times these peers on the GPU with CUDA events (warm-up, then the median of
 --repeats calls):
   eager    the case's formula op by op, as the seeds wrote it (one kernel per op)
-  library  PyTorch's own op (F.gelu, torch.softmax, F.layer_norm, F.rms_norm); "-" where none exists
+  library  PyTorch's own op (F.gelu, torch.softmax, F.layer_norm, F.rms_norm; for GEMMs the
+           cuBLASLt fused epilogue: torch.addmm, torch._addmm_activation); "-" where none exists
   compile  torch.compile of the eager formula (default mode, static shapes)
+  compile_max_autotune  torch.compile(mode="max-autotune-no-cudagraphs") of the eager formula,
+           only for cases whose manifest peers name it (the GEMM cases)
 and one large device-to-device copy, the bandwidth every case is quoted against ("% bw").
 Bytes per case are the manifest's bytes_moved: each input read once, each output written once.
+Cases with "flops" (GEMMs: 2*M*N*K summed over the matmuls) are also quoted in TF/s, and against
+"gemm_alone": a plain `a @ b` (cuBLAS) of each of the case's matmul shapes, times summed, the
+rate a fused GEMM epilogue is held to (>= 0.95x).
 Times are GPU time: the calls are queued behind a GPU sleep so host overhead (Python, dynamo
 guards, launches) stays hidden; the report gives each peer's host time per call apart (host_us).
 
 Each peer is first checked against an f64 evaluation of the eager formula on the same inputs
-(norm-wise relative error; bf16 1e-2, f32 1e-4): a peer that disagrees is reported, not timed.
+(on the GPU, f64 matmuls included; norm-wise relative error ||a - e|| / ||e||: bf16 1e-2, f32
+1e-4; a bf16 GEMM's error is its output's rounding, not K's: the GEMM peers measured 1.7e-3 to
+3.4e-3 on an H100 up to K = 8192): a peer that disagrees is reported, not timed.
 Inputs are seeded random normals; calls rotate among enough input sets that together they are
 several times the L2 (60 MB on an H200), so no call reads what the previous one left in L2.
 
   python3 bench/peers.py --list              # the cases and their peer expressions
   python3 bench/peers.py --dry-run           # what would run; needs no GPU and no torch
   python3 bench/peers.py --json peers.json   # run everything; markdown table on stdout
+  python3 bench/peers.py --cases gemm_bf16_4096 --peers library,gemm_alone   # a few cases and peers
 """
 import argparse
 import json
@@ -30,6 +39,10 @@ from pathlib import Path
 
 MANIFEST = Path(__file__).resolve().parent / "cases" / "cases.json"
 PEERS = ("eager", "library", "compile")
+OPTIONAL_PEERS = ("compile_max_autotune",)  # timed only for cases whose manifest peers name them
+COMPILE_MODES = {"compile": None, "compile_max_autotune": "max-autotune-no-cudagraphs"}
+PEER_WIDTH = 8  # the peer column of --list and --dry-run (longer names push their line along)
+SELECTED_PEERS = None  # --peers: time only these (None: all)
 ROTATION_BYTES = 256 << 20  # input bytes in flight across the rotated sets: > 4x an H200's L2
 COPY_BYTES = 1 << 30        # the copy-bandwidth probe's source tensor
 TIMED_CHUNK = 50            # calls queued behind one GPU sleep (well under the launch queue's depth)
@@ -49,9 +62,15 @@ def load_cases(selected):
     return [c for c in cases if c["name"] in names]
 
 
+def case_peers(case):
+    """The peers timed for the case: the three of every case, then the optional ones it names."""
+    peers = PEERS + tuple(p for p in OPTIONAL_PEERS if p in case["peers"])
+    return tuple(p for p in peers if SELECTED_PEERS is None or p in SELECTED_PEERS)
+
+
 def peer_source(case, peer):
     """The peer as Python source: a lambda over the case's input names (None: no such peer)."""
-    expression = case["peers"]["eager" if peer == "compile" else peer]
+    expression = case["peers"]["eager" if peer in COMPILE_MODES else peer]
     if expression is None:
         return None
     return f"lambda {', '.join(v['name'] for v in case['inputs'])}: {expression}"
@@ -65,17 +84,37 @@ def input_set_count(case):
     return max(1, math.ceil(ROTATION_BYTES / input_bytes(case)))
 
 
+def gemm_alone_cases(case):
+    """The plain GEMMs `a @ b` behind a case's "gemm_alone" rate, as cases of their own: one per
+    matmul shape [M, N, K], in the case's input dtype."""
+    dtype = case["inputs"][0]["dtype"]
+    return [{"name": f"{case['name']} gemm_alone {m}x{n}x{k}", "flops": 2 * m * n * k,
+             "inputs": [{"name": "a", "shape": [m, k], "dtype": dtype}, {"name": "b", "shape": [k, n], "dtype": dtype}],
+             "peers": {"eager": "a @ b"}} for m, n, k in case.get("gemm_alone", [])]
+
+
 def describe(v):
     return f"{v['name']}: {v['dtype']}[{','.join(map(str, v['shape']))}]"
 
 
+def size_note(case):
+    flops = f", {case['flops'] / 1e9:.1f} GFLOP" if "flops" in case else ""
+    return f"{case['bytes_moved'] / 1e6:.1f} MB moved{flops}"
+
+
+def gemm_alone_note(case):
+    return " + ".join(f"{m}x{n}x{k}" for m, n, k in case.get("gemm_alone", []))
+
+
 def list_cases(cases):
     for case in cases:
-        print(f"{case['name']}  ({case['file']}, {case['bytes_moved'] / 1e6:.1f} MB moved)")
+        print(f"{case['name']}  ({case['file']}, {size_note(case)})")
         print(f"    in  {'; '.join(map(describe, case['inputs']))}")
         print(f"    out {'; '.join(map(describe, case['outputs']))}")
-        for peer in PEERS:
-            print(f"    {peer:8} {case['peers'][peer] or '-'}")
+        for peer in case_peers(case):
+            print(f"    {peer:{PEER_WIDTH}} {case['peers'][peer] or '-'}")
+        if "gemm_alone" in case:
+            print(f"    {'gemm_alone':{PEER_WIDTH}} a @ b (cuBLAS) at M x N x K = {gemm_alone_note(case)}")
 
 
 def dry_run(cases, args):
@@ -83,14 +122,21 @@ def dry_run(cases, args):
     for case in cases:
         assert (MANIFEST.parent / case["file"]).is_file(), f"missing {case['file']}"
         sets = input_set_count(case)
-        print(f"{case['name']}: {sets} input set(s) of {input_bytes(case) / 1e6:.1f} MB, "
+        print(f"{case['name']}: {sets} input set(s) of {input_bytes(case) / 1e6:.1f} MB, {size_note(case)}, "
               f"{args.warmup} warm-up + {args.repeats} timed calls per peer")
-        for peer in PEERS:
+        for peer in case_peers(case):
             source = peer_source(case, peer)
             if source is not None:
                 compile(source, case["name"], "eval")  # the expression must at least parse
-            shown = "-" if source is None else (f"torch.compile({source})" if peer == "compile" else source)
-            print(f"    {peer:8} {shown}")
+            shown = "-" if source is None else source
+            if source is not None and peer in COMPILE_MODES:
+                mode = COMPILE_MODES[peer]
+                shown = f"torch.compile({source}" + (f", mode={mode!r})" if mode else ")")
+            print(f"    {peer:{PEER_WIDTH}} {shown}")
+        for alone in gemm_alone_cases(case) if SELECTED_PEERS is None or "gemm_alone" in SELECTED_PEERS else []:
+            a, b = alone["inputs"]
+            print(f"    {'gemm_alone':{PEER_WIDTH}} lambda a, b: a @ b over {describe(a)}, {describe(b)}; "
+                  f"{input_set_count(alone)} input set(s)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -182,10 +228,10 @@ def run_peer(torch, F, case, peer, input_sets, args):
         return None
     try:
         fn = eval(source, {"torch": torch, "F": F})
-        if peer == "compile":
+        if peer in COMPILE_MODES:
             # Static shapes, one compiled function per case: one function reused across shapes
             # recompiles for dynamic shapes (layernorm 65536x1024 on an H200: 208 µs, not 68).
-            fn = torch.compile(fn, dynamic=False)
+            fn = torch.compile(fn, dynamic=False, mode=COMPILE_MODES[peer])
         error = check(torch, F, fn, case, input_sets[0])  # also compiles (c): first call
         if not error <= TOLERANCE[case["inputs"][0]["dtype"]]:
             return {"error": f"wrong result: relative error {error:.3g}", "rel_err": error}
@@ -194,14 +240,40 @@ def run_peer(torch, F, case, peer, input_sets, args):
         return {"error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]}
     finally:
         torch.cuda.empty_cache()
-    return {"us": us, "gbps": case["bytes_moved"] / us / 1e3, "rel_err": error, "host_us": host_us}
+    timing = {"us": us, "rel_err": error, "host_us": host_us}
+    if "bytes_moved" in case:
+        timing["gbps"] = case["bytes_moved"] / us / 1e3
+    if "flops" in case:
+        timing["tflops"] = case["flops"] / us / 1e6
+    return timing
+
+
+def gemm_alone(torch, F, case, args):
+    """cuBLAS's plain GEMM at each of the case's matmul shapes: summed time and rate (None: the
+    case has no "gemm_alone"; an "error" when one of the GEMMs failed)."""
+    parts = []
+    for alone in gemm_alone_cases(case):
+        input_sets = [make_inputs(torch, alone, i) for i in range(input_set_count(alone))]
+        timing = run_peer(torch, F, alone, "eager", input_sets, args)
+        del input_sets
+        torch.cuda.empty_cache()
+        if "us" not in timing:
+            return {"error": f"{alone['name']}: {timing['error']}"}
+        parts.append({"shape": alone["name"].rsplit(" ", 1)[1], **timing})
+    if not parts:
+        return None
+    us = sum(p["us"] for p in parts)
+    return {"us": us, "tflops": case["flops"] / us / 1e6, "rel_err": max(p["rel_err"] for p in parts),
+            "parts": parts}
 
 
 def run_case(torch, F, case, args, copy_gbps):
     torch._dynamo.reset()
     input_sets = [make_inputs(torch, case, i) for i in range(input_set_count(case))]
     result = {"name": case["name"], "bytes_moved": case["bytes_moved"], "input_sets": len(input_sets), "peers": {}}
-    for peer in PEERS:
+    if "flops" in case:
+        result["flops"] = case["flops"]
+    for peer in case_peers(case):
         timing = run_peer(torch, F, case, peer, input_sets, args)
         if timing and "gbps" in timing:
             timing["pct_copy_bw"] = 100 * timing["gbps"] / copy_gbps
@@ -209,6 +281,9 @@ def run_case(torch, F, case, args, copy_gbps):
         print(f"  {case['name']} {peer}: {cell(timing)}", file=sys.stderr, flush=True)
     del input_sets
     torch.cuda.empty_cache()
+    if "gemm_alone" in case and (SELECTED_PEERS is None or "gemm_alone" in SELECTED_PEERS):
+        result["gemm_alone"] = gemm_alone(torch, F, case, args)
+        print(f"  {case['name']} gemm_alone: {cell(result['gemm_alone'])}", file=sys.stderr, flush=True)
     return result
 
 
@@ -217,6 +292,8 @@ def cell(timing):
         return "—"
     if "us" not in timing:
         return f"failed: {timing['error']}"
+    if "tflops" in timing:
+        return f"{timing['us']:.0f} µs ({timing['tflops']:.0f} TF/s)"
     return f"{timing['us']:.0f} µs ({timing['pct_copy_bw']:.0f}%)" if "pct_copy_bw" in timing else f"{timing['us']:.0f} µs"
 
 
@@ -224,10 +301,20 @@ def markdown(report):
     copy = report["copy"]
     lines = [f"{report['device']}, PyTorch {report['torch']}, Triton {report['triton']}; median of "
              f"{report['repeats']} after {report['warmup']} warm-up; % bw: share of the device-to-device copy "
-             f"rate {copy['gbps'] / 1e3:.2f} TB/s (bytes read + written)", "",
-             "| case | eager, op by op | PyTorch library op | torch.compile |", "|---|---|---|---|"]
-    for case in report["cases"]:
-        lines.append(f"| {case['name']} | " + " | ".join(cell(case["peers"][p]) for p in PEERS) + " |")
+             f"rate {copy['gbps'] / 1e3:.2f} TB/s (bytes read + written)"]
+    memory_bound = [case for case in report["cases"] if "flops" not in case]
+    if memory_bound:
+        lines += ["", "| case | eager, op by op | PyTorch library op | torch.compile |", "|---|---|---|---|"]
+    for case in memory_bound:
+        lines.append(f"| {case['name']} | " + " | ".join(cell(case["peers"].get(p)) for p in PEERS) + " |")
+    gemms = [case for case in report["cases"] if "flops" in case]
+    if gemms:
+        lines += ["", "GEMM cases, TF/s = flops / time; cuBLAS GEMM alone: plain `a @ b` of the same shape(s)", "",
+                  "| case | eager, op by op | library (cuBLASLt epilogue) | torch.compile | torch.compile max-autotune "
+                  "| cuBLAS GEMM alone |", "|---|---|---|---|---|---|"]
+        for case in gemms:
+            peers = [cell(case["peers"].get(p)) for p in PEERS + OPTIONAL_PEERS]
+            lines.append(f"| {case['name']} | " + " | ".join(peers + [cell(case.get("gemm_alone"))]) + " |")
     return "\n".join(lines)
 
 
@@ -254,6 +341,8 @@ def measure(cases, args):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", help="comma-separated case names (default: all)")
+    parser.add_argument("--peers", help=f"comma-separated peers to time (default: all; of {', '.join(PEERS + OPTIONAL_PEERS)}, "
+                        "gemm_alone)")
     parser.add_argument("--repeats", type=int, default=100, help="timed calls per peer (median; at least 50)")
     parser.add_argument("--warmup", type=int, default=10, help="untimed calls per peer first")
     parser.add_argument("--json", metavar="FILE", help="write the full report as JSON")
@@ -263,6 +352,12 @@ def main():
     if args.repeats < 50:
         parser.error("--repeats must be at least 50")
     cases = load_cases(args.cases)
+    if args.peers:
+        global SELECTED_PEERS
+        SELECTED_PEERS = set(args.peers.split(","))
+        unknown = sorted(SELECTED_PEERS - set(PEERS + OPTIONAL_PEERS + ("gemm_alone",)))
+        if unknown:
+            parser.error(f"unknown peer(s): {', '.join(unknown)}")
     if args.list:
         list_cases(cases)
     elif args.dry_run:

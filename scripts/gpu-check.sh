@@ -4,6 +4,7 @@
 # under $OUT:
 #   1. correctness: every example and real model, fused and unfused, on the GPU vs the
 #      f64 reference (poisoned outputs), and the benchmark cases at full size
+#   1b. the GEMM template's correctness graphs (tests/gemm) and compute-sanitizer on three
 #   2. differential fuzzing: 4 x $FUZZ_COUNT random graphs on the GPU, fused and unfused
 #      compute-sanitizer memcheck on the examples
 #   3. the GPU unit tests (cuBLASLt)
@@ -19,7 +20,7 @@ B=build-gpu/bundle
 [ -x "$B/tilefuse" ] || tar -C build-gpu -xJf build-gpu/bundle.tar.xz
 export LD_LIBRARY_PATH="$PWD/$B/lib:${LD_LIBRARY_PATH:-}"
 export TILEFUSE_CACHE_DIR=${TILEFUSE_CACHE_DIR:-/tmp/tilefuse-cache}
-STAGES=${STAGES:-"check fuzz sanitize tests demo tune bench peers"}
+STAGES=${STAGES:-"check gemm fuzz sanitize tests demo tune bench peers"}
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 log="$OUT/gpu-check.log"
 : >"$log"
@@ -46,6 +47,24 @@ if has check; then
     'if o=$(timeout 400 '"$B"'/tilefuse run {} --backend cuda --check 2>&1); then echo "PASS {}"; else echo "FAIL {}"; echo "$o" | tail -8; fi' \
     | tee -a "$log"
   grep -q '^FAIL' "$log" && failures=$((failures + 1))
+fi
+
+if has gemm; then
+  say "== GEMM template: tests/gemm on the GPU vs the reference (poisoned outputs), then memcheck"
+  for m in tests/gemm/*.onnxtxt; do
+    if out=$(timeout 300 "$B/tilefuse" run "$m" --backend cuda --check 2>&1); then
+      say "PASS $m"
+    else
+      say "FAIL $m"; echo "$out" | tail -12 | tee -a "$log"; failures=$((failures + 1))
+    fi
+  done
+  for m in tests/gemm/gemm_bias_relu_ragged_bf16.onnxtxt tests/gemm/bmm_bf16.onnxtxt tests/gemm/gemm_residual_two_outputs_bf16.onnxtxt; do
+    if out=$(timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/tilefuse" run "$m" --backend cuda 2>&1); then
+      say "CLEAN $m"
+    else
+      say "MEMCHECK FAIL $m"; echo "$out" | grep -v '^=========  ' | tail -15 | tee -a "$log"; failures=$((failures + 1))
+    fi
+  done
 fi
 
 if has fuzz; then

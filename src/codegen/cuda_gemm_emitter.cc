@@ -21,8 +21,27 @@ int64_t Tiles(const GemmTemplateKernel& g, int block_m, int block_n) {
   return CeilDiv(g.rows, block_m) * CeilDiv(g.n, block_n) * g.batch;
 }
 int64_t StageBytes(const CudaGemmConfig& c) { return int64_t{c.block_m + c.block_n} * kBlockK * 2; }
-// The ring of stages, aligned to 1024 bytes (the swizzle pattern's period), then the barriers.
-int64_t SharedBytes(const CudaGemmConfig& c) { return 1024 + c.stages * StageBytes(c) + 2 * 8 * c.stages; }
+// The tile the epilogue stages for its TMA store: block_m × block_n half-precision values.
+int64_t StagingBytes(const CudaGemmConfig& c, bool staged) { return staged ? int64_t{c.block_m} * c.block_n * 2 : 0; }
+// The ring of stages, aligned to 1024 bytes (the swizzle pattern's period), the staging
+// tile, then the barriers.
+int64_t SharedBytes(const CudaGemmConfig& c, bool staged) {
+  return 1024 + c.stages * StageBytes(c) + StagingBytes(c, staged) + 2 * 8 * c.stages;
+}
+
+// The store the epilogue writes through shared memory and a TMA store: the first one of
+// a half-precision value at the product's own (row, column), or -1.
+int StagedStore(const GemmTemplateKernel& g) {
+  const Kernel& k = g.epilogue;
+  for (size_t s = 0; s < k.stores.size(); ++s) {
+    AffineIndex a;
+    DType d = k.buffers[k.stores[s].buffer].dtype;
+    if ((d == DType::kBF16 || d == DType::kF16) && !UsesValue(k.stores[s].index) && AsAffine(k.stores[s].index, &a) && a.c0 == g.n &&
+        a.c1 == 1 && a.offset == 0)
+      return static_cast<int>(s);
+  }
+  return -1;
+}
 
 }  // namespace
 
@@ -37,8 +56,9 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
       }
   }
   if (c.stages == 0) {
+    const bool staged = StagedStore(g) >= 0;
     c.stages = 2;
-    while (c.stages < 6 && SharedBytes({c.block_m, c.block_n, c.stages + 1, c.group_m, c.sm_count}) <= kSharedLimit) ++c.stages;
+    while (c.stages < 6 && SharedBytes({c.block_m, c.block_n, c.stages + 1, c.group_m, c.sm_count}, staged) <= kSharedLimit) ++c.stages;
   }
   return c;
 }
@@ -47,7 +67,7 @@ namespace {
 
 class GemmEmitter {
  public:
-  GemmEmitter(const GemmTemplateKernel& g, const CudaGemmConfig& c) : g_(g), c_(c) {}
+  GemmEmitter(const GemmTemplateKernel& g, const CudaGemmConfig& c) : g_(g), c_(c), staged_(StagedStore(g)) {}
 
   StatusOr<CudaKernelSource> Run() {
     RETURN_IF_ERROR(Validate());
@@ -59,14 +79,18 @@ class GemmEmitter {
     s.config = {};
     s.threads = threads;
     s.work_blocks = std::min<int64_t>(c_.sm_count, Tiles(g_, c_.block_m, c_.block_n));
-    s.strategy = fmt::format("gemm template {}x{}x{}, {} stages, {} consumer warpgroups", c_.block_m, c_.block_n, kBlockK, c_.stages,
-                             consumers);
+    s.strategy = fmt::format("gemm template {}x{}x{}, {} stages, {} consumer warpgroups{}", c_.block_m, c_.block_n, kBlockK, c_.stages,
+                             consumers, staged_ >= 0 ? ", TMA store" : "");
     out_ = WgmmaFunction(wgmma, c_.block_n, g_.dtype, /*b_mn_major=*/true);
     out_ += fmt::format("extern \"C\" __global__ void __launch_bounds__({}, 1) {}(const __grid_constant__ tf::TensorMap map_a, "
                         "const __grid_constant__ tf::TensorMap map_b",
                         threads, g_.name);
     s.launch.args.push_back({LaunchArg::Kind::kTensorMap, g_.a, OperandMapA(), 0});
     s.launch.args.push_back({LaunchArg::Kind::kTensorMap, g_.b, OperandMapB(), 0});
+    if (staged_ >= 0) {
+      out_ += ", const __grid_constant__ tf::TensorMap map_out";
+      s.launch.args.push_back({LaunchArg::Kind::kTensorMap, OutputMap().node, OutputMap(), 0});
+    }
     for (size_t b = 0; b < g_.epilogue.buffers.size(); ++b) {
       const KernelBuffer& buf = g_.epilogue.buffers[b];
       if (buf.node == g_.product && !buf.is_output) continue;  // read from the accumulators
@@ -82,7 +106,7 @@ class GemmEmitter {
     s.num_params = static_cast<int>(s.launch.args.size());
     s.launch.grid = {s.work_blocks, 1, 1};
     s.launch.block = {threads, 1, 1};
-    s.launch.dynamic_shared_bytes = SharedBytes(c_);
+    s.launch.dynamic_shared_bytes = SharedBytes(c_, staged_ >= 0);
     return s;
   }
 
@@ -93,8 +117,9 @@ class GemmEmitter {
     if (c_.block_n < 64 || c_.block_n > 256 || c_.block_n % 64 != 0)
       return InvalidArgument(fmt::format("{}: block_n {} (need 64, 128, 192 or 256)", g_.name, c_.block_n));
     if (c_.stages < 2) return InvalidArgument(fmt::format("{}: {} stages (need at least 2)", g_.name, c_.stages));
-    if (SharedBytes(c_) > kSharedLimit)
-      return InvalidArgument(fmt::format("{}: {} bytes of shared memory (the limit is {})", g_.name, SharedBytes(c_), kSharedLimit));
+    if (SharedBytes(c_, staged_ >= 0) > kSharedLimit)
+      return InvalidArgument(
+          fmt::format("{}: {} bytes of shared memory (the limit is {})", g_.name, SharedBytes(c_, staged_ >= 0), kSharedLimit));
     if (c_.group_m < 1 || c_.sm_count < 1) return InvalidArgument(fmt::format("{}: group_m and sm_count must be positive", g_.name));
     return Status::Ok();
   }
@@ -120,6 +145,19 @@ class GemmEmitter {
     return m;
   }
 
+  // The staged output as [batch][rows][N]: boxes of 64 rows × 64 columns, one consumer's
+  // 64 rows at a time.
+  TensorMapArg OutputMap() const {
+    const KernelBuffer& out = g_.epilogue.buffers[g_.epilogue.stores[staged_].buffer];
+    TensorMapArg m;
+    m.node = out.node;
+    m.dtype = out.dtype;
+    m.dims = {g_.n, g_.rows, g_.batch, 1, 1};
+    m.strides_bytes = {g_.n * 2, g_.rows * g_.n * 2, 0, 0};
+    m.box = {64, 64, 1, 1, 1};
+    return m;
+  }
+
   void EmitSetup(int consumers) {
     int64_t largest = g_.rows * g_.batch * g_.n;
     for (const KernelBuffer& b : g_.epilogue.buffers) largest = std::max(largest, b.elements);
@@ -129,14 +167,15 @@ class GemmEmitter {
     out_ += fmt::format("  constexpr int kRows = {}, kN = {}, kK = {};\n", g_.rows, g_.n, g_.k);
     out_ += fmt::format("  constexpr int kTilesM = {}, kTilesN = {}, kTiles = {}, kKSteps = {};\n", CeilDiv(g_.rows, c_.block_m),
                         CeilDiv(g_.n, c_.block_n), Tiles(g_, c_.block_m, c_.block_n), CeilDiv(g_.k, kBlockK));
-    out_ += fmt::format("  constexpr int kGroupM = {};\n", c_.group_m);
+    out_ += fmt::format("  constexpr int kGroupM = {};\n  constexpr int kStaging = {};\n", c_.group_m, StagingBytes(c_, staged_ >= 0));
     out_ +=
         "  constexpr unsigned kStageBytes = (kBM + kBN) * kBK * 2;\n"
         "  extern __shared__ unsigned char tf_shared_raw[];\n"
         "  unsigned char* shared = tf_shared_raw + ((1024 - (tf::SharedAddress(tf_shared_raw) & 1023)) & 1023);\n"
         "  unsigned short* tile_a = (unsigned short*)shared;                // [stage][kBM][kBK], 128-byte swizzle\n"
         "  unsigned short* tile_b = tile_a + kStages * kBM * kBK;          // [stage][kBN / 64][kBK][64]\n"
-        "  tf::Barrier* full = (tf::Barrier*)(tile_b + kStages * kBN * kBK);\n"
+        "  unsigned char* staging = (unsigned char*)(tile_b + kStages * kBN * kBK);  // [consumer][kBN / 64][64][64], swizzled\n"
+        "  tf::Barrier* full = (tf::Barrier*)(staging + kStaging);\n"
         "  tf::Barrier* empty = full + kStages;\n"
         "  if (threadIdx.x == 0) {\n"
         "    for (int s = 0; s < kStages; ++s) {\n"
@@ -201,23 +240,36 @@ class GemmEmitter {
         kConsumerRegisters, g_.name + "_wgmma");
     EmitEpilogue();
     out_ += "  }\n";
+    if (staged_ >= 0) out_ += "  if (local == 0) tf::TmaStoreWait();  // shared memory must outlive the stores reading it\n";
   }
 
   // Accumulator d[j*4 + h*2 + e] holds row warp*16 + lane/4 + 8h, column 8j + (lane%4)*2 + e
-  // of the consumer's 64 × kBN slice (the wgmma D fragment layout).
+  // of the consumer's 64 × kBN slice (the wgmma D fragment layout). The staged store goes
+  // as column pairs into the swizzled staging tile, then out by TMA while the next tile's
+  // main loop runs; other stores are written directly.
   void EmitEpilogue() {
     const Kernel& k = g_.epilogue;
+    const bool staged = staged_ >= 0;
+    if (staged)
+      out_ +=
+          "    unsigned char* my_staging = staging + consumer * 64 * kBN * 2;\n"
+          "    if (local == 0) tf::TmaStoreWaitRead();  // the previous tile's store has read the staging tile\n"
+          "    tf::NamedBarrierSync(1 + consumer, 128);\n";
     out_ +=
         "    const int row_base = t.m * kBM + consumer * 64 + warp * 16 + lane / 4;\n"
         "    const int col_base = t.n * kBN + (lane % 4) * 2;\n"
         "#pragma unroll\n"
         "    for (int j = 0; j < kBN / 8; ++j)\n"
         "#pragma unroll\n"
-        "      for (int h = 0; h < 2; ++h)\n"
+        "      for (int h = 0; h < 2; ++h) {\n"
+        "        const int row_in_batch = row_base + 8 * h;\n"
+        "        // N is a multiple of 8: a column pair is wholly inside or wholly outside.\n"
+        "        const bool inside = row_in_batch < kRows && col_base + 8 * j < kN;\n"
+        "        float staged[2] = {0.0f, 0.0f};\n"
         "#pragma unroll\n"
         "        for (int e = 0; e < 2; ++e) {\n"
-        "          const int row_in_batch = row_base + 8 * h, col = col_base + 8 * j + e;\n"
-        "          if (row_in_batch >= kRows || col >= kN) continue;\n"
+        "          if (!inside) continue;\n"
+        "          const int col = col_base + 8 * j + e;\n"
         "          const tf_index_t row = (tf_index_t)t.batch * kRows + row_in_batch;\n"
         "          const float acc = d[j * 4 + h * 2 + e];\n";
     std::map<int, std::string> given;
@@ -228,14 +280,36 @@ class GemmEmitter {
     for (const KernelStore& s : k.stores) roots.push_back(s.value);
     const std::vector<std::string> vars = {"row", "col"};
     out_ += CudaElementProgram(k, roots, given, vars, "          ");
-    for (const KernelStore& s : k.stores)
-      out_ += fmt::format("          b{}[{}] = tf_pack_{}(v{});\n", s.buffer, PrintIndex(s.index, vars), DTypeName(k.buffers[s.buffer].dtype),
-                          s.value);
+    for (size_t i = 0; i < k.stores.size(); ++i) {
+      const KernelStore& s = k.stores[i];
+      if (static_cast<int>(i) == staged_) out_ += fmt::format("          staged[e] = v{};\n", s.value);
+      else out_ += fmt::format("          b{}[{}] = tf_pack_{}(v{});\n", s.buffer, PrintIndex(s.index, vars), DTypeName(k.buffers[s.buffer].dtype), s.value);
+    }
     out_ += "        }\n";
+    if (staged) {
+      std::string_view dt = DTypeName(k.buffers[k.stores[staged_].buffer].dtype);
+      out_ += fmt::format(
+          "        const int col_in_tile = 8 * j + (lane % 4) * 2;\n"
+          "        *(unsigned*)(my_staging + (col_in_tile / 64) * 64 * 128 + tf::Swizzle128(warp * 16 + lane / 4 + 8 * h, (col_in_tile % 64) * 2)) =\n"
+          "            (unsigned)tf_pack_{0}(staged[0]) | (unsigned)tf_pack_{0}(staged[1]) << 16;\n",
+          dt);
+    }
+    out_ += "      }\n";
+    if (staged)
+      out_ +=
+          "    tf::FenceSharedForAsync();\n"
+          "    tf::NamedBarrierSync(1 + consumer, 128);\n"
+          "    if (local == 0) {\n"
+          "#pragma unroll\n"
+          "      for (int box = 0; box < kBN / 64; ++box)\n"
+          "        tf::TmaStore3d(map_out, my_staging + box * 64 * 128, t.n * kBN + box * 64, t.m * kBM + consumer * 64, t.batch);\n"
+          "      tf::TmaStoreCommit();\n"
+          "    }\n";
   }
 
   const GemmTemplateKernel& g_;
   CudaGemmConfig c_;
+  int staged_;  // the store written through shared memory and TMA (-1: every store direct)
   std::string out_;
 };
 

@@ -5,7 +5,8 @@
 //   TensorMap          a TMA descriptor passed by value as a __grid_constant__ parameter
 //   Barrier            an mbarrier in shared memory: arrive, expect bytes, wait on a phase
 //   Pipeline           the stage/phase bookkeeping of a multi-stage producer/consumer ring
-//   TmaLoad2d/3d       a tile from global memory into shared memory, completing on a barrier
+//   TmaLoad3d          a tile from global memory into shared memory, completing on a barrier
+//   TmaStore3d         a swizzled shared-memory tile to global memory, asynchronously
 //   SharedMatrix       wgmma shared-memory descriptors for 128-byte swizzled tiles, K-major
 //                      and MN-major
 //   Warpgroup          fence / commit / wait around asynchronous wgmma, register reallocation
@@ -80,6 +81,27 @@ TF_TILE void TmaLoad3d(void* shared_dst, const TensorMap& map, int c0, int c1, i
       "l"(&map), "r"(c0), "r"(c1), "r"(c2), "r"(SharedAddress(&barrier.word))
       : "memory");
 }
+
+// ---- TMA stores (elements past the tensor's edge are not written) ----
+TF_TILE void TmaStore3d(const TensorMap& map, const void* shared_src, int c0, int c1, int c2) {
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];" ::"l"(&map),
+               "r"(SharedAddress(shared_src)), "r"(c0), "r"(c1), "r"(c2)
+               : "memory");
+}
+TF_TILE void TmaStoreCommit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+// Until the committed stores have read their shared memory (it may then be rewritten).
+TF_TILE void TmaStoreWaitRead() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
+// Until the committed stores are complete.
+TF_TILE void TmaStoreWait() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+// Makes this thread's shared-memory writes visible to the asynchronous (TMA) proxy.
+TF_TILE void FenceSharedForAsync() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+// A barrier among `threads` threads of the block (a warpgroup: 128), named `id` (1..15).
+TF_TILE void NamedBarrierSync(int id, int threads) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory"); }
+
+// Byte offset of (row, byte) in a tile of 128-byte rows stored with the 128-byte swizzle:
+// 16-byte chunks XORed with the row's position in its group of 8 (what TMA and wgmma expect,
+// and what keeps a warp's row-strided writes free of bank conflicts).
+TF_TILE unsigned Swizzle128(unsigned row, unsigned byte) { return row * 128 + ((((byte >> 4) ^ (row & 7)) << 4) | (byte & 15)); }
 
 // ---- wgmma shared-memory descriptors (128-byte swizzle) ----
 // A tile stored as TMA writes it with CU_TENSOR_MAP_SWIZZLE_128B: rows of 128 bytes (64

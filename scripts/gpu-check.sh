@@ -51,15 +51,18 @@ fi
 
 if has gemm; then
   say "== GEMM template: tests/gemm on the GPU vs the reference (poisoned outputs), then memcheck"
+  # --gemm template: small problems too (auto sends those with few output tiles to cuBLASLt).
   for m in tests/gemm/*.onnxtxt; do
-    if out=$(timeout 300 "$B/tilefuse" run "$m" --backend cuda --check 2>&1); then
-      say "PASS $m"
-    else
-      say "FAIL $m"; echo "$out" | tail -12 | tee -a "$log"; failures=$((failures + 1))
-    fi
+    for path in template auto; do
+      if out=$(timeout 300 "$B/tilefuse" run "$m" --backend cuda --gemm $path --check 2>&1); then
+        say "PASS $m --gemm $path"
+      else
+        say "FAIL $m --gemm $path"; echo "$out" | tail -12 | tee -a "$log"; failures=$((failures + 1))
+      fi
+    done
   done
   for m in tests/gemm/gemm_bias_relu_ragged_bf16.onnxtxt tests/gemm/bmm_bf16.onnxtxt tests/gemm/gemm_residual_two_outputs_bf16.onnxtxt; do
-    if out=$(timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/tilefuse" run "$m" --backend cuda 2>&1); then
+    if out=$(timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/tilefuse" run "$m" --backend cuda --gemm template 2>&1); then
       say "CLEAN $m"
     else
       say "MEMCHECK FAIL $m"; echo "$out" | grep -v '^=========  ' | tail -15 | tee -a "$log"; failures=$((failures + 1))
@@ -81,7 +84,7 @@ fi
 if has sanitize; then
   say "== compute-sanitizer memcheck on the examples"
   for m in examples/*.onnxtxt; do
-    if out=$(timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/tilefuse" run "$m" --backend cuda 2>&1); then
+    if out=$(timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/tilefuse" run "$m" --backend cuda --gemm template 2>&1); then
       say "CLEAN $m"
     else
       say "MEMCHECK FAIL $m"; echo "$out" | grep -v '^=========  ' | tail -15 | tee -a "$log"; failures=$((failures + 1))

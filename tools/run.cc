@@ -30,6 +30,7 @@ struct RunOptions {
   std::string dump_dir;
   std::string backend = "auto";
   std::string trace_file;
+  std::string gemm = "auto";  // cuda: template, library or auto (GemmPath)
   uint64_t seed = 0;
   bool check = false;
   bool no_fusion = false;
@@ -58,6 +59,7 @@ class Executor {
       GpuCompileOptions gpu_options;
       gpu_options.fuse = !options.no_fusion;
       gpu_options.poison_outputs = options.check;
+      gpu_options.gemm = options.gemm == "template" ? GemmPath::kTemplate : options.gemm == "library" ? GemmPath::kLibrary : GemmPath::kAuto;
       StatusOr<std::unique_ptr<GpuCompiledGraph>> gpu =
           options.tune ? TuneForGpu(passed, gpu_options, TuneOptions{}, nullptr) : GpuCompiledGraph::Compile(passed, gpu_options);
       if (gpu.ok()) {
@@ -327,6 +329,12 @@ void AddRunCommand(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"auto", "cuda", "cpu", "reference"}))
       ->capture_default_str();
   run->add_flag("--no-fusion", options->no_fusion, "cpu/cuda: every op its own generated kernel (the unfused baseline)");
+  run->add_option("--gemm", options->gemm,
+                  "cuda: how gemm groups run: template (the generated Hopper GEMM kernel with the epilogue fused, "
+                  "wherever it applies), library (cuBLASLt plus a generated epilogue kernel), or auto (the template "
+                  "where it applies and has enough output tiles to fill the GPU, else cuBLASLt)")
+      ->check(CLI::IsMember({"auto", "template", "library"}))
+      ->default_val("auto");
   run->add_flag("--tune", options->tune, "Tune the kernels first (tilefuse tune; cached, so once per model and machine)");
   run->add_option("--trace", options->trace_file, "cpu/cuda: write a Chrome trace (Perfetto) of the kernels of one run");
   run->footer(

@@ -276,7 +276,7 @@ StatusOr<std::unique_ptr<GpuCompiledGraph>> GpuCompiledGraph::Compile(const Grap
   CudaTarget target;
   target.arch = s->device->arch();
   target.sm_count = s->device->sm_count();
-  target.gemm_template = options.gemm_template;
+  target.gemm = options.gemm;
   ASSIGN_OR_RETURN(s->program, BuildCudaProgram(s->graph, s->plan, s->inlined, "", options.configs, target));
   s->cache_dir = options.cache_dir;
   s->kernels = DescribeKernels(s->program, s->plan);

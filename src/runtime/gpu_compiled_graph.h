@@ -34,8 +34,8 @@ struct GpuCompileOptions {
   bool poison_outputs = false;  // every kernel output filled with NaN bits before it runs
   // Per generated kernel (by name), the configuration to emit it with (from the tuner).
   std::map<std::string, CudaKernelConfig> configs;
-  // gemm groups through the Hopper GEMM template where it applies (else cuBLASLt).
-  bool gemm_template = true;
+  // How gemm groups run (the GEMM template, cuBLASLt, or the template where it pays).
+  GemmPath gemm = GemmPath::kAuto;
   // A plan to use instead of planning (the tuner's plan after its fallback decisions).
   const FusionPlan* plan_override = nullptr;
 };

@@ -58,10 +58,15 @@ struct CudaProgram {
 PlannerOptions CudaPlannerOptions(PlannerOptions options);
 
 // What the program is built for. The Hopper templates need sm_90a.
+// How gemm groups run: the Hopper GEMM template with the epilogue fused where it applies
+// and fills the GPU (auto), wherever it applies (template), or cuBLASLt with a generated
+// epilogue kernel (library).
+enum class GemmPath { kAuto, kTemplate, kLibrary };
+
 struct CudaTarget {
   std::string arch = "sm_90a";
   int sm_count = 132;
-  bool gemm_template = true;  // false: every gemm group through cuBLASLt
+  GemmPath gemm = GemmPath::kAuto;
 };
 
 // Lowers and emits every group of `plan`. `prefix` keeps kernel names of several graphs

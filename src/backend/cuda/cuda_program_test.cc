@@ -28,7 +28,9 @@ void CompileForHopper(const std::string& path, bool fuse) {
   planner.fuse = fuse;
   auto plan = PlanFusion(*graph, CudaPlannerOptions(planner));
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
-  auto program = BuildCudaProgram(*graph, *plan, FindInlinedGenerators(*graph));
+  CudaTarget target;
+  target.gemm = GemmPath::kTemplate;  // every gemm group the template takes, small ones too
+  auto program = BuildCudaProgram(*graph, *plan, FindInlinedGenerators(*graph), "", {}, target);
   ASSERT_TRUE(program.ok()) << program.status().ToString();
   size_t generated = 0;
   for (const CudaGroupProgram& g : program->groups) {

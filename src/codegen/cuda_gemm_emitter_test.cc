@@ -1,0 +1,126 @@
+// The GEMM template on the CPU side: which gemm groups it takes (and why not), the
+// epilogue it prints over (row, col), the launch it asks for. Running the kernels needs a
+// GPU: scripts/gpu-check.sh (tests/gemm); CudaProgramTest compiles them for sm_90a.
+#include "codegen/cuda_gemm_emitter.h"
+
+#include <gtest/gtest.h>
+
+#include "codegen/lower.h"
+#include "frontend/onnx/importer.h"
+#include "fusion/group_classifier.h"
+#include "fusion/planner.h"
+#include "passes/pipeline.h"
+
+namespace tilefuse {
+namespace {
+
+struct Planned {
+  Graph graph;
+  FusionPlan plan;
+};
+
+Planned PlanText(const std::string& body, const std::string& signature) {
+  std::string text = "<\n  ir_version: 8,\n  opset_import: [\"\" : 17]\n>\n" + signature + "\n{\n" + body + "}\n";
+  auto model = ImportOnnxText(text);
+  EXPECT_TRUE(model.ok()) << model.status().ToString();
+  auto graph = RunGraphPasses(std::move(model->graph), PassOptions{});
+  EXPECT_TRUE(graph.ok()) << graph.status().ToString();
+  auto plan = PlanFusion(*graph, PlannerOptions{});
+  EXPECT_TRUE(plan.ok()) << plan.status().ToString();
+  return {std::move(*graph), std::move(*plan)};
+}
+
+StatusOr<GemmTemplateKernel> LowerOnlyGemm(const Planned& p) {
+  for (const FusionGroup& group : p.plan.groups)
+    if (group.kind == GroupKind::kGemm) {
+      auto t = LowerGemmTemplate(p.graph, group, SplitGemmGroup(p.graph, group), FindInlinedGenerators(p.graph));
+      if (t.ok()) t->name = "gemm";
+      return t;
+    }
+  ADD_FAILURE() << "no gemm group";
+  return Internal("no gemm group");
+}
+
+TEST(CudaGemmEmitterTest, BiasReluEpilogueReadsTheBiasByColumnAndStoresThroughTma) {
+  Planned p = PlanText("  p = MatMul (x, w)\n  s = Add (p, b)\n  y = Relu (s)\n",
+                       "g (bfloat16[4,512,1024] x, bfloat16[1024,768] w, bfloat16[768] b) => (bfloat16[4,512,768] y)");
+  auto gemm = LowerOnlyGemm(p);
+  ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
+  EXPECT_EQ(gemm->rows, 2048);  // the shared weight folds the batch into the rows
+  EXPECT_EQ(gemm->batch, 1);
+  EXPECT_EQ(gemm->n, 768);
+  EXPECT_EQ(gemm->k, 1024);
+  auto source = EmitCudaGemm(*gemm);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  const std::string& f = source->function;
+  EXPECT_NE(f.find("wgmma.mma_async.sync.aligned.m64n"), std::string::npos);
+  EXPECT_NE(f.find("tf_cvt_bf16(b1[col])"), std::string::npos) << f;  // no division by N left
+  EXPECT_NE(f.find("relu("), std::string::npos);
+  EXPECT_NE(f.find("tf::TmaStore3d(map_out"), std::string::npos);
+  // A, B and the output as tensor maps, then the bias and output buffers; the product is
+  // never a buffer of its own.
+  ASSERT_EQ(source->launch.args.size(), 5u);
+  EXPECT_EQ(source->launch.args[0].kind, LaunchArg::Kind::kTensorMap);
+  EXPECT_EQ(source->launch.args[2].kind, LaunchArg::Kind::kTensorMap);
+  EXPECT_EQ(source->launch.args[3].kind, LaunchArg::Kind::kBuffer);
+  EXPECT_EQ(source->launch.args[0].map.dims[1], 2048);
+  EXPECT_GT(source->launch.dynamic_shared_bytes, 48 * 1024);
+  EXPECT_LE(source->launch.dynamic_shared_bytes, 227 * 1024);
+  EXPECT_EQ(source->launch.block[0], 384);
+}
+
+TEST(CudaGemmEmitterTest, BatchedOperandsWalkBatchEntries) {
+  Planned p = PlanText("  y = MatMul (a, b)\n", "g (float16[6,100,64] a, float16[6,64,72] b) => (float16[6,100,72] y)");
+  auto gemm = LowerOnlyGemm(p);
+  ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
+  EXPECT_EQ(gemm->rows, 100);
+  EXPECT_EQ(gemm->batch, 6);
+  auto source = EmitCudaGemm(*gemm);
+  ASSERT_TRUE(source.ok());
+  EXPECT_NE(source->function.find(".f32.f16.f16"), std::string::npos);
+  EXPECT_EQ(source->launch.args[1].map.dims[2], 6);  // B's batch dimension
+}
+
+TEST(CudaGemmEmitterTest, WhatTheTemplateDoesNotTakeComesWithTheReason) {
+  struct Case {
+    std::string body, signature, reason;
+  };
+  std::vector<Case> cases = {
+      {"  y = MatMul (x, w)\n", "g (float[64,64] x, float[64,64] w) => (float[64,64] y)", "bf16 and f16"},
+      {"  y = MatMul (x, w)\n", "g (bfloat16[64,60] x, bfloat16[60,64] w) => (bfloat16[64,64] y)", "multiples of 8"},
+      {"  y = MatMul (x, w)\n", "g (bfloat16[64,64] x, bfloat16[3,64,64] w) => (bfloat16[3,64,64] y)", "broadcast"},
+      {"  p = MatMul (x, w)\n  t = Transpose <perm = [1, 0]> (p)\n  y = Relu (t)\n",
+       "g (bfloat16[64,64] x, bfloat16[64,64] w) => (bfloat16[64,64] y)", "through a view"},
+  };
+  int refused = 0;
+  for (const Case& c : cases) {
+    Planned p = PlanText(c.body, c.signature);
+    bool has_gemm = false;
+    for (const FusionGroup& g : p.plan.groups) has_gemm = has_gemm || g.kind == GroupKind::kGemm;
+    if (!has_gemm) continue;  // planned without a gemm group: nothing to refuse
+    auto gemm = LowerOnlyGemm(p);
+    ASSERT_FALSE(gemm.ok()) << c.signature;
+    EXPECT_NE(gemm.status().message().find(c.reason), std::string::npos) << gemm.status().message();
+    ++refused;
+  }
+  EXPECT_GE(refused, 3);
+}
+
+TEST(CudaGemmEmitterTest, ConfigurationsTheTemplateCannotRunAreRefused) {
+  Planned p = PlanText("  y = MatMul (x, w)\n", "g (bfloat16[256,256] x, bfloat16[256,256] w) => (bfloat16[256,256] y)");
+  auto gemm = LowerOnlyGemm(p);
+  ASSERT_TRUE(gemm.ok());
+  CudaGemmConfig bad;
+  bad.block_n = 96;
+  EXPECT_EQ(EmitCudaGemm(*gemm, bad).status().code(), StatusCode::kInvalidArgument);
+  CudaGemmConfig too_deep;
+  too_deep.block_n = 256;
+  too_deep.stages = 8;
+  EXPECT_EQ(EmitCudaGemm(*gemm, too_deep).status().code(), StatusCode::kInvalidArgument);
+  CudaGemmConfig resolved = ResolveGemmConfig(*gemm, {});
+  EXPECT_GE(resolved.stages, 2);
+  EXPECT_TRUE(EmitCudaGemm(*gemm, resolved).ok());
+}
+
+}  // namespace
+}  // namespace tilefuse

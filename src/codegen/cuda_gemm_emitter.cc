@@ -21,12 +21,36 @@ int64_t Tiles(const GemmTemplateKernel& g, int block_m, int block_n) {
   return CeilDiv(g.rows, block_m) * CeilDiv(g.n, block_n) * g.batch;
 }
 int64_t StageBytes(const CudaGemmConfig& c) { return int64_t{c.block_m + c.block_n} * kBlockK * 2; }
-// The tile the epilogue stages for its TMA store: block_m × block_n half-precision values.
-int64_t StagingBytes(const CudaGemmConfig& c, bool staged) { return staged ? int64_t{c.block_m} * c.block_n * 2 : 0; }
+// Consumer warpgroups, and the output rows each computes per tile: ping-pong consumers own
+// whole tiles; cooperative ones split a tile's rows, 64 each.
+int Consumers(const CudaGemmConfig& c) { return c.pingpong.value_or(false) ? 2 : c.block_m / 64; }
+int ConsumerRows(const CudaGemmConfig& c) { return c.pingpong.value_or(false) ? c.block_m : 64; }
+
+// Does the epilogue evaluate transcendental functions (GELU's tanh, SiLU's exp)? Then its
+// cost is worth hiding behind the other consumer's main loop. Measured on an H100
+// (2026-11-23, µs, cooperative 128x256 / ping-pong 128x128): bias+GELU 16384x4096x1024
+// 294 / 274, 8192^3 1652 / 1492, 4096^3 204 / 191; but plain 4096^3 181 / 192, bias+ReLU
+// 4096^3 193 / 208, residual 4096^3 202 / 234: the wider cooperative tile wins when the
+// epilogue is cheap.
+bool HeavyEpilogue(const Kernel& k) {
+  for (const ScalarValue& v : k.values)
+    if (v.kind == ScalarValue::Kind::kOp)
+      switch (v.op) {
+        case OpCode::kTanh: case OpCode::kExp: case OpCode::kErf: case OpCode::kLog: case OpCode::kSin: case OpCode::kCos:
+        case OpCode::kSigmoid: return true;
+        default: break;
+      }
+  return false;
+}
+// The tiles the epilogues stage for their TMA stores: each consumer's rows × block_n
+// half-precision values.
+int64_t StagingBytes(const CudaGemmConfig& c, bool staged) {
+  return staged ? int64_t{Consumers(c)} * ConsumerRows(c) * c.block_n * 2 : 0;
+}
 // The ring of stages, aligned to 1024 bytes (the swizzle pattern's period), the staging
-// tile, then the barriers.
+// tile, then the barriers (full and empty per stage, two ping-pong turns).
 int64_t SharedBytes(const CudaGemmConfig& c, bool staged) {
-  return 1024 + c.stages * StageBytes(c) + StagingBytes(c, staged) + 2 * 8 * c.stages;
+  return 1024 + c.stages * StageBytes(c) + StagingBytes(c, staged) + 8 * (2 * c.stages + 2);
 }
 
 // The store the epilogue writes through shared memory and a TMA store: the first one of
@@ -47,10 +71,13 @@ int StagedStore(const GemmTemplateKernel& g) {
 
 CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConfig& requested) {
   CudaGemmConfig c = requested;
+  if (!c.pingpong) c.pingpong = HeavyEpilogue(g.epilogue);
   if (c.block_n == 0) {
     c.block_n = 64;
-    for (int n : {256, 128})  // the widest tile that still gives every SM a tile
-      if (g.n >= n && Tiles(g, c.block_m, n) >= c.sm_count) {
+    // The widest tile that still gives every SM a tile (and whose accumulators fit: 128
+    // registers per thread).
+    for (int n : {256, 128})
+      if (g.n >= n && ConsumerRows(c) * n <= 64 * 256 && Tiles(g, c.block_m, n) >= c.sm_count) {
         c.block_n = n;
         break;
       }
@@ -58,7 +85,8 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
   if (c.stages == 0) {
     const bool staged = StagedStore(g) >= 0;
     c.stages = 2;
-    while (c.stages < 6 && SharedBytes({c.block_m, c.block_n, c.stages + 1, c.group_m, c.sm_count}, staged) <= kSharedLimit) ++c.stages;
+    CudaGemmConfig deeper = c;
+    for (deeper.stages = 3; deeper.stages <= 6 && SharedBytes(deeper, staged) <= kSharedLimit; ++deeper.stages) c.stages = deeper.stages;
   }
   return c;
 }
@@ -71,7 +99,7 @@ class GemmEmitter {
 
   StatusOr<CudaKernelSource> Run() {
     RETURN_IF_ERROR(Validate());
-    const int consumers = c_.block_m / 64;
+    const int consumers = Consumers(c_);
     const int threads = 128 * (consumers + 1);
     const std::string wgmma = g_.name + "_wgmma";
     CudaKernelSource s;
@@ -79,8 +107,8 @@ class GemmEmitter {
     s.config = {};
     s.threads = threads;
     s.work_blocks = std::min<int64_t>(c_.sm_count, Tiles(g_, c_.block_m, c_.block_n));
-    s.strategy = fmt::format("gemm template {}x{}x{}, {} stages, {} consumer warpgroups{}", c_.block_m, c_.block_n, kBlockK, c_.stages,
-                             consumers, staged_ >= 0 ? ", TMA store" : "");
+    s.strategy = fmt::format("gemm template {}x{}x{}, {} stages, {}{}", c_.block_m, c_.block_n, kBlockK, c_.stages,
+                             *c_.pingpong ? "ping-pong consumers" : "cooperative consumers", staged_ >= 0 ? ", TMA store" : "");
     out_ = WgmmaFunction(wgmma, c_.block_n, g_.dtype, /*b_mn_major=*/true);
     out_ += fmt::format("extern \"C\" __global__ void __launch_bounds__({}, 1) {}(const __grid_constant__ tf::TensorMap map_a, "
                         "const __grid_constant__ tf::TensorMap map_b",
@@ -116,6 +144,9 @@ class GemmEmitter {
       return InvalidArgument(fmt::format("{}: block_m {} (need 64 or 128)", g_.name, c_.block_m));
     if (c_.block_n < 64 || c_.block_n > 256 || c_.block_n % 64 != 0)
       return InvalidArgument(fmt::format("{}: block_n {} (need 64, 128, 192 or 256)", g_.name, c_.block_n));
+    if (ConsumerRows(c_) * c_.block_n > 64 * 256)
+      return InvalidArgument(fmt::format("{}: {} x {} accumulators per consumer (at most 64 x 256 fit in registers)", g_.name,
+                                         ConsumerRows(c_), c_.block_n));
     if (c_.stages < 2) return InvalidArgument(fmt::format("{}: {} stages (need at least 2)", g_.name, c_.stages));
     if (SharedBytes(c_, staged_ >= 0) > kSharedLimit)
       return InvalidArgument(
@@ -168,6 +199,8 @@ class GemmEmitter {
     out_ += fmt::format("  constexpr int kTilesM = {}, kTilesN = {}, kTiles = {}, kKSteps = {};\n", CeilDiv(g_.rows, c_.block_m),
                         CeilDiv(g_.n, c_.block_n), Tiles(g_, c_.block_m, c_.block_n), CeilDiv(g_.k, kBlockK));
     out_ += fmt::format("  constexpr int kGroupM = {};\n  constexpr int kStaging = {};\n", c_.group_m, StagingBytes(c_, staged_ >= 0));
+    out_ += fmt::format("  constexpr int kPingPong = {}, kConsumerRows = {}, kMBlocks = kConsumerRows / 64;\n", *c_.pingpong ? 1 : 0,
+                        ConsumerRows(c_));
     out_ +=
         "  constexpr unsigned kStageBytes = (kBM + kBN) * kBK * 2;\n"
         "  extern __shared__ unsigned char tf_shared_raw[];\n"
@@ -177,11 +210,14 @@ class GemmEmitter {
         "  unsigned char* staging = (unsigned char*)(tile_b + kStages * kBN * kBK);  // [consumer][kBN / 64][64][64], swizzled\n"
         "  tf::Barrier* full = (tf::Barrier*)(staging + kStaging);\n"
         "  tf::Barrier* empty = full + kStages;\n"
+        "  tf::Barrier* turn = empty + kStages;  // ping-pong: turn[c] completes when consumer c may run its next main loop\n"
         "  if (threadIdx.x == 0) {\n"
         "    for (int s = 0; s < kStages; ++s) {\n"
         "      full[s].Init(1);\n"
-        "      empty[s].Init(kConsumers);\n"
+        "      empty[s].Init(kPingPong ? 1 : kConsumers);  // a slot is read by every cooperative consumer, or one ping-pong one\n"
         "    }\n"
+        "    turn[0].Init(1);\n"
+        "    turn[1].Init(1);\n"
         "    tf::FenceBarrierInit();\n"
         "  }\n"
         "  __syncthreads();\n"
@@ -216,19 +252,32 @@ class GemmEmitter {
         "  tf::Warpgroup::GrowRegisters<{}>();\n"
         "  const int consumer = warpgroup - 1;\n"
         "  const int local = threadIdx.x % 128, warp = local / 32, lane = local % 32;\n"
-        "  float d[kBN / 2];\n"
+        "  float d[kMBlocks][kBN / 2];\n"
         "  tf::Pipeline<kStages> ring;\n"
-        "  for (int tile = blockIdx.x; tile < kTiles; tile += gridDim.x) {{\n"
+        "  // Ping-pong: the consumers take the CTA's tiles in turn. The producer fills the ring\n"
+        "  // tile by tile, so each consumer skips the other's steps, and one's epilogue runs\n"
+        "  // while the other's main loop keeps the tensor cores busy.\n"
+        "  const int first_tile = kPingPong ? blockIdx.x + consumer * gridDim.x : blockIdx.x;\n"
+        "  const int tile_step = kPingPong ? 2 * gridDim.x : gridDim.x;\n"
+        "  // Their main loops strictly alternate (turn barriers): a consumer waiting on a slot is\n"
+        "  // then never more than one phase ahead of it, as parity waits need.\n"
+        "  if (kPingPong && consumer == 1) ring.Skip(kKSteps);\n"
+        "  int main_loops = 0;\n"
+        "  for (int tile = first_tile; tile < kTiles; tile += tile_step, ++main_loops) {{\n"
         "    const tf::TileCoordinates t = tf::TileAt<kTilesM, kTilesN, kGroupM>(tile);\n"
+        "    if (kPingPong && (consumer == 1 || main_loops > 0)) turn[consumer].Wait((consumer == 1 ? main_loops : main_loops - 1) & 1);\n"
         "    int previous = -1;\n"
         "    for (int ks = 0; ks < kKSteps; ++ks, ring.Advance()) {{\n"
         "      full[ring.stage].Wait(ring.phase);\n"
-        "      const unsigned short* a = tile_a + ring.stage * kBM * kBK + consumer * 64 * kBK;\n"
+        "      const unsigned short* a = tile_a + ring.stage * kBM * kBK + (kPingPong ? 0 : consumer * 64 * kBK);\n"
         "      const unsigned short* b = tile_b + ring.stage * kBN * kBK;\n"
         "      tf::Warpgroup::Fence();\n"
         "#pragma unroll\n"
         "      for (int kk = 0; kk < kBK / 16; ++kk)\n"
-        "        {}(d, tf::SharedMatrix::KMajor(a + kk * 16), tf::SharedMatrix::MnMajor(b + kk * 16 * 64, kBK * 128), ks > 0 || kk > 0);\n"
+        "#pragma unroll\n"
+        "        for (int mb = 0; mb < kMBlocks; ++mb)\n"
+        "          {}(d[mb], tf::SharedMatrix::KMajor(a + mb * 64 * kBK + kk * 16), tf::SharedMatrix::MnMajor(b + kk * 16 * 64, kBK * 128),\n"
+        "             ks > 0 || kk > 0);\n"
         "      tf::Warpgroup::Commit();\n"
         "      // The step before this one has finished reading its slot: hand it back.\n"
         "      tf::Warpgroup::Wait<1>();\n"
@@ -236,15 +285,17 @@ class GemmEmitter {
         "      previous = ring.stage;\n"
         "    }}\n"
         "    tf::Warpgroup::Wait<0>();\n"
-        "    if (local == 0) empty[previous].Arrive();\n",
+        "    if (local == 0) empty[previous].Arrive();\n"
+        "    if (kPingPong && local == 0) turn[1 - consumer].Arrive();\n",
         kConsumerRegisters, g_.name + "_wgmma");
     EmitEpilogue();
-    out_ += "  }\n";
+    out_ += "    if (kPingPong) ring.Skip(kKSteps);  // the other consumer's next tile\n  }\n";
     if (staged_ >= 0) out_ += "  if (local == 0) tf::TmaStoreWait();  // shared memory must outlive the stores reading it\n";
   }
 
-  // Accumulator d[j*4 + h*2 + e] holds row warp*16 + lane/4 + 8h, column 8j + (lane%4)*2 + e
-  // of the consumer's 64 × kBN slice (the wgmma D fragment layout). The staged store goes
+  // Accumulator d[mb][j*4 + h*2 + e] holds row mb*64 + warp*16 + lane/4 + 8h, column
+  // 8j + (lane%4)*2 + e of the consumer's kConsumerRows × kBN slice (the wgmma D fragment
+  // layout). The staged store goes
   // as column pairs into the swizzled staging tile, then out by TMA while the next tile's
   // main loop runs; other stores are written directly.
   void EmitEpilogue() {
@@ -252,17 +303,19 @@ class GemmEmitter {
     const bool staged = staged_ >= 0;
     if (staged)
       out_ +=
-          "    unsigned char* my_staging = staging + consumer * 64 * kBN * 2;\n"
+          "    unsigned char* my_staging = staging + consumer * kConsumerRows * kBN * 2;  // [mb][kBN / 64][64][64]\n"
           "    if (local == 0) tf::TmaStoreWaitRead();  // the previous tile's store has read the staging tile\n"
           "    tf::NamedBarrierSync(1 + consumer, 128);\n";
     out_ +=
-        "    const int row_base = t.m * kBM + consumer * 64 + warp * 16 + lane / 4;\n"
+        "    const int row_origin = t.m * kBM + (kPingPong ? 0 : consumer * 64);\n"
         "    const int col_base = t.n * kBN + (lane % 4) * 2;\n"
+        "#pragma unroll\n"
+        "    for (int mb = 0; mb < kMBlocks; ++mb)\n"
         "#pragma unroll\n"
         "    for (int j = 0; j < kBN / 8; ++j)\n"
         "#pragma unroll\n"
         "      for (int h = 0; h < 2; ++h) {\n"
-        "        const int row_in_batch = row_base + 8 * h;\n"
+        "        const int row_in_batch = row_origin + mb * 64 + warp * 16 + lane / 4 + 8 * h;\n"
         "        // N is a multiple of 8: a column pair is wholly inside or wholly outside.\n"
         "        const bool inside = row_in_batch < kRows && col_base + 8 * j < kN;\n"
         "        float staged[2] = {0.0f, 0.0f};\n"
@@ -271,7 +324,7 @@ class GemmEmitter {
         "          if (!inside) continue;\n"
         "          const int col = col_base + 8 * j + e;\n"
         "          const tf_index_t row = (tf_index_t)t.batch * kRows + row_in_batch;\n"
-        "          const float acc = d[j * 4 + h * 2 + e];\n";
+        "          const float acc = d[mb][j * 4 + h * 2 + e];\n";
     std::map<int, std::string> given;
     for (size_t v = 0; v < k.values.size(); ++v)
       if (k.values[v].kind == ScalarValue::Kind::kLoad && k.buffers[k.values[v].buffer].node == g_.product)
@@ -290,7 +343,8 @@ class GemmEmitter {
       std::string_view dt = DTypeName(k.buffers[k.stores[staged_].buffer].dtype);
       out_ += fmt::format(
           "        const int col_in_tile = 8 * j + (lane % 4) * 2;\n"
-          "        *(unsigned*)(my_staging + (col_in_tile / 64) * 64 * 128 + tf::Swizzle128(warp * 16 + lane / 4 + 8 * h, (col_in_tile % 64) * 2)) =\n"
+          "        *(unsigned*)(my_staging + (mb * (kBN / 64) + col_in_tile / 64) * 64 * 128 +\n"
+          "                     tf::Swizzle128(warp * 16 + lane / 4 + 8 * h, (col_in_tile % 64) * 2)) =\n"
           "            (unsigned)tf_pack_{0}(staged[0]) | (unsigned)tf_pack_{0}(staged[1]) << 16;\n",
           dt);
     }
@@ -301,8 +355,10 @@ class GemmEmitter {
           "    tf::NamedBarrierSync(1 + consumer, 128);\n"
           "    if (local == 0) {\n"
           "#pragma unroll\n"
-          "      for (int box = 0; box < kBN / 64; ++box)\n"
-          "        tf::TmaStore3d(map_out, my_staging + box * 64 * 128, t.n * kBN + box * 64, t.m * kBM + consumer * 64, t.batch);\n"
+          "      for (int mb = 0; mb < kMBlocks; ++mb)\n"
+          "        for (int box = 0; box < kBN / 64; ++box)\n"
+          "          tf::TmaStore3d(map_out, my_staging + (mb * (kBN / 64) + box) * 64 * 128, t.n * kBN + box * 64, row_origin + mb * 64,\n"
+          "                         t.batch);\n"
           "      tf::TmaStoreCommit();\n"
           "    }\n";
   }

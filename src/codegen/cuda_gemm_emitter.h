@@ -4,15 +4,19 @@
 //   warpgroup 0 (producer)   one thread issues TMA loads of A and B tiles into a ring of
 //                            `stages` shared-memory slots, each guarded by a full and an
 //                            empty mbarrier
-//   warpgroups 1.. (consumers) each owns 64 rows of the block_m × block_n output tile:
-//                            wgmma m64·block_n·k16 from shared memory, one group in flight
-//                            while the previous slot is handed back, f32 accumulators in
-//                            registers; then the epilogue's scalar program per element,
-//                            stored straight from registers
+//   warpgroups 1, 2 (consumers) ping-pong: each owns every other tile of its CTA (or,
+//                            cooperative: 64 rows of every tile); wgmma m64·block_n·k16
+//                            from shared memory, one group in flight while the previous
+//                            slot is handed back, f32 accumulators in registers; then the
+//                            epilogue's scalar program per element, the output staged in
+//                            swizzled shared memory and written by TMA stores that overlap
+//                            what comes next
 //   CTAs                     one per SM, walking the output tiles in grouped order
 //
 // Registers move from the producer (40) to the consumers (232) with setmaxnreg.
 #pragma once
+
+#include <optional>
 
 #include "codegen/cuda_emitter.h"
 #include "codegen/gemm_template.h"
@@ -20,7 +24,12 @@
 namespace tilefuse {
 
 struct CudaGemmConfig {
-  int block_m = 128;  // 64 rows per consumer warpgroup: 64 or 128
+  // Ping-pong: each of two consumer warpgroups computes whole block_m × block_n tiles,
+  // taking turns, so one's epilogue overlaps the other's main loop. Cooperative: the
+  // block_m / 64 consumers split each tile's rows and run its epilogue together.
+  // Chosen by ResolveGemmConfig when absent.
+  std::optional<bool> pingpong;
+  int block_m = 128;  // 64 or 128
   int block_n = 0;    // 64..256, a multiple of 64; 0: the widest that still fills the GPU
   int stages = 0;     // pipeline depth; 0: as many as fit in shared memory (at most 6)
   int group_m = 8;    // tile rows swept together (L2 reuse of B)

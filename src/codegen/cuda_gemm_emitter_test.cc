@@ -56,6 +56,7 @@ TEST(CudaGemmEmitterTest, BiasReluEpilogueReadsTheBiasByColumnAndStoresThroughTm
   EXPECT_NE(f.find("wgmma.mma_async.sync.aligned.m64n"), std::string::npos);
   EXPECT_NE(f.find("tf_cvt_bf16(b1[col])"), std::string::npos) << f;  // no division by N left
   EXPECT_NE(f.find("relu("), std::string::npos);
+  EXPECT_NE(f.find("kPingPong = 0"), std::string::npos);  // a cheap epilogue: cooperative consumers
   EXPECT_NE(f.find("tf::TmaStore3d(map_out"), std::string::npos);
   // A, B and the output as tensor maps, then the bias and output buffers; the product is
   // never a buffer of its own.
@@ -117,7 +118,12 @@ TEST(CudaGemmEmitterTest, ConfigurationsTheTemplateCannotRunAreRefused) {
   too_deep.block_n = 256;
   too_deep.stages = 8;
   EXPECT_EQ(EmitCudaGemm(*gemm, too_deep).status().code(), StatusCode::kInvalidArgument);
+  CudaGemmConfig too_wide;  // a ping-pong consumer would hold 128 x 256 accumulators
+  too_wide.pingpong = true;
+  too_wide.block_n = 256;
+  EXPECT_EQ(EmitCudaGemm(*gemm, too_wide).status().code(), StatusCode::kInvalidArgument);
   CudaGemmConfig resolved = ResolveGemmConfig(*gemm, {});
+  EXPECT_FALSE(*resolved.pingpong);  // a plain product: nothing to hide behind the main loop
   EXPECT_GE(resolved.stages, 2);
   EXPECT_TRUE(EmitCudaGemm(*gemm, resolved).ok());
 }

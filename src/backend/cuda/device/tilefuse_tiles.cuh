@@ -71,6 +71,12 @@ struct Pipeline {
       phase ^= 1;
     }
   }
+  // Moves past `steps` positions consumed by someone else (the other ping-pong consumer).
+  __device__ __forceinline__ void Skip(int steps) {
+    const int total = stage + steps;
+    phase ^= (total / Stages) & 1;
+    stage = total % Stages;
+  }
 };
 
 // ---- TMA loads (tiled mode; out-of-bounds elements arrive as zeros) ----

@@ -48,21 +48,39 @@ int64_t StagingBytes(const CudaGemmConfig& c, bool staged) {
   return staged ? int64_t{Consumers(c)} * ConsumerRows(c) * c.block_n * 2 : 0;
 }
 // The ring of stages, aligned to 1024 bytes (the swizzle pattern's period), the staging
-// tile, then the barriers (full and empty per stage, two ping-pong turns).
+// tile, then the barriers (full and empty per stage, two ping-pong turns, two staged loads).
 int64_t SharedBytes(const CudaGemmConfig& c, bool staged) {
-  return 1024 + c.stages * StageBytes(c) + StagingBytes(c, staged) + 8 * (2 * c.stages + 2);
+  return 1024 + c.stages * StageBytes(c) + StagingBytes(c, staged) + 8 * (2 * c.stages + 4);
 }
 
-// The store the epilogue writes through shared memory and a TMA store: the first one of
-// a half-precision value at the product's own (row, column), or -1.
+// An access to a half-precision buffer at the product's own (row, column): one TMA can
+// move its tile.
+bool TileAccess(const GemmTemplateKernel& g, const Index& index, DType dtype) {
+  AffineIndex a;
+  return (dtype == DType::kBF16 || dtype == DType::kF16) && !UsesValue(index) && AsAffine(index, &a) && a.c0 == g.n && a.c1 == 1 &&
+         a.offset == 0;
+}
+
+// The store the epilogue writes through shared memory and a TMA store: the first tile
+// access among the stores, or -1.
 int StagedStore(const GemmTemplateKernel& g) {
   const Kernel& k = g.epilogue;
-  for (size_t s = 0; s < k.stores.size(); ++s) {
-    AffineIndex a;
-    DType d = k.buffers[k.stores[s].buffer].dtype;
-    if ((d == DType::kBF16 || d == DType::kF16) && !UsesValue(k.stores[s].index) && AsAffine(k.stores[s].index, &a) && a.c0 == g.n &&
-        a.c1 == 1 && a.offset == 0)
-      return static_cast<int>(s);
+  for (size_t s = 0; s < k.stores.size(); ++s)
+    if (TileAccess(g, k.stores[s].index, k.buffers[k.stores[s].buffer].dtype)) return static_cast<int>(s);
+  return -1;
+}
+
+// The load (a residual) whose tile TMA brings into the staging tile while the main loop
+// runs, read there in place of scattered global loads: the first tile access among the
+// loads of another value than the product, or -1. Needs a staged store.
+int StagedLoad(const GemmTemplateKernel& g) {
+  const Kernel& k = g.epilogue;
+  if (StagedStore(g) < 0) return -1;
+  for (size_t v = 0; v < k.values.size(); ++v) {
+    const ScalarValue& value = k.values[v];
+    if (value.kind == ScalarValue::Kind::kLoad && k.buffers[value.buffer].node != g.product &&
+        TileAccess(g, value.index, k.buffers[value.buffer].dtype))
+      return static_cast<int>(v);
   }
   return -1;
 }
@@ -95,7 +113,8 @@ namespace {
 
 class GemmEmitter {
  public:
-  GemmEmitter(const GemmTemplateKernel& g, const CudaGemmConfig& c) : g_(g), c_(c), staged_(StagedStore(g)) {}
+  GemmEmitter(const GemmTemplateKernel& g, const CudaGemmConfig& c)
+      : g_(g), c_(c), staged_(StagedStore(g)), staged_load_(StagedLoad(g)) {}
 
   StatusOr<CudaKernelSource> Run() {
     RETURN_IF_ERROR(Validate());
@@ -118,6 +137,11 @@ class GemmEmitter {
     if (staged_ >= 0) {
       out_ += ", const __grid_constant__ tf::TensorMap map_out";
       s.launch.args.push_back({LaunchArg::Kind::kTensorMap, OutputMap().node, OutputMap(), 0});
+    }
+    if (staged_load_ >= 0) {
+      out_ += ", const __grid_constant__ tf::TensorMap map_in";
+      const KernelBuffer& in = g_.epilogue.buffers[g_.epilogue.values[staged_load_].buffer];
+      s.launch.args.push_back({LaunchArg::Kind::kTensorMap, in.node, TileMap(in), 0});
     }
     for (size_t b = 0; b < g_.epilogue.buffers.size(); ++b) {
       const KernelBuffer& buf = g_.epilogue.buffers[b];
@@ -178,8 +202,8 @@ class GemmEmitter {
 
   // The staged output as [batch][rows][N]: boxes of 64 rows × 64 columns, one consumer's
   // 64 rows at a time.
-  TensorMapArg OutputMap() const {
-    const KernelBuffer& out = g_.epilogue.buffers[g_.epilogue.stores[staged_].buffer];
+  TensorMapArg OutputMap() const { return TileMap(g_.epilogue.buffers[g_.epilogue.stores[staged_].buffer]); }
+  TensorMapArg TileMap(const KernelBuffer& out) const {
     TensorMapArg m;
     m.node = out.node;
     m.dtype = out.dtype;
@@ -211,6 +235,7 @@ class GemmEmitter {
         "  tf::Barrier* full = (tf::Barrier*)(staging + kStaging);\n"
         "  tf::Barrier* empty = full + kStages;\n"
         "  tf::Barrier* turn = empty + kStages;  // ping-pong: turn[c] completes when consumer c may run its next main loop\n"
+        "  tf::Barrier* tile_in = turn + 2;      // tile_in[c]: consumer c's staged load has landed\n"
         "  if (threadIdx.x == 0) {\n"
         "    for (int s = 0; s < kStages; ++s) {\n"
         "      full[s].Init(1);\n"
@@ -218,6 +243,8 @@ class GemmEmitter {
         "    }\n"
         "    turn[0].Init(1);\n"
         "    turn[1].Init(1);\n"
+        "    tile_in[0].Init(1);\n"
+        "    tile_in[1].Init(1);\n"
         "    tf::FenceBarrierInit();\n"
         "  }\n"
         "  __syncthreads();\n"
@@ -266,6 +293,7 @@ class GemmEmitter {
         "  for (int tile = first_tile; tile < kTiles; tile += tile_step, ++main_loops) {{\n"
         "    const tf::TileCoordinates t = tf::TileAt<kTilesM, kTilesN, kGroupM>(tile);\n"
         "    if (kPingPong && (consumer == 1 || main_loops > 0)) turn[consumer].Wait((consumer == 1 ? main_loops : main_loops - 1) & 1);\n"
+        "{}"
         "    int previous = -1;\n"
         "    for (int ks = 0; ks < kKSteps; ++ks, ring.Advance()) {{\n"
         "      full[ring.stage].Wait(ring.phase);\n"
@@ -287,10 +315,25 @@ class GemmEmitter {
         "    tf::Warpgroup::Wait<0>();\n"
         "    if (local == 0) empty[previous].Arrive();\n"
         "    if (kPingPong && local == 0) turn[1 - consumer].Arrive();\n",
-        kConsumerRegisters, g_.name + "_wgmma");
+        kConsumerRegisters, StagedLoadIssue(), g_.name + "_wgmma");
     EmitEpilogue();
     out_ += "    if (kPingPong) ring.Skip(kKSteps);  // the other consumer's next tile\n  }\n";
     if (staged_ >= 0) out_ += "  if (local == 0) tf::TmaStoreWait();  // shared memory must outlive the stores reading it\n";
+  }
+
+  // The staged load's tile, requested as the tile starts so it lands during the main loop
+  // (once the previous tile's TMA store has read the staging tile).
+  std::string StagedLoadIssue() const {
+    if (staged_load_ < 0) return "";
+    return "    if (local == 0) {\n"
+           "      tf::TmaStoreWaitRead();\n"
+           "      unsigned char* my_staging = staging + consumer * kConsumerRows * kBN * 2;\n"
+           "      tile_in[consumer].ArriveExpectingBytes(kConsumerRows * kBN * 2);\n"
+           "      for (int mb = 0; mb < kMBlocks; ++mb)\n"
+           "        for (int box = 0; box < kBN / 64; ++box)\n"
+           "          tf::TmaLoad3d(my_staging + (mb * (kBN / 64) + box) * 64 * 128, map_in, t.n * kBN + box * 64,\n"
+           "                        t.m * kBM + (kPingPong ? 0 : consumer * 64) + mb * 64, t.batch, tile_in[consumer]);\n"
+           "    }\n";
   }
 
   // Accumulator d[mb][j*4 + h*2 + e] holds row mb*64 + warp*16 + lane/4 + 8h, column
@@ -302,8 +345,11 @@ class GemmEmitter {
     const Kernel& k = g_.epilogue;
     const bool staged = staged_ >= 0;
     if (staged)
+      out_ += "    unsigned char* my_staging = staging + consumer * kConsumerRows * kBN * 2;  // [mb][kBN / 64][64][64]\n";
+    if (staged_load_ >= 0)
+      out_ += "    tile_in[consumer].Wait(main_loops & 1);  // the staged load's tile is there (its store read the old one)\n";
+    else if (staged)
       out_ +=
-          "    unsigned char* my_staging = staging + consumer * kConsumerRows * kBN * 2;  // [mb][kBN / 64][64][64]\n"
           "    if (local == 0) tf::TmaStoreWaitRead();  // the previous tile's store has read the staging tile\n"
           "    tf::NamedBarrierSync(1 + consumer, 128);\n";
     out_ +=
@@ -318,7 +364,16 @@ class GemmEmitter {
         "        const int row_in_batch = row_origin + mb * 64 + warp * 16 + lane / 4 + 8 * h;\n"
         "        // N is a multiple of 8: a column pair is wholly inside or wholly outside.\n"
         "        const bool inside = row_in_batch < kRows && col_base + 8 * j < kN;\n"
-        "        float staged[2] = {0.0f, 0.0f};\n"
+        "        float staged[2] = {0.0f, 0.0f};\n";
+    if (staged)
+      out_ +=
+          "        // This thread's column pair in the staging tile: the staged load is read there and\n"
+          "        // the staged store written back in its place.\n"
+          "        const int col_in_tile = 8 * j + (lane % 4) * 2;\n"
+          "        unsigned* staged_pair = (unsigned*)(my_staging + (mb * (kBN / 64) + col_in_tile / 64) * 64 * 128 +\n"
+          "                                            tf::Swizzle128(warp * 16 + lane / 4 + 8 * h, (col_in_tile % 64) * 2));\n";
+    if (staged_load_ >= 0) out_ += "        const unsigned loaded_pair = *staged_pair;\n";
+    out_ +=
         "#pragma unroll\n"
         "        for (int e = 0; e < 2; ++e) {\n"
         "          if (!inside) continue;\n"
@@ -329,6 +384,9 @@ class GemmEmitter {
     for (size_t v = 0; v < k.values.size(); ++v)
       if (k.values[v].kind == ScalarValue::Kind::kLoad && k.buffers[k.values[v].buffer].node == g_.product)
         given[static_cast<int>(v)] = "acc";
+    if (staged_load_ >= 0)
+      given[staged_load_] = fmt::format("tf_cvt_{}((unsigned short)(loaded_pair >> (16 * e)))",
+                                        DTypeName(k.buffers[k.values[staged_load_].buffer].dtype));
     std::vector<int> roots;
     for (const KernelStore& s : k.stores) roots.push_back(s.value);
     const std::vector<std::string> vars = {"row", "col"};
@@ -341,12 +399,7 @@ class GemmEmitter {
     out_ += "        }\n";
     if (staged) {
       std::string_view dt = DTypeName(k.buffers[k.stores[staged_].buffer].dtype);
-      out_ += fmt::format(
-          "        const int col_in_tile = 8 * j + (lane % 4) * 2;\n"
-          "        *(unsigned*)(my_staging + (mb * (kBN / 64) + col_in_tile / 64) * 64 * 128 +\n"
-          "                     tf::Swizzle128(warp * 16 + lane / 4 + 8 * h, (col_in_tile % 64) * 2)) =\n"
-          "            (unsigned)tf_pack_{0}(staged[0]) | (unsigned)tf_pack_{0}(staged[1]) << 16;\n",
-          dt);
+      out_ += fmt::format("        *staged_pair = (unsigned)tf_pack_{0}(staged[0]) | (unsigned)tf_pack_{0}(staged[1]) << 16;\n", dt);
     }
     out_ += "      }\n";
     if (staged)
@@ -365,7 +418,8 @@ class GemmEmitter {
 
   const GemmTemplateKernel& g_;
   CudaGemmConfig c_;
-  int staged_;  // the store written through shared memory and TMA (-1: every store direct)
+  int staged_;       // the store written through shared memory and TMA (-1: every store direct)
+  int staged_load_;  // the load read from the staging tile, brought by TMA (-1: none)
   std::string out_;
 };
 

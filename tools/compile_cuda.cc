@@ -31,6 +31,7 @@ std::vector<KernelRow> Rows(const CudaProgram& program, const std::vector<PtxasK
     row.why_host = p.why_host.empty() && !p.why_library.empty() ? "no GEMM template: " + p.why_library : p.why_host;
     row.name = k ? k->source.name : fmt::format("group{}", p.group);
     row.strategy = k ? k->source.strategy : (mode == "gemm" ? "cuBLASLt" : "host reference kernels");
+    if (mode == "gemm epilogue") row.strategy = "cuBLASLt + epilogue " + row.strategy;
     if (k && by_name.count(k->source.name)) {
       const PtxasKernelInfo& info = *by_name[k->source.name];
       row.ptxas = info.line;
@@ -74,7 +75,7 @@ Status CompileForCudaCommand(const CudaCompileRequest& request, const Graph& pas
     j["kernels"].push_back({{"name", r.name}, {"kind", r.kind}, {"mode", r.mode}, {"strategy", r.strategy}, {"ptxas", r.ptxas},
                             {"registers", r.registers}, {"spill_bytes", r.spill_bytes}, {"why_host", r.why_host}});
     text += fmt::format("  {:<34} {:<14} {:<14} {:<44} {}\n", r.name, r.kind, r.mode, r.strategy,
-                        r.ptxas.empty() ? r.why_host : r.ptxas);
+                        r.ptxas.empty() ? r.why_host : r.ptxas + (r.why_host.empty() ? "" : "; " + r.why_host));
   }
   text += fmt::format("{} kernels, {} bytes of local-memory spills\n", rows.size(), spills);
   if (!request.emit_dir.empty()) {

@@ -179,39 +179,24 @@ class GemmEmitter {
     return Status::Ok();
   }
 
+  // A half-precision [batch][rows][cols] row-major matrix, moved in boxes of box_rows ×
+  // box_cols (128-byte swizzled rows: box_cols is 64).
+  static TensorMapArg MatrixMap(int node, DType dtype, int64_t batch, int64_t rows, int64_t cols, int box_rows, int box_cols) {
+    TensorMapArg m;
+    m.node = node;
+    m.dtype = dtype;
+    m.dims = {cols, rows, batch, 1, 1};
+    m.strides_bytes = {cols * 2, rows * cols * 2, 0, 0};
+    m.box = {box_cols, box_rows, 1, 1, 1};
+    return m;
+  }
   // A as [batch][rows][K]: boxes of block_m rows × 64 columns.
-  TensorMapArg OperandMapA() const {
-    TensorMapArg m;
-    m.node = g_.a;
-    m.dtype = g_.dtype;
-    m.dims = {g_.k, g_.rows, g_.batch, 1, 1};
-    m.strides_bytes = {g_.k * 2, g_.rows * g_.k * 2, 0, 0};
-    m.box = {kBlockK, c_.block_m, 1, 1, 1};
-    return m;
-  }
+  TensorMapArg OperandMapA() const { return MatrixMap(g_.a, g_.dtype, g_.batch, g_.rows, g_.k, c_.block_m, kBlockK); }
   // B as [batch][K][N]: boxes of 64 K rows × 64 columns, block_n / 64 of them per stage.
-  TensorMapArg OperandMapB() const {
-    TensorMapArg m;
-    m.node = g_.b;
-    m.dtype = g_.dtype;
-    m.dims = {g_.n, g_.k, g_.batch, 1, 1};
-    m.strides_bytes = {g_.n * 2, g_.k * g_.n * 2, 0, 0};
-    m.box = {64, kBlockK, 1, 1, 1};
-    return m;
-  }
-
-  // The staged output as [batch][rows][N]: boxes of 64 rows × 64 columns, one consumer's
-  // 64 rows at a time.
+  TensorMapArg OperandMapB() const { return MatrixMap(g_.b, g_.dtype, g_.batch, g_.k, g_.n, kBlockK, 64); }
+  // The staged output (or staged load) as [batch][rows][N]: boxes of 64 rows × 64 columns.
+  TensorMapArg TileMap(const KernelBuffer& buffer) const { return MatrixMap(buffer.node, buffer.dtype, g_.batch, g_.rows, g_.n, 64, 64); }
   TensorMapArg OutputMap() const { return TileMap(g_.epilogue.buffers[g_.epilogue.stores[staged_].buffer]); }
-  TensorMapArg TileMap(const KernelBuffer& out) const {
-    TensorMapArg m;
-    m.node = out.node;
-    m.dtype = out.dtype;
-    m.dims = {g_.n, g_.rows, g_.batch, 1, 1};
-    m.strides_bytes = {g_.n * 2, g_.rows * g_.n * 2, 0, 0};
-    m.box = {64, 64, 1, 1, 1};
-    return m;
-  }
 
   void EmitSetup(int consumers) {
     int64_t largest = g_.rows * g_.batch * g_.n;

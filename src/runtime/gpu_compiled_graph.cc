@@ -8,6 +8,7 @@
 #include "backend/cpu/interpreter.h"
 #include "backend/cuda/cublaslt_matmul.h"
 #include "backend/cuda/cuda_driver.h"
+#include "backend/cuda/cuda_handles.h"
 #include "backend/cuda/cuda_program.h"
 #include "backend/cuda/device_allocator.h"
 #include "backend/cuda/kernel_launch.h"
@@ -40,7 +41,7 @@ struct GpuCompiledGraph::State {
   std::vector<CUdeviceptr> address;  // per node; 0: not on the device
   bool has_host_steps = false;
   bool poison = false;
-  CUgraphExec captured = nullptr;
+  CudaGraphExec captured;
   std::string cache_dir, nvrtc_version;
   double compile_ms = 0;
   int64_t nvrtc_compiles = 0;
@@ -139,13 +140,12 @@ struct GpuCompiledGraph::State {
 
   // Enqueues every step; with `timings`, records events around each.
   Status Enqueue(const std::vector<CUdeviceptr>& at, std::vector<KernelTiming>* timings) const {
-    std::vector<CUevent> events;
+    std::vector<CudaEvent> events;  // released on every return
     auto mark = [&]() -> Status {
       if (!timings) return Status::Ok();
-      CUevent e;
-      RETURN_IF_ERROR(device->Check(api().cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate"));
-      events.push_back(e);
-      return device->Check(api().cuEventRecord(e, device->stream()), "cuEventRecord");
+      ASSIGN_OR_RETURN(CudaEvent e, CreateCudaEvent(*device));
+      events.push_back(std::move(e));
+      return device->Check(api().cuEventRecord(events.back().get(), device->stream()), "cuEventRecord");
     };
     RETURN_IF_ERROR(mark());
     for (const CudaGroupProgram& p : program.groups) {
@@ -165,38 +165,37 @@ struct GpuCompiledGraph::State {
       RETURN_IF_ERROR(mark());
     }
     if (!timings) return Status::Ok();
-    RETURN_IF_ERROR(device->Check(api().cuEventSynchronize(events.back()), "running the graph"));
+    RETURN_IF_ERROR(device->Check(api().cuEventSynchronize(events.back().get()), "running the graph"));
     double start = 0;
     for (size_t i = 0; i + 1 < events.size(); ++i) {
       float ms = 0;
-      api().cuEventElapsedTime(&ms, events[i], events[i + 1]);
+      api().cuEventElapsedTime(&ms, events[i].get(), events[i + 1].get());
       timings->push_back({kernels[i].name, start, ms * 1000.0});
       start += ms * 1000.0;
     }
-    for (CUevent e : events) api().cuEventDestroy(e);
     return Status::Ok();
   }
 
-  StatusOr<CUgraphExec> Capture(const std::vector<CUdeviceptr>& at) const {
+  StatusOr<CudaGraphExec> Capture(const std::vector<CUdeviceptr>& at) const {
     CUstream stream = device->stream();
     RETURN_IF_ERROR(device->Check(api().cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture"));
     Status enqueued = Enqueue(at, nullptr);
     CUgraph g = nullptr;
     CUresult ended = api().cuStreamEndCapture(stream, &g);
+    CUgraphExec exec = nullptr;
+    CUresult instantiated = enqueued.ok() && ended == CUDA_SUCCESS ? api().cuGraphInstantiateWithFlags(&exec, g, 0) : CUDA_SUCCESS;
+    if (g) api().cuGraphDestroy(g);
     RETURN_IF_ERROR(enqueued);
     RETURN_IF_ERROR(device->Check(ended, "cuStreamEndCapture"));
-    CUgraphExec exec = nullptr;
-    CUresult r = api().cuGraphInstantiateWithFlags(&exec, g, 0);
-    api().cuGraphDestroy(g);
-    RETURN_IF_ERROR(device->Check(r, "cuGraphInstantiate"));
-    return exec;
+    RETURN_IF_ERROR(device->Check(instantiated, "cuGraphInstantiate"));
+    return CudaGraphExec(device, exec);
   }
 };
 
 GpuCompiledGraph::GpuCompiledGraph(std::unique_ptr<State> state) : state_(std::move(state)) {}
 GpuCompiledGraph::~GpuCompiledGraph() {
   if (!state_) return;
-  if (state_->captured) state_->api().cuGraphExecDestroy(state_->captured);
+  state_->captured = CudaGraphExec();  // before the module its kernels live in
   if (state_->module) state_->api().cuModuleUnload(state_->module);
 }
 const Graph& GpuCompiledGraph::graph() const { return state_->graph; }
@@ -207,7 +206,7 @@ std::string GpuCompiledGraph::device_name() const { return state_->device->name(
 double GpuCompiledGraph::compile_ms() const { return state_->compile_ms; }
 int64_t GpuCompiledGraph::nvrtc_compiles() const { return state_->nvrtc_compiles; }
 int64_t GpuCompiledGraph::arena_bytes() const { return state_->memory.arena_bytes; }
-bool GpuCompiledGraph::captured() const { return state_->captured != nullptr; }
+bool GpuCompiledGraph::captured() const { return state_->captured.get() != nullptr; }
 std::string GpuCompiledGraph::device_arch() const { return state_->device->arch(); }
 int GpuCompiledGraph::driver_version() const { return state_->device->driver_version(); }
 std::string GpuCompiledGraph::nvrtc_version() const { return state_->nvrtc_version; }
@@ -447,9 +446,16 @@ StatusOr<std::vector<VariantTiming>> GpuCompiledGraph::MeasureVariants(const std
       tables[r][node] = *p;
       status = s.device->Check(api.cuMemcpyDtoDAsync(*p, s.address[node], s.Bytes(node), s.device->stream()), "copying a tuning input");
     }
-  CUevent begin = nullptr, end = nullptr;
-  if (status.ok()) status = s.device->Check(api.cuEventCreate(&begin, 0), "cuEventCreate");
-  if (status.ok()) status = s.device->Check(api.cuEventCreate(&end, 0), "cuEventCreate");
+  CudaEvent begin_event, end_event;
+  if (status.ok()) {
+    StatusOr<CudaEvent> b = CreateCudaEvent(*s.device), e = CreateCudaEvent(*s.device);
+    status = !b.ok() ? b.status() : e.status();
+    if (status.ok()) {
+      begin_event = std::move(*b);
+      end_event = std::move(*e);
+    }
+  }
+  CUevent begin = begin_event.get(), end = end_event.get();
   auto time_variant = [&](size_t i, int n) -> StatusOr<double> {
     CUfunction f;
     RETURN_IF_ERROR(s.device->Check(api.cuModuleGetFunction(&f, module, variants[i].source.name.c_str()), "cuModuleGetFunction"));
@@ -492,8 +498,6 @@ StatusOr<std::vector<VariantTiming>> GpuCompiledGraph::MeasureVariants(const std
         if (t.ok()) timings[i].time_us = *t;
       }
   }
-  if (begin) api.cuEventDestroy(begin);
-  if (end) api.cuEventDestroy(end);
   api.cuModuleUnload(module);
   RETURN_IF_ERROR(status);
   return timings;
@@ -541,7 +545,7 @@ StatusOr<std::vector<Tensor>> GpuCompiledGraph::Run(const std::vector<Tensor>& i
   for (size_t i = 0; i < inputs.size(); ++i)
     RETURN_IF_ERROR(s.device->Check(api.cuMemcpyHtoDAsync(s.address[g.inputs()[i]], inputs[i].data(), inputs[i].num_bytes(), s.device->stream()),
                                     "uploading an input"));
-  if (s.captured && !timings) RETURN_IF_ERROR(s.device->Check(api.cuGraphLaunch(s.captured, s.device->stream()), "cuGraphLaunch"));
+  if (s.captured.get() && !timings) RETURN_IF_ERROR(s.device->Check(api.cuGraphLaunch(s.captured.get(), s.device->stream()), "cuGraphLaunch"));
   else RETURN_IF_ERROR(s.Enqueue(s.address, timings));
   RETURN_IF_ERROR(s.device->Check(api.cuStreamSynchronize(s.device->stream()), "running the graph on the GPU"));
   std::vector<Tensor> outputs;
@@ -577,20 +581,20 @@ StatusOr<double> GpuCompiledGraph::BenchmarkMs(const std::vector<Tensor>& inputs
     }
     tables.push_back(std::move(at));
   }
-  std::vector<CUgraphExec> graphs;
+  std::vector<CudaGraphExec> graphs;
   if (!s.has_host_steps)
     for (const auto& at : tables) {
-      ASSIGN_OR_RETURN(CUgraphExec e, s.Capture(at));
-      graphs.push_back(e);
+      ASSIGN_OR_RETURN(CudaGraphExec e, s.Capture(at));
+      graphs.push_back(std::move(e));
     }
   auto run_once = [&](int i) -> Status {
-    if (!graphs.empty()) return s.device->Check(api.cuGraphLaunch(graphs[i % graphs.size()], s.device->stream()), "cuGraphLaunch");
+    if (!graphs.empty()) return s.device->Check(api.cuGraphLaunch(graphs[i % graphs.size()].get(), s.device->stream()), "cuGraphLaunch");
     return s.Enqueue(tables[i % tables.size()], nullptr);
   };
   for (int i = 0; i < warmup; ++i) RETURN_IF_ERROR(run_once(i));
-  CUevent begin, end;
-  RETURN_IF_ERROR(s.device->Check(api.cuEventCreate(&begin, CU_EVENT_DEFAULT), "cuEventCreate"));
-  RETURN_IF_ERROR(s.device->Check(api.cuEventCreate(&end, CU_EVENT_DEFAULT), "cuEventCreate"));
+  ASSIGN_OR_RETURN(CudaEvent begin_event, CreateCudaEvent(*s.device));
+  ASSIGN_OR_RETURN(CudaEvent end_event, CreateCudaEvent(*s.device));
+  CUevent begin = begin_event.get(), end = end_event.get();
   std::vector<double> times;
   Status status = Status::Ok();
   for (int i = 0; i < repeats && status.ok(); ++i) {
@@ -602,9 +606,6 @@ StatusOr<double> GpuCompiledGraph::BenchmarkMs(const std::vector<Tensor>& inputs
     api.cuEventElapsedTime(&ms, begin, end);
     times.push_back(ms);
   }
-  api.cuEventDestroy(begin);
-  api.cuEventDestroy(end);
-  for (CUgraphExec e : graphs) api.cuGraphExecDestroy(e);
   RETURN_IF_ERROR(status);
   if (times.empty()) return 0.0;
   std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());

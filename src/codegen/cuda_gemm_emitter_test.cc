@@ -10,6 +10,7 @@
 #include "fusion/group_classifier.h"
 #include "fusion/planner.h"
 #include "passes/pipeline.h"
+#include "testing/file_check.h"
 
 namespace tilefuse {
 namespace {
@@ -68,6 +69,54 @@ TEST(CudaGemmEmitterTest, BiasReluEpilogueReadsTheBiasByColumnAndStoresThroughTm
   EXPECT_GT(source->launch.dynamic_shared_bytes, 48 * 1024);
   EXPECT_LE(source->launch.dynamic_shared_bytes, 227 * 1024);
   EXPECT_EQ(source->launch.block[0], 384);
+}
+
+// The kernel's skeleton as text: producer, consumers, epilogue and their order. The output
+// (b3) is written only through the staging tile and TMA, never directly.
+TEST(CudaGemmEmitterTest, GeluResidualKernelReadsAsTheTemplateSays) {
+  Planned p = PlanText(
+      "  p = MatMul (x, w)\n  s = Add (p, b)\n  t = Tanh (s)\n  y = Add (t, r)\n",
+      "g (bfloat16[2048,1024] x, bfloat16[1024,4096] w, bfloat16[4096] b, bfloat16[2048,4096] r) => (bfloat16[2048,4096] y)");
+  auto gemm = LowerOnlyGemm(p);
+  ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
+  auto source = EmitCudaGemm(*gemm);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_TRUE(MatchesChecks(source->function, R"(
+    CHECK: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
+    CHECK-SAME: p, 1, 1, 0, 1;
+    CHECK: __launch_bounds__(384, 1) gemm(
+    CHECK-SAME: map_a
+    CHECK-SAME: map_b
+    CHECK-SAME: map_out
+    CHECK-SAME: map_in
+    CHECK-SAME: , uint16_t* __restrict__ b3) {
+    CHECK: kPingPong = 1, kConsumerRows = 128
+    CHECK: if (warpgroup == 0) {
+    CHECK: tf::Warpgroup::ShrinkRegisters<40>();
+    CHECK: empty[ring.stage].Wait(ring.phase ^ 1);
+    CHECK-NEXT: full[ring.stage].ArriveExpectingBytes(kStageBytes);
+    CHECK: tf::Warpgroup::GrowRegisters<232>();
+    CHECK: turn[consumer].Wait(
+    CHECK: tf::TmaLoad3d(
+    CHECK-SAME: map_in
+    CHECK: full[ring.stage].Wait(ring.phase);
+    CHECK: tf::Warpgroup::Wait<1>();
+    CHECK: turn[1 - consumer].Arrive();
+    CHECK: tile_in[consumer].Wait(main_loops & 1);
+    CHECK-NOT: b3[
+    CHECK: const float acc = d[mb][j * 4 + h * 2 + e];
+    CHECK: tf_cvt_bf16(b1[col])
+    CHECK: tf_tanh_approx(
+    CHECK: tf_cvt_bf16((unsigned short)(loaded_pair >> (16 * e)))
+    CHECK: staged[e] =
+    CHECK: *staged_pair =
+    CHECK: tf::FenceSharedForAsync();
+    CHECK-NEXT: tf::NamedBarrierSync(1 + consumer, 128);
+    CHECK: tf::TmaStore3d(map_out
+    CHECK: tf::TmaStoreCommit();
+    CHECK: ring.Skip(kKSteps);
+    CHECK: tf::TmaStoreWait();
+  )"));
 }
 
 TEST(CudaGemmEmitterTest, BatchedOperandsWalkBatchEntries) {

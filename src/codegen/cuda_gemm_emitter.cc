@@ -89,7 +89,8 @@ int StagedLoad(const GemmTemplateKernel& g) {
 
 CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConfig& requested) {
   CudaGemmConfig c = requested;
-  if (!c.pingpong) c.pingpong = HeavyEpilogue(g.epilogue);
+  // Ping-pong needs two tiles per CTA to overlap anything; with fewer, one consumer would idle.
+  if (!c.pingpong) c.pingpong = HeavyEpilogue(g.epilogue) && Tiles(g, c.block_m, 128) >= 2 * c.sm_count;
   if (c.block_n == 0) {
     c.block_n = 64;
     // The widest tile that still gives every SM a tile (and whose accumulators fit: 128

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "fusion/group_classifier.h"
+
 namespace tilefuse {
 
 namespace {
@@ -12,9 +14,12 @@ struct GroupBytes {
   double in = 0, out = 0;
 };
 
-GroupBytes CountBytes(const Graph& g, const FusionGroup& group) {
+// Bytes read and written, as the cost model counts them: inputs that are generators
+// (broadcast constants, iotas) are recomputed inside the kernel, never read.
+GroupBytes CountBytes(const Graph& g, const FusionGroup& group, const std::vector<bool>& inlined) {
   GroupBytes b;
-  for (int id : group.inputs) b.in += TensorBytes(g.node(id));
+  for (int id : group.inputs)
+    if (!inlined[id]) b.in += TensorBytes(g.node(id));
   for (int id : group.outputs) b.out += TensorBytes(g.node(id));
   return b;
 }
@@ -48,8 +53,9 @@ std::string ExplainText(const Graph& g, const FusionPlan& plan) {
   std::string out = fmt::format(
       "device {}: {} kernels unfused -> {} fused; predicted {:.2f} us fused vs {:.2f} us unfused ({:.2f}x)\n",
       plan.device, plan.unfused_kernels, plan.groups.size(), plan.predicted_us, plan.unfused_predicted_us, Speedup(plan));
+  const std::vector<bool> inlined = FindInlinedGenerators(g);
   for (const FusionGroup& group : plan.groups) {
-    GroupBytes bytes = CountBytes(g, group);
+    GroupBytes bytes = CountBytes(g, group, inlined);
     out += fmt::format("group {} {}: {} ops, in {}, out {}, {:.3g} flop, predicted {:.2f} us (unfused {:.2f} us)\n",
                        group.id, GroupKindName(group.kind), group.nodes.size(), HumanBytes(bytes.in),
                        HumanBytes(bytes.out), group.flops, group.predicted_us, group.unfused_predicted_us);
@@ -65,13 +71,14 @@ std::string ExplainText(const Graph& g, const FusionPlan& plan) {
 
 nlohmann::json ExplainJson(const Graph& g, const FusionPlan& plan) {
   nlohmann::json groups = nlohmann::json::array();
+  const std::vector<bool> inlined = FindInlinedGenerators(g);
   for (const FusionGroup& group : plan.groups) {
     nlohmann::json nodes = nlohmann::json::array();
     for (int id : group.nodes) {
       const Node& n = g.node(id);
       nodes.push_back({{"id", id}, {"op", std::string(OpName(n.op))}, {"name", n.name}});
     }
-    GroupBytes bytes = CountBytes(g, group);
+    GroupBytes bytes = CountBytes(g, group, inlined);
     groups.push_back({{"id", group.id}, {"kind", std::string(GroupKindName(group.kind))}, {"nodes", nodes},
                       {"inputs", group.inputs}, {"outputs", group.outputs}, {"bytes_in", bytes.in},
                       {"bytes_out", bytes.out}, {"flops", group.flops}, {"predicted_us", group.predicted_us},

@@ -104,3 +104,20 @@ TEST(ExplainTest, DotHasOneClusterPerGroup) {
 
 }  // namespace
 }  // namespace tilefuse
+
+namespace tilefuse {
+namespace {
+
+// GELU written out: its constants reach the group as broadcast generators, recomputed in
+// the kernel. The group reads x (64 Mi bf16 elements) and writes y, nothing more.
+TEST(ExplainBytesTest, GeneratorsAreNotCountedAsReads) {
+  Planned p = PlanModel("bench/cases/gelu_tanh_bf16.onnxtxt");
+  ASSERT_EQ(p.plan.groups.size(), 1u);
+  nlohmann::json j = ExplainJson(p.graph, p.plan);
+  const double tensor = 16384.0 * 4096 * 2;
+  EXPECT_EQ(j["groups"][0]["bytes_in"].get<double>(), tensor);
+  EXPECT_EQ(j["groups"][0]["bytes_out"].get<double>(), tensor);
+}
+
+}  // namespace
+}  // namespace tilefuse

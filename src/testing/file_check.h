@@ -68,7 +68,8 @@ inline testing::AssertionResult MatchesChecks(const std::string& text, const std
         if (lines[l].find(d->pattern, l == from ? from_column : 0) != std::string::npos) return d;
     return nullptr;
   };
-  for (const Directive& d : Parse(checks)) {
+  const std::vector<Directive> directives = Parse(checks);  // pending_not points into it
+  for (const Directive& d : directives) {
     if (d.kind == "CHECK-NOT") {
       pending_not.push_back(&d);
       continue;

@@ -9,11 +9,16 @@ For each case it times these peers on the GPU with CUDA events (warm-up, then th
   compile  torch.compile of the eager formula (default mode, static shapes)
   compile_max_autotune  torch.compile(mode="max-autotune-no-cudagraphs") of the eager formula,
            only for cases whose manifest peers name it (the GEMM cases)
+  compile_sdpa  torch.compile of the "library" expression, only for cases whose manifest peers
+           name it (the GPT blocks: their library peer is the block with the attention through
+           F.scaled_dot_product_attention, the eager one writes it by hand)
 and one large device-to-device copy, the bandwidth every case is quoted against ("% bw").
 Bytes per case are the manifest's bytes_moved: each input read once, each output written once.
 Cases with "flops" (GEMMs: 2*M*N*K summed over the matmuls) are also quoted in TF/s, and against
 "gemm_alone": a plain `a @ b` (cuBLAS) of each of the case's matmul shapes, times summed, the
-rate a fused GEMM epilogue is held to (>= 0.95x).
+rate a fused GEMM epilogue is held to (>= 0.95x). Attention cases (manifest "attention": the
+attention cases and GPT blocks of attention_cases.py) get a table of their own: TF/s of eager, SDPA
+(library), torch.compile and torch.compile of the SDPA block.
 Times are GPU time: the calls are queued behind a GPU sleep so host overhead (Python, dynamo
 guards, launches) stays hidden; the report gives each peer's host time per call apart (host_us).
 
@@ -21,7 +26,9 @@ Each peer is first checked against an f64 evaluation of the eager formula on the
 (on the GPU, f64 matmuls included; norm-wise relative error ||a - e|| / ||e||: bf16 1e-2, f32
 1e-4; a bf16 GEMM's error is its output's rounding, not K's: the GEMM peers measured 1.7e-3 to
 3.4e-3 on an H100 up to K = 8192): a peer that disagrees is reported, not timed.
-Inputs are seeded random normals; calls rotate among enough input sets that together they are
+Inputs are seeded random normals (times the input's manifest "std" where it has one: the GPT
+blocks' weights and biases get 1/sqrt(fan_in), like nn.Linear's initialisation, so the softmax is
+not an argmax that bf16 rounding flips); calls rotate among enough input sets that together they are
 several times the L2 (60 MB on an H200), so no call reads what the previous one left in L2.
 
   python3 bench/peers.py --list              # the cases and their peer expressions
@@ -39,8 +46,9 @@ from pathlib import Path
 
 MANIFEST = Path(__file__).resolve().parent / "cases" / "cases.json"
 PEERS = ("eager", "library", "compile")
-OPTIONAL_PEERS = ("compile_max_autotune",)  # timed only for cases whose manifest peers name them
-COMPILE_MODES = {"compile": None, "compile_max_autotune": "max-autotune-no-cudagraphs"}
+OPTIONAL_PEERS = ("compile_max_autotune", "compile_sdpa")  # timed only for cases whose manifest peers name them
+COMPILE_MODES = {"compile": None, "compile_max_autotune": "max-autotune-no-cudagraphs", "compile_sdpa": None}
+COMPILED_FROM = {"compile": "eager", "compile_max_autotune": "eager", "compile_sdpa": "library"}  # the expression compiled
 PEER_WIDTH = 8  # the peer column of --list and --dry-run (longer names push their line along)
 SELECTED_PEERS = None  # --peers: time only these (None: all)
 ROTATION_BYTES = 256 << 20  # input bytes in flight across the rotated sets: > 4x an H200's L2
@@ -70,7 +78,7 @@ def case_peers(case):
 
 def peer_source(case, peer):
     """The peer as Python source: a lambda over the case's input names (None: no such peer)."""
-    expression = case["peers"]["eager" if peer in COMPILE_MODES else peer]
+    expression = case["peers"][COMPILED_FROM.get(peer, peer)]
     if expression is None:
         return None
     return f"lambda {', '.join(v['name'] for v in case['inputs'])}: {expression}"
@@ -94,7 +102,8 @@ def gemm_alone_cases(case):
 
 
 def describe(v):
-    return f"{v['name']}: {v['dtype']}[{','.join(map(str, v['shape']))}]"
+    std = f" (std {v['std']:g})" if "std" in v else ""
+    return f"{v['name']}: {v['dtype']}[{','.join(map(str, v['shape']))}]{std}"
 
 
 def size_note(case):
@@ -144,8 +153,11 @@ def dry_run(cases, args):
 
 def make_inputs(torch, case, set_index):
     generator = torch.Generator(device="cuda").manual_seed(SEED + set_index)
-    return [torch.randn(v["shape"], dtype=getattr(torch, v["dtype"]), device="cuda", generator=generator)
-            for v in case["inputs"]]
+    inputs = []
+    for v in case["inputs"]:
+        t = torch.randn(v["shape"], dtype=getattr(torch, v["dtype"]), device="cuda", generator=generator)
+        inputs.append(t.mul_(v["std"]) if "std" in v else t)
+    return inputs
 
 
 def median_us(torch, fn, input_sets, warmup, repeats):
@@ -273,6 +285,8 @@ def run_case(torch, F, case, args, copy_gbps):
     result = {"name": case["name"], "bytes_moved": case["bytes_moved"], "input_sets": len(input_sets), "peers": {}}
     if "flops" in case:
         result["flops"] = case["flops"]
+    if "attention" in case:
+        result["attention"] = case["attention"]
     for peer in case_peers(case):
         timing = run_peer(torch, F, case, peer, input_sets, args)
         if timing and "gbps" in timing:
@@ -307,14 +321,23 @@ def markdown(report):
         lines += ["", "| case | eager, op by op | PyTorch library op | torch.compile |", "|---|---|---|---|"]
     for case in memory_bound:
         lines.append(f"| {case['name']} | " + " | ".join(cell(case["peers"].get(p)) for p in PEERS) + " |")
-    gemms = [case for case in report["cases"] if "flops" in case]
+    gemms = [case for case in report["cases"] if "flops" in case and "attention" not in case]
     if gemms:
         lines += ["", "GEMM cases, TF/s = flops / time; cuBLAS GEMM alone: plain `a @ b` of the same shape(s)", "",
                   "| case | eager, op by op | library (cuBLASLt epilogue) | torch.compile | torch.compile max-autotune "
                   "| cuBLAS GEMM alone |", "|---|---|---|---|---|---|"]
         for case in gemms:
-            peers = [cell(case["peers"].get(p)) for p in PEERS + OPTIONAL_PEERS]
+            peers = [cell(case["peers"].get(p)) for p in PEERS + ("compile_max_autotune",)]
             lines.append(f"| {case['name']} | " + " | ".join(peers + [cell(case.get("gemm_alone"))]) + " |")
+    attention = [case for case in report["cases"] if "attention" in case]
+    if attention:
+        lines += ["", "Attention cases, TF/s = flops / time (4·B·H·N²·D, halved when causal; GPT blocks: their linears "
+                  "too); GPT blocks' library: the block with SDPA for the attention", "",
+                  "| case | eager, attention by hand | library (SDPA) | torch.compile | torch.compile, SDPA |",
+                  "|---|---|---|---|---|"]
+        for case in attention:
+            peers = [cell(case["peers"].get(p)) for p in ("eager", "library", "compile", "compile_sdpa")]
+            lines.append(f"| {case['name']} | " + " | ".join(peers) + " |")
     return "\n".join(lines)
 
 

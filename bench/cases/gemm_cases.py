@@ -200,6 +200,14 @@ def manifest_json(value, indent=0):
     return json.dumps(value)
 
 
+def merge_cases(cases, entries):
+    """The manifest's cases with `entries` merged in: one already there (by name) is replaced where
+    it stands, a new one is appended. Keeps the order stable whichever generator runs last."""
+    by_name = {entry["name"]: entry for entry in entries}
+    merged = [by_name.pop(case["name"], case) for case in cases]
+    return merged + [entry for entry in entries if entry["name"] in by_name]
+
+
 def main():
     generated = bench_cases()
     for text, entry in generated:
@@ -209,8 +217,7 @@ def main():
     for text, name in zip(texts, names):
         (HERE / "check" / f"{name}.onnxtxt").write_text(text)
     manifest = json.loads(MANIFEST.read_text())
-    ours = {entry["name"] for _, entry in generated}
-    manifest["cases"] = [c for c in manifest["cases"] if c["name"] not in ours] + [entry for _, entry in generated]
+    manifest["cases"] = merge_cases(manifest["cases"], [entry for _, entry in generated])
     MANIFEST.write_text(manifest_json(manifest) + "\n")
     print(f"{len(generated)} bench cases, {len(names)} check twins, {MANIFEST.name} with {len(manifest['cases'])} cases")
 

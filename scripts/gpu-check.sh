@@ -5,6 +5,8 @@
 #   1. correctness: every example and real model, fused and unfused, on the GPU vs the
 #      f64 reference (poisoned outputs), and the benchmark cases at full size
 #   1b. the GEMM template's correctness graphs (tests/gemm) and compute-sanitizer on three
+#   1c. the attention template's graphs (tests/attention and the attention twins of
+#       bench/cases/check), template and split, and compute-sanitizer on three
 #   2. differential fuzzing: 4 x $FUZZ_COUNT random graphs on the GPU, fused and unfused
 #      compute-sanitizer memcheck on the examples
 #   3. the GPU unit tests (cuBLASLt)
@@ -20,7 +22,7 @@ B=build-gpu/bundle
 [ -x "$B/tilefuse" ] || tar -C build-gpu -xJf build-gpu/bundle.tar.xz
 export LD_LIBRARY_PATH="$PWD/$B/lib:${LD_LIBRARY_PATH:-}"
 export TILEFUSE_CACHE_DIR=${TILEFUSE_CACHE_DIR:-/tmp/tilefuse-cache}
-STAGES=${STAGES:-"check gemm fuzz sanitize tests demo tune bench peers"}
+STAGES=${STAGES:-"check gemm attention fuzz sanitize tests demo tune bench peers"}
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 log="$OUT/gpu-check.log"
 : >"$log"
@@ -63,6 +65,26 @@ if has gemm; then
   done
   for m in tests/gemm/gemm_bias_relu_ragged_bf16.onnxtxt tests/gemm/bmm_bf16.onnxtxt tests/gemm/gemm_residual_two_outputs_bf16.onnxtxt; do
     if out=$(timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/tilefuse" run "$m" --backend cuda --gemm template 2>&1); then
+      say "CLEAN $m"
+    else
+      say "MEMCHECK FAIL $m"; echo "$out" | grep -v '^=========  ' | tail -15 | tee -a "$log"; failures=$((failures + 1))
+    fi
+  done
+fi
+
+if has attention; then
+  say "== attention template: tests/attention and the attention twins on the GPU vs the reference, then memcheck"
+  for m in tests/attention/*.onnxtxt bench/cases/check/attention*.onnxtxt bench/cases/check/gpt_block*.onnxtxt; do
+    for path in template split; do
+      if out=$(timeout 300 "$B/tilefuse" run "$m" --backend cuda --attention $path --check 2>&1); then
+        say "PASS $m --attention $path"
+      else
+        say "FAIL $m --attention $path"; echo "$out" | tail -12 | tee -a "$log"; failures=$((failures + 1))
+      fi
+    done
+  done
+  for m in tests/attention/attention_causal_d128_bf16.onnxtxt tests/attention/attention_fused_qkv_heads_bf16.onnxtxt tests/attention/attention_kt_input_bf16.onnxtxt; do
+    if out=$(timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/tilefuse" run "$m" --backend cuda 2>&1); then
       say "CLEAN $m"
     else
       say "MEMCHECK FAIL $m"; echo "$out" | grep -v '^=========  ' | tail -15 | tee -a "$log"; failures=$((failures + 1))

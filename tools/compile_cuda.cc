@@ -44,6 +44,7 @@ std::vector<KernelRow> Rows(const CudaProgram& program, const std::vector<PtxasK
     std::string mode = p.mode == CudaGroupProgram::Mode::kGenerated      ? "generated"
                        : p.mode == CudaGroupProgram::Mode::kGemm         ? "gemm"
                        : p.mode == CudaGroupProgram::Mode::kGemmTemplate ? "gemm template"
+                       : p.mode == CudaGroupProgram::Mode::kAttentionTemplate ? "attention template"
                                                                          : "host";
     for (const CudaLaunchable& k : p.prologue) add(p, &k, "gemm prologue");
     if (p.kernel) add(p, &*p.kernel, mode == "gemm" ? "gemm epilogue" : mode);
@@ -57,10 +58,10 @@ std::vector<KernelRow> Rows(const CudaProgram& program, const std::vector<PtxasK
 Status CompileForCudaCommand(const CudaCompileRequest& request, const Graph& passed) {
   PlannerOptions planner;
   planner.fuse = request.fuse;
-  ASSIGN_OR_RETURN(FusionPlan plan, PlanFusion(passed, CudaPlannerOptions(planner)));
   CudaTarget target;
   target.arch = request.arch;
-  ASSIGN_OR_RETURN(CudaProgram program, BuildCudaProgram(passed, plan, FindInlinedGenerators(passed), "", {}, target));
+  ASSIGN_OR_RETURN(CudaPlan planned, PlanFusionForCuda(passed, planner, target));
+  ASSIGN_OR_RETURN(CudaProgram program, BuildCudaProgram(passed, planned.plan, FindInlinedGenerators(passed), "", {}, target));
   ASSIGN_OR_RETURN(NvrtcCompiler nvrtc, NvrtcCompiler::Create());
   ASSIGN_OR_RETURN(CubinResult cubin, nvrtc.Compile(program.source, request.arch));
   std::vector<KernelRow> rows = Rows(program, ParsePtxasLog(cubin.ptxas_log));
@@ -78,6 +79,8 @@ Status CompileForCudaCommand(const CudaCompileRequest& request, const Graph& pas
                         r.ptxas.empty() ? r.why_host : r.ptxas + (r.why_host.empty() ? "" : "; " + r.why_host));
   }
   text += fmt::format("{} kernels, {} bytes of local-memory spills\n", rows.size(), spills);
+  j["split_attention"] = planned.split_attention;
+  for (const std::string& note : planned.split_attention) text += "  " + note + "\n";
   if (!request.emit_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(request.emit_dir, ec);

@@ -15,4 +15,10 @@ namespace tilefuse {
 // With `accumulate` 0 the product overwrites D.
 std::string WgmmaFunction(const std::string& name, int n, DType dtype, bool b_mn_major);
 
+// The same with A from registers: `name(float (&d)[n/2], const unsigned (&a)[4], desc_b,
+// int accumulate)`, `a` holding this thread's part of the 64×16 A tile as pairs of half
+// values in the m64k16 fragment layout (which an f32 accumulator fragment converts to
+// in place: attention's probabilities feed P·V without going through shared memory).
+std::string WgmmaRegisterAFunction(const std::string& name, int n, DType dtype, bool b_mn_major);
+
 }  // namespace tilefuse

@@ -169,6 +169,95 @@ bool AsAffine(const Index& e, AffineIndex* out) {
   }
 }
 
+namespace {
+
+struct LinearForm {
+  std::vector<LinearTerm> terms;
+  int64_t offset = 0;
+  int64_t Min() const {
+    int64_t m = offset;
+    for (const LinearTerm& t : terms) m += std::min<int64_t>(0, t.coefficient * (t.var_max / t.divisor));
+    return m;
+  }
+  int64_t Max() const {
+    int64_t m = offset;
+    for (const LinearTerm& t : terms) m += std::max<int64_t>(0, t.coefficient * (t.var_max / t.divisor));
+    return m;
+  }
+  void Add(const LinearTerm& term) {
+    for (LinearTerm& t : terms)
+      if (t.var == term.var && t.divisor == term.divisor) {
+        t.coefficient += term.coefficient;
+        return;
+      }
+    terms.push_back(term);
+  }
+};
+
+// Splits `a` into the part whose coefficients are multiples of `divisor` and the rest.
+void Split(const LinearForm& a, int64_t divisor, LinearForm* high, LinearForm* low) {
+  const int64_t low_offset = ((a.offset % divisor) + divisor) % divisor;
+  high->offset = a.offset - low_offset;
+  low->offset = low_offset;
+  for (const LinearTerm& t : a.terms) (t.coefficient % divisor == 0 ? high : low)->Add(t);
+}
+
+bool Linearize(const Index& e, LinearForm* out) {
+  using K = IndexExpr::Kind;
+  switch (e->kind) {
+    case K::kConst: out->offset = e->value; return true;
+    case K::kVar: out->terms = {{static_cast<int>(e->value), 1, 1, e->max}}; return true;
+    case K::kAdd: {
+      LinearForm b;
+      if (!Linearize(e->a, out) || !Linearize(e->b, &b)) return false;
+      for (const LinearTerm& t : b.terms) out->Add(t);
+      out->offset += b.offset;
+      return true;
+    }
+    case K::kMul: {
+      if (e->b->kind != K::kConst || !Linearize(e->a, out)) return false;
+      for (LinearTerm& t : out->terms) t.coefficient *= e->b->value;
+      out->offset *= e->b->value;
+      return true;
+    }
+    case K::kDiv: case K::kMod: {
+      const int64_t divisor = e->b->value;
+      LinearForm a, high, low;
+      if (!Linearize(e->a, &a)) return false;
+      Split(a, divisor, &high, &low);
+      // (high + low) / d = high / d and (high + low) % d = low when 0 <= low < d.
+      if (low.Min() >= 0 && low.Max() < divisor) {
+        if (e->kind == K::kMod) {
+          *out = std::move(low);
+          return true;
+        }
+        for (LinearTerm& t : high.terms) t.coefficient /= divisor;
+        high.offset /= divisor;
+        *out = std::move(high);
+        return true;
+      }
+      // A variable divided: a coordinate of its own (v / d as one term).
+      if (e->kind == K::kDiv && a.offset == 0 && a.terms.size() == 1 && a.terms[0].coefficient == 1 && a.terms[0].divisor == 1) {
+        out->terms = {{a.terms[0].var, divisor, 1, a.terms[0].var_max}};
+        return true;
+      }
+      return false;
+    }
+    default: return false;
+  }
+}
+
+}  // namespace
+
+bool AsLinearTerms(const Index& index, std::vector<LinearTerm>* terms, int64_t* offset) {
+  LinearForm form;
+  if (!Linearize(index, &form)) return false;
+  std::erase_if(form.terms, [](const LinearTerm& t) { return t.coefficient == 0; });
+  *terms = std::move(form.terms);
+  *offset = form.offset;
+  return true;
+}
+
 bool UsesValue(const Index& e) {
   if (!e) return false;
   return e->kind == IndexExpr::Kind::kValue || UsesValue(e->a) || UsesValue(e->b);

@@ -60,6 +60,20 @@ bool AsAffine(const Index& index, AffineIndex* out);
 // Does the expression read an SSA value (a gather index)?
 bool UsesValue(const Index& index);
 
+// offset + Σ coefficient·(var / divisor): the form a strided view's index takes once the
+// loop variables are the view's own coordinates (how TMA addresses a tensor: one
+// dimension per term). Divisions and remainders of sums fold where the variables' ranges
+// prove it ((x·256 + y·64 + c) / 256 = x with y·64 + c < 256); terms on the same (var,
+// divisor) are merged; false for anything else (a clamp, a gathered value, a remainder
+// that does not fold).
+struct LinearTerm {
+  int var = 0;
+  int64_t divisor = 1;
+  int64_t coefficient = 0;
+  int64_t var_max = 0;  // the variable's largest value
+};
+bool AsLinearTerms(const Index& index, std::vector<LinearTerm>* terms, int64_t* offset);
+
 }  // namespace tilefuse
 
 namespace tilefuse {

@@ -23,6 +23,7 @@ struct TensorMapArg {
   std::array<int64_t, 4> strides_bytes{0, 0, 0, 0};
   std::array<int, 5> box{1, 1, 1, 1, 1};
   bool swizzle_128b = true;
+  int64_t offset_bytes = 0;  // where the mapped tensor starts in the value (a slice): a multiple of 16
 };
 
 struct LaunchArg {

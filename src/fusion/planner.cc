@@ -83,6 +83,7 @@ class PriorityFusion {
   void CreateInitialGroups() {
     if (options_.fuse && !options_.disabled_kinds.count(GroupKind::kAttention)) {
       for (std::vector<int>& members : FindAttentionGroups(g_)) {
+        if (std::any_of(members.begin(), members.end(), [&](int id) { return options_.no_attention_at.count(id) > 0; })) continue;
         Group& group = groups_[members[0]];
         for (int id : members) group_of_[id] = members[0];
         group.members = std::move(members);

@@ -18,6 +18,9 @@ struct PlannerOptions {
   std::string device = "h100-sxm";
   bool fuse = true;                   // false: every op its own group (views folded)
   std::set<GroupKind> disabled_kinds; // --disable-fusion=KIND
+  // Attention candidates holding any of these nodes are not claimed: a backend's attention
+  // template refused them, and their parts (gemm, softmax, gemm) are planned instead.
+  std::set<int> no_attention_at;
 };
 
 // The graph must be decomposed (no composite ops): run RunGraphPasses first.

@@ -43,6 +43,7 @@ struct GpuCompiledGraph::State {
   bool poison = false;
   CudaGraphExec captured;
   std::string cache_dir, nvrtc_version;
+  std::vector<std::string> plan_notes;  // attention candidates split into their parts, and why
   double compile_ms = 0;
   int64_t nvrtc_compiles = 0;
 
@@ -160,6 +161,7 @@ struct GpuCompiledGraph::State {
           for (const CudaLaunchable& k : p.prologue) RETURN_IF_ERROR(Launch(k, at));
           RETURN_IF_ERROR(Launch(*p.kernel, at));
           break;
+        case CudaGroupProgram::Mode::kAttentionTemplate: RETURN_IF_ERROR(Launch(*p.kernel, at)); break;
         case CudaGroupProgram::Mode::kHost: RETURN_IF_ERROR(RunHostGroup(p, at)); break;
       }
       RETURN_IF_ERROR(mark());
@@ -210,6 +212,7 @@ bool GpuCompiledGraph::captured() const { return state_->captured.get() != nullp
 std::string GpuCompiledGraph::device_arch() const { return state_->device->arch(); }
 int GpuCompiledGraph::driver_version() const { return state_->device->driver_version(); }
 std::string GpuCompiledGraph::nvrtc_version() const { return state_->nvrtc_version; }
+const std::vector<std::string>& GpuCompiledGraph::plan_notes() const { return state_->plan_notes; }
 
 namespace {
 
@@ -241,6 +244,7 @@ std::vector<GpuKernelInfo> DescribeKernels(const CudaProgram& program, const Fus
                         (p.why_library.empty() ? "" : " (no template: " + p.why_library + ")");
         break;
       case CudaGroupProgram::Mode::kGemmTemplate: info.mode = "gemm template"; break;
+      case CudaGroupProgram::Mode::kAttentionTemplate: info.mode = "attention template"; break;
       case CudaGroupProgram::Mode::kHost:
         info.mode = "host";
         info.why_host = p.why_host;
@@ -266,16 +270,18 @@ StatusOr<std::unique_ptr<GpuCompiledGraph>> GpuCompiledGraph::Compile(const Grap
   planner.device = s->device->name().find("H200") != std::string::npos ? "h200" : "h100-sxm";
   planner.fuse = options.fuse;
   planner.disabled_kinds = options.disabled_kinds;
-  if (options.plan_override) {
-    s->plan = *options.plan_override;
-  } else {
-    ASSIGN_OR_RETURN(s->plan, PlanFusion(s->graph, CudaPlannerOptions(planner)));
-  }
+  if (options.plan_override) s->plan = *options.plan_override;
   s->inlined = FindInlinedGenerators(s->graph);
   CudaTarget target;
   target.arch = s->device->arch();
   target.sm_count = s->device->sm_count();
   target.gemm = options.gemm;
+  target.attention = options.attention;
+  if (!options.plan_override) {
+    ASSIGN_OR_RETURN(CudaPlan planned, PlanFusionForCuda(s->graph, planner, target));
+    s->plan = std::move(planned.plan);
+    s->plan_notes = std::move(planned.split_attention);
+  }
   ASSIGN_OR_RETURN(s->program, BuildCudaProgram(s->graph, s->plan, s->inlined, "", options.configs, target));
   s->cache_dir = options.cache_dir;
   s->kernels = DescribeKernels(s->program, s->plan);

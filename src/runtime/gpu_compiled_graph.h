@@ -36,6 +36,8 @@ struct GpuCompileOptions {
   std::map<std::string, CudaKernelConfig> configs;
   // How gemm groups run (the GEMM template, cuBLASLt, or the template where it pays).
   GemmPath gemm = GemmPath::kAuto;
+  // How attention runs (the attention template where it applies, or split into its parts).
+  AttentionPath attention = AttentionPath::kTemplate;
   // A plan to use instead of planning (the tuner's plan after its fallback decisions).
   const FusionPlan* plan_override = nullptr;
 };
@@ -50,7 +52,7 @@ struct VariantTiming {
 struct GpuKernelInfo {
   std::string name;
   GroupKind kind = GroupKind::kPointwise;
-  std::string mode;      // "generated", "gemm template", "gemm" (cuBLASLt + generated epilogue), "host"
+  std::string mode;      // "generated", "gemm template", "attention template", "gemm" (cuBLASLt + epilogue), "host"
   std::string strategy;  // the CUDA template and its configuration
   std::string why_host;  // when mode is "host"
   int threads = 0;
@@ -90,6 +92,8 @@ class GpuCompiledGraph {
   const Graph& graph() const;
   const FusionPlan& plan() const;
   const std::vector<GpuKernelInfo>& kernels() const;
+  // Attention candidates the attention template did not take (planned as their parts), with why.
+  const std::vector<std::string>& plan_notes() const;
   const std::string& source() const;  // the CUDA translation unit
   std::string device_name() const;
   double compile_ms() const;

@@ -3,16 +3,51 @@
 #include <algorithm>
 #include <fmt/format.h>
 
+#include "codegen/attention_template.h"
+#include "codegen/cuda_attention_emitter.h"
 #include "codegen/lower.h"
 #include "codegen/cuda_gemm_emitter.h"
 #include "codegen/gemm_split.h"
 #include "codegen/gemm_template.h"
+#include "fusion/group_classifier.h"
 
 namespace tilefuse {
 
-PlannerOptions CudaPlannerOptions(PlannerOptions options) {
-  options.disabled_kinds.insert(GroupKind::kAttention);
-  return options;
+namespace {
+
+// The attention template for an attention group, or why it does not apply.
+StatusOr<CudaLaunchable> AttentionTemplate(const Graph& g, const FusionGroup& group, const std::vector<bool>& inlined,
+                                           const std::string& name, const CudaTarget& target) {
+  if (target.attention == AttentionPath::kSplit) return Unimplemented("split attention asked for (--attention split)");
+  if (target.arch != "sm_90a") return Unimplemented(fmt::format("the attention template needs sm_90a (Hopper), not {}", target.arch));
+  ASSIGN_OR_RETURN(AttentionTemplateKernel attention, LowerAttentionTemplate(g, group, inlined));
+  attention.name = name;
+  CudaLaunchable launchable;
+  ASSIGN_OR_RETURN(launchable.source, EmitCudaAttention(attention));
+  for (const LaunchArg& arg : launchable.source.launch.args) launchable.buffer_nodes.push_back(arg.node);
+  launchable.outputs = group.outputs;
+  launchable.kernel = std::move(attention.logits);
+  launchable.is_template = true;
+  return launchable;
+}
+
+}  // namespace
+
+StatusOr<CudaPlan> PlanFusionForCuda(const Graph& graph, PlannerOptions options, const CudaTarget& target) {
+  CudaPlan out;
+  ASSIGN_OR_RETURN(out.plan, PlanFusion(graph, options));
+  const std::vector<bool> inlined = FindInlinedGenerators(graph);
+  for (const FusionGroup& group : out.plan.groups) {
+    if (group.kind != GroupKind::kAttention) continue;
+    StatusOr<CudaLaunchable> t = AttentionTemplate(graph, group, inlined, "attention", target);
+    if (t.ok()) continue;
+    options.no_attention_at.insert(group.nodes.front());
+    out.split_attention.push_back(fmt::format("attention at %{} split into its parts: {}", group.nodes.front(), t.status().message()));
+  }
+  if (!out.split_attention.empty()) {
+    ASSIGN_OR_RETURN(out.plan, PlanFusion(graph, options));
+  }
+  return out;
 }
 
 namespace {
@@ -129,6 +164,13 @@ CudaGroupProgram ProgramForGroup(const Graph& g, const FusionGroup& group, const
         if (!k.ok()) return host("epilogue: " + k.status().message());
         p.kernel = std::move(*k);
       }
+      return p;
+    }
+    case GroupKind::kAttention: {
+      StatusOr<CudaLaunchable> fused = AttentionTemplate(g, group, inlined, name, target);
+      if (!fused.ok()) return host(fused.status().message());
+      p.mode = CudaGroupProgram::Mode::kAttentionTemplate;
+      p.kernel = std::move(*fused);
       return p;
     }
     default: return host(fmt::format("no CUDA template for {} groups yet", GroupKindName(group.kind)));

@@ -6,11 +6,12 @@
 //                                            with the epilogue fused (codegen/cuda_gemm_emitter)
 //   gemm, otherwise or where the template   → prologue kernels (if any) + cuBLASLt product
 //   does not apply (the reason is kept)       + epilogue kernel (if any)
+//   attention, Hopper                      → the attention template (codegen/cuda_attention_emitter)
 //   anything else                          → its member ops on the host reference kernels,
 //                                            with copies (reported, never silent)
 //
-// Attention groups are planned away for this backend until the attention template exists
-// (CudaPlannerOptions disables them, so the planner emits gemm + row_reduction + gemm).
+// Attention groups the template does not take are planned again as their parts (gemm +
+// row_reduction + gemm: PlanFusionForCuda), with the reason kept.
 #pragma once
 
 #include <map>
@@ -37,11 +38,11 @@ struct CudaLaunchable {
 };
 
 struct CudaGroupProgram {
-  enum class Mode { kGenerated, kGemm, kGemmTemplate, kHost };
+  enum class Mode { kGenerated, kGemm, kGemmTemplate, kAttentionTemplate, kHost };
   int group = -1;
   GroupKind kind = GroupKind::kPointwise;
   Mode mode = Mode::kHost;
-  std::optional<CudaLaunchable> kernel;    // generated; gemm: the epilogue; gemm template: the whole product
+  std::optional<CudaLaunchable> kernel;    // generated; gemm: the epilogue; templates: the whole group
   std::vector<CudaLaunchable> prologue;    // gemm: materialise the product's operands (one per shape)
   int matmul = -1;                         // gemm
   std::vector<int> host_nodes;             // host: the members, in order
@@ -54,20 +55,32 @@ struct CudaProgram {
   std::string source;                    // every kernel, one translation unit
 };
 
-// The planner options the CUDA backend needs on top of the user's.
-PlannerOptions CudaPlannerOptions(PlannerOptions options);
-
 // What the program is built for. The Hopper templates need sm_90a.
 // How gemm groups run: the Hopper GEMM template with the epilogue fused where it applies
 // and fills the GPU (auto), wherever it applies (template), or cuBLASLt with a generated
 // epilogue kernel (library).
 enum class GemmPath { kAuto, kTemplate, kLibrary };
+// How attention runs: the attention template where it applies (template), or always as
+// its parts, Q·Kᵀ, softmax and P·V, with the scores in memory (split).
+enum class AttentionPath { kTemplate, kSplit };
 
 struct CudaTarget {
   std::string arch = "sm_90a";
   int sm_count = 132;
   GemmPath gemm = GemmPath::kAuto;
+  AttentionPath attention = AttentionPath::kTemplate;
 };
+
+// A fusion plan for the CUDA backend, and why attention candidates were split.
+struct CudaPlan {
+  FusionPlan plan;
+  std::vector<std::string> split_attention;  // "attention at %12 split: <reason>"
+};
+
+// Plans `graph` with the user's `options`; attention groups the target's attention
+// template does not take (or every one, on another architecture or with
+// AttentionPath::kSplit) are planned again as their parts.
+StatusOr<CudaPlan> PlanFusionForCuda(const Graph& graph, PlannerOptions options, const CudaTarget& target);
 
 // Lowers and emits every group of `plan`. `prefix` keeps kernel names of several graphs
 // in one translation unit apart.

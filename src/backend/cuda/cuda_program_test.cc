@@ -26,11 +26,11 @@ void CompileForHopper(const std::string& path, bool fuse) {
   ASSERT_TRUE(graph.ok()) << graph.status().ToString();
   PlannerOptions planner;
   planner.fuse = fuse;
-  auto plan = PlanFusion(*graph, CudaPlannerOptions(planner));
-  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   CudaTarget target;
   target.gemm = GemmPath::kTemplate;  // every gemm group the template takes, small ones too
-  auto program = BuildCudaProgram(*graph, *plan, FindInlinedGenerators(*graph), "", {}, target);
+  auto plan = PlanFusionForCuda(*graph, planner, target);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  auto program = BuildCudaProgram(*graph, plan->plan, FindInlinedGenerators(*graph), "", {}, target);
   ASSERT_TRUE(program.ok()) << program.status().ToString();
   size_t generated = 0;
   for (const CudaGroupProgram& g : program->groups) {
@@ -52,7 +52,7 @@ void CompileForHopper(const std::string& path, bool fuse) {
 std::vector<std::string> Models() {
   std::vector<std::string> paths;
   std::string root = TILEFUSE_SOURCE_DIR;
-  for (const char* folder : {"/examples", "/bench/cases", "/tests/gemm"})
+  for (const char* folder : {"/examples", "/bench/cases", "/tests/gemm", "/tests/attention"})
     if (std::filesystem::exists(root + folder))
       for (const auto& e : std::filesystem::directory_iterator(root + folder))
         if (e.path().extension() == ".onnxtxt") paths.push_back(e.path().string());
@@ -70,7 +70,7 @@ INSTANTIATE_TEST_SUITE_P(Models, CudaProgramTest, testing::ValuesIn(Models()),
                          [](const testing::TestParamInfo<std::string>& info) {
                            std::filesystem::path path(info.param);
                            std::string folder = path.parent_path().filename().string();
-                           std::string kind = path.extension() != ".onnxtxt" ? "model_" : folder == "cases" ? "case_" : folder == "gemm" ? "gemm_" : "example_";
+                           std::string kind = path.extension() != ".onnxtxt" ? "model_" : folder == "cases" ? "case_" : folder == "gemm" ? "gemm_" : folder == "attention" ? "attention_" : "example_";
                            std::string name = kind + path.stem().string();
                            for (char& c : name)
                              if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';

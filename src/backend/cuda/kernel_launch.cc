@@ -63,7 +63,7 @@ Status LaunchKernel(const CudaDevice& device, CUfunction function, const LaunchS
         params.push_back(&pointers.back());
         break;
       case LaunchArg::Kind::kTensorMap: {
-        ASSIGN_OR_RETURN(CUtensorMap map, EncodeTensorMap(device, address[arg.map.node], arg.map));
+        ASSIGN_OR_RETURN(CUtensorMap map, EncodeTensorMap(device, address[arg.map.node] + arg.map.offset_bytes, arg.map));
         maps.push_back(map);
         params.push_back(&maps.back());
         break;

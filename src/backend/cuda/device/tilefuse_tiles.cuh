@@ -5,12 +5,16 @@
 //   TensorMap          a TMA descriptor passed by value as a __grid_constant__ parameter
 //   Barrier            an mbarrier in shared memory: arrive, expect bytes, wait on a phase
 //   Pipeline           the stage/phase bookkeeping of a multi-stage producer/consumer ring
-//   TmaLoad3d          a tile from global memory into shared memory, completing on a barrier
+//   TmaLoad3d/5d       a tile from global memory into shared memory, completing on a barrier
 //   TmaStore3d         a swizzled shared-memory tile to global memory, asynchronously
 //   SharedMatrix       wgmma shared-memory descriptors for 128-byte swizzled tiles, K-major
 //                      and MN-major
 //   Warpgroup          fence / commit / wait around asynchronous wgmma, register reallocation
 //   TileScheduler      persistent CTAs walking output tiles in grouped (L2-friendly) order
+//
+//   QuadMax/QuadSum    a row's reduction across the four lanes that hold it in a wgmma
+//                      accumulator fragment (attention's online softmax)
+//   PackBf16x2/F16x2   accumulators converted to A-fragment registers; Exp2
 //
 // Everything lives in namespace tf and uses no typedefs of its own: generated code sees
 // CUDA's names unshadowed. The wgmma instruction itself (an operand list of N/2 registers)
@@ -88,6 +92,15 @@ TF_TILE void TmaLoad3d(void* shared_dst, const TensorMap& map, int c0, int c1, i
       : "memory");
 }
 
+// The same over a 5-D map (a strided view: matrix dims, then up to three batch dims).
+TF_TILE void TmaLoad5d(void* shared_dst, const TensorMap& map, int c0, int c1, int c2, int c3, int c4, Barrier& barrier) {
+  asm volatile(
+      "cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5, %6}], "
+      "[%7];" ::"r"(SharedAddress(shared_dst)),
+      "l"(&map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "r"(SharedAddress(&barrier.word))
+      : "memory");
+}
+
 // ---- TMA stores (elements past the tensor's edge are not written) ----
 TF_TILE void TmaStore3d(const TensorMap& map, const void* shared_src, int c0, int c1, int c2) {
   asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];" ::"l"(&map),
@@ -146,6 +159,35 @@ struct Warpgroup {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(Registers));
   }
 };
+
+// ---- accumulator-fragment rows ----
+// In a wgmma D fragment, row r of a warp's 16 lives in lanes 4(r % 8) .. 4(r % 8) + 3.
+TF_TILE float QuadMax(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+TF_TILE float QuadSum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+// Two floats as a pair of half values, `lo` in the low half (an A-fragment register).
+TF_TILE unsigned PackBf16x2(float lo, float hi) {
+  unsigned r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+TF_TILE unsigned PackF16x2(float lo, float hi) {
+  unsigned r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+// 2^x by the hardware approximation (2 ulp; 2^-inf is 0): the online softmax's exponent.
+TF_TILE float Exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
 
 // ---- persistent tile scheduling ----
 // Output tiles numbered batch-major; inside a batch entry, `Group` rows of tiles are swept

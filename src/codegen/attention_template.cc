@@ -1,0 +1,108 @@
+#include "codegen/attention_template.h"
+
+#include <fmt/format.h>
+
+#include "codegen/attention_lower.h"
+
+namespace tilefuse {
+
+namespace {
+
+// The head dims the kernel is written for (one or two 128-byte swizzle rows per Q/K row).
+bool SupportedHeadDim(int64_t d) { return d == 64 || d == 128; }
+
+// Operand `role` of `a` ([batch.., rows, columns] as the matmul reads it) as a strided view
+// of the value it loads: its loop variables become (row 0, column 1, output batch dim i
+// as 2 + i), and the load's index must come out as a sum of strided terms.
+StatusOr<StridedOperand> StridedView(const Graph& g, const AttentionKernel& a, const AttentionOperand& operand, const Shape& out_batch,
+                                     const char* role) {
+  const Node& n = g.node(operand.node);
+  const int64_t rows = n.shape[n.rank() - 2], columns = n.shape.back();
+  StridedOperand s;
+  s.rows = rows;
+  s.columns = columns;
+  // The flat offset in the operand of (batch coordinates, row, column); the matmul
+  // broadcasts size-1 batch dims of the operand.
+  std::vector<Index> multi;
+  const size_t skipped = out_batch.size() - (n.rank() - 2);
+  for (size_t d = 0; d + 2 < static_cast<size_t>(n.rank()); ++d)
+    multi.push_back(n.shape[d] == 1 ? IndexConst(0) : IndexVar(static_cast<int>(2 + d + skipped), n.shape[d]));
+  multi.push_back(rows == 1 ? IndexConst(0) : IndexVar(0, rows));
+  multi.push_back(columns == 1 ? IndexConst(0) : IndexVar(1, columns));
+  Index flat = Ravel(multi, n.shape);
+  Index storage;
+  if (operand.buffer >= 0) {
+    s.node = operand.node;
+    s.dtype = n.dtype;
+    storage = flat;
+  } else {
+    const ScalarValue& v = operand.pack.values[operand.pack_value];
+    if (v.kind != ScalarValue::Kind::kLoad || v.buffer < 0)
+      return Unimplemented(fmt::format("{} (%{}) is computed inside the group; the attention template reads its operands by TMA, "
+                                       "as views of graph values",
+                                       role, operand.node));
+    s.node = a.buffers[v.buffer].node;
+    s.dtype = a.buffers[v.buffer].dtype;
+    storage = SubstituteVar(v.index, 0, flat);
+  }
+  std::vector<LinearTerm> terms;
+  if (UsesValue(storage) || !AsLinearTerms(storage, &terms, &s.offset))
+    return Unimplemented(fmt::format("{} (%{}) is not a strided view of %{} (its index is not a sum of strides: {})", role, operand.node, s.node, PrintIndex(storage, {"row", "col", "o0", "o1", "o2", "o3"})));
+  for (const LinearTerm& t : terms) {
+    if (t.var < 2 && t.divisor == 1) {
+      (t.var == 0 ? s.row_stride : s.column_stride) = t.coefficient;
+      continue;
+    }
+    if (t.var < 2) return Unimplemented(fmt::format("{} (%{}) divides its row or column index", role, operand.node));
+    const int dim = t.var - 2;
+    s.batch.push_back({dim, t.divisor, (out_batch[dim] + t.divisor - 1) / t.divisor, t.coefficient});
+  }
+  // A matrix dimension of size 1 has no term: any stride reads it.
+  if (rows == 1 && s.row_stride == 0) s.row_stride = s.column_stride == 1 ? columns : 1;
+  if (columns == 1 && s.column_stride == 0) s.column_stride = s.row_stride == 1 ? rows : 1;
+  if (s.row_stride != 1 && s.column_stride != 1)
+    return Unimplemented(fmt::format("{} (%{}) has neither its rows nor its columns contiguous", role, operand.node));
+  if (s.batch.size() > 3) return Unimplemented(fmt::format("{} (%{}) has more than three strided batch terms (TMA maps have five dims)", role, operand.node));
+  // TMA: a 16-byte aligned start and strides that are multiples of 16 bytes.
+  const int64_t elements_per_16_bytes = 16 / static_cast<int64_t>(DTypeSize(s.dtype));
+  bool aligned = s.offset % elements_per_16_bytes == 0 && (s.RowsContiguous() ? s.column_stride : s.row_stride) % elements_per_16_bytes == 0;
+  for (const StridedOperand::BatchTerm& t : s.batch) aligned = aligned && t.stride > 0 && t.stride % elements_per_16_bytes == 0;
+  if (!aligned) return Unimplemented(fmt::format("{} (%{}) is not 16-byte aligned for TMA (offset or strides)", role, operand.node));
+  return s;
+}
+
+}  // namespace
+
+StatusOr<AttentionTemplateKernel> LowerAttentionTemplate(const Graph& g, const FusionGroup& group, const std::vector<bool>& inlined) {
+  ASSIGN_OR_RETURN(AttentionKernel a, LowerAttention(g, group, inlined));
+  AttentionTemplateKernel t;
+  t.nq = a.nq;
+  t.nk = a.nk;
+  t.d = a.d;
+  t.dv = a.dv;
+  const Node& out = g.node(a.buffers[a.output].node);
+  t.dtype = out.dtype;
+  if (t.dtype != DType::kBF16 && t.dtype != DType::kF16)
+    return Unimplemented(fmt::format("the attention template takes bf16 and f16 attention, not {}", DTypeName(t.dtype)));
+  if (!SupportedHeadDim(t.d) || !SupportedHeadDim(t.dv))
+    return Unimplemented(fmt::format("head dims {} (Q·Kᵀ) and {} (P·V): the attention template takes 64 and 128", t.d, t.dv));
+  t.batch_shape = Shape(out.shape.begin(), out.shape.end() - 2);
+  ASSIGN_OR_RETURN(t.q, StridedView(g, a, a.q, t.batch_shape, "Q"));
+  ASSIGN_OR_RETURN(t.k, StridedView(g, a, a.k, t.batch_shape, "Kᵀ"));
+  ASSIGN_OR_RETURN(t.v, StridedView(g, a, a.v, t.batch_shape, "V"));
+  for (const StridedOperand* s : {&t.q, &t.k, &t.v})
+    if (s->dtype != t.dtype)
+      return Unimplemented(fmt::format("%{} is {} in a {} attention: the template reads every operand in the output's type", s->node,
+                                       DTypeName(s->dtype), DTypeName(t.dtype)));
+  if (t.q.column_stride != 1) return Unimplemented("Q is stored transposed (its rows contiguous); the template reads Q row by row");
+  t.logits = std::move(a.logits);
+  t.logits.buffers = a.buffers;
+  t.logit = a.logit;
+  t.score_batch_index = a.score_batch_index;
+  t.buffers = std::move(a.buffers);
+  t.output = a.output;
+  t.name = a.name;
+  return t;
+}
+
+}  // namespace tilefuse

@@ -1,0 +1,66 @@
+// The GPU attention template's view of an attention group: the AttentionKernel the CPU
+// flash kernel is printed from (codegen/attention_lower.h), with Q, Kᵀ and V read by TMA
+// straight from the graph values they are views of — reshaped and transposed heads, a
+// slice of a fused QKV projection, K/V heads shared by several query heads (GQA) — never
+// packed or copied.
+//
+// Each operand's element (batch coordinates o, row r, column c) lives at
+//
+//   offset + row_stride·r + column_stride·c + Σ stride·(o[dim] / divisor)
+//
+// in its value, one of the two matrix strides being 1: the form a tensor map addresses
+// (the contiguous dimension first, then the other matrix dimension, then one dimension per
+// batch term). Operands computed inside the group (a cast, a scaled Q) are refused with the
+// reason, as are dtypes, head dims and alignments the kernel does not take.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "codegen/index_expr.h"
+#include "codegen/kernel.h"
+#include "fusion/fusion_plan.h"
+#include "tilefuse/graph.h"
+#include "tilefuse/status.h"
+
+namespace tilefuse {
+
+struct StridedOperand {
+  struct BatchTerm {
+    int dim = 0;          // output batch dimension
+    int64_t divisor = 1;  // coordinate = o[dim] / divisor (GQA: query heads per K/V head)
+    int64_t extent = 1;   // the coordinate's range
+    int64_t stride = 0;   // elements
+  };
+  int node = -1;  // the graph value TMA reads
+  DType dtype = DType::kBF16;
+  int64_t offset = 0;  // elements
+  int64_t rows = 0, columns = 0;
+  int64_t row_stride = 0, column_stride = 0;  // elements; one of them is 1
+  std::vector<BatchTerm> batch;               // at most three
+  bool RowsContiguous() const { return row_stride == 1; }
+};
+
+struct AttentionTemplateKernel {
+  std::string name;
+  DType dtype = DType::kBF16;  // Q, K, V and the output; f32 scores and accumulators
+  StridedOperand q;            // [nq][d]
+  StridedOperand k;            // Kᵀ: [d][nk]
+  StridedOperand v;            // [nk][dv]
+  Shape batch_shape;           // the output's batch dims (one CTA row per flat entry)
+  int64_t nq = 0, nk = 0, d = 0, dv = 0;
+  // The logits program of AttentionKernel (loop variable 0: the flat score row, 1: the key;
+  // loads of buffer -1 read the score), its scores' batch for output batch entry
+  // (variable 0), and the buffers its other loads read.
+  Kernel logits;
+  int logit = -1;
+  Index score_batch_index;
+  std::vector<KernelBuffer> buffers;  // AttentionKernel's: the logits' loads index them
+  int output = -1;                    // buffer of the output [batch..][nq][dv], contiguous
+};
+
+// The template form of attention `group`, or why it does not apply (the caller plans the
+// group's parts separately and reports the reason).
+StatusOr<AttentionTemplateKernel> LowerAttentionTemplate(const Graph& graph, const FusionGroup& group, const std::vector<bool>& inlined);
+
+}  // namespace tilefuse

@@ -1,0 +1,369 @@
+#include "codegen/cuda_attention_emitter.h"
+
+#include <fmt/format.h>
+#include <map>
+
+#include "codegen/cuda_scalar_program.h"
+#include "codegen/cuda_wgmma.h"
+#include "codegen/emit_util.h"
+
+namespace tilefuse {
+
+namespace {
+
+constexpr int kBlockM = 128;  // query rows per CTA: 64 per consumer warpgroup
+constexpr int64_t kSharedLimit = 227 * 1024;
+constexpr int kProducerRegisters = 24, kConsumerRegisters = 240;
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Shared memory: the Q tile, the K and V ring, barriers (Q; full and empty per stage for
+// K and for V), aligned to 1024 bytes (the swizzle period).
+int64_t SharedBytes(const AttentionTemplateKernel& a, const CudaAttentionConfig& c) {
+  return 1024 + kBlockM * a.d * 2 + int64_t{c.stages} * c.block_n * (a.d + a.dv) * 2 + 8 * (1 + 4 * c.stages);
+}
+
+CudaAttentionConfig Resolve(const AttentionTemplateKernel& a, CudaAttentionConfig c) {
+  if (c.stages == 0) {
+    c.stages = 2;
+    for (CudaAttentionConfig deeper = c; ++deeper.stages <= 3 && SharedBytes(a, deeper) <= kSharedLimit;) c.stages = deeper.stages;
+  }
+  return c;
+}
+
+// A wgmma B operand (Kᵀ for S = Q·Kᵀ, V for O = P·V) in shared memory, [R][N] with R the
+// reduction dim. K-major (R contiguous in memory): boxes of 64 R × the N tile, stored
+// [R/64][N][64]. MN-major (N contiguous): boxes of 64 N × the R tile, stored [N/64][R][64].
+struct OperandTile {
+  const StridedOperand* operand;
+  std::string r_tile, n_tile;  // extents in the kernel (constexpr names)
+  bool KMajor() const { return operand->RowsContiguous(); }
+};
+
+class AttentionEmitter {
+ public:
+  AttentionEmitter(const AttentionTemplateKernel& a, const CudaAttentionConfig& c) : a_(a), c_(c) {}
+
+  StatusOr<CudaKernelSource> Run() {
+    RETURN_IF_ERROR(Validate());
+    const int threads = 384;
+    const int64_t m_blocks = CeilDiv(a_.nq, kBlockM);
+    const int64_t batch = NumElements(a_.batch_shape);
+    CudaKernelSource s;
+    s.name = a_.name;
+    s.threads = threads;
+    s.work_blocks = m_blocks * batch;
+    s.strategy = fmt::format("attention template {}x{}, d {}/{}, {} stages, K {}, V {}", kBlockM, c_.block_n, a_.d, a_.dv, c_.stages,
+                             a_.k.RowsContiguous() ? "K-major" : "MN-major", a_.v.RowsContiguous() ? "K-major" : "MN-major");
+    out_ = WgmmaFunction(a_.name + "_qk", c_.block_n, a_.dtype, /*b_mn_major=*/!a_.k.RowsContiguous());
+    out_ += WgmmaRegisterAFunction(a_.name + "_pv", static_cast<int>(a_.dv), a_.dtype, /*b_mn_major=*/!a_.v.RowsContiguous());
+    out_ += fmt::format(
+        "extern \"C\" __global__ void __launch_bounds__({}, 1) {}(const __grid_constant__ tf::TensorMap map_q, "
+        "const __grid_constant__ tf::TensorMap map_k, const __grid_constant__ tf::TensorMap map_v",
+        threads, a_.name);
+    s.launch.args.push_back({LaunchArg::Kind::kTensorMap, a_.q.node, Map(a_.q, 64, kBlockM), 0});
+    s.launch.args.push_back({LaunchArg::Kind::kTensorMap, a_.k.node, OperandMap(a_.k, a_.d, c_.block_n), 0});
+    s.launch.args.push_back({LaunchArg::Kind::kTensorMap, a_.v.node, OperandMap(a_.v, c_.block_n, a_.dv), 0});
+    for (size_t b = 0; b < a_.buffers.size(); ++b) {
+      const KernelBuffer& buf = a_.buffers[b];
+      if (!buf.is_output && !LogitsRead(static_cast<int>(b))) continue;
+      out_ += fmt::format(", {}{}* __restrict__ b{}", buf.is_output ? "" : "const ", StorageType(buf.dtype), b);
+      s.launch.args.push_back({LaunchArg::Kind::kBuffer, buf.node, {}, 0});
+    }
+    out_ += ") {\n";
+    EmitSetup();
+    EmitProducer();
+    EmitConsumer();
+    out_ += "}\n";
+    s.function = std::move(out_);
+    s.num_params = static_cast<int>(s.launch.args.size());
+    s.launch.grid = {s.work_blocks, 1, 1};
+    s.launch.block = {threads, 1, 1};
+    s.launch.dynamic_shared_bytes = SharedBytes(a_, c_);
+    return s;
+  }
+
+ private:
+  Status Validate() const {
+    if (c_.block_n != 64 && c_.block_n != 128)
+      return InvalidArgument(fmt::format("{}: block_n {} (need 64 or 128)", a_.name, c_.block_n));
+    if (c_.stages < 2) return InvalidArgument(fmt::format("{}: {} stages (need at least 2)", a_.name, c_.stages));
+    if (SharedBytes(a_, c_) > kSharedLimit)
+      return InvalidArgument(fmt::format("{}: {} bytes of shared memory (the limit is {})", a_.name, SharedBytes(a_, c_), kSharedLimit));
+    if (NumElements(a_.batch_shape) * CeilDiv(a_.nq, kBlockM) >= (int64_t{1} << 31))
+      return InvalidArgument(fmt::format("{}: too many query blocks for one grid", a_.name));
+    return Status::Ok();
+  }
+
+  bool LogitsRead(int buffer) const {
+    for (const ScalarValue& v : a_.logits.values)
+      if (v.kind == ScalarValue::Kind::kLoad && v.buffer == buffer) return true;
+    return false;
+  }
+
+  // The tensor map of a strided operand: its contiguous dim, its other matrix dim, then its
+  // batch terms; boxes of 64 contiguous elements (one 128-byte swizzle row) × `box_other`.
+  static TensorMapArg Map(const StridedOperand& s, int box_contiguous, int64_t box_other) {
+    TensorMapArg m;
+    m.node = s.node;
+    m.dtype = s.dtype;
+    m.rank = 5;
+    const int64_t size = DTypeSize(s.dtype);
+    const bool rows_contiguous = s.RowsContiguous();
+    m.dims = {rows_contiguous ? s.rows : s.columns, rows_contiguous ? s.columns : s.rows, 1, 1, 1};
+    const int64_t other_stride = (rows_contiguous ? s.column_stride : s.row_stride) * size;
+    m.strides_bytes = {other_stride, other_stride, other_stride, other_stride};
+    for (size_t t = 0; t < s.batch.size(); ++t) {
+      m.dims[2 + t] = s.batch[t].extent;
+      m.strides_bytes[1 + t] = s.batch[t].stride * size;
+    }
+    m.box = {box_contiguous, static_cast<int>(box_other), 1, 1, 1};
+    m.offset_bytes = s.offset * size;
+    return m;
+  }
+  // Kᵀ ([d][nk]) and V ([nk][dv]) as B operands with reduction tile `r_tile` and N tile
+  // `n_tile`: boxes of 64 × the tile of the other dim.
+  static TensorMapArg OperandMap(const StridedOperand& s, int64_t r_tile, int64_t n_tile) {
+    return Map(s, 64, s.RowsContiguous() ? n_tile : r_tile);
+  }
+
+  // The batch coordinates of a strided operand's map, from the output batch coordinates.
+  static std::string BatchCoordinates(const StridedOperand& s) {
+    std::string out;
+    for (size_t t = 0; t < 3; ++t) {
+      if (t < s.batch.size())
+        out += s.batch[t].divisor == 1 ? fmt::format(", o{}", s.batch[t].dim) : fmt::format(", o{} / {}", s.batch[t].dim, s.batch[t].divisor);
+      else
+        out += ", 0";
+    }
+    return out;
+  }
+
+  void EmitSetup() {
+    int64_t largest = NumElements(a_.batch_shape) * a_.nq * std::max(a_.nk, a_.dv);
+    for (const KernelBuffer& b : a_.buffers) largest = std::max(largest, b.elements);
+    out_ += fmt::format("  typedef {} tf_index_t;\n", largest < (int64_t{1} << 31) ? "int" : "long long");
+    out_ += fmt::format("  constexpr int kBM = {}, kBN = {}, kD = {}, kDV = {}, kStages = {};\n", kBlockM, c_.block_n, a_.d, a_.dv, c_.stages);
+    out_ += fmt::format("  constexpr int kNQ = {}, kNK = {}, kMBlocks = {}, kKeyBlocks = {};\n", a_.nq, a_.nk, CeilDiv(a_.nq, kBlockM),
+                        CeilDiv(a_.nk, c_.block_n));
+    out_ +=
+        "  constexpr unsigned kQBytes = kBM * kD * 2, kKBytes = kBN * kD * 2, kVBytes = kBN * kDV * 2;\n"
+        "  extern __shared__ unsigned char tf_shared_raw[];\n"
+        "  unsigned char* shared = tf_shared_raw + ((1024 - (tf::SharedAddress(tf_shared_raw) & 1023)) & 1023);\n"
+        "  unsigned short* tile_q = (unsigned short*)shared;     // [kD / 64][kBM][64], 128-byte swizzle\n"
+        "  unsigned short* tile_k = tile_q + kBM * kD;           // [stage] Kᵀ tiles\n"
+        "  unsigned short* tile_v = tile_k + kStages * kBN * kD; // [stage] V tiles\n"
+        "  tf::Barrier* q_full = (tf::Barrier*)(tile_v + kStages * kBN * kDV);\n"
+        "  tf::Barrier* k_full = q_full + 1;\n"
+        "  tf::Barrier* k_empty = k_full + kStages;\n"
+        "  tf::Barrier* v_full = k_empty + kStages;\n"
+        "  tf::Barrier* v_empty = v_full + kStages;\n"
+        "  if (threadIdx.x == 0) {\n"
+        "    q_full->Init(1);\n"
+        "    for (int s = 0; s < kStages; ++s) {\n"
+        "      k_full[s].Init(1);\n"
+        "      v_full[s].Init(1);\n"
+        "      k_empty[s].Init(2);  // both consumers read every slot\n"
+        "      v_empty[s].Init(2);\n"
+        "    }\n"
+        "    tf::FenceBarrierInit();\n"
+        "  }\n"
+        "  __syncthreads();\n"
+        "  // CTAs of one batch entry (same K and V) are neighbours in launch order.\n"
+        "  const int batch = blockIdx.x / kMBlocks;\n"
+        "  const int m_block = blockIdx.x % kMBlocks;\n";
+    int64_t stride = 1;
+    std::vector<std::string> coords(a_.batch_shape.size());
+    for (int d = static_cast<int>(a_.batch_shape.size()) - 1; d >= 0; --d) {
+      coords[d] = fmt::format("  const int o{} = batch / {} % {};\n", d, stride, a_.batch_shape[d]);
+      stride *= a_.batch_shape[d];
+    }
+    for (const std::string& c : coords) out_ += c;
+    out_ += "  const int warpgroup = threadIdx.x / 128;\n";
+  }
+
+  // The TMA loads of one K or V stage.
+  std::string StageLoads(const StridedOperand& s, const char* map, const char* tile, const char* r_tile, const char* n_tile,
+                         const char* r0, const char* n0, const char* barrier) const {
+    const std::string batch = BatchCoordinates(s);
+    if (s.RowsContiguous())  // K-major: [R/64][N][64]
+      return fmt::format(
+          "#pragma unroll\n"
+          "        for (int box = 0; box < {2} / 64; ++box)\n"
+          "          tf::TmaLoad5d({1} + ring.stage * {2} * {3} + box * {3} * 64, {0}, {4} + box * 64, {5}{6}, {7}[ring.stage]);\n",
+          map, tile, r_tile, n_tile, r0, n0, batch, barrier);
+    return fmt::format(  // MN-major: [N/64][R][64]
+        "#pragma unroll\n"
+        "        for (int box = 0; box < {3} / 64; ++box)\n"
+        "          tf::TmaLoad5d({1} + ring.stage * {2} * {3} + box * {2} * 64, {0}, {5} + box * 64, {4}{6}, {7}[ring.stage]);\n",
+        map, tile, r_tile, n_tile, r0, n0, batch, barrier);
+  }
+
+  void EmitProducer() {
+    out_ += fmt::format(
+        "  if (warpgroup == 0) {{  // producer: one thread loads Q, then keeps the K/V ring full\n"
+        "    tf::Warpgroup::ShrinkRegisters<{}>();\n"
+        "    if (threadIdx.x != 0) return;\n"
+        "    q_full->ArriveExpectingBytes(kQBytes);\n"
+        "#pragma unroll\n"
+        "    for (int box = 0; box < kD / 64; ++box)\n"
+        "      tf::TmaLoad5d(tile_q + box * kBM * 64, map_q, box * 64, m_block * kBM{}, *q_full);\n"
+        "    tf::Pipeline<kStages> ring;\n"
+        "    for (int kb = 0; kb < kKeyBlocks; ++kb, ring.Advance()) {{\n"
+        "      const int key0 = kb * kBN;\n"
+        "      k_empty[ring.stage].Wait(ring.phase ^ 1);\n"
+        "      k_full[ring.stage].ArriveExpectingBytes(kKBytes);\n",
+        kProducerRegisters, BatchCoordinates(a_.q));
+    out_ += StageLoads(a_.k, "map_k", "tile_k", "kD", "kBN", "0", "key0", "k_full");
+    out_ +=
+        "      v_empty[ring.stage].Wait(ring.phase ^ 1);\n"
+        "      v_full[ring.stage].ArriveExpectingBytes(kVBytes);\n";
+    out_ += StageLoads(a_.v, "map_v", "tile_v", "kBN", "kDV", "key0", "0", "v_full");
+    out_ +=
+        "    }\n"
+        "    return;\n"
+        "  }\n";
+  }
+
+  // wgmma B descriptor of k16 step `kk` of a stage's tile.
+  static std::string Descriptor(const StridedOperand& s, const char* tile, const char* r_tile, const char* n_tile) {
+    if (s.RowsContiguous())
+      return fmt::format("tf::SharedMatrix::KMajor({0} + (kk / 4) * {1} * 64 + (kk % 4) * 16)", tile, n_tile);
+    return fmt::format("tf::SharedMatrix::MnMajor({0} + kk * 16 * 64, {1} * 128)", tile, r_tile);
+  }
+
+  void EmitConsumer() {
+    const std::string pack = a_.dtype == DType::kBF16 ? "tf::PackBf16x2" : "tf::PackF16x2";
+    out_ += fmt::format(
+        "  tf::Warpgroup::GrowRegisters<{0}>();\n"
+        "  const int consumer = warpgroup - 1;\n"
+        "  const int local = threadIdx.x % 128, warp = local / 32, lane = local % 32;\n"
+        "  // Accumulator o[j * 4 + h * 2 + e] (and s[...]) holds row warp * 16 + lane / 4 + 8h of\n"
+        "  // this consumer's 64, column 8j + (lane % 4) * 2 + e: the wgmma D fragment layout.\n"
+        "  float o[kDV / 2];\n"
+        "#pragma unroll\n"
+        "  for (int i = 0; i < kDV / 2; ++i) o[i] = 0.0f;\n"
+        "  float row_max[2] = {{-INFINITY, -INFINITY}}, row_sum[2] = {{0.0f, 0.0f}};\n"
+        "  const int row0 = m_block * kBM + consumer * 64 + warp * 16 + lane / 4;\n"
+        "  const tf_index_t score_batch = (tf_index_t)({1}) * kNQ;\n"
+        "  const unsigned short* q = tile_q + consumer * 64 * 64;\n"
+        "  q_full->Wait(0);\n"
+        "  tf::Pipeline<kStages> ring;\n"
+        "  for (int kb = 0; kb < kKeyBlocks; ++kb, ring.Advance()) {{\n"
+        "    const int key0 = kb * kBN;\n"
+        "    const unsigned short* k = tile_k + ring.stage * kBN * kD;\n"
+        "    const unsigned short* v = tile_v + ring.stage * kBN * kDV;\n"
+        "    float s[kBN / 2];\n"
+        "    k_full[ring.stage].Wait(ring.phase);\n"
+        "    tf::Warpgroup::Fence();\n"
+        "#pragma unroll\n"
+        "    for (int kk = 0; kk < kD / 16; ++kk)\n"
+        "      {2}_qk(s, tf::SharedMatrix::KMajor(q + (kk / 4) * kBM * 64 + (kk % 4) * 16), {3}, kk > 0);\n"
+        "    tf::Warpgroup::Commit();\n"
+        "    tf::Warpgroup::Wait<0>();\n"
+        "    if (local == 0) k_empty[ring.stage].Arrive();\n"
+        "    // The logits, in base 2 (exp(x) = 2^(x log2 e)); keys past the end are masked.\n"
+        "#pragma unroll\n"
+        "    for (int j = 0; j < kBN / 8; ++j)\n"
+        "#pragma unroll\n"
+        "      for (int h = 0; h < 2; ++h)\n"
+        "#pragma unroll\n"
+        "        for (int e = 0; e < 2; ++e) {{\n"
+        "          const int key = key0 + 8 * j + (lane % 4) * 2 + e;\n"
+        "{4}"
+        "          // Rows past the end compute (and never store) the last row's logits: no load strays.\n"
+        "          const tf_index_t srow = score_batch + min(row0 + 8 * h, kNQ - 1);\n"
+        "          const float score = s[j * 4 + h * 2 + e];\n",
+        kConsumerRegisters, PrintIndex(a_.score_batch_index, {"batch"}), a_.name, Descriptor(a_.k, "k", "kD", "kBN"),
+        a_.nk % c_.block_n == 0 ? "" : "          if (key >= kNK) {  // past the last key (TMA read zeros): masked\n"
+                                       "            s[j * 4 + h * 2 + e] = -INFINITY;\n"
+                                       "            continue;\n"
+                                       "          }\n");
+    EmitLogits();
+    out_ += fmt::format(
+        "        }}\n"
+        "    // Online softmax: each row's running max and sum (the sum stays per thread until the end).\n"
+        "#pragma unroll\n"
+        "    for (int h = 0; h < 2; ++h) {{\n"
+        "      float block_max = -INFINITY;\n"
+        "#pragma unroll\n"
+        "      for (int j = 0; j < kBN / 8; ++j) block_max = fmaxf(block_max, fmaxf(s[j * 4 + h * 2], s[j * 4 + h * 2 + 1]));\n"
+        "      const float new_max = fmaxf(row_max[h], tf::QuadMax(block_max));\n"
+        "      // A row masked so far has max -inf: subtract 0 then, not -inf (no inf - inf).\n"
+        "      const float shift = new_max == -INFINITY ? 0.0f : new_max;\n"
+        "      const float rescale = tf::Exp2(row_max[h] - shift);\n"
+        "      row_max[h] = new_max;\n"
+        "      float sum = 0.0f;\n"
+        "#pragma unroll\n"
+        "      for (int j = 0; j < kBN / 8; ++j)\n"
+        "#pragma unroll\n"
+        "        for (int e = 0; e < 2; ++e) {{\n"
+        "          s[j * 4 + h * 2 + e] = tf::Exp2(s[j * 4 + h * 2 + e] - shift);\n"
+        "          sum += s[j * 4 + h * 2 + e];\n"
+        "        }}\n"
+        "      row_sum[h] = row_sum[h] * rescale + sum;\n"
+        "#pragma unroll\n"
+        "      for (int j = 0; j < kDV / 8; ++j) {{\n"
+        "        o[j * 4 + h * 2] *= rescale;\n"
+        "        o[j * 4 + h * 2 + 1] *= rescale;\n"
+        "      }}\n"
+        "    }}\n"
+        "    // P as A fragments: keys 16c .. 16c + 15 are accumulator columns of blocks 2c, 2c + 1.\n"
+        "    unsigned p[kBN / 16][4];\n"
+        "#pragma unroll\n"
+        "    for (int c = 0; c < kBN / 16; ++c) {{\n"
+        "      p[c][0] = {0}(s[8 * c], s[8 * c + 1]);\n"
+        "      p[c][1] = {0}(s[8 * c + 2], s[8 * c + 3]);\n"
+        "      p[c][2] = {0}(s[8 * c + 4], s[8 * c + 5]);\n"
+        "      p[c][3] = {0}(s[8 * c + 6], s[8 * c + 7]);\n"
+        "    }}\n"
+        "    v_full[ring.stage].Wait(ring.phase);\n"
+        "    tf::Warpgroup::Fence();\n"
+        "#pragma unroll\n"
+        "    for (int kk = 0; kk < kBN / 16; ++kk) {1}_pv(o, p[kk], {2}, 1);\n"
+        "    tf::Warpgroup::Commit();\n"
+        "    tf::Warpgroup::Wait<0>();\n"
+        "    if (local == 0) v_empty[ring.stage].Arrive();\n"
+        "  }}\n",
+        pack, a_.name, Descriptor(a_.v, "v", "kBN", "kDV"));
+    EmitStore();
+  }
+
+  // The group's logits program for one score, then its base-2 value back into s.
+  void EmitLogits() {
+    std::map<int, std::string> given;
+    for (size_t v = 0; v < a_.logits.values.size(); ++v)
+      if (a_.logits.values[v].kind == ScalarValue::Kind::kLoad && a_.logits.values[v].buffer < 0) given[static_cast<int>(v)] = "score";
+    out_ += CudaElementProgram(a_.logits, {a_.logit}, given, {"srow", "key"}, "          ");
+    out_ += fmt::format("          s[j * 4 + h * 2 + e] = (float)v{} * 1.4426950408889634f;\n", a_.logit);
+  }
+
+  void EmitStore() {
+    const std::string dt(DTypeName(a_.dtype));
+    const std::string pack = a_.dtype == DType::kBF16 ? "tf::PackBf16x2" : "tf::PackF16x2";
+    out_ += fmt::format(
+        "  // O / row sum, written as column pairs; rows past the end are not written.\n"
+        "#pragma unroll\n"
+        "  for (int h = 0; h < 2; ++h) {{\n"
+        "    const float inverse = 1.0f / tf::QuadSum(row_sum[h]);\n"
+        "    const int row = row0 + 8 * h;\n"
+        "    if (row >= kNQ) continue;\n"
+        "    unsigned* out = (unsigned*)(b{0} + ((tf_index_t)batch * kNQ + row) * kDV + (lane % 4) * 2);\n"
+        "#pragma unroll\n"
+        "    for (int j = 0; j < kDV / 8; ++j) out[4 * j] = {1}(o[j * 4 + h * 2] * inverse, o[j * 4 + h * 2 + 1] * inverse);\n"
+        "  }}\n",
+        a_.output, pack);
+  }
+
+  const AttentionTemplateKernel& a_;
+  CudaAttentionConfig c_;
+  std::string out_;
+};
+
+}  // namespace
+
+StatusOr<CudaKernelSource> EmitCudaAttention(const AttentionTemplateKernel& attention, const CudaAttentionConfig& config) {
+  return AttentionEmitter(attention, Resolve(attention, config)).Run();
+}
+
+}  // namespace tilefuse

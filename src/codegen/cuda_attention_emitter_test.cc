@@ -1,0 +1,128 @@
+// The attention template on the CPU side: which attention groups it takes (and why not),
+// how it reads Q, Kᵀ and V through views (strides, offsets, GQA head division), the kernel
+// it prints and the launch it asks for. Running the kernels needs a GPU:
+// scripts/gpu-check.sh (tests/attention); CudaProgramTest compiles them for sm_90a.
+#include "codegen/cuda_attention_emitter.h"
+
+#include <gtest/gtest.h>
+
+#include "fusion/group_classifier.h"
+#include "fusion/planner.h"
+#include "frontend/onnx/importer.h"
+#include "passes/pipeline.h"
+#include "testing/file_check.h"
+
+namespace tilefuse {
+namespace {
+
+StatusOr<AttentionTemplateKernel> LowerText(const std::string& body, const std::string& signature) {
+  std::string text = "<\n  ir_version: 8,\n  opset_import: [\"\" : 17]\n>\n" + signature + "\n{\n" + body + "}\n";
+  auto model = ImportOnnxText(text);
+  EXPECT_TRUE(model.ok()) << model.status().ToString();
+  auto graph = RunGraphPasses(std::move(model->graph), PassOptions{});
+  EXPECT_TRUE(graph.ok()) << graph.status().ToString();
+  auto plan = PlanFusion(*graph, PlannerOptions{});
+  EXPECT_TRUE(plan.ok()) << plan.status().ToString();
+  for (const FusionGroup& group : plan->groups)
+    if (group.kind == GroupKind::kAttention) return LowerAttentionTemplate(*graph, group, FindInlinedGenerators(*graph));
+  ADD_FAILURE() << "no attention group";
+  return Internal("no attention group");
+}
+
+const char* kPlain =
+    "  c = Constant <value = float {0.125}> ()\n  scale = Cast <to = 16> (c)\n  k_t = Transpose <perm = [0, 1, 3, 2]> (k)\n"
+    "  s = MatMul (q, k_t)\n  scaled = Mul (s, scale)\n  p = Softmax <axis = -1> (scaled)\n  out = MatMul (p, v)\n";
+
+TEST(CudaAttentionEmitterTest, RaggedHeadsAreViewsOfTheInputsAndTheLastKeyBlockIsMasked) {
+  auto a = LowerText(kPlain, "g (bfloat16[2,4,200,64] q, bfloat16[2,4,200,64] k, bfloat16[2,4,200,64] v) => (bfloat16[2,4,200,64] out)");
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->nq, 200);
+  EXPECT_EQ(a->nk, 200);
+  EXPECT_EQ(a->d, 64);
+  // Kᵀ is the transpose of k: its rows (the head dim) are contiguous, a K-major operand.
+  EXPECT_TRUE(a->k.RowsContiguous());
+  EXPECT_EQ(a->k.column_stride, 64);
+  EXPECT_FALSE(a->v.RowsContiguous());
+  EXPECT_EQ(a->v.row_stride, 64);
+  ASSERT_EQ(a->q.batch.size(), 2u);
+  a->name = "att";
+  auto source = EmitCudaAttention(*a);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_EQ(source->launch.grid[0], 2 * 4 * 2);  // two 128-row query blocks per head
+  EXPECT_EQ(source->launch.block[0], 384);
+  ASSERT_EQ(source->launch.args.size(), 4u);  // Q, K, V maps and the output
+  EXPECT_EQ(source->launch.args[0].map.box[1], 128);
+  EXPECT_EQ(source->launch.args[1].map.dims[0], 64);   // Kᵀ's contiguous dim: the head dim
+  EXPECT_EQ(source->launch.args[1].map.dims[1], 200);  // then the keys (TMA zero-fills past them)
+  EXPECT_TRUE(MatchesChecks(source->function, R"(
+    CHECK: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
+    CHECK: {%32, %33, %34, %35}
+    CHECK: __launch_bounds__(384, 1) att(
+    CHECK: if (warpgroup == 0) {
+    CHECK: tf::TmaLoad5d(tile_q
+    CHECK: k_empty[ring.stage].Wait(ring.phase ^ 1);
+    CHECK: GrowRegisters<240>
+    CHECK: att_qk(s,
+    CHECK: if (key >= kNK) {
+    CHECK: tf::QuadMax
+    CHECK: tf::PackBf16x2
+    CHECK: att_pv(o, p[kk]
+    CHECK: if (row >= kNQ) continue;
+  )"));
+}
+
+TEST(CudaAttentionEmitterTest, FusedQkvSlicesBecomeOffsetsAndStrides) {
+  auto a = LowerText(
+      "  q0 = Constant <value = int64[1] {0}> ()\n  k0 = Constant <value = int64[1] {256}> ()\n"
+      "  v0 = Constant <value = int64[1] {512}> ()\n  v1 = Constant <value = int64[1] {768}> ()\n"
+      "  axis = Constant <value = int64[1] {2}> ()\n  heads = Constant <value = int64[4] {2, 150, 4, 64}> ()\n"
+      "  c = Constant <value = float {0.125}> ()\n  scale = Cast <to = 16> (c)\n"
+      "  qf = Slice (qkv, q0, k0, axis)\n  kf = Slice (qkv, k0, v0, axis)\n  vf = Slice (qkv, v0, v1, axis)\n"
+      "  q4 = Reshape (qf, heads)\n  k4 = Reshape (kf, heads)\n  v4 = Reshape (vf, heads)\n"
+      "  q = Transpose <perm = [0, 2, 1, 3]> (q4)\n  k_t = Transpose <perm = [0, 2, 3, 1]> (k4)\n"
+      "  v = Transpose <perm = [0, 2, 1, 3]> (v4)\n  s = MatMul (q, k_t)\n  scaled = Mul (s, scale)\n"
+      "  p = Softmax <axis = -1> (scaled)\n  out = MatMul (p, v)\n",
+      "g (bfloat16[2,150,768] qkv) => (bfloat16[2,4,150,64] out)");
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->q.node, a->k.node);  // all three read the projection itself
+  EXPECT_EQ(a->q.offset, 0);
+  EXPECT_EQ(a->k.offset, 256);
+  EXPECT_EQ(a->v.offset, 512);
+  EXPECT_EQ(a->q.row_stride, 768);   // a token's row of the projection
+  EXPECT_EQ(a->k.column_stride, 768);
+  ASSERT_EQ(a->q.batch.size(), 2u);
+  for (const StridedOperand::BatchTerm& t : a->q.batch) EXPECT_EQ(t.stride, t.dim == 0 ? 150 * 768 : 64);
+  a->name = "att";
+  auto source = EmitCudaAttention(*a);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_EQ(source->launch.args[1].map.offset_bytes, 512);
+  EXPECT_EQ(source->launch.args[2].map.offset_bytes, 1024);
+  EXPECT_EQ(source->launch.args[0].map.strides_bytes[0], 768 * 2);
+}
+
+TEST(CudaAttentionEmitterTest, MaterialisedKTransposeIsReadMnMajor) {
+  auto a = LowerText(
+      "  c = Constant <value = float {0.125}> ()\n  scale = Cast <to = 16> (c)\n  s = MatMul (q, k_t)\n"
+      "  scaled = Mul (s, scale)\n  p = Softmax <axis = -1> (scaled)\n  out = MatMul (p, v)\n",
+      "g (bfloat16[2,90,128] q, bfloat16[2,128,136] k_t, bfloat16[2,136,128] v) => (bfloat16[2,90,128] out)");
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_FALSE(a->k.RowsContiguous());
+  a->name = "att";
+  auto source = EmitCudaAttention(*a);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_NE(source->function.find("MnMajor(k + kk * 16 * 64, kD * 128)"), std::string::npos) << source->function;
+}
+
+TEST(CudaAttentionEmitterTest, RefusesWhatTheKernelDoesNotTakeWithTheReason) {
+  std::string f32_body = kPlain;
+  f32_body.replace(f32_body.find("Cast <to = 16>"), 14, "Identity");
+  auto f32 = LowerText(f32_body, "g (float[1,2,64,64] q, float[1,2,64,64] k, float[1,2,64,64] v) => (float[1,2,64,64] out)");
+  ASSERT_FALSE(f32.ok());
+  EXPECT_NE(f32.status().message().find("bf16 and f16"), std::string::npos) << f32.status().ToString();
+  auto d32 = LowerText(kPlain, "g (bfloat16[1,2,64,32] q, bfloat16[1,2,64,32] k, bfloat16[1,2,64,32] v) => (bfloat16[1,2,64,32] out)");
+  ASSERT_FALSE(d32.ok());
+  EXPECT_NE(d32.status().message().find("head dims 32"), std::string::npos) << d32.status().ToString();
+}
+
+}  // namespace
+}  // namespace tilefuse

@@ -6,7 +6,7 @@
 #      f64 reference (poisoned outputs), and the benchmark cases at full size
 #   1b. the GEMM template's correctness graphs (tests/gemm) and compute-sanitizer on three
 #   1c. the attention template's graphs (tests/attention and the attention twins of
-#       bench/cases/check), template and split, and compute-sanitizer on three
+#       bench/cases/check), template, overlap and split, and compute-sanitizer on three
 #   2. differential fuzzing: 4 x $FUZZ_COUNT random graphs on the GPU, fused and unfused
 #      compute-sanitizer memcheck on the examples
 #   3. the GPU unit tests (cuBLASLt)
@@ -75,7 +75,7 @@ fi
 if has attention; then
   say "== attention template: tests/attention and the attention twins on the GPU vs the reference, then memcheck"
   for m in tests/attention/*.onnxtxt bench/cases/check/attention*.onnxtxt bench/cases/check/gpt_block*.onnxtxt; do
-    for path in template split; do
+    for path in template overlap split; do
       if out=$(timeout 300 "$B/tilefuse" run "$m" --backend cuda --attention $path --check 2>&1); then
         say "PASS $m --attention $path"
       else

@@ -31,7 +31,7 @@ struct RunOptions {
   std::string backend = "auto";
   std::string trace_file;
   std::string gemm = "auto";  // cuda: template, library or auto (GemmPath)
-  std::string attention = "template";  // cuda: template or split (AttentionPath)
+  std::string attention = "template";  // cuda: template, overlap or split (AttentionPath)
   uint64_t seed = 0;
   bool check = false;
   bool no_fusion = false;
@@ -61,7 +61,9 @@ class Executor {
       gpu_options.fuse = !options.no_fusion;
       gpu_options.poison_outputs = options.check;
       gpu_options.gemm = options.gemm == "template" ? GemmPath::kTemplate : options.gemm == "library" ? GemmPath::kLibrary : GemmPath::kAuto;
-      gpu_options.attention = options.attention == "split" ? AttentionPath::kSplit : AttentionPath::kTemplate;
+      gpu_options.attention = options.attention == "split"     ? AttentionPath::kSplit
+                              : options.attention == "overlap" ? AttentionPath::kOverlap
+                                                               : AttentionPath::kTemplate;
       StatusOr<std::unique_ptr<GpuCompiledGraph>> gpu =
           options.tune ? TuneForGpu(passed, gpu_options, TuneOptions{}, nullptr) : GpuCompiledGraph::Compile(passed, gpu_options);
       if (gpu.ok()) {
@@ -339,9 +341,10 @@ void AddRunCommand(CLI::App& app, int& exit_code) {
       ->default_val("auto");
   run->add_option("--attention", options->attention,
                   "cuda: how attention groups run: template (one generated Hopper flash-attention kernel; the scores\n"
-                  "never leave registers; groups it does not take are split, with the reason), or split (Q·Kᵀ, softmax\n"
-                  "and P·V as separate kernels, the scores in memory)")
-      ->check(CLI::IsMember({"template", "split"}))
+                  "never leave registers; groups it does not take are split, with the reason), overlap (the template\n"
+                  "with the next block's softmax overlapping P·V, FlashAttention-3 style: experimental, not yet\n"
+                  "measured), or split (Q·Kᵀ, softmax and P·V as separate kernels, the scores in memory)")
+      ->check(CLI::IsMember({"template", "overlap", "split"}))
       ->default_val("template");
   run->add_flag("--tune", options->tune, "Tune the kernels first (tilefuse tune; cached, so once per model and machine)");
   run->add_option("--trace", options->trace_file, "cpu/cuda: write a Chrome trace (Perfetto) of the kernels of one run");

@@ -12,8 +12,8 @@ namespace {
 
 // Tile sizes: a score tile is 32 × 64 values and the accumulators 32 × dv; both stay
 // in L1/L2 with the key block of V they are combined with.
-constexpr int64_t kQueryBlock = 32;
-constexpr int64_t kKeyBlock = 64;
+constexpr int64_t kQueryBlock = kCppAttentionQueryBlock;
+constexpr int64_t kKeyBlock = kCppAttentionKeyBlock;
 
 // Values `result` needs (itself included): arguments and gathered indices.
 std::vector<bool> Needed(const Kernel& program, int result) {
@@ -73,8 +73,8 @@ std::string ProgramText(const Kernel& program, const std::vector<bool>& selected
 
 class AttentionEmitter {
  public:
-  explicit AttentionEmitter(const AttentionKernel& a)
-      : a_(a), t_(ComputeType(a.compute)), lanes_(a.compute == DType::kF64 ? 8 : 16),
+  AttentionEmitter(const AttentionKernel& a, const std::vector<KeyBlockRange>& key_blocks)
+      : a_(a), key_blocks_(key_blocks), t_(ComputeType(a.compute)), lanes_(a.compute == DType::kF64 ? 8 : 16),
         nk_padded_(RoundUp(a.nk, lanes_)), dv_padded_(RoundUp(a.dv, lanes_)) {}
 
   std::string Run() {
@@ -113,8 +113,34 @@ class AttentionEmitter {
     return fmt::format("{} * {}", PrintIndex(operand.batch_index, {"batch"}), matrix);
   }
 
+  bool SkipsKeyBlocks() const {
+    const int64_t key_blocks = (a_.nk + kKeyBlock - 1) / kKeyBlock;
+    for (const KeyBlockRange& r : key_blocks_)
+      if (r.first > 0 || r.last < key_blocks - 1) return true;
+    return false;
+  }
+
+  // The keys each query block walks: all, or the blocks its mask leaves (tables).
+  std::string KeyLoop() {
+    if (!SkipsKeyBlocks())
+      return fmt::format("      for (int64_t first_key = 0; first_key < {0}; first_key += {1}) {{\n", a_.nk, kKeyBlock);
+    std::string first, last;
+    for (size_t i = 0; i < key_blocks_.size(); ++i) {
+      first += fmt::format("{}{}", i ? ", " : "", key_blocks_[i].first);
+      last += fmt::format("{}{}", i ? ", " : "", key_blocks_[i].last);
+    }
+    out_ += fmt::format("  // Per query block, the key blocks its mask leaves (the others add nothing).\n"
+                        "  static const int16_t first_key_block[] = {{{}}};\n  static const int16_t last_key_block[] = {{{}}};\n",
+                        first, last);
+    return fmt::format(
+        "      const int64_t keys_end = std::min<int64_t>({0}, (last_key_block[query_block] + 1) * {1});\n"
+        "      for (int64_t first_key = first_key_block[query_block] * {1}; first_key < keys_end; first_key += {1}) {{\n",
+        a_.nk, kKeyBlock);
+  }
+
   void EmitTasks() {
     const int64_t query_blocks = (a_.nq + kQueryBlock - 1) / kQueryBlock;
+    const std::string key_loop = KeyLoop();
     out_ += fmt::format(
         "#pragma omp parallel for collapse(2) schedule(dynamic)\n"
         "  for (int64_t batch = 0; batch < {0}; ++batch) {{\n"
@@ -130,11 +156,11 @@ class AttentionEmitter {
         "        running_max[r] = -INFINITY;\n"
         "        running_sum[r] = 0;\n"
         "      }}\n"
-        "      for (int64_t first_key = 0; first_key < {11}; first_key += {10}) {{\n"
+        "{12}"
         "        const int64_t keys = std::min<int64_t>({10}, {11} - first_key);\n",
         a_.batch, query_blocks, t_, BatchOffset(a_.q, a_.nq * a_.d), BatchOffset(a_.k, a_.d * nk_padded_),
         BatchOffset(a_.v, a_.nk * dv_padded_), kQueryBlock, a_.nq, PrintIndex(a_.score_batch_index, {"batch"}), dv_padded_,
-        kKeyBlock, a_.nk);
+        kKeyBlock, a_.nk, key_loop);
     EmitScoreTile();
     EmitSoftmaxRows();
     EmitValueProduct();
@@ -255,6 +281,7 @@ class AttentionEmitter {
   }
 
   const AttentionKernel& a_;
+  const std::vector<KeyBlockRange>& key_blocks_;
   const char* t_;
   const int64_t lanes_, nk_padded_, dv_padded_;
   std::string out_;
@@ -262,6 +289,8 @@ class AttentionEmitter {
 
 }  // namespace
 
-std::string EmitCppAttention(const AttentionKernel& kernel) { return AttentionEmitter(kernel).Run(); }
+std::string EmitCppAttention(const AttentionKernel& kernel, const std::vector<KeyBlockRange>& key_blocks) {
+  return AttentionEmitter(kernel, key_blocks).Run();
+}
 
 }  // namespace tilefuse

@@ -14,15 +14,23 @@
 //
 // and stores acc / l. Both products run in 4-row × 16-float register tiles (plain loops
 // GCC vectorises; exp through libmvec). Rows whose every logit is -inf end as 0/0 = NaN,
-// like softmax.
+// like softmax. Key blocks a mask removes entirely (causal attention's upper triangle)
+// are skipped.
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "codegen/attention_lower.h"
+#include "codegen/attention_mask_blocks.h"
 
 namespace tilefuse {
 
-std::string EmitCppAttention(const AttentionKernel& kernel);
+inline constexpr int64_t kCppAttentionQueryBlock = 32;  // rows per task
+inline constexpr int64_t kCppAttentionKeyBlock = 64;    // keys per step
+
+// `key_blocks`: per query block, the key blocks its mask leaves (UnmaskedKeyBlocks with
+// the two block sizes above); empty: every block.
+std::string EmitCppAttention(const AttentionKernel& kernel, const std::vector<KeyBlockRange>& key_blocks = {});
 
 }  // namespace tilefuse

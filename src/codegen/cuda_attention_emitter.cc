@@ -1,5 +1,6 @@
 #include "codegen/cuda_attention_emitter.h"
 
+#include <algorithm>
 #include <fmt/format.h>
 #include <map>
 
@@ -11,7 +12,7 @@ namespace tilefuse {
 
 namespace {
 
-constexpr int kBlockM = 128;  // query rows per CTA: 64 per consumer warpgroup
+constexpr int kBlockM = kAttentionBlockM;  // 64 per consumer warpgroup
 constexpr int64_t kSharedLimit = 227 * 1024;
 constexpr int kProducerRegisters = 24, kConsumerRegisters = 240;
 
@@ -53,9 +54,11 @@ class AttentionEmitter {
     s.name = a_.name;
     s.threads = threads;
     s.work_blocks = m_blocks * batch;
-    s.strategy = fmt::format("attention template {}x{}, d {}/{}, {} stages, K {}, V {}", kBlockM, c_.block_n, a_.d, a_.dv, c_.stages,
-                             a_.k.RowsContiguous() ? "K-major" : "MN-major", a_.v.RowsContiguous() ? "K-major" : "MN-major");
-    out_ = WgmmaFunction(a_.name + "_qk", c_.block_n, a_.dtype, /*b_mn_major=*/!a_.k.RowsContiguous());
+    s.strategy = fmt::format("attention template {}x{}, d {}/{}, {} stages, K {}, V {}{}{}", kBlockM, c_.block_n, a_.d, a_.dv, c_.stages,
+                             a_.k.RowsContiguous() ? "K-major" : "MN-major", a_.v.RowsContiguous() ? "K-major" : "MN-major",
+                             SkipsKeyBlocks() ? ", masked key blocks skipped" : "", c_.overlap ? ", softmax overlapping P·V" : "");
+    out_ = KeyBlockTables();
+    out_ += WgmmaFunction(a_.name + "_qk", c_.block_n, a_.dtype, /*b_mn_major=*/!a_.k.RowsContiguous());
     out_ += WgmmaRegisterAFunction(a_.name + "_pv", static_cast<int>(a_.dv), a_.dtype, /*b_mn_major=*/!a_.v.RowsContiguous());
     out_ += fmt::format(
         "extern \"C\" __global__ void __launch_bounds__({}, 1) {}(const __grid_constant__ tf::TensorMap map_q, "
@@ -90,9 +93,39 @@ class AttentionEmitter {
     if (c_.stages < 2) return InvalidArgument(fmt::format("{}: {} stages (need at least 2)", a_.name, c_.stages));
     if (SharedBytes(a_, c_) > kSharedLimit)
       return InvalidArgument(fmt::format("{}: {} bytes of shared memory (the limit is {})", a_.name, SharedBytes(a_, c_), kSharedLimit));
+    if (!c_.key_blocks.empty() && static_cast<int64_t>(c_.key_blocks.size()) != CeilDiv(a_.nq, kBlockM))
+      return InvalidArgument(fmt::format("{}: {} key-block ranges for {} query blocks", a_.name, c_.key_blocks.size(), CeilDiv(a_.nq, kBlockM)));
     if (NumElements(a_.batch_shape) * CeilDiv(a_.nq, kBlockM) >= (int64_t{1} << 31))
       return InvalidArgument(fmt::format("{}: too many query blocks for one grid", a_.name));
     return Status::Ok();
+  }
+
+  bool SkipsKeyBlocks() const {
+    const int key_blocks = static_cast<int>(CeilDiv(a_.nk, c_.block_n));
+    for (const KeyBlockRange& r : c_.key_blocks)
+      if (r.first > 0 || r.last < key_blocks - 1) return true;
+    return false;
+  }
+
+  // Per query block, its key blocks, and the order CTAs take the query blocks in: most
+  // key blocks first, so the short ones fill the last wave.
+  std::string KeyBlockTables() const {
+    if (!SkipsKeyBlocks()) return "";
+    std::vector<int> order(c_.key_blocks.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+    auto work = [&](int m) { return c_.key_blocks[m].last - c_.key_blocks[m].first; };
+    std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return work(x) > work(y); });
+    std::string first, last, by_work;
+    for (size_t i = 0; i < order.size(); ++i) {
+      first += fmt::format("{}{}", i ? ", " : "", c_.key_blocks[i].first);
+      last += fmt::format("{}{}", i ? ", " : "", c_.key_blocks[i].last);
+      by_work += fmt::format("{}{}", i ? ", " : "", order[i]);
+    }
+    return fmt::format(
+        "static __device__ const short {0}_first_key_block[] = {{{1}}};\n"
+        "static __device__ const short {0}_last_key_block[] = {{{2}}};\n"
+        "static __device__ const short {0}_query_block_order[] = {{{3}}};\n",
+        a_.name, first, last, by_work);
   }
 
   bool LogitsRead(int buffer) const {
@@ -170,8 +203,15 @@ class AttentionEmitter {
         "  }\n"
         "  __syncthreads();\n"
         "  // CTAs of one batch entry (same K and V) are neighbours in launch order.\n"
-        "  const int batch = blockIdx.x / kMBlocks;\n"
-        "  const int m_block = blockIdx.x % kMBlocks;\n";
+        "  const int batch = blockIdx.x / kMBlocks;\n";
+    if (SkipsKeyBlocks())
+      out_ += fmt::format(
+          "  // The key blocks the mask leaves this query block (others are never loaded).\n"
+          "  const int m_block = {0}_query_block_order[blockIdx.x % kMBlocks];\n"
+          "  const int kb_first = {0}_first_key_block[m_block], kb_last = {0}_last_key_block[m_block];\n",
+          a_.name);
+    else
+      out_ += "  const int m_block = blockIdx.x % kMBlocks;\n  const int kb_first = 0, kb_last = kKeyBlocks - 1;\n";
     int64_t stride = 1;
     std::vector<std::string> coords(a_.batch_shape.size());
     for (int d = static_cast<int>(a_.batch_shape.size()) - 1; d >= 0; --d) {
@@ -209,7 +249,7 @@ class AttentionEmitter {
         "    for (int box = 0; box < kD / 64; ++box)\n"
         "      tf::TmaLoad5d(tile_q + box * kBM * 64, map_q, box * 64, m_block * kBM{}, *q_full);\n"
         "    tf::Pipeline<kStages> ring;\n"
-        "    for (int kb = 0; kb < kKeyBlocks; ++kb, ring.Advance()) {{\n"
+        "    for (int kb = kb_first; kb <= kb_last; ++kb, ring.Advance()) {{\n"
         "      const int key0 = kb * kBN;\n"
         "      k_empty[ring.stage].Wait(ring.phase ^ 1);\n"
         "      k_full[ring.stage].ArriveExpectingBytes(kKBytes);\n",
@@ -232,6 +272,49 @@ class AttentionEmitter {
     return fmt::format("tf::SharedMatrix::MnMajor({0} + kk * 16 * 64, {1} * 128)", tile, r_tile);
   }
 
+  // The consumer's main loop over its key blocks, from the pieces above.
+  static constexpr const char* kSerialLoop =
+      "  for (int kb = kb_first; kb <= kb_last; ++kb, ring.Advance()) {\n"
+      "    k_full[ring.stage].Wait(ring.phase);\n"
+      "    issue_qk(ring.stage);\n"
+      "    tf::Warpgroup::Wait<0>();\n"
+      "    if (local == 0) k_empty[ring.stage].Arrive();\n"
+      "    softmax(kb * kBN);\n"
+      "    rescale_and_pack();\n"
+      "    v_full[ring.stage].Wait(ring.phase);\n"
+      "    issue_pv(ring.stage);\n"
+      "    tf::Warpgroup::Wait<0>();\n"
+      "    if (local == 0) v_empty[ring.stage].Arrive();\n"
+      "  }\n";
+  // FlashAttention-3's intra-warpgroup pipelining: while P·V of block j runs on the tensor
+  // cores, S of block j + 1 is already computed and its softmax runs beside it.
+  static constexpr const char* kOverlappedLoop =
+      "  k_full[ring.stage].Wait(ring.phase);\n"
+      "  issue_qk(ring.stage);\n"
+      "  tf::Warpgroup::Wait<0>();\n"
+      "  if (local == 0) k_empty[ring.stage].Arrive();\n"
+      "  softmax(kb_first * kBN);\n"
+      "  rescale_and_pack();\n"
+      "  tf::Pipeline<kStages> pending = ring;  // the V tile of the P held in p\n"
+      "  ring.Advance();\n"
+      "  for (int kb = kb_first + 1; kb <= kb_last; ++kb, ring.Advance()) {\n"
+      "    k_full[ring.stage].Wait(ring.phase);\n"
+      "    issue_qk(ring.stage);\n"
+      "    v_full[pending.stage].Wait(pending.phase);\n"
+      "    issue_pv(pending.stage);\n"
+      "    tf::Warpgroup::Wait<1>();  // S is done (P·V may still run)\n"
+      "    if (local == 0) k_empty[ring.stage].Arrive();\n"
+      "    softmax(kb * kBN);\n"
+      "    tf::Warpgroup::Wait<0>();  // P·V is done: O and p may change\n"
+      "    if (local == 0) v_empty[pending.stage].Arrive();\n"
+      "    rescale_and_pack();\n"
+      "    pending = ring;\n"
+      "  }\n"
+      "  v_full[pending.stage].Wait(pending.phase);\n"
+      "  issue_pv(pending.stage);\n"
+      "  tf::Warpgroup::Wait<0>();\n"
+      "  if (local == 0) v_empty[pending.stage].Arrive();\n";
+
   void EmitConsumer() {
     const std::string pack = a_.dtype == DType::kBF16 ? "tf::PackBf16x2" : "tf::PackF16x2";
     out_ += fmt::format(
@@ -243,26 +326,33 @@ class AttentionEmitter {
         "  float o[kDV / 2];\n"
         "#pragma unroll\n"
         "  for (int i = 0; i < kDV / 2; ++i) o[i] = 0.0f;\n"
-        "  float row_max[2] = {{-INFINITY, -INFINITY}}, row_sum[2] = {{0.0f, 0.0f}};\n"
+        "  float s[kBN / 2];\n"
+        "  unsigned p[kBN / 16][4];  // P as A fragments (bf16/f16 pairs)\n"
+        "  float row_max[2] = {{-INFINITY, -INFINITY}}, row_sum[2] = {{0.0f, 0.0f}}, rescale[2];\n"
         "  const int row0 = m_block * kBM + consumer * 64 + warp * 16 + lane / 4;\n"
         "  const tf_index_t score_batch = (tf_index_t)({1}) * kNQ;\n"
         "  const unsigned short* q = tile_q + consumer * 64 * 64;\n"
-        "  q_full->Wait(0);\n"
-        "  tf::Pipeline<kStages> ring;\n"
-        "  for (int kb = 0; kb < kKeyBlocks; ++kb, ring.Advance()) {{\n"
-        "    const int key0 = kb * kBN;\n"
-        "    const unsigned short* k = tile_k + ring.stage * kBN * kD;\n"
-        "    const unsigned short* v = tile_v + ring.stage * kBN * kDV;\n"
-        "    float s[kBN / 2];\n"
-        "    k_full[ring.stage].Wait(ring.phase);\n"
+        "  // S = Q·Kᵀ of the K tile in `stage`, issued (not waited for).\n"
+        "  auto issue_qk = [&](int stage) {{\n"
+        "    const unsigned short* k = tile_k + stage * kBN * kD;\n"
         "    tf::Warpgroup::Fence();\n"
         "#pragma unroll\n"
         "    for (int kk = 0; kk < kD / 16; ++kk)\n"
         "      {2}_qk(s, tf::SharedMatrix::KMajor(q + (kk / 4) * kBM * 64 + (kk % 4) * 16), {3}, kk > 0);\n"
         "    tf::Warpgroup::Commit();\n"
-        "    tf::Warpgroup::Wait<0>();\n"
-        "    if (local == 0) k_empty[ring.stage].Arrive();\n"
-        "    // The logits, in base 2 (exp(x) = 2^(x log2 e)); keys past the end are masked.\n"
+        "  }};\n"
+        "  // O += P·V of the V tile in `stage`, issued.\n"
+        "  auto issue_pv = [&](int stage) {{\n"
+        "    const unsigned short* v = tile_v + stage * kBN * kDV;\n"
+        "    tf::Warpgroup::Fence();\n"
+        "#pragma unroll\n"
+        "    for (int kk = 0; kk < kBN / 16; ++kk) {2}_pv(o, p[kk], {4}, 1);\n"
+        "    tf::Warpgroup::Commit();\n"
+        "  }};\n"
+        "  // The logits of S (keys from key0) in base 2 (exp(x) = 2^(x log2 e)), then the online\n"
+        "  // softmax: new row maxima, S exponentiated in place, the row sums (per thread until the\n"
+        "  // end) and the factor O must be rescaled by once its pending P·V is done.\n"
+        "  auto softmax = [&](int key0) {{\n"
         "#pragma unroll\n"
         "    for (int j = 0; j < kBN / 8; ++j)\n"
         "#pragma unroll\n"
@@ -270,11 +360,12 @@ class AttentionEmitter {
         "#pragma unroll\n"
         "        for (int e = 0; e < 2; ++e) {{\n"
         "          const int key = key0 + 8 * j + (lane % 4) * 2 + e;\n"
-        "{4}"
+        "{5}"
         "          // Rows past the end compute (and never store) the last row's logits: no load strays.\n"
         "          const tf_index_t srow = score_batch + min(row0 + 8 * h, kNQ - 1);\n"
         "          const float score = s[j * 4 + h * 2 + e];\n",
         kConsumerRegisters, PrintIndex(a_.score_batch_index, {"batch"}), a_.name, Descriptor(a_.k, "k", "kD", "kBN"),
+        Descriptor(a_.v, "v", "kBN", "kDV"),
         a_.nk % c_.block_n == 0 ? "" : "          if (key >= kNK) {  // past the last key (TMA read zeros): masked\n"
                                        "            s[j * 4 + h * 2 + e] = -INFINITY;\n"
                                        "            continue;\n"
@@ -282,7 +373,6 @@ class AttentionEmitter {
     EmitLogits();
     out_ += fmt::format(
         "        }}\n"
-        "    // Online softmax: each row's running max and sum (the sum stays per thread until the end).\n"
         "#pragma unroll\n"
         "    for (int h = 0; h < 2; ++h) {{\n"
         "      float block_max = -INFINITY;\n"
@@ -291,7 +381,7 @@ class AttentionEmitter {
         "      const float new_max = fmaxf(row_max[h], tf::QuadMax(block_max));\n"
         "      // A row masked so far has max -inf: subtract 0 then, not -inf (no inf - inf).\n"
         "      const float shift = new_max == -INFINITY ? 0.0f : new_max;\n"
-        "      const float rescale = tf::Exp2(row_max[h] - shift);\n"
+        "      rescale[h] = tf::Exp2(row_max[h] - shift);\n"
         "      row_max[h] = new_max;\n"
         "      float sum = 0.0f;\n"
         "#pragma unroll\n"
@@ -301,15 +391,19 @@ class AttentionEmitter {
         "          s[j * 4 + h * 2 + e] = tf::Exp2(s[j * 4 + h * 2 + e] - shift);\n"
         "          sum += s[j * 4 + h * 2 + e];\n"
         "        }}\n"
-        "      row_sum[h] = row_sum[h] * rescale + sum;\n"
-        "#pragma unroll\n"
-        "      for (int j = 0; j < kDV / 8; ++j) {{\n"
-        "        o[j * 4 + h * 2] *= rescale;\n"
-        "        o[j * 4 + h * 2 + 1] *= rescale;\n"
-        "      }}\n"
+        "      row_sum[h] = row_sum[h] * rescale[h] + sum;\n"
         "    }}\n"
-        "    // P as A fragments: keys 16c .. 16c + 15 are accumulator columns of blocks 2c, 2c + 1.\n"
-        "    unsigned p[kBN / 16][4];\n"
+        "  }};\n"
+        "  // O rescaled, and P (exp S) converted to A fragments: keys 16c .. 16c + 15 are the\n"
+        "  // accumulator columns of blocks 2c and 2c + 1.\n"
+        "  auto rescale_and_pack = [&]() {{\n"
+        "#pragma unroll\n"
+        "    for (int j = 0; j < kDV / 8; ++j)\n"
+        "#pragma unroll\n"
+        "      for (int h = 0; h < 2; ++h) {{\n"
+        "        o[j * 4 + h * 2] *= rescale[h];\n"
+        "        o[j * 4 + h * 2 + 1] *= rescale[h];\n"
+        "      }}\n"
         "#pragma unroll\n"
         "    for (int c = 0; c < kBN / 16; ++c) {{\n"
         "      p[c][0] = {0}(s[8 * c], s[8 * c + 1]);\n"
@@ -317,15 +411,11 @@ class AttentionEmitter {
         "      p[c][2] = {0}(s[8 * c + 4], s[8 * c + 5]);\n"
         "      p[c][3] = {0}(s[8 * c + 6], s[8 * c + 7]);\n"
         "    }}\n"
-        "    v_full[ring.stage].Wait(ring.phase);\n"
-        "    tf::Warpgroup::Fence();\n"
-        "#pragma unroll\n"
-        "    for (int kk = 0; kk < kBN / 16; ++kk) {1}_pv(o, p[kk], {2}, 1);\n"
-        "    tf::Warpgroup::Commit();\n"
-        "    tf::Warpgroup::Wait<0>();\n"
-        "    if (local == 0) v_empty[ring.stage].Arrive();\n"
-        "  }}\n",
-        pack, a_.name, Descriptor(a_.v, "v", "kBN", "kDV"));
+        "  }};\n"
+        "  q_full->Wait(0);\n"
+        "  tf::Pipeline<kStages> ring;\n"
+        "{1}",
+        pack, c_.overlap ? kOverlappedLoop : kSerialLoop);
     EmitStore();
   }
 

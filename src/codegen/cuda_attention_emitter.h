@@ -12,19 +12,33 @@
 //                            across the four lanes holding a row); P converted in place to
 //                            A-fragment registers; O += P·V by wgmma with A from
 //                            registers. The two consumers' softmax and matmuls overlap.
+//   masks                    key blocks a mask removes entirely are never loaded (causal
+//                            attention: the blocks above the diagonal)
 //
 // No score ever leaves the registers. Keys past the end are masked; rows past the end are
 // not stored.
 #pragma once
 
+#include <vector>
+
+#include "codegen/attention_mask_blocks.h"
 #include "codegen/attention_template.h"
 #include "codegen/cuda_emitter.h"
 
 namespace tilefuse {
 
+inline constexpr int kAttentionBlockM = 128;  // query rows per CTA
+
 struct CudaAttentionConfig {
   int block_n = 128;  // keys per step: 64 or 128
   int stages = 0;     // K/V ring depth; 0: as many as fit (at most 3)
+  // Per query block, the key blocks its mask leaves (UnmaskedKeyBlocks for this block_n);
+  // empty: all. Query blocks then run the most work first.
+  std::vector<KeyBlockRange> key_blocks;
+  // FlashAttention-3's intra-warpgroup pipelining (S of the next key block and its softmax
+  // while P·V of this one runs). Off by default: written and compiled for sm_90a, not yet
+  // run on a GPU; the serial loop is the one measured.
+  bool overlap = false;
 };
 
 StatusOr<CudaKernelSource> EmitCudaAttention(const AttentionTemplateKernel& attention, const CudaAttentionConfig& config = {});

@@ -62,11 +62,22 @@ TEST(CudaAttentionEmitterTest, RaggedHeadsAreViewsOfTheInputsAndTheLastKeyBlockI
     CHECK: tf::TmaLoad5d(tile_q
     CHECK: k_empty[ring.stage].Wait(ring.phase ^ 1);
     CHECK: GrowRegisters<240>
+    CHECK: auto issue_qk
+    CHECK-NEXT: tile_k + stage
     CHECK: att_qk(s,
+    CHECK: auto issue_pv
+    CHECK: att_pv(o, p[kk]
+    CHECK: auto softmax
     CHECK: if (key >= kNK) {
     CHECK: tf::QuadMax
+    CHECK: auto rescale_and_pack
     CHECK: tf::PackBf16x2
-    CHECK: att_pv(o, p[kk]
+    CHECK: for (int kb = kb_first; kb <= kb_last; ++kb, ring.Advance()) {
+    CHECK-NEXT: k_full[ring.stage].Wait(ring.phase);
+    CHECK-NEXT: issue_qk(ring.stage);
+    CHECK-NOT: issue_pv
+    CHECK: softmax(kb * kBN);
+    CHECK: issue_pv(ring.stage);
     CHECK: if (row >= kNQ) continue;
   )"));
 }

@@ -109,7 +109,9 @@ void GenerateAttention(const CompiledGraph::State& state, const FusionGroup& gro
     return;
   }
   attention->name = prefix + attention->name;
-  info.source = EmitCppAttention(*attention);
+  const AttentionKernel& a = *attention;
+  info.source = EmitCppAttention(a, UnmaskedKeyBlocks(state.graph, {a.logits, a.logit, a.buffers, a.score_batch_index, a.nq, a.nk},
+                                                      kCppAttentionQueryBlock, kCppAttentionKeyBlock));
   source += info.source;
   for (const KernelBuffer& b : attention->buffers) step.buffer_nodes.push_back(b.node);
   step.outputs = group.outputs;

@@ -22,8 +22,13 @@ StatusOr<CudaLaunchable> AttentionTemplate(const Graph& g, const FusionGroup& gr
   if (target.arch != "sm_90a") return Unimplemented(fmt::format("the attention template needs sm_90a (Hopper), not {}", target.arch));
   ASSIGN_OR_RETURN(AttentionTemplateKernel attention, LowerAttentionTemplate(g, group, inlined));
   attention.name = name;
+  CudaAttentionConfig config;
+  config.overlap = target.attention == AttentionPath::kOverlap;
+  config.key_blocks = UnmaskedKeyBlocks(
+      g, {attention.logits, attention.logit, attention.buffers, attention.score_batch_index, attention.nq, attention.nk}, kAttentionBlockM,
+      config.block_n);
   CudaLaunchable launchable;
-  ASSIGN_OR_RETURN(launchable.source, EmitCudaAttention(attention));
+  ASSIGN_OR_RETURN(launchable.source, EmitCudaAttention(attention, config));
   for (const LaunchArg& arg : launchable.source.launch.args) launchable.buffer_nodes.push_back(arg.node);
   launchable.outputs = group.outputs;
   launchable.kernel = std::move(attention.logits);

@@ -60,9 +60,10 @@ struct CudaProgram {
 // and fills the GPU (auto), wherever it applies (template), or cuBLASLt with a generated
 // epilogue kernel (library).
 enum class GemmPath { kAuto, kTemplate, kLibrary };
-// How attention runs: the attention template where it applies (template), or always as
-// its parts, Q·Kᵀ, softmax and P·V, with the scores in memory (split).
-enum class AttentionPath { kTemplate, kSplit };
+// How attention runs: the attention template where it applies (template; overlap: with
+// FlashAttention-3's softmax/P·V overlap, not yet measured), or always as its parts, Q·Kᵀ,
+// softmax and P·V, with the scores in memory (split).
+enum class AttentionPath { kTemplate, kOverlap, kSplit };
 
 struct CudaTarget {
   std::string arch = "sm_90a";

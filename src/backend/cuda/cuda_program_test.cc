@@ -17,7 +17,7 @@ namespace {
 
 std::string TestCacheDir() { return (std::filesystem::temp_directory_path() / "tilefuse_test_cache").string(); }
 
-void CompileForHopper(const std::string& path, bool fuse) {
+void CompileForHopper(const std::string& path, bool fuse, AttentionPath attention = AttentionPath::kTemplate) {
   StatusOr<NvrtcCompiler> nvrtc = NvrtcCompiler::Create(TestCacheDir());
   if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available, CUDA kernels not compiled: " << nvrtc.status().ToString();
   auto model = ImportOnnx(path);
@@ -28,6 +28,7 @@ void CompileForHopper(const std::string& path, bool fuse) {
   planner.fuse = fuse;
   CudaTarget target;
   target.gemm = GemmPath::kTemplate;  // every gemm group the template takes, small ones too
+  target.attention = attention;
   auto plan = PlanFusionForCuda(*graph, planner, target);
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   auto program = BuildCudaProgram(*graph, plan->plan, FindInlinedGenerators(*graph), "", {}, target);
@@ -66,12 +67,33 @@ class CudaProgramTest : public testing::TestWithParam<std::string> {};
 TEST_P(CudaProgramTest, FusedKernelsCompileForSm90aWithoutSpills) { CompileForHopper(GetParam(), true); }
 TEST_P(CudaProgramTest, UnfusedKernelsCompileForSm90aWithoutSpills) { CompileForHopper(GetParam(), false); }
 
+
 INSTANTIATE_TEST_SUITE_P(Models, CudaProgramTest, testing::ValuesIn(Models()),
                          [](const testing::TestParamInfo<std::string>& info) {
                            std::filesystem::path path(info.param);
                            std::string folder = path.parent_path().filename().string();
                            std::string kind = path.extension() != ".onnxtxt" ? "model_" : folder == "cases" ? "case_" : folder == "gemm" ? "gemm_" : folder == "attention" ? "attention_" : "example_";
                            std::string name = kind + path.stem().string();
+                           for (char& c : name)
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           return name;
+                         });
+
+// The attention template's other main loop (softmax overlapping P·V), on tests/attention.
+std::vector<std::string> AttentionTests() {
+  std::vector<std::string> paths;
+  for (const std::string& p : Models())
+    if (p.find("/tests/attention/") != std::string::npos) paths.push_back(p);
+  return paths;
+}
+
+class CudaAttentionOverlapTest : public testing::TestWithParam<std::string> {};
+
+TEST_P(CudaAttentionOverlapTest, CompilesForSm90aWithoutSpills) { CompileForHopper(GetParam(), true, AttentionPath::kOverlap); }
+
+INSTANTIATE_TEST_SUITE_P(Attention, CudaAttentionOverlapTest, testing::ValuesIn(AttentionTests()),
+                         [](const testing::TestParamInfo<std::string>& info) {
+                           std::string name = std::filesystem::path(info.param).stem().string();
                            for (char& c : name)
                              if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
                            return name;

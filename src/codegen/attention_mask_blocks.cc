@@ -1,0 +1,261 @@
+#include "codegen/attention_mask_blocks.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <optional>
+
+namespace tilefuse {
+
+namespace {
+
+constexpr double kMasked = -1e4;          // a logit at most this contributes exp(...) = 0
+constexpr double kScoreBound = 1e3;       // |logit of a real score| is taken to stay below this
+constexpr int64_t kMaxScan = 1 << 16;     // constant elements scanned for one load's range
+constexpr int64_t kMaxEvaluations = 4 << 20;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+struct Interval {
+  double lo = -kInf, hi = kInf;
+  bool Point() const { return lo == hi; }
+  bool Known() const { return std::isfinite(lo) || std::isfinite(hi) || lo == hi; }
+};
+
+class IntervalEvaluator {
+ public:
+  IntervalEvaluator(const Graph& g, const AttentionLogits& a) : g_(g), a_(a), cache_(a.program.values.size()) {}
+
+  // Evaluates for scores of rows `srow` (flat over the score batch) and keys `key`.
+  void Bind(Interval srow, Interval key) {
+    vars_[0] = srow;
+    vars_[1] = key;
+    std::fill(cache_.begin(), cache_.end(), std::nullopt);
+  }
+
+  // An upper bound of logit `v` that holds whatever the scores are, when it is masked
+  // (at most kMasked); +inf otherwise.
+  double MaskedBound(int v) {
+    const ScalarValue& s = a_.program.values[v];
+    const Interval iv = Value(v);
+    if (iv.hi <= kMasked) return iv.hi;
+    if (s.kind != ScalarValue::Kind::kOp) return kInf;
+    auto bound = [](double b) { return b <= kMasked ? b : kInf; };
+    switch (s.op) {
+      case OpCode::kCast: return MaskedBound(s.args[0]);
+      case OpCode::kAdd:
+        return bound(std::min(MaskedBound(s.args[0]) + Upper(s.args[1]), MaskedBound(s.args[1]) + Upper(s.args[0])));
+      case OpCode::kSub: return bound(MaskedBound(s.args[0]) - Lower(s.args[1]));
+      case OpCode::kMul: {
+        const Interval l = Value(s.args[0]), r = Value(s.args[1]);
+        if (r.Point() && r.lo > 0) return bound(MaskedBound(s.args[0]) * r.lo);
+        if (l.Point() && l.lo > 0) return bound(MaskedBound(s.args[1]) * l.lo);
+        return kInf;
+      }
+      case OpCode::kWhere: {
+        const Interval c = Value(s.args[0]);
+        if (c.lo > 0 || c.hi < 0) return MaskedBound(s.args[1]);  // always true (nonzero)
+        if (c.Point() && c.lo == 0) return MaskedBound(s.args[2]);
+        return std::max(MaskedBound(s.args[1]), MaskedBound(s.args[2]));
+      }
+      default: return kInf;
+    }
+  }
+
+  // Is logit `v` provably not masked (a real score's logit, not a mask's constant)?
+  bool Unmasked(int v) {
+    const ScalarValue& s = a_.program.values[v];
+    const Interval iv = Value(v);
+    if (std::isfinite(iv.lo) && std::isfinite(iv.hi) && iv.lo > kMasked) return true;  // a score-free value, bounded
+    switch (s.kind) {
+      case ScalarValue::Kind::kLoad:
+        if (s.buffer < 0) return true;  // the score itself
+        [[fallthrough]];
+      case ScalarValue::Kind::kConstant: case ScalarValue::Kind::kIndex: return false;  // bounded ones returned above
+      case ScalarValue::Kind::kOp: {
+        if (s.op == OpCode::kWhere) {
+          const Interval c = Value(s.args[0]);
+          if (c.lo > 0 || c.hi < 0) return Unmasked(s.args[1]);
+          if (c.Point() && c.lo == 0) return Unmasked(s.args[2]);
+          return Unmasked(s.args[1]) && Unmasked(s.args[2]);
+        }
+        // Comparisons and logic only feed selects' conditions: their inputs may be anything.
+        if (GetOpInfo(s.op).result == ResultDType::Bool) return true;
+        for (int arg : s.args)
+          if (!Unmasked(arg)) return false;
+        return true;
+      }
+      default: return false;
+    }
+  }
+
+ private:
+  double Upper(int v) {
+    const Interval iv = Value(v);
+    return std::isfinite(iv.hi) ? iv.hi : kScoreBound;
+  }
+  double Lower(int v) {
+    const Interval iv = Value(v);
+    return std::isfinite(iv.lo) ? iv.lo : -kScoreBound;
+  }
+
+  Interval Index(const tilefuse::Index& e) {
+    using K = IndexExpr::Kind;
+    switch (e->kind) {
+      case K::kConst: return {static_cast<double>(e->value), static_cast<double>(e->value)};
+      case K::kVar: return e->value < 2 ? vars_[e->value] : Interval{};
+      case K::kAdd: {
+        Interval l = Index(e->a), r = Index(e->b);
+        return {l.lo + r.lo, l.hi + r.hi};
+      }
+      case K::kMul: {
+        Interval l = Index(e->a);
+        double c = static_cast<double>(e->b->value);
+        return c >= 0 ? Interval{l.lo * c, l.hi * c} : Interval{l.hi * c, l.lo * c};
+      }
+      case K::kDiv: {
+        Interval l = Index(e->a);
+        double c = static_cast<double>(e->b->value);
+        return {std::floor(l.lo / c), std::floor(l.hi / c)};
+      }
+      case K::kMod: {
+        Interval l = Index(e->a);
+        double c = static_cast<double>(e->b->value);
+        if (std::isfinite(l.lo) && std::isfinite(l.hi) && std::floor(l.lo / c) == std::floor(l.hi / c))
+          return {l.lo - c * std::floor(l.lo / c), l.hi - c * std::floor(l.hi / c)};
+        return {0, c - 1};
+      }
+      case K::kClamp: {
+        Interval l = Index(e->a);
+        double lo = static_cast<double>(e->value), hi = static_cast<double>(e->b->value);
+        return {std::clamp(l.lo, lo, hi), std::clamp(l.hi, lo, hi)};
+      }
+      case K::kValue: return {};
+    }
+    return {};
+  }
+
+  // The range of a constant buffer's elements over an index range (a scan of at most kMaxScan).
+  Interval ConstantLoad(const ScalarValue& s) {
+    const Node& n = g_.node(a_.buffers[s.buffer].node);
+    if (n.op != OpCode::kConstant || !n.attrs.value) return {};
+    const Interval at = Index(s.index);
+    if (!std::isfinite(at.lo) || !std::isfinite(at.hi) || at.hi - at.lo >= kMaxScan || at.lo < 0 ||
+        at.hi >= static_cast<double>(n.attrs.value->num_elements()))
+      return {};
+    Interval out{kInf, -kInf};
+    for (int64_t i = static_cast<int64_t>(at.lo); i <= static_cast<int64_t>(at.hi); ++i) {
+      double v = n.attrs.value->GetDouble(i);
+      if (std::isnan(v)) return {};
+      out.lo = std::min(out.lo, v);
+      out.hi = std::max(out.hi, v);
+    }
+    return out;
+  }
+
+  Interval Value(int v) {
+    if (cache_[v]) return *cache_[v];
+    const ScalarValue& s = a_.program.values[v];
+    Interval out;
+    switch (s.kind) {
+      case ScalarValue::Kind::kConstant: out = {s.constant, s.constant}; break;
+      case ScalarValue::Kind::kIndex: out = Index(s.index); break;
+      case ScalarValue::Kind::kLoad: out = s.buffer < 0 ? Interval{} : ConstantLoad(s); break;
+      case ScalarValue::Kind::kOp: out = Op(s); break;
+      default: break;
+    }
+    cache_[v] = out;
+    return out;
+  }
+
+  static Interval Truth(bool always, bool never) { return always ? Interval{1, 1} : never ? Interval{0, 0} : Interval{0, 1}; }
+
+  Interval Op(const ScalarValue& s) {
+    std::vector<Interval> x;
+    for (int arg : s.args) x.push_back(Value(arg));
+    switch (s.op) {
+      case OpCode::kCast:
+        if (s.dtype == DType::kBool) return Truth(x[0].lo > 0 || x[0].hi < 0, x[0].Point() && x[0].lo == 0);
+        if (IsFloat(s.dtype)) return x[0];
+        return {std::trunc(x[0].lo), std::trunc(x[0].hi)};
+      case OpCode::kNeg: return {-x[0].hi, -x[0].lo};
+      case OpCode::kAdd: return {x[0].lo + x[1].lo, x[0].hi + x[1].hi};
+      case OpCode::kSub: return {x[0].lo - x[1].hi, x[0].hi - x[1].lo};
+      case OpCode::kMul: {
+        if (!x[0].Known() || !x[1].Known()) return {};
+        double p[] = {x[0].lo * x[1].lo, x[0].lo * x[1].hi, x[0].hi * x[1].lo, x[0].hi * x[1].hi};
+        for (double q : p)
+          if (std::isnan(q)) return {};
+        return {*std::min_element(p, p + 4), *std::max_element(p, p + 4)};
+      }
+      case OpCode::kMax: return {std::max(x[0].lo, x[1].lo), std::max(x[0].hi, x[1].hi)};
+      case OpCode::kMin: return {std::min(x[0].lo, x[1].lo), std::min(x[0].hi, x[1].hi)};
+      case OpCode::kNot: return Truth(x[0].Point() && x[0].lo == 0, x[0].lo > 0 || x[0].hi < 0);
+      case OpCode::kAnd: return Truth(x[0].lo >= 1 && x[1].lo >= 1, x[0].hi <= 0 || x[1].hi <= 0);
+      case OpCode::kOr: return Truth(x[0].lo >= 1 || x[1].lo >= 1, x[0].hi <= 0 && x[1].hi <= 0);
+      case OpCode::kEqual: return Truth(x[0].Point() && x[1].Point() && x[0].lo == x[1].lo, x[0].hi < x[1].lo || x[1].hi < x[0].lo);
+      case OpCode::kLess: return Truth(x[0].hi < x[1].lo, x[0].lo >= x[1].hi);
+      case OpCode::kLessEqual: return Truth(x[0].hi <= x[1].lo, x[0].lo > x[1].hi);
+      case OpCode::kGreater: return Truth(x[0].lo > x[1].hi, x[0].hi <= x[1].lo);
+      case OpCode::kGreaterEqual: return Truth(x[0].lo >= x[1].hi, x[0].hi < x[1].lo);
+      case OpCode::kWhere: {
+        if (x[0].lo > 0 || x[0].hi < 0) return x[1];
+        if (x[0].Point() && x[0].lo == 0) return x[2];
+        return {std::min(x[1].lo, x[2].lo), std::max(x[1].hi, x[2].hi)};
+      }
+      default: return {};
+    }
+  }
+
+  const Graph& g_;
+  const AttentionLogits& a_;
+  Interval vars_[2];
+  std::vector<std::optional<Interval>> cache_;
+};
+
+}  // namespace
+
+std::vector<KeyBlockRange> UnmaskedKeyBlocks(const Graph& g, const AttentionLogits& a, int block_m, int block_n) {
+  const int m_blocks = static_cast<int>((a.nq + block_m - 1) / block_m);
+  const int key_blocks = static_cast<int>((a.nk + block_n - 1) / block_n);
+  std::vector<KeyBlockRange> all(m_blocks, KeyBlockRange{0, key_blocks - 1});
+  const int64_t score_batches = a.score_batch_index->max + 1;
+  // Rows one by one where the mask is a constant table (its rows are not contiguous
+  // ranges of the table), else each query block's rows as one interval.
+  bool reads_table = false;
+  for (const ScalarValue& v : a.program.values) reads_table = reads_table || (v.kind == ScalarValue::Kind::kLoad && v.buffer >= 0);
+  const int64_t rows_per_step = reads_table ? 1 : block_m;
+  if (score_batches * ((a.nq + rows_per_step - 1) / rows_per_step) * (key_blocks + 3) > kMaxEvaluations) return all;
+  IntervalEvaluator eval(g, a);
+  std::vector<KeyBlockRange> out(m_blocks, KeyBlockRange{key_blocks, -1});
+  for (int mb = 0; mb < m_blocks; ++mb) {
+    const int64_t mb_end = std::min<int64_t>(a.nq, int64_t{mb + 1} * block_m);
+    bool proven = true;
+    for (int64_t sb = 0; sb < score_batches && proven; ++sb)
+      for (int64_t r0 = int64_t{mb} * block_m; r0 < mb_end && proven; r0 += rows_per_step) {
+        const int64_t r1 = std::min(mb_end, r0 + rows_per_step) - 1;
+        const Interval rows{static_cast<double>(sb * a.nq + r0), static_cast<double>(sb * a.nq + r1)};
+        // Every row keeps a key that is provably unmasked.
+        bool kept = false;
+        for (int64_t k : {int64_t{0}, std::min(r0, a.nk - 1), std::min(r1, a.nk - 1), a.nk - 1}) {
+          eval.Bind(rows, {static_cast<double>(k), static_cast<double>(k)});
+          if (eval.Unmasked(a.logit)) kept = true;
+        }
+        if (!kept) {
+          proven = false;
+          break;
+        }
+        for (int kb = 0; kb < key_blocks; ++kb) {
+          if (kb >= out[mb].first && kb <= out[mb].last) continue;
+          const int64_t k0 = int64_t{kb} * block_n, k1 = std::min(a.nk, k0 + block_n) - 1;
+          eval.Bind(rows, {static_cast<double>(k0), static_cast<double>(k1)});
+          if (eval.MaskedBound(a.logit) <= kMasked) continue;
+          out[mb].first = std::min(out[mb].first, kb);
+          out[mb].last = std::max(out[mb].last, kb);
+        }
+      }
+    if (!proven || out[mb].first > out[mb].last) out[mb] = all[mb];
+  }
+  return out;
+}
+
+}  // namespace tilefuse

@@ -18,6 +18,6 @@ for binary in "$bundle"/tilefuse*; do
 done | sort -u | grep -Ev '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*|libstdc\+\+|libgcc_s)\.so' |
   while read -r lib; do cp -L "$lib" "$bundle/lib/"; done
 du -sh "$bundle"
-# The device tool carries at most 64 MiB: ship it compressed (OpenBLAS alone is 36 MB).
+# Ship it compressed (OpenBLAS alone is 36 MB; the bundle should stay well under 64 MiB).
 tar -C build-gpu -cJf build-gpu/bundle.tar.xz bundle
 ls -la build-gpu/bundle.tar.xz

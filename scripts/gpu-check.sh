@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU machine's whole job, in one call (the device tool; see README): runs the binary
+# The GPU machine's whole job, in one call (see README): runs the binary
 # bundled here by scripts/gpu-bundle.sh (carry build-gpu/bundle.tar.xz) and writes everything
 # under $OUT:
 #   1. correctness: every example and real model, fused and unfused, on the GPU vs the

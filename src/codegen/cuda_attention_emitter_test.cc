@@ -111,6 +111,29 @@ TEST(CudaAttentionEmitterTest, FusedQkvSlicesBecomeOffsetsAndStrides) {
   EXPECT_EQ(source->launch.args[0].map.strides_bytes[0], 768 * 2);
 }
 
+TEST(CudaAttentionEmitterTest, GroupedQueryHeadsReadTheirSharedKvHeadThroughTheExpand) {
+  auto a = LowerText(
+      "  axis = Constant <value = int64[1] {2}> ()\n  e = Constant <value = int64[5] {1, 2, 4, 130, 64}> ()\n"
+      "  heads = Constant <value = int64[4] {1, 8, 130, 64}> ()\n  c = Constant <value = float {0.125}> ()\n"
+      "  scale = Cast <to = 16> (c)\n  k5 = Unsqueeze (k, axis)\n  v5 = Unsqueeze (v, axis)\n  ke = Expand (k5, e)\n"
+      "  ve = Expand (v5, e)\n  ka = Reshape (ke, heads)\n  va = Reshape (ve, heads)\n  k_t = Transpose <perm = [0, 1, 3, 2]> (ka)\n"
+      "  s = MatMul (q, k_t)\n  scaled = Mul (s, scale)\n  p = Softmax <axis = -1> (scaled)\n  out = MatMul (p, va)\n",
+      "g (bfloat16[1,8,130,64] q, bfloat16[1,2,130,64] k, bfloat16[1,2,130,64] v) => (bfloat16[1,8,130,64] out)");
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  // K and V are the [1, 2, 130, 64] inputs themselves: query head h reads K/V head h / 4.
+  ASSERT_EQ(a->k.batch.size(), 1u);
+  EXPECT_EQ(a->k.batch[0].dim, 1);
+  EXPECT_EQ(a->k.batch[0].divisor, 4);
+  EXPECT_EQ(a->k.batch[0].extent, 2);
+  EXPECT_EQ(a->k.batch[0].stride, 130 * 64);
+  ASSERT_EQ(a->v.batch.size(), 1u);
+  EXPECT_EQ(a->v.batch[0].divisor, 4);
+  a->name = "att";
+  auto source = EmitCudaAttention(*a);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_NE(source->function.find("key0, o1 / 4, 0, 0, k_full"), std::string::npos) << source->function;
+}
+
 TEST(CudaAttentionEmitterTest, MaterialisedKTransposeIsReadMnMajor) {
   auto a = LowerText(
       "  c = Constant <value = float {0.125}> ()\n  scale = Cast <to = 16> (c)\n  s = MatMul (q, k_t)\n"

@@ -72,12 +72,14 @@ class Matcher {
     return has_exp && has_sum;
   }
 
-  // Adds the view nodes feeding `id` when all their users are already members (so
-  // nothing outside needs them materialised): they become index arithmetic.
+  // Adds the view and broadcast nodes feeding `id` when all their users are already
+  // members (so nothing outside needs them materialised): they become index arithmetic.
+  // (Broadcasts: K/V heads expanded for grouped-query attention are read, not copied.)
   void AbsorbFeeders(int id, std::vector<bool>& member) const {
     for (int input : g_.node(id).inputs) {
       const Node& in = g_.node(input);
-      if (member[input] || in.info().kind != OpKind::View || generator_[input] || claimed_[input]) continue;
+      const bool index_only = in.info().kind == OpKind::View || in.info().kind == OpKind::Broadcast;
+      if (member[input] || !index_only || generator_[input] || claimed_[input]) continue;
       if (!std::all_of(users_[input].begin(), users_[input].end(), [&](int u) { return member[u]; })) continue;
       member[input] = true;
       AbsorbFeeders(input, member);

@@ -63,6 +63,14 @@ if has gemm; then
       fi
     done
   done
+  # f32 matmuls on TF32 tensor cores (--precision high; checked to the f16 tolerance).
+  for m in examples/matmul_bias_relu.onnxtxt examples/mlp_block.onnxtxt examples/causal_attention.onnxtxt tests/gemm/gemm_bias_f32.onnxtxt; do
+    if out=$(timeout 300 "$B/tilefuse" run "$m" --backend cuda --precision high --check 2>&1); then
+      say "PASS $m --precision high"
+    else
+      say "FAIL $m --precision high"; echo "$out" | tail -12 | tee -a "$log"; failures=$((failures + 1))
+    fi
+  done
   for m in tests/gemm/gemm_bias_relu_ragged_bf16.onnxtxt tests/gemm/bmm_bf16.onnxtxt tests/gemm/gemm_residual_two_outputs_bf16.onnxtxt; do
     if out=$(timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/tilefuse" run "$m" --backend cuda --gemm template 2>&1); then
       say "CLEAN $m"

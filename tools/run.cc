@@ -32,6 +32,7 @@ struct RunOptions {
   std::string trace_file;
   std::string gemm = "auto";  // cuda: template, library or auto (GemmPath)
   std::string attention = "template";  // cuda: template, overlap or split (AttentionPath)
+  std::string precision = "highest";   // cuda: f32 matmuls exact (highest) or TF32 (high)
   uint64_t seed = 0;
   bool check = false;
   bool no_fusion = false;
@@ -64,6 +65,7 @@ class Executor {
       gpu_options.attention = options.attention == "split"     ? AttentionPath::kSplit
                               : options.attention == "overlap" ? AttentionPath::kOverlap
                                                                : AttentionPath::kTemplate;
+      gpu_options.precision = options.precision == "high" ? MatmulPrecision::kHigh : MatmulPrecision::kHighest;
       StatusOr<std::unique_ptr<GpuCompiledGraph>> gpu =
           options.tune ? TuneForGpu(passed, gpu_options, TuneOptions{}, nullptr) : GpuCompiledGraph::Compile(passed, gpu_options);
       if (gpu.ok()) {
@@ -225,7 +227,7 @@ Status PrepareDataSets(const RunOptions& options, const Graph& graph, std::vecto
 // Compares one data set's outputs with its expected outputs, or with the reference
 // interpreter on the imported graph when it has none.
 Status CheckDataSet(const DataSet& set, const Graph& passed, const Graph& imported,
-                    const std::vector<Tensor>& actual, RunReport& report) {
+                    const std::vector<Tensor>& actual, bool precision_high, RunReport& report) {
   std::vector<Tensor> expected = set.expected;
   if (expected.empty()) {
     ASSIGN_OR_RETURN(expected, RunReference(imported, set.inputs));
@@ -243,7 +245,9 @@ Status CheckDataSet(const DataSet& set, const Graph& passed, const Graph& import
     // The reference interpreter is f64: generated f32 kernels get tolerances scaled to
     // each tensor (support/tensor_compare.h); expected outputs keep the ONNX backend-test rule.
     bool generated_vs_reference = set.expected.empty() && (report.backend == "cpu" || report.backend == "cuda");
-    output.comparison = generated_vs_reference ? CompareWithReference(actual[i], expected[i])
+    // TF32 matmuls (--precision high on the GPU) round their inputs like f16.
+    const bool tf32 = report.backend == "cuda" && precision_high && actual[i].dtype() == DType::kF32;
+    output.comparison = generated_vs_reference ? CompareWithReference(actual[i], expected[i], tf32 ? DType::kF16 : expected[i].dtype())
                                                : CompareTensors(actual[i], expected[i]);
     report.outputs.push_back(std::move(output));
   }
@@ -284,7 +288,7 @@ Status RunInto(const RunOptions& options, RunReport& report) {
     report.run_ms += ms;
     if (report.backend == "reference") report.reference_ms += ms;
     if (options.check) {
-      RETURN_IF_ERROR(CheckDataSet(set, passed, imported.graph, outputs, report));
+      RETURN_IF_ERROR(CheckDataSet(set, passed, imported.graph, outputs, options.precision == "high", report));
       continue;
     }
     for (size_t i = 0; i < outputs.size(); ++i) {
@@ -346,6 +350,12 @@ void AddRunCommand(CLI::App& app, int& exit_code) {
                   "measured), or split (Q·Kᵀ, softmax and P·V as separate kernels, the scores in memory)")
       ->check(CLI::IsMember({"template", "overlap", "split"}))
       ->default_val("template");
+  run->add_option("--precision", options->precision,
+                  "cuda: f32 matmuls as PyTorch's float32 matmul precision: highest (exact f32, the default) or high\n"
+                  "(TF32 tensor cores: inputs rounded to 10 mantissa bits, f32 accumulation; --check then holds f32\n"
+                  "outputs to the f16 tolerance). Half-precision models are unaffected.")
+      ->check(CLI::IsMember({"highest", "high"}))
+      ->default_val("highest");
   run->add_flag("--tune", options->tune, "Tune the kernels first (tilefuse tune; cached, so once per model and machine)");
   run->add_option("--trace", options->trace_file, "cpu/cuda: write a Chrome trace (Perfetto) of the kernels of one run");
   run->footer(

@@ -41,6 +41,7 @@ struct GpuCompiledGraph::State {
   std::vector<CUdeviceptr> address;  // per node; 0: not on the device
   bool has_host_steps = false;
   bool poison = false;
+  bool tf32_matmul = false;  // --precision high
   CudaGraphExec captured;
   std::string cache_dir, nvrtc_version;
   std::vector<std::string> plan_notes;  // attention candidates split into their parts, and why
@@ -66,6 +67,7 @@ struct GpuCompiledGraph::State {
     const Shape &sa = graph.node(mm.inputs[0]).shape, &sb = graph.node(mm.inputs[1]).shape, &out = mm.shape;
     LtMatmulProblem p;
     p.dtype = mm.dtype;
+    p.tf32 = tf32_matmul;
     p.m = out[out.size() - 2];
     p.n = out.back();
     p.k = sa.back();
@@ -265,6 +267,7 @@ StatusOr<std::unique_ptr<GpuCompiledGraph>> GpuCompiledGraph::Compile(const Grap
   s->allocator = &DeviceAllocator::Get(s->device);
   s->graph = graph;
   s->poison = options.poison_outputs;
+  s->tf32_matmul = options.precision == MatmulPrecision::kHigh;
   PlannerOptions planner;
   // The cost model of the GPU it runs on (H200s have more bandwidth and L2 than H100s).
   planner.device = s->device->name().find("H200") != std::string::npos ? "h200" : "h100-sxm";

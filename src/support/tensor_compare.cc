@@ -57,7 +57,11 @@ double MaxFiniteMagnitude(const Tensor& t) {
 }  // namespace
 
 Comparison CompareWithReference(const Tensor& actual, const Tensor& expected) {
-  Tolerance tol = ToleranceFor(expected.dtype());
+  return CompareWithReference(actual, expected, expected.dtype());
+}
+
+Comparison CompareWithReference(const Tensor& actual, const Tensor& expected, DType computed_as) {
+  Tolerance tol = ToleranceFor(computed_as);
   tol.atol = std::max(tol.atol, tol.rtol * MaxFiniteMagnitude(expected));
   return CompareTensors(actual, expected, tol);
 }

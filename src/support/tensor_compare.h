@@ -38,6 +38,9 @@ Comparison CompareTensors(const Tensor& actual, const Tensor& expected, const To
 // largest |expected| of the tensor, since a long dot product's rounding scales with its
 // terms, not with its (possibly cancelled, near-zero) result.
 Comparison CompareWithReference(const Tensor& actual, const Tensor& expected);
+// The same with the rtol of `computed_as`: f32 outputs of TF32 matmuls (--precision high)
+// are held to f16's, whose mantissa TF32 has.
+Comparison CompareWithReference(const Tensor& actual, const Tensor& expected, DType computed_as);
 
 // The general norm-wise form: |a - e| <= tol.atol * max(1, max|expected|) + tol.rtol * |e|.
 Comparison CompareNormwise(const Tensor& actual, const Tensor& expected, Tolerance tol);

@@ -64,8 +64,8 @@ const char* LtEpilogueName(LtEpilogue epilogue) {
 }
 
 std::string DescribeLtMatmulProblem(const LtMatmulProblem& p) {
-  return fmt::format("{} batch {} [{}x{}]{}·[{}x{}]{} strides a={} b={} d={} epilogue {}",
-                     DTypeName(p.dtype), p.batch, p.trans_a ? p.k : p.m, p.trans_a ? p.m : p.k,
+  return fmt::format("{}{} batch {} [{}x{}]{}·[{}x{}]{} strides a={} b={} d={} epilogue {}",
+                     DTypeName(p.dtype), p.tf32 ? " (tf32)" : "", p.batch, p.trans_a ? p.k : p.m, p.trans_a ? p.m : p.k,
                      p.trans_a ? "ᵀ" : "", p.trans_b ? p.n : p.k, p.trans_b ? p.k : p.n,
                      p.trans_b ? "ᵀ" : "", p.batch_stride_a, p.batch_stride_b, p.batch_stride_d,
                      LtEpilogueName(p.epilogue));
@@ -242,9 +242,10 @@ Status LtMatmul::State::MakeLayout(const LtMatmulProblem& p, int64_t rows, int64
 StatusOr<std::unique_ptr<Plan>> LtMatmul::State::MakePlan(const PlanKey& key, uint64_t bias) const {
   const LtMatmulProblem& p = key.problem;
   auto plan = std::make_unique<Plan>(&api);
-  // f32 data with CUBLAS_COMPUTE_32F is full f32 (TF32 would be COMPUTE_32F_FAST_TF32);
-  // half types accumulate in f32 too.
-  RETURN_IF_ERROR(Check(api.MatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "MatmulDescCreate", &p));
+  // f32 data with CUBLAS_COMPUTE_32F is full f32, with COMPUTE_32F_FAST_TF32 TF32 tensor
+  // cores; half types accumulate in f32 too.
+  const cublasComputeType_t compute = p.dtype == DType::kF32 && p.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  RETURN_IF_ERROR(Check(api.MatmulDescCreate(&plan->desc, compute, CUDA_R_32F), "MatmulDescCreate", &p));
   auto set_desc = [&](cublasLtMatmulDescAttributes_t attribute, const void* value, size_t size, const char* name) {
     return Check(api.MatmulDescSetAttribute(plan->desc, attribute, value, size), name, &p);
   };

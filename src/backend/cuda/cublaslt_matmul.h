@@ -50,8 +50,9 @@ const char* LtEpilogueName(LtEpilogue epilogue);  // "none", "bias_relu", ...
 //   D is [m][n]. Strides are in elements between consecutive batch matrices; 0 repeats
 //   one matrix for every batch entry (a broadcast batch dim), which A and B may use.
 // A, B, D and bias share `dtype`: f32, f16 or bf16. Products accumulate in f32; f32
-// stays exact f32 (no TF32) unless the user sets NVIDIA_TF32_OVERRIDE=1, which cuBLASLt
-// obeys (seen on an H200: errors of ~1e-3) and which we leave to the user.
+// stays exact f32 unless `tf32` asks for TF32 tensor cores (--precision high: inputs
+// rounded to 10 mantissa bits, errors of ~1e-3 relative) or the user sets
+// NVIDIA_TF32_OVERRIDE=1, which cuBLASLt obeys and which we leave to the user.
 struct LtMatmulProblem {
   DType dtype = DType::kF32;
   int64_t batch = 1;
@@ -63,6 +64,7 @@ struct LtMatmulProblem {
   int64_t batch_stride_d = 0;
   // Bias epilogues read a dense vector of n values, the same for every batch entry.
   LtEpilogue epilogue = LtEpilogue::kNone;
+  bool tf32 = false;  // f32 only: CUBLAS_COMPUTE_32F_FAST_TF32
 
   auto operator<=>(const LtMatmulProblem&) const = default;  // a cache key
 };

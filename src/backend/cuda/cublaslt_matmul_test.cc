@@ -58,6 +58,8 @@ TEST(LtMatmulProblemTest, DescriptionNamesShapeAndEpilogue) {
                           .epilogue = LtEpilogue::kBiasRelu};
   EXPECT_EQ(DescribeLtMatmulProblem(problem),
             "bf16 batch 4 [64x128]·[32x128]ᵀ strides a=0 b=4096 d=2048 epilogue bias_relu");
+  LtMatmulProblem tf32{.dtype = DType::kF32, .m = 8, .n = 8, .k = 8, .tf32 = true};
+  EXPECT_EQ(DescribeLtMatmulProblem(tf32), "f32 (tf32) batch 1 [8x8]·[8x8] strides a=0 b=0 d=0 epilogue none");
 }
 
 // Device buffers through the driver API, resolved with dlsym here so that this test
@@ -272,6 +274,19 @@ TEST_F(LtMatmulGpuTest, GeluEpilogueIsTheTanhApproximation) {
   Comparison tanh_result = CompareNormwise(d, Reference(in, GeluTanh), GpuTolerance(DType::kF32));
   EXPECT_TRUE(tanh_result.pass) << tanh_result.reason << " (max abs err " << tanh_result.max_abs_err << ")";
   EXPECT_FALSE(CompareNormwise(d, Reference(in, GeluErf), GpuTolerance(DType::kF32)).pass);
+}
+
+// --precision high: TF32 tensor cores round the inputs to 10 mantissa bits. The result
+// holds to f16's tolerance and misses exact f32's (K = 512 random products: TF32's
+// rounding is ~1e-3 of the output's scale, exact f32's ~1e-6).
+TEST_F(LtMatmulGpuTest, Tf32RoundsInputsLikeF16) {
+  GpuInputs in = MakeInputs({"f32_tf32", DType::kF32, 1, 128, 128, 512}, 77);
+  in.problem.tf32 = true;
+  Tensor d = RunOnGpu(in);
+  Comparison tf32 = CompareNormwise(d, Reference(in, GeluTanh), GpuTolerance(DType::kF16));
+  EXPECT_TRUE(tf32.pass) << tf32.reason << " (max abs err " << tf32.max_abs_err << ")";
+  EXPECT_FALSE(CompareNormwise(d, Reference(in, GeluTanh), {.rtol = 1e-6, .atol = 1e-6}).pass)
+      << "exact f32: TF32 was not used";
 }
 
 TEST_F(LtMatmulGpuTest, BadProblemsAreInvalidArguments) {

@@ -64,6 +64,9 @@ enum class GemmPath { kAuto, kTemplate, kLibrary };
 // FlashAttention-3's softmax/P·V overlap, not yet measured), or always as its parts, Q·Kᵀ,
 // softmax and P·V, with the scores in memory (split).
 enum class AttentionPath { kTemplate, kOverlap, kSplit };
+// f32 matmuls, as PyTorch's float32 matmul precision: exact f32 (highest, the default), or
+// TF32 tensor cores (high: inputs rounded to 10 mantissa bits, f32 accumulation).
+enum class MatmulPrecision { kHighest, kHigh };
 
 struct CudaTarget {
   std::string arch = "sm_90a";

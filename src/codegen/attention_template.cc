@@ -1,6 +1,7 @@
 #include "codegen/attention_template.h"
 
 #include <fmt/format.h>
+#include <optional>
 
 #include "codegen/attention_lower.h"
 
@@ -10,6 +11,40 @@ namespace {
 
 // The head dims the kernel is written for (one or two 128-byte swizzle rows per Q/K row).
 bool SupportedHeadDim(int64_t d) { return d == 64 || d == 128; }
+
+// The value of a scalar in `k`: a literal, or a load of a single-element constant; none
+// when it is anything else.
+std::optional<double> ScalarOf(const Graph& g, const Kernel& k, const std::vector<KernelBuffer>& buffers, int v) {
+  const ScalarValue& s = k.values[v];
+  if (s.kind == ScalarValue::Kind::kConstant) return s.constant;
+  if (s.kind != ScalarValue::Kind::kLoad || s.buffer < 0) return std::nullopt;
+  const Node& n = g.node(buffers[s.buffer].node);
+  if (n.op != OpCode::kConstant || !n.attrs.value || n.attrs.value->num_elements() != 1) return std::nullopt;
+  return n.attrs.value->GetDouble(0);
+}
+
+// Peels float casts and products with scalars off program value `v`: returns the value
+// under them and multiplies `factor` by the scalars.
+int PeelScalarScale(const Graph& g, const Kernel& k, const std::vector<KernelBuffer>& buffers, int v, double* factor) {
+  for (;;) {
+    const ScalarValue& s = k.values[v];
+    if (s.kind != ScalarValue::Kind::kOp) return v;
+    if (s.op == OpCode::kCast && IsFloat(s.dtype) && IsFloat(k.values[s.args[0]].dtype)) {
+      v = s.args[0];
+      continue;
+    }
+    if (s.op != OpCode::kMul) return v;
+    if (std::optional<double> c = ScalarOf(g, k, buffers, s.args[1])) {
+      *factor *= *c;
+      v = s.args[0];
+    } else if (std::optional<double> c0 = ScalarOf(g, k, buffers, s.args[0])) {
+      *factor *= *c0;
+      v = s.args[1];
+    } else {
+      return v;
+    }
+  }
+}
 
 // Operand `role` of `a` ([batch.., rows, columns] as the matmul reads it) as a strided view
 // of the value it loads: its loop variables become (row 0, column 1, output batch dim i
@@ -36,7 +71,9 @@ StatusOr<StridedOperand> StridedView(const Graph& g, const AttentionKernel& a, c
     s.dtype = n.dtype;
     storage = flat;
   } else {
-    const ScalarValue& v = operand.pack.values[operand.pack_value];
+    // A scalar scale on the operand (exporters put one on Q and Kᵀ) scales the product.
+    const int loaded = PeelScalarScale(g, operand.pack, a.buffers, operand.pack_value, &s.scale);
+    const ScalarValue& v = operand.pack.values[loaded];
     if (v.kind != ScalarValue::Kind::kLoad || v.buffer < 0)
       return Unimplemented(fmt::format("{} (%{}) is computed inside the group; the attention template reads its operands by TMA, "
                                        "as views of graph values",
@@ -95,6 +132,8 @@ StatusOr<AttentionTemplateKernel> LowerAttentionTemplate(const Graph& g, const F
       return Unimplemented(fmt::format("%{} is {} in a {} attention: the template reads every operand in the output's type", s->node,
                                        DTypeName(s->dtype), DTypeName(t.dtype)));
   if (t.q.column_stride != 1) return Unimplemented("Q is stored transposed (its rows contiguous); the template reads Q row by row");
+  t.score_scale = t.q.scale * t.k.scale;
+  t.output_scale = t.v.scale;
   t.logits = std::move(a.logits);
   t.logits.buffers = a.buffers;
   t.logit = a.logit;

@@ -10,8 +10,9 @@
 //
 // in its value, one of the two matrix strides being 1: the form a tensor map addresses
 // (the contiguous dimension first, then the other matrix dimension, then one dimension per
-// batch term). Operands computed inside the group (a cast, a scaled Q) are refused with the
-// reason, as are dtypes, head dims and alignments the kernel does not take.
+// batch term). A scalar scale on an operand (q · c) folds into the score or the output;
+// operands computed otherwise inside the group (a cast to another type, a sum) are refused
+// with the reason, as are dtypes, head dims and alignments the kernel does not take.
 #pragma once
 
 #include <string>
@@ -38,6 +39,7 @@ struct StridedOperand {
   int64_t rows = 0, columns = 0;
   int64_t row_stride = 0, column_stride = 0;  // elements; one of them is 1
   std::vector<BatchTerm> batch;               // at most three
+  double scale = 1;  // a scalar the graph multiplies the view by (folded into the products)
   bool RowsContiguous() const { return row_stride == 1; }
 };
 
@@ -49,6 +51,8 @@ struct AttentionTemplateKernel {
   StridedOperand v;            // [nk][dv]
   Shape batch_shape;           // the output's batch dims (one CTA row per flat entry)
   int64_t nq = 0, nk = 0, d = 0, dv = 0;
+  double score_scale = 1;   // Q's and Kᵀ's scalar scales: each score is Q·Kᵀ times this
+  double output_scale = 1;  // V's: the output is P·V times this
   // The logits program of AttentionKernel (loop variable 0: the flat score row, 1: the key;
   // loads of buffer -1 read the score), its scores' batch for output batch entry
   // (variable 0), and the buffers its other loads read.

@@ -423,7 +423,8 @@ class AttentionEmitter {
   void EmitLogits() {
     std::map<int, std::string> given;
     for (size_t v = 0; v < a_.logits.values.size(); ++v)
-      if (a_.logits.values[v].kind == ScalarValue::Kind::kLoad && a_.logits.values[v].buffer < 0) given[static_cast<int>(v)] = "score";
+      if (a_.logits.values[v].kind == ScalarValue::Kind::kLoad && a_.logits.values[v].buffer < 0)
+        given[static_cast<int>(v)] = a_.score_scale == 1 ? "score" : fmt::format("(score * {}f)", FloatLiteral(a_.score_scale));
     out_ += CudaElementProgram(a_.logits, {a_.logit}, given, {"srow", "key"}, "          ");
     out_ += fmt::format("          s[j * 4 + h * 2 + e] = (float)v{} * 1.4426950408889634f;\n", a_.logit);
   }
@@ -435,15 +436,18 @@ class AttentionEmitter {
         "  // O / row sum, written as column pairs; rows past the end are not written.\n"
         "#pragma unroll\n"
         "  for (int h = 0; h < 2; ++h) {{\n"
-        "    const float inverse = 1.0f / tf::QuadSum(row_sum[h]);\n"
+        "    const float inverse = {2}f / tf::QuadSum(row_sum[h]);\n"
         "    const int row = row0 + 8 * h;\n"
         "    if (row >= kNQ) continue;\n"
         "    unsigned* out = (unsigned*)(b{0} + ((tf_index_t)batch * kNQ + row) * kDV + (lane % 4) * 2);\n"
         "#pragma unroll\n"
         "    for (int j = 0; j < kDV / 8; ++j) out[4 * j] = {1}(o[j * 4 + h * 2] * inverse, o[j * 4 + h * 2 + 1] * inverse);\n"
         "  }}\n",
-        a_.output, pack);
+        a_.output, pack, FloatLiteral(a_.output_scale));
   }
+
+  // A double as a float literal's digits (max_digits10: the float it rounds to is exact).
+  static std::string FloatLiteral(double v) { return fmt::format("{:.9e}", static_cast<float>(v)); }
 
   const AttentionTemplateKernel& a_;
   CudaAttentionConfig c_;

@@ -134,6 +134,24 @@ TEST(CudaAttentionEmitterTest, GroupedQueryHeadsReadTheirSharedKvHeadThroughTheE
   EXPECT_NE(source->function.find("key0, o1 / 4, 0, 0, k_full"), std::string::npos) << source->function;
 }
 
+TEST(CudaAttentionEmitterTest, ScalarScalesOnQAndKFoldIntoTheScore) {
+  // torch.export's SDPA: sqrt(scale) on Q and on Kᵀ. Both are read in place; the score is
+  // scaled by their product (bf16 0.296875², as the graph rounds the constant).
+  auto a = LowerText(
+      "  c = Constant <value = float {0.29730177875068026}> ()\n  root = Cast <to = 16> (c)\n  qs = Mul (q, root)\n"
+      "  k_t = Transpose <perm = [0, 1, 3, 2]> (k)\n  ks = Mul (k_t, root)\n  s = MatMul (qs, ks)\n"
+      "  p = Softmax <axis = -1> (s)\n  out = MatMul (p, v)\n",
+      "g (bfloat16[1,2,160,128] q, bfloat16[1,2,160,128] k, bfloat16[1,2,160,128] v) => (bfloat16[1,2,160,128] out)");
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_DOUBLE_EQ(a->score_scale, 0.296875 * 0.296875);
+  EXPECT_EQ(a->output_scale, 1);
+  EXPECT_TRUE(a->k.RowsContiguous());  // k itself, through the transpose
+  a->name = "att";
+  auto source = EmitCudaAttention(*a);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_NE(source->function.find("(score * 8.813476562e-02f)"), std::string::npos) << source->function;
+}
+
 TEST(CudaAttentionEmitterTest, MaterialisedKTransposeIsReadMnMajor) {
   auto a = LowerText(
       "  c = Constant <value = float {0.125}> ()\n  scale = Cast <to = 16> (c)\n  s = MatMul (q, k_t)\n"

@@ -72,13 +72,27 @@ class Matcher {
     return has_exp && has_sum;
   }
 
+  // A product with one scalar (a broadcast single-element constant): the scale exporters
+  // put on Q and Kᵀ (torch.export splits SDPA's scale into a square root on each).
+  bool IsScalarScale(const Node& n) const {
+    if (n.op != OpCode::kMul) return false;
+    for (int input : n.inputs) {
+      const Node& in = g_.node(input);
+      const bool scalar = NumElements(in.shape) == 1 ||
+                          (in.op == OpCode::kBroadcast && NumElements(g_.node(in.inputs[0]).shape) == 1);
+      if (generator_[input] && scalar) return true;
+    }
+    return false;
+  }
+
   // Adds the view and broadcast nodes feeding `id` when all their users are already
   // members (so nothing outside needs them materialised): they become index arithmetic.
   // (Broadcasts: K/V heads expanded for grouped-query attention are read, not copied.)
+  // Scalar scales of an operand come along: the templates fold them into the score.
   void AbsorbFeeders(int id, std::vector<bool>& member) const {
     for (int input : g_.node(id).inputs) {
       const Node& in = g_.node(input);
-      const bool index_only = in.info().kind == OpKind::View || in.info().kind == OpKind::Broadcast;
+      const bool index_only = in.info().kind == OpKind::View || in.info().kind == OpKind::Broadcast || IsScalarScale(in);
       if (member[input] || !index_only || generator_[input] || claimed_[input]) continue;
       if (!std::all_of(users_[input].begin(), users_[input].end(), [&](int u) { return member[u]; })) continue;
       member[input] = true;

@@ -1,6 +1,7 @@
 #include "fusion/attention_matcher.h"
 
 #include <algorithm>
+#include <fmt/format.h>
 
 #include "fusion/group_classifier.h"
 
@@ -15,13 +16,17 @@ bool IsScoreOp(OpKind kind) {
 class Matcher {
  public:
   explicit Matcher(const Graph& g) : g_(g), users_(g.ComputeUsers()), generator_(FindInlinedGenerators(g)),
-                                     claimed_(g.num_nodes(), false) {}
+                                     claimed_(g.num_nodes(), false), graph_output_(g.num_nodes(), false) {
+    for (const Graph::Output& out : g.outputs()) graph_output_[out.node] = true;
+  }
 
-  std::vector<std::vector<int>> Run() {
+  std::vector<std::vector<int>> Run(std::vector<MissedAttention>* missed) {
     std::vector<std::vector<int>> groups;
     for (const Node& n : g_.nodes()) {
       if (n.op != OpCode::kMatMul || claimed_[n.id]) continue;
-      std::vector<int> members = Match(n);
+      std::string why;
+      std::vector<int> members = Match(n, why);
+      if (members.empty() && !why.empty() && missed) missed->push_back({n.id, std::move(why)});
       if (members.empty()) continue;
       for (int id : members) claimed_[id] = true;
       groups.push_back(std::move(members));
@@ -34,7 +39,8 @@ class Matcher {
   // Score ops have the probabilities' size (or its rows', after a reduction): walking
   // only through those keeps the search inside one attention, not along the residual
   // stream through every earlier layer.
-  int FindScoreMatmul(int probs, std::vector<bool>& in_scores) const {
+  // `blocker`: the node that stopped the walk, when one did.
+  int FindScoreMatmul(int probs, std::vector<bool>& in_scores, int& blocker) const {
     const Shape& probs_shape = g_.node(probs).shape;
     int64_t full = NumElements(probs_shape), rows = probs_shape.empty() ? 1 : full / std::max<int64_t>(1, probs_shape.back());
     int score_matmul = -1;
@@ -46,12 +52,12 @@ class Matcher {
       if (in_scores[id] || n.info().kind == OpKind::Source || generator_[id]) continue;
       if (n.op == OpCode::kMatMul) {
         // A matmul another attention group already owns (its P·V) cannot be our Q·Kᵀ.
-        if (claimed_[id] || (score_matmul >= 0 && score_matmul != id)) return -1;
+        if (claimed_[id] || (score_matmul >= 0 && score_matmul != id)) return blocker = id, -1;
         score_matmul = id;
         continue;
       }
       int64_t elements = NumElements(n.shape);
-      if (!IsScoreOp(n.info().kind) || claimed_[id] || (elements != full && elements != rows)) return -1;
+      if (!IsScoreOp(n.info().kind) || claimed_[id] || (elements != full && elements != rows)) return blocker = id, -1;
       in_scores[id] = true;
       for (int input : n.inputs) stack.push_back(input);
     }
@@ -100,24 +106,62 @@ class Matcher {
     }
   }
 
-  std::vector<int> Match(const Node& pv) {
+  // Does the walk from the probabilities pass an exp and a row sum (a softmax)?
+  bool SawSoftmax(const std::vector<bool>& in_scores) const {
+    bool exp = false, sum = false;
+    for (int id = 0; id < g_.num_nodes(); ++id) {
+      if (!in_scores[id]) continue;
+      exp |= g_.node(id).op == OpCode::kExp;
+      sum |= g_.node(id).op == OpCode::kReduceSum;
+    }
+    return exp && sum;
+  }
+
+  static std::string Label(const Node& n) { return fmt::format("{} %{}", OpName(n.op), n.id); }
+
+  // The members of the attention whose P·V is `pv`, or none; `why` says what failed for a
+  // matmul that reads a softmax (empty for matmuls that do not look like attention).
+  std::vector<int> Match(const Node& pv, std::string& why) {
     std::vector<bool> in_scores(g_.num_nodes(), false);
-    int qk = FindScoreMatmul(pv.inputs[0], in_scores);
-    if (qk < 0) return {};
+    int blocker = -1;
+    int qk = FindScoreMatmul(pv.inputs[0], in_scores, blocker);
+    if (qk < 0) {
+      if (blocker >= 0 && SawSoftmax(in_scores))
+        why = fmt::format("between the softmax and Q·Kᵀ, {} is not a per-score op (or belongs to another attention)",
+                          Label(g_.node(blocker)));
+      return {};
+    }
     const Node& qk_node = g_.node(qk);
-    if (qk_node.shape.back() > 0 && qk_node.shape != g_.node(pv.inputs[0]).shape) return {};
-    if (g_.node(qk_node.inputs[0]).shape.back() > kMaxAttentionHeadDim || pv.shape.back() > kMaxAttentionHeadDim) return {};
+    const bool softmax_like = SawSoftmax(in_scores);
+    auto miss = [&](std::string reason) {
+      if (softmax_like) why = std::move(reason);
+      return std::vector<int>{};
+    };
+    if (qk_node.shape.back() > 0 && qk_node.shape != g_.node(pv.inputs[0]).shape)
+      return miss(fmt::format("the scores of {} and the probabilities P·V reads differ in shape", Label(qk_node)));
+    if (g_.node(qk_node.inputs[0]).shape.back() > kMaxAttentionHeadDim || pv.shape.back() > kMaxAttentionHeadDim)
+      return miss(fmt::format("head dims above {}", kMaxAttentionHeadDim));
     std::vector<int> scores;
     for (int id = qk + 1; id < pv.id; ++id)
       if (in_scores[id]) scores.push_back(id);
-    if (!IsRowSoftmax(scores, qk_node.shape.back())) return {};
+    if (!IsRowSoftmax(scores, qk_node.shape.back()))
+      return miss("the ops between the matmuls are not a softmax over each score row (exp, row sum, and reductions only over the keys)");
     // The N×N intermediates must not be needed outside the group.
     std::vector<bool> member(g_.num_nodes(), false);
     member[qk] = member[pv.id] = true;
     for (int id : scores) member[id] = true;
     for (int id : scores)
-      for (int u : users_[id]) if (!member[u]) return {};
-    for (int u : users_[qk]) if (!member[u]) return {};
+      if (graph_output_[id])
+        return miss(fmt::format("{} between the matmuls is a graph output: its N×N values would have to be stored", Label(g_.node(id))));
+    if (graph_output_[qk]) return miss(fmt::format("the scores {} are a graph output", Label(qk_node)));
+    for (int id : scores)
+      for (int u : users_[id])
+        if (!member[u])
+          return miss(fmt::format("{} between the matmuls is also read by {} outside the attention: its N×N values would have to be stored",
+                                  Label(g_.node(id)), Label(g_.node(u))));
+    for (int u : users_[qk])
+      if (!member[u])
+        return miss(fmt::format("the scores {} are also read by {} outside the attention", Label(qk_node), Label(g_.node(u))));
     for (int id : scores) AbsorbFeeders(id, member);
     AbsorbFeeders(qk, member);
     AbsorbFeeders(pv.id, member);
@@ -131,10 +175,13 @@ class Matcher {
   std::vector<std::vector<int>> users_;
   std::vector<bool> generator_;
   std::vector<bool> claimed_;
+  std::vector<bool> graph_output_;
 };
 
 }  // namespace
 
-std::vector<std::vector<int>> FindAttentionGroups(const Graph& graph) { return Matcher(graph).Run(); }
+std::vector<std::vector<int>> FindAttentionGroups(const Graph& graph, std::vector<MissedAttention>* missed) {
+  return Matcher(graph).Run(missed);
+}
 
 }  // namespace tilefuse

@@ -54,6 +54,7 @@ std::string ExplainText(const Graph& g, const FusionPlan& plan) {
       "device {}: {} kernels unfused -> {} fused; predicted {:.2f} us fused vs {:.2f} us unfused ({:.2f}x)\n",
       plan.device, plan.unfused_kernels, plan.groups.size(), plan.predicted_us, plan.unfused_predicted_us, Speedup(plan));
   const std::vector<bool> inlined = FindInlinedGenerators(g);
+  for (const std::string& m : plan.missed_attention) out += "attention not matched at " + m + "\n";
   for (const FusionGroup& group : plan.groups) {
     GroupBytes bytes = CountBytes(g, group, inlined);
     out += fmt::format("group {} {}: {} ops, in {}, out {}, {:.3g} flop, predicted {:.2f} us (unfused {:.2f} us)\n",
@@ -94,7 +95,8 @@ nlohmann::json ExplainJson(const Graph& g, const FusionPlan& plan) {
           {"unfused_predicted_us", plan.unfused_predicted_us},
           {"predicted_speedup", Speedup(plan)},
           {"groups", groups},
-          {"rejected", rejected}};
+          {"rejected", rejected},
+          {"missed_attention", plan.missed_attention}};
 }
 
 std::string ExplainDot(const Graph& g, const FusionPlan& plan) {

@@ -75,6 +75,37 @@ TEST(ExplainTest, RealModelsFindTheirAttention) {
   }
 }
 
+Planned PlanText(const std::string& signature, const std::string& body) {
+  auto model = ImportOnnxText("<\n  ir_version: 8,\n  opset_import: [\"\" : 17]\n>\n" + signature + "\n{\n" + body + "}\n");
+  EXPECT_TRUE(model.ok()) << model.status().ToString();
+  auto graph = RunGraphPasses(std::move(model->graph), PassOptions{});
+  EXPECT_TRUE(graph.ok()) << graph.status().ToString();
+  auto plan = PlanFusion(*graph, PlannerOptions{});
+  EXPECT_TRUE(plan.ok()) << plan.status().ToString();
+  return {std::move(graph).value(), std::move(plan).value()};
+}
+
+// An attention whose N×N probabilities or scores are needed outside it is not claimed
+// (its intermediates must be stored), and explain says so; other matmuls are not listed.
+TEST(ExplainTest, AttentionNotMatchedSaysWhy) {
+  const std::string body =
+      "  k_t = Transpose <perm = [0, 1, 3, 2]> (k)\n  scores = MatMul (q, k_t)\n  probs = Softmax <axis = -1> (scores)\n"
+      "  out = MatMul (probs, v)\n";
+  Planned output = PlanText("g (float[1,2,64,32] q, float[1,2,64,32] k, float[1,2,64,32] v) => (float[1,2,64,32] out, float[1,2,64,64] probs)", body);
+  for (const FusionGroup& g : output.plan.groups) EXPECT_NE(g.kind, GroupKind::kAttention);
+  std::string text = ExplainText(output.graph, output.plan);
+  EXPECT_NE(text.find("attention not matched at matmul %"), std::string::npos) << text;
+  EXPECT_NE(text.find("is a graph output: its N×N values would have to be stored"), std::string::npos) << text;
+  EXPECT_EQ(ExplainJson(output.graph, output.plan)["missed_attention"].size(), 1u);
+
+  Planned read = PlanText("g (float[1,2,64,32] q, float[1,2,64,32] k, float[1,2,64,32] v) => (float[1,2,64,32] out, float[1,2,64] m)",
+                          body + "  m = ReduceMax <axes = [-1], keepdims = 0> (scores)\n");
+  EXPECT_NE(ExplainText(read.graph, read.plan).find("are also read by reduce_max"), std::string::npos) << ExplainText(read.graph, read.plan);
+
+  Planned mlp = PlanModel("examples/mlp_block.onnxtxt");
+  EXPECT_TRUE(mlp.plan.missed_attention.empty());
+}
+
 TEST(ExplainTest, TextNamesOnnxNodesAndRejections) {
   Planned p = PlanModel("examples/mlp_block.onnxtxt");
   std::string text = ExplainText(p.graph, p.plan);

@@ -46,6 +46,8 @@ struct FusionPlan {
   std::vector<FusionGroup> groups;     // in topological order
   std::vector<int> group_of;           // node id -> group id, -1 for sources and inlined generators
   std::vector<RejectedMerge> rejected;
+  // Matmuls reading a softmax that were not matched as attention: "matmul %41: <why>".
+  std::vector<std::string> missed_attention;
   int unfused_kernels = 0;             // kernels with every op on its own (views folded)
   double predicted_us = 0;
   double unfused_predicted_us = 0;

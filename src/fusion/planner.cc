@@ -82,7 +82,10 @@ class PriorityFusion {
 
   void CreateInitialGroups() {
     if (options_.fuse && !options_.disabled_kinds.count(GroupKind::kAttention)) {
-      for (std::vector<int>& members : FindAttentionGroups(g_)) {
+      std::vector<MissedAttention> missed;
+      std::vector<std::vector<int>> attention = FindAttentionGroups(g_, &missed);
+      for (const MissedAttention& m : missed) missed_attention_.push_back(fmt::format("matmul %{}: {}", m.matmul, m.reason));
+      for (std::vector<int>& members : attention) {
         if (std::any_of(members.begin(), members.end(), [&](int id) { return options_.no_attention_at.count(id) > 0; })) continue;
         Group& group = groups_[members[0]];
         for (int id : members) group_of_[id] = members[0];
@@ -301,6 +304,7 @@ class PriorityFusion {
   std::vector<bool> inlined_;
   int stamp_ = 0;
   std::vector<RejectedMerge> rejected_;
+  std::vector<std::string> missed_attention_;
 };
 
 FusionPlan PriorityFusion::Finish() {
@@ -343,6 +347,7 @@ FusionPlan PriorityFusion::Finish() {
     plan.groups.push_back(std::move(fg));
   }
   for (const RejectedMerge& r : rejected_) plan.rejected.push_back({new_id[r.producer_group], new_id[r.consumer_group], r.reason});
+  plan.missed_attention = missed_attention_;
   return plan;
 }
 

@@ -6,7 +6,7 @@
 #      f64 reference (poisoned outputs), and the benchmark cases at full size
 #   1b. the GEMM template's correctness graphs (tests/gemm) and compute-sanitizer on three
 #   1c. the attention template's graphs (tests/attention and the attention twins of
-#       bench/cases/check), template, overlap and split, and compute-sanitizer on three
+#       bench/cases/check), template, overlap and split, and compute-sanitizer on four
 #   2. differential fuzzing: 4 x $FUZZ_COUNT random graphs on the GPU, fused and unfused
 #      compute-sanitizer memcheck on the examples
 #   3. the GPU unit tests (cuBLASLt)
@@ -51,52 +51,48 @@ if has check; then
   grep -q '^FAIL' "$log" && failures=$((failures + 1))
 fi
 
+# `check_run LABEL ARGS...`: tilefuse run ARGS --backend cuda --check, PASS or FAIL with the tail.
+check_run() {
+  local label=$1; shift
+  if out=$(timeout 300 "$B/tilefuse" run "$@" --backend cuda --check 2>&1); then
+    say "PASS $label"
+  else
+    say "FAIL $label"; echo "$out" | tail -12 | tee -a "$log"; failures=$((failures + 1))
+  fi
+}
+# `memcheck_run MODEL ARGS...`: tilefuse run under compute-sanitizer memcheck, CLEAN or not.
+memcheck_run() {
+  local m=$1; shift
+  if out=$(timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/tilefuse" run "$m" --backend cuda "$@" 2>&1); then
+    say "CLEAN $m"
+  else
+    say "MEMCHECK FAIL $m"; echo "$out" | grep -v '^=========  ' | tail -15 | tee -a "$log"; failures=$((failures + 1))
+  fi
+}
+
 if has gemm; then
   say "== GEMM template: tests/gemm on the GPU vs the reference (poisoned outputs), then memcheck"
   # --gemm template: small problems too (auto sends those with few output tiles to cuBLASLt).
   for m in tests/gemm/*.onnxtxt; do
-    for path in template auto; do
-      if out=$(timeout 300 "$B/tilefuse" run "$m" --backend cuda --gemm $path --check 2>&1); then
-        say "PASS $m --gemm $path"
-      else
-        say "FAIL $m --gemm $path"; echo "$out" | tail -12 | tee -a "$log"; failures=$((failures + 1))
-      fi
-    done
+    for path in template auto; do check_run "$m --gemm $path" "$m" --gemm $path; done
   done
   # f32 matmuls on TF32 tensor cores (--precision high; checked to the f16 tolerance).
   for m in examples/matmul_bias_relu.onnxtxt examples/mlp_block.onnxtxt examples/causal_attention.onnxtxt tests/gemm/gemm_bias_f32.onnxtxt; do
-    if out=$(timeout 300 "$B/tilefuse" run "$m" --backend cuda --precision high --check 2>&1); then
-      say "PASS $m --precision high"
-    else
-      say "FAIL $m --precision high"; echo "$out" | tail -12 | tee -a "$log"; failures=$((failures + 1))
-    fi
+    check_run "$m --precision high" "$m" --precision high
   done
   for m in tests/gemm/gemm_bias_relu_ragged_bf16.onnxtxt tests/gemm/bmm_bf16.onnxtxt tests/gemm/gemm_residual_two_outputs_bf16.onnxtxt; do
-    if out=$(timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/tilefuse" run "$m" --backend cuda --gemm template 2>&1); then
-      say "CLEAN $m"
-    else
-      say "MEMCHECK FAIL $m"; echo "$out" | grep -v '^=========  ' | tail -15 | tee -a "$log"; failures=$((failures + 1))
-    fi
+    memcheck_run "$m" --gemm template
   done
 fi
 
 if has attention; then
   say "== attention template: tests/attention and the attention twins on the GPU vs the reference, then memcheck"
   for m in tests/attention/*.onnxtxt bench/cases/check/attention*.onnxtxt bench/cases/check/gpt_block*.onnxtxt; do
-    for path in template overlap split; do
-      if out=$(timeout 300 "$B/tilefuse" run "$m" --backend cuda --attention $path --check 2>&1); then
-        say "PASS $m --attention $path"
-      else
-        say "FAIL $m --attention $path"; echo "$out" | tail -12 | tee -a "$log"; failures=$((failures + 1))
-      fi
-    done
+    for path in template overlap split; do check_run "$m --attention $path" "$m" --attention $path; done
   done
-  for m in tests/attention/attention_causal_d128_bf16.onnxtxt tests/attention/attention_fused_qkv_heads_bf16.onnxtxt tests/attention/attention_kt_input_bf16.onnxtxt; do
-    if out=$(timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/tilefuse" run "$m" --backend cuda 2>&1); then
-      say "CLEAN $m"
-    else
-      say "MEMCHECK FAIL $m"; echo "$out" | grep -v '^=========  ' | tail -15 | tee -a "$log"; failures=$((failures + 1))
-    fi
+  for m in tests/attention/attention_causal_d128_bf16.onnxtxt tests/attention/attention_fused_qkv_heads_bf16.onnxtxt tests/attention/attention_kt_input_bf16.onnxtxt tests/attention/attention_gqa_bf16.onnxtxt; do
+    memcheck_run "$m"
+    memcheck_run "$m" --attention overlap
   done
 fi
 
@@ -113,13 +109,7 @@ fi
 
 if has sanitize; then
   say "== compute-sanitizer memcheck on the examples"
-  for m in examples/*.onnxtxt; do
-    if out=$(timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/tilefuse" run "$m" --backend cuda --gemm template 2>&1); then
-      say "CLEAN $m"
-    else
-      say "MEMCHECK FAIL $m"; echo "$out" | grep -v '^=========  ' | tail -15 | tee -a "$log"; failures=$((failures + 1))
-    fi
-  done
+  for m in examples/*.onnxtxt; do memcheck_run "$m" --gemm template; done
 fi
 
 if has tests; then

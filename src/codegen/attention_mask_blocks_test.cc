@@ -7,10 +7,8 @@
 #include <gtest/gtest.h>
 
 #include "codegen/attention_template.h"
-#include "frontend/onnx/importer.h"
 #include "fusion/group_classifier.h"
-#include "fusion/planner.h"
-#include "passes/pipeline.h"
+#include "testing/onnx_text_plan.h"
 
 namespace tilefuse {
 namespace {
@@ -19,30 +17,23 @@ namespace {
 // scores go through `mask_body` (defining `masked` from `scaled`), 128 × 128 blocks.
 std::vector<KeyBlockRange> Ranges(int n, const std::string& mask_body, const std::string& extra_inputs = "") {
   std::string shape = fmt::format("bfloat16[1,2,{},64]", n);
-  std::string text = fmt::format(
-      "<\n  ir_version: 8,\n  opset_import: [\"\" : 17]\n>\n"
-      "g ({0} q, {0} k, {0} v{1}) => ({0} out)\n{{\n"
-      "  mask_shape = Constant <value = int64[2] {{{2}, {2}}}> ()\n"
+  std::string body = fmt::format(
+      "  mask_shape = Constant <value = int64[2] {{{0}, {0}}}> ()\n"
       "  ones = ConstantOfShape <value = float[1] {{1.0}}> (mask_shape)\n"
       "  c = Constant <value = float {{0.125}}> ()\n  scale = Cast <to = 16> (c)\n"
       "  big_f32 = Constant <value = float {{-1e9}}> ()\n  neg_big = Cast <to = 16> (big_f32)\n"
       "  zero = Constant <value = float {{0.0}}> ()\n"
       "  k_t = Transpose <perm = [0, 1, 3, 2]> (k)\n  s = MatMul (q, k_t)\n  scaled = Mul (s, scale)\n"
-      "{3}"
-      "  p = Softmax <axis = -1> (masked)\n  out = MatMul (p, v)\n}}\n",
-      shape, extra_inputs, n, mask_body);
-  auto model = ImportOnnxText(text);
-  EXPECT_TRUE(model.ok()) << model.status().ToString();
-  auto graph = RunGraphPasses(std::move(model->graph), PassOptions{});
-  EXPECT_TRUE(graph.ok()) << graph.status().ToString();
-  auto plan = PlanFusion(*graph, PlannerOptions{});
-  EXPECT_TRUE(plan.ok()) << plan.status().ToString();
-  for (const FusionGroup& group : plan->groups) {
+      "{1}"
+      "  p = Softmax <axis = -1> (masked)\n  out = MatMul (p, v)\n",
+      n, mask_body);
+  PlannedText p = PlanOnnxText(fmt::format("g ({0} q, {0} k, {0} v{1}) => ({0} out)", shape, extra_inputs), body);
+  for (const FusionGroup& group : p.plan.groups) {
     if (group.kind != GroupKind::kAttention) continue;
-    auto a = LowerAttentionTemplate(*graph, group, FindInlinedGenerators(*graph));
+    auto a = LowerAttentionTemplate(p.graph, group, FindInlinedGenerators(p.graph));
     EXPECT_TRUE(a.ok()) << a.status().ToString();
     if (!a.ok()) return {};
-    return UnmaskedKeyBlocks(*graph, {a->logits, a->logit, a->buffers, a->score_batch_index, a->nq, a->nk}, 128, 128);
+    return UnmaskedKeyBlocks(p.graph, {a->logits, a->logit, a->buffers, a->score_batch_index, a->nq, a->nk}, 128, 128);
   }
   ADD_FAILURE() << "no attention group";
   return {};

@@ -78,11 +78,7 @@ class AttentionEmitter {
     EmitProducer();
     EmitConsumer();
     out_ += "}\n";
-    s.function = std::move(out_);
-    s.num_params = static_cast<int>(s.launch.args.size());
-    s.launch.grid = {s.work_blocks, 1, 1};
-    s.launch.block = {threads, 1, 1};
-    s.launch.dynamic_shared_bytes = SharedBytes(a_, c_);
+    FinishTemplateSource(s, std::move(out_), SharedBytes(a_, c_));
     return s;
   }
 
@@ -315,8 +311,11 @@ class AttentionEmitter {
       "  tf::Warpgroup::Wait<0>();\n"
       "  if (local == 0) v_empty[pending.stage].Arrive();\n";
 
+  // The tile-library function packing two floats into a pair of the operands' half type.
+  std::string Pack() const { return a_.dtype == DType::kBF16 ? "tf::PackBf16x2" : "tf::PackF16x2"; }
+
   void EmitConsumer() {
-    const std::string pack = a_.dtype == DType::kBF16 ? "tf::PackBf16x2" : "tf::PackF16x2";
+    const std::string pack = Pack();
     out_ += fmt::format(
         "  tf::Warpgroup::GrowRegisters<{0}>();\n"
         "  const int consumer = warpgroup - 1;\n"
@@ -430,8 +429,6 @@ class AttentionEmitter {
   }
 
   void EmitStore() {
-    const std::string dt(DTypeName(a_.dtype));
-    const std::string pack = a_.dtype == DType::kBF16 ? "tf::PackBf16x2" : "tf::PackF16x2";
     out_ += fmt::format(
         "  // O / row sum, written as column pairs; rows past the end are not written.\n"
         "#pragma unroll\n"
@@ -443,7 +440,7 @@ class AttentionEmitter {
         "#pragma unroll\n"
         "    for (int j = 0; j < kDV / 8; ++j) out[4 * j] = {1}(o[j * 4 + h * 2] * inverse, o[j * 4 + h * 2 + 1] * inverse);\n"
         "  }}\n",
-        a_.output, pack, FloatLiteral(a_.output_scale));
+        a_.output, Pack(), FloatLiteral(a_.output_scale));
   }
 
   // A double as a float literal's digits (max_digits10: the float it rounds to is exact).

@@ -7,24 +7,16 @@
 #include <gtest/gtest.h>
 
 #include "fusion/group_classifier.h"
-#include "fusion/planner.h"
-#include "frontend/onnx/importer.h"
-#include "passes/pipeline.h"
 #include "testing/file_check.h"
+#include "testing/onnx_text_plan.h"
 
 namespace tilefuse {
 namespace {
 
 StatusOr<AttentionTemplateKernel> LowerText(const std::string& body, const std::string& signature) {
-  std::string text = "<\n  ir_version: 8,\n  opset_import: [\"\" : 17]\n>\n" + signature + "\n{\n" + body + "}\n";
-  auto model = ImportOnnxText(text);
-  EXPECT_TRUE(model.ok()) << model.status().ToString();
-  auto graph = RunGraphPasses(std::move(model->graph), PassOptions{});
-  EXPECT_TRUE(graph.ok()) << graph.status().ToString();
-  auto plan = PlanFusion(*graph, PlannerOptions{});
-  EXPECT_TRUE(plan.ok()) << plan.status().ToString();
-  for (const FusionGroup& group : plan->groups)
-    if (group.kind == GroupKind::kAttention) return LowerAttentionTemplate(*graph, group, FindInlinedGenerators(*graph));
+  PlannedText p = PlanOnnxText(signature, body);
+  for (const FusionGroup& group : p.plan.groups)
+    if (group.kind == GroupKind::kAttention) return LowerAttentionTemplate(p.graph, group, FindInlinedGenerators(p.graph));
   ADD_FAILURE() << "no attention group";
   return Internal("no attention group");
 }

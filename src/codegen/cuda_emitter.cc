@@ -463,6 +463,14 @@ StatusOr<CudaKernelSource> EmitCudaKernel(const Kernel& kernel, const CudaKernel
   return CudaEmitter(kernel, ResolveCudaConfig(kernel, config)).Run();
 }
 
+void FinishTemplateSource(CudaKernelSource& s, std::string function, int64_t shared_bytes) {
+  s.function = std::move(function);
+  s.num_params = static_cast<int>(s.launch.args.size());
+  s.launch.grid = {s.work_blocks, 1, 1};
+  s.launch.block = {s.threads, 1, 1};
+  s.launch.dynamic_shared_bytes = shared_bytes;
+}
+
 std::string CudaTranslationUnit(const std::vector<CudaKernelSource>& kernels) {
   std::string out = "// tilefuse generated CUDA kernels\n#include \"tilefuse_device.cuh\"\n#include \"tilefuse_tiles.cuh\"\n\nnamespace tfk {\n";
   for (const CudaKernelSource& k : kernels) out += "\n" + k.function;

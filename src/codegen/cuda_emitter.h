@@ -51,6 +51,9 @@ struct CudaKernelSource {
 CudaKernelConfig ResolveCudaConfig(const Kernel& kernel, const CudaKernelConfig& requested);
 // InvalidArgument for configurations the template cannot run (the tuner prunes them).
 StatusOr<CudaKernelSource> EmitCudaKernel(const Kernel& kernel, const CudaKernelConfig& config = {});
+// A compute-bound template's source completed: `function`, and a launch of `work_blocks`
+// blocks of `threads` with `shared_bytes` of dynamic shared memory over its arguments.
+void FinishTemplateSource(CudaKernelSource& source, std::string function, int64_t shared_bytes);
 // One translation unit holding several kernels (a whole graph compiles in one NVRTC run).
 std::string CudaTranslationUnit(const std::vector<CudaKernelSource>& kernels);
 

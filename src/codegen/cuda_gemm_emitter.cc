@@ -155,11 +155,7 @@ class GemmEmitter {
     EmitProducer();
     EmitConsumer();
     out_ += "}\n";
-    s.function = std::move(out_);
-    s.num_params = static_cast<int>(s.launch.args.size());
-    s.launch.grid = {s.work_blocks, 1, 1};
-    s.launch.block = {threads, 1, 1};
-    s.launch.dynamic_shared_bytes = SharedBytes(c_, staged_ >= 0);
+    FinishTemplateSource(s, std::move(out_), SharedBytes(c_, staged_ >= 0));
     return s;
   }
 

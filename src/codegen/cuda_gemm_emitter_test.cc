@@ -11,25 +11,14 @@
 #include "fusion/planner.h"
 #include "passes/pipeline.h"
 #include "testing/file_check.h"
+#include "testing/onnx_text_plan.h"
 
 namespace tilefuse {
 namespace {
 
-struct Planned {
-  Graph graph;
-  FusionPlan plan;
-};
+using Planned = PlannedText;
 
-Planned PlanText(const std::string& body, const std::string& signature) {
-  std::string text = "<\n  ir_version: 8,\n  opset_import: [\"\" : 17]\n>\n" + signature + "\n{\n" + body + "}\n";
-  auto model = ImportOnnxText(text);
-  EXPECT_TRUE(model.ok()) << model.status().ToString();
-  auto graph = RunGraphPasses(std::move(model->graph), PassOptions{});
-  EXPECT_TRUE(graph.ok()) << graph.status().ToString();
-  auto plan = PlanFusion(*graph, PlannerOptions{});
-  EXPECT_TRUE(plan.ok()) << plan.status().ToString();
-  return {std::move(*graph), std::move(*plan)};
-}
+Planned PlanText(const std::string& body, const std::string& signature) { return PlanOnnxText(signature, body); }
 
 StatusOr<GemmTemplateKernel> LowerOnlyGemm(const Planned& p) {
   for (const FusionGroup& group : p.plan.groups)

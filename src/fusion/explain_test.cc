@@ -8,6 +8,7 @@
 #include "fusion/plan_verifier.h"
 #include "fusion/planner.h"
 #include "passes/pipeline.h"
+#include "testing/onnx_text_plan.h"
 
 namespace tilefuse {
 namespace {
@@ -76,13 +77,8 @@ TEST(ExplainTest, RealModelsFindTheirAttention) {
 }
 
 Planned PlanText(const std::string& signature, const std::string& body) {
-  auto model = ImportOnnxText("<\n  ir_version: 8,\n  opset_import: [\"\" : 17]\n>\n" + signature + "\n{\n" + body + "}\n");
-  EXPECT_TRUE(model.ok()) << model.status().ToString();
-  auto graph = RunGraphPasses(std::move(model->graph), PassOptions{});
-  EXPECT_TRUE(graph.ok()) << graph.status().ToString();
-  auto plan = PlanFusion(*graph, PlannerOptions{});
-  EXPECT_TRUE(plan.ok()) << plan.status().ToString();
-  return {std::move(graph).value(), std::move(plan).value()};
+  PlannedText p = PlanOnnxText(signature, body);
+  return {std::move(p.graph), std::move(p.plan)};
 }
 
 // An attention whose N×N probabilities or scores are needed outside it is not claimed

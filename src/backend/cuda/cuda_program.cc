@@ -15,6 +15,18 @@ namespace tilefuse {
 
 namespace {
 
+// A template's kernel as a launchable: its parameters' graph values, the group's outputs,
+// and the scalar program printed into it.
+CudaLaunchable TemplateLaunchable(CudaKernelSource source, const FusionGroup& group, Kernel program) {
+  CudaLaunchable launchable;
+  launchable.source = std::move(source);
+  for (const LaunchArg& arg : launchable.source.launch.args) launchable.buffer_nodes.push_back(arg.node);
+  launchable.outputs = group.outputs;
+  launchable.kernel = std::move(program);
+  launchable.is_template = true;
+  return launchable;
+}
+
 // The attention template for an attention group, or why it does not apply.
 StatusOr<CudaLaunchable> AttentionTemplate(const Graph& g, const FusionGroup& group, const std::vector<bool>& inlined,
                                            const std::string& name, const CudaTarget& target) {
@@ -27,13 +39,8 @@ StatusOr<CudaLaunchable> AttentionTemplate(const Graph& g, const FusionGroup& gr
   config.key_blocks = UnmaskedKeyBlocks(
       g, {attention.logits, attention.logit, attention.buffers, attention.score_batch_index, attention.nq, attention.nk}, kAttentionBlockM,
       config.block_n);
-  CudaLaunchable launchable;
-  ASSIGN_OR_RETURN(launchable.source, EmitCudaAttention(attention, config));
-  for (const LaunchArg& arg : launchable.source.launch.args) launchable.buffer_nodes.push_back(arg.node);
-  launchable.outputs = group.outputs;
-  launchable.kernel = std::move(attention.logits);
-  launchable.is_template = true;
-  return launchable;
+  ASSIGN_OR_RETURN(CudaKernelSource source, EmitCudaAttention(attention, config));
+  return TemplateLaunchable(std::move(source), group, std::move(attention.logits));
 }
 
 }  // namespace
@@ -117,13 +124,8 @@ StatusOr<CudaLaunchable> GemmTemplate(const Graph& g, const FusionGroup& group, 
                                      target.sm_count));
   CudaGemmConfig config;
   config.sm_count = target.sm_count;
-  CudaLaunchable launchable;
-  ASSIGN_OR_RETURN(launchable.source, EmitCudaGemm(gemm, config));
-  for (const LaunchArg& arg : launchable.source.launch.args) launchable.buffer_nodes.push_back(arg.node);
-  launchable.outputs = group.outputs;
-  launchable.kernel = std::move(gemm.epilogue);
-  launchable.is_template = true;
-  return launchable;
+  ASSIGN_OR_RETURN(CudaKernelSource source, EmitCudaGemm(gemm, config));
+  return TemplateLaunchable(std::move(source), group, std::move(gemm.epilogue));
 }
 
 CudaGroupProgram ProgramForGroup(const Graph& g, const FusionGroup& group, const std::vector<bool>& inlined, const std::string& name,

@@ -28,6 +28,7 @@ int Main(int argc, char** argv) {
   std::string only, json_path, root = TILEFUSE_SOURCE_DIR;
   int repeats = 100;
   bool tune = false;
+  AttentionPath attention = AttentionPath::kTemplate;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--cases" && i + 1 < argc) only = argv[++i];
@@ -35,8 +36,12 @@ int Main(int argc, char** argv) {
     else if (a == "--json" && i + 1 < argc) json_path = argv[++i];
     else if (a == "--root" && i + 1 < argc) root = argv[++i];
     else if (a == "--tune") tune = true;
-    else {
-      fmt::print(stderr, "usage: {} [--cases a,b] [--repeats N] [--json FILE] [--root SOURCE_DIR] [--tune]\n", argv[0]);
+    else if (a == "--attention" && i + 1 < argc) {
+      std::string path = argv[++i];
+      attention = path == "split" ? AttentionPath::kSplit : path == "overlap" ? AttentionPath::kOverlap : AttentionPath::kTemplate;
+    } else {
+      fmt::print(stderr, "usage: {} [--cases a,b] [--repeats N] [--json FILE] [--root SOURCE_DIR] [--tune] [--attention template|overlap|split]\n",
+                 argv[0]);
       return 2;
     }
   }
@@ -73,6 +78,7 @@ int Main(int argc, char** argv) {
       ASSIGN_OR_RETURN(Graph graph, RunGraphPasses(std::move(model.graph), PassOptions{}));
       GpuCompileOptions options;
       options.fuse = fuse;
+      options.attention = attention;
       std::unique_ptr<GpuCompiledGraph> compiled;
       if (tuned) {
         TuneReport report;

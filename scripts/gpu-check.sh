@@ -137,6 +137,11 @@ fi
 if has bench; then
   say "== benchmarks: tilefuse (default configurations, then tuned)"
   "$B/tilefuse_bench_gpu_cases" --root . --tune --json "$OUT/tilefuse.json" 2>&1 | tee -a "$log"
+  # The attention cases again with the overlapped loop and split (which to make the default).
+  attention_cases=$(python3 -c 'import json; print(",".join(c["name"] for c in json.load(open("bench/cases/cases.json"))["cases"] if c["name"].startswith(("attention", "gpt_block"))))')
+  for path in overlap split; do
+    "$B/tilefuse_bench_gpu_cases" --root . --cases "$attention_cases" --attention $path --repeats 20 --json "$OUT/tilefuse-attention-$path.json" 2>&1 | tee -a "$log"
+  done
 fi
 if has peers; then
   say "== benchmarks: PyTorch peers"

@@ -87,7 +87,7 @@ fi
 
 if has attention; then
   say "== attention template: tests/attention and the attention twins on the GPU vs the reference, then memcheck"
-  for m in tests/attention/*.onnxtxt bench/cases/check/attention*.onnxtxt bench/cases/check/gpt_block*.onnxtxt; do
+  for m in tests/attention/*.onnxtxt tests/attention/exports/*.onnx bench/cases/check/attention*.onnxtxt bench/cases/check/gpt_block*.onnxtxt; do
     for path in template overlap split; do check_run "$m --attention $path" "$m" --attention $path; done
   done
   for m in tests/attention/attention_causal_d128_bf16.onnxtxt tests/attention/attention_fused_qkv_heads_bf16.onnxtxt tests/attention/attention_kt_input_bf16.onnxtxt tests/attention/attention_gqa_bf16.onnxtxt; do

@@ -58,6 +58,8 @@ std::vector<std::string> Models() {
       for (const auto& e : std::filesystem::directory_iterator(root + folder))
         if (e.path().extension() == ".onnxtxt") paths.push_back(e.path().string());
   for (const char* m : {"mlp_block", "attention_block", "gpt2_2layer", "llama_2layer"}) paths.push_back(root + "/tests/models/" + m);
+  for (const auto& e : std::filesystem::directory_iterator(root + "/tests/attention/exports"))
+    if (e.path().extension() == ".onnx") paths.push_back(e.path().string());
   std::sort(paths.begin(), paths.end());
   return paths;
 }
@@ -72,12 +74,45 @@ INSTANTIATE_TEST_SUITE_P(Models, CudaProgramTest, testing::ValuesIn(Models()),
                          [](const testing::TestParamInfo<std::string>& info) {
                            std::filesystem::path path(info.param);
                            std::string folder = path.parent_path().filename().string();
-                           std::string kind = path.extension() != ".onnxtxt" ? "model_" : folder == "cases" ? "case_" : folder == "gemm" ? "gemm_" : folder == "attention" ? "attention_" : "example_";
+                           std::string kind = folder == "exports"             ? "export_"
+                                              : path.extension() != ".onnxtxt" ? "model_"
+                                              : folder == "cases"              ? "case_"
+                                              : folder == "gemm"               ? "gemm_"
+                                              : folder == "attention"          ? "attention_"
+                                                                               : "example_";
                            std::string name = kind + path.stem().string();
                            for (char& c : name)
                              if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
                            return name;
                          });
+
+// Attention as transformers' GPT-2, BERT and LLaMA have it, exported by both torch.onnx
+// exporters (tests/attention/exports/export.py): each is one attention group the template
+// takes, causal ones with their masked key blocks proven.
+TEST(CudaAttentionExportsTest, RealExportsTakeTheAttentionTemplate) {
+  for (const char* name : {"gpt2_legacy", "gpt2_dynamo", "bert_legacy", "bert_dynamo", "llama_legacy", "llama_dynamo"}) {
+    SCOPED_TRACE(name);
+    auto model = ImportOnnx(std::string(TILEFUSE_SOURCE_DIR) + "/tests/attention/exports/" + name + "_bf16.onnx");
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    auto graph = RunGraphPasses(std::move(model->graph), PassOptions{});
+    ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+    auto plan = PlanFusionForCuda(*graph, PlannerOptions{}, CudaTarget{});
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    EXPECT_TRUE(plan->split_attention.empty()) << plan->split_attention.front();
+    EXPECT_TRUE(plan->plan.missed_attention.empty()) << plan->plan.missed_attention.front();
+    auto program = BuildCudaProgram(*graph, plan->plan, FindInlinedGenerators(*graph));
+    ASSERT_TRUE(program.ok()) << program.status().ToString();
+    int templates = 0;
+    bool skips = false;
+    for (const CudaGroupProgram& g : program->groups)
+      if (g.mode == CudaGroupProgram::Mode::kAttentionTemplate) {
+        ++templates;
+        skips = g.kernel->source.strategy.find("masked key blocks skipped") != std::string::npos;
+      }
+    EXPECT_EQ(templates, 1);
+    EXPECT_EQ(skips, std::string(name).find("bert") == std::string::npos) << "causal models skip blocks, BERT does not";
+  }
+}
 
 // The attention template's other main loop (softmax overlapping P·V), on tests/attention.
 std::vector<std::string> AttentionTests() {

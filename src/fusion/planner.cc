@@ -69,6 +69,7 @@ class PriorityFusion {
     ComputeInitialOrder();
     if (options_.fuse) {
       MergeByPriority();
+      MoveBoundaryOps();
       RecordRejections();
     } else {
       FoldViewsIntoConsumers();
@@ -232,6 +233,68 @@ class PriorityFusion {
       Merge(e.producer, e.consumer, now);
       PushCandidates(e.producer, heap);
     }
+  }
+
+  // Greedy merging can leave a cheap op in the wrong one of two neighbouring groups: a
+  // widening cast taken into a gemm epilogue (compute-bound: its extra write looked free)
+  // before the layer norm reading it had become one group, which then reads the wide
+  // values back. This pass moves such an op to the group of all its readers when the two
+  // groups are then predicted faster. Only ops whose inputs in their group are written
+  // out anyway and which read nothing from a third group move, so no output is added and
+  // no cycle can form; the groups keep their order.
+  void MoveBoundaryOps() {
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (size_t gid = 0; gid < groups_.size(); ++gid) {
+        if (!groups_[gid].alive || groups_[gid].closed || groups_[gid].members.size() < 2) continue;
+        for (int id : groups_[gid].members)
+          if (TryMoveToReaders(static_cast<int>(gid), id)) {
+            moved = true;
+            break;
+          }
+      }
+    }
+  }
+
+  bool TryMoveToReaders(int from, int id) {
+    const Node& n = g_.node(id);
+    if (n.info().kind != OpKind::Pointwise || users_[id].empty()) return false;
+    const int to = group_of_[users_[id].front()];
+    if (to == from || to < 0 || groups_[to].closed) return false;
+    for (const Graph::Output& o : g_.outputs())
+      if (o.node == id) return false;
+    for (int u : users_[id])
+      if (group_of_[u] != to) return false;
+    for (int input : n.inputs) {
+      if (Ungrouped(input)) continue;
+      if (group_of_[input] != from) return false;  // reads a third group
+      bool escapes = std::any_of(users_[input].begin(), users_[input].end(), [&](int u) { return u != id && group_of_[u] != from; });
+      for (const Graph::Output& o : g_.outputs()) escapes = escapes || o.node == input;
+      if (!escapes) return false;  // its input would become a new output
+    }
+    std::vector<int> rest;
+    for (int m : groups_[from].members)
+      if (m != id) rest.push_back(m);
+    std::vector<int> grown = MergeSorted(groups_[to].members, {id});
+    GroupClassification rest_cls = ClassifyGroup(g_, rest), grown_cls = ClassifyGroup(g_, grown);
+    if (!rest_cls.decision || !grown_cls.decision || options_.disabled_kinds.count(rest_cls.kind) ||
+        options_.disabled_kinds.count(grown_cls.kind))
+      return false;
+    const double before = groups_[from].seconds + groups_[to].seconds;
+    const double rest_seconds = model_.PredictGroupTime(rest).seconds, grown_seconds = model_.PredictGroupTime(grown).seconds;
+    if (rest_seconds + grown_seconds >= before * (1 - 1e-6)) return false;
+    Group& f = groups_[from];
+    Group& t = groups_[to];
+    f.members = std::move(rest);
+    f.kind = rest_cls.kind;
+    f.seconds = rest_seconds;
+    ++f.version;
+    t.members = std::move(grown);
+    t.kind = grown_cls.kind;
+    t.seconds = grown_seconds;
+    ++t.version;
+    group_of_[id] = to;
+    return true;
   }
 
   void Merge(int producer, int consumer, const Candidate& c) {

@@ -8,6 +8,7 @@
 
 #include "fusion/plan_verifier.h"
 #include "passes/pipeline.h"
+#include "testing/onnx_text_plan.h"
 #include "tilefuse/builder.h"
 
 namespace tilefuse {
@@ -209,6 +210,34 @@ TEST(PlannerTest, UnknownDeviceIsAnError) {
   auto plan = PlanFusion(*graph, options);
   ASSERT_FALSE(plan.ok());
   EXPECT_NE(plan.status().message().find("unknown device 'tpu'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tilefuse
+
+namespace tilefuse {
+namespace {
+
+// The out-projection of a transformer block at D 2048: the gemm is compute-bound, so
+// greedy merging once took the f32 cast for the next layer norm into its epilogue (the
+// extra 134 MB write looked free) and the layer norm then read the f32 copy back.
+// MoveBoundaryOps puts the cast with its readers: the gemm writes h once, in bf16.
+TEST(PlannerTest, WideningCastGoesToTheLayerNormThatReadsIt) {
+  PlannedText p = PlanOnnxText(
+      "g (bfloat16[16384,2048] a, bfloat16[2048,2048] w, bfloat16[2048] b, bfloat16[16384,2048] x, float[2048] s, float[2048] t) "
+      "=> (bfloat16[16384,2048] h, float[16384,2048] y)",
+      "  proj = MatMul (a, w)\n  biased = Add (proj, b)\n  h = Add (x, biased)\n  wide = Cast <to = 1> (h)\n"
+      "  y = LayerNormalization <axis = -1, epsilon = 1e-5> (wide, s, t)\n");
+  int cast = -1;
+  for (const Node& n : p.graph.nodes())
+    if (n.op == OpCode::kCast && n.dtype == DType::kF32 && n.shape == Shape{16384, 2048}) cast = n.id;
+  ASSERT_GE(cast, 0);
+  const FusionGroup& holder = p.plan.groups[p.plan.group_of[cast]];
+  EXPECT_EQ(holder.kind, GroupKind::kRowReduction) << "the cast stayed in the " << GroupKindName(holder.kind) << " group";
+  for (const FusionGroup& g : p.plan.groups)
+    if (g.kind == GroupKind::kGemm)
+      for (int out : g.outputs) EXPECT_NE(p.graph.node(out).dtype, DType::kF32) << "the gemm writes an f32 copy";
+  EXPECT_TRUE(VerifyPlan(p.graph, p.plan).ok());
 }
 
 }  // namespace

@@ -84,7 +84,8 @@ StatusOr<StridedOperand> StridedView(const Graph& g, const AttentionKernel& a, c
   }
   std::vector<LinearTerm> terms;
   if (UsesValue(storage) || !AsLinearTerms(storage, &terms, &s.offset))
-    return Unimplemented(fmt::format("{} (%{}) is not a strided view of %{} (its index is not a sum of strides: {})", role, operand.node, s.node, PrintIndex(storage, {"row", "col", "o0", "o1", "o2", "o3"})));
+    return Unimplemented(fmt::format("{} (%{}) is not a strided view of %{}: its index {} is not a sum of strides", role, operand.node,
+                                     s.node, PrintIndex(storage, {"row", "col", "o0", "o1", "o2", "o3"})));
   for (const LinearTerm& t : terms) {
     if (t.var < 2 && t.divisor == 1) {
       (t.var == 0 ? s.row_stride : s.column_stride) = t.coefficient;
@@ -99,10 +100,14 @@ StatusOr<StridedOperand> StridedView(const Graph& g, const AttentionKernel& a, c
   if (columns == 1 && s.column_stride == 0) s.column_stride = s.row_stride == 1 ? rows : 1;
   if (s.row_stride != 1 && s.column_stride != 1)
     return Unimplemented(fmt::format("{} (%{}) has neither its rows nor its columns contiguous", role, operand.node));
-  if (s.batch.size() > 3) return Unimplemented(fmt::format("{} (%{}) has more than three strided batch terms (TMA maps have five dims)", role, operand.node));
+  if (s.batch.size() > 3)
+    return Unimplemented(fmt::format("{} (%{}) has more than three strided batch terms (TMA maps have five dims)", role, operand.node));
+  if (s.row_stride < 0 || s.column_stride < 0)
+    return Unimplemented(fmt::format("{} (%{}) walks its value backwards (a negative stride); TMA strides are positive", role, operand.node));
   // TMA: a 16-byte aligned start and strides that are multiples of 16 bytes.
   const int64_t elements_per_16_bytes = 16 / static_cast<int64_t>(DTypeSize(s.dtype));
-  bool aligned = s.offset % elements_per_16_bytes == 0 && (s.RowsContiguous() ? s.column_stride : s.row_stride) % elements_per_16_bytes == 0;
+  const int64_t outer_stride = s.RowsContiguous() ? s.column_stride : s.row_stride;
+  bool aligned = s.offset % elements_per_16_bytes == 0 && outer_stride % elements_per_16_bytes == 0;
   for (const StridedOperand::BatchTerm& t : s.batch) aligned = aligned && t.stride > 0 && t.stride % elements_per_16_bytes == 0;
   if (!aligned) return Unimplemented(fmt::format("{} (%{}) is not 16-byte aligned for TMA (offset or strides)", role, operand.node));
   return s;

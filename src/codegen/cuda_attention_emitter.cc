@@ -32,14 +32,10 @@ CudaAttentionConfig Resolve(const AttentionTemplateKernel& a, CudaAttentionConfi
   return c;
 }
 
-// A wgmma B operand (Kᵀ for S = Q·Kᵀ, V for O = P·V) in shared memory, [R][N] with R the
-// reduction dim. K-major (R contiguous in memory): boxes of 64 R × the N tile, stored
-// [R/64][N][64]. MN-major (N contiguous): boxes of 64 N × the R tile, stored [N/64][R][64].
-struct OperandTile {
-  const StridedOperand* operand;
-  std::string r_tile, n_tile;  // extents in the kernel (constexpr names)
-  bool KMajor() const { return operand->RowsContiguous(); }
-};
+// The wgmma B operands (Kᵀ for S = Q·Kᵀ, V for O = P·V) are [R][N] with R the reduction
+// dim, K-major (R contiguous in memory: stored [R/64][N][64], boxes of 64 R × the N tile)
+// or MN-major (N contiguous: stored [N/64][R][64], boxes of 64 N × the R tile), as the
+// operand's strides have them (StridedOperand::RowsContiguous: the rows are R).
 
 class AttentionEmitter {
  public:

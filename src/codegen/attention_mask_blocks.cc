@@ -160,11 +160,19 @@ class IntervalEvaluator {
       case ScalarValue::Kind::kConstant: out = {s.constant, s.constant}; break;
       case ScalarValue::Kind::kIndex: out = Index(s.index); break;
       case ScalarValue::Kind::kLoad: out = s.buffer < 0 ? Interval{} : ConstantLoad(s); break;
-      case ScalarValue::Kind::kOp: out = Op(s); break;
+      case ScalarValue::Kind::kOp: out = RoundedTo(s.dtype, Op(s)); break;
       default: break;
     }
     cache_[v] = out;
     return out;
+  }
+
+  // The graph rounds every op's result to its dtype: a half type's interval widens by its
+  // rounding (so a bf16 value compared with an index is never taken as exact).
+  static Interval RoundedTo(DType dtype, Interval x) {
+    if (dtype != DType::kBF16 && dtype != DType::kF16) return x;
+    const double eps = dtype == DType::kBF16 ? 1.0 / 256 : 1.0 / 2048;
+    return {x.lo - std::fabs(x.lo) * eps, x.hi + std::fabs(x.hi) * eps};
   }
 
   static Interval Truth(bool always, bool never) { return always ? Interval{1, 1} : never ? Interval{0, 0} : Interval{0, 1}; }

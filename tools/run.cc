@@ -35,6 +35,8 @@ struct RunOptions {
   std::string precision = "highest";   // cuda: f32 matmuls exact (highest) or TF32 (high)
   uint64_t seed = 0;
   bool check = false;
+  std::string check_rule = "auto";     // node, model, or auto (node for ONNX node tests)
+  std::optional<double> rtol, atol;    // override the rule's tolerances
   bool no_fusion = false;
   bool tune = false;
   bool json = false;
@@ -226,8 +228,47 @@ Status PrepareDataSets(const RunOptions& options, const Graph& graph, std::vecto
 
 // Compares one data set's outputs with its expected outputs, or with the reference
 // interpreter on the imported graph when it has none.
-Status CheckDataSet(const DataSet& set, const Graph& passed, const Graph& imported,
-                    const std::vector<Tensor>& actual, bool precision_high, RunReport& report) {
+// ONNX backend node tests live in .../data/node/test_*/: one op against its definition.
+bool IsNodeTest(const std::string& model) {
+  fs::path p = fs::path(model).lexically_normal();
+  if (p.filename().empty()) p = p.parent_path();
+  if (p.extension() == ".onnx") p = p.parent_path();
+  return p.parent_path().filename() == "node";
+}
+
+// The comparison --check makes for one output, and (once) its description in `rule`.
+Comparison CompareOutput(const RunOptions& options, bool expected_outputs, bool generated, DType computed_as, const Tensor& actual,
+                         const Tensor& expected, std::string& rule) {
+  const DType dtype = expected.dtype();
+  if (!expected_outputs) {
+    rule = generated ? "the reference interpreter, each output held to its dtype's rtol of its largest magnitude (f64 sums vs f32 kernels)"
+                     : "the reference interpreter, the node-test tolerances";
+    if (options.rtol || options.atol) {
+      Tolerance tol = ToleranceFor(computed_as);
+      tol.atol = std::max(tol.atol, tol.rtol * MaxFiniteMagnitude(expected));
+      tol = {options.rtol.value_or(tol.rtol), options.atol.value_or(tol.atol)};
+      return CompareTensors(actual, expected, tol);
+    }
+    return generated ? CompareWithReference(actual, expected, computed_as) : CompareTensors(actual, expected);
+  }
+  const bool node_rule = options.check_rule == "node" || (options.check_rule == "auto" && IsNodeTest(options.model));
+  if (node_rule) {
+    rule = "node-test rule: |a - e| <= atol + rtol |e| per element (f32 rtol 1e-3 atol 1e-7, f16/bf16 rtol 1e-2)";
+    Tolerance tol = ToleranceFor(dtype);
+    return CompareTensors(actual, expected, {options.rtol.value_or(tol.rtol), options.atol.value_or(tol.atol)});
+  }
+  const double rtol = options.rtol.value_or(ModelRtolFor(computed_as));
+  rule = fmt::format("whole-model rule: |a - e| <= r max|e| + r |e| per output (r = {:g} for {}; --check-rule node for the "
+                     "node-test rule)",
+                     rtol, DTypeName(dtype));
+  Comparison c = CompareModelOutput(actual, expected, rtol);
+  if (options.atol) c = CompareTensors(actual, expected, {rtol, *options.atol});
+  return c;
+}
+
+Status CheckDataSet(const RunOptions& options, const DataSet& set, const Graph& passed, const Graph& imported,
+                    const std::vector<Tensor>& actual, RunReport& report) {
+  const bool precision_high = options.precision == "high";
   std::vector<Tensor> expected = set.expected;
   if (expected.empty()) {
     ASSIGN_OR_RETURN(expected, RunReference(imported, set.inputs));
@@ -243,12 +284,12 @@ Status CheckDataSet(const DataSet& set, const Graph& passed, const Graph& import
   for (size_t i = 0; i < actual.size(); ++i) {
     OutputReport output{passed.outputs()[i].name, set.label, actual[i].dtype(), actual[i].shape(), {}, 0, 0, 0};
     // The reference interpreter is f64: generated f32 kernels get tolerances scaled to
-    // each tensor (support/tensor_compare.h); expected outputs keep the ONNX backend-test rule.
-    bool generated_vs_reference = set.expected.empty() && (report.backend == "cpu" || report.backend == "cuda");
+    // each tensor (support/tensor_compare.h); expected outputs the node-test or model rule.
     // TF32 matmuls (--precision high on the GPU) round their inputs like f16.
     const bool tf32 = report.backend == "cuda" && precision_high && actual[i].dtype() == DType::kF32;
-    output.comparison = generated_vs_reference ? CompareWithReference(actual[i], expected[i], tf32 ? DType::kF16 : expected[i].dtype())
-                                               : CompareTensors(actual[i], expected[i]);
+    const bool generated = report.backend == "cpu" || report.backend == "cuda";
+    output.comparison = CompareOutput(options, !set.expected.empty(), generated, tf32 ? DType::kF16 : expected[i].dtype(), actual[i],
+                                      expected[i], report.check_rule);
     report.outputs.push_back(std::move(output));
   }
   return Status::Ok();
@@ -288,7 +329,7 @@ Status RunInto(const RunOptions& options, RunReport& report) {
     report.run_ms += ms;
     if (report.backend == "reference") report.reference_ms += ms;
     if (options.check) {
-      RETURN_IF_ERROR(CheckDataSet(set, passed, imported.graph, outputs, options.precision == "high", report));
+      RETURN_IF_ERROR(CheckDataSet(options, set, passed, imported.graph, outputs, report));
       continue;
     }
     for (size_t i = 0; i < outputs.size(); ++i) {
@@ -329,6 +370,13 @@ void AddRunCommand(CLI::App& app, int& exit_code) {
       "--random", options->seed, "Random inputs with this seed (the default when no inputs are found: seed 0)");
   inputs->excludes(options->seed_option);
   run->add_flag("--check", options->check, "Compare outputs and exit 1 when one differs");
+  run->add_option("--check-rule", options->check_rule,
+                  "With expected outputs: node (the ONNX backend-test rule, per element) or model (each output's error\n"
+                  "relative to its scale); auto: node for ONNX node tests (a folder under .../node/), else model")
+      ->check(CLI::IsMember({"auto", "node", "model"}))
+      ->default_val("auto");
+  run->add_option("--rtol", options->rtol, "--check: the relative tolerance instead of the rule's");
+  run->add_option("--atol", options->atol, "--check: the absolute tolerance instead of the rule's");
   run->add_flag("--json", options->json, "Print a machine-readable JSON report on stdout");
   run->add_option("--dump-dir", options->dump_dir, "Write the IR after every pass into this folder");
   run->add_option("--backend", options->backend,
@@ -361,11 +409,15 @@ void AddRunCommand(CLI::App& app, int& exit_code) {
   run->footer(
       "Inputs come from --inputs DIR, else a backend-test folder's test_data_set_*, else random (seed 0).\n"
       "When a model needs integer inputs (axes, shapes) as constants, they are bound from those files.\n"
-      "--check compares every output with the expected output_i.pb files with the ONNX backend-test\n"
-      "tolerances (|actual - expected| <= atol + rtol * |expected|; f32 rtol 1e-3 atol 1e-7, f64 rtol 1e-9,\n"
-      "f16/bf16 rtol 1e-2, integers and bool exact; NaN only matches NaN). Without expected outputs it\n"
-      "compares with the reference interpreter on the graph as imported, before the passes; generated\n"
-      "cpu kernels then get an atol of rtol * max|expected| per tensor (f32 sums vs the f64 reference).\n\n"
+      "--check compares every output with the expected output_i.pb files. An ONNX node test (a folder under\n"
+      ".../node/) gets the backend-test rule per element (|actual - expected| <= atol + rtol * |expected|;\n"
+      "f32 rtol 1e-3 atol 1e-7, f64 rtol 1e-9, f16/bf16 rtol 1e-2). A model gets the whole-model rule: each\n"
+      "element's error relative to its output's scale, |a - e| <= r * max|e| + r * |e| (r: f32 1e-4, f64 1e-9,\n"
+      "f16/bf16 2e-2), since two correct implementations of a model differ by ~1e-6 of the scale where the\n"
+      "outputs are near zero. --check-rule, --rtol and --atol override. Integers and bool compare exactly;\n"
+      "NaN only matches NaN. Without expected outputs it compares with the reference interpreter on the\n"
+      "graph as imported, before the passes; generated kernels then get an atol of rtol * max|expected| per\n"
+      "tensor (f32 sums vs the f64 reference). Each output's worst element is printed.\n\n"
       "Examples:\n"
       "  tilefuse run examples/softmax_manual.onnxtxt --check\n"
       "  tilefuse run examples/gelu_manual.onnxtxt --backend cpu --no-fusion --trace gelu.json\n"

@@ -61,6 +61,7 @@ nlohmann::json OutputToJson(const OutputReport& output) {
     j["mismatches"] = c.mismatches;
     j["pass"] = c.pass;
     j["reason"] = c.reason;
+    if (c.worst_index >= 0) j["worst"] = {{"index", c.worst_index}, {"actual", c.worst_actual}, {"expected", c.worst_expected}};
   } else {
     j["min"] = output.min;
     j["max"] = output.max;
@@ -80,9 +81,9 @@ void PrintTextReport(const RunReport& report) {
     fmt::print("bound as constants at import: {}\n", fmt::join(report.bound_inputs, ", "));
   }
   if (report.check_mode == "expected_outputs") {
-    fmt::print("check: against the expected outputs\n");
+    fmt::print("check: against the expected outputs, {}\n", report.check_rule);
   } else if (!report.check_mode.empty()) {
-    fmt::print("check: no expected outputs; against the reference interpreter on the graph before passes\n");
+    fmt::print("check: no expected outputs; against {} on the graph before passes\n", report.check_rule);
   }
   for (const OutputReport& output : report.outputs) {
     std::string type = DescribeTensorType(output.dtype, output.shape);
@@ -94,6 +95,8 @@ void PrintTextReport(const RunReport& report) {
     const Comparison& c = *output.comparison;
     fmt::print("  output {} {}: max_abs_err {:.3g} max_rel_err {:.3g} {}\n", OutputLabel(output), type,
                c.max_abs_err, c.max_rel_err, c.pass ? "PASS" : "FAIL");
+    if (c.worst_index >= 0)
+      fmt::print("    worst element {}: {:.9g} where {:.9g} is expected\n", c.worst_index, c.worst_actual, c.worst_expected);
     if (!c.pass) fmt::print("    {}\n", c.reason);
   }
   if (!report.backend_note.empty()) fmt::print("note: {}\n", report.backend_note);

@@ -50,6 +50,7 @@ struct RunReport {
   std::string input_source;  // "random (seed 0)", a folder, or "test_data_set_*"
   std::vector<std::string> bound_inputs;  // inputs bound as constants at import
   std::string check_mode;    // "" without --check
+  std::string check_rule;    // the comparison rule --check used, in words
   std::vector<OutputReport> outputs;
   double reference_ms = 0;   // the reference interpreter's time (reference backend)
   double run_ms = 0;         // execution time over all data sets, whichever backend

@@ -22,7 +22,8 @@ namespace {
 
 // Why one element differs, or "" when it matches. Also folds the element into the
 // running maxima when both values are finite.
-std::string CompareElement(double actual, double expected, const Tolerance& tol, Comparison& result) {
+std::string CompareElement(int64_t index, double actual, double expected, const Tolerance& tol, Comparison& result,
+                           double& worst_ratio) {
   bool actual_nan = std::isnan(actual), expected_nan = std::isnan(expected);
   if (actual_nan || expected_nan) {
     if (actual_nan && expected_nan) return "";
@@ -35,7 +36,15 @@ std::string CompareElement(double actual, double expected, const Tolerance& tol,
   double abs_err = std::fabs(actual - expected);
   result.max_abs_err = std::max(result.max_abs_err, abs_err);
   if (expected != 0) result.max_rel_err = std::max(result.max_rel_err, abs_err / std::fabs(expected));
-  if (abs_err <= tol.atol + tol.rtol * std::fabs(expected)) return "";
+  const double allowed = tol.atol + tol.rtol * std::fabs(expected);
+  const double ratio = allowed > 0 ? abs_err / allowed : (abs_err > 0 ? HUGE_VAL : 0);
+  if (abs_err > 0 && (result.worst_index < 0 || ratio > worst_ratio)) {
+    worst_ratio = ratio;
+    result.worst_index = index;
+    result.worst_actual = actual;
+    result.worst_expected = expected;
+  }
+  if (abs_err <= allowed) return "";
   return fmt::format("{} where {} is expected (abs err {:.3g})", actual, expected, abs_err);
 }
 
@@ -45,7 +54,6 @@ Comparison CompareTensors(const Tensor& actual, const Tensor& expected) {
   return CompareTensors(actual, expected, ToleranceFor(expected.dtype()));
 }
 
-namespace {
 double MaxFiniteMagnitude(const Tensor& t) {
   double max_abs = 0;
   for (int64_t i = 0; i < t.num_elements(); ++i) {
@@ -54,7 +62,6 @@ double MaxFiniteMagnitude(const Tensor& t) {
   }
   return max_abs;
 }
-}  // namespace
 
 Comparison CompareWithReference(const Tensor& actual, const Tensor& expected) {
   return CompareWithReference(actual, expected, expected.dtype());
@@ -64,6 +71,19 @@ Comparison CompareWithReference(const Tensor& actual, const Tensor& expected, DT
   Tolerance tol = ToleranceFor(computed_as);
   tol.atol = std::max(tol.atol, tol.rtol * MaxFiniteMagnitude(expected));
   return CompareTensors(actual, expected, tol);
+}
+
+double ModelRtolFor(DType dtype) {
+  switch (dtype) {
+    case DType::kF64: return 1e-9;
+    case DType::kF32: return 1e-4;
+    case DType::kF16: case DType::kBF16: return 2e-2;
+    default: return 0;
+  }
+}
+
+Comparison CompareModelOutput(const Tensor& actual, const Tensor& expected, double rtol) {
+  return CompareTensors(actual, expected, {rtol, rtol * MaxFiniteMagnitude(expected)});
 }
 
 Comparison CompareNormwise(const Tensor& actual, const Tensor& expected, Tolerance tol) {
@@ -80,8 +100,9 @@ Comparison CompareTensors(const Tensor& actual, const Tensor& expected, const To
     return result;
   }
   int64_t first_mismatch = -1;
+  double worst_ratio = 0;
   for (int64_t i = 0; i < expected.num_elements(); ++i) {
-    std::string why = CompareElement(actual.GetDouble(i), expected.GetDouble(i), tol, result);
+    std::string why = CompareElement(i, actual.GetDouble(i), expected.GetDouble(i), tol, result, worst_ratio);
     if (why.empty()) continue;
     if (first_mismatch < 0) {
       first_mismatch = i;

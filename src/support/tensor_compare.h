@@ -28,9 +28,15 @@ struct Comparison {
   double max_rel_err = 0;  // |a - e| / |e|, over finite elements with e != 0
   int64_t mismatches = 0;  // elements outside tolerance, NaN or infinity disagreements
   std::string reason;      // empty on pass; else what differs first
+  // The element nearest to (or furthest past) its tolerance: |a - e| / (atol + rtol·|e|)
+  // largest; -1 when every pair is equal or not finite.
+  int64_t worst_index = -1;
+  double worst_actual = 0, worst_expected = 0;
 };
 
 Comparison CompareTensors(const Tensor& actual, const Tensor& expected);
+// The largest |value| among a tensor's finite elements (0 when none).
+double MaxFiniteMagnitude(const Tensor& t);
 Comparison CompareTensors(const Tensor& actual, const Tensor& expected, const Tolerance& tol);
 
 // Generated kernels (computing in the output's precision, e.g. f32 BLAS sums) against
@@ -44,5 +50,14 @@ Comparison CompareWithReference(const Tensor& actual, const Tensor& expected, DT
 
 // The general norm-wise form: |a - e| <= tol.atol * max(1, max|expected|) + tol.rtol * |e|.
 Comparison CompareNormwise(const Tensor& actual, const Tensor& expected, Tolerance tol);
+
+// The whole-model rule, for a model's outputs against expected outputs computed elsewhere
+// (onnxruntime, PyTorch): each element's error relative to its output's scale,
+// |a - e| <= r · max|e| + r · |e|, r = ModelRtolFor(dtype) — f64 1e-9, f32 1e-4, f16/bf16 2e-2.
+// Two correct f32 implementations of a transformer differ by ~1e-6 of the scale (summation
+// order); a wrong kernel by far more. The node-test rule (CompareTensors) would fail the
+// near-zero elements of such outputs on the 1e-7 atol.
+double ModelRtolFor(DType dtype);
+Comparison CompareModelOutput(const Tensor& actual, const Tensor& expected, double rtol);
 
 }  // namespace tilefuse

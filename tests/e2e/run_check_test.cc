@@ -93,18 +93,62 @@ TEST(CliRunCheck, WrongExpectedOutputFailsWithExit1) {
   EXPECT_EQ(j["outputs"][1]["shape"], nlohmann::json::array({2}));
 }
 
-TEST(CliRunCheck, F32ToleranceIsRelativeOneInAThousand) {
+TEST(CliRunCheck, NodeRuleF32ToleranceIsRelativeOneInAThousand) {
   // Expected 9 * (1 + 5e-4): |9 - e| = 4.5e-3 <= 1e-7 + 1e-3 * e  -> pass.
   ScratchDir close;
   std::vector<double> y = kY;
   y[2] = 9 * (1 + 5e-4);
   WriteAxpyFolder(close.path(), y);
-  EXPECT_EQ(RunTilefuse("run " + Quote(close.path()) + " --check").exit_code, 0);
+  CommandResult pass = RunTilefuse("run " + Quote(close.path()) + " --check --check-rule node");
+  EXPECT_EQ(pass.exit_code, 0) << pass.out;
+  EXPECT_NE(pass.out.find("node-test rule"), std::string::npos) << pass.out;
   // Expected 9 * (1 + 2e-3): |9 - e| = 1.8e-2 > 1e-3 * e  -> fail.
   ScratchDir far;
   y[2] = 9 * (1 + 2e-3);
   WriteAxpyFolder(far.path(), y);
+  EXPECT_EQ(RunTilefuse("run " + Quote(far.path()) + " --check --check-rule node").exit_code, 1);
+}
+
+// A model's expected outputs (not a node test's) are held to each output's scale: y's
+// largest |value| is 10, so y[1] = 0 may be off by 1e-4 * 10 = 1e-3 (the node rule's
+// atol 1e-7 would fail it), but not by 5e-2.
+TEST(CliRunCheck, ModelRuleHoldsEachOutputToItsScale) {
+  ScratchDir close;
+  std::vector<double> y = kY;
+  y[1] = 5e-4;
+  WriteAxpyFolder(close.path(), y);
+  CommandResult pass = RunTilefuse("run " + Quote(close.path()) + " --check");
+  EXPECT_EQ(pass.exit_code, 0) << pass.out;
+  EXPECT_NE(pass.out.find("whole-model rule"), std::string::npos) << pass.out;
+  EXPECT_NE(pass.out.find("worst element 1: 0 where 0.0005"), std::string::npos) << pass.out;
+  EXPECT_EQ(RunTilefuse("run " + Quote(close.path()) + " --check --check-rule node").exit_code, 1);
+  EXPECT_EQ(RunTilefuse("run " + Quote(close.path()) + " --check --rtol 1e-5").exit_code, 1) << "--rtol overrides the rule";
+  ScratchDir far;
+  y[1] = 5e-2;
+  WriteAxpyFolder(far.path(), y);
   EXPECT_EQ(RunTilefuse("run " + Quote(far.path()) + " --check").exit_code, 1);
+}
+
+// A real exported model (expected outputs from onnxruntime) passes the whole-model rule on
+// the CPU backend, and one output element moved by 1e-3 of the output's scale (far less
+// than a miscompiled kernel moves it) fails it.
+TEST(CliRunCheck, ModelRuleCatchesOneWrongElementOfARealModel) {
+  const std::string model = std::string(TILEFUSE_SOURCE_DIR) + "/tests/models/gpt2_2layer";
+  CommandResult good = RunTilefuse("run " + Quote(model) + " --backend cpu --check");
+  EXPECT_EQ(good.exit_code, 0) << good.out << good.err;
+  ScratchDir copy;
+  std::filesystem::copy(model, copy.path(), std::filesystem::copy_options::recursive);
+  const std::string out_pb = copy.path() + "/test_data_set_0/output_0.pb";
+  StatusOr<Tensor> expected = LoadTensorProtoFile(out_pb);
+  ASSERT_TRUE(expected.ok()) << expected.status().ToString();
+  double scale = 0;
+  for (int64_t i = 0; i < expected->num_elements(); ++i) scale = std::max(scale, std::fabs(expected->GetDouble(i)));
+  Tensor wrong = *expected;
+  wrong.SetDouble(7, wrong.GetDouble(7) + 1e-3 * scale);
+  Save(wrong, "output", out_pb);
+  CommandResult bad = RunTilefuse("run " + Quote(copy.path()) + " --backend cpu --check");
+  EXPECT_EQ(bad.exit_code, 1) << bad.out << bad.err;
+  EXPECT_NE(bad.out.find("worst element 7"), std::string::npos) << bad.out;
 }
 
 TEST(CliRunCheck, ShapeMismatchIsAFailure) {

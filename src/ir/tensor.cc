@@ -102,7 +102,10 @@ void Tensor::SetDouble(int64_t i, double v) {
     case DType::kF32: Store<float>(p, i, static_cast<float>(v)); break;
     case DType::kF16: Store<uint16_t>(p, i, FloatToHalfBits(static_cast<float>(v))); break;
     case DType::kBF16: Store<uint16_t>(p, i, FloatToBF16Bits(static_cast<float>(v))); break;
-    case DType::kI64: Store<int64_t>(p, i, static_cast<int64_t>(v)); break;
+    // RoundToDType saturates a positive overflow to INT64_MAX as an f64, which is 2^63 and
+    // does not convert back (undefined behaviour, caught by UBSan through the importer fuzz
+    // targets).
+    case DType::kI64: Store<int64_t>(p, i, v >= 0x1p63 ? INT64_MAX : static_cast<int64_t>(v)); break;
     case DType::kI32: Store<int32_t>(p, i, static_cast<int32_t>(v)); break;
     case DType::kI8: Store<int8_t>(p, i, static_cast<int8_t>(v)); break;
     case DType::kU8: Store<uint8_t>(p, i, static_cast<uint8_t>(v)); break;

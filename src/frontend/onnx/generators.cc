@@ -21,7 +21,10 @@ Status ImportConstant(NodeContext& ctx) {
   } else if (ctx.HasAttr("value_float")) {
     ctx.SetOutput(0, b.Scalar(ctx.Float("value_float", 0), DType::kF32));
   } else if (ctx.HasAttr("value_int")) {
-    ctx.SetOutput(0, b.Scalar(static_cast<double>(ctx.Int("value_int", 0)), DType::kI64));
+    int64_t value = ctx.Int("value_int", 0);  // copied, not through f64: INT64_MAX must survive
+    Tensor scalar(DType::kI64, {});
+    std::memcpy(scalar.data(), &value, sizeof value);
+    ctx.SetOutput(0, b.Constant(std::move(scalar)));
   } else if (ctx.HasAttr("value_floats")) {
     std::vector<double> values = ctx.Floats("value_floats");
     ctx.SetOutput(0, b.Constant(Tensor::FromDoubles(DType::kF32, {static_cast<int64_t>(values.size())}, values)));
@@ -56,18 +59,28 @@ Status ImportConstantOfShape(NodeContext& ctx) {
 }
 
 // Range(start, limit, delta) needs its inputs at import time, since they decide the
-// output's shape; the result is a constant.
+// output's shape. Up to kMaxConstantRange elements the result is a constant computed in
+// f64; a longer one is start + iota * delta, so that a few bytes of model cannot make the
+// importer fill gigabytes (f32 cannot count exactly beyond 2^24 anyway).
+constexpr int64_t kMaxConstantRange = int64_t{1} << 24;
+
 Status ImportRange(NodeContext& ctx) {
   ASSIGN_OR_RETURN(double start, ctx.ConstScalar(0, "start"));
   ASSIGN_OR_RETURN(double limit, ctx.ConstScalar(1, "limit"));
   ASSIGN_OR_RETURN(double delta, ctx.ConstScalar(2, "delta"));
   if (delta == 0) return InvalidArgument("Range delta must not be 0");
-  DType dtype = ctx.b().dtype(ctx.Input(0));
+  GraphBuilder& b = ctx.b();
+  DType dtype = b.dtype(ctx.Input(0));
   double count = std::max(std::ceil((limit - start) / delta), 0.0);
   if (!(count < double(int64_t{1} << 32))) return InvalidArgument(fmt::format("Range of {} elements is too large", count));
+  auto length = static_cast<int64_t>(count);
+  if (length > kMaxConstantRange) {
+    ctx.SetOutput(0, b.AddScalar(b.MulScalar(b.Iota({length}, 0, dtype), delta), start));
+    return Status::Ok();
+  }
   std::vector<double> values;
-  for (int64_t i = 0; i < static_cast<int64_t>(count); ++i) values.push_back(start + static_cast<double>(i) * delta);
-  ctx.SetOutput(0, ctx.b().Constant(Tensor::FromDoubles(dtype, {static_cast<int64_t>(values.size())}, values)));
+  for (int64_t i = 0; i < length; ++i) values.push_back(start + static_cast<double>(i) * delta);
+  ctx.SetOutput(0, b.Constant(Tensor::FromDoubles(dtype, {length}, values)));
   return Status::Ok();
 }
 

@@ -98,6 +98,7 @@ Status GraphImporter::ImportInput(const onnx::ValueInfoProto& input) {
     shape.push_back(dim.dim_value());
   }
   if (shape.size() > 8) return Unimplemented(fmt::format("{} has rank {} (above 8)", label, shape.size()));
+  RETURN_IF_ERROR(CheckShapeSize(shape, kMaxValueElements, label));
   builder_.SetLocation(label, input.name());
   return Define(input.name(), builder_.Parameter(input.name(), dtype, shape));
 }
@@ -175,6 +176,10 @@ Status GraphImporter::ImportNode(const onnx::NodeProto& node, int index) {
   Status status = spec->handler(ctx);
   RETURN_IF_ERROR(builder_.status());  // already names the location
   if (!status.ok()) return status.WithContext(location);
+  // Shapes computed from attributes and constant inputs (Expand, Tile, Pad, ...) can be
+  // absurd; everything after this (folding, passes, memory plans) counts their elements.
+  for (int id = first_new_node; id < builder_.graph().num_nodes(); ++id)
+    RETURN_IF_ERROR(CheckShapeSize(builder_.graph().node(id).shape, kMaxValueElements, "its result").WithContext(location));
   constants_.FoldNewNodes(builder_, first_new_node);
 
   for (int i = 0; i < node.output_size(); ++i) {

@@ -50,7 +50,8 @@ Status ImportOneHot(NodeContext& ctx) {
   GraphBuilder& b = ctx.b();
   Value indices = ctx.Input(0), values = ctx.Input(2);
   ASSIGN_OR_RETURN(double depth, ctx.ConstScalar(1, "depth"));
-  if (depth < 1) return InvalidArgument(fmt::format("depth {} must be positive", depth));
+  if (!(depth >= 1 && depth <= static_cast<double>(kMaxValueElements)))  // NaN too
+    return InvalidArgument(fmt::format("depth {} must be in [1, {}]", depth, kMaxValueElements));
   if (NumElements(b.shape(values)) != 2) return InvalidArgument("values must hold [off, on]");
   int64_t out_rank = b.rank(indices) + 1;
   ASSIGN_OR_RETURN(int64_t axis, NormalizeOnnxAxis(ctx.Int("axis", -1), out_rank, "axis"));

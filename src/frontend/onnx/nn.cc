@@ -5,6 +5,7 @@
 
 #include "frontend/onnx/handler_util.h"
 #include "frontend/onnx/op_registry.h"
+#include "frontend/onnx/tensor_proto.h"
 
 namespace tilefuse::onnx_import {
 
@@ -57,6 +58,13 @@ StatusOr<PoolParams> WindowParams(NodeContext& ctx, const Shape& x, std::vector<
   for (size_t i = 0; i < spatial; ++i)
     if (p.kernel[i] <= 0 || p.strides[i] <= 0 || p.dilations[i] <= 0 || p.pads[i] < 0 || p.pads[spatial + i] < 0)
       return InvalidArgument("kernel_shape, strides and dilations must be positive, pads non-negative");
+  // Bounded so that window arithmetic ((kernel - 1) * dilation + 1, in + pads) cannot
+  // overflow: no real window comes near.
+  for (size_t i = 0; i < spatial; ++i)
+    if (p.strides[i] > kMaxValueElements || p.pads[i] > kMaxValueElements || p.pads[spatial + i] > kMaxValueElements ||
+        p.kernel[i] > kMaxValueElements || p.dilations[i] > kMaxValueElements / p.kernel[i])
+      return InvalidArgument(fmt::format("kernel_shape {}, strides {}, dilations {} or pads {} exceed {}", p.kernel,
+                                         p.strides, p.dilations, p.pads, kMaxValueElements));
   std::string auto_pad = ctx.String("auto_pad", "NOTSET");
   if (auto_pad == "VALID") p.pads.assign(2 * spatial, 0);
   else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") SamePads(x, p, auto_pad == "SAME_UPPER");

@@ -10,6 +10,7 @@
 
 #include "frontend/onnx/handler_util.h"
 #include "frontend/onnx/op_registry.h"
+#include "frontend/onnx/tensor_proto.h"
 
 namespace tilefuse::onnx_import {
 
@@ -78,6 +79,9 @@ StatusOr<std::vector<AxisPad>> PadsPerAxis(NodeContext& ctx, int rank) {
   if (pads->size() != 2 * axes.size())
     return InvalidArgument(fmt::format("pads {} must have two entries per padded axis ({})", *pads, axes.size()));
   std::vector<AxisPad> result;
+  for (int64_t pad : *pads)  // bounded: crops negate them, padded dims add them
+    if (pad < -kMaxValueElements || pad > kMaxValueElements)
+      return InvalidArgument(fmt::format("pads {} exceed {} in magnitude", *pads, kMaxValueElements));
   for (size_t i = 0; i < axes.size(); ++i) {
     ASSIGN_OR_RETURN(int64_t axis, NormalizeOnnxAxis(axes[i], rank, "pad axis"));
     result.push_back({axis, (*pads)[i], (*pads)[axes.size() + i]});

@@ -8,6 +8,7 @@
 
 #include "frontend/onnx/handler_util.h"
 #include "frontend/onnx/op_registry.h"
+#include "frontend/onnx/tensor_proto.h"
 
 namespace tilefuse::onnx_import {
 
@@ -32,6 +33,8 @@ StatusOr<Shape> ResolveReshape(const Shape& in, const std::vector<int64_t>& spec
       return InvalidArgument(fmt::format("shape {} has a negative dim", spec));
     }
     out.push_back(d);
+    if (d > 0 && known > kMaxValueElements / d)
+      return InvalidArgument(fmt::format("shape {} has more than {} elements", spec, kMaxValueElements));
     known *= d;
   }
   int64_t total = NumElements(in);
@@ -78,6 +81,10 @@ Status ImportTranspose(NodeContext& ctx) {
 
 Status ImportSqueeze(NodeContext& ctx) {
   ASSIGN_OR_RETURN(auto axes, ctx.IntsAttrOrInput("axes", 1));
+  int rank = ctx.b().rank(ctx.Input(0));
+  for (size_t i = 0; axes && i < axes->size(); ++i) {  // the builder takes axis 0 of a scalar
+    RETURN_IF_ERROR(NormalizeOnnxAxis((*axes)[i], rank, "squeeze axis").status());
+  }
   ctx.SetOutput(0, ctx.b().Squeeze(ctx.Input(0), axes.value_or(std::vector<int64_t>{})));
   return Status::Ok();
 }
@@ -100,7 +107,15 @@ Status ImportConcat(NodeContext& ctx) {
 // chunks of ceil(dim / n), the last one smaller.
 StatusOr<std::vector<int64_t>> SplitSizes(NodeContext& ctx, int64_t dim) {
   ASSIGN_OR_RETURN(auto sizes, ctx.IntsAttrOrInput("split", 1));
-  if (sizes) return *sizes;
+  if (sizes) {
+    int64_t total = 0;  // checked as it goes: the sum of arbitrary sizes may overflow
+    for (int64_t size : *sizes) {
+      if (size < 0 || size > dim - total)
+        return InvalidArgument(fmt::format("split sizes {} do not add up to the dim of size {}", *sizes, dim));
+      total += size;
+    }
+    return *sizes;
+  }
   int64_t parts = ctx.HasAttr("num_outputs") ? ctx.Int("num_outputs", 1) : ctx.num_outputs();
   if (parts <= 0 || parts != ctx.num_outputs())
     return InvalidArgument(fmt::format("num_outputs {} differs from the node's {} outputs", parts, ctx.num_outputs()));
@@ -131,6 +146,11 @@ Status ImportSlice(NodeContext& ctx) {
   ASSIGN_OR_RETURN(auto axes, ctx.IntsAttrOrInput("axes", 3));
   ASSIGN_OR_RETURN(auto steps, ctx.IntsAttrOrInput("steps", 4));
   if (!starts || !ends) return InvalidArgument("Slice needs starts and ends");
+  if (ctx.b().rank(ctx.Input(0)) == 0)  // the builder takes axis 0 of a scalar
+    return InvalidArgument("Slice needs an input of rank 1 or more, got a scalar");
+  for (size_t i = 0; steps && i < steps->size(); ++i)  // a step past every dim only overflows
+    if ((*steps)[i] < -kMaxValueElements || (*steps)[i] > kMaxValueElements)
+      return InvalidArgument(fmt::format("Slice steps {} exceed {} in magnitude", *steps, kMaxValueElements));
   ctx.SetOutput(0, ctx.b().Slice(ctx.Input(0), *starts, *ends, axes.value_or(std::vector<int64_t>{}),
                                  steps.value_or(std::vector<int64_t>{})));
   return Status::Ok();
@@ -166,6 +186,9 @@ Status ImportTile(NodeContext& ctx) {
   Shape interleaved, broadcast, out;
   for (size_t d = 0; d < in.size(); ++d) {
     if (repeats[d] < 0) return InvalidArgument(fmt::format("negative repeat {}", repeats[d]));
+    if (in[d] > 0 && repeats[d] > kMaxValueElements / in[d])
+      return InvalidArgument(fmt::format("repeats {} make dim {} of {} larger than {}", repeats, d, ShapeToString(in),
+                                         kMaxValueElements));
     interleaved.insert(interleaved.end(), {1, in[d]});
     broadcast.insert(broadcast.end(), {repeats[d], in[d]});
     out.push_back(repeats[d] * in[d]);
@@ -202,7 +225,9 @@ Status ImportDepthSpace(NodeContext& ctx) {
   if (s.size() != 4 || k <= 0) return InvalidArgument("needs an [N, C, H, W] input and a positive blocksize");
   int64_t n = s[0], c = s[1], h = s[2], w = s[3];
   if (kToSpace) {
-    if (c % (k * k) != 0) return InvalidArgument(fmt::format("channels {} are not divisible by blocksize² {}", c, k * k));
+    // k > c / k first: k² beyond the channels never divides them (and may overflow).
+    if (k > c / k || c % (k * k) != 0)
+      return InvalidArgument(fmt::format("channels {} are not divisible by blocksize² ({}²)", c, k));
     bool crd = ctx.String("mode", "DCR") == "CRD";
     Shape split = crd ? Shape{n, c / (k * k), k, k, h, w} : Shape{n, k, k, c / (k * k), h, w};
     std::vector<int64_t> perm = crd ? std::vector<int64_t>{0, 1, 4, 2, 5, 3} : std::vector<int64_t>{0, 3, 4, 1, 5, 2};

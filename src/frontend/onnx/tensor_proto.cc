@@ -28,49 +28,60 @@ std::string TensorLabel(const TensorProto& proto) {
   return proto.name().empty() ? std::string("tensor") : fmt::format("tensor '{}'", proto.name());
 }
 
-// Copies `values` (a repeated proto field) into the tensor, converting each element
-// to the tensor's storage type `Stored`.
+// The number of values in the typed repeated field that holds `dtype`.
+int64_t TypedFieldSize(const TensorProto& proto, DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return proto.float_data_size();
+    case DType::kF64: return proto.double_data_size();
+    case DType::kI64: return proto.int64_data_size();
+    default: return proto.int32_data_size();  // i32, i8, u8, bool, and the 16-bit patterns of f16/bf16
+  }
+}
+
+// Copies `values` (a repeated proto field, already checked to fill the tensor) into the
+// tensor, converting each element to the tensor's storage type `Stored`.
 template <typename Stored, typename Field>
-Status CopyTypedField(const Field& values, Tensor& tensor, const TensorProto& proto) {
-  if (values.size() != tensor.num_elements())
-    return InvalidArgument(fmt::format("{} holds {} values but its shape {} needs {}", TensorLabel(proto), values.size(),
-                                       ShapeToString(tensor.shape()), tensor.num_elements()));
+void CopyTypedField(const Field& values, Tensor& tensor) {
   std::byte* out = tensor.data();
   for (int i = 0; i < values.size(); ++i) {
     Stored v = static_cast<Stored>(values.Get(i));
     std::memcpy(out + i * sizeof(Stored), &v, sizeof(Stored));
   }
-  return Status::Ok();
 }
 
-Status CopyTypedData(const TensorProto& proto, Tensor& tensor) {
-  switch (tensor.dtype()) {
-    case DType::kF32: return CopyTypedField<float>(proto.float_data(), tensor, proto);
-    case DType::kF64: return CopyTypedField<double>(proto.double_data(), tensor, proto);
-    case DType::kI64: return CopyTypedField<int64_t>(proto.int64_data(), tensor, proto);
-    case DType::kI32: return CopyTypedField<int32_t>(proto.int32_data(), tensor, proto);
-    case DType::kI8: return CopyTypedField<int8_t>(proto.int32_data(), tensor, proto);
-    case DType::kU8: return CopyTypedField<uint8_t>(proto.int32_data(), tensor, proto);
+StatusOr<Tensor> TensorFromTypedData(const TensorProto& proto, DType dtype, const Shape& shape) {
+  if (TypedFieldSize(proto, dtype) != NumElements(shape))
+    return InvalidArgument(fmt::format("{} holds {} values but its shape {} needs {}", TensorLabel(proto),
+                                       TypedFieldSize(proto, dtype), ShapeToString(shape), NumElements(shape)));
+  Tensor tensor(dtype, shape);
+  switch (dtype) {
+    case DType::kF32: CopyTypedField<float>(proto.float_data(), tensor); break;
+    case DType::kF64: CopyTypedField<double>(proto.double_data(), tensor); break;
+    case DType::kI64: CopyTypedField<int64_t>(proto.int64_data(), tensor); break;
+    case DType::kI32: CopyTypedField<int32_t>(proto.int32_data(), tensor); break;
+    case DType::kI8: CopyTypedField<int8_t>(proto.int32_data(), tensor); break;
+    case DType::kU8: CopyTypedField<uint8_t>(proto.int32_data(), tensor); break;
     case DType::kF16:  // half types travel as their 16-bit patterns in int32_data
-    case DType::kBF16: return CopyTypedField<uint16_t>(proto.int32_data(), tensor, proto);
-    case DType::kBool: {
-      RETURN_IF_ERROR(CopyTypedField<uint8_t>(proto.int32_data(), tensor, proto));
+    case DType::kBF16: CopyTypedField<uint16_t>(proto.int32_data(), tensor); break;
+    case DType::kBool:
+      CopyTypedField<uint8_t>(proto.int32_data(), tensor);
       for (int64_t i = 0; i < tensor.num_elements(); ++i) tensor.SetDouble(i, tensor.GetDouble(i));
-      return Status::Ok();
-    }
+      break;
   }
-  TF_UNREACHABLE("unknown dtype");
+  return tensor;
 }
 
-Status CopyRawBytes(const std::string& bytes, Tensor& tensor, const std::string& origin, const TensorProto& proto) {
-  if (bytes.size() != tensor.num_bytes())
+StatusOr<Tensor> TensorFromBytes(const std::string& bytes, DType dtype, const Shape& shape, const std::string& origin,
+                                 const TensorProto& proto) {
+  size_t needed = static_cast<size_t>(NumElements(shape)) * DTypeSize(dtype);
+  if (bytes.size() != needed)
     return InvalidArgument(fmt::format("{} has {} bytes of {} but its shape {} of {} needs {}", TensorLabel(proto),
-                                       bytes.size(), origin, ShapeToString(tensor.shape()),
-                                       DTypeName(tensor.dtype()), tensor.num_bytes()));
+                                       bytes.size(), origin, ShapeToString(shape), DTypeName(dtype), needed));
+  Tensor tensor(dtype, shape);
   if (!bytes.empty()) std::memcpy(tensor.data(), bytes.data(), bytes.size());
-  if (tensor.dtype() == DType::kBool)  // any non-zero byte is true; store exactly 0/1
+  if (dtype == DType::kBool)  // any non-zero byte is true; store exactly 0/1
     for (int64_t i = 0; i < tensor.num_elements(); ++i) tensor.SetDouble(i, tensor.GetDouble(i));
-  return Status::Ok();
+  return tensor;
 }
 
 StatusOr<std::string> ReadExternalData(const TensorProto& proto, const std::string& base_dir) {
@@ -136,28 +147,33 @@ StatusOr<DType> RequireDType(int32_t onnx_type, const std::string& what) {
   return *dtype;
 }
 
+Status CheckShapeSize(const Shape& shape, int64_t max_elements, const std::string& what) {
+  int64_t elements = 1;
+  bool too_large = false;
+  for (int64_t d : shape) {
+    if (d < 0) return InvalidArgument(fmt::format("{} has a negative dimension in {}", what, ShapeToString(shape)));
+    if (d == 0) return Status::Ok();
+    too_large = too_large || d > max_elements / elements;
+    if (!too_large) elements *= d;
+  }
+  if (too_large)
+    return InvalidArgument(fmt::format("{} of shape {} has more than {} elements", what, ShapeToString(shape),
+                                       max_elements));
+  return Status::Ok();
+}
+
 StatusOr<Tensor> TensorFromProto(const TensorProto& proto, const std::string& base_dir) {
   ASSIGN_OR_RETURN(DType dtype, RequireDType(proto.data_type(), TensorLabel(proto)));
   if (proto.dims_size() > 8) return Unimplemented(fmt::format("{} has rank {} (above 8)", TensorLabel(proto), proto.dims_size()));
-  Shape shape;
-  for (int64_t d : proto.dims()) {
-    if (d < 0 || d > (int64_t{1} << 40))
-      return InvalidArgument(fmt::format("{} has an invalid dimension {}", TensorLabel(proto), d));
-    shape.push_back(d);
-  }
-  if (NumElements(shape) > (int64_t{1} << 34))
-    return InvalidArgument(fmt::format("{} of shape {} is too large", TensorLabel(proto), ShapeToString(shape)));
+  Shape shape(proto.dims().begin(), proto.dims().end());
+  RETURN_IF_ERROR(CheckShapeSize(shape, kMaxTensorElements, TensorLabel(proto)));
   if (proto.has_segment()) return Unimplemented(fmt::format("{} is segmented", TensorLabel(proto)));
-  Tensor tensor(dtype, shape);
   if (proto.data_location() == TensorProto::EXTERNAL) {
     ASSIGN_OR_RETURN(std::string bytes, ReadExternalData(proto, base_dir));
-    RETURN_IF_ERROR(CopyRawBytes(bytes, tensor, "external data", proto));
-  } else if (proto.has_raw_data()) {
-    RETURN_IF_ERROR(CopyRawBytes(proto.raw_data(), tensor, "raw data", proto));
-  } else {
-    RETURN_IF_ERROR(CopyTypedData(proto, tensor));
+    return TensorFromBytes(bytes, dtype, shape, "external data", proto);
   }
-  return tensor;
+  if (proto.has_raw_data()) return TensorFromBytes(proto.raw_data(), dtype, shape, "raw data", proto);
+  return TensorFromTypedData(proto, dtype, shape);
 }
 
 TensorProto TensorToProto(const Tensor& tensor, const std::string& name) {

@@ -24,8 +24,18 @@ std::string OnnxTypeName(int32_t onnx_type);
 // DTypeFromOnnx, or Unimplemented naming `what` (e.g. "tensor 'w'").
 StatusOr<DType> RequireDType(int32_t onnx_type, const std::string& what);
 
+// Every value of an imported graph has at most this many elements, and a tensor with
+// data (initializer, Constant, test data) at most kMaxTensorElements: far beyond any
+// machine, but small enough that element and byte counts never overflow int64.
+inline constexpr int64_t kMaxValueElements = int64_t{1} << 40;
+inline constexpr int64_t kMaxTensorElements = int64_t{1} << 34;
+// InvalidArgument naming `what` when a dim is negative or the element count (computed
+// without overflow) exceeds `max_elements`.
+Status CheckShapeSize(const Shape& shape, int64_t max_elements, const std::string& what);
+
 // Decodes a tensor from raw_data, the typed repeated fields or external data.
-// External locations are relative to `base_dir` (the model's folder).
+// External locations are relative to `base_dir` (the model's folder). The bytes are
+// checked against the declared shape before the tensor is allocated.
 StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& proto, const std::string& base_dir);
 // Encodes a tensor as raw_data.
 onnx::TensorProto TensorToProto(const Tensor& tensor, const std::string& name);

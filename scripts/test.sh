@@ -2,7 +2,9 @@
 # Builds tilefuse and runs every test:
 #   1. all unit, end-to-end, error and real-model tests (ctest, release build);
 #   2. the ONNX backend node-test conformance run (onnx 1.17.0 from PyPI, in build/venv);
-#   3. the fast unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer.
+#   3. the fast unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer;
+#   4. a 10-second slice of each importer fuzz target (fuzz/run.sh; skipped with a message
+#      where clang's libFuzzer cannot be installed).
 # Tests that need a GPU are skipped here with a message; scripts/gpu.sh runs them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,4 +31,7 @@ BUILD_DIR=build-asan TARGETS=tilefuse_tests ./scripts/build.sh -DTILEFUSE_SANITI
   -DCMAKE_CXX_FLAGS_RELEASE=-O1
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ./build-asan/tilefuse_tests --gtest_brief=1 --gtest_filter='-Cli*:*RealModel*:*Conformance*:*Scaling*:*CudaProgram*:*CudaSearchSpace*:*LtMatmul*'
+echo "== importer fuzzing, 10 s per target (the long run: bench/results/2026-11-23-importer-fuzz.md)"
+NODE_TESTS=$(ls -d build/venv/lib/python3*/site-packages/onnx/backend/test/data/node 2>/dev/null | head -n 1) \
+  ./fuzz/run.sh 10
 echo "== all tests passed"

@@ -186,7 +186,7 @@ Status ImportTile(NodeContext& ctx) {
   Shape interleaved, broadcast, out;
   for (size_t d = 0; d < in.size(); ++d) {
     if (repeats[d] < 0) return InvalidArgument(fmt::format("negative repeat {}", repeats[d]));
-    if (in[d] > 0 && repeats[d] > kMaxValueElements / in[d])
+    if (repeats[d] > kMaxValueElements / std::max<int64_t>(in[d], 1))  // bounded on empty dims too
       return InvalidArgument(fmt::format("repeats {} make dim {} of {} larger than {}", repeats, d, ShapeToString(in),
                                          kMaxValueElements));
     interleaved.insert(interleaved.end(), {1, in[d]});

@@ -43,6 +43,9 @@ const std::vector<Regression>& Regressions() {
       // count passed), then padded (UBSan: InferConcat). Every dim is now at most 2^40.
       {"text/pad_along_a_huge_dim_of_an_empty_input.onnxtxt", {"input 'x'", "[0,9223372036854775807]", "outside"}},
       {"binary/pad_along_a_huge_dim_of_an_empty_input.onnx", {"input 'x'", "[0,9223372036854775807]", "outside"}},
+      // The same, found by the long binary run: Split of [2^63 - 1, 6, 0, 0] (UBSan:
+      // NumElements in the constant tracker).
+      {"binary/split_of_a_huge_dim_beside_a_zero.onnx", {"input 'x'", "[9223372036854775807,6,0,0]", "outside"}},
       // The same hole in the first fix of Tile: repeats of an empty dim were unbounded.
       {"text/tile_of_an_empty_dim_overflow.onnxtxt", {"(Tile, opset 17)", "repeats [4, 9223372036854775807]"}},
       // Reshape's target shape multiplied past int64 (UBSan: ResolveReshape).

@@ -37,15 +37,20 @@ const std::vector<Regression>& Regressions() {
       {"binary/tensor_larger_than_its_data.onnx", {"initializer 'w'", "holds 1 values but its shape [131072,131072]"}},
       {"folder/input_larger_than_its_data", {"input_0.pb", "holds 1 values but its shape [131072,131072]"}},
       // A graph input's dims multiplied past int64 (UBSan: NumElements, constant tracker).
-      {"text/input_dim_overflow.onnxtxt", {"input 'x'", "[5,9223372036854775807,3]", "outside [0, 1099511627776]"}},
-      {"binary/input_dim_overflow.onnx", {"input 'x'", "outside [0, 1099511627776]"}},
+      {"text/input_dim_overflow.onnxtxt", {"input 'x'", "[5,9223372036854775807,3]", "multiply to more than 1099511627776"}},
+      {"binary/input_dim_overflow.onnx", {"input 'x'", "multiply to more than 1099511627776"}},
       // Found by the long run: a dim of 2^63 - 1 beside a 0 (no elements, so the element
-      // count passed), then padded (UBSan: InferConcat). Every dim is now at most 2^40.
-      {"text/pad_along_a_huge_dim_of_an_empty_input.onnxtxt", {"input 'x'", "[0,9223372036854775807]", "outside"}},
-      {"binary/pad_along_a_huge_dim_of_an_empty_input.onnx", {"input 'x'", "[0,9223372036854775807]", "outside"}},
+      // count passed), then padded (UBSan: InferConcat).
+      {"text/pad_along_a_huge_dim_of_an_empty_input.onnxtxt", {"input 'x'", "[0,9223372036854775807]", "non-zero dims"}},
+      {"binary/pad_along_a_huge_dim_of_an_empty_input.onnx", {"input 'x'", "[0,9223372036854775807]", "non-zero dims"}},
       // The same, found by the long binary run: Split of [2^63 - 1, 6, 0, 0] (UBSan:
       // NumElements in the constant tracker).
-      {"binary/split_of_a_huge_dim_beside_a_zero.onnx", {"input 'x'", "[9223372036854775807,6,0,0]", "outside"}},
+      {"binary/split_of_a_huge_dim_beside_a_zero.onnx", {"input 'x'", "[9223372036854775807,6,0,0]", "non-zero dims"}},
+      // The long folder run again: InstanceNormalization's scale [2^31 - 1, 255, 2^40, 0]
+      // (no elements) reshaped per channel, counted left to right (UBSan: NumElements). Now
+      // the non-zero dims of every shape multiply to at most 2^40.
+      {"text/instance_norm_scale_of_huge_dims_beside_a_zero.onnxtxt",
+       {"input 's'", "[2147483647,255,1099511627776,0]", "non-zero dims"}},
       // The same hole in the first fix of Tile: repeats of an empty dim were unbounded.
       {"text/tile_of_an_empty_dim_overflow.onnxtxt", {"(Tile, opset 17)", "repeats [4, 9223372036854775807]"}},
       // Reshape's target shape multiplied past int64 (UBSan: ResolveReshape).

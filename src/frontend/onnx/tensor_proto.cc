@@ -148,22 +148,17 @@ StatusOr<DType> RequireDType(int32_t onnx_type, const std::string& what) {
 }
 
 Status CheckShapeSize(const Shape& shape, int64_t max_elements, const std::string& what) {
-  // Each dim is bounded even when another is 0: [0, 2^63 - 1] holds nothing, but padding
-  // or concatenating along its second dim overflows.
-  for (int64_t d : shape)
-    if (d < 0 || d > kMaxDim)
-      return InvalidArgument(fmt::format("{} of shape {} has a dimension outside [0, {}]", what, ShapeToString(shape),
-                                         kMaxDim));
-  int64_t elements = 1;
-  bool too_large = false;
+  // The non-zero dims are bounded even when a dim is 0: [2^40, 2^40, 0] holds nothing, but
+  // counting its elements left to right overflows, and so does padding a dim of 2^63 - 1.
+  int64_t product = 1;
   for (int64_t d : shape) {
-    if (d == 0) return Status::Ok();
-    too_large = too_large || d > max_elements / elements;
-    if (!too_large) elements *= d;
+    if (d < 0) return InvalidArgument(fmt::format("{} has a negative dimension in {}", what, ShapeToString(shape)));
+    if (d == 0) continue;
+    if (d > max_elements / product)
+      return InvalidArgument(fmt::format("{} of shape {} is too large: its non-zero dims multiply to more than {}", what,
+                                         ShapeToString(shape), max_elements));
+    product *= d;
   }
-  if (too_large)
-    return InvalidArgument(fmt::format("{} of shape {} has more than {} elements", what, ShapeToString(shape),
-                                       max_elements));
   return Status::Ok();
 }
 

@@ -29,9 +29,9 @@ StatusOr<DType> RequireDType(int32_t onnx_type, const std::string& what);
 // machine, but small enough that element and byte counts never overflow int64.
 inline constexpr int64_t kMaxValueElements = int64_t{1} << 40;
 inline constexpr int64_t kMaxTensorElements = int64_t{1} << 34;
-inline constexpr int64_t kMaxDim = int64_t{1} << 40;
-// InvalidArgument naming `what` when a dim is outside [0, kMaxDim] or the element count
-// (computed without overflow) exceeds `max_elements`.
+// InvalidArgument naming `what` when a dim is negative or the product of the non-zero
+// dims (computed without overflow) exceeds `max_elements`: then no order of multiplying
+// the dims, nor adding pads to one, overflows.
 Status CheckShapeSize(const Shape& shape, int64_t max_elements, const std::string& what);
 
 // Decodes a tensor from raw_data, the typed repeated fields or external data.

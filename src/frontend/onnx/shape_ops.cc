@@ -193,6 +193,11 @@ Status ImportTile(NodeContext& ctx) {
     broadcast.insert(broadcast.end(), {repeats[d], in[d]});
     out.push_back(repeats[d] * in[d]);
   }
+  // The whole broadcast too (its non-zero dims, as CheckShapeSize counts): the final
+  // reshape counts its elements before the importer checks the result.
+  if (!CheckShapeSize(broadcast, kMaxValueElements, "").ok())
+    return InvalidArgument(fmt::format("repeats {} make a result of more than {} elements from {}", repeats,
+                                       kMaxValueElements, ShapeToString(in)));
   ctx.SetOutput(0, b.Reshape(b.BroadcastTo(b.Reshape(x, interleaved), broadcast), out));
   return Status::Ok();
 }

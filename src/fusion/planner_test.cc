@@ -234,9 +234,12 @@ TEST(PlannerTest, WideningCastGoesToTheLayerNormThatReadsIt) {
   ASSERT_GE(cast, 0);
   const FusionGroup& holder = p.plan.groups[p.plan.group_of[cast]];
   EXPECT_EQ(holder.kind, GroupKind::kRowReduction) << "the cast stayed in the " << GroupKindName(holder.kind) << " group";
-  for (const FusionGroup& g : p.plan.groups)
-    if (g.kind == GroupKind::kGemm)
-      for (int out : g.outputs) EXPECT_NE(p.graph.node(out).dtype, DType::kF32) << "the gemm writes an f32 copy";
+  for (const FusionGroup& g : p.plan.groups) {
+    if (g.kind != GroupKind::kGemm) continue;
+    for (int out : g.outputs) {
+      EXPECT_NE(p.graph.node(out).dtype, DType::kF32) << "the gemm writes an f32 copy";
+    }
+  }
   EXPECT_TRUE(VerifyPlan(p.graph, p.plan).ok());
 }
 

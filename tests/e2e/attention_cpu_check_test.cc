@@ -26,14 +26,14 @@ std::vector<std::string> AttentionGraphs() {
   return paths;
 }
 
-class AttentionCpuCheck : public testing::TestWithParam<std::string> {
+class CliAttentionCpuCheck : public testing::TestWithParam<std::string> {
  protected:
   void SetUp() override { setenv("TILEFUSE_CACHE_DIR", (scratch_ / "cache").c_str(), 1); }
   void TearDown() override { unsetenv("TILEFUSE_CACHE_DIR"); }
   ScratchDir scratch_;
 };
 
-TEST_P(AttentionCpuCheck, FlashKernelMatchesTheReference) {
+TEST_P(CliAttentionCpuCheck, FlashKernelMatchesTheReference) {
   CommandResult r = RunTilefuse("run " + Quote(GetParam()) + " --backend cpu --check");
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("result: PASS"), std::string::npos) << r.out;
@@ -41,7 +41,7 @@ TEST_P(AttentionCpuCheck, FlashKernelMatchesTheReference) {
   EXPECT_EQ(r.out.find("reference:"), std::string::npos) << r.out;
 }
 
-INSTANTIATE_TEST_SUITE_P(Attention, AttentionCpuCheck, testing::ValuesIn(AttentionGraphs()),
+INSTANTIATE_TEST_SUITE_P(CliAttention, CliAttentionCpuCheck, testing::ValuesIn(AttentionGraphs()),
                          [](const testing::TestParamInfo<std::string>& info) {
                            std::filesystem::path path(info.param);
                            std::string name = path.stem().string();

@@ -122,11 +122,11 @@ std::vector<std::string> AttentionTests() {
   return paths;
 }
 
-class CudaAttentionOverlapTest : public testing::TestWithParam<std::string> {};
+class CudaProgramAttentionOverlapTest : public testing::TestWithParam<std::string> {};
 
-TEST_P(CudaAttentionOverlapTest, CompilesForSm90aWithoutSpills) { CompileForHopper(GetParam(), true, AttentionPath::kOverlap); }
+TEST_P(CudaProgramAttentionOverlapTest, CompilesForSm90aWithoutSpills) { CompileForHopper(GetParam(), true, AttentionPath::kOverlap); }
 
-INSTANTIATE_TEST_SUITE_P(Attention, CudaAttentionOverlapTest, testing::ValuesIn(AttentionTests()),
+INSTANTIATE_TEST_SUITE_P(Attention, CudaProgramAttentionOverlapTest, testing::ValuesIn(AttentionTests()),
                          [](const testing::TestParamInfo<std::string>& info) {
                            std::string name = std::filesystem::path(info.param).stem().string();
                            for (char& c : name)

@@ -118,7 +118,8 @@ StatusOr<CubinResult> NvrtcCompiler::Compile(const std::string& source, const st
                                       "-default-device",
                                       "-diag-suppress=177,550"};  // unused loop indices are normal in generated code
   options.insert(options.end(), extra.begin(), extra.end());
-  std::vector<std::string_view> key_parts = {source, kDeviceLibraryText, kTileLibraryText, arch, version()};
+  const std::string nvrtc_version = version();  // the views below must not outlive it
+  std::vector<std::string_view> key_parts = {source, kDeviceLibraryText, kTileLibraryText, arch, nvrtc_version};
   for (const std::string& o : options) key_parts.push_back(o);
   std::string key = KernelCache::Key(key_parts);
   CubinResult result;

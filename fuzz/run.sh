@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the importer fuzz targets (clang, libFuzzer, ASan + UBSan) into BUILD_DIR
 # (default build-fuzz), writes the seed corpora and fuzzes each target.
-#   fuzz/run.sh [SECONDS]          each target for SECONDS (default 10), corpus kept in
-#                                  BUILD_DIR/corpus/<target> between runs
+#   fuzz/run.sh [SECONDS]          each target for SECONDS (default 10); from 60 s on, the
+#                                  corpus is kept in BUILD_DIR/corpus/<target> between runs
 #   RUNS=N fuzz/run.sh             each target for N executions instead
 #   TARGETS="text binary" ...      a subset of text, binary, folder
 #   NODE_TESTS=DIR ...             seeds from the ONNX backend node tests too (the onnx
@@ -45,7 +45,13 @@ mkdir -p "$BUILD_DIR/artifacts"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
 for target in $TARGETS; do
+  # Runs under a minute (the test slice) start from the seeds alone, so that they take the
+  # same time wherever they run; longer runs keep and grow BUILD_DIR/corpus/<target>.
   corpus="$BUILD_DIR/corpus/$target"
+  if [ -z "${RUNS:-}" ] && [ "$SECONDS_PER_TARGET" -lt 60 ]; then
+    corpus="$BUILD_DIR/corpus-slice/$target"
+    rm -rf "$corpus"
+  fi
   mkdir -p "$corpus"
   limit=(-max_total_time="$SECONDS_PER_TARGET")
   [ -n "${RUNS:-}" ] && limit=(-runs="$RUNS")

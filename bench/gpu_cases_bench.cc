@@ -38,9 +38,12 @@ int Main(int argc, char** argv) {
     else if (a == "--tune") tune = true;
     else if (a == "--attention" && i + 1 < argc) {
       std::string path = argv[++i];
-      attention = path == "split" ? AttentionPath::kSplit : path == "overlap" ? AttentionPath::kOverlap : AttentionPath::kTemplate;
+      attention = path == "split"     ? AttentionPath::kSplit
+                  : path == "overlap" ? AttentionPath::kOverlap
+                  : path == "serial"  ? AttentionPath::kSerial
+                                      : AttentionPath::kTemplate;
     } else {
-      fmt::print(stderr, "usage: {} [--cases a,b] [--repeats N] [--json FILE] [--root SOURCE_DIR] [--tune] [--attention template|overlap|split]\n",
+      fmt::print(stderr, "usage: {} [--cases a,b] [--repeats N] [--json FILE] [--root SOURCE_DIR] [--tune] [--attention template|overlap|serial|split]\n",
                  argv[0]);
       return 2;
     }

@@ -6,7 +6,7 @@
 #      f64 reference (poisoned outputs), and the benchmark cases at full size
 #   1b. the GEMM template's correctness graphs (tests/gemm) and compute-sanitizer on three
 #   1c. the attention template's graphs (tests/attention and the attention twins of
-#       bench/cases/check), template, overlap and split, and compute-sanitizer on four
+#       bench/cases/check), template, overlap, serial and split, and compute-sanitizer on four
 #   2. differential fuzzing: 4 x $FUZZ_COUNT random graphs on the GPU, fused and unfused
 #      compute-sanitizer memcheck on the examples
 #   3. the GPU unit tests (cuBLASLt)
@@ -88,11 +88,11 @@ fi
 if has attention; then
   say "== attention template: tests/attention and the attention twins on the GPU vs the reference, then memcheck"
   for m in tests/attention/*.onnxtxt tests/attention/exports/*.onnx bench/cases/check/attention*.onnxtxt bench/cases/check/gpt_block*.onnxtxt; do
-    for path in template overlap split; do check_run "$m --attention $path" "$m" --attention $path; done
+    for path in template overlap serial split; do check_run "$m --attention $path" "$m" --attention $path; done
   done
   for m in tests/attention/attention_causal_d128_bf16.onnxtxt tests/attention/attention_fused_qkv_heads_bf16.onnxtxt tests/attention/attention_kt_input_bf16.onnxtxt tests/attention/attention_gqa_bf16.onnxtxt; do
     memcheck_run "$m"
-    memcheck_run "$m" --attention overlap
+    memcheck_run "$m" --attention serial
   done
 fi
 
@@ -139,7 +139,7 @@ if has bench; then
   "$B/tilefuse_bench_gpu_cases" --root . --tune --json "$OUT/tilefuse.json" 2>&1 | tee -a "$log"
   # The attention cases again with the overlapped loop and split (which to make the default).
   attention_cases=$(python3 -c 'import json; print(",".join(c["name"] for c in json.load(open("bench/cases/cases.json"))["cases"] if c["name"].startswith(("attention", "gpt_block"))))')
-  for path in overlap split; do
+  for path in overlap serial split; do
     "$B/tilefuse_bench_gpu_cases" --root . --cases "$attention_cases" --attention $path --repeats 20 --json "$OUT/tilefuse-attention-$path.json" 2>&1 | tee -a "$log"
   done
 fi

@@ -31,7 +31,7 @@ struct RunOptions {
   std::string backend = "auto";
   std::string trace_file;
   std::string gemm = "auto";  // cuda: template, library or auto (GemmPath)
-  std::string attention = "template";  // cuda: template, overlap or split (AttentionPath)
+  std::string attention = "template";  // cuda: template, overlap, serial or split (AttentionPath)
   std::string precision = "highest";   // cuda: f32 matmuls exact (highest) or TF32 (high)
   uint64_t seed = 0;
   bool check = false;
@@ -66,6 +66,7 @@ class Executor {
       gpu_options.gemm = options.gemm == "template" ? GemmPath::kTemplate : options.gemm == "library" ? GemmPath::kLibrary : GemmPath::kAuto;
       gpu_options.attention = options.attention == "split"     ? AttentionPath::kSplit
                               : options.attention == "overlap" ? AttentionPath::kOverlap
+                              : options.attention == "serial"  ? AttentionPath::kSerial
                                                                : AttentionPath::kTemplate;
       gpu_options.precision = options.precision == "high" ? MatmulPrecision::kHigh : MatmulPrecision::kHighest;
       StatusOr<std::unique_ptr<GpuCompiledGraph>> gpu =
@@ -392,11 +393,12 @@ void AddRunCommand(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"auto", "template", "library"}))
       ->default_val("auto");
   run->add_option("--attention", options->attention,
-                  "cuda: how attention groups run: template (one generated Hopper flash-attention kernel; the scores\n"
-                  "never leave registers; groups it does not take are split, with the reason), overlap (the template\n"
-                  "with the next block's softmax overlapping P·V, FlashAttention-3 style: experimental, not yet\n"
-                  "measured), or split (Q·Kᵀ, softmax and P·V as separate kernels, the scores in memory)")
-      ->check(CLI::IsMember({"template", "overlap", "split"}))
+                  "cuda: how attention groups run: template (one generated Hopper flash-attention kernel,\n"
+                  "FlashAttention-3 style: the scores never leave registers, softmax overlaps the matmuls; groups\n"
+                  "it does not take are split, with the reason), overlap or serial (the template with simpler\n"
+                  "loops: no ping-pong between its consumer warpgroups / no overlap at all; for comparison), or\n"
+                  "split (Q·Kᵀ, softmax and P·V as separate kernels, the scores in memory)")
+      ->check(CLI::IsMember({"template", "overlap", "serial", "split"}))
       ->default_val("template");
   run->add_option("--precision", options->precision,
                   "cuda: f32 matmuls as PyTorch's float32 matmul precision: highest (exact f32, the default) or high\n"

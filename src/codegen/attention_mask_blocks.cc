@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <optional>
 
 namespace tilefuse {
@@ -62,6 +63,26 @@ class IntervalEvaluator {
   }
 
   // Is logit `v` provably not masked (a real score's logit, not a mask's constant)?
+  // The arm each select reachable from `v` takes over the bound ranges (1: true, 2: false)
+  // into `arms`; false when one is undecided. A select's condition is not followed: only
+  // the values the logit takes.
+  bool Decide(int v, std::vector<int8_t>& arms, std::vector<bool>& seen) {
+    if (seen[v]) return true;
+    seen[v] = true;
+    const ScalarValue& s = a_.program.values[v];
+    if (s.kind != ScalarValue::Kind::kOp) return true;
+    if (s.op == OpCode::kWhere) {
+      const Interval c = Value(s.args[0]);
+      const int arm = c.lo > 0 || c.hi < 0 ? 1 : c.Point() && c.lo == 0 ? 2 : 0;
+      if (arm == 0) return false;
+      arms[v] = static_cast<int8_t>(arm);
+      return Decide(s.args[arm], arms, seen);
+    }
+    for (int arg : s.args)
+      if (!Decide(arg, arms, seen)) return false;
+    return true;
+  }
+
   bool Unmasked(int v) {
     const ScalarValue& s = a_.program.values[v];
     const Interval iv = Value(v);
@@ -220,18 +241,125 @@ class IntervalEvaluator {
   std::vector<std::optional<Interval>> cache_;
 };
 
+// Rows one by one where the mask is a constant table (its rows are not contiguous
+// ranges of the table), else each query block's rows as one interval.
+int64_t RowsPerStep(const AttentionLogits& a, int block_m) {
+  for (const ScalarValue& v : a.program.values)
+    if (v.kind == ScalarValue::Kind::kLoad && v.buffer >= 0) return 1;
+  return block_m;
+}
+
+// `program` with the selects `arms` decides replaced by their arm, and `x + 0`, `x * 1`
+// by x (same dtype); returns the new id of `logit`.
+int ResolveSelects(Kernel& program, int logit, const std::vector<int8_t>& arms) {
+  std::vector<int> forward(program.values.size());
+  for (size_t v = 0; v < program.values.size(); ++v) {
+    ScalarValue& s = program.values[v];
+    forward[v] = static_cast<int>(v);
+    if (s.kind != ScalarValue::Kind::kOp) continue;
+    for (int& arg : s.args) arg = forward[arg];
+    auto constant = [&](int arg, double c) {
+      const ScalarValue& x = program.values[arg];
+      return x.kind == ScalarValue::Kind::kConstant && x.constant == c;
+    };
+    auto same_dtype = [&](int arg) { return program.values[arg].dtype == s.dtype; };
+    if (s.op == OpCode::kWhere && arms[v] != 0) {
+      forward[v] = s.args[arms[v]];
+    } else if (s.op == OpCode::kAdd || s.op == OpCode::kMul) {
+      const double identity = s.op == OpCode::kAdd ? 0 : 1;
+      for (int side = 0; side < 2; ++side)
+        if (constant(s.args[side], identity) && same_dtype(s.args[1 - side])) forward[v] = s.args[1 - side];
+    }
+  }
+  return forward[logit];
+}
+
 }  // namespace
+
+bool InteriorLogits::Any() const {
+  for (const KeyBlockRange& r : blocks)
+    if (r.first <= r.last) return true;
+  return false;
+}
+
+InteriorLogits InteriorKeyBlocks(const Graph& g, const AttentionLogits& a, int block_m, int block_n) {
+  const int m_blocks = static_cast<int>((a.nq + block_m - 1) / block_m);
+  const int full_blocks = static_cast<int>(a.nk / block_n);
+  const int64_t score_batches = a.score_batch_index->max + 1;
+  const int64_t rows_per_step = RowsPerStep(a, block_m);
+  InteriorLogits out{a.program, a.logit, std::vector<KeyBlockRange>(m_blocks, KeyBlockRange{0, -1})};
+  if (full_blocks == 0 || score_batches * ((a.nq + rows_per_step - 1) / rows_per_step) * full_blocks > kMaxEvaluations) return out;
+  // Per block, how its selects go (empty: undecided somewhere, or not the same everywhere).
+  using Arms = std::vector<int8_t>;
+  std::vector<std::vector<Arms>> decided(m_blocks, std::vector<Arms>(full_blocks));
+  std::vector<std::vector<bool>> usable(m_blocks, std::vector<bool>(full_blocks, true));
+  std::map<Arms, int> count;
+  IntervalEvaluator eval(g, a);
+  const size_t n = a.program.values.size();
+  for (int mb = 0; mb < m_blocks; ++mb) {
+    const int64_t mb_end = std::min<int64_t>(a.nq, int64_t{mb + 1} * block_m);
+    for (int kb = 0; kb < full_blocks; ++kb) {
+      const Interval keys{static_cast<double>(int64_t{kb} * block_n), static_cast<double>(int64_t{kb + 1} * block_n - 1)};
+      for (int64_t sb = 0; sb < score_batches && usable[mb][kb]; ++sb)
+        for (int64_t r0 = int64_t{mb} * block_m; r0 < mb_end && usable[mb][kb]; r0 += rows_per_step) {
+          const int64_t r1 = std::min(mb_end, r0 + rows_per_step) - 1;
+          eval.Bind({static_cast<double>(sb * a.nq + r0), static_cast<double>(sb * a.nq + r1)}, keys);
+          Arms arms(n, 0);
+          std::vector<bool> seen(n, false);
+          if (!eval.Decide(a.logit, arms, seen) || !eval.Unmasked(a.logit) ||
+              (!decided[mb][kb].empty() && decided[mb][kb] != arms))
+            usable[mb][kb] = false;
+          else
+            decided[mb][kb] = std::move(arms);
+        }
+      if (usable[mb][kb]) ++count[decided[mb][kb]];
+    }
+  }
+  if (count.empty()) return out;
+  const Arms* best = nullptr;
+  int best_count = 0;
+  for (const auto& [arms, c] : count)
+    if (c > best_count) best = &arms, best_count = c;
+  // Per query block, the longest run of blocks going the chosen way.
+  for (int mb = 0; mb < m_blocks; ++mb)
+    for (int kb = 0, run = 0; kb < full_blocks; ++kb) {
+      run = usable[mb][kb] && decided[mb][kb] == *best ? run + 1 : 0;
+      if (run > out.blocks[mb].last - out.blocks[mb].first + 1) out.blocks[mb] = {kb - run + 1, kb};
+    }
+  out.logit = ResolveSelects(out.program, a.logit, *best);
+  return out;
+}
+
+std::optional<double> ScoreMultiplier(const Kernel& program, int logit) {
+  auto skip_casts = [&](int v) {
+    while (program.values[v].kind == ScalarValue::Kind::kOp && program.values[v].op == OpCode::kCast && program.values[v].dtype == DType::kF32)
+      v = program.values[v].args[0];
+    return v;
+  };
+  auto is_score = [&](int v) {
+    const ScalarValue& s = program.values[v];
+    return s.kind == ScalarValue::Kind::kLoad && s.buffer < 0;
+  };
+  const int v = skip_casts(logit);
+  if (is_score(v)) return 1.0;
+  const ScalarValue& s = program.values[v];
+  // Half-precision values are computed in f32 (ComputeType), so a bf16 product is an f32 one.
+  const bool f32_arithmetic = s.dtype == DType::kF32 || s.dtype == DType::kBF16 || s.dtype == DType::kF16;
+  if (s.kind != ScalarValue::Kind::kOp || s.op != OpCode::kMul || !f32_arithmetic) return std::nullopt;
+  for (int side = 0; side < 2; ++side) {
+    const ScalarValue& c = program.values[s.args[side]];
+    if (c.kind == ScalarValue::Kind::kConstant && c.constant > 0 && std::isfinite(c.constant) && is_score(skip_casts(s.args[1 - side])))
+      return c.constant;
+  }
+  return std::nullopt;
+}
 
 std::vector<KeyBlockRange> UnmaskedKeyBlocks(const Graph& g, const AttentionLogits& a, int block_m, int block_n) {
   const int m_blocks = static_cast<int>((a.nq + block_m - 1) / block_m);
   const int key_blocks = static_cast<int>((a.nk + block_n - 1) / block_n);
   std::vector<KeyBlockRange> all(m_blocks, KeyBlockRange{0, key_blocks - 1});
   const int64_t score_batches = a.score_batch_index->max + 1;
-  // Rows one by one where the mask is a constant table (its rows are not contiguous
-  // ranges of the table), else each query block's rows as one interval.
-  bool reads_table = false;
-  for (const ScalarValue& v : a.program.values) reads_table = reads_table || (v.kind == ScalarValue::Kind::kLoad && v.buffer >= 0);
-  const int64_t rows_per_step = reads_table ? 1 : block_m;
+  const int64_t rows_per_step = RowsPerStep(a, block_m);
   if (score_batches * ((a.nq + rows_per_step - 1) / rows_per_step) * (key_blocks + 3) > kMaxEvaluations) return all;
   IntervalEvaluator eval(g, a);
   std::vector<KeyBlockRange> out(m_blocks, KeyBlockRange{key_blocks, -1});

@@ -12,6 +12,7 @@
 // constants too large to scan, are not analysed: every block is computed.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "codegen/index_expr.h"
@@ -36,5 +37,24 @@ struct AttentionLogits {
 // One range per query block of `block_m` rows (keys in blocks of `block_n`); every range
 // is [0, key blocks − 1] where nothing is proven.
 std::vector<KeyBlockRange> UnmaskedKeyBlocks(const Graph& graph, const AttentionLogits& logits, int block_m, int block_n);
+
+// The logits where a block's selects all go one way — causal attention's blocks below the
+// diagonal, where the mask keeps every score — so a kernel runs the program without the
+// mask there: `program` is the logits program with those selects resolved (and `+ 0`,
+// `* 1` dropped), valid for the key blocks `blocks` names per query block (one range; first >
+// last: none). Only full key blocks (no key past the end) are interior. Of several ways
+// the selects go, the one covering the most blocks whose logits are real scores is taken.
+struct InteriorLogits {
+  Kernel program;
+  int logit = -1;
+  std::vector<KeyBlockRange> blocks;
+  bool Any() const;
+};
+InteriorLogits InteriorKeyBlocks(const Graph& graph, const AttentionLogits& logits, int block_m, int block_n);
+
+// c when logit `logit` of `program` is the score times a constant c > 0 (in f32; casts to
+// f32 aside):
+// the online softmax then folds c into its exponent's multiply-add.
+std::optional<double> ScoreMultiplier(const Kernel& program, int logit);
 
 }  // namespace tilefuse

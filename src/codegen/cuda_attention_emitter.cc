@@ -52,8 +52,8 @@ class AttentionEmitter {
     s.work_blocks = m_blocks * batch;
     s.strategy = fmt::format("attention template {}x{}, d {}/{}, {} stages, K {}, V {}{}{}", kBlockM, c_.block_n, a_.d, a_.dv, c_.stages,
                              a_.k.RowsContiguous() ? "K-major" : "MN-major", a_.v.RowsContiguous() ? "K-major" : "MN-major",
-                             SkipsKeyBlocks() ? ", masked key blocks skipped" : "", c_.overlap ? ", softmax overlapping P·V" : "");
-    out_ = KeyBlockTables();
+                             SkipsKeyBlocks() ? ", masked key blocks skipped" : "", LoopName());
+    out_ = KeyBlockTables() + InteriorTables();
     out_ += WgmmaFunction(a_.name + "_qk", c_.block_n, a_.dtype, /*b_mn_major=*/!a_.k.RowsContiguous());
     out_ += WgmmaRegisterAFunction(a_.name + "_pv", static_cast<int>(a_.dv), a_.dtype, /*b_mn_major=*/!a_.v.RowsContiguous());
     out_ += fmt::format(
@@ -87,9 +87,20 @@ class AttentionEmitter {
       return InvalidArgument(fmt::format("{}: {} bytes of shared memory (the limit is {})", a_.name, SharedBytes(a_, c_), kSharedLimit));
     if (!c_.key_blocks.empty() && static_cast<int64_t>(c_.key_blocks.size()) != CeilDiv(a_.nq, kBlockM))
       return InvalidArgument(fmt::format("{}: {} key-block ranges for {} query blocks", a_.name, c_.key_blocks.size(), CeilDiv(a_.nq, kBlockM)));
+    if (!c_.interior.blocks.empty() && static_cast<int64_t>(c_.interior.blocks.size()) != CeilDiv(a_.nq, kBlockM))
+      return InvalidArgument(fmt::format("{}: {} interior ranges for {} query blocks", a_.name, c_.interior.blocks.size(), CeilDiv(a_.nq, kBlockM)));
     if (NumElements(a_.batch_shape) * CeilDiv(a_.nq, kBlockM) >= (int64_t{1} << 31))
       return InvalidArgument(fmt::format("{}: too many query blocks for one grid", a_.name));
     return Status::Ok();
+  }
+
+  std::string LoopName() const {
+    std::string out;
+    if (AllInterior()) out = ", no mask";
+    else if (HasInterior()) out = ", mask on edge blocks only";
+    if (c_.loop == AttentionLoop::kOverlap) out += ", softmax overlapping P·V";
+    if (c_.loop == AttentionLoop::kPingPong) out += ", softmax overlapping P·V, ping-pong consumers";
+    return out;
   }
 
   bool SkipsKeyBlocks() const {
@@ -271,7 +282,7 @@ class AttentionEmitter {
       "    issue_qk(ring.stage);\n"
       "    tf::Warpgroup::Wait<0>();\n"
       "    if (local == 0) k_empty[ring.stage].Arrive();\n"
-      "    softmax(kb * kBN);\n"
+      "    softmax(kb);\n"
       "    rescale_and_pack();\n"
       "    v_full[ring.stage].Wait(ring.phase);\n"
       "    issue_pv(ring.stage);\n"
@@ -279,33 +290,50 @@ class AttentionEmitter {
       "    if (local == 0) v_empty[ring.stage].Arrive();\n"
       "  }\n";
   // FlashAttention-3's intra-warpgroup pipelining: while P·V of block j runs on the tensor
-  // cores, S of block j + 1 is already computed and its softmax runs beside it.
-  static constexpr const char* kOverlappedLoop =
-      "  k_full[ring.stage].Wait(ring.phase);\n"
-      "  issue_qk(ring.stage);\n"
-      "  tf::Warpgroup::Wait<0>();\n"
-      "  if (local == 0) k_empty[ring.stage].Arrive();\n"
-      "  softmax(kb_first * kBN);\n"
-      "  rescale_and_pack();\n"
-      "  tf::Pipeline<kStages> pending = ring;  // the V tile of the P held in p\n"
-      "  ring.Advance();\n"
-      "  for (int kb = kb_first + 1; kb <= kb_last; ++kb, ring.Advance()) {\n"
-      "    k_full[ring.stage].Wait(ring.phase);\n"
-      "    issue_qk(ring.stage);\n"
-      "    v_full[pending.stage].Wait(pending.phase);\n"
-      "    issue_pv(pending.stage);\n"
-      "    tf::Warpgroup::Wait<1>();  // S is done (P·V may still run)\n"
-      "    if (local == 0) k_empty[ring.stage].Arrive();\n"
-      "    softmax(kb * kBN);\n"
-      "    tf::Warpgroup::Wait<0>();  // P·V is done: O and p may change\n"
-      "    if (local == 0) v_empty[pending.stage].Arrive();\n"
-      "    rescale_and_pack();\n"
-      "    pending = ring;\n"
-      "  }\n"
-      "  v_full[pending.stage].Wait(pending.phase);\n"
-      "  issue_pv(pending.stage);\n"
-      "  tf::Warpgroup::Wait<0>();\n"
-      "  if (local == 0) v_empty[pending.stage].Arrive();\n";
+  // cores, S of block j + 1 is already computed and its softmax runs beside it. With
+  // `pingpong`, also its inter-warpgroup schedule: the consumers take turns issuing their
+  // matmuls (named barrier 1 + c is consumer c's turn), so one's softmax runs while the
+  // other's matmuls have the tensor cores. Consumer 0 goes first; consumer 1 passes the turn
+  // back after every issue but its last (the arrivals then match the waits).
+  static std::string OverlappedLoop(bool pingpong) {
+    const std::string take = pingpong ? "  tf::NamedBarrierSync(1 + consumer, 256);\n" : "";
+    auto pass = [&](const char* last) {
+      return pingpong ? fmt::format("  if (consumer == 0 || !({})) tf::NamedBarrierArrive(2 - consumer, 256);\n", last) : "";
+    };
+    return fmt::format(
+        "{0}"
+        "  k_full[ring.stage].Wait(ring.phase);\n"
+        "{1}"
+        "  issue_qk(ring.stage);\n"
+        "{2}"
+        "  tf::Warpgroup::Wait<0>();\n"
+        "  if (local == 0) k_empty[ring.stage].Arrive();\n"
+        "  softmax(kb_first);\n"
+        "  rescale_and_pack();\n"
+        "  tf::Pipeline<kStages> pending = ring;  // the V tile of the P held in p\n"
+        "  ring.Advance();\n"
+        "  for (int kb = kb_first + 1; kb <= kb_last; ++kb, ring.Advance()) {{\n"
+        "    k_full[ring.stage].Wait(ring.phase);\n"
+        "{3}"
+        "    issue_qk(ring.stage);\n"
+        "    v_full[pending.stage].Wait(pending.phase);\n"
+        "    issue_pv(pending.stage);\n"
+        "{4}"
+        "    tf::Warpgroup::Wait<1>();  // S is done (P·V may still run)\n"
+        "    if (local == 0) k_empty[ring.stage].Arrive();\n"
+        "    softmax(kb);\n"
+        "    tf::Warpgroup::Wait<0>();  // P·V is done: O and p may change\n"
+        "    if (local == 0) v_empty[pending.stage].Arrive();\n"
+        "    rescale_and_pack();\n"
+        "    pending = ring;\n"
+        "  }}\n"
+        "  v_full[pending.stage].Wait(pending.phase);\n"
+        "  issue_pv(pending.stage);\n"
+        "  tf::Warpgroup::Wait<0>();\n"
+        "  if (local == 0) v_empty[pending.stage].Arrive();\n",
+        pingpong ? "  if (consumer == 1) tf::NamedBarrierArrive(1, 256);  // consumer 0 has the first turn\n" : "",
+        take, pass("kb_first == kb_last"), "  " + take, "  " + pass("kb == kb_last"));
+  }
 
   // The tile-library function packing two floats into a pair of the operands' half type.
   std::string Pack() const { return a_.dtype == DType::kBF16 ? "tf::PackBf16x2" : "tf::PackF16x2"; }
@@ -344,51 +372,11 @@ class AttentionEmitter {
         "    for (int kk = 0; kk < kBN / 16; ++kk) {2}_pv(o, p[kk], {4}, 1);\n"
         "    tf::Warpgroup::Commit();\n"
         "  }};\n"
-        "  // The logits of S (keys from key0) in base 2 (exp(x) = 2^(x log2 e)), then the online\n"
-        "  // softmax: new row maxima, S exponentiated in place, the row sums (per thread until the\n"
-        "  // end) and the factor O must be rescaled by once its pending P·V is done.\n"
-        "  auto softmax = [&](int key0) {{\n"
-        "#pragma unroll\n"
-        "    for (int j = 0; j < kBN / 8; ++j)\n"
-        "#pragma unroll\n"
-        "      for (int h = 0; h < 2; ++h)\n"
-        "#pragma unroll\n"
-        "        for (int e = 0; e < 2; ++e) {{\n"
-        "          const int key = key0 + 8 * j + (lane % 4) * 2 + e;\n"
-        "{5}"
-        "          // Rows past the end compute (and never store) the last row's logits: no load strays.\n"
-        "          const tf_index_t srow = score_batch + min(row0 + 8 * h, kNQ - 1);\n"
-        "          const float score = s[j * 4 + h * 2 + e];\n",
+        "{5}",
         kConsumerRegisters, PrintIndex(a_.score_batch_index, {"batch"}), a_.name, Descriptor(a_.k, "k", "kD", "kBN"),
-        Descriptor(a_.v, "v", "kBN", "kDV"),
-        a_.nk % c_.block_n == 0 ? "" : "          if (key >= kNK) {  // past the last key (TMA read zeros): masked\n"
-                                       "            s[j * 4 + h * 2 + e] = -INFINITY;\n"
-                                       "            continue;\n"
-                                       "          }\n");
-    EmitLogits();
+        Descriptor(a_.v, "v", "kBN", "kDV"), InteriorBounds());
+    EmitSoftmax();
     out_ += fmt::format(
-        "        }}\n"
-        "#pragma unroll\n"
-        "    for (int h = 0; h < 2; ++h) {{\n"
-        "      float block_max = -INFINITY;\n"
-        "#pragma unroll\n"
-        "      for (int j = 0; j < kBN / 8; ++j) block_max = fmaxf(block_max, fmaxf(s[j * 4 + h * 2], s[j * 4 + h * 2 + 1]));\n"
-        "      const float new_max = fmaxf(row_max[h], tf::QuadMax(block_max));\n"
-        "      // A row masked so far has max -inf: subtract 0 then, not -inf (no inf - inf).\n"
-        "      const float shift = new_max == -INFINITY ? 0.0f : new_max;\n"
-        "      rescale[h] = tf::Exp2(row_max[h] - shift);\n"
-        "      row_max[h] = new_max;\n"
-        "      float sum = 0.0f;\n"
-        "#pragma unroll\n"
-        "      for (int j = 0; j < kBN / 8; ++j)\n"
-        "#pragma unroll\n"
-        "        for (int e = 0; e < 2; ++e) {{\n"
-        "          s[j * 4 + h * 2 + e] = tf::Exp2(s[j * 4 + h * 2 + e] - shift);\n"
-        "          sum += s[j * 4 + h * 2 + e];\n"
-        "        }}\n"
-        "      row_sum[h] = row_sum[h] * rescale[h] + sum;\n"
-        "    }}\n"
-        "  }};\n"
         "  // O rescaled, and P (exp S) converted to A fragments: keys 16c .. 16c + 15 are the\n"
         "  // accumulator columns of blocks 2c and 2c + 1.\n"
         "  auto rescale_and_pack = [&]() {{\n"
@@ -410,18 +398,132 @@ class AttentionEmitter {
         "  q_full->Wait(0);\n"
         "  tf::Pipeline<kStages> ring;\n"
         "{1}",
-        pack, c_.overlap ? kOverlappedLoop : kSerialLoop);
+        pack, c_.loop == AttentionLoop::kSerial ? kSerialLoop : OverlappedLoop(c_.loop == AttentionLoop::kPingPong));
     EmitStore();
   }
 
-  // The group's logits program for one score, then its base-2 value back into s.
-  void EmitLogits() {
-    std::map<int, std::string> given;
-    for (size_t v = 0; v < a_.logits.values.size(); ++v)
-      if (a_.logits.values[v].kind == ScalarValue::Kind::kLoad && a_.logits.values[v].buffer < 0)
-        given[static_cast<int>(v)] = a_.score_scale == 1 ? "score" : fmt::format("(score * {}f)", FloatLiteral(a_.score_scale));
-    out_ += CudaElementProgram(a_.logits, {a_.logit}, given, {"srow", "key"}, "          ");
-    out_ += fmt::format("          s[j * 4 + h * 2 + e] = (float)v{} * 1.4426950408889634f;\n", a_.logit);
+  // Interior key blocks (InteriorLogits): where the logits run without their mask.
+  bool HasInterior() const { return c_.interior.Any(); }
+  bool AllInterior() const {
+    const int key_blocks = static_cast<int>(CeilDiv(a_.nk, c_.block_n));
+    for (const KeyBlockRange& r : c_.interior.blocks)
+      if (r.first != 0 || r.last != key_blocks - 1) return false;
+    return HasInterior();
+  }
+
+  // This query block's interior key blocks, as constants or from the tables.
+  std::string InteriorBounds() const {
+    if (!HasInterior() || AllInterior()) return "";
+    const std::vector<KeyBlockRange>& r = c_.interior.blocks;
+    bool same = true;
+    for (const KeyBlockRange& x : r) same = same && x.first == r[0].first && x.last == r[0].last;
+    if (same) return fmt::format("  const int inner_first = {}, inner_last = {};\n", r[0].first, r[0].last);
+    return fmt::format("  const int inner_first = {0}_first_inner_block[m_block], inner_last = {0}_last_inner_block[m_block];\n", a_.name);
+  }
+  std::string InteriorTables() const {
+    if (!HasInterior() || AllInterior() || !InteriorBounds().ends_with("[m_block];\n")) return "";
+    std::string first, last;
+    for (size_t i = 0; i < c_.interior.blocks.size(); ++i) {
+      first += fmt::format("{}{}", i ? ", " : "", c_.interior.blocks[i].first);
+      last += fmt::format("{}{}", i ? ", " : "", c_.interior.blocks[i].last);
+    }
+    return fmt::format("static __device__ const short {0}_first_inner_block[] = {{{1}}};\n"
+                       "static __device__ const short {0}_last_inner_block[] = {{{2}}};\n",
+                       a_.name, first, last);
+  }
+
+  // The per-score part of the softmax for `program`: s becomes a value whose base-2 logit is
+  // s * Multiplier(program). A logit that is the score times c leaves s as it is (c goes
+  // into the multiplier); `edge` blocks also mask keys past the end.
+  std::string ScoreLoop(const Kernel& program, int logit, bool edge) const {
+    const bool ragged = edge && a_.nk % c_.block_n != 0;
+    const bool folded = ScoreMultiplier(program, logit).has_value();
+    if (folded && !ragged) return "";
+    std::string body;
+    if (ragged)
+      body += "          if (key >= kNK) {  // past the last key (TMA read zeros): masked\n"
+              "            s[j * 4 + h * 2 + e] = -INFINITY;\n"
+              "            continue;\n"
+              "          }\n";
+    if (!folded) {
+      std::map<int, std::string> given;
+      for (size_t v = 0; v < program.values.size(); ++v)
+        if (program.values[v].kind == ScalarValue::Kind::kLoad && program.values[v].buffer < 0)
+          given[static_cast<int>(v)] = a_.score_scale == 1 ? "score" : fmt::format("(score * {}f)", FloatLiteral(a_.score_scale));
+      body +=
+          "          // Rows past the end compute (and never store) the last row's logits: no load strays.\n"
+          "          const tf_index_t srow = score_batch + min(row0 + 8 * h, kNQ - 1);\n"
+          "          const float score = s[j * 4 + h * 2 + e];\n";
+      body += CudaElementProgram(program, {logit}, given, {"srow", "key"}, "          ");
+      body += fmt::format("          s[j * 4 + h * 2 + e] = (float)v{} * 1.4426950408889634f;\n", logit);
+    }
+    return fmt::format(
+        "#pragma unroll\n"
+        "    for (int j = 0; j < kBN / 8; ++j)\n"
+        "#pragma unroll\n"
+        "      for (int h = 0; h < 2; ++h)\n"
+        "#pragma unroll\n"
+        "        for (int e = 0; e < 2; ++e) {{\n"
+        "          const int key = key0 + 8 * j + (lane % 4) * 2 + e;\n"
+        "{}"
+        "        }}\n",
+        body);
+  }
+  // What s times is the base-2 logit after ScoreLoop: log2(e) · c · the Q/K scales for a
+  // folded logit score · c, else 1 (ScoreLoop wrote it already).
+  std::string Multiplier(const Kernel& program, int logit) const {
+    const std::optional<double> c = ScoreMultiplier(program, logit);
+    return c ? FloatLiteral(*c * a_.score_scale * 1.4426950408889634) + "f" : "1.0f";
+  }
+
+  void EmitSoftmax() {
+    out_ +=
+        "  // The online softmax of S, whose base-2 logits are s * mult (exp(x) = 2^(x log2 e)):\n"
+        "  // new row maxima, S exponentiated in place (one multiply-add and ex2 per score), the\n"
+        "  // row sums (per thread until the end) and the factor O must be rescaled by once its\n"
+        "  // pending P·V is done. mult > 0, so the maximum of s is the maximum logit.\n"
+        "  auto online_softmax = [&](const float mult) {\n"
+        "#pragma unroll\n"
+        "    for (int h = 0; h < 2; ++h) {\n"
+        "      float block_max = -INFINITY;\n"
+        "#pragma unroll\n"
+        "      for (int j = 0; j < kBN / 8; ++j) block_max = fmaxf(block_max, fmaxf(s[j * 4 + h * 2], s[j * 4 + h * 2 + 1]));\n"
+        "      const float new_max = fmaxf(row_max[h], tf::QuadMax(block_max) * mult);\n"
+        "      // A row masked so far has max -inf: subtract 0 then, not -inf (no inf - inf).\n"
+        "      const float shift = new_max == -INFINITY ? 0.0f : new_max;\n"
+        "      rescale[h] = tf::Exp2(row_max[h] - shift);\n"
+        "      row_max[h] = new_max;\n"
+        "      float sum = 0.0f;\n"
+        "#pragma unroll\n"
+        "      for (int j = 0; j < kBN / 8; ++j)\n"
+        "#pragma unroll\n"
+        "        for (int e = 0; e < 2; ++e) {\n"
+        "          s[j * 4 + h * 2 + e] = tf::Exp2(fmaf(s[j * 4 + h * 2 + e], mult, -shift));\n"
+        "          sum += s[j * 4 + h * 2 + e];\n"
+        "        }\n"
+        "      row_sum[h] = row_sum[h] * rescale[h] + sum;\n"
+        "    }\n"
+        "  };\n";
+    auto lambda = [&](const char* name, const char* comment, const Kernel& program, int logit, bool edge) {
+      out_ += fmt::format("  // {}\n  auto {} = [&](int key0) {{\n{}    online_softmax({});\n  }};\n", comment, name,
+                          ScoreLoop(program, logit, edge), Multiplier(program, logit));
+    };
+    if (AllInterior()) {
+      lambda("softmax_block", "Every key block is interior: the logits without their mask.", c_.interior.program, c_.interior.logit, false);
+      out_ += "  auto softmax = [&](int kb) { softmax_block(kb * kBN); };\n";
+      return;
+    }
+    lambda("softmax_edge", "The group's whole logits program per score.", a_.logits, a_.logit, true);
+    if (!HasInterior()) {
+      out_ += "  auto softmax = [&](int kb) { softmax_edge(kb * kBN); };\n";
+      return;
+    }
+    lambda("softmax_inner", "Interior key blocks: the logits without their mask.", c_.interior.program, c_.interior.logit, false);
+    out_ +=
+        "  auto softmax = [&](int kb) {\n"
+        "    if (kb >= inner_first && kb <= inner_last) softmax_inner(kb * kBN);\n"
+        "    else softmax_edge(kb * kBN);\n"
+        "  };\n";
   }
 
   void EmitStore() {

@@ -29,16 +29,22 @@ namespace tilefuse {
 
 inline constexpr int kAttentionBlockM = 128;  // query rows per CTA
 
+// The consumers' main loop: S, softmax and P·V one after another (serial);
+// FlashAttention-3's intra-warpgroup pipelining, S of the next key block and its softmax
+// while P·V of this one runs (overlap); and with the consumers taking turns at the tensor
+// cores (ping-pong).
+enum class AttentionLoop { kSerial, kOverlap, kPingPong };
+
 struct CudaAttentionConfig {
   int block_n = 128;  // keys per step: 64 or 128
   int stages = 0;     // K/V ring depth; 0: as many as fit (at most 3)
   // Per query block, the key blocks its mask leaves (UnmaskedKeyBlocks for this block_n);
   // empty: all. Query blocks then run the most work first.
   std::vector<KeyBlockRange> key_blocks;
-  // FlashAttention-3's intra-warpgroup pipelining (S of the next key block and its softmax
-  // while P·V of this one runs). Off by default: written and compiled for sm_90a, not yet
-  // run on a GPU; the serial loop is the one measured.
-  bool overlap = false;
+  // Per query block, the key blocks where the logits run without their mask
+  // (InteriorKeyBlocks for this block_n); none: the whole logits program everywhere.
+  InteriorLogits interior;
+  AttentionLoop loop = AttentionLoop::kPingPong;
 };
 
 StatusOr<CudaKernelSource> EmitCudaAttention(const AttentionTemplateKernel& attention, const CudaAttentionConfig& config = {});

@@ -38,7 +38,9 @@ TEST(CudaAttentionEmitterTest, RaggedHeadsAreViewsOfTheInputsAndTheLastKeyBlockI
   EXPECT_EQ(a->v.row_stride, 64);
   ASSERT_EQ(a->q.batch.size(), 2u);
   a->name = "att";
-  auto source = EmitCudaAttention(*a);
+  CudaAttentionConfig serial;
+  serial.loop = AttentionLoop::kSerial;
+  auto source = EmitCudaAttention(*a, serial);
   ASSERT_TRUE(source.ok()) << source.status().ToString();
   EXPECT_EQ(source->launch.grid[0], 2 * 4 * 2);  // two 128-row query blocks per head
   EXPECT_EQ(source->launch.block[0], 384);
@@ -59,16 +61,20 @@ TEST(CudaAttentionEmitterTest, RaggedHeadsAreViewsOfTheInputsAndTheLastKeyBlockI
     CHECK: att_qk(s,
     CHECK: auto issue_pv
     CHECK: att_pv(o, p[kk]
-    CHECK: auto softmax
-    CHECK: if (key >= kNK) {
+    CHECK: auto online_softmax
     CHECK: tf::QuadMax
+    CHECK: tf::Exp2(fmaf(s[j * 4 + h * 2 + e], mult, -shift))
+    CHECK: auto softmax_edge
+    CHECK: if (key >= kNK) {
+    CHECK-NOT: srow
+    CHECK: online_softmax(1.803368777e-01f);
     CHECK: auto rescale_and_pack
     CHECK: tf::PackBf16x2
     CHECK: for (int kb = kb_first; kb <= kb_last; ++kb, ring.Advance()) {
     CHECK-NEXT: k_full[ring.stage].Wait(ring.phase);
     CHECK-NEXT: issue_qk(ring.stage);
     CHECK-NOT: issue_pv
-    CHECK: softmax(kb * kBN);
+    CHECK: softmax(kb);
     CHECK: issue_pv(ring.stage);
     CHECK: if (row >= kNQ) continue;
   )"));
@@ -141,7 +147,70 @@ TEST(CudaAttentionEmitterTest, ScalarScalesOnQAndKFoldIntoTheScore) {
   a->name = "att";
   auto source = EmitCudaAttention(*a);
   ASSERT_TRUE(source.ok()) << source.status().ToString();
-  EXPECT_NE(source->function.find("(score * 8.813476562e-02f)"), std::string::npos) << source->function;
+  // The logit is the score itself: the scales and log2 e become the exponent's multiplier,
+  // 0.296875² · 1.4426950 (no multiply per score).
+  EXPECT_NE(source->function.find("online_softmax(1.271515936e-01f)"), std::string::npos) << source->function;
+  EXPECT_EQ(source->function.find("score *"), std::string::npos) << source->function;
+}
+
+// The default loop: FlashAttention-3's, the consumers taking turns at the tensor cores.
+TEST(CudaAttentionEmitterTest, ConsumersTakeTurnsIssuingTheirMatmuls) {
+  auto a = LowerText(kPlain, "g (bfloat16[2,4,256,64] q, bfloat16[2,4,256,64] k, bfloat16[2,4,256,64] v) => (bfloat16[2,4,256,64] out)");
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  a->name = "att";
+  auto source = EmitCudaAttention(*a);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_NE(source->strategy.find("ping-pong consumers"), std::string::npos) << source->strategy;
+  EXPECT_TRUE(MatchesChecks(source->function, R"(
+    CHECK: if (consumer == 1) tf::NamedBarrierArrive(1, 256);
+    CHECK: tf::NamedBarrierSync(1 + consumer, 256);
+    CHECK-NEXT: issue_qk(ring.stage);
+    CHECK-NEXT: if (consumer == 0 || !(kb_first == kb_last)) tf::NamedBarrierArrive(2 - consumer, 256);
+    CHECK: for (int kb = kb_first + 1; kb <= kb_last; ++kb, ring.Advance()) {
+    CHECK: tf::NamedBarrierSync(1 + consumer, 256);
+    CHECK-NEXT: issue_qk(ring.stage);
+    CHECK: issue_pv(pending.stage);
+    CHECK-NEXT: if (consumer == 0 || !(kb == kb_last)) tf::NamedBarrierArrive(2 - consumer, 256);
+    CHECK-NEXT: tf::Warpgroup::Wait<1>();
+    CHECK: softmax(kb);
+  )"));
+}
+
+// With interior key blocks (causal attention below the diagonal), those run the logits
+// without the mask; the diagonal blocks run the whole program.
+TEST(CudaAttentionEmitterTest, InteriorBlocksSkipTheMask) {
+  PlannedText p = PlanOnnxText(
+      "g (bfloat16[1,2,1100,64] q, bfloat16[1,2,1100,64] k, bfloat16[1,2,1100,64] v) => (bfloat16[1,2,1100,64] out)",
+      "  mask_shape = Constant <value = int64[2] {1100, 1100}> ()\n  ones = ConstantOfShape <value = float[1] {1.0}> (mask_shape)\n"
+      "  lower = Trilu <upper = 0> (ones)\n  zero = Constant <value = float {0.0}> ()\n  future = Equal (lower, zero)\n"
+      "  big = Constant <value = float {-1e9}> ()\n  neg_big = Cast <to = 16> (big)\n" + std::string(kPlain).substr(0, std::string(kPlain).find("  p = ")) +
+          "  masked = Where (future, neg_big, scaled)\n  p = Softmax <axis = -1> (masked)\n  out = MatMul (p, v)\n");
+  const FusionGroup* group = nullptr;
+  for (const FusionGroup& g : p.plan.groups)
+    if (g.kind == GroupKind::kAttention) group = &g;
+  ASSERT_NE(group, nullptr);
+  auto a = LowerAttentionTemplate(p.graph, *group, FindInlinedGenerators(p.graph));
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  a->name = "att";
+  const AttentionLogits logits{a->logits, a->logit, a->buffers, a->score_batch_index, a->nq, a->nk};
+  CudaAttentionConfig config;
+  config.key_blocks = UnmaskedKeyBlocks(p.graph, logits, kAttentionBlockM, config.block_n);
+  config.interior = InteriorKeyBlocks(p.graph, logits, kAttentionBlockM, config.block_n);
+  auto source = EmitCudaAttention(*a, config);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_NE(source->strategy.find("mask on edge blocks only"), std::string::npos) << source->strategy;
+  EXPECT_TRUE(MatchesChecks(source->function, R"(
+    CHECK: att_first_inner_block[] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+    CHECK: att_last_inner_block[] = {-1, 0, 1, 2, 3, 4, 5, 6, 7};
+    CHECK: inner_first = att_first_inner_block[m_block]
+    CHECK: auto softmax_edge
+    CHECK: if (key >= kNK) {
+    CHECK: select(
+    CHECK: online_softmax(1.0f);
+    CHECK: auto softmax_inner
+    CHECK-NEXT: online_softmax(1.803368777e-01f);
+    CHECK: if (kb >= inner_first && kb <= inner_last) softmax_inner(kb * kBN);
+  )")) << source->function;
 }
 
 TEST(CudaAttentionEmitterTest, MaterialisedKTransposeIsReadMnMajor) {

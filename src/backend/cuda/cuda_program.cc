@@ -35,10 +35,12 @@ StatusOr<CudaLaunchable> AttentionTemplate(const Graph& g, const FusionGroup& gr
   ASSIGN_OR_RETURN(AttentionTemplateKernel attention, LowerAttentionTemplate(g, group, inlined));
   attention.name = name;
   CudaAttentionConfig config;
-  config.overlap = target.attention == AttentionPath::kOverlap;
-  config.key_blocks = UnmaskedKeyBlocks(
-      g, {attention.logits, attention.logit, attention.buffers, attention.score_batch_index, attention.nq, attention.nk}, kAttentionBlockM,
-      config.block_n);
+  config.loop = target.attention == AttentionPath::kOverlap  ? AttentionLoop::kOverlap
+                : target.attention == AttentionPath::kSerial ? AttentionLoop::kSerial
+                                                             : AttentionLoop::kPingPong;
+  const AttentionLogits logits{attention.logits, attention.logit, attention.buffers, attention.score_batch_index, attention.nq, attention.nk};
+  config.key_blocks = UnmaskedKeyBlocks(g, logits, kAttentionBlockM, config.block_n);
+  config.interior = InteriorKeyBlocks(g, logits, kAttentionBlockM, config.block_n);
   ASSIGN_OR_RETURN(CudaKernelSource source, EmitCudaAttention(attention, config));
   return TemplateLaunchable(std::move(source), group, std::move(attention.logits));
 }

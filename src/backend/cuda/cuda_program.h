@@ -60,10 +60,11 @@ struct CudaProgram {
 // and fills the GPU (auto), wherever it applies (template), or cuBLASLt with a generated
 // epilogue kernel (library).
 enum class GemmPath { kAuto, kTemplate, kLibrary };
-// How attention runs: the attention template where it applies (template; overlap: with
-// FlashAttention-3's softmax/P·V overlap, not yet measured), or always as its parts, Q·Kᵀ,
-// softmax and P·V, with the scores in memory (split).
-enum class AttentionPath { kTemplate, kOverlap, kSplit };
+// How attention runs: the attention template where it applies (template: FlashAttention-3's
+// loop, softmax overlapping the matmuls within and across the consumer warpgroups; overlap
+// and serial: its simpler loops, AttentionLoop, for comparison), or always as its parts,
+// Q·Kᵀ, softmax and P·V, with the scores in memory (split).
+enum class AttentionPath { kTemplate, kOverlap, kSerial, kSplit };
 // f32 matmuls, as PyTorch's float32 matmul precision: exact f32 (highest, the default), or
 // TF32 tensor cores (high: inputs rounded to 10 mantissa bits, f32 accumulation).
 enum class MatmulPrecision { kHighest, kHigh };

@@ -114,7 +114,7 @@ TEST(CudaAttentionExportsTest, RealExportsTakeTheAttentionTemplate) {
   }
 }
 
-// The attention template's other main loop (softmax overlapping P·V), on tests/attention.
+// The attention template's other main loops (without ping-pong; serial), on tests/attention.
 std::vector<std::string> AttentionTests() {
   std::vector<std::string> paths;
   for (const std::string& p : Models())
@@ -125,6 +125,9 @@ std::vector<std::string> AttentionTests() {
 class CudaProgramAttentionOverlapTest : public testing::TestWithParam<std::string> {};
 
 TEST_P(CudaProgramAttentionOverlapTest, CompilesForSm90aWithoutSpills) { CompileForHopper(GetParam(), true, AttentionPath::kOverlap); }
+TEST_P(CudaProgramAttentionOverlapTest, SerialLoopCompilesForSm90aWithoutSpills) {
+  CompileForHopper(GetParam(), true, AttentionPath::kSerial);
+}
 
 INSTANTIATE_TEST_SUITE_P(Attention, CudaProgramAttentionOverlapTest, testing::ValuesIn(AttentionTests()),
                          [](const testing::TestParamInfo<std::string>& info) {

@@ -116,6 +116,9 @@ TF_TILE void TmaStoreWait() { asm volatile("cp.async.bulk.wait_group 0;" ::: "me
 TF_TILE void FenceSharedForAsync() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 // A barrier among `threads` threads of the block (a warpgroup: 128), named `id` (1..15).
 TF_TILE void NamedBarrierSync(int id, int threads) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory"); }
+// Arrives at named barrier `id` without waiting: `threads` counts the arriving threads too
+// (a warpgroup that syncs on it and one that signals it: 256).
+TF_TILE void NamedBarrierArrive(int id, int threads) { asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory"); }
 
 // Byte offset of (row, byte) in a tile of 128-byte rows stored with the 128-byte swizzle:
 // 16-byte chunks XORed with the row's position in its group of 8 (what TMA and wgmma expect,

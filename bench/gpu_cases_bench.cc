@@ -29,6 +29,7 @@ int Main(int argc, char** argv) {
   int repeats = 100;
   bool tune = false;
   AttentionPath attention = AttentionPath::kTemplate;
+  TemplateOverrides overrides;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--cases" && i + 1 < argc) only = argv[++i];
@@ -42,8 +43,14 @@ int Main(int argc, char** argv) {
                   : path == "overlap" ? AttentionPath::kOverlap
                   : path == "serial"  ? AttentionPath::kSerial
                                       : AttentionPath::kTemplate;
+    } else if (a == "--attention-block-n" && i + 1 < argc) {
+      overrides.attention_block_n = std::stoi(argv[++i]);
+    } else if (a == "--gemm-pingpong" && i + 1 < argc) {
+      overrides.gemm_pingpong = std::string(argv[++i]) == "on";
     } else {
-      fmt::print(stderr, "usage: {} [--cases a,b] [--repeats N] [--json FILE] [--root SOURCE_DIR] [--tune] [--attention template|overlap|serial|split]\n",
+      fmt::print(stderr,
+                 "usage: {} [--cases a,b] [--repeats N] [--json FILE] [--root SOURCE_DIR] [--tune] [--attention template|overlap|serial|split]\n"
+                 "  [--attention-block-n 64|128|192|256] [--gemm-pingpong on|off]  (override the templates' rules)\n",
                  argv[0]);
       return 2;
     }
@@ -82,6 +89,7 @@ int Main(int argc, char** argv) {
       GpuCompileOptions options;
       options.fuse = fuse;
       options.attention = attention;
+      options.overrides = overrides;
       std::unique_ptr<GpuCompiledGraph> compiled;
       if (tuned) {
         TuneReport report;

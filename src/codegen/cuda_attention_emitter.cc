@@ -80,8 +80,9 @@ class AttentionEmitter {
 
  private:
   Status Validate() const {
-    if (c_.block_n != 64 && c_.block_n != 128)
-      return InvalidArgument(fmt::format("{}: block_n {} (need 64 or 128)", a_.name, c_.block_n));
+    // Multiples of 64: an operand whose keys are contiguous is loaded in 64-key boxes.
+    if (c_.block_n % 64 != 0 || c_.block_n < 64 || c_.block_n > 256)
+      return InvalidArgument(fmt::format("{}: block_n {} (need 64, 128, 192 or 256)", a_.name, c_.block_n));
     if (c_.stages < 2) return InvalidArgument(fmt::format("{}: {} stages (need at least 2)", a_.name, c_.stages));
     if (SharedBytes(a_, c_) > kSharedLimit)
       return InvalidArgument(fmt::format("{}: {} bytes of shared memory (the limit is {})", a_.name, SharedBytes(a_, c_), kSharedLimit));

@@ -36,7 +36,7 @@ inline constexpr int kAttentionBlockM = 128;  // query rows per CTA
 enum class AttentionLoop { kSerial, kOverlap, kPingPong };
 
 struct CudaAttentionConfig {
-  int block_n = 128;  // keys per step: 64 or 128
+  int block_n = 128;  // keys per step: 64, 128, 192 or 256
   int stages = 0;     // K/V ring depth; 0: as many as fit (at most 3)
   // Per query block, the key blocks its mask leaves (UnmaskedKeyBlocks for this block_n);
   // empty: all. Query blocks then run the most work first.

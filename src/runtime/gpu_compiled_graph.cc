@@ -280,6 +280,7 @@ StatusOr<std::unique_ptr<GpuCompiledGraph>> GpuCompiledGraph::Compile(const Grap
   target.sm_count = s->device->sm_count();
   target.gemm = options.gemm;
   target.attention = options.attention;
+  target.overrides = options.overrides;
   if (!options.plan_override) {
     ASSIGN_OR_RETURN(CudaPlan planned, PlanFusionForCuda(s->graph, planner, target));
     s->plan = std::move(planned.plan);

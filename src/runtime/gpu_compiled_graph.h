@@ -38,6 +38,7 @@ struct GpuCompileOptions {
   GemmPath gemm = GemmPath::kAuto;
   // How attention runs (the attention template where it applies, or split into its parts).
   AttentionPath attention = AttentionPath::kTemplate;
+  TemplateOverrides overrides;  // the templates' rules overridden (benchmarks)
   // f32 matmuls exact (highest) or on TF32 tensor cores (high).
   MatmulPrecision precision = MatmulPrecision::kHighest;
   // A plan to use instead of planning (the tuner's plan after its fallback decisions).

@@ -35,6 +35,7 @@ StatusOr<CudaLaunchable> AttentionTemplate(const Graph& g, const FusionGroup& gr
   ASSIGN_OR_RETURN(AttentionTemplateKernel attention, LowerAttentionTemplate(g, group, inlined));
   attention.name = name;
   CudaAttentionConfig config;
+  if (target.overrides.attention_block_n) config.block_n = target.overrides.attention_block_n;
   config.loop = target.attention == AttentionPath::kOverlap  ? AttentionLoop::kOverlap
                 : target.attention == AttentionPath::kSerial ? AttentionLoop::kSerial
                                                              : AttentionLoop::kPingPong;
@@ -126,6 +127,7 @@ StatusOr<CudaLaunchable> GemmTemplate(const Graph& g, const FusionGroup& group, 
                                      target.sm_count));
   CudaGemmConfig config;
   config.sm_count = target.sm_count;
+  config.pingpong = target.overrides.gemm_pingpong;
   ASSIGN_OR_RETURN(CudaKernelSource source, EmitCudaGemm(gemm, config));
   return TemplateLaunchable(std::move(source), group, std::move(gemm.epilogue));
 }

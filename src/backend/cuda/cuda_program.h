@@ -69,11 +69,19 @@ enum class AttentionPath { kTemplate, kOverlap, kSerial, kSplit };
 // TF32 tensor cores (high: inputs rounded to 10 mantissa bits, f32 accumulation).
 enum class MatmulPrecision { kHighest, kHigh };
 
+// Overrides of the templates' own configuration rules, to measure the alternatives
+// (tilefuse_bench_gpu_cases --attention-block-n, --gemm-pingpong).
+struct TemplateOverrides {
+  int attention_block_n = 0;          // keys per step; 0: the rule
+  std::optional<bool> gemm_pingpong;  // unset: the rule (ResolveGemmConfig)
+};
+
 struct CudaTarget {
   std::string arch = "sm_90a";
   int sm_count = 132;
   GemmPath gemm = GemmPath::kAuto;
   AttentionPath attention = AttentionPath::kTemplate;
+  TemplateOverrides overrides;
 };
 
 // A fusion plan for the CUDA backend, and why attention candidates were split.

@@ -10,6 +10,8 @@
 #   2. differential fuzzing: 4 x $FUZZ_COUNT random graphs on the GPU, fused and unfused
 #      compute-sanitizer memcheck on the examples
 #   3. the GPU unit tests (cuBLASLt)
+#   3b. tilefuse bench --backend cuda on the real models (onnxruntime beside: bench/model_peers.py)
+#       and on the GPT block, group by group
 #   4. tilefuse demo (the examples fused on the GPU, checked, timed)
 #   5. benchmarks: tilefuse fused/unfused per case, then bench/peers.py (PyTorch eager,
 #      library op, torch.compile) in the same run; a merged table bench/report.py
@@ -22,7 +24,7 @@ B=build-gpu/bundle
 [ -x "$B/tilefuse" ] || tar -C build-gpu -xJf build-gpu/bundle.tar.xz
 export LD_LIBRARY_PATH="$PWD/$B/lib:${LD_LIBRARY_PATH:-}"
 export TILEFUSE_CACHE_DIR=${TILEFUSE_CACHE_DIR:-/tmp/tilefuse-cache}
-STAGES=${STAGES:-"check gemm attention fuzz sanitize tests demo tune bench peers"}
+STAGES=${STAGES:-"check gemm attention fuzz sanitize tests models demo tune bench peers"}
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 log="$OUT/gpu-check.log"
 : >"$log"
@@ -115,6 +117,17 @@ fi
 if has tests; then
   say "== GPU unit tests"
   "$B/tilefuse_tests" --gtest_filter='*LtMatmul*' 2>&1 | grep -E '^\[ *(OK|FAILED|PASSED|SKIPPED) ' | tee -a "$log" | tail -15
+fi
+
+if has models; then
+  say "== tilefuse bench --backend cuda: the real models beside onnxruntime, and the GPT block group by group"
+  for m in tests/models/*/model.onnx; do
+    name=$(basename "$(dirname "$m")")
+    python3 bench/model_peers.py "$m" --tilefuse "$B/tilefuse" --repeats 20 --json "$OUT/model-peers-$name.json" 2>&1 | tee -a "$log" \
+      || { say "FAIL bench --backend cuda $m"; failures=$((failures + 1)); }
+  done
+  "$B/tilefuse" bench bench/cases/gpt_block_bf16_b8t2048d1024h16.onnxtxt --backend cuda --repeats 20 2>&1 | tee "$OUT/bench-gpt-block.txt" | tee -a "$log" \
+    || { say "FAIL bench --backend cuda gpt_block"; failures=$((failures + 1)); }
 fi
 
 if has demo; then

@@ -1,4 +1,4 @@
-// `tilefuse bench MODEL`: fused vs unfused on the CPU, on random inputs. Whole-graph
+// `tilefuse bench MODEL`: fused vs unfused on the CPU (the GPU: bench_cuda.cc), on random inputs. Whole-graph
 // wall time (warm-up runs, then the median of repeats), the bandwidth that time implies
 // for the graph's inputs and outputs against the host's measured copy bandwidth,
 // GFLOP/s, compile time cold (empty cache) and warm (cache hit), and peak intermediate
@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "bench_common.h"
 #include "cli_common.h"
 #include "commands.h"
 #include "cpu_backend.h"
@@ -27,17 +28,6 @@
 
 namespace tilefuse::cli {
 namespace {
-
-struct BenchOptions {
-  std::string model;
-  std::string backend = "cpu";
-  int repeats = 10;
-  int warmup = 3;
-  int copy_mib = 256;  // bigger than any last-level cache
-  uint64_t seed = 0;
-  bool json = false;
-  bool tune = false;  // the fused kernels tuned first (tune/cpu_tuner.h)
-};
 
 struct Variant {  // fused or unfused
   double run_ms = 0;
@@ -79,29 +69,6 @@ double MeasureOutputAllocationMs(const std::vector<Tensor>& outputs) {
   std::nth_element(times.begin(), times.begin() + 2, times.end());
   return times[2];
 }
-
-// 1-minute load average: timings on a shared machine mean little when it is high.
-double LoadAverage() {
-  double load[1] = {-1};
-  return getloadavg(load, 1) == 1 ? load[0] : -1;
-}
-
-// A cache folder of its own, so the first compile is cold; removed at scope exit.
-class FreshCacheDir {
- public:
-  FreshCacheDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "tilefuse_bench_XXXXXX").string();
-    path_ = mkdtemp(pattern.data()) ? pattern : "";
-  }
-  ~FreshCacheDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 StatusOr<Variant> BenchVariant(const Graph& passed, bool fuse, const std::vector<Tensor>& inputs,
                                const BenchOptions& options) {
@@ -157,7 +124,7 @@ void PrintText(const nlohmann::json& j) {
   fmt::print("load average (1 min) before timing: {:.2f}\n", j["load_before"].get<double>());
 }
 
-Status Bench(const BenchOptions& options) {
+Status BenchCpu(const BenchOptions& options) {
   double load_before = LoadAverage();
   ASSIGN_OR_RETURN(ImportedModel imported, LoadModel(options.model));
   ASSIGN_OR_RETURN(Graph passed, RunGraphPasses(imported.graph, PassOptions{}));
@@ -192,17 +159,18 @@ Status Bench(const BenchOptions& options) {
 
 void AddBenchCommand(CLI::App& app, int& exit_code) {
   auto options = std::make_shared<BenchOptions>();
-  CLI::App* bench = app.add_subcommand("bench", "Time a model fused vs unfused on the CPU");
+  CLI::App* bench = app.add_subcommand("bench", "Time a model fused vs unfused on the CPU or the GPU");
   bench->add_option("MODEL", options->model, "An .onnx file, an .onnxtxt file, or an ONNX backend-test folder")
       ->required();
-  bench->add_option("--backend", options->backend, "Backend to time")
-      ->check(CLI::IsMember({"cpu"}))
+  bench->add_option("--backend", options->backend,
+                    "cpu: generated kernels on the host; cuda: on the GPU (whole CUDA graph, device events)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
   bench->add_option("--repeats", options->repeats, "Timed runs (the median is reported)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   bench->add_option("--warmup", options->warmup, "Untimed runs first")->check(CLI::NonNegativeNumber)->capture_default_str();
-  bench->add_option("--copy-mib", options->copy_mib, "Size of the buffer whose memcpy measures the copy bandwidth")
+  bench->add_option("--copy-mib", options->copy_mib, "cpu: size of the buffer whose memcpy measures the copy bandwidth")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   bench->add_option("--seed", options->seed, "Seed of the random inputs")->capture_default_str();
@@ -224,10 +192,20 @@ void AddBenchCommand(CLI::App& app, int& exit_code) {
       "Examples:\n"
       "  tilefuse bench examples/softmax_manual.onnxtxt\n"
       "  tilefuse bench bench/cpu_cases/softmax_manual.onnxtxt   # the same at a size beyond the LLC\n"
-      "  tilefuse bench tests/models/gpt2_2layer --repeats 20 --json\n"
+      "  tilefuse bench tests/models/gpt2_2layer --repeats 20 --json\n\n"
+      "--backend cuda times each plan as a whole (replayed as a CUDA graph where it could be captured)\n"
+      "with device events, inputs rotated among copies so repeats do not find them in L2; TF/s from the\n"
+      "planner's flop count, % copy against the device-to-device copy rate; compile cold/warm as on the\n"
+      "CPU (nvrtc_compiles for jit_compiles); then every fused group alone: its time, share, TF/s and\n"
+      "% copy from its own flops and bytes, and how it ran (template, library, generated).\n"
+      "JSON (cuda): {model, backend, device, tuned, repeats, warmup, input_sets, bytes, flops, copy_gbps,\n"
+      "       speedup, fused|unfused: {ms, tflops, gbps, pct_of_copy, kernels, cuda_graph, compile_cold_ms,\n"
+      "       compile_warm_ms, nvrtc_compiles_cold, nvrtc_compiles_warm, arena_bytes},\n"
+      "       groups: [{group, kind, mode, strategy, ops, us, share, gflop, mbytes, tflops, pct_of_copy}]}\n"
+      "  tilefuse bench model.onnx --backend cuda\n"
       "Exit codes: 0 ok, 2 bad input, unsupported model or usage.");
   bench->callback([options, &exit_code] {
-    Status status = Bench(*options);
+    Status status = options->backend == "cuda" ? BenchCuda(*options) : BenchCpu(*options);
     if (!status.ok()) PrintError(status);
     exit_code = status.ok() ? kExitOk : kExitBadInput;
   });

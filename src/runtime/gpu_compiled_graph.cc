@@ -231,6 +231,7 @@ std::vector<GpuKernelInfo> DescribeKernels(const CudaProgram& program, const Fus
   for (const CudaGroupProgram& p : program.groups) {
     GpuKernelInfo info;
     info.kind = p.kind;
+    info.group = p.group;
     info.num_nodes = static_cast<int>(plan.groups[p.group].nodes.size());
     info.name = p.kernel ? p.kernel->source.name : fmt::format("tf_group{}_{}", p.group, GroupKindName(p.kind));
     if (p.kernel) {

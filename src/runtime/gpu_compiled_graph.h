@@ -54,6 +54,7 @@ struct VariantTiming {
 
 struct GpuKernelInfo {
   std::string name;
+  int group = -1;  // its plan group
   GroupKind kind = GroupKind::kPointwise;
   std::string mode;      // "generated", "gemm template", "attention template", "gemm" (cuBLASLt + epilogue), "host"
   std::string strategy;  // the CUDA template and its configuration

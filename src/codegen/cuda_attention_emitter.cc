@@ -25,6 +25,10 @@ int64_t SharedBytes(const AttentionTemplateKernel& a, const CudaAttentionConfig&
 }
 
 CudaAttentionConfig Resolve(const AttentionTemplateKernel& a, CudaAttentionConfig c) {
+  // At head dim 64 the tensor cores need as many cycles per score as the SFU's exponential;
+  // moving a quarter of the exponentials to the FMA pipe (a few instructions each) balances
+  // the SFU against the issue slots.
+  if (c.poly_exp_every < 0) c.poly_exp_every = a.d <= 64 ? 4 : 0;
   if (c.stages == 0) {
     c.stages = 2;
     for (CudaAttentionConfig deeper = c; ++deeper.stages <= 3 && SharedBytes(a, deeper) <= kSharedLimit;) c.stages = deeper.stages;
@@ -101,6 +105,7 @@ class AttentionEmitter {
     else if (HasInterior()) out = ", mask on edge blocks only";
     if (c_.loop == AttentionLoop::kOverlap) out += ", softmax overlapping P·V";
     if (c_.loop == AttentionLoop::kPingPong) out += ", softmax overlapping P·V, ping-pong consumers";
+    if (c_.poly_exp_every > 0) out += fmt::format(", 1/{} of exp2 on the FMA pipe", c_.poly_exp_every);
     return out;
   }
 
@@ -183,6 +188,8 @@ class AttentionEmitter {
     out_ += fmt::format("  constexpr int kBM = {}, kBN = {}, kD = {}, kDV = {}, kStages = {};\n", kBlockM, c_.block_n, a_.d, a_.dv, c_.stages);
     out_ += fmt::format("  constexpr int kNQ = {}, kNK = {}, kMBlocks = {}, kKeyBlocks = {};\n", a_.nq, a_.nk, CeilDiv(a_.nq, kBlockM),
                         CeilDiv(a_.nk, c_.block_n));
+    out_ += fmt::format("  constexpr int kPolyExpEvery = {};  // every n-th column block's exponentials on the FMA pipe\n",
+                        c_.poly_exp_every);
     out_ +=
         "  constexpr unsigned kQBytes = kBM * kD * 2, kKBytes = kBN * kD * 2, kVBytes = kBN * kDV * 2;\n"
         "  extern __shared__ unsigned char tf_shared_raw[];\n"
@@ -499,7 +506,8 @@ class AttentionEmitter {
         "      for (int j = 0; j < kBN / 8; ++j)\n"
         "#pragma unroll\n"
         "        for (int e = 0; e < 2; ++e) {\n"
-        "          s[j * 4 + h * 2 + e] = tf::Exp2(fmaf(s[j * 4 + h * 2 + e], mult, -shift));\n"
+        "          const float x = fmaf(s[j * 4 + h * 2 + e], mult, -shift);\n"
+        "          s[j * 4 + h * 2 + e] = kPolyExpEvery > 0 && j % kPolyExpEvery == kPolyExpEvery - 1 ? tf::Exp2Poly(x) : tf::Exp2(x);\n"
         "          sum += s[j * 4 + h * 2 + e];\n"
         "        }\n"
         "      row_sum[h] = row_sum[h] * rescale[h] + sum;\n"

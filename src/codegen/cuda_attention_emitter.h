@@ -36,7 +36,9 @@ inline constexpr int kAttentionBlockM = 128;  // query rows per CTA
 enum class AttentionLoop { kSerial, kOverlap, kPingPong };
 
 struct CudaAttentionConfig {
-  int block_n = 128;  // keys per step: 64, 128, 192 or 256
+  // Keys per step: 64, 128, 192 or 256. 128: 192 and 256 were slower on an H100 at every
+  // benchmark shape (2026-11-23) and spill registers where the mask program is long.
+  int block_n = 128;
   int stages = 0;     // K/V ring depth; 0: as many as fit (at most 3)
   // Per query block, the key blocks its mask leaves (UnmaskedKeyBlocks for this block_n);
   // empty: all. Query blocks then run the most work first.
@@ -45,6 +47,9 @@ struct CudaAttentionConfig {
   // (InteriorKeyBlocks for this block_n); none: the whole logits program everywhere.
   InteriorLogits interior;
   AttentionLoop loop = AttentionLoop::kPingPong;
+  // Every n-th column block of the softmax's exponentials on the FMA pipe (tf::Exp2Poly)
+  // instead of the SFU; 0: none; -1: the rule (head dim 64: every 4th).
+  int poly_exp_every = -1;
 };
 
 StatusOr<CudaKernelSource> EmitCudaAttention(const AttentionTemplateKernel& attention, const CudaAttentionConfig& config = {});

@@ -52,6 +52,7 @@ TEST(CudaAttentionEmitterTest, RaggedHeadsAreViewsOfTheInputsAndTheLastKeyBlockI
     CHECK: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
     CHECK: {%32, %33, %34, %35}
     CHECK: __launch_bounds__(384, 1) att(
+    CHECK: constexpr int kPolyExpEvery = 4;
     CHECK: if (warpgroup == 0) {
     CHECK: tf::TmaLoad5d(tile_q
     CHECK: k_empty[ring.stage].Wait(ring.phase ^ 1);
@@ -63,7 +64,8 @@ TEST(CudaAttentionEmitterTest, RaggedHeadsAreViewsOfTheInputsAndTheLastKeyBlockI
     CHECK: att_pv(o, p[kk]
     CHECK: auto online_softmax
     CHECK: tf::QuadMax
-    CHECK: tf::Exp2(fmaf(s[j * 4 + h * 2 + e], mult, -shift))
+    CHECK: const float x = fmaf(s[j * 4 + h * 2 + e], mult, -shift);
+    CHECK-NEXT: j % kPolyExpEvery == kPolyExpEvery - 1 ? tf::Exp2Poly(x) : tf::Exp2(x);
     CHECK: auto softmax_edge
     CHECK: if (key >= kNK) {
     CHECK-NOT: srow
@@ -151,6 +153,8 @@ TEST(CudaAttentionEmitterTest, ScalarScalesOnQAndKFoldIntoTheScore) {
   // 0.296875² · 1.4426950 (no multiply per score).
   EXPECT_NE(source->function.find("online_softmax(1.271515936e-01f)"), std::string::npos) << source->function;
   EXPECT_EQ(source->function.find("score *"), std::string::npos) << source->function;
+  // Head dim 128: the tensor cores, not the SFU, bound the loop; every exponential on the SFU.
+  EXPECT_NE(source->function.find("constexpr int kPolyExpEvery = 0;"), std::string::npos);
 }
 
 // The default loop: FlashAttention-3's, the consumers taking turns at the tensor cores.

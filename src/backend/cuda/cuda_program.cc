@@ -36,6 +36,7 @@ StatusOr<CudaLaunchable> AttentionTemplate(const Graph& g, const FusionGroup& gr
   attention.name = name;
   CudaAttentionConfig config;
   if (target.overrides.attention_block_n) config.block_n = target.overrides.attention_block_n;
+  config.poly_exp_every = target.overrides.attention_poly_exp_every;
   config.loop = target.attention == AttentionPath::kOverlap  ? AttentionLoop::kOverlap
                 : target.attention == AttentionPath::kSerial ? AttentionLoop::kSerial
                                                              : AttentionLoop::kPingPong;

@@ -70,9 +70,10 @@ enum class AttentionPath { kTemplate, kOverlap, kSerial, kSplit };
 enum class MatmulPrecision { kHighest, kHigh };
 
 // Overrides of the templates' own configuration rules, to measure the alternatives
-// (tilefuse_bench_gpu_cases --attention-block-n, --gemm-pingpong).
+// (tilefuse_bench_gpu_cases --attention-block-n, --attention-poly-exp, --gemm-pingpong).
 struct TemplateOverrides {
   int attention_block_n = 0;          // keys per step; 0: the rule
+  int attention_poly_exp_every = -1;  // CudaAttentionConfig::poly_exp_every; -1: the rule
   std::optional<bool> gemm_pingpong;  // unset: the rule (ResolveGemmConfig)
 };
 

@@ -17,8 +17,7 @@ namespace {
 
 std::string TestCacheDir() { return (std::filesystem::temp_directory_path() / "tilefuse_test_cache").string(); }
 
-void CompileForHopper(const std::string& path, bool fuse, AttentionPath attention = AttentionPath::kTemplate,
-                      TemplateOverrides overrides = {}) {
+void CompileForHopper(const std::string& path, bool fuse, AttentionPath attention = AttentionPath::kTemplate) {
   StatusOr<NvrtcCompiler> nvrtc = NvrtcCompiler::Create(TestCacheDir());
   if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available, CUDA kernels not compiled: " << nvrtc.status().ToString();
   auto model = ImportOnnx(path);
@@ -30,7 +29,6 @@ void CompileForHopper(const std::string& path, bool fuse, AttentionPath attentio
   CudaTarget target;
   target.gemm = GemmPath::kTemplate;  // every gemm group the template takes, small ones too
   target.attention = attention;
-  target.overrides = overrides;
   auto plan = PlanFusionForCuda(*graph, planner, target);
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   auto program = BuildCudaProgram(*graph, plan->plan, FindInlinedGenerators(*graph), "", {}, target);
@@ -129,13 +127,6 @@ class CudaProgramAttentionOverlapTest : public testing::TestWithParam<std::strin
 TEST_P(CudaProgramAttentionOverlapTest, CompilesForSm90aWithoutSpills) { CompileForHopper(GetParam(), true, AttentionPath::kOverlap); }
 TEST_P(CudaProgramAttentionOverlapTest, SerialLoopCompilesForSm90aWithoutSpills) {
   CompileForHopper(GetParam(), true, AttentionPath::kSerial);
-}
-// Wider key blocks (192 and 256 keys per step: more registers per consumer thread).
-TEST_P(CudaProgramAttentionOverlapTest, KeyBlocksOf192CompileForSm90aWithoutSpills) {
-  CompileForHopper(GetParam(), true, AttentionPath::kTemplate, {.attention_block_n = 192});
-}
-TEST_P(CudaProgramAttentionOverlapTest, KeyBlocksOf256CompileForSm90aWithoutSpills) {
-  CompileForHopper(GetParam(), true, AttentionPath::kTemplate, {.attention_block_n = 256});
 }
 
 INSTANTIATE_TEST_SUITE_P(Attention, CudaProgramAttentionOverlapTest, testing::ValuesIn(AttentionTests()),

@@ -14,7 +14,7 @@
 //
 //   QuadMax/QuadSum    a row's reduction across the four lanes that hold it in a wgmma
 //                      accumulator fragment (attention's online softmax)
-//   PackBf16x2/F16x2   accumulators converted to A-fragment registers; Exp2
+//   PackBf16x2/F16x2   accumulators converted to A-fragment registers; Exp2, Exp2Poly
 //
 // Everything lives in namespace tf and uses no typedefs of its own: generated code sees
 // CUDA's names unshadowed. The wgmma instruction itself (an operand list of N/2 registers)
@@ -190,6 +190,19 @@ TF_TILE float Exp2(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
+}
+
+// 2^x for x <= 0 on the FMA pipe instead of the SFU, whose 16 results per clock and SM bound
+// the attention softmax at head dim 64: 2^round(x) put into the exponent bits of a cubic for
+// 2^f, f = x - round(x) in [-0.5, 0.5] (relative error 7.5e-5, far below the bf16/f16 P it
+// feeds). Below -120 (2^-120: nothing beside a row maximum's 1) the result is 0, as for -inf.
+TF_TILE float Exp2Poly(float x) {
+  const float t = x + 12582912.0f;  // 1.5 * 2^23: round(x) lands in t's low mantissa bits
+  const float f = x - (t - 12582912.0f);
+  const float p = fmaf(fmaf(fmaf(0.05517164245f, f, 0.2426111698f), f, 0.6932609677f), f, 0.9999280572f);
+  // (bits(t) << 23) is round(x) << 23: the bits above t's low 9 leave the word.
+  const float y = __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
+  return x < -120.0f ? 0.0f : y;
 }
 
 // ---- persistent tile scheduling ----

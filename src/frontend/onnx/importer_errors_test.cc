@@ -128,8 +128,8 @@ TEST(OnnxImporterErrorsTest, UnsupportedInputDTypeNamesTheInput) {
 }
 
 TEST(OnnxImporterErrorsTest, OpsetNewerThanSupported) {
-  std::string error = ImportError(WithOpset(22, "g (float[2] x) => (float[2] y) { y = Relu(x) }"));
-  EXPECT_TRUE(Contains(error, "opset 22 is newer than tilefuse supports (13–21)")) << error;
+  std::string error = ImportError(WithOpset(24, "g (float[2] x) => (float[2] y) { y = Relu(x) }"));
+  EXPECT_TRUE(Contains(error, "opset 24 is newer than tilefuse supports (13–23)")) << error;
 }
 
 TEST(OnnxImporterErrorsTest, UndefinedValue) {

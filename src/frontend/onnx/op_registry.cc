@@ -18,6 +18,9 @@ const OpRegistry& OpRegistry::Get() {
     RegisterMatMulOps(*r);
     RegisterNormalizationOps(*r);
     RegisterNnOps(*r);
+    RegisterLossOps(*r);
+    RegisterMathFunctionOps(*r);
+    RegisterResizeOps(*r);
     return r;
   }();
   return *registry;

@@ -45,5 +45,8 @@ void RegisterReductionOps(OpRegistry& registry);      // reductions.cc
 void RegisterMatMulOps(OpRegistry& registry);         // matmul.cc
 void RegisterNormalizationOps(OpRegistry& registry);  // normalization.cc
 void RegisterNnOps(OpRegistry& registry);             // nn.cc
+void RegisterLossOps(OpRegistry& registry);           // losses.cc
+void RegisterMathFunctionOps(OpRegistry& registry);   // math_functions.cc
+void RegisterResizeOps(OpRegistry& registry);         // resize.cc
 
 }  // namespace tilefuse::onnx_import

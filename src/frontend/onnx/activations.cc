@@ -1,5 +1,6 @@
 // Activation functions. Gelu, Softmax and LogSoftmax become the builder's composites
-// (decomposed later by passes/); the rest are written out in primitives here.
+// (decomposed later by passes/); the rest (Hardmax included) are written out in
+// primitives here.
 #include <fmt/format.h>
 
 #include "frontend/onnx/handler_util.h"
@@ -128,6 +129,33 @@ Status ImportSoftmax(NodeContext& ctx) {
   return Status::Ok();
 }
 
+// Hardmax: 1 at the first largest element along `axis`, 0 elsewhere; before opset 13
+// over the rows of the input flattened to 2-D at `axis`, like Softmax.
+Status ImportHardmax(NodeContext& ctx) {
+  GraphBuilder& b = ctx.b();
+  Value x = ctx.Input(0);
+  Shape shape = b.shape(x);
+  if (shape.empty()) return InvalidArgument("Hardmax needs an input of rank >= 1");
+  int64_t axis = 0;
+  Value rows = x;
+  if (ctx.opset() >= 13) {
+    ASSIGN_OR_RETURN(axis, NormalizeOnnxAxis(ctx.Int("axis", -1), b.rank(x), "axis"));
+  } else {
+    ASSIGN_OR_RETURN(int64_t split, NormalizeOnnxAxis(ctx.Int("axis", 1), b.rank(x), "axis"));
+    Shape outer(shape.begin(), shape.begin() + split), inner(shape.begin() + split, shape.end());
+    rows = b.Reshape(x, {NumElements(outer), NumElements(inner)});
+    axis = 1;
+  }
+  if (b.shape(rows)[axis] == 0) {
+    ctx.SetOutput(0, x);
+    return Status::Ok();
+  }
+  Value index = ArgExtreme(b, rows, axis, /*largest=*/true, /*last=*/false, /*keepdims=*/true);
+  Value hot = b.Binary(OpCode::kEqual, b.Iota(b.shape(rows), axis, DType::kI64), index);
+  ctx.SetOutput(0, b.Reshape(b.Where(hot, ScalarLike(b, x, 1), ScalarLike(b, x, 0)), shape));
+  return Status::Ok();
+}
+
 // Shrink: x + bias below -lambd, x - bias above lambd, 0 between.
 Status ImportShrink(NodeContext& ctx) {
   GraphBuilder& b = ctx.b();
@@ -159,6 +187,7 @@ void RegisterActivationOps(OpRegistry& r) {
   r.Add("Softsign", ImportSoftsign, 1, 1);
   r.Add("Mish", ImportMish, 1, 1);
   r.Add("Gelu", ImportGelu, 1, 1);
+  r.Add("Hardmax", ImportHardmax, 1, 1);
   r.Add("Softmax", ImportSoftmax<false>, 1, 1);
   r.Add("LogSoftmax", ImportSoftmax<true>, 1, 1);
 }

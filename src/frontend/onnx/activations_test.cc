@@ -116,5 +116,22 @@ TEST(OnnxActivationsTest, SoftmaxBeforeOpset13FlattensTo2D) {
              {1 / total, std::exp(1.0) / total, std::exp(2.0) / total, std::exp(3.0) / total});
 }
 
+TEST(OnnxActivationsTest, HardmaxMarksTheFirstLargest) {
+  Graph g = Import(WithOpset(13, R"(
+    g (float[2, 3] x) => (float[2, 3] y, float[2, 3] cols) {
+      y = Hardmax(x)
+      cols = Hardmax <axis = 0> (x)
+    })"));
+  std::vector<Tensor> in = {F32({2, 3}, {1, 3, 3, 2, 0, -1})};
+  ExpectNear(RunGraph(g, in, 0), {0, 1, 0, 1, 0, 0});
+  ExpectNear(RunGraph(g, in, 1), {0, 1, 1, 1, 0, 0});
+}
+
+TEST(OnnxActivationsTest, HardmaxBeforeOpset13FlattensAtAxis) {
+  // axis 1 of [2, 2, 2]: rows of 4 elements.
+  Graph g = Import(WithOpset(11, "g (float[2, 2, 2] x) => (float[2, 2, 2] y) { y = Hardmax(x) }"));
+  ExpectNear(RunGraph(g, {F32({2, 2, 2}, {1, 2, 3, 0, 9, 8, 9, 1})}), {0, 0, 1, 0, 1, 0, 0, 0});
+}
+
 }  // namespace
 }  // namespace tilefuse::onnx_testing

@@ -1,5 +1,5 @@
-// Ops that create values: Constant, ConstantOfShape, Range, Trilu (a mask made from
-// iotas) and Dropout (a seeded Philox mask in training mode).
+// Ops that create values: Constant, ConstantOfShape, Range, Trilu and EyeLike (masks
+// made from iotas) and Dropout (a seeded Philox mask in training mode).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -8,6 +8,7 @@
 
 #include "frontend/onnx/handler_util.h"
 #include "frontend/onnx/op_registry.h"
+#include "frontend/onnx/tensor_proto.h"
 
 namespace tilefuse::onnx_import {
 
@@ -103,6 +104,23 @@ Status ImportTrilu(NodeContext& ctx) {
   return Status::Ok();
 }
 
+// EyeLike: the 2-D shape of the input, 1 on the diagonal col - row == k, else 0; in the
+// dtype attribute's type (default the input's).
+Status ImportEyeLike(NodeContext& ctx) {
+  GraphBuilder& b = ctx.b();
+  Value x = ctx.Input(0);
+  if (b.rank(x) != 2) return InvalidArgument(fmt::format("EyeLike needs a 2-D input, got rank {}", b.rank(x)));
+  DType dtype = b.dtype(x);
+  if (ctx.HasAttr("dtype")) {
+    ASSIGN_OR_RETURN(dtype, RequireDType(static_cast<int32_t>(ctx.Int("dtype", 0)), "the EyeLike dtype"));
+  }
+  Shape shape = b.shape(x);
+  Value diagonal = b.Sub(b.Iota(shape, 1, DType::kI64), b.Iota(shape, 0, DType::kI64));
+  Value on = b.Binary(OpCode::kEqual, diagonal, b.Scalar(static_cast<double>(ctx.Int("k", 0)), DType::kI64));
+  ctx.SetOutput(0, b.Where(on, b.Scalar(1, dtype), b.Scalar(0, dtype)));
+  return Status::Ok();
+}
+
 // splitmix64: spreads node indices into unrelated seeds.
 uint64_t DerivedSeed(int node_index) {
   uint64_t z = static_cast<uint64_t>(node_index) + 0x9E3779B97F4A7C15ull;
@@ -147,6 +165,7 @@ void RegisterGeneratorOps(OpRegistry& r) {
   r.Add("ConstantOfShape", ImportConstantOfShape, 1, 1);
   r.Add("Range", ImportRange, 3, 3);
   r.Add("Trilu", ImportTrilu, 1, 2);
+  r.Add("EyeLike", ImportEyeLike, 1, 1);
   r.Add("Dropout", ImportDropout, 1, 3);
 }
 

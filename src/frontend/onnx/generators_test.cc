@@ -112,5 +112,17 @@ TEST(OnnxGeneratorsTest, DropoutWithoutSeedUsesTheNodePosition) {
   EXPECT_NE(m1, m2);  // two nodes, two different seeds
 }
 
+TEST(OnnxGeneratorsTest, EyeLikeWithOffsetAndDType) {
+  Graph g = Import(WithOpset(13, R"(
+    g (float[2, 3] x) => (float[2, 3] a, int32[2, 3] b) {
+      a = EyeLike(x)
+      b = EyeLike <k = 1, dtype = 6> (x)
+    })"));
+  std::vector<Tensor> in = {F32({2, 3}, {9, 9, 9, 9, 9, 9})};
+  ExpectNear(RunGraph(g, in, 0), {1, 0, 0, 0, 1, 0});
+  EXPECT_EQ(OutputNode(g, 1).dtype, DType::kI32);
+  ExpectNear(RunGraph(g, in, 1), {0, 1, 0, 0, 0, 1});
+}
+
 }  // namespace
 }  // namespace tilefuse::onnx_testing

@@ -31,6 +31,11 @@ Status ImportBinaryOp(NodeContext& ctx) {
   return Status::Ok();
 }
 
+// The int64 index of the largest (or smallest) element along `axis` (in [0, rank)): the
+// first such index, or the last with `last`; a NaN counts as the extreme, as in numpy.
+// Written as reduce, compare with the input, and reduce the matching iota.
+Value ArgExtreme(GraphBuilder& b, Value x, int64_t axis, bool largest, bool last, bool keepdims);
+
 // Normalizes a possibly negative axis; InvalidArgument when out of [-rank, rank).
 StatusOr<int64_t> NormalizeOnnxAxis(int64_t axis, int64_t rank, const char* what);
 

@@ -74,5 +74,53 @@ TEST(OnnxReductionsTest, RuntimeAxesAreAnError) {
   EXPECT_TRUE(Contains(error, "axes")) << error;
 }
 
+TEST(OnnxReductionsTest, ArgMaxArgMinFirstAndLastIndex) {
+  Graph g = Import(WithOpset(13, R"(
+    g (float[2, 3] x) => (int64[2, 1] first, int64[2] last, int64[1, 3] low) {
+      first = ArgMax <axis = 1> (x)
+      last = ArgMax <axis = -1, keepdims = 0, select_last_index = 1> (x)
+      low = ArgMin(x)
+    })"));
+  std::vector<Tensor> in = {F32({2, 3}, {1, 3, 3, 2, 0, -1})};
+  EXPECT_EQ(OutputNode(g, 0).dtype, DType::kI64);
+  ExpectNear(RunGraph(g, in, 0), {1, 0});
+  ExpectNear(RunGraph(g, in, 1), {2, 0});
+  ExpectNear(RunGraph(g, in, 2), {0, 1, 1});
+}
+
+TEST(OnnxReductionsTest, ArgMaxPicksTheFirstNaN) {
+  Graph g = Import(WithOpset(13, "g (float[4] x) => (int64 y) { y = ArgMax <keepdims = 0> (x) }"));
+  ExpectNear(RunGraph(g, {F32({4}, {1, std::nan(""), 5, std::nan("")})}), {1});
+}
+
+TEST(OnnxReductionsTest, CumSumForwardReverseExclusive) {
+  Graph g = Import(WithOpset(14, R"(
+    g (float[3] x, int32[2, 2] m) => (float[3] a, float[3] b, float[3] c, float[3] d, int32[2, 2] e) {
+      zero = Constant <value = int64 {0}> ()
+      a = CumSum(x, zero)
+      b = CumSum <exclusive = 1> (x, zero)
+      c = CumSum <reverse = 1> (x, zero)
+      d = CumSum <reverse = 1, exclusive = 1> (x, zero)
+      last = Constant <value = int32 {-1}> ()
+      e = CumSum(m, last)
+    })"));
+  std::vector<Tensor> in = {F32({3}, {1, 2, 3}), Tensor::FromDoubles(DType::kI32, {2, 2}, {1, 2, 10, 20})};
+  ExpectNear(RunGraph(g, in, 0), {1, 3, 6});
+  ExpectNear(RunGraph(g, in, 1), {0, 1, 3});
+  ExpectNear(RunGraph(g, in, 2), {6, 5, 3});
+  ExpectNear(RunGraph(g, in, 3), {5, 3, 0});
+  ExpectNear(RunGraph(g, in, 4), {1, 3, 10, 30});
+}
+
+TEST(OnnxReductionsTest, CumSumAxisOutOfRangeNamesTheNode) {
+  std::string error = ImportError(WithOpset(14, R"(
+    g (float[3] x) => (float[3] y) {
+      axis = Constant <value = int64 {2}> ()
+      y = CumSum(x, axis)
+    })"));
+  EXPECT_TRUE(Contains(error, "(CumSum, opset 14)")) << error;
+  EXPECT_TRUE(Contains(error, "axis 2 is out of range for rank 1")) << error;
+}
+
 }  // namespace
 }  // namespace tilefuse::onnx_testing

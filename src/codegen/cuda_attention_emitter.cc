@@ -106,6 +106,7 @@ class AttentionEmitter {
     if (c_.loop == AttentionLoop::kOverlap) out += ", softmax overlapping P·V";
     if (c_.loop == AttentionLoop::kPingPong) out += ", softmax overlapping P·V, ping-pong consumers";
     if (c_.poly_exp_every > 0) out += fmt::format(", 1/{} of exp2 on the FMA pipe", c_.poly_exp_every);
+    if (c_.lazy_margin >= 0) out += ", lazy rescaling";
     return out;
   }
 
@@ -190,6 +191,8 @@ class AttentionEmitter {
                         CeilDiv(a_.nk, c_.block_n));
     out_ += fmt::format("  constexpr int kPolyExpEvery = {};  // every n-th column block's exponentials on the FMA pipe\n",
                         c_.poly_exp_every);
+    out_ += fmt::format("  constexpr float kLazyMargin = {:.1f}f;  // how far a row's maximum may grow before O is rescaled\n",
+                        c_.lazy_margin);
     out_ +=
         "  constexpr unsigned kQBytes = kBM * kD * 2, kKBytes = kBN * kD * 2, kVBytes = kBN * kDV * 2;\n"
         "  extern __shared__ unsigned char tf_shared_raw[];\n"
@@ -359,7 +362,8 @@ class AttentionEmitter {
         "  for (int i = 0; i < kDV / 2; ++i) o[i] = 0.0f;\n"
         "  float s[kBN / 2];\n"
         "  unsigned p[kBN / 16][4];  // P as A fragments (bf16/f16 pairs)\n"
-        "  float row_max[2] = {{-INFINITY, -INFINITY}}, row_sum[2] = {{0.0f, 0.0f}}, rescale[2];\n"
+        "  float row_max[2] = {{-INFINITY, -INFINITY}}, row_sum[2] = {{0.0f, 0.0f}}, rescale[2] = {{1.0f, 1.0f}};\n"
+        "  bool rescaled = false;  // did the last online_softmax move the maxima (O must be rescaled)?\n"
         "  const int row0 = m_block * kBM + consumer * 64 + warp * 16 + lane / 4;\n"
         "  const tf_index_t score_batch = (tf_index_t)({1}) * kNQ;\n"
         "  const unsigned short* q = tile_q + consumer * 64 * 64;\n"
@@ -388,13 +392,14 @@ class AttentionEmitter {
         "  // O rescaled, and P (exp S) converted to A fragments: keys 16c .. 16c + 15 are the\n"
         "  // accumulator columns of blocks 2c and 2c + 1.\n"
         "  auto rescale_and_pack = [&]() {{\n"
+        "    if (rescaled)\n"
         "#pragma unroll\n"
-        "    for (int j = 0; j < kDV / 8; ++j)\n"
+        "      for (int j = 0; j < kDV / 8; ++j)\n"
         "#pragma unroll\n"
-        "      for (int h = 0; h < 2; ++h) {{\n"
-        "        o[j * 4 + h * 2] *= rescale[h];\n"
-        "        o[j * 4 + h * 2 + 1] *= rescale[h];\n"
-        "      }}\n"
+        "        for (int h = 0; h < 2; ++h) {{\n"
+        "          o[j * 4 + h * 2] *= rescale[h];\n"
+        "          o[j * 4 + h * 2 + 1] *= rescale[h];\n"
+        "        }}\n"
         "#pragma unroll\n"
         "    for (int c = 0; c < kBN / 16; ++c) {{\n"
         "      p[c][0] = {0}(s[8 * c], s[8 * c + 1]);\n"
@@ -491,16 +496,28 @@ class AttentionEmitter {
         "  // row sums (per thread until the end) and the factor O must be rescaled by once its\n"
         "  // pending P·V is done. mult > 0, so the maximum of s is the maximum logit.\n"
         "  auto online_softmax = [&](const float mult) {\n"
+        "    float block_max[2];\n"
         "#pragma unroll\n"
         "    for (int h = 0; h < 2; ++h) {\n"
-        "      float block_max = -INFINITY;\n"
+        "      block_max[h] = -INFINITY;\n"
         "#pragma unroll\n"
-        "      for (int j = 0; j < kBN / 8; ++j) block_max = fmaxf(block_max, fmaxf(s[j * 4 + h * 2], s[j * 4 + h * 2 + 1]));\n"
-        "      const float new_max = fmaxf(row_max[h], tf::QuadMax(block_max) * mult);\n"
-        "      // A row masked so far has max -inf: subtract 0 then, not -inf (no inf - inf).\n"
-        "      const float shift = new_max == -INFINITY ? 0.0f : new_max;\n"
-        "      rescale[h] = tf::Exp2(row_max[h] - shift);\n"
-        "      row_max[h] = new_max;\n"
+        "      for (int j = 0; j < kBN / 8; ++j) block_max[h] = fmaxf(block_max[h], fmaxf(s[j * 4 + h * 2], s[j * 4 + h * 2 + 1]));\n"
+        "      block_max[h] = tf::QuadMax(block_max[h]) * mult;\n"
+        "    }\n"
+        "    // Lazy rescaling: the running maxima move only when one of the warp's rows grows by more\n"
+        "    // than kLazyMargin (base 2; the exponentials then stay below 2^kLazyMargin), so that most\n"
+        "    // key blocks skip O's rescale, whole warps at a time. kLazyMargin < 0: every block.\n"
+        "    rescaled = kLazyMargin < 0 ||\n"
+        "               __any_sync(0xffffffffu, block_max[0] > row_max[0] + kLazyMargin || block_max[1] > row_max[1] + kLazyMargin);\n"
+        "#pragma unroll\n"
+        "    for (int h = 0; h < 2; ++h) {\n"
+        "      if (rescaled) {\n"
+        "        const float new_max = fmaxf(row_max[h], block_max[h]);\n"
+        "        // A row masked so far has max -inf: subtract 0 then, not -inf (no inf - inf).\n"
+        "        rescale[h] = tf::Exp2(row_max[h] - (new_max == -INFINITY ? 0.0f : new_max));\n"
+        "        row_max[h] = new_max;\n"
+        "      }\n"
+        "      const float shift = row_max[h] == -INFINITY ? 0.0f : row_max[h];\n"
         "      float sum = 0.0f;\n"
         "#pragma unroll\n"
         "      for (int j = 0; j < kBN / 8; ++j)\n"
@@ -510,7 +527,7 @@ class AttentionEmitter {
         "          s[j * 4 + h * 2 + e] = kPolyExpEvery > 0 && j % kPolyExpEvery == kPolyExpEvery - 1 ? tf::Exp2Poly(x) : tf::Exp2(x);\n"
         "          sum += s[j * 4 + h * 2 + e];\n"
         "        }\n"
-        "      row_sum[h] = row_sum[h] * rescale[h] + sum;\n"
+        "      row_sum[h] = (rescaled ? row_sum[h] * rescale[h] : row_sum[h]) + sum;\n"
         "    }\n"
         "  };\n";
     auto lambda = [&](const char* name, const char* comment, const Kernel& program, int logit, bool edge) {

@@ -53,6 +53,7 @@ TEST(CudaAttentionEmitterTest, RaggedHeadsAreViewsOfTheInputsAndTheLastKeyBlockI
     CHECK: {%32, %33, %34, %35}
     CHECK: __launch_bounds__(384, 1) att(
     CHECK: constexpr int kPolyExpEvery = 4;
+    CHECK-NEXT: constexpr float kLazyMargin = 8.0f;
     CHECK: if (warpgroup == 0) {
     CHECK: tf::TmaLoad5d(tile_q
     CHECK: k_empty[ring.stage].Wait(ring.phase ^ 1);
@@ -64,6 +65,7 @@ TEST(CudaAttentionEmitterTest, RaggedHeadsAreViewsOfTheInputsAndTheLastKeyBlockI
     CHECK: att_pv(o, p[kk]
     CHECK: auto online_softmax
     CHECK: tf::QuadMax
+    CHECK: __any_sync(0xffffffffu, block_max[0] > row_max[0] + kLazyMargin
     CHECK: const float x = fmaf(s[j * 4 + h * 2 + e], mult, -shift);
     CHECK-NEXT: j % kPolyExpEvery == kPolyExpEvery - 1 ? tf::Exp2Poly(x) : tf::Exp2(x);
     CHECK: auto softmax_edge
@@ -71,6 +73,7 @@ TEST(CudaAttentionEmitterTest, RaggedHeadsAreViewsOfTheInputsAndTheLastKeyBlockI
     CHECK-NOT: srow
     CHECK: online_softmax(1.803368777e-01f);
     CHECK: auto rescale_and_pack
+    CHECK-NEXT: if (rescaled)
     CHECK: tf::PackBf16x2
     CHECK: for (int kb = kb_first; kb <= kb_last; ++kb, ring.Advance()) {
     CHECK-NEXT: k_full[ring.stage].Wait(ring.phase);

@@ -37,6 +37,7 @@ StatusOr<CudaLaunchable> AttentionTemplate(const Graph& g, const FusionGroup& gr
   CudaAttentionConfig config;
   if (target.overrides.attention_block_n) config.block_n = target.overrides.attention_block_n;
   config.poly_exp_every = target.overrides.attention_poly_exp_every;
+  if (target.overrides.attention_lazy_margin) config.lazy_margin = *target.overrides.attention_lazy_margin;
   config.loop = target.attention == AttentionPath::kOverlap  ? AttentionLoop::kOverlap
                 : target.attention == AttentionPath::kSerial ? AttentionLoop::kSerial
                                                              : AttentionLoop::kPingPong;

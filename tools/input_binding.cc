@@ -35,6 +35,24 @@ ImportOptions BindIntegerInputs(const NamedInputs& inputs) {
   return options;
 }
 
+std::string ValueNeededAtImport(const Status& status) {
+  static const std::string kNeeded = "') must be known at import time";
+  const std::string& message = status.message();
+  size_t end = message.find(kNeeded);
+  if (status.code() != StatusCode::kUnimplemented || end == std::string::npos) return "";
+  size_t start = message.rfind(", '", end);
+  return start == std::string::npos ? "" : message.substr(start + 3, end - start - 3);
+}
+
+bool BindNamedFloatInput(const NamedInputs& inputs, const std::string& name, ImportOptions& options) {
+  for (size_t i = 0; i < inputs.values.size() && i < inputs.names.size(); ++i)
+    if (!name.empty() && inputs.names[i] == name && IsFloat(inputs.values[i].dtype())) {
+      options.bound_inputs[name] = inputs.values[i];
+      return true;
+    }
+  return false;
+}
+
 namespace {
 
 bool SameTensor(const Tensor& a, const Tensor& b) {

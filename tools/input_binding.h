@@ -2,7 +2,9 @@
 // split sizes as graph inputs, but tilefuse needs them as constants to know every shape
 // statically. When a model does not import as it is and a data set provides its
 // inputs, `tilefuse run` binds the integer ones as constants
-// (ImportOptions::bound_inputs, by the names in the input_i.pb files) and tries again.
+// (ImportOptions::bound_inputs, by the names in the input_i.pb files) and tries again;
+// then, while the importer names one more floating-point input it needs at import time
+// (Resize's scales and roi), that one too.
 #pragma once
 
 #include <string>
@@ -25,6 +27,15 @@ StatusOr<std::vector<std::string>> ReadInputNames(const std::string& dir, size_t
 
 // The integer-typed named inputs, to bind as constants.
 ImportOptions BindIntegerInputs(const NamedInputs& inputs);
+
+// The value an importer error names as needed at import time ("input 2 (scales,
+// 'NAME') must be known at import time ..."), or "" when the error is another one.
+std::string ValueNeededAtImport(const Status& status);
+
+// Binds the floating-point input called `name` of `inputs`; false when there is none.
+// (Not bools: a training_mode flag bound true would turn on Dropout's random mask, which
+// cannot reproduce the test's expected values.)
+bool BindNamedFloatInput(const NamedInputs& inputs, const std::string& name, ImportOptions& options);
 
 // Whether `inputs` has exactly the bound values of `options` under the same names (data
 // sets after the first must agree with the first, whose values were bound).

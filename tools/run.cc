@@ -204,11 +204,20 @@ StatusOr<ImportedModel> ImportBindingIfNeeded(const RunOptions& options, std::ve
     named.push_back({std::move(names).value(), set.inputs});
   }
   ImportOptions binding = BindIntegerInputs(named.front());
-  if (binding.bound_inputs.empty()) return plain;
-  for (const NamedInputs& n : named) {
-    if (!AgreesWithBinding(n, binding)) return plain;
+  StatusOr<ImportedModel> bound = plain;
+  // Each round binds one more input that the last import named as needed; at most
+  // every input once.
+  for (size_t round = 0; round <= named.front().names.size(); ++round) {
+    if (!binding.bound_inputs.empty()) {
+      for (const NamedInputs& n : named)
+        if (!AgreesWithBinding(n, binding)) return plain;
+      bound = ImportOnnx(options.model, binding);
+    }
+    if (bound.ok()) break;
+    std::string needed = ValueNeededAtImport(bound.status());
+    if (binding.bound_inputs.count(needed) || !BindNamedFloatInput(named.front(), needed, binding)) break;
   }
-  StatusOr<ImportedModel> bound = ImportOnnx(options.model, binding);
+  if (binding.bound_inputs.empty()) return plain;
   if (!bound.ok()) return bound.status().code() == StatusCode::kUnimplemented ? bound : plain;
   for (size_t i = 0; i < sets.size(); ++i) sets[i].inputs = UnboundInputs(named[i], binding);
   for (const auto& entry : binding.bound_inputs) report.bound_inputs.push_back(entry.first);

@@ -21,6 +21,7 @@ const OpRegistry& OpRegistry::Get() {
     RegisterLossOps(*r);
     RegisterMathFunctionOps(*r);
     RegisterResizeOps(*r);
+    RegisterScatterOps(*r);
     return r;
   }();
   return *registry;

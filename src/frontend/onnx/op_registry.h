@@ -48,5 +48,6 @@ void RegisterNnOps(OpRegistry& registry);             // nn.cc
 void RegisterLossOps(OpRegistry& registry);           // losses.cc
 void RegisterMathFunctionOps(OpRegistry& registry);   // math_functions.cc
 void RegisterResizeOps(OpRegistry& registry);         // resize.cc
+void RegisterScatterOps(OpRegistry& registry);        // scatter.cc
 
 }  // namespace tilefuse::onnx_import

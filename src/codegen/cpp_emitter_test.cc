@@ -93,6 +93,22 @@ TEST(CppEmitterTest, IntegerReductionsAreExact) {
   }
 }
 
+// A gather's load is computed per element when its index is (the loss functions sum
+// weights gathered by class); the emitter once treated it as per row and crashed.
+TEST(CppEmitterTest, ReductionOverAGatherLoadsPerElement) {
+  Compiled c = CompileText(R"(<ir_version: 8, opset_import: ["" : 13]>
+g (float[3] w) => (float y) {
+  idx = Constant <value = int64[4] {2, 0, 2, 1}> ()
+  g = Gather(w, idx)
+  y = ReduceSum <keepdims = 0> (g)
+})");
+  ASSERT_NE(c.compiled, nullptr);
+  Tensor w = Tensor::FromDoubles(DType::kF32, {3}, {1, 10, 100});
+  auto actual = c.compiled->Run({w});
+  ASSERT_TRUE(actual.ok()) << actual.status().ToString();
+  EXPECT_EQ((*actual)[0].ToDoubles(), std::vector<double>{211});
+}
+
 // Softmax needs exp(x - max) in the sum pass and again in the store pass: the sum pass
 // keeps it in a row buffer, so exp is called once per element.
 TEST(CppEmitterTest, SoftmaxEvaluatesExpOncePerElement) {

@@ -46,11 +46,18 @@ class Lowering {
   std::vector<std::string> var_names_ = {"i0", "i1"};
 };
 
+// Whether `index` reads a value (a gather's index) that is computed per inner element.
+bool ReadsInnerValue(const Index& index, const std::vector<ScalarValue>& values) {
+  if (!index) return false;
+  if (index->kind == IndexExpr::Kind::kValue && values[static_cast<size_t>(index->value)].inner) return true;
+  return ReadsInnerValue(index->a, values) || ReadsInnerValue(index->b, values);
+}
+
 int Lowering::AddValue(ScalarValue v) {
   if (v.kind == ScalarValue::Kind::kOp)
     for (int arg : v.args) v.inner = v.inner || k_.values[arg].inner;
   else if (v.index)
-    v.inner = UsesVar(v.index, 1);
+    v.inner = UsesVar(v.index, 1) || ReadsInnerValue(v.index, k_.values);
   k_.values.push_back(std::move(v));
   return static_cast<int>(k_.values.size()) - 1;
 }

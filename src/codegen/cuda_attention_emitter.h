@@ -48,12 +48,12 @@ struct CudaAttentionConfig {
   InteriorLogits interior;
   AttentionLoop loop = AttentionLoop::kPingPong;
   // Every n-th column block of the softmax's exponentials on the FMA pipe (tf::Exp2Poly)
-  // instead of the SFU; 0: none; -1: the rule (head dim 64: every 4th).
+  // instead of the SFU; 0: none; -1: the rule (none: measured slower).
   int poly_exp_every = -1;
   // Lazy rescaling (FlashAttention-4's): a row's running maximum, and O with it, moves only
   // when the row grows by more than this (base 2: the exponentials stay below 2^margin);
-  // negative: every key block, the textbook online softmax.
-  float lazy_margin = 8;
+  // -1: every key block, the textbook online softmax; -2: the rule (8 above head dim 64).
+  float lazy_margin = -2;
 };
 
 StatusOr<CudaKernelSource> EmitCudaAttention(const AttentionTemplateKernel& attention, const CudaAttentionConfig& config = {});

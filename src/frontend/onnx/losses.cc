@@ -30,6 +30,7 @@ StatusOr<LossReduction> ParseReduction(NodeContext& ctx) {
 // [N, d...], with optional per-class `weight` [C].
 StatusOr<Value> NegativeLogLikelihood(NodeContext& ctx, Value input, Value target, Value weight) {
   GraphBuilder& b = ctx.b();
+  if (!b.ok()) return b.status();  // `input` was not built (SoftmaxCrossEntropyLoss's LogSoftmax failed)
   ASSIGN_OR_RETURN(LossReduction reduction, ParseReduction(ctx));
   Shape in_shape = b.shape(input), target_shape = b.shape(target);
   if (in_shape.size() < 2) return InvalidArgument(fmt::format("input must have rank >= 2, got {}", in_shape.size()));

@@ -31,6 +31,21 @@ StatusOr<int64_t> CheckedIndex(int64_t index, int64_t dim) {
   return index < 0 ? index + dim : index;
 }
 
+// The writes are worked out per data element and applied as constants of the data's size
+// per round: bounded, so that a huge data input is refused rather than allocated.
+constexpr int64_t kMaxScatterElements = int64_t{1} << 24;  // data elements
+constexpr int64_t kMaxScatterWork = int64_t{1} << 26;      // data elements x rounds
+
+// One (empty) writer list per data element, or why the data is too large.
+StatusOr<std::vector<std::vector<int64_t>>> NoWriters(const Shape& shape) {
+  const int64_t elements = NumElements(shape);
+  if (elements > kMaxScatterElements)
+    return InvalidArgument(fmt::format("data has {} elements; scatters with indices known at import time are written out over "
+                                       "at most {} elements",
+                                       elements, kMaxScatterElements));
+  return std::vector<std::vector<int64_t>>(elements);
+}
+
 // Applies the writes: writers[t] lists the flat update elements landing on flat data
 // element t, in order.
 StatusOr<Value> ApplyWrites(NodeContext& ctx, Value data, Value updates,
@@ -47,6 +62,10 @@ StatusOr<Value> ApplyWrites(NodeContext& ctx, Value data, Value updates,
   auto n = static_cast<int64_t>(writers.size());
   size_t rounds = 0;
   for (const auto& w : writers) rounds = std::max(rounds, w.size());
+  if (static_cast<int64_t>(rounds) * n > kMaxScatterWork)
+    return InvalidArgument(fmt::format("{} updates land on one data element of {}: {} rounds over the data exceed the {} "
+                                       "element-rounds the importer writes out",
+                                       rounds, n, rounds, kMaxScatterWork));
   Value acc = b.Reshape(data, {n});
   Value flat_updates = b.Reshape(updates, {NumElements(b.shape(updates))});
   for (size_t k = 0; k < rounds; ++k) {
@@ -84,7 +103,7 @@ Status ImportScatterElements(NodeContext& ctx) {
   if (index_shape.size() != shape.size()) return InvalidArgument("indices must have the rank of data");
   ASSIGN_OR_RETURN(int64_t axis, NormalizeOnnxAxis(ctx.Int("axis", 0), b.rank(data), "axis"));
   std::vector<int64_t> strides = Strides(shape), index_strides = Strides(index_shape);
-  std::vector<std::vector<int64_t>> writers(NumElements(shape));
+  ASSIGN_OR_RETURN(std::vector<std::vector<int64_t>> writers, NoWriters(shape));
   for (int64_t u = 0; u < static_cast<int64_t>(indices.size()); ++u) {
     int64_t target = 0;
     for (size_t d = 0; d < shape.size(); ++d) {
@@ -121,7 +140,7 @@ Status ImportScatterND(NodeContext& ctx) {
   std::vector<int64_t> strides = Strides(shape);
   int64_t slice = 1;
   for (size_t d = k; d < shape.size(); ++d) slice *= shape[d];
-  std::vector<std::vector<int64_t>> writers(NumElements(shape));
+  ASSIGN_OR_RETURN(std::vector<std::vector<int64_t>> writers, NoWriters(shape));
   int64_t tuples = static_cast<int64_t>(indices.size() / k);
   for (int64_t q = 0; q < tuples; ++q) {
     int64_t base = 0;

@@ -81,6 +81,9 @@ const std::vector<Regression>& Regressions() {
       // ScatterElements into 2^32 data elements: a writer list per element (96 GB) before
       // anything was checked (ASan: allocator out of memory, 2026-11-23).
       {"binary/scatter_elements_into_huge_data.onnx", {"(ScatterElements, opset 17)", "data has 4294967296 elements"}},
+      // Hardmax (opset 8) whose axis attribute is a graph: the flattening reshape was not
+      // built and its shape was read (vector::at, the text fuzzer, 2026-11-23).
+      {"text/hardmax_with_a_graph_for_its_axis.onnxtxt", {"(Hardmax, opset 8)", "attribute 'axis' must be an int, got GRAPH"}},
       // A Range of 4e9 elements filled a 32 GB constant; it is now an iota, and this graph
       // is refused only for its declared output shape.
       {"text/range_too_long_for_a_constant.onnxtxt", {"output 'y'", "differs from the computed [4000000000]"}},

@@ -146,6 +146,7 @@ Status ImportHardmax(NodeContext& ctx) {
     rows = b.Reshape(x, {NumElements(outer), NumElements(inner)});
     axis = 1;
   }
+  if (!b.ok()) return b.status();  // `rows` was not built
   if (b.shape(rows)[axis] == 0) {
     ctx.SetOutput(0, x);
     return Status::Ok();

@@ -49,13 +49,15 @@ int Main(int argc, char** argv) {
       overrides.attention_poly_exp_every = std::stoi(argv[++i]);
     } else if (a == "--attention-lazy-margin" && i + 1 < argc) {
       overrides.attention_lazy_margin = std::stof(argv[++i]);
+    } else if (a == "--attention-consumers" && i + 1 < argc) {
+      overrides.attention_consumers = std::stoi(argv[++i]);
     } else if (a == "--gemm-pingpong" && i + 1 < argc) {
       overrides.gemm_pingpong = std::string(argv[++i]) == "on";
     } else {
       fmt::print(stderr,
                  "usage: {} [--cases a,b] [--repeats N] [--json FILE] [--root SOURCE_DIR] [--tune] [--attention template|overlap|serial|split]\n"
                  "  [--attention-block-n 64|128|192|256] [--attention-poly-exp N (0: none)] [--attention-lazy-margin M (-1: off)]\n"
-                 "  [--gemm-pingpong on|off]\n"
+                 "  [--attention-consumers 2|3] [--gemm-pingpong on|off]\n"
                  "  (override the templates' rules)\n",
                  argv[0]);
       return 2;

@@ -12,9 +12,11 @@ namespace tilefuse {
 
 namespace {
 
-constexpr int kBlockM = kAttentionBlockM;  // 64 per consumer warpgroup
 constexpr int64_t kSharedLimit = 227 * 1024;
-constexpr int kProducerRegisters = 24, kConsumerRegisters = 240;
+constexpr int kProducerRegisters = 24;
+// What setmaxnreg gives each consumer thread: 240 with two consumers, 160 with three (the
+// register file's 64K over 512 threads, less the producer's share).
+int ConsumerRegisters(const CudaAttentionConfig& c) { return c.consumers == 3 ? 160 : 240; }
 constexpr float kLazyMarginByRule = -2;  // CudaAttentionConfig's default: Resolve decides
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -22,10 +24,22 @@ int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // Shared memory: the Q tile, the K and V ring, barriers (Q; full and empty per stage for
 // K and for V), aligned to 1024 bytes (the swizzle period).
 int64_t SharedBytes(const AttentionTemplateKernel& a, const CudaAttentionConfig& c) {
-  return 1024 + kBlockM * a.d * 2 + int64_t{c.stages} * c.block_n * (a.d + a.dv) * 2 + 8 * (1 + 4 * c.stages);
+  return 1024 + int64_t{c.BlockM()} * a.d * 2 + int64_t{c.stages} * c.block_n * (a.d + a.dv) * 2 + 8 * (1 + 4 * c.stages);
 }
 
-CudaAttentionConfig Resolve(const AttentionTemplateKernel& a, CudaAttentionConfig c) {
+}  // namespace
+
+CudaAttentionConfig ResolveAttentionConfig(const AttentionTemplateKernel& a, CudaAttentionConfig c) {
+  // Three consumers (192 query rows per CTA, FlashAttention-3's tile at head dim 64): each K/V
+  // tile feeds more rows; they take no turns (ping-pong is for two), only the overlap within
+  // each. ptxas gives 512 threads at most 128 registers each (setmaxnreg does not raise its
+  // allocation), which holds head dim 64 without a mask program but spills with one: three
+  // only there (no key past the end, no mask in any block).
+  if (c.consumers == 0) {
+    const bool maskless = a.nk % c.block_n == 0 && a.logits.values.size() <= 4 && ScoreMultiplier(a.logits, a.logit).has_value();
+    c.consumers = a.d <= 64 && a.dv <= 64 && maskless ? 3 : 2;
+  }
+  if (c.consumers == 3 && c.loop == AttentionLoop::kPingPong) c.loop = AttentionLoop::kOverlap;
   // Exponentials on the FMA pipe: measured on an H100 (2026-11-23, a quarter of them at head
   // dim 64), 448 -> 435 TF/s, causal 382 -> 364: the issue slots they take cost more than
   // the SFU time they free. Off unless asked for.
@@ -41,6 +55,8 @@ CudaAttentionConfig Resolve(const AttentionTemplateKernel& a, CudaAttentionConfi
   return c;
 }
 
+namespace {
+
 // The wgmma B operands (Kᵀ for S = Q·Kᵀ, V for O = P·V) are [R][N] with R the reduction
 // dim, K-major (R contiguous in memory: stored [R/64][N][64], boxes of 64 R × the N tile)
 // or MN-major (N contiguous: stored [N/64][R][64], boxes of 64 N × the R tile), as the
@@ -52,14 +68,14 @@ class AttentionEmitter {
 
   StatusOr<CudaKernelSource> Run() {
     RETURN_IF_ERROR(Validate());
-    const int threads = 384;
-    const int64_t m_blocks = CeilDiv(a_.nq, kBlockM);
+    const int threads = 128 * (c_.consumers + 1);
+    const int64_t m_blocks = CeilDiv(a_.nq, c_.BlockM());
     const int64_t batch = NumElements(a_.batch_shape);
     CudaKernelSource s;
     s.name = a_.name;
     s.threads = threads;
     s.work_blocks = m_blocks * batch;
-    s.strategy = fmt::format("attention template {}x{}, d {}/{}, {} stages, K {}, V {}{}{}", kBlockM, c_.block_n, a_.d, a_.dv, c_.stages,
+    s.strategy = fmt::format("attention template {}x{}, d {}/{}, {} stages, K {}, V {}{}{}", c_.BlockM(), c_.block_n, a_.d, a_.dv, c_.stages,
                              a_.k.RowsContiguous() ? "K-major" : "MN-major", a_.v.RowsContiguous() ? "K-major" : "MN-major",
                              SkipsKeyBlocks() ? ", masked key blocks skipped" : "", LoopName());
     out_ = KeyBlockTables() + InteriorTables();
@@ -69,7 +85,7 @@ class AttentionEmitter {
         "extern \"C\" __global__ void __launch_bounds__({}, 1) {}(const __grid_constant__ tf::TensorMap map_q, "
         "const __grid_constant__ tf::TensorMap map_k, const __grid_constant__ tf::TensorMap map_v",
         threads, a_.name);
-    s.launch.args.push_back({LaunchArg::Kind::kTensorMap, a_.q.node, Map(a_.q, 64, kBlockM), 0});
+    s.launch.args.push_back({LaunchArg::Kind::kTensorMap, a_.q.node, Map(a_.q, 64, c_.BlockM()), 0});
     s.launch.args.push_back({LaunchArg::Kind::kTensorMap, a_.k.node, OperandMap(a_.k, a_.d, c_.block_n), 0});
     s.launch.args.push_back({LaunchArg::Kind::kTensorMap, a_.v.node, OperandMap(a_.v, c_.block_n, a_.dv), 0});
     for (size_t b = 0; b < a_.buffers.size(); ++b) {
@@ -95,11 +111,16 @@ class AttentionEmitter {
     if (c_.stages < 2) return InvalidArgument(fmt::format("{}: {} stages (need at least 2)", a_.name, c_.stages));
     if (SharedBytes(a_, c_) > kSharedLimit)
       return InvalidArgument(fmt::format("{}: {} bytes of shared memory (the limit is {})", a_.name, SharedBytes(a_, c_), kSharedLimit));
-    if (!c_.key_blocks.empty() && static_cast<int64_t>(c_.key_blocks.size()) != CeilDiv(a_.nq, kBlockM))
-      return InvalidArgument(fmt::format("{}: {} key-block ranges for {} query blocks", a_.name, c_.key_blocks.size(), CeilDiv(a_.nq, kBlockM)));
-    if (!c_.interior.blocks.empty() && static_cast<int64_t>(c_.interior.blocks.size()) != CeilDiv(a_.nq, kBlockM))
-      return InvalidArgument(fmt::format("{}: {} interior ranges for {} query blocks", a_.name, c_.interior.blocks.size(), CeilDiv(a_.nq, kBlockM)));
-    if (NumElements(a_.batch_shape) * CeilDiv(a_.nq, kBlockM) >= (int64_t{1} << 31))
+    if (c_.consumers != 2 && c_.consumers != 3)
+      return InvalidArgument(fmt::format("{}: {} consumer warpgroups (need 2 or 3)", a_.name, c_.consumers));
+    if (c_.consumers == 3 && c_.loop == AttentionLoop::kPingPong)
+      return InvalidArgument(fmt::format("{}: ping-pong takes two consumer warpgroups, not three", a_.name));
+    const int64_t m_blocks = CeilDiv(a_.nq, c_.BlockM());
+    if (!c_.key_blocks.empty() && static_cast<int64_t>(c_.key_blocks.size()) != m_blocks)
+      return InvalidArgument(fmt::format("{}: {} key-block ranges for {} query blocks", a_.name, c_.key_blocks.size(), m_blocks));
+    if (!c_.interior.blocks.empty() && static_cast<int64_t>(c_.interior.blocks.size()) != m_blocks)
+      return InvalidArgument(fmt::format("{}: {} interior ranges for {} query blocks", a_.name, c_.interior.blocks.size(), m_blocks));
+    if (NumElements(a_.batch_shape) * m_blocks >= (int64_t{1} << 31))
       return InvalidArgument(fmt::format("{}: too many query blocks for one grid", a_.name));
     return Status::Ok();
   }
@@ -191,8 +212,9 @@ class AttentionEmitter {
     int64_t largest = NumElements(a_.batch_shape) * a_.nq * std::max(a_.nk, a_.dv);
     for (const KernelBuffer& b : a_.buffers) largest = std::max(largest, b.elements);
     out_ += fmt::format("  typedef {} tf_index_t;\n", largest < (int64_t{1} << 31) ? "int" : "long long");
-    out_ += fmt::format("  constexpr int kBM = {}, kBN = {}, kD = {}, kDV = {}, kStages = {};\n", kBlockM, c_.block_n, a_.d, a_.dv, c_.stages);
-    out_ += fmt::format("  constexpr int kNQ = {}, kNK = {}, kMBlocks = {}, kKeyBlocks = {};\n", a_.nq, a_.nk, CeilDiv(a_.nq, kBlockM),
+    out_ += fmt::format("  constexpr int kBM = {}, kBN = {}, kD = {}, kDV = {}, kStages = {}, kConsumers = {};\n", c_.BlockM(), c_.block_n,
+                        a_.d, a_.dv, c_.stages, c_.consumers);
+    out_ += fmt::format("  constexpr int kNQ = {}, kNK = {}, kMBlocks = {}, kKeyBlocks = {};\n", a_.nq, a_.nk, CeilDiv(a_.nq, c_.BlockM()),
                         CeilDiv(a_.nk, c_.block_n));
     out_ += fmt::format("  constexpr int kPolyExpEvery = {};  // every n-th column block's exponentials on the FMA pipe\n",
                         c_.poly_exp_every);
@@ -215,8 +237,8 @@ class AttentionEmitter {
         "    for (int s = 0; s < kStages; ++s) {\n"
         "      k_full[s].Init(1);\n"
         "      v_full[s].Init(1);\n"
-        "      k_empty[s].Init(2);  // both consumers read every slot\n"
-        "      v_empty[s].Init(2);\n"
+        "      k_empty[s].Init(kConsumers);  // every consumer reads every slot\n"
+        "      v_empty[s].Init(kConsumers);\n"
         "    }\n"
         "    tf::FenceBarrierInit();\n"
         "  }\n"
@@ -390,7 +412,7 @@ class AttentionEmitter {
         "    tf::Warpgroup::Commit();\n"
         "  }};\n"
         "{5}",
-        kConsumerRegisters, PrintIndex(a_.score_batch_index, {"batch"}), a_.name, Descriptor(a_.k, "k", "kD", "kBN"),
+        ConsumerRegisters(c_), PrintIndex(a_.score_batch_index, {"batch"}), a_.name, Descriptor(a_.k, "k", "kD", "kBN"),
         Descriptor(a_.v, "v", "kBN", "kDV"), InteriorBounds());
     EmitSoftmax();
     out_ += fmt::format(
@@ -583,7 +605,7 @@ class AttentionEmitter {
 }  // namespace
 
 StatusOr<CudaKernelSource> EmitCudaAttention(const AttentionTemplateKernel& attention, const CudaAttentionConfig& config) {
-  return AttentionEmitter(attention, Resolve(attention, config)).Run();
+  return AttentionEmitter(attention, ResolveAttentionConfig(attention, config)).Run();
 }
 
 }  // namespace tilefuse

@@ -27,7 +27,6 @@
 
 namespace tilefuse {
 
-inline constexpr int kAttentionBlockM = 128;  // query rows per CTA
 
 // The consumers' main loop: S, softmax and P·V one after another (serial);
 // FlashAttention-3's intra-warpgroup pipelining, S of the next key block and its softmax
@@ -40,7 +39,7 @@ struct CudaAttentionConfig {
   // benchmark shape (2026-11-23) and spill registers where the mask program is long.
   int block_n = 128;
   int stages = 0;     // K/V ring depth; 0: as many as fit (at most 3)
-  // Per query block, the key blocks its mask leaves (UnmaskedKeyBlocks for this block_n);
+  // Per query block (BlockM() rows), the key blocks its mask leaves (UnmaskedKeyBlocks);
   // empty: all. Query blocks then run the most work first.
   std::vector<KeyBlockRange> key_blocks;
   // Per query block, the key blocks where the logits run without their mask
@@ -54,7 +53,14 @@ struct CudaAttentionConfig {
   // when the row grows by more than this (base 2: the exponentials stay below 2^margin);
   // -1: every key block, the textbook online softmax; -2: the rule (8 above head dim 64).
   float lazy_margin = -2;
+  // Consumer warpgroups of 64 query rows each: 2 or 3 (then no ping-pong); 0: the rule.
+  int consumers = 0;
+  int BlockM() const { return 64 * consumers; }  // query rows per CTA (once resolved)
 };
+
+// `config` with every "the rule" field decided for `attention` (what EmitCudaAttention
+// prints); its BlockM() is the query block the key-block analyses must use.
+CudaAttentionConfig ResolveAttentionConfig(const AttentionTemplateKernel& attention, CudaAttentionConfig config);
 
 StatusOr<CudaKernelSource> EmitCudaAttention(const AttentionTemplateKernel& attention, const CudaAttentionConfig& config = {});
 

@@ -165,7 +165,9 @@ TEST(CudaAttentionEmitterTest, ConsumersTakeTurnsIssuingTheirMatmuls) {
   auto a = LowerText(kPlain, "g (bfloat16[2,4,256,64] q, bfloat16[2,4,256,64] k, bfloat16[2,4,256,64] v) => (bfloat16[2,4,256,64] out)");
   ASSERT_TRUE(a.ok()) << a.status().ToString();
   a->name = "att";
-  auto source = EmitCudaAttention(*a);
+  CudaAttentionConfig two;  // (head dim 64 without a mask would take three consumers)
+  two.consumers = 2;
+  auto source = EmitCudaAttention(*a, two);
   ASSERT_TRUE(source.ok()) << source.status().ToString();
   EXPECT_NE(source->strategy.find("ping-pong consumers"), std::string::npos) << source->strategy;
   EXPECT_TRUE(MatchesChecks(source->function, R"(
@@ -181,6 +183,29 @@ TEST(CudaAttentionEmitterTest, ConsumersTakeTurnsIssuingTheirMatmuls) {
     CHECK-NEXT: tf::Warpgroup::Wait<1>();
     CHECK: softmax(kb);
   )"));
+}
+
+// Three consumers: 192 query rows per CTA, every consumer releasing each K/V slot, no turns.
+TEST(CudaAttentionEmitterTest, ThreeConsumersShareEachKvTile) {
+  auto a = LowerText(kPlain, "g (bfloat16[2,4,256,64] q, bfloat16[2,4,256,64] k, bfloat16[2,4,256,64] v) => (bfloat16[2,4,256,64] out)");
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  a->name = "att";
+  CudaAttentionConfig three;
+  three.consumers = 3;
+  auto source = EmitCudaAttention(*a, three);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_EQ(source->launch.block[0], 512);
+  EXPECT_EQ(source->launch.grid[0], 2 * 4 * 2);  // 256 queries: two blocks of 192 per head
+  EXPECT_EQ(source->launch.args[0].map.box[1], 192);
+  EXPECT_EQ(source->strategy.find("ping-pong"), std::string::npos) << source->strategy;
+  EXPECT_TRUE(MatchesChecks(source->function, R"(
+    CHECK: __launch_bounds__(512, 1) att(
+    CHECK: constexpr int kBM = 192, kBN = 128, kD = 64, kDV = 64, kStages = 3, kConsumers = 3;
+    CHECK: k_empty[s].Init(kConsumers);
+    CHECK: GrowRegisters<160>
+    CHECK-NOT: NamedBarrier
+    CHECK: softmax(kb);
+  )")) << source->function;
 }
 
 // With interior key blocks (causal attention below the diagonal), those run the logits
@@ -201,8 +226,9 @@ TEST(CudaAttentionEmitterTest, InteriorBlocksSkipTheMask) {
   a->name = "att";
   const AttentionLogits logits{a->logits, a->logit, a->buffers, a->score_batch_index, a->nq, a->nk};
   CudaAttentionConfig config;
-  config.key_blocks = UnmaskedKeyBlocks(p.graph, logits, kAttentionBlockM, config.block_n);
-  config.interior = InteriorKeyBlocks(p.graph, logits, kAttentionBlockM, config.block_n);
+  config = ResolveAttentionConfig(*a, config);
+  config.key_blocks = UnmaskedKeyBlocks(p.graph, logits, config.BlockM(), config.block_n);
+  config.interior = InteriorKeyBlocks(p.graph, logits, config.BlockM(), config.block_n);
   auto source = EmitCudaAttention(*a, config);
   ASSERT_TRUE(source.ok()) << source.status().ToString();
   EXPECT_NE(source->strategy.find("mask on edge blocks only"), std::string::npos) << source->strategy;

@@ -41,9 +41,11 @@ StatusOr<CudaLaunchable> AttentionTemplate(const Graph& g, const FusionGroup& gr
   config.loop = target.attention == AttentionPath::kOverlap  ? AttentionLoop::kOverlap
                 : target.attention == AttentionPath::kSerial ? AttentionLoop::kSerial
                                                              : AttentionLoop::kPingPong;
+  config.consumers = target.overrides.attention_consumers;
+  config = ResolveAttentionConfig(attention, config);
   const AttentionLogits logits{attention.logits, attention.logit, attention.buffers, attention.score_batch_index, attention.nq, attention.nk};
-  config.key_blocks = UnmaskedKeyBlocks(g, logits, kAttentionBlockM, config.block_n);
-  config.interior = InteriorKeyBlocks(g, logits, kAttentionBlockM, config.block_n);
+  config.key_blocks = UnmaskedKeyBlocks(g, logits, config.BlockM(), config.block_n);
+  config.interior = InteriorKeyBlocks(g, logits, config.BlockM(), config.block_n);
   ASSIGN_OR_RETURN(CudaKernelSource source, EmitCudaAttention(attention, config));
   return TemplateLaunchable(std::move(source), group, std::move(attention.logits));
 }

@@ -71,11 +71,12 @@ enum class MatmulPrecision { kHighest, kHigh };
 
 // Overrides of the templates' own configuration rules, to measure the alternatives
 // (tilefuse_bench_gpu_cases --attention-block-n, --attention-poly-exp, --attention-lazy-margin,
-// --gemm-pingpong).
+// --attention-consumers, --gemm-pingpong).
 struct TemplateOverrides {
   int attention_block_n = 0;          // keys per step; 0: the rule
   int attention_poly_exp_every = -1;  // CudaAttentionConfig::poly_exp_every; -1: the rule
   std::optional<float> attention_lazy_margin;  // CudaAttentionConfig::lazy_margin
+  int attention_consumers = 0;                 // CudaAttentionConfig::consumers; 0: the rule
   std::optional<bool> gemm_pingpong;  // unset: the rule (ResolveGemmConfig)
 };
 

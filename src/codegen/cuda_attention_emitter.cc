@@ -34,7 +34,8 @@ CudaAttentionConfig ResolveAttentionConfig(const AttentionTemplateKernel& a, Cud
   // tile feeds more rows; they take no turns (ping-pong is for two), only the overlap within
   // each. ptxas gives 512 threads at most 128 registers each (setmaxnreg does not raise its
   // allocation), which holds head dim 64 without a mask program but spills with one: three
-  // only there (no key past the end, no mask in any block).
+  // only there (no key past the end, no mask in any block). Measured on an H100 (2026-11-23):
+  // d64 B4 H16 N4096 460 -> 501 TF/s (SDPA 482); causal d64, spilling, 367 -> 375 only.
   if (c.consumers == 0) {
     const bool maskless = a.nk % c.block_n == 0 && a.logits.values.size() <= 4 && ScoreMultiplier(a.logits, a.logit).has_value();
     c.consumers = a.d <= 64 && a.dv <= 64 && maskless ? 3 : 2;

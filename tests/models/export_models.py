@@ -1,10 +1,28 @@
 """Exports the small real models tilefuse must import and match, in the ONNX
 backend-test layout: NAME/model.onnx + NAME/test_data_set_0/{input,output}_i.pb.
 
-Run on the GPU machine (it has PyTorch, transformers, onnx and onnxruntime):
+Needs PyTorch (the CPU build is enough), transformers, onnx, onnxruntime and onnxscript
+(for the torch.export-based exporter):
     python3 tests/models/export_models.py OUT_DIR
-Weights are random (fixed seed); expected outputs come from onnxruntime, an
-implementation independent of tilefuse. Shapes are static.
+then copy the folders that tests/models/real_models_test.cc lists from OUT_DIR into
+tests/models/. Weights are random (fixed seed); expected outputs come from onnxruntime, an
+implementation independent of tilefuse. Shapes are static. The exports are deterministic:
+a rerun with the same torch/transformers versions writes the same bytes.
+
+The first four (mlp_block, attention_block, gpt2_2layer, llama_2layer) use the legacy
+exporter where it works; GPT-2 and LLaMA fall back to the dynamo exporter (transformers'
+mask code calls aten::diff, which the legacy exporter lacks at opset 17).
+
+The zoo (zoo() below: BERT, ViT, T5, ResNet, MobileNetV3 block, U-Net) is exported twice:
+NAME with the legacy exporter (dynamo=False, opset 17) and NAME_dynamo with the
+torch.export-based one (dynamo=True, opset 18). Both exporters succeed on every zoo model
+(torch 2.15, transformers 5.23); these exports are written but not in tests/models because
+tilefuse does not import them yet:
+  - bert_tiny_dynamo: transformers' padding-mask code indexes attention_mask with tensors,
+    which the dynamo exporter writes as GatherND ("unsupported op GatherND"); the legacy
+    export (bert_tiny) has Gather/GatherElements instead and is in the tests.
+  - unet_convtranspose, unet_convtranspose_dynamo: "unsupported op ConvTranspose"; the
+    committed unet_tiny goes up by Resize (bilinear + 1x1 Conv, then nearest) instead.
 """
 import os
 import sys
@@ -17,6 +35,7 @@ from onnx import numpy_helper
 
 torch.manual_seed(0)
 OPSET = 17
+DYNAMO_OPSET = 18
 
 
 class MlpBlock(torch.nn.Module):
@@ -75,18 +94,159 @@ def llama():
     return LogitsOnly(LlamaForCausalLM(cfg)).eval()
 
 
-def export(name, model, inputs, input_names, out_dir):
+class FirstOutput(torch.nn.Module):
+    """Calls a transformers model with keyword inputs and keeps its first output."""
+
+    def __init__(self, model, names):
+        super().__init__()
+        self.model = model
+        self.names = names
+
+    def forward(self, *inputs):
+        return self.model(**dict(zip(self.names, inputs)), return_dict=False)[0]
+
+
+def bert():
+    from transformers import BertConfig, BertModel
+    cfg = BertConfig(vocab_size=128, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                     intermediate_size=128, max_position_embeddings=64, attn_implementation="eager")
+    return FirstOutput(BertModel(cfg, add_pooling_layer=False), ["input_ids", "attention_mask"]).eval()
+
+
+def vit():
+    from transformers import ViTConfig, ViTModel
+    cfg = ViTConfig(image_size=32, patch_size=8, num_channels=3, hidden_size=64, num_hidden_layers=2,
+                    num_attention_heads=4, intermediate_size=128, attn_implementation="eager")
+    return FirstOutput(ViTModel(cfg, add_pooling_layer=False), ["pixel_values"]).eval()
+
+
+def t5():
+    """A T5 encoder-decoder (one layer each): relative position bias, cross-attention."""
+    from transformers import T5Config, T5Model
+    cfg = T5Config(vocab_size=128, d_model=64, d_kv=16, d_ff=128, num_layers=1, num_decoder_layers=1,
+                   num_heads=4, relative_attention_num_buckets=8, relative_attention_max_distance=32,
+                   decoder_start_token_id=0, attn_implementation="eager")
+    return FirstOutput(T5Model(cfg), ["input_ids", "decoder_input_ids"]).eval()
+
+
+def conv_bn(cin, cout, k=3, stride=1, groups=1):
+    return torch.nn.Sequential(torch.nn.Conv2d(cin, cout, k, stride, k // 2, groups=groups, bias=False),
+                               torch.nn.BatchNorm2d(cout))
+
+
+def randomize_batchnorm(model):
+    """Fresh BatchNorm layers are the identity; give them random statistics (fixed seed)."""
+    for m in model.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.running_mean.uniform_(-0.5, 0.5)
+            m.running_var.uniform_(0.5, 1.5)
+            m.weight.data.uniform_(0.5, 1.5)
+            m.bias.data.uniform_(-0.5, 0.5)
+    return model.eval()
+
+
+class BasicBlock(torch.nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.a = conv_bn(cin, cout, 3, stride)
+        self.b = conv_bn(cout, cout, 3)
+        self.skip = conv_bn(cin, cout, 1, stride) if stride != 1 or cin != cout else torch.nn.Identity()
+
+    def forward(self, x):
+        return torch.relu(self.b(torch.relu(self.a(x))) + self.skip(x))
+
+
+class ResNetTiny(torch.nn.Module):
+    """ResNet-style: stem Conv+BN+ReLU, MaxPool, three residual blocks, global average pool, Linear.
+    The exporters fold a BatchNorm that follows a Conv into it; the final pre-activation-style
+    BatchNorm after the last residual add stays a BatchNormalization node."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.stem = conv_bn(3, 8, 3, 2)
+        self.pool = torch.nn.MaxPool2d(3, 2, 1)
+        self.blocks = torch.nn.Sequential(BasicBlock(8, 8, 1), BasicBlock(8, 16, 2), BasicBlock(16, 16, 1))
+        self.post = torch.nn.BatchNorm2d(16)
+        self.fc = torch.nn.Linear(16, classes)
+
+    def forward(self, x):
+        x = torch.relu(self.post(self.blocks(self.pool(torch.relu(self.stem(x))))))
+        return self.fc(torch.nn.functional.adaptive_avg_pool2d(x, 1).flatten(1))
+
+
+class MobileNetV3Block(torch.nn.Module):
+    """Inverted residual: 1x1 expand, depthwise 3x3, squeeze-excite (HardSigmoid), 1x1 project;
+    HardSwish activations, a residual add."""
+
+    def __init__(self, c=16, expand=48, squeeze=12):
+        super().__init__()
+        self.expand = conv_bn(c, expand, 1)
+        self.depthwise = conv_bn(expand, expand, 3, groups=expand)
+        self.se_reduce = torch.nn.Conv2d(expand, squeeze, 1)
+        self.se_expand = torch.nn.Conv2d(squeeze, expand, 1)
+        self.project = conv_bn(expand, c, 1)
+
+    def forward(self, x):
+        act = torch.nn.functional.hardswish
+        y = act(self.depthwise(act(self.expand(x))))
+        s = torch.nn.functional.adaptive_avg_pool2d(y, 1)
+        s = torch.nn.functional.hardsigmoid(self.se_expand(torch.relu(self.se_reduce(s))))
+        return x + self.project(y * s)
+
+
+class UNetTiny(torch.nn.Module):
+    """Two levels down (MaxPool), two up, skip connections concatenated. The lower level goes
+    up by ConvTranspose (conv_transpose=True) or by Resize (bilinear) and a 1x1 Conv; the upper
+    level by Resize (nearest)."""
+
+    def __init__(self, c=8, conv_transpose=False):
+        super().__init__()
+
+        def block(cin, cout):
+            return torch.nn.Sequential(conv_bn(cin, cout), torch.nn.ReLU(), conv_bn(cout, cout), torch.nn.ReLU())
+
+        self.enc1, self.enc2, self.mid = block(3, c), block(c, 2 * c), block(2 * c, 4 * c)
+        if conv_transpose:
+            self.up2 = torch.nn.ConvTranspose2d(4 * c, 2 * c, 2, stride=2)
+        else:
+            self.up2 = torch.nn.Sequential(torch.nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False),
+                                           torch.nn.Conv2d(4 * c, 2 * c, 1))
+        self.dec2 = block(4 * c, 2 * c)
+        self.up1 = torch.nn.Upsample(scale_factor=2, mode="nearest")
+        self.dec1 = block(3 * c, c)
+        self.head = torch.nn.Conv2d(c, 2, 1)
+
+    def forward(self, x):
+        e1 = self.enc1(x)
+        e2 = self.enc2(torch.nn.functional.max_pool2d(e1, 2))
+        m = self.mid(torch.nn.functional.max_pool2d(e2, 2))
+        d2 = self.dec2(torch.cat([self.up2(m), e2], dim=1))
+        d1 = self.dec1(torch.cat([self.up1(d2), e1], dim=1))
+        return self.head(d1)
+
+
+def export(name, model, inputs, input_names, out_dir, dynamo=False):
+    """dynamo=False: the legacy (TorchScript) exporter, falling back to the dynamo one if it
+    fails; dynamo=True: only the torch.export-based exporter."""
     folder = os.path.join(out_dir, name)
     os.makedirs(os.path.join(folder, "test_data_set_0"), exist_ok=True)
     path = os.path.join(folder, "model.onnx")
+    kwargs = dict(input_names=input_names, output_names=["output"])
     with torch.no_grad():
+        if dynamo:
+            torch.onnx.export(model, inputs, path, opset_version=DYNAMO_OPSET, dynamo=True, external_data=False,
+                              **kwargs)
+            return finish(name, folder, path, inputs, input_names)
         try:
-            torch.onnx.export(model, inputs, path, input_names=input_names, output_names=["output"],
-                              opset_version=OPSET, dynamo=False)
+            torch.onnx.export(model, inputs, path, opset_version=OPSET, dynamo=False, **kwargs)
         except Exception as e:  # the legacy exporter may be gone: use the dynamo one
             print(f"{name}: legacy exporter failed ({type(e).__name__}: {e}); trying dynamo", flush=True)
-            torch.onnx.export(model, inputs, path, input_names=input_names, output_names=["output"],
-                              opset_version=18, dynamo=True, external_data=False)
+            torch.onnx.export(model, inputs, path, opset_version=18, dynamo=True, external_data=False, **kwargs)
+    finish(name, folder, path, inputs, input_names)
+
+
+def finish(name, folder, path, inputs, input_names):
+    """Checks the exported model and writes its inputs and onnxruntime's outputs."""
     m = onnx.load(path)
     onnx.checker.check_model(m)
     feeds = {n: t.numpy() for n, t in zip(input_names, inputs)}
@@ -100,6 +260,25 @@ def export(name, model, inputs, input_names, out_dir):
     print(f"{name}: opset {m.opset_import[0].version}, {len(m.graph.node)} nodes, ops {ops}", flush=True)
 
 
+def zoo():
+    """(name, factory, inputs, input names) of the model zoo; inputs drawn with a fixed seed."""
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, 128, (1, 16), dtype=torch.int64, generator=g)
+    mask = torch.ones(1, 16, dtype=torch.int64)
+    mask[:, 12:] = 0  # padding at the end
+    dec_ids = torch.randint(0, 128, (1, 8), dtype=torch.int64, generator=g)
+    image = lambda c, hw: torch.randn(1, c, hw, hw, generator=g)
+    return [
+        ("bert_tiny", bert, (ids, mask), ["input_ids", "attention_mask"]),
+        ("vit_tiny", vit, (image(3, 32),), ["pixel_values"]),
+        ("t5_tiny", t5, (ids, dec_ids), ["input_ids", "decoder_input_ids"]),
+        ("resnet_tiny", lambda: randomize_batchnorm(ResNetTiny()), (image(3, 32),), ["x"]),
+        ("mobilenetv3_block", lambda: randomize_batchnorm(MobileNetV3Block()), (image(16, 16),), ["x"]),
+        ("unet_tiny", lambda: randomize_batchnorm(UNetTiny()), (image(3, 32),), ["x"]),
+        ("unet_convtranspose", lambda: randomize_batchnorm(UNetTiny(conv_transpose=True)), (image(3, 32),), ["x"]),
+    ]
+
+
 def main():
     out_dir = sys.argv[1]
     x = torch.randn(2, 16, 64)
@@ -111,6 +290,14 @@ def main():
             export(name, make(), (ids,), ["input_ids"], out_dir)
         except Exception as e:
             print(f"{name}: FAILED {type(e).__name__}: {e}", flush=True)
+    for i, (name, make, inputs, input_names) in enumerate(zoo()):
+        torch.manual_seed(i)  # each zoo model's weights independent of the others
+        model = make()
+        for suffix, dynamo in (("", False), ("_dynamo", True)):
+            try:
+                export(name + suffix, model, inputs, input_names, out_dir, dynamo=dynamo)
+            except Exception as e:
+                print(f"{name + suffix}: FAILED {type(e).__name__}: {str(e)[:2000]}", flush=True)
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ CudaAttentionConfig ResolveAttentionConfig(const AttentionTemplateKernel& a, Cud
   // only there (no key past the end, no mask in any block). Measured on an H100 (2026-11-23):
   // d64 B4 H16 N4096 460 -> 501 TF/s (SDPA 482); causal d64, spilling, 367 -> 375 only.
   if (c.consumers == 0) {
+    // The programs measured: the score, its scale, their product and a cast, nothing else.
     const bool maskless = a.nk % c.block_n == 0 && a.logits.values.size() <= 4 && ScoreMultiplier(a.logits, a.logit).has_value();
     c.consumers = a.d <= 64 && a.dv <= 64 && maskless ? 3 : 2;
   }

@@ -84,6 +84,9 @@ const std::vector<Regression>& Regressions() {
       // Hardmax (opset 8) whose axis attribute is a graph: the flattening reshape was not
       // built and its shape was read (vector::at, the text fuzzer, 2026-11-23).
       {"text/hardmax_with_a_graph_for_its_axis.onnxtxt", {"(Hardmax, opset 8)", "attribute 'axis' must be an int, got GRAPH"}},
+      // Resize whose nearest_mode attribute is a type: the first axis's gather was not built and
+      // the next axis read its dtype (vector::at, the CI fuzz slice from a clean clone, 2026-11-23).
+      {"binary/resize_with_a_type_for_its_nearest_mode.onnx", {"(Resize, opset 17)", "attribute 'nearest_mode' must be a string"}},
       // A Range of 4e9 elements filled a 32 GB constant; it is now an iota, and this graph
       // is refused only for its declared output shape.
       {"text/range_too_long_for_a_constant.onnxtxt", {"output 'y'", "differs from the computed [4000000000]"}},

@@ -158,6 +158,7 @@ std::optional<std::vector<double>> PickedIndexes(const AxisWeights& w) {
 }
 
 StatusOr<Value> ApplyAxis(GraphBuilder& b, Value x, int64_t axis, const AxisWeights& w) {
+  if (!b.ok()) return b.status();  // the previous axis's product was not built
   if (std::optional<std::vector<double>> picked = PickedIndexes(w))
     return b.Gather(x, b.Constant(Tensor::FromDoubles(DType::kI64, {w.out}, *picked)), axis);
   DType dtype = b.dtype(x);

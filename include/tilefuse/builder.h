@@ -75,6 +75,9 @@ class GraphBuilder {
   std::vector<Value> Split(Value x, int64_t axis, const std::vector<int64_t>& sizes);
   Value Gather(Value data, Value indices, int64_t axis);
   Value GatherElements(Value data, Value indices, int64_t axis);
+  // Sliding windows of NCHW x: [N, C, out..., kernel...], `fill` (a scalar of x's dtype)
+  // where a window reaches outside x (p.group and p.count_include_pad are not used).
+  Value Window(Value x, Value fill, const PoolParams& p);
 
   // ---- reductions: negative axes allowed; empty axes = all axes
   Value Reduce(OpCode op, Value x, std::vector<int64_t> axes, bool keepdims);

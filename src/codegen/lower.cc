@@ -27,6 +27,7 @@ class Lowering {
   StatusOr<std::optional<int>> OnePlusTanhAsSigmoid(const Node& n, const Index& flat);
   StatusOr<int> EvaluateView(const Node& n, const Index& flat);
   StatusOr<int> EvaluateGather(const Node& n, const Index& flat);
+  StatusOr<int> EvaluateWindow(const Node& n, const Index& flat);
   StatusOr<int> EvaluateReduction(const Node& n, const Index& flat);
   int Load(int node, const Index& flat);
   int AddValue(ScalarValue v);
@@ -223,9 +224,46 @@ StatusOr<int> Lowering::EvaluateView(const Node& n, const Index& flat) {
       }
       return result;
     }
+    case OpCode::kWindow: return EvaluateWindow(n, flat);
     default: return EvaluateGather(n, flat);
   }
   return Evaluate(in.id, Ravel(src, in.shape));
+}
+
+// im2col as index arithmetic: the input is read at a clamped (always valid) position and
+// the fill selected where the window reaches outside it; where the index bounds prove a
+// spatial dim always inside (no padding on that side), it costs no compare.
+StatusOr<int> Lowering::EvaluateWindow(const Node& n, const Index& flat) {
+  const Node& x = g_.node(n.inputs[0]);
+  const Attrs& a = n.attrs;
+  const int spatial = static_cast<int>(a.kernel.size());
+  std::vector<Index> out = Unravel(flat, n.shape);
+  std::vector<Index> src = {out[0], out[1]};
+  int inside = -1;  // a bool value: every checked position inside x
+  for (int d = 0; d < spatial; ++d) {
+    const int64_t extent = x.shape[2 + d];
+    Index position = IndexAdd(IndexAdd(IndexMul(out[2 + d], a.strides[d]), IndexMul(out[2 + spatial + d], a.dilations[d])),
+                              IndexConst(-a.pads[d]));
+    if (position->min >= 0 && position->max < extent) {
+      src.push_back(position);
+      continue;
+    }
+    src.push_back(IndexClamp(position, 0, extent - 1));
+    ScalarValue at;
+    at.kind = ScalarValue::Kind::kIndex;
+    at.dtype = DType::kI64;
+    at.index = position;
+    int p = AddValue(std::move(at));
+    int check = Op(OpCode::kAnd,
+                   {Op(OpCode::kGreaterEqual, {p, Constant(0, DType::kI64)}, DType::kBool),
+                    Op(OpCode::kLess, {p, Constant(static_cast<double>(extent), DType::kI64)}, DType::kBool)},
+                   DType::kBool);
+    inside = inside < 0 ? check : Op(OpCode::kAnd, {inside, check}, DType::kBool);
+  }
+  ASSIGN_OR_RETURN(int value, Evaluate(x.id, Ravel(src, x.shape)));
+  if (inside < 0) return value;
+  ASSIGN_OR_RETURN(int fill, Evaluate(n.inputs[1], IndexConst(0)));
+  return Op(OpCode::kWhere, {inside, value, fill}, n.dtype);
 }
 
 StatusOr<int> Lowering::EvaluateGather(const Node& n, const Index& flat) {

@@ -289,6 +289,27 @@ Value GraphBuilder::GatherElements(Value data, Value indices, int64_t axis) {
   return AddNode(OpCode::kGatherElements, {data, indices}, std::move(attrs));
 }
 
+namespace {
+Attrs WindowAttrs(const PoolParams& p) {
+  Attrs attrs;
+  attrs.kernel = p.kernel;
+  attrs.strides = p.strides;
+  attrs.pads = p.pads;
+  attrs.dilations = p.dilations;
+  attrs.group = p.group;
+  attrs.count_include_pad = p.count_include_pad;
+  return attrs;
+}
+}  // namespace
+
+Value GraphBuilder::Window(Value x, Value fill, const PoolParams& p) {
+  if (!CheckValues({x, fill})) return {};
+  Attrs attrs = WindowAttrs(p);
+  attrs.group = 1;
+  attrs.count_include_pad = false;
+  return AddNode(OpCode::kWindow, {x, fill}, std::move(attrs));
+}
+
 // ---- reductions and contraction
 
 Value GraphBuilder::Reduce(OpCode op, Value x, std::vector<int64_t> axes, bool keepdims) {
@@ -326,19 +347,6 @@ Value GraphBuilder::MatMul(Value a, Value b) {
 }
 
 // ---- opaque
-
-namespace {
-Attrs WindowAttrs(const PoolParams& p) {
-  Attrs attrs;
-  attrs.kernel = p.kernel;
-  attrs.strides = p.strides;
-  attrs.pads = p.pads;
-  attrs.dilations = p.dilations;
-  attrs.group = p.group;
-  attrs.count_include_pad = p.count_include_pad;
-  return attrs;
-}
-}  // namespace
 
 Value GraphBuilder::Conv(Value x, Value w, Value bias, const PoolParams& p) {
   std::vector<Value> inputs = {x, w};

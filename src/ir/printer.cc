@@ -30,6 +30,8 @@ std::string AttrString(const Node& n) {
     case OpCode::kConv: case OpCode::kMaxPool: case OpCode::kAveragePool:
       return fmt::format("kernel={} strides={} pads={} dilations={} group={}", a.kernel, a.strides, a.pads,
                          a.dilations, a.group);
+    case OpCode::kWindow:
+      return fmt::format("kernel={} strides={} pads={} dilations={}", a.kernel, a.strides, a.pads, a.dilations);
     default: break;
   }
   if (n.info().kind == OpKind::Reduction) return fmt::format("axes={} keepdims={}", a.axes, a.keepdims ? 1 : 0);

@@ -158,13 +158,43 @@ Status InferMatMul(const Node& a, const Node& b, Node& n) {
   return Status::Ok();
 }
 
-Status InferWindow(const Graph& g, Node& n) {
-  const Node& x = g.node(n.inputs[0]);
+// The output spatial sizes of a sliding window (conv, pools, window) over input x.
+StatusOr<Shape> WindowOutputSizes(const Node& x, const Node& n) {
   const Attrs& a = n.attrs;
   size_t spatial = a.kernel.size();
   if (x.rank() != static_cast<int>(spatial) + 2 || a.strides.size() != spatial || a.dilations.size() != spatial ||
       a.pads.size() != 2 * spatial)
     return InvalidArgument(fmt::format("{} attributes do not match input {}", OpName(n.op), ShapeToString(x.shape)));
+  Shape sizes;
+  for (size_t i = 0; i < spatial; ++i) {
+    if (a.kernel[i] <= 0 || a.strides[i] <= 0 || a.dilations[i] <= 0)
+      return InvalidArgument(fmt::format("{} needs positive kernel, strides and dilations", OpName(n.op)));
+    int64_t size = PooledSize(x.shape[2 + i], a.kernel[i], a.strides[i], a.pads[i], a.pads[spatial + i], a.dilations[i]);
+    if (size <= 0) return InvalidArgument(fmt::format("{} window larger than its padded input", OpName(n.op)));
+    sizes.push_back(size);
+  }
+  return sizes;
+}
+
+// window: [N, C, out..., kernel...] of x, the fill a scalar of x's dtype.
+Status InferSlidingWindow(const Graph& g, Node& n) {
+  const Node& x = g.node(n.inputs[0]);
+  const Node& fill = g.node(n.inputs[1]);
+  if (NumElements(fill.shape) != 1 || fill.dtype != x.dtype)
+    return InvalidArgument(fmt::format("window fill must be one {} value, got {}", DTypeName(x.dtype), Describe(fill)));
+  ASSIGN_OR_RETURN(Shape sizes, WindowOutputSizes(x, n));
+  n.shape = {x.shape[0], x.shape[1]};
+  n.shape.insert(n.shape.end(), sizes.begin(), sizes.end());
+  n.shape.insert(n.shape.end(), n.attrs.kernel.begin(), n.attrs.kernel.end());
+  n.dtype = x.dtype;
+  return Status::Ok();
+}
+
+Status InferWindow(const Graph& g, Node& n) {
+  const Node& x = g.node(n.inputs[0]);
+  const Attrs& a = n.attrs;
+  size_t spatial = a.kernel.size();
+  ASSIGN_OR_RETURN(Shape sizes, WindowOutputSizes(x, n));
   Shape out = {x.shape[0], x.shape[1]};
   if (n.op == OpCode::kConv) {
     const Node& w = g.node(n.inputs[1]);
@@ -177,11 +207,7 @@ Status InferWindow(const Graph& g, Node& n) {
       return InvalidArgument("conv bias must have one value per output channel");
     out[1] = w.shape[0];
   }
-  for (size_t i = 0; i < spatial; ++i) {
-    int64_t size = PooledSize(x.shape[2 + i], a.kernel[i], a.strides[i], a.pads[i], a.pads[spatial + i], a.dilations[i]);
-    if (size <= 0) return InvalidArgument(fmt::format("{} window larger than its padded input", OpName(n.op)));
-    out.push_back(size);
-  }
+  out.insert(out.end(), sizes.begin(), sizes.end());
   n.shape = out;
   n.dtype = x.dtype;
   return Status::Ok();
@@ -259,6 +285,7 @@ Status InferNodeType(const Graph& g, Node& n) {
         }
         case OpCode::kSlice: RETURN_IF_ERROR(InferSlice(in, n)); break;
         case OpCode::kConcat: RETURN_IF_ERROR(InferConcat(g, n)); break;
+        case OpCode::kWindow: RETURN_IF_ERROR(InferSlidingWindow(g, n)); break;
         default: RETURN_IF_ERROR(InferGather(in, g.node(n.inputs[1]), n)); break;
       }
       break;

@@ -11,6 +11,7 @@
 #include "passes/decompose.h"
 #include "passes/fold_constants.h"
 #include "passes/infer.h"
+#include "passes/window_ops.h"
 #include "support/file_util.h"
 
 namespace tilefuse {
@@ -71,6 +72,7 @@ StatusOr<Graph> RunGraphPasses(Graph graph, const PassOptions& options) {
   RETURN_IF_ERROR(passes.Run("dce", EliminateDeadCode));
   if (options.decompose) {
     RETURN_IF_ERROR(passes.Run("decompose", DecomposeComposites));
+    RETURN_IF_ERROR(passes.Run("window-ops", RewriteWindowOps));
     RETURN_IF_ERROR(passes.Run("cse", EliminateCommonSubexpressions));
     RETURN_IF_ERROR(passes.Run("dce", EliminateDeadCode));
   }

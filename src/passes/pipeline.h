@@ -1,5 +1,6 @@
 // The frontend pass pipeline, in the order of DESIGN.md:
-//   verify → infer → fold constants → CSE → DCE → decompose composites → (CSE, DCE)
+//   verify → infer → fold constants → CSE → DCE → decompose composites → window ops
+//   (conv, pools) as window views, matmuls and reductions → (CSE, DCE)
 // With a dump directory, the IR after every pass is written there as NN-<pass>.txt.
 #pragma once
 
@@ -12,7 +13,7 @@ namespace tilefuse {
 
 struct PassOptions {
   std::string dump_dir;     // empty: no dumps
-  bool decompose = true;    // false keeps composite ops (for `print`)
+  bool decompose = true;    // false keeps composite and window ops (for `print`)
 };
 
 StatusOr<Graph> RunGraphPasses(Graph graph, const PassOptions& options);

@@ -31,7 +31,7 @@ Status ComputePointwise(const Node& node, const std::vector<Operand>& in, Values
 Status ComputeView(const Node& node, const std::vector<Operand>& in, Values& out);         // + broadcast, gathers
 Status ComputeReduction(const Node& node, const std::vector<Operand>& in, Values& out);
 Status ComputeMatMul(const Node& node, const std::vector<Operand>& in, Values& out);
-Status ComputeWindow(const Node& node, const std::vector<Operand>& in, Values& out);       // conv, pools
+Status ComputeWindow(const Node& node, const std::vector<Operand>& in, Values& out);       // conv, pools, window
 Status ComputeComposite(const Node& node, const std::vector<Operand>& in, Values& out);
 
 // ---- index helpers

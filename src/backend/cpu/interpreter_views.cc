@@ -113,6 +113,7 @@ Status ComputeView(const Node& node, const std::vector<Operand>& in, Values& out
     case OpCode::kConcat: Concat(node, in, out); break;
     case OpCode::kGather: return Gather(node, in[0], in[1], out);
     case OpCode::kGatherElements: return GatherElements(node, in[0], in[1], out);
+    case OpCode::kWindow: return ComputeWindow(node, in, out);
     default: TF_UNREACHABLE("not a view or broadcast op");
   }
   return Status::Ok();

@@ -1,6 +1,6 @@
 // Sliding-window ops of the reference interpreter, NCHW with any number (>= 1) of
-// spatial dims: conv (groups, strides, dilations, pads, optional bias), max pool and
-// average pool. Positions in the padding are skipped rather than read, which gives
+// spatial dims: conv (groups, strides, dilations, pads, optional bias), max pool,
+// average pool, and the window view (im2col) the compiler rewrites them into. Positions in the padding are skipped rather than read, which gives
 // conv its zero padding and max pool its -inf padding.
 #include <limits>
 
@@ -29,7 +29,7 @@ Window MakeWindow(const Node& node, const Operand& x) {
   const Attrs& a = node.attrs;
   int spatial = static_cast<int>(a.kernel.size());
   w.in_spatial.assign(x.shape->begin() + 2, x.shape->end());
-  w.out_spatial.assign(node.shape.begin() + 2, node.shape.end());
+  w.out_spatial.assign(node.shape.begin() + 2, node.shape.begin() + 2 + spatial);
   w.kernel = a.kernel;
   w.strides = a.strides;
   w.dilations = a.dilations;
@@ -120,6 +120,19 @@ void Pool(const Node& node, const Operand& x, Values& out) {
   }
 }
 
+// out[n, c, o..., k...] = x[n, c, o*stride + k*dilation - pad], the fill outside x.
+void SlidingWindow(const Node& node, const Operand& x, double fill, Values& out) {
+  Window w = MakeWindow(node, x);
+  int64_t planes = x.dim(0) * x.dim(1), kernel_size = NumElements(w.kernel);
+  std::fill(out.begin(), out.end(), fill);
+  for (int64_t plane = 0; plane < planes; ++plane) {
+    const double* src = x.data() + plane * w.in_size();
+    double* dst = out.data() + plane * w.out_size() * kernel_size;
+    ForEachWindowTap(
+        w, [&](int64_t o, int64_t k, int64_t offset) { dst[o * kernel_size + k] = src[offset]; }, [](int64_t, int64_t) {});
+  }
+}
+
 }  // namespace
 
 Status ComputeWindow(const Node& node, const std::vector<Operand>& in, Values& out) {
@@ -128,6 +141,7 @@ Status ComputeWindow(const Node& node, const std::vector<Operand>& in, Values& o
     case OpCode::kConv: Conv(node, in, out); break;
     case OpCode::kMaxPool:
     case OpCode::kAveragePool: Pool(node, in[0], out); break;
+    case OpCode::kWindow: SlidingWindow(node, in[0], in[1].data()[0], out); break;
     default: TF_UNREACHABLE("not a window op");
   }
   return Status::Ok();

@@ -1,0 +1,28 @@
+// Convolution and pooling as the primitives the planner fuses: a window view (im2col as
+// index arithmetic, no copy until a kernel materialises it) feeding a matmul or a
+// reduction, so that both backends compile them with the templates they already have and
+// the ops around them (bias, folded batch norm, activations, residual adds) fuse as the
+// matmul's epilogue or into the reduction's kernel.
+//
+//   conv            window(x, 0) [N, C, out..., k...] → transpose to [N, g, C/g·k, out]
+//                   → matmul(w as [g, Co/g, C/g·k], ·) → [N, Co, out...] (+ bias)
+//   conv, one input channel per group (depthwise)
+//                   reduce_sum(window(x, 0) · w, over k): a matmul with M = Co/g would
+//                   waste the tensor cores and BLAS alike
+//   max_pool        reduce_max(window(x, lowest), over k)
+//   average_pool    reduce_sum(window(x, 0), over k) / count, the count per output
+//                   position as ONNX defines it (with or without the padding)
+//
+// 1×1 convolutions with unit strides and no padding read x through a reshape alone.
+// Half-precision windows are reduced in f32 and the result cast back, as the matmul
+// accumulates. The new nodes keep the op's name.
+#pragma once
+
+#include "tilefuse/graph.h"
+#include "tilefuse/status.h"
+
+namespace tilefuse {
+
+StatusOr<Graph> RewriteWindowOps(const Graph& graph);
+
+}  // namespace tilefuse

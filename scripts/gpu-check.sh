@@ -5,6 +5,7 @@
 #   1. correctness: every example and real model, fused and unfused, on the GPU vs the
 #      f64 reference (poisoned outputs), and the benchmark cases at full size
 #   1b. the GEMM template's correctness graphs (tests/gemm) and compute-sanitizer on three
+#   1b'. the convolution cases (tests/conv) with the GEMM template and cuBLASLt, memcheck on three
 #   1c. the attention template's graphs (tests/attention and the attention twins of
 #       bench/cases/check), template, overlap, serial and split, and compute-sanitizer on four
 #   2. differential fuzzing: 4 x $FUZZ_COUNT random graphs on the GPU, fused and unfused
@@ -24,7 +25,7 @@ B=build-gpu/bundle
 [ -x "$B/tilefuse" ] || tar -C build-gpu -xJf build-gpu/bundle.tar.xz
 export LD_LIBRARY_PATH="$PWD/$B/lib:${LD_LIBRARY_PATH:-}"
 export TILEFUSE_CACHE_DIR=${TILEFUSE_CACHE_DIR:-/tmp/tilefuse-cache}
-STAGES=${STAGES:-"check gemm attention fuzz sanitize tests models demo tune bench peers"}
+STAGES=${STAGES:-"check gemm conv attention fuzz sanitize tests models demo tune bench peers"}
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 log="$OUT/gpu-check.log"
 : >"$log"
@@ -34,7 +35,7 @@ failures=0
 
 if has check; then
   say "== correctness: examples and models, fused and unfused, vs the reference"
-  for m in examples/*.onnxtxt tests/models/*/; do
+  for m in examples/*.onnxtxt tests/conv/*.onnxtxt tests/models/*/; do
     for mode in "" "--no-fusion"; do
       if out=$(timeout 300 "$B/tilefuse" run "$m" --backend cuda --check $mode 2>&1); then
         say "PASS $m $mode"
@@ -84,6 +85,16 @@ if has gemm; then
   done
   for m in tests/gemm/gemm_bias_relu_ragged_bf16.onnxtxt tests/gemm/bmm_bf16.onnxtxt tests/gemm/gemm_residual_two_outputs_bf16.onnxtxt; do
     memcheck_run "$m" --gemm template
+  done
+fi
+
+if has conv; then
+  say "== convolution and pooling (window views): tests/conv with the GEMM template and cuBLASLt, then memcheck"
+  for m in tests/conv/*.onnxtxt; do
+    for path in template library; do check_run "$m --gemm $path" "$m" --gemm $path; done
+  done
+  for m in tests/conv/residual_block_bf16.onnxtxt tests/conv/depthwise_hardswish_f16.onnxtxt tests/conv/stem_maxpool_f32.onnxtxt; do
+    memcheck_run "$m"
   done
 fi
 

@@ -35,10 +35,20 @@ std::vector<bool> AncestorsWithin(const Graph& g, const std::vector<int>& member
   return ancestor;
 }
 
+// For each member position: does it depend on the member `source` (within the group)?
+std::vector<bool> DescendantsWithin(const Graph& g, const std::vector<int>& members, int source) {
+  std::vector<bool> descendant(members.size(), false);
+  for (size_t pos = 0; pos < members.size(); ++pos)
+    for (int input : g.node(members[pos]).inputs)
+      if (int p = PositionOf(members, input); p >= 0 && (input == source || descendant[p])) descendant[pos] = true;
+  return descendant;
+}
+
 GroupClassification Forbid(std::string reason) { return {GroupKind::kPointwise, FusionDecision::Forbid(std::move(reason))}; }
 
 GroupClassification ClassifyGemm(const Graph& g, const std::vector<int>& members, int matmul) {
   std::vector<bool> prologue = AncestorsWithin(g, members, matmul);
+  std::vector<bool> after = DescendantsWithin(g, members, matmul);
   int64_t out_elements = Elements(g, matmul);
   for (size_t pos = 0; pos < members.size(); ++pos) {
     int id = members[pos];
@@ -49,7 +59,9 @@ GroupClassification ClassifyGemm(const Graph& g, const std::vector<int>& members
     if (prologue[pos]) {
       if (n.op != OpCode::kCast && n.info().kind != OpKind::View)
         return Forbid(fmt::format("gemm prologue is limited to casts and views; {} is neither", Label(n)));
-    } else if (Elements(g, id) != out_elements) {
+    } else if (Elements(g, id) != out_elements && (after[pos] || n.info().kind == OpKind::Pointwise)) {
+      // Views and broadcasts of the group's inputs (a bias viewed as [C, 1, 1]) are index
+      // arithmetic in the epilogue's loads, whatever their size.
       return Forbid(fmt::format("gemm epilogue {} has {} elements, the matmul output {}", Label(n), Elements(g, id), out_elements));
     }
   }

@@ -107,6 +107,20 @@ TEST(PlannerTest, MatmulBiasReluIsOneGemm) {
   EXPECT_EQ(Kinds(Plan(b)), std::vector<GroupKind>{GroupKind::kGemm});
 }
 
+// Convolution: the window view is the product's prologue; the bias, viewed as [C, 1, 1]
+// (fewer elements than the product) and broadcast, joins the epilogue with the ReLU and the
+// residual add rather than staying a kernel of its own.
+TEST(PlannerTest, ConvBiasReluResidualIsOneGemm) {
+  GraphBuilder b;
+  Value x = b.Parameter("x", DType::kBF16, {2, 16, 12, 12});
+  Value w = b.Parameter("w", DType::kBF16, {16, 16, 3, 3});
+  Value bias = b.Parameter("bias", DType::kBF16, {16});
+  Value c = b.Conv(x, w, bias, PoolParams{{3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}});
+  b.Output(b.Unary(OpCode::kRelu, b.Add(c, x)), "y");
+  FusionPlan plan = Plan(b);
+  EXPECT_EQ(Kinds(plan), std::vector<GroupKind>{GroupKind::kGemm});
+}
+
 TEST(PlannerTest, MatmulPlusTwoTensorsIsOneGemm) {
   GraphBuilder b;
   Value a = b.Parameter("A", DType::kF32, {256, 128});

@@ -1,4 +1,4 @@
-// Every example and real model, compiled for the CPU (fused, and with --no-fusion),
+// Every example, convolution case (tests/conv) and real model, compiled for the CPU (fused, and with --no-fusion),
 // must match the f64 reference interpreter on fresh random inputs, with kernel
 // outputs poisoned beforehand so an unwritten element fails.
 #include "runtime/compiled_graph.h"
@@ -61,8 +61,9 @@ TEST_P(CompiledExampleTest, UnfusedMatchesReference) { CompileAndCheck(GetParam(
 std::vector<std::string> Models() {
   std::vector<std::string> paths;
   std::string root = TILEFUSE_SOURCE_DIR;
-  for (const auto& e : std::filesystem::directory_iterator(root + "/examples"))
-    if (e.path().extension() == ".onnxtxt") paths.push_back(e.path().string());
+  for (const char* folder : {"/examples", "/tests/conv"})
+    for (const auto& e : std::filesystem::directory_iterator(root + folder))
+      if (e.path().extension() == ".onnxtxt") paths.push_back(e.path().string());
   for (const char* m : {"mlp_block", "attention_block", "gpt2_2layer", "llama_2layer"}) paths.push_back(root + "/tests/models/" + m);
   std::sort(paths.begin(), paths.end());
   return paths;

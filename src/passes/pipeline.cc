@@ -73,6 +73,9 @@ StatusOr<Graph> RunGraphPasses(Graph graph, const PassOptions& options) {
   if (options.decompose) {
     RETURN_IF_ERROR(passes.Run("decompose", DecomposeComposites));
     RETURN_IF_ERROR(passes.Run("window-ops", RewriteWindowOps));
+    // Weights reshaped (and, for half types, cast) by the window rewrite become constants
+    // of the shape the product reads, once at compile time.
+    RETURN_IF_ERROR(passes.Run("fold-constants", FoldConstants));
     RETURN_IF_ERROR(passes.Run("cse", EliminateCommonSubexpressions));
     RETURN_IF_ERROR(passes.Run("dce", EliminateDeadCode));
   }

@@ -1,6 +1,6 @@
 // The frontend pass pipeline, in the order of DESIGN.md:
 //   verify → infer → fold constants → CSE → DCE → decompose composites → window ops
-//   (conv, pools) as window views, matmuls and reductions → (CSE, DCE)
+//   (conv, pools) as window views, matmuls and reductions → (fold constants, CSE, DCE)
 // With a dump directory, the IR after every pass is written there as NN-<pass>.txt.
 #pragma once
 

@@ -367,13 +367,15 @@ StatusOr<std::unique_ptr<GpuCompiledGraph>> GpuCompiledGraph::Compile(const Grap
     }
     ASSIGN_OR_RETURN(CUdeviceptr p, s->allocator->Allocate(s->Bytes(n.id), fmt::format("%{} ({})", n.id, OpName(n.op))));
     s->owned.emplace_back(s->allocator, p);
-    s->address[n.id] = p;
     if (generator) {  // computed once on the host and uploaded
+      // Evaluated before its address is set: HostValue downloads any node that has one
+      // (a reshaped constant weight read back uninitialised was a conv's zeros).
       std::map<int, Tensor> local;
       ASSIGN_OR_RETURN(Tensor value, s->HostValue(n.id, local));
       RETURN_IF_ERROR(s->device->Check(s->device->api().cuMemcpyHtoDAsync(p, value.data(), value.num_bytes(), s->device->stream()), "uploading a constant"));
       RETURN_IF_ERROR(s->device->Check(s->device->api().cuStreamSynchronize(s->device->stream()), "uploading a constant"));
     }
+    s->address[n.id] = p;
   }
   if (!s->has_host_steps) {
     ASSIGN_OR_RETURN(s->captured, s->Capture(s->address));

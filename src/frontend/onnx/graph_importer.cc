@@ -6,6 +6,7 @@
 
 #include "frontend/onnx/constant_tracker.h"
 #include "frontend/onnx/op_registry.h"
+#include "frontend/onnx/attribute_types.h"
 #include "frontend/onnx/opset_versions.h"
 #include "frontend/onnx/tensor_proto.h"
 
@@ -170,6 +171,7 @@ Status GraphImporter::ImportNode(const onnx::NodeProto& node, int index) {
   const OpSpec* spec = OpRegistry::Get().Find(node.op_type());
   if (!spec) return Unimplemented(fmt::format("{}: unsupported op {}", location, node.op_type()));
   RETURN_IF_ERROR(CheckOpMeaningAtOpset(node.op_type(), opset_).WithContext(location));
+  RETURN_IF_ERROR(CheckAttributeTypes(node, opset_).WithContext(location));
   StatusOr<std::vector<Value>> inputs = NodeInputs(node, *spec);
   if (!inputs.ok()) return inputs.status().WithContext(location);
 

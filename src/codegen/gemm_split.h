@@ -18,6 +18,12 @@ struct GemmSplit {
 
 GemmSplit SplitGemmGroup(const Graph& g, const FusionGroup& group);
 
+// The prologue as pointwise groups, one per value it must materialise: the product's
+// operands computed inside the group, and members other groups read. (One each, since
+// they may differ in shape; each evaluates only what it needs.) Both backends run them
+// as generated kernels before the product.
+std::vector<FusionGroup> PrologueGroups(const Graph& g, const FusionGroup& group, const GemmSplit& split);
+
 // Batch offset, in matrices, of a matmul operand of shape `operand` for batch entry `batch`
 // of the output `out` (row-major batch dims; size-1 operand dims broadcast, missing
 // leading ones too). Both backends walk batched products with it.

@@ -25,12 +25,18 @@ GemmSplit SplitGemmGroup(const Graph& g, const FusionGroup& group) {
 }
 
 std::vector<FusionGroup> PrologueGroups(const Graph& g, const FusionGroup& group, const GemmSplit& split) {
-  auto in_prologue = [&](int node) { return std::find(split.prologue.begin(), split.prologue.end(), node) != split.prologue.end(); };
+  std::vector<bool> in_prologue(g.num_nodes(), false);
+  for (int id : split.prologue) in_prologue[id] = true;
   std::vector<int> outputs;
   for (int input : g.node(split.matmul).inputs)
-    if (in_prologue(input)) outputs.push_back(input);
+    if (in_prologue[input]) outputs.push_back(input);
+  // The epilogue kernel loads what it reads from outside it: a member it shares with the
+  // prologue (x in matmul(transpose(x), w) + x) must be in memory too.
+  for (int id : split.epilogue.nodes)
+    for (int input : g.node(id).inputs)
+      if (in_prologue[input]) outputs.push_back(input);
   for (int out : group.outputs)
-    if (in_prologue(out)) outputs.push_back(out);
+    if (in_prologue[out]) outputs.push_back(out);
   std::sort(outputs.begin(), outputs.end());
   outputs.erase(std::unique(outputs.begin(), outputs.end()), outputs.end());
   std::vector<FusionGroup> groups;

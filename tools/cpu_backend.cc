@@ -43,7 +43,9 @@ const KernelInfo* FindKernel(const CompiledGraph& compiled, const std::string& n
 }
 
 std::string DescribeKernelOrigin(const KernelInfo& kernel) {
-  return kernel.generated ? "generated" : fmt::format("reference ({})", kernel.why_not);
+  if (!kernel.generated) return fmt::format("reference ({})", kernel.why_not);
+  // A gemm group whose prologue is partly on the reference kernels says which part.
+  return kernel.why_not.empty() ? "generated" : fmt::format("generated ({})", kernel.why_not);
 }
 
 void RecordKernelTrace(const CompiledGraph& compiled, const std::vector<KernelTiming>& timings,

@@ -24,6 +24,39 @@ GemmSplit SplitGemmGroup(const Graph& g, const FusionGroup& group) {
   return split;
 }
 
+std::vector<FusionGroup> PrologueGroups(const Graph& g, const FusionGroup& group, const GemmSplit& split) {
+  std::vector<bool> in_prologue(g.num_nodes(), false);
+  for (int id : split.prologue) in_prologue[id] = true;
+  std::vector<int> outputs;
+  for (int input : g.node(split.matmul).inputs)
+    if (in_prologue[input]) outputs.push_back(input);
+  // The epilogue kernel loads what it reads from outside it: a member it shares with the
+  // prologue (x in matmul(transpose(x), w) + x) must be in memory too.
+  for (int id : split.epilogue.nodes)
+    for (int input : g.node(id).inputs)
+      if (in_prologue[input]) outputs.push_back(input);
+  for (int out : group.outputs)
+    if (in_prologue[out]) outputs.push_back(out);
+  std::sort(outputs.begin(), outputs.end());
+  outputs.erase(std::unique(outputs.begin(), outputs.end()), outputs.end());
+  std::vector<FusionGroup> groups;
+  for (int out : outputs) {
+    FusionGroup prologue;
+    prologue.id = group.id;
+    prologue.kind = GroupKind::kPointwise;
+    // `out` and the prologue members it depends on, in group order (so `out` is last).
+    std::vector<bool> needed(g.num_nodes(), false);
+    needed[out] = true;
+    for (auto it = split.prologue.rbegin(); it != split.prologue.rend(); ++it)
+      if (needed[*it]) for (int input : g.node(*it).inputs) needed[input] = true;
+    for (int id : split.prologue)
+      if (needed[id]) prologue.nodes.push_back(id);
+    prologue.outputs = {out};
+    groups.push_back(std::move(prologue));
+  }
+  return groups;
+}
+
 int64_t MatmulBatchOffset(const Shape& out, const Shape& operand, int64_t batch) {
   int out_batch_rank = static_cast<int>(out.size()) - 2, op_batch_rank = static_cast<int>(operand.size()) - 2;
   int64_t offset = 0, stride = 1;

@@ -1,6 +1,7 @@
 // A gemm group split around its matmul: the prologue (members the product depends on) and
 // the epilogue (members after it), which the loop templates lower as a pointwise group.
-// Both backends run gemm groups this way: library product, generated epilogue.
+// Both backends run gemm groups this way: generated prologue kernels, library product,
+// generated epilogue (or, on Hopper, the GEMM template in place of the last two).
 #pragma once
 
 #include <vector>
@@ -17,6 +18,12 @@ struct GemmSplit {
 };
 
 GemmSplit SplitGemmGroup(const Graph& g, const FusionGroup& group);
+
+// The prologue as pointwise groups, one per value it must materialise: the product's
+// operands computed inside the group, members the epilogue reads, and members other
+// groups read. (One each, since they may differ in shape; each evaluates only what it
+// needs.) Both backends run them as generated kernels before the product.
+std::vector<FusionGroup> PrologueGroups(const Graph& g, const FusionGroup& group, const GemmSplit& split);
 
 // Batch offset, in matrices, of a matmul operand of shape `operand` for batch entry `batch`
 // of the output `out` (row-major batch dims; size-1 operand dims broadcast, missing

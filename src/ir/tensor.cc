@@ -3,6 +3,7 @@
 #include <cstring>
 #include <random>
 
+#include "ir/element_access.h"
 #include "support/check.h"
 #include "support/host_buffer_pool.h"
 
@@ -78,9 +79,8 @@ void Store(std::byte* p, int64_t i, T v) {
 }
 }  // namespace
 
-double Tensor::GetDouble(int64_t i) const {
-  const std::byte* p = data();
-  switch (dtype_) {
+double LoadElementAsDouble(DType dtype, const std::byte* p, int64_t i) {
+  switch (dtype) {
     case DType::kF64: return Load<double>(p, i);
     case DType::kF32: return Load<float>(p, i);
     case DType::kF16: return HalfBitsToFloat(Load<uint16_t>(p, i));
@@ -94,10 +94,9 @@ double Tensor::GetDouble(int64_t i) const {
   return 0;
 }
 
-void Tensor::SetDouble(int64_t i, double v) {
-  std::byte* p = data();
-  v = RoundToDType(v, dtype_);
-  switch (dtype_) {
+void StoreElementFromDouble(DType dtype, std::byte* p, int64_t i, double v) {
+  v = RoundToDType(v, dtype);
+  switch (dtype) {
     case DType::kF64: Store<double>(p, i, v); break;
     case DType::kF32: Store<float>(p, i, static_cast<float>(v)); break;
     case DType::kF16: Store<uint16_t>(p, i, FloatToHalfBits(static_cast<float>(v))); break;
@@ -112,6 +111,10 @@ void Tensor::SetDouble(int64_t i, double v) {
     case DType::kBool: Store<uint8_t>(p, i, v != 0 ? 1 : 0); break;
   }
 }
+
+double Tensor::GetDouble(int64_t i) const { return LoadElementAsDouble(dtype_, data(), i); }
+
+void Tensor::SetDouble(int64_t i, double v) { StoreElementFromDouble(dtype_, data(), i, v); }
 
 std::vector<double> Tensor::ToDoubles() const {
   std::vector<double> out(num_elements());

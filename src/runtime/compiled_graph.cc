@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <fmt/format.h>
 
 #include "backend/cpu/blas_matmul.h"
@@ -31,8 +32,10 @@ double MicrosecondsBetween(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::micro>(b - a).count();
 }
 
+using compiled_graph_internal::GeneratedCall;
 using compiled_graph_internal::KernelFunction;
 using compiled_graph_internal::Step;
+using ConfigMap = std::map<std::string, CppKernelConfig>;
 
 }  // namespace
 
@@ -47,13 +50,13 @@ int64_t CompiledGraph::arena_bytes() const { return state_->memory.arena_bytes; 
 
 namespace {
 
-// Constants, and the inlined generators that nodes run on the reference kernels read
-// (generated kernels recompute generators inline, so a causal mask the size of the
-// scores is only materialised when a reference step needs it).
-Status EvaluateGenerators(const Graph& g, const std::vector<bool>& inlined, const std::vector<int>& reference_nodes,
+// Constants, and the inlined generators that `readers` (nodes run on the reference
+// kernels or BLAS) read (generated kernels recompute generators inline, so a causal mask
+// the size of the scores is only materialised when a reference step needs it).
+Status EvaluateGenerators(const Graph& g, const std::vector<bool>& inlined, const std::vector<int>& readers,
                           std::vector<Tensor>& values) {
   std::vector<bool> needed(g.num_nodes(), false);
-  for (int id : reference_nodes)
+  for (int id : readers)
     for (int input : g.node(id).inputs) needed[input] = inlined[input];
   for (int id = g.num_nodes() - 1; id >= 0; --id)
     if (needed[id])
@@ -73,7 +76,7 @@ Status EvaluateGenerators(const Graph& g, const std::vector<bool>& inlined, cons
 
 namespace {
 
-// Plans fusion and memory for one graph; kernels come later.
+// Plans fusion for one graph; kernels and memory come later.
 StatusOr<std::unique_ptr<CompiledGraph::State>> PlanGraph(const Graph& graph, const CompileOptions& options) {
   auto state = std::make_unique<CompiledGraph::State>();
   state->graph = graph;
@@ -91,18 +94,63 @@ StatusOr<std::unique_ptr<CompiledGraph::State>> PlanGraph(const Graph& graph, co
     ASSIGN_OR_RETURN(state->plan, PlanFusion(state->graph, planner));
   }
   state->inlined = FindInlinedGenerators(state->graph);
-  Schedule schedule = ScheduleFromFusionPlan(state->graph, state->plan);
-  ASSIGN_OR_RETURN(state->memory, PlanMemory(schedule));
-  state->arena_offset.assign(state->graph.num_nodes(), -1);
-  for (size_t b = 0; b < schedule.buffers.size(); ++b)
-    if (state->memory.offsets[b] >= 0) state->arena_offset[schedule.buffers[b].node] = state->memory.offsets[b];
-  state->arena.resize(state->memory.arena_bytes);
   return state;
+}
+
+// Intermediates share one arena by liveness: the plan's, and the values gemm steps
+// materialise inside their group (prologue outputs, the product), live during their own
+// step only. Allocated once here, so a run page-faults nothing.
+Status PlanArena(CompiledGraph::State& state) {
+  Schedule schedule = ScheduleFromFusionPlan(state.graph, state.plan);
+  std::vector<std::vector<int>> local_values(state.steps.size());
+  for (size_t i = 0; i < state.steps.size(); ++i) {
+    const Step& step = state.steps[i];
+    if (step.matmul < 0) continue;
+    for (const GeneratedCall& call : step.prologue)
+      local_values[i].insert(local_values[i].end(), call.outputs.begin(), call.outputs.end());
+    local_values[i].push_back(step.matmul);
+  }
+  AddStepLocalBuffers(state.graph, local_values, schedule);
+  ASSIGN_OR_RETURN(state.memory, PlanMemory(schedule));
+  state.arena_offset.assign(state.graph.num_nodes(), -1);
+  for (size_t b = 0; b < schedule.buffers.size(); ++b)
+    if (state.memory.offsets[b] >= 0) state.arena_offset[schedule.buffers[b].node] = state.memory.offsets[b];
+  state.arena.resize(state.memory.arena_bytes);
+  return Status::Ok();
+}
+
+// A lowered loop kernel under `name`, emitted (with its tuned configuration, if any)
+// into the group's source.
+GeneratedCall EmitLoopKernel(Kernel kernel, const std::string& name, const std::vector<int>& outputs, const ConfigMap& configs,
+                             KernelInfo& info) {
+  kernel.name = name;
+  auto config = configs.find(name);
+  info.source += EmitCppFunction(kernel, config == configs.end() ? CppKernelConfig{} : config->second);
+  GeneratedCall call;
+  call.symbol = name;
+  for (const KernelBuffer& b : kernel.buffers) call.buffer_nodes.push_back(b.node);
+  call.outputs = outputs;
+  call.loop_kernel = std::move(kernel);
+  return call;
+}
+
+// Pointwise and reduction groups: one loop kernel, or the reference kernels and why not.
+void GenerateLoop(const CompiledGraph::State& state, const FusionGroup& group, const std::string& prefix, const ConfigMap& configs,
+                  Step& step, KernelInfo& info) {
+  StatusOr<Kernel> kernel = LowerGroup(state.graph, group, state.inlined);
+  if (!kernel.ok()) {
+    info.why_not = kernel.status().message();
+    return;
+  }
+  std::string name = prefix + kernel->name;
+  step.kernel = EmitLoopKernel(std::move(*kernel), name, group.outputs, configs, info);
+  info.name = name;
+  info.generated = true;
 }
 
 // Attention groups: one flash-attention kernel, or the reference kernels and why not.
 void GenerateAttention(const CompiledGraph::State& state, const FusionGroup& group, const std::string& prefix, Step& step,
-                       KernelInfo& info, std::string& source) {
+                       KernelInfo& info) {
   StatusOr<AttentionKernel> attention = LowerAttention(state.graph, group, state.inlined);
   if (!attention.ok()) {
     info.why_not = attention.status().message();
@@ -112,17 +160,63 @@ void GenerateAttention(const CompiledGraph::State& state, const FusionGroup& gro
   const AttentionKernel& a = *attention;
   info.source = EmitCppAttention(a, UnmaskedKeyBlocks(state.graph, {a.logits, a.logit, a.buffers, a.score_batch_index, a.nq, a.nk},
                                                       kCppAttentionQueryBlock, kCppAttentionKeyBlock));
-  source += info.source;
-  for (const KernelBuffer& b : attention->buffers) step.buffer_nodes.push_back(b.node);
-  step.outputs = group.outputs;
-  step.symbol = info.name = attention->name;
+  GeneratedCall call;
+  for (const KernelBuffer& b : attention->buffers) call.buffer_nodes.push_back(b.node);
+  call.outputs = group.outputs;
+  call.symbol = info.name = attention->name;
+  step.kernel = std::move(call);
   info.generated = true;
 }
 
+// A gemm group's prologue as loop kernels, one per value it materialises (PrologueGroups).
+// A part no loop template takes runs on the reference kernels, as before there were
+// prologue kernels, and why_not says why.
+void GeneratePrologue(const CompiledGraph::State& state, const FusionGroup& group, const GemmSplit& split, const std::string& prefix,
+                      const ConfigMap& configs, Step& step, KernelInfo& info) {
+  std::vector<bool> on_reference(state.graph.num_nodes(), false);
+  for (const FusionGroup& part : PrologueGroups(state.graph, group, split)) {
+    StatusOr<Kernel> kernel = LowerGroup(state.graph, part, state.inlined);
+    if (!kernel.ok()) {
+      for (int id : part.nodes) on_reference[id] = true;
+      info.why_not += fmt::format("{}prologue %{} on the reference kernels: {}", info.why_not.empty() ? "" : "; ", part.outputs[0],
+                                  kernel.status().message());
+      continue;
+    }
+    std::string name = fmt::format("{}tf_group{}_prologue{}", prefix, group.id, step.prologue.size());
+    step.prologue.push_back(EmitLoopKernel(std::move(*kernel), name, part.outputs, configs, info));
+    info.prologue_kernels.push_back(name);
+  }
+  for (int id : split.prologue)
+    if (on_reference[id]) step.reference_prologue.push_back(id);
+}
+
+// Gemm groups: prologue kernels, the product through BLAS, the epilogue as a loop kernel.
+// An epilogue no loop template takes leaves the whole group to the reference kernels.
+void GenerateGemm(const CompiledGraph::State& state, const FusionGroup& group, const std::string& prefix, const ConfigMap& configs,
+                  Step& step, KernelInfo& info) {
+  GemmSplit split = SplitGemmGroup(state.graph, group);
+  std::optional<Kernel> epilogue;
+  if (!split.epilogue.nodes.empty()) {
+    StatusOr<Kernel> kernel = LowerGroup(state.graph, split.epilogue, state.inlined);
+    if (!kernel.ok()) {
+      info.why_not = kernel.status().message();
+      return;
+    }
+    epilogue = std::move(*kernel);
+  }
+  step.matmul = split.matmul;
+  info.generated = true;
+  GeneratePrologue(state, group, split, prefix, configs, step, info);
+  if (epilogue) {
+    std::string name = prefix + epilogue->name;
+    step.kernel = EmitLoopKernel(std::move(*epilogue), name, split.epilogue.outputs, configs, info);
+    info.name = name;
+  }
+}
+
 // Lowers every group and appends the generated functions (named with `prefix`) to
-// `source`; groups no loop template expresses keep the reference kernels.
-void GenerateKernels(CompiledGraph::State& state, const std::string& prefix, const std::map<std::string, CppKernelConfig>& configs,
-                     std::string& source) {
+// `source`; groups no template expresses keep the reference kernels.
+void GenerateKernels(CompiledGraph::State& state, const std::string& prefix, const ConfigMap& configs, std::string& source) {
   for (const FusionGroup& group : state.plan.groups) {
     Step step;
     step.group = group.id;
@@ -130,54 +224,26 @@ void GenerateKernels(CompiledGraph::State& state, const std::string& prefix, con
     info.kind = group.kind;
     info.num_nodes = static_cast<int>(group.nodes.size());
     info.name = fmt::format("group{}_{}", group.id, GroupKindName(group.kind));
-    if (group.kind == GroupKind::kAttention) {
-      GenerateAttention(state, group, prefix, step, info, source);
-      state.steps.push_back(std::move(step));
-      state.kernels.push_back(std::move(info));
-      continue;
-    }
-    FusionGroup loop_group = group;
-    if (group.kind == GroupKind::kGemm) {
-      GemmSplit split = SplitGemmGroup(state.graph, group);
-      step.matmul = split.matmul;
-      step.prologue = split.prologue;
-      loop_group = split.epilogue;
-    }
-    StatusOr<Kernel> kernel = loop_group.nodes.empty() ? StatusOr<Kernel>(Unimplemented("no epilogue"))
-                                                       : LowerGroup(state.graph, loop_group, state.inlined);
-    if (group.kind == GroupKind::kGemm) {
-      info.generated = kernel.ok() || loop_group.nodes.empty();
-      info.why_not = info.generated ? "" : kernel.status().message();
-      if (!info.generated) step.matmul = -1;  // the whole group on the reference kernels
-    }
-    if (kernel.ok() && (group.kind != GroupKind::kGemm || step.matmul >= 0)) {
-      kernel->name = prefix + kernel->name;
-      auto config = configs.find(kernel->name);
-      info.source = EmitCppFunction(*kernel, config == configs.end() ? CppKernelConfig{} : config->second);
-      source += info.source;
-      for (const KernelBuffer& b : kernel->buffers) step.buffer_nodes.push_back(b.node);
-      step.outputs = loop_group.outputs;
-      step.symbol = kernel->name;
-      info.generated = true;
-      info.name = kernel->name;
-      step.loop_kernel = std::move(*kernel);
-    } else if (group.kind != GroupKind::kGemm) {
-      info.why_not = kernel.status().message();
-    }
+    if (group.kind == GroupKind::kAttention) GenerateAttention(state, group, prefix, step, info);
+    else if (group.kind == GroupKind::kGemm) GenerateGemm(state, group, prefix, configs, step, info);
+    else GenerateLoop(state, group, prefix, configs, step, info);
+    info.num_reference_nodes = info.generated ? static_cast<int>(step.reference_prologue.size()) : info.num_nodes;
+    source += info.source;
     state.steps.push_back(std::move(step));
     state.kernels.push_back(std::move(info));
   }
 }
 
-// The nodes a run evaluates on the reference kernels: whole groups without a generated
-// kernel, and the prologue and product of gemm groups.
-std::vector<int> ReferenceNodes(const CompiledGraph::State& state) {
+// The nodes whose inputs a run must hold in memory, generators included: those on the
+// reference kernels (whole groups without a generated kernel, prologue parts), and the
+// products, which BLAS reads where they are.
+std::vector<int> NodesReadingMemory(const CompiledGraph::State& state) {
   std::vector<int> nodes;
   for (const Step& step : state.steps) {
     if (step.matmul >= 0) {
-      nodes.insert(nodes.end(), step.prologue.begin(), step.prologue.end());
+      nodes.insert(nodes.end(), step.reference_prologue.begin(), step.reference_prologue.end());
       nodes.push_back(step.matmul);
-    } else if (!step.function) {
+    } else if (!step.kernel) {
       const std::vector<int>& members = state.plan.groups[step.group].nodes;
       nodes.insert(nodes.end(), members.begin(), members.end());
     }
@@ -186,9 +252,13 @@ std::vector<int> ReferenceNodes(const CompiledGraph::State& state) {
 }
 
 Status Link(CompiledGraph::State& state, const std::shared_ptr<const JitLibrary>& library) {
+  auto link = [&](GeneratedCall& call) -> Status {
+    ASSIGN_OR_RETURN(call.function, library->Function<void(void* const*)>(call.symbol));
+    return Status::Ok();
+  };
   for (Step& step : state.steps) {
-    if (step.symbol.empty()) continue;
-    ASSIGN_OR_RETURN(step.function, library->Function<void(void* const*)>(step.symbol));
+    for (GeneratedCall& call : step.prologue) RETURN_IF_ERROR(link(call));
+    if (step.kernel) RETURN_IF_ERROR(link(*step.kernel));
   }
   state.libraries.push_back(library);
   return Status::Ok();
@@ -214,13 +284,14 @@ StatusOr<std::vector<std::unique_ptr<CompiledGraph>>> CompiledGraph::CompileBatc
     ASSIGN_OR_RETURN(std::unique_ptr<State> state, PlanGraph(graphs[i], options));
     state->cache_dir = options.cache_dir;
     GenerateKernels(*state, graphs.size() > 1 ? fmt::format("g{}_", i) : "", options.configs, source);
+    RETURN_IF_ERROR(PlanArena(*state));
     states.push_back(std::move(state));
   }
   ASSIGN_OR_RETURN(std::shared_ptr<const JitLibrary> library, jit.Compile(source));
   std::vector<std::unique_ptr<CompiledGraph>> compiled;
   for (std::unique_ptr<State>& state : states) {
     RETURN_IF_ERROR(Link(*state, library));
-    RETURN_IF_ERROR(EvaluateGenerators(state->graph, state->inlined, ReferenceNodes(*state), state->generator_values));
+    RETURN_IF_ERROR(EvaluateGenerators(state->graph, state->inlined, NodesReadingMemory(*state), state->generator_values));
     state->jit_compiles = jit.compiles();
     state->compile_ms = MicrosecondsBetween(start, Clock::now()) / 1000;
     compiled.push_back(std::unique_ptr<CompiledGraph>(new CompiledGraph(std::move(state))));
@@ -237,17 +308,25 @@ Tensor CopyToTensor(const Node& n, const void* data) {
   return t;
 }
 
-}  // namespace
+// A run's values live either as tensors (inputs, constants, graph outputs, reference-step
+// results) or as raw arena memory (where `memory` is non-null).
+void* Address(int node, std::vector<Tensor>& tensors, const std::vector<void*>& memory) {
+  return memory[node] ? memory[node] : tensors[node].data();
+}
 
-Status CompiledGraph::RunReferenceNodes(const std::vector<int>& nodes, std::vector<Tensor>& tensors,
-                                        const std::vector<void*>& memory) const {
-  const Graph& g = state_->graph;
+// A node's value as a tensor (copied out of the arena when it lives there).
+Tensor TensorOf(const Graph& g, int node, const std::vector<Tensor>& tensors, const std::vector<void*>& memory) {
+  return memory[node] ? CopyToTensor(g.node(node), memory[node]) : tensors[node];
+}
+
+// Runs `nodes` one by one on the reference kernels.
+Status RunReferenceNodes(const Graph& g, const std::vector<int>& nodes, std::vector<Tensor>& tensors, const std::vector<void*>& memory) {
   for (int id : nodes) {
     std::vector<Tensor> copies;  // arena values this reference step reads
     copies.reserve(g.node(id).inputs.size());
     std::vector<const Tensor*> args;
     for (int input : g.node(id).inputs) {
-      copies.push_back(TensorOf(input, tensors, memory));
+      copies.push_back(TensorOf(g, input, tensors, memory));
       args.push_back(&copies.back());
     }
     ASSIGN_OR_RETURN(tensors[id], EvaluateNode(g.node(id), args));
@@ -255,9 +334,41 @@ Status CompiledGraph::RunReferenceNodes(const std::vector<int>& nodes, std::vect
   return Status::Ok();
 }
 
-Tensor CompiledGraph::TensorOf(int node, const std::vector<Tensor>& tensors, const std::vector<void*>& memory) const {
-  return memory[node] ? CopyToTensor(state_->graph.node(node), memory[node]) : tensors[node];
+// Where a step is about to write `node`: its arena bytes, or a fresh tensor (graph
+// outputs). The step writes every element; the poisoned-output mode fills them with NaN
+// bits first so the tests hold it to that.
+void* PlaceOutput(CompiledGraph::State& s, int node, std::vector<Tensor>& tensors, std::vector<void*>& memory) {
+  const Node& n = s.graph.node(node);
+  if (int64_t offset = s.arena_offset[node]; offset >= 0) {
+    memory[node] = s.arena.data() + offset;
+  } else {
+    tensors[node] = Tensor::Uninitialized(n.dtype, n.shape);
+  }
+  void* at = Address(node, tensors, memory);
+  if (s.poison_outputs) std::memset(at, 0xFF, NumElements(n.shape) * DTypeSize(n.dtype));
+  return at;
 }
+
+void Call(CompiledGraph::State& s, const GeneratedCall& call, std::vector<Tensor>& tensors, std::vector<void*>& memory) {
+  for (int out : call.outputs) PlaceOutput(s, out, tensors, memory);
+  std::vector<void*> buffers;
+  buffers.reserve(call.buffer_nodes.size());
+  for (int node : call.buffer_nodes) buffers.push_back(Address(node, tensors, memory));
+  call.function(buffers.data());
+}
+
+// A gemm step up to its epilogue: the prologue materialises the operands computed in the
+// group, then BLAS reads every operand where it lives and writes the product in place.
+Status RunPrologueAndProduct(CompiledGraph::State& s, const Step& step, std::vector<Tensor>& tensors, std::vector<void*>& memory) {
+  RETURN_IF_ERROR(RunReferenceNodes(s.graph, step.reference_prologue, tensors, memory));
+  for (const GeneratedCall& call : step.prologue) Call(s, call, tensors, memory);
+  const Node& mm = s.graph.node(step.matmul);
+  void* product = PlaceOutput(s, mm.id, tensors, memory);
+  BlasMatmul(s.graph, mm, Address(mm.inputs[0], tensors, memory), Address(mm.inputs[1], tensors, memory), product);
+  return Status::Ok();
+}
+
+}  // namespace
 
 StatusOr<std::vector<Tensor>> CompiledGraph::Run(const std::vector<Tensor>& inputs, std::vector<KernelTiming>* timings) {
   const Graph& g = state_->graph;
@@ -265,8 +376,6 @@ StatusOr<std::vector<Tensor>> CompiledGraph::Run(const std::vector<Tensor>& inpu
     return InvalidArgument(fmt::format("graph takes {} inputs, got {}", g.inputs().size(), inputs.size()));
   state_->last_tensors.clear();  // the previous run's values, freed before this one allocates
   state_->last_memory.clear();
-  // Values live either as tensors (inputs, constants, graph outputs, reference-step
-  // results) or as raw arena memory (intermediates of generated kernels).
   std::vector<Tensor> tensors = state_->generator_values;  // shares the constants' bytes
   std::vector<void*> memory(g.num_nodes(), nullptr);
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -276,35 +385,11 @@ StatusOr<std::vector<Tensor>> CompiledGraph::Run(const std::vector<Tensor>& inpu
                                          ShapeToString(p.shape), DTypeName(inputs[i].dtype()), ShapeToString(inputs[i].shape())));
     tensors[p.id] = inputs[i];
   }
-  auto address = [&](int node) -> void* { return memory[node] ? memory[node] : tensors[node].data(); };
   for (const Step& step : state_->steps) {
-    const FusionGroup& group = state_->plan.groups[step.group];
     auto begin = Clock::now();
-    if (step.matmul >= 0) {
-      RETURN_IF_ERROR(RunReferenceNodes(step.prologue, tensors, memory));
-      const Node& mm = g.node(step.matmul);
-      tensors[mm.id] = Tensor::Uninitialized(mm.dtype, mm.shape);  // BLAS writes every element
-      BlasMatmul(mm, TensorOf(mm.inputs[0], tensors, memory), TensorOf(mm.inputs[1], tensors, memory), tensors[mm.id].data());
-    }
-    if (step.function) {
-      for (int out : step.outputs) {
-        const Node& n = g.node(out);
-        int64_t offset = state_->arena_offset[out];
-        if (offset >= 0) {
-          memory[out] = state_->arena.data() + offset;
-          if (state_->poison_outputs) std::memset(memory[out], 0xFF, NumElements(n.shape) * DTypeSize(n.dtype));
-        } else {
-          // The kernel writes every element (the poisoned-output tests hold it to that).
-          tensors[out] = Tensor::Uninitialized(n.dtype, n.shape);
-          if (state_->poison_outputs) tensors[out].Poison();
-        }
-      }
-      std::vector<void*> buffers;
-      for (int node : step.buffer_nodes) buffers.push_back(address(node));
-      step.function(buffers.data());
-    } else if (step.matmul < 0) {
-      RETURN_IF_ERROR(RunReferenceNodes(group.nodes, tensors, memory));
-    }
+    if (step.matmul >= 0) RETURN_IF_ERROR(RunPrologueAndProduct(*state_, step, tensors, memory));
+    if (step.kernel) Call(*state_, *step.kernel, tensors, memory);
+    else if (step.matmul < 0) RETURN_IF_ERROR(RunReferenceNodes(g, state_->plan.groups[step.group].nodes, tensors, memory));
     if (timings) timings->push_back({state_->kernels[step.group].name, 0, MicrosecondsBetween(begin, Clock::now())});
   }
   std::vector<Tensor> outputs;
@@ -315,10 +400,18 @@ StatusOr<std::vector<Tensor>> CompiledGraph::Run(const std::vector<Tensor>& inpu
   return outputs;
 }
 
-const Kernel* CompiledGraph::LoopKernel(const std::string& name) const {
-  for (const Step& step : state_->steps)
-    if (step.loop_kernel && step.symbol == name) return &*step.loop_kernel;
+const GeneratedCall* compiled_graph_internal::FindLoopKernel(const std::vector<Step>& steps, const std::string& name) {
+  for (const Step& step : steps) {
+    for (const GeneratedCall& call : step.prologue)
+      if (call.symbol == name) return &call;
+    if (step.kernel && step.kernel->loop_kernel && step.kernel->symbol == name) return &*step.kernel;
+  }
   return nullptr;
+}
+
+const Kernel* CompiledGraph::LoopKernel(const std::string& name) const {
+  const GeneratedCall* call = compiled_graph_internal::FindLoopKernel(state_->steps, name);
+  return call ? &*call->loop_kernel : nullptr;
 }
 
 StatusOr<std::vector<double>> CompiledGraph::GroupTimesUs(const std::vector<Tensor>& inputs) {

@@ -2,8 +2,9 @@
 //
 //   Graph ──RunGraphPasses──► PlanFusion ──► per group: LowerGroup → EmitCpp → HostJit
 //
-// gemm groups run their product through OpenBLAS and their epilogue as a generated
-// kernel; attention groups as one flash-attention kernel (codegen/attention_lower).
+// gemm groups run their prologue (casts and views of the operands) as generated kernels,
+// their product through OpenBLAS on the operands where they live, and their epilogue as
+// a generated kernel; attention groups as one flash-attention kernel (codegen/attention_lower).
 // Groups no template expresses (opaque ops, the rare reduction shape LowerGroup refuses,
 // attention shapes LowerAttention refuses) run their member ops one by one on the
 // reference kernels; KernelInfo says which is which, so nothing is silently reported
@@ -44,9 +45,11 @@ struct KernelInfo {
   std::string name;
   GroupKind kind = GroupKind::kPointwise;
   bool generated = false;   // false: runs on the reference kernels
-  std::string why_not;      // when not generated
-  std::string source;       // generated C++ (empty when not generated)
+  std::string why_not;      // when not generated, or when a gemm prologue part is not
+  std::string source;       // generated C++ (empty when not generated); gemm: prologue kernels first
   int num_nodes = 0;
+  int num_reference_nodes = 0;  // members run on the reference kernels (all when not generated)
+  std::vector<std::string> prologue_kernels;  // gemm: the loop kernels materialising the product's operands
 };
 
 // One configuration's measurement (time_us absent: it failed to compile or run).
@@ -75,8 +78,9 @@ class CompiledGraph {
   // arena owned by this object, so one Run at a time.
   StatusOr<std::vector<Tensor>> Run(const std::vector<Tensor>& inputs, std::vector<KernelTiming>* timings = nullptr);
 
-  // The tuner's side (tune/cpu_tuner.h). The lowered loop kernel named `name` (what its
-  // configurations apply to); nullptr for attention kernels, the reference steps, unknown names.
+  // The tuner's side (tune/cpu_tuner.h). The lowered loop kernel named `name` (a group's,
+  // or a gemm prologue's: what its configurations apply to); nullptr for attention
+  // kernels, the reference steps, unknown names.
   const Kernel* LoopKernel(const std::string& name) const;
   // Times `configs` of the loop kernel `name` alone on this graph's buffers (Run the graph
   // once first so they hold its data): every variant from one compiler run, steady clock,
@@ -99,11 +103,6 @@ class CompiledGraph {
 
  private:
   explicit CompiledGraph(std::unique_ptr<State> state);
-  // Runs `nodes` one by one on the reference kernels.
-  Status RunReferenceNodes(const std::vector<int>& nodes, std::vector<Tensor>& tensors,
-                           const std::vector<void*>& memory) const;
-  // A node's value as a tensor (copied out of the arena when it lives there).
-  Tensor TensorOf(int node, const std::vector<Tensor>& tensors, const std::vector<void*>& memory) const;
   std::unique_ptr<State> state_;
 };
 

@@ -19,19 +19,28 @@ namespace compiled_graph_internal {
 
 using KernelFunction = void (*)(void* const*);
 
-// One group at run time: a generated kernel; or, for gemm groups, the prologue on the
-// reference kernels, the product through BLAS and the epilogue as a generated kernel;
+// A generated function and the graph values of its buffers.
+struct GeneratedCall {
+  std::string symbol;             // the function's name in the translation unit
+  KernelFunction function = nullptr;
+  std::vector<int> buffer_nodes;  // the kernel's buffers, in order
+  std::vector<int> outputs;       // the nodes it writes
+  std::optional<Kernel> loop_kernel;  // loop kernels: what the tuner re-emits
+};
+
+// One group at run time: a generated kernel; or, for gemm groups, the prologue as
+// generated kernels, the product through BLAS and the epilogue as a generated kernel;
 // or its members on the reference kernels.
 struct Step {
   int group = -1;
-  KernelFunction function = nullptr;
-  std::vector<int> buffer_nodes;  // generated: the kernel's buffers, in order
-  std::vector<int> outputs;       // generated: the nodes the kernel writes
-  std::string symbol;             // generated: the kernel's function name
-  int matmul = -1;                // gemm: the contraction
-  std::vector<int> prologue;      // gemm: members the matmul depends on
-  std::optional<Kernel> loop_kernel;  // generated loop kernels: what the tuner re-emits
+  std::optional<GeneratedCall> kernel;     // the group's; gemm: its epilogue (none when empty)
+  int matmul = -1;                         // gemm: the contraction (-1: the group on the reference kernels)
+  std::vector<GeneratedCall> prologue;     // gemm: materialise the product's operands
+  std::vector<int> reference_prologue;     // gemm: prologue members no loop kernel took, in group order
 };
+
+// The generated loop kernel named `name` (a group's or a prologue's), or nullptr.
+const GeneratedCall* FindLoopKernel(const std::vector<Step>& steps, const std::string& name);
 
 }  // namespace compiled_graph_internal
 

@@ -16,7 +16,7 @@ namespace tilefuse {
 namespace {
 
 using compiled_graph_internal::KernelFunction;
-using compiled_graph_internal::Step;
+using compiled_graph_internal::GeneratedCall;
 using Clock = std::chrono::steady_clock;
 
 // Small kernels would need thousands of copies to exceed the cache; they are read from
@@ -74,17 +74,15 @@ StatusOr<std::vector<CppVariantTiming>> CompiledGraph::MeasureVariants(const std
                                                                        const std::vector<CppKernelConfig>& configs, int warmup,
                                                                        int repeats) {
   State& s = *state_;
-  const Step* step = nullptr;
-  for (const Step& candidate : s.steps)
-    if (candidate.loop_kernel && candidate.symbol == name) step = &candidate;
-  if (!step) return NotFound(fmt::format("no generated loop kernel named {}", name));
+  const GeneratedCall* call = compiled_graph_internal::FindLoopKernel(s.steps, name);
+  if (!call) return NotFound(fmt::format("no generated loop kernel named {}", name));
   TF_CHECK_MSG(!s.last_tensors.empty(), "MeasureVariants needs a Run first (its buffers hold the data)");
   repeats = std::max(1, repeats);
   std::vector<CppVariantTiming> timings(configs.size());
   std::vector<std::string> sources, symbols;
   for (size_t i = 0; i < configs.size(); ++i) {
     timings[i].config = configs[i];
-    Kernel k = *step->loop_kernel;
+    Kernel k = *call->loop_kernel;
     k.name = fmt::format("{}_variant{}", name, i);
     symbols.push_back(k.name);
     sources.push_back(EmitCppFunction(k, configs[i]));
@@ -100,8 +98,8 @@ StatusOr<std::vector<CppVariantTiming>> CompiledGraph::MeasureVariants(const std
   auto bytes = [&](int node) { return NumElements(s.graph.node(node).shape) * DTypeSize(s.graph.node(node).dtype); };
   std::vector<int> inputs;
   int64_t input_bytes = 0;
-  for (int node : step->buffer_nodes)
-    if (std::find(step->outputs.begin(), step->outputs.end(), node) == step->outputs.end() &&
+  for (int node : call->buffer_nodes)
+    if (std::find(call->outputs.begin(), call->outputs.end(), node) == call->outputs.end() &&
         std::find(inputs.begin(), inputs.end(), node) == inputs.end()) {
       inputs.push_back(node);
       input_bytes += bytes(node);
@@ -110,7 +108,7 @@ StatusOr<std::vector<CppVariantTiming>> CompiledGraph::MeasureVariants(const std
   std::vector<std::vector<std::byte>> copies;
   std::vector<std::vector<void*>> tables(rotations);
   for (int64_t r = 0; r < rotations; ++r)
-    for (int node : step->buffer_nodes) {
+    for (int node : call->buffer_nodes) {
       void* original = address(node);
       if (r > 0 && std::find(inputs.begin(), inputs.end(), node) != inputs.end()) {
         const std::byte* from = static_cast<const std::byte*>(original);

@@ -276,6 +276,8 @@ BufferRole RoleOf(const Node& node, const std::vector<bool>& is_graph_output) {
   return is_graph_output[node.id] ? BufferRole::kGraphOutput : BufferRole::kIntermediate;
 }
 
+std::string NodeLabel(const Node& n) { return n.name.empty() ? fmt::format("%{}", n.id) : fmt::format("%{} {}", n.id, n.name); }
+
 // Nodes that hold memory: every parameter, every graph output, and every node a group
 // reads or writes, except iotas and inlined generators (group_of -1, not a source).
 std::vector<bool> NodesWithBuffers(const Graph& graph, const FusionPlan& plan) {
@@ -303,9 +305,7 @@ Schedule ScheduleFromFusionPlan(const Graph& graph, const FusionPlan& plan) {
   for (const Node& n : graph.nodes()) {
     if (!has_buffer[n.id]) continue;
     buffer_of_node[n.id] = static_cast<int>(schedule.buffers.size());
-    std::string name = n.name.empty() ? fmt::format("%{}", n.id) : fmt::format("%{} {}", n.id, n.name);
-    schedule.buffers.push_back(
-        {NumElements(n.shape) * DTypeSize(n.dtype), RoleOf(n, is_graph_output), n.id, std::move(name)});
+    schedule.buffers.push_back({NumElements(n.shape) * DTypeSize(n.dtype), RoleOf(n, is_graph_output), n.id, NodeLabel(n)});
   }
   for (const FusionGroup& g : plan.groups) {
     ScheduleStep step;
@@ -319,6 +319,22 @@ Schedule ScheduleFromFusionPlan(const Graph& graph, const FusionPlan& plan) {
     schedule.steps.push_back(std::move(step));
   }
   return schedule;
+}
+
+void AddStepLocalBuffers(const Graph& graph, const std::vector<std::vector<int>>& local_values, Schedule& schedule) {
+  TF_CHECK(local_values.size() <= schedule.steps.size());
+  std::vector<bool> has_buffer(graph.num_nodes(), false);
+  for (const ScheduledBuffer& b : schedule.buffers)
+    if (b.node >= 0) has_buffer[b.node] = true;
+  for (size_t step = 0; step < local_values.size(); ++step)
+    for (int id : local_values[step]) {
+      if (has_buffer[id]) continue;
+      has_buffer[id] = true;
+      const Node& n = graph.node(id);
+      TF_CHECK_MSG(n.op != OpCode::kParameter && n.op != OpCode::kConstant, "a step cannot materialise an input or a constant");
+      schedule.steps[step].writes.push_back(static_cast<int>(schedule.buffers.size()));
+      schedule.buffers.push_back({NumElements(n.shape) * DTypeSize(n.dtype), BufferRole::kIntermediate, id, NodeLabel(n)});
+    }
 }
 
 StatusOr<MemoryPlan> PlanFusionPlanMemory(const Graph& graph, const FusionPlan& plan,

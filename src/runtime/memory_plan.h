@@ -85,6 +85,13 @@ Status CheckMemoryPlan(const Schedule& schedule, const MemoryPlan& plan);
 // node id order.
 Schedule ScheduleFromFusionPlan(const Graph& graph, const FusionPlan& plan);
 
+// Values a step materialises for itself, that no other step reads (on the CPU, the
+// prologue outputs and the product inside a gemm group). `local_values[s]` lists step
+// s's; each without a buffer yet gets one that step s alone writes, so it is live during
+// that step only and shares bytes with what the other steps use. Nodes that have a
+// buffer keep it.
+void AddStepLocalBuffers(const Graph& graph, const std::vector<std::vector<int>>& local_values, Schedule& schedule);
+
 // ScheduleFromFusionPlan + PlanMemory: how much intermediate memory running `plan`
 // needs. Plan the fused and the unfused (PlannerOptions::fuse = false) plans of a graph
 // to compare the two.

@@ -305,6 +305,31 @@ TEST(MemoryPlanTest, FusedPlanNeedsNoMoreThanUnfused) {
   }
 }
 
+TEST(MemoryPlanTest, StepLocalValuesLiveDuringTheirStepOnly) {
+  PlannedGraph g = ExpTanhAdd(/*fuse=*/true);
+  Schedule s = ScheduleFromFusionPlan(g.graph, g.plan);
+  ASSERT_EQ(s.steps.size(), 1u);
+  const size_t before = s.buffers.size();  // x and y
+  int x = g.graph.inputs()[0], y = g.graph.outputs()[0].node;
+  std::vector<int> inner;  // exp and tanh, held by no buffer in the fused plan
+  for (const Node& n : g.graph.nodes())
+    if (n.id != x && n.id != y) inner.push_back(n.id);
+  ASSERT_EQ(inner.size(), 2u);
+  std::vector<int> local = inner;
+  local.push_back(y);  // has its buffer (a graph output): keeps it
+  AddStepLocalBuffers(g.graph, {local}, s);
+  ASSERT_EQ(s.buffers.size(), before + 2);
+  for (size_t b = before; b < s.buffers.size(); ++b) {
+    EXPECT_EQ(s.buffers[b].role, Role::kIntermediate);
+    EXPECT_EQ(s.buffers[b].bytes, kTensorBytes);
+    EXPECT_NE(std::find(s.steps[0].writes.begin(), s.steps[0].writes.end(), static_cast<int>(b)), s.steps[0].writes.end());
+  }
+  MemoryPlan plan = MustPlan(s);
+  EXPECT_EQ(plan.live_ranges[before].first, 0);
+  EXPECT_EQ(plan.live_ranges[before].last, 0);
+  EXPECT_EQ(plan.arena_bytes, 2 * kTensorBytes);  // live together, never with another step's
+}
+
 TEST(MemoryPlanTest, ConstantsAreBuffersGeneratorsAreNot) {
   // Large enough that constant folding keeps the iota (an expansion) as an op.
   constexpr int64_t kBig = 2048;

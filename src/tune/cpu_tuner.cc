@@ -59,9 +59,12 @@ StatusOr<std::unique_ptr<CompiledGraph>> TuneForCpu(const Graph& graph, const Co
   std::vector<Tensor> inputs = TuningInputs(compiled->graph());
   ASSIGN_OR_RETURN(std::vector<Tensor> warm, compiled->Run(inputs));  // real data in every buffer
   std::vector<KernelSearch> searches;
-  for (const KernelInfo& info : compiled->kernels())
-    if (const Kernel* kernel = compiled->LoopKernel(info.name))
-      searches.push_back(CppKernelSearch(*compiled, info.name, *kernel, machine, tune));
+  for (const KernelInfo& info : compiled->kernels()) {
+    std::vector<std::string> names = info.prologue_kernels;
+    names.push_back(info.name);
+    for (const std::string& name : names)
+      if (const Kernel* kernel = compiled->LoopKernel(name)) searches.push_back(CppKernelSearch(*compiled, name, *kernel, machine, tune));
+  }
   RETURN_IF_ERROR(TuneKernels(searches, cache, tune, start, r));
   CompileOptions tuned = options;
   for (const KernelTuneResult& k : r.kernels) tuned.configs[k.name] = CppConfigFromJson(k.best);

@@ -1,6 +1,6 @@
 // The CPU tuner end to end on tiny shapes: a forced non-default configuration still
 // matches the reference, a second tuning run measures nothing, a variant that fails to
-// compile counts as infinitely slow.
+// compile counts as infinitely slow, gemm prologue kernels are tuned too.
 #include "tune/cpu_tuner.h"
 
 #include <gtest/gtest.h>
@@ -162,6 +162,46 @@ TEST(CpuTunerTest, VariantThatFailsToCompileIsInfinitelySlow) {
   ASSERT_NE(failed, nullptr);
   EXPECT_FALSE(failed->time_us.has_value());
   EXPECT_FALSE(failed->error.empty());
+}
+
+// A gemm group's prologue kernel is tuned like any loop kernel, and a configuration for
+// it reaches its source.
+TEST(CpuTunerTest, GemmPrologueKernelsAreTuned) {
+  TempDir dir;
+  Graph graph = PassedGraph(R"(<ir_version: 8, opset_import: ["" : 17]>
+gemm (float16[2,48,32] x, float[48,24] w) => (float[2,32,24] y) {
+  xt = Transpose <perm = [0, 2, 1]> (x)
+  xf = Cast <to = 1> (xt)
+  p = MatMul (xf, w)
+  y = Relu (p)
+})");
+  CompileOptions options;
+  options.cache_dir = dir.path();
+  auto plain = CompiledGraph::Compile(graph, options);
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  ASSERT_EQ((*plain)->kernels().size(), 1u);
+  ASSERT_EQ((*plain)->kernels()[0].prologue_kernels.size(), 1u);
+  const std::string prologue = (*plain)->kernels()[0].prologue_kernels[0];
+
+  TuneOptions tune = QuickTuning();
+  tune.fallback = false;
+  TuneReport report;
+  auto tuned = TuneForCpu(graph, options, tune, &report);
+  ASSERT_TRUE(tuned.ok()) << tuned.status().ToString();
+  std::vector<std::string> names;
+  for (const KernelTuneResult& k : report.kernels) names.push_back(k.name);
+  EXPECT_EQ(names, (std::vector<std::string>{prologue, (*plain)->kernels()[0].name}));
+  ExpectMatchesReference(graph, **tuned, "tuned gemm");
+
+  options.configs[prologue] = CppKernelConfig{1, CppSchedule::kDynamic, 4, false};
+  options.poison_outputs = true;
+  auto forced = CompiledGraph::Compile(graph, options);
+  ASSERT_TRUE(forced.ok()) << forced.status().ToString();
+  const std::string& source = (*forced)->kernels()[0].source;
+  size_t function = source.find(prologue);
+  ASSERT_NE(function, std::string::npos);
+  EXPECT_NE(source.find("schedule(dynamic, 4) num_threads(1)", function), std::string::npos) << source;
+  ExpectMatchesReference(graph, **forced, "gemm, forced prologue configuration");
 }
 
 TEST(CpuTunerTest, GroupTimesOnePerGroup) {

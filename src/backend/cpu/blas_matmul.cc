@@ -1,23 +1,18 @@
 #include "backend/cpu/blas_matmul.h"
 
-#include "codegen/gemm_split.h"
-
 #include <cblas.h>
 
+#include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
+
+#include "codegen/gemm_split.h"
+#include "ir/element_access.h"
 
 namespace tilefuse {
 
 namespace {
-
-template <typename T>
-const T* AsType(const Tensor& t, std::vector<T>& storage, DType dtype) {
-  if (t.dtype() == dtype) return reinterpret_cast<const T*>(t.data());
-  storage.resize(t.num_elements());
-  for (int64_t i = 0; i < t.num_elements(); ++i) storage[i] = static_cast<T>(t.GetDouble(i));
-  return storage.data();
-}
 
 template <typename T>
 void Gemm(int64_t m, int64_t n, int64_t k, const T* a, const T* b, T* c) {
@@ -27,34 +22,41 @@ void Gemm(int64_t m, int64_t n, int64_t k, const T* a, const T* b, T* c) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
 }
 
+// Every batch entry of the product, operands already in T.
 template <typename T>
-void BatchedMatmul(const Node& mm, const Tensor& a, const Tensor& b, T* c) {
-  DType compute = std::is_same_v<T, double> ? DType::kF64 : DType::kF32;
-  std::vector<T> a_storage, b_storage;
-  const T* pa = AsType<T>(a, a_storage, compute);
-  const T* pb = AsType<T>(b, b_storage, compute);
-  const Shape& out = mm.shape;
-  int64_t m = out[out.size() - 2], n = out.back(), k = a.shape().back();
+void BatchedMatmul(const Shape& out, const Shape& a_shape, const T* a, const Shape& b_shape, const T* b, T* c) {
+  int64_t m = out[out.size() - 2], n = out.back(), k = a_shape.back();
   int64_t batches = NumElements(out) / std::max<int64_t>(1, m * n);
   for (int64_t batch = 0; batch < batches; ++batch) {
-    const T* ma = pa + MatmulBatchOffset(out, a.shape(), batch) * m * k;
-    const T* mb = pb + MatmulBatchOffset(out, b.shape(), batch) * k * n;
+    const T* ma = a + MatmulBatchOffset(out, a_shape, batch) * m * k;
+    const T* mb = b + MatmulBatchOffset(out, b_shape, batch) * k * n;
     if (k == 0) std::memset(c + batch * m * n, 0, sizeof(T) * m * n);
     else Gemm<T>(m, n, k, ma, mb, c + batch * m * n);
   }
 }
 
+std::vector<double> Widened(DType dtype, const void* data, int64_t count) {
+  std::vector<double> wide(count);
+  for (int64_t i = 0; i < count; ++i) wide[i] = LoadElementAsDouble(dtype, static_cast<const std::byte*>(data), i);
+  return wide;
+}
+
 }  // namespace
 
-void BlasMatmul(const Node& matmul, const Tensor& a, const Tensor& b, void* out) {
-  if (matmul.dtype == DType::kF64) return BatchedMatmul<double>(matmul, a, b, static_cast<double*>(out));
-  if (matmul.dtype == DType::kF32) return BatchedMatmul<float>(matmul, a, b, static_cast<float*>(out));
-  // Half and integer types: compute in f32 (f64 for 64-bit integers), round on store.
-  Tensor result(matmul.dtype, matmul.shape);
-  std::vector<double> wide(result.num_elements());
-  BatchedMatmul<double>(matmul, a, b, wide.data());
-  for (int64_t i = 0; i < result.num_elements(); ++i) result.SetDouble(i, wide[i]);
-  std::memcpy(out, result.data(), result.num_bytes());
+void BlasMatmul(const Graph& graph, const Node& matmul, const void* a, const void* b, void* out) {
+  const Shape &a_shape = graph.node(matmul.inputs[0]).shape, &b_shape = graph.node(matmul.inputs[1]).shape;
+  if (matmul.dtype == DType::kF64)
+    return BatchedMatmul(matmul.shape, a_shape, static_cast<const double*>(a), b_shape, static_cast<const double*>(b),
+                         static_cast<double*>(out));
+  if (matmul.dtype == DType::kF32)
+    return BatchedMatmul(matmul.shape, a_shape, static_cast<const float*>(a), b_shape, static_cast<const float*>(b),
+                         static_cast<float*>(out));
+  // Half and integer types: no BLAS routine takes them; computed in f64, rounded on store.
+  std::vector<double> wide_a = Widened(matmul.dtype, a, NumElements(a_shape));
+  std::vector<double> wide_b = Widened(matmul.dtype, b, NumElements(b_shape));
+  std::vector<double> wide(NumElements(matmul.shape));
+  BatchedMatmul(matmul.shape, a_shape, wide_a.data(), b_shape, wide_b.data(), wide.data());
+  for (size_t i = 0; i < wide.size(); ++i) StoreElementFromDouble(matmul.dtype, static_cast<std::byte*>(out), i, wide[i]);
 }
 
 }  // namespace tilefuse

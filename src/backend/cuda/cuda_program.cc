@@ -86,36 +86,6 @@ StatusOr<CudaLaunchable> LowerAndEmit(const Graph& g, const FusionGroup& group, 
   return launchable;
 }
 
-// The prologue of a gemm group as pointwise groups, one per value it must materialise:
-// the product's operands computed inside the group, and members other groups read.
-// (One each, since they may differ in shape; each evaluates only what it needs.)
-std::vector<FusionGroup> PrologueGroups(const Graph& g, const FusionGroup& group, const GemmSplit& split) {
-  auto in_prologue = [&](int node) { return std::find(split.prologue.begin(), split.prologue.end(), node) != split.prologue.end(); };
-  std::vector<int> outputs;
-  for (int input : g.node(split.matmul).inputs)
-    if (in_prologue(input)) outputs.push_back(input);
-  for (int out : group.outputs)
-    if (in_prologue(out)) outputs.push_back(out);
-  std::sort(outputs.begin(), outputs.end());
-  outputs.erase(std::unique(outputs.begin(), outputs.end()), outputs.end());
-  std::vector<FusionGroup> groups;
-  for (int out : outputs) {
-    FusionGroup prologue;
-    prologue.id = group.id;
-    prologue.kind = GroupKind::kPointwise;
-    // `out` and the prologue members it depends on, in group order (so `out` is last).
-    std::vector<bool> needed(g.num_nodes(), false);
-    needed[out] = true;
-    for (auto it = split.prologue.rbegin(); it != split.prologue.rend(); ++it)
-      if (needed[*it]) for (int input : g.node(*it).inputs) needed[input] = true;
-    for (int id : split.prologue)
-      if (needed[id]) prologue.nodes.push_back(id);
-    prologue.outputs = {out};
-    groups.push_back(std::move(prologue));
-  }
-  return groups;
-}
-
 // The GEMM template for a gemm group, or why it does not apply.
 StatusOr<CudaLaunchable> GemmTemplate(const Graph& g, const FusionGroup& group, const GemmSplit& split, const std::vector<bool>& inlined,
                                       const std::string& name, const CudaTarget& target) {

@@ -16,6 +16,7 @@
 #include "codegen/cpp_emitter.h"
 #include "codegen/cpp_prelude.h"
 #include "codegen/lower.h"
+#include "codegen/split_rows.h"
 #include "fusion/group_classifier.h"
 #include "fusion/plan_verifier.h"
 #include "fusion/planner.h"
@@ -123,6 +124,7 @@ Status PlanArena(CompiledGraph::State& state) {
 // into the group's source.
 GeneratedCall EmitLoopKernel(Kernel kernel, const std::string& name, const std::vector<int>& outputs, const ConfigMap& configs,
                              KernelInfo& info) {
+  kernel = SplitPointwiseRows(std::move(kernel));
   kernel.name = name;
   auto config = configs.find(name);
   info.source += EmitCppFunction(kernel, config == configs.end() ? CppKernelConfig{} : config->second);

@@ -18,6 +18,7 @@ const OpRegistry& OpRegistry::Get() {
     RegisterMatMulOps(*r);
     RegisterNormalizationOps(*r);
     RegisterNnOps(*r);
+    RegisterConvTransposeOps(*r);
     RegisterLossOps(*r);
     RegisterMathFunctionOps(*r);
     RegisterResizeOps(*r);

@@ -45,6 +45,7 @@ void RegisterReductionOps(OpRegistry& registry);      // reductions.cc
 void RegisterMatMulOps(OpRegistry& registry);         // matmul.cc
 void RegisterNormalizationOps(OpRegistry& registry);  // normalization.cc
 void RegisterNnOps(OpRegistry& registry);             // nn.cc
+void RegisterConvTransposeOps(OpRegistry& registry);  // conv_transpose.cc
 void RegisterLossOps(OpRegistry& registry);           // losses.cc
 void RegisterMathFunctionOps(OpRegistry& registry);   // math_functions.cc
 void RegisterResizeOps(OpRegistry& registry);         // resize.cc

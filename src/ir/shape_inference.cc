@@ -149,7 +149,7 @@ Status InferMatMul(const Node& a, const Node& b, Node& n) {
     int64_t db = i + batch_b.size() >= rank ? batch_b[i + batch_b.size() - rank] : 1;
     if (da != db && da != 1 && db != 1)
       return InvalidArgument(fmt::format("matmul batch dims do not broadcast: {} x {}", ShapeToString(a.shape), ShapeToString(b.shape)));
-    out[i] = std::max(da, db);
+    out[i] = da == 1 ? db : da;  // 1 broadcasts to any size, 0 included
   }
   out.push_back(a.shape[a.rank() - 2]);
   out.push_back(b.shape[b.rank() - 1]);

@@ -1,5 +1,6 @@
-// Convolution and pooling: opaque ops run by the reference interpreter until a later
-// issue fuses them. Global pools are reductions over the spatial dims.
+// Convolution and pooling as the IR's conv and pool ops (rewritten into window views,
+// matmuls and reductions by passes/window_ops; their reference kernels stay the oracle).
+// Global pools are reductions over the spatial dims.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 

@@ -72,6 +72,10 @@ struct GpuCompiledGraph::State {
     p.n = out.back();
     p.k = sa.back();
     int64_t batches = NumElements(out) / std::max<int64_t>(1, p.m * p.n);
+    // cuBLASLt takes no empty dimension: an empty product has nothing to write, and one
+    // over K = 0 is zeros (all-zero bits in every float dtype).
+    if (NumElements(out) == 0) return Status::Ok();
+    if (p.k == 0) return device->Check(api().cuMemsetD8Async(at[matmul], 0, Bytes(matmul), device->stream()), "zeroing an empty-K matmul");
     if (poison) RETURN_IF_ERROR(device->Check(api().cuMemsetD8Async(at[matmul], 0xFF, Bytes(matmul), device->stream()), "poisoning matmul"));
     // Batch offsets (in matrices) with broadcasting; one strided call when they are a
     // progression, else one call per batch entry.

@@ -37,6 +37,20 @@ bool SplitByMultiple(const Index& a, int64_t c, Index* q, Index* r) {
   return false;
 }
 
+// Splits `a` into q*c + rest with q and rest both non-negative, rest of any size: then
+// a / c = q + rest / c and a % c = rest % c (floor division of non-negative values).
+// ((i0*25 + i1) / 5 with i1 in [0, 25): i0*5 + i1/5, where SplitByMultiple needs i1 < 5.)
+bool SplitOffMultiple(const Index& a, int64_t c, Index* q, Index* rest) {
+  if (a->kind != IndexExpr::Kind::kAdd) return false;
+  Index q1, r1;
+  if (!SplitByMultiple(a->a, c, &q1, &r1)) return false;
+  Index r = IndexAdd(r1, a->b);
+  if (q1->min < 0 || r->min < 0) return false;
+  *q = q1;
+  *rest = r;
+  return true;
+}
+
 }  // namespace
 
 Index IndexVar(int id, int64_t extent) { return Make(IndexExpr::Kind::kVar, id, nullptr, nullptr, 0, std::max<int64_t>(0, extent - 1)); }
@@ -75,6 +89,7 @@ Index IndexDiv(const Index& a, int64_t c) {
   if (a->min >= 0 && a->max < c) return IndexConst(0);
   Index q, r;
   if (SplitByMultiple(a, c, &q, &r)) return q;
+  if (SplitOffMultiple(a, c, &q, &r)) return IndexAdd(q, IndexDiv(r, c));
   return Make(IndexExpr::Kind::kDiv, 0, a, IndexConst(c), a->min / c, a->max / c);
 }
 
@@ -85,6 +100,7 @@ Index IndexMod(const Index& a, int64_t c) {
   if (a->min >= 0 && a->max < c) return a;
   Index q, r;
   if (SplitByMultiple(a, c, &q, &r)) return r;
+  if (SplitOffMultiple(a, c, &q, &r)) return IndexMod(r, c);
   return Make(IndexExpr::Kind::kMod, 0, a, IndexConst(c), 0, c - 1);
 }
 

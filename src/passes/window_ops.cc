@@ -1,6 +1,7 @@
 #include "passes/window_ops.h"
 
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <optional>
@@ -51,6 +52,45 @@ bool IsPointwiseReshape(const Attrs& a) {
   return true;
 }
 
+// Windows of at most this many taps are combined tap by tap as pointwise ops (a sum of
+// products, a max): one pointwise kernel whose loads are affine along an output row, which
+// vectorises across output positions on the CPU and gives each GPU thread one output. More
+// taps are reduced as a row (the window's last axes).
+constexpr int64_t kMaxUnrolledTaps = 49;
+
+// Tap k (row-major over the kernel) of the windows of x: [N, C, out...], x at
+// o·stride + k·dilation − pad, the fill outside. Each tap is a window of its own (kernel 1,
+// the tap's offset as its padding, negative past the first pad) rather than a slice of one
+// shared window: a window every tap read would be a node with many users, materialised.
+Value Tap(GraphBuilder& b, Value x, Value fill, const Attrs& a, const Shape& out, int64_t k) {
+  const int spatial = static_cast<int>(a.kernel.size());
+  const Shape in = b.shape(x);
+  PoolParams p;
+  p.kernel.assign(spatial, 1);
+  p.dilations.assign(spatial, 1);
+  p.strides = a.strides;
+  p.pads.assign(2 * spatial, 0);
+  for (int d = spatial - 1; d >= 0; --d) {
+    int64_t begin = a.pads[d] - (k % a.kernel[d]) * a.dilations[d];
+    k /= a.kernel[d];
+    p.pads[d] = begin;  // the output size (o_max·stride − begin < in + end) fixes the end
+    p.pads[spatial + d] = (out[2 + d] - 1) * a.strides[d] + 1 - in[2 + d] - begin;
+  }
+  return b.Reshape(b.Window(x, fill, p), out);
+}
+
+// Combines the taps of x's windows pairwise with `op` (add, max), in tap order; `term`
+// maps each tap first.
+Value CombineTaps(GraphBuilder& b, Value x, Value fill, const Attrs& a, const Shape& out, OpCode op,
+                  const std::function<Value(Value, int64_t)>& term) {
+  Value y;
+  for (int64_t k = 0; k < Product(a.kernel); ++k) {
+    Value t = term(Tap(b, x, fill, a, out, k), k);
+    y = k == 0 ? t : b.Binary(op, y, t);
+  }
+  return y;
+}
+
 // inputs: x [N, C, in...], w [Co, C/g, k...], [bias [Co]]; `out` the conv's shape.
 Value Conv(GraphBuilder& b, const std::vector<Value>& inputs, const Attrs& a, const Shape& out) {
   Value x = inputs[0], w = inputs[1];
@@ -59,7 +99,20 @@ Value Conv(GraphBuilder& b, const std::vector<Value>& inputs, const Attrs& a, co
   const int64_t taps = Product(a.kernel), positions = Product(out, 2);
   const DType dtype = b.dtype(x);
   Value y;
-  if (cig == 1) {  // depthwise: each output channel reads one input channel
+  if (cig == 1 && taps <= kMaxUnrolledTaps) {  // depthwise, tap by tap: Σ_k w[:, k] · window_k
+    DType acc = IsHalf(dtype) ? DType::kF32 : dtype;
+    Value weights = b.Reshape(b.Cast(w, acc), {co, taps});
+    Shape per_channel(out.size() - 1, 1);
+    per_channel[0] = co;
+    Shape tap_shape = out;
+    tap_shape[1] = ci;
+    y = CombineTaps(b, x, b.Scalar(0, dtype), a, tap_shape, OpCode::kAdd, [&](Value tap, int64_t k) {
+      tap = b.Cast(tap, acc);
+      if (cog > 1) tap = b.Reshape(b.BroadcastTo(b.Reshape(tap, {n, g, 1, positions}), {n, g, cog, positions}), out);
+      return b.Mul(tap, b.Reshape(b.Slice(weights, {k}, {k + 1}, {1}, {}), per_channel));
+    });
+    y = b.Cast(y, dtype);
+  } else if (cig == 1) {  // depthwise, as a row reduction over the taps
     DType acc = IsHalf(dtype) ? DType::kF32 : dtype;
     Value windows = b.Window(x, b.Scalar(0, dtype), ParamsOf(a));  // [N, C, out..., k...]
     windows = b.Reshape(b.Cast(windows, acc), {n, g, 1, positions, taps});
@@ -123,20 +176,32 @@ std::optional<Tensor> AverageDivisors(const Attrs& a, const Shape& in, const Sha
   return Tensor::FromDoubles(DType::kF32, out_spatial, divisors);
 }
 
+// A window sum divided by its count (AverageDivisors).
+Value AverageOf(GraphBuilder& b, Value sum, const Attrs& a, const Shape& in, const Shape& out) {
+  std::optional<Tensor> divisors = AverageDivisors(a, in, out);
+  return divisors ? b.Div(sum, b.Cast(b.Constant(std::move(*divisors)), b.dtype(sum)))
+                  : b.MulScalar(sum, 1.0 / static_cast<double>(Product(a.kernel)));
+}
+
 Value Pool(GraphBuilder& b, Value x, const Node& pool) {
   const Attrs& a = pool.attrs;
   const int spatial = static_cast<int>(a.kernel.size());
   const DType dtype = b.dtype(x);
   const bool is_max = pool.op == OpCode::kMaxPool;
-  Value windows = b.Window(x, b.Scalar(is_max ? LowestValue(dtype) : 0, dtype), ParamsOf(a));
+  Value fill = b.Scalar(is_max ? LowestValue(dtype) : 0, dtype);
   std::vector<int64_t> taps = TrailingAxes(2 + 2 * spatial, spatial);
+  const bool unrolled = Product(a.kernel) <= kMaxUnrolledTaps;
+  const DType acc = IsHalf(dtype) && !is_max ? DType::kF32 : dtype;  // sums of halves in f32; max is exact
+  auto upcast = [&](Value tap, int64_t) { return b.Cast(tap, acc); };
+  if (unrolled) {
+    Value combined = CombineTaps(b, x, fill, a, pool.shape, is_max ? OpCode::kMax : OpCode::kAdd, upcast);
+    if (is_max) return combined;
+    return b.Cast(AverageOf(b, combined, a, b.shape(x), pool.shape), dtype);
+  }
+  Value windows = b.Window(x, fill, ParamsOf(a));
   if (is_max) return b.Reduce(OpCode::kReduceMax, windows, taps, /*keepdims=*/false);
-  DType acc = IsHalf(dtype) ? DType::kF32 : dtype;
   Value sum = b.Reduce(OpCode::kReduceSum, b.Cast(windows, acc), taps, /*keepdims=*/false);
-  std::optional<Tensor> divisors = AverageDivisors(a, b.shape(x), pool.shape);
-  Value mean = divisors ? b.Div(sum, b.Cast(b.Constant(std::move(*divisors)), acc))
-                        : b.MulScalar(sum, 1.0 / static_cast<double>(Product(a.kernel)));
-  return b.Cast(mean, dtype);
+  return b.Cast(AverageOf(b, sum, a, b.shape(x), pool.shape), dtype);
 }
 
 }  // namespace

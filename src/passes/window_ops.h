@@ -7,11 +7,16 @@
 //   conv            window(x, 0) [N, C, out..., k...] → transpose to [N, g, C/g·k, out]
 //                   → matmul(w as [g, Co/g, C/g·k], ·) → [N, Co, out...] (+ bias)
 //   conv, one input channel per group (depthwise)
-//                   reduce_sum(window(x, 0) · w, over k): a matmul with M = Co/g would
-//                   waste the tensor cores and BLAS alike
-//   max_pool        reduce_max(window(x, lowest), over k)
-//   average_pool    reduce_sum(window(x, 0), over k) / count, the count per output
-//                   position as ONNX defines it (with or without the padding)
+//                   Σ_k window_k(x) · w[:, k]: a matmul with M = Co/g would waste the
+//                   tensor cores and BLAS alike
+//   max_pool        max_k window_k(x, lowest)
+//   average_pool    Σ_k window_k(x) / count, the count per output position as ONNX
+//                   defines it (with or without the padding)
+//
+// window_k is tap k of the window (a slice: the input at o·stride + k·dilation − pad). Up to
+// 49 taps (7×7) the taps are combined one by one as pointwise ops — one pointwise kernel
+// whose loads are affine along an output row; larger windows reduce the window's kernel
+// axes as a row reduction instead.
 //
 // 1×1 convolutions with unit strides and no padding read x through a reshape alone.
 // Half-precision windows are reduced in f32 and the result cast back, as the matmul

@@ -29,7 +29,7 @@ struct WindowCase {
   PoolParams p;    // kernel is taken from w for conv
   bool bias = false;
   DType dtype = DType::kF32;
-  OpCode expect = OpCode::kMatMul;  // the op the rewrite must use
+  OpCode expect = OpCode::kMatMul;  // an op the rewrite must use
 };
 
 void PrintTo(const WindowCase& c, std::ostream* os) { *os << c.name; }
@@ -48,31 +48,38 @@ const WindowCase kCases[] = {
     {"conv_dilation2", OpCode::kConv, {1, 4, 11, 11}, {6, 4, 3, 3}, Params({3, 3}, {1, 1}, {2, 2, 2, 2}, {2, 2}), true},
     {"conv_groups2", OpCode::kConv, {2, 8, 6, 6}, {6, 4, 3, 3}, Params({3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 2), true},
     {"conv_depthwise", OpCode::kConv, {2, 6, 9, 8}, {6, 1, 3, 3}, Params({3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 6), true,
-     DType::kF32, OpCode::kReduceSum},
+     DType::kF32, OpCode::kAdd},
     {"conv_depthwise_multiplier2", OpCode::kConv, {1, 3, 7, 7}, {6, 1, 5, 5}, Params({5, 5}, {1, 1}, {2, 2, 2, 2}, {1, 1}, 3),
+     false, DType::kF32, OpCode::kAdd},
+    // More than 49 taps: the depthwise conv and the pools reduce the window as a row.
+    {"conv_depthwise_9x9", OpCode::kConv, {1, 4, 12, 12}, {4, 1, 9, 9}, Params({9, 9}, {1, 1}, {4, 4, 4, 4}, {1, 1}, 4), true,
+     DType::kF32, OpCode::kReduceSum},
+    {"max_pool_8x8", OpCode::kMaxPool, {1, 3, 16, 16}, {}, Params({8, 8}, {4, 4}, {2, 2, 2, 2}, {1, 1}), false, DType::kF32,
+     OpCode::kReduceMax},
+    {"average_pool_8x8_pad_excluded", OpCode::kAveragePool, {1, 3, 16, 16}, {}, Params({8, 8}, {4, 4}, {2, 2, 2, 2}, {1, 1}),
      false, DType::kF32, OpCode::kReduceSum},
     {"conv_one_input_channel", OpCode::kConv, {2, 1, 10, 10}, {4, 1, 3, 3}, Params({3, 3}, {1, 1}, {0, 0, 0, 0}, {1, 1}), true,
-     DType::kF32, OpCode::kReduceSum},
+     DType::kF32, OpCode::kAdd},
     {"conv_1d", OpCode::kConv, {2, 4, 17}, {6, 4, 5}, Params({5}, {2}, {2, 1}, {1}), true},
     {"conv_3d", OpCode::kConv, {1, 2, 5, 6, 4}, {3, 2, 3, 3, 2}, Params({3, 3, 2}, {1, 2, 1}, {1, 1, 0, 1, 0, 1}, {1, 1, 1})},
     {"conv_bf16", OpCode::kConv, {1, 8, 6, 6}, {8, 8, 3, 3}, Params({3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}), true, DType::kBF16},
     {"conv_depthwise_f16", OpCode::kConv, {1, 4, 6, 6}, {4, 1, 3, 3}, Params({3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 4), true,
-     DType::kF16, OpCode::kReduceSum},
+     DType::kF16, OpCode::kAdd},
     {"max_pool_3x3_stride2_pad1", OpCode::kMaxPool, {2, 3, 9, 10}, {}, Params({3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}), false,
-     DType::kF32, OpCode::kReduceMax},
+     DType::kF32, OpCode::kMax},
     // ceil_mode as the importer writes it: the end pads grow until the last window fits.
     {"max_pool_ceil_pads", OpCode::kMaxPool, {1, 2, 8, 8}, {}, Params({3, 3}, {2, 2}, {0, 0, 1, 1}, {1, 1}), false,
-     DType::kF32, OpCode::kReduceMax},
+     DType::kF32, OpCode::kMax},
     {"max_pool_dilation_1d", OpCode::kMaxPool, {2, 3, 12}, {}, Params({3}, {1}, {1, 1}, {2}), false, DType::kF32,
-     OpCode::kReduceMax},
+     OpCode::kMax},
     {"max_pool_i8", OpCode::kMaxPool, {1, 2, 5, 5}, {}, Params({2, 2}, {1, 1}, {1, 0, 0, 1}, {1, 1}), false, DType::kI8,
-     OpCode::kReduceMax},
+     OpCode::kMax},
     {"average_pool_pad_excluded", OpCode::kAveragePool, {2, 3, 7, 7}, {}, Params({3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}),
-     false, DType::kF32, OpCode::kReduceSum},
+     false, DType::kF32, OpCode::kAdd},
     {"average_pool_pad_included", OpCode::kAveragePool, {1, 3, 7, 6}, {},
-     Params({3, 2}, {2, 1}, {1, 0, 1, 1}, {1, 1}, 1, true), false, DType::kF32, OpCode::kReduceSum},
+     Params({3, 2}, {2, 1}, {1, 0, 1, 1}, {1, 1}, 1, true), false, DType::kF32, OpCode::kAdd},
     {"average_pool_no_pad", OpCode::kAveragePool, {1, 4, 8, 8}, {}, Params({2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}), false,
-     DType::kBF16, OpCode::kReduceSum},
+     DType::kBF16, OpCode::kAdd},
 };
 
 Graph BuildCase(const WindowCase& c) {
@@ -119,16 +126,18 @@ TEST_P(WindowOpsTest, RewriteMatchesTheOpaqueOp) {
   EXPECT_EQ(CountOps(*rewritten, OpCode::kConv) + CountOps(*rewritten, OpCode::kMaxPool) +
                 CountOps(*rewritten, OpCode::kAveragePool),
             0);
-  EXPECT_EQ(CountOps(*rewritten, c.expect), 1) << "expected the rewrite to use " << OpName(c.expect);
+  EXPECT_GE(CountOps(*rewritten, c.expect), 1) << "expected the rewrite to use " << OpName(c.expect);
 
   std::vector<Tensor> inputs = RandomInputs(original, 7);
   auto expected = RunReference(original, inputs);
   auto actual = RunReference(*rewritten, inputs);
   ASSERT_TRUE(expected.ok()) << expected.status().ToString();
   ASSERT_TRUE(actual.ok()) << actual.status().ToString();
-  // Both in f64 but rounded to the dtype: f32 sums in another order differ in the last
-  // bits; half types round products the opaque kernel keeps in f64.
-  Tolerance tol = c.dtype == DType::kF32 ? Tolerance{1e-5, 1e-6} : ToleranceFor(c.dtype);
+  // Both in f64 but the rewrite rounds every node to the dtype: a sum of taps rounded
+  // term by term in f32 errs by a few ulp of its largest terms, not of a result that
+  // cancels to near zero, so the absolute part scales with the output; half types round
+  // products the opaque kernel keeps in f64.
+  Tolerance tol = c.dtype == DType::kF32 ? Tolerance{1e-5, 1e-5 * MaxFiniteMagnitude((*expected)[0])} : ToleranceFor(c.dtype);
   Comparison cmp = CompareTensors((*actual)[0], (*expected)[0], tol);
   EXPECT_TRUE(cmp.pass) << cmp.reason;
 }

@@ -5,7 +5,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake ninja-build pkg-config python3 python3-venv
   libonnx-dev libprotobuf-dev protobuf-compiler
-  libcli11-dev libfmt-dev nlohmann-json3-dev libgtest-dev libopenblas-dev libopenblas-openmp-dev graphviz
+  libcli11-dev libfmt-dev nlohmann-json3-dev libgtest-dev libopenblas-dev libopenblas-openmp-dev libdnnl-dev graphviz
 )
 
 missing=()

@@ -1,6 +1,9 @@
 #include "backend/cpu/blas_matmul.h"
 
 #include <cblas.h>
+#if TILEFUSE_CPU_GEMM_DNNL
+#include <oneapi/dnnl/dnnl.h>
+#endif
 
 #include <algorithm>
 #include <cstring>
@@ -9,17 +12,30 @@
 
 #include "codegen/gemm_split.h"
 #include "ir/element_access.h"
+#include "support/check.h"
 
 namespace tilefuse {
 
 namespace {
+
+// The one place the f32 library is chosen (CMake's TILEFUSE_CPU_GEMM): oneDNN's sgemm was
+// 1.2-2.3x OpenBLAS 0.3.21's on our shapes (docs/design-notes.md); OpenBLAS is the fallback
+// and keeps f64, which oneDNN does not offer.
+void Sgemm(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c) {
+#if TILEFUSE_CPU_GEMM_DNNL
+  // Fails only on invalid arguments (a negative size or a leading dimension below N or K).
+  TF_CHECK_MSG(dnnl_sgemm('N', 'N', m, n, k, 1.0f, a, k, b, n, 0.0f, c, n) == dnnl_success, "dnnl_sgemm failed");
+#else
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
+#endif
+}
 
 template <typename T>
 void Gemm(int64_t m, int64_t n, int64_t k, const T* a, const T* b, T* c) {
   if constexpr (std::is_same_v<T, double>)
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0, a, k, b, n, 0.0, c, n);
   else
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
+    Sgemm(m, n, k, a, b, c);
 }
 
 // Every batch entry of the product, operands already in T.

@@ -1,7 +1,8 @@
-// Matrix products on the CPU through OpenBLAS: [..., M, K] x [..., K, N] with numpy
-// broadcasting of the batch dims. f32 and f64 go straight to sgemm/dgemm on the
-// operands' own memory; other dtypes are computed in f64 and the result rounded to the
-// output dtype.
+// Matrix products on the CPU through a BLAS library: [..., M, K] x [..., K, N] with numpy
+// broadcasting of the batch dims. f32 goes to oneDNN's dnnl_sgemm (or OpenBLAS's sgemm when
+// built with TILEFUSE_CPU_GEMM=openblas; the choice and its measurement: docs/design-notes.md),
+// f64 to OpenBLAS's dgemm, both on the operands' own memory; other dtypes are computed in f64
+// and the result rounded to the output dtype.
 #pragma once
 
 #include "tilefuse/graph.h"

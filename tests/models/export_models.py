@@ -21,10 +21,9 @@ tilefuse does not import them yet:
   - bert_tiny_dynamo: transformers' padding-mask code indexes attention_mask with tensors,
     which the dynamo exporter writes as GatherND ("unsupported op GatherND"); the legacy
     export (bert_tiny) has Gather/GatherElements instead and is in the tests.
-  - unet_convtranspose, unet_convtranspose_dynamo: refused as "unsupported op ConvTranspose"
-    when these were exported; ConvTranspose imports now (as a Conv over a zero-dilated
-    input) but they have not been re-exported into the tests yet. The committed unet_tiny
-    goes up by Resize (bilinear + 1x1 Conv, then nearest) instead.
+  The U-Net that goes up by ConvTranspose (unet_convtranspose, and its dynamo export) is in
+  the tests since ConvTranspose imports (as a Conv over a zero-dilated input); unet_tiny goes
+  up by Resize (bilinear + 1x1 Conv, then nearest) instead.
 """
 import os
 import sys

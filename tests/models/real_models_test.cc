@@ -90,7 +90,8 @@ INSTANTIATE_TEST_SUITE_P(Models, RealModelTest,
                                          ZooModel{"vit_tiny_dynamo", 0}, ZooModel{"resnet_tiny", 0},
                                          ZooModel{"resnet_tiny_dynamo", 0}, ZooModel{"mobilenetv3_block", 0},
                                          ZooModel{"mobilenetv3_block_dynamo", 0}, ZooModel{"unet_tiny", 0},
-                                         ZooModel{"unet_tiny_dynamo", 0}),
+                                         ZooModel{"unet_tiny_dynamo", 0},
+                                         ZooModel{"unet_convtranspose", 0}, ZooModel{"unet_convtranspose_dynamo", 0}),
                          [](const testing::TestParamInfo<ZooModel>& info) { return std::string(info.param.name); });
 
 }  // namespace

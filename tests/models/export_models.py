@@ -11,7 +11,8 @@ a rerun with the same torch/transformers versions writes the same bytes.
 
 The first four (mlp_block, attention_block, gpt2_2layer, llama_2layer) use the legacy
 exporter where it works; GPT-2 and LLaMA fall back to the dynamo exporter (transformers'
-mask code calls aten::diff, which the legacy exporter lacks at opset 17).
+mask code calls aten::diff, which the legacy exporter lacks at opset 17). Their legacy exports,
+gpt2_2layer_legacy and llama_2layer_legacy, skip that code (export_legacy_unpacked).
 
 The zoo (zoo() below: BERT, ViT, T5, ResNet, MobileNetV3 block, U-Net) is exported twice:
 NAME with the legacy exporter (dynamo=False, opset 17) and NAME_dynamo with the
@@ -226,6 +227,31 @@ class UNetTiny(torch.nn.Module):
         return self.head(d1)
 
 
+def export_legacy_unpacked(name, model, inputs, input_names, out_dir):
+    """The legacy exporter on a transformers decoder, its input taken as one unpacked sequence.
+
+    transformers' mask code looks for several sequences packed into one batch row
+    (find_packed_sequence_indices: torch.diff, then a cumsum over booleans). Outside tracing it
+    answers None for an unpacked batch, and the masks are the plain causal ones; under the
+    legacy exporter it is traced instead, and fails (no aten::diff at opset 17) or, with diff
+    written as slices, exports a CumSum over booleans that the ONNX checker refuses. The export
+    gets the untraced answer: None."""
+    from transformers import masking_utils
+
+    saved = masking_utils.find_packed_sequence_indices
+    masking_utils.find_packed_sequence_indices = lambda position_ids: None
+    try:
+        folder = os.path.join(out_dir, name)
+        os.makedirs(os.path.join(folder, "test_data_set_0"), exist_ok=True)
+        path = os.path.join(folder, "model.onnx")
+        with torch.no_grad():
+            torch.onnx.export(model, inputs, path, opset_version=OPSET, dynamo=False, input_names=input_names,
+                              output_names=["output"])
+    finally:
+        masking_utils.find_packed_sequence_indices = saved
+    finish(name, folder, path, inputs, input_names)
+
+
 def export(name, model, inputs, input_names, out_dir, dynamo=False):
     """dynamo=False: the legacy (TorchScript) exporter, falling back to the dynamo one if it
     fails; dynamo=True: only the torch.export-based exporter."""
@@ -280,8 +306,23 @@ def zoo():
     ]
 
 
+def module_factory(name):
+    """The factory of the module exported as tests/models/NAME (any exporter), or None: what
+    bench/model_peers.py times in PyTorch beside tilefuse."""
+    for suffix in ("_dynamo", "_legacy"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+    table = {"mlp_block": lambda: MlpBlock().eval(), "attention_block": lambda: AttentionBlock().eval(),
+             "gpt2_2layer": gpt2, "llama_2layer": llama}
+    table.update({zoo_name: make for zoo_name, make, _, _ in zoo()})
+    return table.get(name)
+
+
 def main():
     out_dir = sys.argv[1]
+    only = set(sys.argv[2:])  # names to export (default: all)
+    if only:
+        return export_only(out_dir, only)
     x = torch.randn(2, 16, 64)
     ids = torch.randint(0, 128, (1, 16), dtype=torch.int64)
     export("mlp_block", MlpBlock().eval(), (x,), ["x"], out_dir)
@@ -291,6 +332,7 @@ def main():
             export(name, make(), (ids,), ["input_ids"], out_dir)
         except Exception as e:
             print(f"{name}: FAILED {type(e).__name__}: {e}", flush=True)
+    export_decoders_legacy(out_dir, ids)
     for i, (name, make, inputs, input_names) in enumerate(zoo()):
         torch.manual_seed(i)  # each zoo model's weights independent of the others
         model = make()
@@ -299,6 +341,34 @@ def main():
                 export(name + suffix, model, inputs, input_names, out_dir, dynamo=dynamo)
             except Exception as e:
                 print(f"{name + suffix}: FAILED {type(e).__name__}: {str(e)[:2000]}", flush=True)
+
+
+
+def export_decoders_legacy(out_dir, ids):
+    for name, make in (("gpt2_2layer_legacy", gpt2), ("llama_2layer_legacy", llama)):
+        try:
+            export_legacy_unpacked(name, make(), (ids,), ["input_ids"], out_dir)
+        except Exception as e:
+            print(f"{name}: FAILED {type(e).__name__}: {str(e)[:2000]}", flush=True)
+
+
+def export_only(out_dir, names):
+    """Exports just `names` (zoo names with or without _dynamo, or the decoders' _legacy exports),
+    the zoo models with the weights and inputs a full run gives them (seeded per model)."""
+    if names & {"gpt2_2layer_legacy", "llama_2layer_legacy"}:
+        torch.manual_seed(0)
+        ids = torch.randint(0, 128, (1, 16), dtype=torch.int64)
+        for name, make in (("gpt2_2layer_legacy", gpt2), ("llama_2layer_legacy", llama)):
+            if name in names:
+                export_legacy_unpacked(name, make(), (ids,), ["input_ids"], out_dir)
+    for i, (name, make, inputs, input_names) in enumerate(zoo()):
+        wanted = [(suffix, dynamo) for suffix, dynamo in (("", False), ("_dynamo", True)) if name + suffix in names]
+        if not wanted:
+            continue
+        torch.manual_seed(i)
+        model = make()
+        for suffix, dynamo in wanted:
+            export(name + suffix, model, inputs, input_names, out_dir, dynamo=dynamo)
 
 
 if __name__ == "__main__":

@@ -85,6 +85,7 @@ TEST_P(RealModelTest, ImportsAndMatchesOnnxRuntime) {
 INSTANTIATE_TEST_SUITE_P(Models, RealModelTest,
                          testing::Values(ZooModel{"mlp_block", 0}, ZooModel{"attention_block", 0},
                                          ZooModel{"gpt2_2layer", 0}, ZooModel{"llama_2layer", 0},
+                                         ZooModel{"gpt2_2layer_legacy", 0}, ZooModel{"llama_2layer_legacy", 0},
                                          ZooModel{"bert_tiny", 0}, ZooModel{"t5_tiny", 0},
                                          ZooModel{"t5_tiny_dynamo", 0}, ZooModel{"vit_tiny", 0},
                                          ZooModel{"vit_tiny_dynamo", 0}, ZooModel{"resnet_tiny", 0},

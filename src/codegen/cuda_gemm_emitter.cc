@@ -59,9 +59,20 @@ int64_t StagingBytes(const CudaGemmConfig& c, bool staged) {
   return staged ? int64_t{Consumers(c)} * ConsumerRows(c) * c.block_n * 2 : 0;
 }
 // The ring of stages, aligned to 1024 bytes (the swizzle pattern's period), the staging
-// tile, then the barriers (full and empty per stage, two ping-pong turns, two staged loads).
+// tile, then the barriers (full and empty per stage, two ping-pong turns, two staged loads)
+// and split-K's "this unit finishes the tile" flag.
 int64_t SharedBytes(const CudaGemmConfig& c, bool staged) {
-  return 1024 + c.stages * StageBytes(c) + StagingBytes(c, staged) + 8 * (2 * c.stages + 4);
+  return 1024 + c.stages * StageBytes(c) + StagingBytes(c, staged) + 8 * (2 * c.stages + 5);
+}
+
+int64_t KSteps(const GemmTemplateKernel& g) { return CeilDiv(g.k, kBlockK); }
+int64_t StepsPerSplit(const GemmTemplateKernel& g, const CudaGemmConfig& c) { return CeilDiv(KSteps(g), c.splits); }
+// Split-K's scratch memory: a tile counter each (256-byte aligned), then every unit's f32
+// partial tile.
+int64_t CounterBytes(const GemmTemplateKernel& g, const CudaGemmConfig& c) { return CeilDiv(Tiles(g, c.block_m, c.block_n) * 4, 256) * 256; }
+int64_t ScratchBytes(const GemmTemplateKernel& g, const CudaGemmConfig& c) {
+  if (c.splits <= 1) return 0;
+  return CounterBytes(g, c) + Tiles(g, c.block_m, c.block_n) * c.splits * c.block_m * c.block_n * 4;
 }
 
 // An access to a half-precision buffer at the product's own (row, column): one TMA can
@@ -84,9 +95,10 @@ int StagedStore(const GemmTemplateKernel& g) {
 // The load (a residual) whose tile TMA brings into the staging tile while the main loop
 // runs, read there in place of scattered global loads: the first tile access among the
 // loads of another value than the product, or -1. Needs a staged store.
-int StagedLoad(const GemmTemplateKernel& g) {
+int StagedLoad(const GemmTemplateKernel& g, const CudaGemmConfig& c) {
   const Kernel& k = g.epilogue;
-  if (StagedStore(g) < 0) return -1;
+  // Split-K issues a tile's loads before knowing which unit runs its epilogue: none staged.
+  if (StagedStore(g) < 0 || c.splits > 1) return -1;
   for (size_t v = 0; v < k.values.size(); ++v) {
     const ScalarValue& value = k.values[v];
     if (value.kind == ScalarValue::Kind::kLoad && k.buffers[value.buffer].node != g.product &&
@@ -100,6 +112,8 @@ int StagedLoad(const GemmTemplateKernel& g) {
 
 CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConfig& requested) {
   CudaGemmConfig c = requested;
+  // A decode-like product (a few rows) wastes at most 64 rows of each tile, not 128.
+  if (g.rows <= 64 && !c.pingpong.value_or(false)) c.block_m = 64;
   // Ping-pong needs two tiles per CTA to overlap anything; with fewer, one consumer would idle.
   if (!c.pingpong)
     c.pingpong = (HeavyEpilogue(g.epilogue) || (g.k <= 1024 && EpilogueComputes(g.epilogue))) && Tiles(g, c.block_m, 128) >= 2 * c.sm_count;
@@ -112,6 +126,17 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
         c.block_n = n;
         break;
       }
+  }
+  if (c.splits == 0) {
+    // Too few tiles to fill the GPU: split K, each unit at least 4 steps of 64, so that the
+    // units about fill the SMs once. Each unit writes and reads back a block_m x block_n f32
+    // tile: small beside the operand tiles its 4+ steps load.
+    c.splits = 1;
+    const int64_t tiles = Tiles(g, c.block_m, c.block_n);
+    if (!c.pingpong.value_or(false) && tiles * 2 <= c.sm_count && KSteps(g) >= 8) {
+      const int64_t splits = std::min<int64_t>({c.sm_count / tiles, KSteps(g) / 4, 32});
+      c.splits = static_cast<int>(CeilDiv(KSteps(g), CeilDiv(KSteps(g), splits)));  // no empty unit
+    }
   }
   if (c.stages == 0) {
     const bool staged = StagedStore(g) >= 0;
@@ -127,7 +152,7 @@ namespace {
 class GemmEmitter {
  public:
   GemmEmitter(const GemmTemplateKernel& g, const CudaGemmConfig& c)
-      : g_(g), c_(c), staged_(StagedStore(g)), staged_load_(StagedLoad(g)) {}
+      : g_(g), c_(c), staged_(StagedStore(g)), staged_load_(StagedLoad(g, c)) {}
 
   StatusOr<CudaKernelSource> Run() {
     RETURN_IF_ERROR(Validate());
@@ -138,9 +163,10 @@ class GemmEmitter {
     s.name = g_.name;
     s.config = {};
     s.threads = threads;
-    s.work_blocks = std::min<int64_t>(c_.sm_count, Tiles(g_, c_.block_m, c_.block_n));
-    s.strategy = fmt::format("gemm template {}x{}x{}, {} stages, {}{}", c_.block_m, c_.block_n, kBlockK, c_.stages,
-                             *c_.pingpong ? "ping-pong consumers" : "cooperative consumers", staged_ >= 0 ? ", TMA store" : "");
+    s.work_blocks = std::min<int64_t>(c_.sm_count, Tiles(g_, c_.block_m, c_.block_n) * c_.splits);
+    s.strategy = fmt::format("gemm template {}x{}x{}, {} stages, {}{}{}", c_.block_m, c_.block_n, kBlockK, c_.stages,
+                             *c_.pingpong ? "ping-pong consumers" : "cooperative consumers", staged_ >= 0 ? ", TMA store" : "",
+                             c_.splits > 1 ? fmt::format(", split-K x{}", c_.splits) : "");
     out_ = WgmmaFunction(wgmma, c_.block_n, g_.dtype, /*b_mn_major=*/true);
     out_ += fmt::format("extern \"C\" __global__ void __launch_bounds__({}, 1) {}(const __grid_constant__ tf::TensorMap map_a, "
                         "const __grid_constant__ tf::TensorMap map_b",
@@ -162,12 +188,18 @@ class GemmEmitter {
       out_ += fmt::format(", {}{}* __restrict__ b{}", buf.is_output ? "" : "const ", StorageType(buf.dtype), b);
       s.launch.args.push_back({LaunchArg::Kind::kBuffer, buf.node, {}, 0});
     }
+    if (c_.splits > 1) {
+      out_ += ", unsigned* __restrict__ tile_counters, float* __restrict__ partials";
+      s.launch.args.push_back({LaunchArg::Kind::kScratch, -1, {}, 0});
+      s.launch.args.push_back({LaunchArg::Kind::kScratch, -1, {}, CounterBytes(g_, c_)});
+    }
     out_ += ") {\n";
     EmitSetup(consumers);
     EmitProducer();
     EmitConsumer();
     out_ += "}\n";
     FinishTemplateSource(s, std::move(out_), SharedBytes(c_, staged_ >= 0));
+    s.launch.scratch_bytes = ScratchBytes(g_, c_);
     return s;
   }
 
@@ -185,6 +217,9 @@ class GemmEmitter {
       return InvalidArgument(
           fmt::format("{}: {} bytes of shared memory (the limit is {})", g_.name, SharedBytes(c_, staged_ >= 0), kSharedLimit));
     if (c_.group_m < 1 || c_.sm_count < 1) return InvalidArgument(fmt::format("{}: group_m and sm_count must be positive", g_.name));
+    if (c_.splits < 1 || c_.splits > KSteps(g_))
+      return InvalidArgument(fmt::format("{}: {} split-K units for {} steps of K", g_.name, c_.splits, KSteps(g_)));
+    if (c_.splits > 1 && *c_.pingpong) return InvalidArgument(fmt::format("{}: split-K needs cooperative consumers", g_.name));
     return Status::Ok();
   }
 
@@ -215,7 +250,10 @@ class GemmEmitter {
                         c_.stages, consumers);
     out_ += fmt::format("  constexpr int kRows = {}, kN = {}, kK = {};\n", g_.rows, g_.n, g_.k);
     out_ += fmt::format("  constexpr int kTilesM = {}, kTilesN = {}, kTiles = {}, kKSteps = {};\n", CeilDiv(g_.rows, c_.block_m),
-                        CeilDiv(g_.n, c_.block_n), Tiles(g_, c_.block_m, c_.block_n), CeilDiv(g_.k, kBlockK));
+                        CeilDiv(g_.n, c_.block_n), Tiles(g_, c_.block_m, c_.block_n), KSteps(g_));
+    out_ += fmt::format("  // Units of work: a tile's K range in kSplits parts of kSplitSteps steps.\n"
+                        "  constexpr int kSplits = {}, kSplitSteps = {}, kUnits = kTiles * kSplits;\n",
+                        c_.splits, StepsPerSplit(g_, c_));
     out_ += fmt::format("  constexpr int kGroupM = {};\n  constexpr int kStaging = {};\n", c_.group_m, StagingBytes(c_, staged_ >= 0));
     out_ += fmt::format("  constexpr int kPingPong = {}, kConsumerRows = {}, kMBlocks = kConsumerRows / 64;\n", *c_.pingpong ? 1 : 0,
                         ConsumerRows(c_));
@@ -230,6 +268,7 @@ class GemmEmitter {
         "  tf::Barrier* empty = full + kStages;\n"
         "  tf::Barrier* turn = empty + kStages;  // ping-pong: turn[c] completes when consumer c may run its next main loop\n"
         "  tf::Barrier* tile_in = turn + 2;      // tile_in[c]: consumer c's staged load has landed\n"
+        "  volatile int* finishes_tile = (volatile int*)(tile_in + 2);  // split-K: this unit runs the epilogue\n"
         "  if (threadIdx.x == 0) {\n"
         "    for (int s = 0; s < kStages; ++s) {\n"
         "      full[s].Init(1);\n"
@@ -251,9 +290,10 @@ class GemmEmitter {
         "    tf::Warpgroup::ShrinkRegisters<{}>();\n"
         "    if (threadIdx.x != 0) return;\n"
         "    tf::Pipeline<kStages> ring;\n"
-        "    for (int tile = blockIdx.x; tile < kTiles; tile += gridDim.x) {{\n"
-        "      const tf::TileCoordinates t = tf::TileAt<kTilesM, kTilesN, kGroupM>(tile);\n"
-        "      for (int ks = 0; ks < kKSteps; ++ks, ring.Advance()) {{\n"
+        "    for (int unit = blockIdx.x; unit < kUnits; unit += gridDim.x) {{\n"
+        "      const tf::TileCoordinates t = tf::TileAt<kTilesM, kTilesN, kGroupM>(unit / kSplits);\n"
+        "      const int k_begin = unit % kSplits * kSplitSteps, k_end = min(kKSteps, k_begin + kSplitSteps);\n"
+        "      for (int ks = k_begin; ks < k_end; ++ks, ring.Advance()) {{\n"
         "        empty[ring.stage].Wait(ring.phase ^ 1);\n"
         "        full[ring.stage].ArriveExpectingBytes(kStageBytes);\n"
         "        tf::TmaLoad3d(tile_a + ring.stage * kBM * kBK, map_a, ks * kBK, t.m * kBM, t.batch, full[ring.stage]);\n"
@@ -278,18 +318,20 @@ class GemmEmitter {
         "  // Ping-pong: the consumers take the CTA's tiles in turn. The producer fills the ring\n"
         "  // tile by tile, so each consumer skips the other's steps, and one's epilogue runs\n"
         "  // while the other's main loop keeps the tensor cores busy.\n"
-        "  const int first_tile = kPingPong ? blockIdx.x + consumer * gridDim.x : blockIdx.x;\n"
-        "  const int tile_step = kPingPong ? 2 * gridDim.x : gridDim.x;\n"
+        "  const int first_unit = kPingPong ? blockIdx.x + consumer * gridDim.x : blockIdx.x;\n"
+        "  const int unit_step = kPingPong ? 2 * gridDim.x : gridDim.x;\n"
         "  // Their main loops strictly alternate (turn barriers): a consumer waiting on a slot is\n"
         "  // then never more than one phase ahead of it, as parity waits need.\n"
         "  if (kPingPong && consumer == 1) ring.Skip(kKSteps);\n"
         "  int main_loops = 0;\n"
-        "  for (int tile = first_tile; tile < kTiles; tile += tile_step, ++main_loops) {{\n"
+        "  for (int unit = first_unit; unit < kUnits; unit += unit_step, ++main_loops) {{\n"
+        "    const int tile = unit / kSplits, split = unit % kSplits;\n"
         "    const tf::TileCoordinates t = tf::TileAt<kTilesM, kTilesN, kGroupM>(tile);\n"
+        "    const int k_begin = split * kSplitSteps, k_end = min(kKSteps, k_begin + kSplitSteps);\n"
         "    if (kPingPong && (consumer == 1 || main_loops > 0)) turn[consumer].Wait((consumer == 1 ? main_loops : main_loops - 1) & 1);\n"
         "{}"
         "    int previous = -1;\n"
-        "    for (int ks = 0; ks < kKSteps; ++ks, ring.Advance()) {{\n"
+        "    for (int ks = k_begin; ks < k_end; ++ks, ring.Advance()) {{\n"
         "      full[ring.stage].Wait(ring.phase);\n"
         "      const unsigned short* a = tile_a + ring.stage * kBM * kBK + (kPingPong ? 0 : consumer * 64 * kBK);\n"
         "      const unsigned short* b = tile_b + ring.stage * kBN * kBK;\n"
@@ -299,7 +341,7 @@ class GemmEmitter {
         "#pragma unroll\n"
         "        for (int mb = 0; mb < kMBlocks; ++mb)\n"
         "          {}(d[mb], tf::SharedMatrix::KMajor(a + mb * 64 * kBK + kk * 16), tf::SharedMatrix::MnMajor(b + kk * 16 * 64, kBK * 128),\n"
-        "             ks > 0 || kk > 0);\n"
+        "             ks > k_begin || kk > 0);\n"
         "      tf::Warpgroup::Commit();\n"
         "      // The step before this one has finished reading its slot: hand it back.\n"
         "      tf::Warpgroup::Wait<1>();\n"
@@ -310,9 +352,48 @@ class GemmEmitter {
         "    if (local == 0) empty[previous].Arrive();\n"
         "    if (kPingPong && local == 0) turn[1 - consumer].Arrive();\n",
         kConsumerRegisters, StagedLoadIssue(), g_.name + "_wgmma");
+    if (c_.splits > 1) EmitSplitKHandOver();
     EmitEpilogue();
     out_ += "    if (kPingPong) ring.Skip(kKSteps);  // the other consumer's next tile\n  }\n";
     if (staged_ >= 0) out_ += "  if (local == 0) tf::TmaStoreWait();  // shared memory must outlive the stores reading it\n";
+  }
+
+  // Split-K: every unit leaves its partial sums in scratch memory (coalesced: element i of
+  // all 128 threads together), and the unit that finishes a tile last goes on with the sum
+  // of all partials, added in split order whichever unit that is, so results do not depend
+  // on timing. Memory order: the partials are fenced before the counter's atomic, and the
+  // last unit fences before reading them through L2 (__ldcg; L1 is not coherent).
+  void EmitSplitKHandOver() {
+    out_ +=
+        "    {\n"
+        "      constexpr int kPerThread = kMBlocks * kBN / 2;\n"
+        "      float* mine = partials + ((long long)unit * kConsumers + consumer) * kPerThread * 128 + local;\n"
+        "#pragma unroll\n"
+        "      for (int mb = 0; mb < kMBlocks; ++mb)\n"
+        "#pragma unroll\n"
+        "        for (int i = 0; i < kBN / 2; ++i) __stcg(mine + (mb * kBN / 2 + i) * 128, d[mb][i]);\n"
+        "      __threadfence();\n"
+        "      tf::NamedBarrierSync(3, kConsumers * 128);\n"
+        "      if (consumer == 0 && local == 0) {\n"
+        "        const bool last = atomicAdd(tile_counters + tile, 1u) == kSplits - 1;\n"
+        "        if (last) tile_counters[tile] = 0;  // zero again for the next launch\n"
+        "        *finishes_tile = last;\n"
+        "      }\n"
+        "      tf::NamedBarrierSync(3, kConsumers * 128);\n"
+        "      if (!*finishes_tile) continue;\n"
+        "      __threadfence();\n"
+        "      const float* first = partials + ((long long)tile * kSplits * kConsumers + consumer) * kPerThread * 128 + local;\n"
+        "#pragma unroll\n"
+        "      for (int mb = 0; mb < kMBlocks; ++mb)\n"
+        "#pragma unroll\n"
+        "        for (int i = 0; i < kBN / 2; ++i) {\n"
+        "          float sum = 0.0f;\n"
+        "#pragma unroll 1\n"
+        "          for (int s = 0; s < kSplits; ++s)\n"
+        "            sum += s == split ? d[mb][i] : __ldcg(first + ((long long)s * kConsumers * kPerThread + mb * kBN / 2 + i) * 128);\n"
+        "          d[mb][i] = sum;\n"
+        "        }\n"
+        "    }\n";
   }
 
   // The staged load's tile, requested as the tile starts so it lands during the main loop

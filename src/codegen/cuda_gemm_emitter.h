@@ -12,6 +12,11 @@
 //                            swizzled shared memory and written by TMA stores that overlap
 //                            what comes next
 //   CTAs                     one per SM, walking the output tiles in grouped order
+//   split-K                  with few output tiles (a decode-like M), each tile's K range is
+//                            cut into `splits` units that CTAs take like tiles: each unit
+//                            leaves its f32 partial sums in scratch memory, and the unit
+//                            that finishes a tile last (a counter per tile) adds the others'
+//                            in split order (deterministic) and runs the epilogue
 //
 // Registers move from the producer (40) to the consumers (232) with setmaxnreg.
 #pragma once
@@ -34,6 +39,8 @@ struct CudaGemmConfig {
   int stages = 0;     // pipeline depth; 0: as many as fit in shared memory (at most 6)
   int group_m = 8;    // tile rows swept together (L2 reuse of B)
   int sm_count = 132; // CTAs of the persistent grid
+  int splits = 0;     // split-K units per output tile (cooperative consumers only); 0: enough
+                      // to give every SM work when the tiles alone would leave half idle
 };
 
 // Every 0 of `requested` resolved for this problem.

@@ -166,5 +166,62 @@ TEST(CudaGemmEmitterTest, ConfigurationsTheTemplateCannotRunAreRefused) {
   EXPECT_TRUE(EmitCudaGemm(*gemm, resolved).ok());
 }
 
+TEST(CudaGemmEmitterTest, FewTilesSplitKAndTheLastUnitRunsTheEpilogue) {
+  Planned p = PlanText("  q = MatMul (x, w)\n  y = Add (q, b)\n",
+                       "g (bfloat16[16,4096] x, bfloat16[4096,4096] w, bfloat16[4096] b) => (bfloat16[16,4096] y)");
+  auto gemm = LowerOnlyGemm(p);
+  ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
+  CudaGemmConfig c = ResolveGemmConfig(*gemm, {});
+  EXPECT_EQ(c.block_m, 64);  // 16 rows: half the tile wasted, not seven eighths
+  const int64_t tiles = 4096 / c.block_n, steps = 4096 / 64;
+  ASSERT_GT(c.splits, 1);
+  EXPECT_LE(tiles * c.splits, 132);                   // the units fill the GPU about once
+  const int64_t per = (steps + c.splits - 1) / c.splits;
+  EXPECT_LT((c.splits - 1) * per, steps);             // no unit without a step of K
+  EXPECT_GE(per, 4);
+  auto source = EmitCudaGemm(*gemm, c);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_EQ(source->launch.block[0], 256);  // one consumer warpgroup of 64 rows
+  EXPECT_EQ(source->work_blocks, tiles * c.splits);
+  // The tile counters and the partial tiles, in one scratch memory of the right size.
+  ASSERT_GE(source->launch.args.size(), 2u);
+  const LaunchArg& counters = source->launch.args[source->launch.args.size() - 2];
+  const LaunchArg& partials = source->launch.args.back();
+  EXPECT_EQ(counters.kind, LaunchArg::Kind::kScratch);
+  EXPECT_EQ(partials.kind, LaunchArg::Kind::kScratch);
+  EXPECT_EQ(counters.scalar, 0);
+  EXPECT_GE(partials.scalar, tiles * 4);
+  EXPECT_EQ(source->launch.scratch_bytes, partials.scalar + tiles * c.splits * 64 * c.block_n * 4);
+  EXPECT_TRUE(MatchesChecks(source->function, R"(
+    CHECK: k_begin = unit % kSplits * kSplitSteps
+    CHECK: ks > k_begin || kk > 0
+    CHECK: __stcg(mine
+    CHECK: __threadfence();
+    CHECK: atomicAdd(tile_counters + tile, 1u) == kSplits - 1
+    CHECK: tile_counters[tile] = 0;
+    CHECK: if (!*finishes_tile) continue;
+    CHECK: s == split ? d[mb][i] : __ldcg(
+    CHECK: tf_cvt_bf16(b1[col])
+  )"));
+  CudaGemmConfig pingpong = c;  // ping-pong consumers skip each other's fixed step counts
+  pingpong.pingpong = true;
+  pingpong.block_m = 128;
+  EXPECT_EQ(EmitCudaGemm(*gemm, pingpong).status().code(), StatusCode::kInvalidArgument);
+  CudaGemmConfig too_many = c;
+  too_many.splits = 65;
+  EXPECT_EQ(EmitCudaGemm(*gemm, too_many).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(CudaGemmEmitterTest, EnoughTilesNeedNoSplitK) {
+  Planned p = PlanText("  y = MatMul (x, w)\n", "g (bfloat16[4096,4096] x, bfloat16[4096,4096] w) => (bfloat16[4096,4096] y)");
+  auto gemm = LowerOnlyGemm(p);
+  ASSERT_TRUE(gemm.ok());
+  auto source = EmitCudaGemm(*gemm);
+  ASSERT_TRUE(source.ok());
+  EXPECT_EQ(ResolveGemmConfig(*gemm, {}).splits, 1);
+  EXPECT_EQ(source->launch.scratch_bytes, 0);
+  EXPECT_EQ(source->function.find("tile_counters"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace tilefuse

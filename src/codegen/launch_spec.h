@@ -1,8 +1,9 @@
 // LaunchSpec: how one generated kernel is launched, as the emitter decided it — a 3-D grid
 // and block, a thread-block cluster, dynamic shared memory, and the parameters in order:
 // a graph value's device address, a TMA descriptor over a graph value (encoded by the
-// backend once it knows the address), or a 64-bit scalar. The loop templates fill it with
-// a 1-D grid of buffers; the compute-bound templates need the rest.
+// backend once it knows the address), a 64-bit scalar, or an address inside the kernel's
+// scratch memory. The loop templates fill it with a 1-D grid of buffers; the compute-bound
+// templates need the rest.
 #pragma once
 
 #include <array>
@@ -27,11 +28,11 @@ struct TensorMapArg {
 };
 
 struct LaunchArg {
-  enum class Kind { kBuffer, kTensorMap, kScalar };
+  enum class Kind { kBuffer, kTensorMap, kScalar, kScratch };
   Kind kind = Kind::kBuffer;
   int node = -1;       // kBuffer: the graph value whose device address is passed
   TensorMapArg map;    // kTensorMap
-  int64_t scalar = 0;  // kScalar
+  int64_t scalar = 0;  // kScalar; kScratch: the byte offset into the scratch memory
 };
 
 struct LaunchSpec {
@@ -39,6 +40,11 @@ struct LaunchSpec {
   std::array<int, 3> block{1, 1, 1};
   std::array<int, 3> cluster{1, 1, 1};
   int64_t dynamic_shared_bytes = 0;
+  // Device memory the kernel keeps to itself between launches (split-K partial sums and
+  // tile counters): zeroed once when allocated, and every kernel leaves what must be zero
+  // at its next launch zero again (so captured graphs replay). Kernels of one stream may
+  // share it: they never run at the same time.
+  int64_t scratch_bytes = 0;
   std::vector<LaunchArg> args;
 };
 

@@ -37,6 +37,7 @@ struct GpuCompiledGraph::State {
   std::unique_ptr<LtMatmul> lt;
   MemoryPlan memory;
   DeviceBuffer arena, workspace;
+  DeviceBuffer scratch;  // the kernels' scratch memory (LaunchSpec::scratch_bytes), zeroed once
   std::vector<DeviceBuffer> owned;
   std::vector<CUdeviceptr> address;  // per node; 0: not on the device
   bool has_host_steps = false;
@@ -59,7 +60,7 @@ struct GpuCompiledGraph::State {
     // limit): many blocks keep loads in flight while others compute, and the hardware
     // balances the last wave. (One resident wave of striding threads measured 74% of the
     // copy rate on GELU f32, H200, 2026-11-21.) Templates bring their own grid.
-    return LaunchKernel(*device, functions.at(k.source.name), k.source.launch, at, stream, k.source.name);
+    return LaunchKernel(*device, functions.at(k.source.name), k.source.launch, at, scratch.get(), stream, k.source.name);
   }
 
   Status Matmul(int matmul, const std::vector<CUdeviceptr>& at) const {
@@ -330,6 +331,14 @@ StatusOr<std::unique_ptr<GpuCompiledGraph>> GpuCompiledGraph::Compile(const Grap
         RETURN_IF_ERROR(PrepareFunction(*s->device, f, k->source.launch, k->source.name));
         s->functions[k->source.name] = f;
       }
+  }
+  int64_t scratch_bytes = 0;
+  for (const CudaGroupProgram& p : s->program.groups)
+    for (const CudaLaunchable* k : Launchables(p)) scratch_bytes = std::max(scratch_bytes, k->source.launch.scratch_bytes);
+  if (scratch_bytes > 0) {
+    ASSIGN_OR_RETURN(CUdeviceptr w, s->allocator->Allocate(scratch_bytes, "the kernels' scratch memory"));
+    s->scratch = DeviceBuffer(s->allocator, w);
+    RETURN_IF_ERROR(s->device->Check(s->device->api().cuMemsetD8Async(w, 0, scratch_bytes, s->device->stream()), "zeroing scratch memory"));
   }
   if (any_gemm) {
     ASSIGN_OR_RETURN(s->lt, LtMatmul::Create());

@@ -47,7 +47,9 @@ Status PrepareFunction(const CudaDevice& device, CUfunction function, const Laun
 }
 
 Status LaunchKernel(const CudaDevice& device, CUfunction function, const LaunchSpec& spec, const std::vector<CUdeviceptr>& address,
-                    CUstream stream, const std::string& name) {
+                    CUdeviceptr scratch, CUstream stream, const std::string& name) {
+  if (spec.scratch_bytes > 0 && scratch == 0)
+    return InvalidArgument(fmt::format("{} needs {} bytes of scratch memory and got none", name, spec.scratch_bytes));
   // Parameter storage must not move once its addresses are taken.
   std::vector<CUdeviceptr> pointers;
   std::vector<CUtensorMap> maps;
@@ -71,6 +73,10 @@ Status LaunchKernel(const CudaDevice& device, CUfunction function, const LaunchS
       case LaunchArg::Kind::kScalar:
         scalars.push_back(arg.scalar);
         params.push_back(&scalars.back());
+        break;
+      case LaunchArg::Kind::kScratch:
+        pointers.push_back(scratch + static_cast<CUdeviceptr>(arg.scalar));
+        params.push_back(&pointers.back());
         break;
     }
   }

@@ -19,8 +19,9 @@ StatusOr<CUtensorMap> EncodeTensorMap(const CudaDevice& device, CUdeviceptr base
 // Raises the function's dynamic shared memory limit to what `spec` asks (needed above 48 KB).
 Status PrepareFunction(const CudaDevice& device, CUfunction function, const LaunchSpec& spec, const std::string& name);
 
-// `address[node]` is the device address of graph value `node`.
+// `address[node]` is the device address of graph value `node`; `scratch` that of at least
+// `spec.scratch_bytes` of the kernel's scratch memory (LaunchSpec).
 Status LaunchKernel(const CudaDevice& device, CUfunction function, const LaunchSpec& spec, const std::vector<CUdeviceptr>& address,
-                    CUstream stream, const std::string& name);
+                    CUdeviceptr scratch, CUstream stream, const std::string& name);
 
 }  // namespace tilefuse

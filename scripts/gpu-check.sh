@@ -75,7 +75,7 @@ memcheck_run() {
 
 if has gemm; then
   say "== GEMM template: tests/gemm on the GPU vs the reference (poisoned outputs), then memcheck"
-  # --gemm template: small problems too (auto sends those with few output tiles to cuBLASLt).
+  # --gemm template and auto (the path a user gets: cuBLASLt where the template refuses).
   for m in tests/gemm/*.onnxtxt; do
     for path in template auto; do check_run "$m --gemm $path" "$m" --gemm $path; done
   done
@@ -83,7 +83,8 @@ if has gemm; then
   for m in examples/matmul_bias_relu.onnxtxt examples/mlp_block.onnxtxt examples/causal_attention.onnxtxt tests/gemm/gemm_bias_f32.onnxtxt; do
     check_run "$m --precision high" "$m" --precision high
   done
-  for m in tests/gemm/gemm_bias_relu_ragged_bf16.onnxtxt tests/gemm/bmm_bf16.onnxtxt tests/gemm/gemm_residual_two_outputs_bf16.onnxtxt; do
+  for m in tests/gemm/gemm_bias_relu_ragged_bf16.onnxtxt tests/gemm/bmm_bf16.onnxtxt tests/gemm/gemm_residual_two_outputs_bf16.onnxtxt \
+           tests/gemm/gemm_splitk_ragged_tanh_residual_bf16.onnxtxt tests/gemm/bmm_splitk_f16.onnxtxt; do
     memcheck_run "$m" --gemm template
   done
 fi

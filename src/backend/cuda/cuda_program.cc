@@ -20,7 +20,9 @@ namespace {
 CudaLaunchable TemplateLaunchable(CudaKernelSource source, const FusionGroup& group, Kernel program) {
   CudaLaunchable launchable;
   launchable.source = std::move(source);
-  for (const LaunchArg& arg : launchable.source.launch.args) launchable.buffer_nodes.push_back(arg.node);
+  // Graph values only: scalars and scratch memory (node -1) are no value of the graph.
+  for (const LaunchArg& arg : launchable.source.launch.args)
+    if (arg.kind == LaunchArg::Kind::kBuffer || arg.kind == LaunchArg::Kind::kTensorMap) launchable.buffer_nodes.push_back(arg.node);
   launchable.outputs = group.outputs;
   launchable.kernel = std::move(program);
   launchable.is_template = true;

@@ -25,6 +25,7 @@
 
 #include "frontend/onnx/handler_util.h"
 #include "frontend/onnx/op_registry.h"
+#include "frontend/onnx/tensor_proto.h"
 
 namespace tilefuse::onnx_import {
 
@@ -202,7 +203,8 @@ int64_t SizeOf(GraphBuilder& b, const Operand& x, const Labels& labels) {
 }
 
 // Contracts two operands; `keep` says which labels a later operand or the output needs.
-Operand Contract(GraphBuilder& b, Operand x, Operand y, const std::function<bool(int)>& keep) {
+// InvalidArgument when the result would be too large (the operands are not).
+StatusOr<Operand> Contract(GraphBuilder& b, Operand x, Operand y, const std::function<bool(int)>& keep) {
   x = SumOut(b, x, [&](int l) { return keep(l) || Has(y.labels, l); });
   y = SumOut(b, y, [&](int l) { return keep(l) || Has(x.labels, l); });
   if (!b.ok()) return x;
@@ -218,15 +220,16 @@ Operand Contract(GraphBuilder& b, Operand x, Operand y, const std::function<bool
   int64_t batches = SizeOf(b, x, batch), m = SizeOf(b, x, x_only), k = SizeOf(b, x, contracted), n = SizeOf(b, y, y_only);
   Shape x_shape = {m, k}, y_shape = {k, n};
   if (!batch.empty()) x_shape.insert(x_shape.begin(), batches), y_shape.insert(y_shape.begin(), batches);
-  Value x_matrix = b.Reshape(MoveLast(b, x, x_order).value, x_shape);
-  Value y_matrix = b.Reshape(MoveLast(b, y, y_order).value, y_shape);
-  Value product = contracted.empty() ? b.Mul(x_matrix, y_matrix) : b.MatMul(x_matrix, y_matrix);
   Operand out;
   out.labels = batch;
   out.labels.insert(out.labels.end(), x_only.begin(), x_only.end());
   out.labels.insert(out.labels.end(), y_only.begin(), y_only.end());
   Shape out_shape;
   for (int l : out.labels) out_shape.push_back(Has(x.labels, l) ? SizeOf(b, x, {l}) : SizeOf(b, y, {l}));
+  RETURN_IF_ERROR(CheckShapeSize(out_shape, kMaxValueElements, "an intermediate product"));
+  Value x_matrix = b.Reshape(MoveLast(b, x, x_order).value, x_shape);
+  Value y_matrix = b.Reshape(MoveLast(b, y, y_order).value, y_shape);
+  Value product = contracted.empty() ? b.Mul(x_matrix, y_matrix) : b.MatMul(x_matrix, y_matrix);
   out.value = b.Reshape(product, out_shape);
   return out;
 }
@@ -270,6 +273,7 @@ Status ImportEinsum(NodeContext& ctx) {
   for (Operand& x : operands) {
     Shape target;
     for (int l : x.labels) target.push_back(sizes.at(l));
+    RETURN_IF_ERROR(CheckShapeSize(target, kMaxValueElements, "an input broadcast over the ellipsis"));
     x.value = b.BroadcastTo(x.value, target);
   }
   if (!b.ok()) return Status::Ok();
@@ -280,8 +284,9 @@ Status ImportEinsum(NodeContext& ctx) {
     return false;
   };
   Operand acc = operands[0];
-  for (size_t i = 1; i < operands.size() && b.ok(); ++i)
-    acc = Contract(b, acc, operands[i], [&](int l) { return needed_after(i + 1, l); });
+  for (size_t i = 1; i < operands.size() && b.ok(); ++i) {
+    ASSIGN_OR_RETURN(acc, Contract(b, acc, operands[i], [&](int l) { return needed_after(i + 1, l); }));
+  }
   acc = SumOut(b, acc, [&](int l) { return Has(output, l); });
   if (!b.ok()) return Status::Ok();
   std::vector<int64_t> perm;

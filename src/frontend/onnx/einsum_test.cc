@@ -147,6 +147,11 @@ TEST(OnnxEinsumTest, BadEquationsAreNamedErrors) {
   EXPECT_TRUE(Contains(error("..i->i", "float[2] a", "a"), "ellipsis"));
   EXPECT_TRUE(Contains(error("ii->i", "float[2, 3] a", "a"), "label 'i' has size 3"));
   EXPECT_TRUE(Contains(error("i,i->i", "float[2] a, int64[2] b", "a, b"), "numeric dtype"));
+  // 2^21 x 2^21 outer product: more elements than the importer lets a value hold.
+  std::string huge = ImportError(WithOpset(13, R"(
+    g (float[2097152] a, float[2097152] b) => (float[2097152, 2097152] y) { y = Einsum <equation = "i,j->ij"> (a, b) })"));
+  EXPECT_TRUE(Contains(huge, "intermediate product")) << huge;
+  EXPECT_TRUE(Contains(huge, "too large")) << huge;
   std::string missing = ImportError(WithOpset(13, "g (float[2] a) => (float[2] y) { y = Einsum(a) }"));
   EXPECT_TRUE(Contains(missing, "attribute 'equation' is missing")) << missing;
 }

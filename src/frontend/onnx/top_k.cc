@@ -12,6 +12,7 @@
 
 #include "frontend/onnx/handler_util.h"
 #include "frontend/onnx/op_registry.h"
+#include "frontend/onnx/tensor_proto.h"
 
 namespace tilefuse::onnx_import {
 
@@ -63,6 +64,9 @@ Status ImportTopK(NodeContext& ctx) {
   Shape shape = b.shape(x);
   int64_t n = shape[axis];
   ASSIGN_OR_RETURN(int64_t k, ReadK(ctx, n));
+  Shape pairs = shape;
+  pairs.insert(pairs.begin() + axis + 1, n);
+  RETURN_IF_ERROR(CheckShapeSize(pairs, kMaxValueElements, "the pairwise comparison along the axis"));
   bool largest = ctx.Int("largest", 1) != 0;
 
   Value zero = b.Scalar(0, DType::kI64);

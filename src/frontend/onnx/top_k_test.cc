@@ -121,6 +121,13 @@ TEST(OnnxTopKTest, BadKIsANamedError) {
     })"));
   EXPECT_TRUE(Contains(axis, "axis 2 is out of range")) << axis;
 
+  std::string huge = ImportError(WithOpset(11, R"(
+    g (float[2097152] x) => (float[1] values, int64[1] indices) {
+      k = Constant <value = int64[1] {1}> ()
+      values, indices = TopK(x, k)
+    })"));
+  EXPECT_TRUE(Contains(huge, "pairwise comparison")) << huge;
+
   std::string missing_k = ImportError(WithOpset(11, R"(
     g (float[2, 3] x) => (float[2, 1] values) { values = TopK(x) })"));
   EXPECT_TRUE(Contains(missing_k, "K")) << missing_k;

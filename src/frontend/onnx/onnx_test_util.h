@@ -11,6 +11,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,15 @@ inline std::vector<double> RunGraph(const Graph& graph, const std::vector<Tensor
 
 inline Tensor F32(Shape shape, std::vector<double> values) { return Tensor::FromDoubles(DType::kF32, shape, values); }
 inline Tensor I64(Shape shape, std::vector<double> values) { return Tensor::FromDoubles(DType::kI64, shape, values); }
+
+// `count` values in ±[0.25, 2), none of them zero, from a fixed seed.
+inline std::vector<double> RandomNonZero(size_t count, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> magnitude(0.25, 2.0);
+  std::vector<double> values(count);
+  for (double& v : values) v = (rng() % 2 ? 1 : -1) * magnitude(rng);
+  return values;
+}
 
 inline void ExpectNear(const std::vector<double>& actual, const std::vector<double>& expected, double tolerance = 1e-5) {
   ASSERT_EQ(actual.size(), expected.size());

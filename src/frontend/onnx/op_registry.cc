@@ -23,6 +23,10 @@ const OpRegistry& OpRegistry::Get() {
     RegisterMathFunctionOps(*r);
     RegisterResizeOps(*r);
     RegisterScatterOps(*r);
+    RegisterGatherNDOps(*r);
+    RegisterEinsumOps(*r);
+    RegisterTopKOps(*r);
+    RegisterNonZeroOps(*r);
     return r;
   }();
   return *registry;

@@ -50,5 +50,9 @@ void RegisterLossOps(OpRegistry& registry);           // losses.cc
 void RegisterMathFunctionOps(OpRegistry& registry);   // math_functions.cc
 void RegisterResizeOps(OpRegistry& registry);         // resize.cc
 void RegisterScatterOps(OpRegistry& registry);        // scatter.cc
+void RegisterGatherNDOps(OpRegistry& registry);       // gather_nd.cc
+void RegisterEinsumOps(OpRegistry& registry);         // einsum.cc
+void RegisterTopKOps(OpRegistry& registry);           // top_k.cc
+void RegisterNonZeroOps(OpRegistry& registry);        // non_zero.cc
 
 }  // namespace tilefuse::onnx_import

@@ -17,14 +17,10 @@ gpt2_2layer_legacy and llama_2layer_legacy, skip that code (export_legacy_unpack
 The zoo (zoo() below: BERT, ViT, T5, ResNet, MobileNetV3 block, U-Net) is exported twice:
 NAME with the legacy exporter (dynamo=False, opset 17) and NAME_dynamo with the
 torch.export-based one (dynamo=True, opset 18). Both exporters succeed on every zoo model
-(torch 2.15, transformers 5.23); these exports are written but not in tests/models because
-tilefuse does not import them yet:
-  - bert_tiny_dynamo: transformers' padding-mask code indexes attention_mask with tensors,
-    which the dynamo exporter writes as GatherND ("unsupported op GatherND"); the legacy
-    export (bert_tiny) has Gather/GatherElements instead and is in the tests.
-  The U-Net that goes up by ConvTranspose (unet_convtranspose, and its dynamo export) is in
-  the tests since ConvTranspose imports (as a Conv over a zero-dilated input); unet_tiny goes
-  up by Resize (bilinear + 1x1 Conv, then nearest) instead.
+(torch 2.15, transformers 5.23), and every export is in tests/models: bert_tiny_dynamo indexes
+the attention mask with GatherND; the U-Net that goes up by ConvTranspose (unet_convtranspose,
+and its dynamo export) imports as a Conv over a zero-dilated input; unet_tiny goes up by Resize
+(bilinear + 1x1 Conv, then nearest) instead.
 """
 import os
 import sys

@@ -11,7 +11,8 @@
 #   2. differential fuzzing: 4 x $FUZZ_COUNT random graphs on the GPU, fused and unfused
 #      compute-sanitizer memcheck on the examples
 #   3. the GPU unit tests (cuBLASLt)
-#   3b. tilefuse bench --backend cuda on the real models (onnxruntime beside: bench/model_peers.py)
+#   3b. tilefuse bench --backend cuda on the real models, onnxruntime and the model's PyTorch module
+#       (eager, torch.compile, with CUDA graphs) beside (bench/model_peers.py, bench/model_report.py),
 #       and on the GPT block, group by group
 #   4. tilefuse demo (the examples fused on the GPU, checked, timed)
 #   5. benchmarks: tilefuse fused/unfused per case, then bench/peers.py (PyTorch eager,
@@ -133,11 +134,17 @@ fi
 
 if has models; then
   say "== tilefuse bench --backend cuda: the real models beside onnxruntime, and the GPT block group by group"
+  # PyTorch times each zoo module once (its legacy and dynamo exports share it).
+  timed=" "
   for m in tests/models/*/model.onnx; do
     name=$(basename "$(dirname "$m")")
-    python3 bench/model_peers.py "$m" --tilefuse "$B/tilefuse" --repeats 20 --json "$OUT/model-peers-$name.json" 2>&1 | tee -a "$log" \
+    module=${name%_dynamo}; module=${module%_legacy}
+    torch_arg=$module; [[ "$timed" == *" $module "* ]] && torch_arg=none
+    timed="$timed$module "
+    python3 bench/model_peers.py "$m" --tilefuse "$B/tilefuse" --repeats 20 --torch "$torch_arg" --json "$OUT/model-peers-$name.json" 2>&1 | tee -a "$log" \
       || { say "FAIL bench --backend cuda $m"; failures=$((failures + 1)); }
   done
+  python3 bench/model_report.py "$OUT"/model-peers-*.json >"$OUT/models.md" && cat "$OUT/models.md"
   "$B/tilefuse" bench bench/cases/gpt_block_bf16_b8t2048d1024h16.onnxtxt --backend cuda --repeats 20 2>&1 | tee "$OUT/bench-gpt-block.txt" | tee -a "$log" \
     || { say "FAIL bench --backend cuda gpt_block"; failures=$((failures + 1)); }
 fi

@@ -5,7 +5,8 @@
 #   3. the fast unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer;
 #   4. a 10-second slice of each importer fuzz target (fuzz/run.sh; skipped with a message
 #      where clang's libFuzzer cannot be installed).
-# Tests that need a GPU are skipped here with a message; scripts/gpu.sh runs them.
+# Tests that need a GPU are skipped here with a message; scripts/gpu-check.sh runs them on a
+# machine with a GPU (see the README).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

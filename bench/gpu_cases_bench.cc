@@ -53,11 +53,20 @@ int Main(int argc, char** argv) {
       overrides.attention_consumers = std::stoi(argv[++i]);
     } else if (a == "--gemm-pingpong" && i + 1 < argc) {
       overrides.gemm_pingpong = std::string(argv[++i]) == "on";
+    } else if (a == "--gemm-block-n" && i + 1 < argc) {
+      overrides.gemm_block_n = std::stoi(argv[++i]);
+    } else if (a == "--gemm-stages" && i + 1 < argc) {
+      overrides.gemm_stages = std::stoi(argv[++i]);
+    } else if (a == "--gemm-splits" && i + 1 < argc) {
+      overrides.gemm_splits = std::stoi(argv[++i]);
+    } else if (a == "--gemm-group-m" && i + 1 < argc) {
+      overrides.gemm_group_m = std::stoi(argv[++i]);
     } else {
       fmt::print(stderr,
                  "usage: {} [--cases a,b] [--repeats N] [--json FILE] [--root SOURCE_DIR] [--tune] [--attention template|overlap|serial|split]\n"
                  "  [--attention-block-n 64|128|192|256] [--attention-poly-exp N (0: none)] [--attention-lazy-margin M (-1: off)]\n"
-                 "  [--attention-consumers 2|3] [--gemm-pingpong on|off]\n"
+                 "  [--attention-consumers 2|3] [--gemm-pingpong on|off] [--gemm-block-n 64|128|192|256] [--gemm-stages N]\n"
+                 "  [--gemm-splits N (1: no split-K)] [--gemm-group-m N]\n"
                  "  (override the templates' rules)\n",
                  argv[0]);
       return 2;

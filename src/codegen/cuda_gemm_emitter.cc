@@ -361,8 +361,10 @@ class GemmEmitter {
   // Split-K: every unit leaves its partial sums in scratch memory (coalesced: element i of
   // all 128 threads together), and the unit that finishes a tile last goes on with the sum
   // of all partials, added in split order whichever unit that is, so results do not depend
-  // on timing. Memory order: the partials are fenced before the counter's atomic, and the
-  // last unit fences before reading them through L2 (__ldcg; L1 is not coherent).
+  // on timing. (Summed element by element, the loads of one element's splits waited on each
+  // other: 16 x 4096 x 4096 took 30 us with 2 splits and 964 us with 16, H100.) Memory order:
+  // the partials are fenced before the counter's atomic, and the last unit fences before
+  // reading them through L2 (__ldcg; L1 is not coherent).
   void EmitSplitKHandOver() {
     out_ +=
         "    {\n"
@@ -382,17 +384,21 @@ class GemmEmitter {
         "      tf::NamedBarrierSync(3, kConsumers * 128);\n"
         "      if (!*finishes_tile) continue;\n"
         "      __threadfence();\n"
+        "      // Every partial, this unit's own too (it is in L2), in split order: the sum does not\n"
+        "      // depend on which unit came last. One split's values are independent loads in flight.\n"
         "      const float* first = partials + ((long long)tile * kSplits * kConsumers + consumer) * kPerThread * 128 + local;\n"
         "#pragma unroll\n"
         "      for (int mb = 0; mb < kMBlocks; ++mb)\n"
         "#pragma unroll\n"
-        "        for (int i = 0; i < kBN / 2; ++i) {\n"
-        "          float sum = 0.0f;\n"
+        "        for (int i = 0; i < kBN / 2; ++i) d[mb][i] = __ldcg(first + (mb * kBN / 2 + i) * 128);\n"
         "#pragma unroll 1\n"
-        "          for (int s = 0; s < kSplits; ++s)\n"
-        "            sum += s == split ? d[mb][i] : __ldcg(first + ((long long)s * kConsumers * kPerThread + mb * kBN / 2 + i) * 128);\n"
-        "          d[mb][i] = sum;\n"
-        "        }\n"
+        "      for (int s = 1; s < kSplits; ++s) {\n"
+        "        const float* part = first + (long long)s * kConsumers * kPerThread * 128;\n"
+        "#pragma unroll\n"
+        "        for (int mb = 0; mb < kMBlocks; ++mb)\n"
+        "#pragma unroll\n"
+        "          for (int i = 0; i < kBN / 2; ++i) d[mb][i] += __ldcg(part + (mb * kBN / 2 + i) * 128);\n"
+        "      }\n"
         "    }\n";
   }
 

@@ -200,7 +200,9 @@ TEST(CudaGemmEmitterTest, FewTilesSplitKAndTheLastUnitRunsTheEpilogue) {
     CHECK: atomicAdd(tile_counters + tile, 1u) == kSplits - 1
     CHECK: tile_counters[tile] = 0;
     CHECK: if (!*finishes_tile) continue;
-    CHECK: s == split ? d[mb][i] : __ldcg(
+    CHECK: d[mb][i] = __ldcg(first
+    CHECK: for (int s = 1; s < kSplits; ++s)
+    CHECK: d[mb][i] += __ldcg(part
     CHECK: tf_cvt_bf16(b1[col])
   )"));
   CudaGemmConfig pingpong = c;  // ping-pong consumers skip each other's fixed step counts

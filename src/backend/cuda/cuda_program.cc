@@ -101,6 +101,10 @@ StatusOr<CudaLaunchable> GemmTemplate(const Graph& g, const FusionGroup& group, 
   CudaGemmConfig config;
   config.sm_count = target.sm_count;
   config.pingpong = target.overrides.gemm_pingpong;
+  config.block_n = target.overrides.gemm_block_n;
+  config.stages = target.overrides.gemm_stages;
+  config.splits = target.overrides.gemm_splits;
+  if (target.overrides.gemm_group_m > 0) config.group_m = target.overrides.gemm_group_m;
   ASSIGN_OR_RETURN(CudaKernelSource source, EmitCudaGemm(gemm, config));
   return TemplateLaunchable(std::move(source), group, std::move(gemm.epilogue));
 }

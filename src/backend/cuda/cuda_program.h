@@ -78,6 +78,7 @@ struct TemplateOverrides {
   std::optional<float> attention_lazy_margin;  // CudaAttentionConfig::lazy_margin
   int attention_consumers = 0;                 // CudaAttentionConfig::consumers; 0: the rule
   std::optional<bool> gemm_pingpong;  // unset: the rule (ResolveGemmConfig)
+  int gemm_block_n = 0, gemm_stages = 0, gemm_splits = 0, gemm_group_m = 0;  // CudaGemmConfig's; 0: the rule
 };
 
 struct CudaTarget {

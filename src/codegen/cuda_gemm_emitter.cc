@@ -128,14 +128,17 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
       }
   }
   if (c.splits == 0) {
-    // Too few tiles to fill the GPU: split K, each unit at least 4 steps of 64, so that the
-    // units about fill the SMs once. Each unit writes and reads back a block_m x block_n f32
-    // tile: small beside the operand tiles its 4+ steps load.
+    // Too few tiles to fill the GPU (a decode-like M): 128 columns a tile and K split into
+    // units of at least 4 steps of 64, about half as many units as SMs. Such a product is
+    // bound by reading B, and more units add partial-sum traffic without adding bandwidth:
+    // 16 x 4096 x 4096 bf16 (H100, 2026-11-24, µs) 64-column tiles 21.5 / 22.7 / 26.9 with
+    // 1 / 2 / 4 splits, 128-column 23.6 / 21.2 / 22.8 / 32.8 with 1 / 2 / 4 / 8, 256-column
+    // 27-33; cuBLAS alone 18.
     c.splits = 1;
-    const int64_t tiles = Tiles(g, c.block_m, c.block_n);
-    if (!c.pingpong.value_or(false) && tiles * 2 <= c.sm_count && KSteps(g) >= 8) {
-      const int64_t splits = std::min<int64_t>({c.sm_count / tiles, KSteps(g) / 4, 32});
-      c.splits = static_cast<int>(CeilDiv(KSteps(g), CeilDiv(KSteps(g), splits)));  // no empty unit
+    if (!c.pingpong.value_or(false) && Tiles(g, c.block_m, c.block_n) * 2 <= c.sm_count) {
+      if (requested.block_n == 0 && g.n >= 128) c.block_n = 128;
+      const int64_t splits = std::min<int64_t>({c.sm_count / 2 / Tiles(g, c.block_m, c.block_n), KSteps(g) / 4, 32});
+      if (splits > 1) c.splits = static_cast<int>(CeilDiv(KSteps(g), CeilDiv(KSteps(g), splits)));  // no empty unit
     }
   }
   if (c.stages == 0) {

@@ -29,6 +29,7 @@ int Main(int argc, char** argv) {
   int repeats = 100;
   bool tune = false;
   AttentionPath attention = AttentionPath::kTemplate;
+  GemmPath gemm = GemmPath::kAuto;
   TemplateOverrides overrides;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -51,6 +52,9 @@ int Main(int argc, char** argv) {
       overrides.attention_lazy_margin = std::stof(argv[++i]);
     } else if (a == "--attention-consumers" && i + 1 < argc) {
       overrides.attention_consumers = std::stoi(argv[++i]);
+    } else if (a == "--gemm" && i + 1 < argc) {
+      std::string path = argv[++i];
+      gemm = path == "template" ? GemmPath::kTemplate : path == "library" ? GemmPath::kLibrary : GemmPath::kAuto;
     } else if (a == "--gemm-pingpong" && i + 1 < argc) {
       overrides.gemm_pingpong = std::string(argv[++i]) == "on";
     } else if (a == "--gemm-block-n" && i + 1 < argc) {
@@ -65,7 +69,7 @@ int Main(int argc, char** argv) {
       fmt::print(stderr,
                  "usage: {} [--cases a,b] [--repeats N] [--json FILE] [--root SOURCE_DIR] [--tune] [--attention template|overlap|serial|split]\n"
                  "  [--attention-block-n 64|128|192|256] [--attention-poly-exp N (0: none)] [--attention-lazy-margin M (-1: off)]\n"
-                 "  [--attention-consumers 2|3] [--gemm-pingpong on|off] [--gemm-block-n 64|128|192|256] [--gemm-stages N]\n"
+                 "  [--attention-consumers 2|3] [--gemm template|library|auto] [--gemm-pingpong on|off] [--gemm-block-n 64|128|192|256] [--gemm-stages N]\n"
                  "  [--gemm-splits N (1: no split-K)] [--gemm-group-m N]\n"
                  "  (override the templates' rules)\n",
                  argv[0]);
@@ -106,6 +110,7 @@ int Main(int argc, char** argv) {
       GpuCompileOptions options;
       options.fuse = fuse;
       options.attention = attention;
+      options.gemm = gemm;
       options.overrides = overrides;
       std::unique_ptr<GpuCompiledGraph> compiled;
       if (tuned) {

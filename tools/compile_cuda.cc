@@ -30,7 +30,10 @@ std::vector<KernelRow> Rows(const CudaProgram& program, const std::vector<PtxasK
     row.mode = mode;
     row.why_host = p.why_host.empty() && !p.why_library.empty() ? "no GEMM template: " + p.why_library : p.why_host;
     row.name = k ? k->source.name : fmt::format("group{}", p.group);
-    row.strategy = k ? k->source.strategy : (mode == "gemm" ? "cuBLASLt" : "host reference kernels");
+    row.strategy = k ? k->source.strategy
+                     : mode == "gemm" ? (p.lt_epilogue == LtEpilogue::kNone ? std::string("cuBLASLt")
+                                                                            : std::string("cuBLASLt, ") + LtEpilogueName(p.lt_epilogue) + " epilogue")
+                                      : "host reference kernels";
     if (mode == "gemm epilogue") row.strategy = "cuBLASLt + epilogue " + row.strategy;
     if (k && by_name.count(k->source.name)) {
       const PtxasKernelInfo& info = *by_name[k->source.name];

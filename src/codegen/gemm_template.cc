@@ -55,9 +55,19 @@ StatusOr<Kernel> FlatEpilogue(const Graph& g, const FusionGroup& group, const Ge
 StatusOr<GemmTemplateKernel> LowerGemmTemplate(const Graph& g, const FusionGroup& group, const GemmSplit& split,
                                                const std::vector<bool>& inlined) {
   const Node& mm = g.node(split.matmul);
-  const Node &a = g.node(mm.inputs[0]), &b = g.node(mm.inputs[1]);
   if (mm.dtype != DType::kBF16 && mm.dtype != DType::kF16)
     return Unimplemented(fmt::format("the GEMM template takes bf16 and f16 products, not {}", DTypeName(mm.dtype)));
+  ASSIGN_OR_RETURN(GemmTemplateKernel t, LowerGemmProblem(g, group, split, inlined));
+  // TMA strides are multiples of 16 bytes: whole rows of A (K) and B (N) elements.
+  if (t.k % 8 != 0 || t.n % 8 != 0)
+    return Unimplemented(fmt::format("K = {} and N = {} must be multiples of 8 for TMA's 16-byte row strides", t.k, t.n));
+  return t;
+}
+
+StatusOr<GemmTemplateKernel> LowerGemmProblem(const Graph& g, const FusionGroup& group, const GemmSplit& split,
+                                              const std::vector<bool>& inlined) {
+  const Node& mm = g.node(split.matmul);
+  const Node &a = g.node(mm.inputs[0]), &b = g.node(mm.inputs[1]);
   if (a.shape.size() < 2 || b.shape.size() < 2) return Unimplemented("a matrix-vector product (an operand of rank 1)");
   GemmTemplateKernel t;
   t.dtype = mm.dtype;
@@ -68,9 +78,6 @@ StatusOr<GemmTemplateKernel> LowerGemmTemplate(const Graph& g, const FusionGroup
   t.n = b.shape.back();
   const int64_t m = a.shape[a.shape.size() - 2];
   const int64_t entries = NumElements(mm.shape) / std::max<int64_t>(1, m * t.n);
-  // TMA strides are multiples of 16 bytes: whole rows of A (K) and B (N) elements.
-  if (t.k % 8 != 0 || t.n % 8 != 0)
-    return Unimplemented(fmt::format("K = {} and N = {} must be multiples of 8 for TMA's 16-byte row strides", t.k, t.n));
   if (AllOnes(b.shape, b.shape.size() - 2) && NumElements(a.shape) == entries * m * t.k) {
     t.rows = entries * m;  // a weight shared by every batch entry: one product over all rows
     t.batch = 1;

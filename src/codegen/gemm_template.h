@@ -42,5 +42,9 @@ struct GemmTemplateKernel {
 // view.
 StatusOr<GemmTemplateKernel> LowerGemmTemplate(const Graph& graph, const FusionGroup& group, const GemmSplit& split,
                                                const std::vector<bool>& inlined);
+// The same problem and epilogue without the template's own limits (dtype, TMA alignment):
+// what the library path asks of a gemm group too (gemm_library_epilogue.h).
+StatusOr<GemmTemplateKernel> LowerGemmProblem(const Graph& graph, const FusionGroup& group, const GemmSplit& split,
+                                              const std::vector<bool>& inlined);
 
 }  // namespace tilefuse

@@ -63,12 +63,18 @@ struct GpuCompiledGraph::State {
     return LaunchKernel(*device, functions.at(k.source.name), k.source.launch, at, scratch.get(), stream, k.source.name);
   }
 
-  Status Matmul(int matmul, const std::vector<CUdeviceptr>& at) const {
+  // The product of group `p` through cuBLASLt, with the epilogue cuBLASLt fuses when it has
+  // one (then it writes the group's output in place of the product).
+  Status Matmul(const CudaGroupProgram& program, const std::vector<CUdeviceptr>& at) const {
+    const int matmul = program.matmul;
+    const int written = program.lt_output >= 0 ? program.lt_output : matmul;
     const Node& mm = graph.node(matmul);
     const Shape &sa = graph.node(mm.inputs[0]).shape, &sb = graph.node(mm.inputs[1]).shape, &out = mm.shape;
     LtMatmulProblem p;
     p.dtype = mm.dtype;
     p.tf32 = tf32_matmul;
+    p.epilogue = program.lt_epilogue;
+    const CUdeviceptr bias = program.lt_bias >= 0 ? at[program.lt_bias] : 0;
     p.m = out[out.size() - 2];
     p.n = out.back();
     p.k = sa.back();
@@ -76,8 +82,9 @@ struct GpuCompiledGraph::State {
     // cuBLASLt takes no empty dimension: an empty product has nothing to write, and one
     // over K = 0 is zeros (all-zero bits in every float dtype).
     if (NumElements(out) == 0) return Status::Ok();
-    if (p.k == 0) return device->Check(api().cuMemsetD8Async(at[matmul], 0, Bytes(matmul), device->stream()), "zeroing an empty-K matmul");
-    if (poison) RETURN_IF_ERROR(device->Check(api().cuMemsetD8Async(at[matmul], 0xFF, Bytes(matmul), device->stream()), "poisoning matmul"));
+    if (p.k == 0)  // (no cuBLASLt epilogue then: LibraryEpilogueFor refuses empty products)
+      return device->Check(api().cuMemsetD8Async(at[matmul], 0, Bytes(matmul), device->stream()), "zeroing an empty-K matmul");
+    if (poison) RETURN_IF_ERROR(device->Check(api().cuMemsetD8Async(at[written], 0xFF, Bytes(written), device->stream()), "poisoning matmul"));
     // Batch offsets (in matrices) with broadcasting; one strided call when they are a
     // progression, else one call per batch entry.
     auto offset = [&](const Shape& operand, int64_t batch) { return MatmulBatchOffset(out, operand, batch); };
@@ -94,11 +101,11 @@ struct GpuCompiledGraph::State {
       p.batch_stride_a = step_a * p.m * p.k;
       p.batch_stride_b = step_b * p.k * p.n;
       p.batch_stride_d = p.m * p.n;
-      return lt->Run(p, at[mm.inputs[0]], at[mm.inputs[1]], at[matmul], 0, workspace.get(), kWorkspaceBytes, device->stream());
+      return lt->Run(p, at[mm.inputs[0]], at[mm.inputs[1]], at[written], bias, workspace.get(), kWorkspaceBytes, device->stream());
     }
     for (int64_t b = 0; b < batches; ++b)
       RETURN_IF_ERROR(lt->Run(p, at[mm.inputs[0]] + offset(sa, b) * p.m * p.k * esize, at[mm.inputs[1]] + offset(sb, b) * p.k * p.n * esize,
-                              at[matmul] + b * p.m * p.n * esize, 0, workspace.get(), kWorkspaceBytes, device->stream()));
+                              at[written] + b * p.m * p.n * esize, bias, workspace.get(), kWorkspaceBytes, device->stream()));
     return Status::Ok();
   }
 
@@ -161,7 +168,7 @@ struct GpuCompiledGraph::State {
         case CudaGroupProgram::Mode::kGenerated: RETURN_IF_ERROR(Launch(*p.kernel, at)); break;
         case CudaGroupProgram::Mode::kGemm:
           for (const CudaLaunchable& k : p.prologue) RETURN_IF_ERROR(Launch(k, at));
-          RETURN_IF_ERROR(Matmul(p.matmul, at));
+          RETURN_IF_ERROR(Matmul(p, at));
           if (p.kernel) RETURN_IF_ERROR(Launch(*p.kernel, at));
           break;
         case CudaGroupProgram::Mode::kGemmTemplate:
@@ -248,7 +255,9 @@ std::vector<GpuKernelInfo> DescribeKernels(const CudaProgram& program, const Fus
       case CudaGroupProgram::Mode::kGenerated: info.mode = "generated"; break;
       case CudaGroupProgram::Mode::kGemm:
         info.mode = "gemm";
-        info.strategy = "cuBLASLt" + (p.kernel ? " + epilogue " + info.strategy : std::string()) +
+        info.strategy = "cuBLASLt" +
+                        (p.lt_epilogue != LtEpilogue::kNone ? std::string(" with its ") + LtEpilogueName(p.lt_epilogue) + " epilogue" : "") +
+                        (p.kernel ? " + epilogue " + info.strategy : std::string()) +
                         (p.why_library.empty() ? "" : " (no template: " + p.why_library + ")");
         break;
       case CudaGroupProgram::Mode::kGemmTemplate: info.mode = "gemm template"; break;
@@ -368,6 +377,8 @@ StatusOr<std::unique_ptr<GpuCompiledGraph>> GpuCompiledGraph::Compile(const Grap
       on_device[p.matmul] = true;
       for (int input : g.node(p.matmul).inputs) on_device[input] = true;
     }
+    if (p.lt_bias >= 0) on_device[p.lt_bias] = true;
+    if (p.lt_output >= 0) on_device[p.lt_output] = true;
     for (int out : s->plan.groups[p.group].outputs) on_device[out] = true;
   }
   s->address.assign(g.num_nodes(), 0);

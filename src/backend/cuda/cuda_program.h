@@ -4,6 +4,8 @@
 //   pointwise / row_reduction / reduction  → one generated kernel
 //   gemm, Hopper (sm_90a)                  → prologue kernels (if any) + the GEMM template
 //                                            with the epilogue fused (codegen/cuda_gemm_emitter)
+//   gemm whose epilogue cuBLASLt fuses    → prologue kernels (if any) + one cuBLASLt call with
+//   (bias, ReLU, tanh GELU; --gemm auto)     that epilogue (codegen/gemm_library_epilogue)
 //   gemm, otherwise or where the template   → prologue kernels (if any) + cuBLASLt product
 //   does not apply (the reason is kept)       + epilogue kernel (if any)
 //   attention, Hopper                      → the attention template (codegen/cuda_attention_emitter)
@@ -19,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/cublaslt_matmul.h"
 #include "codegen/cuda_emitter.h"
 #include "fusion/fusion_plan.h"
 #include "fusion/planner.h"
@@ -48,6 +51,11 @@ struct CudaGroupProgram {
   std::vector<int> host_nodes;             // host: the members, in order
   std::string why_host;
   std::string why_library;                 // gemm: why the template does not apply
+  // gemm: the epilogue cuBLASLt fuses into the product (no epilogue kernel), its bias
+  // vector (or -1) and the value it writes in place of the product.
+  LtEpilogue lt_epilogue = LtEpilogue::kNone;
+  int lt_bias = -1;
+  int lt_output = -1;
 };
 
 struct CudaProgram {
@@ -56,7 +64,8 @@ struct CudaProgram {
 };
 
 // What the program is built for. The Hopper templates need sm_90a.
-// How gemm groups run: the Hopper GEMM template with the epilogue fused where it applies
+// How gemm groups run (auto: cuBLASLt with its own fused epilogue where the group's epilogue
+// is one, else the Hopper GEMM template with the epilogue fused where it applies)
 // and fills the GPU (auto), wherever it applies (template), or cuBLASLt with a generated
 // epilogue kernel (library).
 enum class GemmPath { kAuto, kTemplate, kLibrary };

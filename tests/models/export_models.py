@@ -62,7 +62,7 @@ class AttentionBlock(torch.nn.Module):
         q, k, v = self.qkv(self.ln(x)).split(d, dim=-1)
         q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
         scores = q @ k.transpose(-1, -2) / (d // self.heads) ** 0.5
-        mask = torch.triu(torch.ones(t, t, dtype=torch.bool), diagonal=1)
+        mask = torch.triu(torch.ones(t, t, dtype=torch.bool, device=x.device), diagonal=1)
         scores = scores.masked_fill(mask, float("-inf"))
         y = torch.softmax(scores, dim=-1) @ v
         return x + self.proj(y.transpose(1, 2).reshape(b, t, d))

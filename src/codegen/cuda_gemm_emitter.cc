@@ -237,8 +237,31 @@ class GemmEmitter {
     m.box = {box_cols, box_rows, 1, 1, 1};
     return m;
   }
-  // A as [batch][rows][K]: boxes of block_m rows × 64 columns.
-  TensorMapArg OperandMapA() const { return MatrixMap(g_.a, g_.dtype, g_.batch, g_.rows, g_.k, c_.block_m, kBlockK); }
+  // A as [batch][rows][K]: boxes of block_m rows × 64 columns; or, read through a view, as
+  // (column in head, row in entry, head, entry) with the same boxes.
+  TensorMapArg OperandMapA() const {
+    if (!g_.a_view) return MatrixMap(g_.a, g_.dtype, g_.batch, g_.rows, g_.k, c_.block_m, kBlockK);
+    const GemmOperandView& v = *g_.a_view;
+    TensorMapArg m;
+    m.node = v.node;
+    m.dtype = g_.dtype;
+    m.rank = 4;
+    m.dims = {v.head, v.entry_rows, v.heads, v.entries, 1};
+    // A dimension of one element has no stride of its own: any aligned one does.
+    for (int d = 0; d < 3; ++d) m.strides_bytes[d] = std::max<int64_t>(v.stride[d], 8) * 2;
+    m.box = {kBlockK, c_.block_m, 1, 1, 1};
+    m.offset_bytes = v.offset * 2;
+    return m;
+  }
+  // The producer's load of A's tile (ks, t.m).
+  std::string LoadA() const {
+    if (!g_.a_view)
+      return "        tf::TmaLoad3d(tile_a + ring.stage * kBM * kBK, map_a, ks * kBK, t.m * kBM, t.batch, full[ring.stage]);\n";
+    return fmt::format(
+        "        tf::TmaLoad4d(tile_a + ring.stage * kBM * kBK, map_a, ks * kBK % {0}, t.m * kBM % {1}, ks * kBK / {0}, t.m * kBM / {1},\n"
+        "                      full[ring.stage]);  // A through a view: (column in head, row in entry, head, entry)\n",
+        g_.a_view->head, g_.a_view->entry_rows);
+  }
   // B as [batch][K][N]: boxes of 64 K rows × 64 columns, block_n / 64 of them per stage.
   TensorMapArg OperandMapB() const { return MatrixMap(g_.b, g_.dtype, g_.batch, g_.k, g_.n, kBlockK, 64); }
   // The staged output (or staged load) as [batch][rows][N]: boxes of 64 rows × 64 columns.
@@ -299,7 +322,7 @@ class GemmEmitter {
         "      for (int ks = k_begin; ks < k_end; ++ks, ring.Advance()) {{\n"
         "        empty[ring.stage].Wait(ring.phase ^ 1);\n"
         "        full[ring.stage].ArriveExpectingBytes(kStageBytes);\n"
-        "        tf::TmaLoad3d(tile_a + ring.stage * kBM * kBK, map_a, ks * kBK, t.m * kBM, t.batch, full[ring.stage]);\n"
+        "{}"
         "#pragma unroll\n"
         "        for (int box = 0; box < kBN / 64; ++box)\n"
         "          tf::TmaLoad3d(tile_b + ring.stage * kBN * kBK + box * kBK * 64, map_b, t.n * kBN + box * 64, ks * kBK, t.batch,\n"
@@ -308,7 +331,7 @@ class GemmEmitter {
         "    }}\n"
         "    return;\n"
         "  }}\n",
-        kProducerRegisters);
+        kProducerRegisters, LoadA());
   }
 
   void EmitConsumer() {

@@ -215,6 +215,40 @@ TEST(CudaGemmEmitterTest, FewTilesSplitKAndTheLastUnitRunsTheEpilogue) {
   EXPECT_EQ(EmitCudaGemm(*gemm, too_many).status().code(), StatusCode::kInvalidArgument);
 }
 
+TEST(CudaGemmEmitterTest, MergedHeadsAreReadThroughTheirViewByARank4Map) {
+  const std::string body =
+      "  t = Transpose <perm = [0, 2, 1, 3]> (heads)\n  shape = Constant <value = int64[3] {2, 256, 256}> ()\n"
+      "  a = Reshape (t, shape)\n  y = MatMul (a, w)\n";
+  Planned p = PlanText(body, "g (bfloat16[2,4,256,64] heads, bfloat16[256,192] w) => (bfloat16[2,256,192] y)");
+  auto gemm = LowerOnlyGemm(p);
+  ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
+  ASSERT_TRUE(gemm->a_view.has_value());
+  const GemmOperandView& v = *gemm->a_view;
+  EXPECT_EQ(p.graph.node(v.node).shape, (Shape{2, 4, 256, 64}));  // the heads themselves, not A
+  EXPECT_EQ(v.head, 64);
+  EXPECT_EQ(v.entry_rows, 256);
+  EXPECT_EQ(v.heads, 4);
+  EXPECT_EQ(v.entries, 2);
+  EXPECT_EQ(v.stride, (std::array<int64_t, 3>{64, 256 * 64, 4 * 256 * 64}));  // row, head, entry
+  auto source = EmitCudaGemm(*gemm);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  const TensorMapArg& map = source->launch.args[0].map;
+  EXPECT_EQ(map.node, v.node);
+  EXPECT_EQ(map.rank, 4);
+  EXPECT_EQ(map.dims[1], 256);
+  EXPECT_EQ(map.strides_bytes[0], 128);
+  EXPECT_TRUE(MatchesChecks(source->function, R"(
+    CHECK: tf::TmaLoad4d(tile_a + ring.stage * kBM * kBK, map_a, ks * kBK % 64, t.m * kBM % 256, ks * kBK / 64, t.m * kBM / 256
+  )"));
+  // 100 rows per batch entry: a 128-row tile would span two entries; A is copied instead.
+  Planned ragged = PlanText("  t = Transpose <perm = [0, 2, 1, 3]> (heads)\n  shape = Constant <value = int64[3] {2, 100, 256}> ()\n"
+                            "  a = Reshape (t, shape)\n  y = MatMul (a, w)\n",
+                            "g (bfloat16[2,4,100,64] heads, bfloat16[256,192] w) => (bfloat16[2,100,192] y)");
+  auto copied = LowerOnlyGemm(ragged);
+  ASSERT_TRUE(copied.ok());
+  EXPECT_FALSE(copied->a_view.has_value());
+}
+
 TEST(CudaGemmEmitterTest, EnoughTilesNeedNoSplitK) {
   Planned p = PlanText("  y = MatMul (x, w)\n", "g (bfloat16[4096,4096] x, bfloat16[4096,4096] w) => (bfloat16[4096,4096] y)");
   auto gemm = LowerOnlyGemm(p);

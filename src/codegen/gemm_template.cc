@@ -50,6 +50,64 @@ StatusOr<Kernel> FlatEpilogue(const Graph& g, const FusionGroup& group, const Ge
   return k;
 }
 
+// A as a strided view of the value its prologue reads, when the prologue only views it
+// (no arithmetic, same dtype) and the view is a rank-4 TMA map (GemmOperandView); else
+// nullopt and the prologue materialises A as before.
+std::optional<GemmOperandView> OperandAView(const Graph& g, const FusionGroup& group, const GemmSplit& split,
+                                            const std::vector<bool>& inlined, const GemmTemplateKernel& t, int block_m) {
+  const Node& a = g.node(t.a);
+  if (t.batch != 1) return std::nullopt;  // rows fold every batch entry (a shared B)
+  const FusionGroup* view = nullptr;
+  const std::vector<FusionGroup> prologues = PrologueGroups(g, group, split);
+  for (const FusionGroup& p : prologues)
+    if (p.outputs == std::vector<int>{t.a}) view = &p;
+  if (!view) return std::nullopt;
+  StatusOr<Kernel> k = LowerGroup(g, *view, inlined);
+  if (!k.ok() || k->stores.size() != 1 || k->inner != 1 || !k->reductions.empty()) return std::nullopt;
+  const ScalarValue& v = k->values[k->stores[0].value];
+  if (v.kind != ScalarValue::Kind::kLoad || k->buffers[v.buffer].dtype != a.dtype) return std::nullopt;
+  const int source = k->buffers[v.buffer].node;
+  const int64_t entry_rows = a.shape[a.rank() - 2], entries = t.rows / std::max<int64_t>(1, entry_rows);
+  if (entries > 1 && entry_rows % block_m != 0) return std::nullopt;
+  // A's flat offset as (row in entry 1, column in head 2, head 3, entry 4); the head size
+  // is the smallest multiple of 64 under which the view's index is a sum of strides.
+  for (int64_t head = 64; head <= t.k; head += 64) {
+    if (t.k % head != 0) continue;
+    Index row = IndexAdd(IndexMul(IndexVar(4, entries), entry_rows), IndexVar(1, entry_rows));
+    Index column = IndexAdd(IndexMul(IndexVar(3, t.k / head), head), IndexVar(2, head));
+    Index storage = SubstituteVar(v.index, 0, IndexAdd(IndexMul(row, t.k), column));
+    std::vector<LinearTerm> terms;
+    int64_t offset = 0;
+    if (UsesValue(storage) || !AsLinearTerms(storage, &terms, &offset)) continue;
+    GemmOperandView view_of_a;
+    view_of_a.node = source;
+    view_of_a.offset = offset;
+    view_of_a.head = head;
+    view_of_a.entry_rows = entry_rows;
+    view_of_a.heads = t.k / head;
+    view_of_a.entries = entries;
+    bool ok = true, contiguous = false;
+    std::array<bool, 5> seen{};
+    for (const LinearTerm& term : terms) {
+      ok = ok && term.divisor == 1 && term.coefficient > 0 && term.var >= 1 && term.var <= 4 && !seen[term.var];
+      if (!ok) break;
+      seen[term.var] = true;
+      if (term.var == 2) contiguous = term.coefficient == 1;
+      else view_of_a.stride[term.var == 1 ? 0 : term.var == 3 ? 1 : 2] = term.coefficient;
+    }
+    // Every dimension of more than one element must step through the value (no broadcast).
+    const int64_t extents[5] = {0, entry_rows, head, t.k / head, entries};
+    for (int var = 1; var <= 4; ++var) ok = ok && (seen[var] || extents[var] == 1);
+    // TMA: the inner dim contiguous, a 16-byte aligned start and 16-byte multiple strides.
+    for (int64_t s : view_of_a.stride) ok = ok && s % 8 == 0;
+    if (!ok || !contiguous || offset % 8 != 0) continue;
+    // A plain row-major A needs no view (the value itself is A).
+    if (source == t.a) return std::nullopt;
+    return view_of_a;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 StatusOr<GemmTemplateKernel> LowerGemmTemplate(const Graph& g, const FusionGroup& group, const GemmSplit& split,
@@ -61,6 +119,9 @@ StatusOr<GemmTemplateKernel> LowerGemmTemplate(const Graph& g, const FusionGroup
   // TMA strides are multiples of 16 bytes: whole rows of A (K) and B (N) elements.
   if (t.k % 8 != 0 || t.n % 8 != 0)
     return Unimplemented(fmt::format("K = {} and N = {} must be multiples of 8 for TMA's 16-byte row strides", t.k, t.n));
+  // Row tiles of 128 unless every row fits in 64 (ResolveGemmConfig's choice): a view is
+  // taken only where 128-row tiles stay inside a batch entry, which holds for 64 too.
+  t.a_view = OperandAView(g, group, split, inlined, t, 128);
   return t;
 }
 

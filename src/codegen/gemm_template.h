@@ -13,6 +13,8 @@
 // materialises the operands it computes first, as it does for the library path.
 #pragma once
 
+#include <array>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +24,21 @@
 #include "tilefuse/status.h"
 
 namespace tilefuse {
+
+// A read by TMA straight through a view of another value, as attention's merged heads are
+// (transpose(attention, [0, 2, 1, 3]) reshaped to [batch, T, heads * d]): element (row,
+// column) of A is source[offset + (column % head)·1 + (row % entry_rows)·stride[0] +
+// (column / head)·stride[1] + (row / entry_rows)·stride[2]] — a rank-4 TMA map, so the
+// prologue's copy of A is not made. Needs head % 64 == 0 (a K step stays in one head) and
+// entry_rows a multiple of the row tile (a tile stays in one entry).
+struct GemmOperandView {
+  int node = -1;          // the value read
+  int64_t offset = 0;     // elements
+  int64_t head = 0;       // columns per head
+  int64_t entry_rows = 0; // rows per batch entry
+  int64_t heads = 1, entries = 1;
+  std::array<int64_t, 3> stride{0, 0, 0};  // elements: row in entry, head, entry
+};
 
 struct GemmTemplateKernel {
   std::string name;
@@ -34,6 +51,7 @@ struct GemmTemplateKernel {
   bool store_product = false;  // the product itself is a group output
   Kernel epilogue;             // its stores are the group's outputs
   std::vector<int> outputs;    // the group's outputs
+  std::optional<GemmOperandView> a_view;  // A read through a view (its prologue copy skipped)
 };
 
 // The template form of gemm `group`, or the reason it does not apply (the caller keeps

@@ -23,7 +23,8 @@ CudaLaunchable TemplateLaunchable(CudaKernelSource source, const FusionGroup& gr
   launchable.source = std::move(source);
   // Graph values only: scalars and scratch memory (node -1) are no value of the graph.
   for (const LaunchArg& arg : launchable.source.launch.args)
-    if (arg.kind == LaunchArg::Kind::kBuffer || arg.kind == LaunchArg::Kind::kTensorMap) launchable.buffer_nodes.push_back(arg.node);
+    if (arg.kind == LaunchArg::Kind::kBuffer) launchable.buffer_nodes.push_back(arg.node);
+    else if (arg.kind == LaunchArg::Kind::kTensorMap) launchable.buffer_nodes.push_back(arg.map.node);
   launchable.outputs = group.outputs;
   launchable.kernel = std::move(program);
   launchable.is_template = true;
@@ -110,6 +111,18 @@ StatusOr<CudaLaunchable> GemmTemplate(const Graph& g, const FusionGroup& group, 
   return TemplateLaunchable(std::move(source), group, std::move(gemm.epilogue));
 }
 
+// Prologue kernels whose value nothing reads any more: the template reads A through its
+// view (GemmOperandView) instead of the prologue's copy, unless the group outputs it.
+void DropUnreadPrologues(CudaGroupProgram& p, const FusionGroup& group) {
+  auto read = [&](int node) {
+    if (std::find(group.outputs.begin(), group.outputs.end(), node) != group.outputs.end()) return true;
+    return std::find(p.kernel->buffer_nodes.begin(), p.kernel->buffer_nodes.end(), node) != p.kernel->buffer_nodes.end();
+  };
+  std::erase_if(p.prologue, [&](const CudaLaunchable& k) {
+    return std::none_of(k.outputs.begin(), k.outputs.end(), read);
+  });
+}
+
 // cuBLASLt's fused epilogue for a gemm group, or why it has none.
 StatusOr<LibraryEpilogue> LibraryEpilogueFor(const Graph& g, const FusionGroup& group, const GemmSplit& split,
                                              const std::vector<bool>& inlined) {
@@ -176,6 +189,7 @@ CudaGroupProgram ProgramForGroup(const Graph& g, const FusionGroup& group, const
       if (fused.ok()) {
         p.mode = CudaGroupProgram::Mode::kGemmTemplate;
         p.kernel = std::move(*fused);
+        DropUnreadPrologues(p, group);
         return p;
       }
       p.why_library = fused.status().message();

@@ -92,6 +92,16 @@ TF_TILE void TmaLoad3d(void* shared_dst, const TensorMap& map, int c0, int c1, i
       : "memory");
 }
 
+// The same over a 4-D map (a GEMM operand read through a view: column in head, row in
+// entry, head, entry).
+TF_TILE void TmaLoad4d(void* shared_dst, const TensorMap& map, int c0, int c1, int c2, int c3, Barrier& barrier) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6];" ::"r"(
+          SharedAddress(shared_dst)),
+      "l"(&map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(SharedAddress(&barrier.word))
+      : "memory");
+}
+
 // The same over a 5-D map (a strided view: matrix dims, then up to three batch dims).
 TF_TILE void TmaLoad5d(void* shared_dst, const TensorMap& map, int c0, int c1, int c2, int c3, int c4, Barrier& barrier) {
   asm volatile(

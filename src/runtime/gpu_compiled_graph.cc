@@ -217,6 +217,7 @@ GpuCompiledGraph::~GpuCompiledGraph() {
 const Graph& GpuCompiledGraph::graph() const { return state_->graph; }
 const FusionPlan& GpuCompiledGraph::plan() const { return state_->plan; }
 const std::vector<GpuKernelInfo>& GpuCompiledGraph::kernels() const { return state_->kernels; }
+const CudaProgram& GpuCompiledGraph::program() const { return state_->program; }
 const std::string& GpuCompiledGraph::source() const { return state_->program.source; }
 std::string GpuCompiledGraph::device_name() const { return state_->device->name(); }
 double GpuCompiledGraph::compile_ms() const { return state_->compile_ms; }
@@ -294,6 +295,7 @@ StatusOr<std::unique_ptr<GpuCompiledGraph>> GpuCompiledGraph::Compile(const Grap
   target.arch = s->device->arch();
   target.sm_count = s->device->sm_count();
   target.gemm = options.gemm;
+  target.gemm_path_at = options.gemm_path_at;
   target.attention = options.attention;
   target.overrides = options.overrides;
   if (!options.plan_override) {

@@ -36,6 +36,8 @@ struct GpuCompileOptions {
   std::map<std::string, CudaKernelConfig> configs;
   // How gemm groups run (the GEMM template, cuBLASLt, or the template where it pays).
   GemmPath gemm = GemmPath::kAuto;
+  // Per matmul node, the path the tuner measured faster (over `gemm`).
+  std::map<int, GemmPath> gemm_path_at;
   // How attention runs (the attention template where it applies, or split into its parts).
   AttentionPath attention = AttentionPath::kTemplate;
   TemplateOverrides overrides;  // the templates' rules overridden (benchmarks)
@@ -96,6 +98,7 @@ class GpuCompiledGraph {
   const Graph& graph() const;
   const FusionPlan& plan() const;
   const std::vector<GpuKernelInfo>& kernels() const;
+  const CudaProgram& program() const;  // how each group runs (the tuner's gemm path search reads it)
   // Attention candidates the attention template did not take (planned as their parts), with why.
   const std::vector<std::string>& plan_notes() const;
   const std::string& source() const;  // the CUDA translation unit

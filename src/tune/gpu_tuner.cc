@@ -1,7 +1,9 @@
 #include "tune/gpu_tuner.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <memory>
 #include <fmt/format.h>
 
 #include "support/kernel_cache.h"
@@ -43,6 +45,94 @@ KernelSearch CudaKernelSearch(GpuCompiledGraph& compiled, const CudaLaunchable& 
   return search;
 }
 
+// Both paths of the gemm groups the rule sent to cuBLASLt's own epilogue, timed group by
+// group in two compiled graphs (the rule's, and one with those groups on the template),
+// once, when the first search misses the cache.
+class GemmPathTimes {
+ public:
+  GemmPathTimes(const Graph& graph, GpuCompiledGraph& rule, GpuCompileOptions with_template, const std::vector<Tensor>& inputs)
+      : graph_(graph), rule_(rule), with_template_(std::move(with_template)), inputs_(inputs) {}
+
+  // Microseconds of plan group `index` on the library (0) and template (1) path.
+  StatusOr<std::array<double, 2>> Times(size_t index) {
+    if (!measured_) {
+      measured_ = true;
+      status_ = Measure();
+    }
+    RETURN_IF_ERROR(status_);
+    if (index >= library_us_.size() || index >= template_us_.size()) return Internal("gemm path timing: group index out of range");
+    return std::array<double, 2>{library_us_[index], template_us_[index]};
+  }
+
+ private:
+  Status Measure() {
+    ASSIGN_OR_RETURN(std::unique_ptr<GpuCompiledGraph> other, GpuCompiledGraph::Compile(graph_, with_template_));
+    ASSIGN_OR_RETURN(library_us_, rule_.GroupTimesUs(inputs_));
+    ASSIGN_OR_RETURN(template_us_, other->GroupTimesUs(inputs_));
+    return Status::Ok();
+  }
+
+  const Graph& graph_;
+  GpuCompiledGraph& rule_;
+  GpuCompileOptions with_template_;
+  const std::vector<Tensor>& inputs_;
+  bool measured_ = false;
+  Status status_ = Status::Ok();
+  std::vector<double> library_us_, template_us_;
+};
+
+std::string GemmPathName(GemmPath path) { return path == GemmPath::kTemplate ? "template" : "library"; }
+
+// The fallback rule's twin for gemm groups: where the rule sent a group to cuBLASLt's own
+// epilogue and the template applies too, both are timed and the faster kept (the choice is
+// cached per device and problem; keyed by the matmul node it survives replans).
+Status TuneGemmPaths(const Graph& graph, GpuCompiledGraph& compiled, GpuCompileOptions& tuned, const std::vector<Tensor>& inputs,
+                     TuningCache& cache, const TuneOptions& tune, TuneClock::time_point start, TuneReport& report) {
+  GpuCompileOptions with_template = tuned;
+  std::vector<std::pair<size_t, int>> contested;  // (plan index, matmul)
+  const std::vector<CudaGroupProgram>& groups = compiled.program().groups;
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const CudaGroupProgram& p = groups[i];
+    if (p.mode != CudaGroupProgram::Mode::kGemm || p.lt_output < 0 || p.why_library.rfind(kLibraryEpilogueRule, 0) != 0) continue;
+    contested.push_back({i, p.matmul});
+    with_template.gemm_path_at[p.matmul] = GemmPath::kTemplate;
+  }
+  if (contested.empty()) return Status::Ok();
+  auto times = std::make_shared<GemmPathTimes>(graph, compiled, with_template, inputs);
+  std::vector<KernelSearch> searches;
+  for (const auto& [index, matmul] : contested) {
+    const CudaGroupProgram& p = groups[index];
+    const Node& mm = compiled.graph().node(matmul);
+    const Node& a = compiled.graph().node(mm.inputs[0]);
+    KernelSearch search;
+    search.name = fmt::format("gemm path at %{}", matmul);
+    // The problem as cuBLASLt and the template see it: shapes, dtype and the epilogue.
+    search.key = {compiled.device_name(), compiled.device_arch(), std::to_string(compiled.driver_version()),
+                  "nvrtc " + compiled.nvrtc_version(),
+                  KernelCache::Key({"gemm path", ShapeToString(a.shape), ShapeToString(compiled.graph().node(mm.inputs[1]).shape),
+                                    LtEpilogueName(p.lt_epilogue)}),
+                  ShapeToString(mm.shape), std::string(DTypeName(mm.dtype))};
+    search.candidates = {{{"gemm", "library"}}, {{"gemm", "template"}}};
+    search.rank = [](const nlohmann::json&) { return 0.0; };
+    search.measure = [times, index](const std::vector<nlohmann::json>& configs) -> StatusOr<std::vector<ConfigTiming>> {
+      ASSIGN_OR_RETURN(auto us, times->Times(index));
+      std::vector<ConfigTiming> out;
+      for (const nlohmann::json& c : configs) out.push_back({c, us[c.value("gemm", "library") == "template" ? 1 : 0], ""});
+      return out;
+    };
+    searches.push_back(std::move(search));
+  }
+  TuneReport paths;
+  RETURN_IF_ERROR(TuneKernels(searches, cache, tune, start, paths));
+  for (size_t s = 0; s < paths.kernels.size() && s < contested.size(); ++s)
+    tuned.gemm_path_at[contested[s].second] = paths.kernels[s].best.value("gemm", "library") == "template" ? GemmPath::kTemplate : GemmPath::kLibrary;
+  report.measurements += paths.measurements;
+  report.cache_hits += paths.cache_hits;
+  report.budget_exhausted = report.budget_exhausted || paths.budget_exhausted;
+  for (KernelTuneResult& k : paths.kernels) report.kernels.push_back(std::move(k));
+  return Status::Ok();
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<GpuCompiledGraph>> TuneForGpu(const Graph& graph, const GpuCompileOptions& options,
@@ -61,6 +151,7 @@ StatusOr<std::unique_ptr<GpuCompiledGraph>> TuneForGpu(const Graph& graph, const
   RETURN_IF_ERROR(TuneKernels(searches, cache, tune, start, r));
   GpuCompileOptions tuned = options;
   for (const KernelTuneResult& k : r.kernels) tuned.configs[k.name] = CudaConfigFromJson(k.best);
+  if (options.gemm == GemmPath::kAuto) RETURN_IF_ERROR(TuneGemmPaths(graph, *compiled, tuned, inputs, cache, tune, start, r));
   ASSIGN_OR_RETURN(compiled, GpuCompiledGraph::Compile(graph, tuned));
   if (tune.fallback && options.fuse) {
     ASSIGN_OR_RETURN(compiled, ApplyMeasuredFallbacks(graph, std::move(compiled), tuned, inputs, r.fallbacks));

@@ -92,8 +92,8 @@ StatusOr<CudaLaunchable> LowerAndEmit(const Graph& g, const FusionGroup& group, 
 
 // The GEMM template for a gemm group, or why it does not apply.
 StatusOr<CudaLaunchable> GemmTemplate(const Graph& g, const FusionGroup& group, const GemmSplit& split, const std::vector<bool>& inlined,
-                                      const std::string& name, const CudaTarget& target) {
-  if (target.gemm == GemmPath::kLibrary) return Unimplemented("cuBLASLt asked for (--gemm library)");
+                                      const std::string& name, const CudaTarget& target, GemmPath path) {
+  if (path == GemmPath::kLibrary) return Unimplemented("cuBLASLt asked for (--gemm library, or measured faster by the tuner)");
   if (target.arch != "sm_90a") return Unimplemented(fmt::format("the GEMM template needs sm_90a (Hopper), not {}", target.arch));
   ASSIGN_OR_RETURN(GemmTemplateKernel gemm, LowerGemmTemplate(g, group, split, inlined));
   gemm.name = name;
@@ -181,11 +181,14 @@ CudaGroupProgram ProgramForGroup(const Graph& g, const FusionGroup& group, const
       // bias+GELU 655 / 512; 16x4096x4096 bias 28 / 25) and slower on 8192^3 (plain 717 / 777,
       // bias+GELU 714 / 743); the template keeps what cuBLASLt cannot fuse (residuals, scales,
       // several outputs, casts), where it wins by up to 1.4x.
+      // The tuner measures both where both apply (tune/gpu_tuner.cc) and says which won.
+      const auto measured = target.gemm_path_at.find(split.matmul);
+      const GemmPath path = measured != target.gemm_path_at.end() ? measured->second : target.gemm;
       StatusOr<LibraryEpilogue> library = LibraryEpilogueFor(g, group, split, inlined);
       StatusOr<CudaLaunchable> fused =
-          target.gemm == GemmPath::kAuto && library.ok()
-              ? StatusOr<CudaLaunchable>(Unimplemented(fmt::format("cuBLASLt fuses this epilogue ({})", DescribeLibraryEpilogue(*library))))
-              : GemmTemplate(g, group, split, inlined, name, target);
+          path == GemmPath::kAuto && library.ok()
+              ? StatusOr<CudaLaunchable>(Unimplemented(fmt::format("{} ({})", kLibraryEpilogueRule, DescribeLibraryEpilogue(*library))))
+              : GemmTemplate(g, group, split, inlined, name, target, path);
       if (fused.ok()) {
         p.mode = CudaGroupProgram::Mode::kGemmTemplate;
         p.kernel = std::move(*fused);

@@ -58,6 +58,10 @@ struct CudaGroupProgram {
   int lt_output = -1;
 };
 
+// The reason a gemm group goes to cuBLASLt's own epilogue under --gemm auto by the rule
+// (the tuner then measures the template too).
+inline constexpr char kLibraryEpilogueRule[] = "cuBLASLt fuses this epilogue";
+
 struct CudaProgram {
   std::vector<CudaGroupProgram> groups;  // plan order
   std::string source;                    // every kernel, one translation unit
@@ -94,6 +98,7 @@ struct CudaTarget {
   std::string arch = "sm_90a";
   int sm_count = 132;
   GemmPath gemm = GemmPath::kAuto;
+  std::map<int, GemmPath> gemm_path_at;  // per matmul node: the tuner's measured choice (over `gemm`)
   AttentionPath attention = AttentionPath::kTemplate;
   TemplateOverrides overrides;
 };

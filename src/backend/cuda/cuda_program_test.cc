@@ -122,6 +122,35 @@ std::vector<std::string> AttentionTests() {
   return paths;
 }
 
+// Under --gemm auto a bias + GELU product goes to cuBLASLt's own epilogue (one call, no
+// epilogue kernel), unless the tuner measured the template faster for that matmul.
+TEST(CudaProgramGemmPathTest, LibraryEpilogueByRuleTemplateWhereMeasuredFaster) {
+  auto model = ImportOnnx(std::string(TILEFUSE_SOURCE_DIR) + "/bench/cases/gemm_bias_gelu_bf16_4096.onnxtxt");
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  auto graph = RunGraphPasses(std::move(model->graph), PassOptions{});
+  ASSERT_TRUE(graph.ok());
+  CudaTarget target;
+  auto plan = PlanFusionForCuda(*graph, PlannerOptions{}, target);
+  ASSERT_TRUE(plan.ok());
+  auto rule = BuildCudaProgram(*graph, plan->plan, FindInlinedGenerators(*graph), "", {}, target);
+  ASSERT_TRUE(rule.ok());
+  ASSERT_EQ(rule->groups.size(), 1u);
+  const CudaGroupProgram& library = rule->groups[0];
+  EXPECT_EQ(library.mode, CudaGroupProgram::Mode::kGemm);
+  EXPECT_EQ(library.lt_epilogue, LtEpilogue::kBiasGelu);
+  EXPECT_FALSE(library.kernel.has_value());  // no epilogue kernel
+  EXPECT_EQ(library.lt_output, graph->outputs()[0].node);
+  EXPECT_EQ(library.why_library.rfind(kLibraryEpilogueRule, 0), 0u) << library.why_library;
+  target.gemm_path_at[library.matmul] = GemmPath::kTemplate;
+  auto measured = BuildCudaProgram(*graph, plan->plan, FindInlinedGenerators(*graph), "", {}, target);
+  ASSERT_TRUE(measured.ok());
+  EXPECT_EQ(measured->groups[0].mode, CudaGroupProgram::Mode::kGemmTemplate);
+  target.gemm_path_at[library.matmul] = GemmPath::kLibrary;
+  auto library_anyway = BuildCudaProgram(*graph, plan->plan, FindInlinedGenerators(*graph), "", {}, target);
+  ASSERT_TRUE(library_anyway.ok());
+  EXPECT_EQ(library_anyway->groups[0].lt_epilogue, LtEpilogue::kBiasGelu);
+}
+
 class CudaProgramAttentionOverlapTest : public testing::TestWithParam<std::string> {};
 
 TEST_P(CudaProgramAttentionOverlapTest, CompilesForSm90aWithoutSpills) { CompileForHopper(GetParam(), true, AttentionPath::kOverlap); }

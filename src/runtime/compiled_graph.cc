@@ -22,6 +22,7 @@
 #include "fusion/planner.h"
 #include "codegen/gemm_split.h"
 #include "runtime/memory_plan.h"
+#include "support/host_memory.h"
 
 namespace tilefuse {
 
@@ -82,6 +83,7 @@ StatusOr<std::unique_ptr<CompiledGraph::State>> PlanGraph(const Graph& graph, co
   auto state = std::make_unique<CompiledGraph::State>();
   state->graph = graph;
   state->poison_outputs = options.poison_outputs;
+  state->fault = options.fault;
   if (options.plan_override) {
     if (options.plan_override->group_of.size() != static_cast<size_t>(graph.num_nodes()))
       return InvalidArgument("the plan to compile was made for another graph");
@@ -96,6 +98,24 @@ StatusOr<std::unique_ptr<CompiledGraph::State>> PlanGraph(const Graph& graph, co
   }
   state->inlined = FindInlinedGenerators(state->graph);
   return state;
+}
+
+// Whether the host holds a run's memory: the arena, and every value outside it (inputs,
+// outputs, constants, values of reference steps) as a tensor of its own; refused with the
+// largest value named, before anything is allocated.
+Status CheckGraphFitsHost(const Graph& graph, int64_t arena_bytes, const std::vector<int64_t>& arena_offset) {
+  int64_t total = arena_bytes;
+  const Node* largest = nullptr;
+  int64_t largest_bytes = -1;
+  for (const Node& n : graph.nodes()) {
+    int64_t bytes = SaturatingBytes(NumElements(n.shape), DTypeSize(n.dtype));
+    if (bytes > largest_bytes) largest = &n, largest_bytes = bytes;
+    if (arena_offset[n.id] < 0) total = bytes > INT64_MAX - total ? INT64_MAX : total + bytes;
+  }
+  if (!largest) return Status::Ok();
+  return CheckHostMemory(total, fmt::format("running the graph (its largest value: node %{} '{}' ({}) {}{}, {:.2f} GiB)",
+                                            largest->id, largest->name, OpName(largest->op), DTypeName(largest->dtype),
+                                            ShapeToString(largest->shape), static_cast<double>(largest_bytes) / (1ll << 30)));
 }
 
 // Intermediates share one arena by liveness: the plan's, and the values gemm steps
@@ -116,6 +136,7 @@ Status PlanArena(CompiledGraph::State& state) {
   state.arena_offset.assign(state.graph.num_nodes(), -1);
   for (size_t b = 0; b < schedule.buffers.size(); ++b)
     if (state.memory.offsets[b] >= 0) state.arena_offset[schedule.buffers[b].node] = state.memory.offsets[b];
+  RETURN_IF_ERROR(CheckGraphFitsHost(state.graph, state.memory.arena_bytes, state.arena_offset));
   state.arena.resize(state.memory.arena_bytes);
   return Status::Ok();
 }
@@ -139,7 +160,7 @@ GeneratedCall EmitLoopKernel(Kernel kernel, const std::string& name, const std::
 // Pointwise and reduction groups: one loop kernel, or the reference kernels and why not.
 void GenerateLoop(const CompiledGraph::State& state, const FusionGroup& group, const std::string& prefix, const ConfigMap& configs,
                   Step& step, KernelInfo& info) {
-  StatusOr<Kernel> kernel = LowerGroup(state.graph, group, state.inlined);
+  StatusOr<Kernel> kernel = LowerGroup(state.graph, group, state.inlined, state.fault);
   if (!kernel.ok()) {
     info.why_not = kernel.status().message();
     return;
@@ -177,7 +198,7 @@ void GeneratePrologue(const CompiledGraph::State& state, const FusionGroup& grou
                       const ConfigMap& configs, Step& step, KernelInfo& info) {
   std::vector<bool> on_reference(state.graph.num_nodes(), false);
   for (const FusionGroup& part : PrologueGroups(state.graph, group, split)) {
-    StatusOr<Kernel> kernel = LowerGroup(state.graph, part, state.inlined);
+    StatusOr<Kernel> kernel = LowerGroup(state.graph, part, state.inlined, state.fault);
     if (!kernel.ok()) {
       for (int id : part.nodes) on_reference[id] = true;
       info.why_not += fmt::format("{}prologue %{} on the reference kernels: {}", info.why_not.empty() ? "" : "; ", part.outputs[0],
@@ -199,7 +220,7 @@ void GenerateGemm(const CompiledGraph::State& state, const FusionGroup& group, c
   GemmSplit split = SplitGemmGroup(state.graph, group);
   std::optional<Kernel> epilogue;
   if (!split.epilogue.nodes.empty()) {
-    StatusOr<Kernel> kernel = LowerGroup(state.graph, split.epilogue, state.inlined);
+    StatusOr<Kernel> kernel = LowerGroup(state.graph, split.epilogue, state.inlined, state.fault);
     if (!kernel.ok()) {
       info.why_not = kernel.status().message();
       return;

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "codegen/cuda_emitter.h"
+#include "codegen/lowering_fault.h"
 #include "fusion/fusion_plan.h"
 #include "fusion/planner.h"
 #include "tilefuse/graph.h"
@@ -86,6 +87,7 @@ struct CudaTarget {
   GemmPath gemm = GemmPath::kAuto;
   AttentionPath attention = AttentionPath::kTemplate;
   TemplateOverrides overrides;
+  LoweringFault fault;  // tests only: a deliberate lowering bug in the loop kernels
 };
 
 // A fusion plan for the CUDA backend, and why attention candidates were split.

@@ -33,6 +33,7 @@ struct FuzzCommandOptions {
   std::string emit_dir;
   std::string inject_fault;  // an op name: tests the judge (codegen/lowering_fault.h)
   bool measure_all = false;
+  bool no_layer_patterns = false;
 };
 
 // ill-conditioned graphs allowed in a run: a share of the count, at least one (a replay
@@ -42,8 +43,10 @@ int IllConditionedAllowed(const FuzzCommandOptions& options) {
 }
 
 std::string ReplayCommand(uint64_t seed, const FuzzCommandOptions& options) {
-  return fmt::format("tilefuse fuzz --seed {} --count 1{}{}", seed, options.no_fusion ? " --no-fusion" : "",
-                     options.backend == "cpu" ? "" : " --backend " + options.backend);
+  return fmt::format("tilefuse fuzz --seed {} --count 1{}{}{}{}", seed, options.no_fusion ? " --no-fusion" : "",
+                     options.backend == "cpu" ? "" : " --backend " + options.backend,
+                     options.no_layer_patterns ? " --no-layer-patterns" : "",
+                     options.inject_fault.empty() ? "" : " --inject-fault " + options.inject_fault);
 }
 
 bool Failed(const FuzzCase& c) { return c.verdict == FuzzVerdict::kMismatch || c.verdict == FuzzVerdict::kError; }
@@ -130,6 +133,7 @@ int RunFuzz(const FuzzCommandOptions& options) {
   fuzz.fuse = !options.no_fusion;
   fuzz.backend = options.backend;
   fuzz.measure_all = options.measure_all;
+  fuzz.layer_patterns = !options.no_layer_patterns;
   if (!options.inject_fault.empty()) {
     const OpInfo* op = FindOpByName(options.inject_fault);
     if (!op) {
@@ -188,6 +192,9 @@ void AddFuzzCommand(CLI::App& app, int& exit_code) {
   fuzz->add_option("--emit", options->emit_dir,
                    "Write each graph (graph.txt), its CPU kernels (cpu.cc) and, with --backend cuda, its CUDA kernels "
                    "for sm_90a (no GPU needed) under DIR/seedN instead of fuzzing");
+  fuzz->add_flag("--no-layer-patterns", options->no_layer_patterns,
+                 "Without the GEMM-epilogue, multi-head attention and convolution patterns: each seed gives the "
+                 "graph it gave before they were added (seeds reported before 2026-11-24)");
   fuzz->add_flag("--measure-all", options->measure_all,
                  "Measure every graph's sensitivity (the probes), not only failing graphs'; matching graphs whose "
                  "reference moves beyond the tolerance are listed as matches with the measurement");
@@ -196,7 +203,8 @@ void AddFuzzCommand(CLI::App& app, int& exit_code) {
                    "(relative); the run must then fail");
   fuzz->footer(
       "Each graph (src/testing/random_graph.h: pointwise, broadcast, view, reduction, matmul, mask and\n"
-      "dropout ops, softmax/layer-norm/attention patterns, f32 and f64) is compiled with kernel outputs\n"
+      "dropout ops, softmax/layer-norm/attention patterns, GEMM epilogues, multi-head attention and\n"
+      "convolution blocks, f32 and f64) is compiled with kernel outputs\n"
       "poisoned and run on random inputs; the f64 reference interpreter runs the same graph. Outputs are\n"
       "compared norm-wise (f32 graphs: rtol 1e-4, atol 2e-5 of the tensor's largest magnitude; f64-only\n"
       "graphs: 1e-9, 1e-11). No mismatch is tolerated: a graph outside that is measured by running the\n"

@@ -6,7 +6,9 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "backend/cpu/interpreter.h"
 #include "testing/differential_fuzz.h"
+#include "tilefuse/builder.h"
 
 namespace tilefuse {
 namespace {
@@ -66,6 +68,62 @@ TEST(DifferentialFuzzTest, InjectedLoweringBugFailsTheRun) {
   EXPECT_LE(ill, 1);
   FuzzReport clean = Fuzz(Options(0, 100, true));
   EXPECT_EQ(clean.Count(FuzzVerdict::kMismatch), 0);
+}
+
+// ---- the judge alone, on hand-built graphs and stand-in kernels
+
+// A layer norm of values that differ by a few f32 ulps (1 + 1e-6 x) with a tiny epsilon:
+// the rounding of the add alone decides the outputs' O(1) values.
+Graph IllConditionedGraph() {
+  GraphBuilder b;
+  Value x = b.Parameter("x", DType::kF32, {4, 16});
+  Value v = b.AddScalar(b.MulScalar(x, 1e-6), 1);
+  Value centred = b.Sub(v, b.Reduce(OpCode::kReduceMean, v, {1}, true));
+  Value variance = b.Reduce(OpCode::kReduceMean, b.Mul(centred, centred), {1}, true);
+  b.Output(b.Mul(centred, b.Unary(OpCode::kRsqrt, b.AddScalar(variance, 1e-14))), "normed");
+  return std::move(b.Build()).value();
+}
+
+Graph WellConditionedGraph() {
+  GraphBuilder b;
+  Value x = b.Parameter("x", DType::kF32, {4, 16});
+  b.Output(b.MulScalar(b.Unary(OpCode::kTanh, x), 2), "y");
+  return std::move(b.Build()).value();
+}
+
+// The reference's outputs transformed, as a stand-in for kernels.
+FuzzRunFunction ReferenceThen(const Graph& graph, double scale, double shift, ReferenceRounding rounding = {}) {
+  return [&graph, scale, shift, rounding](const std::vector<Tensor>& inputs) -> StatusOr<std::vector<Tensor>> {
+    ASSIGN_OR_RETURN(std::vector<Tensor> outputs, RunReference(graph, inputs, rounding));
+    for (Tensor& t : outputs)
+      for (int64_t i = 0; i < t.num_elements(); ++i) t.SetDouble(i, t.GetDouble(i) * scale + shift);
+    return outputs;
+  };
+}
+
+TEST(DifferentialFuzzJudgeTest, LegitimateRoundingOfAnIllConditionedGraphIsIllConditionedWithTheNumbers) {
+  Graph graph = IllConditionedGraph();
+  FuzzCase c = JudgeGraph(graph, 3, ReferenceThen(graph, 1, 0, ReferenceRounding{1, 12345}), Options(0, 1, true));
+  EXPECT_EQ(c.verdict, FuzzVerdict::kIllConditioned) << c.detail;
+  EXPECT_GT(c.error_ratio, 1);
+  EXPECT_GT(c.sensitivity_ratio, 1);
+  EXPECT_NE(c.detail.find("the reference itself moves by"), std::string::npos) << c.detail;
+}
+
+TEST(DifferentialFuzzJudgeTest, FarBeyondWhatRoundingExplainsIsAMismatchEvenWhenIllConditioned) {
+  Graph graph = IllConditionedGraph();
+  FuzzCase c = JudgeGraph(graph, 3, ReferenceThen(graph, 1, 1000), Options(0, 1, true));
+  EXPECT_EQ(c.verdict, FuzzVerdict::kMismatch) << c.detail;
+  EXPECT_GT(c.sensitivity_ratio, 1) << "measured, and still not enough";
+}
+
+TEST(DifferentialFuzzJudgeTest, SmallErrorOnAWellConditionedGraphIsAMismatch) {
+  Graph graph = WellConditionedGraph();
+  FuzzCase off = JudgeGraph(graph, 3, ReferenceThen(graph, 1 + 1e-3, 0), Options(0, 1, true));
+  EXPECT_EQ(off.verdict, FuzzVerdict::kMismatch) << off.detail;
+  EXPECT_LT(off.sensitivity_ratio, 1) << off.detail;
+  FuzzCase exact = JudgeGraph(graph, 3, ReferenceThen(graph, 1, 0), Options(0, 1, true));
+  EXPECT_EQ(exact.verdict, FuzzVerdict::kMatch) << exact.detail;
 }
 
 }  // namespace

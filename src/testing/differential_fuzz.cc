@@ -78,10 +78,12 @@ Deviation Deviate(const std::vector<Tensor>& got, const std::vector<Tensor>& exp
 }
 
 // How far legitimate computations of the graph land from the reference, in units of the
-// tolerance: the reference on inputs moved by a few ulps (two patterns), and with every
+// tolerance: the reference on inputs moved by a few ulps (two patterns); with every
 // rounded intermediate moved by up to one, and up to two, ulps of its dtype (as
 // faithfully rounded kernel ops, and libm's or the GPU's 2-ulp functions, may; three
-// patterns each). The worst of each kind, and of all.
+// patterns each); and with sums, means and matmuls accumulated term by term in their
+// dtype (a plain f32 loop, where the reference adds in f64). The worst of each kind,
+// and of all.
 struct Sensitivity {
   double ratio = 0;
   std::string summary;  // "inputs ±4 f32 ulps: 0.3x, intermediates ±1 ulp: 12x, ±2 ulps: 30x"
@@ -111,16 +113,17 @@ Sensitivity MeasureSensitivity(const Graph& graph, const std::vector<Tensor>& in
   double by_inputs = worst_of({nudged(0), nudged(5)});
   double by_one_ulp = worst_of({rounded(1, 1), rounded(1, 2), rounded(1, 3)});
   double by_two_ulps = worst_of({rounded(2, 1), rounded(2, 2), rounded(2, 3)});
-  result.ratio = std::max({by_inputs, by_one_ulp, by_two_ulps});
+  double by_accumulation = worst_of({[&] { return RunReference(graph, inputs, ReferenceRounding{0, 0, true}); }});
+  result.ratio = std::max({by_inputs, by_one_ulp, by_two_ulps, by_accumulation});
   result.summary = fmt::format("inputs moved by up to 4 {} ulps: {:.3g}x, every rounded intermediate by up to 1 ulp: {:.3g}x, "
-                               "by up to 2 ulps: {:.3g}x",
-                               DTypeName(compute), by_inputs, by_one_ulp, by_two_ulps);
+                               "by up to 2 ulps: {:.3g}x, sums and products accumulated in their dtype in order: {:.3g}x",
+                               DTypeName(compute), by_inputs, by_one_ulp, by_two_ulps, by_accumulation);
   return result;
 }
 
-using RunFunction = std::function<StatusOr<std::vector<Tensor>>(const std::vector<Tensor>&)>;
+}  // namespace
 
-FuzzCase Judge(const Graph& graph, uint64_t seed, const RunFunction& run, const DifferentialFuzzOptions& options) {
+FuzzCase JudgeGraph(const Graph& graph, uint64_t seed, const FuzzRunFunction& run, const DifferentialFuzzOptions& options) {
   FuzzCase c{seed, FuzzVerdict::kError, ""};
   std::vector<Tensor> inputs = RandomInputs(graph, seed);
   auto expected = RunReference(graph, inputs);
@@ -155,6 +158,8 @@ FuzzCase Judge(const Graph& graph, uint64_t seed, const RunFunction& run, const 
                          pass ? "" : " (" + kernel.comparison.reason + ")", measured);
   return c;
 }
+
+namespace {
 
 // One compiler run for the batch; when it fails, each graph alone, so the error names
 // the graph that caused it.
@@ -196,7 +201,7 @@ void FuzzBatch(const DifferentialFuzzOptions& options, uint64_t first_seed, int 
         c.detail = compiled.status().ToString();
         continue;
       }
-      c = Judge(graphs[g], c.seed, [&](const std::vector<Tensor>& in) { return (*compiled)->Run(in); }, options);
+      c = JudgeGraph(graphs[g], c.seed, [&](const std::vector<Tensor>& in) { return (*compiled)->Run(in); }, options);
     }
     return;
   }
@@ -212,7 +217,7 @@ void FuzzBatch(const DifferentialFuzzOptions& options, uint64_t first_seed, int 
       c.detail = compiled[g].status().ToString();
       continue;
     }
-    c = Judge(graphs[g], c.seed, [&](const std::vector<Tensor>& in) { return (*compiled[g])->Run(in); }, options);
+    c = JudgeGraph(graphs[g], c.seed, [&](const std::vector<Tensor>& in) { return (*compiled[g])->Run(in); }, options);
   }
 }
 
@@ -222,6 +227,7 @@ StatusOr<Graph> GenerateFuzzGraph(const DifferentialFuzzOptions& options, uint64
   RandomGraphOptions graph_options;
   graph_options.seed = seed;
   graph_options.dtypes = options.dtypes;
+  graph_options.allow_layer_patterns = options.layer_patterns;
   ASSIGN_OR_RETURN(Graph graph, GenerateRandomGraph(graph_options));
   return RunGraphPasses(std::move(graph), PassOptions{});
 }

@@ -7,7 +7,8 @@
 // follow the least precise float dtype in the graph. No mismatch is tolerated: a graph
 // that fails them is measured, by the reference run again as other legitimate
 // computations would round (inputs moved by a few ulps of the compute precision, every
-// rounded intermediate moved by one or two ulps of its dtype: backend/cpu/interpreter.h).
+// rounded intermediate moved by one or two ulps of its dtype, sums and matmuls
+// accumulated in their dtype in order: backend/cpu/interpreter.h).
 // When those alone already leave the bounds (a layer norm of rounding noise), and the
 // kernel is no further off than they go (within explain_factor), the graph is
 // ill-conditioned for the tolerance and reported with both numbers; otherwise it is a
@@ -16,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -23,6 +25,7 @@
 #include "tilefuse/dtype.h"
 #include "tilefuse/graph.h"
 #include "tilefuse/status.h"
+#include "tilefuse/tensor.h"
 
 namespace tilefuse {
 
@@ -34,6 +37,7 @@ struct DifferentialFuzzOptions {
   // reference rounds every node, and ill-conditioned ops (sqrt near 0) amplify that
   // legitimate difference beyond any fixed tolerance.
   std::vector<DType> dtypes = {DType::kF32, DType::kF64};
+  bool layer_patterns = true;  // RandomGraphOptions::allow_layer_patterns
   int batch_size = 150;    // graphs per compiler run
   std::string backend = "cpu";  // "cpu" (host compiler, batched) or "cuda" (NVRTC, a graph at a time)
   std::string cache_dir;   // empty: $TILEFUSE_CACHE_DIR or ~/.cache/tilefuse
@@ -68,6 +72,11 @@ struct FuzzReport {
 // batch fails to compile, its graphs are retried one by one to find the culprit);
 // InvalidArgument only for bad options.
 StatusOr<FuzzReport> RunDifferentialFuzz(const DifferentialFuzzOptions& options);
+
+// The judge alone, for one graph: `run` computes its outputs (the kernels under test) on
+// the random inputs of `seed`; the verdict as described above.
+using FuzzRunFunction = std::function<StatusOr<std::vector<Tensor>>(const std::vector<Tensor>&)>;
+FuzzCase JudgeGraph(const Graph& graph, uint64_t seed, const FuzzRunFunction& run, const DifferentialFuzzOptions& options);
 
 // The graph of `seed` as the fuzzer compiles it (generated, then through the graph
 // passes), for replaying or dumping one case.

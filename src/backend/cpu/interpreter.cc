@@ -21,13 +21,13 @@ std::string TypeString(DType dtype, const Shape& shape) {
   return fmt::format("{}{}", DTypeName(dtype), ShapeToString(shape));
 }
 
-Status Dispatch(const Node& node, const std::vector<Operand>& in, Values& out) {
+Status Dispatch(const Node& node, const std::vector<Operand>& in, Values& out, bool accumulate_in_dtype) {
   switch (node.info().kind) {
     case OpKind::Pointwise: return interpreter::ComputePointwise(node, in, out);
     case OpKind::Broadcast:
     case OpKind::View: return interpreter::ComputeView(node, in, out);
-    case OpKind::Reduction: return interpreter::ComputeReduction(node, in, out);
-    case OpKind::Contraction: return interpreter::ComputeMatMul(node, in, out);
+    case OpKind::Reduction: return interpreter::ComputeReduction(node, in, out, accumulate_in_dtype);
+    case OpKind::Contraction: return interpreter::ComputeMatMul(node, in, out, accumulate_in_dtype);
     case OpKind::Opaque: return interpreter::ComputeWindow(node, in, out);
     case OpKind::Composite: return interpreter::ComputeComposite(node, in, out);
     case OpKind::Source: break;
@@ -65,12 +65,16 @@ double MoveByUlps(double rounded, int ulps, DType dtype) {
 // only move values that are already rounded to the same dtype, so they skip rounding.
 StatusOr<Values> ComputeNode(const Node& node, const std::vector<Operand>& in, const ReferenceRounding& rounding = {}) {
   Values out(static_cast<size_t>(NumElements(node.shape)));
-  Status status = Dispatch(node, in, out);
+  Status status = Dispatch(node, in, out, rounding.accumulate_in_dtype && IsFloat(node.dtype));
   if (!status.ok())
     return status.WithContext(fmt::format("node '{}' ({})", node.name, OpName(node.op)));
   OpKind kind = node.info().kind;
   if (node.dtype == DType::kF64 || kind == OpKind::View || kind == OpKind::Broadcast) return out;
   bool perturb = rounding.ulps > 0 && IsFloat(node.dtype);
+  if (!perturb && !rounding.accumulate_in_dtype) {
+    for (double& v : out) v = RoundToDType(v, node.dtype);
+    return out;
+  }
   for (size_t i = 0; i < out.size(); ++i) {
     double exact = out[i];
     out[i] = RoundToDType(exact, node.dtype);

@@ -25,9 +25,12 @@ StatusOr<std::vector<Tensor>> RunReference(const Graph& graph, const std::vector
 // in [-ulps, ulps] (drawn from `seed`, the node and the element); exactly representable
 // results (max, where, relu, small integers) and views stay put, as every correct
 // implementation computes them exactly.
+// With `accumulate_in_dtype`, sums, means and matmuls below f64 accumulate term by term
+// in their dtype, in order (what a plain f32 loop computes), instead of in f64.
 struct ReferenceRounding {
   int ulps = 0;  // 0: round to nearest (RunReference)
   uint64_t seed = 0;
+  bool accumulate_in_dtype = false;
 };
 StatusOr<std::vector<Tensor>> RunReference(const Graph& graph, const std::vector<Tensor>& inputs,
                                            const ReferenceRounding& rounding);

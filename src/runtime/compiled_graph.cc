@@ -100,22 +100,60 @@ StatusOr<std::unique_ptr<CompiledGraph::State>> PlanGraph(const Graph& graph, co
   return state;
 }
 
-// Whether the host holds a run's memory: the arena, and every value outside it (inputs,
-// outputs, constants, values of reference steps) as a tensor of its own; refused with the
-// largest value named, before anything is allocated.
-Status CheckGraphFitsHost(const Graph& graph, int64_t arena_bytes, const std::vector<int64_t>& arena_offset) {
-  int64_t total = arena_bytes;
-  const Node* largest = nullptr;
-  int64_t largest_bytes = -1;
-  for (const Node& n : graph.nodes()) {
-    int64_t bytes = SaturatingBytes(NumElements(n.shape), DTypeSize(n.dtype));
-    if (bytes > largest_bytes) largest = &n, largest_bytes = bytes;
-    if (arena_offset[n.id] < 0) total = bytes > INT64_MAX - total ? INT64_MAX : total + bytes;
+// The nodes whose inputs a run must hold in memory, generators included: those on the
+// reference kernels (whole groups without a generated kernel, prologue parts), and the
+// products, which BLAS reads where they are.
+std::vector<int> NodesReadingMemory(const CompiledGraph::State& state) {
+  std::vector<int> nodes;
+  for (const Step& step : state.steps) {
+    if (step.matmul >= 0) {
+      nodes.insert(nodes.end(), step.reference_prologue.begin(), step.reference_prologue.end());
+      nodes.push_back(step.matmul);
+    } else if (!step.kernel) {
+      const std::vector<int>& members = state.plan.groups[step.group].nodes;
+      nodes.insert(nodes.end(), members.begin(), members.end());
+    }
   }
-  if (!largest) return Status::Ok();
-  return CheckHostMemory(total, fmt::format("running the graph (its largest value: node %{} '{}' ({}) {}{}, {:.2f} GiB)",
-                                            largest->id, largest->name, OpName(largest->op), DTypeName(largest->dtype),
-                                            ShapeToString(largest->shape), static_cast<double>(largest_bytes) / (1ll << 30)));
+  return nodes;
+}
+
+// Whether the host holds a run's memory, refused with the largest value named before
+// anything is allocated: the arena, and what a run holds outside it — inputs, values
+// steps write outside the arena (outputs), the members of steps on the reference kernels
+// and the generators they read (each as a tensor, plus its f64 copy while EvaluateNode
+// computes it). Values fused into a kernel are never materialised and do not count.
+Status CheckGraphFitsHost(const CompiledGraph::State& state) {
+  const Graph& graph = state.graph;
+  std::vector<int> held(graph.inputs().begin(), graph.inputs().end());
+  std::vector<int> on_reference = NodesReadingMemory(state);
+  for (const Step& step : state.steps) {
+    for (const GeneratedCall& call : step.prologue) held.insert(held.end(), call.outputs.begin(), call.outputs.end());
+    if (step.kernel) held.insert(held.end(), step.kernel->outputs.begin(), step.kernel->outputs.end());
+    if (step.matmul >= 0) held.push_back(step.matmul);
+  }
+  for (int id : on_reference) {
+    held.push_back(id);
+    for (int input : graph.node(id).inputs)
+      if (state.inlined[input]) held.push_back(input);
+  }
+  std::sort(held.begin(), held.end());
+  held.erase(std::unique(held.begin(), held.end()), held.end());
+  auto bytes_of = [&](int id) { return SaturatingBytes(NumElements(graph.node(id).shape), DTypeSize(graph.node(id).dtype)); };
+  auto add = [](int64_t a, int64_t b) { return b > INT64_MAX - a ? INT64_MAX : a + b; };
+  int64_t total = state.memory.arena_bytes, largest_f64 = 0;
+  int largest = -1;
+  for (int id : held) {
+    if (graph.node(id).op == OpCode::kConstant) continue;  // the graph holds it already
+    if (largest < 0 || bytes_of(id) > bytes_of(largest)) largest = id;
+    if (state.arena_offset[id] < 0) total = add(total, bytes_of(id));
+  }
+  for (int id : on_reference) largest_f64 = std::max(largest_f64, SaturatingBytes(NumElements(graph.node(id).shape), 8));
+  total = add(total, largest_f64);
+  if (largest < 0) return Status::Ok();
+  const Node& n = graph.node(largest);
+  return CheckHostMemory(total, fmt::format("running the graph (its largest value: node %{} '{}' ({}) {}{}, {:.2f} GiB)", n.id,
+                                            n.name, OpName(n.op), DTypeName(n.dtype), ShapeToString(n.shape),
+                                            static_cast<double>(bytes_of(largest)) / (1ll << 30)));
 }
 
 // Intermediates share one arena by liveness: the plan's, and the values gemm steps
@@ -136,7 +174,7 @@ Status PlanArena(CompiledGraph::State& state) {
   state.arena_offset.assign(state.graph.num_nodes(), -1);
   for (size_t b = 0; b < schedule.buffers.size(); ++b)
     if (state.memory.offsets[b] >= 0) state.arena_offset[schedule.buffers[b].node] = state.memory.offsets[b];
-  RETURN_IF_ERROR(CheckGraphFitsHost(state.graph, state.memory.arena_bytes, state.arena_offset));
+  RETURN_IF_ERROR(CheckGraphFitsHost(state));
   state.arena.resize(state.memory.arena_bytes);
   return Status::Ok();
 }
@@ -255,23 +293,6 @@ void GenerateKernels(CompiledGraph::State& state, const std::string& prefix, con
     state.steps.push_back(std::move(step));
     state.kernels.push_back(std::move(info));
   }
-}
-
-// The nodes whose inputs a run must hold in memory, generators included: those on the
-// reference kernels (whole groups without a generated kernel, prologue parts), and the
-// products, which BLAS reads where they are.
-std::vector<int> NodesReadingMemory(const CompiledGraph::State& state) {
-  std::vector<int> nodes;
-  for (const Step& step : state.steps) {
-    if (step.matmul >= 0) {
-      nodes.insert(nodes.end(), step.reference_prologue.begin(), step.reference_prologue.end());
-      nodes.push_back(step.matmul);
-    } else if (!step.kernel) {
-      const std::vector<int>& members = state.plan.groups[step.group].nodes;
-      nodes.insert(nodes.end(), members.begin(), members.end());
-    }
-  }
-  return nodes;
 }
 
 Status Link(CompiledGraph::State& state, const std::shared_ptr<const JitLibrary>& library) {

@@ -56,7 +56,8 @@ TEST(DifferentialFuzzTest, UnfusedMatchesReference) {
 }
 
 // The judge must not explain a lowering bug away: exp's results off by 1e-3 (ten times
-// the tolerance's rtol) in every generated loop kernel. The same seeds match without it.
+// the tolerance's rtol) in every generated loop kernel. The same seeds match without it
+// (FusedMatchesReference).
 TEST(DifferentialFuzzTest, InjectedLoweringBugFailsTheRun) {
   DifferentialFuzzOptions options = Options(0, 100, true);
   options.fault.op = OpCode::kExp;
@@ -66,8 +67,6 @@ TEST(DifferentialFuzzTest, InjectedLoweringBugFailsTheRun) {
   std::printf("exp off by 1e-3: 100 random graphs, %d mismatched, %d ill-conditioned\n", mismatched, ill);
   EXPECT_GE(mismatched, 10);
   EXPECT_LE(ill, 1);
-  FuzzReport clean = Fuzz(Options(0, 100, true));
-  EXPECT_EQ(clean.Count(FuzzVerdict::kMismatch), 0);
 }
 
 // ---- the judge alone, on hand-built graphs and stand-in kernels

@@ -90,12 +90,28 @@ Graph WellConditionedGraph() {
   return std::move(b.Build()).value();
 }
 
-// The reference's outputs transformed, as a stand-in for kernels.
-FuzzRunFunction ReferenceThen(const Graph& graph, double scale, double shift, ReferenceRounding rounding = {}) {
-  return [&graph, scale, shift, rounding](const std::vector<Tensor>& inputs) -> StatusOr<std::vector<Tensor>> {
+// Both in one graph: output 0 ill-conditioned, output 1 not.
+Graph IllAndWellConditionedGraph() {
+  GraphBuilder b;
+  Value x = b.Parameter("x", DType::kF32, {4, 16});
+  Value v = b.AddScalar(b.MulScalar(x, 1e-6), 1);
+  Value centred = b.Sub(v, b.Reduce(OpCode::kReduceMean, v, {1}, true));
+  Value variance = b.Reduce(OpCode::kReduceMean, b.Mul(centred, centred), {1}, true);
+  b.Output(b.Mul(centred, b.Unary(OpCode::kRsqrt, b.AddScalar(variance, 1e-14))), "normed");
+  b.Output(b.MulScalar(b.Unary(OpCode::kTanh, x), 2), "y");
+  return std::move(b.Build()).value();
+}
+
+// The reference's outputs (`only` one, or all when -1) transformed, as a stand-in for
+// kernels.
+FuzzRunFunction ReferenceThen(const Graph& graph, double scale, double shift, ReferenceRounding rounding = {}, int only = -1) {
+  return [&graph, scale, shift, rounding, only](const std::vector<Tensor>& inputs) -> StatusOr<std::vector<Tensor>> {
     ASSIGN_OR_RETURN(std::vector<Tensor> outputs, RunReference(graph, inputs, rounding));
-    for (Tensor& t : outputs)
+    for (size_t o = 0; o < outputs.size(); ++o) {
+      if (only >= 0 && static_cast<int>(o) != only) continue;
+      Tensor& t = outputs[o];
       for (int64_t i = 0; i < t.num_elements(); ++i) t.SetDouble(i, t.GetDouble(i) * scale + shift);
+    }
     return outputs;
   };
 }
@@ -114,6 +130,17 @@ TEST(DifferentialFuzzJudgeTest, FarBeyondWhatRoundingExplainsIsAMismatchEvenWhen
   FuzzCase c = JudgeGraph(graph, 3, ReferenceThen(graph, 1, 1000), Options(0, 1, true));
   EXPECT_EQ(c.verdict, FuzzVerdict::kMismatch) << c.detail;
   EXPECT_GT(c.sensitivity_ratio, 1) << "measured, and still not enough";
+}
+
+// An ill-conditioned output does not excuse an error in a well-conditioned one.
+TEST(DifferentialFuzzJudgeTest, EachOutputIsJudgedAgainstItsOwnSensitivity) {
+  Graph graph = IllAndWellConditionedGraph();
+  DifferentialFuzzOptions options = Options(0, 1, true);
+  FuzzCase legit = JudgeGraph(graph, 3, ReferenceThen(graph, 1, 0, ReferenceRounding{1, 12345}), options);
+  EXPECT_EQ(legit.verdict, FuzzVerdict::kIllConditioned) << legit.detail;
+  FuzzCase off = JudgeGraph(graph, 3, ReferenceThen(graph, 1 + 1e-3, 0, ReferenceRounding{1, 12345}, 1), options);
+  EXPECT_EQ(off.verdict, FuzzVerdict::kMismatch) << off.detail;
+  EXPECT_EQ(off.detail.rfind("output 1:", 0), 0u) << off.detail;
 }
 
 TEST(DifferentialFuzzJudgeTest, SmallErrorOnAWellConditionedGraphIsAMismatch) {

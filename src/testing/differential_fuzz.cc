@@ -60,21 +60,25 @@ std::vector<Tensor> RandomInputs(const Graph& graph, uint64_t seed) {
   return inputs;
 }
 
-// The worst output's error in units of its tolerance (<= 1 passes) and that output.
+// Each output's error in units of its tolerance (<= 1 passes), and the worst output.
 struct Deviation {
-  double ratio = 0;
-  size_t output = 0;
-  Comparison comparison;
+  std::vector<double> ratios;        // per output
+  std::vector<std::string> reasons;  // per output: why it fails ("" when it passes)
+  size_t worst = 0;
+  bool pass = true;
+  double ratio() const { return ratios.empty() ? 0 : ratios[worst]; }
 };
 
 Deviation Deviate(const std::vector<Tensor>& got, const std::vector<Tensor>& expected, DType least_precise) {
-  Deviation worst;
+  Deviation d;
   for (size_t o = 0; o < expected.size(); ++o) {
     Comparison c = CompareNormwise(got[o], expected[o], ToleranceFor(expected[o], least_precise));
-    double ratio = c.pass ? std::min(c.worst_ratio, 1.0) : std::max(c.worst_ratio, 1.0 + 1e-12);
-    if (o == 0 || ratio > worst.ratio) worst = {ratio, o, std::move(c)};
+    d.ratios.push_back(c.pass ? std::min(c.worst_ratio, 1.0) : std::max(c.worst_ratio, 1.0 + 1e-12));
+    d.reasons.push_back(c.reason);
+    d.pass = d.pass && c.pass;
+    if (d.ratios[o] > d.ratios[d.worst]) d.worst = o;
   }
-  return worst;
+  return d;
 }
 
 // How far legitimate computations of the graph land from the reference, in units of the
@@ -85,24 +89,27 @@ Deviation Deviate(const std::vector<Tensor>& got, const std::vector<Tensor>& exp
 // dtype (a plain f32 loop, where the reference adds in f64). The worst of each kind,
 // and of all.
 struct Sensitivity {
-  double ratio = 0;
-  std::string summary;  // "inputs ±4 f32 ulps: 0.3x, intermediates ±1 ulp: 12x, ±2 ulps: 30x"
+  std::vector<double> ratios;  // per output, the worst probe
+  std::vector<std::string> summaries;  // per output, e.g. "inputs moved by up to 4 f32 ulps: 0x, ..."
   Status status;
 };
 
 Sensitivity MeasureSensitivity(const Graph& graph, const std::vector<Tensor>& inputs, const std::vector<Tensor>& expected,
                                DType least_precise) {
   Sensitivity result;
+  result.ratios.assign(expected.size(), 0);
   DType compute = least_precise == DType::kF64 ? DType::kF64 : DType::kF32;
+  // Per output, the worst of one kind of probe.
   auto worst_of = [&](const std::vector<std::function<StatusOr<std::vector<Tensor>>()>>& probes) {
-    double worst = 0;
+    std::vector<double> worst(expected.size(), 0);
     for (const auto& probe : probes) {
       StatusOr<std::vector<Tensor>> got = probe();
       if (!got.ok()) {
         result.status = got.status();
         return worst;
       }
-      worst = std::max(worst, Deviate(*got, expected, least_precise).ratio);
+      Deviation d = Deviate(*got, expected, least_precise);
+      for (size_t o = 0; o < worst.size(); ++o) worst[o] = std::max(worst[o], d.ratios[o]);
     }
     return worst;
   };
@@ -110,14 +117,17 @@ Sensitivity MeasureSensitivity(const Graph& graph, const std::vector<Tensor>& in
   auto rounded = [&](int ulps, uint64_t seed) {
     return [&, ulps, seed] { return RunReference(graph, inputs, ReferenceRounding{ulps, seed}); };
   };
-  double by_inputs = worst_of({nudged(0), nudged(5)});
-  double by_one_ulp = worst_of({rounded(1, 1), rounded(1, 2), rounded(1, 3)});
-  double by_two_ulps = worst_of({rounded(2, 1), rounded(2, 2), rounded(2, 3)});
-  double by_accumulation = worst_of({[&] { return RunReference(graph, inputs, ReferenceRounding{0, 0, true}); }});
-  result.ratio = std::max({by_inputs, by_one_ulp, by_two_ulps, by_accumulation});
-  result.summary = fmt::format("inputs moved by up to 4 {} ulps: {:.3g}x, every rounded intermediate by up to 1 ulp: {:.3g}x, "
-                               "by up to 2 ulps: {:.3g}x, sums and products accumulated in their dtype in order: {:.3g}x",
-                               DTypeName(compute), by_inputs, by_one_ulp, by_two_ulps, by_accumulation);
+  std::vector<double> by_inputs = worst_of({nudged(0), nudged(5)});
+  std::vector<double> by_one_ulp = worst_of({rounded(1, 1), rounded(1, 2), rounded(1, 3)});
+  std::vector<double> by_two_ulps = worst_of({rounded(2, 1), rounded(2, 2), rounded(2, 3)});
+  std::vector<double> by_accumulation = worst_of({[&] { return RunReference(graph, inputs, ReferenceRounding{0, 0, true}); }});
+  for (size_t o = 0; o < expected.size(); ++o) {
+    result.ratios[o] = std::max({by_inputs[o], by_one_ulp[o], by_two_ulps[o], by_accumulation[o]});
+    result.summaries.push_back(fmt::format(
+        "inputs moved by up to 4 {} ulps: {:.3g}x, every rounded intermediate by up to 1 ulp: {:.3g}x, by up to 2 ulps: "
+        "{:.3g}x, sums and products accumulated in their dtype in order: {:.3g}x",
+        DTypeName(compute), by_inputs[o], by_one_ulp[o], by_two_ulps[o], by_accumulation[o]));
+  }
   return result;
 }
 
@@ -135,8 +145,8 @@ FuzzCase JudgeGraph(const Graph& graph, uint64_t seed, const FuzzRunFunction& ru
   }
   DType least_precise = LeastPreciseDType(graph);
   Deviation kernel = Deviate(*actual, *expected, least_precise);
-  c.error_ratio = kernel.ratio;
-  bool pass = kernel.comparison.pass && kernel.ratio <= 1;
+  c.error_ratio = kernel.ratio();
+  bool pass = kernel.pass;
   if (pass && !options.measure_all) {
     c.verdict = FuzzVerdict::kMatch;
     return c;
@@ -146,16 +156,27 @@ FuzzCase JudgeGraph(const Graph& graph, uint64_t seed, const FuzzRunFunction& ru
     c.detail = sensitivity.status.ToString();
     return c;
   }
-  c.sensitivity_ratio = sensitivity.ratio;
-  std::string measured = fmt::format("the reference itself moves by up to {:.3g}x the tolerance ({})", sensitivity.ratio,
-                                     sensitivity.summary);
-  // Ill-conditioned for this tolerance: a legitimate computation already fails it, and
-  // the kernel is no further off than such computations go (within explain_factor,
-  // since a few random probes only sample the worst legitimate rounding).
-  bool explained = sensitivity.ratio > 1 && kernel.ratio <= options.explain_factor * sensitivity.ratio;
+  // Ill-conditioned for this tolerance when, for every output the kernel fails, a
+  // legitimate computation already fails it too and the kernel is no further off than
+  // such computations go (within explain_factor, since a few random probes only sample
+  // the worst legitimate rounding). An output is judged against its own probes: an
+  // ill-conditioned output does not excuse a well-conditioned one.
+  size_t shown = kernel.worst;
+  bool explained = true;
+  for (size_t o = 0; o < kernel.ratios.size(); ++o) {
+    if (kernel.ratios[o] <= 1) continue;
+    bool explains = sensitivity.ratios[o] > 1 && kernel.ratios[o] <= options.explain_factor * sensitivity.ratios[o];
+    if (!explains && explained) shown = o;
+    explained = explained && explains;
+  }
+  if (pass) shown = std::max_element(sensitivity.ratios.begin(), sensitivity.ratios.end()) - sensitivity.ratios.begin();
+  c.sensitivity_ratio = sensitivity.ratios[shown];
+  c.error_ratio = kernel.ratios[shown];
   c.verdict = pass ? FuzzVerdict::kMatch : explained ? FuzzVerdict::kIllConditioned : FuzzVerdict::kMismatch;
-  c.detail = fmt::format("output {}: kernel off by {:.3g}x the tolerance{}; {}", kernel.output, kernel.ratio,
-                         pass ? "" : " (" + kernel.comparison.reason + ")", measured);
+  std::string why = kernel.reasons[shown].empty() ? "" : " (" + kernel.reasons[shown] + ")";
+  c.detail = fmt::format("output {}: kernel off by {:.3g}x the tolerance{}; the reference itself moves by up to {:.3g}x the "
+                         "tolerance ({})",
+                         shown, kernel.ratios[shown], why, sensitivity.ratios[shown], sensitivity.summaries[shown]);
   return c;
 }
 

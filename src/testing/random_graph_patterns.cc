@@ -1,6 +1,8 @@
 // Multi-op patterns of the random graph generator: reductions (alone or broadcast back),
 // softmax and layer norm written from primitives, matmul (2-D, batched, vector),
-// attention, and dropout. Each keeps its result's magnitude bound honest.
+// attention, and dropout; and the layer patterns (RandomGraphOptions::
+// allow_layer_patterns): GEMM epilogues, multi-head attention, convolution blocks. Each
+// keeps its result's magnitude bound honest.
 #include <algorithm>
 #include <cmath>
 
@@ -195,10 +197,6 @@ TrackedValue RandomGraphGenerator::DropoutPattern(const TrackedValue& x) {
   Value scaled = b_.MulScalar(in.value, 1 / (1 - ratio));
   return {b_.Where(keep, scaled, b_.Scalar(0, DTypeOf(in))), in.bound / (1 - ratio), false};
 }
-
-}  // namespace tilefuse::random_graph_internal
-
-namespace tilefuse::random_graph_internal {
 
 // A GEMM epilogue as exported from a Linear layer: x @ W + bias, an activation (ReLU,
 // GELU's tanh form, SiLU or tanh), sometimes a residual add of x itself (when W is

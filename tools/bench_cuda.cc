@@ -130,7 +130,7 @@ Status BenchCuda(const BenchOptions& options) {
   ASSIGN_OR_RETURN(Graph passed, RunGraphPasses(imported.graph, PassOptions{}));
   StatusOr<CudaDevice*> device = CudaDevice::Get();
   if (!device.ok()) return NotFound("--backend cuda needs a GPU and its driver: " + device.status().message());
-  std::vector<Tensor> inputs = MakeRandomInputs(passed, options.seed);
+  ASSIGN_OR_RETURN(std::vector<Tensor> inputs, MakeRandomInputs(passed, options.seed));
   double input_bytes = 0;
   for (const Tensor& t : inputs) input_bytes += static_cast<double>(t.num_bytes());
   // Enough copies of the inputs that three L2s' worth lies between two uses of one.

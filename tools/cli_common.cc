@@ -1,5 +1,7 @@
 #include "cli_common.h"
 
+#include "support/host_memory.h"
+
 #include <unistd.h>
 
 #include <filesystem>
@@ -20,7 +22,14 @@ StatusOr<ImportedModel> LoadModel(const std::string& path) {
   return ImportOnnx(path);
 }
 
-std::vector<Tensor> MakeRandomInputs(const Graph& graph, uint64_t seed) {
+StatusOr<std::vector<Tensor>> MakeRandomInputs(const Graph& graph, uint64_t seed) {
+  int64_t bytes = 0;
+  for (int id : graph.inputs()) {
+    const Node& p = graph.node(id);
+    int64_t b = SaturatingBytes(NumElements(p.shape), DTypeSize(p.dtype));
+    bytes = b > INT64_MAX - bytes ? INT64_MAX : bytes + b;
+    RETURN_IF_ERROR(CheckHostMemory(bytes, fmt::format("random inputs up to input '{}' {}", p.name, DescribeTensorType(p.dtype, p.shape))));
+  }
   std::vector<Tensor> inputs;
   for (size_t i = 0; i < graph.inputs().size(); ++i) {
     const Node& parameter = graph.node(graph.inputs()[i]);

@@ -30,7 +30,8 @@ StatusOr<ImportedModel> LoadModel(const std::string& path);
 
 // One deterministic random tensor per graph input (Tensor::Random), the i-th drawn
 // with a seed derived from (seed, i) so that inputs differ from each other.
-std::vector<Tensor> MakeRandomInputs(const Graph& graph, uint64_t seed);
+// Refused (ResourceExhausted, naming the input) when the host cannot hold them.
+StatusOr<std::vector<Tensor>> MakeRandomInputs(const Graph& graph, uint64_t seed);
 
 // Checks that `inputs` fit the graph's parameters in count, dtype and shape; the error
 // names the input and where it came from (`source`, e.g. a folder).

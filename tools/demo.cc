@@ -123,7 +123,7 @@ Status RunExample(const std::string& path, uint64_t seed, int repeats, double co
   for (const FusionGroup& group : plan.groups) row.groups += (row.groups.empty() ? "" : " ") + std::string(GroupKindName(group.kind));
   row.predicted_speedup = plan.unfused_predicted_us / plan.predicted_us;
 
-  std::vector<Tensor> inputs = MakeRandomInputs(passed, seed);
+  ASSIGN_OR_RETURN(std::vector<Tensor> inputs, MakeRandomInputs(passed, seed));
   ASSIGN_OR_RETURN(std::vector<Tensor> reference, RunReference(passed, inputs));
   ASSIGN_OR_RETURN(std::vector<Tensor> before_passes, RunReference(imported.graph, inputs));
   std::string mismatch = FirstMismatch(passed, reference, before_passes);

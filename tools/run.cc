@@ -229,7 +229,8 @@ Status PrepareDataSets(const RunOptions& options, const Graph& graph, std::vecto
                        std::string& source) {
   if (sets.empty()) {
     source = fmt::format("random (seed {})", options.seed);
-    sets.push_back({"", "", MakeRandomInputs(graph, options.seed), {}});
+    ASSIGN_OR_RETURN(std::vector<Tensor> inputs, MakeRandomInputs(graph, options.seed));
+    sets.push_back({"", "", std::move(inputs), {}});
     return Status::Ok();
   }
   for (const DataSet& set : sets) RETURN_IF_ERROR(ValidateInputs(graph, set.inputs, fmt::format("'{}'", set.dir)));

@@ -13,8 +13,8 @@ namespace {
 // at flat offset i of its own shape"), memoized so each (node, index) is computed once.
 class Lowering {
  public:
-  Lowering(const Graph& g, const FusionGroup& group, const std::vector<bool>& inlined)
-      : g_(g), group_(group), inlined_(inlined), member_(g.num_nodes(), false) {
+  Lowering(const Graph& g, const FusionGroup& group, const std::vector<bool>& inlined, const LoweringFault& fault = {})
+      : g_(g), group_(group), inlined_(inlined), fault_(fault), member_(g.num_nodes(), false) {
     for (int id : group.nodes) member_[id] = true;
   }
 
@@ -40,6 +40,7 @@ class Lowering {
   const Graph& g_;
   const FusionGroup& group_;
   const std::vector<bool>& inlined_;
+  LoweringFault fault_;
   std::vector<bool> member_;
   Kernel k_;
   std::map<std::pair<int, std::string>, int> memo_;
@@ -144,7 +145,10 @@ StatusOr<int> Lowering::EvaluateMember(const Node& n, const Index& flat) {
     ASSIGN_OR_RETURN(int arg, Evaluate(input, flat));
     args.push_back(arg);
   }
-  return Op(n.op, std::move(args), n.dtype);
+  int result = Op(n.op, std::move(args), n.dtype);
+  if (fault_.op == n.op && IsFloat(n.dtype))
+    result = Op(OpCode::kMul, {result, Constant(1 + fault_.relative_error, n.dtype)}, n.dtype);
+  return result;
 }
 
 // 1 + tanh(u) (GELU's tanh form) as 2 / (1 + exp(-2u)): the same function, since
@@ -370,8 +374,9 @@ StatusOr<LoweredValue> LowerValueAt(const Graph& graph, const std::vector<int>& 
   return Lowering(graph, group, inlined).RunValue(node, at, outer, inner);
 }
 
-StatusOr<Kernel> LowerGroup(const Graph& graph, const FusionGroup& group, const std::vector<bool>& inlined) {
-  return Lowering(graph, group, inlined).Run();
+StatusOr<Kernel> LowerGroup(const Graph& graph, const FusionGroup& group, const std::vector<bool>& inlined,
+                            const LoweringFault& fault) {
+  return Lowering(graph, group, inlined, fault).Run();
 }
 
 }  // namespace tilefuse

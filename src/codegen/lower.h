@@ -4,6 +4,7 @@
 #pragma once
 
 #include "codegen/kernel.h"
+#include "codegen/lowering_fault.h"
 #include "fusion/fusion_plan.h"
 #include "tilefuse/graph.h"
 #include "tilefuse/status.h"
@@ -12,8 +13,9 @@ namespace tilefuse {
 
 // Pointwise, row_reduction and reduction groups. Unimplemented for the other kinds, and
 // for shapes of reduction the loop template cannot express (the caller then runs the
-// group's members one by one).
-StatusOr<Kernel> LowerGroup(const Graph& graph, const FusionGroup& group, const std::vector<bool>& inlined);
+// group's members one by one). `fault` is for tests only (codegen/lowering_fault.h).
+StatusOr<Kernel> LowerGroup(const Graph& graph, const FusionGroup& group, const std::vector<bool>& inlined,
+                            const LoweringFault& fault = {});
 
 // One value for templates that drive their own loops (attention): `node` evaluated at
 // flat offset `at`, an Index over loop variables 0 ([0, outer)) and 1 ([0, inner)).

@@ -22,6 +22,7 @@
 #include "fusion/planner.h"
 #include "codegen/gemm_split.h"
 #include "runtime/memory_plan.h"
+#include "support/host_memory.h"
 
 namespace tilefuse {
 
@@ -82,6 +83,7 @@ StatusOr<std::unique_ptr<CompiledGraph::State>> PlanGraph(const Graph& graph, co
   auto state = std::make_unique<CompiledGraph::State>();
   state->graph = graph;
   state->poison_outputs = options.poison_outputs;
+  state->fault = options.fault;
   if (options.plan_override) {
     if (options.plan_override->group_of.size() != static_cast<size_t>(graph.num_nodes()))
       return InvalidArgument("the plan to compile was made for another graph");
@@ -96,6 +98,62 @@ StatusOr<std::unique_ptr<CompiledGraph::State>> PlanGraph(const Graph& graph, co
   }
   state->inlined = FindInlinedGenerators(state->graph);
   return state;
+}
+
+// The nodes whose inputs a run must hold in memory, generators included: those on the
+// reference kernels (whole groups without a generated kernel, prologue parts), and the
+// products, which BLAS reads where they are.
+std::vector<int> NodesReadingMemory(const CompiledGraph::State& state) {
+  std::vector<int> nodes;
+  for (const Step& step : state.steps) {
+    if (step.matmul >= 0) {
+      nodes.insert(nodes.end(), step.reference_prologue.begin(), step.reference_prologue.end());
+      nodes.push_back(step.matmul);
+    } else if (!step.kernel) {
+      const std::vector<int>& members = state.plan.groups[step.group].nodes;
+      nodes.insert(nodes.end(), members.begin(), members.end());
+    }
+  }
+  return nodes;
+}
+
+// Whether the host holds a run's memory, refused with the largest value named before
+// anything is allocated: the arena, and what a run holds outside it — inputs, values
+// steps write outside the arena (outputs), the members of steps on the reference kernels
+// and the generators they read (each as a tensor, plus its f64 copy while EvaluateNode
+// computes it). Values fused into a kernel are never materialised and do not count.
+Status CheckGraphFitsHost(const CompiledGraph::State& state) {
+  const Graph& graph = state.graph;
+  std::vector<int> held(graph.inputs().begin(), graph.inputs().end());
+  std::vector<int> on_reference = NodesReadingMemory(state);
+  for (const Step& step : state.steps) {
+    for (const GeneratedCall& call : step.prologue) held.insert(held.end(), call.outputs.begin(), call.outputs.end());
+    if (step.kernel) held.insert(held.end(), step.kernel->outputs.begin(), step.kernel->outputs.end());
+    if (step.matmul >= 0) held.push_back(step.matmul);
+  }
+  for (int id : on_reference) {
+    held.push_back(id);
+    for (int input : graph.node(id).inputs)
+      if (state.inlined[input]) held.push_back(input);
+  }
+  std::sort(held.begin(), held.end());
+  held.erase(std::unique(held.begin(), held.end()), held.end());
+  auto bytes_of = [&](int id) { return SaturatingBytes(NumElements(graph.node(id).shape), DTypeSize(graph.node(id).dtype)); };
+  auto add = [](int64_t a, int64_t b) { return b > INT64_MAX - a ? INT64_MAX : a + b; };
+  int64_t total = state.memory.arena_bytes, largest_f64 = 0;
+  int largest = -1;
+  for (int id : held) {
+    if (graph.node(id).op == OpCode::kConstant) continue;  // the graph holds it already
+    if (largest < 0 || bytes_of(id) > bytes_of(largest)) largest = id;
+    if (state.arena_offset[id] < 0) total = add(total, bytes_of(id));
+  }
+  for (int id : on_reference) largest_f64 = std::max(largest_f64, SaturatingBytes(NumElements(graph.node(id).shape), 8));
+  total = add(total, largest_f64);
+  if (largest < 0) return Status::Ok();
+  const Node& n = graph.node(largest);
+  return CheckHostMemory(total, fmt::format("running the graph (its largest value: node %{} '{}' ({}) {}{}, {:.2f} GiB)", n.id,
+                                            n.name, OpName(n.op), DTypeName(n.dtype), ShapeToString(n.shape),
+                                            static_cast<double>(bytes_of(largest)) / (1ll << 30)));
 }
 
 // Intermediates share one arena by liveness: the plan's, and the values gemm steps
@@ -116,6 +174,7 @@ Status PlanArena(CompiledGraph::State& state) {
   state.arena_offset.assign(state.graph.num_nodes(), -1);
   for (size_t b = 0; b < schedule.buffers.size(); ++b)
     if (state.memory.offsets[b] >= 0) state.arena_offset[schedule.buffers[b].node] = state.memory.offsets[b];
+  RETURN_IF_ERROR(CheckGraphFitsHost(state));
   state.arena.resize(state.memory.arena_bytes);
   return Status::Ok();
 }
@@ -139,7 +198,7 @@ GeneratedCall EmitLoopKernel(Kernel kernel, const std::string& name, const std::
 // Pointwise and reduction groups: one loop kernel, or the reference kernels and why not.
 void GenerateLoop(const CompiledGraph::State& state, const FusionGroup& group, const std::string& prefix, const ConfigMap& configs,
                   Step& step, KernelInfo& info) {
-  StatusOr<Kernel> kernel = LowerGroup(state.graph, group, state.inlined);
+  StatusOr<Kernel> kernel = LowerGroup(state.graph, group, state.inlined, state.fault);
   if (!kernel.ok()) {
     info.why_not = kernel.status().message();
     return;
@@ -177,7 +236,7 @@ void GeneratePrologue(const CompiledGraph::State& state, const FusionGroup& grou
                       const ConfigMap& configs, Step& step, KernelInfo& info) {
   std::vector<bool> on_reference(state.graph.num_nodes(), false);
   for (const FusionGroup& part : PrologueGroups(state.graph, group, split)) {
-    StatusOr<Kernel> kernel = LowerGroup(state.graph, part, state.inlined);
+    StatusOr<Kernel> kernel = LowerGroup(state.graph, part, state.inlined, state.fault);
     if (!kernel.ok()) {
       for (int id : part.nodes) on_reference[id] = true;
       info.why_not += fmt::format("{}prologue %{} on the reference kernels: {}", info.why_not.empty() ? "" : "; ", part.outputs[0],
@@ -199,7 +258,7 @@ void GenerateGemm(const CompiledGraph::State& state, const FusionGroup& group, c
   GemmSplit split = SplitGemmGroup(state.graph, group);
   std::optional<Kernel> epilogue;
   if (!split.epilogue.nodes.empty()) {
-    StatusOr<Kernel> kernel = LowerGroup(state.graph, split.epilogue, state.inlined);
+    StatusOr<Kernel> kernel = LowerGroup(state.graph, split.epilogue, state.inlined, state.fault);
     if (!kernel.ok()) {
       info.why_not = kernel.status().message();
       return;
@@ -234,23 +293,6 @@ void GenerateKernels(CompiledGraph::State& state, const std::string& prefix, con
     state.steps.push_back(std::move(step));
     state.kernels.push_back(std::move(info));
   }
-}
-
-// The nodes whose inputs a run must hold in memory, generators included: those on the
-// reference kernels (whole groups without a generated kernel, prologue parts), and the
-// products, which BLAS reads where they are.
-std::vector<int> NodesReadingMemory(const CompiledGraph::State& state) {
-  std::vector<int> nodes;
-  for (const Step& step : state.steps) {
-    if (step.matmul >= 0) {
-      nodes.insert(nodes.end(), step.reference_prologue.begin(), step.reference_prologue.end());
-      nodes.push_back(step.matmul);
-    } else if (!step.kernel) {
-      const std::vector<int>& members = state.plan.groups[step.group].nodes;
-      nodes.insert(nodes.end(), members.begin(), members.end());
-    }
-  }
-  return nodes;
 }
 
 Status Link(CompiledGraph::State& state, const std::shared_ptr<const JitLibrary>& library) {

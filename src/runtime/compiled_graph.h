@@ -20,6 +20,7 @@
 
 #include "codegen/cpp_kernel_config.h"
 #include "codegen/kernel.h"
+#include "codegen/lowering_fault.h"
 #include "fusion/fusion_plan.h"
 #include "tilefuse/graph.h"
 #include "tilefuse/status.h"
@@ -39,6 +40,7 @@ struct CompileOptions {
   // Per generated loop kernel (by name), the configuration to emit it with (the tuner's);
   // kernels not named keep the default.
   std::map<std::string, CppKernelConfig> configs;
+  LoweringFault fault;  // tests only: a deliberate lowering bug (codegen/lowering_fault.h)
 };
 
 struct KernelInfo {

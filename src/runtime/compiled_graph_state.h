@@ -56,6 +56,7 @@ struct CompiledGraph::State {
   double compile_ms = 0;
   int64_t jit_compiles = 0;
   bool poison_outputs = false;
+  LoweringFault fault;  // tests only
   // Intermediates live in one arena at offsets from the liveness plan (-1: not in it).
   MemoryPlan memory;
   std::vector<int64_t> arena_offset;  // per node

@@ -16,6 +16,7 @@
 #include "fusion/group_classifier.h"
 #include "codegen/gemm_split.h"
 #include "runtime/memory_plan.h"
+#include "support/host_memory.h"
 
 namespace tilefuse {
 
@@ -275,6 +276,41 @@ std::vector<GpuKernelInfo> DescribeKernels(const CudaProgram& program, const Fus
 
 }  // namespace
 
+namespace {
+
+std::string DescribeNode(const Node& n) {
+  return fmt::format("node %{} '{}' ({}) {}{}", n.id, n.name, OpName(n.op), DTypeName(n.dtype), ShapeToString(n.shape));
+}
+
+// The arena named by its largest value, so an out-of-memory error points at the node.
+std::string ArenaDescription(const Graph& g, const std::vector<int64_t>& arena_offset) {
+  const Node* largest = nullptr;
+  for (const Node& n : g.nodes())
+    if (arena_offset[n.id] >= 0 && (!largest || NumElements(n.shape) * DTypeSize(n.dtype) > NumElements(largest->shape) * DTypeSize(largest->dtype)))
+      largest = &n;
+  return largest ? "the intermediate arena (its largest value: " + DescribeNode(*largest) + ")" : "the intermediate arena";
+}
+
+// The host side of a run: inputs and outputs as host tensors, and the generators
+// evaluated on the host before their upload.
+Status CheckHostSide(const Graph& g, const std::vector<bool>& inlined) {
+  int64_t total = 0;
+  const Node* largest = nullptr;
+  std::vector<bool> on_host(g.num_nodes(), false);
+  for (int id : g.inputs()) on_host[id] = true;
+  for (const Graph::Output& o : g.outputs()) on_host[o.node] = true;
+  for (const Node& n : g.nodes()) {
+    if (!on_host[n.id] && !inlined[n.id] && n.op != OpCode::kConstant) continue;
+    int64_t bytes = SaturatingBytes(NumElements(n.shape), DTypeSize(n.dtype));
+    total = bytes > INT64_MAX - total ? INT64_MAX : total + bytes;
+    if (!largest || bytes > NumElements(largest->shape) * DTypeSize(largest->dtype)) largest = &n;
+  }
+  if (!largest) return Status::Ok();
+  return CheckHostMemory(total, "the graph's inputs, outputs and constants (the largest: " + DescribeNode(*largest) + ")");
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<GpuCompiledGraph>> GpuCompiledGraph::Compile(const Graph& graph, const GpuCompileOptions& options) {
   auto start = Clock::now();
   auto s = std::make_unique<State>();
@@ -298,6 +334,7 @@ StatusOr<std::unique_ptr<GpuCompiledGraph>> GpuCompiledGraph::Compile(const Grap
   target.gemm_path_at = options.gemm_path_at;
   target.attention = options.attention;
   target.overrides = options.overrides;
+  target.fault = options.fault;
   if (!options.plan_override) {
     ASSIGN_OR_RETURN(CudaPlan planned, PlanFusionForCuda(s->graph, planner, target));
     s->plan = std::move(planned.plan);
@@ -365,8 +402,9 @@ StatusOr<std::unique_ptr<GpuCompiledGraph>> GpuCompiledGraph::Compile(const Grap
   std::vector<int64_t> arena_offset(g.num_nodes(), -1);
   for (size_t b = 0; b < schedule.buffers.size(); ++b)
     if (s->memory.offsets[b] >= 0) arena_offset[schedule.buffers[b].node] = s->memory.offsets[b];
+  RETURN_IF_ERROR(CheckHostSide(g, s->inlined));
   if (s->memory.arena_bytes > 0) {
-    ASSIGN_OR_RETURN(CUdeviceptr a, s->allocator->Allocate(s->memory.arena_bytes, "the intermediate arena"));
+    ASSIGN_OR_RETURN(CUdeviceptr a, s->allocator->Allocate(s->memory.arena_bytes, ArenaDescription(g, arena_offset)));
     s->arena = DeviceBuffer(s->allocator, a);
   }
   std::vector<bool> on_device(g.num_nodes(), false);
@@ -391,7 +429,7 @@ StatusOr<std::unique_ptr<GpuCompiledGraph>> GpuCompiledGraph::Compile(const Grap
       s->address[n.id] = s->arena.get() + arena_offset[n.id];
       continue;
     }
-    ASSIGN_OR_RETURN(CUdeviceptr p, s->allocator->Allocate(s->Bytes(n.id), fmt::format("%{} ({})", n.id, OpName(n.op))));
+    ASSIGN_OR_RETURN(CUdeviceptr p, s->allocator->Allocate(s->Bytes(n.id), DescribeNode(n)));
     s->owned.emplace_back(s->allocator, p);
     if (generator) {  // computed once on the host and uploaded
       // Evaluated before its address is set: HostValue downloads any node that has one

@@ -45,6 +45,7 @@ struct GpuCompileOptions {
   MatmulPrecision precision = MatmulPrecision::kHighest;
   // A plan to use instead of planning (the tuner's plan after its fallback decisions).
   const FusionPlan* plan_override = nullptr;
+  LoweringFault fault;  // tests only: a deliberate lowering bug (codegen/lowering_fault.h)
 };
 
 // One configuration's measurement (time_us absent: it failed to compile or launch).

@@ -97,6 +97,7 @@ Comparison CompareTensors(const Tensor& actual, const Tensor& expected, const To
     result.reason = fmt::format("got {}{} but expected {}{}", DTypeName(actual.dtype()), ShapeToString(actual.shape()),
                                 DTypeName(expected.dtype()), ShapeToString(expected.shape()));
     result.mismatches = std::max(actual.num_elements(), expected.num_elements());
+    result.worst_ratio = HUGE_VAL;
     return result;
   }
   int64_t first_mismatch = -1;
@@ -104,6 +105,7 @@ Comparison CompareTensors(const Tensor& actual, const Tensor& expected, const To
   for (int64_t i = 0; i < expected.num_elements(); ++i) {
     std::string why = CompareElement(i, actual.GetDouble(i), expected.GetDouble(i), tol, result, worst_ratio);
     if (why.empty()) continue;
+    if (!std::isfinite(actual.GetDouble(i)) || !std::isfinite(expected.GetDouble(i))) result.worst_ratio = HUGE_VAL;
     if (first_mismatch < 0) {
       first_mismatch = i;
       result.reason = fmt::format("element {}: {}", i, why);
@@ -111,6 +113,7 @@ Comparison CompareTensors(const Tensor& actual, const Tensor& expected, const To
     ++result.mismatches;
   }
   result.pass = result.mismatches == 0;
+  result.worst_ratio = std::max(result.worst_ratio, worst_ratio);
   if (!result.pass) {
     result.reason = fmt::format("{} of {} elements differ (rtol {:g}, atol {:g}); first at {}", result.mismatches,
                                 expected.num_elements(), tol.rtol, tol.atol, result.reason);

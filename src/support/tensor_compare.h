@@ -32,6 +32,9 @@ struct Comparison {
   // largest; -1 when every pair is equal or not finite.
   int64_t worst_index = -1;
   double worst_actual = 0, worst_expected = 0;
+  // That element's |a - e| / (atol + rtol·|e|): <= 1 passes. +inf when a NaN or infinity
+  // disagrees (or a shape or dtype differs).
+  double worst_ratio = 0;
 };
 
 Comparison CompareTensors(const Tensor& actual, const Tensor& expected);

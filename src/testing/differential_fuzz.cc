@@ -1,6 +1,7 @@
 #include "testing/differential_fuzz.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <fmt/format.h>
 #include <memory>
@@ -19,22 +20,31 @@ namespace {
 // Norm-wise bounds that follow the least precise float dtype anywhere in the graph: an
 // f64 output computed from f32 values carries f32 rounding (libm's expf and exp differ
 // by an ulp).
-Comparison Compare(const Tensor& actual, const Tensor& expected, DType least_precise) {
-  Tolerance tol{1e-4, 2e-5};
-  if (least_precise == DType::kF64) tol = {1e-9, 1e-11};
-  if (!IsFloat(expected.dtype())) tol = {0, 0};
-  return CompareNormwise(actual, expected, tol);
+Tolerance ToleranceFor(const Tensor& expected, DType least_precise) {
+  if (!IsFloat(expected.dtype())) return {0, 0};
+  if (least_precise == DType::kF64) return {1e-9, 1e-11};
+  return {1e-4, 2e-5};
 }
 
-// The inputs nudged by a few f32 ulps, a different nudge per element (sign and size
-// vary) so that rounding noise the elements share does not cancel out.
-std::vector<Tensor> Nudged(const std::vector<Tensor>& inputs) {
+DType LeastPreciseDType(const Graph& graph) {
+  DType least = DType::kF64;
+  for (const Node& n : graph.nodes())
+    if (IsFloat(n.dtype) && DTypeSize(n.dtype) < DTypeSize(least)) least = n.dtype;
+  return least;
+}
+
+// The inputs moved by up to 4 ulps of the graph's compute precision (f32 unless the
+// graph is f64 throughout), a different move per element (sign and size vary) so that
+// rounding noise the elements share does not cancel out: a backward-stable kernel
+// computes the exact result of inputs this close to the real ones.
+std::vector<Tensor> Nudged(const std::vector<Tensor>& inputs, DType compute, uint64_t salt) {
+  double ulp = compute == DType::kF64 ? 0x1p-52 : 0x1p-23;
   std::vector<Tensor> out;
   for (const Tensor& t : inputs) {
     Tensor n(t.dtype(), t.shape());
     for (int64_t i = 0; i < t.num_elements(); ++i) {
-      double nudge = static_cast<double>(static_cast<int64_t>((i * 2654435761u) % 9) - 4) * 0x1p-22;
-      n.SetDouble(i, t.GetDouble(i) * (1 + nudge));
+      double steps = static_cast<double>(static_cast<int64_t>(((i + salt) * 2654435761u) % 9) - 4);
+      n.SetDouble(i, t.GetDouble(i) * (1 + steps * ulp));
     }
     out.push_back(n);
   }
@@ -50,37 +60,127 @@ std::vector<Tensor> RandomInputs(const Graph& graph, uint64_t seed) {
   return inputs;
 }
 
-using RunFunction = std::function<StatusOr<std::vector<Tensor>>(const std::vector<Tensor>&)>;
+// Each output's error in units of its tolerance (<= 1 passes), and the worst output.
+struct Deviation {
+  std::vector<double> ratios;        // per output
+  std::vector<std::string> reasons;  // per output: why it fails ("" when it passes)
+  size_t worst = 0;
+  bool pass = true;
+  double ratio() const { return ratios.empty() ? 0 : ratios[worst]; }
+};
 
-FuzzCase Judge(const Graph& graph, uint64_t seed, const RunFunction& run) {
+Deviation Deviate(const std::vector<Tensor>& got, const std::vector<Tensor>& expected, DType least_precise) {
+  Deviation d;
+  for (size_t o = 0; o < expected.size(); ++o) {
+    Comparison c = CompareNormwise(got[o], expected[o], ToleranceFor(expected[o], least_precise));
+    d.ratios.push_back(c.pass ? std::min(c.worst_ratio, 1.0) : std::max(c.worst_ratio, 1.0 + 1e-12));
+    d.reasons.push_back(c.reason);
+    d.pass = d.pass && c.pass;
+    if (d.ratios[o] > d.ratios[d.worst]) d.worst = o;
+  }
+  return d;
+}
+
+// How far legitimate computations of the graph land from the reference, in units of the
+// tolerance: the reference on inputs moved by a few ulps (two patterns); with every
+// rounded intermediate moved by up to one, and up to two, ulps of its dtype (as
+// faithfully rounded kernel ops, and libm's or the GPU's 2-ulp functions, may; three
+// patterns each); and with sums, means and matmuls accumulated term by term in their
+// dtype (a plain f32 loop, where the reference adds in f64). The worst of each kind,
+// and of all.
+struct Sensitivity {
+  std::vector<double> ratios;  // per output, the worst probe
+  std::vector<std::string> summaries;  // per output, e.g. "inputs moved by up to 4 f32 ulps: 0x, ..."
+  Status status;
+};
+
+Sensitivity MeasureSensitivity(const Graph& graph, const std::vector<Tensor>& inputs, const std::vector<Tensor>& expected,
+                               DType least_precise) {
+  Sensitivity result;
+  result.ratios.assign(expected.size(), 0);
+  DType compute = least_precise == DType::kF64 ? DType::kF64 : DType::kF32;
+  // Per output, the worst of one kind of probe.
+  auto worst_of = [&](const std::vector<std::function<StatusOr<std::vector<Tensor>>()>>& probes) {
+    std::vector<double> worst(expected.size(), 0);
+    for (const auto& probe : probes) {
+      StatusOr<std::vector<Tensor>> got = probe();
+      if (!got.ok()) {
+        result.status = got.status();
+        return worst;
+      }
+      Deviation d = Deviate(*got, expected, least_precise);
+      for (size_t o = 0; o < worst.size(); ++o) worst[o] = std::max(worst[o], d.ratios[o]);
+    }
+    return worst;
+  };
+  auto nudged = [&](uint64_t salt) { return [&, salt] { return RunReference(graph, Nudged(inputs, compute, salt)); }; };
+  auto rounded = [&](int ulps, uint64_t seed) {
+    return [&, ulps, seed] { return RunReference(graph, inputs, ReferenceRounding{ulps, seed}); };
+  };
+  std::vector<double> by_inputs = worst_of({nudged(0), nudged(5)});
+  std::vector<double> by_one_ulp = worst_of({rounded(1, 1), rounded(1, 2), rounded(1, 3)});
+  std::vector<double> by_two_ulps = worst_of({rounded(2, 1), rounded(2, 2), rounded(2, 3)});
+  std::vector<double> by_accumulation = worst_of({[&] { return RunReference(graph, inputs, ReferenceRounding{0, 0, true}); }});
+  for (size_t o = 0; o < expected.size(); ++o) {
+    result.ratios[o] = std::max({by_inputs[o], by_one_ulp[o], by_two_ulps[o], by_accumulation[o]});
+    result.summaries.push_back(fmt::format(
+        "inputs moved by up to 4 {} ulps: {:.3g}x, every rounded intermediate by up to 1 ulp: {:.3g}x, by up to 2 ulps: "
+        "{:.3g}x, sums and products accumulated in their dtype in order: {:.3g}x",
+        DTypeName(compute), by_inputs[o], by_one_ulp[o], by_two_ulps[o], by_accumulation[o]));
+  }
+  return result;
+}
+
+}  // namespace
+
+FuzzCase JudgeGraph(const Graph& graph, uint64_t seed, const FuzzRunFunction& run, const DifferentialFuzzOptions& options) {
   FuzzCase c{seed, FuzzVerdict::kError, ""};
   std::vector<Tensor> inputs = RandomInputs(graph, seed);
   auto expected = RunReference(graph, inputs);
-  auto nudged = RunReference(graph, Nudged(inputs));
   auto actual = run(inputs);
-  for (const Status* s : {&expected.status(), &nudged.status(), &actual.status()}) {
+  for (const Status* s : {&expected.status(), &actual.status()}) {
     if (s->ok()) continue;
     c.detail = s->ToString();
     return c;
   }
-  DType least_precise = DType::kF64;
-  for (const Node& n : graph.nodes())
-    if (n.dtype == DType::kF32) least_precise = DType::kF32;
-  for (size_t o = 0; o < expected->size(); ++o) {
-    if (Compare((*nudged)[o], (*expected)[o], DType::kF32).pass) continue;
-    c.verdict = FuzzVerdict::kIllConditioned;
+  DType least_precise = LeastPreciseDType(graph);
+  Deviation kernel = Deviate(*actual, *expected, least_precise);
+  c.error_ratio = kernel.ratio();
+  bool pass = kernel.pass;
+  if (pass && !options.measure_all) {
+    c.verdict = FuzzVerdict::kMatch;
     return c;
   }
-  for (size_t o = 0; o < expected->size(); ++o) {
-    Comparison r = Compare((*actual)[o], (*expected)[o], least_precise);
-    if (r.pass) continue;
-    c.verdict = FuzzVerdict::kMismatch;
-    c.detail = fmt::format("output {}: {}", o, r.reason);
+  Sensitivity sensitivity = MeasureSensitivity(graph, inputs, *expected, least_precise);
+  if (!sensitivity.status.ok()) {
+    c.detail = sensitivity.status.ToString();
     return c;
   }
-  c.verdict = FuzzVerdict::kMatch;
+  // Ill-conditioned for this tolerance when, for every output the kernel fails, a
+  // legitimate computation already fails it too and the kernel is no further off than
+  // such computations go (within explain_factor, since a few random probes only sample
+  // the worst legitimate rounding). An output is judged against its own probes: an
+  // ill-conditioned output does not excuse a well-conditioned one.
+  size_t shown = kernel.worst;
+  bool explained = true;
+  for (size_t o = 0; o < kernel.ratios.size(); ++o) {
+    if (kernel.ratios[o] <= 1) continue;
+    bool explains = sensitivity.ratios[o] > 1 && kernel.ratios[o] <= options.explain_factor * sensitivity.ratios[o];
+    if (!explains && explained) shown = o;
+    explained = explained && explains;
+  }
+  if (pass) shown = std::max_element(sensitivity.ratios.begin(), sensitivity.ratios.end()) - sensitivity.ratios.begin();
+  c.sensitivity_ratio = sensitivity.ratios[shown];
+  c.error_ratio = kernel.ratios[shown];
+  c.verdict = pass ? FuzzVerdict::kMatch : explained ? FuzzVerdict::kIllConditioned : FuzzVerdict::kMismatch;
+  std::string why = kernel.reasons[shown].empty() ? "" : " (" + kernel.reasons[shown] + ")";
+  c.detail = fmt::format("output {}: kernel off by {:.3g}x the tolerance{}; the reference itself moves by up to {:.3g}x the "
+                         "tolerance ({})",
+                         shown, kernel.ratios[shown], why, sensitivity.ratios[shown], sensitivity.summaries[shown]);
   return c;
 }
+
+namespace {
 
 // One compiler run for the batch; when it fails, each graph alone, so the error names
 // the graph that caused it.
@@ -100,12 +200,8 @@ void FuzzBatch(const DifferentialFuzzOptions& options, uint64_t first_seed, int 
   std::vector<Graph> graphs;
   std::vector<size_t> case_of_graph;
   for (int i = 0; i < count; ++i) {
-    RandomGraphOptions graph_options;
-    graph_options.seed = first_seed + i;
-    graph_options.dtypes = options.dtypes;
-    report.cases.push_back({graph_options.seed, FuzzVerdict::kError, ""});
-    StatusOr<Graph> graph = GenerateRandomGraph(graph_options);
-    if (graph.ok()) graph = RunGraphPasses(std::move(graph).value(), PassOptions{});
+    report.cases.push_back({first_seed + i, FuzzVerdict::kError, ""});
+    StatusOr<Graph> graph = GenerateFuzzGraph(options, first_seed + i);
     if (!graph.ok()) {
       report.cases.back().detail = graph.status().ToString();
       continue;
@@ -118,6 +214,7 @@ void FuzzBatch(const DifferentialFuzzOptions& options, uint64_t first_seed, int 
     gpu.fuse = options.fuse;
     gpu.poison_outputs = true;
     gpu.cache_dir = options.cache_dir;
+    gpu.fault = options.fault;
     for (size_t g = 0; g < graphs.size(); ++g) {
       FuzzCase& c = report.cases[case_of_graph[g]];
       auto compiled = GpuCompiledGraph::Compile(graphs[g], gpu);
@@ -125,7 +222,7 @@ void FuzzBatch(const DifferentialFuzzOptions& options, uint64_t first_seed, int 
         c.detail = compiled.status().ToString();
         continue;
       }
-      c = Judge(graphs[g], c.seed, [&](const std::vector<Tensor>& in) { return (*compiled)->Run(in); });
+      c = JudgeGraph(graphs[g], c.seed, [&](const std::vector<Tensor>& in) { return (*compiled)->Run(in); }, options);
     }
     return;
   }
@@ -133,6 +230,7 @@ void FuzzBatch(const DifferentialFuzzOptions& options, uint64_t first_seed, int 
   compile.fuse = options.fuse;
   compile.poison_outputs = true;
   compile.cache_dir = options.cache_dir;
+  compile.fault = options.fault;
   auto compiled = CompileEach(graphs, compile);
   for (size_t g = 0; g < graphs.size(); ++g) {
     FuzzCase& c = report.cases[case_of_graph[g]];
@@ -140,11 +238,20 @@ void FuzzBatch(const DifferentialFuzzOptions& options, uint64_t first_seed, int 
       c.detail = compiled[g].status().ToString();
       continue;
     }
-    c = Judge(graphs[g], c.seed, [&](const std::vector<Tensor>& in) { return (*compiled[g])->Run(in); });
+    c = JudgeGraph(graphs[g], c.seed, [&](const std::vector<Tensor>& in) { return (*compiled[g])->Run(in); }, options);
   }
 }
 
 }  // namespace
+
+StatusOr<Graph> GenerateFuzzGraph(const DifferentialFuzzOptions& options, uint64_t seed) {
+  RandomGraphOptions graph_options;
+  graph_options.seed = seed;
+  graph_options.dtypes = options.dtypes;
+  graph_options.allow_layer_patterns = options.layer_patterns;
+  ASSIGN_OR_RETURN(Graph graph, GenerateRandomGraph(graph_options));
+  return RunGraphPasses(std::move(graph), PassOptions{});
+}
 
 int FuzzReport::Count(FuzzVerdict verdict) const {
   return static_cast<int>(std::count_if(cases.begin(), cases.end(), [&](const FuzzCase& c) { return c.verdict == verdict; }));

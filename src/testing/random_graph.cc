@@ -28,7 +28,7 @@ std::string DescribeRandomGraphOptions(const RandomGraphOptions& o) {
   std::vector<std::string_view> dtypes, off;
   for (DType d : o.dtypes) dtypes.push_back(DTypeName(d));
   const std::pair<bool, std::string_view> families[] = {
-      {o.allow_matmul, "matmul"}, {o.allow_dropout, "dropout"}, {o.allow_reductions, "reductions"},
+      {o.allow_matmul, "matmul"}, {o.allow_layer_patterns, "layer-patterns"}, {o.allow_dropout, "dropout"}, {o.allow_reductions, "reductions"},
       {o.allow_views, "views"},   {o.allow_broadcast, "broadcast"}, {o.allow_casts, "casts"},
       {o.allow_masks, "masks"},   {o.allow_multiple_outputs, "multiple-outputs"}};
   for (const auto& [allowed, name] : families)

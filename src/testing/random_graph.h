@@ -3,7 +3,8 @@
 //
 // Graphs mix pointwise, broadcast, view, reduction, matmul, cast, iota-mask and
 // dropout ops over random shapes (rank 0..max_rank) and float dtypes, plus softmax,
-// layer-norm and attention patterns written from primitives. Two properties make them
+// layer-norm, attention (single- and multi-head, masked), GEMM-epilogue (bias,
+// activation, residual) and convolution-block patterns. Two properties make them
 // usable as an oracle:
 //   * values stay tame: every op's magnitude is bounded from its inputs' bounds and
 //     operands are squashed before a result could overflow (f16 included); domains are
@@ -33,7 +34,11 @@ struct RandomGraphOptions {
   int min_ops = 4, max_ops = 24;
   // Float dtypes for parameters and casts. f32, when listed, is picked most often.
   std::vector<DType> dtypes = {DType::kF32, DType::kF16, DType::kBF16, DType::kF64};
-  bool allow_matmul = true;     // 2-D and batched matmul, attention pattern
+  bool allow_matmul = true;     // 2-D and batched matmul, attention and GEMM-epilogue patterns
+  // Layer patterns: GEMM epilogues, multi-head attention, convolution blocks (conv, folded
+  // batch norm, ReLU, residual, pool). Added later: false gives each seed the graph it
+  // gave before them (so seeds reported earlier replay).
+  bool allow_layer_patterns = true;
   bool allow_dropout = true;    // random_uniform >= ratio → where(mask, x * scale, 0)
   bool allow_reductions = true; // reductions, softmax and layer-norm patterns
   bool allow_views = true;      // reshape, transpose, slice, squeeze/unsqueeze, concat, split

@@ -198,6 +198,10 @@ TrackedValue RandomGraphGenerator::Step() {
       {3, o.allow_reductions, &RandomGraphGenerator::LayerNormPattern},
       {7, o.allow_matmul, &RandomGraphGenerator::MatMulOp},
       {2, o.allow_matmul && o.allow_reductions, &RandomGraphGenerator::AttentionPattern},
+      {2, o.allow_layer_patterns && o.allow_matmul && o.allow_reductions && o.allow_views,
+       &RandomGraphGenerator::MultiHeadAttentionPattern},
+      {3, o.allow_layer_patterns && o.allow_matmul, &RandomGraphGenerator::GemmEpiloguePattern},
+      {2, o.allow_layer_patterns && o.allow_views, &RandomGraphGenerator::ConvPattern},
       {3, o.allow_dropout, &RandomGraphGenerator::DropoutPattern},
   };
   int total = 0;

@@ -6,7 +6,7 @@
 // one op or one small pattern from recent pool values; the families live in
 // random_graph_ops.cc (pointwise, masks, casts, broadcasts, views) and
 // random_graph_patterns.cc (reductions, softmax, layer norm, matmul, attention,
-// dropout).
+// dropout, GEMM epilogues, multi-head attention, convolution blocks).
 #pragma once
 
 #include <cstdint>
@@ -96,6 +96,9 @@ class RandomGraphGenerator {
   TrackedValue MatMulOp(const TrackedValue& x);
   TrackedValue AttentionPattern(const TrackedValue& x);
   TrackedValue DropoutPattern(const TrackedValue& x);
+  TrackedValue GemmEpiloguePattern(const TrackedValue& x);
+  TrackedValue MultiHeadAttentionPattern(const TrackedValue& x);
+  TrackedValue ConvPattern(const TrackedValue& x);
   std::vector<int64_t> RandomReductionAxes(int rank);
   TrackedValue AsMatrixOperand(const TrackedValue& x);  // rank >= 2, K <= 64
 

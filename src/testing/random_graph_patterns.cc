@@ -1,6 +1,8 @@
 // Multi-op patterns of the random graph generator: reductions (alone or broadcast back),
 // softmax and layer norm written from primitives, matmul (2-D, batched, vector),
-// attention, and dropout. Each keeps its result's magnitude bound honest.
+// attention, and dropout; and the layer patterns (RandomGraphOptions::
+// allow_layer_patterns): GEMM epilogues, multi-head attention, convolution blocks. Each
+// keeps its result's magnitude bound honest.
 #include <algorithm>
 #include <cmath>
 
@@ -194,6 +196,147 @@ TrackedValue RandomGraphGenerator::DropoutPattern(const TrackedValue& x) {
   Value keep = b_.Binary(OpCode::kGreaterEqual, uniform, b_.Scalar(ratio, DType::kF32));
   Value scaled = b_.MulScalar(in.value, 1 / (1 - ratio));
   return {b_.Where(keep, scaled, b_.Scalar(0, DTypeOf(in))), in.bound / (1 - ratio), false};
+}
+
+// A GEMM epilogue as exported from a Linear layer: x @ W + bias, an activation (ReLU,
+// GELU's tanh form, SiLU or tanh), sometimes a residual add of x itself (when W is
+// square) or of a pool value of the product's shape.
+TrackedValue RandomGraphGenerator::GemmEpiloguePattern(const TrackedValue& x) {
+  if (options_.max_rank < 2) return UnaryOp(x);
+  TrackedValue a = AsMatrixOperand(x);
+  Shape as = ShapeOf(a);
+  int64_t m = NumElements(as) / as.back(), k = as.back();
+  int64_t n = Chance(0.4) ? k : RandomDim();
+  while (n > 1 && std::max(m, k) * n > options_.max_elements) n /= 2;
+  if (std::max(m, k) * n > options_.max_elements) return UnaryOp(x);
+  DType dtype = DTypeOf(a);
+  Value y = b_.Add(b_.MatMul(a.value, RandomConstant(dtype, {k, n}).value), RandomConstant(dtype, {n}).value);
+  TrackedValue linear = Tame({y, static_cast<double>(k) * a.bound + 1, false}, 8);
+  Value v = linear.value;
+  switch (Below(4)) {
+    case 0: v = b_.Unary(OpCode::kRelu, v); break;
+    case 1: {  // 0.5 y (1 + tanh(sqrt(2/pi) (y + 0.044715 y^3)))
+      Value cube = b_.Mul(b_.Mul(v, v), v);
+      Value inner = b_.MulScalar(b_.Add(v, b_.MulScalar(cube, 0.044715)), 0.7978845608028654);
+      v = b_.Mul(b_.MulScalar(v, 0.5), b_.AddScalar(b_.Unary(OpCode::kTanh, inner), 1));
+      break;
+    }
+    case 2: v = b_.Mul(v, b_.Unary(OpCode::kSigmoid, v)); break;
+    default: v = b_.Unary(OpCode::kTanh, v); break;
+  }
+  double bound = linear.bound;
+  Shape out = b_.shape(v);
+  if (Chance(0.5)) {
+    std::optional<TrackedValue> residual;
+    if (n == k) residual = a;
+    for (size_t i = pool_.size(); i-- > 0 && !residual;)
+      if (ShapeOf(pool_[i]) == out) residual = CastTo(pool_[i], dtype);
+    if (residual) {
+      TrackedValue r = Tame(*residual, 64);
+      v = b_.Add(v, r.value);
+      bound += r.bound;
+    }
+  }
+  return {v, bound, false};
+}
+
+// Multi-head attention as transformers export it: q, k and v projected from x by
+// constant weights, split into heads ([B, S, H, D] transposed to [B, H, S, D]), an
+// additive key-padding mask (0 or -30 per key, the first key always kept) or a causal
+// one, softmax, the weighted sum, and the heads merged back.
+TrackedValue RandomGraphGenerator::MultiHeadAttentionPattern(const TrackedValue& x) {
+  if (options_.max_rank < 4) return AttentionPattern(x);
+  TrackedValue in = AsMatrixOperand(x);
+  Shape xs = ShapeOf(in);
+  int64_t s = xs[xs.size() - 2], e = xs.back(), batch = NumElements(xs) / (s * e);
+  std::vector<int64_t> head_counts;
+  for (int64_t h : {1, 2, 4})
+    if (e % h == 0 && batch * h * s * s <= options_.max_elements) head_counts.push_back(h);
+  if (head_counts.empty()) return AttentionPattern(x);
+  int64_t h = PickFrom(head_counts), d = e / h;
+  DType dtype = DTypeOf(in);
+  Value flat = b_.Reshape(in.value, {batch, s, e});
+  auto heads = [&](Value projected) { return b_.Transpose(b_.Reshape(projected, {batch, s, h, d}), {0, 2, 1, 3}); };
+  auto project = [&] { return Tame({b_.MatMul(flat, RandomConstant(dtype, {e, e}).value), static_cast<double>(e) * in.bound, false}, 1).value; };
+  Value q = heads(project()), k = heads(project()), v = heads(project());
+  Value scores = b_.MulScalar(b_.MatMul(q, b_.Transpose(k, {0, 1, 3, 2})), 1 / std::sqrt(static_cast<double>(d)));
+  TrackedValue tracked{scores, std::sqrt(static_cast<double>(d)), false};
+  if (Chance(0.5)) {
+    Tensor mask(dtype, {s});
+    for (int64_t t = 0; t < s; ++t) mask.SetDouble(t, t > 0 && Chance(0.3) ? -30 : 0);
+    tracked = {b_.Add(scores, b_.Constant(std::move(mask))), tracked.bound + 30, false};
+  } else if (options_.allow_masks && Chance(0.5)) {
+    Value row = b_.Iota({s, s}, 0, DType::kI64), column = b_.Iota({s, s}, 1, DType::kI64);
+    tracked = {b_.Where(b_.Binary(OpCode::kGreaterEqual, row, column), scores, b_.Scalar(-30, dtype)), 30, false};
+  }
+  TrackedValue probs = SoftmaxAlong(tracked, -1, false);
+  Value merged = b_.Reshape(b_.Transpose(b_.MatMul(probs.value, v), {0, 2, 1, 3}), {batch, s, e});
+  return {b_.Reshape(merged, xs), 1, false};
+}
+
+// A convolution block as exported from a CNN: x viewed as NCHW (or NCW), a 1x1, 3x3 or
+// depthwise convolution (stride 1 or 2, padding 0 or 1) with or without bias, batch norm
+// folded to per-channel scale and shift, ReLU, sometimes a residual add (when the shape
+// is kept) and a 2x2 max or average pool.
+TrackedValue RandomGraphGenerator::ConvPattern(const TrackedValue& x) {
+  int64_t elements = NumElements(ShapeOf(x));
+  int spatial = Chance(0.7) ? 2 : 1;
+  if (elements < 4 || options_.max_rank < spatial + 2) return UnaryOp(x);
+  TrackedValue in = Tame(x, 1);
+  Shape cs = RandomFactorization(elements, spatial + 1);  // [C, spatial...]
+  int64_t c = cs[0];
+  Shape xs = {1};
+  xs.insert(xs.end(), cs.begin(), cs.end());
+  Value image = b_.Reshape(in.value, xs);
+  bool depthwise = c > 1 && Chance(0.3);
+  int64_t kernel = Chance(0.5) ? 3 : 1, stride = Chance(0.3) ? 2 : 1, pad = kernel == 3 && Chance(0.7) ? 1 : 0;
+  for (int d = 0; d < spatial; ++d)
+    if (cs[1 + d] + 2 * pad < kernel) return UnaryOp(x);
+  int64_t out_channels = depthwise ? c : std::min<int64_t>(RandomDim(), 32);
+  PoolParams p;
+  int64_t out_spatial = 1;
+  for (int d = 0; d < spatial; ++d) {
+    p.kernel.push_back(kernel);
+    p.strides.push_back(stride);
+    p.dilations.push_back(1);
+    out_spatial *= (cs[1 + d] + 2 * pad - kernel) / stride + 1;
+  }
+  p.pads.assign(2 * spatial, pad);
+  p.group = depthwise ? c : 1;
+  int64_t window = kernel == 3 ? (spatial == 2 ? 9 : 3) : 1;
+  int64_t taps = (depthwise ? 1 : c) * window;  // terms of each output's sum
+  // The output and the im2col view ([N, C, out..., kernel...]) must fit.
+  while (out_channels > 1 && !depthwise && out_channels * out_spatial > options_.max_elements) out_channels /= 2;
+  if (out_channels * out_spatial > options_.max_elements || c * out_spatial * window > 16 * options_.max_elements || taps > 1024)
+    return UnaryOp(x);
+  DType dtype = DTypeOf(in);
+  Shape ws = {out_channels, depthwise ? 1 : c};
+  for (int d = 0; d < spatial; ++d) ws.push_back(kernel);
+  if (!Fits(ws)) return UnaryOp(x);
+  Value bias = Chance(0.5) ? RandomConstant(dtype, {out_channels}).value : Value{};
+  Value conv = b_.Conv(image, RandomConstant(dtype, ws).value, bias, p);
+  TrackedValue y = Tame({conv, static_cast<double>(taps) + 1, false}, 8);
+  Shape channel = {out_channels};
+  for (int d = 0; d < spatial; ++d) channel.push_back(1);
+  Value v = b_.Add(b_.Mul(y.value, RandomConstant(dtype, channel).value), RandomConstant(dtype, channel).value);
+  v = b_.Unary(OpCode::kRelu, v);
+  double bound = y.bound + 1;
+  if (b_.shape(v) == xs && Chance(0.5)) {
+    v = b_.Add(v, image);
+    bound += 1;
+  }
+  Shape ys = b_.shape(v);
+  bool poolable = b_.ok();
+  for (size_t d = 2; d < ys.size(); ++d) poolable = poolable && ys[d] >= 2;
+  if (poolable && Chance(0.3)) {
+    PoolParams pool;
+    pool.kernel.assign(spatial, 2);
+    pool.strides.assign(spatial, 2);
+    pool.dilations.assign(spatial, 1);
+    pool.pads.assign(2 * spatial, 0);
+    v = Chance(0.5) ? b_.MaxPool(v, pool) : b_.AveragePool(v, pool);
+  }
+  return {v, bound, false};
 }
 
 }  // namespace tilefuse::random_graph_internal

@@ -34,9 +34,14 @@ std::vector<Tensor> RandomInputs(const Graph& graph, uint64_t seed) {
 
 // Every float node as an output too, so the finiteness check sees intermediates that a
 // where() might hide from the real outputs (a fused kernel may not hide them: 0 * inf).
+// Not the fills of windows: max pooling's is the dtype's lowest value, -inf, read only
+// where a window reaches outside its input.
 Graph WithEveryFloatNodeAsOutput(Graph graph) {
+  std::set<int> fills;
   for (const Node& node : graph.nodes())
-    if (IsFloat(node.dtype)) graph.AddOutput(node.id, fmt::format("n{}", node.id));
+    if (node.op == OpCode::kWindow) fills.insert(node.inputs[1]);
+  for (const Node& node : graph.nodes())
+    if (IsFloat(node.dtype) && !fills.count(node.id)) graph.AddOutput(node.id, fmt::format("n{}", node.id));
   return graph;
 }
 
@@ -148,6 +153,11 @@ std::set<std::string> FeaturesOf(const Graph& g) {
         (Underlying(g, input(0).inputs[0]).op == OpCode::kIota))
       f.insert("iota mask");
     if (n.op == OpCode::kCast && IsFloat(n.dtype) && IsFloat(g.node(n.inputs[0]).dtype)) f.insert("float cast");
+    if (n.op == OpCode::kMatMul && n.rank() == 4 && input(0).op == OpCode::kTranspose) f.insert("multi-head attention pattern");
+    if (n.op == OpCode::kAdd && g.node(n.inputs[0]).op == OpCode::kMatMul && input(1).op == OpCode::kConstant &&
+        input(1).rank() == 1)
+      f.insert("gemm-epilogue pattern");
+    if (n.op == OpCode::kConv && n.attrs.group > 1) f.insert("depthwise conv");
   }
   return f;
 }
@@ -168,7 +178,8 @@ TEST(RandomGraphTest, ThousandSeedsCoverEveryOpFamily) {
       "keepdims", "no keepdims", "leading-axis reduction", "trailing-axis reduction", "batched matmul",
       "broadcast-batch matmul", "softmax pattern", "layer-norm pattern", "dropout pattern", "iota mask",
       "float cast", "multiple outputs", "f32 parameter", "f16 parameter", "bf16 parameter", "f64 parameter",
-      "rank 0", "rank 1", "rank 2", "rank 3", "rank 4"};
+      "rank 0", "rank 1", "rank 2", "rank 3", "rank 4", "conv", "depthwise conv", "max_pool", "average_pool",
+      "multi-head attention pattern", "gemm-epilogue pattern"};
   for (const char* feature : required) EXPECT_GE(seen[feature], 10) << "'" << feature << "' (almost) never generated";
   EXPECT_EQ(seen["rank 5"], 0) << "max_rank is 4";
 }

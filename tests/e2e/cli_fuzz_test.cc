@@ -45,6 +45,22 @@ TEST(CliFuzz, JsonReportCountsEveryGraph) {
   EXPECT_EQ(j["count"], 3);
   EXPECT_EQ(j["match"].get<int>() + j["ill_conditioned"].get<int>() + j["mismatch"].get<int>() + j["error"].get<int>(), 3);
   EXPECT_TRUE(j["failures"].empty()) << r.out;
+  EXPECT_EQ(j["ill_conditioned_cases"].size(), j["ill_conditioned"].get<size_t>()) << r.out;
+  // Each ill-conditioned graph carries the measurement that explains it.
+  for (const nlohmann::json& c : j["ill_conditioned_cases"]) {
+    EXPECT_GT(c["sensitivity_ratio"].get<double>(), 1) << c.dump();
+    EXPECT_LE(c["error_ratio"].get<double>(), 10 * c["sensitivity_ratio"].get<double>()) << c.dump();
+    EXPECT_NE(c["detail"].get<std::string>().find("the reference itself moves"), std::string::npos) << c.dump();
+  }
+}
+
+// A lowering bug injected on purpose fails the run (exit 1) with mismatches listed.
+TEST(CliFuzz, InjectedLoweringBugFailsTheRun) {
+  CommandResult r = RunWithTestCache("fuzz --seed 0 --count 40 --inject-fault exp --json");
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_GE(j["mismatch"].get<int>(), 3) << r.out;
+  EXPECT_EQ(j["failures"].size(), j["mismatch"].get<size_t>() + j["error"].get<size_t>());
 }
 
 TEST(CliFuzz, UsageErrorsExitTwoAndHelpExplains) {

@@ -3,10 +3,12 @@
 // result to the node's dtype, and frees every value after its last use.
 #include "backend/cpu/interpreter.h"
 
+#include <cmath>
 #include <fmt/format.h>
 
 #include "backend/cpu/interpreter_kernels.h"
 #include "support/check.h"
+#include "support/host_memory.h"
 
 namespace tilefuse {
 
@@ -19,13 +21,13 @@ std::string TypeString(DType dtype, const Shape& shape) {
   return fmt::format("{}{}", DTypeName(dtype), ShapeToString(shape));
 }
 
-Status Dispatch(const Node& node, const std::vector<Operand>& in, Values& out) {
+Status Dispatch(const Node& node, const std::vector<Operand>& in, Values& out, bool accumulate_in_dtype) {
   switch (node.info().kind) {
     case OpKind::Pointwise: return interpreter::ComputePointwise(node, in, out);
     case OpKind::Broadcast:
     case OpKind::View: return interpreter::ComputeView(node, in, out);
-    case OpKind::Reduction: return interpreter::ComputeReduction(node, in, out);
-    case OpKind::Contraction: return interpreter::ComputeMatMul(node, in, out);
+    case OpKind::Reduction: return interpreter::ComputeReduction(node, in, out, accumulate_in_dtype);
+    case OpKind::Contraction: return interpreter::ComputeMatMul(node, in, out, accumulate_in_dtype);
     case OpKind::Opaque: return interpreter::ComputeWindow(node, in, out);
     case OpKind::Composite: return interpreter::ComputeComposite(node, in, out);
     case OpKind::Source: break;
@@ -34,16 +36,51 @@ Status Dispatch(const Node& node, const std::vector<Operand>& in, Values& out) {
   return Status::Ok();
 }
 
+// A whole number of ulps in [-ulps, ulps] for element i of node `node` (splitmix64).
+int PerturbationUlps(const ReferenceRounding& rounding, int node, int64_t i) {
+  uint64_t z = rounding.seed + 0x9e3779b97f4a7c15ull * (static_cast<uint64_t>(node) * 0x100000001b3ull + static_cast<uint64_t>(i) + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return static_cast<int>(z % static_cast<uint64_t>(2 * rounding.ulps + 1)) - rounding.ulps;
+}
+
+// `rounded` moved by `ulps` of `dtype`, one neighbour at a time (each step rounds to the
+// dtype, so it lands on the dtype's next representable value).
+double MoveByUlps(double rounded, int ulps, DType dtype) {
+  for (; ulps != 0; ulps += ulps > 0 ? -1 : 1) {
+    double toward = ulps > 0 ? INFINITY : -INFINITY;
+    double next = dtype == DType::kF32 ? static_cast<double>(std::nextafter(static_cast<float>(rounded), static_cast<float>(toward)))
+                                       : RoundToDType(std::nextafter(rounded, toward), dtype);
+    // Half types: step past the midpoint until the rounding moves.
+    for (double step = std::nextafter(rounded, toward); next == rounded && std::isfinite(step); step = 2 * step - rounded)
+      next = RoundToDType(step, dtype);
+    if (!std::isfinite(next)) break;
+    rounded = next;
+  }
+  return rounded;
+}
+
 // Runs one non-source node: its kernel, then rounding on store. Views and broadcasts
 // only move values that are already rounded to the same dtype, so they skip rounding.
-StatusOr<Values> ComputeNode(const Node& node, const std::vector<Operand>& in) {
+StatusOr<Values> ComputeNode(const Node& node, const std::vector<Operand>& in, const ReferenceRounding& rounding = {}) {
   Values out(static_cast<size_t>(NumElements(node.shape)));
-  Status status = Dispatch(node, in, out);
+  Status status = Dispatch(node, in, out, rounding.accumulate_in_dtype && IsFloat(node.dtype));
   if (!status.ok())
     return status.WithContext(fmt::format("node '{}' ({})", node.name, OpName(node.op)));
   OpKind kind = node.info().kind;
-  if (node.dtype != DType::kF64 && kind != OpKind::View && kind != OpKind::Broadcast)
+  if (node.dtype == DType::kF64 || kind == OpKind::View || kind == OpKind::Broadcast) return out;
+  bool perturb = rounding.ulps > 0 && IsFloat(node.dtype);
+  if (!perturb && !rounding.accumulate_in_dtype) {
     for (double& v : out) v = RoundToDType(v, node.dtype);
+    return out;
+  }
+  for (size_t i = 0; i < out.size(); ++i) {
+    double exact = out[i];
+    out[i] = RoundToDType(exact, node.dtype);
+    if (perturb && out[i] != exact && std::isfinite(out[i]))
+      out[i] = MoveByUlps(out[i], PerturbationUlps(rounding, node.id, static_cast<int64_t>(i)), node.dtype);
+  }
   return out;
 }
 
@@ -83,6 +120,11 @@ std::vector<int> CountRemainingUses(const Graph& graph, std::vector<bool>& live)
 }  // namespace
 
 StatusOr<std::vector<Tensor>> RunReference(const Graph& graph, const std::vector<Tensor>& inputs) {
+  return RunReference(graph, inputs, ReferenceRounding{});
+}
+
+StatusOr<std::vector<Tensor>> RunReference(const Graph& graph, const std::vector<Tensor>& inputs,
+                                           const ReferenceRounding& rounding) {
   RETURN_IF_ERROR(ValidateInputs(graph, inputs));
   std::vector<bool> live;
   std::vector<int> uses = CountRemainingUses(graph, live);
@@ -90,9 +132,19 @@ StatusOr<std::vector<Tensor>> RunReference(const Graph& graph, const std::vector
   for (size_t i = 0; i < inputs.size(); ++i)
     if (live[graph.inputs()[i]]) values[graph.inputs()[i]] = inputs[i].ToDoubles();
 
+  // Values are doubles: refused before a node's would pass the host's memory.
+  int64_t live_bytes = 0;
+  for (int id : graph.inputs()) live_bytes += static_cast<int64_t>(values[id].size() * sizeof(double));
   std::vector<Operand> operands;
   for (const Node& node : graph.nodes()) {
     if (!live[node.id] || node.op == OpCode::kParameter) continue;
+    int64_t bytes = SaturatingBytes(NumElements(node.shape), sizeof(double));
+    RETURN_IF_ERROR(CheckHostMemory(bytes > INT64_MAX - live_bytes ? INT64_MAX : live_bytes + bytes,
+                                    fmt::format("the reference interpreter's value of node %{} '{}' ({}) {} (f64, with the {:.2f} GiB "
+                                                "it holds already)",
+                                                node.id, node.name, OpName(node.op), TypeString(node.dtype, node.shape),
+                                                static_cast<double>(live_bytes) / (1ll << 30))));
+    live_bytes += bytes;
     if (node.op == OpCode::kConstant) {
       values[node.id] = node.attrs.value->ToDoubles();
       continue;
@@ -102,9 +154,12 @@ StatusOr<std::vector<Tensor>> RunReference(const Graph& graph, const std::vector
       const Node& in = graph.node(input);
       operands.push_back({&values[input], &in.shape, in.dtype});
     }
-    ASSIGN_OR_RETURN(values[node.id], ComputeNode(node, operands));
+    ASSIGN_OR_RETURN(values[node.id], ComputeNode(node, operands, rounding));
     for (int input : node.inputs)
-      if (--uses[input] == 0) Values().swap(values[input]);
+      if (--uses[input] == 0) {
+        live_bytes -= static_cast<int64_t>(values[input].size() * sizeof(double));
+        Values().swap(values[input]);
+      }
   }
 
   std::vector<Tensor> outputs;

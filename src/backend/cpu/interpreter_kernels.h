@@ -29,8 +29,10 @@ struct Operand {
 // ---- kernels, one family per file
 Status ComputePointwise(const Node& node, const std::vector<Operand>& in, Values& out);    // + iota, random
 Status ComputeView(const Node& node, const std::vector<Operand>& in, Values& out);         // + broadcast, gathers
-Status ComputeReduction(const Node& node, const std::vector<Operand>& in, Values& out);
-Status ComputeMatMul(const Node& node, const std::vector<Operand>& in, Values& out);
+// With `accumulate_in_dtype`, sums, means and products add term by term in the node's
+// dtype (each partial result rounded to it, as a plain f32 loop would) instead of f64.
+Status ComputeReduction(const Node& node, const std::vector<Operand>& in, Values& out, bool accumulate_in_dtype = false);
+Status ComputeMatMul(const Node& node, const std::vector<Operand>& in, Values& out, bool accumulate_in_dtype = false);
 Status ComputeWindow(const Node& node, const std::vector<Operand>& in, Values& out);       // conv, pools, window
 Status ComputeComposite(const Node& node, const std::vector<Operand>& in, Values& out);
 

@@ -17,22 +17,27 @@ std::vector<int64_t> BatchOffsets(const Operand& operand, const Shape& out_batch
   return offsets;
 }
 
-// c[M, N] = a[M, K] · b[K, N], all row-major.
-void MultiplyMatrices(const double* a, const double* b, double* c, int64_t m, int64_t k, int64_t n) {
+// c[M, N] = a[M, K] · b[K, N], all row-major. With an `accumulate` dtype other than
+// f64, each step c += a·b is rounded to it (a fused multiply-add loop in that dtype).
+void MultiplyMatrices(const double* a, const double* b, double* c, int64_t m, int64_t k, int64_t n, DType accumulate) {
   for (int64_t i = 0; i < m; ++i) {
     double* c_row = c + i * n;
     std::fill(c_row, c_row + n, 0.0);
     for (int64_t p = 0; p < k; ++p) {
       const double a_ip = a[i * k + p];
       const double* b_row = b + p * n;
-      for (int64_t j = 0; j < n; ++j) c_row[j] += a_ip * b_row[j];
+      if (accumulate == DType::kF64) {
+        for (int64_t j = 0; j < n; ++j) c_row[j] += a_ip * b_row[j];
+      } else {
+        for (int64_t j = 0; j < n; ++j) c_row[j] = RoundToDType(c_row[j] + a_ip * b_row[j], accumulate);
+      }
     }
   }
 }
 
 }  // namespace
 
-Status ComputeMatMul(const Node& node, const std::vector<Operand>& in, Values& out) {
+Status ComputeMatMul(const Node& node, const std::vector<Operand>& in, Values& out, bool accumulate_in_dtype) {
   const Operand& a = in[0];
   const Operand& b = in[1];
   TF_CHECK(a.rank() >= 2 && b.rank() >= 2 && node.rank() >= 2);
@@ -42,7 +47,7 @@ Status ComputeMatMul(const Node& node, const std::vector<Operand>& in, Values& o
   std::vector<int64_t> b_offsets = BatchOffsets(b, out_batch);
   for (size_t batch = 0; batch < a_offsets.size(); ++batch) {
     MultiplyMatrices(a.data() + a_offsets[batch] * m * k, b.data() + b_offsets[batch] * k * n,
-                     out.data() + batch * m * n, m, k, n);
+                     out.data() + batch * m * n, m, k, n, accumulate_in_dtype ? node.dtype : DType::kF64);
   }
   return Status::Ok();
 }

@@ -44,14 +44,19 @@ void FoldInto(const Operand& in, const std::vector<int64_t>& out_strides, Values
 
 }  // namespace
 
-Status ComputeReduction(const Node& node, const std::vector<Operand>& in, Values& out) {
+Status ComputeReduction(const Node& node, const std::vector<Operand>& in, Values& out, bool accumulate_in_dtype) {
   const Operand& x = in[0];
   std::fill(out.begin(), out.end(), Identity(node.op));
   std::vector<int64_t> strides = OutputStridesPerInputDim(*x.shape, node.attrs.axes);
+  DType dtype = accumulate_in_dtype ? node.dtype : DType::kF64;
   switch (node.op) {
     case OpCode::kReduceSum:
-    case OpCode::kReduceMean: FoldInto(x, strides, out, [](double acc, double v) { return acc + v; }); break;
-    case OpCode::kReduceProd: FoldInto(x, strides, out, [](double acc, double v) { return acc * v; }); break;
+    case OpCode::kReduceMean:
+      FoldInto(x, strides, out, [dtype](double acc, double v) { return RoundToDType(acc + v, dtype); });
+      break;
+    case OpCode::kReduceProd:
+      FoldInto(x, strides, out, [dtype](double acc, double v) { return RoundToDType(acc * v, dtype); });
+      break;
     case OpCode::kReduceMax: FoldInto(x, strides, out, [](double acc, double v) { return scalar::max_nan(acc, v); }); break;
     case OpCode::kReduceMin: FoldInto(x, strides, out, [](double acc, double v) { return scalar::min_nan(acc, v); }); break;
     default: TF_UNREACHABLE("not a reduction");

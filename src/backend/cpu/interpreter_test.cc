@@ -130,3 +130,37 @@ TEST(InterpreterTest, EvaluateNodeComputesFromTensors) {
 
 }  // namespace
 }  // namespace tilefuse
+
+namespace tilefuse {
+namespace {
+
+// ReferenceRounding: inexact results move by at most `ulps` of their dtype (and some do),
+// exact ones (relu, max) and f64 nodes never move.
+TEST(InterpreterTest, AlternativeRoundingMovesOnlyInexactResultsByAtMostTheUlps) {
+  GraphBuilder b;
+  Value x = b.Parameter("x", DType::kF32, {256});
+  b.Output(b.Unary(OpCode::kExp, x), "exp");
+  b.Output(b.Unary(OpCode::kRelu, x), "relu");
+  b.Output(b.Unary(OpCode::kExp, b.Cast(x, DType::kF64)), "exp64");
+  Graph graph = std::move(b.Build()).value();
+  Tensor input = Tensor::Random(DType::kF32, {256}, 3);
+  auto nearest = RunReference(graph, {input});
+  ASSERT_TRUE(nearest.ok()) << nearest.status().ToString();
+  for (int ulps : {1, 2}) {
+    auto moved = RunReference(graph, {input}, ReferenceRounding{ulps, 7});
+    ASSERT_TRUE(moved.ok()) << moved.status().ToString();
+    int changed = 0;
+    for (int64_t i = 0; i < 256; ++i) {
+      double e = (*nearest)[0].GetDouble(i), m = (*moved)[0].GetDouble(i);
+      double ulp = std::nextafter(static_cast<float>(std::fabs(e)), INFINITY) - std::fabs(static_cast<float>(e));
+      EXPECT_LE(std::fabs(m - e), ulps * ulp * 1.0000001) << i;
+      changed += m != e;
+      EXPECT_EQ((*moved)[1].GetDouble(i), (*nearest)[1].GetDouble(i)) << "relu is exact";
+      EXPECT_EQ((*moved)[2].GetDouble(i), (*nearest)[2].GetDouble(i)) << "f64 stays";
+    }
+    EXPECT_GT(changed, 256 / 4) << ulps;
+  }
+}
+
+}  // namespace
+}  // namespace tilefuse

@@ -78,8 +78,8 @@ namespace {
 using ConfigMap = std::map<std::string, CudaKernelConfig>;
 
 StatusOr<CudaLaunchable> LowerAndEmit(const Graph& g, const FusionGroup& group, const std::vector<bool>& inlined,
-                                      const std::string& name, const ConfigMap& configs) {
-  ASSIGN_OR_RETURN(Kernel kernel, LowerGroup(g, group, inlined));
+                                      const std::string& name, const ConfigMap& configs, const LoweringFault& fault) {
+  ASSIGN_OR_RETURN(Kernel kernel, LowerGroup(g, group, inlined, fault));
   kernel.name = name;
   CudaLaunchable launchable;
   auto tuned = configs.find(name);
@@ -160,7 +160,7 @@ CudaGroupProgram ProgramForGroup(const Graph& g, const FusionGroup& group, const
   };
   switch (group.kind) {
     case GroupKind::kPointwise: case GroupKind::kRowReduction: case GroupKind::kReduction: {
-      StatusOr<CudaLaunchable> k = LowerAndEmit(g, group, inlined, name, configs);
+      StatusOr<CudaLaunchable> k = LowerAndEmit(g, group, inlined, name, configs, target.fault);
       if (!k.ok()) return host(k.status().message());
       p.mode = CudaGroupProgram::Mode::kGenerated;
       p.kernel = std::move(*k);
@@ -171,7 +171,7 @@ CudaGroupProgram ProgramForGroup(const Graph& g, const FusionGroup& group, const
       p.mode = CudaGroupProgram::Mode::kGemm;
       p.matmul = split.matmul;
       for (const FusionGroup& prologue : PrologueGroups(g, group, split)) {
-        StatusOr<CudaLaunchable> k = LowerAndEmit(g, prologue, inlined, fmt::format("{}_prologue{}", name, p.prologue.size()), configs);
+        StatusOr<CudaLaunchable> k = LowerAndEmit(g, prologue, inlined, fmt::format("{}_prologue{}", name, p.prologue.size()), configs, target.fault);
         if (!k.ok()) return host("prologue: " + k.status().message());
         p.prologue.push_back(std::move(*k));
       }
@@ -203,7 +203,7 @@ CudaGroupProgram ProgramForGroup(const Graph& g, const FusionGroup& group, const
         return p;
       }
       if (!split.epilogue.nodes.empty()) {
-        StatusOr<CudaLaunchable> k = LowerAndEmit(g, split.epilogue, inlined, name + "_epilogue", configs);
+        StatusOr<CudaLaunchable> k = LowerAndEmit(g, split.epilogue, inlined, name + "_epilogue", configs, target.fault);
         if (!k.ok()) return host("epilogue: " + k.status().message());
         p.kernel = std::move(*k);
       }

@@ -23,6 +23,7 @@
 
 #include "backend/cuda/cublaslt_matmul.h"
 #include "codegen/cuda_emitter.h"
+#include "codegen/lowering_fault.h"
 #include "fusion/fusion_plan.h"
 #include "fusion/planner.h"
 #include "tilefuse/graph.h"
@@ -101,6 +102,7 @@ struct CudaTarget {
   std::map<int, GemmPath> gemm_path_at;  // per matmul node: the tuner's measured choice (over `gemm`)
   AttentionPath attention = AttentionPath::kTemplate;
   TemplateOverrides overrides;
+  LoweringFault fault;  // tests only: a deliberate lowering bug in the loop kernels
 };
 
 // A fusion plan for the CUDA backend, and why attention candidates were split.

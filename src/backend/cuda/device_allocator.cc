@@ -10,6 +10,11 @@ DeviceAllocator& DeviceAllocator::Get(CudaDevice* device) {
 }
 
 StatusOr<CUdeviceptr> DeviceAllocator::Allocate(int64_t bytes, const std::string& what) {
+  // A size no device holds (or one that overflowed int64 on the way here) is refused
+  // before the rounding below could overflow again.
+  if (bytes < 0 || bytes > (int64_t{1} << 50))
+    return ResourceExhausted(fmt::format("{} would need {} bytes of GPU memory; no device holds that", what,
+                                         bytes < 0 ? std::string("more than 2^63") : std::to_string(bytes)));
   int64_t size = std::max<int64_t>(256, (bytes + 255) / 256 * 256);
   std::lock_guard<std::mutex> lock(mutex_);
   // A cached block at most 2x the request: reuse without wasting much.

@@ -430,12 +430,14 @@ StatusOr<std::unique_ptr<GpuCompiledGraph>> GpuCompiledGraph::Compile(const Grap
   for (const CudaGroupProgram& p : s->program.groups) {
     for (const CudaLaunchable* k : Launchables(p))
       for (int node : k->buffer_nodes) on_device[node] = true;
-    if (p.matmul >= 0) {
-      on_device[p.matmul] = true;
+    // cuBLASLt reads the product's operands and writes the product (or, with its own
+    // epilogue, the group's output); a template reads and writes what its arguments name
+    // (no product buffer, and no copy of an operand it reads through a view).
+    if (p.mode == CudaGroupProgram::Mode::kGemm) {
+      on_device[p.lt_output >= 0 ? p.lt_output : p.matmul] = true;
       for (int input : g.node(p.matmul).inputs) on_device[input] = true;
+      if (p.lt_bias >= 0) on_device[p.lt_bias] = true;
     }
-    if (p.lt_bias >= 0) on_device[p.lt_bias] = true;
-    if (p.lt_output >= 0) on_device[p.lt_output] = true;
     for (int out : s->plan.groups[p.group].outputs) on_device[out] = true;
   }
   s->address.assign(g.num_nodes(), 0);

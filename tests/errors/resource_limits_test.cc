@@ -36,7 +36,8 @@ wide (float[100000,100000] big) => (float[100000,100000] out)
 }
 )ONNX";
 
-class ResourceLimits : public ::testing::Test {
+// Cli*: they run the tilefuse binary (the sanitizer stage of scripts/test.sh builds none and skips them).
+class CliResourceLimits : public ::testing::Test {
  protected:
   void SetUp() override {
     setenv("TILEFUSE_HOST_MEMORY_MB", "1024", 1);
@@ -54,23 +55,23 @@ class ResourceLimits : public ::testing::Test {
   ScratchDir dir_;
 };
 
-TEST_F(ResourceLimits, UnfusedIntermediateTooLargeForTheHostIsRefusedNamingTheNode) {
+TEST_F(CliResourceLimits, UnfusedIntermediateTooLargeForTheHostIsRefusedNamingTheNode) {
   ExpectRefused(RunTilefuse("run " + Quote(dir_ / "huge.onnxtxt") + " --backend cpu --no-fusion"),
                 {"out of resources", "'z'", "f32[100000,100000]", "host memory", "1.00 GiB available"});
 }
 
-TEST_F(ResourceLimits, ReferenceValueTooLargeForTheHostIsRefusedNamingTheNode) {
+TEST_F(CliResourceLimits, ReferenceValueTooLargeForTheHostIsRefusedNamingTheNode) {
   ExpectRefused(RunTilefuse("run " + Quote(dir_ / "huge.onnxtxt") + " --backend reference"),
                 {"reference interpreter", "'z'", "f32[100000,100000]", "host memory"});
 }
 
-TEST_F(ResourceLimits, InputTooLargeForTheHostIsRefusedNamingTheInput) {
+TEST_F(CliResourceLimits, InputTooLargeForTheHostIsRefusedNamingTheInput) {
   ExpectRefused(RunTilefuse("run " + Quote(dir_ / "wide.onnxtxt") + " --backend cpu"),
                 {"random inputs", "'big'", "f32[100000,100000]", "host memory"});
 }
 
 // Fused, the 37 GiB value is never materialised: the graph fits and runs.
-TEST_F(ResourceLimits, FusedGraphWhoseLargeValueIsNeverMaterialisedStillRuns) {
+TEST_F(CliResourceLimits, FusedGraphWhoseLargeValueIsNeverMaterialisedStillRuns) {
   testing_cli::CommandResult r = RunTilefuse("run " + Quote(dir_ / "huge.onnxtxt") + " --backend cpu");
   EXPECT_EQ(r.exit_code, 0) << "stdout: " << r.out << "\nstderr: " << r.err;
 }

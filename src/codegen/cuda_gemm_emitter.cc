@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <fmt/format.h>
 
+#include "codegen/cuda_gemm_config.h"
 #include "codegen/cuda_scalar_program.h"
 #include "codegen/cuda_wgmma.h"
 #include "codegen/emit_util.h"
@@ -11,146 +12,9 @@ namespace tilefuse {
 
 namespace {
 
-constexpr int kBlockK = 64;                   // one 128-byte swizzle row of half-precision values
-constexpr int64_t kSharedLimit = 227 * 1024;  // opt-in shared memory per block on Hopper
+using namespace gemm_layout;
+
 constexpr int kProducerRegisters = 40, kConsumerRegisters = 232;
-
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-int64_t Tiles(const GemmTemplateKernel& g, int block_m, int block_n) {
-  return CeilDiv(g.rows, block_m) * CeilDiv(g.n, block_n) * g.batch;
-}
-int64_t StageBytes(const CudaGemmConfig& c) { return int64_t{c.block_m + c.block_n} * kBlockK * 2; }
-// Consumer warpgroups, and the output rows each computes per tile: ping-pong consumers own
-// whole tiles; cooperative ones split a tile's rows, 64 each.
-int Consumers(const CudaGemmConfig& c) { return c.pingpong.value_or(false) ? 2 : c.block_m / 64; }
-int ConsumerRows(const CudaGemmConfig& c) { return c.pingpong.value_or(false) ? c.block_m : 64; }
-
-// Does the epilogue evaluate transcendental functions (GELU's tanh, SiLU's exp)? Then its
-// cost is worth hiding behind the other consumer's main loop. Measured on an H100
-// (2026-11-23, µs, cooperative 128x256 / ping-pong 128x128): bias+GELU 16384x4096x1024
-// 294 / 274, 8192^3 1652 / 1492, 4096^3 204 / 191; but plain 4096^3 181 / 192, bias+ReLU
-// 4096^3 193 / 208, residual 4096^3 202 / 234: the wider cooperative tile wins when the
-// epilogue is cheap.
-bool HeavyEpilogue(const Kernel& k) {
-  for (const ScalarValue& v : k.values)
-    if (v.kind == ScalarValue::Kind::kOp)
-      switch (v.op) {
-        case OpCode::kTanh: case OpCode::kExp: case OpCode::kErf: case OpCode::kLog: case OpCode::kSin: case OpCode::kCos:
-        case OpCode::kSigmoid: return true;
-        default: break;
-      }
-  return false;
-}
-// Does the epilogue compute anything (bias, activation, residual) beyond casting the
-// product? Over a short reduction (K <= 1024: 16 main-loop steps of 64) that work is a
-// large share of a tile's time, and ping-pong hides it behind the other consumer's main
-// loop. Measured on an H100 (2026-11-23, µs, cooperative 128x256 / ping-pong 128x128,
-// 16384x4096x1024): bias+ReLU 252 / 236, residual 270 / 228, but plain 216 / 225; at
-// 4096^3 (K = 4096) cooperative stays ahead: bias+ReLU 193 / 202, residual 193 / 192.
-bool EpilogueComputes(const Kernel& k) {
-  for (const ScalarValue& v : k.values)
-    if (v.kind == ScalarValue::Kind::kOp && v.op != OpCode::kCast) return true;
-  return false;
-}
-// The tiles the epilogues stage for their TMA stores: each consumer's rows × block_n
-// half-precision values.
-int64_t StagingBytes(const CudaGemmConfig& c, bool staged) {
-  return staged ? int64_t{Consumers(c)} * ConsumerRows(c) * c.block_n * 2 : 0;
-}
-// The ring of stages, aligned to 1024 bytes (the swizzle pattern's period), the staging
-// tile, then the barriers (full and empty per stage, two ping-pong turns, two staged loads)
-// and split-K's "this unit finishes the tile" flag.
-int64_t SharedBytes(const CudaGemmConfig& c, bool staged) {
-  return 1024 + c.stages * StageBytes(c) + StagingBytes(c, staged) + 8 * (2 * c.stages + 5);
-}
-
-int64_t KSteps(const GemmTemplateKernel& g) { return CeilDiv(g.k, kBlockK); }
-int64_t StepsPerSplit(const GemmTemplateKernel& g, const CudaGemmConfig& c) { return CeilDiv(KSteps(g), c.splits); }
-// Split-K's scratch memory: a tile counter each (256-byte aligned), then every unit's f32
-// partial tile.
-int64_t CounterBytes(const GemmTemplateKernel& g, const CudaGemmConfig& c) { return CeilDiv(Tiles(g, c.block_m, c.block_n) * 4, 256) * 256; }
-int64_t ScratchBytes(const GemmTemplateKernel& g, const CudaGemmConfig& c) {
-  if (c.splits <= 1) return 0;
-  return CounterBytes(g, c) + Tiles(g, c.block_m, c.block_n) * c.splits * c.block_m * c.block_n * 4;
-}
-
-// An access to a half-precision buffer at the product's own (row, column): one TMA can
-// move its tile.
-bool TileAccess(const GemmTemplateKernel& g, const Index& index, DType dtype) {
-  AffineIndex a;
-  return (dtype == DType::kBF16 || dtype == DType::kF16) && !UsesValue(index) && AsAffine(index, &a) && a.c0 == g.n && a.c1 == 1 &&
-         a.offset == 0;
-}
-
-// The store the epilogue writes through shared memory and a TMA store: the first tile
-// access among the stores, or -1.
-int StagedStore(const GemmTemplateKernel& g) {
-  const Kernel& k = g.epilogue;
-  for (size_t s = 0; s < k.stores.size(); ++s)
-    if (TileAccess(g, k.stores[s].index, k.buffers[k.stores[s].buffer].dtype)) return static_cast<int>(s);
-  return -1;
-}
-
-// The load (a residual) whose tile TMA brings into the staging tile while the main loop
-// runs, read there in place of scattered global loads: the first tile access among the
-// loads of another value than the product, or -1. Needs a staged store.
-int StagedLoad(const GemmTemplateKernel& g, const CudaGemmConfig& c) {
-  const Kernel& k = g.epilogue;
-  // Split-K issues a tile's loads before knowing which unit runs its epilogue: none staged.
-  if (StagedStore(g) < 0 || c.splits > 1) return -1;
-  for (size_t v = 0; v < k.values.size(); ++v) {
-    const ScalarValue& value = k.values[v];
-    if (value.kind == ScalarValue::Kind::kLoad && k.buffers[value.buffer].node != g.product &&
-        TileAccess(g, value.index, k.buffers[value.buffer].dtype))
-      return static_cast<int>(v);
-  }
-  return -1;
-}
-
-}  // namespace
-
-CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConfig& requested) {
-  CudaGemmConfig c = requested;
-  // A decode-like product (a few rows) wastes at most 64 rows of each tile, not 128.
-  if (g.rows <= 64 && !c.pingpong.value_or(false)) c.block_m = 64;
-  // Ping-pong needs two tiles per CTA to overlap anything; with fewer, one consumer would idle.
-  if (!c.pingpong)
-    c.pingpong = (HeavyEpilogue(g.epilogue) || (g.k <= 1024 && EpilogueComputes(g.epilogue))) && Tiles(g, c.block_m, 128) >= 2 * c.sm_count;
-  if (c.block_n == 0) {
-    c.block_n = 64;
-    // The widest tile that still gives every SM a tile (and whose accumulators fit: 128
-    // registers per thread).
-    for (int n : {256, 128})
-      if (g.n >= n && ConsumerRows(c) * n <= 64 * 256 && Tiles(g, c.block_m, n) >= c.sm_count) {
-        c.block_n = n;
-        break;
-      }
-  }
-  if (c.splits == 0) {
-    // Too few tiles to fill the GPU (a decode-like M): 128 columns a tile and K split into
-    // units of at least 4 steps of 64, about half as many units as SMs. Such a product is
-    // bound by reading B, and more units add partial-sum traffic without adding bandwidth:
-    // 16 x 4096 x 4096 bf16 (H100, 2026-11-24, µs) 64-column tiles 21.5 / 22.7 / 26.9 with
-    // 1 / 2 / 4 splits, 128-column 23.6 / 21.2 / 22.8 / 32.8 with 1 / 2 / 4 / 8, 256-column
-    // 27-33; cuBLAS alone 18.
-    c.splits = 1;
-    if (!c.pingpong.value_or(false) && Tiles(g, c.block_m, c.block_n) * 2 <= c.sm_count) {
-      if (requested.block_n == 0 && g.n >= 128) c.block_n = 128;
-      const int64_t splits = std::min<int64_t>({c.sm_count / 2 / Tiles(g, c.block_m, c.block_n), KSteps(g) / 4, 32});
-      if (splits > 1) c.splits = static_cast<int>(CeilDiv(KSteps(g), CeilDiv(KSteps(g), splits)));  // no empty unit
-    }
-  }
-  if (c.stages == 0) {
-    const bool staged = StagedStore(g) >= 0;
-    c.stages = 2;
-    CudaGemmConfig deeper = c;
-    for (deeper.stages = 3; deeper.stages <= 6 && SharedBytes(deeper, staged) <= kSharedLimit; ++deeper.stages) c.stages = deeper.stages;
-  }
-  return c;
-}
-
-namespace {
 
 class GemmEmitter {
  public:

@@ -21,30 +21,12 @@
 // Registers move from the producer (40) to the consumers (232) with setmaxnreg.
 #pragma once
 
-#include <optional>
-
 #include "codegen/cuda_emitter.h"
+#include "codegen/cuda_gemm_config.h"
 #include "codegen/gemm_template.h"
 
 namespace tilefuse {
 
-struct CudaGemmConfig {
-  // Ping-pong: each of two consumer warpgroups computes whole block_m × block_n tiles,
-  // taking turns, so one's epilogue overlaps the other's main loop. Cooperative: the
-  // block_m / 64 consumers split each tile's rows and run its epilogue together.
-  // Chosen by ResolveGemmConfig when absent.
-  std::optional<bool> pingpong;
-  int block_m = 128;  // 64 or 128
-  int block_n = 0;    // 64..256, a multiple of 64; 0: the widest that still fills the GPU
-  int stages = 0;     // pipeline depth; 0: as many as fit in shared memory (at most 6)
-  int group_m = 8;    // tile rows swept together (L2 reuse of B)
-  int sm_count = 132; // CTAs of the persistent grid
-  int splits = 0;     // split-K units per output tile (cooperative consumers only); 0: enough
-                      // to give every SM work when the tiles alone would leave half idle
-};
-
-// Every 0 of `requested` resolved for this problem.
-CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& gemm, const CudaGemmConfig& requested);
 // InvalidArgument for configurations the template cannot run.
 StatusOr<CudaKernelSource> EmitCudaGemm(const GemmTemplateKernel& gemm, const CudaGemmConfig& config = {});
 

@@ -1,0 +1,52 @@
+// The GEMM template's configuration (tile shape, pipeline depth, consumers, split-K) and
+// the rules that resolve it for a problem (measured on an H100; each rule says what), with
+// the tile and shared-memory arithmetic the emitter (cuda_gemm_emitter) shares with them.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "codegen/gemm_template.h"
+
+namespace tilefuse {
+
+struct CudaGemmConfig {
+  // Ping-pong: each of two consumer warpgroups computes whole block_m × block_n tiles,
+  // taking turns, so one's epilogue overlaps the other's main loop. Cooperative: the
+  // block_m / 64 consumers split each tile's rows and run its epilogue together.
+  // Chosen by ResolveGemmConfig when absent.
+  std::optional<bool> pingpong;
+  int block_m = 128;  // 64 or 128
+  int block_n = 0;    // 64..256, a multiple of 64; 0: the widest that still fills the GPU
+  int stages = 0;     // pipeline depth; 0: as many as fit in shared memory (at most 6)
+  int group_m = 8;    // tile rows swept together (L2 reuse of B)
+  int sm_count = 132; // CTAs of the persistent grid
+  int splits = 0;     // split-K units per output tile (cooperative consumers only); 0: enough
+                      // to give every SM work when the tiles alone would leave half idle
+};
+
+// Every 0 of `requested` resolved for this problem.
+CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& gemm, const CudaGemmConfig& requested);
+
+namespace gemm_layout {
+
+constexpr int kBlockK = 64;                   // one 128-byte swizzle row of half-precision values
+constexpr int64_t kSharedLimit = 227 * 1024;  // opt-in shared memory per block on Hopper
+
+int64_t CeilDiv(int64_t a, int64_t b);
+int64_t Tiles(const GemmTemplateKernel& g, int block_m, int block_n);  // output tiles, all batch entries
+int64_t StageBytes(const CudaGemmConfig& c);                          // one ring slot: A and B tiles
+int Consumers(const CudaGemmConfig& c);      // consumer warpgroups
+int ConsumerRows(const CudaGemmConfig& c);   // output rows each computes per tile
+int64_t StagingBytes(const CudaGemmConfig& c, bool staged);  // the epilogue's TMA-store tiles
+int64_t SharedBytes(const CudaGemmConfig& c, bool staged);   // dynamic shared memory in all
+int64_t KSteps(const GemmTemplateKernel& g);                          // steps of kBlockK along K
+int64_t StepsPerSplit(const GemmTemplateKernel& g, const CudaGemmConfig& c);
+int64_t CounterBytes(const GemmTemplateKernel& g, const CudaGemmConfig& c);  // split-K's tile counters
+int64_t ScratchBytes(const GemmTemplateKernel& g, const CudaGemmConfig& c);  // counters + partial tiles
+int StagedStore(const GemmTemplateKernel& g);  // the store written by TMA from shared memory, or -1
+int StagedLoad(const GemmTemplateKernel& g, const CudaGemmConfig& c);  // the load TMA brings in, or -1
+
+}  // namespace gemm_layout
+
+}  // namespace tilefuse

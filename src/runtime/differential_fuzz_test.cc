@@ -39,21 +39,18 @@ FuzzReport Fuzz(const DifferentialFuzzOptions& options) {
 // that legitimate roundings of the reference already leave the tolerance (each printed
 // with its numbers); at most 1% of the graphs may be, so the judge cannot explain a
 // run away.
-TEST(DifferentialFuzzTest, FusedMatchesReference) {
-  FuzzReport r = Fuzz(Options(0, 300, true));
+void ExpectNoMismatch(const DifferentialFuzzOptions& options, int max_ill_conditioned) {
+  FuzzReport r = Fuzz(options);
   int ill = r.Count(FuzzVerdict::kIllConditioned), mismatched = r.Count(FuzzVerdict::kMismatch);
-  std::printf("fused: 300 random graphs, %d ill-conditioned, %d mismatched\n", ill, mismatched);
+  std::printf("%s: %d random graphs, %d ill-conditioned, %d mismatched\n", options.fuse ? "fused" : "unfused", options.count, ill,
+              mismatched);
   EXPECT_EQ(mismatched, 0);
-  EXPECT_LE(ill, 3);
+  EXPECT_LE(ill, max_ill_conditioned);
 }
 
-TEST(DifferentialFuzzTest, UnfusedMatchesReference) {
-  FuzzReport r = Fuzz(Options(10000, 150, false));
-  int ill = r.Count(FuzzVerdict::kIllConditioned), mismatched = r.Count(FuzzVerdict::kMismatch);
-  std::printf("unfused: 150 random graphs, %d ill-conditioned, %d mismatched\n", ill, mismatched);
-  EXPECT_EQ(mismatched, 0);
-  EXPECT_LE(ill, 2);
-}
+TEST(DifferentialFuzzTest, FusedMatchesReference) { ExpectNoMismatch(Options(0, 300, true), 3); }
+
+TEST(DifferentialFuzzTest, UnfusedMatchesReference) { ExpectNoMismatch(Options(10000, 150, false), 2); }
 
 // The judge must not explain a lowering bug away: exp's results off by 1e-3 (ten times
 // the tolerance's rtol) in every generated loop kernel. The same seeds match without it

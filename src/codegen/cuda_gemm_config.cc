@@ -69,9 +69,7 @@ int64_t ScratchBytes(const GemmTemplateKernel& g, const CudaGemmConfig& c) {
 // An access to a half-precision buffer at the product's own (row, column): one TMA can
 // move its tile.
 static bool TileAccess(const GemmTemplateKernel& g, const Index& index, DType dtype) {
-  AffineIndex a;
-  return (dtype == DType::kBF16 || dtype == DType::kF16) && !UsesValue(index) && AsAffine(index, &a) && a.c0 == g.n && a.c1 == 1 &&
-         a.offset == 0;
+  return (dtype == DType::kBF16 || dtype == DType::kF16) && AtProductPosition(g, index);
 }
 
 // The store the epilogue writes through shared memory and a TMA store: the first tile

@@ -12,10 +12,6 @@ namespace {
 
 enum class Role { kOther, kProduct, kBias };
 
-bool AtOwnPosition(const GemmTemplateKernel& g, const Index& index) {
-  AffineIndex a;
-  return !UsesValue(index) && AsAffine(index, &a) && a.c0 == g.n && a.c1 == 1 && a.offset == 0;
-}
 bool AtColumn(const Index& index) {
   AffineIndex a;
   return !UsesValue(index) && AsAffine(index, &a) && a.c0 == 0 && a.c1 == 1 && a.offset == 0;
@@ -90,7 +86,7 @@ StatusOr<LibraryEpilogue> MatchLibraryEpilogue(const GemmTemplateKernel& g) {
   if (out.dtype != product_dtype)
     return Unimplemented(fmt::format("the output is {}, the product {} (the library writes the product's type)", DTypeName(out.dtype),
                                      DTypeName(product_dtype)));
-  if (!AtOwnPosition(g, store.index)) return Unimplemented("the output is not stored at the product's own position");
+  if (!AtProductPosition(g, store.index)) return Unimplemented("the output is not stored at the product's own position");
   LibraryEpilogue e;
   e.output = out.node;
   std::vector<Role> roles(k.values.size(), Role::kOther);
@@ -104,7 +100,7 @@ StatusOr<LibraryEpilogue> MatchLibraryEpilogue(const GemmTemplateKernel& g) {
     if (s.kind == ScalarValue::Kind::kConstant) continue;
     if (s.kind != ScalarValue::Kind::kLoad) return Unimplemented("the epilogue reads indices, random numbers or reductions");
     const KernelBuffer& b = k.buffers[s.buffer];
-    if (b.node == g.product && AtOwnPosition(g, s.index)) {
+    if (b.node == g.product && AtProductPosition(g, s.index)) {
       roles[i] = Role::kProduct;
     } else if (b.elements == g.n && AtColumn(s.index) && b.dtype == product_dtype && (e.bias < 0 || e.bias == b.node)) {
       roles[i] = Role::kBias;

@@ -52,9 +52,12 @@ StatusOr<Kernel> FlatEpilogue(const Graph& g, const FusionGroup& group, const Ge
 
 // A as a strided view of the value its prologue reads, when the prologue only views it
 // (no arithmetic, same dtype) and the view is a rank-4 TMA map (GemmOperandView); else
-// nullopt and the prologue materialises A as before.
+// nullopt and the prologue materialises A as before. Row tiles are 128 unless every row fits
+// in 64 (ResolveGemmConfig): a view is taken only where 128-row tiles stay inside a batch
+// entry, which then holds for 64 too.
 std::optional<GemmOperandView> OperandAView(const Graph& g, const FusionGroup& group, const GemmSplit& split,
-                                            const std::vector<bool>& inlined, const GemmTemplateKernel& t, int block_m) {
+                                            const std::vector<bool>& inlined, const GemmTemplateKernel& t) {
+  constexpr int64_t kRowTile = 128;
   const Node& a = g.node(t.a);
   if (t.batch != 1) return std::nullopt;  // rows fold every batch entry (a shared B)
   const FusionGroup* view = nullptr;
@@ -68,12 +71,12 @@ std::optional<GemmOperandView> OperandAView(const Graph& g, const FusionGroup& g
   if (v.kind != ScalarValue::Kind::kLoad || k->buffers[v.buffer].dtype != a.dtype) return std::nullopt;
   const int source = k->buffers[v.buffer].node;
   const int64_t entry_rows = a.shape[a.rank() - 2], entries = t.rows / std::max<int64_t>(1, entry_rows);
-  if (entries > 1 && entry_rows % block_m != 0) return std::nullopt;
+  if (entries > 1 && entry_rows % kRowTile != 0) return std::nullopt;
   // A's flat offset as (row in entry 1, column in head 2, head 3, entry 4); the head size
   // is the smallest multiple of 64 under which the view's index is a sum of strides.
+  const Index row = IndexAdd(IndexMul(IndexVar(4, entries), entry_rows), IndexVar(1, entry_rows));
   for (int64_t head = 64; head <= t.k; head += 64) {
     if (t.k % head != 0) continue;
-    Index row = IndexAdd(IndexMul(IndexVar(4, entries), entry_rows), IndexVar(1, entry_rows));
     Index column = IndexAdd(IndexMul(IndexVar(3, t.k / head), head), IndexVar(2, head));
     Index storage = SubstituteVar(v.index, 0, IndexAdd(IndexMul(row, t.k), column));
     std::vector<LinearTerm> terms;
@@ -101,14 +104,17 @@ std::optional<GemmOperandView> OperandAView(const Graph& g, const FusionGroup& g
     // TMA: the inner dim contiguous, a 16-byte aligned start and 16-byte multiple strides.
     for (int64_t s : view_of_a.stride) ok = ok && s % 8 == 0;
     if (!ok || !contiguous || offset % 8 != 0) continue;
-    // A plain row-major A needs no view (the value itself is A).
-    if (source == t.a) return std::nullopt;
     return view_of_a;
   }
   return std::nullopt;
 }
 
 }  // namespace
+
+bool AtProductPosition(const GemmTemplateKernel& g, const Index& index) {
+  AffineIndex a;
+  return !UsesValue(index) && AsAffine(index, &a) && a.c0 == g.n && a.c1 == 1 && a.offset == 0;
+}
 
 StatusOr<GemmTemplateKernel> LowerGemmTemplate(const Graph& g, const FusionGroup& group, const GemmSplit& split,
                                                const std::vector<bool>& inlined) {
@@ -119,9 +125,7 @@ StatusOr<GemmTemplateKernel> LowerGemmTemplate(const Graph& g, const FusionGroup
   // TMA strides are multiples of 16 bytes: whole rows of A (K) and B (N) elements.
   if (t.k % 8 != 0 || t.n % 8 != 0)
     return Unimplemented(fmt::format("K = {} and N = {} must be multiples of 8 for TMA's 16-byte row strides", t.k, t.n));
-  // Row tiles of 128 unless every row fits in 64 (ResolveGemmConfig's choice): a view is
-  // taken only where 128-row tiles stay inside a batch entry, which holds for 64 too.
-  t.a_view = OperandAView(g, group, split, inlined, t, 128);
+  t.a_view = OperandAView(g, group, split, inlined, t);
   return t;
 }
 

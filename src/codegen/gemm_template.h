@@ -60,6 +60,11 @@ struct GemmTemplateKernel {
 // view.
 StatusOr<GemmTemplateKernel> LowerGemmTemplate(const Graph& graph, const FusionGroup& group, const GemmSplit& split,
                                                const std::vector<bool>& inlined);
+// Does `index`, over the epilogue's (row 0, column 1), address element (row, column) of a
+// [rows][N] value laid out as the product is? (Where a TMA tile of the product's can move
+// it, and where a library writes its output.)
+bool AtProductPosition(const GemmTemplateKernel& gemm, const Index& index);
+
 // The same problem and epilogue without the template's own limits (dtype, TMA alignment):
 // what the library path asks of a gemm group too (gemm_library_epilogue.h).
 StatusOr<GemmTemplateKernel> LowerGemmProblem(const Graph& graph, const FusionGroup& group, const GemmSplit& split,

@@ -70,34 +70,28 @@ TEST(DifferentialFuzzTest, InjectedLoweringBugFailsTheRun) {
 
 // A layer norm of values that differ by a few f32 ulps (1 + 1e-6 x) with a tiny epsilon:
 // the rounding of the add alone decides the outputs' O(1) values.
-Graph IllConditionedGraph() {
-  GraphBuilder b;
-  Value x = b.Parameter("x", DType::kF32, {4, 16});
+void AddIllConditionedOutput(GraphBuilder& b, Value x) {
   Value v = b.AddScalar(b.MulScalar(x, 1e-6), 1);
   Value centred = b.Sub(v, b.Reduce(OpCode::kReduceMean, v, {1}, true));
   Value variance = b.Reduce(OpCode::kReduceMean, b.Mul(centred, centred), {1}, true);
   b.Output(b.Mul(centred, b.Unary(OpCode::kRsqrt, b.AddScalar(variance, 1e-14))), "normed");
-  return std::move(b.Build()).value();
 }
 
-Graph WellConditionedGraph() {
+void AddWellConditionedOutput(GraphBuilder& b, Value x) { b.Output(b.MulScalar(b.Unary(OpCode::kTanh, x), 2), "y"); }
+
+// The graph of x: f32[4, 16] with the outputs `ill` and `well` ask for, in that order.
+Graph ConditioningGraph(bool ill, bool well) {
   GraphBuilder b;
   Value x = b.Parameter("x", DType::kF32, {4, 16});
-  b.Output(b.MulScalar(b.Unary(OpCode::kTanh, x), 2), "y");
+  if (ill) AddIllConditionedOutput(b, x);
+  if (well) AddWellConditionedOutput(b, x);
   return std::move(b.Build()).value();
 }
 
+Graph IllConditionedGraph() { return ConditioningGraph(true, false); }
+Graph WellConditionedGraph() { return ConditioningGraph(false, true); }
 // Both in one graph: output 0 ill-conditioned, output 1 not.
-Graph IllAndWellConditionedGraph() {
-  GraphBuilder b;
-  Value x = b.Parameter("x", DType::kF32, {4, 16});
-  Value v = b.AddScalar(b.MulScalar(x, 1e-6), 1);
-  Value centred = b.Sub(v, b.Reduce(OpCode::kReduceMean, v, {1}, true));
-  Value variance = b.Reduce(OpCode::kReduceMean, b.Mul(centred, centred), {1}, true);
-  b.Output(b.Mul(centred, b.Unary(OpCode::kRsqrt, b.AddScalar(variance, 1e-14))), "normed");
-  b.Output(b.MulScalar(b.Unary(OpCode::kTanh, x), 2), "y");
-  return std::move(b.Build()).value();
-}
+Graph IllAndWellConditionedGraph() { return ConditioningGraph(true, true); }
 
 // The reference's outputs (`only` one, or all when -1) transformed, as a stand-in for
 // kernels.

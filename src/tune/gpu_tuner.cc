@@ -81,8 +81,6 @@ class GemmPathTimes {
   std::vector<double> library_us_, template_us_;
 };
 
-std::string GemmPathName(GemmPath path) { return path == GemmPath::kTemplate ? "template" : "library"; }
-
 // The fallback rule's twin for gemm groups: where the rule sent a group to cuBLASLt's own
 // epilogue and the template applies too, both are timed and the faster kept (the choice is
 // cached per device and problem; keyed by the matmul node it survives replans).
@@ -122,14 +120,11 @@ Status TuneGemmPaths(const Graph& graph, GpuCompiledGraph& compiled, GpuCompileO
     };
     searches.push_back(std::move(search));
   }
-  TuneReport paths;
-  RETURN_IF_ERROR(TuneKernels(searches, cache, tune, start, paths));
-  for (size_t s = 0; s < paths.kernels.size() && s < contested.size(); ++s)
-    tuned.gemm_path_at[contested[s].second] = paths.kernels[s].best.value("gemm", "library") == "template" ? GemmPath::kTemplate : GemmPath::kLibrary;
-  report.measurements += paths.measurements;
-  report.cache_hits += paths.cache_hits;
-  report.budget_exhausted = report.budget_exhausted || paths.budget_exhausted;
-  for (KernelTuneResult& k : paths.kernels) report.kernels.push_back(std::move(k));
+  const size_t first = report.kernels.size();  // TuneKernels appends one result per search
+  RETURN_IF_ERROR(TuneKernels(searches, cache, tune, start, report));
+  for (size_t s = 0; s < contested.size() && first + s < report.kernels.size(); ++s)
+    tuned.gemm_path_at[contested[s].second] =
+        report.kernels[first + s].best.value("gemm", "library") == "template" ? GemmPath::kTemplate : GemmPath::kLibrary;
   return Status::Ok();
 }
 

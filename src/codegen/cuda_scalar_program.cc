@@ -7,6 +7,21 @@
 
 namespace tilefuse {
 
+namespace {
+
+const char* ComparisonOperator(OpCode op) {
+  switch (op) {
+    case OpCode::kEqual: return "==";
+    case OpCode::kLess: return "<";
+    case OpCode::kLessEqual: return "<=";
+    case OpCode::kGreater: return ">";
+    case OpCode::kGreaterEqual: return ">=";
+    default: return nullptr;
+  }
+}
+
+}  // namespace
+
 std::string CudaFastForm(const Kernel& k, const ScalarValue& v, const std::vector<std::string>& args, bool invariant_divisor) {
   bool half = v.dtype == DType::kF16 || v.dtype == DType::kBF16;
   std::string type = ComputeType(v.dtype);
@@ -15,6 +30,12 @@ std::string CudaFastForm(const Kernel& k, const ScalarValue& v, const std::vecto
     if (e.kind == ScalarValue::Kind::kConstant && e.constant == 2) return fmt::format("{0}({1} * {1})", type, args[0]);
     if (e.kind == ScalarValue::Kind::kConstant && e.constant == 3) return fmt::format("{0}({1} * {1} * {1})", type, args[0]);
   }
+  // Comparisons as C++ comparisons, the bool converted to the result's type. The scalar
+  // library's compare_ge(a, b) on doubles is a double 1.0 or 0.0 converted to float, and
+  // ptxas (CUDA 13.0) miscompiles that in vectorised kernels: it reused lane 0's converted
+  // flag for lane 3 (fuzz seed 400251: where(x >= 0, ...) chose wrongly in every fourth
+  // element; found in the SASS, the PTX is right).
+  if (const char* op = ComparisonOperator(v.op)) return fmt::format("{}({} {} {})", type, args[0], op, args[1]);
   if (v.op == OpCode::kTanh && half) return fmt::format("tf_tanh_approx({})", args[0]);
   if (v.op == OpCode::kExp && half) return fmt::format("tf_exp_fast({})", args[0]);
   if (v.op == OpCode::kDiv && IsFloat(v.dtype) && invariant_divisor)

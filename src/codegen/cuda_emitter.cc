@@ -7,6 +7,7 @@
 #include "codegen/cpp_value_expression.h"
 #include "codegen/cuda_scalar_program.h"
 #include "codegen/emit_util.h"
+#include "codegen/row_cache_plan.h"
 
 namespace tilefuse {
 
@@ -155,10 +156,30 @@ class CudaEmitter {
   std::string Name(int v) const { return fmt::format("v{}", v); }
   std::string ArrayName(int v) const { return fmt::format("c{}", v); }
 
+  // A random value whose vector of kVec elements is whole Philox blocks: drawn four
+  // elements per generator call into a register array (a chunk's, or the row's when the row
+  // is cached), not one call per element (and, in a row kernel, per pass).
+  bool DrawnInBlocks(int v) const {
+    const ScalarValue& value = k_.values[v];
+    if (value.kind != ScalarValue::Kind::kRandom || c_.vector % 4 != 0) return false;
+    if (row_) return FillsInPhiloxBlocks(k_, v);
+    AffineIndex a;
+    return AsAffine(value.index, &a) && a.c0 == 1 && a.c1 == 0 && a.offset % 4 == 0;
+  }
+  // Fills `target` (a float[kVec]) with random value `v` at the vector starting at `at`
+  // (the element index's variables, the vector's first element).
+  std::string DrawBlocks(int v, const std::vector<std::string>& at, const std::string& target, const std::string& indent) const {
+    const ScalarValue& value = k_.values[v];
+    return fmt::format("{0}#pragma unroll\n{0}for (int q = 0; q < kVec / 4; ++q) tf_philox_uniform4({1}ull, (uint64_t)({2}) / 4 + q, {3} + 4 * q);\n",
+                       indent, value.seed, PrintIndex(value.index, at), target);
+  }
+
   // Loads read this template's register arrays or the buffer through the device
   // library's converters; everything else prints as in the C++ emitter (same helper names).
   std::string Expression(const ScalarValue& v, int id) {
     const std::vector<std::string> vars = {"i0", "i1"};
+    if (v.kind == ScalarValue::Kind::kRandom && array_[id] != Array::kNone)
+      return array_[id] == Array::kChunk ? fmt::format("{}[j]", ArrayName(id)) : fmt::format("{}[k][j]", ArrayName(id));
     if (v.kind == ScalarValue::Kind::kLoad) {
       if (array_[id] == Array::kChunk) return fmt::format("tf_cvt_{}({}[j])", DTypeName(v.dtype), ArrayName(id));
       if (array_[id] == Array::kCached) return fmt::format("tf_cvt_{}({}[k][j])", DTypeName(v.dtype), ArrayName(id));
@@ -209,7 +230,7 @@ class CudaEmitter {
       if (emit) Emit(v, nullptr, row_indent);
       return;
     }
-    if (value.kind == ScalarValue::Kind::kLoad) loads.push_back(v);
+    if (value.kind == ScalarValue::Kind::kLoad || DrawnInBlocks(v)) loads.push_back(v);
     for (int a : value.args) Prepare(a, seen, loads, row_indent, emit);
     std::vector<const IndexExpr*> stack = {value.index.get()};
     while (!stack.empty()) {
@@ -236,6 +257,11 @@ class CudaEmitter {
       out_ += "  for (tf_index_t base = thread * kVec; base + kVec <= kElements; base += threads * kVec) {\n";
       for (int v : loads) {
         const ScalarValue& value = k_.values[v];
+        if (DrawnInBlocks(v)) {
+          array_[v] = Array::kChunk;
+          out_ += fmt::format("    float {}[kVec];\n", ArrayName(v)) + DrawBlocks(v, {"base", "0"}, ArrayName(v), "    ");
+          continue;
+        }
         if (!PointwiseVectorizable(value.index, vec)) continue;
         array_[v] = Array::kChunk;
         AffineIndex a;
@@ -304,7 +330,13 @@ class CudaEmitter {
   void EmitChunkLoads(const std::vector<int>& loads, const std::string& indent) {
     for (int v : loads) {
       const ScalarValue& value = k_.values[v];
-      if (array_[v] == Array::kCached || !RowVectorizable(value.index, c_.vector)) continue;
+      if (array_[v] == Array::kCached) continue;
+      if (DrawnInBlocks(v)) {
+        array_[v] = Array::kChunk;
+        out_ += fmt::format("{}float {}[kVec];\n", indent, ArrayName(v)) + DrawBlocks(v, {"i0", "i1b"}, ArrayName(v), indent);
+        continue;
+      }
+      if (!RowVectorizable(value.index, c_.vector)) continue;
       array_[v] = Array::kChunk;
       out_ += fmt::format("{}{} {}[kVec];\n{}tf_vload<kVec>(b{} + ({}), {});\n", indent, StorageType(value.dtype), ArrayName(v), indent,
                           value.buffer, PrintIndex(value.index, {"i0", "i1b"}), ArrayName(v));
@@ -347,14 +379,16 @@ class CudaEmitter {
         if (UsesVar(s.index, 1)) Prepare(s.value, seen, loads, ind, false);
       std::vector<int> cached;
       for (int v : loads)
-        if (IsRowDataLoad(k_.values[v])) cached.push_back(v);
+        if (IsRowDataLoad(k_.values[v]) || DrawnInBlocks(v)) cached.push_back(v);
       for (int v : cached)
-        out_ += fmt::format("{}{} {}[kChunks][kVec];\n", ind, StorageType(k_.values[v].dtype), ArrayName(v));
+        out_ += fmt::format("{}{} {}[kChunks][kVec];\n", ind, DrawnInBlocks(v) ? "float" : StorageType(k_.values[v].dtype), ArrayName(v));
       std::string close = OpenChunkLoop(ind);
       std::string in = ind + (ChunksExact() ? "  " : "    ");
       for (int v : cached) {
         const ScalarValue& value = k_.values[v];
-        if (RowVectorizable(value.index, c_.vector)) {
+        if (DrawnInBlocks(v)) {
+          out_ += DrawBlocks(v, {"i0", "i1b"}, ArrayName(v) + "[k]", in);
+        } else if (RowVectorizable(value.index, c_.vector)) {
           out_ += fmt::format("{}tf_vload<kVec>(b{} + ({}), {}[k]);\n", in, value.buffer, PrintIndex(value.index, {"i0", "i1b"}), ArrayName(v));
         } else {
           out_ += fmt::format("{}#pragma unroll\n{}for (int j = 0; j < kVec; ++j) {{ const tf_index_t i1 = i1b + j; {}[k][j] = b{}[{}]; }}\n", in,

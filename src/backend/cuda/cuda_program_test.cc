@@ -168,3 +168,34 @@ INSTANTIATE_TEST_SUITE_P(Attention, CudaProgramAttentionOverlapTest, testing::Va
 
 }  // namespace
 }  // namespace tilefuse
+
+namespace tilefuse {
+namespace {
+
+// Dropout's random values whose vectors are whole Philox blocks are drawn four per
+// generator call, once per row when the row is held in registers (the layer norm's three
+// passes read them), not once per element and pass: fused (a row kernel) and unfused
+// (the random op alone, a pointwise kernel).
+TEST(CudaProgramRandomTest, DropoutDrawsWholePhiloxBlocks) {
+  auto model = ImportOnnx(std::string(TILEFUSE_SOURCE_DIR) + "/bench/cases/dropout_residual_layernorm_bf16_16384x4096.onnxtxt");
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  auto graph = RunGraphPasses(std::move(model->graph), PassOptions{});
+  ASSERT_TRUE(graph.ok());
+  for (bool fuse : {true, false}) {
+    SCOPED_TRACE(fuse ? "fused" : "unfused");
+    PlannerOptions planner;
+    planner.fuse = fuse;
+    auto plan = PlanFusionForCuda(*graph, planner, CudaTarget{});
+    ASSERT_TRUE(plan.ok());
+    auto program = BuildCudaProgram(*graph, plan->plan, FindInlinedGenerators(*graph));
+    ASSERT_TRUE(program.ok()) << program.status().ToString();
+    const std::string& source = program->source;
+    EXPECT_NE(source.find("tf_philox_uniform4("), std::string::npos) << source;
+    if (!fuse) continue;  // (a pointwise kernel's scalar tail still draws one element at a time)
+    EXPECT_EQ(source.find("tf_philox_uniform("), std::string::npos) << source;
+    EXPECT_NE(source.find("float c0[kChunks][kVec];"), std::string::npos) << "the row's draws held in registers:\n" << source;
+  }
+}
+
+}  // namespace
+}  // namespace tilefuse

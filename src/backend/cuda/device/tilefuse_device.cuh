@@ -223,21 +223,33 @@ template <int kThreads, typename Op, typename T> TFD T tf_block_reduce(T v, T* s
 }
 
 // ---- Philox4x32-10, exactly as src/support/philox.cc: element `index` of a seeded stream ----
-TFD float tf_philox_uniform(uint64_t seed, uint64_t index) {
-  uint64_t counter = index / 4;
-  uint32_t c0 = (uint32_t)counter, c1 = (uint32_t)(counter >> 32), c2 = 0, c3 = 0;
+// One 10-round block: the four words of elements 4·counter .. 4·counter + 3.
+TFD void tf_philox_block(uint64_t seed, uint64_t counter, uint32_t (&c)[4]) {
+  c[0] = (uint32_t)counter; c[1] = (uint32_t)(counter >> 32); c[2] = 0; c[3] = 0;
   uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
 #pragma unroll
   for (int round = 0; round < 10; ++round) {
     if (round > 0) { k0 += 0x9E3779B9u; k1 += 0xBB67AE85u; }
-    uint32_t hi0 = __umulhi(0xD2511F53u, c0), lo0 = 0xD2511F53u * c0;
-    uint32_t hi1 = __umulhi(0xCD9E8D57u, c2), lo1 = 0xCD9E8D57u * c2;
-    uint32_t n0 = hi1 ^ c1 ^ k0, n2 = hi0 ^ c3 ^ k1;
-    c0 = n0; c1 = lo1; c2 = n2; c3 = lo0;
+    uint32_t hi0 = __umulhi(0xD2511F53u, c[0]), lo0 = 0xD2511F53u * c[0];
+    uint32_t hi1 = __umulhi(0xCD9E8D57u, c[2]), lo1 = 0xCD9E8D57u * c[2];
+    uint32_t n0 = hi1 ^ c[1] ^ k0, n2 = hi0 ^ c[3] ^ k1;
+    c[0] = n0; c[1] = lo1; c[2] = n2; c[3] = lo0;
   }
+}
+TFD float tf_philox_word_to_float(uint32_t word) { return (float)(word >> 8) * (1.0f / 16777216.0f); }
+TFD float tf_philox_uniform(uint64_t seed, uint64_t index) {
+  uint32_t c[4];
+  tf_philox_block(seed, index / 4, c);
   const uint32_t lane = (uint32_t)(index % 4);  // a select chain, not an array: no local memory
-  const uint32_t word = lane == 0 ? c0 : lane == 1 ? c1 : lane == 2 ? c2 : c3;
-  return (float)(word >> 8) * (1.0f / 16777216.0f);
+  return tf_philox_word_to_float(lane == 0 ? c[0] : lane == 1 ? c[1] : lane == 2 ? c[2] : c[3]);
+}
+// The four elements of block `counter` from one generator call (kernels whose vectors are
+// whole blocks: a quarter of the rounds per element).
+TFD void tf_philox_uniform4(uint64_t seed, uint64_t counter, float* out) {
+  uint32_t c[4];
+  tf_philox_block(seed, counter, c);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) out[i] = tf_philox_word_to_float(c[i]);
 }
 
 #undef TFD

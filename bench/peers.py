@@ -85,7 +85,8 @@ def peer_source(case, peer):
 
 
 def input_bytes(case):
-    return sum(math.prod(v["shape"]) * (4 if v["dtype"] == "float32" else 2) for v in case["inputs"])
+    size = {"float32": 4, "int64": 8}
+    return sum(math.prod(v["shape"]) * size.get(v["dtype"], 2) for v in case["inputs"])
 
 
 def input_set_count(case):
@@ -155,6 +156,9 @@ def make_inputs(torch, case, set_index):
     generator = torch.Generator(device="cuda").manual_seed(SEED + set_index)
     inputs = []
     for v in case["inputs"]:
+        if "high" in v:  # integer inputs (targets, indices): uniform in [0, high)
+            inputs.append(torch.randint(0, v["high"], v["shape"], dtype=getattr(torch, v["dtype"]), device="cuda", generator=generator))
+            continue
         t = torch.randn(v["shape"], dtype=getattr(torch, v["dtype"]), device="cuda", generator=generator)
         inputs.append(t.mul_(v["std"]) if "std" in v else t)
     return inputs
@@ -198,6 +202,8 @@ def copy_bandwidth(torch, args):
 
 
 def relative_error(torch, actual, expected):
+    if isinstance(expected, tuple):  # several outputs: the worst
+        return max(relative_error(torch, a, e) for a, e in zip(actual, expected))
     expected = expected.double()
     return ((actual.double() - expected).norm() / expected.norm()).item()
 
@@ -217,7 +223,7 @@ def dropout_keep_mask(torch, fn, case):
 def check(torch, F, fn, case, inputs):
     """Norm-wise relative error of the peer against the eager formula evaluated in f64."""
     reference_fn = eval(peer_source(case, "eager"), {"torch": torch, "F": F})
-    wide = [t.double() for t in inputs]
+    wide = [t.double() if t.is_floating_point() else t for t in inputs]
     p = case.get("dropout_p")
     if p is None:
         return relative_error(torch, fn(*inputs), reference_fn(*wide))

@@ -121,6 +121,26 @@ GroupClassification ClassifyReductions(const Graph& g, const std::vector<int>& m
   return {GroupKind::kReduction, FusionDecision::Allow()};
 }
 
+// A member with fewer elements than the group's domain needs no iteration space of its own
+// when only concats in the group read it, directly or through other such members: the
+// kernel evaluates it where the concat reads it (rotary embedding's two halves, computed and
+// concatenated in one pass). It must not leave the group (nothing would store it) and must
+// not reach a domain-sized member other than a concat (a broadcast would recompute it per
+// element of the domain).
+bool ComputedWhereConcatReadsIt(const Graph& g, const std::vector<int>& members, int64_t domain, int id,
+                                std::vector<std::vector<int>>& users) {
+  if (users.empty()) users = g.ComputeUsers();
+  for (const Graph::Output& o : g.outputs())
+    if (o.node == id) return false;
+  if (users[id].empty()) return false;
+  for (int u : users[id]) {
+    if (std::find(members.begin(), members.end(), u) == members.end()) return false;
+    if (g.node(u).op == OpCode::kConcat) continue;
+    if (Elements(g, u) == domain || !ComputedWhereConcatReadsIt(g, members, domain, u, users)) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 std::vector<bool> FindInlinedGenerators(const Graph& g) {
@@ -175,8 +195,9 @@ GroupClassification ClassifyGroup(const Graph& g, const std::vector<int>& member
   }
   if (!reductions.empty()) return ClassifyReductions(g, members, reductions);
   int64_t domain = Elements(g, members.back());
+  std::vector<std::vector<int>> users;  // computed only when a member's space differs
   for (int id : members)
-    if (Elements(g, id) != domain)
+    if (Elements(g, id) != domain && !ComputedWhereConcatReadsIt(g, members, domain, id, users))
       return Forbid(fmt::format("iteration spaces differ: {} has {} elements, {} has {}", Label(g.node(id)),
                                 Elements(g, id), Label(g.node(members.back())), domain));
   return {GroupKind::kPointwise, FusionDecision::Allow()};

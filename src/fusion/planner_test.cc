@@ -176,6 +176,40 @@ TEST(PlannerTest, ReductionsOverDifferentAxesAreTwoKernels) {
   EXPECT_TRUE(explained) << "the rejected merge must say why";
 }
 
+// Rotary embedding's rotate-half: two half-width results concatenated. The halves have
+// half the concat's elements, but only the concat reads them: one kernel over the concat's
+// space evaluates each where the concat reads it. A half that is also a graph output needs
+// its own space (something must store it), so it is not computed inside the concat's kernel.
+Value RotateHalf(GraphBuilder& b, Value x, Value cos, Value sin, Value* first_half) {
+  Value x1 = b.Slice(x, {0}, {32}, {1}, {});
+  Value x2 = b.Slice(x, {32}, {64}, {1}, {});
+  *first_half = b.Sub(b.Mul(x1, cos), b.Mul(x2, sin));
+  return b.Concat({*first_half, b.Add(b.Mul(x2, cos), b.Mul(x1, sin))}, 1);
+}
+
+TEST(PlannerTest, HalvesReadOnlyByTheirConcatAreOneKernel) {
+  GraphBuilder b;
+  Value first;
+  Value y = RotateHalf(b, b.Parameter("x", DType::kF32, {kRows, 64}), b.Parameter("cos", DType::kF32, {kRows, 32}),
+                       b.Parameter("sin", DType::kF32, {kRows, 32}), &first);
+  b.Output(y, "y");
+  EXPECT_EQ(Kinds(Plan(b)), std::vector<GroupKind>{GroupKind::kPointwise});
+}
+
+TEST(PlannerTest, HalfThatIsAlsoAnOutputKeepsItsOwnKernel) {
+  GraphBuilder b;
+  Value first;
+  Value y = RotateHalf(b, b.Parameter("x", DType::kF32, {kRows, 64}), b.Parameter("cos", DType::kF32, {kRows, 32}),
+                       b.Parameter("sin", DType::kF32, {kRows, 32}), &first);
+  b.Output(y, "y");
+  b.Output(first, "first");
+  FusionPlan plan = Plan(b);
+  EXPECT_EQ(plan.groups.size(), 2u);
+  bool explained = false;
+  for (const RejectedMerge& r : plan.rejected) explained |= r.reason.find("iteration spaces differ") != std::string::npos;
+  EXPECT_TRUE(explained) << "the rejected merge must say why";
+}
+
 TEST(PlannerTest, DiamondThatWouldCycleStaysLegal) {
   // p feeds c directly and through a matmul that cannot take p as prologue:
   //   p = exp(x) ──────────────► c = p + m

@@ -3,7 +3,7 @@
 set -euo pipefail
 
 PACKAGES=(
-  build-essential cmake ninja-build pkg-config python3 python3-venv
+  build-essential cmake ninja-build pkg-config python3 python3-venv python3-dev
   libonnx-dev libprotobuf-dev protobuf-compiler
   libcli11-dev libfmt-dev nlohmann-json3-dev libgtest-dev libopenblas-dev libopenblas-openmp-dev libdnnl-dev graphviz
 )

@@ -1,0 +1,128 @@
+"""tilefuse.compile and CompiledModel on NumPy arrays, held to the CLI's own results."""
+
+import json
+
+import numpy as np
+import pytest
+
+import tilefuse
+from conftest import EXAMPLES, REPO, load_data_set, random_inputs
+
+MLP_BLOCK = REPO / "tests" / "models" / "mlp_block"
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_examples_compute_what_the_cli_computes(example, cli, tmp_path):
+    model = tilefuse.compile(example)
+    inputs = random_inputs(model, seed=1)
+    outputs = model(*inputs)
+    assert [o.shape for o in outputs] == [spec.shape for spec in model.outputs]
+    result = cli.check_outputs(example, inputs, outputs, tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_cli_comparison_sees_a_one_ulp_difference(cli, tmp_path):
+    # The check above would pass vacuously if the CLI ignored the expected outputs.
+    example = REPO / "examples" / "softmax_manual.onnxtxt"
+    model = tilefuse.compile(example)
+    inputs = random_inputs(model, seed=1)
+    outputs = model(*inputs)
+    outputs[0].flat[7] = np.nextafter(outputs[0].flat[7], np.float32(2))
+    result = cli.check_outputs(example, inputs, outputs, tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+
+
+def test_a_real_model_folder_computes_what_the_cli_computes(cli, tmp_path):
+    model = tilefuse.compile(MLP_BLOCK)
+    inputs = load_data_set(MLP_BLOCK)
+    outputs = model(*inputs)
+    result = cli.check_outputs(MLP_BLOCK, inputs, outputs, tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_unfused_and_fused_agree_with_the_cli(cli, tmp_path):
+    example = REPO / "examples" / "layernorm_manual.onnxtxt"
+    model = tilefuse.compile(example, fuse=False)
+    assert len(model.kernels) > len(tilefuse.compile(example).kernels)
+    inputs = random_inputs(model, seed=2)
+    result = cli.check_outputs(example, inputs, model(*inputs), tmp_path, "--no-fusion")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_model_proto_and_bytes_give_the_path_s_outputs():
+    onnx = pytest.importorskip("onnx")
+    proto = onnx.load(str(MLP_BLOCK / "model.onnx"))
+    inputs = load_data_set(MLP_BLOCK)
+    expected = tilefuse.compile(MLP_BLOCK)(*inputs)
+    for model in (proto, proto.SerializeToString()):
+        compiled = tilefuse.compile(model)
+        assert compiled.source == "<ModelProto>"
+        for got, want in zip(compiled(*inputs), expected):
+            np.testing.assert_array_equal(got, want)
+
+
+def test_explain_is_the_cli_s_json(cli):
+    for example in EXAMPLES[:4]:
+        expected = json.loads(cli.run("explain", example, "--json").stdout)
+        assert tilefuse.compile(example).explain() == expected
+    example = REPO / "examples" / "mlp_block.onnxtxt"
+    unfused = json.loads(cli.run("explain", example, "--json", "--no-fusion", "--device", "h200").stdout)
+    assert tilefuse.compile(example, fuse=False).explain(device="h200") == unfused
+    assert unfused != tilefuse.compile(example).explain(device="h200")
+
+
+def test_kernels_are_the_ones_the_cli_runs(cli):
+    example = REPO / "examples" / "mlp_block.onnxtxt"
+    report = json.loads(cli.run("run", example, "--json").stdout)
+    model = tilefuse.compile(example)
+    assert model.backend == report["backend"]
+    assert [(k.name, k.kind, k.generated) for k in model.kernels] == [
+        (k["name"], k["kind"], k["generated"]) for k in report["kernels"]]
+    assert any(k.kind == "gemm" for k in model.kernels)
+
+
+def test_reference_backend_runs_the_interpreter():
+    example = REPO / "examples" / "gelu_manual.onnxtxt"
+    reference = tilefuse.compile(example, backend="reference")
+    assert reference.backend == "reference" and reference.kernels == []
+    cpu = tilefuse.compile(example, backend="cpu")
+    inputs = random_inputs(cpu, seed=3)
+    np.testing.assert_allclose(cpu(*inputs)[0], reference(*inputs)[0], rtol=1e-5, atol=1e-6)
+
+
+def test_auto_without_a_gpu_says_why_it_runs_on_the_cpu():
+    model = tilefuse.compile(REPO / "examples" / "rmsnorm.onnxtxt")
+    if model.backend == "cuda":
+        pytest.skip("this machine has a GPU")
+    assert model.backend == "cpu"
+    assert model.backend_note.startswith("cuda backend unavailable, ran on the cpu: ")
+
+
+def test_dtypes_and_layouts(tmp_path):
+    path = tmp_path / "mixed.onnxtxt"
+    path.write_text("""<ir_version: 8, opset_import: ["" : 17]>
+mixed (float16[2,3] h, int64[2,3] i, bool[2,3] b) => (float16[2,3] sum, int64[2,3] twice, bool[2,3] negated) {
+  hi = Cast <to = 10> (i)
+  sum = Add (h, hi)
+  twice = Add (i, i)
+  negated = Not (b)
+}""")
+    model = tilefuse.compile(path)
+    h = np.arange(6, dtype=np.float16).reshape(3, 2).T  # not contiguous
+    i = np.arange(6, dtype=np.int64).reshape(2, 3)
+    b = np.array([[True, False, True], [False, False, True]])
+    total, twice, negated = model(h, i, b)
+    assert (total.dtype, twice.dtype, negated.dtype) == (np.float16, np.int64, np.bool_)
+    np.testing.assert_array_equal(total, h + i.astype(np.float16))
+    np.testing.assert_array_equal(twice, 2 * i)
+    np.testing.assert_array_equal(negated, ~b)
+
+
+def test_outputs_own_their_memory():
+    model = tilefuse.compile(REPO / "examples" / "softmax_manual.onnxtxt")
+    inputs = random_inputs(model)
+    first = model(*inputs)[0]
+    copy = first.copy()
+    model(*random_inputs(model, seed=5))  # a second run must not write into the first's outputs
+    del model
+    np.testing.assert_array_equal(first, copy)

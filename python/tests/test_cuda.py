@@ -1,0 +1,69 @@
+"""The CUDA backend from Python (marked `cuda`; each test skips, saying why, without a GPU).
+
+`pytest -m cuda python/tests` runs only these. CUDA tensors go through host copies today
+(tilefuse's GPU runtime takes host tensors); these tests check values and devices, not
+zero-copy.
+"""
+
+import logging
+
+import numpy as np
+import pytest
+
+import tilefuse
+from conftest import EXAMPLES, REPO, random_inputs
+
+pytestmark = pytest.mark.cuda
+
+
+def compile_for_cuda(path, **options):
+    try:
+        return tilefuse.compile(path, backend="cuda", **options)
+    except tilefuse.Error as error:
+        if error.code == "not found":  # no driver, no GPU or no NVRTC
+            pytest.skip(f"no usable GPU: {error}")
+        raise
+
+
+def cuda_torch():
+    torch = pytest.importorskip("torch", reason="torch is not installed in this Python")
+    if not torch.cuda.is_available():
+        pytest.skip("torch sees no CUDA device")
+    return torch
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_examples_on_the_gpu_match_the_cpu(example):
+    gpu = compile_for_cuda(example)
+    assert gpu.backend == "cuda" and gpu.kernels
+    cpu = tilefuse.compile(example, backend="cpu")
+    inputs = random_inputs(cpu, seed=7)
+    for got, want in zip(gpu(*inputs), cpu(*inputs)):
+        scale = float(np.abs(want).max())
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * scale)
+
+
+def test_cuda_tensors_come_back_on_their_device():
+    torch = cuda_torch()
+    example = REPO / "examples" / "mlp_block.onnxtxt"
+    model = compile_for_cuda(example)
+    arrays = random_inputs(model, seed=8)
+    expected = model(*arrays)
+    outputs = model(*[torch.from_numpy(a).cuda() for a in arrays])
+    for got, want in zip(outputs, expected):
+        assert got.device.type == "cuda" and got.dtype == torch.float32
+        np.testing.assert_array_equal(got.cpu().numpy(), want)
+
+
+def test_torch_compile_of_a_cuda_module(caplog):
+    torch = cuda_torch()
+    import tilefuse.torch_backend  # noqa: F401  (registers the backend)
+
+    caplog.set_level(logging.INFO, logger="tilefuse")
+    torch._dynamo.reset()
+    block = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.LayerNorm(128)).cuda().eval()
+    x = torch.randn(16, 64, device="cuda")
+    with torch.no_grad():
+        torch.testing.assert_close(torch.compile(block, backend="tilefuse")(x), block(x), rtol=1e-4, atol=1e-4)
+    assert "compiled a torch.compile graph" in caplog.text and "on cuda" in caplog.text, caplog.text
+    assert "in PyTorch" not in caplog.text, caplog.text

@@ -1,0 +1,72 @@
+"""tilefuse.Error carries the message the CLI prints after "error: "."""
+
+import numpy as np
+import pytest
+
+import tilefuse
+from conftest import REPO, random_inputs, write_tensors
+
+SOFTMAX = REPO / "examples" / "softmax_manual.onnxtxt"
+
+
+def python_error(call, *args, **kwargs):
+    with pytest.raises(tilefuse.Error) as raised:
+        call(*args, **kwargs)
+    return raised.value
+
+
+@pytest.mark.parametrize("kind", ["missing", "not onnx", "malformed text", "unsupported op"])
+def test_model_errors_are_the_cli_s(kind, cli, tmp_path):
+    path = {
+        "missing": tmp_path / "missing.onnx",
+        "not onnx": tmp_path / "garbage.onnx",
+        "malformed text": tmp_path / "broken.onnxtxt",
+        "unsupported op": tmp_path / "atan.onnxtxt",
+    }[kind]
+    if kind == "not onnx":
+        path.write_bytes(b"\x08\x07this is not a protobuf\xff\xff")
+    elif kind == "malformed text":
+        path.write_text("<ir_version: 8, opset_import: [\"\" : 17]>\nbroken (float[2] x) => (float[2] y) {\n  y = Relu(x\n}")
+    elif kind == "unsupported op":
+        path.write_text("<ir_version: 8, opset_import: [\"\" : 17]>\natan (float[2] x) => (float[2] y) {\n  y = Atan (x)\n}")
+    error = python_error(tilefuse.compile, path)
+    assert str(error) == cli.error_message("run", path)
+    expected_code = {"missing": "not found", "unsupported op": "unsupported"}.get(kind, "invalid argument")
+    assert error.code == expected_code
+    assert str(error).startswith(expected_code + ": ")
+
+
+@pytest.mark.parametrize("wrong", ["shape", "dtype", "count"])
+def test_input_errors_are_the_cli_s(wrong, cli, tmp_path):
+    model = tilefuse.compile(SOFTMAX)
+    (x,) = random_inputs(model)
+    given = {"shape": [x[:3]], "dtype": [x.astype(np.float64)], "count": [x, x]}[wrong]
+    error = python_error(model, *given)
+    # The CLI names the folder the inputs came from where Python says "the call".
+    folder = tmp_path / "inputs"
+    write_tensors(folder, given, [])
+    expected = cli.error_message("run", SOFTMAX, "--inputs", folder).replace(f"'{folder}'", "the call")
+    assert str(error) == expected
+    assert error.code == "invalid argument"
+
+
+def test_explain_device_error_is_the_cli_s(cli):
+    error = python_error(tilefuse.compile(SOFTMAX).explain, device="a100")
+    assert str(error) == cli.error_message("explain", SOFTMAX, "--device", "a100")
+
+
+def test_errors_the_cli_cannot_meet():
+    model = tilefuse.compile(SOFTMAX)
+    (x,) = random_inputs(model)
+    assert "complex64" in str(python_error(model, x.astype(np.complex64)))
+    assert "uint16" in str(python_error(model, x.astype(np.uint16)))  # never read as bfloat16 bits
+    assert "list" in str(python_error(model, x.tolist()))
+    assert "not one of auto, cuda, cpu, reference" in str(python_error(tilefuse.compile, SOFTMAX, backend="tpu"))
+    assert "takes a path" in str(python_error(tilefuse.compile, 42))
+
+
+def test_the_model_still_runs_after_an_error():
+    model = tilefuse.compile(SOFTMAX)
+    (x,) = random_inputs(model)
+    python_error(model, x[:1])
+    np.testing.assert_allclose(model(x)[0].sum(axis=-1), 1, rtol=1e-5)

@@ -1,0 +1,65 @@
+"""CompiledModel called with torch CPU tensors: torch in, torch out, the NumPy path's values."""
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed in this Python (scripts/test.sh runs these "
+                                            "tests with $TILEFUSE_TORCH_PYTHON when it is set)")
+
+import tilefuse  # noqa: E402  (after torch: registers the torch.compile backend)
+from conftest import REPO, random_inputs  # noqa: E402
+
+MLP = REPO / "examples" / "mlp_block.onnxtxt"
+
+
+def test_torch_in_torch_out_with_the_numpy_path_s_values():
+    model = tilefuse.compile(MLP)
+    arrays = random_inputs(model, seed=4)
+    expected = model(*arrays)
+    outputs = model(*[torch.from_numpy(a) for a in arrays])
+    assert all(isinstance(o, torch.Tensor) and o.device.type == "cpu" for o in outputs)
+    for got, want in zip(outputs, expected):
+        np.testing.assert_array_equal(got.numpy(), want)
+
+
+def test_tensors_that_need_grad_or_are_not_contiguous():
+    model = tilefuse.compile(REPO / "examples" / "softmax_manual.onnxtxt")
+    (x,) = random_inputs(model, seed=6)
+    expected = model(x)[0]
+    transposed = torch.from_numpy(np.ascontiguousarray(x.T)).t()
+    assert not transposed.is_contiguous()
+    np.testing.assert_array_equal(model(transposed)[0].numpy(), expected)
+    needs_grad = torch.from_numpy(x).requires_grad_()
+    (output,) = model(needs_grad)
+    assert not output.requires_grad  # tilefuse is not differentiable; the values are the same
+    np.testing.assert_array_equal(output.numpy(), expected)
+
+
+def test_bfloat16(tmp_path):
+    path = tmp_path / "bf16.onnxtxt"
+    path.write_text('<ir_version: 8, opset_import: ["" : 17]>\n'
+                    "bf16 (bfloat16[4,8] x, bfloat16[4,8] y) => (bfloat16[4,8] z) {\n  z = Mul (x, y)\n}")
+    model = tilefuse.compile(path)
+    x, y = torch.randn(4, 8).bfloat16(), torch.randn(4, 8).bfloat16()
+    (z,) = model(x, y)
+    assert z.dtype == torch.bfloat16
+    torch.testing.assert_close(z, (x.float() * y.float()).bfloat16(), rtol=0, atol=0)
+    ml_dtypes = pytest.importorskip("ml_dtypes", reason="NumPy's bfloat16 comes from ml_dtypes")
+    (z_numpy,) = model(x.float().numpy().astype(ml_dtypes.bfloat16), y.float().numpy().astype(ml_dtypes.bfloat16))
+    assert z_numpy.dtype == ml_dtypes.bfloat16
+    np.testing.assert_array_equal(z_numpy.astype(np.float32), z.float().numpy())
+
+
+def test_numpy_and_torch_do_not_mix():
+    model = tilefuse.compile(REPO / "examples" / "matmul_add_add.onnxtxt")
+    arrays = random_inputs(model)
+    mixed = [torch.from_numpy(arrays[0])] + arrays[1:]
+    with pytest.raises(tilefuse.Error, match="torch tensors only"):
+        model(*mixed)
+
+
+def test_unsupported_torch_dtype():
+    model = tilefuse.compile(REPO / "examples" / "softmax_manual.onnxtxt")
+    (x,) = random_inputs(model)
+    with pytest.raises(tilefuse.Error, match="complex64"):
+        model(torch.from_numpy(x.astype(np.complex64)))

@@ -1,0 +1,171 @@
+"""torch.compile(module, backend="tilefuse"): matches eager, recompiles per shape, and falls
+back to PyTorch with a logged reason where tilefuse cannot take the graph."""
+
+import importlib.metadata
+import logging
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed in this Python (scripts/test.sh runs these "
+                                            "tests with $TILEFUSE_TORCH_PYTHON when it is set)")
+pytest.importorskip("onnxscript", reason="torch.onnx's exporter needs onnxscript")
+
+import tilefuse.torch_backend  # noqa: E402  (registers the backend; pip-installed, its entry point does)
+from conftest import REPO  # noqa: E402
+
+COMPILED = "compiled a torch.compile graph"
+FELL_BACK = "running a torch.compile graph in PyTorch"
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+@pytest.fixture
+def logs(caplog):
+    caplog.set_level(logging.INFO, logger="tilefuse")
+    return caplog
+
+
+def messages(logs, text, level=None):
+    return [r.getMessage() for r in logs.records
+            if r.name == "tilefuse" and text in r.getMessage() and (level is None or r.levelno == level)]
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(32, 64)
+        self.norm = torch.nn.LayerNorm(64)
+
+    def forward(self, x):
+        return self.norm(torch.nn.functional.gelu(self.linear(x))) + x.sum(-1, keepdim=True)
+
+
+def test_a_small_module_matches_eager_and_recompiles_per_shape(logs):
+    torch.manual_seed(0)
+    block = Block().eval()
+    compiled = torch.compile(block, backend="tilefuse")
+    with torch.no_grad():
+        for rows in (4, 9, 11, 9, 11):
+            x = torch.randn(rows, 32)
+            torch.testing.assert_close(compiled(x), block(x), rtol=1e-5, atol=1e-5)
+    # Dynamo's static graph for 4 rows, then its dynamic graph, which the backend specializes
+    # for 9 and 11 rows; the second calls with 9 and 11 rows find them in the backend's cache.
+    assert len(messages(logs, COMPILED)) == 3, logs.text
+    assert not messages(logs, FELL_BACK), logs.text
+
+
+def test_the_torchscript_exporter_and_backend_options(logs):
+    block = Block().eval()
+    compiled = torch.compile(block, backend="tilefuse", options={"exporter": "torchscript", "fuse": False})
+    x = torch.randn(3, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), block(x), rtol=1e-5, atol=1e-5)
+    assert messages(logs, COMPILED) and not messages(logs, FELL_BACK), logs.text
+    with pytest.raises(Exception, match="unknown option"):
+        torch.compile(block, backend="tilefuse", options={"fusion": False})(x)
+
+
+def test_an_op_tilefuse_does_not_support_falls_back_with_the_reason(logs):
+    def atan_twice(x):
+        return torch.atan(x) * 2 + 1
+
+    x = torch.randn(5, 7)
+    result = torch.compile(atan_twice, backend="tilefuse")(x)
+    assert torch.equal(result, atan_twice(x))
+    (warning,) = messages(logs, FELL_BACK, logging.WARNING)
+    assert "tilefuse cannot compile it: unsupported:" in warning and "unsupported op Atan" in warning
+
+
+@torch.library.custom_op("tilefuse_test::shifted", mutates_args=())
+def shifted(x: torch.Tensor) -> torch.Tensor:
+    return x + 1
+
+
+@shifted.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+def test_a_graph_the_exporter_cannot_take_falls_back_with_the_reason(logs):
+    def uses_custom_op(x):
+        return shifted(x * 3)
+
+    x = torch.randn(6)
+    assert torch.equal(torch.compile(uses_custom_op, backend="tilefuse")(x), x * 3 + 1)
+    (warning,) = messages(logs, FELL_BACK, logging.WARNING)
+    assert "the ONNX export failed" in warning
+
+
+def test_autograd_falls_back_and_still_differentiates(logs):
+    block = Block()
+    x = torch.randn(4, 32, requires_grad=True)
+    out = torch.compile(block, backend="tilefuse")(x)
+    out.sum().backward()
+    assert x.grad is not None and x.grad.abs().sum() > 0
+    (warning,) = messages(logs, FELL_BACK, logging.WARNING)
+    assert "autograd" in warning and "torch.no_grad()" in warning
+
+
+def test_an_input_modified_in_place_falls_back(logs):
+    def bump(x):
+        x.add_(1)
+        return x * 2
+
+    x = torch.zeros(3)
+    assert torch.equal(torch.compile(bump, backend="tilefuse")(x), torch.full((3,), 2.0))
+    assert torch.equal(x, torch.ones(3))
+    (warning,) = messages(logs, FELL_BACK, logging.WARNING)
+    assert "in place" in warning
+
+
+def test_changed_weights_are_recompiled(logs):
+    block = Block().eval()
+    compiled = torch.compile(block, backend="tilefuse")
+    x = torch.randn(2, 32)
+    with torch.no_grad():
+        compiled(x)
+        block.linear.bias.add_(1.0)  # in place: the weights tilefuse folded in are stale
+        torch.testing.assert_close(compiled(x), block(x), rtol=1e-5, atol=1e-5)
+    assert len(messages(logs, COMPILED)) == 2, logs.text
+
+
+# The model zoo's PyTorch modules (tests/models/export_models.py), as eager vs torch.compile.
+ZOO = ["mlp_block", "attention_block", "gpt2_2layer", "llama_2layer", "bert_tiny", "vit_tiny", "t5_tiny", "resnet_tiny",
+       "mobilenetv3_block", "unet_tiny", "unet_convtranspose"]
+
+
+@pytest.mark.parametrize("name", ZOO)
+def test_the_model_zoo_matches_eager(name, logs):
+    pytest.importorskip("transformers", reason="the zoo's transformer models come from transformers")
+    sys.path.insert(0, str(REPO / "tests" / "models"))
+    try:
+        import export_models
+    finally:
+        sys.path.pop(0)
+    module = export_models.module_factory(name)().eval()
+    inputs = next((ins for zoo_name, _, ins, _ in export_models.zoo() if zoo_name == name), None)
+    if inputs is None:  # as export_models.main() exports them
+        decoder = name in ("gpt2_2layer", "llama_2layer")
+        inputs = (torch.randint(0, 128, (1, 16)),) if decoder else (torch.randn(2, 16, 64),)
+    with torch.no_grad():
+        expected = module(*inputs)
+        actual = torch.compile(module, backend="tilefuse")(*inputs)
+    assert not messages(logs, FELL_BACK), logs.text
+    assert messages(logs, COMPILED), logs.text
+    for got, want in zip(torch.utils._pytree.tree_leaves(actual), torch.utils._pytree.tree_leaves(expected)):
+        # The whole-model rule of `tilefuse run --check`: error within 1e-4 of the output's scale.
+        scale = want.abs().max().item()
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4 * scale)
+
+
+def test_the_entry_point_names_the_backend():
+    points = [p for p in importlib.metadata.entry_points(group="torch_dynamo_backends") if p.name == "tilefuse"]
+    if not points:
+        pytest.skip("tilefuse is on PYTHONPATH, not pip-installed: no entry point to check")
+    assert points[0].load() is tilefuse.torch_backend.tilefuse_backend

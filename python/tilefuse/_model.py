@@ -1,0 +1,176 @@
+"""tilefuse.compile and CompiledModel: a model compiled once, called on arrays or tensors."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import tempfile
+from dataclasses import dataclass
+from typing import Any, List, Sequence, Tuple
+
+import numpy as np
+
+from . import _tilefuse
+from ._errors import Error
+
+logger = logging.getLogger("tilefuse")
+
+# The element types tilefuse takes, by NumPy name (bfloat16 is ml_dtypes' type).
+_NUMPY_DTYPES = {"float64", "float32", "float16", "bfloat16", "int64", "int32", "int8", "uint8", "bool"}
+_TORCH_DTYPES = {"float64", "float32", "float16", "bfloat16", "int64", "int32", "int8", "uint8", "bool"}
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """A graph input or output: its ONNX name, tilefuse dtype name (f32, bf16, ...) and shape."""
+
+    name: str
+    dtype: str
+    shape: Tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One compiled kernel, as `tilefuse run --json` lists it.
+
+    ``generated`` is false where the group runs on the reference kernels (the CPU) or on
+    the host (the GPU); ``why_not`` says why. ``mode`` is the GPU's way of running it
+    (generated, gemm template, attention template, gemm, host); empty on the CPU.
+    """
+
+    name: str
+    kind: str
+    generated: bool
+    why_not: str
+    mode: str
+    num_nodes: int
+
+
+def compile(model: Any, backend: str = "auto", tune: bool = False, fuse: bool = True) -> "CompiledModel":
+    """Compiles an ONNX model with tilefuse.
+
+    ``model`` is a path to an ``.onnx`` or ``.onnxtxt`` file or an ONNX backend-test
+    folder, an ``onnx.ModelProto``, or its serialized bytes. ``backend`` is ``auto`` (CUDA
+    when a GPU is usable, else the CPU), ``cuda``, ``cpu`` or ``reference`` (the f64
+    interpreter), as `tilefuse run --backend`; ``tune`` measures kernel configurations first
+    (cached); ``fuse=False`` runs every op as its own kernel. Raises :class:`Error` with the
+    message the CLI prints.
+    """
+    if isinstance(model, (str, os.PathLike)):
+        path = os.fspath(model)
+        return compile_file(path, path, backend, tune, fuse)
+    if hasattr(model, "SerializeToString"):  # onnx.ModelProto, without importing onnx
+        model = model.SerializeToString()
+    if isinstance(model, (bytes, bytearray, memoryview)):
+        # The importer reads files; a serialized proto goes through a temporary one. External
+        # data of an in-memory proto is not found this way: save such a model and pass its path.
+        with tempfile.TemporaryDirectory(prefix="tilefuse-") as folder:
+            path = os.path.join(folder, "model.onnx")
+            with open(path, "wb") as file:
+                file.write(bytes(model))
+            return compile_file(path, "<ModelProto>", backend, tune, fuse)
+    raise Error(f"model is a {type(model).__name__}: tilefuse.compile takes a path, an onnx.ModelProto or its bytes")
+
+
+def compile_file(path: str, source: str, backend: str, tune: bool, fuse: bool) -> "CompiledModel":
+    """compile() of a file, which the model's messages and repr call `source`."""
+    compiled = CompiledModel(_tilefuse.compile(path, backend, tune, fuse), source)
+    if compiled.backend_note:
+        logger.info("%s: %s", source, compiled.backend_note)
+    return compiled
+
+
+class CompiledModel:
+    """A compiled model. Call it with one array or tensor per graph input, in order."""
+
+    def __init__(self, graph: "_tilefuse.CompiledGraph", source: str):
+        self._graph = graph
+        self.source = source
+        self._bf16_outputs = [i for i, (_, dtype, _) in enumerate(graph.outputs) if dtype == "bf16"]
+
+    @property
+    def backend(self) -> str:
+        """Where it runs: cuda, cpu or reference."""
+        return self._graph.backend
+
+    @property
+    def backend_note(self) -> str:
+        """Why ``auto`` fell back from the GPU (or the CPU); empty when it did not."""
+        return self._graph.backend_note
+
+    @property
+    def inputs(self) -> List[TensorSpec]:
+        return [TensorSpec(n, d, tuple(s)) for n, d, s in self._graph.inputs]
+
+    @property
+    def outputs(self) -> List[TensorSpec]:
+        return [TensorSpec(n, d, tuple(s)) for n, d, s in self._graph.outputs]
+
+    @property
+    def kernels(self) -> List[Kernel]:
+        """The compiled kernels (none on the reference backend)."""
+        return [Kernel(**k) for k in self._graph.kernels]
+
+    def explain(self, device: str = "h100-sxm") -> dict:
+        """The fusion plan as `tilefuse explain --json --device DEVICE` prints it (parsed).
+
+        The plan is the cost model's for ``device`` (h100-sxm, h200 or cpu), as the CLI's
+        default; with ``fuse=False`` it is `--no-fusion`'s.
+        """
+        return json.loads(self._graph.explain_json(device))
+
+    def __call__(self, *inputs: Any) -> list:
+        """Runs the model. NumPy arrays in, NumPy arrays out; torch tensors in, torch tensors out.
+
+        Inputs are copied into tilefuse's buffers; outputs are returned without a copy. CUDA
+        tensors are copied to the host and the outputs back to the first CUDA input's device
+        (tilefuse's GPU runtime takes host tensors today; zero-copy DLPack is future work).
+        """
+        torch = sys.modules.get("torch")
+        if torch is not None and any(isinstance(x, torch.Tensor) for x in inputs):
+            return self._call_torch(torch, inputs)
+        arrays = [_as_numpy_input(i, x) for i, x in enumerate(inputs)]
+        outputs = self._graph.run(arrays, False, "the call")
+        for i in self._bf16_outputs:
+            outputs[i] = _as_bfloat16(outputs[i], self._graph.outputs[i][0])
+        return outputs
+
+    def _call_torch(self, torch: Any, inputs: Sequence[Any]) -> list:
+        device = next((x.device for x in inputs if isinstance(x, torch.Tensor) and x.device.type != "cpu"), None)
+        tensors = [_as_torch_input(torch, i, x) for i, x in enumerate(inputs)]
+        outputs = self._graph.run(tensors, True, "the call")
+        return outputs if device is None else [o.to(device) for o in outputs]
+
+    def __repr__(self) -> str:
+        return f"<tilefuse.CompiledModel {self.source} on {self.backend}, {len(self._graph.kernels)} kernels>"
+
+
+def _as_numpy_input(index: int, value: Any) -> np.ndarray:
+    if not isinstance(value, (np.ndarray, np.generic)):
+        raise Error(f"input {index} is a {type(value).__name__}: pass NumPy arrays, or torch tensors")
+    array = np.ascontiguousarray(value)
+    if array.dtype.name not in _NUMPY_DTYPES:
+        raise Error(f"input {index} has dtype {array.dtype.name}: tilefuse takes {', '.join(sorted(_NUMPY_DTYPES))}")
+    # The extension reads uint16 as bfloat16 bits (NumPy has no bfloat16; ml_dtypes does).
+    return array.view(np.uint16) if array.dtype.name == "bfloat16" else array
+
+
+def _as_bfloat16(bits: np.ndarray, name: str) -> np.ndarray:
+    try:
+        import ml_dtypes
+    except ImportError:
+        raise Error(f"output '{name}' is bf16, which NumPy holds only with the ml_dtypes package "
+                    "(pip install ml_dtypes); or call the model with torch tensors") from None
+    return bits.view(ml_dtypes.bfloat16)
+
+
+def _as_torch_input(torch: Any, index: int, value: Any) -> Any:
+    if not isinstance(value, torch.Tensor):
+        raise Error(f"input {index} is a {type(value).__name__}: pass torch tensors only, or NumPy arrays only")
+    name = str(value.dtype).removeprefix("torch.")
+    if name not in _TORCH_DTYPES:
+        raise Error(f"input {index} has dtype {value.dtype}: tilefuse takes {', '.join(sorted(_TORCH_DTYPES))}")
+    # Host copies for CUDA tensors (see __call__); autograd does not flow through tilefuse.
+    return value.detach().to("cpu").contiguous()

@@ -91,6 +91,13 @@ StatusOr<std::vector<Tensor>> CompiledModel::Run(const std::vector<Tensor>& inpu
   return RunReference(passed_, inputs);
 }
 
+Status CompiledModel::RunOnDevice(const std::vector<uint64_t>& inputs, const std::vector<uint64_t>& outputs, uint64_t stream) {
+  if (!device_runs())
+    return Unimplemented(fmt::format("runs on device memory need the model on the GPU as one CUDA graph; it runs on {}", backend_));
+  std::lock_guard<std::mutex> lock(run_mutex_);
+  return gpu_->RunOnDevice(inputs, outputs, stream);
+}
+
 // tools/explain.cc's JSON path: the same passed graph planned with the same options.
 StatusOr<std::string> CompiledModel::ExplainJson(const std::string& device) const {
   if (!FindDeviceSpec(device))

@@ -52,6 +52,12 @@ class CompiledModel {
   // message names `source`). One run at a time: concurrent callers wait.
   StatusOr<std::vector<Tensor>> Run(const std::vector<Tensor>& inputs, const std::string& source);
 
+  // One run on device memory the caller owns, queued on the caller's CUDA stream
+  // (GpuCompiledGraph::RunOnDevice); only where device_runs().
+  Status RunOnDevice(const std::vector<uint64_t>& inputs, const std::vector<uint64_t>& outputs, uint64_t stream);
+  // Whether RunOnDevice works: the model runs on the GPU as one captured CUDA graph.
+  bool device_runs() const { return gpu_ && gpu_->captured(); }
+
   // `tilefuse explain --json [--no-fusion] --device DEVICE` of the same model.
   StatusOr<std::string> ExplainJson(const std::string& device) const;
 

@@ -163,6 +163,14 @@ NB_MODULE(_tilefuse, m) {
   nb::class_<CompiledModel>(m, "CompiledGraph")
       .def("run", &RunModel, nb::arg("inputs"), nb::arg("torch"), nb::arg("source"),
            "Runs on C-contiguous CPU arrays; returns torch tensors when torch is true, else NumPy arrays")
+      .def("run_device",
+           [](CompiledModel& model, const std::vector<uint64_t>& inputs, const std::vector<uint64_t>& outputs, uint64_t stream) {
+             tilefuse::Status ran = model.RunOnDevice(inputs, outputs, stream);
+             if (!ran.ok()) ValueOrThrow(tilefuse::StatusOr<int>(ran));
+           },
+           nb::arg("inputs"), nb::arg("outputs"), nb::arg("stream"),
+           "Queues one run on device pointers (graph order) on a CUDA stream of the primary context")
+      .def_prop_ro("device_runs", &CompiledModel::device_runs)
       .def("explain_json", [](const CompiledModel& model, const std::string& device) {
         return ValueOrThrow(model.ExplainJson(device));
       })

@@ -1,8 +1,8 @@
 """The CUDA backend from Python (marked `cuda`; each test skips, saying why, without a GPU).
 
-`pytest -m cuda python/tests` runs only these. CUDA tensors go through host copies today
-(tilefuse's GPU runtime takes host tensors); these tests check values and devices, not
-zero-copy.
+`pytest -m cuda python/tests` runs only these. CUDA tensors on device 0 given to a model that
+runs as one CUDA graph stay on the device (run on PyTorch's current stream); others go through
+host copies.
 """
 
 import logging
@@ -67,3 +67,26 @@ def test_torch_compile_of_a_cuda_module(caplog):
         torch.testing.assert_close(torch.compile(block, backend="tilefuse")(x), block(x), rtol=1e-4, atol=1e-4)
     assert "compiled a torch.compile graph" in caplog.text and "on cuda" in caplog.text, caplog.text
     assert "in PyTorch" not in caplog.text, caplog.text
+
+
+def test_device_run_on_a_side_stream_matches_the_host_run():
+    torch = cuda_torch()
+    model = compile_for_cuda(REPO / "examples" / "layernorm_manual.onnxtxt")
+    assert model._graph.device_runs, "a generated-kernel model is captured as one CUDA graph"
+    arrays = random_inputs(model, seed=9)
+    expected = model(*arrays)
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        inputs = [torch.from_numpy(a).cuda() for a in arrays]
+        outputs = model(*inputs)
+    stream.synchronize()
+    for got, want in zip(outputs, expected):
+        np.testing.assert_array_equal(got.cpu().numpy(), want)
+
+
+def test_device_run_with_a_wrong_shape_is_an_error():
+    torch = cuda_torch()
+    model = compile_for_cuda(REPO / "examples" / "layernorm_manual.onnxtxt")
+    wrong = [torch.zeros([s + 1 for s in spec.shape], dtype=torch.float32, device="cuda") for spec in model.inputs]
+    with pytest.raises(tilefuse.Error, match="expects"):
+        model(*wrong)

@@ -22,6 +22,11 @@ _NUMPY_DTYPES = {"float64", "float32", "float16", "bfloat16", "int64", "int32", 
 _TORCH_DTYPES = {"float64", "float32", "float16", "bfloat16", "int64", "int32", "int8", "uint8", "bool"}
 
 
+# tilefuse's dtype names as torch's.
+_TORCH_BY_TILEFUSE = {"f64": "float64", "f32": "float32", "f16": "float16", "bf16": "bfloat16", "i64": "int64",
+                      "i32": "int32", "i8": "int8", "u8": "uint8", "bool": "bool"}
+
+
 @dataclass(frozen=True)
 class TensorSpec:
     """A graph input or output: its ONNX name, tilefuse dtype name (f32, bf16, ...) and shape."""
@@ -125,8 +130,11 @@ class CompiledModel:
         """Runs the model. NumPy arrays in, NumPy arrays out; torch tensors in, torch tensors out.
 
         Inputs are copied into tilefuse's buffers; outputs are returned without a copy. CUDA
-        tensors are copied to the host and the outputs back to the first CUDA input's device
-        (tilefuse's GPU runtime takes host tensors today; zero-copy DLPack is future work).
+        tensors on device 0, given to a model that runs on the GPU as one CUDA graph, stay on
+        the device: the run is queued on PyTorch's current stream (inputs copied device to
+        device into the graph's buffers, the graph replayed, the outputs copied into tensors
+        allocated by PyTorch) and returns before it finishes, like a PyTorch op. Otherwise CUDA
+        tensors are copied to the host and the outputs back to the first CUDA input's device.
         """
         torch = sys.modules.get("torch")
         if torch is not None and any(isinstance(x, torch.Tensor) for x in inputs):
@@ -138,10 +146,34 @@ class CompiledModel:
         return outputs
 
     def _call_torch(self, torch: Any, inputs: Sequence[Any]) -> list:
+        if self._runs_on_device(torch, inputs):
+            return self._call_on_device(torch, inputs)
         device = next((x.device for x in inputs if isinstance(x, torch.Tensor) and x.device.type != "cpu"), None)
         tensors = [_as_torch_input(torch, i, x) for i, x in enumerate(inputs)]
         outputs = self._graph.run(tensors, True, "the call")
         return outputs if device is None else [o.to(device) for o in outputs]
+
+    def _runs_on_device(self, torch: Any, inputs: Sequence[Any]) -> bool:
+        # tilefuse's GPU runtime uses device 0's primary context (PyTorch's too).
+        return (self._graph.device_runs and len(inputs) > 0 and
+                all(isinstance(x, torch.Tensor) and x.device.type == "cuda" and x.device.index in (0, None) for x in inputs))
+
+    def _call_on_device(self, torch: Any, inputs: Sequence[Any]) -> list:
+        specs = self.inputs
+        if len(inputs) != len(specs):
+            raise Error(f"the call has {len(inputs)} inputs; the graph takes {len(specs)}")
+        tensors = []
+        for spec, x in zip(specs, inputs):
+            dtype = _TORCH_BY_TILEFUSE.get(spec.dtype)
+            if dtype is None or x.dtype != getattr(torch, dtype) or tuple(x.shape) != spec.shape:
+                raise Error(f"input '{spec.name}' expects {spec.dtype}[{','.join(map(str, spec.shape))}], "
+                            f"got {str(x.dtype).removeprefix('torch.')}[{','.join(map(str, x.shape))}]")
+            tensors.append(x.detach().contiguous())
+        device = tensors[0].device
+        outputs = [torch.empty(o.shape, dtype=getattr(torch, _TORCH_BY_TILEFUSE[o.dtype]), device=device) for o in self.outputs]
+        stream = torch.cuda.current_stream(device).cuda_stream
+        self._graph.run_device([t.data_ptr() for t in tensors], [o.data_ptr() for o in outputs], stream)
+        return outputs
 
     def __repr__(self) -> str:
         return f"<tilefuse.CompiledModel {self.source} on {self.backend}, {len(self._graph.kernels)} kernels>"

@@ -655,6 +655,39 @@ StatusOr<std::vector<Tensor>> GpuCompiledGraph::Run(const std::vector<Tensor>& i
   return outputs;
 }
 
+namespace {
+
+// Why a program runs steps on the host: its first host group's reason.
+std::string HostStepReason(const CudaProgram& program) {
+  for (const CudaGroupProgram& p : program.groups)
+    if (p.mode == CudaGroupProgram::Mode::kHost) return fmt::format("group {}: {}", p.group, p.why_host);
+  return "no host group (not captured)";
+}
+
+}  // namespace
+
+Status GpuCompiledGraph::RunOnDevice(const std::vector<uint64_t>& inputs, const std::vector<uint64_t>& outputs, uint64_t stream) {
+  State& s = *state_;
+  const Graph& g = s.graph;
+  if (inputs.size() != g.inputs().size() || outputs.size() != g.outputs().size())
+    return InvalidArgument(fmt::format("graph takes {} inputs and {} outputs, got {} and {} device pointers", g.inputs().size(),
+                                       g.outputs().size(), inputs.size(), outputs.size()));
+  if (!s.captured.get())
+    return Unimplemented("a run on device memory needs the graph captured as a CUDA graph; this one has steps on the host: " +
+                         HostStepReason(s.program));
+  RETURN_IF_ERROR(s.device->MakeCurrent());
+  const CudaDriverApi& api = s.api();
+  CUstream on = reinterpret_cast<CUstream>(stream);
+  for (size_t i = 0; i < inputs.size(); ++i)
+    RETURN_IF_ERROR(s.device->Check(api.cuMemcpyDtoDAsync(s.address[g.inputs()[i]], inputs[i], s.Bytes(g.inputs()[i]), on),
+                                    "copying an input on the device"));
+  RETURN_IF_ERROR(s.device->Check(api.cuGraphLaunch(s.captured.get(), on), "cuGraphLaunch"));
+  for (size_t o = 0; o < outputs.size(); ++o)
+    RETURN_IF_ERROR(s.device->Check(api.cuMemcpyDtoDAsync(outputs[o], s.address[g.outputs()[o].node], s.Bytes(g.outputs()[o].node), on),
+                                    "copying an output on the device"));
+  return Status::Ok();
+}
+
 StatusOr<double> GpuCompiledGraph::BenchmarkMs(const std::vector<Tensor>& inputs, int warmup, int repeats, int input_sets) {
   State& s = *state_;
   const Graph& g = s.graph;

@@ -76,6 +76,14 @@ class GpuCompiledGraph {
   // Inputs in graph.inputs() order; outputs copied back to the host. With `timings`, the
   // steps run one by one between device events (not as the captured graph).
   StatusOr<std::vector<Tensor>> Run(const std::vector<Tensor>& inputs, std::vector<KernelTiming>* timings = nullptr);
+  // One run on device memory the caller owns, queued on the caller's `stream` (any stream
+  // of this device's primary context, as PyTorch's current stream), returning before it
+  // finishes: each input is copied device to device into the graph's input buffer, the
+  // captured graph replays, each output is copied to its pointer (graph.outputs() order;
+  // sizes as the graph's shapes and dtypes say, dense). The graph's buffers are shared by
+  // every call: calls on different streams must be ordered by the caller. A graph with
+  // host steps (not captured) is refused (Unimplemented, with the reason).
+  Status RunOnDevice(const std::vector<uint64_t>& inputs, const std::vector<uint64_t>& outputs, uint64_t stream);
   // Median milliseconds of one whole run on the device (device events, after `warmup`),
   // rotating among `input_sets` copies of the inputs so repeated runs do not read L2.
   StatusOr<double> BenchmarkMs(const std::vector<Tensor>& inputs, int warmup, int repeats, int input_sets);

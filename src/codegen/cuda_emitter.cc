@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <map>
 
+#include "codegen/concat_parts.h"
 #include "codegen/cpp_value_expression.h"
 #include "codegen/cuda_scalar_program.h"
 #include "codegen/emit_util.h"
@@ -177,13 +178,14 @@ class CudaEmitter {
   // Loads read this template's register arrays or the buffer through the device
   // library's converters; everything else prints as in the C++ emitter (same helper names).
   std::string Expression(const ScalarValue& v, int id) {
-    const std::vector<std::string> vars = {"i0", "i1"};
+    const std::vector<std::string>& vars = vars_;
+    if (v.kind == ScalarValue::Kind::kIndex) return fmt::format("{}({})", ComputeType(v.dtype), PrintIndex(Placed(v.index), vars));
     if (v.kind == ScalarValue::Kind::kRandom && array_[id] != Array::kNone)
       return array_[id] == Array::kChunk ? fmt::format("{}[j]", ArrayName(id)) : fmt::format("{}[k][j]", ArrayName(id));
     if (v.kind == ScalarValue::Kind::kLoad) {
       if (array_[id] == Array::kChunk) return fmt::format("tf_cvt_{}({}[j])", DTypeName(v.dtype), ArrayName(id));
       if (array_[id] == Array::kCached) return fmt::format("tf_cvt_{}({}[k][j])", DTypeName(v.dtype), ArrayName(id));
-      return fmt::format("tf_cvt_{}(b{}[{}])", DTypeName(v.dtype), v.buffer, PrintIndex(v.index, vars));
+      return fmt::format("tf_cvt_{}(b{}[{}])", DTypeName(v.dtype), v.buffer, PrintIndex(Placed(v.index), vars));
     }
     if (v.kind == ScalarValue::Kind::kOp && v.op != OpCode::kCast) {
       std::vector<std::string> args;
@@ -206,6 +208,12 @@ class CudaEmitter {
     bool per_element = element && (!row_ || value.inner || !row_done_[v]);
     std::vector<bool>& done = per_element ? *element : row_done_;
     if (done[v]) return;
+    if (int chosen = KnownChoice(v); chosen >= 0) {  // a select whose test this part answers
+      Emit(chosen, element, indent);
+      done[v] = true;
+      out_ += fmt::format("{}const {} {} = {}({});\n", indent, ComputeType(value.dtype), Name(v), ComputeType(value.dtype), Name(chosen));
+      return;
+    }
     for (int a : value.args) Emit(a, element, indent);
     EmitIndexValues(value.index, element, indent);
     done[v] = true;
@@ -243,6 +251,68 @@ class CudaEmitter {
     }
   }
 
+  // In a concat part (codegen/concat_parts.h): i0 as the part's element, else unchanged.
+  Index Placed(const Index& index) const { return subst_ ? SubstituteVar(index, 0, subst_) : index; }
+  // The argument a select takes in this part, or -1 when its test is not decided here.
+  int KnownChoice(int v) const {
+    const ScalarValue& value = k_.values[v];
+    if (known_.empty() || value.kind != ScalarValue::Kind::kOp || value.op != OpCode::kWhere || known_[value.args[0]] < 0) return -1;
+    return value.args[known_[value.args[0]] ? 1 : 2];
+  }
+  // The loads `v` reads in this part (selects decided by the part read one side).
+  void CollectPartLoads(int v, std::vector<bool>& seen, std::vector<int>& loads) const {
+    if (seen[v]) return;
+    seen[v] = true;
+    const ScalarValue& value = k_.values[v];
+    if (value.kind == ScalarValue::Kind::kLoad) loads.push_back(v);
+    if (int chosen = KnownChoice(v); chosen >= 0) return CollectPartLoads(chosen, seen, loads);
+    for (int a : value.args) CollectPartLoads(a, seen, loads);
+  }
+
+  // The vector loop's body for one part of a concat: i0 = q·period + lo + r, r = rs + j.
+  void EmitConcatPart(const ConcatParts& parts, int part) {
+    const std::string in = "      ";
+    subst_ = PartElement(parts, part, k_.outer);
+    known_.assign(k_.values.size(), -1);
+    for (int c : parts.comparisons) known_[c] = KnownInPart(k_, parts, part, c, k_.outer);
+    out_ += fmt::format("{}const tf_index_t rs = rbase - {};\n", in, parts.cuts[part]);
+    const std::vector<std::string> start = {"rs", "q"};
+    std::vector<bool> seen(k_.values.size(), false);
+    std::vector<int> loads;
+    for (const KernelStore& st : k_.stores) CollectPartLoads(st.value, seen, loads);
+    for (int v : loads) {
+      Index at = Placed(k_.values[v].index);
+      if (!ContiguousAlignedIn(at, 0, c_.vector)) continue;
+      array_[v] = Array::kChunk;
+      out_ += fmt::format("{0}{1} {2}[kVec];\n{0}tf_vload<kVec>(b{3} + ({4}), {2});\n", in, StorageType(k_.values[v].dtype), ArrayName(v),
+                          k_.values[v].buffer, PrintIndex(at, start));
+    }
+    std::vector<bool> vector_store;
+    for (const KernelStore& st : k_.stores) {
+      vector_store.push_back(ContiguousAlignedIn(Placed(st.index), 0, c_.vector));
+      if (vector_store.back()) out_ += fmt::format("{}{} o{}[kVec];\n", in, StorageType(k_.buffers[st.buffer].dtype), st.buffer);
+    }
+    vars_ = {"r", "q"};
+    out_ += fmt::format("#pragma unroll\n{0}for (int j = 0; j < kVec; ++j) {{\n{0}  const tf_index_t r = rs + j;\n", in);
+    std::vector<bool> element(k_.values.size(), false);
+    for (size_t i = 0; i < k_.stores.size(); ++i) {
+      const KernelStore& st = k_.stores[i];
+      Emit(st.value, &element, in + "  ");
+      std::string_view dt = DTypeName(k_.buffers[st.buffer].dtype);
+      if (vector_store[i]) out_ += fmt::format("{}  o{}[j] = tf_pack_{}({});\n", in, st.buffer, dt, Name(st.value));
+      else out_ += fmt::format("{}  b{}[{}] = tf_pack_{}({});\n", in, st.buffer, PrintIndex(Placed(st.index), vars_), dt, Name(st.value));
+    }
+    out_ += in + "}\n";
+    for (size_t i = 0; i < k_.stores.size(); ++i)
+      if (vector_store[i])
+        out_ += fmt::format("{}tf_vstore<kVec>(b{} + ({}), o{});\n", in, k_.stores[i].buffer, PrintIndex(Placed(k_.stores[i].index), start),
+                            k_.stores[i].buffer);
+    std::fill(array_.begin(), array_.end(), Array::kNone);
+    subst_.reset();
+    known_.clear();
+    vars_ = {"i0", "i1"};
+  }
+
   // ---- pointwise ----
   void EmitPointwiseKernel() {
     const int vec = c_.vector;
@@ -253,7 +323,18 @@ class CudaEmitter {
     out_ += fmt::format("  constexpr int64_t kElements = {};\n  constexpr int kVec = {};\n", k_.outer, vec);
     out_ += "  const tf_index_t thread = (tf_index_t)blockIdx.x * blockDim.x + threadIdx.x;\n";
     out_ += "  const tf_index_t threads = (tf_index_t)gridDim.x * blockDim.x;\n";
-    if (vec > 1) {
+    ConcatParts parts = FindConcatParts(k_, vec);
+    if (!parts.cuts.empty()) {
+      // A concat's output: each vector lies in one part; branch once per vector.
+      out_ += "  for (tf_index_t base = thread * kVec; base + kVec <= kElements; base += threads * kVec) {\n";
+      out_ += fmt::format("    const tf_index_t q = base / {0}, rbase = base % {0};\n", parts.period);
+      for (size_t p = 0; p < parts.cuts.size(); ++p) {
+        if (p + 1 < parts.cuts.size()) out_ += fmt::format("    {}if (rbase < {}) {{\n", p ? "} else " : "", parts.cuts[p + 1]);
+        else out_ += "    } else {\n";
+        EmitConcatPart(parts, static_cast<int>(p));
+      }
+      out_ += "    }\n  }\n";
+    } else if (vec > 1) {
       out_ += "  for (tf_index_t base = thread * kVec; base + kVec <= kElements; base += threads * kVec) {\n";
       for (int v : loads) {
         const ScalarValue& value = k_.values[v];
@@ -488,6 +569,11 @@ class CudaEmitter {
   std::string out_;
   std::vector<Array> array_;
   std::vector<bool> row_done_;
+  // Inside a concat part (EmitConcatPart): i0's replacement, the position tests' answers
+  // (-1 undecided) and the index variables' names.
+  Index subst_;
+  std::vector<int> known_;
+  std::vector<std::string> vars_ = {"i0", "i1"};
   std::map<int, int> accumulator_value_;
 };
 

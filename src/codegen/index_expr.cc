@@ -70,6 +70,8 @@ Index IndexAdd(const Index& a, const Index& b) {
   if (IsQuotientTimesDivisor(a, b)) return a->a->a;
   if (a->kind == IndexExpr::Kind::kConst && b->kind == IndexExpr::Kind::kConst) return IndexConst(a->value + b->value);
   if (a->kind == IndexExpr::Kind::kConst) return IndexAdd(b, a);  // constants to the right
+  if (b->kind == IndexExpr::Kind::kConst && a->kind == IndexExpr::Kind::kAdd && a->b->kind == IndexExpr::Kind::kConst)
+    return IndexAdd(a->a, IndexConst(a->b->value + b->value));  // (x + c1) + c2 = x + (c1 + c2)
   return Make(IndexExpr::Kind::kAdd, 0, a, b, a->min + b->min, a->max + b->max);
 }
 
@@ -106,6 +108,8 @@ Index IndexMod(const Index& a, int64_t c) {
 
 Index IndexClamp(const Index& a, int64_t lo, int64_t hi) {
   if (a->min >= lo && a->max <= hi) return a;
+  if (a->max < lo) return IndexConst(lo);  // entirely below or above: one bound
+  if (a->min > hi) return IndexConst(hi);
   return Make(IndexExpr::Kind::kClamp, lo, a, IndexConst(hi), lo, hi);
 }
 

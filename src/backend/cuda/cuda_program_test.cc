@@ -199,3 +199,33 @@ TEST(CudaProgramRandomTest, DropoutDrawsWholePhiloxBlocks) {
 
 }  // namespace
 }  // namespace tilefuse
+
+namespace tilefuse {
+namespace {
+
+// Rotary's concat: the vector loop branches into the part each vector lies in, whose loads
+// are vectors without clamps (before: every element evaluated both halves with scalar loads).
+TEST(CudaProgramConcatTest, RotaryVectorsBranchIntoTheirHalf) {
+  auto model = ImportOnnx(std::string(TILEFUSE_SOURCE_DIR) + "/bench/cases/rotary_bf16_b8t2048h32d128.onnxtxt");
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  auto graph = RunGraphPasses(std::move(model->graph), PassOptions{});
+  ASSERT_TRUE(graph.ok());
+  auto plan = PlanFusionForCuda(*graph, PlannerOptions{}, CudaTarget{});
+  ASSERT_TRUE(plan.ok());
+  auto program = BuildCudaProgram(*graph, plan->plan, FindInlinedGenerators(*graph));
+  ASSERT_TRUE(program.ok()) << program.status().ToString();
+  ASSERT_EQ(program->groups.size(), 1u);
+  const std::string& source = program->source;
+  size_t vector_loop = source.find("for (tf_index_t base"), tail = source.find("for (tf_index_t i0");
+  ASSERT_NE(vector_loop, std::string::npos);
+  ASSERT_NE(tail, std::string::npos);
+  std::string vector_part = source.substr(vector_loop, tail - vector_loop);
+  EXPECT_NE(vector_part.find("if (rbase < 64)"), std::string::npos) << vector_part;
+  EXPECT_EQ(vector_part.find("tf_clamp"), std::string::npos) << vector_part;
+  size_t loads = 0;
+  for (size_t at = vector_part.find("tf_vload"); at != std::string::npos; at = vector_part.find("tf_vload", at + 1)) ++loads;
+  EXPECT_EQ(loads, 8u) << "x's two halves, cos and sin in each part:\n" << vector_part;
+}
+
+}  // namespace
+}  // namespace tilefuse

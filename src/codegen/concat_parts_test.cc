@@ -1,0 +1,70 @@
+// Concat parts: the position tests of a concat's kernel, what each part decides, and the
+// contiguity test that lets a part's loads move as vectors.
+#include "codegen/concat_parts.h"
+
+#include <gtest/gtest.h>
+
+#include "codegen/lower.h"
+#include "fusion/group_classifier.h"
+#include "fusion/planner.h"
+#include "passes/pipeline.h"
+#include "tilefuse/builder.h"
+
+namespace tilefuse {
+namespace {
+
+// Rotary's rotate-half over [rows, 64]: concat(x1·cos − x2·sin, x2·cos + x1·sin) on the last axis.
+Kernel RotateHalfKernel(int64_t rows) {
+  GraphBuilder b;
+  Value x = b.Parameter("x", DType::kF32, {rows, 64});
+  Value cos = b.Parameter("cos", DType::kF32, {rows, 32}), sin = b.Parameter("sin", DType::kF32, {rows, 32});
+  Value x1 = b.Slice(x, {0}, {32}, {1}, {}), x2 = b.Slice(x, {32}, {64}, {1}, {});
+  b.Output(b.Concat({b.Sub(b.Mul(x1, cos), b.Mul(x2, sin)), b.Add(b.Mul(x2, cos), b.Mul(x1, sin))}, 1), "y");
+  auto graph = RunGraphPasses(std::move(b.Build()).value(), PassOptions{});
+  EXPECT_TRUE(graph.ok());
+  auto plan = PlanFusion(*graph, PlannerOptions{});
+  EXPECT_TRUE(plan.ok());
+  EXPECT_EQ(plan->groups.size(), 1u);
+  auto kernel = LowerGroup(*graph, plan->groups[0], FindInlinedGenerators(*graph));
+  EXPECT_TRUE(kernel.ok()) << kernel.status().ToString();
+  return *kernel;
+}
+
+TEST(ConcatPartsTest, RotateHalfHasTwoPartsEachDecidingThePositionTest) {
+  Kernel k = RotateHalfKernel(16);
+  ConcatParts parts = FindConcatParts(k, 8);
+  ASSERT_EQ(parts.cuts, (std::vector<int64_t>{0, 32}));
+  EXPECT_EQ(parts.period, 64);
+  ASSERT_EQ(parts.comparisons.size(), 1u);
+  EXPECT_EQ(KnownInPart(k, parts, 0, parts.comparisons[0], k.outer), 1);
+  EXPECT_EQ(KnownInPart(k, parts, 1, parts.comparisons[0], k.outer), 0);
+  // The loads each part reads (its own half of x, cos and sin) become contiguous in the part's
+  // element: the clamps fold away. (The other part's loads fold to a constant offset.)
+  for (int part : {0, 1}) {
+    int contiguous = 0;
+    for (const ScalarValue& v : k.values)
+      if (v.kind == ScalarValue::Kind::kLoad)
+        contiguous += ContiguousAlignedIn(SubstituteVar(v.index, 0, PartElement(parts, part, k.outer)), 0, 8);
+    EXPECT_EQ(contiguous, 4) << "part " << part;
+  }
+}
+
+TEST(ConcatPartsTest, NoPartsWhereAVectorWouldStraddleACut) {
+  Kernel k = RotateHalfKernel(16);
+  EXPECT_TRUE(FindConcatParts(k, 64).cuts.empty()) << "the cut at 32 is not a multiple of 64";
+  EXPECT_FALSE(FindConcatParts(k, 32).cuts.empty());
+}
+
+TEST(ConcatPartsTest, ContiguousAlignedIn) {
+  Index r = IndexVar(0, 64), q = IndexVar(1, 4096);
+  EXPECT_TRUE(ContiguousAlignedIn(IndexAdd(IndexMul(q, 128), r), 0, 16));
+  EXPECT_TRUE(ContiguousAlignedIn(IndexAdd(IndexMul(IndexMod(IndexDiv(q, 32), 2048), 64), r), 0, 16));
+  EXPECT_TRUE(ContiguousAlignedIn(IndexAdd(IndexAdd(IndexMul(q, 128), IndexConst(64)), r), 0, 16));
+  EXPECT_FALSE(ContiguousAlignedIn(IndexAdd(IndexMul(q, 100), r), 0, 16)) << "rows of 100 are not 16-aligned";
+  EXPECT_FALSE(ContiguousAlignedIn(IndexAdd(IndexMul(q, 128), IndexMul(r, 2)), 0, 16)) << "stride 2";
+  EXPECT_FALSE(ContiguousAlignedIn(IndexMul(q, 128), 0, 16)) << "the same element for every r";
+  EXPECT_FALSE(ContiguousAlignedIn(IndexAdd(IndexMul(q, 128), IndexClamp(IndexAdd(r, IndexConst(-8)), 0, 63)), 0, 16));
+}
+
+}  // namespace
+}  // namespace tilefuse

@@ -269,13 +269,13 @@ class CudaEmitter {
     for (int a : value.args) CollectPartLoads(a, seen, loads);
   }
 
-  // The vector loop's body for one part of a concat: i0 = q·period + lo + r, r = rs + j.
+  // The vector loop's body for one part of a concat: i0 = q·period + lo + r, r = rs + j
+  // (q and rs, the vector's first r, are defined by the caller).
   void EmitConcatPart(const ConcatParts& parts, int part) {
     const std::string in = "      ";
     subst_ = PartElement(parts, part, k_.outer);
     known_.assign(k_.values.size(), -1);
     for (int c : parts.comparisons) known_[c] = KnownInPart(k_, parts, part, c, k_.outer);
-    out_ += fmt::format("{}const tf_index_t rs = rbase - {};\n", in, parts.cuts[part]);
     const std::vector<std::string> start = {"rs", "q"};
     std::vector<bool> seen(k_.values.size(), false);
     std::vector<int> loads;
@@ -325,13 +325,20 @@ class CudaEmitter {
     out_ += "  const tf_index_t threads = (tf_index_t)gridDim.x * blockDim.x;\n";
     ConcatParts parts = FindConcatParts(k_, vec);
     if (!parts.cuts.empty()) {
-      // A concat's output: each vector lies in one part; branch once per vector.
-      out_ += "  for (tf_index_t base = thread * kVec; base + kVec <= kElements; base += threads * kVec) {\n";
-      out_ += fmt::format("    const tf_index_t q = base / {0}, rbase = base % {0};\n", parts.period);
+      // A concat's output: each vector lies in one part. The vectors are numbered part by
+      // part (all of part 0's, then part 1's, ...), so a warp's vectors share their part and
+      // the branch into it does not diverge (numbered in memory order, a warp spans periods and
+      // ran every part's code).
+      out_ += fmt::format("  for (tf_index_t t = thread; t < {}; t += threads) {{\n", k_.outer / vec);
+      int64_t first = 0;
       for (size_t p = 0; p < parts.cuts.size(); ++p) {
-        if (p + 1 < parts.cuts.size()) out_ += fmt::format("    {}if (rbase < {}) {{\n", p ? "} else " : "", parts.cuts[p + 1]);
+        int64_t per_period = ((p + 1 < parts.cuts.size() ? parts.cuts[p + 1] : parts.period) - parts.cuts[p]) / vec;
+        int64_t end = first + k_.outer / parts.period * per_period;
+        if (p + 1 < parts.cuts.size()) out_ += fmt::format("    {}if (t < {}) {{\n", p ? "} else " : "", end);
         else out_ += "    } else {\n";
+        out_ += fmt::format("      const tf_index_t q = (t - {0}) / {1}, rs = (t - {0}) % {1} * kVec;\n", first, per_period);
         EmitConcatPart(parts, static_cast<int>(p));
+        first = end;
       }
       out_ += "    }\n  }\n";
     } else if (vec > 1) {

@@ -216,7 +216,7 @@ TEST(CudaProgramConcatTest, RotaryVectorsBranchIntoTheirHalf) {
   ASSERT_TRUE(program.ok()) << program.status().ToString();
   ASSERT_EQ(program->groups.size(), 1u);
   const std::string& source = program->source;
-  size_t vector_loop = source.find("for (tf_index_t base"), tail = source.find("for (tf_index_t i0");
+  size_t vector_loop = source.find("for (tf_index_t t = thread"), tail = source.find("for (tf_index_t i0");
   ASSERT_NE(vector_loop, std::string::npos);
   ASSERT_NE(tail, std::string::npos);
   std::string vector_part = source.substr(vector_loop, tail - vector_loop);

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "codegen/cuda_emitter.h"
 #include "codegen/lower.h"
 #include "fusion/group_classifier.h"
 #include "fusion/planner.h"
@@ -46,6 +47,19 @@ TEST(ConcatPartsTest, RotateHalfHasTwoPartsEachDecidingThePositionTest) {
       if (v.kind == ScalarValue::Kind::kLoad)
         contiguous += ContiguousAlignedIn(SubstituteVar(v.index, 0, PartElement(parts, part, k.outer)), 0, 8);
     EXPECT_EQ(contiguous, 4) << "part " << part;
+  }
+}
+
+// The CUDA pointwise template branches into the parts: vectors numbered part by part within
+// chunks of 32 periods where the output has whole chunks, else in memory order.
+TEST(ConcatPartsTest, CudaVectorLoopBranchesIntoTheParts) {
+  for (int64_t rows : {64, 16}) {
+    SCOPED_TRACE(rows);
+    auto source = EmitCudaKernel(RotateHalfKernel(rows), CudaKernelConfig{});
+    ASSERT_TRUE(source.ok()) << source.status().ToString();
+    const std::string& f = source->function;
+    EXPECT_NE(f.find(rows == 64 ? "if (within < " : "if (rbase < "), std::string::npos) << f;
+    EXPECT_GT(f.find("tf_clamp"), f.find("for (tf_index_t i0")) << "clamps only in the scalar tail:\n" << f;
   }
 }
 

@@ -325,20 +325,29 @@ class CudaEmitter {
     out_ += "  const tf_index_t threads = (tf_index_t)gridDim.x * blockDim.x;\n";
     ConcatParts parts = FindConcatParts(k_, vec);
     if (!parts.cuts.empty()) {
-      // A concat's output: each vector lies in one part. The vectors are numbered part by
-      // part (all of part 0's, then part 1's, ...), so a warp's vectors share their part and
-      // the branch into it does not diverge (numbered in memory order, a warp spans periods and
-      // ran every part's code).
+      // A concat's output: each vector lies in one part. Numbered in memory order, a warp's
+      // vectors span periods and it runs every part's code; so where the output holds whole
+      // chunks of 32 periods, vectors are numbered part by part within each chunk: a warp's
+      // 32 vectors then share their part, and the chunk's warps (neighbours in time) still
+      // read the same few KB, from L1. (Part by part over the whole output read the inputs
+      // once per part from HBM: rotary 150 us against 114 in memory order.)
+      const int64_t periods = k_.outer / parts.period, per_period = parts.period / vec;
+      const bool chunked = periods % 32 == 0;
       out_ += fmt::format("  for (tf_index_t t = thread; t < {}; t += threads) {{\n", k_.outer / vec);
-      int64_t first = 0;
+      if (chunked) out_ += fmt::format("    const tf_index_t chunk = t / {0}, within = t % {0};\n", 32 * per_period);
+      else out_ += fmt::format("    const tf_index_t q = t / {0}, rbase = t % {0} * kVec;\n", per_period);
+      int64_t first = 0;  // the part's first vector in its chunk (chunked) or period
       for (size_t p = 0; p < parts.cuts.size(); ++p) {
-        int64_t per_period = ((p + 1 < parts.cuts.size() ? parts.cuts[p + 1] : parts.period) - parts.cuts[p]) / vec;
-        int64_t end = first + k_.outer / parts.period * per_period;
-        if (p + 1 < parts.cuts.size()) out_ += fmt::format("    {}if (t < {}) {{\n", p ? "} else " : "", end);
+        int64_t length = ((p + 1 < parts.cuts.size() ? parts.cuts[p + 1] : parts.period) - parts.cuts[p]) / vec;
+        std::string test = chunked ? fmt::format("within < {}", first + 32 * length) : fmt::format("rbase < {}", parts.cuts[p + 1 < parts.cuts.size() ? p + 1 : p]);
+        if (p + 1 < parts.cuts.size()) out_ += fmt::format("    {}if ({}) {{\n", p ? "} else " : "", test);
         else out_ += "    } else {\n";
-        out_ += fmt::format("      const tf_index_t q = (t - {0}) / {1}, rs = (t - {0}) % {1} * kVec;\n", first, per_period);
+        if (chunked)
+          out_ += fmt::format("      const tf_index_t q = chunk * 32 + (within - {0}) / {1}, rs = (within - {0}) % {1} * kVec;\n", first, length);
+        else
+          out_ += fmt::format("      const tf_index_t rs = rbase - {};\n", parts.cuts[p]);
         EmitConcatPart(parts, static_cast<int>(p));
-        first = end;
+        first += chunked ? 32 * length : length;
       }
       out_ += "    }\n  }\n";
     } else if (vec > 1) {

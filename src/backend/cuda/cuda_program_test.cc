@@ -220,7 +220,7 @@ TEST(CudaProgramConcatTest, RotaryVectorsBranchIntoTheirHalf) {
   ASSERT_NE(vector_loop, std::string::npos);
   ASSERT_NE(tail, std::string::npos);
   std::string vector_part = source.substr(vector_loop, tail - vector_loop);
-  EXPECT_NE(vector_part.find("if (t < "), std::string::npos) << vector_part;
+  EXPECT_NE(vector_part.find("if (within < "), std::string::npos) << vector_part;
   EXPECT_EQ(vector_part.find("tf_clamp"), std::string::npos) << vector_part;
   size_t loads = 0;
   for (size_t at = vector_part.find("tf_vload"); at != std::string::npos; at = vector_part.find("tf_vload", at + 1)) ++loads;

@@ -94,6 +94,11 @@ class CompiledModel:
         self._graph = graph
         self.source = source
         self._bf16_outputs = [i for i, (_, dtype, _) in enumerate(graph.outputs) if dtype == "bf16"]
+        # For runs on device memory, fixed per model (the call checks against these, not the specs).
+        self._device_runs = graph.device_runs
+        self._device_inputs = [(name, dtype, tuple(shape)) for name, dtype, shape in graph.inputs]
+        self._device_outputs = [(dtype, tuple(shape)) for _, dtype, shape in graph.outputs]
+        self._torch_types = None  # tilefuse dtype name -> torch.dtype, on the first torch call
 
     @property
     def backend(self) -> str:
@@ -155,24 +160,28 @@ class CompiledModel:
 
     def _runs_on_device(self, torch: Any, inputs: Sequence[Any]) -> bool:
         # tilefuse's GPU runtime uses device 0's primary context (PyTorch's too).
-        return (self._graph.device_runs and len(inputs) > 0 and
-                all(isinstance(x, torch.Tensor) and x.device.type == "cuda" and x.device.index in (0, None) for x in inputs))
+        return (self._device_runs and len(inputs) > 0 and
+                all(isinstance(x, torch.Tensor) and x.is_cuda and x.device.index in (0, None) for x in inputs))
 
     def _call_on_device(self, torch: Any, inputs: Sequence[Any]) -> list:
-        specs = self.inputs
-        if len(inputs) != len(specs):
-            raise Error(f"the call has {len(inputs)} inputs; the graph takes {len(specs)}")
-        tensors = []
-        for spec, x in zip(specs, inputs):
-            dtype = _TORCH_BY_TILEFUSE.get(spec.dtype)
-            if dtype is None or x.dtype != getattr(torch, dtype) or tuple(x.shape) != spec.shape:
-                raise Error(f"input '{spec.name}' expects {spec.dtype}[{','.join(map(str, spec.shape))}], "
+        # Kept lean: this is the per-call overhead of a model replayed as a CUDA graph.
+        if self._torch_types is None:
+            self._torch_types = {k: getattr(torch, v) for k, v in _TORCH_BY_TILEFUSE.items()}
+        types = self._torch_types
+        if len(inputs) != len(self._device_inputs):
+            raise Error(f"the call has {len(inputs)} inputs; the graph takes {len(self._device_inputs)}")
+        pointers = []
+        for (name, dtype, shape), x in zip(self._device_inputs, inputs):
+            if x.dtype is not types.get(dtype) or x.shape != shape:
+                raise Error(f"input '{name}' expects {dtype}[{','.join(map(str, shape))}], "
                             f"got {str(x.dtype).removeprefix('torch.')}[{','.join(map(str, x.shape))}]")
-            tensors.append(x.detach().contiguous())
-        device = tensors[0].device
-        outputs = [torch.empty(o.shape, dtype=getattr(torch, _TORCH_BY_TILEFUSE[o.dtype]), device=device) for o in self.outputs]
+            if not x.is_contiguous():
+                x = x.contiguous()  # freed in stream order: PyTorch's allocator waits for this stream
+            pointers.append(x.data_ptr())
+        device = inputs[0].device
+        outputs = [torch.empty(shape, dtype=types[dtype], device=device) for dtype, shape in self._device_outputs]
         stream = torch.cuda.current_stream(device).cuda_stream
-        self._graph.run_device([t.data_ptr() for t in tensors], [o.data_ptr() for o in outputs], stream)
+        self._graph.run_device(pointers, [o.data_ptr() for o in outputs], stream)
         return outputs
 
     def __repr__(self) -> str:

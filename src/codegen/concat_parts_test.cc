@@ -5,11 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "codegen/cuda_emitter.h"
-#include "codegen/lower.h"
-#include "fusion/group_classifier.h"
-#include "fusion/planner.h"
-#include "passes/pipeline.h"
-#include "tilefuse/builder.h"
+#include "codegen/lower_test_util.h"
 
 namespace tilefuse {
 namespace {
@@ -21,14 +17,7 @@ Kernel RotateHalfKernel(int64_t rows) {
   Value cos = b.Parameter("cos", DType::kF32, {rows, 32}), sin = b.Parameter("sin", DType::kF32, {rows, 32});
   Value x1 = b.Slice(x, {0}, {32}, {1}, {}), x2 = b.Slice(x, {32}, {64}, {1}, {});
   b.Output(b.Concat({b.Sub(b.Mul(x1, cos), b.Mul(x2, sin)), b.Add(b.Mul(x2, cos), b.Mul(x1, sin))}, 1), "y");
-  auto graph = RunGraphPasses(std::move(b.Build()).value(), PassOptions{});
-  EXPECT_TRUE(graph.ok());
-  auto plan = PlanFusion(*graph, PlannerOptions{});
-  EXPECT_TRUE(plan.ok());
-  EXPECT_EQ(plan->groups.size(), 1u);
-  auto kernel = LowerGroup(*graph, plan->groups[0], FindInlinedGenerators(*graph));
-  EXPECT_TRUE(kernel.ok()) << kernel.status().ToString();
-  return *kernel;
+  return LowerSingleGroup(b);
 }
 
 TEST(ConcatPartsTest, RotateHalfHasTwoPartsEachDecidingThePositionTest) {

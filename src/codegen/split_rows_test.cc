@@ -6,27 +6,10 @@
 
 #include <gtest/gtest.h>
 
-#include "codegen/lower.h"
-#include "fusion/group_classifier.h"
-#include "fusion/planner.h"
-#include "passes/pipeline.h"
-#include "tilefuse/builder.h"
+#include "codegen/lower_test_util.h"
 
 namespace tilefuse {
 namespace {
-
-Kernel LowerOnly(GraphBuilder& b) {
-  auto built = b.Build();
-  EXPECT_TRUE(built.ok()) << built.status().ToString();
-  auto graph = RunGraphPasses(std::move(built).value(), PassOptions{});
-  EXPECT_TRUE(graph.ok());
-  auto plan = PlanFusion(*graph, PlannerOptions{});
-  EXPECT_TRUE(plan.ok());
-  EXPECT_EQ(plan->groups.size(), 1u);
-  auto kernel = LowerGroup(*graph, plan->groups[0], FindInlinedGenerators(*graph));
-  EXPECT_TRUE(kernel.ok()) << kernel.status().ToString();
-  return *kernel;
-}
 
 // Does a division or remainder of an expression of loop variable 1 remain?
 bool DividesVar1(const Index& index) {
@@ -39,7 +22,7 @@ TEST(SplitPointwiseRows, TransposeRowsHaveNoDivisionsAlongThem) {
   GraphBuilder b;
   Value x = b.Parameter("x", DType::kF32, {8, 16, 12});
   b.Output(b.Unary(OpCode::kRelu, b.Transpose(x, {0, 2, 1})), "y");  // [8, 12, 16]
-  Kernel flat = LowerOnly(b);
+  Kernel flat = LowerSingleGroup(b);
   ASSERT_EQ(flat.outer, 8 * 12 * 16);
   Kernel split = SplitPointwiseRows(flat);
   EXPECT_EQ(split.inner, 16);
@@ -58,7 +41,7 @@ TEST(SplitPointwiseRows, ContiguousKernelsStayFlat) {
   GraphBuilder b;
   Value x = b.Parameter("x", DType::kF32, {64, 256});
   b.Output(b.Unary(OpCode::kRelu, x), "y");
-  Kernel flat = LowerOnly(b);
+  Kernel flat = LowerSingleGroup(b);
   Kernel split = SplitPointwiseRows(flat);
   EXPECT_EQ(split.outer, flat.outer);
   EXPECT_EQ(split.inner, 1);

@@ -180,7 +180,9 @@ TEST(PlannerTest, ReductionsOverDifferentAxesAreTwoKernels) {
 // half the concat's elements, but only the concat reads them: one kernel over the concat's
 // space evaluates each where the concat reads it. A half that is also a graph output needs
 // its own space (something must store it), so it is not computed inside the concat's kernel.
-Value RotateHalf(GraphBuilder& b, Value x, Value cos, Value sin, Value* first_half) {
+Value RotateHalf(GraphBuilder& b, Value* first_half) {
+  Value x = b.Parameter("x", DType::kF32, {kRows, 64});
+  Value cos = b.Parameter("cos", DType::kF32, {kRows, 32}), sin = b.Parameter("sin", DType::kF32, {kRows, 32});
   Value x1 = b.Slice(x, {0}, {32}, {1}, {});
   Value x2 = b.Slice(x, {32}, {64}, {1}, {});
   *first_half = b.Sub(b.Mul(x1, cos), b.Mul(x2, sin));
@@ -190,8 +192,7 @@ Value RotateHalf(GraphBuilder& b, Value x, Value cos, Value sin, Value* first_ha
 TEST(PlannerTest, HalvesReadOnlyByTheirConcatAreOneKernel) {
   GraphBuilder b;
   Value first;
-  Value y = RotateHalf(b, b.Parameter("x", DType::kF32, {kRows, 64}), b.Parameter("cos", DType::kF32, {kRows, 32}),
-                       b.Parameter("sin", DType::kF32, {kRows, 32}), &first);
+  Value y = RotateHalf(b, &first);
   b.Output(y, "y");
   EXPECT_EQ(Kinds(Plan(b)), std::vector<GroupKind>{GroupKind::kPointwise});
 }
@@ -199,8 +200,7 @@ TEST(PlannerTest, HalvesReadOnlyByTheirConcatAreOneKernel) {
 TEST(PlannerTest, HalfThatIsAlsoAnOutputKeepsItsOwnKernel) {
   GraphBuilder b;
   Value first;
-  Value y = RotateHalf(b, b.Parameter("x", DType::kF32, {kRows, 64}), b.Parameter("cos", DType::kF32, {kRows, 32}),
-                       b.Parameter("sin", DType::kF32, {kRows, 32}), &first);
+  Value y = RotateHalf(b, &first);
   b.Output(y, "y");
   b.Output(first, "first");
   FusionPlan plan = Plan(b);

@@ -172,24 +172,31 @@ INSTANTIATE_TEST_SUITE_P(Attention, CudaProgramAttentionOverlapTest, testing::Va
 namespace tilefuse {
 namespace {
 
+// The CUDA program of bench/cases/`file` (empty when a step fails; the failure is reported).
+CudaProgram BenchCaseProgram(const std::string& file, const PlannerOptions& planner = {}) {
+  auto model = ImportOnnx(std::string(TILEFUSE_SOURCE_DIR) + "/bench/cases/" + file);
+  EXPECT_TRUE(model.ok()) << model.status().ToString();
+  if (!model.ok()) return {};
+  auto graph = RunGraphPasses(std::move(model->graph), PassOptions{});
+  EXPECT_TRUE(graph.ok()) << graph.status().ToString();
+  auto plan = graph.ok() ? PlanFusionForCuda(*graph, planner, CudaTarget{}) : StatusOr<CudaPlan>(graph.status());
+  EXPECT_TRUE(plan.ok()) << plan.status().ToString();
+  if (!plan.ok()) return {};
+  auto program = BuildCudaProgram(*graph, plan->plan, FindInlinedGenerators(*graph));
+  EXPECT_TRUE(program.ok()) << program.status().ToString();
+  return program.ok() ? *program : CudaProgram{};
+}
+
 // Dropout's random values whose vectors are whole Philox blocks are drawn four per
 // generator call, once per row when the row is held in registers (the layer norm's three
 // passes read them), not once per element and pass: fused (a row kernel) and unfused
 // (the random op alone, a pointwise kernel).
 TEST(CudaProgramRandomTest, DropoutDrawsWholePhiloxBlocks) {
-  auto model = ImportOnnx(std::string(TILEFUSE_SOURCE_DIR) + "/bench/cases/dropout_residual_layernorm_bf16_16384x4096.onnxtxt");
-  ASSERT_TRUE(model.ok()) << model.status().ToString();
-  auto graph = RunGraphPasses(std::move(model->graph), PassOptions{});
-  ASSERT_TRUE(graph.ok());
   for (bool fuse : {true, false}) {
     SCOPED_TRACE(fuse ? "fused" : "unfused");
     PlannerOptions planner;
     planner.fuse = fuse;
-    auto plan = PlanFusionForCuda(*graph, planner, CudaTarget{});
-    ASSERT_TRUE(plan.ok());
-    auto program = BuildCudaProgram(*graph, plan->plan, FindInlinedGenerators(*graph));
-    ASSERT_TRUE(program.ok()) << program.status().ToString();
-    const std::string& source = program->source;
+    const std::string source = BenchCaseProgram("dropout_residual_layernorm_bf16_16384x4096.onnxtxt", planner).source;
     EXPECT_NE(source.find("tf_philox_uniform4("), std::string::npos) << source;
     if (!fuse) continue;  // (a pointwise kernel's scalar tail still draws one element at a time)
     EXPECT_EQ(source.find("tf_philox_uniform("), std::string::npos) << source;
@@ -197,25 +204,12 @@ TEST(CudaProgramRandomTest, DropoutDrawsWholePhiloxBlocks) {
   }
 }
 
-}  // namespace
-}  // namespace tilefuse
-
-namespace tilefuse {
-namespace {
-
 // Rotary's concat: the vector loop branches into the part each vector lies in, whose loads
 // are vectors without clamps (before: every element evaluated both halves with scalar loads).
 TEST(CudaProgramConcatTest, RotaryVectorsBranchIntoTheirHalf) {
-  auto model = ImportOnnx(std::string(TILEFUSE_SOURCE_DIR) + "/bench/cases/rotary_bf16_b8t2048h32d128.onnxtxt");
-  ASSERT_TRUE(model.ok()) << model.status().ToString();
-  auto graph = RunGraphPasses(std::move(model->graph), PassOptions{});
-  ASSERT_TRUE(graph.ok());
-  auto plan = PlanFusionForCuda(*graph, PlannerOptions{}, CudaTarget{});
-  ASSERT_TRUE(plan.ok());
-  auto program = BuildCudaProgram(*graph, plan->plan, FindInlinedGenerators(*graph));
-  ASSERT_TRUE(program.ok()) << program.status().ToString();
-  ASSERT_EQ(program->groups.size(), 1u);
-  const std::string& source = program->source;
+  CudaProgram program = BenchCaseProgram("rotary_bf16_b8t2048h32d128.onnxtxt");
+  ASSERT_EQ(program.groups.size(), 1u);
+  const std::string& source = program.source;
   size_t vector_loop = source.find("for (tf_index_t t = thread"), tail = source.find("for (tf_index_t i0");
   ASSERT_NE(vector_loop, std::string::npos);
   ASSERT_NE(tail, std::string::npos);

@@ -10,7 +10,8 @@
 #       bench/cases/check), template, overlap, serial and split, and compute-sanitizer on four
 #   2. differential fuzzing: $FUZZ_COUNT fused and $FUZZ_UNFUSED_COUNT unfused random graphs on the GPU
 #      compute-sanitizer memcheck on the examples
-#   3. the GPU unit tests (cuBLASLt)
+#   3. the GPU unit tests (cuBLASLt, runs on device memory); 3'. the Python package's CUDA tests
+#      (its extension compiled here for this machine's Python from the bundle's library)
 #   3b. tilefuse bench --backend cuda on the real models, onnxruntime and the model's PyTorch module
 #       (eager, torch.compile, with CUDA graphs) beside (bench/model_peers.py, bench/model_report.py),
 #       and on the GPT block, group by group
@@ -26,7 +27,7 @@ B=build-gpu/bundle
 [ -x "$B/tilefuse" ] || tar -C build-gpu -xJf build-gpu/bundle.tar.xz
 export LD_LIBRARY_PATH="$PWD/$B/lib:${LD_LIBRARY_PATH:-}"
 export TILEFUSE_CACHE_DIR=${TILEFUSE_CACHE_DIR:-/tmp/tilefuse-cache}
-STAGES=${STAGES:-"check gemm conv attention fuzz sanitize tests models demo tune bench peers"}
+STAGES=${STAGES:-"check gemm conv attention fuzz sanitize tests python models demo tune bench peers"}
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 log="$OUT/gpu-check.log"
 : >"$log"
@@ -168,7 +169,35 @@ fi
 
 if has tests; then
   say "== GPU unit tests"
-  "$B/tilefuse_tests" --gtest_filter='*LtMatmul*:*GpuRunOnDevice*' 2>&1 | grep -E '^\[ *(OK|FAILED|PASSED|SKIPPED) ' | tee -a "$log" | tail -15
+  "$B/tilefuse_tests" --gtest_filter='*LtMatmul*:*GpuRunOnDevice*' >"$OUT/gpu-unit-tests.log" 2>&1 || failures=$((failures + 1))
+  grep -E '^\[ *(OK|FAILED|PASSED|SKIPPED) ' "$OUT/gpu-unit-tests.log" | tee -a "$log" | tail -15
+fi
+
+if has python; then
+  # The extension is compiled here, for this machine's Python (the development machine's build
+  # is for its own CPython and would not load), from the bundle's position-independent library,
+  # headers and nanobind sources (scripts/gpu-bundle.sh), with the package's Python files.
+  say "== Python package: the extension built for this machine's Python, then pytest -m cuda"
+  P="$B/python" X=/tmp/tilefuse-python
+  rm -rf "$X" && mkdir -p "$X/tilefuse" "$X/obj" && cp python/tilefuse/*.py "$X/tilefuse/"
+  pyinc=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+  suffix=$(python3 -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
+  for f in "$P/nanobind/src/nb_combined.cpp" python/src/*.cc tools/cli_common.cc tools/cpu_backend.cc; do
+    g++ -c -std=gnu++20 -O2 -fPIC -fvisibility=hidden -fopenmp -DNB_COMPACT_ASSERTIONS -DFMT_SHARED -DONNX_ML=1 \
+      -DONNX_NAMESPACE=onnx $([[ $f == *nb_combined* ]] && echo -DNB_BUILD) -Isrc -Itools -Iinclude -I"$P/generated" \
+      -I"$P/include" -isystem "$P/include/onnx" -I"$pyinc" -I"$P/nanobind/include" -I"$P/nanobind/ext/robin_map/include" \
+      "$f" -o "$X/obj/$(basename "$f").o" &
+  done
+  wait
+  libs=(libonnx.so.1 libonnx_proto.so.1 libprotobuf.so.32 libfmt.so.9 libopenblas.so.0 libdnnl.so.2)
+  if g++ -shared -fopenmp -o "$X/tilefuse/_tilefuse$suffix" "$X"/obj/*.o "$P/libtilefuse.a" "${libs[@]/#/$B/lib/}" -ldl -lpthread \
+       2>&1 | tee -a "$log" && [ -f "$X/tilefuse/_tilefuse$suffix" ] &&
+     PYTHONPATH="$X:$P/pytest-lib" TILEFUSE_CLI="$B/tilefuse" python3 -m pytest -q -rs -p no:cacheprovider -m cuda python/tests \
+       >"$OUT/python-cuda-tests.log" 2>&1; then
+    say "python: $(tail -1 "$OUT/python-cuda-tests.log")"
+  else
+    say "python: FAILED"; tail -30 "$OUT/python-cuda-tests.log" 2>/dev/null | tee -a "$log"; failures=$((failures + 1))
+  fi
 fi
 
 if has models; then

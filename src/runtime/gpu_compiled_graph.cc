@@ -46,6 +46,9 @@ struct GpuCompiledGraph::State {
   bool poison = false;
   bool tf32_matmul = false;  // --precision high
   CudaGraphExec captured;
+  // RunOnDevice's graphs captured on callers' pointers (inputs then outputs), newest last.
+  std::vector<std::pair<std::vector<uint64_t>, CudaGraphExec>> caller_graphs;
+  int caller_captures = 0;  // how many RunOnDevice has captured (bounded: see there)
   std::string cache_dir, nvrtc_version;
   std::vector<std::string> plan_notes;  // attention candidates split into their parts, and why
   double compile_ms = 0;
@@ -230,6 +233,7 @@ GpuCompiledGraph::GpuCompiledGraph(std::unique_ptr<State> state) : state_(std::m
 GpuCompiledGraph::~GpuCompiledGraph() {
   if (!state_) return;
   state_->captured = CudaGraphExec();  // before the module its kernels live in
+  state_->caller_graphs.clear();
   if (state_->module) state_->api().cuModuleUnload(state_->module);
 }
 const Graph& GpuCompiledGraph::graph() const { return state_->graph; }
@@ -678,6 +682,39 @@ Status GpuCompiledGraph::RunOnDevice(const std::vector<uint64_t>& inputs, const 
   RETURN_IF_ERROR(s.device->MakeCurrent());
   const CudaDriverApi& api = s.api();
   CUstream on = reinterpret_cast<CUstream>(stream);
+  // In place where it can: a graph captured on the caller's pointers reads and writes the
+  // caller's memory, and is kept for the next calls with the same pointers (PyTorch's caching
+  // allocator hands the same addresses back call after call), so such a call is one launch.
+  // Otherwise (a pointer not 256-byte aligned as the kernels' vector accesses and tensor maps
+  // assume, a node that is both an input and an output or two outputs, or a constant output)
+  // the copies below.
+  std::vector<uint64_t> key = inputs;
+  key.insert(key.end(), outputs.begin(), outputs.end());
+  std::vector<int> nodes = g.inputs();
+  for (const Graph::Output& o : g.outputs()) nodes.push_back(o.node);
+  std::vector<int> sorted_nodes = nodes;
+  std::sort(sorted_nodes.begin(), sorted_nodes.end());
+  bool in_place = std::adjacent_find(sorted_nodes.begin(), sorted_nodes.end()) == sorted_nodes.end() &&
+                  std::all_of(key.begin(), key.end(), [](uint64_t p) { return p % 256 == 0; }) &&
+                  std::none_of(g.outputs().begin(), g.outputs().end(),  // uploaded once, no kernel writes it
+                               [&](const Graph::Output& o) { return g.node(o.node).op == OpCode::kConstant; });
+  // A caller whose pointers keep changing (outputs kept, new ones allocated every call) would
+  // pay a capture per call: after kMaxCaptures, new pointers take the copies.
+  constexpr int kMaxCaptures = 16;
+  auto cached = std::find_if(s.caller_graphs.begin(), s.caller_graphs.end(), [&](const auto& e) { return e.first == key; });
+  if (in_place && (cached != s.caller_graphs.end() || s.caller_captures < kMaxCaptures)) {
+    if (cached == s.caller_graphs.end()) {
+      ++s.caller_captures;
+      std::vector<CUdeviceptr> at = s.address;
+      for (size_t i = 0; i < nodes.size(); ++i) at[nodes[i]] = key[i];
+      ASSIGN_OR_RETURN(CudaGraphExec exec, s.Capture(at));
+      constexpr size_t kKeptGraphs = 8;
+      if (s.caller_graphs.size() == kKeptGraphs) s.caller_graphs.erase(s.caller_graphs.begin());
+      s.caller_graphs.emplace_back(key, std::move(exec));
+      cached = std::prev(s.caller_graphs.end());
+    }
+    return s.device->Check(api.cuGraphLaunch(cached->second.get(), on), "cuGraphLaunch");
+  }
   for (size_t i = 0; i < inputs.size(); ++i)
     RETURN_IF_ERROR(s.device->Check(api.cuMemcpyDtoDAsync(s.address[g.inputs()[i]], inputs[i], s.Bytes(g.inputs()[i]), on),
                                     "copying an input on the device"));

@@ -78,11 +78,13 @@ class GpuCompiledGraph {
   StatusOr<std::vector<Tensor>> Run(const std::vector<Tensor>& inputs, std::vector<KernelTiming>* timings = nullptr);
   // One run on device memory the caller owns, queued on the caller's `stream` (any stream
   // of this device's primary context, as PyTorch's current stream), returning before it
-  // finishes: each input is copied device to device into the graph's input buffer, the
-  // captured graph replays, each output is copied to its pointer (graph.outputs() order;
-  // sizes as the graph's shapes and dtypes say, dense). The graph's buffers are shared by
-  // every call: calls on different streams must be ordered by the caller. A graph with
-  // host steps (not captured) is refused (Unimplemented, with the reason).
+  // finishes; inputs then outputs in graph order, dense, sized as the graph's shapes and
+  // dtypes say. The kernels read and write the caller's memory in place through a graph
+  // captured on those pointers (the first call with new pointers captures one, ~ms; the last
+  // 8 are kept); pointers not 256-byte aligned, or a node that is both an input and an output,
+  // go through device-to-device copies into the graph's own buffers instead. The graph's
+  // intermediates are shared by every call: calls on different streams must be ordered by the
+  // caller. A graph with host steps (not captured) is refused (Unimplemented, with the reason).
   Status RunOnDevice(const std::vector<uint64_t>& inputs, const std::vector<uint64_t>& outputs, uint64_t stream);
   // Median milliseconds of one whole run on the device (device events, after `warmup`),
   // rotating among `input_sets` copies of the inputs so repeated runs do not read L2.

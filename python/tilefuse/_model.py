@@ -161,12 +161,15 @@ class CompiledModel:
     def _runs_on_device(self, torch: Any, inputs: Sequence[Any]) -> bool:
         # tilefuse's GPU runtime uses device 0's primary context (PyTorch's too).
         return (self._device_runs and len(inputs) > 0 and
-                all(isinstance(x, torch.Tensor) and x.is_cuda and x.device.index in (0, None) for x in inputs))
+                all(isinstance(x, torch.Tensor) and x.is_cuda and x.get_device() == 0 for x in inputs))
 
     def _call_on_device(self, torch: Any, inputs: Sequence[Any]) -> list:
         # Kept lean: this is the per-call overhead of a model replayed as a CUDA graph.
         if self._torch_types is None:
             self._torch_types = {k: getattr(torch, v) for k, v in _TORCH_BY_TILEFUSE.items()}
+            self._cuda0 = torch.device("cuda", 0)
+            raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # PyTorch's own fast path
+            self._current_stream = (lambda: raw(0)) if raw else (lambda: torch.cuda.current_stream(0).cuda_stream)
         types = self._torch_types
         if len(inputs) != len(self._device_inputs):
             raise Error(f"the call has {len(inputs)} inputs; the graph takes {len(self._device_inputs)}")
@@ -178,10 +181,8 @@ class CompiledModel:
             if not x.is_contiguous():
                 x = x.contiguous()  # freed in stream order: PyTorch's allocator waits for this stream
             pointers.append(x.data_ptr())
-        device = inputs[0].device
-        outputs = [torch.empty(shape, dtype=types[dtype], device=device) for dtype, shape in self._device_outputs]
-        stream = torch.cuda.current_stream(device).cuda_stream
-        self._graph.run_device(pointers, [o.data_ptr() for o in outputs], stream)
+        outputs = [torch.empty(shape, dtype=types[dtype], device=self._cuda0) for dtype, shape in self._device_outputs]
+        self._graph.run_device(pointers, [o.data_ptr() for o in outputs], self._current_stream())
         return outputs
 
     def __repr__(self) -> str:

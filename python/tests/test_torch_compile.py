@@ -71,15 +71,43 @@ def test_the_torchscript_exporter_and_backend_options(logs):
         torch.compile(block, backend="tilefuse", options={"fusion": False})(x)
 
 
-def test_an_op_tilefuse_does_not_support_falls_back_with_the_reason(logs):
+SPLIT = "running part of a torch.compile graph in PyTorch"
+
+
+def test_an_op_tilefuse_does_not_support_runs_in_pytorch_and_the_rest_in_tilefuse(logs):
     def atan_twice(x):
         return torch.atan(x) * 2 + 1
 
     x = torch.randn(5, 7)
     result = torch.compile(atan_twice, backend="tilefuse")(x)
     assert torch.equal(result, atan_twice(x))
-    (warning,) = messages(logs, FELL_BACK, logging.WARNING)
-    assert "tilefuse cannot compile it: unsupported:" in warning and "unsupported op Atan" in warning
+    (warning,) = messages(logs, SPLIT, logging.WARNING)
+    assert "tilefuse cannot compile it: unsupported:" in warning and "unsupported op Atan" in warning, warning
+    assert "call(s) of atan run in PyTorch" in warning, warning
+    assert messages(logs, COMPILED), "the part after atan goes through tilefuse:\n" + logs.text
+    assert not messages(logs, FELL_BACK), logs.text
+
+
+class AtanBetweenLinears(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.first = torch.nn.Linear(16, 32)
+        self.second = torch.nn.Linear(32, 8)
+
+    def forward(self, x):
+        return self.second(torch.relu(torch.atan(self.first(x)) * 3))
+
+
+def test_a_graph_is_split_around_a_refused_op_and_each_side_compiled(logs):
+    module = AtanBetweenLinears().eval()
+    x = torch.randn(4, 16)
+    with torch.no_grad():
+        expected = module(x)
+        compiled = torch.compile(module, backend="tilefuse")
+        torch.testing.assert_close(compiled(x), expected, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(compiled(x * 2), module(x * 2), rtol=1e-5, atol=1e-5)  # a second call: the same parts
+    assert len(messages(logs, SPLIT, logging.WARNING)) == 1, logs.text
+    assert len(messages(logs, COMPILED)) >= 2, "the linear before atan and the part after it:\n" + logs.text
 
 
 @torch.library.custom_op("tilefuse_test::shifted", mutates_args=())

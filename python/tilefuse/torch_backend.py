@@ -12,8 +12,10 @@ per graph and reason:
   inference graphs; call the module under torch.no_grad() or torch.inference_mode());
 - the graph mutates its inputs, or returns something other than tensors.
 
-The whole graph falls back, not only the op that tilefuse refused: splitting a graph into
-tilefuse and PyTorch parts is not done yet.
+Where tilefuse refuses an op the graph calls (its compile error names the ONNX op, e.g. Atan,
+and the graph has calls of that name), the graph is split around those calls instead: they run
+in PyTorch, and each stretch of the graph between them goes through tilefuse as a graph of its
+own (with the same fallbacks). Other failures leave the whole graph to PyTorch.
 
 Options (torch.compile(..., options={...})): backend ("auto", "cuda", "cpu", "reference"),
 tune, fuse (as tilefuse.compile), exporter ("dynamo": torch.onnx.export(dynamo=True), the
@@ -59,9 +61,11 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], op
 class TilefuseGraph:
     """One Dynamo graph: tilefuse models per input signature, else the graph in PyTorch."""
 
-    def __init__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any], settings: dict):
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any], settings: dict, may_split: bool = True):
         self.gm = gm
         self.settings = settings
+        self.may_split = may_split  # a part of a split graph is not split again
+        self.split: Optional[torch.fx.GraphModule] = None  # the graph split around refused ops
         self.compiled: "OrderedDict[tuple, Optional[_Specialization]]" = OrderedDict()
         self.logged: set = set()
         # Weights and buffers Dynamo lifted to inputs: exported as constants.
@@ -72,6 +76,8 @@ class TilefuseGraph:
         reason = self.graph_reason or _autograd_reason(args)
         if reason:
             return self._fall_back(reason, args)
+        if self.split is not None:
+            return self.split(*args)
         key = self._signature(args)
         if key not in self.compiled:
             self.compiled[key] = self._specialize(args)
@@ -80,7 +86,7 @@ class TilefuseGraph:
         self.compiled.move_to_end(key)
         specialization = self.compiled[key]
         if specialization is None:
-            return self.gm(*args)
+            return self.split(*args) if self.split is not None else self.gm(*args)
         try:
             return specialization.run(args)
         except Error as error:  # e.g. a kernel that fails at run time: PyTorch from now on
@@ -101,17 +107,76 @@ class TilefuseGraph:
         try:
             return _Specialization(self.gm, args, self.constant_positions, self.settings)
         except Exception as error:  # any failure to export or compile leaves the graph to PyTorch
-            self._log(_describe_failure(error))
+            refused = _refused_calls(self.gm, error) if self.may_split else []
+            if refused:
+                self.split = _split_around(self.gm, refused, self.settings)
+                self._log(f"{_describe_failure(error)}; its {len(refused)} call(s) of {_target_name(refused[0])} run in "
+                          "PyTorch, the rest of the graph through tilefuse", part=True)
+            else:
+                self._log(_describe_failure(error))
             return None
 
     def _fall_back(self, reason: str, args: Sequence[Any]) -> Any:
         self._log(reason)
         return self.gm(*args)
 
-    def _log(self, reason: str) -> None:
+    def _log(self, reason: str, part: bool = False) -> None:
         if reason not in self.logged:
             self.logged.add(reason)
-            logger.warning("tilefuse: running a torch.compile graph in PyTorch: %s", reason)
+            what = "part of a torch.compile graph" if part else "a torch.compile graph"
+            logger.warning("tilefuse: running %s in PyTorch: %s", what, reason)
+
+
+class _TilefusePart(torch.nn.Module):
+    """A stretch of a split graph: through tilefuse (TilefuseGraph, created on the first call,
+    when its inputs are known), not split again."""
+
+    def __init__(self, gm: torch.fx.GraphModule, settings: dict):
+        super().__init__()
+        self.gm = gm
+        self.settings = settings
+        self.graph: Optional[TilefuseGraph] = None
+
+    def forward(self, *args: Any) -> Any:
+        if self.graph is None:
+            self.graph = TilefuseGraph(self.gm, args, self.settings, may_split=False)
+        return self.graph(*args)
+
+
+def _refused_calls(gm: torch.fx.GraphModule, error: Exception) -> List[torch.fx.Node]:
+    """The graph's calls of the op tilefuse's error names as unsupported ("unsupported op
+    Atan" -> the calls whose target is named atan), or none."""
+    message = str(error) if isinstance(error, Error) else ""
+    marker = "unsupported op "
+    if marker not in message:
+        return []
+    op = message.split(marker, 1)[1].split()[0].strip(".,:;'\"()").lower()
+    return [n for n in gm.graph.nodes if n.op in ("call_function", "call_method") and _target_name(n).lower().rstrip("_") == op]
+
+
+def _split_around(gm: torch.fx.GraphModule, refused: List[torch.fx.Node], settings: dict) -> torch.fx.GraphModule:
+    """The graph as a sequence of parts: each refused call alone (run by PyTorch), the stretches
+    between them through tilefuse."""
+    from torch.fx.passes.split_module import split_module
+
+    refused_set = set(refused)
+    part, parts = 0, {}  # a part number per node, increasing along the graph
+    for node in gm.graph.nodes:
+        if node.op in ("placeholder", "output"):
+            continue
+        if node in refused_set:
+            part += 1
+            parts[node] = part
+            part += 1
+        else:
+            parts[node] = part
+    split = split_module(gm, None, lambda node: parts[node], keep_original_order=True)
+    refused_name = _target_name(refused[0])
+    for name, child in list(split.named_children()):
+        calls = [n for n in child.graph.nodes if n.op in ("call_function", "call_method")]
+        if calls and not any(_target_name(n) == refused_name for n in calls):
+            setattr(split, name, _TilefusePart(child, settings))
+    return split
 
 
 class _Specialization:

@@ -8,7 +8,7 @@ import os
 import sys
 import tempfile
 from dataclasses import dataclass
-from typing import Any, List, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -136,12 +136,16 @@ class CompiledModel:
 
         Inputs are copied into tilefuse's buffers; outputs are returned without a copy. CUDA
         tensors on device 0, given to a model that runs on the GPU as one CUDA graph, stay on
-        the device: the run is queued on PyTorch's current stream (inputs copied device to
-        device into the graph's buffers, the graph replayed, the outputs copied into tensors
-        allocated by PyTorch) and returns before it finishes, like a PyTorch op. Otherwise CUDA
-        tensors are copied to the host and the outputs back to the first CUDA input's device.
+        the device: the run is queued on PyTorch's current stream (the graph replayed on the
+        tensors and on output tensors allocated by PyTorch, in place) and returns before it
+        finishes, like a PyTorch op. Otherwise CUDA tensors are copied to the host and the
+        outputs back to the first CUDA input's device.
         """
         torch = sys.modules.get("torch")
+        if self._device_runs and torch is not None:
+            pointers = self._dense_device_pointers(torch, inputs)
+            if pointers is not None:  # the fast path: one pass over the inputs, one launch
+                return self._launch_on_device(torch, pointers)
         if torch is not None and any(isinstance(x, torch.Tensor) for x in inputs):
             return self._call_torch(torch, inputs)
         arrays = [_as_numpy_input(i, x) for i, x in enumerate(inputs)]
@@ -163,13 +167,39 @@ class CompiledModel:
         return (self._device_runs and len(inputs) > 0 and
                 all(isinstance(x, torch.Tensor) and x.is_cuda and x.get_device() == 0 for x in inputs))
 
+    def _prepare_torch(self, torch: Any) -> None:
+        if self._torch_types is not None:
+            return
+        self._torch_types = {k: getattr(torch, v) for k, v in _TORCH_BY_TILEFUSE.items()}
+        self._cuda0 = torch.device("cuda", 0)
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # PyTorch's own fast path
+        self._current_stream = (lambda: raw(0)) if raw else (lambda: torch.cuda.current_stream(0).cuda_stream)
+        self._device_input_types = [(self._torch_types.get(dtype), shape) for _, dtype, shape in self._device_inputs]
+
+    def _dense_device_pointers(self, torch: Any, inputs: Sequence[Any]) -> Optional[List[int]]:
+        """The inputs' device pointers when every one is a dense CUDA tensor on device 0 of the
+        graph's dtype and shape (the common call, checked in one pass), else None (the general
+        path then converts or reports)."""
+        self._prepare_torch(torch)
+        if len(inputs) != len(self._device_input_types):
+            return None
+        tensor = torch.Tensor
+        pointers = []
+        for (dtype, shape), x in zip(self._device_input_types, inputs):
+            if not isinstance(x, tensor) or not x.is_cuda or x.dtype is not dtype or x.shape != shape or \
+                    x.get_device() != 0 or not x.is_contiguous():
+                return None
+            pointers.append(x.data_ptr())
+        return pointers
+
+    def _launch_on_device(self, torch: Any, pointers: List[int]) -> list:
+        types = self._torch_types
+        outputs = [torch.empty(shape, dtype=types[dtype], device=self._cuda0) for dtype, shape in self._device_outputs]
+        self._graph.run_device(pointers, [o.data_ptr() for o in outputs], self._current_stream())
+        return outputs
+
     def _call_on_device(self, torch: Any, inputs: Sequence[Any]) -> list:
-        # Kept lean: this is the per-call overhead of a model replayed as a CUDA graph.
-        if self._torch_types is None:
-            self._torch_types = {k: getattr(torch, v) for k, v in _TORCH_BY_TILEFUSE.items()}
-            self._cuda0 = torch.device("cuda", 0)
-            raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # PyTorch's own fast path
-            self._current_stream = (lambda: raw(0)) if raw else (lambda: torch.cuda.current_stream(0).cuda_stream)
+        self._prepare_torch(torch)
         types = self._torch_types
         if len(inputs) != len(self._device_inputs):
             raise Error(f"the call has {len(inputs)} inputs; the graph takes {len(self._device_inputs)}")
@@ -181,9 +211,7 @@ class CompiledModel:
             if not x.is_contiguous():
                 x = x.contiguous()  # freed in stream order: PyTorch's allocator waits for this stream
             pointers.append(x.data_ptr())
-        outputs = [torch.empty(shape, dtype=types[dtype], device=self._cuda0) for dtype, shape in self._device_outputs]
-        self._graph.run_device(pointers, [o.data_ptr() for o in outputs], self._current_stream())
-        return outputs
+        return self._launch_on_device(torch, pointers)
 
     def __repr__(self) -> str:
         return f"<tilefuse.CompiledModel {self.source} on {self.backend}, {len(self._graph.kernels)} kernels>"

@@ -10,8 +10,9 @@
 #       bench/cases/check), template, overlap, serial and split, and compute-sanitizer on four
 #   2. differential fuzzing: $FUZZ_COUNT fused and $FUZZ_UNFUSED_COUNT unfused random graphs on the GPU
 #      compute-sanitizer memcheck on the examples
-#   3. the GPU unit tests (cuBLASLt, runs on device memory); 3'. the Python package's CUDA tests
-#      (its extension compiled here for this machine's Python from the bundle's library)
+#   3. the GPU unit tests (cuBLASLt, runs on device memory); 3'. the Python package's tests, CUDA
+#      and torch ones included (its extension compiled here for this machine's Python from the
+#      bundle's library)
 #   3b. tilefuse bench --backend cuda on the real models, onnxruntime and the model's PyTorch module
 #       (eager, torch.compile, with CUDA graphs) beside (bench/model_peers.py, bench/model_report.py),
 #       and on the GPT block, group by group
@@ -177,7 +178,9 @@ if has python; then
   # The extension is compiled here, for this machine's Python (the development machine's build
   # is for its own CPython and would not load), from the bundle's position-independent library,
   # headers and nanobind sources (scripts/gpu-bundle.sh), with the package's Python files.
-  say "== Python package: the extension built for this machine's Python, then pytest -m cuda"
+  # All of python/tests: the CUDA ones, and the torch ones CI cannot run (no CPU build of torch
+  # reaches it).
+  say "== Python package: the extension built for this machine's Python, then its tests (CUDA and torch too)"
   P="$B/python" X=/tmp/tilefuse-python
   rm -rf "$X" && mkdir -p "$X/tilefuse" "$X/obj" && cp python/tilefuse/*.py "$X/tilefuse/"
   pyinc=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
@@ -192,11 +195,11 @@ if has python; then
   libs=(libonnx.so.1 libonnx_proto.so.1 libprotobuf.so.32 libfmt.so.9 libopenblas.so.0 libdnnl.so.2)
   if g++ -shared -fopenmp -o "$X/tilefuse/_tilefuse$suffix" "$X"/obj/*.o "$P/libtilefuse.a" "${libs[@]/#/$B/lib/}" -ldl -lpthread \
        2>&1 | tee -a "$log" && [ -f "$X/tilefuse/_tilefuse$suffix" ] &&
-     PYTHONPATH="$X:$P/pytest-lib" TILEFUSE_CLI="$B/tilefuse" python3 -m pytest -q -rs -p no:cacheprovider -m cuda python/tests \
-       >"$OUT/python-cuda-tests.log" 2>&1; then
-    say "python: $(tail -1 "$OUT/python-cuda-tests.log")"
+     PYTHONPATH="$X:$P/pytest-lib" TILEFUSE_CLI="$B/tilefuse" python3 -m pytest -q -rs -p no:cacheprovider python/tests \
+       >"$OUT/python-tests.log" 2>&1; then
+    say "python: $(tail -1 "$OUT/python-tests.log")"
   else
-    say "python: FAILED"; tail -30 "$OUT/python-cuda-tests.log" 2>/dev/null | tee -a "$log"; failures=$((failures + 1))
+    say "python: FAILED"; tail -30 "$OUT/python-tests.log" 2>/dev/null | tee -a "$log"; failures=$((failures + 1))
   fi
 fi
 

@@ -97,7 +97,26 @@ bool IsExpensiveToRecompute(const Kernel& kernel, int value, const std::vector<i
     expensive[v] = result;
     return result;
   };
-  return check(value);
+  if (check(value)) return true;
+  // Or simply long: a depthwise convolution written tap by tap (25 taps, each an activation
+  // of the value it reads and a bounds test) costs hundreds of operations per element, which
+  // a layer norm's or a pooled squeeze's second pass would repeat (MobileNetV3's fused
+  // depthwise + squeeze kernels spent most of their time recomputing it).
+  constexpr int kLongComputation = 48;
+  std::vector<bool> seen(value + 1, false);
+  std::vector<int> stack = {value};
+  int ops = 0;
+  while (!stack.empty() && ops <= kLongComputation) {
+    int v = stack.back();
+    stack.pop_back();
+    if (seen[v] || (!buffer_of_value.empty() && buffer_of_value[v] >= 0)) continue;
+    seen[v] = true;
+    const ScalarValue& sv = kernel.values[v];
+    if (!sv.inner) continue;
+    if (sv.kind == ScalarValue::Kind::kOp || sv.kind == ScalarValue::Kind::kLoad) ++ops;
+    for (int d : ValueDependencies(sv)) stack.push_back(d);
+  }
+  return ops > kLongComputation;
 }
 
 bool FillsInPhiloxBlocks(const Kernel& kernel, int value) {

@@ -49,7 +49,8 @@ struct RowCachePlan {
 };
 
 // Whether computing `value` (with its per-element arguments) calls a transcendental
-// function or the random generator: worth a buffer store and load to avoid repeating.
+// function or the random generator, or takes more than a few dozen operations (a depthwise
+// convolution's taps): worth a buffer store and load to avoid repeating.
 // Values with a row buffer in `buffer_of_value` (when given) count as cheap loads.
 bool IsExpensiveToRecompute(const Kernel& kernel, int value, const std::vector<int>& buffer_of_value = {});
 

@@ -184,6 +184,23 @@ g (float[4,700] x) => (float[4,700] y) {
   ExpectMatchesReference(c, Tensor::Random(DType::kF32, {4, 700}, 4), {1e-4, 1e-5});
 }
 
+// A long computation without a transcendental (here 60 multiplies and adds; a depthwise
+// convolution's 25 taps of an activation in MobileNet) is kept in a row buffer by the pass
+// that first computes it, as an exp would be, instead of being computed again by the next.
+TEST(CppEmitterTest, LongValuesAreComputedOncePerElement) {
+  std::string chain = "  v0 = Mul (x, x)\n";
+  for (int i = 1; i <= 60; ++i)
+    chain += fmt::format("  v{} = {} (v{}, x)\n", i, i % 2 ? "Add" : "Mul", i - 1);
+  Compiled c = CompileText(fmt::format(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[4,300] x) => (float[4,300] y) {{
+{}  mean = ReduceMean <axes = [-1], keepdims = 1> (v60)
+  y = Sub (v60, mean)
+}})", chain));
+  std::string source = Source(c);
+  EXPECT_NE(source.find("row0[i1] ="), std::string::npos) << source;
+  ExpectMatchesReference(c, Tensor::Random(DType::kF32, {4, 300}, 5), {1e-4, 1e-5});
+}
+
 // GELU's 1 + tanh(u) is lowered as 2 / (1 + exp(-2u)) for f32/f64 (libmvec's tanhf costs
 // about twice its expf); a tanh with another user keeps tanh.
 TEST(CppEmitterTest, OnePlusTanhIsComputedThroughExp) {

@@ -338,10 +338,12 @@ class CudaEmitter {
       else out_ += fmt::format("    const tf_index_t q = t / {0}, rbase = t % {0} * kVec;\n", per_period);
       int64_t first = 0;  // the part's first vector in its chunk (chunked) or period
       for (size_t p = 0; p < parts.cuts.size(); ++p) {
-        int64_t length = ((p + 1 < parts.cuts.size() ? parts.cuts[p + 1] : parts.period) - parts.cuts[p]) / vec;
-        std::string test = chunked ? fmt::format("within < {}", first + 32 * length) : fmt::format("rbase < {}", parts.cuts[p + 1 < parts.cuts.size() ? p + 1 : p]);
-        if (p + 1 < parts.cuts.size()) out_ += fmt::format("    {}if ({}) {{\n", p ? "} else " : "", test);
-        else out_ += "    } else {\n";
+        const bool last = p + 1 == parts.cuts.size();
+        const int64_t end = last ? parts.period : parts.cuts[p + 1];
+        const int64_t length = (end - parts.cuts[p]) / vec;
+        if (last) out_ += "    } else {\n";
+        else if (chunked) out_ += fmt::format("    {}if (within < {}) {{\n", p ? "} else " : "", first + 32 * length);
+        else out_ += fmt::format("    {}if (rbase < {}) {{\n", p ? "} else " : "", end);
         if (chunked)
           out_ += fmt::format("      const tf_index_t q = chunk * 32 + (within - {0}) / {1}, rs = (within - {0}) % {1} * kVec;\n", first, length);
         else

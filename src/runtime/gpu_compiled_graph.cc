@@ -49,6 +49,11 @@ struct GpuCompiledGraph::State {
   // RunOnDevice's graphs captured on callers' pointers (inputs then outputs), newest last.
   std::vector<std::pair<std::vector<uint64_t>, CudaGraphExec>> caller_graphs;
   int caller_captures = 0;  // how many RunOnDevice has captured (bounded: see there)
+  // RunOnDevice's pointers in order (inputs, then outputs) as nodes, and whether the graph
+  // allows running on them in place: no node both an input and an output (or two outputs),
+  // no constant output (uploaded once, no kernel writes it). Fixed at compile.
+  std::vector<int> caller_nodes;
+  bool caller_in_place = false;
   std::string cache_dir, nvrtc_version;
   std::vector<std::string> plan_notes;  // attention candidates split into their parts, and why
   double compile_ms = 0;
@@ -467,6 +472,13 @@ StatusOr<std::unique_ptr<GpuCompiledGraph>> GpuCompiledGraph::Compile(const Grap
   if (!s->has_host_steps) {
     ASSIGN_OR_RETURN(s->captured, s->Capture(s->address));
   }
+  s->caller_nodes = g.inputs();
+  for (const Graph::Output& o : g.outputs()) s->caller_nodes.push_back(o.node);
+  std::vector<int> sorted_nodes = s->caller_nodes;
+  std::sort(sorted_nodes.begin(), sorted_nodes.end());
+  s->caller_in_place = std::adjacent_find(sorted_nodes.begin(), sorted_nodes.end()) == sorted_nodes.end() &&
+                       std::none_of(g.outputs().begin(), g.outputs().end(),
+                                    [&](const Graph::Output& o) { return g.node(o.node).op == OpCode::kConstant; });
   s->compile_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   return std::unique_ptr<GpuCompiledGraph>(new GpuCompiledGraph(std::move(s)));
 }
@@ -690,14 +702,7 @@ Status GpuCompiledGraph::RunOnDevice(const std::vector<uint64_t>& inputs, const 
   // the copies below.
   std::vector<uint64_t> key = inputs;
   key.insert(key.end(), outputs.begin(), outputs.end());
-  std::vector<int> nodes = g.inputs();
-  for (const Graph::Output& o : g.outputs()) nodes.push_back(o.node);
-  std::vector<int> sorted_nodes = nodes;
-  std::sort(sorted_nodes.begin(), sorted_nodes.end());
-  bool in_place = std::adjacent_find(sorted_nodes.begin(), sorted_nodes.end()) == sorted_nodes.end() &&
-                  std::all_of(key.begin(), key.end(), [](uint64_t p) { return p % 256 == 0; }) &&
-                  std::none_of(g.outputs().begin(), g.outputs().end(),  // uploaded once, no kernel writes it
-                               [&](const Graph::Output& o) { return g.node(o.node).op == OpCode::kConstant; });
+  bool in_place = s.caller_in_place && std::all_of(key.begin(), key.end(), [](uint64_t p) { return p % 256 == 0; });
   // A caller whose pointers keep changing (outputs kept, new ones allocated every call) would
   // pay a capture per call: after kMaxCaptures, new pointers take the copies.
   constexpr int kMaxCaptures = 16;
@@ -706,7 +711,7 @@ Status GpuCompiledGraph::RunOnDevice(const std::vector<uint64_t>& inputs, const 
     if (cached == s.caller_graphs.end()) {
       ++s.caller_captures;
       std::vector<CUdeviceptr> at = s.address;
-      for (size_t i = 0; i < nodes.size(); ++i) at[nodes[i]] = key[i];
+      for (size_t i = 0; i < key.size(); ++i) at[s.caller_nodes[i]] = key[i];
       ASSIGN_OR_RETURN(CudaGraphExec exec, s.Capture(at));
       constexpr size_t kKeptGraphs = 8;
       if (s.caller_graphs.size() == kKeptGraphs) s.caller_graphs.erase(s.caller_graphs.begin());

@@ -198,7 +198,9 @@ Status InferWindow(const Graph& g, Node& n) {
   Shape out = {x.shape[0], x.shape[1]};
   if (n.op == OpCode::kConv) {
     const Node& w = g.node(n.inputs[1]);
-    if (w.rank() != x.rank() || a.group <= 0 || x.shape[1] != w.shape[1] * a.group || w.shape[0] % a.group != 0)
+    int64_t channels = 0;  // the weight's input channels times the groups (checked: a fuzzed group was 2^62)
+    if (w.rank() != x.rank() || a.group <= 0 || __builtin_mul_overflow(w.shape[1], a.group, &channels) ||
+        x.shape[1] != channels || w.shape[0] % a.group != 0)
       return InvalidArgument(fmt::format("conv weight {} does not fit input {} with group {}", ShapeToString(w.shape),
                                          ShapeToString(x.shape), a.group));
     for (size_t i = 0; i < spatial; ++i)

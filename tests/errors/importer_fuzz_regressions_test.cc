@@ -32,6 +32,10 @@ struct Regression {
 // What each input crashed with before its fix, and what it gets now.
 const std::vector<Regression>& Regressions() {
   static const std::vector<Regression> list = {
+      // Conv's group multiplied the weight's input channels past int64 (8 · 2^62; UBSan:
+      // InferWindow). Found by CI's 10-second slice of the binary fuzzer, 2026-11-24.
+      {"text/conv_group_overflow.onnxtxt", {"node 'y' (Conv", "does not fit input [1,8,4,4] with group 4611686018427387904"}},
+      {"binary/conv_group_overflow.onnx", {"(Conv, opset 18)", "with group 4611686018427387904"}},
       // A tensor declaring far more elements than it holds was allocated before its data
       // was counted: 64 GiB for 92 bytes (libFuzzer: malloc limit).
       {"binary/tensor_larger_than_its_data.onnx", {"initializer 'w'", "holds 1 values but its shape [131072,131072]"}},

@@ -10,7 +10,9 @@
 #include "codegen/cpp_simd_declarations.h"
 #include "codegen/cpp_value_expression.h"
 #include "codegen/emit_util.h"
+#include "codegen/kernel_rewrites.h"
 #include "codegen/row_cache_plan.h"
+#include "ir/reduction_traits.h"
 #include "support/check.h"
 
 namespace tilefuse {
@@ -24,18 +26,28 @@ constexpr int64_t kSumBlock = 1024;
 // quarter of a typical 1 MiB L2, so the rows stay cached between their passes.
 constexpr int64_t kPipelineCacheBytes = 256 * 1024;
 
+// The OpenMP reduction operator of a reduction's combiner.
+const char* OmpReductionOperator(OpCode combiner) {
+  switch (combiner) {
+    case OpCode::kAdd: return "+";
+    case OpCode::kMul: return "*";
+    case OpCode::kMax: return "max";
+    case OpCode::kMin: return "min";
+    default: TF_UNREACHABLE("no OpenMP reduction for this combiner");
+  }
+  return "";
+}
+
 bool HasInnerStores(const Kernel& k) {
   for (const KernelStore& s : k.stores)
     if (UsesVar(s.index, 1)) return true;
   return false;
 }
 
-}  // namespace
-
 // The rows in flight must stay in cache, the block must be long enough for the
 // one-pass-at-a-time filling and draining steps to be rare, and there must be a pass
-// to overlap with (a reduction, then the stores).
-PipelineShape PipelinedRows(const Kernel& k, const CppKernelConfig& config) {
+// to overlap with (a reduction, then the stores). `k` as emitted (rewritten).
+PipelineShape PipelineOfRewritten(const Kernel& k, const CppKernelConfig& config) {
   if (!config.pipeline_rows || k.kind != GroupKind::kRowReduction || k.reductions.empty() || !HasInnerStores(k)) return {};
   const int passes = static_cast<int>(k.reductions.size()) + 1;
   int slots = 1;
@@ -51,8 +63,6 @@ PipelineShape PipelinedRows(const Kernel& k, const CppKernelConfig& config) {
   if (rows < min_rows || k.outer < 2 * rows) return {};
   return {rows, slots};
 }
-
-namespace {
 
 // Kernel shape in the generated C++:
 //
@@ -78,7 +88,7 @@ class CppEmitter {
     out_ += fmt::format("\nextern \"C\" void {}(void* const* buffers) {{\n", k_.name);
     out_ += CppBufferDeclarations(k_.buffers);
     bool pointwise = k_.reductions.empty() && !HasInnerStores();
-    const PipelineShape pipeline = PipelinedRows(k_, config_);
+    const PipelineShape pipeline = PipelineOfRewritten(k_, config_);
     pipeline_rows_ = pipeline.block_rows, pipeline_slots_ = pipeline.slots;
     if (pipeline_rows_ > 0) {
       EmitPipelinedKernel();
@@ -101,28 +111,10 @@ class CppEmitter {
   std::string Name(int v) const { return fmt::format("v{}", v); }
   const char* RowType(int buffer) const { return ComputeType(k_.values[cache_.buffer_values[buffer]].dtype); }
 
-  // Cheaper forms with the same meaning at the value's precision:
-  //  - x^2 and x^3 (GELU's cube) as products: a pow call would keep the loop scalar (pow
-  //    has no SIMD declaration, see cpp_simd_declarations.cc). x*x*x rounds twice, within
-  //    2 ulp of pow;
-  //  - a division of a per-element value by a per-row one (softmax's sum, layer norm's
-  //    deviation) as a product with its reciprocal, which the compiler hoists out of the
-  //    inner loop: one division per row, not per element (vdivps is ~10x a multiply).
-  //    Two roundings instead of one, within 1.5 ulp;
-  //  - exp and sigmoid computed in float through the prelude's inline tf_exp_f32 (see
-  //    there why not libmvec).
+  // exp and sigmoid computed in float through the prelude's inline tf_exp_f32 (see there
+  // why not libmvec). The target-neutral cheaper forms (powers, row-invariant divisors)
+  // are already in the kernel (codegen/kernel_rewrites.h).
   std::string Expression(const ScalarValue& v) {
-    if (v.kind == ScalarValue::Kind::kOp && v.op == OpCode::kDiv && IsFloat(v.dtype) && v.inner &&
-        !k_.values[v.args[1]].inner)
-      return fmt::format("{0}({1} * ({0}(1) / {2}))", ComputeType(v.dtype), Name(v.args[0]), Name(v.args[1]));
-    if (v.kind == ScalarValue::Kind::kOp && v.op == OpCode::kPow) {
-      const ScalarValue& exponent = k_.values[v.args[1]];
-      if (exponent.kind == ScalarValue::Kind::kConstant && (exponent.constant == 2 || exponent.constant == 3) &&
-          IsFloat(v.dtype)) {
-        std::string x = Name(v.args[0]);
-        return exponent.constant == 2 ? fmt::format("{0} * {0}", x) : fmt::format("{0} * {0} * {0}", x);
-      }
-    }
     if (v.kind == ScalarValue::Kind::kOp && (v.op == OpCode::kExp || v.op == OpCode::kSigmoid) &&
         std::string_view(ComputeType(v.dtype)) == "float")
       return fmt::format("tf_{}_f32({})", v.op == OpCode::kExp ? "exp" : "sigmoid", Name(v.args[0]));
@@ -234,35 +226,30 @@ class CppEmitter {
   // user-declared reduction: a pipelined kernel's steady loop.)
   struct ReductionForm {
     const char* type = "";
-    const char* init = "0";
-    std::string part, acc, nan, clauses, update;
+    std::string init, part, acc, nan, clauses, update;
     bool blocked = false;
   };
   ReductionForm FormOf(int r) const {
     const KernelReduction& red = k_.reductions[r];
+    const OpCode combiner = GetReductionTraits(red.op).combiner;
     ReductionForm f;
     f.type = ComputeType(red.dtype);
+    f.init = ReductionIdentity(red);
     f.part = fmt::format("part{}", r), f.acc = fmt::format("acc{}", r);
     std::string v = fmt::format("({}){}", f.type, Name(red.value));
-    const char* clause = "+";
-    f.update = fmt::format("{} = {} + {};", f.part, f.part, v);
-    const bool is_max = red.op == OpCode::kReduceMax, is_min = red.op == OpCode::kReduceMin;
-    if (is_max || is_min) {
-      clause = is_max ? "max" : "min";
-      if (IsInteger(red.dtype)) f.init = is_max ? "std::numeric_limits<int64_t>::min()" : "std::numeric_limits<int64_t>::max()";
-      else f.init = is_max ? "-INFINITY" : "INFINITY";
-      f.update = fmt::format("{0} = {1} {2} {0} ? {1} : {0};", f.part, v, is_max ? ">" : "<");
+    const char* clause = OmpReductionOperator(combiner);
+    if (combiner == OpCode::kMax || combiner == OpCode::kMin) {
+      f.update = fmt::format("{0} = {1} {2} {0} ? {1} : {0};", f.part, v, combiner == OpCode::kMax ? ">" : "<");
       if (IsFloat(red.dtype)) {
         f.nan = fmt::format("nan{}", r);
         f.update += fmt::format(" {} += {} != {} ? {}(1) : {}(0);", f.nan, Name(red.value), Name(red.value), f.type, f.type);
       }
-    } else if (red.op == OpCode::kReduceProd) {
-      clause = "*", f.init = "1";
-      f.update = fmt::format("{} = {} * {};", f.part, f.part, v);
+    } else {
+      f.update = fmt::format("{0} = {0} {1} {2};", f.part, clause, v);
     }
     f.clauses = fmt::format(" reduction({} : {})", clause, f.part);
     if (!f.nan.empty()) f.clauses += fmt::format(" reduction(+ : {})", f.nan);
-    f.blocked = IsFloat(red.dtype) && clause == std::string_view("+") && red.count > kSumBlock;
+    f.blocked = IsFloat(red.dtype) && combiner == OpCode::kAdd && red.count > kSumBlock;
     return f;
   }
   // Declarations of the loop's accumulators (a blocked sum's partR is per block).
@@ -276,7 +263,8 @@ class CppEmitter {
     const ReductionForm f = FormOf(r);
     std::string total = f.blocked ? f.acc : f.part;
     if (!f.nan.empty()) return fmt::format("{} != 0 ? {}(NAN) : {}", f.nan, f.type, total);
-    return k_.reductions[r].op == OpCode::kReduceMean ? fmt::format("{} / {}", total, k_.reductions[r].count) : total;
+    const KernelReduction& red = k_.reductions[r];
+    return GetReductionTraits(red.op).divides_by_count ? fmt::format("{} / {}", total, red.count) : total;
   }
 
   void EmitReduction(int r) {
@@ -529,7 +517,14 @@ class CppEmitter {
 
 }  // namespace
 
-std::string EmitCppFunction(const Kernel& kernel, const CppKernelConfig& config) { return CppEmitter(kernel, config).Run(); }
+PipelineShape PipelinedRows(const Kernel& kernel, const CppKernelConfig& config) {
+  return PipelineOfRewritten(RewriteForEmission(kernel), config);
+}
+
+std::string EmitCppFunction(const Kernel& kernel, const CppKernelConfig& config) {
+  const Kernel rewritten = RewriteForEmission(kernel);
+  return CppEmitter(rewritten, config).Run();
+}
 
 std::string EmitCpp(const Kernel& kernel, const CppKernelConfig& config) { return CppPrelude() + EmitCppFunction(kernel, config); }
 

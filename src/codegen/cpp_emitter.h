@@ -15,11 +15,12 @@ namespace tilefuse {
 
 // The kernel's function alone; a translation unit is CppPrelude() followed by one or
 // more of these (a whole graph compiles in one compiler run). `config`: the tuner's
-// parameters (codegen/cpp_kernel_config.h); the default is the untuned kernel.
+// parameters (codegen/cpp_kernel_config.h); the default is the untuned kernel. The kernel
+// is printed as RewriteForEmission (codegen/kernel_rewrites.h) leaves it.
 std::string EmitCppFunction(const Kernel& kernel, const CppKernelConfig& config = {});
 // A row kernel's passes pipelined over consecutive rows (see "Pipelined row kernels" in
 // cpp_emitter.cc): `block_rows` rows per OpenMP iteration, the state of `slots` rows in
-// flight; block_rows 0: the kernel runs one row at a time.
+// flight; block_rows 0: the kernel runs one row at a time. Of the kernel as emitted.
 struct PipelineShape {
   int64_t block_rows = 0;
   int slots = 1;

@@ -268,13 +268,19 @@ g (float[40000] x) => (float[40000] y, float[40000] s) {
 }
 
 // A per-element value divided by a per-row one (softmax's sum) is multiplied by the
-// reciprocal, computed once per row outside the inner loop.
+// reciprocal, computed once per row outside the inner loop (codegen/kernel_rewrites.h).
 TEST(CppEmitterTest, RowInvariantDivisorBecomesReciprocal) {
   Compiled c = CompileText(R"(<ir_version: 8, opset_import: ["" : 18]>
 g (float[6,1000] x) => (float[6,1000] y) {
   y = Softmax <axis = -1> (x)
 })");
-  EXPECT_NE(Source(c).find("(float(1) / v"), std::string::npos) << Source(c);
+  const std::string source = Source(c);
+  const size_t reciprocal = source.find("recip(v");
+  ASSERT_NE(reciprocal, std::string::npos) << source;
+  EXPECT_EQ(source.find(" / v"), std::string::npos) << source;
+  // In the row loop's body (indented 4), not in an inner loop's.
+  const size_t line = source.rfind('\n', reciprocal) + 1;
+  EXPECT_EQ(source.substr(line, source.find_first_not_of(' ', line) - line), "    ") << source;
   ExpectMatchesReference(c, Tensor::Random(DType::kF32, {6, 1000}, 5), {1e-5, 1e-7});
 }
 

@@ -19,6 +19,10 @@ std::string CppValueExpression(const ScalarValue& v, const std::vector<std::stri
   }
   std::vector<std::string> args;
   for (int a : v.args) args.push_back(fmt::format("v{}", a));
+  return CppOpExpression(v, args);
+}
+
+std::string CppOpExpression(const ScalarValue& v, const std::vector<std::string>& args) {
   if (v.op == OpCode::kCast) return fmt::format("tf_cast_{}({})", DTypeName(v.dtype), args[0]);
   std::string e = SubstituteArgs(GetOpInfo(v.op).scalar_expr, args);
   // Integer-valued results of ops on floats (comparisons) stay in the input's type;

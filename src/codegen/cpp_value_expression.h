@@ -13,5 +13,7 @@ namespace tilefuse {
 // are named v<id>, buffers b<id>, loop variables `var_names`. Accumulators have no
 // expression (their loop defines them): "".
 std::string CppValueExpression(const ScalarValue& value, const std::vector<std::string>& var_names);
+// The same for an op value whose arguments are named `args`.
+std::string CppOpExpression(const ScalarValue& op, const std::vector<std::string>& args);
 
 }  // namespace tilefuse

@@ -8,7 +8,10 @@
 #include "codegen/cpp_value_expression.h"
 #include "codegen/cuda_scalar_program.h"
 #include "codegen/emit_util.h"
+#include "codegen/kernel_rewrites.h"
 #include "codegen/row_cache_plan.h"
+#include "ir/reduction_traits.h"
+#include "support/check.h"
 
 namespace tilefuse {
 
@@ -22,6 +25,18 @@ int64_t RoundUpPow2(int64_t v) {
 }
 
 bool IsRowKernel(const Kernel& k) { return !k.reductions.empty(); }
+
+// The device library's functor folding two partial results with a reduction's combiner.
+const char* DeviceCombiner(OpCode combiner) {
+  switch (combiner) {
+    case OpCode::kAdd: return "tf_sum";
+    case OpCode::kMul: return "tf_prod";
+    case OpCode::kMax: return "tf_max";
+    case OpCode::kMin: return "tf_min";
+    default: TF_UNREACHABLE("no device functor for this combiner");
+  }
+  return "";
+}
 
 // Accesses the templates move as vectors: pointwise ones at the element's own offset,
 // row ones contiguous along the row.
@@ -190,14 +205,9 @@ class CudaEmitter {
     if (v.kind == ScalarValue::Kind::kOp && v.op != OpCode::kCast) {
       std::vector<std::string> args;
       for (int a : v.args) args.push_back(Name(a));
-      if (std::string fast = Specialized(v, args); !fast.empty()) return fast;
+      if (std::string fast = CudaFastForm(v, args); !fast.empty()) return fast;
     }
     return CppValueExpression(v, vars);
-  }
-
-  std::string Specialized(const ScalarValue& v, const std::vector<std::string>& args) const {
-    bool invariant_divisor = v.op == OpCode::kDiv && row_ && v.inner && !k_.values[v.args[1]].inner;
-    return CudaFastForm(k_, v, args, invariant_divisor);
   }
 
   // Emits `v` (and first what it needs) into the element scope `element` when it varies
@@ -510,19 +520,9 @@ class CudaEmitter {
     std::vector<bool> seen(k_.values.size(), false);
     std::vector<int> loads;
     Prepare(red.value, seen, loads, ind);
-    std::string init, op;
-    switch (red.op) {
-      case OpCode::kReduceMax:
-        init = IsInteger(red.dtype) ? "(int64_t)(-9223372036854775807LL - 1)" : "-INFINITY";
-        op = "tf_max";
-        break;
-      case OpCode::kReduceMin:
-        init = IsInteger(red.dtype) ? "(int64_t)9223372036854775807LL" : "INFINITY";
-        op = "tf_min";
-        break;
-      case OpCode::kReduceProd: init = "1"; op = "tf_prod"; break;
-      default: init = "0"; op = "tf_sum";
-    }
+    const ReductionTraits& traits = GetReductionTraits(red.op);
+    const std::string init = ReductionIdentity(red);
+    const char* op = DeviceCombiner(traits.combiner);
     out_ += fmt::format("{}{} acc{} = {};\n", ind, acc_type, r, init);
     std::string close = OpenChunkLoop(ind);
     std::string in = ind + (c_.cache_row && !ChunksExact() ? "    " : "  ");
@@ -537,7 +537,7 @@ class CudaEmitter {
     if (tpr == 32) out_ += fmt::format("{}acc{} = tf_warp_reduce<32, {}>(acc{});\n", ind, r, op, r);
     else if (tpr > 32) out_ += fmt::format("{}acc{} = tf_block_reduce<{}, {}>(acc{}, scratch_{});\n", ind, r, c_.threads, op, r, acc_type);
     int value = accumulator_value_.at(r);
-    std::string finished = red.op == OpCode::kReduceMean ? fmt::format("acc{} / {}({})", r, acc_type, red.count) : fmt::format("acc{}", r);
+    std::string finished = traits.divides_by_count ? fmt::format("acc{} / {}({})", r, acc_type, red.count) : fmt::format("acc{}", r);
     out_ += fmt::format("{}const {} {} = ({})({});\n", ind, ComputeType(red.dtype), Name(value), ComputeType(red.dtype), finished);
     row_done_[value] = true;
   }
@@ -598,7 +598,8 @@ class CudaEmitter {
 }  // namespace
 
 StatusOr<CudaKernelSource> EmitCudaKernel(const Kernel& kernel, const CudaKernelConfig& config) {
-  return CudaEmitter(kernel, ResolveCudaConfig(kernel, config)).Run();
+  const Kernel rewritten = RewriteForEmission(kernel);
+  return CudaEmitter(rewritten, ResolveCudaConfig(rewritten, config)).Run();
 }
 
 void FinishTemplateSource(CudaKernelSource& s, std::string function, int64_t shared_bytes) {

@@ -50,6 +50,7 @@ struct CudaKernelSource {
 // The chosen configuration for a kernel (every 0/-1 of `requested` resolved).
 CudaKernelConfig ResolveCudaConfig(const Kernel& kernel, const CudaKernelConfig& requested);
 // InvalidArgument for configurations the template cannot run (the tuner prunes them).
+// The kernel is printed as RewriteForEmission (codegen/kernel_rewrites.h) leaves it.
 StatusOr<CudaKernelSource> EmitCudaKernel(const Kernel& kernel, const CudaKernelConfig& config = {});
 // A compute-bound template's source completed: `function`, and a launch of `work_blocks`
 // blocks of `threads` with `shared_bytes` of dynamic shared memory over its arguments.

@@ -4,6 +4,7 @@
 
 #include "codegen/cpp_value_expression.h"
 #include "codegen/emit_util.h"
+#include "codegen/kernel_rewrites.h"
 
 namespace tilefuse {
 
@@ -22,14 +23,9 @@ const char* ComparisonOperator(OpCode op) {
 
 }  // namespace
 
-std::string CudaFastForm(const Kernel& k, const ScalarValue& v, const std::vector<std::string>& args, bool invariant_divisor) {
+std::string CudaFastForm(const ScalarValue& v, const std::vector<std::string>& args) {
   bool half = v.dtype == DType::kF16 || v.dtype == DType::kBF16;
   std::string type = ComputeType(v.dtype);
-  if (v.op == OpCode::kPow && IsFloat(v.dtype)) {
-    const ScalarValue& e = k.values[v.args[1]];
-    if (e.kind == ScalarValue::Kind::kConstant && e.constant == 2) return fmt::format("{0}({1} * {1})", type, args[0]);
-    if (e.kind == ScalarValue::Kind::kConstant && e.constant == 3) return fmt::format("{0}({1} * {1} * {1})", type, args[0]);
-  }
   // Comparisons as C++ comparisons, the bool converted to the result's type. The scalar
   // library's compare_ge(a, b) on doubles is a double 1.0 or 0.0 converted to float, and
   // ptxas (CUDA 13.0) miscompiles that in vectorised kernels: it reused lane 0's converted
@@ -38,8 +34,6 @@ std::string CudaFastForm(const Kernel& k, const ScalarValue& v, const std::vecto
   if (const char* op = ComparisonOperator(v.op)) return fmt::format("{}({} {} {})", type, args[0], op, args[1]);
   if (v.op == OpCode::kTanh && half) return fmt::format("tf_tanh_approx({})", args[0]);
   if (v.op == OpCode::kExp && half) return fmt::format("tf_exp_fast({})", args[0]);
-  if (v.op == OpCode::kDiv && IsFloat(v.dtype) && invariant_divisor)
-    return fmt::format("{0}({1} * ({0}(1) / {2}))", type, args[0], args[1]);
   return "";
 }
 
@@ -62,28 +56,42 @@ void MarkNeeded(const Kernel& k, int v, std::vector<bool>& needed, const std::ma
   MarkIndexNeeded(k, k.values[v].index, needed, given);
 }
 
+// A value that is not an op: loads read the buffer through the device library's converter.
+std::string LeafExpression(const ScalarValue& v, const std::vector<std::string>& vars) {
+  if (v.kind == ScalarValue::Kind::kLoad) return fmt::format("tf_cvt_{}(b{}[{}])", DTypeName(v.dtype), v.buffer, PrintIndex(v.index, vars));
+  return CppValueExpression(v, vars);
+}
+
 }  // namespace
 
-std::string CudaElementProgram(const Kernel& k, const std::vector<int>& roots, const std::map<int, std::string>& given,
+std::string CudaElementProgram(const Kernel& original, const std::vector<int>& roots, const std::map<int, std::string>& given,
                                const std::vector<std::string>& vars, const std::string& indent) {
+  std::vector<int> new_id;
+  const Kernel k = RewriteForEmission(original, {.integer_powers = true, .row_invariant_divisors = false}, &new_id);
+  std::vector<int> original_id(k.values.size(), -1);  // -1: added by the rewrite
+  for (size_t v = 0; v < new_id.size(); ++v) original_id[new_id[v]] = static_cast<int>(v);
+  auto name = [&](int id) { return original_id[id] >= 0 ? fmt::format("v{}", original_id[id]) : fmt::format("t{}", id); };
+  std::map<int, std::string> given_here;
+  for (const auto& [v, expression] : given) given_here[new_id[v]] = expression;
   std::vector<bool> needed(k.values.size(), false);
-  for (int r : roots) MarkNeeded(k, r, needed, given);
+  for (int r : roots) MarkNeeded(k, new_id[r], needed, given_here);
   std::string out;
   for (size_t id = 0; id < k.values.size(); ++id) {  // SSA: arguments precede their users
     if (!needed[id]) continue;
     const ScalarValue& v = k.values[id];
     std::string rhs;
-    if (auto it = given.find(static_cast<int>(id)); it != given.end()) {
+    if (auto it = given_here.find(static_cast<int>(id)); it != given_here.end()) {
       rhs = it->second;
-    } else if (v.kind == ScalarValue::Kind::kLoad) {
-      rhs = fmt::format("tf_cvt_{}(b{}[{}])", DTypeName(v.dtype), v.buffer, PrintIndex(v.index, vars));
+    } else if (v.kind != ScalarValue::Kind::kOp) {
+      // As in `original`, whose ids the index's gathered values are named by.
+      rhs = LeafExpression(original.values[original_id[id]], vars);
     } else {
       std::vector<std::string> args;
-      for (int a : v.args) args.push_back(fmt::format("v{}", a));
-      if (v.kind == ScalarValue::Kind::kOp && v.op != OpCode::kCast) rhs = CudaFastForm(k, v, args, false);
-      if (rhs.empty()) rhs = CppValueExpression(v, vars);
+      for (int a : v.args) args.push_back(name(a));
+      if (v.op != OpCode::kCast) rhs = CudaFastForm(v, args);
+      if (rhs.empty()) rhs = CppOpExpression(v, args);
     }
-    out += fmt::format("{}const {} v{} = {};\n", indent, ComputeType(v.dtype), id, rhs);
+    out += fmt::format("{}const {} {} = {};\n", indent, ComputeType(v.dtype), name(static_cast<int>(id)), rhs);
   }
   return out;
 }

@@ -1,6 +1,6 @@
 // A Kernel's scalar program printed as CUDA, for the templates that drive their own loops
-// (the GEMM epilogue) and the loop emitter alike: the cheaper forms of some ops, and the
-// SSA lines one element needs.
+// (the GEMM epilogue, attention's logits) and the loop emitter alike: the cheaper forms of
+// some ops, and the SSA lines one element needs.
 #pragma once
 
 #include <map>
@@ -12,18 +12,18 @@
 namespace tilefuse {
 
 // A cheaper form of op value `v` (arguments named `args`) with the same meaning at its
-// precision, or "" for none:
-//  - x^2, x^3 by multiplication (powf is a log and an exp);
-//  - tanh and exp by the hardware approximations (2^-11 relative; exp2 of a scaled
-//    argument) where the value is a half type, whose rounding is coarser than that;
-//  - with `invariant_divisor`, a division as a product with the divisor's reciprocal,
-//    which the compiler hoists out of the loops the divisor does not vary in.
-std::string CudaFastForm(const Kernel& k, const ScalarValue& v, const std::vector<std::string>& args, bool invariant_divisor);
+// precision on the GPU, or "" for none: tanh and exp by the hardware approximations (2^-11
+// relative; exp2 of a scaled argument) where the value is a half type, whose rounding is
+// coarser than that; comparisons as C++ comparisons. The target-neutral forms (powers,
+// row-invariant divisors) are rewrites of the Kernel (codegen/kernel_rewrites.h).
+std::string CudaFastForm(const ScalarValue& v, const std::vector<std::string>& args);
 
 // The lines `const T v<i> = ...;` computing `roots` for one element, in SSA order: loads
 // read b<buffer>[index] with loop variables named `vars`, except the values in `given`,
 // which are already available under the expression named there (a template's
-// accumulator). Each line starts with `indent`.
+// accumulator). Each line starts with `indent`. The program is printed with the powers
+// rewritten (RewriteForEmission); the values it adds for that are named t<id>, the others
+// keep the names v<id> of `k`'s ids, which the caller reads.
 std::string CudaElementProgram(const Kernel& k, const std::vector<int>& roots, const std::map<int, std::string>& given,
                                const std::vector<std::string>& vars, const std::string& indent);
 

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <fmt/format.h>
 
+#include "ir/reduction_traits.h"
+
 namespace tilefuse {
 
 const char* StorageType(DType d) {
@@ -31,6 +33,14 @@ std::string Literal(double v, DType d) {
   if (std::isinf(v)) return fmt::format("{}({}INFINITY)", ComputeType(d), v < 0 ? "-" : "");
   if (IsInteger(d)) return fmt::format("int64_t({})", static_cast<int64_t>(v));
   return fmt::format("{}({:.17g})", ComputeType(d), v);
+}
+
+std::string ReductionIdentity(const KernelReduction& r) {
+  const double identity = GetReductionTraits(r.op).identity;
+  if (!std::isinf(identity)) return fmt::format("{}", identity);
+  // The int64_t extremes spelled without <limits> (NVRTC has no standard headers).
+  if (IsInteger(r.dtype)) return identity < 0 ? "(int64_t)(-9223372036854775807LL - 1)" : "(int64_t)9223372036854775807LL";
+  return identity < 0 ? "-INFINITY" : "INFINITY";
 }
 
 std::string CppBufferDeclarations(const std::vector<KernelBuffer>& buffers) {

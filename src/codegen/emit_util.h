@@ -18,6 +18,9 @@ const char* StorageType(DType d);
 const char* ComputeType(DType d);
 // `v` as a literal of `d`'s compute type (NaN and infinities spelled out).
 std::string Literal(double v, DType d);
+// The identity reduction `r` starts its accumulator from (ir/reduction_traits.h), in its
+// compute type: an integer max or min starts from the int64_t extreme, not an infinity.
+std::string ReductionIdentity(const KernelReduction& r);
 // The C++ entry point's buffer parameters unpacked from `void* const* buffers`, one
 // `T* __restrict__ b<i>` line per buffer (const for inputs), with its node and shape.
 std::string CppBufferDeclarations(const std::vector<KernelBuffer>& buffers);

@@ -1,27 +1,14 @@
 // Reductions of the reference interpreter: sum, max, min, mean, prod over any set of
 // axes. The input is walked once in row-major order; each element is folded into the
-// output element it maps to (reduced dims have output stride 0).
-#include <limits>
-
+// output element it maps to (reduced dims have output stride 0), by the reduction's
+// combiner from ops.def (ir/reduction_traits.h), starting from its identity.
 #include "backend/cpu/interpreter_kernels.h"
-#include "ir/scalar_library.h"
-#include "support/check.h"
+#include "ir/reduction_traits.h"
+#include "ir/scalar_eval.h"
 
 namespace tilefuse::interpreter {
 
 namespace {
-
-// Identity of each reduction: the result of reducing nothing.
-double Identity(OpCode op) {
-  switch (op) {
-    case OpCode::kReduceSum: case OpCode::kReduceMean: return 0.0;
-    case OpCode::kReduceProd: return 1.0;
-    case OpCode::kReduceMax: return -std::numeric_limits<double>::infinity();
-    case OpCode::kReduceMin: return std::numeric_limits<double>::infinity();
-    default: TF_UNREACHABLE("not a reduction");
-  }
-  return 0;
-}
 
 // For each input dim, the stride of the output element it lands in: the keepdims
 // output's stride for kept dims, 0 for reduced ones. The keepdims and squeezed outputs
@@ -46,22 +33,15 @@ void FoldInto(const Operand& in, const std::vector<int64_t>& out_strides, Values
 
 Status ComputeReduction(const Node& node, const std::vector<Operand>& in, Values& out, bool accumulate_in_dtype) {
   const Operand& x = in[0];
-  std::fill(out.begin(), out.end(), Identity(node.op));
+  const ReductionTraits& traits = GetReductionTraits(node.op);
+  std::fill(out.begin(), out.end(), traits.identity);
   std::vector<int64_t> strides = OutputStridesPerInputDim(*x.shape, node.attrs.axes);
+  // Rounding leaves max and min unchanged: they select an element, already in the dtype.
   DType dtype = accumulate_in_dtype ? node.dtype : DType::kF64;
-  switch (node.op) {
-    case OpCode::kReduceSum:
-    case OpCode::kReduceMean:
-      FoldInto(x, strides, out, [dtype](double acc, double v) { return RoundToDType(acc + v, dtype); });
-      break;
-    case OpCode::kReduceProd:
-      FoldInto(x, strides, out, [dtype](double acc, double v) { return RoundToDType(acc * v, dtype); });
-      break;
-    case OpCode::kReduceMax: FoldInto(x, strides, out, [](double acc, double v) { return scalar::max_nan(acc, v); }); break;
-    case OpCode::kReduceMin: FoldInto(x, strides, out, [](double acc, double v) { return scalar::min_nan(acc, v); }); break;
-    default: TF_UNREACHABLE("not a reduction");
-  }
-  if (node.op == OpCode::kReduceMean) {
+  FoldInto(x, strides, out, [&traits, dtype](double acc, double v) {
+    return RoundToDType(EvaluateScalarOp(traits.combiner, acc, v), dtype);
+  });
+  if (traits.divides_by_count) {
     int64_t count = 1;
     for (int64_t axis : node.attrs.axes) count *= x.dim(static_cast<int>(axis));
     // An empty mean is 0 / 0 = NaN, as numpy gives.

@@ -1,0 +1,103 @@
+#include "codegen/kernel_rewrites.h"
+
+#include <map>
+#include <optional>
+
+namespace tilefuse {
+
+namespace {
+
+// Copies the values in order into a new kernel, each with its arguments (and the
+// gathered values in its index) renumbered, replacing the ones a rewrite applies to.
+class Rewriter {
+ public:
+  Rewriter(const Kernel& kernel, const EmissionRewrites& rewrites)
+      : in_(kernel), rewrites_(rewrites), new_id_(kernel.values.size(), -1) {}
+
+  Kernel Run() {
+    out_ = in_;
+    out_.values.clear();
+    for (size_t v = 0; v < in_.values.size(); ++v) new_id_[v] = Rewrite(Renumbered(in_.values[v]));
+    for (KernelReduction& r : out_.reductions) r.value = new_id_[r.value];
+    for (KernelStore& s : out_.stores) {
+      s.value = new_id_[s.value];
+      s.index = Renumbered(s.index);
+    }
+    return std::move(out_);
+  }
+
+  const std::vector<int>& new_ids() const { return new_id_; }
+
+ private:
+  ScalarValue Renumbered(ScalarValue v) const {
+    for (int& a : v.args) a = new_id_[a];
+    v.index = Renumbered(v.index);
+    return v;
+  }
+  Index Renumbered(const Index& index) const {
+    if (!index || !UsesValue(index)) return index;
+    auto copy = std::make_shared<IndexExpr>(*index);
+    if (copy->kind == IndexExpr::Kind::kValue) copy->value = new_id_[copy->value];
+    copy->a = Renumbered(index->a);
+    copy->b = Renumbered(index->b);
+    return copy;
+  }
+
+  // `v` (arguments already renumbered) as one or more values of the result; its id there.
+  int Rewrite(ScalarValue v) {
+    if (v.kind == ScalarValue::Kind::kOp && v.op == OpCode::kPow && rewrites_.integer_powers)
+      if (std::optional<int> product = IntegerPower(v)) return *product;
+    if (v.kind == ScalarValue::Kind::kOp && v.op == OpCode::kDiv && rewrites_.row_invariant_divisors && IsFloat(v.dtype) &&
+        v.inner && !out_.values[v.args[1]].inner)
+      return Add(Op(OpCode::kMul, {v.args[0], Reciprocal(v.args[1], v.dtype)}, v.dtype));
+    return Add(std::move(v));
+  }
+
+  std::optional<int> IntegerPower(const ScalarValue& v) {
+    const ScalarValue& exponent = out_.values[v.args[1]];
+    if (!IsFloat(v.dtype) || exponent.kind != ScalarValue::Kind::kConstant || (exponent.constant != 2 && exponent.constant != 3))
+      return std::nullopt;
+    const int x = v.args[0];
+    const int square = Add(Op(OpCode::kMul, {x, x}, v.dtype));
+    return exponent.constant == 2 ? square : Add(Op(OpCode::kMul, {square, x}, v.dtype));
+  }
+
+  // One reciprocal per divisor, however many divisions share it.
+  int Reciprocal(int divisor, DType dtype) {
+    auto [it, added] = reciprocal_of_.try_emplace(divisor, -1);
+    if (added) it->second = Add(Op(OpCode::kReciprocal, {divisor}, dtype));
+    return it->second;
+  }
+
+  // An op value over result values, per element when an argument is (as lowering marks it).
+  ScalarValue Op(OpCode op, std::vector<int> args, DType dtype) const {
+    ScalarValue v;
+    v.kind = ScalarValue::Kind::kOp;
+    v.op = op;
+    v.dtype = dtype;
+    for (int a : args) v.inner = v.inner || out_.values[a].inner;
+    v.args = std::move(args);
+    return v;
+  }
+  int Add(ScalarValue v) {
+    out_.values.push_back(std::move(v));
+    return static_cast<int>(out_.values.size()) - 1;
+  }
+
+  const Kernel& in_;
+  const EmissionRewrites rewrites_;
+  Kernel out_;
+  std::vector<int> new_id_;
+  std::map<int, int> reciprocal_of_;  // result ids: divisor -> its reciprocal
+};
+
+}  // namespace
+
+Kernel RewriteForEmission(const Kernel& kernel, const EmissionRewrites& rewrites, std::vector<int>* new_ids) {
+  Rewriter rewriter(kernel, rewrites);
+  Kernel result = rewriter.Run();
+  if (new_ids) *new_ids = rewriter.new_ids();
+  return result;
+}
+
+}  // namespace tilefuse

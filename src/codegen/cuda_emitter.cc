@@ -611,9 +611,11 @@ void FinishTemplateSource(CudaKernelSource& s, std::string function, int64_t sha
 }
 
 std::string CudaTranslationUnit(const std::vector<CudaKernelSource>& kernels) {
-  std::string out = "// tilefuse generated CUDA kernels\n#include \"tilefuse_device.cuh\"\n#include \"tilefuse_tiles.cuh\"\n\nnamespace tfk {\n";
+  // In namespace tf, the device library's scalar functions are what ops.def's expressions
+  // call (tilefuse_device.cuh).
+  std::string out = "// tilefuse generated CUDA kernels\n#include \"tilefuse_device.cuh\"\n#include \"tilefuse_tiles.cuh\"\n\nnamespace tf {\n";
   for (const CudaKernelSource& k : kernels) out += "\n" + k.function;
-  out += "\n}  // namespace tfk\n";
+  out += "\n}  // namespace tf\n";
   return out;
 }
 

@@ -1,6 +1,7 @@
 #include "backend/cuda/nvrtc_compiler.h"
 
 #include <dlfcn.h>
+#include <filesystem>
 #include <fmt/format.h>
 #include <mutex>
 #include <nvrtc.h>
@@ -61,6 +62,17 @@ std::string ProgramLog(const NvrtcApi& api, nvrtcProgram program) {
   return log;
 }
 
+// The include folder of the toolkit the loaded NVRTC belongs to (the one beside its lib
+// folder: a CUDA install or the cu13 Python wheel), if it has the half-type headers; "" if
+// not. NVRTC 13.0 has no headers built in, so a kernel including <cuda_bf16.h> needs it.
+std::string ToolkitIncludeFolder(const NvrtcApi& api) {
+  Dl_info info{};
+  if (!dladdr(reinterpret_cast<void*>(api.nvrtcVersion), &info) || !info.dli_fname) return "";
+  std::filesystem::path include = std::filesystem::path(info.dli_fname).parent_path().parent_path() / "include";
+  std::error_code error;
+  return std::filesystem::exists(include / "cuda_bf16.h", error) ? include.string() : "";
+}
+
 // Keeps a failing source for the user to read; returns its path (empty if not written).
 std::string KeepFailedSource(const std::string& source) {
   std::string path = fmt::format("/tmp/tilefuse-nvrtc-failure-{}.cu", getpid());
@@ -106,7 +118,7 @@ StatusOr<NvrtcCompiler> NvrtcCompiler::Create(std::string cache_dir) {
   int major = 0, minor = 0;
   api->nvrtcVersion(&major, &minor);
   ASSIGN_OR_RETURN(KernelCache cache, KernelCache::Open(std::move(cache_dir)));
-  return NvrtcCompiler(std::move(cache), major, minor);
+  return NvrtcCompiler(std::move(cache), major, minor, ToolkitIncludeFolder(*api));
 }
 
 std::string NvrtcCompiler::version() const { return fmt::format("{}.{}", major_, minor_); }
@@ -117,6 +129,12 @@ StatusOr<CubinResult> NvrtcCompiler::Compile(const std::string& source, const st
   std::vector<std::string> options = {"-std=c++17", "--gpu-architecture=" + arch, "--ptxas-options=-v",
                                       "-default-device",
                                       "-diag-suppress=177,550"};  // unused loop indices are normal in generated code
+  if (!toolkit_include_.empty()) {
+    // Only read when a kernel includes a toolkit header; libcu++ (<cuda/std/...>) sits
+    // under cccl/ since CUDA 13.
+    options.push_back("-I" + toolkit_include_);
+    options.push_back("-I" + toolkit_include_ + "/cccl");
+  }
   options.insert(options.end(), extra.begin(), extra.end());
   const std::string nvrtc_version = version();  // the views below must not outlive it
   std::vector<std::string_view> key_parts = {source, kDeviceLibraryText, kTileLibraryText, arch, nvrtc_version};

@@ -4,7 +4,9 @@
 // kernel for sm_90a here and reads ptxas's resource report.
 //
 // Every compilation gets the device library (tilefuse_device.cuh) and the tile library of
-// the compute-bound templates (tilefuse_tiles.cuh) as in-memory headers.
+// the compute-bound templates (tilefuse_tiles.cuh) as in-memory headers, and the include
+// path of the toolkit NVRTC came from where there is one (for <cuda_bf16.h>, <cuda_fp16.h>
+// and <cuda/std/...>; NVRTC 13.0 has none of them built in).
 // A compile error returns Internal with NVRTC's log; the failing source is kept on disk
 // (the path is in the message) for debugging.
 #pragma once
@@ -46,13 +48,17 @@ class NvrtcCompiler {
                                 const std::vector<std::string>& extra = {});
 
   std::string version() const;  // "13.0"
+  // The toolkit's include folder passed to NVRTC, or "" where NVRTC came without headers.
+  const std::string& toolkit_include() const { return toolkit_include_; }
   int64_t compiles() const { return compiles_; }
   int64_t cache_hits() const { return cache_hits_; }
 
  private:
-  NvrtcCompiler(KernelCache cache, int major, int minor) : cache_(std::move(cache)), major_(major), minor_(minor) {}
+  NvrtcCompiler(KernelCache cache, int major, int minor, std::string toolkit_include)
+      : cache_(std::move(cache)), major_(major), minor_(minor), toolkit_include_(std::move(toolkit_include)) {}
   KernelCache cache_;
   int major_, minor_;
+  std::string toolkit_include_;
   int64_t compiles_ = 0, cache_hits_ = 0;
 };
 

@@ -3,18 +3,18 @@
 // ops.def for float, double and int64 under the same names as src/ir/scalar_library.h,
 // per-dtype loads, stores and casts (half types travel as 16-bit patterns and compute in
 // float), 16-byte vector accesses, warp and block reductions, and Philox4x32-10 exactly as
-// src/support/philox.cc. Generated kernels live in namespace tfk, so these names hide the
-// CUDA math library's overloads of the same names.
+// src/support/philox.cc.
+//
+// Everything is in namespace tf, where generated kernels live too: there the scalar
+// functions (exp, fmod, ...) hide the CUDA math library's overloads of the same names, and
+// outside it nothing of CUDA's or the C library's is redeclared, so a kernel may also
+// include <cuda_bf16.h>, <cuda_fp16.h> or <cuda/std/cstdint> (NvrtcCompiler passes the
+// toolkit's include path).
 #pragma once
 
-typedef unsigned char uint8_t;
-typedef signed char int8_t;
-typedef unsigned short uint16_t;
-typedef int int32_t;
-typedef unsigned int uint32_t;
-typedef long long int64_t;
-typedef unsigned long long uint64_t;
-
+// math.h's macros, which the literals generated code prints name (emit_util.cc); defined
+// only where no header has (<cuda/std/cmath> included after this one redefines them: a
+// warning, and 0.7 s of compile time no kernel should pay).
 #ifndef INFINITY
 #define INFINITY __int_as_float(0x7f800000)
 #endif
@@ -22,7 +22,19 @@ typedef unsigned long long uint64_t;
 #define NAN __int_as_float(0x7fffffff)
 #endif
 
-namespace tfk {
+namespace tf {
+
+// NVRTC 13.0 has no built-in <cstdint> (nor <cuda/std/cstdint> without the toolkit's
+// include path, which a machine with NVRTC from a Python wheel may lack), so the
+// fixed-width types generated code names are tf's own: the same types libcu++ gives them
+// under NVRTC, so they agree with <cuda/std/cstdint> where a kernel includes it.
+using int8_t = signed char;
+using uint8_t = unsigned char;
+using uint16_t = unsigned short;
+using int32_t = int;
+using uint32_t = unsigned int;
+using int64_t = long long;
+using uint64_t = unsigned long long;
 
 #define TFD static __device__ __forceinline__
 
@@ -254,4 +266,4 @@ TFD void tf_philox_uniform4(uint64_t seed, uint64_t counter, float* out) {
 
 #undef TFD
 
-}  // namespace tfk
+}  // namespace tf

@@ -16,9 +16,9 @@
 //                      accumulator fragment (attention's online softmax)
 //   PackBf16x2/F16x2   accumulators converted to A-fragment registers; Exp2, Exp2Poly
 //
-// Everything lives in namespace tf and uses no typedefs of its own: generated code sees
-// CUDA's names unshadowed. The wgmma instruction itself (an operand list of N/2 registers)
-// is printed per shape by the emitter (codegen/cuda_wgmma.cc).
+// Everything lives in namespace tf beside the device library, and redeclares none of
+// CUDA's names. The wgmma instruction itself (an operand list of N/2 registers) is printed
+// per shape by the emitter (codegen/cuda_wgmma.cc).
 #pragma once
 
 namespace tf {

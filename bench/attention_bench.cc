@@ -20,9 +20,10 @@
 #include <functional>
 #include <string>
 
-#include "backend/cpu/interpreter.h"
+#include "reference/interpreter.h"
+#include "driver/driver.h"
 #include "passes/pipeline.h"
-#include "runtime/compiled_graph.h"
+#include "backend/cpu/cpu_executable.h"
 #include "support/tensor_compare.h"
 #include "tilefuse/builder.h"
 
@@ -64,10 +65,10 @@ double MedianMs(int repeats, const std::function<void()>& run) {
 
 double TimeCompiled(const Graph& graph, const std::vector<Tensor>& inputs, const std::vector<Tensor>& expected,
                     bool attention, const Sizes& s) {
-  CompileOptions options;
+  CpuCompileOptions options;
   options.cache_dir = (std::filesystem::temp_directory_path() / "tilefuse_bench_cache").string();
   if (!attention) options.disabled_kinds.insert(GroupKind::kAttention);
-  auto compiled = CompiledGraph::Compile(graph, options);
+  auto compiled = CompileForCpu(graph, options);
   if (!compiled.ok()) {
     fmt::print(stderr, "compile: {}\n", compiled.status().ToString());
     std::exit(1);

@@ -1,7 +1,7 @@
 // The generated CPU kernels of a model timed alone, fused and unfused: every group
 // lowered (LowerGroup), printed (EmitCppFunction) and compiled in one translation unit,
 // then called in plan order on buffers allocated and touched once. `tilefuse bench`
-// times CompiledGraph::Run, which also allocates, zero-fills and frees the graph
+// times CpuExecutable::Run, which also allocates, zero-fills and frees the graph
 // outputs each run; at sizes beyond the last-level cache on this VM that costs more than
 // the kernels, so kernel work is measured here apart from it.
 //

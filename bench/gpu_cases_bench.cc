@@ -15,9 +15,10 @@
 #include "backend/cuda/copy_bandwidth.h"
 #include "backend/cuda/cuda_driver.h"
 #include "backend/cuda/device_allocator.h"
+#include "driver/driver.h"
 #include "frontend/onnx/importer.h"
 #include "passes/pipeline.h"
-#include "runtime/gpu_compiled_graph.h"
+#include "backend/cuda/cuda_executable.h"
 #include "tune/gpu_tuner.h"
 #include "support/file_util.h"
 
@@ -104,21 +105,21 @@ int Main(int argc, char** argv) {
     double flops = c.value("flops", 0.0);  // 0: a memory-bound case, no TF/s
     nlohmann::json row = {{"name", name}, {"bytes_moved", bytes}};
     if (flops > 0) row["flops"] = flops;
-    auto measure = [&](bool fuse, bool tuned = false) -> StatusOr<std::pair<double, std::unique_ptr<GpuCompiledGraph>>> {
+    auto measure = [&](bool fuse, bool tuned = false) -> StatusOr<std::pair<double, std::unique_ptr<CudaExecutable>>> {
       ASSIGN_OR_RETURN(ImportedModel model, ImportOnnx(root + "/bench/cases/" + std::string(c["file"])));
       ASSIGN_OR_RETURN(Graph graph, RunGraphPasses(std::move(model.graph), PassOptions{}));
-      GpuCompileOptions options;
+      CudaCompileOptions options;
       options.fuse = fuse;
       options.attention = attention;
       options.gemm = gemm;
       options.overrides = overrides;
-      std::unique_ptr<GpuCompiledGraph> compiled;
+      std::unique_ptr<CudaExecutable> compiled;
       if (tuned) {
         TuneReport report;
         ASSIGN_OR_RETURN(compiled, TuneForGpu(graph, options, TuneOptions{}, &report));
         row["tuning"] = report.ToJson();
       } else {
-        ASSIGN_OR_RETURN(compiled, GpuCompiledGraph::Compile(graph, options));
+        ASSIGN_OR_RETURN(compiled, CompileForCuda(graph, options));
       }
       std::vector<Tensor> inputs;
       int64_t input_bytes = 0;
@@ -160,7 +161,7 @@ int Main(int argc, char** argv) {
     }
     double gbs = bytes / (fused_us * 1e-6) / 1e9;
     std::string strategies;
-    for (const GpuKernelInfo& k : fused->second->kernels()) strategies += (strategies.empty() ? "" : "; ") + k.strategy;
+    for (const CudaKernelInfo& k : fused->second->kernels()) strategies += (strategies.empty() ? "" : "; ") + k.strategy;
     row.update({{"fused_us", fused_us}, {"unfused_us", unfused_us}, {"speedup", unfused_us / fused_us}, {"fused_gbs", gbs},
                 {"percent_of_copy", 100 * gbs * 1e9 / *copy}, {"fused_kernels", fused->second->kernels().size()},
                 {"unfused_kernels", unfused->second->kernels().size()}, {"strategy", strategies}});

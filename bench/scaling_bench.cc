@@ -16,7 +16,7 @@
 #include <fstream>
 #include <string>
 
-#include "backend/cpu/interpreter.h"
+#include "reference/interpreter.h"
 #include "frontend/onnx/importer.h"
 #include "ir/verifier.h"
 #include "passes/pipeline.h"

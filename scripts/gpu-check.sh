@@ -169,8 +169,8 @@ if has sanitize; then
 fi
 
 if has tests; then
-  say "== GPU unit tests"
-  "$B/tilefuse_tests" --gtest_filter='*LtMatmul*:*GpuRunOnDevice*' >"$OUT/gpu-unit-tests.log" 2>&1 || failures=$((failures + 1))
+  say "== GPU unit tests (cuBLASLt, runs on device memory, the TMA + cluster launch, device headers, the driver)"
+  "$B/tilefuse_tests" --gtest_filter='*LtMatmul*:*GpuRunOnDevice*:*TmaClusterLaunch*:*NvrtcDeviceHeaders*:DriverTest.*' >"$OUT/gpu-unit-tests.log" 2>&1 || failures=$((failures + 1))
   grep -E '^\[ *(OK|FAILED|PASSED|SKIPPED) ' "$OUT/gpu-unit-tests.log" | tee -a "$log" | tail -15
 fi
 
@@ -185,7 +185,7 @@ if has python; then
   rm -rf "$X" && mkdir -p "$X/tilefuse" "$X/obj" && cp python/tilefuse/*.py "$X/tilefuse/"
   pyinc=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
   suffix=$(python3 -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
-  for f in "$P/nanobind/src/nb_combined.cpp" python/src/*.cc tools/cli_common.cc tools/cpu_backend.cc; do
+  for f in "$P/nanobind/src/nb_combined.cpp" python/src/*.cc tools/cli_common.cc tools/cpu_common.cc; do
     g++ -c -std=gnu++20 -O2 -fPIC -fvisibility=hidden -fopenmp -DNB_COMPACT_ASSERTIONS -DFMT_SHARED -DONNX_ML=1 \
       -DONNX_NAMESPACE=onnx $([[ $f == *nb_combined* ]] && echo -DNB_BUILD) -Isrc -Itools -Iinclude -I"$P/generated" \
       -I"$P/include" -isystem "$P/include/onnx" -I"$pyinc" -I"$P/nanobind/include" -I"$P/nanobind/ext/robin_map/include" \

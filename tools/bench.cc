@@ -22,7 +22,8 @@
 #include "bench_common.h"
 #include "cli_common.h"
 #include "commands.h"
-#include "cpu_backend.h"
+#include "cpu_common.h"
+#include "driver/driver.h"
 #include "passes/pipeline.h"
 #include "runtime/memory_plan.h"
 
@@ -76,17 +77,17 @@ StatusOr<Variant> BenchVariant(const Graph& passed, bool fuse, const std::vector
   if (cache.path().empty()) return Internal("cannot create a temporary kernel cache folder");
   Variant v;
   bool tune = options.tune && fuse;
-  ASSIGN_OR_RETURN(std::unique_ptr<CompiledGraph> cold, CompileForCpu(passed, fuse, cache.path(), tune));
+  ASSIGN_OR_RETURN(std::unique_ptr<CpuExecutable> cold, CompileModelForCpu(passed, fuse, cache.path(), tune));
   v.compile_cold_ms = cold->compile_ms();
   v.jit_compiles_cold = cold->jit_compiles();
   cold.reset();
-  ASSIGN_OR_RETURN(std::unique_ptr<CompiledGraph> warm, CompileForCpu(passed, fuse, cache.path(), tune));
+  ASSIGN_OR_RETURN(std::unique_ptr<CpuExecutable> warm, CompileModelForCpu(passed, fuse, cache.path(), tune));
   v.compile_warm_ms = warm->compile_ms();
   v.jit_compiles_warm = warm->jit_compiles();
   v.kernels = static_cast<int>(warm->kernels().size());
   ASSIGN_OR_RETURN(MemoryPlan memory, PlanFusionPlanMemory(warm->graph(), warm->plan()));
   v.peak_intermediate_bytes = memory.arena_bytes;
-  ASSIGN_OR_RETURN(v.run_ms, MedianRunMs(*warm, inputs, options.warmup, options.repeats));
+  ASSIGN_OR_RETURN(v.run_ms, warm->BenchmarkMs(inputs, options.warmup, options.repeats, 1));
   return v;
 }
 
@@ -131,7 +132,7 @@ Status BenchCpu(const BenchOptions& options) {
   ASSIGN_OR_RETURN(std::vector<Tensor> inputs, MakeRandomInputs(passed, options.seed));
   ASSIGN_OR_RETURN(Variant fused, BenchVariant(passed, true, inputs, options));
   ASSIGN_OR_RETURN(Variant unfused, BenchVariant(passed, false, inputs, options));
-  ASSIGN_OR_RETURN(std::unique_ptr<CompiledGraph> compiled, CompileForCpu(passed, true));
+  ASSIGN_OR_RETURN(std::unique_ptr<CpuExecutable> compiled, CompileModelForCpu(passed, true));
   double flops = 0;
   for (const FusionGroup& group : compiled->plan().groups) flops += group.flops;
   double bytes = 0;

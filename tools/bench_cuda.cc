@@ -16,8 +16,10 @@
 #include "backend/cuda/cuda_driver.h"
 #include "bench_common.h"
 #include "cli_common.h"
+#include "driver/driver.h"
 #include "passes/pipeline.h"
-#include "runtime/gpu_compiled_graph.h"
+#include "backend/cuda/cuda_executable.h"
+#include "runtime/measure.h"
 #include "tune/gpu_tuner.h"
 
 namespace tilefuse::cli {
@@ -30,15 +32,15 @@ struct CudaVariant {  // fused or unfused
   int kernels = 0;
   bool captured = false;
   int64_t arena_bytes = 0;
-  std::unique_ptr<GpuCompiledGraph> compiled;  // the warm one
+  std::unique_ptr<CudaExecutable> compiled;  // the warm one
 };
 
-StatusOr<std::unique_ptr<GpuCompiledGraph>> CompileForGpu(const Graph& passed, bool fuse, const std::string& cache_dir, bool tune) {
-  GpuCompileOptions options;
+StatusOr<std::unique_ptr<CudaExecutable>> CompileForGpu(const Graph& passed, bool fuse, const std::string& cache_dir, bool tune) {
+  CudaCompileOptions options;
   options.fuse = fuse;
   options.cache_dir = cache_dir;
   if (tune && fuse) return TuneForGpu(passed, options, TuneOptions{}, nullptr);
-  return GpuCompiledGraph::Compile(passed, options);
+  return CompileForCuda(passed, options);
 }
 
 StatusOr<CudaVariant> BenchVariant(const Graph& passed, bool fuse, const std::vector<Tensor>& inputs, int input_sets,
@@ -46,7 +48,7 @@ StatusOr<CudaVariant> BenchVariant(const Graph& passed, bool fuse, const std::ve
   FreshCacheDir cache;
   if (cache.path().empty()) return Internal("cannot create a temporary kernel cache folder");
   CudaVariant v;
-  ASSIGN_OR_RETURN(std::unique_ptr<GpuCompiledGraph> cold, CompileForGpu(passed, fuse, cache.path(), options.tune));
+  ASSIGN_OR_RETURN(std::unique_ptr<CudaExecutable> cold, CompileForGpu(passed, fuse, cache.path(), options.tune));
   v.compile_cold_ms = cold->compile_ms();
   v.nvrtc_compiles_cold = cold->nvrtc_compiles();
   cold.reset();
@@ -76,12 +78,12 @@ nlohmann::json VariantJson(const CudaVariant& v, double bytes, double flops, dou
 }
 
 // Each fused group alone: its time, share, rate and how it ran.
-StatusOr<nlohmann::json> GroupsJson(GpuCompiledGraph& fused, const std::vector<Tensor>& inputs, double copy_gbps) {
-  ASSIGN_OR_RETURN(std::vector<double> times, fused.GroupTimesUs(inputs));
+StatusOr<nlohmann::json> GroupsJson(CudaExecutable& fused, const std::vector<Tensor>& inputs, double copy_gbps) {
+  ASSIGN_OR_RETURN(std::vector<double> times, GroupTimesUs(fused, inputs));
   double total = 0;
   for (double t : times) total += t;
   nlohmann::json groups = nlohmann::json::array();
-  for (const GpuKernelInfo& k : fused.kernels()) {
+  for (const CudaKernelInfo& k : fused.kernels()) {
     if (k.group < 0 || k.group >= static_cast<int>(times.size())) continue;
     const FusionGroup& g = fused.plan().groups[k.group];
     const double us = times[k.group];

@@ -12,7 +12,8 @@
 #include "codegen/cpp_prelude.h"
 #include "commands.h"
 #include "compile_cuda.h"
-#include "cpu_backend.h"
+#include "cpu_common.h"
+#include "driver/driver.h"
 #include "passes/pipeline.h"
 #include "support/file_util.h"
 
@@ -22,6 +23,7 @@ namespace {
 struct CompileCommandOptions {
   std::string model;
   std::string emit_dir;
+  std::string dump_dir;
   bool no_fusion = false;
   bool json = false;
   std::string backend = "cpu";
@@ -35,13 +37,13 @@ std::string KernelFileName(const std::string& kernel) {
   return name + ".cc";
 }
 
-int CountGenerated(const CompiledGraph& compiled) {
+int CountGenerated(const CpuExecutable& compiled) {
   int generated = 0;
   for (const KernelInfo& kernel : compiled.kernels()) generated += kernel.generated ? 1 : 0;
   return generated;
 }
 
-nlohmann::json SummaryJson(const std::string& model, const CompiledGraph& compiled, bool fused) {
+nlohmann::json SummaryJson(const std::string& model, const CpuExecutable& compiled, bool fused) {
   int generated = CountGenerated(compiled);
   nlohmann::json j = {{"model", model},
                       {"fused", fused},
@@ -57,12 +59,12 @@ nlohmann::json SummaryJson(const std::string& model, const CompiledGraph& compil
                             {"nodes", kernel.num_nodes},
                             {"generated", kernel.generated},
                             {"why_not", kernel.why_not},
-                            {"file", kernel.generated ? KernelFileName(kernel.name) : ""}});
+                            {"file", kernel.source.empty() ? "" : KernelFileName(kernel.name)}});
   }
   return j;
 }
 
-std::string SummaryText(const std::string& model, const CompiledGraph& compiled, bool fused) {
+std::string SummaryText(const std::string& model, const CpuExecutable& compiled, bool fused) {
   int generated = CountGenerated(compiled);
   std::string text = fmt::format("model: {} ({})\n", model, fused ? "fused" : "unfused: one kernel per op");
   text += fmt::format("kernels: {} ({} generated, {} on the reference kernels)\n", compiled.kernels().size(),
@@ -76,12 +78,12 @@ std::string SummaryText(const std::string& model, const CompiledGraph& compiled,
   return text;
 }
 
-Status Emit(const std::string& dir, const std::string& model, const CompiledGraph& compiled, bool fused) {
+Status Emit(const std::string& dir, const std::string& model, const CpuExecutable& compiled, bool fused) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return InvalidArgument(fmt::format("cannot create '{}': {}", dir, ec.message()));
   for (const KernelInfo& kernel : compiled.kernels()) {
-    if (!kernel.generated) continue;
+    if (kernel.source.empty()) continue;  // on the reference kernels, or a gemm group that is BLAS alone
     std::string path = (std::filesystem::path(dir) / KernelFileName(kernel.name)).string();
     RETURN_IF_ERROR(WriteFileAtomically(path, CppPrelude() + "\n" + kernel.source));
   }
@@ -91,11 +93,22 @@ Status Emit(const std::string& dir, const std::string& model, const CompiledGrap
 
 Status CompileModel(const CompileCommandOptions& options) {
   ASSIGN_OR_RETURN(ImportedModel imported, LoadModel(options.model));
-  ASSIGN_OR_RETURN(Graph passed, RunGraphPasses(imported.graph, PassOptions{}));
-  if (options.backend == "cuda")
-    return CompileForCudaCommand({options.model, options.arch, options.emit_dir, !options.no_fusion, options.json}, passed);
-  ASSIGN_OR_RETURN(std::unique_ptr<CompiledGraph> compiled, CompileForCpu(passed, !options.no_fusion));
+  // --dump-dir: the IR after every pass, then what each driver stage made, published only
+  // when every stage succeeded.
+  DumpDirStaging dumps(options.dump_dir);
+  PassOptions pass_options;
+  ASSIGN_OR_RETURN(pass_options.dump_dir, dumps.Prepare());
+  ASSIGN_OR_RETURN(Graph passed, RunGraphPasses(imported.graph, pass_options));
   bool fused = !options.no_fusion;
+  if (options.backend == "cuda") {
+    RETURN_IF_ERROR(CompileForCudaCommand({options.model, options.arch, options.emit_dir, pass_options.dump_dir, fused, options.json}, passed));
+    return dumps.Publish();
+  }
+  CpuCompileOptions cpu;
+  cpu.fuse = fused;
+  cpu.dump_dir = pass_options.dump_dir;
+  ASSIGN_OR_RETURN(std::unique_ptr<CpuExecutable> compiled, CompileForCpu(passed, cpu));
+  RETURN_IF_ERROR(dumps.Publish());
   if (!options.emit_dir.empty()) RETURN_IF_ERROR(Emit(options.emit_dir, options.model, *compiled, fused));
   if (options.json) {
     fmt::print("{}\n", SummaryJson(options.model, *compiled, fused).dump(2));
@@ -115,6 +128,9 @@ void AddCompileCommand(CLI::App& app, int& exit_code) {
       ->required();
   compile->add_option("--emit", options->emit_dir,
                       "Write DIR/<kernel>.cc for every generated kernel, and DIR/summary.txt and summary.json");
+  compile->add_option("--dump-dir", options->dump_dir,
+                      "Write what every stage made into DIR: the IR after each pass (NN-<pass>.txt), the fusion plan "
+                      "(plan.txt), the Kernel IR (kernels.ir.txt) and the generated source (kernels.cpp or kernels.cu)");
   compile->add_flag("--no-fusion", options->no_fusion, "Every op its own kernel");
   compile->add_option("--backend", options->backend,
                       "cpu: C++ through the host compiler; cuda: CUDA through NVRTC (needs no GPU)")
@@ -128,6 +144,7 @@ void AddCompileCommand(CLI::App& app, int& exit_code) {
       "Examples:\n"
       "  tilefuse compile examples/layernorm_manual.onnxtxt --emit kernels/\n"
       "  tilefuse compile tests/models/gpt2_2layer --no-fusion --json\n"
+      "  tilefuse compile examples/layernorm_manual.onnxtxt --dump-dir stages/\n"
       "  tilefuse compile examples/softmax_manual.onnxtxt --backend cuda --arch sm_90a --emit cuda_kernels/\n"
       "Exit codes: 0 ok, 2 bad input, unsupported model or usage.");
   compile->callback([options, &exit_code] {

@@ -4,9 +4,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "backend/cuda/cuda_program.h"
+#include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/device_library_text.h"
-#include "backend/cuda/nvrtc_compiler.h"
+#include "driver/driver.h"
 #include "fusion/group_classifier.h"
 #include "support/file_util.h"
 
@@ -59,20 +59,20 @@ std::vector<KernelRow> Rows(const CudaProgram& program, const std::vector<PtxasK
 }  // namespace
 
 Status CompileForCudaCommand(const CudaCompileRequest& request, const Graph& passed) {
-  PlannerOptions planner;
-  planner.fuse = request.fuse;
-  CudaTarget target;
-  target.arch = request.arch;
-  ASSIGN_OR_RETURN(CudaPlan planned, PlanFusionForCuda(passed, planner, target));
-  ASSIGN_OR_RETURN(CudaProgram program, BuildCudaProgram(passed, planned.plan, FindInlinedGenerators(passed), "", {}, target));
-  ASSIGN_OR_RETURN(NvrtcCompiler nvrtc, NvrtcCompiler::Create());
-  ASSIGN_OR_RETURN(CubinResult cubin, nvrtc.Compile(program.source, request.arch));
+  CudaCompileOptions options;
+  options.fuse = request.fuse;
+  options.dump_dir = request.dump_dir;
+  ASSIGN_OR_RETURN(std::unique_ptr<CudaBackend> backend, CudaBackend::ForArch(request.arch, options));
+  ASSIGN_OR_RETURN(BuiltGraphs built, BuildGraphs(*backend, {passed}, options));
+  const CudaProgram& program = CudaBackend::ProgramOf(*built.lowered[0]);
+  const std::vector<std::string>& split_attention = CudaBackend::PlanNotesOf(*built.lowered[0]);
+  const CubinResult& cubin = CudaBackend::CubinOf(*built.code);
   std::vector<KernelRow> rows = Rows(program, ParsePtxasLog(cubin.ptxas_log));
   nlohmann::json j = {{"model", request.model}, {"backend", "cuda"}, {"arch", request.arch}, {"fused", request.fuse},
-                      {"nvrtc", nvrtc.version()}, {"cubin_bytes", cubin.cubin.size()}, {"from_cache", cubin.from_cache},
+                      {"nvrtc", backend->nvrtc_version()}, {"cubin_bytes", cubin.cubin.size()}, {"from_cache", cubin.from_cache},
                       {"kernels", nlohmann::json::array()}};
   std::string text = fmt::format("model: {} ({}), cuda {} via NVRTC {}{}\n", request.model, request.fuse ? "fused" : "unfused",
-                                 request.arch, nvrtc.version(), cubin.from_cache ? " (cubin from the cache)" : "");
+                                 request.arch, backend->nvrtc_version(), cubin.from_cache ? " (cubin from the cache)" : "");
   int64_t spills = 0;
   for (const KernelRow& r : rows) {
     spills += r.spill_bytes;
@@ -82,8 +82,8 @@ Status CompileForCudaCommand(const CudaCompileRequest& request, const Graph& pas
                         r.ptxas.empty() ? r.why_host : r.ptxas + (r.why_host.empty() ? "" : "; " + r.why_host));
   }
   text += fmt::format("{} kernels, {} bytes of local-memory spills\n", rows.size(), spills);
-  j["split_attention"] = planned.split_attention;
-  for (const std::string& note : planned.split_attention) text += "  " + note + "\n";
+  j["split_attention"] = split_attention;
+  for (const std::string& note : split_attention) text += "  " + note + "\n";
   if (!request.emit_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(request.emit_dir, ec);

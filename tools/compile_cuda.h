@@ -14,6 +14,7 @@ struct CudaCompileRequest {
   std::string model;
   std::string arch = "sm_90a";
   std::string emit_dir;
+  std::string dump_dir;  // the driver's stage dumps (the staging folder)
   bool fuse = true;
   bool json = false;
 };

@@ -8,13 +8,14 @@
 
 #include <fmt/format.h>
 
-#include "backend/cpu/interpreter.h"
+#include "reference/interpreter.h"
 #include "cli_common.h"
 #include "commands.h"
+#include "driver/driver.h"
 #include "support/tensor_compare.h"
 #include "backend/cuda/copy_bandwidth.h"
-#include "cpu_backend.h"
-#include "runtime/gpu_compiled_graph.h"
+#include "cpu_common.h"
+#include "backend/cuda/cuda_executable.h"
 #include "tune/gpu_tuner.h"
 #include "fusion/planner.h"
 #include "passes/pipeline.h"
@@ -68,8 +69,8 @@ std::string FirstMismatch(const Graph& graph, const std::vector<Tensor>& actual,
 // against `expected` (the reference interpreter on the passed graph).
 Status RunOnCpu(const Graph& passed, const std::vector<Tensor>& inputs, const std::vector<Tensor>& expected,
                 int repeats, bool tune, DemoRow& row) {
-  ASSIGN_OR_RETURN(std::unique_ptr<CompiledGraph> fused, CompileForCpu(passed, true, "", tune));
-  ASSIGN_OR_RETURN(std::unique_ptr<CompiledGraph> unfused, CompileForCpu(passed, false));
+  ASSIGN_OR_RETURN(std::unique_ptr<CpuExecutable> fused, CompileModelForCpu(passed, true, "", tune));
+  ASSIGN_OR_RETURN(std::unique_ptr<CpuExecutable> unfused, CompileModelForCpu(passed, false));
   for (const KernelInfo& kernel : fused->kernels()) row.generated_kernels += kernel.generated ? 1 : 0;
   ASSIGN_OR_RETURN(std::vector<Tensor> actual, fused->Run(inputs));
   std::string mismatch = FirstMismatch(passed, actual, expected, /*generated=*/true);
@@ -77,8 +78,8 @@ Status RunOnCpu(const Graph& passed, const std::vector<Tensor>& inputs, const st
     row.passed = false;
     row.detail = "fused cpu kernels vs reference: " + mismatch;
   }
-  ASSIGN_OR_RETURN(row.fused_ms, MedianRunMs(*fused, inputs, 1, repeats));
-  ASSIGN_OR_RETURN(row.unfused_ms, MedianRunMs(*unfused, inputs, 1, repeats));
+  ASSIGN_OR_RETURN(row.fused_ms, fused->BenchmarkMs(inputs, 1, repeats, 1));
+  ASSIGN_OR_RETURN(row.unfused_ms, unfused->BenchmarkMs(inputs, 1, repeats, 1));
   return Status::Ok();
 }
 
@@ -86,13 +87,13 @@ Status RunOnCpu(const Graph& passed, const std::vector<Tensor>& inputs, const st
 // copy bandwidth the fused graph reaches (inputs read once, outputs written once).
 Status RunOnCuda(const Graph& passed, const std::vector<Tensor>& inputs, const std::vector<Tensor>& expected,
                  int repeats, double copy_bandwidth, bool tune, DemoRow& row) {
-  GpuCompileOptions options;
+  CudaCompileOptions options;
   options.poison_outputs = true;
-  ASSIGN_OR_RETURN(std::unique_ptr<GpuCompiledGraph> fused,
-                   tune ? TuneForGpu(passed, options, TuneOptions{}, nullptr) : GpuCompiledGraph::Compile(passed, options));
+  ASSIGN_OR_RETURN(std::unique_ptr<CudaExecutable> fused,
+                   tune ? TuneForGpu(passed, options, TuneOptions{}, nullptr) : CompileForCuda(passed, options));
   options.fuse = false;
-  ASSIGN_OR_RETURN(std::unique_ptr<GpuCompiledGraph> unfused, GpuCompiledGraph::Compile(passed, options));
-  for (const GpuKernelInfo& kernel : fused->kernels()) row.generated_kernels += kernel.mode != "host" ? 1 : 0;
+  ASSIGN_OR_RETURN(std::unique_ptr<CudaExecutable> unfused, CompileForCuda(passed, options));
+  for (const CudaKernelInfo& kernel : fused->kernels()) row.generated_kernels += kernel.mode != "host" ? 1 : 0;
   ASSIGN_OR_RETURN(std::vector<Tensor> actual, fused->Run(inputs));
   std::string mismatch = FirstMismatch(passed, actual, expected, /*generated=*/true);
   if (!mismatch.empty()) {

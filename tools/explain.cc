@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cuda/cuda_program.h"
 #include "cli_common.h"
 #include "commands.h"
 #include "tune/cpu_tuner.h"
@@ -63,6 +65,10 @@ Status Explain(const ExplainOptions& options) {
     return InvalidArgument(fmt::format("unknown device '{}' (known: {})", options.device, fmt::join(KnownDeviceNames(), ", ")));
   ASSIGN_OR_RETURN(ImportedModel imported, LoadModel(options.model));
   ASSIGN_OR_RETURN(Graph graph, RunGraphPasses(std::move(imported.graph), PassOptions{}));
+  // The costs of the kernels the device's backend would run (its gemm epilogues fused or not).
+  CpuCapabilities cpu_capabilities;
+  CudaCapabilities cuda_capabilities{CudaTarget{}};
+  planner.target = options.device == "cpu" ? static_cast<const TargetCapabilities*>(&cpu_capabilities) : &cuda_capabilities;
   ASSIGN_OR_RETURN(FusionPlan plan, PlanFusion(graph, planner));
   nlohmann::json measured;
   std::string measured_text;
@@ -70,20 +76,20 @@ Status Explain(const ExplainOptions& options) {
     // The plan the GPU (else the CPU) runs after tuning: fused groups measured against their
     // ops unfused.
     TuneReport report;
-    GpuCompileOptions gpu;
+    CudaCompileOptions gpu;
     gpu.fuse = !options.no_fusion;
     gpu.disabled_kinds = planner.disabled_kinds;
-    StatusOr<std::unique_ptr<GpuCompiledGraph>> tuned = TuneForGpu(graph, gpu, TuneOptions{}, &report);
+    StatusOr<std::unique_ptr<CudaExecutable>> tuned = TuneForGpu(graph, gpu, TuneOptions{}, &report);
     std::string device;
     if (tuned.ok()) {
       plan = (*tuned)->plan();
       device = (*tuned)->device_name();
     } else if (tuned.status().code() == StatusCode::kNotFound) {  // no GPU: measure on the CPU
       report = TuneReport{};
-      CompileOptions cpu;
+      CpuCompileOptions cpu;
       cpu.fuse = gpu.fuse;
       cpu.disabled_kinds = gpu.disabled_kinds;
-      ASSIGN_OR_RETURN(std::unique_ptr<CompiledGraph> tuned_cpu, TuneForCpu(graph, cpu, TuneOptions{}, &report));
+      ASSIGN_OR_RETURN(std::unique_ptr<CpuExecutable> tuned_cpu, TuneForCpu(graph, cpu, TuneOptions{}, &report));
       plan = tuned_cpu->plan();
       device = CpuTuningDeviceName();
     } else {

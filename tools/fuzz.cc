@@ -15,8 +15,9 @@
 #include "cli_common.h"
 #include "commands.h"
 #include "compile_cuda.h"
+#include "driver/driver.h"
 #include "ir/printer.h"
-#include "runtime/compiled_graph.h"
+#include "backend/cpu/cpu_executable.h"
 #include "support/file_util.h"
 #include "testing/differential_fuzz.h"
 
@@ -110,10 +111,10 @@ Status EmitGraphs(const DifferentialFuzzOptions& fuzz, const std::string& dir) {
     std::filesystem::create_directories(at, ec);
     if (ec) return InvalidArgument(fmt::format("cannot create '{}': {}", at, ec.message()));
     RETURN_IF_ERROR(WriteFileAtomically(at + "/graph.txt", PrintGraph(graph)));
-    CompileOptions cpu;
+    CpuCompileOptions cpu;
     cpu.fuse = fuzz.fuse;
     cpu.fault = fuzz.fault;
-    ASSIGN_OR_RETURN(std::unique_ptr<CompiledGraph> compiled, CompiledGraph::Compile(graph, cpu));
+    ASSIGN_OR_RETURN(std::unique_ptr<CpuExecutable> compiled, CompileForCpu(graph, cpu));
     std::string sources;
     for (const KernelInfo& k : compiled->kernels())
       sources += fmt::format("// {} ({}){}\n{}\n", k.name, GroupKindName(k.kind), k.generated ? "" : ": reference kernels, " + k.why_not,

@@ -6,11 +6,12 @@
 
 #include <fmt/format.h>
 
-#include "backend/cpu/interpreter.h"
+#include "reference/interpreter.h"
 #include "cli_common.h"
 #include "commands.h"
-#include "cpu_backend.h"
-#include "runtime/gpu_compiled_graph.h"
+#include "cpu_common.h"
+#include "backend/cuda/cuda_executable.h"
+#include "driver/driver.h"
 #include "tune/gpu_tuner.h"
 #include "input_binding.h"
 #include "passes/pipeline.h"
@@ -60,7 +61,7 @@ class Executor {
   Status Prepare(const RunOptions& options, const Graph& passed, RunReport& report) {
     if (options.backend == "reference") return Status::Ok();
     if (options.backend == "cuda" || options.backend == "auto") {
-      GpuCompileOptions gpu_options;
+      CudaCompileOptions gpu_options;
       gpu_options.fuse = !options.no_fusion;
       gpu_options.poison_outputs = options.check;
       gpu_options.gemm = options.gemm == "template" ? GemmPath::kTemplate : options.gemm == "library" ? GemmPath::kLibrary : GemmPath::kAuto;
@@ -69,8 +70,8 @@ class Executor {
                               : options.attention == "serial"  ? AttentionPath::kSerial
                                                                : AttentionPath::kTemplate;
       gpu_options.precision = options.precision == "high" ? MatmulPrecision::kHigh : MatmulPrecision::kHighest;
-      StatusOr<std::unique_ptr<GpuCompiledGraph>> gpu =
-          options.tune ? TuneForGpu(passed, gpu_options, TuneOptions{}, nullptr) : GpuCompiledGraph::Compile(passed, gpu_options);
+      StatusOr<std::unique_ptr<CudaExecutable>> gpu =
+          options.tune ? TuneForGpu(passed, gpu_options, TuneOptions{}, nullptr) : CompileForCuda(passed, gpu_options);
       if (gpu.ok()) {
         gpu_ = std::move(gpu).value();
         report.backend = "cuda";
@@ -82,7 +83,7 @@ class Executor {
       if (options.backend == "cuda") return gpu.status();
       report.backend_note = "cuda backend unavailable, ran on the cpu: " + gpu.status().message();
     }
-    StatusOr<std::unique_ptr<CompiledGraph>> compiled = CompileForCpu(passed, !options.no_fusion, "", options.tune);
+    StatusOr<std::unique_ptr<CpuExecutable>> compiled = CompileModelForCpu(passed, !options.no_fusion, "", options.tune);
     if (!compiled.ok()) {
       if (options.backend == "cpu") return compiled.status();
       report.backend = "reference";
@@ -138,7 +139,7 @@ class Executor {
     ASSIGN_OR_RETURN(std::vector<Tensor> outputs, gpu_->Run(inputs, &timings));
     TraceRecorder recorder;
     for (size_t i = 0; i < timings.size() && i < gpu_->kernels().size(); ++i) {
-      const GpuKernelInfo& info = gpu_->kernels()[i];
+      const CudaKernelInfo& info = gpu_->kernels()[i];
       report.kernels.push_back({info.name, std::string(GroupKindName(info.kind)), info.mode != "host", info.why_host,
                                 timings[i].duration_us / 1000});
       recorder.Add({info.name, "kernel", timings[i].start_us, timings[i].duration_us, 0,
@@ -148,8 +149,8 @@ class Executor {
     return outputs;
   }
 
-  std::unique_ptr<GpuCompiledGraph> gpu_;
-  std::unique_ptr<CompiledGraph> compiled_;
+  std::unique_ptr<CudaExecutable> gpu_;
+  std::unique_ptr<CpuExecutable> compiled_;
   bool recorded_ = false;
 };
 

@@ -37,14 +37,14 @@ std::function<void(int, int, const std::string&)> ProgressBar() {
 StatusOr<std::string> TuneOnBackend(const TuneCommandOptions& options, const Graph& passed, const TuneOptions& tune,
                                     TuneReport& report) {
   if (options.backend != "cpu") {
-    StatusOr<std::unique_ptr<GpuCompiledGraph>> gpu = TuneForGpu(passed, GpuCompileOptions{}, tune, &report);
+    StatusOr<std::unique_ptr<CudaExecutable>> gpu = TuneForGpu(passed, CudaCompileOptions{}, tune, &report);
     if (gpu.ok()) return (*gpu)->device_name();
     // Unavailable-style errors (no driver, no GPU) are NotFound: auto tunes the cpu instead.
     if (options.backend == "cuda" || gpu.status().code() != StatusCode::kNotFound) return gpu.status();
     fmt::print(stderr, "tilefuse: note: no GPU ({}); tuning the cpu backend\n", gpu.status().message());
     report = TuneReport{};
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<CompiledGraph> cpu, TuneForCpu(passed, CompileOptions{}, tune, &report));
+  ASSIGN_OR_RETURN(std::unique_ptr<CpuExecutable> cpu, TuneForCpu(passed, CpuCompileOptions{}, tune, &report));
   return CpuTuningDeviceName();
 }
 

@@ -4,9 +4,10 @@
 
 #include <fmt/format.h>
 
-#include "backend/cpu/interpreter.h"
+#include "reference/interpreter.h"
 #include "cli_common.h"
-#include "cpu_backend.h"
+#include "cpu_common.h"
+#include "driver/driver.h"
 #include "fusion/device_spec.h"
 #include "fusion/explain.h"
 #include "fusion/planner.h"
@@ -42,10 +43,10 @@ Status CompiledModel::PrepareBackend(const ModelCompileOptions& options) {
     return Status::Ok();
   }
   if (options.backend == "cuda" || auto_backend_) {
-    GpuCompileOptions gpu_options;
+    CudaCompileOptions gpu_options;
     gpu_options.fuse = options.fuse;
-    StatusOr<std::unique_ptr<GpuCompiledGraph>> gpu = options.tune ? TuneForGpu(passed_, gpu_options, TuneOptions{}, nullptr)
-                                                                   : GpuCompiledGraph::Compile(passed_, gpu_options);
+    StatusOr<std::unique_ptr<CudaExecutable>> gpu = options.tune ? TuneForGpu(passed_, gpu_options, TuneOptions{}, nullptr)
+                                                                   : CompileForCuda(passed_, gpu_options);
     if (gpu.ok()) {
       gpu_ = std::move(gpu).value();
       backend_ = "cuda";
@@ -54,7 +55,7 @@ Status CompiledModel::PrepareBackend(const ModelCompileOptions& options) {
     if (options.backend == "cuda") return gpu.status();
     backend_note_ = "cuda backend unavailable, ran on the cpu: " + gpu.status().message();
   }
-  StatusOr<std::unique_ptr<CompiledGraph>> compiled = cli::CompileForCpu(passed_, options.fuse, "", options.tune);
+  StatusOr<std::unique_ptr<CpuExecutable>> compiled = cli::CompileModelForCpu(passed_, options.fuse, "", options.tune);
   if (!compiled.ok()) {
     if (options.backend == "cpu") return compiled.status();
     backend_ = "reference";
@@ -68,7 +69,7 @@ Status CompiledModel::PrepareBackend(const ModelCompileOptions& options) {
 
 void CompiledModel::DescribeKernels() {
   if (gpu_) {
-    for (const GpuKernelInfo& k : gpu_->kernels())
+    for (const CudaKernelInfo& k : gpu_->kernels())
       kernels_.push_back({k.name, std::string(GroupKindName(k.kind)), k.mode != "host", k.why_host, k.mode, k.num_nodes});
   } else if (cpu_) {
     for (const KernelInfo& k : cpu_->kernels())

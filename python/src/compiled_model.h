@@ -1,7 +1,7 @@
 // CompiledModel: what the Python package holds — a model imported, passed and compiled
 // for one backend, as `tilefuse run` does it (tools/run.cc), with the CLI's own pieces
 // for loading and checking inputs (tools/cli_common.h) and compiling for the CPU
-// (tools/cpu_backend.h), so a model behaves the same from Python and from the CLI.
+// (tools/cpu_common.h), so a model behaves the same from Python and from the CLI.
 // Free of Python: module.cc converts arrays and errors.
 #pragma once
 
@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/compiled_graph.h"
-#include "runtime/gpu_compiled_graph.h"
+#include "backend/cpu/cpu_executable.h"
+#include "backend/cuda/cuda_executable.h"
 #include "tilefuse/graph.h"
 #include "tilefuse/status.h"
 #include "tilefuse/tensor.h"
@@ -53,7 +53,7 @@ class CompiledModel {
   StatusOr<std::vector<Tensor>> Run(const std::vector<Tensor>& inputs, const std::string& source);
 
   // One run on device memory the caller owns, queued on the caller's CUDA stream
-  // (GpuCompiledGraph::RunOnDevice); only where device_runs().
+  // (CudaExecutable::RunOnDevice); only where device_runs().
   Status RunOnDevice(const std::vector<uint64_t>& inputs, const std::vector<uint64_t>& outputs, uint64_t stream);
   // Whether RunOnDevice works: the model runs on the GPU as one captured CUDA graph.
   bool device_runs() const { return gpu_ && gpu_->captured(); }
@@ -76,8 +76,8 @@ class CompiledModel {
   bool fuse_ = true;
   bool auto_backend_ = false;
   std::string backend_, backend_note_;
-  std::unique_ptr<GpuCompiledGraph> gpu_;
-  std::unique_ptr<CompiledGraph> cpu_;
+  std::unique_ptr<CudaExecutable> gpu_;
+  std::unique_ptr<CpuExecutable> cpu_;
   std::vector<KernelSummary> kernels_;
   std::vector<ValueType> inputs_, outputs_;
   double compile_ms_ = 0;

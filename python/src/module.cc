@@ -160,7 +160,7 @@ NB_MODULE(_tilefuse, m) {
   m.doc() = "tilefuse's C++ library; use the tilefuse package, not this module";
   nb::register_exception_translator(TranslateStatusError);
 
-  nb::class_<CompiledModel>(m, "CompiledGraph")
+  nb::class_<CompiledModel>(m, "CpuExecutable")
       .def("run", &RunModel, nb::arg("inputs"), nb::arg("torch"), nb::arg("source"),
            "Runs on C-contiguous CPU arrays; returns torch tensors when torch is true, else NumPy arrays")
       .def("run_device",

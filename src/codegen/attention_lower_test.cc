@@ -9,9 +9,10 @@
 #include <cmath>
 #include <filesystem>
 
-#include "backend/cpu/interpreter.h"
+#include "reference/interpreter.h"
+#include "driver/driver.h"
 #include "passes/pipeline.h"
-#include "runtime/compiled_graph.h"
+#include "backend/cpu/cpu_executable.h"
 #include "support/tensor_compare.h"
 #include "tilefuse/builder.h"
 
@@ -62,10 +63,10 @@ Graph BuildAttention(const AttentionCase& c) {
 // attention kernel's KernelInfo.
 KernelInfo CompileRunAndCompare(const AttentionCase& c) {
   Graph graph = BuildAttention(c);
-  CompileOptions options;
+  CpuCompileOptions options;
   options.poison_outputs = true;
   options.cache_dir = (std::filesystem::temp_directory_path() / "tilefuse_test_cache").string();
-  auto compiled = CompiledGraph::Compile(graph, options);
+  auto compiled = CompileForCpu(graph, options);
   EXPECT_TRUE(compiled.ok()) << compiled.status().ToString();
   if (!compiled.ok()) return {};
   std::vector<Tensor> inputs;

@@ -8,10 +8,10 @@
 
 #include <limits>
 
-#include "backend/cpu/interpreter.h"
+#include "reference/interpreter.h"
 #include "codegen/cpp_emitter.h"
 #include "codegen/cpp_emitter_test_util.h"
-#include "runtime/compiled_graph.h"
+#include "backend/cpu/cpu_executable.h"
 #include "support/tensor_compare.h"
 
 namespace tilefuse {
@@ -19,7 +19,7 @@ namespace {
 
 struct Compiled {
   Graph graph;
-  std::unique_ptr<CompiledGraph> compiled;
+  std::unique_ptr<CpuExecutable> compiled;
   std::string source;  // the generated kernels' functions
 };
 

@@ -10,9 +10,9 @@
 #include <cmath>
 #include <limits>
 
-#include "backend/cpu/interpreter.h"
+#include "reference/interpreter.h"
 #include "codegen/cpp_emitter_test_util.h"
-#include "runtime/compiled_graph.h"
+#include "backend/cpu/cpu_executable.h"
 #include "support/tensor_compare.h"
 
 namespace tilefuse {

@@ -8,15 +8,17 @@
 #include <memory>
 #include <string>
 
+#include "codegen/kernel_fingerprint.h"
+#include "driver/driver.h"
 #include "frontend/onnx/importer.h"
 #include "passes/pipeline.h"
-#include "runtime/compiled_graph.h"
+#include "backend/cpu/cpu_executable.h"
 
 namespace tilefuse::emitter_test {
 
 struct CompiledModel {
   Graph graph;
-  std::unique_ptr<CompiledGraph> compiled;
+  std::unique_ptr<CpuExecutable> compiled;
 };
 
 // `config`, when given, applies to every kernel of the graph.
@@ -25,15 +27,16 @@ inline CompiledModel CompileModelText(const std::string& text, const CppKernelCo
   EXPECT_TRUE(model.ok()) << model.status().ToString();
   auto graph = RunGraphPasses(std::move(model->graph), PassOptions{});
   EXPECT_TRUE(graph.ok()) << graph.status().ToString();
-  CompileOptions options;
+  CpuCompileOptions options;
   options.poison_outputs = true;
   options.cache_dir = (std::filesystem::temp_directory_path() / "tilefuse_test_cache").string();
   if (config) {
-    auto plain = CompiledGraph::Compile(*graph, options);
+    auto plain = CompileForCpu(*graph, options);
     EXPECT_TRUE(plain.ok());
-    for (const KernelInfo& k : (*plain)->kernels()) options.configs[k.name] = *config;
+    for (const KernelInfo& k : (*plain)->kernels())
+      if (const Kernel* loop = (*plain)->LoopKernel(k.name)) options.configs[KernelFingerprint(*loop)] = *config;
   }
-  auto compiled = CompiledGraph::Compile(*graph, options);
+  auto compiled = CompileForCpu(*graph, options);
   EXPECT_TRUE(compiled.ok()) << compiled.status().ToString();
   return {std::move(*graph), std::move(*compiled)};
 }

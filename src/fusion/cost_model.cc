@@ -1,13 +1,15 @@
 #include "fusion/cost_model.h"
 
 #include <algorithm>
+#include <iterator>
+#include <fmt/format.h>
 
 #include "fusion/group_classifier.h"
 
 namespace tilefuse {
 
-CostModel::CostModel(const Graph& graph, const DeviceSpec& spec)
-    : graph_(graph), spec_(spec), users_(graph.ComputeUsers()), is_output_(graph.num_nodes(), false),
+CostModel::CostModel(const Graph& graph, const DeviceSpec& spec, const TargetCapabilities* target)
+    : graph_(graph), spec_(spec), target_(target), users_(graph.ComputeUsers()), is_output_(graph.num_nodes(), false),
       inlined_(FindInlinedGenerators(graph)) {
   for (const Graph::Output& o : graph.outputs()) is_output_[o.node] = true;
 }
@@ -34,7 +36,45 @@ double CostModel::NodeFlops(const Node& n) const {
   }
 }
 
+std::vector<int> CostModel::EpilogueOf(const std::vector<int>& members, int matmul) const {
+  std::vector<bool> after(graph_.num_nodes(), false);
+  after[matmul] = true;
+  std::vector<int> epilogue;
+  for (int id : members) {  // ascending ids are a topological order
+    if (id == matmul) continue;
+    const Node& n = graph_.node(id);
+    if (std::any_of(n.inputs.begin(), n.inputs.end(), [&](int input) { return after[input]; })) {
+      after[id] = true;
+      epilogue.push_back(id);
+    }
+  }
+  return epilogue;
+}
+
 GroupCost CostModel::PredictGroupTime(const std::vector<int>& members) const {
+  if (target_) {
+    auto matmul = std::find_if(members.begin(), members.end(),
+                               [&](int id) { return graph_.node(id).info().kind == OpKind::Contraction; });
+    if (matmul != members.end()) {
+      std::vector<int> epilogue = EpilogueOf(members, *matmul);
+      FusionDecision fused = epilogue.empty() ? FusionDecision::Allow() : target_->FusesGemmEpilogue(graph_, members, *matmul);
+      if (!fused) {
+        // Two kernels: the product (and any prologue) writing the product, the epilogue
+        // reading it back.
+        std::vector<int> product;
+        std::set_difference(members.begin(), members.end(), epilogue.begin(), epilogue.end(), std::back_inserter(product));
+        GroupCost first = OneKernel(product), second = OneKernel(epilogue);
+        GroupCost cost{first.bytes + second.bytes, first.flops + second.flops, first.seconds + second.seconds, ""};
+        cost.note = fmt::format("epilogue as its own kernel ({}): the product's {:.1f} MB go to memory and back", fused.Explain(),
+                                2 * NodeBytes(*matmul) / 1e6);
+        return cost;
+      }
+    }
+  }
+  return OneKernel(members);
+}
+
+GroupCost CostModel::OneKernel(const std::vector<int>& members) const {
   // Members arrive sorted; binary search keeps membership tests cheap without a set.
   auto is_member = [&](int id) { return std::binary_search(members.begin(), members.end(), id); };
   GroupCost cost;

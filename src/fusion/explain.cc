@@ -63,6 +63,7 @@ std::string ExplainText(const Graph& g, const FusionPlan& plan) {
     std::string members;
     for (int id : group.nodes) members += (members.empty() ? "" : ", ") + NodeLabel(g.node(id));
     out += "    " + members + "\n";
+    if (!group.cost_note.empty()) out += "    cost: " + group.cost_note + "\n";
     for (const RejectedMerge& r : plan.rejected)
       if (r.producer_group == group.id)
         out += fmt::format("    not merged with group {}: {}\n", r.consumer_group, r.reason);
@@ -84,6 +85,7 @@ nlohmann::json ExplainJson(const Graph& g, const FusionPlan& plan) {
                       {"inputs", group.inputs}, {"outputs", group.outputs}, {"bytes_in", bytes.in},
                       {"bytes_out", bytes.out}, {"flops", group.flops}, {"predicted_us", group.predicted_us},
                       {"unfused_predicted_us", group.unfused_predicted_us}});
+    if (!group.cost_note.empty()) groups.back()["cost_note"] = group.cost_note;
   }
   nlohmann::json rejected = nlohmann::json::array();
   for (const RejectedMerge& r : plan.rejected)

@@ -33,6 +33,7 @@ struct FusionGroup {
   double flops = 0;
   double predicted_us = 0;           // this group as one kernel
   double unfused_predicted_us = 0;   // its members each as their own kernel
+  std::string cost_note;             // where the backend runs it as more than one kernel, how
 };
 
 struct RejectedMerge {

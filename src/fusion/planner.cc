@@ -193,11 +193,12 @@ class PriorityFusion {
       c.decision = FusionDecision::Forbid(fmt::format("{} fusion is disabled (--disable-fusion)", GroupKindName(cls.kind)));
       return c;
     }
-    c.seconds = model_.PredictGroupTime(merged).seconds;
+    GroupCost cost = model_.PredictGroupTime(merged);
+    c.seconds = cost.seconds;
     c.saving = p.seconds + q.seconds - c.seconds;
     if (c.saving <= 0) {
-      c.decision = FusionDecision::Forbid(fmt::format("no predicted saving: {:.2f} us fused vs {:.2f} us apart",
-                                                      c.seconds * 1e6, (p.seconds + q.seconds) * 1e6));
+      c.decision = FusionDecision::Forbid(fmt::format("no predicted saving: {:.2f} us fused vs {:.2f} us apart{}", c.seconds * 1e6,
+                                                      (p.seconds + q.seconds) * 1e6, cost.note.empty() ? "" : " (" + cost.note + ")"));
       return c;
     }
     if (int via = IndirectPath(producer, consumer); via >= 0)
@@ -405,6 +406,7 @@ FusionPlan PriorityFusion::Finish() {
     fg.bytes = cost.bytes;
     fg.flops = cost.flops;
     fg.predicted_us = cost.seconds * 1e6;
+    fg.cost_note = cost.note;
     fg.unfused_predicted_us = std::max(fg.unfused_predicted_us, fg.predicted_us * (fg.nodes.size() == 1));
     plan.predicted_us += fg.predicted_us;
     plan.groups.push_back(std::move(fg));
@@ -434,7 +436,7 @@ StatusOr<FusionPlan> PlanFusion(const Graph& graph, const PlannerOptions& option
   for (const Node& n : graph.nodes())
     if (n.info().kind == OpKind::Composite)
       return InvalidArgument(fmt::format("%{} ({}) is a composite op: run the graph passes before planning", n.id, OpName(n.op)));
-  CostModel model(graph, *spec);
+  CostModel model(graph, *spec, options.target);
   PlannerOptions unfused_options = options;
   unfused_options.fuse = false;
   FusionPlan unfused = PriorityFusion(graph, model, unfused_options).Run();

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "fusion/fusion_plan.h"
+#include "fusion/target_capabilities.h"
 #include "tilefuse/graph.h"
 #include "tilefuse/status.h"
 
@@ -16,6 +17,9 @@ namespace tilefuse {
 
 struct PlannerOptions {
   std::string device = "h100-sxm";
+  // What the backend's kernels fuse (none: every template fuses its whole group); the
+  // cost model charges what they do not.
+  const TargetCapabilities* target = nullptr;
   bool fuse = true;                   // false: every op its own group (views folded)
   std::set<GroupKind> disabled_kinds; // --disable-fusion=KIND
   // Attention candidates holding any of these nodes are not claimed: a backend's attention

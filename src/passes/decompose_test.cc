@@ -4,7 +4,7 @@
 #include <functional>
 #include <gtest/gtest.h>
 
-#include "backend/cpu/interpreter.h"
+#include "reference/interpreter.h"
 #include "passes/pass_test_util.h"
 #include "tilefuse/builder.h"
 

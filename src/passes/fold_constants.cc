@@ -4,7 +4,7 @@
 #include <optional>
 #include <vector>
 
-#include "backend/cpu/interpreter.h"
+#include "reference/interpreter.h"
 #include "passes/rewriter.h"
 
 namespace tilefuse {

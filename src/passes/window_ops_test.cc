@@ -2,6 +2,7 @@
 // rewrite must compute what the opaque op computes (both evaluated by the f64 reference
 // interpreter, the opaque op's own kernel being the oracle), and the CPU backend must
 // compile the rewrite into generated kernels that match it, outputs poisoned first.
+#include "driver/driver.h"
 #include "passes/window_ops.h"
 
 #include <gtest/gtest.h>
@@ -9,10 +10,10 @@
 #include <cmath>
 #include <filesystem>
 
-#include "backend/cpu/interpreter.h"
+#include "reference/interpreter.h"
 #include "passes/pass_test_util.h"
 #include "passes/pipeline.h"
-#include "runtime/compiled_graph.h"
+#include "backend/cpu/cpu_executable.h"
 #include "support/tensor_compare.h"
 #include "tilefuse/builder.h"
 
@@ -147,10 +148,10 @@ TEST_P(WindowOpsTest, CpuKernelsMatchTheOpaqueOp) {
   Graph original = BuildCase(c);
   auto graph = RunGraphPasses(original, PassOptions{});
   ASSERT_TRUE(graph.ok()) << graph.status().ToString();
-  CompileOptions options;
+  CpuCompileOptions options;
   options.poison_outputs = true;
   options.cache_dir = (std::filesystem::temp_directory_path() / "tilefuse_test_cache").string();
-  auto compiled = CompiledGraph::Compile(*graph, options);
+  auto compiled = CompileForCpu(*graph, options);
   ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
   for (const KernelInfo& k : (*compiled)->kernels()) EXPECT_TRUE(k.generated) << k.name << ": " << k.why_not;
 

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "backend/cpu/interpreter.h"
+#include "reference/interpreter.h"
 #include "testing/differential_fuzz.h"
 #include "tilefuse/builder.h"
 

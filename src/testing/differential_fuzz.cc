@@ -1,3 +1,4 @@
+#include "driver/driver.h"
 #include "testing/differential_fuzz.h"
 
 #include <algorithm>
@@ -6,10 +7,10 @@
 #include <fmt/format.h>
 #include <memory>
 
-#include "backend/cpu/interpreter.h"
+#include "reference/interpreter.h"
 #include "passes/pipeline.h"
-#include "runtime/compiled_graph.h"
-#include "runtime/gpu_compiled_graph.h"
+#include "backend/cpu/cpu_executable.h"
+#include "backend/cuda/cuda_executable.h"
 #include "support/tensor_compare.h"
 #include "testing/random_graph.h"
 
@@ -184,15 +185,15 @@ namespace {
 
 // One compiler run for the batch; when it fails, each graph alone, so the error names
 // the graph that caused it.
-std::vector<StatusOr<std::unique_ptr<CompiledGraph>>> CompileEach(const std::vector<Graph>& graphs,
-                                                                  const CompileOptions& options) {
-  std::vector<StatusOr<std::unique_ptr<CompiledGraph>>> compiled;
-  auto batch = CompiledGraph::CompileBatch(graphs, options);
+std::vector<StatusOr<std::unique_ptr<CpuExecutable>>> CompileEach(const std::vector<Graph>& graphs,
+                                                                  const CpuCompileOptions& options) {
+  std::vector<StatusOr<std::unique_ptr<CpuExecutable>>> compiled;
+  auto batch = CompileBatchForCpu(graphs, options);
   if (batch.ok()) {
     for (auto& g : *batch) compiled.push_back(std::move(g));
     return compiled;
   }
-  for (const Graph& g : graphs) compiled.push_back(CompiledGraph::Compile(g, options));
+  for (const Graph& g : graphs) compiled.push_back(CompileForCpu(g, options));
   return compiled;
 }
 
@@ -210,14 +211,14 @@ void FuzzBatch(const DifferentialFuzzOptions& options, uint64_t first_seed, int 
     case_of_graph.push_back(report.cases.size() - 1);
   }
   if (options.backend == "cuda") {
-    GpuCompileOptions gpu;
+    CudaCompileOptions gpu;
     gpu.fuse = options.fuse;
     gpu.poison_outputs = true;
     gpu.cache_dir = options.cache_dir;
     gpu.fault = options.fault;
     for (size_t g = 0; g < graphs.size(); ++g) {
       FuzzCase& c = report.cases[case_of_graph[g]];
-      auto compiled = GpuCompiledGraph::Compile(graphs[g], gpu);
+      auto compiled = CompileForCuda(graphs[g], gpu);
       if (!compiled.ok()) {
         c.detail = compiled.status().ToString();
         continue;
@@ -226,7 +227,7 @@ void FuzzBatch(const DifferentialFuzzOptions& options, uint64_t first_seed, int 
     }
     return;
   }
-  CompileOptions compile;
+  CpuCompileOptions compile;
   compile.fuse = options.fuse;
   compile.poison_outputs = true;
   compile.cache_dir = options.cache_dir;

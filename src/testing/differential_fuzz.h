@@ -8,7 +8,7 @@
 // that fails them is measured, by the reference run again as other legitimate
 // computations would round (inputs moved by a few ulps of the compute precision, every
 // rounded intermediate moved by one or two ulps of its dtype, sums and matmuls
-// accumulated in their dtype in order: backend/cpu/interpreter.h).
+// accumulated in their dtype in order: reference/interpreter.h).
 // When those alone already leave the bounds (a layer norm of rounding noise), and the
 // kernel is no further off than they go (within explain_factor), the graph is
 // ill-conditioned for the tolerance and reported with both numbers; otherwise it is a

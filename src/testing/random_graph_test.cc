@@ -13,7 +13,7 @@
 #include <map>
 #include <set>
 
-#include "backend/cpu/interpreter.h"
+#include "reference/interpreter.h"
 #include "ir/printer.h"
 #include "passes/pipeline.h"
 

@@ -1,9 +1,11 @@
+#include "driver/driver.h"
 #include "tune/cpu_tuner.h"
 
 #include <thread>
 
 #include "backend/cpu/host_jit.h"
 #include "codegen/cpp_emitter.h"
+#include "codegen/kernel_fingerprint.h"
 #include "support/cpu_info.h"
 #include "support/kernel_cache.h"
 #include "tune/cpu_search_space.h"
@@ -22,17 +24,18 @@ std::string KernelHash(const Kernel& kernel) {
   return KernelCache::Key({EmitCppFunction(blank), CppConfigToJson(CppKernelConfig{}).dump()});
 }
 
-KernelSearch CppKernelSearch(CompiledGraph& compiled, const std::string& name, const Kernel& kernel,
+KernelSearch CppKernelSearch(CpuExecutable& compiled, const std::string& name, const Kernel& kernel,
                              const TuningKey& machine, const TuneOptions& tune) {
   KernelSearch search;
   search.name = name;
+  search.fingerprint = KernelFingerprint(kernel);
   search.key = machine;
   search.key.kernel_hash = KernelHash(kernel);
   CppSearchSpace space = CppCandidates(kernel, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
   for (const CppKernelConfig& c : space.candidates) search.candidates.push_back(CppConfigToJson(c));
   search.pruned = static_cast<int>(space.pruned.size());
   search.rank = [](const nlohmann::json& c) { return CppConfigRank(CppConfigFromJson(c)); };
-  search.measure = MeasureTypedConfigs<CompiledGraph, CppKernelConfig>(compiled, name, tune, CppConfigFromJson);
+  search.measure = MeasureTypedConfigs<CpuExecutable, CppKernelConfig>(compiled, name, tune, CppConfigFromJson);
   return search;
 }
 
@@ -40,7 +43,7 @@ KernelSearch CppKernelSearch(CompiledGraph& compiled, const std::string& name, c
 
 std::string CpuTuningDeviceName() { return "cpu: " + CpuModelName(); }
 
-StatusOr<std::unique_ptr<CompiledGraph>> TuneForCpu(const Graph& graph, const CompileOptions& options,
+StatusOr<std::unique_ptr<CpuExecutable>> TuneForCpu(const Graph& graph, const CpuCompileOptions& options,
                                                     const TuneOptions& tune, TuneReport* report) {
   auto start = TuneClock::now();
   TuneReport local;
@@ -53,9 +56,9 @@ StatusOr<std::unique_ptr<CompiledGraph>> TuneForCpu(const Graph& graph, const Co
   ASSIGN_OR_RETURN(HostJit jit, HostJit::Create(jit_options));
   TuningKey machine{CpuTuningDeviceName(), CpuIsaLevel(), "", jit.compiler_identity(), "", "", ""};
 
-  CompileOptions base = options;
+  CpuCompileOptions base = options;
   base.poison_outputs = false;
-  ASSIGN_OR_RETURN(std::unique_ptr<CompiledGraph> compiled, CompiledGraph::Compile(graph, base));
+  ASSIGN_OR_RETURN(std::unique_ptr<CpuExecutable> compiled, CompileForCpu(graph, base));
   std::vector<Tensor> inputs = TuningInputs(compiled->graph());
   ASSIGN_OR_RETURN(std::vector<Tensor> warm, compiled->Run(inputs));  // real data in every buffer
   std::vector<KernelSearch> searches;
@@ -66,9 +69,9 @@ StatusOr<std::unique_ptr<CompiledGraph>> TuneForCpu(const Graph& graph, const Co
       if (const Kernel* kernel = compiled->LoopKernel(name)) searches.push_back(CppKernelSearch(*compiled, name, *kernel, machine, tune));
   }
   RETURN_IF_ERROR(TuneKernels(searches, cache, tune, start, r));
-  CompileOptions tuned = options;
-  for (const KernelTuneResult& k : r.kernels) tuned.configs[k.name] = CppConfigFromJson(k.best);
-  ASSIGN_OR_RETURN(compiled, CompiledGraph::Compile(graph, tuned));
+  CpuCompileOptions tuned = options;
+  for (const KernelTuneResult& k : r.kernels) tuned.configs[k.fingerprint] = CppConfigFromJson(k.best);
+  ASSIGN_OR_RETURN(compiled, CompileForCpu(graph, tuned));
   if (tune.fallback && options.fuse && !options.plan_override) {
     ASSIGN_OR_RETURN(compiled, ApplyMeasuredFallbacks(graph, std::move(compiled), tuned, inputs, r.fallbacks));
   }

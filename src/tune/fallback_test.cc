@@ -2,6 +2,7 @@
 // injected timings: which groups fall back, the threshold, missing measurements, the
 // applied plan's shape and validity, and that the applied plan still computes the
 // reference's answer when compiled for the CPU.
+#include "driver/driver.h"
 #include "tune/fallback.h"
 
 #include <gtest/gtest.h>
@@ -13,12 +14,12 @@
 #include <map>
 #include <set>
 
-#include "backend/cpu/interpreter.h"
+#include "reference/interpreter.h"
 #include "frontend/onnx/importer.h"
 #include "fusion/plan_verifier.h"
 #include "fusion/planner.h"
 #include "passes/pipeline.h"
-#include "runtime/compiled_graph.h"
+#include "backend/cpu/cpu_executable.h"
 #include "support/tensor_compare.h"
 #include "testing/random_graph.h"
 
@@ -240,11 +241,11 @@ TEST_P(FallbackModelTest, MissingMeasurementsKeepTheGroupFused) {
 // Compiles `plan` for the CPU and compares with the f64 reference on random inputs,
 // kernel outputs poisoned first.
 void ExpectPlanComputesReference(const Graph& graph, const FusionPlan& plan) {
-  CompileOptions options;
+  CpuCompileOptions options;
   options.plan_override = &plan;
   options.poison_outputs = true;
   options.cache_dir = (std::filesystem::temp_directory_path() / "tilefuse_test_cache").string();
-  auto compiled = CompiledGraph::Compile(graph, options);
+  auto compiled = CompileForCpu(graph, options);
   ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
   EXPECT_EQ((*compiled)->plan().group_of, plan.group_of) << "the override was not used";
   std::vector<Tensor> inputs;

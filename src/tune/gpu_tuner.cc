@@ -1,3 +1,5 @@
+#include "driver/driver.h"
+#include "runtime/measure.h"
 #include "tune/gpu_tuner.h"
 
 #include <algorithm>
@@ -6,6 +8,7 @@
 #include <memory>
 #include <fmt/format.h>
 
+#include "codegen/kernel_fingerprint.h"
 #include "support/kernel_cache.h"
 #include "tune/cuda_search_space.h"
 #include "tune/measured_fallback.h"
@@ -31,9 +34,10 @@ double CudaRank(const CudaKernelConfig& base, const CudaKernelConfig& c) {
          std::abs(std::log2(double(std::max(1, c.threads_per_row)) / std::max(1, base.threads_per_row)));
 }
 
-KernelSearch CudaKernelSearch(GpuCompiledGraph& compiled, const CudaLaunchable& k, const TuneOptions& tune) {
+KernelSearch CudaKernelSearch(CudaExecutable& compiled, const CudaLaunchable& k, const TuneOptions& tune) {
   KernelSearch search;
   search.name = k.source.name;
+  search.fingerprint = KernelFingerprint(k.kernel);
   search.key = {compiled.device_name(), compiled.device_arch(), std::to_string(compiled.driver_version()),
                 "nvrtc " + compiled.nvrtc_version(), KernelHash(k), "", ""};
   CudaSearchSpace space = CudaCandidates(k.kernel);
@@ -41,7 +45,7 @@ KernelSearch CudaKernelSearch(GpuCompiledGraph& compiled, const CudaLaunchable& 
   search.pruned = static_cast<int>(space.pruned.size());
   CudaKernelConfig base = space.candidates.empty() ? CudaKernelConfig{} : space.candidates.front();
   search.rank = [base](const nlohmann::json& c) { return CudaRank(base, CudaConfigFromJson(c)); };
-  search.measure = MeasureTypedConfigs<GpuCompiledGraph, CudaKernelConfig>(compiled, k.source.name, tune, CudaConfigFromJson);
+  search.measure = MeasureTypedConfigs<CudaExecutable, CudaKernelConfig>(compiled, k.source.name, tune, CudaConfigFromJson);
   return search;
 }
 
@@ -50,7 +54,7 @@ KernelSearch CudaKernelSearch(GpuCompiledGraph& compiled, const CudaLaunchable& 
 // once, when the first search misses the cache.
 class GemmPathTimes {
  public:
-  GemmPathTimes(const Graph& graph, GpuCompiledGraph& rule, GpuCompileOptions with_template, const std::vector<Tensor>& inputs)
+  GemmPathTimes(const Graph& graph, CudaExecutable& rule, CudaCompileOptions with_template, const std::vector<Tensor>& inputs)
       : graph_(graph), rule_(rule), with_template_(std::move(with_template)), inputs_(inputs) {}
 
   // Microseconds of plan group `index` on the library (0) and template (1) path.
@@ -66,15 +70,15 @@ class GemmPathTimes {
 
  private:
   Status Measure() {
-    ASSIGN_OR_RETURN(std::unique_ptr<GpuCompiledGraph> other, GpuCompiledGraph::Compile(graph_, with_template_));
-    ASSIGN_OR_RETURN(library_us_, rule_.GroupTimesUs(inputs_));
-    ASSIGN_OR_RETURN(template_us_, other->GroupTimesUs(inputs_));
+    ASSIGN_OR_RETURN(std::unique_ptr<CudaExecutable> other, CompileForCuda(graph_, with_template_));
+    ASSIGN_OR_RETURN(library_us_, GroupTimesUs(rule_, inputs_));
+    ASSIGN_OR_RETURN(template_us_, GroupTimesUs(*other, inputs_));
     return Status::Ok();
   }
 
   const Graph& graph_;
-  GpuCompiledGraph& rule_;
-  GpuCompileOptions with_template_;
+  CudaExecutable& rule_;
+  CudaCompileOptions with_template_;
   const std::vector<Tensor>& inputs_;
   bool measured_ = false;
   Status status_ = Status::Ok();
@@ -84,9 +88,9 @@ class GemmPathTimes {
 // The fallback rule's twin for gemm groups: where the rule sent a group to cuBLASLt's own
 // epilogue and the template applies too, both are timed and the faster kept (the choice is
 // cached per device and problem; keyed by the matmul node it survives replans).
-Status TuneGemmPaths(const Graph& graph, GpuCompiledGraph& compiled, GpuCompileOptions& tuned, const std::vector<Tensor>& inputs,
+Status TuneGemmPaths(const Graph& graph, CudaExecutable& compiled, CudaCompileOptions& tuned, const std::vector<Tensor>& inputs,
                      TuningCache& cache, const TuneOptions& tune, TuneClock::time_point start, TuneReport& report) {
-  GpuCompileOptions with_template = tuned;
+  CudaCompileOptions with_template = tuned;
   std::vector<std::pair<size_t, int>> contested;  // (plan index, matmul)
   const std::vector<CudaGroupProgram>& groups = compiled.program().groups;
   for (size_t i = 0; i < groups.size(); ++i) {
@@ -130,24 +134,24 @@ Status TuneGemmPaths(const Graph& graph, GpuCompiledGraph& compiled, GpuCompileO
 
 }  // namespace
 
-StatusOr<std::unique_ptr<GpuCompiledGraph>> TuneForGpu(const Graph& graph, const GpuCompileOptions& options,
+StatusOr<std::unique_ptr<CudaExecutable>> TuneForGpu(const Graph& graph, const CudaCompileOptions& options,
                                                        const TuneOptions& tune, TuneReport* report) {
   auto start = TuneClock::now();
   TuneReport local;
   TuneReport& r = report ? *report : local;
   ASSIGN_OR_RETURN(TuningCache cache, TuningCache::Open(options.cache_dir.empty() ? tune.cache_dir : options.cache_dir));
-  GpuCompileOptions base = options;
+  CudaCompileOptions base = options;
   base.poison_outputs = false;
-  ASSIGN_OR_RETURN(std::unique_ptr<GpuCompiledGraph> compiled, GpuCompiledGraph::Compile(graph, base));
+  ASSIGN_OR_RETURN(std::unique_ptr<CudaExecutable> compiled, CompileForCuda(graph, base));
   std::vector<Tensor> inputs = TuningInputs(compiled->graph());
   ASSIGN_OR_RETURN(std::vector<Tensor> warm, compiled->Run(inputs));  // real data in every buffer
   std::vector<KernelSearch> searches;
   for (const CudaLaunchable* k : compiled->launchables()) searches.push_back(CudaKernelSearch(*compiled, *k, tune));
   RETURN_IF_ERROR(TuneKernels(searches, cache, tune, start, r));
-  GpuCompileOptions tuned = options;
-  for (const KernelTuneResult& k : r.kernels) tuned.configs[k.name] = CudaConfigFromJson(k.best);
+  CudaCompileOptions tuned = options;
+  for (const KernelTuneResult& k : r.kernels) tuned.configs[k.fingerprint] = CudaConfigFromJson(k.best);
   if (options.gemm == GemmPath::kAuto) RETURN_IF_ERROR(TuneGemmPaths(graph, *compiled, tuned, inputs, cache, tune, start, r));
-  ASSIGN_OR_RETURN(compiled, GpuCompiledGraph::Compile(graph, tuned));
+  ASSIGN_OR_RETURN(compiled, CompileForCuda(graph, tuned));
   if (tune.fallback && options.fuse) {
     ASSIGN_OR_RETURN(compiled, ApplyMeasuredFallbacks(graph, std::move(compiled), tuned, inputs, r.fallbacks));
   }

@@ -7,18 +7,18 @@
 //     lookup, measure what the cache lacks (all candidates when few, else the default and
 //     the cost model's top-k), record, pick the fastest
 //   → recompile with the winners → time each fused group against its unfused ops
-//   → replan the groups that lose → the final GpuCompiledGraph
+//   → replan the groups that lose → the final CudaExecutable
 #pragma once
 
 #include <memory>
 
-#include "runtime/gpu_compiled_graph.h"
+#include "backend/cuda/cuda_executable.h"
 #include "tune/tuner_core.h"
 
 namespace tilefuse {
 
 // Tunes `graph` for the GPU; returns the tuned compiled graph and what was done.
-StatusOr<std::unique_ptr<GpuCompiledGraph>> TuneForGpu(const Graph& graph, const GpuCompileOptions& options,
+StatusOr<std::unique_ptr<CudaExecutable>> TuneForGpu(const Graph& graph, const CudaCompileOptions& options,
                                                        const TuneOptions& tune, TuneReport* report);
 
 }  // namespace tilefuse

@@ -21,6 +21,7 @@ StatusOr<KernelTuneResult> TuneKernel(const KernelSearch& search, TuningCache& c
   auto start = TuneClock::now();
   KernelTuneResult result;
   result.name = search.name;
+  result.fingerprint = search.fingerprint;
   result.candidates = static_cast<int>(search.candidates.size());
   result.pruned = search.pruned;
   if (search.candidates.empty()) return result;

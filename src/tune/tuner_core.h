@@ -45,6 +45,7 @@ struct ConfigTiming {
 
 struct KernelTuneResult {
   std::string name;
+  std::string fingerprint;  // the search's
   int candidates = 0, pruned = 0, measured = 0, cache_hits = 0;
   nlohmann::json best;                 // the winner (the default when nothing has a time)
   double best_us = 0, default_us = 0;  // 0 when unknown
@@ -65,6 +66,7 @@ struct TuneReport {
 // What a backend supplies to tune one kernel.
 struct KernelSearch {
   std::string name;
+  std::string fingerprint;  // KernelFingerprint: what the result configures
   TuningKey key;
   std::vector<nlohmann::json> candidates;  // the default first
   int pruned = 0;                          // configurations the constraints removed

@@ -24,7 +24,25 @@ TEST(CliExplainTest, TextAndJson) {
   ASSERT_EQ(json.exit_code, 0) << json.err;
   nlohmann::json parsed = nlohmann::json::parse(json.out);
   EXPECT_EQ(parsed["device"], "h200");
-  EXPECT_EQ(parsed["fused_kernels"], 3);
+  // f32 with erf GELU: neither the GEMM template (bf16/f16) nor cuBLASLt's epilogues take
+  // the epilogues, so each is a kernel of its own and the plan says why.
+  EXPECT_EQ(parsed["fused_kernels"], 5);
+  auto why = RunTilefuse("explain " + Example("mlp_block.onnxtxt") + " --device h200");
+  EXPECT_NE(why.out.find("epilogue as its own kernel (cuBLASLt's product, no GEMM template:"), std::string::npos) << why.out;
+  // bf16 takes the template: the epilogue is fused.
+  testing_cli::ScratchDir dir;
+  testing_cli::WriteFile(dir / "bf16.onnxtxt", R"(<ir_version: 8, opset_import: ["" : 17]>
+g (bfloat16[256,512] x, bfloat16[512,1024] w, bfloat16[1024] b) => (bfloat16[256,1024] y) {
+  p = MatMul (x, w)
+  q = Add (p, b)
+  y = Tanh (q)
+})");
+  auto fused = RunTilefuse("explain " + Quote(dir / "bf16.onnxtxt") + " --json");
+  ASSERT_EQ(fused.exit_code, 0) << fused.err;
+  EXPECT_EQ(nlohmann::json::parse(fused.out)["fused_kernels"], 1) << fused.out;
+  // On the CPU an epilogue is always a pass of its own.
+  auto cpu = RunTilefuse("explain " + Quote(dir / "bf16.onnxtxt") + " --device cpu");
+  EXPECT_NE(cpu.out.find("BLAS writes the product"), std::string::npos) << cpu.out;
 }
 
 TEST(CliExplainTest, NoFusionAndDisabledKinds) {

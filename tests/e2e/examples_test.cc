@@ -6,7 +6,7 @@
 #include <cmath>
 #include <filesystem>
 
-#include "backend/cpu/interpreter.h"
+#include "reference/interpreter.h"
 #include "frontend/onnx/importer.h"
 #include "passes/pipeline.h"
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/interpreter.h"
+#include "reference/interpreter.h"
 #include "e2e/cli_test_util.h"
 #include "frontend/onnx/importer.h"
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
 
 #include "e2e/cli_test_util.h"
 
@@ -58,6 +59,14 @@ class CliResourceLimits : public ::testing::Test {
 TEST_F(CliResourceLimits, UnfusedIntermediateTooLargeForTheHostIsRefusedNamingTheNode) {
   ExpectRefused(RunTilefuse("run " + Quote(dir_ / "huge.onnxtxt") + " --backend cpu --no-fusion"),
                 {"out of resources", "'z'", "f32[100000,100000]", "host memory", "1.00 GiB available"});
+}
+
+// The passes ran and dumped before the compile was refused: --dump-dir stays unwritten.
+TEST_F(CliResourceLimits, RefusedCompileLeavesNoDumpFolder) {
+  std::string dumps = dir_ / "stages";
+  ExpectRefused(RunTilefuse("compile " + Quote(dir_ / "huge.onnxtxt") + " --no-fusion --dump-dir " + Quote(dumps)),
+                {"out of resources", "'z'", "host memory"});
+  EXPECT_FALSE(std::filesystem::exists(dumps));
 }
 
 TEST_F(CliResourceLimits, ReferenceValueTooLargeForTheHostIsRefusedNamingTheNode) {

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <dlfcn.h>
 #include <fmt/format.h>
+#include <map>
 #include <mutex>
 
 #include "backend/cuda/shared_library.h"
@@ -12,21 +13,23 @@ namespace tilefuse {
 #define TF_STRINGIFY_NAME(x) #x
 #define TF_EXPANDED_NAME(x) TF_STRINGIFY_NAME(x)
 
-StatusOr<CudaDevice*> CudaDevice::Get() {
-  static std::once_flag once;
-  static CudaDevice* device = nullptr;
-  static Status status;
-  std::call_once(once, [] {
-    auto* d = new CudaDevice();  // lives for the process: kernels may run until exit
-    status = d->Open();
-    if (status.ok()) device = d;
-    else delete d;
-  });
-  if (!status.ok()) return status;
-  return device;
+StatusOr<CudaDevice*> CudaDevice::Get(int ordinal) {
+  // One per ordinal for the process (kernels may run until exit); a failed open is
+  // remembered, not retried on every compile.
+  static std::mutex mutex;
+  static std::map<int, StatusOr<CudaDevice*>> devices;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = devices.find(ordinal);
+  if (it == devices.end()) {
+    auto* d = new CudaDevice();
+    Status status = d->Open(ordinal);
+    if (!status.ok()) delete d;
+    it = devices.emplace(ordinal, status.ok() ? StatusOr<CudaDevice*>(d) : StatusOr<CudaDevice*>(status)).first;
+  }
+  return it->second;
 }
 
-Status CudaDevice::Open() {
+Status CudaDevice::Open(int ordinal) {
   StatusOr<void*> opened = OpenFirstLibrary("the CUDA driver (libcuda)", "TILEFUSE_LIBCUDA",
                                            {"libcuda.so.1", "libcuda.so", "/usr/local/nvidia/lib64/libcuda.so.1"});
   if (!opened.ok() && !std::getenv("TILEFUSE_LIBCUDA"))  // the usual case on a machine without a GPU: one short line
@@ -41,7 +44,9 @@ Status CudaDevice::Open() {
   int count = 0;
   RETURN_IF_ERROR(Check(api_.cuDeviceGetCount(&count), "cuDeviceGetCount"));
   if (count == 0) return NotFound("the CUDA driver found no GPU");
-  RETURN_IF_ERROR(Check(api_.cuDeviceGet(&device_, 0), "cuDeviceGet"));
+  if (ordinal < 0 || ordinal >= count)
+    return NotFound(fmt::format("there is no GPU {}: the CUDA driver found {} (numbered from 0)", ordinal, count));
+  RETURN_IF_ERROR(Check(api_.cuDeviceGet(&device_, ordinal), "cuDeviceGet"));
   char name[256] = {};
   RETURN_IF_ERROR(Check(api_.cuDeviceGetName(name, sizeof(name), device_), "cuDeviceGetName"));
   name_ = name;

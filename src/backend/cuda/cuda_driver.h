@@ -32,10 +32,11 @@ struct CudaDriverApi {
 
 class CudaDevice {
  public:
-  // The process's device `ordinal`: loads libcuda, initialises it, retains the primary
-  // context and creates the stream tilefuse runs on. NotFound/Unavailable-style errors say
-  // what is missing ("no libcuda.so.1", "no CUDA device").
-  static StatusOr<CudaDevice*> Get();
+  // The process's device `ordinal` (CUDA's numbering): loads libcuda, initialises it,
+  // retains the device's primary context and creates the stream tilefuse runs on it.
+  // NotFound-style errors say what is missing ("no libcuda.so.1", "no CUDA device", an
+  // ordinal past the last GPU).
+  static StatusOr<CudaDevice*> Get(int ordinal = 0);
 
   const CudaDriverApi& api() const { return api_; }
   // Makes the context current on this thread (driver calls need it).
@@ -59,7 +60,7 @@ class CudaDevice {
 
  private:
   CudaDevice() = default;
-  Status Open();
+  Status Open(int ordinal);
   CudaDriverApi api_;
   CUdevice device_ = 0;
   CUcontext context_ = nullptr;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <fmt/format.h>
 
+#include "codegen/kernel_fingerprint.h"
 #include "codegen/attention_template.h"
 #include "codegen/cuda_attention_emitter.h"
 #include "codegen/lower.h"
@@ -57,6 +58,8 @@ StatusOr<CudaLaunchable> AttentionTemplate(const Graph& g, const FusionGroup& gr
 }  // namespace
 
 StatusOr<CudaPlan> PlanFusionForCuda(const Graph& graph, PlannerOptions options, const CudaTarget& target) {
+  CudaCapabilities capabilities(target);
+  if (!options.target) options.target = &capabilities;
   CudaPlan out;
   ASSIGN_OR_RETURN(out.plan, PlanFusion(graph, options));
   const std::vector<bool> inlined = FindInlinedGenerators(graph);
@@ -82,7 +85,7 @@ StatusOr<CudaLaunchable> LowerAndEmit(const Graph& g, const FusionGroup& group, 
   ASSIGN_OR_RETURN(Kernel kernel, LowerGroup(g, group, inlined, fault));
   kernel.name = name;
   CudaLaunchable launchable;
-  auto tuned = configs.find(name);
+  auto tuned = configs.find(KernelFingerprint(kernel));
   ASSIGN_OR_RETURN(launchable.source, EmitCudaKernel(kernel, tuned == configs.end() ? CudaKernelConfig{} : tuned->second));
   for (const KernelBuffer& b : kernel.buffers) launchable.buffer_nodes.push_back(b.node);
   launchable.kernel = std::move(kernel);
@@ -235,6 +238,51 @@ StatusOr<CudaProgram> BuildCudaProgram(const Graph& graph, const FusionPlan& pla
   }
   program.source = CudaTranslationUnit(sources);
   return program;
+}
+
+FusionDecision CudaCapabilities::FusesGemmEpilogue(const Graph& graph, const std::vector<int>& members, int matmul) const {
+  if (graph_ != &graph) {
+    graph_ = &graph;
+    users_ = graph.ComputeUsers();
+    inlined_ = FindInlinedGenerators(graph);
+    answers_.clear();
+  }
+  auto known = answers_.find(members);
+  if (known != answers_.end()) return known->second;
+  // The group as the planner would record it.
+  FusionGroup group;
+  group.kind = GroupKind::kGemm;
+  group.nodes = members;
+  std::vector<bool> member(graph.num_nodes(), false), is_output(graph.num_nodes(), false);
+  for (int id : members) member[id] = true;
+  for (const Graph::Output& o : graph.outputs()) is_output[o.node] = true;
+  for (int id : members) {
+    for (int input : graph.node(id).inputs)
+      if (!member[input]) group.inputs.push_back(input);
+    if (is_output[id] || std::any_of(users_[id].begin(), users_[id].end(), [&](int u) { return !member[u]; })) group.outputs.push_back(id);
+  }
+  std::sort(group.inputs.begin(), group.inputs.end());
+  group.inputs.erase(std::unique(group.inputs.begin(), group.inputs.end()), group.inputs.end());
+  GemmSplit split = SplitGemmGroup(graph, group);
+  const auto measured = target_.gemm_path_at.find(matmul);
+  const GemmPath path = measured != target_.gemm_path_at.end() ? measured->second : target_.gemm;
+  FusionDecision answer = FusionDecision::Allow();
+  if (!(path == GemmPath::kAuto && LibraryEpilogueFor(graph, group, split, inlined_).ok())) {
+    StatusOr<GemmTemplateKernel> fused =
+        path == GemmPath::kLibrary   ? StatusOr<GemmTemplateKernel>(Unimplemented("cuBLASLt asked for"))
+        : target_.arch != "sm_90a"   ? StatusOr<GemmTemplateKernel>(Unimplemented("the GEMM template needs sm_90a"))
+                                     : LowerGemmTemplate(graph, group, split, inlined_);
+    if (!fused.ok()) answer = FusionDecision::Forbid("cuBLASLt's product, no GEMM template: " + fused.status().message());
+  }
+  answers_.emplace(members, answer);
+  return answer;
+}
+
+std::vector<const CudaLaunchable*> Launchables(const CudaGroupProgram& p) {
+  std::vector<const CudaLaunchable*> out;
+  for (const CudaLaunchable& k : p.prologue) out.push_back(&k);
+  if (p.kernel) out.push_back(&*p.kernel);
+  return out;
 }
 
 }  // namespace tilefuse

@@ -26,6 +26,7 @@
 #include "codegen/lowering_fault.h"
 #include "fusion/fusion_plan.h"
 #include "fusion/planner.h"
+#include "fusion/target_capabilities.h"
 #include "tilefuse/graph.h"
 
 namespace tilefuse {
@@ -58,6 +59,9 @@ struct CudaGroupProgram {
   int lt_bias = -1;
   int lt_output = -1;
 };
+
+// The generated kernels of a group: prologues, then the main or epilogue kernel.
+std::vector<const CudaLaunchable*> Launchables(const CudaGroupProgram& p);
 
 // The reason a gemm group goes to cuBLASLt's own epilogue under --gemm auto by the rule
 // (the tuner then measures the template too).
@@ -105,20 +109,38 @@ struct CudaTarget {
   LoweringFault fault;  // tests only: a deliberate lowering bug in the loop kernels
 };
 
+// What the GPU's gemm kernels fuse, for the planner (fusion/target_capabilities.h): an
+// epilogue is fused where cuBLASLt's own epilogue takes it (--gemm auto) or the GEMM
+// template applies; otherwise the product makes a round trip through memory to an
+// epilogue kernel. Answers are remembered per member set (the planner asks again and again).
+class CudaCapabilities : public TargetCapabilities {
+ public:
+  explicit CudaCapabilities(CudaTarget target) : target_(std::move(target)) {}
+  FusionDecision FusesGemmEpilogue(const Graph& graph, const std::vector<int>& members, int matmul) const override;
+
+ private:
+  CudaTarget target_;
+  mutable const Graph* graph_ = nullptr;  // what users_ and inlined_ were computed for
+  mutable std::vector<std::vector<int>> users_;
+  mutable std::vector<bool> inlined_;
+  mutable std::map<std::vector<int>, FusionDecision> answers_;
+};
+
 // A fusion plan for the CUDA backend, and why attention candidates were split.
 struct CudaPlan {
   FusionPlan plan;
   std::vector<std::string> split_attention;  // "attention at %12 split: <reason>"
 };
 
-// Plans `graph` with the user's `options`; attention groups the target's attention
+// Plans `graph` with the user's `options` (and, unless they name others, the target's
+// CudaCapabilities); attention groups the target's attention
 // template does not take (or every one, on another architecture or with
 // AttentionPath::kSplit) are planned again as their parts.
 StatusOr<CudaPlan> PlanFusionForCuda(const Graph& graph, PlannerOptions options, const CudaTarget& target);
 
 // Lowers and emits every group of `plan`. `prefix` keeps kernel names of several graphs
 // in one translation unit apart.
-// `configs` (kernel name → configuration, from the tuner) overrides the templates'
+// `configs` (KernelFingerprint → configuration, from the tuner) overrides the templates'
 // defaults for the kernels it names.
 StatusOr<CudaProgram> BuildCudaProgram(const Graph& graph, const FusionPlan& plan, const std::vector<bool>& inlined,
                                        const std::string& prefix = "",

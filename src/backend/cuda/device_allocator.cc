@@ -1,11 +1,18 @@
 #include "backend/cuda/device_allocator.h"
 
 #include <fmt/format.h>
+#include <map>
+#include <mutex>
 
 namespace tilefuse {
 
 DeviceAllocator& DeviceAllocator::Get(CudaDevice* device) {
-  static DeviceAllocator* allocator = new DeviceAllocator(device);  // lives for the process
+  // One per device, living for the process (its blocks may back kernels until exit).
+  static std::mutex mutex;
+  static std::map<CudaDevice*, DeviceAllocator*> allocators;
+  std::lock_guard<std::mutex> lock(mutex);
+  DeviceAllocator*& allocator = allocators[device];
+  if (!allocator) allocator = new DeviceAllocator(device);
   return *allocator;
 }
 

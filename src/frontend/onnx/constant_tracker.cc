@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "backend/cpu/interpreter.h"
+#include "reference/interpreter.h"
 
 namespace tilefuse::onnx_import {
 

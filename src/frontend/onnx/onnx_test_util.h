@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/interpreter.h"
+#include "reference/interpreter.h"
 #include "frontend/onnx/importer.h"
 
 namespace tilefuse::onnx_testing {

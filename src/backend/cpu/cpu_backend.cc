@@ -1,0 +1,338 @@
+#include "backend/cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <fmt/format.h>
+
+#include "backend/cpu/cpu_executable_state.h"
+#include "reference/interpreter.h"
+#include "codegen/attention_lower.h"
+#include "codegen/cpp_attention_emitter.h"
+#include "codegen/cpp_emitter.h"
+#include "codegen/cpp_prelude.h"
+#include "codegen/gemm_split.h"
+#include "codegen/kernel_fingerprint.h"
+#include "codegen/kernel_printer.h"
+#include "codegen/lower.h"
+#include "codegen/split_rows.h"
+#include "fusion/group_classifier.h"
+#include "runtime/memory_plan.h"
+#include "support/check.h"
+#include "support/host_memory.h"
+
+namespace tilefuse {
+
+namespace {
+
+using cpu_executable_internal::GeneratedCall;
+using cpu_executable_internal::Step;
+using ConfigMap = std::map<std::string, CppKernelConfig>;
+
+// Constants, and the inlined generators that `readers` (nodes run on the reference
+// kernels or BLAS) read (generated kernels recompute generators inline, so a causal mask
+// the size of the scores is only materialised when a reference step needs it).
+Status EvaluateGenerators(const Graph& g, const std::vector<bool>& inlined, const std::vector<int>& readers,
+                          std::vector<Tensor>& values) {
+  std::vector<bool> needed(g.num_nodes(), false);
+  for (int id : readers)
+    for (int input : g.node(id).inputs) needed[input] = inlined[input];
+  for (int id = g.num_nodes() - 1; id >= 0; --id)
+    if (needed[id])
+      for (int input : g.node(id).inputs) needed[input] = needed[input] || inlined[input];
+  values.assign(g.num_nodes(), Tensor());
+  for (const Node& n : g.nodes()) {
+    if (n.op == OpCode::kConstant) values[n.id] = *n.attrs.value;
+    if (!needed[n.id]) continue;
+    std::vector<const Tensor*> inputs;
+    for (int input : n.inputs) inputs.push_back(&values[input]);
+    ASSIGN_OR_RETURN(values[n.id], EvaluateNode(n, inputs));
+  }
+  return Status::Ok();
+}
+
+// The nodes whose inputs a run must hold in memory, generators included: those on the
+// reference kernels (whole groups without a generated kernel, prologue parts), and the
+// products, which BLAS reads where they are.
+std::vector<int> NodesReadingMemory(const CpuExecutable::State& state) {
+  std::vector<int> nodes;
+  for (const Step& step : state.steps) {
+    if (step.matmul >= 0) {
+      nodes.insert(nodes.end(), step.reference_prologue.begin(), step.reference_prologue.end());
+      nodes.push_back(step.matmul);
+    } else if (!step.kernel) {
+      const std::vector<int>& members = state.plan.groups[step.group].nodes;
+      nodes.insert(nodes.end(), members.begin(), members.end());
+    }
+  }
+  return nodes;
+}
+
+// Whether the host holds a run's memory, refused with the largest value named before
+// anything is allocated: the arena, and what a run holds outside it — inputs, values
+// steps write outside the arena (outputs), the members of steps on the reference kernels
+// and the generators they read (each as a tensor, plus its f64 copy while EvaluateNode
+// computes it). Values fused into a kernel are never materialised and do not count.
+Status CheckGraphFitsHost(const CpuExecutable::State& state) {
+  const Graph& graph = state.graph;
+  std::vector<int> held(graph.inputs().begin(), graph.inputs().end());
+  std::vector<int> on_reference = NodesReadingMemory(state);
+  for (const Step& step : state.steps) {
+    for (const GeneratedCall& call : step.prologue) held.insert(held.end(), call.outputs.begin(), call.outputs.end());
+    if (step.kernel) held.insert(held.end(), step.kernel->outputs.begin(), step.kernel->outputs.end());
+    if (step.matmul >= 0) held.push_back(step.matmul);
+  }
+  for (int id : on_reference) {
+    held.push_back(id);
+    for (int input : graph.node(id).inputs)
+      if (state.inlined[input]) held.push_back(input);
+  }
+  std::sort(held.begin(), held.end());
+  held.erase(std::unique(held.begin(), held.end()), held.end());
+  auto bytes_of = [&](int id) { return SaturatingBytes(NumElements(graph.node(id).shape), DTypeSize(graph.node(id).dtype)); };
+  auto add = [](int64_t a, int64_t b) { return b > INT64_MAX - a ? INT64_MAX : a + b; };
+  int64_t total = state.memory.arena_bytes, largest_f64 = 0;
+  int largest = -1;
+  for (int id : held) {
+    if (graph.node(id).op == OpCode::kConstant) continue;  // the graph holds it already
+    if (largest < 0 || bytes_of(id) > bytes_of(largest)) largest = id;
+    if (state.arena_offset[id] < 0) total = add(total, bytes_of(id));
+  }
+  for (int id : on_reference) largest_f64 = std::max(largest_f64, SaturatingBytes(NumElements(graph.node(id).shape), 8));
+  total = add(total, largest_f64);
+  if (largest < 0) return Status::Ok();
+  const Node& n = graph.node(largest);
+  return CheckHostMemory(total, fmt::format("running the graph (its largest value: node %{} '{}' ({}) {}{}, {:.2f} GiB)", n.id,
+                                            n.name, OpName(n.op), DTypeName(n.dtype), ShapeToString(n.shape),
+                                            static_cast<double>(bytes_of(largest)) / (1ll << 30)));
+}
+
+// Intermediates share one arena by liveness: the plan's, and the values gemm steps
+// materialise inside their group (prologue outputs, the product), live during their own
+// step only. Allocated once here, so a run page-faults nothing.
+Status PlanArena(CpuExecutable::State& state) {
+  Schedule schedule = ScheduleFromFusionPlan(state.graph, state.plan);
+  std::vector<std::vector<int>> local_values(state.steps.size());
+  for (size_t i = 0; i < state.steps.size(); ++i) {
+    const Step& step = state.steps[i];
+    if (step.matmul < 0) continue;
+    for (const GeneratedCall& call : step.prologue)
+      local_values[i].insert(local_values[i].end(), call.outputs.begin(), call.outputs.end());
+    local_values[i].push_back(step.matmul);
+  }
+  AddStepLocalBuffers(state.graph, local_values, schedule);
+  ASSIGN_OR_RETURN(state.memory, PlanMemory(schedule));
+  state.arena_offset.assign(state.graph.num_nodes(), -1);
+  for (size_t b = 0; b < schedule.buffers.size(); ++b)
+    if (state.memory.offsets[b] >= 0) state.arena_offset[schedule.buffers[b].node] = state.memory.offsets[b];
+  RETURN_IF_ERROR(CheckGraphFitsHost(state));
+  state.arena.resize(state.memory.arena_bytes);
+  return Status::Ok();
+}
+
+// A lowered loop kernel under `name`, emitted (with its tuned configuration, if any)
+// into the group's source.
+GeneratedCall EmitLoopKernel(Kernel kernel, const std::string& name, const std::vector<int>& outputs, const ConfigMap& configs,
+                             KernelInfo& info) {
+  kernel = SplitPointwiseRows(std::move(kernel));
+  kernel.name = name;
+  auto config = configs.find(KernelFingerprint(kernel));
+  info.source += EmitCppFunction(kernel, config == configs.end() ? CppKernelConfig{} : config->second);
+  GeneratedCall call;
+  call.symbol = name;
+  for (const KernelBuffer& b : kernel.buffers) call.buffer_nodes.push_back(b.node);
+  call.outputs = outputs;
+  call.loop_kernel = std::move(kernel);
+  return call;
+}
+
+// Pointwise and reduction groups: one loop kernel, or the reference kernels and why not.
+void GenerateLoop(const CpuExecutable::State& state, const FusionGroup& group, const std::string& prefix, const ConfigMap& configs,
+                  Step& step, KernelInfo& info) {
+  StatusOr<Kernel> kernel = LowerGroup(state.graph, group, state.inlined, state.fault);
+  if (!kernel.ok()) {
+    info.why_not = kernel.status().message();
+    return;
+  }
+  std::string name = prefix + kernel->name;
+  step.kernel = EmitLoopKernel(std::move(*kernel), name, group.outputs, configs, info);
+  info.name = name;
+  info.generated = true;
+}
+
+// Attention groups: one flash-attention kernel, or the reference kernels and why not.
+void GenerateAttention(const CpuExecutable::State& state, const FusionGroup& group, const std::string& prefix, Step& step,
+                       KernelInfo& info) {
+  StatusOr<AttentionKernel> attention = LowerAttention(state.graph, group, state.inlined);
+  if (!attention.ok()) {
+    info.why_not = attention.status().message();
+    return;
+  }
+  attention->name = prefix + attention->name;
+  const AttentionKernel& a = *attention;
+  info.source = EmitCppAttention(a, UnmaskedKeyBlocks(state.graph, {a.logits, a.logit, a.buffers, a.score_batch_index, a.nq, a.nk},
+                                                      kCppAttentionQueryBlock, kCppAttentionKeyBlock));
+  GeneratedCall call;
+  for (const KernelBuffer& b : attention->buffers) call.buffer_nodes.push_back(b.node);
+  call.outputs = group.outputs;
+  call.symbol = info.name = attention->name;
+  step.kernel = std::move(call);
+  info.generated = true;
+}
+
+// A gemm group's prologue as loop kernels, one per value it materialises (PrologueGroups).
+// A part no loop template takes runs on the reference kernels, as before there were
+// prologue kernels, and why_not says why.
+void GeneratePrologue(const CpuExecutable::State& state, const FusionGroup& group, const GemmSplit& split, const std::string& prefix,
+                      const ConfigMap& configs, Step& step, KernelInfo& info) {
+  std::vector<bool> on_reference(state.graph.num_nodes(), false);
+  for (const FusionGroup& part : PrologueGroups(state.graph, group, split)) {
+    StatusOr<Kernel> kernel = LowerGroup(state.graph, part, state.inlined, state.fault);
+    if (!kernel.ok()) {
+      for (int id : part.nodes) on_reference[id] = true;
+      info.why_not += fmt::format("{}prologue %{} on the reference kernels: {}", info.why_not.empty() ? "" : "; ", part.outputs[0],
+                                  kernel.status().message());
+      continue;
+    }
+    std::string name = fmt::format("{}tf_group{}_prologue{}", prefix, group.id, step.prologue.size());
+    step.prologue.push_back(EmitLoopKernel(std::move(*kernel), name, part.outputs, configs, info));
+    info.prologue_kernels.push_back(name);
+  }
+  for (int id : split.prologue)
+    if (on_reference[id]) step.reference_prologue.push_back(id);
+}
+
+// Gemm groups: prologue kernels, the product through BLAS, the epilogue as a loop kernel.
+// An epilogue no loop template takes leaves the whole group to the reference kernels.
+void GenerateGemm(const CpuExecutable::State& state, const FusionGroup& group, const std::string& prefix, const ConfigMap& configs,
+                  Step& step, KernelInfo& info) {
+  GemmSplit split = SplitGemmGroup(state.graph, group);
+  std::optional<Kernel> epilogue;
+  if (!split.epilogue.nodes.empty()) {
+    StatusOr<Kernel> kernel = LowerGroup(state.graph, split.epilogue, state.inlined, state.fault);
+    if (!kernel.ok()) {
+      info.why_not = kernel.status().message();
+      return;
+    }
+    epilogue = std::move(*kernel);
+  }
+  step.matmul = split.matmul;
+  info.generated = true;
+  GeneratePrologue(state, group, split, prefix, configs, step, info);
+  if (epilogue) {
+    std::string name = prefix + epilogue->name;
+    step.kernel = EmitLoopKernel(std::move(*epilogue), name, split.epilogue.outputs, configs, info);
+    info.name = name;
+  }
+}
+
+// Lowers every group and appends the generated functions (named with `prefix`) to
+// `source`; groups no template expresses keep the reference kernels.
+void GenerateKernels(CpuExecutable::State& state, const std::string& prefix, const ConfigMap& configs) {
+  for (const FusionGroup& group : state.plan.groups) {
+    Step step;
+    step.group = group.id;
+    KernelInfo info;
+    info.kind = group.kind;
+    info.num_nodes = static_cast<int>(group.nodes.size());
+    info.name = fmt::format("group{}_{}", group.id, GroupKindName(group.kind));
+    if (group.kind == GroupKind::kAttention) GenerateAttention(state, group, prefix, step, info);
+    else if (group.kind == GroupKind::kGemm) GenerateGemm(state, group, prefix, configs, step, info);
+    else GenerateLoop(state, group, prefix, configs, step, info);
+    info.num_reference_nodes = info.generated ? static_cast<int>(step.reference_prologue.size()) : info.num_nodes;
+    state.source += info.source;
+    state.steps.push_back(std::move(step));
+    state.kernels.push_back(std::move(info));
+  }
+}
+
+Status Link(CpuExecutable::State& state, const std::shared_ptr<const JitLibrary>& library) {
+  auto link = [&](GeneratedCall& call) -> Status {
+    ASSIGN_OR_RETURN(call.function, library->Function<void(void* const*)>(call.symbol));
+    return Status::Ok();
+  };
+  for (Step& step : state.steps) {
+    for (GeneratedCall& call : step.prologue) RETURN_IF_ERROR(link(call));
+    if (step.kernel) RETURN_IF_ERROR(link(*step.kernel));
+  }
+  state.libraries.push_back(library);
+  return Status::Ok();
+}
+
+// One graph lowered for the CPU: the executable's state before linking.
+class CpuLoweredGraph : public LoweredGraph {
+ public:
+  explicit CpuLoweredGraph(std::unique_ptr<CpuExecutable::State> state) : state_(std::move(state)) {}
+  const FusionPlan& plan() const override { return state_->plan; }
+  std::string KernelIrText() const override {
+    std::string text;
+    for (const Step& step : state_->steps) {
+      for (const GeneratedCall& call : step.prologue) text += PrintKernel(*call.loop_kernel) + "\n";
+      if (step.kernel && step.kernel->loop_kernel) text += PrintKernel(*step.kernel->loop_kernel) + "\n";
+    }
+    return text;
+  }
+  std::string SourceText() const override { return state_->source; }
+  CpuExecutable::State& state() { return *state_; }
+  std::unique_ptr<CpuExecutable::State> Release() { return std::move(state_); }
+
+ private:
+  std::unique_ptr<CpuExecutable::State> state_;
+};
+
+// One host-compiler run's shared object.
+struct CpuObjectCode : ObjectCode {
+  std::shared_ptr<const JitLibrary> library;
+  int64_t compiles = 0;  // how many of the JIT's compiles were not cache hits
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const CpuCompileOptions& options) {
+  HostJitOptions jit_options;
+  if (!options.cache_dir.empty()) jit_options.cache_dir = options.cache_dir;
+  ASSIGN_OR_RETURN(HostJit jit, HostJit::Create(jit_options));
+  return std::unique_ptr<CpuBackend>(new CpuBackend(options, std::move(jit)));
+}
+
+StatusOr<PlannedGraph> CpuBackend::Plan(const Graph& graph, PlannerOptions options) {
+  options.device = options_.device;
+  ASSIGN_OR_RETURN(FusionPlan plan, PlanFusion(graph, options));
+  return PlannedGraph{std::move(plan), {}};
+}
+
+StatusOr<std::unique_ptr<LoweredGraph>> CpuBackend::Lower(const Graph& graph, PlannedGraph planned, const std::string& prefix) {
+  auto state = std::make_unique<CpuExecutable::State>();
+  state->graph = graph;
+  state->plan = std::move(planned.plan);
+  state->inlined = FindInlinedGenerators(state->graph);
+  state->poison_outputs = options_.poison_outputs;
+  state->fault = options_.fault;
+  state->cache_dir = options_.cache_dir;
+  GenerateKernels(*state, prefix, options_.configs);
+  RETURN_IF_ERROR(PlanArena(*state));
+  return std::unique_ptr<LoweredGraph>(new CpuLoweredGraph(std::move(state)));
+}
+
+StatusOr<std::unique_ptr<ObjectCode>> CpuBackend::Build(const std::vector<const LoweredGraph*>& graphs) {
+  std::string source = CppPrelude();
+  for (const LoweredGraph* g : graphs) source += g->SourceText();
+  auto code = std::make_unique<CpuObjectCode>();
+  int64_t before = jit_.compiles();
+  ASSIGN_OR_RETURN(code->library, jit_.Compile(source));
+  code->compiles = jit_.compiles() - before;
+  return std::unique_ptr<ObjectCode>(std::move(code));
+}
+
+StatusOr<std::unique_ptr<Executable>> CpuBackend::Load(std::unique_ptr<LoweredGraph> graph, const ObjectCode& code) {
+  auto* lowered = dynamic_cast<CpuLoweredGraph*>(graph.get());
+  auto* object = dynamic_cast<const CpuObjectCode*>(&code);
+  TF_CHECK(lowered && object);
+  std::unique_ptr<CpuExecutable::State> state = lowered->Release();
+  RETURN_IF_ERROR(Link(*state, object->library));
+  RETURN_IF_ERROR(EvaluateGenerators(state->graph, state->inlined, NodesReadingMemory(*state), state->generator_values));
+  state->jit_compiles = object->compiles;
+  return std::unique_ptr<Executable>(new CpuExecutable(std::move(state)));
+}
+
+}  // namespace tilefuse

@@ -1,0 +1,70 @@
+// CpuExecutable's insides, shared by compiled_graph.cc (compile and run) and
+// compiled_graph_tuning.cc (the tuner's measurements). Not for other users.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/host_jit.h"
+#include "codegen/kernel.h"
+#include "backend/cpu/cpu_executable.h"
+#include "runtime/memory_plan.h"
+
+namespace tilefuse {
+
+namespace cpu_executable_internal {
+
+using KernelFunction = void (*)(void* const*);
+
+// A generated function and the graph values of its buffers.
+struct GeneratedCall {
+  std::string symbol;             // the function's name in the translation unit
+  KernelFunction function = nullptr;
+  std::vector<int> buffer_nodes;  // the kernel's buffers, in order
+  std::vector<int> outputs;       // the nodes it writes
+  std::optional<Kernel> loop_kernel;  // loop kernels: what the tuner re-emits
+};
+
+// One group at run time: a generated kernel; or, for gemm groups, the prologue as
+// generated kernels, the product through BLAS and the epilogue as a generated kernel;
+// or its members on the reference kernels.
+struct Step {
+  int group = -1;
+  std::optional<GeneratedCall> kernel;     // the group's; gemm: its epilogue (none when empty)
+  int matmul = -1;                         // gemm: the contraction (-1: the group on the reference kernels)
+  std::vector<GeneratedCall> prologue;     // gemm: materialise the product's operands
+  std::vector<int> reference_prologue;     // gemm: prologue members no loop kernel took, in group order
+};
+
+// The generated loop kernel named `name` (a group's or a prologue's), or nullptr.
+const GeneratedCall* FindLoopKernel(const std::vector<Step>& steps, const std::string& name);
+
+}  // namespace cpu_executable_internal
+
+struct CpuExecutable::State {
+  Graph graph;
+  FusionPlan plan;
+  std::vector<bool> inlined;
+  std::vector<Tensor> generator_values;  // constants, and generators reference steps read
+  std::vector<cpu_executable_internal::Step> steps;
+  std::vector<KernelInfo> kernels;
+  std::vector<std::shared_ptr<const JitLibrary>> libraries;
+  std::string source;     // this graph's generated functions (the backend's Lower)
+  std::string cache_dir;  // the JIT's ("" its default)
+  int64_t jit_compiles = 0;
+  bool poison_outputs = false;
+  LoweringFault fault;  // tests only
+  // Intermediates live in one arena at offsets from the liveness plan (-1: not in it).
+  MemoryPlan memory;
+  std::vector<int64_t> arena_offset;  // per node
+  std::vector<std::byte> arena;
+  // The last Run's values (tensors, or arena memory where non-null), kept until the next
+  // Run so MeasureVariants times kernels on real data.
+  std::vector<Tensor> last_tensors;
+  std::vector<void*> last_memory;
+};
+
+}  // namespace tilefuse

@@ -1,0 +1,227 @@
+// Every example, convolution case (tests/conv) and real model, compiled for the CPU (fused, and with --no-fusion),
+// must match the f64 reference interpreter on fresh random inputs, with kernel
+// outputs poisoned beforehand so an unwritten element fails. Gemm groups' prologues run
+// as generated kernels, into the arena.
+#include "backend/cpu/cpu_executable.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "reference/interpreter.h"
+#include "codegen/gemm_split.h"
+#include "driver/driver.h"
+#include "frontend/onnx/importer.h"
+#include "passes/pipeline.h"
+#include "runtime/measure.h"
+#include "support/tensor_compare.h"
+
+namespace tilefuse {
+namespace {
+
+// Norm-wise bounds (support/tensor_compare.h): a matmul's rounding error grows with the
+// terms it sums, not with the result. f32 kernels vs the f64 reference: rtol 1e-4, atol
+// 1e-5 of the tensor's largest magnitude.
+void ExpectClose(const Tensor& actual, const Tensor& expected, const std::string& what) {
+  Tolerance tol{1e-4, 1e-5};
+  if (expected.dtype() == DType::kF64) tol = {1e-9, 1e-12};
+  if (expected.dtype() == DType::kF16 || expected.dtype() == DType::kBF16) tol = {2e-2, 2e-2};
+  if (!IsFloat(expected.dtype())) tol = {0, 0};
+  Comparison c = CompareNormwise(actual, expected, tol);
+  EXPECT_TRUE(c.pass) << what << ": " << c.reason;
+}
+
+void CompileAndCheck(const std::string& path, bool fuse) {
+  auto model = ImportOnnx(path);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  auto graph = RunGraphPasses(std::move(model->graph), PassOptions{});
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  CpuCompileOptions options;
+  options.fuse = fuse;
+  options.poison_outputs = true;
+  options.cache_dir = (std::filesystem::temp_directory_path() / "tilefuse_test_cache").string();
+  auto compiled = CompileForCpu(*graph, options);
+  ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
+  std::vector<Tensor> inputs;
+  for (size_t i = 0; i < graph->inputs().size(); ++i) {
+    const Node& p = graph->node(graph->inputs()[i]);
+    Tensor t = Tensor::Random(p.dtype, p.shape, 1000 + i);
+    if (!IsFloat(p.dtype)) t = Tensor(p.dtype, p.shape);  // token ids: 0 is always valid
+    inputs.push_back(t);
+  }
+  auto expected = RunReference(*graph, inputs);
+  ASSERT_TRUE(expected.ok()) << expected.status().ToString();
+  auto actual = (*compiled)->Run(inputs);
+  ASSERT_TRUE(actual.ok()) << actual.status().ToString();
+  for (size_t i = 0; i < expected->size(); ++i) ExpectClose((*actual)[i], (*expected)[i], path + " output " + std::to_string(i));
+}
+
+class CompiledExampleTest : public testing::TestWithParam<std::string> {};
+
+TEST_P(CompiledExampleTest, FusedMatchesReference) { CompileAndCheck(GetParam(), true); }
+TEST_P(CompiledExampleTest, UnfusedMatchesReference) { CompileAndCheck(GetParam(), false); }
+
+std::vector<std::string> Models() {
+  std::vector<std::string> paths;
+  std::string root = TILEFUSE_SOURCE_DIR;
+  for (const char* folder : {"/examples", "/tests/conv"})
+    for (const auto& e : std::filesystem::directory_iterator(root + folder))
+      if (e.path().extension() == ".onnxtxt") paths.push_back(e.path().string());
+  for (const char* m : {"mlp_block", "attention_block", "gpt2_2layer", "llama_2layer"}) paths.push_back(root + "/tests/models/" + m);
+  std::sort(paths.begin(), paths.end());
+  return paths;
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, CompiledExampleTest, testing::ValuesIn(Models()),
+                         [](const testing::TestParamInfo<std::string>& info) {
+                           std::filesystem::path path(info.param);
+                           bool example = path.extension() == ".onnxtxt";
+                           return (example ? "example_" : "model_") + path.stem().string();
+                         });
+
+// Gemm groups whose prologue (casts and views of the operands) runs as generated loop
+// kernels: no member on the reference kernels, prologue outputs and the product in the
+// arena, poisoned before they are written, and the result the reference interpreter's.
+struct GemmPrologueCase {
+  std::string name;
+  std::string text;
+  std::vector<OpCode> prologue_ops;  // the gemm group's prologue members, in order
+  size_t prologue_kernels;           // values it materialises
+};
+
+std::vector<GemmPrologueCase> GemmPrologueCases() {
+  const std::string header = "<ir_version: 8, opset_import: [\"\" : 17]>\n";
+  return {
+      // One operand transposed, the other cast and broadcast over the batch (dim 1).
+      {"transpose_a_cast_b", header + R"(g (float[3,64,48] x, float16[1,64,40] w, float[40] bias) => (float[3,48,40] y) {
+         xt = Transpose <perm = [0, 2, 1]> (x)
+         wf = Cast <to = 1> (w)
+         p = MatMul (xt, wf)
+         y = Add (p, bias)
+       })",
+       {OpCode::kTranspose, OpCode::kCast}, 2},
+      // A transpose then a cast on one operand; the other has no batch dims at all.
+      {"transpose_then_cast", header + R"(g (float16[2,3,64,48] x, float[64,40] w) => (float[2,3,48,40] y) {
+         xt = Transpose <perm = [0, 1, 3, 2]> (x)
+         xf = Cast <to = 1> (xt)
+         p = MatMul (xf, w)
+         y = Relu (p)
+       })",
+       {OpCode::kTranspose, OpCode::kCast}, 1},
+      // A slice of a reshape (rows 2..13 of each batch entry's [16, 24] view).
+      {"slice_of_reshape", header + R"(g (float[2,8,48] x, float[24,20] w) => (float[2,12,20] y) {
+         shape = Constant <value = int64[3] {2, 16, 24}> ()
+         starts = Constant <value = int64[1] {2}> ()
+         ends = Constant <value = int64[1] {14}> ()
+         axes = Constant <value = int64[1] {1}> ()
+         r = Reshape (x, shape)
+         s = Slice (r, starts, ends, axes)
+         p = MatMul (s, w)
+         y = Relu (p)
+       })",
+       {OpCode::kReshape, OpCode::kSlice}, 1},
+      // The epilogue reads a prologue member that is not an operand (the cast): it is
+      // materialised too.
+      {"epilogue_reads_prologue", header + R"(g (float16[32,32] x, float[32,32] w) => (float[32,32] y) {
+         c = Cast <to = 1> (x)
+         t = Transpose <perm = [1, 0]> (c)
+         p = MatMul (t, w)
+         y = Add (p, c)
+       })",
+       {OpCode::kCast, OpCode::kTranspose}, 2},
+      // No epilogue; the product and a prologue member are graph outputs (not in the arena).
+      {"outputs_in_prologue", header + R"(g (float16[2,16,24] x, float[24,8] w) => (float[2,16,8] y, float[2,16,24] xf) {
+         xf = Cast <to = 1> (x)
+         y = MatMul (xf, w)
+       })",
+       {OpCode::kCast}, 1},
+  };
+}
+
+void PrintTo(const GemmPrologueCase& c, std::ostream* os) { *os << c.name; }
+
+class GemmPrologueTest : public testing::TestWithParam<GemmPrologueCase> {};
+
+TEST_P(GemmPrologueTest, PrologueRunsAsGeneratedKernelsAndMatchesReference) {
+  const GemmPrologueCase& c = GetParam();
+  auto model = ImportOnnxText(c.text);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  auto graph = RunGraphPasses(std::move(model->graph), PassOptions{});
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  CpuCompileOptions options;
+  options.poison_outputs = true;
+  options.cache_dir = (std::filesystem::temp_directory_path() / "tilefuse_test_cache").string();
+  auto compiled = CompileForCpu(*graph, options);
+  ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
+  const CpuExecutable& cg = **compiled;
+
+  // The planner made one gemm group with the prologue this case is about.
+  const FusionGroup* gemm = nullptr;
+  for (const FusionGroup& group : cg.plan().groups)
+    if (group.kind == GroupKind::kGemm) gemm = &group;
+  ASSERT_NE(gemm, nullptr) << "no gemm group";
+  std::vector<OpCode> prologue_ops;
+  for (int id : SplitGemmGroup(*graph, *gemm).prologue) prologue_ops.push_back(graph->node(id).op);
+  ASSERT_EQ(prologue_ops, c.prologue_ops);
+
+  const KernelInfo& info = cg.kernels()[gemm->id];
+  EXPECT_TRUE(info.generated) << info.why_not;
+  EXPECT_EQ(info.num_reference_nodes, 0) << info.why_not;
+  EXPECT_TRUE(info.why_not.empty()) << info.why_not;
+  EXPECT_EQ(info.prologue_kernels.size(), c.prologue_kernels);
+  for (const std::string& name : info.prologue_kernels) {
+    EXPECT_NE(cg.LoopKernel(name), nullptr) << name << " is not tunable";
+    EXPECT_NE(info.source.find(name), std::string::npos) << name << " is not in the group's source";
+  }
+
+  // Twice, on different inputs: the arena's bytes from the first run must not leak into
+  // the second (and are poisoned anyway).
+  for (uint64_t seed : {7, 8}) {
+    std::vector<Tensor> inputs;
+    for (size_t i = 0; i < graph->inputs().size(); ++i) {
+      const Node& p = graph->node(graph->inputs()[i]);
+      inputs.push_back(Tensor::Random(p.dtype, p.shape, seed * 100 + i));
+    }
+    auto expected = RunReference(*graph, inputs);
+    ASSERT_TRUE(expected.ok()) << expected.status().ToString();
+    auto actual = (*compiled)->Run(inputs);
+    ASSERT_TRUE(actual.ok()) << actual.status().ToString();
+    for (size_t i = 0; i < expected->size(); ++i) ExpectClose((*actual)[i], (*expected)[i], c.name + " output " + std::to_string(i));
+  }
+}
+
+// Values a gemm group materialises (prologue outputs, the product) live in the arena, not
+// in tensors allocated on every run.
+TEST(GemmPrologueArenaTest, ProductAndPrologueOutputsAreInTheArena) {
+  const GemmPrologueCase c = GemmPrologueCases()[0];
+  auto model = ImportOnnxText(c.text);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  auto graph = RunGraphPasses(std::move(model->graph), PassOptions{});
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  CpuCompileOptions options;
+  options.cache_dir = (std::filesystem::temp_directory_path() / "tilefuse_test_cache").string();
+  auto compiled = CompileForCpu(*graph, options);
+  ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
+  // The gemm group, and its epilogue as a group of its own (on the CPU the epilogue is a
+  // pass of its own either way, and the cost model says so).
+  ASSERT_EQ((*compiled)->plan().groups.size(), 2u);
+  ASSERT_EQ((*compiled)->plan().groups[0].kind, GroupKind::kGemm);
+  const int64_t transposed = 3 * 48 * 64 * 4, cast = 64 * 40 * 4, product = 3 * 48 * 40 * 4;
+  EXPECT_EQ((*compiled)->arena_bytes(), transposed + cast + product);  // all live at once, 64-byte multiples
+  std::vector<Tensor> inputs;
+  for (size_t i = 0; i < graph->inputs().size(); ++i) {
+    const Node& p = graph->node(graph->inputs()[i]);
+    inputs.push_back(Tensor::Random(p.dtype, p.shape, 40 + i));
+  }
+  auto times = GroupTimesUs(**compiled, inputs);
+  ASSERT_TRUE(times.ok()) << times.status().ToString();
+  ASSERT_EQ(times->size(), 2u);
+  EXPECT_GT((*times)[0], 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Gemm, GemmPrologueTest, testing::ValuesIn(GemmPrologueCases()),
+                         [](const testing::TestParamInfo<GemmPrologueCase>& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace tilefuse

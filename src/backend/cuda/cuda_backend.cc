@@ -1,0 +1,337 @@
+#include "backend/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+
+#include "backend/cuda/cuda_driver.h"
+#include "backend/cuda/cuda_executable_state.h"
+#include "backend/cuda/device_allocator.h"
+#include "backend/cuda/kernel_launch.h"
+#include "codegen/kernel_printer.h"
+#include "fusion/group_classifier.h"
+#include "runtime/memory_plan.h"
+#include "support/check.h"
+#include "support/host_memory.h"
+
+namespace tilefuse {
+
+namespace {
+
+std::vector<CudaKernelInfo> DescribeKernels(const CudaProgram& program, const FusionPlan& plan) {
+  std::vector<CudaKernelInfo> out;
+  for (const CudaGroupProgram& p : program.groups) {
+    CudaKernelInfo info;
+    info.kind = p.kind;
+    info.group = p.group;
+    info.num_nodes = static_cast<int>(plan.groups[p.group].nodes.size());
+    info.name = p.kernel ? p.kernel->source.name : fmt::format("tf_group{}_{}", p.group, GroupKindName(p.kind));
+    if (p.kernel) {
+      info.strategy = p.kernel->source.strategy;
+      info.threads = p.kernel->source.threads;
+      info.blocks = p.kernel->source.work_blocks;
+    }
+    switch (p.mode) {
+      case CudaGroupProgram::Mode::kGenerated: info.mode = "generated"; break;
+      case CudaGroupProgram::Mode::kGemm:
+        info.mode = "gemm";
+        info.strategy = "cuBLASLt" +
+                        (p.lt_epilogue != LtEpilogue::kNone ? std::string(" with its ") + LtEpilogueName(p.lt_epilogue) + " epilogue" : "") +
+                        (p.kernel ? " + epilogue " + info.strategy : std::string()) +
+                        (p.why_library.empty() ? "" : " (no template: " + p.why_library + ")");
+        break;
+      case CudaGroupProgram::Mode::kGemmTemplate: info.mode = "gemm template"; break;
+      case CudaGroupProgram::Mode::kAttentionTemplate: info.mode = "attention template"; break;
+      case CudaGroupProgram::Mode::kHost:
+        info.mode = "host";
+        info.why_host = p.why_host;
+        break;
+    }
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
+std::string DescribeNode(const Node& n) {
+  return fmt::format("node %{} '{}' ({}) {}{}", n.id, n.name, OpName(n.op), DTypeName(n.dtype), ShapeToString(n.shape));
+}
+
+// The arena named by its largest value, so an out-of-memory error points at the node.
+std::string ArenaDescription(const Graph& g, const std::vector<int64_t>& arena_offset) {
+  const Node* largest = nullptr;
+  for (const Node& n : g.nodes())
+    if (arena_offset[n.id] >= 0 && (!largest || NumElements(n.shape) * DTypeSize(n.dtype) > NumElements(largest->shape) * DTypeSize(largest->dtype)))
+      largest = &n;
+  return largest ? "the intermediate arena (its largest value: " + DescribeNode(*largest) + ")" : "the intermediate arena";
+}
+
+// The host side of a run: inputs and outputs as host tensors, and the generators
+// evaluated on the host before their upload.
+Status CheckHostSide(const Graph& g, const std::vector<bool>& inlined) {
+  int64_t total = 0;
+  const Node* largest = nullptr;
+  std::vector<bool> on_host(g.num_nodes(), false);
+  for (int id : g.inputs()) on_host[id] = true;
+  for (const Graph::Output& o : g.outputs()) on_host[o.node] = true;
+  for (const Node& n : g.nodes()) {
+    if (!on_host[n.id] && !inlined[n.id] && n.op != OpCode::kConstant) continue;
+    int64_t bytes = SaturatingBytes(NumElements(n.shape), DTypeSize(n.dtype));
+    total = bytes > INT64_MAX - total ? INT64_MAX : total + bytes;
+    if (!largest || bytes > NumElements(largest->shape) * DTypeSize(largest->dtype)) largest = &n;
+  }
+  if (!largest) return Status::Ok();
+  return CheckHostMemory(total, "the graph's inputs, outputs and constants (the largest: " + DescribeNode(*largest) + ")");
+}
+
+// Matmuls whose dtype cuBLASLt does not take, where the template did not take them either,
+// run on the host.
+void MoveUnsupportedMatmulsToHost(const Graph& g, const FusionPlan& plan, CudaProgram& program) {
+  for (CudaGroupProgram& p : program.groups) {
+    if (p.mode != CudaGroupProgram::Mode::kGemm) continue;
+    DType d = g.node(p.matmul).dtype;
+    if (d == DType::kF32 || d == DType::kF16 || d == DType::kBF16) continue;
+    p.mode = CudaGroupProgram::Mode::kHost;
+    p.host_nodes = plan.groups[p.group].nodes;
+    p.why_host = fmt::format("cuBLASLt has no {} matmul", DTypeName(d));
+    p.kernel.reset();
+    p.prologue.clear();
+  }
+}
+
+// One graph lowered for the GPU.
+class CudaLoweredGraph : public LoweredGraph {
+ public:
+  Graph graph;
+  FusionPlan fusion_plan;
+  std::vector<std::string> notes;
+  std::vector<bool> inlined;
+  CudaProgram program;
+
+  const FusionPlan& plan() const override { return fusion_plan; }
+  std::string KernelIrText() const override {
+    std::string text;
+    for (const CudaGroupProgram& p : program.groups)
+      for (const CudaLaunchable* k : Launchables(p))
+        text += (k->is_template ? "// " + k->source.name + ": a template; its epilogue:\n" : "") + PrintKernel(k->kernel) + "\n";
+    return text;
+  }
+  std::string SourceText() const override { return program.source; }
+};
+
+struct CudaObjectCode : ObjectCode {
+  CubinResult cubin;
+  bool empty = true;  // no generated kernel in any graph: nothing was compiled
+  int64_t compiles = 0;
+};
+
+const CudaLoweredGraph& AsCuda(const LoweredGraph& graph) {
+  auto* lowered = dynamic_cast<const CudaLoweredGraph*>(&graph);
+  TF_CHECK(lowered != nullptr);
+  return *lowered;
+}
+
+const CudaObjectCode& AsCuda(const ObjectCode& code) {
+  auto* object = dynamic_cast<const CudaObjectCode*>(&code);
+  TF_CHECK(object != nullptr);
+  return *object;
+}
+
+bool HasKernels(const CudaProgram& program) {
+  return std::any_of(program.groups.begin(), program.groups.end(), [](const CudaGroupProgram& p) { return !Launchables(p).empty(); });
+}
+
+// Scratch memory, cuBLASLt, the arena and every buffer; constants uploaded; the steps captured.
+Status PlaceOnDevice(CudaExecutable::State& state, bool any_gemm) {
+  CudaExecutable::State* s = &state;
+  const Graph& g = s->graph;
+  int64_t scratch_bytes = 0;
+  for (const CudaGroupProgram& p : s->program.groups)
+    for (const CudaLaunchable* k : Launchables(p)) scratch_bytes = std::max(scratch_bytes, k->source.launch.scratch_bytes);
+  if (scratch_bytes > 0) {
+    ASSIGN_OR_RETURN(CUdeviceptr w, s->allocator->Allocate(scratch_bytes, "the kernels' scratch memory"));
+    s->scratch = DeviceBuffer(s->allocator, w);
+    RETURN_IF_ERROR(s->device->Check(s->device->api().cuMemsetD8Async(w, 0, scratch_bytes, s->device->stream()), "zeroing scratch memory"));
+  }
+  if (any_gemm) {
+    ASSIGN_OR_RETURN(s->lt, LtMatmul::Create());
+    ASSIGN_OR_RETURN(CUdeviceptr w, s->allocator->Allocate(kCublasLtWorkspaceBytes, "the cuBLASLt workspace"));
+    s->workspace = DeviceBuffer(s->allocator, w);
+  }
+
+  // Device memory: intermediates in the arena by liveness, everything else its own buffer.
+  Schedule schedule = ScheduleFromFusionPlan(g, s->plan);
+  MemoryPlanOptions memory_options;
+  memory_options.alignment = 256;
+  ASSIGN_OR_RETURN(s->memory, PlanMemory(schedule, memory_options));
+  std::vector<int64_t> arena_offset(g.num_nodes(), -1);
+  for (size_t b = 0; b < schedule.buffers.size(); ++b)
+    if (s->memory.offsets[b] >= 0) arena_offset[schedule.buffers[b].node] = s->memory.offsets[b];
+  RETURN_IF_ERROR(CheckHostSide(g, s->inlined));
+  if (s->memory.arena_bytes > 0) {
+    ASSIGN_OR_RETURN(CUdeviceptr a, s->allocator->Allocate(s->memory.arena_bytes, ArenaDescription(g, arena_offset)));
+    s->arena = DeviceBuffer(s->allocator, a);
+  }
+  std::vector<bool> on_device(g.num_nodes(), false);
+  for (int id : g.inputs()) on_device[id] = true;
+  for (const Graph::Output& o : g.outputs()) on_device[o.node] = true;
+  for (const CudaGroupProgram& p : s->program.groups) {
+    for (const CudaLaunchable* k : Launchables(p))
+      for (int node : k->buffer_nodes) on_device[node] = true;
+    // cuBLASLt reads the product's operands and writes the product (or, with its own
+    // epilogue, the group's output); a template reads and writes what its arguments name
+    // (no product buffer, and no copy of an operand it reads through a view).
+    if (p.mode == CudaGroupProgram::Mode::kGemm) {
+      on_device[p.lt_output >= 0 ? p.lt_output : p.matmul] = true;
+      for (int input : g.node(p.matmul).inputs) on_device[input] = true;
+      if (p.lt_bias >= 0) on_device[p.lt_bias] = true;
+    }
+    for (int out : s->plan.groups[p.group].outputs) on_device[out] = true;
+  }
+  s->address.assign(g.num_nodes(), 0);
+  for (const Node& n : g.nodes()) {
+    bool generator = s->inlined[n.id] || n.op == OpCode::kConstant;
+    if (!on_device[n.id]) continue;
+    if (arena_offset[n.id] >= 0) {
+      s->address[n.id] = s->arena.get() + arena_offset[n.id];
+      continue;
+    }
+    ASSIGN_OR_RETURN(CUdeviceptr p, s->allocator->Allocate(s->Bytes(n.id), DescribeNode(n)));
+    s->owned.emplace_back(s->allocator, p);
+    if (generator) {  // computed once on the host and uploaded
+      // Evaluated before its address is set: HostValue downloads any node that has one
+      // (a reshaped constant weight read back uninitialised was a conv's zeros).
+      std::map<int, Tensor> local;
+      ASSIGN_OR_RETURN(Tensor value, s->HostValue(n.id, local));
+      RETURN_IF_ERROR(s->device->Check(s->device->api().cuMemcpyHtoDAsync(p, value.data(), value.num_bytes(), s->device->stream()), "uploading a constant"));
+      RETURN_IF_ERROR(s->device->Check(s->device->api().cuStreamSynchronize(s->device->stream()), "uploading a constant"));
+    }
+    s->address[n.id] = p;
+  }
+  s->caller_nodes = g.inputs();
+  for (const Graph::Output& o : g.outputs()) s->caller_nodes.push_back(o.node);
+  std::vector<int> sorted_nodes = s->caller_nodes;
+  std::sort(sorted_nodes.begin(), sorted_nodes.end());
+  s->caller_in_place = std::adjacent_find(sorted_nodes.begin(), sorted_nodes.end()) == sorted_nodes.end() &&
+                       std::none_of(g.outputs().begin(), g.outputs().end(),
+                                    [&](const Graph::Output& o) { return g.node(o.node).op == OpCode::kConstant; });
+  s->own_pointers.clear();
+  for (int node : s->caller_nodes) s->own_pointers.push_back(s->address[node]);
+  if (!s->has_host_steps) {
+    ASSIGN_OR_RETURN(s->captured, s->Capture(s->address));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+CudaBackend::CudaBackend(CudaCompileOptions options, CudaDevice* device, CudaTarget target, NvrtcCompiler nvrtc)
+    : options_(std::move(options)),
+      device_(device),
+      target_(std::move(target)),
+      capabilities_(target_),
+      nvrtc_(std::move(nvrtc)),
+      nvrtc_version_(nvrtc_.version()) {}
+
+StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::ForArch(const std::string& arch, const CudaCompileOptions& options) {
+  CudaTarget target;
+  target.arch = arch;
+  target.gemm = options.gemm;
+  target.gemm_path_at = options.gemm_path_at;
+  target.attention = options.attention;
+  target.overrides = options.overrides;
+  target.fault = options.fault;
+  ASSIGN_OR_RETURN(NvrtcCompiler nvrtc, NvrtcCompiler::Create(options.cache_dir));
+  return std::unique_ptr<CudaBackend>(new CudaBackend(options, nullptr, std::move(target), std::move(nvrtc)));
+}
+
+StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::ForDevice(const CudaCompileOptions& options) {
+  ASSIGN_OR_RETURN(CudaDevice* device, CudaDevice::Get(options.device_ordinal));
+  RETURN_IF_ERROR(device->MakeCurrent());
+  ASSIGN_OR_RETURN(std::unique_ptr<CudaBackend> backend, ForArch(device->arch(), options));
+  backend->device_ = device;
+  backend->target_.sm_count = device->sm_count();
+  return backend;
+}
+
+StatusOr<PlannedGraph> CudaBackend::Plan(const Graph& graph, PlannerOptions options) {
+  // The cost model of the GPU it runs on (H200s have more bandwidth and L2 than H100s).
+  options.device = device_ && device_->name().find("H200") != std::string::npos ? "h200" : "h100-sxm";
+  ASSIGN_OR_RETURN(CudaPlan planned, PlanFusionForCuda(graph, options, target_));
+  return PlannedGraph{std::move(planned.plan), std::move(planned.split_attention)};
+}
+
+StatusOr<std::unique_ptr<LoweredGraph>> CudaBackend::Lower(const Graph& graph, PlannedGraph planned, const std::string& prefix) {
+  auto lowered = std::make_unique<CudaLoweredGraph>();
+  lowered->graph = graph;
+  lowered->fusion_plan = std::move(planned.plan);
+  lowered->notes = std::move(planned.notes);
+  lowered->inlined = FindInlinedGenerators(graph);
+  ASSIGN_OR_RETURN(lowered->program, BuildCudaProgram(graph, lowered->fusion_plan, lowered->inlined, prefix, options_.configs, target_));
+  MoveUnsupportedMatmulsToHost(graph, lowered->fusion_plan, lowered->program);
+  return std::unique_ptr<LoweredGraph>(std::move(lowered));
+}
+
+StatusOr<std::unique_ptr<ObjectCode>> CudaBackend::Build(const std::vector<const LoweredGraph*>& graphs) {
+  auto code = std::make_unique<CudaObjectCode>();
+  std::vector<CudaKernelSource> sources;
+  for (const LoweredGraph* g : graphs)
+    for (const CudaGroupProgram& p : AsCuda(*g).program.groups)
+      for (const CudaLaunchable* k : Launchables(p)) sources.push_back(k->source);
+  if (sources.empty()) return std::unique_ptr<ObjectCode>(std::move(code));
+  // One graph's translation unit as Lower printed it (what a dump shows); several graphs'
+  // kernels in one.
+  std::string source = graphs.size() == 1 ? AsCuda(*graphs[0]).program.source : CudaTranslationUnit(sources);
+  int64_t before = nvrtc_.compiles();
+  ASSIGN_OR_RETURN(code->cubin, nvrtc_.Compile(source, target_.arch));
+  code->compiles = nvrtc_.compiles() - before;
+  code->empty = false;
+  return std::unique_ptr<ObjectCode>(std::move(code));
+}
+
+const CudaProgram& CudaBackend::ProgramOf(const LoweredGraph& graph) { return AsCuda(graph).program; }
+const std::vector<std::string>& CudaBackend::PlanNotesOf(const LoweredGraph& graph) { return AsCuda(graph).notes; }
+const CubinResult& CudaBackend::CubinOf(const ObjectCode& code) { return AsCuda(code).cubin; }
+
+StatusOr<std::unique_ptr<Executable>> CudaBackend::Load(std::unique_ptr<LoweredGraph> graph, const ObjectCode& code) {
+  if (!device_) return NotFound(fmt::format("compiled for {} without a GPU: there is nothing to load it on", target_.arch));
+  auto* lowered = dynamic_cast<CudaLoweredGraph*>(graph.get());
+  TF_CHECK(lowered != nullptr);
+  const CudaObjectCode& object = AsCuda(code);
+  RETURN_IF_ERROR(device_->MakeCurrent());
+  auto s = std::make_unique<CudaExecutable::State>();
+  s->device = device_;
+  s->allocator = &DeviceAllocator::Get(device_);
+  s->graph = std::move(lowered->graph);
+  s->plan = std::move(lowered->fusion_plan);
+  s->plan_notes = std::move(lowered->notes);
+  s->inlined = std::move(lowered->inlined);
+  s->program = std::move(lowered->program);
+  s->kernels = DescribeKernels(s->program, s->plan);
+  s->poison = options_.poison_outputs;
+  s->tf32_matmul = options_.precision == MatmulPrecision::kHigh;
+  s->cache_dir = options_.cache_dir;
+  s->nvrtc_version = nvrtc_version_;
+  s->nvrtc_compiles = object.compiles;
+  bool any_gemm = false;
+  for (const CudaGroupProgram& p : s->program.groups) {
+    any_gemm = any_gemm || p.mode == CudaGroupProgram::Mode::kGemm;
+    s->has_host_steps = s->has_host_steps || p.mode == CudaGroupProgram::Mode::kHost;
+  }
+  if (HasKernels(s->program)) {
+    TF_CHECK(!object.empty);
+    RETURN_IF_ERROR(device_->Check(device_->api().cuModuleLoadData(&s->module, object.cubin.cubin.data()), "cuModuleLoadData"));
+    for (const CudaGroupProgram& p : s->program.groups)
+      for (const CudaLaunchable* k : Launchables(p)) {
+        CUfunction f;
+        RETURN_IF_ERROR(device_->Check(device_->api().cuModuleGetFunction(&f, s->module, k->source.name.c_str()),
+                                       "cuModuleGetFunction " + k->source.name));
+        RETURN_IF_ERROR(PrepareFunction(*device_, f, k->source.launch, k->source.name));
+        s->functions[k->source.name] = f;
+      }
+  }
+  // Owned from here on: an error below unloads the module with the executable.
+  auto executable = std::make_unique<CudaExecutable>(std::move(s));
+  RETURN_IF_ERROR(PlaceOnDevice(*executable->state(), any_gemm));
+  return std::unique_ptr<Executable>(std::move(executable));
+}
+
+}  // namespace tilefuse

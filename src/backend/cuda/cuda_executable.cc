@@ -1,0 +1,509 @@
+#include "backend/cuda/cuda_executable.h"
+#include "backend/cuda/cuda_executable_state.h"
+
+#include <algorithm>
+#include <chrono>
+#include <fmt/format.h>
+#include <map>
+
+#include "reference/interpreter.h"
+#include "backend/cuda/cublaslt_matmul.h"
+#include "backend/cuda/cuda_driver.h"
+#include "backend/cuda/cuda_handles.h"
+#include "backend/cuda/cuda_program.h"
+#include "backend/cuda/device_allocator.h"
+#include "backend/cuda/kernel_launch.h"
+#include "backend/cuda/nvrtc_compiler.h"
+#include "codegen/gemm_split.h"
+#include "runtime/measure.h"
+
+namespace tilefuse {
+
+
+Status CudaExecutable::State::Launch(const CudaLaunchable& k, const std::vector<CUdeviceptr>& at) const {
+  CUstream stream = device->stream();
+  if (poison)
+    for (int out : k.outputs) RETURN_IF_ERROR(device->Check(api().cuMemsetD8Async(at[out], 0xFF, Bytes(out), stream), "poisoning " + k.source.name));
+  // A block per unit of work for the loop kernels (they also stride, for grids past the
+  // limit): many blocks keep loads in flight while others compute, and the hardware
+  // balances the last wave. (One resident wave of striding threads measured 74% of the
+  // copy rate on GELU f32, H200, 2026-11-21.) Templates bring their own grid.
+  return LaunchKernel(*device, functions.at(k.source.name), k.source.launch, at, scratch.get(), stream, k.source.name);
+}
+
+// The product of group `p` through cuBLASLt, with the epilogue cuBLASLt fuses when it has
+// one (then it writes the group's output in place of the product).
+Status CudaExecutable::State::Matmul(const CudaGroupProgram& program, const std::vector<CUdeviceptr>& at) const {
+  const int matmul = program.matmul;
+  const int written = program.lt_output >= 0 ? program.lt_output : matmul;
+  const Node& mm = graph.node(matmul);
+  const Shape &sa = graph.node(mm.inputs[0]).shape, &sb = graph.node(mm.inputs[1]).shape, &out = mm.shape;
+  LtMatmulProblem p;
+  p.dtype = mm.dtype;
+  p.tf32 = tf32_matmul;
+  p.epilogue = program.lt_epilogue;
+  const CUdeviceptr bias = program.lt_bias >= 0 ? at[program.lt_bias] : 0;
+  p.m = out[out.size() - 2];
+  p.n = out.back();
+  p.k = sa.back();
+  int64_t batches = NumElements(out) / std::max<int64_t>(1, p.m * p.n);
+  // cuBLASLt takes no empty dimension: an empty product has nothing to write, and one
+  // over K = 0 is zeros (all-zero bits in every float dtype).
+  if (NumElements(out) == 0) return Status::Ok();
+  if (p.k == 0)  // (no cuBLASLt epilogue then: LibraryEpilogueFor refuses empty products)
+    return device->Check(api().cuMemsetD8Async(at[matmul], 0, Bytes(matmul), device->stream()), "zeroing an empty-K matmul");
+  if (poison) RETURN_IF_ERROR(device->Check(api().cuMemsetD8Async(at[written], 0xFF, Bytes(written), device->stream()), "poisoning matmul"));
+  // Batch offsets (in matrices) with broadcasting; one strided call when they are a
+  // progression, else one call per batch entry.
+  auto offset = [&](const Shape& operand, int64_t batch) { return MatmulBatchOffset(out, operand, batch); };
+  auto progression = [&](const Shape& s, int64_t* step) {
+    *step = batches > 1 ? offset(s, 1) - offset(s, 0) : 0;
+    for (int64_t b = 0; b < batches; ++b)
+      if (offset(s, b) != b * *step) return false;
+    return true;
+  };
+  int64_t step_a = 0, step_b = 0;
+  size_t esize = DTypeSize(mm.dtype);
+  if (progression(sa, &step_a) && progression(sb, &step_b)) {
+    p.batch = batches;
+    p.batch_stride_a = step_a * p.m * p.k;
+    p.batch_stride_b = step_b * p.k * p.n;
+    p.batch_stride_d = p.m * p.n;
+    return lt->Run(p, at[mm.inputs[0]], at[mm.inputs[1]], at[written], bias, workspace.get(), kCublasLtWorkspaceBytes, device->stream());
+  }
+  for (int64_t b = 0; b < batches; ++b)
+    RETURN_IF_ERROR(lt->Run(p, at[mm.inputs[0]] + offset(sa, b) * p.m * p.k * esize, at[mm.inputs[1]] + offset(sb, b) * p.k * p.n * esize,
+                            at[written] + b * p.m * p.n * esize, bias, workspace.get(), kCublasLtWorkspaceBytes, device->stream()));
+  return Status::Ok();
+}
+
+// A node's value on the host, for a host step: downloaded, a constant, or evaluated
+// (inlined generators, and members of the same host group computed earlier).
+StatusOr<Tensor> CudaExecutable::State::HostValue(int node, std::map<int, Tensor>& local) const {
+  if (auto it = local.find(node); it != local.end()) return it->second;
+  const Node& n = graph.node(node);
+  if (n.op == OpCode::kConstant) return *n.attrs.value;
+  if (address[node]) {
+    Tensor t(n.dtype, n.shape);
+    RETURN_IF_ERROR(device->Check(api().cuMemcpyDtoHAsync(t.data(), address[node], t.num_bytes(), device->stream()), "copying a value to the host"));
+    RETURN_IF_ERROR(device->Check(api().cuStreamSynchronize(device->stream()), "copying a value to the host"));
+    return t;
+  }
+  std::vector<Tensor> inputs;
+  for (int input : n.inputs) {
+    ASSIGN_OR_RETURN(Tensor t, HostValue(input, local));
+    inputs.push_back(std::move(t));
+  }
+  std::vector<const Tensor*> args;
+  for (const Tensor& t : inputs) args.push_back(&t);
+  ASSIGN_OR_RETURN(Tensor value, EvaluateNode(n, args));
+  local[node] = value;
+  return value;
+}
+
+Status CudaExecutable::State::RunHostGroup(const CudaGroupProgram& p, const std::vector<CUdeviceptr>& at) const {
+  RETURN_IF_ERROR(device->Check(api().cuStreamSynchronize(device->stream()), "waiting for the GPU before a host step"));
+  std::map<int, Tensor> local;
+  for (int id : p.host_nodes) {
+    local.erase(id);
+    std::vector<Tensor> inputs;
+    for (int input : graph.node(id).inputs) {
+      ASSIGN_OR_RETURN(Tensor t, HostValue(input, local));
+      inputs.push_back(std::move(t));
+    }
+    std::vector<const Tensor*> args;
+    for (const Tensor& t : inputs) args.push_back(&t);
+    ASSIGN_OR_RETURN(local[id], EvaluateNode(graph.node(id), args));
+  }
+  for (int out : plan.groups[p.group].outputs)
+    if (at[out]) RETURN_IF_ERROR(device->Check(api().cuMemcpyHtoDAsync(at[out], local[out].data(), local[out].num_bytes(), device->stream()), "copying a host result to the GPU"));
+  // The copies read `local`'s pageable memory: wait before it goes away.
+  return device->Check(api().cuStreamSynchronize(device->stream()), "copying host results to the GPU");
+}
+
+// Enqueues every step; with `timings`, records events around each.
+// Timed steps run between device events, launched one by one from the host, and the device
+// counts the time it waits for a launch as the step's: the first step of a graph timed
+// 40-90 us longer than it runs (H100, 2026-11-24; cuBLASLt's host path the longest),
+// which made the gemm path search pick the wrong path. A quarter millisecond of memsets
+// first lets the host queue the steps ahead of the device.
+void CudaExecutable::State::HeadStart() const {
+  constexpr int64_t kBytes = 64 << 20;
+  if (!head_start.get()) {
+    StatusOr<CUdeviceptr> p = allocator->Allocate(kBytes, "the timing head start");
+    if (!p.ok()) return;  // timings without it, as before
+    head_start = DeviceBuffer(allocator, *p);
+  }
+  for (int i = 0; i < 12; ++i) api().cuMemsetD8Async(head_start.get(), 0, kBytes, device->stream());
+}
+
+Status CudaExecutable::State::Enqueue(const std::vector<CUdeviceptr>& at, std::vector<KernelTiming>* timings) const {
+  if (timings) HeadStart();
+  std::vector<CudaEvent> events;  // released on every return
+  auto mark = [&]() -> Status {
+    if (!timings) return Status::Ok();
+    ASSIGN_OR_RETURN(CudaEvent e, CreateCudaEvent(*device));
+    events.push_back(std::move(e));
+    return device->Check(api().cuEventRecord(events.back().get(), device->stream()), "cuEventRecord");
+  };
+  RETURN_IF_ERROR(mark());
+  for (const CudaGroupProgram& p : program.groups) {
+    switch (p.mode) {
+      case CudaGroupProgram::Mode::kGenerated: RETURN_IF_ERROR(Launch(*p.kernel, at)); break;
+      case CudaGroupProgram::Mode::kGemm:
+        for (const CudaLaunchable& k : p.prologue) RETURN_IF_ERROR(Launch(k, at));
+        RETURN_IF_ERROR(Matmul(p, at));
+        if (p.kernel) RETURN_IF_ERROR(Launch(*p.kernel, at));
+        break;
+      case CudaGroupProgram::Mode::kGemmTemplate:
+        for (const CudaLaunchable& k : p.prologue) RETURN_IF_ERROR(Launch(k, at));
+        RETURN_IF_ERROR(Launch(*p.kernel, at));
+        break;
+      case CudaGroupProgram::Mode::kAttentionTemplate: RETURN_IF_ERROR(Launch(*p.kernel, at)); break;
+      case CudaGroupProgram::Mode::kHost: RETURN_IF_ERROR(RunHostGroup(p, at)); break;
+    }
+    RETURN_IF_ERROR(mark());
+  }
+  if (!timings) return Status::Ok();
+  RETURN_IF_ERROR(device->Check(api().cuEventSynchronize(events.back().get()), "running the graph"));
+  double start = 0;
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    float ms = 0;
+    api().cuEventElapsedTime(&ms, events[i].get(), events[i + 1].get());
+    timings->push_back({kernels[i].name, start, ms * 1000.0});
+    start += ms * 1000.0;
+  }
+  return Status::Ok();
+}
+
+StatusOr<CudaGraphExec> CudaExecutable::State::Capture(const std::vector<CUdeviceptr>& at) const {
+  CUstream stream = device->stream();
+  RETURN_IF_ERROR(device->Check(api().cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture"));
+  Status enqueued = Enqueue(at, nullptr);
+  CUgraph g = nullptr;
+  CUresult ended = api().cuStreamEndCapture(stream, &g);
+  CUgraphExec exec = nullptr;
+  CUresult instantiated = enqueued.ok() && ended == CUDA_SUCCESS ? api().cuGraphInstantiateWithFlags(&exec, g, 0) : CUDA_SUCCESS;
+  if (g) api().cuGraphDestroy(g);
+  RETURN_IF_ERROR(enqueued);
+  RETURN_IF_ERROR(device->Check(ended, "cuStreamEndCapture"));
+  RETURN_IF_ERROR(device->Check(instantiated, "cuGraphInstantiate"));
+  return CudaGraphExec(device, exec);
+}
+
+CudaExecutable::CudaExecutable(std::unique_ptr<State> state) : state_(std::move(state)) {}
+CudaExecutable::~CudaExecutable() {
+  if (!state_) return;
+  state_->captured = CudaGraphExec();  // before the module its kernels live in
+  state_->caller_graphs.clear();
+  if (state_->module) state_->api().cuModuleUnload(state_->module);
+}
+const Graph& CudaExecutable::graph() const { return state_->graph; }
+const FusionPlan& CudaExecutable::plan() const { return state_->plan; }
+const std::vector<CudaKernelInfo>& CudaExecutable::kernels() const { return state_->kernels; }
+const CudaProgram& CudaExecutable::program() const { return state_->program; }
+const std::string& CudaExecutable::source() const { return state_->program.source; }
+std::string CudaExecutable::device_name() const { return state_->device->name(); }
+int64_t CudaExecutable::nvrtc_compiles() const { return state_->nvrtc_compiles; }
+int64_t CudaExecutable::arena_bytes() const { return state_->memory.arena_bytes; }
+bool CudaExecutable::captured() const { return state_->captured.get() != nullptr; }
+std::string CudaExecutable::device_arch() const { return state_->device->arch(); }
+int CudaExecutable::driver_version() const { return state_->device->driver_version(); }
+std::string CudaExecutable::nvrtc_version() const { return state_->nvrtc_version; }
+const std::vector<std::string>& CudaExecutable::plan_notes() const { return state_->plan_notes; }
+
+std::vector<const CudaLaunchable*> CudaExecutable::launchables() const {
+  std::vector<const CudaLaunchable*> out;
+  for (const CudaGroupProgram& p : state_->program.groups)
+    for (const CudaLaunchable* k : Launchables(p))
+      if (!k->is_template) out.push_back(k);
+  return out;
+}
+
+StatusOr<std::vector<VariantTiming>> CudaExecutable::MeasureVariants(const std::string& name,
+                                                                       const std::vector<CudaKernelConfig>& configs, int warmup,
+                                                                       int repeats) {
+  State& s = *state_;
+  const CudaDriverApi& api = s.api();
+  RETURN_IF_ERROR(s.device->MakeCurrent());
+  const CudaLaunchable* base = nullptr;
+  for (const CudaLaunchable* k : launchables())
+    if (k->source.name == name) base = k;
+  if (!base) return NotFound(fmt::format("no generated kernel named {}", name));
+  // Every variant in one translation unit: one NVRTC run.
+  std::vector<VariantTiming> timings(configs.size());
+  std::vector<CudaLaunchable> variants(configs.size(), *base);
+  std::vector<CudaKernelSource> sources;
+  for (size_t i = 0; i < configs.size(); ++i) {
+    timings[i].config = configs[i];
+    Kernel k = base->kernel;
+    k.name = fmt::format("{}_variant{}", name, i);
+    StatusOr<CudaKernelSource> source = EmitCudaKernel(k, configs[i]);
+    if (!source.ok()) {
+      timings[i].error = source.status().message();
+      continue;
+    }
+    variants[i].source = *source;
+    sources.push_back(*source);
+  }
+  ASSIGN_OR_RETURN(NvrtcCompiler nvrtc, NvrtcCompiler::Create(s.cache_dir));
+  StatusOr<CubinResult> cubin = nvrtc.Compile(CudaTranslationUnit(sources), s.device->arch());
+  if (!cubin.ok()) {
+    // One bad variant must not sink the others: each alone finds the bad ones, then the
+    // others are compiled together again.
+    sources.clear();
+    for (size_t i = 0; i < configs.size(); ++i) {
+      if (!timings[i].error.empty()) continue;
+      StatusOr<CubinResult> alone = nvrtc.Compile(CudaTranslationUnit({variants[i].source}), s.device->arch());
+      if (alone.ok()) sources.push_back(variants[i].source);
+      else timings[i].error = alone.status().message();
+    }
+    if (sources.empty()) return timings;
+    cubin = nvrtc.Compile(CudaTranslationUnit(sources), s.device->arch());
+    RETURN_IF_ERROR(cubin.status());
+  }
+  CUmodule module = nullptr;
+  RETURN_IF_ERROR(s.device->Check(api.cuModuleLoadData(&module, cubin->cubin.data()), "cuModuleLoadData (tuning)"));
+  // Rotated copies of the kernel's inputs, so repeated launches read device memory.
+  std::vector<int> inputs;
+  int64_t input_bytes = 0;
+  for (int node : base->buffer_nodes)
+    if (std::find(base->outputs.begin(), base->outputs.end(), node) == base->outputs.end()) {
+      inputs.push_back(node);
+      input_bytes += s.Bytes(node);
+    }
+  int rotations = static_cast<int>(std::clamp<int64_t>(2 * s.device->l2_bytes() / std::max<int64_t>(1, input_bytes) + 1, 1, 8));
+  std::vector<std::vector<CUdeviceptr>> tables(rotations, s.address);
+  std::vector<DeviceBuffer> copies;
+  Status status = Status::Ok();
+  for (int r = 1; r < rotations && status.ok(); ++r)
+    for (int node : inputs) {
+      StatusOr<CUdeviceptr> p = s.allocator->Allocate(s.Bytes(node), "a tuning input copy");
+      if (!p.ok()) {
+        status = p.status();
+        break;
+      }
+      copies.emplace_back(s.allocator, *p);
+      tables[r][node] = *p;
+      status = s.device->Check(api.cuMemcpyDtoDAsync(*p, s.address[node], s.Bytes(node), s.device->stream()), "copying a tuning input");
+    }
+  CudaEvent begin_event, end_event;
+  if (status.ok()) {
+    StatusOr<CudaEvent> b = CreateCudaEvent(*s.device), e = CreateCudaEvent(*s.device);
+    status = !b.ok() ? b.status() : e.status();
+    if (status.ok()) {
+      begin_event = std::move(*b);
+      end_event = std::move(*e);
+    }
+  }
+  CUevent begin = begin_event.get(), end = end_event.get();
+  auto time_variant = [&](size_t i, int n) -> StatusOr<double> {
+    CUfunction f;
+    RETURN_IF_ERROR(s.device->Check(api.cuModuleGetFunction(&f, module, variants[i].source.name.c_str()), "cuModuleGetFunction"));
+    std::map<std::string, CUfunction> saved;
+    std::swap(saved, s.functions);
+    s.functions[variants[i].source.name] = f;
+    bool poison = s.poison;
+    s.poison = false;
+    std::vector<double> us;
+    Status launched = Status::Ok();
+    for (int rep = 0; rep < warmup + n && launched.ok(); ++rep) {
+      api.cuEventRecord(begin, s.device->stream());
+      launched = s.Launch(variants[i], tables[rep % rotations]);
+      api.cuEventRecord(end, s.device->stream());
+      if (launched.ok()) launched = s.device->Check(api.cuEventSynchronize(end), "running " + variants[i].source.name);
+      float ms = 0;
+      api.cuEventElapsedTime(&ms, begin, end);
+      if (rep >= warmup) us.push_back(ms * 1000.0);
+    }
+    s.poison = poison;
+    std::swap(saved, s.functions);
+    RETURN_IF_ERROR(launched);
+    return MedianOf(std::move(us));
+  };
+  for (size_t i = 0; i < configs.size() && status.ok(); ++i) {
+    if (!timings[i].error.empty()) continue;
+    StatusOr<double> t = time_variant(i, repeats);
+    if (t.ok()) timings[i].time_us = *t;
+    else timings[i].error = t.status().message();
+  }
+  // A winner much faster than the default (the first configuration) is measured again,
+  // with the default, before anyone believes it.
+  if (status.ok() && timings[0].time_us) {
+    size_t best = 0;
+    for (size_t i = 0; i < timings.size(); ++i)
+      if (timings[i].time_us && *timings[i].time_us < *timings[best].time_us) best = i;
+    if (best != 0 && *timings[best].time_us < 0.85 * *timings[0].time_us)
+      for (size_t i : {size_t{0}, best}) {
+        StatusOr<double> t = time_variant(i, 2 * repeats);
+        if (t.ok()) timings[i].time_us = *t;
+      }
+  }
+  api.cuModuleUnload(module);
+  RETURN_IF_ERROR(status);
+  return timings;
+}
+
+namespace {
+
+Status CheckInputs(const Graph& g, const std::vector<Tensor>& inputs) {
+  if (inputs.size() != g.inputs().size())
+    return InvalidArgument(fmt::format("graph takes {} inputs, got {}", g.inputs().size(), inputs.size()));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Node& p = g.node(g.inputs()[i]);
+    if (inputs[i].dtype() != p.dtype || inputs[i].shape() != p.shape)
+      return InvalidArgument(fmt::format("input '{}' expects {}{}, got {}{}", p.name, DTypeName(p.dtype), ShapeToString(p.shape),
+                                         DTypeName(inputs[i].dtype()), ShapeToString(inputs[i].shape())));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<std::vector<Tensor>> CudaExecutable::Run(const std::vector<Tensor>& inputs, std::vector<KernelTiming>* timings) {
+  State& s = *state_;
+  const Graph& g = s.graph;
+  RETURN_IF_ERROR(CheckInputs(g, inputs));
+  RETURN_IF_ERROR(s.device->MakeCurrent());
+  const CudaDriverApi& api = s.api();
+  // Every copy goes on tilefuse's own (non-blocking) stream: a plain cuMemcpyHtoD runs on
+  // the legacy stream, which that stream does not wait for, and returns before the DMA
+  // from a pageable buffer lands (random graphs on the H200 read half-copied inputs).
+  for (size_t i = 0; i < inputs.size(); ++i)
+    RETURN_IF_ERROR(s.device->Check(api.cuMemcpyHtoDAsync(s.address[g.inputs()[i]], inputs[i].data(), inputs[i].num_bytes(), s.device->stream()),
+                                    "uploading an input"));
+  // The graph's own buffers passed as a caller's: RunOnDevice replays the graph captured at
+  // load on them. Graphs with host steps, and timed runs, go step by step.
+  if (s.captured.get() && !timings) {
+    std::vector<uint64_t> own(s.own_pointers.begin(), s.own_pointers.begin() + g.inputs().size());
+    std::vector<uint64_t> own_outputs(s.own_pointers.begin() + g.inputs().size(), s.own_pointers.end());
+    RETURN_IF_ERROR(RunOnDevice(own, own_outputs, reinterpret_cast<uint64_t>(s.device->stream())));
+  } else {
+    RETURN_IF_ERROR(s.Enqueue(s.address, timings));
+  }
+  RETURN_IF_ERROR(s.device->Check(api.cuStreamSynchronize(s.device->stream()), "running the graph on the GPU"));
+  std::vector<Tensor> outputs;
+  for (const Graph::Output& o : g.outputs()) {
+    const Node& n = g.node(o.node);
+    Tensor t(n.dtype, n.shape);
+    RETURN_IF_ERROR(s.device->Check(api.cuMemcpyDtoHAsync(t.data(), s.address[o.node], t.num_bytes(), s.device->stream()), "downloading an output"));
+    outputs.push_back(std::move(t));  // the buffer moves with it; the copy lands there
+  }
+  RETURN_IF_ERROR(s.device->Check(api.cuStreamSynchronize(s.device->stream()), "downloading the outputs"));
+  return outputs;
+}
+
+namespace {
+
+// Why a program runs steps on the host: its first host group's reason.
+std::string HostStepReason(const CudaProgram& program) {
+  for (const CudaGroupProgram& p : program.groups)
+    if (p.mode == CudaGroupProgram::Mode::kHost) return fmt::format("group {}: {}", p.group, p.why_host);
+  return "no host group (not captured)";
+}
+
+}  // namespace
+
+Status CudaExecutable::RunOnDevice(const std::vector<uint64_t>& inputs, const std::vector<uint64_t>& outputs, uint64_t stream) {
+  State& s = *state_;
+  const Graph& g = s.graph;
+  if (inputs.size() != g.inputs().size() || outputs.size() != g.outputs().size())
+    return InvalidArgument(fmt::format("graph takes {} inputs and {} outputs, got {} and {} device pointers", g.inputs().size(),
+                                       g.outputs().size(), inputs.size(), outputs.size()));
+  if (!s.captured.get())
+    return Unimplemented("a run on device memory needs the graph captured as a CUDA graph; this one has steps on the host: " +
+                         HostStepReason(s.program));
+  RETURN_IF_ERROR(s.device->MakeCurrent());
+  const CudaDriverApi& api = s.api();
+  CUstream on = reinterpret_cast<CUstream>(stream);
+  // In place where it can: a graph captured on the caller's pointers reads and writes the
+  // caller's memory, and is kept for the next calls with the same pointers (PyTorch's caching
+  // allocator hands the same addresses back call after call), so such a call is one launch.
+  // Otherwise (a pointer not 256-byte aligned as the kernels' vector accesses and tensor maps
+  // assume, a node that is both an input and an output or two outputs, or a constant output)
+  // the copies below.
+  std::vector<uint64_t> key = inputs;
+  key.insert(key.end(), outputs.begin(), outputs.end());
+  if (key == s.own_pointers) return s.device->Check(api.cuGraphLaunch(s.captured.get(), on), "cuGraphLaunch");
+  bool in_place = s.caller_in_place && std::all_of(key.begin(), key.end(), [](uint64_t p) { return p % 256 == 0; });
+  // A caller whose pointers keep changing (outputs kept, new ones allocated every call) would
+  // pay a capture per call: after kMaxCaptures, new pointers take the copies.
+  constexpr int kMaxCaptures = 16;
+  auto cached = std::find_if(s.caller_graphs.begin(), s.caller_graphs.end(), [&](const auto& e) { return e.first == key; });
+  if (in_place && (cached != s.caller_graphs.end() || s.caller_captures < kMaxCaptures)) {
+    if (cached == s.caller_graphs.end()) {
+      ++s.caller_captures;
+      std::vector<CUdeviceptr> at = s.address;
+      for (size_t i = 0; i < key.size(); ++i) at[s.caller_nodes[i]] = key[i];
+      ASSIGN_OR_RETURN(CudaGraphExec exec, s.Capture(at));
+      constexpr size_t kKeptGraphs = 8;
+      if (s.caller_graphs.size() == kKeptGraphs) s.caller_graphs.erase(s.caller_graphs.begin());
+      s.caller_graphs.emplace_back(key, std::move(exec));
+      cached = std::prev(s.caller_graphs.end());
+    }
+    return s.device->Check(api.cuGraphLaunch(cached->second.get(), on), "cuGraphLaunch");
+  }
+  for (size_t i = 0; i < inputs.size(); ++i)
+    RETURN_IF_ERROR(s.device->Check(api.cuMemcpyDtoDAsync(s.address[g.inputs()[i]], inputs[i], s.Bytes(g.inputs()[i]), on),
+                                    "copying an input on the device"));
+  RETURN_IF_ERROR(s.device->Check(api.cuGraphLaunch(s.captured.get(), on), "cuGraphLaunch"));
+  for (size_t o = 0; o < outputs.size(); ++o)
+    RETURN_IF_ERROR(s.device->Check(api.cuMemcpyDtoDAsync(outputs[o], s.address[g.outputs()[o].node], s.Bytes(g.outputs()[o].node), on),
+                                    "copying an output on the device"));
+  return Status::Ok();
+}
+
+StatusOr<double> CudaExecutable::BenchmarkMs(const std::vector<Tensor>& inputs, int warmup, int repeats, int input_sets) {
+  State& s = *state_;
+  const Graph& g = s.graph;
+  RETURN_IF_ERROR(CheckInputs(g, inputs));
+  RETURN_IF_ERROR(s.device->MakeCurrent());
+  const CudaDriverApi& api = s.api();
+  // One address table (and captured graph, when capturable) per input set.
+  std::vector<std::vector<CUdeviceptr>> tables;
+  std::vector<DeviceBuffer> extra;
+  for (int set = 0; set < std::max(1, input_sets); ++set) {
+    std::vector<CUdeviceptr> at = s.address;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      int node = g.inputs()[i];
+      if (set > 0) {
+        ASSIGN_OR_RETURN(CUdeviceptr p, s.allocator->Allocate(inputs[i].num_bytes(), "a benchmark input copy"));
+        extra.emplace_back(s.allocator, p);
+        at[node] = p;
+      }
+      RETURN_IF_ERROR(s.device->Check(api.cuMemcpyHtoDAsync(at[node], inputs[i].data(), inputs[i].num_bytes(), s.device->stream()), "uploading an input"));
+    }
+    tables.push_back(std::move(at));
+  }
+  std::vector<CudaGraphExec> graphs;
+  if (!s.has_host_steps)
+    for (const auto& at : tables) {
+      ASSIGN_OR_RETURN(CudaGraphExec e, s.Capture(at));
+      graphs.push_back(std::move(e));
+    }
+  auto run_once = [&](int i) -> Status {
+    if (!graphs.empty()) return s.device->Check(api.cuGraphLaunch(graphs[i % graphs.size()].get(), s.device->stream()), "cuGraphLaunch");
+    return s.Enqueue(tables[i % tables.size()], nullptr);
+  };
+  for (int i = 0; i < warmup; ++i) RETURN_IF_ERROR(run_once(i));
+  ASSIGN_OR_RETURN(CudaEvent begin_event, CreateCudaEvent(*s.device));
+  ASSIGN_OR_RETURN(CudaEvent end_event, CreateCudaEvent(*s.device));
+  CUevent begin = begin_event.get(), end = end_event.get();
+  std::vector<double> times;
+  Status status = Status::Ok();
+  for (int i = 0; i < repeats && status.ok(); ++i) {
+    api.cuEventRecord(begin, s.device->stream());
+    status = run_once(i);
+    api.cuEventRecord(end, s.device->stream());
+    if (status.ok()) status = s.device->Check(api.cuEventSynchronize(end), "running the graph on the GPU");
+    float ms = 0;
+    api.cuEventElapsedTime(&ms, begin, end);
+    times.push_back(ms);
+  }
+  RETURN_IF_ERROR(status);
+  if (times.empty()) return 0.0;
+  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+  return times[times.size() / 2];
+}
+
+}  // namespace tilefuse

@@ -1,0 +1,75 @@
+// CudaExecutable's insides, shared by cuda_backend.cc (lower, build, load) and
+// cuda_executable.cc (run, measure). Not for other users.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backend/cuda/cublaslt_matmul.h"
+#include "backend/cuda/cuda_driver.h"
+#include "backend/cuda/cuda_executable.h"
+#include "backend/cuda/cuda_handles.h"
+#include "backend/cuda/cuda_program.h"
+#include "backend/cuda/device_allocator.h"
+#include "runtime/memory_plan.h"
+
+namespace tilefuse {
+
+// cuBLASLt's workspace.
+inline constexpr int64_t kCublasLtWorkspaceBytes = 32 << 20;
+
+struct CudaExecutable::State {
+  CudaDevice* device = nullptr;
+  DeviceAllocator* allocator = nullptr;
+  Graph graph;
+  FusionPlan plan;
+  std::vector<bool> inlined;
+  CudaProgram program;
+  std::vector<CudaKernelInfo> kernels;
+  CUmodule module = nullptr;
+  std::map<std::string, CUfunction> functions;
+  std::unique_ptr<LtMatmul> lt;
+  MemoryPlan memory;
+  DeviceBuffer arena, workspace;
+  DeviceBuffer scratch;  // the kernels' scratch memory (LaunchSpec::scratch_bytes), zeroed once
+  mutable DeviceBuffer head_start;  // memset before timed steps (HeadStart)
+  std::vector<DeviceBuffer> owned;
+  std::vector<CUdeviceptr> address;  // per node; 0: not on the device
+  bool has_host_steps = false;
+  bool poison = false;
+  bool tf32_matmul = false;  // --precision high
+  CudaGraphExec captured;
+  // RunOnDevice's graphs captured on callers' pointers (inputs then outputs), newest last.
+  std::vector<std::pair<std::vector<uint64_t>, CudaGraphExec>> caller_graphs;
+  int caller_captures = 0;  // how many RunOnDevice has captured (bounded: see there)
+  // RunOnDevice's pointers in order (inputs, then outputs) as nodes, and whether the graph
+  // allows running on them in place: no node both an input and an output (or two outputs),
+  // no constant output (uploaded once, no kernel writes it). Fixed at compile.
+  std::vector<int> caller_nodes;
+  std::vector<uint64_t> own_pointers;  // the graph's own buffers of caller_nodes (`captured` runs on them)
+  bool caller_in_place = false;
+  std::string cache_dir, nvrtc_version;
+  std::vector<std::string> plan_notes;  // attention candidates split into their parts, and why
+  int64_t nvrtc_compiles = 0;
+
+  const CudaDriverApi& api() const { return device->api(); }
+  int64_t Bytes(int node) const { return NumElements(graph.node(node).shape) * DTypeSize(graph.node(node).dtype); }
+
+  // Launches generated kernel `k` on tilefuse's stream with the node addresses `at`.
+  Status Launch(const CudaLaunchable& k, const std::vector<CUdeviceptr>& at) const;
+  // The product of a gemm group through cuBLASLt (with its own epilogue, if any).
+  Status Matmul(const CudaGroupProgram& program, const std::vector<CUdeviceptr>& at) const;
+  // A node's value on the host (for host steps and uploading generators).
+  StatusOr<Tensor> HostValue(int node, std::map<int, Tensor>& local) const;
+  Status RunHostGroup(const CudaGroupProgram& p, const std::vector<CUdeviceptr>& at) const;
+  void HeadStart() const;
+  // Every step queued on tilefuse's stream; with `timings`, each between device events.
+  Status Enqueue(const std::vector<CUdeviceptr>& at, std::vector<KernelTiming>* timings) const;
+  // The steps captured as a CUDA graph on the addresses `at`.
+  StatusOr<CudaGraphExec> Capture(const std::vector<CUdeviceptr>& at) const;
+};
+
+}  // namespace tilefuse

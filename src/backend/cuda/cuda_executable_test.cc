@@ -1,0 +1,99 @@
+// The GPU runtime's run on caller-owned device memory (needs a GPU; skipped without one, and
+// run by scripts/gpu-check.sh's `tests` stage).
+#include "backend/cuda/cuda_executable.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "backend/cuda/cuda_driver.h"
+#include "driver/driver.h"
+#include "frontend/onnx/importer.h"
+#include "passes/pipeline.h"
+
+namespace tilefuse {
+namespace {
+
+class GpuRunOnDeviceTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    auto device = CudaDevice::Get();
+    if (!device.ok()) GTEST_SKIP() << "no GPU: " << device.status().ToString() << "; device-memory runs not tested";
+    device_ = *device;
+    ASSERT_TRUE(device_->MakeCurrent().ok());
+  }
+  StatusOr<std::unique_ptr<CudaExecutable>> CompileExample(const std::string& name) {
+    ASSIGN_OR_RETURN(ImportedModel model, ImportOnnx(std::string(TILEFUSE_SOURCE_DIR) + "/examples/" + name));
+    ASSIGN_OR_RETURN(Graph graph, RunGraphPasses(std::move(model.graph), PassOptions{}));
+    return CompileForCuda(graph, CudaCompileOptions{});
+  }
+  // A device copy of `t`, `offset` bytes past the start of its allocation.
+  CUdeviceptr Upload(const Tensor& t, int offset = 0) {
+    CUdeviceptr p = 0;
+    EXPECT_EQ(device_->api().cuMemAlloc(&p, t.num_bytes() + offset), CUDA_SUCCESS);
+    allocated_.push_back(p);
+    EXPECT_EQ(device_->api().cuMemcpyHtoD(p + offset, t.data(), t.num_bytes()), CUDA_SUCCESS);
+    return p + offset;
+  }
+  void TearDown() override {
+    for (CUdeviceptr p : allocated_) device_->api().cuMemFree(p);
+  }
+  CudaDevice* device_ = nullptr;
+  std::vector<CUdeviceptr> allocated_;
+};
+
+// On a stream of the caller's, into the caller's buffers: the same bits as the host-tensor run
+// (the same kernels), every output element written (the buffers hold poison before). Three
+// ways: in place on new pointers (a graph captured on them), on the same pointers again (that
+// graph replayed), and on pointers 64 bytes past an aligned address (copied through the
+// graph's own buffers).
+TEST_F(GpuRunOnDeviceTest, MatchesTheHostRunBitForBitOnTheCallersStream) {
+  for (const char* example : {"layernorm_manual.onnxtxt", "mlp_block.onnxtxt"}) {
+    SCOPED_TRACE(example);
+    auto compiled = CompileExample(example);
+    ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
+    ASSERT_TRUE((*compiled)->captured());
+    const Graph& g = (*compiled)->graph();
+    std::vector<Tensor> inputs;
+    for (size_t i = 0; i < g.inputs().size(); ++i) {
+      const Node& p = g.node(g.inputs()[i]);
+      inputs.push_back(Tensor::Random(p.dtype, p.shape, 11 + i));
+    }
+    auto expected = (*compiled)->Run(inputs);
+    ASSERT_TRUE(expected.ok()) << expected.status().ToString();
+    CUstream stream = nullptr;
+    ASSERT_EQ(device_->api().cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    for (int offset : {0, 64}) {
+      std::vector<uint64_t> input_ptrs, output_ptrs;
+      for (const Tensor& t : inputs) input_ptrs.push_back(Upload(t, offset));
+      for (const Tensor& e : *expected) output_ptrs.push_back(Upload(Tensor(e.dtype(), e.shape()), offset));
+      for (int call = 0; call < (offset ? 1 : 2); ++call) {
+        SCOPED_TRACE(fmt::format("offset {}, call {}", offset, call));
+        for (size_t o = 0; o < expected->size(); ++o)
+          ASSERT_EQ(device_->api().cuMemsetD8Async(output_ptrs[o], 0xFF, (*expected)[o].num_bytes(), stream), CUDA_SUCCESS);
+        Status ran = (*compiled)->RunOnDevice(input_ptrs, output_ptrs, reinterpret_cast<uint64_t>(stream));
+        ASSERT_TRUE(ran.ok()) << ran.ToString();
+        ASSERT_EQ(device_->api().cuStreamSynchronize(stream), CUDA_SUCCESS);
+        for (size_t o = 0; o < expected->size(); ++o) {
+          Tensor got((*expected)[o].dtype(), (*expected)[o].shape());
+          ASSERT_EQ(device_->api().cuMemcpyDtoH(got.data(), output_ptrs[o], got.num_bytes()), CUDA_SUCCESS);
+          EXPECT_EQ(std::memcmp(got.data(), (*expected)[o].data(), got.num_bytes()), 0) << "output " << o;
+        }
+      }
+    }
+    device_->api().cuStreamDestroy(stream);
+  }
+}
+
+TEST_F(GpuRunOnDeviceTest, WrongNumberOfPointersIsAnError) {
+  auto compiled = CompileExample("layernorm_manual.onnxtxt");
+  ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
+  Status ran = (*compiled)->RunOnDevice({}, {}, 0);
+  EXPECT_EQ(ran.code(), StatusCode::kInvalidArgument) << ran.ToString();
+  EXPECT_NE(ran.message().find("device pointers"), std::string::npos) << ran.ToString();
+}
+
+}  // namespace
+}  // namespace tilefuse

@@ -1,0 +1,127 @@
+#include "driver/driver.h"
+
+#include <chrono>
+#include <filesystem>
+#include <fmt/format.h>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cuda/cuda_backend.h"
+#include "fusion/explain.h"
+#include "fusion/plan_verifier.h"
+#include "support/check.h"
+#include "support/file_util.h"
+
+namespace tilefuse {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// What a stage made, written where the user asked (nothing when `dir` is empty); several
+// graphs of one batch get a numbered file each.
+Status Dump(const CompileOptions& options, size_t graph, size_t graphs, const std::string& file, const std::string& text) {
+  if (options.dump_dir.empty()) return Status::Ok();
+  std::error_code ec;
+  std::filesystem::create_directories(options.dump_dir, ec);
+  if (ec) return InvalidArgument(fmt::format("cannot create the dump folder '{}': {}", options.dump_dir, ec.message()));
+  std::string name = graphs > 1 ? fmt::format("g{}.{}", graph, file) : file;
+  return WriteFileAtomically((std::filesystem::path(options.dump_dir) / name).string(), text);
+}
+
+// Stage: plan, or the caller's plan, verified either way (a plan the backend made and
+// VerifyPlan refuses is our bug, reported as such rather than compiled).
+StatusOr<PlannedGraph> PlanStage(Backend& backend, const Graph& graph, const CompileOptions& options) {
+  if (options.plan_override) {
+    if (options.plan_override->group_of.size() != static_cast<size_t>(graph.num_nodes()))
+      return InvalidArgument("the plan to compile was made for another graph");
+    RETURN_IF_ERROR(VerifyPlan(graph, *options.plan_override));
+    return PlannedGraph{*options.plan_override, {}};
+  }
+  PlannerOptions planner;
+  planner.fuse = options.fuse;
+  planner.disabled_kinds = options.disabled_kinds;
+  planner.target = &backend.capabilities();
+  ASSIGN_OR_RETURN(PlannedGraph planned, backend.Plan(graph, planner));
+  Status verified = VerifyPlan(graph, planned.plan);
+  if (!verified.ok()) return Internal(fmt::format("the {} backend's plan fails verification: {}", backend.name(), verified.message()));
+  return planned;
+}
+
+}  // namespace
+
+StatusOr<std::vector<std::unique_ptr<LoweredGraph>>> LowerGraphs(Backend& backend, const std::vector<Graph>& graphs,
+                                                                 const CompileOptions& options) {
+  std::vector<std::unique_ptr<LoweredGraph>> lowered;
+  for (size_t i = 0; i < graphs.size(); ++i) {
+    ASSIGN_OR_RETURN(PlannedGraph planned, PlanStage(backend, graphs[i], options));
+    RETURN_IF_ERROR(Dump(options, i, graphs.size(), "plan.txt", ExplainText(graphs[i], planned.plan)));
+    std::string prefix = graphs.size() > 1 ? fmt::format("g{}_", i) : "";
+    ASSIGN_OR_RETURN(std::unique_ptr<LoweredGraph> graph, backend.Lower(graphs[i], std::move(planned), prefix));
+    RETURN_IF_ERROR(Dump(options, i, graphs.size(), "kernels.ir.txt", graph->KernelIrText()));
+    RETURN_IF_ERROR(Dump(options, i, graphs.size(), std::string(backend.source_file_name()), graph->SourceText()));
+    lowered.push_back(std::move(graph));
+  }
+  return lowered;
+}
+
+StatusOr<BuiltGraphs> BuildGraphs(Backend& backend, const std::vector<Graph>& graphs, const CompileOptions& options) {
+  BuiltGraphs built;
+  ASSIGN_OR_RETURN(built.lowered, LowerGraphs(backend, graphs, options));
+  std::vector<const LoweredGraph*> all;
+  for (const auto& g : built.lowered) all.push_back(g.get());
+  ASSIGN_OR_RETURN(built.code, backend.Build(all));
+  return built;
+}
+
+StatusOr<std::vector<std::unique_ptr<Executable>>> CompileGraphs(Backend& backend, const std::vector<Graph>& graphs,
+                                                                 const CompileOptions& options) {
+  auto start = Clock::now();
+  ASSIGN_OR_RETURN(BuiltGraphs built, BuildGraphs(backend, graphs, options));
+  std::vector<std::unique_ptr<Executable>> loaded;
+  for (std::unique_ptr<LoweredGraph>& graph : built.lowered) {
+    ASSIGN_OR_RETURN(std::unique_ptr<Executable> executable, backend.Load(std::move(graph), *built.code));
+    executable->set_compile_ms(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+    loaded.push_back(std::move(executable));
+  }
+  return loaded;
+}
+
+StatusOr<std::unique_ptr<Executable>> CompileGraph(Backend& backend, const Graph& graph, const CompileOptions& options) {
+  ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Executable>> loaded, CompileGraphs(backend, {graph}, options));
+  return std::move(loaded[0]);
+}
+
+namespace {
+
+// The driver's executables, as the backend's own type (Load made them).
+template <typename Typed>
+std::vector<std::unique_ptr<Typed>> Downcast(std::vector<std::unique_ptr<Executable>> loaded) {
+  std::vector<std::unique_ptr<Typed>> out;
+  for (std::unique_ptr<Executable>& e : loaded) {
+    TF_CHECK(dynamic_cast<Typed*>(e.get()) != nullptr);
+    out.emplace_back(static_cast<Typed*>(e.release()));
+  }
+  return out;
+}
+
+}  // namespace
+
+StatusOr<std::vector<std::unique_ptr<CpuExecutable>>> CompileBatchForCpu(const std::vector<Graph>& graphs,
+                                                                         const CpuCompileOptions& options) {
+  ASSIGN_OR_RETURN(std::unique_ptr<CpuBackend> backend, CpuBackend::Create(options));
+  ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Executable>> loaded, CompileGraphs(*backend, graphs, options));
+  return Downcast<CpuExecutable>(std::move(loaded));
+}
+
+StatusOr<std::unique_ptr<CpuExecutable>> CompileForCpu(const Graph& graph, const CpuCompileOptions& options) {
+  ASSIGN_OR_RETURN(std::vector<std::unique_ptr<CpuExecutable>> compiled, CompileBatchForCpu({graph}, options));
+  return std::move(compiled[0]);
+}
+
+StatusOr<std::unique_ptr<CudaExecutable>> CompileForCuda(const Graph& graph, const CudaCompileOptions& options) {
+  ASSIGN_OR_RETURN(std::unique_ptr<CudaBackend> backend, CudaBackend::ForDevice(options));
+  ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Executable>> loaded, CompileGraphs(*backend, {graph}, options));
+  return std::move(Downcast<CudaExecutable>(std::move(loaded))[0]);
+}
+
+}  // namespace tilefuse

@@ -6,6 +6,8 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "codegen/kernel_printer.h"
+#include "codegen/kernel_verifier.h"
 #include "fusion/explain.h"
 #include "fusion/plan_verifier.h"
 #include "support/check.h"
@@ -47,6 +49,22 @@ StatusOr<PlannedGraph> PlanStage(Backend& backend, const Graph& graph, const Com
   return planned;
 }
 
+// Stage: the Kernel IR the backend lowered, verified (a malformed kernel is our bug, reported
+// rather than emitted) and dumped. A template's program is printed, not verified: it is a
+// fragment the template completes.
+Status VerifyAndDumpKernels(const Backend& backend, const LoweredGraph& graph, const CompileOptions& options, size_t index,
+                            size_t graphs) {
+  std::string text;
+  for (const LoweredGraph::LoweredKernel& k : graph.Kernels()) {
+    if (!k.is_template) {
+      Status verified = VerifyKernel(*k.kernel);
+      if (!verified.ok()) return Internal(fmt::format("the {} backend's lowering: {}", backend.name(), verified.message()));
+    }
+    text += (k.is_template ? "// a template's epilogue or score program\n" : "") + PrintKernel(*k.kernel) + "\n";
+  }
+  return Dump(options, index, graphs, "kernels.ir.txt", text);
+}
+
 }  // namespace
 
 StatusOr<std::vector<std::unique_ptr<LoweredGraph>>> LowerGraphs(Backend& backend, const std::vector<Graph>& graphs,
@@ -57,7 +75,7 @@ StatusOr<std::vector<std::unique_ptr<LoweredGraph>>> LowerGraphs(Backend& backen
     RETURN_IF_ERROR(Dump(options, i, graphs.size(), "plan.txt", ExplainText(graphs[i], planned.plan)));
     std::string prefix = graphs.size() > 1 ? fmt::format("g{}_", i) : "";
     ASSIGN_OR_RETURN(std::unique_ptr<LoweredGraph> graph, backend.Lower(graphs[i], std::move(planned), prefix));
-    RETURN_IF_ERROR(Dump(options, i, graphs.size(), "kernels.ir.txt", graph->KernelIrText()));
+    RETURN_IF_ERROR(VerifyAndDumpKernels(backend, *graph, options, i, graphs.size()));
     RETURN_IF_ERROR(Dump(options, i, graphs.size(), std::string(backend.source_file_name()), graph->SourceText()));
     lowered.push_back(std::move(graph));
   }

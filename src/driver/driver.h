@@ -3,7 +3,8 @@
 //   model ──ImportOnnx──► Graph ──RunGraphPasses──► Graph (primitives)   (the callers: frontend/,
 //                                                    passes/; dump: the IR after each pass)
 //         ──Backend::Plan──► FusionPlan     verified (VerifyPlan)   dump: plan.txt
-//         ──Backend::Lower──► kernels       Kernel IR + templates   dump: kernels.ir.txt
+//         ──Backend::Lower──► kernels       Kernel IR + templates   verified (VerifyKernel),
+//                                                                   dump: kernels.ir.txt
 //                                           their source            dump: kernels.cpp / .cu
 //         ──Backend::Build──► object code   one compiler run for every graph of a batch
 //         ──Backend::Load───► Executable    memory planned, kernels linked, constants placed

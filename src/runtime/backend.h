@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "codegen/kernel.h"
 #include "fusion/fusion_plan.h"
 #include "fusion/planner.h"
 #include "fusion/target_capabilities.h"
@@ -37,7 +38,13 @@ class LoweredGraph {
  public:
   virtual ~LoweredGraph() = default;
   virtual const FusionPlan& plan() const = 0;
-  virtual std::string KernelIrText() const = 0;  // every loop kernel's IR, printed
+  // Every loop kernel's IR (a template's: its epilogue or score program), in launch order;
+  // the driver verifies the loop kernels (VerifyKernel) and dumps them all.
+  struct LoweredKernel {
+    const Kernel* kernel;
+    bool is_template;
+  };
+  virtual std::vector<LoweredKernel> Kernels() const = 0;
   virtual std::string SourceText() const = 0;    // this graph's generated source
 };
 

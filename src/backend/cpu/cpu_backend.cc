@@ -13,7 +13,6 @@
 #include "codegen/cpp_prelude.h"
 #include "codegen/gemm_split.h"
 #include "codegen/kernel_fingerprint.h"
-#include "codegen/kernel_printer.h"
 #include "codegen/lower.h"
 #include "codegen/split_rows.h"
 #include "fusion/group_classifier.h"
@@ -264,13 +263,13 @@ class CpuLoweredGraph : public LoweredGraph {
  public:
   explicit CpuLoweredGraph(std::unique_ptr<CpuExecutable::State> state) : state_(std::move(state)) {}
   const FusionPlan& plan() const override { return state_->plan; }
-  std::string KernelIrText() const override {
-    std::string text;
+  std::vector<LoweredKernel> Kernels() const override {
+    std::vector<LoweredKernel> kernels;
     for (const Step& step : state_->steps) {
-      for (const GeneratedCall& call : step.prologue) text += PrintKernel(*call.loop_kernel) + "\n";
-      if (step.kernel && step.kernel->loop_kernel) text += PrintKernel(*step.kernel->loop_kernel) + "\n";
+      for (const GeneratedCall& call : step.prologue) kernels.push_back({&*call.loop_kernel, false});
+      if (step.kernel && step.kernel->loop_kernel) kernels.push_back({&*step.kernel->loop_kernel, false});
     }
-    return text;
+    return kernels;
   }
   std::string SourceText() const override { return state_->source; }
   CpuExecutable::State& state() { return *state_; }

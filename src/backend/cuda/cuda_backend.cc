@@ -7,7 +7,6 @@
 #include "backend/cuda/cuda_executable_state.h"
 #include "backend/cuda/device_allocator.h"
 #include "backend/cuda/kernel_launch.h"
-#include "codegen/kernel_printer.h"
 #include "fusion/group_classifier.h"
 #include "runtime/memory_plan.h"
 #include "support/check.h"
@@ -107,12 +106,11 @@ class CudaLoweredGraph : public LoweredGraph {
   CudaProgram program;
 
   const FusionPlan& plan() const override { return fusion_plan; }
-  std::string KernelIrText() const override {
-    std::string text;
+  std::vector<LoweredKernel> Kernels() const override {
+    std::vector<LoweredKernel> kernels;
     for (const CudaGroupProgram& p : program.groups)
-      for (const CudaLaunchable* k : Launchables(p))
-        text += (k->is_template ? "// " + k->source.name + ": a template; its epilogue:\n" : "") + PrintKernel(k->kernel) + "\n";
-    return text;
+      for (const CudaLaunchable* k : Launchables(p)) kernels.push_back({&k->kernel, k->is_template});
+    return kernels;
   }
   std::string SourceText() const override { return program.source; }
 };

@@ -54,7 +54,8 @@ class Rewriter {
   }
 
   std::optional<int> IntegerPower(const ScalarValue& v) {
-    const ScalarValue& exponent = out_.values[v.args[1]];
+    // By value: Add below may move out_.values.
+    const ScalarValue exponent = out_.values[v.args[1]];
     if (!IsFloat(v.dtype) || exponent.kind != ScalarValue::Kind::kConstant || (exponent.constant != 2 && exponent.constant != 3))
       return std::nullopt;
     const int x = v.args[0];

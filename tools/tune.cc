@@ -37,14 +37,16 @@ std::function<void(int, int, const std::string&)> ProgressBar() {
 StatusOr<std::string> TuneOnBackend(const TuneCommandOptions& options, const Graph& passed, const TuneOptions& tune,
                                     TuneReport& report) {
   if (options.backend != "cpu") {
-    StatusOr<std::unique_ptr<CudaExecutable>> gpu = TuneForGpu(passed, CudaCompileOptions{}, tune, &report);
+    const CudaCompileOptions defaults;
+    StatusOr<std::unique_ptr<CudaExecutable>> gpu = TuneForGpu(passed, defaults, tune, &report);
     if (gpu.ok()) return (*gpu)->device_name();
     // Unavailable-style errors (no driver, no GPU) are NotFound: auto tunes the cpu instead.
     if (options.backend == "cuda" || gpu.status().code() != StatusCode::kNotFound) return gpu.status();
     fmt::print(stderr, "tilefuse: note: no GPU ({}); tuning the cpu backend\n", gpu.status().message());
     report = TuneReport{};
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<CpuExecutable> cpu, TuneForCpu(passed, CpuCompileOptions{}, tune, &report));
+  const CpuCompileOptions defaults;
+  ASSIGN_OR_RETURN(std::unique_ptr<CpuExecutable> cpu, TuneForCpu(passed, defaults, tune, &report));
   return CpuTuningDeviceName();
 }
 

@@ -188,8 +188,11 @@ TEST(AttentionInteriorBlocksTest, ABiasIsKeptInTheInterior) {
     EXPECT_EQ(*c, 0.125);
     ExpectBelowDiagonal(interior, 9, 8);
   } else {
-    for (int mb = 0; mb < 9; ++mb)
-      if (interior.blocks[mb].first <= interior.blocks[mb].last) EXPECT_GT(interior.blocks[mb].first, mb) << "above the diagonal";
+    for (int mb = 0; mb < 9; ++mb) {
+      if (interior.blocks[mb].first <= interior.blocks[mb].last) {
+        EXPECT_GT(interior.blocks[mb].first, mb) << "above the diagonal";
+      }
+    }
   }
 }
 

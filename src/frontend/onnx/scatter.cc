@@ -52,7 +52,7 @@ StatusOr<Value> ApplyWrites(NodeContext& ctx, Value data, Value updates,
                             const std::vector<std::vector<int64_t>>& writers) {
   GraphBuilder& b = ctx.b();
   std::string reduction = ctx.String("reduction", "none");
-  OpCode combine;
+  OpCode combine = OpCode::kAdd;  // "none" combines nothing
   if (reduction == "add") combine = OpCode::kAdd;
   else if (reduction == "mul") combine = OpCode::kMul;
   else if (reduction == "max") combine = OpCode::kMax;

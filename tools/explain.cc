@@ -6,10 +6,9 @@
 
 #include <fmt/format.h>
 
-#include "backend/cpu/cpu_backend.h"
-#include "backend/cuda/cuda_program.h"
 #include "cli_common.h"
 #include "commands.h"
+#include "driver/driver.h"
 #include "tune/cpu_tuner.h"
 #include "tune/gpu_tuner.h"
 #include "fusion/device_spec.h"
@@ -66,10 +65,7 @@ Status Explain(const ExplainOptions& options) {
   ASSIGN_OR_RETURN(ImportedModel imported, LoadModel(options.model));
   ASSIGN_OR_RETURN(Graph graph, RunGraphPasses(std::move(imported.graph), PassOptions{}));
   // The costs of the kernels the device's backend would run (its gemm epilogues fused or not).
-  CpuCapabilities cpu_capabilities;
-  CudaCapabilities cuda_capabilities{CudaTarget{}};
-  planner.target = options.device == "cpu" ? static_cast<const TargetCapabilities*>(&cpu_capabilities) : &cuda_capabilities;
-  ASSIGN_OR_RETURN(FusionPlan plan, PlanFusion(graph, planner));
+  ASSIGN_OR_RETURN(FusionPlan plan, PlanForDevice(graph, planner));
   nlohmann::json measured;
   std::string measured_text;
   if (options.measured) {

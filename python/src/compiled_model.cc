@@ -106,7 +106,7 @@ StatusOr<std::string> CompiledModel::ExplainJson(const std::string& device) cons
   PlannerOptions planner;
   planner.device = device;
   planner.fuse = fuse_;
-  ASSIGN_OR_RETURN(FusionPlan plan, PlanFusion(passed_, planner));
+  ASSIGN_OR_RETURN(FusionPlan plan, PlanForDevice(passed_, planner));
   return tilefuse::ExplainJson(passed_, plan).dump(2);
 }
 

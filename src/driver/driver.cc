@@ -124,6 +124,13 @@ std::vector<std::unique_ptr<Typed>> Downcast(std::vector<std::unique_ptr<Executa
 
 }  // namespace
 
+StatusOr<FusionPlan> PlanForDevice(const Graph& graph, PlannerOptions options) {
+  const CpuCapabilities cpu;
+  const CudaCapabilities cuda{CudaTarget{}};
+  options.target = options.device == "cpu" ? static_cast<const TargetCapabilities*>(&cpu) : &cuda;
+  return PlanFusion(graph, options);
+}
+
 StatusOr<std::vector<std::unique_ptr<CpuExecutable>>> CompileBatchForCpu(const std::vector<Graph>& graphs,
                                                                          const CpuCompileOptions& options) {
   ASSIGN_OR_RETURN(std::unique_ptr<CpuBackend> backend, CpuBackend::Create(options));

@@ -45,6 +45,12 @@ StatusOr<std::vector<std::unique_ptr<Executable>>> CompileGraphs(Backend& backen
                                                                  const CompileOptions& options);
 StatusOr<std::unique_ptr<Executable>> CompileGraph(Backend& backend, const Graph& graph, const CompileOptions& options);
 
+// The plan the backend of `options.device` (cpu, h100-sxm, h200) would make, its
+// capabilities included, without compiling anything (`explain`): the CPU's, or the CUDA
+// backend's for sm_90a with its default options (attention is not re-planned: explain shows
+// the planner's attention groups).
+StatusOr<FusionPlan> PlanForDevice(const Graph& graph, PlannerOptions options);
+
 // The same driver with the backend made from its options, typed for callers that use what
 // only that backend's executable has (the tuners, the Python package's device runs).
 StatusOr<std::unique_ptr<CpuExecutable>> CompileForCpu(const Graph& graph, const CpuCompileOptions& options);

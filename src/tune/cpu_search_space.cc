@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "codegen/cpp_emitter.h"
+#include "codegen/kernel_rewrites.h"
 #include "codegen/row_cache_plan.h"
 
 namespace tilefuse {
@@ -46,7 +47,9 @@ double CppConfigRank(const CppKernelConfig& c) {
 CppSearchSpace CppCandidates(const Kernel& k, int cores) {
   CppSearchSpace space;
   cores = std::max(1, cores);
-  const bool has_row_buffer = !k.reductions.empty() && !PlanRowCache(k).buffer_values.empty();
+  // Whether the emitter would keep a row buffer, decided on the kernel as it emits it (a
+  // power is a product there, cheap to recompute).
+  const bool has_row_buffer = !k.reductions.empty() && !PlanRowCache(RewriteForEmission(k)).buffer_values.empty();
   // Whether the kernel's passes can be pipelined at all: with the static schedule the
   // emitter picks the block; a chunked one whose chunk it cannot pipeline falls back.
   const bool pipelinable = PipelinedRows(k, {}).block_rows > 0;

@@ -66,6 +66,22 @@ TEST(CpuSearchSpaceTest, RowBufferChoiceOnlyWhereThereIsOne) {
   }
 }
 
+// The row buffer the emitter would keep is decided on the kernel as emitted: x² is a
+// product there (codegen/kernel_rewrites.h), cheap to recompute, so there is no row buffer
+// to choose (a pow call would have been kept in one).
+TEST(CpuSearchSpaceTest, RowBufferDecidedOnTheKernelAsEmitted) {
+  const std::string squares = R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[64,128] x) => (float[64,128] y) {
+  two = Constant <value = float {2.0}> ()
+  sq = Pow (x, two)
+  axes = Constant <value = int64[1] {1}> ()
+  s = ReduceSum <keepdims = 1> (sq, axes)
+  y = Div (sq, s)
+})";
+  CppSearchSpace space = CppCandidates(LowerLastGroup(squares), 2);
+  EXPECT_TRUE(AnyPrunedWith(space, "row_buffer false: the kernel has no row buffer"));
+}
+
 // Pipelining is a choice only for row kernels the emitter pipelines, and a chunk too
 // small to pipeline is measured once, as the row-by-row kernel it is.
 TEST(CpuSearchSpaceTest, PipelineChoiceOnlyForPipelinedRowKernels) {

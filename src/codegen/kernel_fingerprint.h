@@ -13,4 +13,9 @@ namespace tilefuse {
 
 std::string KernelFingerprint(const Kernel& kernel);
 
+// The GEMM template's problem the same way: its epilogue's fingerprint, the product's
+// dtype and dimensions, and how A is read.
+struct GemmTemplateKernel;
+std::string GemmFingerprint(const GemmTemplateKernel& gemm);
+
 }  // namespace tilefuse

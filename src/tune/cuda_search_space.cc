@@ -88,4 +88,54 @@ CudaSearchSpace CudaCandidates(const Kernel& k) {
   return space;
 }
 
+namespace {
+
+bool SameGemmConfig(const CudaGemmConfig& a, const CudaGemmConfig& b) {
+  return a.pingpong.value_or(false) == b.pingpong.value_or(false) && a.block_m == b.block_m && a.block_n == b.block_n &&
+         a.stages == b.stages && a.group_m == b.group_m && a.splits == b.splits;
+}
+
+}  // namespace
+
+GemmSearchSpace GemmCandidates(const GemmTemplateKernel& gemm, int sm_count) {
+  GemmSearchSpace space;
+  CudaGemmConfig rule;
+  rule.sm_count = sm_count;
+  space.candidates.push_back(ResolveGemmConfig(gemm, rule));
+  const bool staged = gemm_layout::StagedStore(gemm) >= 0;
+  for (bool pingpong : {false, true})
+    for (int block_n : {128, 256})
+      for (int stages : {3, 4, 5}) {
+        CudaGemmConfig requested = rule;
+        requested.pingpong = pingpong;
+        requested.block_n = block_n;
+        requested.stages = stages;
+        const CudaGemmConfig c = ResolveGemmConfig(gemm, requested);
+        const std::string name = fmt::format("{} {}x{}, {} stages", pingpong ? "ping-pong" : "cooperative", c.block_m, c.block_n, c.stages);
+        if (block_n > 64 && gemm.n < block_n) space.pruned.push_back(name + ": wider than the product's " + std::to_string(gemm.n) + " columns");
+        else if (gemm_layout::ConsumerRows(c) * c.block_n > 64 * 256) space.pruned.push_back(name + ": accumulators past 128 registers a thread");
+        else if (gemm_layout::SharedBytes(c, staged) > gemm_layout::kSharedLimit) space.pruned.push_back(name + ": shared memory past 227 KB");
+        else if (std::any_of(space.candidates.begin(), space.candidates.end(), [&](const CudaGemmConfig& o) { return SameGemmConfig(o, c); }))
+          continue;  // the rule's, or one listed already
+        else space.candidates.push_back(c);
+      }
+  return space;
+}
+
+nlohmann::json GemmConfigToJson(const CudaGemmConfig& c) {
+  return {{"pingpong", c.pingpong.value_or(false)}, {"block_m", c.block_m}, {"block_n", c.block_n},
+          {"stages", c.stages}, {"group_m", c.group_m}, {"splits", c.splits}};
+}
+
+CudaGemmConfig GemmConfigFromJson(const nlohmann::json& j) {
+  CudaGemmConfig c;
+  if (j.contains("pingpong")) c.pingpong = j["pingpong"].get<bool>();
+  c.block_m = j.value("block_m", c.block_m);
+  c.block_n = j.value("block_n", c.block_n);
+  c.stages = j.value("stages", c.stages);
+  c.group_m = j.value("group_m", c.group_m);
+  c.splits = j.value("splits", c.splits);
+  return c;
+}
+
 }  // namespace tilefuse

@@ -7,6 +7,8 @@
 #include <filesystem>
 
 #include "backend/cuda/nvrtc_compiler.h"
+#include "codegen/cuda_gemm_emitter.h"
+#include "codegen/gemm_split.h"
 #include "codegen/lower.h"
 #include "frontend/onnx/importer.h"
 #include "fusion/group_classifier.h"
@@ -69,6 +71,46 @@ TEST(CudaSearchSpaceTest, PointwiseCandidatesAreValid) {
   CudaSearchSpace space = CudaCandidates(k);
   EXPECT_GE(space.candidates.size(), 6u);
   ExpectAllCandidatesCompile(k, space);
+}
+
+// The GEMM template's candidates for a residual epilogue (a staged store and a staged load):
+// the rule's first, no two alike, every one emitted and compiled for sm_90a without spills,
+// and the configuration survives the tuning cache's JSON.
+TEST(CudaSearchSpaceTest, GemmTemplateCandidatesAreValid) {
+  auto imported = ImportOnnx(std::string(TILEFUSE_SOURCE_DIR) + "/bench/cases/gemm_residual_bf16_16384x4096x1024.onnxtxt");
+  ASSERT_TRUE(imported.ok()) << imported.status().ToString();
+  auto graph = RunGraphPasses(std::move(imported->graph), PassOptions{});
+  ASSERT_TRUE(graph.ok());
+  auto plan = PlanFusion(*graph, PlannerOptions{});
+  ASSERT_TRUE(plan.ok());
+  const FusionGroup& group = plan->groups.back();
+  ASSERT_EQ(group.kind, GroupKind::kGemm);
+  auto gemm = LowerGemmTemplate(*graph, group, SplitGemmGroup(*graph, group), FindInlinedGenerators(*graph));
+  ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
+  GemmSearchSpace space = GemmCandidates(*gemm, 132);
+  ASSERT_GE(space.candidates.size(), 6u);
+  CudaGemmConfig rule;
+  rule.sm_count = 132;
+  EXPECT_EQ(GemmConfigToJson(space.candidates.front()), GemmConfigToJson(ResolveGemmConfig(*gemm, rule))) << "the rule's first";
+  std::vector<CudaKernelSource> sources;
+  for (size_t i = 0; i < space.candidates.size(); ++i) {
+    const nlohmann::json j = GemmConfigToJson(space.candidates[i]);
+    EXPECT_EQ(GemmConfigToJson(GemmConfigFromJson(j)), j);
+    for (size_t o = 0; o < i; ++o) EXPECT_NE(GemmConfigToJson(space.candidates[o]), j) << "listed twice";
+    GemmTemplateKernel variant = *gemm;
+    variant.name = "gemm_variant" + std::to_string(i);
+    CudaGemmConfig config = GemmConfigFromJson(j);
+    config.sm_count = 132;
+    auto source = EmitCudaGemm(variant, config);
+    ASSERT_TRUE(source.ok()) << j.dump() << ": " << source.status().ToString();
+    EXPECT_LE(source->launch.dynamic_shared_bytes, 227 * 1024) << j.dump();
+    sources.push_back(*source);
+  }
+  auto nvrtc = NvrtcCompiler::Create((std::filesystem::temp_directory_path() / "tilefuse_test_cache").string());
+  if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available: candidates not compiled";
+  auto cubin = nvrtc->Compile(CudaTranslationUnit(sources), "sm_90a");
+  ASSERT_TRUE(cubin.ok()) << cubin.status().ToString();
+  for (const PtxasKernelInfo& info : ParsePtxasLog(cubin->ptxas_log)) EXPECT_EQ(info.spill_store_bytes, 0) << info.line;
 }
 
 TEST(CudaSearchSpaceTest, ConfigJsonRoundTrips) {

@@ -49,6 +49,22 @@ KernelSearch CudaKernelSearch(CudaExecutable& compiled, const CudaLaunchable& k,
   return search;
 }
 
+// The GEMM template's configurations (tile width, consumers, pipeline depth) for one gemm
+// group on the template path, measured in place: the rule's first.
+KernelSearch GemmTemplateSearch(CudaExecutable& compiled, const CudaLaunchable& k, const TuneOptions& tune) {
+  KernelSearch search;
+  search.name = k.source.name;
+  search.fingerprint = GemmFingerprint(*k.gemm);
+  search.key = {compiled.device_name(), compiled.device_arch(), std::to_string(compiled.driver_version()),
+                "nvrtc " + compiled.nvrtc_version(), KernelHash(k), "", ""};
+  GemmSearchSpace space = GemmCandidates(*k.gemm, compiled.sm_count());
+  for (const CudaGemmConfig& c : space.candidates) search.candidates.push_back(GemmConfigToJson(c));
+  search.pruned = static_cast<int>(space.pruned.size());
+  search.rank = [](const nlohmann::json&) { return 0.0; };  // few enough to measure all
+  search.measure = MeasureTypedConfigs<CudaExecutable, CudaGemmConfig>(compiled, k.source.name, tune, GemmConfigFromJson);
+  return search;
+}
+
 // Both paths of the gemm groups the rule sent to cuBLASLt's own epilogue, timed group by
 // group in two compiled graphs (the rule's, and one with those groups on the template),
 // once, when the first search misses the cache.
@@ -150,6 +166,14 @@ StatusOr<std::unique_ptr<CudaExecutable>> TuneForGpu(const Graph& graph, const C
   RETURN_IF_ERROR(TuneKernels(searches, cache, tune, start, r));
   CudaCompileOptions tuned = options;
   for (const KernelTuneResult& k : r.kernels) tuned.configs[k.fingerprint] = CudaConfigFromJson(k.best);
+  // The GEMM template's own configurations, where the template runs a gemm group.
+  std::vector<KernelSearch> gemm_searches;
+  for (const CudaGroupProgram& p : compiled->program().groups)
+    if (p.mode == CudaGroupProgram::Mode::kGemmTemplate && p.kernel && p.kernel->gemm)
+      gemm_searches.push_back(GemmTemplateSearch(*compiled, *p.kernel, tune));
+  const size_t first_gemm = r.kernels.size();
+  RETURN_IF_ERROR(TuneKernels(gemm_searches, cache, tune, start, r));
+  for (size_t i = first_gemm; i < r.kernels.size(); ++i) tuned.gemm_configs[r.kernels[i].fingerprint] = GemmConfigFromJson(r.kernels[i].best);
   if (options.gemm == GemmPath::kAuto) RETURN_IF_ERROR(TuneGemmPaths(graph, *compiled, tuned, inputs, cache, tune, start, r));
   ASSIGN_OR_RETURN(compiled, CompileForCuda(graph, tuned));
   if (tune.fallback && options.fuse) {

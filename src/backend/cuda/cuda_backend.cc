@@ -147,6 +147,7 @@ Status PlaceOnDevice(CudaExecutable::State& state, bool any_gemm) {
   if (scratch_bytes > 0) {
     ASSIGN_OR_RETURN(CUdeviceptr w, s->allocator->Allocate(scratch_bytes, "the kernels' scratch memory"));
     s->scratch = DeviceBuffer(s->allocator, w);
+    s->scratch_bytes = scratch_bytes;
     RETURN_IF_ERROR(s->device->Check(s->device->api().cuMemsetD8Async(w, 0, scratch_bytes, s->device->stream()), "zeroing scratch memory"));
   }
   if (any_gemm) {
@@ -236,6 +237,7 @@ StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::ForArch(const std::string& a
   target.gemm_path_at = options.gemm_path_at;
   target.attention = options.attention;
   target.overrides = options.overrides;
+  target.gemm_configs = options.gemm_configs;
   target.fault = options.fault;
   ASSIGN_OR_RETURN(NvrtcCompiler nvrtc, NvrtcCompiler::Create(options.cache_dir));
   return std::unique_ptr<CudaBackend>(new CudaBackend(options, nullptr, std::move(target), std::move(nvrtc)));

@@ -14,6 +14,7 @@
 #include "backend/cuda/device_allocator.h"
 #include "backend/cuda/kernel_launch.h"
 #include "backend/cuda/nvrtc_compiler.h"
+#include "codegen/cuda_gemm_emitter.h"
 #include "codegen/gemm_split.h"
 #include "runtime/measure.h"
 
@@ -208,6 +209,7 @@ int64_t CudaExecutable::nvrtc_compiles() const { return state_->nvrtc_compiles; 
 int64_t CudaExecutable::arena_bytes() const { return state_->memory.arena_bytes; }
 bool CudaExecutable::captured() const { return state_->captured.get() != nullptr; }
 std::string CudaExecutable::device_arch() const { return state_->device->arch(); }
+int CudaExecutable::sm_count() const { return state_->device->sm_count(); }
 int CudaExecutable::driver_version() const { return state_->device->driver_version(); }
 std::string CudaExecutable::nvrtc_version() const { return state_->nvrtc_version; }
 const std::vector<std::string>& CudaExecutable::plan_notes() const { return state_->plan_notes; }
@@ -220,31 +222,49 @@ std::vector<const CudaLaunchable*> CudaExecutable::launchables() const {
   return out;
 }
 
-StatusOr<std::vector<VariantTiming>> CudaExecutable::MeasureVariants(const std::string& name,
-                                                                       const std::vector<CudaKernelConfig>& configs, int warmup,
-                                                                       int repeats) {
-  State& s = *state_;
+namespace {
+
+struct VariantResult {
+  std::optional<double> time_us;
+  std::string error;
+};
+
+// Times each variant of `base` alone on the graph's buffers (run the graph once first so
+// they hold real data): every emitted source in one NVRTC run (one by one when that
+// fails), device events, `warmup` launches, median of `repeats`, inputs rotated among copies
+// so repeats do not read L2; a winner much faster than the first (the default) is measured
+// again with it. A variant that did not emit, compile or launch gets its error.
+StatusOr<std::vector<VariantResult>> TimeVariants(CudaExecutable::State& s, const CudaLaunchable& base,
+                                                  const std::vector<StatusOr<CudaKernelSource>>& emitted, int warmup, int repeats) {
   const CudaDriverApi& api = s.api();
-  RETURN_IF_ERROR(s.device->MakeCurrent());
-  const CudaLaunchable* base = nullptr;
-  for (const CudaLaunchable* k : launchables())
-    if (k->source.name == name) base = k;
-  if (!base) return NotFound(fmt::format("no generated kernel named {}", name));
-  // Every variant in one translation unit: one NVRTC run.
-  std::vector<VariantTiming> timings(configs.size());
-  std::vector<CudaLaunchable> variants(configs.size(), *base);
+  std::vector<VariantResult> results(emitted.size());
+  std::vector<CudaLaunchable> variants(emitted.size(), base);
   std::vector<CudaKernelSource> sources;
-  for (size_t i = 0; i < configs.size(); ++i) {
-    timings[i].config = configs[i];
-    Kernel k = base->kernel;
-    k.name = fmt::format("{}_variant{}", name, i);
-    StatusOr<CudaKernelSource> source = EmitCudaKernel(k, configs[i]);
-    if (!source.ok()) {
-      timings[i].error = source.status().message();
+  int64_t scratch_bytes = 0;
+  for (size_t i = 0; i < emitted.size(); ++i) {
+    if (!emitted[i].ok()) {
+      results[i].error = emitted[i].status().message();
       continue;
     }
-    variants[i].source = *source;
-    sources.push_back(*source);
+    variants[i].source = *emitted[i];
+    sources.push_back(*emitted[i]);
+    scratch_bytes = std::max(scratch_bytes, emitted[i]->launch.scratch_bytes);
+  }
+  // A variant may need more scratch memory (split-K partials) than the graph's kernels: it
+  // gets its own, and the graph's is put back on every return (captured graphs hold its
+  // address).
+  struct RestoreScratch {
+    CudaExecutable::State& s;
+    std::optional<DeviceBuffer> saved;
+    ~RestoreScratch() {
+      if (saved) s.scratch = std::move(*saved);
+    }
+  } restore{s, std::nullopt};
+  if (scratch_bytes > s.scratch_bytes) {
+    ASSIGN_OR_RETURN(CUdeviceptr w, s.allocator->Allocate(scratch_bytes, "the tuned variants' scratch memory"));
+    DeviceBuffer bigger(s.allocator, w);
+    RETURN_IF_ERROR(s.device->Check(api.cuMemsetD8Async(w, 0, scratch_bytes, s.device->stream()), "zeroing scratch memory"));
+    restore.saved = std::exchange(s.scratch, std::move(bigger));
   }
   ASSIGN_OR_RETURN(NvrtcCompiler nvrtc, NvrtcCompiler::Create(s.cache_dir));
   StatusOr<CubinResult> cubin = nvrtc.Compile(CudaTranslationUnit(sources), s.device->arch());
@@ -252,13 +272,13 @@ StatusOr<std::vector<VariantTiming>> CudaExecutable::MeasureVariants(const std::
     // One bad variant must not sink the others: each alone finds the bad ones, then the
     // others are compiled together again.
     sources.clear();
-    for (size_t i = 0; i < configs.size(); ++i) {
-      if (!timings[i].error.empty()) continue;
+    for (size_t i = 0; i < results.size(); ++i) {
+      if (!results[i].error.empty()) continue;
       StatusOr<CubinResult> alone = nvrtc.Compile(CudaTranslationUnit({variants[i].source}), s.device->arch());
       if (alone.ok()) sources.push_back(variants[i].source);
-      else timings[i].error = alone.status().message();
+      else results[i].error = alone.status().message();
     }
-    if (sources.empty()) return timings;
+    if (sources.empty()) return results;
     cubin = nvrtc.Compile(CudaTranslationUnit(sources), s.device->arch());
     RETURN_IF_ERROR(cubin.status());
   }
@@ -267,8 +287,8 @@ StatusOr<std::vector<VariantTiming>> CudaExecutable::MeasureVariants(const std::
   // Rotated copies of the kernel's inputs, so repeated launches read device memory.
   std::vector<int> inputs;
   int64_t input_bytes = 0;
-  for (int node : base->buffer_nodes)
-    if (std::find(base->outputs.begin(), base->outputs.end(), node) == base->outputs.end()) {
+  for (int node : base.buffer_nodes)
+    if (std::find(base.outputs.begin(), base.outputs.end(), node) == base.outputs.end()) {
       inputs.push_back(node);
       input_bytes += s.Bytes(node);
     }
@@ -300,6 +320,8 @@ StatusOr<std::vector<VariantTiming>> CudaExecutable::MeasureVariants(const std::
   auto time_variant = [&](size_t i, int n) -> StatusOr<double> {
     CUfunction f;
     RETURN_IF_ERROR(s.device->Check(api.cuModuleGetFunction(&f, module, variants[i].source.name.c_str()), "cuModuleGetFunction"));
+    // Dynamic shared memory past 48 KB (the templates') must be asked for per function.
+    RETURN_IF_ERROR(PrepareFunction(*s.device, f, variants[i].source.launch, variants[i].source.name));
     std::map<std::string, CUfunction> saved;
     std::swap(saved, s.functions);
     s.functions[variants[i].source.name] = f;
@@ -321,26 +343,70 @@ StatusOr<std::vector<VariantTiming>> CudaExecutable::MeasureVariants(const std::
     RETURN_IF_ERROR(launched);
     return MedianOf(std::move(us));
   };
-  for (size_t i = 0; i < configs.size() && status.ok(); ++i) {
-    if (!timings[i].error.empty()) continue;
+  for (size_t i = 0; i < results.size() && status.ok(); ++i) {
+    if (!results[i].error.empty()) continue;
     StatusOr<double> t = time_variant(i, repeats);
-    if (t.ok()) timings[i].time_us = *t;
-    else timings[i].error = t.status().message();
+    if (t.ok()) results[i].time_us = *t;
+    else results[i].error = t.status().message();
   }
   // A winner much faster than the default (the first configuration) is measured again,
   // with the default, before anyone believes it.
-  if (status.ok() && timings[0].time_us) {
+  if (status.ok() && results[0].time_us) {
     size_t best = 0;
-    for (size_t i = 0; i < timings.size(); ++i)
-      if (timings[i].time_us && *timings[i].time_us < *timings[best].time_us) best = i;
-    if (best != 0 && *timings[best].time_us < 0.85 * *timings[0].time_us)
+    for (size_t i = 0; i < results.size(); ++i)
+      if (results[i].time_us && *results[i].time_us < *results[best].time_us) best = i;
+    if (best != 0 && *results[best].time_us < 0.85 * *results[0].time_us)
       for (size_t i : {size_t{0}, best}) {
         StatusOr<double> t = time_variant(i, 2 * repeats);
-        if (t.ok()) timings[i].time_us = *t;
+        if (t.ok()) results[i].time_us = *t;
       }
   }
   api.cuModuleUnload(module);
   RETURN_IF_ERROR(status);
+  return results;
+}
+
+}  // namespace
+
+StatusOr<std::vector<VariantTiming>> CudaExecutable::MeasureVariants(const std::string& name,
+                                                                   const std::vector<CudaKernelConfig>& configs, int warmup,
+                                                                   int repeats) {
+  RETURN_IF_ERROR(state_->device->MakeCurrent());
+  const CudaLaunchable* base = nullptr;
+  for (const CudaLaunchable* k : launchables())
+    if (k->source.name == name) base = k;
+  if (!base) return NotFound(fmt::format("no generated kernel named {}", name));
+  std::vector<StatusOr<CudaKernelSource>> emitted;
+  for (size_t i = 0; i < configs.size(); ++i) {
+    Kernel k = base->kernel;
+    k.name = fmt::format("{}_variant{}", name, i);
+    emitted.push_back(EmitCudaKernel(k, configs[i]));
+  }
+  ASSIGN_OR_RETURN(std::vector<VariantResult> results, TimeVariants(*state_, *base, emitted, warmup, repeats));
+  std::vector<VariantTiming> timings;
+  for (size_t i = 0; i < configs.size(); ++i) timings.push_back({configs[i], results[i].time_us, results[i].error});
+  return timings;
+}
+
+StatusOr<std::vector<GemmVariantTiming>> CudaExecutable::MeasureVariants(const std::string& name,
+                                                                       const std::vector<CudaGemmConfig>& configs, int warmup,
+                                                                       int repeats) {
+  RETURN_IF_ERROR(state_->device->MakeCurrent());
+  const CudaLaunchable* base = nullptr;
+  for (const CudaGroupProgram& p : state_->program.groups)
+    if (p.kernel && p.kernel->gemm && p.kernel->source.name == name) base = &*p.kernel;
+  if (!base) return NotFound(fmt::format("no GEMM template kernel named {}", name));
+  std::vector<StatusOr<CudaKernelSource>> emitted;
+  for (size_t i = 0; i < configs.size(); ++i) {
+    GemmTemplateKernel gemm = *base->gemm;
+    gemm.name = fmt::format("{}_variant{}", name, i);
+    CudaGemmConfig config = configs[i];
+    config.sm_count = state_->device->sm_count();
+    emitted.push_back(EmitCudaGemm(gemm, config));
+  }
+  ASSIGN_OR_RETURN(std::vector<VariantResult> results, TimeVariants(*state_, *base, emitted, warmup, repeats));
+  std::vector<GemmVariantTiming> timings;
+  for (size_t i = 0; i < configs.size(); ++i) timings.push_back({configs[i], results[i].time_us, results[i].error});
   return timings;
 }
 

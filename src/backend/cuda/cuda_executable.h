@@ -37,6 +37,8 @@ struct CudaCompileOptions : CompileOptions {
   // How attention runs (the attention template where it applies, or split into its parts).
   AttentionPath attention = AttentionPath::kTemplate;
   TemplateOverrides overrides;  // the templates' rules overridden (benchmarks)
+  // Per GEMM template problem (GemmFingerprint), the tuner's configuration.
+  std::map<std::string, CudaGemmConfig> gemm_configs;
   // f32 matmuls exact (highest) or on TF32 tensor cores (high).
   MatmulPrecision precision = MatmulPrecision::kHighest;
 };
@@ -44,6 +46,13 @@ struct CudaCompileOptions : CompileOptions {
 // One configuration's measurement (time_us absent: it failed to compile or launch).
 struct VariantTiming {
   CudaKernelConfig config;
+  std::optional<double> time_us;
+  std::string error;
+};
+
+// One GEMM template configuration's measurement.
+struct GemmVariantTiming {
+  CudaGemmConfig config;
   std::optional<double> time_us;
   std::string error;
 };
@@ -95,8 +104,13 @@ class CudaExecutable : public Executable {
   // that does not emit, compile or launch gets no time and its error.
   StatusOr<std::vector<VariantTiming>> MeasureVariants(const std::string& name, const std::vector<CudaKernelConfig>& configs,
                                                        int warmup, int repeats);
+  // The same for the GEMM template kernel `name`, each configuration re-emitted from its
+  // problem (CudaLaunchable::gemm).
+  StatusOr<std::vector<GemmVariantTiming>> MeasureVariants(const std::string& name, const std::vector<CudaGemmConfig>& configs,
+                                                           int warmup, int repeats);
   // The device's identity for tuning keys: name, arch, driver and NVRTC versions.
   std::string device_arch() const;
+  int sm_count() const;
   int driver_version() const;
   std::string nvrtc_version() const;
 

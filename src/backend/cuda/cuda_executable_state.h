@@ -35,6 +35,7 @@ struct CudaExecutable::State {
   MemoryPlan memory;
   DeviceBuffer arena, workspace;
   DeviceBuffer scratch;  // the kernels' scratch memory (LaunchSpec::scratch_bytes), zeroed once
+  int64_t scratch_bytes = 0;
   mutable DeviceBuffer head_start;  // memset before timed steps (HeadStart)
   std::vector<DeviceBuffer> owned;
   std::vector<CUdeviceptr> address;  // per node; 0: not on the device

@@ -104,14 +104,17 @@ StatusOr<CudaLaunchable> GemmTemplate(const Graph& g, const FusionGroup& group, 
   // before split-K, 16 x 4096 x 4096 bf16 took 36 us in the template and 18 us in cuBLAS
   // (H100, 2026-11-23).
   CudaGemmConfig config;
-  config.sm_count = target.sm_count;
   config.pingpong = target.overrides.gemm_pingpong;
   config.block_n = target.overrides.gemm_block_n;
   config.stages = target.overrides.gemm_stages;
   config.splits = target.overrides.gemm_splits;
   if (target.overrides.gemm_group_m > 0) config.group_m = target.overrides.gemm_group_m;
+  if (auto tuned = target.gemm_configs.find(GemmFingerprint(gemm)); tuned != target.gemm_configs.end()) config = tuned->second;
+  config.sm_count = target.sm_count;
   ASSIGN_OR_RETURN(CudaKernelSource source, EmitCudaGemm(gemm, config));
-  return TemplateLaunchable(std::move(source), group, std::move(gemm.epilogue));
+  CudaLaunchable launchable = TemplateLaunchable(std::move(source), group, gemm.epilogue);
+  launchable.gemm = std::move(gemm);
+  return launchable;
 }
 
 // Prologue kernels whose value nothing reads any more: the template reads A through its
@@ -266,8 +269,10 @@ FusionDecision CudaCapabilities::FusesGemmEpilogue(const Graph& graph, const std
   GemmSplit split = SplitGemmGroup(graph, group);
   const auto measured = target_.gemm_path_at.find(matmul);
   const GemmPath path = measured != target_.gemm_path_at.end() ? measured->second : target_.gemm;
+  // As ProgramForGroup runs it: cuBLASLt's own epilogue, on any path, or the template where
+  // the path allows it.
   FusionDecision answer = FusionDecision::Allow();
-  if (!(path == GemmPath::kAuto && LibraryEpilogueFor(graph, group, split, inlined_).ok())) {
+  if (!LibraryEpilogueFor(graph, group, split, inlined_).ok()) {
     StatusOr<GemmTemplateKernel> fused =
         path == GemmPath::kLibrary   ? StatusOr<GemmTemplateKernel>(Unimplemented("cuBLASLt asked for"))
         : target_.arch != "sm_90a"   ? StatusOr<GemmTemplateKernel>(Unimplemented("the GEMM template needs sm_90a"))

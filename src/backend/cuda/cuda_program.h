@@ -23,6 +23,8 @@
 
 #include "backend/cuda/cublaslt_matmul.h"
 #include "codegen/cuda_emitter.h"
+#include "codegen/cuda_gemm_config.h"
+#include "codegen/gemm_template.h"
 #include "codegen/lowering_fault.h"
 #include "fusion/fusion_plan.h"
 #include "fusion/planner.h"
@@ -40,6 +42,7 @@ struct CudaLaunchable {
   // A compute-bound template (its source is not re-emitted from `kernel` by the loop
   // tuner; `kernel` is its epilogue).
   bool is_template = false;
+  std::optional<GemmTemplateKernel> gemm;  // the GEMM template's problem (its tuner re-emits it)
 };
 
 struct CudaGroupProgram {
@@ -106,6 +109,9 @@ struct CudaTarget {
   std::map<int, GemmPath> gemm_path_at;  // per matmul node: the tuner's measured choice (over `gemm`)
   AttentionPath attention = AttentionPath::kTemplate;
   TemplateOverrides overrides;
+  // Per GEMM template problem (GemmFingerprint), the configuration the tuner measured best
+  // (over the rule and `overrides`).
+  std::map<std::string, CudaGemmConfig> gemm_configs;
   LoweringFault fault;  // tests only: a deliberate lowering bug in the loop kernels
 };
 

@@ -30,6 +30,15 @@ Kernel FirstKernel(const std::string& model) {
   return *kernel;
 }
 
+// Every source in one NVRTC run for sm_90a, no kernel spilling (skipped without NVRTC).
+void ExpectCompilesWithoutSpills(const std::vector<CudaKernelSource>& sources) {
+  auto nvrtc = NvrtcCompiler::Create((std::filesystem::temp_directory_path() / "tilefuse_test_cache").string());
+  if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available: candidates not compiled";
+  auto cubin = nvrtc->Compile(CudaTranslationUnit(sources), "sm_90a");
+  ASSERT_TRUE(cubin.ok()) << cubin.status().ToString();
+  for (const PtxasKernelInfo& info : ParsePtxasLog(cubin->ptxas_log)) EXPECT_EQ(info.spill_store_bytes, 0) << info.line;
+}
+
 void ExpectAllCandidatesCompile(const Kernel& kernel, const CudaSearchSpace& space) {
   std::vector<CudaKernelSource> sources;
   for (size_t i = 0; i < space.candidates.size(); ++i) {
@@ -42,11 +51,7 @@ void ExpectAllCandidatesCompile(const Kernel& kernel, const CudaSearchSpace& spa
     ASSERT_TRUE(source.ok()) << CudaConfigToJson(c).dump() << ": " << source.status().ToString();
     sources.push_back(*source);
   }
-  auto nvrtc = NvrtcCompiler::Create((std::filesystem::temp_directory_path() / "tilefuse_test_cache").string());
-  if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available: candidates not compiled";
-  auto cubin = nvrtc->Compile(CudaTranslationUnit(sources), "sm_90a");
-  ASSERT_TRUE(cubin.ok()) << cubin.status().ToString();
-  for (const PtxasKernelInfo& info : ParsePtxasLog(cubin->ptxas_log)) EXPECT_EQ(info.spill_store_bytes, 0) << info.line;
+  ExpectCompilesWithoutSpills(sources);
 }
 
 TEST(CudaSearchSpaceTest, RowKernelCandidatesAreValidAndOverBudgetRowsArePruned) {
@@ -106,11 +111,7 @@ TEST(CudaSearchSpaceTest, GemmTemplateCandidatesAreValid) {
     EXPECT_LE(source->launch.dynamic_shared_bytes, 227 * 1024) << j.dump();
     sources.push_back(*source);
   }
-  auto nvrtc = NvrtcCompiler::Create((std::filesystem::temp_directory_path() / "tilefuse_test_cache").string());
-  if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available: candidates not compiled";
-  auto cubin = nvrtc->Compile(CudaTranslationUnit(sources), "sm_90a");
-  ASSERT_TRUE(cubin.ok()) << cubin.status().ToString();
-  for (const PtxasKernelInfo& info : ParsePtxasLog(cubin->ptxas_log)) EXPECT_EQ(info.spill_store_bytes, 0) << info.line;
+  ExpectCompilesWithoutSpills(sources);
 }
 
 TEST(CudaSearchSpaceTest, ConfigJsonRoundTrips) {

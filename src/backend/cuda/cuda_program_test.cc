@@ -123,13 +123,20 @@ std::vector<std::string> AttentionTests() {
   return paths;
 }
 
+// A benchmark case through the graph passes.
+Graph PassedCase(const std::string& file) {
+  auto model = ImportOnnx(std::string(TILEFUSE_SOURCE_DIR) + "/bench/cases/" + file);
+  EXPECT_TRUE(model.ok()) << model.status().ToString();
+  auto graph = RunGraphPasses(std::move(model->graph), PassOptions{});
+  EXPECT_TRUE(graph.ok()) << graph.status().ToString();
+  return *graph;
+}
+
 // Under --gemm auto a bias + GELU product goes to cuBLASLt's own epilogue (one call, no
 // epilogue kernel), unless the tuner measured the template faster for that matmul.
 TEST(CudaProgramGemmPathTest, LibraryEpilogueByRuleTemplateWhereMeasuredFaster) {
-  auto model = ImportOnnx(std::string(TILEFUSE_SOURCE_DIR) + "/bench/cases/gemm_bias_gelu_bf16_4096.onnxtxt");
-  ASSERT_TRUE(model.ok()) << model.status().ToString();
-  auto graph = RunGraphPasses(std::move(model->graph), PassOptions{});
-  ASSERT_TRUE(graph.ok());
+  const Graph passed = PassedCase("gemm_bias_gelu_bf16_4096.onnxtxt");
+  const Graph* graph = &passed;
   CudaTarget target;
   auto plan = PlanFusionForCuda(*graph, PlannerOptions{}, target);
   ASSERT_TRUE(plan.ok());
@@ -156,10 +163,8 @@ TEST(CudaProgramGemmPathTest, LibraryEpilogueByRuleTemplateWhereMeasuredFaster) 
 // cuBLASLt fuses it on that path too, so the planner's capabilities must say so (they did
 // not, and the tuned plan split the epilogue off: 194 -> 292 us on an H100).
 TEST(CudaProgramGemmPathTest, LibraryPathKeepsTheEpilogueCuBlasLtFuses) {
-  auto model = ImportOnnx(std::string(TILEFUSE_SOURCE_DIR) + "/bench/cases/gemm_bias_relu_bf16_16384x4096x1024.onnxtxt");
-  ASSERT_TRUE(model.ok()) << model.status().ToString();
-  auto graph = RunGraphPasses(std::move(model->graph), PassOptions{});
-  ASSERT_TRUE(graph.ok());
+  const Graph passed = PassedCase("gemm_bias_relu_bf16_16384x4096x1024.onnxtxt");
+  const Graph* graph = &passed;
   CudaTarget target;
   auto rule = PlanFusionForCuda(*graph, PlannerOptions{}, target);
   ASSERT_TRUE(rule.ok());
@@ -175,10 +180,8 @@ TEST(CudaProgramGemmPathTest, LibraryPathKeepsTheEpilogueCuBlasLtFuses) {
 // A configuration the tuner measured for a GEMM template problem (keyed by its
 // fingerprint) is the one emitted; another problem keeps the rule's.
 TEST(CudaProgramGemmPathTest, TunedGemmConfigurationIsEmitted) {
-  auto model = ImportOnnx(std::string(TILEFUSE_SOURCE_DIR) + "/bench/cases/gemm_residual_bf16_4096.onnxtxt");
-  ASSERT_TRUE(model.ok()) << model.status().ToString();
-  auto graph = RunGraphPasses(std::move(model->graph), PassOptions{});
-  ASSERT_TRUE(graph.ok());
+  const Graph passed = PassedCase("gemm_residual_bf16_4096.onnxtxt");
+  const Graph* graph = &passed;
   CudaTarget target;
   auto plan = PlanFusionForCuda(*graph, PlannerOptions{}, target);
   ASSERT_TRUE(plan.ok());

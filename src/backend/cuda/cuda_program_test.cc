@@ -135,26 +135,25 @@ Graph PassedCase(const std::string& file) {
 // Under --gemm auto a bias + GELU product goes to cuBLASLt's own epilogue (one call, no
 // epilogue kernel), unless the tuner measured the template faster for that matmul.
 TEST(CudaProgramGemmPathTest, LibraryEpilogueByRuleTemplateWhereMeasuredFaster) {
-  const Graph passed = PassedCase("gemm_bias_gelu_bf16_4096.onnxtxt");
-  const Graph* graph = &passed;
+  const Graph graph = PassedCase("gemm_bias_gelu_bf16_4096.onnxtxt");
   CudaTarget target;
-  auto plan = PlanFusionForCuda(*graph, PlannerOptions{}, target);
+  auto plan = PlanFusionForCuda(graph, PlannerOptions{}, target);
   ASSERT_TRUE(plan.ok());
-  auto rule = BuildCudaProgram(*graph, plan->plan, FindInlinedGenerators(*graph), "", {}, target);
+  auto rule = BuildCudaProgram(graph, plan->plan, FindInlinedGenerators(graph), "", {}, target);
   ASSERT_TRUE(rule.ok());
   ASSERT_EQ(rule->groups.size(), 1u);
   const CudaGroupProgram& library = rule->groups[0];
   EXPECT_EQ(library.mode, CudaGroupProgram::Mode::kGemm);
   EXPECT_EQ(library.lt_epilogue, LtEpilogue::kBiasGelu);
   EXPECT_FALSE(library.kernel.has_value());  // no epilogue kernel
-  EXPECT_EQ(library.lt_output, graph->outputs()[0].node);
+  EXPECT_EQ(library.lt_output, graph.outputs()[0].node);
   EXPECT_EQ(library.why_library.rfind(kLibraryEpilogueRule, 0), 0u) << library.why_library;
   target.gemm_path_at[library.matmul] = GemmPath::kTemplate;
-  auto measured = BuildCudaProgram(*graph, plan->plan, FindInlinedGenerators(*graph), "", {}, target);
+  auto measured = BuildCudaProgram(graph, plan->plan, FindInlinedGenerators(graph), "", {}, target);
   ASSERT_TRUE(measured.ok());
   EXPECT_EQ(measured->groups[0].mode, CudaGroupProgram::Mode::kGemmTemplate);
   target.gemm_path_at[library.matmul] = GemmPath::kLibrary;
-  auto library_anyway = BuildCudaProgram(*graph, plan->plan, FindInlinedGenerators(*graph), "", {}, target);
+  auto library_anyway = BuildCudaProgram(graph, plan->plan, FindInlinedGenerators(graph), "", {}, target);
   ASSERT_TRUE(library_anyway.ok());
   EXPECT_EQ(library_anyway->groups[0].lt_epilogue, LtEpilogue::kBiasGelu);
 }
@@ -163,16 +162,15 @@ TEST(CudaProgramGemmPathTest, LibraryEpilogueByRuleTemplateWhereMeasuredFaster) 
 // cuBLASLt fuses it on that path too, so the planner's capabilities must say so (they did
 // not, and the tuned plan split the epilogue off: 194 -> 292 us on an H100).
 TEST(CudaProgramGemmPathTest, LibraryPathKeepsTheEpilogueCuBlasLtFuses) {
-  const Graph passed = PassedCase("gemm_bias_relu_bf16_16384x4096x1024.onnxtxt");
-  const Graph* graph = &passed;
+  const Graph graph = PassedCase("gemm_bias_relu_bf16_16384x4096x1024.onnxtxt");
   CudaTarget target;
-  auto rule = PlanFusionForCuda(*graph, PlannerOptions{}, target);
+  auto rule = PlanFusionForCuda(graph, PlannerOptions{}, target);
   ASSERT_TRUE(rule.ok());
   ASSERT_EQ(rule->plan.groups.size(), 1u);
   for (int id : rule->plan.groups[0].nodes)
-    if (graph->node(id).op == OpCode::kMatMul) target.gemm_path_at[id] = GemmPath::kLibrary;
+    if (graph.node(id).op == OpCode::kMatMul) target.gemm_path_at[id] = GemmPath::kLibrary;
   ASSERT_EQ(target.gemm_path_at.size(), 1u);
-  auto library = PlanFusionForCuda(*graph, PlannerOptions{}, target);
+  auto library = PlanFusionForCuda(graph, PlannerOptions{}, target);
   ASSERT_TRUE(library.ok());
   EXPECT_EQ(library->plan.groups.size(), 1u) << "the epilogue left the gemm group";
 }
@@ -180,12 +178,11 @@ TEST(CudaProgramGemmPathTest, LibraryPathKeepsTheEpilogueCuBlasLtFuses) {
 // A configuration the tuner measured for a GEMM template problem (keyed by its
 // fingerprint) is the one emitted; another problem keeps the rule's.
 TEST(CudaProgramGemmPathTest, TunedGemmConfigurationIsEmitted) {
-  const Graph passed = PassedCase("gemm_residual_bf16_4096.onnxtxt");
-  const Graph* graph = &passed;
+  const Graph graph = PassedCase("gemm_residual_bf16_4096.onnxtxt");
   CudaTarget target;
-  auto plan = PlanFusionForCuda(*graph, PlannerOptions{}, target);
+  auto plan = PlanFusionForCuda(graph, PlannerOptions{}, target);
   ASSERT_TRUE(plan.ok());
-  auto rule = BuildCudaProgram(*graph, plan->plan, FindInlinedGenerators(*graph), "", {}, target);
+  auto rule = BuildCudaProgram(graph, plan->plan, FindInlinedGenerators(graph), "", {}, target);
   ASSERT_TRUE(rule.ok());
   ASSERT_EQ(rule->groups[0].mode, CudaGroupProgram::Mode::kGemmTemplate);
   const CudaLaunchable& by_rule = *rule->groups[0].kernel;
@@ -197,7 +194,7 @@ TEST(CudaProgramGemmPathTest, TunedGemmConfigurationIsEmitted) {
   tuned.stages = 3;
   target.gemm_configs["another problem"] = CudaGemmConfig{};
   target.gemm_configs[GemmFingerprint(*by_rule.gemm)] = tuned;
-  auto measured = BuildCudaProgram(*graph, plan->plan, FindInlinedGenerators(*graph), "", {}, target);
+  auto measured = BuildCudaProgram(graph, plan->plan, FindInlinedGenerators(graph), "", {}, target);
   ASSERT_TRUE(measured.ok());
   const std::string& strategy = measured->groups[0].kernel->source.strategy;
   EXPECT_NE(strategy.find("128x128x64, 3 stages"), std::string::npos) << strategy;

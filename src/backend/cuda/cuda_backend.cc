@@ -230,26 +230,36 @@ CudaBackend::CudaBackend(CudaCompileOptions options, CudaDevice* device, CudaTar
       nvrtc_(std::move(nvrtc)),
       nvrtc_version_(nvrtc_.version()) {}
 
-StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::ForArch(const std::string& arch, const CudaCompileOptions& options) {
+namespace {
+
+// What the lowering targets: `arch` with `sm_count` SMs, and the options' template choices.
+CudaTarget TargetFor(const std::string& arch, int sm_count, const CudaCompileOptions& options) {
   CudaTarget target;
   target.arch = arch;
+  target.sm_count = sm_count;
   target.gemm = options.gemm;
   target.gemm_path_at = options.gemm_path_at;
   target.attention = options.attention;
   target.overrides = options.overrides;
   target.gemm_configs = options.gemm_configs;
   target.fault = options.fault;
+  return target;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::ForArch(const std::string& arch, const CudaCompileOptions& options) {
   ASSIGN_OR_RETURN(NvrtcCompiler nvrtc, NvrtcCompiler::Create(options.cache_dir));
-  return std::unique_ptr<CudaBackend>(new CudaBackend(options, nullptr, std::move(target), std::move(nvrtc)));
+  return std::unique_ptr<CudaBackend>(new CudaBackend(options, nullptr, TargetFor(arch, CudaTarget{}.sm_count, options), std::move(nvrtc)));
 }
 
 StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::ForDevice(const CudaCompileOptions& options) {
   ASSIGN_OR_RETURN(CudaDevice* device, CudaDevice::Get(options.device_ordinal));
   RETURN_IF_ERROR(device->MakeCurrent());
-  ASSIGN_OR_RETURN(std::unique_ptr<CudaBackend> backend, ForArch(device->arch(), options));
-  backend->device_ = device;
-  backend->target_.sm_count = device->sm_count();
-  return backend;
+  // The target whole before the backend copies it into its capabilities.
+  ASSIGN_OR_RETURN(NvrtcCompiler nvrtc, NvrtcCompiler::Create(options.cache_dir));
+  return std::unique_ptr<CudaBackend>(
+      new CudaBackend(options, device, TargetFor(device->arch(), device->sm_count(), options), std::move(nvrtc)));
 }
 
 StatusOr<PlannedGraph> CudaBackend::Plan(const Graph& graph, PlannerOptions options) {

@@ -128,7 +128,7 @@ void PrintText(const nlohmann::json& j) {
 Status BenchCpu(const BenchOptions& options) {
   double load_before = LoadAverage();
   ASSIGN_OR_RETURN(ImportedModel imported, LoadModel(options.model));
-  ASSIGN_OR_RETURN(Graph passed, RunGraphPasses(imported.graph, PassOptions{}));
+  ASSIGN_OR_RETURN(Graph passed, RunGraphPasses(imported.graph, CpuPassOptions()));
   ASSIGN_OR_RETURN(std::vector<Tensor> inputs, MakeRandomInputs(passed, options.seed));
   ASSIGN_OR_RETURN(Variant fused, BenchVariant(passed, true, inputs, options));
   ASSIGN_OR_RETURN(Variant unfused, BenchVariant(passed, false, inputs, options));

@@ -59,6 +59,7 @@ nlohmann::json SummaryJson(const std::string& model, const CpuExecutable& compil
                             {"nodes", kernel.num_nodes},
                             {"generated", kernel.generated},
                             {"why_not", kernel.why_not},
+                            {"library", kernel.library},
                             {"file", kernel.source.empty() ? "" : KernelFileName(kernel.name)}});
   }
   return j;
@@ -96,7 +97,7 @@ Status CompileModel(const CompileCommandOptions& options) {
   // --dump-dir: the IR after every pass, then what each driver stage made, published only
   // when every stage succeeded.
   DumpDirStaging dumps(options.dump_dir);
-  PassOptions pass_options;
+  PassOptions pass_options = options.backend == "cuda" ? PassOptions{} : CpuPassOptions();
   ASSIGN_OR_RETURN(pass_options.dump_dir, dumps.Prepare());
   ASSIGN_OR_RETURN(Graph passed, RunGraphPasses(imported.graph, pass_options));
   bool fused = !options.no_fusion;

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "backend/cpu/cpu_backend.h"
 #include "driver/driver.h"
 #include "support/check.h"
 #include "support/kernel_cache.h"
@@ -23,6 +24,12 @@ StatusOr<std::unique_ptr<CpuExecutable>> CompileModelForCpu(const Graph& passed,
   return TuneForCpu(passed, options, tuning, nullptr);
 }
 
+PassOptions CpuPassOptions() {
+  PassOptions options;
+  options.library_conv = CpuRunsLibraryConv();
+  return options;
+}
+
 const KernelInfo* FindKernel(const CpuExecutable& compiled, const std::string& name) {
   for (const KernelInfo& kernel : compiled.kernels()) {
     if (kernel.name == name) return &kernel;
@@ -33,7 +40,8 @@ const KernelInfo* FindKernel(const CpuExecutable& compiled, const std::string& n
 std::string DescribeKernelOrigin(const KernelInfo& kernel) {
   if (!kernel.generated) return fmt::format("reference ({})", kernel.why_not);
   // A gemm group whose prologue is partly on the reference kernels says which part.
-  return kernel.why_not.empty() ? "generated" : fmt::format("generated ({})", kernel.why_not);
+  std::string origin = kernel.why_not.empty() ? "generated" : fmt::format("generated ({})", kernel.why_not);
+  return kernel.library.empty() ? origin : fmt::format("{}: {}", origin, kernel.library);
 }
 
 void RecordKernelTrace(const CpuExecutable& compiled, const std::vector<KernelTiming>& timings,

@@ -8,12 +8,17 @@
 #include <vector>
 
 #include "backend/cpu/cpu_executable.h"
+#include "passes/pipeline.h"
 #include "runtime/trace.h"
 #include "tilefuse/graph.h"
 #include "tilefuse/status.h"
 #include "tilefuse/tensor.h"
 
 namespace tilefuse::cli {
+
+// The graph passes' options for a graph the CPU backend compiles: f32 convolutions kept for
+// oneDNN (PassOptions::library_conv) where this build has it.
+PassOptions CpuPassOptions();
 
 // Compiles `passed` (after RunGraphPasses) for the CPU; the kernel cache is
 // `cache_dir`, or when empty $TILEFUSE_CACHE_DIR or ~/.cache/tilefuse. With `tune`, the

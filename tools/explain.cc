@@ -8,6 +8,7 @@
 
 #include "cli_common.h"
 #include "commands.h"
+#include "cpu_common.h"
 #include "driver/driver.h"
 #include "tune/cpu_tuner.h"
 #include "tune/gpu_tuner.h"
@@ -63,7 +64,7 @@ Status Explain(const ExplainOptions& options) {
   if (!FindDeviceSpec(options.device))
     return InvalidArgument(fmt::format("unknown device '{}' (known: {})", options.device, fmt::join(KnownDeviceNames(), ", ")));
   ASSIGN_OR_RETURN(ImportedModel imported, LoadModel(options.model));
-  ASSIGN_OR_RETURN(Graph graph, RunGraphPasses(std::move(imported.graph), PassOptions{}));
+  ASSIGN_OR_RETURN(Graph graph, RunGraphPasses(std::move(imported.graph), options.device == "cpu" ? CpuPassOptions() : PassOptions{}));
   // The costs of the kernels the device's backend would run (its gemm epilogues fused or not).
   ASSIGN_OR_RETURN(FusionPlan plan, PlanForDevice(graph, planner));
   nlohmann::json measured;

@@ -7,6 +7,7 @@
 
 #include "cli_common.h"
 #include "commands.h"
+#include "cpu_common.h"
 #include "passes/pipeline.h"
 #include "tune/cpu_tuner.h"
 #include "tune/gpu_tuner.h"
@@ -52,7 +53,7 @@ StatusOr<std::string> TuneOnBackend(const TuneCommandOptions& options, const Gra
 
 Status Tune(const TuneCommandOptions& options) {
   ASSIGN_OR_RETURN(ImportedModel imported, LoadModel(options.model));
-  ASSIGN_OR_RETURN(Graph passed, RunGraphPasses(imported.graph, PassOptions{}));
+  ASSIGN_OR_RETURN(Graph passed, RunGraphPasses(imported.graph, options.backend == "cpu" ? CpuPassOptions() : PassOptions{}));
   TuneOptions tune;
   tune.budget_s = options.budget_s;
   tune.fallback = !options.no_fallback;

@@ -12,7 +12,7 @@
 namespace tilefuse {
 
 struct GemmSplit {
-  int matmul = -1;
+  int matmul = -1;  // the product: a matmul, or a Conv where the target anchors gemm groups on it
   std::vector<int> prologue;  // in group order
   FusionGroup epilogue;       // kind pointwise; its outputs are the group's outputs in it
 };

@@ -169,7 +169,9 @@ bool TrailingReductionSpace(const Graph& g, const Node& reduction, int64_t* rows
   return true;
 }
 
-GroupClassification ClassifyGroup(const Graph& g, const std::vector<int>& members) {
+bool IsConvAnchor(const Node& n) { return n.op == OpCode::kConv && n.dtype == DType::kF32; }
+
+GroupClassification ClassifyGroup(const Graph& g, const std::vector<int>& members, bool conv_anchors) {
   if (static_cast<int>(members.size()) > kMaxGroupNodes)
     return Forbid(fmt::format("template limit: more than {} ops in one kernel", kMaxGroupNodes));
   std::vector<int> matmuls, reductions;
@@ -177,6 +179,10 @@ GroupClassification ClassifyGroup(const Graph& g, const std::vector<int>& member
     const Node& n = g.node(id);
     switch (n.info().kind) {
       case OpKind::Opaque:
+        if (conv_anchors && IsConvAnchor(n)) {
+          matmuls.push_back(id);
+          break;
+        }
         if (members.size() > 1) return Forbid(fmt::format("{} is opaque: it runs as its own kernel", Label(n)));
         return {GroupKind::kOpaque, FusionDecision::Allow()};
       case OpKind::Composite:
@@ -187,7 +193,8 @@ GroupClassification ClassifyGroup(const Graph& g, const std::vector<int>& member
     }
   }
   if (matmuls.size() > 1)
-    return Forbid("two matmuls fuse only as attention (matmul, scale/mask, softmax, matmul)");
+    return Forbid(conv_anchors ? "two matmuls or convolutions fuse only as attention (matmul, scale/mask, softmax, matmul)"
+                               : "two matmuls fuse only as attention (matmul, scale/mask, softmax, matmul)");
   if (matmuls.size() == 1) {
     if (!reductions.empty())
       return Forbid(fmt::format("a gemm group cannot hold a reduction ({})", Label(g.node(reductions[0]))));

@@ -21,8 +21,13 @@ struct GroupClassification {
 };
 
 // `members` ascending, non-empty, no sources. Attention groups are made by the
-// attention matcher, never by this function: two matmuls here are rejected.
-GroupClassification ClassifyGroup(const Graph& graph, const std::vector<int>& members);
+// attention matcher, never by this function: two matmuls here are rejected. With
+// `conv_anchors` (TargetCapabilities::AnchorsConvolution) an f32 Conv anchors a gemm group
+// as a matmul does; without, it is opaque.
+GroupClassification ClassifyGroup(const Graph& graph, const std::vector<int>& members, bool conv_anchors = false);
+
+// Whether `n` is a Conv that anchors a gemm group when the target allows it.
+bool IsConvAnchor(const Node& n);
 
 // Nodes computed from constants and iotas alone (broadcast scalars, causal masks built
 // from iota comparisons), except graph outputs. Like constants they belong to no group:

@@ -32,7 +32,8 @@ Status VerifyPlan(const Graph& graph, const FusionPlan& plan) {
         if ((from != group.id) != listed) return Internal(fmt::format("group {} inputs list is wrong about %{}", group.id, input));
       }
     if (group.kind == GroupKind::kAttention) continue;
-    GroupClassification cls = ClassifyGroup(graph, group.nodes);
+    // A gemm group holding a Conv was planned for a target whose convolutions anchor gemm groups.
+    GroupClassification cls = ClassifyGroup(graph, group.nodes, group.kind == GroupKind::kGemm);
     if (!cls.decision) return Internal(fmt::format("group {} is illegal: {}", group.id, cls.decision.Explain()));
     if (cls.kind != group.kind)
       return Internal(fmt::format("group {} is {} but classifies as {}", group.id, GroupKindName(group.kind), GroupKindName(cls.kind)));

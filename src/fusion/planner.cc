@@ -62,7 +62,8 @@ class PriorityFusion {
  public:
   PriorityFusion(const Graph& g, const CostModel& model, const PlannerOptions& options)
       : g_(g), model_(model), options_(options), users_(g.ComputeUsers()), groups_(g.num_nodes()),
-        group_of_(g.num_nodes(), -1), mark_(g.num_nodes(), 0), inlined_(FindInlinedGenerators(g)) {}
+        group_of_(g.num_nodes(), -1), mark_(g.num_nodes(), 0), inlined_(FindInlinedGenerators(g)),
+        conv_anchors_(options.target && options.target->AnchorsConvolution()) {}
 
   FusionPlan Run() {
     CreateInitialGroups();
@@ -101,7 +102,7 @@ class PriorityFusion {
       if (Ungrouped(n.id) || group_of_[n.id] >= 0) continue;
       Group& group = groups_[n.id];
       group.members = {n.id};
-      group.kind = ClassifyGroup(g_, group.members).kind;
+      group.kind = ClassifyGroup(g_, group.members, conv_anchors_).kind;
       group.alive = true;
       group.seconds = model_.PredictGroupTime(group.members).seconds;
       group_of_[n.id] = n.id;
@@ -183,7 +184,7 @@ class PriorityFusion {
       return c;
     }
     std::vector<int> merged = MergeSorted(p.members, q.members);
-    GroupClassification cls = ClassifyGroup(g_, merged);
+    GroupClassification cls = ClassifyGroup(g_, merged, conv_anchors_);
     if (!cls.decision) {
       c.decision = cls.decision;
       return c;
@@ -277,7 +278,7 @@ class PriorityFusion {
     for (int m : groups_[from].members)
       if (m != id) rest.push_back(m);
     std::vector<int> grown = MergeSorted(groups_[to].members, {id});
-    GroupClassification rest_cls = ClassifyGroup(g_, rest), grown_cls = ClassifyGroup(g_, grown);
+    GroupClassification rest_cls = ClassifyGroup(g_, rest, conv_anchors_), grown_cls = ClassifyGroup(g_, grown, conv_anchors_);
     if (!rest_cls.decision || !grown_cls.decision || options_.disabled_kinds.count(rest_cls.kind) ||
         options_.disabled_kinds.count(grown_cls.kind))
       return false;
@@ -336,7 +337,7 @@ class PriorityFusion {
       std::vector<int> consumers = Neighbours(id, true);
       if (consumers.empty()) continue;
       std::vector<int> merged = MergeSorted(groups_[id].members, groups_[consumers[0]].members);
-      GroupClassification cls = ClassifyGroup(g_, merged);
+      GroupClassification cls = ClassifyGroup(g_, merged, conv_anchors_);
       if (!cls.decision || groups_[consumers[0]].closed || IndirectPath(id, consumers[0]) >= 0) continue;
       Candidate c;
       c.kind = cls.kind;
@@ -366,6 +367,7 @@ class PriorityFusion {
   std::vector<int> group_of_;
   std::vector<int> mark_;
   std::vector<bool> inlined_;
+  const bool conv_anchors_;  // Conv anchors gemm groups (TargetCapabilities::AnchorsConvolution)
   int stamp_ = 0;
   std::vector<RejectedMerge> rejected_;
   std::vector<std::string> missed_attention_;

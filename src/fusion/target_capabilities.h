@@ -20,6 +20,11 @@ class TargetCapabilities {
   // kernel of its own — what the cost model charges. Asked for every candidate group the
   // planner weighs: answers must be cheap.
   virtual FusionDecision FusesGemmEpilogue(const Graph& graph, const std::vector<int>& members, int matmul) const = 0;
+  // Does the target run a Conv node as a gemm group's anchor (a convolution library in
+  // place of the product, the group's epilogue after it: the CPU's oneDNN)? Targets that
+  // do not see Conv only as an opaque group of its own (graphs for them go through the
+  // window rewrite, passes/window_ops.h, and keep no f32 Conv).
+  virtual bool AnchorsConvolution() const { return false; }
 };
 
 }  // namespace tilefuse

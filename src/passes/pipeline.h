@@ -14,6 +14,10 @@ namespace tilefuse {
 struct PassOptions {
   std::string dump_dir;     // empty: no dumps
   bool decompose = true;    // false keeps composite and window ops (for `print`)
+  // f32 Conv stays a Conv node (passes/window_ops.h): for the CPU backend, which runs it
+  // through oneDNN with the ops after it as post-ops. Off: every Conv becomes a window view
+  // and a matmul (the CUDA backend, and `explain` for a GPU).
+  bool library_conv = false;
 };
 
 StatusOr<Graph> RunGraphPasses(Graph graph, const PassOptions& options);

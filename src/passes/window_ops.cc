@@ -206,10 +206,16 @@ Value Pool(GraphBuilder& b, Value x, const Node& pool) {
 
 }  // namespace
 
-StatusOr<Graph> RewriteWindowOps(const Graph& graph) {
+bool KeepsConv(const Node& node, const WindowOpsOptions& options) {
+  return options.keep_f32_conv && node.op == OpCode::kConv && node.dtype == DType::kF32 && !node.attrs.kernel.empty() &&
+         node.attrs.kernel.size() <= 3;
+}
+
+StatusOr<Graph> RewriteWindowOps(const Graph& graph, const WindowOpsOptions& options) {
   GraphRewriter rewriter(graph);
   for (const Node& node : graph.nodes()) {
-    bool window_op = node.op == OpCode::kConv || node.op == OpCode::kMaxPool || node.op == OpCode::kAveragePool;
+    bool window_op = (node.op == OpCode::kConv && !KeepsConv(node, options)) || node.op == OpCode::kMaxPool ||
+                     node.op == OpCode::kAveragePool;
     if (!window_op) {
       rewriter.CopyNode(node);
       continue;

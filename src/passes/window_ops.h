@@ -28,6 +28,16 @@
 
 namespace tilefuse {
 
-StatusOr<Graph> RewriteWindowOps(const Graph& graph);
+struct WindowOpsOptions {
+  // f32 Conv (1-3 spatial dims) stays a Conv node for a backend that runs it through its
+  // convolution library with the ops after it as post-ops (the CPU's oneDNN,
+  // backend/cpu/onednn_conv.h); other dtypes are rewritten as always.
+  bool keep_f32_conv = false;
+};
+
+// Whether `options` leave `node` (a Conv) as it is.
+bool KeepsConv(const Node& node, const WindowOpsOptions& options);
+
+StatusOr<Graph> RewriteWindowOps(const Graph& graph, const WindowOpsOptions& options = {});
 
 }  // namespace tilefuse

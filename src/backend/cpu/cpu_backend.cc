@@ -5,7 +5,9 @@
 #include <optional>
 #include <fmt/format.h>
 
+#include "backend/cpu/conv_epilogue.h"
 #include "backend/cpu/cpu_executable_state.h"
+#include "backend/cpu/onednn_conv.h"
 #include "reference/interpreter.h"
 #include "codegen/attention_lower.h"
 #include "codegen/cpp_attention_emitter.h"
@@ -79,7 +81,7 @@ Status CheckGraphFitsHost(const CpuExecutable::State& state) {
   for (const Step& step : state.steps) {
     for (const GeneratedCall& call : step.prologue) held.insert(held.end(), call.outputs.begin(), call.outputs.end());
     if (step.kernel) held.insert(held.end(), step.kernel->outputs.begin(), step.kernel->outputs.end());
-    if (step.matmul >= 0) held.push_back(step.matmul);
+    if (step.matmul >= 0 && (!step.conv || step.conv_output == step.matmul)) held.push_back(step.matmul);
   }
   for (int id : on_reference) {
     held.push_back(id);
@@ -117,7 +119,7 @@ Status PlanArena(CpuExecutable::State& state) {
     if (step.matmul < 0) continue;
     for (const GeneratedCall& call : step.prologue)
       local_values[i].insert(local_values[i].end(), call.outputs.begin(), call.outputs.end());
-    local_values[i].push_back(step.matmul);
+    if (!step.conv || step.conv_output == step.matmul) local_values[i].push_back(step.matmul);
   }
   AddStepLocalBuffers(state.graph, local_values, schedule);
   ASSIGN_OR_RETURN(state.memory, PlanMemory(schedule));
@@ -201,6 +203,10 @@ void GeneratePrologue(const CpuExecutable::State& state, const FusionGroup& grou
     if (on_reference[id]) step.reference_prologue.push_back(id);
 }
 
+bool IsGroupOnConv(const Graph& g, const FusionGroup& group) {
+  return std::any_of(group.nodes.begin(), group.nodes.end(), [&](int id) { return g.node(id).op == OpCode::kConv; });
+}
+
 // Gemm groups: prologue kernels, the product through BLAS, the epilogue as a loop kernel.
 // An epilogue no loop template takes leaves the whole group to the reference kernels.
 void GenerateGemm(const CpuExecutable::State& state, const FusionGroup& group, const std::string& prefix, const ConfigMap& configs,
@@ -225,6 +231,91 @@ void GenerateGemm(const CpuExecutable::State& state, const FusionGroup& group, c
   }
 }
 
+// A constant or inlined generator's value, evaluated once (the Conv's weights and bias, the
+// epilogue's per-channel constants).
+class ConstantValues {
+ public:
+  explicit ConstantValues(const CpuExecutable::State& state) : state_(state), values_(state.graph.num_nodes()) {}
+  bool IsConstant(int id) const { return state_.graph.node(id).op == OpCode::kConstant || state_.inlined[id]; }
+  StatusOr<Tensor> Get(int id) {
+    const Node& n = state_.graph.node(id);
+    if (n.op == OpCode::kConstant) return *n.attrs.value;
+    if (values_[id]) return *values_[id];
+    std::vector<Tensor> inputs;
+    for (int input : n.inputs) {
+      ASSIGN_OR_RETURN(Tensor value, Get(input));
+      inputs.push_back(std::move(value));
+    }
+    std::vector<const Tensor*> args;
+    for (const Tensor& t : inputs) args.push_back(&t);
+    ASSIGN_OR_RETURN(Tensor value, EvaluateNode(n, args));
+    values_[id] = value;
+    return value;
+  }
+
+ private:
+  const CpuExecutable::State& state_;
+  std::vector<std::optional<Tensor>> values_;
+};
+
+// Gemm groups anchored on a Conv: the prologue as loop kernels, the convolution through
+// oneDNN, and the epilogue as its post-ops where it is one of theirs (conv_epilogue.h), else
+// as a loop kernel reading the convolution's output. A convolution oneDNN refuses leaves the
+// group to the reference kernels, with the reason.
+void GenerateConv(const CpuExecutable::State& state, const FusionGroup& group, const std::string& prefix, const ConfigMap& configs,
+                  Step& step, KernelInfo& info) {
+  GemmSplit split = SplitGemmGroup(state.graph, group);
+  const Node& conv = state.graph.node(split.matmul);
+  ConstantValues constants(state);
+  std::vector<bool> is_constant(state.graph.num_nodes());
+  for (int id = 0; id < state.graph.num_nodes(); ++id) is_constant[id] = constants.IsConstant(id);
+  const bool constant_weights = is_constant[conv.inputs[1]];
+  const bool constant_bias = conv.inputs.size() < 3 || is_constant[conv.inputs[2]];
+  StatusOr<ConvEpilogue> post = MatchConvEpilogue(state.graph, conv.id, split.epilogue, is_constant,
+                                                  [&](int id) { return constants.Get(id); });
+  if (post.ok() && !post->scale.empty() && !(constant_weights && constant_bias))
+    post = Unimplemented("the per-channel scale and shift fold only into constant weights and bias");
+  ConvEpilogue chosen = post.ok() ? *post : ConvEpilogue{};
+  std::optional<Tensor> weights, bias;
+  auto load = [&](std::optional<Tensor>& into, int id) -> Status {
+    if (!is_constant[id]) return Status::Ok();
+    ASSIGN_OR_RETURN(Tensor value, constants.Get(id));
+    into = std::move(value);
+    return Status::Ok();
+  };
+  Status loaded = load(weights, conv.inputs[1]);
+  if (loaded.ok() && conv.inputs.size() > 2) loaded = load(bias, conv.inputs[2]);
+  StatusOr<std::unique_ptr<OnednnConv>> primitive =
+      loaded.ok() ? OnednnConv::Create(state.graph, conv, weights ? &*weights : nullptr, bias ? &*bias : nullptr, chosen)
+                  : StatusOr<std::unique_ptr<OnednnConv>>(loaded);
+  if (!primitive.ok()) {
+    info.why_not = primitive.status().message();
+    return;
+  }
+  std::optional<Kernel> epilogue;
+  if (!post.ok()) {
+    StatusOr<Kernel> kernel = LowerGroup(state.graph, split.epilogue, state.inlined, state.fault);
+    if (!kernel.ok()) {
+      info.why_not = kernel.status().message();
+      return;
+    }
+    epilogue = std::move(*kernel);
+  }
+  step.matmul = conv.id;
+  step.conv = std::move(*primitive);
+  step.conv_output = post.ok() ? chosen.output : conv.id;
+  step.conv_residual = chosen.residual;
+  info.generated = true;
+  info.library = step.conv->description();
+  if (!post.ok()) info.library += fmt::format("; epilogue as a generated kernel: {}", post.status().message());
+  GeneratePrologue(state, group, split, prefix, configs, step, info);
+  if (epilogue) {
+    std::string name = prefix + epilogue->name;
+    step.kernel = EmitLoopKernel(std::move(*epilogue), name, split.epilogue.outputs, configs, info);
+    info.name = name;
+  }
+}
+
 // Lowers every group and appends the generated functions (named with `prefix`) to
 // `source`; groups no template expresses keep the reference kernels.
 void GenerateKernels(CpuExecutable::State& state, const std::string& prefix, const ConfigMap& configs) {
@@ -236,6 +327,7 @@ void GenerateKernels(CpuExecutable::State& state, const std::string& prefix, con
     info.num_nodes = static_cast<int>(group.nodes.size());
     info.name = fmt::format("group{}_{}", group.id, GroupKindName(group.kind));
     if (group.kind == GroupKind::kAttention) GenerateAttention(state, group, prefix, step, info);
+    else if (group.kind == GroupKind::kGemm && IsGroupOnConv(state.graph, group)) GenerateConv(state, group, prefix, configs, step, info);
     else if (group.kind == GroupKind::kGemm) GenerateGemm(state, group, prefix, configs, step, info);
     else GenerateLoop(state, group, prefix, configs, step, info);
     info.num_reference_nodes = info.generated ? static_cast<int>(step.reference_prologue.size()) : info.num_nodes;

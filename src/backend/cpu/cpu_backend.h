@@ -16,6 +16,7 @@
 
 #include "backend/cpu/cpu_executable.h"
 #include "backend/cpu/host_jit.h"
+#include "backend/cpu/onednn_conv.h"
 #include "fusion/target_capabilities.h"
 #include "runtime/backend.h"
 
@@ -28,7 +29,14 @@ class CpuCapabilities : public TargetCapabilities {
   FusionDecision FusesGemmEpilogue(const Graph&, const std::vector<int>&, int) const override {
     return FusionDecision::Forbid("BLAS writes the product; the epilogue is a pass of its own");
   }
+  // f32 convolutions run on oneDNN with the epilogue as post-ops (backend/cpu/onednn_conv.h);
+  // graphs for the CPU keep them (PassOptions::library_conv, CpuRunsLibraryConv).
+  bool AnchorsConvolution() const override { return OnednnConvAvailable(); }
 };
+
+// Whether graphs for the CPU should keep their f32 Conv nodes (PassOptions::library_conv):
+// this build runs them through oneDNN.
+inline bool CpuRunsLibraryConv() { return OnednnConvAvailable(); }
 
 class CpuBackend : public Backend {
  public:

@@ -99,6 +99,13 @@ Status RunPrologueAndProduct(CpuExecutable::State& s, const Step& step, std::vec
   RETURN_IF_ERROR(RunReferenceNodes(s.graph, step.reference_prologue, tensors, memory));
   for (const GeneratedCall& call : step.prologue) Call(s, call, tensors, memory);
   const Node& mm = s.graph.node(step.matmul);
+  if (step.conv) {
+    auto at = [&](int id) { return static_cast<const float*>(Address(id, tensors, memory)); };
+    void* out = PlaceOutput(s, step.conv_output, tensors, memory);
+    step.conv->Run(at(mm.inputs[0]), at(mm.inputs[1]), mm.inputs.size() > 2 ? at(mm.inputs[2]) : nullptr,
+                   step.conv_residual >= 0 ? at(step.conv_residual) : nullptr, static_cast<float*>(out));
+    return Status::Ok();
+  }
   void* product = PlaceOutput(s, mm.id, tensors, memory);
   BlasMatmul(s.graph, mm, Address(mm.inputs[0], tensors, memory), Address(mm.inputs[1], tensors, memory), product);
   return Status::Ok();

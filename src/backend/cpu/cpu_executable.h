@@ -45,6 +45,9 @@ struct KernelInfo {
   int num_nodes = 0;
   int num_reference_nodes = 0;  // members run on the reference kernels (all when not generated)
   std::vector<std::string> prologue_kernels;  // gemm: the loop kernels materialising the product's operands
+  // gemm groups anchored on a Conv: what runs it ("oneDNN brg:avx512_core, nchw, post-ops:
+  // relu"), and why the epilogue stayed a generated kernel where it did.
+  std::string library;
 };
 
 // One configuration's measurement (time_us absent: it failed to compile or run).

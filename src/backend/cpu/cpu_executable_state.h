@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/cpu/host_jit.h"
+#include "backend/cpu/onednn_conv.h"
 #include "codegen/kernel.h"
 #include "backend/cpu/cpu_executable.h"
 #include "runtime/memory_plan.h"
@@ -37,6 +38,12 @@ struct Step {
   int matmul = -1;                         // gemm: the contraction (-1: the group on the reference kernels)
   std::vector<GeneratedCall> prologue;     // gemm: materialise the product's operands
   std::vector<int> reference_prologue;     // gemm: prologue members no loop kernel took, in group order
+  // gemm groups anchored on a Conv (`matmul` is the Conv): the oneDNN primitive, the value it
+  // writes (the group's output when the epilogue became post-ops and `kernel` is empty; else
+  // the Conv itself, which the epilogue kernel reads) and the residual its post-ops add.
+  std::shared_ptr<const OnednnConv> conv;
+  int conv_output = -1;
+  int conv_residual = -1;
 };
 
 // The generated loop kernel named `name` (a group's or a prologue's), or nullptr.

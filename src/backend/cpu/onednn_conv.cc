@@ -1,0 +1,234 @@
+#include "backend/cpu/onednn_conv.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <fmt/format.h>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#if TILEFUSE_CPU_CONV_DNNL
+#include <oneapi/dnnl/dnnl.hpp>
+#endif
+
+#include "support/check.h"
+
+namespace tilefuse {
+
+#if TILEFUSE_CPU_CONV_DNNL
+
+namespace {
+
+using dnnl::algorithm;
+using dnnl::memory;
+using Tag = memory::format_tag;
+
+dnnl::engine& Engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+dnnl::stream& Stream() {
+  static dnnl::stream stream(Engine());
+  return stream;
+}
+
+// Row-major (plain) layout of a tensor of `rank` dims: NCHW for activations, OIHW and GOIHW
+// for weights (ONNX's [Co, C/g, k...] split as [g, Co/g, C/g, k...] is the same bytes).
+Tag Plain(size_t rank) {
+  static const Tag tags[] = {Tag::undef, Tag::a, Tag::ab, Tag::abc, Tag::abcd, Tag::abcde, Tag::abcdef};
+  TF_CHECK(rank < std::size(tags));
+  return tags[rank];
+}
+
+algorithm AlgorithmOf(ConvEltwise::Kind kind) {
+  switch (kind) {
+    case ConvEltwise::Kind::kRelu: return algorithm::eltwise_relu;
+    case ConvEltwise::Kind::kClip: return algorithm::eltwise_clip;
+    case ConvEltwise::Kind::kLinear: return algorithm::eltwise_linear;
+    case ConvEltwise::Kind::kHardswish: return algorithm::eltwise_hardswish;
+    case ConvEltwise::Kind::kLogistic: return algorithm::eltwise_logistic;
+    case ConvEltwise::Kind::kTanh: return algorithm::eltwise_tanh;
+    case ConvEltwise::Kind::kSwish: return algorithm::eltwise_swish;
+    case ConvEltwise::Kind::kGeluErf: return algorithm::eltwise_gelu_erf;
+    case ConvEltwise::Kind::kGeluTanh: return algorithm::eltwise_gelu_tanh;
+  }
+  return algorithm::eltwise_relu;
+}
+
+// Blocked layouts (oneDNN's choice for src and dst, reordered from and to NCHW around each
+// convolution) instead of NCHW in and out: measured slower end to end (docs/design-notes.md);
+// kept behind TILEFUSE_ONEDNN_CONV_LAYOUT=blocked for the measurement.
+bool BlockedLayout() {
+  const char* v = std::getenv("TILEFUSE_ONEDNN_CONV_LAYOUT");
+  return v && std::strcmp(v, "blocked") == 0;
+}
+
+}  // namespace
+
+struct OnednnConv::Impl {
+  dnnl::convolution_forward conv;
+  memory::desc user_src, user_dst, user_weights, src, dst, weights;
+  std::vector<float> bias;        // folded or constant bias (empty: read at run time or none)
+  bool has_bias = false;
+  memory weights_memory;          // constant weights in oneDNN's layout (empty: at run time)
+  memory::desc bias_desc;
+  bool residual = false;
+  int binary_position = 0;        // NCHW: the residual's binary post-op in the chain
+  bool blocked = false;
+  // Blocked layout only: reorders and scratch memory for src and dst.
+  std::optional<dnnl::reorder> src_reorder, dst_reorder, residual_reorder;
+  mutable memory src_scratch, dst_scratch;
+  std::string description;
+};
+
+bool OnednnConvAvailable() { return true; }
+
+OnednnConv::OnednnConv(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+OnednnConv::~OnednnConv() = default;
+const std::string& OnednnConv::description() const { return impl_->description; }
+
+StatusOr<std::unique_ptr<OnednnConv>> OnednnConv::Create(const Graph& graph, const Node& node, const Tensor* weights,
+                                                         const Tensor* bias, const ConvEpilogue& post) {
+  const Attrs& a = node.attrs;
+  const Shape& x_shape = graph.node(node.inputs[0]).shape;
+  const Shape& w_shape = graph.node(node.inputs[1]).shape;
+  const int spatial = static_cast<int>(a.kernel.size());
+  const int64_t groups = a.group, co = node.shape[1];
+  const bool scaled = !post.scale.empty();
+  TF_CHECK(!scaled || weights);
+  auto impl = std::make_unique<Impl>();
+  impl->blocked = BlockedLayout();
+  memory::dims src_dims(x_shape.begin(), x_shape.end()), dst_dims(node.shape.begin(), node.shape.end());
+  memory::dims w_dims(w_shape.begin(), w_shape.end());
+  if (groups > 1) {
+    w_dims[0] = co / groups;
+    w_dims.insert(w_dims.begin(), groups);
+  }
+  memory::dims strides(a.strides.begin(), a.strides.end()), dilations, pad_l, pad_r;
+  for (int d = 0; d < spatial; ++d) {
+    dilations.push_back(a.dilations[d] - 1);  // oneDNN counts the gaps
+    pad_l.push_back(a.pads[d]);
+    pad_r.push_back(a.pads[spatial + d]);
+  }
+  const auto f32 = memory::data_type::f32;
+  impl->user_src = memory::desc(src_dims, f32, Plain(src_dims.size()));
+  impl->user_dst = memory::desc(dst_dims, f32, Plain(dst_dims.size()));
+  impl->user_weights = memory::desc(w_dims, f32, Plain(w_dims.size()));
+  const memory::desc any_src(src_dims, f32, Tag::any), any_dst(dst_dims, f32, Tag::any);
+  const memory::desc weights_desc = weights ? memory::desc(w_dims, f32, Tag::any) : impl->user_weights;
+  impl->has_bias = node.inputs.size() > 2 || scaled;
+  const memory::desc bias_desc = impl->has_bias ? memory::desc({co}, f32, Tag::a) : memory::desc();
+  impl->bias_desc = bias_desc;
+  impl->binary_position = static_cast<int>(post.before_residual.size());
+
+  dnnl::post_ops ops;
+  for (const ConvEltwise& e : post.before_residual) ops.append_eltwise(1.f, AlgorithmOf(e.kind), static_cast<float>(e.alpha), static_cast<float>(e.beta));
+  impl->residual = post.residual >= 0;
+  // NCHW: the residual is read where it lives (a binary add); blocked: it is reordered into
+  // the destination first and added by a sum post-op.
+  if (impl->residual) {
+    if (impl->blocked) ops.append_sum(1.f);
+    else ops.append_binary(algorithm::binary_add, impl->user_dst);
+  }
+  for (const ConvEltwise& e : post.after_residual) ops.append_eltwise(1.f, AlgorithmOf(e.kind), static_cast<float>(e.alpha), static_cast<float>(e.beta));
+  dnnl::primitive_attr attr;
+  attr.set_post_ops(ops);
+
+  try {
+    const memory::desc& src_desc = impl->blocked ? any_src : impl->user_src;
+    const memory::desc& dst_desc = impl->blocked ? any_dst : impl->user_dst;
+    dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference, algorithm::convolution_direct, src_desc, weights_desc,
+                                         bias_desc, dst_desc, strides, dilations, pad_l, pad_r);
+    dnnl::convolution_forward::primitive_desc pd(desc, attr, Engine());
+    impl->conv = dnnl::convolution_forward(pd);
+    impl->src = pd.src_desc();
+    impl->dst = pd.dst_desc();
+    impl->weights = pd.weights_desc();
+    if (impl->blocked) {
+      if (impl->src != impl->user_src) {
+        impl->src_reorder = dnnl::reorder(memory(impl->user_src, Engine(), nullptr), memory(impl->src, Engine(), nullptr));
+        impl->src_scratch = memory(impl->src, Engine());
+      }
+      if (impl->dst != impl->user_dst) {
+        impl->dst_reorder = dnnl::reorder(memory(impl->dst, Engine(), nullptr), memory(impl->user_dst, Engine(), nullptr));
+        if (impl->residual)
+          impl->residual_reorder = dnnl::reorder(memory(impl->user_dst, Engine(), nullptr), memory(impl->dst, Engine(), nullptr));
+        impl->dst_scratch = memory(impl->dst, Engine());
+      }
+    }
+    if (weights) {
+      // Scale (folded batch norm) applied in f64 per output channel, then reordered once.
+      std::vector<double> w = weights->ToDoubles();
+      const int64_t per_channel = static_cast<int64_t>(w.size()) / co;
+      std::vector<float> scaled_w(w.size());
+      for (size_t i = 0; i < w.size(); ++i) scaled_w[i] = static_cast<float>(w[i] * (scaled ? post.scale[i / per_channel] : 1.0));
+      memory user(impl->user_weights, Engine(), scaled_w.data());
+      impl->weights_memory = memory(impl->weights, Engine());
+      dnnl::reorder(user, impl->weights_memory).execute(Stream(), user, impl->weights_memory);
+      Stream().wait();
+    }
+    if (bias || scaled) {
+      std::vector<double> b = bias ? bias->ToDoubles() : std::vector<double>(co, 0.0);
+      impl->bias.resize(co);
+      for (int64_t c = 0; c < co; ++c) impl->bias[c] = static_cast<float>(scaled ? post.scale[c] * b[c] + post.shift[c] : b[c]);
+    }
+    std::string post_text = DescribeConvEpilogue(post);
+    impl->description = fmt::format("oneDNN {}, {}{}", pd.impl_info_str(), impl->blocked ? "blocked with reorders" : "nchw",
+                                    post_text == "none" ? "" : ", post-ops: " + post_text);
+  } catch (const dnnl::error& e) {
+    return Unimplemented(fmt::format("oneDNN refuses the convolution {} '{}': {}", OpName(node.op), node.name, e.what()));
+  }
+  return std::unique_ptr<OnednnConv>(new OnednnConv(std::move(impl)));
+}
+
+void OnednnConv::Run(const float* src, const float* weights, const float* bias, const float* residual, float* dst) const {
+  Impl& s = *impl_;
+  dnnl::stream& stream = Stream();
+  memory src_memory(s.user_src, Engine(), const_cast<float*>(src));
+  memory dst_memory(s.user_dst, Engine(), dst);
+  if (s.src_reorder) {
+    s.src_reorder->execute(stream, src_memory, s.src_scratch);
+    src_memory = s.src_scratch;
+  }
+  memory conv_dst = s.dst_reorder ? s.dst_scratch : dst_memory;
+  std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, src_memory}, {DNNL_ARG_DST, conv_dst}};
+  args[DNNL_ARG_WEIGHTS] = s.weights_memory ? s.weights_memory : memory(s.user_weights, Engine(), const_cast<float*>(weights));
+  if (s.has_bias)
+    args[DNNL_ARG_BIAS] = memory(s.bias_desc, Engine(), s.bias.empty() ? const_cast<float*>(bias) : const_cast<float*>(s.bias.data()));
+  if (s.residual) {
+    memory r(s.user_dst, Engine(), const_cast<float*>(residual));
+    if (!s.blocked) {
+      args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(s.binary_position) | DNNL_ARG_SRC_1] = r;
+    } else if (s.residual_reorder) {
+      s.residual_reorder->execute(stream, r, conv_dst);
+    } else {
+      std::memcpy(dst, residual, s.user_dst.get_size());
+    }
+  }
+  s.conv.execute(stream, args);
+  if (s.dst_reorder) s.dst_reorder->execute(stream, conv_dst, dst_memory);
+  stream.wait();
+}
+
+#else  // oneDNN not linked (TILEFUSE_CPU_GEMM=openblas)
+
+struct OnednnConv::Impl {
+  std::string description;
+};
+
+bool OnednnConvAvailable() { return false; }
+OnednnConv::OnednnConv(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+OnednnConv::~OnednnConv() = default;
+const std::string& OnednnConv::description() const { return impl_->description; }
+
+StatusOr<std::unique_ptr<OnednnConv>> OnednnConv::Create(const Graph&, const Node& node, const Tensor*, const Tensor*,
+                                                         const ConvEpilogue&) {
+  return Unimplemented(fmt::format("{} '{}': this build has no oneDNN (TILEFUSE_CPU_GEMM=openblas)", OpName(node.op), node.name));
+}
+
+void OnednnConv::Run(const float*, const float*, const float*, const float*, float*) const { TF_CHECK(false); }
+
+#endif
+
+}  // namespace tilefuse

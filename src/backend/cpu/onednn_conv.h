@@ -1,0 +1,45 @@
+// An f32 Conv node (1-3 spatial dims, groups, strides, dilations, pads) as one oneDNN
+// convolution primitive, built once at compile time: the weights, when constant, reordered
+// once into the layout oneDNN prefers (format_tag::any), with a per-channel scale and shift
+// (folded batch norm, bias adds after the Conv) folded into them and the bias, and the
+// activations and the residual add of the group's epilogue (backend/cpu/conv_epilogue.h) as
+// post-ops. Activations are NCHW in memory; the choice of plain NCHW over blocked layouts
+// with reorders, and its measurement: docs/design-notes.md.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "backend/cpu/conv_epilogue.h"
+#include "tilefuse/graph.h"
+#include "tilefuse/status.h"
+#include "tilefuse/tensor.h"
+
+namespace tilefuse {
+
+// Whether this build has oneDNN's convolution (CMake's TILEFUSE_CPU_GEMM=dnnl).
+bool OnednnConvAvailable();
+
+class OnednnConv {
+ public:
+  // `weights` and `bias`: the Conv's constant operands, or nullptr where they are read at run
+  // time (plain layout; `post` then must not scale or shift). Errors: a convolution oneDNN
+  // refuses, named by node.
+  static StatusOr<std::unique_ptr<OnednnConv>> Create(const Graph& graph, const Node& conv, const Tensor* weights,
+                                                      const Tensor* bias, const ConvEpilogue& post);
+  ~OnednnConv();
+
+  // Writes every element of `dst` (the conv's shape, NCHW). `weights` and `bias` are read
+  // only where Create had none; `residual` (the output's shape) only with a residual post-op.
+  void Run(const float* src, const float* weights, const float* bias, const float* residual, float* dst) const;
+
+  // oneDNN's implementation, the layouts and the post-ops: "brg:avx512_core, nchw, post-ops: relu".
+  const std::string& description() const;
+
+ private:
+  struct Impl;
+  explicit OnednnConv(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tilefuse

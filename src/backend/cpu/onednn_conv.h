@@ -3,8 +3,9 @@
 // once into the layout oneDNN prefers (format_tag::any), with a per-channel scale and shift
 // (folded batch norm, bias adds after the Conv) folded into them and the bias, and the
 // activations and the residual add of the group's epilogue (backend/cpu/conv_epilogue.h) as
-// post-ops. Activations are NCHW in memory; the choice of plain NCHW over blocked layouts
-// with reorders, and its measurement: docs/design-notes.md.
+// post-ops. Activations are NCHW in memory between groups; each convolution reorders its
+// input into oneDNN's blocked layout and its output back (plain NCHW makes oneDNN take its
+// im2col + gemm path; the measurement: docs/design-notes.md).
 #pragma once
 
 #include <memory>

@@ -71,7 +71,12 @@ GroupCost CostModel::PredictGroupTime(const std::vector<int>& members) const {
       }
     }
   }
-  return OneKernel(members);
+  GroupCost cost = OneKernel(members);
+  if (target_ && target_->AnchorsConvolution() &&
+      std::any_of(members.begin(), members.end(), [&](int id) { return IsConvAnchor(graph_.node(id)); }))
+    cost.note = "the convolution on the target's library (the CPU: oneDNN), the epilogue as its post-ops where they express it "
+                "(`tilefuse compile --backend cpu` names them)";
+  return cost;
 }
 
 GroupCost CostModel::OneKernel(const std::vector<int>& members) const {

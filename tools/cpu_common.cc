@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cuda/cuda_driver.h"
 #include "driver/driver.h"
 #include "support/check.h"
 #include "support/kernel_cache.h"
@@ -28,6 +29,11 @@ PassOptions CpuPassOptions() {
   PassOptions options;
   options.library_conv = CpuRunsLibraryConv();
   return options;
+}
+
+PassOptions PassOptionsForBackend(const std::string& backend) {
+  if (backend == "cpu" || (backend == "auto" && !CudaDevice::Get().ok())) return CpuPassOptions();
+  return PassOptions{};
 }
 
 const KernelInfo* FindKernel(const CpuExecutable& compiled, const std::string& name) {

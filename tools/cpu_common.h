@@ -19,6 +19,10 @@ namespace tilefuse::cli {
 // The graph passes' options for a graph the CPU backend compiles: f32 convolutions kept for
 // oneDNN (PassOptions::library_conv) where this build has it.
 PassOptions CpuPassOptions();
+// The graph passes' options for `backend` as `run` names it: cpu as above; cuda and
+// reference keep none; auto as cpu when no GPU answers (what auto then runs on), else as cuda
+// (whose graph the CPU fallback also compiles, convolutions through the window rewrite).
+PassOptions PassOptionsForBackend(const std::string& backend);
 
 // Compiles `passed` (after RunGraphPasses) for the CPU; the kernel cache is
 // `cache_dir`, or when empty $TILEFUSE_CACHE_DIR or ~/.cache/tilefuse. With `tune`, the

@@ -115,7 +115,8 @@ Status RunOnCuda(const Graph& passed, const std::vector<Tensor>& inputs, const s
 Status RunExample(const std::string& path, uint64_t seed, int repeats, double copy_bandwidth, bool tune, DemoRow& row) {
   ASSIGN_OR_RETURN(ImportedModel imported, LoadModel(path));
   row.nodes_imported = imported.graph.num_nodes();
-  ASSIGN_OR_RETURN(Graph passed, RunGraphPasses(imported.graph, PassOptions{}));
+  // On the CPU, f32 convolutions stay for oneDNN (what `run --backend cpu` compiles).
+  ASSIGN_OR_RETURN(Graph passed, RunGraphPasses(imported.graph, copy_bandwidth > 0 ? PassOptions{} : CpuPassOptions()));
   row.nodes_after_passes = passed.num_nodes();
   row.outputs = static_cast<int>(passed.outputs().size());
   ASSIGN_OR_RETURN(FusionPlan plan, PlanFusion(passed, PlannerOptions{}));

@@ -321,9 +321,7 @@ Status RunInto(const RunOptions& options, RunReport& report) {
   report.nodes_imported = imported.graph.num_nodes();
 
   DumpDirStaging dumps(options.dump_dir);
-  // An explicit cpu backend keeps f32 convolutions for oneDNN; "auto" compiles the window
-  // rewrite, which both backends (and the CPU fallback) run.
-  PassOptions pass_options = options.backend == "cpu" ? CpuPassOptions() : PassOptions{};
+  PassOptions pass_options = PassOptionsForBackend(options.backend);
   ASSIGN_OR_RETURN(pass_options.dump_dir, dumps.Prepare());
   ASSIGN_OR_RETURN(Graph passed, RunGraphPasses(imported.graph, pass_options));
   RETURN_IF_ERROR(dumps.Publish());

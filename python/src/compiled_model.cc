@@ -22,7 +22,7 @@ StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::Compile(const std::strin
   auto start = std::chrono::steady_clock::now();
   ASSIGN_OR_RETURN(ImportedModel imported, cli::LoadModel(path));
   auto model = std::unique_ptr<CompiledModel>(new CompiledModel());
-  ASSIGN_OR_RETURN(model->passed_, RunGraphPasses(std::move(imported.graph), PassOptions{}));
+  ASSIGN_OR_RETURN(model->passed_, RunGraphPasses(std::move(imported.graph), cli::PassOptionsForBackend(options.backend)));
   model->fuse_ = options.fuse;
   RETURN_IF_ERROR(model->PrepareBackend(options));
   model->DescribeKernels();

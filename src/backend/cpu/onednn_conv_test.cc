@@ -159,8 +159,9 @@ TEST_P(OnednnConvTest, MatchesReference) {
     libraries += k.library + "\n";
   }
   EXPECT_NE(libraries.find("oneDNN"), std::string::npos) << "no convolution ran on oneDNN";
-  if (fuse)
+  if (fuse) {
     for (const std::string& s : c.expected) EXPECT_NE(libraries.find(s), std::string::npos) << "'" << s << "' not in:\n" << libraries;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, OnednnConvTest, testing::Combine(testing::ValuesIn(Cases()), testing::Bool()),

@@ -79,15 +79,16 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
   // A decode-like product (a few rows) wastes at most 64 rows of each tile, not 128.
   if (g.rows <= 64 && !c.pingpong.value_or(false)) c.block_m = 64;
   // Ping-pong consumers (128 x 128 tiles, one consumer's epilogue behind the other's main
-  // loop) only where the epilogue waits on a staged load (a residual); elsewhere the wider
-  // cooperative tile wins now that the epilogue converts pairs in one instruction. Measured
-  // on an H100 (2026-11-24, µs, cooperative 128x256 / ping-pong 128x128 with 5 / 4 stages):
-  // 16384x4096x1024 bias+ReLU 195 / 233 / 206, bias+GELU 208 / 240 / 229, residual 248 / 239
-  // / 220; 4096^3 bias+GELU 180 / 189 / 208, residual 187 / - / 208; the MLP block 422 / 455.
-  // (Before the pair conversion, 2026-11-23, the ping-pong tile won every epilogue that
-  // computed at K <= 1024 and every transcendental one.) Ping-pong needs two tiles per CTA
-  // to overlap anything; with fewer, one consumer would idle.
-  if (!c.pingpong) c.pingpong = StagedLoad(g, c) >= 0 && Tiles(g, c.block_m, 128) >= 2 * c.sm_count;
+  // loop) only where the epilogue waits on a staged load (a residual) after a short main
+  // loop (K <= 1024); elsewhere the wider cooperative tile wins now that the epilogue
+  // converts pairs in one instruction. Measured on an H100 (2026-11-24, µs, cooperative
+  // 128x256 / ping-pong 128x128 with 5 / 4 stages): 16384x4096x1024 bias+ReLU 195 / 233 /
+  // 206, bias+GELU 208 / 240 / 229, residual 248 / 239 / 220; 4096^3 bias+GELU 180 / 189 /
+  // 208, residual 187 / - / 208; the MLP block 422 / 455. (Before the pair conversion,
+  // 2026-11-23, the ping-pong tile won every epilogue that computed at K <= 1024 and every
+  // transcendental one.) Ping-pong needs two tiles per CTA to overlap anything; with fewer,
+  // one consumer would idle.
+  if (!c.pingpong) c.pingpong = StagedLoad(g, c) >= 0 && g.k <= 1024 && Tiles(g, c.block_m, 128) >= 2 * c.sm_count;
   if (c.block_n == 0) {
     c.block_n = 64;
     // The widest tile that still gives every SM a tile (and whose accumulators fit: 128

@@ -28,6 +28,7 @@ struct CompileCommandOptions {
   bool json = false;
   std::string backend = "cpu";
   std::string arch = "sm_90a";
+  CudaPathChoices cuda_paths;  // cuda: --gemm, --attention, --precision
 };
 
 // Kernel names may hold spaces or parentheses; file names keep [A-Za-z0-9_-].
@@ -102,7 +103,7 @@ Status CompileModel(const CompileCommandOptions& options) {
   ASSIGN_OR_RETURN(Graph passed, RunGraphPasses(imported.graph, pass_options));
   bool fused = !options.no_fusion;
   if (options.backend == "cuda") {
-    RETURN_IF_ERROR(CompileForCudaCommand({options.model, options.arch, options.emit_dir, pass_options.dump_dir, fused, options.json}, passed));
+    RETURN_IF_ERROR(CompileForCudaCommand({options.model, options.arch, options.emit_dir, pass_options.dump_dir, fused, options.json, options.cuda_paths}, passed));
     return dumps.Publish();
   }
   CpuCompileOptions cpu;
@@ -138,6 +139,7 @@ void AddCompileCommand(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
   compile->add_option("--arch", options->arch, "cuda: the GPU architecture to compile for")->capture_default_str();
+  AddCudaPathOptions(*compile, options->cuda_paths);
   compile->add_flag("--json", options->json, "Print the summary as JSON");
   compile->footer(
       "Each .cc is a whole translation unit (the prelude, then the kernel) as the host compiler saw it.\n"
@@ -147,6 +149,7 @@ void AddCompileCommand(CLI::App& app, int& exit_code) {
       "  tilefuse compile tests/models/gpt2_2layer --no-fusion --json\n"
       "  tilefuse compile examples/layernorm_manual.onnxtxt --dump-dir stages/\n"
       "  tilefuse compile examples/softmax_manual.onnxtxt --backend cuda --arch sm_90a --emit cuda_kernels/\n"
+      "  tilefuse compile bench/cases/gemm_bf16_4096.onnxtxt --backend cuda --gemm template --dump-dir gemm/\n"
       "Exit codes: 0 ok, 2 bad input, unsupported model or usage.");
   compile->callback([options, &exit_code] {
     Status status = CompileModel(*options);

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "cuda_path_options.h"
 #include "tilefuse/graph.h"
 #include "tilefuse/status.h"
 
@@ -17,6 +18,7 @@ struct CudaCompileRequest {
   std::string dump_dir;  // the driver's stage dumps (the staging folder)
   bool fuse = true;
   bool json = false;
+  CudaPathChoices paths;  // how gemm and attention groups and f32 matmuls run
 };
 
 // Exit status: an error for bad input or a compiler failure; spills are reported, not errors.

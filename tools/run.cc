@@ -10,6 +10,7 @@
 #include "cli_common.h"
 #include "commands.h"
 #include "cpu_common.h"
+#include "cuda_path_options.h"
 #include "backend/cuda/cuda_executable.h"
 #include "driver/driver.h"
 #include "tune/gpu_tuner.h"
@@ -31,9 +32,7 @@ struct RunOptions {
   std::string dump_dir;
   std::string backend = "auto";
   std::string trace_file;
-  std::string gemm = "auto";  // cuda: template, library or auto (GemmPath)
-  std::string attention = "template";  // cuda: template, overlap, serial or split (AttentionPath)
-  std::string precision = "highest";   // cuda: f32 matmuls exact (highest) or TF32 (high)
+  CudaPathChoices cuda_paths;          // cuda: --gemm, --attention, --precision
   uint64_t seed = 0;
   bool check = false;
   std::string check_rule = "auto";     // node, model, or auto (node for ONNX node tests)
@@ -64,12 +63,7 @@ class Executor {
       CudaCompileOptions gpu_options;
       gpu_options.fuse = !options.no_fusion;
       gpu_options.poison_outputs = options.check;
-      gpu_options.gemm = options.gemm == "template" ? GemmPath::kTemplate : options.gemm == "library" ? GemmPath::kLibrary : GemmPath::kAuto;
-      gpu_options.attention = options.attention == "split"     ? AttentionPath::kSplit
-                              : options.attention == "overlap" ? AttentionPath::kOverlap
-                              : options.attention == "serial"  ? AttentionPath::kSerial
-                                                               : AttentionPath::kTemplate;
-      gpu_options.precision = options.precision == "high" ? MatmulPrecision::kHigh : MatmulPrecision::kHighest;
+      ApplyCudaPathChoices(options.cuda_paths, gpu_options);
       StatusOr<std::unique_ptr<CudaExecutable>> gpu =
           options.tune ? TuneForGpu(passed, gpu_options, TuneOptions{}, nullptr) : CompileForCuda(passed, gpu_options);
       if (gpu.ok()) {
@@ -280,7 +274,7 @@ Comparison CompareOutput(const RunOptions& options, bool expected_outputs, bool 
 
 Status CheckDataSet(const RunOptions& options, const DataSet& set, const Graph& passed, const Graph& imported,
                     const std::vector<Tensor>& actual, RunReport& report) {
-  const bool precision_high = options.precision == "high";
+  const bool precision_high = options.cuda_paths.precision == "high";
   std::vector<Tensor> expected = set.expected;
   if (expected.empty()) {
     ASSIGN_OR_RETURN(expected, RunReference(imported, set.inputs));
@@ -397,26 +391,7 @@ void AddRunCommand(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"auto", "cuda", "cpu", "reference"}))
       ->capture_default_str();
   run->add_flag("--no-fusion", options->no_fusion, "cpu/cuda: every op its own generated kernel (the unfused baseline)");
-  run->add_option("--gemm", options->gemm,
-                  "cuda: how gemm groups run: template (the generated Hopper GEMM kernel with the epilogue fused, "
-                  "wherever it applies), library (cuBLASLt plus a generated epilogue kernel), or auto (the template "
-                  "where it applies and has enough output tiles to fill the GPU, else cuBLASLt)")
-      ->check(CLI::IsMember({"auto", "template", "library"}))
-      ->default_val("auto");
-  run->add_option("--attention", options->attention,
-                  "cuda: how attention groups run: template (one generated Hopper flash-attention kernel,\n"
-                  "FlashAttention-3 style: the scores never leave registers, softmax overlaps the matmuls; groups\n"
-                  "it does not take are split, with the reason), overlap or serial (the template with simpler\n"
-                  "loops: no ping-pong between its consumer warpgroups / no overlap at all; for comparison), or\n"
-                  "split (Q·Kᵀ, softmax and P·V as separate kernels, the scores in memory)")
-      ->check(CLI::IsMember({"template", "overlap", "serial", "split"}))
-      ->default_val("template");
-  run->add_option("--precision", options->precision,
-                  "cuda: f32 matmuls as PyTorch's float32 matmul precision: highest (exact f32, the default) or high\n"
-                  "(TF32 tensor cores: inputs rounded to 10 mantissa bits, f32 accumulation; --check then holds f32\n"
-                  "outputs to the f16 tolerance). Half-precision models are unaffected.")
-      ->check(CLI::IsMember({"highest", "high"}))
-      ->default_val("highest");
+  AddCudaPathOptions(*run, options->cuda_paths);
   run->add_flag("--tune", options->tune, "Tune the kernels first (tilefuse tune; cached, so once per model and machine)");
   run->add_option("--trace", options->trace_file, "cpu/cuda: write a Chrome trace (Perfetto) of the kernels of one run");
   run->footer(

@@ -17,33 +17,6 @@ int64_t StageBytes(const CudaGemmConfig& c) { return int64_t{c.block_m + c.block
 int Consumers(const CudaGemmConfig& c) { return c.pingpong.value_or(false) ? 2 : c.block_m / 64; }
 int ConsumerRows(const CudaGemmConfig& c) { return c.pingpong.value_or(false) ? c.block_m : 64; }
 
-// Does the epilogue evaluate transcendental functions (GELU's tanh, SiLU's exp)? Then its
-// cost is worth hiding behind the other consumer's main loop. Measured on an H100
-// (2026-11-23, µs, cooperative 128x256 / ping-pong 128x128): bias+GELU 16384x4096x1024
-// 294 / 274, 8192^3 1652 / 1492, 4096^3 204 / 191; but plain 4096^3 181 / 192, bias+ReLU
-// 4096^3 193 / 208, residual 4096^3 202 / 234: the wider cooperative tile wins when the
-// epilogue is cheap.
-static bool HeavyEpilogue(const Kernel& k) {
-  for (const ScalarValue& v : k.values)
-    if (v.kind == ScalarValue::Kind::kOp)
-      switch (v.op) {
-        case OpCode::kTanh: case OpCode::kExp: case OpCode::kErf: case OpCode::kLog: case OpCode::kSin: case OpCode::kCos:
-        case OpCode::kSigmoid: return true;
-        default: break;
-      }
-  return false;
-}
-// Does the epilogue compute anything (bias, activation, residual) beyond casting the
-// product? Over a short reduction (K <= 1024: 16 main-loop steps of 64) that work is a
-// large share of a tile's time, and ping-pong hides it behind the other consumer's main
-// loop. Measured on an H100 (2026-11-23, µs, cooperative 128x256 / ping-pong 128x128,
-// 16384x4096x1024): bias+ReLU 252 / 236, residual 270 / 228, but plain 216 / 225; at
-// 4096^3 (K = 4096) cooperative stays ahead: bias+ReLU 193 / 202, residual 193 / 192.
-static bool EpilogueComputes(const Kernel& k) {
-  for (const ScalarValue& v : k.values)
-    if (v.kind == ScalarValue::Kind::kOp && v.op != OpCode::kCast) return true;
-  return false;
-}
 // The tiles the epilogues stage for their TMA stores: each consumer's rows × block_n
 // half-precision values.
 int64_t StagingBytes(const CudaGemmConfig& c, bool staged) {
@@ -105,9 +78,17 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
   CudaGemmConfig c = requested;
   // A decode-like product (a few rows) wastes at most 64 rows of each tile, not 128.
   if (g.rows <= 64 && !c.pingpong.value_or(false)) c.block_m = 64;
-  // Ping-pong needs two tiles per CTA to overlap anything; with fewer, one consumer would idle.
-  if (!c.pingpong)
-    c.pingpong = (HeavyEpilogue(g.epilogue) || (g.k <= 1024 && EpilogueComputes(g.epilogue))) && Tiles(g, c.block_m, 128) >= 2 * c.sm_count;
+  // Ping-pong consumers (128 x 128 tiles, one consumer's epilogue behind the other's main
+  // loop) only where the epilogue waits on a staged load (a residual) after a short main
+  // loop (K <= 1024); elsewhere the wider cooperative tile wins now that the epilogue
+  // converts pairs in one instruction. Measured on an H100 (2026-11-24, µs, cooperative
+  // 128x256 / ping-pong 128x128 with 5 / 4 stages): 16384x4096x1024 bias+ReLU 195 / 233 /
+  // 206, bias+GELU 208 / 240 / 229, residual 248 / 239 / 220; 4096^3 bias+GELU 180 / 189 /
+  // 208, residual 187 / - / 208; the MLP block 422 / 455. (Before the pair conversion,
+  // 2026-11-23, the ping-pong tile won every epilogue that computed at K <= 1024 and every
+  // transcendental one.) Ping-pong needs two tiles per CTA to overlap anything; with fewer,
+  // one consumer would idle.
+  if (!c.pingpong) c.pingpong = StagedLoad(g, c) >= 0 && g.k <= 1024 && Tiles(g, c.block_m, 128) >= 2 * c.sm_count;
   if (c.block_n == 0) {
     c.block_n = 64;
     // The widest tile that still gives every SM a tile (and whose accumulators fit: 128
@@ -136,7 +117,10 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
     const bool staged = StagedStore(g) >= 0;
     c.stages = 2;
     CudaGemmConfig deeper = c;
-    for (deeper.stages = 3; deeper.stages <= 6 && SharedBytes(deeper, staged) <= kSharedLimit; ++deeper.stages) c.stages = deeper.stages;
+    // Ping-pong tiles stop at 4 stages: 5 (what fits) measured 8-13% slower on the three
+    // 16384x4096x1024 epilogues above.
+    const int most = *c.pingpong ? 4 : 6;
+    for (deeper.stages = 3; deeper.stages <= most && SharedBytes(deeper, staged) <= kSharedLimit; ++deeper.stages) c.stages = deeper.stages;
   }
   return c;
 }

@@ -141,6 +141,7 @@ class GemmEmitter {
     out_ += fmt::format("  constexpr int kRows = {}, kN = {}, kK = {};\n", g_.rows, g_.n, g_.k);
     out_ += fmt::format("  constexpr int kTilesM = {}, kTilesN = {}, kTiles = {}, kKSteps = {};\n", CeilDiv(g_.rows, c_.block_m),
                         CeilDiv(g_.n, c_.block_n), Tiles(g_, c_.block_m, c_.block_n), KSteps(g_));
+    out_ += "  constexpr bool kNoEdges = kRows % kBM == 0 && kN % kBN == 0;  // no tile crosses the product's edge\n";
     out_ += fmt::format("  // Units of work: a tile's K range in kSplits parts of kSplitSteps steps.\n"
                         "  constexpr int kSplits = {}, kSplitSteps = {}, kUnits = kTiles * kSplits;\n",
                         c_.splits, StepsPerSplit(g_, c_));
@@ -334,7 +335,7 @@ class GemmEmitter {
         "      for (int h = 0; h < 2; ++h) {\n"
         "        const int row_in_batch = row_origin + mb * 64 + warp * 16 + lane / 4 + 8 * h;\n"
         "        // N is a multiple of 8: a column pair is wholly inside or wholly outside.\n"
-        "        const bool inside = row_in_batch < kRows && col_base + 8 * j < kN;\n"
+        "        const bool inside = kNoEdges || (row_in_batch < kRows && col_base + 8 * j < kN);\n"
         "        float staged[2] = {0.0f, 0.0f};\n";
     if (staged)
       out_ +=
@@ -370,7 +371,7 @@ class GemmEmitter {
     out_ += "        }\n";
     if (staged) {
       std::string_view dt = DTypeName(k.buffers[k.stores[staged_].buffer].dtype);
-      out_ += fmt::format("        *staged_pair = (unsigned)tf_pack_{0}(staged[0]) | (unsigned)tf_pack_{0}(staged[1]) << 16;\n", dt);
+      out_ += fmt::format("        *staged_pair = tf::tf_pack2_{}(staged[0], staged[1]);\n", dt);
     }
     out_ += "      }\n";
     if (staged)

@@ -135,6 +135,9 @@ TFD uint16_t tf_float_to_half(float f) {
   return h;
 }
 TFD float tf_bf16_to_float(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+// Round to nearest even, in integer arithmetic (a cvt.rn.bf16.f32 in inline asm, one
+// instruction, put vectorised stores' arrays of halves on the stack: ptxas no longer
+// merged them into 32-bit words). Pairs convert in one instruction: tf_pack2_bf16.
 TFD uint16_t tf_float_to_bf16(float f) {
   uint32_t x = __float_as_uint(f);
   if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);
@@ -170,6 +173,26 @@ template <typename T> TFD double tf_pack_f64(T v) { return (double)v; }
 template <typename T> TFD float tf_pack_f32(T v) { return (float)v; }
 template <typename T> TFD uint16_t tf_pack_f16(T v) { return tf_float_to_half((float)v); }
 template <typename T> TFD uint16_t tf_pack_bf16(T v) { return tf_float_to_bf16((float)v); }
+// Two values packed into one 32-bit word, `lo` in the low half (one conversion for both on
+// sm_80 and later).
+TFD uint32_t tf_pack2_f16(float lo, float hi) {
+#if __CUDA_ARCH__ >= 800
+  uint32_t r;
+  asm("{ cvt.rn.f16x2.f32 %0, %1, %2; }" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+#else
+  return (uint32_t)tf_float_to_half(lo) | (uint32_t)tf_float_to_half(hi) << 16;
+#endif
+}
+TFD uint32_t tf_pack2_bf16(float lo, float hi) {
+#if __CUDA_ARCH__ >= 800
+  uint32_t r;
+  asm("{ cvt.rn.bf16x2.f32 %0, %1, %2; }" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+#else
+  return (uint32_t)tf_float_to_bf16(lo) | (uint32_t)tf_float_to_bf16(hi) << 16;
+#endif
+}
 template <typename T> TFD int64_t tf_pack_i64(T v) { return tf_cast_i64(v); }
 template <typename T> TFD int32_t tf_pack_i32(T v) { return (int32_t)tf_cast_i32(v); }
 template <typename T> TFD int8_t tf_pack_i8(T v) { return (int8_t)tf_cast_i8(v); }

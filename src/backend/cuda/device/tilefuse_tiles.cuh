@@ -229,7 +229,9 @@ TF_TILE TileCoordinates TileAt(int tile) {
   const int t = tile - batch * kPerBatch;
   const int group = t / kPerGroup;
   const int first_m = group * Group;
-  const int rows = TilesM - first_m < Group ? TilesM - first_m : Group;
+  // The last group may be short; when none is, `rows` is a constant and the divisions below
+  // are shifts or multiplications, not a runtime division per tile.
+  const int rows = TilesM % Group != 0 && TilesM - first_m < Group ? TilesM - first_m : Group;
   const int in_group = t - group * kPerGroup;
   return {first_m + in_group % rows, in_group / rows, batch};
 }

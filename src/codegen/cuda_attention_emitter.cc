@@ -47,9 +47,11 @@ CudaAttentionConfig ResolveAttentionConfig(const AttentionTemplateKernel& a, Cud
   // the SFU time they free. Off unless asked for.
   if (c.poly_exp_every < 0) c.poly_exp_every = 0;
   // Lazy rescaling: at head dim 128 (64 rescales per thread and key block) +0.7% full, +1%
-  // causal; at 64 no gain measured (464 without, 448 with, in different runs). Head dims
-  // above 64 only, unless asked for.
-  if (c.lazy_margin == kLazyMarginByRule) c.lazy_margin = a.d > 64 ? 8.0f : -1.0f;
+  // causal (H100, 2026-11-23). At head dim 64 it pays with two consumers, not with three
+  // (128 registers a thread): on an H100 (2026-11-24, B4 H16 N4096, two rounds of one run)
+  // causal 374 -> 357 us, the GPT block B8 T2048 873 -> 867, but full (three consumers)
+  // 546 -> 600.
+  if (c.lazy_margin == kLazyMarginByRule) c.lazy_margin = a.d > 64 || c.consumers == 2 ? 8.0f : -1.0f;
   if (c.stages == 0) {
     c.stages = 2;
     for (CudaAttentionConfig deeper = c; ++deeper.stages <= 3 && SharedBytes(a, deeper) <= kSharedLimit;) c.stages = deeper.stages;

@@ -71,6 +71,24 @@ TEST(CudaSearchSpaceTest, RowKernelCandidatesAreValidAndOverBudgetRowsArePruned)
   ExpectAllCandidatesCompile(k, space);
 }
 
+// A bf16 row of 65536 (softmax) does not fit 1024 threads' registers one value a register,
+// but fits as pairs: read once, no spill. A row that fits unpacked stays unpacked.
+TEST(CudaSearchSpaceTest, LongHalfPrecisionRowsAreHeldAsPairs) {
+  Kernel long_row = FirstKernel("bench/cases/softmax_bf16_1024x65536.onnxtxt");
+  CudaKernelConfig c = ResolveCudaConfig(long_row, {});
+  EXPECT_EQ(c.threads_per_row, 1024);
+  EXPECT_EQ(c.cache_row, 2);
+  auto source = EmitCudaKernel(long_row, c);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_NE(source->function.find("uint32_t c0[kChunks][kVec / 2];  // element pairs"), std::string::npos) << source->function;
+  EXPECT_NE(source->function.find("if (i0 < kRows) {"), std::string::npos) << source->function;
+  EXPECT_EQ(source->launch.grid[0], 1024);  // the loop-free form needs a block per row
+  ExpectCompilesWithoutSpills({*source});
+
+  Kernel short_row = FirstKernel("bench/cases/softmax_bf16_8192x8192.onnxtxt");
+  EXPECT_EQ(ResolveCudaConfig(short_row, {}).cache_row, 1);
+}
+
 TEST(CudaSearchSpaceTest, PointwiseCandidatesAreValid) {
   Kernel k = FirstKernel("examples/gelu_manual.onnxtxt");
   CudaSearchSpace space = CudaCandidates(k);

@@ -30,7 +30,7 @@ std::string KernelHash(const CudaLaunchable& k) {
 // The cost model's order for larger spaces: rows held in registers first, then the
 // block sizes nearest the default's.
 double CudaRank(const CudaKernelConfig& base, const CudaKernelConfig& c) {
-  return (c.cache_row == 1 ? 0.0 : 1.0) + std::abs(std::log2(double(c.threads) / base.threads)) +
+  return (c.cache_row >= 1 ? 0.0 : 1.0) + std::abs(std::log2(double(c.threads) / base.threads)) +
          std::abs(std::log2(double(std::max(1, c.threads_per_row)) / std::max(1, base.threads_per_row)));
 }
 

@@ -186,9 +186,14 @@ class CudaEmitter {
   std::string Name(int v) const { return fmt::format("v{}", v); }
   std::string ArrayName(int v) const { return fmt::format("c{}", v); }
   // A cached row of half-precision values loaded as vectors is kept as element pairs, two
-  // to a 32-bit register: as separate 16-bit values ptxas gives each a register of its own,
-  // and a 1024-thread block's 64 registers a thread then hold half the row (softmax over
-  // 65536 bf16 columns spilled 368 bytes).
+  // to a 32-bit register (cache_row 2): as separate 16-bit values ptxas gives each a register
+  // of its own, and a 1024-thread block's 64 registers a thread then hold half the row
+  // (softmax over 65536 bf16 columns spilled 368 bytes).
+  bool PackedCache(int v) const {
+    const ScalarValue& value = k_.values[v];
+    return c_.cache_row == 2 && !DrawnInBlocks(v) && DTypeSize(value.dtype) == 2 && c_.vector % 2 == 0 &&
+           RowVectorizable(value.index, c_.vector);
+  }
   // Before each pass over a cached row: the packed pairs pass through an empty asm, so the
   // compiler cannot reuse the previous pass's unpacked values (it did, and kept the whole row
   // live as floats: 128 registers and a spill for 65536 bf16 columns on 512 threads).
@@ -198,11 +203,6 @@ class CudaEmitter {
         out_ += fmt::format("{0}#pragma unroll\n{0}for (int k = 0; k < kChunks; ++k)\n{0}#pragma unroll\n{0}  for (int p = 0; p < kVec / 2; ++p) "
                             "asm volatile(\"\" : \"+r\"({1}[k][p]));\n",
                             ind, ArrayName(static_cast<int>(v)));
-  }
-  bool PackedCache(int v) const {
-    const ScalarValue& value = k_.values[v];
-    return c_.cache_row == 2 && !DrawnInBlocks(v) && DTypeSize(value.dtype) == 2 && c_.vector % 2 == 0 &&
-           RowVectorizable(value.index, c_.vector);
   }
 
   // A random value whose vector of kVec elements is whole Philox blocks: drawn four

@@ -60,8 +60,10 @@ TEST(CudaGemmEmitterTest, BiasReluEpilogueReadsTheBiasByColumnAndStoresThroughTm
   EXPECT_EQ(source->launch.block[0], 384);
 }
 
-// The kernel's skeleton as text: producer, consumers, epilogue and their order. The output
-// (b3) is written only through the staging tile and TMA, never directly.
+// The kernel's skeleton as text: producer, consumers, epilogue and their order. The residual
+// (map_in) is requested halfway through the main loop, once the previous tile's store has read
+// the staging tile. The output (b3) is written only through the staging tile and TMA, never
+// directly.
 TEST(CudaGemmEmitterTest, GeluResidualKernelReadsAsTheTemplateSays) {
   Planned p = PlanText(
       "  p = MatMul (x, w)\n  s = Add (p, b)\n  t = Tanh (s)\n  y = Add (t, r)\n",
@@ -86,9 +88,12 @@ TEST(CudaGemmEmitterTest, GeluResidualKernelReadsAsTheTemplateSays) {
     CHECK-NEXT: full[ring.stage].ArriveExpectingBytes(kStageBytes);
     CHECK: tf::Warpgroup::GrowRegisters<232>();
     CHECK: turn[consumer].Wait(
+    CHECK: full[ring.stage].Wait(ring.phase);
+    CHECK: tf::Warpgroup::Commit();
+    CHECK-NEXT: if (ks == (k_begin + k_end) / 2 && local == 0) {
+    CHECK-NEXT: tf::TmaStoreWaitRead();
     CHECK: tf::TmaLoad3d(
     CHECK-SAME: map_in
-    CHECK: full[ring.stage].Wait(ring.phase);
     CHECK: tf::Warpgroup::Wait<1>();
     CHECK: turn[1 - consumer].Arrive();
     CHECK: tile_in[consumer].Wait(main_loops & 1);

@@ -316,6 +316,27 @@ void GenerateConv(const CpuExecutable::State& state, const FusionGroup& group, c
   }
 }
 
+// An opaque group of one f32 pool the passes kept (WindowOpsOptions::keep_f32_pool): a oneDNN
+// pooling primitive; one oneDNN refuses stays on the reference kernels, with the reason.
+bool IsPoolGroup(const Graph& g, const FusionGroup& group) {
+  if (group.kind != GroupKind::kOpaque || group.nodes.size() != 1) return false;
+  const Node& n = g.node(group.nodes[0]);
+  return (n.op == OpCode::kMaxPool || n.op == OpCode::kAveragePool) && n.dtype == DType::kF32;
+}
+
+void GeneratePool(const CpuExecutable::State& state, const FusionGroup& group, Step& step, KernelInfo& info) {
+  const Node& pool = state.graph.node(group.nodes[0]);
+  StatusOr<std::unique_ptr<OnednnPool>> primitive = OnednnPool::Create(state.graph, pool);
+  if (!primitive.ok()) {
+    info.why_not = primitive.status().message();
+    return;
+  }
+  step.pool = std::move(*primitive);
+  step.pool_node = pool.id;
+  info.generated = true;
+  info.library = step.pool->description();
+}
+
 // Lowers every group and appends the generated functions (named with `prefix`) to
 // `source`; groups no template expresses keep the reference kernels.
 void GenerateKernels(CpuExecutable::State& state, const std::string& prefix, const ConfigMap& configs) {
@@ -329,6 +350,7 @@ void GenerateKernels(CpuExecutable::State& state, const std::string& prefix, con
     if (group.kind == GroupKind::kAttention) GenerateAttention(state, group, prefix, step, info);
     else if (group.kind == GroupKind::kGemm && IsGroupOnConv(state.graph, group)) GenerateConv(state, group, prefix, configs, step, info);
     else if (group.kind == GroupKind::kGemm) GenerateGemm(state, group, prefix, configs, step, info);
+    else if (IsPoolGroup(state.graph, group)) GeneratePool(state, group, step, info);
     else GenerateLoop(state, group, prefix, configs, step, info);
     info.num_reference_nodes = info.generated ? static_cast<int>(step.reference_prologue.size()) : info.num_nodes;
     state.source += info.source;

@@ -10,6 +10,7 @@
 
 #include "backend/cpu/host_jit.h"
 #include "backend/cpu/onednn_conv.h"
+#include "backend/cpu/onednn_pool.h"
 #include "codegen/kernel.h"
 #include "backend/cpu/cpu_executable.h"
 #include "runtime/memory_plan.h"
@@ -44,6 +45,9 @@ struct Step {
   std::shared_ptr<const OnednnConv> conv;
   int conv_output = -1;
   int conv_residual = -1;
+  // An opaque group of one f32 MaxPool or AveragePool: the oneDNN primitive that runs it.
+  std::shared_ptr<const OnednnPool> pool;
+  int pool_node = -1;
 };
 
 // The generated loop kernel named `name` (a group's or a prologue's), or nullptr.

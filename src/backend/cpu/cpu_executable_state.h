@@ -42,7 +42,7 @@ struct Step {
   // gemm groups anchored on a Conv (`matmul` is the Conv): the oneDNN primitive, the value it
   // writes (the group's output when the epilogue became post-ops and `kernel` is empty; else
   // the Conv itself, which the epilogue kernel reads) and the residual its post-ops add.
-  std::shared_ptr<const OnednnConv> conv;
+  std::shared_ptr<OnednnConv> conv;  // mutable until the layouts between convolutions are planned
   int conv_output = -1;
   int conv_residual = -1;
   // An opaque group of one f32 MaxPool or AveragePool: the oneDNN primitive that runs it.

@@ -5,7 +5,8 @@
 // activations and the residual add of the group's epilogue (backend/cpu/conv_epilogue.h) as
 // post-ops. Activations are NCHW in memory between groups; each convolution reorders its
 // input into oneDNN's blocked layout and its output back (plain NCHW makes oneDNN take its
-// im2col + gemm path; the measurement: docs/design-notes.md).
+// im2col + gemm path; the measurement: docs/design-notes.md), except between consecutive
+// convolutions, where the backend keeps the blocked layout (KeepBlocked*).
 #pragma once
 
 #include <memory>

@@ -32,6 +32,7 @@ struct RunOptions {
   std::string dump_dir;
   std::string backend = "auto";
   std::string trace_file;
+  int trace_warmup = 0;                // cpu: untimed runs before the one whose kernels are timed
   CudaPathChoices cuda_paths;          // cuda: --gemm, --attention, --precision
   uint64_t seed = 0;
   bool check = false;
@@ -99,6 +100,7 @@ class Executor {
     if (!compiled_) return RunReference(passed, inputs);
     if (recorded_) return compiled_->Run(inputs);
     recorded_ = true;
+    for (int i = 0; i < options.trace_warmup; ++i) RETURN_IF_ERROR(compiled_->Run(inputs).status());
     std::vector<KernelTiming> timings;
     StatusOr<std::vector<Tensor>> run = compiled_->Run(inputs, &timings);
     if (!run.ok() && options.backend == "auto" && options.trace_file.empty()) {
@@ -394,6 +396,10 @@ void AddRunCommand(CLI::App& app, int& exit_code) {
   AddCudaPathOptions(*run, options->cuda_paths);
   run->add_flag("--tune", options->tune, "Tune the kernels first (tilefuse tune; cached, so once per model and machine)");
   run->add_option("--trace", options->trace_file, "cpu/cuda: write a Chrome trace (Perfetto) of the kernels of one run");
+  run->add_option("--trace-warmup", options->trace_warmup,
+                  "cpu: untimed runs before the one whose kernels are timed (report and --trace): the steady state,\n"
+                  "not the first run's page faults and library initialisation")
+      ->check(CLI::NonNegativeNumber);
   run->footer(
       "Inputs come from --inputs DIR, else a backend-test folder's test_data_set_*, else random (seed 0).\n"
       "When a model needs integer inputs (axes, shapes) as constants, they are bound from those files.\n"

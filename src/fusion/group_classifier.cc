@@ -83,6 +83,20 @@ GroupClassification ClassifyReductions(const Graph& g, const std::vector<int>& m
     row_length = rl;
   }
   if (row_form) {
+    // The kernel computes one row at a time, so a member after a reduction is evaluated
+    // where the row's statistics are: a view that moves elements (a transpose, a slice, a
+    // concat, a gather) would need another row's. A reshape keeps every element's offset.
+    std::vector<bool> after_reduction(members.size(), false);  // by member position
+    for (size_t pos = 0; pos < members.size(); ++pos) {
+      const Node& n = g.node(members[pos]);
+      after_reduction[pos] = std::any_of(n.inputs.begin(), n.inputs.end(), [&](int i) {
+        int p = PositionOf(members, i);
+        return p >= 0 && (after_reduction[p] || g.node(i).info().kind == OpKind::Reduction);
+      });
+      if (after_reduction[pos] && n.info().kind == OpKind::View && n.op != OpCode::kReshape)
+        return Forbid(fmt::format("{} reorders the row reduction's results; the kernel computes one row at a time",
+                                  Label(n)));
+    }
     for (int id : members) {
       int64_t e = Elements(g, id);
       if (e != rows * row_length && e != rows)

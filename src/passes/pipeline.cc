@@ -73,7 +73,7 @@ StatusOr<Graph> RunGraphPasses(Graph graph, const PassOptions& options) {
   if (options.decompose) {
     RETURN_IF_ERROR(passes.Run("decompose", DecomposeComposites));
     RETURN_IF_ERROR(passes.Run("window-ops", [&](const Graph& g) {
-      return RewriteWindowOps(g, WindowOpsOptions{.keep_f32_conv = options.library_conv});
+      return RewriteWindowOps(g, WindowOpsOptions{.keep_f32_conv = options.library_conv, .keep_f32_pool = options.library_conv});
     }));
     // Weights reshaped (and, for half types, cast) by the window rewrite become constants
     // of the shape the product reads, once at compile time.

@@ -16,7 +16,8 @@ struct PassOptions {
   bool decompose = true;    // false keeps composite and window ops (for `print`)
   // f32 Conv stays a Conv node (passes/window_ops.h): for the CPU backend, which runs it
   // through oneDNN with the ops after it as post-ops. Off: every Conv becomes a window view
-  // and a matmul (the CUDA backend, and `explain` for a GPU).
+  // and a matmul (the CUDA backend, and `explain` for a GPU). f32 MaxPool and AveragePool
+  // likewise stay pool nodes (oneDNN pooling, backend/cpu/onednn_pool.h).
   bool library_conv = false;
 };
 

@@ -211,11 +211,25 @@ bool KeepsConv(const Node& node, const WindowOpsOptions& options) {
          node.attrs.kernel.size() <= 3;
 }
 
+bool KeepsPool(const Node& node, const WindowOpsOptions& options) {
+  if (!options.keep_f32_pool || (node.op != OpCode::kMaxPool && node.op != OpCode::kAveragePool) || node.dtype != DType::kF32)
+    return false;
+  const Attrs& a = node.attrs;
+  const size_t spatial = a.kernel.size();
+  if (spatial == 0 || spatial > 3) return false;
+  // oneDNN wants every window to reach into the input (no window of pads alone).
+  for (size_t d = 0; d < spatial; ++d) {
+    int64_t extent = (a.kernel[d] - 1) * a.dilations[d] + 1;
+    if (a.pads[d] >= extent || a.pads[spatial + d] >= extent) return false;
+  }
+  return true;
+}
+
 StatusOr<Graph> RewriteWindowOps(const Graph& graph, const WindowOpsOptions& options) {
   GraphRewriter rewriter(graph);
   for (const Node& node : graph.nodes()) {
-    bool window_op = (node.op == OpCode::kConv && !KeepsConv(node, options)) || node.op == OpCode::kMaxPool ||
-                     node.op == OpCode::kAveragePool;
+    bool window_op = (node.op == OpCode::kConv && !KeepsConv(node, options)) ||
+                     ((node.op == OpCode::kMaxPool || node.op == OpCode::kAveragePool) && !KeepsPool(node, options));
     if (!window_op) {
       rewriter.CopyNode(node);
       continue;

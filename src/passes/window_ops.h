@@ -33,10 +33,16 @@ struct WindowOpsOptions {
   // convolution library with the ops after it as post-ops (the CPU's oneDNN,
   // backend/cpu/onednn_conv.h); other dtypes are rewritten as always.
   bool keep_f32_conv = false;
+  // f32 MaxPool and AveragePool (1-3 spatial dims, every pad smaller than the window's
+  // extent) likewise stay pool nodes for the CPU's oneDNN pooling (backend/cpu/onednn_pool.h).
+  bool keep_f32_pool = false;
 };
 
 // Whether `options` leave `node` (a Conv) as it is.
 bool KeepsConv(const Node& node, const WindowOpsOptions& options);
+
+// Whether `options` leave `node` (a MaxPool or AveragePool) as it is.
+bool KeepsPool(const Node& node, const WindowOpsOptions& options);
 
 StatusOr<Graph> RewriteWindowOps(const Graph& graph, const WindowOpsOptions& options = {});
 

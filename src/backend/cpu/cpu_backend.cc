@@ -1,6 +1,8 @@
 #include "backend/cpu/cpu_backend.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <fmt/format.h>
@@ -316,6 +318,81 @@ void GenerateConv(const CpuExecutable::State& state, const FusionGroup& group, c
   }
 }
 
+// An opaque group of one f32 pool the passes kept (WindowOpsOptions::keep_f32_pool): a oneDNN
+// pooling primitive; one oneDNN refuses stays on the reference kernels, with the reason.
+bool IsPoolGroup(const Graph& g, const FusionGroup& group) {
+  if (group.kind != GroupKind::kOpaque || group.nodes.size() != 1) return false;
+  const Node& n = g.node(group.nodes[0]);
+  return (n.op == OpCode::kMaxPool || n.op == OpCode::kAveragePool) && n.dtype == DType::kF32;
+}
+
+void GeneratePool(const CpuExecutable::State& state, const FusionGroup& group, Step& step, KernelInfo& info) {
+  const Node& pool = state.graph.node(group.nodes[0]);
+  StatusOr<std::unique_ptr<OnednnPool>> primitive = OnednnPool::Create(state.graph, pool);
+  if (!primitive.ok()) {
+    info.why_not = primitive.status().message();
+    return;
+  }
+  step.pool = std::move(*primitive);
+  step.pool_node = pool.id;
+  info.generated = true;
+  info.library = step.pool->description();
+}
+
+// Consecutive convolutions keep oneDNN's blocked layout between them instead of reordering
+// to NCHW and back: a value a convolution's post-ops write (no epilogue kernel), which is no
+// graph output and whose every reader is another oneDNN convolution with its epilogue as
+// post-ops, reading it as its input or adding it as its residual, in the same blocked
+// layout (OnednnConv::BlockedOutputFeeds). TILEFUSE_ONEDNN_CONV_CHAIN=0 turns it off, for
+// the measurement (docs/design-notes.md).
+void KeepBlockedBetweenConvolutions(CpuExecutable::State& state) {
+  if (const char* v = std::getenv("TILEFUSE_ONEDNN_CONV_CHAIN"); v && std::strcmp(v, "0") == 0) return;
+  const Graph& g = state.graph;
+  std::vector<std::vector<int>> users = g.ComputeUsers();
+  std::vector<bool> is_output(g.num_nodes(), false);
+  for (const Graph::Output& o : g.outputs()) is_output[o.node] = true;
+  std::vector<int> step_of_group(state.plan.groups.size(), -1);
+  for (size_t i = 0; i < state.steps.size(); ++i) step_of_group[state.steps[i].group] = static_cast<int>(i);
+  auto post_ops_only = [](const Step& step) { return step.conv && !step.kernel && step.prologue.empty() && step.reference_prologue.empty(); };
+  std::vector<bool> changed(state.steps.size(), false);
+  for (size_t i = 0; i < state.steps.size(); ++i) {
+    Step& producer = state.steps[i];
+    if (!post_ops_only(producer)) continue;
+    const int value = producer.conv_output;
+    if (is_output[value] || users[value].empty()) continue;
+    std::vector<std::pair<int, bool>> readers;  // (step, as residual)
+    bool all = true;
+    for (int u : users[value]) {
+      const int group = state.plan.group_of[u];
+      const int c = group >= 0 ? step_of_group[group] : -1;
+      if (c < 0 || c == static_cast<int>(i) || !post_ops_only(state.steps[c])) {
+        all = false;
+        break;
+      }
+      const Step& consumer = state.steps[c];
+      const Node& reader = g.node(u);
+      const bool as_src = u == consumer.matmul && reader.inputs[0] == value &&
+                          std::count(reader.inputs.begin(), reader.inputs.end(), value) == 1;
+      const bool as_residual = u != consumer.matmul && consumer.conv_residual == value && reader.op == OpCode::kAdd;
+      if (!(as_src || as_residual) || !producer.conv->BlockedOutputFeeds(*consumer.conv, as_residual)) {
+        all = false;
+        break;
+      }
+      readers.push_back({c, as_residual});
+    }
+    if (!all) continue;
+    producer.conv->KeepBlockedOutput();
+    changed[i] = true;
+    for (auto [c, as_residual] : readers) {
+      if (as_residual) state.steps[c].conv->KeepBlockedResidual();
+      else state.steps[c].conv->KeepBlockedInput();
+      changed[c] = true;
+    }
+  }
+  for (size_t i = 0; i < state.steps.size(); ++i)
+    if (changed[i]) state.kernels[i].library = state.steps[i].conv->description();
+}
+
 // Lowers every group and appends the generated functions (named with `prefix`) to
 // `source`; groups no template expresses keep the reference kernels.
 void GenerateKernels(CpuExecutable::State& state, const std::string& prefix, const ConfigMap& configs) {
@@ -329,12 +406,14 @@ void GenerateKernels(CpuExecutable::State& state, const std::string& prefix, con
     if (group.kind == GroupKind::kAttention) GenerateAttention(state, group, prefix, step, info);
     else if (group.kind == GroupKind::kGemm && IsGroupOnConv(state.graph, group)) GenerateConv(state, group, prefix, configs, step, info);
     else if (group.kind == GroupKind::kGemm) GenerateGemm(state, group, prefix, configs, step, info);
+    else if (IsPoolGroup(state.graph, group)) GeneratePool(state, group, step, info);
     else GenerateLoop(state, group, prefix, configs, step, info);
     info.num_reference_nodes = info.generated ? static_cast<int>(step.reference_prologue.size()) : info.num_nodes;
     state.source += info.source;
     state.steps.push_back(std::move(step));
     state.kernels.push_back(std::move(info));
   }
+  KeepBlockedBetweenConvolutions(state);
 }
 
 Status Link(CpuExecutable::State& state, const std::shared_ptr<const JitLibrary>& library) {

@@ -131,7 +131,11 @@ StatusOr<std::vector<Tensor>> CpuExecutable::Run(const std::vector<Tensor>& inpu
   for (const Step& step : state_->steps) {
     auto begin = Clock::now();
     if (step.matmul >= 0) RETURN_IF_ERROR(RunPrologueAndProduct(*state_, step, tensors, memory));
-    if (step.kernel) Call(*state_, *step.kernel, tensors, memory);
+    if (step.pool) {
+      const Node& pool = g.node(step.pool_node);
+      void* out = PlaceOutput(*state_, pool.id, tensors, memory);
+      step.pool->Run(static_cast<const float*>(Address(pool.inputs[0], tensors, memory)), static_cast<float*>(out));
+    } else if (step.kernel) Call(*state_, *step.kernel, tensors, memory);
     else if (step.matmul < 0) RETURN_IF_ERROR(RunReferenceNodes(g, state_->plan.groups[step.group].nodes, tensors, memory));
     if (timings) timings->push_back({state_->kernels[step.group].name, 0, MicrosecondsBetween(begin, Clock::now())});
   }

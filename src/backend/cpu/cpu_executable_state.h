@@ -10,6 +10,7 @@
 
 #include "backend/cpu/host_jit.h"
 #include "backend/cpu/onednn_conv.h"
+#include "backend/cpu/onednn_pool.h"
 #include "codegen/kernel.h"
 #include "backend/cpu/cpu_executable.h"
 #include "runtime/memory_plan.h"
@@ -41,9 +42,12 @@ struct Step {
   // gemm groups anchored on a Conv (`matmul` is the Conv): the oneDNN primitive, the value it
   // writes (the group's output when the epilogue became post-ops and `kernel` is empty; else
   // the Conv itself, which the epilogue kernel reads) and the residual its post-ops add.
-  std::shared_ptr<const OnednnConv> conv;
+  std::shared_ptr<OnednnConv> conv;  // mutable until the layouts between convolutions are planned
   int conv_output = -1;
   int conv_residual = -1;
+  // An opaque group of one f32 MaxPool or AveragePool: the oneDNN primitive that runs it.
+  std::shared_ptr<const OnednnPool> pool;
+  int pool_node = -1;
 };
 
 // The generated loop kernel named `name` (a group's or a prologue's), or nullptr.

@@ -80,6 +80,8 @@ struct OnednnConv::Impl {
   // Blocked layout only: reorders and scratch memory for src and dst.
   std::optional<dnnl::reorder> src_reorder, dst_reorder, residual_reorder;
   mutable memory src_scratch, dst_scratch;
+  // Blocked layout between consecutive convolutions: src, dst or residual already blocked.
+  bool blocked_input = false, blocked_output = false, blocked_residual = false;
   std::string description;
 };
 
@@ -88,6 +90,27 @@ bool OnednnConvAvailable() { return true; }
 OnednnConv::OnednnConv(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 OnednnConv::~OnednnConv() = default;
 const std::string& OnednnConv::description() const { return impl_->description; }
+
+bool OnednnConv::BlockedOutputFeeds(const OnednnConv& consumer, bool as_residual) const {
+  const Impl& p = *impl_;
+  const Impl& c = *consumer.impl_;
+  if (!p.blocked || !c.blocked || p.dst == p.user_dst || p.dst.get_size() > p.user_dst.get_size()) return false;
+  if (as_residual) return c.residual && c.dst == p.dst;
+  return c.src == p.dst;
+}
+
+void OnednnConv::KeepBlockedInput() {
+  impl_->blocked_input = true;
+  impl_->description += ", input kept blocked";
+}
+void OnednnConv::KeepBlockedOutput() {
+  impl_->blocked_output = true;
+  impl_->description += ", output kept blocked";
+}
+void OnednnConv::KeepBlockedResidual() {
+  impl_->blocked_residual = true;
+  impl_->description += ", residual kept blocked";
+}
 
 StatusOr<std::unique_ptr<OnednnConv>> OnednnConv::Create(const Graph& graph, const Node& node, const Tensor* weights,
                                                          const Tensor* bias, const ConvEpilogue& post) {
@@ -186,13 +209,14 @@ StatusOr<std::unique_ptr<OnednnConv>> OnednnConv::Create(const Graph& graph, con
 void OnednnConv::Run(const float* src, const float* weights, const float* bias, const float* residual, float* dst) const {
   Impl& s = *impl_;
   dnnl::stream& stream = Stream();
-  memory src_memory(s.user_src, Engine(), const_cast<float*>(src));
-  memory dst_memory(s.user_dst, Engine(), dst);
-  if (s.src_reorder) {
+  memory src_memory(s.blocked_input ? s.src : s.user_src, Engine(), const_cast<float*>(src));
+  memory dst_memory(s.blocked_output ? s.dst : s.user_dst, Engine(), dst);
+  if (s.src_reorder && !s.blocked_input) {
     s.src_reorder->execute(stream, src_memory, s.src_scratch);
     src_memory = s.src_scratch;
   }
-  memory conv_dst = s.dst_reorder ? s.dst_scratch : dst_memory;
+  const bool reorder_out = s.dst_reorder && !s.blocked_output;
+  memory conv_dst = reorder_out ? s.dst_scratch : dst_memory;
   std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, src_memory}, {DNNL_ARG_DST, conv_dst}};
   args[DNNL_ARG_WEIGHTS] = s.weights_memory ? s.weights_memory : memory(s.user_weights, Engine(), const_cast<float*>(weights));
   if (s.has_bias)
@@ -201,14 +225,16 @@ void OnednnConv::Run(const float* src, const float* weights, const float* bias, 
     memory r(s.user_dst, Engine(), const_cast<float*>(residual));
     if (!s.blocked) {
       args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(s.binary_position) | DNNL_ARG_SRC_1] = r;
-    } else if (s.residual_reorder) {
+    } else if (s.residual_reorder && !s.blocked_residual) {
       s.residual_reorder->execute(stream, r, conv_dst);
     } else {
-      std::memcpy(dst, residual, s.user_dst.get_size());
+      // Same layout as the convolution's output (plain, or blocked on both sides).
+      stream.wait();
+      std::memcpy(conv_dst.get_data_handle(), residual, s.dst.get_size());
     }
   }
   s.conv.execute(stream, args);
-  if (s.dst_reorder) s.dst_reorder->execute(stream, conv_dst, dst_memory);
+  if (reorder_out) s.dst_reorder->execute(stream, conv_dst, dst_memory);
   stream.wait();
 }
 

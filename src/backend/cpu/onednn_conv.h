@@ -5,7 +5,8 @@
 // activations and the residual add of the group's epilogue (backend/cpu/conv_epilogue.h) as
 // post-ops. Activations are NCHW in memory between groups; each convolution reorders its
 // input into oneDNN's blocked layout and its output back (plain NCHW makes oneDNN take its
-// im2col + gemm path; the measurement: docs/design-notes.md).
+// im2col + gemm path; the measurement: docs/design-notes.md), except between consecutive
+// convolutions, where the backend keeps the blocked layout (KeepBlocked*).
 #pragma once
 
 #include <memory>
@@ -36,6 +37,18 @@ class OnednnConv {
 
   // oneDNN's implementation, the layouts and the post-ops: "brg:avx512_core, nchw, post-ops: relu".
   const std::string& description() const;
+
+  // Consecutive convolutions keep oneDNN's blocked layout between them (the reorders the
+  // backend plans once for the network, backend/cpu/cpu_backend.cc): whether this
+  // convolution's blocked output has the bytes of `consumer`'s blocked input (or, for
+  // `as_residual`, of its blocked output, which its sum post-op adds to), and no more bytes
+  // than the plain tensor, so that the value's buffer holds it.
+  bool BlockedOutputFeeds(const OnednnConv& consumer, bool as_residual) const;
+  // After these, Run reads `src` / `residual` and writes `dst` in the blocked layout: no
+  // reorder on that side. Only where BlockedOutputFeeds said so, for every reader of the value.
+  void KeepBlockedInput();
+  void KeepBlockedOutput();
+  void KeepBlockedResidual();
 
  private:
   struct Impl;

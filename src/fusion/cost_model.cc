@@ -94,7 +94,8 @@ GroupCost CostModel::OneKernel(const std::vector<int>& members) const {
                    std::any_of(users_[id].begin(), users_[id].end(), [&](int u) { return !is_member(u); });
     if (escapes) cost.bytes += NodeBytes(id);
     double flops = NodeFlops(n);
-    if (n.info().kind == OpKind::Contraction) {
+    // A convolution kept whole (the CPU's oneDNN) runs on the matrix units like a matmul.
+    if (n.info().kind == OpKind::Contraction || n.op == OpCode::kConv) {
       matmul_flops += flops;
       matmul_dtype = n.dtype;
     } else {

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <map>
 #include <optional>
+#include <tuple>
 #include <fmt/format.h>
 
 #include "backend/cpu/conv_epilogue.h"
@@ -355,16 +356,59 @@ void KeepBlockedBetweenConvolutions(CpuExecutable::State& state) {
   for (size_t i = 0; i < state.steps.size(); ++i) step_of_group[state.steps[i].group] = static_cast<int>(i);
   auto post_ops_only = [](const Step& step) { return step.conv && !step.kernel && step.prologue.empty() && step.reference_prologue.empty(); };
   std::vector<bool> changed(state.steps.size(), false);
+  const bool squeeze_excitation = !(std::getenv("TILEFUSE_ONEDNN_SE") && std::strcmp(std::getenv("TILEFUSE_ONEDNN_SE"), "0") == 0);
+  // The one reader of `value` when it is a post-ops-only convolution reading it as its input
+  // in a blocked layout that fits the value's buffer, else nullptr.
+  auto conv_reading_blocked = [&](int value) -> Step* {
+    if (is_output[value] || users[value].size() != 1) return nullptr;
+    const int u = users[value][0];
+    const int group = state.plan.group_of[u];
+    const int c = group >= 0 ? step_of_group[group] : -1;
+    if (c < 0 || !post_ops_only(state.steps[c]) || u != state.steps[c].matmul || g.node(u).inputs[0] != value ||
+        std::count(g.node(u).inputs.begin(), g.node(u).inputs.end(), value) != 1 ||
+        !OnednnChannelScale::BlockedInputFits(*state.steps[c].conv))
+      return nullptr;
+    return &state.steps[c];
+  };
   for (size_t i = 0; i < state.steps.size(); ++i) {
     Step& producer = state.steps[i];
     if (!post_ops_only(producer)) continue;
     const int value = producer.conv_output;
     if (is_output[value] || users[value].empty()) continue;
     std::vector<std::pair<int, bool>> readers;  // (step, as residual)
+    // Squeeze-excitation readers: (step, its oneDNN replacement, the convolution reading its product blocked).
+    std::vector<std::tuple<int, std::shared_ptr<const OnednnChannelMean>, std::shared_ptr<const OnednnChannelScale>, Step*>> se;
     bool all = true;
     for (int u : users[value]) {
       const int group = state.plan.group_of[u];
       const int c = group >= 0 ? step_of_group[group] : -1;
+      if (squeeze_excitation && c >= 0 && c != static_cast<int>(i) && !state.steps[c].conv && state.steps[c].kernel) {
+        const FusionGroup& fg = state.plan.groups[group];
+        const Node& reader = g.node(u);
+        if (fg.nodes.size() == 1 && reader.op == OpCode::kReduceMean && fg.outputs == std::vector<int>{u}) {
+          StatusOr<std::unique_ptr<OnednnChannelMean>> mean = OnednnChannelMean::Create(g, reader, *producer.conv);
+          if (mean.ok()) {
+            se.emplace_back(c, std::move(*mean), nullptr, nullptr);
+            continue;
+          }
+        }
+        if (fg.nodes.size() == 2 && reader.op == OpCode::kMul && fg.outputs == std::vector<int>{u} && reader.inputs.size() == 2 &&
+            std::count(reader.inputs.begin(), reader.inputs.end(), value) == 1) {
+          const int other = reader.inputs[0] == value ? reader.inputs[1] : reader.inputs[0];
+          const Node& bcast = g.node(other);
+          const Shape& x = g.node(value).shape;
+          if (bcast.op == OpCode::kBroadcast && state.plan.group_of[other] == group && x.size() == 4 &&
+              g.node(bcast.inputs[0]).shape == Shape{x[0], x[1], 1, 1} && reader.shape == x) {
+            Step* next = conv_reading_blocked(u);
+            StatusOr<std::unique_ptr<OnednnChannelScale>> scale =
+                OnednnChannelScale::Create(g, reader, *producer.conv, next ? next->conv.get() : nullptr);
+            if (scale.ok()) {
+              se.emplace_back(c, nullptr, std::move(*scale), next);
+              continue;
+            }
+          }
+        }
+      }
       if (c < 0 || c == static_cast<int>(i) || !post_ops_only(state.steps[c])) {
         all = false;
         break;
@@ -387,6 +431,24 @@ void KeepBlockedBetweenConvolutions(CpuExecutable::State& state) {
       if (as_residual) state.steps[c].conv->KeepBlockedResidual();
       else state.steps[c].conv->KeepBlockedInput();
       changed[c] = true;
+    }
+    for (auto& [c, mean, scale, next] : se) {
+      Step& step = state.steps[c];
+      const FusionGroup& fg = state.plan.groups[step.group];
+      step.kernel.reset();
+      step.se_node = fg.outputs[0];
+      step.se_input = value;
+      step.channel_mean = mean;
+      step.channel_scale = scale;
+      if (scale) {
+        const Node& mul = g.node(step.se_node);
+        step.se_scale = g.node(mul.inputs[0] == value ? mul.inputs[1] : mul.inputs[0]).inputs[0];  // under the broadcast
+      }
+      state.kernels[c].library = mean ? mean->description() : scale->description();
+      if (next) {
+        next->conv->KeepBlockedInput();
+        changed[next - state.steps.data()] = true;
+      }
     }
   }
   for (size_t i = 0; i < state.steps.size(); ++i)

@@ -135,6 +135,11 @@ StatusOr<std::vector<Tensor>> CpuExecutable::Run(const std::vector<Tensor>& inpu
       const Node& pool = g.node(step.pool_node);
       void* out = PlaceOutput(*state_, pool.id, tensors, memory);
       step.pool->Run(static_cast<const float*>(Address(pool.inputs[0], tensors, memory)), static_cast<float*>(out));
+    } else if (step.channel_mean || step.channel_scale) {
+      auto at = [&](int id) { return static_cast<const float*>(Address(id, tensors, memory)); };
+      float* out = static_cast<float*>(PlaceOutput(*state_, step.se_node, tensors, memory));
+      if (step.channel_mean) step.channel_mean->Run(at(step.se_input), out);
+      else step.channel_scale->Run(at(step.se_input), at(step.se_scale), out);
     } else if (step.kernel) Call(*state_, *step.kernel, tensors, memory);
     else if (step.matmul < 0) RETURN_IF_ERROR(RunReferenceNodes(g, state_->plan.groups[step.group].nodes, tensors, memory));
     if (timings) timings->push_back({state_->kernels[step.group].name, 0, MicrosecondsBetween(begin, Clock::now())});

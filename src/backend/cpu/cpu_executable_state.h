@@ -48,6 +48,13 @@ struct Step {
   // An opaque group of one f32 MaxPool or AveragePool: the oneDNN primitive that runs it.
   std::shared_ptr<const OnednnPool> pool;
   int pool_node = -1;
+  // Squeeze-excitation groups reading a convolution's blocked output (KeepBlockedBetweenConvolutions):
+  // the spatial mean (a group of one ReduceMean) or the per-channel product (broadcast, mul)
+  // on oneDNN in place of the group's generated kernel. `se_node`: the node it writes;
+  // `se_input`, `se_scale`: what it reads.
+  std::shared_ptr<const OnednnChannelMean> channel_mean;
+  std::shared_ptr<const OnednnChannelScale> channel_scale;
+  int se_node = -1, se_input = -1, se_scale = -1;
 };
 
 // The generated loop kernel named `name` (a group's or a prologue's), or nullptr.

@@ -238,6 +238,108 @@ void OnednnConv::Run(const float* src, const float* weights, const float* bias, 
   stream.wait();
 }
 
+// ---- squeeze-excitation on the blocked layout ----
+
+struct OnednnChannelMean::Impl {
+  dnnl::pooling_v2_forward pool;
+  memory::desc src, dst;
+  std::string description;
+};
+
+OnednnChannelMean::OnednnChannelMean(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+OnednnChannelMean::~OnednnChannelMean() = default;
+const std::string& OnednnChannelMean::description() const { return impl_->description; }
+
+StatusOr<std::unique_ptr<OnednnChannelMean>> OnednnChannelMean::Create(const Graph& graph, const Node& mean,
+                                                                       const OnednnConv& producer) {
+  const OnednnConv::Impl& p = *producer.impl_;
+  const Shape& x = graph.node(mean.inputs[0]).shape;
+  if (mean.op != OpCode::kReduceMean || mean.dtype != DType::kF32 || x.size() != 4 || !mean.attrs.keepdims ||
+      mean.attrs.axes != std::vector<int64_t>{2, 3} || !p.blocked || p.dst.get_size() > p.user_dst.get_size() || p.dst.dims() != memory::dims(x.begin(), x.end()))
+    return Unimplemented(fmt::format("%{} is no spatial mean of a blocked convolution output", mean.id));
+  auto impl = std::make_unique<Impl>();
+  const memory::dims dst_dims(mean.shape.begin(), mean.shape.end());
+  impl->src = p.dst;
+  // [N, C, 1, 1] in the channel-blocked layout is the plain bytes where the block divides C:
+  // the reduction writes the layout it was given, so that the next reader sees NCHW.
+  const memory::desc plain(dst_dims, memory::data_type::f32, Tag::abcd);
+  // A pooling over the whole image: oneDNN 2.6's reductions on the blocked layout are its
+  // reference (scalar) ones; its pooling has a jit kernel for the blocked layouts.
+  const memory::dims kernel = {x[2], x[3]}, strides = {1, 1}, none = {0, 0};
+  for (Tag tag : {Tag::acdb, Tag::aBcd16b, Tag::aBcd8b, Tag::abcd}) {
+    const memory::desc d(dst_dims, memory::data_type::f32, tag);
+    if (d.get_size() != plain.get_size()) continue;
+    try {
+      dnnl::pooling_v2_forward::desc desc(dnnl::prop_kind::forward_inference, algorithm::pooling_avg_exclude_padding, impl->src, d,
+                                          strides, kernel, none, none, none);
+      dnnl::pooling_v2_forward::primitive_desc pd(desc, Engine());
+      const std::string info = pd.impl_info_str();
+      if (info.find("ref") != std::string::npos) continue;  // a scalar loop: not worth the step
+      impl->dst = d;
+      impl->pool = dnnl::pooling_v2_forward(pd);
+      impl->description = fmt::format("oneDNN pooling {}, spatial mean of the blocked input", info);
+      return std::unique_ptr<OnednnChannelMean>(new OnednnChannelMean(std::move(impl)));
+    } catch (const dnnl::error&) {
+    }
+  }
+  return Unimplemented(fmt::format("no jit oneDNN pooling for the spatial mean %{}", mean.id));
+}
+
+void OnednnChannelMean::Run(const float* src, float* dst) const {
+  const Impl& s = *impl_;
+  memory src_memory(s.src, Engine(), const_cast<float*>(src));
+  memory dst_memory(s.dst, Engine(), dst);
+  s.pool.execute(Stream(), {{DNNL_ARG_SRC, src_memory}, {DNNL_ARG_DST, dst_memory}});
+  Stream().wait();
+}
+
+struct OnednnChannelScale::Impl {
+  dnnl::binary binary;
+  memory::desc src, scale, dst;
+  std::string description;
+};
+
+OnednnChannelScale::OnednnChannelScale(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+OnednnChannelScale::~OnednnChannelScale() = default;
+const std::string& OnednnChannelScale::description() const { return impl_->description; }
+
+bool OnednnChannelScale::BlockedInputFits(const OnednnConv& consumer) {
+  const OnednnConv::Impl& c = *consumer.impl_;
+  return c.blocked && c.src.get_size() <= c.user_src.get_size();
+}
+
+StatusOr<std::unique_ptr<OnednnChannelScale>> OnednnChannelScale::Create(const Graph&, const Node& mul,
+                                                                         const OnednnConv& producer, const OnednnConv* consumer) {
+  const OnednnConv::Impl& p = *producer.impl_;
+  const memory::dims dims(mul.shape.begin(), mul.shape.end());
+  if (mul.dtype != DType::kF32 || dims.size() != 4 || !p.blocked || p.dst.get_size() > p.user_dst.get_size() || p.dst.dims() != dims ||
+      (consumer && (!BlockedInputFits(*consumer) || consumer->impl_->src.dims() != dims)))
+    return Unimplemented(fmt::format("%{} is no channel scale of a blocked convolution output", mul.id));
+  auto impl = std::make_unique<Impl>();
+  impl->src = p.dst;
+  impl->scale = memory::desc({dims[0], dims[1], 1, 1}, memory::data_type::f32, Tag::abcd);
+  impl->dst = consumer ? consumer->impl_->src : memory::desc(dims, memory::data_type::f32, Tag::abcd);
+  try {
+    dnnl::binary::desc desc(algorithm::binary_mul, impl->src, impl->scale, impl->dst);
+    dnnl::binary::primitive_desc pd(desc, Engine());
+    impl->binary = dnnl::binary(pd);
+    impl->description = fmt::format("oneDNN binary {}, per-channel scale of the blocked input, output {}", pd.impl_info_str(),
+                                    consumer ? "blocked for the next convolution" : "nchw");
+  } catch (const dnnl::error& e) {
+    return Unimplemented(fmt::format("oneDNN refuses the channel scale %{}: {}", mul.id, e.what()));
+  }
+  return std::unique_ptr<OnednnChannelScale>(new OnednnChannelScale(std::move(impl)));
+}
+
+void OnednnChannelScale::Run(const float* x, const float* scale, float* dst) const {
+  const Impl& s = *impl_;
+  memory src_memory(s.src, Engine(), const_cast<float*>(x));
+  memory scale_memory(s.scale, Engine(), const_cast<float*>(scale));
+  memory dst_memory(s.dst, Engine(), dst);
+  s.binary.execute(Stream(), {{DNNL_ARG_SRC_0, src_memory}, {DNNL_ARG_SRC_1, scale_memory}, {DNNL_ARG_DST, dst_memory}});
+  Stream().wait();
+}
+
 #else  // oneDNN not linked (TILEFUSE_CPU_GEMM=openblas)
 
 struct OnednnConv::Impl {
@@ -255,6 +357,30 @@ StatusOr<std::unique_ptr<OnednnConv>> OnednnConv::Create(const Graph&, const Nod
 }
 
 void OnednnConv::Run(const float*, const float*, const float*, const float*, float*) const { TF_CHECK(false); }
+
+struct OnednnChannelMean::Impl {
+  std::string description;
+};
+OnednnChannelMean::OnednnChannelMean(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+OnednnChannelMean::~OnednnChannelMean() = default;
+const std::string& OnednnChannelMean::description() const { return impl_->description; }
+StatusOr<std::unique_ptr<OnednnChannelMean>> OnednnChannelMean::Create(const Graph&, const Node&, const OnednnConv&) {
+  return Unimplemented("this build has no oneDNN");
+}
+void OnednnChannelMean::Run(const float*, float*) const { TF_CHECK(false); }
+
+struct OnednnChannelScale::Impl {
+  std::string description;
+};
+OnednnChannelScale::OnednnChannelScale(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+OnednnChannelScale::~OnednnChannelScale() = default;
+const std::string& OnednnChannelScale::description() const { return impl_->description; }
+bool OnednnChannelScale::BlockedInputFits(const OnednnConv&) { return false; }
+StatusOr<std::unique_ptr<OnednnChannelScale>> OnednnChannelScale::Create(const Graph&, const Node&, const OnednnConv&,
+                                                                         const OnednnConv*) {
+  return Unimplemented("this build has no oneDNN");
+}
+void OnednnChannelScale::Run(const float*, const float*, float*) const { TF_CHECK(false); }
 
 #endif
 

@@ -51,8 +51,51 @@ class OnednnConv {
   void KeepBlockedResidual();
 
  private:
+  friend class OnednnChannelMean;
+  friend class OnednnChannelScale;
   struct Impl;
   explicit OnednnConv(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Squeeze-excitation's two reads of a convolution's output (MobileNetV3, EfficientNet): the
+// mean over the spatial axes (GlobalAveragePool) and the product with a per-channel scale. On
+// oneDNN (reduction, binary), so that the convolution's output can stay in its blocked layout
+// (`producer`'s blocked dst) and the product be written in the next convolution's blocked
+// input layout (`consumer`'s blocked src): no reorder on either side of the convolutions
+// around the block. Created only by the backend's layout planning (cpu_backend.cc).
+class OnednnChannelMean {
+ public:
+  // `mean`: an f32 ReduceMean over axes 2.. of a rank-4 tensor, keepdims, whose input is
+  // `producer`'s blocked output. Writes [N, C, 1, 1] as plain (NCHW) bytes. Errors: the
+  // blocked layout is not one whose [N, C, 1, 1] has the plain bytes, or oneDNN refuses.
+  static StatusOr<std::unique_ptr<OnednnChannelMean>> Create(const Graph& graph, const Node& mean, const OnednnConv& producer);
+  ~OnednnChannelMean();
+  void Run(const float* src, float* dst) const;
+  const std::string& description() const;
+
+ private:
+  struct Impl;
+  explicit OnednnChannelMean(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+class OnednnChannelScale {
+ public:
+  // `mul`: an f32 product x · s of rank 4, s [N, C, 1, 1] (plain) broadcast over the spatial
+  // axes; x `producer`'s blocked output; the product written in `consumer`'s blocked input
+  // layout, or plain (NCHW) where `consumer` is nullptr.
+  static StatusOr<std::unique_ptr<OnednnChannelScale>> Create(const Graph& graph, const Node& mul, const OnednnConv& producer,
+                                                              const OnednnConv* consumer);
+  ~OnednnChannelScale();
+  void Run(const float* x, const float* scale, float* dst) const;
+  const std::string& description() const;
+  // Whether `consumer`'s blocked input has no more bytes than the plain tensor (the value's buffer).
+  static bool BlockedInputFits(const OnednnConv& consumer);
+
+ private:
+  struct Impl;
+  explicit OnednnChannelScale(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -144,6 +144,29 @@ std::vector<ConvCase> Cases() {
          return b.Add(c, b.Unary(OpCode::kExp, a));
        },
        {"oneDNN", "!output kept blocked"}},
+      // Squeeze-excitation (MobileNetV3): a depthwise convolution's output read by a spatial
+      // mean and by the product with the per-channel scale computed from it, which the next
+      // convolution reads: the mean and the product on oneDNN on the blocked layout.
+      {"squeeze_excitation_blocked",
+       [&](GraphBuilder& b) {
+         Value x = input(b, {1, 32, 9, 9});
+         Value d = b.Unary(OpCode::kRelu, Conv(b, x, 32, Params({3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 32), true, 40));
+         Value m = b.Reduce(OpCode::kReduceMean, d, {2, 3}, true);
+         Value f = b.Unary(OpCode::kRelu, Conv(b, m, 8, Params({1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}), true, 41));
+         Value s = Clip(b, b.AddScalar(b.MulScalar(Conv(b, f, 32, Params({1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}), true, 42), 1.0 / 6), 0.5), 0, 1);
+         return Conv(b, b.Mul(d, s), 16, Params({1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}), true, 43);
+       },
+       {"relu, output kept blocked", "oneDNN pooling", "output blocked for the next convolution", "input kept blocked"}},
+      // The same with channels whose blocked layout is larger than the tensor: NCHW throughout.
+      {"squeeze_excitation_odd_channels",
+       [&](GraphBuilder& b) {
+         Value x = input(b, {1, 24, 7, 7});
+         Value d = Conv(b, x, 24, Params({3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 24), true, 44);
+         Value m = b.Reduce(OpCode::kReduceMean, d, {2, 3}, true);
+         Value s = b.Unary(OpCode::kSigmoid, Conv(b, m, 24, Params({1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}), true, 45));
+         return Conv(b, b.Mul(s, d), 8, Params({1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}), true, 46);
+       },
+       {"oneDNN"}},
       // Weights that are an input: read at run time in the plain layout.
       {"runtime_weights",
        [&](GraphBuilder& b) {

@@ -9,6 +9,8 @@
 
 #if TILEFUSE_CPU_CONV_DNNL
 #include <oneapi/dnnl/dnnl.hpp>
+
+#include "backend/cpu/onednn_common.h"
 #endif
 
 #include "support/check.h"
@@ -21,25 +23,11 @@ namespace {
 
 using dnnl::algorithm;
 using dnnl::memory;
-using Tag = memory::format_tag;
+using onednn::Tag;
 
-dnnl::engine& Engine() {
-  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  return engine;
-}
-
-dnnl::stream& Stream() {
-  static dnnl::stream stream(Engine());
-  return stream;
-}
-
-// Row-major (plain) layout of a tensor of `rank` dims: NCHW for activations, OIHW and GOIHW
-// for weights (ONNX's [Co, C/g, k...] split as [g, Co/g, C/g, k...] is the same bytes).
-Tag Plain(size_t rank) {
-  static const Tag tags[] = {Tag::undef, Tag::a, Tag::ab, Tag::abc, Tag::abcd, Tag::abcde, Tag::abcdef};
-  TF_CHECK(rank < std::size(tags));
-  return tags[rank];
-}
+using onednn::Engine;
+using onednn::Plain;
+using onednn::Stream;
 
 algorithm AlgorithmOf(ConvEltwise::Kind kind) {
   switch (kind) {

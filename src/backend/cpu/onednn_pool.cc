@@ -4,6 +4,8 @@
 
 #if TILEFUSE_CPU_CONV_DNNL
 #include <oneapi/dnnl/dnnl.hpp>
+
+#include "backend/cpu/onednn_common.h"
 #endif
 
 #include "support/check.h"
@@ -15,23 +17,9 @@ namespace tilefuse {
 namespace {
 
 using dnnl::memory;
-using Tag = memory::format_tag;
-
-dnnl::engine& Engine() {
-  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  return engine;
-}
-
-dnnl::stream& Stream() {
-  static dnnl::stream stream(Engine());
-  return stream;
-}
-
-Tag Plain(size_t rank) {
-  static const Tag tags[] = {Tag::undef, Tag::a, Tag::ab, Tag::abc, Tag::abcd, Tag::abcde, Tag::abcdef};
-  TF_CHECK(rank < std::size(tags));
-  return tags[rank];
-}
+using onednn::Engine;
+using onednn::Plain;
+using onednn::Stream;
 
 }  // namespace
 

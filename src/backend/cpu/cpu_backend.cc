@@ -340,6 +340,12 @@ void GeneratePool(const CpuExecutable::State& state, const FusionGroup& group, S
   info.library = step.pool->description();
 }
 
+// Whether the environment variable `name` is "0": the measurement switches below.
+bool SwitchedOff(const char* name) {
+  const char* v = std::getenv(name);
+  return v && std::strcmp(v, "0") == 0;
+}
+
 // Consecutive convolutions keep oneDNN's blocked layout between them instead of reordering
 // to NCHW and back: a value a convolution's post-ops write (no epilogue kernel), which is no
 // graph output and whose every reader is another oneDNN convolution with its epilogue as
@@ -347,7 +353,7 @@ void GeneratePool(const CpuExecutable::State& state, const FusionGroup& group, S
 // layout (OnednnConv::BlockedOutputFeeds). TILEFUSE_ONEDNN_CONV_CHAIN=0 turns it off, for
 // the measurement (docs/design-notes.md).
 void KeepBlockedBetweenConvolutions(CpuExecutable::State& state) {
-  if (const char* v = std::getenv("TILEFUSE_ONEDNN_CONV_CHAIN"); v && std::strcmp(v, "0") == 0) return;
+  if (SwitchedOff("TILEFUSE_ONEDNN_CONV_CHAIN")) return;
   const Graph& g = state.graph;
   std::vector<std::vector<int>> users = g.ComputeUsers();
   std::vector<bool> is_output(g.num_nodes(), false);
@@ -356,7 +362,7 @@ void KeepBlockedBetweenConvolutions(CpuExecutable::State& state) {
   for (size_t i = 0; i < state.steps.size(); ++i) step_of_group[state.steps[i].group] = static_cast<int>(i);
   auto post_ops_only = [](const Step& step) { return step.conv && !step.kernel && step.prologue.empty() && step.reference_prologue.empty(); };
   std::vector<bool> changed(state.steps.size(), false);
-  const bool squeeze_excitation = !(std::getenv("TILEFUSE_ONEDNN_SE") && std::strcmp(std::getenv("TILEFUSE_ONEDNN_SE"), "0") == 0);
+  const bool squeeze_excitation = !SwitchedOff("TILEFUSE_ONEDNN_SE");
   // The one reader of `value` when it is a post-ops-only convolution reading it as its input
   // in a blocked layout that fits the value's buffer, else nullptr.
   auto conv_reading_blocked = [&](int value) -> Step* {

@@ -104,6 +104,7 @@ class GemmEmitter {
   // A as [batch][rows][K]: boxes of block_m rows × 64 columns; or, read through a view, as
   // (column in head, row in entry, head, entry) with the same boxes.
   TensorMapArg OperandMapA() const {
+    if (g_.a_conv) return ConvMapA(*g_.a_conv);
     if (!g_.a_view) return MatrixMap(g_.a, g_.dtype, g_.batch, g_.rows, g_.k, c_.block_m, kBlockK);
     const GemmOperandView& v = *g_.a_view;
     TensorMapArg m;
@@ -117,8 +118,43 @@ class GemmEmitter {
     m.offset_bytes = v.offset * 2;
     return m;
   }
+  // A as im2col of the NHWC activation (C, W, H, N): block_m output pixels × 64 channels
+  // per copy, the window's first tap bounded by the padding (Im2colMapArg).
+  TensorMapArg ConvMapA(const GemmConvWindow& c) const {
+    TensorMapArg m;
+    m.node = c.node;
+    m.dtype = g_.dtype;
+    m.rank = 4;
+    m.dims = {c.channels, c.width, c.height, c.images, 1};
+    m.strides_bytes = {c.channels * 2, c.width * c.channels * 2, c.height * c.width * c.channels * 2, 0};
+    Im2colMapArg im2col;
+    for (int d = 0; d < 2; ++d) {  // the map's spatial order is (W, H)
+      const int spatial = 1 - d;
+      im2col.lower[d] = static_cast<int>(-c.pads[spatial]);
+      im2col.upper[d] = static_cast<int>(c.pads[2 + spatial] - (c.kernel[spatial] - 1) * c.dilations[spatial]);
+      im2col.strides[d] = static_cast<int>(c.strides[spatial]);
+    }
+    im2col.channels = kBlockK;
+    im2col.pixels = c_.block_m;
+    m.im2col = im2col;
+    return m;
+  }
   // The producer's load of A's tile (ks, t.m).
   std::string LoadA() const {
+    if (g_.a_conv) {
+      const GemmConvWindow& c = *g_.a_conv;
+      // Row m is output pixel (image, oh, ow); column k is (kh, kw, channel): a K step is 64
+      // channels of one filter tap.
+      return fmt::format(
+          "        {{  // A: im2col of the NHWC activation, output pixels t.m * kBM.., filter tap ks * kBK / {0}\n"
+          "          const int pixel = t.m * kBM, image = pixel / {1}, oh = pixel % {1} / {2}, ow = pixel % {2};\n"
+          "          const int tap = ks * kBK / {0};\n"
+          "          tf::TmaLoadIm2col4d(tile_a + ring.stage * kBM * kBK, map_a, ks * kBK % {0}, ow * {3} - {4}, oh * {5} - {6}, image,\n"
+          "                              (unsigned short)(tap % {7} * {8}), (unsigned short)(tap / {7} * {9}), full[ring.stage]);\n"
+          "        }}\n",
+          c.channels, c.out_height * c.out_width, c.out_width, c.strides[1], c.pads[1], c.strides[0], c.pads[0], c.kernel[1],
+          c.dilations[1], c.dilations[0]);
+    }
     if (!g_.a_view)
       return "        tf::TmaLoad3d(tile_a + ring.stage * kBM * kBK, map_a, ks * kBK, t.m * kBM, t.batch, full[ring.stage]);\n";
     return fmt::format(

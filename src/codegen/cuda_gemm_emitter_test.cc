@@ -12,6 +12,7 @@
 #include "passes/pipeline.h"
 #include "testing/file_check.h"
 #include "testing/onnx_text_plan.h"
+#include "tilefuse/builder.h"
 
 namespace tilefuse {
 namespace {
@@ -252,6 +253,67 @@ TEST(CudaGemmEmitterTest, MergedHeadsAreReadThroughTheirViewByARank4Map) {
   auto copied = LowerOnlyGemm(ragged);
   ASSERT_TRUE(copied.ok());
   EXPECT_FALSE(copied->a_view.has_value());
+}
+
+// The channels-last convolution's lowering (passes/window_ops.h) over an NHWC activation
+// z [N, H, W, C]: A = im2col(z) [N·OH·OW, KH·KW·C], B = the filter [KH·KW·C, Co], then ReLU.
+Planned ChannelsLastConv(int64_t channels, int64_t stride, int64_t pad) {
+  GraphBuilder b;
+  const int64_t n = 2, h = 16, w = 16, co = 128, k = 3;
+  const int64_t oh = (h + 2 * pad - k) / stride + 1, ow = (w + 2 * pad - k) / stride + 1;
+  Value z = b.Parameter("z", DType::kBF16, {n, h, w, channels});
+  Value filter = b.Parameter("filter", DType::kBF16, {k * k * channels, co});
+  PoolParams p;
+  p.kernel = {k, k};
+  p.strides = {stride, stride};
+  p.pads = {pad, pad, pad, pad};
+  p.dilations = {1, 1};
+  Value windows = b.Window(b.Transpose(z, {0, 3, 1, 2}), b.Scalar(0, DType::kBF16), p);
+  Value a = b.Reshape(b.Transpose(windows, {0, 2, 3, 4, 5, 1}), {n * oh * ow, k * k * channels});
+  b.Output(b.Unary(OpCode::kRelu, b.MatMul(a, filter)), "y");
+  Planned out;
+  auto graph = b.Build();
+  EXPECT_TRUE(graph.ok()) << graph.status().ToString();
+  if (!graph.ok()) return out;
+  out.graph = std::move(*graph);
+  auto plan = PlanFusion(out.graph, {});
+  EXPECT_TRUE(plan.ok()) << plan.status().ToString();
+  if (plan.ok()) out.plan = std::move(*plan);
+  return out;
+}
+
+TEST(CudaGemmEmitterTest, ChannelsLastConvolutionIsAnImplicitGemmOverTheActivation) {
+  Planned p = ChannelsLastConv(/*channels=*/64, /*stride=*/2, /*pad=*/1);
+  auto gemm = LowerOnlyGemm(p);
+  ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
+  ASSERT_TRUE(gemm->a_conv.has_value());
+  const GemmConvWindow& c = *gemm->a_conv;
+  EXPECT_EQ(p.graph.node(c.node).shape, (Shape{2, 16, 16, 64}));  // the activation itself, not im2col's copy
+  EXPECT_EQ(c.out_height, 8);
+  EXPECT_EQ(c.out_width, 8);
+  EXPECT_EQ(gemm->rows, 2 * 8 * 8);
+  EXPECT_EQ(gemm->k, 9 * 64);
+  auto source = EmitCudaGemm(*gemm);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  const TensorMapArg& map = source->launch.args[0].map;
+  EXPECT_EQ(map.node, c.node);
+  EXPECT_EQ(map.rank, 4);
+  EXPECT_EQ(map.dims, (std::array<int64_t, 5>{64, 16, 16, 2, 1}));  // C, W, H, N
+  ASSERT_TRUE(map.im2col.has_value());
+  EXPECT_EQ(map.im2col->lower, (std::array<int, 2>{-1, -1}));  // -pad
+  EXPECT_EQ(map.im2col->upper, (std::array<int, 2>{-1, -1}));  // pad - (k - 1)
+  EXPECT_EQ(map.im2col->strides, (std::array<int, 2>{2, 2}));
+  EXPECT_EQ(map.im2col->channels, 64);
+  EXPECT_TRUE(MatchesChecks(source->function, R"(
+    CHECK: const int pixel = t.m * kBM, image = pixel / 64, oh = pixel % 64 / 8, ow = pixel % 8;
+    CHECK: const int tap = ks * kBK / 64;
+    CHECK: tf::TmaLoadIm2col4d(tile_a + ring.stage * kBM * kBK, map_a, ks * kBK % 64, ow * 2 - 1, oh * 2 - 1, image,
+    CHECK: (unsigned short)(tap % 3 * 1), (unsigned short)(tap / 3 * 1), full[ring.stage]);
+  )")) << source->function;
+  // 32 channels: a K step of 64 would straddle two filter taps; A is copied instead.
+  auto copied = LowerOnlyGemm(ChannelsLastConv(/*channels=*/32, /*stride=*/1, /*pad=*/1));
+  ASSERT_TRUE(copied.ok());
+  EXPECT_FALSE(copied->a_conv.has_value());
 }
 
 TEST(CudaGemmEmitterTest, EnoughTilesNeedNoSplitK) {

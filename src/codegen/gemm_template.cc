@@ -109,6 +109,69 @@ std::optional<GemmOperandView> OperandAView(const Graph& g, const FusionGroup& g
   return std::nullopt;
 }
 
+const Node* Input(const Graph& g, const Node& n, OpCode op) {
+  if (n.inputs.empty()) return nullptr;
+  const Node& in = g.node(n.inputs[0]);
+  return in.op == op ? &in : nullptr;
+}
+
+bool IsZeroScalar(const Graph& g, int id) {
+  const Node& n = g.node(id);
+  return n.op == OpCode::kConstant && n.attrs.value && n.attrs.value->num_elements() == 1 && n.attrs.value->GetDouble(0) == 0.0;
+}
+
+// A as an implicit GEMM over an NHWC activation (GemmConvWindow), when A's prologue is
+// exactly the channels-last convolution's view chain; else nullopt.
+std::optional<GemmConvWindow> OperandAConv(const Graph& g, const FusionGroup& group, const GemmSplit& split, const GemmTemplateKernel& t) {
+  if (t.batch != 1) return std::nullopt;
+  const FusionGroup* prologue = nullptr;
+  const std::vector<FusionGroup> prologues = PrologueGroups(g, group, split);
+  for (const FusionGroup& p : prologues)
+    if (p.outputs == std::vector<int>{t.a}) prologue = &p;
+  if (!prologue) return std::nullopt;
+  const Node* reshape = &g.node(t.a);
+  if (reshape->op != OpCode::kReshape) return std::nullopt;
+  while (const Node* inner = Input(g, *reshape, OpCode::kReshape)) reshape = inner;
+  const Node* columns = Input(g, *reshape, OpCode::kTranspose);
+  if (!columns || columns->attrs.perm != std::vector<int64_t>{0, 2, 3, 4, 5, 1}) return std::nullopt;
+  const Node* window = Input(g, *columns, OpCode::kWindow);
+  if (!window || window->attrs.kernel.size() != 2 || !IsZeroScalar(g, window->inputs[1])) return std::nullopt;
+  const Node* nchw = Input(g, *window, OpCode::kTranspose);
+  if (!nchw || nchw->attrs.perm != std::vector<int64_t>{0, 3, 1, 2}) return std::nullopt;
+  const Node& source = g.node(nchw->inputs[0]);
+  // The chain must be the prologue's own (views it would copy), the activation outside it.
+  std::vector<int> chain;
+  for (const Node* n = &g.node(t.a); n != &source; n = &g.node(n->inputs[0])) chain.push_back(n->id);
+  for (int id : chain)
+    if (std::find(prologue->nodes.begin(), prologue->nodes.end(), id) == prologue->nodes.end()) return std::nullopt;
+  if (std::find(prologue->nodes.begin(), prologue->nodes.end(), source.id) != prologue->nodes.end()) return std::nullopt;
+  if (source.dtype != t.dtype || source.rank() != 4) return std::nullopt;
+  GemmConvWindow c;
+  c.node = source.id;
+  c.images = source.shape[0];
+  c.height = source.shape[1];
+  c.width = source.shape[2];
+  c.channels = source.shape[3];
+  c.out_height = window->shape[2];
+  c.out_width = window->shape[3];
+  const Attrs& a = window->attrs;
+  c.kernel = {a.kernel[0], a.kernel[1]};
+  c.strides = {a.strides[0], a.strides[1]};
+  c.dilations = {a.dilations[0], a.dilations[1]};
+  c.pads = {a.pads[0], a.pads[1], a.pads[2], a.pads[3]};
+  if (c.channels % 64 != 0 || t.rows != c.images * c.out_height * c.out_width || t.k != c.kernel[0] * c.kernel[1] * c.channels)
+    return std::nullopt;
+  // TMA's limits: traversal strides 1..8; a 4-D map's corners fit in 8 signed bits; tap
+  // offsets in 16 bits.
+  for (int d = 0; d < 2; ++d) {
+    const int64_t lower = -c.pads[d], upper = c.pads[2 + d] - (c.kernel[d] - 1) * c.dilations[d];
+    if (c.strides[d] < 1 || c.strides[d] > 8 || lower < -128 || lower > 127 || upper < -128 || upper > 127 ||
+        (c.kernel[d] - 1) * c.dilations[d] > 65535)
+      return std::nullopt;
+  }
+  return c;
+}
+
 }  // namespace
 
 bool AtProductPosition(const GemmTemplateKernel& g, const Index& index) {
@@ -125,7 +188,8 @@ StatusOr<GemmTemplateKernel> LowerGemmTemplate(const Graph& g, const FusionGroup
   // TMA strides are multiples of 16 bytes: whole rows of A (K) and B (N) elements.
   if (t.k % 8 != 0 || t.n % 8 != 0)
     return Unimplemented(fmt::format("K = {} and N = {} must be multiples of 8 for TMA's 16-byte row strides", t.k, t.n));
-  t.a_view = OperandAView(g, group, split, inlined, t);
+  t.a_conv = OperandAConv(g, group, split, t);
+  if (!t.a_conv) t.a_view = OperandAView(g, group, split, inlined, t);
   return t;
 }
 

@@ -40,6 +40,20 @@ struct GemmOperandView {
   std::array<int64_t, 3> stride{0, 0, 0};  // elements: row in entry, head, entry
 };
 
+// A read as an implicit GEMM: A is im2col of an NHWC activation (the channels-last
+// convolution's lowering, passes/window_ops.h: reshape(transpose(window(transpose(source,
+// [0, 3, 1, 2])), [0, 2, 3, 4, 5, 1]), [N·OH·OW, KH·KW·C])), so row m is output pixel
+// (image, oh, ow) and column k is (kh, kw, channel). TMA's im2col mode loads each tile from
+// the activation itself; the prologue's copy of A, KH·KW times the activation, is not made.
+// Needs C % 64 == 0 (a K step stays in one filter tap).
+struct GemmConvWindow {
+  int node = -1;  // the activation, [N, H, W, C]
+  int64_t images = 0, height = 0, width = 0, channels = 0;
+  int64_t out_height = 0, out_width = 0;
+  std::array<int64_t, 2> kernel{1, 1}, strides{1, 1}, dilations{1, 1};  // (h, w)
+  std::array<int64_t, 4> pads{0, 0, 0, 0};                              // h begin, w begin, h end, w end
+};
+
 struct GemmTemplateKernel {
   std::string name;
   DType dtype = DType::kBF16;  // of A, B and the product; accumulation in f32
@@ -52,6 +66,7 @@ struct GemmTemplateKernel {
   Kernel epilogue;             // its stores are the group's outputs
   std::vector<int> outputs;    // the group's outputs
   std::optional<GemmOperandView> a_view;  // A read through a view (its prologue copy skipped)
+  std::optional<GemmConvWindow> a_conv;   // A as im2col of an activation (its prologue copy skipped)
 };
 
 // The template form of gemm `group`, or the reason it does not apply (the caller keeps

@@ -22,6 +22,12 @@ std::string GemmFingerprint(const GemmTemplateKernel& g) {
   if (g.a_view)
     problem += fmt::format(" a-view {} {} {} {} {} {} {} {}", g.a_view->offset, g.a_view->head, g.a_view->entry_rows, g.a_view->heads,
                            g.a_view->entries, g.a_view->stride[0], g.a_view->stride[1], g.a_view->stride[2]);
+  if (g.a_conv) {
+    const GemmConvWindow& c = *g.a_conv;
+    problem += fmt::format(" a-conv {}x{}x{}x{} out {}x{} kernel {}x{} strides {}x{} dilations {}x{} pads {} {} {} {}", c.images, c.height,
+                           c.width, c.channels, c.out_height, c.out_width, c.kernel[0], c.kernel[1], c.strides[0], c.strides[1],
+                           c.dilations[0], c.dilations[1], c.pads[0], c.pads[1], c.pads[2], c.pads[3]);
+  }
   return HashBytes(KernelFingerprint(g.epilogue) + "\n" + problem).ToHex();
 }
 

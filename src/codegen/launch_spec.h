@@ -8,14 +8,28 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "tilefuse/dtype.h"
 
 namespace tilefuse {
 
+// TMA's im2col mode (cuTensorMapEncodeIm2col) over an NHWC activation, dims (C, W, H, N):
+// each copy moves `pixels` consecutive output pixels' `channels` channels at one filter tap.
+// The corners bound where a window's first tap may start (−pad, pad − (k − 1)·dilation per
+// spatial dim, W then H); `strides` are the convolution's (W, H) strides.
+struct Im2colMapArg {
+  std::array<int, 2> lower{0, 0};
+  std::array<int, 2> upper{0, 0};
+  std::array<int, 2> strides{1, 1};
+  int channels = 64;
+  int pixels = 128;
+};
+
 // A TMA descriptor (cuTensorMapEncodeTiled) over a graph value: dims innermost first, in
-// elements; strides of dims 1.. in bytes; the shared-memory box each copy moves.
+// elements; strides of dims 1.. in bytes; the shared-memory box each copy moves (tiled
+// mode) or, with `im2col`, the im2col mode's parameters instead of the box.
 struct TensorMapArg {
   int node = -1;
   DType dtype = DType::kBF16;
@@ -25,6 +39,7 @@ struct TensorMapArg {
   std::array<int, 5> box{1, 1, 1, 1, 1};
   bool swizzle_128b = true;
   int64_t offset_bytes = 0;  // where the mapped tensor starts in the value (a slice): a multiple of 16
+  std::optional<Im2colMapArg> im2col;
 };
 
 struct LaunchArg {

@@ -22,7 +22,8 @@ namespace tilefuse {
   X(cuMemGetInfo) X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamBeginCapture)    \
   X(cuStreamEndCapture) X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuGraphExecDestroy)            \
   X(cuGraphDestroy) X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime)        \
-  X(cuEventDestroy) X(cuGetErrorString) X(cuGetErrorName) X(cuLaunchKernelEx) X(cuTensorMapEncodeTiled)
+  X(cuEventDestroy) X(cuGetErrorString) X(cuGetErrorName) X(cuLaunchKernelEx) X(cuTensorMapEncodeTiled)       \
+  X(cuTensorMapEncodeIm2col)
 
 struct CudaDriverApi {
 #define TF_DECLARE_DRIVER_FUNCTION(name) decltype(&::name) name = nullptr;

@@ -28,6 +28,23 @@ StatusOr<CUtensorMap> EncodeTensorMap(const CudaDevice& device, CUdeviceptr base
     if (d + 1 < map.rank) strides[d] = static_cast<cuuint64_t>(map.strides_bytes[d]);
   }
   CUtensorMap out;
+  if (map.im2col) {
+    // Out-of-bounds pixels (the convolution's padding, rows past the last image) arrive as zeros.
+    const Im2colMapArg& m = *map.im2col;
+    for (int d = 1; d <= 2; ++d) element_strides[d] = static_cast<cuuint32_t>(m.strides[d - 1]);
+    CUresult r = device.api().cuTensorMapEncodeIm2col(
+        &out, TensorMapType(map.dtype), static_cast<cuuint32_t>(map.rank), reinterpret_cast<void*>(base), dims, strides, m.lower.data(),
+        m.upper.data(), static_cast<cuuint32_t>(m.channels), static_cast<cuuint32_t>(m.pixels), element_strides,
+        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS)
+      return InvalidArgument(device.Check(r, fmt::format("cuTensorMapEncodeIm2col over %{} (C {} W {} H {} N {}, corners {},{} / {},{}, "
+                                                         "strides {},{}, {} channels x {} pixels)",
+                                                         map.node, map.dims[0], map.dims[1], map.dims[2], map.dims[3], m.lower[0],
+                                                         m.lower[1], m.upper[0], m.upper[1], m.strides[0], m.strides[1], m.channels,
+                                                         m.pixels))
+                                 .message());
+    return out;
+  }
   CUresult r = device.api().cuTensorMapEncodeTiled(
       &out, TensorMapType(map.dtype), static_cast<cuuint32_t>(map.rank), reinterpret_cast<void*>(base), dims, strides, box,
       element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, map.swizzle_128b ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,

@@ -6,6 +6,7 @@
 //   Barrier            an mbarrier in shared memory: arrive, expect bytes, wait on a phase
 //   Pipeline           the stage/phase bookkeeping of a multi-stage producer/consumer ring
 //   TmaLoad3d/5d       a tile from global memory into shared memory, completing on a barrier
+//   TmaLoadIm2col4d    an implicit GEMM's A tile: im2col of an NHWC activation, by TMA
 //   TmaStore3d         a swizzled shared-memory tile to global memory, asynchronously
 //   SharedMatrix       wgmma shared-memory descriptors for 128-byte swizzled tiles, K-major
 //                      and MN-major
@@ -108,6 +109,19 @@ TF_TILE void TmaLoad5d(void* shared_dst, const TensorMap& map, int c0, int c1, i
       "cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5, %6}], "
       "[%7];" ::"r"(SharedAddress(shared_dst)),
       "l"(&map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "r"(SharedAddress(&barrier.word))
+      : "memory");
+}
+
+// An implicit GEMM's A tile from an NHWC activation through an im2col map: the map's
+// `pixels` consecutive output pixels from the one whose window starts at input (w, h) of
+// image n, channels c.. of each, at filter tap (tap_w, tap_h) (dilation applied). Pixels in
+// the padding or past the last image arrive as zeros.
+TF_TILE void TmaLoadIm2col4d(void* shared_dst, const TensorMap& map, int c, int w, int h, int n, unsigned short tap_w,
+                             unsigned short tap_h, Barrier& barrier) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6], "
+      "{%7, %8};" ::"r"(SharedAddress(shared_dst)),
+      "l"(&map), "r"(c), "r"(w), "r"(h), "r"(n), "r"(SharedAddress(&barrier.word)), "h"(tap_w), "h"(tap_h)
       : "memory");
 }
 

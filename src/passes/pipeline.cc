@@ -12,6 +12,7 @@
 #include "passes/fold_constants.h"
 #include "passes/infer.h"
 #include "passes/sink_transposes.h"
+#include "passes/unshare_window_views.h"
 #include "passes/window_ops.h"
 #include "support/file_util.h"
 
@@ -86,6 +87,10 @@ StatusOr<Graph> RunGraphPasses(Graph graph, const PassOptions& options) {
     RETURN_IF_ERROR(passes.Run("fold-constants", FoldConstants));
     RETURN_IF_ERROR(passes.Run("cse", EliminateCommonSubexpressions));
     RETURN_IF_ERROR(passes.Run("dce", EliminateDeadCode));
+    if (options.channels_last) {  // after CSE, which would merge the copies again
+      RETURN_IF_ERROR(passes.Run("unshare-window-views", UnshareWindowViews));
+      RETURN_IF_ERROR(passes.Run("dce", EliminateDeadCode));
+    }
   }
   RETURN_IF_ERROR(passes.Verify());
   return passes.TakeGraph();

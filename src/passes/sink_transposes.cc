@@ -23,13 +23,14 @@ Perm Identity(int rank) {
 bool StartsLayout(const Perm& perm) { return perm == Perm{0, 3, 1, 2}; }
 
 Value BuildReshape(GraphBuilder& b, Value v, const Shape& shape) {
+  if (!v.valid()) return v;  // the builder failed; Finish reports it
   if (b.node(v).op == OpCode::kReshape) v = Value{b.node(v).inputs[0]};
   return b.Reshape(v, shape);
 }
 
 // transpose(v, perm), simplified: see the header.
 Value BuildTranspose(GraphBuilder& b, Value v, const Perm& perm) {
-  if (layout::IsIdentity(perm)) return v;
+  if (!v.valid() || layout::IsIdentity(perm)) return v;
   const Node node = b.node(v);  // a copy: building adds nodes
   if (node.op == OpCode::kTranspose) return BuildTranspose(b, Value{node.inputs[0]}, layout::Compose(node.attrs.perm, perm));
   if (layout::MovesOnlyUnitDims(node.shape, perm)) return BuildReshape(b, v, layout::Permuted(node.shape, perm));
@@ -52,7 +53,8 @@ struct Laid {
 
 class TransposeSinker {
  public:
-  explicit TransposeSinker(const Graph& graph) : rewriter_(graph), laid_(graph.num_nodes()), built_(graph.num_nodes()) {}
+  explicit TransposeSinker(const Graph& graph)
+      : rewriter_(graph), users_(graph.ComputeUsers()), laid_(graph.num_nodes()), built_(graph.num_nodes()) {}
 
   StatusOr<Graph> Run() {
     for (const Node& node : rewriter_.source().nodes()) {
@@ -78,6 +80,8 @@ class TransposeSinker {
     else if (node.info().kind == OpKind::Reduction) laid = VisitReduction(node);
     else if (node.op == OpCode::kReshape) laid = VisitReshape(node);
     else if (node.op == OpCode::kSlice) laid = VisitSlice(node);
+    else if (node.op == OpCode::kWindow) laid = VisitTap(node);
+    else if (node.op == OpCode::kGather) laid = VisitGather(node);
     return laid ? *laid : Copy(node);
   }
 
@@ -179,7 +183,40 @@ class TransposeSinker {
     return Laid{b().AddNode(OpCode::kSlice, {x.value}, std::move(attrs)), x.perm};
   }
 
+  // Gather along one axis by a list of indices (a nearest-neighbour resize): along v's.
+  std::optional<Laid> VisitGather(const Node& node) {
+    const Laid& x = laid_[node.inputs[0]];
+    if (rewriter_.source().node(node.inputs[1]).rank() != 1) return std::nullopt;
+    Attrs attrs = node.attrs;
+    attrs.axis = x.perm[node.attrs.axis];
+    return Laid{b().AddNode(OpCode::kGather, {x.value, Built(node.inputs[1])}, std::move(attrs)), x.perm};
+  }
+
+  // A tap of a depthwise convolution or a pool (a window of kernel 1) over a value stored
+  // NHWC reads v directly: a window over v seen as [N, 1, H, W, C], C a spatial dim of
+  // kernel 1. A transpose view between the taps and v would be a node the taps share, of
+  // the input's size where the taps have the output's, which a kernel would materialise.
+  // The windows of a product (their im2col matrix, transposed channels-last: a strided 1×1
+  // convolution's too) keep the form the implicit GEMM matches.
+  std::optional<Laid> VisitTap(const Node& node) {
+    const Laid& x = laid_[node.inputs[0]];
+    const Attrs& a = node.attrs;
+    if (!StartsLayout(x.perm) || a.kernel != std::vector<int64_t>{1, 1}) return std::nullopt;
+    for (int user : users_[node.id])
+      if (rewriter_.source().node(user).op == OpCode::kTranspose) return std::nullopt;
+    const Shape v = b().shape(x.value), out = node.shape;  // [N, H, W, C]; [N, C, OH, OW, 1, 1]
+    Attrs window = a;
+    window.kernel = {1, 1, 1};
+    window.strides = {a.strides[0], a.strides[1], 1};
+    window.dilations = {a.dilations[0], a.dilations[1], 1};
+    window.pads = {a.pads[0], a.pads[1], 0, a.pads[2], a.pads[3], 0};
+    Value as_3d = BuildReshape(b(), x.value, {v[0], 1, v[1], v[2], v[3]});
+    Value tap = b().AddNode(OpCode::kWindow, {as_3d, Built(node.inputs[1])}, std::move(window));
+    return Laid{BuildReshape(b(), tap, {out[0], out[2], out[3], out[1], 1, 1}), Perm{0, 3, 1, 2, 4, 5}};
+  }
+
   GraphRewriter rewriter_;
+  std::vector<std::vector<int>> users_;  // in the source graph
   std::vector<Laid> laid_;
   std::vector<Value> built_;  // each old node's transpose, once built
 };

@@ -12,11 +12,14 @@
 //                           when the inputs already in layout P are at least as many as
 //                           those that would need a new transpose (constants, broadcasts,
 //                           scalars and other transposes are free: they fold or compose)
-//   broadcast, slice        the same view on v, its attributes permuted
+//   broadcast, slice,       the same view on v, its attributes permuted
+//   gather (1-D indices)
 //   reductions              over v's axes perm[axes] (a global average pool over H, W
 //                           becomes a reduction over NHWC's axes 1, 2)
 //   reshape                 where the dims it merges or splits are contiguous in v
 //   transpose               composed with the pending permutation; gone if the identity
+//   window of kernel 1      (a depthwise convolution's or a pool's tap) a window over v seen
+//                           as [N, 1, H, W, C]: the taps read v, not a transpose of it
 //
 // Every other reader (matmul, window, gather, a graph output...) gets the transpose built,
 // once per value, simplified: transposes compose, the identity disappears, one that moves

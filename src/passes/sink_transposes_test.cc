@@ -186,10 +186,38 @@ TEST(SinkTransposesTest, DepthwiseAndPoolsChainInNhwc) {
   Graph graph = Build(b);
   Graph lowered = ChannelsLast(graph, /*sink=*/false);
   Graph sunk = ChannelsLast(graph, /*sink=*/true);
-  // x in, the output out; every tap reads its input through the window of a transpose view.
+  // x in, the output out.
   EXPECT_EQ(MaterialisedTransposes(sunk), 2) << MaterialisedTransposes(lowered);
   EXPECT_LT(MaterialisedTransposes(sunk), MaterialisedTransposes(lowered));
   EXPECT_FALSE(HasTransposeOfTranspose(sunk));
+  // Every tap reads the NHWC value itself, seen as [N, 1, H, W, C], through no transpose.
+  int taps = 0;
+  for (const Node& n : sunk.nodes()) {
+    if (n.op != OpCode::kWindow) continue;
+    ++taps;
+    EXPECT_EQ(sunk.node(n.inputs[0]).op, OpCode::kReshape);
+    EXPECT_EQ(sunk.node(n.inputs[0]).rank(), 5);
+  }
+  EXPECT_EQ(taps, 9 + 9 + 9);
+  ExpectSameOutputs(graph, sunk);
+}
+
+TEST(SinkTransposesTest, NearestResizeGathersAndSkipConcatStayNhwc) {
+  // U-Net's decoder: upsample by gathering rows and columns, concat the skip connection.
+  GraphBuilder b;
+  Value x = b.Parameter("x", kF64, {1, 4, 6, 6});
+  Value skip = b.Unary(OpCode::kRelu, ConvLayer(b, x, 4, Conv2d(3, 1, 1), 1));
+  Value low = b.MaxPool(skip, Conv2d(2, 2));
+  Value index = b.Constant(Tensor::FromDoubles(DType::kI64, {6}, {0, 0, 1, 1, 2, 2}));
+  Value up = b.Gather(b.Gather(low, index, 2), index, 3);
+  b.Output(ConvLayer(b, b.Concat({up, skip}, 1), 3, Conv2d(3, 1, 1), 3), "y");
+  Graph graph = Build(b);
+  Graph sunk = ChannelsLast(graph, /*sink=*/true);
+  for (const Node& n : sunk.nodes()) {
+    if (n.op == OpCode::kGather) EXPECT_EQ(n.shape.back(), 4) << "gather %" << n.id << " is not channels-last";
+    if (n.op == OpCode::kConcat) EXPECT_EQ(n.attrs.axis, 3);
+  }
+  EXPECT_EQ(MaterialisedTransposes(sunk), 1);  // the output
   ExpectSameOutputs(graph, sunk);
 }
 

@@ -21,7 +21,7 @@
 //   window of kernel 1      (a depthwise convolution's or a pool's tap) a window over v seen
 //                           as [N, 1, H, W, C]: the taps read v, not a transpose of it
 //
-// Every other reader (matmul, window, gather, a graph output...) gets the transpose built,
+// Every other reader (matmul, a product's window, a graph output...) gets the transpose built,
 // once per value, simplified: transposes compose, the identity disappears, one that moves
 // only size-1 dims is a reshape, a reshape of a reshape is one reshape, a transpose of a
 // broadcast is a broadcast of the transposed (smaller) input.
@@ -30,9 +30,10 @@
 //   becomes
 //     conv₁ → add bias' → relu → conv₂              (bias' broadcast along the last axis)
 //
-// One walk, no rewrite to a fixed point: the pass terminates by construction, and no value
-// gets a transpose it did not have unless an op's inputs already in layout outnumber them.
-// The graph's outputs and every value's logical shape stay as they were.
+// One walk, no rewrite to a fixed point: the pass terminates by construction. An op reads
+// an input through a new transpose only when at least as many of its inputs lose theirs.
+// Only [0, 3, 1, 2] starts a layout, so other graphs' transposes (attention heads) are only
+// simplified. The graph's outputs and every value's logical shape stay as they were.
 #pragma once
 
 #include "tilefuse/graph.h"

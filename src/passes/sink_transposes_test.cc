@@ -121,7 +121,9 @@ TEST(SinkTransposesTest, ConvChainKeepsOnlyTheOutputTranspose) {
   EXPECT_FALSE(HasTransposeOfTranspose(sunk));
   // The bias adds and activations now run on [N, H, W, C].
   for (const Node& n : sunk.nodes())
-    if (n.op == OpCode::kRelu || n.op == OpCode::kSigmoid) EXPECT_EQ(n.shape.back(), n.op == OpCode::kRelu ? 16 : 8);
+    if (n.op == OpCode::kRelu || n.op == OpCode::kSigmoid) {
+      EXPECT_EQ(n.shape.back(), n.op == OpCode::kRelu ? 16 : 8);
+    }
   ExpectSameOutputs(graph, sunk);
 }
 
@@ -214,8 +216,12 @@ TEST(SinkTransposesTest, NearestResizeGathersAndSkipConcatStayNhwc) {
   Graph graph = Build(b);
   Graph sunk = ChannelsLast(graph, /*sink=*/true);
   for (const Node& n : sunk.nodes()) {
-    if (n.op == OpCode::kGather) EXPECT_EQ(n.shape.back(), 4) << "gather %" << n.id << " is not channels-last";
-    if (n.op == OpCode::kConcat) EXPECT_EQ(n.attrs.axis, 3);
+    if (n.op == OpCode::kGather) {
+      EXPECT_EQ(n.shape.back(), 4) << "gather %" << n.id << " is not channels-last";
+    }
+    if (n.op == OpCode::kConcat) {
+      EXPECT_EQ(n.attrs.axis, 3);
+    }
   }
   EXPECT_EQ(MaterialisedTransposes(sunk), 1);  // the output
   ExpectSameOutputs(graph, sunk);
@@ -232,8 +238,12 @@ TEST(SinkTransposesTest, StaysWhenInputsNeedingTransposesOutnumber) {
   Graph graph = Build(b);
   Graph sunk = Sunk(graph);
   for (const Node& n : sunk.nodes()) {
-    if (n.op == OpCode::kAdd) EXPECT_EQ(n.shape, (Shape{2, 3, 3, 5}));
-    if (n.op == OpCode::kWhere) EXPECT_EQ(n.shape, (Shape{2, 5, 3, 3}));
+    if (n.op == OpCode::kAdd) {
+      EXPECT_EQ(n.shape, (Shape{2, 3, 3, 5}));
+    }
+    if (n.op == OpCode::kWhere) {
+      EXPECT_EQ(n.shape, (Shape{2, 5, 3, 3}));
+    }
   }
   ExpectSameOutputs(graph, sunk);
 }
@@ -265,7 +275,9 @@ TEST(SinkTransposesTest, TransformerTransposesAreLeftAlone) {
   Graph sunk = Sunk(graph);
   EXPECT_EQ(CountOps(sunk, OpCode::kTranspose), 2);
   for (const Node& n : sunk.nodes())
-    if (n.op == OpCode::kMul) EXPECT_EQ(sunk.node(n.inputs[0]).op, OpCode::kTranspose);
+    if (n.op == OpCode::kMul) {
+      EXPECT_EQ(sunk.node(n.inputs[0]).op, OpCode::kTranspose);
+    }
   ExpectSameOutputs(graph, sunk);
 }
 

@@ -32,7 +32,9 @@ TEST(UnshareWindowViewsTest, EachWindowGetsItsOwnTransposeAndOtherReadersKeepThe
   EXPECT_EQ(CountOps(*cleaned, OpCode::kTranspose), 3);
   std::vector<std::vector<int>> users = cleaned->ComputeUsers();
   for (const Node& n : cleaned->nodes())
-    if (n.op == OpCode::kTranspose) EXPECT_EQ(users[n.id].size(), 1u);
+    if (n.op == OpCode::kTranspose) {
+      EXPECT_EQ(users[n.id].size(), 1u);
+    }
 
   std::vector<Tensor> inputs = {Tensor::Random(DType::kF64, {1, 6, 6, 4}, 1)};
   auto expected = RunReference(*graph, inputs);

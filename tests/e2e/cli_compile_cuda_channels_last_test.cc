@@ -28,7 +28,6 @@ CompiledKernels CompileConv(const std::string& model) {
   CompiledKernels kernels;
   const std::string path = std::string(TILEFUSE_SOURCE_DIR) + "/tests/conv/" + model;
   CommandResult r = RunTilefuse("compile " + Quote(path) + " --backend cuda --gemm template --json");
-  if (r.exit_code == 2 && r.err.find("NVRTC") != std::string::npos) return kernels;
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   nlohmann::json j = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.contains("kernels")) {
@@ -43,10 +42,11 @@ CompiledKernels CompileConv(const std::string& model) {
   return kernels;
 }
 
+// NVRTC missing is "NVRTC not found (tried ...)"; a kernel NVRTC rejects fails the test.
 bool NvrtcAvailable() {
   CommandResult r = RunTilefuse("compile " + Quote(std::string(TILEFUSE_SOURCE_DIR) + "/tests/conv/residual_block_bf16.onnxtxt") +
                                 " --backend cuda --json");
-  return !(r.exit_code == 2 && r.err.find("NVRTC") != std::string::npos);
+  return r.err.find("NVRTC not found") == std::string::npos;
 }
 
 TEST(CliCompileCudaChannelsLastTest, HalfPrecisionConvolutionsAtBatchTwoTakeTheGemmTemplate) {

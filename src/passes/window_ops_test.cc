@@ -173,7 +173,9 @@ void ExpectCpuKernelsMatch(const WindowCase& c, const PassOptions& passes) {
 TEST_P(WindowOpsTest, CpuKernelsMatchTheOpaqueOp) { ExpectCpuKernelsMatch(GetParam(), PassOptions{}); }
 
 TEST_P(WindowOpsTest, ChannelsLastCpuKernelsMatchTheOpaqueOp) {
-  ExpectCpuKernelsMatch(GetParam(), PassOptions{.channels_last = true});
+  PassOptions passes;
+  passes.channels_last = true;
+  ExpectCpuKernelsMatch(GetParam(), passes);
 }
 
 // The exact channels-last product the implicit-GEMM path matches: x's NHWC view (1×1) or

@@ -10,6 +10,8 @@
 
 #include <filesystem>
 
+#include <fmt/format.h>
+
 #include "backend/cpu/cpu_executable.h"
 #include "driver/driver.h"
 #include "frontend/onnx/importer.h"
@@ -78,7 +80,7 @@ std::vector<std::string> GroupsStoringATransposedCopy(const Graph& g, const Fusi
       const Node& n = g.node(id);
       if (n.op == OpCode::kTranspose && MovesChannels(n.attrs.perm) && !is_output[id] &&
           plan.group_of[n.inputs[0]] == group.id)
-        found.push_back("%" + std::to_string(id) + " in group " + std::to_string(group.id));
+        found.push_back(fmt::format("%{} in group {}", id, group.id));
     }
   return found;
 }
@@ -89,7 +91,9 @@ TEST_P(ChannelsLastModelTest, MatchesTheImportedGraphOnTheReferenceAndTheCpu) {
   auto model = ImportOnnx(GetParam());
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   const Graph imported = model->graph;
-  auto passed = RunGraphPasses(std::move(model->graph), PassOptions{.channels_last = true});
+  PassOptions passes;
+  passes.channels_last = true;  // as the CUDA backend's graphs are passed
+  auto passed = RunGraphPasses(std::move(model->graph), passes);
   ASSERT_TRUE(passed.ok()) << passed.status().ToString();
   EXPECT_EQ(InteriorLayoutChanges(*passed), std::vector<int>{}) << "transposes between the network's layers";
   // Nor does the GPU's plan store one: a transpose only windows read joins their gemm

@@ -16,6 +16,7 @@
 #include "backend/cuda/cuda_driver.h"
 #include "bench_common.h"
 #include "cli_common.h"
+#include "cpu_common.h"
 #include "driver/driver.h"
 #include "passes/pipeline.h"
 #include "backend/cuda/cuda_executable.h"
@@ -129,7 +130,7 @@ void PrintText(const nlohmann::json& j) {
 
 Status BenchCuda(const BenchOptions& options) {
   ASSIGN_OR_RETURN(ImportedModel imported, LoadModel(options.model));
-  ASSIGN_OR_RETURN(Graph passed, RunGraphPasses(imported.graph, PassOptions{}));
+  ASSIGN_OR_RETURN(Graph passed, RunGraphPasses(imported.graph, CudaPassOptions()));
   StatusOr<CudaDevice*> device = CudaDevice::Get();
   if (!device.ok()) return NotFound("--backend cuda needs a GPU and its driver: " + device.status().message());
   ASSIGN_OR_RETURN(std::vector<Tensor> inputs, MakeRandomInputs(passed, options.seed));

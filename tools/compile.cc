@@ -98,7 +98,7 @@ Status CompileModel(const CompileCommandOptions& options) {
   // --dump-dir: the IR after every pass, then what each driver stage made, published only
   // when every stage succeeded.
   DumpDirStaging dumps(options.dump_dir);
-  PassOptions pass_options = options.backend == "cuda" ? PassOptions{} : CpuPassOptions();
+  PassOptions pass_options = options.backend == "cuda" ? CudaPassOptions() : CpuPassOptions();
   ASSIGN_OR_RETURN(pass_options.dump_dir, dumps.Prepare());
   ASSIGN_OR_RETURN(Graph passed, RunGraphPasses(imported.graph, pass_options));
   bool fused = !options.no_fusion;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -31,9 +33,17 @@ PassOptions CpuPassOptions() {
   return options;
 }
 
+PassOptions CudaPassOptions() {
+  PassOptions options;
+  const char* switch_value = std::getenv("TILEFUSE_CHANNELS_LAST");
+  options.channels_last = switch_value == nullptr || std::string_view(switch_value) != "0";
+  return options;
+}
+
 PassOptions PassOptionsForBackend(const std::string& backend) {
   if (backend == "cpu" || (backend == "auto" && !CudaDevice::Get().ok())) return CpuPassOptions();
-  return PassOptions{};
+  if (backend == "reference") return PassOptions{};
+  return CudaPassOptions();
 }
 
 const KernelInfo* FindKernel(const CpuExecutable& compiled, const std::string& name) {

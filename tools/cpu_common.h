@@ -19,9 +19,13 @@ namespace tilefuse::cli {
 // The graph passes' options for a graph the CPU backend compiles: f32 convolutions kept for
 // oneDNN (PassOptions::library_conv) where this build has it.
 PassOptions CpuPassOptions();
-// The graph passes' options for `backend` as `run` names it: cpu as above; cuda and
-// reference keep none; auto as cpu when no GPU answers (what auto then runs on), else as cuda
-// (whose graph the CPU fallback also compiles, convolutions through the window rewrite).
+// The graph passes' options for a graph the CUDA backend compiles (and `explain` plans for a
+// GPU): convolutions and pools channels-last (PassOptions::channels_last) unless
+// TILEFUSE_CHANNELS_LAST=0, the switch for measuring the NCHW forms against them.
+PassOptions CudaPassOptions();
+// The graph passes' options for `backend` as `run` names it: cpu and cuda as above;
+// reference keeps none; auto as cpu when no GPU answers (what auto then runs on), else as
+// cuda (whose graph the CPU fallback also compiles, convolutions through the window rewrite).
 PassOptions PassOptionsForBackend(const std::string& backend);
 
 // Compiles `passed` (after RunGraphPasses) for the CPU; the kernel cache is

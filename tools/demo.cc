@@ -116,7 +116,7 @@ Status RunExample(const std::string& path, uint64_t seed, int repeats, double co
   ASSIGN_OR_RETURN(ImportedModel imported, LoadModel(path));
   row.nodes_imported = imported.graph.num_nodes();
   // On the CPU, f32 convolutions stay for oneDNN (what `run --backend cpu` compiles).
-  ASSIGN_OR_RETURN(Graph passed, RunGraphPasses(imported.graph, copy_bandwidth > 0 ? PassOptions{} : CpuPassOptions()));
+  ASSIGN_OR_RETURN(Graph passed, RunGraphPasses(imported.graph, copy_bandwidth > 0 ? CudaPassOptions() : CpuPassOptions()));
   row.nodes_after_passes = passed.num_nodes();
   row.outputs = static_cast<int>(passed.outputs().size());
   ASSIGN_OR_RETURN(FusionPlan plan, PlanFusion(passed, PlannerOptions{}));

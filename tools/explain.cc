@@ -64,7 +64,7 @@ Status Explain(const ExplainOptions& options) {
   if (!FindDeviceSpec(options.device))
     return InvalidArgument(fmt::format("unknown device '{}' (known: {})", options.device, fmt::join(KnownDeviceNames(), ", ")));
   ASSIGN_OR_RETURN(ImportedModel imported, LoadModel(options.model));
-  ASSIGN_OR_RETURN(Graph graph, RunGraphPasses(std::move(imported.graph), options.device == "cpu" ? CpuPassOptions() : PassOptions{}));
+  ASSIGN_OR_RETURN(Graph graph, RunGraphPasses(std::move(imported.graph), options.device == "cpu" ? CpuPassOptions() : CudaPassOptions()));
   // The costs of the kernels the device's backend would run (its gemm epilogues fused or not).
   ASSIGN_OR_RETURN(FusionPlan plan, PlanForDevice(graph, planner));
   nlohmann::json measured;

@@ -18,6 +18,7 @@
 #include "driver/driver.h"
 #include "ir/printer.h"
 #include "backend/cpu/cpu_executable.h"
+#include "cpu_common.h"
 #include "support/file_util.h"
 #include "testing/differential_fuzz.h"
 
@@ -138,6 +139,7 @@ int RunFuzz(const FuzzCommandOptions& options) {
   fuzz.backend = options.backend;
   fuzz.measure_all = options.measure_all;
   fuzz.layer_patterns = !options.no_layer_patterns;
+  fuzz.channels_last = options.backend == "cuda" && CudaPassOptions().channels_last;
   if (!options.inject_fault.empty()) {
     const OpInfo* op = FindOpByName(options.inject_fault);
     if (!op) {

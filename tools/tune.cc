@@ -53,7 +53,7 @@ StatusOr<std::string> TuneOnBackend(const TuneCommandOptions& options, const Gra
 
 Status Tune(const TuneCommandOptions& options) {
   ASSIGN_OR_RETURN(ImportedModel imported, LoadModel(options.model));
-  ASSIGN_OR_RETURN(Graph passed, RunGraphPasses(imported.graph, options.backend == "cpu" ? CpuPassOptions() : PassOptions{}));
+  ASSIGN_OR_RETURN(Graph passed, RunGraphPasses(imported.graph, options.backend == "cpu" ? CpuPassOptions() : CudaPassOptions()));
   TuneOptions tune;
   tune.budget_s = options.budget_s;
   tune.fallback = !options.no_fallback;

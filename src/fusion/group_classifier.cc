@@ -155,6 +155,25 @@ bool ComputedWhereConcatReadsIt(const Graph& g, const std::vector<int>& members,
   return true;
 }
 
+// A view or broadcast of the group's inputs (directly or through other such members) needs
+// no iteration space of its own when only members read it: the kernel evaluates it as index
+// arithmetic inside its readers' loads, recomputing nothing (a pool's taps reading windows
+// of one shared reshape or transpose of the input, a bias viewed as [C, 1, 1] before its
+// broadcast). It must not leave the group: nothing would store it.
+bool IndexArithmeticOfInputs(const Graph& g, const std::vector<int>& members, int id, std::vector<std::vector<int>>& users) {
+  const Node& n = g.node(id);
+  if (n.info().kind != OpKind::View && n.info().kind != OpKind::Broadcast) return false;
+  if (users.empty()) users = g.ComputeUsers();
+  for (const Graph::Output& o : g.outputs())
+    if (o.node == id) return false;
+  if (users[id].empty()) return false;
+  for (int u : users[id])
+    if (PositionOf(members, u) < 0) return false;
+  for (int input : n.inputs)
+    if (PositionOf(members, input) >= 0 && !IndexArithmeticOfInputs(g, members, input, users)) return false;
+  return true;
+}
+
 }  // namespace
 
 std::vector<bool> FindInlinedGenerators(const Graph& g) {
@@ -218,7 +237,8 @@ GroupClassification ClassifyGroup(const Graph& g, const std::vector<int>& member
   int64_t domain = Elements(g, members.back());
   std::vector<std::vector<int>> users;  // computed only when a member's space differs
   for (int id : members)
-    if (Elements(g, id) != domain && !ComputedWhereConcatReadsIt(g, members, domain, id, users))
+    if (Elements(g, id) != domain && !ComputedWhereConcatReadsIt(g, members, domain, id, users) &&
+        !IndexArithmeticOfInputs(g, members, id, users))
       return Forbid(fmt::format("iteration spaces differ: {} has {} elements, {} has {}", Label(g.node(id)),
                                 Elements(g, id), Label(g.node(members.back())), domain));
   return {GroupKind::kPointwise, FusionDecision::Allow()};

@@ -244,6 +244,12 @@ class PriorityFusion {
   // groups are then predicted faster. Only ops whose inputs in their group are written
   // out anyway and which read nothing from a third group move, so no output is added and
   // no cycle can form; the groups keep their order.
+  //
+  // A transpose moves too, also when its input is then written instead of it (as many
+  // elements) and when the cost model sees no difference: taken into the group that writes
+  // its input (a channels-last value read by a convolution's window), it makes that group
+  // store the value transposed — with stores strided along the layout it computes in —
+  // where the readers' gemm prologue reads through it as index arithmetic.
   void MoveBoundaryOps() {
     for (bool moved = true; moved;) {
       moved = false;
@@ -260,7 +266,8 @@ class PriorityFusion {
 
   bool TryMoveToReaders(int from, int id) {
     const Node& n = g_.node(id);
-    if (n.info().kind != OpKind::Pointwise || users_[id].empty()) return false;
+    const bool transpose = n.op == OpCode::kTranspose;
+    if ((n.info().kind != OpKind::Pointwise && !transpose) || users_[id].empty()) return false;
     const int to = group_of_[users_[id].front()];
     if (to == from || to < 0 || groups_[to].closed) return false;
     for (const Graph::Output& o : g_.outputs())
@@ -272,7 +279,7 @@ class PriorityFusion {
       if (group_of_[input] != from) return false;  // reads a third group
       bool escapes = std::any_of(users_[input].begin(), users_[input].end(), [&](int u) { return u != id && group_of_[u] != from; });
       for (const Graph::Output& o : g_.outputs()) escapes = escapes || o.node == input;
-      if (!escapes) return false;  // its input would become a new output
+      if (!escapes && !transpose) return false;  // its input would become a new output
     }
     std::vector<int> rest;
     for (int m : groups_[from].members)
@@ -284,7 +291,7 @@ class PriorityFusion {
       return false;
     const double before = groups_[from].seconds + groups_[to].seconds;
     const double rest_seconds = model_.PredictGroupTime(rest).seconds, grown_seconds = model_.PredictGroupTime(grown).seconds;
-    if (rest_seconds + grown_seconds >= before * (1 - 1e-6)) return false;
+    if (rest_seconds + grown_seconds >= before * (transpose ? 1 + 1e-6 : 1 - 1e-6)) return false;
     Group& f = groups_[from];
     Group& t = groups_[to];
     f.members = std::move(rest);

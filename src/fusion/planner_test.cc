@@ -293,3 +293,40 @@ TEST(PlannerTest, WideningCastGoesToTheLayerNormThatReadsIt) {
 
 }  // namespace
 }  // namespace tilefuse
+
+namespace tilefuse {
+namespace {
+
+// A pool's taps read windows of one shared view of the input (the input stored NHWC,
+// seen as NCHW): the view has the input's size, the taps the (strided) output's. It is
+// index arithmetic in the taps' loads, so the pool stays one kernel with no copy of it.
+TEST(PlannerTest, SharedViewOfTheInputReadByStridedTapsIsIndexArithmetic) {
+  GraphBuilder b;
+  Value nhwc = b.Parameter("x", DType::kF32, {2, 16, 16, 8});
+  Value x = b.Transpose(nhwc, {0, 3, 1, 2});
+  Value zero = b.Scalar(0, DType::kF32);
+  Value y;
+  for (int64_t k = 0; k < 2; ++k) {  // two taps of a stride-2 window
+    PoolParams p{{1, 1}, {2, 2}, {-k, -k, k - 1, k - 1}, {1, 1}};
+    Value tap = b.Reshape(b.Window(x, zero, p), {2, 8, 8, 8});
+    y = k == 0 ? tap : b.Binary(OpCode::kMax, y, tap);
+  }
+  b.Output(y, "y");
+  FusionPlan plan = Plan(b);
+  EXPECT_EQ(Kinds(plan), std::vector<GroupKind>{GroupKind::kPointwise});
+}
+
+// A value computed in one group and read only through a transpose by a matmul's prologue:
+// the transpose goes to the matmul's group, and the first group writes the value as it
+// computes it instead of a transposed copy.
+TEST(PlannerTest, TransposeReadByAGemmPrologueLeavesTheGroupWritingItsInput) {
+  PlannedText p = PlanOnnxText("g (bfloat16[64,256] x, bfloat16[64,128] w) => (bfloat16[256,128] y)",
+                               "  e = Exp (x)\n  r = Relu (e)\n  t = Transpose <perm = [1, 0]> (r)\n  y = MatMul (t, w)\n");
+  ASSERT_EQ(Kinds(p.plan), (std::vector<GroupKind>{GroupKind::kPointwise, GroupKind::kGemm}));
+  ASSERT_EQ(p.plan.groups[0].outputs.size(), 1u);
+  EXPECT_EQ(p.graph.node(p.plan.groups[0].outputs[0]).op, OpCode::kRelu);
+  EXPECT_TRUE(VerifyPlan(p.graph, p.plan).ok());
+}
+
+}  // namespace
+}  // namespace tilefuse

@@ -11,6 +11,8 @@
 #include "passes/decompose.h"
 #include "passes/fold_constants.h"
 #include "passes/infer.h"
+#include "passes/sink_transposes.h"
+#include "passes/unshare_window_views.h"
 #include "passes/window_ops.h"
 #include "support/file_util.h"
 
@@ -73,13 +75,22 @@ StatusOr<Graph> RunGraphPasses(Graph graph, const PassOptions& options) {
   if (options.decompose) {
     RETURN_IF_ERROR(passes.Run("decompose", DecomposeComposites));
     RETURN_IF_ERROR(passes.Run("window-ops", [&](const Graph& g) {
-      return RewriteWindowOps(g, WindowOpsOptions{.keep_f32_conv = options.library_conv, .keep_f32_pool = options.library_conv});
+      return RewriteWindowOps(g, WindowOpsOptions{.keep_f32_conv = options.library_conv,
+                                                  .keep_f32_pool = options.library_conv,
+                                                  .channels_last = options.channels_last});
     }));
+    // The transposes the channels-last forms put around each convolution cancel between
+    // consecutive ones: the ops in between then read and write NHWC.
+    if (options.channels_last) RETURN_IF_ERROR(passes.Run("sink-transposes", SinkTransposes));
     // Weights reshaped (and, for half types, cast) by the window rewrite become constants
     // of the shape the product reads, once at compile time.
     RETURN_IF_ERROR(passes.Run("fold-constants", FoldConstants));
     RETURN_IF_ERROR(passes.Run("cse", EliminateCommonSubexpressions));
     RETURN_IF_ERROR(passes.Run("dce", EliminateDeadCode));
+    if (options.channels_last) {  // after CSE, which would merge the copies again
+      RETURN_IF_ERROR(passes.Run("unshare-window-views", UnshareWindowViews));
+      RETURN_IF_ERROR(passes.Run("dce", EliminateDeadCode));
+    }
   }
   RETURN_IF_ERROR(passes.Verify());
   return passes.TakeGraph();

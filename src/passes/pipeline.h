@@ -1,6 +1,7 @@
 // The frontend pass pipeline, in the order of DESIGN.md:
 //   verify → infer → fold constants → CSE → DCE → decompose composites → window ops
-//   (conv, pools) as window views, matmuls and reductions → (fold constants, CSE, DCE)
+//   (conv, pools) as window views, matmuls and reductions → [channels-last: sink transposes]
+//   → (fold constants, CSE, DCE) → [channels-last: unshare window views, DCE]
 // With a dump directory, the IR after every pass is written there as NN-<pass>.txt.
 #pragma once
 
@@ -19,6 +20,10 @@ struct PassOptions {
   // and a matmul (the CUDA backend, and `explain` for a GPU). f32 MaxPool and AveragePool
   // likewise stay pool nodes (oneDNN pooling, backend/cpu/onednn_pool.h).
   bool library_conv = false;
+  // Convolutions and pools in their channels-last forms (WindowOpsOptions::channels_last),
+  // the transposes between them then cancelled by passes/sink_transposes: for the CUDA
+  // backend (on by default there; TILEFUSE_CHANNELS_LAST=0 turns it off).
+  bool channels_last = false;
 };
 
 StatusOr<Graph> RunGraphPasses(Graph graph, const PassOptions& options);

@@ -19,6 +19,8 @@
 // axes as a row reduction instead.
 //
 // 1×1 convolutions with unit strides and no padding read x through a reshape alone.
+// With `channels_last`, 2-D convolutions, depthwise convolutions and pools take their NHWC
+// forms instead (passes/window_ops_nhwc.h).
 // Half-precision windows are reduced in f32 and the result cast back, as the matmul
 // accumulates. The new nodes keep the op's name.
 #pragma once
@@ -36,6 +38,11 @@ struct WindowOpsOptions {
   // f32 MaxPool and AveragePool (1-3 spatial dims, every pad smaller than the window's
   // extent) likewise stay pool nodes for the CPU's oneDNN pooling (backend/cpu/onednn_pool.h).
   bool keep_f32_pool = false;
+  // 2-D convolutions of group 1, depthwise convolutions and pools of at most 49 taps read
+  // and write NHWC through explicit transposes (passes/window_ops_nhwc.h), for the GPU,
+  // where the product [N·OH·OW, KH·KW·C] × [KH·KW·C, Co] is one plain GEMM at any batch.
+  // Grouped (non-depthwise), 1-D and 3-D convolutions keep the NCHW form.
+  bool channels_last = false;
 };
 
 // Whether `options` leave `node` (a Conv) as it is.

@@ -119,10 +119,9 @@ std::vector<Tensor> RandomInputs(const Graph& graph, uint64_t seed) {
 
 class WindowOpsTest : public ::testing::TestWithParam<WindowCase> {};
 
-TEST_P(WindowOpsTest, RewriteMatchesTheOpaqueOp) {
-  const WindowCase& c = GetParam();
+void ExpectRewriteMatches(const WindowCase& c, const WindowOpsOptions& options) {
   Graph original = BuildCase(c);
-  auto rewritten = RewriteWindowOps(original);
+  auto rewritten = RewriteWindowOps(original, options);
   ASSERT_TRUE(rewritten.ok()) << rewritten.status().ToString();
   EXPECT_EQ(CountOps(*rewritten, OpCode::kConv) + CountOps(*rewritten, OpCode::kMaxPool) +
                 CountOps(*rewritten, OpCode::kAveragePool),
@@ -143,10 +142,17 @@ TEST_P(WindowOpsTest, RewriteMatchesTheOpaqueOp) {
   EXPECT_TRUE(cmp.pass) << cmp.reason;
 }
 
-TEST_P(WindowOpsTest, CpuKernelsMatchTheOpaqueOp) {
-  const WindowCase& c = GetParam();
+TEST_P(WindowOpsTest, RewriteMatchesTheOpaqueOp) { ExpectRewriteMatches(GetParam(), {}); }
+
+// The channels-last forms (2-D convolutions of group 1, depthwise ones, pools; the rest
+// as above) must compute the same, transposes and all.
+TEST_P(WindowOpsTest, ChannelsLastRewriteMatchesTheOpaqueOp) {
+  ExpectRewriteMatches(GetParam(), WindowOpsOptions{.channels_last = true});
+}
+
+void ExpectCpuKernelsMatch(const WindowCase& c, const PassOptions& passes) {
   Graph original = BuildCase(c);
-  auto graph = RunGraphPasses(original, PassOptions{});
+  auto graph = RunGraphPasses(original, passes);
   ASSERT_TRUE(graph.ok()) << graph.status().ToString();
   CpuCompileOptions options;
   options.poison_outputs = true;
@@ -162,6 +168,44 @@ TEST_P(WindowOpsTest, CpuKernelsMatchTheOpaqueOp) {
   ASSERT_TRUE(actual.ok()) << actual.status().ToString();
   Comparison cmp = CompareTensors((*actual)[0], (*expected)[0]);
   EXPECT_TRUE(cmp.pass) << cmp.reason;
+}
+
+TEST_P(WindowOpsTest, CpuKernelsMatchTheOpaqueOp) { ExpectCpuKernelsMatch(GetParam(), PassOptions{}); }
+
+TEST_P(WindowOpsTest, ChannelsLastCpuKernelsMatchTheOpaqueOp) {
+  PassOptions passes;
+  passes.channels_last = true;
+  ExpectCpuKernelsMatch(GetParam(), passes);
+}
+
+// The exact channels-last product the implicit-GEMM path matches: x's NHWC view (1×1) or
+// the window moved channels-last, times the weights as [KH·KW·C, Co].
+TEST(WindowOps, ChannelsLastConvIsOnePlainProduct) {
+  for (int64_t k : {1, 3}) {
+    WindowCase c{"conv", OpCode::kConv, {4, 8, 6, 6}, {16, 8, k, k}, Params({k, k}, {1, 1}, {0, 0, 0, 0}, {1, 1}), true};
+    auto g = RewriteWindowOps(BuildCase(c), WindowOpsOptions{.channels_last = true});
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    const int64_t out = 6 - k + 1;
+    const Node* product = nullptr;
+    for (const Node& n : g->nodes())
+      if (n.op == OpCode::kMatMul) product = &n;
+    ASSERT_NE(product, nullptr);
+    EXPECT_EQ(product->shape, (Shape{4 * out * out, 16}));
+    const Node& a = g->node(product->inputs[0]);
+    const Node& a_in = g->node(a.inputs[0]);
+    ASSERT_EQ(a.op, OpCode::kReshape);
+    ASSERT_EQ(a_in.op, OpCode::kTranspose);
+    EXPECT_EQ(a.shape, (Shape{4 * out * out, 8 * k * k}));
+    if (k == 1) {
+      EXPECT_EQ(a_in.attrs.perm, (std::vector<int64_t>{0, 2, 3, 1}));
+    } else {
+      EXPECT_EQ(a_in.attrs.perm, (std::vector<int64_t>{0, 2, 3, 4, 5, 1}));
+      EXPECT_EQ(g->node(a_in.inputs[0]).op, OpCode::kWindow);
+    }
+    const Node& wt = g->node(product->inputs[1]);
+    ASSERT_EQ(wt.op, OpCode::kReshape);
+    EXPECT_EQ(g->node(wt.inputs[0]).attrs.perm, (std::vector<int64_t>{2, 3, 1, 0}));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, WindowOpsTest, ::testing::ValuesIn(kCases),

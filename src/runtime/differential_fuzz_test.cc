@@ -52,6 +52,14 @@ TEST(DifferentialFuzzTest, FusedMatchesReference) { ExpectNoMismatch(Options(0, 
 
 TEST(DifferentialFuzzTest, UnfusedMatchesReference) { ExpectNoMismatch(Options(10000, 150, false), 2); }
 
+// The graphs as the CUDA backend passes them (convolutions and pools channels-last, their
+// transposes sunk), compiled for the CPU.
+TEST(DifferentialFuzzTest, ChannelsLastMatchesReference) {
+  DifferentialFuzzOptions options = Options(20000, 150, true);
+  options.channels_last = true;
+  ExpectNoMismatch(options, 2);
+}
+
 // The judge must not explain a lowering bug away: exp's results off by 1e-3 (ten times
 // the tolerance's rtol) in every generated loop kernel. The same seeds match without it
 // (FusedMatchesReference).

@@ -251,7 +251,9 @@ StatusOr<Graph> GenerateFuzzGraph(const DifferentialFuzzOptions& options, uint64
   graph_options.dtypes = options.dtypes;
   graph_options.allow_layer_patterns = options.layer_patterns;
   ASSIGN_OR_RETURN(Graph graph, GenerateRandomGraph(graph_options));
-  return RunGraphPasses(std::move(graph), PassOptions{});
+  PassOptions passes;
+  passes.channels_last = options.channels_last;
+  return RunGraphPasses(std::move(graph), passes);
 }
 
 int FuzzReport::Count(FuzzVerdict verdict) const {

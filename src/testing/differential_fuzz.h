@@ -40,6 +40,9 @@ struct DifferentialFuzzOptions {
   bool layer_patterns = true;  // RandomGraphOptions::allow_layer_patterns
   int batch_size = 150;    // graphs per compiler run
   std::string backend = "cpu";  // "cpu" (host compiler, batched) or "cuda" (NVRTC, a graph at a time)
+  // Convolutions and pools in the channels-last forms the CUDA backend compiles
+  // (PassOptions::channels_last), whichever backend runs them.
+  bool channels_last = false;
   std::string cache_dir;   // empty: $TILEFUSE_CACHE_DIR or ~/.cache/tilefuse
   // A failing graph is ill-conditioned only when its kernel error is at most this many
   // times the largest deviation the probes measured.

@@ -5,7 +5,8 @@
 #   1. correctness: every example and real model, fused and unfused, on the GPU vs the
 #      f64 reference (poisoned outputs), and the benchmark cases at full size
 #   1b. the GEMM template's correctness graphs (tests/gemm) and compute-sanitizer on three
-#   1b'. the convolution cases (tests/conv) with the GEMM template and cuBLASLt, memcheck on three
+#   1b'. the convolution cases (tests/conv) channels-last with the GEMM template and cuBLASLt and in
+#       NCHW, memcheck on four
 #   1c. the attention template's graphs (tests/attention and the attention twins of
 #       bench/cases/check), template, overlap, serial and split, and compute-sanitizer on four
 #   2. differential fuzzing: $FUZZ_COUNT fused and $FUZZ_UNFUSED_COUNT unfused random graphs on the GPU
@@ -97,8 +98,11 @@ if has conv; then
   say "== convolution and pooling (window views): tests/conv with the GEMM template and cuBLASLt, then memcheck"
   for m in tests/conv/*.onnxtxt; do
     for path in template library; do check_run "$m --gemm $path" "$m" --gemm $path; done
+    # The NCHW forms, kept for what channels-last does not take (TILEFUSE_CHANNELS_LAST=0).
+    TILEFUSE_CHANNELS_LAST=0 check_run "$m (NCHW)" "$m"
   done
-  for m in tests/conv/residual_block_bf16.onnxtxt tests/conv/depthwise_hardswish_f16.onnxtxt tests/conv/stem_maxpool_f32.onnxtxt; do
+  for m in tests/conv/residual_block_bf16.onnxtxt tests/conv/resnet_downsample_bf16.onnxtxt tests/conv/depthwise_hardswish_f16.onnxtxt \
+           tests/conv/stem_maxpool_f32.onnxtxt; do
     memcheck_run "$m"
   done
 fi

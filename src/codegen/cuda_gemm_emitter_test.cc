@@ -316,6 +316,37 @@ TEST(CudaGemmEmitterTest, ChannelsLastConvolutionIsAnImplicitGemmOverTheActivati
   EXPECT_FALSE(copied->a_conv.has_value());
 }
 
+// A graph input is NCHW: the channels-last passes stage an NHWC copy of it
+// (passes/stage_conv_inputs.h), a group of its own, which the first convolution's implicit
+// GEMM reads (the second reads the first's NHWC output as a plain matrix).
+TEST(CudaGemmEmitterTest, AConvolutionOverAnNchwInputReadsAStagedNhwcCopy) {
+  const std::string text =
+      "<\n  ir_version: 8,\n  opset_import: [\"\" : 17]\n>\n"
+      "g (bfloat16[4,64,20,20] x, bfloat16[128,64,3,3] w, bfloat16[64,128,1,1] v) => (bfloat16[4,64,20,20] y)\n"
+      "{\n  c = Conv <kernel_shape = [3, 3], pads = [1, 1, 1, 1]> (x, w)\n  r = Relu (c)\n"
+      "  y = Conv <kernel_shape = [1, 1]> (r, v)\n}\n";
+  auto model = ImportOnnxText(text);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  PassOptions options;
+  options.channels_last = true;
+  auto graph = RunGraphPasses(std::move(model->graph), options);
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  auto plan = PlanFusion(*graph, {});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  Planned p{std::move(*graph), std::move(*plan)};
+  auto gemm = LowerOnlyGemm(p);
+  ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
+  ASSERT_TRUE(gemm->a_conv.has_value());
+  const Node& copy = p.graph.node(gemm->a_conv->node);
+  EXPECT_EQ(copy.op, OpCode::kTranspose);
+  EXPECT_EQ(copy.shape, (Shape{4, 20, 20, 64}));
+  // The copy is a pointwise group's output, not folded into the gemm group's prologue.
+  bool copied = false;
+  for (const FusionGroup& group : p.plan.groups)
+    if (group.kind == GroupKind::kPointwise && group.outputs == std::vector<int>{copy.id}) copied = true;
+  EXPECT_TRUE(copied);
+}
+
 TEST(CudaGemmEmitterTest, EnoughTilesNeedNoSplitK) {
   Planned p = PlanText("  y = MatMul (x, w)\n", "g (bfloat16[4096,4096] x, bfloat16[4096,4096] w) => (bfloat16[4096,4096] y)");
   auto gemm = LowerOnlyGemm(p);

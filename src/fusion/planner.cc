@@ -31,7 +31,7 @@ struct Group {
   int version = 0;
   int order = 0;
   bool alive = false;
-  bool closed = false;  // attention: takes no further ops
+  bool closed = false;  // attention, or a staged convolution input: takes no further ops
 };
 
 struct Candidate {
@@ -79,6 +79,23 @@ class PriorityFusion {
   }
 
  private:
+  // The NHWC copy passes/stage_conv_inputs.h makes of a convolution's NCHW input:
+  // transpose(x, [0, 2, 3, 1]) read only through transpose(·, [0, 3, 1, 2]) views by windows.
+  // It is a group of its own, never folded into its readers (whose implicit GEMM reads it
+  // by TMA) nor into its producer.
+  bool StagedConvInput(int id) const {
+    auto is_transpose = [&](int n, std::initializer_list<int64_t> perm) {
+      return g_.node(n).op == OpCode::kTranspose && g_.node(n).attrs.perm == std::vector<int64_t>(perm);
+    };
+    if (!is_transpose(id, {0, 2, 3, 1}) || users_[id].empty()) return false;
+    for (int view : users_[id]) {
+      if (!is_transpose(view, {0, 3, 1, 2}) || users_[view].empty()) return false;
+      for (int window : users_[view])
+        if (g_.node(window).op != OpCode::kWindow) return false;
+    }
+    return true;
+  }
+
   // Sources and inlined generators belong to no group; their readers load or recompute them.
   bool Ungrouped(int id) const { return g_.node(id).info().kind == OpKind::Source || inlined_[id]; }
 
@@ -106,6 +123,7 @@ class PriorityFusion {
       group.alive = true;
       group.seconds = model_.PredictGroupTime(group.members).seconds;
       group_of_[n.id] = n.id;
+      group.closed = StagedConvInput(n.id);
     }
   }
 
@@ -180,7 +198,9 @@ class PriorityFusion {
     const Group& p = groups_[producer];
     const Group& q = groups_[consumer];
     if (p.closed || q.closed) {
-      c.decision = FusionDecision::Forbid("attention groups take no further ops");
+      c.decision = FusionDecision::Forbid(p.kind == GroupKind::kAttention || q.kind == GroupKind::kAttention
+                                              ? "attention groups take no further ops"
+                                              : "a convolution's staged NHWC input stays a copy of its own");
       return c;
     }
     std::vector<int> merged = MergeSorted(p.members, q.members);
@@ -340,7 +360,7 @@ class PriorityFusion {
   void FoldViewsIntoConsumers() {
     for (int id = g_.num_nodes() - 1; id >= 0; --id) {
       OpKind kind = g_.node(id).info().kind;
-      if (group_of_[id] != id || (kind != OpKind::View && kind != OpKind::Broadcast)) continue;
+      if (group_of_[id] != id || groups_[id].closed || (kind != OpKind::View && kind != OpKind::Broadcast)) continue;
       std::vector<int> consumers = Neighbours(id, true);
       if (consumers.empty()) continue;
       std::vector<int> merged = MergeSorted(groups_[id].members, groups_[consumers[0]].members);

@@ -12,6 +12,7 @@
 #include "passes/fold_constants.h"
 #include "passes/infer.h"
 #include "passes/sink_transposes.h"
+#include "passes/stage_conv_inputs.h"
 #include "passes/unshare_window_views.h"
 #include "passes/window_ops.h"
 #include "support/file_util.h"
@@ -90,6 +91,7 @@ StatusOr<Graph> RunGraphPasses(Graph graph, const PassOptions& options) {
     if (options.channels_last) {  // after CSE, which would merge the copies again
       RETURN_IF_ERROR(passes.Run("unshare-window-views", UnshareWindowViews));
       RETURN_IF_ERROR(passes.Run("dce", EliminateDeadCode));
+      RETURN_IF_ERROR(passes.Run("stage-conv-inputs", StageConvInputs));
     }
   }
   RETURN_IF_ERROR(passes.Verify());

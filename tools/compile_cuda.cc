@@ -1,6 +1,7 @@
 #include "compile_cuda.h"
 
 #include <filesystem>
+#include <map>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -16,6 +17,7 @@ namespace {
 
 struct KernelRow {
   std::string name, kind, mode, strategy, ptxas, why_host;
+  std::string entry;  // the function's name in its cubin (what a profiler shows)
   int registers = 0;
   int64_t spill_bytes = 0;
 };
@@ -72,6 +74,11 @@ Status CompileForCudaCommand(const CudaCompileRequest& request, const Graph& pas
   const CudaCubins& cubins = CudaBackend::CubinsOf(*built.code);
   const std::string ptxas_log = cubins.PtxasLog();
   std::vector<KernelRow> rows = Rows(program, ParsePtxasLog(ptxas_log));
+  std::map<std::string, std::string> entry_of;
+  for (const CudaCompileUnit& unit : cubins.units)
+    for (const std::string& kernel : unit.kernels) entry_of[kernel] = unit.entry;
+  for (KernelRow& r : rows)
+    if (auto it = entry_of.find(r.name); it != entry_of.end()) r.entry = it->second;
   const bool all_cached = !cubins.units.empty() && cubins.compiles == 0;
   nlohmann::json j = {{"model", request.model}, {"backend", "cuda"}, {"arch", request.arch}, {"fused", request.fuse},
                       {"nvrtc", backend->nvrtc_version()}, {"cubins", cubins.units.size()}, {"cubin_bytes", cubins.bytes()},
@@ -84,7 +91,8 @@ Status CompileForCudaCommand(const CudaCompileRequest& request, const Graph& pas
   for (const KernelRow& r : rows) {
     spills += r.spill_bytes;
     j["kernels"].push_back({{"name", r.name}, {"kind", r.kind}, {"mode", r.mode}, {"strategy", r.strategy}, {"ptxas", r.ptxas},
-                            {"registers", r.registers}, {"spill_bytes", r.spill_bytes}, {"why_host", r.why_host}});
+                            {"registers", r.registers}, {"spill_bytes", r.spill_bytes}, {"why_host", r.why_host},
+                            {"entry", r.entry}});
     text += fmt::format("  {:<34} {:<14} {:<14} {:<44} {}\n", r.name, r.kind, r.mode, r.strategy,
                         r.ptxas.empty() ? r.why_host : r.ptxas + (r.why_host.empty() ? "" : "; " + r.why_host));
   }

@@ -44,6 +44,7 @@ TEST_F(CliCompileCuda, ACubinPerDistinctKernelAndASecondCompileFromTheCache) {
     EXPECT_NE(k["ptxas"].get<std::string>(), "") << name << ": ptxas's line under the kernel's own name";
     EXPECT_NE(source.find(" " + name + "("), std::string::npos) << name << ": kernels.cu holds the whole model";
     EXPECT_NE(ptxas.find("'" + name + "'"), std::string::npos) << name;
+    EXPECT_EQ(k["entry"].get<std::string>().rfind("tf_", 0), 0u) << name << ": its function's name in its cubin";
   }
   EXPECT_GT(cubins, 0);
   EXPECT_LT(cubins, generated) << "the second layer's kernels are the first layer's";

@@ -342,7 +342,7 @@ StatusOr<std::unique_ptr<Executable>> CudaBackend::Load(std::unique_ptr<LoweredG
     ASSIGN_OR_RETURN(s->modules, CudaModules::Load(*device_, object.cubins));
     RETURN_IF_ERROR(FindFunctions(*device_, s->modules, s->program, s->functions));
   }
-  // Owned from here on: an error below unloads the module with the executable.
+  // Owned from here on: an error below unloads the modules with the executable.
   auto executable = std::make_unique<CudaExecutable>(std::move(s));
   RETURN_IF_ERROR(PlaceOnDevice(*executable->state(), any_gemm));
   return std::unique_ptr<Executable>(std::move(executable));

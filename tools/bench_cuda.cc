@@ -29,7 +29,8 @@ namespace {
 struct CudaVariant {  // fused or unfused
   double run_ms = 0;
   double compile_cold_ms = 0, compile_warm_ms = 0;
-  int64_t nvrtc_compiles_cold = 0, nvrtc_compiles_warm = 0;
+  // Compile units (one per distinct kernel) compiled, and found in the cache.
+  int64_t nvrtc_compiles_cold = 0, nvrtc_compiles_warm = 0, nvrtc_cache_hits_cold = 0, nvrtc_cache_hits_warm = 0;
   int kernels = 0;
   bool captured = false;
   int64_t arena_bytes = 0;
@@ -52,10 +53,12 @@ StatusOr<CudaVariant> BenchVariant(const Graph& passed, bool fuse, const std::ve
   ASSIGN_OR_RETURN(std::unique_ptr<CudaExecutable> cold, CompileForGpu(passed, fuse, cache.path(), options.tune));
   v.compile_cold_ms = cold->compile_ms();
   v.nvrtc_compiles_cold = cold->nvrtc_compiles();
+  v.nvrtc_cache_hits_cold = cold->nvrtc_cache_hits();
   cold.reset();
   ASSIGN_OR_RETURN(v.compiled, CompileForGpu(passed, fuse, cache.path(), options.tune));
   v.compile_warm_ms = v.compiled->compile_ms();
   v.nvrtc_compiles_warm = v.compiled->nvrtc_compiles();
+  v.nvrtc_cache_hits_warm = v.compiled->nvrtc_cache_hits();
   v.kernels = static_cast<int>(v.compiled->kernels().size());
   v.captured = v.compiled->captured();
   v.arena_bytes = v.compiled->arena_bytes();
@@ -75,6 +78,8 @@ nlohmann::json VariantJson(const CudaVariant& v, double bytes, double flops, dou
           {"compile_warm_ms", v.compile_warm_ms},
           {"nvrtc_compiles_cold", v.nvrtc_compiles_cold},
           {"nvrtc_compiles_warm", v.nvrtc_compiles_warm},
+          {"nvrtc_cache_hits_cold", v.nvrtc_cache_hits_cold},
+          {"nvrtc_cache_hits_warm", v.nvrtc_cache_hits_warm},
           {"arena_bytes", v.arena_bytes}};
 }
 

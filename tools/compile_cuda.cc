@@ -1,6 +1,7 @@
 #include "compile_cuda.h"
 
 #include <filesystem>
+#include <map>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -16,6 +17,7 @@ namespace {
 
 struct KernelRow {
   std::string name, kind, mode, strategy, ptxas, why_host;
+  std::string entry;  // the function's name in its cubin (what a profiler shows)
   int registers = 0;
   int64_t spill_bytes = 0;
 };
@@ -67,18 +69,30 @@ Status CompileForCudaCommand(const CudaCompileRequest& request, const Graph& pas
   ASSIGN_OR_RETURN(BuiltGraphs built, BuildGraphs(*backend, {passed}, options));
   const CudaProgram& program = CudaBackend::ProgramOf(*built.lowered[0]);
   const std::vector<std::string>& split_attention = CudaBackend::PlanNotesOf(*built.lowered[0]);
-  const CubinResult& cubin = CudaBackend::CubinOf(*built.code);
-  std::vector<KernelRow> rows = Rows(program, ParsePtxasLog(cubin.ptxas_log));
+  // A cubin per distinct kernel (backend/cuda/cuda_compile_units.h); ptxas's report under
+  // the kernels' own names, as one translation unit's was.
+  const CudaCubins& cubins = CudaBackend::CubinsOf(*built.code);
+  const std::string ptxas_log = cubins.PtxasLog();
+  std::vector<KernelRow> rows = Rows(program, ParsePtxasLog(ptxas_log));
+  std::map<std::string, std::string> entry_of;
+  for (const CudaCompileUnit& unit : cubins.units)
+    for (const std::string& kernel : unit.kernels) entry_of[kernel] = unit.entry;
+  for (KernelRow& r : rows)
+    if (auto it = entry_of.find(r.name); it != entry_of.end()) r.entry = it->second;
+  const bool all_cached = !cubins.units.empty() && cubins.compiles == 0;
   nlohmann::json j = {{"model", request.model}, {"backend", "cuda"}, {"arch", request.arch}, {"fused", request.fuse},
-                      {"nvrtc", backend->nvrtc_version()}, {"cubin_bytes", cubin.cubin.size()}, {"from_cache", cubin.from_cache},
-                      {"kernels", nlohmann::json::array()}};
-  std::string text = fmt::format("model: {} ({}), cuda {} via NVRTC {}{}\n", request.model, request.fuse ? "fused" : "unfused",
-                                 request.arch, backend->nvrtc_version(), cubin.from_cache ? " (cubin from the cache)" : "");
+                      {"nvrtc", backend->nvrtc_version()}, {"cubins", cubins.units.size()}, {"cubin_bytes", cubins.bytes()},
+                      {"nvrtc_compiles", cubins.compiles}, {"nvrtc_cache_hits", cubins.cache_hits()},
+                      {"from_cache", all_cached}, {"kernels", nlohmann::json::array()}};
+  std::string text = fmt::format("model: {} ({}), cuda {} via NVRTC {}; {} cubins (one per distinct kernel): {} compiled, {} from the cache\n",
+                                 request.model, request.fuse ? "fused" : "unfused", request.arch, backend->nvrtc_version(),
+                                 cubins.units.size(), cubins.compiles, cubins.cache_hits());
   int64_t spills = 0;
   for (const KernelRow& r : rows) {
     spills += r.spill_bytes;
     j["kernels"].push_back({{"name", r.name}, {"kind", r.kind}, {"mode", r.mode}, {"strategy", r.strategy}, {"ptxas", r.ptxas},
-                            {"registers", r.registers}, {"spill_bytes", r.spill_bytes}, {"why_host", r.why_host}});
+                            {"registers", r.registers}, {"spill_bytes", r.spill_bytes}, {"why_host", r.why_host},
+                            {"entry", r.entry}});
     text += fmt::format("  {:<34} {:<14} {:<14} {:<44} {}\n", r.name, r.kind, r.mode, r.strategy,
                         r.ptxas.empty() ? r.why_host : r.ptxas + (r.why_host.empty() ? "" : "; " + r.why_host));
   }
@@ -92,7 +106,7 @@ Status CompileForCudaCommand(const CudaCompileRequest& request, const Graph& pas
     RETURN_IF_ERROR(WriteFileAtomically(request.emit_dir + "/kernels.cu", program.source));
     RETURN_IF_ERROR(WriteFileAtomically(request.emit_dir + "/" + kDeviceLibraryName, kDeviceLibraryText));
     RETURN_IF_ERROR(WriteFileAtomically(request.emit_dir + "/" + kTileLibraryName, kTileLibraryText));
-    RETURN_IF_ERROR(WriteFileAtomically(request.emit_dir + "/ptxas.txt", cubin.ptxas_log));
+    RETURN_IF_ERROR(WriteFileAtomically(request.emit_dir + "/ptxas.txt", ptxas_log));
     RETURN_IF_ERROR(WriteFileAtomically(request.emit_dir + "/summary.txt", text));
     RETURN_IF_ERROR(WriteFileAtomically(request.emit_dir + "/summary.json", j.dump(2) + "\n"));
   }

@@ -55,7 +55,8 @@ StatusOr<CudaKernelSource> EmitCudaKernel(const Kernel& kernel, const CudaKernel
 // A compute-bound template's source completed: `function`, and a launch of `work_blocks`
 // blocks of `threads` with `shared_bytes` of dynamic shared memory over its arguments.
 void FinishTemplateSource(CudaKernelSource& source, std::string function, int64_t shared_bytes);
-// One translation unit holding several kernels (a whole graph compiles in one NVRTC run).
+// One translation unit holding several kernels (a graph's dump; the CUDA backend compiles
+// a unit per distinct kernel).
 std::string CudaTranslationUnit(const std::vector<CudaKernelSource>& kernels);
 
 }  // namespace tilefuse

@@ -30,11 +30,12 @@ TEST(CliBenchCuda, TimesAModelOnTheGpuOrSaysItNeedsOne) {
     EXPECT_TRUE(j.contains(field)) << field;
   for (const char* variant : {"fused", "unfused"}) {
     for (const char* field : {"ms", "tflops", "gbps", "pct_of_copy", "kernels", "cuda_graph", "compile_cold_ms", "compile_warm_ms",
-                              "nvrtc_compiles_cold", "nvrtc_compiles_warm"})
+                              "nvrtc_compiles_cold", "nvrtc_compiles_warm", "nvrtc_cache_hits_cold", "nvrtc_cache_hits_warm"})
       EXPECT_TRUE(j[variant].contains(field)) << variant << "." << field;
     EXPECT_GT(j[variant]["ms"].get<double>(), 0) << variant;
     EXPECT_EQ(j[variant]["nvrtc_compiles_warm"], 0) << variant << ": the second compile is a cache hit";
     EXPECT_GT(j[variant]["nvrtc_compiles_cold"].get<int>(), 0) << variant << ": the first compile starts from an empty cache";
+    EXPECT_EQ(j[variant]["nvrtc_cache_hits_warm"], j[variant]["nvrtc_compiles_cold"]) << variant << ": each kernel compiled cold is found warm";
   }
   EXPECT_LT(j["fused"]["kernels"].get<int>(), j["unfused"]["kernels"].get<int>());
   ASSERT_EQ(j["groups"].size(), j["fused"]["kernels"].get<size_t>());

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fmt/format.h>
+#include <map>
 
 #include "backend/cuda/cuda_driver.h"
 #include "backend/cuda/cuda_executable_state.h"
@@ -116,9 +117,7 @@ class CudaLoweredGraph : public LoweredGraph {
 };
 
 struct CudaObjectCode : ObjectCode {
-  CubinResult cubin;
-  bool empty = true;  // no generated kernel in any graph: nothing was compiled
-  int64_t compiles = 0;
+  CudaCubins cubins;  // no unit: no generated kernel in any graph, nothing was compiled
 };
 
 const CudaLoweredGraph& AsCuda(const LoweredGraph& graph) {
@@ -131,6 +130,22 @@ const CudaObjectCode& AsCuda(const ObjectCode& code) {
   auto* object = dynamic_cast<const CudaObjectCode*>(&code);
   TF_CHECK(object != nullptr);
   return *object;
+}
+
+// Each kernel's function, its dynamic shared-memory limit raised to what it needs. Kernels
+// of one unit share a function, which gets the largest need among them.
+Status FindFunctions(const CudaDevice& device, const CudaModules& modules, const CudaProgram& program,
+                     std::map<std::string, CUfunction>& functions) {
+  std::map<CUfunction, const CudaKernelSource*> widest;
+  for (const CudaGroupProgram& p : program.groups)
+    for (const CudaLaunchable* k : Launchables(p)) {
+      ASSIGN_OR_RETURN(CUfunction f, modules.Function(k->source.name));
+      functions[k->source.name] = f;
+      const CudaKernelSource*& w = widest[f];
+      if (!w || k->source.launch.dynamic_shared_bytes > w->launch.dynamic_shared_bytes) w = &k->source;
+    }
+  for (const auto& [f, source] : widest) RETURN_IF_ERROR(PrepareFunction(device, f, source->launch, source->name));
+  return Status::Ok();
 }
 
 bool HasKernels(const CudaProgram& program) {
@@ -286,20 +301,15 @@ StatusOr<std::unique_ptr<ObjectCode>> CudaBackend::Build(const std::vector<const
   for (const LoweredGraph* g : graphs)
     for (const CudaGroupProgram& p : AsCuda(*g).program.groups)
       for (const CudaLaunchable* k : Launchables(p)) sources.push_back(k->source);
-  if (sources.empty()) return std::unique_ptr<ObjectCode>(std::move(code));
-  // One graph's translation unit as Lower printed it (what a dump shows); several graphs'
-  // kernels in one.
-  std::string source = graphs.size() == 1 ? AsCuda(*graphs[0]).program.source : CudaTranslationUnit(sources);
-  int64_t before = nvrtc_.compiles();
-  ASSIGN_OR_RETURN(code->cubin, nvrtc_.Compile(source, target_.arch));
-  code->compiles = nvrtc_.compiles() - before;
-  code->empty = false;
+  // A unit per distinct kernel, compiled in parallel (backend/cuda/cuda_compile_units.h);
+  // the dump keeps the whole graph's source, as Lower printed it, for people to read.
+  ASSIGN_OR_RETURN(code->cubins, CompileUnits(nvrtc_, SplitIntoCompileUnits(sources), target_.arch));
   return std::unique_ptr<ObjectCode>(std::move(code));
 }
 
 const CudaProgram& CudaBackend::ProgramOf(const LoweredGraph& graph) { return AsCuda(graph).program; }
 const std::vector<std::string>& CudaBackend::PlanNotesOf(const LoweredGraph& graph) { return AsCuda(graph).notes; }
-const CubinResult& CudaBackend::CubinOf(const ObjectCode& code) { return AsCuda(code).cubin; }
+const CudaCubins& CudaBackend::CubinsOf(const ObjectCode& code) { return AsCuda(code).cubins; }
 
 StatusOr<std::unique_ptr<Executable>> CudaBackend::Load(std::unique_ptr<LoweredGraph> graph, const ObjectCode& code) {
   if (!device_) return NotFound(fmt::format("compiled for {} without a GPU: there is nothing to load it on", target_.arch));
@@ -320,25 +330,19 @@ StatusOr<std::unique_ptr<Executable>> CudaBackend::Load(std::unique_ptr<LoweredG
   s->tf32_matmul = options_.precision == MatmulPrecision::kHigh;
   s->cache_dir = options_.cache_dir;
   s->nvrtc_version = nvrtc_version_;
-  s->nvrtc_compiles = object.compiles;
+  s->nvrtc_compiles = object.cubins.compiles;
+  s->nvrtc_cache_hits = object.cubins.cache_hits();
   bool any_gemm = false;
   for (const CudaGroupProgram& p : s->program.groups) {
     any_gemm = any_gemm || p.mode == CudaGroupProgram::Mode::kGemm;
     s->has_host_steps = s->has_host_steps || p.mode == CudaGroupProgram::Mode::kHost;
   }
   if (HasKernels(s->program)) {
-    TF_CHECK(!object.empty);
-    RETURN_IF_ERROR(device_->Check(device_->api().cuModuleLoadData(&s->module, object.cubin.cubin.data()), "cuModuleLoadData"));
-    for (const CudaGroupProgram& p : s->program.groups)
-      for (const CudaLaunchable* k : Launchables(p)) {
-        CUfunction f;
-        RETURN_IF_ERROR(device_->Check(device_->api().cuModuleGetFunction(&f, s->module, k->source.name.c_str()),
-                                       "cuModuleGetFunction " + k->source.name));
-        RETURN_IF_ERROR(PrepareFunction(*device_, f, k->source.launch, k->source.name));
-        s->functions[k->source.name] = f;
-      }
+    TF_CHECK(!object.cubins.units.empty());
+    ASSIGN_OR_RETURN(s->modules, CudaModules::Load(*device_, object.cubins));
+    RETURN_IF_ERROR(FindFunctions(*device_, s->modules, s->program, s->functions));
   }
-  // Owned from here on: an error below unloads the module with the executable.
+  // Owned from here on: an error below unloads the modules with the executable.
   auto executable = std::make_unique<CudaExecutable>(std::move(s));
   RETURN_IF_ERROR(PlaceOnDevice(*executable->state(), any_gemm));
   return std::unique_ptr<Executable>(std::move(executable));

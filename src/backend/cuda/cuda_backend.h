@@ -4,8 +4,9 @@
 //          attention candidates the template refuses are planned as their parts
 //   Lower  BuildCudaProgram: per group a generated kernel, a template (GEMM, attention),
 //          cuBLASLt with or without its own epilogue, or host reference steps (said so)
-//   Build  one NVRTC run over every kernel (cubins cached on disk)
-//   Load   module loaded, scratch and cuBLASLt workspace, intermediates in one arena by
+//   Build  one NVRTC run per distinct kernel, on all cores (backend/cuda/cuda_compile_units;
+//          each cubin cached on disk on its own)
+//   Load   a module per cubin loaded, scratch and cuBLASLt workspace, intermediates in one arena by
 //          liveness, constants uploaded, the steps captured as one CUDA graph
 //
 // A backend made for an architecture only (ForArch) runs every stage but Load: a machine
@@ -16,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/cuda_compile_units.h"
 #include "backend/cuda/cuda_executable.h"
 #include "backend/cuda/cuda_program.h"
 #include "backend/cuda/nvrtc_compiler.h"
@@ -44,7 +46,7 @@ class CudaBackend : public Backend {
   // What the stages made, for reports (`tilefuse compile --backend cuda`).
   static const CudaProgram& ProgramOf(const LoweredGraph& graph);
   static const std::vector<std::string>& PlanNotesOf(const LoweredGraph& graph);
-  static const CubinResult& CubinOf(const ObjectCode& code);
+  static const CudaCubins& CubinsOf(const ObjectCode& code);
 
  private:
   CudaBackend(CudaCompileOptions options, CudaDevice* device, CudaTarget target, NvrtcCompiler nvrtc);

@@ -9,7 +9,9 @@
 #include "reference/interpreter.h"
 #include "backend/cuda/cublaslt_matmul.h"
 #include "backend/cuda/cuda_driver.h"
+#include "backend/cuda/cuda_compile_units.h"
 #include "backend/cuda/cuda_handles.h"
+#include "backend/cuda/cuda_modules.h"
 #include "backend/cuda/cuda_program.h"
 #include "backend/cuda/device_allocator.h"
 #include "backend/cuda/kernel_launch.h"
@@ -197,7 +199,7 @@ CudaExecutable::~CudaExecutable() {
   if (!state_) return;
   state_->captured = CudaGraphExec();  // before the module its kernels live in
   state_->caller_graphs.clear();
-  if (state_->module) state_->api().cuModuleUnload(state_->module);
+  state_->modules = CudaModules();
 }
 const Graph& CudaExecutable::graph() const { return state_->graph; }
 const FusionPlan& CudaExecutable::plan() const { return state_->plan; }
@@ -206,6 +208,7 @@ const CudaProgram& CudaExecutable::program() const { return state_->program; }
 const std::string& CudaExecutable::source() const { return state_->program.source; }
 std::string CudaExecutable::device_name() const { return state_->device->name(); }
 int64_t CudaExecutable::nvrtc_compiles() const { return state_->nvrtc_compiles; }
+int64_t CudaExecutable::nvrtc_cache_hits() const { return state_->nvrtc_cache_hits; }
 int64_t CudaExecutable::arena_bytes() const { return state_->memory.arena_bytes; }
 bool CudaExecutable::captured() const { return state_->captured.get() != nullptr; }
 std::string CudaExecutable::device_arch() const { return state_->device->arch(); }
@@ -229,17 +232,43 @@ struct VariantResult {
   std::string error;
 };
 
+// The variants that emitted compiled, each its own unit (in parallel; the default's unit is
+// usually the graph's own kernel, found in the cache) and loaded. A variant that does not
+// compile gets its error and sinks no other.
+StatusOr<CudaModules> CompileAndLoadVariants(CudaExecutable::State& s, const std::vector<CudaLaunchable>& variants,
+                                             std::vector<VariantResult>& results) {
+  std::vector<CudaKernelSource> sources;
+  std::map<std::string, size_t> variant_of;
+  for (size_t i = 0; i < variants.size(); ++i)
+    if (results[i].error.empty()) {
+      sources.push_back(variants[i].source);
+      variant_of[variants[i].source.name] = i;
+    }
+  std::vector<CudaCompileUnit> units = SplitIntoCompileUnits(sources);
+  ASSIGN_OR_RETURN(NvrtcCompiler nvrtc, NvrtcCompiler::Create(s.cache_dir));
+  std::vector<StatusOr<CubinResult>> compiled = CompileEachUnit(nvrtc, units, s.device->arch());
+  CudaCubins cubins;
+  for (size_t u = 0; u < units.size(); ++u) {
+    if (!compiled[u].ok()) {
+      for (const std::string& kernel : units[u].kernels) results[variant_of[kernel]].error = compiled[u].status().message();
+      continue;
+    }
+    cubins.units.push_back(std::move(units[u]));
+    cubins.cubins.push_back(std::move(*compiled[u]));
+  }
+  return CudaModules::Load(*s.device, cubins);
+}
+
 // Times each variant of `base` alone on the graph's buffers (run the graph once first so
-// they hold real data): every emitted source in one NVRTC run (one by one when that
-// fails), device events, `warmup` launches, median of `repeats`, inputs rotated among copies
-// so repeats do not read L2; a winner much faster than the first (the default) is measured
-// again with it. A variant that did not emit, compile or launch gets its error.
+// they hold real data): each emitted source its own compile unit, device events, `warmup`
+// launches, median of `repeats`, inputs rotated among copies so repeats do not read L2; a
+// winner much faster than the first (the default) is measured again with it. A variant
+// that did not emit, compile or launch gets its error.
 StatusOr<std::vector<VariantResult>> TimeVariants(CudaExecutable::State& s, const CudaLaunchable& base,
                                                   const std::vector<StatusOr<CudaKernelSource>>& emitted, int warmup, int repeats) {
   const CudaDriverApi& api = s.api();
   std::vector<VariantResult> results(emitted.size());
   std::vector<CudaLaunchable> variants(emitted.size(), base);
-  std::vector<CudaKernelSource> sources;
   int64_t scratch_bytes = 0;
   for (size_t i = 0; i < emitted.size(); ++i) {
     if (!emitted[i].ok()) {
@@ -247,7 +276,6 @@ StatusOr<std::vector<VariantResult>> TimeVariants(CudaExecutable::State& s, cons
       continue;
     }
     variants[i].source = *emitted[i];
-    sources.push_back(*emitted[i]);
     scratch_bytes = std::max(scratch_bytes, emitted[i]->launch.scratch_bytes);
   }
   // A variant may need more scratch memory (split-K partials) than the graph's kernels: it
@@ -266,24 +294,7 @@ StatusOr<std::vector<VariantResult>> TimeVariants(CudaExecutable::State& s, cons
     RETURN_IF_ERROR(s.device->Check(api.cuMemsetD8Async(w, 0, scratch_bytes, s.device->stream()), "zeroing scratch memory"));
     restore.saved = std::exchange(s.scratch, std::move(bigger));
   }
-  ASSIGN_OR_RETURN(NvrtcCompiler nvrtc, NvrtcCompiler::Create(s.cache_dir));
-  StatusOr<CubinResult> cubin = nvrtc.Compile(CudaTranslationUnit(sources), s.device->arch());
-  if (!cubin.ok()) {
-    // One bad variant must not sink the others: each alone finds the bad ones, then the
-    // others are compiled together again.
-    sources.clear();
-    for (size_t i = 0; i < results.size(); ++i) {
-      if (!results[i].error.empty()) continue;
-      StatusOr<CubinResult> alone = nvrtc.Compile(CudaTranslationUnit({variants[i].source}), s.device->arch());
-      if (alone.ok()) sources.push_back(variants[i].source);
-      else results[i].error = alone.status().message();
-    }
-    if (sources.empty()) return results;
-    cubin = nvrtc.Compile(CudaTranslationUnit(sources), s.device->arch());
-    RETURN_IF_ERROR(cubin.status());
-  }
-  CUmodule module = nullptr;
-  RETURN_IF_ERROR(s.device->Check(api.cuModuleLoadData(&module, cubin->cubin.data()), "cuModuleLoadData (tuning)"));
+  ASSIGN_OR_RETURN(CudaModules modules, CompileAndLoadVariants(s, variants, results));
   // Rotated copies of the kernel's inputs, so repeated launches read device memory.
   std::vector<int> inputs;
   int64_t input_bytes = 0;
@@ -318,8 +329,7 @@ StatusOr<std::vector<VariantResult>> TimeVariants(CudaExecutable::State& s, cons
   }
   CUevent begin = begin_event.get(), end = end_event.get();
   auto time_variant = [&](size_t i, int n) -> StatusOr<double> {
-    CUfunction f;
-    RETURN_IF_ERROR(s.device->Check(api.cuModuleGetFunction(&f, module, variants[i].source.name.c_str()), "cuModuleGetFunction"));
+    ASSIGN_OR_RETURN(CUfunction f, modules.Function(variants[i].source.name));
     // Dynamic shared memory past 48 KB (the templates') must be asked for per function.
     RETURN_IF_ERROR(PrepareFunction(*s.device, f, variants[i].source.launch, variants[i].source.name));
     std::map<std::string, CUfunction> saved;
@@ -361,7 +371,6 @@ StatusOr<std::vector<VariantResult>> TimeVariants(CudaExecutable::State& s, cons
         if (t.ok()) results[i].time_us = *t;
       }
   }
-  api.cuModuleUnload(module);
   RETURN_IF_ERROR(status);
   return results;
 }

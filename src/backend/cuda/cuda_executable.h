@@ -121,9 +121,11 @@ class CudaExecutable : public Executable {
   const CudaProgram& program() const;  // how each group runs (the tuner's gemm path search reads it)
   // Attention candidates the attention template did not take (planned as their parts), with why.
   const std::vector<std::string>& plan_notes() const;
-  const std::string& source() const;  // the CUDA translation unit
+  const std::string& source() const;  // every kernel's CUDA in one text, for people to read
   std::string device_name() const;
-  int64_t nvrtc_compiles() const;   // 0 when the cubin came from the cache
+  // Compile units (one per distinct kernel) NVRTC compiled, and those the cache held.
+  int64_t nvrtc_compiles() const;
+  int64_t nvrtc_cache_hits() const;
   bool captured() const;            // replayed as a CUDA graph
 
  private:

@@ -12,6 +12,7 @@
 #include "backend/cuda/cuda_driver.h"
 #include "backend/cuda/cuda_executable.h"
 #include "backend/cuda/cuda_handles.h"
+#include "backend/cuda/cuda_modules.h"
 #include "backend/cuda/cuda_program.h"
 #include "backend/cuda/device_allocator.h"
 #include "runtime/memory_plan.h"
@@ -29,8 +30,8 @@ struct CudaExecutable::State {
   std::vector<bool> inlined;
   CudaProgram program;
   std::vector<CudaKernelInfo> kernels;
-  CUmodule module = nullptr;
-  std::map<std::string, CUfunction> functions;
+  CudaModules modules;                          // a module per compiled unit
+  std::map<std::string, CUfunction> functions;  // by kernel name
   std::unique_ptr<LtMatmul> lt;
   MemoryPlan memory;
   DeviceBuffer arena, workspace;
@@ -54,7 +55,7 @@ struct CudaExecutable::State {
   bool caller_in_place = false;
   std::string cache_dir, nvrtc_version;
   std::vector<std::string> plan_notes;  // attention candidates split into their parts, and why
-  int64_t nvrtc_compiles = 0;
+  int64_t nvrtc_compiles = 0, nvrtc_cache_hits = 0;  // units compiled / found in the cache
 
   const CudaDriverApi& api() const { return device->api(); }
   int64_t Bytes(int node) const { return NumElements(graph.node(node).shape) * DTypeSize(graph.node(node).dtype); }

@@ -12,6 +12,8 @@
 #include "driver/driver.h"
 #include "frontend/onnx/importer.h"
 #include "passes/pipeline.h"
+#include "reference/interpreter.h"
+#include "support/tensor_compare.h"
 
 namespace tilefuse {
 namespace {
@@ -85,6 +87,37 @@ TEST_F(GpuRunOnDeviceTest, MatchesTheHostRunBitForBitOnTheCallersStream) {
     }
     device_->api().cuStreamDestroy(stream);
   }
+}
+
+// Identical kernels share a compile unit (backend/cuda/cuda_compile_units.h): three softmax
+// layers of one shape run one function from one module (the products between them: cuBLASLt).
+TEST_F(GpuRunOnDeviceTest, KernelsSharingAUnitRunFromItsModule) {
+  auto model = ImportOnnxText(R"ONNX(
+<ir_version: 8, opset_import: ["" : 17]>
+layers (float[64,128] x, float[128,128] w) => (float[64,128] y)
+{
+  s1 = Softmax <axis = -1> (x)
+  m1 = MatMul (s1, w)
+  s2 = Softmax <axis = -1> (m1)
+  m2 = MatMul (s2, w)
+  y = Softmax <axis = -1> (m2)
+}
+)ONNX");
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  auto graph = RunGraphPasses(std::move(model->graph), PassOptions{});
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  auto compiled = CompileForCuda(*graph, CudaCompileOptions{});
+  ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
+  int generated = 0;
+  for (const CudaGroupProgram& p : (*compiled)->program().groups) generated += static_cast<int>(Launchables(p).size());
+  EXPECT_LT((*compiled)->nvrtc_compiles() + (*compiled)->nvrtc_cache_hits(), generated) << "the softmax layers share a unit";
+  std::vector<Tensor> inputs = {Tensor::Random(DType::kF32, {64, 128}, 3), Tensor::Random(DType::kF32, {128, 128}, 4)};
+  auto got = (*compiled)->Run(inputs);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  auto expected = RunReference(*graph, inputs);
+  ASSERT_TRUE(expected.ok()) << expected.status().ToString();
+  Comparison c = CompareTensors((*got)[0], (*expected)[0]);
+  EXPECT_TRUE(c.pass) << c.reason;
 }
 
 TEST_F(GpuRunOnDeviceTest, WrongNumberOfPointersIsAnError) {

@@ -1,5 +1,6 @@
 // CudaProgram: how each fusion group of a planned graph runs on the GPU, and the CUDA
-// source of every generated kernel (one translation unit per graph: one NVRTC run).
+// source of every generated kernel (all of them in one text, for people to read; the
+// backend compiles a unit per distinct kernel: backend/cuda/cuda_compile_units.h).
 //
 //   pointwise / row_reduction / reduction  → one generated kernel
 //   gemm, Hopper (sm_90a)                  → prologue kernels (if any) + the GEMM template
@@ -72,7 +73,7 @@ inline constexpr char kLibraryEpilogueRule[] = "cuBLASLt fuses this epilogue";
 
 struct CudaProgram {
   std::vector<CudaGroupProgram> groups;  // plan order
-  std::string source;                    // every kernel, one translation unit
+  std::string source;                    // every kernel, one translation unit (the dump)
 };
 
 // What the program is built for. The Hopper templates need sm_90a.
@@ -145,7 +146,7 @@ struct CudaPlan {
 StatusOr<CudaPlan> PlanFusionForCuda(const Graph& graph, PlannerOptions options, const CudaTarget& target);
 
 // Lowers and emits every group of `plan`. `prefix` keeps kernel names of several graphs
-// in one translation unit apart.
+// of one build apart.
 // `configs` (KernelFingerprint → configuration, from the tuner) overrides the templates'
 // defaults for the kernels it names.
 StatusOr<CudaProgram> BuildCudaProgram(const Graph& graph, const FusionPlan& plan, const std::vector<bool>& inlined,

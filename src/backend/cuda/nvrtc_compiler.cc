@@ -74,8 +74,9 @@ std::string ToolkitIncludeFolder(const NvrtcApi& api) {
 }
 
 // Keeps a failing source for the user to read; returns its path (empty if not written).
-std::string KeepFailedSource(const std::string& source) {
-  std::string path = fmt::format("/tmp/tilefuse-nvrtc-failure-{}.cu", getpid());
+// Named by the process and the cache key: units failing at once keep a file each.
+std::string KeepFailedSource(const std::string& source, const std::string& key) {
+  std::string path = fmt::format("/tmp/tilefuse-nvrtc-failure-{}-{}.cu", getpid(), key.substr(0, 12));
   return WriteFileAtomically(path, source).ok() ? path : "";
 }
 
@@ -140,17 +141,12 @@ StatusOr<CubinResult> NvrtcCompiler::Compile(const std::string& source, const st
   std::vector<std::string_view> key_parts = {source, kDeviceLibraryText, kTileLibraryText, arch, nvrtc_version};
   for (const std::string& o : options) key_parts.push_back(o);
   std::string key = KernelCache::Key(key_parts);
-  CubinResult result;
-  if (auto path = cache_.Lookup(key, ".cubin")) {
-    ASSIGN_OR_RETURN(result.cubin, ReadWholeFile(*path));
-    if (auto log = cache_.Lookup(key, ".ptxas")) {
-      ASSIGN_OR_RETURN(result.ptxas_log, ReadWholeFile(*log));
-    }
-    result.from_cache = true;
-    ++cache_hits_;
-    return result;
+  if (std::optional<CubinResult> cached = Lookup(key)) {
+    ++shared_->cache_hits;
+    return *std::move(cached);
   }
-  ++compiles_;
+  ++shared_->compiles;
+  CubinResult result;
   nvrtcProgram program = nullptr;
   const char* header_texts[] = {kDeviceLibraryText, kTileLibraryText};
   const char* header_names[] = {kDeviceLibraryName, kTileLibraryName};
@@ -162,7 +158,7 @@ StatusOr<CubinResult> NvrtcCompiler::Compile(const std::string& source, const st
   std::string log = ProgramLog(*api, program);
   if (r != NVRTC_SUCCESS) {
     api->nvrtcDestroyProgram(&program);
-    std::string kept = KeepFailedSource(source);
+    std::string kept = KeepFailedSource(source, key);
     return Internal(fmt::format("NVRTC failed to compile the generated CUDA for {} ({}){}:\n{}", arch,
                                 api->nvrtcGetErrorString(r), kept.empty() ? "" : "; source kept at " + kept, log));
   }
@@ -178,8 +174,26 @@ StatusOr<CubinResult> NvrtcCompiler::Compile(const std::string& source, const st
   api->nvrtcGetCUBIN(program, result.cubin.data());
   api->nvrtcDestroyProgram(&program);
   result.ptxas_log = log;
-  RETURN_IF_ERROR(cache_.Insert(key, ".ptxas", log).status());
-  RETURN_IF_ERROR(cache_.Insert(key, ".cubin", result.cubin).status());
+  std::lock_guard<std::mutex> lock(shared_->cache_mutex);
+  // The report first: a cubin found in the cache then always has its report beside it.
+  RETURN_IF_ERROR(shared_->cache.Insert(key, ".ptxas", log).status());
+  RETURN_IF_ERROR(shared_->cache.Insert(key, ".cubin", result.cubin).status());
+  return result;
+}
+
+std::optional<CubinResult> NvrtcCompiler::Lookup(const std::string& key) {
+  std::lock_guard<std::mutex> lock(shared_->cache_mutex);
+  std::optional<std::string> path = shared_->cache.Lookup(key, ".cubin");
+  if (!path) return std::nullopt;
+  CubinResult result;
+  result.from_cache = true;
+  StatusOr<std::string> cubin = ReadWholeFile(*path);
+  if (!cubin.ok()) return std::nullopt;  // removed since Lookup checked it: compile again
+  result.cubin = std::move(cubin).value();
+  if (std::optional<std::string> log = shared_->cache.Lookup(key, ".ptxas")) {
+    StatusOr<std::string> text = ReadWholeFile(*log);
+    if (text.ok()) result.ptxas_log = std::move(text).value();
+  }
   return result;
 }
 

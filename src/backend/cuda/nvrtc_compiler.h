@@ -9,9 +9,17 @@
 // and <cuda/std/...>; NVRTC 13.0 has none of them built in).
 // A compile error returns Internal with NVRTC's log; the failing source is kept on disk
 // (the path is in the message) for debugging.
+//
+// Compile may be called from several threads at once (backend/cuda/cuda_compile_units
+// compiles a model's kernels in parallel): NVRTC is thread-safe for separate programs, the
+// counters are atomic and the cache, which one thread at a time may use, is behind a mutex.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,16 +58,25 @@ class NvrtcCompiler {
   std::string version() const;  // "13.0"
   // The toolkit's include folder passed to NVRTC, or "" where NVRTC came without headers.
   const std::string& toolkit_include() const { return toolkit_include_; }
-  int64_t compiles() const { return compiles_; }
-  int64_t cache_hits() const { return cache_hits_; }
+  // Programs NVRTC compiled, and cubins the cache answered, since Create.
+  int64_t compiles() const { return shared_->compiles; }
+  int64_t cache_hits() const { return shared_->cache_hits; }
 
  private:
+  // What concurrent Compile calls share; held by pointer so the compiler stays movable.
+  struct Shared {
+    explicit Shared(KernelCache c) : cache(std::move(c)) {}
+    std::mutex cache_mutex;
+    KernelCache cache;
+    std::atomic<int64_t> compiles{0}, cache_hits{0};
+  };
   NvrtcCompiler(KernelCache cache, int major, int minor, std::string toolkit_include)
-      : cache_(std::move(cache)), major_(major), minor_(minor), toolkit_include_(std::move(toolkit_include)) {}
-  KernelCache cache_;
+      : shared_(std::make_unique<Shared>(std::move(cache))), major_(major), minor_(minor), toolkit_include_(std::move(toolkit_include)) {}
+  // The cached cubin and report under `key`, if there is one.
+  std::optional<CubinResult> Lookup(const std::string& key);
+  std::unique_ptr<Shared> shared_;
   int major_, minor_;
   std::string toolkit_include_;
-  int64_t compiles_ = 0, cache_hits_ = 0;
 };
 
 }  // namespace tilefuse

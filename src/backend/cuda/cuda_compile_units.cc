@@ -1,0 +1,126 @@
+#include "backend/cuda/cuda_compile_units.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <fmt/format.h>
+#include <map>
+#include <thread>
+
+#include "support/check.h"
+#include "support/content_hash.h"
+#include "support/parallel_for.h"
+
+namespace tilefuse {
+
+namespace {
+
+bool IsIdentifierChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+// `text` with every whole identifier `from` replaced by `to` (tf_group1_x stays when
+// replacing tf_group1).
+std::string ReplaceIdentifier(std::string text, const std::string& from, const std::string& to) {
+  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at)) {
+    const size_t end = at + from.size();
+    if ((at > 0 && IsIdentifierChar(text[at - 1])) || (end < text.size() && IsIdentifierChar(text[end]))) {
+      at = end;
+      continue;
+    }
+    text.replace(at, from.size(), to);
+    at += to.size();
+  }
+  return text;
+}
+
+// What the kernel is, from its name ("g2_tf_group7_gemm_prologue1_variant3" ->
+// "gemm_prologue"): the unit's entry keeps it, so profiles still say what runs.
+std::string KindOf(const std::string& name) {
+  size_t at = name.find("tf_group");
+  if (at == std::string::npos) return "kernel";
+  at += 8;
+  while (at < name.size() && std::isdigit(static_cast<unsigned char>(name[at]))) ++at;
+  std::string kind = at < name.size() ? name.substr(at + 1) : "";
+  if (size_t v = kind.rfind("_variant"); v != std::string::npos) kind.resize(v);
+  while (!kind.empty() && (std::isdigit(static_cast<unsigned char>(kind.back())) || kind.back() == '_')) kind.pop_back();
+  return kind.empty() ? "kernel" : kind;
+}
+
+std::string DescribeKernels(const CudaCompileUnit& unit) {
+  std::string out = unit.kernels.front();
+  if (unit.kernels.size() > 1) out += fmt::format(" (and {} identical kernels)", unit.kernels.size() - 1);
+  return out;
+}
+
+}  // namespace
+
+std::vector<CudaCompileUnit> SplitIntoCompileUnits(const std::vector<CudaKernelSource>& kernels) {
+  std::vector<CudaCompileUnit> units;
+  std::map<std::string, size_t> unit_of_entry;
+  std::map<std::string, std::string> entry_of_kernel;
+  for (const CudaKernelSource& k : kernels) {
+    // The entry is a function of what the kernel computes: its body with its own name left
+    // out, hashed (64 bits), and its kind for people reading a profile.
+    std::string body = ReplaceIdentifier(k.function, k.name, "TF_KERNEL_NAME");
+    std::string entry = fmt::format("tf_{}_{}", KindOf(k.name), HashBytes(body).ToHex().substr(0, 16));
+    auto [named, fresh_name] = entry_of_kernel.emplace(k.name, entry);
+    TF_CHECK_MSG(named->second == entry, ("two different kernels named " + k.name).c_str());
+    if (!fresh_name) continue;  // the same kernel listed twice
+    auto [found, fresh_entry] = unit_of_entry.emplace(entry, units.size());
+    if (fresh_entry) {
+      CudaKernelSource renamed = k;
+      renamed.name = entry;
+      renamed.function = ReplaceIdentifier(k.function, k.name, entry);
+      units.push_back({entry, CudaTranslationUnit({renamed}), {}});
+    }
+    units[found->second].kernels.push_back(k.name);
+  }
+  return units;
+}
+
+std::string CudaCubins::PtxasLog() const {
+  std::string log;
+  for (size_t u = 0; u < units.size() && u < cubins.size(); ++u)
+    for (const std::string& kernel : units[u].kernels) {
+      std::string part = ReplaceIdentifier(cubins[u].ptxas_log, units[u].entry, kernel);
+      log += part;
+      if (!part.empty() && part.back() != '\n') log += '\n';
+    }
+  return log;
+}
+
+int64_t CudaCubins::bytes() const {
+  int64_t total = 0;
+  for (const CubinResult& c : cubins) total += static_cast<int64_t>(c.cubin.size());
+  return total;
+}
+
+int NvrtcThreads(size_t units) {
+  int threads = 0;
+  if (const char* env = std::getenv("TILEFUSE_NVRTC_THREADS"); env && *env) threads = std::atoi(env);
+  if (threads <= 0) threads = std::min(32, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  return static_cast<int>(std::clamp<size_t>(units, 1, static_cast<size_t>(threads)));
+}
+
+std::vector<StatusOr<CubinResult>> CompileEachUnit(NvrtcCompiler& nvrtc, const std::vector<CudaCompileUnit>& units,
+                                                   const std::string& arch) {
+  std::vector<StatusOr<CubinResult>> results(units.size(), Internal("not compiled"));
+  ParallelFor(static_cast<int64_t>(units.size()), NvrtcThreads(units.size()), [&](int64_t i) {
+    StatusOr<CubinResult> cubin = nvrtc.Compile(units[i].source, arch);
+    results[i] = cubin.ok() ? std::move(cubin) : StatusOr<CubinResult>(cubin.status().WithContext("kernel " + DescribeKernels(units[i])));
+  });
+  return results;
+}
+
+StatusOr<CudaCubins> CompileUnits(NvrtcCompiler& nvrtc, std::vector<CudaCompileUnit> units, const std::string& arch) {
+  std::vector<StatusOr<CubinResult>> compiled = CompileEachUnit(nvrtc, units, arch);
+  CudaCubins out;
+  for (StatusOr<CubinResult>& c : compiled) {
+    RETURN_IF_ERROR(c.status());
+    out.compiles += c->from_cache ? 0 : 1;
+    out.cubins.push_back(std::move(*c));
+  }
+  out.units = std::move(units);
+  return out;
+}
+
+}  // namespace tilefuse

@@ -1,0 +1,222 @@
+// Compile units: one per distinct kernel, cached per unit, compiled in parallel. NVRTC is
+// needed (not a GPU) for all but the splitting; loading the cubins and launching through
+// them needs a GPU (cuda_executable_test and scripts/gpu-check.sh run every model that way).
+#include "backend/cuda/cuda_compile_units.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fmt/format.h>
+#include <optional>
+
+#include "backend/cuda/cuda_backend.h"
+#include "driver/driver.h"
+#include "frontend/onnx/importer.h"
+#include "passes/pipeline.h"
+
+namespace tilefuse {
+namespace {
+
+CudaKernelSource Kernel(const std::string& name, const std::string& statement) {
+  CudaKernelSource k;
+  k.name = name;
+  k.function = "extern \"C\" __global__ void " + name + "(float* __restrict__ b0) {\n  " + statement + "\n}\n";
+  return k;
+}
+
+// A kernel cache of the test's own, removed at the end.
+class CompileUnitsTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (std::filesystem::temp_directory_path() / "tilefuse_units_XXXXXX").string();
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
+    cache_dir_ = pattern;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    std::filesystem::remove_all(cache_dir_, ec);
+  }
+  // A fresh compiler on the test's cache, as a new process would have.
+  std::optional<NvrtcCompiler> Nvrtc() {
+    StatusOr<NvrtcCompiler> nvrtc = NvrtcCompiler::Create(cache_dir_);
+    if (!nvrtc.ok()) return std::nullopt;
+    return std::move(nvrtc).value();
+  }
+  int CacheEntries() const {
+    int entries = 0;
+    for (const auto& e : std::filesystem::directory_iterator(cache_dir_ + "/v1")) {
+      EXPECT_EQ(e.path().filename().string().rfind(".tmp-", 0), std::string::npos) << "a half-written insert: " << e.path();
+      ++entries;
+    }
+    return entries;
+  }
+  std::string cache_dir_;
+};
+
+#define NVRTC_OR_SKIP(name)                                              \
+  std::optional<NvrtcCompiler> name = Nvrtc();                           \
+  if (!name) GTEST_SKIP() << "NVRTC not available: units not compiled"
+
+TEST(SplitIntoCompileUnitsTest, IdenticalKernelsShareAUnitNamedByWhatTheyCompute) {
+  std::vector<CudaCompileUnit> units = SplitIntoCompileUnits({
+      Kernel("tf_group1_pointwise", "b0[threadIdx.x] *= 2.0f;"),
+      Kernel("tf_group2_row_reduction", "b0[threadIdx.x] += 1.0f;"),
+      Kernel("tf_group3_pointwise", "b0[threadIdx.x] *= 2.0f;"),       // as group 1
+      Kernel("g1_tf_group1_pointwise", "b0[threadIdx.x] *= 2.0f;"),    // another graph's, as group 1
+      Kernel("tf_group1_pointwise", "b0[threadIdx.x] *= 2.0f;"),       // listed twice
+  });
+  ASSERT_EQ(units.size(), 2u);
+  EXPECT_EQ(units[0].kernels, (std::vector<std::string>{"tf_group1_pointwise", "tf_group3_pointwise", "g1_tf_group1_pointwise"}));
+  EXPECT_EQ(units[1].kernels, std::vector<std::string>{"tf_group2_row_reduction"});
+  EXPECT_EQ(units[0].entry.rfind("tf_pointwise_", 0), 0u) << units[0].entry;
+  EXPECT_EQ(units[1].entry.rfind("tf_row_reduction_", 0), 0u) << units[1].entry;
+  // The unit defines its entry, and no kernel's own name.
+  EXPECT_NE(units[0].source.find("void " + units[0].entry + "("), std::string::npos) << units[0].source;
+  EXPECT_EQ(units[0].source.find("tf_group"), std::string::npos) << units[0].source;
+}
+
+TEST(SplitIntoCompileUnitsTest, OnlyTheWholeNameIsReplaced) {
+  // The body names a longer identifier that starts with the kernel's name.
+  std::vector<CudaCompileUnit> units =
+      SplitIntoCompileUnits({Kernel("tf_group1_gemm", "constexpr int tf_group1_gemm_tiles = 4; b0[0] = tf_group1_gemm_tiles;")});
+  ASSERT_EQ(units.size(), 1u);
+  EXPECT_NE(units[0].source.find("tf_group1_gemm_tiles"), std::string::npos);
+  EXPECT_EQ(units[0].entry.rfind("tf_gemm_", 0), 0u) << units[0].entry;
+}
+
+TEST(SplitIntoCompileUnitsTest, TunerVariantsKeepTheirKind) {
+  std::vector<CudaCompileUnit> units = SplitIntoCompileUnits(
+      {Kernel("tf_group4_gemm_prologue1_variant3", "b0[1] = 3.0f;"), Kernel("custom", "b0[2] = 1.0f;")});
+  ASSERT_EQ(units.size(), 2u);
+  EXPECT_EQ(units[0].entry.rfind("tf_gemm_prologue_", 0), 0u) << units[0].entry;
+  EXPECT_EQ(units[1].entry.rfind("tf_kernel_", 0), 0u) << units[1].entry;
+}
+
+TEST(NvrtcThreadsTest, TheEnvironmentSetsItAndUnitsBoundIt) {
+  setenv("TILEFUSE_NVRTC_THREADS", "1", 1);
+  EXPECT_EQ(NvrtcThreads(40), 1);
+  setenv("TILEFUSE_NVRTC_THREADS", "6", 1);
+  EXPECT_EQ(NvrtcThreads(40), 6);
+  EXPECT_EQ(NvrtcThreads(3), 3);
+  EXPECT_EQ(NvrtcThreads(0), 1);
+  unsetenv("TILEFUSE_NVRTC_THREADS");
+  EXPECT_GE(NvrtcThreads(1000), 1);
+  EXPECT_LE(NvrtcThreads(1000), 32);
+}
+
+TEST_F(CompileUnitsTest, ASecondCompileFindsEveryUnitInTheCache) {
+  NVRTC_OR_SKIP(first);
+  std::vector<CudaKernelSource> kernels;
+  for (int i = 0; i < 6; ++i) kernels.push_back(Kernel(fmt::format("tf_group{}_pointwise", i), fmt::format("b0[threadIdx.x] += {}.0f;", i % 4)));
+  StatusOr<CudaCubins> cold = CompileUnits(*first, SplitIntoCompileUnits(kernels), "sm_90a");
+  ASSERT_TRUE(cold.ok()) << cold.status().ToString();
+  EXPECT_EQ(cold->units.size(), 4u) << "kernels 4 and 5 are kernels 0 and 1";
+  EXPECT_EQ(cold->compiles, 4);
+  EXPECT_EQ(first->compiles(), 4);
+  NVRTC_OR_SKIP(second);
+  StatusOr<CudaCubins> warm = CompileUnits(*second, SplitIntoCompileUnits(kernels), "sm_90a");
+  ASSERT_TRUE(warm.ok()) << warm.status().ToString();
+  EXPECT_EQ(warm->compiles, 0);
+  EXPECT_EQ(warm->cache_hits(), 4);
+  EXPECT_EQ(second->cache_hits(), 4);
+  for (size_t u = 0; u < warm->units.size(); ++u) EXPECT_EQ(warm->cubins[u].cubin, cold->cubins[u].cubin);
+}
+
+TEST_F(CompileUnitsTest, AChangedKernelRecompilesOnlyItsUnit) {
+  NVRTC_OR_SKIP(nvrtc);
+  std::vector<CudaKernelSource> kernels = {Kernel("tf_group0_pointwise", "b0[0] = 1.0f;"), Kernel("tf_group1_pointwise", "b0[1] = 2.0f;"),
+                                           Kernel("tf_group2_pointwise", "b0[2] = 3.0f;")};
+  ASSERT_TRUE(CompileUnits(*nvrtc, SplitIntoCompileUnits(kernels), "sm_90a").ok());
+  kernels[1] = Kernel("tf_group1_pointwise", "b0[1] = 5.0f;");
+  StatusOr<CudaCubins> again = CompileUnits(*nvrtc, SplitIntoCompileUnits(kernels), "sm_90a");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->compiles, 1);
+  EXPECT_FALSE(again->cubins[1].from_cache);
+  EXPECT_TRUE(again->cubins[0].from_cache && again->cubins[2].from_cache);
+  // Another graph's identical kernel under another name: nothing to compile.
+  StatusOr<CudaCubins> renamed = CompileUnits(*nvrtc, SplitIntoCompileUnits({Kernel("g7_tf_group9_pointwise", "b0[2] = 3.0f;")}), "sm_90a");
+  ASSERT_TRUE(renamed.ok()) << renamed.status().ToString();
+  EXPECT_EQ(renamed->compiles, 0);
+}
+
+// Each cubin defines its unit's entry (what the loader looks up in that unit's module), and
+// ptxas's report names every kernel, shared units' once per kernel.
+TEST_F(CompileUnitsTest, EveryKernelIsFoundInItsUnitsCubinAndReport) {
+  NVRTC_OR_SKIP(nvrtc);
+  StatusOr<CudaCubins> cubins = CompileUnits(
+      *nvrtc, SplitIntoCompileUnits({Kernel("tf_group0_pointwise", "b0[0] = 1.0f;"), Kernel("tf_group1_reduction", "b0[1] = 2.0f;"),
+                                     Kernel("tf_group2_pointwise", "b0[0] = 1.0f;")}),
+      "sm_90a");
+  ASSERT_TRUE(cubins.ok()) << cubins.status().ToString();
+  ASSERT_EQ(cubins->units.size(), 2u);
+  for (size_t u = 0; u < 2; ++u) {
+    EXPECT_NE(cubins->cubins[u].cubin.find(cubins->units[u].entry), std::string::npos) << "the cubin's symbols hold its entry";
+    EXPECT_EQ(cubins->cubins[u].cubin.find(cubins->units[1 - u].entry), std::string::npos) << "and not the other unit's";
+  }
+  std::vector<PtxasKernelInfo> report = ParsePtxasLog(cubins->PtxasLog());
+  std::vector<std::string> names;
+  for (const PtxasKernelInfo& k : report) names.push_back(k.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"tf_group0_pointwise", "tf_group2_pointwise", "tf_group1_reduction"})) << cubins->PtxasLog();
+  EXPECT_GT(cubins->bytes(), 0);
+}
+
+TEST_F(CompileUnitsTest, AFailingUnitNamesItsKernelsAndLeavesNothingInTheCache) {
+  NVRTC_OR_SKIP(nvrtc);
+  std::vector<CudaKernelSource> kernels = {Kernel("tf_group0_pointwise", "b0[0] = 1.0f;"), Kernel("tf_group1_pointwise", "b0[1] = undeclared;"),
+                                           Kernel("tf_group2_pointwise", "b0[1] = undeclared;")};
+  StatusOr<CudaCubins> cubins = CompileUnits(*nvrtc, SplitIntoCompileUnits(kernels), "sm_90a");
+  ASSERT_FALSE(cubins.ok());
+  const std::string& message = cubins.status().message();
+  EXPECT_NE(message.find("kernel tf_group1_pointwise (and 1 identical kernels)"), std::string::npos) << message;
+  EXPECT_NE(message.find("undeclared"), std::string::npos) << "NVRTC's log: " << message;
+  EXPECT_EQ(CacheEntries(), 2) << "the good unit's cubin and report, nothing of the bad one";
+  // Alone, each unit gets its own answer: the bad one sinks no other.
+  std::vector<StatusOr<CubinResult>> each = CompileEachUnit(*nvrtc, SplitIntoCompileUnits(kernels), "sm_90a");
+  ASSERT_EQ(each.size(), 2u);
+  EXPECT_TRUE(each[0].ok() && each[0]->from_cache);
+  EXPECT_FALSE(each[1].ok());
+}
+
+// Many units on several threads into one cache: every one compiled once and counted once.
+TEST_F(CompileUnitsTest, ParallelCompilesShareTheCompilerSafely) {
+  NVRTC_OR_SKIP(nvrtc);
+  setenv("TILEFUSE_NVRTC_THREADS", "4", 1);
+  std::vector<CudaKernelSource> kernels;
+  for (int i = 0; i < 12; ++i) kernels.push_back(Kernel(fmt::format("tf_group{}_pointwise", i), fmt::format("b0[{}] = 1.0f;", i)));
+  StatusOr<CudaCubins> cubins = CompileUnits(*nvrtc, SplitIntoCompileUnits(kernels), "sm_90a");
+  unsetenv("TILEFUSE_NVRTC_THREADS");
+  ASSERT_TRUE(cubins.ok()) << cubins.status().ToString();
+  EXPECT_EQ(cubins->compiles, 12);
+  EXPECT_EQ(nvrtc->compiles(), 12);
+  EXPECT_EQ(CacheEntries(), 24);
+}
+
+// Through the backend: a model's second build compiles nothing, and its identical layers
+// share units.
+TEST_F(CompileUnitsTest, TheBackendBuildsAModelPerUnit) {
+  NVRTC_OR_SKIP(probe);
+  auto model = ImportOnnx(std::string(TILEFUSE_SOURCE_DIR) + "/tests/models/gpt2_2layer");
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  auto graph = RunGraphPasses(std::move(model->graph), PassOptions{});
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  CudaCompileOptions options;
+  options.cache_dir = cache_dir_;
+  int64_t units = 0;
+  for (int round = 0; round < 2; ++round) {
+    auto backend = CudaBackend::ForArch("sm_90a", options);
+    ASSERT_TRUE(backend.ok()) << backend.status().ToString();
+    auto built = BuildGraphs(**backend, {*graph}, options);
+    ASSERT_TRUE(built.ok()) << built.status().ToString();
+    const CudaCubins& cubins = CudaBackend::CubinsOf(*built->code);
+    size_t kernels = 0;
+    for (const CudaCompileUnit& u : cubins.units) kernels += u.kernels.size();
+    EXPECT_LT(cubins.units.size(), kernels) << "the two layers' kernels are the same kernels";
+    if (round == 0) units = cubins.compiles;
+    else EXPECT_EQ(cubins.compiles, 0) << "the second build is all cache hits";
+  }
+  EXPECT_GT(units, 0);
+}
+
+}  // namespace
+}  // namespace tilefuse

@@ -1,6 +1,7 @@
 #include "fusion/group_classifier.h"
 
 #include <algorithm>
+#include <optional>
 #include <fmt/format.h>
 
 namespace tilefuse {
@@ -204,9 +205,40 @@ bool TrailingReductionSpace(const Graph& g, const Node& reduction, int64_t* rows
 
 bool IsConvAnchor(const Node& n) { return n.op == OpCode::kConv && n.dtype == DType::kF32; }
 
+// The members that read `id`.
+std::vector<int> UsersIn(const Graph& g, const std::vector<int>& members, int id) {
+  std::vector<int> readers;
+  for (int m : members) {
+    const std::vector<int>& in = g.node(m).inputs;
+    if (std::find(in.begin(), in.end(), id) != in.end()) readers.push_back(m);
+  }
+  return readers;
+}
+
+// A window combined tap by tap (a depthwise convolution or a pool: one window per tap) reads
+// its input at each tap's offset: where that input is computed in the group, every tap
+// recomputes it (ConvNeXt's depthwise 7x7 over the residual sum a GEMM's epilogue computes:
+// 49 times the sum's loads per element). Such windows read values other kernels wrote.
+std::optional<std::string> TapsRecompute(const Graph& g, const std::vector<int>& members) {
+  std::vector<int> windows;
+  for (int id : members)
+    if (g.node(id).op == OpCode::kWindow) windows.push_back(id);
+  if (windows.size() < 2) return std::nullopt;
+  auto member = [&](int id) { return std::find(members.begin(), members.end(), id) != members.end(); };
+  for (int w : windows) {
+    int input = g.node(w).inputs[0];
+    while (member(input) && g.node(input).info().kind == OpKind::View) input = g.node(input).inputs[0];
+    if (member(input))
+      return fmt::format("{} is one of {} taps over {}, which the group computes: each tap would recompute it", Label(g.node(w)),
+                         windows.size(), Label(g.node(input)));
+  }
+  return std::nullopt;
+}
+
 GroupClassification ClassifyGroup(const Graph& g, const std::vector<int>& members, bool conv_anchors) {
   if (static_cast<int>(members.size()) > kMaxGroupNodes)
     return Forbid(fmt::format("template limit: more than {} ops in one kernel", kMaxGroupNodes));
+  if (std::optional<std::string> why = TapsRecompute(g, members)) return Forbid(std::move(*why));
   std::vector<int> matmuls, reductions;
   for (int id : members) {
     const Node& n = g.node(id);
@@ -233,7 +265,32 @@ GroupClassification ClassifyGroup(const Graph& g, const std::vector<int>& member
       return Forbid(fmt::format("a gemm group cannot hold a reduction ({})", Label(g.node(reductions[0]))));
     return ClassifyGemm(g, members, matmuls[0]);
   }
-  if (!reductions.empty()) return ClassifyReductions(g, members, reductions);
+  if (!reductions.empty()) {
+    // A depthwise convolution or a pool combined tap by tap costs tens of loads and multiplies
+    // per element: inside a reduction's kernel it is recomputed on every pass over a row, by as
+    // few threads as the reduction has rows (ConvNeXt's depthwise 7x7 before its layer norm:
+    // 29 ms against 0.04 ms apart, H100, 2026-11-24). A window stays in a reduction only as a
+    // pool reduced over its own taps (window → casts and views → the reduction).
+    for (int id : members) {
+      if (g.node(id).op != OpCode::kWindow) continue;
+      int at = id;
+      while (true) {
+        const std::vector<int> readers = UsersIn(g, members, at);
+        if (readers.size() != 1) break;
+        const Node& r = g.node(readers[0]);
+        if (r.op != OpCode::kCast && r.info().kind != OpKind::View) {
+          at = r.info().kind == OpKind::Reduction ? -1 : at;
+          break;
+        }
+        at = r.id;
+      }
+      if (at >= 0)
+        return Forbid(fmt::format("a reduction does not take the taps of a windowed combination ({}): each pass over a row "
+                                  "would recompute them",
+                                  Label(g.node(id))));
+    }
+    return ClassifyReductions(g, members, reductions);
+  }
   int64_t domain = Elements(g, members.back());
   std::vector<std::vector<int>> users;  // computed only when a member's space differs
   for (int id : members)

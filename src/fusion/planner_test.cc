@@ -328,5 +328,31 @@ TEST(PlannerTest, TransposeReadByAGemmPrologueLeavesTheGroupWritingItsInput) {
   EXPECT_TRUE(VerifyPlan(p.graph, p.plan).ok());
 }
 
+// A depthwise convolution combined tap by tap reads values other kernels wrote: over a sum
+// computed in its group each of its 9 taps would recompute the sum, and inside a reduction
+// every pass over a row would recompute the taps.
+TEST(PlannerTest, DepthwiseTapsReadAWrittenValueAndStayOutOfReductions) {
+  PlannedText p = PlanOnnxText(
+      "g (float[2,8,10,10] x, float[2,8,10,10] y, float[8,1,3,3] w) => (float[2,1,10,10] m)",
+      "  s = Add (x, y)\n  d = Conv <kernel_shape = [3, 3], pads = [1, 1, 1, 1], group = 8> (s, w)\n"
+      "  m = ReduceMean <axes = [1]> (d)\n");
+  ASSERT_FALSE(p.plan.groups.empty());
+  bool saw_add = false;
+  for (const FusionGroup& group : p.plan.groups) {
+    int windows = 0;
+    bool add = false;
+    for (int id : group.nodes) {
+      const Node& n = p.graph.node(id);
+      windows += n.op == OpCode::kWindow;
+      add = add || (n.op == OpCode::kAdd && n.name == "s");
+    }
+    saw_add = saw_add || add;
+    if (add) EXPECT_LE(windows, 1) << "taps recompute the sum they read";  // one shifted read costs what a load does
+    if (group.kind == GroupKind::kReduction || group.kind == GroupKind::kRowReduction)
+      EXPECT_EQ(windows, 0) << "a reduction recomputes taps";
+  }
+  EXPECT_TRUE(saw_add);
+}
+
 }  // namespace
 }  // namespace tilefuse

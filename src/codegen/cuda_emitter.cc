@@ -7,6 +7,7 @@
 #include "codegen/concat_parts.h"
 #include "codegen/cpp_value_expression.h"
 #include "codegen/cuda_scalar_program.h"
+#include "codegen/cuda_transposed_emitter.h"
 #include "codegen/emit_util.h"
 #include "codegen/kernel_rewrites.h"
 #include "codegen/row_cache_plan.h"
@@ -76,6 +77,9 @@ CudaKernelConfig ResolveCudaConfig(const Kernel& k, const CudaKernelConfig& requ
   bool row = IsRowKernel(k);
   int64_t narrowest = NarrowestVectorAccess(k, row);
   if (!row) {
+    if (c.tile >= 0)
+      if (TransposedTiling tiling = FindTransposedTiling(k); tiling.tiled()) return ResolveTransposedConfig(k, tiling, c);
+    c.tile = -1;
     if (c.vector == 0) c.vector = narrowest == 0 ? 1 : static_cast<int>(std::min<int64_t>(16, 32 / narrowest));
     if (c.threads == 0) c.threads = 256;
     c.threads_per_row = 0;
@@ -651,7 +655,9 @@ class CudaEmitter {
 
 StatusOr<CudaKernelSource> EmitCudaKernel(const Kernel& kernel, const CudaKernelConfig& config) {
   const Kernel rewritten = RewriteForEmission(kernel);
-  return CudaEmitter(rewritten, ResolveCudaConfig(rewritten, config)).Run();
+  const CudaKernelConfig resolved = ResolveCudaConfig(rewritten, config);
+  if (resolved.tile > 0) return EmitTransposedKernel(rewritten, FindTransposedTiling(rewritten), resolved);
+  return CudaEmitter(rewritten, resolved).Run();
 }
 
 void FinishTemplateSource(CudaKernelSource& s, std::string function, int64_t shared_bytes) {

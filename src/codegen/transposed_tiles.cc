@@ -12,6 +12,9 @@ namespace {
 // Shorter dims gain little from a tile: a warp's flat loads over an output row of 8 elements
 // already read 8 runs, each contiguous; and a 64-wide tile over them would idle most threads.
 constexpr int64_t kMinTiledExtent = 16;
+// A transposed operand smaller than a 64 x 64 tile sits in L1 after its first reads: the flat
+// template's scattered loads then cost little.
+constexpr int64_t kMinStagedElements = 64 * 64;
 // Each staged load holds a tile in shared memory; four fit in 48 KB at 32 x 32 even for
 // 8-byte elements. Further transposed loads read global memory at their own index.
 constexpr size_t kMaxStagedLoads = 4;
@@ -114,10 +117,11 @@ void MergeAdjacentDims(std::vector<int64_t>* dims, std::vector<AffineLoad>* load
 }
 
 // The dim a transposed load reads contiguously, or -1: the output's innermost dim moves it by
-// more than one element and another dim by exactly one.
-int ContiguousDimOfTransposed(const AffineLoad& l) {
+// more than one element and another dim by exactly one (and it is large enough to stage).
+int ContiguousDimOfTransposed(const Kernel& k, const AffineLoad& l) {
   const std::vector<int64_t>& c = l.load.coefficients;
-  if (c.back() < 2) return -1;
+  const ScalarValue& v = k.values[l.load.value];
+  if (c.back() < 2 || k.buffers[v.buffer].elements < kMinStagedElements || DTypeSize(v.dtype) > 8) return -1;
   for (size_t d = 0; d + 1 < c.size(); ++d)
     if (c[d] == 1) return static_cast<int>(d);
   return -1;
@@ -171,9 +175,9 @@ TransposedTiling FindTransposedTiling(const Kernel& k) {
   // The contiguous dim of the most bytes of transposed loads; those loads share the tile.
   std::map<int, int64_t> bytes_across;
   for (const AffineLoad& l : loads)
-    if (int d = ContiguousDimOfTransposed(l); d >= 0 && DTypeSize(k.values[l.load.value].dtype) <= 8) bytes_across[d] += l.bytes;
+    if (int d = ContiguousDimOfTransposed(k, l); d >= 0) bytes_across[d] += l.bytes;
   if (bytes_across.empty()) {
-    t.why_not = fmt::format("no load is transposed against the output (dims {})", DimsText(t.dims));
+    t.why_not = fmt::format("no load of {} elements or more is transposed against the output (dims {})", kMinStagedElements, DimsText(t.dims));
     return t;
   }
   t.across = std::max_element(bytes_across.begin(), bytes_across.end(), [](const auto& a, const auto& b) { return a.second < b.second; })->first;
@@ -187,7 +191,7 @@ TransposedTiling FindTransposedTiling(const Kernel& k) {
   }
   std::stable_sort(loads.begin(), loads.end(), [](const AffineLoad& a, const AffineLoad& b) { return a.bytes > b.bytes; });
   for (const AffineLoad& l : loads)
-    if (ContiguousDimOfTransposed(l) == t.across && DTypeSize(k.values[l.load.value].dtype) <= 8 && t.loads.size() < kMaxStagedLoads)
+    if (ContiguousDimOfTransposed(k, l) == t.across && t.loads.size() < kMaxStagedLoads)
       t.loads.push_back(l.load);
   return t;
 }

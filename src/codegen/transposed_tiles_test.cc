@@ -53,7 +53,7 @@ TEST(TransposedTilesTest, KernelsWithoutATransposedLoadKeepTheFlatTemplate) {
   b.Output(b.Unary(OpCode::kRelu, b.Add(x, bias)), "y");
   TransposedTiling t = FindTransposedTiling(LowerSingleGroup(b));
   EXPECT_FALSE(t.tiled());
-  EXPECT_NE(t.why_not.find("no load is transposed"), std::string::npos) << t.why_not;
+  EXPECT_NE(t.why_not.find("is transposed against the output"), std::string::npos) << t.why_not;
 }
 
 TEST(TransposedTilesTest, ShortDimsKeepTheFlatTemplate) {
@@ -63,6 +63,15 @@ TEST(TransposedTilesTest, ShortDimsKeepTheFlatTemplate) {
   EXPECT_NE(rgb.why_not.find("short"), std::string::npos) << rgb.why_not;
   // And back: the output's rows are 4096 long, the load's contiguous dim 3.
   EXPECT_FALSE(FindTransposedTiling(ReluOfTranspose(DType::kF32, {4, 64, 64, 3}, {0, 3, 1, 2})).tiled());
+}
+
+TEST(TransposedTilesTest, SmallTransposedOperandsAreReadInPlace) {
+  GraphBuilder b;
+  Value x = b.Parameter("x", DType::kF32, {32, 64, 56}), small = b.Parameter("s", DType::kF32, {56, 64});
+  b.Output(b.Add(x, b.Transpose(small, {1, 0})), "y");
+  TransposedTiling t = FindTransposedTiling(LowerSingleGroup(b));
+  EXPECT_FALSE(t.tiled());
+  EXPECT_NE(t.why_not.find("no load of 4096 elements or more"), std::string::npos) << t.why_not;
 }
 
 TEST(TransposedTilesTest, RowKernelsAreNotTiled) {
@@ -94,12 +103,13 @@ TEST(TransposedTilesTest, OnlyTransposedLoadsAreStagedAndTheyShareTheTile) {
     CHECK-SAME: + offset + 0, c
     CHECK: tf_cvt_bf16(s0[(row + j) * 68 + column])
     CHECK: tf_cvt_bf16(s1[(row + j) * 68 + column])
-    CHECK: tf_vstore<8>(b
+    CHECK: tf_pack2_bf16(o
+    CHECK: tf_vstore<4>(reinterpret_cast<uint32_t*>(b
   )"));
 }
 
 // relu + transpose of bf16 [32,56,56,64] NHWC into NCHW: 16-byte loads along channels into a
-// tile padded to 68 (8-byte stores into it), 16-byte stores along the plane.
+// tile padded to 68 (8-byte stores into it), 16-byte stores along the plane, converted in pairs.
 TEST(TransposedTilesTest, EmitsTheTiledKernel) {
   auto source = EmitCudaKernel(ReluOfTranspose(DType::kBF16, {32, 56, 56, 64}, {0, 3, 1, 2}));
   ASSERT_TRUE(source.ok()) << source.status().ToString();
@@ -121,7 +131,8 @@ TEST(TransposedTilesTest, EmitsTheTiledKernel) {
     CHECK: column = q / 2 % 64, row = (q / 128 * 2 + q % 2) * 8;
     CHECK: const tf_index_t offset = ((x0 * 64 + x1) * 3136 + first);
     CHECK: tf_cvt_bf16(s0[(row + j) * 68 + column])
-    CHECK: tf_vstore<8>(b1 + offset, o1);
+    CHECK: for (int p = 0; p < 4; ++p) p1[p] = tf_pack2_bf16(o1[2 * p], o1[2 * p + 1]);
+    CHECK-NEXT: tf_vstore<4>(reinterpret_cast<uint32_t*>(b1 + offset), p1);
   )"));
 }
 

@@ -136,39 +136,17 @@ class CudaEmitter {
 
   StatusOr<CudaKernelSource> Run() {
     RETURN_IF_ERROR(Validate());
-    CudaKernelSource s;
-    s.name = k_.name;
-    s.config = c_;
-    s.threads = c_.threads;
-    s.num_params = static_cast<int>(k_.buffers.size());
-    out_ = fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}(", c_.threads, k_.name);
-    for (size_t b = 0; b < k_.buffers.size(); ++b) {
-      const KernelBuffer& buf = k_.buffers[b];
-      out_ += fmt::format("{}{}{}* __restrict__ b{}", b ? ", " : "", buf.is_output ? "" : "const ", StorageType(buf.dtype), b);
-    }
-    out_ += ") {\n";
-    // 32-bit index arithmetic (cheaper, and divisions by constants much cheaper) when
-    // every offset and loop bound fits with room for the grid-stride step.
-    int64_t largest = k_.outer * std::max<int64_t>(1, k_.inner);
-    for (const KernelBuffer& b : k_.buffers) largest = std::max(largest, b.elements);
-    out_ += fmt::format("  typedef {} tf_index_t;\n", largest < (int64_t{1} << 30) ? "int" : "int64_t");
     if (row_) {
       EmitRowKernel();
       int64_t rows_per_block = c_.threads / c_.threads_per_row;
-      s.work_blocks = std::max<int64_t>(1, CeilDiv(k_.outer, rows_per_block));
-      s.strategy = fmt::format("row: {} per row, {} x{}", c_.threads_per_row == 1 ? "thread" : c_.threads_per_row == 32 ? "warp" : "block",
-                               c_.cache_row == 2 ? "row in registers as pairs" : c_.cache_row ? "row in registers" : "row re-read per pass", c_.vector);
-    } else {
-      EmitPointwiseKernel();
-      s.work_blocks = std::max<int64_t>(1, CeilDiv(CeilDiv(k_.outer, c_.vector), c_.threads));
-      s.strategy = fmt::format("pointwise x{}", c_.vector);
+      return LoopKernelSource(k_, c_, out_, std::max<int64_t>(1, CeilDiv(k_.outer, rows_per_block)),
+                              fmt::format("row: {} per row, {} x{}", c_.threads_per_row == 1 ? "thread" : c_.threads_per_row == 32 ? "warp" : "block",
+                                          c_.cache_row == 2 ? "row in registers as pairs" : c_.cache_row ? "row in registers" : "row re-read per pass",
+                                          c_.vector));
     }
-    out_ += "}\n";
-    s.function = std::move(out_);
-    s.launch.grid = {s.work_blocks, 1, 1};
-    s.launch.block = {s.threads, 1, 1};
-    for (const KernelBuffer& b : k_.buffers) s.launch.args.push_back({LaunchArg::Kind::kBuffer, b.node, {}, 0});
-    return s;
+    EmitPointwiseKernel();
+    return LoopKernelSource(k_, c_, out_, std::max<int64_t>(1, CeilDiv(CeilDiv(k_.outer, c_.vector), c_.threads)),
+                            fmt::format("pointwise x{}", c_.vector));
   }
 
  private:
@@ -658,6 +636,32 @@ StatusOr<CudaKernelSource> EmitCudaKernel(const Kernel& kernel, const CudaKernel
   const CudaKernelConfig resolved = ResolveCudaConfig(rewritten, config);
   if (resolved.tile > 0) return EmitTransposedKernel(rewritten, FindTransposedTiling(rewritten), resolved);
   return CudaEmitter(rewritten, resolved).Run();
+}
+
+CudaKernelSource LoopKernelSource(const Kernel& k, const CudaKernelConfig& c, const std::string& body, int64_t work_blocks, std::string strategy) {
+  CudaKernelSource s;
+  s.name = k.name;
+  s.config = c;
+  s.threads = c.threads;
+  s.num_params = static_cast<int>(k.buffers.size());
+  s.function = fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}(", c.threads, k.name);
+  for (size_t b = 0; b < k.buffers.size(); ++b) {
+    const KernelBuffer& buf = k.buffers[b];
+    s.function += fmt::format("{}{}{}* __restrict__ b{}", b ? ", " : "", buf.is_output ? "" : "const ", StorageType(buf.dtype), b);
+  }
+  s.function += ") {\n";
+  // 32-bit index arithmetic (cheaper, and divisions by constants much cheaper) when
+  // every offset and loop bound fits with room for the grid-stride step.
+  int64_t largest = k.outer * std::max<int64_t>(1, k.inner);
+  for (const KernelBuffer& b : k.buffers) largest = std::max(largest, b.elements);
+  s.function += fmt::format("  typedef {} tf_index_t;\n", largest < (int64_t{1} << 30) ? "int" : "int64_t");
+  s.function += body + "}\n";
+  s.work_blocks = work_blocks;
+  s.strategy = std::move(strategy);
+  s.launch.grid = {s.work_blocks, 1, 1};
+  s.launch.block = {s.threads, 1, 1};
+  for (const KernelBuffer& b : k.buffers) s.launch.args.push_back({LaunchArg::Kind::kBuffer, b.node, {}, 0});
+  return s;
 }
 
 void FinishTemplateSource(CudaKernelSource& s, std::string function, int64_t shared_bytes) {

@@ -109,32 +109,11 @@ class TransposedEmitter {
     plan_ = PlanTiles(k_, t_, c_.tile, c_.vector);
     if (plan_.shared_bytes > kSharedLimit)
       return InvalidArgument(fmt::format("{}: tiles of {} need {} bytes of shared memory (at most {})", k_.name, c_.tile, plan_.shared_bytes, kSharedLimit));
-    CudaKernelSource s;
-    s.name = k_.name;
-    s.config = c_;
-    s.threads = c_.threads;
-    s.num_params = static_cast<int>(k_.buffers.size());
-    out_ = fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}(", c_.threads, k_.name);
-    for (size_t b = 0; b < k_.buffers.size(); ++b) {
-      const KernelBuffer& buf = k_.buffers[b];
-      out_ += fmt::format("{}{}{}* __restrict__ b{}", b ? ", " : "", buf.is_output ? "" : "const ", StorageType(buf.dtype), b);
-    }
-    out_ += ") {\n";
-    int64_t largest = k_.outer;
-    for (const KernelBuffer& b : k_.buffers) largest = std::max(largest, b.elements);
-    out_ += fmt::format("  typedef {} tf_index_t;\n", largest < (int64_t{1} << 30) ? "int" : "int64_t");
     EmitTileOrigin();
     EmitLoadPhase();
     out_ += "  __syncthreads();\n";
     EmitStorePhase();
-    out_ += "}\n";
-    s.function = std::move(out_);
-    s.work_blocks = Tiles();
-    s.strategy = fmt::format("pointwise transposed {}x{} x{}", plan_.tile_in, plan_.tile_d, c_.vector);
-    s.launch.grid = {s.work_blocks, 1, 1};
-    s.launch.block = {s.threads, 1, 1};
-    for (const KernelBuffer& b : k_.buffers) s.launch.args.push_back({LaunchArg::Kind::kBuffer, b.node, {}, 0});
-    return s;
+    return LoopKernelSource(k_, c_, out_, Tiles(), fmt::format("pointwise transposed {}x{} x{}", plan_.tile_in, plan_.tile_d, c_.vector));
   }
 
  private:

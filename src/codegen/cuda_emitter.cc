@@ -86,6 +86,7 @@ CudaKernelConfig ResolveCudaConfig(const Kernel& k, const CudaKernelConfig& requ
     c.cache_row = 0;
     return c;
   }
+  c.tile = -1;
   if (c.vector == 0) {
     c.vector = narrowest == 0 ? 1 : static_cast<int>(16 / narrowest);
     while (c.vector > 1 && k.inner % c.vector != 0) c.vector /= 2;

@@ -36,6 +36,7 @@ struct CudaKernelConfig {
   // Pointwise: the edge of the 2-D tile of the transposed-load template (16 to 128, a power
   // of two; codegen/cuda_transposed_emitter.h), -1 the flat template; 0: the tiled one where a
   // load is transposed against the output (codegen/transposed_tiles.h), else the flat one.
+  // Resolved configurations of the flat and row templates say -1.
   int tile = 0;
 };
 

@@ -15,8 +15,12 @@ int64_t RowLoads(const Kernel& k) {
 
 }  // namespace
 
+// The flat templates' configurations (tile -1) print as they did before the tiled template,
+// so tuning-cache keys and records written then still match.
 nlohmann::json CudaConfigToJson(const CudaKernelConfig& c) {
-  return {{"threads", c.threads}, {"vector", c.vector}, {"threads_per_row", c.threads_per_row}, {"cache_row", c.cache_row}, {"tile", c.tile}};
+  nlohmann::json j = {{"threads", c.threads}, {"vector", c.vector}, {"threads_per_row", c.threads_per_row}, {"cache_row", c.cache_row}};
+  if (c.tile != -1) j["tile"] = c.tile;
+  return j;
 }
 
 CudaKernelConfig CudaConfigFromJson(const nlohmann::json& j) {
@@ -25,7 +29,7 @@ CudaKernelConfig CudaConfigFromJson(const nlohmann::json& j) {
   c.vector = j.value("vector", 0);
   c.threads_per_row = j.value("threads_per_row", 0);
   c.cache_row = j.value("cache_row", -1);
-  c.tile = j.value("tile", 0);
+  c.tile = j.value("tile", -1);
   return c;
 }
 

@@ -155,6 +155,10 @@ TEST(CudaSearchSpaceTest, ConfigJsonRoundTrips) {
   CudaKernelConfig tiled{128, 8, 0, 0, 0, 32};
   EXPECT_TRUE(SameCudaConfig(CudaConfigFromJson(CudaConfigToJson(tiled)), tiled));
   EXPECT_FALSE(SameCudaConfig(tiled, CudaKernelConfig{128, 8, 0, 0, 0, 64}));
+  // The flat templates' resolved configurations keep the form tuning caches hold them in.
+  CudaKernelConfig flat{256, 8, 0, 0, 0, -1};
+  EXPECT_EQ(CudaConfigToJson(flat), nlohmann::json({{"threads", 256}, {"vector", 8}, {"threads_per_row", 0}, {"cache_row", 0}}));
+  EXPECT_TRUE(SameCudaConfig(CudaConfigFromJson(CudaConfigToJson(flat)), flat));
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "codegen/concat_parts.h"
 #include "codegen/cpp_value_expression.h"
 #include "codegen/cuda_scalar_program.h"
+#include "codegen/cuda_transposed_emitter.h"
 #include "codegen/emit_util.h"
 #include "codegen/kernel_rewrites.h"
 #include "codegen/row_cache_plan.h"
@@ -76,12 +77,16 @@ CudaKernelConfig ResolveCudaConfig(const Kernel& k, const CudaKernelConfig& requ
   bool row = IsRowKernel(k);
   int64_t narrowest = NarrowestVectorAccess(k, row);
   if (!row) {
+    if (c.tile >= 0)
+      if (TransposedTiling tiling = FindTransposedTiling(k); tiling.tiled()) return ResolveTransposedConfig(k, tiling, c);
+    c.tile = -1;
     if (c.vector == 0) c.vector = narrowest == 0 ? 1 : static_cast<int>(std::min<int64_t>(16, 32 / narrowest));
     if (c.threads == 0) c.threads = 256;
     c.threads_per_row = 0;
     c.cache_row = 0;
     return c;
   }
+  c.tile = -1;
   if (c.vector == 0) {
     c.vector = narrowest == 0 ? 1 : static_cast<int>(16 / narrowest);
     while (c.vector > 1 && k.inner % c.vector != 0) c.vector /= 2;
@@ -132,39 +137,17 @@ class CudaEmitter {
 
   StatusOr<CudaKernelSource> Run() {
     RETURN_IF_ERROR(Validate());
-    CudaKernelSource s;
-    s.name = k_.name;
-    s.config = c_;
-    s.threads = c_.threads;
-    s.num_params = static_cast<int>(k_.buffers.size());
-    out_ = fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}(", c_.threads, k_.name);
-    for (size_t b = 0; b < k_.buffers.size(); ++b) {
-      const KernelBuffer& buf = k_.buffers[b];
-      out_ += fmt::format("{}{}{}* __restrict__ b{}", b ? ", " : "", buf.is_output ? "" : "const ", StorageType(buf.dtype), b);
-    }
-    out_ += ") {\n";
-    // 32-bit index arithmetic (cheaper, and divisions by constants much cheaper) when
-    // every offset and loop bound fits with room for the grid-stride step.
-    int64_t largest = k_.outer * std::max<int64_t>(1, k_.inner);
-    for (const KernelBuffer& b : k_.buffers) largest = std::max(largest, b.elements);
-    out_ += fmt::format("  typedef {} tf_index_t;\n", largest < (int64_t{1} << 30) ? "int" : "int64_t");
     if (row_) {
       EmitRowKernel();
       int64_t rows_per_block = c_.threads / c_.threads_per_row;
-      s.work_blocks = std::max<int64_t>(1, CeilDiv(k_.outer, rows_per_block));
-      s.strategy = fmt::format("row: {} per row, {} x{}", c_.threads_per_row == 1 ? "thread" : c_.threads_per_row == 32 ? "warp" : "block",
-                               c_.cache_row == 2 ? "row in registers as pairs" : c_.cache_row ? "row in registers" : "row re-read per pass", c_.vector);
-    } else {
-      EmitPointwiseKernel();
-      s.work_blocks = std::max<int64_t>(1, CeilDiv(CeilDiv(k_.outer, c_.vector), c_.threads));
-      s.strategy = fmt::format("pointwise x{}", c_.vector);
+      return LoopKernelSource(k_, c_, out_, std::max<int64_t>(1, CeilDiv(k_.outer, rows_per_block)),
+                              fmt::format("row: {} per row, {} x{}", c_.threads_per_row == 1 ? "thread" : c_.threads_per_row == 32 ? "warp" : "block",
+                                          c_.cache_row == 2 ? "row in registers as pairs" : c_.cache_row ? "row in registers" : "row re-read per pass",
+                                          c_.vector));
     }
-    out_ += "}\n";
-    s.function = std::move(out_);
-    s.launch.grid = {s.work_blocks, 1, 1};
-    s.launch.block = {s.threads, 1, 1};
-    for (const KernelBuffer& b : k_.buffers) s.launch.args.push_back({LaunchArg::Kind::kBuffer, b.node, {}, 0});
-    return s;
+    EmitPointwiseKernel();
+    return LoopKernelSource(k_, c_, out_, std::max<int64_t>(1, CeilDiv(CeilDiv(k_.outer, c_.vector), c_.threads)),
+                            fmt::format("pointwise x{}", c_.vector));
   }
 
  private:
@@ -651,7 +634,35 @@ class CudaEmitter {
 
 StatusOr<CudaKernelSource> EmitCudaKernel(const Kernel& kernel, const CudaKernelConfig& config) {
   const Kernel rewritten = RewriteForEmission(kernel);
-  return CudaEmitter(rewritten, ResolveCudaConfig(rewritten, config)).Run();
+  const CudaKernelConfig resolved = ResolveCudaConfig(rewritten, config);
+  if (resolved.tile > 0) return EmitTransposedKernel(rewritten, FindTransposedTiling(rewritten), resolved);
+  return CudaEmitter(rewritten, resolved).Run();
+}
+
+CudaKernelSource LoopKernelSource(const Kernel& k, const CudaKernelConfig& c, const std::string& body, int64_t work_blocks, std::string strategy) {
+  CudaKernelSource s;
+  s.name = k.name;
+  s.config = c;
+  s.threads = c.threads;
+  s.num_params = static_cast<int>(k.buffers.size());
+  s.function = fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}(", c.threads, k.name);
+  for (size_t b = 0; b < k.buffers.size(); ++b) {
+    const KernelBuffer& buf = k.buffers[b];
+    s.function += fmt::format("{}{}{}* __restrict__ b{}", b ? ", " : "", buf.is_output ? "" : "const ", StorageType(buf.dtype), b);
+  }
+  s.function += ") {\n";
+  // 32-bit index arithmetic (cheaper, and divisions by constants much cheaper) when
+  // every offset and loop bound fits with room for the grid-stride step.
+  int64_t largest = k.outer * std::max<int64_t>(1, k.inner);
+  for (const KernelBuffer& b : k.buffers) largest = std::max(largest, b.elements);
+  s.function += fmt::format("  typedef {} tf_index_t;\n", largest < (int64_t{1} << 30) ? "int" : "int64_t");
+  s.function += body + "}\n";
+  s.work_blocks = work_blocks;
+  s.strategy = std::move(strategy);
+  s.launch.grid = {s.work_blocks, 1, 1};
+  s.launch.block = {s.threads, 1, 1};
+  for (const KernelBuffer& b : k.buffers) s.launch.args.push_back({LaunchArg::Kind::kBuffer, b.node, {}, 0});
+  return s;
 }
 
 void FinishTemplateSource(CudaKernelSource& s, std::string function, int64_t shared_bytes) {

@@ -1,9 +1,11 @@
 // The CUDA emitter: prints a Kernel as a __global__ function over the device library
-// (src/backend/cuda/device/tilefuse_device.cuh). Two templates:
+// (src/backend/cuda/device/tilefuse_device.cuh). Three templates:
 //
 //  pointwise   each thread takes `vector` consecutive elements per step of a grid-stride
 //              loop; accesses at the element's own offset move as 16-byte vectors, other
 //              accesses are scalar (broadcasts hit L1); a scalar loop takes the tail.
+//  pointwise transposed  (codegen/cuda_transposed_emitter.h) a block per 2-D tile, staged
+//              through shared memory, for kernels reading an operand transposed
 //  row         `threads_per_row` threads (1: a thread, 32: a warp, or the whole block)
 //              share one output row (loop variable 0) and split its reduced elements
 //              (variable 1) into `vector`-wide chunks. With `cache_row` the row's loads are
@@ -31,6 +33,11 @@ struct CudaKernelConfig {
   int threads_per_row = 0;  // row template: 1, 32 or `threads`; 0: chosen from the row length
   int cache_row = -1;       // row template: 1 registers, 2 registers holding half-precision pairs, 0 re-read; -1: when it fits
   int unroll = 0;           // pointwise: vectors per thread per step; 0: 2 (32 bytes in flight)
+  // Pointwise: the edge of the 2-D tile of the transposed-load template (16 to 128, a power
+  // of two; codegen/cuda_transposed_emitter.h), -1 the flat template; 0: the tiled one where a
+  // load is transposed against the output (codegen/transposed_tiles.h), else the flat one.
+  // Resolved configurations of the flat and row templates say -1.
+  int tile = 0;
 };
 
 struct CudaKernelSource {
@@ -52,6 +59,11 @@ CudaKernelConfig ResolveCudaConfig(const Kernel& kernel, const CudaKernelConfig&
 // InvalidArgument for configurations the template cannot run (the tuner prunes them).
 // The kernel is printed as RewriteForEmission (codegen/kernel_rewrites.h) leaves it.
 StatusOr<CudaKernelSource> EmitCudaKernel(const Kernel& kernel, const CudaKernelConfig& config = {});
+// A loop template's source (pointwise, row, pointwise transposed): `body` inside the
+// __global__ function over Kernel::buffers, whose index type tf_index_t is 32-bit where every
+// offset fits, launched as `work_blocks` blocks of config.threads over those buffers.
+CudaKernelSource LoopKernelSource(const Kernel& kernel, const CudaKernelConfig& config, const std::string& body, int64_t work_blocks,
+                                  std::string strategy);
 // A compute-bound template's source completed: `function`, and a launch of `work_blocks`
 // blocks of `threads` with `shared_bytes` of dynamic shared memory over its arguments.
 void FinishTemplateSource(CudaKernelSource& source, std::string function, int64_t shared_bytes);

@@ -15,8 +15,12 @@ int64_t RowLoads(const Kernel& k) {
 
 }  // namespace
 
+// The flat templates' configurations (tile -1) print as they did before the tiled template,
+// so tuning-cache keys and records written then still match.
 nlohmann::json CudaConfigToJson(const CudaKernelConfig& c) {
-  return {{"threads", c.threads}, {"vector", c.vector}, {"threads_per_row", c.threads_per_row}, {"cache_row", c.cache_row}};
+  nlohmann::json j = {{"threads", c.threads}, {"vector", c.vector}, {"threads_per_row", c.threads_per_row}, {"cache_row", c.cache_row}};
+  if (c.tile != -1) j["tile"] = c.tile;
+  return j;
 }
 
 CudaKernelConfig CudaConfigFromJson(const nlohmann::json& j) {
@@ -25,11 +29,13 @@ CudaKernelConfig CudaConfigFromJson(const nlohmann::json& j) {
   c.vector = j.value("vector", 0);
   c.threads_per_row = j.value("threads_per_row", 0);
   c.cache_row = j.value("cache_row", -1);
+  c.tile = j.value("tile", -1);
   return c;
 }
 
 bool SameCudaConfig(const CudaKernelConfig& a, const CudaKernelConfig& b) {
-  return a.threads == b.threads && a.vector == b.vector && a.threads_per_row == b.threads_per_row && a.cache_row == b.cache_row;
+  return a.threads == b.threads && a.vector == b.vector && a.threads_per_row == b.threads_per_row && a.cache_row == b.cache_row &&
+         a.tile == b.tile;
 }
 
 CudaSearchSpace CudaCandidates(const Kernel& k) {
@@ -42,6 +48,23 @@ CudaSearchSpace CudaCandidates(const Kernel& k) {
     space.candidates.push_back(c);
   };
   add(base);
+  if (k.reductions.empty() && base.tile > 0) {
+    // Transposed loads (codegen/cuda_transposed_emitter.h): tile edges x block sizes, and the
+    // flat template, which wins where the transposed operand is small beside the others.
+    for (int tile : {64, 32})
+      for (int threads : {128, 256, 512}) {
+        CudaKernelConfig c = base;
+        c.tile = tile;
+        c.threads = threads;
+        if (tile * tile / c.vector < threads) {
+          space.pruned.push_back(fmt::format("tile {} threads {}: more threads than the tile's {} output vectors", tile, threads, tile * tile / c.vector));
+          continue;
+        }
+        add(c);
+      }
+    add({0, 0, 0, 0, 0, -1});
+    return space;
+  }
   if (k.reductions.empty()) {
     // Pointwise: block size x elements per thread (the default is 32 bytes of the
     // narrowest access; half and double that are tried).

@@ -96,6 +96,23 @@ TEST(CudaSearchSpaceTest, PointwiseCandidatesAreValid) {
   ExpectAllCandidatesCompile(k, space);
 }
 
+// Kernels reading an operand transposed: the tiled template's edges and block sizes, and the
+// flat template beside them; every one compiles without spills, ragged tiles included (bf16
+// edges of 1020 and 64, f32 of 891 and 40 with an odd plane: scalar loads).
+TEST(CudaSearchSpaceTest, TransposedPointwiseCandidatesAreValid) {
+  for (const char* model : {"tests/conv/layout_edges_bf16.onnxtxt", "tests/conv/layout_edges_ragged_f32.onnxtxt"}) {
+    SCOPED_TRACE(model);
+    Kernel k = FirstKernel(model);
+    CudaSearchSpace space = CudaCandidates(k);
+    ASSERT_GT(space.candidates.front().tile, 0) << "the tiled form by default";
+    int tiled = 0, flat = 0;
+    for (const CudaKernelConfig& c : space.candidates) (c.tile > 0 ? tiled : flat) += 1;
+    EXPECT_GE(tiled, 4);
+    EXPECT_EQ(flat, 1);
+    ExpectAllCandidatesCompile(k, space);
+  }
+}
+
 // The GEMM template's candidates for a residual epilogue (a staged store and a staged load):
 // the rule's first, no two alike, every one emitted and compiled for sm_90a without spills,
 // and the configuration survives the tuning cache's JSON.
@@ -135,6 +152,13 @@ TEST(CudaSearchSpaceTest, GemmTemplateCandidatesAreValid) {
 TEST(CudaSearchSpaceTest, ConfigJsonRoundTrips) {
   CudaKernelConfig c{256, 8, 32, 1};
   EXPECT_TRUE(SameCudaConfig(CudaConfigFromJson(CudaConfigToJson(c)), c));
+  CudaKernelConfig tiled{128, 8, 0, 0, 0, 32};
+  EXPECT_TRUE(SameCudaConfig(CudaConfigFromJson(CudaConfigToJson(tiled)), tiled));
+  EXPECT_FALSE(SameCudaConfig(tiled, CudaKernelConfig{128, 8, 0, 0, 0, 64}));
+  // The flat templates' resolved configurations keep the form tuning caches hold them in.
+  CudaKernelConfig flat{256, 8, 0, 0, 0, -1};
+  EXPECT_EQ(CudaConfigToJson(flat), nlohmann::json({{"threads", 256}, {"vector", 8}, {"threads_per_row", 0}, {"cache_row", 0}}));
+  EXPECT_TRUE(SameCudaConfig(CudaConfigFromJson(CudaConfigToJson(flat)), flat));
 }
 
 }  // namespace

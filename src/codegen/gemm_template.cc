@@ -55,17 +55,11 @@ StatusOr<Kernel> FlatEpilogue(const Graph& g, const FusionGroup& group, const Ge
 // nullopt and the prologue materialises A as before. Row tiles are 128 unless every row fits
 // in 64 (ResolveGemmConfig): a view is taken only where 128-row tiles stay inside a batch
 // entry, which then holds for 64 too.
-std::optional<GemmOperandView> OperandAView(const Graph& g, const FusionGroup& group, const GemmSplit& split,
-                                            const std::vector<bool>& inlined, const GemmTemplateKernel& t) {
+std::optional<GemmOperandView> OperandAView(const Graph& g, const FusionGroup& view, const std::vector<bool>& inlined,
+                                            const GemmTemplateKernel& t) {
   constexpr int64_t kRowTile = 128;
   const Node& a = g.node(t.a);
-  if (t.batch != 1) return std::nullopt;  // rows fold every batch entry (a shared B)
-  const FusionGroup* view = nullptr;
-  const std::vector<FusionGroup> prologues = PrologueGroups(g, group, split);
-  for (const FusionGroup& p : prologues)
-    if (p.outputs == std::vector<int>{t.a}) view = &p;
-  if (!view) return std::nullopt;
-  StatusOr<Kernel> k = LowerGroup(g, *view, inlined);
+  StatusOr<Kernel> k = LowerGroup(g, view, inlined);
   if (!k.ok() || k->stores.size() != 1 || k->inner != 1 || !k->reductions.empty()) return std::nullopt;
   const ScalarValue& v = k->values[k->stores[0].value];
   if (v.kind != ScalarValue::Kind::kLoad || k->buffers[v.buffer].dtype != a.dtype) return std::nullopt;
@@ -122,13 +116,7 @@ bool IsZeroScalar(const Graph& g, int id) {
 
 // A as an implicit GEMM over an NHWC activation (GemmConvWindow), when A's prologue is
 // exactly the channels-last convolution's view chain; else nullopt.
-std::optional<GemmConvWindow> OperandAConv(const Graph& g, const FusionGroup& group, const GemmSplit& split, const GemmTemplateKernel& t) {
-  if (t.batch != 1) return std::nullopt;
-  const FusionGroup* prologue = nullptr;
-  const std::vector<FusionGroup> prologues = PrologueGroups(g, group, split);
-  for (const FusionGroup& p : prologues)
-    if (p.outputs == std::vector<int>{t.a}) prologue = &p;
-  if (!prologue) return std::nullopt;
+std::optional<GemmConvWindow> OperandAConv(const Graph& g, const FusionGroup& prologue, const GemmTemplateKernel& t) {
   const Node* reshape = &g.node(t.a);
   if (reshape->op != OpCode::kReshape) return std::nullopt;
   while (const Node* inner = Input(g, *reshape, OpCode::kReshape)) reshape = inner;
@@ -143,8 +131,8 @@ std::optional<GemmConvWindow> OperandAConv(const Graph& g, const FusionGroup& gr
   std::vector<int> chain;
   for (const Node* n = &g.node(t.a); n != &source; n = &g.node(n->inputs[0])) chain.push_back(n->id);
   for (int id : chain)
-    if (std::find(prologue->nodes.begin(), prologue->nodes.end(), id) == prologue->nodes.end()) return std::nullopt;
-  if (std::find(prologue->nodes.begin(), prologue->nodes.end(), source.id) != prologue->nodes.end()) return std::nullopt;
+    if (std::find(prologue.nodes.begin(), prologue.nodes.end(), id) == prologue.nodes.end()) return std::nullopt;
+  if (std::find(prologue.nodes.begin(), prologue.nodes.end(), source.id) != prologue.nodes.end()) return std::nullopt;
   if (source.dtype != t.dtype || source.rank() != 4) return std::nullopt;
   GemmConvWindow c;
   c.node = source.id;
@@ -188,8 +176,14 @@ StatusOr<GemmTemplateKernel> LowerGemmTemplate(const Graph& g, const FusionGroup
   // TMA strides are multiples of 16 bytes: whole rows of A (K) and B (N) elements.
   if (t.k % 8 != 0 || t.n % 8 != 0)
     return Unimplemented(fmt::format("K = {} and N = {} must be multiples of 8 for TMA's 16-byte row strides", t.k, t.n));
-  t.a_conv = OperandAConv(g, group, split, t);
-  if (!t.a_conv) t.a_view = OperandAView(g, group, split, inlined, t);
+  // A read through its prologue's views instead of the copy the prologue would make (with a
+  // shared B only: its rows fold every batch entry).
+  if (t.batch != 1) return t;
+  for (const FusionGroup& prologue : PrologueGroups(g, group, split)) {
+    if (prologue.outputs != std::vector<int>{t.a}) continue;
+    t.a_conv = OperandAConv(g, prologue, t);
+    if (!t.a_conv) t.a_view = OperandAView(g, prologue, inlined, t);
+  }
   return t;
 }
 

@@ -192,11 +192,13 @@ CudaGroupProgram ProgramForGroup(const Graph& g, const FusionGroup& group, const
       const GemmPath path = measured != target.gemm_path_at.end() ? measured->second : target.gemm;
       StatusOr<LibraryEpilogue> library = LibraryEpilogueFor(g, group, split, inlined);
       // A convolution the template reads as an implicit GEMM keeps the template: the library
-      // would need im2col's copy of A first.
-      StatusOr<GemmTemplateKernel> problem = LowerGemmTemplate(g, group, split, inlined);
-      const bool implicit_conv = problem.ok() && problem->a_conv.has_value();
+      // would need im2col's copy of A first. (Lowered here only where the library rule applies.)
+      auto implicit_conv = [&] {
+        StatusOr<GemmTemplateKernel> problem = LowerGemmTemplate(g, group, split, inlined);
+        return problem.ok() && problem->a_conv.has_value();
+      };
       StatusOr<CudaLaunchable> fused =
-          path == GemmPath::kAuto && library.ok() && !implicit_conv
+          path == GemmPath::kAuto && library.ok() && !implicit_conv()
               ? StatusOr<CudaLaunchable>(Unimplemented(fmt::format("{} ({})", kLibraryEpilogueRule, DescribeLibraryEpilogue(*library))))
               : GemmTemplate(g, group, split, inlined, name, target, path);
       if (fused.ok()) {

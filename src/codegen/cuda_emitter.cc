@@ -11,6 +11,7 @@
 #include "codegen/emit_util.h"
 #include "codegen/kernel_rewrites.h"
 #include "codegen/row_cache_plan.h"
+#include "codegen/vector_lanes.h"
 #include "ir/reduction_traits.h"
 #include "support/check.h"
 
@@ -80,7 +81,17 @@ CudaKernelConfig ResolveCudaConfig(const Kernel& k, const CudaKernelConfig& requ
     if (c.tile >= 0)
       if (TransposedTiling tiling = FindTransposedTiling(k); tiling.tiled()) return ResolveTransposedConfig(k, tiling, c);
     c.tile = -1;
-    if (c.vector == 0) c.vector = narrowest == 0 ? 1 : static_cast<int>(std::min<int64_t>(16, 32 / narrowest));
+    if (c.vector == 0) {
+      c.vector = narrowest == 0 ? 1 : static_cast<int>(std::min<int64_t>(16, 32 / narrowest));
+      // Window taps over NHWC read whole vectors in the lane form where the vector divides
+      // the channels (MobileNet's 24 or 40): a narrower vector there beats reading each
+      // element apart.
+      for (int v = std::max(c.vector, 8); v >= 4; v /= 2)
+        if (TakesLaneForm(k, v)) {
+          c.vector = v;
+          break;
+        }
+    }
     if (c.threads == 0) c.threads = 256;
     c.threads_per_row = 0;
     c.cache_row = 0;
@@ -147,7 +158,7 @@ class CudaEmitter {
     }
     EmitPointwiseKernel();
     return LoopKernelSource(k_, c_, out_, std::max<int64_t>(1, CeilDiv(CeilDiv(k_.outer, c_.vector), c_.threads)),
-                            fmt::format("pointwise x{}", c_.vector));
+                            fmt::format("pointwise{} x{}", lanes_ ? " lanes" : "", c_.vector));
   }
 
  private:
@@ -166,7 +177,7 @@ class CudaEmitter {
     return Status::Ok();
   }
 
-  std::string Name(int v) const { return fmt::format("v{}", v); }
+  std::string Name(int v) const { return lane_array_.empty() || !lane_array_[v] ? fmt::format("v{}", v) : fmt::format("v{}[j]", v); }
   std::string ArrayName(int v) const { return fmt::format("c{}", v); }
   // A cached row of half-precision values loaded as vectors is kept as element pairs, two
   // to a 32-bit register (cache_row 2): as separate 16-bit values ptxas gives each a register
@@ -380,6 +391,8 @@ class CudaEmitter {
         first += chunked ? 32 * length : length;
       }
       out_ += "    }\n  }\n";
+    } else if (TakesLaneForm(k_, vec)) {
+      EmitLaneForm();
     } else if (vec > 1) {
       out_ += "  for (tf_index_t base = thread * kVec; base + kVec <= kElements; base += threads * kVec) {\n";
       for (int v : loads) {
@@ -430,6 +443,80 @@ class CudaEmitter {
                           Name(s.value));
     }
     out_ += "  }\n";
+  }
+
+  // ---- pointwise, lane form (codegen/vector_lanes.h) ----
+  // The vector loop value by value: a value the same across the vector is computed once, as
+  // a scalar of the vector's first element; any other is an array of kVec, filled by its own
+  // unrolled loop over j. Contiguous loads — a depthwise convolution's taps over NHWC, whose
+  // window row and column are uniform — come in as one aligned vector each. Printing in SSA
+  // order keeps few arrays live: the taps' sum holds one partial sum and the tap in hand.
+  void EmitLaneForm() {
+    lanes_ = true;
+    uniform_ = UniformAcrossVector(k_, c_.vector);
+    lane_array_.assign(k_.values.size(), false);
+    std::vector<bool> done(k_.values.size(), false);
+    out_ += "  for (tf_index_t base = thread * kVec; base + kVec <= kElements; base += threads * kVec) {\n";
+    out_ += "    const tf_index_t i0 = base;\n";
+    for (const KernelStore& s : k_.stores) EmitLanes(s.value, done);
+    for (size_t i = 0; i < k_.stores.size(); ++i) {
+      const KernelStore& s = k_.stores[i];
+      const std::string_view dt = DTypeName(k_.buffers[s.buffer].dtype);
+      if (Lanes(s.index) == LaneAccess::kContiguous) {
+        out_ += fmt::format("    {0} o{1}[kVec];\n#pragma unroll\n    for (int j = 0; j < kVec; ++j) o{1}[j] = tf_pack_{2}({3});\n",
+                            StorageType(k_.buffers[s.buffer].dtype), i, dt, Name(s.value));
+        out_ += fmt::format("    tf_vstore<kVec>(b{} + ({}), o{});\n", s.buffer, PrintIndex(s.index, vars_), i);
+      } else {
+        out_ += fmt::format("#pragma unroll\n    for (int j = 0; j < kVec; ++j) {{\n      const tf_index_t i0 = base + j;\n      b{}[{}] = tf_pack_{}({});\n    }}\n",
+                            s.buffer, PrintIndex(s.index, vars_), dt, Name(s.value));
+      }
+    }
+    out_ += "  }\n";
+    lane_array_.clear();
+  }
+  LaneAccess Lanes(const Index& index) const {
+    return ClassifyLanes(index, c_.vector, [&](int id) { return static_cast<bool>(uniform_[id]); });
+  }
+  void EmitLanes(int v, std::vector<bool>& done) {
+    if (done[v]) return;
+    const ScalarValue& value = k_.values[v];
+    for (int a : value.args) EmitLanes(a, done);
+    std::vector<const IndexExpr*> stack = {value.index.get()};
+    while (!stack.empty()) {
+      const IndexExpr* e = stack.back();
+      stack.pop_back();
+      if (!e) continue;
+      if (e->kind == IndexExpr::Kind::kValue) EmitLanes(static_cast<int>(e->value), done);
+      stack.push_back(e->a.get());
+      stack.push_back(e->b.get());
+    }
+    done[v] = true;
+    const std::string type = ComputeType(value.dtype);
+    if (uniform_[v]) {
+      out_ += fmt::format("    const {} v{} = {};\n", type, v, LaneExpression(value, v));
+      return;
+    }
+    if (value.kind == ScalarValue::Kind::kLoad && Lanes(value.index) == LaneAccess::kContiguous) {
+      out_ += fmt::format("    {0} c{1}[kVec];\n    tf_vload<kVec>(b{2} + ({3}), c{1});\n", StorageType(value.dtype), v, value.buffer,
+                          PrintIndex(value.index, vars_));
+      out_ += fmt::format("    {0} v{1}[kVec];\n#pragma unroll\n    for (int j = 0; j < kVec; ++j) v{1}[j] = tf_cvt_{2}(c{1}[j]);\n", type, v,
+                          DTypeName(value.dtype));
+    } else {
+      const bool reads_i0 = value.kind == ScalarValue::Kind::kLoad || value.kind == ScalarValue::Kind::kIndex;
+      out_ += fmt::format("    {0} v{1}[kVec];\n#pragma unroll\n    for (int j = 0; j < kVec; ++j) {{\n{2}      v{1}[j] = {3};\n    }}\n", type, v,
+                          reads_i0 ? "      const tf_index_t i0 = base + j;\n" : "", LaneExpression(value, v));
+    }
+    lane_array_[v] = true;
+  }
+  // Ops name their arguments as Name does (an array's element j, or a scalar); the other
+  // kinds name only uniform values (in gather indices), as scalars.
+  std::string LaneExpression(const ScalarValue& value, int v) {
+    if (value.kind != ScalarValue::Kind::kOp) return Expression(value, v);
+    std::vector<std::string> args;
+    for (int a : value.args) args.push_back(Name(a));
+    if (value.op != OpCode::kCast)
+      if (std::string fast = CudaFastForm(value, args); !fast.empty()) return fast;
+    return CppOpExpression(value, args);
   }
 
   // ---- row ----
@@ -628,6 +715,11 @@ class CudaEmitter {
   std::vector<int> known_;
   std::vector<std::string> vars_ = {"i0", "i1"};
   std::map<int, int> accumulator_value_;
+  // The lane form: whether the kernel took it, its uniform values and (while its vector loop
+  // is printed) the values held as arrays.
+  bool lanes_ = false;
+  std::vector<bool> uniform_;
+  std::vector<bool> lane_array_;
 };
 
 }  // namespace

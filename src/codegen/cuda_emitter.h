@@ -4,6 +4,9 @@
 //  pointwise   each thread takes `vector` consecutive elements per step of a grid-stride
 //              loop; accesses at the element's own offset move as 16-byte vectors, other
 //              accesses are scalar (broadcasts hit L1); a scalar loop takes the tail.
+//  pointwise lanes  the same loop printed value by value (codegen/vector_lanes.h) for kernels
+//              whose loads are contiguous per vector only through divisions and clamps
+//              (window taps over NHWC): uniform values once per vector, the taps as vectors
 //  pointwise transposed  (codegen/cuda_transposed_emitter.h) a block per 2-D tile, staged
 //              through shared memory, for kernels reading an operand transposed
 //  row         `threads_per_row` threads (1: a thread, 32: a warp, or the whole block)

@@ -731,16 +731,18 @@ StatusOr<CudaKernelSource> EmitCudaKernel(const Kernel& kernel, const CudaKernel
   return CudaEmitter(rewritten, resolved).Run();
 }
 
-CudaKernelSource LoopKernelSource(const Kernel& k, const CudaKernelConfig& c, const std::string& body, int64_t work_blocks, std::string strategy) {
+CudaKernelSource LoopKernelSource(const Kernel& k, const CudaKernelConfig& c, const std::string& body, int64_t work_blocks, std::string strategy,
+                                  const std::vector<int>& unpassed) {
   CudaKernelSource s;
   s.name = k.name;
   s.config = c;
   s.threads = c.threads;
-  s.num_params = static_cast<int>(k.buffers.size());
   s.function = fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}(", c.threads, k.name);
+  auto passed = [&](size_t b) { return std::find(unpassed.begin(), unpassed.end(), static_cast<int>(b)) == unpassed.end(); };
   for (size_t b = 0; b < k.buffers.size(); ++b) {
+    if (!passed(b)) continue;
     const KernelBuffer& buf = k.buffers[b];
-    s.function += fmt::format("{}{}{}* __restrict__ b{}", b ? ", " : "", buf.is_output ? "" : "const ", StorageType(buf.dtype), b);
+    s.function += fmt::format("{}{}{}* __restrict__ b{}", s.num_params++ ? ", " : "", buf.is_output ? "" : "const ", StorageType(buf.dtype), b);
   }
   s.function += ") {\n";
   // 32-bit index arithmetic (cheaper, and divisions by constants much cheaper) when
@@ -753,7 +755,8 @@ CudaKernelSource LoopKernelSource(const Kernel& k, const CudaKernelConfig& c, co
   s.strategy = std::move(strategy);
   s.launch.grid = {s.work_blocks, 1, 1};
   s.launch.block = {s.threads, 1, 1};
-  for (const KernelBuffer& b : k.buffers) s.launch.args.push_back({LaunchArg::Kind::kBuffer, b.node, {}, 0});
+  for (size_t b = 0; b < k.buffers.size(); ++b)
+    if (passed(b)) s.launch.args.push_back({LaunchArg::Kind::kBuffer, k.buffers[b].node, {}, 0});
   return s;
 }
 

@@ -64,9 +64,10 @@ CudaKernelConfig ResolveCudaConfig(const Kernel& kernel, const CudaKernelConfig&
 StatusOr<CudaKernelSource> EmitCudaKernel(const Kernel& kernel, const CudaKernelConfig& config = {});
 // A loop template's source (pointwise, row, pointwise transposed): `body` inside the
 // __global__ function over Kernel::buffers, whose index type tf_index_t is 32-bit where every
-// offset fits, launched as `work_blocks` blocks of config.threads over those buffers.
+// offset fits, launched as `work_blocks` blocks of config.threads over those buffers, except
+// the `unpassed` ones (a template's accumulator stands for them).
 CudaKernelSource LoopKernelSource(const Kernel& kernel, const CudaKernelConfig& config, const std::string& body, int64_t work_blocks,
-                                  std::string strategy);
+                                  std::string strategy, const std::vector<int>& unpassed = {});
 // A compute-bound template's source completed: `function`, and a launch of `work_blocks`
 // blocks of `threads` with `shared_bytes` of dynamic shared memory over its arguments.
 void FinishTemplateSource(CudaKernelSource& source, std::string function, int64_t shared_bytes);

@@ -1,11 +1,15 @@
 #include "backend/cuda/cuda_program.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <fmt/format.h>
 
 #include "codegen/kernel_fingerprint.h"
 #include "codegen/attention_template.h"
 #include "codegen/cuda_attention_emitter.h"
+#include "codegen/cuda_depthwise_emitter.h"
+#include "codegen/depthwise_template.h"
 #include "codegen/lower.h"
 #include "codegen/cuda_gemm_emitter.h"
 #include "codegen/gemm_library_epilogue.h"
@@ -117,6 +121,22 @@ StatusOr<CudaLaunchable> GemmTemplate(const Graph& g, const FusionGroup& group, 
   return launchable;
 }
 
+// The depthwise template for a pointwise group, or why it does not apply.
+// TILEFUSE_DEPTHWISE=0 keeps the loop template (for comparison); TILEFUSE_DEPTHWISE=VxP picks
+// the channels and pixels per thread.
+StatusOr<CudaLaunchable> DepthwiseTemplate(const Graph& g, const FusionGroup& group, const std::vector<bool>& inlined,
+                                           const std::string& name) {
+  const char* env = std::getenv("TILEFUSE_DEPTHWISE");
+  if (env && std::strcmp(env, "0") == 0) return Unimplemented("TILEFUSE_DEPTHWISE=0");
+  ASSIGN_OR_RETURN(DepthwiseTemplateKernel dw, LowerDepthwiseTemplate(g, group, inlined));
+  dw.name = name;
+  dw.epilogue.name = name;
+  CudaDepthwiseConfig config;
+  if (env) std::sscanf(env, "%dx%d", &config.vector, &config.pixels);
+  ASSIGN_OR_RETURN(CudaKernelSource source, EmitCudaDepthwise(dw, ResolveDepthwiseConfig(dw, config)));
+  return TemplateLaunchable(std::move(source), group, std::move(dw.epilogue));
+}
+
 // Prologue kernels whose value nothing reads any more: the template reads A through its
 // view (GemmOperandView) instead of the prologue's copy, unless the group outputs it.
 void DropUnreadPrologues(CudaGroupProgram& p, const FusionGroup& group) {
@@ -166,6 +186,12 @@ CudaGroupProgram ProgramForGroup(const Graph& g, const FusionGroup& group, const
   };
   switch (group.kind) {
     case GroupKind::kPointwise: case GroupKind::kRowReduction: case GroupKind::kReduction: {
+      if (group.kind == GroupKind::kPointwise)
+        if (StatusOr<CudaLaunchable> dw = DepthwiseTemplate(g, group, inlined, name); dw.ok()) {
+          p.mode = CudaGroupProgram::Mode::kGenerated;
+          p.kernel = std::move(*dw);
+          return p;
+        }
       StatusOr<CudaLaunchable> k = LowerAndEmit(g, group, inlined, name, configs, target.fault);
       if (!k.ok()) return host(k.status().message());
       p.mode = CudaGroupProgram::Mode::kGenerated;

@@ -19,12 +19,14 @@ namespace {
 
 std::string TestCacheDir() { return (std::filesystem::temp_directory_path() / "tilefuse_test_cache").string(); }
 
-void CompileForHopper(const std::string& path, bool fuse, AttentionPath attention = AttentionPath::kTemplate) {
+void CompileForHopper(const std::string& path, bool fuse, AttentionPath attention = AttentionPath::kTemplate, bool channels_last = true) {
   StatusOr<NvrtcCompiler> nvrtc = NvrtcCompiler::Create(TestCacheDir());
   if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available, CUDA kernels not compiled: " << nvrtc.status().ToString();
   auto model = ImportOnnx(path);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
-  auto graph = RunGraphPasses(std::move(model->graph), PassOptions{});
+  PassOptions passes;
+  passes.channels_last = channels_last;  // as the CUDA backend passes graphs (TILEFUSE_CHANNELS_LAST=0: NCHW)
+  auto graph = RunGraphPasses(std::move(model->graph), passes);
   ASSERT_TRUE(graph.ok()) << graph.status().ToString();
   PlannerOptions planner;
   planner.fuse = fuse;
@@ -74,6 +76,9 @@ class CudaProgramTest : public testing::TestWithParam<std::string> {};
 
 TEST_P(CudaProgramTest, FusedKernelsCompileForSm90aWithoutSpills) { CompileForHopper(GetParam(), true); }
 TEST_P(CudaProgramTest, UnfusedKernelsCompileForSm90aWithoutSpills) { CompileForHopper(GetParam(), false); }
+TEST_P(CudaProgramTest, FusedNchwKernelsCompileForSm90aWithoutSpills) {
+  CompileForHopper(GetParam(), true, AttentionPath::kTemplate, /*channels_last=*/false);
+}
 
 
 INSTANTIATE_TEST_SUITE_P(Models, CudaProgramTest, testing::ValuesIn(Models()),
@@ -118,6 +123,43 @@ TEST(CudaAttentionExportsTest, RealExportsTakeTheAttentionTemplate) {
     EXPECT_EQ(templates, 1);
     EXPECT_EQ(skips, std::string(name).find("bert") == std::string::npos) << "causal models skip blocks, BERT does not";
   }
+}
+
+// Depthwise convolutions over NHWC with constant weights take the direct template: the
+// ConvNeXt 7x7 (stride 1, its residual and ReLU in the epilogue) and the MobileNet 3x3
+// (stride 2); the taps' sum is never a kernel parameter. NCHW depthwise convolutions and
+// weights computed in the group keep the loop templates.
+TEST(CudaDepthwiseTest, ChannelsLastDepthwiseConvolutionsTakeTheDirectTemplate) {
+  auto strategies = [](const char* file, bool channels_last) {
+    auto model = ImportOnnx(std::string(TILEFUSE_SOURCE_DIR) + "/tests/conv/" + file);
+    EXPECT_TRUE(model.ok()) << model.status().ToString();
+    PassOptions passes;
+    passes.channels_last = channels_last;
+    auto graph = RunGraphPasses(std::move(model->graph), passes);
+    EXPECT_TRUE(graph.ok()) << graph.status().ToString();
+    auto plan = PlanFusionForCuda(*graph, PlannerOptions{}, CudaTarget{});
+    EXPECT_TRUE(plan.ok()) << plan.status().ToString();
+    auto program = BuildCudaProgram(*graph, plan->plan, FindInlinedGenerators(*graph));
+    EXPECT_TRUE(program.ok()) << program.status().ToString();
+    std::vector<std::string> out;
+    for (const CudaGroupProgram& g : program->groups)
+      for (const CudaLaunchable* k : Launchables(g))
+        if (k->source.strategy.starts_with("depthwise direct")) {
+          out.push_back(k->source.strategy);
+          for (int node : k->buffer_nodes) {  // the sum adds products of taps and weights
+            const Node& n = graph->node(node);
+            EXPECT_FALSE(n.op == OpCode::kAdd && graph->node(n.inputs[1]).op == OpCode::kMul) << "the taps' sum is passed: %" << node;
+          }
+        }
+    return out;
+  };
+  EXPECT_EQ(strategies("convnext_dw_bf16.onnxtxt", true),
+            (std::vector<std::string>{"depthwise direct 7x7 taps, 8 channels x 2 pixels a thread",
+                                      "depthwise direct 3x3 taps, 8 channels x 4 pixels a thread"}));
+  EXPECT_EQ(strategies("depthwise_nhwc_c40_f16.onnxtxt", true),
+            (std::vector<std::string>{"depthwise direct 5x5 taps, 8 channels x 2 pixels a thread"}));
+  EXPECT_TRUE(strategies("convnext_dw_bf16.onnxtxt", false).empty());
+  EXPECT_TRUE(strategies("depthwise_hardswish_f16.onnxtxt", true).empty());  // its weights are graph inputs
 }
 
 // The attention template's other main loops (without ping-pong; serial), on tests/attention.

@@ -140,7 +140,7 @@ StatusOr<CudaKernelSource> EmitCudaDepthwise(const DepthwiseTemplateKernel& k, c
   for (size_t i = 0; i < e.buffers.size(); ++i)
     if (e.buffers[i].node == k.sum && !e.buffers[i].is_output) unpassed.push_back(static_cast<int>(i));
   return LoopKernelSource(e, launch, b, std::max<int64_t>(1, CeilDiv(threads, c.threads)),
-                          fmt::format("depthwise direct {}x{} taps, {} channels x {} pixels a thread", kh, kw, c.vector, c.pixels), unpassed);
+                          fmt::format("depthwise direct {}x{} taps, {} channels x {} pixels a thread", kh, kw, c.vector, c.pixels), "", 0, unpassed);
 }
 
 }  // namespace tilefuse

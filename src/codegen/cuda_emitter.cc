@@ -4,8 +4,10 @@
 #include <fmt/format.h>
 #include <map>
 
+#include "codegen/column_tiles.h"
 #include "codegen/concat_parts.h"
 #include "codegen/cpp_value_expression.h"
+#include "codegen/cuda_column_emitter.h"
 #include "codegen/cuda_scalar_program.h"
 #include "codegen/cuda_transposed_emitter.h"
 #include "codegen/emit_util.h"
@@ -27,18 +29,6 @@ int64_t RoundUpPow2(int64_t v) {
 }
 
 bool IsRowKernel(const Kernel& k) { return !k.reductions.empty(); }
-
-// The device library's functor folding two partial results with a reduction's combiner.
-const char* DeviceCombiner(OpCode combiner) {
-  switch (combiner) {
-    case OpCode::kAdd: return "tf_sum";
-    case OpCode::kMul: return "tf_prod";
-    case OpCode::kMax: return "tf_max";
-    case OpCode::kMin: return "tf_min";
-    default: TF_UNREACHABLE("no device functor for this combiner");
-  }
-  return "";
-}
 
 // Accesses the templates move as vectors: pointwise ones at the element's own offset,
 // row ones contiguous along the row.
@@ -73,6 +63,17 @@ bool IsRowDataLoad(const ScalarValue& v) {
 
 }  // namespace
 
+const char* DeviceCombiner(OpCode combiner) {
+  switch (combiner) {
+    case OpCode::kAdd: return "tf_sum";
+    case OpCode::kMul: return "tf_prod";
+    case OpCode::kMax: return "tf_max";
+    case OpCode::kMin: return "tf_min";
+    default: TF_UNREACHABLE("no device functor for this combiner");
+  }
+  return "";
+}
+
 CudaKernelConfig ResolveCudaConfig(const Kernel& k, const CudaKernelConfig& requested) {
   CudaKernelConfig c = requested;
   bool row = IsRowKernel(k);
@@ -81,6 +82,7 @@ CudaKernelConfig ResolveCudaConfig(const Kernel& k, const CudaKernelConfig& requ
     if (c.tile >= 0)
       if (TransposedTiling tiling = FindTransposedTiling(k); tiling.tiled()) return ResolveTransposedConfig(k, tiling, c);
     c.tile = -1;
+    c.splits = 0;
     if (c.vector == 0) {
       c.vector = narrowest == 0 ? 1 : static_cast<int>(std::min<int64_t>(16, 32 / narrowest));
       // Window taps over NHWC read whole vectors in the lane form where the vector divides
@@ -97,7 +99,10 @@ CudaKernelConfig ResolveCudaConfig(const Kernel& k, const CudaKernelConfig& requ
     c.cache_row = 0;
     return c;
   }
+  if (c.tile >= 0)
+    if (ColumnTiling tiling = FindColumnTiling(k); tiling.tiled()) return ResolveColumnConfig(k, tiling, c);
   c.tile = -1;
+  c.splits = 0;
   if (c.vector == 0) {
     c.vector = narrowest == 0 ? 1 : static_cast<int>(16 / narrowest);
     while (c.vector > 1 && k.inner % c.vector != 0) c.vector /= 2;
@@ -727,24 +732,30 @@ class CudaEmitter {
 StatusOr<CudaKernelSource> EmitCudaKernel(const Kernel& kernel, const CudaKernelConfig& config) {
   const Kernel rewritten = RewriteForEmission(kernel);
   const CudaKernelConfig resolved = ResolveCudaConfig(rewritten, config);
+  if (resolved.tile > 0 && IsRowKernel(rewritten)) return EmitColumnKernel(rewritten, FindColumnTiling(rewritten), resolved);
   if (resolved.tile > 0) return EmitTransposedKernel(rewritten, FindTransposedTiling(rewritten), resolved);
-  return CudaEmitter(rewritten, resolved).Run();
+  StatusOr<CudaKernelSource> source = CudaEmitter(rewritten, resolved).Run();
+  // A thread per output where the column template was not asked away: say why it refused.
+  if (source.ok() && IsRowKernel(rewritten) && config.tile >= 0 && resolved.threads_per_row == 1)
+    source->strategy += fmt::format(" (no column template: {})", FindColumnTiling(rewritten).why_not);
+  return source;
 }
 
 CudaKernelSource LoopKernelSource(const Kernel& k, const CudaKernelConfig& c, const std::string& body, int64_t work_blocks, std::string strategy,
-                                  const std::vector<int>& unpassed) {
+                                  const std::string& extra_parameters, int min_blocks, const std::vector<int>& unpassed) {
   CudaKernelSource s;
   s.name = k.name;
   s.config = c;
   s.threads = c.threads;
-  s.function = fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}(", c.threads, k.name);
+  s.function = fmt::format("extern \"C\" __global__ void __launch_bounds__({}{}) {}(", c.threads,
+                           min_blocks > 0 ? fmt::format(", {}", min_blocks) : "", k.name);
   auto passed = [&](size_t b) { return std::find(unpassed.begin(), unpassed.end(), static_cast<int>(b)) == unpassed.end(); };
   for (size_t b = 0; b < k.buffers.size(); ++b) {
     if (!passed(b)) continue;
     const KernelBuffer& buf = k.buffers[b];
     s.function += fmt::format("{}{}{}* __restrict__ b{}", s.num_params++ ? ", " : "", buf.is_output ? "" : "const ", StorageType(buf.dtype), b);
   }
-  s.function += ") {\n";
+  s.function += extra_parameters + ") {\n";
   // 32-bit index arithmetic (cheaper, and divisions by constants much cheaper) when
   // every offset and loop bound fits with room for the grid-stride step.
   int64_t largest = k.outer * std::max<int64_t>(1, k.inner);

@@ -9,6 +9,9 @@
 //              (window taps over NHWC): uniform values once per vector, the taps as vectors
 //  pointwise transposed  (codegen/cuda_transposed_emitter.h) a block per 2-D tile, staged
 //              through shared memory, for kernels reading an operand transposed
+//  column      (codegen/cuda_column_emitter.h) reductions whose consecutive outputs are
+//              consecutive in memory: a block per tile of outputs, the reduced elements split
+//              over its threads and, where the outputs are few, over several blocks
 //  row         `threads_per_row` threads (1: a thread, 32: a warp, or the whole block)
 //              share one output row (loop variable 0) and split its reduced elements
 //              (variable 1) into `vector`-wide chunks. With `cache_row` the row's loads are
@@ -40,7 +43,13 @@ struct CudaKernelConfig {
   // of two; codegen/cuda_transposed_emitter.h), -1 the flat template; 0: the tiled one where a
   // load is transposed against the output (codegen/transposed_tiles.h), else the flat one.
   // Resolved configurations of the flat and row templates say -1.
+  // Row kernels: the outputs a block of the column template covers (codegen/cuda_column_emitter.h;
+  // a power of two, a multiple of `vector`), -1 the row template; 0: the column template where
+  // the analysis takes the kernel (codegen/column_tiles.h).
   int tile = 0;
+  // Column template: blocks sharing one tile's reduced elements (1: a block reduces whole
+  // columns); 0: chosen to fill the GPU. The other templates say 0.
+  int splits = 0;
 };
 
 struct CudaKernelSource {
@@ -66,8 +75,15 @@ StatusOr<CudaKernelSource> EmitCudaKernel(const Kernel& kernel, const CudaKernel
 // __global__ function over Kernel::buffers, whose index type tf_index_t is 32-bit where every
 // offset fits, launched as `work_blocks` blocks of config.threads over those buffers, except
 // the `unpassed` ones (a template's accumulator stands for them).
+// `extra_parameters` (", T* name...") follow the buffers in the signature; the caller adds
+// their launch arguments. `min_blocks` > 0 asks ptxas to fit that many blocks on an SM
+// (__launch_bounds__'s second argument).
 CudaKernelSource LoopKernelSource(const Kernel& kernel, const CudaKernelConfig& config, const std::string& body, int64_t work_blocks,
-                                  std::string strategy, const std::vector<int>& unpassed = {});
+                                  std::string strategy, const std::string& extra_parameters = "", int min_blocks = 0,
+                                  const std::vector<int>& unpassed = {});
+// The device library's functor ("tf_sum", "tf_max", ...) folding partial results with
+// `combiner` (ReductionTraits::combiner).
+const char* DeviceCombiner(OpCode combiner);
 // A compute-bound template's source completed: `function`, and a launch of `work_blocks`
 // blocks of `threads` with `shared_bytes` of dynamic shared memory over its arguments.
 void FinishTemplateSource(CudaKernelSource& source, std::string function, int64_t shared_bytes);

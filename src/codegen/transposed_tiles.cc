@@ -24,63 +24,32 @@ struct Piece {
   int64_t scale = 1, modulus = 0;
 };
 
-bool AsPiece(const Index& e, Piece* p) {
+bool AsPiece(const Index& e, int var, Piece* p) {
   using K = IndexExpr::Kind;
   if (e->kind == K::kVar) {
     *p = {1, 0};
-    return e->value == 0;
+    return e->value == var;
   }
   if (e->kind != K::kDiv && e->kind != K::kMod) return false;
   Piece in;
-  if (!AsPiece(e->a, &in)) return false;
+  if (!AsPiece(e->a, var, &in)) return false;
   const int64_t c = e->b->value;
   if (in.modulus != 0 && in.modulus % c != 0) return false;  // cuts across a dim: not a piece
   *p = e->kind == K::kDiv ? Piece{in.scale * c, in.modulus / c} : Piece{in.scale, c};
   return true;
 }
 
-// Where the pieces of `e` cut i0 (each piece: at its scale, and its scale times its modulus).
-void CollectCuts(const Index& e, std::set<int64_t>* cuts) {
+// Where the pieces of `e` cut loop variable `var` (each piece: at its scale, and its scale
+// times its modulus).
+void CollectCuts(const Index& e, int var, std::set<int64_t>* cuts) {
   if (!e) return;
-  if (Piece p; AsPiece(e, &p)) {
+  if (Piece p; AsPiece(e, var, &p)) {
     cuts->insert(p.scale);
     if (p.modulus != 0) cuts->insert(p.scale * p.modulus);
     return;
   }
-  CollectCuts(e->a, cuts);
-  CollectCuts(e->b, cuts);
-}
-
-// The output's dims, outermost first, from the cuts of every index: empty when they do not
-// nest (one index splits i0 by 6, another by 4).
-std::vector<int64_t> DimsFromCuts(const Kernel& k) {
-  std::set<int64_t> cuts = {1, k.outer};
-  for (const ScalarValue& v : k.values) CollectCuts(v.index, &cuts);
-  for (const KernelStore& s : k.stores) CollectCuts(s.index, &cuts);
-  std::vector<int64_t> dims;
-  int64_t previous = 1;
-  for (int64_t cut : cuts) {
-    if (cut <= 1 || cut > k.outer) continue;  // a cut past the output divides nothing
-    if (cut % previous != 0) return {};
-    dims.insert(dims.begin(), cut / previous);
-    previous = cut;
-  }
-  return dims;
-}
-
-// The coefficient of each coordinate in `index` (InCoordinates over the finest dims, where
-// every piece folds) and its offset, when it is affine in them; false otherwise (a clamp, a
-// gathered value, i1, a remainder that cuts across a dim).
-bool CoordinateCoefficients(const Index& index, size_t num_dims, std::vector<int64_t>* coefficients, int64_t* offset) {
-  std::vector<LinearTerm> terms;
-  if (!index || UsesValue(index) || !AsLinearTerms(index, &terms, offset)) return false;
-  coefficients->assign(num_dims, 0);
-  for (const LinearTerm& t : terms) {
-    const int d = t.var - kCoordinateVar;
-    if (d < 0 || d >= static_cast<int>(num_dims) || t.divisor != 1) return false;
-    (*coefficients)[d] += t.coefficient;
-  }
-  return true;
+  CollectCuts(e->a, var, cuts);
+  CollectCuts(e->b, var, cuts);
 }
 
 struct AffineLoad {
@@ -135,9 +104,36 @@ std::string DimsText(const std::vector<int64_t>& dims) {
 
 }  // namespace
 
-Index FlatFromCoordinates(const std::vector<int64_t>& dims) {
+std::vector<int64_t> DimsFromCuts(const Kernel& k, int var, int64_t extent) {
+  std::set<int64_t> cuts = {1, extent};
+  for (const ScalarValue& v : k.values) CollectCuts(v.index, var, &cuts);
+  for (const KernelStore& s : k.stores) CollectCuts(s.index, var, &cuts);
+  std::vector<int64_t> dims;
+  int64_t previous = 1;
+  for (int64_t cut : cuts) {
+    if (cut <= 1 || cut > extent) continue;  // a cut past the extent divides nothing
+    if (cut % previous != 0) return {};
+    dims.insert(dims.begin(), cut / previous);
+    previous = cut;
+  }
+  return dims;
+}
+
+bool CoordinateCoefficients(const Index& index, size_t num_dims, std::vector<int64_t>* coefficients, int64_t* offset) {
+  std::vector<LinearTerm> terms;
+  if (!index || UsesValue(index) || !AsLinearTerms(index, &terms, offset)) return false;
+  coefficients->assign(num_dims, 0);
+  for (const LinearTerm& t : terms) {
+    const int d = t.var - kCoordinateVar;
+    if (d < 0 || d >= static_cast<int>(num_dims) || t.divisor != 1) return false;
+    (*coefficients)[d] += t.coefficient;
+  }
+  return true;
+}
+
+Index FlatFromCoordinates(const std::vector<int64_t>& dims, int first_var) {
   std::vector<Index> coordinates;
-  for (size_t d = 0; d < dims.size(); ++d) coordinates.push_back(IndexVar(kCoordinateVar + static_cast<int>(d), dims[d]));
+  for (size_t d = 0; d < dims.size(); ++d) coordinates.push_back(IndexVar(first_var + static_cast<int>(d), dims[d]));
   return Ravel(coordinates, dims);
 }
 
@@ -165,7 +161,7 @@ TransposedTiling FindTransposedTiling(const Kernel& k) {
       return t;
     }
   }
-  t.dims = DimsFromCuts(k);
+  t.dims = DimsFromCuts(k, 0, k.outer);
   if (t.dims.size() < 2) {
     t.why_not = t.dims.empty() ? "the indices split the output in ways that do not nest" : "the indices see the output as one dim";
     return t;

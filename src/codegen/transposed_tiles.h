@@ -49,8 +49,19 @@ struct TransposedTiling {
 // The tiling of `kernel` (pointwise: no reductions, inner 1), or why_not saying why none.
 TransposedTiling FindTransposedTiling(const Kernel& kernel);
 
-// i0 as Σ x_k · stride_k over `dims` (x_k = IndexVar(kCoordinateVar + k, dims[k])).
-Index FlatFromCoordinates(const std::vector<int64_t>& dims);
+// i0 as Σ x_k · stride_k over `dims` (x_k = IndexVar(first_var + k, dims[k])).
+Index FlatFromCoordinates(const std::vector<int64_t>& dims, int first_var = kCoordinateVar);
+
+// The dims loop variable `var` (over [0, extent)) splits into, outermost first: every
+// (var / s) % m of the kernel's indices cuts it at s and s·m, and the cuts, nested, are the
+// finest dims all indices agree on; empty when they do not nest (one index splits by 6,
+// another by 4).
+std::vector<int64_t> DimsFromCuts(const Kernel& kernel, int var, int64_t extent);
+
+// The coefficient of each of `num_dims` coordinates (variables kCoordinateVar + d) in `index`
+// and its offset, when it is affine in them; false otherwise (a clamp, a gathered value,
+// another variable, a remainder that cuts across a dim).
+bool CoordinateCoefficients(const Index& index, size_t num_dims, std::vector<int64_t>* coefficients, int64_t* offset);
 
 // `index` with i0 written in coordinates: the simplifier then folds most of the unravelling's
 // divisions and remainders into the coordinates themselves (not those of merged dims).

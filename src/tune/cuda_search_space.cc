@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <fmt/format.h>
 
+#include "codegen/column_tiles.h"
+
 namespace tilefuse {
 
 namespace {
@@ -13,6 +15,24 @@ int64_t RowLoads(const Kernel& k) {
   });
 }
 
+// Column reductions (codegen/cuda_column_emitter.h): tile widths x block sizes x row splits
+// around the default, and the row template (a thread per output), which wins where the
+// outputs alone fill the GPU and each reduces few elements.
+template <typename Add>
+void AddColumnCandidates(const Kernel& k, const CudaKernelConfig& base, CudaSearchSpace& space, Add add) {
+  const bool chained = FindColumnTiling(k).chained;
+  for (int tile : {base.tile / 2, base.tile, base.tile * 2})
+    for (int threads : {128, 256})
+      for (int splits : {1, base.splits / 2, base.splits, base.splits * 2}) {
+        const std::string name = fmt::format("column tile {} threads {} splits {}", tile, threads, splits);
+        if (tile < base.vector || tile > 32 * base.vector) space.pruned.push_back(name + fmt::format(": not 1 to 32 vectors of {}", base.vector));
+        else if (splits < 1 || splits > k.inner) space.pruned.push_back(name + fmt::format(": not 1 to {} splits", k.inner));
+        else if (splits > 1 && chained) space.pruned.push_back(name + ": a reduction reads an earlier one's result (one split)");
+        else add({threads, base.vector, 0, 0, 0, tile, splits});
+      }
+  add({0, 0, 0, -1, 0, -1});
+}
+
 }  // namespace
 
 // The flat templates' configurations (tile -1) print as they did before the tiled template,
@@ -20,6 +40,7 @@ int64_t RowLoads(const Kernel& k) {
 nlohmann::json CudaConfigToJson(const CudaKernelConfig& c) {
   nlohmann::json j = {{"threads", c.threads}, {"vector", c.vector}, {"threads_per_row", c.threads_per_row}, {"cache_row", c.cache_row}};
   if (c.tile != -1) j["tile"] = c.tile;
+  if (c.splits != 0) j["splits"] = c.splits;  // the column template's only
   return j;
 }
 
@@ -30,12 +51,13 @@ CudaKernelConfig CudaConfigFromJson(const nlohmann::json& j) {
   c.threads_per_row = j.value("threads_per_row", 0);
   c.cache_row = j.value("cache_row", -1);
   c.tile = j.value("tile", -1);
+  c.splits = j.value("splits", 0);
   return c;
 }
 
 bool SameCudaConfig(const CudaKernelConfig& a, const CudaKernelConfig& b) {
   return a.threads == b.threads && a.vector == b.vector && a.threads_per_row == b.threads_per_row && a.cache_row == b.cache_row &&
-         a.tile == b.tile;
+         a.tile == b.tile && a.splits == b.splits;
 }
 
 CudaSearchSpace CudaCandidates(const Kernel& k) {
@@ -63,6 +85,10 @@ CudaSearchSpace CudaCandidates(const Kernel& k) {
         add(c);
       }
     add({0, 0, 0, 0, 0, -1});
+    return space;
+  }
+  if (!k.reductions.empty() && base.tile > 0) {
+    AddColumnCandidates(k, base, space, add);
     return space;
   }
   if (k.reductions.empty()) {

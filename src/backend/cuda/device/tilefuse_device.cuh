@@ -233,6 +233,14 @@ struct tf_prod { template <typename T> TFD T combine(T a, T b) { return a * b; }
 struct tf_max { template <typename T> TFD T combine(T a, T b) { return max_nan(a, b); } };
 struct tf_min { template <typename T> TFD T combine(T a, T b) { return min_nan(a, b); } };
 
+// Combines v across the lanes of a warp that share lane % kStride (kStride a power of two up
+// to 32: the column template's lanes of one column); every lane gets its column's result.
+template <int kStride, typename Op, typename T> TFD T tf_warp_reduce_strided(T v) {
+#pragma unroll
+  for (int offset = 16; offset >= kStride; offset /= 2) v = Op::combine(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+
 // Combines v across the `kWidth` consecutive lanes of a warp; every lane gets the result.
 template <int kWidth, typename Op, typename T> TFD T tf_warp_reduce(T v) {
 #pragma unroll

@@ -34,6 +34,9 @@ std::string CudaFastForm(const ScalarValue& v, const std::vector<std::string>& a
   if (const char* op = ComparisonOperator(v.op)) return fmt::format("{}({} {} {})", type, args[0], op, args[1]);
   if (v.op == OpCode::kTanh && half) return fmt::format("tf_tanh_approx({})", args[0]);
   if (v.op == OpCode::kExp && half) return fmt::format("tf_exp_fast({})", args[0]);
+  // Half results keep 8 or 11 bits: the approximate quotient (2 ulp of f32) is exact enough,
+  // and IEEE division's subroutine was a fifth of an erf GELU epilogue's instructions.
+  if (v.op == OpCode::kDiv && half) return fmt::format("__fdividef({}, {})", args[0], args[1]);
   return "";
 }
 

@@ -154,10 +154,10 @@ TEST(CudaDepthwiseTest, ChannelsLastDepthwiseConvolutionsTakeTheDirectTemplate) 
     return out;
   };
   EXPECT_EQ(strategies("convnext_dw_bf16.onnxtxt", true),
-            (std::vector<std::string>{"depthwise direct 7x7 taps, 8 channels x 2 pixels a thread",
-                                      "depthwise direct 3x3 taps, 8 channels x 4 pixels a thread"}));
+            (std::vector<std::string>{"depthwise direct 7x7 taps, 4 channels x 4 pixels a thread",
+                                      "depthwise direct 3x3 taps, 4 channels x 4 pixels a thread"}));
   EXPECT_EQ(strategies("depthwise_nhwc_c40_f16.onnxtxt", true),
-            (std::vector<std::string>{"depthwise direct 5x5 taps, 8 channels x 2 pixels a thread"}));
+            (std::vector<std::string>{"depthwise direct 5x5 taps, 4 channels x 4 pixels a thread"}));
   EXPECT_TRUE(strategies("convnext_dw_bf16.onnxtxt", false).empty());
   EXPECT_TRUE(strategies("depthwise_hardswish_f16.onnxtxt", true).empty());  // its weights are graph inputs
 }

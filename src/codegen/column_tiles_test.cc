@@ -88,7 +88,7 @@ TEST(ColumnTilesTest, NhwcGlobalAveragePoolTakesTheColumnTemplate) {
   const CudaKernelSource s = Emit(k);
   EXPECT_EQ(s.strategy, "column 16x128 x8, 6 splits");
   EXPECT_EQ(s.work_blocks, 32 * 6);
-  EXPECT_EQ(s.launch.scratch_bytes, 256 + 32 * 6 * 16 * 4) << "counters, then every split's partials";
+  EXPECT_EQ(s.launch.scratch_bytes, kScratchCounterBytes + 32 * 6 * 16 * 4) << "the counters region, then every split's partials";
   ASSERT_EQ(s.launch.args.size(), 4u);
   EXPECT_EQ(s.launch.args[3].kind, LaunchArg::Kind::kScratch);
   EXPECT_TRUE(MatchesChecks(s.function, R"(

@@ -98,6 +98,8 @@ class ColumnEmitter {
       return invalid(fmt::format("tile of {} outputs (need a power of two, 1 to 32 vectors of {})", c_.tile, c_.vector));
     if (c_.threads_per_row != c_.threads / ColumnThreads()) return invalid(fmt::format("{} threads per row (the block has {})", c_.threads_per_row, c_.threads / ColumnThreads()));
     if (c_.splits < 1 || c_.splits > k_.inner) return invalid(fmt::format("{} splits of {} reduced elements", c_.splits, k_.inner));
+    if (c_.splits > 1 && Tiles() * 4 > kScratchCounterBytes)
+      return invalid(fmt::format("{} tiles split: more counters than the scratch memory's counter region holds", Tiles()));
     if (c_.splits > 1 && t_.chained) return invalid("several splits, and a reduction reads an earlier one's result (one block must hold whole columns)");
     if (SharedBytes() > kSharedLimit) return invalid(fmt::format("{} bytes of shared memory (at most {})", SharedBytes(), kSharedLimit));
     return Status::Ok();
@@ -107,7 +109,7 @@ class ColumnEmitter {
   int Warps() const { return c_.threads / 32; }
   int64_t Tiles() const { return CeilDiv(k_.outer, c_.tile); }
   int64_t SharedBytes() const { return int64_t{4} * c_.tile * (Warps() + static_cast<int64_t>(k_.reductions.size())); }
-  int64_t CounterBytes() const { return CeilDiv(Tiles() * 4, 256) * 256; }
+  int64_t CounterBytes() const { return kScratchCounterBytes; }
   const char* Combiner(int r) const { return DeviceCombiner(GetReductionTraits(k_.reductions[r].op).combiner); }
   // Reduction r's result from its fold `total` (mean divides by the elements reduced).
   std::string Finish(int r, const std::string& total) const {

@@ -1,6 +1,8 @@
 #include "codegen/cuda_emitter.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string_view>
 #include <fmt/format.h>
 #include <map>
 
@@ -29,6 +31,12 @@ int64_t RoundUpPow2(int64_t v) {
 }
 
 bool IsRowKernel(const Kernel& k) { return !k.reductions.empty(); }
+
+// TILEFUSE_COLUMN=0 / TILEFUSE_LANES=0 keep a template off, for comparison and diagnosis.
+bool SwitchedOff(const char* variable) {
+  const char* value = std::getenv(variable);
+  return value != nullptr && std::string_view(value) == "0";
+}
 
 // Accesses the templates move as vectors: pointwise ones at the element's own offset,
 // row ones contiguous along the row.
@@ -88,7 +96,7 @@ CudaKernelConfig ResolveCudaConfig(const Kernel& k, const CudaKernelConfig& requ
       // Window taps over NHWC read whole vectors in the lane form where the vector divides
       // the channels (MobileNet's 24 or 40): a narrower vector there beats reading each
       // element apart.
-      for (int v = std::max(c.vector, 8); v >= 4; v /= 2)
+      for (int v = std::max(c.vector, 8); v >= 4 && !SwitchedOff("TILEFUSE_LANES"); v /= 2)
         if (TakesLaneForm(k, v)) {
           c.vector = v;
           break;
@@ -99,7 +107,7 @@ CudaKernelConfig ResolveCudaConfig(const Kernel& k, const CudaKernelConfig& requ
     c.cache_row = 0;
     return c;
   }
-  if (c.tile >= 0)
+  if (c.tile >= 0 && !SwitchedOff("TILEFUSE_COLUMN"))
     if (ColumnTiling tiling = FindColumnTiling(k); tiling.tiled()) return ResolveColumnConfig(k, tiling, c);
   c.tile = -1;
   c.splits = 0;
@@ -396,7 +404,7 @@ class CudaEmitter {
         first += chunked ? 32 * length : length;
       }
       out_ += "    }\n  }\n";
-    } else if (TakesLaneForm(k_, vec)) {
+    } else if (TakesLaneForm(k_, vec) && !SwitchedOff("TILEFUSE_LANES")) {
       EmitLaneForm();
     } else if (vec > 1) {
       out_ += "  for (tf_index_t base = thread * kVec; base + kVec <= kElements; base += threads * kVec) {\n";

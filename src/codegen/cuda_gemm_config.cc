@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "codegen/launch_spec.h"
+
 namespace tilefuse {
 
 namespace gemm_layout {
@@ -31,9 +33,9 @@ int64_t SharedBytes(const CudaGemmConfig& c, bool staged) {
 
 int64_t KSteps(const GemmTemplateKernel& g) { return CeilDiv(g.k, kBlockK); }
 int64_t StepsPerSplit(const GemmTemplateKernel& g, const CudaGemmConfig& c) { return CeilDiv(KSteps(g), c.splits); }
-// Split-K's scratch memory: a tile counter each (256-byte aligned), then every unit's f32
-// partial tile.
-int64_t CounterBytes(const GemmTemplateKernel& g, const CudaGemmConfig& c) { return CeilDiv(Tiles(g, c.block_m, c.block_n) * 4, 256) * 256; }
+// Split-K's scratch memory: a tile counter each in the counters' region (launch_spec.h),
+// then every unit's f32 partial tile.
+int64_t CounterBytes(const GemmTemplateKernel&, const CudaGemmConfig&) { return kScratchCounterBytes; }
 int64_t ScratchBytes(const GemmTemplateKernel& g, const CudaGemmConfig& c) {
   if (c.splits <= 1) return 0;
   return CounterBytes(g, c) + Tiles(g, c.block_m, c.block_n) * c.splits * c.block_m * c.block_n * 4;

@@ -87,6 +87,8 @@ class GemmEmitter {
     if (c_.splits < 1 || c_.splits > KSteps(g_))
       return InvalidArgument(fmt::format("{}: {} split-K units for {} steps of K", g_.name, c_.splits, KSteps(g_)));
     if (c_.splits > 1 && *c_.pingpong) return InvalidArgument(fmt::format("{}: split-K needs cooperative consumers", g_.name));
+    if (c_.splits > 1 && Tiles(g_, c_.block_m, c_.block_n) * 4 > kScratchCounterBytes)
+      return InvalidArgument(fmt::format("{}: split-K over more tiles than the scratch memory's counter region holds", g_.name));
     return Status::Ok();
   }
 

@@ -50,6 +50,13 @@ struct LaunchArg {
   int64_t scalar = 0;  // kScalar; kScratch: the byte offset into the scratch memory
 };
 
+// The scratch memory's first bytes: every split kernel's tile counters (zero between
+// launches); partial sums follow them. One region for all kernels' counters: with each
+// kernel's partials right after its own counters, a 120-tile column reduction's counters
+// lay where a 32-tile one had left partial sums (MobileNetV3-small f32 b32: 15 of 32 images
+// NaN on an H100).
+inline constexpr int64_t kScratchCounterBytes = 64 * 1024;  // 16384 tiles
+
 struct LaunchSpec {
   std::array<int64_t, 3> grid{1, 1, 1};
   std::array<int, 3> block{1, 1, 1};

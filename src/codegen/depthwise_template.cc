@@ -176,17 +176,7 @@ StatusOr<DepthwiseTemplateKernel> LowerDepthwiseTemplate(const Graph& g, const F
     k.kind = GroupKind::kPointwise;
     k.outer = elements;
   }
-  if (std::find(group.outputs.begin(), group.outputs.end(), sum) != group.outputs.end()) {
-    const int buffer = BufferOf(k, g, sum);
-    k.buffers[buffer].is_output = true;
-    ScalarValue load;
-    load.kind = ScalarValue::Kind::kLoad;
-    load.dtype = sum_node.dtype;
-    load.buffer = buffer;
-    load.index = IndexVar(0, elements);
-    k.values.push_back(load);
-    k.stores.push_back({buffer, static_cast<int>(k.values.size()) - 1, IndexVar(0, elements)});
-  }
+  if (std::find(group.outputs.begin(), group.outputs.end(), sum) != group.outputs.end()) StoreAnchorItself(k, g, sum);
   for (size_t v = 0; v < k.values.size(); ++v) {
     const ScalarValue& value = k.values[v];
     if (value.kind != ScalarValue::Kind::kLoad || k.buffers[value.buffer].node != sum) continue;

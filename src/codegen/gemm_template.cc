@@ -29,24 +29,7 @@ StatusOr<Kernel> FlatEpilogue(const Graph& g, const FusionGroup& group, const Ge
     k.kind = GroupKind::kPointwise;
     k.outer = elements;
   }
-  bool stored = std::find(group.outputs.begin(), group.outputs.end(), split.matmul) != group.outputs.end();
-  if (!stored) return k;
-  int buffer = -1;
-  for (size_t b = 0; b < k.buffers.size(); ++b)
-    if (k.buffers[b].node == split.matmul) buffer = static_cast<int>(b);
-  if (buffer < 0) {
-    buffer = static_cast<int>(k.buffers.size());
-    k.buffers.push_back({split.matmul, product.dtype, elements, false});
-  }
-  k.buffers[buffer].is_output = true;
-  ScalarValue load;
-  load.kind = ScalarValue::Kind::kLoad;
-  load.dtype = product.dtype;
-  load.buffer = buffer;
-  load.index = IndexVar(0, elements);
-  load.inner = false;
-  k.values.push_back(load);
-  k.stores.push_back({buffer, static_cast<int>(k.values.size()) - 1, IndexVar(0, elements)});
+  if (std::find(group.outputs.begin(), group.outputs.end(), split.matmul) != group.outputs.end()) StoreAnchorItself(k, g, split.matmul);
   return k;
 }
 

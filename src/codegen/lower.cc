@@ -379,4 +379,24 @@ StatusOr<Kernel> LowerGroup(const Graph& graph, const FusionGroup& group, const 
   return Lowering(graph, group, inlined, fault).Run();
 }
 
+void StoreAnchorItself(Kernel& k, const Graph& g, int node) {
+  const Node& n = g.node(node);
+  const int64_t elements = NumElements(n.shape);
+  int buffer = -1;
+  for (size_t b = 0; b < k.buffers.size(); ++b)
+    if (k.buffers[b].node == node) buffer = static_cast<int>(b);
+  if (buffer < 0) {
+    buffer = static_cast<int>(k.buffers.size());
+    k.buffers.push_back({node, n.dtype, elements, false});
+  }
+  k.buffers[buffer].is_output = true;
+  ScalarValue load;
+  load.kind = ScalarValue::Kind::kLoad;
+  load.dtype = n.dtype;
+  load.buffer = buffer;
+  load.index = IndexVar(0, elements);
+  k.values.push_back(load);
+  k.stores.push_back({buffer, static_cast<int>(k.values.size()) - 1, IndexVar(0, elements)});
+}
+
 }  // namespace tilefuse

@@ -17,6 +17,11 @@ namespace tilefuse {
 StatusOr<Kernel> LowerGroup(const Graph& graph, const FusionGroup& group, const std::vector<bool>& inlined,
                             const LoweringFault& fault = {});
 
+// Adds to `kernel`, a pointwise Kernel over `node`'s flat offset, a store of `node` itself read at
+// its own offset: a template's epilogue that also outputs its anchor (the GEMM's product, the
+// depthwise taps' sum), whose loads of it the template serves from its accumulators.
+void StoreAnchorItself(Kernel& kernel, const Graph& graph, int node);
+
 // One value for templates that drive their own loops (attention): `node` evaluated at
 // flat offset `at`, an Index over loop variables 0 ([0, outer)) and 1 ([0, inner)).
 // `members` (pointwise, broadcast and view nodes) are computed, inlined generators

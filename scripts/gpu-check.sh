@@ -102,7 +102,8 @@ if has conv; then
     TILEFUSE_CHANNELS_LAST=0 check_run "$m (NCHW)" "$m"
   done
   for m in tests/conv/residual_block_bf16.onnxtxt tests/conv/resnet_downsample_bf16.onnxtxt tests/conv/depthwise_hardswish_f16.onnxtxt \
-           tests/conv/stem_maxpool_f32.onnxtxt; do
+           tests/conv/stem_maxpool_f32.onnxtxt tests/conv/convnext_dw_bf16.onnxtxt tests/conv/depthwise_nhwc_c40_f16.onnxtxt \
+           tests/conv/column_split_scratch_f32.onnxtxt tests/conv/se_pool_nhwc_bf16.onnxtxt; do
     memcheck_run "$m"
   done
 fi

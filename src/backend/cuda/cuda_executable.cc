@@ -68,6 +68,14 @@ Status CudaExecutable::State::Matmul(const CudaGroupProgram& program, const std:
   int64_t step_a = 0, step_b = 0;
   size_t esize = DTypeSize(mm.dtype);
   if (progression(sa, &step_a) && progression(sb, &step_b)) {
+    // A weight shared by consecutive entries of A (a linear layer over [N, H, W, C] or [B, T,
+    // D]) is one product over all their rows: ConvNeXt-tiny's f32 MLP at b32 ran as 224 strided
+    // products of 7 rows each, 1.07 ms for what one product of 1568 rows does in 0.20 ms.
+    if (batches > 1 && step_b == 0 && step_a == 1) {
+      p.m *= batches;
+      batches = 1;
+      step_a = 0;
+    }
     p.batch = batches;
     p.batch_stride_a = step_a * p.m * p.k;
     p.batch_stride_b = step_b * p.k * p.n;

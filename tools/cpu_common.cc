@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
-#include <string_view>
 
 #include <fmt/format.h>
 
@@ -11,6 +9,7 @@
 #include "backend/cuda/cuda_driver.h"
 #include "driver/driver.h"
 #include "support/check.h"
+#include "support/env_switch.h"
 #include "support/kernel_cache.h"
 #include "tune/cpu_tuner.h"
 
@@ -35,8 +34,7 @@ PassOptions CpuPassOptions() {
 
 PassOptions CudaPassOptions() {
   PassOptions options;
-  const char* switch_value = std::getenv("TILEFUSE_CHANNELS_LAST");
-  options.channels_last = switch_value == nullptr || std::string_view(switch_value) != "0";
+  options.channels_last = !SwitchedOff("TILEFUSE_CHANNELS_LAST");
   return options;
 }
 

@@ -64,6 +64,9 @@ StatusOr<CudaKernelSource> EmitCudaDepthwise(const DepthwiseTemplateKernel& k, c
   const int64_t groups = k.channels / c.vector, strips = CeilDiv(k.out_width, c.pixels);
   const int64_t threads = k.images * k.out_height * strips * groups;
   const std::string_view src_type = StorageType(k.dtype), src_dtype = DTypeName(k.dtype);
+  const std::vector<TapRow> rows = TapRows(k);
+  int64_t widest = 1;  // of the rows' taps, for the strategy
+  for (const TapRow& row : rows) widest = std::max(widest, row.dw_max - row.dw_min + 1);
 
   std::string b;
   b += fmt::format("  constexpr int kV = {}, kP = {};\n", c.vector, c.pixels);
@@ -75,7 +78,7 @@ StatusOr<CudaKernelSource> EmitCudaDepthwise(const DepthwiseTemplateKernel& k, c
   b += fmt::format("  const int ow0 = (int)(rest % {}) * kP;\n  rest /= {};\n", strips, strips);
   b += "  const int oh = (int)(rest % kOH);\n  const tf_index_t n = rest / kOH;\n";
   b += "  float acc[kP][kV];\n#pragma unroll\n  for (int p = 0; p < kP; ++p)\n#pragma unroll\n    for (int v = 0; v < kV; ++v) acc[p][v] = 0.0f;\n";
-  for (const TapRow& row : TapRows(k)) {
+  for (const TapRow& row : rows) {
     const int64_t seg = (c.pixels - 1) * k.stride_w + (row.dw_max - row.dw_min) + 1;
     b += "  {\n";
     b += fmt::format("    const int ih = oh * {} + ({});\n", k.stride_h, row.dh);
@@ -127,18 +130,12 @@ StatusOr<CudaKernelSource> EmitCudaDepthwise(const DepthwiseTemplateKernel& k, c
   CudaKernelConfig launch;
   launch.threads = c.threads;
   launch.vector = c.vector;
-  int64_t kh = 0;
-  int64_t kw = 0;
-  for (const TapRow& row : TapRows(k)) {
-    ++kh;
-    kw = std::max(kw, row.dw_max - row.dw_min + 1);
-  }
   // The sum's buffer is read from the accumulators, unless the group stores the sum itself.
   std::vector<int> unpassed;
   for (size_t i = 0; i < e.buffers.size(); ++i)
     if (e.buffers[i].node == k.sum && !e.buffers[i].is_output) unpassed.push_back(static_cast<int>(i));
   return LoopKernelSource(e, launch, b, std::max<int64_t>(1, CeilDiv(threads, c.threads)),
-                          fmt::format("depthwise direct {}x{} taps, {} channels x {} pixels a thread", kh, kw, c.vector, c.pixels), "", 0, unpassed);
+                          fmt::format("depthwise direct {}x{} taps, {} channels x {} pixels a thread", rows.size(), widest, c.vector, c.pixels), "", 0, unpassed);
 }
 
 }  // namespace tilefuse

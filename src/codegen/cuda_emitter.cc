@@ -1,8 +1,6 @@
 #include "codegen/cuda_emitter.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <string_view>
 #include <fmt/format.h>
 #include <map>
 
@@ -17,6 +15,7 @@
 #include "codegen/row_cache_plan.h"
 #include "codegen/vector_lanes.h"
 #include "ir/reduction_traits.h"
+#include "support/env_switch.h"
 #include "support/check.h"
 
 namespace tilefuse {
@@ -32,11 +31,6 @@ int64_t RoundUpPow2(int64_t v) {
 
 bool IsRowKernel(const Kernel& k) { return !k.reductions.empty(); }
 
-// TILEFUSE_COLUMN=0 / TILEFUSE_LANES=0 keep a template off, for comparison and diagnosis.
-bool SwitchedOff(const char* variable) {
-  const char* value = std::getenv(variable);
-  return value != nullptr && std::string_view(value) == "0";
-}
 
 // Accesses the templates move as vectors: pointwise ones at the element's own offset,
 // row ones contiguous along the row.
@@ -107,6 +101,7 @@ CudaKernelConfig ResolveCudaConfig(const Kernel& k, const CudaKernelConfig& requ
     c.cache_row = 0;
     return c;
   }
+  // TILEFUSE_COLUMN=0 / TILEFUSE_LANES=0 keep a template off, for comparison and diagnosis.
   if (c.tile >= 0 && !SwitchedOff("TILEFUSE_COLUMN"))
     if (ColumnTiling tiling = FindColumnTiling(k); tiling.tiled()) return ResolveColumnConfig(k, tiling, c);
   c.tile = -1;
@@ -244,10 +239,12 @@ class CudaEmitter {
       if (array_[id] == Array::kCached) return fmt::format("tf_cvt_{}({}[k][j])", DTypeName(v.dtype), ArrayName(id));
       return fmt::format("tf_cvt_{}(b{}[{}])", DTypeName(v.dtype), v.buffer, PrintIndex(Placed(v.index), vars));
     }
-    if (v.kind == ScalarValue::Kind::kOp && v.op != OpCode::kCast) {
+    if (v.kind == ScalarValue::Kind::kOp) {  // arguments as Name prints them (the lane form's arrays too)
       std::vector<std::string> args;
       for (int a : v.args) args.push_back(Name(a));
-      if (std::string fast = CudaFastForm(v, args); !fast.empty()) return fast;
+      if (v.op != OpCode::kCast)
+        if (std::string fast = CudaFastForm(v, args); !fast.empty()) return fast;
+      return CppOpExpression(v, args);
     }
     return CppValueExpression(v, vars);
   }
@@ -272,10 +269,15 @@ class CudaEmitter {
     out_ += fmt::format("{}const {} {} = {};\n", indent, ComputeType(value.dtype), Name(v), Expression(value, v));
   }
   void EmitIndexValues(const Index& index, std::vector<bool>* element, const std::string& indent) {
+    ForEachIndexValue(index, [&](int id) { Emit(id, element, indent); });
+  }
+  // Calls `visit` with every SSA value `index` reads (a gather's index), the expression first.
+  template <typename Visit>
+  static void ForEachIndexValue(const Index& index, const Visit& visit) {
     if (!index) return;
-    if (index->kind == IndexExpr::Kind::kValue) Emit(static_cast<int>(index->value), element, indent);
-    EmitIndexValues(index->a, element, indent);
-    EmitIndexValues(index->b, element, indent);
+    if (index->kind == IndexExpr::Kind::kValue) visit(static_cast<int>(index->value));
+    ForEachIndexValue(index->a, visit);
+    ForEachIndexValue(index->b, visit);
   }
 
   // Walks what `v` needs: outer values are emitted at row scope now (before a loop opens);
@@ -494,19 +496,11 @@ class CudaEmitter {
     if (done[v]) return;
     const ScalarValue& value = k_.values[v];
     for (int a : value.args) EmitLanes(a, done);
-    std::vector<const IndexExpr*> stack = {value.index.get()};
-    while (!stack.empty()) {
-      const IndexExpr* e = stack.back();
-      stack.pop_back();
-      if (!e) continue;
-      if (e->kind == IndexExpr::Kind::kValue) EmitLanes(static_cast<int>(e->value), done);
-      stack.push_back(e->a.get());
-      stack.push_back(e->b.get());
-    }
+    ForEachIndexValue(value.index, [&](int id) { EmitLanes(id, done); });
     done[v] = true;
     const std::string type = ComputeType(value.dtype);
     if (uniform_[v]) {
-      out_ += fmt::format("    const {} v{} = {};\n", type, v, LaneExpression(value, v));
+      out_ += fmt::format("    const {} v{} = {};\n", type, v, Expression(value, v));
       return;
     }
     if (value.kind == ScalarValue::Kind::kLoad && Lanes(value.index) == LaneAccess::kContiguous) {
@@ -517,21 +511,10 @@ class CudaEmitter {
     } else {
       const bool reads_i0 = value.kind == ScalarValue::Kind::kLoad || value.kind == ScalarValue::Kind::kIndex;
       out_ += fmt::format("    {0} v{1}[kVec];\n#pragma unroll\n    for (int j = 0; j < kVec; ++j) {{\n{2}      v{1}[j] = {3};\n    }}\n", type, v,
-                          reads_i0 ? "      const tf_index_t i0 = base + j;\n" : "", LaneExpression(value, v));
+                          reads_i0 ? "      const tf_index_t i0 = base + j;\n" : "", Expression(value, v));
     }
     lane_array_[v] = true;
   }
-  // Ops name their arguments as Name does (an array's element j, or a scalar); the other
-  // kinds name only uniform values (in gather indices), as scalars.
-  std::string LaneExpression(const ScalarValue& value, int v) {
-    if (value.kind != ScalarValue::Kind::kOp) return Expression(value, v);
-    std::vector<std::string> args;
-    for (int a : value.args) args.push_back(Name(a));
-    if (value.op != OpCode::kCast)
-      if (std::string fast = CudaFastForm(value, args); !fast.empty()) return fast;
-    return CppOpExpression(value, args);
-  }
-
   // ---- row ----
   int64_t Chunks() const { return CeilDiv(k_.inner, int64_t{c_.threads_per_row} * c_.vector); }
   bool ChunksExact() const { return Chunks() * c_.threads_per_row * c_.vector == k_.inner; }

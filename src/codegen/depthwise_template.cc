@@ -100,14 +100,6 @@ class Matcher {
   std::vector<std::vector<int>> users_;
 };
 
-int BufferOf(Kernel& k, const Graph& g, int node) {
-  for (size_t b = 0; b < k.buffers.size(); ++b)
-    if (k.buffers[b].node == node) return static_cast<int>(b);
-  const Node& n = g.node(node);
-  k.buffers.push_back({node, n.dtype, NumElements(n.shape), false});
-  return static_cast<int>(k.buffers.size()) - 1;
-}
-
 }  // namespace
 
 StatusOr<DepthwiseTemplateKernel> LowerDepthwiseTemplate(const Graph& g, const FusionGroup& group, const std::vector<bool>& inlined) {
@@ -197,9 +189,9 @@ StatusOr<DepthwiseTemplateKernel> LowerDepthwiseTemplate(const Graph& g, const F
   t.out_width = first.sum_shape[2];
   t.stride_h = first.stride_h;
   t.stride_w = first.stride_w;
-  t.source_buffer = BufferOf(k, g, first.source);
+  t.source_buffer = KernelBufferFor(k, g, first.source);
   if (k.buffers[t.source_buffer].is_output) return Unimplemented("the group writes the convolution's input");
-  for (const TapTerm& tap : taps) t.taps.push_back({tap.dh, tap.dw, BufferOf(k, g, tap.weight)});
+  for (const TapTerm& tap : taps) t.taps.push_back({tap.dh, tap.dw, KernelBufferFor(k, g, tap.weight)});
   k.nodes = group.nodes;
   t.epilogue = std::move(k);
   return t;

@@ -379,16 +379,18 @@ StatusOr<Kernel> LowerGroup(const Graph& graph, const FusionGroup& group, const 
   return Lowering(graph, group, inlined, fault).Run();
 }
 
+int KernelBufferFor(Kernel& k, const Graph& g, int node) {
+  for (size_t b = 0; b < k.buffers.size(); ++b)
+    if (k.buffers[b].node == node) return static_cast<int>(b);
+  const Node& n = g.node(node);
+  k.buffers.push_back({node, n.dtype, NumElements(n.shape), false});
+  return static_cast<int>(k.buffers.size()) - 1;
+}
+
 void StoreAnchorItself(Kernel& k, const Graph& g, int node) {
   const Node& n = g.node(node);
   const int64_t elements = NumElements(n.shape);
-  int buffer = -1;
-  for (size_t b = 0; b < k.buffers.size(); ++b)
-    if (k.buffers[b].node == node) buffer = static_cast<int>(b);
-  if (buffer < 0) {
-    buffer = static_cast<int>(k.buffers.size());
-    k.buffers.push_back({node, n.dtype, elements, false});
-  }
+  const int buffer = KernelBufferFor(k, g, node);
   k.buffers[buffer].is_output = true;
   ScalarValue load;
   load.kind = ScalarValue::Kind::kLoad;

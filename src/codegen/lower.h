@@ -17,6 +17,9 @@ namespace tilefuse {
 StatusOr<Kernel> LowerGroup(const Graph& graph, const FusionGroup& group, const std::vector<bool>& inlined,
                             const LoweringFault& fault = {});
 
+// The buffer of `kernel` that holds `node`, added (an input) when it has none.
+int KernelBufferFor(Kernel& kernel, const Graph& graph, int node);
+
 // Adds to `kernel`, a pointwise Kernel over `node`'s flat offset, a store of `node` itself read at
 // its own offset: a template's epilogue that also outputs its anchor (the GEMM's product, the
 // depthwise taps' sum), whose loads of it the template serves from its accumulators.

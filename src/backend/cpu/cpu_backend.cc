@@ -1,8 +1,6 @@
 #include "backend/cpu/cpu_backend.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <map>
 #include <optional>
 #include <tuple>
@@ -23,6 +21,7 @@
 #include "fusion/group_classifier.h"
 #include "runtime/memory_plan.h"
 #include "support/check.h"
+#include "support/env_switch.h"
 #include "support/host_memory.h"
 
 namespace tilefuse {
@@ -338,12 +337,6 @@ void GeneratePool(const CpuExecutable::State& state, const FusionGroup& group, S
   step.pool_node = pool.id;
   info.generated = true;
   info.library = step.pool->description();
-}
-
-// Whether the environment variable `name` is "0": the measurement switches below.
-bool SwitchedOff(const char* name) {
-  const char* v = std::getenv(name);
-  return v && std::strcmp(v, "0") == 0;
 }
 
 // Consecutive convolutions keep oneDNN's blocked layout between them instead of reordering

@@ -1,8 +1,8 @@
 #include "backend/cuda/cuda_program.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <fmt/format.h>
 
 #include "codegen/kernel_fingerprint.h"
@@ -16,6 +16,7 @@
 #include "codegen/gemm_split.h"
 #include "codegen/gemm_template.h"
 #include "fusion/group_classifier.h"
+#include "support/env_switch.h"
 
 namespace tilefuse {
 
@@ -126,13 +127,12 @@ StatusOr<CudaLaunchable> GemmTemplate(const Graph& g, const FusionGroup& group, 
 // the channels and pixels per thread.
 StatusOr<CudaLaunchable> DepthwiseTemplate(const Graph& g, const FusionGroup& group, const std::vector<bool>& inlined,
                                            const std::string& name) {
-  const char* env = std::getenv("TILEFUSE_DEPTHWISE");
-  if (env && std::strcmp(env, "0") == 0) return Unimplemented("TILEFUSE_DEPTHWISE=0");
+  if (SwitchedOff("TILEFUSE_DEPTHWISE")) return Unimplemented("TILEFUSE_DEPTHWISE=0");
   ASSIGN_OR_RETURN(DepthwiseTemplateKernel dw, LowerDepthwiseTemplate(g, group, inlined));
   dw.name = name;
   dw.epilogue.name = name;
   CudaDepthwiseConfig config;
-  if (env) std::sscanf(env, "%dx%d", &config.vector, &config.pixels);
+  if (const char* shape = std::getenv("TILEFUSE_DEPTHWISE")) std::sscanf(shape, "%dx%d", &config.vector, &config.pixels);
   ASSIGN_OR_RETURN(CudaKernelSource source, EmitCudaDepthwise(dw, ResolveDepthwiseConfig(dw, config)));
   return TemplateLaunchable(std::move(source), group, std::move(dw.epilogue));
 }

@@ -1,0 +1,10 @@
+// Environment switches for measurements: TILEFUSE_COLUMN=0, TILEFUSE_ONEDNN_CONV_CHAIN=0 and
+// the like keep one mechanism off, for comparison and diagnosis.
+#pragma once
+
+namespace tilefuse {
+
+// Whether the environment variable `name` is set to "0".
+bool SwitchedOff(const char* name);
+
+}  // namespace tilefuse

@@ -58,8 +58,9 @@ class GraphBuilder {
   Value Mul(Value a, Value b) { return Binary(OpCode::kMul, a, b); }
   Value Div(Value a, Value b) { return Binary(OpCode::kDiv, a, b); }
   // `x op scalar` with the scalar in x's dtype.
-  Value AddScalar(Value x, double s) { return Add(x, Scalar(s, dtype(x))); }
-  Value MulScalar(Value x, double s) { return Mul(x, Scalar(s, dtype(x))); }
+  // (x is checked first: after a failure it may be no node, and its dtype unreadable.)
+  Value AddScalar(Value x, double s) { return CheckValues({x}) ? Add(x, Scalar(s, dtype(x))) : Value{}; }
+  Value MulScalar(Value x, double s) { return CheckValues({x}) ? Mul(x, Scalar(s, dtype(x))) : Value{}; }
 
   // ---- broadcast and views
   Value BroadcastTo(Value x, Shape shape);  // no node when the shape already matches

@@ -119,5 +119,16 @@ TEST(OnnxModelLoaderTest, BoundInputsBecomeConstants) {
   EXPECT_TRUE(Contains(unknown.status().message(), "'nope'")) << unknown.status().ToString();
 }
 
+// A bad attribute on an op older opsets lack (no schema to check it first): the importer's
+// later builder calls get no node and must not read one (the text fuzzer found MulScalar
+// reading one: GatherND at opset 4 with a graph-valued batch_dims crashed).
+TEST(OnnxModelLoaderTest, BadAttributeWithoutASchemaIsAnErrorNotACrash) {
+  std::string text = WithOpset(4, R"(
+    g (float[2, 3] data, int64[2, 1] idx) => (float[2, 3] y) { y = GatherND <batch_dims = Pow2> (data, idx) })");
+  StatusOr<ImportedModel> model = ImportOnnxText(text, ImportOptions{});
+  ASSERT_FALSE(model.ok());
+  EXPECT_TRUE(Contains(model.status().message(), "batch_dims")) << model.status().ToString();
+}
+
 }  // namespace
 }  // namespace tilefuse::onnx_testing

@@ -1,6 +1,5 @@
 #include "backend/cpu/onednn_conv.h"
 
-#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <fmt/format.h>
@@ -11,6 +10,7 @@
 #if TILEFUSE_CPU_CONV_DNNL
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "backend/cpu/layout_copy.h"
 #include "backend/cpu/onednn_common.h"
 #endif
 
@@ -45,17 +45,6 @@ algorithm AlgorithmOf(ConvEltwise::Kind kind) {
   return algorithm::eltwise_relu;
 }
 
-// memcpy on all threads. The residual a sum post-op adds must be in the destination first; one
-// thread copies a ResNet stage-1 activation (100 MB) in 13 ms, and at 16 threads those serial
-// copies were 95 of ResNet-50 b32's 340 ms. (oneDNN 2.6 runs a binary add post-op that would
-// read the residual in place only with its reference implementation.)
-void CopyInParallel(const float* from, float* to, size_t bytes) {
-  const int64_t n = static_cast<int64_t>(bytes / sizeof(float));
-  constexpr int64_t kChunk = int64_t{1} << 16;
-#pragma omp parallel for schedule(static)
-  for (int64_t begin = 0; begin < n; begin += kChunk) std::memcpy(to + begin, from + begin, std::min(kChunk, n - begin) * sizeof(float));
-}
-
 // oneDNN's preferred (blocked) layouts for src and dst, reordered from and to NCHW around
 // each convolution: with NCHW in and out oneDNN 2.6 picks its im2col + gemm convolution,
 // 2.4x slower on ResNet-18 and 4x on MobileNetV3-small end to end (docs/design-notes.md).
@@ -79,10 +68,35 @@ struct OnednnConv::Impl {
   bool blocked = false;
   // Blocked layout only: reorders and scratch memory for src and dst.
   std::optional<dnnl::reorder> src_reorder, dst_reorder, residual_reorder;
+  // oneDNN chose channels-last for src / dst: the reorders from and to NCHW are our parallel
+  // transposes (backend/cpu/layout_copy), not oneDNN's.
+  bool src_channels_last = false, dst_channels_last = false;
   mutable memory src_scratch, dst_scratch;
   // Blocked layout between consecutive convolutions: src, dst or residual already blocked.
   bool blocked_input = false, blocked_output = false, blocked_residual = false;
   std::string description;
+};
+
+// The channels-last layout of an activation [N, C, spatial...]; `undef` when there is none.
+memory::desc ChannelsLast(const memory::dims& dims) {
+  switch (dims.size()) {
+    case 3: return memory::desc(dims, memory::data_type::f32, Tag::acb);
+    case 4: return memory::desc(dims, memory::data_type::f32, Tag::acdb);
+    case 5: return memory::desc(dims, memory::data_type::f32, Tag::acdeb);
+    default: return memory::desc();
+  }
+}
+
+// [N, C, spatial...] as the three sizes the transposes take.
+struct ActivationSizes {
+  int64_t n, channels, spatial;
+  explicit ActivationSizes(const memory::desc& d) {
+    const memory::dims dims = d.dims();
+    n = dims[0];
+    channels = dims[1];
+    spatial = 1;
+    for (size_t i = 2; i < dims.size(); ++i) spatial *= dims[i];
+  }
 };
 
 bool OnednnConvAvailable() { return true; }
@@ -170,6 +184,8 @@ StatusOr<std::unique_ptr<OnednnConv>> OnednnConv::Create(const Graph& graph, con
     impl->dst = pd.dst_desc();
     impl->weights = pd.weights_desc();
     if (impl->blocked) {
+      impl->src_channels_last = impl->src == ChannelsLast(src_dims);
+      impl->dst_channels_last = impl->dst == ChannelsLast(dst_dims);
       if (impl->src != impl->user_src) {
         impl->src_reorder = dnnl::reorder(memory(impl->user_src, Engine(), nullptr), memory(impl->src, Engine(), nullptr));
         impl->src_scratch = memory(impl->src, Engine());
@@ -212,29 +228,47 @@ void OnednnConv::Run(const float* src, const float* weights, const float* bias, 
   memory src_memory(s.blocked_input ? s.src : s.user_src, Engine(), const_cast<float*>(src));
   memory dst_memory(s.blocked_output ? s.dst : s.user_dst, Engine(), dst);
   if (s.src_reorder && !s.blocked_input) {
-    s.src_reorder->execute(stream, src_memory, s.src_scratch);
+    if (s.src_channels_last) {
+      const ActivationSizes in(s.src);
+      NchwToChannelsLast(src, static_cast<float*>(s.src_scratch.get_data_handle()), in.n, in.channels, in.spatial);
+    } else {
+      s.src_reorder->execute(stream, src_memory, s.src_scratch);
+    }
     src_memory = s.src_scratch;
   }
   const bool reorder_out = s.dst_reorder && !s.blocked_output;
   memory conv_dst = reorder_out ? s.dst_scratch : dst_memory;
+  float* conv_dst_data = static_cast<float*>(conv_dst.get_data_handle());
   std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, src_memory}, {DNNL_ARG_DST, conv_dst}};
   args[DNNL_ARG_WEIGHTS] = s.weights_memory ? s.weights_memory : memory(s.user_weights, Engine(), const_cast<float*>(weights));
   if (s.has_bias)
     args[DNNL_ARG_BIAS] = memory(s.bias_desc, Engine(), s.bias.empty() ? const_cast<float*>(bias) : const_cast<float*>(s.bias.data()));
+  const ActivationSizes out(s.dst);
   if (s.residual) {
     memory r(s.user_dst, Engine(), const_cast<float*>(residual));
     if (!s.blocked) {
       args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(s.binary_position) | DNNL_ARG_SRC_1] = r;
     } else if (s.residual_reorder && !s.blocked_residual) {
-      s.residual_reorder->execute(stream, r, conv_dst);
-    } else {
-      // Same layout as the convolution's output (plain, or blocked on both sides).
       stream.wait();
-      CopyInParallel(residual, static_cast<float*>(conv_dst.get_data_handle()), s.dst.get_size());
+      if (s.dst_channels_last) NchwToChannelsLast(residual, conv_dst_data, out.n, out.channels, out.spatial);
+      else s.residual_reorder->execute(stream, r, conv_dst);
+    } else {
+      // Same layout as the convolution's output (plain, or blocked on both sides). oneDNN 2.6
+      // runs a binary add post-op that would read it in place only with its reference
+      // implementation, so the sum post-op it is, after a copy.
+      stream.wait();
+      CopyInParallel(residual, conv_dst_data, s.dst.get_size() / sizeof(float));
     }
   }
   s.conv.execute(stream, args);
-  if (reorder_out) s.dst_reorder->execute(stream, conv_dst, dst_memory);
+  if (reorder_out) {
+    if (s.dst_channels_last) {
+      stream.wait();
+      ChannelsLastToNchw(conv_dst_data, dst, out.n, out.channels, out.spatial);
+    } else {
+      s.dst_reorder->execute(stream, conv_dst, dst_memory);
+    }
+  }
   stream.wait();
 }
 

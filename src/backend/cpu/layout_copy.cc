@@ -10,9 +10,9 @@
 namespace tilefuse {
 namespace {
 
-// Tiles of 64 x 64 floats (32 x 32 and 16 x 16 were slower), moved as 4 x 4 blocks transposed in SSE registers (the x86-64
-// baseline): whole 16-byte runs on both sides. A scalar strided loop ran at a third of
-// memcpy's speed on 2 threads.
+// Tiles of 64 x 64 floats (32 x 32 and 16 x 16 were slower), moved as 4 x 4 blocks transposed
+// in SSE registers (the x86-64 baseline): whole 16-byte runs on both sides. A scalar strided
+// loop ran at a third of memcpy's speed on 2 threads.
 constexpr int64_t kTile = 64;
 
 void TransposeTile(const float* in, int64_t in_stride, float* out, int64_t out_stride, int64_t h, int64_t w) {

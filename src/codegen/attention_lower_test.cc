@@ -153,6 +153,41 @@ TEST(AttentionKernelTest, HalfLoadsAndStoresHalf) {
   ExpectGenerated(c);
 }
 
+// A NaN in one query row makes that row NaN and no other; a NaN in one key makes every row
+// of its (batch, head) NaN, as in the reference: the block max ignores NaN logits, their exp
+// carries it into the sum and the output.
+TEST(AttentionKernelTest, NaNLogitsMakeTheirRowsNaN) {
+  const AttentionCase c;
+  Graph graph = BuildAttention(c);
+  CpuCompileOptions options;
+  options.poison_outputs = true;
+  options.cache_dir = (std::filesystem::temp_directory_path() / "tilefuse_test_cache").string();
+  auto compiled = CompileForCpu(graph, options);
+  ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
+  for (int poisoned_input : {0, 1}) {  // q, k
+    std::vector<Tensor> inputs;
+    for (size_t i = 0; i < graph.inputs().size(); ++i) {
+      const Node& p = graph.node(graph.inputs()[i]);
+      inputs.push_back(Tensor::Random(p.dtype, p.shape, 700 + i));
+    }
+    const Node& poisoned = graph.node(graph.inputs()[poisoned_input]);
+    std::vector<double> values = inputs[poisoned_input].ToDoubles();
+    values[values.size() / 2] = NAN;
+    inputs[poisoned_input] = Tensor::FromDoubles(poisoned.dtype, poisoned.shape, values);
+    auto expected = RunReference(graph, inputs);
+    auto actual = (*compiled)->Run(inputs);
+    ASSERT_TRUE(expected.ok() && actual.ok());
+    const std::vector<double> e = (*expected)[0].ToDoubles(), a = (*actual)[0].ToDoubles();
+    int64_t nan_outputs = 0;
+    for (size_t i = 0; i < e.size(); ++i) {
+      ASSERT_EQ(std::isnan(a[i]), std::isnan(e[i])) << "input " << poisoned_input << " element " << i << ": " << a[i] << " vs " << e[i];
+      nan_outputs += std::isnan(e[i]);
+      if (!std::isnan(e[i])) ASSERT_NEAR(a[i], e[i], 1e-4 * (1 + std::abs(e[i]))) << "element " << i;
+    }
+    EXPECT_EQ(nan_outputs, poisoned_input == 0 ? c.dv : c.nq * c.dv) << "input " << poisoned_input;
+  }
+}
+
 TEST(AttentionKernelTest, DropoutOnTheProbabilitiesFallsBackWithAReason) {
   AttentionCase c;
   c.dropout = true;

@@ -59,21 +59,32 @@ Graph BuildAttention(const AttentionCase& c) {
   return std::move(passed).value();
 }
 
+// Fused, outputs poisoned.
+StatusOr<std::unique_ptr<CpuExecutable>> CompileFused(const Graph& graph) {
+  CpuCompileOptions options;
+  options.poison_outputs = true;
+  options.cache_dir = (std::filesystem::temp_directory_path() / "tilefuse_test_cache").string();
+  return CompileForCpu(graph, options);
+}
+
+// Input i random with seed first_seed + i.
+std::vector<Tensor> RandomInputs(const Graph& graph, uint64_t first_seed) {
+  std::vector<Tensor> inputs;
+  for (size_t i = 0; i < graph.inputs().size(); ++i) {
+    const Node& p = graph.node(graph.inputs()[i]);
+    inputs.push_back(Tensor::Random(p.dtype, p.shape, first_seed + i));
+  }
+  return inputs;
+}
+
 // Compiles fused, runs on random inputs and compares with the reference; returns the
 // attention kernel's KernelInfo.
 KernelInfo CompileRunAndCompare(const AttentionCase& c) {
   Graph graph = BuildAttention(c);
-  CpuCompileOptions options;
-  options.poison_outputs = true;
-  options.cache_dir = (std::filesystem::temp_directory_path() / "tilefuse_test_cache").string();
-  auto compiled = CompileForCpu(graph, options);
+  auto compiled = CompileFused(graph);
   EXPECT_TRUE(compiled.ok()) << compiled.status().ToString();
   if (!compiled.ok()) return {};
-  std::vector<Tensor> inputs;
-  for (size_t i = 0; i < graph.inputs().size(); ++i) {
-    const Node& p = graph.node(graph.inputs()[i]);
-    inputs.push_back(Tensor::Random(p.dtype, p.shape, 500 + i));
-  }
+  std::vector<Tensor> inputs = RandomInputs(graph, 500);
   auto expected = RunReference(graph, inputs);
   auto actual = (*compiled)->Run(inputs);
   EXPECT_TRUE(expected.ok() && actual.ok());
@@ -159,17 +170,10 @@ TEST(AttentionKernelTest, HalfLoadsAndStoresHalf) {
 TEST(AttentionKernelTest, NaNLogitsMakeTheirRowsNaN) {
   const AttentionCase c;
   Graph graph = BuildAttention(c);
-  CpuCompileOptions options;
-  options.poison_outputs = true;
-  options.cache_dir = (std::filesystem::temp_directory_path() / "tilefuse_test_cache").string();
-  auto compiled = CompileForCpu(graph, options);
+  auto compiled = CompileFused(graph);
   ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
   for (int poisoned_input : {0, 1}) {  // q, k
-    std::vector<Tensor> inputs;
-    for (size_t i = 0; i < graph.inputs().size(); ++i) {
-      const Node& p = graph.node(graph.inputs()[i]);
-      inputs.push_back(Tensor::Random(p.dtype, p.shape, 700 + i));
-    }
+    std::vector<Tensor> inputs = RandomInputs(graph, 700);
     const Node& poisoned = graph.node(graph.inputs()[poisoned_input]);
     std::vector<double> values = inputs[poisoned_input].ToDoubles();
     values[values.size() / 2] = NAN;

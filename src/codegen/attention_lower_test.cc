@@ -26,6 +26,7 @@ struct AttentionCase {
   double masked_value = -INFINITY;  // what the causal mask writes
   bool additive_mask = false;       // a [batch, 1, 1, nk] input added to the scores
   bool key_view = false;            // K as [batch, nk, heads*d], split into heads by views
+  bool shared_keys = false;         // K and V as [batch, 1, nk, ..]: one head for all (multi-query)
   bool dropout = false;             // dropout on the probabilities: not a template shape
 };
 
@@ -37,9 +38,9 @@ Graph BuildAttention(const AttentionCase& c) {
     Value packed = b.Parameter("k", c.dtype, {c.batch, c.nk, c.heads * c.d});
     k = b.Transpose(b.Reshape(packed, {c.batch, c.nk, c.heads, c.d}), {0, 2, 1, 3});
   } else {
-    k = b.Parameter("k", c.dtype, {c.batch, c.heads, c.nk, c.d});
+    k = b.Parameter("k", c.dtype, {c.batch, c.shared_keys ? 1 : c.heads, c.nk, c.d});
   }
-  Value v = b.Parameter("v", c.dtype, {c.batch, c.heads, c.nk, c.dv});
+  Value v = b.Parameter("v", c.dtype, {c.batch, c.shared_keys ? 1 : c.heads, c.nk, c.dv});
   Value scores = b.MulScalar(b.MatMul(q, b.Transpose(k, {0, 1, 3, 2})), 1 / std::sqrt(static_cast<double>(c.d)));
   if (c.additive_mask) scores = b.Add(scores, b.Parameter("mask", c.dtype, {c.batch, 1, 1, c.nk}));
   if (c.causal) {
@@ -135,6 +136,17 @@ TEST(AttentionKernelTest, AdditiveMaskAndHeadsSplitByViews) {
   c.key_view = true;
   c.causal = true;
   c.nq = c.nk = 100;
+  ExpectGenerated(c);
+}
+
+// Every head reads the same K and V (broadcast by the matmuls): the kernel packs them per
+// operand batch, which several output batches share.
+TEST(AttentionKernelTest, KeysAndValuesSharedByHeads) {
+  AttentionCase c;
+  c.shared_keys = true;
+  c.heads = 5;
+  c.nq = 100;
+  c.causal = true;
   ExpectGenerated(c);
 }
 

@@ -14,6 +14,7 @@ namespace {
 // in L1/L2 with the key block of V they are combined with.
 constexpr int64_t kQueryBlock = kCppAttentionQueryBlock;
 constexpr int64_t kKeyBlock = kCppAttentionKeyBlock;
+constexpr int kTileRows = 8;  // query rows per register tile
 
 // Values `result` needs (itself included): arguments and gathered indices.
 std::vector<bool> Needed(const Kernel& program, int result) {
@@ -81,11 +82,9 @@ class AttentionEmitter {
     // libmvec SIMD exp for double (guarded: once per translation unit); float uses the
     // prelude's inline tf_exp_f32.
     out_ = CppSimdDeclarations();
-    out_ += fmt::format("\n#include <algorithm>\n#include <memory>\n\nextern \"C\" void {}(void* const* buffers) {{\n", a_.name);
+    out_ += fmt::format("\n#include <omp.h>\n\n#include <algorithm>\n#include <memory>\n\nextern \"C\" void {}(void* const* buffers) {{\n",
+                        a_.name);
     out_ += CppBufferDeclarations(a_.buffers);
-    EmitOperand("q", a_.q, a_.d, a_.d);
-    EmitOperand("k", a_.k, a_.nk, nk_padded_);
-    EmitOperand("v", a_.v, a_.dv, dv_padded_);
     EmitTasks();
     out_ += "}\n";
     return out_;
@@ -94,27 +93,37 @@ class AttentionEmitter {
  private:
   static int64_t RoundUp(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 
-  // The operand as a `const T*` named `name`: the buffer itself, or packed by its program
-  // with rows of `row_length` padded with zeros to `padded` (whole vectors for the tiles).
-  void EmitOperand(const std::string& name, const AttentionOperand& operand, int64_t row_length, int64_t padded) {
+  // The statements that copy rows [row_begin, row_end) of an operand matrix ([.., rows,
+  // columns], batch `batch_var`) into `dest[row * stride + column]` (row counted from
+  // row_begin): from its buffer when read in place, else through its program, whose flat
+  // offset is rewritten as (batch, row, column) so the view's index arithmetic folds
+  // ((b·R + r)·C + c) / C → b·R + r). Columns walk in blocks of 64 inside each row block so
+  // that a transposing view (Kᵀ) re-reads the same few cache lines.
+  std::string CopyRows(const AttentionOperand& operand, int64_t rows, int64_t columns, const std::string& batch_var,
+                       const std::string& row_begin, const std::string& row_end, const std::string& dest, int64_t stride,
+                       const std::string& indent) const {
+    const std::string row = row_begin == "0" ? "i1" : fmt::format("(i1 - {})", row_begin);
+    const std::string at = fmt::format("{}[{} * {} + i2]", dest, row, stride);
+    std::string body;
     if (operand.pack_value < 0) {
-      out_ += fmt::format("  const {}* __restrict__ {} = b{};\n", t_, name, operand.buffer);
-      return;
+      body = fmt::format("{}    {} = b{}[({} * {} + i1) * {} + i2];\n", indent, at, operand.buffer, batch_var, rows, columns);
+    } else {
+      const int64_t batches = operand.elements / (rows * columns);
+      Index flat = IndexAdd(IndexMul(IndexVar(0, batches), rows * columns), IndexAdd(IndexMul(IndexVar(1, rows), columns), IndexVar(2, columns)));
+      Kernel program = operand.pack;
+      for (ScalarValue& value : program.values)
+        if (value.index) value.index = SubstituteVar(value.index, 0, flat);
+      body = ProgramText(program, Needed(program, operand.pack_value), {batch_var, "i1", "i2"}, indent + "    ");
+      body += fmt::format("{}    {} = ({})v{};\n", indent, at, t_, operand.pack_value);
     }
-    // Zero-filled only where rows are padded: the fill is one more pass over the operand
-    // (7 of a BERT 8x512 kernel's 29 ms of packing on 2 cores).
-    out_ += fmt::format("  std::unique_ptr<{0}[]> {1}_pack(new {0}[{2}]{3});\n", t_, name, operand.elements / row_length * padded,
-                        padded == row_length ? "" : "()");
-    out_ += fmt::format("#pragma omp parallel for schedule(static)\n  for (int64_t i0 = 0; i0 < {}; ++i0) {{\n", operand.elements);
-    out_ += ProgramText(operand.pack, Needed(operand.pack, operand.pack_value), {"i0", "i1"}, "    ");
-    std::string at = padded == row_length ? "i0" : fmt::format("i0 / {0} * {1} + i0 % {0}", row_length, padded);
-    out_ += fmt::format("    {}_pack[{}] = ({})v{};\n  }}\n", name, at, t_, operand.pack_value);
-    out_ += fmt::format("  const {0}* __restrict__ {1} = {1}_pack.get();\n", t_, name);
+    return fmt::format(
+        "{0}for (int64_t j0 = 0; j0 < {1}; j0 += 64)\n"
+        "{0}  for (int64_t i1 = {2}; i1 < {3}; ++i1)\n"
+        "{0}    for (int64_t i2 = j0; i2 < std::min<int64_t>(j0 + 64, {1}); ++i2) {{\n{4}{0}    }}\n",
+        indent, columns, row_begin, row_end, body);
   }
 
-  std::string BatchOffset(const AttentionOperand& operand, int64_t matrix) const {
-    return fmt::format("{} * {}", PrintIndex(operand.batch_index, {"batch"}), matrix);
-  }
+  std::string OperandBatch(const AttentionOperand& operand) const { return PrintIndex(operand.batch_index, {"batch"}); }
 
   bool SkipsKeyBlocks() const {
     const int64_t key_blocks = (a_.nk + kKeyBlock - 1) / kKeyBlock;
@@ -141,29 +150,51 @@ class AttentionEmitter {
         a_.nk, kKeyBlock);
   }
 
+  // Tasks are (batch, query block) pairs, dealt to the threads in runs of consecutive
+  // tasks (dynamic, about four runs per thread) so that a thread mostly stays on one
+  // batch: it packs that batch's Kᵀ and V once into its own buffers (they stay in its L2
+  // for the next query block) instead of all of them first in passes over whole tensors
+  // (21-29 of a BERT 8x512 kernel's 75 ms on 2 cores). Q's block is copied per task.
   void EmitTasks() {
     const int64_t query_blocks = (a_.nq + kQueryBlock - 1) / kQueryBlock;
     const std::string key_loop = KeyLoop();
+    const bool pad_k = nk_padded_ != a_.nk, pad_v = dv_padded_ != a_.dv;
     out_ += fmt::format(
-        "#pragma omp parallel for collapse(2) schedule(dynamic)\n"
-        "  for (int64_t batch = 0; batch < {0}; ++batch) {{\n"
-        "    for (int64_t query_block = 0; query_block < {1}; ++query_block) {{\n"
-        "      const {2}* __restrict__ q_rows = q + {3};\n"
-        "      const {2}* __restrict__ k_columns = k + {4};\n"
-        "      const {2}* __restrict__ v_rows = v + {5};\n"
-        "      const int64_t first_query = query_block * {6}, rows = std::min<int64_t>({6}, {7} - first_query);\n"
-        "      const int64_t first_score_row = {8} * {7} + first_query;\n"
-        "      // Rows past `rows` (up to a multiple of 4) are computed and never stored.\n"
-        "      {2} running_max[{6}], running_sum[{6}], acc[{6}][{9}] = {{}}, scores[{6}][{10}];\n"
+        "  const int64_t tasks = {0} * {1};\n"
+        "  const int64_t run = std::max<int64_t>(1, tasks / (4 * (int64_t)omp_get_max_threads()));\n"
+        "#pragma omp parallel\n"
+        "  {{\n"
+        "    // Padding (Kᵀ's keys, V's columns past the last) is zero-filled once here.\n"
+        "    std::unique_ptr<{2}[]> q_pack(new {2}[{3}]()), k_pack(new {2}[{4}]{5}), v_pack(new {2}[{6}]{7});\n"
+        "    int64_t k_batch_packed = -1, v_batch_packed = -1;\n"
+        "#pragma omp for collapse(2) schedule(dynamic, run)\n"
+        "    for (int64_t batch = 0; batch < {0}; ++batch) {{\n"
+        "      for (int64_t query_block = 0; query_block < {1}; ++query_block) {{\n"
+        "      const int64_t first_query = query_block * {8}, rows = std::min<int64_t>({8}, {9} - first_query);\n"
+        "      const int64_t first_score_row = {10} * {9} + first_query;\n"
+        "      const int64_t k_batch = {11}, v_batch = {12}, q_batch = {13};\n"
+        "      if (k_batch != k_batch_packed) {{\n",
+        a_.batch, query_blocks, t_, kQueryBlock * a_.d, a_.d * nk_padded_, pad_k ? "()" : "", a_.nk * dv_padded_, pad_v ? "()" : "",
+        kQueryBlock, a_.nq, PrintIndex(a_.score_batch_index, {"batch"}), OperandBatch(a_.k), OperandBatch(a_.v), OperandBatch(a_.q));
+    out_ += CopyRows(a_.k, a_.d, a_.nk, "k_batch", "0", std::to_string(a_.d), "k_pack", nk_padded_, "        ");
+    out_ += "        k_batch_packed = k_batch;\n      }\n      if (v_batch != v_batch_packed) {\n";
+    out_ += CopyRows(a_.v, a_.nk, a_.dv, "v_batch", "0", std::to_string(a_.nk), "v_pack", dv_padded_, "        ");
+    out_ += "        v_batch_packed = v_batch;\n      }\n";
+    out_ += "      // Rows past `rows` (up to a whole register tile) hold zeros or an earlier block's rows:\n"
+            "      // computed, never stored, and no other row reads them.\n";
+    out_ += CopyRows(a_.q, a_.nq, a_.d, "q_batch", "first_query", "first_query + rows", "q_pack", a_.d, "      ");
+    out_ += fmt::format(
+        "      const {0}* __restrict__ q_rows = q_pack.get();\n"
+        "      const {0}* __restrict__ k_columns = k_pack.get();\n"
+        "      const {0}* __restrict__ v_rows = v_pack.get();\n"
+        "      {0} running_max[{1}], running_sum[{1}], acc[{1}][{2}] = {{}}, scores[{1}][{3}];\n"
         "      for (int64_t r = 0; r < rows; ++r) {{\n"
         "        running_max[r] = -INFINITY;\n"
         "        running_sum[r] = 0;\n"
         "      }}\n"
-        "{12}"
-        "        const int64_t keys = std::min<int64_t>({10}, {11} - first_key);\n",
-        a_.batch, query_blocks, t_, BatchOffset(a_.q, a_.nq * a_.d), BatchOffset(a_.k, a_.d * nk_padded_),
-        BatchOffset(a_.v, a_.nk * dv_padded_), kQueryBlock, a_.nq, PrintIndex(a_.score_batch_index, {"batch"}), dv_padded_,
-        kKeyBlock, a_.nk, key_loop);
+        "{4}"
+        "        const int64_t keys = std::min<int64_t>({3}, {5} - first_key);\n",
+        t_, kQueryBlock, dv_padded_, kKeyBlock, key_loop, a_.nk);
     EmitScoreTile();
     EmitSoftmaxRows();
     EmitValueProduct();
@@ -172,41 +203,43 @@ class AttentionEmitter {
         "      for (int64_t r = 0; r < rows; ++r)\n"
         "        for (int64_t c = 0; c < {0}; ++c)\n"
         "          tf_store_{1}(b{2}, ((batch * {3} + first_query + r) * {0} + c), acc[r][c] / running_sum[r]);\n"
-        "    }}\n  }}\n",
+        "      }}\n    }}\n  }}\n",
         a_.dv, DTypeName(a_.buffers[a_.output].dtype), a_.output, a_.nq);
   }
 
-  // scores[r][j] = Q[r]·Kᵀ[:, j] in 4-row × `lanes_`-key register tiles: each Kᵀ vector
-  // loaded feeds four rows, and the sums never leave registers over the head dim. Rows
-  // past the last query re-read it; keys past the last are Kᵀ's zero padding.
+  // One line per register-tile row: `pattern` with {0} the row's number.
+  static std::string PerTileRow(const std::string& pattern) {
+    std::string text;
+    for (int t = 0; t < kTileRows; ++t) text += fmt::format(fmt::runtime(pattern), t);
+    return text;
+  }
+  static std::string ListPerTileRow(const std::string& pattern) {
+    std::string text;
+    for (int t = 0; t < kTileRows; ++t) text += (t ? ", " : "") + fmt::format(fmt::runtime(pattern), t);
+    return text;
+  }
+
+  // scores[r][j] = Q[r]·Kᵀ[:, j] in 8-row × `lanes_`-key register tiles: each Kᵀ vector
+  // loaded feeds eight rows, and the sums never leave registers over the head dim. Eight
+  // independent accumulators keep both FMA pipes busy (four left them half idle, waiting
+  // on each FMA's latency: 75 → 63 ms for a BERT 8x512 kernel on 2 cores). Keys past the
+  // last are Kᵀ's zero padding.
   void EmitScoreTile() {
-    static_assert(kQueryBlock % 4 == 0 && kKeyBlock % 16 == 0);
-    out_ += "        for (int64_t r = 0; r < rows; r += 4) {\n";
-    for (int t = 0; t < 4; ++t)
-      out_ += fmt::format("          const {0}* __restrict__ q{1} = q_rows + std::min<int64_t>(first_query + r + {1}, {2}) * {3};\n",
-                          t_, t, a_.nq - 1, a_.d);
+    static_assert(kQueryBlock % kTileRows == 0 && kKeyBlock % 16 == 0);
+    out_ += fmt::format("        for (int64_t r = 0; r < rows; r += {}) {{\n", kTileRows);
+    out_ += PerTileRow(fmt::format("          const {}* __restrict__ q{{0}} = q_rows + (r + {{0}}) * {};\n", t_, a_.d));
     out_ += fmt::format(
         "          for (int64_t j0 = 0; j0 < keys; j0 += {1}) {{\n"
-        "            {0} tile0[{1}] = {{}}, tile1[{1}] = {{}}, tile2[{1}] = {{}}, tile3[{1}] = {{}};\n"
+        "            {0} {4};\n"
         "            for (int64_t c = 0; c < {2}; ++c) {{\n"
         "              const {0}* __restrict__ k_row = k_columns + c * {3} + first_key + j0;\n"
-        "              const {0} a0 = q0[c], a1 = q1[c], a2 = q2[c], a3 = q3[c];\n"
-        "              for (int u = 0; u < {1}; ++u) {{\n"
-        "                tile0[u] += a0 * k_row[u];\n"
-        "                tile1[u] += a1 * k_row[u];\n"
-        "                tile2[u] += a2 * k_row[u];\n"
-        "                tile3[u] += a3 * k_row[u];\n"
-        "              }}\n"
-        "            }}\n"
-        "            for (int u = 0; u < {1}; ++u) {{\n"
-        "              scores[r][j0 + u] = tile0[u];\n"
-        "              scores[r + 1][j0 + u] = tile1[u];\n"
-        "              scores[r + 2][j0 + u] = tile2[u];\n"
-        "              scores[r + 3][j0 + u] = tile3[u];\n"
-        "            }}\n"
-        "          }}\n"
-        "        }}\n",
-        t_, lanes_, a_.d, nk_padded_);
+        "              const {0} {5};\n"
+        "              for (int u = 0; u < {1}; ++u) {{\n",
+        t_, lanes_, a_.d, nk_padded_, ListPerTileRow(fmt::format("tile{{0}}[{}] = {{{{}}}}", lanes_)), ListPerTileRow("a{0} = q{0}[c]"));
+    out_ += PerTileRow("                tile{0}[u] += a{0} * k_row[u];\n");
+    out_ += fmt::format("              }}\n            }}\n            for (int u = 0; u < {}; ++u) {{\n", lanes_);
+    out_ += PerTileRow("              scores[r + {0}][j0 + u] = tile{0}[u];\n");
+    out_ += "            }\n          }\n        }\n";
   }
 
   // Per row: the logits (the group's scalar program), the new running max, the rescale
@@ -255,36 +288,26 @@ class AttentionEmitter {
         t_, a_.logit, dv_padded_, a_.compute == DType::kF64 ? "exp" : "tf_exp_f32", a_.compute == DType::kF64 ? -708 : -87);
   }
 
-  // acc[r][:] += Σ_j p[r][j] · V[j][:] in 4-row × `lanes_`-column register tiles.
+  // acc[r][:] += Σ_j p[r][j] · V[j][:] in 8-row × `lanes_`-column register tiles.
   void EmitValueProduct() {
     out_ += fmt::format(
-        "        for (int64_t r = 0; r < rows; r += 4)\n"
+        "        for (int64_t r = 0; r < rows; r += {3})\n"
         "          for (int64_t c0 = 0; c0 < {2}; c0 += {1}) {{\n"
-        "            {0} tile0[{1}], tile1[{1}], tile2[{1}], tile3[{1}];\n"
-        "            for (int u = 0; u < {1}; ++u) {{\n"
-        "              tile0[u] = acc[r][c0 + u];\n"
-        "              tile1[u] = acc[r + 1][c0 + u];\n"
-        "              tile2[u] = acc[r + 2][c0 + u];\n"
-        "              tile3[u] = acc[r + 3][c0 + u];\n"
+        "            {0} {4};\n"
+        "            for (int u = 0; u < {1}; ++u) {{\n",
+        t_, lanes_, dv_padded_, kTileRows, ListPerTileRow(fmt::format("tile{{0}}[{}]", lanes_)));
+    out_ += PerTileRow("              tile{0}[u] = acc[r + {0}][c0 + u];\n");
+    out_ += fmt::format(
         "            }}\n"
         "            for (int64_t j = 0; j < keys; ++j) {{\n"
         "              const {0}* __restrict__ v_row = v_rows + (first_key + j) * {2} + c0;\n"
-        "              const {0} p0 = scores[r][j], p1 = scores[r + 1][j], p2 = scores[r + 2][j], p3 = scores[r + 3][j];\n"
-        "              for (int u = 0; u < {1}; ++u) {{\n"
-        "                tile0[u] += p0 * v_row[u];\n"
-        "                tile1[u] += p1 * v_row[u];\n"
-        "                tile2[u] += p2 * v_row[u];\n"
-        "                tile3[u] += p3 * v_row[u];\n"
-        "              }}\n"
-        "            }}\n"
-        "            for (int u = 0; u < {1}; ++u) {{\n"
-        "              acc[r][c0 + u] = tile0[u];\n"
-        "              acc[r + 1][c0 + u] = tile1[u];\n"
-        "              acc[r + 2][c0 + u] = tile2[u];\n"
-        "              acc[r + 3][c0 + u] = tile3[u];\n"
-        "            }}\n"
-        "          }}\n",
-        t_, lanes_, dv_padded_);
+        "              const {0} {3};\n"
+        "              for (int u = 0; u < {1}; ++u) {{\n",
+        t_, lanes_, dv_padded_, ListPerTileRow("p{0} = scores[r + {0}][j]"));
+    out_ += PerTileRow("                tile{0}[u] += p{0} * v_row[u];\n");
+    out_ += fmt::format("              }}\n            }}\n            for (int u = 0; u < {}; ++u) {{\n", lanes_);
+    out_ += PerTileRow("              acc[r + {0}][c0 + u] = tile{0}[u];\n");
+    out_ += "            }\n          }\n";
   }
 
   const AttentionKernel& a_;

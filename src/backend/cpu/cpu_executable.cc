@@ -128,6 +128,7 @@ StatusOr<std::vector<Tensor>> CpuExecutable::Run(const std::vector<Tensor>& inpu
                                          ShapeToString(p.shape), DTypeName(inputs[i].dtype()), ShapeToString(inputs[i].shape())));
     tensors[p.id] = inputs[i];
   }
+  const auto run_begin = Clock::now();
   for (const Step& step : state_->steps) {
     auto begin = Clock::now();
     if (step.matmul >= 0) RETURN_IF_ERROR(RunPrologueAndProduct(*state_, step, tensors, memory));
@@ -142,7 +143,8 @@ StatusOr<std::vector<Tensor>> CpuExecutable::Run(const std::vector<Tensor>& inpu
       else step.channel_scale->Run(at(step.se_input), at(step.se_scale), out);
     } else if (step.kernel) Call(*state_, *step.kernel, tensors, memory);
     else if (step.matmul < 0) RETURN_IF_ERROR(RunReferenceNodes(g, state_->plan.groups[step.group].nodes, tensors, memory));
-    if (timings) timings->push_back({state_->kernels[step.group].name, 0, MicrosecondsBetween(begin, Clock::now())});
+    if (timings) timings->push_back({state_->kernels[step.group].name, MicrosecondsBetween(run_begin, begin),
+                                         MicrosecondsBetween(begin, Clock::now())});
   }
   std::vector<Tensor> outputs;
   for (const Graph::Output& o : g.outputs())

@@ -271,5 +271,30 @@ TEST(RowReductionPlanTest, LayerNormOverChannelsThenTransposeBackIsGenerated) {
   }
 }
 
+// The per-group timings of one run (what --trace draws) lie on the run's clock one after
+// another, not all at its start.
+TEST(CpuTimingsTest, StepsFollowOneAnotherOnTheRunsClock) {
+  auto model = ImportOnnx(std::string(TILEFUSE_SOURCE_DIR) + "/tests/models/mlp_block");
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  auto graph = RunGraphPasses(std::move(model->graph), PassOptions{});
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  CpuCompileOptions options;
+  options.cache_dir = (std::filesystem::temp_directory_path() / "tilefuse_test_cache").string();
+  auto compiled = CompileForCpu(*graph, options);
+  ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
+  std::vector<Tensor> inputs;
+  for (size_t i = 0; i < graph->inputs().size(); ++i) {
+    const Node& p = graph->node(graph->inputs()[i]);
+    inputs.push_back(Tensor::Random(p.dtype, p.shape, 500 + i));
+  }
+  std::vector<KernelTiming> timings;
+  ASSERT_TRUE((*compiled)->Run(inputs, &timings).ok());
+  ASSERT_GE(timings.size(), 2u);
+  EXPECT_GE(timings[0].start_us, 0);
+  for (size_t i = 1; i < timings.size(); ++i)
+    EXPECT_GE(timings[i].start_us, timings[i - 1].start_us + timings[i - 1].duration_us) << timings[i].name;
+  EXPECT_GT(timings.back().start_us, 0);
+}
+
 }  // namespace
 }  // namespace tilefuse

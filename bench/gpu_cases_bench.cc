@@ -66,12 +66,14 @@ int Main(int argc, char** argv) {
       overrides.gemm_splits = std::stoi(argv[++i]);
     } else if (a == "--gemm-group-m" && i + 1 < argc) {
       overrides.gemm_group_m = std::stoi(argv[++i]);
+    } else if (a == "--row-cluster" && i + 1 < argc) {
+      overrides.row_cluster = std::stoi(argv[++i]);
     } else {
       fmt::print(stderr,
                  "usage: {} [--cases a,b] [--repeats N] [--json FILE] [--root SOURCE_DIR] [--tune] [--attention template|overlap|serial|split]\n"
                  "  [--attention-block-n 64|128|192|256] [--attention-poly-exp N (0: none)] [--attention-lazy-margin M (-1: off)]\n"
                  "  [--attention-consumers 2|3] [--gemm template|library|auto] [--gemm-pingpong on|off] [--gemm-block-n 64|128|192|256] [--gemm-stages N]\n"
-                 "  [--gemm-splits N (1: no split-K)] [--gemm-group-m N]\n"
+                 "  [--gemm-splits N (1: no split-K)] [--gemm-group-m N] [--row-cluster 1|2|4|8 (CTAs sharing a row)]\n"
                  "  (override the templates' rules)\n",
                  argv[0]);
       return 2;

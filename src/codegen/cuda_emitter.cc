@@ -63,6 +63,25 @@ bool IsRowDataLoad(const ScalarValue& v) {
   return v.kind == ScalarValue::Kind::kLoad && v.inner && UsesVar(v.index, 0) && !UsesValue(v.index);
 }
 
+// The sum reduction that can run in the pass of max reduction `max_r` (an online softmax:
+// a running max, and the sum rescaled whenever the max grows), or -1. It must reduce
+// exp(x - max) of the very value x the max reduces, in the same type.
+int OnlineSumOf(const Kernel& k, int max_r) {
+  const KernelReduction& max_red = k.reductions[max_r];
+  if (max_red.op != OpCode::kReduceMax || !IsFloat(max_red.dtype)) return -1;
+  for (size_t r = 0; r < k.reductions.size(); ++r) {
+    const KernelReduction& sum_red = k.reductions[r];
+    if (sum_red.op != OpCode::kReduceSum || std::string_view(ComputeType(sum_red.dtype)) != ComputeType(max_red.dtype)) continue;
+    const ScalarValue& e = k.values[sum_red.value];
+    if (e.kind != ScalarValue::Kind::kOp || e.op != OpCode::kExp) continue;
+    const ScalarValue& d = k.values[e.args[0]];
+    if (d.kind != ScalarValue::Kind::kOp || d.op != OpCode::kSub || d.args[0] != max_red.value) continue;
+    const ScalarValue& m = k.values[d.args[1]];
+    if (m.kind == ScalarValue::Kind::kAccumulator && m.reduction == max_r) return static_cast<int>(r);
+  }
+  return -1;
+}
+
 }  // namespace
 
 const char* DeviceCombiner(OpCode combiner) {
@@ -127,8 +146,13 @@ CudaKernelConfig ResolveCudaConfig(const Kernel& k, const CudaKernelConfig& requ
   // unpacked: the pairs' unpacking measured 6% slower on the dropout + residual + LayerNorm
   // row (one round).
   if (c.threads == 0) c.threads = c.threads_per_row > 32 ? c.threads_per_row : 256;
+  // A cluster shares a row only where a block has one, the slices are whole vectors, and a
+  // block is launched per row (no grid-stride loop, whose CTAs would leave the cluster).
+  const bool clusterable = c.threads_per_row == c.threads && c.threads > 32 && k.outer * c.cluster <= (int64_t{1} << 30) &&
+                           k.inner % (int64_t{c.cluster} * c.vector) == 0;
+  if (c.cluster != 1 && (!clusterable || (c.cluster & (c.cluster - 1)) != 0 || c.cluster > 8)) c.cluster = 1;
   if (c.cache_row < 0) {
-    const int64_t chunks = CeilDiv(k.inner, int64_t{c.threads_per_row} * c.vector);
+    const int64_t chunks = CeilDiv(k.inner / c.cluster, int64_t{c.threads_per_row} * c.vector);
     const int64_t budget = c.threads >= 1024 ? 32 : 64;
     int64_t row_loads = 0, values = 0, registers_as_pairs = 0;
     for (const ScalarValue& v : k.values)
@@ -159,10 +183,15 @@ class CudaEmitter {
     if (row_) {
       EmitRowKernel();
       int64_t rows_per_block = c_.threads / c_.threads_per_row;
-      return LoopKernelSource(k_, c_, out_, std::max<int64_t>(1, CeilDiv(k_.outer, rows_per_block)),
-                              fmt::format("row: {} per row, {} x{}", c_.threads_per_row == 1 ? "thread" : c_.threads_per_row == 32 ? "warp" : "block",
-                                          c_.cache_row == 2 ? "row in registers as pairs" : c_.cache_row ? "row in registers" : "row re-read per pass",
-                                          c_.vector));
+      CudaKernelSource source = LoopKernelSource(
+          k_, c_, out_, std::max<int64_t>(1, CeilDiv(k_.outer, rows_per_block)) * c_.cluster,
+          fmt::format("row: {} per row{}, {}{} x{}",
+                      c_.threads_per_row == 1 ? "thread" : c_.threads_per_row == 32 ? "warp" : "block",
+                      c_.cluster > 1 ? fmt::format(" (a cluster of {} per row)", c_.cluster) : "",
+                      c_.cache_row == 2 ? "row in registers as pairs" : c_.cache_row ? "row in registers" : "row re-read per pass",
+                      online_ ? ", max and sum of exp in one pass" : "", c_.vector));
+      source.launch.cluster = {c_.cluster, 1, 1};
+      return source;
     }
     EmitPointwiseKernel();
     return LoopKernelSource(k_, c_, out_, std::max<int64_t>(1, CeilDiv(CeilDiv(k_.outer, c_.vector), c_.threads)),
@@ -182,6 +211,9 @@ class CudaEmitter {
       return InvalidArgument(fmt::format("{}: vector width {} does not divide the row length {}", k_.name, c_.vector, k_.inner));
     if (c_.threads_per_row != 1 && c_.threads_per_row != 32 && c_.threads_per_row != c_.threads)
       return InvalidArgument(fmt::format("{}: {} threads per row (need 1, 32 or the block size)", k_.name, c_.threads_per_row));
+    if (c_.cluster != 1 && (c_.threads_per_row != c_.threads || k_.inner % (int64_t{c_.cluster} * c_.vector) != 0))
+      return InvalidArgument(fmt::format("{}: a cluster of {} shares rows of {} only with a block per row and whole vectors per slice", k_.name,
+                                         c_.cluster, k_.inner));
     return Status::Ok();
   }
 
@@ -516,23 +548,32 @@ class CudaEmitter {
     lane_array_[v] = true;
   }
   // ---- row ----
-  int64_t Chunks() const { return CeilDiv(k_.inner, int64_t{c_.threads_per_row} * c_.vector); }
-  bool ChunksExact() const { return Chunks() * c_.threads_per_row * c_.vector == k_.inner; }
+  // The elements of the row this block reduces: all of it, or its CTA's slice in a cluster.
+  int64_t Slice() const { return k_.inner / c_.cluster; }
+  int64_t Chunks() const { return CeilDiv(Slice(), int64_t{c_.threads_per_row} * c_.vector); }
+  bool ChunksExact() const { return Chunks() * c_.threads_per_row * c_.vector == Slice(); }
+  // Where this thread's first chunk starts, and the end of the block's part of the row.
+  std::string FirstChunkStart() const {
+    return c_.cluster > 1 ? "(slice_begin + (tf_index_t)lane * kVec)" : "((tf_index_t)lane * kVec)";
+  }
+  std::string PartEnd() const { return c_.cluster > 1 ? "slice_begin + kSlice" : "kInner"; }
 
   // Opens the loop over this thread's chunks of the row: in registers' order (k unrolled)
   // when cached, else a strided loop. Returns the closing text.
   std::string OpenChunkLoop(const std::string& indent) {
     if (c_.cache_row) {
       out_ += fmt::format("{}#pragma unroll\n{}for (int k = 0; k < kChunks; ++k) {{\n", indent, indent);
-      out_ += fmt::format("{}  const tf_index_t i1b = ((tf_index_t)k * kThreadsPerRow + lane) * kVec;\n", indent);
+      out_ += fmt::format("{}  const tf_index_t i1b = {}((tf_index_t)k * kThreadsPerRow + lane) * kVec;\n", indent,
+                          c_.cluster > 1 ? "slice_begin + " : "");
       if (!ChunksExact()) {
-        out_ += fmt::format("{}  if (i1b < kInner) {{\n", indent);
+        out_ += fmt::format("{}  if (i1b < {}) {{\n", indent, PartEnd());
         return fmt::format("{}  }}\n{}}}\n", indent, indent);
       }
       return fmt::format("{}}}\n", indent);
     }
     // Several chunks' loads in flight per thread: the loop has a constant trip count.
-    out_ += fmt::format("{}#pragma unroll 4\n{}for (tf_index_t i1b = (tf_index_t)lane * kVec; i1b < kInner; i1b += (tf_index_t)kThreadsPerRow * kVec) {{\n", indent, indent);
+    out_ += fmt::format("{0}#pragma unroll 4\n{0}for (tf_index_t i1b = {1}; i1b < {2}; i1b += (tf_index_t)kThreadsPerRow * kVec) {{\n", indent,
+                        FirstChunkStart(), PartEnd());
     return fmt::format("{}}}\n", indent);
   }
 
@@ -562,10 +603,30 @@ class CudaEmitter {
     const std::vector<std::string> vars = {"i0", "i1"};
     out_ += fmt::format("  constexpr int64_t kRows = {}, kInner = {};\n", k_.outer, k_.inner);
     out_ += fmt::format("  constexpr int kVec = {}, kThreadsPerRow = {}, kChunks = {};\n", c_.vector, tpr, Chunks());
+    // A row re-read per pass reads it once less where a max and a sum of exp(x - max) share
+    // one pass (cross-entropy's logsumexp: 2 reads of the logits → 1; softmax: 3 → 2). A
+    // cached row is read once anyway, and the online form costs an exp per chunk more.
+    online_sum_.assign(k_.reductions.size(), -1);
+    if (!c_.cache_row && tpr > 1 && c_.cluster == 1)
+      for (size_t r = 0; r < k_.reductions.size(); ++r) {
+        online_sum_[r] = OnlineSumOf(k_, static_cast<int>(r));
+        online_ = online_ || online_sum_[r] >= 0;
+      }
     std::map<std::string, bool> scratch_types;
     for (const KernelReduction& r : k_.reductions) scratch_types[AccumulatorType(r)] = true;
-    if (tpr == c_.threads && tpr > 32)
+    if (tpr == c_.threads && tpr > 32) {
       for (const auto& [type, unused] : scratch_types) out_ += fmt::format("  __shared__ {0} scratch_{0}[32];\n", type);
+      for (size_t r = 0; r < k_.reductions.size(); ++r)
+        if (online_sum_[r] >= 0) {
+          out_ += fmt::format("  __shared__ {0} scratch_sum_{0}[32];\n", AccumulatorType(k_.reductions[r]));
+          break;
+        }
+      // Each reduction's block total, where the cluster's other CTAs read it (a slot per
+      // reduction: none is overwritten while another CTA may still read it).
+      if (c_.cluster > 1)
+        for (size_t r = 0; r < k_.reductions.size(); ++r)
+          out_ += fmt::format("  __shared__ {} cluster_total{};\n", AccumulatorType(k_.reductions[r]), r);
+    }
     if (tpr == 1) {
       out_ += "  const int lane = 0;\n";
       out_ += fmt::format("  for (tf_index_t i0 = (tf_index_t)blockIdx.x * {0} + threadIdx.x; i0 < kRows; i0 += (tf_index_t)gridDim.x * {0}) {{\n",
@@ -575,6 +636,12 @@ class CudaEmitter {
       out_ += "  const int lane = threadIdx.x & 31;\n";
       out_ += fmt::format("  for (tf_index_t i0 = (tf_index_t)blockIdx.x * {0} + threadIdx.x / 32; i0 < kRows; i0 += (tf_index_t)gridDim.x * {0}) {{\n",
                           rows_per_block);
+    } else if (c_.cluster > 1) {
+      // The cluster's CTAs share row i0, a slice each; all of them or none enter (they share
+      // the barriers of the reductions).
+      out_ += fmt::format("  constexpr int kCluster = {0};\n  constexpr tf_index_t kSlice = kInner / kCluster;\n", c_.cluster);
+      out_ += "  const int lane = threadIdx.x;\n  const tf_index_t slice_begin = (tf_index_t)tf_cluster_rank() * kSlice;\n";
+      out_ += "  const tf_index_t i0 = blockIdx.x / kCluster;\n  if (i0 < kRows) {\n";
     } else if (c_.cache_row == 2 && k_.outer <= (int64_t{1} << 30)) {
       // A block per row and a block launched per row (work_blocks): no loop, so nothing is
       // carried across one (the row index and offsets were spilled across the grid-stride
@@ -600,7 +667,7 @@ class CudaEmitter {
         if (PackedCache(v))
           out_ += fmt::format("{0}uint32_t {1}[kChunks][kVec / 2];  // element pairs\n"
                               "{0}const uint32_t* {1}_base = (const uint32_t*)(b{2} + ({3}));\n",
-                              ind, ArrayName(v), k_.values[v].buffer, PrintIndex(k_.values[v].index, {"i0", "((tf_index_t)lane * kVec)"}));
+                              ind, ArrayName(v), k_.values[v].buffer, PrintIndex(k_.values[v].index, {"i0", FirstChunkStart()}));
         else out_ += fmt::format("{}{} {}[kChunks][kVec];\n", ind, DrawnInBlocks(v) ? "float" : StorageType(k_.values[v].dtype), ArrayName(v));
       std::string close = OpenChunkLoop(ind);
       std::string in = ind + (ChunksExact() ? "  " : "    ");
@@ -623,7 +690,18 @@ class CudaEmitter {
       out_ += close;
       for (int v : cached) array_[v] = Array::kCached;
     }
-    for (size_t r = 0; r < k_.reductions.size(); ++r) EmitReductionPass(static_cast<int>(r), ind);
+    std::vector<bool> in_online_pass(k_.reductions.size(), false);
+    for (size_t r = 0; r < k_.reductions.size(); ++r) {
+      if (in_online_pass[r]) continue;
+      if (online_sum_[r] >= 0) {
+        EmitOnlineMaxAndSum(static_cast<int>(r), online_sum_[r], ind);
+        in_online_pass[online_sum_[r]] = true;
+      } else {
+        EmitReductionPass(static_cast<int>(r), ind);
+      }
+    }
+    // No CTA leaves while another may still read its totals.
+    if (c_.cluster > 1) out_ += ind + "tf_cluster_sync();\n";
     EmitRowStores(ind);
     out_ += "  }\n";
   }
@@ -653,10 +731,57 @@ class CudaEmitter {
     const int tpr = c_.threads_per_row;
     if (tpr == 32) out_ += fmt::format("{}acc{} = tf_warp_reduce<32, {}>(acc{});\n", ind, r, op, r);
     else if (tpr > 32) out_ += fmt::format("{}acc{} = tf_block_reduce<{}, {}>(acc{}, scratch_{});\n", ind, r, c_.threads, op, r, acc_type);
+    if (c_.cluster > 1) out_ += fmt::format("{0}acc{1} = tf_cluster_reduce<kCluster, {2}>(acc{1}, &cluster_total{1});\n", ind, r, op);
     int value = accumulator_value_.at(r);
     std::string finished = traits.divides_by_count ? fmt::format("acc{} / {}({})", r, acc_type, red.count) : fmt::format("acc{}", r);
     out_ += fmt::format("{}const {} {} = ({})({});\n", ind, ComputeType(red.dtype), Name(value), ComputeType(red.dtype), finished);
     row_done_[value] = true;
+  }
+
+  // Reductions `max_r` (max of x) and `sum_r` (sum of exp(x - max)) in one pass: per chunk,
+  // the running max grows to take the chunk's, the sum is rescaled to it, then the chunk's
+  // exps are added. Inside the loop the max's accumulator value names the running shift,
+  // so the sum's own program prints unchanged.
+  void EmitOnlineMaxAndSum(int max_r, int sum_r, const std::string& ind) {
+    const KernelReduction &max_red = k_.reductions[max_r], &sum_red = k_.reductions[sum_r];
+    const std::string t = AccumulatorType(max_red);
+    const int max_value = accumulator_value_.at(max_r), sum_value = accumulator_value_.at(sum_r);
+    std::vector<bool> seen(k_.values.size(), false);
+    std::vector<int> loads;
+    row_done_[max_value] = true;  // declared in the loop (the shift), and after it
+    Prepare(max_red.value, seen, loads, ind);
+    Prepare(sum_red.value, seen, loads, ind);
+    out_ += fmt::format("{}{} acc{} = -INFINITY, acc{} = 0;\n", ind, t, max_r, sum_r);
+    std::string close = OpenChunkLoop(ind);
+    std::string in = ind + "  ";
+    EmitChunkLoads(loads, in);
+    out_ += fmt::format("{0}{1} chunk_max = -INFINITY;\n{0}#pragma unroll\n{0}for (int j = 0; j < kVec; ++j) {{\n"
+                        "{0}  const tf_index_t i1 = i1b + j;\n", in, t);
+    std::vector<bool> element(k_.values.size(), false);
+    Emit(max_red.value, &element, in + "  ");
+    out_ += fmt::format(
+        "{0}  chunk_max = tf_max::combine(chunk_max, ({1}){2});\n{0}}}\n"
+        "{0}const {1} running_max = max_nan(acc{3}, chunk_max);\n"
+        "{0}// exp(-inf - -inf) would be NaN: while every value so far is -inf, shift by 0.\n"
+        "{0}const {5} {6} = running_max == -INFINITY ? {5}(0) : ({5})running_max;\n"
+        "{0}acc{4} *= exp(acc{3} - ({1}){6});\n"
+        "{0}acc{3} = running_max;\n"
+        "{0}#pragma unroll\n{0}for (int j = 0; j < kVec; ++j) {{\n{0}  const tf_index_t i1 = i1b + j;\n",
+        in, t, Name(max_red.value), max_r, sum_r, ComputeType(max_red.dtype), Name(max_value));
+    element.assign(k_.values.size(), false);
+    Emit(sum_red.value, &element, in + "  ");
+    out_ += fmt::format("{0}  acc{1} += ({2}){3};\n{0}}}\n", in, sum_r, t, Name(sum_red.value));
+    out_ += close;
+    ForgetChunkLoads();
+    const int tpr = c_.threads_per_row;
+    if (tpr == 32) out_ += fmt::format("{}tf_warp_reduce_max_sum<32>(acc{}, acc{});\n", ind, max_r, sum_r);
+    else out_ += fmt::format("{0}tf_block_reduce_max_sum<{1}>(acc{2}, acc{3}, scratch_{4}, scratch_sum_{4});\n", ind, c_.threads, max_r, sum_r, t);
+    out_ += fmt::format(
+        "{0}// As the two passes give: with a max of -inf every exp(-inf - -inf) is NaN.\n"
+        "{0}if (acc{1} == -INFINITY) acc{2} = NAN;\n"
+        "{0}const {3} {4} = ({3})(acc{1});\n{0}const {5} {6} = ({5})(acc{2});\n",
+        ind, max_r, sum_r, ComputeType(max_red.dtype), Name(max_value), ComputeType(sum_red.dtype), Name(sum_value));
+    row_done_[sum_value] = true;
   }
 
   void EmitRowStores(const std::string& ind) {
@@ -665,7 +790,8 @@ class CudaEmitter {
     for (const KernelStore& s : k_.stores) {
       if (UsesVar(s.index, 1)) continue;
       Emit(s.value, nullptr, ind);
-      out_ += fmt::format("{}if (lane == 0) b{}[{}] = tf_pack_{}({});\n", ind, s.buffer, PrintIndex(s.index, vars),
+      out_ += fmt::format("{}if (lane == 0{}) b{}[{}] = tf_pack_{}({});\n", ind, c_.cluster > 1 ? " && slice_begin == 0" : "", s.buffer,
+                          PrintIndex(s.index, vars),
                           DTypeName(k_.buffers[s.buffer].dtype), Name(s.value));
     }
     LaunderPackedCaches(ind);
@@ -711,6 +837,9 @@ class CudaEmitter {
   std::vector<int> known_;
   std::vector<std::string> vars_ = {"i0", "i1"};
   std::map<int, int> accumulator_value_;
+  // Per reduction: the sum reduction computed in its pass (EmitOnlineMaxAndSum), or -1.
+  std::vector<int> online_sum_;
+  bool online_ = false;
   // The lane form: whether the kernel took it, its uniform values and (while its vector loop
   // is printed) the values held as arrays.
   bool lanes_ = false;

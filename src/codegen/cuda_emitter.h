@@ -50,6 +50,10 @@ struct CudaKernelConfig {
   // Column template: blocks sharing one tile's reduced elements (1: a block reduces whole
   // columns); 0: chosen to fill the GPU. The other templates say 0.
   int splits = 0;
+  // Row template with a block per row: the CTAs of a thread-block cluster that share one row
+  // (1, 2, 4 or 8), each reducing a slice of it and combining the partials through
+  // distributed shared memory; resolved to 1 wherever it does not apply.
+  int cluster = 1;
 };
 
 struct CudaKernelSource {

@@ -41,6 +41,7 @@ nlohmann::json CudaConfigToJson(const CudaKernelConfig& c) {
   nlohmann::json j = {{"threads", c.threads}, {"vector", c.vector}, {"threads_per_row", c.threads_per_row}, {"cache_row", c.cache_row}};
   if (c.tile != -1) j["tile"] = c.tile;
   if (c.splits != 0) j["splits"] = c.splits;  // the column template's only
+  if (c.cluster != 1) j["cluster"] = c.cluster;  // the row template's, when a row spans a cluster
   return j;
 }
 
@@ -52,12 +53,13 @@ CudaKernelConfig CudaConfigFromJson(const nlohmann::json& j) {
   c.cache_row = j.value("cache_row", -1);
   c.tile = j.value("tile", -1);
   c.splits = j.value("splits", 0);
+  c.cluster = j.value("cluster", 1);  // records written before clusters: none
   return c;
 }
 
 bool SameCudaConfig(const CudaKernelConfig& a, const CudaKernelConfig& b) {
   return a.threads == b.threads && a.vector == b.vector && a.threads_per_row == b.threads_per_row && a.cache_row == b.cache_row &&
-         a.tile == b.tile && a.splits == b.splits;
+         a.tile == b.tile && a.splits == b.splits && a.cluster == b.cluster;
 }
 
 CudaSearchSpace CudaCandidates(const Kernel& k) {
@@ -134,6 +136,22 @@ CudaSearchSpace CudaCandidates(const Kernel& k) {
         add({threads, vector, tpr, cache});
       }
   }
+  // A block per row split over a cluster: each CTA a slice (a row too long to cache may
+  // fit in registers then, and rows that fill few SMs spread over more).
+  if (base.threads_per_row == base.threads && base.threads > 32)
+    for (int cluster : {2, 4})
+      for (int tpr : {256, 512, 1024}) {
+        const int64_t slice = k.inner / cluster;
+        if (k.inner % (int64_t{cluster} * vector) != 0 || slice < int64_t{tpr} * vector) {
+          space.pruned.push_back(fmt::format("cluster {} threads {}: slices of {} elements, fewer than a chunk a thread", cluster, tpr, slice));
+          continue;
+        }
+        for (int cache : {0, -1}) {  // re-read, or cached as the rule decides for the slice
+          CudaKernelConfig c{tpr, vector, tpr, cache};
+          c.cluster = cluster;
+          add(c);
+        }
+      }
   return space;
 }
 

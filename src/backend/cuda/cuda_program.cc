@@ -86,12 +86,14 @@ namespace {
 using ConfigMap = std::map<std::string, CudaKernelConfig>;
 
 StatusOr<CudaLaunchable> LowerAndEmit(const Graph& g, const FusionGroup& group, const std::vector<bool>& inlined,
-                                      const std::string& name, const ConfigMap& configs, const LoweringFault& fault) {
-  ASSIGN_OR_RETURN(Kernel kernel, LowerGroup(g, group, inlined, fault));
+                                      const std::string& name, const ConfigMap& configs, const CudaTarget& target) {
+  ASSIGN_OR_RETURN(Kernel kernel, LowerGroup(g, group, inlined, target.fault));
   kernel.name = name;
   CudaLaunchable launchable;
   auto tuned = configs.find(KernelFingerprint(kernel));
-  ASSIGN_OR_RETURN(launchable.source, EmitCudaKernel(kernel, tuned == configs.end() ? CudaKernelConfig{} : tuned->second));
+  CudaKernelConfig config = tuned == configs.end() ? CudaKernelConfig{} : tuned->second;
+  if (tuned == configs.end() && target.overrides.row_cluster > 0) config.cluster = target.overrides.row_cluster;
+  ASSIGN_OR_RETURN(launchable.source, EmitCudaKernel(kernel, config));
   for (const KernelBuffer& b : kernel.buffers) launchable.buffer_nodes.push_back(b.node);
   launchable.kernel = std::move(kernel);
   launchable.outputs = group.outputs;
@@ -192,7 +194,7 @@ CudaGroupProgram ProgramForGroup(const Graph& g, const FusionGroup& group, const
           p.kernel = std::move(*dw);
           return p;
         }
-      StatusOr<CudaLaunchable> k = LowerAndEmit(g, group, inlined, name, configs, target.fault);
+      StatusOr<CudaLaunchable> k = LowerAndEmit(g, group, inlined, name, configs, target);
       if (!k.ok()) return host(k.status().message());
       p.mode = CudaGroupProgram::Mode::kGenerated;
       p.kernel = std::move(*k);
@@ -203,7 +205,7 @@ CudaGroupProgram ProgramForGroup(const Graph& g, const FusionGroup& group, const
       p.mode = CudaGroupProgram::Mode::kGemm;
       p.matmul = split.matmul;
       for (const FusionGroup& prologue : PrologueGroups(g, group, split)) {
-        StatusOr<CudaLaunchable> k = LowerAndEmit(g, prologue, inlined, fmt::format("{}_prologue{}", name, p.prologue.size()), configs, target.fault);
+        StatusOr<CudaLaunchable> k = LowerAndEmit(g, prologue, inlined, fmt::format("{}_prologue{}", name, p.prologue.size()), configs, target);
         if (!k.ok()) return host("prologue: " + k.status().message());
         p.prologue.push_back(std::move(*k));
       }
@@ -241,7 +243,7 @@ CudaGroupProgram ProgramForGroup(const Graph& g, const FusionGroup& group, const
         return p;
       }
       if (!split.epilogue.nodes.empty()) {
-        StatusOr<CudaLaunchable> k = LowerAndEmit(g, split.epilogue, inlined, name + "_epilogue", configs, target.fault);
+        StatusOr<CudaLaunchable> k = LowerAndEmit(g, split.epilogue, inlined, name + "_epilogue", configs, target);
         if (!k.ok()) return host("epilogue: " + k.status().message());
         p.kernel = std::move(*k);
       }

@@ -7,6 +7,8 @@
 
 #include <filesystem>
 
+#include <fmt/format.h>
+
 #include "backend/cuda/cuda_compile_units.h"
 #include "backend/cuda/nvrtc_compiler.h"
 #include "codegen/kernel_fingerprint.h"
@@ -19,7 +21,8 @@ namespace {
 
 std::string TestCacheDir() { return (std::filesystem::temp_directory_path() / "tilefuse_test_cache").string(); }
 
-void CompileForHopper(const std::string& path, bool fuse, AttentionPath attention = AttentionPath::kTemplate, bool channels_last = true) {
+void CompileForHopper(const std::string& path, bool fuse, AttentionPath attention = AttentionPath::kTemplate, bool channels_last = true,
+                      int row_cluster = 0) {
   StatusOr<NvrtcCompiler> nvrtc = NvrtcCompiler::Create(TestCacheDir());
   if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available, CUDA kernels not compiled: " << nvrtc.status().ToString();
   auto model = ImportOnnx(path);
@@ -33,6 +36,7 @@ void CompileForHopper(const std::string& path, bool fuse, AttentionPath attentio
   CudaTarget target;
   target.gemm = GemmPath::kTemplate;  // every gemm group the template takes, small ones too
   target.attention = attention;
+  target.overrides.row_cluster = row_cluster;
   auto plan = PlanFusionForCuda(*graph, planner, target);
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   auto program = BuildCudaProgram(*graph, plan->plan, FindInlinedGenerators(*graph), "", {}, target);
@@ -270,16 +274,16 @@ namespace tilefuse {
 namespace {
 
 // The CUDA program of bench/cases/`file` (empty when a step fails; the failure is reported).
-CudaProgram BenchCaseProgram(const std::string& file, const PlannerOptions& planner = {}) {
+CudaProgram BenchCaseProgram(const std::string& file, const PlannerOptions& planner = {}, const CudaTarget& target = {}) {
   auto model = ImportOnnx(std::string(TILEFUSE_SOURCE_DIR) + "/bench/cases/" + file);
   EXPECT_TRUE(model.ok()) << model.status().ToString();
   if (!model.ok()) return {};
   auto graph = RunGraphPasses(std::move(model->graph), PassOptions{});
   EXPECT_TRUE(graph.ok()) << graph.status().ToString();
-  auto plan = graph.ok() ? PlanFusionForCuda(*graph, planner, CudaTarget{}) : StatusOr<CudaPlan>(graph.status());
+  auto plan = graph.ok() ? PlanFusionForCuda(*graph, planner, target) : StatusOr<CudaPlan>(graph.status());
   EXPECT_TRUE(plan.ok()) << plan.status().ToString();
   if (!plan.ok()) return {};
-  auto program = BuildCudaProgram(*graph, plan->plan, FindInlinedGenerators(*graph));
+  auto program = BuildCudaProgram(*graph, plan->plan, FindInlinedGenerators(*graph), "", {}, target);
   EXPECT_TRUE(program.ok()) << program.status().ToString();
   return program.ok() ? *program : CudaProgram{};
 }
@@ -316,6 +320,31 @@ TEST(CudaProgramConcatTest, RotaryVectorsBranchIntoTheirHalf) {
   size_t loads = 0;
   for (size_t at = vector_part.find("tf_vload"); at != std::string::npos; at = vector_part.find("tf_vload", at + 1)) ++loads;
   EXPECT_EQ(loads, 8u) << "x's two halves, cos and sin in each part:\n" << vector_part;
+}
+
+// Long rows split over a cluster of 2, 4 or 8 CTAs (each a slice, the partial results combined
+// through distributed shared memory): the softmaxes, cross-entropy and the norms compile.
+TEST(CudaProgramRowClusterTest, LongRowKernelsCompileForSm90aWithoutSpills) {
+  for (int cluster : {2, 4, 8})
+    for (const char* file : {"softmax_bf16_1024x65536", "softmax_bf16_8192x8192", "cross_entropy_bf16_4096x131072", "layernorm_bf16_16384x4096"}) {
+      SCOPED_TRACE(fmt::format("{} cluster {}", file, cluster));
+      CompileForHopper(fmt::format("{}/bench/cases/{}.onnxtxt", TILEFUSE_SOURCE_DIR, file), true, AttentionPath::kTemplate, true, cluster);
+      CudaTarget target;
+      target.overrides.row_cluster = cluster;
+      const std::string source = BenchCaseProgram(std::string(file) + ".onnxtxt", {}, target).source;
+      EXPECT_NE(source.find(fmt::format("kCluster = {}", cluster)), std::string::npos) << source;
+    }
+}
+
+// Cross-entropy's logsumexp over rows too long for registers (131072 bf16 logits): the max
+// and the sum of exp(x - max) in one pass over the row (an online softmax), so the logits are
+// read once, not twice. Rows held in registers (its 64x1000 twin) keep the two passes.
+TEST(CudaProgramOnlineSoftmaxTest, LongRowsTakeMaxAndSumInOnePass) {
+  const std::string long_rows = BenchCaseProgram("cross_entropy_bf16_4096x131072.onnxtxt").source;
+  EXPECT_NE(long_rows.find("tf_block_reduce_max_sum<"), std::string::npos) << long_rows;
+  EXPECT_EQ(long_rows.find("tf_block_reduce<"), std::string::npos) << "no second pass:\n" << long_rows;
+  const std::string cached = BenchCaseProgram("check/cross_entropy_bf16_64x1000.onnxtxt").source;
+  EXPECT_EQ(cached.find("_max_sum<"), std::string::npos) << cached;
 }
 
 }  // namespace

@@ -265,6 +265,68 @@ template <int kThreads, typename Op, typename T> TFD T tf_block_reduce(T v, T* s
   return w;
 }
 
+// ---- a row shared by the CTAs of a thread-block cluster (sm_90) ----
+TFD unsigned tf_cluster_rank() {
+  unsigned rank;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+  return rank;
+}
+// Every thread of every CTA of the cluster arrives; shared-memory writes before it are
+// visible to the cluster's reads after it.
+TFD void tf_cluster_sync() { asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory"); }
+// `shared` (a __shared__ variable) as CTA `rank` of the cluster holds it.
+template <typename T> TFD T tf_cluster_load(const T* shared, unsigned rank) {
+  uint64_t remote;
+  asm volatile("mapa.u64 %0, %1, %2;" : "=l"(remote) : "l"(shared), "r"(rank));
+  return *reinterpret_cast<const T*>(remote);
+}
+// Combines the block totals of the cluster's CTAs (each thread holds its block's `v`; `slot`
+// a __shared__ variable for this reduction alone). Every CTA combines them in rank order,
+// so all get the same bits.
+template <int kCluster, typename Op, typename T> TFD T tf_cluster_reduce(T v, T* slot) {
+  if (threadIdx.x == 0) *slot = v;
+  tf_cluster_sync();
+  T total = tf_cluster_load(slot, 0);
+#pragma unroll
+  for (int rank = 1; rank < kCluster; ++rank) total = Op::combine(total, tf_cluster_load(slot, (unsigned)rank));
+  return total;
+}
+
+// The online softmax's pair (a row kernel's max and sum of exp in one pass): m the max of
+// the values seen, s the sum of exp(x - m) over them. Combining two pairs rescales each
+// sum to the larger max; while both maxes are -inf the shift is 0 (exp(-inf - -inf) would
+// be NaN). A NaN max stays NaN and makes the sum NaN.
+template <typename T> TFD void tf_max_sum_combine(T& m, T& s, T m2, T s2) {
+  const T top = max_nan(m, m2);
+  const T shift = top == -INFINITY ? T(0) : top;
+  s = s * exp(m - shift) + s2 * exp(m2 - shift);
+  m = top;
+}
+template <int kWidth, typename T> TFD void tf_warp_reduce_max_sum(T& m, T& s) {
+#pragma unroll
+  for (int offset = kWidth / 2; offset > 0; offset /= 2) {
+    const T m2 = __shfl_xor_sync(0xffffffffu, m, offset), s2 = __shfl_xor_sync(0xffffffffu, s, offset);
+    tf_max_sum_combine(m, s, m2, s2);
+  }
+}
+// As tf_block_reduce, for the pair; every thread gets the result.
+template <int kThreads, typename T> TFD void tf_block_reduce_max_sum(T& m, T& s, T* scratch_m, T* scratch_s) {
+  tf_warp_reduce_max_sum<32>(m, s);
+  constexpr int kWarps = kThreads / 32;
+  if (kWarps == 1) return;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) {
+    scratch_m[warp] = m;
+    scratch_s[warp] = s;
+  }
+  __syncthreads();
+  T wm = scratch_m[lane < kWarps ? lane : 0], ws = scratch_s[lane < kWarps ? lane : 0];
+  tf_warp_reduce_max_sum<(kWarps < 32 ? kWarps : 32)>(wm, ws);
+  m = __shfl_sync(0xffffffffu, wm, 0);
+  s = __shfl_sync(0xffffffffu, ws, 0);
+  __syncthreads();
+}
+
 // ---- Philox4x32-10, exactly as src/support/philox.cc: element `index` of a seeded stream ----
 // One 10-round block: the four words of elements 4·counter .. 4·counter + 3.
 TFD void tf_philox_block(uint64_t seed, uint64_t counter, uint32_t (&c)[4]) {

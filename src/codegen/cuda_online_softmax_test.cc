@@ -1,0 +1,100 @@
+// The CUDA row template's long-row forms on a GPU against the f64 reference: the online max
+// and sum (codegen/cuda_emitter: EmitOnlineMaxAndSum) and a row shared by the CTAs of a
+// cluster (CudaKernelConfig::cluster), on rows made to reach their edges: every value -inf,
+// one +inf, one NaN, some -inf among finite values, a max that keeps growing along the row
+// (each chunk rescales the sum), and values whose exp overflows f32. Needs a GPU; skipped
+// without one, and run by scripts/gpu-check.sh.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "backend/cuda/cuda_driver.h"
+#include "backend/cuda/cuda_executable.h"
+#include "driver/driver.h"
+#include "passes/pipeline.h"
+#include "reference/interpreter.h"
+#include "support/tensor_compare.h"
+#include "tilefuse/builder.h"
+
+namespace tilefuse {
+namespace {
+
+constexpr int64_t kRows = 7;
+
+Graph LogSumExpAndSoftmax(int64_t columns) {
+  GraphBuilder b;
+  Value x = b.Parameter("x", DType::kF32, {kRows, columns});
+  Value row_max = b.Reduce(OpCode::kReduceMax, x, {1}, true);
+  Value row_sum = b.Reduce(OpCode::kReduceSum, b.Unary(OpCode::kExp, b.Sub(x, row_max)), {1}, true);
+  b.Output(b.Add(b.Unary(OpCode::kLog, row_sum), row_max), "lse");
+  b.Output(b.Softmax(x, 1), "softmax");
+  auto graph = b.Build();
+  EXPECT_TRUE(graph.ok()) << graph.status().ToString();
+  auto passed = RunGraphPasses(std::move(graph).value(), PassOptions{});
+  EXPECT_TRUE(passed.ok()) << passed.status().ToString();
+  return std::move(passed).value();
+}
+
+Tensor EdgeRows(int64_t columns) {
+  Tensor x = Tensor::Random(DType::kF32, {kRows, columns}, 71);
+  const double inf = std::numeric_limits<double>::infinity();
+  auto at = [&](int64_t row, int64_t column) { return row * columns + column; };
+  for (int64_t c = 0; c < columns; ++c) {
+    x.SetDouble(at(1, c), -inf);                                 // row 1: every value -inf
+    if (c % 3 == 0) x.SetDouble(at(2, c), -inf);                 // row 2: a third -inf
+    x.SetDouble(at(5, c), 40000.0 * c / columns);                // row 5: the max grows to 40000
+    x.SetDouble(at(6, c), 1000 + x.GetDouble(at(6, c)));         // row 6: exp(x) overflows f32
+  }
+  x.SetDouble(at(3, 12345), inf);                                 // row 3: one +inf
+  x.SetDouble(at(4, 777), std::numeric_limits<double>::quiet_NaN());  // row 4: one NaN
+  return x;
+}
+
+struct LongRowCase {
+  int64_t columns = 0;
+  int cluster = 0;           // TemplateOverrides::row_cluster (0: the rule)
+  const char* must_contain;  // the form the kernel must have taken
+};
+
+class CudaLongRowTest : public testing::TestWithParam<LongRowCase> {};
+
+TEST_P(CudaLongRowTest, EdgeRowsMatchTheReference) {
+  auto device = CudaDevice::Get();
+  if (!device.ok()) GTEST_SKIP() << "no GPU: " << device.status().ToString() << "; the long-row forms not run";
+  const LongRowCase& c = GetParam();
+  Graph graph = LogSumExpAndSoftmax(c.columns);
+  CudaCompileOptions options;
+  options.poison_outputs = true;
+  options.overrides.row_cluster = c.cluster;
+  auto compiled = CompileForCuda(graph, options);
+  ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
+  EXPECT_NE((*compiled)->source().find(c.must_contain), std::string::npos) << "the form was not taken:\n" << (*compiled)->source();
+  std::vector<Tensor> inputs = {EdgeRows(c.columns)};
+  auto expected = RunReference(graph, inputs);
+  ASSERT_TRUE(expected.ok()) << expected.status().ToString();
+  auto actual = (*compiled)->Run(inputs);
+  ASSERT_TRUE(actual.ok()) << actual.status().ToString();
+  // NaN where the reference has NaN (rows 1, 3 and 4), nowhere else.
+  for (size_t o = 0; o < expected->size(); ++o) {
+    Comparison cmp = CompareWithReference((*actual)[o], (*expected)[o]);
+    EXPECT_TRUE(cmp.pass) << "output " << o << ": " << cmp.reason;
+  }
+  const Tensor& lse = (*expected)[0];
+  EXPECT_TRUE(std::isnan(lse.GetDouble(1)) && std::isnan(lse.GetDouble(3)) && std::isnan(lse.GetDouble(4)))
+      << "the edge rows do not reach the edges they are meant to";
+  EXPECT_FALSE(std::isnan(lse.GetDouble(2)) || std::isnan(lse.GetDouble(5)) || std::isnan(lse.GetDouble(6)));
+}
+
+// f32 rows of 40000 are more than a 1024-thread block holds in registers (32 values a
+// thread): re-read per pass, the max and sum share the first. Split over a cluster of 2 or
+// 4, each CTA's slice fits in registers; rows of 200000 over 2 do not (re-read slices).
+INSTANTIATE_TEST_SUITE_P(LongRows, CudaLongRowTest,
+                         testing::Values(LongRowCase{40000, 0, "tf_block_reduce_max_sum<"}, LongRowCase{40000, 2, "kCluster = 2"},
+                                         LongRowCase{40000, 4, "kCluster = 4"}, LongRowCase{200000, 2, "kCluster = 2"}),
+                         [](const testing::TestParamInfo<LongRowCase>& info) {
+                           return std::to_string(info.param.columns) + "_cluster" + std::to_string(info.param.cluster);
+                         });
+
+}  // namespace
+}  // namespace tilefuse

@@ -183,14 +183,17 @@ class CudaEmitter {
     if (row_) {
       EmitRowKernel();
       int64_t rows_per_block = c_.threads / c_.threads_per_row;
+      const int64_t blocks = staged_ >= 0 ? std::min<int64_t>(k_.outer, c_.sm_count) : std::max<int64_t>(1, CeilDiv(k_.outer, rows_per_block)) * c_.cluster;
       CudaKernelSource source = LoopKernelSource(
-          k_, c_, out_, std::max<int64_t>(1, CeilDiv(k_.outer, rows_per_block)) * c_.cluster,
-          fmt::format("row: {} per row{}, {}{} x{}",
+          k_, c_, out_, blocks,
+          fmt::format("row: {} per row{}, {}{}{} x{}",
                       c_.threads_per_row == 1 ? "thread" : c_.threads_per_row == 32 ? "warp" : "block",
                       c_.cluster > 1 ? fmt::format(" (a cluster of {} per row)", c_.cluster) : "",
                       c_.cache_row == 2 ? "row in registers as pairs" : c_.cache_row ? "row in registers" : "row re-read per pass",
-                      online_ ? ", max and sum of exp in one pass" : "", c_.vector));
+                      online_ ? ", max and sum of exp in one pass" : "",
+                      staged_ >= 0 ? ", a block per SM with its next row prefetched into shared memory" : "", c_.vector));
       source.launch.cluster = {c_.cluster, 1, 1};
+      if (staged_ >= 0) source.launch.dynamic_shared_bytes = Chunks() * c_.threads * 16;
       return source;
     }
     EmitPointwiseKernel();
@@ -598,6 +601,49 @@ class CudaEmitter {
       if (a == Array::kChunk) a = Array::kNone;
   }
 
+  // The loads of the row itself that a cached row holds in registers (and random values
+  // drawn in blocks), found without printing anything.
+  std::vector<int> CachedRowLoads() {
+    std::vector<bool> seen(k_.values.size(), false);
+    std::vector<int> loads, cached;
+    for (const KernelReduction& r : k_.reductions) Prepare(r.value, seen, loads, "", false);
+    for (const KernelStore& s : k_.stores)
+      if (UsesVar(s.index, 1)) Prepare(s.value, seen, loads, "", false);
+    for (int v : loads)
+      if (IsRowDataLoad(k_.values[v]) || DrawnInBlocks(v)) cached.push_back(v);
+    return cached;
+  }
+
+  // The load whose next row is copied into shared memory while a row computes, or -1. Where
+  // a 1024-thread block holds its row in registers, an SM runs one block: its loads, block
+  // reductions, exp passes and stores ran one after another, and the next row's loads waited
+  // for the block to end (softmax over 65536 bf16 columns at 68% of copy bandwidth). Taken
+  // for one such load read as 16-byte chunks, when there are more rows than SMs.
+  int StagedLoad(const std::vector<int>& cached) const {
+    if (c_.sm_count <= 0 || c_.threads != 1024 || c_.threads_per_row != c_.threads || c_.cluster != 1 || k_.outer <= c_.sm_count ||
+        cached.size() != 1)
+      return -1;
+    const int v = cached[0];
+    const ScalarValue& value = k_.values[v];
+    AffineIndex affine;
+    if (DrawnInBlocks(v) || !AsAffine(value.index, &affine) || affine.c1 != 1 || DTypeSize(value.dtype) * c_.vector != 16) return -1;
+    return v;
+  }
+
+  // Each thread's cp.async of its chunks of row `row` (a variable) into its stage slots: from
+  // one source pointer, chunk k an immediate offset on (the row is contiguous; an address per
+  // chunk spilled at 64 registers a thread).
+  std::string StageCopies(const std::string& row, const std::string& indent) const {
+    const ScalarValue& value = k_.values[staged_];
+    std::string text = fmt::format(
+        "{0}const {1}* stage_source = b{2} + ({3});\n"
+        "{0}#pragma unroll\n{0}for (int k = 0; k < kChunks; ++k) {{\n",
+        indent, StorageType(value.dtype), value.buffer, PrintIndex(value.index, {row, "((tf_index_t)lane * kVec)"}));
+    if (!ChunksExact()) text += indent + "  if (((tf_index_t)k * kThreadsPerRow + lane) * kVec < kInner)\n  ";
+    text += fmt::format("{}  tf_cp_async16(&tf_row_stage[k * kThreadsPerRow + lane], stage_source + k * (kThreadsPerRow * kVec));\n", indent);
+    return text + indent + "}\n";
+  }
+
   void EmitRowKernel() {
     const int tpr = c_.threads_per_row;
     const std::vector<std::string> vars = {"i0", "i1"};
@@ -627,6 +673,8 @@ class CudaEmitter {
         for (size_t r = 0; r < k_.reductions.size(); ++r)
           out_ += fmt::format("  __shared__ {} cluster_total{};\n", AccumulatorType(k_.reductions[r]), r);
     }
+    const std::vector<int> cached = c_.cache_row ? CachedRowLoads() : std::vector<int>{};
+    staged_ = StagedLoad(cached);
     if (tpr == 1) {
       out_ += "  const int lane = 0;\n";
       out_ += fmt::format("  for (tf_index_t i0 = (tf_index_t)blockIdx.x * {0} + threadIdx.x; i0 < kRows; i0 += (tf_index_t)gridDim.x * {0}) {{\n",
@@ -642,6 +690,13 @@ class CudaEmitter {
       out_ += fmt::format("  constexpr int kCluster = {0};\n  constexpr tf_index_t kSlice = kInner / kCluster;\n", c_.cluster);
       out_ += "  const int lane = threadIdx.x;\n  const tf_index_t slice_begin = (tf_index_t)tf_cluster_rank() * kSlice;\n";
       out_ += "  const tf_index_t i0 = blockIdx.x / kCluster;\n  if (i0 < kRows) {\n";
+    } else if (staged_ >= 0) {
+      out_ += "  const int lane = threadIdx.x;\n"
+              "  // Each thread's chunks of its block's next row, copied in while this row computes.\n"
+              "  extern __shared__ uint4 tf_row_stage[];\n"
+              "  if ((tf_index_t)blockIdx.x < kRows) {\n    const tf_index_t i0 = blockIdx.x;\n";
+      out_ += StageCopies("i0", "    ");
+      out_ += "  }\n  tf_cp_async_commit();\n  for (tf_index_t i0 = blockIdx.x; i0 < kRows; i0 += gridDim.x) {\n";
     } else if (c_.cache_row == 2 && k_.outer <= (int64_t{1} << 30)) {
       // A block per row and a block launched per row (work_blocks): no loop, so nothing is
       // carried across one (the row index and offsets were spilled across the grid-stride
@@ -655,25 +710,22 @@ class CudaEmitter {
     const std::string ind = "    ";
     // Loads of the row itself, read once into registers when the row is cached.
     if (c_.cache_row) {
-      std::vector<bool> seen(k_.values.size(), false);
-      std::vector<int> loads;
-      for (const KernelReduction& r : k_.reductions) Prepare(r.value, seen, loads, ind, false);
-      for (const KernelStore& s : k_.stores)
-        if (UsesVar(s.index, 1)) Prepare(s.value, seen, loads, ind, false);
-      std::vector<int> cached;
-      for (int v : loads)
-        if (IsRowDataLoad(k_.values[v]) || DrawnInBlocks(v)) cached.push_back(v);
       for (int v : cached)
-        if (PackedCache(v))
+        if (v == staged_) out_ += fmt::format("{}{} {}[kChunks][{}];\n", ind, PackedCache(v) ? "uint32_t" : StorageType(k_.values[v].dtype),
+                                              ArrayName(v), PackedCache(v) ? "kVec / 2" : "kVec");
+        else if (PackedCache(v))
           out_ += fmt::format("{0}uint32_t {1}[kChunks][kVec / 2];  // element pairs\n"
                               "{0}const uint32_t* {1}_base = (const uint32_t*)(b{2} + ({3}));\n",
                               ind, ArrayName(v), k_.values[v].buffer, PrintIndex(k_.values[v].index, {"i0", FirstChunkStart()}));
         else out_ += fmt::format("{}{} {}[kChunks][kVec];\n", ind, DrawnInBlocks(v) ? "float" : StorageType(k_.values[v].dtype), ArrayName(v));
+      if (staged_ >= 0) out_ += ind + "tf_cp_async_wait_all();\n";
       std::string close = OpenChunkLoop(ind);
       std::string in = ind + (ChunksExact() ? "  " : "    ");
       for (int v : cached) {
         const ScalarValue& value = k_.values[v];
-        if (DrawnInBlocks(v)) {
+        if (v == staged_) {
+          out_ += fmt::format("{}tf_sload16(&tf_row_stage[k * kThreadsPerRow + lane], {}[k]);\n", in, ArrayName(v));
+        } else if (DrawnInBlocks(v)) {
           out_ += DrawBlocks(v, {"i0", "i1b"}, ArrayName(v) + "[k]", in);
         } else if (PackedCache(v)) {
           // From one base pointer: chunk k lies k * kThreadsPerRow * kVec elements on (the row
@@ -688,6 +740,13 @@ class CudaEmitter {
         }
       }
       out_ += close;
+      if (staged_ >= 0) {
+        // Past the last row the copies read this row again (in L2 by then): a branch around
+        // them made ptxas spill 148 bytes of the cached row (and min(.., kRows - 1) 8 bytes).
+        out_ += ind + "{\n" + ind + "  const tf_index_t next = i0 + (tf_index_t)gridDim.x < kRows ? i0 + (tf_index_t)gridDim.x : i0;\n";
+        out_ += StageCopies("next", ind + "  ");
+        out_ += ind + "  tf_cp_async_commit();\n" + ind + "}\n";
+      }
       for (int v : cached) array_[v] = Array::kCached;
     }
     std::vector<bool> in_online_pass(k_.reductions.size(), false);
@@ -704,6 +763,7 @@ class CudaEmitter {
     if (c_.cluster > 1) out_ += ind + "tf_cluster_sync();\n";
     EmitRowStores(ind);
     out_ += "  }\n";
+    if (staged_ >= 0) out_ += "  tf_cp_async_wait_all();  // no copy outlives the block\n";
   }
 
   std::string AccumulatorType(const KernelReduction& r) const { return ComputeType(r.dtype); }
@@ -840,6 +900,7 @@ class CudaEmitter {
   // Per reduction: the sum reduction computed in its pass (EmitOnlineMaxAndSum), or -1.
   std::vector<int> online_sum_;
   bool online_ = false;
+  int staged_ = -1;  // StagedLoad: the load whose next row is prefetched, or -1
   // The lane form: whether the kernel took it, its uniform values and (while its vector loop
   // is printed) the values held as arrays.
   bool lanes_ = false;

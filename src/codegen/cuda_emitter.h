@@ -54,6 +54,11 @@ struct CudaKernelConfig {
   // (1, 2, 4 or 8), each reducing a slice of it and combining the partials through
   // distributed shared memory; resolved to 1 wherever it does not apply.
   int cluster = 1;
+  // The GPU's SM count (set by the program builder, not searched; 0: unknown). With it, a row
+  // kernel whose 1024-thread block holds its row in registers (one block per SM) runs one
+  // block per SM over many rows, each thread copying its part of the block's next row into
+  // shared memory (cp.async) while the current row computes.
+  int sm_count = 0;
 };
 
 struct CudaKernelSource {

@@ -1,6 +1,6 @@
 // The CUDA row template's long-row forms on a GPU against the f64 reference: the online max
-// and sum (codegen/cuda_emitter: EmitOnlineMaxAndSum) and a row shared by the CTAs of a
-// cluster (CudaKernelConfig::cluster), on rows made to reach their edges: every value -inf,
+// and sum (codegen/cuda_emitter: EmitOnlineMaxAndSum), a row shared by the CTAs of a cluster
+// (CudaKernelConfig::cluster) and a block per SM prefetching its next row, on rows made to reach their edges: every value -inf,
 // one +inf, one NaN, some -inf among finite values, a max that keeps growing along the row
 // (each chunk rescales the sum), and values whose exp overflows f32. Needs a GPU; skipped
 // without one, and run by scripts/gpu-check.sh.
@@ -20,11 +20,9 @@
 namespace tilefuse {
 namespace {
 
-constexpr int64_t kRows = 7;
-
-Graph LogSumExpAndSoftmax(int64_t columns) {
+Graph LogSumExpAndSoftmax(int64_t rows, int64_t columns) {
   GraphBuilder b;
-  Value x = b.Parameter("x", DType::kF32, {kRows, columns});
+  Value x = b.Parameter("x", DType::kF32, {rows, columns});
   Value row_max = b.Reduce(OpCode::kReduceMax, x, {1}, true);
   Value row_sum = b.Reduce(OpCode::kReduceSum, b.Unary(OpCode::kExp, b.Sub(x, row_max)), {1}, true);
   b.Output(b.Add(b.Unary(OpCode::kLog, row_sum), row_max), "lse");
@@ -36,8 +34,9 @@ Graph LogSumExpAndSoftmax(int64_t columns) {
   return std::move(passed).value();
 }
 
-Tensor EdgeRows(int64_t columns) {
-  Tensor x = Tensor::Random(DType::kF32, {kRows, columns}, 71);
+// Rows 0-6 reach the edges; any further rows are random.
+Tensor EdgeRows(int64_t rows, int64_t columns) {
+  Tensor x = Tensor::Random(DType::kF32, {rows, columns}, 71);
   const double inf = std::numeric_limits<double>::infinity();
   auto at = [&](int64_t row, int64_t column) { return row * columns + column; };
   for (int64_t c = 0; c < columns; ++c) {
@@ -52,7 +51,7 @@ Tensor EdgeRows(int64_t columns) {
 }
 
 struct LongRowCase {
-  int64_t columns = 0;
+  int64_t rows = 7, columns = 0;
   int cluster = 0;           // TemplateOverrides::row_cluster (0: the rule)
   const char* must_contain;  // the form the kernel must have taken
 };
@@ -63,14 +62,14 @@ TEST_P(CudaLongRowTest, EdgeRowsMatchTheReference) {
   auto device = CudaDevice::Get();
   if (!device.ok()) GTEST_SKIP() << "no GPU: " << device.status().ToString() << "; the long-row forms not run";
   const LongRowCase& c = GetParam();
-  Graph graph = LogSumExpAndSoftmax(c.columns);
+  Graph graph = LogSumExpAndSoftmax(c.rows, c.columns);
   CudaCompileOptions options;
   options.poison_outputs = true;
   options.overrides.row_cluster = c.cluster;
   auto compiled = CompileForCuda(graph, options);
   ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
   EXPECT_NE((*compiled)->source().find(c.must_contain), std::string::npos) << "the form was not taken:\n" << (*compiled)->source();
-  std::vector<Tensor> inputs = {EdgeRows(c.columns)};
+  std::vector<Tensor> inputs = {EdgeRows(c.rows, c.columns)};
   auto expected = RunReference(graph, inputs);
   ASSERT_TRUE(expected.ok()) << expected.status().ToString();
   auto actual = (*compiled)->Run(inputs);
@@ -88,12 +87,16 @@ TEST_P(CudaLongRowTest, EdgeRowsMatchTheReference) {
 
 // f32 rows of 40000 are more than a 1024-thread block holds in registers (32 values a
 // thread): re-read per pass, the max and sum share the first. Split over a cluster of 2 or
-// 4, each CTA's slice fits in registers; rows of 200000 over 2 do not (re-read slices).
+// 4, each CTA's slice fits in registers; rows of 200000 over 2 do not (re-read slices). 300
+// rows of 32768 fill a 1024-thread block's registers, more rows than SMs: a block per SM
+// walks the rows, its next row copied into shared memory meanwhile.
 INSTANTIATE_TEST_SUITE_P(LongRows, CudaLongRowTest,
-                         testing::Values(LongRowCase{40000, 0, "tf_block_reduce_max_sum<"}, LongRowCase{40000, 2, "kCluster = 2"},
-                                         LongRowCase{40000, 4, "kCluster = 4"}, LongRowCase{200000, 2, "kCluster = 2"}),
+                         testing::Values(LongRowCase{7, 40000, 0, "tf_block_reduce_max_sum<"}, LongRowCase{7, 40000, 2, "kCluster = 2"},
+                                         LongRowCase{7, 40000, 4, "kCluster = 4"}, LongRowCase{7, 200000, 2, "kCluster = 2"},
+                                         LongRowCase{300, 32768, 0, "tf_row_stage"}),
                          [](const testing::TestParamInfo<LongRowCase>& info) {
-                           return std::to_string(info.param.columns) + "_cluster" + std::to_string(info.param.cluster);
+                           return std::to_string(info.param.rows) + "x" + std::to_string(info.param.columns) + "_cluster" +
+                                  std::to_string(info.param.cluster);
                          });
 
 }  // namespace

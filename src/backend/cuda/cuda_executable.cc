@@ -397,7 +397,9 @@ StatusOr<std::vector<VariantTiming>> CudaExecutable::MeasureVariants(const std::
   for (size_t i = 0; i < configs.size(); ++i) {
     Kernel k = base->kernel;
     k.name = fmt::format("{}_variant{}", name, i);
-    emitted.push_back(EmitCudaKernel(k, configs[i]));
+    CudaKernelConfig config = configs[i];
+    config.sm_count = state_->device->sm_count();
+    emitted.push_back(EmitCudaKernel(k, config));
   }
   ASSIGN_OR_RETURN(std::vector<VariantResult> results, TimeVariants(*state_, *base, emitted, warmup, repeats));
   std::vector<VariantTiming> timings;

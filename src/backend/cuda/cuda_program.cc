@@ -93,6 +93,7 @@ StatusOr<CudaLaunchable> LowerAndEmit(const Graph& g, const FusionGroup& group, 
   auto tuned = configs.find(KernelFingerprint(kernel));
   CudaKernelConfig config = tuned == configs.end() ? CudaKernelConfig{} : tuned->second;
   if (tuned == configs.end() && target.overrides.row_cluster > 0) config.cluster = target.overrides.row_cluster;
+  config.sm_count = target.sm_count;
   ASSIGN_OR_RETURN(launchable.source, EmitCudaKernel(kernel, config));
   for (const KernelBuffer& b : kernel.buffers) launchable.buffer_nodes.push_back(b.node);
   launchable.kernel = std::move(kernel);

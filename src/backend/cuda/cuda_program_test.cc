@@ -336,6 +336,23 @@ TEST(CudaProgramRowClusterTest, LongRowKernelsCompileForSm90aWithoutSpills) {
     }
 }
 
+// Softmax over 65536 bf16 columns: a 1024-thread block holds a row in registers, so an SM runs
+// one; with more rows than SMs, a block per SM walks the rows and copies its next row into
+// shared memory while the current one computes (and the kernel compiles without spills:
+// CudaProgramTest above).
+TEST(CudaProgramPrefetchTest, RowsHeldInRegistersPrefetchTheNextRow) {
+  CudaProgram program = BenchCaseProgram("softmax_bf16_1024x65536.onnxtxt");
+  ASSERT_EQ(program.groups.size(), 1u);
+  ASSERT_TRUE(program.groups[0].kernel);
+  const CudaKernelSource& k = program.groups[0].kernel->source;
+  EXPECT_NE(k.function.find("tf_cp_async16(&tf_row_stage["), std::string::npos) << k.function;
+  EXPECT_EQ(k.launch.grid[0], CudaTarget{}.sm_count);
+  EXPECT_EQ(k.launch.dynamic_shared_bytes, 65536 * 2);
+  // Rows shorter than a 1024-thread block's (8192 columns: 256 threads) keep a block per row.
+  const std::string short_rows = BenchCaseProgram("softmax_bf16_8192x8192.onnxtxt").source;
+  EXPECT_EQ(short_rows.find("tf_row_stage"), std::string::npos);
+}
+
 // Cross-entropy's logsumexp over rows too long for registers (131072 bf16 logits): the max
 // and the sum of exp(x - max) in one pass over the row (an online softmax), so the logits are
 // read once, not twice. Rows held in registers (its 64x1000 twin) keep the two passes.

@@ -227,6 +227,35 @@ template <int N, typename T> TFD void tf_vstore(T* __restrict__ p, const T (&in)
   }
 }
 
+// ---- a row's next chunks copied into shared memory while the current row computes ----
+// 16 bytes from global memory into shared memory, asynchronously (sm_80+), bypassing L1.
+TFD void tf_cp_async16(void* shared, const void* global) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((unsigned)__cvta_generic_to_shared(shared)), "l"(global) : "memory");
+}
+TFD void tf_cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+// This thread's copies committed so far have landed (other threads' are not waited for).
+TFD void tf_cp_async_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
+// 16 bytes of shared memory into a register array, element by element: a 16-byte store
+// through a cast pointer kept the array in local memory, and the cp.async statements'
+// memory clobber then made it spill (148 bytes, softmax over 65536 bf16 columns).
+template <int N, typename T> TFD void tf_sload16(const uint4* shared, T (&out)[N]) {
+  static_assert(N * sizeof(T) == 16, "16 bytes");
+  const uint4 v = *shared;
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    if constexpr (sizeof(T) == 2) {
+      const uint16_t h = (uint16_t)(w[i / 2] >> (16 * (i % 2)));
+      memcpy(&out[i], &h, 2);
+    } else if constexpr (sizeof(T) == 4) {
+      memcpy(&out[i], &w[i], 4);
+    } else {
+      const uint64_t d = (uint64_t)w[2 * i] | ((uint64_t)w[2 * i + 1] << 32);
+      memcpy(&out[i], &d, 8);
+    }
+  }
+}
+
 // ---- reductions across threads ----
 struct tf_sum { template <typename T> TFD T combine(T a, T b) { return a + b; } };
 struct tf_prod { template <typename T> TFD T combine(T a, T b) { return a * b; } };

@@ -65,10 +65,12 @@ bool IsRowDataLoad(const ScalarValue& v) {
 
 // The sum reduction that can run in the pass of max reduction `max_r` (an online softmax:
 // a running max, and the sum rescaled whenever the max grows), or -1. It must reduce
-// exp(x - max) of the very value x the max reduces, in the same type.
+// exp(x - max) of the very value x the max reduces, in the same type, x varying along the
+// row (a value broadcast along it is computed once per row, before the pass, where the
+// running max does not exist yet).
 int OnlineSumOf(const Kernel& k, int max_r) {
   const KernelReduction& max_red = k.reductions[max_r];
-  if (max_red.op != OpCode::kReduceMax || !IsFloat(max_red.dtype)) return -1;
+  if (max_red.op != OpCode::kReduceMax || !IsFloat(max_red.dtype) || !k.values[max_red.value].inner) return -1;
   for (size_t r = 0; r < k.reductions.size(); ++r) {
     const KernelReduction& sum_red = k.reductions[r];
     if (sum_red.op != OpCode::kReduceSum || std::string_view(ComputeType(sum_red.dtype)) != ComputeType(max_red.dtype)) continue;

@@ -73,5 +73,22 @@ TEST(CliFuzz, UsageErrorsExitTwoAndHelpExplains) {
     EXPECT_NE(help.out.find(word), std::string::npos) << word << "\n" << help.out;
 }
 
+// Random graphs' CUDA kernels compile through NVRTC for sm_90a without a GPU (--emit): seed
+// 400153 (a max over a value broadcast along the row, followed by a sum of exp, once took the
+// one-pass max and sum and printed a use of the running max before it existed), and 60 more.
+TEST(CliFuzz, CudaKernelsOfRandomGraphsCompileForSm90a) {
+  const std::filesystem::path emit = std::filesystem::temp_directory_path() / "tilefuse_fuzz_emit_test";
+  std::filesystem::remove_all(emit);
+  for (const char* range : {"--seed 400153 --count 1", "--seed 400100 --count 60"}) {
+    CommandResult r = RunWithTestCache(std::string("fuzz ") + range + " --backend cuda --emit " + emit.string());
+    if (r.exit_code != 0 && r.err.find("NVRTC") != std::string::npos && r.err.find("not available") != std::string::npos)
+      GTEST_SKIP() << "NVRTC not available: " << r.err;
+    EXPECT_EQ(r.exit_code, 0) << range << "\n" << r.out << r.err;
+    EXPECT_EQ(r.err.find("NVRTC failed"), std::string::npos) << r.err;
+  }
+  EXPECT_TRUE(std::filesystem::exists(emit / "seed400153" / "cuda" / "kernels.cu"));
+  std::filesystem::remove_all(emit);
+}
+
 }  // namespace
 }  // namespace tilefuse

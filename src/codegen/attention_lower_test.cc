@@ -14,6 +14,7 @@
 #include "passes/pipeline.h"
 #include "backend/cpu/cpu_executable.h"
 #include "support/tensor_compare.h"
+#include "testing/random_inputs.h"
 #include "tilefuse/builder.h"
 
 namespace tilefuse {
@@ -66,16 +67,6 @@ StatusOr<std::unique_ptr<CpuExecutable>> CompileFused(const Graph& graph) {
   options.poison_outputs = true;
   options.cache_dir = (std::filesystem::temp_directory_path() / "tilefuse_test_cache").string();
   return CompileForCpu(graph, options);
-}
-
-// Input i random with seed first_seed + i.
-std::vector<Tensor> RandomInputs(const Graph& graph, uint64_t first_seed) {
-  std::vector<Tensor> inputs;
-  for (size_t i = 0; i < graph.inputs().size(); ++i) {
-    const Node& p = graph.node(graph.inputs()[i]);
-    inputs.push_back(Tensor::Random(p.dtype, p.shape, first_seed + i));
-  }
-  return inputs;
 }
 
 // Compiles fused, runs on random inputs and compares with the reference; returns the

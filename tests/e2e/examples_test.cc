@@ -9,6 +9,7 @@
 #include "reference/interpreter.h"
 #include "frontend/onnx/importer.h"
 #include "passes/pipeline.h"
+#include "testing/random_inputs.h"
 
 namespace tilefuse {
 namespace {
@@ -26,14 +27,6 @@ std::vector<std::string> ExampleNames() {
   }
   std::sort(names.begin(), names.end());
   return names;
-}
-
-std::vector<Tensor> RandomInputs(const Graph& graph, uint64_t seed) {
-  std::vector<Tensor> inputs;
-  for (int id : graph.inputs()) {
-    inputs.push_back(Tensor::Random(graph.node(id).dtype, graph.node(id).shape, seed++));
-  }
-  return inputs;
 }
 
 // f32 results of a decomposed graph round at every node; the composite rounds once. In

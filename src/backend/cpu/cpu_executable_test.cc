@@ -16,6 +16,7 @@
 #include "passes/pipeline.h"
 #include "runtime/measure.h"
 #include "support/tensor_compare.h"
+#include "testing/random_inputs.h"
 
 namespace tilefuse {
 namespace {
@@ -32,6 +33,14 @@ void ExpectClose(const Tensor& actual, const Tensor& expected, const std::string
   EXPECT_TRUE(c.pass) << what << ": " << c.reason;
 }
 
+std::string TestCacheDir() { return (std::filesystem::temp_directory_path() / "tilefuse_test_cache").string(); }
+
+// The graph of an ONNX model (a file or folder), through the graph passes.
+StatusOr<Graph> ImportAndPass(const std::string& path) {
+  ASSIGN_OR_RETURN(ImportedModel model, ImportOnnx(path));
+  return RunGraphPasses(std::move(model.graph), PassOptions{});
+}
+
 void CompileAndCheck(const std::string& path, bool fuse) {
   auto model = ImportOnnx(path);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
@@ -40,7 +49,7 @@ void CompileAndCheck(const std::string& path, bool fuse) {
   CpuCompileOptions options;
   options.fuse = fuse;
   options.poison_outputs = true;
-  options.cache_dir = (std::filesystem::temp_directory_path() / "tilefuse_test_cache").string();
+  options.cache_dir = TestCacheDir();
   auto compiled = CompileForCpu(*graph, options);
   ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
   std::vector<Tensor> inputs;
@@ -151,7 +160,7 @@ TEST_P(GemmPrologueTest, PrologueRunsAsGeneratedKernelsAndMatchesReference) {
   ASSERT_TRUE(graph.ok()) << graph.status().ToString();
   CpuCompileOptions options;
   options.poison_outputs = true;
-  options.cache_dir = (std::filesystem::temp_directory_path() / "tilefuse_test_cache").string();
+  options.cache_dir = TestCacheDir();
   auto compiled = CompileForCpu(*graph, options);
   ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
   const CpuExecutable& cg = **compiled;
@@ -178,11 +187,7 @@ TEST_P(GemmPrologueTest, PrologueRunsAsGeneratedKernelsAndMatchesReference) {
   // Twice, on different inputs: the arena's bytes from the first run must not leak into
   // the second (and are poisoned anyway).
   for (uint64_t seed : {7, 8}) {
-    std::vector<Tensor> inputs;
-    for (size_t i = 0; i < graph->inputs().size(); ++i) {
-      const Node& p = graph->node(graph->inputs()[i]);
-      inputs.push_back(Tensor::Random(p.dtype, p.shape, seed * 100 + i));
-    }
+    std::vector<Tensor> inputs = RandomInputs(*graph, seed * 100);
     auto expected = RunReference(*graph, inputs);
     ASSERT_TRUE(expected.ok()) << expected.status().ToString();
     auto actual = (*compiled)->Run(inputs);
@@ -200,7 +205,7 @@ TEST(GemmPrologueArenaTest, ProductAndPrologueOutputsAreInTheArena) {
   auto graph = RunGraphPasses(std::move(model->graph), PassOptions{});
   ASSERT_TRUE(graph.ok()) << graph.status().ToString();
   CpuCompileOptions options;
-  options.cache_dir = (std::filesystem::temp_directory_path() / "tilefuse_test_cache").string();
+  options.cache_dir = TestCacheDir();
   auto compiled = CompileForCpu(*graph, options);
   ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
   // The gemm group, and its epilogue as a group of its own (on the CPU the epilogue is a
@@ -209,11 +214,7 @@ TEST(GemmPrologueArenaTest, ProductAndPrologueOutputsAreInTheArena) {
   ASSERT_EQ((*compiled)->plan().groups[0].kind, GroupKind::kGemm);
   const int64_t transposed = 3 * 48 * 64 * 4, cast = 64 * 40 * 4, product = 3 * 48 * 40 * 4;
   EXPECT_EQ((*compiled)->arena_bytes(), transposed + cast + product);  // all live at once, 64-byte multiples
-  std::vector<Tensor> inputs;
-  for (size_t i = 0; i < graph->inputs().size(); ++i) {
-    const Node& p = graph->node(graph->inputs()[i]);
-    inputs.push_back(Tensor::Random(p.dtype, p.shape, 40 + i));
-  }
+  std::vector<Tensor> inputs = RandomInputs(*graph, 40);
   auto times = GroupTimesUs(**compiled, inputs);
   ASSERT_TRUE(times.ok()) << times.status().ToString();
   ASSERT_EQ(times->size(), 2u);
@@ -251,18 +252,14 @@ TEST(RowReductionPlanTest, LayerNormOverChannelsThenTransposeBackIsGenerated) {
     ASSERT_TRUE(graph.ok()) << graph.status().ToString();
     CpuCompileOptions options;
     options.poison_outputs = true;
-    options.cache_dir = (std::filesystem::temp_directory_path() / "tilefuse_test_cache").string();
+    options.cache_dir = TestCacheDir();
     auto compiled = CompileForCpu(*graph, options);
     ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
     for (const KernelInfo& info : (*compiled)->kernels()) {
       EXPECT_TRUE(info.generated) << info.name << ": " << info.why_not;
       EXPECT_EQ(info.num_reference_nodes, 0) << info.name << ": " << info.why_not;
     }
-    std::vector<Tensor> inputs;
-    for (size_t i = 0; i < graph->inputs().size(); ++i) {
-      const Node& p = graph->node(graph->inputs()[i]);
-      inputs.push_back(Tensor::Random(p.dtype, p.shape, 300 + i));
-    }
+    std::vector<Tensor> inputs = RandomInputs(*graph, 300);
     auto expected = RunReference(*graph, inputs);
     ASSERT_TRUE(expected.ok()) << expected.status().ToString();
     auto actual = (*compiled)->Run(inputs);
@@ -274,19 +271,13 @@ TEST(RowReductionPlanTest, LayerNormOverChannelsThenTransposeBackIsGenerated) {
 // The per-group timings of one run (what --trace draws) lie on the run's clock one after
 // another, not all at its start.
 TEST(CpuTimingsTest, StepsFollowOneAnotherOnTheRunsClock) {
-  auto model = ImportOnnx(std::string(TILEFUSE_SOURCE_DIR) + "/tests/models/mlp_block");
-  ASSERT_TRUE(model.ok()) << model.status().ToString();
-  auto graph = RunGraphPasses(std::move(model->graph), PassOptions{});
+  auto graph = ImportAndPass(std::string(TILEFUSE_SOURCE_DIR) + "/tests/models/mlp_block");
   ASSERT_TRUE(graph.ok()) << graph.status().ToString();
   CpuCompileOptions options;
-  options.cache_dir = (std::filesystem::temp_directory_path() / "tilefuse_test_cache").string();
+  options.cache_dir = TestCacheDir();
   auto compiled = CompileForCpu(*graph, options);
   ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
-  std::vector<Tensor> inputs;
-  for (size_t i = 0; i < graph->inputs().size(); ++i) {
-    const Node& p = graph->node(graph->inputs()[i]);
-    inputs.push_back(Tensor::Random(p.dtype, p.shape, 500 + i));
-  }
+  std::vector<Tensor> inputs = RandomInputs(*graph, 500);
   std::vector<KernelTiming> timings;
   ASSERT_TRUE((*compiled)->Run(inputs, &timings).ok());
   ASSERT_GE(timings.size(), 2u);

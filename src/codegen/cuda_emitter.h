@@ -35,7 +35,7 @@ namespace tilefuse {
 
 struct CudaKernelConfig {
   int threads = 0;          // per block; 0: chosen from the kernel's shape
-  int vector = 0;           // elements per access; 0: 16 bytes of the narrowest row/pointwise access
+  int vector = 0;           // elements per access; 0: 16 bytes of the narrowest row access, 32 (16 with transcendentals) pointwise
   int threads_per_row = 0;  // row template: 1, 32 or `threads`; 0: chosen from the row length
   int cache_row = -1;       // row template: 1 registers, 2 registers holding half-precision pairs, 0 re-read; -1: when it fits
   int unroll = 0;           // pointwise: vectors per thread per step; 0: 2 (32 bytes in flight)

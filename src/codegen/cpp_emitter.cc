@@ -19,6 +19,23 @@ namespace tilefuse {
 
 namespace {
 
+// GCC's default -ffp-contract=fast fuses a product into a later addition or subtraction even
+// across statements, so a value used both as x*y and through a rounded copy of it diverges:
+// x*y - mean(x*y) over one element became fma(x, y, -round(x*y)), the product's rounding
+// error instead of 0, which a layer norm then scaled by 1/sqrt(eps) (fuzz seed 30061). The
+// loop kernels round every product as the scalar program does; explicit fmaf calls (exp's
+// polynomial) stay fused, and the attention kernel keeps contraction in its dot products.
+// Clang contracts only within one expression (its default), which cannot split a value so.
+constexpr const char kRoundedProducts[] = R"TFRAW(
+#ifndef TF_ROUNDED_PRODUCTS
+#if defined(__GNUC__) && !defined(__clang__)
+#define TF_ROUNDED_PRODUCTS __attribute__((optimize("fp-contract=off")))
+#else
+#define TF_ROUNDED_PRODUCTS
+#endif
+#endif
+)TFRAW";
+
 // Float sums longer than this add SIMD-lane partial sums block by block into a double
 // total, so rounding error grows with the block, not with the row.
 constexpr int64_t kSumBlock = 1024;
@@ -85,7 +102,8 @@ class CppEmitter {
 
   std::string Run() {
     out_ = CppConfigErrorDirective(config_) + CppSimdDeclarations();
-    out_ += fmt::format("\nextern \"C\" void {}(void* const* buffers) {{\n", k_.name);
+    out_ += kRoundedProducts;
+    out_ += fmt::format("\nextern \"C\" TF_ROUNDED_PRODUCTS void {}(void* const* buffers) {{\n", k_.name);
     out_ += CppBufferDeclarations(k_.buffers);
     bool pointwise = k_.reductions.empty() && !HasInnerStores();
     const PipelineShape pipeline = PipelineOfRewritten(k_, config_);

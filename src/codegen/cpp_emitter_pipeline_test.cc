@@ -29,7 +29,7 @@ Compiled CompileText(const std::string& text, const CppKernelConfig* config = nu
   std::string source;
   if (m.compiled)
     for (const KernelInfo& k : m.compiled->kernels())
-      if (k.generated) source += k.source.substr(k.source.find("extern \"C\" void"));
+      if (k.generated) source += k.source.substr(k.source.rfind("extern \"C\""));
   return {std::move(m.graph), std::move(m.compiled), source};
 }
 

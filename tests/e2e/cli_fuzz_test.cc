@@ -90,5 +90,15 @@ TEST(CliFuzz, CudaKernelsOfRandomGraphsCompileForSm90a) {
   std::filesystem::remove_all(emit);
 }
 
+// Seed 30061 on the CPU: x*y minus its mean over one element is 0 only if both uses of x*y
+// are rounded alike; GCC fused the product into the subtraction (the product's rounding
+// error, which a layer norm then scaled by 1/sqrt(eps)), until the loop kernels were
+// compiled without contraction.
+TEST(CliFuzz, ProductsKeepTheirRoundingOnTheCpu) {
+  CommandResult r = RunWithTestCache("fuzz --seed 30061 --count 1");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("1 match, 0 ill-conditioned"), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace tilefuse

@@ -94,7 +94,8 @@ void AddTuneCommand(CLI::App& app, int& exit_code) {
   tune->add_flag("--no-fallback", options->no_fallback, "Keep every fused group even when its ops measure faster unfused");
   tune->footer(
       "Each kernel's search space is pruned by the template's constraints, then measured. cuda: threads,\n"
-      "vector width, threads per row, row in registers or re-read; device events, inputs rotated beyond L2.\n"
+      "vector width, threads per row, row in registers or re-read, a long row shared by a cluster of CTAs;\n"
+      "device events, inputs rotated beyond L2.\n"
       "cpu: OpenMP team size, schedule and chunk of the outer loop, row buffer or recompute; steady clock,\n"
       "inputs rotated beyond the last-level cache. Both: warm-up, median of repeats, a winner much faster\n"
       "than the default measured again; a config that fails to compile counts as infinitely slow. Results\n"

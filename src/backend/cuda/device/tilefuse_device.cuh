@@ -235,9 +235,8 @@ TFD void tf_cp_async16(void* shared, const void* global) {
 TFD void tf_cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 // This thread's copies committed so far have landed (other threads' are not waited for).
 TFD void tf_cp_async_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
-// 16 bytes of shared memory into a register array, element by element: a 16-byte store
-// through a cast pointer kept the array in local memory, and the cp.async statements'
-// memory clobber then made it spill (148 bytes, softmax over 65536 bf16 columns).
+// 16 bytes of shared memory into a register array: one 16-byte load, its words assigned
+// element by element (no store through a cast pointer into the array).
 template <int N, typename T> TFD void tf_sload16(const uint4* shared, T (&out)[N]) {
   static_assert(N * sizeof(T) == 16, "16 bytes");
   const uint4 v = *shared;

@@ -235,24 +235,10 @@ TFD void tf_cp_async16(void* shared, const void* global) {
 TFD void tf_cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 // This thread's copies committed so far have landed (other threads' are not waited for).
 TFD void tf_cp_async_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
-// 16 bytes of shared memory into a register array: one 16-byte load, its words assigned
-// element by element (no store through a cast pointer into the array).
+// 16 bytes of shared memory into a register array.
 template <int N, typename T> TFD void tf_sload16(const uint4* shared, T (&out)[N]) {
   static_assert(N * sizeof(T) == 16, "16 bytes");
-  const uint4 v = *shared;
-  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int i = 0; i < N; ++i) {
-    if constexpr (sizeof(T) == 2) {
-      const uint16_t h = (uint16_t)(w[i / 2] >> (16 * (i % 2)));
-      memcpy(&out[i], &h, 2);
-    } else if constexpr (sizeof(T) == 4) {
-      memcpy(&out[i], &w[i], 4);
-    } else {
-      const uint64_t d = (uint64_t)w[2 * i] | ((uint64_t)w[2 * i + 1] << 32);
-      memcpy(&out[i], &d, 8);
-    }
-  }
+  *reinterpret_cast<uint4*>(out) = *shared;
 }
 
 // ---- reductions across threads ----

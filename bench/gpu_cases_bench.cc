@@ -53,6 +53,8 @@ int Main(int argc, char** argv) {
       overrides.attention_lazy_margin = std::stof(argv[++i]);
     } else if (a == "--attention-consumers" && i + 1 < argc) {
       overrides.attention_consumers = std::stoi(argv[++i]);
+    } else if (a == "--attention-tiles" && i + 1 < argc) {
+      overrides.attention_tiles = std::stoi(argv[++i]);
     } else if (a == "--gemm" && i + 1 < argc) {
       std::string path = argv[++i];
       gemm = path == "template" ? GemmPath::kTemplate : path == "library" ? GemmPath::kLibrary : GemmPath::kAuto;
@@ -72,7 +74,7 @@ int Main(int argc, char** argv) {
       fmt::print(stderr,
                  "usage: {} [--cases a,b] [--repeats N] [--json FILE] [--root SOURCE_DIR] [--tune] [--attention template|overlap|serial|split]\n"
                  "  [--attention-block-n 64|128|192|256] [--attention-poly-exp N (0: none)] [--attention-lazy-margin M (-1: off)]\n"
-                 "  [--attention-consumers 2|3] [--gemm template|library|auto] [--gemm-pingpong on|off] [--gemm-block-n 64|128|192|256] [--gemm-stages N]\n"
+                 "  [--attention-consumers 2|3] [--attention-tiles 1|2|4 (query blocks per CTA)] [--gemm template|library|auto] [--gemm-pingpong on|off] [--gemm-block-n 64|128|192|256] [--gemm-stages N]\n"
                  "  [--gemm-splits N (1: no split-K)] [--gemm-group-m N] [--row-cluster 1|2|4|8 (CTAs sharing a row)]\n"
                  "  (override the templates' rules)\n",
                  argv[0]);

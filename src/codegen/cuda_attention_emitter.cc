@@ -21,10 +21,10 @@ constexpr float kLazyMarginByRule = -2;  // CudaAttentionConfig's default: Resol
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Shared memory: the Q tile, the K and V ring, barriers (Q; full and empty per stage for
-// K and for V), aligned to 1024 bytes (the swizzle period).
+// Shared memory: the Q tile, the K and V ring, barriers (Q full and empty; full and empty
+// per stage for K and for V), aligned to 1024 bytes (the swizzle period).
 int64_t SharedBytes(const AttentionTemplateKernel& a, const CudaAttentionConfig& c) {
-  return 1024 + int64_t{c.BlockM()} * a.d * 2 + int64_t{c.stages} * c.block_n * (a.d + a.dv) * 2 + 8 * (1 + 4 * c.stages);
+  return 1024 + int64_t{c.BlockM()} * a.d * 2 + int64_t{c.stages} * c.block_n * (a.d + a.dv) * 2 + 8 * (2 + 4 * c.stages);
 }
 
 }  // namespace
@@ -68,7 +68,9 @@ namespace {
 
 class AttentionEmitter {
  public:
-  AttentionEmitter(const AttentionTemplateKernel& a, const CudaAttentionConfig& c) : a_(a), c_(c) {}
+  AttentionEmitter(const AttentionTemplateKernel& a, const CudaAttentionConfig& c) : a_(a), c_(c) {
+    if (c_.tiles == 0) c_.tiles = TilesByRule();
+  }
 
   StatusOr<CudaKernelSource> Run() {
     RETURN_IF_ERROR(Validate());
@@ -78,10 +80,11 @@ class AttentionEmitter {
     CudaKernelSource s;
     s.name = a_.name;
     s.threads = threads;
-    s.work_blocks = m_blocks * batch;
-    s.strategy = fmt::format("attention template {}x{}, d {}/{}, {} stages, K {}, V {}{}{}", c_.BlockM(), c_.block_n, a_.d, a_.dv, c_.stages,
+    s.work_blocks = CeilDiv(m_blocks, c_.tiles) * batch;
+    s.strategy = fmt::format("attention template {}x{}, d {}/{}, {} stages, K {}, V {}{}{}{}", c_.BlockM(), c_.block_n, a_.d, a_.dv, c_.stages,
                              a_.k.RowsContiguous() ? "K-major" : "MN-major", a_.v.RowsContiguous() ? "K-major" : "MN-major",
-                             SkipsKeyBlocks() ? ", masked key blocks skipped" : "", LoopName());
+                             SkipsKeyBlocks() ? ", masked key blocks skipped" : "", LoopName(),
+                             c_.tiles > 1 ? fmt::format(", {} query blocks per CTA", c_.tiles) : "");
     out_ = KeyBlockTables() + InteriorTables();
     out_ += WgmmaFunction(a_.name + "_qk", c_.block_n, a_.dtype, /*b_mn_major=*/!a_.k.RowsContiguous());
     out_ += WgmmaRegisterAFunction(a_.name + "_pv", static_cast<int>(a_.dv), a_.dtype, /*b_mn_major=*/!a_.v.RowsContiguous());
@@ -117,6 +120,8 @@ class AttentionEmitter {
       return InvalidArgument(fmt::format("{}: {} bytes of shared memory (the limit is {})", a_.name, SharedBytes(a_, c_), kSharedLimit));
     if (c_.consumers != 2 && c_.consumers != 3)
       return InvalidArgument(fmt::format("{}: {} consumer warpgroups (need 2 or 3)", a_.name, c_.consumers));
+    if (c_.tiles != 1 && c_.tiles != 2 && c_.tiles != 4)
+      return InvalidArgument(fmt::format("{}: {} query blocks per CTA (need 1, 2 or 4)", a_.name, c_.tiles));
     if (c_.consumers == 3 && c_.loop == AttentionLoop::kPingPong)
       return InvalidArgument(fmt::format("{}: ping-pong takes two consumer warpgroups, not three", a_.name));
     const int64_t m_blocks = CeilDiv(a_.nq, c_.BlockM());
@@ -140,6 +145,19 @@ class AttentionEmitter {
     return out;
   }
 
+  // Several query blocks per CTA where a mask skips key blocks: their pairing evens out the
+  // CTAs' work. Measured on an H100 (2026-11-25, B4 H16 N4096, two rounds; 1 / 2 / 4 blocks
+  // per CTA): causal d64 361 / 346 / 342 us, causal d128 468 / 458 / 459. Without a mask the
+  // CTAs' work is equal already and fewer CTAs round worse into waves: full d64 (three
+  // consumers) 537 / 624 / 644, full d128 806 / 812-868 / 827. As many as leave two waves.
+  int TilesByRule() const {
+    if (!SkipsKeyBlocks()) return 1;
+    const int64_t m_blocks = CeilDiv(a_.nq, c_.BlockM()), batch = NumElements(a_.batch_shape);
+    for (int tiles : {4, 2})
+      if (batch * CeilDiv(m_blocks, tiles) >= 2 * int64_t{c_.sm_count}) return tiles;
+    return 1;
+  }
+
   bool SkipsKeyBlocks() const {
     const int key_blocks = static_cast<int>(CeilDiv(a_.nk, c_.block_n));
     for (const KeyBlockRange& r : c_.key_blocks)
@@ -147,20 +165,28 @@ class AttentionEmitter {
     return false;
   }
 
-  // Per query block, its key blocks, and the order CTAs take the query blocks in: most
-  // key blocks first, so the short ones fill the last wave.
+  // Per query block, its key blocks, and the query blocks each CTA of a batch entry runs
+  // (kTiles slots per CTA, -1: none): most key blocks first, so the short ones fill the last
+  // wave; with several tiles per CTA, the heaviest left paired with the lightest left, so that
+  // the CTAs' work is about equal.
   std::string KeyBlockTables() const {
     if (!SkipsKeyBlocks()) return "";
     std::vector<int> order(c_.key_blocks.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
     auto work = [&](int m) { return c_.key_blocks[m].last - c_.key_blocks[m].first; };
     std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return work(x) > work(y); });
+    std::vector<int> slots;
+    for (size_t heavy = 0, light = order.size(); heavy < light;) {
+      slots.push_back(order[heavy++]);
+      if (c_.tiles > 1 && heavy < light) slots.push_back(order[--light]);
+    }
+    while (slots.size() % c_.tiles != 0) slots.push_back(-1);
     std::string first, last, by_work;
     for (size_t i = 0; i < order.size(); ++i) {
       first += fmt::format("{}{}", i ? ", " : "", c_.key_blocks[i].first);
       last += fmt::format("{}{}", i ? ", " : "", c_.key_blocks[i].last);
-      by_work += fmt::format("{}{}", i ? ", " : "", order[i]);
     }
+    for (size_t i = 0; i < slots.size(); ++i) by_work += fmt::format("{}{}", i ? ", " : "", slots[i]);
     return fmt::format(
         "static __device__ const short {0}_first_key_block[] = {{{1}}};\n"
         "static __device__ const short {0}_last_key_block[] = {{{2}}};\n"
@@ -220,6 +246,8 @@ class AttentionEmitter {
                         a_.d, a_.dv, c_.stages, c_.consumers);
     out_ += fmt::format("  constexpr int kNQ = {}, kNK = {}, kMBlocks = {}, kKeyBlocks = {};\n", a_.nq, a_.nk, CeilDiv(a_.nq, c_.BlockM()),
                         CeilDiv(a_.nk, c_.block_n));
+    out_ += fmt::format("  constexpr int kTiles = {}, kCtasPerBatch = (kMBlocks + kTiles - 1) / kTiles;  // query blocks per CTA\n",
+                        c_.tiles);
     out_ += fmt::format("  constexpr int kPolyExpEvery = {};  // every n-th column block's exponentials on the FMA pipe\n",
                         c_.poly_exp_every);
     out_ += fmt::format("  constexpr float kLazyMargin = {:.1f}f;  // how far a row's maximum may grow before O is rescaled\n",
@@ -232,12 +260,14 @@ class AttentionEmitter {
         "  unsigned short* tile_k = tile_q + kBM * kD;           // [stage] Kᵀ tiles\n"
         "  unsigned short* tile_v = tile_k + kStages * kBN * kD; // [stage] V tiles\n"
         "  tf::Barrier* q_full = (tf::Barrier*)(tile_v + kStages * kBN * kDV);\n"
-        "  tf::Barrier* k_full = q_full + 1;\n"
+        "  tf::Barrier* q_empty = q_full + 1;  // the consumers are done with Q: the next tile's may load\n"
+        "  tf::Barrier* k_full = q_full + 2;\n"
         "  tf::Barrier* k_empty = k_full + kStages;\n"
         "  tf::Barrier* v_full = k_empty + kStages;\n"
         "  tf::Barrier* v_empty = v_full + kStages;\n"
         "  if (threadIdx.x == 0) {\n"
         "    q_full->Init(1);\n"
+        "    q_empty->Init(kConsumers);\n"
         "    for (int s = 0; s < kStages; ++s) {\n"
         "      k_full[s].Init(1);\n"
         "      v_full[s].Init(1);\n"
@@ -248,15 +278,28 @@ class AttentionEmitter {
         "  }\n"
         "  __syncthreads();\n"
         "  // CTAs of one batch entry (same K and V) are neighbours in launch order.\n"
-        "  const int batch = blockIdx.x / kMBlocks;\n";
+        "  const int batch = blockIdx.x / kCtasPerBatch;\n"
+        "  const int first_slot = blockIdx.x % kCtasPerBatch * kTiles;\n"
+        "  // This CTA's query block `t` and the key blocks it reads; false past its last.\n";
     if (SkipsKeyBlocks())
       out_ += fmt::format(
-          "  // The key blocks the mask leaves this query block (others are never loaded).\n"
-          "  const int m_block = {0}_query_block_order[blockIdx.x % kMBlocks];\n"
-          "  const int kb_first = {0}_first_key_block[m_block], kb_last = {0}_last_key_block[m_block];\n",
+          "  // The key blocks the mask leaves a query block (others are never loaded).\n"
+          "  auto tile = [&](int t, int& m_block, int& kb_first, int& kb_last) {{\n"
+          "    m_block = {0}_query_block_order[first_slot + t];\n"
+          "    if (m_block < 0) return false;\n"
+          "    kb_first = {0}_first_key_block[m_block];\n"
+          "    kb_last = {0}_last_key_block[m_block];\n"
+          "    return true;\n"
+          "  }};\n",
           a_.name);
     else
-      out_ += "  const int m_block = blockIdx.x % kMBlocks;\n  const int kb_first = 0, kb_last = kKeyBlocks - 1;\n";
+      out_ +=
+          "  auto tile = [&](int t, int& m_block, int& kb_first, int& kb_last) {\n"
+          "    m_block = first_slot + t;\n"
+          "    kb_first = 0;\n"
+          "    kb_last = kKeyBlocks - 1;\n"
+          "    return m_block < kMBlocks;\n"
+          "  };\n";
     int64_t stride = 1;
     std::vector<std::string> coords(a_.batch_shape.size());
     for (int d = static_cast<int>(a_.batch_shape.size()) - 1; d >= 0; --d) {
@@ -289,11 +332,14 @@ class AttentionEmitter {
         "  if (warpgroup == 0) {{  // producer: one thread loads Q, then keeps the K/V ring full\n"
         "    tf::Warpgroup::ShrinkRegisters<{}>();\n"
         "    if (threadIdx.x != 0) return;\n"
+        "    tf::Pipeline<kStages> ring;  // one ring over every tile's key blocks\n"
+        "    int m_block, kb_first, kb_last;\n"
+        "    for (int t = 0; t < kTiles && tile(t, m_block, kb_first, kb_last); ++t) {{\n"
+        "    if (t > 0) q_empty->Wait((t - 1) & 1);\n"
         "    q_full->ArriveExpectingBytes(kQBytes);\n"
         "#pragma unroll\n"
         "    for (int box = 0; box < kD / 64; ++box)\n"
         "      tf::TmaLoad5d(tile_q + box * kBM * 64, map_q, box * 64, m_block * kBM{}, *q_full);\n"
-        "    tf::Pipeline<kStages> ring;\n"
         "    for (int kb = kb_first; kb <= kb_last; ++kb, ring.Advance()) {{\n"
         "      const int key0 = kb * kBN;\n"
         "      k_empty[ring.stage].Wait(ring.phase ^ 1);\n"
@@ -305,6 +351,7 @@ class AttentionEmitter {
         "      v_full[ring.stage].ArriveExpectingBytes(kVBytes);\n";
     out_ += StageLoads(a_.v, "map_v", "tile_v", "kBN", "kDV", "key0", "0", "v_full");
     out_ +=
+        "    }\n"
         "    }\n"
         "    return;\n"
         "  }\n";
@@ -330,7 +377,8 @@ class AttentionEmitter {
       "    issue_pv(ring.stage);\n"
       "    tf::Warpgroup::Wait<0>();\n"
       "    if (local == 0) v_empty[ring.stage].Arrive();\n"
-      "  }\n";
+      "  }\n"
+      "  if (local == 0) q_empty->Arrive();  // the tile's last S is done: the next tile's Q may load\n";
   // FlashAttention-3's intra-warpgroup pipelining: while P·V of block j runs on the tensor
   // cores, S of block j + 1 is already computed and its softmax runs beside it. With
   // `pingpong`, also its inter-warpgroup schedule: the consumers take turns issuing their
@@ -369,6 +417,7 @@ class AttentionEmitter {
         "    rescale_and_pack();\n"
         "    pending = ring;\n"
         "  }}\n"
+        "  if (local == 0) q_empty->Arrive();  // the tile's last S is done: the next tile's Q may load\n"
         "  v_full[pending.stage].Wait(pending.phase);\n"
         "  issue_pv(pending.stage);\n"
         "  tf::Warpgroup::Wait<0>();\n"
@@ -389,13 +438,11 @@ class AttentionEmitter {
         "  // Accumulator o[j * 4 + h * 2 + e] (and s[...]) holds row warp * 16 + lane / 4 + 8h of\n"
         "  // this consumer's 64, column 8j + (lane % 4) * 2 + e: the wgmma D fragment layout.\n"
         "  float o[kDV / 2];\n"
-        "#pragma unroll\n"
-        "  for (int i = 0; i < kDV / 2; ++i) o[i] = 0.0f;\n"
         "  float s[kBN / 2];\n"
         "  unsigned p[kBN / 16][4];  // P as A fragments (bf16/f16 pairs)\n"
-        "  float row_max[2] = {{-INFINITY, -INFINITY}}, row_sum[2] = {{0.0f, 0.0f}}, rescale[2] = {{1.0f, 1.0f}};\n"
-        "  bool rescaled = false;  // did the last online_softmax move the maxima (O must be rescaled)?\n"
-        "  const int row0 = m_block * kBM + consumer * 64 + warp * 16 + lane / 4;\n"
+        "  float row_max[2], row_sum[2], rescale[2];\n"
+        "  bool rescaled;  // did the last online_softmax move the maxima (O must be rescaled)?\n"
+        "  int m_block, kb_first, kb_last, row0;  // the tile's\n"
         "  const tf_index_t score_batch = (tf_index_t)({1}) * kNQ;\n"
         "  const unsigned short* q = tile_q + consumer * 64 * 64;\n"
         "  // S = Q·Kᵀ of the K tile in `stage`, issued (not waited for).\n"
@@ -439,11 +486,25 @@ class AttentionEmitter {
         "      p[c][3] = {0}(s[8 * c + 6], s[8 * c + 7]);\n"
         "    }}\n"
         "  }};\n"
-        "  q_full->Wait(0);\n"
-        "  tf::Pipeline<kStages> ring;\n"
+        "  tf::Pipeline<kStages> ring;  // one ring over every tile's key blocks, as the producer's\n"
+        "  for (int t = 0; t < kTiles && tile(t, m_block, kb_first, kb_last); ++t) {{\n"
+        "  row0 = m_block * kBM + consumer * 64 + warp * 16 + lane / 4;\n"
+        "{2}"
+        "#pragma unroll\n"
+        "  for (int i = 0; i < kDV / 2; ++i) o[i] = 0.0f;\n"
+        "#pragma unroll\n"
+        "  for (int h = 0; h < 2; ++h) {{\n"
+        "    row_max[h] = -INFINITY;\n"
+        "    row_sum[h] = 0.0f;\n"
+        "    rescale[h] = 1.0f;\n"
+        "  }}\n"
+        "  rescaled = false;\n"
+        "  q_full->Wait(t & 1);\n"
         "{1}",
-        pack, c_.loop == AttentionLoop::kSerial ? kSerialLoop : OverlappedLoop(c_.loop == AttentionLoop::kPingPong));
+        pack, c_.loop == AttentionLoop::kSerial ? kSerialLoop : OverlappedLoop(c_.loop == AttentionLoop::kPingPong),
+        InteriorBoundsOfTile());
     EmitStore();
+    out_ += "  }\n";
   }
 
   // Interior key blocks (InteriorLogits): where the logits run without their mask.
@@ -455,17 +516,26 @@ class AttentionEmitter {
     return HasInterior();
   }
 
-  // This query block's interior key blocks, as constants or from the tables.
+  // Do the query blocks' interior key blocks differ (then they are tables)?
+  bool InteriorVaries() const {
+    if (!HasInterior() || AllInterior()) return false;
+    const std::vector<KeyBlockRange>& r = c_.interior.blocks;
+    for (const KeyBlockRange& x : r)
+      if (x.first != r[0].first || x.last != r[0].last) return true;
+    return false;
+  }
+  // The interior key blocks: constants, or variables that each tile sets (InteriorBoundsOfTile).
   std::string InteriorBounds() const {
     if (!HasInterior() || AllInterior()) return "";
-    const std::vector<KeyBlockRange>& r = c_.interior.blocks;
-    bool same = true;
-    for (const KeyBlockRange& x : r) same = same && x.first == r[0].first && x.last == r[0].last;
-    if (same) return fmt::format("  const int inner_first = {}, inner_last = {};\n", r[0].first, r[0].last);
-    return fmt::format("  const int inner_first = {0}_first_inner_block[m_block], inner_last = {0}_last_inner_block[m_block];\n", a_.name);
+    if (InteriorVaries()) return "  int inner_first, inner_last;  // the tile's\n";
+    return fmt::format("  const int inner_first = {}, inner_last = {};\n", c_.interior.blocks[0].first, c_.interior.blocks[0].last);
+  }
+  std::string InteriorBoundsOfTile() const {
+    if (!InteriorVaries()) return "";
+    return fmt::format("  inner_first = {0}_first_inner_block[m_block];\n  inner_last = {0}_last_inner_block[m_block];\n", a_.name);
   }
   std::string InteriorTables() const {
-    if (!HasInterior() || AllInterior() || !InteriorBounds().ends_with("[m_block];\n")) return "";
+    if (!InteriorVaries()) return "";
     std::string first, last;
     for (size_t i = 0; i < c_.interior.blocks.size(); ++i) {
       first += fmt::format("{}{}", i ? ", " : "", c_.interior.blocks[i].first);

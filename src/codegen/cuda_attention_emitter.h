@@ -55,7 +55,14 @@ struct CudaAttentionConfig {
   float lazy_margin = -2;
   // Consumer warpgroups of 64 query rows each: 2 or 3 (then no ping-pong); 0: the rule.
   int consumers = 0;
-  int BlockM() const { return 64 * consumers; }  // query rows per CTA (once resolved)
+  // Query blocks each CTA runs one after another: 1, 2 or 4; 0: the rule, decided where the
+  // kernel is emitted (it needs key_blocks). With more than one, the producer loads the next
+  // block's Q and first K/V tiles while the consumers finish the last P·V and store O of the
+  // current one, and a mask's query blocks are paired heavy with light so that every CTA has
+  // about the same work.
+  int tiles = 0;
+  int sm_count = 132;  // the GPU's multiprocessors (the tile rule keeps two waves of CTAs)
+  int BlockM() const { return 64 * consumers; }  // query rows per tile (once resolved)
 };
 
 // `config` with every "the rule" field decided for `attention` (what EmitCudaAttention

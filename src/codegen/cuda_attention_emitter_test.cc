@@ -235,7 +235,6 @@ TEST(CudaAttentionEmitterTest, InteriorBlocksSkipTheMask) {
   EXPECT_TRUE(MatchesChecks(source->function, R"(
     CHECK: att_first_inner_block[] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
     CHECK: att_last_inner_block[] = {-1, 0, 1, 2, 3, 4, 5, 6, 7};
-    CHECK: inner_first = att_first_inner_block[m_block]
     CHECK: auto softmax_edge
     CHECK: if (key >= kNK) {
     CHECK: select(
@@ -243,7 +242,59 @@ TEST(CudaAttentionEmitterTest, InteriorBlocksSkipTheMask) {
     CHECK: auto softmax_inner
     CHECK-NEXT: online_softmax(1.803368777e-01f);
     CHECK: if (kb >= inner_first && kb <= inner_last) softmax_inner(kb * kBN);
+    CHECK: inner_first = att_first_inner_block[m_block]
   )")) << source->function;
+}
+
+// Several query blocks per CTA: a causal mask's blocks are paired heaviest with lightest (nine
+// blocks: 9 + 1, 8 + 2, ... key blocks, the odd one alone), and the producer loads the next
+// tile's Q only once both consumers have released the last one.
+TEST(CudaAttentionEmitterTest, CtasRunPairsOfQueryBlocks) {
+  PlannedText p = PlanOnnxText(
+      "g (bfloat16[1,2,1100,64] q, bfloat16[1,2,1100,64] k, bfloat16[1,2,1100,64] v) => (bfloat16[1,2,1100,64] out)",
+      "  mask_shape = Constant <value = int64[2] {1100, 1100}> ()\n  ones = ConstantOfShape <value = float[1] {1.0}> (mask_shape)\n"
+      "  lower = Trilu <upper = 0> (ones)\n  zero = Constant <value = float {0.0}> ()\n  future = Equal (lower, zero)\n"
+      "  big = Constant <value = float {-1e9}> ()\n  neg_big = Cast <to = 16> (big)\n" + std::string(kPlain).substr(0, std::string(kPlain).find("  p = ")) +
+          "  masked = Where (future, neg_big, scaled)\n  p = Softmax <axis = -1> (masked)\n  out = MatMul (p, v)\n");
+  const FusionGroup* group = nullptr;
+  for (const FusionGroup& g : p.plan.groups)
+    if (g.kind == GroupKind::kAttention) group = &g;
+  ASSERT_NE(group, nullptr);
+  auto a = LowerAttentionTemplate(p.graph, *group, FindInlinedGenerators(p.graph));
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  a->name = "att";
+  const AttentionLogits logits{a->logits, a->logit, a->buffers, a->score_batch_index, a->nq, a->nk};
+  for (int tiles : {1, 2, 4}) {
+    CudaAttentionConfig config;
+    config.tiles = tiles;
+    config = ResolveAttentionConfig(*a, config);
+    config.key_blocks = UnmaskedKeyBlocks(p.graph, logits, config.BlockM(), config.block_n);
+    auto source = EmitCudaAttention(*a, config);
+    ASSERT_TRUE(source.ok()) << source.status().ToString();
+    EXPECT_EQ(source->launch.grid[0], 2 * ((9 + tiles - 1) / tiles)) << tiles;
+    const char* order = tiles == 1 ? "att_query_block_order[] = {8, 7, 6, 5, 4, 3, 2, 1, 0};"
+                        : tiles == 2 ? "att_query_block_order[] = {8, 0, 7, 1, 6, 2, 5, 3, 4, -1};"
+                                     : "att_query_block_order[] = {8, 0, 7, 1, 6, 2, 5, 3, 4, -1, -1, -1};";
+    EXPECT_NE(source->function.find(order), std::string::npos) << source->function;
+  }
+  CudaAttentionConfig config;
+  config.tiles = 2;
+  config = ResolveAttentionConfig(*a, config);
+  config.key_blocks = UnmaskedKeyBlocks(p.graph, logits, config.BlockM(), config.block_n);
+  auto source = EmitCudaAttention(*a, config);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_NE(source->strategy.find("2 query blocks per CTA"), std::string::npos) << source->strategy;
+  EXPECT_TRUE(MatchesChecks(source->function, R"(
+    CHECK: q_empty->Init(kConsumers);
+    CHECK: for (int t = 0; t < kTiles && tile(t, m_block, kb_first, kb_last); ++t) {
+    CHECK-NEXT: if (t > 0) q_empty->Wait((t - 1) & 1);
+    CHECK: for (int t = 0; t < kTiles && tile(t, m_block, kb_first, kb_last); ++t) {
+    CHECK: q_full->Wait(t & 1);
+    CHECK: if (local == 0) q_empty->Arrive();
+    CHECK-NEXT: v_full[pending.stage].Wait(pending.phase);
+  )")) << source->function;
+  config.tiles = 3;
+  EXPECT_FALSE(EmitCudaAttention(*a, config).ok());
 }
 
 TEST(CudaAttentionEmitterTest, MaterialisedKTransposeIsReadMnMajor) {

@@ -52,6 +52,8 @@ StatusOr<CudaLaunchable> AttentionTemplate(const Graph& g, const FusionGroup& gr
                 : target.attention == AttentionPath::kSerial ? AttentionLoop::kSerial
                                                              : AttentionLoop::kPingPong;
   config.consumers = target.overrides.attention_consumers;
+  config.tiles = target.overrides.attention_tiles;
+  config.sm_count = target.sm_count;
   config = ResolveAttentionConfig(attention, config);
   const AttentionLogits logits{attention.logits, attention.logit, attention.buffers, attention.score_batch_index, attention.nq, attention.nk};
   config.key_blocks = UnmaskedKeyBlocks(g, logits, config.BlockM(), config.block_n);

@@ -93,12 +93,13 @@ enum class MatmulPrecision { kHighest, kHigh };
 
 // Overrides of the templates' own configuration rules, to measure the alternatives
 // (tilefuse_bench_gpu_cases --attention-block-n, --attention-poly-exp, --attention-lazy-margin,
-// --attention-consumers, --gemm-pingpong).
+// --attention-consumers, --attention-tiles, --gemm-pingpong).
 struct TemplateOverrides {
   int attention_block_n = 0;          // keys per step; 0: the rule
   int attention_poly_exp_every = -1;  // CudaAttentionConfig::poly_exp_every; -1: the rule
   std::optional<float> attention_lazy_margin;  // CudaAttentionConfig::lazy_margin
   int attention_consumers = 0;                 // CudaAttentionConfig::consumers; 0: the rule
+  int attention_tiles = 0;                     // CudaAttentionConfig::tiles; 0: the rule
   std::optional<bool> gemm_pingpong;  // unset: the rule (ResolveGemmConfig)
   int gemm_block_n = 0, gemm_stages = 0, gemm_splits = 0, gemm_group_m = 0;  // CudaGemmConfig's; 0: the rule
   int row_cluster = 0;  // the row template's CudaKernelConfig::cluster (where it applies); 0: the rule

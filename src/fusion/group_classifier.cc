@@ -45,6 +45,15 @@ std::vector<bool> DescendantsWithin(const Graph& g, const std::vector<int>& memb
   return descendant;
 }
 
+bool IndexArithmeticOfInputs(const Graph& g, const std::vector<int>& members, int id, std::vector<std::vector<int>>& users);
+bool ConvertedWhereRead(const Graph& g, const std::vector<int>& members, int id, std::vector<std::vector<int>>& users);
+
+// Does a member with fewer elements than the group's domain need no iteration space of its
+// own (it is evaluated inside its readers' loads)?
+bool EvaluatedWhereRead(const Graph& g, const std::vector<int>& members, int id, std::vector<std::vector<int>>& users) {
+  return IndexArithmeticOfInputs(g, members, id, users) || ConvertedWhereRead(g, members, id, users);
+}
+
 GroupClassification Forbid(std::string reason) { return {GroupKind::kPointwise, FusionDecision::Forbid(std::move(reason))}; }
 
 GroupClassification ClassifyGemm(const Graph& g, const std::vector<int>& members, int matmul) {
@@ -98,9 +107,10 @@ GroupClassification ClassifyReductions(const Graph& g, const std::vector<int>& m
         return Forbid(fmt::format("{} reorders the row reduction's results; the kernel computes one row at a time",
                                   Label(n)));
     }
+    std::vector<std::vector<int>> users;  // computed only when a member's space differs
     for (int id : members) {
       int64_t e = Elements(g, id);
-      if (e != rows * row_length && e != rows)
+      if (e != rows * row_length && e != rows && !EvaluatedWhereRead(g, members, id, users))
         return Forbid(fmt::format("{} has {} elements; the row reduction works on {} rows of {}", Label(g.node(id)), e,
                                   rows, row_length));
     }
@@ -171,7 +181,28 @@ bool IndexArithmeticOfInputs(const Graph& g, const std::vector<int>& members, in
   for (int u : users[id])
     if (PositionOf(members, u) < 0) return false;
   for (int input : n.inputs)
-    if (PositionOf(members, input) >= 0 && !IndexArithmeticOfInputs(g, members, input, users)) return false;
+    if (PositionOf(members, input) >= 0 && !EvaluatedWhereRead(g, members, input, users)) return false;
+  return true;
+}
+
+// A cast of the group's inputs (directly or through views, broadcasts and other such casts)
+// that members read only through broadcasts and views needs no iteration space either: the
+// kernel converts each element where a reader loads it (a layer norm's bf16 scale and bias,
+// cast to f32 and read once per column), one conversion per read instead of a kernel of its
+// own. It must not leave the group: nothing would store it.
+bool ConvertedWhereRead(const Graph& g, const std::vector<int>& members, int id, std::vector<std::vector<int>>& users) {
+  const Node& n = g.node(id);
+  if (n.op != OpCode::kCast) return false;
+  if (users.empty()) users = g.ComputeUsers();
+  for (const Graph::Output& o : g.outputs())
+    if (o.node == id) return false;
+  if (users[id].empty()) return false;
+  for (int u : users[id]) {
+    const OpKind kind = g.node(u).info().kind;
+    if (PositionOf(members, u) < 0 || (kind != OpKind::View && kind != OpKind::Broadcast)) return false;
+  }
+  for (int input : n.inputs)
+    if (PositionOf(members, input) >= 0 && !EvaluatedWhereRead(g, members, input, users)) return false;
   return true;
 }
 
@@ -295,7 +326,7 @@ GroupClassification ClassifyGroup(const Graph& g, const std::vector<int>& member
   std::vector<std::vector<int>> users;  // computed only when a member's space differs
   for (int id : members)
     if (Elements(g, id) != domain && !ComputedWhereConcatReadsIt(g, members, domain, id, users) &&
-        !IndexArithmeticOfInputs(g, members, id, users))
+        !EvaluatedWhereRead(g, members, id, users))
       return Forbid(fmt::format("iteration spaces differ: {} has {} elements, {} has {}", Label(g.node(id)),
                                 Elements(g, id), Label(g.node(members.back())), domain));
   return {GroupKind::kPointwise, FusionDecision::Allow()};

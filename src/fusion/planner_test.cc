@@ -81,6 +81,24 @@ TEST(PlannerTest, LayerNormIsOneRowReduction) {
   }
 }
 
+// bf16 activations with a bf16 scale and bias, as exported transformers have them: the op
+// casts the vectors to f32 ([kCols] elements, read through broadcasts). The row kernel
+// converts them where it loads them, so there is no kernel of their own; and a cast that is
+// also an output keeps one (nothing else would store it).
+TEST(PlannerTest, LayerNormConvertsItsHalfScaleAndBiasWhereItReadsThem) {
+  for (bool cast_is_output : {false, true}) {
+    PlannedText p = PlanOnnxText(
+        std::string("g (bfloat16[256,1024] x, bfloat16[1024] s, bfloat16[1024] t) => (bfloat16[256,1024] y") +
+            (cast_is_output ? ", float[1024] s32)" : ")"),
+        "  s32 = Cast <to = 1> (s)\n  t32 = Cast <to = 1> (t)\n  x32 = Cast <to = 1> (x)\n"
+        "  n = LayerNormalization <axis = -1, epsilon = 1e-5> (x32, s32, t32)\n  y = Cast <to = 16> (n)\n");
+    EXPECT_EQ(Kinds(p.plan), cast_is_output ? std::vector<GroupKind>({GroupKind::kPointwise, GroupKind::kRowReduction})
+                                            : std::vector<GroupKind>({GroupKind::kRowReduction}))
+        << "cast_is_output=" << cast_is_output;
+    EXPECT_TRUE(VerifyPlan(p.graph, p.plan).ok());
+  }
+}
+
 TEST(PlannerTest, RmsNormIsOneRowReduction) {
   GraphBuilder b;
   Value x = b.Parameter("x", DType::kF32, {kRows, kCols});

@@ -13,8 +13,7 @@
 namespace tilefuse {
 namespace {
 
-StatusOr<AttentionTemplateKernel> LowerText(const std::string& body, const std::string& signature) {
-  PlannedText p = PlanOnnxText(signature, body);
+StatusOr<AttentionTemplateKernel> LowerText(const PlannedText& p) {
   for (const FusionGroup& group : p.plan.groups)
     if (group.kind == GroupKind::kAttention) return LowerAttentionTemplate(p.graph, group, FindInlinedGenerators(p.graph));
   ADD_FAILURE() << "no attention group";
@@ -24,6 +23,20 @@ StatusOr<AttentionTemplateKernel> LowerText(const std::string& body, const std::
 const char* kPlain =
     "  c = Constant <value = float {0.125}> ()\n  scale = Cast <to = 16> (c)\n  k_t = Transpose <perm = [0, 1, 3, 2]> (k)\n"
     "  s = MatMul (q, k_t)\n  scaled = Mul (s, scale)\n  p = Softmax <axis = -1> (scaled)\n  out = MatMul (p, v)\n";
+
+StatusOr<AttentionTemplateKernel> LowerText(const std::string& body, const std::string& signature) {
+  return LowerText(PlanOnnxText(signature, body));
+}
+
+// kPlain over 1100 tokens (nine 128-row query blocks) under a causal mask, as exports write it.
+PlannedText CausalPlan() {
+  return PlanOnnxText(
+      "g (bfloat16[1,2,1100,64] q, bfloat16[1,2,1100,64] k, bfloat16[1,2,1100,64] v) => (bfloat16[1,2,1100,64] out)",
+      "  mask_shape = Constant <value = int64[2] {1100, 1100}> ()\n  ones = ConstantOfShape <value = float[1] {1.0}> (mask_shape)\n"
+      "  lower = Trilu <upper = 0> (ones)\n  zero = Constant <value = float {0.0}> ()\n  future = Equal (lower, zero)\n"
+      "  big = Constant <value = float {-1e9}> ()\n  neg_big = Cast <to = 16> (big)\n" + std::string(kPlain).substr(0, std::string(kPlain).find("  p = ")) +
+          "  masked = Where (future, neg_big, scaled)\n  p = Softmax <axis = -1> (masked)\n  out = MatMul (p, v)\n");
+}
 
 TEST(CudaAttentionEmitterTest, RaggedHeadsAreViewsOfTheInputsAndTheLastKeyBlockIsMasked) {
   auto a = LowerText(kPlain, "g (bfloat16[2,4,200,64] q, bfloat16[2,4,200,64] k, bfloat16[2,4,200,64] v) => (bfloat16[2,4,200,64] out)");
@@ -211,17 +224,8 @@ TEST(CudaAttentionEmitterTest, ThreeConsumersShareEachKvTile) {
 // With interior key blocks (causal attention below the diagonal), those run the logits
 // without the mask; the diagonal blocks run the whole program.
 TEST(CudaAttentionEmitterTest, InteriorBlocksSkipTheMask) {
-  PlannedText p = PlanOnnxText(
-      "g (bfloat16[1,2,1100,64] q, bfloat16[1,2,1100,64] k, bfloat16[1,2,1100,64] v) => (bfloat16[1,2,1100,64] out)",
-      "  mask_shape = Constant <value = int64[2] {1100, 1100}> ()\n  ones = ConstantOfShape <value = float[1] {1.0}> (mask_shape)\n"
-      "  lower = Trilu <upper = 0> (ones)\n  zero = Constant <value = float {0.0}> ()\n  future = Equal (lower, zero)\n"
-      "  big = Constant <value = float {-1e9}> ()\n  neg_big = Cast <to = 16> (big)\n" + std::string(kPlain).substr(0, std::string(kPlain).find("  p = ")) +
-          "  masked = Where (future, neg_big, scaled)\n  p = Softmax <axis = -1> (masked)\n  out = MatMul (p, v)\n");
-  const FusionGroup* group = nullptr;
-  for (const FusionGroup& g : p.plan.groups)
-    if (g.kind == GroupKind::kAttention) group = &g;
-  ASSERT_NE(group, nullptr);
-  auto a = LowerAttentionTemplate(p.graph, *group, FindInlinedGenerators(p.graph));
+  PlannedText p = CausalPlan();
+  auto a = LowerText(p);
   ASSERT_TRUE(a.ok()) << a.status().ToString();
   a->name = "att";
   const AttentionLogits logits{a->logits, a->logit, a->buffers, a->score_batch_index, a->nq, a->nk};
@@ -250,17 +254,8 @@ TEST(CudaAttentionEmitterTest, InteriorBlocksSkipTheMask) {
 // blocks: 9 + 1, 8 + 2, ... key blocks, the odd one alone), and the producer loads the next
 // tile's Q only once both consumers have released the last one.
 TEST(CudaAttentionEmitterTest, CtasRunPairsOfQueryBlocks) {
-  PlannedText p = PlanOnnxText(
-      "g (bfloat16[1,2,1100,64] q, bfloat16[1,2,1100,64] k, bfloat16[1,2,1100,64] v) => (bfloat16[1,2,1100,64] out)",
-      "  mask_shape = Constant <value = int64[2] {1100, 1100}> ()\n  ones = ConstantOfShape <value = float[1] {1.0}> (mask_shape)\n"
-      "  lower = Trilu <upper = 0> (ones)\n  zero = Constant <value = float {0.0}> ()\n  future = Equal (lower, zero)\n"
-      "  big = Constant <value = float {-1e9}> ()\n  neg_big = Cast <to = 16> (big)\n" + std::string(kPlain).substr(0, std::string(kPlain).find("  p = ")) +
-          "  masked = Where (future, neg_big, scaled)\n  p = Softmax <axis = -1> (masked)\n  out = MatMul (p, v)\n");
-  const FusionGroup* group = nullptr;
-  for (const FusionGroup& g : p.plan.groups)
-    if (g.kind == GroupKind::kAttention) group = &g;
-  ASSERT_NE(group, nullptr);
-  auto a = LowerAttentionTemplate(p.graph, *group, FindInlinedGenerators(p.graph));
+  PlannedText p = CausalPlan();
+  auto a = LowerText(p);
   ASSERT_TRUE(a.ok()) << a.status().ToString();
   a->name = "att";
   const AttentionLogits logits{a->logits, a->logit, a->buffers, a->score_batch_index, a->nq, a->nk};

@@ -59,6 +59,14 @@ CudaAttentionConfig ResolveAttentionConfig(const AttentionTemplateKernel& a, Cud
   return c;
 }
 
+CudaAttentionConfig ResolveAttentionConfigForMask(const Graph& graph, const AttentionTemplateKernel& a, CudaAttentionConfig config) {
+  config = ResolveAttentionConfig(a, config);
+  const AttentionLogits logits{a.logits, a.logit, a.buffers, a.score_batch_index, a.nq, a.nk};
+  config.key_blocks = UnmaskedKeyBlocks(graph, logits, config.BlockM(), config.block_n);
+  config.interior = InteriorKeyBlocks(graph, logits, config.BlockM(), config.block_n);
+  return config;
+}
+
 namespace {
 
 // The wgmma B operands (Kᵀ for S = Q·Kᵀ, V for O = P·V) are [R][N] with R the reduction

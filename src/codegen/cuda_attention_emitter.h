@@ -1,8 +1,9 @@
 // The Hopper attention template: an AttentionTemplateKernel printed as one warp-specialised
 // flash-attention kernel over the tile library (tilefuse_tiles.cuh), FlashAttention-3 style.
 //
-//   CTA                      128 query rows of one batch entry (heads are batch entries);
-//                            CTAs of one entry run together, sharing its K and V in L2
+//   CTA                      blocks of 128 query rows of one batch entry (heads are batch
+//                            entries), one after another (CudaAttentionConfig::tiles); CTAs
+//                            of one entry run together, sharing its K and V in L2
 //   warpgroup 0 (producer)   one thread loads the Q tile once, then K and V tiles of
 //                            block_n keys by TMA into a ring of `stages` slots (K and V
 //                            with barriers of their own, so Q·Kᵀ starts before V lands)
@@ -68,6 +69,12 @@ struct CudaAttentionConfig {
 // `config` with every "the rule" field decided for `attention` (what EmitCudaAttention
 // prints); its BlockM() is the query block the key-block analyses must use.
 CudaAttentionConfig ResolveAttentionConfig(const AttentionTemplateKernel& attention, CudaAttentionConfig config);
+
+// ResolveAttentionConfig, then the key blocks the attention's mask leaves each query block and
+// those where its logits run without the mask (attention_mask_blocks), over `graph`'s values:
+// the configuration EmitCudaAttention takes for a planned attention group.
+CudaAttentionConfig ResolveAttentionConfigForMask(const Graph& graph, const AttentionTemplateKernel& attention,
+                                                  CudaAttentionConfig config);
 
 StatusOr<CudaKernelSource> EmitCudaAttention(const AttentionTemplateKernel& attention, const CudaAttentionConfig& config = {});
 

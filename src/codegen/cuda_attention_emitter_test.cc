@@ -228,12 +228,7 @@ TEST(CudaAttentionEmitterTest, InteriorBlocksSkipTheMask) {
   auto a = LowerText(p);
   ASSERT_TRUE(a.ok()) << a.status().ToString();
   a->name = "att";
-  const AttentionLogits logits{a->logits, a->logit, a->buffers, a->score_batch_index, a->nq, a->nk};
-  CudaAttentionConfig config;
-  config = ResolveAttentionConfig(*a, config);
-  config.key_blocks = UnmaskedKeyBlocks(p.graph, logits, config.BlockM(), config.block_n);
-  config.interior = InteriorKeyBlocks(p.graph, logits, config.BlockM(), config.block_n);
-  auto source = EmitCudaAttention(*a, config);
+  auto source = EmitCudaAttention(*a, ResolveAttentionConfigForMask(p.graph, *a, {}));
   ASSERT_TRUE(source.ok()) << source.status().ToString();
   EXPECT_NE(source->strategy.find("mask on edge blocks only"), std::string::npos) << source->strategy;
   EXPECT_TRUE(MatchesChecks(source->function, R"(
@@ -258,13 +253,13 @@ TEST(CudaAttentionEmitterTest, CtasRunPairsOfQueryBlocks) {
   auto a = LowerText(p);
   ASSERT_TRUE(a.ok()) << a.status().ToString();
   a->name = "att";
-  const AttentionLogits logits{a->logits, a->logit, a->buffers, a->score_batch_index, a->nq, a->nk};
-  for (int tiles : {1, 2, 4}) {
+  auto with_tiles = [](int tiles) {
     CudaAttentionConfig config;
     config.tiles = tiles;
-    config = ResolveAttentionConfig(*a, config);
-    config.key_blocks = UnmaskedKeyBlocks(p.graph, logits, config.BlockM(), config.block_n);
-    auto source = EmitCudaAttention(*a, config);
+    return config;
+  };
+  for (int tiles : {1, 2, 4}) {
+    auto source = EmitCudaAttention(*a, ResolveAttentionConfigForMask(p.graph, *a, with_tiles(tiles)));
     ASSERT_TRUE(source.ok()) << source.status().ToString();
     EXPECT_EQ(source->launch.grid[0], 2 * ((9 + tiles - 1) / tiles)) << tiles;
     const char* order = tiles == 1 ? "att_query_block_order[] = {8, 7, 6, 5, 4, 3, 2, 1, 0};"
@@ -272,10 +267,7 @@ TEST(CudaAttentionEmitterTest, CtasRunPairsOfQueryBlocks) {
                                      : "att_query_block_order[] = {8, 0, 7, 1, 6, 2, 5, 3, 4, -1, -1, -1};";
     EXPECT_NE(source->function.find(order), std::string::npos) << source->function;
   }
-  CudaAttentionConfig config;
-  config.tiles = 2;
-  config = ResolveAttentionConfig(*a, config);
-  config.key_blocks = UnmaskedKeyBlocks(p.graph, logits, config.BlockM(), config.block_n);
+  CudaAttentionConfig config = ResolveAttentionConfigForMask(p.graph, *a, with_tiles(2));
   auto source = EmitCudaAttention(*a, config);
   ASSERT_TRUE(source.ok()) << source.status().ToString();
   EXPECT_NE(source->strategy.find("2 query blocks per CTA"), std::string::npos) << source->strategy;

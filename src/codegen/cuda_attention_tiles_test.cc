@@ -11,11 +11,8 @@
 #include "backend/cuda/cuda_driver.h"
 #include "backend/cuda/cuda_executable.h"
 #include "driver/driver.h"
-#include "frontend/onnx/importer.h"
-#include "passes/pipeline.h"
-#include "reference/interpreter.h"
-#include "support/tensor_compare.h"
 #include "testing/random_inputs.h"
+#include "testing/reference_check.h"
 
 namespace tilefuse {
 namespace {
@@ -31,9 +28,7 @@ TEST_P(CudaAttentionTilesTest, MatchesTheReference) {
   auto device = CudaDevice::Get();
   if (!device.ok()) GTEST_SKIP() << "no GPU: " << device.status().ToString() << "; the attention template's tiles not run";
   const TilesCase& c = GetParam();
-  auto model = ImportOnnx(fmt::format("{}/tests/attention/{}.onnxtxt", TILEFUSE_SOURCE_DIR, c.model));
-  ASSERT_TRUE(model.ok()) << model.status().ToString();
-  auto graph = RunGraphPasses(std::move(model->graph), PassOptions{});
+  auto graph = ImportAndPass(fmt::format("{}/tests/attention/{}.onnxtxt", TILEFUSE_SOURCE_DIR, c.model));
   ASSERT_TRUE(graph.ok()) << graph.status().ToString();
   CudaCompileOptions options;
   options.poison_outputs = true;
@@ -43,14 +38,7 @@ TEST_P(CudaAttentionTilesTest, MatchesTheReference) {
   EXPECT_NE((*compiled)->source().find(fmt::format("constexpr int kTiles = {},", c.tiles)), std::string::npos)
       << "the attention template did not take " << c.tiles << " query blocks per CTA";
   std::vector<Tensor> inputs = RandomInputs(*graph, 900);
-  auto expected = RunReference(*graph, inputs);
-  ASSERT_TRUE(expected.ok()) << expected.status().ToString();
-  auto actual = (*compiled)->Run(inputs);
-  ASSERT_TRUE(actual.ok()) << actual.status().ToString();
-  for (size_t o = 0; o < expected->size(); ++o) {
-    Comparison cmp = CompareWithReference((*actual)[o], (*expected)[o]);
-    EXPECT_TRUE(cmp.pass) << "output " << o << ": " << cmp.reason;
-  }
+  ExpectMatchesReference(*graph, inputs, (*compiled)->Run(inputs));
 }
 
 // 300 causal tokens: three query blocks (pairs 2 + 0, then 1 alone); 1100 tokens under a band

@@ -17,6 +17,7 @@
 #include "runtime/measure.h"
 #include "support/tensor_compare.h"
 #include "testing/random_inputs.h"
+#include "testing/reference_check.h"
 
 namespace tilefuse {
 namespace {
@@ -35,16 +36,8 @@ void ExpectClose(const Tensor& actual, const Tensor& expected, const std::string
 
 std::string TestCacheDir() { return (std::filesystem::temp_directory_path() / "tilefuse_test_cache").string(); }
 
-// The graph of an ONNX model (a file or folder), through the graph passes.
-StatusOr<Graph> ImportAndPass(const std::string& path) {
-  ASSIGN_OR_RETURN(ImportedModel model, ImportOnnx(path));
-  return RunGraphPasses(std::move(model.graph), PassOptions{});
-}
-
 void CompileAndCheck(const std::string& path, bool fuse) {
-  auto model = ImportOnnx(path);
-  ASSERT_TRUE(model.ok()) << model.status().ToString();
-  auto graph = RunGraphPasses(std::move(model->graph), PassOptions{});
+  auto graph = ImportAndPass(path);
   ASSERT_TRUE(graph.ok()) << graph.status().ToString();
   CpuCompileOptions options;
   options.fuse = fuse;

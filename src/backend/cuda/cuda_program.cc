@@ -54,10 +54,7 @@ StatusOr<CudaLaunchable> AttentionTemplate(const Graph& g, const FusionGroup& gr
   config.consumers = target.overrides.attention_consumers;
   config.tiles = target.overrides.attention_tiles;
   config.sm_count = target.sm_count;
-  config = ResolveAttentionConfig(attention, config);
-  const AttentionLogits logits{attention.logits, attention.logit, attention.buffers, attention.score_batch_index, attention.nq, attention.nk};
-  config.key_blocks = UnmaskedKeyBlocks(g, logits, config.BlockM(), config.block_n);
-  config.interior = InteriorKeyBlocks(g, logits, config.BlockM(), config.block_n);
+  config = ResolveAttentionConfigForMask(g, attention, config);
   ASSIGN_OR_RETURN(CudaKernelSource source, EmitCudaAttention(attention, config));
   return TemplateLaunchable(std::move(source), group, std::move(attention.logits));
 }

@@ -40,6 +40,11 @@ const std::vector<Regression>& Regressions() {
       // was counted: 64 GiB for 92 bytes (libFuzzer: malloc limit).
       {"binary/tensor_larger_than_its_data.onnx", {"initializer 'w'", "holds 1 values but its shape [131072,131072]"}},
       {"folder/input_larger_than_its_data", {"input_0.pb", "holds 1 values but its shape [131072,131072]"}},
+      // Resize's scale times a dim converted to int64 past its range: an infinite scale (UBSan:
+      // OutputSizes). Found by CI's 10-second slice of the binary fuzzer, 2026-11-25; the text
+      // one is a finite scale of 1e30.
+      {"binary/resize_with_an_infinite_scale.onnx", {"node 'y' (Resize", "scale inf makes axis 0 of size 4 larger than"}},
+      {"text/resize_scale_past_int64.onnxtxt", {"node 'y' (Resize", "makes axis 0 of size 4 larger than 1099511627776 elements"}},
       // A graph input's dims multiplied past int64 (UBSan: NumElements, constant tracker).
       {"text/input_dim_overflow.onnxtxt", {"input 'x'", "[5,9223372036854775807,3]", "multiply to more than 1099511627776"}},
       {"binary/input_dim_overflow.onnx", {"input 'x'", "multiply to more than 1099511627776"}},

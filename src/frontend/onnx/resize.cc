@@ -232,8 +232,13 @@ Status OutputSizes(NodeContext& ctx, const Shape& in, const std::vector<int64_t>
       return InvalidArgument(fmt::format("scales has {} values for {} axes", s.size(), axes.size()));
     for (size_t i = 0; i < axes.size(); ++i) {
       if (!(s[i] > 0)) return InvalidArgument(fmt::format("scale {} must be positive", s[i]));
+      // Checked as a double: converting a size past int64 (an infinite scale) is undefined.
+      const double size = s[i] * static_cast<double>(in[axes[i]]);
+      if (!(size <= static_cast<double>(kMaxValueElements)))
+        return InvalidArgument(fmt::format("scale {} makes axis {} of size {} larger than {} elements", s[i], axes[i], in[axes[i]],
+                                           kMaxValueElements));
       scales[axes[i]] = s[i];
-      out[axes[i]] = static_cast<int64_t>(s[i] * static_cast<double>(in[axes[i]]));
+      out[axes[i]] = static_cast<int64_t>(size);
     }
     return Status::Ok();
   }

@@ -60,6 +60,8 @@ int Main(int argc, char** argv) {
       gemm = path == "template" ? GemmPath::kTemplate : path == "library" ? GemmPath::kLibrary : GemmPath::kAuto;
     } else if (a == "--gemm-pingpong" && i + 1 < argc) {
       overrides.gemm_pingpong = std::string(argv[++i]) == "on";
+    } else if (a == "--gemm-overlap" && i + 1 < argc) {
+      overrides.gemm_overlap_epilogue = std::string(argv[++i]) == "on";
     } else if (a == "--gemm-block-n" && i + 1 < argc) {
       overrides.gemm_block_n = std::stoi(argv[++i]);
     } else if (a == "--gemm-stages" && i + 1 < argc) {
@@ -74,7 +76,8 @@ int Main(int argc, char** argv) {
       fmt::print(stderr,
                  "usage: {} [--cases a,b] [--repeats N] [--json FILE] [--root SOURCE_DIR] [--tune] [--attention template|overlap|serial|split]\n"
                  "  [--attention-block-n 64|128|192|256] [--attention-poly-exp N (0: none)] [--attention-lazy-margin M (-1: off)]\n"
-                 "  [--attention-consumers 2|3] [--attention-tiles 1|2|4 (query blocks per CTA)] [--gemm template|library|auto] [--gemm-pingpong on|off] [--gemm-block-n 64|128|192|256] [--gemm-stages N]\n"
+                 "  [--attention-consumers 2|3] [--attention-tiles 1|2|4 (query blocks per CTA)] [--gemm template|library|auto] [--gemm-pingpong on|off] [--gemm-overlap on|off]\n"
+                 "  [--gemm-block-n 64|128|192|256] [--gemm-stages N]\n"
                  "  [--gemm-splits N (1: no split-K)] [--gemm-group-m N] [--row-cluster 1|2|4|8 (CTAs sharing a row)]\n"
                  "  (override the templates' rules)\n",
                  argv[0]);

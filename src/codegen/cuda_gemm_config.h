@@ -16,6 +16,11 @@ struct CudaGemmConfig {
   // block_m / 64 consumers split each tile's rows and run its epilogue together.
   // Chosen by ResolveGemmConfig when absent.
   std::optional<bool> pingpong;
+  // Cooperative consumers without split-K: a tile's epilogue runs in chunks while the next
+  // tile's main loop keeps the tensor cores busy, its products held meanwhile as packed
+  // pairs of the product's own half-precision type (the MatMul's output as the graph
+  // declares it). Chosen by ResolveGemmConfig when absent.
+  std::optional<bool> overlap_epilogue;
   int block_m = 128;  // 64 or 128
   int block_n = 0;    // 64..256, a multiple of 64; 0: the widest that still fills the GPU
   int stages = 0;     // pipeline depth; 0: as many as fit in shared memory (at most 6)
@@ -41,9 +46,16 @@ int ConsumerRows(const CudaGemmConfig& c);   // output rows each computes per ti
 int64_t StagingBytes(const CudaGemmConfig& c, bool staged);  // the epilogue's TMA-store tiles
 int64_t SharedBytes(const CudaGemmConfig& c, bool staged);   // dynamic shared memory in all
 int64_t KSteps(const GemmTemplateKernel& g);                          // steps of kBlockK along K
+// An overlapped epilogue's parts, one per main-loop step: a power of two dividing the tile's
+// block_n / 8 column groups, at most 16.
+int EpilogueChunks(const CudaGemmConfig& c);
 int64_t StepsPerSplit(const GemmTemplateKernel& g, const CudaGemmConfig& c);
 int64_t CounterBytes(const GemmTemplateKernel& g, const CudaGemmConfig& c);  // split-K's tile counters
 int64_t ScratchBytes(const GemmTemplateKernel& g, const CudaGemmConfig& c);  // counters + partial tiles
+// Whether the overlapped epilogue may hold the product rounded to its half-precision type:
+// the epilogue reads nothing else of more than N elements (a bias or scale vector, not a
+// residual, which can cancel the product and show its rounding).
+bool ProductMayBeHeldRounded(const GemmTemplateKernel& g);
 int StagedStore(const GemmTemplateKernel& g);  // the store written by TMA from shared memory, or -1
 int StagedLoad(const GemmTemplateKernel& g, const CudaGemmConfig& c);  // the load TMA brings in, or -1
 

@@ -7,6 +7,7 @@
 #include "codegen/cuda_scalar_program.h"
 #include "codegen/cuda_wgmma.h"
 #include "codegen/emit_util.h"
+#include "support/check.h"
 
 namespace tilefuse {
 
@@ -31,8 +32,9 @@ class GemmEmitter {
     s.config = {};
     s.threads = threads;
     s.work_blocks = std::min<int64_t>(c_.sm_count, Tiles(g_, c_.block_m, c_.block_n) * c_.splits);
-    s.strategy = fmt::format("gemm template {}x{}x{}, {} stages, {}{}{}", c_.block_m, c_.block_n, kBlockK, c_.stages,
-                             *c_.pingpong ? "ping-pong consumers" : "cooperative consumers", staged_ >= 0 ? ", TMA store" : "",
+    s.strategy = fmt::format("gemm template {}x{}x{}, {} stages, {}{}{}{}", c_.block_m, c_.block_n, kBlockK, c_.stages,
+                             *c_.pingpong ? "ping-pong consumers" : "cooperative consumers",
+                             *c_.overlap_epilogue ? ", epilogue overlapping the next main loop" : "", staged_ >= 0 ? ", TMA store" : "",
                              c_.splits > 1 ? fmt::format(", split-K x{}", c_.splits) : "");
     out_ = WgmmaFunction(wgmma, c_.block_n, g_.dtype, /*b_mn_major=*/true);
     out_ += fmt::format("extern \"C\" __global__ void __launch_bounds__({}, 1) {}(const __grid_constant__ tf::TensorMap map_a, "
@@ -87,6 +89,10 @@ class GemmEmitter {
     if (c_.splits < 1 || c_.splits > KSteps(g_))
       return InvalidArgument(fmt::format("{}: {} split-K units for {} steps of K", g_.name, c_.splits, KSteps(g_)));
     if (c_.splits > 1 && *c_.pingpong) return InvalidArgument(fmt::format("{}: split-K needs cooperative consumers", g_.name));
+    if (*c_.overlap_epilogue && (*c_.pingpong || c_.splits > 1))
+      return InvalidArgument(fmt::format("{}: an overlapped epilogue needs cooperative consumers without split-K", g_.name));
+    if (*c_.overlap_epilogue && !ProductMayBeHeldRounded(g_))
+      return InvalidArgument(fmt::format("{}: an overlapped epilogue holds the product rounded, which a residual could cancel", g_.name));
     if (c_.splits > 1 && Tiles(g_, c_.block_m, c_.block_n) * 4 > kScratchCounterBytes)
       return InvalidArgument(fmt::format("{}: split-K over more tiles than the scratch memory's counter region holds", g_.name));
     return Status::Ok();
@@ -238,6 +244,7 @@ class GemmEmitter {
   }
 
   void EmitConsumer() {
+    const bool overlap = *c_.overlap_epilogue;
     out_ += fmt::format(
         "  tf::Warpgroup::GrowRegisters<{}>();\n"
         "  const int consumer = warpgroup - 1;\n"
@@ -252,39 +259,110 @@ class GemmEmitter {
         "  // Their main loops strictly alternate (turn barriers): a consumer waiting on a slot is\n"
         "  // then never more than one phase ahead of it, as parity waits need.\n"
         "  if (kPingPong && consumer == 1) ring.Skip(kKSteps);\n"
-        "  int main_loops = 0;\n"
-        "  for (int unit = first_unit; unit < kUnits; unit += unit_step, ++main_loops) {{\n"
-        "    const int tile = unit / kSplits, split = unit % kSplits;\n"
-        "    const tf::TileCoordinates t = tf::TileAt<kTilesM, kTilesN, kGroupM>(tile);\n"
-        "    const int k_begin = split * kSplitSteps, k_end = min(kKSteps, k_begin + kSplitSteps);\n"
-        "    if (kPingPong && (consumer == 1 || main_loops > 0)) turn[consumer].Wait((consumer == 1 ? main_loops : main_loops - 1) & 1);\n"
-        "    int previous = -1;\n"
-        "    for (int ks = k_begin; ks < k_end; ++ks, ring.Advance()) {{\n"
-        "      full[ring.stage].Wait(ring.phase);\n"
-        "      const unsigned short* a = tile_a + ring.stage * kBM * kBK + (kPingPong ? 0 : consumer * 64 * kBK);\n"
-        "      const unsigned short* b = tile_b + ring.stage * kBN * kBK;\n"
-        "      tf::Warpgroup::Fence();\n"
-        "#pragma unroll\n"
-        "      for (int kk = 0; kk < kBK / 16; ++kk)\n"
-        "#pragma unroll\n"
-        "        for (int mb = 0; mb < kMBlocks; ++mb)\n"
-        "          {}(d[mb], tf::SharedMatrix::KMajor(a + mb * 64 * kBK + kk * 16), tf::SharedMatrix::MnMajor(b + kk * 16 * 64, kBK * 128),\n"
-        "             ks > k_begin || kk > 0);\n"
-        "      tf::Warpgroup::Commit();\n"
-        "{}"
-        "      // The step before this one has finished reading its slot: hand it back.\n"
-        "      tf::Warpgroup::Wait<1>();\n"
-        "      if (previous >= 0 && local == 0) empty[previous].Arrive();\n"
-        "      previous = ring.stage;\n"
-        "    }}\n"
-        "    tf::Warpgroup::Wait<0>();\n"
+        "  int main_loops = 0;\n",
+        kConsumerRegisters);
+    if (overlap)
+      out_ += fmt::format(
+          "  // Overlapped epilogue: the previous tile's products, packed pairs of the product's type\n"
+          "  // (held[mb][j * 2 + h] is d[mb][j * 4 + h * 2 + e] for e = 0, 1), wait here while this\n"
+          "  // tile's first kChunks steps run their epilogue, one chunk of columns per step. A last\n"
+          "  // pass without a tile of its own finishes the last tile held.\n"
+          "  constexpr int kChunks = {};\n"
+          "  unsigned held[kMBlocks][kBN / 4];\n"
+          "  tf::TileCoordinates held_t = {{}};\n"
+          "  bool holding = false;\n"
+          "  for (int unit = first_unit; unit < kUnits || holding; unit += unit_step, ++main_loops) {{\n"
+          "    const bool has_tile = unit < kUnits;\n"
+          "    const int tile = unit / kSplits, split = unit % kSplits;\n"
+          "    const tf::TileCoordinates t = tf::TileAt<kTilesM, kTilesN, kGroupM>(tile);\n"
+          "    const int k_begin = split * kSplitSteps, k_end = has_tile ? min(kKSteps, k_begin + kSplitSteps) : k_begin;\n"
+          "    int previous = -1, ks = k_begin;\n"
+          "    if (holding) {{\n"
+          "#pragma unroll\n"
+          "      for (int chunk = 0; chunk < kChunks; ++chunk) {{\n"
+          "        const bool issued = ks < k_end;\n"
+          "        // The step's slot before this one goes back first: the producer's next load must not\n"
+          "        // wait for the chunk.\n"
+          "        if (issued) {{\n"
+          "{}{}"
+          "        }}\n",
+          EpilogueChunks(c_), MainLoopStepIssue("          "), MainLoopStepRetire("          "));
+    else
+      out_ +=
+          "  for (int unit = first_unit; unit < kUnits; unit += unit_step, ++main_loops) {\n"
+          "    const int tile = unit / kSplits, split = unit % kSplits;\n"
+          "    const tf::TileCoordinates t = tf::TileAt<kTilesM, kTilesN, kGroupM>(tile);\n"
+          "    const int k_begin = split * kSplitSteps, k_end = min(kKSteps, k_begin + kSplitSteps);\n"
+          "    if (kPingPong && (consumer == 1 || main_loops > 0)) turn[consumer].Wait((consumer == 1 ? main_loops : main_loops - 1) & 1);\n"
+          "    int previous = -1, ks = k_begin;\n";
+    if (overlap) {
+      EmitEpilogue("held_t", "", /*chunked=*/true);
+      out_ += "        if (issued) {\n          ++ks;\n          ring.Advance();\n        }\n      }\n";
+      EmitEpilogueStore("      ", "held_t");
+      out_ += "    }\n";
+    }
+    out_ += "    for (; ks < k_end; ++ks, ring.Advance()) {\n" + MainLoopStepIssue("      ") + MainLoopStepRetire("      ") + "    }\n";
+    out_ += "    tf::Warpgroup::Wait<0>();\n";
+    if (overlap) out_ += "    if (!has_tile) break;\n";
+    out_ +=
         "    if (local == 0) empty[previous].Arrive();\n"
-        "    if (kPingPong && local == 0) turn[1 - consumer].Arrive();\n",
-        kConsumerRegisters, g_.name + "_wgmma", StagedLoadIssue());
+        "    if (kPingPong && local == 0) turn[1 - consumer].Arrive();\n";
     if (c_.splits > 1) EmitSplitKHandOver();
-    EmitEpilogue();
+    if (overlap) {
+      out_ +=
+          "#pragma unroll\n"
+          "    for (int mb = 0; mb < kMBlocks; ++mb)\n"
+          "#pragma unroll\n" +
+          fmt::format("      for (int i = 0; i < kBN / 4; ++i) held[mb][i] = tf::tf_pack2_{}(d[mb][2 * i], d[mb][2 * i + 1]);\n",
+                      DTypeName(g_.dtype)) +
+          "    held_t = t;\n"
+          "    holding = true;\n";
+    } else {
+      EmitEpilogue("t", "main_loops & 1", /*chunked=*/false);
+      if (staged_ >= 0) EmitEpilogueStore("    ", "t");
+    }
     out_ += "    if (kPingPong) ring.Skip(kKSteps);  // the other consumer's next tile\n  }\n";
     if (staged_ >= 0) out_ += "  if (local == 0) tf::TmaStoreWait();  // shared memory must outlive the stores reading it\n";
+  }
+
+  // One main-loop step, issued: wait for the slot, start its wgmma (and the staged load at
+  // its step)...
+  std::string MainLoopStepIssue(const std::string& indent) const {
+    std::string step = fmt::format(
+        "full[ring.stage].Wait(ring.phase);\n"
+        "const unsigned short* a = tile_a + ring.stage * kBM * kBK + (kPingPong ? 0 : consumer * 64 * kBK);\n"
+        "const unsigned short* b = tile_b + ring.stage * kBN * kBK;\n"
+        "tf::Warpgroup::Fence();\n"
+        "#pragma unroll\n"
+        "for (int kk = 0; kk < kBK / 16; ++kk)\n"
+        "#pragma unroll\n"
+        "  for (int mb = 0; mb < kMBlocks; ++mb)\n"
+        "    {}(d[mb], tf::SharedMatrix::KMajor(a + mb * 64 * kBK + kk * 16), tf::SharedMatrix::MnMajor(b + kk * 16 * 64, kBK * 128),\n"
+        "       ks > k_begin || kk > 0);\n"
+        "tf::Warpgroup::Commit();\n",
+        g_.name + "_wgmma");
+    if (staged_load_ >= 0) step += "if (ks == (k_begin + k_end) / 2 && local == 0) {\n" + StagedLoadRequest("  ") + "}\n";
+    return Indent(step, indent);
+  }
+  // ...and retire the step before it, handing its slot back.
+  static std::string MainLoopStepRetire(const std::string& indent) {
+    return Indent(
+        "// The step before this one has finished reading its slot: hand it back.\n"
+        "tf::Warpgroup::Wait<1>();\n"
+        "if (previous >= 0 && local == 0) empty[previous].Arrive();\n"
+        "previous = ring.stage;\n",
+        indent);
+  }
+  static std::string Indent(const std::string& lines, const std::string& indent) {
+    std::string out;
+    size_t begin = 0;
+    while (begin < lines.size()) {
+      const size_t end = lines.find('\n', begin);
+      const std::string line = lines.substr(begin, end - begin);
+      out += (line.rfind("#pragma", 0) == 0 ? "" : indent) + line + "\n";
+      begin = end + 1;
+    }
+    return out;
   }
 
   // Split-K: every unit leaves its partial sums in scratch memory (coalesced: element i of
@@ -336,63 +414,78 @@ class GemmEmitter {
   // lands in, and the load still has half the main loop to arrive. (Requested as the tile
   // started, the wait for that store stalled the next main loop's first step: a residual
   // over 16384x4096x1024 took 248 us on cooperative tiles against 195 for bias+ReLU, H100.)
-  std::string StagedLoadIssue() const {
-    if (staged_load_ < 0) return "";
-    return "      if (ks == (k_begin + k_end) / 2 && local == 0) {\n"
-           "        tf::TmaStoreWaitRead();\n"
-           "        unsigned char* my_staging = staging + consumer * kConsumerRows * kBN * 2;\n"
-           "        tile_in[consumer].ArriveExpectingBytes(kConsumerRows * kBN * 2);\n"
-           "        for (int mb = 0; mb < kMBlocks; ++mb)\n"
-           "          for (int box = 0; box < kBN / 64; ++box)\n"
-           "            tf::TmaLoad3d(my_staging + (mb * (kBN / 64) + box) * 64 * 128, map_in, t.n * kBN + box * 64,\n"
-           "                          t.m * kBM + (kPingPong ? 0 : consumer * 64) + mb * 64, t.batch, tile_in[consumer]);\n"
-           "      }\n";
+  std::string StagedLoadRequest(const std::string& indent) const {
+    return Indent(
+        "tf::TmaStoreWaitRead();\n"
+        "unsigned char* my_staging = staging + consumer * kConsumerRows * kBN * 2;\n"
+        "tile_in[consumer].ArriveExpectingBytes(kConsumerRows * kBN * 2);\n"
+        "for (int mb = 0; mb < kMBlocks; ++mb)\n"
+        "  for (int box = 0; box < kBN / 64; ++box)\n"
+        "    tf::TmaLoad3d(my_staging + (mb * (kBN / 64) + box) * 64 * 128, map_in, t.n * kBN + box * 64,\n"
+        "                  t.m * kBM + (kPingPong ? 0 : consumer * 64) + mb * 64, t.batch, tile_in[consumer]);\n",
+        indent);
   }
 
-  // Accumulator d[mb][j*4 + h*2 + e] holds row mb*64 + warp*16 + lane/4 + 8h, column
-  // 8j + (lane%4)*2 + e of the consumer's kConsumerRows × kBN slice (the wgmma D fragment
-  // layout). The staged store goes
-  // as column pairs into the swizzled staging tile, then out by TMA while the next tile's
-  // main loop runs; other stores are written directly.
-  void EmitEpilogue() {
+  // The epilogue of tile `tile` (the coordinates' variable): every accumulator, or (chunked,
+  // in the overlapped epilogue's loop over `chunk`) the columns of one chunk, read from the
+  // held pairs. Accumulator d[mb][j*4 + h*2 + e] holds row mb*64 + warp*16 + lane/4 + 8h,
+  // column 8j + (lane%4)*2 + e of the consumer's kConsumerRows × kBN slice (the wgmma D
+  // fragment layout). The staged store goes as column pairs into the swizzled staging tile,
+  // then out by TMA (EmitEpilogueStore) while the next main loop runs; other stores are
+  // written directly. `load_parity`: the phase in which the tile's staged load lands (none
+  // in the overlapped epilogue).
+  void EmitEpilogue(const std::string& tile, const std::string& load_parity, bool chunked) {
     const Kernel& k = g_.epilogue;
     const bool staged = staged_ >= 0;
-    if (staged)
-      out_ += "    unsigned char* my_staging = staging + consumer * kConsumerRows * kBN * 2;  // [mb][kBN / 64][64][64]\n";
+    TF_CHECK(!chunked || staged_load_ < 0);  // ProductMayBeHeldRounded: no residual
+    // The overlapped loop's body sits three levels deeper.
+    const std::string in = chunked ? "        " : "    ";
+    std::string wait;  // for the staging tile, before the first write to it
     if (staged_load_ >= 0)
-      out_ += "    tile_in[consumer].Wait(main_loops & 1);  // the staged load's tile is there (its store read the old one)\n";
+      wait = fmt::format("tile_in[consumer].Wait({});  // the staged load's tile is there (its store read the old one)\n", load_parity);
     else if (staged)
-      out_ +=
-          "    if (local == 0) tf::TmaStoreWaitRead();  // the previous tile's store has read the staging tile\n"
-          "    tf::NamedBarrierSync(1 + consumer, 128);\n";
-    out_ +=
-        "    const int row_origin = t.m * kBM + (kPingPong ? 0 : consumer * 64);\n"
-        "    const int col_base = t.n * kBN + (lane % 4) * 2;\n"
+      wait =
+          "if (local == 0) tf::TmaStoreWaitRead();  // the previous tile's store has read the staging tile\n"
+          "tf::NamedBarrierSync(1 + consumer, 128);\n";
+    if (chunked && !wait.empty()) wait = "if (chunk == 0) {\n" + Indent(wait, "  ") + "}\n";
+    std::string head =
+        staged ? "unsigned char* my_staging = staging + consumer * kConsumerRows * kBN * 2;  // [mb][kBN / 64][64][64]\n" : "";
+    head += wait;
+    head += fmt::format(
+        "const int row_origin = {0}.m * kBM + (kPingPong ? 0 : consumer * 64);\n"
+        "const int col_base = {0}.n * kBN + (lane % 4) * 2;\n"
         "#pragma unroll\n"
-        "    for (int mb = 0; mb < kMBlocks; ++mb)\n"
+        "for (int mb = 0; mb < kMBlocks; ++mb)\n"
+        "#pragma unroll\n",
+        tile);
+    head += chunked ? "for (int j = chunk * (kBN / 8 / kChunks); j < (chunk + 1) * (kBN / 8 / kChunks); ++j)\n"
+                    : "for (int j = 0; j < kBN / 8; ++j)\n";
+    head +=
         "#pragma unroll\n"
-        "    for (int j = 0; j < kBN / 8; ++j)\n"
-        "#pragma unroll\n"
-        "      for (int h = 0; h < 2; ++h) {\n"
-        "        const int row_in_batch = row_origin + mb * 64 + warp * 16 + lane / 4 + 8 * h;\n"
-        "        // N is a multiple of 8: a column pair is wholly inside or wholly outside.\n"
-        "        const bool inside = kNoEdges || (row_in_batch < kRows && col_base + 8 * j < kN);\n"
-        "        float staged[2] = {0.0f, 0.0f};\n";
+        "  for (int h = 0; h < 2; ++h) {\n"
+        "    const int row_in_batch = row_origin + mb * 64 + warp * 16 + lane / 4 + 8 * h;\n"
+        "    // N is a multiple of 8: a column pair is wholly inside or wholly outside.\n"
+        "    const bool inside = kNoEdges || (row_in_batch < kRows && col_base + 8 * j < kN);\n"
+        "    float staged[2] = {0.0f, 0.0f};\n";
     if (staged)
-      out_ +=
-          "        // This thread's column pair in the staging tile: the staged load is read there and\n"
-          "        // the staged store written back in its place.\n"
-          "        const int col_in_tile = 8 * j + (lane % 4) * 2;\n"
-          "        unsigned* staged_pair = (unsigned*)(my_staging + (mb * (kBN / 64) + col_in_tile / 64) * 64 * 128 +\n"
-          "                                            tf::Swizzle128(warp * 16 + lane / 4 + 8 * h, (col_in_tile % 64) * 2));\n";
-    if (staged_load_ >= 0) out_ += "        const unsigned loaded_pair = *staged_pair;\n";
-    out_ +=
+      head +=
+          "    // This thread's column pair in the staging tile: the staged load is read there and\n"
+          "    // the staged store written back in its place.\n"
+          "    const int col_in_tile = 8 * j + (lane % 4) * 2;\n"
+          "    unsigned* staged_pair = (unsigned*)(my_staging + (mb * (kBN / 64) + col_in_tile / 64) * 64 * 128 +\n"
+          "                                        tf::Swizzle128(warp * 16 + lane / 4 + 8 * h, (col_in_tile % 64) * 2));\n";
+    if (staged_load_ >= 0) head += "    const unsigned loaded_pair = *staged_pair;\n";
+    head += fmt::format(
         "#pragma unroll\n"
-        "        for (int e = 0; e < 2; ++e) {\n"
-        "          if (!inside) continue;\n"
-        "          const int col = col_base + 8 * j + e;\n"
-        "          const tf_index_t row = (tf_index_t)t.batch * kRows + row_in_batch;\n"
-        "          const float acc = d[mb][j * 4 + h * 2 + e];\n";
+        "    for (int e = 0; e < 2; ++e) {{\n"
+        "      if (!inside) continue;\n"
+        "      const int col = col_base + 8 * j + e;\n"
+        "      const tf_index_t row = (tf_index_t){}.batch * kRows + row_in_batch;\n"
+        "      const float acc = {};\n",
+        tile,
+        chunked ? fmt::format("tf_cvt_{}((unsigned short)(held[mb][j * 2 + h] >> (16 * e)))", DTypeName(g_.dtype))
+                : std::string("d[mb][j * 4 + h * 2 + e]"));
+    out_ += Indent(head, in);
     std::map<int, std::string> given;
     for (size_t v = 0; v < k.values.size(); ++v)
       if (k.values[v].kind == ScalarValue::Kind::kLoad && k.buffers[k.values[v].buffer].node == g_.product)
@@ -403,30 +496,38 @@ class GemmEmitter {
     std::vector<int> roots;
     for (const KernelStore& s : k.stores) roots.push_back(s.value);
     const std::vector<std::string> vars = {"row", "col"};
-    out_ += CudaElementProgram(k, roots, given, vars, "          ");
+    std::string body = CudaElementProgram(k, roots, given, vars, "");
     for (size_t i = 0; i < k.stores.size(); ++i) {
       const KernelStore& s = k.stores[i];
-      if (static_cast<int>(i) == staged_) out_ += fmt::format("          staged[e] = v{};\n", s.value);
-      else out_ += fmt::format("          b{}[{}] = tf_pack_{}(v{});\n", s.buffer, PrintIndex(s.index, vars), DTypeName(k.buffers[s.buffer].dtype), s.value);
+      if (static_cast<int>(i) == staged_) body += fmt::format("staged[e] = v{};\n", s.value);
+      else body += fmt::format("b{}[{}] = tf_pack_{}(v{});\n", s.buffer, PrintIndex(s.index, vars), DTypeName(k.buffers[s.buffer].dtype), s.value);
     }
-    out_ += "        }\n";
-    if (staged) {
-      std::string_view dt = DTypeName(k.buffers[k.stores[staged_].buffer].dtype);
-      out_ += fmt::format("        *staged_pair = tf::tf_pack2_{}(staged[0], staged[1]);\n", dt);
-    }
-    out_ += "      }\n";
+    out_ += Indent(body, in + "      ");
+    std::string tail = "    }\n";
     if (staged)
-      out_ +=
-          "    tf::FenceSharedForAsync();\n"
-          "    tf::NamedBarrierSync(1 + consumer, 128);\n"
-          "    if (local == 0) {\n"
-          "#pragma unroll\n"
-          "      for (int mb = 0; mb < kMBlocks; ++mb)\n"
-          "        for (int box = 0; box < kBN / 64; ++box)\n"
-          "          tf::TmaStore3d(map_out, my_staging + (mb * (kBN / 64) + box) * 64 * 128, t.n * kBN + box * 64, row_origin + mb * 64,\n"
-          "                         t.batch);\n"
-          "      tf::TmaStoreCommit();\n"
-          "    }\n";
+      tail += fmt::format("    *staged_pair = tf::tf_pack2_{}(staged[0], staged[1]);\n", DTypeName(k.buffers[k.stores[staged_].buffer].dtype));
+    tail += "  }\n";
+    out_ += Indent(tail, in);
+  }
+
+  // The staged store's tile, out by TMA once every thread of the consumer has written it.
+  void EmitEpilogueStore(const std::string& indent, const std::string& tile) {
+    if (staged_ < 0) return;
+    out_ += Indent(fmt::format(
+                       "tf::FenceSharedForAsync();\n"
+                       "tf::NamedBarrierSync(1 + consumer, 128);\n"
+                       "if (local == 0) {{\n"
+                       "  unsigned char* my_staging = staging + consumer * kConsumerRows * kBN * 2;\n"
+                       "  const int row_origin = {0}.m * kBM + (kPingPong ? 0 : consumer * 64);\n"
+                       "#pragma unroll\n"
+                       "  for (int mb = 0; mb < kMBlocks; ++mb)\n"
+                       "    for (int box = 0; box < kBN / 64; ++box)\n"
+                       "      tf::TmaStore3d(map_out, my_staging + (mb * (kBN / 64) + box) * 64 * 128, {0}.n * kBN + box * 64, row_origin + mb * 64,\n"
+                       "                     {0}.batch);\n"
+                       "  tf::TmaStoreCommit();\n"
+                       "}}\n",
+                       tile),
+                   indent);
   }
 
   const GemmTemplateKernel& g_;

@@ -114,6 +114,86 @@ TEST(CudaGemmEmitterTest, GeluResidualKernelReadsAsTheTemplateSays) {
   )"));
 }
 
+// The overlapped epilogue (cooperative consumers, the rule's default there): a tile's
+// products wait as packed bf16 pairs while the next tile's first kChunks steps each run one
+// chunk of their epilogue after issuing the step's wgmma and retiring the one before; a
+// last pass without a tile finishes the last one held. A residual keeps the epilogue in the
+// main loop's tail (it could cancel the rounded product).
+TEST(CudaGemmEmitterTest, OverlappedEpilogueRunsInChunksDuringTheNextMainLoop) {
+  Planned p = PlanText("  p = MatMul (x, w)\n  s = Add (p, b)\n  y = Tanh (s)\n",
+                       "g (bfloat16[2048,1024] x, bfloat16[1024,4096] w, bfloat16[4096] b) => (bfloat16[2048,4096] y)");
+  auto gemm = LowerOnlyGemm(p);
+  ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
+  const CudaGemmConfig rule = ResolveGemmConfig(*gemm, {});
+  EXPECT_FALSE(*rule.pingpong);
+  EXPECT_TRUE(*rule.overlap_epilogue);
+  EXPECT_EQ(rule.block_n, 256);
+  auto source = EmitCudaGemm(*gemm);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_NE(source->strategy.find("epilogue overlapping the next main loop"), std::string::npos) << source->strategy;
+  EXPECT_TRUE(MatchesChecks(source->function, R"(
+    CHECK: kPingPong = 0
+    CHECK: constexpr int kChunks = 16;
+    CHECK: unsigned held[kMBlocks][kBN / 4];
+    CHECK: for (int unit = first_unit; unit < kUnits || holding; unit += unit_step, ++main_loops) {
+    CHECK: k_end = has_tile ? min(kKSteps, k_begin + kSplitSteps) : k_begin;
+    CHECK: if (holding) {
+    CHECK: for (int chunk = 0; chunk < kChunks; ++chunk) {
+    CHECK: if (issued) {
+    CHECK: tf::Warpgroup::Commit();
+    CHECK: tf::Warpgroup::Wait<1>();
+    CHECK: if (chunk == 0) {
+    CHECK-NEXT: if (local == 0) tf::TmaStoreWaitRead();
+    CHECK: const int row_origin = held_t.m * kBM
+    CHECK: for (int j = chunk * (kBN / 8 / kChunks); j < (chunk + 1) * (kBN / 8 / kChunks); ++j)
+    CHECK: const float acc = tf_cvt_bf16((unsigned short)(held[mb][j * 2 + h] >> (16 * e)));
+    CHECK: tf_cvt_bf16(b1[col])
+    CHECK: tf_tanh_approx(
+    CHECK: *staged_pair =
+    CHECK: if (issued) {
+    CHECK-NEXT: ++ks;
+    CHECK: tf::FenceSharedForAsync();
+    CHECK: tf::TmaStore3d(map_out
+    CHECK-SAME: held_t.n * kBN + box * 64
+    CHECK: for (; ks < k_end; ++ks, ring.Advance()) {
+    CHECK: tf::Warpgroup::Wait<0>();
+    CHECK-NEXT: if (!has_tile) break;
+    CHECK: held[mb][i] = tf::tf_pack2_bf16(d[mb][2 * i], d[mb][2 * i + 1]);
+    CHECK-NEXT: held_t = t;
+    CHECK-NEXT: holding = true;
+    CHECK: tf::TmaStoreWait();
+  )"));
+  EXPECT_EQ(source->function.find("const float acc = d[mb]"), std::string::npos) << "the epilogue reads the held pairs only";
+
+  // Narrower tiles split their column groups into fewer chunks.
+  CudaGemmConfig narrow;
+  narrow.block_n = 64;
+  EXPECT_EQ(gemm_layout::EpilogueChunks(ResolveGemmConfig(*gemm, narrow)), 8);
+
+  // Ping-pong consumers and split-K keep their own epilogues.
+  CudaGemmConfig pingpong;
+  pingpong.pingpong = true;
+  EXPECT_FALSE(*ResolveGemmConfig(*gemm, pingpong).overlap_epilogue);
+  pingpong.overlap_epilogue = true;
+  EXPECT_EQ(EmitCudaGemm(*gemm, pingpong).status().code(), StatusCode::kInvalidArgument);
+  CudaGemmConfig split;
+  split.splits = 2;
+  EXPECT_FALSE(*ResolveGemmConfig(*gemm, split).overlap_epilogue);
+  split.overlap_epilogue = true;
+  EXPECT_EQ(EmitCudaGemm(*gemm, split).status().code(), StatusCode::kInvalidArgument);
+
+  // A residual: not overlapped by the rule, and refused when asked for.
+  Planned residual = PlanText("  p = MatMul (x, w)\n  y = Add (p, r)\n",
+                              "g (bfloat16[2048,1024] x, bfloat16[1024,4096] w, bfloat16[2048,4096] r) => (bfloat16[2048,4096] y)");
+  auto with_residual = LowerOnlyGemm(residual);
+  ASSERT_TRUE(with_residual.ok());
+  CudaGemmConfig cooperative;
+  cooperative.pingpong = false;
+  EXPECT_FALSE(*ResolveGemmConfig(*with_residual, cooperative).overlap_epilogue);
+  cooperative.overlap_epilogue = true;
+  EXPECT_EQ(EmitCudaGemm(*with_residual, cooperative).status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST(CudaGemmEmitterTest, BatchedOperandsWalkBatchEntries) {
   Planned p = PlanText("  y = MatMul (a, b)\n", "g (float16[6,100,64] a, float16[6,64,72] b) => (float16[6,100,72] y)");
   auto gemm = LowerOnlyGemm(p);

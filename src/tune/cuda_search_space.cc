@@ -158,7 +158,8 @@ CudaSearchSpace CudaCandidates(const Kernel& k) {
 namespace {
 
 bool SameGemmConfig(const CudaGemmConfig& a, const CudaGemmConfig& b) {
-  return a.pingpong.value_or(false) == b.pingpong.value_or(false) && a.block_m == b.block_m && a.block_n == b.block_n &&
+  return a.pingpong.value_or(false) == b.pingpong.value_or(false) &&
+         a.overlap_epilogue.value_or(false) == b.overlap_epilogue.value_or(false) && a.block_m == b.block_m && a.block_n == b.block_n &&
          a.stages == b.stages && a.group_m == b.group_m && a.splits == b.splits;
 }
 
@@ -170,15 +171,20 @@ GemmSearchSpace GemmCandidates(const GemmTemplateKernel& gemm, int sm_count) {
   rule.sm_count = sm_count;
   space.candidates.push_back(ResolveGemmConfig(gemm, rule));
   const bool staged = gemm_layout::StagedStore(gemm) >= 0;
-  for (bool pingpong : {false, true})
+  // Consumers: ping-pong, cooperative, or cooperative with the epilogue overlapped.
+  for (int consumers : {0, 1, 2})
     for (int block_n : {128, 256})
       for (int stages : {3, 4, 5}) {
         CudaGemmConfig requested = rule;
-        requested.pingpong = pingpong;
+        requested.pingpong = consumers == 0;
+        requested.overlap_epilogue = consumers == 2;
         requested.block_n = block_n;
         requested.stages = stages;
         const CudaGemmConfig c = ResolveGemmConfig(gemm, requested);
-        const std::string name = fmt::format("{} {}x{}, {} stages", pingpong ? "ping-pong" : "cooperative", c.block_m, c.block_n, c.stages);
+        // An overlapped epilogue needs one unit per tile and no residual.
+        if (c.overlap_epilogue.value_or(false) && (c.splits > 1 || !gemm_layout::ProductMayBeHeldRounded(gemm))) continue;
+        const std::string name = fmt::format("{} {}x{}, {} stages", consumers == 0 ? "ping-pong" : consumers == 1 ? "cooperative" : "cooperative, overlapped epilogue",
+                                             c.block_m, c.block_n, c.stages);
         if (block_n > 64 && gemm.n < block_n) space.pruned.push_back(name + ": wider than the product's " + std::to_string(gemm.n) + " columns");
         else if (gemm_layout::ConsumerRows(c) * c.block_n > 64 * 256) space.pruned.push_back(name + ": accumulators past 128 registers a thread");
         else if (gemm_layout::SharedBytes(c, staged) > gemm_layout::kSharedLimit) space.pruned.push_back(name + ": shared memory past 227 KB");
@@ -190,13 +196,14 @@ GemmSearchSpace GemmCandidates(const GemmTemplateKernel& gemm, int sm_count) {
 }
 
 nlohmann::json GemmConfigToJson(const CudaGemmConfig& c) {
-  return {{"pingpong", c.pingpong.value_or(false)}, {"block_m", c.block_m}, {"block_n", c.block_n},
+  return {{"pingpong", c.pingpong.value_or(false)}, {"overlap_epilogue", c.overlap_epilogue.value_or(false)}, {"block_m", c.block_m}, {"block_n", c.block_n},
           {"stages", c.stages}, {"group_m", c.group_m}, {"splits", c.splits}};
 }
 
 CudaGemmConfig GemmConfigFromJson(const nlohmann::json& j) {
   CudaGemmConfig c;
   if (j.contains("pingpong")) c.pingpong = j["pingpong"].get<bool>();
+  if (j.contains("overlap_epilogue")) c.overlap_epilogue = j["overlap_epilogue"].get<bool>();
   c.block_m = j.value("block_m", c.block_m);
   c.block_n = j.value("block_n", c.block_n);
   c.stages = j.value("stages", c.stages);

@@ -65,60 +65,68 @@ KernelSearch GemmTemplateSearch(CudaExecutable& compiled, const CudaLaunchable& 
   return search;
 }
 
-// Both paths of the gemm groups the rule sent to cuBLASLt's own epilogue, timed group by
-// group in two compiled graphs (the rule's, and one with those groups on the template),
-// once, when the first search misses the cache.
+// Both paths of the gemm groups where the rule chose between cuBLASLt's own epilogue and
+// the template, timed group by group in two compiled graphs (the rule's, and one with
+// those groups on the other path), once, when the first search misses the cache.
 class GemmPathTimes {
  public:
-  GemmPathTimes(const Graph& graph, CudaExecutable& rule, CudaCompileOptions with_template, const std::vector<Tensor>& inputs)
-      : graph_(graph), rule_(rule), with_template_(std::move(with_template)), inputs_(inputs) {}
+  GemmPathTimes(const Graph& graph, CudaExecutable& rule, CudaCompileOptions flipped, const std::vector<Tensor>& inputs)
+      : graph_(graph), rule_(rule), flipped_(std::move(flipped)), inputs_(inputs) {}
 
   // Microseconds of plan group `index` on the library (0) and template (1) path.
-  StatusOr<std::array<double, 2>> Times(size_t index) {
+  StatusOr<std::array<double, 2>> Times(size_t index, bool rule_is_library) {
     if (!measured_) {
       measured_ = true;
       status_ = Measure();
     }
     RETURN_IF_ERROR(status_);
-    if (index >= library_us_.size() || index >= template_us_.size()) return Internal("gemm path timing: group index out of range");
-    return std::array<double, 2>{library_us_[index], template_us_[index]};
+    if (index >= rule_us_.size() || index >= flipped_us_.size()) return Internal("gemm path timing: group index out of range");
+    return rule_is_library ? std::array<double, 2>{rule_us_[index], flipped_us_[index]}
+                           : std::array<double, 2>{flipped_us_[index], rule_us_[index]};
   }
 
  private:
   Status Measure() {
-    ASSIGN_OR_RETURN(std::unique_ptr<CudaExecutable> other, CompileForCuda(graph_, with_template_));
-    ASSIGN_OR_RETURN(library_us_, GroupTimesUs(rule_, inputs_));
-    ASSIGN_OR_RETURN(template_us_, GroupTimesUs(*other, inputs_));
+    ASSIGN_OR_RETURN(std::unique_ptr<CudaExecutable> other, CompileForCuda(graph_, flipped_));
+    ASSIGN_OR_RETURN(rule_us_, GroupTimesUs(rule_, inputs_));
+    ASSIGN_OR_RETURN(flipped_us_, GroupTimesUs(*other, inputs_));
     return Status::Ok();
   }
 
   const Graph& graph_;
   CudaExecutable& rule_;
-  CudaCompileOptions with_template_;
+  CudaCompileOptions flipped_;
   const std::vector<Tensor>& inputs_;
   bool measured_ = false;
   Status status_ = Status::Ok();
-  std::vector<double> library_us_, template_us_;
+  std::vector<double> rule_us_, flipped_us_;
 };
 
-// The fallback rule's twin for gemm groups: where the rule sent a group to cuBLASLt's own
-// epilogue and the template applies too, both are timed and the faster kept (the choice is
-// cached per device and problem; keyed by the matmul node it survives replans).
+// The fallback rule's twin for gemm groups: where cuBLASLt's own epilogue and the template
+// both apply (the rule chose one, kLibraryEpilogueRule or library_alternative), both are
+// timed and the faster kept (the choice is cached per device and problem; keyed by the
+// matmul node it survives replans).
 Status TuneGemmPaths(const Graph& graph, CudaExecutable& compiled, CudaCompileOptions& tuned, const std::vector<Tensor>& inputs,
                      TuningCache& cache, const TuneOptions& tune, TuneClock::time_point start, TuneReport& report) {
-  CudaCompileOptions with_template = tuned;
-  std::vector<std::pair<size_t, int>> contested;  // (plan index, matmul)
+  CudaCompileOptions flipped = tuned;
+  struct Contest {
+    size_t index;  // in the plan
+    int matmul;
+    bool rule_is_library;
+  };
+  std::vector<Contest> contested;
   const std::vector<CudaGroupProgram>& groups = compiled.program().groups;
   for (size_t i = 0; i < groups.size(); ++i) {
     const CudaGroupProgram& p = groups[i];
-    if (p.mode != CudaGroupProgram::Mode::kGemm || p.lt_output < 0 || p.why_library.rfind(kLibraryEpilogueRule, 0) != 0) continue;
-    contested.push_back({i, p.matmul});
-    with_template.gemm_path_at[p.matmul] = GemmPath::kTemplate;
+    const bool library = p.mode == CudaGroupProgram::Mode::kGemm && p.lt_output >= 0 && p.why_library.rfind(kLibraryEpilogueRule, 0) == 0;
+    if (!library && !(p.mode == CudaGroupProgram::Mode::kGemmTemplate && p.library_alternative)) continue;
+    contested.push_back({i, p.matmul, library});
+    flipped.gemm_path_at[p.matmul] = library ? GemmPath::kTemplate : GemmPath::kLibrary;
   }
   if (contested.empty()) return Status::Ok();
-  auto times = std::make_shared<GemmPathTimes>(graph, compiled, with_template, inputs);
+  auto times = std::make_shared<GemmPathTimes>(graph, compiled, flipped, inputs);
   std::vector<KernelSearch> searches;
-  for (const auto& [index, matmul] : contested) {
+  for (const auto& [index, matmul, rule_is_library] : contested) {
     const CudaGroupProgram& p = groups[index];
     const Node& mm = compiled.graph().node(matmul);
     const Node& a = compiled.graph().node(mm.inputs[0]);
@@ -128,12 +136,12 @@ Status TuneGemmPaths(const Graph& graph, CudaExecutable& compiled, CudaCompileOp
     search.key = {compiled.device_name(), compiled.device_arch(), std::to_string(compiled.driver_version()),
                   "nvrtc " + compiled.nvrtc_version(),
                   KernelCache::Key({"gemm path", ShapeToString(a.shape), ShapeToString(compiled.graph().node(mm.inputs[1]).shape),
-                                    LtEpilogueName(p.lt_epilogue)}),
+                                    LtEpilogueName(rule_is_library ? p.lt_epilogue : *p.library_alternative)}),
                   ShapeToString(mm.shape), std::string(DTypeName(mm.dtype))};
     search.candidates = {{{"gemm", "library"}}, {{"gemm", "template"}}};
     search.rank = [](const nlohmann::json&) { return 0.0; };
-    search.measure = [times, index](const std::vector<nlohmann::json>& configs) -> StatusOr<std::vector<ConfigTiming>> {
-      ASSIGN_OR_RETURN(auto us, times->Times(index));
+    search.measure = [times, index, rule_is_library](const std::vector<nlohmann::json>& configs) -> StatusOr<std::vector<ConfigTiming>> {
+      ASSIGN_OR_RETURN(auto us, times->Times(index, rule_is_library));
       std::vector<ConfigTiming> out;
       for (const nlohmann::json& c : configs) out.push_back({c, us[c.value("gemm", "library") == "template" ? 1 : 0], ""});
       return out;
@@ -143,7 +151,7 @@ Status TuneGemmPaths(const Graph& graph, CudaExecutable& compiled, CudaCompileOp
   const size_t first = report.kernels.size();  // TuneKernels appends one result per search
   RETURN_IF_ERROR(TuneKernels(searches, cache, tune, start, report));
   for (size_t s = 0; s < contested.size() && first + s < report.kernels.size(); ++s)
-    tuned.gemm_path_at[contested[s].second] =
+    tuned.gemm_path_at[contested[s].matmul] =
         report.kernels[first + s].best.value("gemm", "library") == "template" ? GemmPath::kTemplate : GemmPath::kLibrary;
   return Status::Ok();
 }

@@ -100,6 +100,22 @@ StatusOr<CudaLaunchable> LowerAndEmit(const Graph& g, const FusionGroup& group, 
   return launchable;
 }
 
+// The configuration asked of the GEMM template for `gemm`: the tuner's measured one, else
+// the overrides (their zeros and unset fields resolved by the rule, ResolveGemmConfig).
+CudaGemmConfig RequestedGemmConfig(const GemmTemplateKernel& gemm, const CudaTarget& target) {
+  CudaGemmConfig config;
+  config.pingpong = target.overrides.gemm_pingpong;
+  config.overlap_epilogue = target.overrides.gemm_overlap_epilogue;
+  config.block_n = target.overrides.gemm_block_n;
+  config.stages = target.overrides.gemm_stages;
+  config.splits = target.overrides.gemm_splits;
+  if (target.overrides.gemm_group_m > 0) config.group_m = target.overrides.gemm_group_m;
+  if (auto tuned = target.gemm_configs.find(GemmFingerprint(gemm)); tuned != target.gemm_configs.end()) config = tuned->second;
+  config.sm_count = target.sm_count;
+  if (SwitchedOff("TILEFUSE_GEMM_OVERLAP")) config.overlap_epilogue = false;  // for comparison and diagnosis
+  return config;
+}
+
 // The GEMM template for a gemm group, or why it does not apply.
 StatusOr<CudaLaunchable> GemmTemplate(const Graph& g, const FusionGroup& group, const GemmSplit& split, const std::vector<bool>& inlined,
                                       const std::string& name, const CudaTarget& target, GemmPath path) {
@@ -110,15 +126,7 @@ StatusOr<CudaLaunchable> GemmTemplate(const Graph& g, const FusionGroup& group, 
   // A product with too few output tiles to fill the GPU splits K (CudaGemmConfig::splits);
   // before split-K, 16 x 4096 x 4096 bf16 took 36 us in the template and 18 us in cuBLAS
   // (H100, 2026-11-23).
-  CudaGemmConfig config;
-  config.pingpong = target.overrides.gemm_pingpong;
-  config.block_n = target.overrides.gemm_block_n;
-  config.stages = target.overrides.gemm_stages;
-  config.splits = target.overrides.gemm_splits;
-  if (target.overrides.gemm_group_m > 0) config.group_m = target.overrides.gemm_group_m;
-  if (auto tuned = target.gemm_configs.find(GemmFingerprint(gemm)); tuned != target.gemm_configs.end()) config = tuned->second;
-  config.sm_count = target.sm_count;
-  ASSIGN_OR_RETURN(CudaKernelSource source, EmitCudaGemm(gemm, config));
+  ASSIGN_OR_RETURN(CudaKernelSource source, EmitCudaGemm(gemm, RequestedGemmConfig(gemm, target)));
   CudaLaunchable launchable = TemplateLaunchable(std::move(source), group, gemm.epilogue);
   launchable.gemm = std::move(gemm);
   return launchable;
@@ -209,26 +217,27 @@ CudaGroupProgram ProgramForGroup(const Graph& g, const FusionGroup& group, const
         if (!k.ok()) return host("prologue: " + k.status().message());
         p.prologue.push_back(std::move(*k));
       }
-      // cuBLASLt's own fused epilogue was faster than the template on 7 of 9 shapes measured
-      // (H100, 2026-11-24, bf16, TF/s library / template: 4096^3 plain 782 / 752, bias+ReLU
-      // 775 / 715, bias+GELU 761 / 719; 16384x4096x1024 plain 727 / 636, bias+ReLU 708 / 595,
-      // bias+GELU 655 / 512; 16x4096x4096 bias 28 / 25) and slower on 8192^3 (plain 717 / 777,
-      // bias+GELU 714 / 743); the template keeps what cuBLASLt cannot fuse (residuals, scales,
-      // several outputs, casts), where it wins by up to 1.4x.
+      // Under --gemm auto, a group cuBLASLt's own epilogue fuses (bias, ReLU, GELU) goes to
+      // the template where the template has output tiles enough to fill the GPU without
+      // splitting K (an implicit convolution always: the library would need im2col's copy
+      // of A first), else to cuBLASLt: a decode-like product is bound by reading B, and
+      // cuBLASLt reads it faster (16x4096x4096 bias, H100, 2026-11-24: 18.7 against 20.7
+      // µs). RULE_NUMBERS
       // The tuner measures both where both apply (tune/gpu_tuner.cc) and says which won.
       const auto measured = target.gemm_path_at.find(split.matmul);
       const GemmPath path = measured != target.gemm_path_at.end() ? measured->second : target.gemm;
       StatusOr<LibraryEpilogue> library = LibraryEpilogueFor(g, group, split, inlined);
-      // A convolution the template reads as an implicit GEMM keeps the template: the library
-      // would need im2col's copy of A first. (Lowered here only where the library rule applies.)
-      auto implicit_conv = [&] {
+      auto library_by_rule = [&] {
         StatusOr<GemmTemplateKernel> problem = LowerGemmTemplate(g, group, split, inlined);
-        return problem.ok() && problem->a_conv.has_value();
+        if (!problem.ok()) return true;
+        return !problem->a_conv.has_value() && ResolveGemmConfig(*problem, RequestedGemmConfig(*problem, target)).splits > 1;
       };
+      const bool contested = path == GemmPath::kAuto && library.ok();
       StatusOr<CudaLaunchable> fused =
-          path == GemmPath::kAuto && library.ok() && !implicit_conv()
+          contested && library_by_rule()
               ? StatusOr<CudaLaunchable>(Unimplemented(fmt::format("{} ({})", kLibraryEpilogueRule, DescribeLibraryEpilogue(*library))))
               : GemmTemplate(g, group, split, inlined, name, target, path);
+      if (contested && fused.ok()) p.library_alternative = ToLtEpilogue(*library);
       if (fused.ok()) {
         p.mode = CudaGroupProgram::Mode::kGemmTemplate;
         p.kernel = std::move(*fused);

@@ -57,6 +57,9 @@ struct CudaGroupProgram {
   std::vector<int> host_nodes;             // host: the members, in order
   std::string why_host;
   std::string why_library;                 // gemm: why the template does not apply
+  // gemm template taken by the --gemm auto rule: cuBLASLt's own epilogue that would also
+  // fuse the group's (the tuner times both); unset where none would.
+  std::optional<LtEpilogue> library_alternative;
   // gemm: the epilogue cuBLASLt fuses into the product (no epilogue kernel), its bias
   // vector (or -1) and the value it writes in place of the product.
   LtEpilogue lt_epilogue = LtEpilogue::kNone;
@@ -93,7 +96,7 @@ enum class MatmulPrecision { kHighest, kHigh };
 
 // Overrides of the templates' own configuration rules, to measure the alternatives
 // (tilefuse_bench_gpu_cases --attention-block-n, --attention-poly-exp, --attention-lazy-margin,
-// --attention-consumers, --attention-tiles, --gemm-pingpong).
+// --attention-consumers, --attention-tiles, --gemm-pingpong, --gemm-overlap).
 struct TemplateOverrides {
   int attention_block_n = 0;          // keys per step; 0: the rule
   int attention_poly_exp_every = -1;  // CudaAttentionConfig::poly_exp_every; -1: the rule
@@ -101,6 +104,7 @@ struct TemplateOverrides {
   int attention_consumers = 0;                 // CudaAttentionConfig::consumers; 0: the rule
   int attention_tiles = 0;                     // CudaAttentionConfig::tiles; 0: the rule
   std::optional<bool> gemm_pingpong;  // unset: the rule (ResolveGemmConfig)
+  std::optional<bool> gemm_overlap_epilogue;  // unset: the rule
   int gemm_block_n = 0, gemm_stages = 0, gemm_splits = 0, gemm_group_m = 0;  // CudaGemmConfig's; 0: the rule
   int row_cluster = 0;  // the row template's CudaKernelConfig::cluster (where it applies); 0: the rule
 };

@@ -52,12 +52,16 @@ int EpilogueChunks(const CudaGemmConfig& c);
 int64_t StepsPerSplit(const GemmTemplateKernel& g, const CudaGemmConfig& c);
 int64_t CounterBytes(const GemmTemplateKernel& g, const CudaGemmConfig& c);  // split-K's tile counters
 int64_t ScratchBytes(const GemmTemplateKernel& g, const CudaGemmConfig& c);  // counters + partial tiles
-// Whether the overlapped epilogue may hold the product rounded to its half-precision type:
-// the epilogue reads nothing else of more than N elements (a bias or scale vector, not a
-// residual, which can cancel the product and show its rounding).
+// Whether the rule overlaps the epilogue, holding the product rounded to its half-precision
+// type meanwhile: the epilogue reads nothing else of more than N elements (a bias or scale
+// vector, not a residual; ResolveGemmConfig says why).
 bool ProductMayBeHeldRounded(const GemmTemplateKernel& g);
 int StagedStore(const GemmTemplateKernel& g);  // the store written by TMA from shared memory, or -1
 int StagedLoad(const GemmTemplateKernel& g, const CudaGemmConfig& c);  // the load TMA brings in, or -1
+// The residual an overlapped epilogue reads from global memory, kPrefetchChunks ahead of the
+// chunk that uses it (into registers, while the main loop's wgmma run), or -1.
+int PrefetchedLoad(const GemmTemplateKernel& g, const CudaGemmConfig& c);
+constexpr int kPrefetchChunks = 2;  // how far ahead; EpilogueChunks is a multiple of it
 
 }  // namespace gemm_layout
 

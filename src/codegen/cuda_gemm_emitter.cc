@@ -20,7 +20,7 @@ constexpr int kProducerRegisters = 40, kConsumerRegisters = 232;
 class GemmEmitter {
  public:
   GemmEmitter(const GemmTemplateKernel& g, const CudaGemmConfig& c)
-      : g_(g), c_(c), staged_(StagedStore(g)), staged_load_(StagedLoad(g, c)) {}
+      : g_(g), c_(c), staged_(StagedStore(g)), staged_load_(StagedLoad(g, c)), prefetched_load_(PrefetchedLoad(g, c)) {}
 
   StatusOr<CudaKernelSource> Run() {
     RETURN_IF_ERROR(Validate());
@@ -91,8 +91,9 @@ class GemmEmitter {
     if (c_.splits > 1 && *c_.pingpong) return InvalidArgument(fmt::format("{}: split-K needs cooperative consumers", g_.name));
     if (*c_.overlap_epilogue && (*c_.pingpong || c_.splits > 1))
       return InvalidArgument(fmt::format("{}: an overlapped epilogue needs cooperative consumers without split-K", g_.name));
-    if (*c_.overlap_epilogue && !ProductMayBeHeldRounded(g_))
-      return InvalidArgument(fmt::format("{}: an overlapped epilogue holds the product rounded, which a residual could cancel", g_.name));
+    if (prefetched_load_ >= 0 && EpilogueChunks(c_) % kPrefetchChunks != 0)
+      return InvalidArgument(fmt::format("{}: {} epilogue chunks, not a multiple of the residual's {} prefetched", g_.name,
+                                         EpilogueChunks(c_), kPrefetchChunks));
     if (c_.splits > 1 && Tiles(g_, c_.block_m, c_.block_n) * 4 > kScratchCounterBytes)
       return InvalidArgument(fmt::format("{}: split-K over more tiles than the scratch memory's counter region holds", g_.name));
     return Status::Ok();
@@ -271,6 +272,7 @@ class GemmEmitter {
           "  unsigned held[kMBlocks][kBN / 4];\n"
           "  tf::TileCoordinates held_t = {{}};\n"
           "  bool holding = false;\n"
+          "{}"
           "  for (int unit = first_unit; unit < kUnits || holding; unit += unit_step, ++main_loops) {{\n"
           "    const bool has_tile = unit < kUnits;\n"
           "    const int tile = unit / kSplits, split = unit % kSplits;\n"
@@ -286,7 +288,13 @@ class GemmEmitter {
           "        if (issued) {{\n"
           "{}{}"
           "        }}\n",
-          EpilogueChunks(c_), MainLoopStepIssue("          "), MainLoopStepRetire("          "));
+          EpilogueChunks(c_),
+          prefetched_load_ >= 0 ? fmt::format("  // The residual's column pairs of the chunks {0} ahead, slot chunk % {0}: loaded while the\n"
+                                              "  // main loop's wgmma run, used {0} chunks later.\n"
+                                              "  unsigned ahead[{0}][kMBlocks][kBN / 8 / kChunks * 2];\n",
+                                              kPrefetchChunks)
+                                : "",
+          MainLoopStepIssue("          "), MainLoopStepRetire("          "));
     else
       out_ +=
           "  for (int unit = first_unit; unit < kUnits; unit += unit_step, ++main_loops) {\n"
@@ -297,6 +305,14 @@ class GemmEmitter {
           "    int previous = -1, ks = k_begin;\n";
     if (overlap) {
       EmitEpilogue("held_t", "", /*chunked=*/true);
+      if (prefetched_load_ >= 0)
+        out_ += fmt::format(
+            "        // The residual of the chunk {0} ahead: this tile's, or past its last chunk the next one's.\n"
+            "        if (chunk + {0} < kChunks) {{\n{1}"
+            "        }} else if (has_tile) {{\n{2}"
+            "        }}\n",
+            kPrefetchChunks, PrefetchResidual("held_t", fmt::format("chunk + {}", kPrefetchChunks), "chunk", "          "),
+            PrefetchResidual("t", fmt::format("chunk + {} - kChunks", kPrefetchChunks), "chunk", "          "));
       out_ += "        if (issued) {\n          ++ks;\n          ring.Advance();\n        }\n      }\n";
       EmitEpilogueStore("      ", "held_t");
       out_ += "    }\n";
@@ -315,8 +331,15 @@ class GemmEmitter {
           "#pragma unroll\n" +
           fmt::format("      for (int i = 0; i < kBN / 4; ++i) held[mb][i] = tf::tf_pack2_{}(d[mb][2 * i], d[mb][2 * i + 1]);\n",
                       DTypeName(g_.dtype)) +
-          "    held_t = t;\n"
-          "    holding = true;\n";
+          "    held_t = t;\n";
+      if (prefetched_load_ >= 0) {
+        // The first tile held had no tile before it to load its first chunks' residual.
+        out_ += "    if (!holding) {\n";
+        for (int chunk = 0; chunk < kPrefetchChunks; ++chunk)
+          out_ += PrefetchResidual("t", std::to_string(chunk), std::to_string(chunk), "      ");
+        out_ += "    }\n";
+      }
+      out_ += "    holding = true;\n";
     } else {
       EmitEpilogue("t", "main_loops & 1", /*chunked=*/false);
       if (staged_ >= 0) EmitEpilogueStore("    ", "t");
@@ -437,7 +460,7 @@ class GemmEmitter {
   void EmitEpilogue(const std::string& tile, const std::string& load_parity, bool chunked) {
     const Kernel& k = g_.epilogue;
     const bool staged = staged_ >= 0;
-    TF_CHECK(!chunked || staged_load_ < 0);  // ProductMayBeHeldRounded: no residual
+    TF_CHECK(!chunked || staged_load_ < 0);  // an overlapped epilogue's residual is prefetched, not staged
     // The overlapped loop's body sits three levels deeper.
     const std::string in = chunked ? "        " : "    ";
     std::string wait;  // for the staging tile, before the first write to it
@@ -493,6 +516,10 @@ class GemmEmitter {
     if (staged_load_ >= 0)
       given[staged_load_] = fmt::format("tf_cvt_{}((unsigned short)(loaded_pair >> (16 * e)))",
                                         DTypeName(k.buffers[k.values[staged_load_].buffer].dtype));
+    if (prefetched_load_ >= 0)
+      given[prefetched_load_] =
+          fmt::format("tf_cvt_{}((unsigned short)(ahead[chunk % {}][mb][(j - chunk * (kBN / 8 / kChunks)) * 2 + h] >> (16 * e)))",
+                      DTypeName(k.buffers[k.values[prefetched_load_].buffer].dtype), kPrefetchChunks);
     std::vector<int> roots;
     for (const KernelStore& s : k.stores) roots.push_back(s.value);
     const std::vector<std::string> vars = {"row", "col"};
@@ -508,6 +535,27 @@ class GemmEmitter {
       tail += fmt::format("    *staged_pair = tf::tf_pack2_{}(staged[0], staged[1]);\n", DTypeName(k.buffers[k.stores[staged_].buffer].dtype));
     tail += "  }\n";
     out_ += Indent(tail, in);
+  }
+
+  // The overlapped epilogue's residual for chunk `chunk` of tile `tile` into slot `slot` %
+  // kPrefetchChunks of `ahead`: each thread's column pairs, as the chunk's loop reads them.
+  std::string PrefetchResidual(const std::string& tile, const std::string& chunk, const std::string& slot,
+                               const std::string& indent) const {
+    const int buffer = g_.epilogue.values[prefetched_load_].buffer;
+    return Indent(fmt::format("#pragma unroll\n"
+                              "for (int mb = 0; mb < kMBlocks; ++mb)\n"
+                              "#pragma unroll\n"
+                              "  for (int jj = 0; jj < kBN / 8 / kChunks; ++jj)\n"
+                              "#pragma unroll\n"
+                              "    for (int h = 0; h < 2; ++h) {{\n"
+                              "      const int row_in_batch = {0}.m * kBM + consumer * 64 + mb * 64 + warp * 16 + lane / 4 + 8 * h;\n"
+                              "      const int col = {0}.n * kBN + 8 * (({1}) * (kBN / 8 / kChunks) + jj) + (lane % 4) * 2;\n"
+                              "      const bool inside = kNoEdges || (row_in_batch < kRows && col < kN);\n"
+                              "      ahead[({2}) % {3}][mb][jj * 2 + h] =\n"
+                              "          inside ? __ldg((const unsigned*)(b{4} + ((tf_index_t){0}.batch * kRows + row_in_batch) * kN + col)) : 0u;\n"
+                              "    }}\n",
+                              tile, chunk, slot, kPrefetchChunks, buffer),
+                  indent);
   }
 
   // The staged store's tile, out by TMA once every thread of the consumer has written it.
@@ -534,6 +582,7 @@ class GemmEmitter {
   CudaGemmConfig c_;
   int staged_;       // the store written through shared memory and TMA (-1: every store direct)
   int staged_load_;  // the load read from the staging tile, brought by TMA (-1: none)
+  int prefetched_load_;  // the load read from registers filled ahead (PrefetchedLoad; -1: none)
   std::string out_;
 };
 

@@ -182,7 +182,7 @@ TEST(CudaGemmEmitterTest, OverlappedEpilogueRunsInChunksDuringTheNextMainLoop) {
   split.overlap_epilogue = true;
   EXPECT_EQ(EmitCudaGemm(*gemm, split).status().code(), StatusCode::kInvalidArgument);
 
-  // A residual: not overlapped by the rule, and refused when asked for.
+  // A residual: not overlapped by the rule (ProductMayBeHeldRounded).
   Planned residual = PlanText("  p = MatMul (x, w)\n  y = Add (p, r)\n",
                               "g (bfloat16[2048,1024] x, bfloat16[1024,4096] w, bfloat16[2048,4096] r) => (bfloat16[2048,4096] y)");
   auto with_residual = LowerOnlyGemm(residual);
@@ -190,8 +190,50 @@ TEST(CudaGemmEmitterTest, OverlappedEpilogueRunsInChunksDuringTheNextMainLoop) {
   CudaGemmConfig cooperative;
   cooperative.pingpong = false;
   EXPECT_FALSE(*ResolveGemmConfig(*with_residual, cooperative).overlap_epilogue);
-  cooperative.overlap_epilogue = true;
-  EXPECT_EQ(EmitCudaGemm(*with_residual, cooperative).status().code(), StatusCode::kInvalidArgument);
+}
+
+// Asked for, an overlapped epilogue with a residual reads it from global memory
+// kPrefetchChunks (2) chunks ahead into registers (the staging tile still holds the previous
+// tile's output then, so no TMA load): a chunk uses the slot filled that many chunks
+// before and refills it, the last chunks of a tile fill the next tile's first ones, and
+// the first tile held fills its own first chunks once.
+TEST(CudaGemmEmitterTest, OverlappedEpilogueReadsTheResidualChunksAhead) {
+  Planned residual = PlanText("  p = MatMul (x, w)\n  y = Add (p, r)\n",
+                              "g (bfloat16[2048,1024] x, bfloat16[1024,4096] w, bfloat16[2048,4096] r) => (bfloat16[2048,4096] y)");
+  auto gemm = LowerOnlyGemm(residual);
+  ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
+  CudaGemmConfig asked;
+  asked.overlap_epilogue = true;
+  const CudaGemmConfig c = ResolveGemmConfig(*gemm, asked);
+  EXPECT_FALSE(*c.pingpong) << "the rule's ping-pong tiles for a residual at K <= 1024 give way to the overlap asked for";
+  EXPECT_EQ(gemm_layout::StagedLoad(*gemm, c), -1);
+  EXPECT_GE(gemm_layout::PrefetchedLoad(*gemm, c), 0);
+  auto source = EmitCudaGemm(*gemm, asked);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_EQ(source->function.find("map_in"), std::string::npos) << "no TMA load of the residual";
+  EXPECT_EQ(source->function.find("tile_in[consumer].Wait"), std::string::npos);
+  EXPECT_TRUE(MatchesChecks(source->function, R"(
+    CHECK: unsigned ahead[2][kMBlocks][kBN / 8 / kChunks * 2];
+    CHECK: for (int chunk = 0; chunk < kChunks; ++chunk) {
+    CHECK: if (local == 0) tf::TmaStoreWaitRead();
+    CHECK: const float acc = tf_cvt_bf16((unsigned short)(held[mb][j * 2 + h] >> (16 * e)));
+    CHECK: tf_cvt_bf16((unsigned short)(ahead[chunk % 2][mb][(j - chunk * (kBN / 8 / kChunks)) * 2 + h] >> (16 * e)))
+    CHECK: *staged_pair =
+    CHECK: if (chunk + 2 < kChunks) {
+    CHECK: const int row_in_batch = held_t.m * kBM + consumer * 64
+    CHECK: const int col = held_t.n * kBN + 8 * ((chunk + 2) * (kBN / 8 / kChunks) + jj)
+    CHECK: ahead[(chunk) % 2][mb][jj * 2 + h] =
+    CHECK-NEXT: inside ? __ldg((const unsigned*)(b1 + ((tf_index_t)held_t.batch * kRows + row_in_batch) * kN + col)) : 0u;
+    CHECK: } else if (has_tile) {
+    CHECK: const int col = t.n * kBN + 8 * ((chunk + 2 - kChunks) * (kBN / 8 / kChunks) + jj)
+    CHECK: if (issued) {
+    CHECK-NEXT: ++ks;
+    CHECK: held_t = t;
+    CHECK-NEXT: if (!holding) {
+    CHECK: ahead[(0) % 2]
+    CHECK: ahead[(1) % 2]
+    CHECK: holding = true;
+  )"));
 }
 
 TEST(CudaGemmEmitterTest, BatchedOperandsWalkBatchEntries) {

@@ -10,4 +10,9 @@ bool SwitchedOff(const char* name) {
   return value != nullptr && std::strcmp(value, "0") == 0;
 }
 
+bool SwitchedOn(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr && std::strcmp(value, "1") == 0;
+}
+
 }  // namespace tilefuse

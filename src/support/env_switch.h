@@ -6,5 +6,7 @@ namespace tilefuse {
 
 // Whether the environment variable `name` is set to "0".
 bool SwitchedOff(const char* name);
+// Whether it is set to "1" (a mechanism the rules leave off, turned on for measurement).
+bool SwitchedOn(const char* name);
 
 }  // namespace tilefuse

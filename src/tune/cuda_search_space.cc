@@ -181,7 +181,8 @@ GemmSearchSpace GemmCandidates(const GemmTemplateKernel& gemm, int sm_count) {
         requested.block_n = block_n;
         requested.stages = stages;
         const CudaGemmConfig c = ResolveGemmConfig(gemm, requested);
-        // An overlapped epilogue needs one unit per tile and no residual.
+        // An overlapped epilogue needs one unit per tile; a residual's stays in the main loop's
+        // tail (ResolveGemmConfig says why).
         if (c.overlap_epilogue.value_or(false) && (c.splits > 1 || !gemm_layout::ProductMayBeHeldRounded(gemm))) continue;
         const std::string name = fmt::format("{} {}x{}, {} stages", consumers == 0 ? "ping-pong" : consumers == 1 ? "cooperative" : "cooperative, overlapped epilogue",
                                              c.block_m, c.block_n, c.stages);

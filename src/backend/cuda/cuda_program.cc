@@ -112,7 +112,15 @@ CudaGemmConfig RequestedGemmConfig(const GemmTemplateKernel& gemm, const CudaTar
   if (target.overrides.gemm_group_m > 0) config.group_m = target.overrides.gemm_group_m;
   if (auto tuned = target.gemm_configs.find(GemmFingerprint(gemm)); tuned != target.gemm_configs.end()) config = tuned->second;
   config.sm_count = target.sm_count;
-  if (SwitchedOff("TILEFUSE_GEMM_OVERLAP")) config.overlap_epilogue = false;  // for comparison and diagnosis
+  // For comparison and diagnosis: TILEFUSE_GEMM_OVERLAP=0 keeps every epilogue in its main
+  // loop's tail; =1 overlaps it wherever the template can (one unit per tile, cooperative
+  // consumers), residuals included.
+  if (SwitchedOff("TILEFUSE_GEMM_OVERLAP")) config.overlap_epilogue = false;
+  if (SwitchedOn("TILEFUSE_GEMM_OVERLAP") && !config.pingpong.value_or(false)) {
+    CudaGemmConfig overlapped = config;
+    overlapped.overlap_epilogue = true;
+    if (ResolveGemmConfig(gemm, overlapped).splits == 1) config = overlapped;
+  }
   return config;
 }
 

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -107,6 +108,20 @@ INSTANTIATE_TEST_SUITE_P(Models, CudaProgramTest, testing::ValuesIn(Models()),
                              if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
                            return name;
                          });
+
+// With TILEFUSE_GEMM_OVERLAP=1 (measurement only; the rule keeps residuals in the main
+// loop's tail), residual epilogues overlap the next main loop, their residual read ahead
+// into registers: those kernels too compile without spills or wgmma waits ptxas adds.
+TEST(CudaGemmOverlapTest, ResidualEpiloguesOverlappedCompileForSm90aWithoutSpills) {
+  setenv("TILEFUSE_GEMM_OVERLAP", "1", 1);
+  const std::string root = TILEFUSE_SOURCE_DIR;
+  for (const char* model : {"/bench/cases/gemm_residual_bf16_16384x4096x1024.onnxtxt", "/bench/cases/mlp_block_bf16_8x2048x1024.onnxtxt",
+                            "/tests/gemm/gemm_overlap_residual_ragged_bf16.onnxtxt", "/tests/gemm/gemm_residual_many_tiles_bf16.onnxtxt"}) {
+    SCOPED_TRACE(model);
+    CompileForHopper(root + model, true);
+  }
+  unsetenv("TILEFUSE_GEMM_OVERLAP");
+}
 
 // Attention as transformers' GPT-2, BERT and LLaMA have it, exported by both torch.onnx
 // exporters (tests/attention/exports/export.py): each is one attention group the template

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_common.h"
+#include "reference/conditioning.h"
 
 namespace tilefuse::cli {
 
@@ -62,6 +63,11 @@ nlohmann::json OutputToJson(const OutputReport& output) {
     j["pass"] = c.pass;
     j["reason"] = c.reason;
     if (c.worst_index >= 0) j["worst"] = {{"index", c.worst_index}, {"actual", c.worst_actual}, {"expected", c.worst_expected}};
+    if (!output.conditioning.empty()) j["conditioning"] = output.conditioning;
+    if (output.sensitivity_ratio) {
+      j["sensitivity_ratio"] = *output.sensitivity_ratio;
+      j["explained_by_conditioning"] = ExplainedByConditioning(c.worst_ratio, *output.sensitivity_ratio);
+    }
   } else {
     j["min"] = output.min;
     j["max"] = output.max;
@@ -98,6 +104,16 @@ void PrintTextReport(const RunReport& report) {
     if (c.worst_index >= 0)
       fmt::print("    worst element {}: {:.9g} where {:.9g} is expected\n", c.worst_index, c.worst_actual, c.worst_expected);
     if (!c.pass) fmt::print("    {}\n", c.reason);
+    if (output.sensitivity_ratio) {
+      fmt::print("    conditioning: the reference itself, rounded and summed as other correct kernels may, moves by up to "
+                 "{:.3g}x the tolerance ({})\n",
+                 *output.sensitivity_ratio, output.conditioning);
+      fmt::print("    {}\n", ExplainedByConditioning(c.worst_ratio, *output.sensitivity_ratio)
+                                 ? "so this check cannot tell a correct kernel from a wrong one here (ill-conditioned for its tolerance)"
+                                 : "so rounding does not explain the difference (a well-conditioned mismatch)");
+    } else if (!output.conditioning.empty()) {
+      fmt::print("    conditioning {}\n", output.conditioning);
+    }
   }
   if (!report.backend_note.empty()) fmt::print("note: {}\n", report.backend_note);
   if (report.backend == "cpu") {

@@ -30,6 +30,11 @@ struct OutputReport {
   Shape shape;
   std::optional<Comparison> comparison;  // set with --check
   double min = 0, max = 0, mean = 0;     // over finite values, for the summary
+  // A check against the reference that failed: how far legitimate computations of the
+  // graph land from the reference, in units of the tolerance (reference/conditioning.h),
+  // and by which probe; or why that was not measured (conditioning only).
+  std::optional<double> sensitivity_ratio;
+  std::string conditioning;
 };
 
 // One kernel of a compiled (cpu) run and its wall time in the first data set's run.

@@ -54,6 +54,8 @@ Comparison CompareTensors(const Tensor& actual, const Tensor& expected) {
   return CompareTensors(actual, expected, ToleranceFor(expected.dtype()));
 }
 
+double RatioToTolerance(const Comparison& c) { return c.pass ? std::min(c.worst_ratio, 1.0) : std::max(c.worst_ratio, 1.0 + 1e-12); }
+
 double MaxFiniteMagnitude(const Tensor& t) {
   double max_abs = 0;
   for (int64_t i = 0; i < t.num_elements(); ++i) {

@@ -38,6 +38,9 @@ struct Comparison {
 };
 
 Comparison CompareTensors(const Tensor& actual, const Tensor& expected);
+// A comparison's worst element in units of its tolerance, as one number: <= 1 when it
+// passes, > 1 when it fails (a NaN or shape difference: +inf).
+double RatioToTolerance(const Comparison& c);
 // The largest |value| among a tensor's finite elements (0 when none).
 double MaxFiniteMagnitude(const Tensor& t);
 Comparison CompareTensors(const Tensor& actual, const Tensor& expected, const Tolerance& tol);

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <memory>
 
+#include "reference/conditioning.h"
 #include "reference/interpreter.h"
 #include "passes/pipeline.h"
 #include "backend/cpu/cpu_executable.h"
@@ -34,24 +35,6 @@ DType LeastPreciseDType(const Graph& graph) {
   return least;
 }
 
-// The inputs moved by up to 4 ulps of the graph's compute precision (f32 unless the
-// graph is f64 throughout), a different move per element (sign and size vary) so that
-// rounding noise the elements share does not cancel out: a backward-stable kernel
-// computes the exact result of inputs this close to the real ones.
-std::vector<Tensor> Nudged(const std::vector<Tensor>& inputs, DType compute, uint64_t salt) {
-  double ulp = compute == DType::kF64 ? 0x1p-52 : 0x1p-23;
-  std::vector<Tensor> out;
-  for (const Tensor& t : inputs) {
-    Tensor n(t.dtype(), t.shape());
-    for (int64_t i = 0; i < t.num_elements(); ++i) {
-      double steps = static_cast<double>(static_cast<int64_t>(((i + salt) * 2654435761u) % 9) - 4);
-      n.SetDouble(i, t.GetDouble(i) * (1 + steps * ulp));
-    }
-    out.push_back(n);
-  }
-  return out;
-}
-
 std::vector<Tensor> RandomInputs(const Graph& graph, uint64_t seed) {
   std::vector<Tensor> inputs;
   for (size_t i = 0; i < graph.inputs().size(); ++i) {
@@ -74,62 +57,12 @@ Deviation Deviate(const std::vector<Tensor>& got, const std::vector<Tensor>& exp
   Deviation d;
   for (size_t o = 0; o < expected.size(); ++o) {
     Comparison c = CompareNormwise(got[o], expected[o], ToleranceFor(expected[o], least_precise));
-    d.ratios.push_back(c.pass ? std::min(c.worst_ratio, 1.0) : std::max(c.worst_ratio, 1.0 + 1e-12));
+    d.ratios.push_back(RatioToTolerance(c));
     d.reasons.push_back(c.reason);
     d.pass = d.pass && c.pass;
     if (d.ratios[o] > d.ratios[d.worst]) d.worst = o;
   }
   return d;
-}
-
-// How far legitimate computations of the graph land from the reference, in units of the
-// tolerance: the reference on inputs moved by a few ulps (two patterns); with every
-// rounded intermediate moved by up to one, and up to two, ulps of its dtype (as
-// faithfully rounded kernel ops, and libm's or the GPU's 2-ulp functions, may; three
-// patterns each); and with sums, means and matmuls accumulated term by term in their
-// dtype (a plain f32 loop, where the reference adds in f64). The worst of each kind,
-// and of all.
-struct Sensitivity {
-  std::vector<double> ratios;  // per output, the worst probe
-  std::vector<std::string> summaries;  // per output, e.g. "inputs moved by up to 4 f32 ulps: 0x, ..."
-  Status status;
-};
-
-Sensitivity MeasureSensitivity(const Graph& graph, const std::vector<Tensor>& inputs, const std::vector<Tensor>& expected,
-                               DType least_precise) {
-  Sensitivity result;
-  result.ratios.assign(expected.size(), 0);
-  DType compute = least_precise == DType::kF64 ? DType::kF64 : DType::kF32;
-  // Per output, the worst of one kind of probe.
-  auto worst_of = [&](const std::vector<std::function<StatusOr<std::vector<Tensor>>()>>& probes) {
-    std::vector<double> worst(expected.size(), 0);
-    for (const auto& probe : probes) {
-      StatusOr<std::vector<Tensor>> got = probe();
-      if (!got.ok()) {
-        result.status = got.status();
-        return worst;
-      }
-      Deviation d = Deviate(*got, expected, least_precise);
-      for (size_t o = 0; o < worst.size(); ++o) worst[o] = std::max(worst[o], d.ratios[o]);
-    }
-    return worst;
-  };
-  auto nudged = [&](uint64_t salt) { return [&, salt] { return RunReference(graph, Nudged(inputs, compute, salt)); }; };
-  auto rounded = [&](int ulps, uint64_t seed) {
-    return [&, ulps, seed] { return RunReference(graph, inputs, ReferenceRounding{ulps, seed}); };
-  };
-  std::vector<double> by_inputs = worst_of({nudged(0), nudged(5)});
-  std::vector<double> by_one_ulp = worst_of({rounded(1, 1), rounded(1, 2), rounded(1, 3)});
-  std::vector<double> by_two_ulps = worst_of({rounded(2, 1), rounded(2, 2), rounded(2, 3)});
-  std::vector<double> by_accumulation = worst_of({[&] { return RunReference(graph, inputs, ReferenceRounding{0, 0, true}); }});
-  for (size_t o = 0; o < expected.size(); ++o) {
-    result.ratios[o] = std::max({by_inputs[o], by_one_ulp[o], by_two_ulps[o], by_accumulation[o]});
-    result.summaries.push_back(fmt::format(
-        "inputs moved by up to 4 {} ulps: {:.3g}x, every rounded intermediate by up to 1 ulp: {:.3g}x, by up to 2 ulps: "
-        "{:.3g}x, sums and products accumulated in their dtype in order: {:.3g}x",
-        DTypeName(compute), by_inputs[o], by_one_ulp[o], by_two_ulps[o], by_accumulation[o]));
-  }
-  return result;
 }
 
 }  // namespace
@@ -152,11 +85,17 @@ FuzzCase JudgeGraph(const Graph& graph, uint64_t seed, const FuzzRunFunction& ru
     c.verdict = FuzzVerdict::kMatch;
     return c;
   }
-  Sensitivity sensitivity = MeasureSensitivity(graph, inputs, *expected, least_precise);
-  if (!sensitivity.status.ok()) {
-    c.detail = sensitivity.status.ToString();
+  // How far legitimate computations of the graph land from the reference (reference/conditioning.h).
+  StatusOr<Sensitivity> measured =
+      MeasureSensitivity(graph, inputs, *expected, least_precise == DType::kF64 ? DType::kF64 : DType::kF32,
+                         [&](size_t, const Tensor& got, const Tensor& e) {
+                           return RatioToTolerance(CompareNormwise(got, e, ToleranceFor(e, least_precise)));
+                         });
+  if (!measured.ok()) {
+    c.detail = measured.status().ToString();
     return c;
   }
+  const Sensitivity& sensitivity = *measured;
   // Ill-conditioned for this tolerance when, for every output the kernel fails, a
   // legitimate computation already fails it too and the kernel is no further off than
   // such computations go (within explain_factor, since a few random probes only sample
@@ -166,7 +105,7 @@ FuzzCase JudgeGraph(const Graph& graph, uint64_t seed, const FuzzRunFunction& ru
   bool explained = true;
   for (size_t o = 0; o < kernel.ratios.size(); ++o) {
     if (kernel.ratios[o] <= 1) continue;
-    bool explains = sensitivity.ratios[o] > 1 && kernel.ratios[o] <= options.explain_factor * sensitivity.ratios[o];
+    bool explains = ExplainedByConditioning(kernel.ratios[o], sensitivity.ratios[o], options.explain_factor);
     if (!explains && explained) shown = o;
     explained = explained && explains;
   }

@@ -6,9 +6,7 @@
 // The judge: outputs are compared norm-wise (support/tensor_compare.h) with bounds that
 // follow the least precise float dtype in the graph. No mismatch is tolerated: a graph
 // that fails them is measured, by the reference run again as other legitimate
-// computations would round (inputs moved by a few ulps of the compute precision, every
-// rounded intermediate moved by one or two ulps of its dtype, sums and matmuls
-// accumulated in their dtype in order: reference/interpreter.h).
+// computations would round (reference/conditioning.h).
 // When those alone already leave the bounds (a layer norm of rounding noise), and the
 // kernel is no further off than they go (within explain_factor), the graph is
 // ill-conditioned for the tolerance and reported with both numbers; otherwise it is a
@@ -22,6 +20,7 @@
 #include <vector>
 
 #include "codegen/lowering_fault.h"
+#include "reference/conditioning.h"
 #include "tilefuse/dtype.h"
 #include "tilefuse/graph.h"
 #include "tilefuse/status.h"
@@ -46,7 +45,7 @@ struct DifferentialFuzzOptions {
   std::string cache_dir;   // empty: $TILEFUSE_CACHE_DIR or ~/.cache/tilefuse
   // A failing graph is ill-conditioned only when its kernel error is at most this many
   // times the largest deviation the probes measured.
-  double explain_factor = 10;
+  double explain_factor = kConditioningExplainFactor;
   // Measure every graph's sensitivity, not only failing ones' (statistics; slower).
   bool measure_all = false;
   // Test only: every float op of this code in generated loop kernels is off by this

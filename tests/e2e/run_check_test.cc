@@ -206,6 +206,28 @@ TEST(CliRunCheck, WithoutExpectedOutputsComparesWithTheGraphBeforePasses) {
   EXPECT_EQ(j["inputs"], "random (seed 0)");
 }
 
+// A check against the reference that fails says whether the reference itself, rounded as
+// other correct kernels may (reference/conditioning.h), fails it too: held to 1e-9, an f32
+// softmax is off, and so is every legitimate f32 computation of it — the check is
+// ill-conditioned for that tolerance. A passing check probes nothing.
+TEST(CliRunCheck, AFailedCheckSaysWhetherLegitimateRoundingFailsItToo) {
+  std::string model = std::string(TILEFUSE_SOURCE_DIR) + "/examples/softmax_manual.onnxtxt";
+  CommandResult strict = RunTilefuse("run " + Quote(model) + " --backend cpu --check --rtol 1e-9 --atol 0 --json");
+  EXPECT_EQ(strict.exit_code, 1) << strict.out << strict.err;
+  nlohmann::json j = ParseJson(strict);
+  ASSERT_EQ(j["outputs"].size(), 1u) << strict.out;
+  const nlohmann::json& out = j["outputs"][0];
+  EXPECT_FALSE(out["pass"].get<bool>());
+  EXPECT_GT(out["sensitivity_ratio"].get<double>(), 1) << out.dump();
+  EXPECT_TRUE(out["explained_by_conditioning"].get<bool>()) << out.dump();
+  EXPECT_NE(out["conditioning"].get<std::string>().find("every rounded intermediate by up to 1 ulp"), std::string::npos);
+  CommandResult text = RunTilefuse("run " + Quote(model) + " --backend cpu --check --rtol 1e-9 --atol 0");
+  EXPECT_NE(text.out.find("cannot tell a correct kernel from a wrong one"), std::string::npos) << text.out;
+  CommandResult normal = RunTilefuse("run " + Quote(model) + " --backend cpu --check --json");
+  EXPECT_EQ(normal.exit_code, 0) << normal.out << normal.err;
+  EXPECT_FALSE(ParseJson(normal)["outputs"][0].contains("sensitivity_ratio"));
+}
+
 // Backend tests feed axes as graph inputs; tilefuse binds them as constants at import.
 constexpr const char* kAxesInputModel = R"ONNX(
 <ir_version: 8, opset_import: ["" : 18]>

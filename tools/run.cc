@@ -291,12 +291,9 @@ Status MeasureConditioning(const RunOptions& options, const Graph& imported, con
             fmt::format("not measured: the reference took {:.1f} s, and measuring takes nine more runs", reference_seconds);
     return Status::Ok();
   }
-  bool all_f64 = true;
-  for (const Node& n : imported.nodes())
-    if (IsFloat(n.dtype) && n.dtype != DType::kF64) all_f64 = false;
   std::string rule;
   ASSIGN_OR_RETURN(Sensitivity sensitivity,
-                   MeasureSensitivity(imported, inputs, expected, all_f64 ? DType::kF64 : DType::kF32,
+                   MeasureSensitivity(imported, inputs, expected, ComputePrecision(imported),
                                       [&](size_t o, const Tensor& got, const Tensor& e) {
                                         return RatioToTolerance(CompareOutput(options, false, true, computed_as[o], got, e, rule));
                                       }));

@@ -30,6 +30,12 @@ std::vector<Tensor> Nudged(const std::vector<Tensor>& inputs, DType compute, uin
 
 }  // namespace
 
+DType ComputePrecision(const Graph& graph) {
+  for (const Node& n : graph.nodes())
+    if (IsFloat(n.dtype) && n.dtype != DType::kF64) return DType::kF32;
+  return DType::kF64;
+}
+
 StatusOr<Sensitivity> MeasureSensitivity(const Graph& graph, const std::vector<Tensor>& inputs, const std::vector<Tensor>& expected,
                                          DType compute, const ToleranceRatio& ratio) {
   using Probe = std::function<StatusOr<std::vector<Tensor>>()>;

@@ -42,8 +42,11 @@ inline bool ExplainedByConditioning(double kernel_ratio, double sensitivity_rati
   return sensitivity_ratio > 1 && kernel_ratio <= factor * sensitivity_ratio;
 }
 
-// `expected`: the reference's outputs on `inputs`; `compute`: the precision kernels compute
-// in (f32, or f64 for an all-f64 graph), by which the inputs move.
+// The precision kernels compute `graph` in, by which the probes move its inputs: f64 for a
+// graph whose every float value is f64, else f32.
+DType ComputePrecision(const Graph& graph);
+
+// `expected`: the reference's outputs on `inputs`; `compute`: ComputePrecision(graph).
 StatusOr<Sensitivity> MeasureSensitivity(const Graph& graph, const std::vector<Tensor>& inputs, const std::vector<Tensor>& expected,
                                          DType compute, const ToleranceRatio& ratio);
 

@@ -87,7 +87,7 @@ FuzzCase JudgeGraph(const Graph& graph, uint64_t seed, const FuzzRunFunction& ru
   }
   // How far legitimate computations of the graph land from the reference (reference/conditioning.h).
   StatusOr<Sensitivity> measured =
-      MeasureSensitivity(graph, inputs, *expected, least_precise == DType::kF64 ? DType::kF64 : DType::kF32,
+      MeasureSensitivity(graph, inputs, *expected, ComputePrecision(graph),
                          [&](size_t, const Tensor& got, const Tensor& e) {
                            return RatioToTolerance(CompareNormwise(got, e, ToleranceFor(e, least_precise)));
                          });

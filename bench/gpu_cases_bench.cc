@@ -55,6 +55,8 @@ int Main(int argc, char** argv) {
       overrides.attention_consumers = std::stoi(argv[++i]);
     } else if (a == "--attention-tiles" && i + 1 < argc) {
       overrides.attention_tiles = std::stoi(argv[++i]);
+    } else if (a == "--attention-q-slots" && i + 1 < argc) {
+      overrides.attention_q_slots = std::stoi(argv[++i]);
     } else if (a == "--gemm" && i + 1 < argc) {
       std::string path = argv[++i];
       gemm = path == "template" ? GemmPath::kTemplate : path == "library" ? GemmPath::kLibrary : GemmPath::kAuto;
@@ -76,7 +78,8 @@ int Main(int argc, char** argv) {
       fmt::print(stderr,
                  "usage: {} [--cases a,b] [--repeats N] [--json FILE] [--root SOURCE_DIR] [--tune] [--attention template|overlap|serial|split]\n"
                  "  [--attention-block-n 64|128|192|256] [--attention-poly-exp N (0: none)] [--attention-lazy-margin M (-1: off)]\n"
-                 "  [--attention-consumers 2|3] [--attention-tiles 1|2|4 (query blocks per CTA)] [--gemm template|library|auto] [--gemm-pingpong on|off] [--gemm-overlap on|off]\n"
+                 "  [--attention-consumers 2|3] [--attention-tiles 1|2|4 (query blocks per CTA)]\n"
+                 "  [--attention-q-slots 1|2 (Q tiles in shared memory)] [--gemm template|library|auto] [--gemm-pingpong on|off] [--gemm-overlap on|off]\n"
                  "  [--gemm-block-n 64|128|192|256] [--gemm-stages N]\n"
                  "  [--gemm-splits N (1: no split-K)] [--gemm-group-m N] [--row-cluster 1|2|4|8 (CTAs sharing a row)]\n"
                  "  (override the templates' rules)\n",

@@ -24,7 +24,8 @@ int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // Shared memory: the Q tile, the K and V ring, barriers (Q full and empty; full and empty
 // per stage for K and for V), aligned to 1024 bytes (the swizzle period).
 int64_t SharedBytes(const AttentionTemplateKernel& a, const CudaAttentionConfig& c) {
-  return 1024 + int64_t{c.BlockM()} * a.d * 2 + int64_t{c.stages} * c.block_n * (a.d + a.dv) * 2 + 8 * (2 + 4 * c.stages);
+  const int q_slots = std::max(c.q_slots, 1);
+  return 1024 + int64_t{q_slots} * c.BlockM() * a.d * 2 + int64_t{c.stages} * c.block_n * (a.d + a.dv) * 2 + 8 * (2 * q_slots + 4 * c.stages);
 }
 
 }  // namespace
@@ -78,6 +79,11 @@ class AttentionEmitter {
  public:
   AttentionEmitter(const AttentionTemplateKernel& a, const CudaAttentionConfig& c) : a_(a), c_(c) {
     if (c_.tiles == 0) c_.tiles = TilesByRule();
+    if (c_.q_slots == 0) c_.q_slots = QSlotsByRule();
+    // The second Q tile before a third K/V stage (head dim 128: 3 stages and one Q tile, or 2
+    // and two, fit): measured on an H200 (2026-11-27, causal B4 H16 N4096 d128) 457 / 457 us
+    // against 447 / 450.
+    while (SharedBytes(a_, c_) > kSharedLimit && c_.stages > 2) --c_.stages;
   }
 
   StatusOr<CudaKernelSource> Run() {
@@ -89,10 +95,11 @@ class AttentionEmitter {
     s.name = a_.name;
     s.threads = threads;
     s.work_blocks = CeilDiv(m_blocks, c_.tiles) * batch;
-    s.strategy = fmt::format("attention template {}x{}, d {}/{}, {} stages, K {}, V {}{}{}{}", c_.BlockM(), c_.block_n, a_.d, a_.dv, c_.stages,
+    s.strategy = fmt::format("attention template {}x{}, d {}/{}, {} stages, K {}, V {}{}{}{}{}", c_.BlockM(), c_.block_n, a_.d, a_.dv, c_.stages,
                              a_.k.RowsContiguous() ? "K-major" : "MN-major", a_.v.RowsContiguous() ? "K-major" : "MN-major",
                              SkipsKeyBlocks() ? ", masked key blocks skipped" : "", LoopName(),
-                             c_.tiles > 1 ? fmt::format(", {} query blocks per CTA", c_.tiles) : "");
+                             c_.tiles > 1 ? fmt::format(", {} query blocks per CTA", c_.tiles) : "",
+                             c_.q_slots > 1 ? ", Q double-buffered" : "");
     out_ = KeyBlockTables() + InteriorTables();
     out_ += WgmmaFunction(a_.name + "_qk", c_.block_n, a_.dtype, /*b_mn_major=*/!a_.k.RowsContiguous());
     out_ += WgmmaRegisterAFunction(a_.name + "_pv", static_cast<int>(a_.dv), a_.dtype, /*b_mn_major=*/!a_.v.RowsContiguous());
@@ -128,6 +135,8 @@ class AttentionEmitter {
       return InvalidArgument(fmt::format("{}: {} bytes of shared memory (the limit is {})", a_.name, SharedBytes(a_, c_), kSharedLimit));
     if (c_.consumers != 2 && c_.consumers != 3)
       return InvalidArgument(fmt::format("{}: {} consumer warpgroups (need 2 or 3)", a_.name, c_.consumers));
+    if (c_.q_slots != 1 && c_.q_slots != 2)
+      return InvalidArgument(fmt::format("{}: {} Q tiles (need 1 or 2)", a_.name, c_.q_slots));
     if (c_.tiles != 1 && c_.tiles != 2 && c_.tiles != 4)
       return InvalidArgument(fmt::format("{}: {} query blocks per CTA (need 1, 2 or 4)", a_.name, c_.tiles));
     if (c_.consumers == 3 && c_.loop == AttentionLoop::kPingPong)
@@ -158,6 +167,18 @@ class AttentionEmitter {
   // per CTA): causal d64 361 / 346 / 342 us, causal d128 468 / 458 / 459. Without a mask the
   // CTAs' work is equal already and fewer CTAs round worse into waves: full d64 (three
   // consumers) 537 / 624 / 644, full d128 806 / 812-868 / 827. As many as leave two waves.
+  // A second Q tile where a CTA runs several query blocks and shared memory has room beside
+  // two K/V stages: the producer loads the next block's Q while the consumers still read this
+  // one, so that neither waits at the switch for the last S to finish and the load to land.
+  // Measured on an H200 (2026-11-27, B4 H16 N4096 causal d64, two rounds): 345 / 343 us with
+  // one Q tile, 335 / 332 with two (SDPA 332).
+  int QSlotsByRule() const {
+    CudaAttentionConfig two = c_;
+    two.q_slots = 2;
+    two.stages = 2;
+    return c_.tiles > 1 && SharedBytes(a_, two) <= kSharedLimit ? 2 : 1;
+  }
+
   int TilesByRule() const {
     if (!SkipsKeyBlocks()) return 1;
     const int64_t m_blocks = CeilDiv(a_.nq, c_.BlockM()), batch = NumElements(a_.batch_shape);
@@ -256,6 +277,7 @@ class AttentionEmitter {
                         CeilDiv(a_.nk, c_.block_n));
     out_ += fmt::format("  constexpr int kTiles = {}, kCtasPerBatch = (kMBlocks + kTiles - 1) / kTiles;  // query blocks per CTA\n",
                         c_.tiles);
+    out_ += fmt::format("  constexpr int kQSlots = {};  // Q tiles: the next query block's loads while this one's is read\n", c_.q_slots);
     out_ += fmt::format("  constexpr int kPolyExpEvery = {};  // every n-th column block's exponentials on the FMA pipe\n",
                         c_.poly_exp_every);
     out_ += fmt::format("  constexpr float kLazyMargin = {:.1f}f;  // how far a row's maximum may grow before O is rescaled\n",
@@ -264,18 +286,20 @@ class AttentionEmitter {
         "  constexpr unsigned kQBytes = kBM * kD * 2, kKBytes = kBN * kD * 2, kVBytes = kBN * kDV * 2;\n"
         "  extern __shared__ unsigned char tf_shared_raw[];\n"
         "  unsigned char* shared = tf_shared_raw + ((1024 - (tf::SharedAddress(tf_shared_raw) & 1023)) & 1023);\n"
-        "  unsigned short* tile_q = (unsigned short*)shared;     // [kD / 64][kBM][64], 128-byte swizzle\n"
-        "  unsigned short* tile_k = tile_q + kBM * kD;           // [stage] Kᵀ tiles\n"
+        "  unsigned short* tile_q = (unsigned short*)shared;     // [slot][kD / 64][kBM][64], 128-byte swizzle\n"
+        "  unsigned short* tile_k = tile_q + kQSlots * kBM * kD; // [stage] Kᵀ tiles\n"
         "  unsigned short* tile_v = tile_k + kStages * kBN * kD; // [stage] V tiles\n"
         "  tf::Barrier* q_full = (tf::Barrier*)(tile_v + kStages * kBN * kDV);\n"
-        "  tf::Barrier* q_empty = q_full + 1;  // the consumers are done with Q: the next tile's may load\n"
-        "  tf::Barrier* k_full = q_full + 2;\n"
+        "  tf::Barrier* q_empty = q_full + kQSlots;  // the consumers are done with a Q slot: another tile's may load\n"
+        "  tf::Barrier* k_full = q_empty + kQSlots;\n"
         "  tf::Barrier* k_empty = k_full + kStages;\n"
         "  tf::Barrier* v_full = k_empty + kStages;\n"
         "  tf::Barrier* v_empty = v_full + kStages;\n"
         "  if (threadIdx.x == 0) {\n"
-        "    q_full->Init(1);\n"
-        "    q_empty->Init(kConsumers);\n"
+        "    for (int s = 0; s < kQSlots; ++s) {\n"
+        "      q_full[s].Init(1);\n"
+        "      q_empty[s].Init(kConsumers);\n"
+        "    }\n"
         "    for (int s = 0; s < kStages; ++s) {\n"
         "      k_full[s].Init(1);\n"
         "      v_full[s].Init(1);\n"
@@ -343,11 +367,12 @@ class AttentionEmitter {
         "    tf::Pipeline<kStages> ring;  // one ring over every tile's key blocks\n"
         "    int m_block, kb_first, kb_last;\n"
         "    for (int t = 0; t < kTiles && tile(t, m_block, kb_first, kb_last); ++t) {{\n"
-        "    if (t > 0) q_empty->Wait((t - 1) & 1);\n"
-        "    q_full->ArriveExpectingBytes(kQBytes);\n"
+        "    const int q_slot = t % kQSlots;\n"
+        "    if (t >= kQSlots) q_empty[q_slot].Wait((t / kQSlots - 1) & 1);\n"
+        "    q_full[q_slot].ArriveExpectingBytes(kQBytes);\n"
         "#pragma unroll\n"
         "    for (int box = 0; box < kD / 64; ++box)\n"
-        "      tf::TmaLoad5d(tile_q + box * kBM * 64, map_q, box * 64, m_block * kBM{}, *q_full);\n"
+        "      tf::TmaLoad5d(tile_q + q_slot * kBM * kD + box * kBM * 64, map_q, box * 64, m_block * kBM{}, q_full[q_slot]);\n"
         "    for (int kb = kb_first; kb <= kb_last; ++kb, ring.Advance()) {{\n"
         "      const int key0 = kb * kBN;\n"
         "      k_empty[ring.stage].Wait(ring.phase ^ 1);\n"
@@ -386,20 +411,24 @@ class AttentionEmitter {
       "    tf::Warpgroup::Wait<0>();\n"
       "    if (local == 0) v_empty[ring.stage].Arrive();\n"
       "  }\n"
-      "  if (local == 0) q_empty->Arrive();  // the tile's last S is done: the next tile's Q may load\n";
+      "  if (local == 0) q_empty[q_slot].Arrive();  // the tile's last S is done: another tile's Q may load there\n";
   // FlashAttention-3's intra-warpgroup pipelining: while P·V of block j runs on the tensor
   // cores, S of block j + 1 is already computed and its softmax runs beside it. With
   // `pingpong`, also its inter-warpgroup schedule: the consumers take turns issuing their
   // matmuls (named barrier 1 + c is consumer c's turn), so one's softmax runs while the
-  // other's matmuls have the tensor cores. Consumer 0 goes first; consumer 1 passes the turn
-  // back after every issue but its last (the arrivals then match the waits).
+  // other's matmuls have the tensor cores. Consumer 0 goes first (FirstTurn); consumer 1
+  // passes the turn back after every issue but the CTA's last (the arrivals then match the
+  // waits). The turns run on across a CTA's query blocks: consumer 0 issues the next block's
+  // first S while consumer 1 finishes this one (measured on an H200, 2026-11-27, causal d64
+  // B4 H16 N4096: with the turns restarting at every query block, ping-pong took 349 us and
+  // the overlap without turns 336).
+  static constexpr const char* kFirstTurn = "  if (consumer == 1) tf::NamedBarrierArrive(1, 256);  // consumer 0 has the first turn\n";
   static std::string OverlappedLoop(bool pingpong) {
     const std::string take = pingpong ? "  tf::NamedBarrierSync(1 + consumer, 256);\n" : "";
     auto pass = [&](const char* last) {
-      return pingpong ? fmt::format("  if (consumer == 0 || !({})) tf::NamedBarrierArrive(2 - consumer, 256);\n", last) : "";
+      return pingpong ? fmt::format("  if (consumer == 0 || !(last_tile && {})) tf::NamedBarrierArrive(2 - consumer, 256);\n", last) : "";
     };
     return fmt::format(
-        "{0}"
         "  k_full[ring.stage].Wait(ring.phase);\n"
         "{1}"
         "  issue_qk(ring.stage);\n"
@@ -425,13 +454,12 @@ class AttentionEmitter {
         "    rescale_and_pack();\n"
         "    pending = ring;\n"
         "  }}\n"
-        "  if (local == 0) q_empty->Arrive();  // the tile's last S is done: the next tile's Q may load\n"
+        "  if (local == 0) q_empty[q_slot].Arrive();  // the tile's last S is done: another tile's Q may load there\n"
         "  v_full[pending.stage].Wait(pending.phase);\n"
         "  issue_pv(pending.stage);\n"
         "  tf::Warpgroup::Wait<0>();\n"
         "  if (local == 0) v_empty[pending.stage].Arrive();\n",
-        pingpong ? "  if (consumer == 1) tf::NamedBarrierArrive(1, 256);  // consumer 0 has the first turn\n" : "",
-        take, pass("kb_first == kb_last"), "  " + take, "  " + pass("kb == kb_last"));
+        "", take, pass("kb_first == kb_last"), "  " + take, "  " + pass("kb == kb_last"));
   }
 
   // The tile-library function packing two floats into a pair of the operands' half type.
@@ -439,6 +467,7 @@ class AttentionEmitter {
 
   void EmitConsumer() {
     const std::string pack = Pack();
+    const bool pingpong = c_.loop == AttentionLoop::kPingPong;
     out_ += fmt::format(
         "  tf::Warpgroup::GrowRegisters<{0}>();\n"
         "  const int consumer = warpgroup - 1;\n"
@@ -452,7 +481,7 @@ class AttentionEmitter {
         "  bool rescaled;  // did the last online_softmax move the maxima (O must be rescaled)?\n"
         "  int m_block, kb_first, kb_last, row0;  // the tile's\n"
         "  const tf_index_t score_batch = (tf_index_t)({1}) * kNQ;\n"
-        "  const unsigned short* q = tile_q + consumer * 64 * 64;\n"
+        "  const unsigned short* q;  // this consumer's rows of the tile's Q\n"
         "  // S = Q·Kᵀ of the K tile in `stage`, issued (not waited for).\n"
         "  auto issue_qk = [&](int stage) {{\n"
         "    const unsigned short* k = tile_k + stage * kBN * kD;\n"
@@ -495,9 +524,10 @@ class AttentionEmitter {
         "    }}\n"
         "  }};\n"
         "  tf::Pipeline<kStages> ring;  // one ring over every tile's key blocks, as the producer's\n"
+        "{3}"
         "  for (int t = 0; t < kTiles && tile(t, m_block, kb_first, kb_last); ++t) {{\n"
         "  row0 = m_block * kBM + consumer * 64 + warp * 16 + lane / 4;\n"
-        "{2}"
+        "{2}{4}"
         "#pragma unroll\n"
         "  for (int i = 0; i < kDV / 2; ++i) o[i] = 0.0f;\n"
         "#pragma unroll\n"
@@ -507,10 +537,15 @@ class AttentionEmitter {
         "    rescale[h] = 1.0f;\n"
         "  }}\n"
         "  rescaled = false;\n"
-        "  q_full->Wait(t & 1);\n"
+        "  const int q_slot = t % kQSlots;\n"
+        "  q = tile_q + q_slot * kBM * kD + consumer * 64 * 64;\n"
+        "  q_full[q_slot].Wait(t / kQSlots & 1);\n"
         "{1}",
-        pack, c_.loop == AttentionLoop::kSerial ? kSerialLoop : OverlappedLoop(c_.loop == AttentionLoop::kPingPong),
-        InteriorBoundsOfTile());
+        pack, c_.loop == AttentionLoop::kSerial ? kSerialLoop : OverlappedLoop(pingpong), InteriorBoundsOfTile(),
+        pingpong ? kFirstTurn : "",
+        pingpong ? "  int next_m_block, next_kb_first, next_kb_last;  // the CTA's last query block keeps the last turn\n"
+                   "  const bool last_tile = !(t + 1 < kTiles && tile(t + 1, next_m_block, next_kb_first, next_kb_last));\n"
+                 : "");
     EmitStore();
     out_ += "  }\n";
   }

@@ -62,6 +62,10 @@ struct CudaAttentionConfig {
   // current one, and a mask's query blocks are paired heavy with light so that every CTA has
   // about the same work.
   int tiles = 0;
+  // Q tiles in shared memory: 1, or 2 (the producer loads the next query block's Q while the
+  // consumers still read this one's); 0: the rule, decided with `tiles` (2 where a CTA runs
+  // several query blocks and shared memory has room, before a third K/V stage).
+  int q_slots = 0;
   int sm_count = 132;  // the GPU's multiprocessors (the tile rule keeps two waves of CTAs)
   int BlockM() const { return 64 * consumers; }  // query rows per tile (once resolved)
 };

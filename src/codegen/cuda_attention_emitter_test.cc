@@ -4,6 +4,7 @@
 // scripts/gpu-check.sh (tests/attention); CudaProgramTest compiles them for sm_90a.
 #include "codegen/cuda_attention_emitter.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "fusion/group_classifier.h"
@@ -185,14 +186,16 @@ TEST(CudaAttentionEmitterTest, ConsumersTakeTurnsIssuingTheirMatmuls) {
   EXPECT_NE(source->strategy.find("ping-pong consumers"), std::string::npos) << source->strategy;
   EXPECT_TRUE(MatchesChecks(source->function, R"(
     CHECK: if (consumer == 1) tf::NamedBarrierArrive(1, 256);
+    CHECK-NEXT: for (int t = 0; t < kTiles && tile(t, m_block, kb_first, kb_last); ++t) {
+    CHECK: const bool last_tile = !(t + 1 < kTiles && tile(t + 1,
     CHECK: tf::NamedBarrierSync(1 + consumer, 256);
     CHECK-NEXT: issue_qk(ring.stage);
-    CHECK-NEXT: if (consumer == 0 || !(kb_first == kb_last)) tf::NamedBarrierArrive(2 - consumer, 256);
+    CHECK-NEXT: if (consumer == 0 || !(last_tile && kb_first == kb_last)) tf::NamedBarrierArrive(2 - consumer, 256);
     CHECK: for (int kb = kb_first + 1; kb <= kb_last; ++kb, ring.Advance()) {
     CHECK: tf::NamedBarrierSync(1 + consumer, 256);
     CHECK-NEXT: issue_qk(ring.stage);
     CHECK: issue_pv(pending.stage);
-    CHECK-NEXT: if (consumer == 0 || !(kb == kb_last)) tf::NamedBarrierArrive(2 - consumer, 256);
+    CHECK-NEXT: if (consumer == 0 || !(last_tile && kb == kb_last)) tf::NamedBarrierArrive(2 - consumer, 256);
     CHECK-NEXT: tf::Warpgroup::Wait<1>();
     CHECK: softmax(kb);
   )"));
@@ -246,8 +249,9 @@ TEST(CudaAttentionEmitterTest, InteriorBlocksSkipTheMask) {
 }
 
 // Several query blocks per CTA: a causal mask's blocks are paired heaviest with lightest (nine
-// blocks: 9 + 1, 8 + 2, ... key blocks, the odd one alone), and the producer loads the next
-// tile's Q only once both consumers have released the last one.
+// blocks: 9 + 1, 8 + 2, ... key blocks, the odd one alone), and the producer loads a tile's Q
+// into a slot only once both consumers have released the slot's last one: with one slot the
+// previous tile's, with two (the rule where they fit) the one before that.
 TEST(CudaAttentionEmitterTest, CtasRunPairsOfQueryBlocks) {
   PlannedText p = CausalPlan();
   auto a = LowerText(p);
@@ -268,19 +272,30 @@ TEST(CudaAttentionEmitterTest, CtasRunPairsOfQueryBlocks) {
     EXPECT_NE(source->function.find(order), std::string::npos) << source->function;
   }
   CudaAttentionConfig config = ResolveAttentionConfigForMask(p.graph, *a, with_tiles(2));
-  auto source = EmitCudaAttention(*a, config);
-  ASSERT_TRUE(source.ok()) << source.status().ToString();
-  EXPECT_NE(source->strategy.find("2 query blocks per CTA"), std::string::npos) << source->strategy;
-  EXPECT_TRUE(MatchesChecks(source->function, R"(
-    CHECK: q_empty->Init(kConsumers);
-    CHECK: for (int t = 0; t < kTiles && tile(t, m_block, kb_first, kb_last); ++t) {
-    CHECK-NEXT: if (t > 0) q_empty->Wait((t - 1) & 1);
-    CHECK: for (int t = 0; t < kTiles && tile(t, m_block, kb_first, kb_last); ++t) {
-    CHECK: q_full->Wait(t & 1);
-    CHECK: if (local == 0) q_empty->Arrive();
-    CHECK-NEXT: v_full[pending.stage].Wait(pending.phase);
-  )")) << source->function;
+  for (int q_slots : {0, 1}) {
+    config.q_slots = q_slots;
+    auto source = EmitCudaAttention(*a, config);
+    ASSERT_TRUE(source.ok()) << source.status().ToString();
+    EXPECT_NE(source->strategy.find("2 query blocks per CTA"), std::string::npos) << source->strategy;
+    EXPECT_EQ(source->strategy.find("Q double-buffered") != std::string::npos, q_slots == 0) << source->strategy;
+    EXPECT_TRUE(MatchesChecks(source->function, fmt::format(R"(
+      CHECK: constexpr int kQSlots = {};
+      CHECK: q_empty[s].Init(kConsumers);
+      CHECK: for (int t = 0; t < kTiles && tile(t, m_block, kb_first, kb_last); ++t) {{
+      CHECK-NEXT: const int q_slot = t % kQSlots;
+      CHECK-NEXT: if (t >= kQSlots) q_empty[q_slot].Wait((t / kQSlots - 1) & 1);
+      CHECK: tf::TmaLoad5d(tile_q + q_slot * kBM * kD + box * kBM * 64, map_q,
+      CHECK: for (int t = 0; t < kTiles && tile(t, m_block, kb_first, kb_last); ++t) {{
+      CHECK: q = tile_q + q_slot * kBM * kD + consumer * 64 * 64;
+      CHECK-NEXT: q_full[q_slot].Wait(t / kQSlots & 1);
+      CHECK: if (local == 0) q_empty[q_slot].Arrive();
+      CHECK-NEXT: v_full[pending.stage].Wait(pending.phase);
+    )", q_slots == 0 ? 2 : 1))) << source->function;
+  }
   config.tiles = 3;
+  EXPECT_FALSE(EmitCudaAttention(*a, config).ok());
+  config.tiles = 2;
+  config.q_slots = 3;
   EXPECT_FALSE(EmitCudaAttention(*a, config).ok());
 }
 

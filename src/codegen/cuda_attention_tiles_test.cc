@@ -20,6 +20,7 @@ namespace {
 struct TilesCase {
   const char* model;  // under tests/attention
   int tiles;
+  int q_slots = 0;  // Q tiles in shared memory; 0: the rule (two where they fit)
 };
 
 class CudaAttentionTilesTest : public testing::TestWithParam<TilesCase> {};
@@ -33,24 +34,31 @@ TEST_P(CudaAttentionTilesTest, MatchesTheReference) {
   CudaCompileOptions options;
   options.poison_outputs = true;
   options.overrides.attention_tiles = c.tiles;
+  options.overrides.attention_q_slots = c.q_slots;
   auto compiled = CompileForCuda(*graph, options);
   ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
   EXPECT_NE((*compiled)->source().find(fmt::format("constexpr int kTiles = {},", c.tiles)), std::string::npos)
       << "the attention template did not take " << c.tiles << " query blocks per CTA";
+  if (c.q_slots)
+    EXPECT_NE((*compiled)->source().find(fmt::format("constexpr int kQSlots = {};", c.q_slots)), std::string::npos)
+        << "the attention template did not take " << c.q_slots << " Q tiles";
   std::vector<Tensor> inputs = RandomInputs(*graph, 900);
   ExpectMatchesReference(*graph, inputs, (*compiled)->Run(inputs));
 }
 
 // 300 causal tokens: three query blocks (pairs 2 + 0, then 1 alone); 1100 tokens under a band
 // mask: nine blocks whose key ranges and interiors differ; 200 tokens, full: two blocks per
-// head, so four per CTA leaves half of each CTA's slots empty.
+// head, so four per CTA leaves half of each CTA's slots empty. Several blocks per CTA take two
+// Q tiles by rule: one is run too.
 INSTANTIATE_TEST_SUITE_P(Attention, CudaAttentionTilesTest,
                          testing::Values(TilesCase{"attention_causal_d128_bf16", 2}, TilesCase{"attention_causal_d128_bf16", 4},
                                          TilesCase{"attention_rows_masked_everywhere_bf16", 2},
                                          TilesCase{"attention_rows_masked_everywhere_bf16", 4}, TilesCase{"attention_ragged_d64_bf16", 2},
-                                         TilesCase{"attention_ragged_d64_bf16", 4}),
+                                         TilesCase{"attention_ragged_d64_bf16", 4}, TilesCase{"attention_causal_d128_bf16", 4, 1},
+                                         TilesCase{"attention_ragged_d64_bf16", 4, 1}),
                          [](const testing::TestParamInfo<TilesCase>& info) {
-                           return std::string(info.param.model) + "_tiles" + std::to_string(info.param.tiles);
+                           return std::string(info.param.model) + "_tiles" + std::to_string(info.param.tiles) +
+                                  (info.param.q_slots ? "_q" + std::to_string(info.param.q_slots) : "");
                          });
 
 }  // namespace

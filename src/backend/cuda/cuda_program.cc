@@ -53,6 +53,7 @@ StatusOr<CudaLaunchable> AttentionTemplate(const Graph& g, const FusionGroup& gr
                                                              : AttentionLoop::kPingPong;
   config.consumers = target.overrides.attention_consumers;
   config.tiles = target.overrides.attention_tiles;
+  config.q_slots = target.overrides.attention_q_slots;
   config.sm_count = target.sm_count;
   config = ResolveAttentionConfigForMask(g, attention, config);
   ASSIGN_OR_RETURN(CudaKernelSource source, EmitCudaAttention(attention, config));

@@ -96,13 +96,14 @@ enum class MatmulPrecision { kHighest, kHigh };
 
 // Overrides of the templates' own configuration rules, to measure the alternatives
 // (tilefuse_bench_gpu_cases --attention-block-n, --attention-poly-exp, --attention-lazy-margin,
-// --attention-consumers, --attention-tiles, --gemm-pingpong, --gemm-overlap).
+// --attention-consumers, --attention-tiles, --attention-q-slots, --gemm-pingpong, --gemm-overlap).
 struct TemplateOverrides {
   int attention_block_n = 0;          // keys per step; 0: the rule
   int attention_poly_exp_every = -1;  // CudaAttentionConfig::poly_exp_every; -1: the rule
   std::optional<float> attention_lazy_margin;  // CudaAttentionConfig::lazy_margin
   int attention_consumers = 0;                 // CudaAttentionConfig::consumers; 0: the rule
   int attention_tiles = 0;                     // CudaAttentionConfig::tiles; 0: the rule
+  int attention_q_slots = 0;                   // CudaAttentionConfig::q_slots; 0: the rule
   std::optional<bool> gemm_pingpong;  // unset: the rule (ResolveGemmConfig)
   std::optional<bool> gemm_overlap_epilogue;  // unset: the rule
   int gemm_block_n = 0, gemm_stages = 0, gemm_splits = 0, gemm_group_m = 0;  // CudaGemmConfig's; 0: the rule

@@ -171,10 +171,14 @@ int Main(int argc, char** argv) {
     }
     double gbs = bytes / (fused_us * 1e-6) / 1e9;
     std::string strategies;
-    for (const CudaKernelInfo& k : fused->second->kernels()) strategies += (strategies.empty() ? "" : "; ") + k.strategy;
+    nlohmann::json launches = nlohmann::json::array();  // what a tuned configuration's strategy does not say
+    for (const CudaKernelInfo& k : fused->second->kernels()) {
+      strategies += (strategies.empty() ? "" : "; ") + k.strategy;
+      launches.push_back({{"strategy", k.strategy}, {"threads", k.threads}, {"blocks", k.blocks}});
+    }
     row.update({{"fused_us", fused_us}, {"unfused_us", unfused_us}, {"speedup", unfused_us / fused_us}, {"fused_gbs", gbs},
                 {"percent_of_copy", 100 * gbs * 1e9 / *copy}, {"fused_kernels", fused->second->kernels().size()},
-                {"unfused_kernels", unfused->second->kernels().size()}, {"strategy", strategies}});
+                {"unfused_kernels", unfused->second->kernels().size()}, {"strategy", strategies}, {"launches", launches}});
     std::string tflops = "-";
     if (flops > 0) {
       row.update({{"fused_tflops", flops / fused_us / 1e6}, {"unfused_tflops", flops / unfused_us / 1e6}});

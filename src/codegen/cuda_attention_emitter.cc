@@ -48,11 +48,13 @@ CudaAttentionConfig ResolveAttentionConfig(const AttentionTemplateKernel& a, Cud
   // the SFU time they free. Off unless asked for.
   if (c.poly_exp_every < 0) c.poly_exp_every = 0;
   // Lazy rescaling: at head dim 128 (64 rescales per thread and key block) +0.7% full, +1%
-  // causal (H100, 2026-11-23). At head dim 64 it pays with two consumers, not with three
-  // (128 registers a thread): on an H100 (2026-11-24, B4 H16 N4096, two rounds of one run)
-  // causal 374 -> 357 us, the GPT block B8 T2048 873 -> 867, but full (three consumers)
-  // 546 -> 600.
-  if (c.lazy_margin == kLazyMarginByRule) c.lazy_margin = a.d > 64 || c.consumers == 2 ? 8.0f : -1.0f;
+  // causal (H100, 2026-11-23). Not at head dim 64: with three consumers (128 registers a
+  // thread) full attention went 546 -> 600 us (H100, 2026-11-24); with two it paid then
+  // (causal 374 -> 357) but no longer since the second Q tile and the continuous turns
+  // (2026-11-27, B4 H16 N4096 causal, two rounds, lazy / not: H100 335.9 / 326.2 and 334.5 /
+  // 326.0 us, the GPT block B8 T2048 840.8 / 832.3 and 836.1 / 832.6; H200 338.3 / 331.5 and
+  // 334.3 / 328.0).
+  if (c.lazy_margin == kLazyMarginByRule) c.lazy_margin = a.d > 64 ? 8.0f : -1.0f;
   if (c.stages == 0) {
     c.stages = 2;
     for (CudaAttentionConfig deeper = c; ++deeper.stages <= 3 && SharedBytes(a, deeper) <= kSharedLimit;) c.stages = deeper.stages;

@@ -67,7 +67,7 @@ TEST(CudaAttentionEmitterTest, RaggedHeadsAreViewsOfTheInputsAndTheLastKeyBlockI
     CHECK: {%32, %33, %34, %35}
     CHECK: __launch_bounds__(384, 1) att(
     CHECK: constexpr int kPolyExpEvery = 0;
-    CHECK-NEXT: constexpr float kLazyMargin = 8.0f;
+    CHECK-NEXT: constexpr float kLazyMargin = -1.0f;
     CHECK: if (warpgroup == 0) {
     CHECK: tf::TmaLoad5d(tile_q
     CHECK: k_empty[ring.stage].Wait(ring.phase ^ 1);

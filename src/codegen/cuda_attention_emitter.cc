@@ -21,7 +21,7 @@ constexpr float kLazyMarginByRule = -2;  // CudaAttentionConfig's default: Resol
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Shared memory: the Q tile, the K and V ring, barriers (Q full and empty; full and empty
+// Shared memory: the Q tiles, the K and V ring, barriers (Q full and empty per Q tile; full and empty
 // per stage for K and for V), aligned to 1024 bytes (the swizzle period).
 int64_t SharedBytes(const AttentionTemplateKernel& a, const CudaAttentionConfig& c) {
   const int q_slots = std::max(c.q_slots, 1);
@@ -164,11 +164,6 @@ class AttentionEmitter {
     return out;
   }
 
-  // Several query blocks per CTA where a mask skips key blocks: their pairing evens out the
-  // CTAs' work. Measured on an H100 (2026-11-25, B4 H16 N4096, two rounds; 1 / 2 / 4 blocks
-  // per CTA): causal d64 361 / 346 / 342 us, causal d128 468 / 458 / 459. Without a mask the
-  // CTAs' work is equal already and fewer CTAs round worse into waves: full d64 (three
-  // consumers) 537 / 624 / 644, full d128 806 / 812-868 / 827. As many as leave two waves.
   // A second Q tile where a CTA runs several query blocks and shared memory has room beside
   // two K/V stages: the producer loads the next block's Q while the consumers still read this
   // one, so that neither waits at the switch for the last S to finish and the load to land.
@@ -181,6 +176,11 @@ class AttentionEmitter {
     return c_.tiles > 1 && SharedBytes(a_, two) <= kSharedLimit ? 2 : 1;
   }
 
+  // Several query blocks per CTA where a mask skips key blocks: their pairing evens out the
+  // CTAs' work. Measured on an H100 (2026-11-25, B4 H16 N4096, two rounds; 1 / 2 / 4 blocks
+  // per CTA): causal d64 361 / 346 / 342 us, causal d128 468 / 458 / 459. Without a mask the
+  // CTAs' work is equal already and fewer CTAs round worse into waves: full d64 (three
+  // consumers) 537 / 624 / 644, full d128 806 / 812-868 / 827. As many as leave two waves.
   int TilesByRule() const {
     if (!SkipsKeyBlocks()) return 1;
     const int64_t m_blocks = CeilDiv(a_.nq, c_.BlockM()), batch = NumElements(a_.batch_shape);
@@ -418,7 +418,7 @@ class AttentionEmitter {
   // cores, S of block j + 1 is already computed and its softmax runs beside it. With
   // `pingpong`, also its inter-warpgroup schedule: the consumers take turns issuing their
   // matmuls (named barrier 1 + c is consumer c's turn), so one's softmax runs while the
-  // other's matmuls have the tensor cores. Consumer 0 goes first (FirstTurn); consumer 1
+  // other's matmuls have the tensor cores. Consumer 0 goes first (kFirstTurn); consumer 1
   // passes the turn back after every issue but the CTA's last (the arrivals then match the
   // waits). The turns run on across a CTA's query blocks: consumer 0 issues the next block's
   // first S while consumer 1 finishes this one (measured on an H200, 2026-11-27, causal d64
@@ -432,9 +432,9 @@ class AttentionEmitter {
     };
     return fmt::format(
         "  k_full[ring.stage].Wait(ring.phase);\n"
-        "{1}"
+        "{0}"
         "  issue_qk(ring.stage);\n"
-        "{2}"
+        "{1}"
         "  tf::Warpgroup::Wait<0>();\n"
         "  if (local == 0) k_empty[ring.stage].Arrive();\n"
         "  softmax(kb_first);\n"
@@ -443,11 +443,11 @@ class AttentionEmitter {
         "  ring.Advance();\n"
         "  for (int kb = kb_first + 1; kb <= kb_last; ++kb, ring.Advance()) {{\n"
         "    k_full[ring.stage].Wait(ring.phase);\n"
-        "{3}"
+        "{2}"
         "    issue_qk(ring.stage);\n"
         "    v_full[pending.stage].Wait(pending.phase);\n"
         "    issue_pv(pending.stage);\n"
-        "{4}"
+        "{3}"
         "    tf::Warpgroup::Wait<1>();  // S is done (P·V may still run)\n"
         "    if (local == 0) k_empty[ring.stage].Arrive();\n"
         "    softmax(kb);\n"
@@ -461,7 +461,7 @@ class AttentionEmitter {
         "  issue_pv(pending.stage);\n"
         "  tf::Warpgroup::Wait<0>();\n"
         "  if (local == 0) v_empty[pending.stage].Arrive();\n",
-        "", take, pass("kb_first == kb_last"), "  " + take, "  " + pass("kb == kb_last"));
+        take, pass("kb_first == kb_last"), "  " + take, "  " + pass("kb == kb_last"));
   }
 
   // The tile-library function packing two floats into a pair of the operands' half type.

@@ -579,68 +579,30 @@ class CudaEmitter {
   }
   std::string PartEnd() const { return c_.cluster > 1 ? "slice_begin + kSlice" : "kInner"; }
 
-  // Opens the loop over this thread's chunks of a row held in registers, in their order (k
-  // unrolled). Returns the closing text.
+  // Opens the loop over this thread's chunks of the row: in registers' order (k unrolled)
+  // when cached, else a strided loop. Returns the closing text.
   std::string OpenChunkLoop(const std::string& indent) {
-    TF_CHECK_MSG(c_.cache_row, "a re-read row's chunk loop opens with its loads (OpenChunkLoopWithLoads)");
-    out_ += fmt::format("{}#pragma unroll\n{}for (int k = 0; k < kChunks; ++k) {{\n", indent, indent);
-    out_ += fmt::format("{}  const tf_index_t i1b = {}((tf_index_t)k * kThreadsPerRow + lane) * kVec;\n", indent,
-                        c_.cluster > 1 ? "slice_begin + " : "");
-    if (!ChunksExact()) {
-      out_ += fmt::format("{}  if (i1b < {}) {{\n", indent, PartEnd());
-      return fmt::format("{}  }}\n{}}}\n", indent, indent);
-    }
-    return fmt::format("{}}}\n", indent);
-  }
-
-  // Chunks whose loads a thread issues, in a row re-read per pass, before it computes with
-  // any. Unrolling the plain loop left ptxas one or two loads in flight per thread, too few
-  // for an H200 (1.4x an H100's bandwidth at about its latency): cross-entropy over a 128K
-  // vocabulary read its logits at 69% of copy bandwidth there, 94% on an H100 (2026-11-27).
-  static constexpr int kChunksAhead = 4;
-
-  // Opens the loop over this thread's chunks with the vector loads of `loads` in its body
-  // (row-invariant data, or everything when the row is not cached); `in` gets the body's
-  // indent. A re-read row loops over groups of kChunksAhead chunks, each group's loads issued
-  // first into arrays the body then names per chunk. Returns the closing text.
-  std::string OpenChunkLoopWithLoads(const std::vector<int>& loads, const std::string& indent, std::string* in) {
     if (c_.cache_row) {
-      std::string close = OpenChunkLoop(indent);
-      *in = indent + (ChunksExact() ? "  " : "    ");
-      EmitChunkLoads(loads, *in);
-      return close;
+      out_ += fmt::format("{}#pragma unroll\n{}for (int k = 0; k < kChunks; ++k) {{\n", indent, indent);
+      out_ += fmt::format("{}  const tf_index_t i1b = {}((tf_index_t)k * kThreadsPerRow + lane) * kVec;\n", indent,
+                          c_.cluster > 1 ? "slice_begin + " : "");
+      if (!ChunksExact()) {
+        out_ += fmt::format("{}  if (i1b < {}) {{\n", indent, PartEnd());
+        return fmt::format("{}  }}\n{}}}\n", indent, indent);
+      }
+      return fmt::format("{}}}\n", indent);
     }
-    const std::string step = "(tf_index_t)kThreadsPerRow * kVec";
-    out_ += fmt::format("{0}for (tf_index_t i1g = {1}; i1g < {2}; i1g += {3} * {4}) {{\n", indent, FirstChunkStart(), PartEnd(), kChunksAhead, step);
-    std::vector<int> ahead;
-    for (int v : loads)
-      if (array_[v] == Array::kNone && !DrawnInBlocks(v) && RowVectorizable(k_.values[v].index, c_.vector)) ahead.push_back(v);
-    for (int v : ahead) {
-      const ScalarValue& value = k_.values[v];
-      out_ += fmt::format(
-          "{0}  {1} {2}_ahead[{3}][kVec];\n"
-          "{0}#pragma unroll\n{0}  for (int u = 0; u < {3}; ++u) {{\n"
-          "{0}    const tf_index_t i1b = i1g + u * {4};\n"
-          "{0}    if (i1b < {5}) tf_vload<kVec>(b{6} + ({7}), {2}_ahead[u]);\n"
-          "{0}  }}\n",
-          indent, StorageType(value.dtype), ArrayName(v), kChunksAhead, step, PartEnd(), value.buffer, PrintIndex(value.index, {"i0", "i1b"}));
-    }
-    out_ += fmt::format("{0}#pragma unroll\n{0}  for (int u = 0; u < {1}; ++u) {{\n{0}    const tf_index_t i1b = i1g + u * {2};\n{0}    if (i1b < {3}) {{\n",
-                        indent, kChunksAhead, step, PartEnd());
-    *in = indent + "      ";
-    for (int v : ahead) {
-      out_ += fmt::format("{0}const {1} (&{2})[kVec] = {2}_ahead[u];\n", *in, StorageType(k_.values[v].dtype), ArrayName(v));
-      array_[v] = Array::kChunk;
-    }
-    EmitChunkLoads(loads, *in);
-    return fmt::format("{0}    }}\n{0}  }}\n{0}}}\n", indent);
+    // Several chunks' loads in flight per thread: the loop has a constant trip count.
+    out_ += fmt::format("{0}#pragma unroll 4\n{0}for (tf_index_t i1b = {1}; i1b < {2}; i1b += (tf_index_t)kThreadsPerRow * kVec) {{\n", indent,
+                        FirstChunkStart(), PartEnd());
+    return fmt::format("{}}}\n", indent);
   }
 
   // Per-chunk vector loads (row-invariant data, or everything when the row is not cached).
   void EmitChunkLoads(const std::vector<int>& loads, const std::string& indent) {
     for (int v : loads) {
       const ScalarValue& value = k_.values[v];
-      if (array_[v] != Array::kNone) continue;  // cached, or loaded ahead
+      if (array_[v] == Array::kCached) continue;
       if (DrawnInBlocks(v)) {
         array_[v] = Array::kChunk;
         out_ += fmt::format("{}float {}[kVec];\n", indent, ArrayName(v)) + DrawBlocks(v, {"i0", "i1b"}, ArrayName(v), indent);
@@ -835,8 +797,9 @@ class CudaEmitter {
     const char* op = DeviceCombiner(traits.combiner);
     out_ += fmt::format("{}{} acc{} = {};\n", ind, acc_type, r, init);
     LaunderPackedCaches(ind);
-    std::string in;
-    std::string close = OpenChunkLoopWithLoads(loads, ind, &in);
+    std::string close = OpenChunkLoop(ind);
+    std::string in = ind + (c_.cache_row && !ChunksExact() ? "    " : "  ");
+    EmitChunkLoads(loads, in);
     out_ += fmt::format("{}#pragma unroll\n{}for (int j = 0; j < kVec; ++j) {{\n{}  const tf_index_t i1 = i1b + j;\n", in, in, in);
     std::vector<bool> element(k_.values.size(), false);
     Emit(red.value, &element, in + "  ");
@@ -867,8 +830,9 @@ class CudaEmitter {
     Prepare(max_red.value, seen, loads, ind);
     Prepare(sum_red.value, seen, loads, ind);
     out_ += fmt::format("{}{} acc{} = -INFINITY, acc{} = 0;\n", ind, t, max_r, sum_r);
-    std::string in;
-    std::string close = OpenChunkLoopWithLoads(loads, ind, &in);
+    std::string close = OpenChunkLoop(ind);
+    std::string in = ind + "  ";
+    EmitChunkLoads(loads, in);
     out_ += fmt::format("{0}{1} chunk_max = -INFINITY;\n{0}#pragma unroll\n{0}for (int j = 0; j < kVec; ++j) {{\n"
                         "{0}  const tf_index_t i1 = i1b + j;\n", in, t);
     std::vector<bool> element(k_.values.size(), false);
@@ -918,8 +882,9 @@ class CudaEmitter {
         Prepare(s.value, seen, loads, ind);
       }
     if (element_stores.empty()) return;
-    std::string in;
-    std::string close = OpenChunkLoopWithLoads(loads, ind, &in);
+    std::string close = OpenChunkLoop(ind);
+    std::string in = ind + (c_.cache_row && !ChunksExact() ? "    " : "  ");
+    EmitChunkLoads(loads, in);
     for (const KernelStore* s : element_stores)
       if (RowVectorizable(s->index, c_.vector)) out_ += fmt::format("{}{} o{}[kVec];\n", in, StorageType(k_.buffers[s->buffer].dtype), s->buffer);
     out_ += fmt::format("{}#pragma unroll\n{}for (int j = 0; j < kVec; ++j) {{\n{}  const tf_index_t i1 = i1b + j;\n", in, in, in);

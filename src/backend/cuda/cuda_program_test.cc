@@ -16,7 +16,6 @@
 #include "frontend/onnx/importer.h"
 #include "fusion/group_classifier.h"
 #include "passes/pipeline.h"
-#include "testing/file_check.h"
 
 namespace tilefuse {
 namespace {
@@ -401,26 +400,6 @@ TEST(CudaProgramOnlineSoftmaxTest, LongRowsTakeMaxAndSumInOnePass) {
   EXPECT_EQ(long_rows.find("tf_block_reduce<"), std::string::npos) << "no second pass:\n" << long_rows;
   const std::string cached = BenchCaseProgram("check/cross_entropy_bf16_64x1000.onnxtxt").source;
   EXPECT_EQ(cached.find("_max_sum<"), std::string::npos) << cached;
-}
-
-// A row re-read per pass loads four chunks a thread before it computes with any (ptxas kept
-// one or two loads in flight from an unrolled loop: too few for an H200's bandwidth).
-TEST(CudaProgramLoadsAheadTest, ReReadRowsLoadFourChunksBeforeUsingThem) {
-  const std::string long_rows = BenchCaseProgram("cross_entropy_bf16_4096x131072.onnxtxt").source;
-  EXPECT_TRUE(MatchesChecks(long_rows, R"(
-    CHECK: for (tf_index_t i1g = ((tf_index_t)lane * kVec); i1g < kInner; i1g += 4 * (tf_index_t)kThreadsPerRow * kVec) {
-    CHECK-NEXT: uint16_t c0_ahead[4][kVec];
-    CHECK: for (int u = 0; u < 4; ++u) {
-    CHECK-NEXT: const tf_index_t i1b = i1g + u * (tf_index_t)kThreadsPerRow * kVec;
-    CHECK-NEXT: if (i1b < kInner) tf_vload<kVec>(b0 + ((i0 * 131072 + i1b)), c0_ahead[u]);
-    CHECK-NEXT: }
-    CHECK: for (int u = 0; u < 4; ++u) {
-    CHECK-NEXT: const tf_index_t i1b = i1g + u * (tf_index_t)kThreadsPerRow * kVec;
-    CHECK-NEXT: if (i1b < kInner) {
-    CHECK-NEXT: const uint16_t (&c0)[kVec] = c0_ahead[u];
-    CHECK-NOT: tf_vload
-    CHECK: chunk_max = tf_max::combine(
-  )")) << long_rows;
 }
 
 }  // namespace

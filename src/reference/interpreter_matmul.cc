@@ -17,9 +17,17 @@ std::vector<int64_t> BatchOffsets(const Operand& operand, const Shape& out_batch
   return offsets;
 }
 
+// Multiply-adds from which a product's rows are computed in parallel (OpenMP): below, the
+// threads cost more than they save.
+constexpr int64_t kParallelWork = int64_t{1} << 22;
+
 // c[M, N] = a[M, K] · b[K, N], all row-major. With an `accumulate` dtype other than
 // f64, each step c += a·b is rounded to it (a fused multiply-add loop in that dtype).
+// Large products run their rows on several threads: each row is still one thread's sum in
+// the same order, so the result does not depend on the thread count, and the GPU script's
+// checks of full-size GEMMs (4096³: about 30 s on one thread) take a fraction of the time.
 void MultiplyMatrices(const double* a, const double* b, double* c, int64_t m, int64_t k, int64_t n, DType accumulate) {
+#pragma omp parallel for schedule(static) if (m * k * n >= kParallelWork)
   for (int64_t i = 0; i < m; ++i) {
     double* c_row = c + i * n;
     std::fill(c_row, c_row + n, 0.0);

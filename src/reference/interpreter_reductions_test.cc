@@ -1,6 +1,10 @@
 // Reductions and matmul of the reference interpreter.
 #include <gtest/gtest.h>
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #include <cmath>
 #include <limits>
 
@@ -116,6 +120,35 @@ TEST(InterpreterMatMulTest, BatchDimsBroadcast) {
           for (int k = 0; k < 3; ++k) expected += a.GetDouble(i0 * 6 + m * 3 + k) * bt.GetDouble(i1 * 6 + k * 2 + n);
           EXPECT_EQ(out->GetDouble(((i0 * 3 + i1) * 2 + m) * 2 + n), expected) << i0 << i1 << m << n;
         }
+}
+
+// Large products compute their rows on several threads; each row is one thread's sum in
+// the same order, so one thread and many give the same bits.
+TEST(InterpreterMatMulTest, ThreadCountDoesNotChangeTheResult) {
+#ifdef _OPENMP
+  Shape a_shape = {3, 160, 300}, b_shape = {300, 170};  // 24M multiply-adds: the threaded path
+  Tensor a = Filled(DType::kF32, a_shape, [](int64_t i) { return std::sin(0.37 * i) * 3; });
+  Tensor bt = Filled(DType::kF32, b_shape, [](int64_t i) { return std::cos(1.3 * i) / 7; });
+  auto run = [&](int threads) {
+    const int before = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    GraphBuilder b;
+    Value pa = b.Parameter("a", DType::kF32, a_shape);
+    Value pb = b.Parameter("b", DType::kF32, b_shape);
+    std::vector<double> out = RunGraph(b, b.MatMul(pa, pb), {a, bt});
+    omp_set_num_threads(before);
+    return out;
+  };
+  const std::vector<double> one = run(1), several = run(4);
+  ASSERT_EQ(one.size(), size_t{3 * 160 * 170});
+  EXPECT_EQ(several, one);
+  // And the values are the product's (a spot check against the defining sum, in f64).
+  double expected = 0;
+  for (int p = 0; p < 300; ++p) expected += a.GetDouble(2 * 160 * 300 + 77 * 300 + p) * bt.GetDouble(p * 170 + 101);
+  EXPECT_NEAR(one[(2 * 160 + 77) * 170 + 101], expected, 1e-5 * std::abs(expected) + 1e-6);
+#else
+  GTEST_SKIP() << "built without OpenMP: the reference's products run on one thread";
+#endif
 }
 
 TEST(InterpreterMatMulTest, VectorOperandsThroughTheBuilder) {

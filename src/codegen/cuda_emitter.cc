@@ -10,6 +10,7 @@
 #include "codegen/cuda_column_emitter.h"
 #include "codegen/cuda_scalar_program.h"
 #include "codegen/cuda_transposed_emitter.h"
+#include "codegen/cuda_vector_store.h"
 #include "codegen/emit_util.h"
 #include "codegen/kernel_rewrites.h"
 #include "codegen/row_cache_plan.h"
@@ -63,6 +64,18 @@ bool IsRowDataLoad(const ScalarValue& v) {
   return v.kind == ScalarValue::Kind::kLoad && v.inner && UsesVar(v.index, 0) && !UsesValue(v.index);
 }
 
+// Whether `e` is exp(x - m) with m the row's max of the very value x (softmax's and
+// logsumexp's shift, also inside the online pass, where m names the running max): its
+// argument is never positive, where the device library's cheap exp holds.
+bool IsExpLessRowMax(const Kernel& k, const ScalarValue& e) {
+  if (e.kind != ScalarValue::Kind::kOp || e.op != OpCode::kExp) return false;
+  const ScalarValue& d = k.values[e.args[0]];
+  if (d.kind != ScalarValue::Kind::kOp || d.op != OpCode::kSub) return false;
+  const ScalarValue& m = k.values[d.args[1]];
+  return m.kind == ScalarValue::Kind::kAccumulator && k.reductions[m.reduction].op == OpCode::kReduceMax &&
+         k.reductions[m.reduction].value == d.args[0];
+}
+
 // The sum reduction that can run in the pass of max reduction `max_r` (an online softmax:
 // a running max, and the sum rescaled whenever the max grows), or -1. It must reduce
 // exp(x - max) of the very value x the max reduces, in the same type, x varying along the
@@ -75,11 +88,7 @@ int OnlineSumOf(const Kernel& k, int max_r) {
     const KernelReduction& sum_red = k.reductions[r];
     if (sum_red.op != OpCode::kReduceSum || std::string_view(ComputeType(sum_red.dtype)) != ComputeType(max_red.dtype)) continue;
     const ScalarValue& e = k.values[sum_red.value];
-    if (e.kind != ScalarValue::Kind::kOp || e.op != OpCode::kExp) continue;
-    const ScalarValue& d = k.values[e.args[0]];
-    if (d.kind != ScalarValue::Kind::kOp || d.op != OpCode::kSub || d.args[0] != max_red.value) continue;
-    const ScalarValue& m = k.values[d.args[1]];
-    if (m.kind == ScalarValue::Kind::kAccumulator && m.reduction == max_r) return static_cast<int>(r);
+    if (IsExpLessRowMax(k, e) && k.values[k.values[e.args[0]].args[1]].reduction == max_r) return static_cast<int>(r);
   }
   return -1;
 }
@@ -220,7 +229,9 @@ class CudaEmitter {
   }
 
  private:
-  enum class Array { kNone, kChunk, kCached };  // how a load reaches the element scope
+  // How a value reaches the element scope: a load from its chunk's array or the cached row's,
+  // the folded row value (FoldedRowValue) from its array.
+  enum class Array { kNone, kChunk, kCached, kFolded };
 
   Status Validate() const {
     if (c_.threads < 32 || c_.threads > 1024 || c_.threads % 32 != 0)
@@ -295,6 +306,7 @@ class CudaEmitter {
     if (v.kind == ScalarValue::Kind::kOp) {  // arguments as Name prints them (the lane form's arrays too)
       std::vector<std::string> args;
       for (int a : v.args) args.push_back(Name(a));
+      if (IsExpLessRowMax(k_, v) && !RowFillsRegisters()) return fmt::format("tf_exp_nonpositive({})", args[0]);
       if (v.op != OpCode::kCast)
         if (std::string fast = CudaFastForm(v, args); !fast.empty()) return fast;
       return CppOpExpression(v, args);
@@ -310,6 +322,11 @@ class CudaEmitter {
     bool per_element = element && (!row_ || value.inner || !row_done_[v]);
     std::vector<bool>& done = per_element ? *element : row_done_;
     if (done[v]) return;
+    if (array_[v] == Array::kFolded) {
+      done[v] = true;
+      out_ += fmt::format("{}const {} {} = {}[k][j];\n", indent, ComputeType(value.dtype), Name(v), ArrayName(v));
+      return;
+    }
     if (int chosen = KnownChoice(v); chosen >= 0) {  // a select whose test this part answers
       Emit(chosen, element, indent);
       done[v] = true;
@@ -345,6 +362,7 @@ class CudaEmitter {
       if (emit) Emit(v, nullptr, row_indent);
       return;
     }
+    if (array_[v] == Array::kFolded) return;
     if (value.kind == ScalarValue::Kind::kLoad || DrawnInBlocks(v)) loads.push_back(v);
     for (int a : value.args) Prepare(a, seen, loads, row_indent, emit);
     std::vector<const IndexExpr*> stack = {value.index.get()};
@@ -397,7 +415,7 @@ class CudaEmitter {
     std::vector<bool> vector_store;
     for (const KernelStore& st : k_.stores) {
       vector_store.push_back(ContiguousAlignedIn(Placed(st.index), 0, c_.vector));
-      if (vector_store.back()) out_ += fmt::format("{}{} o{}[kVec];\n", in, StorageType(k_.buffers[st.buffer].dtype), st.buffer);
+      if (vector_store.back()) out_ += in + VectorStore(st).Declaration() + "\n";
     }
     vars_ = {"r", "q"};
     out_ += fmt::format("#pragma unroll\n{0}for (int j = 0; j < kVec; ++j) {{\n{0}  const tf_index_t r = rs + j;\n", in);
@@ -406,14 +424,13 @@ class CudaEmitter {
       const KernelStore& st = k_.stores[i];
       Emit(st.value, &element, in + "  ");
       std::string_view dt = DTypeName(k_.buffers[st.buffer].dtype);
-      if (vector_store[i]) out_ += fmt::format("{}  o{}[j] = tf_pack_{}({});\n", in, st.buffer, dt, Name(st.value));
+      if (vector_store[i]) out_ += in + "  " + VectorStore(st).Element(Name(st.value)) + "\n";
       else out_ += fmt::format("{}  b{}[{}] = tf_pack_{}({});\n", in, st.buffer, PrintIndex(Placed(st.index), vars_), dt, Name(st.value));
     }
     out_ += in + "}\n";
     for (size_t i = 0; i < k_.stores.size(); ++i)
       if (vector_store[i])
-        out_ += fmt::format("{}tf_vstore<kVec>(b{} + ({}), o{});\n", in, k_.stores[i].buffer, PrintIndex(Placed(k_.stores[i].index), start),
-                            k_.stores[i].buffer);
+        out_ += VectorStore(k_.stores[i]).Store(fmt::format("b{} + ({})", k_.stores[i].buffer, PrintIndex(Placed(k_.stores[i].index), start)), in);
     std::fill(array_.begin(), array_.end(), Array::kNone);
     subst_.reset();
     known_.clear();
@@ -481,21 +498,21 @@ class CudaEmitter {
       for (const KernelStore& s : k_.stores)
         if (PointwiseVectorizable(s.index, vec)) {
           vector_stores.push_back(&s);
-          out_ += fmt::format("    {} o{}[kVec];\n", StorageType(k_.buffers[s.buffer].dtype), s.buffer);
+          out_ += "    " + VectorStore(s).Declaration() + "\n";
         }
       out_ += "#pragma unroll\n    for (int j = 0; j < kVec; ++j) {\n      const tf_index_t i0 = base + j;\n";
       std::vector<bool> element(k_.values.size(), false);
       for (const KernelStore& s : k_.stores) {
         Emit(s.value, &element, "      ");
         std::string_view dt = DTypeName(k_.buffers[s.buffer].dtype);
-        if (PointwiseVectorizable(s.index, vec)) out_ += fmt::format("      o{}[j] = tf_pack_{}({});\n", s.buffer, dt, Name(s.value));
+        if (PointwiseVectorizable(s.index, vec)) out_ += "      " + VectorStore(s).Element(Name(s.value)) + "\n";
         else out_ += fmt::format("      b{}[{}] = tf_pack_{}({});\n", s.buffer, PrintIndex(s.index, vars), dt, Name(s.value));
       }
       out_ += "    }\n";
       for (const KernelStore* s : vector_stores) {
         AffineIndex a;
         AsAffine(s->index, &a);
-        out_ += fmt::format("    tf_vstore<kVec>(b{} + base + {}, o{});\n", s->buffer, a.offset, s->buffer);
+        out_ += VectorStore(*s).Store(fmt::format("b{} + base + {}", s->buffer, a.offset), "    ");
       }
       out_ += "  }\n";
       std::fill(array_.begin(), array_.end(), Array::kNone);
@@ -531,9 +548,9 @@ class CudaEmitter {
       const KernelStore& s = k_.stores[i];
       const std::string_view dt = DTypeName(k_.buffers[s.buffer].dtype);
       if (Lanes(s.index) == LaneAccess::kContiguous) {
-        out_ += fmt::format("    {0} o{1}[kVec];\n#pragma unroll\n    for (int j = 0; j < kVec; ++j) o{1}[j] = tf_pack_{2}({3});\n",
-                            StorageType(k_.buffers[s.buffer].dtype), i, dt, Name(s.value));
-        out_ += fmt::format("    tf_vstore<kVec>(b{} + ({}), o{});\n", s.buffer, PrintIndex(s.index, vars_), i);
+        const CudaVectorStore store(k_.buffers[s.buffer].dtype, fmt::format("o{}", i), c_.vector);
+        out_ += fmt::format("    {}\n#pragma unroll\n    for (int j = 0; j < kVec; ++j) {}\n", store.Declaration(), store.Element(Name(s.value)));
+        out_ += store.Store(fmt::format("b{} + ({})", s.buffer, PrintIndex(s.index, vars_)), "    ");
       } else {
         out_ += fmt::format("#pragma unroll\n    for (int j = 0; j < kVec; ++j) {{\n      const tf_index_t i0 = base + j;\n      b{}[{}] = tf_pack_{}({});\n    }}\n",
                             s.buffer, PrintIndex(s.index, vars_), dt, Name(s.value));
@@ -646,6 +663,58 @@ class CudaEmitter {
     AffineIndex affine;
     if (DrawnInBlocks(v) || !AsAffine(value.index, &affine) || affine.c1 != 1 || DTypeSize(value.dtype) * c_.vector != 16) return -1;
     return v;
+  }
+
+  // A value that every pass reaches the cached loads through, or -1: dropout + residual
+  // before a layer norm reads the Philox draw, x and the residual only as
+  // select(u >= p, x * scale, 0) + residual. Held in registers in place of the loads, it is
+  // computed once a row instead of once a pass (3 times there), in fewer registers (4 bytes
+  // an element instead of 8). Taken when it needs at most the loads' registers, and fewer or
+  // in place of several loads; it must not need a reduction's result (it is computed before
+  // the passes), and the stores along the row must index plainly.
+  int FoldedRowValue(const std::vector<int>& cached) const {
+    if (c_.cache_row != 1 || cached.empty()) return -1;
+    const size_t n = k_.values.size();
+    std::vector<bool> is_cached(n, false), reads_cached(n, false), needs_total(n, false);
+    for (int v : cached) is_cached[v] = reads_cached[v] = true;
+    for (size_t v = 0; v < n; ++v) {
+      const ScalarValue& value = k_.values[v];
+      needs_total[v] = value.kind == ScalarValue::Kind::kAccumulator;
+      for (int a : ValueDependencies(value)) {
+        reads_cached[v] = reads_cached[v] || reads_cached[a];
+        needs_total[v] = needs_total[v] || needs_total[a];
+      }
+    }
+    std::vector<int> roots;
+    for (const KernelReduction& r : k_.reductions) roots.push_back(r.value);
+    for (const KernelStore& st : k_.stores)
+      if (UsesVar(st.index, 1)) {
+        if (UsesValue(st.index)) return -1;
+        roots.push_back(st.value);
+      }
+    int64_t cached_bytes = 0;
+    for (int v : cached) cached_bytes += DrawnInBlocks(v) ? 4 : DTypeSize(k_.values[v].dtype);
+    // The latest such value folds the most work; a value no path avoids cuts them all.
+    for (int f = static_cast<int>(n) - 1; f >= 0; --f) {
+      const ScalarValue& value = k_.values[f];
+      if (is_cached[f] || !reads_cached[f] || needs_total[f] || !value.inner || value.kind != ScalarValue::Kind::kOp) continue;
+      std::vector<bool> seen(n, false);
+      std::vector<int> stack = roots;
+      bool cut = true;
+      while (!stack.empty() && cut) {
+        const int v = stack.back();
+        stack.pop_back();
+        if (v == f || seen[v]) continue;
+        seen[v] = true;
+        cut = !is_cached[v];
+        for (int a : ValueDependencies(k_.values[v])) stack.push_back(a);
+      }
+      if (!cut) continue;
+      const int64_t bytes = DTypeSize(value.dtype == DType::kF64 ? DType::kF64 : DType::kF32);
+      if (bytes < cached_bytes || (bytes == cached_bytes && cached.size() > 1)) return f;
+      return -1;
+    }
+    return -1;
   }
 
   // Each thread's cp.async of its chunks of row `row` (a variable) into its stage slots: from
@@ -766,6 +835,7 @@ class CudaEmitter {
         out_ += ind + "  tf_cp_async_commit();\n" + ind + "}\n";
       }
       for (int v : cached) array_[v] = Array::kCached;
+      if (const int folded = staged_ < 0 ? FoldedRowValue(cached) : -1; folded >= 0) EmitFoldedRowValue(folded, ind);
     }
     std::vector<bool> in_online_pass(k_.reductions.size(), false);
     for (size_t r = 0; r < k_.reductions.size(); ++r) {
@@ -784,7 +854,37 @@ class CudaEmitter {
     if (staged_ >= 0) out_ += "  tf_cp_async_wait_all();  // no copy outlives the block\n";
   }
 
+  // The folded row value's array, filled chunk by chunk from the cached loads; the passes
+  // read it from there (Emit) and no longer reach the loads.
+  void EmitFoldedRowValue(int folded, const std::string& ind) {
+    std::vector<bool> seen(k_.values.size(), false);
+    std::vector<int> loads;
+    Prepare(folded, seen, loads, ind);
+    out_ += fmt::format("{}{} {}[kChunks][kVec];  // folded: what every pass reads the row through\n", ind,
+                        ComputeType(k_.values[folded].dtype), ArrayName(folded));
+    std::string close = OpenChunkLoop(ind);
+    std::string in = ind + (ChunksExact() ? "  " : "    ");
+    EmitChunkLoads(loads, in);
+    out_ += fmt::format("{0}#pragma unroll\n{0}for (int j = 0; j < kVec; ++j) {{\n{0}  const tf_index_t i1 = i1b + j;\n", in);
+    std::vector<bool> element(k_.values.size(), false);
+    Emit(folded, &element, in + "  ");
+    out_ += fmt::format("{0}  {1}[k][j] = {2};\n{0}}}\n", in, ArrayName(folded), Name(folded));
+    out_ += close;
+    ForgetChunkLoads();
+    array_[folded] = Array::kFolded;
+  }
+
   std::string AccumulatorType(const KernelReduction& r) const { return ComputeType(r.dtype); }
+  // Store `s`'s register array o<buffer> when the template moves it as a vector (a vector
+  // of 1 converts one element at a time).
+  CudaVectorStore VectorStore(const KernelStore& s) const {
+    return CudaVectorStore(k_.buffers[s.buffer].dtype, fmt::format("o{}", s.buffer), RowFillsRegisters() ? 1 : c_.vector);
+  }
+  // A row held as pairs fills a 1024-thread block's 64 registers a thread: there the cheaper
+  // exp and the paired conversions, with fewer instructions to wait on, let ptxas keep more
+  // values in flight than fit (softmax over 65536 bf16 columns spilled 44 bytes with both,
+  // 36 with the exp alone, 8 with the pairs alone), so such rows keep the plainer forms.
+  bool RowFillsRegisters() const { return row_ && c_.cache_row == 2; }
 
   void EmitReductionPass(int r, const std::string& ind) {
     const KernelReduction& red = k_.reductions[r];
@@ -842,7 +942,7 @@ class CudaEmitter {
         "{0}const {1} running_max = max_nan(acc{3}, chunk_max);\n"
         "{0}// exp(-inf - -inf) would be NaN: while every value so far is -inf, shift by 0.\n"
         "{0}const {5} {6} = running_max == -INFINITY ? {5}(0) : ({5})running_max;\n"
-        "{0}acc{4} *= exp(acc{3} - ({1}){6});\n"
+        "{0}acc{4} *= tf_exp_nonpositive(acc{3} - ({1}){6});\n"
         "{0}acc{3} = running_max;\n"
         "{0}#pragma unroll\n{0}for (int j = 0; j < kVec; ++j) {{\n{0}  const tf_index_t i1 = i1b + j;\n",
         in, t, Name(max_red.value), max_r, sum_r, ComputeType(max_red.dtype), Name(max_value));
@@ -886,19 +986,19 @@ class CudaEmitter {
     std::string in = ind + (c_.cache_row && !ChunksExact() ? "    " : "  ");
     EmitChunkLoads(loads, in);
     for (const KernelStore* s : element_stores)
-      if (RowVectorizable(s->index, c_.vector)) out_ += fmt::format("{}{} o{}[kVec];\n", in, StorageType(k_.buffers[s->buffer].dtype), s->buffer);
+      if (RowVectorizable(s->index, c_.vector)) out_ += in + VectorStore(*s).Declaration() + "\n";
     out_ += fmt::format("{}#pragma unroll\n{}for (int j = 0; j < kVec; ++j) {{\n{}  const tf_index_t i1 = i1b + j;\n", in, in, in);
     std::vector<bool> element(k_.values.size(), false);
     for (const KernelStore* s : element_stores) {
       Emit(s->value, &element, in + "  ");
       std::string_view dt = DTypeName(k_.buffers[s->buffer].dtype);
-      if (RowVectorizable(s->index, c_.vector)) out_ += fmt::format("{}  o{}[j] = tf_pack_{}({});\n", in, s->buffer, dt, Name(s->value));
+      if (RowVectorizable(s->index, c_.vector)) out_ += in + "  " + VectorStore(*s).Element(Name(s->value)) + "\n";
       else out_ += fmt::format("{}  b{}[{}] = tf_pack_{}({});\n", in, s->buffer, PrintIndex(s->index, vars), dt, Name(s->value));
     }
     out_ += fmt::format("{}}}\n", in);
     for (const KernelStore* s : element_stores)
       if (RowVectorizable(s->index, c_.vector))
-        out_ += fmt::format("{}tf_vstore<kVec>(b{} + ({}), o{});\n", in, s->buffer, PrintIndex(s->index, {"i0", "i1b"}), s->buffer);
+        out_ += VectorStore(*s).Store(fmt::format("b{} + ({})", s->buffer, PrintIndex(s->index, {"i0", "i1b"})), in);
     out_ += close;
     ForgetChunkLoads();
   }
@@ -929,7 +1029,7 @@ class CudaEmitter {
 }  // namespace
 
 StatusOr<CudaKernelSource> EmitCudaKernel(const Kernel& kernel, const CudaKernelConfig& config) {
-  const Kernel rewritten = RewriteForEmission(kernel);
+  const Kernel rewritten = RewriteForEmission(kernel, {.stored_casts = true});
   const CudaKernelConfig resolved = ResolveCudaConfig(rewritten, config);
   if (resolved.tile > 0 && IsRowKernel(rewritten)) return EmitColumnKernel(rewritten, FindColumnTiling(rewritten), resolved);
   if (resolved.tile > 0) return EmitTransposedKernel(rewritten, FindTransposedTiling(rewritten), resolved);

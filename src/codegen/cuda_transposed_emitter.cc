@@ -5,6 +5,7 @@
 #include <map>
 
 #include "codegen/cuda_scalar_program.h"
+#include "codegen/cuda_vector_store.h"
 #include "codegen/emit_util.h"
 #include "codegen/transposed_tile_layout.h"
 
@@ -232,34 +233,21 @@ class TransposedEmitter {
     std::vector<int> roots;
     for (const KernelStore& st : k_.stores) {
       roots.push_back(st.value);
-      const DType dtype = k_.buffers[st.buffer].dtype;
-      out_ += fmt::format("      {} o{}[{}];\n", PackedInPairs(dtype) ? "float" : StorageType(dtype), st.buffer, vec);
+      out_ += "      " + VectorStore(st).Declaration() + "\n";
     }
     out_ += fmt::format("#pragma unroll\n      for (int j = 0; j < {}; ++j) {{\n", vec);
     out_ += fmt::format("        [[maybe_unused]] const tf_index_t {} = first + j;\n", in_name);
     out_ += CudaElementProgram(placed_, roots, given, names_, "        ");
-    for (const KernelStore& st : k_.stores) {
-      const DType dtype = k_.buffers[st.buffer].dtype;
-      if (PackedInPairs(dtype)) out_ += fmt::format("        o{}[j] = (float)v{};\n", st.buffer, st.value);
-      else out_ += fmt::format("        o{}[j] = tf_pack_{}(v{});\n", st.buffer, DTypeName(dtype), st.value);
-    }
+    for (const KernelStore& st : k_.stores) out_ += "        " + VectorStore(st).Element(fmt::format("v{}", st.value)) + "\n";
     out_ += "      }\n";
-    for (const KernelStore& st : k_.stores) {
-      const DType dtype = k_.buffers[st.buffer].dtype;
-      if (!PackedInPairs(dtype)) {
-        out_ += fmt::format("      tf_vstore<{}>(b{} + offset, o{});\n", vec, st.buffer, st.buffer);
-        continue;
-      }
-      out_ += fmt::format("      uint32_t p{0}[{1}];\n#pragma unroll\n      for (int p = 0; p < {1}; ++p) p{0}[p] = tf_pack2_{2}(o{0}[2 * p], o{0}[2 * p + 1]);\n",
-                          st.buffer, vec / 2, DTypeName(dtype));
-      out_ += fmt::format("      tf_vstore<{}>(reinterpret_cast<uint32_t*>(b{} + offset), p{});\n", vec / 2, st.buffer, st.buffer);
-    }
+    for (const KernelStore& st : k_.stores) out_ += VectorStore(st).Store(fmt::format("b{} + offset", st.buffer), "      ");
     out_ += "    }\n  }\n";
   }
 
-  // Half-precision outputs convert two at a time (one cvt.rn.bf16x2/f16x2 for both; the
-  // one-value conversion is ~8 integer instructions, most of a copy's work per element).
-  bool PackedInPairs(DType dtype) const { return (dtype == DType::kBF16 || dtype == DType::kF16) && c_.vector % 2 == 0; }
+  // Store `st`'s register array o<buffer> (half types convert two at a time on the store).
+  CudaVectorStore VectorStore(const KernelStore& st) const {
+    return CudaVectorStore(k_.buffers[st.buffer].dtype, fmt::format("o{}", st.buffer), c_.vector, std::to_string(c_.vector));
+  }
 
   const Kernel& k_;
   const TransposedTiling& t_;

@@ -22,6 +22,7 @@ class Rewriter {
     for (KernelStore& s : out_.stores) {
       s.value = new_id_[s.value];
       s.index = Renumbered(s.index);
+      if (rewrites_.stored_casts) s.value = UncastForStore(s.value, out_.buffers[s.buffer].dtype);
     }
     return std::move(out_);
   }
@@ -41,6 +42,16 @@ class Rewriter {
     copy->a = Renumbered(index->a);
     copy->b = Renumbered(index->b);
     return copy;
+  }
+
+  // What a store to a `stored` buffer of value `v` may store instead: cast(x) to that very
+  // dtype stores x, for the floating types whose conversion from any value rounds it once
+  // through float (f16, bf16, f32).
+  int UncastForStore(int v, DType stored) const {
+    const ScalarValue& value = out_.values[v];
+    const bool rounds_through_float = stored == DType::kF16 || stored == DType::kBF16 || stored == DType::kF32;
+    if (value.kind != ScalarValue::Kind::kOp || value.op != OpCode::kCast || value.dtype != stored || !rounds_through_float) return v;
+    return value.args[0];
   }
 
   // `v` (arguments already renumbered) as one or more values of the result; its id there.

@@ -8,6 +8,7 @@
 //    floats) as a * r, r = reciprocal(b) a per-row value of its own: one division per row
 //    instead of one per element (a division costs ~10 multiplies). Two roundings instead of
 //    one, within 1.5 ulp.
+//  - optionally, a cast just before a store of the same dtype dropped (EmissionRewrites).
 #pragma once
 
 #include <vector>
@@ -22,6 +23,11 @@ struct EmissionRewrites {
   // epilogue, attention logits) does not: its loops are the template's own, with no
   // per-row scope the reciprocal would be computed in.
   bool row_invariant_divisors = true;
+  // A store of cast(x) to the stored dtype (half types and f32) stores x: the store's own
+  // conversion rounds the same way, and a bf16 cast is about six integer instructions an
+  // element on the GPU (dropout + residual + layer norm casting its f32 result to bf16).
+  // The CUDA emitters take it: their stores convert as tf_cast_* does.
+  bool stored_casts = false;
 };
 
 // `kernel` rewritten. Values the rewrite adds come right before their first user, so later

@@ -101,5 +101,27 @@ TEST(KernelRewritesTest, LaterValuesAreRenumberedEverywhere) {
   EXPECT_EQ(new_ids, (std::vector<int>{0, 1, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}));
 }
 
+// With stored_casts, a store of cast(x) to the stored dtype stores x (the store's conversion
+// rounds as the cast does); a cast to another dtype than the store's keeps its place, and
+// without the option every cast stays.
+TEST(KernelRewritesTest, StoredCastsGiveWayToTheStoresConversion) {
+  GraphBuilder b;
+  Value x = b.Parameter("x", DType::kF32, {16});
+  Value y = b.Add(x, x);
+  b.Output(b.Cast(y, DType::kBF16), "to_bf16");
+  b.Output(b.Cast(b.Cast(y, DType::kF16), DType::kF32), "through_f16");
+  const Kernel k = LowerSingleGroup(b);
+  EXPECT_TRUE(MatchesChecks(PrintKernel(RewriteForEmission(k, {.stored_casts = true})), R"(
+    CHECK:      %v1 = add %v0, %v0 : f32
+    CHECK:      %v3 = cast %v1 : f16
+    CHECK:      store b1[i0] = %v1
+    CHECK-NEXT: store b2[i0] = %v3
+  )"));
+  EXPECT_TRUE(MatchesChecks(PrintKernel(RewriteForEmission(k)), R"(
+    CHECK:      %v2 = cast %v1 : bf16
+    CHECK:      store b1[i0] = %v2
+  )"));
+}
+
 }  // namespace
 }  // namespace tilefuse

@@ -131,8 +131,8 @@ TEST(TransposedTilesTest, EmitsTheTiledKernel) {
     CHECK: column = q / 2 % 64, row = (q / 128 * 2 + q % 2) * 8;
     CHECK: const tf_index_t offset = ((x0 * 64 + x1) * 3136 + first);
     CHECK: tf_cvt_bf16(s0[(row + j) * 68 + column])
-    CHECK: for (int p = 0; p < 4; ++p) p1[p] = tf_pack2_bf16(o1[2 * p], o1[2 * p + 1]);
-    CHECK-NEXT: tf_vstore<4>(reinterpret_cast<uint32_t*>(b1 + offset), p1);
+    CHECK: else o1[j / 2] = tf_pack2_bf16(o1_low, (float)(v
+    CHECK: tf_vstore<4>(reinterpret_cast<uint32_t*>(b1 + offset), o1);
   )"));
 }
 

@@ -16,6 +16,7 @@
 #include "frontend/onnx/importer.h"
 #include "fusion/group_classifier.h"
 #include "passes/pipeline.h"
+#include "tilefuse/builder.h"
 
 namespace tilefuse {
 namespace {
@@ -311,12 +312,9 @@ INSTANTIATE_TEST_SUITE_P(Attention, CudaProgramAttentionOverlapTest, testing::Va
 namespace tilefuse {
 namespace {
 
-// The CUDA program of bench/cases/`file` (empty when a step fails; the failure is reported).
-CudaProgram BenchCaseProgram(const std::string& file, const PlannerOptions& planner = {}, const CudaTarget& target = {}) {
-  auto model = ImportOnnx(std::string(TILEFUSE_SOURCE_DIR) + "/bench/cases/" + file);
-  EXPECT_TRUE(model.ok()) << model.status().ToString();
-  if (!model.ok()) return {};
-  auto graph = RunGraphPasses(std::move(model->graph), PassOptions{});
+// The CUDA program of `model` (empty when a step fails; the failure is reported).
+CudaProgram BuildProgram(Graph model, const PlannerOptions& planner = {}, const CudaTarget& target = {}) {
+  auto graph = RunGraphPasses(std::move(model), PassOptions{});
   EXPECT_TRUE(graph.ok()) << graph.status().ToString();
   auto plan = graph.ok() ? PlanFusionForCuda(*graph, planner, target) : StatusOr<CudaPlan>(graph.status());
   EXPECT_TRUE(plan.ok()) << plan.status().ToString();
@@ -324,6 +322,14 @@ CudaProgram BenchCaseProgram(const std::string& file, const PlannerOptions& plan
   auto program = BuildCudaProgram(*graph, plan->plan, FindInlinedGenerators(*graph), "", {}, target);
   EXPECT_TRUE(program.ok()) << program.status().ToString();
   return program.ok() ? *program : CudaProgram{};
+}
+
+// The CUDA program of bench/cases/`file`.
+CudaProgram BenchCaseProgram(const std::string& file, const PlannerOptions& planner = {}, const CudaTarget& target = {}) {
+  auto model = ImportOnnx(std::string(TILEFUSE_SOURCE_DIR) + "/bench/cases/" + file);
+  EXPECT_TRUE(model.ok()) << model.status().ToString();
+  if (!model.ok()) return {};
+  return BuildProgram(std::move(model->graph), planner, target);
 }
 
 // Dropout's random values whose vectors are whole Philox blocks are drawn four per
@@ -400,6 +406,60 @@ TEST(CudaProgramOnlineSoftmaxTest, LongRowsTakeMaxAndSumInOnePass) {
   EXPECT_EQ(long_rows.find("tf_block_reduce<"), std::string::npos) << "no second pass:\n" << long_rows;
   const std::string cached = BenchCaseProgram("check/cross_entropy_bf16_64x1000.onnxtxt").source;
   EXPECT_EQ(cached.find("_max_sum<"), std::string::npos) << cached;
+}
+
+// Occurrences of `what` in `text`.
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// exp(x - max(x)) — softmax's, logsumexp's, the online sum's rescale — takes the SFU's exp2,
+// whose error is absolute and tiny where the argument is never positive; an exp of anything
+// else keeps the accurate expf (f32) or the half types' fast form.
+TEST(CudaProgramRowMathTest, OnlyExpLessTheRowMaxTakesTheNonpositiveExp) {
+  const std::string online = BenchCaseProgram("cross_entropy_bf16_4096x131072.onnxtxt").source;
+  EXPECT_EQ(Count(online, "tf_exp_nonpositive("), 2u) << "the sum's exp and its rescale:\n" << online;
+  EXPECT_EQ(Count(online, "(exp("), 0u) << online;
+  const std::string softmax = BenchCaseProgram("softmax_bf16_16384x1024.onnxtxt").source;
+  EXPECT_EQ(Count(softmax, "tf_exp_nonpositive("), 2u) << "the sum pass and the store pass:\n" << softmax;
+  EXPECT_EQ(Count(softmax, "tf_exp_fast("), 0u) << softmax;
+
+  GraphBuilder b;
+  Value x = b.Parameter("x", DType::kF32, {64, 1000});
+  Value shifted_by_min = b.Unary(OpCode::kExp, b.Sub(x, b.Reduce(OpCode::kReduceMin, x, {1}, true)));
+  b.Output(b.Reduce(OpCode::kReduceSum, shifted_by_min, {1}, true), "sum_of_exp_above_min");
+  auto graph = b.Build();
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  const std::string other = BuildProgram(std::move(graph).value()).source;
+  EXPECT_EQ(Count(other, "tf_exp_nonpositive("), 0u) << other;
+  EXPECT_EQ(Count(other, "float(exp("), 1u) << other;
+}
+
+// Dropout + residual + layer norm reads its three row inputs (the Philox draw, x, the
+// residual) only through their sum: each pass reads that one folded value from registers
+// instead of recomputing it from the loads (three times a row before). Softmax, whose one
+// load would fold into a float of twice its size, keeps its load.
+TEST(CudaProgramRowFoldTest, PassesReadTheValueTheRowInputsFoldInto) {
+  const std::string dropout = BenchCaseProgram("dropout_residual_layernorm_bf16_16384x4096.onnxtxt").source;
+  EXPECT_EQ(Count(dropout, "// folded:"), 1u) << dropout;
+  EXPECT_EQ(Count(dropout, "tf_cvt_bf16(c3[k][j])"), 1u) << "x converted once a row:\n" << dropout;
+  EXPECT_EQ(Count(dropout, "tf_cast_bf16("), 0u) << "the cast before the store is the store's own conversion:\n" << dropout;
+  const std::string softmax = BenchCaseProgram("softmax_bf16_16384x1024.onnxtxt").source;
+  EXPECT_EQ(Count(softmax, "// folded:"), 0u) << softmax;
+}
+
+// Half-type outputs convert two at a time (cvt.rn.bf16x2) in the row and pointwise
+// templates' vector loops (a pointwise kernel's scalar tail converts one at a time).
+TEST(CudaProgramStoreTest, HalfOutputsConvertInPairs) {
+  for (const char* file : {"softmax_bf16_16384x1024.onnxtxt", "gelu_tanh_bf16.onnxtxt", "swiglu_bf16_16384x4096.onnxtxt"}) {
+    SCOPED_TRACE(file);
+    const std::string source = BenchCaseProgram(file).source;
+    const std::string vector_part = source.substr(0, source.find("for (tf_index_t i0 = (kElements / kVec) * kVec"));
+    EXPECT_EQ(Count(vector_part, "tf_pack2_bf16("), 1u) << source;
+    EXPECT_EQ(Count(vector_part, "tf_pack_bf16("), 0u) << source;
+  }
 }
 
 }  // namespace

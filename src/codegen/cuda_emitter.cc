@@ -159,7 +159,12 @@ CudaKernelConfig ResolveCudaConfig(const Kernel& k, const CudaKernelConfig& requ
   if (c.threads_per_row == 0) {
     if (narrowest == 0 || k.inner < 64) {
       c.threads_per_row = 1;  // columns, or rows too short to share: a thread per output
-    } else if (k.inner <= int64_t{32} * c.vector * 4) {
+    } else if (k.inner <= int64_t{32} * c.vector * 2) {
+      // A warp per row up to two vectors a lane. Longer rows take a block of at least 64
+      // threads: the tuner on an H200 chose a 64-thread block over a warp for every row of
+      // 1024 bf16 columns (2026-11-27: layer norm 65536x1024 70.4 -> 69.3 us, RMS norm 69.3 ->
+      // 68.0, softmax 16384x1024 19.9 -> 19.6; on 2026-11-27's earlier build 73.7 -> 70.5):
+      // twice the warps a row, half the row per lane.
       c.threads_per_row = 32;
     } else {
       c.threads_per_row = static_cast<int>(std::clamp<int64_t>(RoundUpPow2(CeilDiv(k.inner, c.vector * 4)), 64, 1024));

@@ -52,13 +52,16 @@ struct CudaKernelConfig {
   int splits = 0;
   // Row template with a block per row: the CTAs of a thread-block cluster that share one row
   // (1, 2, 4 or 8), each reducing a slice of it and combining the partials through
-  // distributed shared memory; resolved to 1 wherever it does not apply.
-  int cluster = 1;
+  // distributed shared memory; resolved to 1 wherever it does not apply; 0: the rule.
+  int cluster = 0;
   // The GPU's SM count (set by the program builder, not searched; 0: unknown). With it, a row
   // kernel whose 1024-thread block holds its row in registers (one block per SM) runs one
   // block per SM over many rows, each thread copying its part of the block's next row into
   // shared memory (cp.async) while the current row computes.
   int sm_count = 0;
+  // Whether the GPU launches thread-block clusters (compute capability 9 on; set by the program
+  // builder like sm_count). Without it the rule never takes a cluster (a requested one is kept).
+  bool clusters = false;
 };
 
 struct CudaKernelSource {

@@ -41,7 +41,7 @@ nlohmann::json CudaConfigToJson(const CudaKernelConfig& c) {
   nlohmann::json j = {{"threads", c.threads}, {"vector", c.vector}, {"threads_per_row", c.threads_per_row}, {"cache_row", c.cache_row}};
   if (c.tile != -1) j["tile"] = c.tile;
   if (c.splits != 0) j["splits"] = c.splits;  // the column template's only
-  if (c.cluster != 1) j["cluster"] = c.cluster;  // the row template's, when a row spans a cluster
+  if (c.cluster > 1) j["cluster"] = c.cluster;  // the row template's, when a row spans a cluster
   return j;
 }
 
@@ -59,12 +59,14 @@ CudaKernelConfig CudaConfigFromJson(const nlohmann::json& j) {
 
 bool SameCudaConfig(const CudaKernelConfig& a, const CudaKernelConfig& b) {
   return a.threads == b.threads && a.vector == b.vector && a.threads_per_row == b.threads_per_row && a.cache_row == b.cache_row &&
-         a.tile == b.tile && a.splits == b.splits && a.cluster == b.cluster;
+         a.tile == b.tile && a.splits == b.splits && std::max(a.cluster, 1) == std::max(b.cluster, 1);  // 0 and 1: no cluster where threads are named
 }
 
-CudaSearchSpace CudaCandidates(const Kernel& k) {
+CudaSearchSpace CudaCandidates(const Kernel& k, bool clusters) {
   CudaSearchSpace space;
-  CudaKernelConfig base = ResolveCudaConfig(k, {});
+  CudaKernelConfig rule;
+  rule.clusters = clusters;
+  CudaKernelConfig base = ResolveCudaConfig(k, rule);
   auto add = [&](CudaKernelConfig c) {
     c = ResolveCudaConfig(k, c);
     for (const CudaKernelConfig& seen : space.candidates)

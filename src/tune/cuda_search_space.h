@@ -19,7 +19,9 @@ struct CudaSearchSpace {
   std::vector<std::string> pruned;           // "threads_per_row 1024: more threads than chunks", ...
 };
 
-CudaSearchSpace CudaCandidates(const Kernel& kernel);
+// `clusters`: the GPU launches thread-block clusters (CudaKernelConfig::clusters), where the
+// rule's configuration, the first candidate, may take one.
+CudaSearchSpace CudaCandidates(const Kernel& kernel, bool clusters = false);
 
 // The GEMM template's configurations for `gemm` on `sm_count` SMs: the rule's
 // (ResolveGemmConfig) first, then cooperative and ping-pong consumers × tile widths 128

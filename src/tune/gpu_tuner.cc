@@ -40,7 +40,7 @@ KernelSearch CudaKernelSearch(CudaExecutable& compiled, const CudaLaunchable& k,
   search.fingerprint = KernelFingerprint(k.kernel);
   search.key = {compiled.device_name(), compiled.device_arch(), std::to_string(compiled.driver_version()),
                 "nvrtc " + compiled.nvrtc_version(), KernelHash(k), "", ""};
-  CudaSearchSpace space = CudaCandidates(k.kernel);
+  CudaSearchSpace space = CudaCandidates(k.kernel, k.source.config.clusters);
   for (const CudaKernelConfig& c : space.candidates) search.candidates.push_back(CudaConfigToJson(c));
   search.pruned = static_cast<int>(space.pruned.size());
   CudaKernelConfig base = space.candidates.empty() ? CudaKernelConfig{} : space.candidates.front();

@@ -85,6 +85,12 @@ namespace {
 
 using ConfigMap = std::map<std::string, CudaKernelConfig>;
 
+// Whether `arch` ("sm_90a", "sm_100", ...) launches thread-block clusters: Hopper on.
+bool LaunchesClusters(const std::string& arch) {
+  int major_minor = 0;
+  return std::sscanf(arch.c_str(), "sm_%d", &major_minor) == 1 && major_minor >= 90;
+}
+
 StatusOr<CudaLaunchable> LowerAndEmit(const Graph& g, const FusionGroup& group, const std::vector<bool>& inlined,
                                       const std::string& name, const ConfigMap& configs, const CudaTarget& target) {
   ASSIGN_OR_RETURN(Kernel kernel, LowerGroup(g, group, inlined, target.fault));
@@ -94,6 +100,7 @@ StatusOr<CudaLaunchable> LowerAndEmit(const Graph& g, const FusionGroup& group, 
   CudaKernelConfig config = tuned == configs.end() ? CudaKernelConfig{} : tuned->second;
   if (tuned == configs.end() && target.overrides.row_cluster > 0) config.cluster = target.overrides.row_cluster;
   config.sm_count = target.sm_count;
+  config.clusters = LaunchesClusters(target.arch);
   ASSIGN_OR_RETURN(launchable.source, EmitCudaKernel(kernel, config));
   for (const KernelBuffer& b : kernel.buffers) launchable.buffer_nodes.push_back(b.node);
   launchable.kernel = std::move(kernel);

@@ -385,7 +385,9 @@ TEST(CudaProgramRowClusterTest, LongRowKernelsCompileForSm90aWithoutSpills) {
 // shared memory while the current one computes (and the kernel compiles without spills:
 // CudaProgramTest above).
 TEST(CudaProgramPrefetchTest, RowsHeldInRegistersPrefetchTheNextRow) {
-  CudaProgram program = BenchCaseProgram("softmax_bf16_1024x65536.onnxtxt");
+  CudaTarget one_block_a_row;
+  one_block_a_row.overrides.row_cluster = 1;  // by rule the row goes to a cluster (below)
+  CudaProgram program = BenchCaseProgram("softmax_bf16_1024x65536.onnxtxt", {}, one_block_a_row);
   ASSERT_EQ(program.groups.size(), 1u);
   ASSERT_TRUE(program.groups[0].kernel);
   const CudaKernelSource& k = program.groups[0].kernel->source;
@@ -395,6 +397,31 @@ TEST(CudaProgramPrefetchTest, RowsHeldInRegistersPrefetchTheNextRow) {
   // Rows shorter than a 1024-thread block's (8192 columns: 256 threads) keep a block per row.
   const std::string short_rows = BenchCaseProgram("softmax_bf16_8192x8192.onnxtxt").source;
   EXPECT_EQ(short_rows.find("tf_row_stage"), std::string::npos);
+}
+
+// By rule, a row a 1024-thread block would hold only as pairs goes to a cluster of 4 CTAs of
+// 256 threads holding their slices unpacked — on a GPU that launches clusters; another keeps
+// the pairs.
+TEST(CudaProgramRowClusterTest, RowsHeldOnlyAsPairsGoToAClusterOfFour) {
+  const CudaProgram hopper = BenchCaseProgram("softmax_bf16_1024x65536.onnxtxt");
+  ASSERT_EQ(hopper.groups.size(), 1u);
+  ASSERT_TRUE(hopper.groups[0].kernel);
+  const CudaKernelSource& k = hopper.groups[0].kernel->source;
+  EXPECT_EQ(k.config.cluster, 4) << k.strategy;
+  EXPECT_EQ(k.config.threads, 256) << k.strategy;
+  EXPECT_EQ(k.config.cache_row, 1) << k.strategy;
+  EXPECT_EQ(k.launch.cluster[0], 4);
+  CudaTarget ampere;
+  ampere.arch = "sm_80";
+  const CudaProgram other = BenchCaseProgram("softmax_bf16_1024x65536.onnxtxt", {}, ampere);
+  ASSERT_EQ(other.groups.size(), 1u);
+  ASSERT_TRUE(other.groups[0].kernel);
+  EXPECT_EQ(other.groups[0].kernel->source.config.cluster, 1) << other.groups[0].kernel->source.strategy;
+  EXPECT_EQ(other.groups[0].kernel->source.config.cache_row, 2) << other.groups[0].kernel->source.strategy;
+  // Rows that fit a block unpacked keep it (softmax over 8192 columns).
+  const CudaProgram shorter = BenchCaseProgram("softmax_bf16_8192x8192.onnxtxt");
+  ASSERT_TRUE(!shorter.groups.empty() && shorter.groups[0].kernel);
+  EXPECT_EQ(shorter.groups[0].kernel->source.config.cluster, 1);
 }
 
 // Cross-entropy's logsumexp over rows too long for registers (131072 bf16 logits): the max

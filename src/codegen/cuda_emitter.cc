@@ -198,15 +198,18 @@ CudaKernelConfig ResolveCudaConfig(const Kernel& k, const CudaKernelConfig& requ
     c.cache_row = !cacheable ? 0 : values <= budget ? 1 : registers_as_pairs <= budget ? 2 : 0;
   }
   // A row a 1024-thread block holds only as pairs is shared, where nothing else was asked
-  // for, by a cluster of 4 CTAs of 256 threads, each holding its slice unpacked: the tuner
-  // chose that on both GPUs for softmax over 65536 bf16 columns (2026-11-27: H200 95.0 -> 85.9
-  // us, H100 110.0 -> 105.3), over the pairs and the block per SM prefetching its next row.
+  // for, by a cluster of 4 CTAs of 256 threads, each holding its slice as pairs (half the
+  // registers of the slice unpacked: more CTAs an SM). The tuner chose that on both GPUs for
+  // softmax over 65536 bf16 columns (2026-11-27: H200 95.0 -> 80.7 us, 85.9 with the slice
+  // unpacked; H100 110.0 -> 103.6, 105.3 unpacked), over the pairs in a block per SM
+  // prefetching its next row.
   const bool nothing_asked = requested.threads == 0 && requested.threads_per_row == 0 && requested.cache_row < 0 && requested.cluster == 0;
   if (c.cache_row == 2 && c.clusters && nothing_asked) {
     CudaKernelConfig shared = requested;
     shared.threads = shared.threads_per_row = 256;
     shared.cluster = 4;
-    if (CudaKernelConfig slices = ResolveCudaConfig(k, shared); slices.cluster == 4 && slices.cache_row == 1) return slices;
+    shared.cache_row = 2;
+    if (CudaKernelConfig slices = ResolveCudaConfig(k, shared); slices.cluster == 4) return slices;
   }
   return c;
 }
@@ -901,7 +904,7 @@ class CudaEmitter {
   // exp and the paired conversions, with fewer instructions to wait on, let ptxas keep more
   // values in flight than fit (softmax over 65536 bf16 columns spilled 44 bytes with both,
   // 36 with the exp alone, 8 with the pairs alone), so such rows keep the plainer forms.
-  bool RowFillsRegisters() const { return row_ && c_.cache_row == 2; }
+  bool RowFillsRegisters() const { return row_ && c_.cache_row == 2 && c_.threads >= 1024; }
 
   void EmitReductionPass(int r, const std::string& ind) {
     const KernelReduction& red = k_.reductions[r];

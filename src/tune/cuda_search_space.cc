@@ -15,6 +15,13 @@ int64_t RowLoads(const Kernel& k) {
   });
 }
 
+// Whether a row load reads a half type (a cached row of it may be held as pairs).
+bool HasHalfRowLoads(const Kernel& k) {
+  return std::any_of(k.values.begin(), k.values.end(), [](const ScalarValue& v) {
+    return v.kind == ScalarValue::Kind::kLoad && v.inner && UsesVar(v.index, 0) && !UsesValue(v.index) && DTypeSize(v.dtype) == 2;
+  });
+}
+
 // Column reductions (codegen/cuda_column_emitter.h): tile widths x block sizes x row splits
 // around the default, and the row template (a thread per output), which wins where the
 // outputs alone fill the GPU and each reduces few elements.
@@ -148,7 +155,10 @@ CudaSearchSpace CudaCandidates(const Kernel& k, bool clusters) {
           space.pruned.push_back(fmt::format("cluster {} threads {}: slices of {} elements, fewer than a chunk a thread", cluster, tpr, slice));
           continue;
         }
-        for (int cache : {0, -1}) {  // re-read, or cached as the rule decides for the slice
+        // Re-read, cached as the rule decides for the slice, or a half-type slice as pairs
+        // (half the registers: more CTAs an SM).
+        for (int cache : {0, -1, 2}) {
+          if (cache == 2 && !HasHalfRowLoads(k)) continue;
           CudaKernelConfig c{tpr, vector, tpr, cache};
           c.cluster = cluster;
           add(c);

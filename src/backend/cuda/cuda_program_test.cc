@@ -400,8 +400,8 @@ TEST(CudaProgramPrefetchTest, RowsHeldInRegistersPrefetchTheNextRow) {
 }
 
 // By rule, a row a 1024-thread block would hold only as pairs goes to a cluster of 4 CTAs of
-// 256 threads holding their slices unpacked — on a GPU that launches clusters; another keeps
-// the pairs.
+// 256 threads holding their slices as pairs — on a GPU that launches clusters; another keeps
+// the one block.
 TEST(CudaProgramRowClusterTest, RowsHeldOnlyAsPairsGoToAClusterOfFour) {
   const CudaProgram hopper = BenchCaseProgram("softmax_bf16_1024x65536.onnxtxt");
   ASSERT_EQ(hopper.groups.size(), 1u);
@@ -409,7 +409,7 @@ TEST(CudaProgramRowClusterTest, RowsHeldOnlyAsPairsGoToAClusterOfFour) {
   const CudaKernelSource& k = hopper.groups[0].kernel->source;
   EXPECT_EQ(k.config.cluster, 4) << k.strategy;
   EXPECT_EQ(k.config.threads, 256) << k.strategy;
-  EXPECT_EQ(k.config.cache_row, 1) << k.strategy;
+  EXPECT_EQ(k.config.cache_row, 2) << k.strategy;
   EXPECT_EQ(k.launch.cluster[0], 4);
   CudaTarget ampere;
   ampere.arch = "sm_80";

@@ -730,7 +730,7 @@ class CudaEmitter {
         for (int a : ValueDependencies(k_.values[v])) stack.push_back(a);
       }
       if (!cut) continue;
-      const int64_t bytes = DTypeSize(value.dtype == DType::kF64 ? DType::kF64 : DType::kF32);
+      const int64_t bytes = std::string_view(ComputeType(value.dtype)) == "float" ? 4 : 8;  // double, int64_t: two registers
       if (bytes < cached_bytes || (bytes == cached_bytes && cached.size() > 1)) return f;
       return -1;
     }

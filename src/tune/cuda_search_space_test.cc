@@ -89,6 +89,28 @@ TEST(CudaSearchSpaceTest, LongHalfPrecisionRowsAreHeldAsPairs) {
   EXPECT_EQ(ResolveCudaConfig(short_row, {}).cache_row, 1);
 }
 
+// On a GPU that launches clusters the rule shares that row among a cluster of 4 CTAs of 256
+// threads holding their slices as pairs, and the tuner's space starts from it; every
+// candidate, the clusters' pairs included, compiles without spills. Without clusters the
+// space starts from the one block holding the pairs.
+TEST(CudaSearchSpaceTest, LongHalfPrecisionRowsStartFromAClusterOfPairs) {
+  Kernel long_row = FirstKernel("bench/cases/softmax_bf16_1024x65536.onnxtxt");
+  const CudaSearchSpace hopper = CudaCandidates(long_row, /*clusters=*/true);
+  ASSERT_FALSE(hopper.candidates.empty());
+  const CudaKernelConfig& rule = hopper.candidates.front();
+  EXPECT_EQ(rule.cluster, 4);
+  EXPECT_EQ(rule.threads, 256);
+  EXPECT_EQ(rule.cache_row, 2);
+  int cluster_pairs = 0;
+  for (const CudaKernelConfig& c : hopper.candidates) cluster_pairs += c.cluster > 1 && c.cache_row == 2;
+  EXPECT_GE(cluster_pairs, 3) << "pairs in clusters of 2 and 4";
+  ExpectAllCandidatesCompile(long_row, hopper);
+  const CudaSearchSpace other = CudaCandidates(long_row, /*clusters=*/false);
+  ASSERT_FALSE(other.candidates.empty());
+  EXPECT_EQ(other.candidates.front().cluster, 1);
+  EXPECT_EQ(other.candidates.front().threads, 1024);
+}
+
 TEST(CudaSearchSpaceTest, PointwiseCandidatesAreValid) {
   Kernel k = FirstKernel("examples/gelu_manual.onnxtxt");
   CudaSearchSpace space = CudaCandidates(k);

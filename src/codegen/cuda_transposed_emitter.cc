@@ -246,7 +246,7 @@ class TransposedEmitter {
 
   // Store `st`'s register array o<buffer> (half types convert two at a time on the store).
   CudaVectorStore VectorStore(const KernelStore& st) const {
-    return CudaVectorStore(k_.buffers[st.buffer].dtype, fmt::format("o{}", st.buffer), c_.vector, std::to_string(c_.vector));
+    return CudaVectorStore(k_.buffers[st.buffer].dtype, fmt::format("o{}", st.buffer), c_.vector, /*literal_length=*/true);
   }
 
   const Kernel& k_;

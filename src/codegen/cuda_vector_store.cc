@@ -6,14 +6,15 @@
 
 namespace tilefuse {
 
-CudaVectorStore::CudaVectorStore(DType dtype, std::string array, int vector, std::string length)
+CudaVectorStore::CudaVectorStore(DType dtype, std::string array, int vector, bool literal_length)
     : dtype_(dtype),
       array_(std::move(array)),
-      length_(std::move(length)),
+      length_(literal_length ? std::to_string(vector) : "kVec"),
+      pairs_length_(literal_length ? std::to_string(vector / 2) : "kVec / 2"),
       pairs_((dtype == DType::kBF16 || dtype == DType::kF16) && vector % 2 == 0) {}
 
 std::string CudaVectorStore::Declaration() const {
-  if (pairs_) return fmt::format("uint32_t {0}[{1}]; float {0}_low;", array_, Pairs());
+  if (pairs_) return fmt::format("uint32_t {0}[{1}]; float {0}_low;", array_, pairs_length_);
   return fmt::format("{} {}[{}];", StorageType(dtype_), array_, length_);
 }
 
@@ -28,12 +29,7 @@ std::string CudaVectorStore::Element(const std::string& value) const {
 
 std::string CudaVectorStore::Store(const std::string& address, const std::string& indent) const {
   if (!pairs_) return fmt::format("{}tf_vstore<{}>({}, {});\n", indent, length_, address, array_);
-  return fmt::format("{}tf_vstore<{}>(reinterpret_cast<uint32_t*>({}), {});\n", indent, Pairs(), address, array_);
-}
-
-std::string CudaVectorStore::Pairs() const {
-  const bool literal = length_.find_first_not_of("0123456789") == std::string::npos;
-  return literal ? std::to_string(std::stoi(length_) / 2) : length_ + " / 2";
+  return fmt::format("{}tf_vstore<{}>(reinterpret_cast<uint32_t*>({}), {});\n", indent, pairs_length_, address, array_);
 }
 
 }  // namespace tilefuse

@@ -14,8 +14,8 @@ namespace tilefuse {
 class CudaVectorStore {
  public:
   // `array` names the register array; `vector` is the elements a store moves (pairs need it
-  // even), `length` how the kernel spells that count.
-  CudaVectorStore(DType dtype, std::string array, int vector, std::string length = "kVec");
+  // even), spelled kVec in the kernel, or as the number with `literal_length`.
+  CudaVectorStore(DType dtype, std::string array, int vector, bool literal_length = false);
 
   std::string Declaration() const;                      // "uint16_t o3[kVec];"
   // Element j's statement (j a constant once unrolled), `value` in its compute type.
@@ -24,11 +24,10 @@ class CudaVectorStore {
   std::string Store(const std::string& address, const std::string& indent) const;
 
  private:
-  std::string Pairs() const;  // the pairs a vector holds, as the kernel spells the count
-
   DType dtype_;
   std::string array_;
-  std::string length_;
+  std::string length_;  // the elements a vector holds, as the kernel spells the count
+  std::string pairs_length_;  // and the pairs
   bool pairs_;
 };
 

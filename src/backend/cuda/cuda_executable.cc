@@ -16,6 +16,7 @@
 #include "backend/cuda/device_allocator.h"
 #include "backend/cuda/kernel_launch.h"
 #include "backend/cuda/nvrtc_compiler.h"
+#include "backend/cuda/queued_timing.h"
 #include "codegen/cuda_gemm_emitter.h"
 #include "codegen/gemm_split.h"
 #include "runtime/measure.h"
@@ -326,16 +327,6 @@ StatusOr<std::vector<VariantResult>> TimeVariants(CudaExecutable::State& s, cons
       tables[r][node] = *p;
       status = s.device->Check(api.cuMemcpyDtoDAsync(*p, s.address[node], s.Bytes(node), s.device->stream()), "copying a tuning input");
     }
-  CudaEvent begin_event, end_event;
-  if (status.ok()) {
-    StatusOr<CudaEvent> b = CreateCudaEvent(*s.device), e = CreateCudaEvent(*s.device);
-    status = !b.ok() ? b.status() : e.status();
-    if (status.ok()) {
-      begin_event = std::move(*b);
-      end_event = std::move(*e);
-    }
-  }
-  CUevent begin = begin_event.get(), end = end_event.get();
   auto time_variant = [&](size_t i, int n) -> StatusOr<double> {
     ASSIGN_OR_RETURN(CUfunction f, modules.Function(variants[i].source.name));
     // Dynamic shared memory past 48 KB (the templates') must be asked for per function.
@@ -345,21 +336,17 @@ StatusOr<std::vector<VariantResult>> TimeVariants(CudaExecutable::State& s, cons
     s.functions[variants[i].source.name] = f;
     bool poison = s.poison;
     s.poison = false;
-    std::vector<double> us;
-    Status launched = Status::Ok();
-    for (int rep = 0; rep < warmup + n && launched.ok(); ++rep) {
-      api.cuEventRecord(begin, s.device->stream());
-      launched = s.Launch(variants[i], tables[rep % rotations]);
-      api.cuEventRecord(end, s.device->stream());
-      if (launched.ok()) launched = s.device->Check(api.cuEventSynchronize(end), "running " + variants[i].source.name);
-      float ms = 0;
-      api.cuEventElapsedTime(&ms, begin, end);
-      if (rep >= warmup) us.push_back(ms * 1000.0);
-    }
+    // Warm-up, then the launches timed queued ahead of the GPU: a template's launch encodes
+    // its tensor maps on the host first, which a launch timed on an idle stream would count.
+    auto timed = [&]() -> StatusOr<std::vector<double>> {
+      for (int rep = 0; rep < warmup; ++rep) RETURN_IF_ERROR(s.Launch(variants[i], tables[rep % rotations]));
+      return TimeQueuedCalls(*s.device, n, [&](int rep) { return s.Launch(variants[i], tables[(warmup + rep) % rotations]); });
+    };
+    StatusOr<std::vector<double>> us = timed();
     s.poison = poison;
     std::swap(saved, s.functions);
-    RETURN_IF_ERROR(launched);
-    return MedianOf(std::move(us));
+    if (!us.ok()) return us.status();
+    return MedianOf(std::move(*us));
   };
   for (size_t i = 0; i < results.size() && status.ok(); ++i) {
     if (!results[i].error.empty()) continue;
@@ -571,21 +558,27 @@ StatusOr<double> CudaExecutable::BenchmarkMs(const std::vector<Tensor>& inputs, 
     return s.Enqueue(tables[i % tables.size()], nullptr);
   };
   for (int i = 0; i < warmup; ++i) RETURN_IF_ERROR(run_once(i));
-  ASSIGN_OR_RETURN(CudaEvent begin_event, CreateCudaEvent(*s.device));
-  ASSIGN_OR_RETURN(CudaEvent end_event, CreateCudaEvent(*s.device));
-  CUevent begin = begin_event.get(), end = end_event.get();
   std::vector<double> times;
-  Status status = Status::Ok();
-  for (int i = 0; i < repeats && status.ok(); ++i) {
-    api.cuEventRecord(begin, s.device->stream());
-    status = run_once(i);
-    api.cuEventRecord(end, s.device->stream());
-    if (status.ok()) status = s.device->Check(api.cuEventSynchronize(end), "running the graph on the GPU");
-    float ms = 0;
-    api.cuEventElapsedTime(&ms, begin, end);
-    times.push_back(ms);
+  if (!graphs.empty()) {
+    // Graph launches only queue work: they are timed queued ahead of the GPU, so the
+    // events time the kernels and not the host launching them (queued_timing.h).
+    ASSIGN_OR_RETURN(times, TimeQueuedCalls(*s.device, repeats, [&](int i) { return run_once(warmup + i); }));
+    for (double& t : times) t /= 1000.0;
+  } else {
+    // Host steps wait for the stream: one run at a time.
+    ASSIGN_OR_RETURN(CudaEvent begin_event, CreateCudaEvent(*s.device));
+    ASSIGN_OR_RETURN(CudaEvent end_event, CreateCudaEvent(*s.device));
+    CUevent begin = begin_event.get(), end = end_event.get();
+    for (int i = 0; i < repeats; ++i) {
+      api.cuEventRecord(begin, s.device->stream());
+      RETURN_IF_ERROR(run_once(warmup + i));
+      api.cuEventRecord(end, s.device->stream());
+      RETURN_IF_ERROR(s.device->Check(api.cuEventSynchronize(end), "running the graph on the GPU"));
+      float ms = 0;
+      api.cuEventElapsedTime(&ms, begin, end);
+      times.push_back(ms);
+    }
   }
-  RETURN_IF_ERROR(status);
   if (times.empty()) return 0.0;
   std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
   return times[times.size() / 2];

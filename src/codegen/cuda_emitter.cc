@@ -758,9 +758,11 @@ class CudaEmitter {
     out_ += fmt::format("  constexpr int kVec = {}, kThreadsPerRow = {}, kChunks = {};\n", c_.vector, tpr, Chunks());
     // A row re-read per pass reads it once less where a max and a sum of exp(x - max) share
     // one pass (cross-entropy's logsumexp: 2 reads of the logits → 1; softmax: 3 → 2). A
-    // cached row is read once anyway, and the online form costs an exp per chunk more.
+    // cached row is read once anyway, and the online form costs an exp per chunk more —
+    // except where the row spans a cluster: each reduction there waits at a barrier of the
+    // cluster's CTAs, and the pair needs one for both.
     online_sum_.assign(k_.reductions.size(), -1);
-    if (!c_.cache_row && tpr > 1 && c_.cluster == 1)
+    if ((!c_.cache_row && tpr > 1) || c_.cluster > 1)
       for (size_t r = 0; r < k_.reductions.size(); ++r) {
         online_sum_[r] = OnlineSumOf(k_, static_cast<int>(r));
         online_ = online_ || online_sum_[r] >= 0;
@@ -950,8 +952,9 @@ class CudaEmitter {
     Prepare(max_red.value, seen, loads, ind);
     Prepare(sum_red.value, seen, loads, ind);
     out_ += fmt::format("{}{} acc{} = -INFINITY, acc{} = 0;\n", ind, t, max_r, sum_r);
+    LaunderPackedCaches(ind);
     std::string close = OpenChunkLoop(ind);
-    std::string in = ind + "  ";
+    std::string in = ind + (c_.cache_row && !ChunksExact() ? "    " : "  ");
     EmitChunkLoads(loads, in);
     out_ += fmt::format("{0}{1} chunk_max = -INFINITY;\n{0}#pragma unroll\n{0}for (int j = 0; j < kVec; ++j) {{\n"
                         "{0}  const tf_index_t i1 = i1b + j;\n", in, t);
@@ -974,6 +977,8 @@ class CudaEmitter {
     const int tpr = c_.threads_per_row;
     if (tpr == 32) out_ += fmt::format("{}tf_warp_reduce_max_sum<32>(acc{}, acc{});\n", ind, max_r, sum_r);
     else out_ += fmt::format("{0}tf_block_reduce_max_sum<{1}>(acc{2}, acc{3}, scratch_{4}, scratch_sum_{4});\n", ind, c_.threads, max_r, sum_r, t);
+    if (c_.cluster > 1)
+      out_ += fmt::format("{0}tf_cluster_reduce_max_sum<kCluster>(acc{1}, acc{2}, &cluster_total{1}, &cluster_total{2});\n", ind, max_r, sum_r);
     out_ += fmt::format(
         "{0}// As the two passes give: with a max of -inf every exp(-inf - -inf) is NaN.\n"
         "{0}if (acc{1} == -INFINITY) acc{2} = NAN;\n"

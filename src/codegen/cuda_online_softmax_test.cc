@@ -1,6 +1,6 @@
 // The CUDA row template's long-row forms on a GPU against the f64 reference: the online max
 // and sum (codegen/cuda_emitter: EmitOnlineMaxAndSum), a row shared by the CTAs of a cluster
-// (CudaKernelConfig::cluster) and a block per SM prefetching its next row, on rows made to reach their edges: every value -inf,
+// (CudaKernelConfig::cluster; the pair combined across it by tf_cluster_reduce_max_sum) and a block per SM prefetching its next row, on rows made to reach their edges: every value -inf,
 // one +inf, one NaN, some -inf among finite values, a max that keeps growing along the row
 // (each chunk rescales the sum), and values whose exp overflows f32. Needs a GPU; skipped
 // without one, and run by scripts/gpu-check.sh.
@@ -80,12 +80,16 @@ TEST_P(CudaLongRowTest, EdgeRowsMatchTheReference) {
 
 // f32 rows of 40000 are more than a 1024-thread block holds in registers (32 values a
 // thread): re-read per pass, the max and sum share the first. Split over a cluster of 2 or
-// 4, each CTA's slice fits in registers; rows of 200000 over 2 do not (re-read slices). 300
+// 4 (rows of 65536 over 8), each CTA's slice fits in registers; rows of 200000 over 2 do not
+// (re-read slices). Either way the cluster combines one max-and-sum pair. 300
 // rows of 32768 fill a 1024-thread block's registers, more rows than SMs: a block per SM
 // walks the rows, its next row copied into shared memory meanwhile.
 INSTANTIATE_TEST_SUITE_P(LongRows, CudaLongRowTest,
-                         testing::Values(LongRowCase{7, 40000, 0, "tf_block_reduce_max_sum<"}, LongRowCase{7, 40000, 2, "kCluster = 2"},
-                                         LongRowCase{7, 40000, 4, "kCluster = 4"}, LongRowCase{7, 200000, 2, "kCluster = 2"},
+                         testing::Values(LongRowCase{7, 40000, 0, "tf_block_reduce_max_sum<"},
+                                         LongRowCase{7, 40000, 2, "tf_cluster_reduce_max_sum<kCluster>"},
+                                         LongRowCase{7, 40000, 4, "tf_cluster_reduce_max_sum<kCluster>"},
+                                         LongRowCase{7, 65536, 8, "tf_cluster_reduce_max_sum<kCluster>"},
+                                         LongRowCase{7, 200000, 2, "tf_cluster_reduce_max_sum<kCluster>"},
                                          LongRowCase{300, 32768, 0, "tf_row_stage"}),
                          [](const testing::TestParamInfo<LongRowCase>& info) {
                            return std::to_string(info.param.rows) + "x" + std::to_string(info.param.columns) + "_cluster" +

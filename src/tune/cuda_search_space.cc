@@ -147,7 +147,7 @@ CudaSearchSpace CudaCandidates(const Kernel& k, bool clusters) {
   // A block per row split over a cluster: each CTA a slice (a row too long to cache may
   // fit in registers then, and rows that fill few SMs spread over more).
   if (base.threads_per_row == base.threads && base.threads > 32)
-    for (int cluster : {2, 4})
+    for (int cluster : {2, 4, 8})
       for (int tpr : {256, 512, 1024}) {
         const int64_t slice = k.inner / cluster;
         if (k.inner % (int64_t{cluster} * vector) != 0 || slice < int64_t{tpr} * vector) {

@@ -365,6 +365,20 @@ template <int kThreads, typename T> TFD void tf_block_reduce_max_sum(T& m, T& s,
   __syncthreads();
 }
 
+// As tf_cluster_reduce, for the pair (one cluster barrier for both): every CTA combines the
+// blocks' pairs in rank order, so all get the same bits.
+template <int kCluster, typename T> TFD void tf_cluster_reduce_max_sum(T& m, T& s, T* slot_m, T* slot_s) {
+  if (threadIdx.x == 0) {
+    *slot_m = m;
+    *slot_s = s;
+  }
+  tf_cluster_sync();
+  m = tf_cluster_load(slot_m, 0);
+  s = tf_cluster_load(slot_s, 0);
+#pragma unroll
+  for (int rank = 1; rank < kCluster; ++rank) tf_max_sum_combine(m, s, tf_cluster_load(slot_m, (unsigned)rank), tf_cluster_load(slot_s, (unsigned)rank));
+}
+
 // ---- Philox4x32-10, exactly as src/support/philox.cc: element `index` of a seeded stream ----
 // One 10-round block: the four words of elements 4·counter .. 4·counter + 3.
 TFD void tf_philox_block(uint64_t seed, uint64_t counter, uint32_t (&c)[4]) {

@@ -1,7 +1,9 @@
 // The GPU bench cases (bench/cases/cases.json): each model compiled fused and unfused for
 // the GPU, timed as whole captured CUDA graphs (device events, warm-up, median of repeats,
 // inputs rotated so the working set exceeds L2), reported against the measured
-// device-to-device copy bandwidth, and, for cases with "flops" (the GEMM cases), in TF/s.
+// device-to-device copy bandwidth ("% copy", a 1 GiB copy's rate; memory-bound cases also
+// against a copy of their own size, "% same"), and, for cases with "flops" (the GEMM
+// cases), in TF/s.
 // Writes JSON (--json FILE) and a table.
 //
 //   tilefuse_bench_gpu_cases [--cases a,b] [--repeats N] [--json FILE]
@@ -104,8 +106,8 @@ int Main(int argc, char** argv) {
   }
   nlohmann::json report = {{"device", (*device)->name()}, {"copy_bandwidth_gbs", *copy / 1e9}, {"cases", nlohmann::json::array()}};
   fmt::print("device {}: copy {:.0f} GB/s (read + write)\n", (*device)->name(), *copy / 1e9);
-  fmt::print("{:<40} {:>10} {:>10} {:>8} {:>7} {:>6} {:>8}  {}\n", "case", "fused us", "unfused us", "speedup", "% copy", "TF/s",
-             "kernels", "strategy");
+  fmt::print("{:<40} {:>10} {:>10} {:>8} {:>7} {:>7} {:>6} {:>8}  {}\n", "case", "fused us", "unfused us", "speedup", "% copy", "% same",
+             "TF/s", "kernels", "strategy");
   int failures = 0;
   const nlohmann::json cases = nlohmann::json::parse(*manifest)["cases"];
   for (const auto& c : cases) {
@@ -170,6 +172,13 @@ int Main(int argc, char** argv) {
       }
     }
     double gbs = bytes / (fused_us * 1e-6) / 1e9;
+    // A memory-bound case against a copy of its size too: a short kernel cannot reach the
+    // large copy's rate, and neither can a copy of as many bytes.
+    if (flops == 0) {
+      StatusOr<double> copy_us = MeasureCopyMicroseconds(*device, static_cast<int64_t>(bytes / 2), repeats);
+      if (copy_us.ok()) row.update({{"same_size_copy_us", *copy_us}, {"percent_of_same_size_copy", 100 * *copy_us / fused_us}});
+      else row["same_size_copy_error"] = copy_us.status().ToString();
+    }
     std::string strategies;
     nlohmann::json launches = nlohmann::json::array();  // what a tuned configuration's strategy does not say
     for (const CudaKernelInfo& k : fused->second->kernels()) {
@@ -185,8 +194,9 @@ int Main(int argc, char** argv) {
       tflops = fmt::format("{:.0f}", flops / fused_us / 1e6);
     }
     report["cases"].push_back(row);
-    fmt::print("{:<40} {:>10.1f} {:>10.1f} {:>7.2f}x {:>6.1f}% {:>6} {:>4}/{:<3}  {}\n", name, fused_us, unfused_us, unfused_us / fused_us,
-               100 * gbs * 1e9 / *copy, tflops, fused->second->kernels().size(), unfused->second->kernels().size(), strategies);
+    const std::string same = row.contains("percent_of_same_size_copy") ? fmt::format("{:.1f}%", row["percent_of_same_size_copy"].get<double>()) : "-";
+    fmt::print("{:<40} {:>10.1f} {:>10.1f} {:>7.2f}x {:>6.1f}% {:>7} {:>6} {:>4}/{:<3}  {}\n", name, fused_us, unfused_us, unfused_us / fused_us,
+               100 * gbs * 1e9 / *copy, same, tflops, fused->second->kernels().size(), unfused->second->kernels().size(), strategies);
   }
   if (!json_path.empty()) {
     Status written = WriteFileAtomically(json_path, report.dump(2) + "\n");

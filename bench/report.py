@@ -34,7 +34,7 @@ def peer_us(record):
 
 
 def memory_bound_table(rows, by_name):
-    print("| case | tilefuse fused µs (% copy) | unfused µs | eager µs | library op µs | torch.compile µs | vs eager | vs library | vs torch.compile |")
+    print("| case | tilefuse fused µs (% copy; % of a same-size copy) | unfused µs | eager µs | library op µs | torch.compile µs | vs eager | vs library | vs torch.compile |")
     print("|---|---|---|---|---|---|---|---|---|")
     ratios = []
     for c in rows:
@@ -56,7 +56,8 @@ def memory_bound_table(rows, by_name):
         compiled = peer("compile")
         if compiled:
             ratios.append(compiled / c["fused_us"])
-        print(f"| {name} | {c['fused_us']:.1f} ({c['percent_of_copy']:.0f}%) | {c['unfused_us']:.1f} | {cell(peer('eager'))} | "
+        same = f"; {c['percent_of_same_size_copy']:.0f}%" if "percent_of_same_size_copy" in c else ""
+        print(f"| {name} | {c['fused_us']:.1f} ({c['percent_of_copy']:.0f}%{same}) | {c['unfused_us']:.1f} | {cell(peer('eager'))} | "
               f"{cell(peer('library'))} | {cell(compiled)} | {ratio(peer('eager'))} | {ratio(peer('library'))} | {ratio(compiled)} |")
     if ratios:
         print(f"\ngeomean vs torch.compile: {geomean(ratios):.2f}x over {len(ratios)} cases; "

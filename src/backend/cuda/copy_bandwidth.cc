@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "backend/cuda/device_allocator.h"
+#include "backend/cuda/queued_timing.h"
 
 namespace tilefuse {
 
@@ -31,6 +32,27 @@ StatusOr<double> MeasureCopyBandwidth(CudaDevice* device, int64_t bytes) {
   api.cuEventDestroy(end);
   std::sort(seconds.begin(), seconds.end());
   return 2.0 * bytes / seconds[seconds.size() / 2];
+}
+
+StatusOr<double> MeasureCopyMicroseconds(CudaDevice* device, int64_t bytes, int repeats) {
+  DeviceAllocator& alloc = DeviceAllocator::Get(device);
+  const int sets = static_cast<int>(std::clamp<int64_t>(3 * device->l2_bytes() / std::max<int64_t>(1, bytes) + 1, 1, 8));
+  std::vector<DeviceBuffer> buffers;
+  std::vector<CUdeviceptr> src, dst;
+  for (int i = 0; i < sets; ++i) {
+    ASSIGN_OR_RETURN(CUdeviceptr s, alloc.Allocate(bytes, "a copy source"));
+    buffers.emplace_back(&alloc, s);
+    ASSIGN_OR_RETURN(CUdeviceptr d, alloc.Allocate(bytes, "a copy destination"));
+    buffers.emplace_back(&alloc, d);
+    RETURN_IF_ERROR(device->Check(device->api().cuMemsetD8Async(s, 1, bytes, device->stream()), "memset"));
+    src.push_back(s);
+    dst.push_back(d);
+  }
+  auto copy = [&](int i) { return device->Check(device->api().cuMemcpyDtoDAsync(dst[i % sets], src[i % sets], bytes, device->stream()), "copy"); };
+  for (int i = 0; i < 2 * sets; ++i) RETURN_IF_ERROR(copy(i));
+  ASSIGN_OR_RETURN(std::vector<double> us, TimeQueuedCalls(*device, repeats, copy));
+  std::nth_element(us.begin(), us.begin() + us.size() / 2, us.end());
+  return us[us.size() / 2];
 }
 
 }  // namespace tilefuse

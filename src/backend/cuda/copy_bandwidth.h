@@ -9,4 +9,11 @@ namespace tilefuse {
 // in bytes per second counting bytes read plus bytes written.
 StatusOr<double> MeasureCopyBandwidth(CudaDevice* device, int64_t bytes = int64_t{1} << 30);
 
+// The median time in microseconds of one device-to-device copy of `bytes`, timed as the
+// benchmarks time kernels (queued ahead of the GPU, queued_timing.h), source and destination
+// rotated over enough buffers that no copy finds its data in L2. What a kernel that reads
+// `bytes` and writes as many could take at best: below a few hundred MB a copy reaches less
+// than the 1 GiB copy's rate too (its ramp and tail weigh more).
+StatusOr<double> MeasureCopyMicroseconds(CudaDevice* device, int64_t bytes, int repeats);
+
 }  // namespace tilefuse

@@ -1,6 +1,7 @@
 // Device-event timing of calls queued ahead of the GPU. Timed one at a time on an idle
-// stream, a call's events also time the host submitting it: a captured graph's launch
-// reaches the GPU a few microseconds after its begin event, a tenth of a 20 µs kernel.
+// stream, a call's events can also time the host submitting it (a template's launch first
+// encodes its tensor maps on the host; a captured graph's launch measured no difference on
+// an H200, bench/results/2026-11-28-h200-memory-bound.md).
 // Here the stream first runs a GPU sleep longer than the host takes to queue a chunk of
 // calls with their events, and then runs them back to back, so each pair of events
 // brackets the GPU's work alone — as bench/peers.py times PyTorch's kernels behind

@@ -4,7 +4,9 @@
 // plan could be captured), after warm-up, median of repeats, rotating among copies of the
 // inputs so that repeats do not find them in L2. TF/s uses the planner's flop count, %
 // of copy the graph's input + output bytes against the measured device-to-device copy
-// rate. Then each fused group alone (device events around it, median of 7 runs): where
+// rate (a 1 GiB copy's), and against one copy moving as many bytes as the graph ("% same":
+// a short graph cannot reach the large copy's rate, and neither can such a copy). Then each
+// fused group alone (device events around it, median of 7 runs): where
 // the time goes, with each group's TF/s and % of copy from its own flops and bytes.
 #include <algorithm>
 #include <memory>
@@ -66,12 +68,13 @@ StatusOr<CudaVariant> BenchVariant(const Graph& passed, bool fuse, const std::ve
   return v;
 }
 
-nlohmann::json VariantJson(const CudaVariant& v, double bytes, double flops, double copy_gbps) {
+nlohmann::json VariantJson(const CudaVariant& v, double bytes, double flops, double copy_gbps, double same_size_copy_us) {
   const double seconds = v.run_ms * 1e-3;
   return {{"ms", v.run_ms},
           {"tflops", flops / seconds / 1e12},
           {"gbps", bytes / seconds / 1e9},
           {"pct_of_copy", 100 * bytes / seconds / 1e9 / copy_gbps},
+          {"pct_of_same_size_copy", 100 * same_size_copy_us * 1e-6 / seconds},
           {"kernels", v.kernels},
           {"cuda_graph", v.captured},
           {"compile_cold_ms", v.compile_cold_ms},
@@ -109,15 +112,17 @@ void PrintText(const nlohmann::json& j) {
   fmt::print("model: {}  (cuda, {}{}; median of {} runs after {} warm-up, inputs rotated among {} copies)\n",
              j["model"].get<std::string>(), j["device"].get<std::string>(), j["tuned"].get<bool>() ? ", fused kernels tuned" : "",
              j["repeats"].get<int>(), j["warmup"].get<int>(), j["input_sets"].get<int>());
-  fmt::print("graph inputs + outputs: {:.1f} MiB, {:.3g} GFLOP; device copy rate {:.0f} GB/s\n", j["bytes"].get<double>() / (1 << 20),
-             j["flops"].get<double>() / 1e9, j["copy_gbps"].get<double>());
-  fmt::print("{:<8} {:>7} {:>6} {:>11} {:>8} {:>7} {:>11} {:>11}\n", "", "kernels", "graph", "time us", "TF/s", "% copy", "cold ms",
-             "warm ms");
+  fmt::print("graph inputs + outputs: {:.1f} MiB, {:.3g} GFLOP; device copy rate {:.0f} GB/s; a copy moving as many bytes: {:.1f} us\n",
+             j["bytes"].get<double>() / (1 << 20), j["flops"].get<double>() / 1e9, j["copy_gbps"].get<double>(),
+             j["same_size_copy_us"].get<double>());
+  fmt::print("{:<8} {:>7} {:>6} {:>11} {:>8} {:>7} {:>7} {:>11} {:>11}\n", "", "kernels", "graph", "time us", "TF/s", "% copy", "% same",
+             "cold ms", "warm ms");
   for (const char* name : {"fused", "unfused"}) {
     const nlohmann::json& v = j[name];
-    fmt::print("{:<8} {:>7} {:>6} {:>11.1f} {:>8.1f} {:>6.1f}% {:>11.1f} {:>11.1f}\n", name, v["kernels"].get<int>(),
+    fmt::print("{:<8} {:>7} {:>6} {:>11.1f} {:>8.1f} {:>6.1f}% {:>6.1f}% {:>11.1f} {:>11.1f}\n", name, v["kernels"].get<int>(),
                v["cuda_graph"].get<bool>() ? "yes" : "no", v["ms"].get<double>() * 1000, v["tflops"].get<double>(),
-               v["pct_of_copy"].get<double>(), v["compile_cold_ms"].get<double>(), v["compile_warm_ms"].get<double>());
+               v["pct_of_copy"].get<double>(), v["pct_of_same_size_copy"].get<double>(), v["compile_cold_ms"].get<double>(),
+               v["compile_warm_ms"].get<double>());
   }
   fmt::print("speedup (unfused time / fused time): {:.2f}x\n", j["speedup"].get<double>());
   fmt::print("fused groups one by one (device events around each; their sum exceeds the graph's time by launch gaps):\n");
@@ -153,11 +158,13 @@ Status BenchCuda(const BenchOptions& options) {
   double bytes = input_bytes;
   for (const Tensor& t : outputs) bytes += static_cast<double>(t.num_bytes());
 
+  ASSIGN_OR_RETURN(double same_size_copy_us, MeasureCopyMicroseconds(*device, std::max<int64_t>(256, static_cast<int64_t>(bytes / 2)), std::max(options.repeats, 10)));
+
   nlohmann::json j = {{"model", options.model}, {"backend", "cuda"}, {"device", (*device)->name()}, {"tuned", options.tune},
                       {"repeats", options.repeats}, {"warmup", options.warmup}, {"input_sets", input_sets}, {"bytes", bytes},
-                      {"flops", flops}, {"copy_gbps", copy_gbps}};
-  j["fused"] = VariantJson(fused, bytes, flops, copy_gbps);
-  j["unfused"] = VariantJson(unfused, bytes, flops, copy_gbps);
+                      {"flops", flops}, {"copy_gbps", copy_gbps}, {"same_size_copy_us", same_size_copy_us}};
+  j["fused"] = VariantJson(fused, bytes, flops, copy_gbps, same_size_copy_us);
+  j["unfused"] = VariantJson(unfused, bytes, flops, copy_gbps, same_size_copy_us);
   j["speedup"] = unfused.run_ms / fused.run_ms;
   ASSIGN_OR_RETURN(j["groups"], GroupsJson(*fused.compiled, inputs, copy_gbps));
   if (options.json) {

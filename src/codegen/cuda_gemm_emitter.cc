@@ -280,7 +280,7 @@ class GemmEmitter {
           "    const int k_begin = split * kSplitSteps, k_end = has_tile ? min(kKSteps, k_begin + kSplitSteps) : k_begin;\n"
           "    int previous = -1, ks = k_begin;\n"
           "    if (holding) {{\n"
-          "#pragma unroll\n"
+          "{}"
           "      for (int chunk = 0; chunk < kChunks; ++chunk) {{\n"
           "        const bool issued = ks < k_end;\n"
           "        // The step's slot before this one goes back first: the producer's next load must not\n"
@@ -294,6 +294,8 @@ class GemmEmitter {
                                               "  unsigned ahead[{0}][kMBlocks][kBN / 8 / kChunks * 2];\n",
                                               kPrefetchChunks)
                                 : "",
+          RolledChunks() ? "      // Rolled: one copy of the main-loop step (16 unrolled copies took NVRTC 2.3-2.5 s).\n#pragma unroll 1\n"
+                         : "#pragma unroll\n",
           MainLoopStepIssue("          "), MainLoopStepRetire("          "));
     else
       out_ +=
@@ -304,6 +306,15 @@ class GemmEmitter {
           "    if (kPingPong && (consumer == 1 || main_loops > 0)) turn[consumer].Wait((consumer == 1 ? main_loops : main_loops - 1) & 1);\n"
           "    int previous = -1, ks = k_begin;\n";
     if (overlap) {
+      // The chunk's columns index the held pairs, which stay in registers only under constant
+      // indices: in the rolled loop each chunk's part is its own unrolled branch, where
+      // `chunk` is a constant.
+      if (RolledChunks())
+        out_ +=
+            "#pragma unroll\n"
+            "        for (int part = 0; part < kChunks; ++part)\n"
+            "          if (part == chunk) {\n"
+            "            const int chunk = part;\n";
       EmitEpilogue("held_t", "", /*chunked=*/true);
       if (prefetched_load_ >= 0)
         out_ += fmt::format(
@@ -313,6 +324,7 @@ class GemmEmitter {
             "        }}\n",
             kPrefetchChunks, PrefetchResidual("held_t", fmt::format("chunk + {}", kPrefetchChunks), "chunk", "          "),
             PrefetchResidual("t", fmt::format("chunk + {} - kChunks", kPrefetchChunks), "chunk", "          "));
+      if (RolledChunks()) out_ += "          }\n";
       out_ += "        if (issued) {\n          ++ks;\n          ring.Advance();\n        }\n      }\n";
       EmitEpilogueStore("      ", "held_t");
       out_ += "    }\n";
@@ -461,8 +473,8 @@ class GemmEmitter {
     const Kernel& k = g_.epilogue;
     const bool staged = staged_ >= 0;
     TF_CHECK(!chunked || staged_load_ < 0);  // an overlapped epilogue's residual is prefetched, not staged
-    // The overlapped loop's body sits three levels deeper.
-    const std::string in = chunked ? "        " : "    ";
+    // The overlapped loop's body sits three levels deeper, five in a rolled loop's branch.
+    const std::string in = !chunked ? "    " : RolledChunks() ? "            " : "        ";
     std::string wait;  // for the staging tile, before the first write to it
     if (staged_load_ >= 0)
       wait = fmt::format("tile_in[consumer].Wait({});  // the staged load's tile is there (its store read the old one)\n", load_parity);
@@ -557,6 +569,13 @@ class GemmEmitter {
                               tile, chunk, slot, kPrefetchChunks, buffer),
                   indent);
   }
+
+  // Whether the overlapped epilogue's chunk loop is rolled: one copy of the main-loop step,
+  // each chunk's columns in a branch of their own (cold compile 2.3-2.5 -> 0.6-0.75 s on the
+  // development VM, 2026-11-28). Not with a prefetched residual (TILEFUSE_GEMM_OVERLAP=1, a
+  // measurement switch): its slots of registers carried from chunk to chunk spilled 1152
+  // bytes rolled; it keeps the unrolled loop.
+  bool RolledChunks() const { return prefetched_load_ < 0; }
 
   // The staged store's tile, out by TMA once every thread of the consumer has written it.
   void EmitEpilogueStore(const std::string& indent, const std::string& tile) {

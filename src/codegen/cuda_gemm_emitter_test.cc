@@ -117,7 +117,8 @@ TEST(CudaGemmEmitterTest, GeluResidualKernelReadsAsTheTemplateSays) {
 // The overlapped epilogue (cooperative consumers, the rule's default there): a tile's
 // products wait as packed bf16 pairs while the next tile's first kChunks steps each run one
 // chunk of their epilogue after issuing the step's wgmma and retiring the one before; a
-// last pass without a tile finishes the last one held. A residual keeps the epilogue in the
+// last pass without a tile finishes the last one held. The chunk loop is rolled (one copy of
+// the main-loop step, for compile time); each chunk's columns are a branch of their own. A residual keeps the epilogue in the
 // main loop's tail (it could cancel the rounded product).
 TEST(CudaGemmEmitterTest, OverlappedEpilogueRunsInChunksDuringTheNextMainLoop) {
   Planned p = PlanText("  p = MatMul (x, w)\n  s = Add (p, b)\n  y = Tanh (s)\n",
@@ -138,10 +139,14 @@ TEST(CudaGemmEmitterTest, OverlappedEpilogueRunsInChunksDuringTheNextMainLoop) {
     CHECK: for (int unit = first_unit; unit < kUnits || holding; unit += unit_step, ++main_loops) {
     CHECK: k_end = has_tile ? min(kKSteps, k_begin + kSplitSteps) : k_begin;
     CHECK: if (holding) {
-    CHECK: for (int chunk = 0; chunk < kChunks; ++chunk) {
+    CHECK: #pragma unroll 1
+    CHECK-NEXT: for (int chunk = 0; chunk < kChunks; ++chunk) {
     CHECK: if (issued) {
     CHECK: tf::Warpgroup::Commit();
     CHECK: tf::Warpgroup::Wait<1>();
+    CHECK: for (int part = 0; part < kChunks; ++part)
+    CHECK-NEXT: if (part == chunk) {
+    CHECK-NEXT: const int chunk = part;
     CHECK: if (chunk == 0) {
     CHECK-NEXT: if (local == 0) tf::TmaStoreWaitRead();
     CHECK: const int row_origin = held_t.m * kBM

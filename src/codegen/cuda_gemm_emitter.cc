@@ -571,7 +571,7 @@ class GemmEmitter {
   }
 
   // Whether the overlapped epilogue's chunk loop is rolled: one copy of the main-loop step,
-  // each chunk's columns in a branch of their own (cold compile 2.3-2.5 -> 0.6-0.75 s on the
+  // each chunk's columns in a branch of their own (cold compile 2.3-2.9 -> 0.6-0.8 s on the
   // development VM, 2026-11-28). Not with a prefetched residual (TILEFUSE_GEMM_OVERLAP=1, a
   // measurement switch): its slots of registers carried from chunk to chunk spilled 1152
   // bytes rolled; it keeps the unrolled loop.

@@ -58,12 +58,6 @@ int64_t NarrowestVectorAccess(const Kernel& k, bool row) {
   return narrowest;
 }
 
-// Loads that read the row itself (depend on both loop variables, plain index): the ones a
-// cached row keeps in registers.
-bool IsRowDataLoad(const ScalarValue& v) {
-  return v.kind == ScalarValue::Kind::kLoad && v.inner && UsesVar(v.index, 0) && !UsesValue(v.index);
-}
-
 // Whether `e` is exp(x - m) with m the row's max of the very value x (softmax's and
 // logsumexp's shift, also inside the online pass, where m names the running max): its
 // argument is never positive, where the device library's cheap exp holds.
@@ -105,6 +99,10 @@ bool CallsTranscendental(const Kernel& k) {
 }
 
 }  // namespace
+
+bool IsRowDataLoad(const ScalarValue& v) {
+  return v.kind == ScalarValue::Kind::kLoad && v.inner && UsesVar(v.index, 0) && !UsesValue(v.index);
+}
 
 const char* DeviceCombiner(OpCode combiner) {
   switch (combiner) {

@@ -78,6 +78,9 @@ struct CudaKernelSource {
   LaunchSpec launch;
 };
 
+// Row template: whether `v` loads the row itself (depends on both loop variables, plain
+// index): the loads a cached row keeps in registers.
+bool IsRowDataLoad(const ScalarValue& v);
 // The chosen configuration for a kernel (every 0/-1 of `requested` resolved).
 CudaKernelConfig ResolveCudaConfig(const Kernel& kernel, const CudaKernelConfig& requested);
 // InvalidArgument for configurations the template cannot run (the tuner prunes them).

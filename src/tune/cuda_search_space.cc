@@ -9,16 +9,11 @@ namespace tilefuse {
 
 namespace {
 
-// A load of the row itself (the row template's IsRowDataLoad): what a cached row holds.
-bool IsRowLoad(const ScalarValue& v) {
-  return v.kind == ScalarValue::Kind::kLoad && v.inner && UsesVar(v.index, 0) && !UsesValue(v.index);
-}
-
-int64_t RowLoads(const Kernel& k) { return std::count_if(k.values.begin(), k.values.end(), IsRowLoad); }
+int64_t RowLoads(const Kernel& k) { return std::count_if(k.values.begin(), k.values.end(), IsRowDataLoad); }
 
 // Whether a row load reads a half type (a cached row of it may be held as pairs).
 bool HasHalfRowLoads(const Kernel& k) {
-  return std::any_of(k.values.begin(), k.values.end(), [](const ScalarValue& v) { return IsRowLoad(v) && DTypeSize(v.dtype) == 2; });
+  return std::any_of(k.values.begin(), k.values.end(), [](const ScalarValue& v) { return IsRowDataLoad(v) && DTypeSize(v.dtype) == 2; });
 }
 
 // Column reductions (codegen/cuda_column_emitter.h): tile widths x block sizes x row splits

@@ -103,7 +103,7 @@ TEST(CudaSearchSpaceTest, LongHalfPrecisionRowsStartFromAClusterOfPairs) {
   EXPECT_EQ(rule.cache_row, 2);
   int cluster_pairs = 0;
   for (const CudaKernelConfig& c : hopper.candidates) cluster_pairs += c.cluster > 1 && c.cache_row == 2;
-  EXPECT_GE(cluster_pairs, 3) << "pairs in clusters of 2 and 4";
+  EXPECT_GE(cluster_pairs, 3) << "pairs in clusters of 2, 4 and 8";
   ExpectAllCandidatesCompile(long_row, hopper);
   const CudaSearchSpace other = CudaCandidates(long_row, /*clusters=*/false);
   ASSERT_FALSE(other.candidates.empty());

@@ -5,8 +5,8 @@
 
 namespace tilefuse {
 
-// A device-to-device copy of `bytes` (default 1 GiB), median of 20 after 5 warm-ups,
-// in bytes per second counting bytes read plus bytes written.
+// A device-to-device copy of `bytes` (default 1 GiB) timed as MeasureCopyMicroseconds does,
+// median of 20, in bytes per second counting bytes read plus bytes written.
 StatusOr<double> MeasureCopyBandwidth(CudaDevice* device, int64_t bytes = int64_t{1} << 30);
 
 // The median time in microseconds of one device-to-device copy of `bytes`, timed as the

@@ -74,6 +74,8 @@ int Main(int argc, char** argv) {
       overrides.gemm_splits = std::stoi(argv[++i]);
     } else if (a == "--gemm-group-m" && i + 1 < argc) {
       overrides.gemm_group_m = std::stoi(argv[++i]);
+    } else if (a == "--gemm-cluster" && i + 1 < argc) {
+      overrides.gemm_cluster_m = std::stoi(argv[++i]);
     } else if (a == "--row-cluster" && i + 1 < argc) {
       overrides.row_cluster = std::stoi(argv[++i]);
     } else {
@@ -83,7 +85,7 @@ int Main(int argc, char** argv) {
                  "  [--attention-consumers 2|3] [--attention-tiles 1|2|4 (query blocks per CTA)]\n"
                  "  [--attention-q-slots 1|2 (Q tiles in shared memory)] [--gemm template|library|auto] [--gemm-pingpong on|off] [--gemm-overlap on|off]\n"
                  "  [--gemm-block-n 64|128|192|256] [--gemm-stages N]\n"
-                 "  [--gemm-splits N (1: no split-K)] [--gemm-group-m N] [--row-cluster 1|2|4|8 (CTAs sharing a row)]\n"
+                 "  [--gemm-splits N (1: no split-K)] [--gemm-group-m N] [--gemm-cluster 1|2 (CTAs sharing B)] [--row-cluster 1|2|4|8 (CTAs sharing a row)]\n"
                  "  (override the templates' rules)\n",
                  argv[0]);
       return 2;

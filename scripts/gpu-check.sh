@@ -4,7 +4,8 @@
 # under $OUT:
 #   1. correctness: every example and real model, fused and unfused, on the GPU vs the
 #      f64 reference (poisoned outputs), and the benchmark cases at full size
-#   1b. the GEMM template's correctness graphs (tests/gemm) and compute-sanitizer on three
+#   1b. the GEMM template's correctness graphs (tests/gemm), also with residuals overlapped and
+#       with clusters sharing B, and compute-sanitizer on some
 #   1b'. the convolution cases (tests/conv) channels-last with the GEMM template and cuBLASLt and in
 #       NCHW, memcheck on four
 #   1c. the attention template's graphs (tests/attention and the attention twins of
@@ -102,6 +103,13 @@ if has gemm; then
     TILEFUSE_GEMM_OVERLAP=1 check_run "$m --gemm template, residual overlapped" "$m" --gemm template
   done
   TILEFUSE_GEMM_OVERLAP=1 memcheck_run tests/gemm/gemm_overlap_residual_ragged_bf16.onnxtxt --gemm template
+  # Clusters of two CTAs sharing B tiles by multicast, wherever they fit (the tuner's choice).
+  for m in tests/gemm/*.onnxtxt bench/cases/check/gemm_*.onnxtxt bench/cases/check/mlp_block*.onnxtxt bench/cases/check/gpt_block*.onnxtxt; do
+    TILEFUSE_GEMM_CLUSTER=2 check_run "$m --gemm template, clusters of 2" "$m" --gemm template
+  done
+  for m in tests/gemm/gemm_cluster_ragged_bf16.onnxtxt tests/gemm/gemm_residual_many_tiles_bf16.onnxtxt; do
+    TILEFUSE_GEMM_CLUSTER=2 memcheck_run "$m" --gemm template
+  done
 fi
 
 if has conv; then

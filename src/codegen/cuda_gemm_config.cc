@@ -95,6 +95,10 @@ int PrefetchedLoad(const GemmTemplateKernel& g, const CudaGemmConfig& c) {
   return c.overlap_epilogue.value_or(false) ? ResidualLoad(g) : -1;
 }
 
+bool ClustersFit(const GemmTemplateKernel& g, const CudaGemmConfig& c, int cluster) {
+  return cluster == 1 || (c.splits == 1 && c.block_n % (64 * cluster) == 0 && CeilDiv(g.rows, c.block_m) % cluster == 0 && c.sm_count >= cluster);
+}
+
 }  // namespace gemm_layout
 
 using namespace gemm_layout;
@@ -156,14 +160,20 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
   // as a legitimate re-rounding of the reference itself does (1 ulp per node: 1.6-2.4x the
   // tolerance), so those twins cannot judge it either way.
   if (!c.overlap_epilogue) c.overlap_epilogue = !*c.pingpong && c.splits == 1 && ProductMayBeHeldRounded(g);
+  // Single CTAs. Clusters of two sharing B tiles by multicast measured within 3% of them
+  // either way (H100, 2026-11-28, us, single / paired: 16384x4096x1024 bias+GELU 196.2 /
+  // 190.8, plain 183.1 / 183.9, ping-pong residual 229-236 / 241; 4096^3 175 / 177; 8192^3
+  // 1349 / 1366; the MLP block 406.7 / 402.0): the tuner tries them.
+  if (c.cluster_m == 0) c.cluster_m = 1;
   if (c.stages == 0) {
     const bool staged = StagedStore(g) >= 0;
     c.stages = 2;
     CudaGemmConfig deeper = c;
-    // Ping-pong tiles stop at 4 stages: 5 (what fits) measured 8-13% slower on the three
-    // 16384x4096x1024 epilogues above.
-    const int most = *c.pingpong ? 4 : 6;
-    for (deeper.stages = 3; deeper.stages <= most && SharedBytes(deeper, staged) <= kSharedLimit; ++deeper.stages) c.stages = deeper.stages;
+    // As many as fit, at most 6. Ping-pong tiles stopped at 4 while 5 (what fits with a
+    // staged store) measured 8-13% slower on the 16384x4096x1024 epilogues (H100,
+    // 2026-11-24); since the later kernel changes 5 is the faster: the residual there 229-236
+    // -> 217 us (H100, 2026-11-28), 213 -> 202 (H200, tuned, 2026-11-28).
+    for (deeper.stages = 3; deeper.stages <= 6 && SharedBytes(deeper, staged) <= kSharedLimit; ++deeper.stages) c.stages = deeper.stages;
   }
   return c;
 }

@@ -25,6 +25,11 @@ struct CudaGemmConfig {
   int block_n = 0;    // 64..256, a multiple of 64; 0: the widest that still fills the GPU
   int stages = 0;     // pipeline depth; 0: as many as fit in shared memory (at most 6)
   int group_m = 8;    // tile rows swept together (L2 reuse of B)
+  // CTAs of a thread-block cluster taking vertically adjacent tiles: each loads its own A
+  // tile and half the B tile they share, multicast by TMA to both, so B crosses from L2 to
+  // the SMs once for the pair. 1 or 2 (one unit per tile, block_n a multiple of 128, an even
+  // number of tile rows); 0: the rule.
+  int cluster_m = 0;
   int sm_count = 132; // CTAs of the persistent grid
   int splits = 0;     // split-K units per output tile (cooperative consumers only); 0: enough
                       // to give every SM work when the tiles alone would leave half idle
@@ -61,7 +66,10 @@ int StagedLoad(const GemmTemplateKernel& g, const CudaGemmConfig& c);  // the lo
 // The residual an overlapped epilogue reads from global memory, kPrefetchChunks ahead of the
 // chunk that uses it (into registers, while the main loop's wgmma run), or -1.
 int PrefetchedLoad(const GemmTemplateKernel& g, const CudaGemmConfig& c);
-constexpr int kPrefetchChunks = 2;  // how far ahead; EpilogueChunks is a multiple of it
+constexpr int kPrefetchChunks = 2;
+// Whether clusters of `cluster` CTAs can share B tiles for `c` (resolved): one unit per
+// tile, B's 64-column boxes split evenly among them, the tile rows in whole clusters.
+bool ClustersFit(const GemmTemplateKernel& g, const CudaGemmConfig& c, int cluster);  // how far ahead; EpilogueChunks is a multiple of it
 
 }  // namespace gemm_layout
 

@@ -31,9 +31,12 @@ class GemmEmitter {
     s.name = g_.name;
     s.config = {};
     s.threads = threads;
-    s.work_blocks = std::min<int64_t>(c_.sm_count, Tiles(g_, c_.block_m, c_.block_n) * c_.splits);
-    s.strategy = fmt::format("gemm template {}x{}x{}, {} stages, {}{}{}{}", c_.block_m, c_.block_n, kBlockK, c_.stages,
+    // A persistent grid of whole clusters, at most one CTA an SM.
+    const int cluster = c_.cluster_m;
+    s.work_blocks = cluster * std::min<int64_t>(c_.sm_count / cluster, Tiles(g_, c_.block_m, c_.block_n) / cluster * c_.splits);
+    s.strategy = fmt::format("gemm template {}x{}x{}, {} stages, {}{}{}{}{}", c_.block_m, c_.block_n, kBlockK, c_.stages,
                              *c_.pingpong ? "ping-pong consumers" : "cooperative consumers",
+                             cluster > 1 ? fmt::format(", clusters of {} sharing B by multicast", cluster) : "",
                              *c_.overlap_epilogue ? ", epilogue overlapping the next main loop" : "", staged_ >= 0 ? ", TMA store" : "",
                              c_.splits > 1 ? fmt::format(", split-K x{}", c_.splits) : "");
     out_ = WgmmaFunction(wgmma, c_.block_n, g_.dtype, /*b_mn_major=*/true);
@@ -68,6 +71,8 @@ class GemmEmitter {
     EmitConsumer();
     out_ += "}\n";
     FinishTemplateSource(s, std::move(out_), SharedBytes(c_, staged_ >= 0));
+    s.launch.cluster = {cluster, 1, 1};
+    s.launch.persistent_clusters = cluster > 1;
     s.launch.scratch_bytes = ScratchBytes(g_, c_);
     return s;
   }
@@ -85,6 +90,18 @@ class GemmEmitter {
     if (SharedBytes(c_, staged_ >= 0) > kSharedLimit)
       return InvalidArgument(
           fmt::format("{}: {} bytes of shared memory (the limit is {})", g_.name, SharedBytes(c_, staged_ >= 0), kSharedLimit));
+    if (c_.cluster_m != 1 && c_.cluster_m != 2)
+      return InvalidArgument(fmt::format("{}: clusters of {} CTAs (need 1 or 2)", g_.name, c_.cluster_m));
+    if (c_.cluster_m > 1) {
+      // The pair splits B's 64-column boxes between them and walks tile pairs in lockstep.
+      if (c_.splits > 1) return InvalidArgument(fmt::format("{}: clusters sharing B need one unit per tile, not split-K", g_.name));
+      if (c_.block_n % (64 * c_.cluster_m) != 0)
+        return InvalidArgument(fmt::format("{}: block_n {} does not split into {} CTAs' 64-column boxes", g_.name, c_.block_n, c_.cluster_m));
+      if (CeilDiv(g_.rows, c_.block_m) % c_.cluster_m != 0)
+        return InvalidArgument(fmt::format("{}: {} rows of tiles, not a multiple of the cluster's {}", g_.name, CeilDiv(g_.rows, c_.block_m),
+                                           c_.cluster_m));
+      if (c_.sm_count < c_.cluster_m) return InvalidArgument(fmt::format("{}: {} SMs for clusters of {}", g_.name, c_.sm_count, c_.cluster_m));
+    }
     if (c_.group_m < 1 || c_.sm_count < 1) return InvalidArgument(fmt::format("{}: group_m and sm_count must be positive", g_.name));
     if (c_.splits < 1 || c_.splits > KSteps(g_))
       return InvalidArgument(fmt::format("{}: {} split-K units for {} steps of K", g_.name, c_.splits, KSteps(g_)));
@@ -188,8 +205,13 @@ class GemmEmitter {
                         CeilDiv(g_.n, c_.block_n), Tiles(g_, c_.block_m, c_.block_n), KSteps(g_));
     out_ += "  constexpr bool kNoEdges = kRows % kBM == 0 && kN % kBN == 0;  // no tile crosses the product's edge\n";
     out_ += fmt::format("  // Units of work: a tile's K range in kSplits parts of kSplitSteps steps.\n"
-                        "  constexpr int kSplits = {}, kSplitSteps = {}, kUnits = kTiles * kSplits;\n",
+                        "  constexpr int kSplits = {}, kSplitSteps = {};\n",
                         c_.splits, StepsPerSplit(g_, c_));
+    out_ += fmt::format(
+        "  // A cluster's kClusterM CTAs take vertically adjacent tiles, walking tile columns of\n"
+        "  // kClusterM rows in lockstep: both use the same B tile, each loading its share for both.\n"
+        "  constexpr int kClusterM = {}, kUnits = kTiles / kClusterM * kSplits;\n",
+        c_.cluster_m);
     out_ += fmt::format("  constexpr int kGroupM = {};\n  constexpr int kStaging = {};\n", c_.group_m, StagingBytes(c_, staged_ >= 0));
     out_ += fmt::format("  constexpr int kPingPong = {}, kConsumerRows = {}, kMBlocks = kConsumerRows / 64;\n", *c_.pingpong ? 1 : 0,
                         ConsumerRows(c_));
@@ -208,7 +230,9 @@ class GemmEmitter {
         "  if (threadIdx.x == 0) {\n"
         "    for (int s = 0; s < kStages; ++s) {\n"
         "      full[s].Init(1);\n"
-        "      empty[s].Init(kPingPong ? 1 : kConsumers);  // a slot is read by every cooperative consumer, or one ping-pong one\n"
+        "      // A slot is read by every cooperative consumer, or one ping-pong one, of each CTA of\n"
+        "      // the cluster (its B half came from either).\n"
+        "      empty[s].Init((kPingPong ? 1 : kConsumers) * kClusterM);\n"
         "    }\n"
         "    turn[0].Init(1);\n"
         "    turn[1].Init(1);\n"
@@ -216,8 +240,18 @@ class GemmEmitter {
         "    tile_in[1].Init(1);\n"
         "    tf::FenceBarrierInit();\n"
         "  }\n"
-        "  __syncthreads();\n"
-        "  const int warpgroup = threadIdx.x / 128;\n";
+        "  // The cluster's barriers are initialised before any CTA's copy or arrival reaches them.\n"
+        "  if (kClusterM > 1) tf_cluster_sync();\n"
+        "  else __syncthreads();\n"
+        "  const int warpgroup = threadIdx.x / 128;\n"
+        "  const int cta_rank = kClusterM > 1 ? (int)tf_cluster_rank() : 0;\n"
+        "  const int cluster_id = blockIdx.x / kClusterM, clusters = gridDim.x / kClusterM;\n"
+        "  // Tile `tile` of this CTA's: the cluster's tile pairs in grouped order, one row each.\n"
+        "  auto tile_at = [cta_rank](int tile) {\n"
+        "    tf::TileCoordinates t = tf::TileAt<kTilesM / kClusterM, kTilesN, (kGroupM + kClusterM - 1) / kClusterM>(tile);\n"
+        "    t.m = t.m * kClusterM + cta_rank;\n"
+        "    return t;\n"
+        "  };\n";
   }
 
   void EmitProducer() {
@@ -226,19 +260,31 @@ class GemmEmitter {
         "    tf::Warpgroup::ShrinkRegisters<{}>();\n"
         "    if (threadIdx.x != 0) return;\n"
         "    tf::Pipeline<kStages> ring;\n"
-        "    for (int unit = blockIdx.x; unit < kUnits; unit += gridDim.x) {{\n"
-        "      const tf::TileCoordinates t = tf::TileAt<kTilesM, kTilesN, kGroupM>(unit / kSplits);\n"
+        "    for (int unit = cluster_id; unit < kUnits; unit += clusters) {{\n"
+        "      const tf::TileCoordinates t = tile_at(unit / kSplits);\n"
         "      const int k_begin = unit % kSplits * kSplitSteps, k_end = min(kKSteps, k_begin + kSplitSteps);\n"
         "      for (int ks = k_begin; ks < k_end; ++ks, ring.Advance()) {{\n"
         "        empty[ring.stage].Wait(ring.phase ^ 1);\n"
         "        full[ring.stage].ArriveExpectingBytes(kStageBytes);\n"
         "{}"
+        "        if (kClusterM > 1) {{  // this CTA's share of B's boxes, to every CTA of the cluster\n"
+        "          constexpr int kShare = kBN / 64 / kClusterM;\n"
         "#pragma unroll\n"
-        "        for (int box = 0; box < kBN / 64; ++box)\n"
-        "          tf::TmaLoad3d(tile_b + ring.stage * kBN * kBK + box * kBK * 64, map_b, t.n * kBN + box * 64, ks * kBK, t.batch,\n"
-        "                        full[ring.stage]);\n"
+        "          for (int box = cta_rank * kShare; box < (cta_rank + 1) * kShare; ++box)\n"
+        "            tf::TmaLoad3dMulticast(tile_b + ring.stage * kBN * kBK + box * kBK * 64, map_b, t.n * kBN + box * 64, ks * kBK,\n"
+        "                                   t.batch, full[ring.stage], (unsigned short)((1 << kClusterM) - 1));\n"
+        "        }} else {{\n"
+        "#pragma unroll\n"
+        "          for (int box = 0; box < kBN / 64; ++box)\n"
+        "            tf::TmaLoad3d(tile_b + ring.stage * kBN * kBK + box * kBK * 64, map_b, t.n * kBN + box * 64, ks * kBK, t.batch,\n"
+        "                          full[ring.stage]);\n"
+        "        }}\n"
         "      }}\n"
         "    }}\n"
+        "    // The other CTAs' consumers hand this CTA's slots back, and its copies land in theirs:\n"
+        "    // it stays until every slot it filled is handed back by every consumer of the cluster.\n"
+        "    if (kClusterM > 1)\n"
+        "      for (int s = 0; s < kStages; ++s, ring.Advance()) empty[ring.stage].Wait(ring.phase ^ 1);\n"
         "    return;\n"
         "  }}\n",
         kProducerRegisters, LoadA());
@@ -255,8 +301,8 @@ class GemmEmitter {
         "  // Ping-pong: the consumers take the CTA's tiles in turn. The producer fills the ring\n"
         "  // tile by tile, so each consumer skips the other's steps, and one's epilogue runs\n"
         "  // while the other's main loop keeps the tensor cores busy.\n"
-        "  const int first_unit = kPingPong ? blockIdx.x + consumer * gridDim.x : blockIdx.x;\n"
-        "  const int unit_step = kPingPong ? 2 * gridDim.x : gridDim.x;\n"
+        "  const int first_unit = kPingPong ? cluster_id + consumer * clusters : cluster_id;\n"
+        "  const int unit_step = kPingPong ? 2 * clusters : clusters;\n"
         "  // Their main loops strictly alternate (turn barriers): a consumer waiting on a slot is\n"
         "  // then never more than one phase ahead of it, as parity waits need.\n"
         "  if (kPingPong && consumer == 1) ring.Skip(kKSteps);\n"
@@ -276,11 +322,11 @@ class GemmEmitter {
           "  for (int unit = first_unit; unit < kUnits || holding; unit += unit_step, ++main_loops) {{\n"
           "    const bool has_tile = unit < kUnits;\n"
           "    const int tile = unit / kSplits, split = unit % kSplits;\n"
-          "    const tf::TileCoordinates t = tf::TileAt<kTilesM, kTilesN, kGroupM>(tile);\n"
+          "    const tf::TileCoordinates t = tile_at(tile);\n"
           "    const int k_begin = split * kSplitSteps, k_end = has_tile ? min(kKSteps, k_begin + kSplitSteps) : k_begin;\n"
           "    int previous = -1, ks = k_begin;\n"
           "    if (holding) {{\n"
-          "{}"
+          "#pragma unroll\n"
           "      for (int chunk = 0; chunk < kChunks; ++chunk) {{\n"
           "        const bool issued = ks < k_end;\n"
           "        // The step's slot before this one goes back first: the producer's next load must not\n"
@@ -294,27 +340,16 @@ class GemmEmitter {
                                               "  unsigned ahead[{0}][kMBlocks][kBN / 8 / kChunks * 2];\n",
                                               kPrefetchChunks)
                                 : "",
-          RolledChunks() ? "      // Rolled: one copy of the main-loop step (16 unrolled copies took NVRTC 2.3-2.5 s).\n#pragma unroll 1\n"
-                         : "#pragma unroll\n",
           MainLoopStepIssue("          "), MainLoopStepRetire("          "));
     else
       out_ +=
           "  for (int unit = first_unit; unit < kUnits; unit += unit_step, ++main_loops) {\n"
           "    const int tile = unit / kSplits, split = unit % kSplits;\n"
-          "    const tf::TileCoordinates t = tf::TileAt<kTilesM, kTilesN, kGroupM>(tile);\n"
+          "    const tf::TileCoordinates t = tile_at(tile);\n"
           "    const int k_begin = split * kSplitSteps, k_end = min(kKSteps, k_begin + kSplitSteps);\n"
           "    if (kPingPong && (consumer == 1 || main_loops > 0)) turn[consumer].Wait((consumer == 1 ? main_loops : main_loops - 1) & 1);\n"
           "    int previous = -1, ks = k_begin;\n";
     if (overlap) {
-      // The chunk's columns index the held pairs, which stay in registers only under constant
-      // indices: in the rolled loop each chunk's part is its own unrolled branch, where
-      // `chunk` is a constant.
-      if (RolledChunks())
-        out_ +=
-            "#pragma unroll\n"
-            "        for (int part = 0; part < kChunks; ++part)\n"
-            "          if (part == chunk) {\n"
-            "            const int chunk = part;\n";
       EmitEpilogue("held_t", "", /*chunked=*/true);
       if (prefetched_load_ >= 0)
         out_ += fmt::format(
@@ -324,7 +359,6 @@ class GemmEmitter {
             "        }}\n",
             kPrefetchChunks, PrefetchResidual("held_t", fmt::format("chunk + {}", kPrefetchChunks), "chunk", "          "),
             PrefetchResidual("t", fmt::format("chunk + {} - kChunks", kPrefetchChunks), "chunk", "          "));
-      if (RolledChunks()) out_ += "          }\n";
       out_ += "        if (issued) {\n          ++ks;\n          ring.Advance();\n        }\n      }\n";
       EmitEpilogueStore("      ", "held_t");
       out_ += "    }\n";
@@ -332,9 +366,7 @@ class GemmEmitter {
     out_ += "    for (; ks < k_end; ++ks, ring.Advance()) {\n" + MainLoopStepIssue("      ") + MainLoopStepRetire("      ") + "    }\n";
     out_ += "    tf::Warpgroup::Wait<0>();\n";
     if (overlap) out_ += "    if (!has_tile) break;\n";
-    out_ +=
-        "    if (local == 0) empty[previous].Arrive();\n"
-        "    if (kPingPong && local == 0) turn[1 - consumer].Arrive();\n";
+    out_ += Indent(ReleaseSlot("previous"), "    ") + "    if (kPingPong && local == 0) turn[1 - consumer].Arrive();\n";
     if (c_.splits > 1) EmitSplitKHandOver();
     if (overlap) {
       out_ +=
@@ -384,9 +416,20 @@ class GemmEmitter {
     return Indent(
         "// The step before this one has finished reading its slot: hand it back.\n"
         "tf::Warpgroup::Wait<1>();\n"
-        "if (previous >= 0 && local == 0) empty[previous].Arrive();\n"
+        "if (previous >= 0) " + ReleaseSlot("previous") +
         "previous = ring.stage;\n",
         indent);
+  }
+  // Hands slot `slot` back to the producer of every CTA whose copies filled it.
+  static std::string ReleaseSlot(const std::string& slot) {
+    return fmt::format(
+        "if (local == 0) {{\n"
+        "  if (kClusterM > 1)\n"
+        "    for (int rank = 0; rank < kClusterM; ++rank) empty[{0}].ArriveInCluster(rank);\n"
+        "  else\n"
+        "    empty[{0}].Arrive();\n"
+        "}}\n",
+        slot);
   }
   static std::string Indent(const std::string& lines, const std::string& indent) {
     std::string out;
@@ -473,8 +516,8 @@ class GemmEmitter {
     const Kernel& k = g_.epilogue;
     const bool staged = staged_ >= 0;
     TF_CHECK(!chunked || staged_load_ < 0);  // an overlapped epilogue's residual is prefetched, not staged
-    // The overlapped loop's body sits three levels deeper, five in a rolled loop's branch.
-    const std::string in = !chunked ? "    " : RolledChunks() ? "            " : "        ";
+    // The overlapped loop's body sits three levels deeper.
+    const std::string in = chunked ? "        " : "    ";
     std::string wait;  // for the staging tile, before the first write to it
     if (staged_load_ >= 0)
       wait = fmt::format("tile_in[consumer].Wait({});  // the staged load's tile is there (its store read the old one)\n", load_parity);
@@ -569,13 +612,6 @@ class GemmEmitter {
                               tile, chunk, slot, kPrefetchChunks, buffer),
                   indent);
   }
-
-  // Whether the overlapped epilogue's chunk loop is rolled: one copy of the main-loop step,
-  // each chunk's columns in a branch of their own (cold compile 2.3-2.9 -> 0.6-0.8 s on the
-  // development VM, 2026-11-28). Not with a prefetched residual (TILEFUSE_GEMM_OVERLAP=1, a
-  // measurement switch): its slots of registers carried from chunk to chunk spilled 1152
-  // bytes rolled; it keeps the unrolled loop.
-  bool RolledChunks() const { return prefetched_load_ < 0; }
 
   // The staged store's tile, out by TMA once every thread of the consumer has written it.
   void EmitEpilogueStore(const std::string& indent, const std::string& tile) {

@@ -117,8 +117,7 @@ TEST(CudaGemmEmitterTest, GeluResidualKernelReadsAsTheTemplateSays) {
 // The overlapped epilogue (cooperative consumers, the rule's default there): a tile's
 // products wait as packed bf16 pairs while the next tile's first kChunks steps each run one
 // chunk of their epilogue after issuing the step's wgmma and retiring the one before; a
-// last pass without a tile finishes the last one held. The chunk loop is rolled (one copy of
-// the main-loop step, for compile time); each chunk's columns are a branch of their own. A residual keeps the epilogue in the
+// last pass without a tile finishes the last one held. A residual keeps the epilogue in the
 // main loop's tail (it could cancel the rounded product).
 TEST(CudaGemmEmitterTest, OverlappedEpilogueRunsInChunksDuringTheNextMainLoop) {
   Planned p = PlanText("  p = MatMul (x, w)\n  s = Add (p, b)\n  y = Tanh (s)\n",
@@ -139,14 +138,10 @@ TEST(CudaGemmEmitterTest, OverlappedEpilogueRunsInChunksDuringTheNextMainLoop) {
     CHECK: for (int unit = first_unit; unit < kUnits || holding; unit += unit_step, ++main_loops) {
     CHECK: k_end = has_tile ? min(kKSteps, k_begin + kSplitSteps) : k_begin;
     CHECK: if (holding) {
-    CHECK: #pragma unroll 1
-    CHECK-NEXT: for (int chunk = 0; chunk < kChunks; ++chunk) {
+    CHECK: for (int chunk = 0; chunk < kChunks; ++chunk) {
     CHECK: if (issued) {
     CHECK: tf::Warpgroup::Commit();
     CHECK: tf::Warpgroup::Wait<1>();
-    CHECK: for (int part = 0; part < kChunks; ++part)
-    CHECK-NEXT: if (part == chunk) {
-    CHECK-NEXT: const int chunk = part;
     CHECK: if (chunk == 0) {
     CHECK-NEXT: if (local == 0) tf::TmaStoreWaitRead();
     CHECK: const int row_origin = held_t.m * kBM
@@ -297,6 +292,64 @@ TEST(CudaGemmEmitterTest, ConfigurationsTheTemplateCannotRunAreRefused) {
   EXPECT_FALSE(*resolved.pingpong);  // a plain product: nothing to hide behind the main loop
   EXPECT_GE(resolved.stages, 2);
   EXPECT_TRUE(EmitCudaGemm(*gemm, resolved).ok());
+}
+
+// Clusters of two CTAs on vertically adjacent tiles: each loads its A tile and half of the
+// B tile they share, multicast to both; a slot goes back to a producer once the consumers
+// of both CTAs have read it, and a producer stays until its slots are all handed back.
+TEST(CudaGemmEmitterTest, ClustersOfTwoShareTheBTileByMulticast) {
+  Planned p = PlanText("  y = MatMul (x, w)\n", "g (bfloat16[2048,1024] x, bfloat16[1024,2048] w) => (bfloat16[2048,2048] y)");
+  auto gemm = LowerOnlyGemm(p);
+  ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
+  EXPECT_EQ(ResolveGemmConfig(*gemm, {}).cluster_m, 1);  // single CTAs by rule, until measured otherwise
+  CudaGemmConfig paired;
+  paired.cluster_m = 2;
+  paired.block_n = 128;
+  auto source = EmitCudaGemm(*gemm, paired);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_EQ(source->launch.cluster[0], 2);
+  EXPECT_EQ(source->launch.cluster[1] * source->launch.cluster[2], 1);
+  EXPECT_EQ(source->work_blocks, 132);  // 66 clusters for 256 tiles
+  EXPECT_EQ(source->launch.grid[0] % 2, 0);
+  EXPECT_NE(source->strategy.find("clusters of 2"), std::string::npos) << source->strategy;
+  EXPECT_TRUE(MatchesChecks(source->function, R"(
+    CHECK: kClusterM = 2, kUnits = kTiles / kClusterM * kSplits
+    CHECK: empty[s].Init((kPingPong ? 1 : kConsumers) * kClusterM)
+    CHECK: if (kClusterM > 1) tf_cluster_sync();
+    CHECK: tf::TileAt<kTilesM / kClusterM, kTilesN, (kGroupM + kClusterM - 1) / kClusterM>(tile)
+    CHECK: t.m = t.m * kClusterM + cta_rank;
+    CHECK: for (int unit = cluster_id; unit < kUnits; unit += clusters)
+    CHECK: for (int box = cta_rank * kShare; box < (cta_rank + 1) * kShare; ++box)
+    CHECK: tf::TmaLoad3dMulticast(
+    CHECK: for (int s = 0; s < kStages; ++s, ring.Advance()) empty[ring.stage].Wait(ring.phase ^ 1);
+    CHECK: const int first_unit = kPingPong ? cluster_id + consumer * clusters : cluster_id;
+    CHECK: for (int rank = 0; rank < kClusterM; ++rank) empty[previous].ArriveInCluster(rank);
+  )"));
+  // A single CTA's kernel has none of it.
+  auto single = EmitCudaGemm(*gemm, {});
+  ASSERT_TRUE(single.ok());
+  EXPECT_EQ(single->launch.cluster[0], 1);
+  EXPECT_NE(single->function.find("kClusterM = 1,"), std::string::npos);
+
+  // What a pair cannot share: three CTAs, 64 columns (one box of B), split-K, an odd number
+  // of tile rows.
+  CudaGemmConfig three = paired;
+  three.cluster_m = 3;
+  EXPECT_EQ(EmitCudaGemm(*gemm, three).status().code(), StatusCode::kInvalidArgument);
+  CudaGemmConfig narrow = paired;
+  narrow.block_n = 64;
+  EXPECT_EQ(EmitCudaGemm(*gemm, narrow).status().code(), StatusCode::kInvalidArgument);
+  CudaGemmConfig split = paired;
+  split.splits = 2;
+  EXPECT_EQ(EmitCudaGemm(*gemm, split).status().code(), StatusCode::kInvalidArgument);
+  Planned odd_rows = PlanText("  y = MatMul (x, w)\n", "g (bfloat16[1920,1024] x, bfloat16[1024,2048] w) => (bfloat16[1920,2048] y)");
+  auto odd = LowerOnlyGemm(odd_rows);
+  ASSERT_TRUE(odd.ok());
+  auto refused = EmitCudaGemm(*odd, paired);
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().ToString().find("15 rows of tiles"), std::string::npos) << refused.status().ToString();
+  EXPECT_FALSE(gemm_layout::ClustersFit(*odd, ResolveGemmConfig(*odd, {}), 2));
+  EXPECT_TRUE(gemm_layout::ClustersFit(*gemm, ResolveGemmConfig(*gemm, {}), 2));
 }
 
 TEST(CudaGemmEmitterTest, FewTilesSplitKAndTheLastUnitRunsTheEpilogue) {

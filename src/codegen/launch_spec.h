@@ -61,6 +61,10 @@ struct LaunchSpec {
   std::array<int64_t, 3> grid{1, 1, 1};
   std::array<int, 3> block{1, 1, 1};
   std::array<int, 3> cluster{1, 1, 1};
+  // The kernel walks its work by gridDim (a persistent grid of clusters): the launcher may
+  // launch fewer clusters, and does where fewer can be resident at once (a second wave of
+  // persistent clusters would double the time).
+  bool persistent_clusters = false;
   int64_t dynamic_shared_bytes = 0;
   // Device memory the kernel keeps to itself between launches (split-K partial sums and
   // tile counters): zeroed once when allocated, and every kernel leaves what must be zero

@@ -166,7 +166,7 @@ namespace {
 bool SameGemmConfig(const CudaGemmConfig& a, const CudaGemmConfig& b) {
   return a.pingpong.value_or(false) == b.pingpong.value_or(false) &&
          a.overlap_epilogue.value_or(false) == b.overlap_epilogue.value_or(false) && a.block_m == b.block_m && a.block_n == b.block_n &&
-         a.stages == b.stages && a.group_m == b.group_m && a.splits == b.splits;
+         a.stages == b.stages && a.group_m == b.group_m && a.splits == b.splits && a.cluster_m == b.cluster_m;
 }
 
 }  // namespace
@@ -199,12 +199,20 @@ GemmSearchSpace GemmCandidates(const GemmTemplateKernel& gemm, int sm_count) {
           continue;  // the rule's, or one listed already
         else space.candidates.push_back(c);
       }
+  // Each with clusters of two CTAs sharing B (multicast), where they fit.
+  const size_t single = space.candidates.size();
+  for (size_t i = 0; i < single; ++i) {
+    CudaGemmConfig paired = space.candidates[i];
+    if (paired.cluster_m != 1 || !gemm_layout::ClustersFit(gemm, paired, 2)) continue;
+    paired.cluster_m = 2;
+    space.candidates.push_back(paired);
+  }
   return space;
 }
 
 nlohmann::json GemmConfigToJson(const CudaGemmConfig& c) {
   return {{"pingpong", c.pingpong.value_or(false)}, {"overlap_epilogue", c.overlap_epilogue.value_or(false)}, {"block_m", c.block_m}, {"block_n", c.block_n},
-          {"stages", c.stages}, {"group_m", c.group_m}, {"splits", c.splits}};
+          {"stages", c.stages}, {"group_m", c.group_m}, {"splits", c.splits}, {"cluster_m", c.cluster_m}};
 }
 
 CudaGemmConfig GemmConfigFromJson(const nlohmann::json& j) {
@@ -216,6 +224,7 @@ CudaGemmConfig GemmConfigFromJson(const nlohmann::json& j) {
   c.stages = j.value("stages", c.stages);
   c.group_m = j.value("group_m", c.group_m);
   c.splits = j.value("splits", c.splits);
+  c.cluster_m = j.value("cluster_m", 1);  // configurations tuned before clusters had none
   return c;
 }
 

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "backend/cuda/nvrtc_compiler.h"
@@ -169,6 +170,10 @@ TEST(CudaSearchSpaceTest, GemmTemplateCandidatesAreValid) {
     sources.push_back(*source);
   }
   ExpectCompilesWithoutSpills(sources);
+  // Each candidate that can also runs as clusters of two sharing B.
+  EXPECT_TRUE(std::any_of(space.candidates.begin(), space.candidates.end(), [](const CudaGemmConfig& c) { return c.cluster_m == 2; }));
+  EXPECT_EQ(space.candidates.front().cluster_m, 1);
+  EXPECT_EQ(GemmConfigFromJson(nlohmann::json{{"block_n", 128}}).cluster_m, 1) << "a cache from before clusters";
 }
 
 TEST(CudaSearchSpaceTest, ConfigJsonRoundTrips) {

@@ -23,7 +23,7 @@ namespace tilefuse {
   X(cuStreamEndCapture) X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuGraphExecDestroy)            \
   X(cuGraphDestroy) X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime)        \
   X(cuEventDestroy) X(cuGetErrorString) X(cuGetErrorName) X(cuLaunchKernelEx) X(cuTensorMapEncodeTiled)       \
-  X(cuTensorMapEncodeIm2col)
+  X(cuTensorMapEncodeIm2col) X(cuOccupancyMaxActiveClusters)
 
 struct CudaDriverApi {
 #define TF_DECLARE_DRIVER_FUNCTION(name) decltype(&::name) name = nullptr;

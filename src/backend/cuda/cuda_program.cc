@@ -118,6 +118,7 @@ CudaGemmConfig RequestedGemmConfig(const GemmTemplateKernel& gemm, const CudaTar
   config.stages = target.overrides.gemm_stages;
   config.splits = target.overrides.gemm_splits;
   if (target.overrides.gemm_group_m > 0) config.group_m = target.overrides.gemm_group_m;
+  config.cluster_m = target.overrides.gemm_cluster_m;
   if (auto tuned = target.gemm_configs.find(GemmFingerprint(gemm)); tuned != target.gemm_configs.end()) config = tuned->second;
   config.sm_count = target.sm_count;
   // For comparison and diagnosis: TILEFUSE_GEMM_OVERLAP=0 keeps every epilogue in its main
@@ -129,6 +130,10 @@ CudaGemmConfig RequestedGemmConfig(const GemmTemplateKernel& gemm, const CudaTar
     overlapped.overlap_epilogue = true;
     if (ResolveGemmConfig(gemm, overlapped).splits == 1) config = overlapped;
   }
+  // TILEFUSE_GEMM_CLUSTER=2: clusters of two CTAs sharing B wherever the template can run them.
+  if (const char* cluster = std::getenv("TILEFUSE_GEMM_CLUSTER"); cluster != nullptr && std::string(cluster) == "2" &&
+                                                                   gemm_layout::ClustersFit(gemm, ResolveGemmConfig(gemm, config), 2))
+    config.cluster_m = 2;
   return config;
 }
 

@@ -106,7 +106,7 @@ struct TemplateOverrides {
   int attention_q_slots = 0;                   // CudaAttentionConfig::q_slots; 0: the rule
   std::optional<bool> gemm_pingpong;  // unset: the rule (ResolveGemmConfig)
   std::optional<bool> gemm_overlap_epilogue;  // unset: the rule
-  int gemm_block_n = 0, gemm_stages = 0, gemm_splits = 0, gemm_group_m = 0;  // CudaGemmConfig's; 0: the rule
+  int gemm_block_n = 0, gemm_stages = 0, gemm_splits = 0, gemm_group_m = 0, gemm_cluster_m = 0;  // CudaGemmConfig's; 0: the rule
   int row_cluster = 0;  // the row template's CudaKernelConfig::cluster (where it applies); 0: the rule
 };
 

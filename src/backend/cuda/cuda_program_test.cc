@@ -124,6 +124,32 @@ TEST(CudaGemmOverlapTest, ResidualEpiloguesOverlappedCompileForSm90aWithoutSpill
   unsetenv("TILEFUSE_GEMM_OVERLAP");
 }
 
+// With TILEFUSE_GEMM_CLUSTER=2 (the tuner's other choice), clusters of two CTAs share B tiles
+// wherever they fit: cooperative (overlapped epilogue) and ping-pong (residual) kernels and
+// the blocks' GEMMs compile without spills, and some kernel of each model is paired.
+TEST(CudaGemmClusterTest, ClustersSharingBCompileForSm90aWithoutSpills) {
+  setenv("TILEFUSE_GEMM_CLUSTER", "2", 1);
+  const std::string root = TILEFUSE_SOURCE_DIR;
+  for (const char* model : {"/bench/cases/gemm_residual_bf16_16384x4096x1024.onnxtxt", "/bench/cases/gemm_bias_gelu_bf16_16384x4096x1024.onnxtxt",
+                            "/bench/cases/mlp_block_bf16_8x2048x1024.onnxtxt", "/tests/gemm/gemm_cluster_ragged_bf16.onnxtxt"}) {
+    SCOPED_TRACE(model);
+    CompileForHopper(root + model, true);
+    auto graph = RunGraphPasses(std::move(ImportOnnx(root + model)->graph), PassOptions{});
+    ASSERT_TRUE(graph.ok());
+    CudaTarget target;
+    target.gemm = GemmPath::kTemplate;
+    auto plan = PlanFusionForCuda(*graph, PlannerOptions{}, target);
+    ASSERT_TRUE(plan.ok());
+    auto program = BuildCudaProgram(*graph, plan->plan, FindInlinedGenerators(*graph), "", {}, target);
+    ASSERT_TRUE(program.ok()) << program.status().ToString();
+    int paired = 0;
+    for (const CudaGroupProgram& g : program->groups)
+      if (g.mode == CudaGroupProgram::Mode::kGemmTemplate && g.kernel->source.launch.cluster[0] == 2) ++paired;
+    EXPECT_GE(paired, 1);
+  }
+  unsetenv("TILEFUSE_GEMM_CLUSTER");
+}
+
 // Attention as transformers' GPT-2, BERT and LLaMA have it, exported by both torch.onnx
 // exporters (tests/attention/exports/export.py): each is one attention group the template
 // takes, causal ones with their masked key blocks proven.

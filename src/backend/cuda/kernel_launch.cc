@@ -115,6 +115,15 @@ Status LaunchKernel(const CudaDevice& device, CUfunction function, const LaunchS
     cluster.value.clusterDim.z = spec.cluster[2];
     config.attrs = &cluster;
     config.numAttrs = 1;
+    if (spec.persistent_clusters) {
+      // As many clusters as can be resident at once, no more.
+      int resident = 0;
+      RETURN_IF_ERROR(device.Check(device.api().cuOccupancyMaxActiveClusters(&resident, function, &config),
+                                   "cuOccupancyMaxActiveClusters " + name));
+      if (resident < 1) return ResourceExhausted(fmt::format("{}: no cluster of {} CTAs fits on this GPU", name, spec.cluster[0] * spec.cluster[1] * spec.cluster[2]));
+      const int64_t most = int64_t{resident} * spec.cluster[0];
+      config.gridDimX = static_cast<unsigned>(std::min<int64_t>(config.gridDimX, most));
+    }
   }
   return device.Check(device.api().cuLaunchKernelEx(&config, function, params.data(), nullptr), "cuLaunchKernelEx " + name);
 }

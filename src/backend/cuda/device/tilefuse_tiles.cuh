@@ -6,6 +6,7 @@
 //   Barrier            an mbarrier in shared memory: arrive, expect bytes, wait on a phase
 //   Pipeline           the stage/phase bookkeeping of a multi-stage producer/consumer ring
 //   TmaLoad3d/5d       a tile from global memory into shared memory, completing on a barrier
+//   TmaLoad3dMulticast the same tile into every CTA of a cluster (GEMM's shared B tiles)
 //   TmaLoadIm2col4d    an implicit GEMM's A tile: im2col of an NHWC activation, by TMA
 //   TmaStore3d         a swizzled shared-memory tile to global memory, asynchronously
 //   SharedMatrix       wgmma shared-memory descriptors for 128-byte swizzled tiles, K-major
@@ -47,6 +48,22 @@ struct Barrier {
   }
   __device__ __forceinline__ void Arrive() {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(SharedAddress(&word)) : "memory");
+  }
+  // One arrival on this barrier's twin in CTA `rank` of the cluster (the same shared-memory
+  // offset there; this CTA's own with its own rank). The default CTA-scope release, as
+  // CUTLASS's cluster barriers arrive: what it orders is a slot's wgmma reads, complete
+  // before the arrival. A cluster-scope release compiles to MEMBAR.ALL.GPU before every
+  // arrival, and GEMMs whose consumers handed slots back that way took twice as long
+  // (H100, 2026-11-28).
+  __device__ __forceinline__ void ArriveInCluster(unsigned rank) {
+    asm volatile(
+        "{\n"
+        ".reg .b32 remote;\n"
+        "mapa.shared::cluster.u32 remote, %0, %1;\n"
+        "mbarrier.arrive.shared::cluster.b64 _, [remote];\n"
+        "}\n" ::"r"(SharedAddress(&word)),
+        "r"(rank)
+        : "memory");
   }
   // Waits until the phase with parity `phase` has completed.
   __device__ __forceinline__ void Wait(unsigned phase) {
@@ -90,6 +107,17 @@ TF_TILE void TmaLoad3d(void* shared_dst, const TensorMap& map, int c0, int c1, i
       "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];" ::"r"(
           SharedAddress(shared_dst)),
       "l"(&map), "r"(c0), "r"(c1), "r"(c2), "r"(SharedAddress(&barrier.word))
+      : "memory");
+}
+
+// The same tile into the same shared-memory offset of every CTA of the cluster in
+// `cta_mask` (bit r: CTA rank r), completing on each one's barrier at the offset of `barrier`.
+TF_TILE void TmaLoad3dMulticast(void* shared_dst, const TensorMap& map, int c0, int c1, int c2, Barrier& barrier,
+                                unsigned short cta_mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, %3, "
+      "%4}], [%5], %6;" ::"r"(SharedAddress(shared_dst)),
+      "l"(&map), "r"(c0), "r"(c1), "r"(c2), "r"(SharedAddress(&barrier.word)), "h"(cta_mask)
       : "memory");
 }
 

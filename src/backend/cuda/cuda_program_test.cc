@@ -134,7 +134,9 @@ TEST(CudaGemmClusterTest, ClustersSharingBCompileForSm90aWithoutSpills) {
                             "/bench/cases/mlp_block_bf16_8x2048x1024.onnxtxt", "/tests/gemm/gemm_cluster_ragged_bf16.onnxtxt"}) {
     SCOPED_TRACE(model);
     CompileForHopper(root + model, true);
-    auto graph = RunGraphPasses(std::move(ImportOnnx(root + model)->graph), PassOptions{});
+    auto imported = ImportOnnx(root + model);
+    ASSERT_TRUE(imported.ok()) << imported.status().ToString();
+    auto graph = RunGraphPasses(std::move(imported->graph), PassOptions{});
     ASSERT_TRUE(graph.ok());
     CudaTarget target;
     target.gemm = GemmPath::kTemplate;

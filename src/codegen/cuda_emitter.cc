@@ -867,9 +867,12 @@ class CudaEmitter {
         EmitReductionPass(static_cast<int>(r), ind);
       }
     }
-    // No CTA leaves while another may still read its totals.
-    if (c_.cluster > 1) out_ += ind + "tf_cluster_sync();\n";
+    // No CTA leaves while another may still read its totals: each arrives once it has read
+    // theirs, and waits for the others only after its stores (a whole barrier here held every
+    // CTA of the cluster until the slowest had read).
+    if (c_.cluster > 1) out_ += ind + "tf_cluster_arrive();\n";
     EmitRowStores(ind);
+    if (c_.cluster > 1) out_ += ind + "tf_cluster_wait();\n";
     out_ += "  }\n";
     if (staged_ >= 0) out_ += "  tf_cp_async_wait_all();  // no copy outlives the block\n";
   }

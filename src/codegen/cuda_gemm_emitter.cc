@@ -246,7 +246,7 @@ class GemmEmitter {
         "  const int warpgroup = threadIdx.x / 128;\n"
         "  const int cta_rank = kClusterM > 1 ? (int)tf_cluster_rank() : 0;\n"
         "  const int cluster_id = blockIdx.x / kClusterM, clusters = gridDim.x / kClusterM;\n"
-        "  // Tile `tile` of this CTA's: the cluster's tile pairs in grouped order, one row each.\n"
+        "  // This CTA's tile of the cluster's tile pair number `tile` (pairs in grouped order).\n"
         "  auto tile_at = [cta_rank](int tile) {\n"
         "    tf::TileCoordinates t = tf::TileAt<kTilesM / kClusterM, kTilesN, (kGroupM + kClusterM - 1) / kClusterM>(tile);\n"
         "    t.m = t.m * kClusterM + cta_rank;\n"

@@ -177,7 +177,7 @@ int Main(int argc, char** argv) {
     // A memory-bound case against a copy moving as many bytes too (half read, half written):
     // a short kernel cannot reach the large copy's rate, and neither can such a copy.
     if (flops == 0) {
-      StatusOr<double> copy_us = MeasureCopyMicroseconds(*device, static_cast<int64_t>(bytes / 2), repeats);
+      StatusOr<double> copy_us = MeasureSameSizeCopyMicroseconds(*device, bytes, repeats);
       if (copy_us.ok()) row.update({{"same_size_copy_us", *copy_us}, {"percent_of_same_size_copy", 100 * *copy_us / fused_us}});
       else row["same_size_copy_error"] = copy_us.status().ToString();
     }

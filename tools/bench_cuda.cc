@@ -158,7 +158,7 @@ Status BenchCuda(const BenchOptions& options) {
   double bytes = input_bytes;
   for (const Tensor& t : outputs) bytes += static_cast<double>(t.num_bytes());
 
-  ASSIGN_OR_RETURN(double same_size_copy_us, MeasureCopyMicroseconds(*device, std::max<int64_t>(256, static_cast<int64_t>(bytes / 2)), std::max(options.repeats, 10)));
+  ASSIGN_OR_RETURN(double same_size_copy_us, MeasureSameSizeCopyMicroseconds(*device, bytes, std::max(options.repeats, 10)));
 
   nlohmann::json j = {{"model", options.model}, {"backend", "cuda"}, {"device", (*device)->name()}, {"tuned", options.tune},
                       {"repeats", options.repeats}, {"warmup", options.warmup}, {"input_sets", input_sets}, {"bytes", bytes},

@@ -1,6 +1,7 @@
 #include "codegen/cuda_gemm_config.h"
 
 #include <algorithm>
+#include <fmt/format.h>
 
 #include "codegen/launch_spec.h"
 
@@ -95,8 +96,24 @@ int PrefetchedLoad(const GemmTemplateKernel& g, const CudaGemmConfig& c) {
   return c.overlap_epilogue.value_or(false) ? ResidualLoad(g) : -1;
 }
 
+Status CheckClusters(const GemmTemplateKernel& g, const CudaGemmConfig& c) {
+  if (c.cluster_m != 1 && c.cluster_m != 2) return InvalidArgument(fmt::format("{}: clusters of {} CTAs (need 1 or 2)", g.name, c.cluster_m));
+  if (c.cluster_m == 1) return Status::Ok();
+  // The pair splits B's 64-column boxes between them and walks tile pairs in lockstep.
+  if (c.splits > 1) return InvalidArgument(fmt::format("{}: clusters sharing B need one unit per tile, not split-K", g.name));
+  if (c.block_n % (64 * c.cluster_m) != 0)
+    return InvalidArgument(fmt::format("{}: block_n {} does not split into {} CTAs' 64-column boxes", g.name, c.block_n, c.cluster_m));
+  if (CeilDiv(g.rows, c.block_m) % c.cluster_m != 0)
+    return InvalidArgument(
+        fmt::format("{}: {} rows of tiles, not a multiple of the cluster's {}", g.name, CeilDiv(g.rows, c.block_m), c.cluster_m));
+  if (c.sm_count < c.cluster_m) return InvalidArgument(fmt::format("{}: {} SMs for clusters of {}", g.name, c.sm_count, c.cluster_m));
+  return Status::Ok();
+}
+
 bool ClustersFit(const GemmTemplateKernel& g, const CudaGemmConfig& c, int cluster) {
-  return cluster == 1 || (c.splits == 1 && c.block_n % (64 * cluster) == 0 && CeilDiv(g.rows, c.block_m) % cluster == 0 && c.sm_count >= cluster);
+  CudaGemmConfig paired = c;
+  paired.cluster_m = cluster;
+  return CheckClusters(g, paired).ok();
 }
 
 }  // namespace gemm_layout

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "codegen/gemm_template.h"
+#include "tilefuse/status.h"
 
 namespace tilefuse {
 
@@ -66,10 +67,13 @@ int StagedLoad(const GemmTemplateKernel& g, const CudaGemmConfig& c);  // the lo
 // The residual an overlapped epilogue reads from global memory, kPrefetchChunks ahead of the
 // chunk that uses it (into registers, while the main loop's wgmma run), or -1.
 int PrefetchedLoad(const GemmTemplateKernel& g, const CudaGemmConfig& c);
-constexpr int kPrefetchChunks = 2;
-// Whether clusters of `cluster` CTAs can share B tiles for `c` (resolved): one unit per
-// tile, B's 64-column boxes split evenly among them, the tile rows in whole clusters.
-bool ClustersFit(const GemmTemplateKernel& g, const CudaGemmConfig& c, int cluster);  // how far ahead; EpilogueChunks is a multiple of it
+constexpr int kPrefetchChunks = 2;  // how far ahead; EpilogueChunks is a multiple of it
+// Why `c.cluster_m` CTAs cannot share B tiles for `c` (resolved), or OK: clusters of 1 or 2,
+// one unit per tile, B's 64-column boxes split evenly among them, the tile rows in whole
+// clusters.
+Status CheckClusters(const GemmTemplateKernel& g, const CudaGemmConfig& c);
+// Whether clusters of `cluster` CTAs can share B tiles for `c` (resolved).
+bool ClustersFit(const GemmTemplateKernel& g, const CudaGemmConfig& c, int cluster);
 
 }  // namespace gemm_layout
 

@@ -90,18 +90,7 @@ class GemmEmitter {
     if (SharedBytes(c_, staged_ >= 0) > kSharedLimit)
       return InvalidArgument(
           fmt::format("{}: {} bytes of shared memory (the limit is {})", g_.name, SharedBytes(c_, staged_ >= 0), kSharedLimit));
-    if (c_.cluster_m != 1 && c_.cluster_m != 2)
-      return InvalidArgument(fmt::format("{}: clusters of {} CTAs (need 1 or 2)", g_.name, c_.cluster_m));
-    if (c_.cluster_m > 1) {
-      // The pair splits B's 64-column boxes between them and walks tile pairs in lockstep.
-      if (c_.splits > 1) return InvalidArgument(fmt::format("{}: clusters sharing B need one unit per tile, not split-K", g_.name));
-      if (c_.block_n % (64 * c_.cluster_m) != 0)
-        return InvalidArgument(fmt::format("{}: block_n {} does not split into {} CTAs' 64-column boxes", g_.name, c_.block_n, c_.cluster_m));
-      if (CeilDiv(g_.rows, c_.block_m) % c_.cluster_m != 0)
-        return InvalidArgument(fmt::format("{}: {} rows of tiles, not a multiple of the cluster's {}", g_.name, CeilDiv(g_.rows, c_.block_m),
-                                           c_.cluster_m));
-      if (c_.sm_count < c_.cluster_m) return InvalidArgument(fmt::format("{}: {} SMs for clusters of {}", g_.name, c_.sm_count, c_.cluster_m));
-    }
+    RETURN_IF_ERROR(CheckClusters(g_, c_));
     if (c_.group_m < 1 || c_.sm_count < 1) return InvalidArgument(fmt::format("{}: group_m and sm_count must be positive", g_.name));
     if (c_.splits < 1 || c_.splits > KSteps(g_))
       return InvalidArgument(fmt::format("{}: {} split-K units for {} steps of K", g_.name, c_.splits, KSteps(g_)));

@@ -29,6 +29,10 @@ StatusOr<double> MeasureCopyMicroseconds(CudaDevice* device, int64_t bytes, int 
   return us[us.size() / 2];
 }
 
+StatusOr<double> MeasureSameSizeCopyMicroseconds(CudaDevice* device, double moved_bytes, int repeats) {
+  return MeasureCopyMicroseconds(device, std::max<int64_t>(256, static_cast<int64_t>(moved_bytes / 2)), repeats);
+}
+
 StatusOr<double> MeasureCopyBandwidth(CudaDevice* device, int64_t bytes) {
   ASSIGN_OR_RETURN(double us, MeasureCopyMicroseconds(device, bytes, 20));
   return 2.0 * bytes / (us * 1e-6);

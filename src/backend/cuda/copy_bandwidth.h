@@ -16,4 +16,8 @@ StatusOr<double> MeasureCopyBandwidth(CudaDevice* device, int64_t bytes = int64_
 // than the 1 GiB copy's rate too (its ramp and tail weigh more).
 StatusOr<double> MeasureCopyMicroseconds(CudaDevice* device, int64_t bytes, int repeats);
 
+// MeasureCopyMicroseconds of a copy moving `moved_bytes` in all (read plus written, as the
+// benchmarks count a kernel's bytes): the best a kernel moving as many could take.
+StatusOr<double> MeasureSameSizeCopyMicroseconds(CudaDevice* device, double moved_bytes, int repeats);
+
 }  // namespace tilefuse

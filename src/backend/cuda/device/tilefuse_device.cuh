@@ -311,11 +311,14 @@ TFD unsigned tf_cluster_rank() {
 }
 // Every thread of every CTA of the cluster arrives; shared-memory writes before it are
 // visible to the cluster's reads after it.
-TFD void tf_cluster_sync() { asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory"); }
-// tf_cluster_sync in two halves, for work between them: this thread's arrival (its memory
-// accesses before it complete first), and the wait for every thread of the cluster.
+// In two halves, for work between them: this thread's arrival (its memory accesses before
+// it complete first), and the wait for every thread of the cluster.
 TFD void tf_cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory"); }
 TFD void tf_cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); }
+TFD void tf_cluster_sync() {
+  tf_cluster_arrive();
+  tf_cluster_wait();
+}
 // `shared` (a __shared__ variable) as CTA `rank` of the cluster holds it.
 template <typename T> TFD T tf_cluster_load(const T* shared, unsigned rank) {
   uint64_t remote;

@@ -96,13 +96,21 @@ if has gemm; then
            tests/gemm/gemm_overlap_one_step_f32_out_f16.onnxtxt; do
     memcheck_run "$m" --gemm template
   done
-  # Residual epilogues overlapped with the next main loop (a measurement switch, not the rule).
-  # Not the GPT block twins: their check fails the reference itself re-rounded by one ulp per
-  # node (bench/results/2026-11-27-gemm-overlap.md), so it cannot judge this form.
-  for m in tests/gemm/*residual*.onnxtxt bench/cases/check/gemm_residual*.onnxtxt bench/cases/check/mlp_block*.onnxtxt; do
-    TILEFUSE_GEMM_OVERLAP=1 check_run "$m --gemm template, residual overlapped" "$m" --gemm template
+  # Residual epilogues (overlapped by the rule, the residual through its ring) also in the main
+  # loop's tail, read from a TMA-staged tile, on cooperative and on ping-pong consumers (the
+  # tuner's other forms).
+  for m in tests/gemm/*residual*.onnxtxt bench/cases/check/gemm_residual*.onnxtxt bench/cases/check/mlp_block*.onnxtxt \
+           bench/cases/check/gpt_block*.onnxtxt; do
+    TILEFUSE_GEMM_OVERLAP=0 check_run "$m --gemm template, epilogue in the main loop's tail" "$m" --gemm template
+    TILEFUSE_GEMM_PINGPONG=1 check_run "$m --gemm template, ping-pong" "$m" --gemm template
   done
-  TILEFUSE_GEMM_OVERLAP=1 memcheck_run tests/gemm/gemm_overlap_residual_ragged_bf16.onnxtxt --gemm template
+  memcheck_run tests/gemm/gemm_overlap_residual_ragged_bf16.onnxtxt --gemm template
+  TILEFUSE_GEMM_PINGPONG=1 memcheck_run tests/gemm/gemm_residual_many_tiles_bf16.onnxtxt --gemm template
+  # The residual's ring with clusters of two sharing B (the ring is each CTA's own).
+  for m in tests/gemm/*residual*.onnxtxt; do
+    TILEFUSE_GEMM_CLUSTER=2 check_run "$m --gemm template, clusters of 2" "$m" --gemm template
+  done
+  TILEFUSE_GEMM_CLUSTER=2 memcheck_run tests/gemm/gemm_residual_many_tiles_bf16.onnxtxt --gemm template
   # Clusters of two CTAs sharing B tiles by multicast, wherever they fit (the tuner's choice).
   for m in tests/gemm/*.onnxtxt bench/cases/check/gemm_*.onnxtxt bench/cases/check/mlp_block*.onnxtxt bench/cases/check/gpt_block*.onnxtxt; do
     TILEFUSE_GEMM_CLUSTER=2 check_run "$m --gemm template, clusters of 2" "$m" --gemm template

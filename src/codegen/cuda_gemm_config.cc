@@ -25,11 +25,16 @@ int ConsumerRows(const CudaGemmConfig& c) { return c.pingpong.value_or(false) ? 
 int64_t StagingBytes(const CudaGemmConfig& c, bool staged) {
   return staged ? int64_t{Consumers(c)} * ConsumerRows(c) * c.block_n * 2 : 0;
 }
+int64_t ResidualRingBytes(const CudaGemmConfig& c, bool ringed) {
+  return ringed ? int64_t{kResidualSlots} * c.block_m * (c.block_n / EpilogueChunks(c)) * 2 : 0;
+}
 // The ring of stages, aligned to 1024 bytes (the swizzle pattern's period), the staging
-// tile, then the barriers (full and empty per stage, two ping-pong turns, two staged loads)
-// and split-K's "this unit finishes the tile" flag.
-int64_t SharedBytes(const CudaGemmConfig& c, bool staged) {
-  return 1024 + c.stages * StageBytes(c) + StagingBytes(c, staged) + 8 * (2 * c.stages + 5);
+// tile, the residual's ring, then the barriers (full and empty per stage, two ping-pong
+// turns, two staged loads, split-K's "this unit finishes the tile" flag, full and empty per
+// residual slot).
+int64_t SharedBytes(const CudaGemmConfig& c, bool staged, bool ringed) {
+  return 1024 + c.stages * StageBytes(c) + StagingBytes(c, staged) + ResidualRingBytes(c, ringed) +
+         8 * (2 * c.stages + 5 + (ringed ? 2 * kResidualSlots : 0));
 }
 
 int64_t KSteps(const GemmTemplateKernel& g) { return CeilDiv(g.k, kBlockK); }
@@ -53,11 +58,17 @@ static bool TileAccess(const GemmTemplateKernel& g, const Index& index, DType dt
   return (dtype == DType::kBF16 || dtype == DType::kF16) && AtProductPosition(g, index);
 }
 
+static int ResidualLoad(const GemmTemplateKernel& g);
+
 bool ProductMayBeHeldRounded(const GemmTemplateKernel& g) {
   const Kernel& k = g.epilogue;
-  for (const ScalarValue& value : k.values)
-    if (value.kind == ScalarValue::Kind::kLoad && k.buffers[value.buffer].node != g.product && k.buffers[value.buffer].elements > g.n)
+  const int residual = ResidualLoad(g);
+  for (size_t v = 0; v < k.values.size(); ++v) {
+    const ScalarValue& value = k.values[v];
+    if (value.kind == ScalarValue::Kind::kLoad && k.buffers[value.buffer].node != g.product && k.buffers[value.buffer].elements > g.n &&
+        static_cast<int>(v) != residual)
       return false;
+  }
   return true;
 }
 
@@ -92,7 +103,7 @@ int StagedLoad(const GemmTemplateKernel& g, const CudaGemmConfig& c) {
   return ResidualLoad(g);
 }
 
-int PrefetchedLoad(const GemmTemplateKernel& g, const CudaGemmConfig& c) {
+int RingedLoad(const GemmTemplateKernel& g, const CudaGemmConfig& c) {
   return c.overlap_epilogue.value_or(false) ? ResidualLoad(g) : -1;
 }
 
@@ -124,33 +135,25 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
   CudaGemmConfig c = requested;
   // A decode-like product (a few rows) wastes at most 64 rows of each tile, not 128.
   if (g.rows <= 64 && !c.pingpong.value_or(false)) c.block_m = 64;
-  // Ping-pong consumers (128 x 128 tiles, one consumer's epilogue behind the other's main
-  // loop) only where the epilogue waits on a staged load (a residual) after a short main
-  // loop (K <= 1024); elsewhere the wider cooperative tile wins now that the epilogue
-  // converts pairs in one instruction. Measured on an H100 (2026-11-24, µs, cooperative
-  // 128x256 / ping-pong 128x128 with 5 / 4 stages): 16384x4096x1024 bias+ReLU 195 / 233 /
-  // 206, bias+GELU 208 / 240 / 229, residual 248 / 239 / 220; 4096^3 bias+GELU 180 / 189 /
-  // 208, residual 187 / - / 208; the MLP block 422 / 455. (Before the pair conversion,
-  // 2026-11-23, the ping-pong tile won every epilogue that computed at K <= 1024 and every
-  // transcendental one.) Ping-pong needs two tiles per CTA to overlap anything; with fewer,
-  // one consumer would idle.
-  // (An overlapped epilogue asked for needs cooperative consumers.)
-  if (!c.pingpong)
-    c.pingpong = !c.overlap_epilogue.value_or(false) && StagedLoad(g, c) >= 0 && g.k <= 1024 && Tiles(g, c.block_m, 128) >= 2 * c.sm_count;
+  // Cooperative consumers. Ping-pong ones (128 x 128 tiles, one consumer's epilogue behind
+  // the other's main loop) were the rule for a residual after a short main loop (K <= 1024)
+  // until the cooperative tile's overlapped epilogue read it from a ring of its own: H200,
+  // 2026-11-28, µs, ping-pong 5 stages / overlapped 128x256 3 stages: residual
+  // 16384x4096x1024 200.2 / 191.3, 4096^3 179.8 / 175.3, the MLP block 388.3 / 382.1, the GPT
+  // block B8 783.0 / 774.4. Elsewhere the wider cooperative tile had won since 2026-11-24
+  // (H100, cooperative 128x256 / ping-pong 128x128 at 5 / 4 stages: 16384x4096x1024
+  // bias+ReLU 195 / 233 / 206, bias+GELU 208 / 240 / 229; 4096^3 bias+GELU 180 / 189 / 208;
+  // the MLP block 422 / 455). The tuner still tries ping-pong tiles.
+  c.pingpong = c.pingpong.value_or(false);
   if (c.block_n == 0) {
     c.block_n = 64;
     // The widest tile that still gives every SM a tile (and whose accumulators fit: 128
     // registers per thread), unless a narrower one pads fewer columns: N = 384 (ConvNeXt's
     // first MLP) computes 512 columns in 256-column tiles, 384 in 128-column ones.
     auto padded = [&](int n) { return CeilDiv(g.n, n) * n; };
-    // An overlapped epilogue reading a residual ahead over tiles with edges: at 256 columns
-    // the edge tests' registers spill (tests/gemm/gemm_residual_many_tiles_bf16: 40 bytes).
-    auto residual_spills = [&](int n) {
-      return n > 128 && c.overlap_epilogue.value_or(false) && ResidualLoad(g) >= 0 && (g.rows % c.block_m != 0 || g.n % n != 0);
-    };
-    for (int n : {256, 128})
+      for (int n : {256, 128})
       if (g.n >= n && ConsumerRows(c) * n <= 64 * 256 && Tiles(g, c.block_m, n) >= c.sm_count &&
-          (c.block_n == 64 || padded(n) < padded(c.block_n)) && !residual_spills(n))
+          (c.block_n == 64 || padded(n) < padded(c.block_n)))
         c.block_n = n;
   }
   if (c.splits == 0) {
@@ -168,14 +171,11 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
     }
   }
   // The epilogue overlapped with the next tile's main loop wherever it can be (cooperative
-  // consumers, one unit per tile, no residual): the tensor cores no longer wait for it
-  // (H200, 2026-11-27, µs: 16384x4096x1024 bias+ReLU 192 -> 183, bias+GELU 206 -> 193, the
-  // MLP block 410 -> 399, the GPT block 835 -> 817). A residual keeps the epilogue in the
-  // main loop's tail, read from a TMA-staged tile: overlapped (read ahead from global memory,
-  // TILEFUSE_GEMM_OVERLAP=1) it gained 2% on the residual GEMMs alone and nothing on the MLP
-  // and GPT blocks (H100, same day), and the GPT blocks' twins then fail their f64 check —
-  // as a legitimate re-rounding of the reference itself does (1 ulp per node: 1.6-2.4x the
-  // tolerance), so those twins cannot judge it either way.
+  // consumers, one unit per tile, nothing read but vectors and a residual tile): the tensor
+  // cores no longer wait for it (H200, 2026-11-27, µs: 16384x4096x1024 bias+ReLU 192 -> 183,
+  // bias+GELU 206 -> 193, the MLP block 410 -> 399, the GPT block 835 -> 817). A residual
+  // comes by TMA into a ring of its own, chunk by chunk (RingedLoad; numbers above). It is
+  // added to the product held rounded to the MatMul's own type, as the graph computes it.
   if (!c.overlap_epilogue) c.overlap_epilogue = !*c.pingpong && c.splits == 1 && ProductMayBeHeldRounded(g);
   // Single CTAs. Clusters of two sharing B tiles by multicast measured within 3% of them
   // either way (H100, 2026-11-28, us, single / paired: 16384x4096x1024 bias+GELU 196.2 /
@@ -183,14 +183,14 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
   // 1349 / 1366; the MLP block 406.7 / 402.0): the tuner tries them.
   if (c.cluster_m == 0) c.cluster_m = 1;
   if (c.stages == 0) {
-    const bool staged = StagedStore(g) >= 0;
+    const bool staged = StagedStore(g) >= 0, ringed = RingedLoad(g, c) >= 0;
     c.stages = 2;
     CudaGemmConfig deeper = c;
     // As many as fit, at most 6. Ping-pong tiles stopped at 4 while 5 (what fits with a
     // staged store) measured 8-13% slower on the 16384x4096x1024 epilogues (H100,
     // 2026-11-24); since the later kernel changes 5 is the faster: the residual there 229-236
     // -> 217 us (H100, 2026-11-28), 213 -> 202 (H200, tuned, 2026-11-28).
-    for (deeper.stages = 3; deeper.stages <= 6 && SharedBytes(deeper, staged) <= kSharedLimit; ++deeper.stages) c.stages = deeper.stages;
+    for (deeper.stages = 3; deeper.stages <= 6 && SharedBytes(deeper, staged, ringed) <= kSharedLimit; ++deeper.stages) c.stages = deeper.stages;
   }
   return c;
 }

@@ -50,7 +50,9 @@ int64_t StageBytes(const CudaGemmConfig& c);                          // one rin
 int Consumers(const CudaGemmConfig& c);      // consumer warpgroups
 int ConsumerRows(const CudaGemmConfig& c);   // output rows each computes per tile
 int64_t StagingBytes(const CudaGemmConfig& c, bool staged);  // the epilogue's TMA-store tiles
-int64_t SharedBytes(const CudaGemmConfig& c, bool staged);   // dynamic shared memory in all
+// An overlapped epilogue's residual ring: kResidualSlots chunks of block_m rows.
+int64_t ResidualRingBytes(const CudaGemmConfig& c, bool ringed);
+int64_t SharedBytes(const CudaGemmConfig& c, bool staged, bool ringed);  // dynamic shared memory in all
 int64_t KSteps(const GemmTemplateKernel& g);                          // steps of kBlockK along K
 // An overlapped epilogue's parts, one per main-loop step: a power of two dividing the tile's
 // block_n / 8 column groups, at most 16.
@@ -59,15 +61,17 @@ int64_t StepsPerSplit(const GemmTemplateKernel& g, const CudaGemmConfig& c);
 int64_t CounterBytes(const GemmTemplateKernel& g, const CudaGemmConfig& c);  // split-K's tile counters
 int64_t ScratchBytes(const GemmTemplateKernel& g, const CudaGemmConfig& c);  // counters + partial tiles
 // Whether the rule overlaps the epilogue, holding the product rounded to its half-precision
-// type meanwhile: the epilogue reads nothing else of more than N elements (a bias or scale
-// vector, not a residual; ResolveGemmConfig says why).
+// type meanwhile: the epilogue reads nothing else of more than N elements (bias or scale
+// vectors) but a residual tile that its ring can bring (RingedLoad).
 bool ProductMayBeHeldRounded(const GemmTemplateKernel& g);
 int StagedStore(const GemmTemplateKernel& g);  // the store written by TMA from shared memory, or -1
 int StagedLoad(const GemmTemplateKernel& g, const CudaGemmConfig& c);  // the load TMA brings in, or -1
-// The residual an overlapped epilogue reads from global memory, kPrefetchChunks ahead of the
-// chunk that uses it (into registers, while the main loop's wgmma run), or -1.
-int PrefetchedLoad(const GemmTemplateKernel& g, const CudaGemmConfig& c);
-constexpr int kPrefetchChunks = 2;  // how far ahead; EpilogueChunks is a multiple of it
+// The residual an overlapped epilogue reads from a ring of its own in shared memory, or -1:
+// the producer brings each epilogue chunk's columns of it by TMA, up to kResidualSlots
+// chunks ahead of the consumers (the staging tile still holds the previous tile's output
+// while the next is computed, so it cannot take the residual's tile).
+int RingedLoad(const GemmTemplateKernel& g, const CudaGemmConfig& c);
+constexpr int kResidualSlots = 4;
 // Why `c.cluster_m` CTAs cannot share B tiles for `c` (resolved), or OK: clusters of 1 or 2,
 // one unit per tile, B's 64-column boxes split evenly among them, the tile rows in whole
 // clusters.

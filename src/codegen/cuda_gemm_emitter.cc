@@ -20,7 +20,7 @@ constexpr int kProducerRegisters = 40, kConsumerRegisters = 232;
 class GemmEmitter {
  public:
   GemmEmitter(const GemmTemplateKernel& g, const CudaGemmConfig& c)
-      : g_(g), c_(c), staged_(StagedStore(g)), staged_load_(StagedLoad(g, c)), prefetched_load_(PrefetchedLoad(g, c)) {}
+      : g_(g), c_(c), staged_(StagedStore(g)), staged_load_(StagedLoad(g, c)), ringed_load_(RingedLoad(g, c)) {}
 
   StatusOr<CudaKernelSource> Run() {
     RETURN_IF_ERROR(Validate());
@@ -54,6 +54,11 @@ class GemmEmitter {
       const KernelBuffer& in = g_.epilogue.buffers[g_.epilogue.values[staged_load_].buffer];
       s.launch.args.push_back({LaunchArg::Kind::kTensorMap, in.node, TileMap(in), 0});
     }
+    if (ringed_load_ >= 0) {
+      out_ += ", const __grid_constant__ tf::TensorMap map_residual";
+      const KernelBuffer& in = g_.epilogue.buffers[g_.epilogue.values[ringed_load_].buffer];
+      s.launch.args.push_back({LaunchArg::Kind::kTensorMap, in.node, ResidualChunkMap(in), 0});
+    }
     for (size_t b = 0; b < g_.epilogue.buffers.size(); ++b) {
       const KernelBuffer& buf = g_.epilogue.buffers[b];
       if (buf.node == g_.product && !buf.is_output) continue;  // read from the accumulators
@@ -70,7 +75,7 @@ class GemmEmitter {
     EmitProducer();
     EmitConsumer();
     out_ += "}\n";
-    FinishTemplateSource(s, std::move(out_), SharedBytes(c_, staged_ >= 0));
+    FinishTemplateSource(s, std::move(out_), SharedBytes(c_, staged_ >= 0, ringed_load_ >= 0));
     s.launch.cluster = {cluster, 1, 1};
     s.launch.persistent_clusters = cluster > 1;
     s.launch.scratch_bytes = ScratchBytes(g_, c_);
@@ -87,9 +92,8 @@ class GemmEmitter {
       return InvalidArgument(fmt::format("{}: {} x {} accumulators per consumer (at most 64 x 256 fit in registers)", g_.name,
                                          ConsumerRows(c_), c_.block_n));
     if (c_.stages < 2) return InvalidArgument(fmt::format("{}: {} stages (need at least 2)", g_.name, c_.stages));
-    if (SharedBytes(c_, staged_ >= 0) > kSharedLimit)
-      return InvalidArgument(
-          fmt::format("{}: {} bytes of shared memory (the limit is {})", g_.name, SharedBytes(c_, staged_ >= 0), kSharedLimit));
+    const int64_t shared = SharedBytes(c_, staged_ >= 0, ringed_load_ >= 0);
+    if (shared > kSharedLimit) return InvalidArgument(fmt::format("{}: {} bytes of shared memory (the limit is {})", g_.name, shared, kSharedLimit));
     RETURN_IF_ERROR(CheckClusters(g_, c_));
     if (c_.group_m < 1 || c_.sm_count < 1) return InvalidArgument(fmt::format("{}: group_m and sm_count must be positive", g_.name));
     if (c_.splits < 1 || c_.splits > KSteps(g_))
@@ -97,9 +101,6 @@ class GemmEmitter {
     if (c_.splits > 1 && *c_.pingpong) return InvalidArgument(fmt::format("{}: split-K needs cooperative consumers", g_.name));
     if (*c_.overlap_epilogue && (*c_.pingpong || c_.splits > 1))
       return InvalidArgument(fmt::format("{}: an overlapped epilogue needs cooperative consumers without split-K", g_.name));
-    if (prefetched_load_ >= 0 && EpilogueChunks(c_) % kPrefetchChunks != 0)
-      return InvalidArgument(fmt::format("{}: {} epilogue chunks, not a multiple of the residual's {} prefetched", g_.name,
-                                         EpilogueChunks(c_), kPrefetchChunks));
     if (c_.splits > 1 && Tiles(g_, c_.block_m, c_.block_n) * 4 > kScratchCounterBytes)
       return InvalidArgument(fmt::format("{}: split-K over more tiles than the scratch memory's counter region holds", g_.name));
     return Status::Ok();
@@ -182,6 +183,13 @@ class GemmEmitter {
   // The staged output (or staged load) as [batch][rows][N]: boxes of 64 rows × 64 columns.
   TensorMapArg TileMap(const KernelBuffer& buffer) const { return MatrixMap(buffer.node, buffer.dtype, g_.batch, g_.rows, g_.n, 64, 64); }
   TensorMapArg OutputMap() const { return TileMap(g_.epilogue.buffers[g_.epilogue.stores[staged_].buffer]); }
+  // The residual as [batch][rows][N] in boxes of one epilogue chunk: block_m rows × the
+  // chunk's 8 or 16 columns, unswizzled (16 or 32 bytes a row).
+  TensorMapArg ResidualChunkMap(const KernelBuffer& buffer) const {
+    TensorMapArg m = MatrixMap(buffer.node, buffer.dtype, g_.batch, g_.rows, g_.n, c_.block_m, c_.block_n / EpilogueChunks(c_));
+    m.swizzle_128b = false;
+    return m;
+  }
 
   void EmitSetup(int consumers) {
     int64_t largest = g_.rows * g_.batch * g_.n;
@@ -202,6 +210,15 @@ class GemmEmitter {
         "  constexpr int kClusterM = {}, kUnits = kTiles / kClusterM * kSplits;\n",
         c_.cluster_m);
     out_ += fmt::format("  constexpr int kGroupM = {};\n  constexpr int kStaging = {};\n", c_.group_m, StagingBytes(c_, staged_ >= 0));
+    if (*c_.overlap_epilogue)
+      out_ += fmt::format("  constexpr int kChunks = {};  // the overlapped epilogue's parts, one per main-loop step\n", EpilogueChunks(c_));
+    if (ringed_load_ >= 0)
+      out_ += fmt::format(
+          "  // The residual's ring: kResidualSlots chunks of kBM rows x kChunkCols columns, filled by the\n"
+          "  // producer ahead of the overlapped epilogue's chunks.\n"
+          "  constexpr int kChunkCols = kBN / kChunks, kResidualSlots = {};\n"
+          "  constexpr int kResidualSlotBytes = kBM * kChunkCols * 2;\n",
+          kResidualSlots);
     out_ += fmt::format("  constexpr int kPingPong = {}, kConsumerRows = {}, kMBlocks = kConsumerRows / 64;\n", *c_.pingpong ? 1 : 0,
                         ConsumerRows(c_));
     out_ +=
@@ -210,12 +227,23 @@ class GemmEmitter {
         "  unsigned char* shared = tf_shared_raw + ((1024 - (tf::SharedAddress(tf_shared_raw) & 1023)) & 1023);\n"
         "  unsigned short* tile_a = (unsigned short*)shared;                // [stage][kBM][kBK], 128-byte swizzle\n"
         "  unsigned short* tile_b = tile_a + kStages * kBM * kBK;          // [stage][kBN / 64][kBK][64]\n"
-        "  unsigned char* staging = (unsigned char*)(tile_b + kStages * kBN * kBK);  // [consumer][kBN / 64][64][64], swizzled\n"
-        "  tf::Barrier* full = (tf::Barrier*)(staging + kStaging);\n"
+        "  unsigned char* staging = (unsigned char*)(tile_b + kStages * kBN * kBK);  // [consumer][kBN / 64][64][64], swizzled\n";
+    if (ringed_load_ >= 0)
+      out_ +=
+          "  unsigned char* residual_ring = staging + kStaging;  // [slot][kBM][kChunkCols]\n"
+          "  tf::Barrier* full = (tf::Barrier*)(residual_ring + kResidualSlots * kResidualSlotBytes);\n";
+    else
+      out_ += "  tf::Barrier* full = (tf::Barrier*)(staging + kStaging);\n";
+    out_ +=
         "  tf::Barrier* empty = full + kStages;\n"
         "  tf::Barrier* turn = empty + kStages;  // ping-pong: turn[c] completes when consumer c may run its next main loop\n"
         "  tf::Barrier* tile_in = turn + 2;      // tile_in[c]: consumer c's staged load has landed\n"
-        "  volatile int* finishes_tile = (volatile int*)(tile_in + 2);  // split-K: this unit runs the epilogue\n"
+        "  volatile int* finishes_tile = (volatile int*)(tile_in + 2);  // split-K: this unit runs the epilogue\n";
+    if (ringed_load_ >= 0)
+      out_ +=
+          "  tf::Barrier* residual_full = tile_in + 3;  // a residual slot's chunk has landed\n"
+          "  tf::Barrier* residual_empty = residual_full + kResidualSlots;  // every consumer warp has read it\n";
+    out_ +=
         "  if (threadIdx.x == 0) {\n"
         "    for (int s = 0; s < kStages; ++s) {\n"
         "      full[s].Init(1);\n"
@@ -226,7 +254,14 @@ class GemmEmitter {
         "    turn[0].Init(1);\n"
         "    turn[1].Init(1);\n"
         "    tile_in[0].Init(1);\n"
-        "    tile_in[1].Init(1);\n"
+        "    tile_in[1].Init(1);\n";
+    if (ringed_load_ >= 0)
+      out_ +=
+          "    for (int s = 0; s < kResidualSlots; ++s) {\n"
+          "      residual_full[s].Init(1);\n"
+          "      residual_empty[s].Init(kConsumers * 4);\n"
+          "    }\n";
+    out_ +=
         "    tf::FenceBarrierInit();\n"
         "  }\n"
         "  // The cluster's barriers are initialised before any CTA's copy or arrival reaches them.\n"
@@ -248,35 +283,74 @@ class GemmEmitter {
         "  if (warpgroup == 0) {{  // producer: one thread keeps the ring full\n"
         "    tf::Warpgroup::ShrinkRegisters<{}>();\n"
         "    if (threadIdx.x != 0) return;\n"
-        "    tf::Pipeline<kStages> ring;\n"
-        "    for (int unit = cluster_id; unit < kUnits; unit += clusters) {{\n"
-        "      const tf::TileCoordinates t = tile_at(unit / kSplits);\n"
-        "      const int k_begin = unit % kSplits * kSplitSteps, k_end = min(kKSteps, k_begin + kSplitSteps);\n"
-        "      for (int ks = k_begin; ks < k_end; ++ks, ring.Advance()) {{\n"
-        "        empty[ring.stage].Wait(ring.phase ^ 1);\n"
-        "        full[ring.stage].ArriveExpectingBytes(kStageBytes);\n"
-        "{}"
-        "        if (kClusterM > 1) {{  // this CTA's share of B's boxes, to every CTA of the cluster\n"
-        "          constexpr int kShare = kBN / 64 / kClusterM;\n"
-        "#pragma unroll\n"
-        "          for (int box = cta_rank * kShare; box < (cta_rank + 1) * kShare; ++box)\n"
-        "            tf::TmaLoad3dMulticast(tile_b + ring.stage * kBN * kBK + box * kBK * 64, map_b, t.n * kBN + box * 64, ks * kBK,\n"
-        "                                   t.batch, full[ring.stage], (unsigned short)((1 << kClusterM) - 1));\n"
-        "        }} else {{\n"
-        "#pragma unroll\n"
-        "          for (int box = 0; box < kBN / 64; ++box)\n"
-        "            tf::TmaLoad3d(tile_b + ring.stage * kBN * kBK + box * kBK * 64, map_b, t.n * kBN + box * 64, ks * kBK, t.batch,\n"
-        "                          full[ring.stage]);\n"
-        "        }}\n"
-        "      }}\n"
-        "    }}\n"
+        "    tf::Pipeline<kStages> ring;\n",
+        kProducerRegisters);
+    if (ringed_load_ < 0) {
+      out_ +=
+          "    for (int unit = cluster_id; unit < kUnits; unit += clusters) {\n"
+          "      const tf::TileCoordinates t = tile_at(unit / kSplits);\n"
+          "      const int k_begin = unit % kSplits * kSplitSteps, k_end = min(kKSteps, k_begin + kSplitSteps);\n"
+          "      for (int ks = k_begin; ks < k_end; ++ks, ring.Advance()) {\n" +
+          ProducerStep() +
+          "      }\n"
+          "    }\n";
+    } else {
+      // The consumers run the held tile's epilogue chunk c beside the next tile's main-loop
+      // step c: the chunk's residual goes into its slot just before that step's operands.
+      out_ +=
+          "    tf::Pipeline<kResidualSlots> residual;\n"
+          "    // Chunk `chunk` of tile h's residual into the next slot, once the consumers have read it.\n"
+          "    auto load_residual = [&](const tf::TileCoordinates& h, int chunk) {\n"
+          "      residual_empty[residual.stage].Wait(residual.phase ^ 1);\n"
+          "      residual_full[residual.stage].ArriveExpectingBytes(kResidualSlotBytes);\n"
+          "      tf::TmaLoad3d(residual_ring + residual.stage * kResidualSlotBytes, map_residual, h.n * kBN + chunk * kChunkCols, h.m * kBM,\n"
+          "                    h.batch, residual_full[residual.stage]);\n"
+          "      residual.Advance();\n"
+          "    };\n"
+          "    tf::TileCoordinates held = {};\n"
+          "    bool holding = false;  // the consumers hold a tile whose epilogue runs during this one's main loop\n"
+          "    for (int unit = cluster_id; unit < kUnits; unit += clusters) {\n"
+          "      const tf::TileCoordinates t = tile_at(unit / kSplits);\n"
+          "      const int k_begin = unit % kSplits * kSplitSteps, k_end = min(kKSteps, k_begin + kSplitSteps);\n"
+          "      for (int ks = k_begin, chunk = 0; ks < k_end || (holding && chunk < kChunks); ++chunk) {\n"
+          "        if (holding && chunk < kChunks) load_residual(held, chunk);\n"
+          "        if (ks >= k_end) continue;\n" +
+          ProducerStep() +
+          "        ++ks;\n"
+          "        ring.Advance();\n"
+          "      }\n"
+          "      held = t;\n"
+          "      holding = true;\n"
+          "    }\n"
+          "    // The last tile's epilogue runs in a pass of its own.\n"
+          "    if (holding)\n"
+          "      for (int chunk = 0; chunk < kChunks; ++chunk) load_residual(held, chunk);\n";
+    }
+    out_ +=
         "    // The other CTAs' consumers hand this CTA's slots back, and its copies land in theirs:\n"
         "    // it stays until every slot it filled is handed back by every consumer of the cluster.\n"
         "    if (kClusterM > 1)\n"
         "      for (int s = 0; s < kStages; ++s, ring.Advance()) empty[ring.stage].Wait(ring.phase ^ 1);\n"
         "    return;\n"
-        "  }}\n",
-        kProducerRegisters, LoadA());
+        "  }\n";
+  }
+  // One step's operands into the ring's next slot, once every consumer has handed it back.
+  std::string ProducerStep() const {
+    return "        empty[ring.stage].Wait(ring.phase ^ 1);\n"
+           "        full[ring.stage].ArriveExpectingBytes(kStageBytes);\n" +
+           LoadA() +
+           "        if (kClusterM > 1) {  // this CTA's share of B's boxes, to every CTA of the cluster\n"
+           "          constexpr int kShare = kBN / 64 / kClusterM;\n"
+           "#pragma unroll\n"
+           "          for (int box = cta_rank * kShare; box < (cta_rank + 1) * kShare; ++box)\n"
+           "            tf::TmaLoad3dMulticast(tile_b + ring.stage * kBN * kBK + box * kBK * 64, map_b, t.n * kBN + box * 64, ks * kBK,\n"
+           "                                   t.batch, full[ring.stage], (unsigned short)((1 << kClusterM) - 1));\n"
+           "        } else {\n"
+           "#pragma unroll\n"
+           "          for (int box = 0; box < kBN / 64; ++box)\n"
+           "            tf::TmaLoad3d(tile_b + ring.stage * kBN * kBK + box * kBK * 64, map_b, t.n * kBN + box * 64, ks * kBK, t.batch,\n"
+           "                          full[ring.stage]);\n"
+           "        }\n";
   }
 
   void EmitConsumer() {
@@ -303,7 +377,6 @@ class GemmEmitter {
           "  // (held[mb][j * 2 + h] is d[mb][j * 4 + h * 2 + e] for e = 0, 1), wait here while this\n"
           "  // tile's first kChunks steps run their epilogue, one chunk of columns per step. A last\n"
           "  // pass without a tile of its own finishes the last tile held.\n"
-          "  constexpr int kChunks = {};\n"
           "  unsigned held[kMBlocks][kBN / 4];\n"
           "  tf::TileCoordinates held_t = {{}};\n"
           "  bool holding = false;\n"
@@ -323,12 +396,7 @@ class GemmEmitter {
           "        if (issued) {{\n"
           "{}{}"
           "        }}\n",
-          EpilogueChunks(c_),
-          prefetched_load_ >= 0 ? fmt::format("  // The residual's column pairs of the chunks {0} ahead, slot chunk % {0}: loaded while the\n"
-                                              "  // main loop's wgmma run, used {0} chunks later.\n"
-                                              "  unsigned ahead[{0}][kMBlocks][kBN / 8 / kChunks * 2];\n",
-                                              kPrefetchChunks)
-                                : "",
+          ringed_load_ >= 0 ? "  tf::Pipeline<kResidualSlots> residual;  // the residual ring's slot for the next chunk\n" : "",
           MainLoopStepIssue("          "), MainLoopStepRetire("          "));
     else
       out_ +=
@@ -339,15 +407,16 @@ class GemmEmitter {
           "    if (kPingPong && (consumer == 1 || main_loops > 0)) turn[consumer].Wait((consumer == 1 ? main_loops : main_loops - 1) & 1);\n"
           "    int previous = -1, ks = k_begin;\n";
     if (overlap) {
+      if (ringed_load_ >= 0)
+        out_ +=
+            "        residual_full[residual.stage].Wait(residual.phase);  // the chunk's residual has landed\n"
+            "        const unsigned char* residual_chunk = residual_ring + residual.stage * kResidualSlotBytes;\n";
       EmitEpilogue("held_t", "", /*chunked=*/true);
-      if (prefetched_load_ >= 0)
-        out_ += fmt::format(
-            "        // The residual of the chunk {0} ahead: this tile's, or past its last chunk the next one's.\n"
-            "        if (chunk + {0} < kChunks) {{\n{1}"
-            "        }} else if (has_tile) {{\n{2}"
-            "        }}\n",
-            kPrefetchChunks, PrefetchResidual("held_t", fmt::format("chunk + {}", kPrefetchChunks), "chunk", "          "),
-            PrefetchResidual("t", fmt::format("chunk + {} - kChunks", kPrefetchChunks), "chunk", "          "));
+      if (ringed_load_ >= 0)
+        out_ +=
+            "        __syncwarp();\n"
+            "        if (lane == 0) residual_empty[residual.stage].Arrive();  // this warp has read the slot\n"
+            "        residual.Advance();\n";
       out_ += "        if (issued) {\n          ++ks;\n          ring.Advance();\n        }\n      }\n";
       EmitEpilogueStore("      ", "held_t");
       out_ += "    }\n";
@@ -364,15 +433,8 @@ class GemmEmitter {
           "#pragma unroll\n" +
           fmt::format("      for (int i = 0; i < kBN / 4; ++i) held[mb][i] = tf::tf_pack2_{}(d[mb][2 * i], d[mb][2 * i + 1]);\n",
                       DTypeName(g_.dtype)) +
-          "    held_t = t;\n";
-      if (prefetched_load_ >= 0) {
-        // The first tile held had no tile before it to load its first chunks' residual.
-        out_ += "    if (!holding) {\n";
-        for (int chunk = 0; chunk < kPrefetchChunks; ++chunk)
-          out_ += PrefetchResidual("t", std::to_string(chunk), std::to_string(chunk), "      ");
-        out_ += "    }\n";
-      }
-      out_ += "    holding = true;\n";
+          "    held_t = t;\n"
+          "    holding = true;\n";
     } else {
       EmitEpilogue("t", "main_loops & 1", /*chunked=*/false);
       if (staged_ >= 0) EmitEpilogueStore("    ", "t");
@@ -504,7 +566,7 @@ class GemmEmitter {
   void EmitEpilogue(const std::string& tile, const std::string& load_parity, bool chunked) {
     const Kernel& k = g_.epilogue;
     const bool staged = staged_ >= 0;
-    TF_CHECK(!chunked || staged_load_ < 0);  // an overlapped epilogue's residual is prefetched, not staged
+    TF_CHECK(!chunked || staged_load_ < 0);  // an overlapped epilogue's residual comes through its ring
     // The overlapped loop's body sits three levels deeper.
     const std::string in = chunked ? "        " : "    ";
     std::string wait;  // for the staging tile, before the first write to it
@@ -542,6 +604,11 @@ class GemmEmitter {
           "    unsigned* staged_pair = (unsigned*)(my_staging + (mb * (kBN / 64) + col_in_tile / 64) * 64 * 128 +\n"
           "                                        tf::Swizzle128(warp * 16 + lane / 4 + 8 * h, (col_in_tile % 64) * 2));\n";
     if (staged_load_ >= 0) head += "    const unsigned loaded_pair = *staged_pair;\n";
+    if (ringed_load_ >= 0)
+      head +=
+          "    // The same column pair in the residual's chunk: kBM rows of kChunkCols columns.\n"
+          "    const unsigned residual_pair = *(const unsigned*)(residual_chunk + ((consumer * 64 + mb * 64 + warp * 16 + lane / 4 + 8 * h) *\n"
+          "                                                      kChunkCols + (j - chunk * (kBN / 8 / kChunks)) * 8 + (lane % 4) * 2) * 2);\n";
     head += fmt::format(
         "#pragma unroll\n"
         "    for (int e = 0; e < 2; ++e) {{\n"
@@ -560,10 +627,9 @@ class GemmEmitter {
     if (staged_load_ >= 0)
       given[staged_load_] = fmt::format("tf_cvt_{}((unsigned short)(loaded_pair >> (16 * e)))",
                                         DTypeName(k.buffers[k.values[staged_load_].buffer].dtype));
-    if (prefetched_load_ >= 0)
-      given[prefetched_load_] =
-          fmt::format("tf_cvt_{}((unsigned short)(ahead[chunk % {}][mb][(j - chunk * (kBN / 8 / kChunks)) * 2 + h] >> (16 * e)))",
-                      DTypeName(k.buffers[k.values[prefetched_load_].buffer].dtype), kPrefetchChunks);
+    if (ringed_load_ >= 0)
+      given[ringed_load_] = fmt::format("tf_cvt_{}((unsigned short)(residual_pair >> (16 * e)))",
+                                        DTypeName(k.buffers[k.values[ringed_load_].buffer].dtype));
     std::vector<int> roots;
     for (const KernelStore& s : k.stores) roots.push_back(s.value);
     const std::vector<std::string> vars = {"row", "col"};
@@ -579,27 +645,6 @@ class GemmEmitter {
       tail += fmt::format("    *staged_pair = tf::tf_pack2_{}(staged[0], staged[1]);\n", DTypeName(k.buffers[k.stores[staged_].buffer].dtype));
     tail += "  }\n";
     out_ += Indent(tail, in);
-  }
-
-  // The overlapped epilogue's residual for chunk `chunk` of tile `tile` into slot `slot` %
-  // kPrefetchChunks of `ahead`: each thread's column pairs, as the chunk's loop reads them.
-  std::string PrefetchResidual(const std::string& tile, const std::string& chunk, const std::string& slot,
-                               const std::string& indent) const {
-    const int buffer = g_.epilogue.values[prefetched_load_].buffer;
-    return Indent(fmt::format("#pragma unroll\n"
-                              "for (int mb = 0; mb < kMBlocks; ++mb)\n"
-                              "#pragma unroll\n"
-                              "  for (int jj = 0; jj < kBN / 8 / kChunks; ++jj)\n"
-                              "#pragma unroll\n"
-                              "    for (int h = 0; h < 2; ++h) {{\n"
-                              "      const int row_in_batch = {0}.m * kBM + consumer * 64 + mb * 64 + warp * 16 + lane / 4 + 8 * h;\n"
-                              "      const int col = {0}.n * kBN + 8 * (({1}) * (kBN / 8 / kChunks) + jj) + (lane % 4) * 2;\n"
-                              "      const bool inside = kNoEdges || (row_in_batch < kRows && col < kN);\n"
-                              "      ahead[({2}) % {3}][mb][jj * 2 + h] =\n"
-                              "          inside ? __ldg((const unsigned*)(b{4} + ((tf_index_t){0}.batch * kRows + row_in_batch) * kN + col)) : 0u;\n"
-                              "    }}\n",
-                              tile, chunk, slot, kPrefetchChunks, buffer),
-                  indent);
   }
 
   // The staged store's tile, out by TMA once every thread of the consumer has written it.
@@ -626,7 +671,7 @@ class GemmEmitter {
   CudaGemmConfig c_;
   int staged_;       // the store written through shared memory and TMA (-1: every store direct)
   int staged_load_;  // the load read from the staging tile, brought by TMA (-1: none)
-  int prefetched_load_;  // the load read from registers filled ahead (PrefetchedLoad; -1: none)
+  int ringed_load_;  // the load read from the residual's ring in shared memory (RingedLoad; -1: none)
   std::string out_;
 };
 

@@ -61,7 +61,8 @@ TEST(CudaGemmEmitterTest, BiasReluEpilogueReadsTheBiasByColumnAndStoresThroughTm
   EXPECT_EQ(source->launch.block[0], 384);
 }
 
-// The kernel's skeleton as text: producer, consumers, epilogue and their order. The residual
+// The kernel's skeleton as text, on ping-pong consumers (the tuner's form; the rule's
+// overlapped one is below): producer, consumers, epilogue and their order. The residual
 // (map_in) is requested halfway through the main loop, once the previous tile's store has read
 // the staging tile. The output (b3) is written only through the staging tile and TMA, never
 // directly.
@@ -71,7 +72,9 @@ TEST(CudaGemmEmitterTest, GeluResidualKernelReadsAsTheTemplateSays) {
       "g (bfloat16[2048,1024] x, bfloat16[1024,4096] w, bfloat16[4096] b, bfloat16[2048,4096] r) => (bfloat16[2048,4096] y)");
   auto gemm = LowerOnlyGemm(p);
   ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
-  auto source = EmitCudaGemm(*gemm);
+  CudaGemmConfig pingpong;
+  pingpong.pingpong = true;
+  auto source = EmitCudaGemm(*gemm, pingpong);
   ASSERT_TRUE(source.ok()) << source.status().ToString();
   EXPECT_TRUE(MatchesChecks(source->function, R"(
     CHECK: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
@@ -132,8 +135,8 @@ TEST(CudaGemmEmitterTest, OverlappedEpilogueRunsInChunksDuringTheNextMainLoop) {
   ASSERT_TRUE(source.ok()) << source.status().ToString();
   EXPECT_NE(source->strategy.find("epilogue overlapping the next main loop"), std::string::npos) << source->strategy;
   EXPECT_TRUE(MatchesChecks(source->function, R"(
-    CHECK: kPingPong = 0
     CHECK: constexpr int kChunks = 16;
+    CHECK: kPingPong = 0
     CHECK: unsigned held[kMBlocks][kBN / 4];
     CHECK: for (int unit = first_unit; unit < kUnits || holding; unit += unit_step, ++main_loops) {
     CHECK: k_end = has_tile ? min(kKSteps, k_begin + kSplitSteps) : k_begin;
@@ -182,22 +185,29 @@ TEST(CudaGemmEmitterTest, OverlappedEpilogueRunsInChunksDuringTheNextMainLoop) {
   split.overlap_epilogue = true;
   EXPECT_EQ(EmitCudaGemm(*gemm, split).status().code(), StatusCode::kInvalidArgument);
 
-  // A residual: not overlapped by the rule (ProductMayBeHeldRounded).
+  // A residual tile is overlapped by the rule (its ring brings it); a residual TMA cannot bring
+  // (f32) keeps the epilogue in the main loop's tail (ProductMayBeHeldRounded).
   Planned residual = PlanText("  p = MatMul (x, w)\n  y = Add (p, r)\n",
                               "g (bfloat16[2048,1024] x, bfloat16[1024,4096] w, bfloat16[2048,4096] r) => (bfloat16[2048,4096] y)");
   auto with_residual = LowerOnlyGemm(residual);
   ASSERT_TRUE(with_residual.ok());
-  CudaGemmConfig cooperative;
-  cooperative.pingpong = false;
-  EXPECT_FALSE(*ResolveGemmConfig(*with_residual, cooperative).overlap_epilogue);
+  const CudaGemmConfig residual_rule = ResolveGemmConfig(*with_residual, {});
+  EXPECT_FALSE(*residual_rule.pingpong);
+  EXPECT_TRUE(*residual_rule.overlap_epilogue);
+  EXPECT_GE(gemm_layout::RingedLoad(*with_residual, residual_rule), 0);
+  Planned wide = PlanText("  p = MatMul (x, w)\n  pf = Cast <to = 1> (p)\n  y = Add (pf, r)\n",
+                          "g (bfloat16[2048,1024] x, bfloat16[1024,4096] w, float[2048,4096] r) => (float[2048,4096] y)");
+  auto with_f32_residual = LowerOnlyGemm(wide);
+  ASSERT_TRUE(with_f32_residual.ok()) << with_f32_residual.status().ToString();
+  EXPECT_FALSE(*ResolveGemmConfig(*with_f32_residual, {}).overlap_epilogue);
 }
 
-// Asked for, an overlapped epilogue with a residual reads it from global memory
-// kPrefetchChunks (2) chunks ahead into registers (the staging tile still holds the previous
-// tile's output then, so no TMA load): a chunk uses the slot filled that many chunks
-// before and refills it, the last chunks of a tile fill the next tile's first ones, and
-// the first tile held fills its own first chunks once.
-TEST(CudaGemmEmitterTest, OverlappedEpilogueReadsTheResidualChunksAhead) {
+// Asked for, an overlapped epilogue with a residual reads it from a ring of its own (the
+// staging tile still holds the previous tile's output then): the producer brings chunk c of
+// the held tile's residual by TMA just before the next tile's step c, and after its last
+// tile the last one's chunks; each chunk waits for its slot, reads its column pairs there
+// and hands the slot back warp by warp.
+TEST(CudaGemmEmitterTest, OverlappedEpilogueReadsTheResidualFromItsRing) {
   Planned residual = PlanText("  p = MatMul (x, w)\n  y = Add (p, r)\n",
                               "g (bfloat16[2048,1024] x, bfloat16[1024,4096] w, bfloat16[2048,4096] r) => (bfloat16[2048,4096] y)");
   auto gemm = LowerOnlyGemm(residual);
@@ -206,33 +216,44 @@ TEST(CudaGemmEmitterTest, OverlappedEpilogueReadsTheResidualChunksAhead) {
   asked.overlap_epilogue = true;
   const CudaGemmConfig c = ResolveGemmConfig(*gemm, asked);
   EXPECT_FALSE(*c.pingpong) << "the rule's ping-pong tiles for a residual at K <= 1024 give way to the overlap asked for";
+  EXPECT_EQ(c.block_n, 256);
   EXPECT_EQ(gemm_layout::StagedLoad(*gemm, c), -1);
-  EXPECT_GE(gemm_layout::PrefetchedLoad(*gemm, c), 0);
+  EXPECT_GE(gemm_layout::RingedLoad(*gemm, c), 0);
+  EXPECT_EQ(gemm_layout::ResidualRingBytes(c, true), 4 * 128 * 16 * 2);
+  EXPECT_LE(gemm_layout::SharedBytes(c, true, true), gemm_layout::kSharedLimit);
   auto source = EmitCudaGemm(*gemm, asked);
   ASSERT_TRUE(source.ok()) << source.status().ToString();
-  EXPECT_EQ(source->function.find("map_in"), std::string::npos) << "no TMA load of the residual";
+  EXPECT_EQ(source->function.find("map_in"), std::string::npos) << "no staged load";
   EXPECT_EQ(source->function.find("tile_in[consumer].Wait"), std::string::npos);
+  ASSERT_GE(source->launch.args.size(), 4u);
+  ASSERT_EQ(source->launch.args[3].kind, LaunchArg::Kind::kTensorMap) << "A, B, the output, then the residual";
+  const TensorMapArg& map = source->launch.args[3].map;
+  EXPECT_EQ(map.box[0], 16) << "one chunk's columns";
+  EXPECT_EQ(map.box[1], 128);
+  EXPECT_FALSE(map.swizzle_128b);
+  EXPECT_EQ(source->launch.dynamic_shared_bytes, gemm_layout::SharedBytes(c, true, true));
   EXPECT_TRUE(MatchesChecks(source->function, R"(
-    CHECK: unsigned ahead[2][kMBlocks][kBN / 8 / kChunks * 2];
+    CHECK: const __grid_constant__ tf::TensorMap map_residual
+    CHECK: constexpr int kChunks = 16;
+    CHECK: constexpr int kChunkCols = kBN / kChunks, kResidualSlots = 4;
+    CHECK: unsigned char* residual_ring = staging + kStaging;
+    CHECK: residual_empty[s].Init(kConsumers * 4);
+    CHECK: auto load_residual = [&](const tf::TileCoordinates& h, int chunk) {
+    CHECK-NEXT: residual_empty[residual.stage].Wait(residual.phase ^ 1);
+    CHECK: tf::TmaLoad3d(residual_ring + residual.stage * kResidualSlotBytes, map_residual, h.n * kBN + chunk * kChunkCols, h.m * kBM,
+    CHECK: for (int ks = k_begin, chunk = 0; ks < k_end || (holding && chunk < kChunks); ++chunk) {
+    CHECK-NEXT: if (holding && chunk < kChunks) load_residual(held, chunk);
+    CHECK: if (holding)
+    CHECK-NEXT: for (int chunk = 0; chunk < kChunks; ++chunk) load_residual(held, chunk);
     CHECK: for (int chunk = 0; chunk < kChunks; ++chunk) {
+    CHECK: residual_full[residual.stage].Wait(residual.phase);
     CHECK: if (local == 0) tf::TmaStoreWaitRead();
     CHECK: const float acc = tf_cvt_bf16((unsigned short)(held[mb][j * 2 + h] >> (16 * e)));
-    CHECK: tf_cvt_bf16((unsigned short)(ahead[chunk % 2][mb][(j - chunk * (kBN / 8 / kChunks)) * 2 + h] >> (16 * e)))
+    CHECK: tf_cvt_bf16((unsigned short)(residual_pair >> (16 * e)))
     CHECK: *staged_pair =
-    CHECK: if (chunk + 2 < kChunks) {
-    CHECK: const int row_in_batch = held_t.m * kBM + consumer * 64
-    CHECK: const int col = held_t.n * kBN + 8 * ((chunk + 2) * (kBN / 8 / kChunks) + jj)
-    CHECK: ahead[(chunk) % 2][mb][jj * 2 + h] =
-    CHECK-NEXT: inside ? __ldg((const unsigned*)(b1 + ((tf_index_t)held_t.batch * kRows + row_in_batch) * kN + col)) : 0u;
-    CHECK: } else if (has_tile) {
-    CHECK: const int col = t.n * kBN + 8 * ((chunk + 2 - kChunks) * (kBN / 8 / kChunks) + jj)
-    CHECK: if (issued) {
-    CHECK-NEXT: ++ks;
+    CHECK: if (lane == 0) residual_empty[residual.stage].Arrive();
+    CHECK-NEXT: residual.Advance();
     CHECK: held_t = t;
-    CHECK-NEXT: if (!holding) {
-    CHECK: ahead[(0) % 2]
-    CHECK: ahead[(1) % 2]
-    CHECK: holding = true;
   )"));
 }
 

@@ -187,14 +187,14 @@ GemmSearchSpace GemmCandidates(const GemmTemplateKernel& gemm, int sm_count) {
         requested.block_n = block_n;
         requested.stages = stages;
         const CudaGemmConfig c = ResolveGemmConfig(gemm, requested);
-        // An overlapped epilogue needs one unit per tile; a residual's stays in the main loop's
-        // tail (ResolveGemmConfig says why).
+        // An overlapped epilogue needs one unit per tile, and reads only vectors and a residual
+        // tile (ProductMayBeHeldRounded).
         if (c.overlap_epilogue.value_or(false) && (c.splits > 1 || !gemm_layout::ProductMayBeHeldRounded(gemm))) continue;
         const std::string name = fmt::format("{} {}x{}, {} stages", consumers == 0 ? "ping-pong" : consumers == 1 ? "cooperative" : "cooperative, overlapped epilogue",
                                              c.block_m, c.block_n, c.stages);
         if (block_n > 64 && gemm.n < block_n) space.pruned.push_back(name + ": wider than the product's " + std::to_string(gemm.n) + " columns");
         else if (gemm_layout::ConsumerRows(c) * c.block_n > 64 * 256) space.pruned.push_back(name + ": accumulators past 128 registers a thread");
-        else if (gemm_layout::SharedBytes(c, staged) > gemm_layout::kSharedLimit) space.pruned.push_back(name + ": shared memory past 227 KB");
+        else if (gemm_layout::SharedBytes(c, staged, gemm_layout::RingedLoad(gemm, c) >= 0) > gemm_layout::kSharedLimit) space.pruned.push_back(name + ": shared memory past 227 KB");
         else if (std::any_of(space.candidates.begin(), space.candidates.end(), [&](const CudaGemmConfig& o) { return SameGemmConfig(o, c); }))
           continue;  // the rule's, or one listed already
         else space.candidates.push_back(c);

@@ -130,6 +130,11 @@ CudaGemmConfig RequestedGemmConfig(const GemmTemplateKernel& gemm, const CudaTar
     overlapped.overlap_epilogue = true;
     if (ResolveGemmConfig(gemm, overlapped).splits == 1) config = overlapped;
   }
+  // TILEFUSE_GEMM_PINGPONG=1: ping-pong consumers (whole tiles in turn, no overlapped epilogue).
+  if (SwitchedOn("TILEFUSE_GEMM_PINGPONG")) {
+    config.pingpong = true;
+    config.overlap_epilogue = false;
+  }
   // TILEFUSE_GEMM_CLUSTER=2: clusters of two CTAs sharing B wherever the template can run them.
   if (const char* cluster = std::getenv("TILEFUSE_GEMM_CLUSTER"); cluster != nullptr && std::string(cluster) == "2" &&
                                                                    gemm_layout::ClustersFit(gemm, ResolveGemmConfig(gemm, config), 2))

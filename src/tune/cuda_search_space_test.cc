@@ -136,9 +136,10 @@ TEST(CudaSearchSpaceTest, TransposedPointwiseCandidatesAreValid) {
   }
 }
 
-// The GEMM template's candidates for a residual epilogue (a staged store and a staged load):
-// the rule's first, no two alike, every one emitted and compiled for sm_90a without spills,
-// and the configuration survives the tuning cache's JSON.
+// The GEMM template's candidates for a residual epilogue (a staged store; the residual staged
+// by TMA, or through the overlapped epilogue's ring): the rule's first (overlapped), ping-pong
+// and cooperative ones after it, no two alike, every one emitted and compiled for sm_90a
+// without spills, and the configuration survives the tuning cache's JSON.
 TEST(CudaSearchSpaceTest, GemmTemplateCandidatesAreValid) {
   auto imported = ImportOnnx(std::string(TILEFUSE_SOURCE_DIR) + "/bench/cases/gemm_residual_bf16_16384x4096x1024.onnxtxt");
   ASSERT_TRUE(imported.ok()) << imported.status().ToString();
@@ -170,6 +171,10 @@ TEST(CudaSearchSpaceTest, GemmTemplateCandidatesAreValid) {
     sources.push_back(*source);
   }
   ExpectCompilesWithoutSpills(sources);
+  EXPECT_TRUE(*space.candidates.front().overlap_epilogue) << "the residual through its ring";
+  EXPECT_TRUE(std::any_of(space.candidates.begin(), space.candidates.end(), [](const CudaGemmConfig& c) { return *c.pingpong; }));
+  EXPECT_TRUE(std::any_of(space.candidates.begin(), space.candidates.end(),
+                          [](const CudaGemmConfig& c) { return !*c.pingpong && !*c.overlap_epilogue; }));
   // Each candidate that can also runs as clusters of two sharing B.
   EXPECT_TRUE(std::any_of(space.candidates.begin(), space.candidates.end(), [](const CudaGemmConfig& c) { return c.cluster_m == 2; }));
   EXPECT_EQ(space.candidates.front().cluster_m, 1);

@@ -34,11 +34,12 @@ class GemmEmitter {
     // A persistent grid of whole clusters, at most one CTA an SM.
     const int cluster = c_.cluster_m;
     s.work_blocks = cluster * std::min<int64_t>(c_.sm_count / cluster, Tiles(g_, c_.block_m, c_.block_n) / cluster * c_.splits);
-    s.strategy = fmt::format("gemm template {}x{}x{}, {} stages, {}{}{}{}{}", c_.block_m, c_.block_n, kBlockK, c_.stages,
+    s.strategy = fmt::format("gemm template {}x{}x{}, {} stages, {}{}{}{}{}{}", c_.block_m, c_.block_n, kBlockK, c_.stages,
                              *c_.pingpong ? "ping-pong consumers" : "cooperative consumers",
                              cluster > 1 ? fmt::format(", clusters of {} sharing B by multicast", cluster) : "",
-                             *c_.overlap_epilogue ? ", epilogue overlapping the next main loop" : "", staged_ >= 0 ? ", TMA store" : "",
-                             c_.splits > 1 ? fmt::format(", split-K x{}", c_.splits) : "");
+                             *c_.overlap_epilogue ? ", epilogue overlapping the next main loop" : "",
+                             ringed_load_ >= 0 ? ", residual by TMA into its ring" : staged_load_ >= 0 ? ", residual staged by TMA" : "",
+                             staged_ >= 0 ? ", TMA store" : "", c_.splits > 1 ? fmt::format(", split-K x{}", c_.splits) : "");
     out_ = WgmmaFunction(wgmma, c_.block_n, g_.dtype, /*b_mn_major=*/true);
     out_ += fmt::format("extern \"C\" __global__ void __launch_bounds__({}, 1) {}(const __grid_constant__ tf::TensorMap map_a, "
                         "const __grid_constant__ tf::TensorMap map_b",

@@ -774,11 +774,15 @@ class CudaEmitter {
           out_ += fmt::format("  __shared__ {0} scratch_sum_{0}[32];\n", AccumulatorType(k_.reductions[r]));
           break;
         }
-      // Each reduction's block total, where the cluster's other CTAs read it (a slot per
-      // reduction: none is overwritten while another CTA may still read it).
+      // Each reduction's exchange across the cluster: every CTA's block total (the online
+      // pair's max and sum together) in a slot per CTA, and the barrier counting them in.
       if (c_.cluster > 1)
-        for (size_t r = 0; r < k_.reductions.size(); ++r)
-          out_ += fmt::format("  __shared__ {} cluster_total{};\n", AccumulatorType(k_.reductions[r]), r);
+        for (size_t r = 0; r < k_.reductions.size(); ++r) {
+          if (std::find(online_sum_.begin(), online_sum_.end(), static_cast<int>(r)) != online_sum_.end()) continue;  // the pair's
+          const int words = (online_sum_[r] >= 0 ? 2 : 1) * (AccumulatorType(k_.reductions[r]) == "float" ? 1 : 2);
+          out_ += fmt::format("  __shared__ __align__(16) unsigned cluster_slots{}[{}];\n  __shared__ unsigned long long cluster_bar{};\n", r,
+                              c_.cluster * words, r);
+        }
     }
     const std::vector<int> cached = c_.cache_row ? CachedRowLoads() : std::vector<int>{};
     staged_ = StagedLoad(cached);
@@ -797,6 +801,11 @@ class CudaEmitter {
       out_ += fmt::format("  constexpr int kCluster = {0};\n  constexpr tf_index_t kSlice = kInner / kCluster;\n", c_.cluster);
       out_ += "  const int lane = threadIdx.x;\n  const tf_index_t slice_begin = (tf_index_t)tf_cluster_rank() * kSlice;\n";
       out_ += "  const tf_index_t i0 = blockIdx.x / kCluster;\n  if (i0 < kRows) {\n";
+      out_ += "    if (threadIdx.x == 0) {\n";
+      for (size_t r = 0; r < k_.reductions.size(); ++r)
+        if (std::find(online_sum_.begin(), online_sum_.end(), static_cast<int>(r)) == online_sum_.end())
+          out_ += fmt::format("      tf_exchange_init(&cluster_bar{});\n", r);
+      out_ += "    }\n    tf_exchange_start();  // the cluster waits for it before its first exchange\n";
     } else if (staged_ >= 0) {
       out_ += "  const int lane = threadIdx.x;\n"
               "  // Each thread's chunks of its block's next row, copied in while this row computes.\n"
@@ -867,12 +876,9 @@ class CudaEmitter {
         EmitReductionPass(static_cast<int>(r), ind);
       }
     }
-    // No CTA leaves while another may still read its totals: each arrives once it has read
-    // theirs, and waits for the others only after its stores (a whole barrier here held every
-    // CTA of the cluster until the slowest had read).
-    if (c_.cluster > 1) out_ += ind + "tf_cluster_arrive();\n";
+    // (A cluster's CTAs exchanged their totals into each other's slots: none reads another's
+    // memory now, so none waits for the others before its stores.)
     EmitRowStores(ind);
-    if (c_.cluster > 1) out_ += ind + "tf_cluster_wait();\n";
     out_ += "  }\n";
     if (staged_ >= 0) out_ += "  tf_cp_async_wait_all();  // no copy outlives the block\n";
   }
@@ -932,7 +938,8 @@ class CudaEmitter {
     const int tpr = c_.threads_per_row;
     if (tpr == 32) out_ += fmt::format("{}acc{} = tf_warp_reduce<32, {}>(acc{});\n", ind, r, op, r);
     else if (tpr > 32) out_ += fmt::format("{}acc{} = tf_block_reduce<{}, {}>(acc{}, scratch_{});\n", ind, r, c_.threads, op, r, acc_type);
-    if (c_.cluster > 1) out_ += fmt::format("{0}acc{1} = tf_cluster_reduce<kCluster, {2}>(acc{1}, &cluster_total{1});\n", ind, r, op);
+    if (c_.cluster > 1)
+      out_ += ClusterStarted(ind) + fmt::format("{0}acc{1} = tf_cluster_reduce<kCluster, {2}>(acc{1}, cluster_slots{1}, &cluster_bar{1});\n", ind, r, op);
     int value = accumulator_value_.at(r);
     std::string finished = traits.divides_by_count ? fmt::format("acc{} / {}({})", r, acc_type, red.count) : fmt::format("acc{}", r);
     out_ += fmt::format("{}const {} {} = ({})({});\n", ind, ComputeType(red.dtype), Name(value), ComputeType(red.dtype), finished);
@@ -979,13 +986,22 @@ class CudaEmitter {
     if (tpr == 32) out_ += fmt::format("{}tf_warp_reduce_max_sum<32>(acc{}, acc{});\n", ind, max_r, sum_r);
     else out_ += fmt::format("{0}tf_block_reduce_max_sum<{1}>(acc{2}, acc{3}, scratch_{4}, scratch_sum_{4});\n", ind, c_.threads, max_r, sum_r, t);
     if (c_.cluster > 1)
-      out_ += fmt::format("{0}tf_cluster_reduce_max_sum<kCluster>(acc{1}, acc{2}, &cluster_total{1}, &cluster_total{2});\n", ind, max_r, sum_r);
+      out_ += ClusterStarted(ind) +
+              fmt::format("{0}tf_cluster_reduce_max_sum<kCluster>(acc{1}, acc{2}, cluster_slots{1}, &cluster_bar{1});\n", ind, max_r, sum_r);
     out_ += fmt::format(
         "{0}// As the two passes give: with a max of -inf every exp(-inf - -inf) is NaN.\n"
         "{0}if (acc{1} == -INFINITY) acc{2} = NAN;\n"
         "{0}const {3} {4} = ({3})(acc{1});\n{0}const {5} {6} = ({5})(acc{2});\n",
         ind, max_r, sum_r, ComputeType(max_red.dtype), Name(max_value), ComputeType(sum_red.dtype), Name(sum_value));
     row_done_[sum_value] = true;
+  }
+
+  // Before a row kernel's first exchange across the cluster: every CTA has initialised its
+  // barriers (tf_exchange_start at the top).
+  std::string ClusterStarted(const std::string& ind) {
+    if (cluster_started_) return "";
+    cluster_started_ = true;
+    return ind + "tf_cluster_wait();  // every CTA of the cluster has started (its barriers ready)\n";
   }
 
   void EmitRowStores(const std::string& ind) {
@@ -1044,6 +1060,7 @@ class CudaEmitter {
   // Per reduction: the sum reduction computed in its pass (EmitOnlineMaxAndSum), or -1.
   std::vector<int> online_sum_;
   bool online_ = false;
+  bool cluster_started_ = false;
   int staged_ = -1;  // StagedLoad: the load whose next row is prefetched, or -1
   // The lane form: whether the kernel took it, its uniform values and (while its vector loop
   // is printed) the values held as arrays.

@@ -1,6 +1,8 @@
 // The CUDA row template's long-row forms on a GPU against the f64 reference: the online max
 // and sum (codegen/cuda_emitter: EmitOnlineMaxAndSum), a row shared by the CTAs of a cluster
-// (CudaKernelConfig::cluster; the pair combined across it by tf_cluster_reduce_max_sum) and a block per SM prefetching its next row, on rows made to reach their edges: every value -inf,
+// (CudaKernelConfig::cluster; the pair combined across it by tf_cluster_reduce_max_sum, other
+// totals by tf_cluster_reduce, each exchanged into every CTA's slots) and a block per SM
+// prefetching its next row, on rows made to reach their edges: every value -inf,
 // one +inf, one NaN, some -inf among finite values, a max that keeps growing along the row
 // (each chunk rescales the sum), and values whose exp overflows f32. Needs a GPU; skipped
 // without one, and run by scripts/gpu-check.sh.
@@ -19,9 +21,9 @@
 namespace tilefuse {
 namespace {
 
-Graph LogSumExpAndSoftmax(int64_t rows, int64_t columns) {
+Graph LogSumExpAndSoftmax(int64_t rows, int64_t columns, DType dtype = DType::kF32) {
   GraphBuilder b;
-  Value x = b.Parameter("x", DType::kF32, {rows, columns});
+  Value x = b.Parameter("x", dtype, {rows, columns});
   Value row_max = b.Reduce(OpCode::kReduceMax, x, {1}, true);
   Value row_sum = b.Reduce(OpCode::kReduceSum, b.Unary(OpCode::kExp, b.Sub(x, row_max)), {1}, true);
   b.Output(b.Add(b.Unary(OpCode::kLog, row_sum), row_max), "lse");
@@ -33,9 +35,24 @@ Graph LogSumExpAndSoftmax(int64_t rows, int64_t columns) {
   return std::move(passed).value();
 }
 
+// Two reductions in a row, each its own exchange across a cluster: a layer norm's mean and
+// variance.
+Graph LayerNormRows(int64_t rows, int64_t columns, DType dtype) {
+  GraphBuilder b;
+  Value x = b.Parameter("x", dtype, {rows, columns});
+  Value centered = b.Sub(x, b.Reduce(OpCode::kReduceMean, x, {1}, true));
+  Value variance = b.Reduce(OpCode::kReduceMean, b.Mul(centered, centered), {1}, true);
+  b.Output(b.Div(centered, b.Unary(OpCode::kSqrt, b.AddScalar(variance, 1e-5))), "y");
+  auto graph = b.Build();
+  EXPECT_TRUE(graph.ok()) << graph.status().ToString();
+  auto passed = RunGraphPasses(std::move(graph).value(), PassOptions{});
+  EXPECT_TRUE(passed.ok()) << passed.status().ToString();
+  return std::move(passed).value();
+}
+
 // Rows 0-6 reach the edges; any further rows are random.
-Tensor EdgeRows(int64_t rows, int64_t columns) {
-  Tensor x = Tensor::Random(DType::kF32, {rows, columns}, 71);
+Tensor EdgeRows(int64_t rows, int64_t columns, DType dtype = DType::kF32) {
+  Tensor x = Tensor::Random(dtype, {rows, columns}, 71);
   const double inf = std::numeric_limits<double>::infinity();
   auto at = [&](int64_t row, int64_t column) { return row * columns + column; };
   for (int64_t c = 0; c < columns; ++c) {
@@ -95,6 +112,35 @@ INSTANTIATE_TEST_SUITE_P(LongRows, CudaLongRowTest,
                            return std::to_string(info.param.rows) + "x" + std::to_string(info.param.columns) + "_cluster" +
                                   std::to_string(info.param.cluster);
                          });
+
+// The exchange's other word counts: f64 pairs (four words a CTA), and single totals of one
+// (f32) and two (f64) words, two exchanges in one row, over clusters of 2 and 4.
+TEST(CudaClusterExchangeTest, F64PairsAndSingleTotalsMatchTheReference) {
+  auto device = CudaDevice::Get();
+  if (!device.ok()) GTEST_SKIP() << "no GPU: " << device.status().ToString() << "; the cluster exchanges not run";
+  struct Case {
+    Graph graph;
+    Tensor input;
+    int cluster;
+    const char* must_contain;
+  };
+  std::vector<Case> cases;
+  cases.push_back({LogSumExpAndSoftmax(7, 40000, DType::kF64), EdgeRows(7, 40000, DType::kF64), 2, "tf_cluster_reduce_max_sum<kCluster>"});
+  cases.push_back({LayerNormRows(5, 40000, DType::kF32), Tensor::Random(DType::kF32, {5, 40000}, 72), 4, "tf_cluster_reduce<kCluster"});
+  cases.push_back({LayerNormRows(5, 40000, DType::kF64), Tensor::Random(DType::kF64, {5, 40000}, 73), 2, "tf_cluster_reduce<kCluster"});
+  for (Case& c : cases) {
+    SCOPED_TRACE(c.must_contain + std::string(" over ") + std::to_string(c.cluster));
+    CudaCompileOptions options;
+    options.poison_outputs = true;
+    options.overrides.row_cluster = c.cluster;
+    auto compiled = CompileForCuda(c.graph, options);
+    ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
+    EXPECT_NE((*compiled)->source().find(c.must_contain), std::string::npos) << "the form was not taken:\n" << (*compiled)->source();
+    EXPECT_NE((*compiled)->source().find("tf_exchange_start()"), std::string::npos);
+    std::vector<Tensor> inputs = {c.input};
+    ExpectMatchesReference(c.graph, inputs, (*compiled)->Run(inputs));
+  }
+}
 
 }  // namespace
 }  // namespace tilefuse

@@ -319,21 +319,90 @@ TFD void tf_cluster_sync() {
   tf_cluster_arrive();
   tf_cluster_wait();
 }
-// `shared` (a __shared__ variable) as CTA `rank` of the cluster holds it.
-template <typename T> TFD T tf_cluster_load(const T* shared, unsigned rank) {
-  uint64_t remote;
-  asm volatile("mapa.u64 %0, %1, %2;" : "=l"(remote) : "l"(shared), "r"(rank));
-  return *reinterpret_cast<const T*>(remote);
+// A cluster reduction by exchange: each CTA sends its block total by st.async into its own
+// slot in every CTA of the cluster (itself included), where a barrier counts the bytes, and
+// combines the slots once all have landed. No CTA reads another's shared memory, so none
+// waits for the others before it stores and leaves, and no arrival needs a release: a
+// barrier.cluster.arrive.release compiles to MEMBAR.ALL.GPU, which the pull form (totals
+// read across the cluster between two cluster barriers) paid twice a CTA — a softmax over
+// 65536 columns in clusters of 4 spent as many cycles stalled on it as on its loads
+// (Nsight Compute, H200, 2026-11-28).
+//
+// Before any CTA sends: thread 0 initialises each exchange's barrier (tf_exchange_init),
+// every thread then starts (tf_exchange_start), and waits for the whole cluster to have
+// started (tf_cluster_wait) before its first exchange.
+TFD unsigned tf_shared_address(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+TFD void tf_exchange_init(unsigned long long* bar) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(tf_shared_address(bar)) : "memory");
 }
-// Combines the block totals of the cluster's CTAs (each thread holds its block's `v`; `slot`
-// a __shared__ variable for this reduction alone). Every CTA combines them in rank order,
-// so all get the same bits.
-template <int kCluster, typename Op, typename T> TFD T tf_cluster_reduce(T v, T* slot) {
-  if (threadIdx.x == 0) *slot = v;
-  tf_cluster_sync();
-  T total = tf_cluster_load(slot, 0);
+TFD void tf_exchange_start() {
+  if (threadIdx.x == 0) asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+}
+// Sends `words` (kWords 32-bit words) into slot tf_cluster_rank() of `slots` ([kCluster]
+// [kWords]) in every CTA of the cluster, and waits until this CTA's slots are all filled.
+template <int kCluster, int kWords> TFD void tf_exchange(const unsigned (&words)[kWords], unsigned* slots, unsigned long long* bar) {
+  static_assert(kWords == 1 || kWords == 2 || kWords == 4, "st.async moves 1, 2 or 4 words");
+  const unsigned bar_address = tf_shared_address(bar);
+  if (threadIdx.x == 0) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar_address), "r"(kCluster * kWords * 4) : "memory");
+    const unsigned mine = tf_shared_address(slots + tf_cluster_rank() * kWords);
 #pragma unroll
-  for (int rank = 1; rank < kCluster; ++rank) total = Op::combine(total, tf_cluster_load(slot, (unsigned)rank));
+    for (unsigned rank = 0; rank < kCluster; ++rank) {
+      unsigned slot, remote_bar;
+      asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(slot) : "r"(mine), "r"(rank));
+      asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote_bar) : "r"(bar_address), "r"(rank));
+      if constexpr (kWords == 1)
+        asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(slot), "r"(words[0]), "r"(remote_bar)
+                     : "memory");
+      else if constexpr (kWords == 2)
+        asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.b32 [%0], {%1, %2}, [%3];" ::"r"(slot), "r"(words[0]),
+                     "r"(words[1]), "r"(remote_bar)
+                     : "memory");
+      else
+        asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(slot),
+                     "r"(words[0]), "r"(words[1]), "r"(words[2]), "r"(words[3]), "r"(remote_bar)
+                     : "memory");
+    }
+  }
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "TF_EXCHANGE_%=:\n"
+      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], 0;\n"
+      "@!done bra TF_EXCHANGE_%=;\n"
+      "}\n" ::"r"(bar_address)
+      : "memory");
+}
+// An accumulator as the 32-bit words an exchange moves, and back.
+TFD void tf_to_words(float v, unsigned* words) { words[0] = __float_as_uint(v); }
+TFD void tf_to_words(double v, unsigned* words) {
+  words[0] = (unsigned)__double2loint(v);
+  words[1] = (unsigned)__double2hiint(v);
+}
+TFD void tf_to_words(int64_t v, unsigned* words) {
+  words[0] = (unsigned)(uint64_t)v;
+  words[1] = (unsigned)((uint64_t)v >> 32);
+}
+TFD void tf_from_words(const unsigned* words, float& v) { v = __uint_as_float(words[0]); }
+TFD void tf_from_words(const unsigned* words, double& v) { v = __hiloint2double((int)words[1], (int)words[0]); }
+TFD void tf_from_words(const unsigned* words, int64_t& v) { v = (int64_t)(((uint64_t)words[1] << 32) | words[0]); }
+template <typename T> TFD T tf_from_words(const unsigned* words) {
+  T v;
+  tf_from_words(words, v);
+  return v;
+}
+// Combines the block totals of the cluster's CTAs (each thread holds its block's `v`; `slots`
+// [kCluster][sizeof(T) / 4] words and `bar` this reduction's alone). Every CTA combines them
+// in rank order, so all get the same bits.
+template <int kCluster, typename Op, typename T> TFD T tf_cluster_reduce(T v, unsigned* slots, unsigned long long* bar) {
+  constexpr int kWords = sizeof(T) / 4;
+  unsigned words[kWords];
+  tf_to_words(v, words);
+  tf_exchange<kCluster, kWords>(words, slots, bar);
+  T total = tf_from_words<T>(slots);
+#pragma unroll
+  for (int rank = 1; rank < kCluster; ++rank) total = Op::combine(total, tf_from_words<T>(slots + rank * kWords));
   return total;
 }
 
@@ -372,18 +441,20 @@ template <int kThreads, typename T> TFD void tf_block_reduce_max_sum(T& m, T& s,
   __syncthreads();
 }
 
-// As tf_cluster_reduce, for the pair (one cluster barrier for both): every CTA combines the
-// blocks' pairs in rank order, so all get the same bits.
-template <int kCluster, typename T> TFD void tf_cluster_reduce_max_sum(T& m, T& s, T* slot_m, T* slot_s) {
-  if (threadIdx.x == 0) {
-    *slot_m = m;
-    *slot_s = s;
-  }
-  tf_cluster_sync();
-  m = tf_cluster_load(slot_m, 0);
-  s = tf_cluster_load(slot_s, 0);
+// As tf_cluster_reduce, for the pair (one exchange for both; `slots` [kCluster][2 *
+// sizeof(T) / 4] words): every CTA combines the blocks' pairs in rank order, so all get the
+// same bits.
+template <int kCluster, typename T> TFD void tf_cluster_reduce_max_sum(T& m, T& s, unsigned* slots, unsigned long long* bar) {
+  constexpr int kWords = sizeof(T) / 4;
+  unsigned words[2 * kWords];
+  tf_to_words(m, words);
+  tf_to_words(s, words + kWords);
+  tf_exchange<kCluster, 2 * kWords>(words, slots, bar);
+  m = tf_from_words<T>(slots);
+  s = tf_from_words<T>(slots + kWords);
 #pragma unroll
-  for (int rank = 1; rank < kCluster; ++rank) tf_max_sum_combine(m, s, tf_cluster_load(slot_m, (unsigned)rank), tf_cluster_load(slot_s, (unsigned)rank));
+  for (int rank = 1; rank < kCluster; ++rank)
+    tf_max_sum_combine(m, s, tf_from_words<T>(slots + rank * 2 * kWords), tf_from_words<T>(slots + rank * 2 * kWords + kWords));
 }
 
 // ---- Philox4x32-10, exactly as src/support/philox.cc: element `index` of a seeded stream ----

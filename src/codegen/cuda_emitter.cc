@@ -778,7 +778,7 @@ class CudaEmitter {
       // pair's max and sum together) in a slot per CTA, and the barrier counting them in.
       if (c_.cluster > 1)
         for (size_t r = 0; r < k_.reductions.size(); ++r) {
-          if (std::find(online_sum_.begin(), online_sum_.end(), static_cast<int>(r)) != online_sum_.end()) continue;  // the pair's
+          if (SumOfAPair(r)) continue;  // exchanged with its max
           const int words = (online_sum_[r] >= 0 ? 2 : 1) * (AccumulatorType(k_.reductions[r]) == "float" ? 1 : 2);
           out_ += fmt::format("  __shared__ __align__(16) unsigned cluster_slots{}[{}];\n  __shared__ unsigned long long cluster_bar{};\n", r,
                               c_.cluster * words, r);
@@ -803,8 +803,7 @@ class CudaEmitter {
       out_ += "  const tf_index_t i0 = blockIdx.x / kCluster;\n  if (i0 < kRows) {\n";
       out_ += "    if (threadIdx.x == 0) {\n";
       for (size_t r = 0; r < k_.reductions.size(); ++r)
-        if (std::find(online_sum_.begin(), online_sum_.end(), static_cast<int>(r)) == online_sum_.end())
-          out_ += fmt::format("      tf_exchange_init(&cluster_bar{});\n", r);
+        if (!SumOfAPair(r)) out_ += fmt::format("      tf_exchange_init(&cluster_bar{});\n", r);
       out_ += "    }\n    tf_exchange_start();  // the cluster waits for it before its first exchange\n";
     } else if (staged_ >= 0) {
       out_ += "  const int lane = threadIdx.x;\n"
@@ -876,8 +875,10 @@ class CudaEmitter {
         EmitReductionPass(static_cast<int>(r), ind);
       }
     }
-    // (A cluster's CTAs exchanged their totals into each other's slots: none reads another's
-    // memory now, so none waits for the others before its stores.)
+    // A cluster's CTAs exchanged their totals into each other's slots: none reads another's
+    // memory now, so none waits for the others before its stores. (One that exchanged nothing
+    // still waits once for the arrival it started with.)
+    if (c_.cluster > 1) out_ += ClusterStarted(ind);
     EmitRowStores(ind);
     out_ += "  }\n";
     if (staged_ >= 0) out_ += "  tf_cp_async_wait_all();  // no copy outlives the block\n";
@@ -995,6 +996,9 @@ class CudaEmitter {
         ind, max_r, sum_r, ComputeType(max_red.dtype), Name(max_value), ComputeType(sum_red.dtype), Name(sum_value));
     row_done_[sum_value] = true;
   }
+
+  // Whether reduction `r` is the sum of an online max-and-sum pair (exchanged with its max).
+  bool SumOfAPair(size_t r) const { return std::find(online_sum_.begin(), online_sum_.end(), static_cast<int>(r)) != online_sum_.end(); }
 
   // Before a row kernel's first exchange across the cluster: every CTA has initialised its
   // barriers (tf_exchange_start at the top).

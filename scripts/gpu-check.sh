@@ -4,8 +4,9 @@
 # under $OUT:
 #   1. correctness: every example and real model, fused and unfused, on the GPU vs the
 #      f64 reference (poisoned outputs), and the benchmark cases at full size
-#   1b. the GEMM template's correctness graphs (tests/gemm), also with residuals overlapped and
-#       with clusters sharing B, and compute-sanitizer on some
+#   1b. the GEMM template's correctness graphs (tests/gemm), also with residual epilogues in the
+#       main loop's tail and on ping-pong tiles and with clusters sharing B, and compute-sanitizer
+#       on some
 #   1b'. the convolution cases (tests/conv) channels-last with the GEMM template and cuBLASLt and in
 #       NCHW, memcheck on four
 #   1c. the attention template's graphs (tests/attention and the attention twins of

@@ -110,23 +110,27 @@ INSTANTIATE_TEST_SUITE_P(Models, CudaProgramTest, testing::ValuesIn(Models()),
                            return name;
                          });
 
-// With TILEFUSE_GEMM_OVERLAP=1 (measurement only; the rule keeps residuals in the main
-// loop's tail), residual epilogues overlap the next main loop, their residual read ahead
-// into registers: those kernels too compile without spills or wgmma waits ptxas adds.
-TEST(CudaGemmOverlapTest, ResidualEpiloguesOverlappedCompileForSm90aWithoutSpills) {
-  setenv("TILEFUSE_GEMM_OVERLAP", "1", 1);
+// The rule overlaps residual epilogues (their residual through a ring of its own). Their
+// other forms, the tuner's and the GPU script's: with TILEFUSE_GEMM_OVERLAP=0 the epilogue
+// in the main loop's tail, the residual staged by TMA, and with TILEFUSE_GEMM_PINGPONG=1 on
+// ping-pong tiles; those kernels too compile without spills or wgmma waits ptxas adds.
+TEST(CudaGemmOverlapTest, ResidualEpiloguesInTheTailAndOnPingPongTilesCompileForSm90aWithoutSpills) {
   const std::string root = TILEFUSE_SOURCE_DIR;
-  for (const char* model : {"/bench/cases/gemm_residual_bf16_16384x4096x1024.onnxtxt", "/bench/cases/mlp_block_bf16_8x2048x1024.onnxtxt",
-                            "/tests/gemm/gemm_overlap_residual_ragged_bf16.onnxtxt", "/tests/gemm/gemm_residual_many_tiles_bf16.onnxtxt"}) {
-    SCOPED_TRACE(model);
-    CompileForHopper(root + model, true);
+  for (const char* setting : {"TILEFUSE_GEMM_OVERLAP=0", "TILEFUSE_GEMM_PINGPONG=1"}) {
+    const std::string name = std::string(setting).substr(0, std::string(setting).find('='));
+    setenv(name.c_str(), setting + name.size() + 1, 1);
+    for (const char* model : {"/bench/cases/gemm_residual_bf16_16384x4096x1024.onnxtxt", "/bench/cases/mlp_block_bf16_8x2048x1024.onnxtxt",
+                              "/tests/gemm/gemm_overlap_residual_ragged_bf16.onnxtxt", "/tests/gemm/gemm_residual_many_tiles_bf16.onnxtxt"}) {
+      SCOPED_TRACE(std::string(setting) + " " + model);
+      CompileForHopper(root + model, true);
+    }
+    unsetenv(name.c_str());
   }
-  unsetenv("TILEFUSE_GEMM_OVERLAP");
 }
 
 // With TILEFUSE_GEMM_CLUSTER=2 (the tuner's other choice), clusters of two CTAs share B tiles
-// wherever they fit: cooperative (overlapped epilogue) and ping-pong (residual) kernels and
-// the blocks' GEMMs compile without spills, and some kernel of each model is paired.
+// wherever they fit: overlapped epilogues, the residual's ring included, and the blocks' GEMMs
+// compile without spills, and some kernel of each model is paired.
 TEST(CudaGemmClusterTest, ClustersSharingBCompileForSm90aWithoutSpills) {
   setenv("TILEFUSE_GEMM_CLUSTER", "2", 1);
   const std::string root = TILEFUSE_SOURCE_DIR;

@@ -151,7 +151,7 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
     // registers per thread), unless a narrower one pads fewer columns: N = 384 (ConvNeXt's
     // first MLP) computes 512 columns in 256-column tiles, 384 in 128-column ones.
     auto padded = [&](int n) { return CeilDiv(g.n, n) * n; };
-      for (int n : {256, 128})
+    for (int n : {256, 128})
       if (g.n >= n && ConsumerRows(c) * n <= 64 * 256 && Tiles(g, c.block_m, n) >= c.sm_count &&
           (c.block_n == 64 || padded(n) < padded(c.block_n)))
         c.block_n = n;

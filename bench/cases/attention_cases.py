@@ -212,9 +212,8 @@ def gpt_block_case(name, batch, tokens, d, heads, why, check_twin=False):
     if check_twin:
         comment += [f"Each linear's product is scaled by 2^-k near 1/sqrt(fan_in) before its bias ({twin_linear_scale(d)!r} at fan-in {d},",
                     f"{twin_linear_scale(d_ff)!r} at {d_ff}): tilefuse's random inputs are uniform in [-1, 1], weights included, and",
-                    "unscaled they leave the check ill-conditioned (bench/cases/attention_cases.py says how)."]
-    if check_twin:
-        comment.append("Correctness twin of the full-size GPT block bench cases (scripts/gpu-check.sh, tilefuse run --check).")
+                    "unscaled they leave the check ill-conditioned (bench/cases/attention_cases.py says how).",
+                    "Correctness twin of the full-size GPT block bench cases (scripts/gpu-check.sh, tilefuse run --check)."]
     heads_of = f".view(*x.shape[:2], 3, {heads}, {dh}).permute(2, 0, 3, 1, 4)"  # [3, B, H, T, dh]
     qkv = f"(F.layer_norm(x, x.shape[-1:], ln1_scale, ln1_bias, eps=1e-5) @ w_qkv + b_qkv){heads_of}"
     mlp = ("(0.5 * (u := F.layer_norm(h, h.shape[-1:], ln2_scale, ln2_bias, eps=1e-5) @ w1 + b1) * "

@@ -58,7 +58,18 @@ static bool TileAccess(const GemmTemplateKernel& g, const Index& index, DType dt
   return (dtype == DType::kBF16 || dtype == DType::kF16) && AtProductPosition(g, index);
 }
 
-static int ResidualLoad(const GemmTemplateKernel& g);
+// The first tile access among the epilogue's loads of another value than the product (a
+// residual), or -1.
+static int ResidualLoad(const GemmTemplateKernel& g) {
+  const Kernel& k = g.epilogue;
+  for (size_t v = 0; v < k.values.size(); ++v) {
+    const ScalarValue& value = k.values[v];
+    if (value.kind == ScalarValue::Kind::kLoad && k.buffers[value.buffer].node != g.product &&
+        TileAccess(g, value.index, k.buffers[value.buffer].dtype))
+      return static_cast<int>(v);
+  }
+  return -1;
+}
 
 bool ProductMayBeHeldRounded(const GemmTemplateKernel& g) {
   const Kernel& k = g.epilogue;
@@ -78,19 +89,6 @@ int StagedStore(const GemmTemplateKernel& g) {
   const Kernel& k = g.epilogue;
   for (size_t s = 0; s < k.stores.size(); ++s)
     if (TileAccess(g, k.stores[s].index, k.buffers[k.stores[s].buffer].dtype)) return static_cast<int>(s);
-  return -1;
-}
-
-// The first tile access among the epilogue's loads of another value than the product (a
-// residual), or -1.
-static int ResidualLoad(const GemmTemplateKernel& g) {
-  const Kernel& k = g.epilogue;
-  for (size_t v = 0; v < k.values.size(); ++v) {
-    const ScalarValue& value = k.values[v];
-    if (value.kind == ScalarValue::Kind::kLoad && k.buffers[value.buffer].node != g.product &&
-        TileAccess(g, value.index, k.buffers[value.buffer].dtype))
-      return static_cast<int>(v);
-  }
   return -1;
 }
 

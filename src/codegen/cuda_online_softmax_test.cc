@@ -21,6 +21,15 @@
 namespace tilefuse {
 namespace {
 
+// The builder's graph after the graph passes, as the backends take it.
+Graph Passed(GraphBuilder& b) {
+  auto graph = b.Build();
+  EXPECT_TRUE(graph.ok()) << graph.status().ToString();
+  auto passed = RunGraphPasses(std::move(graph).value(), PassOptions{});
+  EXPECT_TRUE(passed.ok()) << passed.status().ToString();
+  return std::move(passed).value();
+}
+
 Graph LogSumExpAndSoftmax(int64_t rows, int64_t columns, DType dtype = DType::kF32) {
   GraphBuilder b;
   Value x = b.Parameter("x", dtype, {rows, columns});
@@ -28,11 +37,7 @@ Graph LogSumExpAndSoftmax(int64_t rows, int64_t columns, DType dtype = DType::kF
   Value row_sum = b.Reduce(OpCode::kReduceSum, b.Unary(OpCode::kExp, b.Sub(x, row_max)), {1}, true);
   b.Output(b.Add(b.Unary(OpCode::kLog, row_sum), row_max), "lse");
   b.Output(b.Softmax(x, 1), "softmax");
-  auto graph = b.Build();
-  EXPECT_TRUE(graph.ok()) << graph.status().ToString();
-  auto passed = RunGraphPasses(std::move(graph).value(), PassOptions{});
-  EXPECT_TRUE(passed.ok()) << passed.status().ToString();
-  return std::move(passed).value();
+  return Passed(b);
 }
 
 // Two reductions in a row, each its own exchange across a cluster: a layer norm's mean and
@@ -43,11 +48,7 @@ Graph LayerNormRows(int64_t rows, int64_t columns, DType dtype) {
   Value centered = b.Sub(x, b.Reduce(OpCode::kReduceMean, x, {1}, true));
   Value variance = b.Reduce(OpCode::kReduceMean, b.Mul(centered, centered), {1}, true);
   b.Output(b.Div(centered, b.Unary(OpCode::kSqrt, b.AddScalar(variance, 1e-5))), "y");
-  auto graph = b.Build();
-  EXPECT_TRUE(graph.ok()) << graph.status().ToString();
-  auto passed = RunGraphPasses(std::move(graph).value(), PassOptions{});
-  EXPECT_TRUE(passed.ok()) << passed.status().ToString();
-  return std::move(passed).value();
+  return Passed(b);
 }
 
 // Rows 0-6 reach the edges; any further rows are random.

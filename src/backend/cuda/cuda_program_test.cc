@@ -116,15 +116,15 @@ INSTANTIATE_TEST_SUITE_P(Models, CudaProgramTest, testing::ValuesIn(Models()),
 // ping-pong tiles; those kernels too compile without spills or wgmma waits ptxas adds.
 TEST(CudaGemmOverlapTest, ResidualEpiloguesInTheTailAndOnPingPongTilesCompileForSm90aWithoutSpills) {
   const std::string root = TILEFUSE_SOURCE_DIR;
-  for (const char* setting : {"TILEFUSE_GEMM_OVERLAP=0", "TILEFUSE_GEMM_PINGPONG=1"}) {
-    const std::string name = std::string(setting).substr(0, std::string(setting).find('='));
-    setenv(name.c_str(), setting + name.size() + 1, 1);
+  const std::pair<const char*, const char*> settings[] = {{"TILEFUSE_GEMM_OVERLAP", "0"}, {"TILEFUSE_GEMM_PINGPONG", "1"}};
+  for (const auto& [name, value] : settings) {
+    setenv(name, value, 1);
     for (const char* model : {"/bench/cases/gemm_residual_bf16_16384x4096x1024.onnxtxt", "/bench/cases/mlp_block_bf16_8x2048x1024.onnxtxt",
                               "/tests/gemm/gemm_overlap_residual_ragged_bf16.onnxtxt", "/tests/gemm/gemm_residual_many_tiles_bf16.onnxtxt"}) {
-      SCOPED_TRACE(std::string(setting) + " " + model);
+      SCOPED_TRACE(std::string(name) + "=" + value + " " + model);
       CompileForHopper(root + model, true);
     }
-    unsetenv(name.c_str());
+    unsetenv(name);
   }
 }
 

@@ -12,6 +12,11 @@ For each case it times these peers on the GPU with CUDA events (warm-up, then th
   compile_sdpa  torch.compile of the "library" expression, only for cases whose manifest peers
            name it (the GPT blocks: their library peer is the block with the attention through
            F.scaled_dot_product_attention, the eager one writes it by hand)
+  tilefuse  tilefuse itself, through its Python package (the case's model file compiled for the
+           GPU, run on the same tensors on PyTorch's stream), only when --peers names it: timed
+           by this same harness beside the others in one process, so the ratio to torch.compile
+           does not carry two harnesses' or two calls' differences (the package must be
+           importable: scripts/gpu-python-ext.sh builds it on the GPU machine)
 and one large device-to-device copy, the bandwidth every case is quoted against ("% bw").
 Bytes per case are the manifest's bytes_moved: each input read once, each output written once.
 Cases with "flops" (GEMMs: 2*M*N*K summed over the matmuls) are also quoted in TF/s, and against
@@ -47,6 +52,7 @@ from pathlib import Path
 MANIFEST = Path(__file__).resolve().parent / "cases" / "cases.json"
 PEERS = ("eager", "library", "compile")
 OPTIONAL_PEERS = ("compile_max_autotune", "compile_sdpa")  # timed only for cases whose manifest peers name them
+TILEFUSE = "tilefuse"  # timed only where --peers names it
 COMPILE_MODES = {"compile": None, "compile_max_autotune": "max-autotune-no-cudagraphs", "compile_sdpa": None}
 COMPILED_FROM = {"compile": "eager", "compile_max_autotune": "eager", "compile_sdpa": "library"}  # the expression compiled
 PEER_WIDTH = 8  # the peer column of --list and --dry-run (longer names push their line along)
@@ -73,11 +79,14 @@ def load_cases(selected):
 def case_peers(case):
     """The peers timed for the case: the three of every case, then the optional ones it names."""
     peers = PEERS + tuple(p for p in OPTIONAL_PEERS if p in case["peers"])
-    return tuple(p for p in peers if SELECTED_PEERS is None or p in SELECTED_PEERS)
+    peers = tuple(p for p in peers if SELECTED_PEERS is None or p in SELECTED_PEERS)
+    return peers + ((TILEFUSE,) if SELECTED_PEERS is not None and TILEFUSE in SELECTED_PEERS else ())
 
 
 def peer_source(case, peer):
     """The peer as Python source: a lambda over the case's input names (None: no such peer)."""
+    if peer == TILEFUSE:
+        return f"tilefuse.compile({str(MANIFEST.parent / case['file'])!r}, backend='cuda')"
     expression = case["peers"][COMPILED_FROM.get(peer, peer)]
     if expression is None:
         return None
@@ -245,7 +254,7 @@ def run_peer(torch, F, case, peer, input_sets, args):
     if source is None:
         return None
     try:
-        fn = eval(source, {"torch": torch, "F": F})
+        fn = tilefuse_peer(source) if peer == TILEFUSE else eval(source, {"torch": torch, "F": F})
         if peer in COMPILE_MODES:
             # Static shapes, one compiled function per case: one function reused across shapes
             # recompiles for dynamic shapes (layernorm 65536x1024 on an H200: 208 µs, not 68).
@@ -264,6 +273,20 @@ def run_peer(torch, F, case, peer, input_sets, args):
     if "flops" in case:
         timing["tflops"] = case["flops"] / us / 1e6
     return timing
+
+
+def tilefuse_peer(source):
+    """The case's model compiled by tilefuse for the GPU, called as the formula peers are: its
+    one output, or a tuple of them."""
+    import tilefuse
+    model = eval(source, {"tilefuse": tilefuse})
+    if model.backend != "cuda":
+        raise RuntimeError(f"compiled for {model.backend}, not the GPU: {model.backend_note}")
+
+    def run(*inputs):
+        outputs = model(*inputs)
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+    return run
 
 
 def gemm_alone(torch, F, case, args):
@@ -317,16 +340,27 @@ def cell(timing):
     return f"{timing['us']:.0f} µs ({timing['pct_copy_bw']:.0f}%)" if "pct_copy_bw" in timing else f"{timing['us']:.0f} µs"
 
 
+def ratio(peer, ours):
+    """The peer's time over tilefuse's (> 1: tilefuse faster)."""
+    return f"{peer['us'] / ours['us']:.2f}x" if peer and ours and "us" in peer and "us" in ours else "—"
+
+
 def markdown(report):
     copy = report["copy"]
     lines = [f"{report['device']}, PyTorch {report['torch']}, Triton {report['triton']}; median of "
              f"{report['repeats']} after {report['warmup']} warm-up; % bw: share of the device-to-device copy "
              f"rate {copy['gbps'] / 1e3:.2f} TB/s (bytes read + written)"]
     memory_bound = [case for case in report["cases"] if "flops" not in case]
+    same_harness = any(TILEFUSE in case["peers"] for case in memory_bound)
     if memory_bound:
-        lines += ["", "| case | eager, op by op | PyTorch library op | torch.compile |", "|---|---|---|---|"]
+        lines += ["", "| case | eager, op by op | PyTorch library op | torch.compile |" +
+                  (" tilefuse | torch.compile / tilefuse |" if same_harness else ""),
+                  "|---|---|---|---|" + ("---|---|" if same_harness else "")]
     for case in memory_bound:
-        lines.append(f"| {case['name']} | " + " | ".join(cell(case["peers"].get(p)) for p in PEERS) + " |")
+        cells = [cell(case["peers"].get(p)) for p in PEERS]
+        if same_harness:
+            cells += [cell(case["peers"].get(TILEFUSE)), ratio(case["peers"].get("compile"), case["peers"].get(TILEFUSE))]
+        lines.append(f"| {case['name']} | " + " | ".join(cells) + " |")
     gemms = [case for case in report["cases"] if "flops" in case and "attention" not in case]
     if gemms:
         lines += ["", "GEMM cases, TF/s = flops / time; cuBLAS GEMM alone: plain `a @ b` of the same shape(s)", "",
@@ -370,8 +404,8 @@ def measure(cases, args):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", help="comma-separated case names (default: all)")
-    parser.add_argument("--peers", help=f"comma-separated peers to time (default: all; of {', '.join(PEERS + OPTIONAL_PEERS)}, "
-                        "gemm_alone)")
+    parser.add_argument("--peers", help=f"comma-separated peers to time (default: all but tilefuse; of "
+                        f"{', '.join(PEERS + OPTIONAL_PEERS)}, gemm_alone, {TILEFUSE})")
     parser.add_argument("--repeats", type=int, default=100, help="timed calls per peer (median; at least 50)")
     parser.add_argument("--warmup", type=int, default=10, help="untimed calls per peer first")
     parser.add_argument("--json", metavar="FILE", help="write the full report as JSON")
@@ -384,7 +418,7 @@ def main():
     if args.peers:
         global SELECTED_PEERS
         SELECTED_PEERS = set(args.peers.split(","))
-        unknown = sorted(SELECTED_PEERS - set(PEERS + OPTIONAL_PEERS + ("gemm_alone",)))
+        unknown = sorted(SELECTED_PEERS - set(PEERS + OPTIONAL_PEERS + ("gemm_alone", TILEFUSE)))
         if unknown:
             parser.error(f"unknown peer(s): {', '.join(unknown)}")
     if args.list:

@@ -19,7 +19,7 @@ done | sort -u | grep -Ev '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*|libs
   while read -r lib; do cp -L "$lib" "$bundle/lib/"; done
 # What the GPU script's `python` stage needs to build the Python extension there, for the GPU
 # machine's own Python (a CPython 3.11 build from here would not load under its 3.12): the
-# position-independent library, the ONNX and generated headers it was built with, nanobind's
+# position-independent library, the ONNX, CUDA driver and generated headers it was built with, nanobind's
 # sources and pytest (both pure Python and C++ sources).
 if [ -x build/venv/bin/python ] || python3 -m venv build/venv; then
   build/venv/bin/python -c "import nanobind" 2>/dev/null || build/venv/bin/pip install -q --disable-pip-version-check nanobind
@@ -29,6 +29,7 @@ py="$bundle/python"
 mkdir -p "$py/include"
 cp "$BUILD_DIR/libtilefuse.a" "$py/"
 cp -r /usr/include/onnx "$py/include/"
+cp "${CUDA_HOME:-/usr/local/cuda}/include/cuda.h" "$py/include/"  # the driver API's types (backend/cuda/cuda_driver.h)
 cp -r "$BUILD_DIR/generated" "$py/"
 cp -r "$(build/venv/bin/python -c 'import nanobind, os; print(os.path.dirname(nanobind.__file__))')" "$py/nanobind"
 cp -r build/pytest-lib "$py/pytest-lib"

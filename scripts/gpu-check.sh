@@ -208,26 +208,12 @@ if has tests; then
 fi
 
 if has python; then
-  # The extension is compiled here, for this machine's Python (the development machine's build
-  # is for its own CPython and would not load), from the bundle's position-independent library,
-  # headers and nanobind sources (scripts/gpu-bundle.sh), with the package's Python files.
+  # The extension is compiled here, for this machine's Python (scripts/gpu-python-ext.sh).
   # All of python/tests: the CUDA ones, and the torch ones CI cannot run (no CPU build of torch
   # reaches it).
   say "== Python package: the extension built for this machine's Python, then its tests (CUDA and torch too)"
   P="$B/python" X=/tmp/tilefuse-python
-  rm -rf "$X" && mkdir -p "$X/tilefuse" "$X/obj" && cp python/tilefuse/*.py "$X/tilefuse/"
-  pyinc=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
-  suffix=$(python3 -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
-  for f in "$P/nanobind/src/nb_combined.cpp" python/src/*.cc tools/cli_common.cc tools/cpu_common.cc; do
-    g++ -c -std=gnu++20 -O2 -fPIC -fvisibility=hidden -fopenmp -DNB_COMPACT_ASSERTIONS -DFMT_SHARED -DONNX_ML=1 \
-      -DONNX_NAMESPACE=onnx $([[ $f == *nb_combined* ]] && echo -DNB_BUILD) -Isrc -Itools -Iinclude -I"$P/generated" \
-      -I"$P/include" -isystem "$P/include/onnx" -I"$pyinc" -I"$P/nanobind/include" -I"$P/nanobind/ext/robin_map/include" \
-      "$f" -o "$X/obj/$(basename "$f").o" &
-  done
-  wait
-  libs=(libonnx.so.1 libonnx_proto.so.1 libprotobuf.so.32 libfmt.so.9 libopenblas.so.0 libdnnl.so.2)
-  if g++ -shared -fopenmp -o "$X/tilefuse/_tilefuse$suffix" "$X"/obj/*.o "$P/libtilefuse.a" "${libs[@]/#/$B/lib/}" -ldl -lpthread \
-       2>&1 | tee -a "$log" && [ -f "$X/tilefuse/_tilefuse$suffix" ] &&
+  if scripts/gpu-python-ext.sh "$B" "$X" 2>&1 | tee -a "$log" && [ -f "$X"/tilefuse/_tilefuse*.so ] &&
      PYTHONPATH="$X:$P/pytest-lib" TILEFUSE_CLI="$B/tilefuse" python3 -m pytest -q -rs -p no:cacheprovider python/tests \
        >"$OUT/python-tests.log" 2>&1; then
     say "python: $(tail -1 "$OUT/python-tests.log")"

@@ -71,6 +71,7 @@ struct LongRowCase {
   int64_t rows = 7, columns = 0;
   int cluster = 0;           // TemplateOverrides::row_cluster (0: the rule)
   const char* must_contain;  // the form the kernel must have taken
+  DType dtype = DType::kF32;
 };
 
 class CudaLongRowTest : public testing::TestWithParam<LongRowCase> {};
@@ -79,14 +80,14 @@ TEST_P(CudaLongRowTest, EdgeRowsMatchTheReference) {
   auto device = CudaDevice::Get();
   if (!device.ok()) GTEST_SKIP() << "no GPU: " << device.status().ToString() << "; the long-row forms not run";
   const LongRowCase& c = GetParam();
-  Graph graph = LogSumExpAndSoftmax(c.rows, c.columns);
+  Graph graph = LogSumExpAndSoftmax(c.rows, c.columns, c.dtype);
   CudaCompileOptions options;
   options.poison_outputs = true;
   options.overrides.row_cluster = c.cluster;
   auto compiled = CompileForCuda(graph, options);
   ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
   EXPECT_NE((*compiled)->source().find(c.must_contain), std::string::npos) << "the form was not taken:\n" << (*compiled)->source();
-  std::vector<Tensor> inputs = {EdgeRows(c.rows, c.columns)};
+  std::vector<Tensor> inputs = {EdgeRows(c.rows, c.columns, c.dtype)};
   // NaN where the reference has NaN (rows 1, 3 and 4), nowhere else.
   const std::vector<Tensor> expected = ExpectMatchesReference(graph, inputs, (*compiled)->Run(inputs));
   ASSERT_EQ(expected.size(), 2u);
@@ -101,17 +102,21 @@ TEST_P(CudaLongRowTest, EdgeRowsMatchTheReference) {
 // 4 (rows of 65536 over 8), each CTA's slice fits in registers; rows of 200000 over 2 do not
 // (re-read slices). Either way the cluster combines one max-and-sum pair. 300
 // rows of 32768 fill a 1024-thread block's registers, more rows than SMs: a block per SM
-// walks the rows, its next row copied into shared memory meanwhile.
+// walks the rows, its next row copied into shared memory meanwhile. Half-type rows of 65536
+// go by rule to a cluster of 4 holding its slices as pairs: the max taken on the pairs, then
+// the sum against it.
 INSTANTIATE_TEST_SUITE_P(LongRows, CudaLongRowTest,
                          testing::Values(LongRowCase{7, 40000, 0, "tf_block_reduce_max_sum<"},
                                          LongRowCase{7, 40000, 2, "tf_cluster_reduce_max_sum<kCluster>"},
                                          LongRowCase{7, 40000, 4, "tf_cluster_reduce_max_sum<kCluster>"},
                                          LongRowCase{7, 65536, 8, "tf_cluster_reduce_max_sum<kCluster>"},
                                          LongRowCase{7, 200000, 2, "tf_cluster_reduce_max_sum<kCluster>"},
-                                         LongRowCase{300, 32768, 0, "tf_row_stage"}),
+                                         LongRowCase{300, 32768, 0, "tf_row_stage"},
+                                         LongRowCase{7, 65536, 0, "tf_max_pairs_bf16(", DType::kBF16},
+                                         LongRowCase{7, 65536, 0, "tf_max_pairs_f16(", DType::kF16}),
                          [](const testing::TestParamInfo<LongRowCase>& info) {
                            return std::to_string(info.param.rows) + "x" + std::to_string(info.param.columns) + "_cluster" +
-                                  std::to_string(info.param.cluster);
+                                  std::to_string(info.param.cluster) + "_" + std::string(DTypeName(info.param.dtype));
                          });
 
 // The exchange's other word counts: f64 pairs (four words a CTA), and single totals of one

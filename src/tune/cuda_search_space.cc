@@ -125,7 +125,7 @@ CudaSearchSpace CudaCandidates(const Kernel& k, bool clusters) {
       space.pruned.push_back(fmt::format("threads_per_row 1: a {}-element row for one thread", k.inner));
       continue;
     }
-    std::vector<int> block_sizes = tpr == 1 ? std::vector<int>{128, 256} : tpr == 32 ? std::vector<int>{64, 128, 256, 512}
+    std::vector<int> block_sizes = tpr == 1 ? std::vector<int>{128, 256} : tpr == 32 ? std::vector<int>{32, 64, 128, 256, 512}
                                                                                     : std::vector<int>{tpr};
     for (int threads : block_sizes)
       for (int cache : {0, 1}) {

@@ -398,6 +398,13 @@ TEST(CudaProgramConcatTest, RotaryVectorsBranchIntoTheirHalf) {
   EXPECT_EQ(loads, 8u) << "x's two halves, cos and sin in each part:\n" << vector_part;
 }
 
+// Occurrences of `what` in `text`.
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
 // Long rows split over a cluster of 2, 4 or 8 CTAs (each a slice, the partial results combined
 // through distributed shared memory): the softmaxes, cross-entropy and the norms compile.
 TEST(CudaProgramRowClusterTest, LongRowKernelsCompileForSm90aWithoutSpills) {
@@ -443,6 +450,10 @@ TEST(CudaProgramRowClusterTest, RowsHeldOnlyAsPairsGoToAClusterOfFour) {
   EXPECT_EQ(k.config.threads, 256) << k.strategy;
   EXPECT_EQ(k.config.cache_row, 2) << k.strategy;
   EXPECT_EQ(k.launch.cluster[0], 4);
+  // The slice's max taken on the packed pairs first, then one exp an element for the sum (no
+  // rescale a chunk) and one for the store.
+  EXPECT_NE(k.function.find("tf_max_pairs_bf16("), std::string::npos) << k.function;
+  EXPECT_EQ(Count(k.function, "tf_exp_nonpositive("), 2u) << k.function;
   CudaTarget ampere;
   ampere.arch = "sm_80";
   const CudaProgram other = BenchCaseProgram("softmax_bf16_1024x65536.onnxtxt", {}, ampere);
@@ -465,13 +476,6 @@ TEST(CudaProgramOnlineSoftmaxTest, LongRowsTakeMaxAndSumInOnePass) {
   EXPECT_EQ(long_rows.find("tf_block_reduce<"), std::string::npos) << "no second pass:\n" << long_rows;
   const std::string cached = BenchCaseProgram("check/cross_entropy_bf16_64x1000.onnxtxt").source;
   EXPECT_EQ(cached.find("_max_sum<"), std::string::npos) << cached;
-}
-
-// Occurrences of `what` in `text`.
-size_t Count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
 }
 
 // exp(x - max(x)) — softmax's, logsumexp's, the online sum's rescale — takes the SFU's exp2,

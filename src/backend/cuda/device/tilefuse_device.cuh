@@ -217,6 +217,30 @@ TFD uint32_t tf_pack2_bf16(float lo, float hi) {
   return (uint32_t)tf_float_to_bf16(lo) | (uint32_t)tf_float_to_bf16(hi) << 16;
 #endif
 }
+// The element-wise max of two words of packed pairs (NaN-propagating): a half-type row held as
+// pairs takes its max without unpacking, exact in the element type, half the instructions.
+// tf_lowest_pair_*: both halves -inf.
+constexpr uint32_t tf_lowest_pair_bf16 = 0xFF80FF80u, tf_lowest_pair_f16 = 0xFC00FC00u;
+TFD uint32_t tf_max_pairs_bf16(uint32_t a, uint32_t b) {
+#if __CUDA_ARCH__ >= 800
+  uint32_t r;
+  asm("{ max.NaN.bf16x2 %0, %1, %2; }" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+#else
+  return tf_pack2_bf16(max_nan(tf_cvt_bf16((uint16_t)a), tf_cvt_bf16((uint16_t)b)),
+                       max_nan(tf_cvt_bf16((uint16_t)(a >> 16)), tf_cvt_bf16((uint16_t)(b >> 16))));
+#endif
+}
+TFD uint32_t tf_max_pairs_f16(uint32_t a, uint32_t b) {
+#if __CUDA_ARCH__ >= 800
+  uint32_t r;
+  asm("{ max.NaN.f16x2 %0, %1, %2; }" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+#else
+  return tf_pack2_f16(max_nan(tf_cvt_f16((uint16_t)a), tf_cvt_f16((uint16_t)b)),
+                      max_nan(tf_cvt_f16((uint16_t)(a >> 16)), tf_cvt_f16((uint16_t)(b >> 16))));
+#endif
+}
 template <typename T> TFD int64_t tf_pack_i64(T v) { return tf_cast_i64(v); }
 template <typename T> TFD int32_t tf_pack_i32(T v) { return (int32_t)tf_cast_i32(v); }
 template <typename T> TFD int8_t tf_pack_i8(T v) { return (int8_t)tf_cast_i8(v); }

@@ -112,6 +112,35 @@ TEST(CudaSearchSpaceTest, LongHalfPrecisionRowsStartFromAClusterOfPairs) {
   EXPECT_EQ(other.candidates.front().threads, 1024);
 }
 
+// Rows of 1024 bf16 (a layer norm over 65536 of them) are tried a warp to a row in blocks of
+// one warp too, as Triton's persistent reductions run them, beside the rule's 64-thread block;
+// both forms compile without spills. (Not all of this space does: the row re-read by a warp in
+// 256-thread blocks spills 4 bytes of stack, 2026-11-28.)
+TEST(CudaSearchSpaceTest, ShortRowsAreTriedAWarpToABlock) {
+  Kernel k = FirstKernel("bench/cases/layernorm_bf16_65536x1024.onnxtxt");
+  CudaSearchSpace space = CudaCandidates(k);
+  ASSERT_FALSE(space.candidates.empty());
+  EXPECT_EQ(space.candidates.front().threads_per_row, 64);
+  CudaSearchSpace warp_blocks;
+  for (const CudaKernelConfig& c : space.candidates)
+    if (c.threads == 32 && c.threads_per_row == 32) warp_blocks.candidates.push_back(c);
+  EXPECT_EQ(warp_blocks.candidates.size(), 2u) << "a warp per row in 32-thread blocks, the row held and re-read";
+  ExpectAllCandidatesCompile(k, warp_blocks);
+}
+
+// Pointwise blocks: 128 threads where a thread's transcendentals are on 4 f32 elements (GELU
+// f32), 256 for half types' 8 (GELU bf16) and for kernels without transcendentals.
+TEST(CudaSearchSpaceTest, PointwiseBlocksNarrowForF32Transcendentals) {
+  const CudaKernelConfig f32 = ResolveCudaConfig(FirstKernel("bench/cases/gelu_tanh_f32.onnxtxt"), {});
+  EXPECT_EQ(f32.vector, 4);
+  EXPECT_EQ(f32.threads, 128);
+  const CudaKernelConfig bf16 = ResolveCudaConfig(FirstKernel("bench/cases/gelu_tanh_bf16.onnxtxt"), {});
+  EXPECT_EQ(bf16.vector, 8);
+  EXPECT_EQ(bf16.threads, 256);
+  const CudaKernelConfig rotary = ResolveCudaConfig(FirstKernel("bench/cases/rotary_bf16_b8t2048h32d128.onnxtxt"), {});
+  EXPECT_EQ(rotary.threads, 256);
+}
+
 TEST(CudaSearchSpaceTest, PointwiseCandidatesAreValid) {
   Kernel k = FirstKernel("examples/gelu_manual.onnxtxt");
   CudaSearchSpace space = CudaCandidates(k);

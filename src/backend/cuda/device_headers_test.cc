@@ -70,5 +70,22 @@ extern "C" __global__ void half_types(const __nv_bfloat16* a, const __half* b, _
   ASSERT_TRUE(cubin.ok()) << cubin.status().ToString();
 }
 
+// The max of packed half-type pairs: max.NaN.bf16x2 / f16x2 from sm_80 on, the halves unpacked
+// and packed again before it; both forms compile.
+TEST(NvrtcDeviceHeadersTest, PairMaxCompilesWithAndWithoutThePairedInstruction) {
+  StatusOr<NvrtcCompiler> nvrtc = NvrtcCompiler::Create(TestCacheDir());
+  if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available, device headers not compiled: " << nvrtc.status().ToString();
+  const std::string kernels = R"(
+extern "C" __global__ void pair_max(const uint32_t* in, uint32_t* out) {
+  out[0] = tf_max_pairs_bf16(tf_lowest_pair_bf16, in[0]);
+  out[1] = tf_max_pairs_f16(tf_lowest_pair_f16, in[1]);
+}
+)";
+  for (const char* arch : {"sm_90a", "sm_75"}) {
+    auto cubin = nvrtc->Compile(Source("", kernels, ""), arch);
+    EXPECT_TRUE(cubin.ok()) << arch << ": " << cubin.status().ToString();
+  }
+}
+
 }  // namespace
 }  // namespace tilefuse

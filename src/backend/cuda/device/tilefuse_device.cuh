@@ -221,26 +221,20 @@ TFD uint32_t tf_pack2_bf16(float lo, float hi) {
 // pairs takes its max without unpacking, exact in the element type, half the instructions.
 // tf_lowest_pair_*: both halves -inf.
 constexpr uint32_t tf_lowest_pair_bf16 = 0xFF80FF80u, tf_lowest_pair_f16 = 0xFC00FC00u;
-TFD uint32_t tf_max_pairs_bf16(uint32_t a, uint32_t b) {
+template <bool kBf16> TFD uint32_t tf_max_pairs(uint32_t a, uint32_t b) {
 #if __CUDA_ARCH__ >= 800
   uint32_t r;
-  asm("{ max.NaN.bf16x2 %0, %1, %2; }" : "=r"(r) : "r"(a), "r"(b));
+  if constexpr (kBf16) asm("{ max.NaN.bf16x2 %0, %1, %2; }" : "=r"(r) : "r"(a), "r"(b));
+  else asm("{ max.NaN.f16x2 %0, %1, %2; }" : "=r"(r) : "r"(a), "r"(b));
   return r;
 #else
-  return tf_pack2_bf16(max_nan(tf_cvt_bf16((uint16_t)a), tf_cvt_bf16((uint16_t)b)),
-                       max_nan(tf_cvt_bf16((uint16_t)(a >> 16)), tf_cvt_bf16((uint16_t)(b >> 16))));
+  auto half = [](uint32_t w, int at) { return kBf16 ? tf_cvt_bf16((uint16_t)(w >> at)) : tf_cvt_f16((uint16_t)(w >> at)); };
+  const float lo = max_nan(half(a, 0), half(b, 0)), hi = max_nan(half(a, 16), half(b, 16));
+  return kBf16 ? tf_pack2_bf16(lo, hi) : tf_pack2_f16(lo, hi);
 #endif
 }
-TFD uint32_t tf_max_pairs_f16(uint32_t a, uint32_t b) {
-#if __CUDA_ARCH__ >= 800
-  uint32_t r;
-  asm("{ max.NaN.f16x2 %0, %1, %2; }" : "=r"(r) : "r"(a), "r"(b));
-  return r;
-#else
-  return tf_pack2_f16(max_nan(tf_cvt_f16((uint16_t)a), tf_cvt_f16((uint16_t)b)),
-                      max_nan(tf_cvt_f16((uint16_t)(a >> 16)), tf_cvt_f16((uint16_t)(b >> 16))));
-#endif
-}
+TFD uint32_t tf_max_pairs_bf16(uint32_t a, uint32_t b) { return tf_max_pairs<true>(a, b); }
+TFD uint32_t tf_max_pairs_f16(uint32_t a, uint32_t b) { return tf_max_pairs<false>(a, b); }
 template <typename T> TFD int64_t tf_pack_i64(T v) { return tf_cast_i64(v); }
 template <typename T> TFD int32_t tf_pack_i32(T v) { return (int32_t)tf_cast_i32(v); }
 template <typename T> TFD int8_t tf_pack_i8(T v) { return (int8_t)tf_cast_i8(v); }

@@ -77,7 +77,8 @@ def load_cases(selected):
 
 
 def case_peers(case):
-    """The peers timed for the case: the three of every case, then the optional ones it names."""
+    """The peers timed for the case: the three of every case, the optional ones it names, then
+    tilefuse where --peers names it."""
     peers = PEERS + tuple(p for p in OPTIONAL_PEERS if p in case["peers"])
     peers = tuple(p for p in peers if SELECTED_PEERS is None or p in SELECTED_PEERS)
     return peers + ((TILEFUSE,) if SELECTED_PEERS is not None and TILEFUSE in SELECTED_PEERS else ())

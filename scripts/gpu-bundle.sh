@@ -18,9 +18,10 @@ for binary in "$bundle"/tilefuse*; do
 done | sort -u | grep -Ev '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*|libstdc\+\+|libgcc_s)\.so' |
   while read -r lib; do cp -L "$lib" "$bundle/lib/"; done
 # What the GPU script's `python` stage needs to build the Python extension there, for the GPU
-# machine's own Python (a CPython 3.11 build from here would not load under its 3.12): the
-# position-independent library, the ONNX, CUDA driver and generated headers it was built with, nanobind's
-# sources and pytest (both pure Python and C++ sources).
+# machine's own Python (a CPython 3.11 build from here would not load under its 3.12;
+# scripts/gpu-python-ext.sh): the position-independent library, the ONNX, CUDA driver and
+# generated headers it was built with, nanobind's sources and pytest (both pure Python and C++
+# sources).
 if [ -x build/venv/bin/python ] || python3 -m venv build/venv; then
   build/venv/bin/python -c "import nanobind" 2>/dev/null || build/venv/bin/pip install -q --disable-pip-version-check nanobind
   [ -d build/pytest-lib/pytest ] || build/venv/bin/pip install -q --disable-pip-version-check --target build/pytest-lib pytest

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The kernels a PyTorch peer of a GPU case launches: name, grid, block, registers, time.
 
-For each case (bench/cases/cases.json) and peer (default: compile), runs the peer as
+For each case (bench/cases/cases.json) and peer (default: compile; tilefuse too), runs the peer as
 bench/peers.py builds it a few times under torch.profiler and prints the kernels of the last
 calls, so a tilefuse kernel can be set beside the peer's launch shape (grid, block, registers
 a thread, dynamic shared memory) and not only its time. With TORCH_LOGS=output_code in the
@@ -46,21 +46,25 @@ def kernel_rows(torch, fn, input_sets, calls):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", required=True, help="comma-separated case names")
-    parser.add_argument("--peers", default="compile", help="comma-separated peers (default: compile)")
+    parser.add_argument("--peers", default="compile", help="comma-separated peers (default: compile; tilefuse: tilefuse's own, "
+                        "through its Python package)")
     parser.add_argument("--calls", type=int, default=3, help="profiled calls per peer")
     args = parser.parse_args()
     import torch
     import torch.nn.functional as F
+    wanted = args.peers.split(",")
+    unknown = sorted(set(wanted) - set(peers.PEERS + peers.OPTIONAL_PEERS + (peers.TILEFUSE,)))
+    if unknown:
+        parser.error(f"unknown peer(s): {', '.join(unknown)}")
+    peers.SELECTED_PEERS = set(wanted)
     for case in peers.load_cases(args.cases):
         input_sets = [peers.make_inputs(torch, case, i) for i in range(peers.input_set_count(case))]
-        for peer in args.peers.split(","):
+        for peer in peers.case_peers(case):  # the ones this case has, as bench/peers.py would time them
             source = peers.peer_source(case, peer)
             if source is None:
                 print(f"{case['name']} {peer}: no such peer")
                 continue
-            fn = eval(source, {"torch": torch, "F": F})
-            if peer in peers.COMPILE_MODES:
-                fn = torch.compile(fn, dynamic=False, mode=peers.COMPILE_MODES[peer])
+            fn = peers.build_peer(torch, F, peer, source)
             print(f"## {case['name']} {peer}: {source}")
             print("| kernel | grid | block | registers | shared bytes | µs |\n|---|---|---|---|---|---|")
             for name, grid, block, registers, shared, us in kernel_rows(torch, fn, input_sets, args.calls):

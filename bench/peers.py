@@ -132,7 +132,8 @@ def list_cases(cases):
         print(f"    in  {'; '.join(map(describe, case['inputs']))}")
         print(f"    out {'; '.join(map(describe, case['outputs']))}")
         for peer in case_peers(case):
-            print(f"    {peer:{PEER_WIDTH}} {case['peers'][peer] or '-'}")
+            expression = peer_source(case, peer) if peer == TILEFUSE else case["peers"][peer]
+            print(f"    {peer:{PEER_WIDTH}} {expression or '-'}")
         if "gemm_alone" in case:
             print(f"    {'gemm_alone':{PEER_WIDTH}} a @ b (cuBLAS) at M x N x K = {gemm_alone_note(case)}")
 
@@ -255,11 +256,7 @@ def run_peer(torch, F, case, peer, input_sets, args):
     if source is None:
         return None
     try:
-        fn = tilefuse_peer(source) if peer == TILEFUSE else eval(source, {"torch": torch, "F": F})
-        if peer in COMPILE_MODES:
-            # Static shapes, one compiled function per case: one function reused across shapes
-            # recompiles for dynamic shapes (layernorm 65536x1024 on an H200: 208 µs, not 68).
-            fn = torch.compile(fn, dynamic=False, mode=COMPILE_MODES[peer])
+        fn = build_peer(torch, F, peer, source)
         error = check(torch, F, fn, case, input_sets[0])  # also compiles (c): first call
         if not error <= TOLERANCE[case["inputs"][0]["dtype"]]:
             return {"error": f"wrong result: relative error {error:.3g}", "rel_err": error}
@@ -274,6 +271,18 @@ def run_peer(torch, F, case, peer, input_sets, args):
     if "flops" in case:
         timing["tflops"] = case["flops"] / us / 1e6
     return timing
+
+
+def build_peer(torch, F, peer, source):
+    """The peer as a function of the case's inputs (not yet compiled: the first call compiles)."""
+    if peer == TILEFUSE:
+        return tilefuse_peer(source)
+    fn = eval(source, {"torch": torch, "F": F})
+    if peer in COMPILE_MODES:
+        # Static shapes, one compiled function per case: one function reused across shapes
+        # recompiles for dynamic shapes (layernorm 65536x1024 on an H200: 208 µs, not 68).
+        fn = torch.compile(fn, dynamic=False, mode=COMPILE_MODES[peer])
+    return fn
 
 
 def tilefuse_peer(source):

@@ -6,8 +6,9 @@
 # Usage: scripts/gpu-python-ext.sh BUNDLE_DIR PACKAGE_DIR — leaves an importable `tilefuse` in
 # PACKAGE_DIR (PYTHONPATH=PACKAGE_DIR); exits non-zero, with the compiler's words, on failure.
 set -euo pipefail
+B=$(realpath -m "$1") X=$(realpath -m "$2")  # before the cd: the caller's relative paths
 cd "$(dirname "$0")/.."
-B=$1 X=$2
+case "$X/" in "$PWD/"*) echo "gpu-python-ext.sh: $X is inside the checkout; give a folder outside it (it is emptied)" >&2; exit 2 ;; esac
 P="$B/python"
 rm -rf "$X" && mkdir -p "$X/tilefuse" "$X/obj" && cp python/tilefuse/*.py "$X/tilefuse/"
 pyinc=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')

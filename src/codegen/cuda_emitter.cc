@@ -141,11 +141,11 @@ CudaKernelConfig ResolveCudaConfig(const Kernel& k, const CudaKernelConfig& requ
           break;
         }
     }
-    // Blocks of 256 threads, 128 where a thread's transcendentals are on 4 elements or fewer
-    // (f32): the tuner on an H200 chose 128 for GELU f32 in two calls (2026-11-28: 129.5 µs
+    // Blocks of 256 threads, 128 where a thread's transcendentals are on 4 f32 elements (f64,
+    // unmeasured, keeps 256): the tuner on an H200 chose 128 for GELU f32 in two calls (2026-11-28: 129.5 µs
     // against 131.4 and 131.5 at 256, 1.5%), while on bf16 GELU 128 tied 256 (67.0 / 67.3
     // against 67.0 / 67.2) and SwiGLU ran 0.6% slower (96.1 / 96.3 against 95.6 / 95.7).
-    if (c.threads == 0) c.threads = CallsTranscendental(k) && c.vector <= 4 && narrowest >= 4 ? 128 : 256;
+    if (c.threads == 0) c.threads = CallsTranscendental(k) && c.vector == 4 && narrowest == 4 ? 128 : 256;
     c.threads_per_row = 0;
     c.cache_row = 0;
     return c;
@@ -984,10 +984,14 @@ class CudaEmitter {
     row_done_[sum_value] = true;
   }
 
-  // The held half-type array whose plain elements are the pair's max's value (a softmax's
-  // row as loaded), or -1.
+  // The held half-type array whose elements, as loaded or widened to f32 or f64 (exact: the
+  // max is the same), are the pair's max's value (a softmax's row), or -1. (A held row takes
+  // the pair only where a cluster shares it.)
   int PairsTakingTheMax(int max_r) const {
-    const int v = k_.reductions[max_r].value;
+    int v = k_.reductions[max_r].value;
+    while (k_.values[v].kind == ScalarValue::Kind::kOp && k_.values[v].op == OpCode::kCast && k_.values[v].args.size() == 1 &&
+           (k_.values[v].dtype == DType::kF32 || k_.values[v].dtype == DType::kF64))
+      v = k_.values[v].args[0];
     const ScalarValue& value = k_.values[v];
     const bool half = value.dtype == DType::kBF16 || value.dtype == DType::kF16;
     return value.kind == ScalarValue::Kind::kLoad && half && array_[v] == Array::kCached && PackedCache(v) ? v : -1;
@@ -1024,8 +1028,9 @@ class CudaEmitter {
     out_ += ind + "}\n";
   }
 
-  // The pair chunk by chunk (a row re-read per pass): the running max grows to take each
-  // chunk's, the sum is rescaled to it, then the chunk's exps are added.
+  // The pair chunk by chunk (a row re-read per pass, or held other than as the pairs the max
+  // reads): the running max grows to take each chunk's, the sum is rescaled to it, then the
+  // chunk's exps are added.
   void EmitChunkwiseMaxAndSum(int max_r, int sum_r, const std::vector<int>& loads, const std::string& ind) {
     const KernelReduction &max_red = k_.reductions[max_r], &sum_red = k_.reductions[sum_r];
     const std::string t = AccumulatorType(max_red);

@@ -104,7 +104,8 @@ TEST_P(CudaLongRowTest, EdgeRowsMatchTheReference) {
 // rows of 32768 fill a 1024-thread block's registers, more rows than SMs: a block per SM
 // walks the rows, its next row copied into shared memory meanwhile. Half-type rows of 65536
 // go by rule to a cluster of 4 holding its slices as pairs: the max taken on the pairs, then
-// the sum against it.
+// the sum against it; rows of 40000 too, whose slices end part-way through a chunk (their form:
+// CudaProgramRowClusterTest.RaggedSlicesTakeTheMaxOnThePairs).
 INSTANTIATE_TEST_SUITE_P(LongRows, CudaLongRowTest,
                          testing::Values(LongRowCase{7, 40000, 0, "tf_block_reduce_max_sum<"},
                                          LongRowCase{7, 40000, 2, "tf_cluster_reduce_max_sum<kCluster>"},
@@ -113,7 +114,8 @@ INSTANTIATE_TEST_SUITE_P(LongRows, CudaLongRowTest,
                                          LongRowCase{7, 200000, 2, "tf_cluster_reduce_max_sum<kCluster>"},
                                          LongRowCase{300, 32768, 0, "tf_row_stage"},
                                          LongRowCase{7, 65536, 0, "tf_max_pairs_bf16(", DType::kBF16},
-                                         LongRowCase{7, 65536, 0, "tf_max_pairs_f16(", DType::kF16}),
+                                         LongRowCase{7, 65536, 0, "tf_max_pairs_f16(", DType::kF16},
+                                         LongRowCase{7, 40000, 0, "tf_max_pairs_bf16(", DType::kBF16}),
                          [](const testing::TestParamInfo<LongRowCase>& info) {
                            return std::to_string(info.param.rows) + "x" + std::to_string(info.param.columns) + "_cluster" +
                                   std::to_string(info.param.cluster) + "_" + std::string(DTypeName(info.param.dtype));

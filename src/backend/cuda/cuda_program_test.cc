@@ -467,6 +467,28 @@ TEST(CudaProgramRowClusterTest, RowsHeldOnlyAsPairsGoToAClusterOfFour) {
   EXPECT_EQ(shorter.groups[0].kernel->source.config.cluster, 1);
 }
 
+// Rows of 40000 bf16 also go to a cluster of 4 holding pairs, and their slices of 10000 end
+// part-way through a chunk: the max on the pairs and the sum guard the chunks past the slice,
+// and the kernel compiles without spills.
+TEST(CudaProgramRowClusterTest, RaggedSlicesTakeTheMaxOnThePairs) {
+  GraphBuilder b;
+  b.Output(b.Softmax(b.Parameter("x", DType::kBF16, {7, 40000}), 1), "y");
+  auto graph = b.Build();
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  const CudaProgram program = BuildProgram(std::move(graph).value());
+  ASSERT_EQ(program.groups.size(), 1u);
+  ASSERT_TRUE(program.groups[0].kernel);
+  const CudaKernelSource& k = program.groups[0].kernel->source;
+  EXPECT_EQ(k.config.cluster, 4) << k.strategy;
+  EXPECT_NE(k.function.find("tf_max_pairs_bf16("), std::string::npos) << k.function;
+  EXPECT_GE(Count(k.function, "if (i1b < slice_begin + kSlice)"), 3u) << "the max, the sum and the stores guard:\n" << k.function;
+  StatusOr<NvrtcCompiler> nvrtc = NvrtcCompiler::Create(TestCacheDir());
+  if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available, the kernel not compiled: " << nvrtc.status().ToString();
+  auto cubin = nvrtc->Compile(CudaTranslationUnit({k}), "sm_90a");
+  ASSERT_TRUE(cubin.ok()) << cubin.status().ToString();
+  for (const PtxasKernelInfo& info : ParsePtxasLog(cubin->ptxas_log)) EXPECT_EQ(info.spill_store_bytes, 0) << info.line;
+}
+
 // Cross-entropy's logsumexp over rows too long for registers (131072 bf16 logits): the max
 // and the sum of exp(x - max) in one pass over the row (an online softmax), so the logits are
 // read once, not twice. Rows held in registers (its 64x1000 twin) keep the two passes.

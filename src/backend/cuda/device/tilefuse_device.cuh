@@ -228,8 +228,8 @@ template <bool kBf16> TFD uint32_t tf_max_pairs(uint32_t a, uint32_t b) {
   else asm("{ max.NaN.f16x2 %0, %1, %2; }" : "=r"(r) : "r"(a), "r"(b));
   return r;
 #else
-  auto half = [](uint32_t w, int at) { return kBf16 ? tf_cvt_bf16((uint16_t)(w >> at)) : tf_cvt_f16((uint16_t)(w >> at)); };
-  const float lo = max_nan(half(a, 0), half(b, 0)), hi = max_nan(half(a, 16), half(b, 16));
+  auto element = [](uint32_t w, int at) { return kBf16 ? tf_cvt_bf16((uint16_t)(w >> at)) : tf_cvt_f16((uint16_t)(w >> at)); };
+  const float lo = max_nan(element(a, 0), element(b, 0)), hi = max_nan(element(a, 16), element(b, 16));
   return kBf16 ? tf_pack2_bf16(lo, hi) : tf_pack2_f16(lo, hi);
 #endif
 }

@@ -142,9 +142,10 @@ CudaKernelConfig ResolveCudaConfig(const Kernel& k, const CudaKernelConfig& requ
         }
     }
     // Blocks of 256 threads, 128 where a thread's transcendentals are on 4 f32 elements (f64,
-    // unmeasured, keeps 256): the tuner on an H200 chose 128 for GELU f32 in two calls (2026-11-28: 129.5 µs
-    // against 131.4 and 131.5 at 256, 1.5%), while on bf16 GELU 128 tied 256 (67.0 / 67.3
-    // against 67.0 / 67.2) and SwiGLU ran 0.6% slower (96.1 / 96.3 against 95.6 / 95.7).
+    // unmeasured, keeps 256): the tuner on an H200 chose 128 for GELU f32 in two calls
+    // (2026-11-28: 129.5 µs against 131.4 and 131.5 at 256, 1.5%), while on bf16 GELU 128 tied
+    // 256 (67.0 / 67.3 against 67.0 / 67.2) and SwiGLU ran 0.6% slower (96.1 / 96.3 against
+    // 95.6 / 95.7).
     if (c.threads == 0) c.threads = CallsTranscendental(k) && c.vector == 4 && narrowest == 4 ? 128 : 256;
     c.threads_per_row = 0;
     c.cache_row = 0;

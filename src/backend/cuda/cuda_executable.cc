@@ -20,6 +20,7 @@
 #include "codegen/cuda_gemm_emitter.h"
 #include "codegen/gemm_split.h"
 #include "runtime/measure.h"
+#include "support/env_switch.h"
 
 namespace tilefuse {
 
@@ -547,8 +548,12 @@ StatusOr<double> CudaExecutable::BenchmarkMs(const std::vector<Tensor>& inputs, 
     }
     tables.push_back(std::move(at));
   }
+  // For diagnosis, TILEFUSE_BENCH_DIRECT=1 times the kernels launched one by one on the stream
+  // instead of as the captured graph (whether a graph launch costs the GPU more than a kernel
+  // launch: PyTorch's peers launch directly), queued the same way.
+  const bool direct = !s.has_host_steps && SwitchedOn("TILEFUSE_BENCH_DIRECT");
   std::vector<CudaGraphExec> graphs;
-  if (!s.has_host_steps)
+  if (!s.has_host_steps && !direct)
     for (const auto& at : tables) {
       ASSIGN_OR_RETURN(CudaGraphExec e, s.Capture(at));
       graphs.push_back(std::move(e));
@@ -559,9 +564,10 @@ StatusOr<double> CudaExecutable::BenchmarkMs(const std::vector<Tensor>& inputs, 
   };
   for (int i = 0; i < warmup; ++i) RETURN_IF_ERROR(run_once(i));
   std::vector<double> times;
-  if (!graphs.empty()) {
-    // Graph launches only queue work: they are timed queued ahead of the GPU, so the
-    // events time the kernels and not the host launching them (queued_timing.h).
+  if (!graphs.empty() || direct) {
+    // Graph launches (and direct ones without host steps) only queue work: they are timed
+    // queued ahead of the GPU, so the events time the kernels and not the host launching them
+    // (queued_timing.h).
     ASSIGN_OR_RETURN(times, TimeQueuedCalls(*s.device, repeats, [&](int i) { return run_once(warmup + i); }));
     for (double& t : times) t /= 1000.0;
   } else {

@@ -31,6 +31,15 @@ class GpuRunOnDeviceTest : public testing::Test {
     ASSIGN_OR_RETURN(Graph graph, RunGraphPasses(std::move(model.graph), PassOptions{}));
     return CompileForCuda(graph, CudaCompileOptions{});
   }
+  // Random inputs for `g`'s parameters, seeds from `seed` on.
+  static std::vector<Tensor> RandomInputs(const Graph& g, uint64_t seed) {
+    std::vector<Tensor> inputs;
+    for (size_t i = 0; i < g.inputs().size(); ++i) {
+      const Node& p = g.node(g.inputs()[i]);
+      inputs.push_back(Tensor::Random(p.dtype, p.shape, seed + i));
+    }
+    return inputs;
+  }
   // A device copy of `t`, `offset` bytes past the start of its allocation.
   CUdeviceptr Upload(const Tensor& t, int offset = 0) {
     CUdeviceptr p = 0;
@@ -58,11 +67,7 @@ TEST_F(GpuRunOnDeviceTest, MatchesTheHostRunBitForBitOnTheCallersStream) {
     ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
     ASSERT_TRUE((*compiled)->captured());
     const Graph& g = (*compiled)->graph();
-    std::vector<Tensor> inputs;
-    for (size_t i = 0; i < g.inputs().size(); ++i) {
-      const Node& p = g.node(g.inputs()[i]);
-      inputs.push_back(Tensor::Random(p.dtype, p.shape, 11 + i));
-    }
+    const std::vector<Tensor> inputs = RandomInputs(g, 11);
     auto expected = (*compiled)->Run(inputs);
     ASSERT_TRUE(expected.ok()) << expected.status().ToString();
     CUstream stream = nullptr;
@@ -126,6 +131,29 @@ TEST_F(GpuRunOnDeviceTest, WrongNumberOfPointersIsAnError) {
   Status ran = (*compiled)->RunOnDevice({}, {}, 0);
   EXPECT_EQ(ran.code(), StatusCode::kInvalidArgument) << ran.ToString();
   EXPECT_NE(ran.message().find("device pointers"), std::string::npos) << ran.ToString();
+}
+
+// The benchmark times the captured graph, or with TILEFUSE_BENCH_DIRECT=1 the kernels launched
+// one by one (a diagnosis: PyTorch's peers launch directly); both time the same work, queued.
+TEST_F(GpuRunOnDeviceTest, BenchmarkTimesTheGraphOrTheKernelsLaunchedDirectly) {
+  for (const char* example : {"layernorm_manual.onnxtxt", "mlp_block.onnxtxt"}) {
+    SCOPED_TRACE(example);
+    auto compiled = CompileExample(example);
+    ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
+    const Graph& g = (*compiled)->graph();
+    const std::vector<Tensor> inputs = RandomInputs(g, 31);
+    auto graph_ms = (*compiled)->BenchmarkMs(inputs, 3, 50, 2);
+    ::setenv("TILEFUSE_BENCH_DIRECT", "1", 1);
+    auto direct_ms = (*compiled)->BenchmarkMs(inputs, 3, 50, 2);
+    ::unsetenv("TILEFUSE_BENCH_DIRECT");
+    ASSERT_TRUE(graph_ms.ok()) << graph_ms.status().ToString();
+    ASSERT_TRUE(direct_ms.ok()) << direct_ms.status().ToString();
+    EXPECT_GT(*graph_ms, 0.0);
+    EXPECT_GT(*direct_ms, 0.0);
+    // The same kernels: within a factor of 4 either way (launch gaps aside).
+    EXPECT_LT(*direct_ms, 4 * *graph_ms);
+    EXPECT_LT(*graph_ms, 4 * *direct_ms);
+  }
 }
 
 }  // namespace

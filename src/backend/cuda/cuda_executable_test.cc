@@ -14,6 +14,7 @@
 #include "passes/pipeline.h"
 #include "reference/interpreter.h"
 #include "support/tensor_compare.h"
+#include "testing/random_inputs.h"
 
 namespace tilefuse {
 namespace {
@@ -30,15 +31,6 @@ class GpuRunOnDeviceTest : public testing::Test {
     ASSIGN_OR_RETURN(ImportedModel model, ImportOnnx(std::string(TILEFUSE_SOURCE_DIR) + "/examples/" + name));
     ASSIGN_OR_RETURN(Graph graph, RunGraphPasses(std::move(model.graph), PassOptions{}));
     return CompileForCuda(graph, CudaCompileOptions{});
-  }
-  // Random inputs for `g`'s parameters, seeds from `seed` on.
-  static std::vector<Tensor> RandomInputs(const Graph& g, uint64_t seed) {
-    std::vector<Tensor> inputs;
-    for (size_t i = 0; i < g.inputs().size(); ++i) {
-      const Node& p = g.node(g.inputs()[i]);
-      inputs.push_back(Tensor::Random(p.dtype, p.shape, seed + i));
-    }
-    return inputs;
   }
   // A device copy of `t`, `offset` bytes past the start of its allocation.
   CUdeviceptr Upload(const Tensor& t, int offset = 0) {

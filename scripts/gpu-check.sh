@@ -107,10 +107,8 @@ if has gemm; then
   done
   memcheck_run tests/gemm/gemm_overlap_residual_ragged_bf16.onnxtxt --gemm template
   TILEFUSE_GEMM_PINGPONG=1 memcheck_run tests/gemm/gemm_residual_many_tiles_bf16.onnxtxt --gemm template
-  # The residual's ring with clusters of two sharing B (the ring is each CTA's own).
-  for m in tests/gemm/*residual*.onnxtxt; do
-    TILEFUSE_GEMM_CLUSTER=2 check_run "$m --gemm template, clusters of 2" "$m" --gemm template
-  done
+  # The residual's ring with clusters of two sharing B (the ring is each CTA's own; the loop
+  # below checks every tests/gemm graph with clusters of two).
   TILEFUSE_GEMM_CLUSTER=2 memcheck_run tests/gemm/gemm_residual_many_tiles_bf16.onnxtxt --gemm template
   # Clusters of two CTAs sharing B tiles by multicast, wherever they fit (the tuner's choice).
   for m in tests/gemm/*.onnxtxt bench/cases/check/gemm_*.onnxtxt bench/cases/check/mlp_block*.onnxtxt bench/cases/check/gpt_block*.onnxtxt; do

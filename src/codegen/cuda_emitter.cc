@@ -619,6 +619,9 @@ class CudaEmitter {
   }
   std::string PartEnd() const { return c_.cluster > 1 ? "slice_begin + kSlice" : "kInner"; }
 
+  // The indent of the body of the loop OpenChunkLoop(indent) opens: one level in, two where
+  // a held row's last chunks are guarded.
+  std::string ChunkBody(const std::string& indent) const { return indent + (c_.cache_row && !ChunksExact() ? "    " : "  "); }
   // Opens the loop over this thread's chunks of the row: in registers' order (k unrolled)
   // when cached, else a strided loop. Returns the closing text.
   std::string OpenChunkLoop(const std::string& indent) {
@@ -840,7 +843,7 @@ class CudaEmitter {
         else out_ += fmt::format("{}{} {}[kChunks][kVec];\n", ind, DrawnInBlocks(v) ? "float" : StorageType(k_.values[v].dtype), ArrayName(v));
       if (staged_ >= 0) out_ += ind + "tf_cp_async_wait_all();\n";
       std::string close = OpenChunkLoop(ind);
-      std::string in = ind + (ChunksExact() ? "  " : "    ");
+      std::string in = ChunkBody(ind);
       for (int v : cached) {
         const ScalarValue& value = k_.values[v];
         if (v == staged_) {
@@ -898,7 +901,7 @@ class CudaEmitter {
     out_ += fmt::format("{}{} {}[kChunks][kVec];  // folded: what every pass reads the row through\n", ind,
                         ComputeType(k_.values[folded].dtype), ArrayName(folded));
     std::string close = OpenChunkLoop(ind);
-    std::string in = ind + (ChunksExact() ? "  " : "    ");
+    std::string in = ChunkBody(ind);
     EmitChunkLoads(loads, in);
     out_ += fmt::format("{0}#pragma unroll\n{0}for (int j = 0; j < kVec; ++j) {{\n{0}  const tf_index_t i1 = i1b + j;\n", in);
     std::vector<bool> element(k_.values.size(), false);
@@ -933,7 +936,7 @@ class CudaEmitter {
     out_ += fmt::format("{}{} acc{} = {};\n", ind, acc_type, r, init);
     LaunderPackedCaches(ind);
     std::string close = OpenChunkLoop(ind);
-    std::string in = ind + (c_.cache_row && !ChunksExact() ? "    " : "  ");
+    std::string in = ChunkBody(ind);
     EmitChunkLoads(loads, in);
     out_ += fmt::format("{}#pragma unroll\n{}for (int j = 0; j < kVec; ++j) {{\n{}  const tf_index_t i1 = i1b + j;\n", in, in, in);
     std::vector<bool> element(k_.values.size(), false);
@@ -1007,7 +1010,7 @@ class CudaEmitter {
     const std::string t = AccumulatorType(max_red), type(DTypeName(k_.values[pairs].dtype));
     out_ += fmt::format("{0}{{\n{0}  uint32_t pairs_max = tf_lowest_pair_{1};\n", ind, type);
     std::string close = OpenChunkLoop(ind + "  ");
-    const std::string in = ind + (ChunksExact() ? "    " : "      ");
+    const std::string in = ChunkBody(ind + "  ");
     out_ += fmt::format("{0}#pragma unroll\n{0}for (int p = 0; p < kVec / 2; ++p) pairs_max = tf_max_pairs_{1}(pairs_max, {2}[k][p]);\n", in,
                         type, ArrayName(pairs));
     out_ += close;
@@ -1018,12 +1021,11 @@ class CudaEmitter {
                         "{0}  const {1} {2} = acc{3} == -INFINITY ? {1}(0) : ({1})acc{3};\n",
                         ind, ComputeType(max_red.dtype), Name(accumulator_value_.at(max_r)), max_r);
     close = OpenChunkLoop(ind + "  ");
-    const std::string sum_in = ind + (ChunksExact() ? "    " : "      ");
-    EmitChunkLoads(loads, sum_in);
-    out_ += fmt::format("{0}#pragma unroll\n{0}for (int j = 0; j < kVec; ++j) {{\n{0}  const tf_index_t i1 = i1b + j;\n", sum_in);
+    EmitChunkLoads(loads, in);
+    out_ += fmt::format("{0}#pragma unroll\n{0}for (int j = 0; j < kVec; ++j) {{\n{0}  const tf_index_t i1 = i1b + j;\n", in);
     std::vector<bool> element(k_.values.size(), false);
-    Emit(k_.reductions[sum_r].value, &element, sum_in + "  ");
-    out_ += fmt::format("{0}  acc{1} += ({2}){3};\n{0}}}\n", sum_in, sum_r, t, Name(k_.reductions[sum_r].value));
+    Emit(k_.reductions[sum_r].value, &element, in + "  ");
+    out_ += fmt::format("{0}  acc{1} += ({2}){3};\n{0}}}\n", in, sum_r, t, Name(k_.reductions[sum_r].value));
     out_ += close;
     ForgetChunkLoads();
     out_ += ind + "}\n";
@@ -1037,7 +1039,7 @@ class CudaEmitter {
     const std::string t = AccumulatorType(max_red);
     const int max_value = accumulator_value_.at(max_r);
     std::string close = OpenChunkLoop(ind);
-    std::string in = ind + (c_.cache_row && !ChunksExact() ? "    " : "  ");
+    std::string in = ChunkBody(ind);
     EmitChunkLoads(loads, in);
     out_ += fmt::format("{0}{1} chunk_max = -INFINITY;\n{0}#pragma unroll\n{0}for (int j = 0; j < kVec; ++j) {{\n"
                         "{0}  const tf_index_t i1 = i1b + j;\n", in, t);
@@ -1091,7 +1093,7 @@ class CudaEmitter {
       }
     if (element_stores.empty()) return;
     std::string close = OpenChunkLoop(ind);
-    std::string in = ind + (c_.cache_row && !ChunksExact() ? "    " : "  ");
+    std::string in = ChunkBody(ind);
     EmitChunkLoads(loads, in);
     for (const KernelStore* s : element_stores)
       if (RowVectorizable(s->index, c_.vector)) out_ += in + VectorStore(*s).Declaration() + "\n";

@@ -269,10 +269,13 @@ template <int N, typename T> TFD void tf_vstore(T* __restrict__ p, const T (&in)
   }
 }
 
+// A shared-memory pointer as the 32-bit address PTX's shared-space instructions take.
+TFD unsigned tf_shared_address(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+
 // ---- a row's next chunks copied into shared memory while the current row computes ----
 // 16 bytes from global memory into shared memory, asynchronously (sm_80+), bypassing L1.
 TFD void tf_cp_async16(void* shared, const void* global) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((unsigned)__cvta_generic_to_shared(shared)), "l"(global) : "memory");
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(tf_shared_address(shared)), "l"(global) : "memory");
 }
 TFD void tf_cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 // This thread's copies committed so far have landed (other threads' are not waited for).
@@ -349,7 +352,6 @@ TFD void tf_cluster_sync() {
 // Before any CTA sends: thread 0 initialises each exchange's barrier (tf_exchange_init),
 // every thread then starts (tf_exchange_start), and waits for the whole cluster to have
 // started (tf_cluster_wait) before its first exchange.
-TFD unsigned tf_shared_address(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
 TFD void tf_exchange_init(unsigned long long* bar) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(tf_shared_address(bar)) : "memory");
 }

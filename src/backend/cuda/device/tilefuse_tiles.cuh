@@ -33,7 +33,7 @@ struct alignas(64) TensorMap {
   unsigned long long opaque[16];
 };
 
-TF_TILE unsigned SharedAddress(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
+TF_TILE unsigned SharedAddress(const void* p) { return tf_shared_address(p); }  // the device library's
 
 // ---- mbarrier ----
 struct Barrier {

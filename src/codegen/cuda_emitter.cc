@@ -103,6 +103,9 @@ bool CallsTranscendental(const Kernel& k) {
 bool IsRowDataLoad(const ScalarValue& v) {
   return v.kind == ScalarValue::Kind::kLoad && v.inner && UsesVar(v.index, 0) && !UsesValue(v.index);
 }
+bool IsRowBroadcastLoad(const ScalarValue& v, int vector) {
+  return v.kind == ScalarValue::Kind::kLoad && v.inner && !UsesVar(v.index, 0) && RowVectorizable(v.index, vector);
+}
 
 const char* DeviceCombiner(OpCode combiner) {
   switch (combiner) {
@@ -200,6 +203,9 @@ CudaKernelConfig ResolveCudaConfig(const Kernel& k, const CudaKernelConfig& requ
     const bool cacheable = row_loads > 0 && c.threads_per_row > 1;
     c.cache_row = !cacheable ? 0 : values <= budget ? 1 : registers_as_pairs <= budget ? 2 : 0;
   }
+  if (c.cache_row != 1 ||
+      std::none_of(k.values.begin(), k.values.end(), [&](const ScalarValue& v) { return IsRowBroadcastLoad(v, c.vector); }))
+    c.broadcast_with_row = false;
   // A row a 1024-thread block holds only as pairs is shared, where nothing else was asked
   // for, by a cluster of 4 CTAs of 256 threads, each holding its slice as pairs (half the
   // registers of the slice unpacked: more CTAs an SM). The tuner chose that on both GPUs for
@@ -239,7 +245,10 @@ class CudaEmitter {
           fmt::format("row: {} per row{}, {}{}{} x{}",
                       c_.threads_per_row == 1 ? "thread" : c_.threads_per_row == 32 ? "warp" : "block",
                       c_.cluster > 1 ? fmt::format(" (a cluster of {} per row)", c_.cluster) : "",
-                      c_.cache_row == 2 ? "row in registers as pairs" : c_.cache_row ? "row in registers" : "row re-read per pass",
+                      c_.cache_row == 2 ? "row in registers as pairs"
+                      : c_.broadcast_with_row ? "row and row-invariant vectors in registers"
+                      : c_.cache_row ? "row in registers"
+                                     : "row re-read per pass",
                       online_ ? ", max and sum of exp in one pass" : "",
                       staged_ >= 0 ? ", a block per SM with its next row prefetched into shared memory" : "", c_.vector));
       source.launch.cluster = {c_.cluster, 1, 1};
@@ -674,6 +683,19 @@ class CudaEmitter {
       if (IsRowDataLoad(k_.values[v]) || DrawnInBlocks(v)) cached.push_back(v);
     return cached;
   }
+  // With CudaKernelConfig::broadcast_with_row, the vectors every row reads alike that the
+  // reductions and stores reach, held in registers beside the row.
+  std::vector<int> BroadcastRowLoads() {
+    if (!c_.broadcast_with_row) return {};
+    std::vector<bool> seen(k_.values.size(), false);
+    std::vector<int> loads, held;
+    for (const KernelReduction& r : k_.reductions) Prepare(r.value, seen, loads, "", false);
+    for (const KernelStore& s : k_.stores)
+      if (UsesVar(s.index, 1)) Prepare(s.value, seen, loads, "", false);
+    for (int v : loads)
+      if (IsRowBroadcastLoad(k_.values[v], c_.vector)) held.push_back(v);
+    return held;
+  }
 
   // The load whose next row is copied into shared memory while a row computes, or -1. Where
   // a 1024-thread block holds its row in registers, an SM runs one block: its loads, block
@@ -831,9 +853,12 @@ class CudaEmitter {
       out_ += "  for (tf_index_t i0 = blockIdx.x; i0 < kRows; i0 += gridDim.x) {\n";
     }
     const std::string ind = "    ";
-    // Loads of the row itself, read once into registers when the row is cached.
+    // Loads of the row itself, read once into registers when the row is cached (and with
+    // them, if asked, the vectors every row reads alike).
     if (c_.cache_row) {
-      for (int v : cached)
+      std::vector<int> held = cached;
+      for (int v : BroadcastRowLoads()) held.push_back(v);
+      for (int v : held)
         if (v == staged_) out_ += fmt::format("{}{} {}[kChunks][{}];\n", ind, PackedCache(v) ? "uint32_t" : StorageType(k_.values[v].dtype),
                                               ArrayName(v), PackedCache(v) ? "kVec / 2" : "kVec");
         else if (PackedCache(v))
@@ -844,7 +869,7 @@ class CudaEmitter {
       if (staged_ >= 0) out_ += ind + "tf_cp_async_wait_all();\n";
       std::string close = OpenChunkLoop(ind);
       std::string in = ChunkBody(ind);
-      for (int v : cached) {
+      for (int v : held) {
         const ScalarValue& value = k_.values[v];
         if (v == staged_) {
           out_ += fmt::format("{}tf_sload16(&tf_row_stage[k * kThreadsPerRow + lane], {}[k]);\n", in, ArrayName(v));
@@ -870,7 +895,7 @@ class CudaEmitter {
         out_ += StageCopies("next", ind + "  ");
         out_ += ind + "  tf_cp_async_commit();\n" + ind + "}\n";
       }
-      for (int v : cached) array_[v] = Array::kCached;
+      for (int v : held) array_[v] = Array::kCached;
       if (const int folded = staged_ < 0 ? FoldedRowValue(cached) : -1; folded >= 0) EmitFoldedRowValue(folded, ind);
     }
     std::vector<bool> in_online_pass(k_.reductions.size(), false);

@@ -54,6 +54,11 @@ struct CudaKernelConfig {
   // (1, 2, 4 or 8), each reducing a slice of it and combining the partials through
   // distributed shared memory; resolved to 1 wherever it does not apply; 0: the rule.
   int cluster = 0;
+  // Row template holding its row in registers (cache_row 1): the vectors every row reads
+  // alike (a norm's scale and bias) loaded with the row, before the reductions, into
+  // registers, where by default each is read after them, chunk by chunk, as the outputs are
+  // written. The tuner tries both; resolved to false wherever it does not apply.
+  bool broadcast_with_row = false;
   // The GPU's SM count (set by the program builder, not searched; 0: unknown). With it, a row
   // kernel whose 1024-thread block holds its row in registers (one block per SM) runs one
   // block per SM over many rows, each thread copying its part of the block's next row into
@@ -81,6 +86,9 @@ struct CudaKernelSource {
 // Row template: whether `v` loads the row itself (depends on both loop variables, plain
 // index): the loads a cached row keeps in registers.
 bool IsRowDataLoad(const ScalarValue& v);
+// Row template: whether `v` loads a vector every row reads alike (along the row, the same
+// for every row, in whole vectors of `vector` elements): a norm's scale or bias.
+bool IsRowBroadcastLoad(const ScalarValue& v, int vector);
 // The chosen configuration for a kernel (every 0/-1 of `requested` resolved).
 CudaKernelConfig ResolveCudaConfig(const Kernel& kernel, const CudaKernelConfig& requested);
 // InvalidArgument for configurations the template cannot run (the tuner prunes them).

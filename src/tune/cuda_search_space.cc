@@ -10,6 +10,14 @@ namespace tilefuse {
 namespace {
 
 int64_t RowLoads(const Kernel& k) { return std::count_if(k.values.begin(), k.values.end(), IsRowDataLoad); }
+// The registers a thread's chunk of the row-invariant vectors takes, `vector` elements each
+// (half types two to a register); 0: the kernel reads none.
+int64_t BroadcastRegisters(const Kernel& k, int vector) {
+  int64_t registers = 0;
+  for (const ScalarValue& v : k.values)
+    if (IsRowBroadcastLoad(v, vector)) registers += (vector * DTypeSize(v.dtype) + 3) / 4;
+  return registers;
+}
 
 // Whether a row load reads a half type (a cached row of it may be held as pairs).
 bool HasHalfRowLoads(const Kernel& k) {
@@ -43,6 +51,7 @@ nlohmann::json CudaConfigToJson(const CudaKernelConfig& c) {
   if (c.tile != -1) j["tile"] = c.tile;
   if (c.splits != 0) j["splits"] = c.splits;  // the column template's only
   if (c.cluster > 1) j["cluster"] = c.cluster;  // the row template's, when a row spans a cluster
+  if (c.broadcast_with_row) j["broadcast_with_row"] = true;
   return j;
 }
 
@@ -55,12 +64,14 @@ CudaKernelConfig CudaConfigFromJson(const nlohmann::json& j) {
   c.tile = j.value("tile", -1);
   c.splits = j.value("splits", 0);
   c.cluster = j.value("cluster", 1);  // records written before clusters: none
+  c.broadcast_with_row = j.value("broadcast_with_row", false);
   return c;
 }
 
 bool SameCudaConfig(const CudaKernelConfig& a, const CudaKernelConfig& b) {
   return a.threads == b.threads && a.vector == b.vector && a.threads_per_row == b.threads_per_row && a.cache_row == b.cache_row &&
-         a.tile == b.tile && a.splits == b.splits && std::max(a.cluster, 1) == std::max(b.cluster, 1);  // 0 and 1: no cluster where threads are named
+         a.tile == b.tile && a.splits == b.splits && std::max(a.cluster, 1) == std::max(b.cluster, 1) &&
+         a.broadcast_with_row == b.broadcast_with_row;  // 0 and 1: no cluster where threads are named
 }
 
 CudaSearchSpace CudaCandidates(const Kernel& k, bool clusters) {
@@ -137,6 +148,25 @@ CudaSearchSpace CudaCandidates(const Kernel& k, bool clusters) {
           continue;
         }
         add({threads, vector, tpr, cache});
+        // The same with the row-invariant vectors held beside the row, where they fit too
+        // (counted in registers: half types two to one).
+        const int64_t with_broadcast = chunks * vector * row_loads + BroadcastRegisters(k, vector) * chunks;
+        if (cache == 1 && BroadcastRegisters(k, vector) > 0) {
+          if (with_broadcast > budget) {
+            space.pruned.push_back(fmt::format("threads_per_row {} threads {} with the row-invariant vectors: {} registers a thread exceed the budget {}",
+                                               tpr, threads, with_broadcast, budget));
+            continue;
+          }
+          // More than 4 warps' rows a block: a layer norm over 1024 bf16 columns spilled at 256
+          // threads and ran 22% slower at 512 (H200, 2026-11-28).
+          if (tpr == 32 && threads > 128) {
+            space.pruned.push_back(fmt::format("threads_per_row 32 threads {} with the row-invariant vectors: more than 4 rows a block", threads));
+            continue;
+          }
+          CudaKernelConfig c{threads, vector, tpr, cache};
+          c.broadcast_with_row = true;
+          add(c);
+        }
       }
   }
   // A block per row split over a cluster: each CTA a slice (a row too long to cache may

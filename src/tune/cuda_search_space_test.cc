@@ -124,8 +124,48 @@ TEST(CudaSearchSpaceTest, ShortRowsAreTriedAWarpToABlock) {
   CudaSearchSpace warp_blocks;
   for (const CudaKernelConfig& c : space.candidates)
     if (c.threads == 32 && c.threads_per_row == 32) warp_blocks.candidates.push_back(c);
-  EXPECT_EQ(warp_blocks.candidates.size(), 2u) << "a warp per row in 32-thread blocks, the row held and re-read";
+  EXPECT_EQ(warp_blocks.candidates.size(), 3u) << "a warp per row in 32-thread blocks: the row re-read, held, held with the scale and bias";
   ExpectAllCandidatesCompile(k, warp_blocks);
+}
+
+// A layer norm's scale and bias (read alike by every row) are tried held beside the row, in
+// whole vectors, only where the row is held: the candidates pair up.
+TEST(CudaSearchSpaceTest, RowInvariantVectorsAreTriedBesideAHeldRow) {
+  Kernel k = FirstKernel("bench/cases/layernorm_bf16_65536x1024.onnxtxt");
+  CudaSearchSpace space = CudaCandidates(k);
+  int held = 0, with_vectors = 0;
+  for (const CudaKernelConfig& c : space.candidates) {
+    held += c.cache_row == 1 && !c.broadcast_with_row;
+    with_vectors += c.broadcast_with_row;
+    if (c.broadcast_with_row) EXPECT_EQ(c.cache_row, 1);
+    EXPECT_TRUE(SameCudaConfig(CudaConfigFromJson(CudaConfigToJson(c)), c)) << CudaConfigToJson(c).dump();
+  }
+  EXPECT_EQ(with_vectors, held - 2) << "every held row but a warp's in blocks of 256 and 512 threads beside its scale and bias";
+  CudaSearchSpace beside;
+  for (const CudaKernelConfig& c : space.candidates)
+    if (c.broadcast_with_row) beside.candidates.push_back(c);
+  ExpectAllCandidatesCompile(k, beside);
+  // Held beside: the row, the scale and the bias are all loaded before the first reduction;
+  // otherwise only the row.
+  auto loads_before_reducing = [&](bool with_vectors) {
+    CudaKernelConfig c{64, 8, 64, 1};
+    c.broadcast_with_row = with_vectors;
+    auto source = EmitCudaKernel(k, c);
+    EXPECT_TRUE(source.ok()) << source.status().ToString();
+    const std::string before = source->function.substr(0, source->function.find("tf_block_reduce"));
+    int loads = 0;
+    for (size_t at = before.find("tf_vload"); at != std::string::npos; at = before.find("tf_vload", at + 1)) ++loads;
+    return loads;
+  };
+  EXPECT_EQ(loads_before_reducing(true), 3);
+  EXPECT_EQ(loads_before_reducing(false), 1);
+  EXPECT_FALSE(ResolveCudaConfig(k, {}).broadcast_with_row) << "the rule reads them after the reductions";
+  // A kernel without such vectors (softmax) resolves the ask away: no duplicate candidates.
+  Kernel softmax = FirstKernel("bench/cases/softmax_bf16_16384x1024.onnxtxt");
+  CudaKernelConfig asked;
+  asked.broadcast_with_row = true;
+  EXPECT_FALSE(ResolveCudaConfig(softmax, asked).broadcast_with_row);
+  for (const CudaKernelConfig& c : CudaCandidates(softmax).candidates) EXPECT_FALSE(c.broadcast_with_row);
 }
 
 // Pointwise blocks: 128 threads where a thread's transcendentals are on 4 f32 elements (GELU

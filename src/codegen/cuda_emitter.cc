@@ -671,29 +671,30 @@ class CudaEmitter {
       if (a == Array::kChunk) a = Array::kNone;
   }
 
-  // The loads of the row itself that a cached row holds in registers (and random values
-  // drawn in blocks), found without printing anything.
-  std::vector<int> CachedRowLoads() {
+  // The loads the reductions and the element stores reach, found without printing anything.
+  std::vector<int> RowPassLoads() {
     std::vector<bool> seen(k_.values.size(), false);
-    std::vector<int> loads, cached;
+    std::vector<int> loads;
     for (const KernelReduction& r : k_.reductions) Prepare(r.value, seen, loads, "", false);
     for (const KernelStore& s : k_.stores)
       if (UsesVar(s.index, 1)) Prepare(s.value, seen, loads, "", false);
-    for (int v : loads)
+    return loads;
+  }
+  // The loads of the row itself that a cached row holds in registers (and random values
+  // drawn in blocks).
+  std::vector<int> CachedRowLoads() {
+    std::vector<int> cached;
+    for (int v : RowPassLoads())
       if (IsRowDataLoad(k_.values[v]) || DrawnInBlocks(v)) cached.push_back(v);
     return cached;
   }
-  // With CudaKernelConfig::broadcast_with_row, the vectors every row reads alike that the
-  // reductions and stores reach, held in registers beside the row.
+  // With CudaKernelConfig::broadcast_with_row, the vectors every row reads alike, held in
+  // registers beside the row.
   std::vector<int> BroadcastRowLoads() {
-    if (!c_.broadcast_with_row) return {};
-    std::vector<bool> seen(k_.values.size(), false);
-    std::vector<int> loads, held;
-    for (const KernelReduction& r : k_.reductions) Prepare(r.value, seen, loads, "", false);
-    for (const KernelStore& s : k_.stores)
-      if (UsesVar(s.index, 1)) Prepare(s.value, seen, loads, "", false);
-    for (int v : loads)
-      if (IsRowBroadcastLoad(k_.values[v], c_.vector)) held.push_back(v);
+    std::vector<int> held;
+    if (c_.broadcast_with_row)
+      for (int v : RowPassLoads())
+        if (IsRowBroadcastLoad(k_.values[v], c_.vector)) held.push_back(v);
     return held;
   }
 

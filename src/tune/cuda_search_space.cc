@@ -70,8 +70,9 @@ CudaKernelConfig CudaConfigFromJson(const nlohmann::json& j) {
 
 bool SameCudaConfig(const CudaKernelConfig& a, const CudaKernelConfig& b) {
   return a.threads == b.threads && a.vector == b.vector && a.threads_per_row == b.threads_per_row && a.cache_row == b.cache_row &&
-         a.tile == b.tile && a.splits == b.splits && std::max(a.cluster, 1) == std::max(b.cluster, 1) &&
-         a.broadcast_with_row == b.broadcast_with_row;  // 0 and 1: no cluster where threads are named
+         a.tile == b.tile && a.splits == b.splits &&
+         std::max(a.cluster, 1) == std::max(b.cluster, 1) &&  // 0 and 1: no cluster where threads are named
+         a.broadcast_with_row == b.broadcast_with_row;
 }
 
 CudaSearchSpace CudaCandidates(const Kernel& k, bool clusters) {
@@ -123,6 +124,7 @@ CudaSearchSpace CudaCandidates(const Kernel& k, bool clusters) {
   const int vector = base.vector;
   const int64_t row_loads = RowLoads(k);
   const int64_t chunks_per_row = (k.inner + vector - 1) / vector;
+  const int64_t broadcast_registers = BroadcastRegisters(k, vector);
   for (int tpr : {1, 32, 64, 128, 256, 512, 1024}) {
     if (tpr > 1 && base.threads_per_row == 1) {
       space.pruned.push_back(fmt::format("threads_per_row {}: no access is contiguous along the row", tpr));
@@ -150,8 +152,8 @@ CudaSearchSpace CudaCandidates(const Kernel& k, bool clusters) {
         add({threads, vector, tpr, cache});
         // The same with the row-invariant vectors held beside the row, where they fit too
         // (counted in registers: half types two to one).
-        const int64_t with_broadcast = chunks * vector * row_loads + BroadcastRegisters(k, vector) * chunks;
-        if (cache == 1 && BroadcastRegisters(k, vector) > 0) {
+        if (cache == 1 && broadcast_registers > 0) {
+          const int64_t with_broadcast = chunks * vector * row_loads + broadcast_registers * chunks;
           if (with_broadcast > budget) {
             space.pruned.push_back(fmt::format("threads_per_row {} threads {} with the row-invariant vectors: {} registers a thread exceed the budget {}",
                                                tpr, threads, with_broadcast, budget));

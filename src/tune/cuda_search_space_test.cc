@@ -129,7 +129,7 @@ TEST(CudaSearchSpaceTest, ShortRowsAreTriedAWarpToABlock) {
 }
 
 // A layer norm's scale and bias (read alike by every row) are tried held beside the row, in
-// whole vectors, only where the row is held: the candidates pair up.
+// whole vectors, only where the row is held (and a block holds at most 4 warps' rows).
 TEST(CudaSearchSpaceTest, RowInvariantVectorsAreTriedBesideAHeldRow) {
   Kernel k = FirstKernel("bench/cases/layernorm_bf16_65536x1024.onnxtxt");
   CudaSearchSpace space = CudaCandidates(k);

@@ -47,13 +47,13 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", required=True, help="comma-separated case names")
     parser.add_argument("--peers", default="compile", help="comma-separated peers (default: compile; tilefuse: tilefuse's own, "
-                        "through its Python package)")
+                        "through its Python package; tilefuse_tuned: the same, tuned first)")
     parser.add_argument("--calls", type=int, default=3, help="profiled calls per peer")
     args = parser.parse_args()
     import torch
     import torch.nn.functional as F
     wanted = args.peers.split(",")
-    unknown = sorted(set(wanted) - set(peers.PEERS + peers.OPTIONAL_PEERS + (peers.TILEFUSE,)))
+    unknown = sorted(set(wanted) - set(peers.PEERS + peers.OPTIONAL_PEERS + peers.TILEFUSE_PEERS))
     if unknown:
         parser.error(f"unknown peer(s): {', '.join(unknown)}")
     peers.SELECTED_PEERS = set(wanted)

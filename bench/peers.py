@@ -17,6 +17,8 @@ For each case it times these peers on the GPU with CUDA events (warm-up, then th
            by this same harness beside the others in one process, so the ratio to torch.compile
            does not carry two harnesses' or two calls' differences (the package must be
            importable: scripts/gpu-python-ext.sh builds it on the GPU machine)
+  tilefuse_tuned  the same with tune=True: its kernels' configurations measured first (by the
+           tuner, cached), only when --peers names it
 and one large device-to-device copy, the bandwidth every case is quoted against ("% bw").
 Bytes per case are the manifest's bytes_moved: each input read once, each output written once.
 Cases with "flops" (GEMMs: 2*M*N*K summed over the matmuls) are also quoted in TF/s, and against
@@ -53,6 +55,8 @@ MANIFEST = Path(__file__).resolve().parent / "cases" / "cases.json"
 PEERS = ("eager", "library", "compile")
 OPTIONAL_PEERS = ("compile_max_autotune", "compile_sdpa")  # timed only for cases whose manifest peers name them
 TILEFUSE = "tilefuse"  # timed only where --peers names it
+TILEFUSE_TUNED = "tilefuse_tuned"  # the same, its kernels tuned first
+TILEFUSE_PEERS = (TILEFUSE, TILEFUSE_TUNED)
 COMPILE_MODES = {"compile": None, "compile_max_autotune": "max-autotune-no-cudagraphs", "compile_sdpa": None}
 COMPILED_FROM = {"compile": "eager", "compile_max_autotune": "eager", "compile_sdpa": "library"}  # the expression compiled
 PEER_WIDTH = 8  # the peer column of --list and --dry-run (longer names push their line along)
@@ -78,16 +82,17 @@ def load_cases(selected):
 
 def case_peers(case):
     """The peers timed for the case: the three of every case, the optional ones it names, then
-    tilefuse where --peers names it."""
+    tilefuse (tuned or not) where --peers names it."""
     peers = PEERS + tuple(p for p in OPTIONAL_PEERS if p in case["peers"])
     peers = tuple(p for p in peers if SELECTED_PEERS is None or p in SELECTED_PEERS)
-    return peers + ((TILEFUSE,) if SELECTED_PEERS is not None and TILEFUSE in SELECTED_PEERS else ())
+    return peers + tuple(p for p in TILEFUSE_PEERS if SELECTED_PEERS is not None and p in SELECTED_PEERS)
 
 
 def peer_source(case, peer):
     """The peer as Python source: a lambda over the case's input names (None: no such peer)."""
-    if peer == TILEFUSE:
-        return f"tilefuse.compile({str(MANIFEST.parent / case['file'])!r}, backend='cuda')"
+    if peer in TILEFUSE_PEERS:
+        tune = ", tune=True" if peer == TILEFUSE_TUNED else ""
+        return f"tilefuse.compile({str(MANIFEST.parent / case['file'])!r}, backend='cuda'{tune})"
     expression = case["peers"][COMPILED_FROM.get(peer, peer)]
     if expression is None:
         return None
@@ -132,7 +137,7 @@ def list_cases(cases):
         print(f"    in  {'; '.join(map(describe, case['inputs']))}")
         print(f"    out {'; '.join(map(describe, case['outputs']))}")
         for peer in case_peers(case):
-            expression = peer_source(case, peer) if peer == TILEFUSE else case["peers"][peer]
+            expression = peer_source(case, peer) if peer in TILEFUSE_PEERS else case["peers"][peer]
             print(f"    {peer:{PEER_WIDTH}} {expression or '-'}")
         if "gemm_alone" in case:
             print(f"    {'gemm_alone':{PEER_WIDTH}} a @ b (cuBLAS) at M x N x K = {gemm_alone_note(case)}")
@@ -275,7 +280,7 @@ def run_peer(torch, F, case, peer, input_sets, args):
 
 def build_peer(torch, F, peer, source):
     """The peer as a function of the case's inputs (not yet compiled: the first call compiles)."""
-    if peer == TILEFUSE:
+    if peer in TILEFUSE_PEERS:
         return tilefuse_peer(source)
     fn = eval(source, {"torch": torch, "F": F})
     if peer in COMPILE_MODES:
@@ -361,15 +366,16 @@ def markdown(report):
              f"{report['repeats']} after {report['warmup']} warm-up; % bw: share of the device-to-device copy "
              f"rate {copy['gbps'] / 1e3:.2f} TB/s (bytes read + written)"]
     memory_bound = [case for case in report["cases"] if "flops" not in case]
-    same_harness = any(TILEFUSE in case["peers"] for case in memory_bound)
+    # The tilefuse peers timed beside the others, each with its ratio to torch.compile.
+    ours = [p for p in TILEFUSE_PEERS if any(p in case["peers"] for case in memory_bound)]
     if memory_bound:
         lines += ["", "| case | eager, op by op | PyTorch library op | torch.compile |" +
-                  (" tilefuse | torch.compile / tilefuse |" if same_harness else ""),
-                  "|---|---|---|---|" + ("---|---|" if same_harness else "")]
+                  "".join(f" {p} | torch.compile / {p} |" for p in ours),
+                  "|---|---|---|---|" + "---|---|" * len(ours)]
     for case in memory_bound:
         cells = [cell(case["peers"].get(p)) for p in PEERS]
-        if same_harness:
-            cells += [cell(case["peers"].get(TILEFUSE)), ratio(case["peers"].get("compile"), case["peers"].get(TILEFUSE))]
+        for p in ours:
+            cells += [cell(case["peers"].get(p)), ratio(case["peers"].get("compile"), case["peers"].get(p))]
         lines.append(f"| {case['name']} | " + " | ".join(cells) + " |")
     gemms = [case for case in report["cases"] if "flops" in case and "attention" not in case]
     if gemms:
@@ -415,7 +421,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", help="comma-separated case names (default: all)")
     parser.add_argument("--peers", help=f"comma-separated peers to time (default: all but tilefuse; of "
-                        f"{', '.join(PEERS + OPTIONAL_PEERS)}, gemm_alone, {TILEFUSE})")
+                        f"{', '.join(PEERS + OPTIONAL_PEERS)}, gemm_alone, {', '.join(TILEFUSE_PEERS)})")
     parser.add_argument("--repeats", type=int, default=100, help="timed calls per peer (median; at least 50)")
     parser.add_argument("--warmup", type=int, default=10, help="untimed calls per peer first")
     parser.add_argument("--json", metavar="FILE", help="write the full report as JSON")
@@ -428,7 +434,7 @@ def main():
     if args.peers:
         global SELECTED_PEERS
         SELECTED_PEERS = set(args.peers.split(","))
-        unknown = sorted(SELECTED_PEERS - set(PEERS + OPTIONAL_PEERS + ("gemm_alone", TILEFUSE)))
+        unknown = sorted(SELECTED_PEERS - set(PEERS + OPTIONAL_PEERS + ("gemm_alone",) + TILEFUSE_PEERS))
         if unknown:
             parser.error(f"unknown peer(s): {', '.join(unknown)}")
     if args.list:

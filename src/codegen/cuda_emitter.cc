@@ -120,6 +120,7 @@ const char* DeviceCombiner(OpCode combiner) {
 
 CudaKernelConfig ResolveCudaConfig(const Kernel& k, const CudaKernelConfig& requested) {
   CudaKernelConfig c = requested;
+  c.broadcast_with_row = false;  // only the row template's, below, where it applies
   if (c.cluster == 0) c.cluster = 1;  // none unless the row rule below takes one
   bool row = IsRowKernel(k);
   int64_t narrowest = NarrowestVectorAccess(k, row);
@@ -203,9 +204,8 @@ CudaKernelConfig ResolveCudaConfig(const Kernel& k, const CudaKernelConfig& requ
     const bool cacheable = row_loads > 0 && c.threads_per_row > 1;
     c.cache_row = !cacheable ? 0 : values <= budget ? 1 : registers_as_pairs <= budget ? 2 : 0;
   }
-  if (c.cache_row != 1 ||
-      std::none_of(k.values.begin(), k.values.end(), [&](const ScalarValue& v) { return IsRowBroadcastLoad(v, c.vector); }))
-    c.broadcast_with_row = false;
+  c.broadcast_with_row = requested.broadcast_with_row && c.cache_row == 1 &&
+                         std::any_of(k.values.begin(), k.values.end(), [&](const ScalarValue& v) { return IsRowBroadcastLoad(v, c.vector); });
   // A row a 1024-thread block holds only as pairs is shared, where nothing else was asked
   // for, by a cluster of 4 CTAs of 256 threads, each holding its slice as pairs (half the
   // registers of the slice unpacked: more CTAs an SM). The tuner chose that on both GPUs for

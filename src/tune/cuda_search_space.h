@@ -23,6 +23,12 @@ struct CudaSearchSpace {
 // rule's configuration, the first candidate, may take one.
 CudaSearchSpace CudaCandidates(const Kernel& kernel, bool clusters = false);
 
+// The cost model's order when the space is larger than the tuner measures (`base`: the
+// rule's configuration, measured first): rows held in registers first, then the block sizes
+// nearest the default's; a shape with the row-invariant vectors held beside the row half a
+// step after the same shape without.
+double CudaConfigRank(const CudaKernelConfig& base, const CudaKernelConfig& config);
+
 // The GEMM template's configurations for `gemm` on `sm_count` SMs: the rule's
 // (ResolveGemmConfig) first, then cooperative and ping-pong consumers × tile widths 128
 // and 256 × pipeline depths 3 to 5, each resolved; configurations whose shared memory or

@@ -1,6 +1,7 @@
 // Every configuration the tuner may pick for a row kernel, run on a GPU against the f64
-// reference: a layer norm with scale and bias (the row-invariant vectors, held beside the row
-// or read after the reductions) over rows that leave the last block of 4 warps part-full.
+// reference: layer norms with scale and bias (the row-invariant vectors, held beside the row
+// or read after the reductions), in bf16 and f32, of one input and of a sum folded first, over
+// rows that leave the last block of 4 warps part-full and rows a block prefetches.
 // Needs a GPU; skipped without one, and run by scripts/gpu-check.sh.
 #include <gtest/gtest.h>
 
@@ -17,11 +18,20 @@
 namespace tilefuse {
 namespace {
 
-Graph ScaledLayerNorm(int64_t rows, int64_t columns) {
+struct RowCase {
+  const char* name;
+  int64_t rows, columns;
+  DType dtype;
+  bool residual;  // the layer norm of x + r: the rows' inputs folded into one value first
+};
+
+// A layer norm with scale and bias (of x + r, with `residual`).
+Graph ScaledLayerNorm(const RowCase& c) {
   GraphBuilder b;
-  Value x = b.Parameter("x", DType::kBF16, {rows, columns});
-  Value scale = b.Parameter("scale", DType::kBF16, {columns});
-  Value bias = b.Parameter("bias", DType::kBF16, {columns});
+  Value x = b.Parameter("x", c.dtype, {c.rows, c.columns});
+  if (c.residual) x = b.Add(x, b.Parameter("r", c.dtype, {c.rows, c.columns}));
+  Value scale = b.Parameter("scale", c.dtype, {c.columns});
+  Value bias = b.Parameter("bias", c.dtype, {c.columns});
   b.Output(b.LayerNorm(x, scale, bias, 1, 1e-5), "y");
   auto graph = b.Build();
   EXPECT_TRUE(graph.ok()) << graph.status().ToString();
@@ -30,11 +40,12 @@ Graph ScaledLayerNorm(int64_t rows, int64_t columns) {
   return std::move(passed).value();
 }
 
-TEST(CudaCandidatesOnGpuTest, EveryRowCandidateOfALayerNormMatchesTheReference) {
+class CudaCandidatesOnGpuTest : public testing::TestWithParam<RowCase> {};
+
+TEST_P(CudaCandidatesOnGpuTest, EveryRowCandidateOfALayerNormMatchesTheReference) {
   auto device = CudaDevice::Get();
   if (!device.ok()) GTEST_SKIP() << "no GPU: " << device.status().ToString() << "; the row candidates not run";
-  // 301 rows: blocks of 4 rows end with one; 768 columns: 3 vectors of 8 a lane for a warp.
-  const Graph graph = ScaledLayerNorm(301, 768);
+  const Graph graph = ScaledLayerNorm(GetParam());
   const std::vector<Tensor> inputs = RandomInputs(graph, 5);
   CudaCompileOptions options;
   options.poison_outputs = true;
@@ -50,15 +61,25 @@ TEST(CudaCandidatesOnGpuTest, EveryRowCandidateOfALayerNormMatchesTheReference) 
     options.configs[KernelFingerprint(kernel)] = c;
     auto compiled = CompileForCuda(graph, options);
     ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
-    ASSERT_EQ((*compiled)->kernels().size(), 1u);
-    const std::string& strategy = (*compiled)->kernels()[0].strategy;
-    const bool held_beside = strategy.find("row and row-invariant vectors in registers") != std::string::npos;
-    EXPECT_EQ(held_beside, c.broadcast_with_row) << strategy;
+    std::vector<const CudaLaunchable*> emitted = (*compiled)->launchables();
+    ASSERT_EQ(emitted.size(), 1u);
+    EXPECT_TRUE(SameCudaConfig(emitted[0]->source.config, c)) << "ran " << CudaConfigToJson(emitted[0]->source.config).dump();
+    const bool held_beside = emitted[0]->source.strategy.find("row and row-invariant vectors in registers") != std::string::npos;
+    EXPECT_EQ(held_beside, c.broadcast_with_row) << emitted[0]->source.strategy;
     beside += held_beside;
     ExpectMatchesReference(graph, inputs, (*compiled)->Run(inputs));
   }
   EXPECT_GT(beside, 0) << "no candidate held the scale and bias beside the row";
 }
+
+// 301 rows: blocks of 4 rows end with one; 768 columns: 3 vectors of 8 a lane for a warp;
+// 8192 bf16 columns over 300 rows: 1024-thread blocks, one an SM prefetching its next row.
+INSTANTIATE_TEST_SUITE_P(Rows, CudaCandidatesOnGpuTest,
+                         testing::Values(RowCase{"bf16_301x768", 301, 768, DType::kBF16, false},
+                                         RowCase{"f32_301x1024", 301, 1024, DType::kF32, false},
+                                         RowCase{"residual_bf16_301x768", 301, 768, DType::kBF16, true},
+                                         RowCase{"bf16_300x8192", 300, 8192, DType::kBF16, false}),
+                         [](const testing::TestParamInfo<RowCase>& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace tilefuse

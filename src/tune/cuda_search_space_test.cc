@@ -15,6 +15,7 @@
 #include "fusion/group_classifier.h"
 #include "fusion/planner.h"
 #include "passes/pipeline.h"
+#include "tune/tuner_core.h"
 
 namespace tilefuse {
 namespace {
@@ -137,7 +138,9 @@ TEST(CudaSearchSpaceTest, RowInvariantVectorsAreTriedBesideAHeldRow) {
   for (const CudaKernelConfig& c : space.candidates) {
     held += c.cache_row == 1 && !c.broadcast_with_row;
     with_vectors += c.broadcast_with_row;
-    if (c.broadcast_with_row) EXPECT_EQ(c.cache_row, 1);
+    if (c.broadcast_with_row) {
+      EXPECT_EQ(c.cache_row, 1);
+    }
     EXPECT_TRUE(SameCudaConfig(CudaConfigFromJson(CudaConfigToJson(c)), c)) << CudaConfigToJson(c).dump();
   }
   EXPECT_EQ(with_vectors, held - 2) << "every held row but a warp's in blocks of 256 and 512 threads beside its scale and bias";
@@ -159,6 +162,25 @@ TEST(CudaSearchSpaceTest, RowInvariantVectorsAreTriedBesideAHeldRow) {
   };
   EXPECT_EQ(loads_before_reducing(true), 3);
   EXPECT_EQ(loads_before_reducing(false), 1);
+  // More candidates than the tuner measures (16): every shape held beside the row is among
+  // those measured, each after the same shape without.
+  ASSERT_GT(space.candidates.size(), 16u);
+  std::vector<nlohmann::json> all;
+  for (const CudaKernelConfig& c : space.candidates) all.push_back(CudaConfigToJson(c));
+  const CudaKernelConfig base = space.candidates.front();
+  const std::vector<nlohmann::json> measured =
+      Shortlist(all, 16, [&](const nlohmann::json& c) { return CudaConfigRank(base, CudaConfigFromJson(c)); });
+  int measured_beside = 0;
+  for (size_t i = 0; i < measured.size(); ++i) {
+    const CudaKernelConfig c = CudaConfigFromJson(measured[i]);
+    if (!c.broadcast_with_row) continue;
+    ++measured_beside;
+    CudaKernelConfig without = c;
+    without.broadcast_with_row = false;
+    const auto plain = std::find(measured.begin(), measured.end(), CudaConfigToJson(without));
+    EXPECT_LT(plain - measured.begin(), static_cast<std::ptrdiff_t>(i)) << measured[i].dump();
+  }
+  EXPECT_EQ(measured_beside, with_vectors);
   EXPECT_FALSE(ResolveCudaConfig(k, {}).broadcast_with_row) << "the rule reads them after the reductions";
   // A kernel without such vectors (softmax) resolves the ask away: no duplicate candidates.
   Kernel softmax = FirstKernel("bench/cases/softmax_bf16_16384x1024.onnxtxt");
@@ -166,6 +188,21 @@ TEST(CudaSearchSpaceTest, RowInvariantVectorsAreTriedBesideAHeldRow) {
   asked.broadcast_with_row = true;
   EXPECT_FALSE(ResolveCudaConfig(softmax, asked).broadcast_with_row);
   for (const CudaKernelConfig& c : CudaCandidates(softmax).candidates) EXPECT_FALSE(c.broadcast_with_row);
+  EXPECT_FALSE(ResolveCudaConfig(FirstKernel("bench/cases/gelu_tanh_bf16.onnxtxt"), asked).broadcast_with_row) << "pointwise";
+}
+
+// The dropout + residual + layer norm row (its inputs folded into one value the passes read)
+// and the rows of 4096: every shape held beside the row compiles without spills.
+TEST(CudaSearchSpaceTest, RowInvariantVectorsBesideFoldedAndLongerRowsCompile) {
+  for (const char* model : {"bench/cases/dropout_residual_layernorm_bf16_16384x4096.onnxtxt", "bench/cases/layernorm_bf16_16384x4096.onnxtxt"}) {
+    SCOPED_TRACE(model);
+    Kernel k = FirstKernel(model);
+    CudaSearchSpace beside;
+    for (const CudaKernelConfig& c : CudaCandidates(k).candidates)
+      if (c.broadcast_with_row) beside.candidates.push_back(c);
+    EXPECT_FALSE(beside.candidates.empty());
+    ExpectAllCandidatesCompile(k, beside);
+  }
 }
 
 // Pointwise blocks: 128 threads where a thread's transcendentals are on 4 f32 elements (GELU

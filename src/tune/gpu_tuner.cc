@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cmath>
 #include <memory>
 #include <fmt/format.h>
 
@@ -27,13 +26,6 @@ std::string KernelHash(const CudaLaunchable& k) {
   return KernelCache::Key({source, CudaConfigToJson(k.source.config).dump()});
 }
 
-// The cost model's order for larger spaces: rows held in registers first, then the
-// block sizes nearest the default's.
-double CudaRank(const CudaKernelConfig& base, const CudaKernelConfig& c) {
-  return (c.cache_row >= 1 ? 0.0 : 1.0) + std::abs(std::log2(double(c.threads) / base.threads)) +
-         std::abs(std::log2(double(std::max(1, c.threads_per_row)) / std::max(1, base.threads_per_row)));
-}
-
 KernelSearch CudaKernelSearch(CudaExecutable& compiled, const CudaLaunchable& k, const TuneOptions& tune) {
   KernelSearch search;
   search.name = k.source.name;
@@ -44,7 +36,7 @@ KernelSearch CudaKernelSearch(CudaExecutable& compiled, const CudaLaunchable& k,
   for (const CudaKernelConfig& c : space.candidates) search.candidates.push_back(CudaConfigToJson(c));
   search.pruned = static_cast<int>(space.pruned.size());
   CudaKernelConfig base = space.candidates.empty() ? CudaKernelConfig{} : space.candidates.front();
-  search.rank = [base](const nlohmann::json& c) { return CudaRank(base, CudaConfigFromJson(c)); };
+  search.rank = [base](const nlohmann::json& c) { return CudaConfigRank(base, CudaConfigFromJson(c)); };
   search.measure = MeasureTypedConfigs<CudaExecutable, CudaKernelConfig>(compiled, k.source.name, tune, CudaConfigFromJson);
   return search;
 }

@@ -858,7 +858,8 @@ class CudaEmitter {
     // them, if asked, the vectors every row reads alike).
     if (c_.cache_row) {
       std::vector<int> held = cached;
-      for (int v : BroadcastRowLoads()) held.push_back(v);
+      const std::vector<int> beside = BroadcastRowLoads();
+      held.insert(held.end(), beside.begin(), beside.end());
       for (int v : held)
         if (v == staged_) out_ += fmt::format("{}{} {}[kChunks][{}];\n", ind, PackedCache(v) ? "uint32_t" : StorageType(k_.values[v].dtype),
                                               ArrayName(v), PackedCache(v) ? "kVec / 2" : "kVec");

@@ -47,14 +47,14 @@ void AddColumnCandidates(const Kernel& k, const CudaKernelConfig& base, CudaSear
 
 }  // namespace
 
-// The flat templates' configurations (tile -1) print as they did before the tiled template,
-// so tuning-cache keys and records written then still match.
 double CudaConfigRank(const CudaKernelConfig& base, const CudaKernelConfig& c) {
   return (c.cache_row >= 1 ? 0.0 : 1.0) + std::abs(std::log2(double(c.threads) / base.threads)) +
          std::abs(std::log2(double(std::max(1, c.threads_per_row)) / std::max(1, base.threads_per_row))) +
          (c.broadcast_with_row ? 0.5 : 0.0);
 }
 
+// The flat templates' configurations (tile -1) print as they did before the tiled template,
+// so tuning-cache keys and records written then still match.
 nlohmann::json CudaConfigToJson(const CudaKernelConfig& c) {
   nlohmann::json j = {{"threads", c.threads}, {"vector", c.vector}, {"threads_per_row", c.threads_per_row}, {"cache_row", c.cache_row}};
   if (c.tile != -1) j["tile"] = c.tile;
@@ -159,8 +159,7 @@ CudaSearchSpace CudaCandidates(const Kernel& k, bool clusters) {
           continue;
         }
         add({threads, vector, tpr, cache});
-        // The same with the row-invariant vectors held beside the row, where they fit too
-        // (counted in registers: half types two to one).
+        // The same with the row-invariant vectors held beside the row, where they fit too.
         if (cache == 1 && broadcast_registers > 0) {
           const int64_t with_broadcast = chunks * vector * row_loads + broadcast_registers * chunks;
           if (with_broadcast > budget) {

@@ -7,8 +7,9 @@ For each case it times these peers on the GPU with CUDA events (warm-up, then th
   library  PyTorch's own op (F.gelu, torch.softmax, F.layer_norm, F.rms_norm; for GEMMs the
            cuBLASLt fused epilogue: torch.addmm, torch._addmm_activation); "-" where none exists
   compile  torch.compile of the eager formula (default mode, static shapes)
-  compile_max_autotune  torch.compile(mode="max-autotune-no-cudagraphs") of the eager formula,
-           only for cases whose manifest peers name it (the GEMM cases)
+  compile_max_autotune  torch.compile(mode="max-autotune-no-cudagraphs") of the eager formula
+           (its kernels' configurations tuned, reductions' too), for cases whose manifest peers
+           name it (the GEMM cases), and for every case when --peers names it
   compile_sdpa  torch.compile of the "library" expression, only for cases whose manifest peers
            name it (the GPT blocks: their library peer is the block with the attention through
            F.scaled_dot_product_attention, the eager one writes it by hand)
@@ -81,9 +82,11 @@ def load_cases(selected):
 
 
 def case_peers(case):
-    """The peers timed for the case: the three of every case, the optional ones it names, then
-    tilefuse (tuned or not) where --peers names it."""
-    peers = PEERS + tuple(p for p in OPTIONAL_PEERS if p in case["peers"])
+    """The peers timed for the case: the three of every case, the optional ones it names (and
+    torch.compile's max-autotune mode wherever --peers names it: it compiles the eager formula
+    every case has), then tilefuse (tuned or not) where --peers names it."""
+    asked_for = {"compile_max_autotune"} if SELECTED_PEERS and "compile_max_autotune" in SELECTED_PEERS else set()
+    peers = PEERS + tuple(p for p in OPTIONAL_PEERS if p in case["peers"] or p in asked_for)
     peers = tuple(p for p in peers if SELECTED_PEERS is None or p in SELECTED_PEERS)
     return peers + tuple(p for p in TILEFUSE_PEERS if SELECTED_PEERS is not None and p in SELECTED_PEERS)
 
@@ -345,14 +348,19 @@ def run_case(torch, F, case, args, copy_gbps):
     return result
 
 
+def microseconds(us):
+    """A time as the table shows it: tenths below 100 µs, where 1% is under a microsecond."""
+    return f"{us:.1f} µs" if us < 100 else f"{us:.0f} µs"
+
+
 def cell(timing):
     if timing is None:
         return "—"
     if "us" not in timing:
         return f"failed: {timing['error']}"
     if "tflops" in timing:
-        return f"{timing['us']:.0f} µs ({timing['tflops']:.0f} TF/s)"
-    return f"{timing['us']:.0f} µs ({timing['pct_copy_bw']:.0f}%)" if "pct_copy_bw" in timing else f"{timing['us']:.0f} µs"
+        return f"{microseconds(timing['us'])} ({timing['tflops']:.0f} TF/s)"
+    return f"{microseconds(timing['us'])} ({timing['pct_copy_bw']:.0f}%)" if "pct_copy_bw" in timing else microseconds(timing['us'])
 
 
 def ratio(peer, ours):
@@ -366,16 +374,22 @@ def markdown(report):
              f"{report['repeats']} after {report['warmup']} warm-up; % bw: share of the device-to-device copy "
              f"rate {copy['gbps'] / 1e3:.2f} TB/s (bytes read + written)"]
     memory_bound = [case for case in report["cases"] if "flops" not in case]
-    # The tilefuse peers timed beside the others, each with its ratio to torch.compile.
-    ours = [p for p in TILEFUSE_PEERS if any(p in case["peers"] for case in memory_bound)]
+    # The tilefuse peers timed beside the others, each with its ratio to torch.compile; where
+    # max-autotune was timed too, tuned against tuned.
+    shown = [p for p in PEERS + ("compile_max_autotune",) if p in PEERS or any(p in case["peers"] for case in memory_bound)]
+    ratios = [(p, "compile") for p in TILEFUSE_PEERS if any(p in case["peers"] for case in memory_bound)]
+    if "compile_max_autotune" in shown and (TILEFUSE_TUNED, "compile") in ratios:
+        ratios.append((TILEFUSE_TUNED, "compile_max_autotune"))
     if memory_bound:
-        lines += ["", "| case | eager, op by op | PyTorch library op | torch.compile |" +
-                  "".join(f" {p} | torch.compile / {p} |" for p in ours),
-                  "|---|---|---|---|" + "---|---|" * len(ours)]
+        names = {"eager": "eager, op by op", "library": "PyTorch library op", "compile": "torch.compile",
+                 "compile_max_autotune": "torch.compile max-autotune"}
+        ours = [p for p in TILEFUSE_PEERS if (p, "compile") in ratios]
+        lines += ["", "| case | " + " | ".join([names[p] for p in shown] + ours +
+                                               [f"{names[peer]} / {p}" for p, peer in ratios]) + " |",
+                  "|---|" + "---|" * (len(shown) + len(ours) + len(ratios))]
     for case in memory_bound:
-        cells = [cell(case["peers"].get(p)) for p in PEERS]
-        for p in ours:
-            cells += [cell(case["peers"].get(p)), ratio(case["peers"].get("compile"), case["peers"].get(p))]
+        cells = [cell(case["peers"].get(p)) for p in shown + ours]
+        cells += [ratio(case["peers"].get(peer), case["peers"].get(p)) for p, peer in ratios]
         lines.append(f"| {case['name']} | " + " | ".join(cells) + " |")
     gemms = [case for case in report["cases"] if "flops" in case and "attention" not in case]
     if gemms:

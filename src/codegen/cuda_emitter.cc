@@ -106,6 +106,35 @@ bool IsRowDataLoad(const ScalarValue& v) {
 bool IsRowBroadcastLoad(const ScalarValue& v, int vector) {
   return v.kind == ScalarValue::Kind::kLoad && v.inner && !UsesVar(v.index, 0) && RowVectorizable(v.index, vector);
 }
+// Half types count two to a register, as they are loaded 16 bytes at a time (ptxas, sm_90a:
+// holding layer norm's 2 x 32 bf16 a thread beside a row of 1024 took 63 -> 80 registers, RMS
+// norm's 32 took 56 -> 64), where a held row counts one a value.
+int64_t BroadcastRegisters(const Kernel& k, int vector) {
+  int64_t registers = 0;
+  for (const ScalarValue& v : k.values)
+    if (IsRowBroadcastLoad(v, vector)) registers += (vector * DTypeSize(v.dtype) + 3) / 4;
+  return registers;
+}
+
+namespace {
+
+// How many row-invariant vectors a warp per row holds beside its row where the rule takes
+// that form (ResolveCudaConfig): the row spans 3 or 4 vectors a lane (rows of 513 to 1024
+// half-type elements, 257 to 512 f32), is held, and the row with the vectors fits the 64
+// registers a thread of the held-row budget. 0: the rule's block per row instead.
+int64_t VectorsAWarpHoldsBesideItsRow(const Kernel& k, int vector) {
+  const int64_t lane_span = int64_t{32} * vector;
+  if (k.inner <= lane_span * 2 || k.inner > lane_span * 4 || BroadcastRegisters(k, vector) == 0) return 0;
+  const int64_t chunks = CeilDiv(k.inner, lane_span);
+  int64_t row_values = 0, vectors = 0;
+  for (const ScalarValue& v : k.values) {
+    row_values += IsRowDataLoad(v) ? chunks * vector : 0;
+    vectors += IsRowBroadcastLoad(v, vector);
+  }
+  return row_values > 0 && row_values + BroadcastRegisters(k, vector) * chunks <= 64 ? vectors : 0;
+}
+
+}  // namespace
 
 const char* DeviceCombiner(OpCode combiner) {
   switch (combiner) {
@@ -164,15 +193,41 @@ CudaKernelConfig ResolveCudaConfig(const Kernel& k, const CudaKernelConfig& requ
     c.vector = narrowest == 0 ? 1 : static_cast<int>(16 / narrowest);
     while (c.vector > 1 && k.inner % c.vector != 0) c.vector /= 2;
   }
+  // The vectors every row reads alike held beside the row: where the tuner asks, or where
+  // the rule below takes a warp per row for them.
+  bool hold_vectors = requested.broadcast_with_row;
+  const bool nothing_asked = requested.threads == 0 && requested.threads_per_row == 0 && requested.cache_row < 0 && requested.cluster == 0;
   if (c.threads_per_row == 0) {
+    const int64_t vectors_beside = nothing_asked ? VectorsAWarpHoldsBesideItsRow(k, c.vector) : 0;
     if (narrowest == 0 || k.inner < 64) {
       c.threads_per_row = 1;  // columns, or rows too short to share: a thread per output
+    } else if (vectors_beside > 0) {
+      // A norm over rows of 3 or 4 vectors a lane (513 to 1024 half-type columns, 257 to 512
+      // f32) with its scale (and bias): a warp per row holding the row and those vectors,
+      // loaded together before the reductions, as Triton's kernel does. The tuner chose that
+      // form over the 64-thread block below in every call on an H200, which keeps the rule
+      // for rows without such vectors (softmax). Against that block, the same binary
+      // otherwise, three rounds in one call (H200, 2026-11-28, µs): layer norm 65536 x 1024
+      // bf16 68.7 / 68.8 / 68.8 -> 67.3 / 67.0 / 67.0, RMS norm 67.7 / 67.7 / 67.7 -> 67.3 /
+      // 67.3 / 67.1, 65536 x 768 bf16 layer norm 63.4 / 63.4 / 63.2 -> 52.4 / 51.9 / 52.2 (the
+      // block's last chunk half-empty), RMS norm 51.8 -> 51.2 / 51.2 / 51.4, 65536 x 512 f32
+      // RMS norm 67.8 -> 67.0 / 67.2 / 67.1, and f32 layer norm 68.0 / 67.9 / 68.1 -> 68.3 /
+      // 68.4 / 68.4 (0.4% slower; kept for one rule over the bytes of a row). Blocks of 4
+      // warps for two vectors and of one for one vector, as the tuner found (layer norm in
+      // 1-warp blocks 69.1 / 68.5 / 69.3 against 67.8 / 67.4 / 68.4, RMS norm in 4-warp blocks
+      // 68.9 / 68.5 / 69.2 against 67.7 / 67.7 / 67.8); why was not found, their occupancy
+      // is the same.
+      c.threads_per_row = 32;
+      c.cache_row = 1;
+      if (c.threads == 0) c.threads = vectors_beside >= 2 ? 128 : 32;
+      hold_vectors = true;
     } else if (k.inner <= int64_t{32} * c.vector * 2) {
       // A warp per row up to two vectors a lane. Longer rows take a block of at least 64
-      // threads: the tuner on an H200 chose a 64-thread block over a warp for every row of
-      // 1024 bf16 columns (2026-11-27: layer norm 65536x1024 70.4 -> 69.3 us, RMS norm 69.3 ->
-      // 68.0, softmax 16384x1024 19.9 -> 19.6; on 2026-11-27's earlier build 73.7 -> 70.5):
-      // twice the warps a row, half the row per lane.
+      // threads (but for the norms above): the tuner on an H200 chose a 64-thread block over
+      // a warp reading the scale and bias after the reductions for every row of 1024 bf16
+      // columns (2026-11-27: layer norm 65536x1024 70.4 -> 69.3 us, RMS norm 69.3 -> 68.0,
+      // softmax 16384x1024 19.9 -> 19.6; on 2026-11-27's earlier build 73.7 -> 70.5): twice
+      // the warps a row, half the row per lane.
       c.threads_per_row = 32;
     } else {
       c.threads_per_row = static_cast<int>(std::clamp<int64_t>(RoundUpPow2(CeilDiv(k.inner, c.vector * 4)), 64, 1024));
@@ -204,7 +259,7 @@ CudaKernelConfig ResolveCudaConfig(const Kernel& k, const CudaKernelConfig& requ
     const bool cacheable = row_loads > 0 && c.threads_per_row > 1;
     c.cache_row = !cacheable ? 0 : values <= budget ? 1 : registers_as_pairs <= budget ? 2 : 0;
   }
-  c.broadcast_with_row = requested.broadcast_with_row && c.cache_row == 1 &&
+  c.broadcast_with_row = hold_vectors && c.cache_row == 1 &&
                          std::any_of(k.values.begin(), k.values.end(), [&](const ScalarValue& v) { return IsRowBroadcastLoad(v, c.vector); });
   // A row a 1024-thread block holds only as pairs is shared, where nothing else was asked
   // for, by a cluster of 4 CTAs of 256 threads, each holding its slice as pairs (half the
@@ -212,7 +267,6 @@ CudaKernelConfig ResolveCudaConfig(const Kernel& k, const CudaKernelConfig& requ
   // softmax over 65536 bf16 columns (2026-11-27: H200 95.0 -> 80.7 us, 85.9 with the slice
   // unpacked; H100 110.0 -> 103.6, 105.3 unpacked), over the pairs in a block per SM
   // prefetching its next row.
-  const bool nothing_asked = requested.threads == 0 && requested.threads_per_row == 0 && requested.cache_row < 0 && requested.cluster == 0;
   if (c.cache_row == 2 && c.clusters && nothing_asked) {
     CudaKernelConfig shared = requested;
     shared.threads = shared.threads_per_row = 256;

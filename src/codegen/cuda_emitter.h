@@ -89,6 +89,9 @@ bool IsRowDataLoad(const ScalarValue& v);
 // Row template: whether `v` loads a vector every row reads alike (along the row, the same
 // for every row, in whole vectors of `vector` elements): a norm's scale or bias.
 bool IsRowBroadcastLoad(const ScalarValue& v, int vector);
+// The registers a thread's chunk of those vectors takes, `vector` elements each; 0: the
+// kernel reads none.
+int64_t BroadcastRegisters(const Kernel& kernel, int vector);
 // The chosen configuration for a kernel (every 0/-1 of `requested` resolved).
 CudaKernelConfig ResolveCudaConfig(const Kernel& kernel, const CudaKernelConfig& requested);
 // InvalidArgument for configurations the template cannot run (the tuner prunes them).

@@ -11,17 +11,6 @@ namespace tilefuse {
 namespace {
 
 int64_t RowLoads(const Kernel& k) { return std::count_if(k.values.begin(), k.values.end(), IsRowDataLoad); }
-// The registers a thread's chunk of the row-invariant vectors takes, `vector` elements each;
-// 0: the kernel reads none. Half types count two to a register, as they are loaded 16 bytes
-// at a time (ptxas, sm_90a: holding layer norm's 2 x 32 bf16 a thread beside a row of 1024
-// took 63 -> 80 registers, RMS norm's 32 took 56 -> 64), where the row counts one a value.
-int64_t BroadcastRegisters(const Kernel& k, int vector) {
-  int64_t registers = 0;
-  for (const ScalarValue& v : k.values)
-    if (IsRowBroadcastLoad(v, vector)) registers += (vector * DTypeSize(v.dtype) + 3) / 4;
-  return registers;
-}
-
 // Whether a row load reads a half type (a cached row of it may be held as pairs).
 bool HasHalfRowLoads(const Kernel& k) {
   return std::any_of(k.values.begin(), k.values.end(), [](const ScalarValue& v) { return IsRowDataLoad(v) && DTypeSize(v.dtype) == 2; });
@@ -50,7 +39,7 @@ void AddColumnCandidates(const Kernel& k, const CudaKernelConfig& base, CudaSear
 double CudaConfigRank(const CudaKernelConfig& base, const CudaKernelConfig& c) {
   return (c.cache_row >= 1 ? 0.0 : 1.0) + std::abs(std::log2(double(c.threads) / base.threads)) +
          std::abs(std::log2(double(std::max(1, c.threads_per_row)) / std::max(1, base.threads_per_row))) +
-         (c.broadcast_with_row ? 0.5 : 0.0);
+         (c.broadcast_with_row != base.broadcast_with_row ? 0.5 : 0.0);
 }
 
 // The flat templates' configurations (tile -1) print as they did before the tiled template,

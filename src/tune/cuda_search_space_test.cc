@@ -121,12 +121,50 @@ TEST(CudaSearchSpaceTest, ShortRowsAreTriedAWarpToABlock) {
   Kernel k = FirstKernel("bench/cases/layernorm_bf16_65536x1024.onnxtxt");
   CudaSearchSpace space = CudaCandidates(k);
   ASSERT_FALSE(space.candidates.empty());
-  EXPECT_EQ(space.candidates.front().threads_per_row, 64);
+  EXPECT_EQ(space.candidates.front().threads_per_row, 32) << "the rule's warp per row, holding the scale and bias";
+  EXPECT_EQ(CudaCandidates(FirstKernel("bench/cases/softmax_bf16_16384x1024.onnxtxt")).candidates.front().threads_per_row, 64)
+      << "no row-invariant vectors: a 64-thread block per row";
   CudaSearchSpace warp_blocks;
   for (const CudaKernelConfig& c : space.candidates)
     if (c.threads == 32 && c.threads_per_row == 32) warp_blocks.candidates.push_back(c);
   EXPECT_EQ(warp_blocks.candidates.size(), 3u) << "a warp per row in 32-thread blocks: the row re-read, held, held with the scale and bias";
   ExpectAllCandidatesCompile(k, warp_blocks);
+}
+
+// The rule for rows of 3 or 4 vectors a lane (513 to 1024 bf16 columns): where every row
+// reads vectors alike (a norm's scale, and bias) and they fit beside the row, a warp per row
+// holds them with it, in blocks of 4 warps for two vectors and of one for one; without such
+// vectors (softmax) and for longer rows, a block per row reading them after the reductions.
+// An explicit ask (the tuner's twins) is kept as asked.
+TEST(CudaSearchSpaceTest, NormsOverAThousandHalfColumnsTakeAWarpHoldingTheirVectors) {
+  const Kernel layer_norm = FirstKernel("bench/cases/layernorm_bf16_65536x1024.onnxtxt");
+  const CudaKernelConfig ln = ResolveCudaConfig(layer_norm, {});
+  EXPECT_EQ(ln.threads_per_row, 32);
+  EXPECT_EQ(ln.threads, 128);
+  EXPECT_EQ(ln.cache_row, 1);
+  EXPECT_TRUE(ln.broadcast_with_row);
+  const CudaKernelConfig rms = ResolveCudaConfig(FirstKernel("bench/cases/rmsnorm_bf16_65536x1024.onnxtxt"), {});
+  EXPECT_EQ(rms.threads_per_row, 32);
+  EXPECT_EQ(rms.threads, 32);
+  EXPECT_TRUE(rms.broadcast_with_row);
+  const CudaKernelConfig softmax = ResolveCudaConfig(FirstKernel("bench/cases/softmax_bf16_16384x1024.onnxtxt"), {});
+  EXPECT_EQ(softmax.threads_per_row, 64);
+  EXPECT_FALSE(softmax.broadcast_with_row);
+  const CudaKernelConfig long_rows = ResolveCudaConfig(FirstKernel("bench/cases/rmsnorm_bf16_16384x4096.onnxtxt"), {});
+  EXPECT_EQ(long_rows.threads_per_row, long_rows.threads);
+  EXPECT_FALSE(long_rows.broadcast_with_row);
+  CudaKernelConfig asked{64, 8, 64, 1};
+  const CudaKernelConfig block = ResolveCudaConfig(layer_norm, asked);
+  EXPECT_EQ(block.threads_per_row, 64);
+  EXPECT_FALSE(block.broadcast_with_row) << "asked without them";
+  asked = {0, 0, 0, 0};
+  const CudaKernelConfig re_read = ResolveCudaConfig(layer_norm, asked);
+  EXPECT_EQ(re_read.threads_per_row, 64) << "the row re-read asked: the rule's block per row";
+  EXPECT_FALSE(re_read.broadcast_with_row);
+  auto source = EmitCudaKernel(layer_norm, ln);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_NE(source->strategy.find("row: warp per row, row and row-invariant vectors in registers"), std::string::npos) << source->strategy;
+  ExpectCompilesWithoutSpills({*source});
 }
 
 // A layer norm's scale and bias (read alike by every row) are tried held beside the row, in
@@ -163,25 +201,29 @@ TEST(CudaSearchSpaceTest, RowInvariantVectorsAreTriedBesideAHeldRow) {
   EXPECT_EQ(loads_before_reducing(true), 3);
   EXPECT_EQ(loads_before_reducing(false), 1);
   // More candidates than the tuner measures (16): every shape held beside the row is among
-  // those measured, each after the same shape without.
+  // those measured, each twin that holds the vectors otherwise than the rule after the one
+  // that holds them as the rule does (the rule holds them here: a warp per row).
   ASSERT_GT(space.candidates.size(), 16u);
   std::vector<nlohmann::json> all;
   for (const CudaKernelConfig& c : space.candidates) all.push_back(CudaConfigToJson(c));
   const CudaKernelConfig base = space.candidates.front();
+  ASSERT_TRUE(base.broadcast_with_row);
   const std::vector<nlohmann::json> measured =
       Shortlist(all, 16, [&](const nlohmann::json& c) { return CudaConfigRank(base, CudaConfigFromJson(c)); });
   int measured_beside = 0;
   for (size_t i = 0; i < measured.size(); ++i) {
     const CudaKernelConfig c = CudaConfigFromJson(measured[i]);
-    if (!c.broadcast_with_row) continue;
-    ++measured_beside;
-    CudaKernelConfig without = c;
-    without.broadcast_with_row = false;
-    const auto plain = std::find(measured.begin(), measured.end(), CudaConfigToJson(without));
-    EXPECT_LT(plain - measured.begin(), static_cast<std::ptrdiff_t>(i)) << measured[i].dump();
+    measured_beside += c.broadcast_with_row;
+    if (c.broadcast_with_row || c.cache_row != 1) continue;
+    CudaKernelConfig as_the_rule = c;
+    as_the_rule.broadcast_with_row = true;
+    const auto twin = std::find(measured.begin(), measured.end(), CudaConfigToJson(as_the_rule));
+    if (twin == measured.end()) continue;  // a warp's rows in blocks of 256 or 512 threads: none
+    EXPECT_LT(twin - measured.begin(), static_cast<std::ptrdiff_t>(i)) << measured[i].dump();
   }
   EXPECT_EQ(measured_beside, with_vectors);
-  EXPECT_FALSE(ResolveCudaConfig(k, {}).broadcast_with_row) << "the rule reads them after the reductions";
+  EXPECT_FALSE(ResolveCudaConfig(FirstKernel("bench/cases/layernorm_bf16_16384x4096.onnxtxt"), {}).broadcast_with_row)
+      << "a block per row of 4096 reads them after the reductions";
   // A kernel without such vectors (softmax) resolves the ask away: no duplicate candidates.
   Kernel softmax = FirstKernel("bench/cases/softmax_bf16_16384x1024.onnxtxt");
   CudaKernelConfig asked;

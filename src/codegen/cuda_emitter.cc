@@ -230,7 +230,22 @@ CudaKernelConfig ResolveCudaConfig(const Kernel& k, const CudaKernelConfig& requ
       // the warps a row, half the row per lane.
       c.threads_per_row = 32;
     } else {
-      c.threads_per_row = static_cast<int>(std::clamp<int64_t>(RoundUpPow2(CeilDiv(k.inner, c.vector * 4)), 64, 1024));
+      // A block per row, 4 vectors a thread; 2 where the row is one input whose one
+      // reduction's result is written back along it (RMS norm), which the tuner chose in every
+      // call on an H200. Against 4, one call, three rounds (H200, 2026-11-28, µs): RMS norm
+      // 16384 x 4096 bf16 69.7 / 69.8 / 69.7 -> 68.2 / 68.1 / 68.0 (39 registers instead of
+      // 56), over 4096 f32 135.1 / 135.1 / 134.9 -> 132.5 / 132.4 / 132.3, over 8192 bf16
+      // 133.5 -> 133.2 / 132.9 / 133.0. Not for a residual sum folded first (two row inputs):
+      // 132.6 / 132.5 / 132.5 -> 133.2 / 133.2 / 133.0; nor for layer norm's two reductions
+      // (the tuner's best there was a 64-thread block, by under 1%).
+      int row_inputs = 0;
+      for (const ScalarValue& v : k.values) row_inputs += IsRowDataLoad(v);
+      const bool one_written_back = k.reductions.size() == 1 && row_inputs == 1 &&
+                                    std::any_of(k.stores.begin(), k.stores.end(), [](const KernelStore& st) { return UsesVar(st.index, 1); });
+      // Up to 512 threads, as measured (1024 would turn the block into the one an SM that
+      // prefetches its next row).
+      const int vectors_a_thread = one_written_back && CeilDiv(k.inner, c.vector * 2) <= 512 ? 2 : 4;
+      c.threads_per_row = static_cast<int>(std::clamp<int64_t>(RoundUpPow2(CeilDiv(k.inner, c.vector * vectors_a_thread)), 64, 1024));
     }
   }
   // Whether the row's own loads fit in registers: their values per thread against a budget

@@ -167,6 +167,23 @@ TEST(CudaSearchSpaceTest, NormsOverAThousandHalfColumnsTakeAWarpHoldingTheirVect
   ExpectCompilesWithoutSpills({*source});
 }
 
+// A block per row takes 4 vectors a thread, 2 for a row of one input written back after its
+// one reduction (RMS norm): fewer registers a thread, no spills. A residual sum folded first
+// (two row inputs) and layer norm's two reductions keep 4.
+TEST(CudaSearchSpaceTest, RmsNormRowsTakeTwoVectorsAThread) {
+  const Kernel rms = FirstKernel("bench/cases/rmsnorm_bf16_16384x4096.onnxtxt");
+  const CudaKernelConfig wide = ResolveCudaConfig(rms, {});
+  EXPECT_EQ(wide.threads_per_row, 256);
+  EXPECT_EQ(wide.threads, 256);
+  EXPECT_EQ(wide.cache_row, 1);
+  EXPECT_EQ(ResolveCudaConfig(FirstKernel("bench/cases/residual_rmsnorm_bf16_16384x4096.onnxtxt"), {}).threads_per_row, 128);
+  EXPECT_EQ(ResolveCudaConfig(FirstKernel("bench/cases/layernorm_bf16_16384x4096.onnxtxt"), {}).threads_per_row, 128);
+  EXPECT_EQ(ResolveCudaConfig(FirstKernel("bench/cases/softmax_bf16_8192x8192.onnxtxt"), {}).threads_per_row, 256);
+  auto source = EmitCudaKernel(rms, wide);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  ExpectCompilesWithoutSpills({*source});
+}
+
 // A layer norm's scale and bias (read alike by every row) are tried held beside the row, in
 // whole vectors, only where the row is held (and a block holds at most 4 warps' rows).
 TEST(CudaSearchSpaceTest, RowInvariantVectorsAreTriedBesideAHeldRow) {

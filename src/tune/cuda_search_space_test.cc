@@ -131,6 +131,15 @@ TEST(CudaSearchSpaceTest, ShortRowsAreTriedAWarpToABlock) {
   ExpectAllCandidatesCompile(k, warp_blocks);
 }
 
+// The row template's form the rule resolved.
+void ExpectRowForm(const CudaKernelConfig& c, int threads_per_row, int threads, int cache_row, bool beside) {
+  SCOPED_TRACE(CudaConfigToJson(c).dump());
+  EXPECT_EQ(c.threads_per_row, threads_per_row);
+  EXPECT_EQ(c.threads, threads);
+  EXPECT_EQ(c.cache_row, cache_row);
+  EXPECT_EQ(c.broadcast_with_row, beside);
+}
+
 // The rule for rows of 3 or 4 vectors a lane (513 to 1024 bf16 columns): where every row
 // reads vectors alike (a norm's scale, and bias) and they fit beside the row, a warp per row
 // holds them with it, in blocks of 4 warps for two vectors and of one for one; without such
@@ -139,28 +148,13 @@ TEST(CudaSearchSpaceTest, ShortRowsAreTriedAWarpToABlock) {
 TEST(CudaSearchSpaceTest, NormsOverAThousandHalfColumnsTakeAWarpHoldingTheirVectors) {
   const Kernel layer_norm = FirstKernel("bench/cases/layernorm_bf16_65536x1024.onnxtxt");
   const CudaKernelConfig ln = ResolveCudaConfig(layer_norm, {});
-  EXPECT_EQ(ln.threads_per_row, 32);
-  EXPECT_EQ(ln.threads, 128);
-  EXPECT_EQ(ln.cache_row, 1);
-  EXPECT_TRUE(ln.broadcast_with_row);
-  const CudaKernelConfig rms = ResolveCudaConfig(FirstKernel("bench/cases/rmsnorm_bf16_65536x1024.onnxtxt"), {});
-  EXPECT_EQ(rms.threads_per_row, 32);
-  EXPECT_EQ(rms.threads, 32);
-  EXPECT_TRUE(rms.broadcast_with_row);
-  const CudaKernelConfig softmax = ResolveCudaConfig(FirstKernel("bench/cases/softmax_bf16_16384x1024.onnxtxt"), {});
-  EXPECT_EQ(softmax.threads_per_row, 64);
-  EXPECT_FALSE(softmax.broadcast_with_row);
-  const CudaKernelConfig long_rows = ResolveCudaConfig(FirstKernel("bench/cases/rmsnorm_bf16_16384x4096.onnxtxt"), {});
-  EXPECT_EQ(long_rows.threads_per_row, long_rows.threads);
-  EXPECT_FALSE(long_rows.broadcast_with_row);
-  CudaKernelConfig asked{64, 8, 64, 1};
-  const CudaKernelConfig block = ResolveCudaConfig(layer_norm, asked);
-  EXPECT_EQ(block.threads_per_row, 64);
-  EXPECT_FALSE(block.broadcast_with_row) << "asked without them";
-  asked = {0, 0, 0, 0};
-  const CudaKernelConfig re_read = ResolveCudaConfig(layer_norm, asked);
-  EXPECT_EQ(re_read.threads_per_row, 64) << "the row re-read asked: the rule's block per row";
-  EXPECT_FALSE(re_read.broadcast_with_row);
+  ExpectRowForm(ln, 32, 128, 1, true);
+  ExpectRowForm(ResolveCudaConfig(FirstKernel("bench/cases/rmsnorm_bf16_65536x1024.onnxtxt"), {}), 32, 32, 1, true);
+  ExpectRowForm(ResolveCudaConfig(FirstKernel("bench/cases/softmax_bf16_16384x1024.onnxtxt"), {}), 64, 64, 1, false);
+  ExpectRowForm(ResolveCudaConfig(FirstKernel("bench/cases/layernorm_bf16_16384x4096.onnxtxt"), {}), 128, 128, 1, false);
+  // Asked without the vectors (the tuner's twin), and the row re-read asked: the rule's block.
+  ExpectRowForm(ResolveCudaConfig(layer_norm, {64, 8, 64, 1}), 64, 64, 1, false);
+  ExpectRowForm(ResolveCudaConfig(layer_norm, {0, 0, 0, 0}), 64, 64, 0, false);
   auto source = EmitCudaKernel(layer_norm, ln);
   ASSERT_TRUE(source.ok()) << source.status().ToString();
   EXPECT_NE(source->strategy.find("row: warp per row, row and row-invariant vectors in registers"), std::string::npos) << source->strategy;
@@ -173,12 +167,10 @@ TEST(CudaSearchSpaceTest, NormsOverAThousandHalfColumnsTakeAWarpHoldingTheirVect
 TEST(CudaSearchSpaceTest, RmsNormRowsTakeTwoVectorsAThread) {
   const Kernel rms = FirstKernel("bench/cases/rmsnorm_bf16_16384x4096.onnxtxt");
   const CudaKernelConfig wide = ResolveCudaConfig(rms, {});
-  EXPECT_EQ(wide.threads_per_row, 256);
-  EXPECT_EQ(wide.threads, 256);
-  EXPECT_EQ(wide.cache_row, 1);
-  EXPECT_EQ(ResolveCudaConfig(FirstKernel("bench/cases/residual_rmsnorm_bf16_16384x4096.onnxtxt"), {}).threads_per_row, 128);
-  EXPECT_EQ(ResolveCudaConfig(FirstKernel("bench/cases/layernorm_bf16_16384x4096.onnxtxt"), {}).threads_per_row, 128);
-  EXPECT_EQ(ResolveCudaConfig(FirstKernel("bench/cases/softmax_bf16_8192x8192.onnxtxt"), {}).threads_per_row, 256);
+  ExpectRowForm(wide, 256, 256, 1, false);
+  ExpectRowForm(ResolveCudaConfig(FirstKernel("bench/cases/residual_rmsnorm_bf16_16384x4096.onnxtxt"), {}), 128, 128, 1, false);
+  ExpectRowForm(ResolveCudaConfig(FirstKernel("bench/cases/layernorm_bf16_16384x4096.onnxtxt"), {}), 128, 128, 1, false);
+  ExpectRowForm(ResolveCudaConfig(FirstKernel("bench/cases/softmax_bf16_8192x8192.onnxtxt"), {}), 256, 256, 1, false);
   auto source = EmitCudaKernel(rms, wide);
   ASSERT_TRUE(source.ok()) << source.status().ToString();
   ExpectCompilesWithoutSpills({*source});

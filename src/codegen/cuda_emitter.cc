@@ -218,8 +218,8 @@ CudaKernelConfig ResolveCudaConfig(const Kernel& k, const CudaKernelConfig& requ
       // 68.9 / 68.5 / 69.2 against 67.7 / 67.7 / 67.8); why was not found, their occupancy
       // is the same.
       c.threads_per_row = 32;
+      c.threads = vectors_beside >= 2 ? 128 : 32;  // nothing was asked
       c.cache_row = 1;
-      if (c.threads == 0) c.threads = vectors_beside >= 2 ? 128 : 32;
       hold_vectors = true;
     } else if (k.inner <= int64_t{32} * c.vector * 2) {
       // A warp per row up to two vectors a lane. Longer rows take a block of at least 64

@@ -119,9 +119,10 @@ int64_t BroadcastRegisters(const Kernel& k, int vector) {
 namespace {
 
 // How many row-invariant vectors a warp per row holds beside its row where the rule takes
-// that form (ResolveCudaConfig): the row spans 3 or 4 vectors a lane (rows of 513 to 1024
-// half-type elements, 257 to 512 f32), is held, and the row with the vectors fits the 64
-// registers a thread of the held-row budget. 0: the rule's block per row instead.
+// that form (ResolveCudaConfig): the row spans 3 or 4 vectors a lane (of 16 bytes: rows of
+// 513 to 1024 half-type elements, 257 to 512 f32), is held, and the row's values with the
+// vectors' registers (BroadcastRegisters) fit the held-row budget of 64 a thread (ptxas then
+// gives layer norm over 1024 bf16 columns 80 registers). 0: the rule's block per row instead.
 int64_t VectorsAWarpHoldsBesideItsRow(const Kernel& k, int vector) {
   const int64_t lane_span = int64_t{32} * vector;
   if (k.inner <= lane_span * 2 || k.inner > lane_span * 4 || BroadcastRegisters(k, vector) == 0) return 0;
@@ -197,20 +198,23 @@ CudaKernelConfig ResolveCudaConfig(const Kernel& k, const CudaKernelConfig& requ
   // the rule below takes a warp per row for them.
   bool hold_vectors = requested.broadcast_with_row;
   const bool nothing_asked = requested.threads == 0 && requested.threads_per_row == 0 && requested.cache_row < 0 && requested.cluster == 0;
+  // No block shape asked and no cluster sharing a row (--row-cluster 1 asks for none).
+  const bool shape_free = requested.threads == 0 && requested.threads_per_row == 0 && requested.cache_row < 0 && requested.cluster <= 1;
   if (c.threads_per_row == 0) {
-    const int64_t vectors_beside = nothing_asked ? VectorsAWarpHoldsBesideItsRow(k, c.vector) : 0;
+    const int64_t vectors_beside = shape_free ? VectorsAWarpHoldsBesideItsRow(k, c.vector) : 0;
     if (narrowest == 0 || k.inner < 64) {
       c.threads_per_row = 1;  // columns, or rows too short to share: a thread per output
     } else if (vectors_beside > 0) {
-      // A norm over rows of 3 or 4 vectors a lane (513 to 1024 half-type columns, 257 to 512
-      // f32) with its scale (and bias): a warp per row holding the row and those vectors,
+      // A norm over rows of 3 or 4 vectors a lane (with 16-byte vectors 513 to 1024 half-type
+      // columns, 257 to 512 f32) with its scale (and bias): a warp per row holding the row and those vectors,
       // loaded together before the reductions, as Triton's kernel does. The tuner chose that
       // form over the 64-thread block below in every call on an H200, which keeps the rule
       // for rows without such vectors (softmax). Against that block, the same binary
       // otherwise, three rounds in one call (H200, 2026-11-28, µs): layer norm 65536 x 1024
       // bf16 68.7 / 68.8 / 68.8 -> 67.3 / 67.0 / 67.0, RMS norm 67.7 / 67.7 / 67.7 -> 67.3 /
-      // 67.3 / 67.1, 65536 x 768 bf16 layer norm 63.4 / 63.4 / 63.2 -> 52.4 / 51.9 / 52.2 (the
-      // block's last chunk half-empty), RMS norm 51.8 -> 51.2 / 51.2 / 51.4, 65536 x 512 f32
+      // 67.3 / 67.1, 65536 x 768 bf16 layer norm 63.4 / 63.4 / 63.2 -> 52.4 / 51.9 / 52.2 (why
+      // the block was that slow there, and not on RMS norm, was not found), RMS norm 51.8 ->
+      // 51.2 / 51.2 / 51.4, 65536 x 512 f32
       // RMS norm 67.8 -> 67.0 / 67.2 / 67.1, and f32 layer norm 68.0 / 67.9 / 68.1 -> 68.3 /
       // 68.4 / 68.4 (0.4% slower; kept for one rule over the bytes of a row). Blocks of 4
       // warps for two vectors and of one for one vector, as the tuner found (layer norm in
@@ -237,14 +241,17 @@ CudaKernelConfig ResolveCudaConfig(const Kernel& k, const CudaKernelConfig& requ
       // 56), over 4096 f32 135.1 / 135.1 / 134.9 -> 132.5 / 132.4 / 132.3, over 8192 bf16
       // 133.5 -> 133.2 / 132.9 / 133.0. Not for a residual sum folded first (two row inputs):
       // 132.6 / 132.5 / 132.5 -> 133.2 / 133.2 / 133.0; nor for layer norm's two reductions
-      // (the tuner's best there was a 64-thread block, by under 1%).
+      // (the tuner's best there was a 64-thread block, by about 1% in its own timing and
+      // 0-0.4% in the peers' harness). Only where no cluster shares the row, the block stays
+      // within 512 threads, as measured (1024 would make it the one an SM that prefetches its
+      // next row), and its threads cover the row in whole chunks (3072 columns keep 128
+      // threads by 3 chunks, not 256 by 1.5).
       int row_inputs = 0;
       for (const ScalarValue& v : k.values) row_inputs += IsRowDataLoad(v);
-      const bool one_written_back = k.reductions.size() == 1 && row_inputs == 1 &&
+      const bool one_written_back = k.reductions.size() == 1 && row_inputs == 1 && requested.cluster <= 1 &&
                                     std::any_of(k.stores.begin(), k.stores.end(), [](const KernelStore& st) { return UsesVar(st.index, 1); });
-      // Up to 512 threads, as measured (1024 would turn the block into the one an SM that
-      // prefetches its next row).
-      const int vectors_a_thread = one_written_back && CeilDiv(k.inner, c.vector * 2) <= 512 ? 2 : 4;
+      const int64_t wide = RoundUpPow2(CeilDiv(k.inner, c.vector * 2));
+      const int vectors_a_thread = one_written_back && wide <= 512 && k.inner % (wide * c.vector) == 0 ? 2 : 4;
       c.threads_per_row = static_cast<int>(std::clamp<int64_t>(RoundUpPow2(CeilDiv(k.inner, c.vector * vectors_a_thread)), 64, 1024));
     }
   }

@@ -56,8 +56,9 @@ struct CudaKernelConfig {
   int cluster = 0;
   // Row template holding its row in registers (cache_row 1): the vectors every row reads
   // alike (a norm's scale and bias) loaded with the row, before the reductions, into
-  // registers, where by default each is read after them, chunk by chunk, as the outputs are
-  // written. The tuner tries both; resolved to false wherever it does not apply.
+  // registers; false: each read after them, chunk by chunk, as the outputs are written. The
+  // rule holds them where it takes a warp per row for them (rows of 3 or 4 vectors a lane),
+  // else reads them after; the tuner tries both; resolved to false wherever it does not apply.
   bool broadcast_with_row = false;
   // The GPU's SM count (set by the program builder, not searched; 0: unknown). With it, a row
   // kernel whose 1024-thread block holds its row in registers (one block per SM) runs one

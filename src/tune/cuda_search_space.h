@@ -25,8 +25,8 @@ CudaSearchSpace CudaCandidates(const Kernel& kernel, bool clusters = false);
 
 // The cost model's order when the space is larger than the tuner measures (`base`: the
 // rule's configuration, measured first): rows held in registers first, then the block sizes
-// nearest the default's; a shape that holds the row-invariant vectors beside the row where the
-// rule does not (or the reverse) half a step after the same shape as the rule holds them.
+// nearest the default's; a shape that holds the row-invariant vectors otherwise than the rule
+// (or cannot hold them, where the rule does) half a step later.
 double CudaConfigRank(const CudaKernelConfig& base, const CudaKernelConfig& config);
 
 // The GEMM template's configurations for `gemm` on `sm_count` SMs: the rule's

@@ -15,21 +15,45 @@
 #include "fusion/group_classifier.h"
 #include "fusion/planner.h"
 #include "passes/pipeline.h"
+#include "tilefuse/builder.h"
 #include "tune/tuner_core.h"
 
 namespace tilefuse {
 namespace {
 
-Kernel FirstKernel(const std::string& model) {
-  auto imported = ImportOnnx(std::string(TILEFUSE_SOURCE_DIR) + "/" + model);
-  EXPECT_TRUE(imported.ok()) << imported.status().ToString();
-  auto graph = RunGraphPasses(std::move(imported->graph), PassOptions{});
+// The kernel of a graph's last fusion group.
+Kernel LastGroupKernel(Graph imported) {
+  auto graph = RunGraphPasses(std::move(imported), PassOptions{});
   EXPECT_TRUE(graph.ok());
   auto plan = PlanFusion(*graph, PlannerOptions{});
   EXPECT_TRUE(plan.ok());
   auto kernel = LowerGroup(*graph, plan->groups.back(), FindInlinedGenerators(*graph));
   EXPECT_TRUE(kernel.ok()) << kernel.status().ToString();
   return *kernel;
+}
+
+Kernel FirstKernel(const std::string& model) {
+  auto imported = ImportOnnx(std::string(TILEFUSE_SOURCE_DIR) + "/" + model);
+  EXPECT_TRUE(imported.ok()) << imported.status().ToString();
+  return LastGroupKernel(std::move(imported->graph));
+}
+
+// A norm over [rows, columns] of `dtype`: a layer norm with scale and bias, or an RMS norm
+// with a weight (x * rsqrt(mean(x^2) + eps) * w).
+Kernel NormKernel(DType dtype, int64_t rows, int64_t columns, bool rms) {
+  GraphBuilder b;
+  Value x = b.Parameter("x", dtype, {rows, columns});
+  Value y;
+  if (rms) {
+    Value mean_square = b.Reduce(OpCode::kReduceMean, b.Mul(x, x), {-1}, /*keepdims=*/true);
+    y = b.Mul(b.Mul(x, b.Unary(OpCode::kRsqrt, b.AddScalar(mean_square, 1e-6))), b.Parameter("w", dtype, {columns}));
+  } else {
+    y = b.LayerNorm(x, b.Parameter("scale", dtype, {columns}), b.Parameter("bias", dtype, {columns}), 1, 1e-5);
+  }
+  b.Output(y, "y");
+  auto graph = b.Build();
+  EXPECT_TRUE(graph.ok()) << graph.status().ToString();
+  return LastGroupKernel(std::move(graph).value());
 }
 
 // Every source in one NVRTC run for sm_90a, no kernel spilling (skipped without NVRTC).
@@ -174,6 +198,44 @@ TEST(CudaSearchSpaceTest, RmsNormRowsTakeTwoVectorsAThread) {
   auto source = EmitCudaKernel(rms, wide);
   ASSERT_TRUE(source.ok()) << source.status().ToString();
   ExpectCompilesWithoutSpills({*source});
+}
+
+// The two rules' edges: 2 vectors a lane keep the plain warp, 3 (520 bf16 columns) take the
+// held vectors; f32 rows of 512 take them, of 1024 a block; RMS norm's 2 vectors a thread
+// stop at 512 threads (16384 bf16 columns: 4 a thread) and at a part-chunk (3072 columns: 128
+// threads by 3 chunks); --row-cluster 1 (no cluster) keeps both rules, a cluster of 4 the
+// block of 4 vectors a thread sliced. Each new form compiles without spills.
+TEST(CudaSearchSpaceTest, NormRulesEdges) {
+  const Kernel bf16_512 = NormKernel(DType::kBF16, 64, 512, false), bf16_520 = NormKernel(DType::kBF16, 64, 520, false);
+  const Kernel f32_512 = NormKernel(DType::kF32, 64, 512, false), f32_1024 = NormKernel(DType::kF32, 64, 1024, false);
+  const Kernel rms_f32_4096 = NormKernel(DType::kF32, 64, 4096, true), rms_16384 = NormKernel(DType::kBF16, 64, 16384, true);
+  const Kernel rms_3072 = NormKernel(DType::kBF16, 64, 3072, true), rms_4096 = NormKernel(DType::kBF16, 64, 4096, true);
+  ExpectRowForm(ResolveCudaConfig(bf16_512, {}), 32, 256, 1, false);
+  ExpectRowForm(ResolveCudaConfig(bf16_520, {}), 32, 128, 1, true);
+  ExpectRowForm(ResolveCudaConfig(f32_512, {}), 32, 128, 1, true);
+  ExpectRowForm(ResolveCudaConfig(f32_1024, {}), 64, 64, 1, false);
+  ExpectRowForm(ResolveCudaConfig(rms_f32_4096, {}), 512, 512, 1, false);
+  ExpectRowForm(ResolveCudaConfig(rms_16384, {}), 512, 512, 1, false);
+  ExpectRowForm(ResolveCudaConfig(rms_3072, {}), 128, 128, 1, false);
+  ExpectRowForm(ResolveCudaConfig(rms_4096, {}), 256, 256, 1, false);
+  CudaKernelConfig no_cluster;
+  no_cluster.cluster = 1;
+  ExpectRowForm(ResolveCudaConfig(rms_4096, no_cluster), 256, 256, 1, false);
+  ExpectRowForm(ResolveCudaConfig(NormKernel(DType::kBF16, 64, 1024, false), no_cluster), 32, 128, 1, true);
+  CudaKernelConfig four;
+  four.cluster = 4;
+  const CudaKernelConfig sliced = ResolveCudaConfig(rms_4096, four);
+  EXPECT_EQ(sliced.cluster, 4);
+  EXPECT_EQ(sliced.threads_per_row, 128);
+  std::vector<CudaKernelSource> sources;
+  for (const Kernel* k : {&bf16_520, &f32_512, &rms_f32_4096, &rms_4096}) {
+    Kernel named = *k;
+    named.name = "edge" + std::to_string(sources.size());
+    auto source = EmitCudaKernel(named, ResolveCudaConfig(named, {}));
+    ASSERT_TRUE(source.ok()) << source.status().ToString();
+    sources.push_back(*source);
+  }
+  ExpectCompilesWithoutSpills(sources);
 }
 
 // A layer norm's scale and bias (read alike by every row) are tried held beside the row, in

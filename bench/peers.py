@@ -350,7 +350,7 @@ def run_case(torch, F, case, args, copy_gbps):
 
 def microseconds(us):
     """A time as the table shows it: tenths below 100 µs, where 1% is under a microsecond."""
-    return f"{us:.1f} µs" if us < 100 else f"{us:.0f} µs"
+    return f"{us:.1f} µs" if round(us, 1) < 100 else f"{us:.0f} µs"
 
 
 def cell(timing):

@@ -70,5 +70,18 @@ TEST(OnnxResizeTest, BadAttributesAndInputsNameTheNode) {
   EXPECT_TRUE(Contains(runtime_error, "scales")) << runtime_error;
 }
 
+// An antialiased downsample to one element of a 2^25-element axis: 67 million taps, each
+// weighed at import (it took 8 s, and a fuzzer's timeout); refused as unsupported, naming
+// the node, before any is computed.
+TEST(OnnxResizeTest, AntialiasOverTooManyTapsIsRefused) {
+  std::string error = ImportError(WithOpset(19, R"(
+    g (float[1, 33554432] x) => (float[1, 1] y) {
+      scales = Constant <value = float[2] {1.0, 3e-8}> ()
+      y = Resize <mode = "linear", antialias = 1> (x, , scales)
+    })"));
+  EXPECT_TRUE(Contains(error, "(Resize, opset 19)")) << error;
+  EXPECT_TRUE(Contains(error, "too many to weigh")) << error;
+}
+
 }  // namespace
 }  // namespace tilefuse::onnx_testing

@@ -38,12 +38,12 @@ struct AxisWeights {
   bool has_offsets = false;
 };
 
-std::vector<double> NearestCoefficients(double ratio, const std::string& mode) {
-  if (ratio == std::floor(ratio)) return {0, 1};
-  if (mode == "round_prefer_floor") return {double(ratio <= 0.5), double(ratio > 0.5)};
-  if (mode == "round_prefer_ceil") return {double(ratio < 0.5), double(ratio >= 0.5)};
-  if (mode == "floor") return {1, 0};
-  return {0, 1};  // ceil
+void NearestCoefficients(double ratio, const std::string& mode, std::vector<double>& c) {
+  if (ratio == std::floor(ratio)) c = {0, 1};
+  else if (mode == "round_prefer_floor") c = {double(ratio <= 0.5), double(ratio > 0.5)};
+  else if (mode == "round_prefer_ceil") c = {double(ratio < 0.5), double(ratio >= 0.5)};
+  else if (mode == "floor") c = {1, 0};
+  else c = {0, 1};  // ceil
 }
 
 double CubicKernel(double x, double a) {
@@ -53,24 +53,29 @@ double CubicKernel(double x, double a) {
   return 0;
 }
 
-std::vector<double> Normalized(std::vector<double> c) {
+void Normalize(std::vector<double>& c) {
   double sum = 0;
   for (double v : c) sum += v;
   for (double& v : c) v /= sum;
-  return c;
 }
 
-std::vector<double> Coefficients(const ResizeMode& m, double ratio, double scale) {
+// An output element's coefficients, into `c` (a buffer reused across the elements of an
+// axis: no allocation an element, which millions of outputs made slow).
+void Coefficients(const ResizeMode& m, double ratio, double scale, std::vector<double>& c) {
   double a = m.cubic_a;
-  if (m.mode == "nearest") return NearestCoefficients(ratio, m.nearest_mode);
-  if (m.mode == "linear" && !m.antialias) return {1 - ratio, ratio};
+  if (m.mode == "nearest") return NearestCoefficients(ratio, m.nearest_mode, c);
+  if (m.mode == "linear" && !m.antialias) {
+    c = {1 - ratio, ratio};
+    return;
+  }
   if (m.mode == "cubic" && !m.antialias) {
     double r1 = ratio + 1, s = 1 - ratio, s1 = s + 1;
-    return {((a * r1 - 5 * a) * r1 + 8 * a) * r1 - 4 * a, ((a + 2) * ratio - (a + 3)) * ratio * ratio + 1,
-            ((a + 2) * s - (a + 3)) * s * s + 1, ((a * s1 - 5 * a) * s1 + 8 * a) * s1 - 4 * a};
+    c = {((a * r1 - 5 * a) * r1 + 8 * a) * r1 - 4 * a, ((a + 2) * ratio - (a + 3)) * ratio * ratio + 1,
+         ((a + 2) * s - (a + 3)) * s * s + 1, ((a * s1 - 5 * a) * s1 + 8 * a) * s1 - 4 * a};
+    return;
   }
   scale = std::min(scale, 1.0);  // antialiasing widens the kernel only when downsampling
-  std::vector<double> c;
+  c.clear();
   if (m.mode == "linear") {
     auto start = static_cast<int64_t>(std::floor(-1 / scale) + 1);
     for (int64_t i = start; i < start + 2 - 2 * start; ++i)
@@ -79,14 +84,19 @@ std::vector<double> Coefficients(const ResizeMode& m, double ratio, double scale
     auto start = static_cast<int64_t>(std::floor(-2 / scale) + 1);
     for (int64_t i = start; i < 2 - start; ++i) c.push_back(CubicKernel(scale * (static_cast<double>(i) - ratio), a));
   }
-  return Normalized(std::move(c));
+  Normalize(c);
 }
 
-// The n indexes of [0, limit) nearest to x, ties to the smaller, ascending. The distance is
-// unimodal along the indexes, so they are a window grown from the nearest one, a step at a
-// time to the nearer side (the lower on a tie): linear in n, where sorting every candidate by
-// distance took seconds for an antialiased Resize of millions of taps an output (fuzzing).
-std::vector<int64_t> NearestIndexes(double x, int64_t n, int64_t limit) {
+// The indexes [lo, lo + count): ascending, contiguous.
+struct IndexWindow {
+  int64_t lo = 0, count = 0;
+};
+
+// The n indexes of [0, limit) nearest to x, ties to the smaller. The distance is unimodal
+// along the indexes, so they are a window grown from the nearest one, a step at a time to the
+// nearer side (the lower on a tie): linear in n, where sorting every candidate by distance
+// took seconds for an antialiased Resize of millions of taps an output (fuzzing).
+IndexWindow NearestIndexes(double x, int64_t n, int64_t limit) {
   auto center = static_cast<int64_t>(std::floor(x));
   const int64_t first = std::max<int64_t>(0, center - n - 1), end = std::min(limit, center + n + 2);
   if (first >= end || n <= 0) return {};
@@ -98,9 +108,7 @@ std::vector<int64_t> NearestIndexes(double x, int64_t n, int64_t limit) {
     if (lo > first && (hi == end || distance(lo - 1) <= distance(hi))) --lo;
     else ++hi;
   }
-  std::vector<int64_t> indexes(static_cast<size_t>(hi - lo));
-  for (int64_t i = lo; i < hi; ++i) indexes[static_cast<size_t>(i - lo)] = i;
-  return indexes;
+  return {lo, hi - lo};
 }
 
 // The taps an output element of an axis reads (the size of Coefficients' answer), in double:
@@ -136,6 +144,7 @@ std::optional<double> SourceCoordinate(const ResizeMode& m, double x, int64_t in
 AxisWeights ComputeAxisWeights(const ResizeMode& m, int64_t in, int64_t out, double scale, double roi_start,
                                double roi_end) {
   AxisWeights w{in, out, std::vector<double>(out * in, 0.0), std::vector<double>(out, 0.0), false};
+  std::vector<double> coefficients;
   for (int64_t x = 0; x < out; ++x) {
     std::optional<double> source = SourceCoordinate(m, double(x), in, out, scale, roi_start, roi_end);
     if (!source) {
@@ -144,17 +153,17 @@ AxisWeights ComputeAxisWeights(const ResizeMode& m, int64_t in, int64_t out, dou
       continue;
     }
     double ratio = *source == std::floor(*source) ? 1.0 : *source - std::floor(*source);
-    std::vector<double> coefficients = Coefficients(m, ratio, scale);
+    Coefficients(m, ratio, scale, coefficients);
     auto n = static_cast<int64_t>(coefficients.size());
     int64_t pad = (n + 1) / 2;  // the reference pads the data with its edge values
-    std::vector<int64_t> indexes = NearestIndexes(*source + double(pad), n, in + 2 * pad);
+    const IndexWindow indexes = NearestIndexes(*source + double(pad), n, in + 2 * pad);
     if (m.exclude_outside) {
-      for (size_t k = 0; k < indexes.size(); ++k)
-        if (indexes[k] - pad < 0 || indexes[k] - pad >= in) coefficients[k] = 0;
-      coefficients = Normalized(std::move(coefficients));
+      for (int64_t k = 0; k < indexes.count; ++k)
+        if (indexes.lo + k - pad < 0 || indexes.lo + k - pad >= in) coefficients[k] = 0;
+      Normalize(coefficients);
     }
-    for (size_t k = 0; k < indexes.size(); ++k)
-      w.weights[x * in + std::clamp<int64_t>(indexes[k] - pad, 0, in - 1)] += coefficients[k];
+    for (int64_t k = 0; k < indexes.count; ++k)
+      w.weights[x * in + std::clamp<int64_t>(indexes.lo + k - pad, 0, in - 1)] += coefficients[k];
   }
   return w;
 }

@@ -376,14 +376,15 @@ def markdown(report):
     memory_bound = [case for case in report["cases"] if "flops" not in case]
     # The tilefuse peers timed beside the others, each with its ratio to torch.compile; where
     # max-autotune was timed too, tuned against tuned.
-    shown = [p for p in PEERS + ("compile_max_autotune",) if p in PEERS or any(p in case["peers"] for case in memory_bound)]
-    ratios = [(p, "compile") for p in TILEFUSE_PEERS if any(p in case["peers"] for case in memory_bound)]
-    if "compile_max_autotune" in shown and (TILEFUSE_TUNED, "compile") in ratios:
+    timed = lambda peer: any(peer in case["peers"] for case in memory_bound)
+    shown = list(PEERS) + (["compile_max_autotune"] if timed("compile_max_autotune") else [])
+    ours = [p for p in TILEFUSE_PEERS if timed(p)]
+    ratios = [(p, "compile") for p in ours]
+    if "compile_max_autotune" in shown and TILEFUSE_TUNED in ours:
         ratios.append((TILEFUSE_TUNED, "compile_max_autotune"))
     if memory_bound:
         names = {"eager": "eager, op by op", "library": "PyTorch library op", "compile": "torch.compile",
                  "compile_max_autotune": "torch.compile max-autotune"}
-        ours = [p for p in TILEFUSE_PEERS if (p, "compile") in ratios]
         lines += ["", "| case | " + " | ".join([names[p] for p in shown] + ours +
                                                [f"{names[peer]} / {p}" for p, peer in ratios]) + " |",
                   "|---|" + "---|" * (len(shown) + len(ours) + len(ratios))]

@@ -115,6 +115,10 @@ int64_t BroadcastRegisters(const Kernel& k, int vector) {
     if (IsRowBroadcastLoad(v, vector)) registers += (vector * DTypeSize(v.dtype) + 3) / 4;
   return registers;
 }
+int64_t HeldBesideRegisters(const Kernel& k, int64_t chunks, int vector) {
+  const int64_t row_loads = std::count_if(k.values.begin(), k.values.end(), IsRowDataLoad);
+  return chunks * vector * row_loads + BroadcastRegisters(k, vector) * chunks;
+}
 
 namespace {
 
@@ -126,13 +130,9 @@ namespace {
 int64_t VectorsAWarpHoldsBesideItsRow(const Kernel& k, int vector) {
   const int64_t lane_span = int64_t{32} * vector;
   if (k.inner <= lane_span * 2 || k.inner > lane_span * 4 || BroadcastRegisters(k, vector) == 0) return 0;
-  const int64_t chunks = CeilDiv(k.inner, lane_span);
-  int64_t row_values = 0, vectors = 0;
-  for (const ScalarValue& v : k.values) {
-    row_values += IsRowDataLoad(v) ? chunks * vector : 0;
-    vectors += IsRowBroadcastLoad(v, vector);
-  }
-  return row_values > 0 && row_values + BroadcastRegisters(k, vector) * chunks <= 64 ? vectors : 0;
+  if (std::none_of(k.values.begin(), k.values.end(), IsRowDataLoad) || HeldBesideRegisters(k, CeilDiv(k.inner, lane_span), vector) > 64)
+    return 0;
+  return std::count_if(k.values.begin(), k.values.end(), [&](const ScalarValue& v) { return IsRowBroadcastLoad(v, vector); });
 }
 
 }  // namespace
@@ -197,26 +197,26 @@ CudaKernelConfig ResolveCudaConfig(const Kernel& k, const CudaKernelConfig& requ
   // The vectors every row reads alike held beside the row: where the tuner asks, or where
   // the rule below takes a warp per row for them.
   bool hold_vectors = requested.broadcast_with_row;
-  const bool nothing_asked = requested.threads == 0 && requested.threads_per_row == 0 && requested.cache_row < 0 && requested.cluster == 0;
   // No block shape asked and no cluster sharing a row (--row-cluster 1 asks for none).
   const bool shape_free = requested.threads == 0 && requested.threads_per_row == 0 && requested.cache_row < 0 && requested.cluster <= 1;
+  const bool nothing_asked = shape_free && requested.cluster == 0;
   if (c.threads_per_row == 0) {
     const int64_t vectors_beside = shape_free ? VectorsAWarpHoldsBesideItsRow(k, c.vector) : 0;
     if (narrowest == 0 || k.inner < 64) {
       c.threads_per_row = 1;  // columns, or rows too short to share: a thread per output
     } else if (vectors_beside > 0) {
       // A norm over rows of 3 or 4 vectors a lane (with 16-byte vectors 513 to 1024 half-type
-      // columns, 257 to 512 f32) with its scale (and bias): a warp per row holding the row and those vectors,
-      // loaded together before the reductions, as Triton's kernel does. The tuner chose that
+      // columns, 257 to 512 f32) with its scale (and bias): a warp per row holding the row and
+      // those vectors, loaded together before the reductions, as Triton's kernel does. The tuner chose that
       // form over the 64-thread block below in every call on an H200, which keeps the rule
       // for rows without such vectors (softmax). Against that block, the same binary
       // otherwise, three rounds in one call (H200, 2026-11-28, µs): layer norm 65536 x 1024
       // bf16 68.7 / 68.8 / 68.8 -> 67.3 / 67.0 / 67.0, RMS norm 67.7 / 67.7 / 67.7 -> 67.3 /
       // 67.3 / 67.1, 65536 x 768 bf16 layer norm 63.4 / 63.4 / 63.2 -> 52.4 / 51.9 / 52.2 (why
       // the block was that slow there, and not on RMS norm, was not found), RMS norm 51.8 ->
-      // 51.2 / 51.2 / 51.4, 65536 x 512 f32
-      // RMS norm 67.8 -> 67.0 / 67.2 / 67.1, and f32 layer norm 68.0 / 67.9 / 68.1 -> 68.3 /
-      // 68.4 / 68.4 (0.4% slower; kept for one rule over the bytes of a row). Blocks of 4
+      // 51.2 / 51.2 / 51.4, 65536 x 512 f32 RMS norm 67.8 -> 67.0 / 67.2 / 67.1, and f32
+      // layer norm 68.0 / 67.9 / 68.1 -> 68.3 / 68.4 / 68.4 (0.4% slower; kept for one rule
+      // over the bytes of a row). Blocks of 4
       // warps for two vectors and of one for one vector, as the tuner found (layer norm in
       // 1-warp blocks 69.1 / 68.5 / 69.3 against 67.8 / 67.4 / 68.4, RMS norm in 4-warp blocks
       // 68.9 / 68.5 / 69.2 against 67.7 / 67.7 / 67.8); why was not found, their occupancy
@@ -246,8 +246,7 @@ CudaKernelConfig ResolveCudaConfig(const Kernel& k, const CudaKernelConfig& requ
       // within 512 threads, as measured (1024 would make it the one an SM that prefetches its
       // next row), and its threads cover the row in whole chunks (3072 columns keep 128
       // threads by 3 chunks, not 256 by 1.5).
-      int row_inputs = 0;
-      for (const ScalarValue& v : k.values) row_inputs += IsRowDataLoad(v);
+      const int64_t row_inputs = std::count_if(k.values.begin(), k.values.end(), IsRowDataLoad);
       const bool one_written_back = k.reductions.size() == 1 && row_inputs == 1 && requested.cluster <= 1 &&
                                     std::any_of(k.stores.begin(), k.stores.end(), [](const KernelStore& st) { return UsesVar(st.index, 1); });
       const int64_t wide = RoundUpPow2(CeilDiv(k.inner, c.vector * 2));

@@ -93,6 +93,9 @@ bool IsRowBroadcastLoad(const ScalarValue& v, int vector);
 // The registers a thread's chunk of those vectors takes, `vector` elements each; 0: the
 // kernel reads none.
 int64_t BroadcastRegisters(const Kernel& kernel, int vector);
+// The registers a thread holding `chunks` chunks of its row and, beside them, those vectors'
+// chunks takes (the row's loads one a value): what the held-row budget is checked against.
+int64_t HeldBesideRegisters(const Kernel& kernel, int64_t chunks, int vector);
 // The chosen configuration for a kernel (every 0/-1 of `requested` resolved).
 CudaKernelConfig ResolveCudaConfig(const Kernel& kernel, const CudaKernelConfig& requested);
 // InvalidArgument for configurations the template cannot run (the tuner prunes them).

@@ -122,7 +122,7 @@ CudaSearchSpace CudaCandidates(const Kernel& k, bool clusters) {
   const int vector = base.vector;
   const int64_t row_loads = RowLoads(k);
   const int64_t chunks_per_row = (k.inner + vector - 1) / vector;
-  const int64_t broadcast_registers = BroadcastRegisters(k, vector);
+  const bool has_broadcast = BroadcastRegisters(k, vector) > 0;
   for (int tpr : {1, 32, 64, 128, 256, 512, 1024}) {
     if (tpr > 1 && base.threads_per_row == 1) {
       space.pruned.push_back(fmt::format("threads_per_row {}: no access is contiguous along the row", tpr));
@@ -149,8 +149,8 @@ CudaSearchSpace CudaCandidates(const Kernel& k, bool clusters) {
         }
         add({threads, vector, tpr, cache});
         // The same with the row-invariant vectors held beside the row, where they fit too.
-        if (cache == 1 && broadcast_registers > 0) {
-          const int64_t with_broadcast = chunks * vector * row_loads + broadcast_registers * chunks;
+        if (cache == 1 && has_broadcast) {
+          const int64_t with_broadcast = HeldBesideRegisters(k, chunks, vector);
           if (with_broadcast > budget) {
             space.pruned.push_back(fmt::format("threads_per_row {} threads {} with the row-invariant vectors: {} registers a thread exceed the budget {}",
                                                tpr, threads, with_broadcast, budget));

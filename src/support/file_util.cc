@@ -1,5 +1,6 @@
 #include "support/file_util.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -59,23 +60,31 @@ StatusOr<std::string> ReadFileRange(const std::string& path, uint64_t offset, st
   return bytes;
 }
 
-Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
+Status WriteFileAtomically(const std::string& path, const std::string& bytes, unsigned mode) {
   // Unique per call, not just per process: two threads writing one path must not share
-  // (and interleave into) one temporary file.
+  // (and interleave into) one temporary file. O_EXCL | O_NOFOLLOW: a file or link planted
+  // at the temporary name (in a folder others can write) is never written through.
   static std::atomic<uint64_t> next_temp_id = 0;
   std::string temp = fmt::format("{}.tmp.{}.{}", path, ::getpid(), next_temp_id++);
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    if (!out) return InvalidArgument(fmt::format("cannot write '{}': {}", temp, std::strerror(errno)));
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (!out) {
-      std::remove(temp.c_str());
-      return InvalidArgument(fmt::format("writing '{}' failed", temp));
-    }
+  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, static_cast<mode_t>(mode));
+  if (fd < 0) return InvalidArgument(fmt::format("cannot write '{}': {}", temp, std::strerror(errno)));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  int error = done == bytes.size() ? 0 : errno;
+  if (::close(fd) != 0 && error == 0) error = errno ? errno : EIO;
+  if (done != bytes.size() || error != 0) {
+    ::unlink(temp.c_str());
+    return InvalidArgument(fmt::format("writing '{}' failed: {}", temp, std::strerror(error ? error : EIO)));
   }
   if (std::rename(temp.c_str(), path.c_str()) != 0) {
-    std::remove(temp.c_str());
-    return InvalidArgument(fmt::format("cannot rename '{}' to '{}': {}", temp, path, std::strerror(errno)));
+    error = errno;
+    ::unlink(temp.c_str());
+    return InvalidArgument(fmt::format("cannot rename '{}' to '{}': {}", temp, path, std::strerror(error)));
   }
   return Status::Ok();
 }

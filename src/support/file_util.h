@@ -15,8 +15,10 @@ StatusOr<std::string> ReadWholeFile(const std::string& path);
 // an InvalidArgument, not a short read.
 StatusOr<std::string> ReadFileRange(const std::string& path, uint64_t offset, std::optional<uint64_t> length);
 // Writes to a temporary file beside `path` (unique per call), then renames it over
-// `path`: a reader never sees half a file and a failure leaves no truncated one.
-Status WriteFileAtomically(const std::string& path, const std::string& bytes);
+// `path`: a reader never sees half a file and a failure leaves no truncated one. The
+// temporary file is created with O_EXCL | O_NOFOLLOW and `mode` (less the umask); caches
+// pass 0600.
+Status WriteFileAtomically(const std::string& path, const std::string& bytes, unsigned mode = 0666);
 // The directory of PATH that holds `program`, or "" when it is not on PATH.
 std::string FindOnPath(const std::string& program);
 

@@ -15,6 +15,7 @@
 #include "support/check.h"
 #include "support/content_hash.h"
 #include "support/file_util.h"
+#include "support/private_folder.h"
 
 namespace tilefuse {
 
@@ -61,9 +62,9 @@ void RemoveTree(const std::string& path) {
 
 // Why the entry folder (which exists) is not a valid entry, or "" when it is.
 std::string FindDamage(const std::string& folder, std::string_view suffix) {
-  StatusOr<std::string> content = ReadWholeFile(folder + "/" + ContentName(suffix));
+  StatusOr<std::string> content = ReadPrivateFile(folder + "/" + ContentName(suffix));
   if (!content.ok()) return "content unreadable: " + content.status().message();
-  StatusOr<std::string> record = ReadWholeFile(folder + "/integrity");
+  StatusOr<std::string> record = ReadPrivateFile(folder + "/integrity");
   if (!record.ok()) return "integrity record unreadable: " + record.status().message();
   if (*record != IntegrityRecord(*content)) {
     std::string first_line = record->substr(0, record->find('\n'));
@@ -84,18 +85,42 @@ std::string KernelCache::DefaultDirectory() {
   return fmt::format("{}/tilefuse-cache-{}", fs::temp_directory_path(ec).string(), ::getuid());
 }
 
-KernelCache::KernelCache(std::string directory)
-    : directory_(std::move(directory)), entries_(fmt::format("{}/{}", directory_, kFormatVersion)) {}
+bool KernelCache::IsChosenByTilefuse(const std::string& directory) {
+  const char* explicit_dir = std::getenv("TILEFUSE_CACHE_DIR");
+  return !(explicit_dir && *explicit_dir) && directory == DefaultDirectory();
+}
+
+KernelCache::KernelCache(std::string directory, bool user_chose)
+    : directory_(std::move(directory)),
+      entries_(fmt::format("{}/{}", directory_, kFormatVersion)),
+      user_chose_(user_chose) {}
 
 StatusOr<KernelCache> KernelCache::Open(std::string directory) {
   if (directory.empty()) directory = DefaultDirectory();
-  KernelCache cache(std::move(directory));
-  std::error_code ec;
-  fs::create_directories(cache.entries_, ec);
-  if (ec || !fs::is_directory(cache.entries_, ec))
-    return InvalidArgument(
-        fmt::format("cannot create the kernel cache folder '{}': {}", cache.entries_, ec ? ec.message() : "not a folder"));
+  bool user_chose = !IsChosenByTilefuse(directory);
+  KernelCache cache(std::move(directory), user_chose);
+  // The folder itself may be a link the user made (or root did); v1/ is ours alone.
+  Status made = MakePrivateFolder(cache.directory_, /*allow_link=*/true);
+  if (made.ok()) made = MakePrivateFolder(cache.entries_);
+  if (!made.ok()) RETURN_IF_ERROR(cache.Refuse(made));
   return cache;
+}
+
+Status KernelCache::Refuse(const Status& problem) {
+  Status refused = RefuseCacheFolder("kernel cache folder", directory_, user_chose_, problem);
+  if (refused.ok()) enabled_ = false;
+  else refusal_ = refused;
+  return refused;
+}
+
+Status KernelCache::CheckEntryIsPrivate(const std::string& folder, std::string_view suffix) const {
+  RETURN_IF_ERROR(CheckPrivateFolder(folder));
+  for (const std::string& file : {folder + "/" + ContentName(suffix), folder + "/integrity"}) {
+    Status checked = CheckPrivateFile(file);
+    // A missing file is damage (found next, and rebuilt), not a planted one.
+    if (!checked.ok() && checked.code() != StatusCode::kNotFound) return checked;
+  }
+  return Status::Ok();
 }
 
 std::string KernelCache::Key(std::initializer_list<std::string_view> parts) {
@@ -111,9 +136,16 @@ std::string KernelCache::EntryFolder(std::string_view key, std::string_view suff
 }
 
 std::optional<std::string> KernelCache::Lookup(std::string_view key, std::string_view suffix) {
+  if (!enabled_ || !refusal_.ok()) return std::nullopt;
   std::string folder = EntryFolder(key, suffix);
   std::error_code ec;
-  if (!fs::is_directory(folder, ec)) return std::nullopt;
+  if (!fs::exists(fs::symlink_status(folder, ec))) return std::nullopt;
+  // Trust before reading: an entry someone else could write is never read, let alone
+  // loaded. It is not removed either: that it exists means the folder was not private.
+  if (Status safe = CheckEntryIsPrivate(folder, suffix); !safe.ok()) {
+    static_cast<void>(Refuse(safe));  // recorded in refusal_ or noticed
+    return std::nullopt;
+  }
   std::string damage = FindDamage(folder, suffix);
   if (!damage.empty()) {
     // Published entries are complete, so a damaged one stays damaged: remove it. (If a
@@ -147,8 +179,8 @@ Status KernelCache::PublishOnce(const std::string& entry_folder, std::string_vie
   if (temp.empty())
     return InvalidArgument(fmt::format("cannot create a temporary folder in '{}': {}", entries_, std::strerror(errno)));
   std::string content(bytes);
-  Status written = WriteFileAtomically(temp + "/" + ContentName(suffix), content);
-  if (written.ok()) written = WriteFileAtomically(temp + "/integrity", IntegrityRecord(bytes));
+  Status written = WriteFileAtomically(temp + "/" + ContentName(suffix), content, 0600);
+  if (written.ok()) written = WriteFileAtomically(temp + "/integrity", IntegrityRecord(bytes), 0600);
   if (!written.ok()) {
     RemoveTree(temp);
     return written;
@@ -166,6 +198,8 @@ Status KernelCache::PublishOnce(const std::string& entry_folder, std::string_vie
 StatusOr<std::string> KernelCache::Insert(std::string_view key, std::string_view suffix, std::string_view bytes) {
   std::string folder = EntryFolder(key, suffix);
   for (int attempt = 0; attempt < kPublishAttempts; ++attempt) {
+    if (!refusal_.ok()) return refusal_;
+    if (!enabled_) return std::string();  // bypassed: the caller uses its own copy
     bool lost_race = false;
     RETURN_IF_ERROR(PublishOnce(folder, suffix, bytes, lost_race));
     if (!lost_race) return folder + "/" + ContentName(suffix);

@@ -16,6 +16,7 @@
 #include "support/content_hash.h"
 #include "support/file_util.h"
 #include "support/kernel_cache.h"
+#include "support/private_folder.h"
 
 namespace tilefuse {
 
@@ -34,7 +35,7 @@ constexpr size_t kMaxReasonLength = 160;
 // Only one lock is ever held at a time, so waiting on it cannot deadlock.
 class ExclusiveFileLock {
  public:
-  explicit ExclusiveFileLock(const std::string& path) : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
+  explicit ExclusiveFileLock(const std::string& path) : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600)) {
     if (fd_ < 0) return;
     int result;
     do result = ::flock(fd_, LOCK_EX);
@@ -180,13 +181,22 @@ const TuningMeasurement* TuningRecord::Find(const json& config) const {
 
 StatusOr<TuningCache> TuningCache::Open(std::string directory) {
   if (directory.empty()) directory = KernelCache::DefaultDirectory();
+  bool user_chose = !KernelCache::IsChosenByTilefuse(directory);
   std::string folder = fmt::format("{}/{}", directory, kRecordsSubfolder);
-  std::error_code ec;
-  std::filesystem::create_directories(folder, ec);
-  if (ec || !std::filesystem::is_directory(folder, ec))
-    return InvalidArgument(fmt::format("cannot create the tuning cache folder '{}': {}", folder,
-                                       ec ? ec.message() : "not a folder"));
-  return TuningCache(std::move(folder));
+  TuningCache cache(directory, folder, user_chose);
+  // The cache folder may be a link the user made (or root did); what is below is ours.
+  Status made = MakePrivateFolder(directory, /*allow_link=*/true);
+  if (made.ok()) made = MakePrivateFolder(std::filesystem::path(folder).parent_path().string());
+  if (made.ok()) made = MakePrivateFolder(folder);
+  if (!made.ok()) RETURN_IF_ERROR(cache.Refuse(made));
+  return cache;
+}
+
+Status TuningCache::Refuse(const Status& problem) {
+  Status refused = RefuseCacheFolder("tuning cache folder", directory_, user_chose_, problem);
+  if (refused.ok()) enabled_ = false;
+  else refusal_ = refused;
+  return refused;
 }
 
 std::string TuningCache::FilePath(const TuningKey& key) const {
@@ -194,8 +204,16 @@ std::string TuningCache::FilePath(const TuningKey& key) const {
 }
 
 std::optional<TuningRecord> TuningCache::ReadRecord(const TuningKey& key, const char* consequence) {
+  if (!enabled_ || !refusal_.ok()) return std::nullopt;
   std::string path = FilePath(key);
-  StatusOr<std::string> text = ReadWholeFile(path);
+  // Trust before reading: a record someone else could write is never read.
+  Status safe = CheckPrivateFile(path);
+  if (safe.code() == StatusCode::kNotFound) return std::nullopt;
+  if (!safe.ok()) {
+    static_cast<void>(Refuse(safe));  // recorded in refusal_ or noticed
+    return std::nullopt;
+  }
+  StatusOr<std::string> text = ReadPrivateFile(path);
   if (!text.ok() && text.status().code() == StatusCode::kNotFound) return std::nullopt;
   TuningRecord record;
   std::string problem = text.ok() ? DecodeRecord(*text, key, record) : text.status().message();
@@ -214,17 +232,21 @@ std::optional<TuningRecord> TuningCache::Lookup(const TuningKey& key) {
 Status TuningCache::Record(const TuningKey& key, const std::vector<TuningMeasurement>& measurements) {
   for (const TuningMeasurement& measurement : measurements) RETURN_IF_ERROR(ValidateMeasurement(measurement));
   if (measurements.empty()) return Status::Ok();
+  RETURN_IF_ERROR(refusal_);
+  if (!enabled_) return Status::Ok();
   std::string path = FilePath(key);
   // Read, merge and rename under the lock, so a concurrent writer's entries are read
   // before ours replace the file, not overwritten by it.
   ExclusiveFileLock lock(fmt::format("{}/{}.lock", records_folder_, key.Hash()));
   TuningRecord record = ReadRecord(key, "overwriting it").value_or(TuningRecord{key, {}});
+  RETURN_IF_ERROR(refusal_);  // the file there was not ours: do not write beside it
+  if (!enabled_) return Status::Ok();
   std::string now = NowIso8601Utc();
   for (TuningMeasurement measurement : measurements) {
     if (measurement.measured_at.empty()) measurement.measured_at = now;
     MergeMeasurement(record.measurements, std::move(measurement));
   }
-  return WriteFileAtomically(path, EncodeRecord(record));
+  return WriteFileAtomically(path, EncodeRecord(record), 0600);
 }
 
 }  // namespace tilefuse

@@ -19,6 +19,11 @@
 // see the old file or the new one, whole. Where flock is unavailable (some network file
 // systems) Record still works, but two simultaneous writers may lose one's entries.
 //
+// Trust (docs/security.md): the folders are created 0700, and before a record is read the
+// folders and the file must be owned by the current user and writable by nobody else, as
+// for the kernel cache (support/kernel_cache.h): an error naming the folder and the fix
+// when the user chose it, else a one-line notice and no tuning cache for this process.
+//
 // One instance is used by one thread at a time; separate instances may share a directory.
 #pragma once
 
@@ -78,7 +83,7 @@ class TuningCache {
   // The record stored for `key`; nullopt when there is none or the file is corrupt or
   // holds another key (then with a one-line warning on stderr).
   std::optional<TuningRecord> Lookup(const TuningKey& key);
-  // Merges `measurements` into the stored record: a config seen before is replaced by the
+  // Merges `measurements` into the stored record (nothing when the cache is bypassed): a config seen before is replaced by the
   // new measurement, others are kept. InvalidArgument for a config that is not a JSON
   // object or a time that is negative or not finite; a failure to write names the file.
   Status Record(const TuningKey& key, const std::vector<TuningMeasurement>& measurements);
@@ -87,13 +92,22 @@ class TuningCache {
   std::string FilePath(const TuningKey& key) const;
   // Files this instance found corrupt or holding another key, in Lookup or Record.
   int64_t corrupt_files_ignored() const { return corrupt_files_ignored_; }
+  // False when the default folder was found unsafe: nothing is read or stored.
+  bool enabled() const { return enabled_; }
 
  private:
-  explicit TuningCache(std::string records_folder) : records_folder_(std::move(records_folder)) {}
+  TuningCache(std::string directory, std::string records_folder, bool user_chose)
+      : directory_(std::move(directory)), records_folder_(std::move(records_folder)), user_chose_(user_chose) {}
+  // An error for a folder the user chose (kept for Record), else Ok and the cache bypassed.
+  Status Refuse(const Status& problem);
   // The stored record, nullopt when absent; warns and counts when the file is unusable.
   std::optional<TuningRecord> ReadRecord(const TuningKey& key, const char* consequence);
 
+  std::string directory_;       // <dir>, as the user or the default named it
   std::string records_folder_;  // <dir>/tuning/v1
+  bool user_chose_ = true;
+  bool enabled_ = true;
+  Status refusal_;
   int64_t corrupt_files_ignored_ = 0;
 };
 

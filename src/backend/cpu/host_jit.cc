@@ -204,6 +204,9 @@ StatusOr<std::shared_ptr<const JitLibrary>> HostJit::Compile(std::string_view so
     // Intact bytes that do not load (say a library it needs was removed): rebuild.
     cache_.Discard(key, ".so", library.status().message());
   }
+  // A folder the user chose held an entry someone else could have written: say so now
+  // rather than after compiling (docs/security.md).
+  RETURN_IF_ERROR(cache_.refusal());
   return CompileAndPublish(source, key);
 }
 
@@ -234,9 +237,18 @@ StatusOr<std::shared_ptr<const JitLibrary>> HostJit::CompileAndPublish(std::stri
   std::string folder = fs::path(built).parent_path().string();
   StatusOr<std::string> bytes = ReadWholeFile(built);
   StatusOr<std::string> published = bytes.ok() ? cache_.Insert(key, ".so", *bytes) : bytes.status();
-  if (published.ok()) {
+  if (published.ok() && !published->empty()) {
     RemoveTree(folder);
     return LoadLibrary(*published);
+  }
+  if (published.ok()) {  // the cache is bypassed (an unsafe default folder, noticed once)
+    StatusOr<std::shared_ptr<const JitLibrary>> library = LoadLibrary(built);
+    RemoveTree(folder);
+    return library;
+  }
+  if (!cache_.refusal().ok()) {
+    RemoveTree(folder);
+    return cache_.refusal();
   }
   // An unwritable cache must not stop the run: load from the private folder (the mapping
   // outlives the file) and say why the next run will compile again.

@@ -3,10 +3,9 @@
 #include <fmt/format.h>
 
 #include <cstring>
-#include <filesystem>
 
-#include "support/file_util.h"
 #include "support/check.h"
+#include "support/contained_file.h"
 
 namespace tilefuse::onnx_import {
 
@@ -99,18 +98,12 @@ StatusOr<std::string> ReadExternalData(const TensorProto& proto, const std::stri
     }
   }
   if (location.empty()) return InvalidArgument(fmt::format("{} is external but names no location", TensorLabel(proto)));
-  std::filesystem::path relative(location);
-  for (const auto& part : relative)
-    if (part == "..")
-      return InvalidArgument(fmt::format("{}: external data location '{}' leaves the model's folder", TensorLabel(proto),
-                                         location));
-  if (relative.is_absolute())
-    return InvalidArgument(fmt::format("{}: external data location '{}' must be relative to the model's folder",
-                                       TensorLabel(proto), location));
-  std::string path = (std::filesystem::path(base_dir.empty() ? "." : base_dir) / relative).string();
-  StatusOr<std::string> bytes = ReadFileRange(path, offset, length);
+  // The location comes from the model, which may have been downloaded: nothing outside
+  // the model's folder may be read through it (support/contained_file.h).
+  StatusOr<std::string> bytes = ReadContainedFileRange(base_dir, location, offset, length);
   if (!bytes.ok())
-    return Status(bytes.status().code(), fmt::format("{}: external data: {}", TensorLabel(proto), bytes.status().message()));
+    return Status(bytes.status().code(), fmt::format("{}: external data location '{}': {}", TensorLabel(proto), location,
+                                                     bytes.status().message()));
   return bytes;
 }
 

@@ -6,6 +6,7 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config python3 python3-venv python3-dev
   libonnx-dev libprotobuf-dev protobuf-compiler
   libcli11-dev libfmt-dev nlohmann-json3-dev libgtest-dev libopenblas-dev libopenblas-openmp-dev libdnnl-dev graphviz
+  strace  # tests/errors/cli_untrusted_files_test.cc watches the files a model import opens
 )
 
 missing=()

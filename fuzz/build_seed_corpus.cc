@@ -4,6 +4,8 @@
 //                the model.onnx of every ONNX backend node test
 //   OUT/folder/  packed backend-test folders (fuzz_fixture.h): tests/models/* and the node
 //                tests with their data sets, and each graph above without data
+//   (binary and folder) a model whose weights are each external-data file of the fixture,
+//                the links it plants included
 //   OUT/onnx_text.dict  a libFuzzer dictionary: the supported op types and the syntax
 // plus the regression inputs in fuzz/regressions/{text,binary,folder}/. Files are named
 // by a hash of their bytes, so equal seeds are written once.
@@ -16,6 +18,7 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "frontend/onnx/importer.h"
@@ -105,6 +108,34 @@ void AddModelFolder(Corpus& corpus, const fs::path& dir) {
   corpus.Add("folder", packed);
 }
 
+// A model whose 16-byte initializer lives at each external-data file of the fixture
+// (fuzz_fixture.h): the plain files, and the links the importer must refuse, so mutants
+// start from every one of them.
+void AddExternalDataSeeds(Corpus& corpus) {
+  onnx::ModelProto model;
+  onnx::OnnxParser parser(R"(<ir_version: 8, opset_import: ["" : 17]>
+    g (float[4] x) => (float[4] y) { y = Add (x, w) })");
+  if (!parser.Parse(model).IsOK()) return;
+  onnx::TensorProto* w = model.mutable_graph()->add_initializer();
+  w->set_name("w");
+  w->set_data_type(onnx::TensorProto::FLOAT);
+  w->add_dims(4);
+  w->set_data_location(onnx::TensorProto::EXTERNAL);
+  for (std::string_view location : kExternalDataFiles) {
+    w->clear_external_data();
+    for (auto [key, value] : {std::pair<const char*, std::string>{"location", std::string(location)},
+                              {"offset", "0"}, {"length", "16"}}) {
+      onnx::StringStringEntryProto* entry = w->add_external_data();
+      entry->set_key(key);
+      entry->set_value(value);
+    }
+    std::string bytes;
+    if (!model.SerializeToString(&bytes)) continue;
+    corpus.Add("binary", bytes);
+    corpus.Add("folder", bytes);
+  }
+}
+
 void WriteDictionary(const fs::path& path) {
   std::string dict;
   for (const std::string& op : SupportedOnnxOps()) dict += fmt::format("\"{}\"\n", op);
@@ -135,6 +166,7 @@ int Main(int argc, char** argv) {
       for (const std::string& text : TextGraphsIn(ReadOrEmpty(file))) AddTextGraph(corpus, text);
   for (const fs::path& dir : SortedEntries(source / "tests" / "models"))
     if (fs::is_directory(dir)) AddModelFolder(corpus, dir);
+  AddExternalDataSeeds(corpus);
   if (argc == 4)
     for (const fs::path& dir : SortedEntries(argv[3]))
       if (fs::is_directory(dir)) AddModelFolder(corpus, dir);

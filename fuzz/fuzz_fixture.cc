@@ -15,6 +15,34 @@ namespace {
 
 void RemoveScratchFolder();
 
+// The folder that the planted links of the scratch folder point into (docs/security.md):
+// an import must never read it.
+std::string MakeOutsideFolder() {
+  std::string pattern = (fs::temp_directory_path() / "tilefuse_fuzz_outside_XXXXXX").string();
+  if (!::mkdtemp(pattern.data())) {
+    std::perror("tilefuse fuzz: mkdtemp");
+    std::abort();
+  }
+  WriteFile((fs::path(pattern) / "secret.bin").string(), std::string(256, '\xee'));
+  return pattern;
+}
+
+const std::string& OutsideFolder() {
+  static const std::string* folder = new std::string(MakeOutsideFolder());
+  return *folder;
+}
+
+// Links and a hard link beside the real external-data files, for inputs that name them:
+// each must be refused with a message, never read.
+void PlantLinks(const fs::path& folder) {
+  std::error_code ec;
+  fs::create_symlink("weights.bin", folder / "linked.bin", ec);
+  fs::create_symlink(fs::path(OutsideFolder()) / "secret.bin", folder / "escape.bin", ec);
+  fs::create_directory_symlink("nested", folder / "linked_dir", ec);
+  fs::create_directory_symlink(OutsideFolder(), folder / "escape_dir", ec);
+  fs::create_hard_link(fs::path(OutsideFolder()) / "secret.bin", folder / "hard.bin", ec);
+}
+
 std::string MakeScratchFolder() {
   std::string pattern = (fs::temp_directory_path() / "tilefuse_fuzz_XXXXXX").string();
   if (!::mkdtemp(pattern.data())) {
@@ -25,6 +53,7 @@ std::string MakeScratchFolder() {
   for (size_t i = 0; i < weights.size(); ++i) weights[i] = static_cast<char>(i);
   WriteFile((fs::path(pattern) / "weights.bin").string(), weights);
   WriteFile((fs::path(pattern) / "nested" / "weights.bin").string(), weights.substr(0, 64));
+  PlantLinks(pattern);
   std::atexit(RemoveScratchFolder);
   return pattern;
 }
@@ -32,9 +61,16 @@ std::string MakeScratchFolder() {
 void RemoveScratchFolder() {
   std::error_code ec;
   fs::remove_all(ScratchFolder(), ec);
+  fs::remove_all(OutsideFolder(), ec);
 }
 
 }  // namespace
+
+bool IsFixtureFile(const std::string& name) {
+  for (std::string_view fixed : kExternalDataFiles)
+    if (name == fixed.substr(0, fixed.find('/'))) return true;
+  return false;
+}
 
 const std::string& ScratchFolder() {
   // Never destroyed: the atexit handler that removes the folder runs after static
@@ -47,7 +83,7 @@ void ClearScratchFolder() {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(ScratchFolder(), ec)) {
     std::string name = entry.path().filename().string();
-    if (name != "weights.bin" && name != "nested") fs::remove_all(entry.path(), ec);
+    if (!IsFixtureFile(name)) fs::remove_all(entry.path(), ec);
   }
 }
 

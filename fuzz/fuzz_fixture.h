@@ -10,10 +10,18 @@
 
 namespace tilefuse::fuzzing {
 
-// One folder per process under $TMPDIR (or /tmp), removed at exit. It holds two files
-// that external data may name, so those paths are reached with real bytes:
-// weights.bin (256 bytes) and nested/weights.bin (64 bytes).
+// One folder per process under $TMPDIR (or /tmp), removed at exit. It holds files that
+// external data may name, so those paths are reached with real bytes: weights.bin (256
+// bytes) and nested/weights.bin (64 bytes); and links the importer must refuse without
+// reading (docs/security.md): linked.bin -> weights.bin, escape.bin -> a 256-byte file
+// outside the folder, linked_dir -> nested, escape_dir -> the folder outside, and
+// hard.bin, a hard link to that outside file.
+inline constexpr std::string_view kExternalDataFiles[] = {
+    "weights.bin", "nested/weights.bin", "linked.bin", "escape.bin", "linked_dir/weights.bin",
+    "escape_dir/secret.bin", "hard.bin"};
 const std::string& ScratchFolder();
+// Whether `name` (an entry of the scratch folder) is one of the files above.
+bool IsFixtureFile(const std::string& name);
 // Replaces the scratch folder's contents (except the external-data files) with none.
 void ClearScratchFolder();
 void WriteFile(const std::string& path, std::string_view bytes);

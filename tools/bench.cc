@@ -22,7 +22,8 @@
 #include "bench_common.h"
 #include "cli_common.h"
 #include "commands.h"
-#include "cpu_common.h"
+#include "api/backend_setup.h"
+#include "cuda_path_options.h"
 #include "driver/driver.h"
 #include "passes/pipeline.h"
 #include "runtime/memory_plan.h"
@@ -178,6 +179,7 @@ void AddBenchCommand(CLI::App& app, int& exit_code) {
   bench->add_flag("--json", options->json, "Print the results as JSON");
   bench->add_flag("--tune", options->tune,
                   "Tune the fused kernels first (tilefuse tune; the tuning cache is the default one, so once per model)");
+  AddDeviceOption(*bench, options->device);
   bench->footer(
       "GB/s counts each graph input and output once (read or written); % copy compares it with a memcpy\n"
       "of a buffer larger than the last-level cache (read + write bytes). GFLOP/s uses the planner's\n"
@@ -211,7 +213,8 @@ void AddBenchCommand(CLI::App& app, int& exit_code) {
       "  tilefuse bench model.onnx --backend cuda\n"
       "Exit codes: 0 ok, 2 bad input, unsupported model or usage.");
   bench->callback([options, &exit_code] {
-    Status status = options->backend == "cuda" ? BenchCuda(*options) : BenchCpu(*options);
+    Status status = CheckDeviceForBackend(options->device, options->backend);
+    if (status.ok()) status = options->backend == "cuda" ? BenchCuda(*options) : BenchCpu(*options);
     if (!status.ok()) PrintError(status);
     exit_code = status.ok() ? kExitOk : kExitBadInput;
   });

@@ -21,6 +21,7 @@ struct BenchOptions {
   uint64_t seed = 0;
   bool json = false;
   bool tune = false;  // the fused kernels tuned first
+  int device = 0;     // cuda: the GPU's ordinal
 };
 
 // `tilefuse bench MODEL --backend cuda` (bench_cuda.cc).

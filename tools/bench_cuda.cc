@@ -18,7 +18,7 @@
 #include "backend/cuda/cuda_driver.h"
 #include "bench_common.h"
 #include "cli_common.h"
-#include "cpu_common.h"
+#include "api/backend_setup.h"
 #include "driver/driver.h"
 #include "passes/pipeline.h"
 #include "backend/cuda/cuda_executable.h"
@@ -39,10 +39,12 @@ struct CudaVariant {  // fused or unfused
   std::unique_ptr<CudaExecutable> compiled;  // the warm one
 };
 
-StatusOr<std::unique_ptr<CudaExecutable>> CompileForGpu(const Graph& passed, bool fuse, const std::string& cache_dir, bool tune) {
+StatusOr<std::unique_ptr<CudaExecutable>> CompileForGpu(const Graph& passed, bool fuse, const std::string& cache_dir, bool tune,
+                                                         int device) {
   CudaCompileOptions options;
   options.fuse = fuse;
   options.cache_dir = cache_dir;
+  options.device_ordinal = device;
   if (tune && fuse) return TuneForGpu(passed, options, TuneOptions{}, nullptr);
   return CompileForCuda(passed, options);
 }
@@ -52,12 +54,12 @@ StatusOr<CudaVariant> BenchVariant(const Graph& passed, bool fuse, const std::ve
   FreshCacheDir cache;
   if (cache.path().empty()) return Internal("cannot create a temporary kernel cache folder");
   CudaVariant v;
-  ASSIGN_OR_RETURN(std::unique_ptr<CudaExecutable> cold, CompileForGpu(passed, fuse, cache.path(), options.tune));
+  ASSIGN_OR_RETURN(std::unique_ptr<CudaExecutable> cold, CompileForGpu(passed, fuse, cache.path(), options.tune, options.device));
   v.compile_cold_ms = cold->compile_ms();
   v.nvrtc_compiles_cold = cold->nvrtc_compiles();
   v.nvrtc_cache_hits_cold = cold->nvrtc_cache_hits();
   cold.reset();
-  ASSIGN_OR_RETURN(v.compiled, CompileForGpu(passed, fuse, cache.path(), options.tune));
+  ASSIGN_OR_RETURN(v.compiled, CompileForGpu(passed, fuse, cache.path(), options.tune, options.device));
   v.compile_warm_ms = v.compiled->compile_ms();
   v.nvrtc_compiles_warm = v.compiled->nvrtc_compiles();
   v.nvrtc_cache_hits_warm = v.compiled->nvrtc_cache_hits();
@@ -141,7 +143,7 @@ void PrintText(const nlohmann::json& j) {
 Status BenchCuda(const BenchOptions& options) {
   ASSIGN_OR_RETURN(ImportedModel imported, LoadModel(options.model));
   ASSIGN_OR_RETURN(Graph passed, RunGraphPasses(imported.graph, CudaPassOptions()));
-  StatusOr<CudaDevice*> device = CudaDevice::Get();
+  StatusOr<CudaDevice*> device = CudaDevice::Get(options.device);
   if (!device.ok()) return NotFound("--backend cuda needs a GPU and its driver: " + device.status().message());
   ASSIGN_OR_RETURN(std::vector<Tensor> inputs, MakeRandomInputs(passed, options.seed));
   double input_bytes = 0;

@@ -1,5 +1,6 @@
-// Pieces shared by the `tilefuse` subcommands: exit codes, error printing, loading a
-// model, making and checking inputs, and staging --dump-dir output.
+// Pieces shared by the `tilefuse` subcommands: exit codes, error printing and staging
+// --dump-dir output. Loading a model and making or checking its inputs are the library's
+// (api/model_inputs.h, included here for every subcommand).
 #pragma once
 
 #include <chrono>
@@ -7,10 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "frontend/onnx/importer.h"
-#include "tilefuse/graph.h"
+#include "api/model_inputs.h"
 #include "tilefuse/status.h"
-#include "tilefuse/tensor.h"
 
 namespace tilefuse::cli {
 
@@ -23,22 +22,6 @@ enum ExitCode : int {
 
 // Prints "error: <code>: <message>" on stderr, e.g. "error: unsupported: node 'n0' ...".
 void PrintError(const Status& status);
-
-// Imports MODEL (.onnx, .onnxtxt or a backend-test folder), with a clear error when the
-// path does not exist.
-StatusOr<ImportedModel> LoadModel(const std::string& path);
-
-// One deterministic random tensor per graph input (Tensor::Random), the i-th drawn
-// with a seed derived from (seed, i) so that inputs differ from each other.
-// Refused (ResourceExhausted, naming the input) when the host cannot hold them.
-StatusOr<std::vector<Tensor>> MakeRandomInputs(const Graph& graph, uint64_t seed);
-
-// Checks that `inputs` fit the graph's parameters in count, dtype and shape; the error
-// names the input and where it came from (`source`, e.g. a folder).
-Status ValidateInputs(const Graph& graph, const std::vector<Tensor>& inputs, const std::string& source);
-
-// "f32[2,3]"
-std::string DescribeTensorType(DType dtype, const Shape& shape);
 
 // Milliseconds since `start`.
 double MillisecondsSince(std::chrono::steady_clock::time_point start);

@@ -12,7 +12,7 @@
 #include "codegen/cpp_prelude.h"
 #include "commands.h"
 #include "compile_cuda.h"
-#include "cpu_common.h"
+#include "api/backend_setup.h"
 #include "driver/driver.h"
 #include "passes/pipeline.h"
 #include "support/file_util.h"
@@ -64,6 +64,14 @@ nlohmann::json SummaryJson(const std::string& model, const CpuExecutable& compil
                             {"file", kernel.source.empty() ? "" : KernelFileName(kernel.name)}});
   }
   return j;
+}
+
+// "generated" or "reference (<why not>)".
+std::string DescribeKernelOrigin(const KernelInfo& kernel) {
+  if (!kernel.generated) return fmt::format("reference ({})", kernel.why_not);
+  // A gemm group whose prologue is partly on the reference kernels says which part.
+  std::string origin = kernel.why_not.empty() ? "generated" : fmt::format("generated ({})", kernel.why_not);
+  return kernel.library.empty() ? origin : fmt::format("{}: {}", origin, kernel.library);
 }
 
 std::string SummaryText(const std::string& model, const CpuExecutable& compiled, bool fused) {

@@ -1,5 +1,8 @@
 #include "cuda_path_options.h"
 
+#include "api/backend_setup.h"
+#include "support/check.h"
+
 namespace tilefuse::cli {
 
 void AddCudaPathOptions(CLI::App& command, CudaPathChoices& choices) {
@@ -28,13 +31,18 @@ void AddCudaPathOptions(CLI::App& command, CudaPathChoices& choices) {
       ->default_val("highest");
 }
 
+void AddDeviceOption(CLI::App& command, int& device) {
+  command
+      .add_option("--device", device,
+                  "cuda (and auto, when it runs on the GPU): the GPU to run on, by CUDA's numbering (0 is the first);\n"
+                  "an ordinal this machine does not have is an error (exit 2), and so is any but 0 with --backend cpu")
+      ->capture_default_str();
+}
+
 void ApplyCudaPathChoices(const CudaPathChoices& choices, CudaCompileOptions& options) {
-  options.gemm = choices.gemm == "template" ? GemmPath::kTemplate : choices.gemm == "library" ? GemmPath::kLibrary : GemmPath::kAuto;
-  options.attention = choices.attention == "split"     ? AttentionPath::kSplit
-                      : choices.attention == "overlap" ? AttentionPath::kOverlap
-                      : choices.attention == "serial"  ? AttentionPath::kSerial
-                                                       : AttentionPath::kTemplate;
-  options.precision = choices.precision == "high" ? MatmulPrecision::kHigh : MatmulPrecision::kHighest;
+  // The words were checked by CLI11 (AddCudaPathOptions).
+  Status applied = ApplyCudaPathWords(choices.gemm, choices.attention, choices.precision, options);
+  TF_CHECK_MSG(applied.ok(), applied.message().c_str());
 }
 
 }  // namespace tilefuse::cli

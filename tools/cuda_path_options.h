@@ -1,6 +1,6 @@
 // The CLI's choices of how gemm and attention groups and f32 matmuls run on the GPU
 // (--gemm, --attention, --precision), shared by `run` and `compile` so both take the
-// same words with the same help.
+// same words with the same help; and --device, the GPU that `run`, `bench` and `demo` use.
 #pragma once
 
 #include <string>
@@ -18,6 +18,10 @@ struct CudaPathChoices {
 };
 
 void AddCudaPathOptions(CLI::App& command, CudaPathChoices& choices);
+
+// --device N: the GPU's ordinal (CUDA's numbering). Checked where it is used
+// (CheckDeviceForBackend, api/backend_setup.h): an ordinal the machine lacks exits 2.
+void AddDeviceOption(CLI::App& command, int& device);
 
 // Sets options' gemm, attention and precision from the (validated) words.
 void ApplyCudaPathChoices(const CudaPathChoices& choices, CudaCompileOptions& options);

@@ -14,7 +14,8 @@
 #include "driver/driver.h"
 #include "support/tensor_compare.h"
 #include "backend/cuda/copy_bandwidth.h"
-#include "cpu_common.h"
+#include "api/backend_setup.h"
+#include "cuda_path_options.h"
 #include "backend/cuda/cuda_executable.h"
 #include "tune/gpu_tuner.h"
 #include "fusion/planner.h"
@@ -35,6 +36,7 @@ struct DemoOptions {
   bool tune = false;
   uint64_t seed = 0;
   int repeats = 5;
+  int device = 0;  // cuda: the GPU's ordinal
 };
 
 struct DemoRow {
@@ -86,9 +88,10 @@ Status RunOnCpu(const Graph& passed, const std::vector<Tensor>& inputs, const st
 // The same on the GPU: device-event medians of the captured graphs, and the share of the
 // copy bandwidth the fused graph reaches (inputs read once, outputs written once).
 Status RunOnCuda(const Graph& passed, const std::vector<Tensor>& inputs, const std::vector<Tensor>& expected,
-                 int repeats, double copy_bandwidth, bool tune, DemoRow& row) {
+                 int repeats, double copy_bandwidth, bool tune, int device, DemoRow& row) {
   CudaCompileOptions options;
   options.poison_outputs = true;
+  options.device_ordinal = device;
   ASSIGN_OR_RETURN(std::unique_ptr<CudaExecutable> fused,
                    tune ? TuneForGpu(passed, options, TuneOptions{}, nullptr) : CompileForCuda(passed, options));
   options.fuse = false;
@@ -112,7 +115,9 @@ Status RunOnCuda(const Graph& passed, const std::vector<Tensor>& inputs, const s
 
 // Runs one example. The check: the passed graph against the graph as imported (both on
 // the reference interpreter), and the fused kernels against the passed graph.
-Status RunExample(const std::string& path, uint64_t seed, int repeats, double copy_bandwidth, bool tune, DemoRow& row) {
+Status RunExample(const std::string& path, const DemoOptions& options, double copy_bandwidth, DemoRow& row) {
+  const int repeats = options.repeats;
+  const bool tune = options.tune;
   ASSIGN_OR_RETURN(ImportedModel imported, LoadModel(path));
   row.nodes_imported = imported.graph.num_nodes();
   // On the CPU, f32 convolutions stay for oneDNN (what `run --backend cpu` compiles).
@@ -125,13 +130,13 @@ Status RunExample(const std::string& path, uint64_t seed, int repeats, double co
   for (const FusionGroup& group : plan.groups) row.groups += (row.groups.empty() ? "" : " ") + std::string(GroupKindName(group.kind));
   row.predicted_speedup = plan.unfused_predicted_us / plan.predicted_us;
 
-  ASSIGN_OR_RETURN(std::vector<Tensor> inputs, MakeRandomInputs(passed, seed));
+  ASSIGN_OR_RETURN(std::vector<Tensor> inputs, MakeRandomInputs(passed, options.seed));
   ASSIGN_OR_RETURN(std::vector<Tensor> reference, RunReference(passed, inputs));
   ASSIGN_OR_RETURN(std::vector<Tensor> before_passes, RunReference(imported.graph, inputs));
   std::string mismatch = FirstMismatch(passed, reference, before_passes);
   row.passed = mismatch.empty();
   if (!row.passed) row.detail = "passes vs graph as imported: " + mismatch;
-  if (copy_bandwidth > 0) return RunOnCuda(passed, inputs, reference, repeats, copy_bandwidth, tune, row);
+  if (copy_bandwidth > 0) return RunOnCuda(passed, inputs, reference, repeats, copy_bandwidth, tune, options.device, row);
   return RunOnCpu(passed, inputs, reference, repeats, tune, row);
 }
 
@@ -173,8 +178,9 @@ void PrintTable(const std::vector<DemoRow>& rows, bool cuda) {
 
 // The copy rate of the GPU when the demo runs there (auto with a GPU, or cuda), else 0.
 StatusOr<double> ChooseBackend(const DemoOptions& options) {
+  RETURN_IF_ERROR(CheckDeviceForBackend(options.device, options.backend));
   if (options.backend == "cpu") return 0.0;
-  StatusOr<CudaDevice*> device = CudaDevice::Get();
+  StatusOr<CudaDevice*> device = CudaDevice::Get(options.device);
   if (!device.ok()) {
     if (options.backend == "cuda") return device.status();
     fmt::print("backend: cpu (no GPU: {})\n\n", device.status().message());
@@ -200,7 +206,7 @@ int RunDemo(const DemoOptions& options) {
   for (const std::string& path : examples) {
     DemoRow row;
     row.name = fs::path(path).stem().string();
-    row.error = RunExample(path, options.seed, options.repeats, *copy_bandwidth, options.tune, row);
+    row.error = RunExample(path, options, *copy_bandwidth, row);
     rows.push_back(std::move(row));
   }
   PrintTable(rows, *copy_bandwidth > 0);
@@ -223,6 +229,7 @@ void AddDemoCommand(CLI::App& app, int& exit_code) {
   demo->add_option("--repeats", options->repeats, "Timed runs per example and variant (median)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  AddDeviceOption(*demo, options->device);
   demo->footer(
       "Runs every examples/*.onnxtxt (GELU, softmax, layernorm, rmsnorm, matmul epilogues, causal\n"
       "attention, dropout+residual+layernorm, MLP block) through import, the passes, the fusion planner\n"

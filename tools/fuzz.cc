@@ -18,7 +18,7 @@
 #include "driver/driver.h"
 #include "ir/printer.h"
 #include "backend/cpu/cpu_executable.h"
-#include "cpu_common.h"
+#include "api/backend_setup.h"
 #include "support/file_util.h"
 #include "testing/differential_fuzz.h"
 

@@ -1,6 +1,7 @@
 // `tilefuse run MODEL`: import → passes → execute, then report the outputs or, with
 // --check, compare them with expected outputs (or, when a model has none, with the
 // reference interpreter run on the graph as imported, which checks the passes).
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 
@@ -10,14 +11,12 @@
 #include "reference/interpreter.h"
 #include "cli_common.h"
 #include "commands.h"
-#include "cpu_common.h"
+#include "api/backend_setup.h"
 #include "cuda_path_options.h"
-#include "backend/cuda/cuda_executable.h"
-#include "driver/driver.h"
-#include "tune/gpu_tuner.h"
 #include "input_binding.h"
-#include "passes/pipeline.h"
 #include "run_report.h"
+#include "runtime/trace.h"
+#include "tilefuse/tilefuse.h"
 
 namespace tilefuse::cli {
 namespace {
@@ -42,6 +41,7 @@ struct RunOptions {
   bool no_fusion = false;
   bool tune = false;
   bool json = false;
+  int device = 0;                      // cuda: the GPU's ordinal
   CLI::Option* seed_option = nullptr;  // to tell an explicit --random from the default
 };
 
@@ -52,102 +52,95 @@ struct DataSet {
   std::vector<Tensor> expected;  // empty: no expected outputs
 };
 
-// Runs the passed graph on the chosen backend: the generated CPU kernels (compiled
-// once, run per data set) or the reference interpreter.
+// The facade's options for `run`'s flags.
+ModelOptions ModelOptionsFor(const RunOptions& options) {
+  ModelOptions model;
+  model.backend = options.backend;
+  model.device = options.device;
+  model.fuse = !options.no_fusion;
+  model.tune = options.tune;
+  model.gemm = options.cuda_paths.gemm;
+  model.attention = options.cuda_paths.attention;
+  model.precision = options.cuda_paths.precision;
+  model.poison_outputs = options.check;
+  // A --trace asks for the CPU's kernels: a failed run is the error, not the interpreter's.
+  model.reference_fallback_on_run = options.trace_file.empty();
+  return model;
+}
+
+// One Chrome trace event per timed kernel, with what the report knows of it.
+void RecordKernelTrace(const CompiledModel& model, const std::vector<KernelRunTime>& timings, TraceRecorder& recorder) {
+  const bool cpu = model.backend() == "cpu";
+  if (cpu) recorder.SetTrackName(0, "cpu kernels");
+  for (const KernelRunTime& timing : timings) {
+    TraceEvent event{timing.name, "kernel", timing.start_us, timing.duration_us, 0, {}};
+    auto k = std::find_if(model.kernels().begin(), model.kernels().end(), [&](const KernelSummary& s) { return s.name == timing.name; });
+    if (k != model.kernels().end() && cpu) {
+      event.args.emplace_back("kind", k->kind);
+      event.args.emplace_back("generated", k->generated ? "true" : "false");
+      event.args.emplace_back("nodes", std::to_string(k->num_nodes));
+      if (!k->generated) event.args.emplace_back("why_not", k->why_not);
+    } else if (k != model.kernels().end()) {
+      event.args = {{"kind", k->kind}, {"mode", k->mode}, {"strategy", k->strategy}};
+    }
+    recorder.Add(std::move(event));
+  }
+}
+
+// Runs the passed graph through the facade (tilefuse/tilefuse.h) on the backend it chose:
+// compiled once, run per data set; the first run's kernels are timed for the report.
 class Executor {
  public:
   // "auto" is cuda when a GPU is there, else cpu, falling back to the reference
   // interpreter (with a note) when the graph does not compile for the CPU; a backend
   // asked for explicitly reports its error.
-  Status Prepare(const RunOptions& options, const Graph& passed, RunReport& report) {
-    if (options.backend == "reference") return Status::Ok();
-    if (options.backend == "cuda" || options.backend == "auto") {
-      CudaCompileOptions gpu_options;
-      gpu_options.fuse = !options.no_fusion;
-      gpu_options.poison_outputs = options.check;
-      ApplyCudaPathChoices(options.cuda_paths, gpu_options);
-      StatusOr<std::unique_ptr<CudaExecutable>> gpu =
-          options.tune ? TuneForGpu(passed, gpu_options, TuneOptions{}, nullptr) : CompileForCuda(passed, gpu_options);
-      if (gpu.ok()) {
-        gpu_ = std::move(gpu).value();
-        report.backend = "cuda";
-        report.num_kernels = static_cast<int>(gpu_->kernels().size());
-        report.compile_ms = gpu_->compile_ms();
-        report.jit_compiles = gpu_->nvrtc_compiles();
-        return Status::Ok();
-      }
-      if (options.backend == "cuda") return gpu.status();
-      report.backend_note = "cuda backend unavailable, ran on the cpu: " + gpu.status().message();
-    }
-    StatusOr<std::unique_ptr<CpuExecutable>> compiled = CompileModelForCpu(passed, !options.no_fusion, "", options.tune);
-    if (!compiled.ok()) {
-      if (options.backend == "cpu") return compiled.status();
-      report.backend = "reference";
-      report.backend_note = "cpu backend unavailable, ran on the reference interpreter: " + compiled.status().ToString();
-      return Status::Ok();
-    }
-    compiled_ = std::move(compiled).value();
-    report.backend = "cpu";
-    report.num_kernels = static_cast<int>(compiled_->kernels().size());
-    report.compile_ms = compiled_->compile_ms();
-    report.jit_compiles = compiled_->jit_compiles();
+  Status Prepare(const RunOptions& options, Graph passed, RunReport& report) {
+    ASSIGN_OR_RETURN(model_, CompiledModel::FromPassedGraph(std::move(passed), ModelOptionsFor(options)));
+    report.backend = model_->backend();
+    report.backend_note = model_->backend_note();
+    report.num_kernels = static_cast<int>(model_->kernels().size());
+    report.compile_ms = model_->backend_compile_ms();
+    report.jit_compiles = model_->jit_compiles();
     return Status::Ok();
   }
 
-  // The first run records per-kernel timings into the report (and the trace file).
-  StatusOr<std::vector<Tensor>> Execute(const RunOptions& options, const Graph& passed,
-                                        const std::vector<Tensor>& inputs, RunReport& report) {
-    if (gpu_) return ExecuteGpu(options, inputs, report);
-    if (!compiled_) return RunReference(passed, inputs);
-    if (recorded_) return compiled_->Run(inputs);
-    recorded_ = true;
-    for (int i = 0; i < options.trace_warmup; ++i) RETURN_IF_ERROR(compiled_->Run(inputs).status());
-    std::vector<KernelTiming> timings;
-    StatusOr<std::vector<Tensor>> run = compiled_->Run(inputs, &timings);
-    if (!run.ok() && options.backend == "auto" && options.trace_file.empty()) {
-      compiled_.reset();
-      report.backend = "reference";
-      report.backend_note = "cpu backend failed, ran on the reference interpreter: " + run.status().ToString();
-      return RunReference(passed, inputs);
-    }
-    ASSIGN_OR_RETURN(std::vector<Tensor> outputs, std::move(run));
-    for (const KernelTiming& timing : timings) {
-      KernelReport k{timing.name, "", false, "", timing.duration_us / 1000};
-      if (const KernelInfo* info = FindKernel(*compiled_, timing.name)) {
-        k.kind = std::string(GroupKindName(info->kind));
-        k.generated = info->generated;
-        k.why_not = info->why_not;
-      }
-      report.kernels.push_back(std::move(k));
-    }
-    if (!options.trace_file.empty()) {
-      TraceRecorder recorder;
-      RecordKernelTrace(*compiled_, timings, recorder);
-      RETURN_IF_ERROR(WriteChromeTrace(recorder, options.trace_file));
+  const Graph& graph() const { return model_->graph(); }
+
+  // The first run records per-kernel timings into the report (and the trace file). A CPU
+  // run that failed under auto ran on the interpreter instead: the report says so.
+  StatusOr<std::vector<Tensor>> Execute(const RunOptions& options, const std::vector<Tensor>& inputs, RunReport& report) {
+    StatusOr<std::vector<Tensor>> outputs =
+        recorded_ || model_->backend() == "reference" ? model_->Run(inputs) : RunRecorded(options, inputs, report);
+    if (model_->backend() != report.backend) {
+      report.backend = model_->backend();
+      report.backend_note = model_->backend_note();
     }
     return outputs;
   }
 
  private:
-  StatusOr<std::vector<Tensor>> ExecuteGpu(const RunOptions& options, const std::vector<Tensor>& inputs, RunReport& report) {
-    if (recorded_) return gpu_->Run(inputs);
+  StatusOr<std::vector<Tensor>> RunRecorded(const RunOptions& options, const std::vector<Tensor>& inputs, RunReport& report) {
     recorded_ = true;
-    std::vector<KernelTiming> timings;
-    ASSIGN_OR_RETURN(std::vector<Tensor> outputs, gpu_->Run(inputs, &timings));
-    TraceRecorder recorder;
-    for (size_t i = 0; i < timings.size() && i < gpu_->kernels().size(); ++i) {
-      const CudaKernelInfo& info = gpu_->kernels()[i];
-      report.kernels.push_back({info.name, std::string(GroupKindName(info.kind)), info.mode != "host", info.why_host,
-                                timings[i].duration_us / 1000});
-      recorder.Add({info.name, "kernel", timings[i].start_us, timings[i].duration_us, 0,
-                    {{"kind", std::string(GroupKindName(info.kind))}, {"mode", info.mode}, {"strategy", info.strategy}}});
+    if (model_->backend() == "cpu")
+      for (int i = 0; i < options.trace_warmup; ++i) RETURN_IF_ERROR(model_->Run(inputs).status());
+    std::vector<KernelRunTime> timings;
+    ASSIGN_OR_RETURN(std::vector<Tensor> outputs, model_->Run(inputs, &timings));
+    if (model_->backend() == "reference") return outputs;  // fell back: no kernels to report
+    for (const KernelRunTime& timing : timings) {
+      KernelReport k{timing.name, "", false, "", timing.duration_us / 1000};
+      for (const KernelSummary& info : model_->kernels())
+        if (info.name == timing.name) k = {info.name, info.kind, info.generated, info.why_not, timing.duration_us / 1000};
+      report.kernels.push_back(std::move(k));
     }
-    if (!options.trace_file.empty()) RETURN_IF_ERROR(WriteChromeTrace(recorder, options.trace_file));
+    if (!options.trace_file.empty()) {
+      TraceRecorder recorder;
+      RecordKernelTrace(*model_, timings, recorder);
+      RETURN_IF_ERROR(WriteChromeTrace(recorder, options.trace_file));
+    }
     return outputs;
   }
 
-  std::unique_ptr<CudaExecutable> gpu_;
-  std::unique_ptr<CpuExecutable> compiled_;
+  std::unique_ptr<CompiledModel> model_;
   bool recorded_ = false;
 };
 
@@ -346,6 +339,7 @@ Status CheckDataSet(const RunOptions& options, const DataSet& set, const Graph& 
 }
 
 Status RunInto(const RunOptions& options, RunReport& report) {
+  RETURN_IF_ERROR(CheckDeviceForBackend(options.device, options.backend));  // before an import that may take long
   StatusOr<std::vector<DataSet>> loaded = LoadDataSets(options, report.input_source);
   if (!loaded.ok()) {
     // A model that cannot be imported explains more than its data does (e.g. sequence
@@ -359,22 +353,23 @@ Status RunInto(const RunOptions& options, RunReport& report) {
   report.nodes_imported = imported.graph.num_nodes();
 
   DumpDirStaging dumps(options.dump_dir);
-  PassOptions pass_options = PassOptionsForBackend(options.backend);
+  ModelOptions pass_options = ModelOptionsFor(options);
   ASSIGN_OR_RETURN(pass_options.dump_dir, dumps.Prepare());
-  ASSIGN_OR_RETURN(Graph passed, RunGraphPasses(imported.graph, pass_options));
+  ASSIGN_OR_RETURN(Graph passed_graph, CompiledModel::RunPasses(imported.graph, pass_options));
   RETURN_IF_ERROR(dumps.Publish());
-  report.nodes_after_passes = passed.num_nodes();
+  report.nodes_after_passes = passed_graph.num_nodes();
 
-  RETURN_IF_ERROR(PrepareDataSets(options, passed, sets, report.input_source));
+  RETURN_IF_ERROR(PrepareDataSets(options, passed_graph, sets, report.input_source));
   if (options.check) report.check_mode = sets.front().expected.empty() ? kCheckReference : kCheckExpected;
   Executor executor;
-  RETURN_IF_ERROR(executor.Prepare(options, passed, report));
+  RETURN_IF_ERROR(executor.Prepare(options, std::move(passed_graph), report));
   if (report.backend == "reference" && !options.trace_file.empty()) {
     return InvalidArgument("--trace needs the cpu backend (the reference interpreter has no kernels)");
   }
+  const Graph& passed = executor.graph();
   for (const DataSet& set : sets) {
     auto start = std::chrono::steady_clock::now();
-    ASSIGN_OR_RETURN(std::vector<Tensor> outputs, executor.Execute(options, passed, set.inputs, report));
+    ASSIGN_OR_RETURN(std::vector<Tensor> outputs, executor.Execute(options, set.inputs, report));
     double ms = MillisecondsSince(start);
     report.run_ms += ms;
     if (report.backend == "reference") report.reference_ms += ms;
@@ -436,6 +431,7 @@ void AddRunCommand(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   run->add_flag("--no-fusion", options->no_fusion, "cpu/cuda: every op its own generated kernel (the unfused baseline)");
   AddCudaPathOptions(*run, options->cuda_paths);
+  AddDeviceOption(*run, options->device);
   run->add_flag("--tune", options->tune, "Tune the kernels first (tilefuse tune; cached, so once per model and machine)");
   run->add_option("--trace", options->trace_file, "cpu/cuda: write a Chrome trace (Perfetto) of the kernels of one run");
   run->add_option("--trace-warmup", options->trace_warmup,

@@ -7,7 +7,7 @@
 
 #include "cli_common.h"
 #include "commands.h"
-#include "cpu_common.h"
+#include "api/backend_setup.h"
 #include "passes/pipeline.h"
 #include "tune/cpu_tuner.h"
 #include "tune/gpu_tuner.h"

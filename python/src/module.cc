@@ -1,4 +1,5 @@
-// tilefuse._tilefuse: the nanobind glue between Python and CompiledModel. Arrays come in
+// tilefuse._tilefuse: the nanobind glue between Python and the library's public facade
+// (tilefuse/tilefuse.h, the CLI's too; nothing else of the library). Arrays come in
 // through DLPack or the buffer protocol (NumPy arrays, torch CPU tensors) and are copied
 // into Tensors; outputs go back without a copy, each array owning its Tensor. Every
 // Status error is raised as tilefuse.Error with the text the CLI prints after "error: ".
@@ -6,6 +7,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -16,7 +18,7 @@
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
-#include "compiled_model.h"
+#include "tilefuse/tilefuse.h"
 
 namespace nb = nanobind;
 
@@ -106,9 +108,9 @@ nb::object ToArray(Tensor tensor, bool torch) {
   return nb::cast(nb::ndarray<nb::numpy>(owner->data(), shape.size(), shape.data(), capsule, nullptr, dtype));
 }
 
-nb::list DescribeValues(const std::vector<ValueType>& values) {
+nb::list DescribeValues(const std::vector<ValueSpec>& values) {
   nb::list list;
-  for (const ValueType& v : values) {
+  for (const ValueSpec& v : values) {
     nb::list shape;
     for (int64_t d : v.shape) shape.append(d);
     list.append(nb::make_tuple(v.name, std::string(DTypeName(v.dtype)), nb::tuple(shape)));
@@ -131,11 +133,31 @@ nb::list DescribeKernels(const std::vector<KernelSummary>& kernels) {
   return list;
 }
 
-std::unique_ptr<CompiledModel> CompileModel(const std::string& path, const std::string& backend, bool tune, bool fuse) {
+ModelOptions MakeOptions(const std::string& backend, bool tune, bool fuse, int device) {
+  ModelOptions options;
+  options.backend = backend;
+  options.tune = tune;
+  options.fuse = fuse;
+  options.device = device;
+  return options;
+}
+
+std::unique_ptr<CompiledModel> CompileModel(const std::string& path, const std::string& backend, bool tune, bool fuse, int device) {
   StatusOr<std::unique_ptr<CompiledModel>> compiled = InvalidArgument("not compiled");
   {
     nb::gil_scoped_release release;  // the host compiler or NVRTC may take seconds
-    compiled = CompiledModel::Compile(path, ModelCompileOptions{backend, tune, fuse});
+    compiled = CompiledModel::FromFile(path, MakeOptions(backend, tune, fuse, device));
+  }
+  return ValueOrThrow(std::move(compiled));
+}
+
+std::unique_ptr<CompiledModel> CompileModelBytes(const nb::bytes& model, const std::string& backend, bool tune, bool fuse,
+                                                 int device) {
+  const std::string_view bytes(model.c_str(), model.size());
+  StatusOr<std::unique_ptr<CompiledModel>> compiled = InvalidArgument("not compiled");
+  {
+    nb::gil_scoped_release release;
+    compiled = CompiledModel::FromBytes(bytes, MakeOptions(backend, tune, fuse, device));
   }
   return ValueOrThrow(std::move(compiled));
 }
@@ -145,7 +167,7 @@ nb::list RunModel(CompiledModel& model, const std::vector<InputArray>& arrays, b
   StatusOr<std::vector<Tensor>> outputs = InvalidArgument("not run");
   {
     nb::gil_scoped_release release;
-    outputs = model.Run(inputs, source);
+    outputs = model.Run(inputs, nullptr, source);
   }
   nb::list list;
   for (Tensor& t : ValueOrThrow(std::move(outputs))) list.append(ToArray(std::move(t), torch));
@@ -157,10 +179,11 @@ nb::list RunModel(CompiledModel& model, const std::vector<InputArray>& arrays, b
 
 NB_MODULE(_tilefuse, m) {
   using namespace tilefuse::python;
+  using tilefuse::CompiledModel;
   m.doc() = "tilefuse's C++ library; use the tilefuse package, not this module";
   nb::register_exception_translator(TranslateStatusError);
 
-  nb::class_<CompiledModel>(m, "CpuExecutable")
+  nb::class_<CompiledModel>(m, "CompiledModel")
       .def("run", &RunModel, nb::arg("inputs"), nb::arg("torch"), nb::arg("source"),
            "Runs on C-contiguous CPU arrays; returns torch tensors when torch is true, else NumPy arrays")
       .def("run_device",
@@ -169,11 +192,12 @@ NB_MODULE(_tilefuse, m) {
              if (!ran.ok()) ValueOrThrow(tilefuse::StatusOr<int>(ran));
            },
            nb::arg("inputs"), nb::arg("outputs"), nb::arg("stream"),
-           "Queues one run on device pointers (graph order) on a CUDA stream of the primary context")
+           "Queues one run on device pointers (graph order) on a CUDA stream of the model's GPU's primary context")
       .def_prop_ro("device_runs", &CompiledModel::device_runs)
       .def("explain_json", [](const CompiledModel& model, const std::string& device) {
-        return ValueOrThrow(model.ExplainJson(device));
+        return ValueOrThrow(model.Explain(tilefuse::ExplainFormat::kJson, device));
       })
+      .def_prop_ro("device", &CompiledModel::device)
       .def_prop_ro("backend", &CompiledModel::backend)
       .def_prop_ro("backend_note", &CompiledModel::backend_note)
       .def_prop_ro("compile_ms", &CompiledModel::compile_ms)
@@ -181,5 +205,7 @@ NB_MODULE(_tilefuse, m) {
       .def_prop_ro("inputs", [](const CompiledModel& model) { return DescribeValues(model.inputs()); })
       .def_prop_ro("outputs", [](const CompiledModel& model) { return DescribeValues(model.outputs()); });
 
-  m.def("compile", &CompileModel, nb::arg("path"), nb::arg("backend"), nb::arg("tune"), nb::arg("fuse"));
+  m.def("compile", &CompileModel, nb::arg("path"), nb::arg("backend"), nb::arg("tune"), nb::arg("fuse"), nb::arg("device"));
+  m.def("compile_bytes", &CompileModelBytes, nb::arg("model"), nb::arg("backend"), nb::arg("tune"), nb::arg("fuse"),
+        nb::arg("device"));
 }

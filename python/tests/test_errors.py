@@ -70,3 +70,31 @@ def test_the_model_still_runs_after_an_error():
     (x,) = random_inputs(model)
     python_error(model, x[:1])
     np.testing.assert_allclose(model(x)[0].sum(axis=-1), 1, rtol=1e-5)
+
+
+# device=: 0 (the default) is accepted with every backend, the CPU ones included; another
+# ordinal asks for that GPU, which must exist (under auto too) and which cpu refuses.
+def test_device_zero_with_the_cpu_backend_compiles_for_the_cpu():
+    model = tilefuse.compile(SOFTMAX, backend="cpu", device=0)
+    assert model.backend == "cpu" and model.device == 0
+
+
+@pytest.mark.parametrize("backend", ["cpu", "reference"])
+def test_a_gpu_ordinal_with_a_host_backend_is_the_cli_s_error(backend, cli):
+    error = python_error(tilefuse.compile, SOFTMAX, backend=backend, device=1)
+    assert error.code == "invalid argument"
+    assert "device 1 names a GPU" in str(error)
+    assert str(error) == cli.error_message("run", SOFTMAX, "--backend", backend, "--device", "1")
+
+
+@pytest.mark.parametrize("backend", ["auto", "cuda"])
+def test_a_gpu_ordinal_the_machine_lacks_is_the_cli_s_error(backend, cli):
+    error = python_error(tilefuse.compile, SOFTMAX, backend=backend, device=4096)
+    assert error.code == "not found"
+    assert str(error).startswith("not found: there is no GPU 4096: this machine has ")
+    assert str(error) == cli.error_message("run", SOFTMAX, "--backend", backend, "--device", "4096")
+
+
+def test_a_serialized_model_takes_the_device_too():
+    error = python_error(tilefuse.compile, b"not a model", backend="cpu", device=2)
+    assert "device 2 names a GPU" in str(error)  # the options are checked before the bytes are read

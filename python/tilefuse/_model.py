@@ -6,7 +6,6 @@ import json
 import logging
 import os
 import sys
-import tempfile
 from dataclasses import dataclass
 from typing import Any, List, Optional, Sequence, Tuple
 
@@ -53,35 +52,40 @@ class Kernel:
     num_nodes: int
 
 
-def compile(model: Any, backend: str = "auto", tune: bool = False, fuse: bool = True) -> "CompiledModel":
+def compile(model: Any, backend: str = "auto", tune: bool = False, fuse: bool = True, device: int = 0) -> "CompiledModel":
     """Compiles an ONNX model with tilefuse.
 
     ``model`` is a path to an ``.onnx`` or ``.onnxtxt`` file or an ONNX backend-test
-    folder, an ``onnx.ModelProto``, or its serialized bytes. ``backend`` is ``auto`` (CUDA
+    folder, an ``onnx.ModelProto``, or its serialized bytes (external data of an in-memory
+    proto is not found: save such a model and pass its path). ``backend`` is ``auto`` (CUDA
     when a GPU is usable, else the CPU), ``cuda``, ``cpu`` or ``reference`` (the f64
     interpreter), as `tilefuse run --backend`; ``tune`` measures kernel configurations first
-    (cached); ``fuse=False`` runs every op as its own kernel. Raises :class:`Error` with the
-    message the CLI prints.
+    (cached); ``fuse=False`` runs every op as its own kernel.
+
+    ``device`` is the GPU to run on, by CUDA's numbering (as `tilefuse run --device`). 0, the
+    default, is accepted with every backend: GPU 0 where there is one, nothing to the CPU
+    backends, so ``device=0`` with ``backend="cpu"`` compiles for the CPU. Another ordinal asks
+    for that GPU: it must exist, under ``auto`` too (no silent fall back to the CPU), and
+    ``cpu`` and ``reference`` refuse it. Raises :class:`Error` with the message the CLI prints.
     """
     if isinstance(model, (str, os.PathLike)):
         path = os.fspath(model)
-        return compile_file(path, path, backend, tune, fuse)
+        return _wrap(_tilefuse.compile(path, backend, tune, fuse, device), path)
     if hasattr(model, "SerializeToString"):  # onnx.ModelProto, without importing onnx
         model = model.SerializeToString()
     if isinstance(model, (bytes, bytearray, memoryview)):
-        # The importer reads files; a serialized proto goes through a temporary one. External
-        # data of an in-memory proto is not found this way: save such a model and pass its path.
-        with tempfile.TemporaryDirectory(prefix="tilefuse-") as folder:
-            path = os.path.join(folder, "model.onnx")
-            with open(path, "wb") as file:
-                file.write(bytes(model))
-            return compile_file(path, "<ModelProto>", backend, tune, fuse)
+        return _wrap(_tilefuse.compile_bytes(bytes(model), backend, tune, fuse, device), "<ModelProto>")
     raise Error(f"model is a {type(model).__name__}: tilefuse.compile takes a path, an onnx.ModelProto or its bytes")
 
 
-def compile_file(path: str, source: str, backend: str, tune: bool, fuse: bool) -> "CompiledModel":
+def compile_file(path: str, source: str, backend: str, tune: bool, fuse: bool, device: int = 0) -> "CompiledModel":
     """compile() of a file, which the model's messages and repr call `source`."""
-    compiled = CompiledModel(_tilefuse.compile(path, backend, tune, fuse), source)
+    return _wrap(_tilefuse.compile(path, backend, tune, fuse, device), source)
+
+
+def _wrap(graph: "_tilefuse.CompiledModel", source: str) -> "CompiledModel":
+    """The compiled graph as a CompiledModel, which its messages and repr call `source`."""
+    compiled = CompiledModel(graph, source)
     if compiled.backend_note:
         logger.info("%s: %s", source, compiled.backend_note)
     return compiled
@@ -111,6 +115,11 @@ class CompiledModel:
         return self._graph.backend_note
 
     @property
+    def device(self) -> int:
+        """The GPU ordinal the model was compiled for (``compile(device=...)``)."""
+        return self._graph.device
+
+    @property
     def inputs(self) -> List[TensorSpec]:
         return [TensorSpec(n, d, tuple(s)) for n, d, s in self._graph.inputs]
 
@@ -135,7 +144,7 @@ class CompiledModel:
         """Runs the model. NumPy arrays in, NumPy arrays out; torch tensors in, torch tensors out.
 
         Inputs are copied into tilefuse's buffers; outputs are returned without a copy. CUDA
-        tensors on device 0, given to a model that runs on the GPU as one CUDA graph, stay on
+        tensors on the model's device, given to a model that runs on the GPU as one CUDA graph, stay on
         the device: the run is queued on PyTorch's current stream (the graph replayed on the
         tensors and on output tensors allocated by PyTorch, in place) and returns before it
         finishes, like a PyTorch op. Otherwise CUDA tensors are copied to the host and the
@@ -163,38 +172,41 @@ class CompiledModel:
         return outputs if device is None else [o.to(device) for o in outputs]
 
     def _runs_on_device(self, torch: Any, inputs: Sequence[Any]) -> bool:
-        # tilefuse's GPU runtime uses device 0's primary context (PyTorch's too).
+        # tilefuse's GPU runtime uses its device's primary context (PyTorch's too).
+        device = self._graph.device
         return (self._device_runs and len(inputs) > 0 and
-                all(isinstance(x, torch.Tensor) and x.is_cuda and x.get_device() == 0 for x in inputs))
+                all(isinstance(x, torch.Tensor) and x.is_cuda and x.get_device() == device for x in inputs))
 
     def _prepare_torch(self, torch: Any) -> None:
         if self._torch_types is not None:
             return
         self._torch_types = {k: getattr(torch, v) for k, v in _TORCH_BY_TILEFUSE.items()}
-        self._cuda0 = torch.device("cuda", 0)
+        index = self._graph.device
+        self._cuda_device = torch.device("cuda", index)
         raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # PyTorch's own fast path
-        self._current_stream = (lambda: raw(0)) if raw else (lambda: torch.cuda.current_stream(0).cuda_stream)
+        self._current_stream = (lambda: raw(index)) if raw else (lambda: torch.cuda.current_stream(index).cuda_stream)
         self._device_input_types = [(self._torch_types.get(dtype), shape) for _, dtype, shape in self._device_inputs]
 
     def _dense_device_pointers(self, torch: Any, inputs: Sequence[Any]) -> Optional[List[int]]:
-        """The inputs' device pointers when every one is a dense CUDA tensor on device 0 of the
+        """The inputs' device pointers when every one is a dense CUDA tensor on the model's device of the
         graph's dtype and shape (the common call, checked in one pass), else None (the general
         path then converts or reports)."""
         self._prepare_torch(torch)
         if len(inputs) != len(self._device_input_types):
             return None
         tensor = torch.Tensor
+        device = self._graph.device
         pointers = []
         for (dtype, shape), x in zip(self._device_input_types, inputs):
             if not isinstance(x, tensor) or not x.is_cuda or x.dtype is not dtype or x.shape != shape or \
-                    x.get_device() != 0 or not x.is_contiguous():
+                    x.get_device() != device or not x.is_contiguous():
                 return None
             pointers.append(x.data_ptr())
         return pointers
 
     def _launch_on_device(self, torch: Any, pointers: List[int]) -> list:
         types = self._torch_types
-        outputs = [torch.empty(shape, dtype=types[dtype], device=self._cuda0) for dtype, shape in self._device_outputs]
+        outputs = [torch.empty(shape, dtype=types[dtype], device=self._cuda_device) for dtype, shape in self._device_outputs]
         self._graph.run_device(pointers, [o.data_ptr() for o in outputs], self._current_stream())
         return outputs
 

@@ -48,9 +48,7 @@ StatusOr<std::unique_ptr<CpuExecutable>> TuneForCpu(const Graph& graph, const Cp
   auto start = TuneClock::now();
   TuneReport local;
   TuneReport& r = report ? *report : local;
-  // The tuning cache: tune.cache_dir, else the kernels' (a benchmark compiles into a fresh
-  // kernel cache but keeps what tuning learnt).
-  ASSIGN_OR_RETURN(TuningCache cache, TuningCache::Open(tune.cache_dir.empty() ? options.cache_dir : tune.cache_dir));
+  ASSIGN_OR_RETURN(TuningCache cache, OpenTuningCache(tune, options.cache_dir));
   HostJitOptions jit_options;
   if (!options.cache_dir.empty()) jit_options.cache_dir = options.cache_dir;
   ASSIGN_OR_RETURN(HostJit jit, HostJit::Create(jit_options));

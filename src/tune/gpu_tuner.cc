@@ -155,7 +155,7 @@ StatusOr<std::unique_ptr<CudaExecutable>> TuneForGpu(const Graph& graph, const C
   auto start = TuneClock::now();
   TuneReport local;
   TuneReport& r = report ? *report : local;
-  ASSIGN_OR_RETURN(TuningCache cache, TuningCache::Open(options.cache_dir.empty() ? tune.cache_dir : options.cache_dir));
+  ASSIGN_OR_RETURN(TuningCache cache, OpenTuningCache(tune, options.cache_dir));
   CudaCompileOptions base = options;
   base.poison_outputs = false;
   ASSIGN_OR_RETURN(std::unique_ptr<CudaExecutable> compiled, CompileForCuda(graph, base));

@@ -61,6 +61,11 @@ StatusOr<KernelTuneResult> TuneKernel(const KernelSearch& search, TuningCache& c
   return result;
 }
 
+StatusOr<TuningCache> OpenTuningCache(const TuneOptions& tune, const std::string& kernel_cache_dir) {
+  // "" is TuningCache::Open's own default: $TILEFUSE_CACHE_DIR, else ~/.cache/tilefuse.
+  return TuningCache::Open(!tune.cache_dir.empty() ? tune.cache_dir : kernel_cache_dir);
+}
+
 Status TuneKernels(const std::vector<KernelSearch>& kernels, TuningCache& cache, const TuneOptions& tune,
                    TuneClock::time_point start, TuneReport& r) {
   int count = static_cast<int>(kernels.size());

@@ -80,6 +80,13 @@ struct KernelSearch {
 std::vector<nlohmann::json> Shortlist(std::vector<nlohmann::json> all, size_t limit,
                                       const std::function<double(const nlohmann::json&)>& rank);
 
+// The tuning cache both tuners open: `tune.cache_dir` when given (a tuning cache chosen on
+// purpose: a benchmark compiling into a fresh kernel cache keeps what tuning learnt), else
+// the kernel cache's folder `kernel_cache_dir` when given (a test's private cache keeps its
+// tuning beside its kernels), else $TILEFUSE_CACHE_DIR, else ~/.cache/tilefuse. Options
+// given beat the environment, which beats the default.
+StatusOr<TuningCache> OpenTuningCache(const TuneOptions& tune, const std::string& kernel_cache_dir);
+
 // Cache first, then (when `may_measure`) the missing shortlisted configurations.
 StatusOr<KernelTuneResult> TuneKernel(const KernelSearch& search, TuningCache& cache, const TuneOptions& tune,
                                       bool may_measure);

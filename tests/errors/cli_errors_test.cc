@@ -49,6 +49,20 @@ TEST(CliErrors, NonexistentModel) {
   ExpectBadInput(RunTilefuse("run /nonexistent/model.onnx"), {"/nonexistent/model.onnx", "does not exist"});
 }
 
+TEST(CliErrors, DeviceOrdinalTheMachineLacksExitsTwoNamingTheCount) {
+  const std::string model = Quote(std::string(TILEFUSE_SOURCE_DIR) + "/examples/softmax_manual.onnxtxt");
+  // On this machine "... has 0 usable CUDA GPUs: no CUDA driver ..."; on a GPU machine "... has N CUDA GPU(s)".
+  for (const std::string& command : {"run " + model + " --device 4096", "run " + model + " --backend cuda --device 4096",
+                                     "bench " + model + " --backend cuda --device 4096", std::string("demo --device 4096")})
+    ExpectBadInput(RunTilefuse(command), {"there is no GPU 4096: this machine has ", "CUDA GPU"});
+  ExpectBadInput(RunTilefuse("run " + model + " --backend cpu --device 1"), {"device 1 names a GPU", "runs on the host"});
+  ExpectBadInput(RunTilefuse("bench " + model + " --device 1"), {"device 1 names a GPU", "runs on the host"});
+  for (const char* command : {"run", "bench", "demo"}) {
+    CommandResult help = RunTilefuse(std::string(command) + " --help");
+    EXPECT_NE(help.out.find("--device"), std::string::npos) << command << ": " << help.out;
+  }
+}
+
 TEST(CliErrors, MalformedProtobuf) {
   ScratchDir dir;
   std::mt19937 rng(1);

@@ -29,12 +29,34 @@ StatusOr<CudaDevice*> CudaDevice::Get(int ordinal) {
   return it->second;
 }
 
-Status CudaDevice::Open(int ordinal) {
+namespace {
+
+StatusOr<void*> OpenDriverLibrary() {
   StatusOr<void*> opened = OpenFirstLibrary("the CUDA driver (libcuda)", "TILEFUSE_LIBCUDA",
                                            {"libcuda.so.1", "libcuda.so", "/usr/local/nvidia/lib64/libcuda.so.1"});
   if (!opened.ok() && !std::getenv("TILEFUSE_LIBCUDA"))  // the usual case on a machine without a GPU: one short line
     return NotFound("no CUDA driver on this machine (libcuda.so.1 not found; $TILEFUSE_LIBCUDA names it if it is elsewhere)");
-  ASSIGN_OR_RETURN(void* handle, std::move(opened));
+  return opened;
+}
+
+}  // namespace
+
+StatusOr<int> CudaDeviceCount() {
+  ASSIGN_OR_RETURN(void* handle, OpenDriverLibrary());
+  // Two entry points only: counting must not retain a context (memory on every GPU).
+  auto init = reinterpret_cast<decltype(&::cuInit)>(dlsym(handle, TF_EXPANDED_NAME(cuInit)));
+  auto get_count = reinterpret_cast<decltype(&::cuDeviceGetCount)>(dlsym(handle, TF_EXPANDED_NAME(cuDeviceGetCount)));
+  if (!init || !get_count) return NotFound("the CUDA driver lacks cuInit or cuDeviceGetCount");
+  int count = 0;
+  if (CUresult r = init(0); r != CUDA_SUCCESS)
+    return r == CUDA_ERROR_NO_DEVICE ? StatusOr<int>(0) : NotFound(fmt::format("cuInit failed: CUresult {}", static_cast<int>(r)));
+  if (CUresult r = get_count(&count); r != CUDA_SUCCESS)
+    return NotFound(fmt::format("cuDeviceGetCount failed: CUresult {}", static_cast<int>(r)));
+  return count;
+}
+
+Status CudaDevice::Open(int ordinal) {
+  ASSIGN_OR_RETURN(void* handle, OpenDriverLibrary());
 #define TF_RESOLVE(name)                                                                        \
   api_.name = reinterpret_cast<decltype(api_.name)>(dlsym(handle, TF_EXPANDED_NAME(name)));     \
   if (!api_.name) return NotFound("the CUDA driver lacks " TF_EXPANDED_NAME(name) "; it is older than CUDA 12");

@@ -31,6 +31,10 @@ struct CudaDriverApi {
 #undef TF_DECLARE_DRIVER_FUNCTION
 };
 
+// How many GPUs the CUDA driver sees (0 when it answers that there are none), without
+// opening any; the reason when there is no driver to ask.
+StatusOr<int> CudaDeviceCount();
+
 class CudaDevice {
  public:
   // The process's device `ordinal` (CUDA's numbering): loads libcuda, initialises it,

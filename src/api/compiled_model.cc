@@ -1,0 +1,235 @@
+// The facade (tilefuse/tilefuse.h) over the driver: import, passes, the backend `run`
+// would choose, and runs. What `tilefuse run` and the Python package both do.
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "api/backend_setup.h"
+#include "api/model_inputs.h"
+#include "driver/driver.h"
+#include "fusion/device_spec.h"
+#include "fusion/explain.h"
+#include "reference/interpreter.h"
+#include "tilefuse/tilefuse.h"
+#include "tune/gpu_tuner.h"
+
+namespace tilefuse {
+
+struct CompiledModel::State {
+  Graph passed;
+  ModelOptions options;
+  std::string backend, backend_note;
+  std::unique_ptr<CudaExecutable> gpu;
+  std::unique_ptr<CpuExecutable> cpu;
+  std::vector<KernelSummary> kernels;
+  std::vector<ValueSpec> inputs, outputs;
+  double compile_ms = 0;
+  std::mutex run_mutex;
+};
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double MillisecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+// The words and the ordinal, before anything is compiled.
+Status CheckOptions(const ModelOptions& options) {
+  const std::string& backend = options.backend;
+  if (backend != "auto" && backend != "cuda" && backend != "cpu" && backend != "reference")
+    return InvalidArgument(fmt::format("backend '{}' is not one of auto, cuda, cpu, reference", backend));
+  CudaCompileOptions words;
+  RETURN_IF_ERROR(ApplyCudaPathWords(options.gemm, options.attention, options.precision, words));
+  return CheckDeviceForBackend(options.device, backend);
+}
+
+// The choice `tilefuse run` makes: cuda when asked (or, under auto, when it compiles), else
+// the CPU, else (auto) the reference interpreter, saying why in the note.
+Status PrepareBackend(CompiledModel::State& s) {
+  const ModelOptions& o = s.options;
+  if (o.backend == "reference") {
+    s.backend = "reference";
+    return Status::Ok();
+  }
+  if (o.backend == "cuda" || o.backend == "auto") {
+    CudaCompileOptions gpu_options;
+    gpu_options.fuse = o.fuse;
+    gpu_options.poison_outputs = o.poison_outputs;
+    gpu_options.cache_dir = o.cache_dir;
+    gpu_options.device_ordinal = o.device;
+    RETURN_IF_ERROR(ApplyCudaPathWords(o.gemm, o.attention, o.precision, gpu_options));
+    StatusOr<std::unique_ptr<CudaExecutable>> gpu =
+        o.tune ? TuneForGpu(s.passed, gpu_options, TuneOptions{}, nullptr) : CompileForCuda(s.passed, gpu_options);
+    if (gpu.ok()) {
+      s.gpu = std::move(gpu).value();
+      s.backend = "cuda";
+      return Status::Ok();
+    }
+    if (o.backend == "cuda") return gpu.status();
+    s.backend_note = "cuda backend unavailable, ran on the cpu: " + gpu.status().message();
+  }
+  StatusOr<std::unique_ptr<CpuExecutable>> compiled = CompileModelForCpu(s.passed, o.fuse, o.cache_dir, o.tune);
+  if (!compiled.ok()) {
+    if (o.backend == "cpu") return compiled.status();
+    s.backend = "reference";
+    s.backend_note = "cpu backend unavailable, ran on the reference interpreter: " + compiled.status().ToString();
+    return Status::Ok();
+  }
+  s.cpu = std::move(compiled).value();
+  s.backend = "cpu";
+  return Status::Ok();
+}
+
+void DescribeModel(CompiledModel::State& s) {
+  s.kernels.clear();
+  if (s.gpu) {
+    for (const CudaKernelInfo& k : s.gpu->kernels())
+      s.kernels.push_back({k.name, std::string(GroupKindName(k.kind)), k.mode != "host", k.why_host, k.mode, k.strategy, "", k.num_nodes});
+  } else if (s.cpu) {
+    for (const KernelInfo& k : s.cpu->kernels())
+      s.kernels.push_back({k.name, std::string(GroupKindName(k.kind)), k.generated, k.why_not, "", "", k.library, k.num_nodes});
+  }
+  const Graph& graph = s.passed;
+  for (int id : graph.inputs()) s.inputs.push_back({graph.node(id).name, graph.node(id).dtype, graph.node(id).shape});
+  for (const Graph::Output& out : graph.outputs())
+    s.outputs.push_back({out.name, graph.node(out.node).dtype, graph.node(out.node).shape});
+}
+
+// The GPU times its steps by index (CudaExecutable::Run); they are named by its kernels.
+std::vector<KernelRunTime> NameTimings(const std::vector<KernelTiming>& timings, const std::vector<KernelSummary>& kernels,
+                                       bool by_index) {
+  std::vector<KernelRunTime> named;
+  for (size_t i = 0; i < timings.size() && (!by_index || i < kernels.size()); ++i)
+    named.push_back({by_index ? kernels[i].name : timings[i].name, timings[i].start_us, timings[i].duration_us});
+  return named;
+}
+
+}  // namespace
+
+CompiledModel::CompiledModel(std::unique_ptr<State> state) : state_(std::move(state)) {}
+CompiledModel::~CompiledModel() = default;
+
+StatusOr<Graph> CompiledModel::RunPasses(Graph graph, const ModelOptions& options) {
+  RETURN_IF_ERROR(CheckOptions(options));
+  PassOptions passes = PassOptionsForBackend(options.backend, options.device);
+  passes.dump_dir = options.dump_dir;
+  return RunGraphPasses(std::move(graph), passes);
+}
+
+StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::FromPassedGraph(Graph passed, const ModelOptions& options) {
+  const Clock::time_point start = Clock::now();
+  RETURN_IF_ERROR(CheckOptions(options));
+  auto state = std::make_unique<State>();
+  state->passed = std::move(passed);
+  state->options = options;
+  RETURN_IF_ERROR(PrepareBackend(*state));
+  DescribeModel(*state);
+  state->compile_ms = MillisecondsSince(start);
+  return std::unique_ptr<CompiledModel>(new CompiledModel(std::move(state)));
+}
+
+StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::FromGraph(Graph graph, const ModelOptions& options) {
+  const Clock::time_point start = Clock::now();
+  ASSIGN_OR_RETURN(Graph passed, RunPasses(std::move(graph), options));
+  ASSIGN_OR_RETURN(std::unique_ptr<CompiledModel> model, FromPassedGraph(std::move(passed), options));
+  model->state_->compile_ms = MillisecondsSince(start);
+  return model;
+}
+
+StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::FromFile(const std::string& path, const ModelOptions& options) {
+  const Clock::time_point start = Clock::now();
+  RETURN_IF_ERROR(CheckOptions(options));  // a wrong word costs no import
+  ASSIGN_OR_RETURN(ImportedModel imported, LoadModel(path));
+  ASSIGN_OR_RETURN(std::unique_ptr<CompiledModel> model, FromGraph(std::move(imported.graph), options));
+  model->state_->compile_ms = MillisecondsSince(start);
+  return model;
+}
+
+// The importer reads files (and a model's external data beside them): the bytes go through
+// a private temporary folder.
+StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::FromBytes(std::string_view onnx_model, const ModelOptions& options) {
+  std::string folder = (std::filesystem::temp_directory_path() / "tilefuse-model-XXXXXX").string();
+  if (!::mkdtemp(folder.data())) return InvalidArgument(fmt::format("cannot create a temporary folder for the model in '{}'",
+                                                                    std::filesystem::temp_directory_path().string()));
+  const std::string path = folder + "/model.onnx";
+  std::ofstream(path, std::ios::binary).write(onnx_model.data(), static_cast<std::streamsize>(onnx_model.size()));
+  StatusOr<std::unique_ptr<CompiledModel>> model = FromFile(path, options);
+  std::error_code ec;
+  std::filesystem::remove_all(folder, ec);  // best effort: the model is compiled either way
+  return model;
+}
+
+StatusOr<std::vector<Tensor>> CompiledModel::Run(const std::vector<Tensor>& inputs, std::vector<KernelRunTime>* timings,
+                                                 std::string_view source) {
+  State& s = *state_;
+  RETURN_IF_ERROR(ValidateInputs(s.passed, inputs, std::string(source)));
+  std::lock_guard<std::mutex> lock(s.run_mutex);
+  if (!s.gpu && !s.cpu) return RunReference(s.passed, inputs);
+  std::vector<KernelTiming> measured;
+  StatusOr<std::vector<Tensor>> run = s.gpu ? s.gpu->Run(inputs, timings ? &measured : nullptr)
+                                            : s.cpu->Run(inputs, timings ? &measured : nullptr);
+  if (!run.ok() && s.cpu && s.options.backend == "auto" && s.options.reference_fallback_on_run) {
+    // As `tilefuse run --backend auto`: a CPU run that fails falls back to the interpreter.
+    s.cpu.reset();
+    s.kernels.clear();
+    s.backend = "reference";
+    s.backend_note = "cpu backend failed, ran on the reference interpreter: " + run.status().ToString();
+    return RunReference(s.passed, inputs);
+  }
+  if (run.ok() && timings) *timings = NameTimings(measured, s.kernels, s.gpu != nullptr);
+  return run;
+}
+
+Status CompiledModel::RunOnDevice(const std::vector<uint64_t>& inputs, const std::vector<uint64_t>& outputs, uint64_t stream) {
+  if (!device_runs())
+    return Unimplemented(fmt::format("runs on device memory need the model on the GPU as one CUDA graph; it runs on {}",
+                                     state_->backend));
+  std::lock_guard<std::mutex> lock(state_->run_mutex);
+  return state_->gpu->RunOnDevice(inputs, outputs, stream);
+}
+
+bool CompiledModel::device_runs() const { return state_->gpu && state_->gpu->captured(); }
+
+// `tilefuse explain`'s plan of the same passed graph with the same fuse option.
+StatusOr<std::string> CompiledModel::Explain(ExplainFormat format, const std::string& cost_model) const {
+  if (!FindDeviceSpec(cost_model))
+    return InvalidArgument(fmt::format("unknown device '{}' (known: {})", cost_model, fmt::join(KnownDeviceNames(), ", ")));
+  PlannerOptions planner;
+  planner.device = cost_model;
+  planner.fuse = state_->options.fuse;
+  ASSIGN_OR_RETURN(FusionPlan plan, PlanForDevice(state_->passed, planner));
+  switch (format) {
+    case ExplainFormat::kJson: return ExplainJson(state_->passed, plan).dump(2);
+    case ExplainFormat::kDot: return ExplainDot(state_->passed, plan);
+    case ExplainFormat::kText: break;
+  }
+  return ExplainText(state_->passed, plan);
+}
+
+const std::string& CompiledModel::backend() const { return state_->backend; }
+const std::string& CompiledModel::backend_note() const { return state_->backend_note; }
+int CompiledModel::device() const { return state_->options.device; }
+const Graph& CompiledModel::graph() const { return state_->passed; }
+const std::vector<ValueSpec>& CompiledModel::inputs() const { return state_->inputs; }
+const std::vector<ValueSpec>& CompiledModel::outputs() const { return state_->outputs; }
+const std::vector<KernelSummary>& CompiledModel::kernels() const { return state_->kernels; }
+double CompiledModel::compile_ms() const { return state_->compile_ms; }
+
+double CompiledModel::backend_compile_ms() const {
+  if (state_->gpu) return state_->gpu->compile_ms();
+  return state_->cpu ? state_->cpu->compile_ms() : 0;
+}
+
+int64_t CompiledModel::jit_compiles() const {
+  if (state_->gpu) return state_->gpu->nvrtc_compiles();
+  return state_->cpu ? state_->cpu->jit_compiles() : 0;
+}
+
+}  // namespace tilefuse

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/cuda/cuda_backend.h"
-#include "backend/cuda/device_library_text.h"
+#include "codegen/cuda/device_headers.h"
 #include "driver/driver.h"
 #include "fusion/group_classifier.h"
 #include "support/file_util.h"
@@ -104,8 +104,8 @@ Status CompileForCudaCommand(const CudaCompileRequest& request, const Graph& pas
     std::filesystem::create_directories(request.emit_dir, ec);
     if (ec) return InvalidArgument(fmt::format("cannot create '{}': {}", request.emit_dir, ec.message()));
     RETURN_IF_ERROR(WriteFileAtomically(request.emit_dir + "/kernels.cu", program.source));
-    RETURN_IF_ERROR(WriteFileAtomically(request.emit_dir + "/" + kDeviceLibraryName, kDeviceLibraryText));
-    RETURN_IF_ERROR(WriteFileAtomically(request.emit_dir + "/" + kTileLibraryName, kTileLibraryText));
+    for (const DeviceHeader& header : kDeviceHeaders)
+      RETURN_IF_ERROR(WriteFileAtomically(request.emit_dir + "/" + header.name, header.text));
     RETURN_IF_ERROR(WriteFileAtomically(request.emit_dir + "/ptxas.txt", ptxas_log));
     RETURN_IF_ERROR(WriteFileAtomically(request.emit_dir + "/summary.txt", text));
     RETURN_IF_ERROR(WriteFileAtomically(request.emit_dir + "/summary.json", j.dump(2) + "\n"));

@@ -1294,7 +1294,14 @@ void FinishTemplateSource(CudaKernelSource& s, std::string function, int64_t sha
 std::string CudaTranslationUnit(const std::vector<CudaKernelSource>& kernels) {
   // In namespace tf, the device library's scalar functions are what ops.def's expressions
   // call (tilefuse_device.cuh).
-  std::string out = "// tilefuse generated CUDA kernels\n#include \"tilefuse_device.cuh\"\n#include \"tilefuse_tiles.cuh\"\n\nnamespace tf {\n";
+  // The device and tile libraries first, then each skeleton once.
+  std::vector<std::string> includes = {"tilefuse_device.cuh", "tilefuse_tiles.cuh"};
+  for (const CudaKernelSource& k : kernels)
+    for (const std::string& header : k.includes)
+      if (std::find(includes.begin(), includes.end(), header) == includes.end()) includes.push_back(header);
+  std::string out = "// tilefuse generated CUDA kernels\n";
+  for (const std::string& header : includes) out += fmt::format("#include \"{}\"\n", header);
+  out += "\nnamespace tf {\n";
   for (const CudaKernelSource& k : kernels) out += "\n" + k.function;
   out += "\n}  // namespace tf\n";
   return out;

@@ -73,6 +73,9 @@ struct CudaKernelConfig {
 struct CudaKernelSource {
   std::string name;
   std::string function;     // the __global__ function (and nothing else)
+  // Device headers the function needs beyond the device and tile libraries (a template's
+  // skeleton, codegen/cuda/device/), included ahead of it.
+  std::vector<std::string> includes;
   int threads = 0;          // block size
   int64_t work_blocks = 0;  // blocks that cover the work once; the launcher may use fewer
   std::string strategy;     // human-readable: "pointwise x8", "row: warp per row, cached"

@@ -1,8 +1,10 @@
-// The GEMM template on the CPU side: which gemm groups it takes (and why not), the
-// epilogue it prints over (row, col), the launch it asks for. Running the kernels needs a
+// The GEMM template on the CPU side: which gemm groups it takes (and why not), what it hands
+// the skeleton (configuration, A loader, the epilogue it prints over (row, col)), the launch it
+// asks for. Running the kernels needs a
 // GPU: scripts/gpu-check.sh (tests/gemm); CudaProgramTest compiles them for sm_90a.
 #include "codegen/cuda_gemm_emitter.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "codegen/lower.h"
@@ -44,11 +46,12 @@ TEST(CudaGemmEmitterTest, BiasReluEpilogueReadsTheBiasByColumnAndStoresThroughTm
   auto source = EmitCudaGemm(*gemm);
   ASSERT_TRUE(source.ok()) << source.status().ToString();
   const std::string& f = source->function;
-  EXPECT_NE(f.find("wgmma.mma_async.sync.aligned.m64n"), std::string::npos);
+  EXPECT_NE(f.find("using Element = tf::Bf16;"), std::string::npos) << f;
   EXPECT_NE(f.find("tf_cvt_bf16(b1[col])"), std::string::npos) << f;  // no division by N left
   EXPECT_NE(f.find("relu("), std::string::npos);
   EXPECT_NE(f.find("kPingPong = 0"), std::string::npos);  // a cheap epilogue: cooperative consumers
-  EXPECT_NE(f.find("tf::TmaStore3d(map_out"), std::string::npos);
+  EXPECT_NE(f.find("kStagedStore = 1,"), std::string::npos);  // the output through shared memory and TMA
+  EXPECT_NE(f.find("{&map_a, &map_b, &map_out, nullptr, nullptr}"), std::string::npos);
   // A, B and the output as tensor maps, then the bias and output buffers; the product is
   // never a buffer of its own.
   ASSERT_EQ(source->launch.args.size(), 5u);
@@ -61,11 +64,10 @@ TEST(CudaGemmEmitterTest, BiasReluEpilogueReadsTheBiasByColumnAndStoresThroughTm
   EXPECT_EQ(source->launch.block[0], 384);
 }
 
-// The kernel's skeleton as text, on ping-pong consumers (the tuner's form; the rule's
-// overlapped one is below): producer, consumers, epilogue and their order. The residual
-// (map_in) is requested halfway through the main loop, once the previous tile's store has read
-// the staging tile. The output (b3) is written only through the staging tile and TMA, never
-// directly.
+// What the kernel hands the skeleton (codegen/cuda/device/gemm_sm90.cuh), on ping-pong
+// consumers (the tuner's form; the rule's overlapped one is below): the maps of the staged
+// store and load, the configuration, and the epilogue, which reads the residual from the
+// staged tile (`loaded`) and leaves the output (b3) to the staged store, never writing it.
 TEST(CudaGemmEmitterTest, GeluResidualKernelReadsAsTheTemplateSays) {
   Planned p = PlanText(
       "  p = MatMul (x, w)\n  s = Add (p, b)\n  t = Tanh (s)\n  y = Add (t, r)\n",
@@ -76,44 +78,34 @@ TEST(CudaGemmEmitterTest, GeluResidualKernelReadsAsTheTemplateSays) {
   pingpong.pingpong = true;
   auto source = EmitCudaGemm(*gemm, pingpong);
   ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_EQ(source->includes, std::vector<std::string>{"gemm_sm90.cuh"});
   EXPECT_TRUE(MatchesChecks(source->function, R"(
-    CHECK: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
-    CHECK-SAME: p, 1, 1, 0, 1;
     CHECK: __launch_bounds__(384, 1) gemm(
     CHECK-SAME: map_a
     CHECK-SAME: map_b
     CHECK-SAME: map_out
     CHECK-SAME: map_in
     CHECK-SAME: , uint16_t* __restrict__ b3) {
-    CHECK: kPingPong = 1, kConsumerRows = 128
-    CHECK: if (warpgroup == 0) {
-    CHECK: tf::Warpgroup::ShrinkRegisters<40>();
-    CHECK: empty[ring.stage].Wait(ring.phase ^ 1);
-    CHECK-NEXT: full[ring.stage].ArriveExpectingBytes(kStageBytes);
-    CHECK: tf::Warpgroup::GrowRegisters<232>();
-    CHECK: turn[consumer].Wait(
-    CHECK: full[ring.stage].Wait(ring.phase);
-    CHECK: tf::Warpgroup::Commit();
-    CHECK-NEXT: if (ks == (k_begin + k_end) / 2 && local == 0) {
-    CHECK-NEXT: tf::TmaStoreWaitRead();
-    CHECK: tf::TmaLoad3d(
-    CHECK-SAME: map_in
-    CHECK: tf::Warpgroup::Wait<1>();
-    CHECK: turn[1 - consumer].Arrive();
-    CHECK: tile_in[consumer].Wait(main_loops & 1);
+    CHECK: struct Config {
+    CHECK-NEXT: using Element = tf::Bf16;
+    CHECK-NEXT: using Index = int;
+    CHECK-NEXT: using StoreElement = tf::Bf16;
+    CHECK-NEXT: using LoadElement = tf::Bf16;
+    CHECK-NEXT: enum : int { kBM = 128, kBN = 128,
+    CHECK: kPingPong = 1, kOverlap = 0
+    CHECK: kStagedStore = 1, kStagedLoad = 1, kRingedLoad = 0
+    CHECK: kProducerRegisters = 40, kConsumerRegisters = 232
+    CHECK: struct Epilogue {
+    CHECK: uint16_t* __restrict__ b3;
+    CHECK: operator()(tf_index_t row, int col, float acc, float loaded) const {
     CHECK-NOT: b3[
-    CHECK: const float acc = d[mb][j * 4 + h * 2 + e];
+    CHECK: = acc;
     CHECK: tf_cvt_bf16(b1[col])
     CHECK: tf_tanh_approx(
-    CHECK: tf_cvt_bf16((unsigned short)(loaded_pair >> (16 * e)))
-    CHECK: staged[e] =
-    CHECK: *staged_pair =
-    CHECK: tf::FenceSharedForAsync();
-    CHECK-NEXT: tf::NamedBarrierSync(1 + consumer, 128);
-    CHECK: tf::TmaStore3d(map_out
-    CHECK: tf::TmaStoreCommit();
-    CHECK: ring.Skip(kKSteps);
-    CHECK: tf::TmaStoreWait();
+    CHECK: = loaded;
+    CHECK: return v
+    CHECK: tf::GemmSm90<Config, tf::MatrixA>({&map_a, &map_b, &map_out, &map_in, nullptr}, Epilogue{
+    CHECK-SAME: b3}, nullptr, nullptr);
   )"));
 }
 
@@ -135,38 +127,13 @@ TEST(CudaGemmEmitterTest, OverlappedEpilogueRunsInChunksDuringTheNextMainLoop) {
   ASSERT_TRUE(source.ok()) << source.status().ToString();
   EXPECT_NE(source->strategy.find("epilogue overlapping the next main loop"), std::string::npos) << source->strategy;
   EXPECT_TRUE(MatchesChecks(source->function, R"(
-    CHECK: constexpr int kChunks = 16;
-    CHECK: kPingPong = 0
-    CHECK: unsigned held[kMBlocks][kBN / 4];
-    CHECK: for (int unit = first_unit; unit < kUnits || holding; unit += unit_step, ++main_loops) {
-    CHECK: k_end = has_tile ? min(kKSteps, k_begin + kSplitSteps) : k_begin;
-    CHECK: if (holding) {
-    CHECK: for (int chunk = 0; chunk < kChunks; ++chunk) {
-    CHECK: if (issued) {
-    CHECK: tf::Warpgroup::Commit();
-    CHECK: tf::Warpgroup::Wait<1>();
-    CHECK: if (chunk == 0) {
-    CHECK-NEXT: if (local == 0) tf::TmaStoreWaitRead();
-    CHECK: const int row_origin = held_t.m * kBM
-    CHECK: for (int j = chunk * (kBN / 8 / kChunks); j < (chunk + 1) * (kBN / 8 / kChunks); ++j)
-    CHECK: const float acc = tf_cvt_bf16((unsigned short)(held[mb][j * 2 + h] >> (16 * e)));
+    CHECK: kPingPong = 0, kOverlap = 1, kChunks = 16,
+    CHECK: kStagedStore = 1, kStagedLoad = 0, kRingedLoad = 0
     CHECK: tf_cvt_bf16(b1[col])
     CHECK: tf_tanh_approx(
-    CHECK: *staged_pair =
-    CHECK: if (issued) {
-    CHECK-NEXT: ++ks;
-    CHECK: tf::FenceSharedForAsync();
-    CHECK: tf::TmaStore3d(map_out
-    CHECK-SAME: held_t.n * kBN + box * 64
-    CHECK: for (; ks < k_end; ++ks, ring.Advance()) {
-    CHECK: tf::Warpgroup::Wait<0>();
-    CHECK-NEXT: if (!has_tile) break;
-    CHECK: held[mb][i] = tf::tf_pack2_bf16(d[mb][2 * i], d[mb][2 * i + 1]);
-    CHECK-NEXT: held_t = t;
-    CHECK-NEXT: holding = true;
-    CHECK: tf::TmaStoreWait();
+    CHECK: return v
+    CHECK: tf::GemmSm90<Config, tf::MatrixA>({&map_a, &map_b, &map_out, nullptr, nullptr}
   )"));
-  EXPECT_EQ(source->function.find("const float acc = d[mb]"), std::string::npos) << "the epilogue reads the held pairs only";
 
   // Narrower tiles split their column groups into fewer chunks.
   CudaGemmConfig narrow;
@@ -224,7 +191,7 @@ TEST(CudaGemmEmitterTest, OverlappedEpilogueReadsTheResidualFromItsRing) {
   auto source = EmitCudaGemm(*gemm, asked);
   ASSERT_TRUE(source.ok()) << source.status().ToString();
   EXPECT_EQ(source->function.find("map_in"), std::string::npos) << "no staged load";
-  EXPECT_EQ(source->function.find("tile_in[consumer].Wait"), std::string::npos);
+  EXPECT_NE(source->function.find("kStagedLoad = 0, kRingedLoad = 1"), std::string::npos);
   ASSERT_GE(source->launch.args.size(), 4u);
   ASSERT_EQ(source->launch.args[3].kind, LaunchArg::Kind::kTensorMap) << "A, B, the output, then the residual";
   const TensorMapArg& map = source->launch.args[3].map;
@@ -235,26 +202,10 @@ TEST(CudaGemmEmitterTest, OverlappedEpilogueReadsTheResidualFromItsRing) {
   EXPECT_NE(source->strategy.find("residual by TMA into its ring"), std::string::npos) << source->strategy;
   EXPECT_TRUE(MatchesChecks(source->function, R"(
     CHECK: const __grid_constant__ tf::TensorMap map_residual
-    CHECK: constexpr int kChunks = 16;
-    CHECK: constexpr int kChunkCols = kBN / kChunks, kResidualSlots = 4;
-    CHECK: unsigned char* residual_ring = staging + kStaging;
-    CHECK: residual_empty[s].Init(kConsumers * 4);
-    CHECK: auto load_residual = [&](const tf::TileCoordinates& h, int chunk) {
-    CHECK-NEXT: residual_empty[residual.stage].Wait(residual.phase ^ 1);
-    CHECK: tf::TmaLoad3d(residual_ring + residual.stage * kResidualSlotBytes, map_residual, h.n * kBN + chunk * kChunkCols, h.m * kBM,
-    CHECK: for (int ks = k_begin, chunk = 0; ks < k_end || (holding && chunk < kChunks); ++chunk) {
-    CHECK-NEXT: if (holding && chunk < kChunks) load_residual(held, chunk);
-    CHECK: if (holding)
-    CHECK-NEXT: for (int chunk = 0; chunk < kChunks; ++chunk) load_residual(held, chunk);
-    CHECK: for (int chunk = 0; chunk < kChunks; ++chunk) {
-    CHECK: residual_full[residual.stage].Wait(residual.phase);
-    CHECK: if (local == 0) tf::TmaStoreWaitRead();
-    CHECK: const float acc = tf_cvt_bf16((unsigned short)(held[mb][j * 2 + h] >> (16 * e)));
-    CHECK: tf_cvt_bf16((unsigned short)(residual_pair >> (16 * e)))
-    CHECK: *staged_pair =
-    CHECK: if (lane == 0) residual_empty[residual.stage].Arrive();
-    CHECK-NEXT: residual.Advance();
-    CHECK: held_t = t;
+    CHECK: using LoadElement = tf::Bf16;
+    CHECK: kOverlap = 1, kChunks = 16,
+    CHECK: = loaded;
+    CHECK: {&map_a, &map_b, &map_out, nullptr, &map_residual}
   )"));
 }
 
@@ -266,7 +217,8 @@ TEST(CudaGemmEmitterTest, BatchedOperandsWalkBatchEntries) {
   EXPECT_EQ(gemm->batch, 6);
   auto source = EmitCudaGemm(*gemm);
   ASSERT_TRUE(source.ok());
-  EXPECT_NE(source->function.find(".f32.f16.f16"), std::string::npos);
+  EXPECT_NE(source->function.find("using Element = tf::F16;"), std::string::npos);
+  EXPECT_NE(source->function.find("kBatch = 6 }"), std::string::npos);
   EXPECT_EQ(source->launch.args[1].map.dims[2], 6);  // B's batch dimension
 }
 
@@ -334,19 +286,7 @@ TEST(CudaGemmEmitterTest, ClustersOfTwoShareTheBTileByMulticast) {
   EXPECT_EQ(source->work_blocks, 132);  // 66 clusters for 256 tiles
   EXPECT_EQ(source->launch.grid[0] % 2, 0);
   EXPECT_NE(source->strategy.find("clusters of 2"), std::string::npos) << source->strategy;
-  EXPECT_TRUE(MatchesChecks(source->function, R"(
-    CHECK: kClusterM = 2, kUnits = kTiles / kClusterM * kSplits
-    CHECK: empty[s].Init((kPingPong ? 1 : kConsumers) * kClusterM)
-    CHECK: if (kClusterM > 1) tf_cluster_sync();
-    CHECK: tf::TileAt<kTilesM / kClusterM, kTilesN, (kGroupM + kClusterM - 1) / kClusterM>(tile)
-    CHECK: t.m = t.m * kClusterM + cta_rank;
-    CHECK: for (int unit = cluster_id; unit < kUnits; unit += clusters)
-    CHECK: for (int box = cta_rank * kShare; box < (cta_rank + 1) * kShare; ++box)
-    CHECK: tf::TmaLoad3dMulticast(
-    CHECK: for (int s = 0; s < kStages; ++s, ring.Advance()) empty[ring.stage].Wait(ring.phase ^ 1);
-    CHECK: const int first_unit = kPingPong ? cluster_id + consumer * clusters : cluster_id;
-    CHECK: for (int rank = 0; rank < kClusterM; ++rank) empty[previous].ArriveInCluster(rank);
-  )"));
+  EXPECT_NE(source->function.find("kClusterM = 2,"), std::string::npos) << source->function;
   // A single CTA's kernel has none of it.
   auto single = EmitCudaGemm(*gemm, {});
   ASSERT_TRUE(single.ok());
@@ -401,19 +341,12 @@ TEST(CudaGemmEmitterTest, FewTilesSplitKAndTheLastUnitRunsTheEpilogue) {
   EXPECT_EQ(counters.scalar, 0);
   EXPECT_GE(partials.scalar, tiles * 4);
   EXPECT_EQ(source->launch.scratch_bytes, partials.scalar + tiles * c.splits * 64 * c.block_n * 4);
-  EXPECT_TRUE(MatchesChecks(source->function, R"(
-    CHECK: k_begin = unit % kSplits * kSplitSteps
-    CHECK: ks > k_begin || kk > 0
-    CHECK: __stcg(mine
-    CHECK: __threadfence();
-    CHECK: atomicAdd(tile_counters + tile, 1u) == kSplits - 1
-    CHECK: tile_counters[tile] = 0;
-    CHECK: if (!*finishes_tile) continue;
-    CHECK: d[mb][i] = __ldcg(first
-    CHECK: for (int s = 1; s < kSplits; ++s)
-    CHECK: d[mb][i] += __ldcg(part
+  EXPECT_TRUE(MatchesChecks(source->function, fmt::format(R"(
+    CHECK: unsigned* __restrict__ tile_counters, float* __restrict__ partials) {{
+    CHECK: kSplits = {}, kSplitSteps = {} }};
     CHECK: tf_cvt_bf16(b1[col])
-  )"));
+    CHECK: Epilogue{{b1, b2}}, tile_counters, partials);
+  )", c.splits, per)));
   CudaGemmConfig pingpong = c;  // ping-pong consumers skip each other's fixed step counts
   pingpong.pingpong = true;
   pingpong.block_m = 128;
@@ -446,7 +379,7 @@ TEST(CudaGemmEmitterTest, MergedHeadsAreReadThroughTheirViewByARank4Map) {
   EXPECT_EQ(map.dims[1], 256);
   EXPECT_EQ(map.strides_bytes[0], 128);
   EXPECT_TRUE(MatchesChecks(source->function, R"(
-    CHECK: tf::TmaLoad4d(tile_a + ring.stage * kBM * kBK, map_a, ks * kBK % 64, t.m * kBM % 256, ks * kBK / 64, t.m * kBM / 256
+    CHECK: tf::GemmSm90<Config, tf::ViewA<64, 256>>
   )"));
   // 100 rows per batch entry: a 128-row tile would span two entries; A is copied instead.
   Planned ragged = PlanText("  t = Transpose <perm = [0, 2, 1, 3]> (heads)\n  shape = Constant <value = int64[3] {2, 100, 256}> ()\n"
@@ -507,10 +440,7 @@ TEST(CudaGemmEmitterTest, ChannelsLastConvolutionIsAnImplicitGemmOverTheActivati
   EXPECT_EQ(map.im2col->strides, (std::array<int, 2>{2, 2}));
   EXPECT_EQ(map.im2col->channels, 64);
   EXPECT_TRUE(MatchesChecks(source->function, R"(
-    CHECK: const int pixel = t.m * kBM, image = pixel / 64, oh = pixel % 64 / 8, ow = pixel % 8;
-    CHECK: const int tap = ks * kBK / 64;
-    CHECK: tf::TmaLoadIm2col4d(tile_a + ring.stage * kBM * kBK, map_a, ks * kBK % 64, ow * 2 - 1, oh * 2 - 1, image,
-    CHECK: (unsigned short)(tap % 3 * 1), (unsigned short)(tap / 3 * 1), full[ring.stage]);
+    CHECK: tf::GemmSm90<Config, tf::Im2colA<64, 64, 8, 2, 1, 2, 1, 3, 1, 1>>
   )")) << source->function;
   // 32 channels: a K step of 64 would straddle two filter taps; A is copied instead.
   auto copied = LowerOnlyGemm(ChannelsLastConv(/*channels=*/32, /*stride=*/1, /*pad=*/1));

@@ -9,7 +9,7 @@
 #include <sstream>
 #include <unistd.h>
 
-#include "backend/cuda/device_library_text.h"
+#include "codegen/cuda/device_headers.h"
 #include "backend/cuda/shared_library.h"
 #include "support/file_util.h"
 
@@ -138,7 +138,8 @@ StatusOr<CubinResult> NvrtcCompiler::Compile(const std::string& source, const st
   }
   options.insert(options.end(), extra.begin(), extra.end());
   const std::string nvrtc_version = version();  // the views below must not outlive it
-  std::vector<std::string_view> key_parts = {source, kDeviceLibraryText, kTileLibraryText, arch, nvrtc_version};
+  std::vector<std::string_view> key_parts = {source, arch, nvrtc_version};
+  for (const DeviceHeader& header : kDeviceHeaders) key_parts.insert(key_parts.end(), {header.name, header.text});
   for (const std::string& o : options) key_parts.push_back(o);
   std::string key = KernelCache::Key(key_parts);
   if (std::optional<CubinResult> cached = Lookup(key)) {
@@ -148,9 +149,13 @@ StatusOr<CubinResult> NvrtcCompiler::Compile(const std::string& source, const st
   ++shared_->compiles;
   CubinResult result;
   nvrtcProgram program = nullptr;
-  const char* header_texts[] = {kDeviceLibraryText, kTileLibraryText};
-  const char* header_names[] = {kDeviceLibraryName, kTileLibraryName};
-  nvrtcResult r = api->nvrtcCreateProgram(&program, source.c_str(), "tilefuse_kernels.cu", 2, header_texts, header_names);
+  std::vector<const char*> header_texts, header_names;
+  for (const DeviceHeader& header : kDeviceHeaders) {
+    header_texts.push_back(header.text);
+    header_names.push_back(header.name);
+  }
+  nvrtcResult r = api->nvrtcCreateProgram(&program, source.c_str(), "tilefuse_kernels.cu", static_cast<int>(header_texts.size()),
+                                          header_texts.data(), header_names.data());
   if (r != NVRTC_SUCCESS) return Internal(fmt::format("nvrtcCreateProgram: {}", api->nvrtcGetErrorString(r)));
   std::vector<const char*> argv;
   for (const std::string& o : options) argv.push_back(o.c_str());

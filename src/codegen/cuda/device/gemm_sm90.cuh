@@ -1,0 +1,196 @@
+// The Hopper GEMM skeleton: D = A·B with a fused epilogue, one persistent kernel.
+//
+//   warpgroup 0 (producer, one thread)     warpgroups 1.. (consumers)
+//   ─────────────────────────────────      ───────────────────────────────────────────────
+//   for each unit (tile × K split):        for each unit:
+//     for each K step:                       for each K step: wait full[s], wgmma from slot s,
+//       wait empty[s]; TMA A, B → slot s       hand slot s-1 back (empty)
+//       (B multicast to the cluster)         [split-K: partials through scratch, last sums]
+//     [ring of residual chunks]              epilogue(row, col, acc, loaded) per element:
+//                                            direct stores, or a staged tile out by TMA
+//
+// Configurations (all compile-time, from Config):
+//   cooperative consumers (each 64 of the tile's rows) or ping-pong (whole tiles in turn);
+//   the epilogue in the main loop's tail, or overlapped: the held tile's epilogue in chunks
+//   beside the next tile's main-loop steps; split-K with a deterministic sum; clusters of
+//   two CTAs sharing B by TMA multicast; a TMA-store epilogue (the staged store), a residual
+//   read by TMA into the staging tile (the staged load) or into a ring (the ringed load).
+//
+// The generated part (codegen/cuda/gemm_emitter.cc) is the Config, the A loader (a matrix,
+// a view or an implicit GEMM's im2col), the Epilogue functor printed from the group's
+// scalar program, and a kernel that calls GemmSm90. Element types (tile_mma.cuh) fix the
+// operand and staging sizes; B is read MN-major, so the operands are 16-bit here.
+#pragma once
+
+#include "tile_mma.cuh"
+#include "tilefuse_tiles.cuh"
+
+namespace tf {
+
+// The kernel's TMA descriptors, each a __grid_constant__ parameter (null where unused).
+struct GemmMaps {
+  const TensorMap* a;
+  const TensorMap* b;
+  const TensorMap* out;       // the staged store's
+  const TensorMap* in;        // the staged load's
+  const TensorMap* residual;  // the ringed load's
+};
+
+// ---- A loaders: one K step of A's tile t.m into a ring slot ----
+// A as [batch][rows][K].
+struct MatrixA {
+  template <class C>
+  static __device__ __forceinline__ void Load(void* slot, const TensorMap& map, int ks, const TileCoordinates& t, Barrier& full) {
+    TmaLoad3d(slot, map, ks * C::kBK, t.m * C::kBM, t.batch, full);
+  }
+};
+// A through a view: (column in head, row in entry, head, entry).
+template <int Head, int EntryRows>
+struct ViewA {
+  template <class C>
+  static __device__ __forceinline__ void Load(void* slot, const TensorMap& map, int ks, const TileCoordinates& t, Barrier& full) {
+    TmaLoad4d(slot, map, ks * C::kBK % Head, t.m * C::kBM % EntryRows, ks * C::kBK / Head, t.m * C::kBM / EntryRows, full);
+  }
+};
+// An implicit GEMM's A: im2col of an NHWC activation. Row m is output pixel (image, oh, ow);
+// column k is (kh, kw, channel), so a K step is kBK channels of one filter tap.
+template <int Channels, int OutPixels, int OutWidth, int StrideW, int PadW, int StrideH, int PadH, int KernelW, int DilationW,
+          int DilationH>
+struct Im2colA {
+  template <class C>
+  static __device__ __forceinline__ void Load(void* slot, const TensorMap& map, int ks, const TileCoordinates& t, Barrier& full) {
+    const int pixel = t.m * C::kBM, image = pixel / OutPixels, oh = pixel % OutPixels / OutWidth, ow = pixel % OutWidth;
+    const int tap = ks * C::kBK / Channels;
+    TmaLoadIm2col4d(slot, map, ks * C::kBK % Channels, ow * StrideW - PadW, oh * StrideH - PadH, image,
+                    (unsigned short)(tap % KernelW * DilationW), (unsigned short)(tap / KernelW * DilationH), full);
+  }
+};
+
+// The constants every part of the skeleton derives from Config.
+template <class Config>
+struct GemmShape : Config {
+  using Element = typename Config::Element;
+  static_assert(Element::kBytes == 2, "gemm_sm90 reads B MN-major: bf16 or f16 operands");
+  static constexpr int kBK = 128 / Element::kBytes;  // one 128-byte swizzle row
+  static constexpr int kTilesM = (Config::kRows + Config::kBM - 1) / Config::kBM;
+  static constexpr int kTilesN = (Config::kN + Config::kBN - 1) / Config::kBN;
+  static constexpr int kTiles = kTilesM * kTilesN * Config::kBatch;
+  static constexpr int kKSteps = (Config::kK + kBK - 1) / kBK;
+  static constexpr bool kNoEdges = Config::kRows % Config::kBM == 0 && Config::kN % Config::kBN == 0;
+  // Units of work: a tile's K range in kSplits parts of kSplitSteps steps; a cluster's CTAs
+  // take vertically adjacent tiles and walk tile columns in lockstep, sharing B.
+  static constexpr int kUnits = kTiles / Config::kClusterM * Config::kSplits;
+  static constexpr int kConsumers = Config::kPingPong ? 2 : Config::kBM / 64;
+  static constexpr int kConsumerRows = Config::kPingPong ? Config::kBM : 64;
+  static constexpr int kMBlocks = kConsumerRows / 64;
+  static constexpr unsigned kStageBytes = (Config::kBM + Config::kBN) * kBK * Element::kBytes;
+  // The overlapped epilogue's residual ring: kResidualSlots chunks of kBM rows × kChunkCols.
+  static constexpr int kResidualSlots = 4;
+  static constexpr int kChunkCols = Config::kBN / Config::kChunks;
+  static constexpr int kResidualSlotBytes = Config::kBM * kChunkCols * 2;
+};
+
+// Shared memory as the host's SharedBytes lays it out: the ring (1024-byte aligned, the
+// swizzle period), the staging tile, the residual ring, then the barriers.
+template <class S>
+struct GemmSharedMemory {
+  using Storage = typename S::Element::Storage;
+  Storage* tile_a;          // [stage][kBM][kBK], 128-byte swizzle
+  Storage* tile_b;          // [stage][kBN / 64][kBK][64]
+  unsigned char* staging;   // [consumer][kBN / 64][64][64], swizzled
+  unsigned char* residual_ring;  // [slot][kBM][kChunkCols]
+  Barrier* full;
+  Barrier* empty;
+  Barrier* turn;     // ping-pong: turn[c] completes when consumer c may run its next main loop
+  Barrier* tile_in;  // tile_in[c]: consumer c's staged load has landed
+  volatile int* finishes_tile;  // split-K: this unit runs the epilogue
+  Barrier* residual_full;       // a residual slot's chunk has landed
+  Barrier* residual_empty;      // every consumer warp has read it
+
+  __device__ __forceinline__ GemmSharedMemory() {
+    extern __shared__ unsigned char tf_shared_raw[];
+    unsigned char* shared = tf_shared_raw + ((1024 - (SharedAddress(tf_shared_raw) & 1023)) & 1023);
+    tile_a = (Storage*)shared;
+    tile_b = tile_a + S::kStages * S::kBM * S::kBK;
+    staging = (unsigned char*)(tile_b + S::kStages * S::kBN * S::kBK);
+    residual_ring = staging + S::kStaging;
+    full = (Barrier*)(S::kRingedLoad ? residual_ring + S::kResidualSlots * S::kResidualSlotBytes : staging + S::kStaging);
+    empty = full + S::kStages;
+    turn = empty + S::kStages;
+    tile_in = turn + 2;
+    finishes_tile = (volatile int*)(tile_in + 2);
+    residual_full = tile_in + 3;
+    residual_empty = residual_full + S::kResidualSlots;
+  }
+};
+
+// Hands slot `slot` back to the producer of every CTA whose copies filled it.
+template <class S>
+__device__ __forceinline__ void GemmReleaseSlot(const GemmSharedMemory<S>& sm, int slot, int local) {
+  if (local == 0) {
+    if (S::kClusterM > 1)
+      for (int rank = 0; rank < S::kClusterM; ++rank) sm.empty[slot].ArriveInCluster(rank);
+    else
+      sm.empty[slot].Arrive();
+  }
+}
+
+// This CTA's tile of the cluster's tile pair number `tile` (pairs in grouped order).
+template <class S>
+__device__ __forceinline__ TileCoordinates GemmTileAt(int tile, int cta_rank) {
+  TileCoordinates t = TileAt<S::kTilesM / S::kClusterM, S::kTilesN, (S::kGroupM + S::kClusterM - 1) / S::kClusterM>(tile);
+  t.m = t.m * S::kClusterM + cta_rank;
+  return t;
+}
+
+}  // namespace tf
+
+#include "gemm_sm90_producer.cuh"
+#include "gemm_sm90_consumer.cuh"
+
+namespace tf {
+
+// The kernel body. Config (see GemmShape) gives Element, Index, the tile (kBM, kBN,
+// kStages, kGroupM, kClusterM, kSplits, kSplitSteps, kChunks, kStaging), the problem (kRows,
+// kN, kK, kBatch), the consumers (kPingPong, kOverlap), the staged and ringed accesses
+// (kStagedStore, kStagedLoad, kRingedLoad and their element types StoreElement, LoadElement)
+// and the register split (kProducerRegisters, kConsumerRegisters). Epilogue:
+//   float operator()(Index row, int col, float acc, float loaded) const
+// writes the direct stores of element (row, col) and returns the staged store's value
+// (anything when there is none); `loaded` is the staged or ringed load's element.
+template <class Config, class ALoader, class Epilogue>
+__device__ __forceinline__ void GemmSm90(const GemmMaps& maps, const Epilogue& epilogue, unsigned* __restrict__ tile_counters,
+                                         float* __restrict__ partials) {
+  using S = GemmShape<Config>;
+  GemmSharedMemory<S> sm;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < S::kStages; ++s) {
+      sm.full[s].Init(1);
+      // A slot is read by every cooperative consumer, or one ping-pong one, of each CTA of
+      // the cluster (its B half came from either).
+      sm.empty[s].Init((S::kPingPong ? 1 : S::kConsumers) * S::kClusterM);
+    }
+    sm.turn[0].Init(1);
+    sm.turn[1].Init(1);
+    sm.tile_in[0].Init(1);
+    sm.tile_in[1].Init(1);
+    if constexpr (S::kRingedLoad)
+      for (int s = 0; s < S::kResidualSlots; ++s) {
+        sm.residual_full[s].Init(1);
+        sm.residual_empty[s].Init(S::kConsumers * 4);
+      }
+    FenceBarrierInit();
+  }
+  // The cluster's barriers are initialised before any CTA's copy or arrival reaches them.
+  if (S::kClusterM > 1) tf_cluster_sync();
+  else __syncthreads();
+  const int warpgroup = threadIdx.x / 128;
+  const int cta_rank = S::kClusterM > 1 ? (int)tf_cluster_rank() : 0;
+  if (warpgroup == 0) {
+    GemmProducer<S, ALoader>(sm, maps, cta_rank);
+    return;
+  }
+  GemmConsumer<S>(sm, maps, epilogue, cta_rank, warpgroup - 1, tile_counters, partials);
+}
+
+}  // namespace tf

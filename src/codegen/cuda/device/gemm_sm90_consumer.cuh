@@ -1,0 +1,156 @@
+// gemm_sm90's consumer warpgroups: the main loop's wgmma steps, split-K's hand-over and the
+// epilogue. Included by gemm_sm90.cuh.
+#pragma once
+
+namespace tf {
+
+// What one consumer thread knows of itself and its current tile.
+template <class S>
+struct GemmConsumerState {
+  int consumer, local, warp, lane;
+  float d[S::kMBlocks][S::kBN / 2];  // the accumulators: the wgmma D fragments
+  // Overlapped epilogue: the previous tile's products, packed pairs of the product's type
+  // (held[mb][j * 2 + h] is d[mb][j * 4 + h * 2 + e] for e = 0, 1).
+  unsigned held[S::kOverlap ? S::kMBlocks : 1][S::kOverlap ? S::kBN / 4 : 1];
+  Pipeline<S::kStages> ring;
+  int previous;  // the slot of the step before this one, still read by its wgmma (-1: none)
+};
+
+// One main-loop step, issued: wait for the slot, start its wgmma (and the staged load at its
+// step)...
+template <class S>
+__device__ __forceinline__ void GemmIssueStep(const GemmSharedMemory<S>& sm, const GemmMaps& maps, GemmConsumerState<S>& c,
+                                              const TileCoordinates& t, int ks, int k_begin, int k_end) {
+  using Mma = tf::Mma<typename S::Element>;
+  sm.full[c.ring.stage].Wait(c.ring.phase);
+  const auto* a = sm.tile_a + c.ring.stage * S::kBM * S::kBK + (S::kPingPong ? 0 : c.consumer * 64 * S::kBK);
+  const auto* b = sm.tile_b + c.ring.stage * S::kBN * S::kBK;
+  Warpgroup::Fence();
+#pragma unroll
+  for (int kk = 0; kk < S::kBK / Mma::kK; ++kk)
+#pragma unroll
+    for (int mb = 0; mb < S::kMBlocks; ++mb)
+      Mma::template Shared<S::kBN, true>(c.d[mb], SharedMatrix::KMajor(a + mb * 64 * S::kBK + kk * Mma::kK),
+                                         SharedMatrix::MnMajor(b + kk * Mma::kK * 64, S::kBK * 128), ks > k_begin || kk > 0);
+  Warpgroup::Commit();
+  // The staged load's tile, requested halfway through the main loop, while the step just
+  // issued runs: by then the previous tile's TMA store has long read the staging tile it
+  // lands in, and the load still has half the main loop to arrive. (Requested as the tile
+  // started, the wait for that store stalled the next main loop's first step: a residual
+  // over 16384x4096x1024 took 248 us on cooperative tiles against 195 for bias+ReLU, H100.)
+  if constexpr (S::kStagedLoad) {
+    if (ks == (k_begin + k_end) / 2 && c.local == 0) {
+      TmaStoreWaitRead();
+      unsigned char* my_staging = sm.staging + c.consumer * S::kConsumerRows * S::kBN * 2;
+      sm.tile_in[c.consumer].ArriveExpectingBytes(S::kConsumerRows * S::kBN * 2);
+      for (int mb = 0; mb < S::kMBlocks; ++mb)
+        for (int box = 0; box < S::kBN / 64; ++box)
+          TmaLoad3d(my_staging + (mb * (S::kBN / 64) + box) * 64 * 128, *maps.in, t.n * S::kBN + box * 64,
+                    t.m * S::kBM + (S::kPingPong ? 0 : c.consumer * 64) + mb * 64, t.batch, sm.tile_in[c.consumer]);
+    }
+  }
+}
+
+// ...and retire the step before it, handing its slot back.
+template <class S>
+__device__ __forceinline__ void GemmRetireStep(const GemmSharedMemory<S>& sm, GemmConsumerState<S>& c) {
+  Warpgroup::Wait<1>();
+  if (c.previous >= 0) GemmReleaseSlot(sm, c.previous, c.local);
+  c.previous = c.ring.stage;
+}
+
+// Split-K: every unit leaves its partial sums in scratch memory (coalesced: element i of all
+// 128 threads together), and the unit that finishes a tile last goes on with the sum of all
+// partials, added in split order whichever unit that is, so results do not depend on timing.
+// (Summed element by element, the loads of one element's splits waited on each other: 16 x
+// 4096 x 4096 took 30 us with 2 splits and 964 us with 16, H100.) Memory order: the partials
+// are fenced before the counter's atomic, and the last unit fences before reading them
+// through L2 (__ldcg; L1 is not coherent). Returns whether this unit runs the epilogue.
+template <class S>
+__device__ __forceinline__ bool GemmSplitKHandOver(const GemmSharedMemory<S>& sm, GemmConsumerState<S>& c, int unit, int tile,
+                                                   unsigned* __restrict__ tile_counters, float* __restrict__ partials) {
+  constexpr int kPerThread = S::kMBlocks * S::kBN / 2;
+  float* mine = partials + ((long long)unit * S::kConsumers + c.consumer) * kPerThread * 128 + c.local;
+#pragma unroll
+  for (int mb = 0; mb < S::kMBlocks; ++mb)
+#pragma unroll
+    for (int i = 0; i < S::kBN / 2; ++i) __stcg(mine + (mb * S::kBN / 2 + i) * 128, c.d[mb][i]);
+  __threadfence();
+  NamedBarrierSync(3, S::kConsumers * 128);
+  if (c.consumer == 0 && c.local == 0) {
+    const bool last = atomicAdd(tile_counters + tile, 1u) == S::kSplits - 1;
+    if (last) tile_counters[tile] = 0;  // zero again for the next launch
+    *sm.finishes_tile = last;
+  }
+  NamedBarrierSync(3, S::kConsumers * 128);
+  if (!*sm.finishes_tile) return false;
+  __threadfence();
+  // Every partial, this unit's own too (it is in L2), in split order: the sum does not depend
+  // on which unit came last. One split's values are independent loads in flight.
+  const float* first = partials + ((long long)tile * S::kSplits * S::kConsumers + c.consumer) * kPerThread * 128 + c.local;
+#pragma unroll
+  for (int mb = 0; mb < S::kMBlocks; ++mb)
+#pragma unroll
+    for (int i = 0; i < S::kBN / 2; ++i) c.d[mb][i] = __ldcg(first + (mb * S::kBN / 2 + i) * 128);
+#pragma unroll 1
+  for (int s = 1; s < S::kSplits; ++s) {
+    const float* part = first + (long long)s * S::kConsumers * kPerThread * 128;
+#pragma unroll
+    for (int mb = 0; mb < S::kMBlocks; ++mb)
+#pragma unroll
+      for (int i = 0; i < S::kBN / 2; ++i) c.d[mb][i] += __ldcg(part + (mb * S::kBN / 2 + i) * 128);
+  }
+  return true;
+}
+
+}  // namespace tf
+
+#include "gemm_sm90_epilogue.cuh"
+
+namespace tf {
+
+template <class S, class Epilogue>
+__device__ __forceinline__ void GemmConsumer(const GemmSharedMemory<S>& sm, const GemmMaps& maps, const Epilogue& epilogue, int cta_rank,
+                                             int consumer, unsigned* __restrict__ tile_counters, float* __restrict__ partials) {
+  Warpgroup::GrowRegisters<S::kConsumerRegisters>();
+  const int cluster_id = blockIdx.x / S::kClusterM, clusters = gridDim.x / S::kClusterM;
+  GemmConsumerState<S> c;
+  c.consumer = consumer;
+  c.local = threadIdx.x % 128, c.warp = c.local / 32, c.lane = c.local % 32;
+  // Ping-pong: the consumers take the CTA's tiles in turn. The producer fills the ring tile
+  // by tile, so each consumer skips the other's steps, and one's epilogue runs while the
+  // other's main loop keeps the tensor cores busy.
+  const int first_unit = S::kPingPong ? cluster_id + consumer * clusters : cluster_id;
+  const int unit_step = S::kPingPong ? 2 * clusters : clusters;
+  // Their main loops strictly alternate (turn barriers): a consumer waiting on a slot is then
+  // never more than one phase ahead of it, as parity waits need.
+  if (S::kPingPong && consumer == 1) c.ring.Skip(S::kKSteps);
+  if constexpr (S::kOverlap) {
+    GemmConsumerOverlapped<S>(sm, maps, epilogue, c, cta_rank, first_unit, unit_step);
+  } else {
+    int main_loops = 0;
+    for (int unit = first_unit; unit < S::kUnits; unit += unit_step, ++main_loops) {
+      const int tile = unit / S::kSplits, split = unit % S::kSplits;
+      const TileCoordinates t = GemmTileAt<S>(tile, cta_rank);
+      const int k_begin = split * S::kSplitSteps, k_end = min(S::kKSteps, k_begin + S::kSplitSteps);
+      if (S::kPingPong && (consumer == 1 || main_loops > 0)) sm.turn[consumer].Wait((consumer == 1 ? main_loops : main_loops - 1) & 1);
+      c.previous = -1;
+      for (int ks = k_begin; ks < k_end; ++ks, c.ring.Advance()) {
+        GemmIssueStep(sm, maps, c, t, ks, k_begin, k_end);
+        GemmRetireStep(sm, c);
+      }
+      Warpgroup::Wait<0>();
+      GemmReleaseSlot(sm, c.previous, c.local);
+      if (S::kPingPong && c.local == 0) sm.turn[1 - consumer].Arrive();
+      if constexpr (S::kSplits > 1)
+        if (!GemmSplitKHandOver(sm, c, unit, tile, tile_counters, partials)) continue;
+      GemmEpilogue<S, false>(sm, epilogue, c, t, 0, nullptr, main_loops & 1);
+      if constexpr (S::kStagedStore) GemmEpilogueStore(sm, maps, c, t);
+      if (S::kPingPong) c.ring.Skip(S::kKSteps);  // the other consumer's next tile
+    }
+  }
+  if constexpr (S::kStagedStore)
+    if (c.local == 0) TmaStoreWait();  // shared memory must outlive the stores reading it
+}
+
+}  // namespace tf

@@ -1,0 +1,130 @@
+// tilefuse tile library, typed part: the element types the compute-bound templates are
+// instantiated on, and Mma<Element>, Hopper's warpgroup MMA (wgmma) for each of them.
+//
+//   Bf16, F16, Tf32, E4m3       element types: storage, bytes, conversions
+//   Mma<Element>                m64nNkK with f32 accumulators; kK is 32 bytes of the element
+//                               (16 for bf16/f16, 8 for tf32, 32 for e4m3)
+//     ::Shared<N, BMnMajor>     A and B from shared memory (wgmma descriptors)
+//     ::Registers<N, BMnMajor>  A from registers (four 32-bit words a thread: a warpgroup's
+//                               fragment), B from shared memory: attention's P·V
+//
+// Only the 16-bit types read B transposed (MN-major, wgmma's imm-trans-b); tf32 and e4m3 read
+// both operands K-major, and asking otherwise fails to compile. N is a multiple of 16 up to
+// 256 (wgmma_operands.cuh lists them).
+#pragma once
+
+#include "tilefuse_device.cuh"
+#include "wgmma_operands.cuh"
+
+namespace tf {
+
+// ---- element types ----
+struct Bf16 {
+  using Storage = unsigned short;
+  static constexpr int kBytes = 2;
+  static __device__ __forceinline__ float ToFloat(Storage v) { return tf_cvt_bf16(v); }
+  // Two values as one 32-bit pair, `lo` in the low half (an A-fragment register).
+  static __device__ __forceinline__ unsigned Pack2(float lo, float hi) { return tf_pack2_bf16(lo, hi); }
+};
+struct F16 {
+  using Storage = unsigned short;
+  static constexpr int kBytes = 2;
+  static __device__ __forceinline__ float ToFloat(Storage v) { return tf_cvt_f16(v); }
+  static __device__ __forceinline__ unsigned Pack2(float lo, float hi) { return tf_pack2_f16(lo, hi); }
+};
+// TF32 operands travel as f32 words; the tensor cores read their top 19 bits.
+struct Tf32 {
+  using Storage = float;
+  static constexpr int kBytes = 4;
+  static __device__ __forceinline__ float ToFloat(Storage v) { return v; }
+};
+// FP8 e4m3 (bias 7, no infinities): one byte a value.
+struct E4m3 {
+  using Storage = unsigned char;
+  static constexpr int kBytes = 1;
+};
+
+// ---- the instruction, spelt per form ----
+// Operands i0.. are the ones after the N/2 accumulators (TF_WGMMA_NEXT_<N>). The accumulate
+// flag arrives as a register and becomes a predicate; scale A and scale B are 1.
+#define TF_WGMMA_PREDICATE(i) "{\n.reg .pred p;\nsetp.ne.b32 p, %" #i ", 0;\n"
+#define TF_WGMMA_SHAPE(N, K, TYPE) "wgmma.mma_async.sync.aligned.m64n" #N "k" #K ".f32." #TYPE "." #TYPE " {"
+// 16-bit types, A and B by descriptor: transpose A no, transpose B as asked.
+#define TF_WGMMA_SS16_AT(TYPE, N, i0, i1, i2, i3, i4, i5, i6)                                                     \
+  asm volatile(TF_WGMMA_PREDICATE(i2) TF_WGMMA_SHAPE(N, 16, TYPE) TF_WGMMA_ACC_##N "}, %" #i0 ", %" #i1              \
+                                                                  ", p, 1, 1, 0, %" #i3 ";\n}\n"                     \
+               : TF_WGMMA_OUT_##N(d)                                                                                \
+               : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(BMnMajor ? 1 : 0))
+// 16-bit types, A from four registers a thread (a register A has no transpose).
+#define TF_WGMMA_RS16_AT(TYPE, N, i0, i1, i2, i3, i4, i5, i6)                                                     \
+  asm volatile(TF_WGMMA_PREDICATE(i5) TF_WGMMA_SHAPE(N, 16, TYPE) TF_WGMMA_ACC_##N "}, {%" #i0 ", %" #i1 ", %" #i2   \
+                                                                  ", %" #i3 "}, %" #i4 ", p, 1, 1, %" #i6 ";\n}\n"   \
+               : TF_WGMMA_OUT_##N(d)                                                                                \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate), "n"(BMnMajor ? 1 : 0))
+// tf32 and e4m3, A and B by descriptor, both K-major (no transpose operands).
+#define TF_WGMMA_SS_KMAJOR_AT(TYPE, K, N, i0, i1, i2, i3, i4, i5, i6)                                              \
+  asm volatile(TF_WGMMA_PREDICATE(i2) TF_WGMMA_SHAPE(N, K, TYPE) TF_WGMMA_ACC_##N "}, %" #i0 ", %" #i1 ", p, 1, 1;\n}\n" \
+               : TF_WGMMA_OUT_##N(d)                                                                                \
+               : "l"(desc_a), "l"(desc_b), "r"(accumulate))
+// The operand numbers of N expanded before the form sees them.
+#define TF_WGMMA_APPLY(FORM, ...) FORM(__VA_ARGS__)
+// One `else if constexpr` per N: the front end parses each operand list once per form, and
+// only the N a kernel instantiates reaches the assembler.
+#define TF_WGMMA_SS16_CASE(N)                                                          \
+  else if constexpr (kN == N) {                                                        \
+    if constexpr (kBf16) TF_WGMMA_APPLY(TF_WGMMA_SS16_AT, bf16, N, TF_WGMMA_NEXT_##N); \
+    else TF_WGMMA_APPLY(TF_WGMMA_SS16_AT, f16, N, TF_WGMMA_NEXT_##N);                  \
+  }
+#define TF_WGMMA_RS16_CASE(N)                                                          \
+  else if constexpr (kN == N) {                                                        \
+    if constexpr (kBf16) TF_WGMMA_APPLY(TF_WGMMA_RS16_AT, bf16, N, TF_WGMMA_NEXT_##N); \
+    else TF_WGMMA_APPLY(TF_WGMMA_RS16_AT, f16, N, TF_WGMMA_NEXT_##N);                  \
+  }
+#define TF_WGMMA_KMAJOR_CASE(N)                                                                  \
+  else if constexpr (kN == N) {                                                                  \
+    if constexpr (kTf32) TF_WGMMA_APPLY(TF_WGMMA_SS_KMAJOR_AT, tf32, 8, N, TF_WGMMA_NEXT_##N);   \
+    else TF_WGMMA_APPLY(TF_WGMMA_SS_KMAJOR_AT, e4m3, 32, N, TF_WGMMA_NEXT_##N);                  \
+  }
+
+template <class T, class U>
+inline constexpr bool kSameType = false;
+template <class T>
+inline constexpr bool kSameType<T, T> = true;
+
+template <class Element>
+struct Mma {
+  static constexpr bool kSixteenBit = kSameType<Element, Bf16> || kSameType<Element, F16>;
+  static_assert(kSixteenBit || kSameType<Element, Tf32> || kSameType<Element, E4m3>, "Mma: bf16, f16, tf32 or e4m3");
+  static constexpr int kK = 32 / Element::kBytes;  // the reduction depth of one instruction
+
+  // d (+)= A·B for a 64 × N tile, A and B in shared memory; accumulate = 0 overwrites d.
+  template <int N, bool BMnMajor>
+  static __device__ __forceinline__ void Shared(float (&d)[N / 2], unsigned long long desc_a, unsigned long long desc_b,
+                                                int accumulate) {
+    constexpr int kN = N;
+    constexpr bool kBf16 = kSameType<Element, Bf16>, kTf32 = kSameType<Element, Tf32>;
+    static_assert(kSixteenBit || !BMnMajor, "Mma: only bf16 and f16 read B MN-major");
+    if constexpr (kN % 16 != 0 || kN > 256) static_assert(kN < 0, "Mma: N is a multiple of 16 up to 256");
+    else if constexpr (kSixteenBit) {
+      if constexpr (false) {}
+      TF_WGMMA_FOR_EACH_N(TF_WGMMA_SS16_CASE)
+    } else {
+      if constexpr (false) {}
+      TF_WGMMA_FOR_EACH_N(TF_WGMMA_KMAJOR_CASE)
+    }
+  }
+
+  // The same with A from registers: a[0..3] hold rows (lane / 4, + 8) and columns
+  // ((lane % 4) * 2, + 8) of the warp's 16 rows, as packed pairs.
+  template <int N, bool BMnMajor>
+  static __device__ __forceinline__ void Registers(float (&d)[N / 2], const unsigned (&a)[4], unsigned long long desc_b,
+                                                   int accumulate) {
+    constexpr int kN = N;
+    constexpr bool kBf16 = kSameType<Element, Bf16>;
+    static_assert(kSixteenBit, "Mma: a register A is bf16 or f16 here");
+    if constexpr (kN % 16 != 0 || kN > 256) static_assert(kN < 0, "Mma: N is a multiple of 16 up to 256");
+    TF_WGMMA_FOR_EACH_N(TF_WGMMA_RS16_CASE)
+  }
+};
+
+}  // namespace tf

@@ -14,9 +14,10 @@ rm -rf "$X" && mkdir -p "$X/tilefuse" "$X/obj" && cp python/tilefuse/*.py "$X/ti
 pyinc=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
 suffix=$(python3 -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
 pids=()
-for f in "$P/nanobind/src/nb_combined.cpp" python/src/*.cc tools/cli_common.cc tools/cpu_common.cc; do
+# python/src sees the public headers only (include/tilefuse/tilefuse.h, the facade the CLI uses too).
+for f in "$P/nanobind/src/nb_combined.cpp" python/src/*.cc; do
   g++ -c -std=gnu++20 -O2 -fPIC -fvisibility=hidden -fopenmp -DNB_COMPACT_ASSERTIONS -DFMT_SHARED -DONNX_ML=1 \
-    -DONNX_NAMESPACE=onnx $([[ $f == *nb_combined* ]] && echo -DNB_BUILD) -Isrc -Itools -Iinclude -I"$P/generated" \
+    -DONNX_NAMESPACE=onnx $([[ $f == *nb_combined* ]] && echo -DNB_BUILD) -Iinclude -I"$P/generated" \
     -I"$P/include" -isystem "$P/include/onnx" -I"$pyinc" -I"$P/nanobind/include" -I"$P/nanobind/ext/robin_map/include" \
     "$f" -o "$X/obj/$(basename "$f").o" &
   pids+=($!)

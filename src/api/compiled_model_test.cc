@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/model_inputs.h"
+#include "backend/cuda/cuda_driver.h"
 #include "reference/interpreter.h"
 #include "support/tensor_compare.h"
 
@@ -46,6 +47,36 @@ TEST(CompiledModel, RunsAnExampleOnTheCpuAsTheReferenceDoes) {
     Comparison c = CompareWithReference((*actual)[i], (*expected)[i]);
     EXPECT_TRUE(c.pass) << c.reason;
   }
+}
+
+// The same on GPU 0 where there is one (skipped, saying why, elsewhere); the ordinal after
+// the last GPU is refused naming the count the driver gave.
+TEST(CompiledModel, RunsAnExampleOnTheGpuAsTheReferenceDoes) {
+  ModelOptions options;
+  options.backend = "cuda";
+  options.poison_outputs = true;
+  StatusOr<std::unique_ptr<CompiledModel>> model = CompiledModel::FromFile(Example("layernorm_manual.onnxtxt"), options);
+  if (!model.ok() && model.status().code() == StatusCode::kNotFound) GTEST_SKIP() << "no GPU: " << model.status().ToString();
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  EXPECT_EQ((*model)->backend(), "cuda");
+  StatusOr<std::vector<Tensor>> inputs = MakeRandomInputs((*model)->graph(), 5);
+  ASSERT_TRUE(inputs.ok());
+  StatusOr<std::vector<Tensor>> actual = (*model)->Run(*inputs);
+  StatusOr<std::vector<Tensor>> expected = RunReference((*model)->graph(), *inputs);
+  ASSERT_TRUE(actual.ok()) << actual.status().ToString();
+  ASSERT_TRUE(expected.ok());
+  for (size_t i = 0; i < actual->size(); ++i) {
+    Comparison c = CompareWithReference((*actual)[i], (*expected)[i]);
+    EXPECT_TRUE(c.pass) << c.reason;
+  }
+  StatusOr<int> count = CudaDeviceCount();
+  ASSERT_TRUE(count.ok()) << count.status().ToString();
+  options.device = *count;
+  StatusOr<std::unique_ptr<CompiledModel>> past_the_last = CompiledModel::FromFile(Example("layernorm_manual.onnxtxt"), options);
+  ASSERT_FALSE(past_the_last.ok());
+  EXPECT_EQ(past_the_last.status().message(),
+            "there is no GPU " + std::to_string(*count) + ": this machine has " + std::to_string(*count) +
+                " CUDA GPU(s) (numbered from 0)");
 }
 
 TEST(CompiledModel, NamesEachTimedKernel) {

@@ -37,6 +37,69 @@ bool StoresAtOwnOffset(const KernelStore& s, int vector) {
   return !UsesValue(s.index) && AsAffine(s.index, &a) && a.c0 == 1 && a.c1 == 0 && a.offset % vector == 0;
 }
 
+// The skeleton's element type for `dtype` (codegen/cuda/device/tile_mma.cuh).
+const char* ElementType(DType dtype) {
+  switch (dtype) {
+    case DType::kBF16: return "tf::Bf16";
+    case DType::kF16: return "tf::F16";
+    default: return "tf::F32";
+  }
+}
+
+// The buffers the epilogue reads or writes; the sum's is read from the accumulators (and
+// passed only when the group stores the sum).
+std::vector<int> EpilogueBufferIds(const DepthwiseTemplateKernel& k) {
+  std::vector<bool> used(k.epilogue.buffers.size(), false);
+  for (const ScalarValue& v : k.epilogue.values)
+    if (v.kind == ScalarValue::Kind::kLoad) used[v.buffer] = true;
+  for (const KernelStore& s : k.epilogue.stores) used[s.buffer] = true;
+  std::vector<int> ids;
+  for (size_t b = 0; b < used.size(); ++b)
+    if (used[b] && (k.epilogue.buffers[b].node != k.sum || k.epilogue.buffers[b].is_output)) ids.push_back(static_cast<int>(b));
+  return ids;
+}
+
+std::string EpilogueBuffers(const DepthwiseTemplateKernel& k) {
+  std::string out;
+  for (int b : EpilogueBufferIds(k)) out += fmt::format("{}b{}", out.empty() ? "" : ", ", b);
+  return out;
+}
+
+// The epilogue of one output pixel's kV channels from flat offset `base`, the accumulators in
+// place of the sum: stores at the element's own offset gathered into vectors, others direct.
+std::string EpilogueStruct(const DepthwiseTemplateKernel& k, int vector) {
+  const Kernel& e = k.epilogue;
+  std::string out = "  struct Epilogue {\n";
+  for (int b : EpilogueBufferIds(k))
+    out += fmt::format("    {}{}* __restrict__ b{};\n", e.buffers[b].is_output ? "" : "const ", StorageType(e.buffers[b].dtype), b);
+  out += fmt::format("    __device__ __forceinline__ void operator()(tf_index_t base, const float (&acc)[{}]) const {{\n", vector);
+  std::map<int, std::string> given;
+  for (int v : k.sum_loads) given[v] = "acc[v]";
+  std::vector<int> roots;
+  for (const KernelStore& s : e.stores) roots.push_back(s.value);
+  for (size_t i = 0; i < e.stores.size(); ++i)
+    if (StoresAtOwnOffset(e.stores[i], vector))
+      out += fmt::format("      {} o{}[{}];\n", StorageType(e.buffers[e.stores[i].buffer].dtype), i, vector);
+  out += fmt::format("#pragma unroll\n      for (int v = 0; v < {}; ++v) {{\n        const tf_index_t i0 = base + v;\n", vector);
+  const std::string indent = "        ";
+  out += CudaElementProgram(e, roots, given, {"i0", "i1"}, indent);
+  for (size_t i = 0; i < e.stores.size(); ++i) {
+    const KernelStore& s = e.stores[i];
+    const std::string_view dt = DTypeName(e.buffers[s.buffer].dtype);
+    if (StoresAtOwnOffset(s, vector)) out += fmt::format("{}o{}[v] = tf_pack_{}(v{});\n", indent, i, dt, s.value);
+    else out += fmt::format("{}b{}[{}] = tf_pack_{}(v{});\n", indent, s.buffer, PrintIndex(s.index, {"i0", "i1"}), dt, s.value);
+  }
+  out += "      }\n";
+  for (size_t i = 0; i < e.stores.size(); ++i) {
+    const KernelStore& s = e.stores[i];
+    if (!StoresAtOwnOffset(s, vector)) continue;
+    AffineIndex a;
+    AsAffine(s.index, &a);
+    out += fmt::format("      tf_vstore<{}>(b{} + base + {}, o{});\n", vector, s.buffer, a.offset, i);
+  }
+  return out + "    }\n  };\n";
+}
+
 }  // namespace
 
 CudaDepthwiseConfig ResolveDepthwiseConfig(const DepthwiseTemplateKernel& k, CudaDepthwiseConfig c) {
@@ -63,69 +126,31 @@ StatusOr<CudaKernelSource> EmitCudaDepthwise(const DepthwiseTemplateKernel& k, c
   const Kernel& e = k.epilogue;
   const int64_t groups = k.channels / c.vector, strips = CeilDiv(k.out_width, c.pixels);
   const int64_t threads = k.images * k.out_height * strips * groups;
-  const std::string_view src_type = StorageType(k.dtype), src_dtype = DTypeName(k.dtype);
   const std::vector<TapRow> rows = TapRows(k);
   int64_t widest = 1;  // of the rows' taps, for the strategy
   for (const TapRow& row : rows) widest = std::max(widest, row.dw_max - row.dw_min + 1);
 
-  std::string b;
-  b += fmt::format("  constexpr int kV = {}, kP = {};\n", c.vector, c.pixels);
-  b += fmt::format("  constexpr int kH = {}, kW = {}, kC = {}, kOH = {}, kOW = {};\n", k.height, k.width, k.channels, k.out_height, k.out_width);
-  b += "  const tf_index_t t = (tf_index_t)blockIdx.x * blockDim.x + threadIdx.x;\n";
-  b += fmt::format("  if (t >= {}) return;\n", threads);
-  b += fmt::format("  const int c0 = (int)(t % {}) * kV;\n", groups);
-  b += fmt::format("  tf_index_t rest = t / {};\n", groups);
-  b += fmt::format("  const int ow0 = (int)(rest % {}) * kP;\n  rest /= {};\n", strips, strips);
-  b += "  const int oh = (int)(rest % kOH);\n  const tf_index_t n = rest / kOH;\n";
-  b += "  float acc[kP][kV];\n#pragma unroll\n  for (int p = 0; p < kP; ++p)\n#pragma unroll\n    for (int v = 0; v < kV; ++v) acc[p][v] = 0.0f;\n";
+  // The skeleton (codegen/cuda/device/depthwise.cuh) on this problem: its Config, a Row call
+  // per row of taps with a Tap call per tap, and the epilogue per output pixel.
+  std::string b = fmt::format(
+      "  struct Config {{\n"
+      "    using Element = {};\n    using Index = tf_index_t;\n"
+      "    enum : int {{ kV = {}, kP = {}, kH = {}, kW = {}, kC = {}, kOH = {}, kOW = {}, kStrideH = {}, kStrideW = {} }};\n"
+      "    enum : long long {{ kThreads = {} }};\n"
+      "  }};\n",
+      ElementType(k.dtype), c.vector, c.pixels, k.height, k.width, k.channels, k.out_height, k.out_width, k.stride_h, k.stride_w,
+      threads);
+  b += EpilogueStruct(k, c.vector);
+  b += "  if (!tf::DepthwiseThread<Config>::Active()) return;\n  tf::DepthwiseThread<Config> t;\n";
   for (const TapRow& row : rows) {
     const int64_t seg = (c.pixels - 1) * k.stride_w + (row.dw_max - row.dw_min) + 1;
-    b += "  {\n";
-    b += fmt::format("    const int ih = oh * {} + ({});\n", k.stride_h, row.dh);
-    b += "    if (ih >= 0 && ih < kH) {\n";
-    b += fmt::format("      const {}* row = b{} + ((n * kH + ih) * (tf_index_t)kW) * kC + c0;\n", src_type, k.source_buffer);
-    b += fmt::format("      float x[{}][kV];\n#pragma unroll\n      for (int j = 0; j < {}; ++j) {{\n", seg, seg);
-    b += fmt::format("        const int iw = ow0 * {} + ({}) + j;\n", k.stride_w, row.dw_min);
-    b += fmt::format("        if (iw >= 0 && iw < kW) {{\n          {} raw[kV];\n          tf_vload<kV>(row + (tf_index_t)iw * kC, raw);\n", src_type);
-    b += fmt::format("#pragma unroll\n          for (int v = 0; v < kV; ++v) x[j][v] = tf_cvt_{}(raw[v]);\n", src_dtype);
-    b += "        } else {\n#pragma unroll\n          for (int v = 0; v < kV; ++v) x[j][v] = 0.0f;\n        }\n      }\n";
-    for (const DepthwiseTap* tap : row.taps) {
-      const KernelBuffer& w = e.buffers[tap->weight_buffer];
-      b += fmt::format("      {{\n        {} w[kV];\n        tf_vload<kV>(b{} + c0, w);\n", StorageType(w.dtype), tap->weight_buffer);
-      b += fmt::format("#pragma unroll\n        for (int p = 0; p < kP; ++p)\n#pragma unroll\n          for (int v = 0; v < kV; ++v) "
-                       "acc[p][v] += x[p * {} + {}][v] * tf_cvt_{}(w[v]);\n      }}\n",
-                       k.stride_w, tap->dw - row.dw_min, DTypeName(w.dtype));
-    }
-    b += "    }\n  }\n";
+    b += fmt::format("  t.Row<{}, {}, {}>(b{}, [&](const float (&x)[{}][{}]) {{\n", row.dh, row.dw_min, seg, k.source_buffer, seg, c.vector);
+    for (const DepthwiseTap* tap : row.taps)
+      b += fmt::format("    t.Tap<{}, {}>(x, b{});\n", tap->dw - row.dw_min, ElementType(e.buffers[tap->weight_buffer].dtype),
+                       tap->weight_buffer);
+    b += "  });\n";
   }
-
-  // The epilogue per element, the accumulator in place of the sum.
-  std::map<int, std::string> given;
-  for (int v : k.sum_loads) given[v] = "acc[p][v]";
-  std::vector<int> roots;
-  for (const KernelStore& s : e.stores) roots.push_back(s.value);
-  const std::string indent = "        ";
-  b += "#pragma unroll\n  for (int p = 0; p < kP; ++p) {\n    if (ow0 + p < kOW) {\n";
-  b += "      const tf_index_t base = ((n * kOH + oh) * (tf_index_t)kOW + ow0 + p) * kC + c0;\n";
-  for (size_t i = 0; i < e.stores.size(); ++i)
-    if (StoresAtOwnOffset(e.stores[i], c.vector)) b += fmt::format("      {} o{}[kV];\n", StorageType(e.buffers[e.stores[i].buffer].dtype), i);
-  b += "#pragma unroll\n      for (int v = 0; v < kV; ++v) {\n        const tf_index_t i0 = base + v;\n";
-  b += CudaElementProgram(e, roots, given, {"i0", "i1"}, indent);
-  for (size_t i = 0; i < e.stores.size(); ++i) {
-    const KernelStore& s = e.stores[i];
-    const std::string_view dt = DTypeName(e.buffers[s.buffer].dtype);
-    if (StoresAtOwnOffset(s, c.vector)) b += fmt::format("{}o{}[v] = tf_pack_{}(v{});\n", indent, i, dt, s.value);
-    else b += fmt::format("{}b{}[{}] = tf_pack_{}(v{});\n", indent, s.buffer, PrintIndex(s.index, {"i0", "i1"}), dt, s.value);
-  }
-  b += "      }\n";
-  for (size_t i = 0; i < e.stores.size(); ++i) {
-    const KernelStore& s = e.stores[i];
-    if (!StoresAtOwnOffset(s, c.vector)) continue;
-    AffineIndex a;
-    AsAffine(s.index, &a);
-    b += fmt::format("      tf_vstore<kV>(b{} + base + {}, o{});\n", s.buffer, a.offset, i);
-  }
-  b += "    }\n  }\n";
+  b += fmt::format("  t.Finish(Epilogue{{{}}});\n", EpilogueBuffers(k));
 
   CudaKernelConfig launch;
   launch.threads = c.threads;
@@ -134,8 +159,10 @@ StatusOr<CudaKernelSource> EmitCudaDepthwise(const DepthwiseTemplateKernel& k, c
   std::vector<int> unpassed;
   for (size_t i = 0; i < e.buffers.size(); ++i)
     if (e.buffers[i].node == k.sum && !e.buffers[i].is_output) unpassed.push_back(static_cast<int>(i));
-  return LoopKernelSource(e, launch, b, std::max<int64_t>(1, CeilDiv(threads, c.threads)),
-                          fmt::format("depthwise direct {}x{} taps, {} channels x {} pixels a thread", rows.size(), widest, c.vector, c.pixels), "", 0, unpassed);
+  CudaKernelSource source = LoopKernelSource(e, launch, b, std::max<int64_t>(1, CeilDiv(threads, c.threads)),
+                                             fmt::format("depthwise direct {}x{} taps, {} channels x {} pixels a thread", rows.size(), widest, c.vector, c.pixels), "", 0, unpassed);
+  source.includes = {"depthwise.cuh"};
+  return source;
 }
 
 }  // namespace tilefuse

@@ -1,7 +1,7 @@
 // tilefuse tile library, typed part: the element types the compute-bound templates are
 // instantiated on, and Mma<Element>, Hopper's warpgroup MMA (wgmma) for each of them.
 //
-//   Bf16, F16, Tf32, E4m3       element types: storage, bytes, conversions
+//   Bf16, F16, F32, Tf32, E4m3  element types: storage, bytes, conversions
 //   Mma<Element>                m64nNkK with f32 accumulators; kK is 32 bytes of the element
 //                               (16 for bf16/f16, 8 for tf32, 32 for e4m3)
 //     ::Shared<N, BMnMajor>     A and B from shared memory (wgmma descriptors)
@@ -31,6 +31,11 @@ struct F16 {
   static constexpr int kBytes = 2;
   static __device__ __forceinline__ float ToFloat(Storage v) { return tf_cvt_f16(v); }
   static __device__ __forceinline__ unsigned Pack2(float lo, float hi) { return tf_pack2_f16(lo, hi); }
+};
+struct F32 {
+  using Storage = float;
+  static constexpr int kBytes = 4;
+  static __device__ __forceinline__ float ToFloat(Storage v) { return v; }
 };
 // TF32 operands travel as f32 words; the tensor cores read their top 19 bits.
 struct Tf32 {

@@ -1,20 +1,20 @@
-// The Hopper attention template: an AttentionTemplateKernel printed as one warp-specialised
-// flash-attention kernel over the tile library (tilefuse_tiles.cuh), FlashAttention-3 style.
+// The Hopper attention template: an AttentionTemplateKernel as one warp-specialised
+// flash-attention kernel, FlashAttention-3 style. The kernel is the skeleton
+// codegen/cuda/device/attention_fwd_sm90.cuh (producer and consumers; the online softmax of
+// tile_softmax.cuh) instantiated on a Config and hooks this emitter prints:
 //
-//   CTA                      blocks of 128 query rows of one batch entry (heads are batch
-//                            entries), one after another (CudaAttentionConfig::tiles); CTAs
-//                            of one entry run together, sharing its K and V in L2
-//   warpgroup 0 (producer)   one thread loads the Q tile once, then K and V tiles of
-//                            block_n keys by TMA into a ring of `stages` slots (K and V
-//                            with barriers of their own, so Q·Kᵀ starts before V lands)
-//   warpgroups 1, 2          64 query rows each: S = Q·Kᵀ by wgmma from shared memory;
-//   (consumers)              the group's logits program per score (scale, masks, bias)
-//                            and the online softmax in f32 registers (row max and sum
-//                            across the four lanes holding a row); P converted in place to
-//                            A-fragment registers; O += P·V by wgmma with A from
-//                            registers. The two consumers' softmax and matmuls overlap.
-//   masks                    key blocks a mask removes entirely are never loaded (causal
-//                            attention: the blocks above the diagonal)
+//   Config                   the tile (128 or 192 query rows, block_n keys, K/V stages, query
+//                            blocks per CTA, Q tiles), the loop (serial, overlap, ping-pong),
+//                            the softmax's switches and the register split
+//   Batch                    a batch entry's Q, K and V coordinates (heads are batch entries;
+//                            GQA divides the K/V head) and its logits' batch entry
+//   Logits, InteriorLogits   the group's logits program per score (scale, masks, bias), and
+//                            the same without its mask for the key blocks the mask leaves
+//                            whole; a logit that is the score times c is folded into the
+//                            softmax's exponent instead
+//   key-block tables         per query block, the key blocks a mask leaves (others are never
+//                            loaded: causal attention's blocks above the diagonal), and the
+//                            order that pairs heavy query blocks with light ones
 //
 // No score ever leaves the registers. Keys past the end are masked; rows past the end are
 // not stored.

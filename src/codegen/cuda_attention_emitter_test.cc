@@ -62,40 +62,34 @@ TEST(CudaAttentionEmitterTest, RaggedHeadsAreViewsOfTheInputsAndTheLastKeyBlockI
   EXPECT_EQ(source->launch.args[0].map.box[1], 128);
   EXPECT_EQ(source->launch.args[1].map.dims[0], 64);   // Kᵀ's contiguous dim: the head dim
   EXPECT_EQ(source->launch.args[1].map.dims[1], 200);  // then the keys (TMA zero-fills past them)
+  EXPECT_EQ(source->includes, std::vector<std::string>{"attention_fwd_sm90.cuh"});
+  // The kernel is the skeleton's Config, its hooks and one call. The logit is the score
+  // times 0.125: folded into the softmax's multiplier, 0.125 · log2 e, with no program per
+  // score (the skeleton masks the keys past 200 itself).
   EXPECT_TRUE(MatchesChecks(source->function, R"(
-    CHECK: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
-    CHECK: {%32, %33, %34, %35}
-    CHECK: __launch_bounds__(384, 1) att(
-    CHECK: constexpr int kPolyExpEvery = 0;
-    CHECK-NEXT: constexpr float kLazyMargin = -1.0f;
-    CHECK: if (warpgroup == 0) {
-    CHECK: tf::TmaLoad5d(tile_q
-    CHECK: k_empty[ring.stage].Wait(ring.phase ^ 1);
-    CHECK: GrowRegisters<240>
-    CHECK: auto issue_qk
-    CHECK-NEXT: tile_k + stage
-    CHECK: att_qk(s,
-    CHECK: auto issue_pv
-    CHECK: att_pv(o, p[kk]
-    CHECK: auto online_softmax
-    CHECK: tf::QuadMax
-    CHECK: __any_sync(0xffffffffu, block_max[0] > row_max[0] + kLazyMargin
-    CHECK: const float x = fmaf(s[j * 4 + h * 2 + e], mult, -shift);
-    CHECK-NEXT: j % kPolyExpEvery == kPolyExpEvery - 1 ? tf::Exp2Poly(x) : tf::Exp2(x);
-    CHECK: auto softmax_edge
-    CHECK: if (key >= kNK) {
-    CHECK-NOT: srow
-    CHECK: online_softmax(1.803368777e-01f);
-    CHECK: auto rescale_and_pack
-    CHECK-NEXT: if (rescaled)
-    CHECK: tf::PackBf16x2
-    CHECK: for (int kb = kb_first; kb <= kb_last; ++kb, ring.Advance()) {
-    CHECK-NEXT: k_full[ring.stage].Wait(ring.phase);
-    CHECK-NEXT: issue_qk(ring.stage);
-    CHECK-NOT: issue_pv
-    CHECK: softmax(kb);
-    CHECK: issue_pv(ring.stage);
-    CHECK: if (row >= kNQ) continue;
+    CHECK: __launch_bounds__(384, 1) att(const __grid_constant__ tf::TensorMap map_q,
+    CHECK-SAME: uint16_t* __restrict__ b3) {
+    CHECK-NEXT: struct Config {
+    CHECK-NEXT: using Element = tf::Bf16;
+    CHECK-NEXT: using Index = int;
+    CHECK-NEXT: enum : int { kBM = 128, kBN = 128, kD = 64, kDV = 64, kStages = 3, kConsumers = 2, kTiles = 1, kQSlots = 1 };
+    CHECK-NEXT: enum : int { kNQ = 200, kNK = 200, kKMnMajor = 0, kVMnMajor = 1 };
+    CHECK-NEXT: enum : int { kOverlap = 0, kPingPong = 0, kPolyExpEvery = 0 };
+    CHECK-NEXT: enum : int { kSkipsKeyBlocks = 0, kInterior = tf::kNoInterior };
+    CHECK-NEXT: enum : int { kProducerRegisters = 24, kConsumerRegisters = 240 };
+    CHECK-NEXT: LazyMargin() { return -1.0f; }
+    CHECK-NEXT: OutputScale() { return 1.000000000e+00f; }
+    CHECK: struct Batch {
+    CHECK: const int o0 = batch / 4 % 2;
+    CHECK-NEXT: const int o1 = batch / 1 % 4;
+    CHECK-NEXT: return {{o0, o1, 0}, {o0, o1, 0}, {o0, o1, 0}};
+    CHECK: LogitsEntry(int batch) const { return (Config::Index)(batch); }
+    CHECK: struct Logits {
+    CHECK-NEXT: enum : int { kScoreTimesMultiplier = 1 };
+    CHECK-NEXT: Multiplier() { return 1.803368777e-01f; }
+    CHECK-NEXT: };
+    CHECK-NOT: score
+    CHECK-NEXT: tf::AttentionFwdSm90<Config>({&map_q, &map_k, &map_v}, tf::AttentionBlockTables{nullptr, nullptr, nullptr, nullptr, nullptr}, Batch{}, Logits{}, tf::NoLogits{}, b3);
   )"));
 }
 
@@ -148,7 +142,7 @@ TEST(CudaAttentionEmitterTest, GroupedQueryHeadsReadTheirSharedKvHeadThroughTheE
   a->name = "att";
   auto source = EmitCudaAttention(*a);
   ASSERT_TRUE(source.ok()) << source.status().ToString();
-  EXPECT_NE(source->function.find("key0, o1 / 4, 0, 0, k_full"), std::string::npos) << source->function;
+  EXPECT_NE(source->function.find("return {{o1, 0, 0}, {o1 / 4, 0, 0}, {o1 / 4, 0, 0}};"), std::string::npos) << source->function;
 }
 
 TEST(CudaAttentionEmitterTest, ScalarScalesOnQAndKFoldIntoTheScore) {
@@ -168,10 +162,10 @@ TEST(CudaAttentionEmitterTest, ScalarScalesOnQAndKFoldIntoTheScore) {
   ASSERT_TRUE(source.ok()) << source.status().ToString();
   // The logit is the score itself: the scales and log2 e become the exponent's multiplier,
   // 0.296875² · 1.4426950 (no multiply per score).
-  EXPECT_NE(source->function.find("online_softmax(1.271515936e-01f)"), std::string::npos) << source->function;
+  EXPECT_NE(source->function.find("Multiplier() { return 1.271515936e-01f; }"), std::string::npos) << source->function;
   EXPECT_EQ(source->function.find("score *"), std::string::npos) << source->function;
   // Lazy rescaling (by default wherever a CTA has two consumers, and at head dims above 64).
-  EXPECT_NE(source->function.find("constexpr float kLazyMargin = 8.0f;"), std::string::npos);
+  EXPECT_NE(source->function.find("LazyMargin() { return 8.0f; }"), std::string::npos) << source->function;
 }
 
 // The default loop: FlashAttention-3's, the consumers taking turns at the tensor cores.
@@ -185,19 +179,9 @@ TEST(CudaAttentionEmitterTest, ConsumersTakeTurnsIssuingTheirMatmuls) {
   ASSERT_TRUE(source.ok()) << source.status().ToString();
   EXPECT_NE(source->strategy.find("ping-pong consumers"), std::string::npos) << source->strategy;
   EXPECT_TRUE(MatchesChecks(source->function, R"(
-    CHECK: if (consumer == 1) tf::NamedBarrierArrive(1, 256);
-    CHECK-NEXT: for (int t = 0; t < kTiles && tile(t, m_block, kb_first, kb_last); ++t) {
-    CHECK: const bool last_tile = !(t + 1 < kTiles && tile(t + 1,
-    CHECK: tf::NamedBarrierSync(1 + consumer, 256);
-    CHECK-NEXT: issue_qk(ring.stage);
-    CHECK-NEXT: if (consumer == 0 || !(last_tile && kb_first == kb_last)) tf::NamedBarrierArrive(2 - consumer, 256);
-    CHECK: for (int kb = kb_first + 1; kb <= kb_last; ++kb, ring.Advance()) {
-    CHECK: tf::NamedBarrierSync(1 + consumer, 256);
-    CHECK-NEXT: issue_qk(ring.stage);
-    CHECK: issue_pv(pending.stage);
-    CHECK-NEXT: if (consumer == 0 || !(last_tile && kb == kb_last)) tf::NamedBarrierArrive(2 - consumer, 256);
-    CHECK-NEXT: tf::Warpgroup::Wait<1>();
-    CHECK: softmax(kb);
+    CHECK: enum : int { kBM = 128, kBN = 128, kD = 64, kDV = 64, kStages = 3, kConsumers = 2,
+    CHECK: enum : int { kOverlap = 1, kPingPong = 1, kPolyExpEvery = 0 };
+    CHECK: enum : int { kProducerRegisters = 24, kConsumerRegisters = 240 };
   )"));
 }
 
@@ -216,11 +200,9 @@ TEST(CudaAttentionEmitterTest, ThreeConsumersShareEachKvTile) {
   EXPECT_EQ(source->strategy.find("ping-pong"), std::string::npos) << source->strategy;
   EXPECT_TRUE(MatchesChecks(source->function, R"(
     CHECK: __launch_bounds__(512, 1) att(
-    CHECK: constexpr int kBM = 192, kBN = 128, kD = 64, kDV = 64, kStages = 3, kConsumers = 3;
-    CHECK: k_empty[s].Init(kConsumers);
-    CHECK: GrowRegisters<160>
-    CHECK-NOT: NamedBarrier
-    CHECK: softmax(kb);
+    CHECK: enum : int { kBM = 192, kBN = 128, kD = 64, kDV = 64, kStages = 3, kConsumers = 3, kTiles = 1, kQSlots = 1 };
+    CHECK: enum : int { kOverlap = 1, kPingPong = 0, kPolyExpEvery = 0 };
+    CHECK: enum : int { kProducerRegisters = 24, kConsumerRegisters = 160 };
   )")) << source->function;
 }
 
@@ -237,14 +219,19 @@ TEST(CudaAttentionEmitterTest, InteriorBlocksSkipTheMask) {
   EXPECT_TRUE(MatchesChecks(source->function, R"(
     CHECK: att_first_inner_block[] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
     CHECK: att_last_inner_block[] = {-1, 0, 1, 2, 3, 4, 5, 6, 7};
-    CHECK: auto softmax_edge
-    CHECK: if (key >= kNK) {
+    CHECK: enum : int { kSkipsKeyBlocks = 1, kInterior = tf::kInteriorTables };
+    CHECK: struct Logits {
+    CHECK-NEXT: typedef int tf_index_t;
+    CHECK-NEXT: enum : int { kScoreTimesMultiplier = 0 };
+    CHECK-NEXT: Multiplier() { return 1.0f; }
+    CHECK-NEXT: float operator()(const tf_index_t& row, const int& key, float score) const {
+    CHECK: (row % 1100)
     CHECK: select(
-    CHECK: online_softmax(1.0f);
-    CHECK: auto softmax_inner
-    CHECK-NEXT: online_softmax(1.803368777e-01f);
-    CHECK: if (kb >= inner_first && kb <= inner_last) softmax_inner(kb * kBN);
-    CHECK: inner_first = att_first_inner_block[m_block]
+    CHECK: return (float)v
+    CHECK: struct InteriorLogits {
+    CHECK-NEXT: enum : int { kScoreTimesMultiplier = 1 };
+    CHECK-NEXT: Multiplier() { return 1.803368777e-01f; }
+    CHECK: tf::AttentionBlockTables{att_query_block_order, att_first_key_block, att_last_key_block, att_first_inner_block, att_last_inner_block}, Batch{}, Logits{}, InteriorLogits{}, b
   )")) << source->function;
 }
 
@@ -278,19 +265,12 @@ TEST(CudaAttentionEmitterTest, CtasRunPairsOfQueryBlocks) {
     ASSERT_TRUE(source.ok()) << source.status().ToString();
     EXPECT_NE(source->strategy.find("2 query blocks per CTA"), std::string::npos) << source->strategy;
     EXPECT_EQ(source->strategy.find("Q double-buffered") != std::string::npos, q_slots == 0) << source->strategy;
+    // Q tiles, three K/V stages, their barriers (the skeleton lays shared memory out so).
+    const int q_tiles = q_slots == 0 ? 2 : 1;
     EXPECT_TRUE(MatchesChecks(source->function, fmt::format(R"(
-      CHECK: constexpr int kQSlots = {};
-      CHECK: q_empty[s].Init(kConsumers);
-      CHECK: for (int t = 0; t < kTiles && tile(t, m_block, kb_first, kb_last); ++t) {{
-      CHECK-NEXT: const int q_slot = t % kQSlots;
-      CHECK-NEXT: if (t >= kQSlots) q_empty[q_slot].Wait((t / kQSlots - 1) & 1);
-      CHECK: tf::TmaLoad5d(tile_q + q_slot * kBM * kD + box * kBM * 64, map_q,
-      CHECK: for (int t = 0; t < kTiles && tile(t, m_block, kb_first, kb_last); ++t) {{
-      CHECK: q = tile_q + q_slot * kBM * kD + consumer * 64 * 64;
-      CHECK-NEXT: q_full[q_slot].Wait(t / kQSlots & 1);
-      CHECK: if (local == 0) q_empty[q_slot].Arrive();
-      CHECK-NEXT: v_full[pending.stage].Wait(pending.phase);
-    )", q_slots == 0 ? 2 : 1))) << source->function;
+      CHECK: enum : int {{ kBM = 128, kBN = 128, kD = 64, kDV = 64, kStages = 3, kConsumers = 2, kTiles = 2, kQSlots = {} }};
+    )", q_tiles))) << source->function;
+    EXPECT_EQ(source->launch.dynamic_shared_bytes, 1024 + q_tiles * 128 * 64 * 2 + 3 * 128 * (64 + 64) * 2 + 8 * (2 * q_tiles + 4 * 3));
   }
   config.tiles = 3;
   EXPECT_FALSE(EmitCudaAttention(*a, config).ok());
@@ -309,7 +289,7 @@ TEST(CudaAttentionEmitterTest, MaterialisedKTransposeIsReadMnMajor) {
   a->name = "att";
   auto source = EmitCudaAttention(*a);
   ASSERT_TRUE(source.ok()) << source.status().ToString();
-  EXPECT_NE(source->function.find("MnMajor(k + kk * 16 * 64, kD * 128)"), std::string::npos) << source->function;
+  EXPECT_NE(source->function.find("kKMnMajor = 1, kVMnMajor = 1"), std::string::npos) << source->function;
 }
 
 TEST(CudaAttentionEmitterTest, RefusesWhatTheKernelDoesNotTakeWithTheReason) {

@@ -144,11 +144,11 @@ StatusOr<CudaKernelSource> EmitCudaDepthwise(const DepthwiseTemplateKernel& k, c
   b += "  if (!tf::DepthwiseThread<Config>::Active()) return;\n  tf::DepthwiseThread<Config> t;\n";
   for (const TapRow& row : rows) {
     const int64_t seg = (c.pixels - 1) * k.stride_w + (row.dw_max - row.dw_min) + 1;
-    b += fmt::format("  t.Row<{}, {}, {}>(b{}, [&](const float (&x)[{}][{}]) {{\n", row.dh, row.dw_min, seg, k.source_buffer, seg, c.vector);
+    b += fmt::format("  {{\n    float x[{}][{}];\n    if (t.Row<{}, {}>(b{}, x)) {{\n", seg, c.vector, row.dh, row.dw_min, k.source_buffer);
     for (const DepthwiseTap* tap : row.taps)
-      b += fmt::format("    t.Tap<{}, {}>(x, b{});\n", tap->dw - row.dw_min, ElementType(e.buffers[tap->weight_buffer].dtype),
+      b += fmt::format("      t.Tap<{}, {}>(x, b{});\n", tap->dw - row.dw_min, ElementType(e.buffers[tap->weight_buffer].dtype),
                        tap->weight_buffer);
-    b += "  });\n";
+    b += "    }\n  }\n";
   }
   b += fmt::format("  t.Finish(Epilogue{{{}}});\n", EpilogueBuffers(k));
 

@@ -10,7 +10,7 @@
 // Each thread slides a row of taps over kP neighbouring output pixels, so an input pixel is
 // loaded once per row of taps instead of once per tap and output pixel (49 loads an element
 // for a 7x7 in the pointwise loop form). The generated part (codegen/cuda_depthwise_emitter.cc)
-// is the Config, one Row call per row of taps with one Tap call per tap, and the Epilogue.
+// is the Config, one Row per row of taps with one Tap per tap, and the Epilogue.
 #pragma once
 
 #include "tile_mma.cuh"
@@ -50,14 +50,14 @@ struct DepthwiseThread {
       for (int v = 0; v < kV; ++v) acc[p][v] = 0.0f;
   }
 
-  // The inputs of the row of taps at height offset Dh: Seg pixels from width offset DwMin,
-  // zeros outside the image, handed to `taps` (which calls Tap for each tap of the row).
-  template <int Dh, int DwMin, int Seg, class Taps>
-  __device__ __forceinline__ void Row(const Storage* source, Taps&& taps) {
+  // The inputs of the row of taps at height offset Dh into x: Seg pixels from width offset
+  // DwMin, zeros outside the image. False when the row is above or below the image (its taps
+  // add nothing).
+  template <int Dh, int DwMin, int Seg>
+  __device__ __forceinline__ bool Row(const Storage* source, float (&x)[Seg][kV]) const {
     const int ih = oh * Config::kStrideH + Dh;
-    if (ih < 0 || ih >= Config::kH) return;
+    if (ih < 0 || ih >= Config::kH) return false;
     const Storage* row = source + ((n * Config::kH + ih) * (Index)Config::kW) * Config::kC + c0;
-    float x[Seg][kV];
 #pragma unroll
     for (int j = 0; j < Seg; ++j) {
       const int iw = ow0 * Config::kStrideW + DwMin + j;
@@ -71,7 +71,7 @@ struct DepthwiseThread {
         for (int v = 0; v < kV; ++v) x[j][v] = 0.0f;
       }
     }
-    taps(x);
+    return true;
   }
 
   // One tap, Offset pixels right of its row's first input: its kV weights times each pixel's.

@@ -1,0 +1,193 @@
+// Every template skeleton (codegen/cuda/device/*.cuh) compiles through NVRTC for sm_90a in
+// the configurations and element types the rules and the tuner can pick, with no
+// local-memory spills and no wgmma waits ptxas would add; and the typed MMA forms no
+// skeleton uses yet (tf32, e4m3, a register A) compile too. NVRTC's time per kernel is
+// printed: a design that makes each kernel cost seconds is the wrong trade (the target is
+// about half a second on the GPU machine's host). Needs NVRTC, not a GPU.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "backend/cuda/cuda_program.h"
+#include "backend/cuda/nvrtc_compiler.h"
+#include "codegen/cuda_depthwise_emitter.h"
+#include "codegen/cuda_gemm_emitter.h"
+#include "codegen/depthwise_template.h"
+#include "codegen/gemm_split.h"
+#include "frontend/onnx/importer.h"
+#include "fusion/group_classifier.h"
+#include "passes/pipeline.h"
+#include "testing/onnx_text_plan.h"
+
+namespace tilefuse {
+namespace {
+
+// A compiler with a cache of its own, empty: every compile is timed cold.
+StatusOr<NvrtcCompiler> ColdCompiler() {
+  std::random_device seed;
+  const auto folder = std::filesystem::temp_directory_path() / fmt::format("tilefuse_skeletons_{:x}", seed());
+  return NvrtcCompiler::Create(folder.string());
+}
+
+// Compiles `kernel` alone, as the backend does (one unit a kernel), and checks ptxas's report.
+void CompileAndReport(NvrtcCompiler& nvrtc, const CudaKernelSource& kernel, const std::string& label) {
+  SCOPED_TRACE(label);
+  const auto start = std::chrono::steady_clock::now();
+  StatusOr<CubinResult> cubin = nvrtc.Compile(CudaTranslationUnit({kernel}), "sm_90a");
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_TRUE(cubin.ok()) << cubin.status().ToString();
+  const std::vector<PtxasKernelInfo> report = ParsePtxasLog(cubin->ptxas_log);
+  ASSERT_EQ(report.size(), 1u) << cubin->ptxas_log;
+  EXPECT_EQ(report[0].spill_store_bytes + report[0].spill_load_bytes, 0) << report[0].line;
+  EXPECT_EQ(cubin->ptxas_log.find("are serialized"), std::string::npos) << cubin->ptxas_log;
+  EXPECT_EQ(cubin->ptxas_log.find("warpgroup.wait is injected"), std::string::npos) << cubin->ptxas_log;
+  std::printf("  nvrtc %-58s %6.0f ms  %3d registers\n", label.c_str(), ms, report[0].registers);
+}
+
+StatusOr<GemmTemplateKernel> GemmOf(const PlannedText& p) {
+  for (const FusionGroup& group : p.plan.groups)
+    if (group.kind == GroupKind::kGemm) {
+      ASSIGN_OR_RETURN(GemmTemplateKernel gemm, LowerGemmTemplate(p.graph, group, SplitGemmGroup(p.graph, group), FindInlinedGenerators(p.graph)));
+      gemm.name = "gemm";
+      return gemm;
+    }
+  return NotFound("no gemm group");
+}
+
+TEST(TemplateSkeletonsTest, GemmCompilesInEveryFormAndElementType) {
+  StatusOr<NvrtcCompiler> nvrtc = ColdCompiler();
+  if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available, skeletons not compiled: " << nvrtc.status().ToString();
+  struct Problem {
+    const char* label;
+    std::string signature, body;
+  };
+  const Problem problems[] = {
+      {"bf16 plain", "g (bfloat16[2048,1024] x, bfloat16[1024,4096] w) => (bfloat16[2048,4096] y)", "  y = MatMul (x, w)\n"},
+      {"f16 bias+tanh+residual", "g (float16[2048,1024] x, float16[1024,4096] w, float16[4096] b, float16[2048,4096] r) => (float16[2048,4096] y)",
+       "  p = MatMul (x, w)\n  s = Add (p, b)\n  t = Tanh (s)\n  y = Add (t, r)\n"},
+      {"bf16 16 rows, split-K", "g (bfloat16[16,4096] x, bfloat16[4096,4096] w, bfloat16[4096] b) => (bfloat16[16,4096] y)",
+       "  p = MatMul (x, w)\n  y = Add (p, b)\n"},
+  };
+  struct Form {
+    const char* label;
+    CudaGemmConfig config;
+  };
+  std::vector<Form> forms = {{"rule", {}}};
+  CudaGemmConfig form;
+  form.pingpong = true;
+  form.overlap_epilogue = false;
+  forms.push_back({"ping-pong", form});
+  form.pingpong = false;
+  forms.push_back({"cooperative, epilogue in the tail", form});
+  form.overlap_epilogue = true;
+  form.block_n = 128;
+  forms.push_back({"cooperative 128 wide, epilogue overlapped", form});
+  form = {};
+  form.cluster_m = 2;
+  form.block_n = 256;
+  forms.push_back({"clusters of 2", form});
+  for (const Problem& problem : problems) {
+    const PlannedText planned = PlanOnnxText(problem.signature, problem.body);
+    StatusOr<GemmTemplateKernel> gemm = GemmOf(planned);
+    ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
+    for (const Form& f : forms) {
+      StatusOr<CudaKernelSource> source = EmitCudaGemm(*gemm, f.config);
+      if (!source.ok()) continue;  // a form this problem cannot take (split-K with overlap, ...)
+      CompileAndReport(*nvrtc, *source, fmt::format("gemm {}, {}: {}", problem.label, f.label, source->strategy.substr(0, 24)));
+    }
+  }
+}
+
+// The channels-last depthwise convolutions of tests/conv in their element types, with the
+// rule's thread shape and others the tuner may take.
+TEST(TemplateSkeletonsTest, DepthwiseCompilesInItsShapesAndElementTypes) {
+  StatusOr<NvrtcCompiler> nvrtc = ColdCompiler();
+  if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available, skeletons not compiled: " << nvrtc.status().ToString();
+  int compiled = 0;
+  for (const char* model : {"convnext_dw_bf16", "depthwise_nhwc_c40_f16"}) {
+    auto imported = ImportOnnx(std::string(TILEFUSE_SOURCE_DIR) + "/tests/conv/" + model + ".onnxtxt");
+    ASSERT_TRUE(imported.ok()) << imported.status().ToString();
+    PassOptions passes;
+    passes.channels_last = true;
+    auto graph = RunGraphPasses(std::move(imported->graph), passes);
+    ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+    auto plan = PlanFusion(*graph, {});
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    for (const FusionGroup& group : plan->groups) {
+      StatusOr<DepthwiseTemplateKernel> dw = LowerDepthwiseTemplate(*graph, group, FindInlinedGenerators(*graph));
+      if (!dw.ok()) continue;
+      dw->name = dw->epilogue.name = "depthwise";
+      for (auto [vector, pixels] : {std::pair{0, 0}, std::pair{2, 8}, std::pair{8, 2}}) {
+        CudaDepthwiseConfig config;
+        config.vector = vector;
+        config.pixels = pixels;
+        StatusOr<CudaKernelSource> source = EmitCudaDepthwise(*dw, ResolveDepthwiseConfig(*dw, config));
+        if (!source.ok()) continue;  // 8 channels a thread where C is not a multiple of 8
+        CompileAndReport(*nvrtc, *source, fmt::format("{} {}", model, source->strategy));
+        ++compiled;
+      }
+    }
+  }
+  EXPECT_GE(compiled, 5);
+}
+
+// The attention groups of tests/attention (head dims 64 and 128, bf16 and f16, masks) with the
+// template's loops (ping-pong, overlap, serial) and consumer counts.
+TEST(TemplateSkeletonsTest, AttentionCompilesInItsLoopsAndHeadDims) {
+  StatusOr<NvrtcCompiler> nvrtc = ColdCompiler();
+  if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available, skeletons not compiled: " << nvrtc.status().ToString();
+  int compiled = 0;
+  for (const char* model : {"attention_causal_d128_bf16", "attention_ragged_d64_bf16", "attention_additive_mask_f16"}) {
+    auto imported = ImportOnnx(std::string(TILEFUSE_SOURCE_DIR) + "/tests/attention/" + model + ".onnxtxt");
+    ASSERT_TRUE(imported.ok()) << imported.status().ToString();
+    auto graph = RunGraphPasses(std::move(imported->graph), PassOptions{});
+    ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+    for (AttentionPath loop : {AttentionPath::kTemplate, AttentionPath::kOverlap, AttentionPath::kSerial}) {
+      CudaTarget target;
+      target.attention = loop;
+      auto plan = PlanFusionForCuda(*graph, {}, target);
+      ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+      auto program = BuildCudaProgram(*graph, plan->plan, FindInlinedGenerators(*graph), "", {}, target);
+      ASSERT_TRUE(program.ok()) << program.status().ToString();
+      for (const CudaGroupProgram& g : program->groups)
+        if (g.mode == CudaGroupProgram::Mode::kAttentionTemplate && g.kernel) {
+          CompileAndReport(*nvrtc, g.kernel->source, fmt::format("{} {}", model, g.kernel->source.strategy.substr(0, 40)));
+          ++compiled;
+        }
+    }
+  }
+  EXPECT_GE(compiled, 6);
+}
+
+// The MMA forms of tile_mma.cuh no skeleton instantiates yet: tf32 and e4m3 from shared
+// memory (both operands K-major) and f16 with A from registers, at the narrowest and widest N.
+TEST(TemplateSkeletonsTest, TypedMmaFormsCompileForEveryElementType) {
+  StatusOr<NvrtcCompiler> nvrtc = ColdCompiler();
+  if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available, skeletons not compiled: " << nvrtc.status().ToString();
+  CudaKernelSource kernel;
+  kernel.name = "typed_mma";
+  kernel.includes = {"tile_mma.cuh"};
+  kernel.function = R"(
+extern "C" __global__ void __launch_bounds__(128, 1) typed_mma(float* out, unsigned long long a, unsigned long long b, unsigned x) {
+  float wide[128] = {}, narrow[8] = {};
+  Mma<Tf32>::Shared<256, false>(wide, a, b, 0);
+  Mma<E4m3>::Shared<256, false>(wide, a, b, 1);
+  Mma<Bf16>::Shared<16, true>(narrow, a, b, 1);
+  const unsigned fragment[4] = {x, x + 1, x + 2, x + 3};
+  Mma<F16>::Registers<16, false>(narrow, fragment, b, 1);
+  Warpgroup::Commit();
+  Warpgroup::Wait<0>();
+  for (int i = 0; i < 128; ++i) out[threadIdx.x * 136 + i] = wide[i];
+  for (int i = 0; i < 8; ++i) out[threadIdx.x * 136 + 128 + i] = narrow[i];
+}
+)";
+  CompileAndReport(*nvrtc, kernel, "tile_mma.cuh: tf32, e4m3, bf16 and f16 forms");
+}
+
+}  // namespace
+}  // namespace tilefuse

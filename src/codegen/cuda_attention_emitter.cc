@@ -294,8 +294,8 @@ class AttentionEmitter {
         "    enum : int {{ kOverlap = {}, kPingPong = {}, kPolyExpEvery = {} }};\n"
         "    enum : int {{ kSkipsKeyBlocks = {}, kInterior = {} }};\n"
         "    enum : int {{ kProducerRegisters = {}, kConsumerRegisters = {} }};\n"
-        "    static __device__ __forceinline__ float LazyMargin() {{ return {:.1f}f; }}\n"
-        "    static __device__ __forceinline__ float OutputScale() {{ return {}f; }}\n"
+        "    static constexpr __device__ float LazyMargin() {{ return {:.1f}f; }}\n"
+        "    static constexpr __device__ float OutputScale() {{ return {}f; }}\n"
         "  }};\n",
         a_.dtype == DType::kBF16 ? "tf::Bf16" : "tf::F16", IndexType(), c_.BlockM(), c_.block_n, a_.d, a_.dv, c_.stages, c_.consumers,
         c_.tiles, c_.q_slots, a_.nq, a_.nk, a_.k.RowsContiguous() ? 0 : 1, a_.v.RowsContiguous() ? 0 : 1,
@@ -366,7 +366,7 @@ class AttentionEmitter {
       // log2(e) · c · the Q/K scales: s times this is the base-2 logit.
       return out + fmt::format(
                        "    enum : int {{ kScoreTimesMultiplier = 1 }};\n"
-                       "    static __device__ __forceinline__ float Multiplier() {{ return {}f; }}\n"
+                       "    static constexpr __device__ float Multiplier() {{ return {}f; }}\n"
                        "  }};\n",
                        FloatLiteral(*c * a_.score_scale * 1.4426950408889634));
     }
@@ -378,7 +378,7 @@ class AttentionEmitter {
     for (int b : HeldBuffers(program, logit)) out += fmt::format("    const {}* __restrict__ b{};\n", StorageType(a_.buffers[b].dtype), b);
     out +=
         "    enum : int { kScoreTimesMultiplier = 0 };\n"
-        "    static __device__ __forceinline__ float Multiplier() { return 1.0f; }\n"
+        "    static constexpr __device__ float Multiplier() { return 1.0f; }\n"
         "    __device__ __forceinline__ float operator()(const tf_index_t& row, const int& key, float score) const {\n";
     out += CudaElementProgram(program, {logit}, given, {"row", "key"}, "      ");
     return out + fmt::format("      return (float)v{};\n    }}\n  }};\n", logit);

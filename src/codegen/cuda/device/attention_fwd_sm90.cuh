@@ -63,7 +63,7 @@ struct AttentionBlockTables {
 // The Logits hook where none runs (every key block takes the other one).
 struct NoLogits {
   enum : int { kScoreTimesMultiplier = 1 };
-  static __device__ __forceinline__ float Multiplier() { return 1.0f; }
+  static constexpr __device__ float Multiplier() { return 1.0f; }
 };
 
 // The constants every part of the skeleton derives from Config.

@@ -102,20 +102,20 @@ if has gemm; then
   # tuner's other forms).
   for m in tests/gemm/*residual*.onnxtxt bench/cases/check/gemm_residual*.onnxtxt bench/cases/check/mlp_block*.onnxtxt \
            bench/cases/check/gpt_block*.onnxtxt; do
-    TILEFUSE_GEMM_OVERLAP=0 check_run "$m --gemm template, epilogue in the main loop's tail" "$m" --gemm template
-    TILEFUSE_GEMM_PINGPONG=1 check_run "$m --gemm template, ping-pong" "$m" --gemm template
+    check_run "$m --gemm template --gemm-form tail" "$m" --gemm template --gemm-form tail
+    check_run "$m --gemm template --gemm-form pingpong" "$m" --gemm template --gemm-form pingpong
   done
   memcheck_run tests/gemm/gemm_overlap_residual_ragged_bf16.onnxtxt --gemm template
-  TILEFUSE_GEMM_PINGPONG=1 memcheck_run tests/gemm/gemm_residual_many_tiles_bf16.onnxtxt --gemm template
+  memcheck_run tests/gemm/gemm_residual_many_tiles_bf16.onnxtxt --gemm template --gemm-form pingpong
   # The residual's ring with clusters of two sharing B (the ring is each CTA's own; the loop
   # below checks every tests/gemm graph with clusters of two).
-  TILEFUSE_GEMM_CLUSTER=2 memcheck_run tests/gemm/gemm_residual_many_tiles_bf16.onnxtxt --gemm template
+  memcheck_run tests/gemm/gemm_residual_many_tiles_bf16.onnxtxt --gemm template --gemm-cluster 2
   # Clusters of two CTAs sharing B tiles by multicast, wherever they fit (the tuner's choice).
   for m in tests/gemm/*.onnxtxt bench/cases/check/gemm_*.onnxtxt bench/cases/check/mlp_block*.onnxtxt bench/cases/check/gpt_block*.onnxtxt; do
-    TILEFUSE_GEMM_CLUSTER=2 check_run "$m --gemm template, clusters of 2" "$m" --gemm template
+    check_run "$m --gemm template --gemm-cluster 2" "$m" --gemm template --gemm-cluster 2
   done
   for m in tests/gemm/gemm_cluster_ragged_bf16.onnxtxt tests/gemm/gemm_residual_many_tiles_bf16.onnxtxt; do
-    TILEFUSE_GEMM_CLUSTER=2 memcheck_run "$m" --gemm template
+    memcheck_run "$m" --gemm template --gemm-cluster 2
   done
 fi
 

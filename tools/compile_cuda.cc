@@ -65,6 +65,7 @@ Status CompileForCudaCommand(const CudaCompileRequest& request, const Graph& pas
   options.fuse = request.fuse;
   options.dump_dir = request.dump_dir;
   ApplyCudaPathChoices(request.paths, options);
+  RETURN_IF_ERROR(ApplyTemplateChoices(request.paths, options));
   ASSIGN_OR_RETURN(std::unique_ptr<CudaBackend> backend, CudaBackend::ForArch(request.arch, options));
   ASSIGN_OR_RETURN(BuiltGraphs built, BuildGraphs(*backend, {passed}, options));
   const CudaProgram& program = CudaBackend::ProgramOf(*built.lowered[0]);

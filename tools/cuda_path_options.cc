@@ -29,6 +29,24 @@ void AddCudaPathOptions(CLI::App& command, CudaPathChoices& choices) {
                   "outputs to the f16 tolerance). Half-precision models are unaffected.")
       ->check(CLI::IsMember({"highest", "high"}))
       ->default_val("highest");
+  command
+      .add_option("--gemm-form", choices.gemm_form,
+                  "cuda, the GEMM template's consumers (for comparison): rule (as its rule picks), tail (cooperative, the\n"
+                  "epilogue in the main loop's tail), overlap (cooperative, a tile's epilogue beside the next tile's main\n"
+                  "loop, wherever one unit runs a tile) or pingpong (two consumers taking whole tiles in turn)")
+      ->check(CLI::IsMember({"rule", "tail", "overlap", "pingpong"}))
+      ->default_val("rule");
+  command
+      .add_option("--gemm-cluster", choices.gemm_cluster,
+                  "cuda, the GEMM template: 0 (the rule), 1 (single CTAs) or 2 (clusters of two CTAs sharing B tiles by\n"
+                  "multicast, wherever they fit)")
+      ->check(CLI::IsMember({0, 1, 2}))
+      ->default_val(0);
+  command
+      .add_option("--depthwise", choices.depthwise,
+                  "cuda, channels-last depthwise convolutions: on (the depthwise template, its rule's thread shape), off\n"
+                  "(the pointwise loop template, for comparison), or VxP (V channels and P output pixels a thread, e.g. 8x2)")
+      ->default_val("on");
 }
 
 void AddDeviceOption(CLI::App& command, int& device) {
@@ -43,6 +61,10 @@ void ApplyCudaPathChoices(const CudaPathChoices& choices, CudaCompileOptions& op
   // The words were checked by CLI11 (AddCudaPathOptions).
   Status applied = ApplyCudaPathWords(choices.gemm, choices.attention, choices.precision, options);
   TF_CHECK_MSG(applied.ok(), applied.message().c_str());
+}
+
+Status ApplyTemplateChoices(const CudaPathChoices& choices, CudaCompileOptions& options) {
+  return ApplyTemplateWords(choices.gemm_form, choices.gemm_cluster, choices.depthwise, options.overrides);
 }
 
 }  // namespace tilefuse::cli

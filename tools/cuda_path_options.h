@@ -1,5 +1,6 @@
 // The CLI's choices of how gemm and attention groups and f32 matmuls run on the GPU
-// (--gemm, --attention, --precision), shared by `run` and `compile` so both take the
+// (--gemm, --attention, --precision, and the templates' --gemm-form, --gemm-cluster,
+// --depthwise), shared by `run` and `compile` so both take the
 // same words with the same help; and --device, the GPU that `run`, `bench` and `demo` use.
 #pragma once
 
@@ -15,6 +16,10 @@ struct CudaPathChoices {
   std::string gemm = "auto";           // template, library or auto (GemmPath)
   std::string attention = "template";  // template, overlap, serial or split (AttentionPath)
   std::string precision = "highest";   // f32 matmuls exact (highest) or TF32 (high)
+  // The templates' own settings, for comparison and diagnosis (TemplateOverrides).
+  std::string gemm_form = "rule";  // rule, tail, overlap or pingpong
+  int gemm_cluster = 0;            // 0: the rule; 1 or 2 CTAs sharing B
+  std::string depthwise = "on";    // on (the rule's thread shape), off, or VxP
 };
 
 void AddCudaPathOptions(CLI::App& command, CudaPathChoices& choices);
@@ -23,7 +28,10 @@ void AddCudaPathOptions(CLI::App& command, CudaPathChoices& choices);
 // (CheckDeviceForBackend, api/backend_setup.h): an ordinal the machine lacks exits 2.
 void AddDeviceOption(CLI::App& command, int& device);
 
-// Sets options' gemm, attention and precision from the (validated) words.
+// Sets options' gemm, attention, precision and template settings from the (validated) words.
 void ApplyCudaPathChoices(const CudaPathChoices& choices, CudaCompileOptions& options);
+// Sets options.overrides from the template words; InvalidArgument for a --depthwise that is
+// neither on, off nor VxP.
+Status ApplyTemplateChoices(const CudaPathChoices& choices, CudaCompileOptions& options);
 
 }  // namespace tilefuse::cli

@@ -62,6 +62,9 @@ ModelOptions ModelOptionsFor(const RunOptions& options) {
   model.gemm = options.cuda_paths.gemm;
   model.attention = options.cuda_paths.attention;
   model.precision = options.cuda_paths.precision;
+  model.gemm_form = options.cuda_paths.gemm_form;
+  model.gemm_cluster = options.cuda_paths.gemm_cluster;
+  model.depthwise = options.cuda_paths.depthwise;
   model.poison_outputs = options.check;
   // A --trace asks for the CPU's kernels: a failed run is the error, not the interpreter's.
   model.reference_fallback_on_run = options.trace_file.empty();

@@ -40,6 +40,12 @@ struct ModelOptions {
   std::string precision = "highest";   // cuda, f32 matmuls: highest (exact f32) or high (TF32)
   std::string gemm = "auto";           // cuda, gemm groups: auto, template or library (cuBLASLt)
   std::string attention = "template";  // cuda, attention groups: template, overlap, serial or split
+  // cuda, the templates' own settings, for comparison and diagnosis: the GEMM template's
+  // consumers (rule, tail, overlap, pingpong) and clusters (0: the rule, 1, 2), and the
+  // depthwise template (on, off, or VxP channels x pixels a thread).
+  std::string gemm_form = "rule";
+  int gemm_cluster = 0;
+  std::string depthwise = "on";
   bool poison_outputs = false;         // cuda: outputs filled with NaN bits before each run (checks)
   std::string cache_dir;               // kernel cache; empty: $TILEFUSE_CACHE_DIR or ~/.cache/tilefuse
   std::string dump_dir;                // the IR after every graph pass, written here; empty: none

@@ -1,5 +1,6 @@
 #include "api/backend_setup.h"
 
+#include <cstdio>
 #include <fmt/format.h>
 
 #include "backend/cpu/cpu_backend.h"
@@ -55,6 +56,26 @@ Status ApplyCudaPathWords(const std::string& gemm, const std::string& attention,
   if (precision == "highest") options.precision = MatmulPrecision::kHighest;
   else if (precision == "high") options.precision = MatmulPrecision::kHigh;
   else return InvalidArgument(fmt::format("precision '{}' is not one of highest, high", precision));
+  return Status::Ok();
+}
+
+Status ApplyTemplateWords(const std::string& gemm_form, int gemm_cluster, const std::string& depthwise, TemplateOverrides& o) {
+  if (gemm_form == "tail") o.gemm_overlap_epilogue = false;
+  else if (gemm_form == "overlap") o.gemm_overlap_epilogue = true;
+  else if (gemm_form == "pingpong") o.gemm_pingpong = true;
+  else if (gemm_form != "rule") return InvalidArgument(fmt::format("gemm form '{}' is not one of rule, tail, overlap, pingpong", gemm_form));
+  if (gemm_cluster < 0 || gemm_cluster > 2) return InvalidArgument(fmt::format("gemm cluster {} is not 0, 1 or 2", gemm_cluster));
+  o.gemm_cluster_m = gemm_cluster;
+  int vector = 0, pixels = 0;
+  char rest = 0;
+  if (depthwise == "off") o.depthwise = false;
+  else if (depthwise == "on") o.depthwise = true;
+  else if (std::sscanf(depthwise.c_str(), "%dx%d%c", &vector, &pixels, &rest) == 2 && vector > 0 && pixels > 0) {
+    o.depthwise_vector = vector;
+    o.depthwise_pixels = pixels;
+  } else {
+    return InvalidArgument(fmt::format("depthwise '{}' is not on, off or VxP (channels x pixels a thread, e.g. 8x2)", depthwise));
+  }
   return Status::Ok();
 }
 

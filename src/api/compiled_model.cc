@@ -65,6 +65,7 @@ Status PrepareBackend(CompiledModel::State& s) {
     gpu_options.cache_dir = o.cache_dir;
     gpu_options.device_ordinal = o.device;
     RETURN_IF_ERROR(ApplyCudaPathWords(o.gemm, o.attention, o.precision, gpu_options));
+    RETURN_IF_ERROR(ApplyTemplateWords(o.gemm_form, o.gemm_cluster, o.depthwise, gpu_options.overrides));
     StatusOr<std::unique_ptr<CudaExecutable>> gpu =
         o.tune ? TuneForGpu(s.passed, gpu_options, TuneOptions{}, nullptr) : CompileForCuda(s.passed, gpu_options);
     if (gpu.ok()) {

@@ -44,28 +44,6 @@ double CudaConfigRank(const CudaKernelConfig& base, const CudaKernelConfig& c) {
 
 // The flat templates' configurations (tile -1) print as they did before the tiled template,
 // so tuning-cache keys and records written then still match.
-nlohmann::json CudaConfigToJson(const CudaKernelConfig& c) {
-  nlohmann::json j = {{"threads", c.threads}, {"vector", c.vector}, {"threads_per_row", c.threads_per_row}, {"cache_row", c.cache_row}};
-  if (c.tile != -1) j["tile"] = c.tile;
-  if (c.splits != 0) j["splits"] = c.splits;  // the column template's only
-  if (c.cluster > 1) j["cluster"] = c.cluster;  // the row template's, when a row spans a cluster
-  if (c.broadcast_with_row) j["broadcast_with_row"] = true;
-  return j;
-}
-
-CudaKernelConfig CudaConfigFromJson(const nlohmann::json& j) {
-  CudaKernelConfig c;
-  c.threads = j.value("threads", 0);
-  c.vector = j.value("vector", 0);
-  c.threads_per_row = j.value("threads_per_row", 0);
-  c.cache_row = j.value("cache_row", -1);
-  c.tile = j.value("tile", -1);
-  c.splits = j.value("splits", 0);
-  c.cluster = j.value("cluster", 1);  // records written before clusters: none
-  c.broadcast_with_row = j.value("broadcast_with_row", false);
-  return c;
-}
-
 bool SameCudaConfig(const CudaKernelConfig& a, const CudaKernelConfig& b) {
   return a.threads == b.threads && a.vector == b.vector && a.threads_per_row == b.threads_per_row && a.cache_row == b.cache_row &&
          a.tile == b.tile && a.splits == b.splits &&
@@ -188,73 +166,6 @@ CudaSearchSpace CudaCandidates(const Kernel& k, bool clusters) {
         }
       }
   return space;
-}
-
-namespace {
-
-bool SameGemmConfig(const CudaGemmConfig& a, const CudaGemmConfig& b) {
-  return a.pingpong.value_or(false) == b.pingpong.value_or(false) &&
-         a.overlap_epilogue.value_or(false) == b.overlap_epilogue.value_or(false) && a.block_m == b.block_m && a.block_n == b.block_n &&
-         a.stages == b.stages && a.group_m == b.group_m && a.splits == b.splits && a.cluster_m == b.cluster_m;
-}
-
-}  // namespace
-
-GemmSearchSpace GemmCandidates(const GemmTemplateKernel& gemm, int sm_count) {
-  GemmSearchSpace space;
-  CudaGemmConfig rule;
-  rule.sm_count = sm_count;
-  space.candidates.push_back(ResolveGemmConfig(gemm, rule));
-  const bool staged = gemm_layout::StagedStore(gemm) >= 0;
-  // Consumers: ping-pong, cooperative, or cooperative with the epilogue overlapped.
-  for (int consumers : {0, 1, 2})
-    for (int block_n : {128, 256})
-      for (int stages : {3, 4, 5}) {
-        CudaGemmConfig requested = rule;
-        requested.pingpong = consumers == 0;
-        requested.overlap_epilogue = consumers == 2;
-        requested.block_n = block_n;
-        requested.stages = stages;
-        const CudaGemmConfig c = ResolveGemmConfig(gemm, requested);
-        // An overlapped epilogue needs one unit per tile, and reads only vectors and a residual
-        // tile (ProductMayBeHeldRounded).
-        if (c.overlap_epilogue.value_or(false) && (c.splits > 1 || !gemm_layout::ProductMayBeHeldRounded(gemm))) continue;
-        const std::string name = fmt::format("{} {}x{}, {} stages", consumers == 0 ? "ping-pong" : consumers == 1 ? "cooperative" : "cooperative, overlapped epilogue",
-                                             c.block_m, c.block_n, c.stages);
-        if (block_n > 64 && gemm.n < block_n) space.pruned.push_back(name + ": wider than the product's " + std::to_string(gemm.n) + " columns");
-        else if (gemm_layout::ConsumerRows(c) * c.block_n > 64 * 256) space.pruned.push_back(name + ": accumulators past 128 registers a thread");
-        else if (gemm_layout::SharedBytes(c, staged, gemm_layout::RingedLoad(gemm, c) >= 0) > gemm_layout::kSharedLimit) space.pruned.push_back(name + ": shared memory past 227 KB");
-        else if (std::any_of(space.candidates.begin(), space.candidates.end(), [&](const CudaGemmConfig& o) { return SameGemmConfig(o, c); }))
-          continue;  // the rule's, or one listed already
-        else space.candidates.push_back(c);
-      }
-  // Each with clusters of two CTAs sharing B (multicast), where they fit.
-  const size_t single = space.candidates.size();
-  for (size_t i = 0; i < single; ++i) {
-    CudaGemmConfig paired = space.candidates[i];
-    if (paired.cluster_m != 1 || !gemm_layout::ClustersFit(gemm, paired, 2)) continue;
-    paired.cluster_m = 2;
-    space.candidates.push_back(paired);
-  }
-  return space;
-}
-
-nlohmann::json GemmConfigToJson(const CudaGemmConfig& c) {
-  return {{"pingpong", c.pingpong.value_or(false)}, {"overlap_epilogue", c.overlap_epilogue.value_or(false)}, {"block_m", c.block_m}, {"block_n", c.block_n},
-          {"stages", c.stages}, {"group_m", c.group_m}, {"splits", c.splits}, {"cluster_m", c.cluster_m}};
-}
-
-CudaGemmConfig GemmConfigFromJson(const nlohmann::json& j) {
-  CudaGemmConfig c;
-  if (j.contains("pingpong")) c.pingpong = j["pingpong"].get<bool>();
-  if (j.contains("overlap_epilogue")) c.overlap_epilogue = j["overlap_epilogue"].get<bool>();
-  c.block_m = j.value("block_m", c.block_m);
-  c.block_n = j.value("block_n", c.block_n);
-  c.stages = j.value("stages", c.stages);
-  c.group_m = j.value("group_m", c.group_m);
-  c.splits = j.value("splits", c.splits);
-  c.cluster_m = j.value("cluster_m", 1);  // configurations tuned before clusters had none
-  return c;
 }
 
 }  // namespace tilefuse

@@ -9,7 +9,8 @@
 #include <vector>
 
 #include "codegen/cuda_emitter.h"
-#include "codegen/cuda_gemm_config.h"
+#include "codegen/cuda_config_json.h"
+#include "codegen/cuda_gemm_search_space.h"
 #include "codegen/kernel.h"
 
 namespace tilefuse {
@@ -29,21 +30,6 @@ CudaSearchSpace CudaCandidates(const Kernel& kernel, bool clusters = false);
 // (or cannot hold them, where the rule does) half a step later.
 double CudaConfigRank(const CudaKernelConfig& base, const CudaKernelConfig& config);
 
-// The GEMM template's configurations for `gemm` on `sm_count` SMs: the rule's
-// (ResolveGemmConfig) first, then cooperative and ping-pong consumers × tile widths 128
-// and 256 × pipeline depths 3 to 5, each resolved; configurations whose shared memory or
-// accumulators do not fit, whose tile is wider than the product, or that resolve to one
-// already listed are left out (with why).
-struct GemmSearchSpace {
-  std::vector<CudaGemmConfig> candidates;
-  std::vector<std::string> pruned;
-};
-GemmSearchSpace GemmCandidates(const GemmTemplateKernel& gemm, int sm_count);
-nlohmann::json GemmConfigToJson(const CudaGemmConfig& config);
-CudaGemmConfig GemmConfigFromJson(const nlohmann::json& json);
-
-nlohmann::json CudaConfigToJson(const CudaKernelConfig& config);
-CudaKernelConfig CudaConfigFromJson(const nlohmann::json& json);
 bool SameCudaConfig(const CudaKernelConfig& a, const CudaKernelConfig& b);
 
 }  // namespace tilefuse

@@ -26,6 +26,20 @@ std::string KernelHash(const CudaLaunchable& k) {
   return KernelCache::Key({source, CudaConfigToJson(k.source.config).dump()});
 }
 
+// KernelSearch::measure for kernel `name`: CudaExecutable::MeasureVariants takes the
+// configurations in their JSON form, loop kernels' and templates' alike.
+std::function<StatusOr<std::vector<ConfigTiming>>(const std::vector<nlohmann::json>&)> MeasureConfigs(CudaExecutable& compiled,
+                                                                                                     std::string name,
+                                                                                                     const TuneOptions& tune) {
+  return [&compiled, name = std::move(name), warmup = tune.warmup,
+          repeats = tune.repeats](const std::vector<nlohmann::json>& configs) -> StatusOr<std::vector<ConfigTiming>> {
+    ASSIGN_OR_RETURN(std::vector<VariantTiming> measured, compiled.MeasureVariants(name, configs, warmup, repeats));
+    std::vector<ConfigTiming> out;
+    for (const VariantTiming& m : measured) out.push_back({m.config, m.time_us, m.error});
+    return out;
+  };
+}
+
 KernelSearch CudaKernelSearch(CudaExecutable& compiled, const CudaLaunchable& k, const TuneOptions& tune) {
   KernelSearch search;
   search.name = k.source.name;
@@ -37,23 +51,21 @@ KernelSearch CudaKernelSearch(CudaExecutable& compiled, const CudaLaunchable& k,
   search.pruned = static_cast<int>(space.pruned.size());
   CudaKernelConfig base = space.candidates.empty() ? CudaKernelConfig{} : space.candidates.front();
   search.rank = [base](const nlohmann::json& c) { return CudaConfigRank(base, CudaConfigFromJson(c)); };
-  search.measure = MeasureTypedConfigs<CudaExecutable, CudaKernelConfig>(compiled, k.source.name, tune, CudaConfigFromJson);
+  search.measure = MeasureConfigs(compiled, k.source.name, tune);
   return search;
 }
 
-// The GEMM template's configurations (tile width, consumers, pipeline depth) for one gemm
-// group on the template path, measured in place: the rule's first.
-KernelSearch GemmTemplateSearch(CudaExecutable& compiled, const CudaLaunchable& k, const TuneOptions& tune) {
+// A template's configurations (TemplateKernel::SearchSpace: the GEMM's tile width,
+// consumers, pipeline depth, ...), measured in place, the rule's first.
+KernelSearch TemplateSearch(CudaExecutable& compiled, const CudaLaunchable& k, const TuneOptions& tune) {
   KernelSearch search;
   search.name = k.source.name;
-  search.fingerprint = GemmFingerprint(*k.gemm);
+  search.fingerprint = k.template_kernel->Fingerprint();
   search.key = {compiled.device_name(), compiled.device_arch(), std::to_string(compiled.driver_version()),
                 "nvrtc " + compiled.nvrtc_version(), KernelHash(k), "", ""};
-  GemmSearchSpace space = GemmCandidates(*k.gemm, compiled.sm_count());
-  for (const CudaGemmConfig& c : space.candidates) search.candidates.push_back(GemmConfigToJson(c));
-  search.pruned = static_cast<int>(space.pruned.size());
+  search.candidates = k.template_kernel->SearchSpace(compiled.sm_count());
   search.rank = [](const nlohmann::json&) { return 0.0; };  // few enough to measure all
-  search.measure = MeasureTypedConfigs<CudaExecutable, CudaGemmConfig>(compiled, k.source.name, tune, GemmConfigFromJson);
+  search.measure = MeasureConfigs(compiled, k.source.name, tune);
   return search;
 }
 
@@ -166,14 +178,16 @@ StatusOr<std::unique_ptr<CudaExecutable>> TuneForGpu(const Graph& graph, const C
   RETURN_IF_ERROR(TuneKernels(searches, cache, tune, start, r));
   CudaCompileOptions tuned = options;
   for (const KernelTuneResult& k : r.kernels) tuned.configs[k.fingerprint] = CudaConfigFromJson(k.best);
-  // The GEMM template's own configurations, where the template runs a gemm group.
-  std::vector<KernelSearch> gemm_searches;
+  // The templates' own configurations, where a template has more than its rule's to offer.
+  std::vector<KernelSearch> template_searches;
   for (const CudaGroupProgram& p : compiled->program().groups)
-    if (p.mode == CudaGroupProgram::Mode::kGemmTemplate && p.kernel && p.kernel->gemm)
-      gemm_searches.push_back(GemmTemplateSearch(*compiled, *p.kernel, tune));
-  const size_t first_gemm = r.kernels.size();
-  RETURN_IF_ERROR(TuneKernels(gemm_searches, cache, tune, start, r));
-  for (size_t i = first_gemm; i < r.kernels.size(); ++i) tuned.gemm_configs[r.kernels[i].fingerprint] = GemmConfigFromJson(r.kernels[i].best);
+    if (p.kernel && p.kernel->template_kernel) {
+      KernelSearch search = TemplateSearch(*compiled, *p.kernel, tune);
+      if (search.candidates.size() > 1) template_searches.push_back(std::move(search));
+    }
+  const size_t first_template = r.kernels.size();
+  RETURN_IF_ERROR(TuneKernels(template_searches, cache, tune, start, r));
+  for (size_t i = first_template; i < r.kernels.size(); ++i) tuned.template_configs[r.kernels[i].fingerprint] = r.kernels[i].best;
   if (options.gemm == GemmPath::kAuto) RETURN_IF_ERROR(TuneGemmPaths(graph, *compiled, tuned, inputs, cache, tune, start, r));
   ASSIGN_OR_RETURN(compiled, CompileForCuda(graph, tuned));
   if (tune.fallback && options.fuse) {

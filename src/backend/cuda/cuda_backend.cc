@@ -256,7 +256,7 @@ CudaTarget TargetFor(const std::string& arch, int sm_count, const CudaCompileOpt
   target.gemm_path_at = options.gemm_path_at;
   target.attention = options.attention;
   target.overrides = options.overrides;
-  target.gemm_configs = options.gemm_configs;
+  target.template_configs = options.template_configs;
   target.fault = options.fault;
   return target;
 }

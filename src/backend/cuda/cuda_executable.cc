@@ -9,6 +9,7 @@
 #include "reference/interpreter.h"
 #include "backend/cuda/cublaslt_matmul.h"
 #include "backend/cuda/cuda_driver.h"
+#include "codegen/cuda_config_json.h"
 #include "backend/cuda/cuda_compile_units.h"
 #include "backend/cuda/cuda_handles.h"
 #include "backend/cuda/cuda_modules.h"
@@ -373,46 +374,30 @@ StatusOr<std::vector<VariantResult>> TimeVariants(CudaExecutable::State& s, cons
 
 }  // namespace
 
-StatusOr<std::vector<VariantTiming>> CudaExecutable::MeasureVariants(const std::string& name,
-                                                                   const std::vector<CudaKernelConfig>& configs, int warmup,
-                                                                   int repeats) {
+StatusOr<std::vector<VariantTiming>> CudaExecutable::MeasureVariants(const std::string& name, const std::vector<nlohmann::json>& configs,
+                                                                   int warmup, int repeats) {
   RETURN_IF_ERROR(state_->device->MakeCurrent());
   const CudaLaunchable* base = nullptr;
-  for (const CudaLaunchable* k : launchables())
-    if (k->source.name == name) base = k;
+  for (const CudaGroupProgram& p : state_->program.groups)
+    for (const CudaLaunchable* k : Launchables(p))
+      if (k->source.name == name) base = k;
   if (!base) return NotFound(fmt::format("no generated kernel named {}", name));
+  const int sm_count = state_->device->sm_count();
   std::vector<StatusOr<CudaKernelSource>> emitted;
   for (size_t i = 0; i < configs.size(); ++i) {
+    const std::string variant = fmt::format("{}_variant{}", name, i);
+    if (base->template_kernel) {
+      emitted.push_back(base->template_kernel->Emit(variant, configs[i], sm_count));
+      continue;
+    }
     Kernel k = base->kernel;
-    k.name = fmt::format("{}_variant{}", name, i);
-    CudaKernelConfig config = configs[i];
-    config.sm_count = state_->device->sm_count();
+    k.name = variant;
+    CudaKernelConfig config = CudaConfigFromJson(configs[i]);
+    config.sm_count = sm_count;
     emitted.push_back(EmitCudaKernel(k, config));
   }
   ASSIGN_OR_RETURN(std::vector<VariantResult> results, TimeVariants(*state_, *base, emitted, warmup, repeats));
   std::vector<VariantTiming> timings;
-  for (size_t i = 0; i < configs.size(); ++i) timings.push_back({configs[i], results[i].time_us, results[i].error});
-  return timings;
-}
-
-StatusOr<std::vector<GemmVariantTiming>> CudaExecutable::MeasureVariants(const std::string& name,
-                                                                       const std::vector<CudaGemmConfig>& configs, int warmup,
-                                                                       int repeats) {
-  RETURN_IF_ERROR(state_->device->MakeCurrent());
-  const CudaLaunchable* base = nullptr;
-  for (const CudaGroupProgram& p : state_->program.groups)
-    if (p.kernel && p.kernel->gemm && p.kernel->source.name == name) base = &*p.kernel;
-  if (!base) return NotFound(fmt::format("no GEMM template kernel named {}", name));
-  std::vector<StatusOr<CudaKernelSource>> emitted;
-  for (size_t i = 0; i < configs.size(); ++i) {
-    GemmTemplateKernel gemm = *base->gemm;
-    gemm.name = fmt::format("{}_variant{}", name, i);
-    CudaGemmConfig config = configs[i];
-    config.sm_count = state_->device->sm_count();
-    emitted.push_back(EmitCudaGemm(gemm, config));
-  }
-  ASSIGN_OR_RETURN(std::vector<VariantResult> results, TimeVariants(*state_, *base, emitted, warmup, repeats));
-  std::vector<GemmVariantTiming> timings;
   for (size_t i = 0; i < configs.size(); ++i) timings.push_back({configs[i], results[i].time_us, results[i].error});
   return timings;
 }

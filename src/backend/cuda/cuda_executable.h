@@ -9,6 +9,7 @@
 
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
@@ -37,22 +38,15 @@ struct CudaCompileOptions : CompileOptions {
   // How attention runs (the attention template where it applies, or split into its parts).
   AttentionPath attention = AttentionPath::kTemplate;
   TemplateOverrides overrides;  // the templates' rules overridden (benchmarks)
-  // Per GEMM template problem (GemmFingerprint), the tuner's configuration.
-  std::map<std::string, CudaGemmConfig> gemm_configs;
+  // Per template problem (TemplateKernel::Fingerprint), the tuner's configuration.
+  std::map<std::string, nlohmann::json> template_configs;
   // f32 matmuls exact (highest) or on TF32 tensor cores (high).
   MatmulPrecision precision = MatmulPrecision::kHighest;
 };
 
-// One configuration's measurement (time_us absent: it failed to compile or launch).
+// One configuration's measurement (time_us absent: it failed to emit, compile or launch).
 struct VariantTiming {
-  CudaKernelConfig config;
-  std::optional<double> time_us;
-  std::string error;
-};
-
-// One GEMM template configuration's measurement.
-struct GemmVariantTiming {
-  CudaGemmConfig config;
+  nlohmann::json config;
   std::optional<double> time_us;
   std::string error;
 };
@@ -98,16 +92,14 @@ class CudaExecutable : public Executable {
   // The generated loop kernels (prologues, main kernels, epilogues), for the tuner; the
   // compute-bound templates are not among them (they have their own configurations).
   std::vector<const CudaLaunchable*> launchables() const;
-  // Times `configs` of the generated kernel `name` alone on this graph's buffers (run the
-  // graph once first so they hold real data): device events, `warmup` launches, median of
-  // `repeats`, inputs rotated among copies so repeats do not read L2. A configuration
-  // that does not emit, compile or launch gets no time and its error.
-  StatusOr<std::vector<VariantTiming>> MeasureVariants(const std::string& name, const std::vector<CudaKernelConfig>& configs,
-                                                       int warmup, int repeats);
-  // The same for the GEMM template kernel `name`, each configuration re-emitted from its
-  // problem (CudaLaunchable::gemm).
-  StatusOr<std::vector<GemmVariantTiming>> MeasureVariants(const std::string& name, const std::vector<CudaGemmConfig>& configs,
-                                                           int warmup, int repeats);
+  // Times `configs` of kernel `name` alone on this graph's buffers (run the graph once
+  // first so they hold real data): device events, `warmup` launches, median of `repeats`,
+  // inputs rotated among copies so repeats do not read L2. A template's kernel is re-emitted
+  // from its problem (CudaLaunchable::template_kernel, its configurations' JSON form), a loop
+  // kernel from its Kernel (CudaConfigToJson's form). A configuration that does not emit,
+  // compile or launch gets no time and its error.
+  StatusOr<std::vector<VariantTiming>> MeasureVariants(const std::string& name, const std::vector<nlohmann::json>& configs, int warmup,
+                                                       int repeats);
   // The device's identity for tuning keys: name, arch, driver and NVRTC versions.
   std::string device_arch() const;
   int sm_count() const;

@@ -12,21 +12,25 @@
 #include "codegen/depthwise_template.h"
 #include "codegen/lower.h"
 #include "codegen/cuda_gemm_emitter.h"
+#include "codegen/cuda_template_kernels.h"
 #include "codegen/gemm_library_epilogue.h"
 #include "codegen/gemm_split.h"
 #include "codegen/gemm_template.h"
 #include "fusion/group_classifier.h"
-#include "support/env_switch.h"
 
 namespace tilefuse {
 
 namespace {
 
-// A template's kernel as a launchable: its parameters' graph values, the group's outputs,
-// and the scalar program printed into it.
-CudaLaunchable TemplateLaunchable(CudaKernelSource source, const FusionGroup& group, Kernel program) {
+// A template's kernel as a launchable: emitted through its TemplateKernel with the tuner's
+// configuration for the problem where there is one (else the rule's), its parameters' graph
+// values, the group's outputs, and the scalar program printed into it.
+StatusOr<CudaLaunchable> TemplateLaunchable(std::shared_ptr<const TemplateKernel> templ, const std::string& name, const FusionGroup& group,
+                                            Kernel program, const CudaTarget& target) {
+  const auto tuned = target.template_configs.find(templ->Fingerprint());
+  const nlohmann::json config = tuned == target.template_configs.end() ? nlohmann::json::object() : tuned->second;
   CudaLaunchable launchable;
-  launchable.source = std::move(source);
+  ASSIGN_OR_RETURN(launchable.source, templ->Emit(name, config, target.sm_count));
   // Graph values only: scalars and scratch memory (node -1) are no value of the graph.
   for (const LaunchArg& arg : launchable.source.launch.args)
     if (arg.kind == LaunchArg::Kind::kBuffer) launchable.buffer_nodes.push_back(arg.node);
@@ -34,6 +38,7 @@ CudaLaunchable TemplateLaunchable(CudaKernelSource source, const FusionGroup& gr
   launchable.outputs = group.outputs;
   launchable.kernel = std::move(program);
   launchable.is_template = true;
+  launchable.template_kernel = std::move(templ);
   return launchable;
 }
 
@@ -56,8 +61,8 @@ StatusOr<CudaLaunchable> AttentionTemplate(const Graph& g, const FusionGroup& gr
   config.q_slots = target.overrides.attention_q_slots;
   config.sm_count = target.sm_count;
   config = ResolveAttentionConfigForMask(g, attention, config);
-  ASSIGN_OR_RETURN(CudaKernelSource source, EmitCudaAttention(attention, config));
-  return TemplateLaunchable(std::move(source), group, std::move(attention.logits));
+  Kernel logits = attention.logits;
+  return TemplateLaunchable(MakeAttentionTemplate(std::move(attention), config), name, group, std::move(logits), target);
 }
 
 }  // namespace
@@ -108,37 +113,29 @@ StatusOr<CudaLaunchable> LowerAndEmit(const Graph& g, const FusionGroup& group, 
   return launchable;
 }
 
-// The configuration asked of the GEMM template for `gemm`: the tuner's measured one, else
-// the overrides (their zeros and unset fields resolved by the rule, ResolveGemmConfig).
+// The configuration asked of the GEMM template for `gemm` by the overrides (their zeros and
+// unset fields resolved by the rule, ResolveGemmConfig). An overlapped epilogue and clusters
+// of two are asked for wherever the template can run them (one unit per tile, cooperative
+// consumers; ClustersFit), so that one setting can cover a whole model; ping-pong consumers
+// keep their epilogue in the main loop's tail.
 CudaGemmConfig RequestedGemmConfig(const GemmTemplateKernel& gemm, const CudaTarget& target) {
+  const TemplateOverrides& o = target.overrides;
   CudaGemmConfig config;
-  config.pingpong = target.overrides.gemm_pingpong;
-  config.overlap_epilogue = target.overrides.gemm_overlap_epilogue;
-  config.block_n = target.overrides.gemm_block_n;
-  config.stages = target.overrides.gemm_stages;
-  config.splits = target.overrides.gemm_splits;
-  if (target.overrides.gemm_group_m > 0) config.group_m = target.overrides.gemm_group_m;
-  config.cluster_m = target.overrides.gemm_cluster_m;
-  if (auto tuned = target.gemm_configs.find(GemmFingerprint(gemm)); tuned != target.gemm_configs.end()) config = tuned->second;
+  config.pingpong = o.gemm_pingpong;
+  config.block_n = o.gemm_block_n;
+  config.stages = o.gemm_stages;
+  config.splits = o.gemm_splits;
+  if (o.gemm_group_m > 0) config.group_m = o.gemm_group_m;
   config.sm_count = target.sm_count;
-  // For comparison and diagnosis: TILEFUSE_GEMM_OVERLAP=0 keeps every epilogue in its main
-  // loop's tail; =1 overlaps it wherever the template can (one unit per tile, cooperative
-  // consumers), residuals included.
-  if (SwitchedOff("TILEFUSE_GEMM_OVERLAP")) config.overlap_epilogue = false;
-  if (SwitchedOn("TILEFUSE_GEMM_OVERLAP") && !config.pingpong.value_or(false)) {
+  if (o.gemm_pingpong.value_or(false)) config.overlap_epilogue = false;
+  else if (o.gemm_overlap_epilogue == false) config.overlap_epilogue = false;
+  else if (o.gemm_overlap_epilogue == true) {
     CudaGemmConfig overlapped = config;
     overlapped.overlap_epilogue = true;
     if (ResolveGemmConfig(gemm, overlapped).splits == 1) config = overlapped;
   }
-  // TILEFUSE_GEMM_PINGPONG=1: ping-pong consumers (whole tiles in turn, no overlapped epilogue).
-  if (SwitchedOn("TILEFUSE_GEMM_PINGPONG")) {
-    config.pingpong = true;
-    config.overlap_epilogue = false;
-  }
-  // TILEFUSE_GEMM_CLUSTER=2: clusters of two CTAs sharing B wherever the template can run them.
-  if (const char* cluster = std::getenv("TILEFUSE_GEMM_CLUSTER"); cluster != nullptr && std::string(cluster) == "2" &&
-                                                                   gemm_layout::ClustersFit(gemm, ResolveGemmConfig(gemm, config), 2))
-    config.cluster_m = 2;
+  if (o.gemm_cluster_m == 1 || (o.gemm_cluster_m > 1 && gemm_layout::ClustersFit(gemm, ResolveGemmConfig(gemm, config), o.gemm_cluster_m)))
+    config.cluster_m = o.gemm_cluster_m;
   return config;
 }
 
@@ -152,25 +149,24 @@ StatusOr<CudaLaunchable> GemmTemplate(const Graph& g, const FusionGroup& group, 
   // A product with too few output tiles to fill the GPU splits K (CudaGemmConfig::splits);
   // before split-K, 16 x 4096 x 4096 bf16 took 36 us in the template and 18 us in cuBLAS
   // (H100, 2026-11-23).
-  ASSIGN_OR_RETURN(CudaKernelSource source, EmitCudaGemm(gemm, RequestedGemmConfig(gemm, target)));
-  CudaLaunchable launchable = TemplateLaunchable(std::move(source), group, gemm.epilogue);
-  launchable.gemm = std::move(gemm);
-  return launchable;
+  const CudaGemmConfig requested = RequestedGemmConfig(gemm, target);
+  Kernel epilogue = gemm.epilogue;
+  return TemplateLaunchable(MakeGemmTemplate(std::move(gemm), requested), name, group, std::move(epilogue), target);
 }
 
-// The depthwise template for a pointwise group, or why it does not apply.
-// TILEFUSE_DEPTHWISE=0 keeps the loop template (for comparison); TILEFUSE_DEPTHWISE=VxP picks
-// the channels and pixels per thread.
+// The depthwise template for a pointwise group, or why it does not apply (or is not asked
+// for: TemplateOverrides::depthwise).
 StatusOr<CudaLaunchable> DepthwiseTemplate(const Graph& g, const FusionGroup& group, const std::vector<bool>& inlined,
-                                           const std::string& name) {
-  if (SwitchedOff("TILEFUSE_DEPTHWISE")) return Unimplemented("TILEFUSE_DEPTHWISE=0");
+                                           const std::string& name, const CudaTarget& target) {
+  if (!target.overrides.depthwise) return Unimplemented("the depthwise template is switched off (--depthwise off)");
   ASSIGN_OR_RETURN(DepthwiseTemplateKernel dw, LowerDepthwiseTemplate(g, group, inlined));
   dw.name = name;
   dw.epilogue.name = name;
   CudaDepthwiseConfig config;
-  if (const char* shape = std::getenv("TILEFUSE_DEPTHWISE")) std::sscanf(shape, "%dx%d", &config.vector, &config.pixels);
-  ASSIGN_OR_RETURN(CudaKernelSource source, EmitCudaDepthwise(dw, ResolveDepthwiseConfig(dw, config)));
-  return TemplateLaunchable(std::move(source), group, std::move(dw.epilogue));
+  config.vector = target.overrides.depthwise_vector;
+  config.pixels = target.overrides.depthwise_pixels;
+  Kernel epilogue = dw.epilogue;
+  return TemplateLaunchable(MakeDepthwiseTemplate(std::move(dw), config), name, group, std::move(epilogue), target);
 }
 
 // Prologue kernels whose value nothing reads any more: the template reads A through its
@@ -223,7 +219,7 @@ CudaGroupProgram ProgramForGroup(const Graph& g, const FusionGroup& group, const
   switch (group.kind) {
     case GroupKind::kPointwise: case GroupKind::kRowReduction: case GroupKind::kReduction: {
       if (group.kind == GroupKind::kPointwise)
-        if (StatusOr<CudaLaunchable> dw = DepthwiseTemplate(g, group, inlined, name); dw.ok()) {
+        if (StatusOr<CudaLaunchable> dw = DepthwiseTemplate(g, group, inlined, name, target); dw.ok()) {
           p.mode = CudaGroupProgram::Mode::kGenerated;
           p.kernel = std::move(*dw);
           return p;

@@ -18,6 +18,8 @@
 #pragma once
 
 #include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,6 +29,7 @@
 #include "codegen/cuda_gemm_config.h"
 #include "codegen/gemm_template.h"
 #include "codegen/lowering_fault.h"
+#include "codegen/template_kernel.h"
 #include "fusion/fusion_plan.h"
 #include "fusion/planner.h"
 #include "fusion/target_capabilities.h"
@@ -43,7 +46,7 @@ struct CudaLaunchable {
   // A compute-bound template (its source is not re-emitted from `kernel` by the loop
   // tuner; `kernel` is its epilogue).
   bool is_template = false;
-  std::optional<GemmTemplateKernel> gemm;  // the GEMM template's problem (its tuner re-emits it)
+  std::shared_ptr<const TemplateKernel> template_kernel;  // the template's problem (measurement and the tuner re-emit it)
 };
 
 struct CudaGroupProgram {
@@ -105,8 +108,11 @@ struct TemplateOverrides {
   int attention_tiles = 0;                     // CudaAttentionConfig::tiles; 0: the rule
   int attention_q_slots = 0;                   // CudaAttentionConfig::q_slots; 0: the rule
   std::optional<bool> gemm_pingpong;  // unset: the rule (ResolveGemmConfig)
-  std::optional<bool> gemm_overlap_epilogue;  // unset: the rule
-  int gemm_block_n = 0, gemm_stages = 0, gemm_splits = 0, gemm_group_m = 0, gemm_cluster_m = 0;  // CudaGemmConfig's; 0: the rule
+  std::optional<bool> gemm_overlap_epilogue;  // unset: the rule; true: wherever the template can overlap
+  int gemm_block_n = 0, gemm_stages = 0, gemm_splits = 0, gemm_group_m = 0;  // CudaGemmConfig's; 0: the rule
+  int gemm_cluster_m = 0;  // 0: the rule; 2: clusters of two wherever they fit (gemm_layout::ClustersFit)
+  bool depthwise = true;   // the depthwise template where it applies (false: the pointwise loop template)
+  int depthwise_vector = 0, depthwise_pixels = 0;  // CudaDepthwiseConfig's channels and pixels a thread; 0: the rule
   int row_cluster = 0;  // the row template's CudaKernelConfig::cluster (where it applies); 0: the rule
 };
 
@@ -117,9 +123,9 @@ struct CudaTarget {
   std::map<int, GemmPath> gemm_path_at;  // per matmul node: the tuner's measured choice (over `gemm`)
   AttentionPath attention = AttentionPath::kTemplate;
   TemplateOverrides overrides;
-  // Per GEMM template problem (GemmFingerprint), the configuration the tuner measured best
-  // (over the rule and `overrides`).
-  std::map<std::string, CudaGemmConfig> gemm_configs;
+  // Per template problem (TemplateKernel::Fingerprint), the configuration the tuner measured
+  // best (over the rule and `overrides`).
+  std::map<std::string, nlohmann::json> template_configs;
   LoweringFault fault;  // tests only: a deliberate lowering bug in the loop kernels
 };
 

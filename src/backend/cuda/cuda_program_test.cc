@@ -12,6 +12,8 @@
 
 #include "backend/cuda/cuda_compile_units.h"
 #include "backend/cuda/nvrtc_compiler.h"
+#include "api/backend_setup.h"
+#include "codegen/cuda_gemm_search_space.h"
 #include "codegen/kernel_fingerprint.h"
 #include "frontend/onnx/importer.h"
 #include "fusion/group_classifier.h"
@@ -24,7 +26,7 @@ namespace {
 std::string TestCacheDir() { return (std::filesystem::temp_directory_path() / "tilefuse_test_cache").string(); }
 
 void CompileForHopper(const std::string& path, bool fuse, AttentionPath attention = AttentionPath::kTemplate, bool channels_last = true,
-                      int row_cluster = 0) {
+                      const TemplateOverrides& overrides = {}) {
   StatusOr<NvrtcCompiler> nvrtc = NvrtcCompiler::Create(TestCacheDir());
   if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available, CUDA kernels not compiled: " << nvrtc.status().ToString();
   auto model = ImportOnnx(path);
@@ -38,7 +40,7 @@ void CompileForHopper(const std::string& path, bool fuse, AttentionPath attentio
   CudaTarget target;
   target.gemm = GemmPath::kTemplate;  // every gemm group the template takes, small ones too
   target.attention = attention;
-  target.overrides.row_cluster = row_cluster;
+  target.overrides = overrides;
   auto plan = PlanFusionForCuda(*graph, planner, target);
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   auto program = BuildCudaProgram(*graph, plan->plan, FindInlinedGenerators(*graph), "", {}, target);
@@ -111,39 +113,40 @@ INSTANTIATE_TEST_SUITE_P(Models, CudaProgramTest, testing::ValuesIn(Models()),
                          });
 
 // The rule overlaps residual epilogues (their residual through a ring of its own). Their
-// other forms, the tuner's and the GPU script's: with TILEFUSE_GEMM_OVERLAP=0 the epilogue
-// in the main loop's tail, the residual staged by TMA, and with TILEFUSE_GEMM_PINGPONG=1 on
-// ping-pong tiles; those kernels too compile without spills or wgmma waits ptxas adds.
+// other forms, the tuner's and the GPU script's: with --gemm-form tail the epilogue in the
+// main loop's tail, the residual staged by TMA, and with --gemm-form pingpong on ping-pong
+// tiles; those kernels too compile without spills or wgmma waits ptxas adds.
 TEST(CudaGemmOverlapTest, ResidualEpiloguesInTheTailAndOnPingPongTilesCompileForSm90aWithoutSpills) {
   const std::string root = TILEFUSE_SOURCE_DIR;
-  const std::pair<const char*, const char*> settings[] = {{"TILEFUSE_GEMM_OVERLAP", "0"}, {"TILEFUSE_GEMM_PINGPONG", "1"}};
-  for (const auto& [name, value] : settings) {
-    setenv(name, value, 1);
+  for (const char* form : {"tail", "pingpong"}) {
+    TemplateOverrides overrides;
+    ASSERT_TRUE(ApplyTemplateWords(form, 0, "on", overrides).ok());
     for (const char* model : {"/bench/cases/gemm_residual_bf16_16384x4096x1024.onnxtxt", "/bench/cases/mlp_block_bf16_8x2048x1024.onnxtxt",
                               "/tests/gemm/gemm_overlap_residual_ragged_bf16.onnxtxt", "/tests/gemm/gemm_residual_many_tiles_bf16.onnxtxt"}) {
-      SCOPED_TRACE(std::string(name) + "=" + value + " " + model);
-      CompileForHopper(root + model, true);
+      SCOPED_TRACE(std::string("--gemm-form ") + form + " " + model);
+      CompileForHopper(root + model, true, AttentionPath::kTemplate, true, overrides);
     }
-    unsetenv(name);
   }
 }
 
-// With TILEFUSE_GEMM_CLUSTER=2 (the tuner's other choice), clusters of two CTAs share B tiles
+// With --gemm-cluster 2 (the tuner's other choice), clusters of two CTAs share B tiles
 // wherever they fit: overlapped epilogues, the residual's ring included, and the blocks' GEMMs
 // compile without spills, and some kernel of each model is paired.
 TEST(CudaGemmClusterTest, ClustersSharingBCompileForSm90aWithoutSpills) {
-  setenv("TILEFUSE_GEMM_CLUSTER", "2", 1);
+  TemplateOverrides overrides;
+  overrides.gemm_cluster_m = 2;
   const std::string root = TILEFUSE_SOURCE_DIR;
   for (const char* model : {"/bench/cases/gemm_residual_bf16_16384x4096x1024.onnxtxt", "/bench/cases/gemm_bias_gelu_bf16_16384x4096x1024.onnxtxt",
                             "/bench/cases/mlp_block_bf16_8x2048x1024.onnxtxt", "/tests/gemm/gemm_cluster_ragged_bf16.onnxtxt"}) {
     SCOPED_TRACE(model);
-    CompileForHopper(root + model, true);
+    CompileForHopper(root + model, true, AttentionPath::kTemplate, true, overrides);
     auto imported = ImportOnnx(root + model);
     ASSERT_TRUE(imported.ok()) << imported.status().ToString();
     auto graph = RunGraphPasses(std::move(imported->graph), PassOptions{});
     ASSERT_TRUE(graph.ok());
     CudaTarget target;
     target.gemm = GemmPath::kTemplate;
+    target.overrides = overrides;
     auto plan = PlanFusionForCuda(*graph, PlannerOptions{}, target);
     ASSERT_TRUE(plan.ok());
     auto program = BuildCudaProgram(*graph, plan->plan, FindInlinedGenerators(*graph), "", {}, target);
@@ -153,7 +156,6 @@ TEST(CudaGemmClusterTest, ClustersSharingBCompileForSm90aWithoutSpills) {
       if (g.mode == CudaGroupProgram::Mode::kGemmTemplate && g.kernel->source.launch.cluster[0] == 2) ++paired;
     EXPECT_GE(paired, 1);
   }
-  unsetenv("TILEFUSE_GEMM_CLUSTER");
 }
 
 // Attention as transformers' GPT-2, BERT and LLaMA have it, exported by both torch.onnx
@@ -308,14 +310,15 @@ TEST(CudaProgramGemmPathTest, TunedGemmConfigurationIsEmitted) {
   ASSERT_TRUE(rule.ok());
   ASSERT_EQ(rule->groups[0].mode, CudaGroupProgram::Mode::kGemmTemplate);
   const CudaLaunchable& by_rule = *rule->groups[0].kernel;
-  ASSERT_TRUE(by_rule.gemm.has_value());
+  ASSERT_NE(by_rule.template_kernel, nullptr);
+  EXPECT_EQ(by_rule.template_kernel->Kind(), "gemm template");
   EXPECT_EQ(by_rule.source.strategy.find("3 stages, ping-pong"), std::string::npos) << by_rule.source.strategy;
   CudaGemmConfig tuned;
   tuned.pingpong = true;
   tuned.block_n = 128;
   tuned.stages = 3;
-  target.gemm_configs["another problem"] = CudaGemmConfig{};
-  target.gemm_configs[GemmFingerprint(*by_rule.gemm)] = tuned;
+  target.template_configs["another problem"] = nlohmann::json::object();
+  target.template_configs[by_rule.template_kernel->Fingerprint()] = GemmConfigToJson(tuned);
   auto measured = BuildCudaProgram(graph, plan->plan, FindInlinedGenerators(graph), "", {}, target);
   ASSERT_TRUE(measured.ok());
   const std::string& strategy = measured->groups[0].kernel->source.strategy;
@@ -411,7 +414,9 @@ TEST(CudaProgramRowClusterTest, LongRowKernelsCompileForSm90aWithoutSpills) {
   for (int cluster : {2, 4, 8})
     for (const char* file : {"softmax_bf16_1024x65536", "softmax_bf16_8192x8192", "cross_entropy_bf16_4096x131072", "layernorm_bf16_16384x4096"}) {
       SCOPED_TRACE(fmt::format("{} cluster {}", file, cluster));
-      CompileForHopper(fmt::format("{}/bench/cases/{}.onnxtxt", TILEFUSE_SOURCE_DIR, file), true, AttentionPath::kTemplate, true, cluster);
+      TemplateOverrides overrides;
+      overrides.row_cluster = cluster;
+      CompileForHopper(fmt::format("{}/bench/cases/{}.onnxtxt", TILEFUSE_SOURCE_DIR, file), true, AttentionPath::kTemplate, true, overrides);
       CudaTarget target;
       target.overrides.row_cluster = cluster;
       const std::string source = BenchCaseProgram(std::string(file) + ".onnxtxt", {}, target).source;

@@ -1,0 +1,100 @@
+#include "codegen/cuda_template_kernels.h"
+
+#include <fmt/format.h>
+
+#include "codegen/cuda_gemm_emitter.h"
+#include "codegen/cuda_gemm_search_space.h"
+#include "codegen/kernel_fingerprint.h"
+#include "support/content_hash.h"
+
+namespace tilefuse {
+
+namespace {
+
+// A fingerprint from what the rule's kernel computes: its text with its own name left out.
+std::string SourceFingerprint(const std::string& kind, const StatusOr<CudaKernelSource>& rule) {
+  if (!rule.ok()) return kind + " (no kernel: " + rule.status().message() + ")";
+  std::string text = rule->function;
+  for (size_t at = text.find(rule->name); at != std::string::npos; at = text.find(rule->name, at)) text.replace(at, rule->name.size(), "K");
+  return kind + " " + HashBytes(text).ToHex();
+}
+
+class GemmTemplate : public TemplateKernel {
+ public:
+  GemmTemplate(GemmTemplateKernel gemm, CudaGemmConfig requested) : gemm_(std::move(gemm)), requested_(requested) {}
+  std::string Kind() const override { return "gemm template"; }
+  // As the tuning cache has always keyed GEMM configurations.
+  std::string Fingerprint() const override { return GemmFingerprint(gemm_); }
+  std::vector<nlohmann::json> SearchSpace(int sm_count) const override {
+    std::vector<nlohmann::json> out;
+    for (const CudaGemmConfig& c : GemmCandidates(gemm_, sm_count).candidates) out.push_back(GemmConfigToJson(c));
+    return out;
+  }
+  StatusOr<CudaKernelSource> Emit(const std::string& name, const nlohmann::json& config, int sm_count) const override {
+    GemmTemplateKernel named = gemm_;
+    named.name = name;
+    CudaGemmConfig c = config.empty() ? requested_ : GemmConfigFromJson(config);
+    c.sm_count = sm_count;
+    return EmitCudaGemm(named, c);
+  }
+
+ private:
+  GemmTemplateKernel gemm_;
+  CudaGemmConfig requested_;
+};
+
+class AttentionTemplate : public TemplateKernel {
+ public:
+  AttentionTemplate(AttentionTemplateKernel attention, CudaAttentionConfig resolved)
+      : attention_(std::move(attention)), resolved_(std::move(resolved)) {}
+  std::string Kind() const override { return "attention template"; }
+  std::string Fingerprint() const override { return SourceFingerprint(Kind(), EmitCudaAttention(attention_, resolved_)); }
+  std::vector<nlohmann::json> SearchSpace(int) const override { return {nlohmann::json::object()}; }
+  StatusOr<CudaKernelSource> Emit(const std::string& name, const nlohmann::json& config, int sm_count) const override {
+    if (!config.empty()) return InvalidArgument(fmt::format("{}: the attention template takes its rule's configuration only", name));
+    AttentionTemplateKernel named = attention_;
+    named.name = name;
+    CudaAttentionConfig c = resolved_;
+    c.sm_count = sm_count;
+    return EmitCudaAttention(named, c);
+  }
+
+ private:
+  AttentionTemplateKernel attention_;
+  CudaAttentionConfig resolved_;
+};
+
+class DepthwiseTemplate : public TemplateKernel {
+ public:
+  DepthwiseTemplate(DepthwiseTemplateKernel depthwise, CudaDepthwiseConfig requested)
+      : depthwise_(std::move(depthwise)), resolved_(ResolveDepthwiseConfig(depthwise_, requested)) {}
+  std::string Kind() const override { return "depthwise template"; }
+  std::string Fingerprint() const override { return SourceFingerprint(Kind(), EmitCudaDepthwise(depthwise_, resolved_)); }
+  std::vector<nlohmann::json> SearchSpace(int) const override { return {nlohmann::json::object()}; }
+  StatusOr<CudaKernelSource> Emit(const std::string& name, const nlohmann::json& config, int) const override {
+    if (!config.empty()) return InvalidArgument(fmt::format("{}: the depthwise template takes its rule's configuration only", name));
+    DepthwiseTemplateKernel named = depthwise_;
+    named.name = named.epilogue.name = name;
+    return EmitCudaDepthwise(named, resolved_);
+  }
+
+ private:
+  DepthwiseTemplateKernel depthwise_;
+  CudaDepthwiseConfig resolved_;
+};
+
+}  // namespace
+
+std::shared_ptr<const TemplateKernel> MakeGemmTemplate(GemmTemplateKernel gemm, CudaGemmConfig requested) {
+  return std::make_shared<GemmTemplate>(std::move(gemm), requested);
+}
+
+std::shared_ptr<const TemplateKernel> MakeAttentionTemplate(AttentionTemplateKernel attention, CudaAttentionConfig resolved) {
+  return std::make_shared<AttentionTemplate>(std::move(attention), std::move(resolved));
+}
+
+std::shared_ptr<const TemplateKernel> MakeDepthwiseTemplate(DepthwiseTemplateKernel depthwise, CudaDepthwiseConfig requested) {
+  return std::make_shared<DepthwiseTemplate>(std::move(depthwise), requested);
+}
+
+}  // namespace tilefuse

@@ -11,12 +11,10 @@ namespace tilefuse {
 
 namespace {
 
-// A fingerprint from what the rule's kernel computes: its text with its own name left out.
+// A fingerprint from what the rule's kernel (emitted under a fixed name) computes.
 std::string SourceFingerprint(const std::string& kind, const StatusOr<CudaKernelSource>& rule) {
   if (!rule.ok()) return kind + " (no kernel: " + rule.status().message() + ")";
-  std::string text = rule->function;
-  for (size_t at = text.find(rule->name); at != std::string::npos; at = text.find(rule->name, at)) text.replace(at, rule->name.size(), "K");
-  return kind + " " + HashBytes(text).ToHex();
+  return kind + " " + HashBytes(rule->function).ToHex();
 }
 
 class GemmTemplate : public TemplateKernel {
@@ -43,42 +41,53 @@ class GemmTemplate : public TemplateKernel {
   CudaGemmConfig requested_;
 };
 
-class AttentionTemplate : public TemplateKernel {
+// A template with only its rule's configuration to offer (nothing to tune until its
+// alternatives are measured): its fingerprint from what that kernel computes.
+class RuleOnlyTemplate : public TemplateKernel {
+ public:
+  std::string Fingerprint() const override { return SourceFingerprint(Kind(), EmitRule("K", 0)); }
+  std::vector<nlohmann::json> SearchSpace(int) const override { return {nlohmann::json::object()}; }
+  StatusOr<CudaKernelSource> Emit(const std::string& name, const nlohmann::json& config, int sm_count) const override {
+    if (!config.empty()) return InvalidArgument(fmt::format("{}: the {} takes its rule's configuration only", name, Kind()));
+    return EmitRule(name, sm_count);
+  }
+
+ protected:
+  virtual StatusOr<CudaKernelSource> EmitRule(const std::string& name, int sm_count) const = 0;
+};
+
+class AttentionTemplate : public RuleOnlyTemplate {
  public:
   AttentionTemplate(AttentionTemplateKernel attention, CudaAttentionConfig resolved)
       : attention_(std::move(attention)), resolved_(std::move(resolved)) {}
   std::string Kind() const override { return "attention template"; }
-  std::string Fingerprint() const override { return SourceFingerprint(Kind(), EmitCudaAttention(attention_, resolved_)); }
-  std::vector<nlohmann::json> SearchSpace(int) const override { return {nlohmann::json::object()}; }
-  StatusOr<CudaKernelSource> Emit(const std::string& name, const nlohmann::json& config, int sm_count) const override {
-    if (!config.empty()) return InvalidArgument(fmt::format("{}: the attention template takes its rule's configuration only", name));
+
+ private:
+  StatusOr<CudaKernelSource> EmitRule(const std::string& name, int sm_count) const override {
     AttentionTemplateKernel named = attention_;
     named.name = name;
     CudaAttentionConfig c = resolved_;
-    c.sm_count = sm_count;
+    if (sm_count > 0) c.sm_count = sm_count;
     return EmitCudaAttention(named, c);
   }
 
- private:
   AttentionTemplateKernel attention_;
   CudaAttentionConfig resolved_;
 };
 
-class DepthwiseTemplate : public TemplateKernel {
+class DepthwiseTemplate : public RuleOnlyTemplate {
  public:
   DepthwiseTemplate(DepthwiseTemplateKernel depthwise, CudaDepthwiseConfig requested)
       : depthwise_(std::move(depthwise)), resolved_(ResolveDepthwiseConfig(depthwise_, requested)) {}
   std::string Kind() const override { return "depthwise template"; }
-  std::string Fingerprint() const override { return SourceFingerprint(Kind(), EmitCudaDepthwise(depthwise_, resolved_)); }
-  std::vector<nlohmann::json> SearchSpace(int) const override { return {nlohmann::json::object()}; }
-  StatusOr<CudaKernelSource> Emit(const std::string& name, const nlohmann::json& config, int) const override {
-    if (!config.empty()) return InvalidArgument(fmt::format("{}: the depthwise template takes its rule's configuration only", name));
+
+ private:
+  StatusOr<CudaKernelSource> EmitRule(const std::string& name, int) const override {
     DepthwiseTemplateKernel named = depthwise_;
     named.name = named.epilogue.name = name;
     return EmitCudaDepthwise(named, resolved_);
   }
 
- private:
   DepthwiseTemplateKernel depthwise_;
   CudaDepthwiseConfig resolved_;
 };

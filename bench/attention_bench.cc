@@ -24,7 +24,7 @@
 #include "driver/driver.h"
 #include "passes/pipeline.h"
 #include "backend/cpu/cpu_executable.h"
-#include "support/tensor_compare.h"
+#include "testing/tensor_compare.h"
 #include "tilefuse/builder.h"
 
 namespace tilefuse {

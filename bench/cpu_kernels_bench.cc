@@ -20,7 +20,7 @@
 #include <memory>
 
 #include "backend/cpu/host_jit.h"
-#include "codegen/cpp_emitter.h"
+#include "codegen/cpp/cpp_emitter.h"
 #include "codegen/lower.h"
 #include "frontend/onnx/importer.h"
 #include "fusion/group_classifier.h"

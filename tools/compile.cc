@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_common.h"
-#include "codegen/cpp_prelude.h"
+#include "codegen/cpp/cpp_prelude.h"
 #include "commands.h"
 #include "compile_cuda.h"
 #include "api/backend_setup.h"

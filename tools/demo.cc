@@ -12,7 +12,7 @@
 #include "cli_common.h"
 #include "commands.h"
 #include "driver/driver.h"
-#include "support/tensor_compare.h"
+#include "testing/tensor_compare.h"
 #include "backend/cuda/copy_bandwidth.h"
 #include "api/backend_setup.h"
 #include "cuda_path_options.h"

@@ -327,7 +327,7 @@ Status CheckDataSet(const RunOptions& options, const DataSet& set, const Graph& 
   for (size_t i = 0; i < actual.size(); ++i) {
     OutputReport output{passed.outputs()[i].name, set.label, actual[i].dtype(), actual[i].shape(), {}, 0, 0, 0};
     // The reference interpreter is f64: generated f32 kernels get tolerances scaled to
-    // each tensor (support/tensor_compare.h); expected outputs the node-test or model rule.
+    // each tensor (testing/tensor_compare.h); expected outputs the node-test or model rule.
     // TF32 matmuls (--precision high on the GPU) round their inputs like f16.
     const bool tf32 = report.backend == "cuda" && precision_high && actual[i].dtype() == DType::kF32;
     computed_as.push_back(tf32 ? DType::kF16 : expected[i].dtype());

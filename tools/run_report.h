@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "support/tensor_compare.h"
+#include "testing/tensor_compare.h"
 #include "tilefuse/status.h"
 #include "tilefuse/tensor.h"
 

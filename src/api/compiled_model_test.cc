@@ -13,7 +13,7 @@
 #include "api/model_inputs.h"
 #include "backend/cuda/cuda_driver.h"
 #include "reference/interpreter.h"
-#include "support/tensor_compare.h"
+#include "testing/tensor_compare.h"
 
 namespace tilefuse {
 namespace {

@@ -13,7 +13,7 @@
 #include "backend/cuda/nvrtc_compiler.h"
 #include "codegen/cuda_column_emitter.h"
 #include "codegen/kernel_verifier.h"
-#include "codegen/lower_test_util.h"
+#include "testing/lower_test_util.h"
 #include "testing/file_check.h"
 #include "tune/cuda_search_space.h"
 

@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "codegen/lower_test_util.h"
+#include "testing/lower_test_util.h"
 #include "testing/file_check.h"
 
 namespace tilefuse {

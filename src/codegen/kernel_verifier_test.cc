@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "codegen/lower_test_util.h"
+#include "testing/lower_test_util.h"
 
 namespace tilefuse {
 namespace {

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "codegen/cuda_emitter.h"
-#include "codegen/lower_test_util.h"
+#include "testing/lower_test_util.h"
 #include "codegen/transposed_tile_layout.h"
 #include "testing/file_check.h"
 

@@ -14,7 +14,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "frontend/onnx/importer.h"
 #include "passes/pipeline.h"
-#include "support/tensor_compare.h"
+#include "testing/tensor_compare.h"
 
 namespace tilefuse {
 namespace {

@@ -12,7 +12,7 @@
 #include "passes/pass_test_util.h"
 #include "passes/window_ops.h"
 #include "reference/interpreter.h"
-#include "support/tensor_compare.h"
+#include "testing/tensor_compare.h"
 #include "tilefuse/builder.h"
 
 namespace tilefuse {

@@ -5,7 +5,7 @@
 #include "passes/dce.h"
 #include "passes/pass_test_util.h"
 #include "reference/interpreter.h"
-#include "support/tensor_compare.h"
+#include "testing/tensor_compare.h"
 #include "tilefuse/builder.h"
 
 namespace tilefuse {

@@ -14,7 +14,7 @@
 #include "passes/pass_test_util.h"
 #include "passes/pipeline.h"
 #include "backend/cpu/cpu_executable.h"
-#include "support/tensor_compare.h"
+#include "testing/tensor_compare.h"
 #include "tilefuse/builder.h"
 
 namespace tilefuse {

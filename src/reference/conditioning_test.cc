@@ -4,7 +4,7 @@
 
 #include "frontend/onnx/importer.h"
 #include "reference/interpreter.h"
-#include "support/tensor_compare.h"
+#include "testing/tensor_compare.h"
 
 namespace tilefuse {
 namespace {

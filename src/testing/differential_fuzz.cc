@@ -12,7 +12,7 @@
 #include "passes/pipeline.h"
 #include "backend/cpu/cpu_executable.h"
 #include "backend/cuda/cuda_executable.h"
-#include "support/tensor_compare.h"
+#include "testing/tensor_compare.h"
 #include "testing/random_graph.h"
 
 namespace tilefuse {

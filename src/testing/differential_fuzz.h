@@ -3,7 +3,7 @@
 // poisoned first. Graphs compile in batches (one compiler run per batch). One judge for
 // the unit test (src/runtime/differential_fuzz_test.cc) and `tilefuse fuzz`.
 //
-// The judge: outputs are compared norm-wise (support/tensor_compare.h) with bounds that
+// The judge: outputs are compared norm-wise (testing/tensor_compare.h) with bounds that
 // follow the least precise float dtype in the graph. No mismatch is tolerated: a graph
 // that fails them is measured, by the reference run again as other legitimate
 // computations would round (reference/conditioning.h).

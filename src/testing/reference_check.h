@@ -10,7 +10,7 @@
 #include "frontend/onnx/importer.h"
 #include "passes/pipeline.h"
 #include "reference/interpreter.h"
-#include "support/tensor_compare.h"
+#include "testing/tensor_compare.h"
 
 namespace tilefuse {
 

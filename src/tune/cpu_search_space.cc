@@ -3,7 +3,7 @@
 #include <cmath>
 #include <fmt/format.h>
 
-#include "codegen/cpp_emitter.h"
+#include "codegen/cpp/cpp_emitter.h"
 #include "codegen/kernel_rewrites.h"
 #include "codegen/row_cache_plan.h"
 

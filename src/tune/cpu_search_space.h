@@ -1,7 +1,7 @@
-// The search space of the generated C++ kernels (codegen/cpp_kernel_config.h): OpenMP
+// The search space of the generated C++ kernels (codegen/cpp/cpp_kernel_config.h): OpenMP
 // team size, the outer loop's schedule and chunk, for row kernels with a row buffer
 // (codegen/row_cache_plan.h) whether to use it or recompute, and for row kernels the
-// emitter can pipeline whether to (codegen/cpp_emitter.h). Constraints apply before
+// emitter can pipeline whether to (codegen/cpp/cpp_emitter.h). Constraints apply before
 // anything is compiled: no team larger than the outer loop or not smaller than the
 // machine (0 already means every core), no chunk larger than a thread's share of the
 // outer loop or not dividing it, no row-buffer or pipelining choice where the kernel
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "codegen/cpp_kernel_config.h"
+#include "codegen/cpp/cpp_kernel_config.h"
 #include "codegen/kernel.h"
 
 namespace tilefuse {

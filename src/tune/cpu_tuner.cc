@@ -4,7 +4,7 @@
 #include <thread>
 
 #include "backend/cpu/host_jit.h"
-#include "codegen/cpp_emitter.h"
+#include "codegen/cpp/cpp_emitter.h"
 #include "codegen/kernel_fingerprint.h"
 #include "support/cpu_info.h"
 #include "support/kernel_cache.h"

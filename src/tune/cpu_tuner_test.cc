@@ -12,7 +12,7 @@
 #include <filesystem>
 
 #include "reference/interpreter.h"
-#include "support/tensor_compare.h"
+#include "testing/tensor_compare.h"
 #include "testing/tune_test_models.h"
 #include "tune/cpu_search_space.h"
 

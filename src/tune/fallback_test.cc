@@ -20,7 +20,7 @@
 #include "fusion/planner.h"
 #include "passes/pipeline.h"
 #include "backend/cpu/cpu_executable.h"
-#include "support/tensor_compare.h"
+#include "testing/tensor_compare.h"
 #include "testing/random_graph.h"
 
 namespace tilefuse {

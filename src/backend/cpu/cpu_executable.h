@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "codegen/cpp_kernel_config.h"
+#include "codegen/cpp/cpp_kernel_config.h"
 #include "codegen/kernel.h"
 #include "codegen/lowering_fault.h"
 #include "fusion/fusion_plan.h"

@@ -15,14 +15,14 @@
 #include "frontend/onnx/importer.h"
 #include "passes/pipeline.h"
 #include "runtime/measure.h"
-#include "support/tensor_compare.h"
+#include "testing/tensor_compare.h"
 #include "testing/random_inputs.h"
 #include "testing/reference_check.h"
 
 namespace tilefuse {
 namespace {
 
-// Norm-wise bounds (support/tensor_compare.h): a matmul's rounding error grows with the
+// Norm-wise bounds (testing/tensor_compare.h): a matmul's rounding error grows with the
 // terms it sums, not with the result. f32 kernels vs the f64 reference: rtol 1e-4, atol
 // 1e-5 of the tensor's largest magnitude.
 void ExpectClose(const Tensor& actual, const Tensor& expected, const std::string& what) {

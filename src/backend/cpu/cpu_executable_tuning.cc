@@ -4,8 +4,8 @@
 #include <cstring>
 #include <fmt/format.h>
 
-#include "codegen/cpp_emitter.h"
-#include "codegen/cpp_prelude.h"
+#include "codegen/cpp/cpp_emitter.h"
+#include "codegen/cpp/cpp_prelude.h"
 #include "backend/cpu/cpu_executable.h"
 #include "backend/cpu/cpu_executable_state.h"
 #include "support/check.h"

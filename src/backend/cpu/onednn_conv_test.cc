@@ -13,7 +13,7 @@
 #include "driver/driver.h"
 #include "passes/pipeline.h"
 #include "reference/interpreter.h"
-#include "support/tensor_compare.h"
+#include "testing/tensor_compare.h"
 #include "tilefuse/builder.h"
 
 namespace tilefuse {

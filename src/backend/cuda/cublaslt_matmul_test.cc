@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "support/check.h"
-#include "support/tensor_compare.h"
+#include "testing/tensor_compare.h"
 #include "tilefuse/tensor.h"
 
 namespace tilefuse {

@@ -13,7 +13,7 @@
 #include "frontend/onnx/importer.h"
 #include "passes/pipeline.h"
 #include "reference/interpreter.h"
-#include "support/tensor_compare.h"
+#include "testing/tensor_compare.h"
 #include "testing/random_inputs.h"
 
 namespace tilefuse {

@@ -2,7 +2,7 @@
 // with poisoned outputs: vectorised reductions (NaN-propagating max/min, float sums
 // over long rows, f64 kept in double) and the row buffer that keeps exp and the random
 // generator from being evaluated twice per element.
-#include "codegen/cpp_emitter.h"
+#include "codegen/cpp/cpp_emitter.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -11,9 +11,9 @@
 #include <limits>
 
 #include "reference/interpreter.h"
-#include "codegen/cpp_emitter_test_util.h"
+#include "testing/cpp_emitter_test_util.h"
 #include "backend/cpu/cpu_executable.h"
-#include "support/tensor_compare.h"
+#include "testing/tensor_compare.h"
 
 namespace tilefuse {
 namespace {

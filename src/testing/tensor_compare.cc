@@ -1,4 +1,4 @@
-#include "support/tensor_compare.h"
+#include "testing/tensor_compare.h"
 
 #include <algorithm>
 #include <cmath>

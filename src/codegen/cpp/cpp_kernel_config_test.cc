@@ -1,11 +1,11 @@
 // The C++ emitter's tunable parameters: the default prints the untuned pragmas, every
 // other value reaches the pragma it names, recomputing drops the row buffer, and an
 // invalid configuration cannot compile.
-#include "codegen/cpp_kernel_config.h"
+#include "codegen/cpp/cpp_kernel_config.h"
 
 #include <gtest/gtest.h>
 
-#include "codegen/cpp_emitter.h"
+#include "codegen/cpp/cpp_emitter.h"
 #include "testing/tune_test_models.h"
 
 namespace tilefuse {

@@ -1,8 +1,8 @@
-#include "codegen/cpp_attention_emitter.h"
+#include "codegen/cpp/cpp_attention_emitter.h"
 
 #include <fmt/format.h>
 
-#include "codegen/cpp_simd_declarations.h"
+#include "codegen/cpp/cpp_simd_declarations.h"
 #include "codegen/cpp_value_expression.h"
 #include "codegen/emit_util.h"
 

@@ -1,4 +1,4 @@
-#include "codegen/cpp_kernel_config.h"
+#include "codegen/cpp/cpp_kernel_config.h"
 
 #include <fmt/format.h>
 

@@ -1,13 +1,13 @@
-#include "codegen/cpp_emitter.h"
+#include "codegen/cpp/cpp_emitter.h"
 
 #include <algorithm>
 #include <map>
 #include <string_view>
 #include <fmt/format.h>
 
-#include "codegen/cpp_kernel_config.h"
-#include "codegen/cpp_prelude.h"
-#include "codegen/cpp_simd_declarations.h"
+#include "codegen/cpp/cpp_kernel_config.h"
+#include "codegen/cpp/cpp_prelude.h"
+#include "codegen/cpp/cpp_simd_declarations.h"
 #include "codegen/cpp_value_expression.h"
 #include "codegen/emit_util.h"
 #include "codegen/kernel_rewrites.h"

@@ -7,15 +7,15 @@
 
 #include <string>
 
-#include "codegen/cpp_kernel_config.h"
-#include "codegen/cpp_prelude.h"
+#include "codegen/cpp/cpp_kernel_config.h"
+#include "codegen/cpp/cpp_prelude.h"
 #include "codegen/kernel.h"
 
 namespace tilefuse {
 
 // The kernel's function alone; a translation unit is CppPrelude() followed by one or
 // more of these (a whole graph compiles in one compiler run). `config`: the tuner's
-// parameters (codegen/cpp_kernel_config.h); the default is the untuned kernel. The kernel
+// parameters (codegen/cpp/cpp_kernel_config.h); the default is the untuned kernel. The kernel
 // is printed as RewriteForEmission (codegen/kernel_rewrites.h) leaves it.
 std::string EmitCppFunction(const Kernel& kernel, const CppKernelConfig& config = {});
 // A row kernel's passes pipelined over consecutive rows (see "Pipelined row kernels" in

@@ -1,4 +1,4 @@
-#include "codegen/cpp_simd_declarations.h"
+#include "codegen/cpp/cpp_simd_declarations.h"
 
 namespace tilefuse {
 

@@ -1,4 +1,4 @@
-// The tunable parameters of a generated C++ kernel (codegen/cpp_emitter.h). The
+// The tunable parameters of a generated C++ kernel (codegen/cpp/cpp_emitter.h). The
 // defaults are the untuned kernel.
 //
 //   #pragma omp parallel for [simd] schedule(static) num_threads(4)   ← threads, schedule, chunk

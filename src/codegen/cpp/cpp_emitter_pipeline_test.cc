@@ -9,10 +9,10 @@
 #include <limits>
 
 #include "reference/interpreter.h"
-#include "codegen/cpp_emitter.h"
-#include "codegen/cpp_emitter_test_util.h"
+#include "codegen/cpp/cpp_emitter.h"
+#include "testing/cpp_emitter_test_util.h"
 #include "backend/cpu/cpu_executable.h"
-#include "support/tensor_compare.h"
+#include "testing/tensor_compare.h"
 
 namespace tilefuse {
 namespace {

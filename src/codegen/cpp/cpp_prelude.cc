@@ -1,4 +1,4 @@
-#include "codegen/cpp_prelude.h"
+#include "codegen/cpp/cpp_prelude.h"
 
 #include "codegen/scalar_library_text.h"
 

@@ -16,11 +16,10 @@
 //
 //   QuadMax/QuadSum    a row's reduction across the four lanes that hold it in a wgmma
 //                      accumulator fragment (attention's online softmax)
-//   PackBf16x2/F16x2   accumulators converted to A-fragment registers; Exp2, Exp2Poly
+//   Exp2, Exp2Poly     the online softmax's exponent (tile_softmax.cuh)
 //
 // Everything lives in namespace tf beside the device library, and redeclares none of
-// CUDA's names. The wgmma instruction itself (an operand list of N/2 registers) is printed
-// per shape by the emitter (codegen/cuda_wgmma.cc).
+// CUDA's names. The wgmma instruction itself, typed by the element, is tile_mma.cuh's Mma.
 #pragma once
 
 namespace tf {
@@ -226,17 +225,6 @@ TF_TILE float QuadSum(float v) {
   return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
-// Two floats as a pair of half values, `lo` in the low half (an A-fragment register).
-TF_TILE unsigned PackBf16x2(float lo, float hi) {
-  unsigned r;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-  return r;
-}
-TF_TILE unsigned PackF16x2(float lo, float hi) {
-  unsigned r;
-  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-  return r;
-}
 // 2^x by the hardware approximation (2 ulp; 2^-inf is 0): the online softmax's exponent.
 TF_TILE float Exp2(float x) {
   float y;

@@ -163,7 +163,7 @@ if has fuzz; then
   per_unfused_job=$(( (FUZZ_UNFUSED_COUNT + 1) / 2 ))
   say "== differential fuzzing on the GPU: $FUZZ_COUNT fused random graphs vs the reference ($FUZZ_JOBS processes of $per_job), $FUZZ_UNFUSED_COUNT unfused (2 of $per_unfused_job)"
   # First the seeds that found GPU bugs (400251: ptxas miscompiled a vectorised comparison's
-  # conversion to float; codegen/cuda_scalar_program.cc says how it is emitted now. 400153: the
+  # conversion to float; codegen/cuda/cuda_scalar_program.cc says how it is emitted now. 400153: the
   # one-pass max and sum of exp taken for a value broadcast along the row did not compile).
   for seed in 400251 400153; do
     "$B/tilefuse" fuzz --backend cuda --seed "$seed" --count 1 2>&1 | tail -1 | tee -a "$log" | grep -q " 0 mismatch, 0 error" ||

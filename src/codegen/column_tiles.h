@@ -1,6 +1,6 @@
 // Which reduction kernels are column reductions — consecutive outputs read consecutive
 // addresses while the reduced elements are strided — and how they read memory: the analysis
-// behind the CUDA column template (codegen/cuda_column_emitter.h).
+// behind the CUDA column template (codegen/cuda/cuda_column_emitter.h).
 //
 // A global average pool over an NHWC activation [N, H, W, C] reduces over (h, w):
 //   output i0 = n·C + c,  reduced element i1 = h·W + w,  load b0[n·HWC + i1·C + c],

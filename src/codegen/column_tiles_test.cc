@@ -11,7 +11,7 @@
 #include <iostream>
 
 #include "backend/cuda/nvrtc_compiler.h"
-#include "codegen/cuda_column_emitter.h"
+#include "codegen/cuda/cuda_column_emitter.h"
 #include "codegen/kernel_verifier.h"
 #include "testing/lower_test_util.h"
 #include "testing/file_check.h"

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "codegen/cuda_emitter.h"
+#include "codegen/cuda/cuda_emitter.h"
 #include "testing/lower_test_util.h"
 
 namespace tilefuse {

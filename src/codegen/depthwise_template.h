@@ -9,7 +9,7 @@
 // weights fold). The pointwise loop reads each tap of each output element at its own index
 // (49 loads per element for a 7x7); the template reads each input pixel once per row of
 // taps into registers and slides the taps over P neighbouring output pixels
-// (codegen/cuda_depthwise_emitter.h).
+// (codegen/cuda/cuda_depthwise_emitter.h).
 //
 //   epilogue   the group's members after the sum (bias, activation, casts, more outputs) as
 //              a pointwise Kernel over the sum's flat NHWC offset; its loads of the sum read

@@ -1,4 +1,4 @@
-// Where the threads of the tiled-transpose template (codegen/cuda_transposed_emitter.h) read
+// Where the threads of the tiled-transpose template (codegen/cuda/cuda_transposed_emitter.h) read
 // and write a staged tile, and the shared-memory row pitch that keeps those accesses free of
 // bank conflicts. The emitter prints exactly these formulas; the pitch is chosen by counting
 // the shared-memory wavefronts of one warp's accesses under each candidate padding.

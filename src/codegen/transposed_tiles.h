@@ -1,6 +1,6 @@
 // Which pointwise kernels read a large operand transposed relative to the output they write,
 // and along which dims: the analysis behind the CUDA tiled-transpose template
-// (codegen/cuda_transposed_emitter.h).
+// (codegen/cuda/cuda_transposed_emitter.h).
 //
 // A pointwise kernel iterates over its output's flat offset i0 and reads every operand at an
 // index expression of i0. Relu + transpose of an NHWC value into an NCHW output reads

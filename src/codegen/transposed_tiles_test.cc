@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "codegen/cuda_emitter.h"
+#include "codegen/cuda/cuda_emitter.h"
 #include "testing/lower_test_util.h"
 #include "codegen/transposed_tile_layout.h"
 #include "testing/file_check.h"

@@ -1,5 +1,5 @@
 // How a flat pointwise kernel's accesses behave across one vector of its elements: the
-// analysis behind the CUDA pointwise template's lane form (codegen/cuda_emitter.cc).
+// analysis behind the CUDA pointwise template's lane form (codegen/cuda/cuda_emitter.cc).
 //
 // The flat template gives each thread `vector` consecutive elements i0 = base + j, base a
 // multiple of `vector`, 0 <= j < vector. An index is

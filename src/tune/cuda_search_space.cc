@@ -16,7 +16,7 @@ bool HasHalfRowLoads(const Kernel& k) {
   return std::any_of(k.values.begin(), k.values.end(), [](const ScalarValue& v) { return IsRowDataLoad(v) && DTypeSize(v.dtype) == 2; });
 }
 
-// Column reductions (codegen/cuda_column_emitter.h): tile widths x block sizes x row splits
+// Column reductions (codegen/cuda/cuda_column_emitter.h): tile widths x block sizes x row splits
 // around the default, and the row template (a thread per output), which wins where the
 // outputs alone fill the GPU and each reduces few elements.
 template <typename Add>
@@ -64,7 +64,7 @@ CudaSearchSpace CudaCandidates(const Kernel& k, bool clusters) {
   };
   add(base);
   if (k.reductions.empty() && base.tile > 0) {
-    // Transposed loads (codegen/cuda_transposed_emitter.h): tile edges x block sizes, and the
+    // Transposed loads (codegen/cuda/cuda_transposed_emitter.h): tile edges x block sizes, and the
     // flat template, which wins where the transposed operand is small beside the others.
     for (int tile : {64, 32})
       for (int threads : {128, 256, 512}) {

@@ -1,4 +1,4 @@
-// The search space of the CUDA templates (codegen/cuda_emitter.h): which launch and
+// The search space of the CUDA templates (codegen/cuda/cuda_emitter.h): which launch and
 // tiling parameters a kernel may take, with the constraints applied before anything is
 // compiled (threads a multiple of 32 up to 1024, a vector width dividing the row, rows
 // held in registers only within a register budget, no threads idle for lack of work).
@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "codegen/cuda_emitter.h"
-#include "codegen/cuda_config_json.h"
-#include "codegen/cuda_gemm_search_space.h"
+#include "codegen/cuda/cuda_emitter.h"
+#include "codegen/cuda/cuda_config_json.h"
+#include "codegen/cuda/cuda_gemm_search_space.h"
 #include "codegen/kernel.h"
 
 namespace tilefuse {

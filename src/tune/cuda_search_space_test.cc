@@ -8,7 +8,7 @@
 #include <filesystem>
 
 #include "backend/cuda/nvrtc_compiler.h"
-#include "codegen/cuda_gemm_emitter.h"
+#include "codegen/cuda/cuda_gemm_emitter.h"
 #include "codegen/gemm_split.h"
 #include "codegen/lower.h"
 #include "frontend/onnx/importer.h"

@@ -33,7 +33,7 @@ void ExpectRefused(const CommandResult& r, const std::vector<std::string>& words
 
 // DIR/m/model.onnx: y = x + w, w (float[4]) stored in DIR/m/<location>; and DIR/outside/
 // holding a 16-byte file, the right size for w, that the model must never reach.
-class UntrustedModelTest : public ::testing::Test {
+class CliUntrustedModelTest : public ::testing::Test {
  protected:
   void SetUp() override {
     fs::create_directories(dir_ / "m");
@@ -57,17 +57,17 @@ class UntrustedModelTest : public ::testing::Test {
   ScratchDir dir_;
 };
 
-TEST_F(UntrustedModelTest, ALinkToAFileOutsideExitsTwo) {
+TEST_F(CliUntrustedModelTest, ALinkToAFileOutsideExitsTwo) {
   fs::create_symlink(dir_ / "outside/secret.bin", dir_ / "m/w.bin");
   ExpectRefused(RunTilefuse("run " + Quote(Model("w.bin"))), {"initializer 'w'", "w.bin", "outside the model's folder"});
 }
 
-TEST_F(UntrustedModelTest, ALinkedFolderComponentExitsTwo) {
+TEST_F(CliUntrustedModelTest, ALinkedFolderComponentExitsTwo) {
   fs::create_directory_symlink(dir_ / "outside", dir_ / "m/shards");
   ExpectRefused(RunTilefuse("run " + Quote(Model("shards/secret.bin"))), {"initializer 'w'", "outside the model's folder"});
 }
 
-TEST_F(UntrustedModelTest, AHardLinkExitsTwo) {
+TEST_F(CliUntrustedModelTest, AHardLinkExitsTwo) {
   fs::create_hard_link(dir_ / "outside/secret.bin", dir_ / "m/w.bin");
   ExpectRefused(RunTilefuse("run " + Quote(Model("w.bin"))), {"initializer 'w'", "hard links"});
 }
@@ -102,7 +102,7 @@ bool UnderAny(const std::string& path, const std::vector<std::string>& folders) 
   return false;
 }
 
-TEST_F(UntrustedModelTest, ImportingOpensNothingOutsideTheModelFolderButSystemFiles) {
+TEST_F(CliUntrustedModelTest, ImportingOpensNothingOutsideTheModelFolderButSystemFiles) {
   float values[4] = {1, 2, 3, 4};
   testing_cli::WriteFile(dir_ / "m/w.bin", std::string(reinterpret_cast<const char*>(values), sizeof values));
   std::string model = Model("w.bin");

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "backend/cuda/nvrtc_compiler.h"
-#include "codegen/cuda_emitter.h"
+#include "codegen/cuda/cuda_emitter.h"
 #include "tilefuse/status.h"
 
 namespace tilefuse {

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_program.h"
-#include "codegen/cuda_emitter.h"
+#include "codegen/cuda/cuda_emitter.h"
 #include "fusion/fusion_plan.h"
 #include "runtime/compile_options.h"
 #include "runtime/executable.h"

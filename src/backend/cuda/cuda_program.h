@@ -4,12 +4,12 @@
 //
 //   pointwise / row_reduction / reduction  → one generated kernel
 //   gemm, Hopper (sm_90a)                  → prologue kernels (if any) + the GEMM template
-//                                            with the epilogue fused (codegen/cuda_gemm_emitter)
+//                                            with the epilogue fused (codegen/cuda/cuda_gemm_emitter)
 //   gemm whose epilogue cuBLASLt fuses    → prologue kernels (if any) + one cuBLASLt call with
 //   (bias, ReLU, tanh GELU; --gemm auto)     that epilogue (codegen/gemm_library_epilogue)
 //   gemm, otherwise or where the template   → prologue kernels (if any) + cuBLASLt product
 //   does not apply (the reason is kept)       + epilogue kernel (if any)
-//   attention, Hopper                      → the attention template (codegen/cuda_attention_emitter)
+//   attention, Hopper                      → the attention template (codegen/cuda/cuda_attention_emitter)
 //   anything else                          → its member ops on the host reference kernels,
 //                                            with copies (reported, never silent)
 //
@@ -25,11 +25,11 @@
 #include <vector>
 
 #include "backend/cuda/cublaslt_matmul.h"
-#include "codegen/cuda_emitter.h"
-#include "codegen/cuda_gemm_config.h"
+#include "codegen/cuda/cuda_emitter.h"
+#include "codegen/cuda/cuda_gemm_config.h"
 #include "codegen/gemm_template.h"
 #include "codegen/lowering_fault.h"
-#include "codegen/template_kernel.h"
+#include "codegen/cuda/template_kernel.h"
 #include "fusion/fusion_plan.h"
 #include "fusion/planner.h"
 #include "fusion/target_capabilities.h"

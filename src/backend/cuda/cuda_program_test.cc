@@ -13,7 +13,7 @@
 #include "backend/cuda/cuda_compile_units.h"
 #include "backend/cuda/nvrtc_compiler.h"
 #include "api/backend_setup.h"
-#include "codegen/cuda_gemm_search_space.h"
+#include "codegen/cuda/cuda_gemm_search_space.h"
 #include "codegen/kernel_fingerprint.h"
 #include "frontend/onnx/importer.h"
 #include "fusion/group_classifier.h"

@@ -6,7 +6,7 @@
 #include <filesystem>
 
 #include "backend/cuda/nvrtc_compiler.h"
-#include "codegen/cuda_emitter.h"
+#include "codegen/cuda/cuda_emitter.h"
 
 namespace tilefuse {
 namespace {

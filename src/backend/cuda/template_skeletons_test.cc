@@ -15,8 +15,8 @@
 
 #include "backend/cuda/cuda_program.h"
 #include "backend/cuda/nvrtc_compiler.h"
-#include "codegen/cuda_depthwise_emitter.h"
-#include "codegen/cuda_gemm_emitter.h"
+#include "codegen/cuda/cuda_depthwise_emitter.h"
+#include "codegen/cuda/cuda_gemm_emitter.h"
 #include "codegen/depthwise_template.h"
 #include "codegen/gemm_split.h"
 #include "frontend/onnx/importer.h"

@@ -19,7 +19,7 @@
 
 #include "backend/cuda/kernel_launch.h"
 #include "backend/cuda/nvrtc_compiler.h"
-#include "codegen/cuda_emitter.h"
+#include "codegen/cuda/cuda_emitter.h"
 
 namespace tilefuse {
 namespace {

@@ -17,7 +17,7 @@
 //                            attention: the blocks above the diagonal); where the mask
 //                            removes nothing, the logits run without it (InteriorLogits)
 //
-// The generated part (codegen/cuda_attention_emitter.cc) is the Config, the Batch hook (a
+// The generated part (codegen/cuda/cuda_attention_emitter.cc) is the Config, the Batch hook (a
 // batch entry's operand coordinates), the Logits hooks printed from the group's logits
 // program, the key-block tables, and a kernel that calls AttentionFwdSm90.
 #pragma once

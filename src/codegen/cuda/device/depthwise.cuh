@@ -9,7 +9,7 @@
 //
 // Each thread slides a row of taps over kP neighbouring output pixels, so an input pixel is
 // loaded once per row of taps instead of once per tap and output pixel (49 loads an element
-// for a 7x7 in the pointwise loop form). The generated part (codegen/cuda_depthwise_emitter.cc)
+// for a 7x7 in the pointwise loop form). The generated part (codegen/cuda/cuda_depthwise_emitter.cc)
 // is the Config, one Row per row of taps with one Tap per tap, and the Epilogue.
 #pragma once
 

@@ -1,4 +1,4 @@
-#include "codegen/cuda_vector_store.h"
+#include "codegen/cuda/cuda_vector_store.h"
 
 #include <fmt/format.h>
 

@@ -16,7 +16,7 @@
 // sectors. Ragged tiles (dims not multiples of the tile) are predicated per vector.
 #pragma once
 
-#include "codegen/cuda_emitter.h"
+#include "codegen/cuda/cuda_emitter.h"
 #include "codegen/transposed_tiles.h"
 
 namespace tilefuse {

@@ -24,7 +24,7 @@
 #pragma once
 
 #include "codegen/column_tiles.h"
-#include "codegen/cuda_emitter.h"
+#include "codegen/cuda/cuda_emitter.h"
 
 namespace tilefuse {
 

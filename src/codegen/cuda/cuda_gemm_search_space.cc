@@ -1,4 +1,4 @@
-#include "codegen/cuda_gemm_search_space.h"
+#include "codegen/cuda/cuda_gemm_search_space.h"
 
 #include <algorithm>
 #include <fmt/format.h>

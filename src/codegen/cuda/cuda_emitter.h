@@ -7,9 +7,9 @@
 //  pointwise lanes  the same loop printed value by value (codegen/vector_lanes.h) for kernels
 //              whose loads are contiguous per vector only through divisions and clamps
 //              (window taps over NHWC): uniform values once per vector, the taps as vectors
-//  pointwise transposed  (codegen/cuda_transposed_emitter.h) a block per 2-D tile, staged
+//  pointwise transposed  (codegen/cuda/cuda_transposed_emitter.h) a block per 2-D tile, staged
 //              through shared memory, for kernels reading an operand transposed
-//  column      (codegen/cuda_column_emitter.h) reductions whose consecutive outputs are
+//  column      (codegen/cuda/cuda_column_emitter.h) reductions whose consecutive outputs are
 //              consecutive in memory: a block per tile of outputs, the reduced elements split
 //              over its threads and, where the outputs are few, over several blocks
 //  row         `threads_per_row` threads (1: a thread, 32: a warp, or the whole block)
@@ -40,10 +40,10 @@ struct CudaKernelConfig {
   int cache_row = -1;       // row template: 1 registers, 2 registers holding half-precision pairs, 0 re-read; -1: when it fits
   int unroll = 0;           // pointwise: vectors per thread per step; 0: 2 (32 bytes in flight)
   // Pointwise: the edge of the 2-D tile of the transposed-load template (16 to 128, a power
-  // of two; codegen/cuda_transposed_emitter.h), -1 the flat template; 0: the tiled one where a
+  // of two; codegen/cuda/cuda_transposed_emitter.h), -1 the flat template; 0: the tiled one where a
   // load is transposed against the output (codegen/transposed_tiles.h), else the flat one.
   // Resolved configurations of the flat and row templates say -1.
-  // Row kernels: the outputs a block of the column template covers (codegen/cuda_column_emitter.h;
+  // Row kernels: the outputs a block of the column template covers (codegen/cuda/cuda_column_emitter.h;
   // a power of two, a multiple of `vector`), -1 the row template; 0: the column template where
   // the analysis takes the kernel (codegen/column_tiles.h).
   int tile = 0;

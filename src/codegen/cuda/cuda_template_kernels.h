@@ -1,16 +1,16 @@
-// The TemplateKernel (codegen/template_kernel.h) of each CUDA template: the problem its
+// The TemplateKernel (codegen/cuda/template_kernel.h) of each CUDA template: the problem its
 // lowering found and the configuration the rules and the compile options ask for.
 #pragma once
 
 #include <memory>
 
 #include "codegen/attention_template.h"
-#include "codegen/cuda_attention_emitter.h"
-#include "codegen/cuda_depthwise_emitter.h"
-#include "codegen/cuda_gemm_config.h"
+#include "codegen/cuda/cuda_attention_emitter.h"
+#include "codegen/cuda/cuda_depthwise_emitter.h"
+#include "codegen/cuda/cuda_gemm_config.h"
 #include "codegen/depthwise_template.h"
 #include "codegen/gemm_template.h"
-#include "codegen/template_kernel.h"
+#include "codegen/cuda/template_kernel.h"
 
 namespace tilefuse {
 

@@ -2,7 +2,7 @@
 // how it reads Q, Kᵀ and V through views (strides, offsets, GQA head division), the kernel
 // it prints and the launch it asks for. Running the kernels needs a GPU:
 // scripts/gpu-check.sh (tests/attention); CudaProgramTest compiles them for sm_90a.
-#include "codegen/cuda_attention_emitter.h"
+#include "codegen/cuda/cuda_attention_emitter.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>

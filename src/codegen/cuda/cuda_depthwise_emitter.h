@@ -13,7 +13,7 @@
 // for 4 pixels; the pointwise loop read every tap of every element at its own index.
 #pragma once
 
-#include "codegen/cuda_emitter.h"
+#include "codegen/cuda/cuda_emitter.h"
 #include "codegen/depthwise_template.h"
 
 namespace tilefuse {

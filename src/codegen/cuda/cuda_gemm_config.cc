@@ -1,4 +1,4 @@
-#include "codegen/cuda_gemm_config.h"
+#include "codegen/cuda/cuda_gemm_config.h"
 
 #include <algorithm>
 #include <fmt/format.h>

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "codegen/cuda_emitter.h"
+#include "codegen/cuda/cuda_emitter.h"
 #include "tilefuse/status.h"
 
 namespace tilefuse {

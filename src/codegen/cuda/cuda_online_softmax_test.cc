@@ -1,5 +1,5 @@
 // The CUDA row template's long-row forms on a GPU against the f64 reference: the online max
-// and sum (codegen/cuda_emitter: EmitOnlineMaxAndSum), a row shared by the CTAs of a cluster
+// and sum (codegen/cuda/cuda_emitter: EmitOnlineMaxAndSum), a row shared by the CTAs of a cluster
 // (CudaKernelConfig::cluster; the pair combined across it by tf_cluster_reduce_max_sum, other
 // totals by tf_cluster_reduce, each exchanged into every CTA's slots) and a block per SM
 // prefetching its next row, on rows made to reach their edges: every value -inf,

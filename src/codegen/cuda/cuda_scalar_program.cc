@@ -1,4 +1,4 @@
-#include "codegen/cuda_scalar_program.h"
+#include "codegen/cuda/cuda_scalar_program.h"
 
 #include <fmt/format.h>
 

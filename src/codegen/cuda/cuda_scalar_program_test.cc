@@ -1,6 +1,6 @@
 // A template's scalar program printed for one element: the powers multiplied out, the
 // values the rewrite adds named apart from the ones the caller reads by their ids.
-#include "codegen/cuda_scalar_program.h"
+#include "codegen/cuda/cuda_scalar_program.h"
 
 #include <gtest/gtest.h>
 

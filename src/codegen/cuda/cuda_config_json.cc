@@ -1,4 +1,4 @@
-#include "codegen/cuda_config_json.h"
+#include "codegen/cuda/cuda_config_json.h"
 
 namespace tilefuse {
 

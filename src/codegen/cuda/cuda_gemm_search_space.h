@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "codegen/cuda_gemm_config.h"
+#include "codegen/cuda/cuda_gemm_config.h"
 
 namespace tilefuse {
 

@@ -1,11 +1,11 @@
-#include "codegen/cuda_gemm_emitter.h"
+#include "codegen/cuda/cuda_gemm_emitter.h"
 
 #include <algorithm>
 #include <fmt/format.h>
 #include <map>
 
-#include "codegen/cuda_gemm_config.h"
-#include "codegen/cuda_scalar_program.h"
+#include "codegen/cuda/cuda_gemm_config.h"
+#include "codegen/cuda/cuda_scalar_program.h"
 #include "codegen/emit_util.h"
 #include "support/check.h"
 

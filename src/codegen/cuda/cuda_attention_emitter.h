@@ -24,7 +24,7 @@
 
 #include "codegen/attention_mask_blocks.h"
 #include "codegen/attention_template.h"
-#include "codegen/cuda_emitter.h"
+#include "codegen/cuda/cuda_emitter.h"
 
 namespace tilefuse {
 

@@ -2,7 +2,7 @@
 // the skeleton (configuration, A loader, the epilogue it prints over (row, col)), the launch it
 // asks for. Running the kernels needs a
 // GPU: scripts/gpu-check.sh (tests/gemm); CudaProgramTest compiles them for sm_90a.
-#include "codegen/cuda_gemm_emitter.h"
+#include "codegen/cuda/cuda_gemm_emitter.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>

@@ -1,9 +1,9 @@
-#include "codegen/cuda_template_kernels.h"
+#include "codegen/cuda/cuda_template_kernels.h"
 
 #include <fmt/format.h>
 
-#include "codegen/cuda_gemm_emitter.h"
-#include "codegen/cuda_gemm_search_space.h"
+#include "codegen/cuda/cuda_gemm_emitter.h"
+#include "codegen/cuda/cuda_gemm_search_space.h"
 #include "codegen/kernel_fingerprint.h"
 #include "support/content_hash.h"
 

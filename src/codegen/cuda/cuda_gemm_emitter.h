@@ -21,8 +21,8 @@
 // Registers move from the producer (40) to the consumers (232) with setmaxnreg.
 #pragma once
 
-#include "codegen/cuda_emitter.h"
-#include "codegen/cuda_gemm_config.h"
+#include "codegen/cuda/cuda_emitter.h"
+#include "codegen/cuda/cuda_gemm_config.h"
 #include "codegen/gemm_template.h"
 
 namespace tilefuse {

@@ -1,4 +1,4 @@
-#include "codegen/cuda_emitter.h"
+#include "codegen/cuda/cuda_emitter.h"
 
 #include <algorithm>
 #include <fmt/format.h>
@@ -7,10 +7,10 @@
 #include "codegen/column_tiles.h"
 #include "codegen/concat_parts.h"
 #include "codegen/cpp_value_expression.h"
-#include "codegen/cuda_column_emitter.h"
-#include "codegen/cuda_scalar_program.h"
-#include "codegen/cuda_transposed_emitter.h"
-#include "codegen/cuda_vector_store.h"
+#include "codegen/cuda/cuda_column_emitter.h"
+#include "codegen/cuda/cuda_scalar_program.h"
+#include "codegen/cuda/cuda_transposed_emitter.h"
+#include "codegen/cuda/cuda_vector_store.h"
 #include "codegen/emit_util.h"
 #include "codegen/kernel_rewrites.h"
 #include "codegen/row_cache_plan.h"

@@ -1,11 +1,11 @@
-#include "codegen/cuda_transposed_emitter.h"
+#include "codegen/cuda/cuda_transposed_emitter.h"
 
 #include <algorithm>
 #include <fmt/format.h>
 #include <map>
 
-#include "codegen/cuda_scalar_program.h"
-#include "codegen/cuda_vector_store.h"
+#include "codegen/cuda/cuda_scalar_program.h"
+#include "codegen/cuda/cuda_vector_store.h"
 #include "codegen/emit_util.h"
 #include "codegen/transposed_tile_layout.h"
 

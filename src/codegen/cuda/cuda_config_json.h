@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "codegen/cuda_emitter.h"
+#include "codegen/cuda/cuda_emitter.h"
 
 namespace tilefuse {
 

@@ -1,10 +1,10 @@
-#include "codegen/cuda_attention_emitter.h"
+#include "codegen/cuda/cuda_attention_emitter.h"
 
 #include <algorithm>
 #include <fmt/format.h>
 #include <map>
 
-#include "codegen/cuda_scalar_program.h"
+#include "codegen/cuda/cuda_scalar_program.h"
 #include "codegen/emit_util.h"
 
 namespace tilefuse {

@@ -2,13 +2,14 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
-#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <string>
+
+#include "testing/open_watch.h"
 
 namespace tilefuse {
 namespace {
@@ -35,27 +36,6 @@ class ContainedFileTest : public ::testing::Test {
   static void Write(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
 
   std::string root_, model_, outside_;
-};
-
-// Watches a folder for opens and reads of the files in it (inotify sees this process too).
-class OpenWatch {
- public:
-  explicit OpenWatch(const std::string& folder) : fd_(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) {
-    if (fd_ >= 0) ::inotify_add_watch(fd_, folder.c_str(), IN_OPEN | IN_ACCESS);
-  }
-  ~OpenWatch() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  bool works() const { return fd_ >= 0; }
-  // The number of bytes of events queued so far (0: nothing was opened or read).
-  ssize_t EventBytes() {
-    char buffer[4096];
-    ssize_t n = ::read(fd_, buffer, sizeof buffer);
-    return n < 0 ? 0 : n;
-  }
-
- private:
-  int fd_;
 };
 
 TEST_F(ContainedFileTest, ReadsARangeOfAPlainFileInside) {

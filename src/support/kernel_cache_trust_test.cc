@@ -6,12 +6,12 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <optional>
 #include <string>
 
 #include "support/file_util.h"
 #include "support/kernel_cache.h"
 #include "support/private_folder.h"
+#include "testing/scoped_env.h"
 
 namespace tilefuse {
 namespace {
@@ -26,24 +26,6 @@ mode_t ModeOf(const std::string& path) {
   struct stat info;
   return ::lstat(path.c_str(), &info) == 0 ? (info.st_mode & 07777) : 0;
 }
-
-// Sets (or with nullptr unsets) an environment variable for the scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) previous_ = old;
-    if (value) ::setenv(name, value, 1);
-    else ::unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (previous_) ::setenv(name_, previous_->c_str(), 1);
-    else ::unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> previous_;
-};
 
 #define SKIP_UNLESS_ROOT()                                                                           \
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to give a folder to another uid (chown " << kOtherUid \

@@ -13,6 +13,7 @@
 #include <set>
 
 #include "e2e/cli_test_util.h"
+#include "testing/scoped_env.h"
 
 namespace tilefuse {
 namespace {
@@ -124,24 +125,6 @@ TEST_F(CliUntrustedModelTest, ImportingOpensNothingOutsideTheModelFolderButSyste
   ASSERT_TRUE(refused.has_value());
   for (const std::string& file : *refused) EXPECT_FALSE(Contains(file, "outside")) << "opened " << file;
 }
-
-// Sets an environment variable for the scope (the CLI inherits it).
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) previous_ = old;
-    if (value) ::setenv(name, value, 1);
-    else ::unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (previous_) ::setenv(name_, previous_->c_str(), 1);
-    else ::unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> previous_;
-};
 
 const std::string kExample = std::string(TILEFUSE_SOURCE_DIR) + "/examples/rmsnorm.onnxtxt";
 

@@ -1,7 +1,6 @@
 // External data of an untrusted model (docs/security.md): nothing outside the model's
 // folder is read, and every refusal names the initializer or node and the tensor.
 #include <gtest/gtest.h>
-#include <sys/inotify.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -9,6 +8,7 @@
 
 #include "frontend/onnx/importer.h"
 #include "frontend/onnx/onnx_test_util.h"
+#include "testing/open_watch.h"
 
 namespace tilefuse::onnx_testing {
 namespace {
@@ -44,25 +44,6 @@ class ExternalDataTest : public ::testing::Test {
     return dir_.File("m/model.onnx");
   }
   TempDir dir_;
-};
-
-// Counts inotify events (opens and reads) in one folder while alive.
-class OpenWatch {
- public:
-  explicit OpenWatch(const std::string& folder) : fd_(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) {
-    if (fd_ >= 0) ::inotify_add_watch(fd_, folder.c_str(), IN_OPEN | IN_ACCESS);
-  }
-  ~OpenWatch() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  bool works() const { return fd_ >= 0; }
-  bool SawAnything() {
-    char buffer[4096];
-    return ::read(fd_, buffer, sizeof buffer) > 0;
-  }
-
- private:
-  int fd_;
 };
 
 TEST_F(ExternalDataTest, APlainFileInsideIsRead) {

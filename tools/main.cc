@@ -10,8 +10,9 @@ int main(int argc, char** argv) {
   CLI::App app{
       "tilefuse: a fusion compiler for deep-learning tensor graphs.\n"
       "It imports ONNX models (.onnx, .onnxtxt, or an ONNX backend-test folder), lowers them to\n"
-      "primitive ops, fuses them and runs them as generated CPU kernels (or on the f64\n"
-      "reference interpreter).",
+      "primitive ops, fuses them and runs them as generated kernels: CUDA compiled by NVRTC on an\n"
+      "NVIDIA GPU (Hopper first), C++ on the CPU when there is none; the f64 reference interpreter\n"
+      "checks them (--check).",
       "tilefuse"};
   app.require_subcommand(1);
   app.footer(

@@ -143,6 +143,16 @@ std::optional<GemmConvWindow> OperandAConv(const Graph& g, const FusionGroup& pr
   return c;
 }
 
+// B as the [N][K] value its prologue transposes (perm [1, 0], the same dtype, the value outside
+// the prologue): the template then reads B K-major from it; else -1.
+int OperandBKMajor(const Graph& g, const FusionGroup& prologue, const GemmTemplateKernel& t) {
+  const Node& b = g.node(t.b);
+  if (b.op != OpCode::kTranspose || b.attrs.perm != std::vector<int64_t>{1, 0}) return -1;
+  const Node& source = g.node(b.inputs[0]);
+  if (prologue.nodes != std::vector<int>{b.id} || source.dtype != t.dtype || source.shape != Shape{t.n, t.k}) return -1;
+  return source.id;
+}
+
 }  // namespace
 
 bool AtProductPosition(const GemmTemplateKernel& g, const Index& index) {
@@ -163,6 +173,7 @@ StatusOr<GemmTemplateKernel> LowerGemmTemplate(const Graph& g, const FusionGroup
   // shared B only: its rows fold every batch entry).
   if (t.batch != 1) return t;
   for (const FusionGroup& prologue : PrologueGroups(g, group, split)) {
+    if (prologue.outputs == std::vector<int>{t.b}) t.b_k_major = OperandBKMajor(g, prologue, t);
     if (prologue.outputs != std::vector<int>{t.a}) continue;
     t.a_conv = OperandAConv(g, prologue, t);
     if (!t.a_conv) t.a_view = OperandAView(g, prologue, inlined, t);

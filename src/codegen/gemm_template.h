@@ -67,6 +67,9 @@ struct GemmTemplateKernel {
   std::vector<int> outputs;    // the group's outputs
   std::optional<GemmOperandView> a_view;  // A read through a view (its prologue copy skipped)
   std::optional<GemmConvWindow> a_conv;   // A as im2col of an activation (its prologue copy skipped)
+  // B read K-major from the [N][K] value its prologue only transposes (x · wᵀ with w as a
+  // linear layer keeps it), its prologue copy skipped; -1: B as [K][N].
+  int b_k_major = -1;
 };
 
 // The template form of gemm `group`, or the reason it does not apply (the caller keeps

@@ -28,6 +28,7 @@ std::string GemmFingerprint(const GemmTemplateKernel& g) {
                            c.width, c.channels, c.out_height, c.out_width, c.kernel[0], c.kernel[1], c.strides[0], c.strides[1],
                            c.dilations[0], c.dilations[1], c.pads[0], c.pads[1], c.pads[2], c.pads[3]);
   }
+  if (g.b_k_major >= 0) problem += " b-k-major";
   return HashBytes(KernelFingerprint(g.epilogue) + "\n" + problem).ToHex();
 }
 

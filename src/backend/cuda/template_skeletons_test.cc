@@ -72,6 +72,8 @@ TEST(TemplateSkeletonsTest, GemmCompilesInEveryFormAndElementType) {
        "  p = MatMul (x, w)\n  s = Add (p, b)\n  t = Tanh (s)\n  y = Add (t, r)\n"},
       {"bf16 16 rows, split-K", "g (bfloat16[16,4096] x, bfloat16[4096,4096] w, bfloat16[4096] b) => (bfloat16[16,4096] y)",
        "  p = MatMul (x, w)\n  y = Add (p, b)\n"},
+      {"bf16 B K-major", "g (bfloat16[2048,1024] x, bfloat16[4096,1024] w, bfloat16[2048,4096] r) => (bfloat16[2048,4096] y)",
+       "  wt = Transpose <perm = [1, 0]> (w)\n  p = MatMul (x, wt)\n  y = Add (p, r)\n"},
   };
   struct Form {
     const char* label;

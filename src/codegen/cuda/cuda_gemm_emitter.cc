@@ -34,18 +34,19 @@ class GemmEmitter {
     // A persistent grid of whole clusters, at most one CTA an SM.
     const int cluster = c_.cluster_m;
     s.work_blocks = cluster * std::min<int64_t>(c_.sm_count / cluster, Tiles(g_, c_.block_m, c_.block_n) / cluster * c_.splits);
-    s.strategy = fmt::format("gemm template {}x{}x{}, {} stages, {}{}{}{}{}{}", c_.block_m, c_.block_n, kBlockK, c_.stages,
+    s.strategy = fmt::format("gemm template {}x{}x{}, {} stages, {}{}{}{}{}{}{}", c_.block_m, c_.block_n, kBlockK, c_.stages,
                              *c_.pingpong ? "ping-pong consumers" : "cooperative consumers",
                              cluster > 1 ? fmt::format(", clusters of {} sharing B by multicast", cluster) : "",
                              *c_.overlap_epilogue ? ", epilogue overlapping the next main loop" : "",
                              ringed_load_ >= 0 ? ", residual by TMA into its ring" : staged_load_ >= 0 ? ", residual staged by TMA" : "",
-                             staged_ >= 0 ? ", TMA store" : "", c_.splits > 1 ? fmt::format(", split-K x{}", c_.splits) : "");
+                             staged_ >= 0 ? ", TMA store" : "", c_.splits > 1 ? fmt::format(", split-K x{}", c_.splits) : "",
+                             g_.b_k_major >= 0 ? ", B K-major" : "");
     // The kernel: its parameters, then the skeleton (codegen/cuda/device/gemm_sm90.cuh)
     // instantiated on this problem's Config, A loader and Epilogue.
     std::string parameters = "const __grid_constant__ tf::TensorMap map_a, const __grid_constant__ tf::TensorMap map_b";
     std::string maps = "&map_a, &map_b";
     s.launch.args.push_back({LaunchArg::Kind::kTensorMap, g_.a, OperandMapA(), 0});
-    s.launch.args.push_back({LaunchArg::Kind::kTensorMap, g_.b, OperandMapB(), 0});
+    s.launch.args.push_back({LaunchArg::Kind::kTensorMap, OperandMapB().node, OperandMapB(), 0});
     auto add_map = [&](bool used, const std::string& name, const TensorMapArg& map) {
       maps += used ? ", &" + name : ", nullptr";
       if (!used) return;
@@ -152,8 +153,12 @@ class GemmEmitter {
     m.im2col = im2col;
     return m;
   }
-  // B as [batch][K][N]: boxes of 64 K rows × 64 columns, block_n / 64 of them per stage.
-  TensorMapArg OperandMapB() const { return MatrixMap(g_.b, g_.dtype, g_.batch, g_.k, g_.n, kBlockK, 64); }
+  // B as [batch][K][N]: boxes of 64 K rows × 64 columns, block_n / 64 of them per stage; or
+  // K-major, the [N][K] value its prologue transposes: boxes of 64 rows of N × 64 of K.
+  TensorMapArg OperandMapB() const {
+    if (g_.b_k_major >= 0) return MatrixMap(g_.b_k_major, g_.dtype, g_.batch, g_.n, g_.k, 64, kBlockK);
+    return MatrixMap(g_.b, g_.dtype, g_.batch, g_.k, g_.n, kBlockK, 64);
+  }
   // The staged output (or staged load) as [batch][rows][N]: boxes of 64 rows × 64 columns.
   TensorMapArg TileMap(const KernelBuffer& buffer) const { return MatrixMap(buffer.node, buffer.dtype, g_.batch, g_.rows, g_.n, 64, 64); }
   TensorMapArg OutputMap() const { return TileMap(g_.epilogue.buffers[g_.epilogue.stores[staged_].buffer]); }
@@ -188,13 +193,13 @@ class GemmEmitter {
         "    enum : int {{ kBM = {}, kBN = {}, kStages = {}, kGroupM = {}, kClusterM = {}, kSplits = {}, kSplitSteps = {} }};\n"
         "    enum : int {{ kRows = {}, kN = {}, kK = {}, kBatch = {} }};\n"
         "    enum : int {{ kPingPong = {}, kOverlap = {}, kChunks = {}, kStaging = {} }};\n"
-        "    enum : int {{ kStagedStore = {}, kStagedLoad = {}, kRingedLoad = {} }};\n"
+        "    enum : int {{ kStagedStore = {}, kStagedLoad = {}, kRingedLoad = {}, kBKMajor = {} }};\n"
         "    enum : int {{ kProducerRegisters = {}, kConsumerRegisters = {} }};\n"
         "  }};\n",
         types, c_.block_m, c_.block_n, c_.stages, c_.group_m, c_.cluster_m, c_.splits, StepsPerSplit(g_, c_), g_.rows, g_.n, g_.k,
         g_.batch, *c_.pingpong ? 1 : 0, *c_.overlap_epilogue ? 1 : 0, *c_.overlap_epilogue ? EpilogueChunks(c_) : 1,
         StagingBytes(c_, staged_ >= 0), staged_ >= 0 ? 1 : 0, staged_load_ >= 0 ? 1 : 0, ringed_load_ >= 0 ? 1 : 0,
-        kProducerRegisters, kConsumerRegisters);
+        g_.b_k_major >= 0 ? 1 : 0, kProducerRegisters, kConsumerRegisters);
   }
 
   // How the producer loads A's tiles: a matrix, a view, or an implicit GEMM's im2col.

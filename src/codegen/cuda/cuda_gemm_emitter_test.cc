@@ -479,6 +479,36 @@ TEST(CudaGemmEmitterTest, AConvolutionOverAnNchwInputReadsAStagedNhwcCopy) {
   EXPECT_TRUE(copied);
 }
 
+// x · wᵀ with w a linear layer's [N][K] weight: the template reads B K-major from w itself
+// (boxes of 64 rows of N × 64 of K) instead of the transposed copy its prologue would make.
+// A transpose of anything but the last two dims of an [N][K] value keeps the copy.
+TEST(CudaGemmEmitterTest, ATransposedWeightIsReadKMajorFromItself) {
+  Planned p = PlanText("  wt = Transpose <perm = [1, 0]> (w)\n  q = MatMul (x, wt)\n  y = Add (q, b)\n",
+                       "g (bfloat16[1024,512] x, bfloat16[384,512] w, bfloat16[384] b) => (bfloat16[1024,384] y)");
+  auto gemm = LowerOnlyGemm(p);
+  ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
+  ASSERT_GE(gemm->b_k_major, 0);
+  EXPECT_EQ(p.graph.node(gemm->b_k_major).shape, (Shape{384, 512}));
+  auto source = EmitCudaGemm(*gemm);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_NE(source->function.find("kBKMajor = 1 }"), std::string::npos) << source->function;
+  EXPECT_NE(source->strategy.find("B K-major"), std::string::npos) << source->strategy;
+  const TensorMapArg& b = source->launch.args[1].map;
+  EXPECT_EQ(b.node, gemm->b_k_major);
+  EXPECT_EQ(b.dims[0], 512);  // K, contiguous
+  EXPECT_EQ(b.dims[1], 384);  // N
+  EXPECT_EQ(b.box[0], 64);
+  EXPECT_EQ(b.box[1], 64);
+  EXPECT_EQ(b.strides_bytes[0], 512 * 2);
+  Planned plain = PlanText("  y = MatMul (x, w)\n", "g (bfloat16[1024,512] x, bfloat16[512,384] w) => (bfloat16[1024,384] y)");
+  auto mn_major = LowerOnlyGemm(plain);
+  ASSERT_TRUE(mn_major.ok());
+  EXPECT_EQ(mn_major->b_k_major, -1);
+  auto plain_source = EmitCudaGemm(*mn_major);
+  ASSERT_TRUE(plain_source.ok());
+  EXPECT_NE(plain_source->function.find("kBKMajor = 0 }"), std::string::npos);
+}
+
 TEST(CudaGemmEmitterTest, EnoughTilesNeedNoSplitK) {
   Planned p = PlanText("  y = MatMul (x, w)\n", "g (bfloat16[4096,4096] x, bfloat16[4096,4096] w) => (bfloat16[4096,4096] y)");
   auto gemm = LowerOnlyGemm(p);

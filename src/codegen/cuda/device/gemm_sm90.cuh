@@ -70,7 +70,10 @@ struct Im2colA {
 template <class Config>
 struct GemmShape : Config {
   using Element = typename Config::Element;
-  static_assert(Element::kBytes == 2, "gemm_sm90 reads B MN-major: bf16 or f16 operands");
+  // B as [K][N] (MN-major, the default) or as [N][K] (K-major, kBKMajor: x · wᵀ with w a
+  // linear layer's weight); wgmma reads an MN-major B only for 16-bit types.
+  static constexpr bool kBKMajor = Config::kBKMajor != 0;
+  static_assert(Element::kBytes == 2 || kBKMajor, "gemm_sm90 reads an MN-major B of bf16 or f16 only");
   static constexpr int kBK = 128 / Element::kBytes;  // one 128-byte swizzle row
   static constexpr int kTilesM = (Config::kRows + Config::kBM - 1) / Config::kBM;
   static constexpr int kTilesN = (Config::kN + Config::kBN - 1) / Config::kBN;
@@ -96,7 +99,7 @@ template <class S>
 struct GemmSharedMemory {
   using Storage = typename S::Element::Storage;
   Storage* tile_a;          // [stage][kBM][kBK], 128-byte swizzle
-  Storage* tile_b;          // [stage][kBN / 64][kBK][64]
+  Storage* tile_b;          // [stage][kBN / 64][kBK][64]; K-major: [stage][kBN][kBK], the same swizzle as A
   unsigned char* staging;   // [consumer][kBN / 64][64][64], swizzled
   unsigned char* residual_ring;  // [slot][kBM][kChunkCols]
   Barrier* full;
@@ -153,7 +156,8 @@ namespace tf {
 // The kernel body. Config (see GemmShape) gives Element, Index, the tile (kBM, kBN,
 // kStages, kGroupM, kClusterM, kSplits, kSplitSteps, kChunks, kStaging), the problem (kRows,
 // kN, kK, kBatch), the consumers (kPingPong, kOverlap), the staged and ringed accesses
-// (kStagedStore, kStagedLoad, kRingedLoad and their element types StoreElement, LoadElement)
+// (kStagedStore, kStagedLoad, kRingedLoad and their element types StoreElement, LoadElement),
+// B's layout (kBKMajor)
 // and the register split (kProducerRegisters, kConsumerRegisters). Epilogue:
 //   float operator()(Index row, int col, float acc, float loaded) const
 // writes the direct stores of element (row, col) and returns the staged store's value

@@ -30,8 +30,10 @@ __device__ __forceinline__ void GemmIssueStep(const GemmSharedMemory<S>& sm, con
   for (int kk = 0; kk < S::kBK / Mma::kK; ++kk)
 #pragma unroll
     for (int mb = 0; mb < S::kMBlocks; ++mb)
-      Mma::template Shared<S::kBN, true>(c.d[mb], SharedMatrix::KMajor(a + mb * 64 * S::kBK + kk * Mma::kK),
-                                         SharedMatrix::MnMajor(b + kk * Mma::kK * 64, S::kBK * 128), ks > k_begin || kk > 0);
+      Mma::template Shared<S::kBN, !S::kBKMajor>(
+          c.d[mb], SharedMatrix::KMajor(a + mb * 64 * S::kBK + kk * Mma::kK),
+          S::kBKMajor ? SharedMatrix::KMajor(b + kk * Mma::kK) : SharedMatrix::MnMajor(b + kk * Mma::kK * 64, S::kBK * 128),
+          ks > k_begin || kk > 0);
   Warpgroup::Commit();
   // The staged load's tile, requested halfway through the main loop, while the step just
   // issued runs: by then the previous tile's TMA store has long read the staging tile it

@@ -12,16 +12,20 @@ __device__ __forceinline__ void GemmProducerStep(const GemmSharedMemory<S>& sm, 
   sm.empty[ring.stage].Wait(ring.phase ^ 1);
   sm.full[ring.stage].ArriveExpectingBytes(S::kStageBytes);
   ALoader::template Load<S>(sm.tile_a + ring.stage * S::kBM * S::kBK, *maps.a, ks, t, sm.full[ring.stage]);
+  // B in boxes of 64 columns × kBK rows of K (MN-major), or of 64 rows of N × kBK columns of K
+  // (K-major): the box's map coordinates are (n, k) or (k, n).
+  auto box_c0 = [&](int box) { return S::kBKMajor ? ks * S::kBK : t.n * S::kBN + box * 64; };
+  auto box_c1 = [&](int box) { return S::kBKMajor ? t.n * S::kBN + box * 64 : ks * S::kBK; };
   if (S::kClusterM > 1) {  // this CTA's share of B's boxes, to every CTA of the cluster
     constexpr int kShare = S::kBN / 64 / S::kClusterM;
 #pragma unroll
     for (int box = cta_rank * kShare; box < (cta_rank + 1) * kShare; ++box)
-      TmaLoad3dMulticast(sm.tile_b + ring.stage * S::kBN * S::kBK + box * S::kBK * 64, *maps.b, t.n * S::kBN + box * 64, ks * S::kBK,
-                         t.batch, sm.full[ring.stage], (unsigned short)((1 << S::kClusterM) - 1));
+      TmaLoad3dMulticast(sm.tile_b + ring.stage * S::kBN * S::kBK + box * S::kBK * 64, *maps.b, box_c0(box), box_c1(box), t.batch,
+                         sm.full[ring.stage], (unsigned short)((1 << S::kClusterM) - 1));
   } else {
 #pragma unroll
     for (int box = 0; box < S::kBN / 64; ++box)
-      TmaLoad3d(sm.tile_b + ring.stage * S::kBN * S::kBK + box * S::kBK * 64, *maps.b, t.n * S::kBN + box * 64, ks * S::kBK, t.batch,
+      TmaLoad3d(sm.tile_b + ring.stage * S::kBN * S::kBK + box * S::kBK * 64, *maps.b, box_c0(box), box_c1(box), t.batch,
                 sm.full[ring.stage]);
   }
 }

@@ -27,8 +27,11 @@ namespace {
 // values, the group's outputs, and the scalar program printed into it.
 StatusOr<CudaLaunchable> TemplateLaunchable(std::shared_ptr<const TemplateKernel> templ, const std::string& name, const FusionGroup& group,
                                             Kernel program, const CudaTarget& target) {
-  const auto tuned = target.template_configs.find(templ->Fingerprint());
-  const nlohmann::json config = tuned == target.template_configs.end() ? nlohmann::json::object() : tuned->second;
+  // The fingerprint is asked only where the tuner left configurations: a rule-only template's
+  // is a second emission of its kernel.
+  nlohmann::json config = nlohmann::json::object();
+  if (!target.template_configs.empty())
+    if (auto tuned = target.template_configs.find(templ->Fingerprint()); tuned != target.template_configs.end()) config = tuned->second;
   CudaLaunchable launchable;
   ASSIGN_OR_RETURN(launchable.source, templ->Emit(name, config, target.sm_count));
   // Graph values only: scalars and scratch memory (node -1) are no value of the graph.

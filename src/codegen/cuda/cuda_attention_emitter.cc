@@ -297,7 +297,7 @@ class AttentionEmitter {
         "    static constexpr __device__ float LazyMargin() {{ return {:.1f}f; }}\n"
         "    static constexpr __device__ float OutputScale() {{ return {}f; }}\n"
         "  }};\n",
-        a_.dtype == DType::kBF16 ? "tf::Bf16" : "tf::F16", IndexType(), c_.BlockM(), c_.block_n, a_.d, a_.dv, c_.stages, c_.consumers,
+        TileElementType(a_.dtype), IndexType(), c_.BlockM(), c_.block_n, a_.d, a_.dv, c_.stages, c_.consumers,
         c_.tiles, c_.q_slots, a_.nq, a_.nk, a_.k.RowsContiguous() ? 0 : 1, a_.v.RowsContiguous() ? 0 : 1,
         c_.loop == AttentionLoop::kSerial ? 0 : 1, c_.loop == AttentionLoop::kPingPong ? 1 : 0, c_.poly_exp_every,
         SkipsKeyBlocks() ? 1 : 0, InteriorKind(), kProducerRegisters, ConsumerRegisters(c_), c_.lazy_margin,

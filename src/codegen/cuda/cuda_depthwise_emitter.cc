@@ -37,15 +37,6 @@ bool StoresAtOwnOffset(const KernelStore& s, int vector) {
   return !UsesValue(s.index) && AsAffine(s.index, &a) && a.c0 == 1 && a.c1 == 0 && a.offset % vector == 0;
 }
 
-// The skeleton's element type for `dtype` (codegen/cuda/device/tile_mma.cuh).
-const char* ElementType(DType dtype) {
-  switch (dtype) {
-    case DType::kBF16: return "tf::Bf16";
-    case DType::kF16: return "tf::F16";
-    default: return "tf::F32";
-  }
-}
-
 // The buffers the epilogue reads or writes; the sum's is read from the accumulators (and
 // passed only when the group stores the sum).
 std::vector<int> EpilogueBufferIds(const DepthwiseTemplateKernel& k) {
@@ -138,7 +129,7 @@ StatusOr<CudaKernelSource> EmitCudaDepthwise(const DepthwiseTemplateKernel& k, c
       "    enum : int {{ kV = {}, kP = {}, kH = {}, kW = {}, kC = {}, kOH = {}, kOW = {}, kStrideH = {}, kStrideW = {} }};\n"
       "    enum : long long {{ kThreads = {} }};\n"
       "  }};\n",
-      ElementType(k.dtype), c.vector, c.pixels, k.height, k.width, k.channels, k.out_height, k.out_width, k.stride_h, k.stride_w,
+      TileElementType(k.dtype), c.vector, c.pixels, k.height, k.width, k.channels, k.out_height, k.out_width, k.stride_h, k.stride_w,
       threads);
   b += EpilogueStruct(k, c.vector);
   b += "  if (!tf::DepthwiseThread<Config>::Active()) return;\n  tf::DepthwiseThread<Config> t;\n";
@@ -146,7 +137,7 @@ StatusOr<CudaKernelSource> EmitCudaDepthwise(const DepthwiseTemplateKernel& k, c
     const int64_t seg = (c.pixels - 1) * k.stride_w + (row.dw_max - row.dw_min) + 1;
     b += fmt::format("  {{\n    float x[{}][{}];\n    if (t.Row<{}, {}>(b{}, x)) {{\n", seg, c.vector, row.dh, row.dw_min, k.source_buffer);
     for (const DepthwiseTap* tap : row.taps)
-      b += fmt::format("      t.Tap<{}, {}>(x, b{});\n", tap->dw - row.dw_min, ElementType(e.buffers[tap->weight_buffer].dtype),
+      b += fmt::format("      t.Tap<{}, {}>(x, b{});\n", tap->dw - row.dw_min, TileElementType(e.buffers[tap->weight_buffer].dtype),
                        tap->weight_buffer);
     b += "    }\n  }\n";
   }

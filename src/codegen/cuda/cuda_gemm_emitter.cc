@@ -179,15 +179,14 @@ class GemmEmitter {
     for (const KernelBuffer& b : g_.epilogue.buffers) largest = std::max(largest, b.elements);
     return largest < (int64_t{1} << 31) ? "int" : "long long";
   }
-  static const char* ElementType(DType dtype) { return dtype == DType::kBF16 ? "tf::Bf16" : "tf::F16"; }
 
   // The skeleton's compile-time configuration, a local class (enumerators: a local class has
   // no static members) so the kernel's text is all a compile unit needs of it.
   std::string ConfigStruct() const {
-    std::string types = fmt::format("    using Element = {};\n    using Index = {};\n", ElementType(g_.dtype), IndexType());
-    if (staged_ >= 0) types += fmt::format("    using StoreElement = {};\n", ElementType(g_.epilogue.buffers[g_.epilogue.stores[staged_].buffer].dtype));
+    std::string types = fmt::format("    using Element = {};\n    using Index = {};\n", TileElementType(g_.dtype), IndexType());
+    if (staged_ >= 0) types += fmt::format("    using StoreElement = {};\n", TileElementType(g_.epilogue.buffers[g_.epilogue.stores[staged_].buffer].dtype));
     const int load = staged_load_ >= 0 ? staged_load_ : ringed_load_;
-    if (load >= 0) types += fmt::format("    using LoadElement = {};\n", ElementType(LoadBuffer(load).dtype));
+    if (load >= 0) types += fmt::format("    using LoadElement = {};\n", TileElementType(LoadBuffer(load).dtype));
     return fmt::format(
         "  struct Config {{\n{}"
         "    enum : int {{ kBM = {}, kBN = {}, kStages = {}, kGroupM = {}, kClusterM = {}, kSplits = {}, kSplitSteps = {} }};\n"

@@ -67,6 +67,14 @@ std::string LeafExpression(const ScalarValue& v, const std::vector<std::string>&
 
 }  // namespace
 
+const char* TileElementType(DType dtype) {
+  switch (dtype) {
+    case DType::kBF16: return "tf::Bf16";
+    case DType::kF16: return "tf::F16";
+    default: return "tf::F32";
+  }
+}
+
 std::string CudaElementProgram(const Kernel& original, const std::vector<int>& roots, const std::map<int, std::string>& given,
                                const std::vector<std::string>& vars, const std::string& indent) {
   std::vector<int> new_id;

@@ -27,4 +27,8 @@ std::string CudaFastForm(const ScalarValue& v, const std::vector<std::string>& a
 std::string CudaElementProgram(const Kernel& k, const std::vector<int>& roots, const std::map<int, std::string>& given,
                                const std::vector<std::string>& vars, const std::string& indent);
 
+// The tile library's element type for `dtype` (codegen/cuda/device/tile_mma.cuh): tf::Bf16,
+// tf::F16, else tf::F32.
+const char* TileElementType(DType dtype);
+
 }  // namespace tilefuse

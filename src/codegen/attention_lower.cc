@@ -37,6 +37,9 @@ class AttentionLowering {
  private:
   Status FindMatmuls();
   Status MatchSoftmax();
+  int PeelLayoutKeeping(int node);
+  bool IsZero(int node);
+  StatusOr<int> MatchNanGuard(int where);
   StatusOr<int> RowReductionInput(int node, OpCode op);
   StatusOr<std::vector<int>> ComputedAncestors(int node, const char* role);
   Status LowerLogits();
@@ -129,21 +132,71 @@ StatusOr<int> AttentionLowering::RowReductionInput(int node, OpCode op) {
   return reduction.inputs[0];
 }
 
-// probs = [casts, reshapes] (exp(logits − [row max]) ÷ row sum).
-Status AttentionLowering::MatchSoftmax() {
-  int probs = pv_->inputs[0];
+// Walks up from `node` past the float casts and reshapes (of the scores' shape) inside the
+// group, placing them; returns the first node that is neither.
+int AttentionLowering::PeelLayoutKeeping(int node) {
   auto is_layout_keeping = [&](const Node& n) {
     bool float_cast = n.op == OpCode::kCast && IsFloat(n.dtype) && IsFloat(g_.node(n.inputs[0]).dtype);
     return n.shape == qk_->shape && (float_cast || n.op == OpCode::kReshape);
   };
-  while (member_[probs] && is_layout_keeping(g_.node(probs))) {
-    Place({probs});
-    probs = g_.node(probs).inputs[0];
+  while (member_[node] && is_layout_keeping(g_.node(node))) {
+    Place({node});
+    node = g_.node(node).inputs[0];
+  }
+  return node;
+}
+
+// Whether `node` is 0 everywhere: a constant of zeros, possibly broadcast or viewed.
+bool AttentionLowering::IsZero(int node) {
+  std::vector<int> views;
+  while (g_.node(node).info().kind == OpKind::View || g_.node(node).info().kind == OpKind::Broadcast) {
+    views.push_back(node);
+    node = g_.node(node).inputs[0];
+  }
+  const Node& n = g_.node(node);
+  if (n.op != OpCode::kConstant || !n.attrs.value) return false;
+  for (int64_t i = 0; i < n.attrs.value->num_elements(); ++i)
+    if (n.attrs.value->GetDouble(i) != 0) return false;
+  Place(views);
+  return true;
+}
+
+// The safe softmax's guard at `where`: where(isnan(p), 0, p) or where(not isnan(p), p, 0),
+// p under casts on either side. Returns p's node (casts peeled).
+StatusOr<int> AttentionLowering::MatchNanGuard(int where) {
+  const Node& w = g_.node(where);
+  int condition = w.inputs[0], zero = w.inputs[1], kept = w.inputs[2];
+  std::vector<int> guard = {where};
+  if (member_[condition] && g_.node(condition).op == OpCode::kNot) {
+    guard.push_back(condition);
+    condition = g_.node(condition).inputs[0];
+    std::swap(zero, kept);
+  }
+  const Node& is_nan = g_.node(condition);
+  if (w.shape != qk_->shape || !member_[condition] || is_nan.op != OpCode::kIsNaN || !IsZero(zero))
+    return Unimplemented(fmt::format("P·V reads {}, not the safe softmax's where(isnan(p), 0, p): the attention template allows only "
+                                     "casts and that guard between the softmax and P·V", Describe(w)));
+  guard.push_back(condition);
+  const int probs = PeelLayoutKeeping(kept), tested = PeelLayoutKeeping(is_nan.inputs[0]);
+  if (probs != tested)
+    return Unimplemented(fmt::format("{} keeps {} where another value, {}, is NaN: not the safe softmax's where(isnan(p), 0, p)",
+                                     Describe(w), Describe(g_.node(probs)), Describe(g_.node(tested))));
+  Place(guard);
+  return probs;
+}
+
+// probs = [casts, reshapes] [where(isnan(·), 0, ·) [casts]] (exp(logits − [row max]) ÷ row sum).
+Status AttentionLowering::MatchSoftmax() {
+  int probs = PeelLayoutKeeping(pv_->inputs[0]);
+  if (member_[probs] && g_.node(probs).op == OpCode::kWhere) {
+    ASSIGN_OR_RETURN(probs, MatchNanGuard(probs));
+    a_.zero_nan_rows = true;
   }
   const Node& div = g_.node(probs);
   if (!member_[probs] || div.op != OpCode::kDiv)
     return Unimplemented(fmt::format("P·V reads {}, not a softmax's division by the row sum: the attention template "
-                                     "allows only casts between the softmax and P·V", Describe(div)));
+                                     "allows only casts and the safe softmax's where(isnan(p), 0, p) between the softmax and P·V",
+                                     Describe(div)));
   const Node& exp = g_.node(div.inputs[0]);
   if (!member_[exp.id] || exp.op != OpCode::kExp || exp.shape != qk_->shape)
     return Unimplemented(fmt::format("the softmax divides {}, not an exp of the scores", Describe(exp)));

@@ -5,6 +5,10 @@
 //       matmul ─ logits ─ exp(· − row max) ─ ÷ row sum ─ [casts] ─ matmul ─ out
 //   Kᵀ ─┘        (scale, causal or additive masks, bias: pointwise per score)
 //
+// with, as torch.onnx's dynamo exporter writes SDPA, an optional "safe softmax" guard
+// where(isnan(p), 0, p) (or where(not isnan(p), p, 0), casts on either side) between the
+// division and P·V: fully masked rows then come out 0 instead of NaN.
+//
 // The logits are a scalar program per (score row, key) whose loads of the Q·Kᵀ product
 // read the dot product the kernel has just computed; the row max and row sum become the
 // running max and sum of the online softmax (softmax is shift-invariant, so the running
@@ -52,6 +56,11 @@ struct AttentionKernel {
   int logit = -1;
   DType score_dtype = DType::kF32;  // the Q·Kᵀ matmul's dtype
   int output = -1;                  // buffer of the P·V matmul's result, [batch.., nq, dv]
+  // The safe-softmax guard: rows whose probabilities are NaN come out 0. With the max
+  // subtracted, a row's probabilities are NaN all together or not at all — exactly when its
+  // sum is 0 (every key masked, -inf) or NaN (a NaN or +inf logit) — so the kernel writes 0
+  // where the running sum is not positive.
+  bool zero_nan_rows = false;
 };
 
 // Unimplemented, with the reason, for groups that do not have the shape above (another

@@ -1,14 +1,20 @@
 // The flash-attention kernel vs the f64 reference on random Q, K, V at odd sizes (query
 // and key lengths not multiples of the 32 × 64 tiles, unequal head dims), causal and
-// not, with additive masks, views on the operands, f32/f64/f16, kernel outputs poisoned.
-// Each case first checks that the attention group really became a generated kernel.
+// not, with additive masks, views on the operands, f32/f64/f16, kernel outputs poisoned,
+// the safe softmax's where(isnan(p), 0, p) with fully masked rows. Each case first checks
+// that the attention group really became a generated kernel (or, for forms the kernel does
+// not take, that its parts did).
 #include "codegen/attention_lower.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
+#include "codegen/attention_template.h"
+#include "fusion/group_classifier.h"
+#include "fusion/planner.h"
 #include "reference/interpreter.h"
 #include "driver/driver.h"
 #include "passes/pipeline.h"
@@ -29,6 +35,10 @@ struct AttentionCase {
   bool key_view = false;            // K as [batch, nk, heads*d], split into heads by views
   bool shared_keys = false;         // K and V as [batch, 1, nk, ..]: one head for all (multi-query)
   bool dropout = false;             // dropout on the probabilities: not a template shape
+  int64_t masked_rows = 0;          // causal: row r keeps keys <= r - masked_rows (the first rows none)
+  bool softmax_in_f32 = false;      // half types: the softmax computed in f32, cast back (as exporters do)
+  // The safe softmax of torch.onnx's dynamo exporter between the softmax and P·V.
+  enum class Guard { kNone, kIsNaN, kNotIsNaN, kIsNaNOfAnother } guard = Guard::kNone;
 };
 
 Graph BuildAttention(const AttentionCase& c) {
@@ -46,9 +56,16 @@ Graph BuildAttention(const AttentionCase& c) {
   if (c.additive_mask) scores = b.Add(scores, b.Parameter("mask", c.dtype, {c.batch, 1, 1, c.nk}));
   if (c.causal) {
     Value row = b.Iota({c.nq, c.nk}, 0, DType::kI64), column = b.Iota({c.nq, c.nk}, 1, DType::kI64);
+    if (c.masked_rows) row = b.Sub(row, b.Scalar(static_cast<double>(c.masked_rows), DType::kI64));
     scores = b.Where(b.Binary(OpCode::kGreaterEqual, row, column), scores, b.Scalar(c.masked_value, c.dtype));
   }
-  Value probs = b.Softmax(scores, -1);
+  Value probs = c.softmax_in_f32 ? b.Cast(b.Softmax(b.Cast(scores, DType::kF32), -1), c.dtype) : b.Softmax(scores, -1);
+  if (c.guard != AttentionCase::Guard::kNone) {
+    Value zero = b.Scalar(0, c.dtype);
+    Value tested = c.guard == AttentionCase::Guard::kIsNaNOfAnother ? b.MulScalar(probs, 2) : probs;
+    Value nan = b.Unary(OpCode::kIsNaN, tested);
+    probs = c.guard == AttentionCase::Guard::kNotIsNaN ? b.Where(b.Unary(OpCode::kNot, nan), probs, zero) : b.Where(nan, zero, probs);
+  }
   if (c.dropout) {
     Value keep = b.Binary(OpCode::kGreaterEqual, b.RandomUniform(b.shape(probs), DType::kF32, 7), b.Scalar(0.25, DType::kF32));
     probs = b.Where(keep, b.MulScalar(probs, 1 / 0.75), b.Scalar(0, c.dtype));
@@ -195,12 +212,141 @@ TEST(AttentionKernelTest, NaNLogitsMakeTheirRowsNaN) {
   }
 }
 
-TEST(AttentionKernelTest, DropoutOnTheProbabilitiesFallsBackWithAReason) {
+// Forms the flash kernel does not take are planned again as their parts, every one a
+// generated kernel, the reason in the plan notes (never the reference kernels).
+void ExpectSplitIntoGeneratedParts(const AttentionCase& c, const std::string& reason) {
+  Graph graph = BuildAttention(c);
+  auto compiled = CompileFused(graph);
+  ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
+  for (const KernelInfo& k : (*compiled)->kernels()) {
+    EXPECT_NE(k.kind, GroupKind::kAttention) << k.name;
+    EXPECT_TRUE(k.generated) << k.name << ": " << k.why_not;
+  }
+  ASSERT_EQ((*compiled)->plan_notes().size(), 1u);
+  EXPECT_NE((*compiled)->plan_notes()[0].find(reason), std::string::npos) << (*compiled)->plan_notes()[0];
+  EXPECT_EQ((*compiled)->plan().missed_attention.back(), (*compiled)->plan_notes()[0]);
+  if (c.dropout) return;  // random bits: the reference draws its own
+  std::vector<Tensor> inputs = RandomInputs(graph, 500);
+  auto expected = RunReference(graph, inputs);
+  auto actual = (*compiled)->Run(inputs);
+  ASSERT_TRUE(expected.ok() && actual.ok());
+  Comparison cmp = CompareNormwise((*actual)[0], (*expected)[0], Tolerance{1e-4, 1e-5});
+  EXPECT_TRUE(cmp.pass) << cmp.reason;
+}
+
+TEST(AttentionKernelTest, DropoutOnTheProbabilitiesIsSplitWithAReason) {
   AttentionCase c;
   c.dropout = true;
-  KernelInfo k = CompileRunAndCompare(c);
-  EXPECT_FALSE(k.generated);
-  EXPECT_NE(k.why_not.find("softmax"), std::string::npos) << k.why_not;
+  ExpectSplitIntoGeneratedParts(c, "softmax");
+}
+
+// torch.onnx's dynamo exporter guards SDPA's softmax with where(isnan(p), 0, p): rows whose
+// every key is masked (-inf) give 0, as the reference computes them (softmax NaN, then the
+// where). The flash kernel takes the guard: those rows are 0, the others as without it.
+std::vector<double> RunSafeSoftmax(const AttentionCase& c, int64_t nan_in_q_row = -1) {
+  Graph graph = BuildAttention(c);
+  auto compiled = CompileFused(graph);
+  EXPECT_TRUE(compiled.ok()) << compiled.status().ToString();
+  if (!compiled.ok()) return {};
+  int attention = 0;
+  for (const KernelInfo& k : (*compiled)->kernels()) {
+    EXPECT_TRUE(k.generated) << k.name << ": " << k.why_not;
+    if (k.kind != GroupKind::kAttention) continue;
+    ++attention;
+    EXPECT_NE(k.source.find("running_sum[r] > 0 ?"), std::string::npos);
+  }
+  EXPECT_EQ(attention, 1);
+  std::vector<Tensor> inputs = RandomInputs(graph, 600);
+  if (nan_in_q_row >= 0) {  // batch 0, head 0, that row
+    std::vector<double> q = inputs[0].ToDoubles();
+    q[nan_in_q_row * c.d] = NAN;
+    inputs[0] = Tensor::FromDoubles(inputs[0].dtype(), inputs[0].shape(), q);
+  }
+  auto expected = RunReference(graph, inputs);
+  auto actual = (*compiled)->Run(inputs);
+  EXPECT_TRUE(expected.ok() && actual.ok());
+  if (!expected.ok() || !actual.ok()) return {};
+  Tolerance tol = c.dtype == DType::kF16 ? Tolerance{2e-2, 2e-2} : Tolerance{1e-4, 1e-5};
+  Comparison cmp = CompareNormwise((*actual)[0], (*expected)[0], tol);
+  EXPECT_TRUE(cmp.pass) << cmp.reason;
+  return (*actual)[0].ToDoubles();
+}
+
+// How many leading rows of each (batch, head) of `out` are all 0, at least (the smallest).
+int64_t ZeroRows(const std::vector<double>& out, const AttentionCase& c) {
+  int64_t fewest = c.nq;
+  for (int64_t head = 0; head < c.batch * c.heads; ++head) {
+    int64_t rows = 0;
+    while (rows < c.nq && std::all_of(out.begin() + (head * c.nq + rows) * c.dv, out.begin() + (head * c.nq + rows + 1) * c.dv,
+                                      [](double x) { return x == 0; }))
+      ++rows;
+    fewest = std::min(fewest, rows);
+  }
+  return fewest;
+}
+
+TEST(AttentionKernelTest, SafeSoftmaxGivesZeroForFullyMaskedRows) {
+  AttentionCase c;
+  c.causal = true;
+  c.masked_rows = 40;  // past the first query block (32 rows): whole blocks and a part of one
+  c.nq = 77;
+  c.nk = 150;
+  c.guard = AttentionCase::Guard::kIsNaN;
+  std::vector<double> out = RunSafeSoftmax(c);
+  EXPECT_EQ(ZeroRows(out, c), 40);
+}
+
+TEST(AttentionKernelTest, SafeSoftmaxAsNotIsNaNWithCastsInHalf) {
+  AttentionCase c;
+  c.dtype = DType::kF16;
+  c.causal = true;
+  c.masked_rows = 70;
+  c.nq = 100;
+  c.nk = 100;
+  c.softmax_in_f32 = true;
+  c.guard = AttentionCase::Guard::kNotIsNaN;
+  std::vector<double> out = RunSafeSoftmax(c);
+  EXPECT_EQ(ZeroRows(out, c), 70);
+}
+
+// Under the guard a NaN logit makes its row's probabilities NaN, then 0: the row is 0.
+TEST(AttentionKernelTest, SafeSoftmaxZeroesRowsWithNaNLogits) {
+  AttentionCase c;
+  c.guard = AttentionCase::Guard::kIsNaN;
+  std::vector<double> out = RunSafeSoftmax(c, /*nan_in_q_row=*/0);
+  EXPECT_EQ(ZeroRows(out, c), 0);  // other heads' first rows are not 0
+  EXPECT_TRUE(std::all_of(out.begin(), out.begin() + c.dv, [](double x) { return x == 0; }));
+}
+
+// A where that tests another value for NaN than the one it keeps is no safe softmax.
+TEST(AttentionKernelTest, GuardTestingAnotherValueIsSplitWithAReason) {
+  AttentionCase c;
+  c.guard = AttentionCase::Guard::kIsNaNOfAnother;
+  ExpectSplitIntoGeneratedParts(c, "is NaN");
+}
+
+// The GPU skeleton does not guard its division by the row sum: its template refuses the
+// safe softmax (the CUDA backend then plans the parts), rather than give NaN rows.
+TEST(AttentionKernelTest, GpuTemplateRefusesTheSafeSoftmax) {
+  AttentionCase c;
+  c.dtype = DType::kBF16;
+  c.nq = c.nk = 128;
+  c.d = c.dv = 64;
+  c.guard = AttentionCase::Guard::kIsNaN;
+  Graph graph = BuildAttention(c);
+  auto plan = PlanFusion(graph, PlannerOptions{});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  const std::vector<bool> inlined = FindInlinedGenerators(graph);
+  int attention = 0;
+  for (const FusionGroup& group : plan->groups) {
+    if (group.kind != GroupKind::kAttention) continue;
+    ++attention;
+    ASSERT_TRUE(LowerAttention(graph, group, inlined).ok());
+    auto templ = LowerAttentionTemplate(graph, group, inlined);
+    ASSERT_FALSE(templ.ok());
+    EXPECT_NE(templ.status().message().find("safe softmax"), std::string::npos) << templ.status().message();
+  }
+  EXPECT_EQ(attention, 1);
 }
 
 }  // namespace

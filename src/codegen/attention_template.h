@@ -13,6 +13,8 @@
 // batch term). A scalar scale on an operand (q · c) folds into the score or the output;
 // operands computed otherwise inside the group (a cast to another type, a sum) are refused
 // with the reason, as are dtypes, head dims and alignments the kernel does not take.
+// So is the safe softmax's where(isnan(p), 0, p), which the CPU kernel takes (fully masked
+// rows give 0) and the GPU skeleton does not yet.
 #pragma once
 
 #include <string>

@@ -128,6 +128,10 @@ StatusOr<FusionPlan> PlanForDevice(const Graph& graph, PlannerOptions options) {
   const CpuCapabilities cpu;
   const CudaCapabilities cuda{CudaTarget{}};
   options.target = options.device == "cpu" ? static_cast<const TargetCapabilities*>(&cpu) : &cuda;
+  if (options.device == "cpu") {
+    ASSIGN_OR_RETURN(PlannedGraph planned, PlanFusionForCpu(graph, options));
+    return std::move(planned.plan);
+  }
   return PlanFusion(graph, options);
 }
 

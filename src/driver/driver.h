@@ -46,9 +46,10 @@ StatusOr<std::vector<std::unique_ptr<Executable>>> CompileGraphs(Backend& backen
 StatusOr<std::unique_ptr<Executable>> CompileGraph(Backend& backend, const Graph& graph, const CompileOptions& options);
 
 // The plan the backend of `options.device` (cpu, h100-sxm, h200) would make, its
-// capabilities included, without compiling anything (`explain`): the CPU's, or the CUDA
-// backend's for sm_90a with its default options (attention is not re-planned: explain shows
-// the planner's attention groups).
+// capabilities included, without compiling anything (`explain`): the CPU's (attention its
+// flash kernel refuses planned as its parts, PlanFusionForCpu), or the CUDA backend's for
+// sm_90a with its default options (attention is not re-planned: explain shows the planner's
+// attention groups).
 StatusOr<FusionPlan> PlanForDevice(const Graph& graph, PlannerOptions options);
 
 // The same driver with the backend made from its options, typed for callers that use what

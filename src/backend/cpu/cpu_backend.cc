@@ -526,16 +526,34 @@ StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const CpuCompileOptions
   return std::unique_ptr<CpuBackend>(new CpuBackend(options, std::move(jit)));
 }
 
+StatusOr<PlannedGraph> PlanFusionForCpu(const Graph& graph, PlannerOptions options) {
+  ASSIGN_OR_RETURN(FusionPlan plan, PlanFusion(graph, options));
+  const std::vector<bool> inlined = FindInlinedGenerators(graph);
+  std::vector<std::string> notes;
+  for (const FusionGroup& group : plan.groups) {
+    if (group.kind != GroupKind::kAttention) continue;
+    StatusOr<AttentionKernel> attention = LowerAttention(graph, group, inlined);
+    if (attention.ok()) continue;
+    options.no_attention_at.insert(group.nodes.front());
+    notes.push_back(fmt::format("%{}: the CPU flash-attention kernel does not take it, planned as its parts: {}", group.nodes.front(),
+                                attention.status().message()));
+  }
+  if (notes.empty()) return PlannedGraph{std::move(plan), {}};
+  ASSIGN_OR_RETURN(plan, PlanFusion(graph, options));
+  plan.missed_attention.insert(plan.missed_attention.end(), notes.begin(), notes.end());
+  return PlannedGraph{std::move(plan), std::move(notes)};
+}
+
 StatusOr<PlannedGraph> CpuBackend::Plan(const Graph& graph, PlannerOptions options) {
   options.device = options_.device;
-  ASSIGN_OR_RETURN(FusionPlan plan, PlanFusion(graph, options));
-  return PlannedGraph{std::move(plan), {}};
+  return PlanFusionForCpu(graph, options);
 }
 
 StatusOr<std::unique_ptr<LoweredGraph>> CpuBackend::Lower(const Graph& graph, PlannedGraph planned, const std::string& prefix) {
   auto state = std::make_unique<CpuExecutable::State>();
   state->graph = graph;
   state->plan = std::move(planned.plan);
+  state->plan_notes = std::move(planned.notes);
   state->inlined = FindInlinedGenerators(state->graph);
   state->poison_outputs = options_.poison_outputs;
   state->fault = options_.fault;

@@ -1,6 +1,6 @@
 // The CPU backend (runtime/backend.h): the driver's stages for the host.
 //
-//   Plan   PlanFusion with the host's cost model
+//   Plan   PlanFusionForCpu with the host's cost model (attention the flash kernel refuses split)
 //   Lower  per group: one loop kernel (LowerGroup → EmitCppFunction); gemm: prologue loop
 //          kernels, the product through BLAS, the epilogue as a loop kernel; attention: one
 //          flash-attention kernel; anything no template takes: the reference kernels (said
@@ -37,6 +37,11 @@ class CpuCapabilities : public TargetCapabilities {
 // Whether graphs for the CPU should keep their f32 Conv nodes (PassOptions::library_conv):
 // this build runs them through oneDNN.
 inline bool CpuRunsLibraryConv() { return OnednnConvAvailable(); }
+
+// PlanFusion for the CPU: attention groups its flash kernel does not take (LowerAttention
+// refuses them) are planned again as their parts (gemm, softmax, gemm: generated kernels, never
+// the reference kernels), the reason in the notes and in the plan's missed_attention.
+StatusOr<PlannedGraph> PlanFusionForCpu(const Graph& graph, PlannerOptions options);
 
 class CpuBackend : public Backend {
  public:

@@ -32,6 +32,7 @@ CpuExecutable::~CpuExecutable() = default;
 const Graph& CpuExecutable::graph() const { return state_->graph; }
 const FusionPlan& CpuExecutable::plan() const { return state_->plan; }
 const std::vector<KernelInfo>& CpuExecutable::kernels() const { return state_->kernels; }
+const std::vector<std::string>& CpuExecutable::plan_notes() const { return state_->plan_notes; }
 int64_t CpuExecutable::jit_compiles() const { return state_->jit_compiles; }
 int64_t CpuExecutable::arena_bytes() const { return state_->memory.arena_bytes; }
 

@@ -4,10 +4,10 @@
 // gemm groups run their prologue (casts and views of the operands) as generated kernels,
 // their product through BLAS on the operands where they live, and their epilogue as
 // a generated kernel; attention groups as one flash-attention kernel (codegen/attention_lower).
-// Groups no template expresses (opaque ops, the rare reduction shape LowerGroup refuses,
-// attention shapes LowerAttention refuses) run their member ops one by one on the
-// reference kernels; KernelInfo says which is which, so nothing is silently reported
-// as fused.
+// Attention shapes LowerAttention refuses are planned as their parts (CpuBackend::Plan).
+// Groups no template expresses (opaque ops, the rare reduction shape LowerGroup refuses)
+// run their member ops one by one on the reference kernels; KernelInfo says which is
+// which, so nothing is silently reported as fused.
 #pragma once
 
 #include <map>
@@ -85,6 +85,9 @@ class CpuExecutable : public Executable {
   const FusionPlan& plan() const override;
   int64_t arena_bytes() const override;
   const std::vector<KernelInfo>& kernels() const;
+  // What the backend planned differently from the planner, and why ("attention at %12 split
+  // into its parts: ..."): attention groups its flash kernel does not take.
+  const std::vector<std::string>& plan_notes() const;
   int64_t jit_compiles() const;  // how many kernels needed the host compiler (not the cache)
 
  private:

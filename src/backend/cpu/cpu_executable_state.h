@@ -65,6 +65,7 @@ const GeneratedCall* FindLoopKernel(const std::vector<Step>& steps, const std::s
 struct CpuExecutable::State {
   Graph graph;
   FusionPlan plan;
+  std::vector<std::string> plan_notes;  // CpuBackend::Plan's: attention groups split into their parts, and why
   std::vector<bool> inlined;
   std::vector<Tensor> generator_values;  // constants, and generators reference steps read
   std::vector<cpu_executable_internal::Step> steps;

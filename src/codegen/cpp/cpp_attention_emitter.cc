@@ -199,12 +199,16 @@ class AttentionEmitter {
     EmitSoftmaxRows();
     EmitValueProduct();
     out_ += "      }\n";
+    // The safe softmax's rows of NaN probabilities (a sum of 0: every key masked; or NaN)
+    // come out 0, as where(isnan(p), 0, p) makes them.
+    const std::string normalised = a_.zero_nan_rows ? fmt::format("(running_sum[r] > 0 ? acc[r][c] / running_sum[r] : {}(0))", t_)
+                                                    : std::string("acc[r][c] / running_sum[r]");
     out_ += fmt::format(
         "      for (int64_t r = 0; r < rows; ++r)\n"
         "        for (int64_t c = 0; c < {0}; ++c)\n"
-        "          tf_store_{1}(b{2}, ((batch * {3} + first_query + r) * {0} + c), acc[r][c] / running_sum[r]);\n"
+        "          tf_store_{1}(b{2}, ((batch * {3} + first_query + r) * {0} + c), {4});\n"
         "      }}\n    }}\n  }}\n",
-        a_.dv, DTypeName(a_.buffers[a_.output].dtype), a_.output, a_.nq);
+        a_.dv, DTypeName(a_.buffers[a_.output].dtype), a_.output, a_.nq, normalised);
   }
 
   // One line per register-tile row: `pattern` with {0} the row's number.

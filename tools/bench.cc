@@ -5,15 +5,8 @@
 // memory of the two plans. Run() takes each graph output from the host buffer pool
 // (support/host_buffer_pool.h: a buffer freed by the previous run, pages already
 // mapped), so in a loop it costs microseconds; the time is still measured apart.
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cstdlib>
-
 #include <algorithm>
 #include <chrono>
-#include <cstring>
-#include <filesystem>
 #include <memory>
 
 #include <fmt/format.h>
@@ -22,11 +15,8 @@
 #include "bench_common.h"
 #include "cli_common.h"
 #include "commands.h"
-#include "api/backend_setup.h"
 #include "cuda_path_options.h"
-#include "driver/driver.h"
-#include "passes/pipeline.h"
-#include "runtime/memory_plan.h"
+#include "tilefuse/tilefuse.h"
 
 namespace tilefuse::cli {
 namespace {
@@ -38,23 +28,6 @@ struct Variant {  // fused or unfused
   int kernels = 0;
   int64_t peak_intermediate_bytes = 0;
 };
-
-// memcpy of a buffer larger than the LLC; bytes read + written per second, median of 5.
-double MeasureCopyGBps(int mib) {
-  size_t bytes = static_cast<size_t>(mib) << 20;
-  std::vector<char> from(bytes, 1), to(bytes, 0);
-  std::vector<double> rates;
-  for (int i = 0; i < 5; ++i) {
-    auto start = std::chrono::steady_clock::now();
-    std::memcpy(to.data(), from.data(), bytes);
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    rates.push_back(2.0 * bytes / s / 1e9);
-  }
-  volatile char sink = to[bytes / 2];  // the copies are used, so they are not elided
-  (void)sink;
-  std::nth_element(rates.begin(), rates.begin() + 2, rates.end());
-  return rates[2];
-}
 
 // What a timed Run() spends outside the kernels on a graph's outputs: a zero-filled
 // tensor each, freed again when the caller drops the result; median of 5.
@@ -72,23 +45,33 @@ double MeasureOutputAllocationMs(const std::vector<Tensor>& outputs) {
   return times[2];
 }
 
+// The facade's options for one of bench's CPU compiles (`cache_dir`: a fresh cache or "").
+ModelOptions CpuModelOptions(bool fuse, bool tune, const std::string& cache_dir) {
+  ModelOptions model;
+  model.backend = "cpu";
+  model.fuse = fuse;
+  model.tune = tune;
+  model.cache_dir = cache_dir;
+  return model;
+}
+
 StatusOr<Variant> BenchVariant(const Graph& passed, bool fuse, const std::vector<Tensor>& inputs,
                                const BenchOptions& options) {
   FreshCacheDir cache;
   if (cache.path().empty()) return Internal("cannot create a temporary kernel cache folder");
   Variant v;
-  bool tune = options.tune && fuse;
-  ASSIGN_OR_RETURN(std::unique_ptr<CpuExecutable> cold, CompileModelForCpu(passed, fuse, cache.path(), tune));
-  v.compile_cold_ms = cold->compile_ms();
+  const ModelOptions model = CpuModelOptions(fuse, options.tune && fuse, cache.path());
+  ASSIGN_OR_RETURN(std::unique_ptr<CompiledModel> cold, CompiledModel::FromPassedGraph(passed, model));
+  v.compile_cold_ms = cold->backend_compile_ms();
   v.jit_compiles_cold = cold->jit_compiles();
   cold.reset();
-  ASSIGN_OR_RETURN(std::unique_ptr<CpuExecutable> warm, CompileModelForCpu(passed, fuse, cache.path(), tune));
-  v.compile_warm_ms = warm->compile_ms();
+  ASSIGN_OR_RETURN(std::unique_ptr<CompiledModel> warm, CompiledModel::FromPassedGraph(passed, model));
+  v.compile_warm_ms = warm->backend_compile_ms();
   v.jit_compiles_warm = warm->jit_compiles();
   v.kernels = static_cast<int>(warm->kernels().size());
-  ASSIGN_OR_RETURN(MemoryPlan memory, PlanFusionPlanMemory(warm->graph(), warm->plan()));
-  v.peak_intermediate_bytes = memory.arena_bytes;
-  ASSIGN_OR_RETURN(v.run_ms, warm->BenchmarkMs(inputs, options.warmup, options.repeats, 1));
+  ASSIGN_OR_RETURN(v.peak_intermediate_bytes, warm->PlannedIntermediateBytes());
+  ASSIGN_OR_RETURN(BenchmarkResult timed, warm->Benchmark(inputs, {options.warmup, options.repeats, 1}));
+  v.run_ms = timed.median_ms;
   return v;
 }
 
@@ -129,13 +112,12 @@ void PrintText(const nlohmann::json& j) {
 Status BenchCpu(const BenchOptions& options) {
   double load_before = LoadAverage();
   ASSIGN_OR_RETURN(ImportedModel imported, LoadModel(options.model));
-  ASSIGN_OR_RETURN(Graph passed, RunGraphPasses(imported.graph, CpuPassOptions()));
+  ASSIGN_OR_RETURN(Graph passed, CompiledModel::RunPasses(imported.graph, CpuModelOptions(true, false, "")));
   ASSIGN_OR_RETURN(std::vector<Tensor> inputs, MakeRandomInputs(passed, options.seed));
   ASSIGN_OR_RETURN(Variant fused, BenchVariant(passed, true, inputs, options));
   ASSIGN_OR_RETURN(Variant unfused, BenchVariant(passed, false, inputs, options));
-  ASSIGN_OR_RETURN(std::unique_ptr<CpuExecutable> compiled, CompileModelForCpu(passed, true));
-  double flops = 0;
-  for (const FusionGroup& group : compiled->plan().groups) flops += group.flops;
+  ASSIGN_OR_RETURN(std::unique_ptr<CompiledModel> compiled, CompiledModel::FromPassedGraph(passed, CpuModelOptions(true, false, "")));
+  const double flops = compiled->flops();
   double bytes = 0;
   for (const Tensor& t : inputs) bytes += t.num_bytes();
   ASSIGN_OR_RETURN(std::vector<Tensor> outputs, compiled->Run(inputs));
@@ -143,7 +125,7 @@ Status BenchCpu(const BenchOptions& options) {
 
   nlohmann::json j = {{"model", options.model}, {"backend", "cpu"},  {"tuned", options.tune}, {"repeats", options.repeats},
                       {"warmup", options.warmup}, {"bytes", bytes}, {"flops", flops},
-                      {"copy_gbps", MeasureCopyGBps(options.copy_mib)}, {"load_before", load_before},
+                      {"copy_gbps", MeasureHostCopyBandwidth(int64_t{options.copy_mib} << 20) / 1e9}, {"load_before", load_before},
                       {"output_alloc_ms", MeasureOutputAllocationMs(outputs)}};
   j["fused"] = VariantJson(fused, bytes, flops);
   j["unfused"] = VariantJson(unfused, bytes, flops);
@@ -213,7 +195,10 @@ void AddBenchCommand(CLI::App& app, int& exit_code) {
       "  tilefuse bench model.onnx --backend cuda\n"
       "Exit codes: 0 ok, 2 bad input, unsupported model or usage.");
   bench->callback([options, &exit_code] {
-    Status status = CheckDeviceForBackend(options->device, options->backend);
+    ModelOptions asked;
+    asked.backend = options->backend;
+    asked.device = options->device;
+    Status status = CheckModelOptions(asked);
     if (status.ok()) status = options->backend == "cuda" ? BenchCuda(*options) : BenchCpu(*options);
     if (!status.ok()) PrintError(status);
     exit_code = status.ok() ? kExitOk : kExitBadInput;

@@ -14,59 +14,57 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "backend/cuda/copy_bandwidth.h"
-#include "backend/cuda/cuda_driver.h"
 #include "bench_common.h"
 #include "cli_common.h"
-#include "api/backend_setup.h"
-#include "driver/driver.h"
-#include "passes/pipeline.h"
-#include "backend/cuda/cuda_executable.h"
-#include "runtime/measure.h"
-#include "tune/gpu_tuner.h"
+#include "tilefuse/tilefuse.h"
 
 namespace tilefuse::cli {
 namespace {
 
 struct CudaVariant {  // fused or unfused
   double run_ms = 0;
+  int input_sets = 1;
   double compile_cold_ms = 0, compile_warm_ms = 0;
   // Compile units (one per distinct kernel) compiled, and found in the cache.
   int64_t nvrtc_compiles_cold = 0, nvrtc_compiles_warm = 0, nvrtc_cache_hits_cold = 0, nvrtc_cache_hits_warm = 0;
   int kernels = 0;
   bool captured = false;
   int64_t arena_bytes = 0;
-  std::unique_ptr<CudaExecutable> compiled;  // the warm one
+  std::unique_ptr<CompiledModel> compiled;  // the warm one
 };
 
-StatusOr<std::unique_ptr<CudaExecutable>> CompileForGpu(const Graph& passed, bool fuse, const std::string& cache_dir, bool tune,
-                                                         int device) {
-  CudaCompileOptions options;
-  options.fuse = fuse;
-  options.cache_dir = cache_dir;
-  options.device_ordinal = device;
-  if (tune && fuse) return TuneForGpu(passed, options, TuneOptions{}, nullptr);
-  return CompileForCuda(passed, options);
+ModelOptions GpuModelOptions(bool fuse, const std::string& cache_dir, bool tune, int device) {
+  ModelOptions model;
+  model.backend = "cuda";
+  model.fuse = fuse;
+  model.cache_dir = cache_dir;
+  model.tune = tune && fuse;
+  model.device = device;
+  return model;
 }
 
-StatusOr<CudaVariant> BenchVariant(const Graph& passed, bool fuse, const std::vector<Tensor>& inputs, int input_sets,
+StatusOr<CudaVariant> BenchVariant(const Graph& passed, bool fuse, const std::vector<Tensor>& inputs,
                                    const BenchOptions& options) {
   FreshCacheDir cache;
   if (cache.path().empty()) return Internal("cannot create a temporary kernel cache folder");
   CudaVariant v;
-  ASSIGN_OR_RETURN(std::unique_ptr<CudaExecutable> cold, CompileForGpu(passed, fuse, cache.path(), options.tune, options.device));
-  v.compile_cold_ms = cold->compile_ms();
-  v.nvrtc_compiles_cold = cold->nvrtc_compiles();
-  v.nvrtc_cache_hits_cold = cold->nvrtc_cache_hits();
+  const ModelOptions model = GpuModelOptions(fuse, cache.path(), options.tune, options.device);
+  ASSIGN_OR_RETURN(std::unique_ptr<CompiledModel> cold, CompiledModel::FromPassedGraph(passed, model));
+  v.compile_cold_ms = cold->backend_compile_ms();
+  v.nvrtc_compiles_cold = cold->jit_compiles();
+  v.nvrtc_cache_hits_cold = cold->jit_cache_hits();
   cold.reset();
-  ASSIGN_OR_RETURN(v.compiled, CompileForGpu(passed, fuse, cache.path(), options.tune, options.device));
-  v.compile_warm_ms = v.compiled->compile_ms();
-  v.nvrtc_compiles_warm = v.compiled->nvrtc_compiles();
-  v.nvrtc_cache_hits_warm = v.compiled->nvrtc_cache_hits();
+  ASSIGN_OR_RETURN(v.compiled, CompiledModel::FromPassedGraph(passed, model));
+  v.compile_warm_ms = v.compiled->backend_compile_ms();
+  v.nvrtc_compiles_warm = v.compiled->jit_compiles();
+  v.nvrtc_cache_hits_warm = v.compiled->jit_cache_hits();
   v.kernels = static_cast<int>(v.compiled->kernels().size());
-  v.captured = v.compiled->captured();
+  v.captured = v.compiled->device_runs();
   v.arena_bytes = v.compiled->arena_bytes();
-  ASSIGN_OR_RETURN(v.run_ms, v.compiled->BenchmarkMs(inputs, options.warmup, options.repeats, input_sets));
+  // Inputs rotated among copies (BenchmarkOptions::input_sets 0: enough to miss in L2).
+  ASSIGN_OR_RETURN(BenchmarkResult timed, v.compiled->Benchmark(inputs, {options.warmup, options.repeats, 0}));
+  v.run_ms = timed.median_ms;
+  v.input_sets = timed.input_sets;
   return v;
 }
 
@@ -89,21 +87,20 @@ nlohmann::json VariantJson(const CudaVariant& v, double bytes, double flops, dou
 }
 
 // Each fused group alone: its time, share, rate and how it ran.
-StatusOr<nlohmann::json> GroupsJson(CudaExecutable& fused, const std::vector<Tensor>& inputs, double copy_gbps) {
-  ASSIGN_OR_RETURN(std::vector<double> times, GroupTimesUs(fused, inputs));
+StatusOr<nlohmann::json> GroupsJson(CompiledModel& fused, const std::vector<Tensor>& inputs, double copy_gbps) {
+  ASSIGN_OR_RETURN(std::vector<double> times, fused.GroupTimesUs(inputs));
   double total = 0;
   for (double t : times) total += t;
   nlohmann::json groups = nlohmann::json::array();
-  for (const CudaKernelInfo& k : fused.kernels()) {
+  for (const KernelSummary& k : fused.kernels()) {
     if (k.group < 0 || k.group >= static_cast<int>(times.size())) continue;
-    const FusionGroup& g = fused.plan().groups[k.group];
     const double us = times[k.group];
-    nlohmann::json row = {{"group", k.group},         {"kind", GroupKindName(k.kind)}, {"mode", k.mode},
-                          {"strategy", k.strategy},   {"ops", k.num_nodes},            {"us", us},
-                          {"share", total > 0 ? us / total : 0}, {"gflop", g.flops / 1e9}, {"mbytes", g.bytes / 1e6}};
+    nlohmann::json row = {{"group", k.group},         {"kind", k.kind},     {"mode", k.mode},
+                          {"strategy", k.strategy},   {"ops", k.num_nodes}, {"us", us},
+                          {"share", total > 0 ? us / total : 0}, {"gflop", k.flops / 1e9}, {"mbytes", k.bytes / 1e6}};
     if (us > 0) {
-      row["tflops"] = g.flops / (us * 1e-6) / 1e12;
-      row["pct_of_copy"] = 100 * g.bytes / (us * 1e-6) / 1e9 / copy_gbps;
+      row["tflops"] = k.flops / (us * 1e-6) / 1e12;
+      row["pct_of_copy"] = 100 * k.bytes / (us * 1e-6) / 1e9 / copy_gbps;
     }
     groups.push_back(std::move(row));
   }
@@ -142,27 +139,25 @@ void PrintText(const nlohmann::json& j) {
 
 Status BenchCuda(const BenchOptions& options) {
   ASSIGN_OR_RETURN(ImportedModel imported, LoadModel(options.model));
-  ASSIGN_OR_RETURN(Graph passed, RunGraphPasses(imported.graph, CudaPassOptions()));
-  StatusOr<CudaDevice*> device = CudaDevice::Get(options.device);
+  ASSIGN_OR_RETURN(Graph passed, CompiledModel::RunPasses(imported.graph, GpuModelOptions(true, "", false, options.device)));
+  StatusOr<GpuInfo> device = DescribeGpu(options.device);
   if (!device.ok()) return NotFound("--backend cuda needs a GPU and its driver: " + device.status().message());
   ASSIGN_OR_RETURN(std::vector<Tensor> inputs, MakeRandomInputs(passed, options.seed));
   double input_bytes = 0;
   for (const Tensor& t : inputs) input_bytes += static_cast<double>(t.num_bytes());
-  // Enough copies of the inputs that three L2s' worth lies between two uses of one.
-  const int input_sets = static_cast<int>(std::clamp<double>(3.0 * (*device)->l2_bytes() / std::max(1.0, input_bytes) + 1, 1, 8));
-  ASSIGN_OR_RETURN(double copy_bytes_per_s, MeasureCopyBandwidth(*device));
+  ASSIGN_OR_RETURN(double copy_bytes_per_s, MeasureGpuCopyBandwidth(options.device));
   const double copy_gbps = copy_bytes_per_s / 1e9;
-  ASSIGN_OR_RETURN(CudaVariant fused, BenchVariant(passed, true, inputs, input_sets, options));
-  ASSIGN_OR_RETURN(CudaVariant unfused, BenchVariant(passed, false, inputs, input_sets, options));
-  double flops = 0;
-  for (const FusionGroup& group : fused.compiled->plan().groups) flops += group.flops;
+  ASSIGN_OR_RETURN(CudaVariant fused, BenchVariant(passed, true, inputs, options));
+  ASSIGN_OR_RETURN(CudaVariant unfused, BenchVariant(passed, false, inputs, options));
+  const double flops = fused.compiled->flops();
+  const int input_sets = fused.input_sets;
   ASSIGN_OR_RETURN(std::vector<Tensor> outputs, fused.compiled->Run(inputs));
   double bytes = input_bytes;
   for (const Tensor& t : outputs) bytes += static_cast<double>(t.num_bytes());
 
-  ASSIGN_OR_RETURN(double same_size_copy_us, MeasureSameSizeCopyMicroseconds(*device, bytes, std::max(options.repeats, 10)));
+  ASSIGN_OR_RETURN(double same_size_copy_us, MeasureGpuCopyMicroseconds(options.device, bytes, std::max(options.repeats, 10)));
 
-  nlohmann::json j = {{"model", options.model}, {"backend", "cuda"}, {"device", (*device)->name()}, {"tuned", options.tune},
+  nlohmann::json j = {{"model", options.model}, {"backend", "cuda"}, {"device", device->name}, {"tuned", options.tune},
                       {"repeats", options.repeats}, {"warmup", options.warmup}, {"input_sets", input_sets}, {"bytes", bytes},
                       {"flops", flops}, {"copy_gbps", copy_gbps}, {"same_size_copy_us", same_size_copy_us}};
   j["fused"] = VariantJson(fused, bytes, flops, copy_gbps, same_size_copy_us);

@@ -2,8 +2,10 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <sstream>
 #include <system_error>
 
 #include <fmt/format.h>
@@ -13,6 +15,16 @@ namespace tilefuse::cli {
 namespace fs = std::filesystem;
 
 void PrintError(const Status& status) { std::cerr << "error: " << status.ToString() << "\n"; }
+
+bool IsOnPath(const std::string& program) {
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path ? path : "");
+  std::string dir;
+  while (std::getline(dirs, dir, ':')) {
+    if (!dir.empty() && ::access((fs::path(dir) / program).c_str(), X_OK) == 0) return true;
+  }
+  return false;
+}
 
 double MillisecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

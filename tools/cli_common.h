@@ -23,6 +23,9 @@ enum ExitCode : int {
 // Prints "error: <code>: <message>" on stderr, e.g. "error: unsupported: node 'n0' ...".
 void PrintError(const Status& status);
 
+// Whether an executable `program` is in a folder of $PATH (Graphviz's dot, for --svg).
+bool IsOnPath(const std::string& program);
+
 // Milliseconds since `start`.
 double MillisecondsSince(std::chrono::steady_clock::time_point start);
 

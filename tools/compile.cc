@@ -1,21 +1,15 @@
 // `tilefuse compile MODEL [--emit DIR]`: compiles a model for the CPU and shows what
 // became of every fusion group: a generated kernel (its C++ source written to DIR) or
 // the reference kernels, and why.
-#include <cctype>
-#include <filesystem>
 #include <memory>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "cli_common.h"
-#include "codegen/cpp/cpp_prelude.h"
 #include "commands.h"
 #include "compile_cuda.h"
-#include "api/backend_setup.h"
-#include "driver/driver.h"
-#include "passes/pipeline.h"
-#include "support/file_util.h"
+#include "tilefuse/tilefuse.h"
 
 namespace tilefuse::cli {
 namespace {
@@ -31,74 +25,62 @@ struct CompileCommandOptions {
   CudaPathChoices cuda_paths;  // cuda: --gemm, --attention, --precision
 };
 
-// Kernel names may hold spaces or parentheses; file names keep [A-Za-z0-9_-].
-std::string KernelFileName(const std::string& kernel) {
-  std::string name;
-  for (char c : kernel) name += (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-') ? c : '_';
-  return name + ".cc";
-}
-
-int CountGenerated(const CpuExecutable& compiled) {
+int CountGenerated(const CompiledModel& compiled) {
   int generated = 0;
-  for (const KernelInfo& kernel : compiled.kernels()) generated += kernel.generated ? 1 : 0;
+  for (const KernelSummary& kernel : compiled.kernels()) generated += kernel.generated ? 1 : 0;
   return generated;
 }
 
-nlohmann::json SummaryJson(const std::string& model, const CpuExecutable& compiled, bool fused) {
+nlohmann::json SummaryJson(const std::string& model, const CompiledModel& compiled, bool fused) {
   int generated = CountGenerated(compiled);
   nlohmann::json j = {{"model", model},
                       {"fused", fused},
                       {"num_kernels", compiled.kernels().size()},
                       {"generated", generated},
-                      {"compile_ms", compiled.compile_ms()},
+                      {"compile_ms", compiled.backend_compile_ms()},
                       {"jit_compiles", compiled.jit_compiles()},
-                      {"cache_hits", generated - compiled.jit_compiles()}};
+                      {"cache_hits", compiled.jit_cache_hits()}};
   j["kernels"] = nlohmann::json::array();
-  for (const KernelInfo& kernel : compiled.kernels()) {
+  for (const KernelSummary& kernel : compiled.kernels()) {
     j["kernels"].push_back({{"name", kernel.name},
-                            {"kind", std::string(GroupKindName(kernel.kind))},
+                            {"kind", kernel.kind},
                             {"nodes", kernel.num_nodes},
                             {"generated", kernel.generated},
                             {"why_not", kernel.why_not},
                             {"library", kernel.library},
-                            {"file", kernel.source.empty() ? "" : KernelFileName(kernel.name)}});
+                            {"file", kernel.source_file}});
   }
   return j;
 }
 
 // "generated" or "reference (<why not>)".
-std::string DescribeKernelOrigin(const KernelInfo& kernel) {
+std::string DescribeKernelOrigin(const KernelSummary& kernel) {
   if (!kernel.generated) return fmt::format("reference ({})", kernel.why_not);
   // A gemm group whose prologue is partly on the reference kernels says which part.
   std::string origin = kernel.why_not.empty() ? "generated" : fmt::format("generated ({})", kernel.why_not);
   return kernel.library.empty() ? origin : fmt::format("{}: {}", origin, kernel.library);
 }
 
-std::string SummaryText(const std::string& model, const CpuExecutable& compiled, bool fused) {
+std::string SummaryText(const std::string& model, const CompiledModel& compiled, bool fused) {
   int generated = CountGenerated(compiled);
   std::string text = fmt::format("model: {} ({})\n", model, fused ? "fused" : "unfused: one kernel per op");
   text += fmt::format("kernels: {} ({} generated, {} on the reference kernels)\n", compiled.kernels().size(),
                       generated, compiled.kernels().size() - generated);
-  text += fmt::format("compile: {:.1f} ms, {} host compiles, {} cache hits\n", compiled.compile_ms(),
-                      compiled.jit_compiles(), generated - compiled.jit_compiles());
-  for (const KernelInfo& kernel : compiled.kernels()) {
-    text += fmt::format("  {:<32} {:<14} {:>3} ops  {}\n", kernel.name, GroupKindName(kernel.kind), kernel.num_nodes,
+  text += fmt::format("compile: {:.1f} ms, {} host compiles, {} cache hits\n", compiled.backend_compile_ms(),
+                      compiled.jit_compiles(), compiled.jit_cache_hits());
+  for (const KernelSummary& kernel : compiled.kernels()) {
+    text += fmt::format("  {:<32} {:<14} {:>3} ops  {}\n", kernel.name, kernel.kind, kernel.num_nodes,
                         DescribeKernelOrigin(kernel));
   }
   return text;
 }
 
-Status Emit(const std::string& dir, const std::string& model, const CpuExecutable& compiled, bool fused) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return InvalidArgument(fmt::format("cannot create '{}': {}", dir, ec.message()));
-  for (const KernelInfo& kernel : compiled.kernels()) {
-    if (kernel.source.empty()) continue;  // on the reference kernels, or a gemm group that is BLAS alone
-    std::string path = (std::filesystem::path(dir) / KernelFileName(kernel.name)).string();
-    RETURN_IF_ERROR(WriteFileAtomically(path, CppPrelude() + "\n" + kernel.source));
-  }
-  RETURN_IF_ERROR(WriteFileAtomically(dir + "/summary.txt", SummaryText(model, compiled, fused)));
-  return WriteFileAtomically(dir + "/summary.json", SummaryJson(model, compiled, fused).dump(2) + "\n");
+// DIR/<kernel>.cc for every generated kernel, then the summaries.
+Status Emit(const std::string& dir, const std::string& model, const CompiledModel& compiled, bool fused) {
+  std::vector<OutputFile> files = compiled.sources();
+  files.push_back({"summary.txt", SummaryText(model, compiled, fused)});
+  files.push_back({"summary.json", SummaryJson(model, compiled, fused).dump(2) + "\n"});
+  return WriteOutputFiles(dir, files);
 }
 
 Status CompileModel(const CompileCommandOptions& options) {
@@ -106,18 +88,18 @@ Status CompileModel(const CompileCommandOptions& options) {
   // --dump-dir: the IR after every pass, then what each driver stage made, published only
   // when every stage succeeded.
   DumpDirStaging dumps(options.dump_dir);
-  PassOptions pass_options = options.backend == "cuda" ? CudaPassOptions() : CpuPassOptions();
-  ASSIGN_OR_RETURN(pass_options.dump_dir, dumps.Prepare());
-  ASSIGN_OR_RETURN(Graph passed, RunGraphPasses(imported.graph, pass_options));
-  bool fused = !options.no_fusion;
+  ModelOptions model;
+  model.backend = options.backend;
+  model.fuse = !options.no_fusion;
+  ApplyCudaPathChoices(options.cuda_paths, model);
+  ASSIGN_OR_RETURN(model.dump_dir, dumps.Prepare());
+  ASSIGN_OR_RETURN(Graph passed, CompiledModel::RunPasses(imported.graph, model));
+  const bool fused = model.fuse;
   if (options.backend == "cuda") {
-    RETURN_IF_ERROR(CompileForCudaCommand({options.model, options.arch, options.emit_dir, pass_options.dump_dir, fused, options.json, options.cuda_paths}, passed));
+    RETURN_IF_ERROR(CompileForCudaCommand({options.model, options.arch, options.emit_dir, model.dump_dir, fused, options.json, options.cuda_paths}, passed));
     return dumps.Publish();
   }
-  CpuCompileOptions cpu;
-  cpu.fuse = fused;
-  cpu.dump_dir = pass_options.dump_dir;
-  ASSIGN_OR_RETURN(std::unique_ptr<CpuExecutable> compiled, CompileForCpu(passed, cpu));
+  ASSIGN_OR_RETURN(std::unique_ptr<CompiledModel> compiled, CompiledModel::FromPassedGraph(std::move(passed), model));
   RETURN_IF_ERROR(dumps.Publish());
   if (!options.emit_dir.empty()) RETURN_IF_ERROR(Emit(options.emit_dir, options.model, *compiled, fused));
   if (options.json) {

@@ -1,8 +1,5 @@
 #include "cuda_path_options.h"
 
-#include "api/backend_setup.h"
-#include "support/check.h"
-
 namespace tilefuse::cli {
 
 void AddCudaPathOptions(CLI::App& command, CudaPathChoices& choices) {
@@ -57,14 +54,13 @@ void AddDeviceOption(CLI::App& command, int& device) {
       ->capture_default_str();
 }
 
-void ApplyCudaPathChoices(const CudaPathChoices& choices, CudaCompileOptions& options) {
-  // The words were checked by CLI11 (AddCudaPathOptions).
-  Status applied = ApplyCudaPathWords(choices.gemm, choices.attention, choices.precision, options);
-  TF_CHECK_MSG(applied.ok(), applied.message().c_str());
-}
-
-Status ApplyTemplateChoices(const CudaPathChoices& choices, CudaCompileOptions& options) {
-  return ApplyTemplateWords(choices.gemm_form, choices.gemm_cluster, choices.depthwise, options.overrides);
+void ApplyCudaPathChoices(const CudaPathChoices& choices, ModelOptions& options) {
+  options.gemm = choices.gemm;
+  options.attention = choices.attention;
+  options.precision = choices.precision;
+  options.gemm_form = choices.gemm_form;
+  options.gemm_cluster = choices.gemm_cluster;
+  options.depthwise = choices.depthwise;
 }
 
 }  // namespace tilefuse::cli

@@ -8,7 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "backend/cuda/cuda_executable.h"
+#include "tilefuse/tilefuse.h"
 
 namespace tilefuse::cli {
 
@@ -28,10 +28,8 @@ void AddCudaPathOptions(CLI::App& command, CudaPathChoices& choices);
 // (CheckDeviceForBackend, api/backend_setup.h): an ordinal the machine lacks exits 2.
 void AddDeviceOption(CLI::App& command, int& device);
 
-// Sets options' gemm, attention, precision and template settings from the (validated) words.
-void ApplyCudaPathChoices(const CudaPathChoices& choices, CudaCompileOptions& options);
-// Sets options.overrides from the template words; InvalidArgument for a --depthwise that is
-// neither on, off nor VxP.
-Status ApplyTemplateChoices(const CudaPathChoices& choices, CudaCompileOptions& options);
+// Sets the facade's words (ModelOptions: gemm, attention, precision and the templates'
+// settings) from the flags; the facade checks them when it compiles.
+void ApplyCudaPathChoices(const CudaPathChoices& choices, ModelOptions& options);
 
 }  // namespace tilefuse::cli

@@ -8,18 +8,10 @@
 
 #include <fmt/format.h>
 
-#include "reference/interpreter.h"
 #include "cli_common.h"
 #include "commands.h"
-#include "driver/driver.h"
-#include "testing/tensor_compare.h"
-#include "backend/cuda/copy_bandwidth.h"
-#include "api/backend_setup.h"
 #include "cuda_path_options.h"
-#include "backend/cuda/cuda_executable.h"
-#include "tune/gpu_tuner.h"
-#include "fusion/planner.h"
-#include "passes/pipeline.h"
+#include "tilefuse/tilefuse.h"
 
 #ifndef TILEFUSE_SOURCE_DIR
 #define TILEFUSE_SOURCE_DIR "."
@@ -61,51 +53,36 @@ std::string FirstMismatch(const Graph& graph, const std::vector<Tensor>& actual,
                           bool generated = false) {
   if (actual.size() != expected.size()) return "output counts differ";
   for (size_t i = 0; i < actual.size(); ++i) {
-    Comparison c = generated ? CompareWithReference(actual[i], expected[i]) : CompareTensors(actual[i], expected[i]);
+    OutputComparison c = CompareOutput(actual[i], expected[i], generated ? CompareRule::kKernels : CompareRule::kElementwise);
     if (!c.pass) return fmt::format("output '{}': {}", graph.outputs()[i].name, c.reason);
   }
   return "";
 }
 
-// Compiles fused and unfused for the CPU, times both, and checks the fused outputs
-// against `expected` (the reference interpreter on the passed graph).
-Status RunOnCpu(const Graph& passed, const std::vector<Tensor>& inputs, const std::vector<Tensor>& expected,
-                int repeats, bool tune, DemoRow& row) {
-  ASSIGN_OR_RETURN(std::unique_ptr<CpuExecutable> fused, CompileModelForCpu(passed, true, "", tune));
-  ASSIGN_OR_RETURN(std::unique_ptr<CpuExecutable> unfused, CompileModelForCpu(passed, false));
-  for (const KernelInfo& kernel : fused->kernels()) row.generated_kernels += kernel.generated ? 1 : 0;
+// Compiles fused and unfused for `model.backend`, times both, and checks the fused outputs
+// against `expected` (the reference interpreter on the passed graph). On the GPU: device-event
+// medians of the captured graphs, and the share of the copy bandwidth the fused graph reaches
+// (inputs read once, outputs written once).
+Status RunCompiled(const Graph& passed, const std::vector<Tensor>& inputs, const std::vector<Tensor>& expected,
+                   ModelOptions model, int repeats, double copy_bandwidth, DemoRow& row) {
+  ASSIGN_OR_RETURN(std::unique_ptr<CompiledModel> fused, CompiledModel::FromPassedGraph(passed, model));
+  model.fuse = false;
+  model.tune = false;
+  ASSIGN_OR_RETURN(std::unique_ptr<CompiledModel> unfused, CompiledModel::FromPassedGraph(passed, model));
+  for (const KernelSummary& kernel : fused->kernels()) row.generated_kernels += kernel.generated ? 1 : 0;
   ASSIGN_OR_RETURN(std::vector<Tensor> actual, fused->Run(inputs));
   std::string mismatch = FirstMismatch(passed, actual, expected, /*generated=*/true);
   if (!mismatch.empty()) {
     row.passed = false;
-    row.detail = "fused cpu kernels vs reference: " + mismatch;
+    row.detail = fmt::format("fused {} kernels vs reference: {}", model.backend, mismatch);
   }
-  ASSIGN_OR_RETURN(row.fused_ms, fused->BenchmarkMs(inputs, 1, repeats, 1));
-  ASSIGN_OR_RETURN(row.unfused_ms, unfused->BenchmarkMs(inputs, 1, repeats, 1));
-  return Status::Ok();
-}
-
-// The same on the GPU: device-event medians of the captured graphs, and the share of the
-// copy bandwidth the fused graph reaches (inputs read once, outputs written once).
-Status RunOnCuda(const Graph& passed, const std::vector<Tensor>& inputs, const std::vector<Tensor>& expected,
-                 int repeats, double copy_bandwidth, bool tune, int device, DemoRow& row) {
-  CudaCompileOptions options;
-  options.poison_outputs = true;
-  options.device_ordinal = device;
-  ASSIGN_OR_RETURN(std::unique_ptr<CudaExecutable> fused,
-                   tune ? TuneForGpu(passed, options, TuneOptions{}, nullptr) : CompileForCuda(passed, options));
-  options.fuse = false;
-  ASSIGN_OR_RETURN(std::unique_ptr<CudaExecutable> unfused, CompileForCuda(passed, options));
-  for (const CudaKernelInfo& kernel : fused->kernels()) row.generated_kernels += kernel.mode != "host" ? 1 : 0;
-  ASSIGN_OR_RETURN(std::vector<Tensor> actual, fused->Run(inputs));
-  std::string mismatch = FirstMismatch(passed, actual, expected, /*generated=*/true);
-  if (!mismatch.empty()) {
-    row.passed = false;
-    row.detail = "fused cuda kernels vs reference: " + mismatch;
-  }
-  int timed = std::max(repeats, 20);
-  ASSIGN_OR_RETURN(row.fused_ms, fused->BenchmarkMs(inputs, 3, timed, 1));
-  ASSIGN_OR_RETURN(row.unfused_ms, unfused->BenchmarkMs(inputs, 3, timed, 1));
+  const bool cuda = model.backend == "cuda";
+  const BenchmarkOptions timing{cuda ? 3 : 1, cuda ? std::max(repeats, 20) : repeats, 1};
+  ASSIGN_OR_RETURN(BenchmarkResult fused_time, fused->Benchmark(inputs, timing));
+  ASSIGN_OR_RETURN(BenchmarkResult unfused_time, unfused->Benchmark(inputs, timing));
+  row.fused_ms = fused_time.median_ms;
+  row.unfused_ms = unfused_time.median_ms;
+  if (!cuda) return Status::Ok();
   double bytes = 0;
   for (const Tensor& t : inputs) bytes += t.num_bytes();
   for (const Tensor& t : actual) bytes += t.num_bytes();
@@ -116,28 +93,30 @@ Status RunOnCuda(const Graph& passed, const std::vector<Tensor>& inputs, const s
 // Runs one example. The check: the passed graph against the graph as imported (both on
 // the reference interpreter), and the fused kernels against the passed graph.
 Status RunExample(const std::string& path, const DemoOptions& options, double copy_bandwidth, DemoRow& row) {
-  const int repeats = options.repeats;
-  const bool tune = options.tune;
+  ModelOptions model;
+  model.backend = copy_bandwidth > 0 ? "cuda" : "cpu";
+  model.device = copy_bandwidth > 0 ? options.device : 0;
+  model.tune = options.tune;
+  model.poison_outputs = copy_bandwidth > 0;  // the check sees what the kernels wrote, nothing left over
   ASSIGN_OR_RETURN(ImportedModel imported, LoadModel(path));
   row.nodes_imported = imported.graph.num_nodes();
   // On the CPU, f32 convolutions stay for oneDNN (what `run --backend cpu` compiles).
-  ASSIGN_OR_RETURN(Graph passed, RunGraphPasses(imported.graph, copy_bandwidth > 0 ? CudaPassOptions() : CpuPassOptions()));
+  ASSIGN_OR_RETURN(Graph passed, CompiledModel::RunPasses(imported.graph, model));
   row.nodes_after_passes = passed.num_nodes();
   row.outputs = static_cast<int>(passed.outputs().size());
-  ASSIGN_OR_RETURN(FusionPlan plan, PlanFusion(passed, PlannerOptions{}));
+  ASSIGN_OR_RETURN(PlanSummary plan, SummarizePlan(passed));
   row.unfused_kernels = plan.unfused_kernels;
-  row.fused_kernels = static_cast<int>(plan.groups.size());
-  for (const FusionGroup& group : plan.groups) row.groups += (row.groups.empty() ? "" : " ") + std::string(GroupKindName(group.kind));
+  row.fused_kernels = plan.fused_kernels;
+  for (const std::string& kind : plan.group_kinds) row.groups += (row.groups.empty() ? "" : " ") + kind;
   row.predicted_speedup = plan.unfused_predicted_us / plan.predicted_us;
 
   ASSIGN_OR_RETURN(std::vector<Tensor> inputs, MakeRandomInputs(passed, options.seed));
-  ASSIGN_OR_RETURN(std::vector<Tensor> reference, RunReference(passed, inputs));
-  ASSIGN_OR_RETURN(std::vector<Tensor> before_passes, RunReference(imported.graph, inputs));
+  ASSIGN_OR_RETURN(std::vector<Tensor> reference, RunReferenceInterpreter(passed, inputs));
+  ASSIGN_OR_RETURN(std::vector<Tensor> before_passes, RunReferenceInterpreter(imported.graph, inputs));
   std::string mismatch = FirstMismatch(passed, reference, before_passes);
   row.passed = mismatch.empty();
   if (!row.passed) row.detail = "passes vs graph as imported: " + mismatch;
-  if (copy_bandwidth > 0) return RunOnCuda(passed, inputs, reference, repeats, copy_bandwidth, tune, options.device, row);
-  return RunOnCpu(passed, inputs, reference, repeats, tune, row);
+  return RunCompiled(passed, inputs, reference, model, options.repeats, copy_bandwidth, row);
 }
 
 std::vector<std::string> FindExamples(const std::string& dir) {
@@ -178,16 +157,19 @@ void PrintTable(const std::vector<DemoRow>& rows, bool cuda) {
 
 // The copy rate of the GPU when the demo runs there (auto with a GPU, or cuda), else 0.
 StatusOr<double> ChooseBackend(const DemoOptions& options) {
-  RETURN_IF_ERROR(CheckDeviceForBackend(options.device, options.backend));
+  ModelOptions asked;
+  asked.backend = options.backend;
+  asked.device = options.device;
+  RETURN_IF_ERROR(CheckModelOptions(asked));
   if (options.backend == "cpu") return 0.0;
-  StatusOr<CudaDevice*> device = CudaDevice::Get(options.device);
+  StatusOr<GpuInfo> device = DescribeGpu(options.device);
   if (!device.ok()) {
     if (options.backend == "cuda") return device.status();
     fmt::print("backend: cpu (no GPU: {})\n\n", device.status().message());
     return 0.0;
   }
-  ASSIGN_OR_RETURN(double copy, MeasureCopyBandwidth(*device));
-  fmt::print("backend: cuda on {} (measured copy rate {:.0f} GB/s)\n\n", (*device)->name(), copy / 1e9);
+  ASSIGN_OR_RETURN(double copy, MeasureGpuCopyBandwidth(options.device));
+  fmt::print("backend: cuda on {} (measured copy rate {:.0f} GB/s)\n\n", device->name, copy / 1e9);
   return copy;
 }
 

@@ -8,20 +8,12 @@
 
 #include "cli_common.h"
 #include "commands.h"
-#include "api/backend_setup.h"
-#include "driver/driver.h"
-#include "tune/cpu_tuner.h"
-#include "tune/gpu_tuner.h"
-#include "fusion/device_spec.h"
-#include "fusion/explain.h"
-#include "fusion/planner.h"
-#include "passes/pipeline.h"
-#include "support/file_util.h"
+#include "tilefuse/tilefuse.h"
 
 namespace tilefuse::cli {
 namespace {
 
-struct ExplainOptions {
+struct ExplainCommandOptions {
   std::string model;
   std::string device = "h100-sxm";
   std::string dot_file, svg_file;
@@ -33,10 +25,10 @@ struct ExplainOptions {
 
 // Renders DOT to SVG with Graphviz, through a temporary file renamed into place.
 Status WriteSvg(const std::string& dot, const std::string& svg_file) {
-  if (FindOnPath("dot").empty())
+  if (!IsOnPath("dot"))
     return Unimplemented("--svg needs Graphviz's `dot` on PATH (Debian: apt-get install graphviz); --dot FILE works without it");
   std::string dot_temp = svg_file + ".dot.tmp", svg_temp = svg_file + ".svg.tmp";
-  RETURN_IF_ERROR(WriteFileAtomically(dot_temp, dot));
+  RETURN_IF_ERROR(WriteOutputFile(dot_temp, dot));
   std::string command = fmt::format("dot -Tsvg '{}' -o '{}' 2>&1", dot_temp, svg_temp);
   int rc = std::system(command.c_str());
   std::filesystem::remove(dot_temp);
@@ -50,60 +42,24 @@ Status WriteSvg(const std::string& dot, const std::string& svg_file) {
   return Status::Ok();
 }
 
-Status Explain(const ExplainOptions& options) {
-  PlannerOptions planner;
-  planner.device = options.device;
-  planner.fuse = !options.no_fusion;
+Status Explain(const ExplainCommandOptions& options) {
+  ExplainOptions explain;
+  explain.cost_model = options.device;
+  explain.fuse = !options.no_fusion;
+  explain.measured = options.measured;
   for (const std::string& name : options.disabled) {
-    GroupKind kind;
-    if (!ParseGroupKind(name, &kind))
+    if (!IsFusionGroupKind(name))
       return InvalidArgument(fmt::format("--disable-fusion: unknown group kind '{}' (pointwise, row_reduction, "
                                          "reduction, gemm, attention)", name));
-    planner.disabled_kinds.insert(kind);
+    explain.disabled_kinds.push_back(name);
   }
-  if (!FindDeviceSpec(options.device))
-    return InvalidArgument(fmt::format("unknown device '{}' (known: {})", options.device, fmt::join(KnownDeviceNames(), ", ")));
-  ASSIGN_OR_RETURN(ImportedModel imported, LoadModel(options.model));
-  ASSIGN_OR_RETURN(Graph graph, RunGraphPasses(std::move(imported.graph), options.device == "cpu" ? CpuPassOptions() : CudaPassOptions()));
-  // The costs of the kernels the device's backend would run (its gemm epilogues fused or not).
-  ASSIGN_OR_RETURN(FusionPlan plan, PlanForDevice(graph, planner));
-  nlohmann::json measured;
-  std::string measured_text;
-  if (options.measured) {
-    // The plan the GPU (else the CPU) runs after tuning: fused groups measured against their
-    // ops unfused.
-    TuneReport report;
-    CudaCompileOptions gpu;
-    gpu.fuse = !options.no_fusion;
-    gpu.disabled_kinds = planner.disabled_kinds;
-    StatusOr<std::unique_ptr<CudaExecutable>> tuned = TuneForGpu(graph, gpu, TuneOptions{}, &report);
-    std::string device;
-    if (tuned.ok()) {
-      plan = (*tuned)->plan();
-      device = (*tuned)->device_name();
-    } else if (tuned.status().code() == StatusCode::kNotFound) {  // no GPU: measure on the CPU
-      report = TuneReport{};
-      CpuCompileOptions cpu;
-      cpu.fuse = gpu.fuse;
-      cpu.disabled_kinds = gpu.disabled_kinds;
-      ASSIGN_OR_RETURN(std::unique_ptr<CpuExecutable> tuned_cpu, TuneForCpu(graph, cpu, TuneOptions{}, &report));
-      plan = tuned_cpu->plan();
-      device = CpuTuningDeviceName();
-    } else {
-      return tuned.status();
-    }
-    measured = FallbacksToJson(report.fallbacks);
-    measured_text = fmt::format("\nmeasured on {} (fused group vs its ops unfused; > 1.10x slower falls back):\n{}", device,
-                                DescribeFallbacks(report.fallbacks));
-  }
-  if (!options.dot_file.empty()) RETURN_IF_ERROR(WriteFileAtomically(options.dot_file, ExplainDot(graph, plan)));
-  if (!options.svg_file.empty()) RETURN_IF_ERROR(WriteSvg(ExplainDot(graph, plan), options.svg_file));
+  ASSIGN_OR_RETURN(PlanExplanation plan, ExplainModel(options.model, explain));
+  if (!options.dot_file.empty()) RETURN_IF_ERROR(WriteOutputFile(options.dot_file, plan.dot));
+  if (!options.svg_file.empty()) RETURN_IF_ERROR(WriteSvg(plan.dot, options.svg_file));
   if (options.json) {
-    nlohmann::json j = ExplainJson(graph, plan);
-    if (options.measured) j["measured_fallbacks"] = measured;
-    fmt::print("{}\n", j.dump(2));
+    fmt::print("{}\n", plan.json);
   } else {
-    fmt::print("{}{}", ExplainText(graph, plan), measured_text);
+    fmt::print("{}", plan.text);
   }
   return Status::Ok();
 }
@@ -111,7 +67,7 @@ Status Explain(const ExplainOptions& options) {
 }  // namespace
 
 void AddExplainCommand(CLI::App& app, int& exit_code) {
-  auto options = std::make_shared<ExplainOptions>();
+  auto options = std::make_shared<ExplainCommandOptions>();
   CLI::App* explain = app.add_subcommand("explain", "Show which ops the fusion planner groups into kernels, and why");
   explain->add_option("MODEL", options->model, "An .onnx file, an .onnxtxt file, or an ONNX backend-test folder")
       ->required();

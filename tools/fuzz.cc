@@ -2,6 +2,12 @@
 // graphs from seed N are compiled for the CPU and compared with the f64 reference by the
 // unit test's judge (testing/differential_fuzz.h); each failure prints the command that
 // replays it alone.
+//
+// A developer's tool on library internals, not the facade (tilefuse/tilefuse.h), by design:
+// the differential fuzzer generates IR graphs (testing/differential_fuzz.h), compiles them on
+// each backend's executable directly (with deliberate lowering faults to test the judge), and
+// judges them against the reference interpreter with its conditioning probes. Its CUDA --emit
+// goes through the facade's BuildForCudaArch (compile_cuda.h), as `compile --backend cuda` does.
 #include <chrono>
 #include <cmath>
 #include <filesystem>

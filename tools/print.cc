@@ -1,4 +1,9 @@
 // `tilefuse print MODEL`: the IR as imported, or after the graph passes.
+//
+// A developer's tool, and the one user-facing command that stays on library internals
+// (ir/printer.h, passes/pipeline.h) rather than the facade (tilefuse/tilefuse.h): it prints
+// the IR itself, in the printer's text form, and --keep-composites runs the passes without
+// decomposition, a pass option no compile uses. Neither is something a compiled model offers.
 #include <memory>
 
 #include <fmt/format.h>

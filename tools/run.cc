@@ -59,12 +59,7 @@ ModelOptions ModelOptionsFor(const RunOptions& options) {
   model.device = options.device;
   model.fuse = !options.no_fusion;
   model.tune = options.tune;
-  model.gemm = options.cuda_paths.gemm;
-  model.attention = options.cuda_paths.attention;
-  model.precision = options.cuda_paths.precision;
-  model.gemm_form = options.cuda_paths.gemm_form;
-  model.gemm_cluster = options.cuda_paths.gemm_cluster;
-  model.depthwise = options.cuda_paths.depthwise;
+  ApplyCudaPathChoices(options.cuda_paths, model);
   model.poison_outputs = options.check;
   // A --trace asks for the CPU's kernels: a failed run is the error, not the interpreter's.
   model.reference_fallback_on_run = options.trace_file.empty();

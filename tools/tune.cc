@@ -7,10 +7,7 @@
 
 #include "cli_common.h"
 #include "commands.h"
-#include "api/backend_setup.h"
-#include "passes/pipeline.h"
-#include "tune/cpu_tuner.h"
-#include "tune/gpu_tuner.h"
+#include "tilefuse/tilefuse.h"
 
 namespace tilefuse::cli {
 namespace {
@@ -34,49 +31,28 @@ std::function<void(int, int, const std::string&)> ProgressBar() {
   };
 }
 
-// The tuned graph's device name; the report is filled in.
-StatusOr<std::string> TuneOnBackend(const TuneCommandOptions& options, const Graph& passed, const TuneOptions& tune,
-                                    TuneReport& report) {
-  if (options.backend != "cpu") {
-    const CudaCompileOptions defaults;
-    StatusOr<std::unique_ptr<CudaExecutable>> gpu = TuneForGpu(passed, defaults, tune, &report);
-    if (gpu.ok()) return (*gpu)->device_name();
-    // Unavailable-style errors (no driver, no GPU) are NotFound: auto tunes the cpu instead.
-    if (options.backend == "cuda" || gpu.status().code() != StatusCode::kNotFound) return gpu.status();
-    fmt::print(stderr, "tilefuse: note: no GPU ({}); tuning the cpu backend\n", gpu.status().message());
-    report = TuneReport{};
-  }
-  const CpuCompileOptions defaults;
-  ASSIGN_OR_RETURN(std::unique_ptr<CpuExecutable> cpu, TuneForCpu(passed, defaults, tune, &report));
-  return CpuTuningDeviceName();
-}
-
-Status Tune(const TuneCommandOptions& options) {
-  ASSIGN_OR_RETURN(ImportedModel imported, LoadModel(options.model));
-  ASSIGN_OR_RETURN(Graph passed, RunGraphPasses(imported.graph, options.backend == "cpu" ? CpuPassOptions() : CudaPassOptions()));
-  TuneOptions tune;
-  tune.budget_s = options.budget_s;
-  tune.fallback = !options.no_fallback;
-  if (!options.json) tune.progress = ProgressBar();
-  TuneReport report;
-  ASSIGN_OR_RETURN(std::string device, TuneOnBackend(options, passed, tune, report));
+Status TuneModel(const TuneCommandOptions& options) {
+  TuningOptions tuning;
+  tuning.backend = options.backend;
+  tuning.budget_s = options.budget_s;
+  tuning.fallback = !options.no_fallback;
+  if (!options.json) tuning.progress = ProgressBar();
+  ASSIGN_OR_RETURN(TuningReport report, Tune(options.model, tuning));
+  if (!report.note.empty()) fmt::print(stderr, "tilefuse: note: no GPU ({}); tuned the cpu backend\n", report.note);
   if (options.json) {
-    nlohmann::json j = report.ToJson();
-    j["model"] = options.model;
-    j["device"] = device;
-    fmt::print("{}\n", j.dump(2));
+    fmt::print("{}\n", report.json);
     return Status::Ok();
   }
-  fmt::print("model: {}, tuned on {} in {:.1f} s: {} measurements, {} from the cache{}\n", options.model, device,
+  fmt::print("model: {}, tuned on {} in {:.1f} s: {} measurements, {} from the cache{}\n", options.model, report.device,
              report.seconds, report.measurements, report.cache_hits,
              report.measurements == 0 ? " (all from the cache)" : "");
   if (report.budget_exhausted) fmt::print("budget exhausted: later kernels kept what the cache knew, else their defaults\n");
-  for (const KernelTuneResult& k : report.kernels) {
+  for (const KernelTuning& k : report.kernels) {
     fmt::print("  {:<36} {:>2} configs ({} pruned), {} measured in {:.1f} s, best {:.1f} us vs default {:.1f} us ({:.2f}x): {}\n",
                k.name, k.candidates, k.pruned, k.measured, k.seconds, k.best_us, k.default_us,
-               k.best_us > 0 ? k.default_us / k.best_us : 0.0, k.best.dump());
+               k.best_us > 0 ? k.default_us / k.best_us : 0.0, k.best);
   }
-  if (!report.fallbacks.empty()) fmt::print("fused vs unfused, measured:\n{}", DescribeFallbacks(report.fallbacks));
+  if (!report.fallbacks.empty()) fmt::print("fused vs unfused, measured:\n{}", report.fallbacks);
   return Status::Ok();
 }
 
@@ -105,7 +81,7 @@ void AddTuneCommand(CLI::App& app, int& exit_code) {
       "  tilefuse tune bench/cpu_cases/softmax_manual.onnxtxt --backend cpu\n"
       "Exit codes: 0 ok, 2 bad input, --backend cuda without a GPU, or usage.");
   tune->callback([options, &exit_code] {
-    Status status = Tune(*options);
+    Status status = TuneModel(*options);
     if (!status.ok()) PrintError(status);
     exit_code = status.ok() ? kExitOk : kExitBadInput;
   });

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -48,7 +49,9 @@ struct ModelOptions {
   std::string depthwise = "on";
   bool poison_outputs = false;         // cuda: outputs filled with NaN bits before each run (checks)
   std::string cache_dir;               // kernel cache; empty: $TILEFUSE_CACHE_DIR or ~/.cache/tilefuse
-  std::string dump_dir;                // the IR after every graph pass, written here; empty: none
+  // Written here: the IR after every graph pass, then what each compile stage made (plan.txt,
+  // kernels.ir.txt, the generated source), as `tilefuse compile --dump-dir`; empty: none.
+  std::string dump_dir;
   // auto on the CPU: a run that fails runs again on the reference interpreter (with a note).
   bool reference_fallback_on_run = true;
 };
@@ -70,6 +73,35 @@ struct KernelSummary {
   std::string strategy;  // cuda: the template and its configuration
   std::string library;   // cpu: what runs a library-backed group (oneDNN ...), else ""
   int num_nodes = 0;
+  // The fusion group it runs (an index into the plan, what GroupTimesUs reports by), and that
+  // group's planner counts: the rates `bench` derives need the work as planned, not as run.
+  // group -1 (and no counts) where the backend does not say.
+  int group = -1;
+  double flops = 0, bytes = 0;  // bytes: the group's inputs read plus outputs written
+  // cpu: the file its generated source goes to in sources() ("" when it has none).
+  std::string source_file;
+};
+
+// How Benchmark times whole runs. A run's time alone says little on a shared machine or a
+// GPU whose caches still hold the last run's data: hence warm-up, a median, rotated inputs.
+struct BenchmarkOptions {
+  int warmup = 3;    // untimed runs first (caches, page faults, lazy initialisation)
+  int repeats = 10;  // timed runs; the median is reported
+  // Copies of the inputs the runs rotate among, so that a run does not find its inputs in a
+  // cache the previous one warmed. 0: on the GPU enough copies that three L2s' worth of data
+  // lies between two uses of one (at most 8); on the CPU one.
+  int input_sets = 0;
+};
+
+struct BenchmarkResult {
+  double median_ms = 0;
+  int input_sets = 1;  // the copies used
+};
+
+// A file the library makes for a user to keep: a generated source, a summary, a drawing.
+struct OutputFile {
+  std::string name;  // relative to the folder it is written into
+  std::string text;
 };
 
 // One kernel of a profiled run: when it started (from the run's start) and how long it took.
@@ -118,6 +150,25 @@ class CompiledModel {
   // for the cost model of `cost_model` (h100-sxm, h200 or cpu) and this model's fuse option.
   StatusOr<std::string> Explain(ExplainFormat format = ExplainFormat::kText, const std::string& cost_model = "h100-sxm") const;
 
+  // Whole runs timed as a benchmark should: on the GPU with device events around the run
+  // (the captured CUDA graph replayed where there is one), on the CPU by the steady clock;
+  // see BenchmarkOptions. Unimplemented on the reference interpreter (nothing compiled to time).
+  StatusOr<BenchmarkResult> Benchmark(const std::vector<Tensor>& inputs, const BenchmarkOptions& options = {});
+  // Each fusion group's time alone (µs, by plan index: KernelSummary::group), the median of
+  // six runs timed step by step after a warm-up: where a run's time goes. Their sum exceeds
+  // Benchmark's time by the gaps between launches.
+  StatusOr<std::vector<double>> GroupTimesUs(const std::vector<Tensor>& inputs);
+  // The fusion plan's peak intermediate memory, from a liveness plan over its groups in
+  // order: comparable between a fused and an unfused compile of one graph, whatever the
+  // backend's own buffer placement (arena_bytes()).
+  StatusOr<int64_t> PlannedIntermediateBytes() const;
+
+  // The generated sources as files a compiler would take: on the CPU one <kernel>.cc per
+  // generated kernel (the prelude, then the kernel: the translation unit the host compiler
+  // saw). On the GPU nothing here: BuildForCudaArch has the CUDA sources with ptxas's report.
+  std::vector<OutputFile> sources() const;
+
+
   const std::string& backend() const;       // cuda, cpu or reference (where it runs now)
   const std::string& backend_note() const;  // why auto fell back; empty when it did not
   int device() const;                       // the GPU ordinal asked for
@@ -128,6 +179,9 @@ class CompiledModel {
   double compile_ms() const;          // the whole compile through this class, passes included
   double backend_compile_ms() const;  // the backend's part (plan, lower, build, load)
   int64_t jit_compiles() const;       // kernels the host compiler or NVRTC built (not cached)
+  int64_t jit_cache_hits() const;     // kernels found in the kernel cache instead (cpu: generated ones not built)
+  double flops() const;               // the planner's flop count of the whole plan (0 on the reference)
+  int64_t arena_bytes() const;        // the intermediate memory the compiled model holds
 
   struct State;  // the implementation's (src/api/compiled_model.cc), opaque here
 
@@ -135,5 +189,133 @@ class CompiledModel {
   explicit CompiledModel(std::unique_ptr<State> state);
   std::unique_ptr<State> state_;
 };
+
+// Checks `options` as the From* functions do first (the words, the GPU ordinal for the
+// backend), so that a command can refuse them before an import or a measurement that takes long.
+Status CheckModelOptions(const ModelOptions& options);
+
+// The f64 reference interpreter on `graph` exactly as given (no passes; composite ops run as
+// defined): the oracle that the passes and every backend are checked against. Slow; exact.
+StatusOr<std::vector<Tensor>> RunReferenceInterpreter(const Graph& graph, const std::vector<Tensor>& inputs);
+
+// How one output is held to an expected one. Which rule fits depends on who computed what:
+// two runs of the f64 interpreter agree to the dtype's tolerance, but generated f32 kernels
+// sum long dot products in f32, whose rounding scales with the terms, not the result.
+enum class CompareRule {
+  kElementwise,  // |a - e| <= atol + rtol |e| per element, the dtype's tolerances (ONNX node tests)
+  kKernels,      // generated kernels vs the reference: the dtype's rtol, atol = rtol * max|expected|
+};
+struct OutputComparison {
+  bool pass = false;
+  double max_abs_err = 0, max_rel_err = 0;
+  int64_t mismatches = 0;  // elements outside tolerance (NaN and infinity disagreements included)
+  std::string reason;      // empty on pass; else what differs first
+};
+OutputComparison CompareOutput(const Tensor& actual, const Tensor& expected, CompareRule rule);
+
+// The planner's plan of a graph after the passes, in numbers: what `tilefuse demo` tabulates.
+// The planner's own groups on the cost model, without a backend's capabilities (Explain and
+// ExplainModel show what a backend would run).
+struct PlanSummary {
+  int unfused_kernels = 0, fused_kernels = 0;
+  std::vector<std::string> group_kinds;  // each fused group's kind, in plan order
+  double predicted_us = 0, unfused_predicted_us = 0;
+};
+StatusOr<PlanSummary> SummarizePlan(const Graph& passed, const std::string& cost_model = "h100-sxm");
+
+// `tilefuse explain`: the plan of the model at a path and every decision's reason, planned
+// without compiling (unless measured).
+struct ExplainOptions {
+  std::string cost_model = "h100-sxm";      // h100-sxm, h200 (their GPU backend's plan) or cpu
+  bool fuse = true;
+  std::vector<std::string> disabled_kinds;  // group kinds never formed (IsFusionGroupKind)
+  // Tune on the GPU (else the CPU), time each fused group against its ops unfused, and
+  // explain the plan after the fallback rule with the measured decisions: the cost model's
+  // predictions checked by the machine.
+  bool measured = false;
+};
+struct PlanExplanation {
+  std::string text;  // as `explain` prints it (the measured decisions after the plan)
+  std::string json;  // as `explain --json` prints it (measured_fallbacks with measured)
+  std::string dot;   // Graphviz DOT, one cluster per group
+};
+StatusOr<PlanExplanation> ExplainModel(const std::string& path, const ExplainOptions& options);
+// Whether `name` is a kind of fusion group that ExplainOptions::disabled_kinds takes
+// (pointwise, row_reduction, reduction, gemm, attention, ...).
+bool IsFusionGroupKind(std::string_view name);
+
+// `tilefuse tune`: measured search over every generated kernel's configurations, the winners
+// remembered in the tuning cache (ModelOptions::tune then reads them), then the fallback rule.
+// A second tune of the same model on the same machine measures nothing.
+struct TuningOptions {
+  std::string backend = "auto";  // cuda, cpu, or auto: cuda when a GPU answers, else cpu
+  int device = 0;                // the GPU, CUDA's numbering
+  double budget_s = 0;           // seconds of measuring at most; 0: 30 per kernel
+  bool fallback = true;          // replace a fused group measured > 10% slower than its ops unfused
+  // Before each kernel is tuned (done, total, its name): a progress bar. May be empty.
+  std::function<void(int, int, const std::string&)> progress;
+};
+struct KernelTuning {
+  std::string name;
+  int candidates = 0, pruned = 0, measured = 0;
+  double seconds = 0;
+  double best_us = 0, default_us = 0;  // 0 when unknown
+  std::string best;                    // the winning configuration, as JSON
+};
+struct TuningReport {
+  std::string device;  // what was tuned: the GPU's name or the CPU's
+  std::string note;    // auto without a GPU: why the cpu was tuned instead; else empty
+  double seconds = 0;
+  int64_t measurements = 0;  // configurations timed now (0: all from the cache)
+  int64_t cache_hits = 0;
+  bool budget_exhausted = false;
+  std::vector<KernelTuning> kernels;
+  std::string fallbacks;  // the fused-vs-unfused decisions measured, as text; empty when none
+  std::string json;       // the whole report as `tune --json` prints it (model, device included)
+};
+StatusOr<TuningReport> Tune(const std::string& path, const TuningOptions& options);
+
+// `tilefuse compile --backend cuda`: the CUDA kernels of a graph after the passes (with
+// `options`' cuda words) generated and compiled by NVRTC for an architecture, with no GPU
+// needed: what a machine without the target can learn of the kernels (registers, spills).
+struct BuiltKernel {
+  std::string name, kind, mode, strategy;
+  std::string why_host;  // why it runs on the host or through the library, else ""
+  std::string entry;     // the function's name in its cubin (what a profiler shows)
+  std::string ptxas;     // ptxas's resource line
+  int registers = 0;
+  int64_t spill_bytes = 0;
+};
+struct CudaBuild {
+  std::string arch, nvrtc_version;
+  int64_t cubins = 0, cubin_bytes = 0;  // one cubin per distinct kernel
+  int64_t nvrtc_compiles = 0, nvrtc_cache_hits = 0;
+  std::vector<BuiltKernel> kernels;
+  std::vector<std::string> split_attention;  // attention groups split into kernels, and why
+  std::vector<OutputFile> sources;           // kernels.cu, the device library's headers, ptxas.txt
+};
+StatusOr<CudaBuild> BuildForCudaArch(const Graph& passed, const ModelOptions& options, const std::string& arch = "sm_90a");
+
+// A GPU as the benchmarks describe it (NotFound, with the driver's reason, where there is none).
+struct GpuInfo {
+  std::string name;
+  int64_t l2_bytes = 0;
+  int sm_count = 0;
+};
+StatusOr<GpuInfo> DescribeGpu(int device = 0);
+
+// The copy rates memory-bound work is judged by ("% of copy"), in bytes read plus bytes
+// written per second. GPU: a 1 GiB device-to-device copy, median of 20.
+StatusOr<double> MeasureGpuCopyBandwidth(int device = 0);
+// The median time (µs) of one device-to-device copy moving `moved_bytes` in all (half read,
+// half written): a short graph cannot reach the large copy's rate, and neither can such a copy.
+StatusOr<double> MeasureGpuCopyMicroseconds(int device, double moved_bytes, int repeats);
+// Host: memcpy of a buffer of `bytes` (larger than the last-level cache), median of 5.
+double MeasureHostCopyBandwidth(int64_t bytes);
+
+// Writes `text` to `path` whole or not at all (a temporary file beside it, renamed over it).
+Status WriteOutputFile(const std::string& path, const std::string& text);
+// Creates `dir` when missing and writes each file into it, in order.
+Status WriteOutputFiles(const std::string& dir, const std::vector<OutputFile>& files);
 
 }  // namespace tilefuse

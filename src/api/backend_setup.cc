@@ -31,9 +31,10 @@ PassOptions PassOptionsForBackend(const std::string& backend, int device) {
 }
 
 StatusOr<std::unique_ptr<CpuExecutable>> CompileModelForCpu(const Graph& passed, bool fuse, const std::string& cache_dir,
-                                                            bool tune) {
+                                                            bool tune, const std::string& dump_dir) {
   CpuCompileOptions options;
   options.cache_dir = cache_dir;
+  options.dump_dir = dump_dir;
   options.fuse = fuse;
   options.device = "cpu";
   if (!tune) return CompileForCpu(passed, options);

@@ -1,7 +1,7 @@
 // What a compile sets up per backend before the driver runs: the graph passes' options,
 // the CPU compile (tuned or not), the CUDA options from the facade's words, and the check
 // that a GPU ordinal exists. Shared by the facade (api/compiled_model.cc) and the CLI's
-// commands that drive a backend themselves (bench, demo, tune, explain).
+// facade's other files (src/api) and the fuzzer, which drives the backends itself.
 #pragma once
 
 #include <memory>
@@ -31,9 +31,10 @@ PassOptions PassOptionsForBackend(const std::string& backend, int device = 0);
 // Compiles `passed` (after RunGraphPasses) for the CPU; the kernel cache is `cache_dir`,
 // or when empty $TILEFUSE_CACHE_DIR or ~/.cache/tilefuse. With `tune`, the kernels are
 // tuned first (tune/cpu_tuner.h), the results in the default tuning cache even when
-// `cache_dir` is a fresh one (a benchmark's cold compile keeps what tuning learnt).
-StatusOr<std::unique_ptr<CpuExecutable>> CompileModelForCpu(const Graph& passed, bool fuse,
-                                                            const std::string& cache_dir = "", bool tune = false);
+// `cache_dir` is a fresh one (a benchmark's cold compile keeps what tuning learnt). The
+// driver's stage dumps go to `dump_dir` (empty: none).
+StatusOr<std::unique_ptr<CpuExecutable>> CompileModelForCpu(const Graph& passed, bool fuse, const std::string& cache_dir = "",
+                                                            bool tune = false, const std::string& dump_dir = "");
 
 // Sets `options`' gemm path, attention path and matmul precision from `run`'s words
 // (auto|template|library, template|overlap|serial|split, highest|high); InvalidArgument

@@ -2,6 +2,7 @@
 // would choose, and runs. What `tilefuse run` and the Python package both do.
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "api/backend_setup.h"
+#include "api/compiled_model_state.h"
 #include "api/model_inputs.h"
 #include "driver/driver.h"
 #include "fusion/device_spec.h"
@@ -20,17 +22,6 @@
 
 namespace tilefuse {
 
-struct CompiledModel::State {
-  Graph passed;
-  ModelOptions options;
-  std::string backend, backend_note;
-  std::unique_ptr<CudaExecutable> gpu;
-  std::unique_ptr<CpuExecutable> cpu;
-  std::vector<KernelSummary> kernels;
-  std::vector<ValueSpec> inputs, outputs;
-  double compile_ms = 0;
-  std::mutex run_mutex;
-};
 
 namespace {
 
@@ -64,6 +55,7 @@ Status PrepareBackend(CompiledModel::State& s) {
     gpu_options.poison_outputs = o.poison_outputs;
     gpu_options.cache_dir = o.cache_dir;
     gpu_options.device_ordinal = o.device;
+    gpu_options.dump_dir = o.dump_dir;
     RETURN_IF_ERROR(ApplyCudaPathWords(o.gemm, o.attention, o.precision, gpu_options));
     RETURN_IF_ERROR(ApplyTemplateWords(o.gemm_form, o.gemm_cluster, o.depthwise, gpu_options.overrides));
     StatusOr<std::unique_ptr<CudaExecutable>> gpu =
@@ -76,7 +68,7 @@ Status PrepareBackend(CompiledModel::State& s) {
     if (o.backend == "cuda") return gpu.status();
     s.backend_note = "cuda backend unavailable, ran on the cpu: " + gpu.status().message();
   }
-  StatusOr<std::unique_ptr<CpuExecutable>> compiled = CompileModelForCpu(s.passed, o.fuse, o.cache_dir, o.tune);
+  StatusOr<std::unique_ptr<CpuExecutable>> compiled = CompileModelForCpu(s.passed, o.fuse, o.cache_dir, o.tune, o.dump_dir);
   if (!compiled.ok()) {
     if (o.backend == "cpu") return compiled.status();
     s.backend = "reference";
@@ -88,14 +80,34 @@ Status PrepareBackend(CompiledModel::State& s) {
   return Status::Ok();
 }
 
+// Kernel names may hold spaces or parentheses; file names keep [A-Za-z0-9_-].
+std::string KernelFileName(const std::string& kernel) {
+  std::string name;
+  for (char c : kernel) name += (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-') ? c : '_';
+  return name + ".cc";
+}
+
 void DescribeModel(CompiledModel::State& s) {
   s.kernels.clear();
   if (s.gpu) {
     for (const CudaKernelInfo& k : s.gpu->kernels())
-      s.kernels.push_back({k.name, std::string(GroupKindName(k.kind)), k.mode != "host", k.why_host, k.mode, k.strategy, "", k.num_nodes});
+      s.kernels.push_back({k.name, std::string(GroupKindName(k.kind)), k.mode != "host", k.why_host, k.mode, k.strategy, "",
+                           k.num_nodes, k.group});
   } else if (s.cpu) {
-    for (const KernelInfo& k : s.cpu->kernels())
-      s.kernels.push_back({k.name, std::string(GroupKindName(k.kind)), k.generated, k.why_not, "", "", k.library, k.num_nodes});
+    // One kernel per plan group, in plan order (the CPU backend's GenerateKernels).
+    const bool by_group = s.cpu->kernels().size() == s.cpu->plan().groups.size();
+    for (size_t i = 0; i < s.cpu->kernels().size(); ++i) {
+      const KernelInfo& k = s.cpu->kernels()[i];
+      s.kernels.push_back({k.name, std::string(GroupKindName(k.kind)), k.generated, k.why_not, "", "", k.library, k.num_nodes,
+                           by_group ? static_cast<int>(i) : -1, 0, 0, k.source.empty() ? "" : KernelFileName(k.name)});
+    }
+  }
+  if (const Executable* executable = s.executable()) {
+    for (KernelSummary& k : s.kernels) {
+      if (k.group < 0 || k.group >= static_cast<int>(executable->plan().groups.size())) continue;
+      k.flops = executable->plan().groups[k.group].flops;
+      k.bytes = executable->plan().groups[k.group].bytes;
+    }
   }
   const Graph& graph = s.passed;
   for (int id : graph.inputs()) s.inputs.push_back({graph.node(id).name, graph.node(id).dtype, graph.node(id).shape});
@@ -116,6 +128,8 @@ std::vector<KernelRunTime> NameTimings(const std::vector<KernelTiming>& timings,
 
 CompiledModel::CompiledModel(std::unique_ptr<State> state) : state_(std::move(state)) {}
 CompiledModel::~CompiledModel() = default;
+
+Status CheckModelOptions(const ModelOptions& options) { return CheckOptions(options); }
 
 StatusOr<Graph> CompiledModel::RunPasses(Graph graph, const ModelOptions& options) {
   RETURN_IF_ERROR(CheckOptions(options));
@@ -231,6 +245,26 @@ double CompiledModel::backend_compile_ms() const {
 int64_t CompiledModel::jit_compiles() const {
   if (state_->gpu) return state_->gpu->nvrtc_compiles();
   return state_->cpu ? state_->cpu->jit_compiles() : 0;
+}
+
+int64_t CompiledModel::jit_cache_hits() const {
+  if (state_->gpu) return state_->gpu->nvrtc_cache_hits();
+  if (!state_->cpu) return 0;
+  int64_t generated = 0;
+  for (const KernelInfo& k : state_->cpu->kernels()) generated += k.generated ? 1 : 0;
+  return generated - state_->cpu->jit_compiles();
+}
+
+double CompiledModel::flops() const {
+  double flops = 0;
+  if (const Executable* executable = state_->executable())
+    for (const FusionGroup& group : executable->plan().groups) flops += group.flops;
+  return flops;
+}
+
+int64_t CompiledModel::arena_bytes() const {
+  const Executable* executable = state_->executable();
+  return executable ? executable->arena_bytes() : 0;
 }
 
 }  // namespace tilefuse

@@ -1,8 +1,11 @@
 // The public facade (tilefuse/tilefuse.h) as a library user meets it: compile an example on
 // the CPU, run it on host tensors, compare with the reference interpreter; and the errors a
 // user can cause (a bad path, a wrong word, a GPU ordinal the machine lacks, wrong inputs).
+// Then what the CLI's commands ask of it: benchmarks, emitted sources, a CUDA build without
+// a GPU, explain, demo's checks and tuning.
 #include "tilefuse/tilefuse.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -197,6 +200,227 @@ TEST(CompiledModel, ExplainsThePlanWithItsReasons) {
   ASSERT_FALSE(unknown.ok());
   EXPECT_TRUE(Contains(unknown.status().message(), "unknown device 'a100'"));
 }
+
+// Bench's measurements through the facade on the CPU: whole runs (median of repeats, one
+// input set), each group alone (indexed by the kernels' groups), the plan's intermediate
+// memory, and a second compile into the same cache found there.
+TEST(CompiledModel, BenchmarksWholeRunsAndEachGroupOnTheCpu) {
+  ModelOptions options = CpuOptions();
+  options.cache_dir = (std::filesystem::temp_directory_path() / "tilefuse_test_bench_cache").string();
+  std::filesystem::remove_all(options.cache_dir);
+  StatusOr<std::unique_ptr<CompiledModel>> model = CompiledModel::FromFile(Example("layernorm_manual.onnxtxt"), options);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  StatusOr<std::vector<Tensor>> inputs = MakeRandomInputs((*model)->graph(), 0);
+  ASSERT_TRUE(inputs.ok());
+  StatusOr<BenchmarkResult> timed = (*model)->Benchmark(*inputs, {1, 3, 0});
+  ASSERT_TRUE(timed.ok()) << timed.status().ToString();
+  EXPECT_GT(timed->median_ms, 0);
+  EXPECT_EQ(timed->input_sets, 1);  // 0 on the CPU: one set
+  StatusOr<std::vector<double>> groups = (*model)->GroupTimesUs(*inputs);
+  ASSERT_TRUE(groups.ok()) << groups.status().ToString();
+  ASSERT_EQ(groups->size(), (*model)->kernels().size());
+  for (size_t i = 0; i < (*model)->kernels().size(); ++i) EXPECT_EQ((*model)->kernels()[i].group, static_cast<int>(i));
+  EXPECT_GT((*model)->flops(), 0);
+  double kernel_flops = 0;
+  for (const KernelSummary& k : (*model)->kernels()) kernel_flops += k.flops;
+  EXPECT_DOUBLE_EQ(kernel_flops, (*model)->flops());
+  StatusOr<int64_t> planned = (*model)->PlannedIntermediateBytes();
+  ASSERT_TRUE(planned.ok()) << planned.status().ToString();
+  EXPECT_GE(*planned, 0);
+  StatusOr<BenchmarkResult> bad = (*model)->Benchmark(*inputs, {0, 0, 1});
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+
+  StatusOr<std::unique_ptr<CompiledModel>> again = CompiledModel::FromFile(Example("layernorm_manual.onnxtxt"), options);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ((*again)->jit_compiles(), 0);
+  int generated = 0;
+  for (const KernelSummary& k : (*again)->kernels()) generated += k.generated ? 1 : 0;
+  EXPECT_EQ((*again)->jit_cache_hits(), generated);
+  std::filesystem::remove_all(options.cache_dir);
+}
+
+TEST(CompiledModel, TheReferenceInterpreterHasNothingToBenchmark) {
+  ModelOptions options;
+  options.backend = "reference";
+  StatusOr<std::unique_ptr<CompiledModel>> model = CompiledModel::FromFile(Example("gelu_manual.onnxtxt"), options);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  StatusOr<std::vector<Tensor>> inputs = MakeRandomInputs((*model)->graph(), 0);
+  ASSERT_TRUE(inputs.ok());
+  StatusOr<BenchmarkResult> timed = (*model)->Benchmark(*inputs);
+  EXPECT_EQ(timed.status().code(), StatusCode::kUnimplemented);
+  EXPECT_TRUE(Contains(timed.status().message(), "reference interpreter")) << timed.status().message();
+  EXPECT_EQ((*model)->GroupTimesUs(*inputs).status().code(), StatusCode::kUnimplemented);
+  EXPECT_EQ((*model)->flops(), 0);
+  EXPECT_TRUE((*model)->sources().empty());
+}
+
+// `compile --emit`: one whole translation unit per generated kernel, named as the kernel
+// summary says, written into a folder with the files a caller adds.
+TEST(CompiledModel, EmitsEachGeneratedKernelAsATranslationUnit) {
+  StatusOr<std::unique_ptr<CompiledModel>> model = CompiledModel::FromFile(Example("layernorm_manual.onnxtxt"), CpuOptions());
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  std::vector<OutputFile> sources = (*model)->sources();
+  ASSERT_FALSE(sources.empty());
+  for (const OutputFile& file : sources) {
+    auto k = std::find_if((*model)->kernels().begin(), (*model)->kernels().end(),
+                          [&](const KernelSummary& s) { return s.source_file == file.name; });
+    EXPECT_NE(k, (*model)->kernels().end()) << file.name;
+    EXPECT_TRUE(Contains(file.name, ".cc")) << file.name;
+    EXPECT_TRUE(Contains(file.text, "#include")) << file.text.substr(0, 200);
+  }
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "tilefuse_test_emit" / "nested";
+  std::filesystem::remove_all(dir.parent_path());
+  sources.push_back({"summary.txt", "two kernels\n"});
+  ASSERT_TRUE(WriteOutputFiles(dir.string(), sources).ok());
+  for (const OutputFile& file : sources) EXPECT_TRUE(std::filesystem::exists(dir / file.name)) << file.name;
+  std::ifstream summary(dir / "summary.txt");
+  std::string line;
+  std::getline(summary, line);
+  EXPECT_EQ(line, "two kernels");
+  std::filesystem::remove_all(dir.parent_path());
+}
+
+// `compile --backend cuda` needs NVRTC, not a GPU.
+TEST(CompiledModel, BuildsCudaKernelsForAnArchitectureWithoutAGpu) {
+  ModelOptions options;
+  options.backend = "cuda";
+  options.cache_dir = (std::filesystem::temp_directory_path() / "tilefuse_test_cache").string();
+  StatusOr<Graph> passed = CompiledModel::RunPasses(LoadModel(Example("softmax_manual.onnxtxt"))->graph, options);
+  ASSERT_TRUE(passed.ok()) << passed.status().ToString();
+  StatusOr<CudaBuild> build = BuildForCudaArch(*passed, options, "sm_90a");
+  if (!build.ok() && build.status().code() == StatusCode::kNotFound) GTEST_SKIP() << "no NVRTC: " << build.status().ToString();
+  ASSERT_TRUE(build.ok()) << build.status().ToString();
+  EXPECT_EQ(build->arch, "sm_90a");
+  EXPECT_FALSE(build->nvrtc_version.empty());
+  ASSERT_FALSE(build->kernels.empty());
+  EXPECT_EQ(build->kernels[0].kind, "row_reduction");
+  EXPECT_FALSE(build->kernels[0].ptxas.empty());
+  EXPECT_GT(build->cubins, 0);
+  EXPECT_EQ(build->nvrtc_compiles + build->nvrtc_cache_hits, build->cubins);
+  ASSERT_FALSE(build->sources.empty());
+  EXPECT_EQ(build->sources.front().name, "kernels.cu");
+  EXPECT_EQ(build->sources.back().name, "ptxas.txt");
+  options.depthwise = "sideways";
+  EXPECT_EQ(BuildForCudaArch(*passed, options).status().code(), StatusCode::kInvalidArgument);
+}
+
+// `explain` without a compile: the backend's plan of a model file, in three forms.
+TEST(CompiledModel, ExplainsAModelFileWithoutCompilingIt) {
+  ExplainOptions options;
+  StatusOr<PlanExplanation> plan = ExplainModel(Example("softmax_manual.onnxtxt"), options);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_TRUE(Contains(plan->text, "-> 1 fused")) << plan->text;
+  EXPECT_EQ(nlohmann::json::parse(plan->json)["device"], "h100-sxm");
+  EXPECT_TRUE(Contains(plan->dot, "cluster_0")) << plan->dot;
+  options.disabled_kinds = {"gemm"};
+  plan = ExplainModel(Example("matmul_bias_relu.onnxtxt"), options);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_TRUE(Contains(plan->text, "gemm fusion is disabled")) << plan->text;
+  EXPECT_TRUE(IsFusionGroupKind("row_reduction"));
+  EXPECT_FALSE(IsFusionGroupKind("loops"));
+  options.disabled_kinds = {"loops"};
+  EXPECT_TRUE(Contains(ExplainModel(Example("softmax_manual.onnxtxt"), options).status().message(), "unknown group kind 'loops'"));
+  options = ExplainOptions{};
+  options.cost_model = "tpu";
+  EXPECT_TRUE(Contains(ExplainModel(Example("softmax_manual.onnxtxt"), options).status().message(), "unknown device 'tpu'"));
+}
+
+// `demo`'s checks: the plan in numbers, the interpreter on the graph as imported and after
+// the passes, and the two comparison rules.
+TEST(CompiledModel, SummarizesThePlanAndChecksAgainstTheInterpreter) {
+  StatusOr<ImportedModel> imported = LoadModel(Example("softmax_manual.onnxtxt"));
+  ASSERT_TRUE(imported.ok());
+  StatusOr<Graph> passed = CompiledModel::RunPasses(imported->graph, CpuOptions());
+  ASSERT_TRUE(passed.ok());
+  StatusOr<PlanSummary> plan = SummarizePlan(*passed);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(plan->fused_kernels, 1);
+  EXPECT_EQ(plan->group_kinds, std::vector<std::string>{"row_reduction"});
+  EXPECT_GT(plan->unfused_kernels, plan->fused_kernels);
+  EXPECT_GT(plan->unfused_predicted_us, plan->predicted_us);
+  EXPECT_FALSE(SummarizePlan(*passed, "tpu").ok());
+
+  StatusOr<std::vector<Tensor>> inputs = MakeRandomInputs(*passed, 2);
+  ASSERT_TRUE(inputs.ok());
+  StatusOr<std::vector<Tensor>> before = RunReferenceInterpreter(imported->graph, *inputs);
+  StatusOr<std::vector<Tensor>> after = RunReferenceInterpreter(*passed, *inputs);
+  ASSERT_TRUE(before.ok() && after.ok());
+  EXPECT_TRUE(CompareOutput((*after)[0], (*before)[0], CompareRule::kElementwise).pass);
+  StatusOr<std::unique_ptr<CompiledModel>> model = CompiledModel::FromPassedGraph(*passed, CpuOptions());
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  StatusOr<std::vector<Tensor>> actual = (*model)->Run(*inputs);
+  ASSERT_TRUE(actual.ok());
+  EXPECT_TRUE(CompareOutput((*actual)[0], (*after)[0], CompareRule::kKernels).pass);
+  Tensor wrong = Tensor::Random((*actual)[0].dtype(), (*actual)[0].shape(), 99);
+  OutputComparison mismatch = CompareOutput(wrong, (*after)[0], CompareRule::kKernels);
+  EXPECT_FALSE(mismatch.pass);
+  EXPECT_GT(mismatch.mismatches, 0);
+  EXPECT_FALSE(mismatch.reason.empty());
+}
+
+TEST(CompiledModel, TuningRefusesWrongWordsBeforeImporting) {
+  TuningOptions options;
+  options.backend = "tpu";
+  EXPECT_EQ(Tune("/no/such/model.onnx", options).status().message(), "backend 'tpu' is not one of auto, cuda, cpu");
+  options.backend = "cpu";
+  options.device = 1;
+  EXPECT_EQ(Tune("/no/such/model.onnx", options).status().code(), StatusCode::kInvalidArgument);
+  options.device = 0;
+  EXPECT_EQ(Tune("/no/such/model.onnx", options).status().code(), StatusCode::kNotFound);
+}
+
+// A tune on the CPU reports each kernel it tuned and the whole report as JSON; a second
+// tune of the model finds every configuration in the tuning cache.
+TEST(CompiledModel, TunesTheCpuKernelsOfAModel) {
+  TuningOptions options;
+  options.backend = "cpu";
+  options.budget_s = 20;
+  int progress_calls = 0;
+  options.progress = [&](int, int, const std::string&) { ++progress_calls; };
+  StatusOr<TuningReport> first = Tune(Example("gelu_manual.onnxtxt"), options);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_FALSE(first->device.empty());
+  EXPECT_TRUE(first->note.empty());
+  ASSERT_FALSE(first->kernels.empty());
+  EXPECT_GT(progress_calls, 0);
+  EXPECT_FALSE(first->kernels[0].best.empty());
+  nlohmann::json json = nlohmann::json::parse(first->json);
+  EXPECT_EQ(json["device"], first->device);
+  EXPECT_EQ(json["model"], Example("gelu_manual.onnxtxt"));
+  StatusOr<TuningReport> second = Tune(Example("gelu_manual.onnxtxt"), options);
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ(second->measurements, 0);
+}
+
+// The GPU's measurements where there is one (skipped, saying why, elsewhere).
+TEST(CompiledModel, BenchmarksOnTheGpuWithRotatedInputsAndMeasuresTheCopyRate) {
+  StatusOr<GpuInfo> gpu = DescribeGpu(0);
+  if (!gpu.ok()) GTEST_SKIP() << "no GPU: " << gpu.status().ToString();
+  EXPECT_FALSE(gpu->name.empty());
+  EXPECT_GT(gpu->l2_bytes, 0);
+  StatusOr<double> copy = MeasureGpuCopyBandwidth(0);
+  ASSERT_TRUE(copy.ok()) << copy.status().ToString();
+  EXPECT_GT(*copy, 1e11);  // any GPU of this decade copies faster than 100 GB/s
+  StatusOr<double> same_size = MeasureGpuCopyMicroseconds(0, 1 << 20, 10);
+  ASSERT_TRUE(same_size.ok()) << same_size.status().ToString();
+  EXPECT_GT(*same_size, 0);
+  ModelOptions options;
+  options.backend = "cuda";
+  StatusOr<std::unique_ptr<CompiledModel>> model = CompiledModel::FromFile(Example("softmax_manual.onnxtxt"), options);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  StatusOr<std::vector<Tensor>> inputs = MakeRandomInputs((*model)->graph(), 0);
+  ASSERT_TRUE(inputs.ok());
+  StatusOr<BenchmarkResult> timed = (*model)->Benchmark(*inputs);
+  ASSERT_TRUE(timed.ok()) << timed.status().ToString();
+  EXPECT_GT(timed->median_ms, 0);
+  EXPECT_GT(timed->input_sets, 1);  // a small input: several copies lie between two uses of one
+  StatusOr<std::vector<double>> groups = (*model)->GroupTimesUs(*inputs);
+  ASSERT_TRUE(groups.ok()) << groups.status().ToString();
+  EXPECT_FALSE(groups->empty());
+  EXPECT_GE((*model)->kernels()[0].group, 0);
+}
+
+TEST(CompiledModel, HostCopyBandwidthIsMeasured) { EXPECT_GT(MeasureHostCopyBandwidth(int64_t{16} << 20), 1e8); }
 
 }  // namespace
 }  // namespace tilefuse

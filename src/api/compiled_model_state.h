@@ -1,0 +1,32 @@
+// What a CompiledModel (tilefuse/tilefuse.h) holds, for the facade's own files in src/api:
+// the graph after the passes and the executable of the backend it runs on (none: the
+// reference interpreter).
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/cpu_executable.h"
+#include "backend/cuda/cuda_executable.h"
+#include "tilefuse/tilefuse.h"
+
+namespace tilefuse {
+
+struct CompiledModel::State {
+  Graph passed;
+  ModelOptions options;
+  std::string backend, backend_note;
+  std::unique_ptr<CudaExecutable> gpu;
+  std::unique_ptr<CpuExecutable> cpu;
+  std::vector<KernelSummary> kernels;
+  std::vector<ValueSpec> inputs, outputs;
+  double compile_ms = 0;
+  std::mutex run_mutex;
+
+  // The compiled executable, whichever backend; null on the reference interpreter.
+  Executable* executable() const { return gpu ? static_cast<Executable*>(gpu.get()) : cpu.get(); }
+};
+
+}  // namespace tilefuse

@@ -34,6 +34,31 @@ const FusionPlan& CpuExecutable::plan() const { return state_->plan; }
 const std::vector<KernelInfo>& CpuExecutable::kernels() const { return state_->kernels; }
 const std::vector<std::string>& CpuExecutable::plan_notes() const { return state_->plan_notes; }
 int64_t CpuExecutable::jit_compiles() const { return state_->jit_compiles; }
+
+std::vector<std::string> CpuExecutable::ReferenceWarnings() const {
+  const Graph& g = state_->graph;
+  std::vector<std::string> warnings;
+  for (size_t i = 0; i < state_->steps.size(); ++i) {
+    const Step& step = state_->steps[i];
+    const KernelInfo& info = state_->kernels[i];
+    std::vector<int> nodes = info.generated ? step.reference_prologue : state_->plan.groups[step.group].nodes;
+    if (nodes.empty()) continue;
+    // The ops that compute something first: views and broadcasts only move what they read.
+    std::stable_partition(nodes.begin(), nodes.end(), [&](int id) {
+      OpKind kind = g.node(id).info().kind;
+      return kind != OpKind::View && kind != OpKind::Broadcast;
+    });
+    std::string ops;
+    for (size_t n = 0; n < std::min<size_t>(nodes.size(), 3); ++n) {
+      const Node& node = g.node(nodes[n]);
+      ops += fmt::format("{}{} %{}{}", n ? ", " : "", OpName(node.op), node.id, node.name.empty() ? "" : " '" + node.name + "'");
+    }
+    if (nodes.size() > 3) ops += fmt::format(" and {} more", nodes.size() - 3);
+    warnings.push_back(fmt::format("group {} ({}{}) runs {} on the reference interpreter: {}", step.group, GroupKindName(info.kind),
+                                   info.generated ? ", its prologue" : "", ops, info.why_not));
+  }
+  return warnings;
+}
 int64_t CpuExecutable::arena_bytes() const { return state_->memory.arena_bytes; }
 
 namespace {

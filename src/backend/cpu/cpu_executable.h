@@ -88,6 +88,10 @@ class CpuExecutable : public Executable {
   // What the backend planned differently from the planner, and why ("attention at %12 split
   // into its parts: ..."): attention groups its flash kernel does not take.
   const std::vector<std::string>& plan_notes() const;
+  // One line per group whose ops (all, or a gemm's prologue part) run on the reference
+  // interpreter because no generated kernel or library takes them: the group, its kind, the
+  // ops and why. What `run`, `bench`, `demo` and Python warn of, and --strict refuses.
+  std::vector<std::string> ReferenceWarnings() const;
   int64_t jit_compiles() const;  // how many kernels needed the host compiler (not the cache)
 
  private:

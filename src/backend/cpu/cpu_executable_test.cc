@@ -18,6 +18,7 @@
 #include "testing/tensor_compare.h"
 #include "testing/random_inputs.h"
 #include "testing/reference_check.h"
+#include "tilefuse/builder.h"
 
 namespace tilefuse {
 namespace {
@@ -278,6 +279,27 @@ TEST(CpuTimingsTest, StepsFollowOneAnotherOnTheRunsClock) {
   for (size_t i = 1; i < timings.size(); ++i)
     EXPECT_GE(timings[i].start_us, timings[i - 1].start_us + timings[i - 1].duration_us) << timings[i].name;
   EXPECT_GT(timings.back().start_us, 0);
+}
+
+// An op no generated kernel or library takes (here a pool over f64, which the window rewrite
+// the passes would apply is skipped for) runs on the reference interpreter, and the executable
+// says so in one line naming the group, the op and why: what the CLI and Python warn of.
+TEST(CpuExecutableTest, ReferenceWarningsNameTheGroupTheOpAndWhy) {
+  GraphBuilder b;
+  Value x = b.Parameter("x", DType::kF64, {1, 2, 8, 8});
+  Value pooled = b.MaxPool(b.Unary(OpCode::kRelu, x), PoolParams{{2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}});
+  b.Output(b.AddScalar(pooled, 1), "y");
+  auto graph = b.Build();
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  CpuCompileOptions options;
+  options.cache_dir = TestCacheDir();
+  auto compiled = CompileForCpu(*graph, options);
+  ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
+  std::vector<std::string> warnings = (*compiled)->ReferenceWarnings();
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("max_pool %"), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[0].find("on the reference interpreter: "), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[0].find("group "), std::string::npos) << warnings[0];
 }
 
 }  // namespace

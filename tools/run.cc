@@ -11,7 +11,6 @@
 #include "reference/interpreter.h"
 #include "cli_common.h"
 #include "commands.h"
-#include "api/backend_setup.h"
 #include "cuda_path_options.h"
 #include "input_binding.h"
 #include "run_report.h"
@@ -337,7 +336,7 @@ Status CheckDataSet(const RunOptions& options, const DataSet& set, const Graph& 
 }
 
 Status RunInto(const RunOptions& options, RunReport& report) {
-  RETURN_IF_ERROR(CheckDeviceForBackend(options.device, options.backend));  // before an import that may take long
+  RETURN_IF_ERROR(CheckModelOptions(ModelOptionsFor(options)));  // before an import that may take long
   StatusOr<std::vector<DataSet>> loaded = LoadDataSets(options, report.input_source);
   if (!loaded.ok()) {
     // A model that cannot be imported explains more than its data does (e.g. sequence

@@ -54,6 +54,10 @@ struct ModelOptions {
   std::string dump_dir;
   // auto on the CPU: a run that fails runs again on the reference interpreter (with a note).
   bool reference_fallback_on_run = true;
+  // A group of a compiled model runs on the reference interpreter only where no generated
+  // kernel exists for an op; warnings() names each. strict makes that, and auto falling back
+  // to the interpreter, an error (Unimplemented, naming them) instead.
+  bool strict = false;
 };
 
 // A graph input or output as the compiled graph sees it.
@@ -171,6 +175,9 @@ class CompiledModel {
 
   const std::string& backend() const;       // cuda, cpu or reference (where it runs now)
   const std::string& backend_note() const;  // why auto fell back; empty when it did not
+  // One line per group that runs on the reference interpreter although the backend is cpu or
+  // cuda (no generated kernel for an op): the group, its ops and why. Empty when none does.
+  const std::vector<std::string>& warnings() const;
   int device() const;                       // the GPU ordinal asked for
   const Graph& graph() const;               // the graph after the passes
   const std::vector<ValueSpec>& inputs() const;

@@ -70,7 +70,7 @@ Status PrepareBackend(CompiledModel::State& s) {
   }
   StatusOr<std::unique_ptr<CpuExecutable>> compiled = CompileModelForCpu(s.passed, o.fuse, o.cache_dir, o.tune, o.dump_dir);
   if (!compiled.ok()) {
-    if (o.backend == "cpu") return compiled.status();
+    if (o.backend == "cpu" || o.strict) return compiled.status();
     s.backend = "reference";
     s.backend_note = "cpu backend unavailable, ran on the reference interpreter: " + compiled.status().ToString();
     return Status::Ok();
@@ -109,6 +109,12 @@ void DescribeModel(CompiledModel::State& s) {
       k.bytes = executable->plan().groups[k.group].bytes;
     }
   }
+  s.warnings = s.cpu ? s.cpu->ReferenceWarnings() : std::vector<std::string>{};
+  if (s.gpu)
+    for (const CudaKernelInfo& k : s.gpu->kernels())
+      if (k.mode == "host")
+        s.warnings.push_back(fmt::format("group {} ({}) runs on the reference interpreter on the host: {}", k.group, GroupKindName(k.kind),
+                                         k.why_host));
   const Graph& graph = s.passed;
   for (int id : graph.inputs()) s.inputs.push_back({graph.node(id).name, graph.node(id).dtype, graph.node(id).shape});
   for (const Graph::Output& out : graph.outputs())
@@ -146,6 +152,9 @@ StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::FromPassedGraph(Graph pa
   state->options = options;
   RETURN_IF_ERROR(PrepareBackend(*state));
   DescribeModel(*state);
+  if (options.strict && !state->warnings.empty())
+    return Unimplemented(fmt::format("strict: {} group{} would run on the reference interpreter: {}", state->warnings.size(),
+                                     state->warnings.size() == 1 ? "" : "s", fmt::join(state->warnings, "; ")));
   state->compile_ms = MillisecondsSince(start);
   return std::unique_ptr<CompiledModel>(new CompiledModel(std::move(state)));
 }
@@ -190,7 +199,7 @@ StatusOr<std::vector<Tensor>> CompiledModel::Run(const std::vector<Tensor>& inpu
   std::vector<KernelTiming> measured;
   StatusOr<std::vector<Tensor>> run = s.gpu ? s.gpu->Run(inputs, timings ? &measured : nullptr)
                                             : s.cpu->Run(inputs, timings ? &measured : nullptr);
-  if (!run.ok() && s.cpu && s.options.backend == "auto" && s.options.reference_fallback_on_run) {
+  if (!run.ok() && s.cpu && s.options.backend == "auto" && s.options.reference_fallback_on_run && !s.options.strict) {
     // As `tilefuse run --backend auto`: a CPU run that fails falls back to the interpreter.
     s.cpu.reset();
     s.kernels.clear();
@@ -230,6 +239,7 @@ StatusOr<std::string> CompiledModel::Explain(ExplainFormat format, const std::st
 
 const std::string& CompiledModel::backend() const { return state_->backend; }
 const std::string& CompiledModel::backend_note() const { return state_->backend_note; }
+const std::vector<std::string>& CompiledModel::warnings() const { return state_->warnings; }
 int CompiledModel::device() const { return state_->options.device; }
 const Graph& CompiledModel::graph() const { return state_->passed; }
 const std::vector<ValueSpec>& CompiledModel::inputs() const { return state_->inputs; }

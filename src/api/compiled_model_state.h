@@ -18,6 +18,7 @@ struct CompiledModel::State {
   Graph passed;
   ModelOptions options;
   std::string backend, backend_note;
+  std::vector<std::string> warnings;  // groups on the reference interpreter (CompiledModel::warnings)
   std::unique_ptr<CudaExecutable> gpu;
   std::unique_ptr<CpuExecutable> cpu;
   std::vector<KernelSummary> kernels;

@@ -17,6 +17,7 @@
 #include "backend/cuda/cuda_driver.h"
 #include "reference/interpreter.h"
 #include "testing/tensor_compare.h"
+#include "tilefuse/builder.h"
 
 namespace tilefuse {
 namespace {
@@ -111,6 +112,30 @@ TEST(CompiledModel, ReferenceBackendFromAGraphIsTheInterpreter) {
   Status device_run = (*model)->RunOnDevice({}, {}, 0);
   EXPECT_EQ(device_run.code(), StatusCode::kUnimplemented);
   EXPECT_TRUE(Contains(device_run.message(), "it runs on reference")) << device_run.message();
+}
+
+// An op no generated kernel takes (a pool over f64, the passes' window rewrite skipped)
+// runs on the reference interpreter with a warning naming the group and the op; strict
+// refuses it, naming them. A model every op of which compiles has no warning.
+TEST(CompiledModel, WarnsOfGroupsOnTheInterpreterAndStrictRefusesThem) {
+  GraphBuilder b;
+  Value x = b.Parameter("x", DType::kF64, {1, 2, 8, 8});
+  b.Output(b.MaxPool(x, PoolParams{{2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}}), "y");
+  StatusOr<Graph> graph = b.Build();
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  StatusOr<std::unique_ptr<CompiledModel>> model = CompiledModel::FromPassedGraph(*graph, CpuOptions());
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  ASSERT_EQ((*model)->warnings().size(), 1u);
+  EXPECT_TRUE(Contains((*model)->warnings()[0], "max_pool %")) << (*model)->warnings()[0];
+  ModelOptions strict = CpuOptions();
+  strict.strict = true;
+  StatusOr<std::unique_ptr<CompiledModel>> refused = CompiledModel::FromPassedGraph(*graph, strict);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(Contains(refused.status().message(), "strict: 1 group would run on the reference interpreter")) << refused.status().message();
+  EXPECT_TRUE(Contains(refused.status().message(), "max_pool %")) << refused.status().message();
+  StatusOr<std::unique_ptr<CompiledModel>> clean = CompiledModel::FromFile(Example("layernorm_manual.onnxtxt"), strict);
+  ASSERT_TRUE(clean.ok()) << clean.status().ToString();
+  EXPECT_TRUE((*clean)->warnings().empty());
 }
 
 TEST(CompiledModel, CompilesSerializedBytes) {

@@ -89,6 +89,14 @@ struct GemmShape : Config {
   static constexpr unsigned kStageBytes = (Config::kBM + Config::kBN) * kBK * Element::kBytes;
   // The overlapped epilogue's residual ring: kResidualSlots chunks of kBM rows × kChunkCols.
   static constexpr int kResidualSlots = 4;
+  // The held tile's chunks ride on the next tile's first kOverlapSteps steps, kChunksPerStep
+  // each. One chunk a step copied the main loop's step into every chunk (16 at 256 columns):
+  // NVRTC took 2.4-2.8 s for K = 1024 against 0.8 s for K = 72, whose steps end at the second
+  // chunk. At most kResidualSlots chunks a step: the producer loads a step's chunks into
+  // slots the previous step's chunks freed.
+  static constexpr int kOverlapSteps = Config::kChunks < 4 ? Config::kChunks : 4;
+  static constexpr int kChunksPerStep = Config::kChunks / kOverlapSteps;
+  static_assert(kChunksPerStep <= kResidualSlots, "a step's residual chunks fit the ring");
   static constexpr int kChunkCols = Config::kBN / Config::kChunks;
   static constexpr int kResidualSlotBytes = Config::kBM * kChunkCols * 2;
 };

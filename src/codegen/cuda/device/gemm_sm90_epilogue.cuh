@@ -83,8 +83,8 @@ __device__ __forceinline__ void GemmEpilogueStore(const GemmSharedMemory<S>& sm,
 }
 
 // Overlapped epilogue (cooperative consumers, no split-K): the previous tile's products wait
-// as packed pairs while this tile's first kChunks steps run their epilogue, one chunk of
-// columns per step. A last pass without a tile of its own finishes the last tile held.
+// as packed pairs while this tile's first kOverlapSteps steps run their epilogue,
+// kChunksPerStep chunks of columns per step. A last pass without a tile of its own finishes the last tile held.
 template <class S, class Epilogue>
 __device__ __forceinline__ void GemmConsumerOverlapped(const GemmSharedMemory<S>& sm, const GemmMaps& maps, const Epilogue& epilogue,
                                                        GemmConsumerState<S>& c, int cta_rank, int first_unit, int unit_step) {
@@ -100,26 +100,29 @@ __device__ __forceinline__ void GemmConsumerOverlapped(const GemmSharedMemory<S>
     c.previous = -1;
     if (holding) {
 #pragma unroll
-      for (int chunk = 0; chunk < S::kChunks; ++chunk) {
-        // At most kSplitSteps steps are issued, one a chunk from the first: said outright, so
-        // that a short K range keeps its issue code in the first chunks only.
-        const bool issued = ks < k_end && chunk < S::kSplitSteps;
+      for (int step = 0; step < S::kOverlapSteps; ++step) {
+        // At most kSplitSteps steps are issued, from the first: said outright, so that a short
+        // K range keeps its issue code in the first steps only.
+        const bool issued = ks < k_end && step < S::kSplitSteps;
         // The step's slot before this one goes back first: the producer's next load must not
-        // wait for the chunk.
+        // wait for the chunks.
         if (issued) {
           GemmIssueStep(sm, maps, c, t, ks, k_begin, k_end);
           GemmRetireStep(sm, c);
         }
-        const unsigned char* residual_chunk = nullptr;
-        if constexpr (S::kRingedLoad) {
-          sm.residual_full[residual.stage].Wait(residual.phase);  // the chunk's residual has landed
-          residual_chunk = sm.residual_ring + residual.stage * S::kResidualSlotBytes;
-        }
-        GemmEpilogue<S, true>(sm, epilogue, c, held_t, chunk, residual_chunk, 0);
-        if constexpr (S::kRingedLoad) {
-          __syncwarp();
-          if (c.lane == 0) sm.residual_empty[residual.stage].Arrive();  // this warp has read the slot
-          residual.Advance();
+#pragma unroll
+        for (int chunk = step * S::kChunksPerStep; chunk < (step + 1) * S::kChunksPerStep; ++chunk) {
+          const unsigned char* residual_chunk = nullptr;
+          if constexpr (S::kRingedLoad) {
+            sm.residual_full[residual.stage].Wait(residual.phase);  // the chunk's residual has landed
+            residual_chunk = sm.residual_ring + residual.stage * S::kResidualSlotBytes;
+          }
+          GemmEpilogue<S, true>(sm, epilogue, c, held_t, chunk, residual_chunk, 0);
+          if constexpr (S::kRingedLoad) {
+            __syncwarp();
+            if (c.lane == 0) sm.residual_empty[residual.stage].Arrive();  // this warp has read the slot
+            residual.Advance();
+          }
         }
         if (issued) {
           ++ks;
@@ -128,6 +131,7 @@ __device__ __forceinline__ void GemmConsumerOverlapped(const GemmSharedMemory<S>
       }
       if constexpr (S::kStagedStore) GemmEpilogueStore(sm, maps, c, held_t);
     }
+#pragma unroll 1
     for (; ks < k_end; ++ks, c.ring.Advance()) {
       GemmIssueStep(sm, maps, c, t, ks, k_begin, k_end);
       GemmRetireStep(sm, c);

@@ -153,6 +153,16 @@ int OperandBKMajor(const Graph& g, const FusionGroup& prologue, const GemmTempla
   return source.id;
 }
 
+// A as the [K][M] value its prologue transposes (perm [1, 0], the same dtype, the value outside
+// the prologue): the template then reads A MN-major from it; else -1.
+int OperandAMnMajor(const Graph& g, const FusionGroup& prologue, const GemmTemplateKernel& t) {
+  const Node& a = g.node(t.a);
+  if (a.op != OpCode::kTranspose || a.attrs.perm != std::vector<int64_t>{1, 0}) return -1;
+  const Node& source = g.node(a.inputs[0]);
+  if (prologue.nodes != std::vector<int>{a.id} || source.dtype != t.dtype || source.shape != Shape{t.k, t.rows}) return -1;
+  return source.id;
+}
+
 }  // namespace
 
 bool AtProductPosition(const GemmTemplateKernel& g, const Index& index) {
@@ -176,7 +186,8 @@ StatusOr<GemmTemplateKernel> LowerGemmTemplate(const Graph& g, const FusionGroup
     if (prologue.outputs == std::vector<int>{t.b}) t.b_k_major = OperandBKMajor(g, prologue, t);
     if (prologue.outputs != std::vector<int>{t.a}) continue;
     t.a_conv = OperandAConv(g, prologue, t);
-    if (!t.a_conv) t.a_view = OperandAView(g, prologue, inlined, t);
+    if (!t.a_conv) t.a_mn_major = OperandAMnMajor(g, prologue, t);
+    if (!t.a_conv && t.a_mn_major < 0) t.a_view = OperandAView(g, prologue, inlined, t);
   }
   return t;
 }

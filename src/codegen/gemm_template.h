@@ -70,6 +70,9 @@ struct GemmTemplateKernel {
   // B read K-major from the [N][K] value its prologue only transposes (x · wᵀ with w as a
   // linear layer keeps it), its prologue copy skipped; -1: B as [K][N].
   int b_k_major = -1;
+  // A read MN-major from the [K][M] value its prologue only transposes (xᵀ · dy, a linear
+  // layer's weight gradient), its prologue copy skipped; -1: A as [M][K].
+  int a_mn_major = -1;
 };
 
 // The template form of gemm `group`, or the reason it does not apply (the caller keeps

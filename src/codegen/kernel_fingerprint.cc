@@ -29,6 +29,7 @@ std::string GemmFingerprint(const GemmTemplateKernel& g) {
                            c.dilations[0], c.dilations[1], c.pads[0], c.pads[1], c.pads[2], c.pads[3]);
   }
   if (g.b_k_major >= 0) problem += " b-k-major";
+  if (g.a_mn_major >= 0) problem += " a-mn-major";
   return HashBytes(KernelFingerprint(g.epilogue) + "\n" + problem).ToHex();
 }
 

@@ -74,6 +74,8 @@ TEST(TemplateSkeletonsTest, GemmCompilesInEveryFormAndElementType) {
        "  p = MatMul (x, w)\n  y = Add (p, b)\n"},
       {"bf16 B K-major", "g (bfloat16[2048,1024] x, bfloat16[4096,1024] w, bfloat16[2048,4096] r) => (bfloat16[2048,4096] y)",
        "  wt = Transpose <perm = [1, 0]> (w)\n  p = MatMul (x, wt)\n  y = Add (p, r)\n"},
+      {"bf16 A MN-major", "g (bfloat16[1024,2048] x, bfloat16[1024,4096] dy, bfloat16[2048,4096] r) => (bfloat16[2048,4096] y)",
+       "  xt = Transpose <perm = [1, 0]> (x)\n  p = MatMul (xt, dy)\n  y = Add (p, r)\n"},
   };
   struct Form {
     const char* label;

@@ -34,13 +34,13 @@ class GemmEmitter {
     // A persistent grid of whole clusters, at most one CTA an SM.
     const int cluster = c_.cluster_m;
     s.work_blocks = cluster * std::min<int64_t>(c_.sm_count / cluster, Tiles(g_, c_.block_m, c_.block_n) / cluster * c_.splits);
-    s.strategy = fmt::format("gemm template {}x{}x{}, {} stages, {}{}{}{}{}{}{}", c_.block_m, c_.block_n, kBlockK, c_.stages,
+    s.strategy = fmt::format("gemm template {}x{}x{}, {} stages, {}{}{}{}{}{}{}{}", c_.block_m, c_.block_n, kBlockK, c_.stages,
                              *c_.pingpong ? "ping-pong consumers" : "cooperative consumers",
                              cluster > 1 ? fmt::format(", clusters of {} sharing B by multicast", cluster) : "",
                              *c_.overlap_epilogue ? ", epilogue overlapping the next main loop" : "",
                              ringed_load_ >= 0 ? ", residual by TMA into its ring" : staged_load_ >= 0 ? ", residual staged by TMA" : "",
                              staged_ >= 0 ? ", TMA store" : "", c_.splits > 1 ? fmt::format(", split-K x{}", c_.splits) : "",
-                             g_.b_k_major >= 0 ? ", B K-major" : "");
+                             g_.a_mn_major >= 0 ? ", A MN-major" : "", g_.b_k_major >= 0 ? ", B K-major" : "");
     // The kernel: its parameters, then the skeleton (codegen/cuda/device/gemm_sm90.cuh)
     // instantiated on this problem's Config, A loader and Epilogue.
     std::string parameters = "const __grid_constant__ tf::TensorMap map_a, const __grid_constant__ tf::TensorMap map_b";
@@ -115,10 +115,12 @@ class GemmEmitter {
     m.box = {box_cols, box_rows, 1, 1, 1};
     return m;
   }
-  // A as [batch][rows][K]: boxes of block_m rows × 64 columns; or, read through a view, as
-  // (column in head, row in entry, head, entry) with the same boxes.
+  // A as [batch][rows][K]: boxes of block_m rows × 64 columns; MN-major, the [K][rows] value
+  // its prologue transposes: boxes of 64 rows of K × 64 of M, block_m / 64 of them per stage;
+  // or, read through a view, as (column in head, row in entry, head, entry) with the first boxes.
   TensorMapArg OperandMapA() const {
     if (g_.a_conv) return ConvMapA(*g_.a_conv);
+    if (g_.a_mn_major >= 0) return MatrixMap(g_.a_mn_major, g_.dtype, g_.batch, g_.k, g_.rows, kBlockK, 64);
     if (!g_.a_view) return MatrixMap(g_.a, g_.dtype, g_.batch, g_.rows, g_.k, c_.block_m, kBlockK);
     const GemmOperandView& v = *g_.a_view;
     TensorMapArg m;
@@ -192,13 +194,13 @@ class GemmEmitter {
         "    enum : int {{ kBM = {}, kBN = {}, kStages = {}, kGroupM = {}, kClusterM = {}, kSplits = {}, kSplitSteps = {} }};\n"
         "    enum : int {{ kRows = {}, kN = {}, kK = {}, kBatch = {} }};\n"
         "    enum : int {{ kPingPong = {}, kOverlap = {}, kChunks = {}, kStaging = {} }};\n"
-        "    enum : int {{ kStagedStore = {}, kStagedLoad = {}, kRingedLoad = {}, kBKMajor = {} }};\n"
+        "    enum : int {{ kStagedStore = {}, kStagedLoad = {}, kRingedLoad = {}, kAMnMajor = {}, kBKMajor = {} }};\n"
         "    enum : int {{ kProducerRegisters = {}, kConsumerRegisters = {} }};\n"
         "  }};\n",
         types, c_.block_m, c_.block_n, c_.stages, c_.group_m, c_.cluster_m, c_.splits, StepsPerSplit(g_, c_), g_.rows, g_.n, g_.k,
         g_.batch, *c_.pingpong ? 1 : 0, *c_.overlap_epilogue ? 1 : 0, *c_.overlap_epilogue ? EpilogueChunks(c_) : 1,
         StagingBytes(c_, staged_ >= 0), staged_ >= 0 ? 1 : 0, staged_load_ >= 0 ? 1 : 0, ringed_load_ >= 0 ? 1 : 0,
-        g_.b_k_major >= 0 ? 1 : 0, kProducerRegisters, kConsumerRegisters);
+        g_.a_mn_major >= 0 ? 1 : 0, g_.b_k_major >= 0 ? 1 : 0, kProducerRegisters, kConsumerRegisters);
   }
 
   // How the producer loads A's tiles: a matrix, a view, or an implicit GEMM's im2col.
@@ -209,6 +211,7 @@ class GemmEmitter {
                          c.strides[1], c.pads[1], c.strides[0], c.pads[0], c.kernel[1], c.dilations[1], c.dilations[0]);
     }
     if (g_.a_view) return fmt::format("tf::ViewA<{}, {}>", g_.a_view->head, g_.a_view->entry_rows);
+    if (g_.a_mn_major >= 0) return "tf::MatrixAMnMajor";
     return "tf::MatrixA";
   }
 

@@ -509,6 +509,36 @@ TEST(CudaGemmEmitterTest, ATransposedWeightIsReadKMajorFromItself) {
   EXPECT_NE(plain_source->function.find("kBKMajor = 0 }"), std::string::npos);
 }
 
+// xᵀ · dy (a linear layer's weight gradient): the template reads A MN-major from x itself
+// (boxes of 64 rows of K × 64 of M, wgmma's transposed A) instead of the transposed copy its
+// prologue would make; its prologue is gone from the launches.
+TEST(CudaGemmEmitterTest, ATransposedActivationIsReadMnMajorFromItself) {
+  Planned p = PlanText("  xt = Transpose <perm = [1, 0]> (x)\n  y = MatMul (xt, dy)\n",
+                       "g (bfloat16[512,1000] x, bfloat16[512,384] dy) => (bfloat16[1000,384] y)");
+  auto gemm = LowerOnlyGemm(p);
+  ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
+  ASSERT_GE(gemm->a_mn_major, 0);
+  EXPECT_EQ(p.graph.node(gemm->a_mn_major).shape, (Shape{512, 1000}));
+  EXPECT_FALSE(gemm->a_view.has_value());
+  auto source = EmitCudaGemm(*gemm);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_NE(source->function.find("kAMnMajor = 1,"), std::string::npos) << source->function;
+  EXPECT_NE(source->function.find("tf::MatrixAMnMajor"), std::string::npos) << source->function;
+  EXPECT_NE(source->strategy.find("A MN-major"), std::string::npos) << source->strategy;
+  const TensorMapArg& a = source->launch.args[0].map;
+  EXPECT_EQ(a.node, gemm->a_mn_major);
+  EXPECT_EQ(a.dims[0], 1000);  // M, contiguous
+  EXPECT_EQ(a.dims[1], 512);   // K
+  EXPECT_EQ(a.box[0], 64);
+  EXPECT_EQ(a.box[1], 64);
+  EXPECT_EQ(a.strides_bytes[0], 1000 * 2);
+  // A transpose that is not of a [K][M] matrix (here of a 3-d value) keeps the copy.
+  Planned batched = PlanText("  xt = Transpose <perm = [0, 2, 1]> (x)\n  y = MatMul (xt, dy)\n",
+                             "g (bfloat16[2,512,1000] x, bfloat16[2,512,384] dy) => (bfloat16[2,1000,384] y)");
+  auto kept = LowerOnlyGemm(batched);
+  if (kept.ok()) EXPECT_EQ(kept->a_mn_major, -1);
+}
+
 TEST(CudaGemmEmitterTest, EnoughTilesNeedNoSplitK) {
   Planned p = PlanText("  y = MatMul (x, w)\n", "g (bfloat16[4096,4096] x, bfloat16[4096,4096] w) => (bfloat16[4096,4096] y)");
   auto gemm = LowerOnlyGemm(p);

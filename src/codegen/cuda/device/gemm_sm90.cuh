@@ -44,6 +44,16 @@ struct MatrixA {
     TmaLoad3d(slot, map, ks * C::kBK, t.m * C::kBM, t.batch, full);
   }
 };
+// A MN-major, the [K][M] matrix of Aᵀ (xᵀ · dy): kBM / 64 boxes of kBK rows of K × 64 of M,
+// each [kBK][64] with the 128-byte swizzle, as B's MN-major boxes.
+struct MatrixAMnMajor {
+  template <class C>
+  static __device__ __forceinline__ void Load(void* slot, const TensorMap& map, int ks, const TileCoordinates& t, Barrier& full) {
+#pragma unroll
+    for (int box = 0; box < C::kBM / 64; ++box)
+      TmaLoad3d((unsigned char*)slot + box * C::kBK * 64 * C::Element::kBytes, map, t.m * C::kBM + box * 64, ks * C::kBK, t.batch, full);
+  }
+};
 // A through a view: (column in head, row in entry, head, entry).
 template <int Head, int EntryRows>
 struct ViewA {
@@ -74,6 +84,10 @@ struct GemmShape : Config {
   // linear layer's weight); wgmma reads an MN-major B only for 16-bit types.
   static constexpr bool kBKMajor = Config::kBKMajor != 0;
   static_assert(Element::kBytes == 2 || kBKMajor, "gemm_sm90 reads an MN-major B of bf16 or f16 only");
+  // A as [M][K] (K-major, the default) or as [K][M] (MN-major, kAMnMajor: xᵀ · dy), wgmma's
+  // imm-trans-a: 16-bit types only, as for B.
+  static constexpr bool kAMnMajor = Config::kAMnMajor != 0;
+  static_assert(Element::kBytes == 2 || !kAMnMajor, "gemm_sm90 reads an MN-major A of bf16 or f16 only");
   static constexpr int kBK = 128 / Element::kBytes;  // one 128-byte swizzle row
   static constexpr int kTilesM = (Config::kRows + Config::kBM - 1) / Config::kBM;
   static constexpr int kTilesN = (Config::kN + Config::kBN - 1) / Config::kBN;
@@ -106,7 +120,7 @@ struct GemmShape : Config {
 template <class S>
 struct GemmSharedMemory {
   using Storage = typename S::Element::Storage;
-  Storage* tile_a;          // [stage][kBM][kBK], 128-byte swizzle
+  Storage* tile_a;          // [stage][kBM][kBK], 128-byte swizzle; MN-major: [stage][kBM / 64][kBK][64], the same swizzle as B
   Storage* tile_b;          // [stage][kBN / 64][kBK][64]; K-major: [stage][kBN][kBK], the same swizzle as A
   unsigned char* staging;   // [consumer][kBN / 64][64][64], swizzled
   unsigned char* residual_ring;  // [slot][kBM][kChunkCols]
@@ -165,7 +179,7 @@ namespace tf {
 // kStages, kGroupM, kClusterM, kSplits, kSplitSteps, kChunks, kStaging), the problem (kRows,
 // kN, kK, kBatch), the consumers (kPingPong, kOverlap), the staged and ringed accesses
 // (kStagedStore, kStagedLoad, kRingedLoad and their element types StoreElement, LoadElement),
-// B's layout (kBKMajor)
+// A's and B's layouts (kAMnMajor, kBKMajor)
 // and the register split (kProducerRegisters, kConsumerRegisters). Epilogue:
 //   float operator()(Index row, int col, float acc, float loaded) const
 // writes the direct stores of element (row, col) and returns the staged store's value

@@ -30,8 +30,10 @@ __device__ __forceinline__ void GemmIssueStep(const GemmSharedMemory<S>& sm, con
   for (int kk = 0; kk < S::kBK / Mma::kK; ++kk)
 #pragma unroll
     for (int mb = 0; mb < S::kMBlocks; ++mb)
-      Mma::template Shared<S::kBN, !S::kBKMajor>(
-          c.d[mb], SharedMatrix::KMajor(a + mb * 64 * S::kBK + kk * Mma::kK),
+      Mma::template Shared<S::kBN, !S::kBKMajor, S::kAMnMajor>(
+          c.d[mb],
+          S::kAMnMajor ? SharedMatrix::MnMajor(a + mb * 64 * S::kBK + kk * Mma::kK * 64, S::kBK * 128)
+                       : SharedMatrix::KMajor(a + mb * 64 * S::kBK + kk * Mma::kK),
           S::kBKMajor ? SharedMatrix::KMajor(b + kk * Mma::kK) : SharedMatrix::MnMajor(b + kk * Mma::kK * 64, S::kBK * 128),
           ks > k_begin || kk > 0);
   Warpgroup::Commit();

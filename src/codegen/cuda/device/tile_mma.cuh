@@ -4,11 +4,11 @@
 //   Bf16, F16, F32, Tf32, E4m3  element types: storage, bytes, conversions
 //   Mma<Element>                m64nNkK with f32 accumulators; kK is 32 bytes of the element
 //                               (16 for bf16/f16, 8 for tf32, 32 for e4m3)
-//     ::Shared<N, BMnMajor>     A and B from shared memory (wgmma descriptors)
+//     ::Shared<N, BMnMajor, AMnMajor>  A and B from shared memory (wgmma descriptors)
 //     ::Registers<N, BMnMajor>  A from registers (four 32-bit words a thread: a warpgroup's
 //                               fragment), B from shared memory: attention's P·V
 //
-// Only the 16-bit types read B transposed (MN-major, wgmma's imm-trans-b); tf32 and e4m3 read
+// Only the 16-bit types read A or B transposed (MN-major, wgmma's imm-trans-a/b); tf32 and e4m3 read
 // both operands K-major, and asking otherwise fails to compile. N is a multiple of 16 up to
 // 256 (wgmma_operands.cuh lists them).
 #pragma once
@@ -54,12 +54,12 @@ struct E4m3 {
 // flag arrives as a register and becomes a predicate; scale A and scale B are 1.
 #define TF_WGMMA_PREDICATE(i) "{\n.reg .pred p;\nsetp.ne.b32 p, %" #i ", 0;\n"
 #define TF_WGMMA_SHAPE(N, K, TYPE) "wgmma.mma_async.sync.aligned.m64n" #N "k" #K ".f32." #TYPE "." #TYPE " {"
-// 16-bit types, A and B by descriptor: transpose A no, transpose B as asked.
+// 16-bit types, A and B by descriptor: transpose A and B as asked.
 #define TF_WGMMA_SS16_AT(TYPE, N, i0, i1, i2, i3, i4, i5, i6)                                                     \
   asm volatile(TF_WGMMA_PREDICATE(i2) TF_WGMMA_SHAPE(N, 16, TYPE) TF_WGMMA_ACC_##N "}, %" #i0 ", %" #i1              \
-                                                                  ", p, 1, 1, 0, %" #i3 ";\n}\n"                     \
+                                                                  ", p, 1, 1, %" #i4 ", %" #i3 ";\n}\n"              \
                : TF_WGMMA_OUT_##N(d)                                                                                \
-               : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(BMnMajor ? 1 : 0))
+               : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(BMnMajor ? 1 : 0), "n"(AMnMajor ? 1 : 0))
 // 16-bit types, A from four registers a thread (a register A has no transpose).
 #define TF_WGMMA_RS16_AT(TYPE, N, i0, i1, i2, i3, i4, i5, i6)                                                     \
   asm volatile(TF_WGMMA_PREDICATE(i5) TF_WGMMA_SHAPE(N, 16, TYPE) TF_WGMMA_ACC_##N "}, {%" #i0 ", %" #i1 ", %" #i2   \
@@ -103,12 +103,13 @@ struct Mma {
   static constexpr int kK = 32 / Element::kBytes;  // the reduction depth of one instruction
 
   // d (+)= A·B for a 64 × N tile, A and B in shared memory; accumulate = 0 overwrites d.
-  template <int N, bool BMnMajor>
+  template <int N, bool BMnMajor, bool AMnMajor = false>
   static __device__ __forceinline__ void Shared(float (&d)[N / 2], unsigned long long desc_a, unsigned long long desc_b,
                                                 int accumulate) {
     constexpr int kN = N;
     constexpr bool kBf16 = kSameType<Element, Bf16>, kTf32 = kSameType<Element, Tf32>;
     static_assert(kSixteenBit || !BMnMajor, "Mma: only bf16 and f16 read B MN-major");
+    static_assert(kSixteenBit || !AMnMajor, "Mma: only bf16 and f16 read A MN-major");
     if constexpr (kN % 16 != 0 || kN > 256) static_assert(kN < 0, "Mma: N is a multiple of 16 up to 256");
     else if constexpr (kSixteenBit) {
       if constexpr (false) {}

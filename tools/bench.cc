@@ -114,9 +114,13 @@ Status BenchCpu(const BenchOptions& options) {
   ASSIGN_OR_RETURN(ImportedModel imported, LoadModel(options.model));
   ASSIGN_OR_RETURN(Graph passed, CompiledModel::RunPasses(imported.graph, CpuModelOptions(true, false, "")));
   ASSIGN_OR_RETURN(std::vector<Tensor> inputs, MakeRandomInputs(passed, options.seed));
+  // Groups on the reference interpreter: warned of (or, with --strict, refused) before any timing.
+  ModelOptions checked = CpuModelOptions(true, false, "");
+  checked.strict = options.strict;
+  ASSIGN_OR_RETURN(std::unique_ptr<CompiledModel> compiled, CompiledModel::FromPassedGraph(passed, checked));
+  for (const std::string& warning : compiled->warnings()) fmt::print(stderr, "warning: {}\n", warning);
   ASSIGN_OR_RETURN(Variant fused, BenchVariant(passed, true, inputs, options));
   ASSIGN_OR_RETURN(Variant unfused, BenchVariant(passed, false, inputs, options));
-  ASSIGN_OR_RETURN(std::unique_ptr<CompiledModel> compiled, CompiledModel::FromPassedGraph(passed, CpuModelOptions(true, false, "")));
   const double flops = compiled->flops();
   double bytes = 0;
   for (const Tensor& t : inputs) bytes += t.num_bytes();
@@ -159,6 +163,9 @@ void AddBenchCommand(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   bench->add_option("--seed", options->seed, "Seed of the random inputs")->capture_default_str();
   bench->add_flag("--json", options->json, "Print the results as JSON");
+  bench->add_flag("--strict", options->strict,
+                  "cpu: a group that would run on the reference interpreter (no generated kernel for an op) is an\n"
+                  "error (exit 2), not a warning");
   bench->add_flag("--tune", options->tune,
                   "Tune the fused kernels first (tilefuse tune; the tuning cache is the default one, so once per model)");
   AddDeviceOption(*bench, options->device);

@@ -21,6 +21,7 @@ struct BenchOptions {
   uint64_t seed = 0;
   bool json = false;
   bool tune = false;  // the fused kernels tuned first
+  bool strict = false;  // a group on the reference interpreter is an error, not a warning
   int device = 0;     // cuda: the GPU's ordinal
 };
 

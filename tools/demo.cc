@@ -26,6 +26,7 @@ struct DemoOptions {
   std::string examples_dir = TILEFUSE_SOURCE_DIR "/examples";
   std::string backend = "auto";
   bool tune = false;
+  bool strict = false;  // a group on the reference interpreter is an error, not a warning
   uint64_t seed = 0;
   int repeats = 5;
   int device = 0;  // cuda: the GPU's ordinal
@@ -66,6 +67,7 @@ std::string FirstMismatch(const Graph& graph, const std::vector<Tensor>& actual,
 Status RunCompiled(const Graph& passed, const std::vector<Tensor>& inputs, const std::vector<Tensor>& expected,
                    ModelOptions model, int repeats, double copy_bandwidth, DemoRow& row) {
   ASSIGN_OR_RETURN(std::unique_ptr<CompiledModel> fused, CompiledModel::FromPassedGraph(passed, model));
+  for (const std::string& warning : fused->warnings()) fmt::print(stderr, "warning: {}: {}\n", row.name, warning);
   model.fuse = false;
   model.tune = false;
   ASSIGN_OR_RETURN(std::unique_ptr<CompiledModel> unfused, CompiledModel::FromPassedGraph(passed, model));
@@ -97,6 +99,7 @@ Status RunExample(const std::string& path, const DemoOptions& options, double co
   model.backend = copy_bandwidth > 0 ? "cuda" : "cpu";
   model.device = copy_bandwidth > 0 ? options.device : 0;
   model.tune = options.tune;
+  model.strict = options.strict;
   model.poison_outputs = copy_bandwidth > 0;  // the check sees what the kernels wrote, nothing left over
   ASSIGN_OR_RETURN(ImportedModel imported, LoadModel(path));
   row.nodes_imported = imported.graph.num_nodes();
@@ -207,6 +210,9 @@ void AddDemoCommand(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"auto", "cuda", "cpu"}))
       ->capture_default_str();
   demo->add_flag("--tune", options->tune, "Tune the fused kernels first (cached per model and machine)");
+  demo->add_flag("--strict", options->strict,
+                 "An example with a group that would run on the reference interpreter (no generated kernel for an op)\n"
+                 "is an error, not a warning");
   demo->add_option("--seed", options->seed, "Seed of the random inputs")->capture_default_str();
   demo->add_option("--repeats", options->repeats, "Timed runs per example and variant (median)")
       ->check(CLI::PositiveNumber)

@@ -40,6 +40,7 @@ struct RunOptions {
   bool no_fusion = false;
   bool tune = false;
   bool json = false;
+  bool strict = false;                 // a group on the reference interpreter is an error, not a warning
   int device = 0;                      // cuda: the GPU's ordinal
   CLI::Option* seed_option = nullptr;  // to tell an explicit --random from the default
 };
@@ -60,6 +61,7 @@ ModelOptions ModelOptionsFor(const RunOptions& options) {
   model.tune = options.tune;
   ApplyCudaPathChoices(options.cuda_paths, model);
   model.poison_outputs = options.check;
+  model.strict = options.strict;
   // A --trace asks for the CPU's kernels: a failed run is the error, not the interpreter's.
   model.reference_fallback_on_run = options.trace_file.empty();
   return model;
@@ -93,6 +95,7 @@ class Executor {
   // asked for explicitly reports its error.
   Status Prepare(const RunOptions& options, Graph passed, RunReport& report) {
     ASSIGN_OR_RETURN(model_, CompiledModel::FromPassedGraph(std::move(passed), ModelOptionsFor(options)));
+    for (const std::string& warning : model_->warnings()) fmt::print(stderr, "warning: {}\n", warning);
     report.backend = model_->backend();
     report.backend_note = model_->backend_note();
     report.num_kernels = static_cast<int>(model_->kernels().size());
@@ -429,6 +432,9 @@ void AddRunCommand(CLI::App& app, int& exit_code) {
   run->add_flag("--no-fusion", options->no_fusion, "cpu/cuda: every op its own generated kernel (the unfused baseline)");
   AddCudaPathOptions(*run, options->cuda_paths);
   AddDeviceOption(*run, options->device);
+  run->add_flag("--strict", options->strict,
+                "cpu/cuda: a group that would run on the reference interpreter (no generated kernel for an op) is an\n"
+                "error (exit 2), not a warning; so is auto falling back to the interpreter");
   run->add_flag("--tune", options->tune, "Tune the kernels first (tilefuse tune; cached, so once per model and machine)");
   run->add_option("--trace", options->trace_file, "cpu/cuda: write a Chrome trace (Perfetto) of the kernels of one run");
   run->add_option("--trace-warmup", options->trace_warmup,

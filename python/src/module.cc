@@ -133,8 +133,9 @@ nb::list DescribeKernels(const std::vector<KernelSummary>& kernels) {
   return list;
 }
 
-ModelOptions MakeOptions(const std::string& backend, bool tune, bool fuse, int device) {
+ModelOptions MakeOptions(const std::string& backend, bool tune, bool fuse, int device, bool strict) {
   ModelOptions options;
+  options.strict = strict;
   options.backend = backend;
   options.tune = tune;
   options.fuse = fuse;
@@ -142,22 +143,23 @@ ModelOptions MakeOptions(const std::string& backend, bool tune, bool fuse, int d
   return options;
 }
 
-std::unique_ptr<CompiledModel> CompileModel(const std::string& path, const std::string& backend, bool tune, bool fuse, int device) {
+std::unique_ptr<CompiledModel> CompileModel(const std::string& path, const std::string& backend, bool tune, bool fuse, int device,
+                                            bool strict) {
   StatusOr<std::unique_ptr<CompiledModel>> compiled = InvalidArgument("not compiled");
   {
     nb::gil_scoped_release release;  // the host compiler or NVRTC may take seconds
-    compiled = CompiledModel::FromFile(path, MakeOptions(backend, tune, fuse, device));
+    compiled = CompiledModel::FromFile(path, MakeOptions(backend, tune, fuse, device, strict));
   }
   return ValueOrThrow(std::move(compiled));
 }
 
 std::unique_ptr<CompiledModel> CompileModelBytes(const nb::bytes& model, const std::string& backend, bool tune, bool fuse,
-                                                 int device) {
+                                                 int device, bool strict) {
   const std::string_view bytes(model.c_str(), model.size());
   StatusOr<std::unique_ptr<CompiledModel>> compiled = InvalidArgument("not compiled");
   {
     nb::gil_scoped_release release;
-    compiled = CompiledModel::FromBytes(bytes, MakeOptions(backend, tune, fuse, device));
+    compiled = CompiledModel::FromBytes(bytes, MakeOptions(backend, tune, fuse, device, strict));
   }
   return ValueOrThrow(std::move(compiled));
 }
@@ -200,12 +202,19 @@ NB_MODULE(_tilefuse, m) {
       .def_prop_ro("device", &CompiledModel::device)
       .def_prop_ro("backend", &CompiledModel::backend)
       .def_prop_ro("backend_note", &CompiledModel::backend_note)
+      .def_prop_ro("warnings",
+                   [](const CompiledModel& model) {
+                     nb::list list;
+                     for (const std::string& warning : model.warnings()) list.append(warning);
+                     return list;
+                   })
       .def_prop_ro("compile_ms", &CompiledModel::compile_ms)
       .def_prop_ro("kernels", [](const CompiledModel& model) { return DescribeKernels(model.kernels()); })
       .def_prop_ro("inputs", [](const CompiledModel& model) { return DescribeValues(model.inputs()); })
       .def_prop_ro("outputs", [](const CompiledModel& model) { return DescribeValues(model.outputs()); });
 
-  m.def("compile", &CompileModel, nb::arg("path"), nb::arg("backend"), nb::arg("tune"), nb::arg("fuse"), nb::arg("device"));
+  m.def("compile", &CompileModel, nb::arg("path"), nb::arg("backend"), nb::arg("tune"), nb::arg("fuse"), nb::arg("device"),
+        nb::arg("strict") = false);
   m.def("compile_bytes", &CompileModelBytes, nb::arg("model"), nb::arg("backend"), nb::arg("tune"), nb::arg("fuse"),
-        nb::arg("device"));
+        nb::arg("device"), nb::arg("strict") = false);
 }

@@ -90,6 +90,20 @@ def test_reference_backend_runs_the_interpreter():
     np.testing.assert_allclose(cpu(*inputs)[0], reference(*inputs)[0], rtol=1e-5, atol=1e-6)
 
 
+def test_strict_safe_softmax_attention_runs_as_one_kernel_with_fully_masked_rows_zero():
+    # torch.onnx's dynamo exporter guards SDPA with where(isnan(p), 0, p): the first 100 rows
+    # see no key and come out 0. strict=True: no group may run on the reference interpreter.
+    path = REPO / "tests" / "attention" / "attention_safe_softmax_f32.onnxtxt"
+    model = tilefuse.compile(path, backend="cpu", strict=True)
+    assert model.warnings == []
+    assert [(k.kind, k.generated) for k in model.kernels] == [("attention", True)]
+    reference = tilefuse.compile(path, backend="reference")
+    inputs = random_inputs(model, seed=5)
+    out, expected = model(*inputs)[0], reference(*inputs)[0]
+    assert np.all(out[:, :, :100] == 0) and np.all(expected[:, :, :100] == 0)
+    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-5)
+
+
 def test_auto_without_a_gpu_says_why_it_runs_on_the_cpu():
     model = tilefuse.compile(REPO / "examples" / "rmsnorm.onnxtxt")
     if model.backend == "cuda":

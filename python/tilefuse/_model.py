@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import sys
+import warnings as _warnings
 from dataclasses import dataclass
 from typing import Any, List, Optional, Sequence, Tuple
 
@@ -52,7 +53,8 @@ class Kernel:
     num_nodes: int
 
 
-def compile(model: Any, backend: str = "auto", tune: bool = False, fuse: bool = True, device: int = 0) -> "CompiledModel":
+def compile(model: Any, backend: str = "auto", tune: bool = False, fuse: bool = True, device: int = 0,
+            strict: bool = False) -> "CompiledModel":
     """Compiles an ONNX model with tilefuse.
 
     ``model`` is a path to an ``.onnx`` or ``.onnxtxt`` file or an ONNX backend-test
@@ -67,20 +69,26 @@ def compile(model: Any, backend: str = "auto", tune: bool = False, fuse: bool = 
     backends, so ``device=0`` with ``backend="cpu"`` compiles for the CPU. Another ordinal asks
     for that GPU: it must exist, under ``auto`` too (no silent fall back to the CPU), and
     ``cpu`` and ``reference`` refuse it. Raises :class:`Error` with the message the CLI prints.
+
+    A group runs on the reference interpreter only where no generated kernel exists for one of
+    its ops: each such group is a ``RuntimeWarning`` naming the group, the op and why (also in
+    ``CompiledModel.warnings``). ``strict=True`` makes it an :class:`Error` instead (as
+    `tilefuse run --strict`), and so is ``auto`` falling back to the interpreter.
     """
     if isinstance(model, (str, os.PathLike)):
         path = os.fspath(model)
-        return _wrap(_tilefuse.compile(path, backend, tune, fuse, device), path)
+        return _wrap(_tilefuse.compile(path, backend, tune, fuse, device, strict), path)
     if hasattr(model, "SerializeToString"):  # onnx.ModelProto, without importing onnx
         model = model.SerializeToString()
     if isinstance(model, (bytes, bytearray, memoryview)):
-        return _wrap(_tilefuse.compile_bytes(bytes(model), backend, tune, fuse, device), "<ModelProto>")
+        return _wrap(_tilefuse.compile_bytes(bytes(model), backend, tune, fuse, device, strict), "<ModelProto>")
     raise Error(f"model is a {type(model).__name__}: tilefuse.compile takes a path, an onnx.ModelProto or its bytes")
 
 
-def compile_file(path: str, source: str, backend: str, tune: bool, fuse: bool, device: int = 0) -> "CompiledModel":
+def compile_file(path: str, source: str, backend: str, tune: bool, fuse: bool, device: int = 0,
+                 strict: bool = False) -> "CompiledModel":
     """compile() of a file, which the model's messages and repr call `source`."""
-    return _wrap(_tilefuse.compile(path, backend, tune, fuse, device), source)
+    return _wrap(_tilefuse.compile(path, backend, tune, fuse, device, strict), source)
 
 
 def _wrap(graph: "_tilefuse.CompiledModel", source: str) -> "CompiledModel":
@@ -88,6 +96,8 @@ def _wrap(graph: "_tilefuse.CompiledModel", source: str) -> "CompiledModel":
     compiled = CompiledModel(graph, source)
     if compiled.backend_note:
         logger.info("%s: %s", source, compiled.backend_note)
+    for warning in compiled.warnings:
+        _warnings.warn(f"{source}: {warning}", RuntimeWarning, stacklevel=3)
     return compiled
 
 
@@ -113,6 +123,12 @@ class CompiledModel:
     def backend_note(self) -> str:
         """Why ``auto`` fell back from the GPU (or the CPU); empty when it did not."""
         return self._graph.backend_note
+
+    @property
+    def warnings(self) -> List[str]:
+        """Each group that runs on the reference interpreter (no generated kernel for an op):
+        the group, its ops and why. Empty when every group has a kernel."""
+        return list(self._graph.warnings)
 
     @property
     def device(self) -> int:

@@ -3,7 +3,8 @@
 // run them: `tilefuse run DIR --check --json`. Each model also has a ceiling on how many of
 // its groups the CPU backend leaves to the reference interpreter ("generated": false in the
 // JSON report: today the convolutions, issue 14); the test fails when a model uses more,
-// so that a model that used to compile fully cannot regress silently.
+// so that a model that used to compile fully cannot regress silently. On the CPU no group, nor
+// any gemm's prologue part, may run there: the run warns of none (or passes --strict).
 #include <gtest/gtest.h>
 
 #include <iostream>
@@ -58,11 +59,15 @@ TEST_P(RealModelTest, ImportsAndMatchesOnnxRuntime) {
   const ZooModel& model = GetParam();
   std::string dir = testing_cli::Quote(std::string(TILEFUSE_SOURCE_DIR) + "/tests/models/" + model.name);
   // The default backend: the GPU where there is one, else the CPU.
-  ParsedRun run = ExpectPassingRun(testing_cli::RunTilefuse("run " + dir + " --check --json"), "default backend");
+  const testing_cli::CommandResult default_run = testing_cli::RunTilefuse("run " + dir + " --check --json");
+  ParsedRun run = ExpectPassingRun(default_run, "default backend");
   if (run.backend != "cpu") {
     std::cout << "[ model    ] " << model.name << " on " << run.backend << ": " << run.reference_groups << " of "
               << run.kernels << " groups on the reference interpreter\n";
-    run = ExpectPassingRun(testing_cli::RunTilefuse("run " + dir + " --check --json --backend cpu"), "--backend cpu");
+    // --strict: any group (or a gemm's prologue part) on the reference interpreter fails the run.
+    run = ExpectPassingRun(testing_cli::RunTilefuse("run " + dir + " --check --json --backend cpu --strict"), "--backend cpu --strict");
+  } else {
+    EXPECT_EQ(default_run.err.find("warning: "), std::string::npos) << model.name << ": " << default_run.err;
   }
   // The ceiling is the CPU backend's: "auto" falling back to the reference interpreter
   // for the whole graph (backend "reference", no kernels) is a regression too.

@@ -50,15 +50,12 @@ __device__ __forceinline__ void GemmProducerWithResidualRing(const GemmSharedMem
   for (int unit = cluster_id; unit < S::kUnits; unit += clusters) {
     const TileCoordinates t = GemmTileAt<S>(unit / S::kSplits, cta_rank);
     const int k_begin = unit % S::kSplits * S::kSplitSteps, k_end = min(S::kKSteps, k_begin + S::kSplitSteps);
-    // The consumers' order: step `step`'s operands, then the held tile's chunks riding on it.
-    for (int ks = k_begin, step = 0; ks < k_end || (holding && step < S::kOverlapSteps); ++step) {
-      if (ks < k_end) {
-        GemmProducerStep<S, ALoader>(sm, maps, ring, t, ks, cta_rank);
-        ++ks;
-        ring.Advance();
-      }
-      if (holding && step < S::kOverlapSteps)
-        for (int chunk = step * S::kChunksPerStep; chunk < (step + 1) * S::kChunksPerStep; ++chunk) load_residual(held, chunk);
+    for (int ks = k_begin, chunk = 0; ks < k_end || (holding && chunk < S::kChunks); ++chunk) {
+      if (holding && chunk < S::kChunks) load_residual(held, chunk);
+      if (ks >= k_end) continue;
+      GemmProducerStep<S, ALoader>(sm, maps, ring, t, ks, cta_rank);
+      ++ks;
+      ring.Advance();
     }
     held = t;
     holding = true;

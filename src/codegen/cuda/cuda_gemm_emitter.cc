@@ -193,23 +193,14 @@ class GemmEmitter {
         "  struct Config {{\n{}"
         "    enum : int {{ kBM = {}, kBN = {}, kStages = {}, kGroupM = {}, kClusterM = {}, kSplits = {}, kSplitSteps = {} }};\n"
         "    enum : int {{ kRows = {}, kN = {}, kK = {}, kBatch = {} }};\n"
-        "    enum : int {{ kPingPong = {}, kOverlap = {}, kChunks = {}, kRolledOverlap = {}, kStaging = {} }};\n"
+        "    enum : int {{ kPingPong = {}, kOverlap = {}, kChunks = {}, kStaging = {} }};\n"
         "    enum : int {{ kStagedStore = {}, kStagedLoad = {}, kRingedLoad = {}, kAMnMajor = {}, kBKMajor = {} }};\n"
         "    enum : int {{ kProducerRegisters = {}, kConsumerRegisters = {} }};\n"
         "  }};\n",
         types, c_.block_m, c_.block_n, c_.stages, c_.group_m, c_.cluster_m, c_.splits, StepsPerSplit(g_, c_), g_.rows, g_.n, g_.k,
-        g_.batch, *c_.pingpong ? 1 : 0, *c_.overlap_epilogue ? 1 : 0, *c_.overlap_epilogue ? EpilogueChunks(c_) : 1, RolledOverlap() ? 1 : 0,
+        g_.batch, *c_.pingpong ? 1 : 0, *c_.overlap_epilogue ? 1 : 0, *c_.overlap_epilogue ? EpilogueChunks(c_) : 1,
         StagingBytes(c_, staged_ >= 0), staged_ >= 0 ? 1 : 0, staged_load_ >= 0 ? 1 : 0, ringed_load_ >= 0 ? 1 : 0,
         g_.a_mn_major >= 0 ? 1 : 0, g_.b_k_major >= 0 ? 1 : 0, kProducerRegisters, kConsumerRegisters);
-  }
-
-  // Whether the overlapped epilogue's chunks run in a rolled loop (gemm_sm90.cuh's
-  // kRolledOverlap: one copy of the main loop's step, NVRTC 0.4 s instead of 2.5 s for 256
-  // columns and K = 1024): all but a residual read through the ring beside a direct store,
-  // whose rolled loop spilled (tests/gemm/gemm_tanh_residual_many_tiles_bf16: 472 bytes).
-  bool RolledOverlap() const {
-    const size_t direct_stores = g_.epilogue.stores.size() - (staged_ >= 0 ? 1 : 0);
-    return ringed_load_ < 0 || direct_stores == 0;
   }
 
   // How the producer loads A's tiles: a matrix, a view, or an implicit GEMM's im2col.

@@ -103,15 +103,6 @@ struct GemmShape : Config {
   static constexpr unsigned kStageBytes = (Config::kBM + Config::kBN) * kBK * Element::kBytes;
   // The overlapped epilogue's residual ring: kResidualSlots chunks of kBM rows × kChunkCols.
   static constexpr int kResidualSlots = 4;
-  // The overlapped epilogue's chunks in a rolled loop beside the main loop's steps (one copy
-  // of a step's code, a chunk chosen at run time), or unrolled, a copy of the step beside
-  // each chunk. Unrolled, NVRTC took 2.7 s here (3.4-4.8 s on an H200's host) for 256 columns
-  // and K = 1024, rolled 0.4 s, the same one chunk a step. The host keeps a residual read
-  // through the ring beside a direct store unrolled: rolled, every held register lives across
-  // the loop, and a tanh + residual epilogue with a second output spilled 472 bytes. (Four
-  // chunks a step on the first four steps compiled in 0.62 s, but the epilogue no longer hid:
-  // bias + GELU over 16384x4096x1024 took 11% longer, H200.)
-  static constexpr bool kRolledOverlap = Config::kRolledOverlap != 0;
   static constexpr int kChunkCols = Config::kBN / Config::kChunks;
   static constexpr int kResidualSlotBytes = Config::kBM * kChunkCols * 2;
 };
@@ -177,7 +168,7 @@ __device__ __forceinline__ TileCoordinates GemmTileAt(int tile, int cta_rank) {
 namespace tf {
 
 // The kernel body. Config (see GemmShape) gives Element, Index, the tile (kBM, kBN,
-// kStages, kGroupM, kClusterM, kSplits, kSplitSteps, kChunks, kRolledOverlap, kStaging), the problem (kRows,
+// kStages, kGroupM, kClusterM, kSplits, kSplitSteps, kChunks, kStaging), the problem (kRows,
 // kN, kK, kBatch), the consumers (kPingPong, kOverlap), the staged and ringed accesses
 // (kStagedStore, kStagedLoad, kRingedLoad and their element types StoreElement, LoadElement),
 // A's and B's layouts (kAMnMajor, kBKMajor)

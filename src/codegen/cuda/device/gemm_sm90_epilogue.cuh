@@ -82,18 +82,6 @@ __device__ __forceinline__ void GemmEpilogueStore(const GemmSharedMemory<S>& sm,
   }
 }
 
-// The epilogue of chunk `chunk` of the held tile, `chunk` known only at run time (the rolled
-// overlapped loop): one case a chunk, each reading its own held registers by constant index
-// (registers indexed at run time would live in local memory).
-template <class S, int kChunk, class Epilogue>
-__device__ __forceinline__ void GemmEpilogueChunk(const GemmSharedMemory<S>& sm, const Epilogue& epilogue, GemmConsumerState<S>& c,
-                                                  const TileCoordinates& tile, int chunk, const unsigned char* residual_chunk) {
-  if (chunk == kChunk)
-    GemmEpilogue<S, true>(sm, epilogue, c, tile, kChunk, residual_chunk, 0);
-  else if constexpr (kChunk + 1 < S::kChunks)
-    GemmEpilogueChunk<S, kChunk + 1>(sm, epilogue, c, tile, chunk, residual_chunk);
-}
-
 // Overlapped epilogue (cooperative consumers, no split-K): the previous tile's products wait
 // as packed pairs while this tile's first kChunks steps run their epilogue, one chunk of
 // columns per step. A last pass without a tile of its own finishes the last tile held.
@@ -108,80 +96,41 @@ __device__ __forceinline__ void GemmConsumerOverlapped(const GemmSharedMemory<S>
     const int tile = unit / S::kSplits, split = unit % S::kSplits;
     const TileCoordinates t = GemmTileAt<S>(tile, cta_rank);
     const int k_begin = split * S::kSplitSteps, k_end = has_tile ? min(S::kKSteps, k_begin + S::kSplitSteps) : k_begin;
+    int ks = k_begin;
     c.previous = -1;
-    if constexpr (S::kRolledOverlap) {
-      // One loop for the steps and the held tile's chunks, a chunk beside each of the first
-      // steps (the producer's loop has the same shape).
-#pragma unroll 1
-      for (int ks = k_begin, chunk = 0; ks < k_end || (holding && chunk < S::kChunks); ++chunk) {
-        const bool issued = ks < k_end;
+    if (holding) {
+#pragma unroll
+      for (int chunk = 0; chunk < S::kChunks; ++chunk) {
+        // At most kSplitSteps steps are issued, one a chunk from the first: said outright, so
+        // that a short K range keeps its issue code in the first chunks only.
+        const bool issued = ks < k_end && chunk < S::kSplitSteps;
         // The step's slot before this one goes back first: the producer's next load must not
         // wait for the chunk.
         if (issued) {
           GemmIssueStep(sm, maps, c, t, ks, k_begin, k_end);
           GemmRetireStep(sm, c);
         }
-        if (holding && chunk < S::kChunks) {
-          // The held tile's coordinates and the thread's place, opaque to the compiler in
-          // each pass: what the chunks compute from them (staging and store addresses, the
-          // epilogue's loads of bias columns) is then not hoisted out of the loop, where
-          // all kChunks chunks' values would be live at once (spills).
-          TileCoordinates h = held_t;
-          asm volatile("" : "+r"(h.m), "+r"(h.n), "+r"(h.batch), "+r"(c.warp), "+r"(c.lane));
-          const unsigned char* residual_chunk = nullptr;
-          if constexpr (S::kRingedLoad) {
-            sm.residual_full[residual.stage].Wait(residual.phase);  // the chunk's residual has landed
-            residual_chunk = sm.residual_ring + residual.stage * S::kResidualSlotBytes;
-          }
-          GemmEpilogueChunk<S, 0>(sm, epilogue, c, h, chunk, residual_chunk);
-          if constexpr (S::kRingedLoad) {
-            __syncwarp();
-            if (c.lane == 0) sm.residual_empty[residual.stage].Arrive();  // this warp has read the slot
-            residual.Advance();
-          }
-          if constexpr (S::kStagedStore)
-            if (chunk == S::kChunks - 1) GemmEpilogueStore(sm, maps, c, held_t);
+        const unsigned char* residual_chunk = nullptr;
+        if constexpr (S::kRingedLoad) {
+          sm.residual_full[residual.stage].Wait(residual.phase);  // the chunk's residual has landed
+          residual_chunk = sm.residual_ring + residual.stage * S::kResidualSlotBytes;
+        }
+        GemmEpilogue<S, true>(sm, epilogue, c, held_t, chunk, residual_chunk, 0);
+        if constexpr (S::kRingedLoad) {
+          __syncwarp();
+          if (c.lane == 0) sm.residual_empty[residual.stage].Arrive();  // this warp has read the slot
+          residual.Advance();
         }
         if (issued) {
           ++ks;
           c.ring.Advance();
         }
       }
-    } else {
-      int ks = k_begin;
-      if (holding) {
-#pragma unroll
-        for (int chunk = 0; chunk < S::kChunks; ++chunk) {
-          // At most kSplitSteps steps are issued, one a chunk from the first: said outright,
-          // so that a short K range keeps its issue code in the first chunks only.
-          const bool issued = ks < k_end && chunk < S::kSplitSteps;
-          if (issued) {
-            GemmIssueStep(sm, maps, c, t, ks, k_begin, k_end);
-            GemmRetireStep(sm, c);
-          }
-          const unsigned char* residual_chunk = nullptr;
-          if constexpr (S::kRingedLoad) {
-            sm.residual_full[residual.stage].Wait(residual.phase);  // the chunk's residual has landed
-            residual_chunk = sm.residual_ring + residual.stage * S::kResidualSlotBytes;
-          }
-          GemmEpilogue<S, true>(sm, epilogue, c, held_t, chunk, residual_chunk, 0);
-          if constexpr (S::kRingedLoad) {
-            __syncwarp();
-            if (c.lane == 0) sm.residual_empty[residual.stage].Arrive();  // this warp has read the slot
-            residual.Advance();
-          }
-          if (issued) {
-            ++ks;
-            c.ring.Advance();
-          }
-        }
-        if constexpr (S::kStagedStore) GemmEpilogueStore(sm, maps, c, held_t);
-      }
-#pragma unroll 1
-      for (; ks < k_end; ++ks, c.ring.Advance()) {
-        GemmIssueStep(sm, maps, c, t, ks, k_begin, k_end);
-        GemmRetireStep(sm, c);
-      }
+      if constexpr (S::kStagedStore) GemmEpilogueStore(sm, maps, c, held_t);
+    }
+    for (; ks < k_end; ++ks, c.ring.Advance()) {
+      GemmIssueStep(sm, maps, c, t, ks, k_begin, k_end);
+      GemmRetireStep(sm, c);
     }
     Warpgroup::Wait<0>();
     if (!has_tile) break;

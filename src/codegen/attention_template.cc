@@ -117,11 +117,8 @@ StatusOr<StridedOperand> StridedView(const Graph& g, const AttentionKernel& a, c
 
 StatusOr<AttentionTemplateKernel> LowerAttentionTemplate(const Graph& g, const FusionGroup& group, const std::vector<bool>& inlined) {
   ASSIGN_OR_RETURN(AttentionKernel a, LowerAttention(g, group, inlined));
-  // The skeleton divides by the row sum unguarded (a fully masked row gives NaN): the parts,
-  // planned separately, keep the where.
-  if (a.zero_nan_rows)
-    return Unimplemented("the safe softmax's where(isnan(p), 0, p): the GPU attention template does not zero fully masked rows yet");
   AttentionTemplateKernel t;
+  t.zero_nan_rows = a.zero_nan_rows;
   t.nq = a.nq;
   t.nk = a.nk;
   t.d = a.d;

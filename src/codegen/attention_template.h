@@ -13,8 +13,8 @@
 // batch term). A scalar scale on an operand (q · c) folds into the score or the output;
 // operands computed otherwise inside the group (a cast to another type, a sum) are refused
 // with the reason, as are dtypes, head dims and alignments the kernel does not take.
-// So is the safe softmax's where(isnan(p), 0, p), which the CPU kernel takes (fully masked
-// rows give 0) and the GPU skeleton does not yet.
+// The safe softmax's where(isnan(p), 0, p) is taken: rows without probabilities (fully
+// masked) come out 0 (zero_nan_rows), as on the CPU.
 #pragma once
 
 #include <string>
@@ -55,6 +55,9 @@ struct AttentionTemplateKernel {
   int64_t nq = 0, nk = 0, d = 0, dv = 0;
   double score_scale = 1;   // Q's and Kᵀ's scalar scales: each score is Q·Kᵀ times this
   double output_scale = 1;  // V's: the output is P·V times this
+  // The safe softmax's guard (AttentionKernel::zero_nan_rows): a row whose sum of
+  // probabilities is not positive (every key masked, a NaN or +inf logit) is written as zeros.
+  bool zero_nan_rows = false;
   // The logits program of AttentionKernel (loop variable 0: the flat score row, 1: the key;
   // loads of buffer -1 read the score), its scores' batch for output batch entry
   // (variable 0), and the buffers its other loads read.

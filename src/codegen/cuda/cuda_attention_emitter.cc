@@ -98,11 +98,11 @@ class AttentionEmitter {
     s.name = a_.name;
     s.threads = threads;
     s.work_blocks = CeilDiv(m_blocks, c_.tiles) * batch;
-    s.strategy = fmt::format("attention template {}x{}, d {}/{}, {} stages, K {}, V {}{}{}{}{}", c_.BlockM(), c_.block_n, a_.d, a_.dv, c_.stages,
+    s.strategy = fmt::format("attention template {}x{}, d {}/{}, {} stages, K {}, V {}{}{}{}{}{}", c_.BlockM(), c_.block_n, a_.d, a_.dv, c_.stages,
                              a_.k.RowsContiguous() ? "K-major" : "MN-major", a_.v.RowsContiguous() ? "K-major" : "MN-major",
                              SkipsKeyBlocks() ? ", masked key blocks skipped" : "", LoopName(),
                              c_.tiles > 1 ? fmt::format(", {} query blocks per CTA", c_.tiles) : "",
-                             c_.q_slots > 1 ? ", Q double-buffered" : "");
+                             c_.q_slots > 1 ? ", Q double-buffered" : "", a_.zero_nan_rows ? ", rows without probabilities zeroed" : "");
     // The kernel: its parameters, then the skeleton (codegen/cuda/device/attention_fwd_sm90.cuh)
     // instantiated on this problem's Config and hooks.
     s.includes = {"attention_fwd_sm90.cuh"};
@@ -291,7 +291,7 @@ class AttentionEmitter {
         "    using Index = {};\n"
         "    enum : int {{ kBM = {}, kBN = {}, kD = {}, kDV = {}, kStages = {}, kConsumers = {}, kTiles = {}, kQSlots = {} }};\n"
         "    enum : int {{ kNQ = {}, kNK = {}, kKMnMajor = {}, kVMnMajor = {} }};\n"
-        "    enum : int {{ kOverlap = {}, kPingPong = {}, kPolyExpEvery = {} }};\n"
+        "    enum : int {{ kOverlap = {}, kPingPong = {}, kPolyExpEvery = {}, kZeroNanRows = {} }};\n"
         "    enum : int {{ kSkipsKeyBlocks = {}, kInterior = {} }};\n"
         "    enum : int {{ kProducerRegisters = {}, kConsumerRegisters = {} }};\n"
         "    static constexpr __device__ float LazyMargin() {{ return {:.1f}f; }}\n"
@@ -300,7 +300,7 @@ class AttentionEmitter {
         TileElementType(a_.dtype), IndexType(), c_.BlockM(), c_.block_n, a_.d, a_.dv, c_.stages, c_.consumers,
         c_.tiles, c_.q_slots, a_.nq, a_.nk, a_.k.RowsContiguous() ? 0 : 1, a_.v.RowsContiguous() ? 0 : 1,
         c_.loop == AttentionLoop::kSerial ? 0 : 1, c_.loop == AttentionLoop::kPingPong ? 1 : 0, c_.poly_exp_every,
-        SkipsKeyBlocks() ? 1 : 0, InteriorKind(), kProducerRegisters, ConsumerRegisters(c_), c_.lazy_margin,
+        a_.zero_nan_rows ? 1 : 0, SkipsKeyBlocks() ? 1 : 0, InteriorKind(), kProducerRegisters, ConsumerRegisters(c_), c_.lazy_margin,
         FloatLiteral(a_.output_scale));
   }
 

@@ -74,7 +74,7 @@ TEST(CudaAttentionEmitterTest, RaggedHeadsAreViewsOfTheInputsAndTheLastKeyBlockI
     CHECK-NEXT: using Index = int;
     CHECK-NEXT: enum : int { kBM = 128, kBN = 128, kD = 64, kDV = 64, kStages = 3, kConsumers = 2, kTiles = 1, kQSlots = 1 };
     CHECK-NEXT: enum : int { kNQ = 200, kNK = 200, kKMnMajor = 0, kVMnMajor = 1 };
-    CHECK-NEXT: enum : int { kOverlap = 0, kPingPong = 0, kPolyExpEvery = 0 };
+    CHECK-NEXT: enum : int { kOverlap = 0, kPingPong = 0, kPolyExpEvery = 0, kZeroNanRows = 0 };
     CHECK-NEXT: enum : int { kSkipsKeyBlocks = 0, kInterior = tf::kNoInterior };
     CHECK-NEXT: enum : int { kProducerRegisters = 24, kConsumerRegisters = 240 };
     CHECK-NEXT: LazyMargin() { return -1.0f; }
@@ -168,6 +168,31 @@ TEST(CudaAttentionEmitterTest, ScalarScalesOnQAndKFoldIntoTheScore) {
   EXPECT_NE(source->function.find("LazyMargin() { return 8.0f; }"), std::string::npos) << source->function;
 }
 
+// torch.onnx's dynamo exporter guards SDPA's softmax with where(isnan(p), 0, p): the
+// template's Config asks the skeleton to write zeros for rows without probabilities (every
+// key masked), and an unguarded attention does not ask it.
+TEST(CudaAttentionEmitterTest, TheSafeSoftmaxZeroesRowsWithoutProbabilities) {
+  const std::string signature = "g (bfloat16[1,2,256,64] q, bfloat16[1,2,256,64] k, bfloat16[1,2,256,64] v) => (bfloat16[1,2,256,64] out)";
+  const std::string softmax = std::string(kPlain).substr(0, std::string(kPlain).find("  out = "));
+  auto guarded = LowerText(softmax + "  nan = IsNaN (p)\n  zero_f = Constant <value = float {0.0}> ()\n  zero = Cast <to = 16> (zero_f)\n"
+                                     "  safe = Where (nan, zero, p)\n  out = MatMul (safe, v)\n",
+                           signature);
+  ASSERT_TRUE(guarded.ok()) << guarded.status().ToString();
+  EXPECT_TRUE(guarded->zero_nan_rows);
+  guarded->name = "att";
+  auto source = EmitCudaAttention(*guarded);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_NE(source->function.find("kZeroNanRows = 1 }"), std::string::npos) << source->function;
+  EXPECT_NE(source->strategy.find("rows without probabilities zeroed"), std::string::npos) << source->strategy;
+  auto plain = LowerText(kPlain, signature);
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_FALSE(plain->zero_nan_rows);
+  plain->name = "att";
+  auto plain_source = EmitCudaAttention(*plain);
+  ASSERT_TRUE(plain_source.ok());
+  EXPECT_NE(plain_source->function.find("kZeroNanRows = 0 }"), std::string::npos);
+}
+
 // The default loop: FlashAttention-3's, the consumers taking turns at the tensor cores.
 TEST(CudaAttentionEmitterTest, ConsumersTakeTurnsIssuingTheirMatmuls) {
   auto a = LowerText(kPlain, "g (bfloat16[2,4,256,64] q, bfloat16[2,4,256,64] k, bfloat16[2,4,256,64] v) => (bfloat16[2,4,256,64] out)");
@@ -180,7 +205,7 @@ TEST(CudaAttentionEmitterTest, ConsumersTakeTurnsIssuingTheirMatmuls) {
   EXPECT_NE(source->strategy.find("ping-pong consumers"), std::string::npos) << source->strategy;
   EXPECT_TRUE(MatchesChecks(source->function, R"(
     CHECK: enum : int { kBM = 128, kBN = 128, kD = 64, kDV = 64, kStages = 3, kConsumers = 2,
-    CHECK: enum : int { kOverlap = 1, kPingPong = 1, kPolyExpEvery = 0 };
+    CHECK: enum : int { kOverlap = 1, kPingPong = 1, kPolyExpEvery = 0, kZeroNanRows = 0 };
     CHECK: enum : int { kProducerRegisters = 24, kConsumerRegisters = 240 };
   )"));
 }
@@ -201,7 +226,7 @@ TEST(CudaAttentionEmitterTest, ThreeConsumersShareEachKvTile) {
   EXPECT_TRUE(MatchesChecks(source->function, R"(
     CHECK: __launch_bounds__(512, 1) att(
     CHECK: enum : int { kBM = 192, kBN = 128, kD = 64, kDV = 64, kStages = 3, kConsumers = 3, kTiles = 1, kQSlots = 1 };
-    CHECK: enum : int { kOverlap = 1, kPingPong = 0, kPolyExpEvery = 0 };
+    CHECK: enum : int { kOverlap = 1, kPingPong = 0, kPolyExpEvery = 0, kZeroNanRows = 0 };
     CHECK: enum : int { kProducerRegisters = 24, kConsumerRegisters = 160 };
   )")) << source->function;
 }

@@ -152,7 +152,8 @@ namespace tf {
 // output's elements), the tile (kBM = 64 kConsumers, kBN, kD, kDV, kStages, kTiles,
 // kQSlots), the problem (kNQ, kNK), the operands' layouts (kKMnMajor, kVMnMajor), the loop
 // (kOverlap, kPingPong), the mask's blocks (kSkipsKeyBlocks, kInterior, kInnerFirst,
-// kInnerLast), the softmax (kPolyExpEvery, LazyMargin()), OutputScale() and the register
+// kInnerLast), the softmax (kPolyExpEvery, LazyMargin()), zeros for rows without
+// probabilities (kZeroNanRows: the safe softmax's guard), OutputScale() and the register
 // split (kProducerRegisters, kConsumerRegisters). Batch:
 //   AttentionBatch operator()(int batch) const   batch entry → Q, K and V map coordinates
 //   Index LogitsEntry(int batch) const           → the logits' batch entry

@@ -221,15 +221,21 @@ __device__ __forceinline__ void AttentionConsume(const AttentionSharedMemory<S>&
                                  rescale_and_pack);
     else
       AttentionSerialLoop<S>(sm, ring, q_slot, local, kb_first, kb_last, issue_qk, issue_pv, softmax_block, rescale_and_pack);
-    // O / row sum, written as column pairs; rows past the end are not written.
+    // O / row sum, written as column pairs; rows past the end are not written. Under the safe
+    // softmax's guard (kZeroNanRows), a row whose sum is not positive is zeros: its
+    // probabilities are NaN in the graph (every key masked, or a NaN or +inf logit), and so
+    // may its O be here.
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const float inverse = S::OutputScale() / softmax.Total(h);
+      const float total = softmax.Total(h);
+      const float inverse = S::OutputScale() / total;
+      const bool zeroed = S::kZeroNanRows && !(total > 0.0f);
       const int row = row0 + 8 * h;
       if (row >= S::kNQ) continue;
       unsigned* pairs = (unsigned*)(out + ((Index)schedule.batch * S::kNQ + row) * S::kDV + (lane % 4) * 2);
 #pragma unroll
-      for (int j = 0; j < S::kDV / 8; ++j) pairs[4 * j] = Element::Pack2(o[j * 4 + h * 2] * inverse, o[j * 4 + h * 2 + 1] * inverse);
+      for (int j = 0; j < S::kDV / 8; ++j)
+        pairs[4 * j] = zeroed ? 0u : Element::Pack2(o[j * 4 + h * 2] * inverse, o[j * 4 + h * 2 + 1] * inverse);
     }
   }
 }

@@ -143,23 +143,17 @@ std::optional<GemmConvWindow> OperandAConv(const Graph& g, const FusionGroup& pr
   return c;
 }
 
-// B as the [N][K] value its prologue transposes (perm [1, 0], the same dtype, the value outside
-// the prologue): the template then reads B K-major from it; else -1.
-int OperandBKMajor(const Graph& g, const FusionGroup& prologue, const GemmTemplateKernel& t) {
-  const Node& b = g.node(t.b);
-  if (b.op != OpCode::kTranspose || b.attrs.perm != std::vector<int64_t>{1, 0}) return -1;
-  const Node& source = g.node(b.inputs[0]);
-  if (prologue.nodes != std::vector<int>{b.id} || source.dtype != t.dtype || source.shape != Shape{t.n, t.k}) return -1;
-  return source.id;
-}
-
-// A as the [K][M] value its prologue transposes (perm [1, 0], the same dtype, the value outside
-// the prologue): the template then reads A MN-major from it; else -1.
-int OperandAMnMajor(const Graph& g, const FusionGroup& prologue, const GemmTemplateKernel& t) {
-  const Node& a = g.node(t.a);
-  if (a.op != OpCode::kTranspose || a.attrs.perm != std::vector<int64_t>{1, 0}) return -1;
-  const Node& source = g.node(a.inputs[0]);
-  if (prologue.nodes != std::vector<int>{a.id} || source.dtype != t.dtype || source.shape != Shape{t.k, t.rows}) return -1;
+// The [rows][cols] value `operand` is the plain transpose of (perm [1, 0], the same dtype,
+// outside the prologue, which computes nothing else), or -1. The template then reads the
+// operand from it in the other major order: B K-major from a linear layer's [N][K] weight, A
+// MN-major from the [K][M] activation of a weight gradient (xᵀ · dy). Its rows are TMA's
+// outer dimension: a whole number of 16-byte units (cols a multiple of 8 elements).
+int TransposedSource(const Graph& g, const FusionGroup& prologue, int operand, DType dtype, int64_t rows, int64_t cols) {
+  const Node& transpose = g.node(operand);
+  if (transpose.op != OpCode::kTranspose || transpose.attrs.perm != std::vector<int64_t>{1, 0}) return -1;
+  const Node& source = g.node(transpose.inputs[0]);
+  if (prologue.nodes != std::vector<int>{transpose.id} || source.dtype != dtype || source.shape != Shape{rows, cols} || cols % 8 != 0)
+    return -1;
   return source.id;
 }
 
@@ -183,10 +177,10 @@ StatusOr<GemmTemplateKernel> LowerGemmTemplate(const Graph& g, const FusionGroup
   // shared B only: its rows fold every batch entry).
   if (t.batch != 1) return t;
   for (const FusionGroup& prologue : PrologueGroups(g, group, split)) {
-    if (prologue.outputs == std::vector<int>{t.b}) t.b_k_major = OperandBKMajor(g, prologue, t);
+    if (prologue.outputs == std::vector<int>{t.b}) t.b_k_major = TransposedSource(g, prologue, t.b, t.dtype, t.n, t.k);
     if (prologue.outputs != std::vector<int>{t.a}) continue;
     t.a_conv = OperandAConv(g, prologue, t);
-    if (!t.a_conv) t.a_mn_major = OperandAMnMajor(g, prologue, t);
+    if (!t.a_conv) t.a_mn_major = TransposedSource(g, prologue, t.a, t.dtype, t.k, t.rows);
     if (!t.a_conv && t.a_mn_major < 0) t.a_view = OperandAView(g, prologue, inlined, t);
   }
   return t;

@@ -532,6 +532,12 @@ TEST(CudaGemmEmitterTest, ATransposedActivationIsReadMnMajorFromItself) {
   EXPECT_EQ(a.box[0], 64);
   EXPECT_EQ(a.box[1], 64);
   EXPECT_EQ(a.strides_bytes[0], 1000 * 2);
+  // M not a multiple of 8: x's rows are no whole 16-byte units for TMA, the copy stays.
+  Planned odd = PlanText("  xt = Transpose <perm = [1, 0]> (x)\n  y = MatMul (xt, dy)\n",
+                         "g (bfloat16[512,1001] x, bfloat16[512,384] dy) => (bfloat16[1001,384] y)");
+  auto odd_gemm = LowerOnlyGemm(odd);
+  ASSERT_TRUE(odd_gemm.ok()) << odd_gemm.status().ToString();
+  EXPECT_EQ(odd_gemm->a_mn_major, -1);
   // A transpose that is not of a [K][M] matrix (here of a 3-d value) keeps the copy.
   Planned batched = PlanText("  xt = Transpose <perm = [0, 2, 1]> (x)\n  y = MatMul (xt, dy)\n",
                              "g (bfloat16[2,512,1000] x, bfloat16[2,512,384] dy) => (bfloat16[2,1000,384] y)");

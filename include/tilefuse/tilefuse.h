@@ -172,7 +172,6 @@ class CompiledModel {
   // saw). On the GPU nothing here: BuildForCudaArch has the CUDA sources with ptxas's report.
   std::vector<OutputFile> sources() const;
 
-
   const std::string& backend() const;       // cuda, cpu or reference (where it runs now)
   const std::string& backend_note() const;  // why auto fell back; empty when it did not
   // One line per group that runs on the reference interpreter although the backend is cpu or

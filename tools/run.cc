@@ -7,14 +7,11 @@
 
 #include <fmt/format.h>
 
-#include "reference/conditioning.h"
-#include "reference/interpreter.h"
 #include "cli_common.h"
 #include "commands.h"
 #include "cuda_path_options.h"
 #include "input_binding.h"
 #include "run_report.h"
-#include "runtime/trace.h"
 #include "tilefuse/tilefuse.h"
 
 namespace tilefuse::cli {
@@ -67,25 +64,6 @@ ModelOptions ModelOptionsFor(const RunOptions& options) {
   return model;
 }
 
-// One Chrome trace event per timed kernel, with what the report knows of it.
-void RecordKernelTrace(const CompiledModel& model, const std::vector<KernelRunTime>& timings, TraceRecorder& recorder) {
-  const bool cpu = model.backend() == "cpu";
-  if (cpu) recorder.SetTrackName(0, "cpu kernels");
-  for (const KernelRunTime& timing : timings) {
-    TraceEvent event{timing.name, "kernel", timing.start_us, timing.duration_us, 0, {}};
-    auto k = std::find_if(model.kernels().begin(), model.kernels().end(), [&](const KernelSummary& s) { return s.name == timing.name; });
-    if (k != model.kernels().end() && cpu) {
-      event.args.emplace_back("kind", k->kind);
-      event.args.emplace_back("generated", k->generated ? "true" : "false");
-      event.args.emplace_back("nodes", std::to_string(k->num_nodes));
-      if (!k->generated) event.args.emplace_back("why_not", k->why_not);
-    } else if (k != model.kernels().end()) {
-      event.args = {{"kind", k->kind}, {"mode", k->mode}, {"strategy", k->strategy}};
-    }
-    recorder.Add(std::move(event));
-  }
-}
-
 // Runs the passed graph through the facade (tilefuse/tilefuse.h) on the backend it chose:
 // compiled once, run per data set; the first run's kernels are timed for the report.
 class Executor {
@@ -132,11 +110,7 @@ class Executor {
         if (info.name == timing.name) k = {info.name, info.kind, info.generated, info.why_not, timing.duration_us / 1000};
       report.kernels.push_back(std::move(k));
     }
-    if (!options.trace_file.empty()) {
-      TraceRecorder recorder;
-      RecordKernelTrace(*model_, timings, recorder);
-      RETURN_IF_ERROR(WriteChromeTrace(recorder, options.trace_file));
-    }
+    if (!options.trace_file.empty()) RETURN_IF_ERROR(WriteKernelTrace(*model_, timings, options.trace_file));
     return outputs;
   }
 
@@ -285,11 +259,10 @@ Status MeasureConditioning(const RunOptions& options, const Graph& imported, con
     return Status::Ok();
   }
   std::string rule;
-  ASSIGN_OR_RETURN(Sensitivity sensitivity,
-                   MeasureSensitivity(imported, inputs, expected, ComputePrecision(imported),
-                                      [&](size_t o, const Tensor& got, const Tensor& e) {
-                                        return RatioToTolerance(CompareOutput(options, false, true, computed_as[o], got, e, rule));
-                                      }));
+  ASSIGN_OR_RETURN(OutputConditioning sensitivity,
+                   MeasureOutputConditioning(imported, inputs, expected, [&](size_t o, const Tensor& got, const Tensor& e) {
+                     return RatioToTolerance(CompareOutput(options, false, true, computed_as[o], got, e, rule));
+                   }));
   for (size_t o = 0; o < expected.size(); ++o) {
     OutputReport& output = report.outputs[first_output + o];
     if (output.comparison->pass) continue;
@@ -306,7 +279,7 @@ Status CheckDataSet(const RunOptions& options, const DataSet& set, const Graph& 
   double reference_seconds = 0;
   if (expected.empty()) {
     const auto start = std::chrono::steady_clock::now();
-    ASSIGN_OR_RETURN(expected, RunReference(imported, set.inputs));
+    ASSIGN_OR_RETURN(expected, RunReferenceInterpreter(imported, set.inputs));
     reference_seconds = MillisecondsSince(start) / 1e3;
   }
   if (expected.size() != actual.size()) {

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_common.h"
-#include "reference/conditioning.h"
+#include "tilefuse/tilefuse.h"
 
 namespace tilefuse::cli {
 
@@ -66,7 +66,7 @@ nlohmann::json OutputToJson(const OutputReport& output) {
     if (!output.conditioning.empty()) j["conditioning"] = output.conditioning;
     if (output.sensitivity_ratio) {
       j["sensitivity_ratio"] = *output.sensitivity_ratio;
-      j["explained_by_conditioning"] = ExplainedByConditioning(c.worst_ratio, *output.sensitivity_ratio);
+      j["explained_by_conditioning"] = ConditioningExplainsFailure(c.worst_ratio, *output.sensitivity_ratio);
     }
   } else {
     j["min"] = output.min;
@@ -108,7 +108,7 @@ void PrintTextReport(const RunReport& report) {
       fmt::print("    conditioning: the reference itself, rounded and summed as other correct kernels may, moves by up to "
                  "{:.3g}x the tolerance ({})\n",
                  *output.sensitivity_ratio, output.conditioning);
-      fmt::print("    {}\n", ExplainedByConditioning(c.worst_ratio, *output.sensitivity_ratio)
+      fmt::print("    {}\n", ConditioningExplainsFailure(c.worst_ratio, *output.sensitivity_ratio)
                                  ? "so this check cannot tell a correct kernel from a wrong one here (ill-conditioned for its tolerance)"
                                  : "so rounding does not explain the difference (a well-conditioned mismatch)");
     } else if (!output.conditioning.empty()) {

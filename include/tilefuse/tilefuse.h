@@ -219,6 +219,27 @@ struct OutputComparison {
 };
 OutputComparison CompareOutput(const Tensor& actual, const Tensor& expected, CompareRule rule);
 
+// How well-conditioned a graph's outputs are for a check against the reference: how far
+// legitimate computations of the same graph (inputs moved by a few ulps, intermediates
+// rounded differently, sums accumulated in order in their dtype) land from `expected`, the
+// reference's outputs on `inputs`, in units of the check's tolerance (`ratio`: <= 1 passes).
+// Nine reference runs. When these already fail the check, a failing kernel there cannot be
+// told from a right one (ConditioningExplainsFailure).
+using ToleranceRatio = std::function<double(size_t output, const Tensor& got, const Tensor& expected)>;
+struct OutputConditioning {
+  std::vector<double> ratios;          // per output, the worst legitimate computation's
+  std::vector<std::string> summaries;  // per output, what each probe gave
+};
+StatusOr<OutputConditioning> MeasureOutputConditioning(const Graph& graph, const std::vector<Tensor>& inputs,
+                                                       const std::vector<Tensor>& expected, const ToleranceRatio& ratio);
+// Whether a check a kernel failed by `kernel_ratio` times its tolerance is explained by the
+// conditioning (legitimate computations fail it too, and the kernel is not far beyond them).
+bool ConditioningExplainsFailure(double kernel_ratio, double sensitivity_ratio);
+
+// The timed kernels of a profiled Run (`timings`) as a Chrome trace (chrome://tracing,
+// Perfetto) at `path`, each event with what kernels() knows of its kernel.
+Status WriteKernelTrace(const CompiledModel& model, const std::vector<KernelRunTime>& timings, const std::string& path);
+
 // The planner's plan of a graph after the passes, in numbers: what `tilefuse demo` tabulates.
 // The planner's own groups on the cost model, without a backend's capabilities (Explain and
 // ExplainModel show what a backend would run).

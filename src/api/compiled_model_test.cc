@@ -445,6 +445,51 @@ TEST(CompiledModel, BenchmarksOnTheGpuWithRotatedInputsAndMeasuresTheCopyRate) {
   EXPECT_GE((*model)->kernels()[0].group, 0);
 }
 
+// `run --trace`: the profiled run's kernels as Chrome trace events, each named as kernels()
+// names it and with its kind.
+TEST(CompiledModel, WritesTheTimedKernelsAsAChromeTrace) {
+  StatusOr<std::unique_ptr<CompiledModel>> model = CompiledModel::FromFile(Example("mlp_block.onnxtxt"), CpuOptions());
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  StatusOr<std::vector<Tensor>> inputs = MakeRandomInputs((*model)->graph(), 5);
+  ASSERT_TRUE(inputs.ok());
+  std::vector<KernelRunTime> timings;
+  ASSERT_TRUE((*model)->Run(*inputs, &timings).ok());
+  ASSERT_FALSE(timings.empty());
+  const std::filesystem::path path = std::filesystem::temp_directory_path() / "tilefuse_facade_trace.json";
+  ASSERT_TRUE(WriteKernelTrace(**model, timings, path.string()).ok());
+  std::ifstream in(path);
+  const nlohmann::json trace = nlohmann::json::parse(in);
+  size_t kernels = 0;
+  for (const nlohmann::json& event : trace["traceEvents"]) {
+    if (event.value("cat", "") != "kernel") continue;
+    ++kernels;
+    EXPECT_TRUE(event.contains("args") && event["args"].contains("kind")) << event.dump();
+  }
+  EXPECT_EQ(kernels, timings.size());
+  std::filesystem::remove(path);
+}
+
+// A check's conditioning: legitimate computations of a well-conditioned graph stay inside the
+// tolerance (ratios <= 1, one per output); a failure far beyond them is not explained by it.
+TEST(CompiledModel, MeasuresHowWellConditionedTheOutputsAre) {
+  StatusOr<ImportedModel> imported = LoadModel(Example("layernorm_manual.onnxtxt"));
+  ASSERT_TRUE(imported.ok());
+  StatusOr<std::vector<Tensor>> inputs = MakeRandomInputs(imported->graph, 7);
+  ASSERT_TRUE(inputs.ok());
+  StatusOr<std::vector<Tensor>> expected = RunReferenceInterpreter(imported->graph, *inputs);
+  ASSERT_TRUE(expected.ok());
+  StatusOr<OutputConditioning> c = MeasureOutputConditioning(imported->graph, *inputs, *expected, [](size_t, const Tensor& got, const Tensor& e) {
+    const OutputComparison k = CompareOutput(got, e, CompareRule::kKernels);
+    return k.pass ? 0.5 : 2.0;
+  });
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_EQ(c->ratios.size(), expected->size());
+  ASSERT_EQ(c->summaries.size(), expected->size());
+  for (double r : c->ratios) EXPECT_LE(r, 1.0);
+  EXPECT_FALSE(ConditioningExplainsFailure(50.0, c->ratios[0]));
+  EXPECT_TRUE(ConditioningExplainsFailure(3.0, 2.0));
+}
+
 TEST(CompiledModel, HostCopyBandwidthIsMeasured) { EXPECT_GT(MeasureHostCopyBandwidth(int64_t{16} << 20), 1e8); }
 
 }  // namespace

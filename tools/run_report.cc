@@ -56,7 +56,7 @@ nlohmann::json OutputToJson(const OutputReport& output) {
                       {"dtype", std::string(DTypeName(output.dtype))},
                       {"shape", output.shape}};
   if (output.comparison) {
-    const Comparison& c = *output.comparison;
+    const OutputComparison& c = *output.comparison;
     j["max_abs_err"] = c.max_abs_err;
     j["max_rel_err"] = c.max_rel_err;
     j["mismatches"] = c.mismatches;
@@ -98,7 +98,7 @@ void PrintTextReport(const RunReport& report) {
                  output.max, output.mean);
       continue;
     }
-    const Comparison& c = *output.comparison;
+    const OutputComparison& c = *output.comparison;
     fmt::print("  output {} {}: max_abs_err {:.3g} max_rel_err {:.3g} {}\n", OutputLabel(output), type,
                c.max_abs_err, c.max_rel_err, c.pass ? "PASS" : "FAIL");
     if (c.worst_index >= 0)

@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "testing/tensor_compare.h"
 #include "tilefuse/status.h"
 #include "tilefuse/tensor.h"
+#include "tilefuse/tilefuse.h"
 
 namespace tilefuse::cli {
 
@@ -28,7 +28,7 @@ struct OutputReport {
   std::string data_set;  // e.g. "test_data_set_0"; empty for --inputs or random inputs
   DType dtype = DType::kF32;
   Shape shape;
-  std::optional<Comparison> comparison;  // set with --check
+  std::optional<OutputComparison> comparison;  // set with --check
   double min = 0, max = 0, mean = 0;     // over finite values, for the summary
   // A check against the reference that failed: how far legitimate computations of the
   // graph land from the reference, in units of the tolerance (reference/conditioning.h),

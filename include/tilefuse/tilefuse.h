@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -210,14 +211,37 @@ StatusOr<std::vector<Tensor>> RunReferenceInterpreter(const Graph& graph, const 
 enum class CompareRule {
   kElementwise,  // |a - e| <= atol + rtol |e| per element, the dtype's tolerances (ONNX node tests)
   kKernels,      // generated kernels vs the reference: the dtype's rtol, atol = rtol * max|expected|
+  // A whole model against outputs computed elsewhere (onnxruntime, PyTorch): each element's
+  // error relative to its output's scale, |a - e| <= r max|e| + r |e| (r: f32 1e-4, f16/bf16 2e-2).
+  kModel,
+};
+struct CompareOptions {
+  CompareRule rule = CompareRule::kKernels;
+  // kKernels and kModel: the precision the kernels computed in, which sets rtol (an f32
+  // output of TF32 matmuls, --precision high, is held to f16's); kElementwise takes the
+  // expected output's dtype.
+  std::optional<DType> computed_as;
+  std::optional<double> rtol, atol;  // the user's overrides of the rule's tolerances
 };
 struct OutputComparison {
   bool pass = false;
   double max_abs_err = 0, max_rel_err = 0;
   int64_t mismatches = 0;  // elements outside tolerance (NaN and infinity disagreements included)
   std::string reason;      // empty on pass; else what differs first
+  // The element nearest to (or furthest past) its tolerance, -1 when every pair is equal or
+  // not finite; worst_ratio is its |a - e| over its tolerance (<= 1 passes; +inf for a NaN,
+  // infinity or shape disagreement).
+  int64_t worst_index = -1;
+  double worst_actual = 0, worst_expected = 0, worst_ratio = 0;
 };
-OutputComparison CompareOutput(const Tensor& actual, const Tensor& expected, CompareRule rule);
+OutputComparison CompareOutput(const Tensor& actual, const Tensor& expected, const CompareOptions& options);
+inline OutputComparison CompareOutput(const Tensor& actual, const Tensor& expected, CompareRule rule) {
+  return CompareOutput(actual, expected, CompareOptions{rule, std::nullopt, std::nullopt, std::nullopt});
+}
+// A comparison as one number in units of its tolerance: <= 1 passes, +inf for a NaN.
+double RatioToTolerance(const OutputComparison& c);
+// kModel's r for outputs computed in `dtype`: f64 1e-9, f32 1e-4, f16 and bf16 2e-2.
+double ModelRtolFor(DType dtype);
 
 // How well-conditioned a graph's outputs are for a check against the reference: how far
 // legitimate computations of the same graph (inputs moved by a few ulps, intermediates

@@ -133,6 +133,17 @@ Status PlanArena(CpuExecutable::State& state) {
   return Status::Ok();
 }
 
+// The untuned configuration: every core, or the calling thread alone for a kernel whose
+// flops (one per op of its scalar program per element) and bytes are under the threshold.
+CppKernelConfig UntunedConfig(const Kernel& kernel) {
+  double bytes = 0, ops = 0;
+  for (const KernelBuffer& b : kernel.buffers) bytes += static_cast<double>(b.elements) * DTypeSize(b.dtype);
+  for (const ScalarValue& v : kernel.values) ops += v.kind == ScalarValue::Kind::kOp;
+  CppKernelConfig config;
+  if (RunsOnCallingThread(ops * static_cast<double>(kernel.outer) * static_cast<double>(kernel.inner), bytes)) config.threads = 1;
+  return config;
+}
+
 // A lowered loop kernel under `name`, emitted (with its tuned configuration, if any)
 // into the group's source.
 GeneratedCall EmitLoopKernel(Kernel kernel, const std::string& name, const std::vector<int>& outputs, const ConfigMap& configs,
@@ -140,7 +151,7 @@ GeneratedCall EmitLoopKernel(Kernel kernel, const std::string& name, const std::
   kernel = SplitPointwiseRows(std::move(kernel));
   kernel.name = name;
   auto config = configs.find(KernelFingerprint(kernel));
-  info.source += EmitCppFunction(kernel, config == configs.end() ? CppKernelConfig{} : config->second);
+  info.source += EmitCppFunction(kernel, config == configs.end() ? UntunedConfig(kernel) : config->second);
   GeneratedCall call;
   call.symbol = name;
   for (const KernelBuffer& b : kernel.buffers) call.buffer_nodes.push_back(b.node);

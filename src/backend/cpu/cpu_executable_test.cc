@@ -302,5 +302,30 @@ TEST(CpuExecutableTest, ReferenceWarningsNameTheGroupTheOpAndWhy) {
   EXPECT_NE(warnings[0].find("group "), std::string::npos) << warnings[0];
 }
 
+// A kernel whose flops + bytes are under kCallingThreadWork gets a team of one (no worker
+// woken, none waited for); a larger one keeps every core. The mechanism only: how much it
+// pays is measured in bench/results/2026-11-29-cpu-under-load.md.
+std::string PointwiseKernelSource(int64_t elements) {
+  GraphBuilder b;
+  Value x = b.Parameter("x", DType::kF32, {elements});
+  b.Output(b.AddScalar(b.Unary(OpCode::kRelu, x), 1), "y");
+  auto graph = b.Build();
+  EXPECT_TRUE(graph.ok()) << graph.status().ToString();
+  CpuCompileOptions options;
+  options.cache_dir = TestCacheDir();
+  auto compiled = CompileForCpu(*graph, options);
+  EXPECT_TRUE(compiled.ok()) << compiled.status().ToString();
+  EXPECT_TRUE((*compiled)->Run({Tensor::Random(DType::kF32, {elements}, 7)}).ok());
+  return (*compiled)->kernels().at(0).source;
+}
+
+TEST(CpuExecutableTest, SmallKernelsRunOnTheCallingThread) {
+  std::string small = PointwiseKernelSource(1024);  // 8 KiB + 2 Kflop
+  EXPECT_NE(small.find("#pragma omp parallel for simd schedule(static) num_threads(1)\n"), std::string::npos) << small;
+  std::string large = PointwiseKernelSource(int64_t{1} << 20);  // 8 MiB
+  EXPECT_NE(large.find("#pragma omp parallel for simd schedule(static)\n"), std::string::npos) << large;
+  EXPECT_EQ(large.find("num_threads"), std::string::npos) << large;
+}
+
 }  // namespace
 }  // namespace tilefuse

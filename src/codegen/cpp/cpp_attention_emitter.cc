@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "codegen/cpp/cpp_kernel_config.h"
 #include "codegen/cpp/cpp_simd_declarations.h"
 #include "codegen/cpp_value_expression.h"
 #include "codegen/emit_util.h"
@@ -150,6 +151,13 @@ class AttentionEmitter {
         a_.nk, kKeyBlock);
   }
 
+  // Q·Kᵀ and P·V's flops and the buffers' bytes under the threshold: no team (RunsOnCallingThread).
+  bool OnCallingThread() const {
+    double bytes = 0;
+    for (const KernelBuffer& b : a_.buffers) bytes += static_cast<double>(b.elements) * DTypeSize(b.dtype);
+    return RunsOnCallingThread(2.0 * a_.batch * a_.nq * a_.nk * (a_.d + a_.dv), bytes);
+  }
+
   // Tasks are (batch, query block) pairs, dealt to the threads in runs of consecutive
   // tasks (dynamic, about four runs per thread) so that a thread mostly stays on one
   // batch: it packs that batch's Kᵀ and V once into its own buffers (they stay in its L2
@@ -162,7 +170,7 @@ class AttentionEmitter {
     out_ += fmt::format(
         "  const int64_t tasks = {0} * {1};\n"
         "  const int64_t run = std::max<int64_t>(1, tasks / (4 * (int64_t)omp_get_max_threads()));\n"
-        "#pragma omp parallel\n"
+        "#pragma omp parallel{14}\n"
         "  {{\n"
         "    // Padding (Kᵀ's keys, V's columns past the last) is zero-filled once here.\n"
         "    std::unique_ptr<{2}[]> q_pack(new {2}[{3}]()), k_pack(new {2}[{4}]{5}), v_pack(new {2}[{6}]{7});\n"
@@ -175,7 +183,8 @@ class AttentionEmitter {
         "      const int64_t k_batch = {11}, v_batch = {12}, q_batch = {13};\n"
         "      if (k_batch != k_batch_packed) {{\n",
         a_.batch, query_blocks, t_, kQueryBlock * a_.d, a_.d * nk_padded_, pad_k ? "()" : "", a_.nk * dv_padded_, pad_v ? "()" : "",
-        kQueryBlock, a_.nq, PrintIndex(a_.score_batch_index, {"batch"}), OperandBatch(a_.k), OperandBatch(a_.v), OperandBatch(a_.q));
+        kQueryBlock, a_.nq, PrintIndex(a_.score_batch_index, {"batch"}), OperandBatch(a_.k), OperandBatch(a_.v), OperandBatch(a_.q),
+        OnCallingThread() ? " num_threads(1)" : "");
     out_ += CopyRows(a_.k, a_.d, a_.nk, "k_batch", "0", std::to_string(a_.d), "k_pack", nk_padded_, "        ");
     out_ += "        k_batch_packed = k_batch;\n      }\n      if (v_batch != v_batch_packed) {\n";
     out_ += CopyRows(a_.v, a_.nk, a_.dv, "v_batch", "0", std::to_string(a_.nk), "v_pack", dv_padded_, "        ");

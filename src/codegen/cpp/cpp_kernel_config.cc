@@ -22,6 +22,8 @@ bool ParseCppSchedule(const std::string& name, CppSchedule* schedule) {
   return false;
 }
 
+bool RunsOnCallingThread(double flops, double bytes) { return flops + bytes < kCallingThreadWork; }
+
 std::string CppScheduleClause(const CppKernelConfig& c) {
   switch (c.schedule) {
     case CppSchedule::kStatic: return "schedule(static)";

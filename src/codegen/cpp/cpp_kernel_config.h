@@ -27,6 +27,16 @@ struct CppKernelConfig {
 const char* CppScheduleName(CppSchedule schedule);
 bool ParseCppSchedule(const std::string& name, CppSchedule* schedule);
 
+// Small kernels run on the calling thread. Waking an OpenMP team costs a few microseconds
+// on a quiet machine; on a busy one (another process on a core) the region's closing
+// barrier waits for a worker the scheduler has not run yet, whole scheduler ticks (the
+// GELU example: 0.009 ms quiet, 7-8 ms beside one busy process). Below the threshold the
+// team's gain is smaller than that risk. `work` = flops + bytes moved (the cost model's
+// two counts added); the threshold and how it was chosen:
+// bench/results/2026-11-29-cpu-under-load.md.
+inline constexpr double kCallingThreadWork = 1 << 18;
+bool RunsOnCallingThread(double flops, double bytes);
+
 // The clauses the emitter prints: "schedule(static)", "schedule(dynamic, 16)"; "" or
 // " num_threads(4)".
 std::string CppScheduleClause(const CppKernelConfig& config);

@@ -164,8 +164,8 @@ void AddBenchCommand(CLI::App& app, int& exit_code) {
   bench->add_option("--seed", options->seed, "Seed of the random inputs")->capture_default_str();
   bench->add_flag("--json", options->json, "Print the results as JSON");
   bench->add_flag("--strict", options->strict,
-                  "cpu: a group that would run on the reference interpreter (no generated kernel for an op) is an\n"
-                  "error (exit 2), not a warning");
+                  "A group that would run on the reference interpreter (cpu) or on the host (cuda), no generated\n"
+                  "kernel for an op, is an error (exit 2), not a warning");
   bench->add_flag("--tune", options->tune,
                   "Tune the fused kernels first (tilefuse tune; the tuning cache is the default one, so once per model)");
   AddDeviceOption(*bench, options->device);

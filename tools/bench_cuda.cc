@@ -48,8 +48,11 @@ StatusOr<CudaVariant> BenchVariant(const Graph& passed, bool fuse, const std::ve
   FreshCacheDir cache;
   if (cache.path().empty()) return Internal("cannot create a temporary kernel cache folder");
   CudaVariant v;
-  const ModelOptions model = GpuModelOptions(fuse, cache.path(), options.tune, options.device);
+  ModelOptions model = GpuModelOptions(fuse, cache.path(), options.tune, options.device);
+  model.strict = options.strict;  // groups on the host: an error, not a warning
   ASSIGN_OR_RETURN(std::unique_ptr<CompiledModel> cold, CompiledModel::FromPassedGraph(passed, model));
+  if (fuse)
+    for (const std::string& warning : cold->warnings()) fmt::print(stderr, "warning: {}\n", warning);
   v.compile_cold_ms = cold->backend_compile_ms();
   v.nvrtc_compiles_cold = cold->jit_compiles();
   v.nvrtc_cache_hits_cold = cold->jit_cache_hits();

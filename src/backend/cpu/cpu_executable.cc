@@ -6,6 +6,7 @@
 #include <cstring>
 #include <map>
 #include <optional>
+#include <omp.h>
 #include <fmt/format.h>
 
 #include "backend/cpu/blas_matmul.h"
@@ -137,6 +138,39 @@ Status RunPrologueAndProduct(CpuExecutable::State& s, const Step& step, std::vec
   return Status::Ok();
 }
 
+// Contention. Beside a busy process, an OpenMP team's closing barrier waits for a worker
+// the kernel scheduler has not run, whole scheduler ticks (4 ms here; a 0.009 ms kernel took
+// 8-12 ms). A step that took kStallUs longer than its fastest run with a team marks the
+// machine contended: the runs of the next kAloneFor use the calling thread alone (the
+// teams of kernels without a tuned team size, through omp_set_num_threads), then a team is
+// tried again. Measured in bench/results/2026-11-29-cpu-under-load.md.
+constexpr double kStallUs = 2000;
+constexpr auto kAloneFor = std::chrono::seconds(1);
+
+// Sets the calling thread's OpenMP team size for one run and restores it after.
+class TeamSizeForRun {
+ public:
+  explicit TeamSizeForRun(bool alone) : before_(omp_get_max_threads()), alone_(alone) {
+    if (alone_) omp_set_num_threads(1);
+  }
+  ~TeamSizeForRun() {
+    if (alone_) omp_set_num_threads(before_);
+  }
+
+ private:
+  int before_;
+  bool alone_;
+};
+
+// Records step `i`'s time; a stall starts a spell on the calling thread alone.
+void NoteStepTime(CpuExecutable::State& s, size_t i, double us, bool alone, Clock::time_point now) {
+  if (alone) return;  // a time on one thread says nothing of the team's
+  if (s.fastest_team_us.size() <= i) s.fastest_team_us.resize(i + 1, -1);
+  double& fastest = s.fastest_team_us[i];
+  if (fastest >= 0 && us > fastest + kStallUs) s.alone_until = now + kAloneFor;
+  if (fastest < 0 || us < fastest) fastest = us;
+}
+
 }  // namespace
 
 StatusOr<std::vector<Tensor>> CpuExecutable::Run(const std::vector<Tensor>& inputs, std::vector<KernelTiming>* timings) {
@@ -155,7 +189,10 @@ StatusOr<std::vector<Tensor>> CpuExecutable::Run(const std::vector<Tensor>& inpu
     tensors[p.id] = inputs[i];
   }
   const auto run_begin = Clock::now();
-  for (const Step& step : state_->steps) {
+  const bool alone = run_begin < state_->alone_until;
+  TeamSizeForRun team(alone);
+  for (size_t i = 0; i < state_->steps.size(); ++i) {
+    const Step& step = state_->steps[i];
     auto begin = Clock::now();
     if (step.matmul >= 0) RETURN_IF_ERROR(RunPrologueAndProduct(*state_, step, tensors, memory));
     if (step.pool) {
@@ -169,8 +206,10 @@ StatusOr<std::vector<Tensor>> CpuExecutable::Run(const std::vector<Tensor>& inpu
       else step.channel_scale->Run(at(step.se_input), at(step.se_scale), out);
     } else if (step.kernel) Call(*state_, *step.kernel, tensors, memory);
     else if (step.matmul < 0) RETURN_IF_ERROR(RunReferenceNodes(g, state_->plan.groups[step.group].nodes, tensors, memory));
+    const auto end = Clock::now();
+    NoteStepTime(*state_, i, MicrosecondsBetween(begin, end), alone, end);
     if (timings) timings->push_back({state_->kernels[step.group].name, MicrosecondsBetween(run_begin, begin),
-                                         MicrosecondsBetween(begin, Clock::now())});
+                                         MicrosecondsBetween(begin, end)});
   }
   std::vector<Tensor> outputs;
   for (const Graph::Output& o : g.outputs())

@@ -2,6 +2,7 @@
 // compiled_graph_tuning.cc (the tuner's measurements). Not for other users.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <optional>
@@ -84,6 +85,10 @@ struct CpuExecutable::State {
   // Run so MeasureVariants times kernels on real data.
   std::vector<Tensor> last_tensors;
   std::vector<void*> last_memory;
+  // Contention (cpu_executable.cc, RunsContended): each step's fastest time with a team, and
+  // until when runs use the calling thread alone after a step stalled.
+  std::vector<double> fastest_team_us;
+  std::chrono::steady_clock::time_point alone_until{};
 };
 
 }  // namespace tilefuse

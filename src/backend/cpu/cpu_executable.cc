@@ -140,14 +140,15 @@ Status RunPrologueAndProduct(CpuExecutable::State& s, const Step& step, std::vec
 
 // Contention. Beside a busy process, an OpenMP team's closing barrier waits for a worker
 // the kernel scheduler has not run, whole scheduler ticks (4 ms here; a 0.009 ms kernel took
-// 8-12 ms). A step that took kStallUs longer than its fastest run with a team marks the
-// machine contended: the runs of the next kAloneFor use the calling thread alone (the
-// teams of kernels without a tuned team size, through omp_set_num_threads), then a team is
-// tried again. Measured in bench/results/2026-11-29-cpu-under-load.md.
+// 8-12 ms). A step that took kStallUs longer than its fastest run, with a team or on the
+// calling thread alone, marks the machine contended: the runs of the next kAloneFor use the
+// calling thread alone (the teams of kernels without a tuned team size, through
+// omp_set_num_threads), then a team is tried again. The first run is alone, so that a step
+// whose every team run stalls still has a time to be compared with. Measured in
+// bench/results/2026-11-29-cpu-under-load.md.
 constexpr double kStallUs = 2000;
 constexpr auto kAloneFor = std::chrono::seconds(1);
 
-// Sets the calling thread's OpenMP team size for one run and restores it after.
 class TeamSizeForRun {
  public:
   explicit TeamSizeForRun(bool alone) : before_(omp_get_max_threads()), alone_(alone) {
@@ -162,12 +163,16 @@ class TeamSizeForRun {
   bool alone_;
 };
 
-// Records step `i`'s time; a stall starts a spell on the calling thread alone.
+// Records step `i`'s time; a team's stall starts a spell on the calling thread alone.
 void NoteStepTime(CpuExecutable::State& s, size_t i, double us, bool alone, Clock::time_point now) {
-  if (alone) return;  // a time on one thread says nothing of the team's
-  if (s.fastest_team_us.size() <= i) s.fastest_team_us.resize(i + 1, -1);
-  double& fastest = s.fastest_team_us[i];
-  if (fastest >= 0 && us > fastest + kStallUs) s.alone_until = now + kAloneFor;
+  for (std::vector<double>* times : {&s.fastest_team_us, &s.fastest_alone_us})
+    if (times->size() <= i) times->resize(i + 1, -1);
+  double& fastest = (alone ? s.fastest_alone_us : s.fastest_team_us)[i];
+  if (!alone) {
+    const double team = s.fastest_team_us[i], one = s.fastest_alone_us[i];
+    const double reference = team < 0 ? one : one < 0 ? team : std::min(team, one);
+    if (reference >= 0 && us > reference + kStallUs) s.alone_until = now + kAloneFor;
+  }
   if (fastest < 0 || us < fastest) fastest = us;
 }
 
@@ -189,7 +194,7 @@ StatusOr<std::vector<Tensor>> CpuExecutable::Run(const std::vector<Tensor>& inpu
     tensors[p.id] = inputs[i];
   }
   const auto run_begin = Clock::now();
-  const bool alone = run_begin < state_->alone_until;
+  const bool alone = run_begin < state_->alone_until || state_->fastest_alone_us.empty();
   TeamSizeForRun team(alone);
   for (size_t i = 0; i < state_->steps.size(); ++i) {
     const Step& step = state_->steps[i];

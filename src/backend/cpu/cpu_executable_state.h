@@ -85,9 +85,10 @@ struct CpuExecutable::State {
   // Run so MeasureVariants times kernels on real data.
   std::vector<Tensor> last_tensors;
   std::vector<void*> last_memory;
-  // Contention (cpu_executable.cc, RunsContended): each step's fastest time with a team, and
-  // until when runs use the calling thread alone after a step stalled.
+  // Contention (cpu_executable.cc, kStallUs): each step's fastest time with a team and on the
+  // calling thread alone, and until when runs use the calling thread alone after a stall.
   std::vector<double> fastest_team_us;
+  std::vector<double> fastest_alone_us;
   std::chrono::steady_clock::time_point alone_until{};
 };
 

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <omp.h>
 
 #include "reference/interpreter.h"
 #include "codegen/gemm_split.h"
@@ -325,6 +326,25 @@ TEST(CpuExecutableTest, SmallKernelsRunOnTheCallingThread) {
   std::string large = PointwiseKernelSource(int64_t{1} << 20);  // 8 MiB
   EXPECT_NE(large.find("#pragma omp parallel for simd schedule(static)\n"), std::string::npos) << large;
   EXPECT_EQ(large.find("num_threads"), std::string::npos) << large;
+}
+
+// The first run is on the calling thread alone (the reference a stalled team is compared
+// with), later ones with a team; either way the caller's OpenMP team size is as it was.
+TEST(CpuExecutableTest, RunsLeaveTheCallersTeamSizeAsItWas) {
+  auto graph = ImportAndPass(std::string(TILEFUSE_SOURCE_DIR) + "/tests/models/mlp_block");
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  CpuCompileOptions options;
+  options.cache_dir = TestCacheDir();
+  auto compiled = CompileForCpu(*graph, options);
+  ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
+  std::vector<Tensor> inputs = RandomInputs(*graph, 501);
+  const int before = omp_get_max_threads();
+  omp_set_num_threads(3);
+  for (int run = 0; run < 3; ++run) {
+    ASSERT_TRUE((*compiled)->Run(inputs).ok());
+    EXPECT_EQ(omp_get_max_threads(), 3) << "run " << run;
+  }
+  omp_set_num_threads(before);
 }
 
 }  // namespace

@@ -89,6 +89,7 @@ struct CpuExecutable::State {
   // calling thread alone, and until when runs use the calling thread alone after a stall.
   std::vector<double> fastest_team_us;
   std::vector<double> fastest_alone_us;
+  int64_t runs = 0;
   std::chrono::steady_clock::time_point alone_until{};
 };
 

@@ -328,8 +328,8 @@ TEST(CpuExecutableTest, SmallKernelsRunOnTheCallingThread) {
   EXPECT_EQ(large.find("num_threads"), std::string::npos) << large;
 }
 
-// The first run is on the calling thread alone (the reference a stalled team is compared
-// with), later ones with a team; either way the caller's OpenMP team size is as it was.
+// The second run is on the calling thread alone (the reference a stalled team is compared
+// with), the others with a team; either way the caller's OpenMP team size is as it was.
 TEST(CpuExecutableTest, RunsLeaveTheCallersTeamSizeAsItWas) {
   auto graph = ImportAndPass(std::string(TILEFUSE_SOURCE_DIR) + "/tests/models/mlp_block");
   ASSERT_TRUE(graph.ok()) << graph.status().ToString();

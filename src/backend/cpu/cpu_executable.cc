@@ -141,7 +141,8 @@ Status RunPrologueAndProduct(CpuExecutable::State& s, const Step& step, std::vec
 // Contention. Beside a busy process, an OpenMP team's closing barrier waits for a worker
 // the kernel scheduler has not run, whole scheduler ticks (4 ms here; a 0.009 ms kernel took
 // 8-12 ms). A step that took kStallUs longer than its fastest run, with a team or on the
-// calling thread alone, marks the machine contended: the runs of the next kAloneFor use the
+// calling thread alone, and over twice as long (a long step's own jitter is no stall: one
+// that large costs it little), marks the machine contended: the runs of the next kAloneFor use the
 // calling thread alone (the teams of kernels without a tuned team size, through
 // omp_set_num_threads), then a team is tried again. The second run is alone, so that a step
 // whose every team run stalls still has a time to be compared with (the first, cold, with a
@@ -172,7 +173,7 @@ void NoteStepTime(CpuExecutable::State& s, size_t i, double us, bool alone, Cloc
   if (!alone) {
     const double team = s.fastest_team_us[i], one = s.fastest_alone_us[i];
     const double reference = team < 0 ? one : one < 0 ? team : std::min(team, one);
-    if (reference >= 0 && us > reference + kStallUs) s.alone_until = now + kAloneFor;
+    if (reference >= 0 && us > reference + std::max(kStallUs, reference)) s.alone_until = now + kAloneFor;
   }
   if (fastest < 0 || us < fastest) fastest = us;
 }

@@ -15,9 +15,10 @@ cd "$(dirname "$0")/.."
 
 # Before the build: the Python extension (build/python) builds with this venv's nanobind.
 echo "== python test environment (build/venv)"
-if [ ! -x build/venv/bin/python ] || ! build/venv/bin/python -c "import onnx, pytest, nanobind" 2>/dev/null; then
+# onnxruntime: the CPU peer tilefuse.bench times (python/tests/test_bench.py).
+if [ ! -x build/venv/bin/python ] || ! build/venv/bin/python -c "import onnx, pytest, nanobind, onnxruntime" 2>/dev/null; then
   python3 -m venv build/venv
-  build/venv/bin/pip install -q --disable-pip-version-check onnx==1.17.0 numpy pytest nanobind
+  build/venv/bin/pip install -q --disable-pip-version-check onnx==1.17.0 numpy pytest nanobind onnxruntime==1.32.0
 fi
 
 ./scripts/build.sh -DTILEFUSE_BUILD_TESTS=ON -DTILEFUSE_PYTHON=ON -DPython_EXECUTABLE="$PWD/build/venv/bin/python"

@@ -4,6 +4,7 @@
     model = tilefuse.compile("examples/mlp_block.onnxtxt")   # or an onnx.ModelProto
     outputs = model(x)                                       # NumPy in, NumPy out; torch in, torch out
     model.explain()                                          # the plan, as `tilefuse explain --json`
+    tilefuse.bench("model.onnx", peers=["onnxruntime"])     # CPU medians, onnxruntime in the same process
 
     compiled = torch.compile(module, backend="tilefuse")     # PyTorch modules, through ONNX
 
@@ -13,10 +14,11 @@ module tilefuse._tilefuse); errors are raised as tilefuse.Error with the CLI's m
 
 import sys
 
+from ._bench import bench
 from ._errors import Error
 from ._model import CompiledModel, Kernel, TensorSpec, compile
 
-__all__ = ["CompiledModel", "Error", "Kernel", "TensorSpec", "compile"]
+__all__ = ["CompiledModel", "Error", "Kernel", "TensorSpec", "bench", "compile"]
 __version__ = "0.1.0"
 
 # torch.compile(backend="tilefuse") finds the backend through the package's entry point when

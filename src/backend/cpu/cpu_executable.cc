@@ -165,10 +165,9 @@ class TeamSizeForRun {
   bool alone_;
 };
 
-// Records step `i`'s time; a team's stall starts a spell on the calling thread alone.
+// Records step `i`'s time (the fastest times hold one entry a step, -1: none yet); a team's
+// stall starts a spell on the calling thread alone.
 void NoteStepTime(CpuExecutable::State& s, size_t i, double us, bool alone, Clock::time_point now) {
-  for (std::vector<double>* times : {&s.fastest_team_us, &s.fastest_alone_us})
-    if (times->size() <= i) times->resize(i + 1, -1);
   double& fastest = (alone ? s.fastest_alone_us : s.fastest_team_us)[i];
   if (!alone) {
     const double team = s.fastest_team_us[i], one = s.fastest_alone_us[i];
@@ -198,6 +197,10 @@ StatusOr<std::vector<Tensor>> CpuExecutable::Run(const std::vector<Tensor>& inpu
   const auto run_begin = Clock::now();
   const bool second_run = state_->runs++ == 1;
   const bool alone = run_begin < state_->alone_until || second_run;
+  if (state_->fastest_team_us.size() != state_->steps.size()) {
+    state_->fastest_team_us.assign(state_->steps.size(), -1);
+    state_->fastest_alone_us.assign(state_->steps.size(), -1);
+  }
   TeamSizeForRun team(alone);
   for (size_t i = 0; i < state_->steps.size(); ++i) {
     const Step& step = state_->steps[i];

@@ -1,0 +1,285 @@
+"""Element-wise ATen ops: arithmetic, comparisons, logic and activations.
+
+Operands are promoted as PyTorch promotes them (Context.promoted) and the op is computed in
+the result's dtype; comparisons compare in the promoted dtype and give bool.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Optional
+
+from ._context import Context, Unsupported, Value, check, handles
+
+# ATen op -> tilefuse op of the same meaning (ops.def).
+_UNARY = {"neg": "neg", "abs": "abs", "exp": "exp", "log": "log", "sqrt": "sqrt", "rsqrt": "rsqrt",
+          "reciprocal": "reciprocal", "tanh": "tanh", "sigmoid": "sigmoid", "erf": "erf", "sin": "sin", "cos": "cos",
+          "relu": "relu", "floor": "floor", "ceil": "ceil"}
+_BINARY = {"mul": "mul", "div": "div", "maximum": "max", "minimum": "min", "remainder": "mod", "fmod": "fmod",
+           "pow": "pow", "atan2": None}
+_COMPARE = {"eq": "equal", "lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater_equal"}
+_LOGIC = {"logical_and": "and", "logical_or": "or", "logical_xor": "xor"}
+
+
+def _unary(op: str):
+    def handler(ctx: Context, x: Value) -> Value:
+        dtype = ctx.result_dtype()
+        return ctx.pointwise(op, [ctx.as_tensor(x, dtype)])
+    return handler
+
+
+for _name, _op in _UNARY.items():
+    handles(f"aten.{_name}.default")(_unary(_op))
+
+
+def _binary(op: str):
+    def handler(ctx: Context, a: Any, b: Any) -> Value:
+        dtype = ctx.result_dtype()
+        return ctx.pointwise(op, [ctx.as_tensor(a, dtype), ctx.as_tensor(b, dtype)])
+    return handler
+
+
+for _name, _op in _BINARY.items():
+    if _op is None:
+        continue
+    overloads = ["Tensor", "Scalar"] if _name in ("mul", "div", "remainder", "fmod") else ["default"]
+    if _name == "pow":
+        overloads = ["Tensor_Tensor", "Tensor_Scalar", "Scalar"]
+    for _overload in overloads:
+        handles(f"aten.{_name}.{_overload}")(_binary(_op))
+
+
+@handles("aten.add.Tensor", "aten.add.Scalar")
+def add(ctx: Context, a: Any, b: Any, alpha: Any = 1) -> Value:
+    dtype = ctx.result_dtype()
+    b = ctx.as_tensor(b, dtype)
+    if alpha != 1:
+        b = ctx.pointwise("mul", [b, ctx.scalar(float(alpha), dtype)])
+    return ctx.pointwise("add", [ctx.as_tensor(a, dtype), b])
+
+
+@handles("aten.sub.Tensor", "aten.sub.Scalar")
+def sub(ctx: Context, a: Any, b: Any, alpha: Any = 1) -> Value:
+    dtype = ctx.result_dtype()
+    b = ctx.as_tensor(b, dtype)
+    if alpha != 1:
+        b = ctx.pointwise("mul", [b, ctx.scalar(float(alpha), dtype)])
+    return ctx.pointwise("sub", [ctx.as_tensor(a, dtype), b])
+
+
+@handles("aten.rsub.Scalar", "aten.rsub.Tensor")
+def rsub(ctx: Context, a: Any, b: Any, alpha: Any = 1) -> Value:
+    return sub(ctx, b, a, alpha) if alpha == 1 else _alpha_rsub(ctx, a, b, alpha)
+
+
+def _alpha_rsub(ctx: Context, a: Any, b: Any, alpha: Any) -> Value:
+    dtype = ctx.result_dtype()
+    scaled = ctx.pointwise("mul", [ctx.as_tensor(a, dtype), ctx.scalar(float(alpha), dtype)])
+    return ctx.pointwise("sub", [ctx.as_tensor(b, dtype), scaled])
+
+
+@handles("aten.div.Tensor_mode", "aten.div.Scalar_mode")
+def div_mode(ctx: Context, a: Any, b: Any, rounding_mode: Optional[str] = None) -> Value:
+    dtype = ctx.result_dtype()
+    if rounding_mode is None:
+        return ctx.pointwise("div", [ctx.as_tensor(a, dtype), ctx.as_tensor(b, dtype)])
+    wide = "f64" if dtype in ("f64", "i64", "i32") else "f32"
+    q = ctx.pointwise("div", [ctx.as_tensor(a, wide), ctx.as_tensor(b, wide)])
+    if rounding_mode == "floor":
+        q = ctx.pointwise("floor", [q])
+    elif rounding_mode == "trunc":  # toward zero: floor of |q|, signed
+        negative = ctx.pointwise("less", [q, ctx.scalar(0.0, wide)])
+        q = ctx.pointwise("where", [negative, ctx.pointwise("ceil", [q]), ctx.pointwise("floor", [q])])
+    else:
+        raise Unsupported(f"rounding_mode {rounding_mode!r}")
+    return ctx.cast(q, dtype)
+
+
+def _compare(op: str, negate: bool = False):
+    def handler(ctx: Context, a: Any, b: Any) -> Value:
+        dtype = ctx.promoted([a, b])
+        result = ctx.pointwise(op, [ctx.as_tensor(a, dtype), ctx.as_tensor(b, dtype)])
+        return ctx.pointwise("not", [result]) if negate else result
+    return handler
+
+
+for _name, _op in _COMPARE.items():
+    for _overload in ("Tensor", "Scalar"):
+        handles(f"aten.{_name}.{_overload}")(_compare(_op))
+for _overload in ("Tensor", "Scalar"):
+    handles(f"aten.ne.{_overload}")(_compare("equal", negate=True))
+
+
+def _logic(op: str):
+    def handler(ctx: Context, a: Any, b: Any) -> Value:
+        return ctx.pointwise(op, [ctx.as_tensor(a, "bool"), ctx.as_tensor(b, "bool")])
+    return handler
+
+
+for _name, _op in _LOGIC.items():
+    handles(f"aten.{_name}.default")(_logic(_op))
+
+
+@handles("aten.logical_not.default")
+def logical_not(ctx: Context, x: Value) -> Value:
+    return ctx.pointwise("not", [ctx.as_tensor(x, "bool")])
+
+
+@handles("aten.bitwise_not.default")
+def bitwise_not(ctx: Context, x: Value) -> Value:
+    check(ctx.dtype_of(x) == "bool", "bitwise_not of integers (only of bool)")
+    return ctx.pointwise("not", [x])
+
+
+@handles("aten.bitwise_and.Tensor", "aten.bitwise_or.Tensor", "aten.bitwise_xor.Tensor")
+def bitwise_logic(ctx: Context, a: Any, b: Any) -> Value:
+    check(ctx.result_dtype() == "bool", "bitwise ops on integers (only on bool)")
+    op = {"bitwise_and": "and", "bitwise_or": "or", "bitwise_xor": "xor"}[ctx.node.target.__name__.split(".")[0]]
+    return ctx.pointwise(op, [ctx.as_tensor(a, "bool"), ctx.as_tensor(b, "bool")])
+
+
+@handles("aten.isnan.default")
+def isnan(ctx: Context, x: Value) -> Value:
+    return ctx.pointwise("isnan", [x])
+
+
+@handles("aten.isinf.default")
+def isinf(ctx: Context, x: Value) -> Value:
+    return ctx.pointwise("isinf", [x])
+
+
+@handles("aten.where.self", "aten.where.ScalarSelf", "aten.where.ScalarOther", "aten.where.Scalar")
+def where(ctx: Context, condition: Value, a: Any, b: Any) -> Value:
+    dtype = ctx.result_dtype()
+    return ctx.pointwise("where", [ctx.as_tensor(condition, "bool"), ctx.as_tensor(a, dtype), ctx.as_tensor(b, dtype)])
+
+
+@handles("aten.clamp.default", "aten.clamp.Tensor")
+def clamp(ctx: Context, x: Value, min: Any = None, max: Any = None) -> Value:
+    dtype = ctx.result_dtype()
+    x = ctx.as_tensor(x, dtype)
+    if min is not None:
+        x = ctx.pointwise("max", [x, ctx.as_tensor(min, dtype)])
+    if max is not None:
+        x = ctx.pointwise("min", [x, ctx.as_tensor(max, dtype)])
+    return x
+
+
+@handles("aten.clamp_min.default", "aten.clamp_min.Tensor")
+def clamp_min(ctx: Context, x: Value, min: Any) -> Value:
+    return clamp(ctx, x, min=min)
+
+
+@handles("aten.clamp_max.default", "aten.clamp_max.Tensor")
+def clamp_max(ctx: Context, x: Value, max: Any) -> Value:
+    return clamp(ctx, x, max=max)
+
+
+@handles("aten.hardtanh.default")
+def hardtanh(ctx: Context, x: Value, min_val: float = -1.0, max_val: float = 1.0) -> Value:
+    return clamp(ctx, x, min=min_val, max=max_val)
+
+
+@handles("aten.sign.default")
+def sign(ctx: Context, x: Value) -> Value:
+    dtype = ctx.result_dtype()
+    zero, one = ctx.scalar(0.0, dtype), ctx.scalar(1.0, dtype)
+    positive = ctx.pointwise("where", [ctx.pointwise("greater", [x, zero]), one, zero])
+    negative = ctx.pointwise("where", [ctx.pointwise("less", [x, zero]), one, zero])
+    return ctx.pointwise("sub", [positive, negative])
+
+
+@handles("aten.silu.default")
+def silu(ctx: Context, x: Value) -> Value:
+    return ctx.pointwise("mul", [x, ctx.pointwise("sigmoid", [x])])
+
+
+@handles("aten.gelu.default")
+def gelu(ctx: Context, x: Value, approximate: str = "none") -> Value:
+    check(approximate in ("none", "tanh"), f"gelu approximate={approximate!r}")
+    return ctx.gelu(x, approximate == "tanh")
+
+
+@handles("aten.leaky_relu.default")
+def leaky_relu(ctx: Context, x: Value, negative_slope: float = 0.01) -> Value:
+    dtype = ctx.result_dtype()
+    zero = ctx.scalar(0.0, dtype)
+    scaled = ctx.pointwise("mul", [x, ctx.scalar(float(negative_slope), dtype)])
+    return ctx.pointwise("where", [ctx.pointwise("greater", [x, zero]), x, scaled])
+
+
+@handles("aten.elu.default")
+def elu(ctx: Context, x: Value, alpha: float = 1.0, scale: float = 1.0, input_scale: float = 1.0) -> Value:
+    dtype = ctx.result_dtype()
+    zero = ctx.scalar(0.0, dtype)
+    inner = ctx.pointwise("mul", [x, ctx.scalar(float(input_scale), dtype)])
+    negative = ctx.pointwise("mul", [ctx.pointwise("sub", [ctx.pointwise("exp", [inner]), ctx.scalar(1.0, dtype)]),
+                                     ctx.scalar(float(alpha), dtype)])
+    chosen = ctx.pointwise("where", [ctx.pointwise("greater", [x, zero]), x, negative])
+    return ctx.pointwise("mul", [chosen, ctx.scalar(float(scale), dtype)]) if scale != 1.0 else chosen
+
+
+@handles("aten.hardsigmoid.default")
+def hardsigmoid(ctx: Context, x: Value) -> Value:
+    dtype = ctx.result_dtype()
+    shifted = ctx.pointwise("add", [ctx.pointwise("div", [x, ctx.scalar(6.0, dtype)]), ctx.scalar(0.5, dtype)])
+    return clamp(ctx, shifted, 0.0, 1.0)
+
+
+@handles("aten.hardswish.default")
+def hardswish(ctx: Context, x: Value) -> Value:
+    return ctx.pointwise("mul", [x, hardsigmoid(ctx, x)])
+
+
+@handles("aten.log1p.default")
+def log1p(ctx: Context, x: Value) -> Value:
+    dtype = ctx.result_dtype()
+    return ctx.pointwise("log", [ctx.pointwise("add", [ctx.as_tensor(x, dtype), ctx.scalar(1.0, dtype)])])
+
+
+@handles("aten.expm1.default")
+def expm1(ctx: Context, x: Value) -> Value:
+    dtype = ctx.result_dtype()
+    return ctx.pointwise("sub", [ctx.pointwise("exp", [ctx.as_tensor(x, dtype)]), ctx.scalar(1.0, dtype)])
+
+
+@handles("aten.exp2.default")
+def exp2(ctx: Context, x: Value) -> Value:
+    dtype = ctx.result_dtype()
+    return ctx.pointwise("exp", [ctx.pointwise("mul", [ctx.as_tensor(x, dtype), ctx.scalar(math.log(2.0), dtype)])])
+
+
+@handles("aten.log2.default")
+def log2(ctx: Context, x: Value) -> Value:
+    dtype = ctx.result_dtype()
+    return ctx.pointwise("mul", [ctx.pointwise("log", [ctx.as_tensor(x, dtype)]), ctx.scalar(1 / math.log(2.0), dtype)])
+
+
+@handles("aten.softplus.default")
+def softplus(ctx: Context, x: Value, beta: float = 1.0, threshold: float = 20.0) -> Value:
+    dtype = ctx.result_dtype()
+    scaled = ctx.pointwise("mul", [x, ctx.scalar(float(beta), dtype)])
+    soft = ctx.pointwise("div", [log1p_of(ctx, ctx.pointwise("exp", [scaled]), dtype), ctx.scalar(float(beta), dtype)])
+    return ctx.pointwise("where", [ctx.pointwise("greater", [scaled, ctx.scalar(float(threshold), dtype)]), x, soft])
+
+
+def log1p_of(ctx: Context, x: Value, dtype: str) -> Value:
+    return ctx.pointwise("log", [ctx.pointwise("add", [x, ctx.scalar(1.0, dtype)])])
+
+
+# ---- copies and casts: in a functional graph these are values, not memory
+
+@handles("aten._to_copy.default")
+def to_copy(ctx: Context, x: Value, dtype: Any = None, **ignored: Any) -> Value:
+    return ctx.cast(x, ctx.result_dtype())
+
+
+@handles("aten.clone.default", "aten.alias.default", "aten.lift_fresh_copy.default", "aten.detach.default",
+         "aten.contiguous.default", "aten.alias_copy.default", "aten.detach_copy.default")
+def identity(ctx: Context, x: Value, **ignored: Any) -> Value:
+    return x
+
+
+@handles("aten.copy.default")
+def copy(ctx: Context, destination: Value, source: Value, non_blocking: bool = False) -> Value:
+    return ctx.broadcast_to(ctx.cast(source, ctx.dtype_of(destination)), ctx.shape_of(destination))

@@ -1,0 +1,105 @@
+"""ATen reductions: sums, means, extrema, products, any/all, variance."""
+
+from __future__ import annotations
+
+from typing import Any, List, Optional, Sequence
+
+from ._context import Context, Unsupported, Value, check, handles
+
+
+def _axes(ctx: Context, x: Value, dims: Any) -> List[int]:
+    rank = ctx.rank(x)
+    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
+        return list(range(rank))
+    if isinstance(dims, int):
+        dims = [dims]
+    return sorted({ctx.normalize_dim(d, rank) for d in dims})
+
+
+def _reduce(ctx: Context, op: str, x: Value, dims: Any, keepdim: bool, dtype: str) -> Value:
+    if ctx.rank(x) == 0:
+        return ctx.cast(x, dtype)
+    return ctx.reduce(op, ctx.cast(x, dtype), _axes(ctx, x, dims), keepdim)
+
+
+@handles("aten.sum.dim_IntList", "aten.sum.default")
+def sum_(ctx: Context, x: Value, dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Value:
+    return _reduce(ctx, "reduce_sum", x, dim, keepdim, ctx.result_dtype())
+
+
+@handles("aten.mean.dim", "aten.mean.default")
+def mean(ctx: Context, x: Value, dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Value:
+    return _reduce(ctx, "reduce_mean", x, dim, keepdim, ctx.result_dtype())
+
+
+@handles("aten.prod.dim_int", "aten.prod.default")
+def prod(ctx: Context, x: Value, dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Value:
+    return _reduce(ctx, "reduce_prod", x, dim, keepdim, ctx.result_dtype())
+
+
+@handles("aten.amax.default", "aten.max.default")
+def amax(ctx: Context, x: Value, dim: Any = None, keepdim: bool = False) -> Value:
+    return _reduce(ctx, "reduce_max", x, dim, keepdim, ctx.result_dtype())
+
+
+@handles("aten.amin.default", "aten.min.default")
+def amin(ctx: Context, x: Value, dim: Any = None, keepdim: bool = False) -> Value:
+    return _reduce(ctx, "reduce_min", x, dim, keepdim, ctx.result_dtype())
+
+
+@handles("aten.max.dim")
+def max_dim(ctx: Context, x: Value, dim: int, keepdim: bool = False) -> list:
+    # (values, indices): the indices are not computed; a graph that reads them fails at its getitem.
+    return [_reduce(ctx, "reduce_max", x, dim, keepdim, ctx.dtype_of(x)), None]
+
+
+@handles("aten.min.dim")
+def min_dim(ctx: Context, x: Value, dim: int, keepdim: bool = False) -> list:
+    return [_reduce(ctx, "reduce_min", x, dim, keepdim, ctx.dtype_of(x)), None]
+
+
+@handles("aten.any.dim", "aten.any.dims", "aten.any.default")
+def any_(ctx: Context, x: Value, dim: Any = None, keepdim: bool = False) -> Value:
+    as_number = ctx.cast(ctx.pointwise("not", [ctx.pointwise("equal", [x, ctx.scalar(0.0, ctx.dtype_of(x))])]), "f32")
+    return ctx.cast(_reduce(ctx, "reduce_max", as_number, dim, keepdim, "f32"), "bool")
+
+
+@handles("aten.all.dim", "aten.all.dims", "aten.all.default")
+def all_(ctx: Context, x: Value, dim: Any = None, keepdim: bool = False) -> Value:
+    as_number = ctx.cast(ctx.pointwise("not", [ctx.pointwise("equal", [x, ctx.scalar(0.0, ctx.dtype_of(x))])]), "f32")
+    return ctx.cast(_reduce(ctx, "reduce_min", as_number, dim, keepdim, "f32"), "bool")
+
+
+def _variance(ctx: Context, x: Value, dims: Any, correction: float, keepdim: bool) -> List[Value]:
+    dtype = ctx.result_dtype()
+    x = ctx.cast(x, dtype)
+    axes = _axes(ctx, x, dims)
+    count = 1
+    for a in axes:
+        count *= ctx.shape_of(x)[a]
+    mean_kept = ctx.reduce("reduce_mean", x, axes, True)
+    centered = ctx.pointwise("sub", [x, ctx.broadcast_to(mean_kept, ctx.shape_of(x))])
+    squares = ctx.reduce("reduce_sum", ctx.pointwise("mul", [centered, centered]), axes, keepdim)
+    variance = ctx.pointwise("div", [squares, ctx.scalar(float(max(count - correction, 0)), dtype)])
+    mean_value = mean_kept if keepdim else ctx.squeeze(mean_kept, axes)
+    return [variance, mean_value]
+
+
+@handles("aten.var.correction", "aten.var.dim")
+def var(ctx: Context, x: Value, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
+        correction: Optional[float] = None) -> Value:
+    return _variance(ctx, x, dim, _correction(unbiased, correction), keepdim)[0]
+
+
+@handles("aten.var_mean.correction", "aten.var_mean.dim")
+def var_mean(ctx: Context, x: Value, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
+             correction: Optional[float] = None) -> list:
+    return _variance(ctx, x, dim, _correction(unbiased, correction), keepdim)
+
+
+def _correction(unbiased: Any, correction: Optional[float]) -> float:
+    if correction is not None:
+        return float(correction)
+    if isinstance(unbiased, bool):
+        return 1.0 if unbiased else 0.0
+    return 1.0

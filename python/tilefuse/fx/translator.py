@@ -1,0 +1,187 @@
+"""An ATen FX graph (Dynamo's, after AOTAutograd) as a tilefuse graph, for one call's inputs.
+
+The graph is walked once, in order, with this call's arguments: tensors that are model
+inputs become parameters, weights (the positions the caller names) become constants the
+planner folds, symbolic sizes become this call's integers, and every call_function node
+goes to the handler registered for its ATen overload (one module per op family). Each
+result is checked against the dtype and static shape PyTorch traced for the node, so a
+handler that disagrees with PyTorch fails here, naming the node, instead of later as a wrong
+number.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence, Set
+
+import torch
+
+from .._errors import Error
+from ._context import HANDLERS, Context, Unsupported, Value, torch_dtype
+
+# Python-level functions in ATen graphs (symbolic size arithmetic, tuple indexing).
+_PYTHON_FUNCTIONS = {operator.getitem, operator.add, operator.sub, operator.mul, operator.floordiv, operator.truediv,
+                     operator.mod, operator.neg, operator.pow, operator.eq, operator.ne, operator.lt, operator.le,
+                     operator.gt, operator.ge}
+_SYM_OPS = {"aten.sym_size.int", "aten.sym_numel.default", "aten.sym_stride.int", "aten.sym_storage_offset.default"}
+
+
+@dataclass
+class Translation:
+    graph: Any                 # _tilefuse.Graph
+    input_positions: List[int]  # the call's arguments that are the graph's inputs, in order
+    output_spec: Any            # pytree spec of the FX graph's outputs
+    num_outputs: int
+
+
+def target_name(node: torch.fx.Node) -> str:
+    """The key handlers are registered under: "aten.add.Tensor", or a Python function's name."""
+    if isinstance(node.target, torch._ops.OpOverload):
+        return str(node.target)
+    if isinstance(node.target, str):
+        return node.target
+    return getattr(node.target, "__name__", str(node.target))
+
+
+def is_supported(node: torch.fx.Node) -> bool:
+    if node.op != "call_function":
+        return True
+    return node.target in _PYTHON_FUNCTIONS or target_name(node) in HANDLERS or target_name(node) in _SYM_OPS
+
+
+def unsupported_nodes(gm: torch.fx.GraphModule) -> List[torch.fx.Node]:
+    """The graph's calls of ops tilefuse has no handler for (call_module/call_method too)."""
+    return [n for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module") and
+            (n.op != "call_function" or not is_supported(n))]
+
+
+def translate(gm: torch.fx.GraphModule, args: Sequence[Any], weight_positions: Set[int]) -> Translation:
+    """The graph for these arguments; raises Unsupported (an op or use tilefuse does not take)
+    or Error (the builder refused a node), both naming the FX node."""
+    ctx = Context()
+    env: Dict[torch.fx.Node, Any] = {}
+    input_positions: List[int] = []
+    placeholder = 0
+    outputs: List[Any] = []
+    spec = None
+    for node in gm.graph.nodes:
+        ctx.node = node
+        where = f"FX node '{node.name}' ({target_name(node) if node.op == 'call_function' else node.op})"
+        ctx.set_location(where, node.name)
+        try:
+            if node.op == "placeholder":
+                env[node] = _argument(ctx, node, args[placeholder], placeholder in weight_positions, input_positions,
+                                      placeholder)
+                placeholder += 1
+            elif node.op == "get_attr":
+                env[node] = _constant(ctx, _fetch_attr(gm, node.target))
+            elif node.op == "call_function":
+                env[node] = _call(ctx, node, env)
+                _check_result(ctx, node, env[node])
+            elif node.op == "output":
+                leaves, spec = torch.utils._pytree.tree_flatten(node.args[0])
+                outputs = [_load(env, leaf) for leaf in leaves]
+            else:
+                raise Unsupported(f"{node.op} nodes are not taken (only ATen call_function graphs)")
+        except Unsupported as error:
+            raise Unsupported(f"{where}: {error}") from None
+        if not ctx.ok:
+            raise Error(ctx.error)
+    for i, value in enumerate(outputs):
+        if not isinstance(value, Value):
+            raise Unsupported(f"output {i} is a {type(value).__name__}, not a tensor")
+        ctx.output(value, f"output_{i}")
+    return Translation(ctx.build(), input_positions, spec, len(outputs))
+
+
+def _argument(ctx: Context, node: torch.fx.Node, arg: Any, weight: bool, input_positions: List[int], index: int) -> Any:
+    if isinstance(arg, torch.Tensor):
+        if weight:
+            return _constant(ctx, arg)
+        input_positions.append(index)
+        return ctx.parameter(node.name, torch_dtype(arg.dtype), list(arg.shape))
+    if isinstance(arg, torch.SymInt):
+        return int(arg)
+    return arg
+
+
+def _constant(ctx: Context, tensor: torch.Tensor) -> Value:
+    torch_dtype(tensor.dtype)  # refuses dtypes tilefuse has no tensors of
+    data = tensor.detach().to("cpu").contiguous()
+    if data.dtype == torch.bfloat16:
+        data = data.view(torch.uint16)  # DLPack export of bf16: passed as its bits (the extension reads uint16 as bf16)
+    return ctx.constant(data.numpy())
+
+
+def _fetch_attr(gm: torch.fx.GraphModule, target: str) -> torch.Tensor:
+    value: Any = gm
+    for part in target.split("."):
+        value = getattr(value, part)
+    if not isinstance(value, torch.Tensor):
+        raise Unsupported(f"get_attr {target} is a {type(value).__name__}, not a tensor")
+    return value
+
+
+def _load(env: Dict[torch.fx.Node, Any], arg: Any) -> Any:
+    if isinstance(arg, torch.fx.Node):
+        return env[arg]
+    if isinstance(arg, (list, tuple)):
+        return type(arg)(_load(env, a) for a in arg)
+    if isinstance(arg, dict):
+        return {k: _load(env, v) for k, v in arg.items()}
+    if isinstance(arg, torch.SymInt):
+        return int(arg)
+    return arg
+
+
+def _call(ctx: Context, node: torch.fx.Node, env: Dict[torch.fx.Node, Any]) -> Any:
+    args = _load(env, node.args)
+    kwargs = _load(env, node.kwargs)
+    if node.target in _PYTHON_FUNCTIONS:
+        if any(isinstance(a, Value) for a in args):
+            if node.target is operator.getitem:
+                return args[0][args[1]]
+            raise Unsupported(f"Python's {node.target.__name__} on a tensor")
+        result = node.target(*args)
+        if node.target is operator.getitem and result is None:
+            raise Unsupported(f"it uses result {args[1]} of {node.args[0].name}, which tilefuse does not compute")
+        return result
+    name = target_name(node)
+    if name in _SYM_OPS:
+        return _sym_op(ctx, name, args)
+    handler = HANDLERS.get(name)
+    if handler is None:
+        raise Unsupported(f"tilefuse has no mapping for {name}")
+    return handler(ctx, *args, **kwargs)
+
+
+def _sym_op(ctx: Context, name: str, args: Sequence[Any]) -> int:
+    shape = ctx.shape_of(args[0])
+    if name == "aten.sym_size.int":
+        return shape[args[1]]
+    if name == "aten.sym_numel.default":
+        count = 1
+        for d in shape:
+            count *= d
+        return count
+    if name == "aten.sym_storage_offset.default":
+        return 0
+    strides, stride = [], 1
+    for d in reversed(shape):
+        strides.insert(0, stride)
+        stride *= d
+    return strides[args[1]]
+
+
+def _check_result(ctx: Context, node: torch.fx.Node, result: Any) -> None:
+    """Casts a result to the dtype PyTorch traced and checks its static shape."""
+    traced = node.meta.get("val")
+    if isinstance(result, Value) and isinstance(traced, torch.Tensor) and ctx.ok:
+        expected = torch_dtype(traced.dtype)
+        if ctx.dtype_of(result) != expected:
+            raise Unsupported(f"tilefuse's mapping gives {ctx.dtype_of(result)}, PyTorch {expected} (a tilefuse bug)")
+        static = all(isinstance(d, int) for d in traced.shape)
+        if static and ctx.shape_of(result) != list(traced.shape):
+            raise Unsupported(f"tilefuse's mapping gives shape {ctx.shape_of(result)}, PyTorch {list(traced.shape)} "
+                              "(a tilefuse bug)")

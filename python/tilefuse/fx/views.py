@@ -1,0 +1,202 @@
+"""ATen view, layout and indexing ops: reshapes, permutations, slices, concatenation,
+gathers and padding. In tilefuse these are index arithmetic in the consumer, not copies."""
+
+from __future__ import annotations
+
+from typing import Any, List, Optional, Sequence
+
+from ._context import Context, Unsupported, Value, check, handles
+
+_INT64_MAX = 2**63 - 1
+
+
+def _concrete_shape(ctx: Context, x: Value, shape: Sequence[int]) -> List[int]:
+    """A view's size list with -1 resolved."""
+    shape = [int(d) for d in shape]
+    if -1 in shape:
+        known = 1
+        for d in shape:
+            if d != -1:
+                known *= d
+        total = 1
+        for d in ctx.shape_of(x):
+            total *= d
+        shape[shape.index(-1)] = total // known if known else 0
+    return shape
+
+
+@handles("aten.view.default", "aten._unsafe_view.default", "aten.reshape.default", "aten.view_copy.default")
+def view(ctx: Context, x: Value, shape: Sequence[int]) -> Value:
+    return ctx.reshape(x, _concrete_shape(ctx, x, shape))
+
+
+@handles("aten.permute.default", "aten.permute_copy.default")
+def permute(ctx: Context, x: Value, dims: Sequence[int]) -> Value:
+    rank = ctx.rank(x)
+    return ctx.transpose(x, [ctx.normalize_dim(d, rank) for d in dims])
+
+
+@handles("aten.t.default")
+def t(ctx: Context, x: Value) -> Value:
+    return ctx.transpose(x, [1, 0]) if ctx.rank(x) == 2 else x
+
+
+@handles("aten.transpose.int")
+def transpose(ctx: Context, x: Value, dim0: int, dim1: int) -> Value:
+    rank = ctx.rank(x)
+    perm = list(range(rank))
+    a, b = ctx.normalize_dim(dim0, rank), ctx.normalize_dim(dim1, rank)
+    perm[a], perm[b] = perm[b], perm[a]
+    return ctx.transpose(x, perm)
+
+
+@handles("aten.expand.default", "aten.expand_copy.default")
+def expand(ctx: Context, x: Value, shape: Sequence[int], implicit: bool = False) -> Value:
+    current = ctx.shape_of(x)
+    shape = [int(d) for d in shape]
+    offset = len(shape) - len(current)
+    target = [current[i - offset] if d == -1 else d for i, d in enumerate(shape)]
+    return ctx.broadcast_to(x, target)
+
+
+@handles("aten.unsqueeze.default", "aten.unsqueeze_copy.default")
+def unsqueeze(ctx: Context, x: Value, dim: int) -> Value:
+    return ctx.unsqueeze(x, [ctx.normalize_dim(dim, ctx.rank(x) + 1)])
+
+
+@handles("aten.squeeze.dim", "aten.squeeze.dims", "aten.squeeze.default", "aten.squeeze_copy.dim",
+         "aten.squeeze_copy.dims")
+def squeeze(ctx: Context, x: Value, dims: Any = None) -> Value:
+    shape = ctx.shape_of(x)
+    if dims is None:
+        dims = [i for i, d in enumerate(shape) if d == 1]
+    elif isinstance(dims, int):
+        dims = [dims]
+    dims = [ctx.normalize_dim(d, len(shape)) for d in dims]
+    dims = [d for d in dims if len(shape) > 0 and shape[d] == 1]  # PyTorch leaves other dims alone
+    return ctx.squeeze(x, dims) if dims else x
+
+
+@handles("aten.slice.Tensor", "aten.slice_copy.Tensor")
+def slice_(ctx: Context, x: Value, dim: int = 0, start: Optional[int] = None, end: Optional[int] = None,
+           step: int = 1) -> Value:
+    rank = ctx.rank(x)
+    dim = ctx.normalize_dim(dim, rank)
+    size = ctx.shape_of(x)[dim]
+    start = 0 if start is None else start
+    end = size if end is None or end >= _INT64_MAX else end
+    if start == 0 and end >= size and step == 1:
+        return x
+    return ctx.slice(x, [start], [min(end, size) if end >= 0 else end], [dim], [step])
+
+
+@handles("aten.select.int", "aten.select_copy.int")
+def select(ctx: Context, x: Value, dim: int, index: int) -> Value:
+    dim = ctx.normalize_dim(dim, ctx.rank(x))
+    size = ctx.shape_of(x)[dim]
+    index = index + size if index < 0 else index
+    return ctx.squeeze(ctx.slice(x, [index], [index + 1], [dim], [1]), [dim])
+
+
+@handles("aten.split.Tensor", "aten.split_copy.Tensor")
+def split(ctx: Context, x: Value, split_size: int, dim: int = 0) -> List[Value]:
+    dim = ctx.normalize_dim(dim, ctx.rank(x))
+    size = ctx.shape_of(x)[dim]
+    sizes = [min(split_size, size - start) for start in range(0, size, split_size)] if split_size > 0 else [size]
+    return ctx.split(x, dim, sizes)
+
+
+@handles("aten.split_with_sizes.default", "aten.split_with_sizes_copy.default")
+def split_with_sizes(ctx: Context, x: Value, sizes: Sequence[int], dim: int = 0) -> List[Value]:
+    return ctx.split(x, ctx.normalize_dim(dim, ctx.rank(x)), [int(s) for s in sizes])
+
+
+@handles("aten.unbind.int", "aten.unbind_copy.int")
+def unbind(ctx: Context, x: Value, dim: int = 0) -> List[Value]:
+    dim = ctx.normalize_dim(dim, ctx.rank(x))
+    parts = ctx.split(x, dim, [1] * ctx.shape_of(x)[dim])
+    return [ctx.squeeze(p, [dim]) for p in parts]
+
+
+@handles("aten.cat.default")
+def cat(ctx: Context, tensors: Sequence[Value], dim: int = 0) -> Value:
+    dtype = ctx.result_dtype()
+    tensors = [ctx.cast(t, dtype) for t in tensors if ctx.shape_of(t) != [0]]  # PyTorch skips empty 1-D operands
+    check(len(tensors) > 0, "cat of empty tensors only")
+    if len(tensors) == 1:
+        return tensors[0]
+    return ctx.concat(tensors, ctx.normalize_dim(dim, ctx.rank(tensors[0])))
+
+
+@handles("aten.stack.default")
+def stack(ctx: Context, tensors: Sequence[Value], dim: int = 0) -> Value:
+    dim = ctx.normalize_dim(dim, ctx.rank(tensors[0]) + 1)
+    dtype = ctx.result_dtype()
+    parts = [ctx.unsqueeze(ctx.cast(t, dtype), [dim]) for t in tensors]
+    return parts[0] if len(parts) == 1 else ctx.concat(parts, dim)
+
+
+@handles("aten.repeat.default")
+def repeat(ctx: Context, x: Value, repeats: Sequence[int]) -> Value:
+    shape = ctx.shape_of(x)
+    shape = [1] * (len(repeats) - len(shape)) + shape
+    x = ctx.reshape(x, shape)
+    # [d0, d1] repeated [r0, r1]: [r0, d0, r1, d1] by broadcast, then merged.
+    interleaved = []
+    for d in shape:
+        interleaved += [1, d]
+    expanded_shape = []
+    for r, d in zip(repeats, shape):
+        expanded_shape += [r, d]
+    expanded = ctx.broadcast_to(ctx.reshape(x, interleaved), expanded_shape)
+    return ctx.reshape(expanded, [r * d for r, d in zip(repeats, shape)])
+
+
+@handles("aten.embedding.default")
+def embedding(ctx: Context, weight: Value, indices: Value, padding_idx: int = -1, scale_grad_by_freq: bool = False,
+              sparse: bool = False) -> Value:
+    return ctx.gather(weight, indices, 0)
+
+
+@handles("aten.index_select.default")
+def index_select(ctx: Context, x: Value, dim: int, index: Value) -> Value:
+    return ctx.gather(x, index, ctx.normalize_dim(dim, ctx.rank(x)))
+
+
+@handles("aten.gather.default")
+def gather(ctx: Context, x: Value, dim: int, index: Value, sparse_grad: bool = False) -> Value:
+    return ctx.gather_elements(x, index, ctx.normalize_dim(dim, ctx.rank(x)))
+
+
+@handles("aten.index.Tensor")
+def index(ctx: Context, x: Value, indices: Sequence[Optional[Value]]) -> Value:
+    """x[i] with one integer index tensor on one dim (the others taken whole)."""
+    used = [(d, i) for d, i in enumerate(indices) if i is not None]
+    check(len(used) == 1, "advanced indexing with more than one index tensor")
+    dim, idx = used[0]
+    check(ctx.dtype_of(idx) in ("i64", "i32"), "indexing with a bool mask (its result's size depends on the data)")
+    return ctx.gather(x, idx, dim)
+
+
+@handles("aten.constant_pad_nd.default")
+def constant_pad_nd(ctx: Context, x: Value, pad: Sequence[int], value: float = 0.0) -> Value:
+    """PyTorch's pad list runs from the last dim backwards: (last_begin, last_end, ...)."""
+    dtype = ctx.dtype_of(x)
+    rank = ctx.rank(x)
+    for i in range(len(pad) // 2):
+        dim = rank - 1 - i
+        begin, end = int(pad[2 * i]), int(pad[2 * i + 1])
+        size = ctx.shape_of(x)[dim]
+        if begin < 0 or end < 0:
+            x = ctx.slice(x, [max(-begin, 0)], [size - max(-end, 0)], [dim], [1])
+        parts = []
+        for count in (max(begin, 0), None, max(end, 0)):
+            if count is None:
+                parts.append(x)
+            elif count > 0:
+                shape = ctx.shape_of(x)
+                shape[dim] = count
+                parts.append(ctx.broadcast_to(ctx.scalar(float(value), dtype), shape))
+        if len(parts) > 1:
+            x = ctx.concat(parts, dim)
+    return x

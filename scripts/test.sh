@@ -2,7 +2,8 @@
 # Builds tilefuse and runs every test:
 #   1. all unit, end-to-end, error and real-model tests (ctest, release build);
 #   2. the ONNX backend node-test conformance run (onnx 1.17.0 from PyPI, in build/venv), and
-#      the Python package's tests (python/tests; the torch ones with $TILEFUSE_TORCH_PYTHON);
+#      the Python package's tests (python/tests, torch.compile's included: build/venv has
+#      PyTorch 2.11, the GPU machine's version, run here on the CPU);
 #   3. the fast unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer;
 #   4. a 10-second slice of each importer fuzz target (fuzz/run.sh; skipped with a message
 #      where clang's libFuzzer cannot be installed).
@@ -15,10 +16,14 @@ cd "$(dirname "$0")/.."
 
 # Before the build: the Python extension (build/python) builds with this venv's nanobind.
 echo "== python test environment (build/venv)"
-# onnxruntime: the CPU peer tilefuse.bench times (python/tests/test_bench.py).
-if [ ! -x build/venv/bin/python ] || ! build/venv/bin/python -c "import onnx, pytest, nanobind, onnxruntime" 2>/dev/null; then
+# onnxruntime: the CPU peer tilefuse.bench times (python/tests/test_bench.py). torch: PyPI's
+# wheel (it brings CUDA's libraries, ~3 GB, and runs on the CPU where there is no GPU).
+TORCH_VERSION=2.11.0
+if [ ! -x build/venv/bin/python ] || ! build/venv/bin/python -c "import onnx, pytest, nanobind, onnxruntime, torch
+assert torch.__version__.startswith('$TORCH_VERSION')" 2>/dev/null; then
   python3 -m venv build/venv
-  build/venv/bin/pip install -q --disable-pip-version-check onnx==1.17.0 numpy pytest nanobind onnxruntime==1.32.0
+  build/venv/bin/pip install -q --disable-pip-version-check onnx==1.17.0 numpy pytest nanobind onnxruntime==1.32.0 \
+    "torch==$TORCH_VERSION"
 fi
 
 ./scripts/build.sh -DTILEFUSE_BUILD_TESTS=ON -DTILEFUSE_PYTHON=ON -DPython_EXECUTABLE="$PWD/build/venv/bin/python"
@@ -29,18 +34,8 @@ ctest --test-dir build -j"$(nproc)" --output-on-failure --timeout 600
 echo "== ONNX backend node tests"
 build/venv/bin/python tests/conformance/run_node_tests.py --tilefuse build/tilefuse
 
-echo "== Python package (build/python)"
-# PyTorch's CPU wheels are not reachable from CI, so build/venv has no torch and the torch tests
-# skip (their reason is printed); TILEFUSE_TORCH_PYTHON=/path/to/python (CPython of build/venv's
-# version, with torch and onnxscript) runs them too.
-PYTEST=(-m pytest -q -rs -p no:cacheprovider)
-PYTHONPATH=build/python TILEFUSE_CLI=build/tilefuse build/venv/bin/python "${PYTEST[@]}" python/tests
-if [ -n "${TILEFUSE_TORCH_PYTHON:-}" ]; then
-  echo "== Python package's torch tests with $TILEFUSE_TORCH_PYTHON"
-  [ -d build/pytest-lib/pytest ] || build/venv/bin/pip install -q --disable-pip-version-check --target build/pytest-lib pytest
-  PYTHONPATH=build/python:build/pytest-lib TILEFUSE_CLI=build/tilefuse "$TILEFUSE_TORCH_PYTHON" "${PYTEST[@]}" \
-    python/tests/test_torch.py python/tests/test_torch_compile.py python/tests/test_cuda.py
-fi
+echo "== Python package (build/python), torch.compile's frontend included"
+PYTHONPATH=build/python TILEFUSE_CLI=build/tilefuse build/venv/bin/python -m pytest -q -rs -p no:cacheprovider python/tests
 
 echo "== fast unit tests under ASan + UBSan"
 # -O1 and only the test binary: the sanitizer build must not double CI's time.

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch", reason="torch is not installed in this Python (scripts/test.sh runs these "
-                                            "tests with $TILEFUSE_TORCH_PYTHON when it is set)")
+torch = pytest.importorskip("torch", reason="torch is not installed in this Python (scripts/test.sh installs "
+                                            "it into build/venv)")
 
 import tilefuse  # noqa: E402  (after torch: registers the torch.compile backend)
 from conftest import REPO, random_inputs  # noqa: E402

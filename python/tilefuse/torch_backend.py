@@ -189,6 +189,8 @@ def _split_around(gm: torch.fx.GraphModule, unsupported: List[torch.fx.Node], wh
     stretches between them through tilefuse."""
     from torch.fx.passes.split_module import split_module
 
+    from .fx import unsupported_nodes
+
     refused = set(unsupported)
     part, parts = 0, {}  # a part number per node, increasing along the graph
     for node in gm.graph.nodes:
@@ -202,14 +204,9 @@ def _split_around(gm: torch.fx.GraphModule, unsupported: List[torch.fx.Node], wh
             parts[node] = part
     split = split_module(gm, None, lambda node: parts[node], keep_original_order=True)
     for name, child in list(split.named_children()):
-        calls = [n for n in child.graph.nodes if n.op == "call_function"]
-        if calls and not any(n in refused or _same_call(n, refused) for n in calls) and _has_tensor_work(child):
+        if not unsupported_nodes(child) and _has_tensor_work(child):
             setattr(split, name, _TilefusePart(child, whole))
     return split
-
-
-def _same_call(node: torch.fx.Node, refused: Set[torch.fx.Node]) -> bool:
-    return any(node.name == r.name and node.target == r.target for r in refused)
 
 
 def _has_tensor_work(gm: torch.fx.GraphModule) -> bool:

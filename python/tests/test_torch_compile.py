@@ -149,8 +149,11 @@ def test_training_runs_the_forward_in_tilefuse_and_the_backward_in_pytorch(logs)
     out = torch.compile(block, backend="tilefuse")(x)
     expected = twin(x)
     torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
-    out.square().sum().backward()
-    expected.square().sum().backward()
+    # A random projection as the loss: the squares' sum would feed the layer norm's backward a
+    # gradient that is nearly constant per row, which it cancels (rounding, not tilefuse, differs).
+    projection = torch.randn_like(out)
+    (out * projection).sum().backward()
+    (expected * projection).sum().backward()
     for (name, p), q in zip(block.named_parameters(), twin.parameters()):
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-4 * q.grad.abs().max().item(), msg=name)
     assert messages(logs, COMPILED) and messages(logs, "the backward graph runs in PyTorch"), logs.text

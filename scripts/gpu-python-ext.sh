@@ -10,7 +10,7 @@ B=$(realpath -m "$1") X=$(realpath -m "$2")  # before the cd: the caller's relat
 cd "$(dirname "$0")/.."
 case "$X/" in "$PWD/"*) echo "gpu-python-ext.sh: $X is inside the checkout; give a folder outside it (it is emptied)" >&2; exit 2 ;; esac
 P="$B/python"
-rm -rf "$X" && mkdir -p "$X/tilefuse" "$X/obj" && cp python/tilefuse/*.py "$X/tilefuse/"
+rm -rf "$X" && mkdir -p "$X/tilefuse" "$X/obj" && cp -r python/tilefuse/. "$X/tilefuse/"  # tilefuse.fx too
 pyinc=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
 suffix=$(python3 -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
 pids=()

@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""torch.compile(backend="tilefuse") against torch.compile's own modes, in one process, on
+transformers' models with random weights (from their configs; no download):
+
+- the first call's time (Dynamo + AOTAutograd + tilefuse's translation and compile, NVRTC
+  included), cold (an empty kernel cache) and warm (the same graph again after
+  torch._dynamo.reset(), the kernel cache filled); torch.compile()'s first call beside it;
+- the steady-state time of a call (CUDA events around 20 calls after warm-up, median of
+  --repeats), for eager, torch.compile() with CUDA graphs ("reduce-overhead"), optionally
+  max-autotune, and tilefuse (which replays each compiled graph as one CUDA graph);
+- the output's error against eager, relative to the output's scale.
+
+    python3 bench/torch_frontend.py --model gpt2 --shape 1x128 --shape 8x512 --dtype bf16 --json out.json
+
+Models: gpt2 (GPT-2 small with its LM head), bert (BERT-base), llama (a 4-layer LLaMA of
+hidden 2048). Needs a GPU, torch and transformers; tilefuse on PYTHONPATH.
+"""
+import argparse
+import json
+import logging
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+
+def build_model(name, torch, transformers):
+    torch.manual_seed(0)
+    if name == "gpt2":
+        config = transformers.GPT2Config()
+        return transformers.GPT2LMHeadModel(config), config.vocab_size
+    if name == "bert":
+        config = transformers.BertConfig()
+        return transformers.BertModel(config), config.vocab_size
+    if name == "llama":
+        config = transformers.LlamaConfig(hidden_size=2048, intermediate_size=5632, num_hidden_layers=4,
+                                          num_attention_heads=16, num_key_value_heads=4, vocab_size=32000)
+        return transformers.LlamaForCausalLM(config), config.vocab_size
+    raise SystemExit(f"unknown model {name}")
+
+
+def first_output(result):
+    if hasattr(result, "logits"):
+        return result.logits
+    if hasattr(result, "last_hidden_state"):
+        return result.last_hidden_state
+    return result[0] if isinstance(result, (tuple, list)) else result
+
+
+def time_calls(torch, fn, ids, repeats, calls=20):
+    for _ in range(3):
+        fn(ids)
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(calls):
+            fn(ids)
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) * 1e3 / calls)
+    return statistics.median(times)
+
+
+def first_call(torch, fn, ids):
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    out = fn(ids)
+    torch.cuda.synchronize()
+    return time.perf_counter() - start, out
+
+
+def error_to_scale(torch, got, want):
+    got, want = first_output(got).float(), first_output(want).float()
+    if torch.isnan(got).any():
+        return float("nan")
+    return ((got - want).abs().max() / want.abs().max()).item()
+
+
+class FallbackLog(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.records = []
+
+    def emit(self, record):
+        self.records.append(record.getMessage())
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", action="append", default=[], help="gpt2, bert or llama (repeatable)")
+    parser.add_argument("--shape", action="append", default=[], help="BATCHxSEQ (repeatable; default 1x128 and 8x512)")
+    parser.add_argument("--dtype", default="bf16", choices=["bf16", "f32"])
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--max-autotune", action="store_true", help="also time torch.compile(mode='max-autotune') (minutes)")
+    parser.add_argument("--json", help="write every measurement here")
+    args = parser.parse_args()
+    import torch
+    import transformers
+    import tilefuse.torch_backend  # noqa: F401  (registers the backend)
+
+    log = FallbackLog()
+    logging.getLogger("tilefuse").addHandler(log)
+    logging.getLogger("tilefuse").setLevel(logging.INFO)
+    dtype = {"bf16": torch.bfloat16, "f32": torch.float32}[args.dtype]
+    rows = []
+    for name in args.model or ["gpt2"]:
+        model, vocab = build_model(name, torch, transformers)
+        model = model.to("cuda", dtype).eval()
+        for shape in args.shape or ["1x128", "8x512"]:
+            batch, seq = (int(v) for v in shape.split("x"))
+            ids = torch.randint(0, vocab, (batch, seq), device="cuda")
+            row = {"model": name, "shape": shape, "dtype": args.dtype, "device": torch.cuda.get_device_name()}
+            with torch.no_grad():
+                eager = lambda x: model(x, use_cache=False) if name != "bert" else model(x)  # noqa: E731
+                expected = eager(ids)
+                row["eager_us"] = time_calls(torch, eager, ids, args.repeats)
+                # tilefuse, cold: an empty kernel cache; then warm: the same graphs again.
+                with tempfile.TemporaryDirectory() as cache:
+                    os.environ["TILEFUSE_CACHE_DIR"] = cache
+                    for state in ("cold", "warm"):
+                        torch._dynamo.reset()
+                        log.records.clear()
+                        compiled = torch.compile(eager, backend="tilefuse")
+                        row[f"tilefuse_first_call_{state}_s"], out = first_call(torch, compiled, ids)
+                    row["tilefuse_log"] = list(log.records)
+                    row["tilefuse_error_to_scale"] = error_to_scale(torch, out, expected)
+                    row["tilefuse_us"] = time_calls(torch, compiled, ids, args.repeats)
+                    os.environ.pop("TILEFUSE_CACHE_DIR")
+                torch._dynamo.reset()
+                compiled = torch.compile(eager)
+                row["torch_compile_first_call_s"], out = first_call(torch, compiled, ids)
+                row["torch_compile_error_to_scale"] = error_to_scale(torch, out, expected)
+                row["torch_compile_us"] = time_calls(torch, compiled, ids, args.repeats)
+                torch._dynamo.reset()
+                compiled = torch.compile(eager, mode="reduce-overhead")
+                first_call(torch, compiled, ids)
+                row["torch_compile_cudagraphs_us"] = time_calls(torch, compiled, ids, args.repeats)
+                if args.max_autotune:
+                    torch._dynamo.reset()
+                    compiled = torch.compile(eager, mode="max-autotune")
+                    row["max_autotune_first_call_s"], _ = first_call(torch, compiled, ids)
+                    row["max_autotune_us"] = time_calls(torch, compiled, ids, args.repeats)
+                torch._dynamo.reset()
+            best = min(v for k, v in row.items() if k in ("torch_compile_us", "torch_compile_cudagraphs_us", "max_autotune_us"))
+            row["speedup_vs_best_torch_compile"] = best / row["tilefuse_us"]
+            rows.append(row)
+            print(json.dumps({k: v for k, v in row.items() if k != "tilefuse_log"}), flush=True)
+            for line in row["tilefuse_log"]:
+                print("  tilefuse log:", line[:300], flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -611,31 +611,20 @@ def test_a_buffer_mutated_in_forward(logs):
     assert_tilefuse_ran(logs)
 
 
-MUTATED_BUFFERS_FOLDED = ("torch_backend.py folds a buffer the graph mutates as a constant (_is_weight: '_buffers_' "
-                          "inputs), keyed on its version: the copy-back after each call bumps the version, so every "
-                          "call translates and compiles the graph again")
-
-
-@pytest.mark.xfail(strict=True, reason=MUTATED_BUFFERS_FOLDED)
 def test_a_buffer_mutated_in_forward_is_not_recompiled_at_each_call(logs):
+    # A mutated buffer is read at each call (never folded): one compile for the three calls.
     eager, compiled_model = counting_pair()
     with torch.no_grad():
         run_counting(compiled_model, eager)
     assert len(messages(logs, COMPILED)) == 1, logs.text
 
 
-@pytest.mark.xfail(strict=True, reason="torch_backend.py folds the mutated buffer as a constant and an inference "
-                                       "tensor has no version counter (_version gives 0): the first call's value is "
-                                       "used at every call, silently wrong from the second call on")
 def test_a_buffer_mutated_in_forward_of_a_module_made_under_inference_mode():
     with torch.inference_mode():
         eager, compiled_model = counting_pair()  # parameters and buffers are inference tensors
         run_counting(compiled_model, eager)
 
 
-@pytest.mark.xfail(strict=True, reason="torch_backend.py folds weights as constants, recompiling when their version "
-                                       "changes; an inference tensor has none (_version gives 0), so a weight changed "
-                                       "in place keeps its old value in the compiled model")
 def test_an_inference_tensor_weight_changed_in_place():
     with torch.inference_mode():
         torch.manual_seed(26)

@@ -58,7 +58,7 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], op
         # AOTAutograd passes Dynamo's arguments in Dynamo's order; anything else (effect
         # tokens, say) and no argument is taken for a weight.
         same_order = len(aten_inputs) == len(example_inputs)
-        return TilefuseGraph(aten_gm, weights if same_order else set(), settings)
+        return TilefuseGraph(aten_gm, weights - _mutated_inputs() if same_order else set(), settings)
 
     def backward_compiler(aten_gm: torch.fx.GraphModule, aten_inputs: Sequence[Any]) -> Callable:
         _log_once(logged, "backward", "tilefuse: the backward graph runs in PyTorch (tilefuse compiles forward graphs)")
@@ -66,6 +66,20 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], op
 
     return aot_autograd(fw_compiler=forward_compiler, bw_compiler=backward_compiler,
                         decompositions=_decompositions())(gm, example_inputs)
+
+
+def _mutated_inputs() -> Set[int]:
+    """The inputs the graph mutates (a buffer updated in forward: AOTAutograd returns its new
+    value and copies it back after the call). Such an input is read at each call, never
+    folded as a weight: folded, every call would recompile, and an inference tensor (no
+    version counter) would keep its first value."""
+    from torch._guards import TracingContext
+
+    context = TracingContext.try_get()
+    metadata = getattr(context, "fw_metadata", None)
+    if metadata is None:
+        return set()
+    return {i for i, info in enumerate(metadata.input_info) if info.mutates_data or info.mutates_metadata}
 
 
 def _decompositions() -> dict:
@@ -234,6 +248,8 @@ def _as_list(outputs: Any) -> list:
 
 def _is_weight(gm: torch.fx.GraphModule, index: int, value: Any) -> bool:
     """Whether Dynamo lifted a module's parameter or buffer into this input."""
+    if isinstance(value, torch.Tensor) and value.is_inference():
+        return False  # no version counter: a change in place could not be seen, so read it at each call
     if isinstance(value, torch.nn.Parameter):
         return True
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]

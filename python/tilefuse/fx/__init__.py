@@ -2,13 +2,13 @@
 
 `translate(gm, args, weights)` builds a tilefuse graph from an ATen-level GraphModule (what
 AOTAutograd hands a backend) for one call's arguments; the op families are mapped one module
-each (pointwise, views, reductions, linalg, nn, attention, creation), every mapped overload
+each (pointwise, views, reductions, linalg, nn, attention, creation, scans), every mapped overload
 listed in `HANDLERS`. `unsupported_nodes(gm)` lists what has no mapping, so a caller can run
 those nodes in PyTorch and the rest through tilefuse. The torch.compile backend
 (tilefuse.torch_backend) is the user-facing entry.
 """
 
-from . import attention, creation, linalg, nn, pointwise, reductions, views  # noqa: F401  (register handlers)
+from . import attention, creation, linalg, nn, pointwise, reductions, scans, views  # noqa: F401  (register handlers)
 from ._context import HANDLERS, Unsupported
 from .translator import Translation, is_supported, target_name, translate, unsupported_nodes
 

@@ -170,12 +170,28 @@ def gather(ctx: Context, x: Value, dim: int, index: Value, sparse_grad: bool = F
 
 @handles("aten.index.Tensor")
 def index(ctx: Context, x: Value, indices: Sequence[Optional[Value]]) -> Value:
-    """x[i] with one integer index tensor on one dim (the others taken whole)."""
-    used = [(d, i) for d, i in enumerate(indices) if i is not None]
-    check(len(used) == 1, "advanced indexing with more than one index tensor")
-    dim, idx = used[0]
-    check(ctx.dtype_of(idx) in ("i64", "i32"), "indexing with a bool mask (its result's size depends on the data)")
-    return ctx.gather(x, idx, dim)
+    """x[i, j] with integer index tensors on consecutive dims (the others taken whole): the
+    indexed dims are merged into one and read by one gather at the index i * size_j + j, the
+    index tensors broadcast together (transformers builds its masks this way)."""
+    used = [d for d, i in enumerate(indices) if i is not None]
+    check(used == list(range(used[0], used[-1] + 1)), "advanced indexing on dims that are not next to each other")
+    for d in used:
+        check(ctx.dtype_of(indices[d]) in ("i64", "i32"), "indexing with a bool mask (its result's size depends on the data)")
+    shape = ctx.shape_of(x)
+    first, last = used[0], used[-1]
+    linear = None
+    for d in used:  # negative indices count from the end, as in PyTorch
+        i = ctx.cast(indices[d], "i64")
+        i = ctx.pointwise("where", [ctx.pointwise("less", [i, ctx.scalar(0.0, "i64")]),
+                                    ctx.pointwise("add", [i, ctx.scalar(float(shape[d]), "i64")]), i])
+        linear = i if linear is None else ctx.pointwise("add", [ctx.pointwise("mul", [linear, ctx.scalar(float(shape[d]), "i64")]), i])
+    merged = x
+    if last > first:
+        size = 1
+        for d in used:
+            size *= shape[d]
+        merged = ctx.reshape(x, shape[:first] + [size] + shape[last + 1:])
+    return ctx.gather(merged, linear, first)
 
 
 @handles("aten.constant_pad_nd.default")

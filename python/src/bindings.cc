@@ -4,6 +4,7 @@
 #include <string>
 
 #include <fmt/format.h>
+#include <nanobind/stl/string.h>  // the Error(message, code) call below casts std::strings
 
 namespace tilefuse::python {
 

@@ -128,6 +128,12 @@ def torch_dtype(dtype: torch.dtype) -> str:
     return DTYPES[dtype]
 
 
+def opmath(dtype: str) -> str:
+    """The dtype PyTorch computes a float op of `dtype` in: f32 for the half types, rounded once
+    at the end (a handler that writes an op as several steps computes them in it)."""
+    return {"bf16": "f32", "f16": "f32"}.get(dtype, dtype)
+
+
 def torch_dtype_of(name: str) -> torch.dtype:
     return next(t for t, n in DTYPES.items() if n == name)
 
@@ -137,4 +143,5 @@ def check(condition: bool, message: str) -> None:
         raise Unsupported(message)
 
 
-__all__ = ["Context", "Error", "HANDLERS", "Unsupported", "Value", "check", "handles", "torch_dtype", "torch_dtype_of"]
+__all__ = ["Context", "Error", "HANDLERS", "Unsupported", "Value", "check", "handles", "opmath", "torch_dtype",
+           "torch_dtype_of"]

@@ -1,4 +1,4 @@
-"""ATen ops that make tensors from sizes and numbers: full, arange, scalar_tensor."""
+"""ATen ops that make tensors from sizes and numbers: full, arange, scalar_tensor, empty."""
 
 from __future__ import annotations
 
@@ -35,6 +35,13 @@ def zeros_ones(ctx: Context, *args: Any, **ignored: Any) -> Value:
     name = ctx.node.target.__name__
     shape = args[1] if name.startswith("new_") else args[0]
     return _filled(ctx, shape, 0.0 if "zeros" in name else 1.0, ctx.result_dtype())
+
+
+@handles("aten.empty.memory_format", "aten.empty_permuted.default")
+def empty(ctx: Context, shape: Sequence[int], *args: Any, **ignored: Any) -> Value:
+    # Uninitialized memory: any values are right, and a functional graph only reads its shape
+    # (full_like(empty(...)), decompositions' zeros_like) or what a fill wrote over it.
+    return _filled(ctx, shape, 0, ctx.result_dtype())
 
 
 @handles("aten.scalar_tensor.default")

@@ -5,7 +5,9 @@ from __future__ import annotations
 import math
 from typing import Any, List, Optional, Sequence
 
-from ._context import Context, Unsupported, Value, check, handles
+import numpy as np
+
+from ._context import Context, Unsupported, Value, check, handles, opmath, torch_dtype
 
 
 @handles("aten._softmax.default", "aten.softmax.int")
@@ -27,11 +29,29 @@ def _ones(ctx: Context, shape: List[int], dtype: str) -> Value:
 @handles("aten.native_layer_norm.default")
 def native_layer_norm(ctx: Context, x: Value, normalized_shape: Sequence[int], weight: Optional[Value],
                       bias: Optional[Value], eps: float) -> list:
-    # (output, mean, rstd): the statistics are not computed; reading them fails at the getitem.
+    # (output, mean, rstd). The statistics are built only when the graph reads them (a training
+    # forward saves them for the backward), in their own dtype (f32 for bf16 inputs).
     dtype = ctx.result_dtype()
     axis = ctx.rank(x) - len(normalized_shape)
     scale = ctx.cast(weight, dtype) if weight is not None else _ones(ctx, list(normalized_shape), dtype)
-    return [ctx.layer_norm(x, scale, ctx.cast(bias, dtype) if bias is not None else None, axis, float(eps)), None, None]
+    out = ctx.layer_norm(x, scale, ctx.cast(bias, dtype) if bias is not None else None, axis, float(eps))
+    if not _results_read(ctx, (1, 2)):
+        return [out, None, None]
+    stats = torch_dtype(ctx.node.meta["val"][1].dtype)
+    axes = list(range(axis, ctx.rank(x)))
+    wide = ctx.cast(x, stats)
+    mean = ctx.reduce("reduce_mean", wide, axes, True)
+    centered = ctx.pointwise("sub", [wide, mean])
+    variance = ctx.reduce("reduce_mean", ctx.pointwise("mul", [centered, centered]), axes, True)
+    rstd = ctx.pointwise("rsqrt", [ctx.pointwise("add", [variance, ctx.scalar(float(eps), stats)])])
+    return [out, mean, rstd]
+
+
+def _results_read(ctx: Context, indices: Sequence[int]) -> bool:
+    """Whether the graph reads any of these results of the node being translated."""
+    import operator
+
+    return any(user.target is operator.getitem and user.args[1] in indices for user in ctx.node.users)
 
 
 def _per_channel(ctx: Context, v: Value, rank: int, dtype: str) -> Value:
@@ -43,32 +63,34 @@ def _per_channel(ctx: Context, v: Value, rank: int, dtype: str) -> Value:
 def batch_norm_inference(ctx: Context, x: Value, weight: Optional[Value], bias: Optional[Value], running_mean: Value,
                          running_var: Value, momentum: float, eps: float) -> list:
     dtype = ctx.result_dtype()
+    wide = opmath(dtype)  # one rounding at the end, as PyTorch's kernel (bf16 in, f32 math)
     rank = ctx.rank(x)
-    mean = _per_channel(ctx, running_mean, rank, dtype)
-    inv_std = ctx.pointwise("rsqrt", [ctx.pointwise("add", [_per_channel(ctx, running_var, rank, dtype),
-                                                             ctx.scalar(float(eps), dtype)])])
-    y = ctx.pointwise("mul", [ctx.pointwise("sub", [x, mean]), inv_std])
+    mean = _per_channel(ctx, running_mean, rank, wide)
+    inv_std = ctx.pointwise("rsqrt", [ctx.pointwise("add", [_per_channel(ctx, running_var, rank, wide),
+                                                             ctx.scalar(float(eps), wide)])])
+    y = ctx.pointwise("mul", [ctx.pointwise("sub", [ctx.cast(x, wide), mean]), inv_std])
     if weight is not None:
-        y = ctx.pointwise("mul", [y, _per_channel(ctx, weight, rank, dtype)])
+        y = ctx.pointwise("mul", [y, _per_channel(ctx, weight, rank, wide)])
     if bias is not None:
-        y = ctx.pointwise("add", [y, _per_channel(ctx, bias, rank, dtype)])
-    return [y, None, None]
+        y = ctx.pointwise("add", [y, _per_channel(ctx, bias, rank, wide)])
+    return [ctx.cast(y, dtype), None, None]
 
 
 @handles("aten.native_group_norm.default")
 def group_norm(ctx: Context, x: Value, weight: Optional[Value], bias: Optional[Value], n: int, c: int, hw: int,
                group: int, eps: float) -> list:
     dtype = ctx.result_dtype()
+    wide = opmath(dtype)  # normalized, scaled and shifted before one rounding, as PyTorch's kernel
     shape = ctx.shape_of(x)
-    grouped = ctx.reshape(x, [n, group, (c // group) * hw])
-    ones = _ones(ctx, [(c // group) * hw], dtype)
+    grouped = ctx.reshape(ctx.cast(x, wide), [n, group, (c // group) * hw])
+    ones = _ones(ctx, [(c // group) * hw], wide)
     y = ctx.reshape(ctx.layer_norm(grouped, ones, None, 2, float(eps)), shape)
     rank = len(shape)
     if weight is not None:
-        y = ctx.pointwise("mul", [y, _per_channel(ctx, weight, rank, dtype)])
+        y = ctx.pointwise("mul", [y, _per_channel(ctx, weight, rank, wide)])
     if bias is not None:
-        y = ctx.pointwise("add", [y, _per_channel(ctx, bias, rank, dtype)])
-    return [y, None, None]
+        y = ctx.pointwise("add", [y, _per_channel(ctx, bias, rank, wide)])
+    return [ctx.cast(y, dtype), None, None]
 
 
 def _spatial(values: Any, count: int, default: int) -> List[int]:
@@ -90,13 +112,19 @@ def convolution(ctx: Context, x: Value, weight: Value, bias: Optional[Value], st
     return ctx.conv(x, weight, bias, _spatial(stride, spatial, 1), pads + pads, _spatial(dilation, spatial, 1), groups)
 
 
-def _check_ceil_mode(ctx: Context, x: Value, kernel: List[int], stride: List[int], pads: List[int],
-                     dilation: List[int], ceil_mode: bool) -> None:
-    if not ceil_mode:
-        return
-    for size, k, s, p, d in zip(ctx.shape_of(x)[2:], kernel, stride, pads, dilation):
-        span = size + 2 * p - d * (k - 1) - 1
-        check(span % s == 0, "pooling with ceil_mode=True where it rounds up (a partial last window)")
+def _pool_pads(ctx: Context, x: Value, kernel: List[int], stride: List[int], pads: List[int],
+               dilation: List[int], ceil_mode: bool) -> List[int]:
+    """Begin and end pads; ceil_mode's partial last window as padding past the end (PyTorch's
+    output size: rounded up, but a window starts inside the input or its left padding)."""
+    ends = list(pads)
+    if ceil_mode:
+        for i, (size, k, s, p, d) in enumerate(zip(ctx.shape_of(x)[2:], kernel, stride, pads, dilation)):
+            reach = d * (k - 1) + 1
+            out = -(-(size + 2 * p - reach) // s) + 1
+            if (out - 1) * s >= size + p:
+                out -= 1
+            ends[i] = p + max(0, (out - 1) * s + reach - (size + 2 * p))
+    return list(pads) + ends
 
 
 @handles("aten.max_pool2d_with_indices.default", "aten.max_pool2d.default", "aten.max_pool1d.default",
@@ -108,32 +136,52 @@ def max_pool(ctx: Context, x: Value, kernel_size: Sequence[int], stride: Any = N
     strides = _spatial(stride, spatial, 0) if stride else kernel
     pads = _spatial(padding, spatial, 0)
     dilations = _spatial(dilation, spatial, 1)
-    _check_ceil_mode(ctx, x, kernel, strides, pads, dilations, ceil_mode)
-    out = ctx.pool("max", x, kernel, strides, pads + pads, dilations, False)
+    out = ctx.pool("max", x, kernel, strides, _pool_pads(ctx, x, kernel, strides, pads, dilations, ceil_mode),
+                   dilations, False)
     return [out, None] if "with_indices" in str(ctx.node.target) else out
 
 
 @handles("aten.avg_pool2d.default", "aten.avg_pool1d.default", "aten.avg_pool3d.default")
 def avg_pool(ctx: Context, x: Value, kernel_size: Sequence[int], stride: Any = None, padding: Any = 0,
              ceil_mode: bool = False, count_include_pad: bool = True, divisor_override: Optional[int] = None) -> Value:
-    check(divisor_override is None, "avg_pool with divisor_override")
     spatial = ctx.rank(x) - 2
     kernel = _spatial(kernel_size, spatial, 1)
     strides = _spatial(stride, spatial, 0) if stride else kernel
     pads = _spatial(padding, spatial, 0)
-    _check_ceil_mode(ctx, x, kernel, strides, pads, [1] * spatial, ceil_mode)
-    return ctx.pool("average", x, kernel, strides, pads + pads, [1] * spatial, bool(count_include_pad))
+    all_pads = _pool_pads(ctx, x, kernel, strides, pads, [1] * spatial, ceil_mode)
+    past_padding = all_pads[spatial:] != pads  # ceil_mode's last window
+    # PyTorch divides a window past the padding by its part inside the input and padding:
+    # without padding, its part in the input, which is what excluding the pads counts.
+    if divisor_override is None and not (past_padding and count_include_pad and any(pads)):
+        return ctx.pool("average", x, kernel, strides, all_pads, [1] * spatial, bool(count_include_pad) and not past_padding)
+    # Otherwise the window's sum (its average over the whole padded window, times its size)
+    # over the given divisor, or over each window's size inside input and padding.
+    dtype = ctx.dtype_of(x)
+    sums = ctx.pointwise("mul", [ctx.pool("average", x, kernel, strides, all_pads, [1] * spatial, True),
+                                 ctx.scalar(float(math.prod(kernel)), dtype)])
+    if divisor_override is not None:
+        return ctx.pointwise("div", [sums, ctx.scalar(float(divisor_override), dtype)])
+    sizes = np.ones((), dtype=np.float32)
+    for size, k, s, p, end in zip(ctx.shape_of(x)[2:], kernel, strides, pads, all_pads[spatial:]):
+        starts = np.arange((size + p + end - k) // s + 1) * s - p
+        sizes = np.multiply.outer(sizes, np.minimum(starts + k, size + p) - starts).astype(np.float32)
+    return ctx.pointwise("div", [sums, ctx.cast(ctx.constant(sizes), dtype)])
 
 
-@handles("aten._adaptive_avg_pool2d.default", "aten.adaptive_avg_pool2d.default", "aten._adaptive_avg_pool1d.default",
-         "aten.adaptive_avg_pool1d.default")
+@handles("aten._adaptive_avg_pool2d.default", "aten.adaptive_avg_pool2d.default", "aten.adaptive_avg_pool1d.default")
 def adaptive_avg_pool(ctx: Context, x: Value, output_size: Sequence[int]) -> Value:
     shape = ctx.shape_of(x)
     spatial = len(shape) - 2
     out = _spatial(output_size, spatial, 1)
     if all(o == 1 for o in out):
         return ctx.reduce("reduce_mean", x, list(range(2, len(shape))), True)
-    check(all(size % o == 0 for size, o in zip(shape[2:], out)),
-          f"adaptive average pooling of {shape[2:]} to {out} (only sizes that divide evenly)")
-    kernel = [size // o for size, o in zip(shape[2:], out)]
-    return ctx.pool("average", x, kernel, kernel, [0] * (2 * spatial), [1] * spatial, False)
+    if all(size % o == 0 for size, o in zip(shape[2:], out)):
+        kernel = [size // o for size, o in zip(shape[2:], out)]
+        return ctx.pool("average", x, kernel, kernel, [0] * (2 * spatial), [1] * spatial, False)
+    # Windows of unequal sizes, [floor(i·size/o), ceil((i+1)·size/o)): a box's mean is the mean
+    # over one dim of the means over the next, so one dim at a time, a slice and a mean per window.
+    for axis, (size, o) in enumerate(zip(shape[2:], out), start=2):
+        windows = [ctx.reduce("reduce_mean", ctx.slice(x, [i * size // o], [-(-(i + 1) * size // o)], [axis], [1]),
+                              [axis], True) for i in range(o)]
+        x = windows[0] if o == 1 else ctx.concat(windows, axis)
+    return x

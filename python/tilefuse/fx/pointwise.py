@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any, Optional
 
-from ._context import Context, Unsupported, Value, check, handles
+from ._context import Context, Unsupported, Value, check, handles, opmath
 
 # ATen op -> tilefuse op of the same meaning (ops.def).
 _UNARY = {"neg": "neg", "abs": "abs", "exp": "exp", "log": "log", "sqrt": "sqrt", "rsqrt": "rsqrt",
@@ -39,6 +39,16 @@ def _binary(op: str):
     return handler
 
 
+def _scaling(op: str):
+    """mul and div: PyTorch keeps a Python-number factor of a half tensor in f32 (x_bf16 * 0.1
+    multiplies by 0.1f, not by bf16's 0.10009765625); other ops round it to the dtype."""
+    def handler(ctx: Context, a: Any, b: Any) -> Value:
+        dtype = ctx.result_dtype()
+        compute = opmath(dtype) if not isinstance(b, Value) else dtype
+        return ctx.cast(ctx.pointwise(op, [ctx.as_tensor(a, compute), ctx.as_tensor(b, compute)]), dtype)
+    return handler
+
+
 for _name, _op in _BINARY.items():
     if _op is None:
         continue
@@ -46,7 +56,7 @@ for _name, _op in _BINARY.items():
     if _name == "pow":
         overloads = ["Tensor_Tensor", "Tensor_Scalar", "Scalar"]
     for _overload in overloads:
-        handles(f"aten.{_name}.{_overload}")(_binary(_op))
+        handles(f"aten.{_name}.{_overload}")((_scaling if _name in ("mul", "div") else _binary)(_op))
 
 
 @handles("aten.add.Tensor", "aten.add.Scalar")
@@ -83,16 +93,41 @@ def div_mode(ctx: Context, a: Any, b: Any, rounding_mode: Optional[str] = None) 
     dtype = ctx.result_dtype()
     if rounding_mode is None:
         return ctx.pointwise("div", [ctx.as_tensor(a, dtype), ctx.as_tensor(b, dtype)])
+    integer = dtype not in ("f64", "f32", "f16", "bf16")
     wide = "f64" if dtype in ("f64", "i64", "i32") else "f32"
-    q = ctx.pointwise("div", [ctx.as_tensor(a, wide), ctx.as_tensor(b, wide)])
+    by_tensor = isinstance(b, Value)
+    a, b = ctx.as_tensor(a, wide), ctx.as_tensor(b, wide)  # a number divisor stays f32 for the half types
     if rounding_mode == "floor":
-        q = ctx.pointwise("floor", [q])
+        q = ctx.pointwise("floor", [ctx.pointwise("div", [a, b])]) if integer else _floor_divide(ctx, a, b, wide)
     elif rounding_mode == "trunc":  # toward zero: floor of |q|, signed
-        negative = ctx.pointwise("less", [q, ctx.scalar(0.0, wide)])
-        q = ctx.pointwise("where", [negative, ctx.pointwise("ceil", [q]), ctx.pointwise("floor", [q])])
+        q = ctx.pointwise("div", [a, b])
+        if not integer and by_tensor:  # PyTorch truncates the quotient rounded to the dtype then (f16: 3 / 0.3 is 10)
+            q = ctx.cast(q, dtype)
+        zero = ctx.scalar(0.0, ctx.dtype_of(q))
+        q = ctx.pointwise("where", [ctx.pointwise("less", [q, zero]), ctx.pointwise("ceil", [q]), ctx.pointwise("floor", [q])])
     else:
         raise Unsupported(f"rounding_mode {rounding_mode!r}")
     return ctx.cast(q, dtype)
+
+
+def _floor_divide(ctx: Context, a: Value, b: Value, dtype: str) -> Value:
+    """PyTorch's floor division of floats (div_floor_floating), from fmod: floor(a / b) is wrong
+    where the quotient rounds up to an integer (1 // 0.1 is 9: 0.1f is a little over 0.1)."""
+    zero, one = ctx.scalar(0.0, dtype), ctx.scalar(1.0, dtype)
+    mod = ctx.pointwise("fmod", [a, b])
+    div = ctx.pointwise("div", [ctx.pointwise("sub", [a, mod]), b])
+    # (a - mod) / b is the quotient truncated; a nonzero remainder of the other sign than b puts it one above the floor.
+    signs_differ = ctx.pointwise("xor", [ctx.pointwise("less", [b, zero]), ctx.pointwise("less", [mod, zero])])
+    off = ctx.pointwise("and", [ctx.pointwise("not", [ctx.pointwise("equal", [mod, zero])]), signs_differ])
+    div = ctx.pointwise("where", [off, ctx.pointwise("sub", [div, one]), div])
+    floored = ctx.pointwise("floor", [div])
+    up = ctx.pointwise("greater", [ctx.pointwise("sub", [div, floored]), ctx.scalar(0.5, dtype)])
+    floored = ctx.pointwise("where", [up, ctx.pointwise("add", [floored, one]), floored])
+    quotient = ctx.pointwise("div", [a, b])
+    # A zero quotient takes a / b's sign; a zero divisor gives a / b (inf or nan).
+    signed_zero = ctx.pointwise("mul", [zero, quotient])
+    floored = ctx.pointwise("where", [ctx.pointwise("equal", [div, zero]), signed_zero, floored])
+    return ctx.pointwise("where", [ctx.pointwise("equal", [b, zero]), quotient, floored])
 
 
 def _compare(op: str, negate: bool = False):
@@ -211,12 +246,12 @@ def leaky_relu(ctx: Context, x: Value, negative_slope: float = 0.01) -> Value:
 @handles("aten.elu.default")
 def elu(ctx: Context, x: Value, alpha: float = 1.0, scale: float = 1.0, input_scale: float = 1.0) -> Value:
     dtype = ctx.result_dtype()
-    zero = ctx.scalar(0.0, dtype)
-    inner = ctx.pointwise("mul", [x, ctx.scalar(float(input_scale), dtype)])
-    negative = ctx.pointwise("mul", [ctx.pointwise("sub", [ctx.pointwise("exp", [inner]), ctx.scalar(1.0, dtype)]),
-                                     ctx.scalar(float(alpha), dtype)])
-    chosen = ctx.pointwise("where", [ctx.pointwise("greater", [x, zero]), x, negative])
-    return ctx.pointwise("mul", [chosen, ctx.scalar(float(scale), dtype)]) if scale != 1.0 else chosen
+    wide = opmath(dtype)
+    x = ctx.cast(x, wide)
+    negative = ctx.pointwise("mul", [expm1_of(ctx, ctx.pointwise("mul", [x, ctx.scalar(float(input_scale), wide)]), wide),
+                                     ctx.scalar(float(alpha), wide)])
+    chosen = ctx.pointwise("where", [ctx.pointwise("greater", [x, ctx.scalar(0.0, wide)]), x, negative])
+    return ctx.cast(ctx.pointwise("mul", [chosen, ctx.scalar(float(scale), wide)]) if scale != 1.0 else chosen, dtype)
 
 
 @handles("aten.hardsigmoid.default")
@@ -234,37 +269,67 @@ def hardswish(ctx: Context, x: Value) -> Value:
 @handles("aten.log1p.default")
 def log1p(ctx: Context, x: Value) -> Value:
     dtype = ctx.result_dtype()
-    return ctx.pointwise("log", [ctx.pointwise("add", [ctx.as_tensor(x, dtype), ctx.scalar(1.0, dtype)])])
+    wide = opmath(dtype)
+    return ctx.cast(log1p_of(ctx, ctx.as_tensor(x, wide), wide), dtype)
 
 
 @handles("aten.expm1.default")
 def expm1(ctx: Context, x: Value) -> Value:
     dtype = ctx.result_dtype()
-    return ctx.pointwise("sub", [ctx.pointwise("exp", [ctx.as_tensor(x, dtype)]), ctx.scalar(1.0, dtype)])
+    wide = opmath(dtype)
+    return ctx.cast(expm1_of(ctx, ctx.as_tensor(x, wide), wide), dtype)
 
 
 @handles("aten.exp2.default")
 def exp2(ctx: Context, x: Value) -> Value:
     dtype = ctx.result_dtype()
-    return ctx.pointwise("exp", [ctx.pointwise("mul", [ctx.as_tensor(x, dtype), ctx.scalar(math.log(2.0), dtype)])])
+    wide = opmath(dtype)
+    return ctx.cast(ctx.pointwise("exp", [ctx.pointwise("mul", [ctx.as_tensor(x, wide), ctx.scalar(math.log(2.0), wide)])]),
+                    dtype)
 
 
 @handles("aten.log2.default")
 def log2(ctx: Context, x: Value) -> Value:
     dtype = ctx.result_dtype()
-    return ctx.pointwise("mul", [ctx.pointwise("log", [ctx.as_tensor(x, dtype)]), ctx.scalar(1 / math.log(2.0), dtype)])
+    wide = opmath(dtype)
+    return ctx.cast(ctx.pointwise("mul", [ctx.pointwise("log", [ctx.as_tensor(x, wide)]),
+                                          ctx.scalar(1 / math.log(2.0), wide)]), dtype)
 
 
 @handles("aten.softplus.default")
 def softplus(ctx: Context, x: Value, beta: float = 1.0, threshold: float = 20.0) -> Value:
     dtype = ctx.result_dtype()
-    scaled = ctx.pointwise("mul", [x, ctx.scalar(float(beta), dtype)])
-    soft = ctx.pointwise("div", [log1p_of(ctx, ctx.pointwise("exp", [scaled]), dtype), ctx.scalar(float(beta), dtype)])
-    return ctx.pointwise("where", [ctx.pointwise("greater", [scaled, ctx.scalar(float(threshold), dtype)]), x, soft])
+    wide = opmath(dtype)
+    x = ctx.cast(x, wide)
+    scaled = ctx.pointwise("mul", [x, ctx.scalar(float(beta), wide)])
+    soft = ctx.pointwise("div", [log1p_of(ctx, ctx.pointwise("exp", [scaled]), wide), ctx.scalar(float(beta), wide)])
+    above = ctx.pointwise("greater", [scaled, ctx.scalar(float(threshold), wide)])
+    return ctx.cast(ctx.pointwise("where", [above, x, soft]), dtype)
+
+
+def expm1_of(ctx: Context, x: Value, dtype: str) -> Value:
+    """exp(x) - 1 with x's digits kept when |x| << 1 (Kahan): (u - 1) · x / log(u) for u = exp(x),
+    whose rounding errors cancel; x itself where u rounds to 1."""
+    one = ctx.scalar(1.0, dtype)
+    u = ctx.pointwise("exp", [x])
+    u_minus_one = ctx.pointwise("sub", [u, one])
+    scaled = ctx.pointwise("div", [ctx.pointwise("mul", [u_minus_one, x]), ctx.pointwise("log", [u])])
+    # u infinite (inf / inf) or 0 (u - 1 is -1 exactly): u - 1 is the answer.
+    edge = ctx.pointwise("or", [ctx.pointwise("isinf", [u]), ctx.pointwise("equal", [u_minus_one, ctx.scalar(-1.0, dtype)])])
+    result = ctx.pointwise("where", [edge, u_minus_one, scaled])
+    return ctx.pointwise("where", [ctx.pointwise("equal", [u, one]), x, result])
 
 
 def log1p_of(ctx: Context, x: Value, dtype: str) -> Value:
-    return ctx.pointwise("log", [ctx.pointwise("add", [x, ctx.scalar(1.0, dtype)])])
+    """log(1 + x) with x's digits kept when |x| << 1 (where 1 + x rounds them off): log(u) · x / (u - 1)
+    for u = 1 + x, whose rounding cancels (Goldberg); x itself where u rounds to 1."""
+    one = ctx.scalar(1.0, dtype)
+    u = ctx.pointwise("add", [x, one])
+    u_minus_one = ctx.pointwise("sub", [u, one])
+    ratio = ctx.pointwise("div", [x, u_minus_one])
+    ratio = ctx.pointwise("where", [ctx.pointwise("isinf", [u]), one, ratio])  # x infinite: inf / inf
+    result = ctx.pointwise("mul", [ctx.pointwise("log", [u]), ratio])
+    return ctx.pointwise("where", [ctx.pointwise("equal", [u_minus_one, ctx.scalar(0.0, dtype)]), x, result])
 
 
 # ---- copies and casts: in a functional graph these are values, not memory

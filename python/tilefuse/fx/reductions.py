@@ -49,13 +49,27 @@ def amin(ctx: Context, x: Value, dim: Any = None, keepdim: bool = False) -> Valu
 
 @handles("aten.max.dim")
 def max_dim(ctx: Context, x: Value, dim: int, keepdim: bool = False) -> list:
-    # (values, indices): the indices are not computed; a graph that reads them fails at its getitem.
-    return [_reduce(ctx, "reduce_max", x, dim, keepdim, ctx.dtype_of(x)), None]
+    return _extreme_with_index(ctx, "reduce_max", x, dim, keepdim)
 
 
 @handles("aten.min.dim")
 def min_dim(ctx: Context, x: Value, dim: int, keepdim: bool = False) -> list:
-    return [_reduce(ctx, "reduce_min", x, dim, keepdim, ctx.dtype_of(x)), None]
+    return _extreme_with_index(ctx, "reduce_min", x, dim, keepdim)
+
+
+def _extreme_with_index(ctx: Context, op: str, x: Value, dim: int, keepdim: bool) -> list:
+    """(values, indices): the index is the first one holding the extreme, as PyTorch picks it."""
+    if ctx.rank(x) == 0:
+        return [x, ctx.scalar(0.0, "i64")]
+    shape = ctx.shape_of(x)
+    dim = ctx.normalize_dim(dim, len(shape))
+    extreme = ctx.reduce(op, x, [dim], True)
+    hit = ctx.pointwise("equal", [x, extreme])
+    if ctx.dtype_of(x) in ("f64", "f32", "f16", "bf16"):  # max and min propagate NaN: then the NaNs are the hits
+        hit = ctx.pointwise("or", [hit, ctx.pointwise("isnan", [x])])
+    candidates = ctx.pointwise("where", [hit, ctx.iota(shape, dim, "i64"), ctx.scalar(float(shape[dim]), "i64")])
+    index = ctx.reduce("reduce_min", candidates, [dim], keepdim)
+    return [extreme if keepdim else ctx.squeeze(extreme, [dim]), index]
 
 
 @handles("aten.any.dim", "aten.any.dims", "aten.any.default")

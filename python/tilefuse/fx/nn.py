@@ -112,6 +112,10 @@ def convolution(ctx: Context, x: Value, weight: Value, bias: Optional[Value], st
     return ctx.conv(x, weight, bias, _spatial(stride, spatial, 1), pads + pads, _spatial(dilation, spatial, 1), groups)
 
 
+# Transposed convolutions are not mapped yet: split out to PyTorch, the rest of the graph kept.
+convolution.accepts = lambda node: len(node.args) < 7 or not node.args[6]
+
+
 def _pool_pads(ctx: Context, x: Value, kernel: List[int], stride: List[int], pads: List[int],
                dilation: List[int], ceil_mode: bool) -> List[int]:
     """Begin and end pads; ceil_mode's partial last window as padding past the end (PyTorch's

@@ -47,7 +47,12 @@ def target_name(node: torch.fx.Node) -> str:
 def is_supported(node: torch.fx.Node) -> bool:
     if node.op != "call_function":
         return True
-    return node.target in _PYTHON_FUNCTIONS or target_name(node) in HANDLERS or target_name(node) in _SYM_OPS
+    if node.target in _PYTHON_FUNCTIONS or target_name(node) in _SYM_OPS:
+        return True
+    handler = HANDLERS.get(target_name(node))
+    # A handler may take only some uses of its overload (`accepts`, read from the node alone):
+    # the others are split out to PyTorch like unmapped ops, not failing the whole graph.
+    return handler is not None and getattr(handler, "accepts", lambda n: True)(node)
 
 
 def unsupported_nodes(gm: torch.fx.GraphModule) -> List[torch.fx.Node]:

@@ -157,7 +157,8 @@ def avg_pool(ctx: Context, x: Value, kernel_size: Sequence[int], stride: Any = N
     # PyTorch divides a window past the padding by its part inside the input and padding:
     # without padding, its part in the input, which is what excluding the pads counts.
     if divisor_override is None and not (past_padding and count_include_pad and any(pads)):
-        return ctx.pool("average", x, kernel, strides, all_pads, [1] * spatial, bool(count_include_pad) and not past_padding)
+        include_pad = bool(count_include_pad) and not past_padding
+        return ctx.pool("average", x, kernel, strides, all_pads, [1] * spatial, include_pad)
     # Otherwise the window's sum (its average over the whole padded window, times its size)
     # over the given divisor, or over each window's size inside input and padding.
     dtype = ctx.dtype_of(x)

@@ -104,7 +104,8 @@ def div_mode(ctx: Context, a: Any, b: Any, rounding_mode: Optional[str] = None) 
         if not integer and by_tensor:  # PyTorch truncates the quotient rounded to the dtype then (f16: 3 / 0.3 is 10)
             q = ctx.cast(q, dtype)
         zero = ctx.scalar(0.0, ctx.dtype_of(q))
-        q = ctx.pointwise("where", [ctx.pointwise("less", [q, zero]), ctx.pointwise("ceil", [q]), ctx.pointwise("floor", [q])])
+        negative = ctx.pointwise("less", [q, zero])
+        q = ctx.pointwise("where", [negative, ctx.pointwise("ceil", [q]), ctx.pointwise("floor", [q])])
     else:
         raise Unsupported(f"rounding_mode {rounding_mode!r}")
     return ctx.cast(q, dtype)
@@ -248,8 +249,8 @@ def elu(ctx: Context, x: Value, alpha: float = 1.0, scale: float = 1.0, input_sc
     dtype = ctx.result_dtype()
     wide = opmath(dtype)
     x = ctx.cast(x, wide)
-    negative = ctx.pointwise("mul", [expm1_of(ctx, ctx.pointwise("mul", [x, ctx.scalar(float(input_scale), wide)]), wide),
-                                     ctx.scalar(float(alpha), wide)])
+    inner = ctx.pointwise("mul", [x, ctx.scalar(float(input_scale), wide)])
+    negative = ctx.pointwise("mul", [expm1_of(ctx, inner, wide), ctx.scalar(float(alpha), wide)])
     chosen = ctx.pointwise("where", [ctx.pointwise("greater", [x, ctx.scalar(0.0, wide)]), x, negative])
     return ctx.cast(ctx.pointwise("mul", [chosen, ctx.scalar(float(scale), wide)]) if scale != 1.0 else chosen, dtype)
 
@@ -284,8 +285,8 @@ def expm1(ctx: Context, x: Value) -> Value:
 def exp2(ctx: Context, x: Value) -> Value:
     dtype = ctx.result_dtype()
     wide = opmath(dtype)
-    return ctx.cast(ctx.pointwise("exp", [ctx.pointwise("mul", [ctx.as_tensor(x, wide), ctx.scalar(math.log(2.0), wide)])]),
-                    dtype)
+    scaled = ctx.pointwise("mul", [ctx.as_tensor(x, wide), ctx.scalar(math.log(2.0), wide)])
+    return ctx.cast(ctx.pointwise("exp", [scaled]), dtype)
 
 
 @handles("aten.log2.default")
@@ -315,7 +316,8 @@ def expm1_of(ctx: Context, x: Value, dtype: str) -> Value:
     u_minus_one = ctx.pointwise("sub", [u, one])
     scaled = ctx.pointwise("div", [ctx.pointwise("mul", [u_minus_one, x]), ctx.pointwise("log", [u])])
     # u infinite (inf / inf) or 0 (u - 1 is -1 exactly): u - 1 is the answer.
-    edge = ctx.pointwise("or", [ctx.pointwise("isinf", [u]), ctx.pointwise("equal", [u_minus_one, ctx.scalar(-1.0, dtype)])])
+    edge = ctx.pointwise("or", [ctx.pointwise("isinf", [u]),
+                                ctx.pointwise("equal", [u_minus_one, ctx.scalar(-1.0, dtype)])])
     result = ctx.pointwise("where", [edge, u_minus_one, scaled])
     return ctx.pointwise("where", [ctx.pointwise("equal", [u, one]), x, result])
 

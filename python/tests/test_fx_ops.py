@@ -457,7 +457,7 @@ def test_gathers_and_advanced_indexing(check, gen):
                 "gather": torch.gather(x, 1, index), "gather_rows": torch.gather(x, 0, grid.t().contiguous()),
                 "gather_smaller_index": torch.gather(x, 1, index[:3, :2]), "index": x[idx], "index_columns": x[:, idx],
                 "index_negative": x[negative], "index_2d": x[grid], "index_last_dim": x3[..., idx] * 2,
-                "index_middle": x3[:, idx32]}
+                "index_middle": x3[:, idx32], "index_select_0d": x.index_select(1, idx[1]) * 2}
 
     x = uniform(gen, 5, 6)
     idx = torch.tensor([2, 0, 4, 2])
@@ -706,6 +706,7 @@ def test_scaled_dot_product_attention(check, gen, dtype):
                 "float_mask": sdpa(q, k, v, attn_mask=mask),
                 "bool_mask": sdpa(q, k, v, attn_mask=visible), "scale": sdpa(q, k, v, scale=0.3),
                 "grouped_query": sdpa(q, k_grouped, v_grouped, enable_gqa=True),
+                "wider_values": sdpa(q, k_long, torch.cat([v_long, v_long * 2], -1)),
                 "decode_causal": sdpa(q[:, :, -1:], k_long, v_long, is_causal=True),  # aligned top-left: key 0 only
                 "padding_mask": sdpa(q, k_long, v_long, attn_mask=padding)}
 

@@ -160,6 +160,8 @@ def embedding(ctx: Context, weight: Value, indices: Value, padding_idx: int = -1
 
 @handles("aten.index_select.default")
 def index_select(ctx: Context, x: Value, dim: int, index: Value) -> Value:
+    if ctx.rank(index) == 0:  # a 0-d index keeps the dim (size 1), where a gather would drop it
+        index = ctx.reshape(index, [1])
     return ctx.gather(x, index, ctx.normalize_dim(dim, ctx.rank(x)))
 
 

@@ -178,23 +178,26 @@ def randomize(module, gen):
 
 @pytest.fixture
 def check(caplog):
-    """check(fn, *inputs, tolerance=None): fn through tilefuse (CPU) matches fn in eager PyTorch;
-    tolerance, where given, is an rtol (atol the same times the output's scale for the half
-    types) or an (rtol, atol) pair."""
+    """check(fn, *inputs, tolerance=None, more_calls=()): fn through tilefuse (CPU) matches fn in
+    eager PyTorch, on `inputs` and on each tuple of inputs in more_calls (the same compiled
+    function: other shapes make Dynamo trace it with symbolic sizes); tolerance, where given, is
+    an rtol (atol the same times the output's scale for the half types) or an (rtol, atol) pair."""
     caplog.set_level(logging.INFO, logger="tilefuse")
 
-    def run(fn, *inputs, tolerance=None):
+    def run(fn, *inputs, tolerance=None, more_calls=()):
         compiled = torch.compile(fn, backend="tilefuse", options={"backend": "cpu"}, fullgraph=True)
+        results = []
         with torch.no_grad():
-            expected = fn(*inputs)
-            actual = compiled(*inputs)
+            for call in [inputs, *more_calls]:
+                results.append((compiled(*call), fn(*call)))
         records = [r for r in caplog.records if r.name == "tilefuse"]
         assert any(COMPILED in r.getMessage() for r in records), "tilefuse compiled nothing:\n" + caplog.text
         in_pytorch = [r.getMessage() for r in records if r.levelno >= logging.WARNING and IN_PYTORCH in r.getMessage()]
         assert not in_pytorch, "\n".join(in_pytorch)
-        assert_matches(actual, expected, tolerance)
+        for actual, expected in results:
+            assert_matches(actual, expected, tolerance)
         VERIFIED.update(REACHED)
-        return actual
+        return results[0][0]
 
     return run
 
@@ -740,6 +743,24 @@ def test_creation(check, gen):
                 "empty_filled": torch.empty(3, 4).fill_(-0.5) * x}
 
     check(creation, uniform(gen, 3, 4))
+
+
+# ---- symbolic sizes
+
+def test_sizes_that_change_between_calls(check, gen):
+    # From the second shape on, Dynamo traces sizes as symbols: handlers get this call's integers,
+    # computed through the graph's size arithmetic (sym_size, floordiv, sym_float, ...).
+    def sized(x, idx):
+        n, d = x.shape
+        return {"view": x.view(n, d // 2, 2).sum(-1) + torch.arange(d // 2),
+                "full": torch.full((n, 1), float(n)) * x, "new_zeros": x.new_zeros(n, d) + x,
+                "expand": x[:, None, :].expand(n, 3, d).reshape(n * 3, d), "cat_last_row": torch.cat([x, x[-1:]], 0),
+                "pad": F.pad(x, (1, 1)), "split": torch.split(x, max(n // 2, 1))[0],
+                "rows_dot": (x.unsqueeze(1) @ x.unsqueeze(2)).squeeze(-1), "mean": x.mean(0),
+                "index_select": x.index_select(0, idx), "arange_n": torch.arange(n) * 2}
+
+    calls = [(uniform(gen, n, 8), integers(gen, 2, low=0, high=n)) for n in (3, 5, 7, 4)]
+    check(sized, *calls[0], more_calls=calls[1:])
 
 
 # ---- overloads only decompositions produce

@@ -11,6 +11,7 @@ number.
 
 from __future__ import annotations
 
+import math
 import operator
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Set
@@ -23,7 +24,9 @@ from ._context import HANDLERS, Context, Unsupported, Value, torch_dtype
 # Python-level functions in ATen graphs (symbolic size arithmetic, tuple indexing).
 _PYTHON_FUNCTIONS = {operator.getitem, operator.add, operator.sub, operator.mul, operator.floordiv, operator.truediv,
                      operator.mod, operator.neg, operator.pow, operator.eq, operator.ne, operator.lt, operator.le,
-                     operator.gt, operator.ge}
+                     operator.gt, operator.ge, operator.abs, math.floor, math.ceil,
+                     # what a symbolic size goes through in user code (float(n), max(n, 1)): on ints, as in Python
+                     torch.sym_float, torch.sym_int, torch.sym_max, torch.sym_min, torch.sym_not}
 _SYM_OPS = {"aten.sym_size.int", "aten.sym_numel.default", "aten.sym_stride.int", "aten.sym_storage_offset.default"}
 
 

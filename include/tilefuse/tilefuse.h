@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "tilefuse/graph.h"
@@ -185,6 +186,9 @@ class CompiledModel {
   const std::vector<KernelSummary>& kernels() const;  // none on the reference interpreter
   double compile_ms() const;          // the whole compile through this class, passes included
   double backend_compile_ms() const;  // the backend's part (plan, lower, build, load)
+  // Where the compile's time went, stage by stage, in order: "graph passes" (FromGraph, FromFile),
+  // then the backend's "plan and lower", "build" (host compiler or NVRTC), "load".
+  std::vector<std::pair<std::string, double>> compile_stages_ms() const;
   int64_t jit_compiles() const;       // kernels the host compiler or NVRTC built (not cached)
   int64_t jit_cache_hits() const;     // kernels found in the kernel cache instead (cpu: generated ones not built)
   double flops() const;               // the planner's flop count of the whole plan (0 on the reference)

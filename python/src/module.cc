@@ -136,6 +136,12 @@ NB_MODULE(_tilefuse, m) {
                      return list;
                    })
       .def_prop_ro("compile_ms", &CompiledModel::compile_ms)
+      .def_prop_ro("compile_stages_ms",
+                   [](const CompiledModel& model) {
+                     nb::list list;
+                     for (const auto& [stage, ms] : model.compile_stages_ms()) list.append(nb::make_tuple(stage, ms));
+                     return list;
+                   })
       .def_prop_ro("kernels", [](const CompiledModel& model) { return DescribeKernels(model.kernels()); })
       .def_prop_ro("inputs", [](const CompiledModel& model) { return DescribeValues(model.inputs()); })
       .def_prop_ro("outputs", [](const CompiledModel& model) { return DescribeValues(model.outputs()); });

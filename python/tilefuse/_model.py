@@ -144,6 +144,17 @@ class CompiledModel:
         return [TensorSpec(n, d, tuple(s)) for n, d, s in self._graph.outputs]
 
     @property
+    def compile_ms(self) -> float:
+        """Milliseconds the compile took, graph passes to the loaded kernels."""
+        return self._graph.compile_ms
+
+    @property
+    def compile_stages_ms(self) -> List[Tuple[str, float]]:
+        """Where the compile's time went: (stage, milliseconds) in order (graph passes, plan and
+        lower, build: the host compiler or NVRTC, load)."""
+        return [tuple(stage) for stage in self._graph.compile_stages_ms]
+
+    @property
     def kernels(self) -> List[Kernel]:
         """The compiled kernels (none on the reference backend)."""
         return [Kernel(**k) for k in self._graph.kernels]

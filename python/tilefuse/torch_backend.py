@@ -164,10 +164,11 @@ class _Specialization:
                                         device, settings["strict"])
         self.model = _wrap(graph, "a torch.compile graph")
         self.output_spec = translation.output_spec
+        stages = ", ".join(f"{name} {ms:.0f}" for name, ms in self.model.compile_stages_ms)
         logger.info("tilefuse: compiled a torch.compile graph for %s: %d kernels on %s (translated in %.0f ms, "
-                    "compiled in %.0f ms)", [tuple(args[i].shape) for i in self.input_positions],
+                    "compiled in %.0f ms: %s)", [tuple(args[i].shape) for i in self.input_positions],
                     len(self.model.kernels), self.model.backend, 1e3 * (translated - start),
-                    1e3 * (time.perf_counter() - translated))
+                    1e3 * (time.perf_counter() - translated), stages)
 
     def run(self, args: Sequence[Any]) -> list:
         return self.model(*[args[i] for i in self.input_positions])

@@ -162,7 +162,9 @@ StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::FromPassedGraph(Graph pa
 StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::FromGraph(Graph graph, const ModelOptions& options) {
   const Clock::time_point start = Clock::now();
   ASSIGN_OR_RETURN(Graph passed, RunPasses(std::move(graph), options));
+  const double passes_ms = MillisecondsSince(start);
   ASSIGN_OR_RETURN(std::unique_ptr<CompiledModel> model, FromPassedGraph(std::move(passed), options));
+  model->state_->passes_ms = passes_ms;
   model->state_->compile_ms = MillisecondsSince(start);
   return model;
 }
@@ -246,6 +248,14 @@ const std::vector<ValueSpec>& CompiledModel::inputs() const { return state_->inp
 const std::vector<ValueSpec>& CompiledModel::outputs() const { return state_->outputs; }
 const std::vector<KernelSummary>& CompiledModel::kernels() const { return state_->kernels; }
 double CompiledModel::compile_ms() const { return state_->compile_ms; }
+
+std::vector<std::pair<std::string, double>> CompiledModel::compile_stages_ms() const {
+  std::vector<std::pair<std::string, double>> stages;
+  if (state_->passes_ms > 0) stages.push_back({"graph passes", state_->passes_ms});
+  if (const Executable* executable = state_->executable())
+    for (const auto& stage : executable->compile_stages_ms()) stages.push_back(stage);
+  return stages;
+}
 
 double CompiledModel::backend_compile_ms() const {
   if (state_->gpu) return state_->gpu->compile_ms();

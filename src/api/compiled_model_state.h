@@ -24,6 +24,7 @@ struct CompiledModel::State {
   std::vector<KernelSummary> kernels;
   std::vector<ValueSpec> inputs, outputs;
   double compile_ms = 0;
+  double passes_ms = 0;  // FromGraph's graph passes (not FromPassedGraph's caller's)
   std::mutex run_mutex;
 
   // The compiled executable, whichever backend; null on the reference interpreter.

@@ -93,12 +93,21 @@ StatusOr<BuiltGraphs> BuildGraphs(Backend& backend, const std::vector<Graph>& gr
 
 StatusOr<std::vector<std::unique_ptr<Executable>>> CompileGraphs(Backend& backend, const std::vector<Graph>& graphs,
                                                                  const CompileOptions& options) {
-  auto start = Clock::now();
-  ASSIGN_OR_RETURN(BuiltGraphs built, BuildGraphs(backend, graphs, options));
+  const auto start = Clock::now();
+  auto since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
+  ASSIGN_OR_RETURN(std::vector<std::unique_ptr<LoweredGraph>> lowered, LowerGraphs(backend, graphs, options));
+  const double lower_ms = since(start);
+  std::vector<const LoweredGraph*> all;
+  for (const auto& g : lowered) all.push_back(g.get());
+  const auto build_start = Clock::now();
+  ASSIGN_OR_RETURN(std::unique_ptr<ObjectCode> code, backend.Build(all));
+  const double build_ms = since(build_start);
   std::vector<std::unique_ptr<Executable>> loaded;
-  for (std::unique_ptr<LoweredGraph>& graph : built.lowered) {
-    ASSIGN_OR_RETURN(std::unique_ptr<Executable> executable, backend.Load(std::move(graph), *built.code));
-    executable->set_compile_ms(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+  for (std::unique_ptr<LoweredGraph>& graph : lowered) {
+    const auto load_start = Clock::now();
+    ASSIGN_OR_RETURN(std::unique_ptr<Executable> executable, backend.Load(std::move(graph), *code));
+    executable->set_compile_ms(since(start));
+    executable->set_compile_stages_ms({{"plan and lower", lower_ms}, {"build", build_ms}, {"load", since(load_start)}});
     loaded.push_back(std::move(executable));
   }
   return loaded;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "fusion/fusion_plan.h"
@@ -37,12 +38,16 @@ class Executable {
   virtual StatusOr<double> BenchmarkMs(const std::vector<Tensor>& inputs, int warmup, int repeats, int input_sets) = 0;
   virtual int64_t arena_bytes() const = 0;  // intermediate memory, from the liveness plan
 
-  // Wall time of the driver's stages, plan to load (set by the driver).
+  // Wall time of the driver's stages, plan to load (set by the driver), in all and each:
+  // "plan and lower", "build" (the host compiler or NVRTC, caches included), "load".
   double compile_ms() const { return compile_ms_; }
   void set_compile_ms(double ms) { compile_ms_ = ms; }
+  const std::vector<std::pair<std::string, double>>& compile_stages_ms() const { return compile_stages_ms_; }
+  void set_compile_stages_ms(std::vector<std::pair<std::string, double>> stages) { compile_stages_ms_ = std::move(stages); }
 
  private:
   double compile_ms_ = 0;
+  std::vector<std::pair<std::string, double>> compile_stages_ms_;
 };
 
 }  // namespace tilefuse

@@ -23,6 +23,7 @@ import statistics
 import sys
 import tempfile
 import time
+import warnings
 
 
 def build_model(name, torch, transformers):
@@ -79,6 +80,25 @@ def error_to_scale(torch, got, want):
     return ((got - want).abs().max() / want.abs().max()).item()
 
 
+def profile_kernels(torch, compiled, ids):
+    """Each tilefuse graph's kernels timed one by one in one call: [(name, µs)] per graph."""
+    import tilefuse.torch_backend as backend
+
+    profiles, run = [], backend._Specialization.run
+
+    def profiled(self, args):
+        profiles.append(self.model.profile(*[args[i] for i in self.input_positions]))
+        return run(self, args)
+
+    backend._Specialization.run = profiled
+    try:
+        compiled(ids)
+        torch.cuda.synchronize()
+    finally:
+        backend._Specialization.run = run
+    return profiles
+
+
 class FallbackLog(logging.Handler):
     def __init__(self):
         super().__init__(logging.INFO)
@@ -95,6 +115,7 @@ def main():
     parser.add_argument("--dtype", default="bf16", choices=["bf16", "f32"])
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--max-autotune", action="store_true", help="also time torch.compile(mode='max-autotune') (minutes)")
+    parser.add_argument("--profile", action="store_true", help="time tilefuse's kernels one by one (one profiled call)")
     parser.add_argument("--json", help="write every measurement here")
     args = parser.parse_args()
     import torch
@@ -124,10 +145,16 @@ def main():
                         torch._dynamo.reset()
                         log.records.clear()
                         compiled = torch.compile(eager, backend="tilefuse")
-                        row[f"tilefuse_first_call_{state}_s"], out = first_call(torch, compiled, ids)
+                        with warnings.catch_warnings(record=True) as caught:
+                            warnings.simplefilter("always")
+                            row[f"tilefuse_first_call_{state}_s"], out = first_call(torch, compiled, ids)
+                        log.records += [f"warning: {w.message}" for w in caught if "tilefuse" in str(w.filename) or
+                                        "torch.compile graph" in str(w.message)]
                     row["tilefuse_log"] = list(log.records)
                     row["tilefuse_error_to_scale"] = error_to_scale(torch, out, expected)
                     row["tilefuse_us"] = time_calls(torch, compiled, ids, args.repeats)
+                    if args.profile:
+                        row["tilefuse_profile"] = profile_kernels(torch, compiled, ids)
                     os.environ.pop("TILEFUSE_CACHE_DIR")
                 torch._dynamo.reset()
                 compiled = torch.compile(eager)
@@ -149,7 +176,12 @@ def main():
             rows.append(row)
             print(json.dumps({k: v for k, v in row.items() if k != "tilefuse_log"}), flush=True)
             for line in row["tilefuse_log"]:
-                print("  tilefuse log:", line[:300], flush=True)
+                print("  tilefuse log:", line[:400], flush=True)
+            for profile in row.get("tilefuse_profile", []):
+                total = sum(us for _, us in profile)
+                print(f"  profile: {len(profile)} kernels, {total:.0f} µs timed one by one; the slowest:", flush=True)
+                for name, us in sorted(profile, key=lambda k: -k[1])[:12]:
+                    print(f"    {us:9.1f} µs  {name}", flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

@@ -102,6 +102,22 @@ nb::list RunModel(CompiledModel& model, const std::vector<InputArray>& arrays, b
   return list;
 }
 
+// One run with each kernel timed on its own (device events on the GPU): (name, start µs,
+// duration µs) per step, as `tilefuse run --trace` records them.
+nb::list ProfileModel(CompiledModel& model, const std::vector<InputArray>& arrays) {
+  std::vector<Tensor> inputs = ToTensors(arrays);
+  std::vector<KernelRunTime> timings;
+  StatusOr<std::vector<Tensor>> outputs = InvalidArgument("not run");
+  {
+    nb::gil_scoped_release release;
+    outputs = model.Run(inputs, &timings, "the profiled call");
+  }
+  ValueOrThrow(std::move(outputs));
+  nb::list list;
+  for (const KernelRunTime& t : timings) list.append(nb::make_tuple(t.name, t.start_us, t.duration_us));
+  return list;
+}
+
 }  // namespace
 }  // namespace tilefuse::python
 
@@ -110,9 +126,12 @@ NB_MODULE(_tilefuse, m) {
   using tilefuse::CompiledModel;
   m.doc() = "tilefuse's C++ library; use the tilefuse package, not this module";
   nb::register_exception_translator(TranslateStatusError);
+  // Compiled models live in torch.compile's caches until the interpreter exits: not leaks.
+  nb::set_leak_warnings(false);
   BindGraphBuilder(m);
 
   nb::class_<CompiledModel>(m, "CompiledModel")
+      .def("profile", &ProfileModel, nb::arg("inputs"), "One run, each kernel timed: [(name, start_us, duration_us)]")
       .def("run", &RunModel, nb::arg("inputs"), nb::arg("torch"), nb::arg("source"),
            "Runs on C-contiguous CPU arrays; returns torch tensors when torch is true, else NumPy arrays")
       .def("run_device",

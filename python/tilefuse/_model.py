@@ -154,6 +154,17 @@ class CompiledModel:
         lower, build: the host compiler or NVRTC, load)."""
         return [tuple(stage) for stage in self._graph.compile_stages_ms]
 
+    def profile(self, *inputs: Any) -> List[Tuple[str, float]]:
+        """Runs once with every kernel timed on its own (device events on the GPU, after a
+        synchronization per kernel: slower than a call, for finding the slow kernel) and returns
+        (kernel name, microseconds) in run order. Inputs as for a call, copied to the host."""
+        torch = sys.modules.get("torch")
+        if torch is not None and any(isinstance(x, torch.Tensor) for x in inputs):
+            arrays = [_as_torch_input(torch, i, x) for i, x in enumerate(inputs)]
+        else:
+            arrays = [_as_numpy_input(i, x) for i, x in enumerate(inputs)]
+        return [(name, duration) for name, _, duration in self._graph.profile(arrays)]
+
     @property
     def kernels(self) -> List[Kernel]:
         """The compiled kernels (none on the reference backend)."""

@@ -81,11 +81,13 @@ std::unique_ptr<CompiledModel> CompileModelBytes(const nb::bytes& model, const s
 }
 
 std::unique_ptr<CompiledModel> CompileGraph(const Graph& graph, const std::string& backend, bool tune, bool fuse, int device,
-                                            bool strict) {
+                                            bool strict, const std::string& dump_dir) {
+  ModelOptions options = MakeOptions(backend, tune, fuse, device, strict);
+  options.dump_dir = dump_dir;
   StatusOr<std::unique_ptr<CompiledModel>> compiled = InvalidArgument("not compiled");
   {
     nb::gil_scoped_release release;
-    compiled = CompiledModel::FromGraph(graph, MakeOptions(backend, tune, fuse, device, strict));
+    compiled = CompiledModel::FromGraph(graph, options);
   }
   return ValueOrThrow(std::move(compiled));
 }
@@ -99,6 +101,32 @@ nb::list RunModel(CompiledModel& model, const std::vector<InputArray>& arrays, b
   }
   nb::list list;
   for (Tensor& t : ValueOrThrow(std::move(outputs))) list.append(ToArray(std::move(t), torch));
+  return list;
+}
+
+// `tilefuse compile --backend cuda` for a graph: the passes, then the CUDA kernels generated and
+// compiled by NVRTC for `arch`, no GPU needed. Returns each kernel's summary as a dict.
+nb::list BuildGraphForCudaArch(const Graph& graph, const std::string& arch, bool fuse, const std::string& dump_dir) {
+  ModelOptions options = MakeOptions("cuda", false, fuse, 0, false);
+  options.dump_dir = dump_dir;
+  StatusOr<CudaBuild> built = InvalidArgument("not built");
+  {
+    nb::gil_scoped_release release;
+    StatusOr<Graph> passed = CompiledModel::RunPasses(graph, options);
+    built = passed.ok() ? BuildForCudaArch(*passed, options, arch) : StatusOr<CudaBuild>(passed.status());
+  }
+  nb::list list;
+  for (const BuiltKernel& k : ValueOrThrow(std::move(built)).kernels) {
+    nb::dict d;
+    d["name"] = k.name;
+    d["kind"] = k.kind;
+    d["mode"] = k.mode;
+    d["strategy"] = k.strategy;
+    d["why_host"] = k.why_host;
+    d["registers"] = k.registers;
+    d["spill_bytes"] = k.spill_bytes;
+    list.append(d);
+  }
   return list;
 }
 
@@ -169,6 +197,10 @@ NB_MODULE(_tilefuse, m) {
         nb::arg("strict") = false);
   m.def("compile_bytes", &CompileModelBytes, nb::arg("model"), nb::arg("backend"), nb::arg("tune"), nb::arg("fuse"),
         nb::arg("device"), nb::arg("strict") = false);
+  m.def("build_graph_for_cuda_arch", &BuildGraphForCudaArch, nb::arg("graph"), nb::arg("arch") = "sm_90a",
+        nb::arg("fuse") = true, nb::arg("dump_dir") = "",
+        "`tilefuse compile --backend cuda` of a built graph: its kernels through NVRTC for arch, no GPU needed");
   m.def("compile_graph", &CompileGraph, nb::arg("graph"), nb::arg("backend"), nb::arg("tune"), nb::arg("fuse"),
-        nb::arg("device"), nb::arg("strict") = false, "Compiles a graph built with GraphBuilder");
+        nb::arg("device"), nb::arg("strict") = false, nb::arg("dump_dir") = "",
+        "Compiles a graph built with GraphBuilder (dump_dir: every stage's output there, as the CLI's --dump-dir)");
 }

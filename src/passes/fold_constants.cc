@@ -70,6 +70,41 @@ Status FoldSplats(GraphRewriter& rewriter, const Node& node, const std::vector<K
   return Status::Ok();
 }
 
+// A reshape or transpose of a constant, moved as bytes: the interpreter's path goes through
+// f64 element by element, which took seconds on a model's weights (the transposed 32000×2048
+// embedding of a LLaMA, 2026-11-29). Same bits either way.
+std::optional<Tensor> MoveBytes(const Node& node, const Tensor& in) {
+  if (node.op == OpCode::kReshape) {
+    Tensor out = Tensor::Uninitialized(in.dtype(), node.shape);
+    if (out.num_bytes() > 0) std::memcpy(out.data(), in.data(), out.num_bytes());
+    return out;
+  }
+  if (node.op != OpCode::kTranspose) return std::nullopt;
+  const std::vector<int64_t>& perm = node.attrs.perm;
+  const int rank = static_cast<int>(perm.size());
+  if (rank != in.rank() || rank == 0) return std::nullopt;
+  const size_t element = in.num_elements() > 0 ? in.num_bytes() / static_cast<size_t>(in.num_elements()) : 0;
+  std::vector<int64_t> in_strides(rank, 1);
+  for (int d = rank - 2; d >= 0; --d) in_strides[d] = in_strides[d + 1] * in.shape()[d + 1];
+  std::vector<int64_t> stride(rank);  // the input stride of each output dim
+  for (int d = 0; d < rank; ++d) stride[d] = in_strides[perm[d]];
+  Tensor out = Tensor::Uninitialized(in.dtype(), node.shape);
+  const int64_t count = out.num_elements();
+  const int64_t inner = rank > 0 ? node.shape[rank - 1] : 1;
+  if (count == 0 || inner == 0) return out;
+  std::vector<int64_t> index(rank, 0);  // the output index of the row being copied (last dim 0)
+  const std::byte* src = in.data();
+  std::byte* dst = out.data();
+  for (int64_t row = 0; row < count / inner; ++row) {
+    int64_t offset = 0;
+    for (int d = 0; d < rank - 1; ++d) offset += index[d] * stride[d];
+    for (int64_t i = 0; i < inner; ++i, dst += element)
+      std::memcpy(dst, src + (offset + i * stride[rank - 1]) * static_cast<int64_t>(element), element);
+    for (int d = rank - 2; d >= 0 && ++index[d] == node.shape[d]; --d) index[d] = 0;
+  }
+  return out;
+}
+
 // Makes the full value of every input (materialising broadcasts) and evaluates `node`.
 Status FoldFull(GraphRewriter& rewriter, const Node& node, const std::vector<KnownValue>& inputs) {
   std::vector<Tensor> expanded;
@@ -103,6 +138,11 @@ Status FoldNode(GraphRewriter& rewriter, const Node& node) {
     rewriter.CopyNode(node);
     return Status::Ok();
   }
+  if (inputs->size() == 1 && (*inputs)[0].node->op == OpCode::kConstant)
+    if (std::optional<Tensor> moved = MoveBytes(node, *(*inputs)[0].source)) {
+      rewriter.ReplaceWithConstant(node, std::move(*moved));
+      return Status::Ok();
+    }
   return FoldFull(rewriter, node, *inputs).WithContext("constant folding " + NodeLabel(node));
 }
 

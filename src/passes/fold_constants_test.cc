@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "passes/pass_test_util.h"
+#include "reference/interpreter.h"
 #include "tilefuse/builder.h"
 
 namespace tilefuse {
@@ -29,6 +30,37 @@ TEST(FoldConstantsTest, AddOfTwoConstantsBecomesAConstant) {
   EXPECT_EQ(out.shape, (Shape{2, 2}));
   EXPECT_EQ(out.attrs.value->ToDoubles(), (std::vector<double>{1.5, 0, 13, 4.25}));
   EXPECT_EQ(CountOps(*folded, OpCode::kAdd), 0);
+}
+
+// Transposes and reshapes of constants are folded by moving bytes, not through the
+// interpreter: the same values as the interpreter's, for several element sizes and ranks.
+TEST(FoldConstantsTest, TransposesAndReshapesOfConstantsMatchTheInterpreter) {
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kI64, DType::kBool}) {
+    for (const std::vector<int64_t>& perm : {std::vector<int64_t>{1, 0, 2}, {2, 0, 1}, {0, 2, 1}, {2, 1, 0}}) {
+      GraphBuilder b;
+      const Tensor value = Tensor::Random(dtype, {3, 4, 5}, 7);
+      Value c = b.Constant(value);
+      Value t = b.Transpose(c, perm);
+      b.Output(t, "t");
+      b.Output(b.Reshape(t, {b.shape(t)[0] * b.shape(t)[1], b.shape(t)[2]}), "r");
+      auto graph = b.Build();
+      ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+      const Node& transpose = graph->node(graph->outputs()[0].node);
+      auto expected = EvaluateNode(transpose, {&value});
+      ASSERT_TRUE(expected.ok()) << expected.status().ToString();
+
+      auto folded = FoldConstants(*graph);
+      ASSERT_TRUE(folded.ok()) << folded.status().ToString();
+      const Node& t_out = folded->node(folded->outputs()[0].node);
+      const Node& r_out = folded->node(folded->outputs()[1].node);
+      ASSERT_EQ(t_out.op, OpCode::kConstant);
+      ASSERT_EQ(r_out.op, OpCode::kConstant);
+      EXPECT_EQ(t_out.shape, expected->shape());
+      EXPECT_EQ(t_out.attrs.value->ToDoubles(), expected->ToDoubles()) << DTypeName(dtype);
+      EXPECT_EQ(r_out.attrs.value->ToDoubles(), expected->ToDoubles()) << DTypeName(dtype);  // same order, new shape
+      EXPECT_EQ(r_out.shape, (Shape{expected->shape()[0] * expected->shape()[1], expected->shape()[2]}));
+    }
+  }
 }
 
 TEST(FoldConstantsTest, FoldsChainsButKeepsParameterDependentNodes) {

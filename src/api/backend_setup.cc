@@ -21,6 +21,7 @@ PassOptions CpuPassOptions() {
 PassOptions CudaPassOptions() {
   PassOptions options;
   options.channels_last = !SwitchedOff("TILEFUSE_CHANNELS_LAST");
+  options.pad_gemm_columns = true;
   return options;
 }
 

@@ -11,6 +11,7 @@
 #include "passes/decompose.h"
 #include "passes/fold_constants.h"
 #include "passes/infer.h"
+#include "passes/pad_gemm_columns.h"
 #include "passes/sink_transposes.h"
 #include "passes/stage_conv_inputs.h"
 #include "passes/unshare_window_views.h"
@@ -86,6 +87,7 @@ StatusOr<Graph> RunGraphPasses(Graph graph, const PassOptions& options) {
     // Weights reshaped (and, for half types, cast) by the window rewrite become constants
     // of the shape the product reads, once at compile time.
     RETURN_IF_ERROR(passes.Run("fold-constants", FoldConstants));
+    if (options.pad_gemm_columns) RETURN_IF_ERROR(passes.Run("pad-gemm-columns", PadGemmColumns));
     RETURN_IF_ERROR(passes.Run("cse", EliminateCommonSubexpressions));
     RETURN_IF_ERROR(passes.Run("dce", EliminateDeadCode));
     if (options.channels_last) {  // after CSE, which would merge the copies again

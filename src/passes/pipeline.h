@@ -24,6 +24,9 @@ struct PassOptions {
   // the transposes between them then cancelled by passes/sink_transposes: for the CUDA
   // backend (on by default there; TILEFUSE_CHANNELS_LAST=0 turns it off).
   bool channels_last = false;
+  // Products whose constant right operand has unaligned rows are padded (passes/pad_gemm_columns.h):
+  // for the CUDA backend, whose GEMM paths need 16-byte aligned rows to run at speed.
+  bool pad_gemm_columns = false;
 };
 
 StatusOr<Graph> RunGraphPasses(Graph graph, const PassOptions& options);

@@ -180,8 +180,8 @@ def main():
             for profile in row.get("tilefuse_profile", []):
                 total = sum(us for _, us in profile)
                 print(f"  profile: {len(profile)} kernels, {total:.0f} µs timed one by one; the slowest:", flush=True)
-                for name, us in sorted(profile, key=lambda k: -k[1])[:12]:
-                    print(f"    {us:9.1f} µs  {name}", flush=True)
+                for kernel, us in sorted(profile, key=lambda k: -k[1])[:12]:
+                    print(f"    {us:9.1f} µs  {kernel}", flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

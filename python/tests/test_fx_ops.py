@@ -20,8 +20,8 @@ import zlib
 
 import pytest
 
-torch = pytest.importorskip("torch", reason="torch is not installed in this Python (scripts/test.sh runs these "
-                                            "tests with $TILEFUSE_TORCH_PYTHON when it is set)")
+torch = pytest.importorskip("torch", reason="torch is not installed in this Python (scripts/test.sh installs "
+                                            "it into build/venv)")
 
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402

@@ -1,5 +1,6 @@
 #include "passes/fold_constants.h"
 
+#include <cstdint>
 #include <cstring>
 #include <optional>
 #include <vector>
@@ -70,6 +71,22 @@ Status FoldSplats(GraphRewriter& rewriter, const Node& node, const std::vector<K
   return Status::Ok();
 }
 
+// out[i...] = in[sum i_d * stride[d]], row by row along the last output dim.
+template <typename Element>
+void PermuteRows(const Tensor& in, Tensor& out, const Shape& shape, const std::vector<int64_t>& stride) {
+  const int rank = static_cast<int>(shape.size());
+  const int64_t inner = shape[rank - 1], last_stride = stride[rank - 1];
+  const auto* src = reinterpret_cast<const Element*>(in.data());
+  auto* dst = reinterpret_cast<Element*>(out.data());
+  std::vector<int64_t> index(rank, 0);  // the output index of the row being copied (last dim 0)
+  for (int64_t row = 0; row < out.num_elements() / inner; ++row) {
+    int64_t offset = 0;
+    for (int d = 0; d < rank - 1; ++d) offset += index[d] * stride[d];
+    for (int64_t i = 0; i < inner; ++i) *dst++ = src[offset + i * last_stride];
+    for (int d = rank - 2; d >= 0 && ++index[d] == shape[d]; --d) index[d] = 0;
+  }
+}
+
 // A reshape or transpose of a constant, moved as bytes: the interpreter's path goes through
 // f64 element by element, which took seconds on a model's weights (the transposed 32000×2048
 // embedding of a LLaMA, 2026-11-29). Same bits either way.
@@ -92,15 +109,12 @@ std::optional<Tensor> MoveBytes(const Node& node, const Tensor& in) {
   const int64_t count = out.num_elements();
   const int64_t inner = rank > 0 ? node.shape[rank - 1] : 1;
   if (count == 0 || inner == 0) return out;
-  std::vector<int64_t> index(rank, 0);  // the output index of the row being copied (last dim 0)
-  const std::byte* src = in.data();
-  std::byte* dst = out.data();
-  for (int64_t row = 0; row < count / inner; ++row) {
-    int64_t offset = 0;
-    for (int d = 0; d < rank - 1; ++d) offset += index[d] * stride[d];
-    for (int64_t i = 0; i < inner; ++i, dst += element)
-      std::memcpy(dst, src + (offset + i * stride[rank - 1]) * static_cast<int64_t>(element), element);
-    for (int d = rank - 2; d >= 0 && ++index[d] == node.shape[d]; --d) index[d] = 0;
+  switch (element) {  // a typed copy: a model's weights are tens of millions of elements
+    case 1: PermuteRows<uint8_t>(in, out, node.shape, stride); break;
+    case 2: PermuteRows<uint16_t>(in, out, node.shape, stride); break;
+    case 4: PermuteRows<uint32_t>(in, out, node.shape, stride); break;
+    case 8: PermuteRows<uint64_t>(in, out, node.shape, stride); break;
+    default: return std::nullopt;
   }
   return out;
 }

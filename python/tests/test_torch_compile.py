@@ -224,3 +224,21 @@ def test_the_entry_point_names_the_backend():
     if not points:
         pytest.skip("tilefuse is on PYTHONPATH, not pip-installed: no entry point to check")
     assert points[0].load() is tilefuse.torch_backend.tilefuse_backend
+
+
+def test_explain_says_what_was_compiled_and_what_runs_in_pytorch(logs):
+    import gc
+
+    gc.collect()  # earlier tests' graphs, freed by the fixture's reset, leave the list
+    earlier = len(tilefuse.torch_backend.explain(device="cpu"))
+    module = AtanBetweenLinears().eval()
+    with torch.no_grad():
+        torch.compile(module, backend="tilefuse", options={"backend": "cpu"})(torch.randn(4, 16))
+    graphs = tilefuse.torch_backend.explain(device="cpu")[earlier:]
+    whole = [g for g in graphs if g["split"]]
+    parts = [g for g in graphs if g["part_of_split"]]
+    assert len(whole) == 1 and "no mapping for aten.atan.default" in whole[0]["in_pytorch"][0], graphs
+    assert len(parts) == 2 and all(p["compiled"] and not p["in_pytorch"] for p in parts), graphs
+    first = parts[0]["compiled"][0]
+    assert first["inputs"] == [(4, 16)] and first["backend"] == "cpu" and first["kernels"] >= 1
+    assert first["plan"]["groups"] and first["plan"]["device"] == "cpu"

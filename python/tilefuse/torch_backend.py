@@ -19,13 +19,15 @@ run by PyTorch, never silently:
   through tilefuse).
 
 Options (torch.compile(..., options={...})): backend ("auto", "cuda", "cpu", "reference"),
-tune, fuse, strict (as tilefuse.compile).
+tune, fuse, strict (as tilefuse.compile). `tilefuse.torch_backend.explain()` says, per graph,
+what was compiled (the fusion plans) and what runs in PyTorch, and why.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+import weakref
 from collections import OrderedDict
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set
 
@@ -110,12 +112,15 @@ class TilefuseGraph:
         self.split: Optional[torch.fx.GraphModule] = None
         self.weight_ids: Set[int] = set()  # this call's weights, for the parts of a split graph
         self.logged: Set[str] = set()
+        self.in_pytorch: List[str] = []  # what runs in PyTorch and why, as logged (explain())
+        self.part_of_split = not split_allowed
+        _GRAPHS.append(weakref.ref(self))
         unsupported = unsupported_nodes(gm)
         if unsupported and split_allowed:
             names = sorted({target_name(n) for n in unsupported})
             self.split = _split_around(gm, unsupported, self)
-            _log_once(self.logged, "split", f"tilefuse: running part of a torch.compile graph in PyTorch: tilefuse has no "
-                      f"mapping for {', '.join(names)} ({len(unsupported)} call(s)); the rest goes through tilefuse")
+            self._note("split", f"tilefuse: running part of a torch.compile graph in PyTorch: tilefuse has no "
+                       f"mapping for {', '.join(names)} ({len(unsupported)} call(s)); the rest goes through tilefuse")
 
     def __call__(self, args: List[Any]) -> Any:
         args = list(args)
@@ -136,7 +141,7 @@ class TilefuseGraph:
             return specialization.run(args)
         except Error as error:  # e.g. a kernel that fails at run time: PyTorch from now on
             self.compiled[key] = None
-            _log_once(self.logged, str(error), f"tilefuse: running a torch.compile graph in PyTorch: tilefuse failed to run it: {error}")
+            self._note(str(error), f"tilefuse: running a torch.compile graph in PyTorch: tilefuse failed to run it: {error}")
             return _as_list(self.gm(*args))
 
     def _specialize(self, args: Sequence[Any]) -> Optional["_Specialization"]:
@@ -145,8 +150,34 @@ class TilefuseGraph:
         try:
             return _Specialization(self.gm, args, self.weights, self.settings)
         except (Unsupported, Error) as error:
-            _log_once(self.logged, str(error), f"tilefuse: running a torch.compile graph in PyTorch: tilefuse cannot compile it: {error}")
+            self._note(str(error), f"tilefuse: running a torch.compile graph in PyTorch: tilefuse cannot compile it: {error}")
             return None
+
+    def _note(self, key: str, message: str) -> None:
+        if key not in self.logged:
+            self.in_pytorch.append(message.removeprefix("tilefuse: "))
+        _log_once(self.logged, key, message)
+
+    def explain(self, device: str) -> dict:
+        compiled = [{"inputs": s.input_shapes, "backend": s.model.backend, "kernels": len(s.model.kernels),
+                     "compile_ms": s.model.compile_ms, "plan": s.model.explain(device)}
+                    for s in self.compiled.values() if s is not None]
+        calls = sum(1 for n in self.gm.graph.nodes if n.op == "call_function")
+        return {"calls": calls, "part_of_split": self.part_of_split, "split": self.split is not None,
+                "compiled": compiled, "in_pytorch": list(self.in_pytorch)}
+
+
+_GRAPHS: List["weakref.ReferenceType[TilefuseGraph]"] = []
+
+
+def explain(device: str = "h100-sxm") -> List[dict]:
+    """What tilefuse made of the graphs torch.compile handed it in this process (those still
+    alive, oldest first). Per graph: its ATen calls, whether it was split around ops tilefuse
+    does not take (its parts are listed as graphs of their own, `part_of_split`), each compiled
+    input signature (shapes, backend, kernel count, compile time, and the fusion plan as
+    CompiledModel.explain(device) gives it), and what runs in PyTorch and why."""
+    _GRAPHS[:] = [ref for ref in _GRAPHS if ref() is not None]
+    return [ref().explain(device) for ref in _GRAPHS if ref() is not None]
 
 
 class _Specialization:
@@ -163,6 +194,7 @@ class _Specialization:
         graph = _tilefuse.compile_graph(translation.graph, settings["backend"], settings["tune"], settings["fuse"],
                                         device, settings["strict"])
         self.model = _wrap(graph, "a torch.compile graph")
+        self.input_shapes = [tuple(args[i].shape) for i in self.input_positions]
         self.output_spec = translation.output_spec
         stages = ", ".join(f"{name} {ms:.0f}" for name, ms in self.model.compile_stages_ms)
         logger.info("tilefuse: compiled a torch.compile graph for %s: %d kernels on %s (translated in %.0f ms, "

@@ -87,7 +87,7 @@ def profile_kernels(torch, compiled, ids):
     profiles, run = [], backend._Specialization.run
 
     def profiled(self, args):
-        profiles.append(self.model.profile(*[args[i] for i in self.input_positions]))
+        profiles.append(self.model.profile(*self.inputs_of(args)))
         return run(self, args)
 
     backend._Specialization.run = profiled

@@ -242,3 +242,21 @@ def test_explain_says_what_was_compiled_and_what_runs_in_pytorch(logs):
     first = parts[0]["compiled"][0]
     assert first["inputs"] == [(4, 16)] and first["backend"] == "cpu" and first["kernels"] >= 1
     assert first["plan"]["groups"] and first["plan"]["device"] == "cpu"
+
+
+def test_the_backward_graph_through_tilefuse_gives_eager_s_gradients(logs):
+    torch.manual_seed(2)
+    block, twin = Block(), Block()
+    twin.load_state_dict(block.state_dict())
+    x = torch.randn(6, 32)
+    compiled = torch.compile(block, backend="tilefuse", options={"backend": "cpu", "backward": "tilefuse"})
+    out, expected = compiled(x), twin(x)
+    projection = torch.randn_like(out)
+    (out * projection).sum().backward()
+    (expected * projection).sum().backward()
+    for (name, p), q in zip(block.named_parameters(), twin.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-4 * q.grad.abs().max().item(), msg=name)
+    assert len(messages(logs, COMPILED)) == 2, "the forward and the backward graph:\n" + logs.text
+    assert not messages(logs, FELL_BACK) and not messages(logs, "backward graph runs in PyTorch"), logs.text
+    with pytest.raises(Exception, match="backward must be"):
+        torch.compile(block, backend="tilefuse", options={"backward": "inductor"})(x)

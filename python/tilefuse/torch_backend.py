@@ -15,11 +15,12 @@ run by PyTorch, never silently:
   their calls; they run in PyTorch and each stretch between them goes through tilefuse;
 - a graph tilefuse's compile refuses (a use of an op it does not take, an unsupported dtype):
   the whole graph runs in PyTorch, with the reason;
-- the backward graph of a module that trains: PyTorch runs it (the forward still goes
-  through tilefuse).
+- the backward graph of a module that trains: PyTorch runs it by default (the forward still
+  goes through tilefuse); options={"backward": "tilefuse"} sends it through tilefuse too,
+  split around the ops with no mapping (attention's backward, index_put), as a forward is.
 
 Options (torch.compile(..., options={...})): backend ("auto", "cuda", "cpu", "reference"),
-tune, fuse, strict (as tilefuse.compile). `tilefuse.torch_backend.explain()` says, per graph,
+tune, fuse, strict (as tilefuse.compile), backward ("pytorch", the default, or "tilefuse"). `tilefuse.torch_backend.explain()` says, per graph,
 what was compiled (the fusion plans) and what runs in PyTorch, and why.
 """
 
@@ -39,7 +40,7 @@ from ._model import _wrap
 
 logger = logging.getLogger("tilefuse")
 
-_DEFAULT_OPTIONS = {"backend": "auto", "tune": False, "fuse": True, "strict": False}
+_DEFAULT_OPTIONS = {"backend": "auto", "tune": False, "fuse": True, "strict": False, "backward": "pytorch"}
 _CACHE_SIZE = 8  # compiled shapes kept per graph (least recently used dropped)
 
 
@@ -53,6 +54,8 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], op
     if unknown:
         raise ValueError(f"tilefuse backend: unknown option(s) {sorted(unknown)}; known: {sorted(settings)}")
     settings.update(options or {})
+    if settings["backward"] not in ("pytorch", "tilefuse"):
+        raise ValueError(f"tilefuse backend: backward must be 'pytorch' or 'tilefuse', not {settings['backward']!r}")
     weights = {i for i, a in enumerate(example_inputs) if _is_weight(gm, i, a)}
     logged: Set[str] = set()
 
@@ -63,6 +66,8 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], op
         return TilefuseGraph(aten_gm, weights - _mutated_inputs() if same_order else set(), settings)
 
     def backward_compiler(aten_gm: torch.fx.GraphModule, aten_inputs: Sequence[Any]) -> Callable:
+        if settings["backward"] == "tilefuse":  # no weights: the backward's inputs are saved activations and gradients
+            return TilefuseGraph(aten_gm, set(), settings)
         _log_once(logged, "backward", "tilefuse: the backward graph runs in PyTorch (tilefuse compiles forward graphs)")
         return make_boxed_func(aten_gm.forward)
 
@@ -100,11 +105,12 @@ class TilefuseGraph:
     tilefuse has no mapping for, or the graph in PyTorch with a logged reason. A boxed
     callable, as AOTAutograd calls its compilers' results."""
 
-    _boxed_call = True
-
     def __init__(self, gm: torch.fx.GraphModule, weights: Set[int], settings: dict, split_allowed: bool = True):
         from .fx import target_name, unsupported_nodes
 
+        # On the instance: the wrappers AOTAutograd puts around a backward compiler's result
+        # copy the callable's __dict__, not its class's attributes.
+        self._boxed_call = True
         self.gm = gm
         self.weights = weights
         self.settings = settings
@@ -189,21 +195,23 @@ class _Specialization:
         start = time.perf_counter()
         translation = translate(gm, args, weights)
         translated = time.perf_counter()
-        self.input_positions = translation.input_positions
-        device = next((a.get_device() for a in args if isinstance(a, torch.Tensor) and a.is_cuda), 0)
+        self.inputs_of = translation.inputs
+        self.outputs_of = translation.outputs
+        inputs = self.inputs_of(args)
+        device = next((a.get_device() for a in inputs if a.is_cuda), 0)
         graph = _tilefuse.compile_graph(translation.graph, settings["backend"], settings["tune"], settings["fuse"],
                                         device, settings["strict"])
         self.model = _wrap(graph, "a torch.compile graph")
-        self.input_shapes = [tuple(args[i].shape) for i in self.input_positions]
+        self.input_shapes = [tuple(t.shape) for t in inputs]
         self.output_spec = translation.output_spec
         stages = ", ".join(f"{name} {ms:.0f}" for name, ms in self.model.compile_stages_ms)
         logger.info("tilefuse: compiled a torch.compile graph for %s: %d kernels on %s (translated in %.0f ms, "
-                    "compiled in %.0f ms: %s)", [tuple(args[i].shape) for i in self.input_positions],
+                    "compiled in %.0f ms: %s)", self.input_shapes,
                     len(self.model.kernels), self.model.backend, 1e3 * (translated - start),
                     1e3 * (time.perf_counter() - translated), stages)
 
     def run(self, args: Sequence[Any]) -> list:
-        return self.model(*[args[i] for i in self.input_positions])
+        return self.outputs_of(self.model(*self.inputs_of(args)))
 
 
 class _TilefusePart(torch.nn.Module):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import operator
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Set
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 import torch
 
@@ -33,9 +33,23 @@ _SYM_OPS = {"aten.sym_size.int", "aten.sym_numel.default", "aten.sym_stride.int"
 @dataclass
 class Translation:
     graph: Any                 # _tilefuse.Graph
-    input_positions: List[int]  # the call's arguments that are the graph's inputs, in order
+    # Where the graph's inputs are among the call's arguments, in order: (argument,) or, for a
+    # tensor inside a list or tuple argument (a split graph's part receives tuples), (argument, item).
+    input_positions: List[Tuple[int, ...]]
     output_spec: Any            # pytree spec of the FX graph's outputs
     num_outputs: int
+    none_outputs: List[int]  # outputs that are None (the graph's outputs skip them)
+
+    def outputs(self, tensors: List[Any]) -> List[Any]:
+        """The FX graph's outputs, in order, from the compiled graph's (None where it returns None)."""
+        result, it = [], iter(tensors)
+        for i in range(self.num_outputs):
+            result.append(None if i in self.none_outputs else next(it))
+        return result
+
+    def inputs(self, args: Sequence[Any]) -> List[Any]:
+        """The graph's inputs, in order, taken from a call's arguments."""
+        return [args[p[0]] if len(p) == 1 else args[p[0]][p[1]] for p in self.input_positions]
 
 
 def target_name(node: torch.fx.Node) -> str:
@@ -69,7 +83,7 @@ def translate(gm: torch.fx.GraphModule, args: Sequence[Any], weight_positions: S
     or Error (the builder refused a node), both naming the FX node."""
     ctx = Context()
     env: Dict[torch.fx.Node, Any] = {}
-    input_positions: List[int] = []
+    input_positions: List[Tuple[int, ...]] = []
     placeholder = 0
     outputs: List[Any] = []
     spec = None
@@ -96,19 +110,33 @@ def translate(gm: torch.fx.GraphModule, args: Sequence[Any], weight_positions: S
             raise Unsupported(f"{where}: {error}") from None
         if not ctx.ok:
             raise Error(ctx.error)
+    none_outputs = []
     for i, value in enumerate(outputs):
-        if not isinstance(value, Value):
+        if value is None:  # a backward graph's gradient of an input that needs none
+            none_outputs.append(i)
+        elif not isinstance(value, Value):
             raise Unsupported(f"output {i} is a {type(value).__name__}, not a tensor")
-        ctx.output(value, f"output_{i}")
-    return Translation(ctx.build(), input_positions, spec, len(outputs))
+        else:
+            ctx.output(value, f"output_{i}")
+    return Translation(ctx.build(), input_positions, spec, len(outputs), none_outputs)
 
 
-def _argument(ctx: Context, node: torch.fx.Node, arg: Any, weight: bool, input_positions: List[int], index: int) -> Any:
+def _argument(ctx: Context, node: torch.fx.Node, arg: Any, weight: bool, input_positions: List[Tuple[int, ...]],
+              index: int) -> Any:
     if isinstance(arg, torch.Tensor):
         if weight:
             return _constant(ctx, arg)
-        input_positions.append(index)
+        input_positions.append((index,))
         return ctx.parameter(node.name, torch_dtype(arg.dtype), list(arg.shape))
+    if isinstance(arg, (list, tuple)) and any(isinstance(a, torch.Tensor) for a in arg):
+        items = []
+        for j, a in enumerate(arg):
+            if isinstance(a, torch.Tensor):
+                input_positions.append((index, j))
+                items.append(ctx.parameter(f"{node.name}_{j}", torch_dtype(a.dtype), list(a.shape)))
+            else:
+                items.append(int(a) if isinstance(a, torch.SymInt) else a)
+        return type(arg)(items)
     if isinstance(arg, torch.SymInt):
         return int(arg)
     return arg
@@ -131,21 +159,23 @@ def _fetch_attr(gm: torch.fx.GraphModule, target: str) -> torch.Tensor:
     return value
 
 
-def _load(env: Dict[torch.fx.Node, Any], arg: Any) -> Any:
+def _load(env: Dict[torch.fx.Node, Any], arg: Any, ctx: Optional[Context] = None) -> Any:
     if isinstance(arg, torch.fx.Node):
         return env[arg]
     if isinstance(arg, (list, tuple)):
-        return type(arg)(_load(env, a) for a in arg)
+        return type(arg)(_load(env, a, ctx) for a in arg)
     if isinstance(arg, dict):
-        return {k: _load(env, v) for k, v in arg.items()}
+        return {k: _load(env, v, ctx) for k, v in arg.items()}
     if isinstance(arg, torch.SymInt):
         return int(arg)
+    if isinstance(arg, torch.Tensor) and ctx is not None:  # a tensor written into the graph as an argument
+        return _constant(ctx, arg)
     return arg
 
 
 def _call(ctx: Context, node: torch.fx.Node, env: Dict[torch.fx.Node, Any]) -> Any:
-    args = _load(env, node.args)
-    kwargs = _load(env, node.kwargs)
+    args = _load(env, node.args, ctx)
+    kwargs = _load(env, node.kwargs, ctx)
     if node.target in _PYTHON_FUNCTIONS:
         if any(isinstance(a, Value) for a in args):
             if node.target is operator.getitem:

@@ -260,3 +260,19 @@ def test_the_backward_graph_through_tilefuse_gives_eager_s_gradients(logs):
     assert not messages(logs, FELL_BACK) and not messages(logs, "backward graph runs in PyTorch"), logs.text
     with pytest.raises(Exception, match="backward must be"):
         torch.compile(block, backend="tilefuse", options={"backward": "inductor"})(x)
+
+
+def test_a_second_torch_compile_of_a_model_reuses_its_compiled_graph_until_a_weight_changes(logs):
+    block = Block().eval()
+    x = torch.randn(3, 32)
+    with torch.no_grad():
+        torch.compile(block, backend="tilefuse", options={"backend": "cpu"})(x)
+        torch._dynamo.reset()
+        again = torch.compile(block, backend="tilefuse", options={"backend": "cpu"})
+        torch.testing.assert_close(again(x), block(x), rtol=1e-5, atol=1e-5)
+        assert len(messages(logs, COMPILED)) == 1 and len(messages(logs, "reused a compiled")) == 1, logs.text
+        block.norm.weight.mul_(2.0)  # in place: the folded weights are stale, so compile again
+        torch._dynamo.reset()
+        torch.testing.assert_close(torch.compile(block, backend="tilefuse", options={"backend": "cpu"})(x), block(x),
+                                   rtol=1e-5, atol=1e-5)
+    assert len(messages(logs, COMPILED)) == 2, logs.text

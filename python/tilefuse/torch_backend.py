@@ -30,7 +30,7 @@ import logging
 import time
 import weakref
 from collections import OrderedDict
-from typing import Any, Callable, Dict, List, Optional, Sequence, Set
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import torch
 
@@ -153,8 +153,18 @@ class TilefuseGraph:
     def _specialize(self, args: Sequence[Any]) -> Optional["_Specialization"]:
         from .fx import Unsupported
 
+        key, folded = _reusable(self.gm, args, self.weights, self.settings)
+        cached = _MODELS.get(key)
+        if cached is not None and all(ref() is t for ref, t in zip(cached[1], folded)):
+            _MODELS.move_to_end(key)
+            logger.info("tilefuse: reused a compiled torch.compile graph for %s", cached[0].input_shapes)
+            return cached[0]
         try:
-            return _Specialization(self.gm, args, self.weights, self.settings)
+            specialization = _Specialization(self.gm, args, self.weights, self.settings)
+            _MODELS[key] = (specialization, [weakref.ref(t) for t in folded])
+            if len(_MODELS) > _MODELS_KEPT:
+                _MODELS.popitem(last=False)
+            return specialization
         except (Unsupported, Error) as error:
             self._note(str(error), f"tilefuse: running a torch.compile graph in PyTorch: tilefuse cannot compile it: {error}")
             return None
@@ -273,14 +283,36 @@ def _has_tensor_work(gm: torch.fx.GraphModule) -> bool:
 
 
 def _signature(args: Sequence[Any], weights: Set[int]) -> tuple:
-    key = []
-    for i, a in enumerate(args):
+    def entry(a: Any, weight: bool) -> Any:
         if isinstance(a, torch.Tensor):
-            weight = i in weights
-            key.append((tuple(a.shape), a.dtype, a.device, id(a) if weight else None, _version(a) if weight else None))
-        else:
-            key.append((type(a).__name__, a))
-    return tuple(key)
+            return (tuple(a.shape), a.dtype, a.device, id(a) if weight else None, _version(a) if weight else None)
+        if isinstance(a, (list, tuple)):  # a split graph's part receives an op's tuple
+            return tuple(entry(x, False) for x in a)
+        return (type(a).__name__, a)
+
+    return tuple(entry(a, i in weights) for i, a in enumerate(args))
+
+
+# Compiled graphs by what they were compiled from (the graph's code, the call's signature with
+# its weights' identities, the options), so that a second torch.compile of a model in this
+# process (after torch._dynamo.reset(), say) reuses them instead of compiling again. An entry
+# holds weak references to the weights it folded: it is used only while they are the same
+# tensors (their version is in the signature), never for other tensors at reused addresses.
+_MODELS: "OrderedDict[tuple, Tuple[_Specialization, List[weakref.ReferenceType]]]" = OrderedDict()
+_MODELS_KEPT = 32
+
+
+def _reusable(gm: torch.fx.GraphModule, args: Sequence[Any], weights: Set[int], settings: dict):
+    """The cache key of this compile and the tensors it folds (weights and the graph's own)."""
+    folded = [args[i] for i in sorted(weights) if isinstance(args[i], torch.Tensor)]
+    for node in gm.graph.nodes:
+        if node.op == "get_attr":
+            value = getattr(gm, str(node.target), None)
+            if isinstance(value, torch.Tensor):
+                folded.append(value)
+    key = (gm.code, _signature(args, weights), tuple(sorted(settings.items())),
+           tuple((id(t), _version(t)) for t in folded))
+    return key, folded
 
 
 def _as_list(outputs: Any) -> list:

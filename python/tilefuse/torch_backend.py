@@ -66,13 +66,20 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], op
         return TilefuseGraph(aten_gm, weights - _mutated_inputs() if same_order else set(), settings)
 
     def backward_compiler(aten_gm: torch.fx.GraphModule, aten_inputs: Sequence[Any]) -> Callable:
+        on_gpu = any(isinstance(a, torch.Tensor) and a.is_cuda for a in aten_inputs)
+        if settings["backward"] == "tilefuse" and on_gpu:
+            # On an H200 (2026-11-29) GPT-2's gradients came out wrong this way (right on the CPU):
+            # not taken on the GPU until that is found.
+            _log_once(logged, "backward-gpu", "tilefuse: the backward graph runs in PyTorch: backward='tilefuse' is "
+                      "not verified on the GPU yet (it gave wrong gradients there)")
+            return make_boxed_func(aten_gm.forward)
         if settings["backward"] == "tilefuse":  # no weights: the backward's inputs are saved activations and gradients
             return TilefuseGraph(aten_gm, set(), settings)
         _log_once(logged, "backward", "tilefuse: the backward graph runs in PyTorch (tilefuse compiles forward graphs)")
         return make_boxed_func(aten_gm.forward)
 
     return aot_autograd(fw_compiler=forward_compiler, bw_compiler=backward_compiler,
-                        decompositions=_decompositions())(gm, example_inputs)
+                        decompositions=_decompositions(keep_backward_ops=settings["backward"] == "pytorch"))(gm, example_inputs)
 
 
 def _mutated_inputs() -> Set[int]:
@@ -89,11 +96,16 @@ def _mutated_inputs() -> Set[int]:
     return {i for i, info in enumerate(metadata.input_info) if info.mutates_data or info.mutates_metadata}
 
 
-def _decompositions() -> dict:
-    """Core ATen's decompositions, less those of ops tilefuse takes whole."""
+def _decompositions(keep_backward_ops: bool = False) -> dict:
+    """Core ATen's decompositions, less those of ops tilefuse takes whole. With
+    keep_backward_ops, less those of the backward ops too (layer norm's, GELU's, softmax's, ...):
+    a backward graph PyTorch runs then calls its fused kernels, not a dozen small ones each
+    (GPT-2's training step ran 1.8x eager's time with them decomposed, H200, 2026-11-29)."""
     from torch._decomp import core_aten_decompositions
 
     table = dict(core_aten_decompositions())
+    if keep_backward_ops:
+        table = {op: fn for op, fn in table.items() if "backward" not in str(op)}
     aten = torch.ops.aten
     for op in (aten.scaled_dot_product_attention.default, aten._scaled_dot_product_flash_attention_for_cpu.default):
         table.pop(op, None)

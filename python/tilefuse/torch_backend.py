@@ -65,8 +65,10 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], op
         same_order = len(aten_inputs) == len(example_inputs)
         return TilefuseGraph(aten_gm, weights - _mutated_inputs() if same_order else set(), settings)
 
+    on_gpu = any(isinstance(a, torch.Tensor) and a.is_cuda for a in example_inputs)
+    backward_in_pytorch = settings["backward"] == "pytorch" or on_gpu
+
     def backward_compiler(aten_gm: torch.fx.GraphModule, aten_inputs: Sequence[Any]) -> Callable:
-        on_gpu = any(isinstance(a, torch.Tensor) and a.is_cuda for a in aten_inputs)
         if settings["backward"] == "tilefuse" and on_gpu:
             # On an H200 (2026-11-29) GPT-2's gradients came out wrong this way (right on the CPU):
             # not taken on the GPU until that is found.
@@ -79,7 +81,7 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], op
         return make_boxed_func(aten_gm.forward)
 
     return aot_autograd(fw_compiler=forward_compiler, bw_compiler=backward_compiler,
-                        decompositions=_decompositions(keep_backward_ops=settings["backward"] == "pytorch"))(gm, example_inputs)
+                        decompositions=_decompositions(keep_backward_ops=backward_in_pytorch))(gm, example_inputs)
 
 
 def _mutated_inputs() -> Set[int]:

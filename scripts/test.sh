@@ -17,13 +17,15 @@ cd "$(dirname "$0")/.."
 # Before the build: the Python extension (build/python) builds with this venv's nanobind.
 echo "== python test environment (build/venv)"
 # onnxruntime: the CPU peer tilefuse.bench times (python/tests/test_bench.py). torch: PyPI's
-# wheel (it brings CUDA's libraries, ~3 GB, and runs on the CPU where there is no GPU).
-TORCH_VERSION=2.11.0
-if [ ! -x build/venv/bin/python ] || ! build/venv/bin/python -c "import onnx, pytest, nanobind, onnxruntime, torch
-assert torch.__version__.startswith('$TORCH_VERSION')" 2>/dev/null; then
+# wheel (it brings CUDA's libraries, ~3 GB, and runs on the CPU where there is no GPU);
+# transformers: the model zoo's modules through torch.compile (random weights, no download).
+# Both at the GPU machine's versions.
+TORCH_VERSION=2.11.0 TRANSFORMERS_VERSION=5.17.0
+if [ ! -x build/venv/bin/python ] || ! build/venv/bin/python -c "import onnx, pytest, nanobind, onnxruntime, torch, transformers
+assert torch.__version__.startswith('$TORCH_VERSION') and transformers.__version__ == '$TRANSFORMERS_VERSION'" 2>/dev/null; then
   python3 -m venv build/venv
   build/venv/bin/pip install -q --disable-pip-version-check onnx==1.17.0 numpy pytest nanobind onnxruntime==1.32.0 \
-    "torch==$TORCH_VERSION"
+    "torch==$TORCH_VERSION" "transformers==$TRANSFORMERS_VERSION"
 fi
 
 ./scripts/build.sh -DTILEFUSE_BUILD_TESTS=ON -DTILEFUSE_PYTHON=ON -DPython_EXECUTABLE="$PWD/build/venv/bin/python"
@@ -35,7 +37,7 @@ echo "== ONNX backend node tests"
 build/venv/bin/python tests/conformance/run_node_tests.py --tilefuse build/tilefuse
 
 echo "== Python package (build/python), torch.compile's frontend included"
-PYTHONPATH=build/python TILEFUSE_CLI=build/tilefuse build/venv/bin/python -m pytest -q -rs -p no:cacheprovider python/tests
+HF_HUB_OFFLINE=1 PYTHONPATH=build/python TILEFUSE_CLI=build/tilefuse build/venv/bin/python -m pytest -q -rs -p no:cacheprovider python/tests
 
 echo "== fast unit tests under ASan + UBSan"
 # -O1 and only the test binary: the sanitizer build must not double CI's time.

@@ -276,3 +276,17 @@ def test_a_second_torch_compile_of_a_model_reuses_its_compiled_graph_until_a_wei
         torch.testing.assert_close(torch.compile(block, backend="tilefuse", options={"backend": "cpu"})(x), block(x),
                                    rtol=1e-5, atol=1e-5)
     assert len(messages(logs, COMPILED)) == 2, logs.text
+
+
+def test_a_freed_model_s_compiled_graphs_are_not_kept(logs):
+    import gc
+
+    block = Block().eval()
+    with torch.no_grad():
+        torch.compile(block, backend="tilefuse", options={"backend": "cpu"})(torch.randn(3, 32))
+    kept = len(tilefuse.torch_backend._MODELS)
+    assert kept >= 1
+    torch._dynamo.reset()
+    del block
+    gc.collect()
+    assert len(tilefuse.torch_backend._MODELS) < kept, "the freed weights' entry should be gone"

@@ -134,6 +134,8 @@ class TilefuseGraph:
         self.logged: Set[str] = set()
         self.in_pytorch: List[str] = []  # what runs in PyTorch and why, as logged (explain())
         self.part_of_split = not split_allowed
+        if len(_GRAPHS) > 1024:  # a process that compiles many graphs: drop the dead references
+            _GRAPHS[:] = [ref for ref in _GRAPHS if ref() is not None]
         _GRAPHS.append(weakref.ref(self))
         unsupported = unsupported_nodes(gm)
         if unsupported and split_allowed:
@@ -175,7 +177,10 @@ class TilefuseGraph:
             return cached[0]
         try:
             specialization = _Specialization(self.gm, args, self.weights, self.settings)
-            _MODELS[key] = (specialization, [weakref.ref(t) for t in folded])
+            # A weight freed drops the entry at once: its compiled model holds copies of the
+            # weights (on the GPU, device memory) that nothing could reuse any more.
+            forget = lambda _ref, key=key: _MODELS.pop(key, None)  # noqa: E731
+            _MODELS[key] = (specialization, [weakref.ref(t, forget) for t in folded])
             if len(_MODELS) > _MODELS_KEPT:
                 _MODELS.popitem(last=False)
             return specialization

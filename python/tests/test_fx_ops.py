@@ -801,6 +801,35 @@ def test_transposed_convolution(check, gen):
 
 # ---- every handler has a test
 
+def test_flip(check, gen):
+    x = uniform(gen, 3, 5, 7)
+    check(lambda x: {"last": torch.flip(x, [-1]), "two": torch.flip(x, [0, 2]), "flipud": torch.flipud(x) * 2}, x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_assignment_into_a_slice(check, gen, dtype):
+    # x[:, 1:3] = v under torch.compile is functionalized into slice_scatter.
+    def assign(x, v, w):
+        y = x.clone()
+        y[:, 1:3] = v
+        y[:, -1:] = w * 2
+        z = x.clone()
+        z[0] = x[1] + 1  # a select_scatter
+        return {"y": y, "z": z}
+
+    check(assign, uniform(gen, 4, 6, dtype=dtype), uniform(gen, 4, 2, dtype=dtype), uniform(gen, 4, 1, dtype=dtype))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_vector_norms(check, gen, dtype):
+    x = uniform(gen, 4, 9, dtype=dtype)
+    check(lambda x: {"l2_rows": torch.linalg.vector_norm(x, dim=-1), "normalize": F.normalize(x, dim=-1),
+                     "l1_kept": torch.linalg.vector_norm(x, ord=1, dim=0, keepdim=True),
+                     "inf": torch.linalg.vector_norm(x, ord=math.inf, dim=1),
+                     "neg_inf": torch.linalg.vector_norm(x, ord=-math.inf, dim=1),
+                     "p3_all": torch.linalg.vector_norm(x, ord=3), "norm": x.norm()}, x)
+
+
 def test_every_handler_is_exercised(request):
     module = request.module
     functions = {name for name in dir(module) if name.startswith("test_") and name != request.function.__name__}

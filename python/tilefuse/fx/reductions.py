@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, List, Optional, Sequence
 
-from ._context import Context, Unsupported, Value, check, handles
+from ._context import Context, Unsupported, Value, check, handles, opmath
 
 
 def _axes(ctx: Context, x: Value, dims: Any) -> List[int]:
@@ -117,3 +118,25 @@ def _correction(unbiased: Any, correction: Optional[float]) -> float:
     if isinstance(unbiased, bool):
         return 1.0 if unbiased else 0.0
     return 1.0
+
+
+@handles("aten.linalg_vector_norm.default")
+def vector_norm(ctx: Context, x: Value, ord: float = 2.0, dim: Any = None, keepdim: bool = False, *,
+                dtype: Any = None) -> Value:
+    """The p-norm over `dim` (F.normalize, x.norm()), computed in f32 for the half types."""
+    result = ctx.result_dtype()
+    wide = opmath(result)
+    magnitude = ctx.pointwise("abs", [ctx.cast(x, wide)])
+    if ord == math.inf:
+        return ctx.cast(_reduce(ctx, "reduce_max", magnitude, dim, keepdim, wide), result)
+    if ord == -math.inf:
+        return ctx.cast(_reduce(ctx, "reduce_min", magnitude, dim, keepdim, wide), result)
+    check(ord != 0, "the 0-norm (a count of non-zeros)")
+    if ord == 1:
+        return ctx.cast(_reduce(ctx, "reduce_sum", magnitude, dim, keepdim, wide), result)
+    if ord == 2:
+        total = _reduce(ctx, "reduce_sum", ctx.pointwise("mul", [magnitude, magnitude]), dim, keepdim, wide)
+        return ctx.cast(ctx.pointwise("sqrt", [total]), result)
+    powered = ctx.pointwise("pow", [magnitude, ctx.scalar(float(ord), wide)])
+    total = _reduce(ctx, "reduce_sum", powered, dim, keepdim, wide)
+    return ctx.cast(ctx.pointwise("pow", [total, ctx.scalar(1.0 / float(ord), wide)]), result)

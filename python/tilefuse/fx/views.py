@@ -218,3 +218,33 @@ def constant_pad_nd(ctx: Context, x: Value, pad: Sequence[int], value: float = 0
         if len(parts) > 1:
             x = ctx.concat(parts, dim)
     return x
+
+
+@handles("aten.flip.default")
+def flip(ctx: Context, x: Value, dims: Sequence[int]) -> Value:
+    """Each named dim read backwards: a slice with step -1 (from the last element past the first)."""
+    rank = ctx.rank(x)
+    axes = sorted({ctx.normalize_dim(d, rank) for d in dims})
+    if not axes:
+        return x
+    return ctx.slice(x, [-1] * len(axes), [-(2**62)] * len(axes), axes, [-1] * len(axes))
+
+
+@handles("aten.slice_scatter.default")
+def slice_scatter(ctx: Context, x: Value, src: Value, dim: int = 0, start: Optional[int] = None,
+                  end: Optional[int] = None, step: int = 1) -> Value:
+    """x with x[start:end] along dim replaced by src (x[:, :1] = v, functionalized): the parts
+    of x before and after, and src between them."""
+    check(step == 1, "slice_scatter with a step other than 1")
+    dim = ctx.normalize_dim(dim, ctx.rank(x))
+    size = ctx.shape_of(x)[dim]
+    start = 0 if start is None else (start + size if start < 0 else start)
+    end = size if end is None or end >= _INT64_MAX else (end + size if end < 0 else end)
+    start, end = max(0, min(start, size)), max(0, min(end, size))
+    parts = []
+    if start > 0:
+        parts.append(ctx.slice(x, [0], [start], [dim], [1]))
+    parts.append(ctx.cast(src, ctx.dtype_of(x)))
+    if end < size:
+        parts.append(ctx.slice(x, [end], [size], [dim], [1]))
+    return parts[0] if len(parts) == 1 else ctx.concat(parts, dim)

@@ -830,6 +830,16 @@ def test_vector_norms(check, gen, dtype):
                      "p3_all": torch.linalg.vector_norm(x, ord=3), "norm": x.norm()}, x)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64])
+def test_argmax_and_argmin(check, gen, dtype):
+    # Ties on a grid of halves (the first index wins, as in PyTorch) and, for floats, a NaN.
+    x = halves(gen, 5, 8, low=-2, high=2).to(dtype)
+    if dtype.is_floating_point:
+        x[2, 3] = math.nan
+    check(lambda x: {"argmax_rows": torch.argmax(x, dim=1), "argmin_cols": torch.argmin(x, dim=0, keepdim=True),
+                     "argmax_all": torch.argmax(x), "argmin_all_kept": torch.argmin(x, dim=None, keepdim=True)}, x)
+
+
 def test_every_handler_is_exercised(request):
     module = request.module
     functions = {name for name in dir(module) if name.startswith("test_") and name != request.function.__name__}

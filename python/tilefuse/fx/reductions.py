@@ -73,6 +73,19 @@ def _extreme_with_index(ctx: Context, op: str, x: Value, dim: int, keepdim: bool
     return [extreme if keepdim else ctx.squeeze(extreme, [dim]), index]
 
 
+@handles("aten.argmax.default", "aten.argmin.default")
+def arg_extreme(ctx: Context, x: Value, dim: Optional[int] = None, keepdim: bool = False) -> Value:
+    """The index of the first extreme along `dim` (over the flattened tensor without one)."""
+    op = "reduce_max" if ctx.node.target.__name__.startswith("argmax") else "reduce_min"
+    if dim is None:
+        count = 1
+        for d in ctx.shape_of(x):
+            count *= d
+        index = _extreme_with_index(ctx, op, ctx.reshape(x, [count]), 0, False)[1]
+        return ctx.reshape(index, [1] * ctx.rank(x)) if keepdim else index
+    return _extreme_with_index(ctx, op, x, dim, keepdim)[1]
+
+
 @handles("aten.any.dim", "aten.any.dims", "aten.any.default")
 def any_(ctx: Context, x: Value, dim: Any = None, keepdim: bool = False) -> Value:
     as_number = ctx.cast(ctx.pointwise("not", [ctx.pointwise("equal", [x, ctx.scalar(0.0, ctx.dtype_of(x))])]), "f32")

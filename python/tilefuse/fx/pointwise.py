@@ -59,33 +59,24 @@ for _name, _op in _BINARY.items():
         handles(f"aten.{_name}.{_overload}")((_scaling if _name in ("mul", "div") else _binary)(_op))
 
 
-@handles("aten.add.Tensor", "aten.add.Scalar")
-def add(ctx: Context, a: Any, b: Any, alpha: Any = 1) -> Value:
-    dtype = ctx.result_dtype()
-    b = ctx.as_tensor(b, dtype)
-    if alpha != 1:
-        b = ctx.pointwise("mul", [b, ctx.scalar(float(alpha), dtype)])
-    return ctx.pointwise("add", [ctx.as_tensor(a, dtype), b])
+def _with_alpha(op: str):
+    """add and sub: a op alpha * b."""
+    def handler(ctx: Context, a: Any, b: Any, alpha: Any = 1) -> Value:
+        dtype = ctx.result_dtype()
+        b = ctx.as_tensor(b, dtype)
+        if alpha != 1:
+            b = ctx.pointwise("mul", [b, ctx.scalar(float(alpha), dtype)])
+        return ctx.pointwise(op, [ctx.as_tensor(a, dtype), b])
+    return handler
 
 
-@handles("aten.sub.Tensor", "aten.sub.Scalar")
-def sub(ctx: Context, a: Any, b: Any, alpha: Any = 1) -> Value:
-    dtype = ctx.result_dtype()
-    b = ctx.as_tensor(b, dtype)
-    if alpha != 1:
-        b = ctx.pointwise("mul", [b, ctx.scalar(float(alpha), dtype)])
-    return ctx.pointwise("sub", [ctx.as_tensor(a, dtype), b])
+add = handles("aten.add.Tensor", "aten.add.Scalar")(_with_alpha("add"))
+sub = handles("aten.sub.Tensor", "aten.sub.Scalar")(_with_alpha("sub"))
 
 
 @handles("aten.rsub.Scalar", "aten.rsub.Tensor")
 def rsub(ctx: Context, a: Any, b: Any, alpha: Any = 1) -> Value:
-    return sub(ctx, b, a, alpha) if alpha == 1 else _alpha_rsub(ctx, a, b, alpha)
-
-
-def _alpha_rsub(ctx: Context, a: Any, b: Any, alpha: Any) -> Value:
-    dtype = ctx.result_dtype()
-    scaled = ctx.pointwise("mul", [ctx.as_tensor(a, dtype), ctx.scalar(float(alpha), dtype)])
-    return ctx.pointwise("sub", [ctx.as_tensor(b, dtype), scaled])
+    return sub(ctx, b, a, alpha)  # b - alpha * a
 
 
 @handles("aten.div.Tensor_mode", "aten.div.Scalar_mode")

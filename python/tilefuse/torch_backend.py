@@ -326,7 +326,9 @@ def _reusable(gm: torch.fx.GraphModule, args: Sequence[Any], weights: Set[int], 
     folded = [args[i] for i in sorted(weights) if isinstance(args[i], torch.Tensor)]
     for node in gm.graph.nodes:
         if node.op == "get_attr":
-            value = getattr(gm, str(node.target), None)
+            value = gm
+            for part in str(node.target).split("."):  # dotted: a submodule's constant
+                value = getattr(value, part, None)
             if isinstance(value, torch.Tensor):
                 folded.append(value)
     key = (gm.code, _signature(args, weights), tuple(sorted(settings.items())),

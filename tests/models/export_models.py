@@ -20,7 +20,9 @@ torch.export-based one (dynamo=True, opset 18). Both exporters succeed on every 
 (torch 2.15, transformers 5.23), and every export is in tests/models: bert_tiny_dynamo indexes
 the attention mask with GatherND; the U-Net that goes up by ConvTranspose (unet_convtranspose,
 and its dynamo export) imports as a Conv over a zero-dilated input; unet_tiny goes up by Resize
-(bilinear + 1x1 Conv, then nearest) instead.
+(bilinear + 1x1 Conv, then nearest) instead. bert_sdpa and gpt2_sdpa_dynamo use transformers'
+default attention (SDPA), which the exporters write as the "safe" softmax (IsNaN + Where after it).
+Exported with torch 2.11 and transformers 5.17 (onnxscript 0.7.2).
 """
 import os
 import sys
@@ -77,10 +79,10 @@ class LogitsOnly(torch.nn.Module):
         return self.model(input_ids=input_ids, use_cache=False, return_dict=False)[0]
 
 
-def gpt2():
+def gpt2(attn_implementation="eager"):
     from transformers import GPT2Config, GPT2LMHeadModel
     cfg = GPT2Config(vocab_size=128, n_positions=64, n_embd=64, n_layer=2, n_head=4,
-                     attn_implementation="eager")
+                     attn_implementation=attn_implementation)
     return LogitsOnly(GPT2LMHeadModel(cfg)).eval()
 
 
@@ -104,10 +106,10 @@ class FirstOutput(torch.nn.Module):
         return self.model(**dict(zip(self.names, inputs)), return_dict=False)[0]
 
 
-def bert():
+def bert(attn_implementation="eager"):
     from transformers import BertConfig, BertModel
     cfg = BertConfig(vocab_size=128, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                     intermediate_size=128, max_position_embeddings=64, attn_implementation="eager")
+                     intermediate_size=128, max_position_embeddings=64, attn_implementation=attn_implementation)
     return FirstOutput(BertModel(cfg, add_pooling_layer=False), ["input_ids", "attention_mask"]).eval()
 
 
@@ -299,7 +301,25 @@ def zoo():
         ("mobilenetv3_block", lambda: randomize_batchnorm(MobileNetV3Block()), (image(16, 16),), ["x"]),
         ("unet_tiny", lambda: randomize_batchnorm(UNetTiny()), (image(3, 32),), ["x"]),
         ("unet_convtranspose", lambda: randomize_batchnorm(UNetTiny(conv_transpose=True)), (image(3, 32),), ["x"]),
+        # transformers' default attention (SDPA): the dynamo exporter writes its masked softmax
+        # as softmax, IsNaN and Where (fully masked rows give 0), the legacy one similarly.
+        ("bert_sdpa", lambda: bert("sdpa"), (ids, mask), ["input_ids", "attention_mask"]),
     ]
+
+
+def dynamo_only():
+    """(name, factory) of models only the dynamo exporter takes: GPT-2 with SDPA (its mask code
+    calls aten::diff, which the legacy exporter lacks), causal, on gpt2_2layer's input ids."""
+    return [("gpt2_sdpa_dynamo", lambda: gpt2("sdpa"))]
+
+
+def export_dynamo_only(out_dir, names=None):
+    torch.manual_seed(0)
+    ids = torch.randint(0, 128, (1, 16), dtype=torch.int64)
+    for i, (name, make) in enumerate(dynamo_only()):
+        if names is None or name in names:
+            torch.manual_seed(100 + i)
+            export(name, make(), (ids,), ["input_ids"], out_dir, dynamo=True)
 
 
 def module_factory(name):
@@ -311,6 +331,7 @@ def module_factory(name):
     table = {"mlp_block": lambda: MlpBlock().eval(), "attention_block": lambda: AttentionBlock().eval(),
              "gpt2_2layer": gpt2, "llama_2layer": llama}
     table.update({zoo_name: make for zoo_name, make, _, _ in zoo()})
+    table.update({"gpt2_sdpa": make for _, make in dynamo_only()})
     return table.get(name)
 
 
@@ -329,6 +350,7 @@ def main():
         except Exception as e:
             print(f"{name}: FAILED {type(e).__name__}: {e}", flush=True)
     export_decoders_legacy(out_dir, ids)
+    export_dynamo_only(out_dir)
     for i, (name, make, inputs, input_names) in enumerate(zoo()):
         torch.manual_seed(i)  # each zoo model's weights independent of the others
         model = make()
@@ -357,6 +379,7 @@ def export_only(out_dir, names):
         for name, make in (("gpt2_2layer_legacy", gpt2), ("llama_2layer_legacy", llama)):
             if name in names:
                 export_legacy_unpacked(name, make(), (ids,), ["input_ids"], out_dir)
+    export_dynamo_only(out_dir, names)
     for i, (name, make, inputs, input_names) in enumerate(zoo()):
         wanted = [(suffix, dynamo) for suffix, dynamo in (("", False), ("_dynamo", True)) if name + suffix in names]
         if not wanted:

@@ -4,7 +4,8 @@
 // its groups the CPU backend leaves to the reference interpreter ("generated": false in the
 // JSON report: today the convolutions, issue 14); the test fails when a model uses more,
 // so that a model that used to compile fully cannot regress silently. On the CPU no group, nor
-// any gemm's prologue part, may run there: the run warns of none (or passes --strict).
+// any gemm's prologue part, may run there: the run warns of none (or passes --strict); on a GPU
+// none may run on the host.
 #include <gtest/gtest.h>
 
 #include <iostream>
@@ -64,6 +65,8 @@ TEST_P(RealModelTest, ImportsAndMatchesOnnxRuntime) {
   if (run.backend != "cpu") {
     std::cout << "[ model    ] " << model.name << " on " << run.backend << ": " << run.reference_groups << " of "
               << run.kernels << " groups on the reference interpreter\n";
+    // No group of a real model may run on the host's reference interpreter on the GPU either.
+    EXPECT_EQ(run.reference_groups, 0) << model.name << " on " << run.backend << ": " << default_run.err;
     // --strict: any group (or a gemm's prologue part) on the reference interpreter fails the run.
     run = ExpectPassingRun(testing_cli::RunTilefuse("run " + dir + " --check --json --backend cpu --strict"), "--backend cpu --strict");
   } else {
@@ -97,7 +100,10 @@ INSTANTIATE_TEST_SUITE_P(Models, RealModelTest,
                                          ZooModel{"resnet_tiny_dynamo", 0}, ZooModel{"mobilenetv3_block", 0},
                                          ZooModel{"mobilenetv3_block_dynamo", 0}, ZooModel{"unet_tiny", 0},
                                          ZooModel{"unet_tiny_dynamo", 0},
-                                         ZooModel{"unet_convtranspose", 0}, ZooModel{"unet_convtranspose_dynamo", 0}),
+                                         ZooModel{"unet_convtranspose", 0}, ZooModel{"unet_convtranspose_dynamo", 0},
+                                         // transformers' default SDPA attention: the safe softmax
+                                         ZooModel{"bert_sdpa", 0}, ZooModel{"bert_sdpa_dynamo", 0},
+                                         ZooModel{"gpt2_sdpa_dynamo", 0}),
                          [](const testing::TestParamInfo<ZooModel>& info) { return std::string(info.param.name); });
 
 }  // namespace

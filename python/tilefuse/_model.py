@@ -19,6 +19,9 @@ logger = logging.getLogger("tilefuse")
 
 # The element types tilefuse takes, by NumPy name (bfloat16 is ml_dtypes' type).
 _NUMPY_DTYPES = {"float64", "float32", "float16", "bfloat16", "int64", "int32", "int8", "uint8", "bool"}
+# The dtypes an array passes as it is (the common case, checked first: a call's overhead counts
+# against small models).
+_PLAIN_NUMPY_DTYPES = frozenset(np.dtype(n) for n in ("float64", "float32", "float16", "int64", "int32", "int8", "uint8", "bool"))
 _TORCH_DTYPES = {"float64", "float32", "float16", "bfloat16", "int64", "int32", "int8", "uint8", "bool"}
 
 
@@ -268,6 +271,8 @@ class CompiledModel:
 
 
 def _as_numpy_input(index: int, value: Any) -> np.ndarray:
+    if type(value) is np.ndarray and value.dtype in _PLAIN_NUMPY_DTYPES and value.flags.c_contiguous:
+        return value
     if not isinstance(value, (np.ndarray, np.generic)):
         raise Error(f"input {index} is a {type(value).__name__}: pass NumPy arrays, or torch tensors")
     array = np.ascontiguousarray(value)

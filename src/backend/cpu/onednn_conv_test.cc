@@ -203,7 +203,9 @@ TEST_P(OnednnConvTest, MatchesReference) {
   }
   StatusOr<std::vector<Tensor>> expected = RunReference(*built, inputs);
   ASSERT_TRUE(expected.ok()) << expected.status().ToString();
-  for (int run = 0; run < 2; ++run) {  // twice: the primitive holds no state between runs
+  // Twice: the primitive holds no state between runs, and the second run keeps to the calling
+  // thread (CpuExecutable::Run), on a primitive made for one thread.
+  for (int run = 0; run < 2; ++run) {
     StatusOr<std::vector<Tensor>> actual = (*compiled)->Run(inputs);
     ASSERT_TRUE(actual.ok()) << actual.status().ToString();
     Comparison cmp = CompareNormwise((*actual)[0], (*expected)[0], Tolerance{1e-4, 1e-5});

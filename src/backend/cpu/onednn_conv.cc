@@ -63,10 +63,11 @@ struct OnednnConv::Impl {
   // oneDNN fixes a convolution's team size when the primitive is made (its brgemm kernels
   // split the work for that many threads and open a team of exactly that size), so a run that
   // the CPU executable keeps on the calling thread (omp_get_max_threads() == 1: under contention,
-  // cpu_executable.cc) gets a second primitive made for one thread, on first use, with the layouts
-  // of the first. Without it a busy machine stalls every run (ViT's patch convolution beside a
-  // spinning process on 16 cores: 8 ms a run instead of 0.1).
-  std::optional<dnnl::convolution_forward::desc> desc;
+  // cpu_executable.cc) gets a second primitive made for one thread, on first use, held to the
+  // layouts of the first (left free, oneDNN picks other weight blockings for other team sizes).
+  // Without it a busy machine stalls every run (ViT's patch convolution beside a spinning
+  // process on 16 cores: 8 ms a run instead of 0.1).
+  memory::dims strides, dilations, pad_l, pad_r;
   dnnl::primitive_attr attr;
   int team_size = 1;  // omp_get_max_threads() when `conv` was made
   mutable std::optional<dnnl::convolution_forward> conv_alone;
@@ -193,7 +194,10 @@ StatusOr<std::unique_ptr<OnednnConv>> OnednnConv::Create(const Graph& graph, con
                                          bias_desc, dst_desc, strides, dilations, pad_l, pad_r);
     dnnl::convolution_forward::primitive_desc pd(desc, attr, Engine());
     impl->conv = dnnl::convolution_forward(pd);
-    impl->desc = desc;
+    impl->strides = strides;
+    impl->dilations = dilations;
+    impl->pad_l = pad_l;
+    impl->pad_r = pad_r;
     impl->attr = attr;
     impl->team_size = omp_get_max_threads();
     impl->src = pd.src_desc();
@@ -241,15 +245,17 @@ StatusOr<std::unique_ptr<OnednnConv>> OnednnConv::Create(const Graph& graph, con
 void OnednnConv::Run(const float* src, const float* weights, const float* bias, const float* residual, float* dst) const {
   Impl& s = *impl_;
   // The primitive for this run: the team's, or where the run keeps to the calling thread, one
-  // made for a single thread (with the team's layouts; if oneDNN picks others, the team's serves).
+  // made for a single thread.
   auto conv_for_this_run = [&s]() -> const dnnl::convolution_forward& {
     if (s.team_size == 1 || omp_get_max_threads() > 1) return s.conv;
     if (!s.alone_tried) {
       s.alone_tried = true;
       try {
-        dnnl::convolution_forward::primitive_desc pd(*s.desc, s.attr, Engine());
-        if (pd.src_desc() == s.src && pd.dst_desc() == s.dst && pd.weights_desc() == s.weights) s.conv_alone.emplace(pd);
+        dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference, algorithm::convolution_direct, s.src, s.weights,
+                                             s.bias_desc, s.dst, s.strides, s.dilations, s.pad_l, s.pad_r);
+        s.conv_alone.emplace(dnnl::convolution_forward::primitive_desc(desc, s.attr, Engine()));
       } catch (const dnnl::error&) {
+        // none takes these layouts on one thread: the team's serves
       }
     }
     return s.conv_alone ? *s.conv_alone : s.conv;

@@ -26,6 +26,11 @@ class Tensor {
   // Bytes left as they are (a kernel about to write every element): no zero fill, and a
   // reused buffer keeps its pages (support/host_buffer_pool.h).
   static Tensor Uninitialized(DType dtype, Shape shape);
+  // A tensor over bytes it does not own (a caller's array, any alignment): the caller keeps them
+  // alive and unchanged while this tensor or a copy of it is in use. For a run's inputs, so that a
+  // call from Python does not copy them; an output that is such a tensor must be copied out.
+  static Tensor Borrowed(DType dtype, Shape shape, void* data);
+  bool borrowed() const { return bytes_ && !bytes_->owned; }
 
   // Builds a tensor from f64 values, rounding each to `dtype`.
   static Tensor FromDoubles(DType dtype, Shape shape, const std::vector<double>& values);
@@ -55,14 +60,17 @@ class Tensor {
  private:
   DType dtype_ = DType::kF32;
   Shape shape_;
-  // 64-byte aligned bytes from the host buffer pool, shared by copies of the tensor.
+  // 64-byte aligned bytes from the host buffer pool, shared by copies of the tensor (or a
+  // caller's bytes, not owned).
   struct Storage {
     explicit Storage(size_t size);
+    Storage(std::byte* borrowed, size_t size);
     ~Storage();
     Storage(const Storage&) = delete;
     Storage& operator=(const Storage&) = delete;
     std::byte* data;
     size_t size;
+    bool owned = true;
   };
   std::shared_ptr<Storage> bytes_;
 };

@@ -54,6 +54,22 @@ std::vector<Tensor> ToTensors(const std::vector<InputArray>& arrays) {
   return tensors;
 }
 
+std::vector<Tensor> BorrowTensors(const std::vector<InputArray>& arrays) {
+  std::vector<Tensor> tensors;
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    const InputArray& array = arrays[i];
+    DType dtype = ValueOrThrow(DTypeOf(array, i));
+    tensors.push_back(Tensor::Borrowed(dtype, Shape(array.shape_ptr(), array.shape_ptr() + array.ndim()), const_cast<void*>(array.data())));
+  }
+  return tensors;
+}
+
+Tensor OwnedCopy(const Tensor& t) {
+  Tensor copy = Tensor::Uninitialized(t.dtype(), t.shape());
+  if (copy.num_bytes() > 0) std::memcpy(copy.data(), t.data(), copy.num_bytes());
+  return copy;
+}
+
 namespace {
 
 nb::dlpack::dtype DlpackType(DType dtype, bool torch) {

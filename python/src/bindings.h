@@ -35,6 +35,9 @@ void TranslateStatusError(const std::exception_ptr& error, void*);
 StatusOr<DType> DTypeOf(const InputArray& array, size_t index);
 Tensor ToTensor(const InputArray& array, size_t index);
 std::vector<Tensor> ToTensors(const std::vector<InputArray>& arrays);
+// Tensors over the arrays' own bytes (Tensor::Borrowed): valid while the arrays are.
+std::vector<Tensor> BorrowTensors(const std::vector<InputArray>& arrays);
+Tensor OwnedCopy(const Tensor& t);
 // A NumPy array (torch = false) or torch tensor over the tensor's bytes, owning them.
 nb::object ToArray(Tensor tensor, bool torch);
 

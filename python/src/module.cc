@@ -92,15 +92,19 @@ std::unique_ptr<CompiledModel> CompileGraph(const Graph& graph, const std::strin
   return ValueOrThrow(std::move(compiled));
 }
 
+// The inputs are read where the arrays hold them (no copy: a small model's call is mostly its
+// inputs' copies otherwise); `arrays` keeps them alive through the run. An output that is an
+// input itself (a graph passing one through) is copied, so that it does not alias the caller's.
 nb::list RunModel(CompiledModel& model, const std::vector<InputArray>& arrays, bool torch, const std::string& source) {
-  std::vector<Tensor> inputs = ToTensors(arrays);
+  std::vector<Tensor> inputs = BorrowTensors(arrays);
   StatusOr<std::vector<Tensor>> outputs = InvalidArgument("not run");
   {
     nb::gil_scoped_release release;
     outputs = model.Run(inputs, nullptr, source);
   }
+  inputs.clear();
   nb::list list;
-  for (Tensor& t : ValueOrThrow(std::move(outputs))) list.append(ToArray(std::move(t), torch));
+  for (Tensor& t : ValueOrThrow(std::move(outputs))) list.append(ToArray(t.borrowed() ? OwnedCopy(t) : std::move(t), torch));
   return list;
 }
 

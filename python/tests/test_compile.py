@@ -140,3 +140,26 @@ def test_outputs_own_their_memory():
     model(*random_inputs(model, seed=5))  # a second run must not write into the first's outputs
     del model
     np.testing.assert_array_equal(first, copy)
+
+
+def test_inputs_are_read_in_place_and_an_output_never_aliases_them(tmp_path):
+    # Inputs are not copied into tilefuse (a small model's call would be mostly copies); an
+    # output that is an input passed through is a copy, and the caller's arrays are left as they were.
+    path = tmp_path / "through.onnxtxt"
+    path.write_text("""<ir_version: 8, opset_import: ["" : 17]>
+through (float[4,8] x, float[4,8] y) => (float[4,8] x, float[4,8] sum) {
+  sum = Add (x, y)
+}""")
+    model = tilefuse.compile(path, backend="cpu")
+    x, y = (np.random.default_rng(seed).standard_normal((4, 8)).astype(np.float32) for seed in (1, 2))
+    x_before, y_before = x.copy(), y.copy()
+    passed, total = model(x, y)
+    np.testing.assert_array_equal(total, x + y)
+    np.testing.assert_array_equal(passed, x)
+    assert not np.shares_memory(passed, x)
+    x[:] = 7  # the caller changes its array: the returned one keeps the run's values
+    np.testing.assert_array_equal(passed, x_before)
+    np.testing.assert_array_equal(y, y_before)
+    # a view of a bigger array (a strided one is copied to contiguous first) gives the same
+    wide = np.concatenate([x_before, y_before], axis=1)
+    np.testing.assert_array_equal(model(wide[:, :8], wide[:, 8:])[1], x_before + y_before)

@@ -31,13 +31,24 @@ std::vector<int64_t> RowMajorStrides(const Shape& shape) {
 }
 
 Tensor::Storage::Storage(size_t size) : data(HostBufferPool::Global().Allocate(size)), size(size) {}
-Tensor::Storage::~Storage() { HostBufferPool::Global().Release(data, size); }
+Tensor::Storage::Storage(std::byte* borrowed, size_t size) : data(borrowed), size(size), owned(false) {}
+Tensor::Storage::~Storage() {
+  if (owned) HostBufferPool::Global().Release(data, size);
+}
 
 Tensor Tensor::Uninitialized(DType dtype, Shape shape) {
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
   t.bytes_ = std::make_shared<Storage>(static_cast<size_t>(NumElements(t.shape_)) * DTypeSize(dtype));
+  return t;
+}
+
+Tensor Tensor::Borrowed(DType dtype, Shape shape, void* data) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.bytes_ = std::make_shared<Storage>(static_cast<std::byte*>(data), static_cast<size_t>(NumElements(t.shape_)) * DTypeSize(dtype));
   return t;
 }
 

@@ -1,13 +1,11 @@
 #include "backend/cpu/blas_matmul.h"
 
 #include <cblas.h>
-#include <omp.h>
 #if TILEFUSE_CPU_GEMM_DNNL
 #include <oneapi/dnnl/dnnl.h>
 #endif
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -23,29 +21,7 @@ namespace {
 // The one place the f32 library is chosen (CMake's TILEFUSE_CPU_GEMM): oneDNN's sgemm was
 // 1.2-2.3x OpenBLAS 0.3.21's on our shapes (docs/design-notes.md); OpenBLAS is the fallback
 // and keeps f64, which oneDNN does not offer.
-// A product gets one thread per kSgemmFlopsPerThread of work, up to the team: oneDNN's sgemm
-// splits a small product over every thread it is given, and on 16 threads a 64x256x512 product
-// took 0.056-0.18 ms against 0.045-0.055 ms on 8 (the 16-core host, 2026-11-29,
-// bench/experiments/gemm_threads_sweep.sh), the team's synchronisation outweighing the work.
-constexpr double kSgemmFlopsPerThread = 1 << 21;
-
-class SgemmTeam {
- public:
-  explicit SgemmTeam(double flops) : before_(omp_get_max_threads()) {
-    const int wanted = static_cast<int>(std::min<double>(before_, std::max(1.0, std::ceil(flops / kSgemmFlopsPerThread))));
-    if (wanted < before_) omp_set_num_threads(wanted);
-    else before_ = 0;
-  }
-  ~SgemmTeam() {
-    if (before_ > 0) omp_set_num_threads(before_);
-  }
-
- private:
-  int before_;
-};
-
 void Sgemm(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c) {
-  SgemmTeam team(2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k));
 #if TILEFUSE_CPU_GEMM_DNNL
   // Fails only on invalid arguments (a negative size or a leading dimension below N or K).
   TF_CHECK_MSG(dnnl_sgemm('N', 'N', m, n, k, 1.0f, a, k, b, n, 0.0f, c, n) == dnnl_success, "dnnl_sgemm failed");

@@ -35,6 +35,7 @@ const FusionPlan& CpuExecutable::plan() const { return state_->plan; }
 const std::vector<KernelInfo>& CpuExecutable::kernels() const { return state_->kernels; }
 const std::vector<std::string>& CpuExecutable::plan_notes() const { return state_->plan_notes; }
 int64_t CpuExecutable::jit_compiles() const { return state_->jit_compiles; }
+int CpuExecutable::team_size() const { return state_->team_size; }
 
 std::vector<std::string> CpuExecutable::ReferenceWarnings() const {
   const Graph& g = state_->graph;
@@ -151,18 +152,20 @@ Status RunPrologueAndProduct(CpuExecutable::State& s, const Step& step, std::vec
 constexpr double kStallUs = 2000;
 constexpr auto kAloneFor = std::chrono::seconds(1);
 
+// Sets the OpenMP team of this thread's parallel regions for one run (`threads`: 1 alone, 0
+// OpenMP's default), and puts the caller's back after it.
 class TeamSizeForRun {
  public:
-  explicit TeamSizeForRun(bool alone) : before_(omp_get_max_threads()), alone_(alone) {
-    if (alone_) omp_set_num_threads(1);
+  explicit TeamSizeForRun(int threads) : before_(omp_get_max_threads()) {
+    if (threads > 0 && threads < before_) omp_set_num_threads(threads);
+    else before_ = 0;
   }
   ~TeamSizeForRun() {
-    if (alone_) omp_set_num_threads(before_);
+    if (before_ > 0) omp_set_num_threads(before_);
   }
 
  private:
   int before_;
-  bool alone_;
 };
 
 // Records step `i`'s time (the fastest times hold one entry a step, -1: none yet); a team's
@@ -201,7 +204,7 @@ StatusOr<std::vector<Tensor>> CpuExecutable::Run(const std::vector<Tensor>& inpu
     state_->fastest_team_us.assign(state_->steps.size(), -1);
     state_->fastest_alone_us.assign(state_->steps.size(), -1);
   }
-  TeamSizeForRun team(alone);
+  TeamSizeForRun team(alone ? 1 : state_->team_size);
   for (size_t i = 0; i < state_->steps.size(); ++i) {
     const Step& step = state_->steps[i];
     auto begin = Clock::now();

@@ -73,6 +73,7 @@ struct CpuExecutable::State {
   std::vector<KernelInfo> kernels;
   std::vector<std::shared_ptr<const JitLibrary>> libraries;
   std::string source;     // this graph's generated functions (the backend's Lower)
+  int team_size = 0;      // the OpenMP team of a run's parallel regions (0: OpenMP's default); RunTeamSize
   std::string cache_dir;  // the JIT's ("" its default)
   int64_t jit_compiles = 0;
   bool poison_outputs = false;

@@ -328,6 +328,33 @@ TEST(CpuExecutableTest, SmallKernelsRunOnTheCallingThread) {
   EXPECT_EQ(large.find("num_threads"), std::string::npos) << large;
 }
 
+// A run's parallel regions share one team sized by its largest step's work (RunTeamSize): a
+// 64x256x512 product (16.8 MFLOP) gets 8 threads where OpenMP offers 16, a small pointwise
+// kernel a few, a 1 GFLOP product OpenMP's default (0).
+TEST(CpuExecutableTest, ARunsTeamFollowsItsLargestStep) {
+  const int before = omp_get_max_threads();
+  omp_set_num_threads(16);
+  auto team_of = [](StatusOr<Graph> graph) {
+    EXPECT_TRUE(graph.ok()) << graph.status().ToString();
+    CpuCompileOptions options;
+    options.cache_dir = TestCacheDir();
+    auto compiled = CompileForCpu(*graph, options);
+    EXPECT_TRUE(compiled.ok()) << compiled.status().ToString();
+    EXPECT_TRUE((*compiled)->Run(RandomInputs(*graph, 3)).ok());
+    return (*compiled)->team_size();
+  };
+  const std::string examples = std::string(TILEFUSE_SOURCE_DIR) + "/examples/";
+  EXPECT_EQ(team_of(ImportAndPass(examples + "matmul_bias_relu.onnxtxt")), 8);
+  const int gelu = team_of(ImportAndPass(examples + "gelu_composite.onnxtxt"));  // 32768 elements, ~10 ops each
+  EXPECT_GE(gelu, 1);
+  EXPECT_LE(gelu, 4);
+  GraphBuilder b;
+  b.Output(b.MatMul(b.Parameter("a", DType::kF32, {512, 1024}), b.Parameter("w", DType::kF32, {1024, 1024})), "y");
+  EXPECT_EQ(team_of(b.Build()), 0);
+  EXPECT_EQ(omp_get_max_threads(), 16);
+  omp_set_num_threads(before);
+}
+
 // The second run is on the calling thread alone (the reference a stalled team is compared
 // with), the others with a team; either way the caller's OpenMP team size is as it was.
 TEST(CpuExecutableTest, RunsLeaveTheCallersTeamSizeAsItWas) {

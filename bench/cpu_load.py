@@ -13,9 +13,10 @@ same seeded inputs:
   load   one other process spinning (`sh -c 'while :; do :; done'`), started before timing.
 
 Each cell is the median of --repeats runs, timed one call at a time (the Python call included
-on both sides: input copies in, outputs out), in --rounds rounds alternating tilefuse and
-onnxruntime so that drift of the machine falls on both. The 1-minute load average is recorded
-before each condition: a machine that was not quiet shows in it.
+on both sides), in --rounds rounds alternating which runtime goes first. Before each runtime is
+timed, this process waits until its threads are idle: both runtimes' thread pools spin for a
+while after a run, and the other's spinning workers on every core would be timed as this one's
+cost. The 1-minute load average is recorded before each condition.
 
 Targets (issue 49), per model:
   tiny transformers (both exporters):  quiet tilefuse / onnxruntime <= 1.0
@@ -44,7 +45,7 @@ def model_path(name: str) -> str:
     return folder if os.path.isdir(folder) else os.path.join(ROOT, "examples", name + ".onnxtxt")
 
 
-def median_ms(run, repeats: int) -> list:
+def timed_ms(run, repeats: int) -> list:
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
@@ -53,17 +54,32 @@ def median_ms(run, repeats: int) -> list:
     return times
 
 
+def settle(max_s: float = 3.0) -> float:
+    """Waits until this process's other threads stop using the CPU (at most max_s): an OpenMP team
+    or onnxruntime's intra-op pool spins for a while after its last run, and onnxruntime's spinning
+    workers made tilefuse's 8-thread product 4x slower (0.16 against 0.04 ms, 16-core host) when it
+    was timed right after onnxruntime ran. Returns the seconds waited."""
+    start = time.perf_counter()
+    while time.perf_counter() - start < max_s:
+        cpu0, wall0 = sum(os.times()[:2]), time.perf_counter()
+        time.sleep(0.05)
+        if (sum(os.times()[:2]) - cpu0) / (time.perf_counter() - wall0) < 0.2:
+            break
+    return time.perf_counter() - start
+
+
 def time_pair(compiled, session, inputs, feeds, warmup: int, repeats: int, rounds: int) -> dict:
-    for _ in range(warmup):
-        compiled(*inputs)
-        session.run(None, feeds)
-    ours, theirs = [], []
+    """Each runtime timed in turn, after the other's threads have gone quiet (settle)."""
+    ours, theirs, waited = [], [], 0.0
     per_round = max(1, repeats // rounds)
+    runs = ((ours, lambda: compiled(*inputs)), (theirs, lambda: session.run(None, feeds)))
     for r in range(rounds):
-        first, second = ((ours, lambda: compiled(*inputs)), (theirs, lambda: session.run(None, feeds)))
-        for times, run in ((first, second) if r % 2 == 0 else (second, first)):
-            times.extend(median_ms(run, per_round))
-    return {"tilefuse_ms": statistics.median(ours), "onnxruntime_ms": statistics.median(theirs)}
+        for times, run in (runs if r % 2 == 0 else runs[::-1]):
+            waited += settle()
+            for _ in range(warmup):
+                run()
+            times.extend(timed_ms(run, per_round))
+    return {"tilefuse_ms": statistics.median(ours), "onnxruntime_ms": statistics.median(theirs), "settle_s": waited}
 
 
 def worker(args) -> None:
@@ -121,7 +137,7 @@ def main() -> int:
     p.add_argument("--models", nargs="*", default=TRANSFORMERS + EXAMPLES, help="tests/models folders or examples names")
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--repeats", type=int, default=300)
-    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--json", help="write every result here")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()

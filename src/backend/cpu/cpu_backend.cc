@@ -163,13 +163,18 @@ CppKernelConfig UntunedConfig(const Kernel& kernel) {
 // slowest thread: on the 16-core host (2026-11-29), examples/matmul_bias_relu ran in 0.18 ms on
 // 16 threads, 0.04 ms on 8, and 0.45 ms with its product on 8 and its epilogue on 16. A run's
 // team is one thread per kProductFlopsPerThread of its largest product, or per kCallingThreadWork
-// of flops + bytes of its largest loop kernel, up to OpenMP's default; steps whose work is not
-// counted here (convolutions and pools on oneDNN, attention) keep the default.
+// of flops + bytes of its largest loop kernel (an attention kernel counts as its products), up to
+// OpenMP's default; steps whose work is not counted here (convolutions and pools on oneDNN,
+// whose teams oneDNN fixes) keep the default.
 constexpr double kProductFlopsPerThread = 1 << 21;
 
 int RunTeamSize(const CpuExecutable::State& s) {
   double threads = 1;
   auto loop = [&](const GeneratedCall& call) {
+    if (call.product_flops > 0) {
+      threads = std::max(threads, std::ceil(call.product_flops / kProductFlopsPerThread));
+      return true;
+    }
     if (!call.loop_kernel) return false;
     const LoopWork w = WorkOf(*call.loop_kernel);
     threads = std::max(threads, std::ceil((w.flops + w.bytes) / kCallingThreadWork));
@@ -237,6 +242,8 @@ void GenerateAttention(const CpuExecutable::State& state, const FusionGroup& gro
   for (const KernelBuffer& b : attention->buffers) call.buffer_nodes.push_back(b.node);
   call.outputs = group.outputs;
   call.symbol = info.name = attention->name;
+  call.product_flops = 2.0 * static_cast<double>(a.batch) * static_cast<double>(a.nq) * static_cast<double>(a.nk) *
+                       static_cast<double>(a.d + a.dv);
   step.kernel = std::move(call);
   info.generated = true;
 }

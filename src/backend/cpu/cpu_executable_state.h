@@ -29,6 +29,7 @@ struct GeneratedCall {
   std::vector<int> buffer_nodes;  // the kernel's buffers, in order
   std::vector<int> outputs;       // the nodes it writes
   std::optional<Kernel> loop_kernel;  // loop kernels: what the tuner re-emits
+  double product_flops = 0;           // attention kernels: Q·Kᵀ's and P·V's flops (RunTeamSize)
 };
 
 // One group at run time: a generated kernel; or, for gemm groups, the prologue as

@@ -330,7 +330,8 @@ TEST(CpuExecutableTest, SmallKernelsRunOnTheCallingThread) {
 
 // A run's parallel regions share one team sized by its largest step's work (RunTeamSize): a
 // 64x256x512 product (16.8 MFLOP) gets 8 threads where OpenMP offers 16, a small pointwise
-// kernel a few, a 1 GFLOP product OpenMP's default (0).
+// kernel a few, an attention kernel one per 2 MFLOP of its products, a 1 GFLOP product OpenMP's
+// default (0).
 TEST(CpuExecutableTest, ARunsTeamFollowsItsLargestStep) {
   const int before = omp_get_max_threads();
   omp_set_num_threads(16);
@@ -348,6 +349,7 @@ TEST(CpuExecutableTest, ARunsTeamFollowsItsLargestStep) {
   const int gelu = team_of(ImportAndPass(examples + "gelu_composite.onnxtxt"));  // 32768 elements, ~10 ops each
   EXPECT_GE(gelu, 1);
   EXPECT_LE(gelu, 4);
+  EXPECT_EQ(team_of(ImportAndPass(examples + "causal_attention.onnxtxt")), 2);  // 8 x 64 x 64 x (32 + 32) x 2 flops
   GraphBuilder b;
   b.Output(b.MatMul(b.Parameter("a", DType::kF32, {512, 1024}), b.Parameter("w", DType::kF32, {1024, 1024})), "y");
   EXPECT_EQ(team_of(b.Build()), 0);

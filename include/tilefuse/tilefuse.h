@@ -131,7 +131,9 @@ class CompiledModel {
   // FromGraph in two steps, for callers that look at the passed graph before paying for the
   // compile (its inputs to check, its dumps to publish): the passes `options` asks for, then
   // the compile of their result with the same options.
-  static StatusOr<Graph> RunPasses(Graph graph, const ModelOptions& options);
+  // `pass_ms`, if given, receives each pass's milliseconds in order.
+  static StatusOr<Graph> RunPasses(Graph graph, const ModelOptions& options,
+                                   std::vector<std::pair<std::string, double>>* pass_ms = nullptr);
   static StatusOr<std::unique_ptr<CompiledModel>> FromPassedGraph(Graph passed, const ModelOptions& options);
 
   ~CompiledModel();

@@ -2,6 +2,7 @@
 // would choose, and runs. What `tilefuse run` and the Python package both do.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <filesystem>
@@ -137,11 +138,11 @@ CompiledModel::~CompiledModel() = default;
 
 Status CheckModelOptions(const ModelOptions& options) { return CheckOptions(options); }
 
-StatusOr<Graph> CompiledModel::RunPasses(Graph graph, const ModelOptions& options) {
+StatusOr<Graph> CompiledModel::RunPasses(Graph graph, const ModelOptions& options, std::vector<std::pair<std::string, double>>* pass_ms) {
   RETURN_IF_ERROR(CheckOptions(options));
   PassOptions passes = PassOptionsForBackend(options.backend, options.device);
   passes.dump_dir = options.dump_dir;
-  return RunGraphPasses(std::move(graph), passes);
+  return RunGraphPasses(std::move(graph), passes, pass_ms);
 }
 
 StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::FromPassedGraph(Graph passed, const ModelOptions& options) {
@@ -161,10 +162,12 @@ StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::FromPassedGraph(Graph pa
 
 StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::FromGraph(Graph graph, const ModelOptions& options) {
   const Clock::time_point start = Clock::now();
-  ASSIGN_OR_RETURN(Graph passed, RunPasses(std::move(graph), options));
+  std::vector<std::pair<std::string, double>> pass_ms;
+  ASSIGN_OR_RETURN(Graph passed, RunPasses(std::move(graph), options, &pass_ms));
   const double passes_ms = MillisecondsSince(start);
   ASSIGN_OR_RETURN(std::unique_ptr<CompiledModel> model, FromPassedGraph(std::move(passed), options));
   model->state_->passes_ms = passes_ms;
+  model->state_->pass_ms = std::move(pass_ms);
   model->state_->compile_ms = MillisecondsSince(start);
   return model;
 }
@@ -251,7 +254,17 @@ double CompiledModel::compile_ms() const { return state_->compile_ms; }
 
 std::vector<std::pair<std::string, double>> CompiledModel::compile_stages_ms() const {
   std::vector<std::pair<std::string, double>> stages;
-  if (state_->passes_ms > 0) stages.push_back({"graph passes", state_->passes_ms});
+  // The graph passes one by one ("graph passes: cse", a pass run twice summed), what is left of
+  // their total (the graph's copies between them) as "graph passes: other".
+  double counted = 0;
+  for (const auto& [pass, ms] : state_->pass_ms) {
+    const std::string name = "graph passes: " + pass;
+    auto same = std::find_if(stages.begin(), stages.end(), [&](const auto& s) { return s.first == name; });
+    if (same == stages.end()) stages.push_back({name, ms});
+    else same->second += ms;
+    counted += ms;
+  }
+  if (state_->passes_ms > counted) stages.push_back({state_->pass_ms.empty() ? "graph passes" : "graph passes: other", state_->passes_ms - counted});
   if (const Executable* executable = state_->executable())
     for (const auto& stage : executable->compile_stages_ms()) stages.push_back(stage);
   return stages;

@@ -25,6 +25,7 @@ struct CompiledModel::State {
   std::vector<ValueSpec> inputs, outputs;
   double compile_ms = 0;
   double passes_ms = 0;  // FromGraph's graph passes (not FromPassedGraph's caller's)
+  std::vector<std::pair<std::string, double>> pass_ms;  // and each pass's, in order
   std::mutex run_mutex;
 
   // The compiled executable, whichever backend; null on the reference interpreter.

@@ -1,5 +1,7 @@
 #include "passes/pipeline.h"
 
+#include <chrono>
+
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
@@ -25,7 +27,8 @@ namespace {
 // Runs the passes in order, numbering them for the dump files.
 class PassRunner {
  public:
-  PassRunner(Graph graph, const PassOptions& options) : graph_(std::move(graph)), options_(options) {}
+  PassRunner(Graph graph, const PassOptions& options, PassTimes* times)
+      : graph_(std::move(graph)), options_(options), times_(times) {}
 
   Status Prepare() {
     if (options_.dump_dir.empty()) return Status::Ok();
@@ -37,14 +40,18 @@ class PassRunner {
 
   template <typename Pass>
   Status Run(const char* name, Pass pass) {
+    const auto start = std::chrono::steady_clock::now();
     StatusOr<Graph> result = pass(graph_);
     if (!result.ok()) return result.status().WithContext(fmt::format("pass '{}'", name));
     graph_ = std::move(result).value();
+    Time(name, start);
     return Dump(name);
   }
 
   Status Verify() {
+    const auto start = std::chrono::steady_clock::now();
     RETURN_IF_ERROR(VerifyGraph(graph_).WithContext("verify"));
+    Time("verify", start);
     return Dump("verify");
   }
 
@@ -57,8 +64,14 @@ class PassRunner {
     return WriteFileAtomically((std::filesystem::path(options_.dump_dir) / file).string(), PrintGraph(graph_));
   }
 
+  void Time(const char* name, std::chrono::steady_clock::time_point start) {
+    if (times_)
+      times_->push_back({name, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count()});
+  }
+
   Graph graph_;
   const PassOptions& options_;
+  PassTimes* times_;
   int next_dump_ = 0;
 };
 
@@ -66,8 +79,8 @@ class PassRunner {
 
 // Every rewriting pass also ends in VerifyGraph (GraphRewriter::Finish builds through
 // GraphBuilder::Build), so a pass that breaks an invariant is caught at its own step.
-StatusOr<Graph> RunGraphPasses(Graph graph, const PassOptions& options) {
-  PassRunner passes(std::move(graph), options);
+StatusOr<Graph> RunGraphPasses(Graph graph, const PassOptions& options, PassTimes* times) {
+  PassRunner passes(std::move(graph), options, times);
   RETURN_IF_ERROR(passes.Prepare());
   RETURN_IF_ERROR(passes.Verify());
   RETURN_IF_ERROR(passes.Run("infer", InferTypes));

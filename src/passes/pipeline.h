@@ -6,6 +6,8 @@
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "tilefuse/graph.h"
 #include "tilefuse/status.h"
@@ -29,6 +31,9 @@ struct PassOptions {
   bool pad_gemm_columns = false;
 };
 
-StatusOr<Graph> RunGraphPasses(Graph graph, const PassOptions& options);
+// Each pass's wall milliseconds, in the order run (a pass run twice appears twice).
+using PassTimes = std::vector<std::pair<std::string, double>>;
+
+StatusOr<Graph> RunGraphPasses(Graph graph, const PassOptions& options, PassTimes* times = nullptr);
 
 }  // namespace tilefuse

@@ -724,6 +724,25 @@ def test_scaled_dot_product_attention(check, gen, dtype):
           padding)
 
 
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_the_cpu_flash_kernels_logsumexp_and_fully_masked_rows(check, gen, dtype):
+    # A training forward reads the CPU kernel's logsumexp ([batch, heads, queries], f32) for
+    # PyTorch's backward; a row whose keys are all masked gives 0 in both the output and it.
+    flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+
+    def with_statistics(q, k, v, mask):
+        causal, causal_lse = flash(q, k, v, 0.0, True)
+        masked, masked_lse = flash(q, k, v, 0.0, False, attn_mask=mask)
+        return {"causal": causal, "causal_lse": causal_lse, "masked": masked, "masked_lse": masked_lse}
+
+    b, h, length, d = 2, 3, 6, 8
+    q, k, v = (uniform(gen, b, h, length, d, dtype=dtype) for _ in range(3))
+    mask = uniform(gen, length, length, dtype=dtype)
+    mask[2, :] = -math.inf  # query 2 sees no key
+    mask[4, 1:] = -math.inf  # query 4 sees key 0 only
+    check(with_statistics, q, k, v, mask)
+
+
 # ---- creation
 
 def test_creation(check, gen):

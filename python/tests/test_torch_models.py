@@ -686,16 +686,9 @@ def _train_step(model, compiled, x, target):
     return expected, actual, expected_grads, {name: p.grad for name, p in model.named_parameters()}
 
 
-TRAINING_SAVES_STATISTICS = (
-    "a training graph saves native_layer_norm's mean and rstd and _scaled_dot_product_flash_attention_for_cpu's "
-    "logsumexp for the backward; tilefuse.fx computes neither (nn.py, attention.py return None for them), so the "
-    "translation fails at their getitem and the whole forward graph runs in PyTorch")
-
-
-@pytest.mark.parametrize("make", [
-    TrainableMLP,
-    pytest.param(lambda: gpt2(seed=25).train(), marks=pytest.mark.xfail(strict=True, reason=TRAINING_SAVES_STATISTICS)),
-], ids=["mlp", "gpt2"])
+# GPT-2's training forward saves native_layer_norm's mean and rstd and SDPA's logsumexp
+# (_scaled_dot_product_flash_attention_for_cpu) for PyTorch's backward: tilefuse computes them.
+@pytest.mark.parametrize("make", [TrainableMLP, lambda: gpt2(seed=25).train()], ids=["mlp", "gpt2"])
 def test_training_forward_in_tilefuse_backward_in_pytorch(make, logs):
     torch.manual_seed(23)
     model = make()

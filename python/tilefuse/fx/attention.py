@@ -9,10 +9,16 @@ import math
 from typing import Any, Optional
 
 from ._context import Context, Value, check, handles
+from .nn import _results_read
 
 
 def attention(ctx: Context, q: Value, k: Value, v: Value, mask: Optional[Value], dropout_p: float, is_causal: bool,
-              scale: Optional[float], enable_gqa: bool = False) -> Value:
+              scale: Optional[float], enable_gqa: bool = False, logsumexp: bool = False,
+              masked_rows_zero: bool = False) -> Any:
+    """The attention's output; with `logsumexp`, (output, logsumexp of each query's scores in f32,
+    shaped like the scores without their key axis: what a training forward saves for the backward).
+    `masked_rows_zero`: a query whose keys are all masked gets 0 (the softmax's NaNs replaced, the
+    "safe softmax" the attention templates take), not NaN."""
     check(dropout_p == 0.0, "attention with dropout (tilefuse runs inference: call model.eval())")
     dtype = ctx.dtype_of(q)
     q_shape, k_shape = ctx.shape_of(q), ctx.shape_of(k)
@@ -21,11 +27,27 @@ def attention(ctx: Context, q: Value, k: Value, v: Value, mask: Optional[Value],
     if rank >= 3 and k_shape[-3] != q_shape[-3]:  # grouped-query attention: each K/V head serves a group of Q heads
         check(q_shape[-3] % k_shape[-3] == 0, f"{q_shape[-3]} query heads over {k_shape[-3]} key heads")
         k, v = (_repeat_heads(ctx, t, q_shape[-3] // k_shape[-3]) for t in (k, v))
-    length, keys = q_shape[-2], k_shape[-2]
     scale = 1.0 / math.sqrt(q_shape[-1]) if scale is None else float(scale)
+    scores = _scores(ctx, q, k, mask, is_causal, scale, dtype)
+    probs = ctx.softmax(scores, rank - 1)
+    if masked_rows_zero and mask is not None:
+        probs = ctx.pointwise("where", [ctx.pointwise("isnan", [probs]), ctx.scalar(0.0, ctx.dtype_of(probs)), probs])
+    out = ctx.matmul(probs, v)
+    if not logsumexp:
+        return out
+    # In f32 from f32 products for half inputs, as PyTorch's kernels accumulate them: the half
+    # scores' rounding (0.4% in bf16) would be 0.01 in the saved logsumexp.
+    wide = scores if dtype == "f32" else _scores(ctx, q, k, mask, is_causal, scale, "f32")
+    return out, _logsumexp(ctx, wide)
+
+
+def _scores(ctx: Context, q: Value, k: Value, mask: Optional[Value], is_causal: bool, scale: float, dtype: str) -> Value:
+    """Q·Kᵀ · scale with the causal mask and `mask` applied, in `dtype`."""
+    rank = ctx.rank(q)
+    length, keys = ctx.shape_of(q)[-2], ctx.shape_of(k)[-2]
     perm = list(range(rank))
     perm[-1], perm[-2] = perm[-2], perm[-1]
-    scores = ctx.matmul(q, ctx.transpose(k, perm))
+    scores = ctx.matmul(ctx.cast(q, dtype), ctx.transpose(ctx.cast(k, dtype), perm))
     scores = ctx.pointwise("mul", [scores, ctx.scalar(scale, dtype)])
     if is_causal:  # PyTorch's causal mask is aligned top-left: key j is seen by query i when j <= i
         rows = ctx.iota([length, keys], 0, "i64")
@@ -37,7 +59,19 @@ def attention(ctx: Context, q: Value, k: Value, v: Value, mask: Optional[Value],
             scores = ctx.pointwise("where", [mask, scores, ctx.scalar(-math.inf, dtype)])
         else:
             scores = ctx.pointwise("add", [scores, ctx.cast(mask, dtype)])
-    return ctx.matmul(ctx.softmax(scores, rank - 1), v)
+    return scores
+
+
+def _logsumexp(ctx: Context, wide: Value) -> Value:
+    # max + log(sum(exp(s - max))) over the keys of f32 scores; a row with every key masked gives
+    # 0, as PyTorch's CPU flash kernel does (its output row is 0 too).
+    axis = ctx.rank(wide) - 1
+    peak = ctx.reduce("reduce_max", wide, [axis], True)
+    masked = ctx.pointwise("equal", [peak, ctx.scalar(-math.inf, "f32")])
+    safe_peak = ctx.pointwise("where", [masked, ctx.scalar(0.0, "f32"), peak])
+    total = ctx.reduce("reduce_sum", ctx.pointwise("exp", [ctx.pointwise("sub", [wide, safe_peak])]), [axis], True)
+    lse = ctx.pointwise("where", [masked, ctx.scalar(0.0, "f32"), ctx.pointwise("add", [safe_peak, ctx.pointwise("log", [total])])])
+    return ctx.reshape(lse, ctx.shape_of(lse)[:-1])
 
 
 def _repeat_heads(ctx: Context, t: Value, group: int) -> Value:
@@ -54,12 +88,18 @@ def sdpa(ctx: Context, q: Value, k: Value, v: Value, attn_mask: Optional[Value] 
     return attention(ctx, q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa)
 
 
-# The kernels the dispatcher picks return (output, logsumexp, ...): only the output is computed.
+# The kernels the dispatcher picks return (output, logsumexp, ...). The CPU kernel's logsumexp
+# ([batch, heads, queries], f32) is computed where the graph reads it (a training forward saves it
+# for PyTorch's backward); the GPU kernels' are not (their layouts and padding differ per kernel,
+# and no GPU check of them has run), and a graph reading one runs in PyTorch.
 
 @handles("aten._scaled_dot_product_flash_attention_for_cpu.default")
 def sdpa_flash_cpu(ctx: Context, q: Value, k: Value, v: Value, dropout_p: float = 0.0, is_causal: bool = False, *,
                    attn_mask: Optional[Value] = None, scale: Optional[float] = None) -> list:
-    return [attention(ctx, q, k, v, attn_mask, dropout_p, is_causal, scale), None]
+    # The kernel gives 0 for a query whose keys are all masked.
+    if _results_read(ctx, (1,)):
+        return list(attention(ctx, q, k, v, attn_mask, dropout_p, is_causal, scale, logsumexp=True, masked_rows_zero=True))
+    return [attention(ctx, q, k, v, attn_mask, dropout_p, is_causal, scale, masked_rows_zero=True), None]
 
 
 @handles("aten._scaled_dot_product_flash_attention.default")

@@ -1,7 +1,6 @@
 #include "passes/fold_constants.h"
 
 #include <algorithm>
-
 #include <cstdint>
 #include <cstring>
 #include <optional>

@@ -1,9 +1,8 @@
 #include "passes/fold_constants.h"
 
 #include <cmath>
-#include <gtest/gtest.h>
-
 #include <cstring>
+#include <gtest/gtest.h>
 
 #include "passes/pass_test_util.h"
 #include "reference/interpreter.h"

@@ -1,7 +1,6 @@
 #include "passes/pipeline.h"
 
 #include <chrono>
-
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>

@@ -92,8 +92,8 @@ class CpuExecutable : public Executable {
   // interpreter because no generated kernel or library takes them: the group, its kind, the
   // ops and why. What `run`, `bench`, `demo` and Python warn of, and --strict refuses.
   std::vector<std::string> ReferenceWarnings() const;
-  int64_t jit_compiles() const;
-  int team_size() const;  // the OpenMP team of a run's parallel regions (0: OpenMP's default)  // how many kernels needed the host compiler (not the cache)
+  int64_t jit_compiles() const;  // how many kernels needed the host compiler (not the cache)
+  int team_size() const;         // the OpenMP team of a run's parallel regions (0: OpenMP's default)
 
  private:
   std::unique_ptr<State> state_;

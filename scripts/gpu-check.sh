@@ -19,6 +19,8 @@
 #   3b. tilefuse bench --backend cuda on the real models, onnxruntime and the model's PyTorch module
 #       (eager, torch.compile, with CUDA graphs) beside (bench/model_peers.py, bench/model_report.py),
 #       and on the GPT block, group by group
+#   3c. the CPU backend on this machine's host cores, quiet and beside a busy process, against
+#       onnxruntime in one process (bench/cpu_load.py at all cores and at 2 threads)
 #   4. tilefuse demo (the examples fused on the GPU, checked, timed)
 #   5. benchmarks: tilefuse fused/unfused per case, then bench/peers.py (PyTorch eager,
 #      library op, torch.compile) in the same run; a merged table bench/report.py
@@ -31,7 +33,7 @@ B=build-gpu/bundle
 [ -x "$B/tilefuse" ] || tar -C build-gpu -xJf build-gpu/bundle.tar.xz
 export LD_LIBRARY_PATH="$PWD/$B/lib:${LD_LIBRARY_PATH:-}"
 export TILEFUSE_CACHE_DIR=${TILEFUSE_CACHE_DIR:-/tmp/tilefuse-cache}
-STAGES=${STAGES:-"check gemm conv attention fuzz sanitize tests python models demo tune bench peers"}
+STAGES=${STAGES:-"check gemm conv attention fuzz sanitize tests python models cpuload demo tune bench peers"}
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 log="$OUT/gpu-check.log"
 : >"$log"
@@ -236,6 +238,17 @@ if has models; then
   python3 bench/model_report.py "$OUT"/model-peers-*.json >"$OUT/models.md" && cat "$OUT/models.md"
   "$B/tilefuse" bench bench/cases/gpt_block_bf16_b8t2048d1024h16.onnxtxt --backend cuda --repeats 20 2>&1 | tee "$OUT/bench-gpt-block.txt" | tee -a "$log" \
     || { say "FAIL bench --backend cuda gpt_block"; failures=$((failures + 1)); }
+fi
+
+if has cpuload; then
+  say "== the CPU backend on the host's cores, quiet and beside a busy process, against onnxruntime (bench/cpu_load.py)"
+  X=/tmp/tilefuse-python
+  if { compgen -G "$X/tilefuse/_tilefuse*.so" >/dev/null || scripts/gpu-python-ext.sh "$B" "$X" >>"$log" 2>&1; } &&
+     PYTHONPATH="$X" timeout 600 python3 bench/cpu_load.py --threads "$(nproc),2" --json "$OUT/cpu-load.json" >"$OUT/cpu-load.md" 2>&1; then
+    grep -E "^targets|load averages" "$OUT/cpu-load.md" | tee -a "$log"
+  else
+    say "cpuload: FAILED"; tail -20 "$OUT/cpu-load.md" 2>/dev/null | tee -a "$log"; failures=$((failures + 1))
+  fi
 fi
 
 if has demo; then

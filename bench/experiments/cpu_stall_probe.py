@@ -4,20 +4,15 @@ import os, sys, time, statistics, subprocess
 import numpy as np
 import tilefuse
 from tilefuse._bench import _random_inputs
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-def path(n):
-    d = os.path.join(ROOT, "tests/models", n)
-    return d if os.path.isdir(d) else os.path.join(ROOT, "examples", n + ".onnxtxt")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from cpu_load import model_path, timed_ms  # noqa: E402
+def med(f, k=300):
+    for _ in range(20): f()
+    return statistics.median(timed_ms(f, k))
 models = sys.argv[1:]
-compiled = {n: tilefuse.compile(path(n), backend="cpu") for n in models}
+compiled = {n: tilefuse.compile(model_path(n), backend="cpu") for n in models}
 for n, m in compiled.items():  # quiet: where a call's time goes
     x = _random_inputs(m.inputs, 0)
-    def med(f, k=300):
-        for _ in range(20): f()
-        t = []
-        for _ in range(k):
-            s = time.perf_counter(); f(); t.append((time.perf_counter() - s) * 1e3)
-        return statistics.median(t)
     steps = {}
     for _ in range(100):
         for name, start, dur in m._graph.profile(x):
@@ -32,9 +27,7 @@ try:
     for n, m in compiled.items():
         x = _random_inputs(m.inputs, 0)
         for _ in range(20): m(*x)
-        t = []
-        for _ in range(300):
-            s = time.perf_counter(); m(*x); t.append((time.perf_counter() - s) * 1e3)
+        t = timed_ms(lambda: m(*x), 300)
         big = [i for i, v in enumerate(t) if v > 1.0]
         print(f"{n}: median {statistics.median(t):.3f} ms, p10 {np.percentile(t,10):.3f}, p90 {np.percentile(t,90):.3f}, "
               f"{len(big)} calls > 1 ms, first at {big[:12]}", flush=True)

@@ -3,16 +3,14 @@ import os, sys, time, statistics
 import onnxruntime as ort
 import tilefuse
 from tilefuse._bench import _random_inputs
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-path = os.path.join(ROOT, "examples", (sys.argv[1] if len(sys.argv) > 1 else "matmul_bias_relu") + ".onnxtxt")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from cpu_load import model_path, timed_ms  # noqa: E402
+path = model_path(sys.argv[1] if len(sys.argv) > 1 else "matmul_bias_relu")
 m = tilefuse.compile(path, backend="cpu")
 x = _random_inputs(m.inputs, 0)
 def med(f, k=300):
     for _ in range(20): f()
-    t = []
-    for _ in range(k):
-        s = time.perf_counter(); f(); t.append((time.perf_counter() - s) * 1e3)
-    return statistics.median(t)
+    return statistics.median(timed_ms(f, k))
 print("no session:", round(med(lambda: m(*x)), 4), flush=True)
 def session(spin):
     o = ort.SessionOptions(); o.intra_op_num_threads = os.cpu_count(); o.inter_op_num_threads = 1

@@ -323,14 +323,12 @@ _MODELS_KEPT = 32
 
 def _reusable(gm: torch.fx.GraphModule, args: Sequence[Any], weights: Set[int], settings: dict):
     """The cache key of this compile and the tensors it folds (weights and the graph's own)."""
+    from .fx import attribute
+
     folded = [args[i] for i in sorted(weights) if isinstance(args[i], torch.Tensor)]
     for node in gm.graph.nodes:
-        if node.op == "get_attr":
-            value = gm
-            for part in str(node.target).split("."):  # dotted: a submodule's constant
-                value = getattr(value, part, None)
-            if isinstance(value, torch.Tensor):
-                folded.append(value)
+        if node.op == "get_attr" and isinstance(value := attribute(gm, str(node.target)), torch.Tensor):
+            folded.append(value)
     key = (gm.code, _signature(args, weights), tuple(sorted(settings.items())),
            tuple((id(t), _version(t)) for t in folded))
     return key, folded

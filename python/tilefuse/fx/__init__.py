@@ -10,6 +10,6 @@ those nodes in PyTorch and the rest through tilefuse. The torch.compile backend
 
 from . import attention, creation, linalg, nn, pointwise, reductions, scans, views  # noqa: F401  (register handlers)
 from ._context import HANDLERS, Unsupported
-from .translator import Translation, is_supported, target_name, translate, unsupported_nodes
+from .translator import Translation, attribute, is_supported, target_name, translate, unsupported_nodes
 
-__all__ = ["HANDLERS", "Translation", "Unsupported", "is_supported", "target_name", "translate", "unsupported_nodes"]
+__all__ = ["HANDLERS", "Translation", "Unsupported", "attribute", "is_supported", "target_name", "translate", "unsupported_nodes"]

@@ -150,10 +150,16 @@ def _constant(ctx: Context, tensor: torch.Tensor) -> Value:
     return ctx.constant(data.numpy())
 
 
-def _fetch_attr(gm: torch.fx.GraphModule, target: str) -> torch.Tensor:
+def attribute(gm: torch.fx.GraphModule, target: str) -> Any:
+    """What a get_attr node reads: `target` dotted through submodules (None where a part is missing)."""
     value: Any = gm
     for part in target.split("."):
-        value = getattr(value, part)
+        value = getattr(value, part, None)
+    return value
+
+
+def _fetch_attr(gm: torch.fx.GraphModule, target: str) -> torch.Tensor:
+    value = attribute(gm, target)
     if not isinstance(value, torch.Tensor):
         raise Unsupported(f"get_attr {target} is a {type(value).__name__}, not a tensor")
     return value

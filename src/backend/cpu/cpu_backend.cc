@@ -170,7 +170,7 @@ constexpr double kProductFlopsPerThread = 1 << 21;
 
 int RunTeamSize(const CpuExecutable::State& s) {
   double threads = 1;
-  auto loop = [&](const GeneratedCall& call) {
+  auto count = [&](const GeneratedCall& call) {  // false: a kernel whose work is not known here
     if (call.product_flops > 0) {
       threads = std::max(threads, std::ceil(call.product_flops / kProductFlopsPerThread));
       return true;
@@ -182,9 +182,9 @@ int RunTeamSize(const CpuExecutable::State& s) {
   };
   for (const Step& step : s.steps) {
     if (step.conv || step.pool || step.channel_mean || step.channel_scale) return 0;
-    if (step.kernel && !loop(*step.kernel)) return 0;
+    if (step.kernel && !count(*step.kernel)) return 0;
     for (const GeneratedCall& call : step.prologue)
-      if (!loop(call)) return 0;
+      if (!count(call)) return 0;
     if (step.matmul >= 0) {
       const Node& mm = s.graph.node(step.matmul);
       const double flops = 2.0 * static_cast<double>(NumElements(mm.shape)) * static_cast<double>(s.graph.node(mm.inputs[0]).shape.back());

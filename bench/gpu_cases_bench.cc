@@ -66,6 +66,8 @@ int Main(int argc, char** argv) {
       overrides.gemm_pingpong = std::string(argv[++i]) == "on";
     } else if (a == "--gemm-overlap" && i + 1 < argc) {
       overrides.gemm_overlap_epilogue = std::string(argv[++i]) == "on";
+    } else if (a == "--gemm-skinny" && i + 1 < argc) {
+      overrides.gemm_skinny = std::string(argv[++i]) == "on";
     } else if (a == "--gemm-block-n" && i + 1 < argc) {
       overrides.gemm_block_n = std::stoi(argv[++i]);
     } else if (a == "--gemm-stages" && i + 1 < argc) {
@@ -84,7 +86,7 @@ int Main(int argc, char** argv) {
                  "  [--attention-block-n 64|128|192|256] [--attention-poly-exp N (0: none)] [--attention-lazy-margin M (-1: off)]\n"
                  "  [--attention-consumers 2|3] [--attention-tiles 1|2|4 (query blocks per CTA)]\n"
                  "  [--attention-q-slots 1|2 (Q tiles in shared memory)] [--gemm template|library|auto] [--gemm-pingpong on|off] [--gemm-overlap on|off]\n"
-                 "  [--gemm-block-n 64|128|192|256] [--gemm-stages N]\n"
+                 "  [--gemm-skinny on|off (products of at most 64 rows on the skinny template)] [--gemm-block-n 64|128|192|256] [--gemm-stages N]\n"
                  "  [--gemm-splits N (1: no split-K)] [--gemm-group-m N] [--gemm-cluster 1|2 (CTAs sharing B)] [--row-cluster 1|2|4|8 (CTAs sharing a row)]\n"
                  "  (override the templates' rules)\n",
                  argv[0]);

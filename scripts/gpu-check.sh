@@ -109,6 +109,15 @@ if has gemm; then
     check_run "$m --gemm template --gemm-form pingpong" "$m" --gemm template --gemm-form pingpong
   done
   memcheck_run tests/gemm/gemm_overlap_residual_ragged_bf16.onnxtxt --gemm template
+  # Products of at most 64 rows run on the skinny template by rule (the loop above); here also
+  # on the GEMM template's own form, and the skinny one under memcheck (ragged N and K, B
+  # K-major, 33 rows padded to 48).
+  for m in tests/gemm/gemm_skinny_*.onnxtxt; do
+    check_run "$m --gemm template --gemm-form tail" "$m" --gemm template --gemm-form tail
+  done
+  for m in tests/gemm/gemm_skinny_bias_gelu_ragged_bf16.onnxtxt tests/gemm/gemm_skinny_b_transposed_residual_f16.onnxtxt; do
+    memcheck_run "$m" --gemm template
+  done
   memcheck_run tests/gemm/gemm_residual_many_tiles_bf16.onnxtxt --gemm template --gemm-form pingpong
   # The residual's ring with clusters of two sharing B (the ring is each CTA's own; the loop
   # below checks every tests/gemm graph with clusters of two).

@@ -171,6 +171,11 @@ def bench_cases():
     for kind, prefix in (("bias_gelu", "gemm_bias_gelu"), ("plain", "gemm")):
         cases.append(gemm_case(f"{prefix}_bf16_8192", 8192, 8192, 8192, kind, "bench case"))
     cases.append(gemm_case("gemm_bias_bf16_16x4096x4096", 16, 4096, 4096, "bias", "skinny (decode-like) bench case"))
+    # Decode steps of one sequence, of 64, and a LLaMA-style down projection (K = 14336): the
+    # skinny GEMM template's range (at most 64 rows), bound by reading w.
+    cases.append(gemm_case("gemm_bias_bf16_1x4096x4096", 1, 4096, 4096, "bias", "skinny (decode) bench case"))
+    cases.append(gemm_case("gemm_bf16_64x4096x4096", 64, 4096, 4096, "plain", "skinny (decode) bench case"))
+    cases.append(gemm_case("gemm_bf16_16x4096x14336", 16, 4096, 14336, "plain", "skinny (decode) bench case"))
     cases.append(mlp_case("mlp_block_bf16_8x2048x1024", 8, 2048, 1024, 4096, "bench case"))
     for _, entry in cases:
         if entry["name"] in ANCHORS:

@@ -44,7 +44,8 @@ struct ModelOptions {
   std::string gemm = "auto";           // cuda, gemm groups: auto, template or library (cuBLASLt)
   std::string attention = "template";  // cuda, attention groups: template, overlap, serial or split
   // cuda, the templates' own settings, for comparison and diagnosis: the GEMM template's
-  // consumers (rule, tail, overlap, pingpong) and clusters (0: the rule, 1, 2), and the
+  // consumers (rule, tail, overlap, pingpong; skinny: as rule, products of at most 64 rows on
+  // the skinny GEMM template) and clusters (0: the rule, 1, 2), and the
   // depthwise template (on, off, or VxP channels x pixels a thread).
   std::string gemm_form = "rule";
   int gemm_cluster = 0;

@@ -12,6 +12,7 @@
 #include "codegen/depthwise_template.h"
 #include "codegen/lower.h"
 #include "codegen/cuda/cuda_gemm_emitter.h"
+#include "codegen/cuda/cuda_skinny_gemm_emitter.h"
 #include "codegen/cuda/cuda_template_kernels.h"
 #include "codegen/gemm_library_epilogue.h"
 #include "codegen/gemm_split.h"
@@ -149,6 +150,11 @@ StatusOr<CudaLaunchable> GemmTemplate(const Graph& g, const FusionGroup& group, 
   if (target.arch != "sm_90a") return Unimplemented(fmt::format("the GEMM template needs sm_90a (Hopper), not {}", target.arch));
   ASSIGN_OR_RETURN(GemmTemplateKernel gemm, LowerGemmTemplate(g, group, split, inlined));
   gemm.name = name;
+  // A few rows (a decode step): the skinny template, which streams B through every SM.
+  if (target.overrides.gemm_skinny && SkinnyGemmFits(gemm).ok()) {
+    Kernel epilogue = gemm.epilogue;
+    return TemplateLaunchable(MakeSkinnyGemmTemplate(std::move(gemm)), name, group, std::move(epilogue), target);
+  }
   // A product with too few output tiles to fill the GPU splits K (CudaGemmConfig::splits);
   // before split-K, 16 x 4096 x 4096 bf16 took 36 us in the template and 18 us in cuBLAS
   // (H100, 2026-11-23).
@@ -246,15 +252,19 @@ CudaGroupProgram ProgramForGroup(const Graph& g, const FusionGroup& group, const
       // the template where the template has output tiles enough to fill the GPU without
       // splitting K (an implicit convolution always: the library would need im2col's copy
       // of A first), else to cuBLASLt: a decode-like product is bound by reading B, and
-      // cuBLASLt reads it faster (16x4096x4096 bias, H100, 2026-11-24: 18.7 against 20.7
-      // µs). RULE_NUMBERS
+      // cuBLASLt reads it faster than this template (16x4096x4096 bias, H100, 2026-11-24:
+      // 18.7 against 20.7 µs) — the skinny template's few rows excepted (below). RULE_NUMBERS
       // The tuner measures both where both apply (tune/gpu_tuner.cc) and says which won.
       const auto measured = target.gemm_path_at.find(split.matmul);
       const GemmPath path = measured != target.gemm_path_at.end() ? measured->second : target.gemm;
       StatusOr<LibraryEpilogue> library = LibraryEpilogueFor(g, group, split, inlined);
+      // The skinny template up to 16 rows reads B faster than cuBLASLt; at 64 it did not
+      // (H200, 2026-11-29: bias 16x4096x4096 14.5 against 15.2 µs, 1x4096x4096 14.2 against
+      // 16.5; 64x4096x4096 16.4 against 13.5). RULE_NUMBERS
       auto library_by_rule = [&] {
         StatusOr<GemmTemplateKernel> problem = LowerGemmTemplate(g, group, split, inlined);
         if (!problem.ok()) return true;
+        if (target.overrides.gemm_skinny && SkinnyGemmFits(*problem).ok()) return problem->rows > kSkinnyOverLibraryRows;
         return !problem->a_conv.has_value() && ResolveGemmConfig(*problem, RequestedGemmConfig(*problem, target)).splits > 1;
       };
       const bool contested = path == GemmPath::kAuto && library.ok();

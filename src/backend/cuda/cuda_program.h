@@ -110,6 +110,9 @@ struct TemplateOverrides {
   std::optional<bool> gemm_pingpong;  // unset: the rule (ResolveGemmConfig)
   std::optional<bool> gemm_overlap_epilogue;  // unset: the rule; true: wherever the template can overlap
   int gemm_block_n = 0, gemm_stages = 0, gemm_splits = 0, gemm_group_m = 0;  // CudaGemmConfig's; 0: the rule
+  // The skinny GEMM template for products of at most kSkinnyMaxRows rows (false: the GEMM
+  // template's forms instead, for comparison).
+  bool gemm_skinny = true;
   int gemm_cluster_m = 0;  // 0: the rule; 2: clusters of two wherever they fit (gemm_layout::ClustersFit)
   bool depthwise = true;   // the depthwise template where it applies (false: the pointwise loop template)
   int depthwise_vector = 0, depthwise_pixels = 0;  // CudaDepthwiseConfig's channels and pixels a thread; 0: the rule

@@ -250,6 +250,7 @@ TEST(CudaProgramGemmPathTest, TemplateByRuleLibraryEpilogueForFewTilesMeasuredPa
     const bool few_tiles = std::string(file).find("16x4096") != std::string::npos;
     const Graph graph = PassedCase(file);
     CudaTarget target;
+    target.overrides.gemm_skinny = false;  // the GEMM template's own rule (the skinny one's: below)
     auto plan = PlanFusionForCuda(graph, PlannerOptions{}, target);
     ASSERT_TRUE(plan.ok());
     auto rule = BuildCudaProgram(graph, plan->plan, FindInlinedGenerators(graph), "", {}, target);
@@ -280,6 +281,62 @@ TEST(CudaProgramGemmPathTest, TemplateByRuleLibraryEpilogueForFewTilesMeasuredPa
     EXPECT_EQ(on_library->groups[0].mode, CudaGroupProgram::Mode::kGemm);
     EXPECT_EQ(on_library->groups[0].lt_epilogue, lt);
   }
+}
+
+// A product of at most 64 rows goes to the skinny GEMM template by rule, cuBLASLt's fused
+// epilogue kept as the measured alternative; a form of the GEMM template asked for
+// (--gemm-form tail) takes it back to that template's rule (cuBLASLt for few tiles).
+TEST(CudaProgramGemmPathTest, FewRowsGoToTheSkinnyTemplate) {
+  const Graph graph = PassedCase("gemm_bias_bf16_16x4096x4096.onnxtxt");
+  CudaTarget target;
+  auto plan = PlanFusionForCuda(graph, PlannerOptions{}, target);
+  ASSERT_TRUE(plan.ok());
+  auto rule = BuildCudaProgram(graph, plan->plan, FindInlinedGenerators(graph), "", {}, target);
+  ASSERT_TRUE(rule.ok());
+  ASSERT_EQ(rule->groups.size(), 1u);
+  const CudaGroupProgram& p = rule->groups[0];
+  ASSERT_EQ(p.mode, CudaGroupProgram::Mode::kGemmTemplate);
+  ASSERT_TRUE(p.kernel.has_value());
+  EXPECT_EQ(p.kernel->template_kernel->Kind(), "skinny gemm template");
+  EXPECT_EQ(p.kernel->source.strategy.rfind("skinny gemm template", 0), 0u) << p.kernel->source.strategy;
+  EXPECT_NE(p.kernel->source.strategy.find("16 rows padded to 16, 128 columns a unit, split-K x4"), std::string::npos)
+      << p.kernel->source.strategy;
+  ASSERT_TRUE(p.library_alternative.has_value());
+  EXPECT_EQ(*p.library_alternative, LtEpilogue::kBias);
+  // The tuner's space: the rule's first, then other widths and splits, each a kernel.
+  const std::vector<nlohmann::json> space = p.kernel->template_kernel->SearchSpace(132);
+  ASSERT_GE(space.size(), 3u);
+  for (const nlohmann::json& config : space) EXPECT_TRUE(p.kernel->template_kernel->Emit("k", config, 132).ok()) << config.dump();
+
+  target.overrides.gemm_skinny = false;
+  auto wide = BuildCudaProgram(graph, plan->plan, FindInlinedGenerators(graph), "", {}, target);
+  ASSERT_TRUE(wide.ok());
+  EXPECT_EQ(wide->groups[0].mode, CudaGroupProgram::Mode::kGemm);  // cuBLASLt by the GEMM template's rule
+}
+
+// Past kSkinnyOverLibraryRows, a product cuBLASLt fuses whole goes to cuBLASLt by rule (it was
+// faster at 64 rows); one it does not fuse (a residual) stays on the skinny template.
+TEST(CudaProgramGemmPathTest, SixtyFourRowsGoToCuBlasLtWhereItFusesTheEpilogue) {
+  const Graph graph = PassedCase("gemm_bf16_64x4096x4096.onnxtxt");
+  CudaTarget target;
+  auto plan = PlanFusionForCuda(graph, PlannerOptions{}, target);
+  ASSERT_TRUE(plan.ok());
+  auto rule = BuildCudaProgram(graph, plan->plan, FindInlinedGenerators(graph), "", {}, target);
+  ASSERT_TRUE(rule.ok());
+  EXPECT_EQ(rule->groups[0].mode, CudaGroupProgram::Mode::kGemm);
+  EXPECT_EQ(rule->groups[0].why_library.rfind(kLibraryEpilogueRule, 0), 0u) << rule->groups[0].why_library;
+
+  auto residual = ImportOnnx(std::string(TILEFUSE_SOURCE_DIR) + "/tests/gemm/gemm_skinny_b_transposed_residual_f16.onnxtxt");
+  ASSERT_TRUE(residual.ok());
+  auto passed = RunGraphPasses(std::move(residual->graph), PassOptions{});
+  ASSERT_TRUE(passed.ok());
+  auto residual_plan = PlanFusionForCuda(*passed, PlannerOptions{}, target);
+  ASSERT_TRUE(residual_plan.ok());
+  auto on_skinny = BuildCudaProgram(*passed, residual_plan->plan, FindInlinedGenerators(*passed), "", {}, target);
+  ASSERT_TRUE(on_skinny.ok());
+  const CudaGroupProgram& gemm = on_skinny->groups.back();
+  ASSERT_EQ(gemm.mode, CudaGroupProgram::Mode::kGemmTemplate);
+  EXPECT_EQ(gemm.kernel->template_kernel->Kind(), "skinny gemm template");
 }
 
 // A product the tuner sent to cuBLASLt keeps its bias + ReLU epilogue in its group:

@@ -17,6 +17,7 @@
 #include "backend/cuda/nvrtc_compiler.h"
 #include "codegen/cuda/cuda_depthwise_emitter.h"
 #include "codegen/cuda/cuda_gemm_emitter.h"
+#include "codegen/cuda/cuda_skinny_gemm_emitter.h"
 #include "codegen/depthwise_template.h"
 #include "codegen/gemm_split.h"
 #include "frontend/onnx/importer.h"
@@ -105,6 +106,42 @@ TEST(TemplateSkeletonsTest, GemmCompilesInEveryFormAndElementType) {
       CompileAndReport(*nvrtc, *source, fmt::format("gemm {}, {}: {}", problem.label, f.label, source->strategy.substr(0, 24)));
     }
   }
+}
+
+// The skinny GEMM skeleton: A's rows padded to 16, 48 and 64, B MN-major and K-major, bf16
+// and f16, one and two consumers, with and without split-K.
+TEST(TemplateSkeletonsTest, SkinnyGemmCompilesInItsShapesAndElementTypes) {
+  StatusOr<NvrtcCompiler> nvrtc = ColdCompiler();
+  if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available, skeletons not compiled: " << nvrtc.status().ToString();
+  struct Problem {
+    const char* label;
+    std::string signature, body;
+  };
+  const Problem problems[] = {
+      {"bf16 16 rows, bias", "g (bfloat16[16,4096] x, bfloat16[4096,4096] w, bfloat16[4096] b) => (bfloat16[16,4096] y)",
+       "  p = MatMul (x, w)\n  y = Add (p, b)\n"},
+      {"f16 33 rows, B K-major, residual", "g (float16[33,520] x, float16[776,520] w, float16[33,776] r) => (float16[33,776] y)",
+       "  wt = Transpose <perm = [1, 0]> (w)\n  p = MatMul (x, wt)\n  y = Add (p, r)\n"},
+      {"bf16 64 rows, tanh", "g (bfloat16[64,1024] x, bfloat16[1024,4096] w) => (bfloat16[64,4096] y)", "  p = MatMul (x, w)\n  y = Tanh (p)\n"},
+  };
+  int compiled = 0;
+  for (const Problem& problem : problems) {
+    const PlannedText planned = PlanOnnxText(problem.signature, problem.body);
+    StatusOr<GemmTemplateKernel> gemm = GemmOf(planned);
+    ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
+    ASSERT_TRUE(SkinnyGemmFits(*gemm).ok()) << SkinnyGemmFits(*gemm).ToString();
+    CudaSkinnyGemmConfig one_split;
+    one_split.splits = 1;
+    CudaSkinnyGemmConfig narrow;
+    narrow.block_n = 64;
+    for (const CudaSkinnyGemmConfig& config : {CudaSkinnyGemmConfig{}, one_split, narrow}) {
+      StatusOr<CudaKernelSource> source = EmitCudaSkinnyGemm(*gemm, config);
+      ASSERT_TRUE(source.ok()) << source.status().ToString();
+      CompileAndReport(*nvrtc, *source, fmt::format("skinny {}: {}", problem.label, source->strategy.substr(source->strategy.find(": ") + 2, 44)));
+      ++compiled;
+    }
+  }
+  EXPECT_EQ(compiled, 9);
 }
 
 // The channels-last depthwise convolutions of tests/conv in their element types, with the

@@ -57,20 +57,14 @@ class GemmEmitter {
     add_map(staged_load_ >= 0, "map_in", staged_load_ >= 0 ? TileMap(LoadBuffer(staged_load_)) : TensorMapArg{});
     add_map(ringed_load_ >= 0, "map_residual", ringed_load_ >= 0 ? ResidualChunkMap(LoadBuffer(ringed_load_)) : TensorMapArg{});
     std::string buffers;
-    for (size_t b = 0; b < g_.epilogue.buffers.size(); ++b) {
-      const KernelBuffer& buf = g_.epilogue.buffers[b];
-      if (!Passed(buf)) continue;
-      parameters += fmt::format(", {}{}* __restrict__ b{}", buf.is_output ? "" : "const ", StorageType(buf.dtype), b);
-      buffers += fmt::format("{}b{}", buffers.empty() ? "" : ", ", b);
-      s.launch.args.push_back({LaunchArg::Kind::kBuffer, buf.node, {}, 0});
-    }
+    parameters += GemmEpilogueParameters(g_, s, buffers);
     if (c_.splits > 1) {
       parameters += ", unsigned* __restrict__ tile_counters, float* __restrict__ partials";
       s.launch.args.push_back({LaunchArg::Kind::kScratch, -1, {}, 0});
       s.launch.args.push_back({LaunchArg::Kind::kScratch, -1, {}, CounterBytes(g_, c_)});
     }
     std::string out = fmt::format("extern \"C\" __global__ void __launch_bounds__({}, 1) {}({}) {{\n", threads, g_.name, parameters);
-    out += ConfigStruct() + EpilogueStruct();
+    out += ConfigStruct() + GemmEpilogueStruct(g_, staged_, staged_load_, ringed_load_);
     out += fmt::format("  tf::GemmSm90<Config, {}>({{{}}}, Epilogue{{{}}}, {});\n}}\n", ALoader(), maps, buffers,
                        c_.splits > 1 ? "tile_counters, partials" : "nullptr, nullptr");
     FinishTemplateSource(s, std::move(out), SharedBytes(c_, staged_ >= 0, ringed_load_ >= 0));
@@ -104,24 +98,13 @@ class GemmEmitter {
     return Status::Ok();
   }
 
-  // A half-precision [batch][rows][cols] row-major matrix, moved in boxes of box_rows ×
-  // box_cols (128-byte swizzled rows: box_cols is 64).
-  static TensorMapArg MatrixMap(int node, DType dtype, int64_t batch, int64_t rows, int64_t cols, int box_rows, int box_cols) {
-    TensorMapArg m;
-    m.node = node;
-    m.dtype = dtype;
-    m.dims = {cols, rows, batch, 1, 1};
-    m.strides_bytes = {cols * 2, rows * cols * 2, 0, 0};
-    m.box = {box_cols, box_rows, 1, 1, 1};
-    return m;
-  }
   // A as [batch][rows][K]: boxes of block_m rows × 64 columns; MN-major, the [K][rows] value
   // its prologue transposes: boxes of 64 rows of K × 64 of M, block_m / 64 of them per stage;
   // or, read through a view, as (column in head, row in entry, head, entry) with the first boxes.
   TensorMapArg OperandMapA() const {
     if (g_.a_conv) return ConvMapA(*g_.a_conv);
-    if (g_.a_mn_major >= 0) return MatrixMap(g_.a_mn_major, g_.dtype, g_.batch, g_.k, g_.rows, kBlockK, 64);
-    if (!g_.a_view) return MatrixMap(g_.a, g_.dtype, g_.batch, g_.rows, g_.k, c_.block_m, kBlockK);
+    if (g_.a_mn_major >= 0) return GemmMatrixMap(g_.a_mn_major, g_.dtype, g_.batch, g_.k, g_.rows, kBlockK, 64);
+    if (!g_.a_view) return GemmMatrixMap(g_.a, g_.dtype, g_.batch, g_.rows, g_.k, c_.block_m, kBlockK);
     const GemmOperandView& v = *g_.a_view;
     TensorMapArg m;
     m.node = v.node;
@@ -158,34 +141,25 @@ class GemmEmitter {
   // B as [batch][K][N]: boxes of 64 K rows × 64 columns, block_n / 64 of them per stage; or
   // K-major, the [N][K] value its prologue transposes: boxes of 64 rows of N × 64 of K.
   TensorMapArg OperandMapB() const {
-    if (g_.b_k_major >= 0) return MatrixMap(g_.b_k_major, g_.dtype, g_.batch, g_.n, g_.k, 64, kBlockK);
-    return MatrixMap(g_.b, g_.dtype, g_.batch, g_.k, g_.n, kBlockK, 64);
+    if (g_.b_k_major >= 0) return GemmMatrixMap(g_.b_k_major, g_.dtype, g_.batch, g_.n, g_.k, 64, kBlockK);
+    return GemmMatrixMap(g_.b, g_.dtype, g_.batch, g_.k, g_.n, kBlockK, 64);
   }
   // The staged output (or staged load) as [batch][rows][N]: boxes of 64 rows × 64 columns.
-  TensorMapArg TileMap(const KernelBuffer& buffer) const { return MatrixMap(buffer.node, buffer.dtype, g_.batch, g_.rows, g_.n, 64, 64); }
+  TensorMapArg TileMap(const KernelBuffer& buffer) const { return GemmMatrixMap(buffer.node, buffer.dtype, g_.batch, g_.rows, g_.n, 64, 64); }
   TensorMapArg OutputMap() const { return TileMap(g_.epilogue.buffers[g_.epilogue.stores[staged_].buffer]); }
   // The residual as [batch][rows][N] in boxes of one epilogue chunk: block_m rows × the
   // chunk's 8 or 16 columns, unswizzled (16 or 32 bytes a row).
   TensorMapArg ResidualChunkMap(const KernelBuffer& buffer) const {
-    TensorMapArg m = MatrixMap(buffer.node, buffer.dtype, g_.batch, g_.rows, g_.n, c_.block_m, c_.block_n / EpilogueChunks(c_));
+    TensorMapArg m = GemmMatrixMap(buffer.node, buffer.dtype, g_.batch, g_.rows, g_.n, c_.block_m, c_.block_n / EpilogueChunks(c_));
     m.swizzle_128b = false;
     return m;
   }
 
-  // The product is read from the accumulators, not passed, unless the group also stores it.
-  bool Passed(const KernelBuffer& buf) const { return buf.node != g_.product || buf.is_output; }
   const KernelBuffer& LoadBuffer(int value) const { return g_.epilogue.buffers[g_.epilogue.values[value].buffer]; }
-  // 32-bit element indexes when every buffer's fit.
-  const char* IndexType() const {
-    int64_t largest = g_.rows * g_.batch * g_.n;
-    for (const KernelBuffer& b : g_.epilogue.buffers) largest = std::max(largest, b.elements);
-    return largest < (int64_t{1} << 31) ? "int" : "long long";
-  }
-
   // The skeleton's compile-time configuration, a local class (enumerators: a local class has
   // no static members) so the kernel's text is all a compile unit needs of it.
   std::string ConfigStruct() const {
-    std::string types = fmt::format("    using Element = {};\n    using Index = {};\n", TileElementType(g_.dtype), IndexType());
+    std::string types = fmt::format("    using Element = {};\n    using Index = {};\n", TileElementType(g_.dtype), GemmIndexType(g_));
     if (staged_ >= 0) types += fmt::format("    using StoreElement = {};\n", TileElementType(g_.epilogue.buffers[g_.epilogue.stores[staged_].buffer].dtype));
     const int load = staged_load_ >= 0 ? staged_load_ : ringed_load_;
     if (load >= 0) types += fmt::format("    using LoadElement = {};\n", TileElementType(LoadBuffer(load).dtype));
@@ -215,37 +189,6 @@ class GemmEmitter {
     return "tf::MatrixA";
   }
 
-  // The epilogue of element (row, col): the group's scalar program with the product's loads
-  // given as `acc` and the staged or ringed residual's as `loaded`; it writes the direct
-  // stores and returns the staged store's value.
-  std::string EpilogueStruct() const {
-    const Kernel& k = g_.epilogue;
-    std::string out = "  struct Epilogue {\n";
-    out += fmt::format("    typedef {} tf_index_t;\n", IndexType());
-    for (size_t b = 0; b < k.buffers.size(); ++b)
-      if (Passed(k.buffers[b]))
-        out += fmt::format("    {}{}* __restrict__ b{};\n", k.buffers[b].is_output ? "" : "const ", StorageType(k.buffers[b].dtype), b);
-    out += "    __device__ __forceinline__ float operator()(tf_index_t row, int col, float acc, float loaded) const {\n";
-    std::map<int, std::string> given;
-    for (size_t v = 0; v < k.values.size(); ++v)
-      if (k.values[v].kind == ScalarValue::Kind::kLoad && k.buffers[k.values[v].buffer].node == g_.product)
-        given[static_cast<int>(v)] = "acc";
-    if (staged_load_ >= 0) given[staged_load_] = "loaded";
-    if (ringed_load_ >= 0) given[ringed_load_] = "loaded";
-    std::vector<int> roots;
-    for (const KernelStore& st : k.stores) roots.push_back(st.value);
-    const std::vector<std::string> vars = {"row", "col"};
-    out += CudaElementProgram(k, roots, given, vars, "      ");
-    for (size_t i = 0; i < k.stores.size(); ++i) {
-      const KernelStore& st = k.stores[i];
-      if (static_cast<int>(i) == staged_) continue;
-      out += fmt::format("      b{}[{}] = tf_pack_{}(v{});\n", st.buffer, PrintIndex(st.index, vars), DTypeName(k.buffers[st.buffer].dtype), st.value);
-    }
-    out += staged_ >= 0 ? fmt::format("      return v{};\n", k.stores[staged_].value) : "      return 0.0f;\n";
-    out += "    }\n  };\n";
-    return out;
-  }
-
   const GemmTemplateKernel& g_;
   CudaGemmConfig c_;
   int staged_;       // the store written through shared memory and TMA (-1: every store direct)
@@ -254,6 +197,64 @@ class GemmEmitter {
 };
 
 }  // namespace
+
+TensorMapArg GemmMatrixMap(int node, DType dtype, int64_t batch, int64_t rows, int64_t cols, int box_rows, int box_cols) {
+  TensorMapArg m;
+  m.node = node;
+  m.dtype = dtype;
+  m.dims = {cols, rows, batch, 1, 1};
+  m.strides_bytes = {cols * 2, rows * cols * 2, 0, 0};
+  m.box = {box_cols, box_rows, 1, 1, 1};
+  return m;
+}
+
+bool GemmPassesBuffer(const GemmTemplateKernel& g, const KernelBuffer& buf) { return buf.node != g.product || buf.is_output; }
+
+const char* GemmIndexType(const GemmTemplateKernel& g) {
+  int64_t largest = g.rows * g.batch * g.n;
+  for (const KernelBuffer& b : g.epilogue.buffers) largest = std::max(largest, b.elements);
+  return largest < (int64_t{1} << 31) ? "int" : "long long";
+}
+
+std::string GemmEpilogueStruct(const GemmTemplateKernel& g, int staged, int staged_load, int ringed_load) {
+  const Kernel& k = g.epilogue;
+  std::string out = "  struct Epilogue {\n";
+  out += fmt::format("    typedef {} tf_index_t;\n", GemmIndexType(g));
+  for (size_t b = 0; b < k.buffers.size(); ++b)
+    if (GemmPassesBuffer(g, k.buffers[b]))
+      out += fmt::format("    {}{}* __restrict__ b{};\n", k.buffers[b].is_output ? "" : "const ", StorageType(k.buffers[b].dtype), b);
+  out += "    __device__ __forceinline__ float operator()(tf_index_t row, int col, float acc, float loaded) const {\n";
+  std::map<int, std::string> given;
+  for (size_t v = 0; v < k.values.size(); ++v)
+    if (k.values[v].kind == ScalarValue::Kind::kLoad && k.buffers[k.values[v].buffer].node == g.product)
+      given[static_cast<int>(v)] = "acc";
+  if (staged_load >= 0) given[staged_load] = "loaded";
+  if (ringed_load >= 0) given[ringed_load] = "loaded";
+  std::vector<int> roots;
+  for (const KernelStore& st : k.stores) roots.push_back(st.value);
+  const std::vector<std::string> vars = {"row", "col"};
+  out += CudaElementProgram(k, roots, given, vars, "      ");
+  for (size_t i = 0; i < k.stores.size(); ++i) {
+    const KernelStore& st = k.stores[i];
+    if (static_cast<int>(i) == staged) continue;
+    out += fmt::format("      b{}[{}] = tf_pack_{}(v{});\n", st.buffer, PrintIndex(st.index, vars), DTypeName(k.buffers[st.buffer].dtype), st.value);
+  }
+  out += staged >= 0 ? fmt::format("      return v{};\n", k.stores[staged].value) : "      return 0.0f;\n";
+  out += "    }\n  };\n";
+  return out;
+}
+
+std::string GemmEpilogueParameters(const GemmTemplateKernel& g, CudaKernelSource& s, std::string& buffers) {
+  std::string parameters;
+  for (size_t b = 0; b < g.epilogue.buffers.size(); ++b) {
+    const KernelBuffer& buf = g.epilogue.buffers[b];
+    if (!GemmPassesBuffer(g, buf)) continue;
+    parameters += fmt::format(", {}{}* __restrict__ b{}", buf.is_output ? "" : "const ", StorageType(buf.dtype), b);
+    buffers += fmt::format("{}b{}", buffers.empty() ? "" : ", ", b);
+    s.launch.args.push_back({LaunchArg::Kind::kBuffer, buf.node, {}, 0});
+  }
+  return parameters;
+}
 
 StatusOr<CudaKernelSource> EmitCudaGemm(const GemmTemplateKernel& gemm, const CudaGemmConfig& config) {
   return GemmEmitter(gemm, ResolveGemmConfig(gemm, config)).Run();

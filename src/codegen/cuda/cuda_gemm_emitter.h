@@ -30,4 +30,21 @@ namespace tilefuse {
 // InvalidArgument for configurations the template cannot run.
 StatusOr<CudaKernelSource> EmitCudaGemm(const GemmTemplateKernel& gemm, const CudaGemmConfig& config = {});
 
+// What the GEMM-shaped templates (this one, cuda_skinny_gemm_emitter) print alike.
+// A half-precision [batch][rows][cols] row-major matrix, moved in boxes of box_rows ×
+// box_cols (128-byte swizzled rows: box_cols is 64).
+TensorMapArg GemmMatrixMap(int node, DType dtype, int64_t batch, int64_t rows, int64_t cols, int box_rows, int box_cols);
+// The product is read from the accumulators, not passed, unless the group also stores it.
+bool GemmPassesBuffer(const GemmTemplateKernel& gemm, const KernelBuffer& buffer);
+// 32-bit element indexes when every buffer's fit.
+const char* GemmIndexType(const GemmTemplateKernel& gemm);
+// The epilogue of element (row, col), a local struct `Epilogue`: the group's scalar program
+// with the product's loads given as `acc` and the staged or ringed residual's (-1: none) as
+// `loaded`; it writes the direct stores and returns the staged store's value (`staged`, -1:
+// none, and it returns 0).
+std::string GemmEpilogueStruct(const GemmTemplateKernel& gemm, int staged, int staged_load, int ringed_load);
+// The epilogue's buffers as kernel parameters (", const T* __restrict__ bN" each), added to
+// `source`'s launch arguments and named in `buffers` ("b0, b2") for the Epilogue's initializer.
+std::string GemmEpilogueParameters(const GemmTemplateKernel& gemm, CudaKernelSource& source, std::string& buffers);
+
 }  // namespace tilefuse

@@ -4,6 +4,7 @@
 
 #include "codegen/cuda/cuda_gemm_emitter.h"
 #include "codegen/cuda/cuda_gemm_search_space.h"
+#include "codegen/cuda/cuda_skinny_gemm_emitter.h"
 #include "codegen/kernel_fingerprint.h"
 #include "support/content_hash.h"
 
@@ -39,6 +40,30 @@ class GemmTemplate : public TemplateKernel {
  private:
   GemmTemplateKernel gemm_;
   CudaGemmConfig requested_;
+};
+
+// The skinny GEMM template (cuda_skinny_gemm_emitter.h): the GEMM template's problem, a
+// skeleton of its own.
+class SkinnyGemmTemplate : public TemplateKernel {
+ public:
+  explicit SkinnyGemmTemplate(GemmTemplateKernel gemm) : gemm_(std::move(gemm)) {}
+  std::string Kind() const override { return "skinny gemm template"; }
+  std::string Fingerprint() const override { return "skinny " + GemmFingerprint(gemm_); }
+  std::vector<nlohmann::json> SearchSpace(int sm_count) const override {
+    std::vector<nlohmann::json> out;
+    for (const CudaSkinnyGemmConfig& c : SkinnyGemmCandidates(gemm_, sm_count)) out.push_back(SkinnyGemmConfigToJson(c));
+    return out;
+  }
+  StatusOr<CudaKernelSource> Emit(const std::string& name, const nlohmann::json& config, int sm_count) const override {
+    GemmTemplateKernel named = gemm_;
+    named.name = name;
+    CudaSkinnyGemmConfig c = SkinnyGemmConfigFromJson(config);
+    c.sm_count = sm_count;
+    return EmitCudaSkinnyGemm(named, c);
+  }
+
+ private:
+  GemmTemplateKernel gemm_;
 };
 
 // A template with only its rule's configuration to offer (nothing to tune until its
@@ -96,6 +121,10 @@ class DepthwiseTemplate : public RuleOnlyTemplate {
 
 std::shared_ptr<const TemplateKernel> MakeGemmTemplate(GemmTemplateKernel gemm, CudaGemmConfig requested) {
   return std::make_shared<GemmTemplate>(std::move(gemm), requested);
+}
+
+std::shared_ptr<const TemplateKernel> MakeSkinnyGemmTemplate(GemmTemplateKernel gemm) {
+  return std::make_shared<SkinnyGemmTemplate>(std::move(gemm));
 }
 
 std::shared_ptr<const TemplateKernel> MakeAttentionTemplate(AttentionTemplateKernel attention, CudaAttentionConfig resolved) {

@@ -17,6 +17,9 @@ namespace tilefuse {
 // `requested`: the configuration asked for (its zeros and unset fields the rule's); the
 // tuner's candidates (GemmCandidates) replace it field by field.
 std::shared_ptr<const TemplateKernel> MakeGemmTemplate(GemmTemplateKernel gemm, CudaGemmConfig requested);
+// The skinny GEMM template for a problem SkinnyGemmFits takes: its rule's configuration, the
+// tuner's candidates (SkinnyGemmCandidates) in its search space.
+std::shared_ptr<const TemplateKernel> MakeSkinnyGemmTemplate(GemmTemplateKernel gemm);
 // `resolved`: ResolveAttentionConfigForMask's configuration (the mask's key blocks need the
 // graph, which the kernel does not keep). Only it is listed: the loops and tiles have rules
 // measured against each other, not a search.

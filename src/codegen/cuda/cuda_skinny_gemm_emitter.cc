@@ -1,0 +1,165 @@
+#include "codegen/cuda/cuda_skinny_gemm_emitter.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <fmt/format.h>
+
+#include "codegen/cuda/cuda_gemm_emitter.h"
+#include "codegen/cuda/cuda_scalar_program.h"
+#include "codegen/launch_spec.h"
+
+namespace tilefuse {
+
+namespace {
+
+constexpr int kBlockK = 64;                   // one 128-byte swizzle row of half-precision values
+constexpr int64_t kSharedLimit = 227 * 1024;  // opt-in shared memory per block on Hopper
+constexpr int kDefaultStages = 6;             // 6 × 24 KB in flight an SM at most: ample to stream B
+// The last unit of a column block holds every split's partials in flight at once (the
+// skeleton's sum): at most 16 splits keep them within the registers.
+constexpr int64_t kMaxRuleSplits = 16;
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int PaddedRows(const GemmTemplateKernel& g) { return static_cast<int>(CeilDiv(g.rows, 16) * 16); }
+int64_t KSteps(const GemmTemplateKernel& g) { return CeilDiv(g.k, kBlockK); }
+int64_t Tiles(const GemmTemplateKernel& g, const CudaSkinnyGemmConfig& c) { return CeilDiv(g.n, c.block_n); }
+int64_t StepsPerSplit(const GemmTemplateKernel& g, const CudaSkinnyGemmConfig& c) { return CeilDiv(KSteps(g), c.splits); }
+int64_t SharedBytes(const GemmTemplateKernel& g, const CudaSkinnyGemmConfig& c) {
+  // The swizzle's 1024-byte alignment, the two rings, full and empty barriers, a flag a consumer.
+  return 1024 + int64_t{c.stages} * (c.block_n + PaddedRows(g)) * kBlockK * 2 + 2 * c.stages * 8 + 2 * 4;
+}
+// Split-K: the counters' region (launch_spec.h), then every unit's f32 partials.
+int64_t ScratchBytes(const GemmTemplateKernel& g, const CudaSkinnyGemmConfig& c) {
+  if (c.splits <= 1) return 0;
+  return kScratchCounterBytes + Tiles(g, c) * c.splits * c.block_n * PaddedRows(g) * 4;
+}
+// `splits` rounded so that every unit has steps: ceil(steps / ceil(steps / splits)).
+int EvenSplits(const GemmTemplateKernel& g, int64_t splits) {
+  splits = std::clamp<int64_t>(splits, 1, KSteps(g));
+  return static_cast<int>(CeilDiv(KSteps(g), CeilDiv(KSteps(g), splits)));
+}
+
+Status Validate(const GemmTemplateKernel& g, const CudaSkinnyGemmConfig& c) {
+  RETURN_IF_ERROR(SkinnyGemmFits(g));
+  if (c.block_n != 64 && c.block_n != 128) return InvalidArgument(fmt::format("{}: block_n {} (need 64 or 128)", g.name, c.block_n));
+  if (c.stages < 2) return InvalidArgument(fmt::format("{}: {} stages (need at least 2)", g.name, c.stages));
+  if (c.splits < 1 || c.splits > KSteps(g))
+    return InvalidArgument(fmt::format("{}: {} split-K units for {} steps of K", g.name, c.splits, KSteps(g)));
+  if (c.splits != EvenSplits(g, c.splits))
+    return InvalidArgument(fmt::format("{}: {} splits of {} steps leave a unit empty", g.name, c.splits, KSteps(g)));
+  if (SharedBytes(g, c) > kSharedLimit)
+    return InvalidArgument(fmt::format("{}: {} bytes of shared memory (the limit is {})", g.name, SharedBytes(g, c), kSharedLimit));
+  if (c.splits > 1 && Tiles(g, c) * (c.block_n / 64) * 4 > kScratchCounterBytes)
+    return InvalidArgument(fmt::format("{}: split-K over more column blocks than the scratch memory's counter region holds", g.name));
+  if (c.sm_count < 1) return InvalidArgument(fmt::format("{}: sm_count must be positive", g.name));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status SkinnyGemmFits(const GemmTemplateKernel& g) {
+  if (g.dtype != DType::kBF16 && g.dtype != DType::kF16)
+    return Unimplemented(fmt::format("the skinny GEMM template takes bf16 and f16 products, not {}", DTypeName(g.dtype)));
+  if (g.batch != 1) return Unimplemented("the skinny GEMM template takes one B (batched products with a B each are not skinny)");
+  if (g.rows < 1 || g.rows > kSkinnyMaxRows)
+    return Unimplemented(fmt::format("{} rows (the skinny GEMM template takes 1 to {})", g.rows, kSkinnyMaxRows));
+  if (g.a_view || g.a_conv || g.a_mn_major >= 0) return Unimplemented("the skinny GEMM template reads A as a [M][K] matrix only");
+  if (g.k < 1 || g.n < 1) return Unimplemented("an empty product");
+  return Status::Ok();
+}
+
+CudaSkinnyGemmConfig ResolveSkinnyGemmConfig(const GemmTemplateKernel& g, CudaSkinnyGemmConfig c) {
+  if (c.block_n == 0) c.block_n = g.n <= 64 ? 64 : 128;
+  // The fewest splits whose busiest SM streams the fewest K steps of B: rounds of units times
+  // steps a unit. Balance is what matters for a product bound by reading B (two units an SM,
+  // 288 units over 132 SMs at K = 14336, ran a third round on 24 of them: 47 µs against
+  // cuBLASLt's 33, H200); fewer splits sum fewer partials.
+  if (c.splits == 0) {
+    int64_t best_steps = INT64_MAX;
+    for (int64_t splits = 1; splits <= std::min<int64_t>(KSteps(g), kMaxRuleSplits); ++splits) {
+      const int even = EvenSplits(g, splits);
+      const int64_t steps = CeilDiv(Tiles(g, c) * even, c.sm_count) * CeilDiv(KSteps(g), even);
+      if (steps < best_steps) best_steps = steps, c.splits = even;
+    }
+  }
+  c.splits = EvenSplits(g, c.splits);
+  if (c.stages == 0) c.stages = kDefaultStages;
+  return c;
+}
+
+std::vector<CudaSkinnyGemmConfig> SkinnyGemmCandidates(const GemmTemplateKernel& g, int sm_count) {
+  CudaSkinnyGemmConfig requested;
+  requested.sm_count = sm_count;
+  std::vector<CudaSkinnyGemmConfig> out = {ResolveSkinnyGemmConfig(g, requested)};
+  for (int block_n : {128, 64}) {
+    CudaSkinnyGemmConfig shape = requested;
+    shape.block_n = block_n;
+    const CudaSkinnyGemmConfig rule = ResolveSkinnyGemmConfig(g, shape);
+    for (int splits : {rule.splits, rule.splits / 2, rule.splits * 2}) {
+      CudaSkinnyGemmConfig c = rule;
+      c.splits = EvenSplits(g, splits);
+      const bool seen = std::any_of(out.begin(), out.end(), [&](const CudaSkinnyGemmConfig& o) {
+        return o.block_n == c.block_n && o.splits == c.splits && o.stages == c.stages;
+      });
+      if (!seen && Validate(g, c).ok()) out.push_back(c);
+    }
+  }
+  return out;
+}
+
+nlohmann::json SkinnyGemmConfigToJson(const CudaSkinnyGemmConfig& c) {
+  return {{"block_n", c.block_n}, {"splits", c.splits}, {"stages", c.stages}};
+}
+
+CudaSkinnyGemmConfig SkinnyGemmConfigFromJson(const nlohmann::json& j) {
+  CudaSkinnyGemmConfig c;
+  c.block_n = j.value("block_n", 0);
+  c.splits = j.value("splits", 0);
+  c.stages = j.value("stages", 0);
+  return c;
+}
+
+StatusOr<CudaKernelSource> EmitCudaSkinnyGemm(const GemmTemplateKernel& g, const CudaSkinnyGemmConfig& requested) {
+  const CudaSkinnyGemmConfig c = ResolveSkinnyGemmConfig(g, requested);
+  RETURN_IF_ERROR(Validate(g, c));
+  const int rows = PaddedRows(g);
+  const bool b_k_major = g.b_k_major >= 0;
+  CudaKernelSource s;
+  s.name = g.name;
+  s.threads = 128 * (1 + c.block_n / 64);
+  s.includes = {"gemm_skinny_sm90.cuh"};
+  const int64_t units = Tiles(g, c) * c.splits;
+  s.work_blocks = std::min<int64_t>(c.sm_count, units);
+  s.strategy = fmt::format("skinny gemm template, B streamed: {} rows padded to {}, {} columns a unit, {}{} stages, B {}", g.rows, rows,
+                           c.block_n, c.splits > 1 ? fmt::format("split-K x{}, ", c.splits) : "", c.stages,
+                           b_k_major ? "K-major" : "MN-major");
+  // A as [M][K] in boxes of the padded rows × 64 of K (TMA fills the rows past M with zeros);
+  // B as [N][K] or [K][N] in boxes of 64 × 64.
+  s.launch.args.push_back({LaunchArg::Kind::kTensorMap, g.a, GemmMatrixMap(g.a, g.dtype, 1, g.rows, g.k, rows, kBlockK), 0});
+  const TensorMapArg map_b = b_k_major ? GemmMatrixMap(g.b_k_major, g.dtype, 1, g.n, g.k, 64, kBlockK)
+                                       : GemmMatrixMap(g.b, g.dtype, 1, g.k, g.n, kBlockK, 64);
+  s.launch.args.push_back({LaunchArg::Kind::kTensorMap, map_b.node, map_b, 0});
+  std::string parameters = "const __grid_constant__ tf::TensorMap map_a, const __grid_constant__ tf::TensorMap map_b";
+  std::string buffers;
+  parameters += GemmEpilogueParameters(g, s, buffers);
+  if (c.splits > 1) {
+    parameters += ", unsigned* __restrict__ tile_counters, float* __restrict__ partials";
+    s.launch.args.push_back({LaunchArg::Kind::kScratch, -1, {}, 0});
+    s.launch.args.push_back({LaunchArg::Kind::kScratch, -1, {}, kScratchCounterBytes});
+  }
+  std::string out = fmt::format("extern \"C\" __global__ void __launch_bounds__({}, 1) {}({}) {{\n", s.threads, g.name, parameters);
+  out += fmt::format(
+      "  struct Config {{\n    using Element = {};\n    using Index = {};\n"
+      "    enum : int {{ kRows = {}, kN = {}, kK = {}, kMP = {}, kBN = {}, kStages = {}, kSplits = {}, kSplitSteps = {}, kBKMajor = {} }};\n"
+      "  }};\n",
+      TileElementType(g.dtype), GemmIndexType(g), g.rows, g.n, g.k, rows, c.block_n, c.stages, c.splits, StepsPerSplit(g, c),
+      b_k_major ? 1 : 0);
+  out += GemmEpilogueStruct(g, -1, -1, -1);
+  out += fmt::format("  tf::GemmSkinnySm90<Config>(map_a, map_b, Epilogue{{{}}}, {});\n}}\n", buffers,
+                     c.splits > 1 ? "tile_counters, partials" : "nullptr, nullptr");
+  FinishTemplateSource(s, std::move(out), SharedBytes(g, c));
+  s.launch.scratch_bytes = ScratchBytes(g, c);
+  return s;
+}
+
+}  // namespace tilefuse

@@ -1,0 +1,43 @@
+// The skinny GEMM template: a gemm group whose product has at most 64 rows (a decode step's
+// tokens times its batch) printed over codegen/cuda/device/gemm_skinny_sm90.cuh, which
+// computes the transposed product so that B's columns fill wgmma's 64-row side and streams
+// B once through every SM, K split into units with a deterministic sum. The same problem
+// (GemmTemplateKernel) and epilogue functor as the GEMM template; only the skeleton and its
+// configuration differ.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "codegen/cuda/cuda_emitter.h"
+#include "codegen/gemm_template.h"
+#include "tilefuse/status.h"
+
+namespace tilefuse {
+
+inline constexpr int64_t kSkinnyMaxRows = 64;
+// Up to this many rows the rule prefers the skinny template to cuBLASLt's fused epilogues
+// (backend/cuda/cuda_program.cc says what was measured); the tuner measures both.
+inline constexpr int64_t kSkinnyOverLibraryRows = 16;
+
+struct CudaSkinnyGemmConfig {
+  int block_n = 0;  // columns of B a unit: 64 or 128 (one consumer warpgroup per 64); 0: the rule
+  int splits = 0;   // units K is split into per column block; 0: enough for two units an SM
+  int stages = 0;   // pipeline depth; 0: the rule (6)
+  int sm_count = 132;
+};
+
+// OK where the skinny template takes `gemm`, else the reason: 16-bit operands, one batch
+// entry (a shared B folds A's batch into the rows), at most kSkinnyMaxRows rows, A read as
+// a [M][K] matrix (not through a view, an im2col or transposed).
+Status SkinnyGemmFits(const GemmTemplateKernel& gemm);
+// Every 0 of `requested` resolved for this problem.
+CudaSkinnyGemmConfig ResolveSkinnyGemmConfig(const GemmTemplateKernel& gemm, CudaSkinnyGemmConfig requested);
+// The rule's configuration first, then the alternatives worth measuring.
+std::vector<CudaSkinnyGemmConfig> SkinnyGemmCandidates(const GemmTemplateKernel& gemm, int sm_count);
+nlohmann::json SkinnyGemmConfigToJson(const CudaSkinnyGemmConfig& config);
+CudaSkinnyGemmConfig SkinnyGemmConfigFromJson(const nlohmann::json& json);
+// InvalidArgument for configurations the skeleton cannot run.
+StatusOr<CudaKernelSource> EmitCudaSkinnyGemm(const GemmTemplateKernel& gemm, const CudaSkinnyGemmConfig& config);
+
+}  // namespace tilefuse

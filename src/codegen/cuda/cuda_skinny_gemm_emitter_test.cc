@@ -1,0 +1,110 @@
+// The skinny GEMM template on the CPU side: which products it takes (and why not), the
+// configuration its rule resolves, what it hands the skeleton and the launch it asks for.
+// Running the kernels needs a GPU: scripts/gpu-check.sh (tests/gemm/gemm_skinny_*);
+// TemplateSkeletonsTest compiles them for sm_90a.
+#include "codegen/cuda/cuda_skinny_gemm_emitter.h"
+
+#include <gtest/gtest.h>
+
+#include "codegen/lower.h"
+#include "fusion/group_classifier.h"
+#include "testing/file_check.h"
+#include "testing/onnx_text_plan.h"
+
+namespace tilefuse {
+namespace {
+
+StatusOr<GemmTemplateKernel> LowerOnlyGemm(const std::string& signature, const std::string& body) {
+  const PlannedText p = PlanOnnxText(signature, body);
+  for (const FusionGroup& group : p.plan.groups)
+    if (group.kind == GroupKind::kGemm) {
+      auto t = LowerGemmTemplate(p.graph, group, SplitGemmGroup(p.graph, group), FindInlinedGenerators(p.graph));
+      if (t.ok()) t->name = "gemm";
+      return t;
+    }
+  return Internal("no gemm group");
+}
+
+TEST(CudaSkinnyGemmEmitterTest, TakesAFewRowsOfHalfPrecisionAgainstOneB) {
+  auto tokens = LowerOnlyGemm("g (bfloat16[4,16,384] x, bfloat16[384,1536] w) => (bfloat16[4,16,1536] y)", "  y = MatMul (x, w)\n");
+  ASSERT_TRUE(tokens.ok()) << tokens.status().ToString();
+  EXPECT_EQ(tokens->rows, 64);  // the batch folds into the rows: one B
+  EXPECT_TRUE(SkinnyGemmFits(*tokens).ok());
+
+  auto too_many = LowerOnlyGemm("g (bfloat16[65,384] x, bfloat16[384,1536] w) => (bfloat16[65,1536] y)", "  y = MatMul (x, w)\n");
+  ASSERT_TRUE(too_many.ok());
+  EXPECT_NE(SkinnyGemmFits(*too_many).message().find("65 rows"), std::string::npos) << SkinnyGemmFits(*too_many).message();
+
+  auto batched = LowerOnlyGemm("g (bfloat16[4,16,384] x, bfloat16[4,384,512] w) => (bfloat16[4,16,512] y)", "  y = MatMul (x, w)\n");
+  ASSERT_TRUE(batched.ok());
+  EXPECT_FALSE(SkinnyGemmFits(*batched).ok());  // a B per batch entry
+
+  auto a_transposed = LowerOnlyGemm("g (bfloat16[512,16] x, bfloat16[512,1024] dy) => (bfloat16[16,1024] y)",
+                                    "  xt = Transpose <perm = [1, 0]> (x)\n  y = MatMul (xt, dy)\n");
+  ASSERT_TRUE(a_transposed.ok());
+  EXPECT_FALSE(SkinnyGemmFits(*a_transposed).ok());  // A read MN-major: the GEMM template's
+}
+
+// The rule: the fewest splits whose busiest SM streams the fewest K steps (rounds of units ×
+// steps a unit), 128 columns a unit.
+TEST(CudaSkinnyGemmEmitterTest, RuleBalancesTheStepsOverTheSms) {
+  auto decode = LowerOnlyGemm("g (bfloat16[16,14336] x, bfloat16[14336,4096] w) => (bfloat16[16,4096] y)", "  y = MatMul (x, w)\n");
+  ASSERT_TRUE(decode.ok());
+  CudaSkinnyGemmConfig c = ResolveSkinnyGemmConfig(*decode, {});
+  EXPECT_EQ(c.block_n, 128);
+  EXPECT_EQ(c.splits, 4);  // 32 column blocks × 4 = 128 units on 132 SMs, 56 steps each
+  EXPECT_EQ(c.stages, 6);
+  CudaSkinnyGemmConfig fewer_sms;
+  fewer_sms.sm_count = 32;
+  EXPECT_EQ(ResolveSkinnyGemmConfig(*decode, fewer_sms).splits, 1);  // one column block an SM already
+  // Splits are even: 9 steps of K in 4 units would leave 3+3+3+0.
+  auto short_k = LowerOnlyGemm("g (bfloat16[8,520] x, bfloat16[520,256] w) => (bfloat16[8,256] y)", "  y = MatMul (x, w)\n");
+  ASSERT_TRUE(short_k.ok());
+  CudaSkinnyGemmConfig four;
+  four.splits = 4;
+  EXPECT_EQ(ResolveSkinnyGemmConfig(*short_k, four).splits, 3);
+  // Every candidate is a kernel, the rule's first.
+  const std::vector<CudaSkinnyGemmConfig> space = SkinnyGemmCandidates(*decode, 132);
+  ASSERT_GE(space.size(), 3u);
+  EXPECT_EQ(space[0].splits, 4);
+  for (const CudaSkinnyGemmConfig& candidate : space) EXPECT_TRUE(EmitCudaSkinnyGemm(*decode, candidate).ok());
+  CudaSkinnyGemmConfig odd;
+  odd.block_n = 96;
+  EXPECT_FALSE(EmitCudaSkinnyGemm(*decode, odd).ok());
+}
+
+TEST(CudaSkinnyGemmEmitterTest, PrintsConfigEpilogueAndTheSkeletonCall) {
+  auto gemm = LowerOnlyGemm("g (float16[33,520] x, float16[776,520] w, float16[33,776] r) => (float16[33,776] y)",
+                            "  wt = Transpose <perm = [1, 0]> (w)\n  p = MatMul (x, wt)\n  y = Add (p, r)\n");
+  ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
+  ASSERT_GE(gemm->b_k_major, 0);
+  auto source = EmitCudaSkinnyGemm(*gemm, {});
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_EQ(source->includes, std::vector<std::string>{"gemm_skinny_sm90.cuh"});
+  EXPECT_EQ(source->threads, 384);  // a producer and two consumers of 64 columns
+  EXPECT_TRUE(MatchesChecks(source->function, R"(
+    CHECK: __launch_bounds__(384, 1) gemm(
+    CHECK-SAME: map_a
+    CHECK-SAME: map_b
+    CHECK-SAME: unsigned* __restrict__ tile_counters, float* __restrict__ partials) {
+    CHECK: using Element = tf::F16;
+    CHECK: kRows = 33, kN = 776, kK = 520, kMP = 48, kBN = 128, kStages = 6, kSplits = 9, kSplitSteps = 1, kBKMajor = 1
+    CHECK: struct Epilogue {
+    CHECK: float operator()(tf_index_t row, int col, float acc, float loaded) const {
+    CHECK-NOT: return v
+    CHECK: tf::GemmSkinnySm90<Config>(map_a, map_b, Epilogue{
+    CHECK-SAME: tile_counters, partials);
+  )"));
+  // A's map: the padded rows in one box (TMA fills past row 33 with zeros); B's: [N][K].
+  ASSERT_GE(source->launch.args.size(), 2u);
+  EXPECT_EQ(source->launch.args[0].map.box[1], 48);
+  EXPECT_EQ(source->launch.args[0].map.dims[1], 33);
+  EXPECT_EQ(source->launch.args[1].map.dims[0], 520);
+  EXPECT_EQ(source->launch.args[1].map.dims[1], 776);
+  EXPECT_EQ(source->launch.args.back().kind, LaunchArg::Kind::kScratch);
+  EXPECT_GT(source->launch.scratch_bytes, 0);
+  EXPECT_EQ(source->work_blocks, 63);  // 7 column blocks × 9 splits, fewer than the SMs
+}
+
+}  // namespace
+}  // namespace tilefuse

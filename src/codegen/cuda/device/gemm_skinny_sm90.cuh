@@ -1,0 +1,205 @@
+// The skinny GEMM skeleton: D = A·B with a fused epilogue for a few rows of A (M ≤ 64: a
+// decode step's tokens), where the time is reading B once. gemm_sm90's tiles are 128 rows
+// tall: at M = 16 they compute 8x what is asked and split K into too few streams of B.
+//
+// Operands swapped: wgmma computes Dᵀ, 64 of B's columns (wgmma's M side) by A's rows
+// padded to kMP (its N side, a multiple of 16; TMA fills the rows past M with zeros), so a
+// warpgroup's instruction reads 64 columns of B and all of A's rows at once. K is split into
+// units so that every SM streams B; a unit's partial sums go through scratch memory and the
+// last unit of a column block adds them in split order (the result does not depend on
+// timing) and runs the epilogue.
+//
+//   warpgroup 0 (producer, one thread)          warpgroups 1..kConsumers (64 columns each)
+//   ───────────────────────────────────         ──────────────────────────────────────────────
+//   for each unit (kBN columns × K range):      for each unit:
+//     for each K step: wait empty[s];             for each K step: wait full[s], wgmma from
+//       TMA A (kMP × 64), B (kBN × 64) → s          slot s, hand slot s-1 back
+//                                                 [split-K: partials, the last unit sums]
+//                                                 epilogue(row, col, acc, 0) per element
+//
+// The generated part (codegen/cuda/cuda_skinny_gemm_emitter.cc) is the Config, the Epilogue
+// functor printed from the group's scalar program (the GEMM template's) and one call of
+// GemmSkinnySm90. Config gives Element, Index, kRows (M), kN, kK, kMP, kBN (64 or 128),
+// kStages, kSplits, kSplitSteps and kBKMajor (B as [N][K], x · wᵀ; else [K][N]).
+#pragma once
+
+#include "tile_mma.cuh"
+#include "tilefuse_tiles.cuh"
+
+namespace tf {
+
+template <class Config>
+struct SkinnyShape : Config {
+  using Element = typename Config::Element;
+  // B [K][N] is wgmma's A read MN-major, which only the 16-bit types have.
+  static_assert(Element::kBytes == 2, "gemm_skinny_sm90 takes bf16 or f16 operands");
+  static_assert(Config::kMP % 16 == 0 && Config::kMP <= 256 && Config::kMP >= Config::kRows, "kMP: the rows padded to 16");
+  static_assert(Config::kBN == 64 || Config::kBN == 128, "kBN: 64 or 128 columns a unit");
+  static constexpr bool kBKMajor = Config::kBKMajor != 0;
+  static constexpr int kBK = 128 / Element::kBytes;  // one 128-byte swizzle row
+  static constexpr int kConsumers = Config::kBN / 64;
+  static constexpr int kTiles = (Config::kN + Config::kBN - 1) / Config::kBN;
+  static constexpr int kKSteps = (Config::kK + kBK - 1) / kBK;
+  static constexpr int kUnits = kTiles * Config::kSplits;
+  static constexpr unsigned kStageBytes = (Config::kBN + Config::kMP) * kBK * Element::kBytes;
+};
+
+// Shared memory as the host's SkinnySharedBytes lays it out: B's ring and A's (1024-byte
+// aligned, the swizzle period), then the barriers.
+template <class S>
+struct SkinnySharedMemory {
+  using Storage = typename S::Element::Storage;
+  Storage* tile_b;  // [stage][kBN][kBK] (K-major) or [stage][kBN / 64][kBK][64] (MN-major), 128-byte swizzle
+  Storage* tile_a;  // [stage][kMP][kBK], 128-byte swizzle
+  Barrier* full;
+  Barrier* empty;
+  volatile int* finishes;  // [consumer]: split-K, this unit runs the consumer's epilogue
+
+  __device__ __forceinline__ SkinnySharedMemory() {
+    extern __shared__ unsigned char tf_shared_raw[];
+    unsigned char* shared = tf_shared_raw + ((1024 - (SharedAddress(tf_shared_raw) & 1023)) & 1023);
+    tile_b = (Storage*)shared;
+    tile_a = tile_b + S::kStages * S::kBN * S::kBK;
+    full = (Barrier*)(tile_a + S::kStages * S::kMP * S::kBK);
+    empty = full + S::kStages;
+    finishes = (volatile int*)(empty + S::kStages);
+  }
+};
+
+template <class S>
+__device__ __forceinline__ void SkinnyUnitRange(int unit, int& tile, int& k_begin, int& k_end) {
+  tile = unit / S::kSplits;
+  k_begin = unit % S::kSplits * S::kSplitSteps;
+  k_end = min(S::kKSteps, k_begin + S::kSplitSteps);
+}
+
+template <class S>
+__device__ __forceinline__ void SkinnyProducer(const SkinnySharedMemory<S>& sm, const TensorMap& map_a, const TensorMap& map_b) {
+  if (threadIdx.x != 0) return;
+  Pipeline<S::kStages> ring;
+  for (int unit = blockIdx.x; unit < S::kUnits; unit += gridDim.x) {
+    int tile, k_begin, k_end;
+    SkinnyUnitRange<S>(unit, tile, k_begin, k_end);
+    for (int ks = k_begin; ks < k_end; ++ks, ring.Advance()) {
+      sm.empty[ring.stage].Wait(ring.phase ^ 1);
+      sm.full[ring.stage].ArriveExpectingBytes(S::kStageBytes);
+      TmaLoad3d(sm.tile_a + ring.stage * S::kMP * S::kBK, map_a, ks * S::kBK, 0, 0, sm.full[ring.stage]);
+      // B in boxes of 64 rows of N × kBK of K (K-major) or kBK rows of K × 64 columns (MN-major).
+#pragma unroll
+      for (int box = 0; box < S::kBN / 64; ++box) {
+        const int n = tile * S::kBN + box * 64, k = ks * S::kBK;
+        TmaLoad3d(sm.tile_b + ring.stage * S::kBN * S::kBK + box * 64 * S::kBK, map_b, S::kBKMajor ? k : n, S::kBKMajor ? n : k, 0,
+                  sm.full[ring.stage]);
+      }
+    }
+  }
+}
+
+// Split-K: the unit's partial sums to scratch memory (coalesced: element i of the consumer's
+// 128 threads together); the consumer that finishes a column block last adds every split's
+// partials in split order. Memory order as gemm_sm90's GemmSplitKHandOver: partials fenced
+// before the counter's atomic, the last one fences before reading them through L2. Returns
+// whether this consumer runs the epilogue of its 64 columns.
+template <class S>
+__device__ __forceinline__ bool SkinnyHandOver(const SkinnySharedMemory<S>& sm, float (&d)[S::kMP / 2], int unit, int tile, int consumer,
+                                               int local, unsigned* __restrict__ counters, float* __restrict__ partials) {
+  constexpr int kPerThread = S::kMP / 2;
+  float* mine = partials + ((long long)unit * S::kConsumers + consumer) * kPerThread * 128 + local;
+#pragma unroll
+  for (int i = 0; i < kPerThread; ++i) __stcg(mine + i * 128, d[i]);
+  __threadfence();
+  NamedBarrierSync(1 + consumer, 128);
+  if (local == 0) {
+    const int slot = tile * S::kConsumers + consumer;
+    const bool last = atomicAdd(counters + slot, 1u) == S::kSplits - 1;
+    if (last) counters[slot] = 0;  // zero again for the next launch
+    sm.finishes[consumer] = last;
+  }
+  NamedBarrierSync(1 + consumer, 128);
+  if (!sm.finishes[consumer]) return false;
+  __threadfence();
+  const float* first = partials + ((long long)tile * S::kSplits * S::kConsumers + consumer) * kPerThread * 128 + local;
+  // Every split's loads in flight at once (the rule keeps kSplits × kPerThread within the
+  // registers): the sum is on the kernel's critical path, after the last unit's main loop.
+#pragma unroll
+  for (int i = 0; i < kPerThread; ++i) d[i] = __ldcg(first + i * 128);
+#pragma unroll
+  for (int s = 1; s < S::kSplits; ++s) {
+    const float* part = first + (long long)s * S::kConsumers * kPerThread * 128;
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) d[i] += __ldcg(part + i * 128);
+  }
+  return true;
+}
+
+template <class S, class Epilogue>
+__device__ __forceinline__ void SkinnyConsumer(const SkinnySharedMemory<S>& sm, const Epilogue& epilogue, int consumer,
+                                               unsigned* __restrict__ counters, float* __restrict__ partials) {
+  using Mma = tf::Mma<typename S::Element>;
+  using Index = typename S::Index;
+  const int local = threadIdx.x % 128, warp = local / 32, lane = local % 32;
+  Pipeline<S::kStages> ring;
+  float d[S::kMP / 2];
+  for (int unit = blockIdx.x; unit < S::kUnits; unit += gridDim.x) {
+    int tile, k_begin, k_end;
+    SkinnyUnitRange<S>(unit, tile, k_begin, k_end);
+    int previous = -1;  // the slot still read by the step before, handed back once it retires
+    for (int ks = k_begin; ks < k_end; ++ks, ring.Advance()) {
+      sm.full[ring.stage].Wait(ring.phase);
+      const auto* b = sm.tile_b + ring.stage * S::kBN * S::kBK + consumer * 64 * S::kBK;
+      const auto* a = sm.tile_a + ring.stage * S::kMP * S::kBK;
+      Warpgroup::Fence();
+#pragma unroll
+      for (int kk = 0; kk < S::kBK / Mma::kK; ++kk)
+        Mma::template Shared<S::kMP, false, !S::kBKMajor>(
+            d, S::kBKMajor ? SharedMatrix::KMajor(b + kk * Mma::kK) : SharedMatrix::MnMajor(b + kk * Mma::kK * 64, S::kBK * 128),
+            SharedMatrix::KMajor(a + kk * Mma::kK), ks > k_begin || kk > 0);
+      Warpgroup::Commit();
+      Warpgroup::Wait<1>();
+      if (previous >= 0 && local == 0) sm.empty[previous].Arrive();
+      previous = ring.stage;
+    }
+    Warpgroup::Wait<0>();
+    if (local == 0) sm.empty[previous].Arrive();
+    if constexpr (S::kSplits > 1)
+      if (!SkinnyHandOver(sm, d, unit, tile, consumer, local, counters, partials)) continue;
+    // d[j*4 + h*2 + e] is Dᵀ's (warp*16 + lane/4 + 8h, 8j + (lane%4)*2 + e): column n, row m.
+    const int col_base = tile * S::kBN + consumer * 64 + warp * 16 + lane / 4;
+#pragma unroll
+    for (int j = 0; j < S::kMP / 8; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int col = col_base + 8 * h, row = 8 * j + (lane % 4) * 2 + e;
+          if (row < S::kRows && col < S::kN) epilogue((Index)row, col, d[j * 4 + h * 2 + e], 0.0f);
+        }
+  }
+}
+
+// The kernel body (launched with 128 × (1 + kBN / 64) threads, at most one CTA an SM, a
+// persistent grid of at most kUnits CTAs). Epilogue:
+//   float operator()(Index row, int col, float acc, float loaded) const
+// writes every store of element (row, col) itself (there is no staged store; `loaded` is 0).
+template <class Config, class Epilogue>
+__device__ __forceinline__ void GemmSkinnySm90(const TensorMap& map_a, const TensorMap& map_b, const Epilogue& epilogue,
+                                               unsigned* __restrict__ counters, float* __restrict__ partials) {
+  using S = SkinnyShape<Config>;
+  SkinnySharedMemory<S> sm;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < S::kStages; ++s) {
+      sm.full[s].Init(1);
+      sm.empty[s].Init(S::kConsumers);
+    }
+    FenceBarrierInit();
+  }
+  __syncthreads();
+  const int warpgroup = threadIdx.x / 128;
+  if (warpgroup == 0) {
+    SkinnyProducer<S>(sm, map_a, map_b);
+    return;
+  }
+  SkinnyConsumer<S>(sm, epilogue, warpgroup - 1, counters, partials);
+}
+
+}  // namespace tf

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """One training step (forward, loss, backward) of transformers' GPT-2 small, random weights, through
 torch.compile(backend="tilefuse") with the backward graph in PyTorch (the default) and through
-tilefuse (options={"backward": "tilefuse"}), beside eager, in one process: the step's time (CUDA
+tilefuse (options={"backward": "tilefuse"}), beside eager (and with --inductor torch.compile's own
+backend), in one process: the step's time (CUDA
 events, median), the first step's time, and the gradients' error to eager's relative to their scale.
 
     python3 bench/torch_training.py --shape 8x512 --dtype bf16 --json out.json
@@ -18,6 +19,7 @@ def main():
     parser.add_argument("--dtype", default="bf16", choices=["bf16", "f32"])
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--backward", action="append", default=[], help="pytorch and/or tilefuse (default both)")
+    parser.add_argument("--inductor", action="store_true", help="also time torch.compile's default backend (the peer)")
     parser.add_argument("--json")
     args = parser.parse_args()
     import torch
@@ -67,6 +69,18 @@ def main():
             ((p.grad.float() - expected[n]).abs().max() / expected[n].abs().max().clamp_min(1e-30)).item()
             for n, p in model.named_parameters())
         row[f"tilefuse_bw_{backward}_us"] = timed(compiled)
+        print(json.dumps(row), flush=True)
+    if args.inductor:  # the peer: torch.compile's default backend, in the same process
+        torch._dynamo.reset()
+        model = transformers.GPT2LMHeadModel(config).to("cuda", dtype).train()
+        model.load_state_dict(reference.state_dict())
+        compiled = torch.compile(model)
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        step(compiled)
+        torch.cuda.synchronize()
+        row["inductor_first_step_s"] = time.perf_counter() - start
+        row["inductor_us"] = timed(compiled)
         print(json.dumps(row), flush=True)
     if args.json:
         with open(args.json, "w") as f:

@@ -257,14 +257,23 @@ class CompiledModel:
         if len(inputs) != len(self._device_inputs):
             raise Error(f"the call has {len(inputs)} inputs; the graph takes {len(self._device_inputs)}")
         pointers = []
+        # Dense copies of strided inputs, held until the run is queued: freed before, a copy's
+        # block went to the next input's copy (PyTorch's allocator reuses a freed block at once
+        # on the same stream), so two same-sized strided inputs both read the second one (a
+        # GPT-2 backward graph's two saved keys: wrong gradients). Freed after, stream order
+        # keeps them until the run has read them.
+        copies = []
         for (name, dtype, shape), x in zip(self._device_inputs, inputs):
             if x.dtype is not types.get(dtype) or x.shape != shape:
                 raise Error(f"input '{name}' expects {dtype}[{','.join(map(str, shape))}], "
                             f"got {str(x.dtype).removeprefix('torch.')}[{','.join(map(str, x.shape))}]")
             if not x.is_contiguous():
-                x = x.contiguous()  # freed in stream order: PyTorch's allocator waits for this stream
+                x = x.contiguous()
+                copies.append(x)
             pointers.append(x.data_ptr())
-        return self._launch_on_device(torch, pointers)
+        outputs = self._launch_on_device(torch, pointers)
+        del copies
+        return outputs
 
     def __repr__(self) -> str:
         return f"<tilefuse.CompiledModel {self.source} on {self.backend}, {len(self._graph.kernels)} kernels>"

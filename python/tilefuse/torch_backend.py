@@ -65,16 +65,9 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], op
         same_order = len(aten_inputs) == len(example_inputs)
         return TilefuseGraph(aten_gm, weights - _mutated_inputs() if same_order else set(), settings)
 
-    on_gpu = any(isinstance(a, torch.Tensor) and a.is_cuda for a in example_inputs)
-    backward_in_pytorch = settings["backward"] == "pytorch" or on_gpu
+    backward_in_pytorch = settings["backward"] == "pytorch"
 
     def backward_compiler(aten_gm: torch.fx.GraphModule, aten_inputs: Sequence[Any]) -> Callable:
-        if settings["backward"] == "tilefuse" and on_gpu:
-            # On an H200 (2026-11-29) GPT-2's gradients came out wrong this way (right on the CPU):
-            # not taken on the GPU until that is found.
-            _log_once(logged, "backward-gpu", "tilefuse: the backward graph runs in PyTorch: backward='tilefuse' is "
-                      "not verified on the GPU yet (it gave wrong gradients there)")
-            return make_boxed_func(aten_gm.forward)
         if settings["backward"] == "tilefuse":  # no weights: the backward's inputs are saved activations and gradients
             return TilefuseGraph(aten_gm, set(), settings)
         _log_once(logged, "backward", "tilefuse: the backward graph runs in PyTorch (tilefuse compiles forward graphs)")

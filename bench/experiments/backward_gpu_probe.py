@@ -53,14 +53,14 @@ def only_output(gm, node_name):
     return g
 
 
-def bisect(gm, args, tolerance, backend):
+def bisect(gm, args, tolerance, backend, fuse=False):
     nodes = [n for n in gm.graph.nodes if n.op == "call_function" and isinstance(n.meta.get("val"), torch.Tensor)
              and n.meta["val"].dtype.is_floating_point]
     lo, hi = 0, len(nodes) - 1  # invariant: nodes[hi] is wrong; find the first wrong
     def wrong(i):
         sub = only_output(gm, nodes[i].name)
         ref = sub(*args)[0] if isinstance(sub(*args), (list, tuple)) else sub(*args)
-        outs, _ = run_tilefuse(sub, args, backend, False)
+        outs, _ = run_tilefuse(sub, args, backend, fuse)
         e = error(outs[0], ref)
         print(f"    node {i} {nodes[i].name} ({nodes[i].target}): error {e:.3g}", flush=True)
         return not (e <= tolerance)
@@ -114,13 +114,16 @@ def main():
     parser.add_argument("--attention", default="eager")
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--device", default="cuda", help="cpu: a dry run of the probe itself on the CPU backend")
+    parser.add_argument("--size", default="2,64,2,128,2,32", help="layers,embd,heads,vocab,batch,seq")
+    parser.add_argument("--no-cpu", action="store_true", help="skip the CPU backend's run (large sizes)")
     parser.add_argument("--dump", nargs=3, metavar=("GRAPH", "NODE", "DIR"),
                         help="compile backward graph GRAPH up to NODE alone, unfused, every stage written to DIR; "
                              "the error per sixth of the output's last axis")
     options = parser.parse_args()
     from transformers import GPT2Config, GPT2LMHeadModel
     torch.manual_seed(0)
-    config = GPT2Config(n_layer=2, n_embd=64, n_head=2, vocab_size=128, n_positions=64,
+    layers, embd, heads, vocab, batch, seq = (int(v) for v in options.size.split(","))
+    config = GPT2Config(n_layer=layers, n_embd=embd, n_head=heads, vocab_size=vocab, n_positions=max(64, seq),
                         attn_implementation=options.attention)
     dtype = getattr(torch, options.dtype)
     model = GPT2LMHeadModel(config).to(options.device, dtype).train()
@@ -146,35 +149,39 @@ def main():
 
     backend = aot_autograd(fw_compiler=fw, bw_compiler=bw, decompositions=tb._decompositions(keep_backward_ops=False))
     compiled = torch.compile(model, backend=backend)
-    ids = torch.randint(0, 128, (2, 32), device=options.device)
+    ids = torch.randint(0, vocab, (batch, seq), device=options.device)
     compiled(ids, labels=ids).loss.backward()
     if options.dump:
         return dump(captured, options)
     failures = 0
     for number, (gm, args) in enumerate(captured):
-        failures += probe(number, gm, args, dtype, options.device)
+        failures += probe(number, gm, args, dtype, options.device, options.no_cpu)
     return 1 if failures else 0
 
 
-def probe(number, gm, args, dtype, device):
+def probe(number, gm, args, dtype, device, no_cpu=False):
     ref = gm.forward(*args)
     print(f"backward graph {number}: {len(gm.graph.nodes)} nodes, {len(args)} inputs, {len(ref)} outputs", flush=True)
     tolerance = float(os.environ.get("PROBE_TOLERANCE", 1e-3 if dtype == torch.float32 else 3e-2))
     target = "cuda" if device == "cuda" else "cpu"
-    for backend_name, fuse in (("cpu", True), (target, True), (target, False)):
+    runs = ((target, True), (target, False)) if no_cpu else (("cpu", True), (target, True), (target, False))
+    for backend_name, fuse in runs:
         outs, graph = run_tilefuse(gm, args, backend_name, fuse)
         errors = [error(o, r) if isinstance(r, torch.Tensor) else 0.0 for o, r in zip(outs, ref)]
         bad = [i for i, e in enumerate(errors) if not (e <= tolerance)]
         print(f"  {backend_name} fuse={fuse}: worst {max(errors):.3g}; wrong outputs {bad}", flush=True)
-    outs, _ = run_tilefuse(gm, args, target, False)
-    errors = [error(o, r) if isinstance(r, torch.Tensor) else 0.0 for o, r in zip(outs, ref)]
-    bad = [i for i, e in enumerate(errors) if not (e <= tolerance)]
+    for fuse in (False, True):  # unfused first: fewer ops in a kernel to suspect
+        outs, _ = run_tilefuse(gm, args, target, fuse)
+        errors = [error(o, r) if isinstance(r, torch.Tensor) else 0.0 for o, r in zip(outs, ref)]
+        bad = [i for i, e in enumerate(errors) if not (e <= tolerance)]
+        if bad:
+            break
     if not bad:
         return 0
     out_node = next(n for n in gm.graph.nodes if n.op == "output")
     first = out_node.args[0][bad[0]]
-    print(f"  bisecting towards output {bad[0]} ({first.name})", flush=True)
-    bisect(only_output(gm, first.name), args, tolerance, target)
+    print(f"  bisecting towards output {bad[0]} ({first.name}), fuse={fuse}", flush=True)
+    bisect(only_output(gm, first.name), args, tolerance, target, fuse)
     return 1
 
 if __name__ == "__main__":

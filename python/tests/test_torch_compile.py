@@ -262,6 +262,20 @@ def test_the_backward_graph_through_tilefuse_gives_eager_s_gradients(logs):
         torch.compile(block, backend="tilefuse", options={"backward": "inductor"})(x)
 
 
+def test_outputs_come_back_with_eager_s_strides():
+    # Ops after a graph (PyTorch's own backward kernels, a split graph's next part) may read the
+    # layout: cuDNN's attention backward returned a wrong dQ for a dense grad_output where eager's
+    # had the attention output's strides.
+    def f(x, w):
+        return (x @ w).view(4, 8, 2, 16).transpose(1, 2)
+
+    x, w = torch.randn(32, 24), torch.randn(24, 32)
+    out = torch.compile(f, backend="tilefuse", options={"backend": "cpu"})(x, w)
+    expected = f(x, w)
+    assert not expected.is_contiguous() and out.stride() == expected.stride()
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+
+
 def test_a_second_torch_compile_of_a_model_reuses_its_compiled_graph_until_a_weight_changes(logs):
     block = Block().eval()
     x = torch.randn(3, 32)

@@ -226,6 +226,7 @@ class _Specialization:
         self.model = _wrap(graph, "a torch.compile graph")
         self.input_shapes = [tuple(t.shape) for t in inputs]
         self.output_spec = translation.output_spec
+        self.output_strides = _eager_output_strides(gm)
         stages = ", ".join(f"{name} {ms:.0f}" for name, ms in self.model.compile_stages_ms)
         logger.info("tilefuse: compiled a torch.compile graph for %s: %d kernels on %s (translated in %.0f ms, "
                     "compiled in %.0f ms: %s)", self.input_shapes,
@@ -233,7 +234,43 @@ class _Specialization:
                     1e3 * (time.perf_counter() - translated), stages)
 
     def run(self, args: Sequence[Any]) -> list:
-        return self.outputs_of(self.model(*self.inputs_of(args)))
+        outputs = self.outputs_of(self.model(*self.inputs_of(args)))
+        return [_restrided(o, s) for o, s in zip(outputs, self.output_strides)]
+
+
+def _eager_output_strides(gm: torch.fx.GraphModule) -> List[Optional[tuple]]:
+    """Per output of the FX graph, the strides eager PyTorch gives it (its node's meta value),
+    where they are not the dense row-major ones tilefuse's outputs have; else None."""
+    output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+    nodes, _ = torch.utils._pytree.tree_flatten(output.args[0])
+    strides = []
+    for node in nodes:
+        value = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+        # A permuted dense layout only (an expanded or overlapping one has no copy to make).
+        permuted = isinstance(value, torch.Tensor) and not value.is_contiguous() and _permuted_dense(value)
+        strides.append(tuple(value.stride()) if permuted else None)
+    return strides
+
+
+def _permuted_dense(value: torch.Tensor) -> bool:
+    """Whether `value`'s strides lay its elements out densely in some order of its dims."""
+    expected = 1
+    for stride, size in sorted((st, sz) for sz, st in zip(value.shape, value.stride()) if sz != 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def _restrided(value: Any, stride: Optional[tuple]) -> Any:
+    """`value` laid out with `stride`: what the ops after it saw in eager PyTorch. Some read the
+    layout, not only the values: cuDNN's attention backward, given a dense grad_output where
+    eager's had the output's strides, returned a wrong dQ (GPT-2 small, bf16, H200, 2026-11-29)."""
+    if stride is None or not isinstance(value, torch.Tensor) or value.stride() == stride or value.numel() <= 1:
+        return value
+    laid_out = torch.empty_strided(value.shape, stride, dtype=value.dtype, device=value.device)
+    laid_out.copy_(value)
+    return laid_out
 
 
 class _TilefusePart(torch.nn.Module):

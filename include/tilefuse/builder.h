@@ -53,6 +53,8 @@ class GraphBuilder {
   Value Binary(OpCode op, Value a, Value b);
   Value Where(Value cond, Value x, Value y);
   Value Cast(Value x, DType to);  // no node when x already has that dtype
+  // A cast to an 8-bit float with its overflow rule (Attrs::saturate).
+  Value Cast(Value x, DType to, bool saturate);
   Value Add(Value a, Value b) { return Binary(OpCode::kAdd, a, b); }
   Value Sub(Value a, Value b) { return Binary(OpCode::kSub, a, b); }
   Value Mul(Value a, Value b) { return Binary(OpCode::kMul, a, b); }

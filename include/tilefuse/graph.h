@@ -48,6 +48,9 @@ struct Attrs {
   std::vector<int64_t> perm;            // transpose
   std::vector<int64_t> starts, steps;   // slice, one entry per dim, starts in range
   DType to = DType::kF32;               // cast, parameter, constant, iota, random_uniform
+  // cast to an 8-bit float: an out-of-range value to the largest finite one (ONNX's default),
+  // else to f8e5m2's infinity or f8e4m3's NaN
+  bool saturate = true;
   uint64_t seed = 0;                    // random_uniform
   double epsilon = 0;                   // layer_norm
   bool approximate_tanh = false;        // gelu

@@ -124,11 +124,14 @@ Value GraphBuilder::Where(Value cond, Value x, Value y) {
   return AddNode(OpCode::kWhere, {BroadcastTo(cond, shape), BroadcastTo(x, shape), BroadcastTo(y, shape)}, {});
 }
 
-Value GraphBuilder::Cast(Value x, DType to) {
+Value GraphBuilder::Cast(Value x, DType to) { return Cast(x, to, /*saturate=*/true); }
+
+Value GraphBuilder::Cast(Value x, DType to, bool saturate) {
   if (!CheckValues({x})) return {};
   if (dtype(x) == to) return x;
   Attrs attrs;
   attrs.to = to;
+  attrs.saturate = saturate;
   return AddNode(OpCode::kCast, {x}, std::move(attrs));
 }
 

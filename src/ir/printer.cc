@@ -19,7 +19,7 @@ std::string AttrString(const Node& n) {
       return fmt::format("<{} values>", a.value ? a.value->num_elements() : 0);
     case OpCode::kIota: return fmt::format("axis={}", a.axis);
     case OpCode::kRandomUniform: return fmt::format("seed={}", a.seed);
-    case OpCode::kCast: return fmt::format("to={}", DTypeName(a.to));
+    case OpCode::kCast: return fmt::format("to={}{}", DTypeName(a.to), a.saturate ? "" : " saturate=0");
     case OpCode::kBroadcast: case OpCode::kReshape: return fmt::format("shape={}", ShapeToString(a.shape));
     case OpCode::kTranspose: return fmt::format("perm={}", a.perm);
     case OpCode::kSlice: return fmt::format("starts={} steps={}", a.starts, a.steps);

@@ -61,6 +61,10 @@ Status ComputePointwise(const Node& node, const std::vector<Operand>& in, Values
   TF_CHECK(node.info().kind == OpKind::Pointwise && !in.empty());
   for (const Operand& operand : in) TF_CHECK(operand.values->size() == out.size());
   ApplyScalarExpression(node.op, in, out);
+  // A cast to an 8-bit float decides its overflow here (saturate, or f8e5m2's infinity and
+  // f8e4m3's NaN); the store's rounding then keeps the value.
+  if (node.op == OpCode::kCast && IsFloat8(node.attrs.to))
+    for (double& v : out) v = Float8BitsToFloat(FloatToFloat8Bits(v, node.attrs.to, node.attrs.saturate), node.attrs.to);
   return Status::Ok();
 }
 

@@ -57,12 +57,12 @@ Status ImportWhere(NodeContext& ctx) {
 Status ImportCast(NodeContext& ctx) {
   if (!ctx.HasAttr("to")) return InvalidArgument("attribute 'to' is missing");
   ASSIGN_OR_RETURN(DType to, RequireDType(static_cast<int32_t>(ctx.Int("to", 0)), "the cast target"));
-  ctx.SetOutput(0, ctx.b().Cast(ctx.Input(0), to));
+  ctx.SetOutput(0, ctx.b().Cast(ctx.Input(0), to, ctx.Int("saturate", 1) != 0));
   return Status::Ok();
 }
 
 Status ImportCastLike(NodeContext& ctx) {
-  ctx.SetOutput(0, ctx.b().Cast(ctx.Input(0), ctx.b().dtype(ctx.Input(1))));
+  ctx.SetOutput(0, ctx.b().Cast(ctx.Input(0), ctx.b().dtype(ctx.Input(1)), ctx.Int("saturate", 1) != 0));
   return Status::Ok();
 }
 

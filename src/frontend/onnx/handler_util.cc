@@ -10,6 +10,16 @@ StatusOr<int64_t> NormalizeOnnxAxis(int64_t axis, int64_t rank, const char* what
   return axis < 0 ? axis + rank : axis;
 }
 
+Value RoundHalfToEven(GraphBuilder& b, Value x) {
+  Value floor = b.Unary(OpCode::kFloor, x);
+  Value fraction = b.Sub(x, floor);  // exact below 2^mantissa; 0 above (x is whole there)
+  Value half = ScalarLike(b, x, 0.5);
+  Value even = b.Add(floor, b.Binary(OpCode::kMod, floor, ScalarLike(b, x, 2)));  // a tie goes to the even one
+  Value rounded = b.Where(b.Binary(OpCode::kGreater, fraction, half), AddScalar(b, floor, 1),
+                          b.Where(b.Binary(OpCode::kLess, fraction, half), floor, even));
+  return b.Where(b.Unary(OpCode::kIsInf, x), x, rounded);  // inf - inf would be NaN
+}
+
 Value ArgExtreme(GraphBuilder& b, Value x, int64_t axis, bool largest, bool last, bool keepdims) {
   if (!b.ok()) return {};
   Shape shape = b.shape(x);

@@ -34,6 +34,10 @@ Status ImportBinaryOp(NodeContext& ctx) {
 // The int64 index of the largest (or smallest) element along `axis` (in [0, rank)): the
 // first such index, or the last with `last`; a NaN counts as the extreme, as in numpy.
 // Written as reduce, compare with the input, and reduce the matching iota.
+// x rounded to the nearest whole number, ties to the even one (ONNX's Round and the
+// quantizers'); infinities kept.
+Value RoundHalfToEven(GraphBuilder& b, Value x);
+
 Value ArgExtreme(GraphBuilder& b, Value x, int64_t axis, bool largest, bool last, bool keepdims);
 
 // Normalizes a possibly negative axis; InvalidArgument when out of [-rank, rank).

@@ -20,15 +20,6 @@ enum class MathFunction { kTan, kSinh, kCosh, kAsinh, kAcosh, kAtanh, kRound };
 Value Exp(GraphBuilder& b, Value x) { return b.Unary(OpCode::kExp, x); }
 Value Log(GraphBuilder& b, Value x) { return b.Unary(OpCode::kLog, x); }
 
-Value Round(GraphBuilder& b, Value x) {
-  Value floor = b.Unary(OpCode::kFloor, x);
-  Value fraction = b.Sub(x, floor);  // exact below 2^mantissa; 0 above (x is whole there)
-  Value half = ScalarLike(b, x, 0.5);
-  Value even = b.Add(floor, b.Binary(OpCode::kMod, floor, ScalarLike(b, x, 2)));  // a tie goes to the even one
-  Value rounded = b.Where(b.Binary(OpCode::kGreater, fraction, half), AddScalar(b, floor, 1),
-                          b.Where(b.Binary(OpCode::kLess, fraction, half), floor, even));
-  return b.Where(b.Unary(OpCode::kIsInf, x), x, rounded);  // inf - inf would be NaN
-}
 
 Value Compute(GraphBuilder& b, MathFunction f, Value x) {
   switch (f) {
@@ -46,7 +37,7 @@ Value Compute(GraphBuilder& b, MathFunction f, Value x) {
       Value one = ScalarLike(b, x, 1);
       return MulScalar(b, Log(b, b.Div(b.Add(one, x), b.Sub(one, x))), 0.5);
     }
-    case MathFunction::kRound: return Round(b, x);
+    case MathFunction::kRound: return RoundHalfToEven(b, x);
   }
   return {};
 }

@@ -27,6 +27,7 @@ const OpRegistry& OpRegistry::Get() {
     RegisterEinsumOps(*r);
     RegisterTopKOps(*r);
     RegisterNonZeroOps(*r);
+    RegisterQuantizeOps(*r);
     return r;
   }();
   return *registry;

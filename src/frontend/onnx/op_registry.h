@@ -54,5 +54,6 @@ void RegisterGatherNDOps(OpRegistry& registry);       // gather_nd.cc
 void RegisterEinsumOps(OpRegistry& registry);         // einsum.cc
 void RegisterTopKOps(OpRegistry& registry);           // top_k.cc
 void RegisterNonZeroOps(OpRegistry& registry);        // non_zero.cc
+void RegisterQuantizeOps(OpRegistry& registry);       // quantize.cc
 
 }  // namespace tilefuse::onnx_import

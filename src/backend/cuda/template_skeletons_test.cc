@@ -50,6 +50,12 @@ void CompileAndReport(NvrtcCompiler& nvrtc, const CudaKernelSource& kernel, cons
   std::printf("  nvrtc %-58s %6.0f ms  %3d registers\n", label.c_str(), ms, report[0].registers);
 }
 
+// A one-product graph in ONNX text, named for the report.
+struct GemmProblem {
+  const char* label;
+  std::string signature, body;
+};
+
 StatusOr<GemmTemplateKernel> GemmOf(const PlannedText& p) {
   for (const FusionGroup& group : p.plan.groups)
     if (group.kind == GroupKind::kGemm) {
@@ -63,11 +69,7 @@ StatusOr<GemmTemplateKernel> GemmOf(const PlannedText& p) {
 TEST(TemplateSkeletonsTest, GemmCompilesInEveryFormAndElementType) {
   StatusOr<NvrtcCompiler> nvrtc = ColdCompiler();
   if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available, skeletons not compiled: " << nvrtc.status().ToString();
-  struct Problem {
-    const char* label;
-    std::string signature, body;
-  };
-  const Problem problems[] = {
+  const GemmProblem problems[] = {
       {"bf16 plain", "g (bfloat16[2048,1024] x, bfloat16[1024,4096] w) => (bfloat16[2048,4096] y)", "  y = MatMul (x, w)\n"},
       {"f16 bias+tanh+residual", "g (float16[2048,1024] x, float16[1024,4096] w, float16[4096] b, float16[2048,4096] r) => (float16[2048,4096] y)",
        "  p = MatMul (x, w)\n  s = Add (p, b)\n  t = Tanh (s)\n  y = Add (t, r)\n"},
@@ -96,7 +98,7 @@ TEST(TemplateSkeletonsTest, GemmCompilesInEveryFormAndElementType) {
   form.cluster_m = 2;
   form.block_n = 256;
   forms.push_back({"clusters of 2", form});
-  for (const Problem& problem : problems) {
+  for (const GemmProblem& problem : problems) {
     const PlannedText planned = PlanOnnxText(problem.signature, problem.body);
     StatusOr<GemmTemplateKernel> gemm = GemmOf(planned);
     ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
@@ -113,11 +115,7 @@ TEST(TemplateSkeletonsTest, GemmCompilesInEveryFormAndElementType) {
 TEST(TemplateSkeletonsTest, SkinnyGemmCompilesInItsShapesAndElementTypes) {
   StatusOr<NvrtcCompiler> nvrtc = ColdCompiler();
   if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available, skeletons not compiled: " << nvrtc.status().ToString();
-  struct Problem {
-    const char* label;
-    std::string signature, body;
-  };
-  const Problem problems[] = {
+  const GemmProblem problems[] = {
       {"bf16 16 rows, bias", "g (bfloat16[16,4096] x, bfloat16[4096,4096] w, bfloat16[4096] b) => (bfloat16[16,4096] y)",
        "  p = MatMul (x, w)\n  y = Add (p, b)\n"},
       {"f16 33 rows, B K-major, residual", "g (float16[33,520] x, float16[776,520] w, float16[33,776] r) => (float16[33,776] y)",
@@ -125,7 +123,7 @@ TEST(TemplateSkeletonsTest, SkinnyGemmCompilesInItsShapesAndElementTypes) {
       {"bf16 64 rows, tanh", "g (bfloat16[64,1024] x, bfloat16[1024,4096] w) => (bfloat16[64,4096] y)", "  p = MatMul (x, w)\n  y = Tanh (p)\n"},
   };
   int compiled = 0;
-  for (const Problem& problem : problems) {
+  for (const GemmProblem& problem : problems) {
     const PlannedText planned = PlanOnnxText(problem.signature, problem.body);
     StatusOr<GemmTemplateKernel> gemm = GemmOf(planned);
     ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();

@@ -12,12 +12,12 @@ namespace {
 class Rewriter {
  public:
   Rewriter(const Kernel& kernel, const EmissionRewrites& rewrites)
-      : in_(kernel), rewrites_(rewrites), new_id_(kernel.values.size(), -1) {}
+      : in_(kernel), rewrites_(rewrites), new_id_(kernel.values.size(), -1), rounded_(ReadByRounding(kernel)) {}
 
   Kernel Run() {
     out_ = in_;
     out_.values.clear();
-    for (size_t v = 0; v < in_.values.size(); ++v) new_id_[v] = Rewrite(Renumbered(in_.values[v]));
+    for (size_t v = 0; v < in_.values.size(); ++v) new_id_[v] = Rewrite(Renumbered(in_.values[v]), rounded_[v]);
     for (KernelReduction& r : out_.reductions) r.value = new_id_[r.value];
     for (KernelStore& s : out_.stores) {
       s.value = new_id_[s.value];
@@ -54,12 +54,29 @@ class Rewriter {
     return value.args[0];
   }
 
+  // The values a rounding reads: floor, ceil, a cast or store to an integer or an 8-bit
+  // float. A one-ulp change moves them a whole step, so their divisions stay divisions (a
+  // quantizer's round(x / scale) through a reciprocal gave 25 where the reference's 25.5 rounds
+  // half to even to 26).
+  static std::vector<bool> ReadByRounding(const Kernel& k) {
+    std::vector<bool> read(k.values.size(), false);
+    auto coarse = [](DType d) { return IsInteger(d) || IsFloat8(d); };
+    for (const ScalarValue& v : k.values)
+      if (v.kind == ScalarValue::Kind::kOp &&
+          (v.op == OpCode::kFloor || v.op == OpCode::kCeil || (v.op == OpCode::kCast && coarse(v.dtype))))
+        for (int a : v.args) read[a] = true;
+    for (const KernelStore& s : k.stores)
+      if (coarse(k.buffers[s.buffer].dtype)) read[s.value] = true;
+    return read;
+  }
+
   // `v` (arguments already renumbered) as one or more values of the result; its id there.
-  int Rewrite(ScalarValue v) {
+  // `rounded`: a rounding reads it (ReadByRounding).
+  int Rewrite(ScalarValue v, bool rounded) {
     if (v.kind == ScalarValue::Kind::kOp && v.op == OpCode::kPow && rewrites_.integer_powers)
       if (std::optional<int> product = IntegerPower(v)) return *product;
     if (v.kind == ScalarValue::Kind::kOp && v.op == OpCode::kDiv && rewrites_.row_invariant_divisors && IsFloat(v.dtype) &&
-        v.inner && !out_.values[v.args[1]].inner)
+        v.inner && !out_.values[v.args[1]].inner && !rounded)
       return Add(Op(OpCode::kMul, {v.args[0], Reciprocal(v.args[1], v.dtype)}, v.dtype));
     return Add(std::move(v));
   }
@@ -101,6 +118,7 @@ class Rewriter {
   Kernel out_;
   std::vector<int> new_id_;
   std::map<int, int> reciprocal_of_;  // result ids: divisor -> its reciprocal
+  std::vector<bool> rounded_;         // input ids: read by a rounding
 };
 
 }  // namespace

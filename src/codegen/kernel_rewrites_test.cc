@@ -35,6 +35,26 @@ TEST(KernelRewritesTest, RowInvariantDivisorBecomesOneReciprocalPerRow) {
   )"));
 }
 
+// A division a rounding reads keeps its form: floor, a cast to an integer or an 8-bit float,
+// whose whole steps a reciprocal's one-ulp error could cross (a quantizer's round(x / scale)).
+TEST(KernelRewritesTest, DivisionsThatARoundingReadsStayDivisions) {
+  GraphBuilder b;
+  Value x = b.Parameter("x", DType::kF32, {4, 8});
+  Value peak = b.Reduce(OpCode::kReduceMax, x, {1}, /*keepdims=*/true);
+  b.Output(b.Unary(OpCode::kFloor, b.Div(x, peak)), "floor");
+  b.Output(b.Cast(b.Div(b.Unary(OpCode::kExp, x), peak), DType::kI8), "int8");
+  b.Output(b.Cast(b.Div(b.Unary(OpCode::kNeg, x), peak), DType::kF8E4M3), "f8");
+  const std::string text = Rewritten(b);
+  EXPECT_TRUE(MatchesChecks(text, R"(
+    CHECK:     div %v0, %v1
+    CHECK:     floor
+    CHECK:     div
+    CHECK:     cast
+    CHECK:     div
+    CHECK-NOT: reciprocal
+  )")) << text;
+}
+
 TEST(KernelRewritesTest, SquaresAndCubesBecomeProducts) {
   GraphBuilder b;
   Value x = b.Parameter("x", DType::kF32, {16});

@@ -14,6 +14,10 @@ Tolerance ToleranceFor(DType dtype) {
     case DType::kF32: return {1e-3, 1e-7};
     case DType::kF16: return {1e-2, 1e-3};
     case DType::kBF16: return {1e-2, 1e-2};
+    // One step of the 8-bit grid (2^-3, 2^-2 relative; the smallest subnormal absolute): a
+    // value the kernel computes in f32 can round the other way from a near tie.
+    case DType::kF8E4M3: return {0.125, 0x1p-9};
+    case DType::kF8E5M2: return {0.25, 0x1p-16};
     default: return {0, 0};  // integers and bool compare exactly
   }
 }
@@ -80,6 +84,8 @@ double ModelRtolFor(DType dtype) {
     case DType::kF64: return 1e-9;
     case DType::kF32: return 1e-4;
     case DType::kF16: case DType::kBF16: return 2e-2;
+    case DType::kF8E4M3: return 0.125;
+    case DType::kF8E5M2: return 0.25;
     default: return 0;
   }
 }

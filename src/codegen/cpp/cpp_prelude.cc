@@ -42,6 +42,42 @@ static inline uint16_t tf_float_to_bf16(float value) {
   return (uint16_t)(x >> 16);
 }
 
+// 8-bit floats (ONNX's FLOAT8E4M3FN: m = 3, bias 7; FLOAT8E5M2: m = 2, bias 15, IEEE), as
+// src/ir/dtype.cc converts them: round to nearest even at the value's binade (the subnormal
+// spacing below the smallest normal), an overflow (an infinity too)
+// saturated to the largest value, as ONNX's Cast does by default; casts that do not saturate
+// are not lowered, and stores of these types come from casts.
+static inline float tf_pow2(int e) { uint32_t bits = (uint32_t)(e + 127) << 23; float f; std::memcpy(&f, &bits, 4); return f; }
+static inline float tf_f8_to_float(uint8_t b, int m, int bias, bool ieee) {
+  const int field = (b & 0x7f) >> m, mant = b & ((1 << m) - 1), top = (1 << (7 - m)) - 1;
+  const float sign = (b & 0x80) ? -1.0f : 1.0f;
+  if (ieee && field == top) return mant == 0 ? sign * std::numeric_limits<float>::infinity() : std::numeric_limits<float>::quiet_NaN();
+  if (!ieee && (b & 0x7f) == 0x7f) return std::numeric_limits<float>::quiet_NaN();
+  if (field == 0) return sign * (float)mant * tf_pow2(1 - bias - m);
+  return sign * (float)((1 << m) + mant) * tf_pow2(field - bias - m);
+}
+static inline uint8_t tf_float_to_f8(float v, int m, int bias, float largest, uint8_t largest_bits) {
+  uint32_t x; std::memcpy(&x, &v, 4);
+  const uint8_t sign = (uint8_t)((x >> 24) & 0x80u);
+  const uint32_t abs = x & 0x7fffffffu;
+  if (abs > 0x7f800000u) return 0x7f;
+  if (abs == 0x7f800000u) return (uint8_t)(sign | largest_bits);  // a saturating cast's infinity
+  float a; std::memcpy(&a, &abs, 4);
+  const int min_e = 1 - bias, e = (int)(abs >> 23) - 127;
+  const float quantum = tf_pow2((e < min_e ? min_e : e) - m);
+  const float r = __builtin_rintf(a / quantum) * quantum;
+  if (r > largest) return (uint8_t)(sign | largest_bits);
+  if (r == 0.0f) return sign;
+  uint32_t rb; std::memcpy(&rb, &r, 4);
+  const int e2 = (int)(rb >> 23) - 127;
+  if (e2 < min_e) return (uint8_t)(sign | (int)(r / tf_pow2(min_e - m)));
+  return (uint8_t)(sign | (e2 + bias) << m | ((int)(r / tf_pow2(e2 - m)) - (1 << m)));
+}
+static inline float tf_f8e4m3_to_float(uint8_t b) { return tf_f8_to_float(b, 3, 7, false); }
+static inline float tf_f8e5m2_to_float(uint8_t b) { return tf_f8_to_float(b, 2, 15, true); }
+static inline uint8_t tf_float_to_f8e4m3(float v) { return tf_float_to_f8(v, 3, 7, 448.0f, 0x7e); }
+static inline uint8_t tf_float_to_f8e5m2(float v) { return tf_float_to_f8(v, 2, 15, 57344.0f, 0x7b); }
+
 static inline double tf_load_f64(const double* p, int64_t i) { return p[i]; }
 static inline float tf_load_f32(const float* p, int64_t i) { return p[i]; }
 static inline float tf_load_f16(const uint16_t* p, int64_t i) { return tf_half_to_float(p[i]); }
@@ -51,6 +87,8 @@ static inline int64_t tf_load_i32(const int32_t* p, int64_t i) { return p[i]; }
 static inline int64_t tf_load_i8(const int8_t* p, int64_t i) { return p[i]; }
 static inline int64_t tf_load_u8(const uint8_t* p, int64_t i) { return p[i]; }
 static inline float tf_load_bool(const uint8_t* p, int64_t i) { return p[i] ? 1.0f : 0.0f; }
+static inline float tf_load_f8e4m3(const uint8_t* p, int64_t i) { return tf_f8e4m3_to_float(p[i]); }
+static inline float tf_load_f8e5m2(const uint8_t* p, int64_t i) { return tf_f8e5m2_to_float(p[i]); }
 
 // Casts compute the value the target dtype holds, in that dtype's compute type.
 template <typename T> static inline int64_t tf_to_int(T v) { return v != v ? 0 : (int64_t)v; }
@@ -63,6 +101,8 @@ template <typename T> static inline int64_t tf_cast_i32(T v) { return (int32_t)t
 template <typename T> static inline int64_t tf_cast_i8(T v) { return (int8_t)tf_to_int(v); }
 template <typename T> static inline int64_t tf_cast_u8(T v) { return (uint8_t)tf_to_int(v); }
 template <typename T> static inline float tf_cast_bool(T v) { return v != T(0) ? 1.0f : 0.0f; }
+template <typename T> static inline float tf_cast_f8e4m3(T v) { return tf_f8e4m3_to_float(tf_float_to_f8e4m3((float)v)); }
+template <typename T> static inline float tf_cast_f8e5m2(T v) { return tf_f8e5m2_to_float(tf_float_to_f8e5m2((float)v)); }
 
 template <typename T> static inline void tf_store_f64(double* p, int64_t i, T v) { p[i] = (double)v; }
 template <typename T> static inline void tf_store_f32(float* p, int64_t i, T v) { p[i] = (float)v; }
@@ -73,6 +113,8 @@ template <typename T> static inline void tf_store_i32(int32_t* p, int64_t i, T v
 template <typename T> static inline void tf_store_i8(int8_t* p, int64_t i, T v) { p[i] = (int8_t)tf_cast_i8(v); }
 template <typename T> static inline void tf_store_u8(uint8_t* p, int64_t i, T v) { p[i] = (uint8_t)tf_cast_u8(v); }
 template <typename T> static inline void tf_store_bool(uint8_t* p, int64_t i, T v) { p[i] = v != T(0) ? 1 : 0; }
+template <typename T> static inline void tf_store_f8e4m3(uint8_t* p, int64_t i, T v) { p[i] = tf_float_to_f8e4m3((float)v); }
+template <typename T> static inline void tf_store_f8e5m2(uint8_t* p, int64_t i, T v) { p[i] = tf_float_to_f8e5m2((float)v); }
 
 // exp for float compute (f32 and the half types), inlined so the vectoriser sees plain
 // arithmetic: libmvec's _ZGVdN8v_expf is a call that (1) costs more than this whole body

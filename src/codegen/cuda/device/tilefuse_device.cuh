@@ -169,6 +169,42 @@ TFD uint16_t tf_float_to_bf16(float f) {
   return (uint16_t)(x >> 16);
 }
 
+// 8-bit floats (ONNX's FLOAT8E4M3FN: m = 3, bias 7; FLOAT8E5M2: m = 2, bias 15, IEEE), as
+// src/ir/dtype.cc converts them: round to nearest even at the value's binade (the subnormal
+// spacing below the smallest normal), an overflow (an infinity too)
+// saturated to the largest value, as ONNX's Cast does by default; casts that do not saturate
+// are not lowered, and stores of these types come from casts.
+TFD float tf_pow2(int e) { return __uint_as_float((uint32_t)(e + 127) << 23); }
+TFD float tf_f8_to_float(uint8_t b, int m, int bias, bool ieee) {
+  const int field = (b & 0x7f) >> m, mant = b & ((1 << m) - 1), top = (1 << (7 - m)) - 1;
+  const float sign = (b & 0x80) ? -1.0f : 1.0f;
+  if (ieee && field == top) return mant == 0 ? sign * INFINITY : NAN;
+  if (!ieee && (b & 0x7f) == 0x7f) return NAN;
+  if (field == 0) return sign * (float)mant * tf_pow2(1 - bias - m);
+  return sign * (float)((1 << m) + mant) * tf_pow2(field - bias - m);
+}
+TFD uint8_t tf_float_to_f8(float v, int m, int bias, float largest, uint8_t largest_bits) {
+  const uint32_t x = __float_as_uint(v);
+  const uint8_t sign = (uint8_t)((x >> 24) & 0x80u);
+  const uint32_t abs = x & 0x7fffffffu;
+  if (abs > 0x7f800000u) return 0x7f;
+  if (abs == 0x7f800000u) return (uint8_t)(sign | largest_bits);  // a saturating cast's infinity
+  const float a = __uint_as_float(abs);
+  const int min_e = 1 - bias, e = (int)(abs >> 23) - 127;
+  const float quantum = tf_pow2((e < min_e ? min_e : e) - m);
+  const float r = rintf(a / quantum) * quantum;
+  if (r > largest) return (uint8_t)(sign | largest_bits);
+  if (r == 0.0f) return sign;
+  const uint32_t rb = __float_as_uint(r);
+  const int e2 = (int)(rb >> 23) - 127;
+  if (e2 < min_e) return (uint8_t)(sign | (int)(r / tf_pow2(min_e - m)));
+  return (uint8_t)(sign | (e2 + bias) << m | ((int)(r / tf_pow2(e2 - m)) - (1 << m)));
+}
+TFD float tf_f8e4m3_to_float(uint8_t b) { return tf_f8_to_float(b, 3, 7, false); }
+TFD float tf_f8e5m2_to_float(uint8_t b) { return tf_f8_to_float(b, 2, 15, true); }
+TFD uint8_t tf_float_to_f8e4m3(float v) { return tf_float_to_f8(v, 3, 7, 448.0f, 0x7e); }
+TFD uint8_t tf_float_to_f8e5m2(float v) { return tf_float_to_f8(v, 2, 15, 57344.0f, 0x7b); }
+
 // From storage to compute type.
 TFD double tf_cvt_f64(double v) { return v; }
 TFD float tf_cvt_f32(float v) { return v; }
@@ -179,6 +215,8 @@ TFD int64_t tf_cvt_i32(int32_t v) { return v; }
 TFD int64_t tf_cvt_i8(int8_t v) { return v; }
 TFD int64_t tf_cvt_u8(uint8_t v) { return v; }
 TFD float tf_cvt_bool(uint8_t v) { return v ? 1.0f : 0.0f; }
+TFD float tf_cvt_f8e4m3(uint8_t v) { return tf_f8e4m3_to_float(v); }
+TFD float tf_cvt_f8e5m2(uint8_t v) { return tf_f8e5m2_to_float(v); }
 
 template <typename T> TFD int64_t tf_to_int(T v) { return v != v ? 0 : (int64_t)v; }
 // Casts compute the value the target dtype holds, in that dtype's compute type.
@@ -191,6 +229,8 @@ template <typename T> TFD int64_t tf_cast_i32(T v) { return (int32_t)tf_to_int(v
 template <typename T> TFD int64_t tf_cast_i8(T v) { return (int8_t)tf_to_int(v); }
 template <typename T> TFD int64_t tf_cast_u8(T v) { return (uint8_t)tf_to_int(v); }
 template <typename T> TFD float tf_cast_bool(T v) { return v != T(0) ? 1.0f : 0.0f; }
+template <typename T> TFD float tf_cast_f8e4m3(T v) { return tf_f8e4m3_to_float(tf_float_to_f8e4m3((float)v)); }
+template <typename T> TFD float tf_cast_f8e5m2(T v) { return tf_f8e5m2_to_float(tf_float_to_f8e5m2((float)v)); }
 
 // From compute to storage type.
 template <typename T> TFD double tf_pack_f64(T v) { return (double)v; }
@@ -239,6 +279,8 @@ template <typename T> TFD int64_t tf_pack_i64(T v) { return tf_cast_i64(v); }
 template <typename T> TFD int32_t tf_pack_i32(T v) { return (int32_t)tf_cast_i32(v); }
 template <typename T> TFD int8_t tf_pack_i8(T v) { return (int8_t)tf_cast_i8(v); }
 template <typename T> TFD uint8_t tf_pack_u8(T v) { return (uint8_t)tf_cast_u8(v); }
+template <typename T> TFD uint8_t tf_pack_f8e4m3(T v) { return tf_float_to_f8e4m3((float)v); }
+template <typename T> TFD uint8_t tf_pack_f8e5m2(T v) { return tf_float_to_f8e5m2((float)v); }
 template <typename T> TFD uint8_t tf_pack_bool(T v) { return v != T(0) ? 1 : 0; }
 
 // ---- vector accesses: N elements at p (16-byte aligned when N*sizeof(T) is a multiple of 16) ----

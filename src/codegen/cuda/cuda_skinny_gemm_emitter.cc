@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <fmt/format.h>
 
+#include "codegen/cuda/cuda_gemm_config.h"
 #include "codegen/cuda/cuda_gemm_emitter.h"
 #include "codegen/cuda/cuda_scalar_program.h"
 #include "codegen/launch_spec.h"
@@ -12,16 +13,18 @@ namespace tilefuse {
 
 namespace {
 
-constexpr int kBlockK = 64;                   // one 128-byte swizzle row of half-precision values
-constexpr int64_t kSharedLimit = 227 * 1024;  // opt-in shared memory per block on Hopper
+// K steps, their 64-element width and the shared-memory limit are the GEMM template's.
+using gemm_layout::CeilDiv;
+using gemm_layout::KSteps;
+using gemm_layout::kBlockK;
+using gemm_layout::kSharedLimit;
+
 constexpr int kDefaultStages = 6;             // 6 × 24 KB in flight an SM at most: ample to stream B
 // The last unit of a column block holds every split's partials in flight at once (the
 // skeleton's sum): at most 16 splits keep them within the registers.
 constexpr int64_t kMaxRuleSplits = 16;
 
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int PaddedRows(const GemmTemplateKernel& g) { return static_cast<int>(CeilDiv(g.rows, 16) * 16); }
-int64_t KSteps(const GemmTemplateKernel& g) { return CeilDiv(g.k, kBlockK); }
 int64_t Tiles(const GemmTemplateKernel& g, const CudaSkinnyGemmConfig& c) { return CeilDiv(g.n, c.block_n); }
 int64_t StepsPerSplit(const GemmTemplateKernel& g, const CudaSkinnyGemmConfig& c) { return CeilDiv(KSteps(g), c.splits); }
 int64_t SharedBytes(const GemmTemplateKernel& g, const CudaSkinnyGemmConfig& c) {

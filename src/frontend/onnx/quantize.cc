@@ -38,8 +38,6 @@ StatusOr<Value> AlongAxis(NodeContext& ctx, Value v, Value x, const char* what) 
 
 bool QuantizedType(DType d) { return d == DType::kI8 || d == DType::kU8 || IsFloat8(d); }
 
-Value QuantizeToInteger(GraphBuilder& b, Value scaled, std::optional<Value> zero_point, DType out);
-
 Status ImportDequantizeLinear(NodeContext& ctx) {
   GraphBuilder& b = ctx.b();
   Value x = ctx.Input(0);
@@ -58,6 +56,15 @@ Status ImportDequantizeLinear(NodeContext& ctx) {
   }
   ctx.SetOutput(0, b.Cast(b.Mul(value, b.Cast(scale, DType::kF32)), out));
   return Status::Ok();
+}
+
+// y = x / scale (f32) rounded half to even, the zero point added, clamped to `out`'s range.
+Value QuantizeToInteger(GraphBuilder& b, Value scaled, std::optional<Value> zero_point, DType out) {
+  Value q = RoundHalfToEven(b, scaled);
+  if (zero_point) q = b.Add(q, *zero_point);
+  const double lo = out == DType::kI8 ? -128 : 0, hi = out == DType::kI8 ? 127 : 255;
+  q = b.Binary(OpCode::kMin, b.Binary(OpCode::kMax, q, b.Scalar(lo, DType::kF32)), b.Scalar(hi, DType::kF32));
+  return b.Cast(q, out);
 }
 
 Status ImportQuantizeLinear(NodeContext& ctx) {
@@ -84,15 +91,6 @@ Status ImportQuantizeLinear(NodeContext& ctx) {
   }
   ctx.SetOutput(0, QuantizeToInteger(b, scaled, zero_point ? b.Cast(*zero_point, DType::kF32) : std::optional<Value>(), out));
   return Status::Ok();
-}
-
-// y = x / scale (f32) rounded half to even, the zero point added, clamped to `out`'s range.
-Value QuantizeToInteger(GraphBuilder& b, Value scaled, std::optional<Value> zero_point, DType out) {
-  Value q = RoundHalfToEven(b, scaled);
-  if (zero_point) q = b.Add(q, *zero_point);
-  const double lo = out == DType::kI8 ? -128 : 0, hi = out == DType::kI8 ? 127 : 255;
-  q = b.Binary(OpCode::kMin, b.Binary(OpCode::kMax, q, b.Scalar(lo, DType::kF32)), b.Scalar(hi, DType::kF32));
-  return b.Cast(q, out);
 }
 
 // The uint8 range [0, 255] spread over [min(x, 0), max(x, 0)]: scale, zero point, and x.

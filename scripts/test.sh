@@ -48,13 +48,25 @@ echo "== Python package (build/python), torch.compile's frontend included"
 HF_HUB_OFFLINE=1 PYTHONPATH=build/python TILEFUSE_CLI=build/tilefuse build/venv/bin/python -m pytest -q -rs -p no:cacheprovider python/tests
 
 echo "== fast unit tests under ASan + UBSan"
-# -O1 and only the test binary: the sanitizer build must not double CI's time.
-# Tests that load NVRTC or cuBLASLt are left out: those libraries are not built with the
-# sanitizers and their allocations at exit read as leaks.
+# -O1 library, -O0 test bodies, and only the tests it runs (CMakeLists.txt): the sanitizer build
+# must not double CI's time. Tests that load NVRTC or cuBLASLt are left out: those libraries are
+# not built with the sanitizers and their allocations at exit read as leaks. The run is sharded
+# over the cores; a failing shard's whole log is printed.
 BUILD_DIR=build-asan TARGETS=tilefuse_tests ./scripts/build.sh -DTILEFUSE_SANITIZE=ON -DTILEFUSE_BUILD_TESTS=ON \
   -DCMAKE_CXX_FLAGS_RELEASE=-O1
-ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  ./build-asan/tilefuse_tests --gtest_brief=1 --gtest_filter='-Cli*:*RealModel*:*Conformance*:*Scaling*:*CudaProgram*:*CudaSearchSpace*:*LtMatmul*:*TemplateSkeletons*'
+SHARDS=$(nproc) pids=()
+for ((i = 0; i < SHARDS; i++)); do
+  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 GTEST_TOTAL_SHARDS=$SHARDS GTEST_SHARD_INDEX=$i \
+    ./build-asan/tilefuse_tests --gtest_brief=1 \
+    --gtest_filter='-Cli*:*RealModel*:*Conformance*:*Scaling*:*CudaProgram*:*CudaSearchSpace*:*LtMatmul*:*TemplateSkeletons*' \
+    >"build-asan/shard-$i.log" 2>&1 &
+  pids+=($!)
+done
+failed=0
+for ((i = 0; i < SHARDS; i++)); do
+  if wait "${pids[$i]}"; then tail -n 3 "build-asan/shard-$i.log"; else cat "build-asan/shard-$i.log"; failed=1; fi
+done
+[ "$failed" = 0 ] || { echo "== ASan + UBSan: a shard failed (its log is above)"; exit 1; }
 echo "== importer fuzzing, 10 s per target (the long run: bench/results/2026-11-23-importer-fuzz.md)"
 NODE_TESTS=$(ls -d build/venv/lib/python3*/site-packages/onnx/backend/test/data/node 2>/dev/null | head -n 1) \
   ./fuzz/run.sh 10

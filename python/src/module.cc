@@ -49,8 +49,10 @@ nb::list DescribeKernels(const std::vector<KernelSummary>& kernels) {
   return list;
 }
 
-ModelOptions MakeOptions(const std::string& backend, bool tune, bool fuse, int device, bool strict) {
+ModelOptions MakeOptions(const std::string& backend, bool tune, bool fuse, int device, bool strict,
+                         const std::string& precision = "highest") {
   ModelOptions options;
+  options.precision = precision;
   options.strict = strict;
   options.backend = backend;
   options.tune = tune;
@@ -60,29 +62,29 @@ ModelOptions MakeOptions(const std::string& backend, bool tune, bool fuse, int d
 }
 
 std::unique_ptr<CompiledModel> CompileModel(const std::string& path, const std::string& backend, bool tune, bool fuse, int device,
-                                            bool strict) {
+                                            bool strict, const std::string& precision) {
   StatusOr<std::unique_ptr<CompiledModel>> compiled = InvalidArgument("not compiled");
   {
     nb::gil_scoped_release release;  // the host compiler or NVRTC may take seconds
-    compiled = CompiledModel::FromFile(path, MakeOptions(backend, tune, fuse, device, strict));
+    compiled = CompiledModel::FromFile(path, MakeOptions(backend, tune, fuse, device, strict, precision));
   }
   return ValueOrThrow(std::move(compiled));
 }
 
 std::unique_ptr<CompiledModel> CompileModelBytes(const nb::bytes& model, const std::string& backend, bool tune, bool fuse,
-                                                 int device, bool strict) {
+                                                 int device, bool strict, const std::string& precision) {
   const std::string_view bytes(model.c_str(), model.size());
   StatusOr<std::unique_ptr<CompiledModel>> compiled = InvalidArgument("not compiled");
   {
     nb::gil_scoped_release release;
-    compiled = CompiledModel::FromBytes(bytes, MakeOptions(backend, tune, fuse, device, strict));
+    compiled = CompiledModel::FromBytes(bytes, MakeOptions(backend, tune, fuse, device, strict, precision));
   }
   return ValueOrThrow(std::move(compiled));
 }
 
 std::unique_ptr<CompiledModel> CompileGraph(const Graph& graph, const std::string& backend, bool tune, bool fuse, int device,
-                                            bool strict, const std::string& dump_dir) {
-  ModelOptions options = MakeOptions(backend, tune, fuse, device, strict);
+                                            bool strict, const std::string& dump_dir, const std::string& precision) {
+  ModelOptions options = MakeOptions(backend, tune, fuse, device, strict, precision);
   options.dump_dir = dump_dir;
   StatusOr<std::unique_ptr<CompiledModel>> compiled = InvalidArgument("not compiled");
   {
@@ -198,13 +200,13 @@ NB_MODULE(_tilefuse, m) {
       .def_prop_ro("outputs", [](const CompiledModel& model) { return DescribeValues(model.outputs()); });
 
   m.def("compile", &CompileModel, nb::arg("path"), nb::arg("backend"), nb::arg("tune"), nb::arg("fuse"), nb::arg("device"),
-        nb::arg("strict") = false);
+        nb::arg("strict") = false, nb::arg("precision") = "highest");
   m.def("compile_bytes", &CompileModelBytes, nb::arg("model"), nb::arg("backend"), nb::arg("tune"), nb::arg("fuse"),
-        nb::arg("device"), nb::arg("strict") = false);
+        nb::arg("device"), nb::arg("strict") = false, nb::arg("precision") = "highest");
   m.def("build_graph_for_cuda_arch", &BuildGraphForCudaArch, nb::arg("graph"), nb::arg("arch") = "sm_90a",
         nb::arg("fuse") = true, nb::arg("dump_dir") = "",
         "`tilefuse compile --backend cuda` of a built graph: its kernels through NVRTC for arch, no GPU needed");
   m.def("compile_graph", &CompileGraph, nb::arg("graph"), nb::arg("backend"), nb::arg("tune"), nb::arg("fuse"),
-        nb::arg("device"), nb::arg("strict") = false, nb::arg("dump_dir") = "",
+        nb::arg("device"), nb::arg("strict") = false, nb::arg("dump_dir") = "", nb::arg("precision") = "highest",
         "Compiles a graph built with GraphBuilder (dump_dir: every stage's output there, as the CLI's --dump-dir)");
 }

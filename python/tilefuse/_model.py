@@ -57,7 +57,7 @@ class Kernel:
 
 
 def compile(model: Any, backend: str = "auto", tune: bool = False, fuse: bool = True, device: int = 0,
-            strict: bool = False) -> "CompiledModel":
+            strict: bool = False, precision: str = "highest") -> "CompiledModel":
     """Compiles an ONNX model with tilefuse.
 
     ``model`` is a path to an ``.onnx`` or ``.onnxtxt`` file or an ONNX backend-test
@@ -77,14 +77,18 @@ def compile(model: Any, backend: str = "auto", tune: bool = False, fuse: bool = 
     its ops: each such group is a ``RuntimeWarning`` naming the group, the op and why (also in
     ``CompiledModel.warnings``). ``strict=True`` makes it an :class:`Error` instead (as
     `tilefuse run --strict`), and so is ``auto`` falling back to the interpreter.
+
+    ``precision`` is f32 matmuls' on the GPU, as `tilefuse run --precision` and PyTorch's
+    float32 matmul precision: ``highest`` (exact f32, the default) or ``high`` (TF32 tensor
+    cores, through the GEMM template with its epilogue fused where it applies).
     """
     if isinstance(model, (str, os.PathLike)):
         path = os.fspath(model)
-        return _wrap(_tilefuse.compile(path, backend, tune, fuse, device, strict), path)
+        return _wrap(_tilefuse.compile(path, backend, tune, fuse, device, strict, precision), path)
     if hasattr(model, "SerializeToString"):  # onnx.ModelProto, without importing onnx
         model = model.SerializeToString()
     if isinstance(model, (bytes, bytearray, memoryview)):
-        return _wrap(_tilefuse.compile_bytes(bytes(model), backend, tune, fuse, device, strict), "<ModelProto>")
+        return _wrap(_tilefuse.compile_bytes(bytes(model), backend, tune, fuse, device, strict, precision), "<ModelProto>")
     raise Error(f"model is a {type(model).__name__}: tilefuse.compile takes a path, an onnx.ModelProto or its bytes")
 
 

@@ -19,6 +19,10 @@ run by PyTorch, never silently:
   goes through tilefuse); options={"backward": "tilefuse"} sends it through tilefuse too,
   split around the ops with no mapping (attention's backward, index_put), as a forward is.
 
+f32 matmuls follow PyTorch's float32 matmul precision when a graph is compiled: TF32 (the GEMM
+template's TF32 form, tilefuse.compile's precision="high") under
+torch.set_float32_matmul_precision("high") or "medium", exact f32 otherwise.
+
 Options (torch.compile(..., options={...})): backend ("auto", "cuda", "cpu", "reference"),
 tune, fuse, strict (as tilefuse.compile), backward ("pytorch", the default, or "tilefuse"). `tilefuse.torch_backend.explain()` says, per graph,
 what was compiled (the fusion plans) and what runs in PyTorch, and why.
@@ -42,6 +46,13 @@ logger = logging.getLogger("tilefuse")
 
 _DEFAULT_OPTIONS = {"backend": "auto", "tune": False, "fuse": True, "strict": False, "backward": "pytorch"}
 _CACHE_SIZE = 8  # compiled shapes kept per graph (least recently used dropped)
+
+
+def _matmul_precision() -> str:
+    """f32 matmuls as PyTorch computes them now: TF32 where torch.set_float32_matmul_precision
+    says "high" or "medium" (or torch.backends.cuda.matmul.allow_tf32 is set), else exact f32."""
+    tf32 = torch.get_float32_matmul_precision() != "highest" or torch.backends.cuda.matmul.allow_tf32
+    return "high" if tf32 else "highest"
 
 
 def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: Optional[dict] = None) -> Callable:
@@ -222,7 +233,7 @@ class _Specialization:
         inputs = self.inputs_of(args)
         device = next((a.get_device() for a in inputs if a.is_cuda), 0)
         graph = _tilefuse.compile_graph(translation.graph, settings["backend"], settings["tune"], settings["fuse"],
-                                        device, settings["strict"])
+                                        device, settings["strict"], "", _matmul_precision())
         self.model = _wrap(graph, "a torch.compile graph")
         self.input_shapes = [tuple(t.shape) for t in inputs]
         self.output_spec = translation.output_spec

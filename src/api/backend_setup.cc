@@ -18,17 +18,18 @@ PassOptions CpuPassOptions() {
   return options;
 }
 
-PassOptions CudaPassOptions() {
+PassOptions CudaPassOptions(bool tf32) {
   PassOptions options;
   options.channels_last = !SwitchedOff("TILEFUSE_CHANNELS_LAST");
   options.pad_gemm_columns = true;
+  options.k_major_f32_weights = tf32;
   return options;
 }
 
-PassOptions PassOptionsForBackend(const std::string& backend, int device) {
+PassOptions PassOptionsForBackend(const std::string& backend, int device, bool tf32) {
   if (backend == "cpu" || (backend == "auto" && !CudaDevice::Get(device).ok())) return CpuPassOptions();
   if (backend == "reference") return PassOptions{};
-  return CudaPassOptions();
+  return CudaPassOptions(tf32);
 }
 
 StatusOr<std::unique_ptr<CpuExecutable>> CompileModelForCpu(const Graph& passed, bool fuse, const std::string& cache_dir,

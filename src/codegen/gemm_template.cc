@@ -143,18 +143,23 @@ std::optional<GemmConvWindow> OperandAConv(const Graph& g, const FusionGroup& pr
   return c;
 }
 
-// The [rows][cols] value `operand` is the plain transpose of (perm [1, 0], the same dtype,
-// outside the prologue, which computes nothing else), or -1. The template then reads the
-// operand from it in the other major order: B K-major from a linear layer's [N][K] weight, A
-// MN-major from the [K][M] activation of a weight gradient (xᵀ · dy). Its rows are TMA's
-// outer dimension: a whole number of 16-byte units (cols a multiple of 8 elements).
-int TransposedSource(const Graph& g, const FusionGroup& prologue, int operand, DType dtype, int64_t rows, int64_t cols) {
+// The [rows][cols] value `operand` is the plain transpose of (perm [1, 0], the same dtype), or
+// -1. Its rows are TMA's outer dimension: a whole number of 16-byte units.
+int PlainTransposeSource(const Graph& g, int operand, DType dtype, int64_t rows, int64_t cols) {
   const Node& transpose = g.node(operand);
   if (transpose.op != OpCode::kTranspose || transpose.attrs.perm != std::vector<int64_t>{1, 0}) return -1;
   const Node& source = g.node(transpose.inputs[0]);
-  if (prologue.nodes != std::vector<int>{transpose.id} || source.dtype != dtype || source.shape != Shape{rows, cols} || cols % 8 != 0)
-    return -1;
+  if (source.dtype != dtype || source.shape != Shape{rows, cols} || (cols * static_cast<int64_t>(DTypeSize(dtype))) % 16 != 0) return -1;
   return source.id;
+}
+
+// The value `operand` transposes where the prologue computes nothing else, or -1. The
+// template then reads the operand from it in the other major order: B K-major from a linear
+// layer's [N][K] weight, A MN-major from the [K][M] activation of a weight gradient (xᵀ · dy).
+int TransposedSource(const Graph& g, const FusionGroup& prologue, int operand, DType dtype, int64_t rows, int64_t cols) {
+  const int source = PlainTransposeSource(g, operand, dtype, rows, cols);
+  if (source < 0 || prologue.nodes != std::vector<int>{operand}) return -1;
+  return source;
 }
 
 }  // namespace
@@ -165,24 +170,37 @@ bool AtProductPosition(const GemmTemplateKernel& g, const Index& index) {
 }
 
 StatusOr<GemmTemplateKernel> LowerGemmTemplate(const Graph& g, const FusionGroup& group, const GemmSplit& split,
-                                               const std::vector<bool>& inlined) {
+                                               const std::vector<bool>& inlined, bool tf32) {
   const Node& mm = g.node(split.matmul);
-  if (mm.dtype != DType::kBF16 && mm.dtype != DType::kF16)
-    return Unimplemented(fmt::format("the GEMM template takes bf16 and f16 products, not {}", DTypeName(mm.dtype)));
+  const bool half = mm.dtype == DType::kBF16 || mm.dtype == DType::kF16;
+  if (mm.dtype == DType::kF32 && !tf32)
+    return Unimplemented("the GEMM template takes f32 products as TF32 only (--precision high); exact f32 goes to cuBLASLt");
+  if (!half && mm.dtype != DType::kF32)
+    return Unimplemented(fmt::format("the GEMM template takes bf16, f16 and (as TF32) f32 products, not {}", DTypeName(mm.dtype)));
   ASSIGN_OR_RETURN(GemmTemplateKernel t, LowerGemmProblem(g, group, split, inlined));
   // TMA strides are multiples of 16 bytes: whole rows of A (K) and B (N) elements.
-  if (t.k % 8 != 0 || t.n % 8 != 0)
-    return Unimplemented(fmt::format("K = {} and N = {} must be multiples of 8 for TMA's 16-byte row strides", t.k, t.n));
+  const int64_t unit = 16 / static_cast<int64_t>(DTypeSize(t.dtype));
+  if (t.k % unit != 0 || t.n % unit != 0)
+    return Unimplemented(fmt::format("K = {} and N = {} must be multiples of {} for TMA's 16-byte row strides", t.k, t.n, unit));
+  if (!half && t.batch != 1) return Unimplemented("the TF32 GEMM template takes a B shared by every batch entry (a weight) only");
   // A read through its prologue's views instead of the copy the prologue would make (with a
   // shared B only: its rows fold every batch entry).
   if (t.batch != 1) return t;
   for (const FusionGroup& prologue : PrologueGroups(g, group, split)) {
     if (prologue.outputs == std::vector<int>{t.b}) t.b_k_major = TransposedSource(g, prologue, t.b, t.dtype, t.n, t.k);
-    if (prologue.outputs != std::vector<int>{t.a}) continue;
+    if (prologue.outputs != std::vector<int>{t.a} || !half) continue;
     t.a_conv = OperandAConv(g, prologue, t);
     if (!t.a_conv) t.a_mn_major = TransposedSource(g, prologue, t.a, t.dtype, t.k, t.rows);
     if (!t.a_conv && t.a_mn_major < 0) t.a_view = OperandAView(g, prologue, inlined, t);
   }
+  // A constant weight stored K-major (passes/k_major_weights.h) is B's transpose, computed
+  // where it is read (an inlined generator), not by a prologue: read the constant instead.
+  if (t.b_k_major < 0 && inlined[t.b]) {
+    const int source = PlainTransposeSource(g, t.b, t.dtype, t.n, t.k);
+    if (source >= 0 && g.node(source).op == OpCode::kConstant) t.b_k_major = source;
+  }
+  if (!half && t.b_k_major < 0)
+    return Unimplemented("TF32 tensor cores read B K-major only: this product's B is not the transpose of an [N][K] value");
   return t;
 }
 

@@ -76,11 +76,14 @@ struct GemmTemplateKernel {
 };
 
 // The template form of gemm `group`, or the reason it does not apply (the caller keeps
-// the library path and reports the reason): operand dtype, alignment for TMA (K and N
-// multiples of 8), batch broadcasting, or an epilogue that reads the product through a
-// view.
+// the library path and reports the reason): operand dtype, alignment for TMA (rows of A and
+// B whole 16-byte units), batch broadcasting, or an epilogue that reads the product through
+// a view. bf16 and f16 products always; f32 ones with `tf32` (--precision high) as TF32 on
+// the tensor cores, whose operands are read K-major only: B must be the [N][K] value its
+// prologue transposes (a linear layer's weight; passes/k_major_weights.h stores constant
+// weights so), A a plain [M][K] matrix.
 StatusOr<GemmTemplateKernel> LowerGemmTemplate(const Graph& graph, const FusionGroup& group, const GemmSplit& split,
-                                               const std::vector<bool>& inlined);
+                                               const std::vector<bool>& inlined, bool tf32 = false);
 // Does `index`, over the epilogue's (row 0, column 1), address element (row, column) of a
 // [rows][N] value laid out as the product is? (Where a TMA tile of the product's can move
 // it, and where a library writes its output.)

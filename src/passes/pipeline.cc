@@ -12,6 +12,7 @@
 #include "passes/decompose.h"
 #include "passes/fold_constants.h"
 #include "passes/infer.h"
+#include "passes/k_major_weights.h"
 #include "passes/pad_gemm_columns.h"
 #include "passes/sink_transposes.h"
 #include "passes/stage_conv_inputs.h"
@@ -100,6 +101,7 @@ StatusOr<Graph> RunGraphPasses(Graph graph, const PassOptions& options, PassTime
     // of the shape the product reads, once at compile time.
     RETURN_IF_ERROR(passes.Run("fold-constants", FoldConstants));
     if (options.pad_gemm_columns) RETURN_IF_ERROR(passes.Run("pad-gemm-columns", PadGemmColumns));
+    if (options.k_major_f32_weights) RETURN_IF_ERROR(passes.Run("k-major-f32-weights", StoreF32WeightsKMajor));
     RETURN_IF_ERROR(passes.Run("cse", EliminateCommonSubexpressions));
     RETURN_IF_ERROR(passes.Run("dce", EliminateDeadCode));
     if (options.channels_last) {  // after CSE, which would merge the copies again

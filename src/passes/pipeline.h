@@ -29,6 +29,10 @@ struct PassOptions {
   // Products whose constant right operand has unaligned rows are padded (passes/pad_gemm_columns.h):
   // for the CUDA backend, whose GEMM paths need 16-byte aligned rows to run at speed.
   bool pad_gemm_columns = false;
+  // f32 products' constant right operands stored K-major (passes/k_major_weights.h): for the
+  // CUDA backend under TF32 (--precision high), whose GEMM template reads TF32 operands
+  // K-major only.
+  bool k_major_f32_weights = false;
 };
 
 // Each pass's wall milliseconds, in the order run (a pass run twice appears twice).

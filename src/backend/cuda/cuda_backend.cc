@@ -255,6 +255,7 @@ CudaTarget TargetFor(const std::string& arch, int sm_count, const CudaCompileOpt
   target.gemm = options.gemm;
   target.gemm_path_at = options.gemm_path_at;
   target.attention = options.attention;
+  target.tf32 = options.precision == MatmulPrecision::kHigh;
   target.overrides = options.overrides;
   target.template_configs = options.template_configs;
   target.fault = options.fault;

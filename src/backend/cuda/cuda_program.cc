@@ -133,7 +133,7 @@ CudaGemmConfig RequestedGemmConfig(const GemmTemplateKernel& gemm, const CudaTar
   config.sm_count = target.sm_count;
   if (o.gemm_pingpong.value_or(false)) config.overlap_epilogue = false;
   else if (o.gemm_overlap_epilogue == false) config.overlap_epilogue = false;
-  else if (o.gemm_overlap_epilogue == true) {
+  else if (o.gemm_overlap_epilogue == true && gemm.dtype != DType::kF32) {  // (f32 products are not held: ProductMayBeHeldRounded)
     CudaGemmConfig overlapped = config;
     overlapped.overlap_epilogue = true;
     if (ResolveGemmConfig(gemm, overlapped).splits == 1) config = overlapped;
@@ -148,7 +148,7 @@ StatusOr<CudaLaunchable> GemmTemplate(const Graph& g, const FusionGroup& group, 
                                       const std::string& name, const CudaTarget& target, GemmPath path) {
   if (path == GemmPath::kLibrary) return Unimplemented("cuBLASLt asked for (--gemm library, or measured faster by the tuner)");
   if (target.arch != "sm_90a") return Unimplemented(fmt::format("the GEMM template needs sm_90a (Hopper), not {}", target.arch));
-  ASSIGN_OR_RETURN(GemmTemplateKernel gemm, LowerGemmTemplate(g, group, split, inlined));
+  ASSIGN_OR_RETURN(GemmTemplateKernel gemm, LowerGemmTemplate(g, group, split, inlined, target.tf32));
   gemm.name = name;
   // A few rows (a decode step): the skinny template, which streams B through every SM.
   if (target.overrides.gemm_skinny && SkinnyGemmFits(gemm).ok()) {
@@ -262,7 +262,7 @@ CudaGroupProgram ProgramForGroup(const Graph& g, const FusionGroup& group, const
       // (H200, 2026-11-29: bias 16x4096x4096 14.5 against 15.2 µs, 1x4096x4096 14.2 against
       // 16.5; 64x4096x4096 16.4 against 13.5). RULE_NUMBERS
       auto library_by_rule = [&] {
-        StatusOr<GemmTemplateKernel> problem = LowerGemmTemplate(g, group, split, inlined);
+        StatusOr<GemmTemplateKernel> problem = LowerGemmTemplate(g, group, split, inlined, target.tf32);
         if (!problem.ok()) return true;
         if (target.overrides.gemm_skinny && SkinnyGemmFits(*problem).ok()) return problem->rows > kSkinnyOverLibraryRows;
         return !problem->a_conv.has_value() && ResolveGemmConfig(*problem, RequestedGemmConfig(*problem, target)).splits > 1;
@@ -354,7 +354,7 @@ FusionDecision CudaCapabilities::FusesGemmEpilogue(const Graph& graph, const std
     StatusOr<GemmTemplateKernel> fused =
         path == GemmPath::kLibrary   ? StatusOr<GemmTemplateKernel>(Unimplemented("cuBLASLt asked for"))
         : target_.arch != "sm_90a"   ? StatusOr<GemmTemplateKernel>(Unimplemented("the GEMM template needs sm_90a"))
-                                     : LowerGemmTemplate(graph, group, split, inlined_);
+                                     : LowerGemmTemplate(graph, group, split, inlined_, target_.tf32);
     if (!fused.ok()) answer = FusionDecision::Forbid("cuBLASLt's product, no GEMM template: " + fused.status().message());
   }
   answers_.emplace(members, answer);

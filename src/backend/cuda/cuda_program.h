@@ -125,6 +125,7 @@ struct CudaTarget {
   GemmPath gemm = GemmPath::kAuto;
   std::map<int, GemmPath> gemm_path_at;  // per matmul node: the tuner's measured choice (over `gemm`)
   AttentionPath attention = AttentionPath::kTemplate;
+  bool tf32 = false;  // --precision high: f32 products may take the GEMM template as TF32
   TemplateOverrides overrides;
   // Per template problem (TemplateKernel::Fingerprint), the configuration the tuner measured
   // best (over the rule and `overrides`).

@@ -405,8 +405,9 @@ namespace tilefuse {
 namespace {
 
 // The CUDA program of `model` (empty when a step fails; the failure is reported).
-CudaProgram BuildProgram(Graph model, const PlannerOptions& planner = {}, const CudaTarget& target = {}) {
-  auto graph = RunGraphPasses(std::move(model), PassOptions{});
+CudaProgram BuildProgram(Graph model, const PlannerOptions& planner = {}, const CudaTarget& target = {},
+                         const PassOptions& passes = {}) {
+  auto graph = RunGraphPasses(std::move(model), passes);
   EXPECT_TRUE(graph.ok()) << graph.status().ToString();
   auto plan = graph.ok() ? PlanFusionForCuda(*graph, planner, target) : StatusOr<CudaPlan>(graph.status());
   EXPECT_TRUE(plan.ok()) << plan.status().ToString();
@@ -607,6 +608,40 @@ TEST(CudaProgramStoreTest, HalfOutputsConvertInPairs) {
     EXPECT_EQ(Count(vector_part, "tf_pack2_bf16("), 1u) << source;
     EXPECT_EQ(Count(vector_part, "tf_pack_bf16("), 0u) << source;
   }
+}
+
+// An f32 linear layer with a constant weight, as most ONNX exports carry it ([K][N] after the
+// folding of constants): under --precision high its weight is stored K-major and the product
+// with its residual epilogue is one TF32 GEMM template kernel reading that constant (no
+// prologue); exact f32 keeps cuBLASLt, and says why.
+TEST(CudaProgramTf32Test, ConstantF32WeightsTakeTheTemplateAsTf32UnderPrecisionHigh) {
+  auto linear = [] {
+    GraphBuilder b;
+    Value x = b.Parameter("x", DType::kF32, {2048, 768});
+    Value w = b.Constant(Tensor::Random(DType::kF32, {768, 1024}, 5));
+    b.Output(b.Add(b.MatMul(x, w), b.Parameter("r", DType::kF32, {2048, 1024})), "y");
+    auto graph = b.Build();
+    EXPECT_TRUE(graph.ok()) << graph.status().ToString();
+    return std::move(graph).value();
+  };
+  CudaTarget target;
+  target.gemm = GemmPath::kTemplate;
+  const CudaProgram exact = BuildProgram(linear(), {}, target);
+  ASSERT_FALSE(exact.groups.empty());
+  EXPECT_EQ(exact.groups[0].mode, CudaGroupProgram::Mode::kGemm);
+  EXPECT_NE(exact.groups[0].why_library.find("TF32 only"), std::string::npos) << exact.groups[0].why_library;
+
+  target.tf32 = true;
+  PassOptions passes;
+  passes.k_major_f32_weights = true;
+  const CudaProgram tf32 = BuildProgram(linear(), {}, target, passes);
+  ASSERT_EQ(tf32.groups.size(), 1u) << "the residual is the template's epilogue";
+  const CudaGroupProgram& g = tf32.groups[0];
+  ASSERT_EQ(g.mode, CudaGroupProgram::Mode::kGemmTemplate) << g.why_library;
+  EXPECT_TRUE(g.prologue.empty());
+  EXPECT_NE(g.kernel->source.strategy.find("TF32"), std::string::npos) << g.kernel->source.strategy;
+  EXPECT_NE(g.kernel->source.strategy.find("B K-major"), std::string::npos) << g.kernel->source.strategy;
+  EXPECT_NE(g.kernel->source.function.find("using Element = tf::Tf32;"), std::string::npos);
 }
 
 }  // namespace

@@ -59,7 +59,8 @@ struct GemmProblem {
 StatusOr<GemmTemplateKernel> GemmOf(const PlannedText& p) {
   for (const FusionGroup& group : p.plan.groups)
     if (group.kind == GroupKind::kGemm) {
-      ASSIGN_OR_RETURN(GemmTemplateKernel gemm, LowerGemmTemplate(p.graph, group, SplitGemmGroup(p.graph, group), FindInlinedGenerators(p.graph)));
+      ASSIGN_OR_RETURN(GemmTemplateKernel gemm,
+                       LowerGemmTemplate(p.graph, group, SplitGemmGroup(p.graph, group), FindInlinedGenerators(p.graph), /*tf32=*/true));
       gemm.name = "gemm";
       return gemm;
     }
@@ -79,6 +80,10 @@ TEST(TemplateSkeletonsTest, GemmCompilesInEveryFormAndElementType) {
        "  wt = Transpose <perm = [1, 0]> (w)\n  p = MatMul (x, wt)\n  y = Add (p, r)\n"},
       {"bf16 A MN-major", "g (bfloat16[1024,2048] x, bfloat16[1024,4096] dy, bfloat16[2048,4096] r) => (bfloat16[2048,4096] y)",
        "  xt = Transpose <perm = [1, 0]> (x)\n  p = MatMul (xt, dy)\n  y = Add (p, r)\n"},
+      {"f32 as TF32, B K-major", "g (float[2048,1024] x, float[4096,1024] w, float[2048,4096] r) => (float[2048,4096] y)",
+       "  wt = Transpose <perm = [1, 0]> (w)\n  p = MatMul (x, wt)\n  y = Add (p, r)\n"},
+      {"f32 as TF32 16 rows, split-K", "g (float[16,4096] x, float[4096,4096] w, float[4096] b) => (float[16,4096] y)",
+       "  wt = Transpose <perm = [1, 0]> (w)\n  p = MatMul (x, wt)\n  y = Add (p, b)\n"},
   };
   struct Form {
     const char* label;

@@ -14,7 +14,9 @@ int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t Tiles(const GemmTemplateKernel& g, int block_m, int block_n) {
   return CeilDiv(g.rows, block_m) * CeilDiv(g.n, block_n) * g.batch;
 }
-int64_t StageBytes(const CudaGemmConfig& c) { return int64_t{c.block_m + c.block_n} * kBlockK * 2; }
+int BlockK(const GemmTemplateKernel& g) { return 128 / static_cast<int>(DTypeSize(g.dtype)); }
+// A row of every operand tile is one 128-byte swizzle row, whatever the type.
+int64_t StageBytes(const CudaGemmConfig& c) { return int64_t{c.block_m + c.block_n} * 128; }
 // Consumer warpgroups, and the output rows each computes per tile: ping-pong consumers own
 // whole tiles; cooperative ones split a tile's rows, 64 each.
 int Consumers(const CudaGemmConfig& c) { return c.pingpong.value_or(false) ? 2 : c.block_m / 64; }
@@ -37,7 +39,7 @@ int64_t SharedBytes(const CudaGemmConfig& c, bool staged, bool ringed) {
          8 * (2 * c.stages + 5 + (ringed ? 2 * kResidualSlots : 0));
 }
 
-int64_t KSteps(const GemmTemplateKernel& g) { return CeilDiv(g.k, kBlockK); }
+int64_t KSteps(const GemmTemplateKernel& g) { return CeilDiv(g.k, BlockK(g)); }
 int EpilogueChunks(const CudaGemmConfig& c) {
   int chunks = 1;
   while (chunks < 16 && (c.block_n / 8) % (chunks * 2) == 0) chunks *= 2;
@@ -72,6 +74,7 @@ static int ResidualLoad(const GemmTemplateKernel& g) {
 }
 
 bool ProductMayBeHeldRounded(const GemmTemplateKernel& g) {
+  if (g.dtype != DType::kBF16 && g.dtype != DType::kF16) return false;
   const Kernel& k = g.epilogue;
   const int residual = ResidualLoad(g);
   for (size_t v = 0; v < k.values.size(); ++v) {

@@ -42,6 +42,7 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& gemm, const CudaGemmC
 namespace gemm_layout {
 
 constexpr int kBlockK = 64;                   // one 128-byte swizzle row of half-precision values
+int BlockK(const GemmTemplateKernel& g);      // one 128-byte swizzle row of the operands' type (32 for TF32)
 constexpr int64_t kSharedLimit = 227 * 1024;  // opt-in shared memory per block on Hopper
 
 int64_t CeilDiv(int64_t a, int64_t b);
@@ -53,7 +54,7 @@ int64_t StagingBytes(const CudaGemmConfig& c, bool staged);  // the epilogue's T
 // An overlapped epilogue's residual ring: kResidualSlots chunks of block_m rows.
 int64_t ResidualRingBytes(const CudaGemmConfig& c, bool ringed);
 int64_t SharedBytes(const CudaGemmConfig& c, bool staged, bool ringed);  // dynamic shared memory in all
-int64_t KSteps(const GemmTemplateKernel& g);                          // steps of kBlockK along K
+int64_t KSteps(const GemmTemplateKernel& g);                          // steps of BlockK along K
 // An overlapped epilogue's parts, one per main-loop step: a power of two dividing the tile's
 // block_n / 8 column groups, at most 16.
 int EpilogueChunks(const CudaGemmConfig& c);
@@ -61,8 +62,9 @@ int64_t StepsPerSplit(const GemmTemplateKernel& g, const CudaGemmConfig& c);
 int64_t CounterBytes(const GemmTemplateKernel& g, const CudaGemmConfig& c);  // split-K's tile counters
 int64_t ScratchBytes(const GemmTemplateKernel& g, const CudaGemmConfig& c);  // counters + partial tiles
 // Whether the rule overlaps the epilogue, holding the product rounded to its half-precision
-// type meanwhile: the epilogue reads nothing else of more than N elements (bias or scale
-// vectors) but a residual tile that its ring can bring (RingedLoad).
+// type meanwhile: a half-precision product whose epilogue reads nothing else of more than N
+// elements (bias or scale vectors) but a residual tile that its ring can bring (RingedLoad).
+// (An f32 product held whole would need twice the registers.)
 bool ProductMayBeHeldRounded(const GemmTemplateKernel& g);
 int StagedStore(const GemmTemplateKernel& g);  // the store written by TMA from shared memory, or -1
 int StagedLoad(const GemmTemplateKernel& g, const CudaGemmConfig& c);  // the load TMA brings in, or -1

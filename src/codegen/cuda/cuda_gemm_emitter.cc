@@ -34,7 +34,8 @@ class GemmEmitter {
     // A persistent grid of whole clusters, at most one CTA an SM.
     const int cluster = c_.cluster_m;
     s.work_blocks = cluster * std::min<int64_t>(c_.sm_count / cluster, Tiles(g_, c_.block_m, c_.block_n) / cluster * c_.splits);
-    s.strategy = fmt::format("gemm template {}x{}x{}, {} stages, {}{}{}{}{}{}{}{}", c_.block_m, c_.block_n, kBlockK, c_.stages,
+    s.strategy = fmt::format("gemm template {}x{}x{}{}, {} stages, {}{}{}{}{}{}{}{}", c_.block_m, c_.block_n, BlockK(g_),
+                             g_.dtype == DType::kF32 ? " TF32" : "", c_.stages,
                              *c_.pingpong ? "ping-pong consumers" : "cooperative consumers",
                              cluster > 1 ? fmt::format(", clusters of {} sharing B by multicast", cluster) : "",
                              *c_.overlap_epilogue ? ", epilogue overlapping the next main loop" : "",
@@ -91,6 +92,8 @@ class GemmEmitter {
     if (c_.splits < 1 || c_.splits > KSteps(g_))
       return InvalidArgument(fmt::format("{}: {} split-K units for {} steps of K", g_.name, c_.splits, KSteps(g_)));
     if (c_.splits > 1 && *c_.pingpong) return InvalidArgument(fmt::format("{}: split-K needs cooperative consumers", g_.name));
+    if (*c_.overlap_epilogue && g_.dtype == DType::kF32)
+      return InvalidArgument(fmt::format("{}: an overlapped epilogue holds half-precision products, not f32 ones", g_.name));
     if (*c_.overlap_epilogue && (*c_.pingpong || c_.splits > 1))
       return InvalidArgument(fmt::format("{}: an overlapped epilogue needs cooperative consumers without split-K", g_.name));
     if (c_.splits > 1 && Tiles(g_, c_.block_m, c_.block_n) * 4 > kScratchCounterBytes)
@@ -103,8 +106,8 @@ class GemmEmitter {
   // or, read through a view, as (column in head, row in entry, head, entry) with the first boxes.
   TensorMapArg OperandMapA() const {
     if (g_.a_conv) return ConvMapA(*g_.a_conv);
-    if (g_.a_mn_major >= 0) return GemmMatrixMap(g_.a_mn_major, g_.dtype, g_.batch, g_.k, g_.rows, kBlockK, 64);
-    if (!g_.a_view) return GemmMatrixMap(g_.a, g_.dtype, g_.batch, g_.rows, g_.k, c_.block_m, kBlockK);
+    if (g_.a_mn_major >= 0) return GemmMatrixMap(g_.a_mn_major, g_.dtype, g_.batch, g_.k, g_.rows, BlockK(g_), 64);
+    if (!g_.a_view) return GemmMatrixMap(g_.a, g_.dtype, g_.batch, g_.rows, g_.k, c_.block_m, BlockK(g_));
     const GemmOperandView& v = *g_.a_view;
     TensorMapArg m;
     m.node = v.node;
@@ -141,8 +144,8 @@ class GemmEmitter {
   // B as [batch][K][N]: boxes of 64 K rows × 64 columns, block_n / 64 of them per stage; or
   // K-major, the [N][K] value its prologue transposes: boxes of 64 rows of N × 64 of K.
   TensorMapArg OperandMapB() const {
-    if (g_.b_k_major >= 0) return GemmMatrixMap(g_.b_k_major, g_.dtype, g_.batch, g_.n, g_.k, 64, kBlockK);
-    return GemmMatrixMap(g_.b, g_.dtype, g_.batch, g_.k, g_.n, kBlockK, 64);
+    if (g_.b_k_major >= 0) return GemmMatrixMap(g_.b_k_major, g_.dtype, g_.batch, g_.n, g_.k, 64, BlockK(g_));
+    return GemmMatrixMap(g_.b, g_.dtype, g_.batch, g_.k, g_.n, BlockK(g_), 64);
   }
   // The staged output (or staged load) as [batch][rows][N]: boxes of 64 rows × 64 columns.
   TensorMapArg TileMap(const KernelBuffer& buffer) const { return GemmMatrixMap(buffer.node, buffer.dtype, g_.batch, g_.rows, g_.n, 64, 64); }
@@ -159,7 +162,9 @@ class GemmEmitter {
   // The skeleton's compile-time configuration, a local class (enumerators: a local class has
   // no static members) so the kernel's text is all a compile unit needs of it.
   std::string ConfigStruct() const {
-    std::string types = fmt::format("    using Element = {};\n    using Index = {};\n", TileElementType(g_.dtype), GemmIndexType(g_));
+    // f32 operands go to the tensor cores as TF32 (LowerGemmTemplate takes them only so).
+    const char* element = g_.dtype == DType::kF32 ? "tf::Tf32" : TileElementType(g_.dtype);
+    std::string types = fmt::format("    using Element = {};\n    using Index = {};\n", element, GemmIndexType(g_));
     if (staged_ >= 0) types += fmt::format("    using StoreElement = {};\n", TileElementType(g_.epilogue.buffers[g_.epilogue.stores[staged_].buffer].dtype));
     const int load = staged_load_ >= 0 ? staged_load_ : ringed_load_;
     if (load >= 0) types += fmt::format("    using LoadElement = {};\n", TileElementType(LoadBuffer(load).dtype));
@@ -203,7 +208,8 @@ TensorMapArg GemmMatrixMap(int node, DType dtype, int64_t batch, int64_t rows, i
   m.node = node;
   m.dtype = dtype;
   m.dims = {cols, rows, batch, 1, 1};
-  m.strides_bytes = {cols * 2, rows * cols * 2, 0, 0};
+  const int64_t bytes = static_cast<int64_t>(DTypeSize(dtype));
+  m.strides_bytes = {cols * bytes, rows * cols * bytes, 0, 0};
   m.box = {box_cols, box_rows, 1, 1, 1};
   return m;
 }

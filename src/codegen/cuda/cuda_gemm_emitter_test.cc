@@ -23,10 +23,10 @@ using Planned = PlannedText;
 
 Planned PlanText(const std::string& body, const std::string& signature) { return PlanOnnxText(signature, body); }
 
-StatusOr<GemmTemplateKernel> LowerOnlyGemm(const Planned& p) {
+StatusOr<GemmTemplateKernel> LowerOnlyGemm(const Planned& p, bool tf32 = false) {
   for (const FusionGroup& group : p.plan.groups)
     if (group.kind == GroupKind::kGemm) {
-      auto t = LowerGemmTemplate(p.graph, group, SplitGemmGroup(p.graph, group), FindInlinedGenerators(p.graph));
+      auto t = LowerGemmTemplate(p.graph, group, SplitGemmGroup(p.graph, group), FindInlinedGenerators(p.graph), tf32);
       if (t.ok()) t->name = "gemm";
       return t;
     }
@@ -222,12 +222,46 @@ TEST(CudaGemmEmitterTest, BatchedOperandsWalkBatchEntries) {
   EXPECT_EQ(source->launch.args[1].map.dims[2], 6);  // B's batch dimension
 }
 
+// Under --precision high an f32 product runs as TF32: operands of 4 bytes, 32 of K a step
+// (one 128-byte swizzle row), B read K-major from the [N][K] value its prologue transposes.
+TEST(CudaGemmEmitterTest, F32ProductsTakeTheTemplateAsTf32WithBReadKMajor) {
+  Planned p = PlanText("  wt = Transpose <perm = [1, 0]> (w)\n  y = MatMul (x, wt)\n",
+                       "g (float[256,512] x, float[1024,512] w) => (float[256,1024] y)");
+  EXPECT_NE(LowerOnlyGemm(p).status().message().find("TF32 only"), std::string::npos);
+  auto gemm = LowerOnlyGemm(p, /*tf32=*/true);
+  ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
+  EXPECT_GE(gemm->b_k_major, 0);
+  EXPECT_EQ(gemm_layout::KSteps(*gemm), 512 / 32);
+  auto source = EmitCudaGemm(*gemm);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_NE(source->function.find("using Element = tf::Tf32;"), std::string::npos);
+  EXPECT_NE(source->strategy.find("TF32"), std::string::npos) << source->strategy;
+  EXPECT_EQ(source->strategy.find("overlapping"), std::string::npos) << "an f32 product is not held: " << source->strategy;
+  const TensorMapArg &a = source->launch.args[0].map, &b = source->launch.args[1].map;
+  EXPECT_EQ(a.box[0], 32);                    // A: 32 of K a box row (128 bytes)
+  EXPECT_EQ(a.strides_bytes[0], 512 * 4);     // a row of A: K f32 values
+  EXPECT_EQ(b.dims[0], 512);                  // B K-major: [N][K], K innermost
+  EXPECT_EQ(b.box[0], 32);
+  EXPECT_EQ(b.strides_bytes[0], 512 * 4);
+  CudaGemmConfig overlapped;
+  overlapped.overlap_epilogue = true;
+  EXPECT_FALSE(EmitCudaGemm(*gemm, overlapped).ok());
+
+  // B as [K][N]: the TF32 tensor cores cannot read it (passes/k_major_weights.h stores
+  // constant weights K-major; a computed B stays with cuBLASLt).
+  Planned mn = PlanText("  y = MatMul (x, w)\n", "g (float[256,512] x, float[512,1024] w) => (float[256,1024] y)");
+  auto refused = LowerOnlyGemm(mn, /*tf32=*/true);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("K-major"), std::string::npos) << refused.status().message();
+}
+
 TEST(CudaGemmEmitterTest, WhatTheTemplateDoesNotTakeComesWithTheReason) {
   struct Case {
     std::string body, signature, reason;
   };
   std::vector<Case> cases = {
-      {"  y = MatMul (x, w)\n", "g (float[64,64] x, float[64,64] w) => (float[64,64] y)", "bf16 and f16"},
+      {"  y = MatMul (x, w)\n", "g (float[64,64] x, float[64,64] w) => (float[64,64] y)", "TF32 only (--precision high)"},
+      {"  y = MatMul (x, w)\n", "g (int32[64,64] x, int32[64,64] w) => (int32[64,64] y)", "not i32"},
       {"  y = MatMul (x, w)\n", "g (bfloat16[64,60] x, bfloat16[60,64] w) => (bfloat16[64,64] y)", "multiples of 8"},
       {"  y = MatMul (x, w)\n", "g (bfloat16[64,64] x, bfloat16[3,64,64] w) => (bfloat16[3,64,64] y)", "broadcast"},
       {"  p = MatMul (x, w)\n  t = Transpose <perm = [1, 0]> (p)\n  y = Relu (t)\n",

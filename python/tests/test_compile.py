@@ -32,6 +32,16 @@ def test_the_cli_comparison_sees_a_one_ulp_difference(cli, tmp_path):
     assert result.returncode == 1, result.stdout + result.stderr
 
 
+def test_precision_is_checked_and_leaves_cpu_models_as_they_are():
+    example = REPO / "examples" / "mlp_block.onnxtxt"
+    with pytest.raises(tilefuse.Error, match="precision 'tf16' is not one of highest, high"):
+        tilefuse.compile(example, backend="cpu", precision="tf16")
+    exact, high = (tilefuse.compile(example, backend="cpu", precision=p) for p in ("highest", "high"))
+    inputs = random_inputs(exact, seed=2)
+    for a, b in zip(exact(*inputs), high(*inputs)):
+        np.testing.assert_array_equal(a, b)  # TF32 is a GPU's: the CPU computes f32 either way
+
+
 def test_a_real_model_folder_computes_what_the_cli_computes(cli, tmp_path):
     model = tilefuse.compile(MLP_BLOCK)
     inputs = load_data_set(MLP_BLOCK)

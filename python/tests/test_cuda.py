@@ -145,3 +145,29 @@ def test_backward_graphs_on_the_gpu_give_eager_s_gradients(caplog):
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-4 * q.grad.abs().max().item(), msg=name)
     assert "backward graph runs in PyTorch" not in caplog.text, caplog.text
     assert caplog.text.count("compiled a torch.compile graph") >= 2, "the forward and the backward:\n" + caplog.text
+
+
+def test_f32_linear_layers_run_as_tf32_template_kernels_under_precision_high(tmp_path):
+    # A linear layer with its weight as an initializer, as exports carry it: under
+    # precision="high" the product and its residual are one TF32 GEMM template kernel; its
+    # output is held to TF32's rounding (10 mantissa bits, K = 768 sums), exact f32 to f32's.
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(3)
+    weight = (rng.standard_normal((768, 1024)) / np.sqrt(768)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W"], ["p"]), helper.make_node("Add", ["p", "r"], ["y"])], "linear",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2048, 768]),
+         helper.make_tensor_value_info("r", TensorProto.FLOAT, [2048, 1024])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2048, 1024])], [numpy_helper.from_array(weight, "W")])
+    path = tmp_path / "linear.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    x = rng.standard_normal((2048, 768)).astype(np.float32)
+    r = rng.standard_normal((2048, 1024)).astype(np.float32)
+    expected = x.astype(np.float64) @ weight.astype(np.float64) + r
+    for precision, tolerance, mode in (("high", 5e-3, "gemm template"), ("highest", 1e-5, "gemm")):
+        model = compile_for_cuda(path, precision=precision)
+        assert [k.mode for k in model.kernels if k.kind == "gemm"] == [mode], model.kernels
+        got = model(x, r)[0]
+        error = np.linalg.norm(got - expected) / np.linalg.norm(expected)
+        assert error < tolerance, (precision, error)

@@ -6,7 +6,8 @@
 // cases), in TF/s.
 // Writes JSON (--json FILE) and a table.
 //
-//   tilefuse_bench_gpu_cases [--cases a,b] [--repeats N] [--json FILE]
+//   tilefuse_bench_gpu_cases [--cases a,b] [--repeats N] [--json FILE] [--root DIR] [--precision high] ...
+// (--root: a folder whose bench/cases/cases.json lists other cases, e.g. bench/tf32_gemm.py --write-cases's)
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -31,6 +32,7 @@ int Main(int argc, char** argv) {
   std::string only, json_path, root = TILEFUSE_SOURCE_DIR;
   int repeats = 100;
   bool tune = false;
+  MatmulPrecision precision = MatmulPrecision::kHighest;
   AttentionPath attention = AttentionPath::kTemplate;
   GemmPath gemm = GemmPath::kAuto;
   TemplateOverrides overrides;
@@ -41,6 +43,7 @@ int Main(int argc, char** argv) {
     else if (a == "--json" && i + 1 < argc) json_path = argv[++i];
     else if (a == "--root" && i + 1 < argc) root = argv[++i];
     else if (a == "--tune") tune = true;
+    else if (a == "--precision" && i + 1 < argc) precision = std::string(argv[++i]) == "high" ? MatmulPrecision::kHigh : MatmulPrecision::kHighest;
     else if (a == "--attention" && i + 1 < argc) {
       std::string path = argv[++i];
       attention = path == "split"     ? AttentionPath::kSplit
@@ -82,7 +85,7 @@ int Main(int argc, char** argv) {
       overrides.row_cluster = std::stoi(argv[++i]);
     } else {
       fmt::print(stderr,
-                 "usage: {} [--cases a,b] [--repeats N] [--json FILE] [--root SOURCE_DIR] [--tune] [--attention template|overlap|serial|split]\n"
+                 "usage: {} [--cases a,b] [--repeats N] [--json FILE] [--root SOURCE_DIR] [--tune] [--precision highest|high]\n  [--attention template|overlap|serial|split]\n"
                  "  [--attention-block-n 64|128|192|256] [--attention-poly-exp N (0: none)] [--attention-lazy-margin M (-1: off)]\n"
                  "  [--attention-consumers 2|3] [--attention-tiles 1|2|4 (query blocks per CTA)]\n"
                  "  [--attention-q-slots 1|2 (Q tiles in shared memory)] [--gemm template|library|auto] [--gemm-pingpong on|off] [--gemm-overlap on|off]\n"
@@ -123,8 +126,11 @@ int Main(int argc, char** argv) {
     if (flops > 0) row["flops"] = flops;
     auto measure = [&](bool fuse, bool tuned = false) -> StatusOr<std::pair<double, std::unique_ptr<CudaExecutable>>> {
       ASSIGN_OR_RETURN(ImportedModel model, ImportOnnx(root + "/bench/cases/" + std::string(c["file"])));
-      ASSIGN_OR_RETURN(Graph graph, RunGraphPasses(std::move(model.graph), PassOptions{}));
+      PassOptions passes;
+      passes.k_major_f32_weights = precision == MatmulPrecision::kHigh;  // as CudaPassOptions
+      ASSIGN_OR_RETURN(Graph graph, RunGraphPasses(std::move(model.graph), passes));
       CudaCompileOptions options;
+      options.precision = precision;
       options.fuse = fuse;
       options.attention = attention;
       options.gemm = gemm;

@@ -41,6 +41,7 @@ CASES = [  # name, M, N, K, epilogue
     ("linear_bias_f32_8192x3072x768", 8192, 3072, 768, "bias"),
 ]
 TOLERANCE = {"tf32": 5e-3, "exact": 1e-5}
+SEED_WEIGHTS = 1234
 
 
 def onnx_model(m, n, k, epilogue, weight, bias):
@@ -143,6 +144,22 @@ def run_case(torch, F, name, m, n, k, epilogue, args, directory):
     return result
 
 
+def write_cases(cases, folder):
+    """The cases as bench/cases does them (bytes_moved: inputs read and the output written once)."""
+    import numpy as np
+    import onnx
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(SEED_WEIGHTS)
+    manifest = []
+    for name, m, n, k, epilogue in cases:
+        weight = (rng.standard_normal((k, n)) / math.sqrt(k)).astype(np.float32)
+        bias = rng.standard_normal(n).astype(np.float32)
+        onnx.save(onnx_model(m, n, k, epilogue, weight, bias), folder / f"{name}.onnx")
+        moved = 4 * (m * k + k * n + m * n * (2 if epilogue == "residual" else 1) + (0 if epilogue == "residual" else n))
+        manifest.append({"name": name, "file": f"{name}.onnx", "bytes_moved": moved, "flops": 2 * m * n * k})
+    (folder / "cases.json").write_text(json.dumps({"cases": manifest}, indent=1))
+
+
 def markdown(results):
     names = [p for p in ("tilefuse_tf32", "eager_tf32", "addmm_tf32", "compile_tf32", "autotune_tf32", "tilefuse_exact", "eager_exact")
              if any(p in r["peers"] for r in results)]
@@ -168,12 +185,18 @@ def main():
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=50)
     parser.add_argument("--list", action="store_true", help="list the cases and exit")
+    parser.add_argument("--write-cases", metavar="ROOT",
+                        help="write the cases' ONNX files and ROOT/bench/cases/cases.json, for tilefuse_bench_gpu_cases "
+                             "--root ROOT --precision high (its template overrides), and exit")
     args = parser.parse_args()
     args.peers = set(args.peers.split(",")) if args.peers else None
     selected = [c for c in CASES if not args.cases or c[0] in args.cases.split(",")]
     if args.list:
         for c in selected:
             print(f"{c[0]}: M={c[1]} N={c[2]} K={c[3]}, {c[4]}")
+        return
+    if args.write_cases:
+        write_cases(selected, Path(args.write_cases) / "bench" / "cases")
         return
     import torch
     import torch.nn.functional as F

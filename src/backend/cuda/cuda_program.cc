@@ -265,6 +265,10 @@ CudaGroupProgram ProgramForGroup(const Graph& g, const FusionGroup& group, const
         StatusOr<GemmTemplateKernel> problem = LowerGemmTemplate(g, group, split, inlined, target.tf32);
         if (!problem.ok()) return true;
         if (target.overrides.gemm_skinny && SkinnyGemmFits(*problem).ok()) return problem->rows > kSkinnyOverLibraryRows;
+        // TF32: cuBLASLt's own epilogue ran ahead of the template's (H200, 2026-11-29, µs,
+        // template / cuBLASLt: bias 4096^3 413 / 336, 8192x3072x768 175 / 121; bias+GELU
+        // 16384x4096x1024 505 / 556 the exception). RULE_NUMBERS
+        if (problem->dtype == DType::kF32) return true;
         return !problem->a_conv.has_value() && ResolveGemmConfig(*problem, RequestedGemmConfig(*problem, target)).splits > 1;
       };
       const bool contested = path == GemmPath::kAuto && library.ok();
@@ -277,6 +281,11 @@ CudaGroupProgram ProgramForGroup(const Graph& g, const FusionGroup& group, const
         p.mode = CudaGroupProgram::Mode::kGemmTemplate;
         p.kernel = std::move(*fused);
         DropUnreadPrologues(p, group);
+        // The prologues write their own values, the template the rest: a launch poisons only
+        // what it writes (--check), not a prologue's result just computed (MobileNetV3's
+        // residual, TF32: every output NaN).
+        for (const CudaLaunchable& k : p.prologue)
+          std::erase_if(p.kernel->outputs, [&](int node) { return std::find(k.outputs.begin(), k.outputs.end(), node) != k.outputs.end(); });
         return p;
       }
       p.why_library = fused.status().message();

@@ -644,5 +644,29 @@ TEST(CudaProgramTf32Test, ConstantF32WeightsTakeTheTemplateAsTf32UnderPrecisionH
   EXPECT_NE(g.kernel->source.function.find("using Element = tf::Tf32;"), std::string::npos);
 }
 
+// A template kernel's outputs are what it writes: a value its group's prologue computes (here
+// MobileNetV3's input, channels-last, which the residual reads later) is the prologue's, else
+// the poisoning before the template's launch (--check) overwrote it.
+TEST(CudaProgramTf32Test, TemplateKernelsDoNotClaimTheirProloguesOutputs) {
+  auto model = ImportOnnx(std::string(TILEFUSE_SOURCE_DIR) + "/tests/models/mobilenetv3_block/model.onnx");
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  CudaTarget target;
+  target.tf32 = true;
+  PassOptions passes;
+  passes.channels_last = true;
+  passes.k_major_f32_weights = true;
+  const CudaProgram program = BuildProgram(std::move(model->graph), {}, target, passes);
+  int checked = 0;
+  for (const CudaGroupProgram& g : program.groups) {
+    if (g.mode != CudaGroupProgram::Mode::kGemmTemplate) continue;
+    for (const CudaLaunchable& prologue : g.prologue)
+      for (int node : prologue.outputs) {
+        EXPECT_EQ(std::count(g.kernel->outputs.begin(), g.kernel->outputs.end(), node), 0) << "group " << g.group << " %" << node;
+        ++checked;
+      }
+  }
+  EXPECT_GT(checked, 0) << "no gemm template with a prologue: the test checks nothing";
+}
+
 }  // namespace
 }  // namespace tilefuse

@@ -145,7 +145,16 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
   // (H100, cooperative 128x256 / ping-pong 128x128 at 5 / 4 stages: 16384x4096x1024
   // bias+ReLU 195 / 233 / 206, bias+GELU 208 / 240 / 229; 4096^3 bias+GELU 180 / 189 / 208;
   // the MLP block 422 / 455). The tuner still tries ping-pong tiles.
-  c.pingpong = c.pingpong.value_or(false);
+  // TF32 (f32 products): the epilogue stores f32 values straight from the accumulators, in
+  // the main loop's tail (neither a TMA store nor an overlapped epilogue holds f32 tiles), so a
+  // short main loop leaves the tensor cores idle through it; ping-pong consumers cover one's
+  // epilogue with the other's main loop (H200, 2026-11-29, µs, cooperative 128x256 /
+  // ping-pong 128x128: K = 768 residual 8192x768 76.2 / 56.3, bias 8192x3072 243.5 / 174.8;
+  // K = 1024 bias+GELU 16384x4096 596 / 505; K = 4096 residual 16384x1024 407.5 / 450.9, bias
+  // 4096^2 413.5 / 445.2). Where 128x128 tiles would leave SMs idle, the cooperative forms
+  // (split-K) stay.
+  const bool short_tf32 = g.dtype == DType::kF32 && g.k <= 1024 && g.rows > 64 && Tiles(g, 128, 128) >= c.sm_count;
+  c.pingpong = c.pingpong.value_or(short_tf32);
   if (c.block_n == 0) {
     c.block_n = 64;
     // The widest tile that still gives every SM a tile (and whose accumulators fit: 128

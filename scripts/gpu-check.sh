@@ -2,7 +2,8 @@
 # The GPU machine's whole job, in one call (see README): runs the binary
 # bundled here by scripts/gpu-bundle.sh (carry build-gpu/bundle.tar.xz) and writes everything
 # under $OUT:
-#   1. correctness: every example and real model, fused and unfused, on the GPU vs the
+#   1. correctness: every example and real model, fused and unfused (the real models also with
+#      --precision high, TF32), on the GPU vs the
 #      f64 reference (poisoned outputs), and the benchmark cases at full size
 #   1b. the GEMM template's correctness graphs (tests/gemm), also with residual epilogues in the
 #       main loop's tail and on ping-pong tiles and with clusters sharing B, and compute-sanitizer
@@ -44,8 +45,12 @@ failures=0
 if has check; then
   say "== correctness: examples and models, fused and unfused, vs the reference"
   # Fused runs are --strict: a group on the host's reference interpreter fails them.
+  # The f32 real models also under --precision high (TF32: the GEMM template's TF32 form where
+  # it applies), fused and unfused.
   for m in examples/*.onnxtxt tests/conv/*.onnxtxt tests/models/*/; do
-    for mode in "--strict" "--no-fusion"; do
+    modes=("--strict" "--no-fusion")
+    [[ $m == tests/models/* ]] && modes+=("--strict --precision high" "--no-fusion --precision high")
+    for mode in "${modes[@]}"; do
       if out=$(timeout 300 "$B/tilefuse" run "$m" --backend cuda --check $mode 2>&1); then
         say "PASS $m $mode"
       else

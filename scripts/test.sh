@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 
 # Before the build: the Python extension (build/python) builds with this venv's nanobind.
-echo "== python test environment (build/venv)"
+echo "== python test environment (build/venv) [${SECONDS} s in]"
 # onnxruntime: the CPU peer tilefuse.bench times (python/tests/test_bench.py). torch and
 # transformers (the model zoo's modules through torch.compile, random weights, no download) at the
 # GPU machine's versions. PyPI's torch wheel asks for CUDA's libraries as wheels (~3.3 GB with
@@ -38,16 +38,16 @@ fi
 
 ./scripts/build.sh -DTILEFUSE_BUILD_TESTS=ON -DTILEFUSE_PYTHON=ON -DPython_EXECUTABLE="$PWD/build/venv/bin/python"
 
-echo "== unit, end-to-end, error and real-model tests"
+echo "== unit, end-to-end, error and real-model tests [${SECONDS} s in]"
 ctest --test-dir build -j"$(nproc)" --output-on-failure --timeout 600
 
-echo "== ONNX backend node tests"
+echo "== ONNX backend node tests [${SECONDS} s in]"
 build/venv/bin/python tests/conformance/run_node_tests.py --tilefuse build/tilefuse
 
-echo "== Python package (build/python), torch.compile's frontend included"
+echo "== Python package (build/python), torch.compile's frontend included [${SECONDS} s in]"
 HF_HUB_OFFLINE=1 PYTHONPATH=build/python TILEFUSE_CLI=build/tilefuse build/venv/bin/python -m pytest -q -rs -p no:cacheprovider python/tests
 
-echo "== fast unit tests under ASan + UBSan"
+echo "== fast unit tests under ASan + UBSan [${SECONDS} s in]"
 # -O1 library, -O0 test bodies, and only the tests it runs (CMakeLists.txt): the sanitizer build
 # must not double CI's time. Tests that load NVRTC or cuBLASLt are left out: those libraries are
 # not built with the sanitizers and their allocations at exit read as leaks. The run is sharded
@@ -67,7 +67,7 @@ for ((i = 0; i < SHARDS; i++)); do
   if wait "${pids[$i]}"; then tail -n 3 "build-asan/shard-$i.log"; else cat "build-asan/shard-$i.log"; failed=1; fi
 done
 [ "$failed" = 0 ] || { echo "== ASan + UBSan: a shard failed (its log is above)"; exit 1; }
-echo "== importer fuzzing, 10 s per target (the long run: bench/results/2026-11-23-importer-fuzz.md)"
+echo "== importer fuzzing, 10 s per target (the long run: bench/results/2026-11-23-importer-fuzz.md) [${SECONDS} s in]"
 NODE_TESTS=$(ls -d build/venv/lib/python3*/site-packages/onnx/backend/test/data/node 2>/dev/null | head -n 1) \
   ./fuzz/run.sh 10
-echo "== all tests passed"
+echo "== all tests passed [${SECONDS} s in]"

@@ -38,6 +38,9 @@ struct TensorMapArg {
   std::array<int64_t, 4> strides_bytes{0, 0, 0, 0};
   std::array<int, 5> box{1, 1, 1, 1, 1};
   bool swizzle_128b = true;
+  // f32 read as TF32 (the map's TFLOAT32 type): the tensor cores' operand, each element
+  // rounded to TF32 by the copy rather than cut to its top 19 bits by the MMA.
+  bool tf32 = false;
   int64_t offset_bytes = 0;  // where the mapped tensor starts in the value (a slice): a multiple of 16
   std::optional<Im2colMapArg> im2col;
 };

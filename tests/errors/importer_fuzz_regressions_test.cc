@@ -100,6 +100,9 @@ const std::vector<Regression>& Regressions() {
       // output, took 19 s under the sanitizers (a timeout in CI's 10-second folder slice,
       // 2026-11-28).
       {"text/resize_of_an_axis_to_8m_elements.onnxtxt", {"node 'y' (Resize", "from 4 to 8257544: more than 4194304 output elements"}},
+      // A Resize from a declared dim of 2^40 to 2^39: in × out overflowed int64 in the weight
+      // matrix's size check (UBSan, CI's 10-second binary slice from a clean clone, 2026-11-29).
+      {"binary/resize_weight_matrix_overflow.onnx", {"(Resize, opset 17)", "more than 4194304 output elements"}},
       // A Range of 4e9 elements filled a 32 GB constant; it is now an iota, and this graph
       // is refused only for its declared output shape.
       {"text/range_too_long_for_a_constant.onnxtxt", {"output 'y'", "differs from the computed [4000000000]"}},

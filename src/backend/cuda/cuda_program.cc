@@ -265,10 +265,11 @@ CudaGroupProgram ProgramForGroup(const Graph& g, const FusionGroup& group, const
         StatusOr<GemmTemplateKernel> problem = LowerGemmTemplate(g, group, split, inlined, target.tf32);
         if (!problem.ok()) return true;
         if (target.overrides.gemm_skinny && SkinnyGemmFits(*problem).ok()) return problem->rows > kSkinnyOverLibraryRows;
-        // TF32: cuBLASLt's own epilogue ran ahead of the template's (H200, 2026-11-29, µs,
-        // template / cuBLASLt: bias 4096^3 413 / 336, 8192x3072x768 175 / 121; bias+GELU
-        // 16384x4096x1024 505 / 556 the exception). RULE_NUMBERS
-        if (problem->dtype == DType::kF32) return true;
+        // TF32: cuBLASLt's own bias epilogue ran ahead of the template (H200, 2026-11-29, µs,
+        // template / cuBLASLt: bias 4096^3 413 / 336, 8192x3072x768 175 / 121); with an
+        // activation after the bias the template did (bias+GELU 16384x4096x1024 505 / 556).
+        // RULE_NUMBERS
+        if (problem->dtype == DType::kF32) return library->activation == LibraryActivation::kNone;
         return !problem->a_conv.has_value() && ResolveGemmConfig(*problem, RequestedGemmConfig(*problem, target)).splits > 1;
       };
       const bool contested = path == GemmPath::kAuto && library.ok();

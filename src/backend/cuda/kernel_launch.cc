@@ -7,8 +7,9 @@ namespace tilefuse {
 
 namespace {
 
-CUtensorMapDataType TensorMapType(DType dtype) {
-  switch (dtype) {
+CUtensorMapDataType TensorMapType(const TensorMapArg& map) {
+  if (map.tf32) return CU_TENSOR_MAP_DATA_TYPE_TFLOAT32;
+  switch (map.dtype) {
     case DType::kBF16: return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
     case DType::kF16: return CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
     case DType::kF32: return CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
@@ -33,7 +34,7 @@ StatusOr<CUtensorMap> EncodeTensorMap(const CudaDevice& device, CUdeviceptr base
     const Im2colMapArg& m = *map.im2col;
     for (int d = 1; d <= 2; ++d) element_strides[d] = static_cast<cuuint32_t>(m.strides[d - 1]);
     CUresult r = device.api().cuTensorMapEncodeIm2col(
-        &out, TensorMapType(map.dtype), static_cast<cuuint32_t>(map.rank), reinterpret_cast<void*>(base), dims, strides, m.lower.data(),
+        &out, TensorMapType(map), static_cast<cuuint32_t>(map.rank), reinterpret_cast<void*>(base), dims, strides, m.lower.data(),
         m.upper.data(), static_cast<cuuint32_t>(m.channels), static_cast<cuuint32_t>(m.pixels), element_strides,
         CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (r != CUDA_SUCCESS)
@@ -46,7 +47,7 @@ StatusOr<CUtensorMap> EncodeTensorMap(const CudaDevice& device, CUdeviceptr base
     return out;
   }
   CUresult r = device.api().cuTensorMapEncodeTiled(
-      &out, TensorMapType(map.dtype), static_cast<cuuint32_t>(map.rank), reinterpret_cast<void*>(base), dims, strides, box,
+      &out, TensorMapType(map), static_cast<cuuint32_t>(map.rank), reinterpret_cast<void*>(base), dims, strides, box,
       element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, map.swizzle_128b ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)

@@ -46,8 +46,10 @@ class GemmEmitter {
     // instantiated on this problem's Config, A loader and Epilogue.
     std::string parameters = "const __grid_constant__ tf::TensorMap map_a, const __grid_constant__ tf::TensorMap map_b";
     std::string maps = "&map_a, &map_b";
-    s.launch.args.push_back({LaunchArg::Kind::kTensorMap, g_.a, OperandMapA(), 0});
-    s.launch.args.push_back({LaunchArg::Kind::kTensorMap, OperandMapB().node, OperandMapB(), 0});
+    TensorMapArg map_a = OperandMapA(), map_b = OperandMapB();
+    map_a.tf32 = map_b.tf32 = g_.dtype == DType::kF32;  // TF32 operands, rounded as they are copied
+    s.launch.args.push_back({LaunchArg::Kind::kTensorMap, g_.a, map_a, 0});
+    s.launch.args.push_back({LaunchArg::Kind::kTensorMap, map_b.node, map_b, 0});
     auto add_map = [&](bool used, const std::string& name, const TensorMapArg& map) {
       maps += used ? ", &" + name : ", nullptr";
       if (!used) return;

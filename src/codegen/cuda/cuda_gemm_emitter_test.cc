@@ -243,6 +243,7 @@ TEST(CudaGemmEmitterTest, F32ProductsTakeTheTemplateAsTf32WithBReadKMajor) {
   EXPECT_EQ(b.dims[0], 512);                  // B K-major: [N][K], K innermost
   EXPECT_EQ(b.box[0], 32);
   EXPECT_EQ(b.strides_bytes[0], 512 * 4);
+  EXPECT_TRUE(a.tf32 && b.tf32) << "the copies round the operands to TF32";
   CudaGemmConfig overlapped;
   overlapped.overlap_epilogue = true;
   EXPECT_FALSE(EmitCudaGemm(*gemm, overlapped).ok());

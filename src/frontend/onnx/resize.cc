@@ -314,14 +314,16 @@ Status ImportResize(NodeContext& ctx) {
   for (int64_t d = b.rank(x) - 1; d >= 0; --d) {
     bool identity = out[d] == in[d] && scales[d] == 1 && mode.coordinates != "tf_crop_and_resize";
     if (identity) continue;
-    if (in[d] * out[d] > (int64_t{1} << 26))
-      return Unimplemented(fmt::format("Resize of dim {} from {} to {} is too large for its weight matrix", d, in[d], out[d]));
     // The weights are worked out output by output and tap by tap at import: an upsample of
     // one axis to 8 million elements took 9 s under the fuzzers' sanitizers (0.7 s in a
     // release build), beyond their 10 s a run with the leak check's second run.
     if (out[d] > (int64_t{1} << 22))
       return Unimplemented(fmt::format("Resize of dim {} from {} to {}: more than {} output elements on one axis", d, in[d], out[d],
                                        int64_t{1} << 22));
+    // in × out by division: a declared input dim of 2^40 times an output of 2^39 overflowed
+    // int64 (UBSan, CI's fuzz slice, 2026-11-29).
+    if (in[d] > (int64_t{1} << 26) / out[d])
+      return Unimplemented(fmt::format("Resize of dim {} from {} to {} is too large for its weight matrix", d, in[d], out[d]));
     if (const double taps = TapsPerOutput(mode, scales[d]); taps * static_cast<double>(out[d]) > double(int64_t{1} << 24))
       return Unimplemented(fmt::format("Resize of dim {} from {} to {} at scale {} reads {} input elements an output element, {} in all: too many to weigh",
                                        d, in[d], out[d], scales[d], taps, taps * static_cast<double>(out[d])));

@@ -26,6 +26,27 @@ bool IsOnPath(const std::string& program) {
   return false;
 }
 
+StatusOr<std::map<std::string, int64_t>> ParseShapeFlag(const std::string& text) {
+  std::map<std::string, int64_t> dims;
+  std::stringstream parts(text);
+  std::string part;
+  while (std::getline(parts, part, ',')) {
+    const size_t eq = part.find('=');
+    const std::string name = eq == std::string::npos ? "" : part.substr(0, eq), value = eq == std::string::npos ? "" : part.substr(eq + 1);
+    size_t used = 0;
+    long long n = -1;
+    try {
+      n = std::stoll(value, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (name.empty() || value.empty() || used != value.size() || n < 0)
+      return InvalidArgument(fmt::format("--shape: '{}' is not NAME=N with N a non-negative integer (e.g. batch=8,seq=512)", part));
+    if (!dims.emplace(name, n).second) return InvalidArgument(fmt::format("--shape: '{}' is given twice", name));
+  }
+  return dims;
+}
+
 double MillisecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }

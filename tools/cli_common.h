@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -25,6 +26,13 @@ void PrintError(const Status& status);
 
 // Whether an executable `program` is in a folder of $PATH (Graphviz's dot, for --svg).
 bool IsOnPath(const std::string& program);
+
+// --shape NAME=N[,NAME=N...]: values of a model's symbolic dims (ImportOptions::dims), or the
+// error naming the malformed part.
+StatusOr<std::map<std::string, int64_t>> ParseShapeFlag(const std::string& text);
+inline constexpr char kShapeFlagHelp[] =
+    "Values of the model's symbolic input dims (ONNX dim_param), NAME=N[,NAME=N...], e.g. batch=8,seq=512; dims not "
+    "named here take their values from the inputs given (--inputs or the test data sets)";
 
 // Milliseconds since `start`.
 double MillisecondsSince(std::chrono::steady_clock::time_point start);

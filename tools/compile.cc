@@ -22,6 +22,7 @@ struct CompileCommandOptions {
   bool json = false;
   std::string backend = "cpu";
   std::string arch = "sm_90a";
+  std::string shape;           // --shape: symbolic dims' values
   CudaPathChoices cuda_paths;  // cuda: --gemm, --attention, --precision
 };
 
@@ -84,7 +85,9 @@ Status Emit(const std::string& dir, const std::string& model, const CompiledMode
 }
 
 Status CompileModel(const CompileCommandOptions& options) {
-  ASSIGN_OR_RETURN(ImportedModel imported, LoadModel(options.model));
+  ImportOptions shapes;
+  ASSIGN_OR_RETURN(shapes.dims, ParseShapeFlag(options.shape));
+  ASSIGN_OR_RETURN(ImportedModel imported, LoadModel(options.model, shapes));
   // --dump-dir: the IR after every pass, then what each driver stage made, published only
   // when every stage succeeded.
   DumpDirStaging dumps(options.dump_dir);
@@ -120,6 +123,7 @@ void AddCompileCommand(CLI::App& app, int& exit_code) {
       ->required();
   compile->add_option("--emit", options->emit_dir,
                       "Write DIR/<kernel>.cc for every generated kernel, and DIR/summary.txt and summary.json");
+  compile->add_option("--shape", options->shape, kShapeFlagHelp);
   compile->add_option("--dump-dir", options->dump_dir,
                       "Write what every stage made into DIR: the IR after each pass (NN-<pass>.txt), the fusion plan "
                       "(plan.txt), the Kernel IR (kernels.ir.txt) and the generated source (kernels.cpp or kernels.cu)");

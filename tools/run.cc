@@ -25,6 +25,7 @@ constexpr const char* kCheckReference = "reference_before_passes";
 struct RunOptions {
   std::string model;
   std::string inputs_dir;
+  std::string shape;  // --shape: symbolic dims' values
   std::string dump_dir;
   std::string backend = "auto";
   std::string trace_file;
@@ -160,7 +161,12 @@ StatusOr<std::vector<DataSet>> LoadDataSets(const RunOptions& options, std::stri
 // the bound inputs then leave every data set.
 StatusOr<ImportedModel> ImportBindingIfNeeded(const RunOptions& options, std::vector<DataSet>& sets,
                                               RunReport& report) {
-  StatusOr<ImportedModel> plain = LoadModel(options.model);
+  // Symbolic dims: from --shape, else from the first data set's input shapes.
+  ImportOptions shapes;
+  ASSIGN_OR_RETURN(shapes.dims, ParseShapeFlag(options.shape));
+  if (!sets.empty())
+    for (const Tensor& t : sets.front().inputs) shapes.input_shapes.push_back(t.shape());
+  StatusOr<ImportedModel> plain = LoadModel(options.model, shapes);
   if (plain.ok() || plain.status().code() != StatusCode::kUnimplemented || sets.empty()) return plain;
   std::vector<NamedInputs> named;
   for (const DataSet& set : sets) {
@@ -169,6 +175,8 @@ StatusOr<ImportedModel> ImportBindingIfNeeded(const RunOptions& options, std::ve
     named.push_back({std::move(names).value(), set.inputs});
   }
   ImportOptions binding = BindIntegerInputs(named.front());
+  binding.dims = shapes.dims;
+  binding.input_shapes = shapes.input_shapes;
   StatusOr<ImportedModel> bound = plain;
   // Each round binds one more input that the last import named as needed; at most
   // every input once.
@@ -313,7 +321,9 @@ Status RunInto(const RunOptions& options, RunReport& report) {
   if (!loaded.ok()) {
     // A model that cannot be imported explains more than its data does (e.g. sequence
     // inputs, which the .pb reader takes for tensors).
-    RETURN_IF_ERROR(LoadModel(options.model).status());
+    ImportOptions shapes;
+    ASSIGN_OR_RETURN(shapes.dims, ParseShapeFlag(options.shape));
+    RETURN_IF_ERROR(LoadModel(options.model, shapes).status());
     return loaded.status();
   }
   std::vector<DataSet> sets = std::move(loaded).value();
@@ -392,6 +402,7 @@ void AddRunCommand(CLI::App& app, int& exit_code) {
   run->add_option("--rtol", options->rtol, "--check: the relative tolerance instead of the rule's");
   run->add_option("--atol", options->atol, "--check: the absolute tolerance instead of the rule's");
   run->add_flag("--json", options->json, "Print a machine-readable JSON report on stdout");
+  run->add_option("--shape", options->shape, kShapeFlagHelp);
   run->add_option("--dump-dir", options->dump_dir, "Write the IR after every pass into this folder");
   run->add_option("--backend", options->backend,
                   "cuda: generated kernels on the GPU; cpu: generated kernels on the host; reference: the f64\n"

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -50,6 +51,10 @@ struct ModelOptions {
   std::string gemm_form = "rule";
   int gemm_cluster = 0;
   std::string depthwise = "on";
+  // Values of the model's symbolic input dims (ONNX dim_param) by name, for FromFile and
+  // FromBytes: a model is compiled for one value of each (a dim not named here is refused,
+  // saying so).
+  std::map<std::string, int64_t> dims;
   bool poison_outputs = false;         // cuda: outputs filled with NaN bits before each run (checks)
   std::string cache_dir;               // kernel cache; empty: $TILEFUSE_CACHE_DIR or ~/.cache/tilefuse
   // Written here: the IR after every graph pass, then what each compile stage made (plan.txt,
@@ -353,6 +358,18 @@ struct CudaBuild {
   std::vector<OutputFile> sources;           // kernels.cu, the device library's headers, ptxas.txt
 };
 StatusOr<CudaBuild> BuildForCudaArch(const Graph& passed, const ModelOptions& options, const std::string& arch = "sm_90a");
+
+// A symbolic dim of a model input (ONNX dim_param): dim `dim` of the input `input`, the
+// `position`-th of the graph's inputs that are not initializers, named `name` (empty where
+// the dim has neither a value nor a name). ModelOptions::dims gives them values.
+struct InputDim {
+  std::string input;
+  int position = 0;
+  int dim = 0;
+  std::string name;
+};
+// The symbolic dims of MODEL's inputs, in order; empty where every input shape is static.
+StatusOr<std::vector<InputDim>> SymbolicDimsOf(const std::string& model_path);
 
 // A GPU as the benchmarks describe it (NotFound, with the driver's reason, where there is none).
 struct GpuInfo {

@@ -14,6 +14,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/vector.h>
 
 #include "bindings.h"
@@ -49,10 +50,13 @@ nb::list DescribeKernels(const std::vector<KernelSummary>& kernels) {
   return list;
 }
 
+using Dims = std::map<std::string, int64_t>;
+
 ModelOptions MakeOptions(const std::string& backend, bool tune, bool fuse, int device, bool strict,
-                         const std::string& precision = "highest") {
+                         const std::string& precision = "highest", const Dims& dims = {}) {
   ModelOptions options;
   options.precision = precision;
+  options.dims = dims;
   options.strict = strict;
   options.backend = backend;
   options.tune = tune;
@@ -62,22 +66,22 @@ ModelOptions MakeOptions(const std::string& backend, bool tune, bool fuse, int d
 }
 
 std::unique_ptr<CompiledModel> CompileModel(const std::string& path, const std::string& backend, bool tune, bool fuse, int device,
-                                            bool strict, const std::string& precision) {
+                                            bool strict, const std::string& precision, const Dims& dims) {
   StatusOr<std::unique_ptr<CompiledModel>> compiled = InvalidArgument("not compiled");
   {
     nb::gil_scoped_release release;  // the host compiler or NVRTC may take seconds
-    compiled = CompiledModel::FromFile(path, MakeOptions(backend, tune, fuse, device, strict, precision));
+    compiled = CompiledModel::FromFile(path, MakeOptions(backend, tune, fuse, device, strict, precision, dims));
   }
   return ValueOrThrow(std::move(compiled));
 }
 
 std::unique_ptr<CompiledModel> CompileModelBytes(const nb::bytes& model, const std::string& backend, bool tune, bool fuse,
-                                                 int device, bool strict, const std::string& precision) {
+                                                 int device, bool strict, const std::string& precision, const Dims& dims) {
   const std::string_view bytes(model.c_str(), model.size());
   StatusOr<std::unique_ptr<CompiledModel>> compiled = InvalidArgument("not compiled");
   {
     nb::gil_scoped_release release;
-    compiled = CompiledModel::FromBytes(bytes, MakeOptions(backend, tune, fuse, device, strict, precision));
+    compiled = CompiledModel::FromBytes(bytes, MakeOptions(backend, tune, fuse, device, strict, precision, dims));
   }
   return ValueOrThrow(std::move(compiled));
 }
@@ -200,9 +204,17 @@ NB_MODULE(_tilefuse, m) {
       .def_prop_ro("outputs", [](const CompiledModel& model) { return DescribeValues(model.outputs()); });
 
   m.def("compile", &CompileModel, nb::arg("path"), nb::arg("backend"), nb::arg("tune"), nb::arg("fuse"), nb::arg("device"),
-        nb::arg("strict") = false, nb::arg("precision") = "highest");
+        nb::arg("strict") = false, nb::arg("precision") = "highest", nb::arg("dims") = Dims{});
   m.def("compile_bytes", &CompileModelBytes, nb::arg("model"), nb::arg("backend"), nb::arg("tune"), nb::arg("fuse"),
-        nb::arg("device"), nb::arg("strict") = false, nb::arg("precision") = "highest");
+        nb::arg("device"), nb::arg("strict") = false, nb::arg("precision") = "highest", nb::arg("dims") = Dims{});
+  m.def(
+      "symbolic_dims",
+      [](const std::string& path) {
+        nb::list list;
+        for (const tilefuse::InputDim& d : ValueOrThrow(tilefuse::SymbolicDimsOf(path))) list.append(nb::make_tuple(d.input, d.position, d.dim, d.name));
+        return list;
+      },
+      nb::arg("path"), "The model's symbolic input dims: (input, position, dim, name) each");
   m.def("build_graph_for_cuda_arch", &BuildGraphForCudaArch, nb::arg("graph"), nb::arg("arch") = "sm_90a",
         nb::arg("fuse") = true, nb::arg("dump_dir") = "",
         "`tilefuse compile --backend cuda` of a built graph: its kernels through NVRTC for arch, no GPU needed");

@@ -173,3 +173,31 @@ through (float[4,8] x, float[4,8] y) => (float[4,8] x, float[4,8] sum) {
     # a view of a bigger array (a strided one is copied to contiguous first) gives the same
     wide = np.concatenate([x_before, y_before], axis=1)
     np.testing.assert_array_equal(model(wide[:, :8], wide[:, 8:])[1], x_before + y_before)
+
+
+SYMBOLIC_MODEL = """<ir_version: 8, opset_import: ["" : 17]>
+g (float[batch, seq, 8] x, float[batch, seq, 8] r) => (float[batch, seq, 8] y)
+{
+  s = Add (x, r)
+  y = Relu (s)
+}
+"""
+
+
+def test_symbolic_dims_are_given_by_name_or_taken_from_each_calls_inputs(tmp_path):
+    path = tmp_path / "symbolic.onnxtxt"
+    path.write_text(SYMBOLIC_MODEL)
+    fixed = tilefuse.compile(path, backend="cpu", dims={"batch": 2, "seq": 3})
+    assert [spec.shape for spec in fixed.inputs] == [(2, 3, 8), (2, 3, 8)]
+    with pytest.raises(tilefuse.Error, match="symbolic dim 1 \\('seq'\\): give its value"):
+        tilefuse.compile(path, backend="cpu", dims={"batch": 2})
+
+    model = tilefuse.compile(path, backend="cpu")
+    assert isinstance(model, tilefuse.SpecializingModel)
+    rng = np.random.default_rng(0)
+    for shape in [(2, 3, 8), (4, 1, 8), (2, 3, 8)]:
+        x, r = (rng.standard_normal(shape).astype(np.float32) for _ in range(2))
+        np.testing.assert_array_equal(model(x, r)[0], np.maximum(x + r, 0))
+    assert sorted(model.compiled) == [(("batch", 2), ("seq", 3)), (("batch", 4), ("seq", 1))]  # the repeat compiled nothing
+    with pytest.raises(tilefuse.Error, match="symbolic dim 'seq' is 3 by an earlier input and 4 by input 'r' dim 1"):
+        model(np.zeros((2, 3, 8), np.float32), np.zeros((2, 4, 8), np.float32))

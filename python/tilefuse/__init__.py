@@ -16,9 +16,9 @@ import sys
 
 from ._bench import bench
 from ._errors import Error
-from ._model import CompiledModel, Kernel, TensorSpec, compile
+from ._model import CompiledModel, Kernel, SpecializingModel, TensorSpec, compile
 
-__all__ = ["CompiledModel", "Error", "Kernel", "TensorSpec", "bench", "compile"]
+__all__ = ["CompiledModel", "Error", "Kernel", "SpecializingModel", "TensorSpec", "bench", "compile"]
 __version__ = "0.1.0"
 
 # torch.compile(backend="tilefuse") finds the backend through the package's entry point when

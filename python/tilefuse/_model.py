@@ -7,8 +7,9 @@ import logging
 import os
 import sys
 import warnings as _warnings
+from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -57,7 +58,8 @@ class Kernel:
 
 
 def compile(model: Any, backend: str = "auto", tune: bool = False, fuse: bool = True, device: int = 0,
-            strict: bool = False, precision: str = "highest") -> "CompiledModel":
+            strict: bool = False, precision: str = "highest",
+            dims: Optional[Dict[str, int]] = None) -> "CompiledModel":
     """Compiles an ONNX model with tilefuse.
 
     ``model`` is a path to an ``.onnx`` or ``.onnxtxt`` file or an ONNX backend-test
@@ -81,14 +83,27 @@ def compile(model: Any, backend: str = "auto", tune: bool = False, fuse: bool = 
     ``precision`` is f32 matmuls' on the GPU, as `tilefuse run --precision` and PyTorch's
     float32 matmul precision: ``highest`` (exact f32, the default) or ``high`` (TF32 tensor
     cores, through the GEMM template with its epilogue fused where it applies).
+
+    ``dims`` gives the model's symbolic input dims (ONNX ``dim_param``) their values, e.g.
+    ``{"batch": 8, "seq": 512}``, as `tilefuse run --shape`. A model file with symbolic dims
+    compiled without ``dims`` returns a :class:`SpecializingModel`: each call's input shapes
+    fix the dims, and each new set of values is compiled once (then cached) — a compile per
+    shape, not yet kernels sized at launch.
     """
+    dims = dict(dims or {})
     if isinstance(model, (str, os.PathLike)):
         path = os.fspath(model)
-        return _wrap(_tilefuse.compile(path, backend, tune, fuse, device, strict, precision), path)
+        if not dims and os.path.exists(path):
+            symbolic = _tilefuse.symbolic_dims(path)
+            if symbolic:
+                return SpecializingModel(path, symbolic, dict(backend=backend, tune=tune, fuse=fuse, device=device,
+                                                              strict=strict, precision=precision))
+        return _wrap(_tilefuse.compile(path, backend, tune, fuse, device, strict, precision, dims), path)
     if hasattr(model, "SerializeToString"):  # onnx.ModelProto, without importing onnx
         model = model.SerializeToString()
     if isinstance(model, (bytes, bytearray, memoryview)):
-        return _wrap(_tilefuse.compile_bytes(bytes(model), backend, tune, fuse, device, strict, precision), "<ModelProto>")
+        return _wrap(_tilefuse.compile_bytes(bytes(model), backend, tune, fuse, device, strict, precision, dims),
+                     "<ModelProto>")
     raise Error(f"model is a {type(model).__name__}: tilefuse.compile takes a path, an onnx.ModelProto or its bytes")
 
 
@@ -96,6 +111,65 @@ def compile_file(path: str, source: str, backend: str, tune: bool, fuse: bool, d
                  strict: bool = False) -> "CompiledModel":
     """compile() of a file, which the model's messages and repr call `source`."""
     return _wrap(_tilefuse.compile(path, backend, tune, fuse, device, strict), source)
+
+
+class SpecializingModel:
+    """A model file with symbolic input dims, compiled for the shapes it is called with.
+
+    Each call's input shapes give the symbolic dims their values (a dim named twice must agree);
+    the model compiled for those values is made on the first such call and kept (at most
+    ``max_compiled``, least recently used dropped), so calls with shapes seen before pay only
+    the run. ``compiled`` maps each kept set of values to its :class:`CompiledModel`.
+    """
+
+    max_compiled = 8
+
+    def __init__(self, path: str, symbolic: Sequence[Tuple[str, int, int, str]], options: Dict[str, Any]):
+        self.source = path
+        self.symbolic_dims = [(name, position, dim, input_name) for input_name, position, dim, name in symbolic]
+        self._options = options
+        self.compiled: "OrderedDict[Tuple[Tuple[str, int], ...], CompiledModel]" = OrderedDict()
+        unnamed = [f"input '{i}' dim {d}" for n, _, d, i in self.symbolic_dims if not n]
+        if unnamed:
+            raise Error(f"{path}: {', '.join(unnamed)} symbolic without a name: compile it with dims= for the others "
+                        "or give the model named dims")
+
+    def dims_of(self, inputs: Sequence[Any]) -> Dict[str, int]:
+        """The symbolic dims' values the inputs' shapes give."""
+        values: Dict[str, int] = {}
+        for name, position, dim, input_name in self.symbolic_dims:
+            if position >= len(inputs):
+                raise Error(f"{self.source}: {len(inputs)} inputs given; input '{input_name}' (number {position + 1}) "
+                            f"fixes the symbolic dim '{name}'")
+            shape = tuple(inputs[position].shape)
+            if dim >= len(shape):
+                raise Error(f"{self.source}: input '{input_name}' has shape {shape}, no dim {dim} for '{name}'")
+            if values.setdefault(name, int(shape[dim])) != shape[dim]:
+                raise Error(f"{self.source}: symbolic dim '{name}' is {values[name]} by an earlier input and "
+                            f"{shape[dim]} by input '{input_name}' dim {dim}")
+        return values
+
+    def specialize(self, dims: Dict[str, int]) -> "CompiledModel":
+        """The model compiled for these values of the symbolic dims (compiled now unless kept)."""
+        key = tuple(sorted(dims.items()))
+        model = self.compiled.get(key)
+        if model is None:
+            o = self._options
+            model = _wrap(_tilefuse.compile(self.source, o["backend"], o["tune"], o["fuse"], o["device"], o["strict"],
+                                            o["precision"], dict(dims)), self.source)
+            self.compiled[key] = model
+            if len(self.compiled) > self.max_compiled:
+                self.compiled.popitem(last=False)
+        else:
+            self.compiled.move_to_end(key)
+        return model
+
+    def __call__(self, *inputs: Any) -> List[Any]:
+        return self.specialize(self.dims_of(inputs))(*inputs)
+
+    def __repr__(self) -> str:
+        names = sorted({n for n, _, _, _ in self.symbolic_dims})
+        return f"SpecializingModel({self.source!r}, symbolic dims {names}, {len(self.compiled)} compiled)"
 
 
 def _wrap(graph: "_tilefuse.CompiledModel", source: str) -> "CompiledModel":

@@ -175,7 +175,9 @@ StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::FromGraph(Graph graph, c
 StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::FromFile(const std::string& path, const ModelOptions& options) {
   const Clock::time_point start = Clock::now();
   RETURN_IF_ERROR(CheckOptions(options));  // a wrong word costs no import
-  ASSIGN_OR_RETURN(ImportedModel imported, LoadModel(path));
+  ImportOptions shapes;
+  shapes.dims = options.dims;
+  ASSIGN_OR_RETURN(ImportedModel imported, LoadModel(path, shapes));
   ASSIGN_OR_RETURN(std::unique_ptr<CompiledModel> model, FromGraph(std::move(imported.graph), options));
   model->state_->compile_ms = MillisecondsSince(start);
   return model;

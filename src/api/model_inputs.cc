@@ -1,4 +1,5 @@
 #include "api/model_inputs.h"
+#include "tilefuse/tilefuse.h"
 
 #include <filesystem>
 #include <system_error>
@@ -9,10 +10,10 @@
 
 namespace tilefuse {
 
-StatusOr<ImportedModel> LoadModel(const std::string& path) {
+StatusOr<ImportedModel> LoadModel(const std::string& path, const ImportOptions& options) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return NotFound(fmt::format("model '{}' does not exist", path));
-  return ImportOnnx(path);
+  return ImportOnnx(path, options);
 }
 
 StatusOr<std::vector<Tensor>> MakeRandomInputs(const Graph& graph, uint64_t seed) {
@@ -31,6 +32,15 @@ StatusOr<std::vector<Tensor>> MakeRandomInputs(const Graph& graph, uint64_t seed
     inputs.push_back(Tensor::Random(parameter.dtype, parameter.shape, input_seed));
   }
   return inputs;
+}
+
+StatusOr<std::vector<InputDim>> SymbolicDimsOf(const std::string& model_path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(model_path, ec)) return NotFound(fmt::format("model '{}' does not exist", model_path));
+  ASSIGN_OR_RETURN(std::vector<SymbolicDim> dims, SymbolicInputDims(model_path));
+  std::vector<InputDim> out;
+  for (const SymbolicDim& d : dims) out.push_back({d.input, d.position, d.dim, d.name});
+  return out;
 }
 
 std::string DescribeTensorType(DType dtype, const Shape& shape) {

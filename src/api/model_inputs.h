@@ -15,8 +15,8 @@
 namespace tilefuse {
 
 // Imports MODEL (.onnx, .onnxtxt or a backend-test folder), with a clear error when the
-// path does not exist.
-StatusOr<ImportedModel> LoadModel(const std::string& path);
+// path does not exist; `options` gives symbolic dims their values (ImportOptions::dims).
+StatusOr<ImportedModel> LoadModel(const std::string& path, const ImportOptions& options = {});
 
 // One deterministic random tensor per graph input (Tensor::Random), the i-th drawn
 // with a seed derived from (seed, i) so that inputs differ from each other.

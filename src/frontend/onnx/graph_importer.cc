@@ -43,6 +43,7 @@ class GraphImporter {
  private:
   Status ImportInitializers(const onnx::GraphProto& graph);
   Status ImportInput(const onnx::ValueInfoProto& input);
+  StatusOr<int64_t> SymbolicDimValue(const std::string& label, const onnx::TensorShapeProto::Dimension& dim, int d, int position);
   Status BindInput(const onnx::ValueInfoProto& input, const Tensor& value);
   Status ImportNode(const onnx::NodeProto& node, int index);
   Status ImportOutput(const onnx::ValueInfoProto& output);
@@ -53,6 +54,9 @@ class GraphImporter {
   int64_t opset_;
   std::string base_dir_;
   const ImportOptions& options_;
+  int input_position_ = 0;                       // of the next input that is not an initializer
+  std::map<std::string, std::string> bound_by_;  // symbolic dim -> the input whose shape gave its value
+  std::map<std::string, int64_t> dim_values_;    // symbolic dims given or bound so far
   GraphBuilder builder_;
   ConstantTracker constants_;
   std::unordered_map<std::string, Value> values_;
@@ -86,6 +90,7 @@ Status GraphImporter::ImportInput(const onnx::ValueInfoProto& input) {
   if (values_.count(input.name())) return Status::Ok();
   std::string label = fmt::format("input '{}'", input.name());
   if (!input.type().has_tensor_type()) return Unimplemented(fmt::format("{} is not a tensor", label));
+  const int position = input_position_++;
   auto bound = options_.bound_inputs.find(input.name());
   if (bound != options_.bound_inputs.end()) return BindInput(input, bound->second);
   const auto& type = input.type().tensor_type();
@@ -94,15 +99,53 @@ Status GraphImporter::ImportInput(const onnx::ValueInfoProto& input) {
   Shape shape;
   for (int d = 0; d < type.shape().dim_size(); ++d) {
     const auto& dim = type.shape().dim(d);
-    if (!dim.has_dim_value() || dim.dim_value() < 0)
-      return InvalidArgument(fmt::format("{} has symbolic dim {} ('{}'); tilefuse needs static shapes", label, d,
-                                         dim.has_dim_param() ? dim.dim_param() : "?"));
-    shape.push_back(dim.dim_value());
+    if (dim.has_dim_value() && dim.dim_value() >= 0) {
+      shape.push_back(dim.dim_value());
+      continue;
+    }
+    ASSIGN_OR_RETURN(int64_t value, SymbolicDimValue(label, dim, d, position));
+    shape.push_back(value);
   }
   if (shape.size() > 8) return Unimplemented(fmt::format("{} has rank {} (above 8)", label, shape.size()));
   RETURN_IF_ERROR(CheckShapeSize(shape, kMaxValueElements, label));
   builder_.SetLocation(label, input.name());
   return Define(input.name(), builder_.Parameter(input.name(), dtype, shape));
+}
+
+// A symbolic dim's value: given by name, else from the shape of the input the run is given
+// (which then binds the name for every later input). A model is compiled for one value of
+// each symbol.
+StatusOr<int64_t> GraphImporter::SymbolicDimValue(const std::string& label, const onnx::TensorShapeProto::Dimension& dim, int d,
+                                                  int position) {
+  const std::string name = dim.has_dim_param() ? dim.dim_param() : "";
+  auto known = name.empty() ? dim_values_.end() : dim_values_.find(name);
+  if (known == dim_values_.end() && !name.empty()) {
+    if (auto given = options_.dims.find(name); given != options_.dims.end()) {
+      if (given->second < 0) return InvalidArgument(fmt::format("symbolic dim '{}' is given the value {}", name, given->second));
+      known = dim_values_.emplace(name, given->second).first;
+    }
+  }
+  const bool shaped = position < static_cast<int>(options_.input_shapes.size()) &&
+                      d < static_cast<int>(options_.input_shapes[position].size());
+  if (known != dim_values_.end()) {
+    if (shaped && options_.input_shapes[position][d] != known->second)
+      return InvalidArgument(fmt::format("{} is given with dim {} ('{}') = {}, but '{}' is {} ({})", label, d, name,
+                                         options_.input_shapes[position][d], name, known->second,
+                                         bound_by_.count(name) ? "from " + bound_by_[name] + "'s shape" : "as given"));
+    return known->second;
+  }
+  if (shaped) {
+    const int64_t value = options_.input_shapes[position][d];
+    if (!name.empty()) {
+      dim_values_[name] = value;
+      bound_by_[name] = label;
+    }
+    return value;
+  }
+  const std::string shown = name.empty() ? "NAME" : name;
+  return InvalidArgument(fmt::format("{} has symbolic dim {} ('{}'): give its value (--shape {}=N; dims={{'{}': N}} in Python) or inputs "
+                                     "that fix it",
+                                     label, d, name.empty() ? "?" : name, shown, shown));
 }
 
 Status GraphImporter::BindInput(const onnx::ValueInfoProto& input, const Tensor& value) {

@@ -30,7 +30,27 @@ struct ImportOptions {
   // inputs; binding them lets such models import with static shapes. A bound value
   // must have the input's declared dtype and static dims.
   std::map<std::string, Tensor> bound_inputs;
+  // Values of symbolic dims (ONNX dim_param) by name: a model input declared [batch, seq, 768]
+  // imports as [8, 512, 768] with {batch: 8, seq: 512} (`--shape batch=8,seq=512`).
+  std::map<std::string, int64_t> dims;
+  // The shapes of the inputs a run will be given, in the order of the graph's inputs (those
+  // that are not initializers): symbolic dims not in `dims` take their values from them, each
+  // symbol the same everywhere it appears. Empty: none given.
+  std::vector<Shape> input_shapes;
 };
+
+// A symbolic dim of a model input: dim `dim` of input `input` is named `name` (ONNX
+// dim_param; empty where it has neither a value nor a name).
+struct SymbolicDim {
+  std::string input;
+  int position = 0;  // among the graph's inputs that are not initializers
+  int dim = 0;
+  std::string name;
+};
+
+// The symbolic dims of MODEL's inputs, in order (empty: every input shape is static).
+StatusOr<std::vector<SymbolicDim>> SymbolicInputDims(const std::string& path);
+
 
 // MODEL may be a .onnx file, a .onnxtxt file, or a backend-test folder (model.onnx).
 StatusOr<ImportedModel> ImportOnnx(const std::string& path, const ImportOptions& options = {});

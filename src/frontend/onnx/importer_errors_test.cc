@@ -121,6 +121,38 @@ TEST(OnnxImporterErrorsTest, SymbolicInputDimNamesInputAndDim) {
   EXPECT_TRUE(Contains(error, "input 'x' has symbolic dim 0 ('batch')")) << error;
 }
 
+// Symbolic dims take the values given by name, else the shapes of the inputs given (the first
+// input to show a symbol binds it for the rest); a disagreement names both.
+TEST(OnnxImporterErrorsTest, SymbolicDimsTakeGivenValuesOrTheInputsShapes) {
+  const std::string text = WithOpset(17, R"(
+    g (float[batch, seq] x, float[batch, 4] w) => (float[batch, seq] y) { y = Relu(x) })");
+  ImportOptions by_name;
+  by_name.dims = {{"batch", 3}, {"seq", 5}};
+  StatusOr<ImportedModel> named = ImportOnnxText(text, by_name);
+  ASSERT_TRUE(named.ok()) << named.status().ToString();
+  EXPECT_EQ(named->graph.node(named->graph.inputs()[0]).shape, (Shape{3, 5}));
+  EXPECT_EQ(named->graph.node(named->graph.inputs()[1]).shape, (Shape{3, 4}));
+
+  ImportOptions by_inputs;
+  by_inputs.input_shapes = {{2, 7}, {2, 4}};
+  StatusOr<ImportedModel> shaped = ImportOnnxText(text, by_inputs);
+  ASSERT_TRUE(shaped.ok()) << shaped.status().ToString();
+  EXPECT_EQ(shaped->graph.node(shaped->graph.inputs()[0]).shape, (Shape{2, 7}));
+
+  by_inputs.input_shapes = {{2, 7}, {6, 4}};
+  StatusOr<ImportedModel> clash = ImportOnnxText(text, by_inputs);
+  ASSERT_FALSE(clash.ok());
+  EXPECT_TRUE(Contains(clash.status().message(), "input 'w' is given with dim 0 ('batch') = 6, but 'batch' is 2 (from input 'x''s shape)"))
+      << clash.status().ToString();
+
+  ImportOptions partly;
+  partly.dims = {{"batch", 3}};
+  StatusOr<ImportedModel> missing = ImportOnnxText(text, partly);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_TRUE(Contains(missing.status().message(), "input 'x' has symbolic dim 1 ('seq'): give its value (--shape seq=N"))
+      << missing.status().ToString();
+}
+
 TEST(OnnxImporterErrorsTest, UnsupportedInputDTypeNamesTheInput) {
   std::string error = ImportError(WithOpset(17, R"(
     g (uint16[3] x) => (uint16[3] y) { y = Identity(x) })"));

@@ -6,6 +6,7 @@
 
 #include <climits>
 #include <filesystem>
+#include <set>
 
 #include "support/file_util.h"
 #include "frontend/onnx/graph_importer.h"
@@ -80,6 +81,33 @@ StatusOr<ImportedModel> ImportOnnx(const std::string& path, const ImportOptions&
 
 StatusOr<ImportedModel> ImportOnnxText(const std::string& text, const ImportOptions& options) {
   return ImportParsed(ParseTextModel(text, "ONNX text"), "", "", options);
+}
+
+
+
+StatusOr<std::vector<SymbolicDim>> SymbolicInputDims(const std::string& path) {
+  std::error_code ec;
+  std::string file = path;
+  if (fs::is_directory(path, ec)) file = (fs::path(path) / "model.onnx").string();
+  ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(file));
+  StatusOr<onnx::ModelProto> model = EndsWith(file, ".onnxtxt") || EndsWith(file, ".txt")
+                                         ? ParseTextModel(bytes, fmt::format("'{}'", file))
+                                         : ParseBinaryModel(bytes, file);
+  if (!model.ok()) return model.status();
+  std::set<std::string> initializers;
+  for (const auto& init : model->graph().initializer()) initializers.insert(init.name());
+  std::vector<SymbolicDim> dims;
+  int position = 0;
+  for (const auto& input : model->graph().input()) {
+    if (initializers.count(input.name())) continue;
+    const int here = position++;
+    if (!input.type().has_tensor_type() || !input.type().tensor_type().has_shape()) continue;
+    const auto& shape = input.type().tensor_type().shape();
+    for (int d = 0; d < shape.dim_size(); ++d)
+      if (!shape.dim(d).has_dim_value() || shape.dim(d).dim_value() < 0)
+        dims.push_back({input.name(), here, d, shape.dim(d).has_dim_param() ? shape.dim(d).dim_param() : ""});
+  }
+  return dims;
 }
 
 }  // namespace tilefuse

@@ -1,0 +1,92 @@
+// Models whose inputs have symbolic dims (ONNX dim_param), as exporters write them for
+// deployment: `tilefuse run` and `compile` take the dims' values from --shape or from the
+// inputs given, and refuse (exit 2) with the dim's name and how to give it otherwise.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "e2e/cli_test_util.h"
+#include "frontend/onnx/importer.h"
+
+namespace tilefuse {
+namespace {
+
+using testing_cli::CommandResult;
+using testing_cli::Quote;
+using testing_cli::RunTilefuse;
+using testing_cli::ScratchDir;
+
+// A residual block over [batch, seq, 8]: both inputs share both symbols.
+constexpr const char* kModel = R"ONNX(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[batch, seq, 8] x, float[batch, seq, 8] r) => (float[batch, seq, 8] y)
+{
+  s = Add (x, r)
+  y = Relu (s)
+}
+)ONNX";
+
+std::string WriteModel(const ScratchDir& dir) {
+  const std::string path = dir / "model.onnx";
+  testing_cli::WriteBinaryModel(testing_cli::ParseOnnxText(kModel), path);
+  return path;
+}
+
+void WriteInputs(const std::string& folder, const Shape& x, const Shape& r) {
+  std::filesystem::create_directories(folder);
+  ASSERT_TRUE(SaveTensorProtoFile(Tensor::Random(DType::kF32, x, 1), "x", folder + "/input_0.pb").ok());
+  ASSERT_TRUE(SaveTensorProtoFile(Tensor::Random(DType::kF32, r, 2), "r", folder + "/input_1.pb").ok());
+}
+
+TEST(CliSymbolicDims, WithoutValuesTheRunNamesTheDimAndHowToGiveIt) {
+  ScratchDir dir;
+  CommandResult r = RunTilefuse("run " + Quote(WriteModel(dir)) + " --backend cpu");
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("input 'x' has symbolic dim 0 ('batch'): give its value (--shape batch=N"), std::string::npos) << r.err;
+}
+
+TEST(CliSymbolicDims, ShapeGivesTheValuesAndTheRunChecks) {
+  ScratchDir dir;
+  const std::string model = WriteModel(dir);
+  for (const char* shape : {"batch=2,seq=5", "batch=3,seq=1"}) {
+    SCOPED_TRACE(shape);
+    CommandResult r = RunTilefuse("run " + Quote(model) + " --backend cpu --check --shape " + shape);
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    const std::string seq = std::string(shape).substr(std::string(shape).find("seq=") + 4);
+    const std::string batch = std::string(shape).substr(6, std::string(shape).find(',') - 6);
+    EXPECT_NE(r.out.find("f32[" + batch + "," + seq + ",8]"), std::string::npos) << r.out;
+  }
+  CommandResult compiled = RunTilefuse("compile " + Quote(model) + " --shape batch=4,seq=16");
+  EXPECT_EQ(compiled.exit_code, 0) << compiled.out << compiled.err;
+}
+
+TEST(CliSymbolicDims, TheInputsGivenFixTheDims) {
+  ScratchDir dir;
+  const std::string model = WriteModel(dir);
+  WriteInputs(dir / "in", {3, 7, 8}, {3, 7, 8});
+  CommandResult r = RunTilefuse("run " + Quote(model) + " --backend cpu --check --inputs " + Quote(dir / "in"));
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("f32[3,7,8]"), std::string::npos) << r.out;
+  // Inputs that disagree on a symbol, or with --shape, are refused naming both.
+  WriteInputs(dir / "bad", {3, 7, 8}, {3, 6, 8});
+  CommandResult bad = RunTilefuse("run " + Quote(model) + " --backend cpu --inputs " + Quote(dir / "bad"));
+  EXPECT_EQ(bad.exit_code, 2) << bad.out << bad.err;
+  EXPECT_NE(bad.err.find("input 'r' is given with dim 1 ('seq') = 6, but 'seq' is 7 (from input 'x''s shape)"), std::string::npos)
+      << bad.err;
+  CommandResult against = RunTilefuse("run " + Quote(model) + " --backend cpu --shape batch=2 --inputs " + Quote(dir / "in"));
+  EXPECT_EQ(against.exit_code, 2) << against.out << against.err;
+  EXPECT_NE(against.err.find("dim 0 ('batch') = 3, but 'batch' is 2 (as given)"), std::string::npos) << against.err;
+}
+
+TEST(CliSymbolicDims, AMalformedShapeFlagIsABadInput) {
+  ScratchDir dir;
+  const std::string model = WriteModel(dir);
+  for (const char* flag : {"batch", "batch=x", "batch=-1", "batch=2,batch=3", "=4"}) {
+    CommandResult r = RunTilefuse("run " + Quote(model) + " --backend cpu --shape " + Quote(flag));
+    EXPECT_EQ(r.exit_code, 2) << flag << r.out << r.err;
+    EXPECT_NE(r.err.find("--shape"), std::string::npos) << flag << ": " << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace tilefuse

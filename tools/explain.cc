@@ -21,6 +21,7 @@ struct ExplainCommandOptions {
   bool json = false;
   bool no_fusion = false;
   bool measured = false;
+  std::string precision = "highest";
 };
 
 // Renders DOT to SVG with Graphviz, through a temporary file renamed into place.
@@ -47,6 +48,7 @@ Status Explain(const ExplainCommandOptions& options) {
   explain.cost_model = options.device;
   explain.fuse = !options.no_fusion;
   explain.measured = options.measured;
+  explain.precision = options.precision;
   for (const std::string& name : options.disabled) {
     if (!IsFusionGroupKind(name))
       return InvalidArgument(fmt::format("--disable-fusion: unknown group kind '{}' (pointwise, row_reduction, "
@@ -74,6 +76,11 @@ void AddExplainCommand(CLI::App& app, int& exit_code) {
   explain->add_flag("--json", options->json, "Print the plan as JSON instead of text");
   explain->add_option("--dot", options->dot_file, "Also write the graph, one cluster per group, as Graphviz DOT");
   explain->add_option("--svg", options->svg_file, "Also render the graph to SVG (needs Graphviz `dot`)");
+  explain->add_option("--precision", options->precision,
+                      "The GPU's f32 products as `run --precision` computes them: highest (exact f32: cuBLASLt, the "
+                      "epilogue apart where cuBLASLt does not fuse it) or high (TF32: the GEMM template fusing it)")
+      ->check(CLI::IsMember({"highest", "high"}))
+      ->capture_default_str();
   explain->add_option("--device", options->device, "Cost model device: h100-sxm, h200 or cpu")
       ->capture_default_str();
   explain->add_flag("--measured", options->measured,

@@ -296,6 +296,9 @@ struct ExplainOptions {
   // explain the plan after the fallback rule with the measured decisions: the cost model's
   // predictions checked by the machine.
   bool measured = false;
+  // The GPU's f32 products as `run --precision` computes them: highest (cuBLASLt, the epilogue
+  // apart where cuBLASLt does not fuse it) or high (TF32, the GEMM template fusing it).
+  std::string precision = "highest";
 };
 struct PlanExplanation {
   std::string text;  // as `explain` prints it (the measured decisions after the plan)

@@ -235,7 +235,7 @@ StatusOr<std::string> CompiledModel::Explain(ExplainFormat format, const std::st
   PlannerOptions planner;
   planner.device = cost_model;
   planner.fuse = state_->options.fuse;
-  ASSIGN_OR_RETURN(FusionPlan plan, PlanForDevice(state_->passed, planner));
+  ASSIGN_OR_RETURN(FusionPlan plan, PlanForDevice(state_->passed, planner, state_->options.precision == "high"));
   switch (format) {
     case ExplainFormat::kJson: return ExplainJson(state_->passed, plan).dump(2);
     case ExplainFormat::kDot: return ExplainDot(state_->passed, plan);

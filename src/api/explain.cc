@@ -69,11 +69,14 @@ StatusOr<PlanExplanation> ExplainModel(const std::string& path, const ExplainOpt
     planner.disabled_kinds.insert(kind);
   }
   RETURN_IF_ERROR(CheckCostModel(options.cost_model));
+  if (options.precision != "highest" && options.precision != "high")
+    return InvalidArgument(fmt::format("precision '{}' is not one of highest, high", options.precision));
+  const bool tf32 = options.precision == "high";
   ASSIGN_OR_RETURN(ImportedModel imported, LoadModel(path));
   ASSIGN_OR_RETURN(Graph graph, RunGraphPasses(std::move(imported.graph),
-                                               options.cost_model == "cpu" ? CpuPassOptions() : CudaPassOptions()));
+                                               options.cost_model == "cpu" ? CpuPassOptions() : CudaPassOptions(tf32)));
   // The costs of the kernels the device's backend would run (its gemm epilogues fused or not).
-  ASSIGN_OR_RETURN(FusionPlan plan, PlanForDevice(graph, planner));
+  ASSIGN_OR_RETURN(FusionPlan plan, PlanForDevice(graph, planner, tf32));
   std::string measured_text;
   nlohmann::json measured;
   if (options.measured) RETURN_IF_ERROR(MeasurePlan(graph, planner, plan, measured_text, measured));

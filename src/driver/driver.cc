@@ -133,9 +133,11 @@ std::vector<std::unique_ptr<Typed>> Downcast(std::vector<std::unique_ptr<Executa
 
 }  // namespace
 
-StatusOr<FusionPlan> PlanForDevice(const Graph& graph, PlannerOptions options) {
+StatusOr<FusionPlan> PlanForDevice(const Graph& graph, PlannerOptions options, bool tf32) {
   const CpuCapabilities cpu;
-  const CudaCapabilities cuda{CudaTarget{}};
+  CudaTarget target;
+  target.tf32 = tf32;
+  const CudaCapabilities cuda{target};
   options.target = options.device == "cpu" ? static_cast<const TargetCapabilities*>(&cpu) : &cuda;
   if (options.device == "cpu") {
     ASSIGN_OR_RETURN(PlannedGraph planned, PlanFusionForCpu(graph, options));

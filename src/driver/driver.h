@@ -50,7 +50,7 @@ StatusOr<std::unique_ptr<Executable>> CompileGraph(Backend& backend, const Graph
 // flash kernel refuses planned as its parts, PlanFusionForCpu), or the CUDA backend's for
 // sm_90a with its default options (attention is not re-planned: explain shows the planner's
 // attention groups).
-StatusOr<FusionPlan> PlanForDevice(const Graph& graph, PlannerOptions options);
+StatusOr<FusionPlan> PlanForDevice(const Graph& graph, PlannerOptions options, bool tf32 = false);
 
 // The same driver with the backend made from its options, typed for callers that use what
 // only that backend's executable has (the tuners, the Python package's device runs).

@@ -45,6 +45,26 @@ g (bfloat16[256,512] x, bfloat16[512,1024] w, bfloat16[1024] b) => (bfloat16[256
   EXPECT_NE(cpu.out.find("BLAS writes the product"), std::string::npos) << cpu.out;
 }
 
+// An f32 linear layer with a constant weight and a residual: exact f32 keeps the residual a
+// kernel of its own (cuBLASLt fuses no residual), TF32 fuses it into the GEMM template.
+TEST(CliExplainTest, PrecisionHighFusesAnF32Epilogue) {
+  testing_cli::ScratchDir dir;
+  testing_cli::WriteFile(dir / "f32.onnxtxt", R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[256,8] x, float[256,8] r) => (float[256,8] y) {
+  w = Constant <value = float[8,8] {-0.75, -0.5, -0.25, 0.0, 0.25, 0.5, 0.75, -0.75, -0.5, -0.25, 0.0, 0.25, 0.5, 0.75, -0.75, -0.5, -0.25, 0.0, 0.25, 0.5, 0.75, -0.75, -0.5, -0.25, 0.0, 0.25, 0.5, 0.75, -0.75, -0.5, -0.25, 0.0, 0.25, 0.5, 0.75, -0.75, -0.5, -0.25, 0.0, 0.25, 0.5, 0.75, -0.75, -0.5, -0.25, 0.0, 0.25, 0.5, 0.75, -0.75, -0.5, -0.25, 0.0, 0.25, 0.5, 0.75, -0.75, -0.5, -0.25, 0.0, 0.25, 0.5, 0.75, -0.75}> ()
+  p = MatMul (x, w)
+  y = Add (p, r)
+})");
+  auto exact = RunTilefuse("explain " + Quote(dir / "f32.onnxtxt") + " --json");
+  ASSERT_EQ(exact.exit_code, 0) << exact.err;
+  EXPECT_EQ(nlohmann::json::parse(exact.out)["fused_kernels"], 2) << exact.out;
+  auto tf32 = RunTilefuse("explain " + Quote(dir / "f32.onnxtxt") + " --json --precision high");
+  ASSERT_EQ(tf32.exit_code, 0) << tf32.err;
+  EXPECT_EQ(nlohmann::json::parse(tf32.out)["fused_kernels"], 1) << tf32.out;
+  auto wrong = RunTilefuse("explain " + Quote(dir / "f32.onnxtxt") + " --precision tf32");
+  EXPECT_EQ(wrong.exit_code, 2) << wrong.out;
+}
+
 TEST(CliExplainTest, NoFusionAndDisabledKinds) {
   auto unfused = RunTilefuse("explain " + Example("mlp_block.onnxtxt") + " --json --no-fusion");
   ASSERT_EQ(unfused.exit_code, 0) << unfused.err;

@@ -111,7 +111,9 @@ void PrintText(const nlohmann::json& j) {
 
 Status BenchCpu(const BenchOptions& options) {
   double load_before = LoadAverage();
-  ASSIGN_OR_RETURN(ImportedModel imported, LoadModel(options.model));
+  ImportOptions shapes;
+  ASSIGN_OR_RETURN(shapes.dims, ParseShapeFlag(options.shape));
+  ASSIGN_OR_RETURN(ImportedModel imported, LoadModel(options.model, shapes));
   ASSIGN_OR_RETURN(Graph passed, CompiledModel::RunPasses(imported.graph, CpuModelOptions(true, false, "")));
   ASSIGN_OR_RETURN(std::vector<Tensor> inputs, MakeRandomInputs(passed, options.seed));
   // Groups on the reference interpreter: warned of (or, with --strict, refused) before any timing.
@@ -162,6 +164,7 @@ void AddBenchCommand(CLI::App& app, int& exit_code) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   bench->add_option("--seed", options->seed, "Seed of the random inputs")->capture_default_str();
+  bench->add_option("--shape", options->shape, kShapeFlagHelp);
   bench->add_flag("--json", options->json, "Print the results as JSON");
   bench->add_flag("--strict", options->strict,
                   "A group that would run on the reference interpreter (cpu) or on the host (cuda), no generated\n"

@@ -19,6 +19,7 @@ struct BenchOptions {
   int warmup = 3;
   int copy_mib = 256;  // cpu: bigger than any last-level cache
   uint64_t seed = 0;
+  std::string shape;  // --shape: symbolic dims' values
   bool json = false;
   bool tune = false;  // the fused kernels tuned first
   bool strict = false;  // a group on the reference interpreter is an error, not a warning

@@ -19,12 +19,15 @@ namespace {
 struct PrintOptions {
   std::string model;
   std::string dump_dir;
+  std::string shape;  // --shape: symbolic dims' values
   bool passes = false;
   bool keep_composites = false;
 };
 
 Status PrintModel(const PrintOptions& options) {
-  ASSIGN_OR_RETURN(ImportedModel imported, LoadModel(options.model));
+  ImportOptions shapes;
+  ASSIGN_OR_RETURN(shapes.dims, ParseShapeFlag(options.shape));
+  ASSIGN_OR_RETURN(ImportedModel imported, LoadModel(options.model, shapes));
   if (!options.passes) {
     fmt::print("# {} as imported (opset {}, {} ONNX nodes)\n{}", options.model, imported.info.opset,
                imported.info.num_onnx_nodes, PrintGraph(imported.graph));
@@ -54,6 +57,7 @@ void AddPrintCommand(CLI::App& app, int& exit_code) {
   print->add_flag("--keep-composites", options->keep_composites,
                   "With --passes: do not decompose composite ops (softmax, layer_norm, gelu)")
       ->needs(passes);
+  print->add_option("--shape", options->shape, kShapeFlagHelp);
   print->add_option("--dump-dir", options->dump_dir, "With --passes: write the IR after every pass here")
       ->needs(passes);
   print->footer(

@@ -78,6 +78,21 @@ TEST(CliSymbolicDims, TheInputsGivenFixTheDims) {
   EXPECT_NE(against.err.find("dim 0 ('batch') = 3, but 'batch' is 2 (as given)"), std::string::npos) << against.err;
 }
 
+// A transformers BERT exported with symbolic batch and sequence dims (tests/models, the legacy
+// exporter's dynamic_axes): its data set's shape, and two more given by --shape, each checked
+// against the reference with no group on the reference interpreter.
+TEST(CliSymbolicDims, AnExportedBertRunsAtThreeShapes) {
+  const std::string folder = std::string(TILEFUSE_SOURCE_DIR) + "/tests/models/bert_tiny_dynamic";
+  CommandResult data = RunTilefuse("run " + Quote(folder) + " --backend cpu --check --strict");
+  EXPECT_EQ(data.exit_code, 0) << data.out << data.err;
+  EXPECT_NE(data.out.find("f32[2,24,64]"), std::string::npos) << data.out;
+  for (const char* shape : {"batch=1,sequence=7", "batch=3,sequence=40"}) {
+    CommandResult r = RunTilefuse("run " + Quote(folder + "/model.onnx") + " --backend cpu --check --strict --shape " + shape);
+    EXPECT_EQ(r.exit_code, 0) << shape << r.out << r.err;
+    EXPECT_NE(r.out.find("result: PASS"), std::string::npos) << shape << r.out;
+  }
+}
+
 TEST(CliSymbolicDims, AMalformedShapeFlagIsABadInput) {
   ScratchDir dir;
   const std::string model = WriteModel(dir);

@@ -250,13 +250,16 @@ def export_legacy_unpacked(name, model, inputs, input_names, out_dir):
     finish(name, folder, path, inputs, input_names)
 
 
-def export(name, model, inputs, input_names, out_dir, dynamo=False):
+def export(name, model, inputs, input_names, out_dir, dynamo=False, dynamic_axes=None):
     """dynamo=False: the legacy (TorchScript) exporter, falling back to the dynamo one if it
-    fails; dynamo=True: only the torch.export-based exporter."""
+    fails; dynamo=True: only the torch.export-based exporter. dynamic_axes (legacy exporter):
+    symbolic dims, as a deployment export writes them."""
     folder = os.path.join(out_dir, name)
     os.makedirs(os.path.join(folder, "test_data_set_0"), exist_ok=True)
     path = os.path.join(folder, "model.onnx")
     kwargs = dict(input_names=input_names, output_names=["output"])
+    if dynamic_axes:
+        kwargs["dynamic_axes"] = dynamic_axes
     with torch.no_grad():
         if dynamo:
             torch.onnx.export(model, inputs, path, opset_version=DYNAMO_OPSET, dynamo=True, external_data=False,
@@ -351,6 +354,7 @@ def main():
             print(f"{name}: FAILED {type(e).__name__}: {e}", flush=True)
     export_decoders_legacy(out_dir, ids)
     export_dynamo_only(out_dir)
+    export_dynamic(out_dir)
     for i, (name, make, inputs, input_names) in enumerate(zoo()):
         torch.manual_seed(i)  # each zoo model's weights independent of the others
         model = make()
@@ -360,6 +364,20 @@ def main():
             except Exception as e:
                 print(f"{name + suffix}: FAILED {type(e).__name__}: {str(e)[:2000]}", flush=True)
 
+
+
+def export_dynamic(out_dir):
+    """Models exported with symbolic batch and sequence dims (transformers' deployment exports
+    have them): bert_tiny's weights and the legacy exporter, its data set at batch 2 and 24
+    tokens, so the dims come from the inputs given (a different shape than bert_tiny's)."""
+    torch.manual_seed(0)  # bert_tiny's seed in zoo()
+    g = torch.Generator().manual_seed(5)
+    ids = torch.randint(0, 128, (2, 24), dtype=torch.int64, generator=g)
+    mask = torch.ones(2, 24, dtype=torch.int64)
+    mask[1, 20:] = 0
+    axes = {"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "sequence"},
+            "output": {0: "batch", 1: "sequence"}}
+    export("bert_tiny_dynamic", bert(), (ids, mask), ["input_ids", "attention_mask"], out_dir, dynamic_axes=axes)
 
 
 def export_decoders_legacy(out_dir, ids):
@@ -380,6 +398,8 @@ def export_only(out_dir, names):
             if name in names:
                 export_legacy_unpacked(name, make(), (ids,), ["input_ids"], out_dir)
     export_dynamo_only(out_dir, names)
+    if "bert_tiny_dynamic" in names:
+        export_dynamic(out_dir)
     for i, (name, make, inputs, input_names) in enumerate(zoo()):
         wanted = [(suffix, dynamo) for suffix, dynamo in (("", False), ("_dynamo", True)) if name + suffix in names]
         if not wanted:

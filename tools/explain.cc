@@ -22,6 +22,7 @@ struct ExplainCommandOptions {
   bool no_fusion = false;
   bool measured = false;
   std::string precision = "highest";
+  std::string shape;  // --shape: symbolic dims' values
 };
 
 // Renders DOT to SVG with Graphviz, through a temporary file renamed into place.
@@ -49,6 +50,7 @@ Status Explain(const ExplainCommandOptions& options) {
   explain.fuse = !options.no_fusion;
   explain.measured = options.measured;
   explain.precision = options.precision;
+  ASSIGN_OR_RETURN(explain.dims, ParseShapeFlag(options.shape));
   for (const std::string& name : options.disabled) {
     if (!IsFusionGroupKind(name))
       return InvalidArgument(fmt::format("--disable-fusion: unknown group kind '{}' (pointwise, row_reduction, "
@@ -81,6 +83,7 @@ void AddExplainCommand(CLI::App& app, int& exit_code) {
                       "epilogue apart where cuBLASLt does not fuse it) or high (TF32: the GEMM template fusing it)")
       ->check(CLI::IsMember({"highest", "high"}))
       ->capture_default_str();
+  explain->add_option("--shape", options->shape, kShapeFlagHelp);
   explain->add_option("--device", options->device, "Cost model device: h100-sxm, h200 or cpu")
       ->capture_default_str();
   explain->add_flag("--measured", options->measured,

@@ -18,6 +18,7 @@ struct TuneCommandOptions {
   double budget_s = 0;
   bool json = false;
   bool no_fallback = false;
+  std::string shape;  // --shape: symbolic dims' values
 };
 
 // A one-line progress bar on stderr when it is a terminal; nothing otherwise.
@@ -36,6 +37,7 @@ Status TuneModel(const TuneCommandOptions& options) {
   tuning.backend = options.backend;
   tuning.budget_s = options.budget_s;
   tuning.fallback = !options.no_fallback;
+  ASSIGN_OR_RETURN(tuning.dims, ParseShapeFlag(options.shape));
   if (!options.json) tuning.progress = ProgressBar();
   ASSIGN_OR_RETURN(TuningReport report, Tune(options.model, tuning));
   if (!report.note.empty()) fmt::print(stderr, "tilefuse: note: no GPU ({}); tuned the cpu backend\n", report.note);
@@ -66,6 +68,7 @@ void AddTuneCommand(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"auto", "cuda", "cpu"}))
       ->capture_default_str();
   tune->add_option("--budget", options->budget_s, "Seconds of measuring at most (default: 30 per kernel)");
+  tune->add_option("--shape", options->shape, kShapeFlagHelp);
   tune->add_flag("--json", options->json, "Print the report as JSON (\"measurements\": how many configs were timed)");
   tune->add_flag("--no-fallback", options->no_fallback, "Keep every fused group even when its ops measure faster unfused");
   tune->footer(

@@ -299,6 +299,7 @@ struct ExplainOptions {
   // The GPU's f32 products as `run --precision` computes them: highest (cuBLASLt, the epilogue
   // apart where cuBLASLt does not fuse it) or high (TF32, the GEMM template fusing it).
   std::string precision = "highest";
+  std::map<std::string, int64_t> dims;  // the model's symbolic input dims (ModelOptions::dims)
 };
 struct PlanExplanation {
   std::string text;  // as `explain` prints it (the measured decisions after the plan)
@@ -318,6 +319,7 @@ struct TuningOptions {
   int device = 0;                // the GPU, CUDA's numbering
   double budget_s = 0;           // seconds of measuring at most; 0: 30 per kernel
   bool fallback = true;          // replace a fused group measured > 10% slower than its ops unfused
+  std::map<std::string, int64_t> dims;  // the model's symbolic input dims (ModelOptions::dims)
   // Before each kernel is tuned (done, total, its name): a progress bar. May be empty.
   std::function<void(int, int, const std::string&)> progress;
 };

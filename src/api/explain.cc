@@ -72,7 +72,7 @@ StatusOr<PlanExplanation> ExplainModel(const std::string& path, const ExplainOpt
   if (options.precision != "highest" && options.precision != "high")
     return InvalidArgument(fmt::format("precision '{}' is not one of highest, high", options.precision));
   const bool tf32 = options.precision == "high";
-  ASSIGN_OR_RETURN(ImportedModel imported, LoadModel(path));
+  ASSIGN_OR_RETURN(ImportedModel imported, LoadModel(path, ImportOptions{.dims = options.dims}));
   ASSIGN_OR_RETURN(Graph graph, RunGraphPasses(std::move(imported.graph),
                                                options.cost_model == "cpu" ? CpuPassOptions() : CudaPassOptions(tf32)));
   // The costs of the kernels the device's backend would run (its gemm epilogues fused or not).

@@ -47,7 +47,7 @@ StatusOr<TuningReport> Tune(const std::string& path, const TuningOptions& option
   if (options.backend != "auto" && options.backend != "cuda" && options.backend != "cpu")
     return InvalidArgument(fmt::format("backend '{}' is not one of auto, cuda, cpu", options.backend));
   RETURN_IF_ERROR(CheckDeviceForBackend(options.device, options.backend));
-  ASSIGN_OR_RETURN(ImportedModel imported, LoadModel(path));
+  ASSIGN_OR_RETURN(ImportedModel imported, LoadModel(path, ImportOptions{.dims = options.dims}));
   // The graph the backend compiles (PassOptionsForBackend): what a later compile looks up.
   ASSIGN_OR_RETURN(Graph passed, RunGraphPasses(imported.graph, PassOptionsForBackend(options.backend, options.device)));
   TuneOptions tune;

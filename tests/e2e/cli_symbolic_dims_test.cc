@@ -56,8 +56,14 @@ TEST(CliSymbolicDims, ShapeGivesTheValuesAndTheRunChecks) {
     const std::string batch = std::string(shape).substr(6, std::string(shape).find(',') - 6);
     EXPECT_NE(r.out.find("f32[" + batch + "," + seq + ",8]"), std::string::npos) << r.out;
   }
-  CommandResult compiled = RunTilefuse("compile " + Quote(model) + " --shape batch=4,seq=16");
-  EXPECT_EQ(compiled.exit_code, 0) << compiled.out << compiled.err;
+  // The other commands that import a model take the same flag.
+  for (const char* command : {"compile", "explain", "print", "bench --repeats 1"}) {
+    CommandResult with = RunTilefuse(std::string(command) + " " + Quote(model) + " --shape batch=4,seq=16");
+    EXPECT_EQ(with.exit_code, 0) << command << ": " << with.out << with.err;
+    CommandResult without = RunTilefuse(std::string(command) + " " + Quote(model));
+    EXPECT_EQ(without.exit_code, 2) << command << ": " << without.out << without.err;
+    EXPECT_NE(without.err.find("('batch'): give its value"), std::string::npos) << command << ": " << without.err;
+  }
 }
 
 TEST(CliSymbolicDims, TheInputsGivenFixTheDims) {

@@ -60,6 +60,24 @@ def test_a_small_module_matches_eager_and_recompiles_per_shape(logs):
     assert not messages(logs, FELL_BACK), logs.text
 
 
+def test_a_change_of_pytorchs_float32_matmul_precision_compiles_again(logs):
+    # TF32 or exact f32 is decided at compile time (tilefuse.compile's precision=): a graph
+    # compiled under "highest" is not reused under "high". (On the CPU both compute f32.)
+    torch.manual_seed(0)
+    block = Block().eval()
+    compiled = torch.compile(block, backend="tilefuse")
+    x = torch.randn(4, 32)
+    before = torch.get_float32_matmul_precision()
+    try:
+        with torch.no_grad():
+            for precision in ("highest", "high", "highest"):
+                torch.set_float32_matmul_precision(precision)
+                torch.testing.assert_close(compiled(x), block(x), rtol=1e-5, atol=1e-5)
+    finally:
+        torch.set_float32_matmul_precision(before)
+    assert len(messages(logs, COMPILED)) == 2, logs.text  # the third call finds "highest"'s
+
+
 def test_backend_options(logs):
     block = Block().eval()
     compiled = torch.compile(block, backend="tilefuse", options={"backend": "reference", "fuse": False})

@@ -154,7 +154,7 @@ class TilefuseGraph:
             self.weight_ids = {id(args[i]) for i in self.weights}
             outputs = self.split(*args)
             return list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
-        key = _signature(args, self.weights)
+        key = (_signature(args, self.weights), _matmul_precision())  # PyTorch's precision may change between calls
         if key not in self.compiled:
             self.compiled[key] = self._specialize(args)
             if len(self.compiled) > _CACHE_SIZE:
@@ -370,7 +370,7 @@ def _reusable(gm: torch.fx.GraphModule, args: Sequence[Any], weights: Set[int], 
     for node in gm.graph.nodes:
         if node.op == "get_attr" and isinstance(value := attribute(gm, str(node.target)), torch.Tensor):
             folded.append(value)
-    key = (gm.code, _signature(args, weights), tuple(sorted(settings.items())),
+    key = (gm.code, _signature(args, weights), tuple(sorted(settings.items())), _matmul_precision(),
            tuple((id(t), _version(t)) for t in folded))
     return key, folded
 

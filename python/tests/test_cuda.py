@@ -171,3 +171,38 @@ def test_f32_linear_layers_run_as_tf32_template_kernels_under_precision_high(tmp
         got = model(x, r)[0]
         error = np.linalg.norm(got - expected) / np.linalg.norm(expected)
         assert error < tolerance, (precision, error)
+
+
+def test_torch_compile_follows_pytorchs_tf32_setting(caplog):
+    # Under torch.set_float32_matmul_precision("high") a linear layer's product and residual
+    # run as one TF32 GEMM template kernel (its weight a constant stored K-major), matching
+    # PyTorch's own TF32 result; under "highest" the product is cuBLASLt's exact f32.
+    torch = cuda_torch()
+    import tilefuse.torch_backend  # noqa: F401  (registers the backend)
+
+    class Residual(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(512, 512)
+
+        def forward(self, x):
+            return self.linear(x) + x
+
+    torch.manual_seed(0)
+    block = Residual().cuda().eval()
+    x = torch.randn(4096, 512, device="cuda")
+    before = torch.get_float32_matmul_precision()
+    try:
+        for precision, mode, tolerance in (("high", "gemm template", 5e-3), ("highest", "gemm", 1e-5)):
+            torch.set_float32_matmul_precision(precision)
+            torch._dynamo.reset()
+            with torch.no_grad():
+                got = torch.compile(block, backend="tilefuse")(x)
+                want = block.double()(x.double()).float()
+                block.float()
+            error = ((got - want).norm() / want.norm()).item()
+            assert error < tolerance, (precision, error)
+            modes = [m for graph in tilefuse.torch_backend.explain() for c in graph["compiled"] for m in c["kernel_modes"]]
+            assert mode in modes and (mode == "gemm") == ("gemm template" not in modes), (precision, modes)
+    finally:
+        torch.set_float32_matmul_precision(before)

@@ -199,7 +199,8 @@ class TilefuseGraph:
 
     def explain(self, device: str) -> dict:
         compiled = [{"inputs": s.input_shapes, "backend": s.model.backend, "kernels": len(s.model.kernels),
-                     "compile_ms": s.model.compile_ms, "plan": s.model.explain(device)}
+                     "kernel_modes": [k.mode for k in s.model.kernels], "compile_ms": s.model.compile_ms,
+                     "plan": s.model.explain(device)}
                     for s in self.compiled.values() if s is not None]
         calls = sum(1 for n in self.gm.graph.nodes if n.op == "call_function")
         return {"calls": calls, "part_of_split": self.part_of_split, "split": self.split is not None,
@@ -213,7 +214,8 @@ def explain(device: str = "h100-sxm") -> List[dict]:
     """What tilefuse made of the graphs torch.compile handed it in this process (those still
     alive, oldest first). Per graph: its ATen calls, whether it was split around ops tilefuse
     does not take (its parts are listed as graphs of their own, `part_of_split`), each compiled
-    input signature (shapes, backend, kernel count, compile time, and the fusion plan as
+    input signature (shapes, backend, kernel count, each kernel's mode (on the GPU: generated, gemm
+    template, gemm for cuBLASLt, ...), compile time, and the fusion plan as
     CompiledModel.explain(device) gives it), and what runs in PyTorch and why."""
     _GRAPHS[:] = [ref for ref in _GRAPHS if ref() is not None]
     return [ref().explain(device) for ref in _GRAPHS if ref() is not None]

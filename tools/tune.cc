@@ -19,6 +19,7 @@ struct TuneCommandOptions {
   bool json = false;
   bool no_fallback = false;
   std::string shape;  // --shape: symbolic dims' values
+  std::string precision = "highest";
 };
 
 // A one-line progress bar on stderr when it is a terminal; nothing otherwise.
@@ -38,6 +39,7 @@ Status TuneModel(const TuneCommandOptions& options) {
   tuning.budget_s = options.budget_s;
   tuning.fallback = !options.no_fallback;
   ASSIGN_OR_RETURN(tuning.dims, ParseShapeFlag(options.shape));
+  tuning.precision = options.precision;
   if (!options.json) tuning.progress = ProgressBar();
   ASSIGN_OR_RETURN(TuningReport report, Tune(options.model, tuning));
   if (!report.note.empty()) fmt::print(stderr, "tilefuse: note: no GPU ({}); tuned the cpu backend\n", report.note);
@@ -69,6 +71,11 @@ void AddTuneCommand(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   tune->add_option("--budget", options->budget_s, "Seconds of measuring at most (default: 30 per kernel)");
   tune->add_option("--shape", options->shape, kShapeFlagHelp);
+  tune->add_option("--precision", options->precision,
+                   "cuda, f32 matmuls as `run --precision` compiles them: highest (exact f32) or high (TF32); tune with the "
+                   "precision the model will run with")
+      ->check(CLI::IsMember({"highest", "high"}))
+      ->capture_default_str();
   tune->add_flag("--json", options->json, "Print the report as JSON (\"measurements\": how many configs were timed)");
   tune->add_flag("--no-fallback", options->no_fallback, "Keep every fused group even when its ops measure faster unfused");
   tune->footer(

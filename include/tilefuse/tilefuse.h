@@ -320,6 +320,7 @@ struct TuningOptions {
   double budget_s = 0;           // seconds of measuring at most; 0: 30 per kernel
   bool fallback = true;          // replace a fused group measured > 10% slower than its ops unfused
   std::map<std::string, int64_t> dims;  // the model's symbolic input dims (ModelOptions::dims)
+  std::string precision = "highest";    // cuda, f32 matmuls: as ModelOptions::precision (what run --precision compiles)
   // Before each kernel is tuned (done, total, its name): a progress bar. May be empty.
   std::function<void(int, int, const std::string&)> progress;
 };

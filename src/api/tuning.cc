@@ -17,6 +17,7 @@ StatusOr<std::string> TuneOnBackend(const TuningOptions& options, const Graph& p
   if (options.backend != "cpu") {
     CudaCompileOptions defaults;
     defaults.device_ordinal = options.device;
+    defaults.precision = options.precision == "high" ? MatmulPrecision::kHigh : MatmulPrecision::kHighest;
     StatusOr<std::unique_ptr<CudaExecutable>> gpu = TuneForGpu(passed, defaults, tune, &report);
     if (gpu.ok()) return (*gpu)->device_name();
     // Unavailable-style errors (no driver, no GPU) are NotFound: auto tunes the cpu instead.
@@ -49,7 +50,10 @@ StatusOr<TuningReport> Tune(const std::string& path, const TuningOptions& option
   RETURN_IF_ERROR(CheckDeviceForBackend(options.device, options.backend));
   ASSIGN_OR_RETURN(ImportedModel imported, LoadModel(path, ImportOptions{.dims = options.dims}));
   // The graph the backend compiles (PassOptionsForBackend): what a later compile looks up.
-  ASSIGN_OR_RETURN(Graph passed, RunGraphPasses(imported.graph, PassOptionsForBackend(options.backend, options.device)));
+  if (options.precision != "highest" && options.precision != "high")
+    return InvalidArgument(fmt::format("precision '{}' is not one of highest, high", options.precision));
+  ASSIGN_OR_RETURN(Graph passed, RunGraphPasses(imported.graph,
+                                                PassOptionsForBackend(options.backend, options.device, options.precision == "high")));
   TuneOptions tune;
   tune.budget_s = options.budget_s;
   tune.fallback = options.fallback;

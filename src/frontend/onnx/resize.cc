@@ -97,6 +97,10 @@ struct IndexWindow {
 // nearer side (the lower on a tie): linear in n, where sorting every candidate by distance
 // took seconds for an antialiased Resize of millions of taps an output (fuzzing).
 IndexWindow NearestIndexes(double x, int64_t n, int64_t limit) {
+  // A coordinate far outside [0, limit) has the edge's indexes nearest: clamped first, so that
+  // floor() fits int64 (a NaN scale or roi made it NaN: UBSan, CI's folder fuzz slice, 2026-11-29).
+  if (std::isnan(x) || n <= 0 || limit <= 0) return {};
+  x = std::clamp(x, -double(n) - 2.0, double(limit) + double(n) + 2.0);
   auto center = static_cast<int64_t>(std::floor(x));
   const int64_t first = std::max<int64_t>(0, center - n - 1), end = std::min(limit, center + n + 2);
   if (first >= end || n <= 0) return {};

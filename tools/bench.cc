@@ -111,9 +111,7 @@ void PrintText(const nlohmann::json& j) {
 
 Status BenchCpu(const BenchOptions& options) {
   double load_before = LoadAverage();
-  ImportOptions shapes;
-  ASSIGN_OR_RETURN(shapes.dims, ParseShapeFlag(options.shape));
-  ASSIGN_OR_RETURN(ImportedModel imported, LoadModel(options.model, shapes));
+  ASSIGN_OR_RETURN(ImportedModel imported, LoadModelWithShapes(options.model, options.shape));
   ASSIGN_OR_RETURN(Graph passed, CompiledModel::RunPasses(imported.graph, CpuModelOptions(true, false, "")));
   ASSIGN_OR_RETURN(std::vector<Tensor> inputs, MakeRandomInputs(passed, options.seed));
   // Groups on the reference interpreter: warned of (or, with --strict, refused) before any timing.

@@ -141,9 +141,7 @@ void PrintText(const nlohmann::json& j) {
 }  // namespace
 
 Status BenchCuda(const BenchOptions& options) {
-  ImportOptions shapes;
-  ASSIGN_OR_RETURN(shapes.dims, ParseShapeFlag(options.shape));
-  ASSIGN_OR_RETURN(ImportedModel imported, LoadModel(options.model, shapes));
+  ASSIGN_OR_RETURN(ImportedModel imported, LoadModelWithShapes(options.model, options.shape));
   ASSIGN_OR_RETURN(Graph passed, CompiledModel::RunPasses(imported.graph, GpuModelOptions(true, "", false, options.device)));
   StatusOr<GpuInfo> device = DescribeGpu(options.device);
   if (!device.ok()) return NotFound("--backend cuda needs a GPU and its driver: " + device.status().message());

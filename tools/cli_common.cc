@@ -47,6 +47,12 @@ StatusOr<std::map<std::string, int64_t>> ParseShapeFlag(const std::string& text)
   return dims;
 }
 
+StatusOr<ImportedModel> LoadModelWithShapes(const std::string& path, const std::string& shape_flag) {
+  ImportOptions shapes;
+  ASSIGN_OR_RETURN(shapes.dims, ParseShapeFlag(shape_flag));
+  return LoadModel(path, shapes);
+}
+
 double MillisecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }

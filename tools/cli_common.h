@@ -30,6 +30,8 @@ bool IsOnPath(const std::string& program);
 // --shape NAME=N[,NAME=N...]: values of a model's symbolic dims (ImportOptions::dims), or the
 // error naming the malformed part.
 StatusOr<std::map<std::string, int64_t>> ParseShapeFlag(const std::string& text);
+// LoadModel with the symbolic dims `shape_flag` (--shape) gives.
+StatusOr<ImportedModel> LoadModelWithShapes(const std::string& path, const std::string& shape_flag);
 inline constexpr char kShapeFlagHelp[] =
     "Values of the model's symbolic input dims (ONNX dim_param), NAME=N[,NAME=N...], e.g. batch=8,seq=512; dims not "
     "named here take their values from the inputs given (--inputs or the test data sets)";

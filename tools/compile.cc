@@ -85,9 +85,7 @@ Status Emit(const std::string& dir, const std::string& model, const CompiledMode
 }
 
 Status CompileModel(const CompileCommandOptions& options) {
-  ImportOptions shapes;
-  ASSIGN_OR_RETURN(shapes.dims, ParseShapeFlag(options.shape));
-  ASSIGN_OR_RETURN(ImportedModel imported, LoadModel(options.model, shapes));
+  ASSIGN_OR_RETURN(ImportedModel imported, LoadModelWithShapes(options.model, options.shape));
   // --dump-dir: the IR after every pass, then what each driver stage made, published only
   // when every stage succeeded.
   DumpDirStaging dumps(options.dump_dir);

@@ -25,9 +25,7 @@ struct PrintOptions {
 };
 
 Status PrintModel(const PrintOptions& options) {
-  ImportOptions shapes;
-  ASSIGN_OR_RETURN(shapes.dims, ParseShapeFlag(options.shape));
-  ASSIGN_OR_RETURN(ImportedModel imported, LoadModel(options.model, shapes));
+  ASSIGN_OR_RETURN(ImportedModel imported, LoadModelWithShapes(options.model, options.shape));
   if (!options.passes) {
     fmt::print("# {} as imported (opset {}, {} ONNX nodes)\n{}", options.model, imported.info.opset,
                imported.info.num_onnx_nodes, PrintGraph(imported.graph));

@@ -321,9 +321,7 @@ Status RunInto(const RunOptions& options, RunReport& report) {
   if (!loaded.ok()) {
     // A model that cannot be imported explains more than its data does (e.g. sequence
     // inputs, which the .pb reader takes for tensors).
-    ImportOptions shapes;
-    ASSIGN_OR_RETURN(shapes.dims, ParseShapeFlag(options.shape));
-    RETURN_IF_ERROR(LoadModel(options.model, shapes).status());
+    RETURN_IF_ERROR(LoadModelWithShapes(options.model, options.shape).status());
     return loaded.status();
   }
   std::vector<DataSet> sets = std::move(loaded).value();

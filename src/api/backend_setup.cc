@@ -45,6 +45,12 @@ StatusOr<std::unique_ptr<CpuExecutable>> CompileModelForCpu(const Graph& passed,
   return TuneForCpu(passed, options, tuning, nullptr);
 }
 
+StatusOr<MatmulPrecision> ParseMatmulPrecision(const std::string& word) {
+  if (word == "highest") return MatmulPrecision::kHighest;
+  if (word == "high") return MatmulPrecision::kHigh;
+  return InvalidArgument(fmt::format("precision '{}' is not one of highest, high", word));
+}
+
 Status ApplyCudaPathWords(const std::string& gemm, const std::string& attention, const std::string& precision,
                           CudaCompileOptions& options) {
   if (gemm == "auto") options.gemm = GemmPath::kAuto;
@@ -56,9 +62,7 @@ Status ApplyCudaPathWords(const std::string& gemm, const std::string& attention,
   else if (attention == "serial") options.attention = AttentionPath::kSerial;
   else if (attention == "split") options.attention = AttentionPath::kSplit;
   else return InvalidArgument(fmt::format("attention '{}' is not one of template, overlap, serial, split", attention));
-  if (precision == "highest") options.precision = MatmulPrecision::kHighest;
-  else if (precision == "high") options.precision = MatmulPrecision::kHigh;
-  else return InvalidArgument(fmt::format("precision '{}' is not one of highest, high", precision));
+  ASSIGN_OR_RETURN(options.precision, ParseMatmulPrecision(precision));
   return Status::Ok();
 }
 

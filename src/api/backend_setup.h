@@ -37,6 +37,9 @@ PassOptions PassOptionsForBackend(const std::string& backend, int device = 0, bo
 StatusOr<std::unique_ptr<CpuExecutable>> CompileModelForCpu(const Graph& passed, bool fuse, const std::string& cache_dir = "",
                                                             bool tune = false, const std::string& dump_dir = "");
 
+// The matmul precision `run --precision` names (highest, high), or the error naming the word.
+StatusOr<MatmulPrecision> ParseMatmulPrecision(const std::string& word);
+
 // Sets `options`' gemm path, attention path and matmul precision from `run`'s words
 // (auto|template|library, template|overlap|serial|split, highest|high); InvalidArgument
 // naming the choices for any other word.

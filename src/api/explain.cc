@@ -69,9 +69,8 @@ StatusOr<PlanExplanation> ExplainModel(const std::string& path, const ExplainOpt
     planner.disabled_kinds.insert(kind);
   }
   RETURN_IF_ERROR(CheckCostModel(options.cost_model));
-  if (options.precision != "highest" && options.precision != "high")
-    return InvalidArgument(fmt::format("precision '{}' is not one of highest, high", options.precision));
-  const bool tf32 = options.precision == "high";
+  ASSIGN_OR_RETURN(MatmulPrecision precision, ParseMatmulPrecision(options.precision));
+  const bool tf32 = precision == MatmulPrecision::kHigh;
   ASSIGN_OR_RETURN(ImportedModel imported, LoadModel(path, ImportOptions{.dims = options.dims}));
   ASSIGN_OR_RETURN(Graph graph, RunGraphPasses(std::move(imported.graph),
                                                options.cost_model == "cpu" ? CpuPassOptions() : CudaPassOptions(tf32)));

@@ -12,12 +12,12 @@ namespace tilefuse {
 namespace {
 
 // The device tuned; `report` filled in, `note` set when auto fell back to the CPU.
-StatusOr<std::string> TuneOnBackend(const TuningOptions& options, const Graph& passed, const TuneOptions& tune,
-                                    TuneReport& report, std::string& note) {
+StatusOr<std::string> TuneOnBackend(const TuningOptions& options, MatmulPrecision precision, const Graph& passed,
+                                    const TuneOptions& tune, TuneReport& report, std::string& note) {
   if (options.backend != "cpu") {
     CudaCompileOptions defaults;
     defaults.device_ordinal = options.device;
-    defaults.precision = options.precision == "high" ? MatmulPrecision::kHigh : MatmulPrecision::kHighest;
+    defaults.precision = precision;
     StatusOr<std::unique_ptr<CudaExecutable>> gpu = TuneForGpu(passed, defaults, tune, &report);
     if (gpu.ok()) return (*gpu)->device_name();
     // Unavailable-style errors (no driver, no GPU) are NotFound: auto tunes the cpu instead.
@@ -50,17 +50,16 @@ StatusOr<TuningReport> Tune(const std::string& path, const TuningOptions& option
   RETURN_IF_ERROR(CheckDeviceForBackend(options.device, options.backend));
   ASSIGN_OR_RETURN(ImportedModel imported, LoadModel(path, ImportOptions{.dims = options.dims}));
   // The graph the backend compiles (PassOptionsForBackend): what a later compile looks up.
-  if (options.precision != "highest" && options.precision != "high")
-    return InvalidArgument(fmt::format("precision '{}' is not one of highest, high", options.precision));
-  ASSIGN_OR_RETURN(Graph passed, RunGraphPasses(imported.graph,
-                                                PassOptionsForBackend(options.backend, options.device, options.precision == "high")));
+  ASSIGN_OR_RETURN(MatmulPrecision precision, ParseMatmulPrecision(options.precision));
+  ASSIGN_OR_RETURN(Graph passed, RunGraphPasses(imported.graph, PassOptionsForBackend(options.backend, options.device,
+                                                                                      precision == MatmulPrecision::kHigh)));
   TuneOptions tune;
   tune.budget_s = options.budget_s;
   tune.fallback = options.fallback;
   tune.progress = options.progress;
   TuneReport report;
   std::string note;
-  ASSIGN_OR_RETURN(std::string device, TuneOnBackend(options, passed, tune, report, note));
+  ASSIGN_OR_RETURN(std::string device, TuneOnBackend(options, precision, passed, tune, report, note));
   TuningReport summary = Summarize(report);
   summary.device = device;
   summary.note = note;

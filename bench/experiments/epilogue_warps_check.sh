@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GEMM template's overlapped epilogue run by the producer warpgroup's spare warps (issue
+# The GEMM template's overlapped epilogue in a form that NVRTC compiles fast (issue
 # 44's NVRTC time), on a machine with a GPU. Carries build-gpu/bundle.tar.xz (the new binary)
 # and build-gpu/cmp.tar.xz (old and new). Stages (STAGES, default "check compare nvrtc"):
 #   check   every tests/gemm graph and GEMM check twin in the rule's form and the overlapped
@@ -31,8 +31,8 @@ if [[ " $STAGES " == *" check "* ]]; then
   for tool in memcheck racecheck synccheck; do
     for m in tests/gemm/gemm_overlap_residual_ragged_bf16.onnxtxt tests/gemm/gemm_many_tiles_bf16.onnxtxt; do
       if o=$(timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 "$B/tilefuse" run "$m" --backend cuda --gemm template --gemm-form overlap 2>&1); then
-        echo "CLEAN $tool $m" | tee -a "$OUT/sanitizer.log"
-      else echo "FAIL $tool $m" | tee -a "$OUT/sanitizer.log"; echo "$o" | grep -v '^=========  ' | tail -8 | tee -a "$OUT/sanitizer.log"; fi
+        echo "CLEAN $tool $m" | tee -a "$OUT/check.log"
+      else echo "FAIL $tool $m" | tee -a "$OUT/check.log"; echo "$o" | grep -v '^=========  ' | tail -8 | tee -a "$OUT/check.log"; fi
     done
   done
 fi

@@ -34,12 +34,9 @@ int64_t ResidualRingBytes(const CudaGemmConfig& c, bool ringed) {
 // tile, the residual's ring, then the barriers (full and empty per stage, two ping-pong
 // turns, two staged loads, split-K's "this unit finishes the tile" flag, full and empty per
 // residual slot).
-// An overlapped epilogue holds the tile in the staging tile whether or not it stages a store,
-// and has two more barriers (the tile held, the tile handed back).
 int64_t SharedBytes(const CudaGemmConfig& c, bool staged, bool ringed) {
-  const bool overlap = c.overlap_epilogue.value_or(false);
-  return 1024 + c.stages * StageBytes(c) + StagingBytes(c, staged || overlap) + ResidualRingBytes(c, ringed) +
-         8 * (2 * c.stages + 5 + (ringed ? 2 * kResidualSlots : 0) + (overlap ? 2 : 0));
+  return 1024 + c.stages * StageBytes(c) + StagingBytes(c, staged) + ResidualRingBytes(c, ringed) +
+         8 * (2 * c.stages + 5 + (ringed ? 2 * kResidualSlots : 0));
 }
 
 int64_t KSteps(const GemmTemplateKernel& g) { return CeilDiv(g.k, BlockK(g)); }

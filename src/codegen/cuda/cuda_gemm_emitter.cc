@@ -15,11 +15,8 @@ namespace {
 
 using namespace gemm_layout;
 
-// Registers a thread after setmaxnreg: the producer gives its share to the consumers. With an
-// overlapped epilogue the producer's warpgroup runs it in three of its warps and keeps more;
-// the consumers then hold only their accumulators.
+// Registers a thread after setmaxnreg: the producer gives its share to the consumers.
 constexpr int kProducerRegisters = 40, kConsumerRegisters = 232;
-constexpr int kEpilogueWarpRegisters = 88, kHandingOverConsumerRegisters = 208;
 
 class GemmEmitter {
  public:
@@ -183,10 +180,8 @@ class GemmEmitter {
         "  }};\n",
         types, c_.block_m, c_.block_n, c_.stages, c_.group_m, c_.cluster_m, c_.splits, StepsPerSplit(g_, c_), g_.rows, g_.n, g_.k,
         g_.batch, *c_.pingpong ? 1 : 0, *c_.overlap_epilogue ? 1 : 0, *c_.overlap_epilogue ? EpilogueChunks(c_) : 1,
-        StagingBytes(c_, staged_ >= 0 || *c_.overlap_epilogue), staged_ >= 0 ? 1 : 0, staged_load_ >= 0 ? 1 : 0,
-        ringed_load_ >= 0 ? 1 : 0, g_.a_mn_major >= 0 ? 1 : 0, g_.b_k_major >= 0 ? 1 : 0,
-        *c_.overlap_epilogue ? kEpilogueWarpRegisters : kProducerRegisters,
-        *c_.overlap_epilogue ? kHandingOverConsumerRegisters : kConsumerRegisters);
+        StagingBytes(c_, staged_ >= 0), staged_ >= 0 ? 1 : 0, staged_load_ >= 0 ? 1 : 0, ringed_load_ >= 0 ? 1 : 0,
+        g_.a_mn_major >= 0 ? 1 : 0, g_.b_k_major >= 0 ? 1 : 0, kProducerRegisters, kConsumerRegisters);
   }
 
   // How the producer loads A's tiles: a matrix, a view, or an implicit GEMM's im2col.

@@ -1,7 +1,6 @@
 // The Hopper GEMM skeleton: D = A·B with a fused epilogue, one persistent kernel.
 //
-//   warpgroup 0 (producer, one thread;     warpgroups 1.. (consumers)
-//   overlapped: 3 epilogue warps)
+//   warpgroup 0 (producer, one thread)     warpgroups 1.. (consumers)
 //   ─────────────────────────────────      ───────────────────────────────────────────────
 //   for each unit (tile × K split):        for each unit:
 //     for each K step:                       for each K step: wait full[s], wgmma from slot s,
@@ -12,9 +11,8 @@
 //
 // Configurations (all compile-time, from Config):
 //   cooperative consumers (each 64 of the tile's rows) or ping-pong (whole tiles in turn);
-//   the epilogue in the main loop's tail, or overlapped: the consumers leave the tile in
-//   shared memory and the producer warpgroup's other warps run its epilogue beside the next
-//   tile's main loop; split-K with a deterministic sum; clusters of
+//   the epilogue in the main loop's tail, or overlapped: the held tile's epilogue in chunks
+//   beside the next tile's main-loop steps; split-K with a deterministic sum; clusters of
 //   two CTAs sharing B by TMA multicast; a TMA-store epilogue (the staged store), a residual
 //   read by TMA into the staging tile (the staged load) or into a ring (the ringed load).
 //
@@ -124,9 +122,7 @@ struct GemmSharedMemory {
   Barrier* tile_in;  // tile_in[c]: consumer c's staged load has landed
   volatile int* finishes_tile;  // split-K: this unit runs the epilogue
   Barrier* residual_full;       // a residual slot's chunk has landed
-  Barrier* residual_empty;      // every consumer warp (or epilogue warp) has read it
-  Barrier* held_full;           // the overlapped epilogue: the consumers have left their tile in the staging tile
-  Barrier* held_empty;          // the epilogue warps are done with it (and its TMA store has read it)
+  Barrier* residual_empty;      // every consumer warp has read it
 
   __device__ __forceinline__ GemmSharedMemory() {
     extern __shared__ unsigned char tf_shared_raw[];
@@ -142,8 +138,6 @@ struct GemmSharedMemory {
     finishes_tile = (volatile int*)(tile_in + 2);
     residual_full = tile_in + 3;
     residual_empty = residual_full + S::kResidualSlots;
-    held_full = residual_full + (S::kRingedLoad ? 2 * S::kResidualSlots : 0);
-    held_empty = held_full + 1;
   }
 };
 
@@ -201,12 +195,8 @@ __device__ __forceinline__ void GemmSm90(const GemmMaps& maps, const Epilogue& e
     if constexpr (S::kRingedLoad)
       for (int s = 0; s < S::kResidualSlots; ++s) {
         sm.residual_full[s].Init(1);
-        sm.residual_empty[s].Init(S::kOverlap ? 3 : S::kConsumers * 4);
+        sm.residual_empty[s].Init(S::kConsumers * 4);
       }
-    if constexpr (S::kOverlap) {
-      sm.held_full->Init(S::kConsumers * 128);
-      sm.held_empty->Init(1);
-    }
     FenceBarrierInit();
   }
   // The cluster's barriers are initialised before any CTA's copy or arrival reaches them.
@@ -215,10 +205,7 @@ __device__ __forceinline__ void GemmSm90(const GemmMaps& maps, const Epilogue& e
   const int warpgroup = threadIdx.x / 128;
   const int cta_rank = S::kClusterM > 1 ? (int)tf_cluster_rank() : 0;
   if (warpgroup == 0) {
-    Warpgroup::ShrinkRegisters<S::kProducerRegisters>();
-    if (threadIdx.x == 0) GemmProducer<S, ALoader>(sm, maps, cta_rank);
-    if constexpr (S::kOverlap)
-      if (threadIdx.x >= 32) GemmEpilogueWarps<S>(sm, maps, epilogue, cta_rank);
+    GemmProducer<S, ALoader>(sm, maps, cta_rank);
     return;
   }
   GemmConsumer<S>(sm, maps, epilogue, cta_rank, warpgroup - 1, tile_counters, partials);

@@ -9,6 +9,9 @@ template <class S>
 struct GemmConsumerState {
   int consumer, local, warp, lane;
   float d[S::kMBlocks][S::kBN / 2];  // the accumulators: the wgmma D fragments
+  // Overlapped epilogue: the previous tile's products, packed pairs of the product's type
+  // (held[mb][j * 2 + h] is d[mb][j * 4 + h * 2 + e] for e = 0, 1).
+  unsigned held[S::kOverlap ? S::kMBlocks : 1][S::kOverlap ? S::kBN / 4 : 1];
   Pipeline<S::kStages> ring;
   int previous;  // the slot of the step before this one, still read by its wgmma (-1: none)
 };
@@ -127,7 +130,7 @@ __device__ __forceinline__ void GemmConsumer(const GemmSharedMemory<S>& sm, cons
   // never more than one phase ahead of it, as parity waits need.
   if (S::kPingPong && consumer == 1) c.ring.Skip(S::kKSteps);
   if constexpr (S::kOverlap) {
-    GemmConsumerHandingOver<S>(sm, maps, c, cta_rank, first_unit, unit_step);
+    GemmConsumerOverlapped<S>(sm, maps, epilogue, c, cta_rank, first_unit, unit_step);
   } else {
     int main_loops = 0;
     for (int unit = first_unit; unit < S::kUnits; unit += unit_step, ++main_loops) {
@@ -145,12 +148,12 @@ __device__ __forceinline__ void GemmConsumer(const GemmSharedMemory<S>& sm, cons
       if (S::kPingPong && c.local == 0) sm.turn[1 - consumer].Arrive();
       if constexpr (S::kSplits > 1)
         if (!GemmSplitKHandOver(sm, c, unit, tile, tile_counters, partials)) continue;
-      GemmEpilogue<S>(sm, epilogue, c, t, main_loops & 1);
+      GemmEpilogue<S, false>(sm, epilogue, c, t, 0, nullptr, main_loops & 1);
       if constexpr (S::kStagedStore) GemmEpilogueStore(sm, maps, c, t);
       if (S::kPingPong) c.ring.Skip(S::kKSteps);  // the other consumer's next tile
     }
   }
-  if constexpr (S::kStagedStore && !S::kOverlap)
+  if constexpr (S::kStagedStore)
     if (c.local == 0) TmaStoreWait();  // shared memory must outlive the stores reading it
 }
 

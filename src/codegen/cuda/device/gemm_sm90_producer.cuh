@@ -30,8 +30,8 @@ __device__ __forceinline__ void GemmProducerStep(const GemmSharedMemory<S>& sm, 
   }
 }
 
-// The epilogue warps run the held tile's epilogue, chunk by chunk, beside the next tile's
-// main loop: chunk c's residual goes into its slot just before that loop's step c.
+// The consumers run the held tile's epilogue chunk c beside the next tile's main-loop step
+// c: the chunk's residual goes into its slot just before that step's operands.
 template <class S, class ALoader>
 __device__ __forceinline__ void GemmProducerWithResidualRing(const GemmSharedMemory<S>& sm, const GemmMaps& maps,
                                                              Pipeline<S::kStages>& ring, int cta_rank) {
@@ -67,6 +67,8 @@ __device__ __forceinline__ void GemmProducerWithResidualRing(const GemmSharedMem
 
 template <class S, class ALoader>
 __device__ __forceinline__ void GemmProducer(const GemmSharedMemory<S>& sm, const GemmMaps& maps, int cta_rank) {
+  Warpgroup::ShrinkRegisters<S::kProducerRegisters>();
+  if (threadIdx.x != 0) return;
   Pipeline<S::kStages> ring;
   if constexpr (S::kRingedLoad) {
     GemmProducerWithResidualRing<S, ALoader>(sm, maps, ring, cta_rank);

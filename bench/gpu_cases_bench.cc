@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "api/backend_setup.h"
 #include "backend/cuda/copy_bandwidth.h"
 #include "backend/cuda/cuda_driver.h"
 #include "backend/cuda/device_allocator.h"
@@ -126,9 +127,7 @@ int Main(int argc, char** argv) {
     if (flops > 0) row["flops"] = flops;
     auto measure = [&](bool fuse, bool tuned = false) -> StatusOr<std::pair<double, std::unique_ptr<CudaExecutable>>> {
       ASSIGN_OR_RETURN(ImportedModel model, ImportOnnx(root + "/bench/cases/" + std::string(c["file"])));
-      PassOptions passes;
-      passes.k_major_f32_weights = precision == MatmulPrecision::kHigh;  // as CudaPassOptions
-      ASSIGN_OR_RETURN(Graph graph, RunGraphPasses(std::move(model.graph), passes));
+      ASSIGN_OR_RETURN(Graph graph, RunGraphPasses(std::move(model.graph), CudaPassOptions(precision == MatmulPrecision::kHigh)));
       CudaCompileOptions options;
       options.precision = precision;
       options.fuse = fuse;

@@ -21,8 +21,8 @@ PassOptions CpuPassOptions() {
 PassOptions CudaPassOptions(bool tf32) {
   PassOptions options;
   options.channels_last = !SwitchedOff("TILEFUSE_CHANNELS_LAST");
+  options.k_major_weights = {.f32 = tf32, .unaligned_half = true};
   options.pad_gemm_columns = true;
-  options.k_major_f32_weights = tf32;
   return options;
 }
 

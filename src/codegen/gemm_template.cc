@@ -178,10 +178,10 @@ StatusOr<GemmTemplateKernel> LowerGemmTemplate(const Graph& g, const FusionGroup
   if (!half && mm.dtype != DType::kF32)
     return Unimplemented(fmt::format("the GEMM template takes bf16, f16 and (as TF32) f32 products, not {}", DTypeName(mm.dtype)));
   ASSIGN_OR_RETURN(GemmTemplateKernel t, LowerGemmProblem(g, group, split, inlined));
-  // TMA strides are multiples of 16 bytes: whole rows of A (K) and B (N) elements.
+  // TMA strides are multiples of 16 bytes: whole rows of A's K elements, and of B's N
+  // elements where B is read [K][N] (checked below, once B's layout is known).
   const int64_t unit = 16 / static_cast<int64_t>(DTypeSize(t.dtype));
-  if (t.k % unit != 0 || t.n % unit != 0)
-    return Unimplemented(fmt::format("K = {} and N = {} must be multiples of {} for TMA's 16-byte row strides", t.k, t.n, unit));
+  if (t.k % unit != 0) return Unimplemented(fmt::format("K = {} must be a multiple of {} for TMA's 16-byte row strides", t.k, unit));
   if (!half && t.batch != 1) return Unimplemented("the TF32 GEMM template takes a B shared by every batch entry (a weight) only");
   // A read through its prologue's views instead of the copy the prologue would make (with a
   // shared B only: its rows fold every batch entry).
@@ -201,6 +201,11 @@ StatusOr<GemmTemplateKernel> LowerGemmTemplate(const Graph& g, const FusionGroup
   }
   if (!half && t.b_k_major < 0)
     return Unimplemented("TF32 tensor cores read B K-major only: this product's B is not the transpose of an [N][K] value");
+  // B read K-major ([N][K], rows of K) takes any N: the last tile's columns past N arrive as
+  // zeros, and an output whose rows are not 16-byte aligned is stored without TMA
+  // (gemm_layout::StagedStore). A GPT-2 LM head (N = 50257) runs so from its weight as stored.
+  if (t.n % unit != 0 && t.b_k_major < 0)
+    return Unimplemented(fmt::format("N = {} must be a multiple of {} for TMA's 16-byte row strides (B read [K][N])", t.n, unit));
   return t;
 }
 

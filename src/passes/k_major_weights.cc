@@ -1,6 +1,7 @@
 #include "passes/k_major_weights.h"
 
-#include <cstring>
+#include <algorithm>
+#include <cstdint>
 
 #include "passes/rewriter.h"
 
@@ -8,34 +9,44 @@ namespace tilefuse {
 
 namespace {
 
-// Whether `b`, a product's right operand, is an f32 [K][N] constant whose rows TMA can read
-// K-major (rows of K and of N whole 16-byte units, as the template needs).
-bool TakesKMajorCopy(const Node& b) {
-  return b.op == OpCode::kConstant && b.dtype == DType::kF32 && b.rank() == 2 && b.attrs.value && b.shape[0] % 4 == 0 &&
-         b.shape[1] % 4 == 0;
+// Whether `b`, a product's right operand, is a [K][N] constant to store K-major: its K rows
+// whole 16-byte units (TMA's rows of [N][K]), and the product one `options` names.
+bool TakesKMajorCopy(const Node& b, const KMajorWeightsOptions& options) {
+  if (b.op != OpCode::kConstant || b.rank() != 2 || !b.attrs.value) return false;
+  const int64_t element = static_cast<int64_t>(DTypeSize(b.dtype));
+  if (b.shape[0] * element % 16 != 0) return false;
+  if (b.dtype == DType::kF32) return options.f32;
+  if (b.dtype == DType::kBF16 || b.dtype == DType::kF16) return options.unaligned_half && b.shape[1] * element % 16 != 0;
+  return false;
 }
 
 // `w` [K][N] as [N][K], in 32 × 32 tiles (the row-by-row walk strides a whole row per read).
-Tensor Transposed(const Tensor& w) {
+template <class Element>
+void TransposeInto(const Tensor& w, Tensor& out) {
   const int64_t rows = w.shape()[0], cols = w.shape()[1];
-  Tensor out(DType::kF32, {cols, rows});
-  const float* in = reinterpret_cast<const float*>(w.data());
-  float* to = reinterpret_cast<float*>(out.data());
+  const Element* in = reinterpret_cast<const Element*>(w.data());
+  Element* to = reinterpret_cast<Element*>(out.data());
   constexpr int64_t kTile = 32;
   for (int64_t r0 = 0; r0 < rows; r0 += kTile)
     for (int64_t c0 = 0; c0 < cols; c0 += kTile)
       for (int64_t r = r0; r < std::min(rows, r0 + kTile); ++r)
         for (int64_t c = c0; c < std::min(cols, c0 + kTile); ++c) to[c * rows + r] = in[r * cols + c];
+}
+
+Tensor Transposed(const Tensor& w) {
+  Tensor out(w.dtype(), {w.shape()[1], w.shape()[0]});
+  if (DTypeSize(w.dtype()) == 4) TransposeInto<uint32_t>(w, out);
+  else TransposeInto<uint16_t>(w, out);
   return out;
 }
 
 }  // namespace
 
-StatusOr<Graph> StoreF32WeightsKMajor(const Graph& graph) {
+StatusOr<Graph> StoreWeightsKMajor(const Graph& graph, const KMajorWeightsOptions& options) {
   GraphRewriter rewriter(graph);
   std::vector<int> k_major(graph.num_nodes(), -1);  // per constant: its transposed view, made once
   for (const Node& node : graph.nodes()) {
-    if (node.op != OpCode::kMatMul || node.dtype != DType::kF32 || !TakesKMajorCopy(graph.node(node.inputs[1]))) {
+    if (node.op != OpCode::kMatMul || !TakesKMajorCopy(graph.node(node.inputs[1]), options)) {
       rewriter.CopyNode(node);
       continue;
     }

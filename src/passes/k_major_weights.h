@@ -1,11 +1,17 @@
-// Stores an f32 product's constant right operand K-major: matmul(a, w[K, N]) becomes
-// matmul(a, transpose(w'[N, K])) with w' = wᵀ computed once here.
+// Stores a product's constant right operand K-major: matmul(a, w[K, N]) becomes
+// matmul(a, transpose(w'[N, K])) with w' = wᵀ computed once here. The GEMM template then reads
+// B from w' (GemmTemplateKernel::b_k_major), the transpose inlined where it is read.
 //
-// TF32 tensor cores (wgmma .tf32) read both operands K-major only: the GEMM template can
-// take an f32 product as TF32 (--precision high) where B is a [N][K] value its prologue
-// merely transposes (GemmTemplateKernel::b_k_major), as a linear layer's weight is before
-// the folding of constants turned it into [K][N]. For the CUDA backend under TF32, after
-// the last folding of constants (which would fold the transpose back).
+// Two products take it (for the CUDA backend, after the last folding of constants, which
+// would fold the transpose back):
+//   - f32 products under TF32 (--precision high): TF32 tensor cores (wgmma .tf32) read both
+//     operands K-major only, as a linear layer's weight is before the folding of constants
+//     turned it into [K][N];
+//   - half-precision products whose N rows are not 16-byte aligned (a vocabulary of 50257):
+//     TMA cannot read [K][N] rows 50257 elements apart, but reads [N][K] rows of K, and the
+//     template stores such an output without TMA. This replaces the padding of
+//     passes/pad_gemm_columns.h for them, and the copy that dropped the padding.
+// K must be a whole number of 16-byte units either way.
 #pragma once
 
 #include "tilefuse/graph.h"
@@ -13,6 +19,11 @@
 
 namespace tilefuse {
 
-StatusOr<Graph> StoreF32WeightsKMajor(const Graph& graph);
+struct KMajorWeightsOptions {
+  bool f32 = false;             // f32 products (TF32 allowed)
+  bool unaligned_half = false;  // bf16 and f16 products whose N rows are not 16-byte aligned
+};
+
+StatusOr<Graph> StoreWeightsKMajor(const Graph& graph, const KMajorWeightsOptions& options);
 
 }  // namespace tilefuse

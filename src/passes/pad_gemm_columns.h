@@ -7,7 +7,10 @@
 // 4096×768×50257 product against 456 µs for the padded one on an H200 (2026-11-29,
 // bench/lm_head_layouts.py). The slice is a view its consumer reads, or one copy where the
 // product is a graph output (~0.2 ms for that 411 MB). For the CUDA backend; only products
-// of at least kMinPaddedColumns columns (the copy must pay for itself).
+// of at least kMinPaddedColumns columns (the copy must pay for itself). Half-precision
+// operands whose K rows are aligned are stored K-major instead, before this pass
+// (passes/k_major_weights.h: the GEMM template then needs neither padding nor the copy);
+// what is left here are f32 products without TF32, which go to cuBLASLt.
 #pragma once
 
 #include "tilefuse/graph.h"

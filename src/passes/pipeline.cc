@@ -100,8 +100,9 @@ StatusOr<Graph> RunGraphPasses(Graph graph, const PassOptions& options, PassTime
     // Weights reshaped (and, for half types, cast) by the window rewrite become constants
     // of the shape the product reads, once at compile time.
     RETURN_IF_ERROR(passes.Run("fold-constants", FoldConstants));
+    if (options.k_major_weights.f32 || options.k_major_weights.unaligned_half)
+      RETURN_IF_ERROR(passes.Run("k-major-weights", [&](const Graph& g) { return StoreWeightsKMajor(g, options.k_major_weights); }));
     if (options.pad_gemm_columns) RETURN_IF_ERROR(passes.Run("pad-gemm-columns", PadGemmColumns));
-    if (options.k_major_f32_weights) RETURN_IF_ERROR(passes.Run("k-major-f32-weights", StoreF32WeightsKMajor));
     RETURN_IF_ERROR(passes.Run("cse", EliminateCommonSubexpressions));
     RETURN_IF_ERROR(passes.Run("dce", EliminateDeadCode));
     if (options.channels_last) {  // after CSE, which would merge the copies again

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "passes/k_major_weights.h"
 #include "tilefuse/graph.h"
 #include "tilefuse/status.h"
 
@@ -26,13 +27,14 @@ struct PassOptions {
   // the transposes between them then cancelled by passes/sink_transposes: for the CUDA
   // backend (on by default there; TILEFUSE_CHANNELS_LAST=0 turns it off).
   bool channels_last = false;
-  // Products whose constant right operand has unaligned rows are padded (passes/pad_gemm_columns.h):
-  // for the CUDA backend, whose GEMM paths need 16-byte aligned rows to run at speed.
+  // Constant right operands of products stored K-major (passes/k_major_weights.h): for the
+  // CUDA backend, f32 ones under TF32 (--precision high), whose GEMM template reads TF32
+  // operands K-major only, and half-precision ones whose N rows are not 16-byte aligned.
+  KMajorWeightsOptions k_major_weights;
+  // Products whose constant right operand still has unaligned rows are padded
+  // (passes/pad_gemm_columns.h): for the CUDA backend, whose GEMM paths need 16-byte aligned
+  // rows to run at speed.
   bool pad_gemm_columns = false;
-  // f32 products' constant right operands stored K-major (passes/k_major_weights.h): for the
-  // CUDA backend under TF32 (--precision high), whose GEMM template reads TF32 operands
-  // K-major only.
-  bool k_major_f32_weights = false;
 };
 
 // Each pass's wall milliseconds, in the order run (a pass run twice appears twice).

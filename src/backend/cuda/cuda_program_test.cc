@@ -633,7 +633,7 @@ TEST(CudaProgramTf32Test, ConstantF32WeightsTakeTheTemplateAsTf32UnderPrecisionH
 
   target.tf32 = true;
   PassOptions passes;
-  passes.k_major_f32_weights = true;
+  passes.k_major_weights.f32 = true;
   const CudaProgram tf32 = BuildProgram(linear(), {}, target, passes);
   ASSERT_EQ(tf32.groups.size(), 1u) << "the residual is the template's epilogue";
   const CudaGroupProgram& g = tf32.groups[0];
@@ -654,7 +654,7 @@ TEST(CudaProgramTf32Test, TemplateKernelsDoNotClaimTheirProloguesOutputs) {
   target.tf32 = true;
   PassOptions passes;
   passes.channels_last = true;
-  passes.k_major_f32_weights = true;
+  passes.k_major_weights.f32 = true;
   const CudaProgram program = BuildProgram(std::move(model->graph), {}, target, passes);
   int checked = 0;
   for (const CudaGroupProgram& g : program.groups) {

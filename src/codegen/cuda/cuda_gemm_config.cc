@@ -54,11 +54,14 @@ int64_t ScratchBytes(const GemmTemplateKernel& g, const CudaGemmConfig& c) {
   return CounterBytes(g, c) + Tiles(g, c.block_m, c.block_n) * c.splits * c.block_m * c.block_n * 4;
 }
 
-// An access to a half-precision buffer at the product's own (row, column): one TMA can
-// move its tile.
-static bool TileAccess(const GemmTemplateKernel& g, const Index& index, DType dtype) {
+// An access to a half-precision buffer at the product's own (row, column): a tile of it can
+// go through the staging tile...
+static bool AtTile(const GemmTemplateKernel& g, const Index& index, DType dtype) {
   return (dtype == DType::kBF16 || dtype == DType::kF16) && AtProductPosition(g, index);
 }
+// ...and one TMA can move it where its rows are whole 16-byte units.
+static bool RowsAligned(const GemmTemplateKernel& g) { return g.n * 2 % 16 == 0; }
+static bool TileAccess(const GemmTemplateKernel& g, const Index& index, DType dtype) { return AtTile(g, index, dtype) && RowsAligned(g); }
 
 // The first tile access among the epilogue's loads of another value than the product (a
 // residual), or -1.
@@ -86,14 +89,16 @@ bool ProductMayBeHeldRounded(const GemmTemplateKernel& g) {
   return true;
 }
 
-// The store the epilogue writes through shared memory and a TMA store: the first tile
-// access among the stores, or -1.
+// The store the epilogue writes through shared memory, then out by TMA (or by the threads,
+// StoreByThreads): the first store at the product's position, or -1.
 int StagedStore(const GemmTemplateKernel& g) {
   const Kernel& k = g.epilogue;
   for (size_t s = 0; s < k.stores.size(); ++s)
-    if (TileAccess(g, k.stores[s].index, k.buffers[k.stores[s].buffer].dtype)) return static_cast<int>(s);
+    if (AtTile(g, k.stores[s].index, k.buffers[k.stores[s].buffer].dtype)) return static_cast<int>(s);
   return -1;
 }
+
+bool StoreByThreads(const GemmTemplateKernel& g) { return StagedStore(g) >= 0 && !RowsAligned(g); }
 
 // The load (a residual) whose tile TMA brings into the staging tile while the main loop
 // runs, read there in place of scattered global loads. Needs a staged store. Split-K issues
@@ -158,12 +163,14 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
   if (c.block_n == 0) {
     c.block_n = 64;
     // The widest tile that still gives every SM a tile (and whose accumulators fit: 128
-    // registers per thread), unless a narrower one pads fewer columns: N = 384 (ConvNeXt's
-    // first MLP) computes 512 columns in 256-column tiles, 384 in 128-column ones.
+    // registers per thread), unless a narrower one computes at least an eighth fewer
+    // columns: N = 384 (ConvNeXt's first MLP) computes 512 columns in 256-column tiles, 384
+    // in 128-column ones. A vocabulary of 50257 pads 50432 or 50304, and the wider tiles won
+    // by far (H200, 2026-11-29, 4096x768x50257, stored by the threads: 665 against 957 µs).
     auto padded = [&](int n) { return CeilDiv(g.n, n) * n; };
     for (int n : {256, 128})
       if (g.n >= n && ConsumerRows(c) * n <= 64 * 256 && Tiles(g, c.block_m, n) >= c.sm_count &&
-          (c.block_n == 64 || padded(n) < padded(c.block_n)))
+          (c.block_n == 64 || padded(n) * 8 <= padded(c.block_n) * 7))
         c.block_n = n;
   }
   if (c.splits == 0) {

@@ -40,7 +40,8 @@ class GemmEmitter {
                              cluster > 1 ? fmt::format(", clusters of {} sharing B by multicast", cluster) : "",
                              *c_.overlap_epilogue ? ", epilogue overlapping the next main loop" : "",
                              ringed_load_ >= 0 ? ", residual by TMA into its ring" : staged_load_ >= 0 ? ", residual staged by TMA" : "",
-                             staged_ >= 0 ? ", TMA store" : "", c_.splits > 1 ? fmt::format(", split-K x{}", c_.splits) : "",
+                             staged_ < 0 ? "" : StoreByThreads(g_) ? ", staged store by the threads (unaligned rows)" : ", TMA store",
+                             c_.splits > 1 ? fmt::format(", split-K x{}", c_.splits) : "",
                              g_.a_mn_major >= 0 ? ", A MN-major" : "", g_.b_k_major >= 0 ? ", B K-major" : "");
     // The kernel: its parameters, then the skeleton (codegen/cuda/device/gemm_sm90.cuh)
     // instantiated on this problem's Config, A loader and Epilogue.
@@ -56,11 +57,13 @@ class GemmEmitter {
       parameters += ", const __grid_constant__ tf::TensorMap " + name;
       s.launch.args.push_back({LaunchArg::Kind::kTensorMap, map.node, map, 0});
     };
-    add_map(staged_ >= 0, "map_out", staged_ >= 0 ? OutputMap() : TensorMapArg{});
+    const bool by_threads = StoreByThreads(g_);
+    add_map(staged_ >= 0 && !by_threads, "map_out", staged_ >= 0 && !by_threads ? OutputMap() : TensorMapArg{});
     add_map(staged_load_ >= 0, "map_in", staged_load_ >= 0 ? TileMap(LoadBuffer(staged_load_)) : TensorMapArg{});
     add_map(ringed_load_ >= 0, "map_residual", ringed_load_ >= 0 ? ResidualChunkMap(LoadBuffer(ringed_load_)) : TensorMapArg{});
     std::string buffers;
     parameters += GemmEpilogueParameters(g_, s, buffers);
+    maps += by_threads ? fmt::format(", b{}", g_.epilogue.stores[staged_].buffer) : ", nullptr";
     if (c_.splits > 1) {
       parameters += ", unsigned* __restrict__ tile_counters, float* __restrict__ partials";
       s.launch.args.push_back({LaunchArg::Kind::kScratch, -1, {}, 0});
@@ -175,12 +178,12 @@ class GemmEmitter {
         "    enum : int {{ kBM = {}, kBN = {}, kStages = {}, kGroupM = {}, kClusterM = {}, kSplits = {}, kSplitSteps = {} }};\n"
         "    enum : int {{ kRows = {}, kN = {}, kK = {}, kBatch = {} }};\n"
         "    enum : int {{ kPingPong = {}, kOverlap = {}, kChunks = {}, kStaging = {} }};\n"
-        "    enum : int {{ kStagedStore = {}, kStagedLoad = {}, kRingedLoad = {}, kAMnMajor = {}, kBKMajor = {} }};\n"
+        "    enum : int {{ kStagedStore = {}, kStoreByThreads = {}, kStagedLoad = {}, kRingedLoad = {}, kAMnMajor = {}, kBKMajor = {} }};\n"
         "    enum : int {{ kProducerRegisters = {}, kConsumerRegisters = {} }};\n"
         "  }};\n",
         types, c_.block_m, c_.block_n, c_.stages, c_.group_m, c_.cluster_m, c_.splits, StepsPerSplit(g_, c_), g_.rows, g_.n, g_.k,
         g_.batch, *c_.pingpong ? 1 : 0, *c_.overlap_epilogue ? 1 : 0, *c_.overlap_epilogue ? EpilogueChunks(c_) : 1,
-        StagingBytes(c_, staged_ >= 0), staged_ >= 0 ? 1 : 0, staged_load_ >= 0 ? 1 : 0, ringed_load_ >= 0 ? 1 : 0,
+        StagingBytes(c_, staged_ >= 0), staged_ >= 0 ? 1 : 0, StoreByThreads(g_) ? 1 : 0, staged_load_ >= 0 ? 1 : 0, ringed_load_ >= 0 ? 1 : 0,
         g_.a_mn_major >= 0 ? 1 : 0, g_.b_k_major >= 0 ? 1 : 0, kProducerRegisters, kConsumerRegisters);
   }
 

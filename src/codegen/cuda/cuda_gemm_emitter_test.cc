@@ -51,7 +51,7 @@ TEST(CudaGemmEmitterTest, BiasReluEpilogueReadsTheBiasByColumnAndStoresThroughTm
   EXPECT_NE(f.find("relu("), std::string::npos);
   EXPECT_NE(f.find("kPingPong = 0"), std::string::npos);  // a cheap epilogue: cooperative consumers
   EXPECT_NE(f.find("kStagedStore = 1,"), std::string::npos);  // the output through shared memory and TMA
-  EXPECT_NE(f.find("{&map_a, &map_b, &map_out, nullptr, nullptr}"), std::string::npos);
+  EXPECT_NE(f.find("{&map_a, &map_b, &map_out, nullptr, nullptr, nullptr}"), std::string::npos);
   // A, B and the output as tensor maps, then the bias and output buffers; the product is
   // never a buffer of its own.
   ASSERT_EQ(source->launch.args.size(), 5u);
@@ -93,7 +93,7 @@ TEST(CudaGemmEmitterTest, GeluResidualKernelReadsAsTheTemplateSays) {
     CHECK-NEXT: using LoadElement = tf::Bf16;
     CHECK-NEXT: enum : int { kBM = 128, kBN = 128,
     CHECK: kPingPong = 1, kOverlap = 0
-    CHECK: kStagedStore = 1, kStagedLoad = 1, kRingedLoad = 0
+    CHECK: kStagedStore = 1, kStoreByThreads = 0, kStagedLoad = 1, kRingedLoad = 0
     CHECK: kProducerRegisters = 40, kConsumerRegisters = 232
     CHECK: struct Epilogue {
     CHECK: uint16_t* __restrict__ b3;
@@ -104,7 +104,7 @@ TEST(CudaGemmEmitterTest, GeluResidualKernelReadsAsTheTemplateSays) {
     CHECK: tf_tanh_approx(
     CHECK: = loaded;
     CHECK: return v
-    CHECK: tf::GemmSm90<Config, tf::MatrixA>({&map_a, &map_b, &map_out, &map_in, nullptr}, Epilogue{
+    CHECK: tf::GemmSm90<Config, tf::MatrixA>({&map_a, &map_b, &map_out, &map_in, nullptr, nullptr}, Epilogue{
     CHECK-SAME: b3}, nullptr, nullptr);
   )"));
 }
@@ -128,11 +128,11 @@ TEST(CudaGemmEmitterTest, OverlappedEpilogueRunsInChunksDuringTheNextMainLoop) {
   EXPECT_NE(source->strategy.find("epilogue overlapping the next main loop"), std::string::npos) << source->strategy;
   EXPECT_TRUE(MatchesChecks(source->function, R"(
     CHECK: kPingPong = 0, kOverlap = 1, kChunks = 16,
-    CHECK: kStagedStore = 1, kStagedLoad = 0, kRingedLoad = 0
+    CHECK: kStagedStore = 1, kStoreByThreads = 0, kStagedLoad = 0, kRingedLoad = 0
     CHECK: tf_cvt_bf16(b1[col])
     CHECK: tf_tanh_approx(
     CHECK: return v
-    CHECK: tf::GemmSm90<Config, tf::MatrixA>({&map_a, &map_b, &map_out, nullptr, nullptr}
+    CHECK: tf::GemmSm90<Config, tf::MatrixA>({&map_a, &map_b, &map_out, nullptr, nullptr, nullptr}
   )"));
 
   // Narrower tiles split their column groups into fewer chunks.
@@ -205,7 +205,7 @@ TEST(CudaGemmEmitterTest, OverlappedEpilogueReadsTheResidualFromItsRing) {
     CHECK: using LoadElement = tf::Bf16;
     CHECK: kOverlap = 1, kChunks = 16,
     CHECK: = loaded;
-    CHECK: {&map_a, &map_b, &map_out, nullptr, &map_residual}
+    CHECK: {&map_a, &map_b, &map_out, nullptr, &map_residual, nullptr}
   )"));
 }
 
@@ -256,6 +256,34 @@ TEST(CudaGemmEmitterTest, F32ProductsTakeTheTemplateAsTf32WithBReadKMajor) {
   EXPECT_NE(refused.status().message().find("K-major"), std::string::npos) << refused.status().message();
 }
 
+// An odd vocabulary (GPT-2's 50257, here 1029): B read K-major from the [N][K] weight, whose
+// rows of K TMA can read; the output's rows are not 16-byte aligned, so the staged store is
+// written out of shared memory by the threads, not by TMA, and an odd N ends inside the last
+// column pair.
+TEST(CudaGemmEmitterTest, AnOddVocabularyIsReadKMajorAndItsLogitsStoredByTheThreads) {
+  Planned p = PlanText("  wt = Transpose <perm = [1, 0]> (w)\n  y = MatMul (x, wt)\n",
+                       "g (bfloat16[256,64] x, bfloat16[1029,64] w) => (bfloat16[256,1029] y)");
+  auto gemm = LowerOnlyGemm(p);
+  ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
+  EXPECT_GE(gemm->b_k_major, 0);
+  EXPECT_TRUE(gemm_layout::StoreByThreads(*gemm));
+  for (const char* form : {"tail", "overlap"}) {
+    CudaGemmConfig config;
+    config.overlap_epilogue = std::string(form) == "overlap";
+    auto source = EmitCudaGemm(*gemm, config);
+    ASSERT_TRUE(source.ok()) << source.status().ToString();
+    EXPECT_TRUE(MatchesChecks(source->function, R"(
+      CHECK: gemm(const __grid_constant__ tf::TensorMap map_a, const __grid_constant__ tf::TensorMap map_b, uint16_t* __restrict__ b0)
+      CHECK: kN = 1029,
+      CHECK: kStagedStore = 1, kStoreByThreads = 1, kStagedLoad = 0, kRingedLoad = 0, kAMnMajor = 0, kBKMajor = 1
+      CHECK: return v
+      CHECK: tf::GemmSm90<Config, tf::MatrixA>({&map_a, &map_b, nullptr, nullptr, nullptr, b0}
+    )")) << form << "\n" << source->function;
+    EXPECT_NE(source->strategy.find("by the threads"), std::string::npos) << source->strategy;
+    EXPECT_EQ(source->launch.args.size(), 3u) << "no TMA map of the output";
+  }
+}
+
 TEST(CudaGemmEmitterTest, WhatTheTemplateDoesNotTakeComesWithTheReason) {
   struct Case {
     std::string body, signature, reason;
@@ -263,7 +291,8 @@ TEST(CudaGemmEmitterTest, WhatTheTemplateDoesNotTakeComesWithTheReason) {
   std::vector<Case> cases = {
       {"  y = MatMul (x, w)\n", "g (float[64,64] x, float[64,64] w) => (float[64,64] y)", "TF32 only (--precision high)"},
       {"  y = MatMul (x, w)\n", "g (int32[64,64] x, int32[64,64] w) => (int32[64,64] y)", "not i32"},
-      {"  y = MatMul (x, w)\n", "g (bfloat16[64,60] x, bfloat16[60,64] w) => (bfloat16[64,64] y)", "multiples of 8"},
+      {"  y = MatMul (x, w)\n", "g (bfloat16[64,60] x, bfloat16[60,64] w) => (bfloat16[64,64] y)", "K = 60 must be a multiple of 8"},
+      {"  y = MatMul (x, w)\n", "g (bfloat16[64,64] x, bfloat16[64,61] w) => (bfloat16[64,61] y)", "N = 61 must be a multiple of 8"},
       {"  y = MatMul (x, w)\n", "g (bfloat16[64,64] x, bfloat16[3,64,64] w) => (bfloat16[3,64,64] y)", "broadcast"},
       {"  p = MatMul (x, w)\n  t = Transpose <perm = [1, 0]> (p)\n  y = Relu (t)\n",
        "g (bfloat16[64,64] x, bfloat16[64,64] w) => (bfloat16[64,64] y)", "through a view"},

@@ -34,6 +34,7 @@ struct GemmMaps {
   const TensorMap* out;       // the staged store's
   const TensorMap* in;        // the staged load's
   const TensorMap* residual;  // the ringed load's
+  void* stored;               // the staged store's output where the threads write it (kStoreByThreads)
 };
 
 // ---- A loaders: one K step of A's tile t.m into a ring slot ----
@@ -170,7 +171,8 @@ namespace tf {
 // The kernel body. Config (see GemmShape) gives Element, Index, the tile (kBM, kBN,
 // kStages, kGroupM, kClusterM, kSplits, kSplitSteps, kChunks, kStaging), the problem (kRows,
 // kN, kK, kBatch), the consumers (kPingPong, kOverlap), the staged and ringed accesses
-// (kStagedStore, kStagedLoad, kRingedLoad and their element types StoreElement, LoadElement),
+// (kStagedStore, kStagedLoad, kRingedLoad and their element types StoreElement, LoadElement;
+// kStoreByThreads: the staged store written out by the threads, its rows not 16-byte aligned),
 // A's and B's layouts (kAMnMajor, kBKMajor)
 // and the register split (kProducerRegisters, kConsumerRegisters). Epilogue:
 //   float operator()(Index row, int col, float acc, float loaded) const

@@ -153,7 +153,7 @@ __device__ __forceinline__ void GemmConsumer(const GemmSharedMemory<S>& sm, cons
       if (S::kPingPong) c.ring.Skip(S::kKSteps);  // the other consumer's next tile
     }
   }
-  if constexpr (S::kStagedStore)
+  if constexpr (S::kStagedStore && !S::kStoreByThreads)
     if (c.local == 0) TmaStoreWait();  // shared memory must outlive the stores reading it
 }
 

@@ -70,7 +70,8 @@ __device__ __forceinline__ void GemmEpilogue(const GemmSharedMemory<S>& sm, cons
 // __syncwarp orders them), columns [col_begin, col_begin + kCols), consecutive columns on
 // consecutive lanes, so that each store instruction writes whole runs of a row. (Runs of 64
 // columns as 4-byte words, written after every fourth chunk of the overlapped epilogue,
-// took 801 against 665 µs: H200, 4096x768x50257, 2026-11-29.)
+// took 801 against 665 µs: H200, 4096x768x50257, 2026-11-29.) Four passes unrolled: eight
+// spilled 84 bytes beside the overlapped epilogue's held tile at 128x256.
 template <class S, int kCols>
 __device__ __forceinline__ void GemmStoreWarpRows(const GemmSharedMemory<S>& sm, const GemmMaps& maps, const GemmConsumerState<S>& c,
                                                   const TileCoordinates& tile, int col_begin) {
@@ -81,7 +82,7 @@ __device__ __forceinline__ void GemmStoreWarpRows(const GemmSharedMemory<S>& sm,
   const int row_origin = tile.m * S::kBM + (S::kPingPong ? 0 : c.consumer * 64);
 #pragma unroll
   for (int mb = 0; mb < S::kMBlocks; ++mb)
-#pragma unroll 8
+#pragma unroll 4
     for (int pass = 0; pass < 16 * kCols / 32; ++pass) {
       const int i = pass * 32 + c.lane, r = c.warp * 16 + i / kCols, col_in_tile = col_begin + i % kCols;
       const int row_in_batch = row_origin + mb * 64 + r, col = tile.n * S::kBN + col_in_tile;

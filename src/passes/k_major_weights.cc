@@ -10,12 +10,13 @@ namespace tilefuse {
 namespace {
 
 // Whether `b`, a product's right operand, is a [K][N] constant to store K-major: its K rows
-// whole 16-byte units (TMA's rows of [N][K]), and the product one `options` names.
+// whole 16-byte units (TMA's rows of [N][K]), and the product one `options` names. (An f32
+// weight with unaligned N rows is padded first, passes/pad_gemm_columns.h, and taken then.)
 bool TakesKMajorCopy(const Node& b, const KMajorWeightsOptions& options) {
   if (b.op != OpCode::kConstant || b.rank() != 2 || !b.attrs.value) return false;
   const int64_t element = static_cast<int64_t>(DTypeSize(b.dtype));
   if (b.shape[0] * element % 16 != 0) return false;
-  if (b.dtype == DType::kF32) return options.f32;
+  if (b.dtype == DType::kF32) return options.f32 && b.shape[1] * element % 16 == 0;
   if (b.dtype == DType::kBF16 || b.dtype == DType::kF16) return options.unaligned_half && b.shape[1] * element % 16 != 0;
   return false;
 }

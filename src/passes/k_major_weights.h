@@ -6,7 +6,8 @@
 // would fold the transpose back):
 //   - f32 products under TF32 (--precision high): TF32 tensor cores (wgmma .tf32) read both
 //     operands K-major only, as a linear layer's weight is before the folding of constants
-//     turned it into [K][N];
+//     turned it into [K][N] (N rows aligned: an unaligned one is padded first, so this runs
+//     after passes/pad_gemm_columns.h for them);
 //   - half-precision products whose N rows are not 16-byte aligned (a vocabulary of 50257):
 //     TMA cannot read [K][N] rows 50257 elements apart, but reads [N][K] rows of K, and the
 //     template stores such an output without TMA. This replaces the padding of

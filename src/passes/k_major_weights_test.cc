@@ -46,6 +46,8 @@ TEST(KMajorWeightsTest, HalfPrecisionComputedAndUnalignedOperandsAreLeftAlone) {
   b.Output(b.MatMul(h, b.Constant(Tensor::Random(DType::kBF16, {8, 4}, 1))), "half");  // wgmma reads bf16 B MN-major
   b.Output(b.MatMul(b.Parameter("x8", DType::kF32, {4, 8}), w), "computed");            // no copy to make once
   b.Output(b.MatMul(x, b.Constant(Tensor::Random(DType::kF32, {6, 4}, 2))), "unaligned");  // K = 6: rows of 24 bytes
+  b.Output(b.MatMul(b.Parameter("x4", DType::kF32, {4, 4}), b.Constant(Tensor::Random(DType::kF32, {4, 6}, 3))),
+           "unaligned_n");  // N = 6: padded first (pad_gemm_columns), taken then
   auto graph = b.Build();
   ASSERT_TRUE(graph.ok()) << graph.status().ToString();
   auto stored = StoreWeightsKMajor(*graph, {.f32 = true});

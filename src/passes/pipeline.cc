@@ -100,9 +100,13 @@ StatusOr<Graph> RunGraphPasses(Graph graph, const PassOptions& options, PassTime
     // Weights reshaped (and, for half types, cast) by the window rewrite become constants
     // of the shape the product reads, once at compile time.
     RETURN_IF_ERROR(passes.Run("fold-constants", FoldConstants));
-    if (options.k_major_weights.f32 || options.k_major_weights.unaligned_half)
-      RETURN_IF_ERROR(passes.Run("k-major-weights", [&](const Graph& g) { return StoreWeightsKMajor(g, options.k_major_weights); }));
+    // Half-precision weights with unaligned rows go K-major instead of being padded; f32 ones
+    // are padded first, then (under TF32) go K-major with the rest.
+    if (options.k_major_weights.unaligned_half)
+      RETURN_IF_ERROR(passes.Run("k-major-weights", [](const Graph& g) { return StoreWeightsKMajor(g, {.unaligned_half = true}); }));
     if (options.pad_gemm_columns) RETURN_IF_ERROR(passes.Run("pad-gemm-columns", PadGemmColumns));
+    if (options.k_major_weights.f32)
+      RETURN_IF_ERROR(passes.Run("k-major-weights", [](const Graph& g) { return StoreWeightsKMajor(g, {.f32 = true}); }));
     RETURN_IF_ERROR(passes.Run("cse", EliminateCommonSubexpressions));
     RETURN_IF_ERROR(passes.Run("dce", EliminateDeadCode));
     if (options.channels_last) {  // after CSE, which would merge the copies again

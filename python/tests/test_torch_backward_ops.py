@@ -2,7 +2,7 @@
 options={"backward": "tilefuse"}, the CPU backend) against torch.autograd in eager: the
 gradients of every input and parameter, in f64 where tilefuse's kernels take it and in f32
 otherwise. Each op's forward and backward graphs must both be compiled by tilefuse; a part
-split out to PyTorch is named in the case (attention's backward has no mapping yet)."""
+split out to PyTorch is named in the case (SPLIT_OUT: attention's backward has no mapping yet)."""
 
 import logging
 
@@ -79,7 +79,23 @@ def _cases():
                        lambda d: [r(7, 9, dtype=d)]),
         "cat_split_where": (lambda: Op(lambda m, x, y: torch.where(x > 0, torch.cat([x, y], -1)[..., :9], y * 2)),
                             lambda d: [r(4, 9, dtype=d), r(4, 9, dtype=d)]),
+        # The forward through tilefuse, saving the logsumexp PyTorch's attention backward reads.
+        "attention_causal": (lambda: Op(lambda m, q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)),
+                             lambda d: [r(2, 3, 10, 16, dtype=d), r(2, 3, 10, 16, dtype=d), r(2, 3, 10, 16, dtype=d)]),
     }
+
+
+# The ops each case's backward graph has no mapping for: split out to PyTorch, said in the log.
+SPLIT_OUT = {
+    "attention_causal": "aten._scaled_dot_product_flash_attention_for_cpu_backward",
+    "cross_entropy": "aten.scatter.value",  # the one-hot of the targets
+    "embedding": "aten.index_put.default",  # the rows' gradients summed into the table
+}
+# f64 attention: PyTorch's meta function gives the CPU flash kernel's saved logsumexp as f32,
+# which tilefuse's forward follows, but the kernel returns f64 and its backward takes f64 only
+# ("expected scalar type Double but found Float"). Not run until the forward may differ from
+# the traced dtype there.
+F32_ONLY = {"attention_causal"}
 
 
 def _rms_norm_module(m, x):
@@ -89,6 +105,8 @@ def _rms_norm_module(m, x):
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64", "f32"])
 @pytest.mark.parametrize("name", sorted(_cases()))
 def test_the_backward_through_tilefuse_gives_autograd_s_gradients(name, dtype, logs):
+    if dtype == torch.float64 and name in F32_ONLY:
+        pytest.skip("f64 attention's logsumexp: PyTorch's traced dtype (f32) is not its kernel's (f64); see F32_ONLY")
     make_module, make_inputs = _cases()[name]
     torch.manual_seed(7)
     module = make_module().to(dtype)
@@ -113,4 +131,9 @@ def test_the_backward_through_tilefuse_gives_autograd_s_gradients(name, dtype, l
         torch.testing.assert_close(got, want, rtol=tolerance, atol=tolerance * scale, msg=f"{name} {what}")
     records = [r.getMessage() for r in logs.records if r.name == "tilefuse"]
     assert not [m for m in records if FELL_BACK in m or IN_PYTORCH in m], "\n".join(records)
+    split = [m for m in records if "running part of a torch.compile graph in PyTorch" in m]
+    if name in SPLIT_OUT:
+        assert len(split) == 1 and SPLIT_OUT[name] in split[0], "\n".join(records)
+    else:
+        assert not split, "\n".join(records)
     assert sum(COMPILED in m for m in records) >= 2, "the forward and the backward graph:\n" + "\n".join(records)

@@ -8,6 +8,7 @@
 
 #include "reference/interpreter.h"
 #include "passes/rewriter.h"
+#include "passes/transpose_tiles.h"
 
 namespace tilefuse {
 
@@ -88,27 +89,6 @@ void PermuteRows(const Tensor& in, Tensor& out, const Shape& shape, const std::v
   }
 }
 
-// out[b][j][i] = in[b][i][j] for i < rows, j < cols, in square tiles: the row-by-row copy above
-// reads a column of the input per output row, a cache miss an element on a large matrix (the
-// transposed 50257×768 embedding of GPT-2's LM head: 388 ms that way, the whole of a warm
-// compile's constant folding). Large ones are split over the threads.
-template <typename Element>
-void TransposeTiles(const Tensor& in, Tensor& out, int64_t batches, int64_t rows, int64_t cols) {
-  constexpr int64_t kTile = 64;
-  const auto* src = reinterpret_cast<const Element*>(in.data());
-  auto* dst = reinterpret_cast<Element*>(out.data());
-  const int64_t row_tiles = (rows + kTile - 1) / kTile, col_tiles = (cols + kTile - 1) / kTile;
-  const int64_t tiles = batches * row_tiles * col_tiles;
-#pragma omp parallel for schedule(static) if (in.num_bytes() > (size_t{1} << 24))
-  for (int64_t t = 0; t < tiles; ++t) {
-    const int64_t b = t / (row_tiles * col_tiles), i0 = (t / col_tiles % row_tiles) * kTile, j0 = t % col_tiles * kTile;
-    const Element* from = src + b * rows * cols;
-    Element* to = dst + b * rows * cols;
-    for (int64_t j = j0; j < std::min(j0 + kTile, cols); ++j)
-      for (int64_t i = i0; i < std::min(i0 + kTile, rows); ++i) to[j * rows + i] = from[i * cols + j];
-  }
-}
-
 // A reshape or transpose of a constant, moved as bytes: the interpreter's path goes through
 // f64 element by element, which took seconds on a model's weights (the transposed 32000×2048
 // embedding of a LLaMA, 2026-11-29). Same bits either way.
@@ -136,13 +116,7 @@ std::optional<Tensor> MoveBytes(const Node& node, const Tensor& in) {
   for (int d = 0; d < rank - 2; ++d) matrix_transpose = matrix_transpose && perm[d] == d;
   if (matrix_transpose) {
     const int64_t rows = in.shape()[rank - 2], cols = in.shape()[rank - 1], batches = count / std::max<int64_t>(1, rows * cols);
-    switch (element) {
-      case 1: TransposeTiles<uint8_t>(in, out, batches, rows, cols); return out;
-      case 2: TransposeTiles<uint16_t>(in, out, batches, rows, cols); return out;
-      case 4: TransposeTiles<uint32_t>(in, out, batches, rows, cols); return out;
-      case 8: TransposeTiles<uint64_t>(in, out, batches, rows, cols); return out;
-      default: break;
-    }
+    if (TransposeLastTwoDims(in, out, batches, rows, cols)) return out;
   }
   switch (element) {  // a typed copy: a model's weights are tens of millions of elements
     case 1: PermuteRows<uint8_t>(in, out, node.shape, stride); break;

@@ -1,9 +1,8 @@
 #include "passes/k_major_weights.h"
 
-#include <algorithm>
-#include <cstdint>
-
 #include "passes/rewriter.h"
+#include "passes/transpose_tiles.h"
+#include "support/check.h"
 
 namespace tilefuse {
 
@@ -21,23 +20,11 @@ bool TakesKMajorCopy(const Node& b, const KMajorWeightsOptions& options) {
   return false;
 }
 
-// `w` [K][N] as [N][K], in 32 × 32 tiles (the row-by-row walk strides a whole row per read).
-template <class Element>
-void TransposeInto(const Tensor& w, Tensor& out) {
-  const int64_t rows = w.shape()[0], cols = w.shape()[1];
-  const Element* in = reinterpret_cast<const Element*>(w.data());
-  Element* to = reinterpret_cast<Element*>(out.data());
-  constexpr int64_t kTile = 32;
-  for (int64_t r0 = 0; r0 < rows; r0 += kTile)
-    for (int64_t c0 = 0; c0 < cols; c0 += kTile)
-      for (int64_t r = r0; r < std::min(rows, r0 + kTile); ++r)
-        for (int64_t c = c0; c < std::min(cols, c0 + kTile); ++c) to[c * rows + r] = in[r * cols + c];
-}
-
+// `w` [K][N] as [N][K].
 Tensor Transposed(const Tensor& w) {
-  Tensor out(w.dtype(), {w.shape()[1], w.shape()[0]});
-  if (DTypeSize(w.dtype()) == 4) TransposeInto<uint32_t>(w, out);
-  else TransposeInto<uint16_t>(w, out);
+  Tensor out = Tensor::Uninitialized(w.dtype(), {w.shape()[1], w.shape()[0]});
+  const bool moved = TransposeLastTwoDims(w, out, 1, w.shape()[0], w.shape()[1]);
+  TF_CHECK_MSG(moved, "weights of 2 or 4 bytes an element");
   return out;
 }
 

@@ -91,11 +91,7 @@ SPLIT_OUT = {
     "cross_entropy": "aten.scatter.value",  # the one-hot of the targets
     "embedding": "aten.index_put.default",  # the rows' gradients summed into the table
 }
-# f64 attention: PyTorch's meta function gives the CPU flash kernel's saved logsumexp as f32,
-# which tilefuse's forward follows, but the kernel returns f64 and its backward takes f64 only
-# ("expected scalar type Double but found Float"). Not run until the forward may differ from
-# the traced dtype there.
-F32_ONLY = {"attention_causal"}
+
 
 
 def _rms_norm_module(m, x):
@@ -105,8 +101,6 @@ def _rms_norm_module(m, x):
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64", "f32"])
 @pytest.mark.parametrize("name", sorted(_cases()))
 def test_the_backward_through_tilefuse_gives_autograd_s_gradients(name, dtype, logs):
-    if dtype == torch.float64 and name in F32_ONLY:
-        pytest.skip("f64 attention's logsumexp: PyTorch's traced dtype (f32) is not its kernel's (f64); see F32_ONLY")
     make_module, make_inputs = _cases()[name]
     torch.manual_seed(7)
     module = make_module().to(dtype)

@@ -6,7 +6,6 @@ and DDP's all-reduces run between them; the replicas must train exactly as eager
 import json
 import logging
 import os
-import socket
 
 import pytest
 
@@ -61,10 +60,10 @@ def _train(model, rank):
     return [p.detach().clone() for p in model.parameters()]
 
 
-def _replica(rank, port, out_dir):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+def _replica(rank, out_dir):
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
+    # A rendezvous through a file, not a TCP port that another process could take meanwhile.
+    dist.init_process_group("gloo", init_method=f"file://{os.path.join(out_dir, 'rendezvous')}", rank=rank, world_size=WORLD)
     import tilefuse.torch_backend  # noqa: F401  (registers the backend)
     count = _Count()
     logger = logging.getLogger("tilefuse")
@@ -89,15 +88,9 @@ def _replica(rank, port, out_dir):
         json.dump({"worst": worst, "replicas_apart": replicas_apart, "compiled": count.compiled, "fell_back": count.fell_back}, f)
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(), reason="this PyTorch has no gloo")
 def test_two_ddp_replicas_train_through_tilefuse_as_eager_ddp_does(tmp_path):
-    mp.spawn(_replica, args=(_free_port(), str(tmp_path)), nprocs=WORLD, join=True)
+    mp.spawn(_replica, args=(str(tmp_path),), nprocs=WORLD, join=True)
     for rank in range(WORLD):
         result = json.loads((tmp_path / f"rank{rank}.json").read_text())
         # f32 on the CPU backend, the same ops in another order: a few ulps after three steps.

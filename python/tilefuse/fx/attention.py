@@ -15,7 +15,8 @@ from .nn import _results_read
 def attention(ctx: Context, q: Value, k: Value, v: Value, mask: Optional[Value], dropout_p: float, is_causal: bool,
               scale: Optional[float], enable_gqa: bool = False, logsumexp: bool = False,
               masked_rows_zero: bool = False) -> Any:
-    """The attention's output; with `logsumexp`, (output, logsumexp of each query's scores in f32,
+    """The attention's output; with `logsumexp`, (output, logsumexp of each query's scores in f32
+    (f64 for f64 inputs),
     shaped like the scores without their key axis: what a training forward saves for the backward).
     `masked_rows_zero`: a query whose keys are all masked gets 0 (the softmax's NaNs replaced, the
     "safe softmax" the attention templates take), not NaN."""
@@ -36,8 +37,10 @@ def attention(ctx: Context, q: Value, k: Value, v: Value, mask: Optional[Value],
     if not logsumexp:
         return out
     # In f32 from f32 products for half inputs, as PyTorch's kernels accumulate them: the half
-    # scores' rounding (0.4% in bf16) would be 0.01 in the saved logsumexp.
-    wide = scores if dtype == "f32" else _scores(ctx, q, k, mask, is_causal, scale, "f32")
+    # scores' rounding (0.4% in bf16) would be 0.01 in the saved logsumexp. In f64 for f64
+    # inputs, as PyTorch's CPU kernel returns it (its backward takes no other).
+    wide_dtype = "f64" if dtype == "f64" else "f32"
+    wide = scores if dtype == wide_dtype else _scores(ctx, q, k, mask, is_causal, scale, wide_dtype)
     return out, _logsumexp(ctx, wide)
 
 
@@ -63,14 +66,15 @@ def _scores(ctx: Context, q: Value, k: Value, mask: Optional[Value], is_causal: 
 
 
 def _logsumexp(ctx: Context, wide: Value) -> Value:
-    # max + log(sum(exp(s - max))) over the keys of f32 scores; a row with every key masked gives
-    # 0, as PyTorch's CPU flash kernel does (its output row is 0 too).
+    # max + log(sum(exp(s - max))) over the keys of f32 (f64) scores; a row with every key masked
+    # gives 0, as PyTorch's CPU flash kernel does (its output row is 0 too).
     axis = ctx.rank(wide) - 1
+    dtype = ctx.dtype_of(wide)
     peak = ctx.reduce("reduce_max", wide, [axis], True)
-    masked = ctx.pointwise("equal", [peak, ctx.scalar(-math.inf, "f32")])
-    safe_peak = ctx.pointwise("where", [masked, ctx.scalar(0.0, "f32"), peak])
+    masked = ctx.pointwise("equal", [peak, ctx.scalar(-math.inf, dtype)])
+    safe_peak = ctx.pointwise("where", [masked, ctx.scalar(0.0, dtype), peak])
     total = ctx.reduce("reduce_sum", ctx.pointwise("exp", [ctx.pointwise("sub", [wide, safe_peak])]), [axis], True)
-    lse = ctx.pointwise("where", [masked, ctx.scalar(0.0, "f32"), ctx.pointwise("add", [safe_peak, ctx.pointwise("log", [total])])])
+    lse = ctx.pointwise("where", [masked, ctx.scalar(0.0, dtype), ctx.pointwise("add", [safe_peak, ctx.pointwise("log", [total])])])
     return ctx.reshape(lse, ctx.shape_of(lse)[:-1])
 
 

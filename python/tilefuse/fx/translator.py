@@ -218,12 +218,22 @@ def _sym_op(ctx: Context, name: str, args: Sequence[Any]) -> int:
     return strides[args[1]]
 
 
+def _kernel_differs_from_trace(node: torch.fx.Node, mapped: str, traced: str) -> bool:
+    """Where PyTorch's meta function traces another dtype than its kernel returns, and the
+    mapping follows the kernel: the CPU flash attention's logsumexp, traced f32 for f64 inputs,
+    is f64 from the kernel, and that kernel's backward takes f64 only."""
+    if node.target is not operator.getitem or node.args[1] != 1 or not isinstance(node.args[0], torch.fx.Node):
+        return False
+    return (target_name(node.args[0]) == "aten._scaled_dot_product_flash_attention_for_cpu.default" and mapped == "f64"
+            and traced == "f32")
+
+
 def _check_result(ctx: Context, node: torch.fx.Node, result: Any) -> None:
     """Casts a result to the dtype PyTorch traced and checks its static shape."""
     traced = node.meta.get("val")
     if isinstance(result, Value) and isinstance(traced, torch.Tensor) and ctx.ok:
         expected = torch_dtype(traced.dtype)
-        if ctx.dtype_of(result) != expected:
+        if ctx.dtype_of(result) != expected and not _kernel_differs_from_trace(node, ctx.dtype_of(result), expected):
             raise Unsupported(f"tilefuse's mapping gives {ctx.dtype_of(result)}, PyTorch {expected} (a tilefuse bug)")
         static = all(isinstance(d, int) for d in traced.shape)
         if static and ctx.shape_of(result) != list(traced.shape):

@@ -6,6 +6,7 @@ The CLI is $TILEFUSE_CLI, else the one beside the package in a build tree
 when there is none (a pip-installed package).
 """
 
+import logging
 import os
 import pathlib
 import subprocess
@@ -36,6 +37,23 @@ def cli():
     if path is None or not path.is_file():
         pytest.skip("no tilefuse CLI to compare with (set TILEFUSE_CLI=BUILD/tilefuse)")
     return Cli(path)
+
+
+@pytest.fixture
+def fresh_dynamo():
+    """Dynamo's caches reset before and after a torch.compile test (the torch test modules use it
+    for every test: pytestmark)."""
+    import torch
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+@pytest.fixture
+def logs(caplog):
+    """The "tilefuse" logger's records from INFO up."""
+    caplog.set_level(logging.INFO, logger="tilefuse")
+    return caplog
 
 
 class Cli:

@@ -4,7 +4,6 @@ gradients of every input and parameter, in f64 where tilefuse's kernels take it 
 otherwise. Each op's forward and backward graphs must both be compiled by tilefuse; a part
 split out to PyTorch is named in the case (SPLIT_OUT: attention's backward has no mapping yet)."""
 
-import logging
 
 import pytest
 
@@ -19,17 +18,8 @@ FELL_BACK = "running a torch.compile graph in PyTorch"
 IN_PYTORCH = "the backward graph runs in PyTorch"
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
-
-
-@pytest.fixture
-def logs(caplog):
-    caplog.set_level(logging.INFO, logger="tilefuse")
-    return caplog
+# Dynamo reset around each test, and the "tilefuse" logger captured: conftest.py.
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 def _rms_norm(x, w):

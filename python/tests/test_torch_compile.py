@@ -18,17 +18,8 @@ COMPILED = "compiled a torch.compile graph"
 FELL_BACK = "running a torch.compile graph in PyTorch"
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
-
-
-@pytest.fixture
-def logs(caplog):
-    caplog.set_level(logging.INFO, logger="tilefuse")
-    return caplog
+# Dynamo reset around each test, and the "tilefuse" logger captured: conftest.py.
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 def messages(logs, text, level=None):

@@ -29,17 +29,8 @@ BACKWARD = "the backward graph runs in PyTorch"
 OPTIONS = {"backend": "cpu"}
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
-
-
-@pytest.fixture
-def logs(caplog):
-    caplog.set_level(logging.INFO, logger="tilefuse")
-    return caplog
+# Dynamo reset around each test, and the "tilefuse" logger captured: conftest.py.
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 def messages(logs, text, level=None):

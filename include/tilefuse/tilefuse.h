@@ -55,6 +55,13 @@ struct ModelOptions {
   // FromBytes: a model is compiled for one value of each (a dim not named here is refused,
   // saying so).
   std::map<std::string, int64_t> dims;
+  // cuda: a template kernel whose best form takes seconds to compile and is not in the kernel
+  // cache runs a stand-in that compiles in a fraction of a second (the GEMM template's ping-pong
+  // form for its overlapped epilogue, a serial loop for masked attention) while the best form
+  // compiles on other threads; a run swaps it in once it is ready, and the cache keeps it. For
+  // long-lived processes (the Python package turns it on): the first result comes sooner.
+  // Benchmark, GroupTimesUs and timed runs wait for the best forms; so does the model's release.
+  bool background_compile = false;
   bool poison_outputs = false;         // cuda: outputs filled with NaN bits before each run (checks)
   std::string cache_dir;               // kernel cache; empty: $TILEFUSE_CACHE_DIR or ~/.cache/tilefuse
   // Written here: the IR after every graph pass, then what each compile stage made (plan.txt,
@@ -159,6 +166,10 @@ class CompiledModel {
   Status RunOnDevice(const std::vector<uint64_t>& inputs, const std::vector<uint64_t>& outputs, uint64_t stream);
   // Whether RunOnDevice works: the model runs on the GPU as one captured CUDA graph.
   bool device_runs() const;
+  // Waits for kernels compiling in the background (ModelOptions::background_compile) and runs
+  // them from then on; kernels() then describes them. Ok at once when none are.
+  Status FinishCompiles();
+  int pending_compiles() const;  // kernels running stand-ins until their compile ends
 
   // The fusion plan and every decision's reason, as `tilefuse explain [--json]` prints it,
   // for the cost model of `cost_model` (h100-sxm, h200 or cpu) and this model's fuse option.

@@ -52,9 +52,13 @@ nb::list DescribeKernels(const std::vector<KernelSummary>& kernels) {
 
 using Dims = std::map<std::string, int64_t>;
 
+// Kernels whose best form takes seconds compile in the background (ModelOptions::
+// background_compile) unless the caller says otherwise: a Python process runs a model many
+// times, and its first result should not wait for them.
 ModelOptions MakeOptions(const std::string& backend, bool tune, bool fuse, int device, bool strict,
-                         const std::string& precision = "highest", const Dims& dims = {}) {
+                         const std::string& precision = "highest", const Dims& dims = {}, bool background_compile = true) {
   ModelOptions options;
+  options.background_compile = background_compile;
   options.precision = precision;
   options.dims = dims;
   options.strict = strict;
@@ -66,29 +70,31 @@ ModelOptions MakeOptions(const std::string& backend, bool tune, bool fuse, int d
 }
 
 std::unique_ptr<CompiledModel> CompileModel(const std::string& path, const std::string& backend, bool tune, bool fuse, int device,
-                                            bool strict, const std::string& precision, const Dims& dims) {
+                                            bool strict, const std::string& precision, const Dims& dims, bool background_compile) {
   StatusOr<std::unique_ptr<CompiledModel>> compiled = InvalidArgument("not compiled");
   {
     nb::gil_scoped_release release;  // the host compiler or NVRTC may take seconds
-    compiled = CompiledModel::FromFile(path, MakeOptions(backend, tune, fuse, device, strict, precision, dims));
+    compiled = CompiledModel::FromFile(path, MakeOptions(backend, tune, fuse, device, strict, precision, dims, background_compile));
   }
   return ValueOrThrow(std::move(compiled));
 }
 
 std::unique_ptr<CompiledModel> CompileModelBytes(const nb::bytes& model, const std::string& backend, bool tune, bool fuse,
-                                                 int device, bool strict, const std::string& precision, const Dims& dims) {
+                                                 int device, bool strict, const std::string& precision, const Dims& dims,
+                                                 bool background_compile) {
   const std::string_view bytes(model.c_str(), model.size());
   StatusOr<std::unique_ptr<CompiledModel>> compiled = InvalidArgument("not compiled");
   {
     nb::gil_scoped_release release;
-    compiled = CompiledModel::FromBytes(bytes, MakeOptions(backend, tune, fuse, device, strict, precision, dims));
+    compiled = CompiledModel::FromBytes(bytes, MakeOptions(backend, tune, fuse, device, strict, precision, dims, background_compile));
   }
   return ValueOrThrow(std::move(compiled));
 }
 
 std::unique_ptr<CompiledModel> CompileGraph(const Graph& graph, const std::string& backend, bool tune, bool fuse, int device,
-                                            bool strict, const std::string& dump_dir, const std::string& precision) {
-  ModelOptions options = MakeOptions(backend, tune, fuse, device, strict, precision);
+                                            bool strict, const std::string& dump_dir, const std::string& precision,
+                                            bool background_compile) {
+  ModelOptions options = MakeOptions(backend, tune, fuse, device, strict, precision, {}, background_compile);
   options.dump_dir = dump_dir;
   StatusOr<std::unique_ptr<CompiledModel>> compiled = InvalidArgument("not compiled");
   {
@@ -169,6 +175,18 @@ NB_MODULE(_tilefuse, m) {
   BindGraphBuilder(m);
 
   nb::class_<CompiledModel>(m, "CompiledModel")
+      .def(
+          "finish_compiles",
+          [](CompiledModel& model) {
+            tilefuse::Status finished = tilefuse::Status::Ok();
+            {
+              nb::gil_scoped_release release;
+              finished = model.FinishCompiles();
+            }
+            if (!finished.ok()) ValueOrThrow(tilefuse::StatusOr<int>(finished));
+          },
+          "Waits for kernels compiling in the background; they run from then on")
+      .def_prop_ro("pending_compiles", &CompiledModel::pending_compiles)
       .def("profile", &ProfileModel, nb::arg("inputs"), "One run, each kernel timed: [(name, start_us, duration_us)]")
       .def("run", &RunModel, nb::arg("inputs"), nb::arg("torch"), nb::arg("source"),
            "Runs on C-contiguous CPU arrays; returns torch tensors when torch is true, else NumPy arrays")
@@ -204,9 +222,10 @@ NB_MODULE(_tilefuse, m) {
       .def_prop_ro("outputs", [](const CompiledModel& model) { return DescribeValues(model.outputs()); });
 
   m.def("compile", &CompileModel, nb::arg("path"), nb::arg("backend"), nb::arg("tune"), nb::arg("fuse"), nb::arg("device"),
-        nb::arg("strict") = false, nb::arg("precision") = "highest", nb::arg("dims") = Dims{});
+        nb::arg("strict") = false, nb::arg("precision") = "highest", nb::arg("dims") = Dims{}, nb::arg("background_compile") = true);
   m.def("compile_bytes", &CompileModelBytes, nb::arg("model"), nb::arg("backend"), nb::arg("tune"), nb::arg("fuse"),
-        nb::arg("device"), nb::arg("strict") = false, nb::arg("precision") = "highest", nb::arg("dims") = Dims{});
+        nb::arg("device"), nb::arg("strict") = false, nb::arg("precision") = "highest", nb::arg("dims") = Dims{},
+        nb::arg("background_compile") = true);
   m.def(
       "symbolic_dims",
       [](const std::string& path) {
@@ -220,5 +239,6 @@ NB_MODULE(_tilefuse, m) {
         "`tilefuse compile --backend cuda` of a built graph: its kernels through NVRTC for arch, no GPU needed");
   m.def("compile_graph", &CompileGraph, nb::arg("graph"), nb::arg("backend"), nb::arg("tune"), nb::arg("fuse"),
         nb::arg("device"), nb::arg("strict") = false, nb::arg("dump_dir") = "", nb::arg("precision") = "highest",
+        nb::arg("background_compile") = true,
         "Compiles a graph built with GraphBuilder (dump_dir: every stage's output there, as the CLI's --dump-dir)");
 }

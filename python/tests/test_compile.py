@@ -42,6 +42,17 @@ def test_precision_is_checked_and_leaves_cpu_models_as_they_are():
         np.testing.assert_array_equal(a, b)  # TF32 is a GPU's: the CPU computes f32 either way
 
 
+def test_background_compile_is_a_gpu_matter_and_leaves_cpu_models_as_they_are():
+    # Stand-ins run while slow CUDA kernels compile; the CPU compiles every kernel up front.
+    example = REPO / "examples" / "mlp_block.onnxtxt"
+    background, upfront = (tilefuse.compile(example, backend="cpu", background_compile=b) for b in (True, False))
+    assert background.pending_compiles == 0 and upfront.pending_compiles == 0
+    background.finish_compiles()  # nothing to wait for
+    inputs = random_inputs(upfront, seed=4)
+    for a, b in zip(background(*inputs), upfront(*inputs)):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_a_real_model_folder_computes_what_the_cli_computes(cli, tmp_path):
     model = tilefuse.compile(MLP_BLOCK)
     inputs = load_data_set(MLP_BLOCK)

@@ -173,6 +173,36 @@ def test_f32_linear_layers_run_as_tf32_template_kernels_under_precision_high(tmp
         assert error < tolerance, (precision, error)
 
 
+def test_a_slow_kernel_runs_its_stand_in_until_its_background_compile_ends(tmp_path, monkeypatch):
+    # An empty kernel cache: the GEMM's overlapped epilogue (seconds of NVRTC) compiles in the
+    # background while its ping-pong stand-in answers the first calls; finish_compiles swaps it
+    # in. Both agree with the CPU backend to f16's rounding.
+    monkeypatch.setenv("TILEFUSE_CACHE_DIR", str(tmp_path / "cache"))
+    path = tmp_path / "gemm.onnxtxt"
+    path.write_text("""<ir_version: 8, opset_import: ["" : 17]>
+g (float16[2048,256] x, float16[256,4096] w, float16[4096] b) => (float16[2048,4096] y)
+{
+  p = MatMul (x, w)
+  s = Add (p, b)
+  y = Relu (s)
+}
+""")
+    model = compile_for_cuda(path)
+    gemm = lambda: [k.strategy for k in model.kernels if k.mode == "gemm template"]
+    assert model.pending_compiles == 1, gemm()
+    assert "ping-pong" in gemm()[0]
+    inputs = random_inputs(model, seed=9)
+    want = tilefuse.compile(path, backend="cpu")(*inputs)[0].astype(np.float32)
+    first = model(*inputs)[0].astype(np.float32)
+    model.finish_compiles()
+    assert model.pending_compiles == 0
+    assert "epilogue overlapping" in gemm()[0], gemm()
+    second = model(*inputs)[0].astype(np.float32)
+    scale = float(np.abs(want).max())
+    for got in (first, second):
+        np.testing.assert_allclose(got, want, rtol=2e-2, atol=2e-2 * scale)
+
+
 def test_torch_compile_follows_pytorchs_tf32_setting(caplog):
     # Under torch.set_float32_matmul_precision("high") a linear layer's product and residual
     # run as one TF32 GEMM template kernel (its weight a constant stored K-major), matching

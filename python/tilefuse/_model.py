@@ -59,7 +59,7 @@ class Kernel:
 
 def compile(model: Any, backend: str = "auto", tune: bool = False, fuse: bool = True, device: int = 0,
             strict: bool = False, precision: str = "highest",
-            dims: Optional[Dict[str, int]] = None) -> "CompiledModel":
+            dims: Optional[Dict[str, int]] = None, background_compile: bool = True) -> "CompiledModel":
     """Compiles an ONNX model with tilefuse.
 
     ``model`` is a path to an ``.onnx`` or ``.onnxtxt`` file or an ONNX backend-test
@@ -89,6 +89,14 @@ def compile(model: Any, backend: str = "auto", tune: bool = False, fuse: bool = 
     compiled without ``dims`` returns a :class:`SpecializingModel`: each call's input shapes
     fix the dims, and each new set of values is compiled once (then cached) — a compile per
     shape, not yet kernels sized at launch.
+
+    ``background_compile`` (on the GPU): a template kernel whose best form takes seconds of
+    NVRTC and is not in the kernel cache runs a stand-in that compiles in a fraction of a
+    second (a ping-pong GEMM for the overlapped epilogue, a serial loop for masked attention)
+    while the best form compiles on other threads; a call swaps it in once it is ready, and the
+    kernel cache keeps it for the next process. ``finish_compiles()`` waits for it;
+    ``benchmark()`` and ``profile()`` do so themselves. ``False``: every kernel is compiled
+    before ``compile`` returns.
     """
     dims = dict(dims or {})
     if isinstance(model, (str, os.PathLike)):
@@ -97,13 +105,15 @@ def compile(model: Any, backend: str = "auto", tune: bool = False, fuse: bool = 
             symbolic = _tilefuse.symbolic_dims(path)
             if symbolic:
                 return SpecializingModel(path, symbolic, dict(backend=backend, tune=tune, fuse=fuse, device=device,
-                                                              strict=strict, precision=precision))
-        return _wrap(_tilefuse.compile(path, backend, tune, fuse, device, strict, precision, dims), path)
+                                                              strict=strict, precision=precision,
+                                                              background_compile=background_compile))
+        return _wrap(_tilefuse.compile(path, backend, tune, fuse, device, strict, precision, dims,
+                                       background_compile=background_compile), path)
     if hasattr(model, "SerializeToString"):  # onnx.ModelProto, without importing onnx
         model = model.SerializeToString()
     if isinstance(model, (bytes, bytearray, memoryview)):
-        return _wrap(_tilefuse.compile_bytes(bytes(model), backend, tune, fuse, device, strict, precision, dims),
-                     "<ModelProto>")
+        return _wrap(_tilefuse.compile_bytes(bytes(model), backend, tune, fuse, device, strict, precision, dims,
+                                             background_compile=background_compile), "<ModelProto>")
     raise Error(f"model is a {type(model).__name__}: tilefuse.compile takes a path, an onnx.ModelProto or its bytes")
 
 
@@ -156,7 +166,8 @@ class SpecializingModel:
         if model is None:
             o = self._options
             model = _wrap(_tilefuse.compile(self.source, o["backend"], o["tune"], o["fuse"], o["device"], o["strict"],
-                                            o["precision"], dict(dims)), self.source)
+                                            o["precision"], dict(dims), background_compile=o["background_compile"]),
+                          self.source)
             self.compiled[key] = model
             if len(self.compiled) > self.max_compiled:
                 self.compiled.popitem(last=False)
@@ -234,6 +245,16 @@ class CompiledModel:
         """Where the compile's time went: (stage, milliseconds) in order (graph passes, plan and
         lower, build: the host compiler or NVRTC, load)."""
         return [tuple(stage) for stage in self._graph.compile_stages_ms]
+
+    def finish_compiles(self) -> None:
+        """Waits for the kernels still compiling in the background (``compile(background_compile=)``);
+        they run from the next call on and ``kernels`` describes them."""
+        self._graph.finish_compiles()
+
+    @property
+    def pending_compiles(self) -> int:
+        """Kernels running their quick stand-ins until their own compile ends (0: none)."""
+        return self._graph.pending_compiles
 
     def profile(self, *inputs: Any) -> List[Tuple[str, float]]:
         """Runs once with every kernel timed on its own (device events on the GPU, after a

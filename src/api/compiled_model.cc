@@ -57,6 +57,7 @@ Status PrepareBackend(CompiledModel::State& s) {
     gpu_options.cache_dir = o.cache_dir;
     gpu_options.device_ordinal = o.device;
     gpu_options.dump_dir = o.dump_dir;
+    gpu_options.background_compile = o.background_compile;
     RETURN_IF_ERROR(ApplyCudaPathWords(o.gemm, o.attention, o.precision, gpu_options));
     RETURN_IF_ERROR(ApplyTemplateWords(o.gemm_form, o.gemm_cluster, o.depthwise, gpu_options.overrides));
     StatusOr<std::unique_ptr<CudaExecutable>> gpu =
@@ -88,7 +89,10 @@ std::string KernelFileName(const std::string& kernel) {
   return name + ".cc";
 }
 
-void DescribeModel(CompiledModel::State& s) {
+}  // namespace
+
+void DescribeKernels(CompiledModel::State& s) {
+  s.described_swaps = s.gpu ? s.gpu->kernel_swaps() : 0;
   s.kernels.clear();
   if (s.gpu) {
     for (const CudaKernelInfo& k : s.gpu->kernels())
@@ -116,6 +120,12 @@ void DescribeModel(CompiledModel::State& s) {
       if (k.mode == "host")
         s.warnings.push_back(fmt::format("group {} ({}) runs on the reference interpreter on the host: {}", k.group, GroupKindName(k.kind),
                                          k.why_host));
+}
+
+namespace {
+
+void DescribeModel(CompiledModel::State& s) {
+  DescribeKernels(s);
   const Graph& graph = s.passed;
   for (int id : graph.inputs()) s.inputs.push_back({graph.node(id).name, graph.node(id).dtype, graph.node(id).shape});
   for (const Graph::Output& out : graph.outputs())
@@ -214,16 +224,30 @@ StatusOr<std::vector<Tensor>> CompiledModel::Run(const std::vector<Tensor>& inpu
     s.backend_note = "cpu backend failed, ran on the reference interpreter: " + run.status().ToString();
     return RunReference(s.passed, inputs);
   }
+  if (s.gpu && s.gpu->kernel_swaps() != s.described_swaps) DescribeKernels(s);  // a background compile's kernels swapped in
   if (run.ok() && timings) *timings = NameTimings(measured, s.kernels, s.gpu != nullptr);
   return run;
 }
+
+Status CompiledModel::FinishCompiles() {
+  State& s = *state_;
+  std::lock_guard<std::mutex> lock(s.run_mutex);
+  if (!s.gpu) return Status::Ok();
+  RETURN_IF_ERROR(s.gpu->FinishCompiles());
+  if (s.gpu->kernel_swaps() != s.described_swaps) DescribeKernels(s);
+  return Status::Ok();
+}
+
+int CompiledModel::pending_compiles() const { return state_->gpu ? state_->gpu->pending_compiles() : 0; }
 
 Status CompiledModel::RunOnDevice(const std::vector<uint64_t>& inputs, const std::vector<uint64_t>& outputs, uint64_t stream) {
   if (!device_runs())
     return Unimplemented(fmt::format("runs on device memory need the model on the GPU as one CUDA graph; it runs on {}",
                                      state_->backend));
   std::lock_guard<std::mutex> lock(state_->run_mutex);
-  return state_->gpu->RunOnDevice(inputs, outputs, stream);
+  RETURN_IF_ERROR(state_->gpu->RunOnDevice(inputs, outputs, stream));
+  if (state_->gpu->kernel_swaps() != state_->described_swaps) DescribeKernels(*state_);  // a background compile's kernels swapped in
+  return Status::Ok();
 }
 
 bool CompiledModel::device_runs() const { return state_->gpu && state_->gpu->captured(); }

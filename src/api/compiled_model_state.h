@@ -22,6 +22,7 @@ struct CompiledModel::State {
   std::unique_ptr<CudaExecutable> gpu;
   std::unique_ptr<CpuExecutable> cpu;
   std::vector<KernelSummary> kernels;
+  int described_swaps = 0;  // the GPU executable's kernel_swaps() that `kernels` describes
   std::vector<ValueSpec> inputs, outputs;
   double compile_ms = 0;
   double passes_ms = 0;  // FromGraph's graph passes (not FromPassedGraph's caller's)
@@ -31,5 +32,8 @@ struct CompiledModel::State {
   // The compiled executable, whichever backend; null on the reference interpreter.
   Executable* executable() const { return gpu ? static_cast<Executable*>(gpu.get()) : cpu.get(); }
 };
+
+// `kernels` and `warnings` from what the executable runs now.
+void DescribeKernels(CompiledModel::State& s);
 
 }  // namespace tilefuse

@@ -40,6 +40,7 @@ StatusOr<BenchmarkResult> CompiledModel::Benchmark(const std::vector<Tensor>& in
   if (options.warmup < 0 || options.repeats < 1 || options.input_sets < 0)
     return InvalidArgument(fmt::format("a benchmark needs warmup >= 0, repeats >= 1 and input_sets >= 0 (got {}, {}, {})",
                                        options.warmup, options.repeats, options.input_sets));
+  RETURN_IF_ERROR(FinishCompiles());  // timed: the kernels that run from now on
   BenchmarkResult result;
   result.input_sets = options.input_sets > 0 ? options.input_sets : s.gpu ? GpuInputSets(s.options.device, inputs) : 1;
   std::lock_guard<std::mutex> lock(s.run_mutex);
@@ -51,6 +52,7 @@ StatusOr<std::vector<double>> CompiledModel::GroupTimesUs(const std::vector<Tens
   State& s = *state_;
   RETURN_IF_ERROR(NeedsCompiledKernels(s, "group timing"));
   RETURN_IF_ERROR(ValidateInputs(s.passed, inputs, "the group timing"));
+  RETURN_IF_ERROR(FinishCompiles());
   std::lock_guard<std::mutex> lock(s.run_mutex);
   return tilefuse::GroupTimesUs(*s.executable(), inputs);
 }

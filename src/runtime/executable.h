@@ -37,6 +37,9 @@ class Executable {
   // rotated among `input_sets` copies so that repeats do not find them in cache.
   virtual StatusOr<double> BenchmarkMs(const std::vector<Tensor>& inputs, int warmup, int repeats, int input_sets) = 0;
   virtual int64_t arena_bytes() const = 0;  // intermediate memory, from the liveness plan
+  // Waits for kernels still compiling in the background (the CUDA backend's
+  // background_compile), and runs them from then on; Ok at once where none are.
+  virtual Status FinishCompiles() { return Status::Ok(); }
 
   // Wall time of the driver's stages, plan to load (set by the driver), in all and each:
   // "plan and lower", "build" (the host compiler or NVRTC, caches included), "load".

@@ -15,8 +15,6 @@
 
 namespace tilefuse {
 
-namespace {
-
 std::vector<CudaKernelInfo> DescribeKernels(const CudaProgram& program, const FusionPlan& plan) {
   std::vector<CudaKernelInfo> out;
   for (const CudaGroupProgram& p : program.groups) {
@@ -50,6 +48,8 @@ std::vector<CudaKernelInfo> DescribeKernels(const CudaProgram& program, const Fu
   }
   return out;
 }
+
+namespace {
 
 std::string DescribeNode(const Node& n) {
   return fmt::format("node %{} '{}' ({}) {}{}", n.id, n.name, OpName(n.op), DTypeName(n.dtype), ShapeToString(n.shape));
@@ -118,6 +118,8 @@ class CudaLoweredGraph : public LoweredGraph {
 
 struct CudaObjectCode : ObjectCode {
   CudaCubins cubins;  // no unit: no generated kernel in any graph, nothing was compiled
+  // Kernels whose stand-ins are in `cubins` while they compile; null: none.
+  std::shared_ptr<const BackgroundCubins> background;
 };
 
 const CudaLoweredGraph& AsCuda(const LoweredGraph& graph) {
@@ -159,6 +161,7 @@ Status PlaceOnDevice(CudaExecutable::State& state, bool any_gemm) {
   int64_t scratch_bytes = 0;
   for (const CudaGroupProgram& p : s->program.groups)
     for (const CudaLaunchable* k : Launchables(p)) scratch_bytes = std::max(scratch_bytes, k->source.launch.scratch_bytes);
+  for (const CudaExecutable::State::Deferred& d : s->deferred) scratch_bytes = std::max(scratch_bytes, d.best.source.launch.scratch_bytes);
   if (scratch_bytes > 0) {
     ASSIGN_OR_RETURN(CUdeviceptr w, s->allocator->Allocate(scratch_bytes, "the kernels' scratch memory"));
     s->scratch = DeviceBuffer(s->allocator, w);
@@ -259,6 +262,7 @@ CudaTarget TargetFor(const std::string& arch, int sm_count, const CudaCompileOpt
   target.overrides = options.overrides;
   target.template_configs = options.template_configs;
   target.fault = options.fault;
+  target.stand_ins = options.background_compile;
   return target;
 }
 
@@ -299,18 +303,38 @@ StatusOr<std::unique_ptr<LoweredGraph>> CudaBackend::Lower(const Graph& graph, P
 StatusOr<std::unique_ptr<ObjectCode>> CudaBackend::Build(const std::vector<const LoweredGraph*>& graphs) {
   auto code = std::make_unique<CudaObjectCode>();
   std::vector<CudaKernelSource> sources;
+  std::map<std::string, const CudaLaunchable*> stand_ins;  // by kernel name
   for (const LoweredGraph* g : graphs)
     for (const CudaGroupProgram& p : AsCuda(*g).program.groups)
-      for (const CudaLaunchable* k : Launchables(p)) sources.push_back(k->source);
+      for (const CudaLaunchable* k : Launchables(p)) {
+        sources.push_back(k->source);
+        if (k->stand_in) stand_ins[k->source.name] = k->stand_in.get();
+      }
   // A unit per distinct kernel, compiled in parallel (backend/cuda/cuda_compile_units.h);
-  // the dump keeps the whole graph's source, as Lower printed it, for people to read.
-  ASSIGN_OR_RETURN(code->cubins, CompileUnits(nvrtc_, SplitIntoCompileUnits(sources), target_.arch));
+  // the dump keeps the whole graph's source, as Lower printed it, for people to read. A unit
+  // whose kernels all have stand-ins and that the cache does not hold compiles in the
+  // background, their stand-ins now.
+  std::vector<CudaCompileUnit> now, later;
+  std::vector<CudaKernelSource> standing_in;
+  for (CudaCompileUnit& unit : SplitIntoCompileUnits(sources)) {
+    const bool quick = std::all_of(unit.kernels.begin(), unit.kernels.end(), [&](const std::string& k) { return stand_ins.count(k) > 0; });
+    if (!quick || nvrtc_.Cached(unit.source, target_.arch)) {
+      now.push_back(std::move(unit));
+      continue;
+    }
+    for (const std::string& k : unit.kernels) standing_in.push_back(stand_ins.at(k)->source);
+    later.push_back(std::move(unit));
+  }
+  for (CudaCompileUnit& unit : SplitIntoCompileUnits(standing_in)) now.push_back(std::move(unit));
+  ASSIGN_OR_RETURN(code->cubins, CompileUnits(nvrtc_, std::move(now), target_.arch));
+  if (!later.empty()) code->background = CompileUnitsInBackground(nvrtc_, std::move(later), target_.arch);
   return std::unique_ptr<ObjectCode>(std::move(code));
 }
 
 const CudaProgram& CudaBackend::ProgramOf(const LoweredGraph& graph) { return AsCuda(graph).program; }
 const std::vector<std::string>& CudaBackend::PlanNotesOf(const LoweredGraph& graph) { return AsCuda(graph).notes; }
 const CudaCubins& CudaBackend::CubinsOf(const ObjectCode& code) { return AsCuda(code).cubins; }
+std::shared_ptr<const BackgroundCubins> CudaBackend::BackgroundOf(const ObjectCode& code) { return AsCuda(code).background; }
 
 StatusOr<std::unique_ptr<Executable>> CudaBackend::Load(std::unique_ptr<LoweredGraph> graph, const ObjectCode& code) {
   if (!device_) return NotFound(fmt::format("compiled for {} without a GPU: there is nothing to load it on", target_.arch));
@@ -326,6 +350,17 @@ StatusOr<std::unique_ptr<Executable>> CudaBackend::Load(std::unique_ptr<LoweredG
   s->plan_notes = std::move(lowered->notes);
   s->inlined = std::move(lowered->inlined);
   s->program = std::move(lowered->program);
+  if (object.background) {
+    // Until their best forms are compiled, their stand-ins run.
+    s->background = object.background;
+    for (size_t i = 0; i < s->program.groups.size(); ++i) {
+      std::optional<CudaLaunchable>& kernel = s->program.groups[i].kernel;
+      if (!kernel || !kernel->stand_in || !object.background->kernels.count(kernel->source.name)) continue;
+      CudaLaunchable stand_in = *kernel->stand_in;
+      s->deferred.push_back({i, std::move(*kernel)});
+      kernel = std::move(stand_in);
+    }
+  }
   s->kernels = DescribeKernels(s->program, s->plan);
   s->poison = options_.poison_outputs;
   s->tf32_matmul = options_.precision == MatmulPrecision::kHigh;

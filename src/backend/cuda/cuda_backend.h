@@ -47,6 +47,8 @@ class CudaBackend : public Backend {
   static const CudaProgram& ProgramOf(const LoweredGraph& graph);
   static const std::vector<std::string>& PlanNotesOf(const LoweredGraph& graph);
   static const CudaCubins& CubinsOf(const ObjectCode& code);
+  // The units compiling in the background (CudaCompileOptions::background_compile); null: none.
+  static std::shared_ptr<const BackgroundCubins> BackgroundOf(const ObjectCode& code);
 
  private:
   CudaBackend(CudaCompileOptions options, CudaDevice* device, CudaTarget target, NvrtcCompiler nvrtc);

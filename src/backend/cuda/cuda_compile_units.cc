@@ -123,4 +123,15 @@ StatusOr<CudaCubins> CompileUnits(NvrtcCompiler& nvrtc, std::vector<CudaCompileU
   return out;
 }
 
+std::shared_ptr<const BackgroundCubins> CompileUnitsInBackground(NvrtcCompiler nvrtc, std::vector<CudaCompileUnit> units,
+                                                                 const std::string& arch) {
+  auto background = std::make_shared<BackgroundCubins>();
+  for (const CudaCompileUnit& u : units) background->kernels.insert(u.kernels.begin(), u.kernels.end());
+  // std::async's state: releasing its last future waits for the task.
+  background->cubins = std::async(std::launch::async, [nvrtc = std::move(nvrtc), units = std::move(units), arch]() mutable {
+                         return CompileUnits(nvrtc, std::move(units), arch);
+                       }).share();
+  return background;
+}
+
 }  // namespace tilefuse

@@ -18,6 +18,9 @@
 #pragma once
 
 #include <cstdint>
+#include <future>
+#include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -58,6 +61,16 @@ int NvrtcThreads(size_t units);
 // its kernels and carries NVRTC's log (the first failing unit in order; units compiled
 // fine are cached, a failed one leaves nothing in the cache).
 StatusOr<CudaCubins> CompileUnits(NvrtcCompiler& nvrtc, std::vector<CudaCompileUnit> units, const std::string& arch);
+
+// Units compiling on other threads while the kernels they serve run stand-ins
+// (CudaCompileOptions::background_compile). Whoever releases the last reference waits for
+// the compile to end, so its cubins always reach the cache.
+struct BackgroundCubins {
+  std::set<std::string> kernels;  // the kernels the units serve, by their own names
+  std::shared_future<StatusOr<CudaCubins>> cubins;
+};
+std::shared_ptr<const BackgroundCubins> CompileUnitsInBackground(NvrtcCompiler nvrtc, std::vector<CudaCompileUnit> units,
+                                                                 const std::string& arch);
 
 // Every unit on its own: its cubin or its error, so one bad unit does not sink the others
 // (the tuner's variants).

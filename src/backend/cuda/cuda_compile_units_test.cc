@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <optional>
+#include <set>
 
 #include "backend/cuda/cuda_backend.h"
 #include "driver/driver.h"
@@ -216,6 +217,58 @@ TEST_F(CompileUnitsTest, TheBackendBuildsAModelPerUnit) {
     else EXPECT_EQ(cubins.compiles, 0) << "the second build is all cache hits";
   }
   EXPECT_GT(units, 0);
+}
+
+// CudaCompileOptions::background_compile: a GEMM whose rule is the overlapped epilogue (seconds
+// of NVRTC) is built with its ping-pong stand-in while its own form compiles on another
+// thread, and that form lands in the cache: the next build compiles it now, with no stand-in.
+TEST_F(CompileUnitsTest, ASlowKernelCompilesInTheBackgroundBehindItsStandIn) {
+  NVRTC_OR_SKIP(probe);
+  auto model = ImportOnnxText(
+      "<\n  ir_version: 8,\n  opset_import: [\"\" : 17]\n>\n"
+      "g (bfloat16[2048,1024] x, bfloat16[1024,4096] w, bfloat16[4096] b) => (bfloat16[2048,4096] y)\n"
+      "{\n  p = MatMul (x, w)\n  s = Add (p, b)\n  y = Relu (s)\n}\n");
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  auto graph = RunGraphPasses(std::move(model->graph), PassOptions{});
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  CudaCompileOptions options;
+  options.cache_dir = cache_dir_;
+  options.background_compile = true;
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE(fmt::format("build {}", round + 1));
+    auto backend = CudaBackend::ForArch("sm_90a", options);
+    ASSERT_TRUE(backend.ok()) << backend.status().ToString();
+    auto built = BuildGraphs(**backend, {*graph}, options);
+    ASSERT_TRUE(built.ok()) << built.status().ToString();
+    const CudaProgram& program = CudaBackend::ProgramOf(*built->lowered.front());
+    const CudaGroupProgram* gemm = nullptr;
+    for (const CudaGroupProgram& p : program.groups)
+      if (p.mode == CudaGroupProgram::Mode::kGemmTemplate) gemm = &p;
+    ASSERT_NE(gemm, nullptr);
+    ASSERT_NE(gemm->kernel->stand_in, nullptr) << gemm->kernel->source.strategy;
+    EXPECT_NE(gemm->kernel->source.strategy.find("epilogue overlapping"), std::string::npos) << gemm->kernel->source.strategy;
+    EXPECT_NE(gemm->kernel->stand_in->source.strategy.find("ping-pong"), std::string::npos) << gemm->kernel->stand_in->source.strategy;
+    EXPECT_EQ(gemm->kernel->stand_in->source.name, gemm->kernel->source.name);
+    const CudaCubins& cubins = CudaBackend::CubinsOf(*built->code);
+    const std::shared_ptr<const BackgroundCubins> background = CudaBackend::BackgroundOf(*built->code);
+    ASSERT_EQ(cubins.units.size(), 1u);
+    const std::string& compiled_now = cubins.units[0].source;
+    const std::string stand_in_unit = SplitIntoCompileUnits({gemm->kernel->stand_in->source})[0].source;
+    if (round == 0) {
+      ASSERT_NE(background, nullptr) << "the overlapped form compiles in the background";
+      EXPECT_EQ(background->kernels, std::set<std::string>{gemm->kernel->source.name});
+      EXPECT_EQ(compiled_now, stand_in_unit) << "the stand-in is what compiled now";
+      const StatusOr<CudaCubins>& later = background->cubins.get();
+      ASSERT_TRUE(later.ok()) << later.status().ToString();
+      ASSERT_EQ(later->units.size(), 1u);
+      EXPECT_EQ(later->compiles, 1);
+      EXPECT_EQ(later->units[0].kernels, std::vector<std::string>{gemm->kernel->source.name});
+    } else {
+      EXPECT_EQ(background, nullptr) << "the cache has the overlapped form now";
+      EXPECT_EQ(cubins.compiles, 0);
+      EXPECT_EQ(compiled_now, SplitIntoCompileUnits({gemm->kernel->source})[0].source) << "the kernel's own form, from the cache";
+    }
+  }
 }
 
 }  // namespace

@@ -205,13 +205,51 @@ StatusOr<CudaGraphExec> CudaExecutable::State::Capture(const std::vector<CUdevic
   return CudaGraphExec(device, exec);
 }
 
+Status CudaExecutable::State::AdoptBackgroundKernels(bool wait) {
+  if (!background) return Status::Ok();
+  if (!wait && background->cubins.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return Status::Ok();
+  const std::shared_ptr<const BackgroundCubins> done = std::move(background);
+  const StatusOr<CudaCubins>& cubins = done->cubins.get();
+  if (!cubins.ok()) {
+    plan_notes.push_back(fmt::format("{} kernel(s) kept their stand-ins: their own form failed to compile: {}", deferred.size(),
+                                     cubins.status().message()));
+    deferred.clear();
+    return Status::Ok();
+  }
+  RETURN_IF_ERROR(device->MakeCurrent());
+  ASSIGN_OR_RETURN(CudaModules loaded, CudaModules::Load(*device, *cubins));
+  for (Deferred& d : deferred) {
+    ASSIGN_OR_RETURN(CUfunction f, loaded.Function(d.best.source.name));
+    RETURN_IF_ERROR(PrepareFunction(*device, f, d.best.source.launch, d.best.source.name));
+    functions[d.best.source.name] = f;
+    program.groups[d.group].kernel = std::move(d.best);
+  }
+  deferred.clear();
+  later_modules.push_back(std::move(loaded));
+  nvrtc_compiles += cubins->compiles;
+  kernels = DescribeKernels(program, plan);
+  ++kernel_swaps;
+  // Graphs captured with the stand-ins would run them: captured again (one in flight is
+  // freed when it completes).
+  caller_graphs.clear();
+  caller_captures = 0;
+  if (captured.get()) {
+    ASSIGN_OR_RETURN(captured, Capture(address));
+  }
+  return Status::Ok();
+}
+
 CudaExecutable::CudaExecutable(std::unique_ptr<State> state) : state_(std::move(state)) {}
 CudaExecutable::~CudaExecutable() {
   if (!state_) return;
   state_->captured = CudaGraphExec();  // before the module its kernels live in
   state_->caller_graphs.clear();
   state_->modules = CudaModules();
+  state_->later_modules.clear();
 }
+Status CudaExecutable::FinishCompiles() { return state_->AdoptBackgroundKernels(/*wait=*/true); }
+int CudaExecutable::pending_compiles() const { return static_cast<int>(state_->deferred.size()); }
+int CudaExecutable::kernel_swaps() const { return state_->kernel_swaps; }
 const Graph& CudaExecutable::graph() const { return state_->graph; }
 const FusionPlan& CudaExecutable::plan() const { return state_->plan; }
 const std::vector<CudaKernelInfo>& CudaExecutable::kernels() const { return state_->kernels; }
@@ -376,6 +414,7 @@ StatusOr<std::vector<VariantResult>> TimeVariants(CudaExecutable::State& s, cons
 
 StatusOr<std::vector<VariantTiming>> CudaExecutable::MeasureVariants(const std::string& name, const std::vector<nlohmann::json>& configs,
                                                                    int warmup, int repeats) {
+  RETURN_IF_ERROR(FinishCompiles());  // the best forms are the ones to measure against
   RETURN_IF_ERROR(state_->device->MakeCurrent());
   const CudaLaunchable* base = nullptr;
   for (const CudaGroupProgram& p : state_->program.groups)
@@ -422,6 +461,8 @@ StatusOr<std::vector<Tensor>> CudaExecutable::Run(const std::vector<Tensor>& inp
   State& s = *state_;
   const Graph& g = s.graph;
   RETURN_IF_ERROR(CheckInputs(g, inputs));
+  // Timed runs are for the kernels that will run from now on: they wait for them.
+  RETURN_IF_ERROR(s.AdoptBackgroundKernels(/*wait=*/timings != nullptr));
   RETURN_IF_ERROR(s.device->MakeCurrent());
   const CudaDriverApi& api = s.api();
   // Every copy goes on tilefuse's own (non-blocking) stream: a plain cuMemcpyHtoD runs on
@@ -471,6 +512,7 @@ Status CudaExecutable::RunOnDevice(const std::vector<uint64_t>& inputs, const st
   if (!s.captured.get())
     return Unimplemented("a run on device memory needs the graph captured as a CUDA graph; this one has steps on the host: " +
                          HostStepReason(s.program));
+  RETURN_IF_ERROR(s.AdoptBackgroundKernels(/*wait=*/false));
   RETURN_IF_ERROR(s.device->MakeCurrent());
   const CudaDriverApi& api = s.api();
   CUstream on = reinterpret_cast<CUstream>(stream);
@@ -515,6 +557,7 @@ StatusOr<double> CudaExecutable::BenchmarkMs(const std::vector<Tensor>& inputs, 
   State& s = *state_;
   const Graph& g = s.graph;
   RETURN_IF_ERROR(CheckInputs(g, inputs));
+  RETURN_IF_ERROR(FinishCompiles());  // timed: the kernels that will run from now on
   RETURN_IF_ERROR(s.device->MakeCurrent());
   const CudaDriverApi& api = s.api();
   // One address table (and captured graph, when capturable) per input set.

@@ -42,6 +42,12 @@ struct CudaCompileOptions : CompileOptions {
   std::map<std::string, nlohmann::json> template_configs;
   // f32 matmuls exact (highest) or on TF32 tensor cores (high).
   MatmulPrecision precision = MatmulPrecision::kHighest;
+  // Template kernels whose best form takes seconds to compile (TemplateKernel::StandIn) and
+  // is not in the kernel cache run a stand-in that compiles in a fraction of that time, while
+  // the best form compiles on other threads; the executable swaps it in when it is ready
+  // (at a run's start) or when asked to (FinishCompiles), and the cache keeps it for the next
+  // compile. Off: every kernel compiled before the compile returns.
+  bool background_compile = false;
 };
 
 // One configuration's measurement (time_us absent: it failed to emit, compile or launch).
@@ -88,6 +94,14 @@ class CudaExecutable : public Executable {
   // Median milliseconds of one whole run on the device (device events, after `warmup`),
   // rotating among `input_sets` copies of the inputs so repeated runs do not read L2.
   StatusOr<double> BenchmarkMs(const std::vector<Tensor>& inputs, int warmup, int repeats, int input_sets) override;
+  // Kernels running stand-ins while their own form compiles in the background
+  // (CudaCompileOptions::background_compile); a run swaps them out when that compile has
+  // ended, FinishCompiles when it ends (Run with timings, BenchmarkMs and MeasureVariants
+  // call it). Then the graphs captured with the stand-ins are captured again and kernels()
+  // says what runs now; kernel_swaps() counts such changes.
+  Status FinishCompiles() override;
+  int pending_compiles() const;
+  int kernel_swaps() const;
 
   // The generated loop kernels (prologues, main kernels, epilogues), for the tuner; the
   // compute-bound templates are not among them (they have their own configurations).

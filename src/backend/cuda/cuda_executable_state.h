@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/cuda/cublaslt_matmul.h"
+#include "backend/cuda/cuda_compile_units.h"
 #include "backend/cuda/cuda_driver.h"
 #include "backend/cuda/cuda_executable.h"
 #include "backend/cuda/cuda_handles.h"
@@ -56,6 +57,17 @@ struct CudaExecutable::State {
   std::string cache_dir, nvrtc_version;
   std::vector<std::string> plan_notes;  // attention candidates split into their parts, and why
   int64_t nvrtc_compiles = 0, nvrtc_cache_hits = 0;  // units compiled / found in the cache
+  // Template kernels running their stand-ins while their best forms compile in `background`
+  // (CudaCompileOptions::background_compile): the group (program.groups' index) and the best
+  // form's launchable, swapped in by AdoptBackgroundKernels.
+  struct Deferred {
+    size_t group = 0;
+    CudaLaunchable best;
+  };
+  std::vector<Deferred> deferred;
+  std::shared_ptr<const BackgroundCubins> background;  // null: nothing compiling
+  std::vector<CudaModules> later_modules;              // the background compiles' modules
+  int kernel_swaps = 0;                                 // how many times the kernels changed
 
   const CudaDriverApi& api() const { return device->api(); }
   int64_t Bytes(int node) const { return NumElements(graph.node(node).shape) * DTypeSize(graph.node(node).dtype); }
@@ -72,6 +84,13 @@ struct CudaExecutable::State {
   Status Enqueue(const std::vector<CUdeviceptr>& at, std::vector<KernelTiming>* timings) const;
   // The steps captured as a CUDA graph on the addresses `at`.
   StatusOr<CudaGraphExec> Capture(const std::vector<CUdeviceptr>& at) const;
+  // The background compile's kernels in place of their stand-ins, when it has ended (or,
+  // with `wait`, once it ends); the graphs captured with the stand-ins captured again. A
+  // failed compile leaves the stand-ins running, said in plan_notes.
+  Status AdoptBackgroundKernels(bool wait);
 };
+
+// What each group runs, for reports (CudaExecutable::kernels).
+std::vector<CudaKernelInfo> DescribeKernels(const CudaProgram& program, const FusionPlan& plan);
 
 }  // namespace tilefuse

@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <random>
 
 #include <fmt/format.h>
 
@@ -146,6 +149,66 @@ TEST_F(GpuRunOnDeviceTest, BenchmarkTimesTheGraphOrTheKernelsLaunchedDirectly) {
     EXPECT_LT(*direct_ms, 4 * *graph_ms);
     EXPECT_LT(*graph_ms, 4 * *direct_ms);
   }
+}
+
+// CudaCompileOptions::background_compile with an empty kernel cache: a GEMM whose rule is the
+// overlapped epilogue runs its ping-pong stand-in first, then its own form once the background
+// compile ends (FinishCompiles), captured again; both write every element (poisoned outputs)
+// and agree with the f64 reference, on host tensors and on the caller's device memory.
+TEST_F(GpuRunOnDeviceTest, AKernelCompiledInTheBackgroundIsSwappedInForItsStandIn) {
+  auto model = ImportOnnxText(R"ONNX(
+<ir_version: 8, opset_import: ["" : 17]>
+g (bfloat16[2048,1024] x, bfloat16[1024,4096] w, bfloat16[4096] b) => (bfloat16[2048,4096] y)
+{
+  p = MatMul (x, w)
+  s = Add (p, b)
+  y = Relu (s)
+}
+)ONNX");
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  auto graph = RunGraphPasses(std::move(model->graph), PassOptions{});
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  std::random_device seed;
+  const std::filesystem::path cache = std::filesystem::temp_directory_path() / fmt::format("tilefuse_background_{:x}", seed());
+  CudaCompileOptions options;
+  options.cache_dir = cache.string();
+  options.background_compile = true;
+  options.poison_outputs = true;
+  auto compiled = CompileForCuda(*graph, options);
+  ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
+  CudaExecutable& e = **compiled;
+  const std::vector<Tensor> inputs = RandomInputs(*graph, 5);
+  auto expected = RunReference(*graph, inputs);
+  ASSERT_TRUE(expected.ok()) << expected.status().ToString();
+  auto gemm_strategy = [&] {
+    for (const CudaKernelInfo& k : e.kernels())
+      if (k.mode == "gemm template") return k.strategy;
+    return std::string("no gemm template kernel");
+  };
+  auto check_run = [&](const char* when) {
+    SCOPED_TRACE(when);
+    auto got = e.Run(inputs);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    Comparison c = CompareWithReference((*got)[0], (*expected)[0]);
+    EXPECT_TRUE(c.pass) << c.reason;
+  };
+  ASSERT_EQ(e.pending_compiles(), 1) << "an empty cache: the overlapped form compiles in the background";
+  EXPECT_NE(gemm_strategy().find("ping-pong"), std::string::npos) << gemm_strategy();
+  EXPECT_EQ(e.kernel_swaps(), 0);
+  check_run("the stand-in");
+  ASSERT_TRUE(e.FinishCompiles().ok());
+  EXPECT_EQ(e.pending_compiles(), 0);
+  EXPECT_EQ(e.kernel_swaps(), 1);
+  EXPECT_NE(gemm_strategy().find("epilogue overlapping"), std::string::npos) << gemm_strategy();
+  ASSERT_TRUE(e.captured()) << "captured again with the kernel's own form";
+  check_run("the kernel's own form");
+  // The next compile finds the own form in the cache: no stand-in.
+  auto again = CompileForCuda(*graph, options);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ((*again)->pending_compiles(), 0);
+  EXPECT_EQ((*again)->nvrtc_compiles(), 0);
+  std::error_code ec;
+  std::filesystem::remove_all(cache, ec);
 }
 
 }  // namespace

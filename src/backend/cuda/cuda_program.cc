@@ -23,18 +23,12 @@ namespace tilefuse {
 
 namespace {
 
-// A template's kernel as a launchable: emitted through its TemplateKernel with the tuner's
-// configuration for the problem where there is one (else the rule's), its parameters' graph
-// values, the group's outputs, and the scalar program printed into it.
-StatusOr<CudaLaunchable> TemplateLaunchable(std::shared_ptr<const TemplateKernel> templ, const std::string& name, const FusionGroup& group,
-                                            Kernel program, const CudaTarget& target) {
-  // The fingerprint is asked only where the tuner left configurations: a rule-only template's
-  // is a second emission of its kernel.
-  nlohmann::json config = nlohmann::json::object();
-  if (!target.template_configs.empty())
-    if (auto tuned = target.template_configs.find(templ->Fingerprint()); tuned != target.template_configs.end()) config = tuned->second;
+// A template's kernel source as a launchable: its parameters' graph values, the group's
+// outputs, and the scalar program printed into it.
+CudaLaunchable TemplateSourceLaunchable(CudaKernelSource source, const FusionGroup& group, Kernel program,
+                                        std::shared_ptr<const TemplateKernel> templ) {
   CudaLaunchable launchable;
-  ASSIGN_OR_RETURN(launchable.source, templ->Emit(name, config, target.sm_count));
+  launchable.source = std::move(source);
   // Graph values only: scalars and scratch memory (node -1) are no value of the graph.
   for (const LaunchArg& arg : launchable.source.launch.args)
     if (arg.kind == LaunchArg::Kind::kBuffer) launchable.buffer_nodes.push_back(arg.node);
@@ -43,6 +37,26 @@ StatusOr<CudaLaunchable> TemplateLaunchable(std::shared_ptr<const TemplateKernel
   launchable.kernel = std::move(program);
   launchable.is_template = true;
   launchable.template_kernel = std::move(templ);
+  return launchable;
+}
+
+// A template's kernel as a launchable: emitted through its TemplateKernel with the tuner's
+// configuration for the problem where there is one (else the rule's), with its stand-in
+// where the target asks for them and the template has one (TemplateKernel::StandIn).
+StatusOr<CudaLaunchable> TemplateLaunchable(std::shared_ptr<const TemplateKernel> templ, const std::string& name, const FusionGroup& group,
+                                            Kernel program, const CudaTarget& target) {
+  // The fingerprint is asked only where the tuner left configurations: a rule-only template's
+  // is a second emission of its kernel.
+  nlohmann::json config = nlohmann::json::object();
+  if (!target.template_configs.empty())
+    if (auto tuned = target.template_configs.find(templ->Fingerprint()); tuned != target.template_configs.end()) config = tuned->second;
+  ASSIGN_OR_RETURN(CudaKernelSource source, templ->Emit(name, config, target.sm_count));
+  std::optional<nlohmann::json> quick = target.stand_ins ? templ->StandIn(config) : std::nullopt;
+  CudaLaunchable launchable = TemplateSourceLaunchable(std::move(source), group, program, templ);
+  if (quick) {
+    ASSIGN_OR_RETURN(CudaKernelSource stand_in, templ->Emit(name, *quick, target.sm_count));
+    launchable.stand_in = std::make_shared<const CudaLaunchable>(TemplateSourceLaunchable(std::move(stand_in), group, std::move(program), templ));
+  }
   return launchable;
 }
 

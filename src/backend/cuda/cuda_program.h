@@ -47,6 +47,9 @@ struct CudaLaunchable {
   // tuner; `kernel` is its epilogue).
   bool is_template = false;
   std::shared_ptr<const TemplateKernel> template_kernel;  // the template's problem (measurement and the tuner re-emit it)
+  // A kernel of the same name and problem that compiles in a fraction of this one's time, to
+  // run while this one compiles in the background (CudaTarget::stand_ins); null: none.
+  std::shared_ptr<const CudaLaunchable> stand_in;
 };
 
 struct CudaGroupProgram {
@@ -131,6 +134,9 @@ struct CudaTarget {
   // best (over the rule and `overrides`).
   std::map<std::string, nlohmann::json> template_configs;
   LoweringFault fault;  // tests only: a deliberate lowering bug in the loop kernels
+  // Template kernels that take seconds to compile get a quick stand-in (CudaLaunchable::
+  // stand_in): CudaCompileOptions::background_compile.
+  bool stand_ins = false;
 };
 
 // What the GPU's gemm kernels fuse, for the planner (fusion/target_capabilities.h): an

@@ -124,9 +124,7 @@ StatusOr<NvrtcCompiler> NvrtcCompiler::Create(std::string cache_dir) {
 
 std::string NvrtcCompiler::version() const { return fmt::format("{}.{}", major_, minor_); }
 
-StatusOr<CubinResult> NvrtcCompiler::Compile(const std::string& source, const std::string& arch,
-                                             const std::vector<std::string>& extra) {
-  ASSIGN_OR_RETURN(const NvrtcApi* api, LoadNvrtc());
+std::vector<std::string> NvrtcCompiler::Options(const std::string& arch, const std::vector<std::string>& extra) const {
   std::vector<std::string> options = {"-std=c++17", "--gpu-architecture=" + arch, "--ptxas-options=-v",
                                       "-default-device",
                                       "-diag-suppress=177,550"};  // unused loop indices are normal in generated code
@@ -137,11 +135,28 @@ StatusOr<CubinResult> NvrtcCompiler::Compile(const std::string& source, const st
     options.push_back("-I" + toolkit_include_ + "/cccl");
   }
   options.insert(options.end(), extra.begin(), extra.end());
+  return options;
+}
+
+std::string NvrtcCompiler::CacheKey(const std::string& source, const std::string& arch, const std::vector<std::string>& options) const {
   const std::string nvrtc_version = version();  // the views below must not outlive it
   std::vector<std::string_view> key_parts = {source, arch, nvrtc_version};
   for (const DeviceHeader& header : kDeviceHeaders) key_parts.insert(key_parts.end(), {header.name, header.text});
   for (const std::string& o : options) key_parts.push_back(o);
-  std::string key = KernelCache::Key(key_parts);
+  return KernelCache::Key(key_parts);
+}
+
+bool NvrtcCompiler::Cached(const std::string& source, const std::string& arch, const std::vector<std::string>& extra) {
+  const std::string key = CacheKey(source, arch, Options(arch, extra));
+  std::lock_guard<std::mutex> lock(shared_->cache_mutex);
+  return shared_->cache.Lookup(key, ".cubin").has_value();
+}
+
+StatusOr<CubinResult> NvrtcCompiler::Compile(const std::string& source, const std::string& arch,
+                                             const std::vector<std::string>& extra) {
+  ASSIGN_OR_RETURN(const NvrtcApi* api, LoadNvrtc());
+  const std::vector<std::string> options = Options(arch, extra);
+  const std::string key = CacheKey(source, arch, options);
   if (std::optional<CubinResult> cached = Lookup(key)) {
     ++shared_->cache_hits;
     return *std::move(cached);

@@ -13,6 +13,7 @@
 // Compile may be called from several threads at once (backend/cuda/cuda_compile_units
 // compiles a model's kernels in parallel): NVRTC is thread-safe for separate programs, the
 // counters are atomic and the cache, which one thread at a time may use, is behind a mutex.
+// Copies share the cache and the counters.
 #pragma once
 
 #include <atomic>
@@ -55,6 +56,9 @@ class NvrtcCompiler {
   StatusOr<CubinResult> Compile(const std::string& source, const std::string& arch,
                                 const std::vector<std::string>& extra = {});
 
+  // Whether Compile would find this program's cubin in the cache (compiling nothing).
+  bool Cached(const std::string& source, const std::string& arch, const std::vector<std::string>& extra = {});
+
   std::string version() const;  // "13.0"
   // The toolkit's include folder passed to NVRTC, or "" where NVRTC came without headers.
   const std::string& toolkit_include() const { return toolkit_include_; }
@@ -63,7 +67,8 @@ class NvrtcCompiler {
   int64_t cache_hits() const { return shared_->cache_hits; }
 
  private:
-  // What concurrent Compile calls share; held by pointer so the compiler stays movable.
+  // What concurrent Compile calls share; held by pointer so that the compiler stays movable
+  // and its copies (a background compile's: cuda_backend.cc) share the cache and counters.
   struct Shared {
     explicit Shared(KernelCache c) : cache(std::move(c)) {}
     std::mutex cache_mutex;
@@ -71,10 +76,12 @@ class NvrtcCompiler {
     std::atomic<int64_t> compiles{0}, cache_hits{0};
   };
   NvrtcCompiler(KernelCache cache, int major, int minor, std::string toolkit_include)
-      : shared_(std::make_unique<Shared>(std::move(cache))), major_(major), minor_(minor), toolkit_include_(std::move(toolkit_include)) {}
+      : shared_(std::make_shared<Shared>(std::move(cache))), major_(major), minor_(minor), toolkit_include_(std::move(toolkit_include)) {}
   // The cached cubin and report under `key`, if there is one.
   std::optional<CubinResult> Lookup(const std::string& key);
-  std::unique_ptr<Shared> shared_;
+  std::vector<std::string> Options(const std::string& arch, const std::vector<std::string>& extra) const;
+  std::string CacheKey(const std::string& source, const std::string& arch, const std::vector<std::string>& options) const;
+  std::shared_ptr<Shared> shared_;
   int major_, minor_;
   std::string toolkit_include_;
 };

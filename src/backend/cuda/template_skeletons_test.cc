@@ -188,7 +188,7 @@ TEST(TemplateSkeletonsTest, DepthwiseCompilesInItsShapesAndElementTypes) {
 TEST(TemplateSkeletonsTest, AttentionCompilesInItsLoopsAndHeadDims) {
   StatusOr<NvrtcCompiler> nvrtc = ColdCompiler();
   if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available, skeletons not compiled: " << nvrtc.status().ToString();
-  int compiled = 0;
+  int compiled = 0, stand_ins = 0;
   for (const char* model : {"attention_causal_d128_bf16", "attention_ragged_d64_bf16", "attention_additive_mask_f16"}) {
     auto imported = ImportOnnx(std::string(TILEFUSE_SOURCE_DIR) + "/tests/attention/" + model + ".onnxtxt");
     ASSERT_TRUE(imported.ok()) << imported.status().ToString();
@@ -197,6 +197,7 @@ TEST(TemplateSkeletonsTest, AttentionCompilesInItsLoopsAndHeadDims) {
     for (AttentionPath loop : {AttentionPath::kTemplate, AttentionPath::kOverlap, AttentionPath::kSerial}) {
       CudaTarget target;
       target.attention = loop;
+      target.stand_ins = true;  // and their stand-ins (TemplateKernel::StandIn), where they have one
       auto plan = PlanFusionForCuda(*graph, {}, target);
       ASSERT_TRUE(plan.ok()) << plan.status().ToString();
       auto program = BuildCudaProgram(*graph, plan->plan, FindInlinedGenerators(*graph), "", {}, target);
@@ -205,10 +206,15 @@ TEST(TemplateSkeletonsTest, AttentionCompilesInItsLoopsAndHeadDims) {
         if (g.mode == CudaGroupProgram::Mode::kAttentionTemplate && g.kernel) {
           CompileAndReport(*nvrtc, g.kernel->source, fmt::format("{} {}", model, g.kernel->source.strategy.substr(0, 40)));
           ++compiled;
+          if (g.kernel->stand_in) {
+            CompileAndReport(*nvrtc, g.kernel->stand_in->source, fmt::format("{} stand-in: {}", model, g.kernel->stand_in->source.strategy.substr(0, 40)));
+            ++stand_ins;
+          }
         }
     }
   }
   EXPECT_GE(compiled, 6);
+  EXPECT_GE(stand_ins, 2) << "head dim 128's ping-pong and overlap loops have a serial stand-in";
 }
 
 // The MMA forms of tile_mma.cuh no skeleton instantiates yet: tf32 and e4m3 from shared

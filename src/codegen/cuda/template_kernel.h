@@ -11,6 +11,7 @@
 
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,16 @@ class TemplateKernel {
   // The kernel for `config`, named `name`; InvalidArgument for a configuration the skeleton
   // cannot run.
   virtual StatusOr<CudaKernelSource> Emit(const std::string& name, const nlohmann::json& config, int sm_count) const = 0;
+  // A configuration of the same problem whose kernel NVRTC compiles in a fraction of
+  // `config`'s time, to run while `config`'s compiles in the background
+  // (CudaCompileOptions::background_compile); nothing where `config`'s compiles fast already.
+  // Forms whose main-loop step is printed many times take seconds of ptxas: the GEMM
+  // template's overlapped epilogue (a copy beside each epilogue chunk) and the attention
+  // template's masked loops (a copy with and without the mask).
+  virtual std::optional<nlohmann::json> StandIn(const nlohmann::json& config) const {
+    (void)config;
+    return std::nullopt;
+  }
 };
 
 }  // namespace tilefuse

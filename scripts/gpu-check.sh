@@ -11,7 +11,8 @@
 #   1b'. the convolution cases (tests/conv) channels-last with the GEMM template and cuBLASLt and in
 #       NCHW, memcheck on four
 #   1c. the attention template's graphs (tests/attention and the attention twins of
-#       bench/cases/check), template, overlap, serial and split, and compute-sanitizer on four
+#       bench/cases/check), template, overlap, serial and split and the stand-ins of background
+#       compiles (--stand-ins), and compute-sanitizer on four
 #   2. differential fuzzing: $FUZZ_COUNT fused and $FUZZ_UNFUSED_COUNT unfused random graphs on the GPU
 #      compute-sanitizer memcheck on the examples
 #   3. the GPU unit tests (cuBLASLt, runs on device memory); 3'. the Python package's tests, CUDA
@@ -92,8 +93,11 @@ memcheck_run() {
 if has gemm; then
   say "== GEMM template: tests/gemm on the GPU vs the reference (poisoned outputs), then memcheck"
   # --gemm template and auto (the path a user gets: cuBLASLt where the template refuses).
-  for m in tests/gemm/*.onnxtxt; do
-    for path in template auto; do check_run "$m --gemm $path" "$m" --gemm $path; done
+  # With --stand-ins, the kernels a background compile runs first (ping-pong tiles for the
+  # overlapped epilogue).
+  for m in tests/gemm/*.onnxtxt bench/cases/check/mlp_block*.onnxtxt bench/cases/check/gpt_block*.onnxtxt; do
+    for path in template auto; do [[ $m == bench/* ]] || check_run "$m --gemm $path" "$m" --gemm $path; done
+    check_run "$m --gemm template --stand-ins" "$m" --gemm template --stand-ins
   done
   # f32 matmuls on TF32 tensor cores (--precision high; checked to the f16 tolerance).
   for m in examples/matmul_bias_relu.onnxtxt examples/mlp_block.onnxtxt examples/causal_attention.onnxtxt tests/gemm/gemm_bias_f32.onnxtxt; do
@@ -154,6 +158,8 @@ if has attention; then
   say "== attention template: tests/attention and the attention twins on the GPU vs the reference, then memcheck"
   for m in tests/attention/*.onnxtxt tests/attention/exports/*.onnx bench/cases/check/attention*.onnxtxt bench/cases/check/gpt_block*.onnxtxt; do
     for path in template overlap serial split; do check_run "$m --attention $path" "$m" --attention $path; done
+    # The stand-in a background compile runs first (the serial loop, the mask on every block).
+    check_run "$m --stand-ins" "$m" --stand-ins
   done
   for m in tests/attention/attention_causal_d128_bf16.onnxtxt tests/attention/attention_fused_qkv_heads_bf16.onnxtxt tests/attention/attention_kt_input_bf16.onnxtxt tests/attention/attention_gqa_bf16.onnxtxt; do
     memcheck_run "$m"

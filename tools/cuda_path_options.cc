@@ -46,6 +46,12 @@ void AddCudaPathOptions(CLI::App& command, CudaPathChoices& choices) {
                   "cuda, channels-last depthwise convolutions: on (the depthwise template, its rule's thread shape), off\n"
                   "(the pointwise loop template, for comparison), or VxP (V channels and P output pixels a thread, e.g. 8x2)")
       ->default_val("on");
+  command.add_flag("--stand-ins", choices.stand_ins,
+                   "cuda: template kernels whose own form takes seconds to compile (the GEMM template's overlapped\n"
+                   "epilogue, the attention template's ping-pong and overlap loops) run the quick stand-in that\n"
+                   "Python's background compiles run first (ping-pong GEMM tiles; the serial attention loop with the\n"
+                   "mask on every block), and their own forms are not compiled: the fastest compile, and how the\n"
+                   "stand-ins are checked");
 }
 
 void AddDeviceOption(CLI::App& command, int& device) {
@@ -63,6 +69,7 @@ void ApplyCudaPathChoices(const CudaPathChoices& choices, ModelOptions& options)
   options.gemm_form = choices.gemm_form;
   options.gemm_cluster = choices.gemm_cluster;
   options.depthwise = choices.depthwise;
+  options.stand_ins_only = choices.stand_ins;
 }
 
 }  // namespace tilefuse::cli

@@ -20,6 +20,7 @@ struct CudaPathChoices {
   std::string gemm_form = "rule";  // rule, tail, overlap or pingpong
   int gemm_cluster = 0;            // 0: the rule; 1 or 2 CTAs sharing B
   std::string depthwise = "on";    // on (the rule's thread shape), off, or VxP
+  bool stand_ins = false;          // template kernels that compile slowly run their quick stand-ins
 };
 
 void AddCudaPathOptions(CLI::App& command, CudaPathChoices& choices);

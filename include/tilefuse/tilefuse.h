@@ -62,6 +62,9 @@ struct ModelOptions {
   // long-lived processes (the Python package turns it on): the first result comes sooner.
   // Benchmark, GroupTimesUs and timed runs wait for the best forms; so does the model's release.
   bool background_compile = false;
+  // cuda: those kernels run their stand-ins, and their own forms are never compiled (the fastest
+  // compile; the checks of the stand-ins).
+  bool stand_ins_only = false;
   bool poison_outputs = false;         // cuda: outputs filled with NaN bits before each run (checks)
   std::string cache_dir;               // kernel cache; empty: $TILEFUSE_CACHE_DIR or ~/.cache/tilefuse
   // Written here: the IR after every graph pass, then what each compile stage made (plan.txt,

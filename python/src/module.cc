@@ -44,6 +44,7 @@ nb::list DescribeKernels(const std::vector<KernelSummary>& kernels) {
     d["generated"] = k.generated;
     d["why_not"] = k.why_not;
     d["mode"] = k.mode;
+    d["strategy"] = k.strategy;
     d["num_nodes"] = k.num_nodes;
     list.append(d);
   }
@@ -187,6 +188,8 @@ NB_MODULE(_tilefuse, m) {
           },
           "Waits for kernels compiling in the background; they run from then on")
       .def_prop_ro("pending_compiles", &CompiledModel::pending_compiles)
+      .def_prop_ro("jit_compiles", &CompiledModel::jit_compiles)
+      .def_prop_ro("jit_cache_hits", &CompiledModel::jit_cache_hits)
       .def("profile", &ProfileModel, nb::arg("inputs"), "One run, each kernel timed: [(name, start_us, duration_us)]")
       .def("run", &RunModel, nb::arg("inputs"), nb::arg("torch"), nb::arg("source"),
            "Runs on C-contiguous CPU arrays; returns torch tensors when torch is true, else NumPy arrays")

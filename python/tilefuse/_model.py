@@ -47,6 +47,7 @@ class Kernel:
     ``generated`` is false where the group runs on the reference kernels (the CPU) or on
     the host (the GPU); ``why_not`` says why. ``mode`` is the GPU's way of running it
     (generated, gemm template, attention template, gemm, host); empty on the CPU.
+    ``strategy`` is the GPU's template or loop and its configuration, as `tilefuse run` prints it.
     """
 
     name: str
@@ -54,6 +55,7 @@ class Kernel:
     generated: bool
     why_not: str
     mode: str
+    strategy: str
     num_nodes: int
 
 
@@ -245,6 +247,16 @@ class CompiledModel:
         """Where the compile's time went: (stage, milliseconds) in order (graph passes, plan and
         lower, build: the host compiler or NVRTC, load)."""
         return [tuple(stage) for stage in self._graph.compile_stages_ms]
+
+    @property
+    def jit_compiles(self) -> int:
+        """Kernels NVRTC or the host compiler built for this model (the others came from the cache)."""
+        return self._graph.jit_compiles
+
+    @property
+    def jit_cache_hits(self) -> int:
+        """Kernels found in the kernel cache instead of compiled."""
+        return self._graph.jit_cache_hits
 
     def finish_compiles(self) -> None:
         """Waits for the kernels still compiling in the background (``compile(background_compile=)``);

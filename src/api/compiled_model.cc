@@ -58,6 +58,7 @@ Status PrepareBackend(CompiledModel::State& s) {
     gpu_options.device_ordinal = o.device;
     gpu_options.dump_dir = o.dump_dir;
     gpu_options.background_compile = o.background_compile;
+    gpu_options.stand_ins_only = o.stand_ins_only;
     RETURN_IF_ERROR(ApplyCudaPathWords(o.gemm, o.attention, o.precision, gpu_options));
     RETURN_IF_ERROR(ApplyTemplateWords(o.gemm_form, o.gemm_cluster, o.depthwise, gpu_options.overrides));
     StatusOr<std::unique_ptr<CudaExecutable>> gpu =

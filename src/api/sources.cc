@@ -82,6 +82,7 @@ StatusOr<CudaBuild> BuildForCudaArch(const Graph& passed, const ModelOptions& mo
   options.cache_dir = model.cache_dir;
   RETURN_IF_ERROR(ApplyCudaPathWords(model.gemm, model.attention, model.precision, options));
   RETURN_IF_ERROR(ApplyTemplateWords(model.gemm_form, model.gemm_cluster, model.depthwise, options.overrides));
+  options.stand_ins_only = model.stand_ins_only;
   ASSIGN_OR_RETURN(std::unique_ptr<CudaBackend> backend, CudaBackend::ForArch(arch, options));
   ASSIGN_OR_RETURN(BuiltGraphs built, BuildGraphs(*backend, {passed}, options));
   const CudaProgram& program = CudaBackend::ProgramOf(*built.lowered[0]);

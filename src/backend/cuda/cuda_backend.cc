@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <fmt/format.h>
 #include <map>
+#include <set>
 
 #include "backend/cuda/cuda_driver.h"
 #include "backend/cuda/cuda_executable_state.h"
@@ -118,7 +119,8 @@ class CudaLoweredGraph : public LoweredGraph {
 
 struct CudaObjectCode : ObjectCode {
   CudaCubins cubins;  // no unit: no generated kernel in any graph, nothing was compiled
-  // Kernels whose stand-ins are in `cubins` while they compile; null: none.
+  std::set<std::string> standing_in;  // kernels whose stand-ins are in `cubins` instead of them
+  // Their own forms compiling; null: none.
   std::shared_ptr<const BackgroundCubins> background;
 };
 
@@ -263,6 +265,7 @@ CudaTarget TargetFor(const std::string& arch, int sm_count, const CudaCompileOpt
   target.template_configs = options.template_configs;
   target.fault = options.fault;
   target.stand_ins = options.background_compile;
+  target.stand_ins_only = options.stand_ins_only;
   return target;
 }
 
@@ -322,7 +325,10 @@ StatusOr<std::unique_ptr<ObjectCode>> CudaBackend::Build(const std::vector<const
       now.push_back(std::move(unit));
       continue;
     }
-    for (const std::string& k : unit.kernels) standing_in.push_back(stand_ins.at(k)->source);
+    for (const std::string& k : unit.kernels) {
+      standing_in.push_back(stand_ins.at(k)->source);
+      code->standing_in.insert(k);
+    }
     later.push_back(std::move(unit));
   }
   for (CudaCompileUnit& unit : SplitIntoCompileUnits(standing_in)) now.push_back(std::move(unit));
@@ -350,16 +356,14 @@ StatusOr<std::unique_ptr<Executable>> CudaBackend::Load(std::unique_ptr<LoweredG
   s->plan_notes = std::move(lowered->notes);
   s->inlined = std::move(lowered->inlined);
   s->program = std::move(lowered->program);
-  if (object.background) {
-    // Until their best forms are compiled, their stand-ins run.
-    s->background = object.background;
-    for (size_t i = 0; i < s->program.groups.size(); ++i) {
-      std::optional<CudaLaunchable>& kernel = s->program.groups[i].kernel;
-      if (!kernel || !kernel->stand_in || !object.background->kernels.count(kernel->source.name)) continue;
-      CudaLaunchable stand_in = *kernel->stand_in;
-      s->deferred.push_back({i, std::move(*kernel)});
-      kernel = std::move(stand_in);
-    }
+  // Until their own forms are compiled, their stand-ins run.
+  s->background = object.background;
+  for (size_t i = 0; i < s->program.groups.size(); ++i) {
+    std::optional<CudaLaunchable>& kernel = s->program.groups[i].kernel;
+    if (!kernel || !kernel->stand_in || !object.standing_in.count(kernel->source.name)) continue;
+    CudaLaunchable stand_in = *kernel->stand_in;
+    s->deferred.push_back({i, std::move(*kernel)});
+    kernel = std::move(stand_in);
   }
   s->kernels = DescribeKernels(s->program, s->plan);
   s->poison = options_.poison_outputs;

@@ -48,6 +48,9 @@ struct CudaCompileOptions : CompileOptions {
   // (at a run's start) or when asked to (FinishCompiles), and the cache keeps it for the next
   // compile. Off: every kernel compiled before the compile returns.
   bool background_compile = false;
+  // Those kernels run their stand-ins, and their own forms are never compiled: the fastest
+  // compile, and how the checks run the stand-ins (`tilefuse run --stand-ins`).
+  bool stand_ins_only = false;
 };
 
 // One configuration's measurement (time_us absent: it failed to emit, compile or launch).

@@ -51,12 +51,13 @@ StatusOr<CudaLaunchable> TemplateLaunchable(std::shared_ptr<const TemplateKernel
   if (!target.template_configs.empty())
     if (auto tuned = target.template_configs.find(templ->Fingerprint()); tuned != target.template_configs.end()) config = tuned->second;
   ASSIGN_OR_RETURN(CudaKernelSource source, templ->Emit(name, config, target.sm_count));
-  std::optional<nlohmann::json> quick = target.stand_ins ? templ->StandIn(config) : std::nullopt;
-  CudaLaunchable launchable = TemplateSourceLaunchable(std::move(source), group, program, templ);
-  if (quick) {
-    ASSIGN_OR_RETURN(CudaKernelSource stand_in, templ->Emit(name, *quick, target.sm_count));
-    launchable.stand_in = std::make_shared<const CudaLaunchable>(TemplateSourceLaunchable(std::move(stand_in), group, std::move(program), templ));
-  }
+  const std::optional<nlohmann::json> quick = target.stand_ins || target.stand_ins_only ? templ->StandIn(config) : std::nullopt;
+  if (!quick) return TemplateSourceLaunchable(std::move(source), group, std::move(program), templ);
+  ASSIGN_OR_RETURN(CudaKernelSource stand_in, templ->Emit(name, *quick, target.sm_count));
+  CudaLaunchable quick_launchable = TemplateSourceLaunchable(std::move(stand_in), group, program, templ);
+  if (target.stand_ins_only) return quick_launchable;
+  CudaLaunchable launchable = TemplateSourceLaunchable(std::move(source), group, std::move(program), templ);
+  launchable.stand_in = std::make_shared<const CudaLaunchable>(std::move(quick_launchable));
   return launchable;
 }
 

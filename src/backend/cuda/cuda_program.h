@@ -137,6 +137,7 @@ struct CudaTarget {
   // Template kernels that take seconds to compile get a quick stand-in (CudaLaunchable::
   // stand_in): CudaCompileOptions::background_compile.
   bool stand_ins = false;
+  bool stand_ins_only = false;  // the stand-ins in place of those kernels (CudaCompileOptions::stand_ins_only)
 };
 
 // What the GPU's gemm kernels fuse, for the planner (fusion/target_capabilities.h): an

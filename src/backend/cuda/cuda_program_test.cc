@@ -668,5 +668,68 @@ TEST(CudaProgramTf32Test, TemplateKernelsDoNotClaimTheirProloguesOutputs) {
   EXPECT_GT(checked, 0) << "no gemm template with a prologue: the test checks nothing";
 }
 
+// Stand-ins (TemplateKernel::StandIn): with CudaTarget::stand_ins, the GEMM template's
+// overlapped epilogue and the attention template's ping-pong loop carry a quick kernel of the
+// same name (ping-pong GEMM tiles; the serial attention loop with the mask on every block);
+// with stand_ins_only, the stand-in is the kernel itself; neither asked, there is none. A
+// ping-pong GEMM (a form that compiles fast) has none.
+TEST(CudaProgramStandInTest, SlowCompilingTemplateKernelsCarryTheirStandIns) {
+  const std::string root = TILEFUSE_SOURCE_DIR;
+  struct Case {
+    const char* model;
+    const char* own;       // in the kernel's own strategy
+    const char* stand_in;  // in its stand-in's
+  };
+  for (const Case& c : {Case{"/bench/cases/gemm_bias_gelu_bf16_16384x4096x1024.onnxtxt", "epilogue overlapping", "ping-pong consumers"},
+                        Case{"/bench/cases/attention_causal_bf16_b4h16n4096d128.onnxtxt", "ping-pong consumers", "lazy rescaling"}}) {
+    SCOPED_TRACE(c.model);
+    auto model = ImportOnnx(root + c.model);
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    auto graph = RunGraphPasses(std::move(model->graph), PassOptions{});
+    ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+    for (int mode = 0; mode < 3; ++mode) {  // none, stand_ins, stand_ins_only
+      CudaTarget target;
+      target.stand_ins = mode == 1;
+      target.stand_ins_only = mode == 2;
+      auto plan = PlanFusionForCuda(*graph, {}, target);
+      ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+      auto program = BuildCudaProgram(*graph, plan->plan, FindInlinedGenerators(*graph), "", {}, target);
+      ASSERT_TRUE(program.ok()) << program.status().ToString();
+      int templates = 0;
+      for (const CudaGroupProgram& p : program->groups) {
+        if (!p.kernel || !p.kernel->is_template) continue;
+        ++templates;
+        const std::string& strategy = p.kernel->source.strategy;
+        EXPECT_NE(strategy.find(mode == 2 ? c.stand_in : c.own), std::string::npos) << mode << ": " << strategy;
+        if (mode == 2) EXPECT_EQ(strategy.find(c.own), std::string::npos) << strategy;
+        ASSERT_EQ(p.kernel->stand_in != nullptr, mode == 1) << mode;
+        if (mode != 1) continue;
+        const CudaLaunchable& quick = *p.kernel->stand_in;
+        EXPECT_EQ(quick.source.name, p.kernel->source.name);
+        EXPECT_NE(quick.source.strategy.find(c.stand_in), std::string::npos) << quick.source.strategy;
+        EXPECT_EQ(quick.source.strategy.find(c.own), std::string::npos) << quick.source.strategy;
+        EXPECT_EQ(quick.buffer_nodes.size(), p.kernel->buffer_nodes.size());
+        EXPECT_EQ(quick.stand_in, nullptr);
+      }
+      EXPECT_EQ(templates, 1);
+    }
+  }
+  TemplateOverrides pingpong;
+  ASSERT_TRUE(ApplyTemplateWords("pingpong", 0, "on", pingpong).ok());
+  CudaTarget target;
+  target.stand_ins = true;
+  target.overrides = pingpong;
+  auto model = ImportOnnx(root + "/bench/cases/gemm_bias_gelu_bf16_16384x4096x1024.onnxtxt");
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  auto graph = RunGraphPasses(std::move(model->graph), PassOptions{});
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  auto plan = PlanFusionForCuda(*graph, {}, target);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  auto program = BuildCudaProgram(*graph, plan->plan, FindInlinedGenerators(*graph), "", {}, target);
+  ASSERT_TRUE(program.ok()) << program.status().ToString();
+  for (const CudaGroupProgram& p : program->groups)
+    if (p.kernel && p.kernel->is_template) EXPECT_EQ(p.kernel->stand_in, nullptr) << p.kernel->source.strategy;
+}
+
 }  // namespace
 }  // namespace tilefuse

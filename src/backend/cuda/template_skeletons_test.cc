@@ -214,7 +214,7 @@ TEST(TemplateSkeletonsTest, AttentionCompilesInItsLoopsAndHeadDims) {
     }
   }
   EXPECT_GE(compiled, 6);
-  EXPECT_GE(stand_ins, 2) << "head dim 128's ping-pong and overlap loops have a serial stand-in";
+  EXPECT_GE(stand_ins, 4) << "the ping-pong and overlap loops have a serial stand-in";
 }
 
 // The MMA forms of tile_mma.cuh no skeleton instantiates yet: tf32 and e4m3 from shared

@@ -1,7 +1,5 @@
 #include "codegen/cuda/cuda_template_kernels.h"
 
-#include <algorithm>
-
 #include <fmt/format.h>
 
 #include "codegen/cuda/cuda_gemm_emitter.h"
@@ -103,30 +101,27 @@ class AttentionTemplate : public RuleOnlyTemplate {
   // The rule's configuration, or the stand-in's (StandIn).
   StatusOr<CudaKernelSource> Emit(const std::string& name, const nlohmann::json& config, int sm_count) const override {
     if (config != StandInConfig()) return RuleOnlyTemplate::Emit(name, config, sm_count);
-    AttentionTemplateKernel named = attention_;
-    named.name = name;
     CudaAttentionConfig c = resolved_;
-    if (sm_count > 0) c.sm_count = sm_count;
     c.loop = AttentionLoop::kSerial;
     c.interior = {};
-    return EmitCudaAttention(named, c);
+    return EmitWith(name, c, sm_count);
   }
-  // At head dim 128 the ping-pong loop's step is long, and a mask with interior key blocks
-  // prints it twice (with and without the mask): NVRTC took 0.92-1.0 s for causal d128 on a GPU
-  // host (2026-11-29); here, on 2 cores, 0.82-1.0 s causal and ~0.6 s unmasked, against
-  // 0.38-0.43 s for the serial loop with the mask on every block, which stands in. At head dim
-  // 64 the loops compile in ~0.25-0.3 s.
+  // The ping-pong and overlap loops print their step longer than the serial loop, and a mask
+  // with interior key blocks prints it twice (with and without the mask). Cold NVRTC on a GPU
+  // host (H200, 2026-11-29, whole compile / its build stage): causal d128 0.89 s, unmasked d128
+  // 0.55 s, causal d64 0.58 s; with the serial loop and the mask on every block standing in,
+  // d128 0.45-0.46 s (here, on 2 cores: causal d128 0.82-1.0 s against 0.41-0.43 s).
   std::optional<nlohmann::json> StandIn(const nlohmann::json& config) const override {
-    if (!config.empty() || resolved_.loop == AttentionLoop::kSerial || std::max(attention_.d, attention_.dv) < 128) return std::nullopt;
+    if (!config.empty() || resolved_.loop == AttentionLoop::kSerial) return std::nullopt;
     return StandInConfig();
   }
 
  private:
   static nlohmann::json StandInConfig() { return {{"loop", "serial"}, {"mask", "every block"}}; }
-  StatusOr<CudaKernelSource> EmitRule(const std::string& name, int sm_count) const override {
+  StatusOr<CudaKernelSource> EmitRule(const std::string& name, int sm_count) const override { return EmitWith(name, resolved_, sm_count); }
+  StatusOr<CudaKernelSource> EmitWith(const std::string& name, CudaAttentionConfig c, int sm_count) const {
     AttentionTemplateKernel named = attention_;
     named.name = name;
-    CudaAttentionConfig c = resolved_;
     if (sm_count > 0) c.sm_count = sm_count;
     return EmitCudaAttention(named, c);
   }

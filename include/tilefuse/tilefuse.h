@@ -57,7 +57,7 @@ struct ModelOptions {
   std::map<std::string, int64_t> dims;
   // cuda: a template kernel whose best form takes seconds to compile and is not in the kernel
   // cache runs a stand-in that compiles in a fraction of a second (the GEMM template's ping-pong
-  // form for its overlapped epilogue, a serial loop for masked attention) while the best form
+  // form for its overlapped epilogue, the serial loop for attention) while the best form
   // compiles on other threads; a run swaps it in once it is ready, and the cache keeps it. For
   // long-lived processes (the Python package turns it on): the first result comes sooner.
   // Benchmark, GroupTimesUs and timed runs wait for the best forms; so does the model's release.

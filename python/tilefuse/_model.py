@@ -94,7 +94,7 @@ def compile(model: Any, backend: str = "auto", tune: bool = False, fuse: bool = 
 
     ``background_compile`` (on the GPU): a template kernel whose best form takes seconds of
     NVRTC and is not in the kernel cache runs a stand-in that compiles in a fraction of a
-    second (a ping-pong GEMM for the overlapped epilogue, a serial loop for masked attention)
+    second (a ping-pong GEMM for the overlapped epilogue, the serial loop for attention)
     while the best form compiles on other threads; a call swaps it in once it is ready, and the
     kernel cache keeps it for the next process. ``finish_compiles()`` waits for it;
     ``benchmark()`` and ``profile()`` do so themselves. ``False``: every kernel is compiled

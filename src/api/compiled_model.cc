@@ -239,7 +239,10 @@ Status CompiledModel::FinishCompiles() {
   return Status::Ok();
 }
 
-int CompiledModel::pending_compiles() const { return state_->gpu ? state_->gpu->pending_compiles() : 0; }
+int CompiledModel::pending_compiles() const {
+  std::lock_guard<std::mutex> lock(state_->run_mutex);  // a run may be swapping them in
+  return state_->gpu ? state_->gpu->pending_compiles() : 0;
+}
 
 Status CompiledModel::RunOnDevice(const std::vector<uint64_t>& inputs, const std::vector<uint64_t>& outputs, uint64_t stream) {
   if (!device_runs())

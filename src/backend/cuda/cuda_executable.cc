@@ -218,11 +218,16 @@ Status CudaExecutable::State::AdoptBackgroundKernels(bool wait) {
   }
   RETURN_IF_ERROR(device->MakeCurrent());
   ASSIGN_OR_RETURN(CudaModules loaded, CudaModules::Load(*device, *cubins));
-  for (Deferred& d : deferred) {
+  // Every function found before any is used: on an error the stand-ins keep running whole.
+  std::vector<CUfunction> found;
+  for (const Deferred& d : deferred) {
     ASSIGN_OR_RETURN(CUfunction f, loaded.Function(d.best.source.name));
     RETURN_IF_ERROR(PrepareFunction(*device, f, d.best.source.launch, d.best.source.name));
-    functions[d.best.source.name] = f;
-    program.groups[d.group].kernel = std::move(d.best);
+    found.push_back(f);
+  }
+  for (size_t i = 0; i < deferred.size(); ++i) {
+    functions[deferred[i].best.source.name] = found[i];
+    program.groups[deferred[i].group].kernel = std::move(deferred[i].best);
   }
   deferred.clear();
   later_modules.push_back(std::move(loaded));

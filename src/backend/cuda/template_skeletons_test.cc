@@ -18,6 +18,7 @@
 #include "codegen/cuda/cuda_depthwise_emitter.h"
 #include "codegen/cuda/cuda_gemm_emitter.h"
 #include "codegen/cuda/cuda_skinny_gemm_emitter.h"
+#include "codegen/cuda/cuda_template_kernels.h"
 #include "codegen/depthwise_template.h"
 #include "codegen/gemm_split.h"
 #include "frontend/onnx/importer.h"
@@ -114,6 +115,13 @@ TEST(TemplateSkeletonsTest, GemmCompilesInEveryFormAndElementType) {
       StatusOr<CudaKernelSource> source = EmitCudaGemm(*gemm, f.config);
       if (!source.ok()) continue;  // a form this problem cannot take (split-K with overlap, ...)
       CompileAndReport(*nvrtc, *source, fmt::format("gemm {}, {}: {}", problem.label, f.label, source->strategy.substr(0, 24)));
+    }
+    // The rule's stand-in, where it has one (TemplateKernel::StandIn: a background compile's).
+    const std::shared_ptr<const TemplateKernel> templ = MakeGemmTemplate(*gemm, CudaGemmConfig{});
+    if (std::optional<nlohmann::json> quick = templ->StandIn({})) {
+      StatusOr<CudaKernelSource> source = templ->Emit("gemm", *quick, 132);
+      ASSERT_TRUE(source.ok()) << source.status().ToString();
+      CompileAndReport(*nvrtc, *source, fmt::format("gemm {}, stand-in: {}", problem.label, source->strategy.substr(0, 24)));
     }
   }
 }

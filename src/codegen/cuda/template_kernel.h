@@ -37,9 +37,9 @@ class TemplateKernel {
   // A configuration of the same problem whose kernel NVRTC compiles in a fraction of
   // `config`'s time, to run while `config`'s compiles in the background
   // (CudaCompileOptions::background_compile); nothing where `config`'s compiles fast already.
-  // Forms whose main-loop step is printed many times take seconds of ptxas: the GEMM
+  // Forms whose main-loop step is printed many times, or long, take seconds: the GEMM
   // template's overlapped epilogue (a copy beside each epilogue chunk) and the attention
-  // template's masked loops (a copy with and without the mask).
+  // template's ping-pong and overlap loops (a copy with and without a mask).
   virtual std::optional<nlohmann::json> StandIn(const nlohmann::json& config) const {
     (void)config;
     return std::nullopt;

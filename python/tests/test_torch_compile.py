@@ -49,6 +49,12 @@ def test_a_small_module_matches_eager_and_recompiles_per_shape(logs):
     # for 9 and 11 rows; the second calls with 9 and 11 rows find them in the backend's cache.
     assert len(messages(logs, COMPILED)) == 3, logs.text
     assert not messages(logs, FELL_BACK), logs.text
+    # Nothing compiles in the background on the CPU; waiting for it changes nothing.
+    tilefuse.torch_backend.finish_compiles()
+    with torch.no_grad():
+        x = torch.randn(9, 32)
+        torch.testing.assert_close(compiled(x), block(x), rtol=1e-5, atol=1e-5)
+    assert len(messages(logs, COMPILED)) == 3, logs.text
 
 
 def test_a_change_of_pytorchs_float32_matmul_precision_compiles_again(logs):

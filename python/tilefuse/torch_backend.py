@@ -210,6 +210,19 @@ class TilefuseGraph:
 _GRAPHS: List["weakref.ReferenceType[TilefuseGraph]"] = []
 
 
+def finish_compiles() -> None:
+    """Waits for the kernels of every graph compiled in this process that are still compiling in
+    the background (their quick stand-ins run meanwhile: tilefuse.compile's background_compile);
+    from the next call on, each graph runs its own kernels. Time steady-state calls after it."""
+    _GRAPHS[:] = [ref for ref in _GRAPHS if ref() is not None]
+    for ref in list(_GRAPHS):
+        graph = ref()
+        if graph is not None:
+            for s in graph.compiled.values():
+                if s is not None:
+                    s.model.finish_compiles()
+
+
 def explain(device: str = "h100-sxm") -> List[dict]:
     """What tilefuse made of the graphs torch.compile handed it in this process (those still
     alive, oldest first). Per graph: its ATen calls, whether it was split around ops tilefuse

@@ -1,10 +1,12 @@
 #include "backend/cuda/cuda_compile_units.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cctype>
 #include <cstdlib>
 #include <fmt/format.h>
 #include <map>
+#include <mutex>
 #include <thread>
 
 #include "support/check.h"
@@ -123,14 +125,47 @@ StatusOr<CudaCubins> CompileUnits(NvrtcCompiler& nvrtc, std::vector<CudaCompileU
   return out;
 }
 
-std::shared_ptr<const BackgroundCubins> CompileUnitsInBackground(NvrtcCompiler nvrtc, std::vector<CudaCompileUnit> units,
+bool BackgroundCubins::Ready() const {
+  return std::all_of(compiles.begin(), compiles.end(), [](const std::shared_ptr<const UnitCompile>& c) {
+    return c->cubin.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+  });
+}
+
+StatusOr<CudaCubins> BackgroundCubins::Get() const {
+  CudaCubins out;
+  for (size_t u = 0; u < units.size(); ++u) {
+    const StatusOr<CubinResult>& cubin = compiles[u]->cubin.get();
+    if (!cubin.ok()) return cubin.status().WithContext("kernel " + DescribeKernels(units[u]));
+    out.compiles += cubin->from_cache ? 0 : 1;
+    out.cubins.push_back(*cubin);
+  }
+  out.units = units;
+  return out;
+}
+
+std::shared_ptr<const BackgroundCubins> CompileUnitsInBackground(const NvrtcCompiler& nvrtc, std::vector<CudaCompileUnit> units,
                                                                  const std::string& arch) {
+  // The units compiling in this process, by cache, architecture and source: joined while they last.
+  static std::mutex mutex;
+  static std::map<std::string, std::weak_ptr<const UnitCompile>> compiling;
   auto background = std::make_shared<BackgroundCubins>();
-  for (const CudaCompileUnit& u : units) background->kernels.insert(u.kernels.begin(), u.kernels.end());
-  // std::async's state: releasing its last future waits for the task.
-  background->cubins = std::async(std::launch::async, [nvrtc = std::move(nvrtc), units = std::move(units), arch]() mutable {
-                         return CompileUnits(nvrtc, std::move(units), arch);
-                       }).share();
+  std::lock_guard<std::mutex> lock(mutex);
+  std::erase_if(compiling, [](const auto& entry) { return entry.second.expired(); });
+  for (const CudaCompileUnit& u : units) {
+    background->kernels.insert(u.kernels.begin(), u.kernels.end());
+    std::shared_ptr<const UnitCompile>& joined = background->compiles.emplace_back();
+    std::weak_ptr<const UnitCompile>& entry = compiling[nvrtc.cache_directory() + '\n' + arch + '\n' + u.source];
+    joined = entry.lock();
+    if (joined) continue;
+    auto compile = std::make_shared<UnitCompile>();
+    // std::async's state: releasing its last future waits for the task.
+    compile->cubin =
+        std::async(std::launch::async, [nvrtc = NvrtcCompiler(nvrtc), source = u.source, arch]() mutable { return nvrtc.Compile(source, arch); })
+            .share();
+    joined = compile;
+    entry = compile;
+  }
+  background->units = std::move(units);
   return background;
 }
 

@@ -62,14 +62,26 @@ int NvrtcThreads(size_t units);
 // fine are cached, a failed one leaves nothing in the cache).
 StatusOr<CudaCubins> CompileUnits(NvrtcCompiler& nvrtc, std::vector<CudaCompileUnit> units, const std::string& arch);
 
-// Units compiling on other threads while the kernels they serve run stand-ins
-// (CudaCompileOptions::background_compile). Whoever releases the last reference waits for
-// the compile to end, so its cubins always reach the cache.
-struct BackgroundCubins {
-  std::set<std::string> kernels;  // the kernels the units serve, by their own names
-  std::shared_future<StatusOr<CudaCubins>> cubins;
+// One unit compiling on a thread of its own. A unit already compiling in this process for
+// another build is joined, not compiled again (a second compile of a model, or another
+// graph of it, would otherwise start it anew before the first has reached the cache).
+// Whoever releases the last reference waits for the compile to end, so its cubin always
+// reaches the cache.
+struct UnitCompile {
+  std::shared_future<StatusOr<CubinResult>> cubin;
 };
-std::shared_ptr<const BackgroundCubins> CompileUnitsInBackground(NvrtcCompiler nvrtc, std::vector<CudaCompileUnit> units,
+
+// Units compiling in the background while the kernels they serve run stand-ins
+// (CudaCompileOptions::background_compile).
+struct BackgroundCubins {
+  std::set<std::string> kernels;                         // the kernels the units serve, by their own names
+  std::vector<CudaCompileUnit> units;
+  std::vector<std::shared_ptr<const UnitCompile>> compiles;  // per unit
+  bool Ready() const;  // every unit's compile has ended
+  // The units' cubins, waiting for them; the first failing unit's error (naming its kernels).
+  StatusOr<CudaCubins> Get() const;
+};
+std::shared_ptr<const BackgroundCubins> CompileUnitsInBackground(const NvrtcCompiler& nvrtc, std::vector<CudaCompileUnit> units,
                                                                  const std::string& arch);
 
 // Every unit on its own: its cubin or its error, so one bad unit does not sink the others

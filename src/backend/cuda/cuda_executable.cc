@@ -207,9 +207,9 @@ StatusOr<CudaGraphExec> CudaExecutable::State::Capture(const std::vector<CUdevic
 
 Status CudaExecutable::State::AdoptBackgroundKernels(bool wait) {
   if (!background) return Status::Ok();
-  if (!wait && background->cubins.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return Status::Ok();
+  if (!wait && !background->Ready()) return Status::Ok();
   const std::shared_ptr<const BackgroundCubins> done = std::move(background);
-  const StatusOr<CudaCubins>& cubins = done->cubins.get();
+  const StatusOr<CudaCubins> cubins = done->Get();
   if (!cubins.ok()) {
     plan_notes.push_back(fmt::format("{} kernel(s) kept their stand-ins: their own form failed to compile: {}", deferred.size(),
                                      cubins.status().message()));

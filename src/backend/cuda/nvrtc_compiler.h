@@ -60,6 +60,7 @@ class NvrtcCompiler {
   bool Cached(const std::string& source, const std::string& arch, const std::vector<std::string>& extra = {});
 
   std::string version() const;  // "13.0"
+  const std::string& cache_directory() const { return shared_->cache.directory(); }
   // The toolkit's include folder passed to NVRTC, or "" where NVRTC came without headers.
   const std::string& toolkit_include() const { return toolkit_include_; }
   // Programs NVRTC compiled, and cubins the cache answered, since Create.

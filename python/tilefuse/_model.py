@@ -97,7 +97,9 @@ def compile(model: Any, backend: str = "auto", tune: bool = False, fuse: bool = 
     second (a ping-pong GEMM for the overlapped epilogue, the serial loop for attention)
     while the best form compiles on other threads; a call swaps it in once it is ready, and the
     kernel cache keeps it for the next process. ``finish_compiles()`` waits for it;
-    ``benchmark()`` and ``profile()`` do so themselves. ``False``: every kernel is compiled
+    ``benchmark()`` and ``profile()`` do so themselves. The two forms round differently (the
+    overlapped epilogue reads the product rounded to its half-precision type), so a call before
+    and a call after the swap may differ in the last bit. ``False``: every kernel is compiled
     before ``compile`` returns.
     """
     dims = dict(dims or {})

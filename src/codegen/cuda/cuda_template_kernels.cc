@@ -37,10 +37,9 @@ class GemmTemplate : public TemplateKernel {
     return EmitCudaGemm(named, c);
   }
   // The overlapped epilogue's main-loop step is printed once per epilogue chunk (16): cold,
-  // 3.0-3.3 s of NVRTC on a GPU host (H200, 2026-11-29). Ping-pong consumers on 128x64 tiles
-  // stand in: their epilogue, unrolled over a thread's accumulators, is half as long as on
-  // 128x128 tiles (bias+GELU compiled here, on 2 cores, in 0.35-0.39 s against 0.49-0.72 s;
-  // 128x128 ones took 0.32-0.53 s on the GPU host).
+  // 3.0-3.9 s of NVRTC on a GPU host (H200, 2026-11-29). Ping-pong consumers on 128x64 tiles
+  // stand in, 0.24-0.36 s there: their epilogue, unrolled over a thread's accumulators, is half
+  // as long as on 128x128 tiles (bias+GELU's 128x128 ping-pong took 0.53 s).
   std::optional<nlohmann::json> StandIn(const nlohmann::json& config) const override {
     const CudaGemmConfig c = config.empty() ? requested_ : GemmConfigFromJson(config);
     if (!ResolveGemmConfig(gemm_, c).overlap_epilogue.value_or(false)) return std::nullopt;

@@ -147,10 +147,25 @@ Status FoldFull(GraphRewriter& rewriter, const Node& node, const std::vector<Kno
   return Status::Ok();
 }
 
-Status FoldNode(GraphRewriter& rewriter, const Node& node) {
+// Whether `node` is a transpose of an [N][K] value that only products read as their right
+// operand, in the K-major form `options` stores their weights in (FoldConstantsOptions):
+// where that value is a constant (after folding), the transpose stays.
+bool IsKMajorWeight(const Graph& graph, const Node& node, const std::vector<std::vector<int>>& users,
+                    const FoldConstantsOptions& options) {
+  if (node.op != OpCode::kTranspose || node.attrs.perm != std::vector<int64_t>{1, 0} || users[node.id].empty()) return false;
+  if (!StoresKMajor(node.dtype, node.shape, options.k_major)) return false;
+  return std::all_of(users[node.id].begin(), users[node.id].end(), [&](int user) {
+    const Node& u = graph.node(user);
+    return u.op == OpCode::kMatMul && u.inputs[1] == node.id && u.inputs[0] != node.id;
+  });
+}
+
+Status FoldNode(GraphRewriter& rewriter, const Node& node, bool k_major_weight) {
   std::optional<std::vector<KnownValue>> inputs;
   if (IsFoldable(node) && rewriter.builder().ok()) inputs = KnownInputs(rewriter, node);
-  if (!inputs) {
+  // A weight read K-major stays the transpose of its constant (FoldConstantsOptions).
+  const bool keep = k_major_weight && inputs && inputs->size() == 1 && (*inputs)[0].node->op == OpCode::kConstant;
+  if (!inputs || keep) {
     rewriter.CopyNode(node);
     return Status::Ok();
   }
@@ -171,9 +186,15 @@ Status FoldNode(GraphRewriter& rewriter, const Node& node) {
 
 }  // namespace
 
-StatusOr<Graph> FoldConstants(const Graph& graph) {
+StatusOr<Graph> FoldConstants(const Graph& graph, const FoldConstantsOptions& options) {
   GraphRewriter rewriter(graph);
-  for (const Node& node : graph.nodes()) RETURN_IF_ERROR(FoldNode(rewriter, node));
+  const bool k_major = options.k_major.f32 || options.k_major.unaligned_half;
+  std::vector<std::vector<int>> users(k_major ? graph.num_nodes() : 0);
+  if (k_major)
+    for (const Node& n : graph.nodes())
+      for (int input : n.inputs) users[input].push_back(n.id);
+  for (const Node& node : graph.nodes())
+    RETURN_IF_ERROR(FoldNode(rewriter, node, k_major && IsKMajorWeight(graph, node, users, options)));
   return rewriter.Finish();
 }
 

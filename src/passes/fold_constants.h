@@ -3,6 +3,7 @@
 
 #include <cstdint>
 
+#include "passes/k_major_weights.h"
 #include "tilefuse/graph.h"
 #include "tilefuse/status.h"
 
@@ -22,6 +23,14 @@ inline constexpr int64_t kMaxFoldedExpansionElements = int64_t{1} << 20;
 //    broadcast(op(a, b)) instead of a full-size constant;
 //  - random_uniform is never folded: its values belong to the run.
 // Fails only when the interpreter fails on a node.
-StatusOr<Graph> FoldConstants(const Graph& graph);
+//
+// With `options.k_major`, a transpose of a 2-D constant [N][K] that only products read as
+// their right operand stays an op where StoreWeightsKMajor would store those products'
+// weights K-major: it is that form already, and folding it would transpose the weight twice
+// (38.6 M elements each way for GPT-2's LM head through the torch frontend).
+struct FoldConstantsOptions {
+  KMajorWeightsOptions k_major;
+};
+StatusOr<Graph> FoldConstants(const Graph& graph, const FoldConstantsOptions& options = {});
 
 }  // namespace tilefuse

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include "passes/pass_test_util.h"
 #include "reference/interpreter.h"
 #include "tilefuse/builder.h"
@@ -188,6 +190,56 @@ TEST(FoldConstantsTest, KeepsLargeExpansionsAsOps) {
   ASSERT_TRUE(folded.ok()) << folded.status().ToString();
   EXPECT_EQ(CountOps(*folded, OpCode::kBroadcast), 1);
   EXPECT_EQ(CountOps(*folded, OpCode::kIota), 1);
+}
+
+// A linear layer's weight [N][K] transposed for its product: with the CUDA backend's K-major
+// options, the transpose stays where that product reads its weight K-major anyway (a
+// half-precision vocabulary of unaligned N; f32 under TF32 with aligned N), instead of being
+// folded to [K][N] and transposed back. Elsewhere, or with another reader, it folds.
+TEST(FoldConstantsTest, TransposedWeightsStayWhereTheirProductReadsThemKMajor) {
+  struct Case {
+    DType dtype;
+    int64_t n;
+    KMajorWeightsOptions k_major;
+    bool second_reader;
+    bool kept;
+  };
+  const Case cases[] = {
+      {DType::kBF16, 9, {.unaligned_half = true}, false, true},    // N rows of 18 bytes: K-major
+      {DType::kBF16, 16, {.unaligned_half = true}, false, false},  // aligned: the template reads [K][N]
+      {DType::kBF16, 9, {}, false, false},                         // no K-major options (the CPU)
+      {DType::kF32, 8, {.f32 = true}, false, true},                // TF32
+      {DType::kF32, 9, {.f32 = true}, false, false},               // unaligned f32: padded first
+      {DType::kBF16, 9, {.unaligned_half = true}, true, false},    // also read by a pointwise op
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(fmt::format("{} N={} second reader {}", DTypeName(c.dtype), c.n, c.second_reader));
+    GraphBuilder b;
+    Value x = b.Parameter("x", c.dtype, {4, 16});
+    // [N][K], cast from f32 as exports write half-precision weights: a constant once folded.
+    Value w = b.Cast(b.Constant(Tensor::Random(DType::kF32, {c.n, 16}, 5)), c.dtype);
+    Value wt = b.Transpose(w, {1, 0});
+    b.Output(b.MatMul(x, wt), "y");
+    if (c.second_reader) b.Output(b.Unary(OpCode::kNeg, wt), "z");
+    auto graph = b.Build();
+    ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+    auto folded = FoldConstants(*graph, {.k_major = c.k_major});
+    ASSERT_TRUE(folded.ok()) << folded.status().ToString();
+    EXPECT_EQ(CountOps(*folded, OpCode::kTranspose), c.kept ? 1 : 0);
+    const Node& product = folded->node(folded->outputs()[0].node);
+    ASSERT_EQ(product.op, OpCode::kMatMul);
+    const Node& operand = folded->node(product.inputs[1]);
+    EXPECT_EQ(operand.op, c.kept ? OpCode::kTranspose : OpCode::kConstant);
+    if (c.kept) {
+      EXPECT_EQ(folded->node(operand.inputs[0]).op, OpCode::kConstant);
+      EXPECT_EQ(folded->node(operand.inputs[0]).shape, (Shape{c.n, 16}));
+    }
+    const Tensor input = Tensor::Random(c.dtype, {4, 16}, 3);
+    auto expected = RunReference(*graph, {input});
+    auto actual = RunReference(*folded, {input});
+    ASSERT_TRUE(expected.ok() && actual.ok());
+    for (size_t i = 0; i < expected->size(); ++i) EXPECT_EQ((*actual)[i].ToDoubles(), (*expected)[i].ToDoubles()) << i;
+  }
 }
 
 TEST(FoldConstantsTest, LeavesConstantsAndParametersAlone) {

@@ -8,16 +8,9 @@ namespace tilefuse {
 
 namespace {
 
-// Whether `b`, a product's right operand, is a [K][N] constant to store K-major: its K rows
-// whole 16-byte units (TMA's rows of [N][K]), and the product one `options` names. (An f32
-// weight with unaligned N rows is padded first, passes/pad_gemm_columns.h, and taken then.)
+// Whether `b`, a product's right operand, is a [K][N] constant to store K-major.
 bool TakesKMajorCopy(const Node& b, const KMajorWeightsOptions& options) {
-  if (b.op != OpCode::kConstant || b.rank() != 2 || !b.attrs.value) return false;
-  const int64_t element = static_cast<int64_t>(DTypeSize(b.dtype));
-  if (b.shape[0] * element % 16 != 0) return false;
-  if (b.dtype == DType::kF32) return options.f32 && b.shape[1] * element % 16 == 0;
-  if (b.dtype == DType::kBF16 || b.dtype == DType::kF16) return options.unaligned_half && b.shape[1] * element % 16 != 0;
-  return false;
+  return b.op == OpCode::kConstant && b.rank() == 2 && b.attrs.value && StoresKMajor(b.dtype, b.shape, options);
 }
 
 // `w` [K][N] as [N][K].
@@ -29,6 +22,17 @@ Tensor Transposed(const Tensor& w) {
 }
 
 }  // namespace
+
+// TMA reads [N][K] rows of K elements. (An f32 weight with unaligned N rows is padded first,
+// passes/pad_gemm_columns.h, and taken then.)
+bool StoresKMajor(DType dtype, const Shape& kn, const KMajorWeightsOptions& options) {
+  if (kn.size() != 2) return false;
+  const int64_t element = static_cast<int64_t>(DTypeSize(dtype));
+  if (kn[0] * element % 16 != 0) return false;
+  if (dtype == DType::kF32) return options.f32 && kn[1] * element % 16 == 0;
+  if (dtype == DType::kBF16 || dtype == DType::kF16) return options.unaligned_half && kn[1] * element % 16 != 0;
+  return false;
+}
 
 StatusOr<Graph> StoreWeightsKMajor(const Graph& graph, const KMajorWeightsOptions& options) {
   GraphRewriter rewriter(graph);

@@ -27,4 +27,10 @@ struct KMajorWeightsOptions {
 
 StatusOr<Graph> StoreWeightsKMajor(const Graph& graph, const KMajorWeightsOptions& options);
 
+// Whether a product whose right operand is a [K][N] constant of `dtype` and shape `kn` is one
+// `options` stores K-major (its K rows whole 16-byte units, and the product one `options`
+// names). The folding of constants keeps a transpose of an [N][K] constant that such a product
+// reads (FoldConstantsOptions): it is that K-major form already.
+bool StoresKMajor(DType dtype, const Shape& kn, const KMajorWeightsOptions& options);
+
 }  // namespace tilefuse

@@ -84,7 +84,10 @@ StatusOr<Graph> RunGraphPasses(Graph graph, const PassOptions& options, PassTime
   RETURN_IF_ERROR(passes.Prepare());
   RETURN_IF_ERROR(passes.Verify());
   RETURN_IF_ERROR(passes.Run("infer", InferTypes));
-  RETURN_IF_ERROR(passes.Run("fold-constants", FoldConstants));
+  // Transposes of weights the CUDA backend reads K-major stay (FoldConstantsOptions).
+  const FoldConstantsOptions fold{.k_major = options.k_major_weights};
+  auto fold_constants = [&](const Graph& g) { return FoldConstants(g, fold); };
+  RETURN_IF_ERROR(passes.Run("fold-constants", fold_constants));
   RETURN_IF_ERROR(passes.Run("cse", EliminateCommonSubexpressions));
   RETURN_IF_ERROR(passes.Run("dce", EliminateDeadCode));
   if (options.decompose) {
@@ -99,7 +102,7 @@ StatusOr<Graph> RunGraphPasses(Graph graph, const PassOptions& options, PassTime
     if (options.channels_last) RETURN_IF_ERROR(passes.Run("sink-transposes", SinkTransposes));
     // Weights reshaped (and, for half types, cast) by the window rewrite become constants
     // of the shape the product reads, once at compile time.
-    RETURN_IF_ERROR(passes.Run("fold-constants", FoldConstants));
+    RETURN_IF_ERROR(passes.Run("fold-constants", fold_constants));
     // Half-precision weights with unaligned rows go K-major instead of being padded; f32 ones
     // are padded first, then (under TF32) go K-major with the rest.
     if (options.k_major_weights.unaligned_half)

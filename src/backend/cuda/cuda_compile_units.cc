@@ -143,18 +143,45 @@ StatusOr<CudaCubins> BackgroundCubins::Get() const {
   return out;
 }
 
+namespace {
+
+// The units compiling in this process, by cache, architecture and source: joined while they last.
+struct Compiling {
+  std::mutex mutex;
+  std::map<std::string, std::weak_ptr<const UnitCompile>> units;
+};
+
+Compiling& CompilingUnits() {
+  static Compiling compiling;
+  return compiling;
+}
+
+// At exit, before the libraries' own destructors run (NVRTC's among them): the compiles still
+// running end first, and reach the cache. A model kept until the process ends (Python's
+// torch.compile caches) would otherwise leave its thread inside NVRTC as the process tears down.
+void WaitForBackgroundCompiles() {
+  std::vector<std::shared_ptr<const UnitCompile>> running;
+  {
+    std::lock_guard<std::mutex> lock(CompilingUnits().mutex);
+    for (const auto& [key, unit] : CompilingUnits().units)
+      if (std::shared_ptr<const UnitCompile> u = unit.lock()) running.push_back(std::move(u));
+  }
+  for (const std::shared_ptr<const UnitCompile>& u : running) u->cubin.wait();
+}
+
+}  // namespace
+
 std::shared_ptr<const BackgroundCubins> CompileUnitsInBackground(const NvrtcCompiler& nvrtc, std::vector<CudaCompileUnit> units,
                                                                  const std::string& arch) {
-  // The units compiling in this process, by cache, architecture and source: joined while they last.
-  static std::mutex mutex;
-  static std::map<std::string, std::weak_ptr<const UnitCompile>> compiling;
+  Compiling& compiling = CompilingUnits();
+  [[maybe_unused]] static const bool waits_at_exit = std::atexit(WaitForBackgroundCompiles) == 0;
   auto background = std::make_shared<BackgroundCubins>();
-  std::lock_guard<std::mutex> lock(mutex);
-  std::erase_if(compiling, [](const auto& entry) { return entry.second.expired(); });
+  std::lock_guard<std::mutex> lock(compiling.mutex);
+  std::erase_if(compiling.units, [](const auto& entry) { return entry.second.expired(); });
   for (const CudaCompileUnit& u : units) {
     background->kernels.insert(u.kernels.begin(), u.kernels.end());
     std::shared_ptr<const UnitCompile>& joined = background->compiles.emplace_back();
-    std::weak_ptr<const UnitCompile>& entry = compiling[nvrtc.cache_directory() + '\n' + arch + '\n' + u.source];
+    std::weak_ptr<const UnitCompile>& entry = compiling.units[nvrtc.cache_directory() + '\n' + arch + '\n' + u.source];
     joined = entry.lock();
     if (joined) continue;
     auto compile = std::make_shared<UnitCompile>();

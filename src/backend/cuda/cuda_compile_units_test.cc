@@ -282,5 +282,43 @@ TEST_F(CompileUnitsTest, ASlowKernelCompilesInTheBackgroundBehindItsStandIn) {
   EXPECT_EQ(third.compiled_now, third.own_unit) << "the kernel's own form, from the cache";
 }
 
+// A process that ends while a background compile runs (a model kept to the end, as Python's
+// torch.compile caches keep theirs) waits for it at exit: it exits cleanly, and the cubin is in
+// the cache for the next process.
+TEST_F(CompileUnitsTest, AProcessEndingDuringABackgroundCompileWaitsForIt) {
+  NVRTC_OR_SKIP(probe);
+  auto model = ImportOnnxText(
+      "<\n  ir_version: 8,\n  opset_import: [\"\" : 17]\n>\n"
+      "g (bfloat16[2048,1024] x, bfloat16[1024,4096] w) => (bfloat16[2048,4096] y)\n"
+      "{\n  p = MatMul (x, w)\n  y = Tanh (p)\n}\n");
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  auto graph = RunGraphPasses(std::move(model->graph), PassOptions{});
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  // The child process runs this test again from its start, with a fixture (and cache) of its
+  // own: the parent's cache reaches it through the environment, set only where unset.
+  setenv("TILEFUSE_TEST_EXITING_CACHE", cache_dir_.c_str(), /*overwrite=*/0);
+  CudaCompileOptions options;
+  options.cache_dir = std::getenv("TILEFUSE_TEST_EXITING_CACHE");
+  options.background_compile = true;
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        auto backend = CudaBackend::ForArch("sm_90a", options);
+        if (!backend.ok()) std::_Exit(3);
+        auto built = BuildGraphs(**backend, {*graph}, options);
+        if (!built.ok() || !CudaBackend::BackgroundOf(*built->code)) std::_Exit(4);
+        new BuiltGraphs(std::move(*built));  // never released: only the exit can wait for its compile
+        std::exit(0);
+      },
+      testing::ExitedWithCode(0), "");
+  unsetenv("TILEFUSE_TEST_EXITING_CACHE");
+  auto backend = CudaBackend::ForArch("sm_90a", options);
+  ASSERT_TRUE(backend.ok()) << backend.status().ToString();
+  auto built = BuildGraphs(**backend, {*graph}, options);
+  ASSERT_TRUE(built.ok()) << built.status().ToString();
+  EXPECT_EQ(CudaBackend::BackgroundOf(*built->code), nullptr) << "the exiting process's compile reached the cache";
+  EXPECT_EQ(CudaBackend::CubinsOf(*built->code).compiles, 0);
+}
+
 }  // namespace
 }  // namespace tilefuse

@@ -2,9 +2,10 @@
 """Time to the first result of a model compiled cold for the GPU, with and without background
 compiles (`tilefuse.compile(background_compile=)`), on a machine with a GPU.
 
-Each model is compiled in a process of its own with an empty kernel cache (the process's CUDA
-context and NVRTC first started on a pointwise example, outside the timings), run once, and then
-asked to finish its background compiles; the settings take turns round by round. Printed per model and setting
+Each model is compiled in a process of its own with empty kernel caches, tilefuse's and the CUDA
+driver's (the process's CUDA context and NVRTC first started on a pointwise example, outside the
+timings), run once, and then asked to finish its background compiles; the settings take turns
+round by round. Printed per model and setting
 (median of the rounds, seconds): the compile (what `tilefuse.compile` took), its NVRTC stage
 ("build"), the first result (compile + first call), and the time until every kernel runs its own
 form (compile + first call + finish_compiles). With background compiles, "build" is the NVRTC

@@ -123,6 +123,10 @@ void DescribeKernels(CompiledModel::State& s) {
                                          k.why_host));
 }
 
+void DescribeSwappedKernels(CompiledModel::State& s) {
+  if (s.gpu && s.gpu->kernel_swaps() != s.described_swaps) DescribeKernels(s);
+}
+
 namespace {
 
 void DescribeModel(CompiledModel::State& s) {
@@ -225,7 +229,7 @@ StatusOr<std::vector<Tensor>> CompiledModel::Run(const std::vector<Tensor>& inpu
     s.backend_note = "cpu backend failed, ran on the reference interpreter: " + run.status().ToString();
     return RunReference(s.passed, inputs);
   }
-  if (s.gpu && s.gpu->kernel_swaps() != s.described_swaps) DescribeKernels(s);  // a background compile's kernels swapped in
+  DescribeSwappedKernels(s);
   if (run.ok() && timings) *timings = NameTimings(measured, s.kernels, s.gpu != nullptr);
   return run;
 }
@@ -235,7 +239,7 @@ Status CompiledModel::FinishCompiles() {
   std::lock_guard<std::mutex> lock(s.run_mutex);
   if (!s.gpu) return Status::Ok();
   RETURN_IF_ERROR(s.gpu->FinishCompiles());
-  if (s.gpu->kernel_swaps() != s.described_swaps) DescribeKernels(s);
+  DescribeSwappedKernels(s);
   return Status::Ok();
 }
 
@@ -250,7 +254,7 @@ Status CompiledModel::RunOnDevice(const std::vector<uint64_t>& inputs, const std
                                      state_->backend));
   std::lock_guard<std::mutex> lock(state_->run_mutex);
   RETURN_IF_ERROR(state_->gpu->RunOnDevice(inputs, outputs, stream));
-  if (state_->gpu->kernel_swaps() != state_->described_swaps) DescribeKernels(*state_);  // a background compile's kernels swapped in
+  DescribeSwappedKernels(*state_);
   return Status::Ok();
 }
 

@@ -35,5 +35,7 @@ struct CompiledModel::State {
 
 // `kernels` and `warnings` from what the executable runs now.
 void DescribeKernels(CompiledModel::State& s);
+// DescribeKernels where a background compile's kernels have been swapped in since.
+void DescribeSwappedKernels(CompiledModel::State& s);
 
 }  // namespace tilefuse

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <fmt/format.h>
 #include <map>
-#include <set>
 
 #include "backend/cuda/cuda_driver.h"
 #include "backend/cuda/cuda_executable_state.h"
@@ -119,8 +118,7 @@ class CudaLoweredGraph : public LoweredGraph {
 
 struct CudaObjectCode : ObjectCode {
   CudaCubins cubins;  // no unit: no generated kernel in any graph, nothing was compiled
-  std::set<std::string> standing_in;  // kernels whose stand-ins are in `cubins` instead of them
-  // Their own forms compiling; null: none.
+  // The units compiling while their kernels' stand-ins (in `cubins`) run; null: none.
   std::shared_ptr<const BackgroundCubins> background;
 };
 
@@ -325,10 +323,7 @@ StatusOr<std::unique_ptr<ObjectCode>> CudaBackend::Build(const std::vector<const
       now.push_back(std::move(unit));
       continue;
     }
-    for (const std::string& k : unit.kernels) {
-      standing_in.push_back(stand_ins.at(k)->source);
-      code->standing_in.insert(k);
-    }
+    for (const std::string& k : unit.kernels) standing_in.push_back(stand_ins.at(k)->source);
     later.push_back(std::move(unit));
   }
   for (CudaCompileUnit& unit : SplitIntoCompileUnits(standing_in)) now.push_back(std::move(unit));
@@ -360,7 +355,7 @@ StatusOr<std::unique_ptr<Executable>> CudaBackend::Load(std::unique_ptr<LoweredG
   s->background = object.background;
   for (size_t i = 0; i < s->program.groups.size(); ++i) {
     std::optional<CudaLaunchable>& kernel = s->program.groups[i].kernel;
-    if (!kernel || !kernel->stand_in || !object.standing_in.count(kernel->source.name)) continue;
+    if (!kernel || !kernel->stand_in || !object.background || !object.background->kernels.count(kernel->source.name)) continue;
     CudaLaunchable stand_in = *kernel->stand_in;
     s->deferred.push_back({i, std::move(*kernel)});
     kernel = std::move(stand_in);

@@ -15,6 +15,7 @@
 #include "driver/driver.h"
 #include "frontend/onnx/importer.h"
 #include "passes/pipeline.h"
+#include "testing/onnx_text_plan.h"
 
 namespace tilefuse {
 namespace {
@@ -225,13 +226,10 @@ TEST_F(CompileUnitsTest, TheBackendBuildsAModelPerUnit) {
 // it has ended, the form is in the cache: the next build compiles it now, with no stand-in.
 TEST_F(CompileUnitsTest, ASlowKernelCompilesInTheBackgroundBehindItsStandIn) {
   NVRTC_OR_SKIP(probe);
-  auto model = ImportOnnxText(
-      "<\n  ir_version: 8,\n  opset_import: [\"\" : 17]\n>\n"
-      "g (bfloat16[2048,1024] x, bfloat16[1024,4096] w, bfloat16[4096] b) => (bfloat16[2048,4096] y)\n"
-      "{\n  p = MatMul (x, w)\n  s = Add (p, b)\n  y = Relu (s)\n}\n");
-  ASSERT_TRUE(model.ok()) << model.status().ToString();
-  auto graph = RunGraphPasses(std::move(model->graph), PassOptions{});
-  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  const Graph graph = PlanOnnxText("g (bfloat16[2048,1024] x, bfloat16[1024,4096] w, bfloat16[4096] b) => (bfloat16[2048,4096] y)",
+                                   "  p = MatMul (x, w)\n  s = Add (p, b)\n  y = Relu (s)\n")
+                          .graph;
+  ASSERT_FALSE(HasFailure());
   CudaCompileOptions options;
   options.cache_dir = cache_dir_;
   options.background_compile = true;
@@ -243,7 +241,7 @@ TEST_F(CompileUnitsTest, ASlowKernelCompilesInTheBackgroundBehindItsStandIn) {
   auto build = [&]() -> Built {
     auto backend = CudaBackend::ForArch("sm_90a", options);
     EXPECT_TRUE(backend.ok()) << backend.status().ToString();
-    auto built = BuildGraphs(**backend, {*graph}, options);
+    auto built = BuildGraphs(**backend, {graph}, options);
     EXPECT_TRUE(built.ok()) << built.status().ToString();
     const CudaGroupProgram* gemm = nullptr;
     for (const CudaGroupProgram& p : CudaBackend::ProgramOf(*built->lowered.front()).groups)
@@ -287,13 +285,9 @@ TEST_F(CompileUnitsTest, ASlowKernelCompilesInTheBackgroundBehindItsStandIn) {
 // the cache for the next process.
 TEST_F(CompileUnitsTest, AProcessEndingDuringABackgroundCompileWaitsForIt) {
   NVRTC_OR_SKIP(probe);
-  auto model = ImportOnnxText(
-      "<\n  ir_version: 8,\n  opset_import: [\"\" : 17]\n>\n"
-      "g (bfloat16[2048,1024] x, bfloat16[1024,4096] w) => (bfloat16[2048,4096] y)\n"
-      "{\n  p = MatMul (x, w)\n  y = Tanh (p)\n}\n");
-  ASSERT_TRUE(model.ok()) << model.status().ToString();
-  auto graph = RunGraphPasses(std::move(model->graph), PassOptions{});
-  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  const Graph graph =
+      PlanOnnxText("g (bfloat16[2048,1024] x, bfloat16[1024,4096] w) => (bfloat16[2048,4096] y)", "  p = MatMul (x, w)\n  y = Tanh (p)\n").graph;
+  ASSERT_FALSE(HasFailure());
   // The child process runs this test again from its start, with a fixture (and cache) of its
   // own: the parent's cache reaches it through the environment, set only where unset.
   setenv("TILEFUSE_TEST_EXITING_CACHE", cache_dir_.c_str(), /*overwrite=*/0);
@@ -305,7 +299,7 @@ TEST_F(CompileUnitsTest, AProcessEndingDuringABackgroundCompileWaitsForIt) {
       {
         auto backend = CudaBackend::ForArch("sm_90a", options);
         if (!backend.ok()) std::_Exit(3);
-        auto built = BuildGraphs(**backend, {*graph}, options);
+        auto built = BuildGraphs(**backend, {graph}, options);
         if (!built.ok() || !CudaBackend::BackgroundOf(*built->code)) std::_Exit(4);
         new BuiltGraphs(std::move(*built));  // never released: only the exit can wait for its compile
         std::exit(0);
@@ -314,7 +308,7 @@ TEST_F(CompileUnitsTest, AProcessEndingDuringABackgroundCompileWaitsForIt) {
   unsetenv("TILEFUSE_TEST_EXITING_CACHE");
   auto backend = CudaBackend::ForArch("sm_90a", options);
   ASSERT_TRUE(backend.ok()) << backend.status().ToString();
-  auto built = BuildGraphs(**backend, {*graph}, options);
+  auto built = BuildGraphs(**backend, {graph}, options);
   ASSERT_TRUE(built.ok()) << built.status().ToString();
   EXPECT_EQ(CudaBackend::BackgroundOf(*built->code), nullptr) << "the exiting process's compile reached the cache";
   EXPECT_EQ(CudaBackend::CubinsOf(*built->code).compiles, 0);

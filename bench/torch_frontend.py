@@ -5,6 +5,7 @@ transformers' models with random weights (from their configs; no download):
 - the first call's time (Dynamo + AOTAutograd + tilefuse's translation and compile, NVRTC
   included), cold (an empty kernel cache) and warm (the same graph again after
   torch._dynamo.reset(), the kernel cache filled); torch.compile()'s first call beside it;
+  for each --weights setting of the backend (weights read as inputs or folded as constants);
 - the steady-state time of a call (CUDA events around 20 calls after warm-up, median of
   --repeats), for eager, torch.compile() with CUDA graphs ("reduce-overhead"), optionally
   max-autotune, and tilefuse (which replays each compiled graph as one CUDA graph);
@@ -99,6 +100,76 @@ def profile_kernels(torch, compiled, ids):
     return profiles
 
 
+class BackendTimes:
+    """Within a `with`, the seconds tilefuse's backend spent compiling graphs and in their first runs."""
+
+    def __enter__(self):
+        import torch
+        import tilefuse.torch_backend as backend
+
+        self.compile_s = self.run_s = 0.0
+        self.backend, self.init, self.run = backend, backend._Specialization.__init__, backend._Specialization.run
+        times = self
+
+        def init(spec, *a, **k):
+            start = time.perf_counter()
+            times.init(spec, *a, **k)
+            times.compile_s += time.perf_counter() - start
+
+        def run(spec, *a, **k):
+            if getattr(spec, "_ran_once", False):
+                return times.run(spec, *a, **k)
+            spec._ran_once = True
+            start = time.perf_counter()
+            out = times.run(spec, *a, **k)
+            torch.cuda.synchronize()
+            times.run_s += time.perf_counter() - start
+            return out
+
+        backend._Specialization.__init__, backend._Specialization.run = init, run
+        return self
+
+    def __exit__(self, *exc):
+        self.backend._Specialization.__init__, self.backend._Specialization.run = self.init, self.run
+        return False
+
+
+def time_tilefuse(torch, eager, ids, expected, weights, log, args):
+    """First calls cold (an empty kernel cache) and warm (the same graphs again), then the
+    steady state, of torch.compile(backend="tilefuse") with options={"weights": weights}."""
+    import tilefuse.torch_backend
+
+    row = {}
+    with tempfile.TemporaryDirectory() as cache:
+        os.environ["TILEFUSE_CACHE_DIR"] = cache
+        for state in ("cold", "warm"):
+            torch._dynamo.reset()
+            tilefuse.torch_backend._MODELS.clear()  # the process's own reuse of compiled graphs: not this measurement
+            log.records.clear()
+            compiled = torch.compile(eager, backend="tilefuse", options={"weights": weights})
+            with warnings.catch_warnings(record=True) as caught, BackendTimes() as backend:
+                warnings.simplefilter("always")
+                row[f"tilefuse_first_call_{state}_s"], out = first_call(torch, compiled, ids)
+            # The first call's parts: tilefuse's translation and compile, its first run (the
+            # device synchronized), and the rest (Dynamo, AOTAutograd, the call's Python).
+            row[f"tilefuse_first_call_{state}_parts_s"] = {
+                "tilefuse_compile": backend.compile_s, "first_run": backend.run_s,
+                "dynamo_and_rest": row[f"tilefuse_first_call_{state}_s"] - backend.compile_s - backend.run_s}
+            log.records += [f"warning: {w.message}" for w in caught if "tilefuse" in str(w.filename) or
+                            "torch.compile graph" in str(w.message)]
+            row[f"tilefuse_log_{state}"] = list(log.records)
+        row["tilefuse_error_to_scale"] = error_to_scale(torch, out, expected)
+        # Kernels still compiling behind their stand-ins (background compiles) first.
+        finish_start = time.perf_counter()
+        tilefuse.torch_backend.finish_compiles()
+        row["tilefuse_finish_compiles_s"] = time.perf_counter() - finish_start
+        row["tilefuse_us"] = time_calls(torch, compiled, ids, args.repeats)
+        if args.profile:
+            row["tilefuse_profile"] = profile_kernels(torch, compiled, ids)
+        os.environ.pop("TILEFUSE_CACHE_DIR")
+    return row
+
+
 class FallbackLog(logging.Handler):
     def __init__(self):
         super().__init__(logging.INFO)
@@ -116,6 +187,9 @@ def main():
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--max-autotune", action="store_true", help="also time torch.compile(mode='max-autotune') (minutes)")
     parser.add_argument("--profile", action="store_true", help="time tilefuse's kernels one by one (one profiled call)")
+    parser.add_argument("--weights", action="append", default=[],
+                        help="the backend's weights option: auto (default), fold, inputs (repeatable: each timed)")
+    parser.add_argument("--tilefuse-only", action="store_true", help="time tilefuse alone (no torch.compile peers)")
     parser.add_argument("--json", help="write every measurement here")
     args = parser.parse_args()
     import torch
@@ -138,28 +212,14 @@ def main():
                 eager = lambda x: model(x, use_cache=False) if name != "bert" else model(x)  # noqa: E731
                 expected = eager(ids)
                 row["eager_us"] = time_calls(torch, eager, ids, args.repeats)
-                # tilefuse, cold: an empty kernel cache; then warm: the same graphs again.
-                with tempfile.TemporaryDirectory() as cache:
-                    os.environ["TILEFUSE_CACHE_DIR"] = cache
-                    for state in ("cold", "warm"):
-                        torch._dynamo.reset()
-                        log.records.clear()
-                        compiled = torch.compile(eager, backend="tilefuse")
-                        with warnings.catch_warnings(record=True) as caught:
-                            warnings.simplefilter("always")
-                            row[f"tilefuse_first_call_{state}_s"], out = first_call(torch, compiled, ids)
-                        log.records += [f"warning: {w.message}" for w in caught if "tilefuse" in str(w.filename) or
-                                        "torch.compile graph" in str(w.message)]
-                    row["tilefuse_log"] = list(log.records)
-                    row["tilefuse_error_to_scale"] = error_to_scale(torch, out, expected)
-                    # Kernels still compiling behind their stand-ins (background compiles) first.
-                    finish_start = time.perf_counter()
-                    tilefuse.torch_backend.finish_compiles()
-                    row["tilefuse_finish_compiles_s"] = time.perf_counter() - finish_start
-                    row["tilefuse_us"] = time_calls(torch, compiled, ids, args.repeats)
-                    if args.profile:
-                        row["tilefuse_profile"] = profile_kernels(torch, compiled, ids)
-                    os.environ.pop("TILEFUSE_CACHE_DIR")
+                for weights in args.weights or ["auto"]:
+                    suffix = "" if weights == "auto" else f"_weights_{weights}"
+                    row.update({k + suffix if k.startswith("tilefuse") else k: v for k, v in
+                                time_tilefuse(torch, eager, ids, expected, weights, log, args).items()})
+                if args.tilefuse_only:
+                    rows.append(row)
+                    print(json.dumps({k: v for k, v in row.items() if not k.startswith(("tilefuse_log", "tilefuse_profile"))}), flush=True)
+                    continue
                 torch._dynamo.reset()
                 compiled = torch.compile(eager)
                 row["torch_compile_first_call_s"], out = first_call(torch, compiled, ids)
@@ -176,11 +236,13 @@ def main():
                     row["max_autotune_us"] = time_calls(torch, compiled, ids, args.repeats)
                 torch._dynamo.reset()
             best = min(v for k, v in row.items() if k in ("torch_compile_us", "torch_compile_cudagraphs_us", "max_autotune_us"))
-            row["speedup_vs_best_torch_compile"] = best / row["tilefuse_us"]
+            for key in [k for k in row if k.startswith("tilefuse_us")]:
+                row["speedup_vs_best_torch_compile" + key[len("tilefuse_us"):]] = best / row[key]
             rows.append(row)
-            print(json.dumps({k: v for k, v in row.items() if k != "tilefuse_log"}), flush=True)
-            for line in row["tilefuse_log"]:
-                print("  tilefuse log:", line[:400], flush=True)
+            print(json.dumps({k: v for k, v in row.items() if not k.startswith(("tilefuse_log", "tilefuse_profile"))}), flush=True)
+            for key in (k for k in row if k.startswith("tilefuse_log")):
+                for line in row[key]:
+                    print(f"  {key}:", line[:400], flush=True)
             for profile in row.get("tilefuse_profile", []):
                 total = sum(us for _, us in profile)
                 print(f"  profile: {len(profile)} kernels, {total:.0f} µs timed one by one; the slowest:", flush=True)

@@ -4,9 +4,11 @@ Dynamo captures a graph; AOTAutograd functionalizes it and decomposes it to core
 the ops tilefuse takes whole: softmax, layer norm, GELU, scaled dot-product attention) and
 hands the forward graph to this backend. Each such graph becomes one callable. On a call with
 input shapes and dtypes it has not seen, tilefuse.fx maps the graph's ATen ops onto tilefuse's
-op table for exactly those inputs (weights and buffers become constants the planner folds;
-symbolic sizes become the call's), compiles it and caches it; later calls with the same shapes
-reuse it. Nothing goes through ONNX.
+op table for exactly those inputs (symbolic sizes become the call's), compiles it and caches it;
+later calls with the same shapes reuse it. Nothing goes through ONNX. Weights and buffers on the
+GPU stay inputs the kernels read where they lie, except those whose values folding uses (a weight
+cast or scaled, a convolution's, a batch norm's: tilefuse.fx.weights), which become constants;
+on the CPU they become constants.
 
 What tilefuse does not take is named once in the log (logger "tilefuse", level WARNING) and
 run by PyTorch, never silently:
@@ -24,7 +26,9 @@ template's TF32 form, tilefuse.compile's precision="high") under
 torch.set_float32_matmul_precision("high") or "medium", exact f32 otherwise.
 
 Options (torch.compile(..., options={...})): backend ("auto", "cuda", "cpu", "reference"),
-tune, fuse, strict (as tilefuse.compile), backward ("pytorch", the default, or "tilefuse"). `tilefuse.torch_backend.explain()` says, per graph,
+tune, fuse, strict (as tilefuse.compile), backward ("pytorch", the default, or "tilefuse"), weights
+("auto", the default: on the GPU as above, on the CPU every weight a constant, which oneDNN packs
+once; "fold": every weight a constant; "inputs": only those folding uses, on either). `tilefuse.torch_backend.explain()` says, per graph,
 what was compiled (the fusion plans) and what runs in PyTorch, and why.
 """
 
@@ -44,7 +48,8 @@ from ._model import _wrap
 
 logger = logging.getLogger("tilefuse")
 
-_DEFAULT_OPTIONS = {"backend": "auto", "tune": False, "fuse": True, "strict": False, "backward": "pytorch"}
+_DEFAULT_OPTIONS = {"backend": "auto", "tune": False, "fuse": True, "strict": False, "backward": "pytorch",
+                    "weights": "auto"}
 _CACHE_SIZE = 8  # compiled shapes kept per graph (least recently used dropped)
 
 
@@ -67,6 +72,8 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], op
     settings.update(options or {})
     if settings["backward"] not in ("pytorch", "tilefuse"):
         raise ValueError(f"tilefuse backend: backward must be 'pytorch' or 'tilefuse', not {settings['backward']!r}")
+    if settings["weights"] not in ("auto", "fold", "inputs"):
+        raise ValueError(f"tilefuse backend: weights must be 'auto', 'fold' or 'inputs', not {settings['weights']!r}")
     weights = {i for i, a in enumerate(example_inputs) if _is_weight(gm, i, a)}
     logged: Set[str] = set()
 
@@ -124,13 +131,16 @@ class TilefuseGraph:
     callable, as AOTAutograd calls its compilers' results."""
 
     def __init__(self, gm: torch.fx.GraphModule, weights: Set[int], settings: dict, split_allowed: bool = True):
-        from .fx import target_name, unsupported_nodes
+        from .fx import folded_weights, target_name, unsupported_nodes
 
         # On the instance: the wrappers AOTAutograd puts around a backward compiler's result
         # copy the callable's __dict__, not its class's attributes.
         self._boxed_call = True
         self.gm = gm
         self.weights = weights
+        # The weights compiled in as constants (their identities and versions key the compiled
+        # models); the others are inputs, read at each call.
+        self.folded = folded_weights(gm, weights, settings["weights"])
         self.settings = settings
         self.compiled: "OrderedDict[tuple, Optional[_Specialization]]" = OrderedDict()
         self.split: Optional[torch.fx.GraphModule] = None
@@ -154,7 +164,7 @@ class TilefuseGraph:
             self.weight_ids = {id(args[i]) for i in self.weights}
             outputs = self.split(*args)
             return list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
-        key = (_signature(args, self.weights), _matmul_precision())  # PyTorch's precision may change between calls
+        key = (_signature(args, self.folded), _matmul_precision())  # PyTorch's precision may change between calls
         if key not in self.compiled:
             self.compiled[key] = self._specialize(args)
             if len(self.compiled) > _CACHE_SIZE:
@@ -173,14 +183,14 @@ class TilefuseGraph:
     def _specialize(self, args: Sequence[Any]) -> Optional["_Specialization"]:
         from .fx import Unsupported
 
-        key, folded = _reusable(self.gm, args, self.weights, self.settings)
+        key, folded = _reusable(self.gm, args, self.folded, self.settings)
         cached = _MODELS.get(key)
         if cached is not None and all(ref() is t for ref, t in zip(cached[1], folded)):
             _MODELS.move_to_end(key)
             logger.info("tilefuse: reused a compiled torch.compile graph for %s", cached[0].input_shapes)
             return cached[0]
         try:
-            specialization = _Specialization(self.gm, args, self.weights, self.settings)
+            specialization = _Specialization(self.gm, args, self.folded, self.settings, self.weights)
             # A weight freed drops the entry at once: its compiled model holds copies of the
             # weights (on the GPU, device memory) that nothing could reuse any more.
             forget = lambda _ref, key=key: _MODELS.pop(key, None)  # noqa: E731
@@ -237,7 +247,9 @@ def explain(device: str = "h100-sxm") -> List[dict]:
 class _Specialization:
     """The graph translated and compiled for one input signature."""
 
-    def __init__(self, gm: torch.fx.GraphModule, args: Sequence[Any], weights: Set[int], settings: dict):
+    def __init__(self, gm: torch.fx.GraphModule, args: Sequence[Any], weights: Set[int], settings: dict,
+                 all_weights: Set[int] = frozenset()):
+        """`weights`: the positions compiled in as constants; `all_weights`: every weight's."""
         from .fx import translate
 
         start = time.perf_counter()
@@ -251,11 +263,15 @@ class _Specialization:
                                         device, settings["strict"], "", _matmul_precision())
         self.model = _wrap(graph, "a torch.compile graph")
         self.input_shapes = [tuple(t.shape) for t in inputs]
+        # The call's own inputs, for the log (weights read as inputs are many, and counted).
+        weight_inputs = [p for p in translation.input_positions if p[0] in all_weights]
+        own = [tuple(args[p[0]].shape) for p in translation.input_positions if p[0] not in all_weights and len(p) == 1]
         self.output_spec = translation.output_spec
         self.output_strides = _eager_output_strides(gm)
         stages = ", ".join(f"{name} {ms:.0f}" for name, ms in self.model.compile_stages_ms)
-        logger.info("tilefuse: compiled a torch.compile graph for %s: %d kernels on %s (translated in %.0f ms, "
-                    "compiled in %.0f ms: %s)", self.input_shapes,
+        logger.info("tilefuse: compiled a torch.compile graph for %s%s: %d kernels on %s (translated in %.0f ms, "
+                    "compiled in %.0f ms: %s)", own or self.input_shapes,
+                    f" and {len(weight_inputs)} weights read as inputs" if weight_inputs else "",
                     len(self.model.kernels), self.model.backend, 1e3 * (translated - start),
                     1e3 * (time.perf_counter() - translated), stages)
 

@@ -3,7 +3,8 @@
 `translate(gm, args, weights)` builds a tilefuse graph from an ATen-level GraphModule (what
 AOTAutograd hands a backend) for one call's arguments; the op families are mapped one module
 each (pointwise, views, reductions, linalg, nn, attention, creation, scans), every mapped overload
-listed in `HANDLERS`. `unsupported_nodes(gm)` lists what has no mapping, so a caller can run
+listed in `HANDLERS`. `folded_weights(gm, weights)` says which weights become constants (the
+others stay inputs). `unsupported_nodes(gm)` lists what has no mapping, so a caller can run
 those nodes in PyTorch and the rest through tilefuse. The torch.compile backend
 (tilefuse.torch_backend) is the user-facing entry.
 """
@@ -11,5 +12,7 @@ those nodes in PyTorch and the rest through tilefuse. The torch.compile backend
 from . import attention, creation, linalg, nn, pointwise, reductions, scans, views  # noqa: F401  (register handlers)
 from ._context import HANDLERS, Unsupported
 from .translator import Translation, attribute, is_supported, target_name, translate, unsupported_nodes
+from .weights import folded_weights
 
-__all__ = ["HANDLERS", "Translation", "Unsupported", "attribute", "is_supported", "target_name", "translate", "unsupported_nodes"]
+__all__ = ["HANDLERS", "Translation", "Unsupported", "attribute", "folded_weights", "is_supported", "target_name",
+           "translate", "unsupported_nodes"]

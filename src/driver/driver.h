@@ -28,8 +28,9 @@
 namespace tilefuse {
 
 // Plan and lower only (what `compile` reports and tests read): the lowered graphs, in order.
+// `plan_ms`, if given, receives the milliseconds spent planning (the rest is lowering).
 StatusOr<std::vector<std::unique_ptr<LoweredGraph>>> LowerGraphs(Backend& backend, const std::vector<Graph>& graphs,
-                                                                 const CompileOptions& options);
+                                                                 const CompileOptions& options, double* plan_ms = nullptr);
 
 // Every stage up to the compiler, loading nothing (a machine without the target can run
 // this: `tilefuse compile --backend cuda`).

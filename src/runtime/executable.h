@@ -42,7 +42,7 @@ class Executable {
   virtual Status FinishCompiles() { return Status::Ok(); }
 
   // Wall time of the driver's stages, plan to load (set by the driver), in all and each:
-  // "plan and lower", "build" (the host compiler or NVRTC, caches included), "load".
+  // "plan", "lower", "build" (the host compiler or NVRTC, caches included), "load".
   double compile_ms() const { return compile_ms_; }
   void set_compile_ms(double ms) { compile_ms_ = ms; }
   const std::vector<std::pair<std::string, double>>& compile_stages_ms() const { return compile_stages_ms_; }

@@ -26,8 +26,9 @@ struct Lowered {
   }
 };
 
-std::optional<Lowered> Lower(int n, const std::string& mask_body, const std::string& extra_inputs = "") {
-  std::string shape = fmt::format("bfloat16[1,2,{},64]", n);
+std::optional<Lowered> Lower(int n, const std::string& mask_body, const std::string& extra_inputs = "",
+                             const std::string& batch_and_heads = "1,2") {
+  std::string shape = fmt::format("bfloat16[{},{},64]", batch_and_heads, n);
   std::string body = fmt::format(
       "  mask_shape = Constant <value = int64[2] {{{0}, {0}}}> ()\n"
       "  ones = ConstantOfShape <value = float[1] {{1.0}}> (mask_shape)\n"
@@ -109,6 +110,37 @@ TEST(AttentionMaskBlocksTest, QueryBlocksWithRowsMaskedEverywhereKeepEveryKey) {
   EXPECT_EQ(ranges[3].last, 1);
 }
 
+// A folded mask table of two batches, [2, 1, n, n] under three heads: causal in batch 0 and
+// keeping every key in batch 1 (`full_first` swaps them). The analysis remembers answers by
+// the table elements a binding reads, so the heads of a batch share them; batch 1's rows are
+// other elements, and must keep every key whatever batch 0's said.
+std::optional<Lowered> TwoBatchTable(int n, bool full_first) {
+  const std::string first = full_first ? "o3" : "l3", second = full_first ? "l3" : "o3";
+  return Lower(n, fmt::format("  ax0 = Constant <value = int64[1] {{0}}> ()\n  ax1 = Constant <value = int64[1] {{1}}> ()\n"
+                              "  lower = Trilu <upper = 0> (ones)\n  l3 = Unsqueeze (lower, ax0)\n  o3 = Unsqueeze (ones, ax0)\n"
+                              "  both = Concat <axis = 0> ({}, {})\n  table = Unsqueeze (both, ax1)\n"
+                              "  future = Equal (table, zero)\n  masked = Where (future, neg_big, scaled)\n",
+                              first, second),
+               "", "2,3");
+}
+
+TEST(AttentionMaskBlocksTest, ATableOfSeveralBatchesIsAnalysedBatchByBatch) {
+  for (bool full_first : {false, true}) {
+    std::optional<Lowered> l = TwoBatchTable(300, full_first);
+    ASSERT_TRUE(l);
+    // One query block range serves every batch: where any batch keeps a key, it is computed.
+    for (const KeyBlockRange& r : UnmaskedKeyBlocks(l->planned.graph, l->Logits(), 128, 128))
+      EXPECT_EQ(r.last - r.first, 2) << "full first: " << full_first;
+  }
+}
+
+TEST(AttentionMaskBlocksTest, HeadsSharingACausalTableLeaveTheLowerTriangle) {
+  ExpectCausal(Ranges(300, kCausal), 3);
+  std::optional<Lowered> l = Lower(300, kCausal, "", "2,3");
+  ASSERT_TRUE(l);
+  ExpectCausal(UnmaskedKeyBlocks(l->planned.graph, l->Logits(), 128, 128), 3);
+}
+
 // Interior key blocks: where a block's selects all go one way, the logits run without them.
 InteriorLogits Interior(const Lowered& l) { return InteriorKeyBlocks(l.planned.graph, l.Logits(), 128, 128); }
 
@@ -122,6 +154,14 @@ void ExpectBelowDiagonal(const InteriorLogits& interior, int query_blocks, int f
     }
     EXPECT_EQ(interior.blocks[mb].first, 0) << "query block " << mb;
     EXPECT_EQ(interior.blocks[mb].last, last) << "query block " << mb;
+  }
+}
+
+TEST(AttentionInteriorBlocksTest, ATableOfSeveralBatchesHasTheInteriorOfEach) {
+  for (bool full_first : {false, true}) {
+    std::optional<Lowered> l = TwoBatchTable(300, full_first);
+    ASSERT_TRUE(l);
+    ExpectBelowDiagonal(Interior(*l), 3, 2);  // the causal batch's, whichever comes first
   }
 }
 

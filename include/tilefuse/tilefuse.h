@@ -134,6 +134,8 @@ struct KernelRunTime {
 
 enum class ExplainFormat { kText, kJson, kDot };
 
+struct CachedCompile;  // a compiled-model cache entry (the implementation's, src/api/model_cache.h)
+
 class CompiledModel {
  public:
   // From an .onnx or .onnxtxt file or an ONNX backend-test folder (NotFound when the path
@@ -220,6 +222,9 @@ class CompiledModel {
 
  private:
   explicit CompiledModel(std::unique_ptr<State> state);
+  // FromPassedGraph with the plan a compiled-model cache entry holds (null: plan).
+  static StatusOr<std::unique_ptr<CompiledModel>> FromPassedGraph(Graph passed, const ModelOptions& options,
+                                                                  CachedCompile* cached);
   std::unique_ptr<State> state_;
 };
 

@@ -115,3 +115,22 @@ def test_zoo_models_with_weights_as_inputs_match_eager(name, logs):
     for got, want in zip(torch.utils._pytree.tree_leaves(actual), torch.utils._pytree.tree_leaves(expected)):
         scale = want.abs().max().item()
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4 * scale)
+
+
+def test_a_graph_compiled_before_reuses_its_passes_and_plan(logs, tmp_path, monkeypatch):
+    # The compiled-model cache: a new torch.compile of the same module (here after Dynamo's reset
+    # and with the process's own reuse of compiled graphs emptied, as in a new process) skips
+    # tilefuse's graph passes and planning.
+    monkeypatch.setenv("TILEFUSE_CACHE_DIR", str(tmp_path))
+    torch.manual_seed(0)
+    block = Block().eval()
+    x = torch.randn(6, 32)
+    with torch.no_grad():
+        for _ in range(2):
+            torch._dynamo.reset()
+            tilefuse.torch_backend._MODELS.clear()
+            compiled = torch.compile(block, backend="tilefuse", options={"backend": "cpu", "weights": "inputs"})
+            torch.testing.assert_close(compiled(x), block(x), rtol=1e-5, atol=1e-5)
+    first, second = compiled_messages(logs)
+    assert "compiled-model cache" not in first and "graph passes" in first, first
+    assert "compiled-model cache" in second and "graph passes" not in second, second

@@ -33,8 +33,9 @@ PassOptions PassOptionsForBackend(const std::string& backend, int device, bool t
 }
 
 StatusOr<std::unique_ptr<CpuExecutable>> CompileModelForCpu(const Graph& passed, bool fuse, const std::string& cache_dir,
-                                                            bool tune, const std::string& dump_dir) {
+                                                            bool tune, const std::string& dump_dir, const FusionPlan* plan) {
   CpuCompileOptions options;
+  options.plan_override = plan;
   options.cache_dir = cache_dir;
   options.dump_dir = dump_dir;
   options.fuse = fuse;

@@ -33,9 +33,11 @@ PassOptions PassOptionsForBackend(const std::string& backend, int device = 0, bo
 // or when empty $TILEFUSE_CACHE_DIR or ~/.cache/tilefuse. With `tune`, the kernels are
 // tuned first (tune/cpu_tuner.h), the results in the default tuning cache even when
 // `cache_dir` is a fresh one (a benchmark's cold compile keeps what tuning learnt). The
-// driver's stage dumps go to `dump_dir` (empty: none).
+// driver's stage dumps go to `dump_dir` (empty: none). `plan`, if given, is compiled instead of
+// planning (the compiled-model cache's).
 StatusOr<std::unique_ptr<CpuExecutable>> CompileModelForCpu(const Graph& passed, bool fuse, const std::string& cache_dir = "",
-                                                            bool tune = false, const std::string& dump_dir = "");
+                                                            bool tune = false, const std::string& dump_dir = "",
+                                                            const FusionPlan* plan = nullptr);
 
 // The matmul precision `run --precision` names (highest, high), or the error naming the word.
 StatusOr<MatmulPrecision> ParseMatmulPrecision(const std::string& word);

@@ -13,6 +13,8 @@
 
 #include "api/backend_setup.h"
 #include "api/compiled_model_state.h"
+#include "api/model_cache.h"
+#include "backend/cuda/cuda_driver.h"
 #include "api/model_inputs.h"
 #include "driver/driver.h"
 #include "fusion/device_spec.h"
@@ -61,6 +63,7 @@ Status PrepareBackend(CompiledModel::State& s) {
     gpu_options.stand_ins_only = o.stand_ins_only;
     RETURN_IF_ERROR(ApplyCudaPathWords(o.gemm, o.attention, o.precision, gpu_options));
     RETURN_IF_ERROR(ApplyTemplateWords(o.gemm_form, o.gemm_cluster, o.depthwise, gpu_options.overrides));
+    if (s.cached_plan && s.cached_plan_backend == "cuda") gpu_options.plan_override = &*s.cached_plan;
     StatusOr<std::unique_ptr<CudaExecutable>> gpu =
         o.tune ? TuneForGpu(s.passed, gpu_options, TuneOptions{}, nullptr) : CompileForCuda(s.passed, gpu_options);
     if (gpu.ok()) {
@@ -71,7 +74,8 @@ Status PrepareBackend(CompiledModel::State& s) {
     if (o.backend == "cuda") return gpu.status();
     s.backend_note = "cuda backend unavailable, ran on the cpu: " + gpu.status().message();
   }
-  StatusOr<std::unique_ptr<CpuExecutable>> compiled = CompileModelForCpu(s.passed, o.fuse, o.cache_dir, o.tune, o.dump_dir);
+  const FusionPlan* plan = s.cached_plan && s.cached_plan_backend == "cpu" ? &*s.cached_plan : nullptr;
+  StatusOr<std::unique_ptr<CpuExecutable>> compiled = CompileModelForCpu(s.passed, o.fuse, o.cache_dir, o.tune, o.dump_dir, plan);
   if (!compiled.ok()) {
     if (o.backend == "cpu" || o.strict) return compiled.status();
     s.backend = "reference";
@@ -161,11 +165,20 @@ StatusOr<Graph> CompiledModel::RunPasses(Graph graph, const ModelOptions& option
 }
 
 StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::FromPassedGraph(Graph passed, const ModelOptions& options) {
+  return FromPassedGraph(std::move(passed), options, nullptr);
+}
+
+StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::FromPassedGraph(Graph passed, const ModelOptions& options,
+                                                                        CachedCompile* cached) {
   const Clock::time_point start = Clock::now();
   RETURN_IF_ERROR(CheckOptions(options));
   auto state = std::make_unique<State>();
   state->passed = std::move(passed);
   state->options = options;
+  if (cached) {
+    state->cached_plan = std::move(cached->plan);
+    state->cached_plan_backend = cached->backend;
+  }
   RETURN_IF_ERROR(PrepareBackend(*state));
   DescribeModel(*state);
   if (options.strict && !state->warnings.empty())
@@ -175,14 +188,29 @@ StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::FromPassedGraph(Graph pa
   return std::unique_ptr<CompiledModel>(new CompiledModel(std::move(state)));
 }
 
+// The compiled-model cache (api/model_cache.h): a graph compiled before with the same options
+// skips the passes and the planning.
 StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::FromGraph(Graph graph, const ModelOptions& options) {
   const Clock::time_point start = Clock::now();
+  RETURN_IF_ERROR(CheckOptions(options));
+  const bool cuda_present = options.backend == "auto" && CudaDevice::Get(options.device).ok();
+  const std::optional<CompiledModelKey> key = KeyOfCompile(graph, options, cuda_present);
+  if (std::optional<CachedCompile> cached = key ? LoadCompiledModel(*key) : std::nullopt) {
+    const double cache_ms = MillisecondsSince(start);
+    Graph passed = std::move(cached->passed);
+    ASSIGN_OR_RETURN(std::unique_ptr<CompiledModel> model, FromPassedGraph(std::move(passed), options, &*cached));
+    model->state_->model_cache_ms = cache_ms;
+    model->state_->compile_ms = MillisecondsSince(start);
+    return model;
+  }
   std::vector<std::pair<std::string, double>> pass_ms;
   ASSIGN_OR_RETURN(Graph passed, RunPasses(std::move(graph), options, &pass_ms));
   const double passes_ms = MillisecondsSince(start);
   ASSIGN_OR_RETURN(std::unique_ptr<CompiledModel> model, FromPassedGraph(std::move(passed), options));
   model->state_->passes_ms = passes_ms;
   model->state_->pass_ms = std::move(pass_ms);
+  const State& s = *model->state_;
+  if (key && s.executable()) StoreCompiledModel(*key, s.passed, s.backend, s.executable()->plan());
   model->state_->compile_ms = MillisecondsSince(start);
   return model;
 }
@@ -299,6 +327,7 @@ std::vector<std::pair<std::string, double>> CompiledModel::compile_stages_ms() c
     counted += ms;
   }
   if (state_->passes_ms > counted) stages.push_back({state_->pass_ms.empty() ? "graph passes" : "graph passes: other", state_->passes_ms - counted});
+  if (state_->model_cache_ms >= 0) stages.push_back({"compiled-model cache (passes and plan reused)", state_->model_cache_ms});
   if (const Executable* executable = state_->executable())
     for (const auto& stage : executable->compile_stages_ms()) stages.push_back(stage);
   return stages;

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,11 @@ struct CompiledModel::State {
   double compile_ms = 0;
   double passes_ms = 0;  // FromGraph's graph passes (not FromPassedGraph's caller's)
   std::vector<std::pair<std::string, double>> pass_ms;  // and each pass's, in order
+  // A plan from the compiled-model cache (api/model_cache.h), for the backend that made it;
+  // the milliseconds the cache took when it answered (else negative).
+  std::optional<FusionPlan> cached_plan;
+  std::string cached_plan_backend;
+  double model_cache_ms = -1;
   std::mutex run_mutex;
 
   // The compiled executable, whichever backend; null on the reference interpreter.

@@ -1,0 +1,163 @@
+#include "ir/graph_serialization.h"
+
+#include <cstring>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "ir/verifier.h"
+
+namespace tilefuse {
+
+namespace {
+
+using nlohmann::json;
+
+// Layout: "tilefuse-graph v1\n", the JSON header's length in decimal and "\n", the header, then
+// the constants' bytes one after another (each node's "value": [offset, bytes]).
+constexpr std::string_view kMagic = "tilefuse-graph v1\n";
+
+// The attributes that differ from a default Attrs, by short name.
+json AttrsJson(const Attrs& a) {
+  const Attrs d;
+  json j = json::object();
+  if (a.shape != d.shape) j["shape"] = a.shape;
+  if (a.axes != d.axes) j["axes"] = a.axes;
+  if (a.keepdims != d.keepdims) j["keepdims"] = a.keepdims;
+  if (a.axis != d.axis) j["axis"] = a.axis;
+  if (a.perm != d.perm) j["perm"] = a.perm;
+  if (a.starts != d.starts) j["starts"] = a.starts;
+  if (a.steps != d.steps) j["steps"] = a.steps;
+  if (a.to != d.to) j["to"] = DTypeName(a.to);
+  if (a.saturate != d.saturate) j["saturate"] = a.saturate;
+  if (a.seed != d.seed) j["seed"] = a.seed;
+  if (a.epsilon != d.epsilon) j["epsilon"] = a.epsilon;
+  if (a.approximate_tanh != d.approximate_tanh) j["approximate_tanh"] = a.approximate_tanh;
+  if (a.kernel != d.kernel) j["kernel"] = a.kernel;
+  if (a.strides != d.strides) j["strides"] = a.strides;
+  if (a.pads != d.pads) j["pads"] = a.pads;
+  if (a.dilations != d.dilations) j["dilations"] = a.dilations;
+  if (a.group != d.group) j["group"] = a.group;
+  if (a.count_include_pad != d.count_include_pad) j["count_include_pad"] = a.count_include_pad;
+  return j;
+}
+
+StatusOr<DType> DTypeOf(const json& name) {
+  std::optional<DType> dtype = ParseDType(name.get<std::string>());
+  if (!dtype) return InvalidArgument(fmt::format("unknown dtype '{}'", name.get<std::string>()));
+  return *dtype;
+}
+
+Status ReadAttrs(const json& j, Attrs& a) {
+  for (const auto& [key, value] : j.items()) {
+    if (key == "shape") a.shape = value.get<Shape>();
+    else if (key == "axes") a.axes = value.get<std::vector<int64_t>>();
+    else if (key == "keepdims") a.keepdims = value.get<bool>();
+    else if (key == "axis") a.axis = value.get<int64_t>();
+    else if (key == "perm") a.perm = value.get<std::vector<int64_t>>();
+    else if (key == "starts") a.starts = value.get<std::vector<int64_t>>();
+    else if (key == "steps") a.steps = value.get<std::vector<int64_t>>();
+    else if (key == "to") { ASSIGN_OR_RETURN(a.to, DTypeOf(value)); }
+    else if (key == "saturate") a.saturate = value.get<bool>();
+    else if (key == "seed") a.seed = value.get<uint64_t>();
+    else if (key == "epsilon") a.epsilon = value.get<double>();
+    else if (key == "approximate_tanh") a.approximate_tanh = value.get<bool>();
+    else if (key == "kernel") a.kernel = value.get<std::vector<int64_t>>();
+    else if (key == "strides") a.strides = value.get<std::vector<int64_t>>();
+    else if (key == "pads") a.pads = value.get<std::vector<int64_t>>();
+    else if (key == "dilations") a.dilations = value.get<std::vector<int64_t>>();
+    else if (key == "group") a.group = value.get<int64_t>();
+    else if (key == "count_include_pad") a.count_include_pad = value.get<bool>();
+    else return InvalidArgument(fmt::format("unknown attribute '{}'", key));
+  }
+  return Status::Ok();
+}
+
+StatusOr<Graph> ReadGraph(const json& header, std::string_view data) {
+  Graph graph;
+  for (const json& j : header.at("nodes")) {
+    Node node;
+    const OpInfo* op = FindOpByName(j.at("op").get<std::string>());
+    if (!op) return InvalidArgument(fmt::format("unknown op '{}'", j.at("op").get<std::string>()));
+    node.op = op->code;
+    node.inputs = j.at("in").get<std::vector<int>>();
+    for (int input : node.inputs)
+      if (input < 0 || input >= graph.num_nodes()) return InvalidArgument(fmt::format("node {} reads node {}", graph.num_nodes(), input));
+    ASSIGN_OR_RETURN(node.dtype, DTypeOf(j.at("dtype")));
+    node.shape = j.at("shape").get<Shape>();
+    node.name = j.at("name").get<std::string>();
+    RETURN_IF_ERROR(ReadAttrs(j.at("attrs"), node.attrs));
+    if (j.contains("value")) {
+      const auto offset = j["value"][0].get<uint64_t>(), bytes = j["value"][1].get<uint64_t>();
+      ASSIGN_OR_RETURN(DType dtype, DTypeOf(j["value"][2]));
+      Tensor value = Tensor::Uninitialized(dtype, j["value"][3].get<Shape>());
+      if (offset > data.size() || bytes > data.size() - offset || bytes != value.num_bytes())
+        return InvalidArgument(fmt::format("node {}'s constant lies outside the data", graph.num_nodes()));
+      if (bytes > 0) std::memcpy(value.data(), data.data() + offset, bytes);
+      node.attrs.value = std::make_shared<const Tensor>(std::move(value));
+    } else if (node.op == OpCode::kConstant) {
+      return InvalidArgument(fmt::format("constant node {} has no value", graph.num_nodes()));
+    }
+    graph.AddNode(std::move(node));
+  }
+  for (const json& o : header.at("outputs")) {
+    const int node = o.at(0).get<int>();
+    if (node < 0 || node >= graph.num_nodes()) return InvalidArgument(fmt::format("output of node {}", node));
+    graph.AddOutput(node, o.at(1).get<std::string>());
+  }
+  return graph;
+}
+
+}  // namespace
+
+std::string SerializeGraph(const Graph& graph) {
+  json nodes = json::array();
+  std::string data;
+  for (const Node& n : graph.nodes()) {
+    json j = {{"op", std::string(OpName(n.op))}, {"in", n.inputs},   {"dtype", std::string(DTypeName(n.dtype))},
+              {"shape", n.shape},                {"name", n.name},   {"attrs", AttrsJson(n.attrs)}};
+    if (n.attrs.value) {
+      const Tensor& v = *n.attrs.value;
+      j["value"] = {data.size(), v.num_bytes(), std::string(DTypeName(v.dtype())), v.shape()};
+      data.append(reinterpret_cast<const char*>(v.data()), v.num_bytes());
+    }
+    nodes.push_back(std::move(j));
+  }
+  json outputs = json::array();
+  for (const Graph::Output& o : graph.outputs()) outputs.push_back({o.node, o.name});
+  const std::string header = json{{"nodes", std::move(nodes)}, {"outputs", std::move(outputs)}}.dump();
+  return fmt::format("{}{}\n{}{}", kMagic, header.size(), header, data);
+}
+
+StatusOr<Graph> DeserializeGraph(std::string_view bytes) {
+  if (bytes.substr(0, kMagic.size()) != kMagic) return InvalidArgument("not a serialized tilefuse graph");
+  bytes.remove_prefix(kMagic.size());
+  const size_t newline = bytes.find('\n');
+  size_t header_size = 0;
+  if (newline == std::string_view::npos || newline == 0 || newline > 20) return InvalidArgument("a serialized graph without its header length");
+  for (char c : bytes.substr(0, newline)) {
+    if (c < '0' || c > '9') return InvalidArgument("a serialized graph without its header length");
+    header_size = header_size * 10 + static_cast<size_t>(c - '0');
+  }
+  bytes.remove_prefix(newline + 1);
+  if (header_size > bytes.size()) return InvalidArgument("a serialized graph cut short");
+  StatusOr<Graph> graph = InvalidArgument("unread");
+  try {
+    const json header = json::parse(bytes.substr(0, header_size));
+    graph = ReadGraph(header, bytes.substr(header_size));
+  } catch (const json::exception& e) {
+    return InvalidArgument(fmt::format("a damaged serialized graph: {}", e.what()));
+  }
+  if (!graph.ok()) return graph.status().WithContext("a damaged serialized graph");
+  RETURN_IF_ERROR(VerifyGraph(*graph).WithContext("a serialized graph"));
+  return graph;
+}
+
+int64_t ConstantBytes(const Graph& graph) {
+  int64_t bytes = 0;
+  for (const Node& n : graph.nodes())
+    if (n.attrs.value) bytes += static_cast<int64_t>(n.attrs.value->num_bytes());
+  return bytes;
+}
+
+}  // namespace tilefuse

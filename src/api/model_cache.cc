@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "fusion/plan_serialization.h"
+#include "fusion/plan_verifier.h"
 #include "ir/graph_serialization.h"
 #include "support/build_id.h"
 #include "support/kernel_cache.h"
@@ -41,6 +42,8 @@ StatusOr<CachedCompile> ParseEntry(std::string_view bytes) {
   out.backend = *backend;
   ASSIGN_OR_RETURN(out.plan, DeserializePlan(bytes.substr(0, plan_size)));
   ASSIGN_OR_RETURN(out.passed, DeserializeGraph(bytes.substr(plan_size)));
+  // A plan of the right form for another graph would fail the compile: a miss instead.
+  RETURN_IF_ERROR(VerifyPlan(out.passed, out.plan).WithContext("the cached plan"));
   return out;
 }
 

@@ -10,12 +10,14 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <unordered_map>
 
 #include <fmt/format.h>
 
 #include "codegen/kernel_printer.h"
 #include "support/answer_cache.h"
+#include "support/parallel_for.h"
 
 namespace tilefuse {
 
@@ -266,6 +268,11 @@ class IntervalEvaluator {
   std::vector<std::optional<Interval>> cache_;
 };
 
+// The analyses run a query block per thread, on every core: a cold compile waits for them
+// (GPT-2 8x512's first attention layer, 8 query blocks of 96 score batches x 64 rows, about 1 s
+// on one core of the GPU host).
+int AnalysisThreads() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+
 // Rows one by one where the mask is a constant table (its rows are not contiguous
 // ranges of the table), else each query block's rows as one interval.
 int64_t RowsPerStep(const AttentionLogits& a, int block_m) {
@@ -329,11 +336,12 @@ static BlockAnswer ComputeInteriorKeyBlocks(const Graph& g, const AttentionLogit
   using Arms = std::vector<int8_t>;
   std::vector<std::vector<Arms>> decided(m_blocks, std::vector<Arms>(full_blocks));
   std::vector<std::vector<bool>> usable(m_blocks, std::vector<bool>(full_blocks, true));
-  std::map<Arms, int> count;
-  IntervalEvaluator eval(g, a);
-  std::unordered_map<std::string, std::optional<Arms>> answers;  // by LeafKey: how the selects go, if decided
   const size_t n = a.program.values.size();
-  for (int mb = 0; mb < m_blocks; ++mb) {
+  // Query blocks are independent: one thread each (see AnalysisThreads).
+  ParallelFor(m_blocks, AnalysisThreads(), [&](int64_t query_block) {
+    const int mb = static_cast<int>(query_block);
+    IntervalEvaluator eval(g, a);
+    std::unordered_map<std::string, std::optional<Arms>> answers;  // by LeafKey: how the selects go, if decided
     const int64_t mb_end = std::min<int64_t>(a.nq, int64_t{mb + 1} * block_m);
     for (int kb = 0; kb < full_blocks; ++kb) {
       const Interval keys{static_cast<double>(int64_t{kb} * block_n), static_cast<double>(int64_t{kb + 1} * block_n - 1)};
@@ -353,9 +361,12 @@ static BlockAnswer ComputeInteriorKeyBlocks(const Graph& g, const AttentionLogit
           else
             decided[mb][kb] = *arms;
         }
-      if (usable[mb][kb]) ++count[decided[mb][kb]];
     }
-  }
+  });
+  std::map<Arms, int> count;
+  for (int mb = 0; mb < m_blocks; ++mb)
+    for (int kb = 0; kb < full_blocks; ++kb)
+      if (usable[mb][kb]) ++count[decided[mb][kb]];
   if (count.empty()) return out;
   const Arms* best = nullptr;
   int best_count = 0;
@@ -402,10 +413,11 @@ static BlockAnswer ComputeUnmaskedKeyBlocks(const Graph& g, const AttentionLogit
   const int64_t score_batches = a.score_batch_index->max + 1;
   const int64_t rows_per_step = RowsPerStep(a, block_m);
   if (score_batches * ((a.nq + rows_per_step - 1) / rows_per_step) * (key_blocks + 3) > kMaxEvaluations) return {all, {}};
-  IntervalEvaluator eval(g, a);
-  std::unordered_map<std::string, bool> unmasked, masked;  // answers by LeafKey
   std::vector<KeyBlockRange> out(m_blocks, KeyBlockRange{key_blocks, -1});
-  for (int mb = 0; mb < m_blocks; ++mb) {
+  ParallelFor(m_blocks, AnalysisThreads(), [&](int64_t query_block) {
+    const int mb = static_cast<int>(query_block);
+    IntervalEvaluator eval(g, a);
+    std::unordered_map<std::string, bool> unmasked, masked;  // answers by LeafKey
     const int64_t mb_end = std::min<int64_t>(a.nq, int64_t{mb + 1} * block_m);
     bool proven = true;
     for (int64_t sb = 0; sb < score_batches && proven; ++sb)
@@ -436,7 +448,7 @@ static BlockAnswer ComputeUnmaskedKeyBlocks(const Graph& g, const AttentionLogit
         }
       }
     if (!proven || out[mb].first > out[mb].last) out[mb] = all[mb];
-  }
+  });
   return {out, {}};
 }
 

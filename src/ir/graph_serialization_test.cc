@@ -34,8 +34,10 @@ TEST(GraphSerializationTest, ARoundTripKeepsTheGraphAndItsConstants) {
     const auto& a = g.node(i).attrs.value;
     const auto& b = back->node(i).attrs.value;
     ASSERT_EQ(a == nullptr, b == nullptr);
-    if (a) EXPECT_EQ(std::string_view(reinterpret_cast<const char*>(a->data()), a->num_bytes()),
-                     std::string_view(reinterpret_cast<const char*>(b->data()), b->num_bytes()));
+    if (a) {
+      EXPECT_EQ(std::string_view(reinterpret_cast<const char*>(a->data()), a->num_bytes()),
+                std::string_view(reinterpret_cast<const char*>(b->data()), b->num_bytes()));
+    }
   }
   EXPECT_EQ(SerializeGraph(*back), SerializeGraph(g));
   EXPECT_EQ(ConstantBytes(g), 4 * 5 * 2);

@@ -1,10 +1,10 @@
 // Answers tilefuse's own analyses computed, kept on disk for the next process: a small text per
-// (kind, key) in the default kernel cache folder ($TILEFUSE_CACHE_DIR, else ~/.cache/tilefuse:
-// the analyses run deep in lowering, where a model's cache_dir option does not reach;
-// support/kernel_cache.h: atomic inserts, integrity
-// checked on every read, private to the user), keyed by the build id as well, so that a build
-// with other code never reads another build's answers. Best effort: a folder that cannot be used,
-// or an entry that cannot be read, is a miss (the caller computes the answer again).
+// (kind, key) in the default kernel cache folder ($TILEFUSE_CACHE_DIR, else ~/.cache/tilefuse;
+// the analyses run deep in lowering, where a model's cache_dir option does not reach), with the
+// kernel cache's guarantees (support/kernel_cache.h: atomic inserts, integrity checked on every
+// read, private to the user), keyed by the build id as well, so that a build with other code
+// never reads another build's answers. Best effort: a folder that cannot be used, or an entry
+// that cannot be read, is a miss (the caller computes the answer again).
 #pragma once
 
 #include <optional>

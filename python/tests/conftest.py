@@ -117,3 +117,24 @@ def load_data_set(folder):
         proto.ParseFromString(path.read_bytes())
         arrays.append(numpy_helper.to_array(proto))
     return arrays
+
+
+def zoo_model(name):
+    """A model of the zoo (tests/models/export_models.py) in eval mode, with the inputs its
+    export uses: (module, inputs). Skips where transformers is missing."""
+    import sys
+
+    import torch
+
+    pytest.importorskip("transformers", reason="the zoo's transformer models come from transformers")
+    sys.path.insert(0, str(REPO / "tests" / "models"))
+    try:
+        import export_models
+    finally:
+        sys.path.pop(0)
+    module = export_models.module_factory(name)().eval()
+    inputs = next((ins for zoo_name, _, ins, _ in export_models.zoo() if zoo_name == name), None)
+    if inputs is None:  # as export_models.main() exports them
+        decoder = name in ("gpt2_2layer", "llama_2layer")
+        inputs = (torch.randint(0, 128, (1, 16)),) if decoder else (torch.randn(2, 16, 64),)
+    return module, inputs

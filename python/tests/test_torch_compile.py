@@ -4,7 +4,6 @@ take the graph."""
 
 import importlib.metadata
 import logging
-import sys
 
 import pytest
 
@@ -12,7 +11,7 @@ torch = pytest.importorskip("torch", reason="torch is not installed in this Pyth
                                             "it into build/venv)")
 
 import tilefuse.torch_backend  # noqa: E402  (registers the backend; pip-installed, its entry point does)
-from conftest import REPO  # noqa: E402
+from conftest import zoo_model  # noqa: E402
 
 COMPILED = "compiled a torch.compile graph"
 FELL_BACK = "running a torch.compile graph in PyTorch"
@@ -213,17 +212,7 @@ ZOO = ["mlp_block", "attention_block", "gpt2_2layer", "llama_2layer", "bert_tiny
 
 @pytest.mark.parametrize("name", ZOO)
 def test_the_model_zoo_matches_eager(name, logs):
-    pytest.importorskip("transformers", reason="the zoo's transformer models come from transformers")
-    sys.path.insert(0, str(REPO / "tests" / "models"))
-    try:
-        import export_models
-    finally:
-        sys.path.pop(0)
-    module = export_models.module_factory(name)().eval()
-    inputs = next((ins for zoo_name, _, ins, _ in export_models.zoo() if zoo_name == name), None)
-    if inputs is None:  # as export_models.main() exports them
-        decoder = name in ("gpt2_2layer", "llama_2layer")
-        inputs = (torch.randint(0, 128, (1, 16)),) if decoder else (torch.randn(2, 16, 64),)
+    module, inputs = zoo_model(name)
     with torch.no_grad():
         expected = module(*inputs)
         actual = torch.compile(module, backend="tilefuse")(*inputs)

@@ -1,15 +1,13 @@
 """Weights read as inputs or folded as constants (tilefuse.fx.weights, the backend's "weights"
 option): which weights fold, and that a model compiled either way matches eager."""
 
-import sys
-
 import pytest
 
 torch = pytest.importorskip("torch", reason="torch is not installed in this Python (scripts/test.sh installs "
                                             "it into build/venv)")
 
 import tilefuse.torch_backend  # noqa: E402
-from conftest import REPO  # noqa: E402
+from conftest import zoo_model  # noqa: E402
 from tilefuse.fx import folded_weights  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("fresh_dynamo")
@@ -94,17 +92,7 @@ def test_the_weights_option_is_checked():
 
 @pytest.mark.parametrize("name", ["gpt2_2layer", "llama_2layer", "bert_tiny", "resnet_tiny"])
 def test_zoo_models_with_weights_as_inputs_match_eager(name, logs):
-    pytest.importorskip("transformers", reason="the zoo's transformer models come from transformers")
-    sys.path.insert(0, str(REPO / "tests" / "models"))
-    try:
-        import export_models
-    finally:
-        sys.path.pop(0)
-    module = export_models.module_factory(name)().eval()
-    inputs = next((ins for zoo_name, _, ins, _ in export_models.zoo() if zoo_name == name), None)
-    if inputs is None:
-        decoder = name in ("gpt2_2layer", "llama_2layer")
-        inputs = (torch.randint(0, 128, (1, 16)),) if decoder else (torch.randn(2, 16, 64),)
+    module, inputs = zoo_model(name)
     with torch.no_grad():
         expected = module(*inputs)
         actual = torch.compile(module, backend="tilefuse", options={"weights": "inputs"})(*inputs)

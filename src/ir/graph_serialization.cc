@@ -1,6 +1,8 @@
 #include "ir/graph_serialization.h"
 
 #include <cstring>
+#include <tuple>
+#include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -17,58 +19,54 @@ using nlohmann::json;
 // the constants' bytes one after another (each node's "value": [offset, bytes]).
 constexpr std::string_view kMagic = "tilefuse-graph v1\n";
 
-// The attributes that differ from a default Attrs, by short name.
-json AttrsJson(const Attrs& a) {
-  const Attrs d;
-  json j = json::object();
-  if (a.shape != d.shape) j["shape"] = a.shape;
-  if (a.axes != d.axes) j["axes"] = a.axes;
-  if (a.keepdims != d.keepdims) j["keepdims"] = a.keepdims;
-  if (a.axis != d.axis) j["axis"] = a.axis;
-  if (a.perm != d.perm) j["perm"] = a.perm;
-  if (a.starts != d.starts) j["starts"] = a.starts;
-  if (a.steps != d.steps) j["steps"] = a.steps;
-  if (a.to != d.to) j["to"] = DTypeName(a.to);
-  if (a.saturate != d.saturate) j["saturate"] = a.saturate;
-  if (a.seed != d.seed) j["seed"] = a.seed;
-  if (a.epsilon != d.epsilon) j["epsilon"] = a.epsilon;
-  if (a.approximate_tanh != d.approximate_tanh) j["approximate_tanh"] = a.approximate_tanh;
-  if (a.kernel != d.kernel) j["kernel"] = a.kernel;
-  if (a.strides != d.strides) j["strides"] = a.strides;
-  if (a.pads != d.pads) j["pads"] = a.pads;
-  if (a.dilations != d.dilations) j["dilations"] = a.dilations;
-  if (a.group != d.group) j["group"] = a.group;
-  if (a.count_include_pad != d.count_include_pad) j["count_include_pad"] = a.count_include_pad;
-  return j;
-}
-
 StatusOr<DType> DTypeOf(const json& name) {
   std::optional<DType> dtype = ParseDType(name.get<std::string>());
   if (!dtype) return InvalidArgument(fmt::format("unknown dtype '{}'", name.get<std::string>()));
   return *dtype;
 }
 
+// Every attribute but the constant's value, by name: written where it differs from a default
+// Attrs, read back by name. A field of Attrs missing here would be lost by the compiled-model
+// cache, and two graphs differing only in it would share a key.
+constexpr auto kAttrFields = std::make_tuple(
+    std::pair{"shape", &Attrs::shape}, std::pair{"axes", &Attrs::axes}, std::pair{"keepdims", &Attrs::keepdims},
+    std::pair{"axis", &Attrs::axis}, std::pair{"perm", &Attrs::perm}, std::pair{"starts", &Attrs::starts},
+    std::pair{"steps", &Attrs::steps}, std::pair{"to", &Attrs::to}, std::pair{"saturate", &Attrs::saturate},
+    std::pair{"seed", &Attrs::seed}, std::pair{"epsilon", &Attrs::epsilon},
+    std::pair{"approximate_tanh", &Attrs::approximate_tanh}, std::pair{"kernel", &Attrs::kernel},
+    std::pair{"strides", &Attrs::strides}, std::pair{"pads", &Attrs::pads}, std::pair{"dilations", &Attrs::dilations},
+    std::pair{"group", &Attrs::group}, std::pair{"count_include_pad", &Attrs::count_include_pad});
+
+json FieldJson(DType dtype) { return std::string(DTypeName(dtype)); }
+template <typename T>
+json FieldJson(const T& value) {
+  return value;
+}
+
+Status ReadField(const json& j, DType& out) {
+  ASSIGN_OR_RETURN(out, DTypeOf(j));
+  return Status::Ok();
+}
+template <typename T>
+Status ReadField(const json& j, T& out) {
+  out = j.get<T>();
+  return Status::Ok();
+}
+
+json AttrsJson(const Attrs& a) {
+  const Attrs d;
+  json j = json::object();
+  std::apply([&](const auto&... field) { ((a.*field.second != d.*field.second ? (void)(j[field.first] = FieldJson(a.*field.second)) : void()), ...); },
+             kAttrFields);
+  return j;
+}
+
 Status ReadAttrs(const json& j, Attrs& a) {
   for (const auto& [key, value] : j.items()) {
-    if (key == "shape") a.shape = value.get<Shape>();
-    else if (key == "axes") a.axes = value.get<std::vector<int64_t>>();
-    else if (key == "keepdims") a.keepdims = value.get<bool>();
-    else if (key == "axis") a.axis = value.get<int64_t>();
-    else if (key == "perm") a.perm = value.get<std::vector<int64_t>>();
-    else if (key == "starts") a.starts = value.get<std::vector<int64_t>>();
-    else if (key == "steps") a.steps = value.get<std::vector<int64_t>>();
-    else if (key == "to") { ASSIGN_OR_RETURN(a.to, DTypeOf(value)); }
-    else if (key == "saturate") a.saturate = value.get<bool>();
-    else if (key == "seed") a.seed = value.get<uint64_t>();
-    else if (key == "epsilon") a.epsilon = value.get<double>();
-    else if (key == "approximate_tanh") a.approximate_tanh = value.get<bool>();
-    else if (key == "kernel") a.kernel = value.get<std::vector<int64_t>>();
-    else if (key == "strides") a.strides = value.get<std::vector<int64_t>>();
-    else if (key == "pads") a.pads = value.get<std::vector<int64_t>>();
-    else if (key == "dilations") a.dilations = value.get<std::vector<int64_t>>();
-    else if (key == "group") a.group = value.get<int64_t>();
-    else if (key == "count_include_pad") a.count_include_pad = value.get<bool>();
-    else return InvalidArgument(fmt::format("unknown attribute '{}'", key));
+    Status read = InvalidArgument(fmt::format("unknown attribute '{}'", key));
+    std::apply([&](const auto&... field) { ((key == field.first ? (void)(read = ReadField(value, a.*field.second)) : void()), ...); },
+               kAttrFields);
+    RETURN_IF_ERROR(read);
   }
   return Status::Ok();
 }

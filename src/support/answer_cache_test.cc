@@ -8,8 +8,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <optional>
 #include <string>
+
+#include "testing/scoped_env.h"
 
 namespace tilefuse {
 namespace {
@@ -19,21 +20,15 @@ namespace fs = std::filesystem;
 // A fresh $TILEFUSE_CACHE_DIR per test, the previous value restored afterwards.
 class AnswerCacheTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  static std::string MakeFolder() {
     std::string pattern = (fs::temp_directory_path() / "tilefuse-answers-test-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
-    if (const char* previous = std::getenv("TILEFUSE_CACHE_DIR")) saved_ = previous;
-    ::setenv("TILEFUSE_CACHE_DIR", dir_.c_str(), 1);
+    EXPECT_NE(::mkdtemp(pattern.data()), nullptr);
+    return pattern;
   }
-  void TearDown() override {
-    if (saved_) ::setenv("TILEFUSE_CACHE_DIR", saved_->c_str(), 1);
-    else ::unsetenv("TILEFUSE_CACHE_DIR");
-    fs::remove_all(dir_);
-  }
+  void TearDown() override { fs::remove_all(dir_); }
 
-  std::string dir_;
-  std::optional<std::string> saved_;
+  std::string dir_ = MakeFolder();
+  ScopedEnv cache_dir_{"TILEFUSE_CACHE_DIR", dir_.c_str()};
 };
 
 TEST_F(AnswerCacheTest, AnAnswerIsFoundByItsKindAndKey) {

@@ -62,7 +62,9 @@ json AttrsJson(const Attrs& a) {
 }
 
 Status ReadAttrs(const json& j, Attrs& a) {
-  for (const auto& [key, value] : j.items()) {
+  for (auto item = j.begin(); item != j.end(); ++item) {  // (not structured bindings: clang 14's lambdas cannot capture them)
+    const std::string& key = item.key();
+    const json& value = item.value();
     Status read = InvalidArgument(fmt::format("unknown attribute '{}'", key));
     std::apply([&](const auto&... field) { ((key == field.first ? (void)(read = ReadField(value, a.*field.second)) : void()), ...); },
                kAttrFields);

@@ -20,15 +20,25 @@ Status CompileForCudaCommand(const CudaCompileRequest& request, const Graph& pas
                                  request.model, request.fuse ? "fused" : "unfused", request.arch, build.nvrtc_version,
                                  build.cubins, build.nvrtc_compiles, build.nvrtc_cache_hits);
   int64_t spills = 0;
+  double nvrtc_ms = 0;
+  const BuiltKernel none;
+  const BuiltKernel* slowest = &none;
   for (const BuiltKernel& r : build.kernels) {
     spills += r.spill_bytes;
     j["kernels"].push_back({{"name", r.name}, {"kind", r.kind}, {"mode", r.mode}, {"strategy", r.strategy}, {"ptxas", r.ptxas},
                             {"registers", r.registers}, {"spill_bytes", r.spill_bytes}, {"why_host", r.why_host},
-                            {"entry", r.entry}});
-    text += fmt::format("  {:<34} {:<14} {:<14} {:<44} {}\n", r.name, r.kind, r.mode, r.strategy,
-                        r.ptxas.empty() ? r.why_host : r.ptxas + (r.why_host.empty() ? "" : "; " + r.why_host));
+                            {"entry", r.entry}, {"nvrtc_ms", r.nvrtc_ms}});
+    text += fmt::format("  {:<34} {:<14} {:<14} {:<44} {}{}\n", r.name, r.kind, r.mode, r.strategy,
+                        r.ptxas.empty() ? r.why_host : r.ptxas + (r.why_host.empty() ? "" : "; " + r.why_host),
+                        r.nvrtc_ms > 0 ? fmt::format("; NVRTC {:.0f} ms", r.nvrtc_ms) : "");
+    nvrtc_ms += r.nvrtc_ms;
+    if (r.nvrtc_ms > slowest->nvrtc_ms) slowest = &r;
   }
   text += fmt::format("{} kernels, {} bytes of local-memory spills\n", build.kernels.size(), spills);
+  // Units compile in parallel: the slowest is what a cold compile on many cores waits for.
+  if (nvrtc_ms > 0)
+    text += fmt::format("NVRTC: {:.0f} ms of compiling in all, the slowest unit {:.0f} ms ({})\n", nvrtc_ms, slowest->nvrtc_ms,
+                        slowest->name);
   j["split_attention"] = build.split_attention;
   for (const std::string& note : build.split_attention) text += "  " + note + "\n";
   if (!request.emit_dir.empty()) {

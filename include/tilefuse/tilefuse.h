@@ -373,6 +373,7 @@ struct BuiltKernel {
   std::string ptxas;     // ptxas's resource line
   int registers = 0;
   int64_t spill_bytes = 0;
+  double nvrtc_ms = 0;  // its cubin's NVRTC time in this build (0: from the cache, or shared with a kernel listed before)
 };
 struct CudaBuild {
   std::string arch, nvrtc_version;

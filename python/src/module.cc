@@ -123,9 +123,11 @@ nb::list RunModel(CompiledModel& model, const std::vector<InputArray>& arrays, b
 
 // `tilefuse compile --backend cuda` for a graph: the passes, then the CUDA kernels generated and
 // compiled by NVRTC for `arch`, no GPU needed. Returns each kernel's summary as a dict.
-nb::list BuildGraphForCudaArch(const Graph& graph, const std::string& arch, bool fuse, const std::string& dump_dir) {
+nb::list BuildGraphForCudaArch(const Graph& graph, const std::string& arch, bool fuse, const std::string& dump_dir,
+                               bool stand_ins) {
   ModelOptions options = MakeOptions("cuda", false, fuse, 0, false);
   options.dump_dir = dump_dir;
+  options.stand_ins_only = stand_ins;
   StatusOr<CudaBuild> built = InvalidArgument("not built");
   {
     nb::gil_scoped_release release;
@@ -142,6 +144,7 @@ nb::list BuildGraphForCudaArch(const Graph& graph, const std::string& arch, bool
     d["why_host"] = k.why_host;
     d["registers"] = k.registers;
     d["spill_bytes"] = k.spill_bytes;
+    d["nvrtc_ms"] = k.nvrtc_ms;
     list.append(d);
   }
   return list;
@@ -238,8 +241,10 @@ NB_MODULE(_tilefuse, m) {
       },
       nb::arg("path"), "The model's symbolic input dims: (input, position, dim, name) each");
   m.def("build_graph_for_cuda_arch", &BuildGraphForCudaArch, nb::arg("graph"), nb::arg("arch") = "sm_90a",
-        nb::arg("fuse") = true, nb::arg("dump_dir") = "",
-        "`tilefuse compile --backend cuda` of a built graph: its kernels through NVRTC for arch, no GPU needed");
+        nb::arg("fuse") = true, nb::arg("dump_dir") = "", nb::arg("stand_ins") = false,
+        "`tilefuse compile --backend cuda` of a built graph: its kernels through NVRTC for arch, no GPU needed "
+        "(stand_ins: the slow-compiling template forms as their quick stand-ins, what a cold compile on a GPU runs "
+        "while they compile in the background)");
   m.def("compile_graph", &CompileGraph, nb::arg("graph"), nb::arg("backend"), nb::arg("tune"), nb::arg("fuse"),
         nb::arg("device"), nb::arg("strict") = false, nb::arg("dump_dir") = "", nb::arg("precision") = "highest",
         nb::arg("background_compile") = true,

@@ -98,11 +98,18 @@ StatusOr<CudaBuild> BuildForCudaArch(const Graph& passed, const ModelOptions& mo
   build.nvrtc_compiles = cubins.compiles;
   build.nvrtc_cache_hits = cubins.cache_hits();
   build.kernels = Kernels(program, ParsePtxasLog(ptxas_log));
-  std::map<std::string, std::string> entry_of;
-  for (const CudaCompileUnit& unit : cubins.units)
-    for (const std::string& kernel : unit.kernels) entry_of[kernel] = unit.entry;
-  for (BuiltKernel& k : build.kernels)
-    if (auto it = entry_of.find(k.name); it != entry_of.end()) k.entry = it->second;
+  std::map<std::string, size_t> unit_of;
+  for (size_t u = 0; u < cubins.units.size(); ++u)
+    for (const std::string& kernel : cubins.units[u].kernels) unit_of[kernel] = u;
+  std::vector<bool> timed(cubins.units.size(), false);
+  for (BuiltKernel& k : build.kernels) {
+    auto it = unit_of.find(k.name);
+    if (it == unit_of.end()) continue;
+    k.entry = cubins.units[it->second].entry;
+    // A unit's time once, on the first kernel it serves: the column sums to the build's work.
+    if (!timed[it->second] && it->second < cubins.cubins.size()) k.nvrtc_ms = cubins.cubins[it->second].compile_ms;
+    timed[it->second] = true;
+  }
   build.split_attention = CudaBackend::PlanNotesOf(*built.lowered[0]);
   build.sources.push_back({"kernels.cu", program.source});
   for (const DeviceHeader& header : kDeviceHeaders) build.sources.push_back({header.name, header.text});

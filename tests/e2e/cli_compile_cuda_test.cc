@@ -50,6 +50,10 @@ TEST_F(CliCompileCuda, ACubinPerDistinctKernelAndASecondCompileFromTheCache) {
   EXPECT_LT(cubins, generated) << "the second layer's kernels are the first layer's";
   EXPECT_EQ(j["nvrtc_compiles"], cubins);
   EXPECT_EQ(j["from_cache"], false);
+  // Each compiled cubin's NVRTC time once, on the first kernel it serves.
+  int timed = 0;
+  for (const nlohmann::json& k : j["kernels"]) timed += k["nvrtc_ms"].get<double>() > 0;
+  EXPECT_EQ(timed, cubins);
   EXPECT_NE(cold.out.find("\"cubin_bytes\""), std::string::npos);
 
   CommandResult warm = RunTilefuse("compile " + Quote(model) + " --backend cuda --json");
@@ -58,6 +62,13 @@ TEST_F(CliCompileCuda, ACubinPerDistinctKernelAndASecondCompileFromTheCache) {
   EXPECT_EQ(again["nvrtc_compiles"], 0);
   EXPECT_EQ(again["nvrtc_cache_hits"], cubins);
   EXPECT_EQ(again["from_cache"], true);
+  for (nlohmann::json* kernels : {&j["kernels"], &again["kernels"]})
+    for (nlohmann::json& k : *kernels) {
+      if (kernels == &again["kernels"]) {
+        EXPECT_EQ(k["nvrtc_ms"], 0.0) << k["name"] << ": nothing compiled";
+      }
+      k.erase("nvrtc_ms");
+    }
   EXPECT_EQ(again["kernels"], j["kernels"]) << "cached units keep their ptxas reports";
 
   CommandResult text = RunTilefuse("compile " + Quote(model) + " --backend cuda");
@@ -66,6 +77,7 @@ TEST_F(CliCompileCuda, ACubinPerDistinctKernelAndASecondCompileFromTheCache) {
                           " from the cache"),
             std::string::npos)
       << text.out;
+  EXPECT_EQ(text.out.find("NVRTC:"), std::string::npos) << "no compile time to report: " << text.out;
 }
 
 }  // namespace

@@ -327,8 +327,15 @@ StatusOr<std::unique_ptr<ObjectCode>> CudaBackend::Build(const std::vector<const
     later.push_back(std::move(unit));
   }
   for (CudaCompileUnit& unit : SplitIntoCompileUnits(standing_in)) now.push_back(std::move(unit));
+  // Where the cores outnumber all the units, the background compiles start first: the full
+  // forms arrive sooner and the compile waited for is no slower. With fewer cores they would
+  // take cores from it, so they start once it is done.
+  const size_t units = now.size() + later.size();
+  const bool first = !later.empty() && units <= static_cast<size_t>(NvrtcThreads(units));
+  const bool after = !later.empty() && !first;
+  if (first) code->background = CompileUnitsInBackground(nvrtc_, std::move(later), target_.arch);
   ASSIGN_OR_RETURN(code->cubins, CompileUnits(nvrtc_, std::move(now), target_.arch));
-  if (!later.empty()) code->background = CompileUnitsInBackground(nvrtc_, std::move(later), target_.arch);
+  if (after) code->background = CompileUnitsInBackground(nvrtc_, std::move(later), target_.arch);
   return std::unique_ptr<ObjectCode>(std::move(code));
 }
 

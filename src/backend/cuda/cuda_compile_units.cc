@@ -34,6 +34,27 @@ std::string ReplaceIdentifier(std::string text, const std::string& from, const s
   return text;
 }
 
+// `function` with the kernel's name and the names it prefixes (its own tables and helpers:
+// "tf_group2_attention_query_block_order") given `to` in its place. Two layers' identical
+// kernels differ in nothing else, so they share a unit.
+std::string RenameKernel(std::string function, const std::string& name, const std::string& to) {
+  const std::string prefix = name + "_";
+  for (size_t at = function.find(name); at != std::string::npos; at = function.find(name, at)) {
+    size_t end = at + name.size();
+    if (at > 0 && IsIdentifierChar(function[at - 1])) {
+      at = end;
+      continue;
+    }
+    if (end < function.size() && IsIdentifierChar(function[end]) && function.compare(at, prefix.size(), prefix) != 0) {
+      at = end;
+      continue;
+    }
+    function.replace(at, name.size(), to);
+    at += to.size();
+  }
+  return function;
+}
+
 // What the kernel is, from its name ("g2_tf_group7_gemm_prologue1_variant3" ->
 // "gemm_prologue"): the unit's entry keeps it, so profiles still say what runs.
 std::string KindOf(const std::string& name) {
@@ -62,7 +83,7 @@ std::vector<CudaCompileUnit> SplitIntoCompileUnits(const std::vector<CudaKernelS
   for (const CudaKernelSource& k : kernels) {
     // The entry is a function of what the kernel computes: its body with its own name left
     // out, hashed (64 bits), and its kind for people reading a profile.
-    std::string body = ReplaceIdentifier(k.function, k.name, "TF_KERNEL_NAME");
+    std::string body = RenameKernel(k.function, k.name, "TF_KERNEL_NAME");
     std::string entry = fmt::format("tf_{}_{}", KindOf(k.name), HashBytes(body).ToHex().substr(0, 16));
     auto [named, fresh_name] = entry_of_kernel.emplace(k.name, entry);
     TF_CHECK_MSG(named->second == entry, ("two different kernels named " + k.name).c_str());
@@ -71,7 +92,7 @@ std::vector<CudaCompileUnit> SplitIntoCompileUnits(const std::vector<CudaKernelS
     if (fresh_entry) {
       CudaKernelSource renamed = k;
       renamed.name = entry;
-      renamed.function = ReplaceIdentifier(k.function, k.name, entry);
+      renamed.function = RenameKernel(k.function, k.name, entry);
       units.push_back({entry, CudaTranslationUnit({renamed}), {}});
     }
     units[found->second].kernels.push_back(k.name);
@@ -113,8 +134,53 @@ std::vector<StatusOr<CubinResult>> CompileEachUnit(NvrtcCompiler& nvrtc, const s
   return results;
 }
 
+namespace {
+
+// The units compiling in this process, by cache, architecture and source: joined while they last.
+struct Compiling {
+  std::mutex mutex;
+  std::map<std::string, std::weak_ptr<const UnitCompile>> units;
+};
+
+Compiling& CompilingUnits() {
+  static Compiling compiling;
+  return compiling;
+}
+
+// At exit, before the libraries' own destructors run (NVRTC's among them): the compiles still
+// running end first, and reach the cache. A model kept until the process ends (Python's
+// torch.compile caches) would otherwise leave its thread inside NVRTC as the process tears down.
+void WaitForBackgroundCompiles() {
+  std::vector<std::shared_ptr<const UnitCompile>> running;
+  {
+    std::lock_guard<std::mutex> lock(CompilingUnits().mutex);
+    for (const auto& [key, unit] : CompilingUnits().units)
+      if (std::shared_ptr<const UnitCompile> u = unit.lock()) running.push_back(std::move(u));
+  }
+  for (const std::shared_ptr<const UnitCompile>& u : running) u->cubin.wait();
+}
+
+// exit() runs its handlers in the reverse order of registration, and NVRTC's library builds
+// some of its statics (with their destructors) during its first compiles. The wait must run
+// before those are destroyed under a compile still running, so it is registered again after
+// every foreground compile that leaves background compiles running (a build may start them
+// before its first compile).
+void WaitForBackgroundCompilesAtExit() {
+  bool running = false;
+  {
+    std::lock_guard<std::mutex> lock(CompilingUnits().mutex);
+    for (const auto& [key, unit] : CompilingUnits().units)
+      if (std::shared_ptr<const UnitCompile> u = unit.lock(); u && u->cubin.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
+        running = true;
+  }
+  if (running) std::atexit(WaitForBackgroundCompiles);
+}
+
+}  // namespace
+
 StatusOr<CudaCubins> CompileUnits(NvrtcCompiler& nvrtc, std::vector<CudaCompileUnit> units, const std::string& arch) {
   std::vector<StatusOr<CubinResult>> compiled = CompileEachUnit(nvrtc, units, arch);
+  WaitForBackgroundCompilesAtExit();
   CudaCubins out;
   for (StatusOr<CubinResult>& c : compiled) {
     RETURN_IF_ERROR(c.status());
@@ -143,33 +209,6 @@ StatusOr<CudaCubins> BackgroundCubins::Get() const {
   return out;
 }
 
-namespace {
-
-// The units compiling in this process, by cache, architecture and source: joined while they last.
-struct Compiling {
-  std::mutex mutex;
-  std::map<std::string, std::weak_ptr<const UnitCompile>> units;
-};
-
-Compiling& CompilingUnits() {
-  static Compiling compiling;
-  return compiling;
-}
-
-// At exit, before the libraries' own destructors run (NVRTC's among them): the compiles still
-// running end first, and reach the cache. A model kept until the process ends (Python's
-// torch.compile caches) would otherwise leave its thread inside NVRTC as the process tears down.
-void WaitForBackgroundCompiles() {
-  std::vector<std::shared_ptr<const UnitCompile>> running;
-  {
-    std::lock_guard<std::mutex> lock(CompilingUnits().mutex);
-    for (const auto& [key, unit] : CompilingUnits().units)
-      if (std::shared_ptr<const UnitCompile> u = unit.lock()) running.push_back(std::move(u));
-  }
-  for (const std::shared_ptr<const UnitCompile>& u : running) u->cubin.wait();
-}
-
-}  // namespace
 
 std::shared_ptr<const BackgroundCubins> CompileUnitsInBackground(const NvrtcCompiler& nvrtc, std::vector<CudaCompileUnit> units,
                                                                  const std::string& arch) {

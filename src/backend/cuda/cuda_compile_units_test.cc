@@ -78,13 +78,25 @@ TEST(SplitIntoCompileUnitsTest, IdenticalKernelsShareAUnitNamedByWhatTheyCompute
   EXPECT_EQ(units[0].source.find("tf_group"), std::string::npos) << units[0].source;
 }
 
-TEST(SplitIntoCompileUnitsTest, OnlyTheWholeNameIsReplaced) {
-  // The body names a longer identifier that starts with the kernel's name.
-  std::vector<CudaCompileUnit> units =
-      SplitIntoCompileUnits({Kernel("tf_group1_gemm", "constexpr int tf_group1_gemm_tiles = 4; b0[0] = tf_group1_gemm_tiles;")});
+TEST(SplitIntoCompileUnitsTest, NamesTheKernelPrefixesAreRenamedWithIt) {
+  // Each layer's attention kernel names its own block tables after itself; identical tables
+  // must not keep identical kernels apart (GPT-2's 12 attention layers: one unit, not 12).
+  auto with_table = [](const std::string& name, const std::string& values) {
+    CudaKernelSource k = Kernel(name, "b0[0] = " + name + "_table[threadIdx.x];");
+    k.function = "static __device__ const float " + name + "_table[] = {" + values + "};\n" + k.function;
+    return k;
+  };
+  std::vector<CudaCompileUnit> units = SplitIntoCompileUnits({with_table("tf_group2_attention", "1, 2"),
+                                                              with_table("tf_group9_attention", "1, 2"),
+                                                              with_table("tf_group16_attention", "3, 4")});
+  ASSERT_EQ(units.size(), 2u);
+  EXPECT_EQ(units[0].kernels, (std::vector<std::string>{"tf_group2_attention", "tf_group9_attention"}));
+  EXPECT_NE(units[0].source.find(units[0].entry + "_table[]"), std::string::npos) << units[0].source;
+  EXPECT_EQ(units[0].source.find("tf_group"), std::string::npos) << units[0].source;
+  // A name that merely ends like the kernel's is another identifier, and stays.
+  units = SplitIntoCompileUnits({Kernel("tf_group1_gemm", "constexpr int x_tf_group1_gemm = 4; b0[0] = x_tf_group1_gemm;")});
   ASSERT_EQ(units.size(), 1u);
-  EXPECT_NE(units[0].source.find("tf_group1_gemm_tiles"), std::string::npos);
-  EXPECT_EQ(units[0].entry.rfind("tf_gemm_", 0), 0u) << units[0].entry;
+  EXPECT_NE(units[0].source.find("x_tf_group1_gemm = 4"), std::string::npos) << units[0].source;
 }
 
 TEST(SplitIntoCompileUnitsTest, TunerVariantsKeepTheirKind) {

@@ -1,5 +1,6 @@
 #include "backend/cuda/nvrtc_compiler.h"
 
+#include <chrono>
 #include <dlfcn.h>
 #include <filesystem>
 #include <fmt/format.h>
@@ -162,6 +163,7 @@ StatusOr<CubinResult> NvrtcCompiler::Compile(const std::string& source, const st
     return *std::move(cached);
   }
   ++shared_->compiles;
+  const auto start = std::chrono::steady_clock::now();
   CubinResult result;
   nvrtcProgram program = nullptr;
   std::vector<const char*> header_texts, header_names;
@@ -194,6 +196,7 @@ StatusOr<CubinResult> NvrtcCompiler::Compile(const std::string& source, const st
   api->nvrtcGetCUBIN(program, result.cubin.data());
   api->nvrtcDestroyProgram(&program);
   result.ptxas_log = log;
+  result.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   std::lock_guard<std::mutex> lock(shared_->cache_mutex);
   // The report first: a cubin found in the cache then always has its report beside it.
   RETURN_IF_ERROR(shared_->cache.Insert(key, ".ptxas", log).status());

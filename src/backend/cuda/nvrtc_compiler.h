@@ -35,6 +35,7 @@ struct CubinResult {
   // ptxas's report per kernel ("Used 32 registers, 0 bytes stack frame, 0 bytes spill
   // stores, ..."); filled on a fresh compile (cached entries keep theirs beside the cubin).
   std::string ptxas_log;
+  double compile_ms = 0;  // NVRTC's time on a fresh compile (0 for a cached one)
 };
 
 // ptxas's numbers for one kernel, parsed from its -v report.

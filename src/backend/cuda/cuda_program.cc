@@ -153,7 +153,10 @@ CudaGemmConfig RequestedGemmConfig(const GemmTemplateKernel& gemm, const CudaTar
     overlapped.overlap_epilogue = true;
     if (ResolveGemmConfig(gemm, overlapped).splits == 1) config = overlapped;
   }
-  if (o.gemm_cluster_m == 1 || (o.gemm_cluster_m > 1 && gemm_layout::ClustersFit(gemm, ResolveGemmConfig(gemm, config), o.gemm_cluster_m)))
+  // Pairs where they fit (the rule then picks a width the pair can split).
+  CudaGemmConfig paired = config;
+  paired.cluster_m = o.gemm_cluster_m;
+  if (o.gemm_cluster_m == 1 || (o.gemm_cluster_m > 1 && gemm_layout::ClustersFit(gemm, ResolveGemmConfig(gemm, paired), o.gemm_cluster_m)))
     config.cluster_m = o.gemm_cluster_m;
   return config;
 }

@@ -1,6 +1,7 @@
 #include "codegen/cuda/cuda_gemm_config.h"
 
 #include <algorithm>
+#include <limits>
 #include <fmt/format.h>
 
 #include "codegen/launch_spec.h"
@@ -161,17 +162,23 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
   const bool short_tf32 = g.dtype == DType::kF32 && g.k <= 1024 && g.rows > 64 && Tiles(g, 128, 128) >= c.sm_count;
   c.pingpong = c.pingpong.value_or(short_tf32);
   if (c.block_n == 0) {
-    c.block_n = 64;
-    // The widest tile that still gives every SM a tile (and whose accumulators fit: 128
-    // registers per thread), unless a narrower one computes at least an eighth fewer
-    // columns: N = 384 (ConvNeXt's first MLP) computes 512 columns in 256-column tiles, 384
-    // in 128-column ones. A vocabulary of 50257 pads 50432 or 50304, and the wider tiles won
-    // by far (H200, 2026-11-29, 4096x768x50257, stored by the threads: 665 against 957 µs).
-    auto padded = [&](int n) { return CeilDiv(g.n, n) * n; };
-    for (int n : {256, 128})
-      if (g.n >= n && ConsumerRows(c) * n <= 64 * 256 && Tiles(g, c.block_m, n) >= c.sm_count &&
-          (c.block_n == 64 || padded(n) * 8 <= padded(c.block_n) * 7))
-        c.block_n = n;
+    // The width whose tiles end soonest: the persistent grid's rounds (every SM a tile a
+    // round) times a tile's columns, a column a little dearer in a narrower tile (its A tile
+    // is loaded for fewer columns) and the padding past N counted as work. The tiles of a
+    // round end together, so a last round of a few tiles costs a whole one: GPT-2's products
+    // at 4096 rows ran 0.55-0.65x cuBLAS's (H200, 2026-11-30: QKV 4096x2304x768 with 288 tiles
+    // of 128x256 in 3 rounds where cuBLAS's 192x128 take 3 rounds of smaller tiles; N = 768 in
+    // 192 tiles of 128x128, 2 rounds, where 128 of 128x192 take one). A vocabulary of 50257
+    // keeps 256 (the wider tiles won there by far: 4096x768x50257 665 against 957 µs with
+    // 128-column tiles), and N = 384 (ConvNeXt) takes 192 (no padding).
+    double best = std::numeric_limits<double>::infinity();
+    for (int n : {256, 192, 128, 64}) {
+      if ((n > 64 && g.n < n) || ConsumerRows(c) * n > 64 * 256) continue;
+      if (c.cluster_m > 1 && n % (64 * c.cluster_m) != 0) continue;  // a pair splits B's tile in 64-column boxes
+      const double per_column = n == 256 ? 1.0 : n == 192 ? 1.04 : n == 128 ? 1.12 : 1.3;
+      const double cost = static_cast<double>(CeilDiv(Tiles(g, c.block_m, n), c.sm_count)) * n * per_column;
+      if (cost < best) best = cost, c.block_n = n;
+    }
   }
   if (c.splits == 0) {
     // Too few tiles to fill the GPU (a decode-like M): 128 columns a tile and K split into

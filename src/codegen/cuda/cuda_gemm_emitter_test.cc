@@ -620,5 +620,39 @@ TEST(CudaGemmEmitterTest, EnoughTilesNeedNoSplitK) {
   EXPECT_EQ(source->function.find("tile_counters"), std::string::npos);
 }
 
+// The tile's width is the one whose tiles end soonest on 132 SMs: rounds of the grid times
+// the tile's columns (a narrower column a little dearer). Each case says what the rounds are.
+TEST(CudaGemmEmitterTest, TheTileWidthTakesTheFewestRoundsOfTheGrid) {
+  struct Case {
+    int64_t m, n, k;
+    int block_n;
+    const char* why;
+  };
+  const Case cases[] = {
+      {4096, 2304, 768, 192, "GPT-2's QKV: 384 tiles of 192 in 3 rounds, 288 of 256 in 3 as well"},
+      {4096, 768, 768, 192, "N = 768: 128 tiles of 192 in 1 round, 192 of 128 in 2"},
+      {4096, 3072, 768, 256, "384 tiles of 256 in 3 rounds, 512 of 192 in 4"},
+      {16384, 4096, 1024, 256, "2048 tiles of 256 in 16 rounds, 2816 of 192 in 22"},
+      {4096, 50264, 768, 256, "a vocabulary: 48 rounds of 256, 64 of 192"},
+      {65536, 384, 768, 192, "N = 384: 1024 tiles of 192 in 8 rounds, of 256 as many (computing 512 columns), 1536 of 128 in 12"},
+      {4096, 384, 768, 128, "N = 384 at 4096 rows: every width one round, 128 the fewest columns but for 64 (2 rounds)"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.why);
+    Planned p = PlanText("  y = MatMul (x, w)\n", fmt::format("g (bfloat16[{0},{2}] x, bfloat16[{2},{1}] w) => (bfloat16[{0},{1}] y)",
+                                                                c.m, c.n, c.k));
+    auto gemm = LowerOnlyGemm(p);
+    ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
+    const CudaGemmConfig rule = ResolveGemmConfig(*gemm, {});
+    EXPECT_EQ(rule.block_n, c.block_n);
+    EXPECT_EQ(rule.splits, 1);
+    ASSERT_TRUE(EmitCudaGemm(*gemm).ok());
+    // A pair of CTAs splits B's tile in 64-column boxes: asked for, it keeps a width of 128 or 256.
+    CudaGemmConfig paired;
+    paired.cluster_m = 2;
+    EXPECT_EQ(ResolveGemmConfig(*gemm, paired).block_n % 128, 0);
+  }
+}
+
 }  // namespace
 }  // namespace tilefuse

@@ -23,7 +23,7 @@ GemmSearchSpace GemmCandidates(const GemmTemplateKernel& gemm, int sm_count) {
   const bool staged = gemm_layout::StagedStore(gemm) >= 0;
   // Consumers: ping-pong, cooperative, or cooperative with the epilogue overlapped.
   for (int consumers : {0, 1, 2})
-    for (int block_n : {128, 256})
+    for (int block_n : {128, 192, 256})
       for (int stages : {3, 4, 5}) {
         CudaGemmConfig requested = rule;
         requested.pingpong = consumers == 0;

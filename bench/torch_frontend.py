@@ -14,7 +14,9 @@ transformers' models with random weights (from their configs; no download):
     python3 bench/torch_frontend.py --model gpt2 --shape 1x128 --shape 8x512 --dtype bf16 --json out.json
 
 Models: gpt2 (GPT-2 small with its LM head), bert (BERT-base), llama (a 4-layer LLaMA of
-hidden 2048). Needs a GPU, torch and transformers; tilefuse on PYTHONPATH.
+hidden 2048), resnet50 (torchvision's), vit (timm's vit_base_patch16_224); a vision model's
+shape is its batch (a shape BxS takes B). Needs a GPU, torch and transformers (torchvision and
+timm for the vision models); tilefuse on PYTHONPATH.
 """
 import argparse
 import json
@@ -27,7 +29,11 @@ import time
 import warnings
 
 
+VISION = ("resnet50", "vit")
+
+
 def build_model(name, torch, transformers):
+    """The model in eval mode and its input's vocabulary (None for images)."""
     torch.manual_seed(0)
     if name == "gpt2":
         config = transformers.GPT2Config()
@@ -39,7 +45,21 @@ def build_model(name, torch, transformers):
         config = transformers.LlamaConfig(hidden_size=2048, intermediate_size=5632, num_hidden_layers=4,
                                           num_attention_heads=16, num_key_value_heads=4, vocab_size=32000)
         return transformers.LlamaForCausalLM(config), config.vocab_size
+    if name == "resnet50":
+        import torchvision
+        return torchvision.models.resnet50(weights=None), None
+    if name == "vit":
+        import timm
+        return timm.create_model("vit_base_patch16_224", pretrained=False), None
     raise SystemExit(f"unknown model {name}")
+
+
+def model_input(torch, name, shape, vocab, dtype, device="cuda"):
+    """Token ids of BATCHxSEQ for a language model; BATCH images of 224x224 for a vision model."""
+    if name in VISION:
+        return torch.randn(int(shape.split("x")[0]), 3, 224, 224, device=device, dtype=dtype)
+    batch, seq = (int(v) for v in shape.split("x"))
+    return torch.randint(0, vocab, (batch, seq), device=device)
 
 
 def first_output(result):
@@ -181,8 +201,8 @@ class FallbackLog(logging.Handler):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", action="append", default=[], help="gpt2, bert or llama (repeatable)")
-    parser.add_argument("--shape", action="append", default=[], help="BATCHxSEQ (repeatable; default 1x128 and 8x512)")
+    parser.add_argument("--model", action="append", default=[], help="gpt2, bert, llama, resnet50 or vit (repeatable)")
+    parser.add_argument("--shape", action="append", default=[], help="BATCHxSEQ, or BATCH for a vision model (repeatable; default 1x128 and 8x512: batches 1 and 8)")
     parser.add_argument("--dtype", default="bf16", choices=["bf16", "f32"])
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--max-autotune", action="store_true", help="also time torch.compile(mode='max-autotune') (minutes)")
@@ -205,11 +225,10 @@ def main():
         model, vocab = build_model(name, torch, transformers)
         model = model.to("cuda", dtype).eval()
         for shape in args.shape or ["1x128", "8x512"]:
-            batch, seq = (int(v) for v in shape.split("x"))
-            ids = torch.randint(0, vocab, (batch, seq), device="cuda")
-            row = {"model": name, "shape": shape, "dtype": args.dtype, "device": torch.cuda.get_device_name()}
+            ids = model_input(torch, name, shape, vocab, dtype)
+            row = {"model": name, "shape": "x".join(str(d) for d in ids.shape), "dtype": args.dtype, "device": torch.cuda.get_device_name()}
             with torch.no_grad():
-                eager = lambda x: model(x, use_cache=False) if name != "bert" else model(x)  # noqa: E731
+                eager = lambda x: model(x) if name in VISION + ("bert",) else model(x, use_cache=False)  # noqa: E731
                 expected = eager(ids)
                 row["eager_us"] = time_calls(torch, eager, ids, args.repeats)
                 for weights in args.weights or ["auto"]:

@@ -2,7 +2,7 @@
 # tilefuse's compile of GPT-2 small (bf16, transformers, random weights) through tilefuse.fx, a
 # process per compile sharing one cache folder: the first cold, the next ones as a second
 # process meets them (kernel cache, attention mask answers, compiled-model cache); then the
-# attention checks against the reference, and the torch.compile bench. On a machine with a GPU;
+# checks against the reference (attention by default), and the torch.compile bench. On a machine with a GPU;
 # carries build-gpu/bundle.tar.xz. Stages (STAGES, default "cross checks bench").
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -26,8 +26,9 @@ if has cross; then
   done | tee "$OUT/cross-process.txt"
 fi
 if has checks; then
-  echo "== attention checks"
-  ls -d tests/attention/*.onnxtxt bench/cases/check/attention*.onnxtxt tests/models/gpt2_2layer > "$OUT/jobs.txt"
+  echo "== checks against the reference"
+  # CHECKS: the models checked (default: the attention graphs and a GPT-2).
+  ls -d ${CHECKS:-tests/attention/*.onnxtxt bench/cases/check/attention*.onnxtxt tests/models/gpt2_2layer} > "$OUT/jobs.txt"
   export B
   TILEFUSE_CACHE_DIR=/tmp/tfc-chk xargs -P 8 -L 1 -a "$OUT/jobs.txt" sh -c \
     'if o=$(timeout 200 "$B/tilefuse" run "$1" --backend cuda --check --strict 2>&1); then echo "PASS $1"; else echo "FAIL $1"; echo "$o" | tail -5; fi' check \

@@ -166,7 +166,7 @@ def time_tilefuse(torch, eager, ids, expected, weights, log, args):
             torch._dynamo.reset()
             tilefuse.torch_backend._MODELS.clear()  # the process's own reuse of compiled graphs: not this measurement
             log.records.clear()
-            compiled = torch.compile(eager, backend="tilefuse", options={"weights": weights})
+            compiled = torch.compile(eager, backend="tilefuse", options={"weights": weights, **json.loads(args.options)})
             with warnings.catch_warnings(record=True) as caught, BackendTimes() as backend:
                 warnings.simplefilter("always")
                 row[f"tilefuse_first_call_{state}_s"], out = first_call(torch, compiled, ids)
@@ -210,6 +210,7 @@ def main():
     parser.add_argument("--weights", action="append", default=[],
                         help="the backend's weights option: auto (default), fold, inputs (repeatable: each timed)")
     parser.add_argument("--tilefuse-only", action="store_true", help="time tilefuse alone (no torch.compile peers)")
+    parser.add_argument("--options", default="{}", help='more torch.compile options for tilefuse, JSON (e.g. {"gemm": "template"})')
     parser.add_argument("--json", help="write every measurement here")
     args = parser.parse_args()
     import torch

@@ -237,3 +237,30 @@ def test_torch_compile_follows_pytorchs_tf32_setting(caplog):
             assert mode in modes and (mode == "gemm") == ("gemm template" not in modes), (precision, modes)
     finally:
         torch.set_float32_matmul_precision(before)
+
+
+def test_torch_compile_gemm_option_picks_how_products_run():
+    # options={"gemm": ...} as the CLI's --gemm: a bf16 linear layer with a residual runs as the
+    # GEMM template or as cuBLASLt plus an epilogue kernel, both matching eager.
+    torch = cuda_torch()
+    import tilefuse.torch_backend  # noqa: F401  (registers the backend)
+
+    class Residual(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(512, 512)
+
+        def forward(self, x):
+            return self.linear(x) + x
+
+    torch.manual_seed(0)
+    block = Residual().cuda().to(torch.bfloat16).eval()
+    x = torch.randn(4096, 512, device="cuda", dtype=torch.bfloat16)
+    with torch.no_grad():
+        want = block(x).float()
+        for gemm, mode in (("template", "gemm template"), ("library", "gemm")):
+            torch._dynamo.reset()
+            got = torch.compile(block, backend="tilefuse", options={"gemm": gemm})(x).float()
+            assert ((got - want).abs().max() / want.abs().max()).item() < 2e-2, gemm
+            modes = [m for graph in tilefuse.torch_backend.explain() for c in graph["compiled"] for m in c["kernel_modes"]]
+            assert mode in modes and (mode == "gemm") == ("gemm template" not in modes), (gemm, modes)

@@ -90,6 +90,16 @@ def test_the_weights_option_is_checked():
         torch.compile(Block(), backend="tilefuse", options={"weights": "sometimes"})(torch.randn(2, 32))
 
 
+def test_the_gemm_option_is_checked_and_taken_on_the_cpu():
+    # How the GPU runs products (test_cuda.py checks that it does); the CPU takes the option.
+    block, x = Block().eval(), torch.randn(3, 32)
+    with torch.no_grad():
+        compiled = torch.compile(block, backend="tilefuse", options={"gemm": "library"})
+        torch.testing.assert_close(compiled(x), block(x), rtol=1e-5, atol=1e-5)
+    with pytest.raises(Exception, match="gemm must be"):
+        torch.compile(Block(), backend="tilefuse", options={"gemm": "fastest"})(x)
+
+
 @pytest.mark.parametrize("name", ["gpt2_2layer", "llama_2layer", "bert_tiny", "resnet_tiny"])
 def test_zoo_models_with_weights_as_inputs_match_eager(name, logs):
     module, inputs = zoo_model(name)

@@ -28,7 +28,8 @@ torch.set_float32_matmul_precision("high") or "medium", exact f32 otherwise.
 Options (torch.compile(..., options={...})): backend ("auto", "cuda", "cpu", "reference"),
 tune, fuse, strict (as tilefuse.compile), backward ("pytorch", the default, or "tilefuse"), weights
 ("auto", the default: on the GPU as above, on the CPU every weight a constant, which oneDNN packs
-once; "fold": every weight a constant; "inputs": only those folding uses, on either). `tilefuse.torch_backend.explain()` says, per graph,
+once; "fold": every weight a constant; "inputs": only those folding uses, on either), gemm (how the
+GPU runs products, as the CLI's --gemm: "auto", the default, "template" or "library"). `tilefuse.torch_backend.explain()` says, per graph,
 what was compiled (the fusion plans) and what runs in PyTorch, and why.
 """
 
@@ -49,7 +50,7 @@ from ._model import _wrap
 logger = logging.getLogger("tilefuse")
 
 _DEFAULT_OPTIONS = {"backend": "auto", "tune": False, "fuse": True, "strict": False, "backward": "pytorch",
-                    "weights": "auto"}
+                    "weights": "auto", "gemm": "auto"}
 _CACHE_SIZE = 8  # compiled shapes kept per graph (least recently used dropped)
 
 
@@ -72,6 +73,8 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], op
     settings.update(options or {})
     if settings["backward"] not in ("pytorch", "tilefuse"):
         raise ValueError(f"tilefuse backend: backward must be 'pytorch' or 'tilefuse', not {settings['backward']!r}")
+    if settings["gemm"] not in ("auto", "template", "library"):
+        raise ValueError(f"tilefuse backend: gemm must be 'auto', 'template' or 'library', not {settings['gemm']!r}")
     if settings["weights"] not in ("auto", "fold", "inputs"):
         raise ValueError(f"tilefuse backend: weights must be 'auto', 'fold' or 'inputs', not {settings['weights']!r}")
     weights = {i for i, a in enumerate(example_inputs) if _is_weight(gm, i, a)}
@@ -260,7 +263,7 @@ class _Specialization:
         inputs = self.inputs_of(args)
         device = next((a.get_device() for a in inputs if a.is_cuda), 0)
         graph = _tilefuse.compile_graph(translation.graph, settings["backend"], settings["tune"], settings["fuse"],
-                                        device, settings["strict"], "", _matmul_precision())
+                                        device, settings["strict"], "", _matmul_precision(), gemm=settings["gemm"])
         self.model = _wrap(graph, "a torch.compile graph")
         self.input_shapes = [tuple(t.shape) for t in inputs]
         # The call's own inputs, for the log (weights read as inputs are many, and counted).

@@ -264,3 +264,24 @@ def test_torch_compile_gemm_option_picks_how_products_run():
             assert ((got - want).abs().max() / want.abs().max()).item() < 2e-2, gemm
             modes = [m for graph in tilefuse.torch_backend.explain() for c in graph["compiled"] for m in c["kernel_modes"]]
             assert mode in modes and (mode == "gemm") == ("gemm template" not in modes), (gemm, modes)
+
+
+def test_a_bert_style_attention_runs_whole_on_the_attention_template():
+    # bf16 attention with an f32 additive mask (transformers' BERT): PyTorch's tracing would
+    # write it out as f32 math; kept whole (tilefuse.fx.whole_attention) it is one template kernel.
+    torch = cuda_torch()
+    import tilefuse.torch_backend  # noqa: F401  (registers the backend)
+    import torch.nn.functional as F
+
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 12, 128, 64, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    mask = torch.zeros(2, 1, 128, 128, device="cuda")
+    mask[0, :, :, 100:] = float("-inf")
+    attention = lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m)  # noqa: E731
+    torch._dynamo.reset()
+    with torch.no_grad():
+        got = torch.compile(attention, backend="tilefuse")(q, k, v, mask).float()
+        want = attention(q.float(), k.float(), v.float(), mask)
+    assert ((got - want).abs().max() / want.abs().max()).item() < 2e-2
+    modes = [m for graph in tilefuse.torch_backend.explain() for c in graph["compiled"] for m in c["kernel_modes"]]
+    assert modes == ["attention template"], modes

@@ -700,8 +700,14 @@ def test_pooling_with_partial_windows_and_divisors(check, gen):
     check(pools, uniform(gen, 1, 2, 6, 6), uniform(gen, 2, 3, 8), uniform(gen, 1, 2, 4, 4, 4))
 
 
+@pytest.mark.parametrize("whole", [False, True], ids=["as_traced", "kept_whole"])
 @pytest.mark.parametrize("dtype", FLOATS)
-def test_scaled_dot_product_attention(check, gen, dtype):
+def test_scaled_dot_product_attention(check, gen, dtype, whole, monkeypatch):
+    # kept_whole: each call as tilefuse::attention (tilefuse.fx.whole_attention, on for CUDA
+    # tensors; here for the CPU's), as_traced: the CPU flash kernel PyTorch's tracing picks.
+    from tilefuse.fx import whole_attention
+    monkeypatch.setattr(whole_attention, "WHOLE_ON", {"cpu"} if whole else set())
+
     def attentions(q, k, v, k_long, v_long, mask, visible, k_grouped, v_grouped, padding):
         sdpa = F.scaled_dot_product_attention
         return {"plain": sdpa(q, k, v), "causal": sdpa(q, k, v, is_causal=True),
@@ -711,7 +717,8 @@ def test_scaled_dot_product_attention(check, gen, dtype):
                 "grouped_query": sdpa(q, k_grouped, v_grouped, enable_gqa=True),
                 "wider_values": sdpa(q, k_long, torch.cat([v_long, v_long * 2], -1)),
                 "decode_causal": sdpa(q[:, :, -1:], k_long, v_long, is_causal=True),  # aligned top-left: key 0 only
-                "padding_mask": sdpa(q, k_long, v_long, attn_mask=padding)}
+                "padding_mask": sdpa(q, k_long, v_long, attn_mask=padding),
+                "f32_padding_mask": sdpa(q, k_long, v_long, attn_mask=padding.float())}  # as BERT's on half inputs
 
     b, h, length, keys, d = 2, 4, 5, 7, 8
     q, k, v = (uniform(gen, b, h, length, d, dtype=dtype) for _ in range(3))

@@ -51,7 +51,10 @@ def test_the_builder_s_first_error_names_where_it_happened():
         bad.build()
 
 
-def test_compile_stages_and_a_profile_say_where_the_time_goes():
+def test_compile_stages_and_a_profile_say_where_the_time_goes(tmp_path, monkeypatch):
+    # An empty cache folder: a graph compiled before (an earlier run of this test) would come
+    # from the compiled-model cache, its passes not run.
+    monkeypatch.setenv("TILEFUSE_CACHE_DIR", str(tmp_path))
     b, rng = layer_graph()
     model = _wrap(_tilefuse.compile_graph(b.build(), "cpu", False, True, 0), "a built graph")
     stages = model.compile_stages_ms

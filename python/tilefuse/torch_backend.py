@@ -79,6 +79,9 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], op
         raise ValueError(f"tilefuse backend: weights must be 'auto', 'fold' or 'inputs', not {settings['weights']!r}")
     weights = {i for i, a in enumerate(example_inputs) if _is_weight(gm, i, a)}
     logged: Set[str] = set()
+    from .fx.whole_attention import keep_attention_whole
+
+    keep_attention_whole(gm)  # before AOTAutograd would write a GPU attention out as its math path
 
     def forward_compiler(aten_gm: torch.fx.GraphModule, aten_inputs: Sequence[Any]) -> Callable:
         # AOTAutograd passes Dynamo's arguments in Dynamo's order; anything else (effect

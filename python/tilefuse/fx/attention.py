@@ -61,7 +61,12 @@ def _scores(ctx: Context, q: Value, k: Value, mask: Optional[Value], is_causal: 
         if ctx.dtype_of(mask) == "bool":
             scores = ctx.pointwise("where", [mask, scores, ctx.scalar(-math.inf, dtype)])
         else:
-            scores = ctx.pointwise("add", [scores, ctx.cast(mask, dtype)])
+            # Broadcast before the cast: a cast of the scores' size is one more per-score op of
+            # the attention group, where a cast of the smaller mask would be a kernel of its own
+            # that the attention matcher stops at (an f32 mask on half scores, as BERT's).
+            if ctx.dtype_of(mask) != dtype:
+                mask = ctx.cast(ctx.broadcast_to(mask, ctx.shape_of(scores)), dtype)
+            scores = ctx.pointwise("add", [scores, mask])
     return scores
 
 
@@ -90,6 +95,14 @@ def _repeat_heads(ctx: Context, t: Value, group: int) -> Value:
 def sdpa(ctx: Context, q: Value, k: Value, v: Value, attn_mask: Optional[Value] = None, dropout_p: float = 0.0,
          is_causal: bool = False, scale: Optional[float] = None, enable_gqa: bool = False) -> Value:
     return attention(ctx, q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+
+
+@handles("tilefuse.attention.default")
+def whole_attention(ctx: Context, q: Value, k: Value, v: Value, attn_mask: Optional[Value], dropout_p: float, is_causal: bool,
+                    scale: Optional[float], enable_gqa: bool) -> Value:
+    # F.scaled_dot_product_attention kept whole (tilefuse.fx.whole_attention). PyTorch's math
+    # path, which such a call may take, gives 0 for a query whose keys are all masked.
+    return attention(ctx, q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa, masked_rows_zero=True)
 
 
 # The kernels the dispatcher picks return (output, logsumexp, ...). The CPU kernel's logsumexp

@@ -25,6 +25,20 @@ def compile_for_cuda(path, **options):
         raise
 
 
+def residual_linear(torch):
+    """A linear layer of 512 features with a residual: one GEMM group with its epilogue."""
+
+    class Residual(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(512, 512)
+
+        def forward(self, x):
+            return self.linear(x) + x
+
+    return Residual()
+
+
 def cuda_torch():
     torch = pytest.importorskip("torch", reason="torch is not installed in this Python")
     if not torch.cuda.is_available():
@@ -211,16 +225,8 @@ def test_torch_compile_follows_pytorchs_tf32_setting(caplog):
     torch = cuda_torch()
     import tilefuse.torch_backend  # noqa: F401  (registers the backend)
 
-    class Residual(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.linear = torch.nn.Linear(512, 512)
-
-        def forward(self, x):
-            return self.linear(x) + x
-
     torch.manual_seed(0)
-    block = Residual().cuda().eval()
+    block = residual_linear(torch).cuda().eval()
     x = torch.randn(4096, 512, device="cuda")
     before = torch.get_float32_matmul_precision()
     try:
@@ -245,16 +251,8 @@ def test_torch_compile_gemm_option_picks_how_products_run():
     torch = cuda_torch()
     import tilefuse.torch_backend  # noqa: F401  (registers the backend)
 
-    class Residual(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.linear = torch.nn.Linear(512, 512)
-
-        def forward(self, x):
-            return self.linear(x) + x
-
     torch.manual_seed(0)
-    block = Residual().cuda().to(torch.bfloat16).eval()
+    block = residual_linear(torch).cuda().to(torch.bfloat16).eval()
     x = torch.randn(4096, 512, device="cuda", dtype=torch.bfloat16)
     with torch.no_grad():
         want = block(x).float()

@@ -193,8 +193,12 @@ StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::FromPassedGraph(Graph pa
 StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::FromGraph(Graph graph, const ModelOptions& options) {
   const Clock::time_point start = Clock::now();
   RETURN_IF_ERROR(CheckOptions(options));
-  const bool cuda_present = options.backend == "auto" && CudaDevice::Get(options.device).ok();
-  const std::optional<CompiledModelKey> key = KeyOfCompile(graph, options, cuda_present);
+  // The GPU the compile plans for, if any: a plan for an H100's cost model and SMs is not an H200's.
+  std::string gpu;
+  if (options.backend == "auto" || options.backend == "cuda")
+    if (StatusOr<CudaDevice*> device = CudaDevice::Get(options.device); device.ok())
+      gpu = fmt::format("{}, {} SMs", (*device)->name(), (*device)->sm_count());
+  const std::optional<CompiledModelKey> key = KeyOfCompile(graph, options, gpu);
   if (std::optional<CachedCompile> cached = key ? LoadCompiledModel(*key) : std::nullopt) {
     const double cache_ms = MillisecondsSince(start);
     Graph passed = std::move(cached->passed);

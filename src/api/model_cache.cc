@@ -55,14 +55,14 @@ std::optional<KernelCache> OpenCache(const std::string& directory) {
 
 }  // namespace
 
-std::optional<CompiledModelKey> KeyOfCompile(const Graph& graph, const ModelOptions& options, bool cuda_present) {
+std::optional<CompiledModelKey> KeyOfCompile(const Graph& graph, const ModelOptions& options, const std::string& gpu) {
   if (options.tune || !options.dump_dir.empty() || options.backend == "reference") return std::nullopt;
   if (ConstantBytes(graph) > kMaxCachedConstantBytes) return std::nullopt;
   // Everything in the options that shapes the passes, the plan or the kernels; not where the
   // cache is, the GPU's ordinal, background compiles, poisoning or run-time fallbacks.
-  const std::string words = fmt::format("backend {} cuda {} fuse {} precision {} gemm {} attention {} form {} cluster {} depthwise {} "
+  const std::string words = fmt::format("backend {} gpu '{}' fuse {} precision {} gemm {} attention {} form {} cluster {} depthwise {} "
                                         "stand-ins {} strict {}",
-                                        options.backend, cuda_present, options.fuse, options.precision, options.gemm,
+                                        options.backend, gpu, options.fuse, options.precision, options.gemm,
                                         options.attention, options.gemm_form, options.gemm_cluster, options.depthwise,
                                         options.stand_ins_only, options.strict);
   const std::string serialized = SerializeGraph(graph);

@@ -35,8 +35,9 @@ struct CompiledModelKey {
 };
 
 // The key of a compile of `graph` with `options`, or nullopt when such a compile is not cached.
-// `cuda_present`: whether auto would compile for the GPU (the passes differ).
-std::optional<CompiledModelKey> KeyOfCompile(const Graph& graph, const ModelOptions& options, bool cuda_present);
+// `gpu`: the GPU the compile would plan for (its name and SMs: the cost model and the tiles
+// depend on them), empty where it would compile for none (auto's passes differ too).
+std::optional<CompiledModelKey> KeyOfCompile(const Graph& graph, const ModelOptions& options, const std::string& gpu);
 // The entry, or nullopt (none, or a damaged one, which is discarded with a warning).
 std::optional<CachedCompile> LoadCompiledModel(const CompiledModelKey& key);
 void StoreCompiledModel(const CompiledModelKey& key, const Graph& passed, const std::string& backend, const FusionPlan& plan);

@@ -84,7 +84,7 @@ TEST_F(ModelCacheTest, ASecondCompileReusesThePassesAndThePlan) {
 TEST_F(ModelCacheTest, OtherConstantsAreAnotherGraph) {
   StatusOr<ImportedModel> imported = LoadModel(Example("layernorm_manual.onnxtxt"));
   ASSERT_TRUE(imported.ok());
-  std::optional<CompiledModelKey> key = KeyOfCompile(imported->graph, options_, false);
+  std::optional<CompiledModelKey> key = KeyOfCompile(imported->graph, options_, "");
   ASSERT_TRUE(key);
   // The same graph with one constant's bytes changed.
   Graph changed;
@@ -102,19 +102,22 @@ TEST_F(ModelCacheTest, OtherConstantsAreAnotherGraph) {
   }
   for (const Graph::Output& o : imported->graph.outputs()) changed.AddOutput(o.node, o.name);
   ASSERT_TRUE(done);
-  std::optional<CompiledModelKey> other = KeyOfCompile(changed, options_, false);
+  std::optional<CompiledModelKey> other = KeyOfCompile(changed, options_, "");
   ASSERT_TRUE(other);
   EXPECT_NE(key->key, other->key);
   ModelOptions tuned = options_;
   tuned.tune = true;
-  EXPECT_FALSE(KeyOfCompile(imported->graph, tuned, false)) << "a tuned compile measures: not cached";
+  EXPECT_FALSE(KeyOfCompile(imported->graph, tuned, "")) << "a tuned compile measures: not cached";
+  // A plan for one GPU is not another's (the cost model and the tiles follow its SMs).
+  EXPECT_NE(KeyOfCompile(imported->graph, options_, "NVIDIA H100 80GB HBM3, 132 SMs")->key,
+            KeyOfCompile(imported->graph, options_, "NVIDIA H200, 132 SMs")->key);
 }
 
 TEST_F(ModelCacheTest, ADamagedEntryIsAMissAndTheModelIsCompiledAgain) {
   EXPECT_FALSE(CompileAndCheck("layernorm_manual.onnxtxt", options_));
   StatusOr<ImportedModel> imported = LoadModel(Example("layernorm_manual.onnxtxt"));
   ASSERT_TRUE(imported.ok());
-  std::optional<CompiledModelKey> key = KeyOfCompile(imported->graph, options_, false);
+  std::optional<CompiledModelKey> key = KeyOfCompile(imported->graph, options_, "");
   ASSERT_TRUE(key);
   // Entries a wrong writer could leave, whole as far as the kernel cache's integrity record
   // goes: the parse must refuse them (and the cache discard them), not a hash.

@@ -113,6 +113,22 @@ TEST_F(ModelCacheTest, OtherConstantsAreAnotherGraph) {
             KeyOfCompile(imported->graph, options_, "NVIDIA H200, 132 SMs")->key);
 }
 
+TEST_F(ModelCacheTest, AnEntryKeepsWhatTheBackendSaidOfItsPlan) {
+  StatusOr<ImportedModel> imported = LoadModel(Example("softmax_manual.onnxtxt"));
+  ASSERT_TRUE(imported.ok());
+  std::optional<CompiledModelKey> key = KeyOfCompile(imported->graph, options_, "");
+  ASSERT_TRUE(key);
+  StatusOr<FusionPlan> plan = PlanFusion(imported->graph, PlannerOptions{});
+  ASSERT_TRUE(plan.ok());
+  plan->backend_notes = {"attention at %7 split into its parts: head dims 96 and 96"};
+  StoreCompiledModel(*key, imported->graph, "cuda", *plan);
+  std::optional<CachedCompile> cached = LoadCompiledModel(*key);
+  ASSERT_TRUE(cached);
+  EXPECT_EQ(cached->backend, "cuda");
+  EXPECT_EQ(cached->plan.backend_notes, plan->backend_notes);
+  EXPECT_EQ(cached->plan.groups.size(), plan->groups.size());
+}
+
 TEST_F(ModelCacheTest, ADamagedEntryIsAMissAndTheModelIsCompiledAgain) {
   EXPECT_FALSE(CompileAndCheck("layernorm_manual.onnxtxt", options_));
   StatusOr<ImportedModel> imported = LoadModel(Example("layernorm_manual.onnxtxt"));

@@ -37,7 +37,7 @@ StatusOr<PlannedGraph> PlanStage(Backend& backend, const Graph& graph, const Com
     if (options.plan_override->group_of.size() != static_cast<size_t>(graph.num_nodes()))
       return InvalidArgument("the plan to compile was made for another graph");
     RETURN_IF_ERROR(VerifyPlan(graph, *options.plan_override));
-    return PlannedGraph{*options.plan_override, {}};
+    return PlannedGraph{*options.plan_override, options.plan_override->backend_notes};
   }
   PlannerOptions planner;
   planner.fuse = options.fuse;

@@ -22,6 +22,7 @@ std::string SerializePlan(const FusionPlan& plan) {
               {"group_of", plan.group_of},
               {"rejected", std::move(rejected)},
               {"missed_attention", plan.missed_attention},
+              {"backend_notes", plan.backend_notes},
               {"unfused_kernels", plan.unfused_kernels},
               {"predicted_us", plan.predicted_us},
               {"unfused_predicted_us", plan.unfused_predicted_us}}
@@ -51,6 +52,7 @@ StatusOr<FusionPlan> DeserializePlan(std::string_view text) {
     plan.group_of = j.at("group_of").get<std::vector<int>>();
     for (const json& r : j.at("rejected")) plan.rejected.push_back({r.at(0).get<int>(), r.at(1).get<int>(), r.at(2).get<std::string>()});
     plan.missed_attention = j.at("missed_attention").get<std::vector<std::string>>();
+    plan.backend_notes = j.at("backend_notes").get<std::vector<std::string>>();
     plan.unfused_kernels = j.at("unfused_kernels").get<int>();
     plan.predicted_us = j.at("predicted_us").get<double>();
     plan.unfused_predicted_us = j.at("unfused_predicted_us").get<double>();

@@ -165,12 +165,14 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
     // The width whose tiles end soonest: the persistent grid's rounds (every SM a tile a
     // round) times a tile's columns, a column a little dearer in a narrower tile (its A tile
     // is loaded for fewer columns) and the padding past N counted as work. The tiles of a
-    // round end together, so a last round of a few tiles costs a whole one: GPT-2's products
-    // at 4096 rows ran 0.55-0.65x cuBLAS's (H200, 2026-11-30: QKV 4096x2304x768 with 288 tiles
-    // of 128x256 in 3 rounds where cuBLAS's 192x128 take 3 rounds of smaller tiles; N = 768 in
-    // 192 tiles of 128x128, 2 rounds, where 128 of 128x192 take one). A vocabulary of 50257
-    // keeps 256 (the wider tiles won there by far: 4096x768x50257 665 against 957 µs with
-    // 128-column tiles), and N = 384 (ConvNeXt) takes 192 (no padding).
+    // round end together, so a last round of a few tiles costs a whole one: GPT-2's QKV
+    // (4096x2304x768) took 288 tiles of 128x256 in 3 rounds where 384 of 128x192 take 3 rounds
+    // of smaller tiles, and its N = 768 products 192 tiles of 128x128 in 2 rounds where 128 of
+    // 128x192 take one. H200, 2026-11-30: GPT-2 8x512 3021 -> 2865 µs, ViT-B b32 3703 -> 3485;
+    // the four GPT-2 products alone then at cuBLAS's speed (26.1 / 14.8 / 35.7 / 33.8 µs with
+    // their epilogues against addmm's 26.7 / 15.8 / 32.6 / 28.2). A vocabulary of 50257 keeps
+    // 256 (the wider tiles won there by far: 4096x768x50257 665 against 957 µs with 128-column
+    // tiles); N = 384 at ConvNeXt's 100k rows takes 192 (no padding).
     double best = std::numeric_limits<double>::infinity();
     for (int n : {256, 192, 128, 64}) {
       if ((n > 64 && g.n < n) || ConsumerRows(c) * n > 64 * 256) continue;

@@ -44,6 +44,7 @@ StatusOr<PlannedGraph> PlanStage(Backend& backend, const Graph& graph, const Com
   planner.disabled_kinds = options.disabled_kinds;
   planner.target = &backend.capabilities();
   ASSIGN_OR_RETURN(PlannedGraph planned, backend.Plan(graph, planner));
+  planned.plan.backend_notes = planned.notes;  // kept with the plan: a compile reusing it says the same
   Status verified = VerifyPlan(graph, planned.plan);
   if (!verified.ok()) return Internal(fmt::format("the {} backend's plan fails verification: {}", backend.name(), verified.message()));
   return planned;

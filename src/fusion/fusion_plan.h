@@ -49,8 +49,8 @@ struct FusionPlan {
   std::vector<RejectedMerge> rejected;
   // Matmuls reading a softmax that were not matched as attention: "matmul %41: <why>".
   std::vector<std::string> missed_attention;
-  // What the backend said of the plan it compiles (the GPU's attention groups split into their
-  // parts, and why): kept with the plan, so a compile reusing it says the same.
+  // What the backend said of the plan it compiles (attention groups it split into their parts,
+  // and why; PlannedGraph::notes): kept with the plan, so a compile reusing it says the same.
   std::vector<std::string> backend_notes;
   int unfused_kernels = 0;             // kernels with every op on its own (views folded)
   double predicted_us = 0;

@@ -287,7 +287,6 @@ StatusOr<PlannedGraph> CudaBackend::Plan(const Graph& graph, PlannerOptions opti
   // The cost model of the GPU it runs on (H200s have more bandwidth and L2 than H100s).
   options.device = device_ && device_->name().find("H200") != std::string::npos ? "h200" : "h100-sxm";
   ASSIGN_OR_RETURN(CudaPlan planned, PlanFusionForCuda(graph, options, target_));
-  planned.plan.backend_notes = planned.split_attention;
   return PlannedGraph{std::move(planned.plan), std::move(planned.split_attention)};
 }
 

@@ -20,11 +20,13 @@ namespace {
 bool IsIdentifierChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
 
 // `text` with every whole identifier `from` replaced by `to` (tf_group1_x stays when
-// replacing tf_group1).
-std::string ReplaceIdentifier(std::string text, const std::string& from, const std::string& to) {
+// replacing tf_group1); with `prefixed`, also the identifiers `from` begins followed by '_'
+// (tf_group1_x becomes to_x).
+std::string ReplaceIdentifier(std::string text, const std::string& from, const std::string& to, bool prefixed = false) {
   for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at)) {
     const size_t end = at + from.size();
-    if ((at > 0 && IsIdentifierChar(text[at - 1])) || (end < text.size() && IsIdentifierChar(text[end]))) {
+    const bool longer = end < text.size() && IsIdentifierChar(text[end]) && !(prefixed && text[end] == '_');
+    if ((at > 0 && IsIdentifierChar(text[at - 1])) || longer) {
       at = end;
       continue;
     }
@@ -37,22 +39,8 @@ std::string ReplaceIdentifier(std::string text, const std::string& from, const s
 // `function` with the kernel's name and the names it prefixes (its own tables and helpers:
 // "tf_group2_attention_query_block_order") given `to` in its place. Two layers' identical
 // kernels differ in nothing else, so they share a unit.
-std::string RenameKernel(std::string function, const std::string& name, const std::string& to) {
-  const std::string prefix = name + "_";
-  for (size_t at = function.find(name); at != std::string::npos; at = function.find(name, at)) {
-    size_t end = at + name.size();
-    if (at > 0 && IsIdentifierChar(function[at - 1])) {
-      at = end;
-      continue;
-    }
-    if (end < function.size() && IsIdentifierChar(function[end]) && function.compare(at, prefix.size(), prefix) != 0) {
-      at = end;
-      continue;
-    }
-    function.replace(at, name.size(), to);
-    at += to.size();
-  }
-  return function;
+std::string RenameKernel(const std::string& function, const std::string& name, const std::string& to) {
+  return ReplaceIdentifier(function, name, to, /*prefixed=*/true);
 }
 
 // What the kernel is, from its name ("g2_tf_group7_gemm_prologue1_variant3" ->

@@ -225,11 +225,16 @@ Status PlaceOnDevice(CudaExecutable::State& state, bool any_gemm) {
   }
   s->caller_nodes = g.inputs();
   for (const Graph::Output& o : g.outputs()) s->caller_nodes.push_back(o.node);
-  std::vector<int> sorted_nodes = s->caller_nodes;
-  std::sort(sorted_nodes.begin(), sorted_nodes.end());
-  s->caller_in_place = std::adjacent_find(sorted_nodes.begin(), sorted_nodes.end()) == sorted_nodes.end() &&
-                       std::none_of(g.outputs().begin(), g.outputs().end(),
-                                    [&](const Graph::Output& o) { return g.node(o.node).op == OpCode::kConstant; });
+  s->caller_copies.clear();
+  std::map<int, size_t> first_pointer;  // node -> its first index among caller_nodes
+  for (size_t i = 0; i < s->caller_nodes.size(); ++i) {
+    const int node = s->caller_nodes[i];
+    const bool output = i >= g.inputs().size();
+    const bool unwritten = s->inlined[node] || g.node(node).op == OpCode::kConstant;
+    auto [it, first] = first_pointer.emplace(node, i);
+    if (output && !first) s->caller_copies.push_back({i, static_cast<int>(it->second)});
+    else if (output && unwritten) s->caller_copies.push_back({i, -1});
+  }
   s->own_pointers.clear();
   for (int node : s->caller_nodes) s->own_pointers.push_back(s->address[node]);
   if (!s->has_host_steps) {

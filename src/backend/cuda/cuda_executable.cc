@@ -21,13 +21,13 @@
 #include "codegen/cuda/cuda_gemm_emitter.h"
 #include "codegen/gemm_split.h"
 #include "runtime/measure.h"
+#include "support/check.h"
 #include "support/env_switch.h"
 
 namespace tilefuse {
 
 
-Status CudaExecutable::State::Launch(const CudaLaunchable& k, const std::vector<CUdeviceptr>& at) const {
-  CUstream stream = device->stream();
+Status CudaExecutable::State::Launch(const CudaLaunchable& k, const std::vector<CUdeviceptr>& at, CUstream stream) const {
   if (poison)
     for (int out : k.outputs) RETURN_IF_ERROR(device->Check(api().cuMemsetD8Async(at[out], 0xFF, Bytes(out), stream), "poisoning " + k.source.name));
   // A block per unit of work for the loop kernels (they also stride, for grids past the
@@ -39,7 +39,7 @@ Status CudaExecutable::State::Launch(const CudaLaunchable& k, const std::vector<
 
 // The product of group `p` through cuBLASLt, with the epilogue cuBLASLt fuses when it has
 // one (then it writes the group's output in place of the product).
-Status CudaExecutable::State::Matmul(const CudaGroupProgram& program, const std::vector<CUdeviceptr>& at) const {
+Status CudaExecutable::State::Matmul(const CudaGroupProgram& program, const std::vector<CUdeviceptr>& at, CUstream stream) const {
   const int matmul = program.matmul;
   const int written = program.lt_output >= 0 ? program.lt_output : matmul;
   const Node& mm = graph.node(matmul);
@@ -57,8 +57,8 @@ Status CudaExecutable::State::Matmul(const CudaGroupProgram& program, const std:
   // over K = 0 is zeros (all-zero bits in every float dtype).
   if (NumElements(out) == 0) return Status::Ok();
   if (p.k == 0)  // (no cuBLASLt epilogue then: LibraryEpilogueFor refuses empty products)
-    return device->Check(api().cuMemsetD8Async(at[matmul], 0, Bytes(matmul), device->stream()), "zeroing an empty-K matmul");
-  if (poison) RETURN_IF_ERROR(device->Check(api().cuMemsetD8Async(at[written], 0xFF, Bytes(written), device->stream()), "poisoning matmul"));
+    return device->Check(api().cuMemsetD8Async(at[matmul], 0, Bytes(matmul), stream), "zeroing an empty-K matmul");
+  if (poison) RETURN_IF_ERROR(device->Check(api().cuMemsetD8Async(at[written], 0xFF, Bytes(written), stream), "poisoning matmul"));
   // Batch offsets (in matrices) with broadcasting; one strided call when they are a
   // progression, else one call per batch entry.
   auto offset = [&](const Shape& operand, int64_t batch) { return MatmulBatchOffset(out, operand, batch); };
@@ -83,11 +83,11 @@ Status CudaExecutable::State::Matmul(const CudaGroupProgram& program, const std:
     p.batch_stride_a = step_a * p.m * p.k;
     p.batch_stride_b = step_b * p.k * p.n;
     p.batch_stride_d = p.m * p.n;
-    return lt->Run(p, at[mm.inputs[0]], at[mm.inputs[1]], at[written], bias, workspace.get(), kCublasLtWorkspaceBytes, device->stream());
+    return lt->Run(p, at[mm.inputs[0]], at[mm.inputs[1]], at[written], bias, workspace.get(), kCublasLtWorkspaceBytes, stream);
   }
   for (int64_t b = 0; b < batches; ++b)
     RETURN_IF_ERROR(lt->Run(p, at[mm.inputs[0]] + offset(sa, b) * p.m * p.k * esize, at[mm.inputs[1]] + offset(sb, b) * p.k * p.n * esize,
-                            at[written] + b * p.m * p.n * esize, bias, workspace.get(), kCublasLtWorkspaceBytes, device->stream()));
+                            at[written] + b * p.m * p.n * esize, bias, workspace.get(), kCublasLtWorkspaceBytes, stream));
   return Status::Ok();
 }
 
@@ -151,29 +151,30 @@ void CudaExecutable::State::HeadStart() const {
   for (int i = 0; i < 12; ++i) api().cuMemsetD8Async(head_start.get(), 0, kBytes, device->stream());
 }
 
-Status CudaExecutable::State::Enqueue(const std::vector<CUdeviceptr>& at, std::vector<KernelTiming>* timings) const {
+Status CudaExecutable::State::Enqueue(const std::vector<CUdeviceptr>& at, std::vector<KernelTiming>* timings, CUstream stream) const {
+  TF_CHECK_MSG(timings == nullptr || stream == device->stream(), "timed steps run on tilefuse's stream");
   if (timings) HeadStart();
   std::vector<CudaEvent> events;  // released on every return
   auto mark = [&]() -> Status {
     if (!timings) return Status::Ok();
     ASSIGN_OR_RETURN(CudaEvent e, CreateCudaEvent(*device));
     events.push_back(std::move(e));
-    return device->Check(api().cuEventRecord(events.back().get(), device->stream()), "cuEventRecord");
+    return device->Check(api().cuEventRecord(events.back().get(), stream), "cuEventRecord");
   };
   RETURN_IF_ERROR(mark());
   for (const CudaGroupProgram& p : program.groups) {
     switch (p.mode) {
-      case CudaGroupProgram::Mode::kGenerated: RETURN_IF_ERROR(Launch(*p.kernel, at)); break;
+      case CudaGroupProgram::Mode::kGenerated: RETURN_IF_ERROR(Launch(*p.kernel, at, stream)); break;
       case CudaGroupProgram::Mode::kGemm:
-        for (const CudaLaunchable& k : p.prologue) RETURN_IF_ERROR(Launch(k, at));
-        RETURN_IF_ERROR(Matmul(p, at));
-        if (p.kernel) RETURN_IF_ERROR(Launch(*p.kernel, at));
+        for (const CudaLaunchable& k : p.prologue) RETURN_IF_ERROR(Launch(k, at, stream));
+        RETURN_IF_ERROR(Matmul(p, at, stream));
+        if (p.kernel) RETURN_IF_ERROR(Launch(*p.kernel, at, stream));
         break;
       case CudaGroupProgram::Mode::kGemmTemplate:
-        for (const CudaLaunchable& k : p.prologue) RETURN_IF_ERROR(Launch(k, at));
-        RETURN_IF_ERROR(Launch(*p.kernel, at));
+        for (const CudaLaunchable& k : p.prologue) RETURN_IF_ERROR(Launch(k, at, stream));
+        RETURN_IF_ERROR(Launch(*p.kernel, at, stream));
         break;
-      case CudaGroupProgram::Mode::kAttentionTemplate: RETURN_IF_ERROR(Launch(*p.kernel, at)); break;
+      case CudaGroupProgram::Mode::kAttentionTemplate: RETURN_IF_ERROR(Launch(*p.kernel, at, stream)); break;
       case CudaGroupProgram::Mode::kHost: RETURN_IF_ERROR(RunHostGroup(p, at)); break;
     }
     RETURN_IF_ERROR(mark());
@@ -193,7 +194,7 @@ Status CudaExecutable::State::Enqueue(const std::vector<CUdeviceptr>& at, std::v
 StatusOr<CudaGraphExec> CudaExecutable::State::Capture(const std::vector<CUdeviceptr>& at) const {
   CUstream stream = device->stream();
   RETURN_IF_ERROR(device->Check(api().cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture"));
-  Status enqueued = Enqueue(at, nullptr);
+  Status enqueued = Enqueue(at, nullptr, stream);
   CUgraph g = nullptr;
   CUresult ended = api().cuStreamEndCapture(stream, &g);
   CUgraphExec exec = nullptr;
@@ -384,8 +385,8 @@ StatusOr<std::vector<VariantResult>> TimeVariants(CudaExecutable::State& s, cons
     // Warm-up, then the launches timed queued ahead of the GPU: a template's launch encodes
     // its tensor maps on the host first, which a launch timed on an idle stream would count.
     auto timed = [&]() -> StatusOr<std::vector<double>> {
-      for (int rep = 0; rep < warmup; ++rep) RETURN_IF_ERROR(s.Launch(variants[i], tables[rep % rotations]));
-      return TimeQueuedCalls(*s.device, n, [&](int rep) { return s.Launch(variants[i], tables[(warmup + rep) % rotations]); });
+      for (int rep = 0; rep < warmup; ++rep) RETURN_IF_ERROR(s.Launch(variants[i], tables[rep % rotations], s.device->stream()));
+      return TimeQueuedCalls(*s.device, n, [&](int rep) { return s.Launch(variants[i], tables[(warmup + rep) % rotations], s.device->stream()); });
     };
     StatusOr<std::vector<double>> us = timed();
     s.poison = poison;
@@ -483,7 +484,7 @@ StatusOr<std::vector<Tensor>> CudaExecutable::Run(const std::vector<Tensor>& inp
     std::vector<uint64_t> own_outputs(s.own_pointers.begin() + g.inputs().size(), s.own_pointers.end());
     RETURN_IF_ERROR(RunOnDevice(own, own_outputs, reinterpret_cast<uint64_t>(s.device->stream())));
   } else {
-    RETURN_IF_ERROR(s.Enqueue(s.address, timings));
+    RETURN_IF_ERROR(s.Enqueue(s.address, timings, s.device->stream()));
   }
   RETURN_IF_ERROR(s.device->Check(api.cuStreamSynchronize(s.device->stream()), "running the graph on the GPU"));
   std::vector<Tensor> outputs;
@@ -508,6 +509,42 @@ std::string HostStepReason(const CudaProgram& program) {
 
 }  // namespace
 
+// The steps on the caller's pointers `key` (inputs, then outputs; caller_nodes' order), each
+// node at its first pointer: a graph captured on them when they were seen before, else the
+// kernels launched one by one.
+Status CudaExecutable::State::RunInPlace(const std::vector<uint64_t>& key, CUstream on) {
+  auto cached = std::find_if(caller_graphs.begin(), caller_graphs.end(), [&](const auto& e) { return e.first == key; });
+  if (cached != caller_graphs.end()) return device->Check(api().cuGraphLaunch(cached->second.get(), on), "cuGraphLaunch");
+  std::vector<CUdeviceptr> at = address;
+  std::vector<bool> bound(graph.num_nodes(), false);
+  for (size_t i = 0; i < key.size(); ++i)
+    if (!bound[caller_nodes[i]]) {
+      bound[caller_nodes[i]] = true;
+      at[caller_nodes[i]] = key[i];
+    }
+  for (const CallerCopy& c : caller_copies)
+    if (c.from < 0) at[caller_nodes[c.to]] = address[caller_nodes[c.to]];  // no kernel writes it: its own buffer
+  // A caller whose pointers keep changing would pay a capture per call: after kMaxCaptures,
+  // new pointers are launched kernel by kernel.
+  constexpr int kMaxCaptures = 16;
+  auto seen = std::find(caller_seen.begin(), caller_seen.end(), key);
+  if (seen == caller_seen.end() || caller_captures >= kMaxCaptures) {
+    constexpr size_t kKeptSeen = 16;
+    if (seen == caller_seen.end()) {
+      if (caller_seen.size() == kKeptSeen) caller_seen.erase(caller_seen.begin());
+      caller_seen.push_back(key);
+    }
+    return Enqueue(at, nullptr, on);
+  }
+  caller_seen.erase(seen);
+  ++caller_captures;
+  ASSIGN_OR_RETURN(CudaGraphExec exec, Capture(at));
+  constexpr size_t kKeptGraphs = 8;
+  if (caller_graphs.size() == kKeptGraphs) caller_graphs.erase(caller_graphs.begin());
+  caller_graphs.emplace_back(key, std::move(exec));
+  return device->Check(api().cuGraphLaunch(caller_graphs.back().second.get(), on), "cuGraphLaunch");
+}
+
 Status CudaExecutable::RunOnDevice(const std::vector<uint64_t>& inputs, const std::vector<uint64_t>& outputs, uint64_t stream) {
   State& s = *state_;
   const Graph& g = s.graph;
@@ -521,32 +558,25 @@ Status CudaExecutable::RunOnDevice(const std::vector<uint64_t>& inputs, const st
   RETURN_IF_ERROR(s.device->MakeCurrent());
   const CudaDriverApi& api = s.api();
   CUstream on = reinterpret_cast<CUstream>(stream);
-  // In place where it can: a graph captured on the caller's pointers reads and writes the
-  // caller's memory, and is kept for the next calls with the same pointers (PyTorch's caching
-  // allocator hands the same addresses back call after call), so such a call is one launch.
-  // Otherwise (a pointer not 256-byte aligned as the kernels' vector accesses and tensor maps
-  // assume, a node that is both an input and an output or two outputs, or a constant output)
-  // the copies below.
+  // In place where it can: the kernels read and write the caller's memory. A graph captured
+  // on the caller's pointers is kept for the next calls with the same pointers (PyTorch's
+  // caching allocator hands the same addresses back call after call in inference), so such a
+  // call is one launch. Pointers seen for the first time are launched kernel by kernel on them
+  // (a training step's activations get new addresses often), and captured when seen again.
+  // Outputs the kernels do not write in place (caller_copies) are copied after. Where a
+  // pointer is not 256-byte aligned, as the kernels' vector accesses and tensor maps assume,
+  // the copies below, in and out of the graph's own buffers.
   std::vector<uint64_t> key = inputs;
   key.insert(key.end(), outputs.begin(), outputs.end());
   if (key == s.own_pointers) return s.device->Check(api.cuGraphLaunch(s.captured.get(), on), "cuGraphLaunch");
-  bool in_place = s.caller_in_place && std::all_of(key.begin(), key.end(), [](uint64_t p) { return p % 256 == 0; });
-  // A caller whose pointers keep changing (outputs kept, new ones allocated every call) would
-  // pay a capture per call: after kMaxCaptures, new pointers take the copies.
-  constexpr int kMaxCaptures = 16;
-  auto cached = std::find_if(s.caller_graphs.begin(), s.caller_graphs.end(), [&](const auto& e) { return e.first == key; });
-  if (in_place && (cached != s.caller_graphs.end() || s.caller_captures < kMaxCaptures)) {
-    if (cached == s.caller_graphs.end()) {
-      ++s.caller_captures;
-      std::vector<CUdeviceptr> at = s.address;
-      for (size_t i = 0; i < key.size(); ++i) at[s.caller_nodes[i]] = key[i];
-      ASSIGN_OR_RETURN(CudaGraphExec exec, s.Capture(at));
-      constexpr size_t kKeptGraphs = 8;
-      if (s.caller_graphs.size() == kKeptGraphs) s.caller_graphs.erase(s.caller_graphs.begin());
-      s.caller_graphs.emplace_back(key, std::move(exec));
-      cached = std::prev(s.caller_graphs.end());
+  if (std::all_of(key.begin(), key.end(), [](uint64_t p) { return p % 256 == 0; })) {
+    RETURN_IF_ERROR(s.RunInPlace(key, on));
+    for (const State::CallerCopy& c : s.caller_copies) {
+      const int node = s.caller_nodes[c.to];
+      const uint64_t from = c.from >= 0 ? key[c.from] : s.address[node];
+      RETURN_IF_ERROR(s.device->Check(api.cuMemcpyDtoDAsync(key[c.to], from, s.Bytes(node), on), "copying an output on the device"));
     }
-    return s.device->Check(api.cuGraphLaunch(cached->second.get(), on), "cuGraphLaunch");
+    return Status::Ok();
   }
   for (size_t i = 0; i < inputs.size(); ++i)
     RETURN_IF_ERROR(s.device->Check(api.cuMemcpyDtoDAsync(s.address[g.inputs()[i]], inputs[i], s.Bytes(g.inputs()[i]), on),
@@ -593,7 +623,7 @@ StatusOr<double> CudaExecutable::BenchmarkMs(const std::vector<Tensor>& inputs, 
     }
   auto run_once = [&](int i) -> Status {
     if (!graphs.empty()) return s.device->Check(api.cuGraphLaunch(graphs[i % graphs.size()].get(), s.device->stream()), "cuGraphLaunch");
-    return s.Enqueue(tables[i % tables.size()], nullptr);
+    return s.Enqueue(tables[i % tables.size()], nullptr, s.device->stream());
   };
   for (int i = 0; i < warmup; ++i) RETURN_IF_ERROR(run_once(i));
   std::vector<double> times;

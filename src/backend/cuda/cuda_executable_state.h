@@ -48,12 +48,19 @@ struct CudaExecutable::State {
   // RunOnDevice's graphs captured on callers' pointers (inputs then outputs), newest last.
   std::vector<std::pair<std::vector<uint64_t>, CudaGraphExec>> caller_graphs;
   int caller_captures = 0;  // how many RunOnDevice has captured (bounded: see there)
-  // RunOnDevice's pointers in order (inputs, then outputs) as nodes, and whether the graph
-  // allows running on them in place: no node both an input and an output (or two outputs),
-  // no constant output (uploaded once, no kernel writes it). Fixed at compile.
+  // Pointer sets RunOnDevice has launched directly once (captured when seen again), newest last.
+  std::vector<std::vector<uint64_t>> caller_seen;
+  // RunOnDevice's pointers in order (inputs, then outputs) as nodes. A node's first pointer
+  // is where the kernels read or write it in place; an output whose node came before (an
+  // input returned, the same node twice) or that no kernel writes (a constant, a value
+  // computed on the host at compile) is copied there after the run. Fixed at compile.
   std::vector<int> caller_nodes;
+  struct CallerCopy {
+    size_t to = 0;       // the output's index among caller_nodes
+    int from = -1;       // the caller pointer (index among caller_nodes) holding the value; -1: the node's own buffer
+  };
+  std::vector<CallerCopy> caller_copies;
   std::vector<uint64_t> own_pointers;  // the graph's own buffers of caller_nodes (`captured` runs on them)
-  bool caller_in_place = false;
   std::string cache_dir, nvrtc_version;
   std::vector<std::string> plan_notes;  // attention candidates split into their parts, and why
   int64_t nvrtc_compiles = 0, nvrtc_cache_hits = 0;  // units compiled / found in the cache
@@ -72,16 +79,19 @@ struct CudaExecutable::State {
   const CudaDriverApi& api() const { return device->api(); }
   int64_t Bytes(int node) const { return NumElements(graph.node(node).shape) * DTypeSize(graph.node(node).dtype); }
 
-  // Launches generated kernel `k` on tilefuse's stream with the node addresses `at`.
-  Status Launch(const CudaLaunchable& k, const std::vector<CUdeviceptr>& at) const;
-  // The product of a gemm group through cuBLASLt (with its own epilogue, if any).
-  Status Matmul(const CudaGroupProgram& program, const std::vector<CUdeviceptr>& at) const;
+  // Launches generated kernel `k` on `stream` with the node addresses `at`.
+  Status Launch(const CudaLaunchable& k, const std::vector<CUdeviceptr>& at, CUstream stream) const;
+  // The product of a gemm group through cuBLASLt (with its own epilogue, if any), on `stream`.
+  Status Matmul(const CudaGroupProgram& program, const std::vector<CUdeviceptr>& at, CUstream stream) const;
   // A node's value on the host (for host steps and uploading generators).
   StatusOr<Tensor> HostValue(int node, std::map<int, Tensor>& local) const;
   Status RunHostGroup(const CudaGroupProgram& p, const std::vector<CUdeviceptr>& at) const;
   void HeadStart() const;
-  // Every step queued on tilefuse's stream; with `timings`, each between device events.
-  Status Enqueue(const std::vector<CUdeviceptr>& at, std::vector<KernelTiming>* timings) const;
+  // Every step queued on `stream` (tilefuse's, or a caller's for RunOnDevice's direct
+  // launches); with `timings` (tilefuse's stream only), each between device events.
+  Status Enqueue(const std::vector<CUdeviceptr>& at, std::vector<KernelTiming>* timings, CUstream stream) const;
+  // RunOnDevice's run on aligned caller pointers (inputs, then outputs), less caller_copies.
+  Status RunInPlace(const std::vector<uint64_t>& key, CUstream on);
   // The steps captured as a CUDA graph on the addresses `at`.
   StatusOr<CudaGraphExec> Capture(const std::vector<CUdeviceptr>& at) const;
   // The background compile's kernels in place of their stand-ins, when it has ended (or,

@@ -23,6 +23,7 @@ PassOptions CudaPassOptions(bool tf32) {
   options.channels_last = !SwitchedOff("TILEFUSE_CHANNELS_LAST");
   options.k_major_weights = {.f32 = tf32, .unaligned_half = true};
   options.pad_gemm_columns = true;
+  options.pad_gemm_depth = true;
   return options;
 }
 

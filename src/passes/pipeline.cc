@@ -14,6 +14,7 @@
 #include "passes/infer.h"
 #include "passes/k_major_weights.h"
 #include "passes/pad_gemm_columns.h"
+#include "passes/pad_gemm_depth.h"
 #include "passes/sink_transposes.h"
 #include "passes/stage_conv_inputs.h"
 #include "passes/unshare_window_views.h"
@@ -108,6 +109,7 @@ StatusOr<Graph> RunGraphPasses(Graph graph, const PassOptions& options, PassTime
     if (options.k_major_weights.unaligned_half)
       RETURN_IF_ERROR(passes.Run("k-major-weights", [](const Graph& g) { return StoreWeightsKMajor(g, {.unaligned_half = true}); }));
     if (options.pad_gemm_columns) RETURN_IF_ERROR(passes.Run("pad-gemm-columns", PadGemmColumns));
+    if (options.pad_gemm_depth) RETURN_IF_ERROR(passes.Run("pad-gemm-depth", PadGemmDepth));
     if (options.k_major_weights.f32)
       RETURN_IF_ERROR(passes.Run("k-major-weights", [](const Graph& g) { return StoreWeightsKMajor(g, {.f32 = true}); }));
     RETURN_IF_ERROR(passes.Run("cse", EliminateCommonSubexpressions));

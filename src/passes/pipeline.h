@@ -35,6 +35,9 @@ struct PassOptions {
   // (passes/pad_gemm_columns.h): for the CUDA backend, whose GEMM paths need 16-byte aligned
   // rows to run at speed.
   bool pad_gemm_columns = false;
+  // Large products whose K rows are not 16-byte aligned get K padded with zeros
+  // (passes/pad_gemm_depth.h): for the CUDA backend, as pad_gemm_columns.
+  bool pad_gemm_depth = false;
 };
 
 // Each pass's wall milliseconds, in the order run (a pass run twice appears twice).

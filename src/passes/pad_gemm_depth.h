@@ -1,0 +1,22 @@
+// Pads a large product's reduction dimension K to a whole number of 16 bytes when its rows
+// are not: matmul(a[..., M, K], b[..., K, N]) becomes matmul(a', b') with K' the next multiple
+// and a' (b') a's columns (b's rows) followed by zeros, which add nothing to the product.
+//
+// A K-major operand whose rows are not 16-byte aligned is one neither TMA (the GEMM template)
+// nor cuBLASLt's fast kernels read: GPT-2's LM-head gradient dlogits[4096, 50257] ·
+// W[50257, 768] ran on cuBLASLt's kernel for unaligned rows in 2.39 ms of a 34 ms training step
+// (H200, 2026-11-30), where the padded product is a copy of each operand (the prologue writes
+// a' and b') and an aligned product. For the CUDA backend; only products of at least
+// kMinPaddedDepthMacs multiply-adds, where the copies pay for themselves.
+#pragma once
+
+#include "tilefuse/graph.h"
+#include "tilefuse/status.h"
+
+namespace tilefuse {
+
+inline constexpr int64_t kMinPaddedDepthMacs = int64_t{1} << 30;
+
+StatusOr<Graph> PadGemmDepth(const Graph& graph);
+
+}  // namespace tilefuse

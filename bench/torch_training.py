@@ -20,11 +20,13 @@ def main():
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--backward", action="append", default=[], help="pytorch and/or tilefuse (default both)")
     parser.add_argument("--inductor", action="store_true", help="also time torch.compile's default backend (the peer)")
+    parser.add_argument("--profile", type=int, default=0, metavar="N",
+                        help="also list each variant's N costliest GPU kernels a step (torch.profiler)")
     parser.add_argument("--json")
     args = parser.parse_args()
     import torch
     import transformers
-    import tilefuse.torch_backend  # noqa: F401
+    import tilefuse.torch_backend as backend_module
 
     dtype = {"bf16": torch.bfloat16, "f32": torch.float32}[args.dtype]
     batch, seq = (int(v) for v in args.shape.split("x"))
@@ -35,6 +37,70 @@ def main():
     def step(model):
         model.zero_grad(set_to_none=True)
         (model(ids, use_cache=False).logits * projection).float().mean().backward()
+
+    def kernel_profile(model, label):
+        """Where a step's GPU time goes: the kernels' time a step beside the step's own, each
+        kernel kind on a line (tilefuse's group numbers and Triton's indices taken out)."""
+        if not args.profile:
+            return
+        import collections
+        import re
+        activities = [torch.profiler.ProfilerActivity.CUDA, torch.profiler.ProfilerActivity.CPU]
+        steps = 3
+        with torch.profiler.profile(activities=activities, record_shapes=True) as prof:
+            for _ in range(steps):
+                step(model)
+            torch.cuda.synchronize()
+        kinds = collections.defaultdict(lambda: [0, 0.0])
+        for e in prof.key_averages():
+            if e.device_type != torch.autograd.DeviceType.CUDA or e.self_device_time_total <= 0 or e.key.startswith("##"):
+                continue  # (Inductor's "## Call CompiledFxGraph ##" ranges are not kernels)
+            name = re.sub(r"_\d+$", "", re.sub(r"tf_group\d+_", "", e.key))[:110]
+            kinds[name][0] += e.count
+            kinds[name][1] += e.self_device_time_total
+        total = sum(us for _, us in kinds.values()) / steps
+        print(f"== {label}: {sum(n for n, _ in kinds.values()) / steps:.0f} kernels a step, {total:.0f} µs of kernels")
+        for name, (n, us) in sorted(kinds.items(), key=lambda kv: -kv[1][1])[:args.profile]:
+            print(f"  {us / steps:9.1f} µs {n / steps:6.1f} x  {name}")
+        products = [e for e in prof.key_averages(group_by_input_shape=True)
+                    if e.key in ("aten::mm", "aten::addmm", "aten::bmm") and e.device_type != torch.autograd.DeviceType.CUDA]
+        for e in products[:12] if label.startswith("tilefuse") else []:  # the products PyTorch runs, by shape
+            print(f"  PyTorch's {e.key} {e.count / steps:.0f} x {e.input_shapes}")
+        if label.startswith("tilefuse"):
+            one_by_one(model)
+
+    def one_by_one(model):
+        """tilefuse's kernels of one step, each graph's timed one by one (CompiledModel.profile:
+        they overstate products), the costliest with their graph, mode and strategy."""
+        run, timings = backend_module._Specialization.run, []
+
+        def profiled(self, call_args):
+            strategies = {k.name: f"{k.mode}: {k.strategy}" for k in self.model.kernels}
+            for timing in self.model.profile(*self.inputs_of(call_args)):
+                timings.append((timing[-1], timing[0], self.input_shapes[0] if self.input_shapes else (),
+                                strategies.get(timing[0], ""), self))
+            return run(self, call_args)
+
+        backend_module._Specialization.run = profiled
+        try:
+            step(model)
+        finally:
+            backend_module._Specialization.run = run
+        print(f"-- tilefuse's kernels one by one: {len(timings)}, {sum(t[0] for t in timings):.0f} µs")
+        timings.sort(key=lambda t: -t[0])
+        for us, name, shape, strategy, _ in timings[:args.profile]:
+            print(f"  {us:9.1f} µs  {name:<28} {str(shape):<18} {strategy[:170]}")
+        import re
+        shown = set()
+        for us, name, shape, _, spec in timings:  # the costliest kernels' groups, as the plan has them
+            group = re.match(r"tf_group(\d+)_", name)
+            if len(shown) == 6 or not group or (name, shape) in shown:
+                continue
+            shown.add((name, shape))
+            plan = spec.model.explain("h200")
+            groups = plan.get("groups", []) if isinstance(plan, dict) else []
+            entry = next((g for g in groups if g.get("id", g.get("group")) == int(group.group(1))), None)
+            print(f"-- plan of {name} ({us:.0f} µs, graph of {shape}): {json.dumps(entry)[:1500] if entry else sorted(plan)[:20]}")
 
     def timed(model):
         for _ in range(2):
@@ -55,6 +121,7 @@ def main():
     step(reference)
     expected = {n: p.grad.float().clone() for n, p in reference.named_parameters()}
     row = {"shape": args.shape, "dtype": args.dtype, "device": torch.cuda.get_device_name(), "eager_us": timed(reference)}
+    kernel_profile(reference, "eager")
     for backward in args.backward or ["pytorch", "tilefuse"]:
         torch._dynamo.reset()
         model = transformers.GPT2LMHeadModel(config).to("cuda", dtype).train()
@@ -69,6 +136,7 @@ def main():
             ((p.grad.float() - expected[n]).abs().max() / expected[n].abs().max().clamp_min(1e-30)).item()
             for n, p in model.named_parameters())
         row[f"tilefuse_bw_{backward}_us"] = timed(compiled)
+        kernel_profile(compiled, f"tilefuse, backward {backward}")
         print(json.dumps(row), flush=True)
     if args.inductor:  # the peer: torch.compile's default backend, in the same process
         torch._dynamo.reset()
@@ -81,6 +149,7 @@ def main():
         torch.cuda.synchronize()
         row["inductor_first_step_s"] = time.perf_counter() - start
         row["inductor_us"] = timed(compiled)
+        kernel_profile(compiled, "torch.compile")
         print(json.dumps(row), flush=True)
     if args.json:
         with open(args.json, "w") as f:

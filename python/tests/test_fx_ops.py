@@ -750,6 +750,27 @@ def test_the_cpu_flash_kernels_logsumexp_and_fully_masked_rows(check, gen, dtype
     check(with_statistics, q, k, v, mask)
 
 
+def test_a_gpu_attention_kernel_whose_logsumexp_is_read_is_split_out_not_its_whole_graph():
+    # The GPU kernels' other results (logsumexp, ...) are not computed: a training forward that
+    # saves them runs that call in PyTorch and the rest of its graph through tilefuse. Built by
+    # hand: the dispatcher picks these kernels for CUDA tensors only.
+    import operator
+
+    from tilefuse.fx import unsupported_nodes
+
+    for kernel in (torch.ops.aten._scaled_dot_product_cudnn_attention.default,
+                   torch.ops.aten._scaled_dot_product_efficient_attention.default,
+                   torch.ops.aten._scaled_dot_product_flash_attention.default):
+        for read in ((0,), (0, 1)):
+            graph = torch.fx.Graph()
+            q, k, v = (graph.placeholder(name) for name in "qkv")
+            extra = (None, True) if kernel is not torch.ops.aten._scaled_dot_product_flash_attention.default else ()
+            call = graph.call_function(kernel, (q, k, v) + extra)
+            graph.output(tuple(graph.call_function(operator.getitem, (call, i)) for i in read))
+            refused = unsupported_nodes(torch.fx.GraphModule(torch.nn.Module(), graph))
+            assert refused == ([call] if 1 in read else []), (kernel, read, refused)
+
+
 # ---- creation
 
 def test_creation(check, gen):

@@ -81,7 +81,10 @@ SPLIT_OUT = {
     "cross_entropy": "aten.scatter.value",  # the one-hot of the targets
     "embedding": "aten.index_put.default",  # the rows' gradients summed into the table
 }
-
+# Cases whose backward graph is its split-out op and nothing else (the forward saves the
+# attention's output and logsumexp; its inputs' gradients come straight from that op): only
+# the forward is compiled.
+ONLY_SPLIT_OUT_BACKWARD = {"attention_causal"}
 
 
 def _rms_norm_module(m, x):
@@ -120,4 +123,5 @@ def test_the_backward_through_tilefuse_gives_autograd_s_gradients(name, dtype, l
         assert len(split) == 1 and SPLIT_OUT[name] in split[0], "\n".join(records)
     else:
         assert not split, "\n".join(records)
-    assert sum(COMPILED in m for m in records) >= 2, "the forward and the backward graph:\n" + "\n".join(records)
+    graphs = 1 if name in ONLY_SPLIT_OUT_BACKWARD else 2
+    assert sum(COMPILED in m for m in records) >= graphs, "the forward and the backward graph:\n" + "\n".join(records)

@@ -7,7 +7,7 @@ is compared with eager within 1e-4 of the output's scale (2e-2 in bf16), and eac
 the log: tilefuse compiled the graph(s) ("compiled a torch.compile graph") and, where every op
 is mapped, nothing ran in PyTorch. Then the backend's edges: graph breaks, an op with no
 mapping in the middle of a model, a buffer mutated in forward, changing sequence lengths, no
-ONNX anywhere on the path, and training (forward through tilefuse, backward in PyTorch).
+ONNX anywhere on the path, and training (forward through tilefuse, backward in PyTorch or tilefuse).
 """
 
 import logging
@@ -679,12 +679,13 @@ def _train_step(model, compiled, x, target):
 
 # GPT-2's training forward saves native_layer_norm's mean and rstd and SDPA's logsumexp
 # (_scaled_dot_product_flash_attention_for_cpu) for PyTorch's backward: tilefuse computes them.
+@pytest.mark.parametrize("backward", ["pytorch", "tilefuse"])
 @pytest.mark.parametrize("make", [TrainableMLP, lambda: gpt2(seed=25).train()], ids=["mlp", "gpt2"])
-def test_training_forward_in_tilefuse_backward_in_pytorch(make, logs):
+def test_training_forward_in_tilefuse_backward_in_pytorch_or_tilefuse(make, backward, logs):
     torch.manual_seed(23)
     model = make()
     assert all(p.requires_grad for p in model.parameters())
-    compiled = compile_cpu(model)
+    compiled = torch.compile(model, backend="tilefuse", options=dict(OPTIONS, backward=backward))
     generator = torch.Generator().manual_seed(24)
     if isinstance(model, GPT2):
         x = tokens(generator, 2, 16, 500)
@@ -699,7 +700,10 @@ def test_training_forward_in_tilefuse_backward_in_pytorch(make, logs):
     for name, grad in grads.items():
         assert grad is not None, name
         torch.testing.assert_close(grad, expected_grads[name], rtol=1e-4, atol=1e-4 * expected_grads[name].abs().max())
-    assert messages(logs, BACKWARD, logging.WARNING), logs.text
-    assert messages(logs, COMPILED), "the forward went through tilefuse:\n" + logs.text
-    others = [m for m in messages(logs, IN_PYTORCH, logging.WARNING) if BACKWARD not in m]
+    assert bool(messages(logs, BACKWARD, logging.WARNING)) == (backward == "pytorch"), logs.text
+    assert len(messages(logs, COMPILED)) >= (1 if backward == "pytorch" else 2), "through tilefuse:\n" + logs.text
+    # What a backward through tilefuse splits out on the CPU: the flash attention's backward
+    # and the embedding's index_put (no mappings yet).
+    others = [m for m in messages(logs, IN_PYTORCH, logging.WARNING) if BACKWARD not in m and
+              not ("running part of" in m and backward == "tilefuse")]
     assert not others, others

@@ -17,16 +17,18 @@ run by PyTorch, never silently:
   their calls; they run in PyTorch and each stretch between them goes through tilefuse;
 - a graph tilefuse's compile refuses (a use of an op it does not take, an unsupported dtype):
   the whole graph runs in PyTorch, with the reason;
-- the backward graph of a module that trains: PyTorch runs it by default (the forward still
-  goes through tilefuse); options={"backward": "tilefuse"} sends it through tilefuse too,
-  split around the ops with no mapping (attention's backward, index_put), as a forward is.
+- the backward graph of a module that trains goes through tilefuse too, split around the ops
+  with no mapping (attention's backward, index_put) as a forward is; the joint graph is
+  partitioned as TorchInductor's (min-cut: cheap pointwise ops recomputed in the backward).
+  options={"backward": "pytorch"} runs it in PyTorch instead (the forward still through
+  tilefuse), said once in the log.
 
 f32 matmuls follow PyTorch's float32 matmul precision when a graph is compiled: TF32 (the GEMM
 template's TF32 form, tilefuse.compile's precision="high") under
 torch.set_float32_matmul_precision("high") or "medium", exact f32 otherwise.
 
 Options (torch.compile(..., options={...})): backend ("auto", "cuda", "cpu", "reference"),
-tune, fuse, strict (as tilefuse.compile), backward ("pytorch", the default, or "tilefuse"), weights
+tune, fuse, strict (as tilefuse.compile), backward ("tilefuse", the default, or "pytorch"), weights
 ("auto", the default: on the GPU as above, on the CPU every weight a constant, which oneDNN packs
 once; "fold": every weight a constant; "inputs": only those folding uses, on either), gemm (how the
 GPU runs products, as the CLI's --gemm: "auto", the default, "template" or "library"). `tilefuse.torch_backend.explain()` says, per graph,
@@ -49,7 +51,9 @@ from ._model import _wrap
 
 logger = logging.getLogger("tilefuse")
 
-_DEFAULT_OPTIONS = {"backend": "auto", "tune": False, "fuse": True, "strict": False, "backward": "pytorch",
+# backward: "tilefuse" by default since it ran GPT-2 small's training step (bf16, 8x512, H200,
+# 2026-11-30) in 22.9 ms against 33.5 ms with the backward in PyTorch (eager: 25.3 ms).
+_DEFAULT_OPTIONS = {"backend": "auto", "tune": False, "fuse": True, "strict": False, "backward": "tilefuse",
                     "weights": "auto", "gemm": "auto"}
 _CACHE_SIZE = 8  # compiled shapes kept per graph (least recently used dropped)
 
@@ -83,22 +87,46 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], op
 
     keep_attention_whole(gm)  # before AOTAutograd would write a GPU attention out as its math path
 
-    def forward_compiler(aten_gm: torch.fx.GraphModule, aten_inputs: Sequence[Any]) -> Callable:
-        # AOTAutograd passes Dynamo's arguments in Dynamo's order; anything else (effect
-        # tokens, say) and no argument is taken for a weight.
-        same_order = len(aten_inputs) == len(example_inputs)
-        return TilefuseGraph(aten_gm, weights - _mutated_inputs() if same_order else set(), settings)
-
     backward_in_pytorch = settings["backward"] == "pytorch"
+
+    # A graph's outputs come back with eager's strides (where those are a permuted dense
+    # layout) where PyTorch reads them: an inference graph's, and a training forward's whose
+    # backward PyTorch runs (its views assume them). Where tilefuse's backward reads a
+    # forward's saved tensors they stay dense: restrided, each was copied back to dense by the
+    # backward's call (GPT-2's step: 142 such copies, 4.2 ms, H200, 2026-11-30). The ops a
+    # split graph runs in PyTorch get eager's layouts whatever the graph's (_PyTorchPart).
+    def compiler(restride_outputs: bool) -> Callable:
+        def compile_forward(aten_gm: torch.fx.GraphModule, aten_inputs: Sequence[Any]) -> Callable:
+            # AOTAutograd passes Dynamo's arguments in Dynamo's order; anything else (effect
+            # tokens, say) and no argument is taken for a weight.
+            same_order = len(aten_inputs) == len(example_inputs)
+            return TilefuseGraph(aten_gm, weights - _mutated_inputs() if same_order else set(),
+                                 dict(settings, restride_outputs=restride_outputs))
+        return compile_forward
 
     def backward_compiler(aten_gm: torch.fx.GraphModule, aten_inputs: Sequence[Any]) -> Callable:
         if settings["backward"] == "tilefuse":  # no weights: the backward's inputs are saved activations and gradients
-            return TilefuseGraph(aten_gm, set(), settings)
+            return TilefuseGraph(aten_gm, set(), dict(settings, restride_outputs=False))
         _log_once(logged, "backward", "tilefuse: the backward graph runs in PyTorch (tilefuse compiles forward graphs)")
         return make_boxed_func(aten_gm.forward)
 
-    return aot_autograd(fw_compiler=forward_compiler, bw_compiler=backward_compiler,
-                        decompositions=_decompositions(keep_backward_ops=backward_in_pytorch))(gm, example_inputs)
+    # Where tilefuse compiles the backward too, the joint graph is partitioned as TorchInductor
+    # does (min-cut): the forward saves what is costly to recompute (products' outputs,
+    # attention's logsumexp) and the backward recomputes the cheap pointwise ops, fused into its
+    # kernels. The default partition saved GPT-2's tanh-GELU's intermediates: four more outputs
+    # per layer, written by the product's epilogue element by element (its product took 344 µs
+    # where one output takes 36, H200, 2026-11-30). A backward PyTorch runs keeps the default:
+    # there each recomputed op would be a kernel of its own.
+    partition = {} if backward_in_pytorch else {"partition_fn": _min_cut_partition}
+    return aot_autograd(fw_compiler=compiler(restride_outputs=backward_in_pytorch), inference_compiler=compiler(True),
+                        bw_compiler=backward_compiler,
+                        decompositions=_decompositions(keep_backward_ops=backward_in_pytorch), **partition)(gm, example_inputs)
+
+
+def _min_cut_partition(joint_module: torch.fx.GraphModule, joint_inputs: Sequence[Any], **kwargs: Any) -> Any:
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+
+    return min_cut_rematerialization_partition(joint_module, joint_inputs, **kwargs)
 
 
 def _mutated_inputs() -> Set[int]:
@@ -274,6 +302,7 @@ class _Specialization:
         own = [tuple(args[p[0]].shape) for p in translation.input_positions if p[0] not in all_weights and len(p) == 1]
         self.output_spec = translation.output_spec
         self.output_strides = _eager_output_strides(gm)
+        self.restride_outputs = settings.get("restride_outputs", True)
         stages = ", ".join(f"{name} {ms:.0f}" for name, ms in self.model.compile_stages_ms)
         logger.info("tilefuse: compiled a torch.compile graph for %s%s: %d kernels on %s (translated in %.0f ms, "
                     "compiled in %.0f ms: %s)", own or self.input_shapes,
@@ -282,43 +311,87 @@ class _Specialization:
                     1e3 * (time.perf_counter() - translated), stages)
 
     def run(self, args: Sequence[Any]) -> list:
-        outputs = self.outputs_of(self.model(*self.inputs_of(args)))
+        outputs = self.outputs_of(self.model(*self.inputs_of(args)), args)
+        if not self.restride_outputs:
+            return outputs
         return [_restrided(o, s) for o, s in zip(outputs, self.output_strides)]
 
 
 def _eager_output_strides(gm: torch.fx.GraphModule) -> List[Optional[tuple]]:
-    """Per output of the FX graph, the strides eager PyTorch gives it (its node's meta value),
-    where they are not the dense row-major ones tilefuse's outputs have; else None."""
+    """Per output of the FX graph, the layout to give it where eager PyTorch's (its node's meta
+    value) orders its dims otherwise than tilefuse's row-major outputs (_ordered_strides); else None."""
     output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
     nodes, _ = torch.utils._pytree.tree_flatten(output.args[0])
-    strides = []
-    for node in nodes:
-        value = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
-        # A permuted dense layout only (an expanded or overlapping one has no copy to make).
-        permuted = isinstance(value, torch.Tensor) and not value.is_contiguous() and _permuted_dense(value)
-        strides.append(tuple(value.stride()) if permuted else None)
-    return strides
+    return [_eager_strides(node) for node in nodes]
 
 
-def _permuted_dense(value: torch.Tensor) -> bool:
-    """Whether `value`'s strides lay its elements out densely in some order of its dims."""
-    expected = 1
-    for stride, size in sorted((st, sz) for sz, st in zip(value.shape, value.stride()) if sz != 1):
-        if stride != expected:
-            return False
-        expected *= size
-    return True
+def _eager_strides(node: Any) -> Optional[tuple]:
+    """The dense strides in the order of dims PyTorch traced for `node` (_ordered_strides)."""
+    return _ordered_strides(node.meta.get("val") if isinstance(node, torch.fx.Node) else None)
+
+
+def _ordered_strides(value: Any) -> Optional[tuple]:
+    """Dense strides that order `value`'s dims as its own strides do, where that order is not
+    the row-major one; else None (row-major, or a layout with no order: expanded, overlapping).
+    A permuted dense layout gets its own strides; a strided view (a slice of a fused QKV
+    product's output, say) the dense layout of its order: cuDNN's attention backward returns
+    its gradients in its inputs' layouts, and the backward's views of them expect that order."""
+    if not isinstance(value, torch.Tensor) or value.is_contiguous():
+        return None
+    dims = [d for d in range(value.dim()) if value.shape[d] != 1]
+    order = sorted(dims, key=lambda d: value.stride(d))
+    steps = [value.stride(d) for d in order]
+    if any(step == 0 for step in steps) or len(set(steps)) != len(steps):
+        return None
+    strides, expected = [1] * value.dim(), 1
+    for d in order:
+        strides[d] = expected
+        expected *= value.shape[d]
+    row_major = [1] * value.dim()
+    for d in range(value.dim() - 2, -1, -1):
+        row_major[d] = row_major[d + 1] * value.shape[d + 1]
+    if all(strides[d] == row_major[d] for d in dims):
+        return None
+    return tuple(strides)
 
 
 def _restrided(value: Any, stride: Optional[tuple]) -> Any:
     """`value` laid out with `stride`: what the ops after it saw in eager PyTorch. Some read the
     layout, not only the values: cuDNN's attention backward, given a dense grad_output where
     eager's had the output's strides, returned a wrong dQ (GPT-2 small, bf16, H200, 2026-11-29)."""
-    if stride is None or not isinstance(value, torch.Tensor) or value.stride() == stride or value.numel() <= 1:
+    if stride is None or not isinstance(value, torch.Tensor) or value.numel() <= 1:
+        return value
+    if all(value.stride(d) == stride[d] for d in range(value.dim()) if value.shape[d] != 1):
         return value
     laid_out = torch.empty_strided(value.shape, stride, dtype=value.dtype, device=value.device)
     laid_out.copy_(value)
     return laid_out
+
+
+class _PyTorchPart(torch.nn.Module):
+    """An op of a split graph that PyTorch runs, given its inputs and giving its outputs in the
+    layouts PyTorch traced (permuted dense ones; tilefuse's parts give row-major ones). Some
+    ops read the layout, not only the values (cuDNN's attention backward, given a dense
+    grad_output where eager's had the output's strides, returned a wrong dQ: GPT-2 small, bf16,
+    H200, 2026-11-29); some set their outputs' layout from their inputs' (cuDNN's attention
+    output, whose later .view in a backward PyTorch runs failed on a dense one)."""
+
+    def __init__(self, gm: torch.fx.GraphModule):
+        super().__init__()
+        self.gm = gm
+        self.input_strides = [_eager_strides(n) for n in gm.graph.nodes if n.op == "placeholder"]
+        # Per leaf of the outputs as PyTorch traced them (an op's tuple result, flattened).
+        output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+        traced = torch.fx.node.map_arg(output.args[0], lambda n: n.meta.get("val"))
+        self.output_strides = [_ordered_strides(v) for v in torch.utils._pytree.tree_leaves(traced)]
+
+    def forward(self, *args: Any) -> Any:
+        args = [_restrided(a, s) for a, s in zip(args, self.input_strides)] + list(args[len(self.input_strides):])
+        outputs, spec = torch.utils._pytree.tree_flatten(self.gm(*args))
+        if len(outputs) != len(self.output_strides):  # not as traced: left as PyTorch gave them
+            return torch.utils._pytree.tree_unflatten(outputs, spec)
+        restrided = [_restrided(o, s) for o, s in zip(outputs, self.output_strides)]
+        return torch.utils._pytree.tree_unflatten(restrided, spec)
 
 
 class _TilefusePart(torch.nn.Module):
@@ -368,6 +441,8 @@ def _split_around(gm: torch.fx.GraphModule, unsupported: List[torch.fx.Node], wh
     for name, child in list(split.named_children()):
         if not unsupported_nodes(child) and _has_tensor_work(child):
             setattr(split, name, _TilefusePart(child, whole))
+        elif unsupported_nodes(child):
+            setattr(split, name, _PyTorchPart(child))
     return split
 
 

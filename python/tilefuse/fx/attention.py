@@ -108,7 +108,8 @@ def whole_attention(ctx: Context, q: Value, k: Value, v: Value, attn_mask: Optio
 # The kernels the dispatcher picks return (output, logsumexp, ...). The CPU kernel's logsumexp
 # ([batch, heads, queries], f32) is computed where the graph reads it (a training forward saves it
 # for PyTorch's backward); the GPU kernels' are not (their layouts and padding differ per kernel,
-# and no GPU check of them has run), and a graph reading one runs in PyTorch.
+# and no GPU check of them has run): a call whose other results are read (a training forward's)
+# is split out and runs in PyTorch, and the rest of its graph goes through tilefuse.
 
 @handles("aten._scaled_dot_product_flash_attention_for_cpu.default")
 def sdpa_flash_cpu(ctx: Context, q: Value, k: Value, v: Value, dropout_p: float = 0.0, is_causal: bool = False, *,
@@ -136,3 +137,12 @@ def sdpa_cudnn(ctx: Context, q: Value, k: Value, v: Value, attn_bias: Optional[V
                dropout_p: float = 0.0, is_causal: bool = False, return_debug_mask: bool = False, *,
                scale: Optional[float] = None) -> list:
     return [attention(ctx, q, k, v, attn_bias, dropout_p, is_causal, scale)] + [None] * 8
+
+
+def _only_output_read(node) -> bool:
+    import operator
+
+    return all(user.target is operator.getitem and user.args[1] == 0 for user in node.users)
+
+
+sdpa_flash.accepts = sdpa_efficient.accepts = sdpa_cudnn.accepts = _only_output_read

@@ -39,12 +39,26 @@ class Translation:
     output_spec: Any            # pytree spec of the FX graph's outputs
     num_outputs: int
     none_outputs: List[int]  # outputs that are None (the graph's outputs skip them)
+    # Outputs the compiled graph does not produce, as eager returns them: an argument itself
+    # (output -> its position among the call's arguments), or the same tensor as an earlier
+    # output (output -> that output's index). A training forward returns some of its inputs
+    # as saved tensors; made graph outputs, each was a copy per call.
+    forwarded_arguments: Dict[int, int]
+    repeated_outputs: Dict[int, int]
 
-    def outputs(self, tensors: List[Any]) -> List[Any]:
-        """The FX graph's outputs, in order, from the compiled graph's (None where it returns None)."""
+    def outputs(self, tensors: List[Any], args: Sequence[Any]) -> List[Any]:
+        """The FX graph's outputs, in order, from the compiled graph's and the call's arguments
+        (None where it returns None)."""
         result, it = [], iter(tensors)
         for i in range(self.num_outputs):
-            result.append(None if i in self.none_outputs else next(it))
+            if i in self.none_outputs:
+                result.append(None)
+            elif i in self.forwarded_arguments:
+                result.append(args[self.forwarded_arguments[i]])
+            elif i in self.repeated_outputs:
+                result.append(result[self.repeated_outputs[i]])
+            else:
+                result.append(next(it))
         return result
 
     def inputs(self, args: Sequence[Any]) -> List[Any]:
@@ -86,6 +100,8 @@ def translate(gm: torch.fx.GraphModule, args: Sequence[Any], weight_positions: S
     input_positions: List[Tuple[int, ...]] = []
     placeholder = 0
     outputs: List[Any] = []
+    leaves: List[Any] = []
+    placeholders: Dict[torch.fx.Node, int] = {}
     spec = None
     for node in gm.graph.nodes:
         ctx.node = node
@@ -93,6 +109,7 @@ def translate(gm: torch.fx.GraphModule, args: Sequence[Any], weight_positions: S
         ctx.set_location(where, node.name)
         try:
             if node.op == "placeholder":
+                placeholders[node] = placeholder
                 env[node] = _argument(ctx, node, args[placeholder], placeholder in weight_positions, input_positions,
                                       placeholder)
                 placeholder += 1
@@ -110,15 +127,23 @@ def translate(gm: torch.fx.GraphModule, args: Sequence[Any], weight_positions: S
             raise Unsupported(f"{where}: {error}") from None
         if not ctx.ok:
             raise Error(ctx.error)
-    none_outputs = []
-    for i, value in enumerate(outputs):
+    none_outputs, forwarded, repeated, first_of = [], {}, {}, {}
+    for i, (leaf, value) in enumerate(zip(leaves, outputs)):
         if value is None:  # a backward graph's gradient of an input that needs none
             none_outputs.append(i)
         elif not isinstance(value, Value):
             raise Unsupported(f"output {i} is a {type(value).__name__}, not a tensor")
+        elif leaf in placeholders and isinstance(args[placeholders[leaf]], torch.Tensor):
+            forwarded[i] = placeholders[leaf]
+        elif isinstance(leaf, torch.fx.Node) and leaf in first_of:
+            repeated[i] = first_of[leaf]
         else:
+            if isinstance(leaf, torch.fx.Node):
+                first_of[leaf] = i
             ctx.output(value, f"output_{i}")
-    return Translation(ctx.build(), input_positions, spec, len(outputs), none_outputs)
+    if len(none_outputs) + len(forwarded) + len(repeated) == len(outputs):
+        raise Unsupported("the graph computes nothing (its outputs are its inputs or None)")
+    return Translation(ctx.build(), input_positions, spec, len(outputs), none_outputs, forwarded, repeated)
 
 
 def _argument(ctx: Context, node: torch.fx.Node, arg: Any, weight: bool, input_positions: List[Tuple[int, ...]],

@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""The CUDA plan of each graph a GPT-2 small training step hands tilefuse, built on a machine
+without a GPU: the step runs on the CPU in PyTorch (every graph refused after it is captured),
+then each captured graph is translated and built for sm_90a (NVRTC, no GPU) and its kernels
+listed with their mode and strategy. Which products of the backward run how, before spending
+GPU time on them.
+
+    PYTHONPATH=build/python python3 bench/experiments/training_cuda_plan.py --shape 2x512
+"""
+import argparse
+import collections
+
+import torch
+import transformers
+
+import tilefuse.torch_backend as backend
+from tilefuse import _tilefuse
+from tilefuse.fx import Unsupported, translate
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--shape", default="2x512")
+parser.add_argument("--layers", type=int, default=2)
+parser.add_argument("--graphs", default="", help="only these graphs (comma-separated indices)")
+parser.add_argument("--dump", default="", help="each graph's compile stages into DIR/graph<i> (--dump-dir's files)")
+parser.add_argument("--stand-ins", action="store_true")
+parser.add_argument("--split-attention", action="store_true",
+                    help="the CPU attention split out as the GPU's is (its logsumexp not computed): the GPU's parts")
+args = parser.parse_args()
+batch, seq = (int(v) for v in args.shape.split("x"))
+torch.manual_seed(0)
+config = transformers.GPT2Config(n_layer=args.layers, attn_pdrop=0.0, resid_pdrop=0.0, embd_pdrop=0.0)
+model = transformers.GPT2LMHeadModel(config).to(torch.bfloat16).train()
+ids = torch.randint(0, config.vocab_size, (batch, seq))
+captured = []
+
+
+def spy(self, gm, call_args, weights, settings, all_weights=frozenset()):
+    captured.append((gm, list(call_args), weights))
+    raise Unsupported("captured for the experiment")
+
+
+backend._Specialization.__init__ = spy
+if args.split_attention:
+    from tilefuse.fx import attention
+    attention.sdpa_flash_cpu.accepts = lambda node: False
+compiled = torch.compile(model, backend="tilefuse", options={"backward": "tilefuse"})
+compiled(ids, use_cache=False).logits.float().square().mean().backward()
+for i, (gm, call_args, weights) in enumerate(captured):
+    if args.graphs and str(i) not in args.graphs.split(","):
+        continue
+    try:
+        translation = translate(gm, call_args, weights)
+    except Exception as error:  # noqa: BLE001
+        print(f"== graph {i}: not translated: {error}")
+        continue
+    kernels = _tilefuse.build_graph_for_cuda_arch(translation.graph, stand_ins=args.stand_ins,
+                                                  dump_dir=f"{args.dump}/graph{i}" if args.dump else "")
+    modes = collections.Counter(k["mode"] for k in kernels)
+    shapes = [tuple(a.shape) for a in translation.inputs(call_args)][:1]
+    print(f"== graph {i}: {len(gm.graph.nodes)} FX nodes, first input {shapes}, {len(kernels)} kernels {dict(modes)}")
+    for k in kernels:
+        print(f"  {k['name']:<34} {k['mode']:<16} regs {k['registers']:3d} spills {k['spill_bytes']:5d}  "
+              f"nvrtc {k['nvrtc_ms']:5.0f} ms  {k['strategy'][:200]}")

@@ -227,6 +227,89 @@ const char* GemmIndexType(const GemmTemplateKernel& g) {
   return largest < (int64_t{1} << 31) ? "int" : "long long";
 }
 
+namespace {
+
+// The epilogue's values given by the template rather than loaded: the product's accumulator
+// and the staged or ringed load, named `acc` and `loaded` (with `suffix`, e.g. "[1]").
+std::map<int, std::string> GivenValues(const GemmTemplateKernel& g, int staged_load, int ringed_load, const std::string& suffix) {
+  const Kernel& k = g.epilogue;
+  std::map<int, std::string> given;
+  for (size_t v = 0; v < k.values.size(); ++v)
+    if (k.values[v].kind == ScalarValue::Kind::kLoad && k.buffers[k.values[v].buffer].node == g.product)
+      given[static_cast<int>(v)] = "acc" + suffix;
+  if (staged_load >= 0) given[staged_load] = "loaded" + suffix;
+  if (ringed_load >= 0) given[ringed_load] = "loaded" + suffix;
+  return given;
+}
+
+// Whether the epilogue's Pair accesses buffer `b` at the product's position as one 4-byte word
+// per column pair: a half value, where N is even (the pair's first column is even, so the word
+// is aligned as the buffer's start is). (f32 values as 8-byte pairs are not yet checked on a
+// GPU: element by element still.)
+bool PairsBuffer(const GemmTemplateKernel& g, const KernelBuffer& b, const Index& index) {
+  return g.n % 2 == 0 && (b.dtype == DType::kBF16 || b.dtype == DType::kF16) && AtProductPosition(g, index);
+}
+
+// Epilogue::Pair: the epilogue of the column pair (col, col + 1) that each thread holds in the
+// wgmma accumulator layout. Loads and stores of values at the product's position move both
+// columns as one 4-byte word (half values): element by element, a warp's access touches
+// eight rows' 32-byte sectors for 8 bytes each (GPT-2's training forward product that stored
+// tanh-GELU's four intermediates so took 344 µs where one output takes 36: H200, 2026-11-30).
+// The rest is operator()'s program, once per column.
+std::string GemmEpiloguePair(const GemmTemplateKernel& g, int staged, int staged_load, int ringed_load) {
+  const Kernel& k = g.epilogue;
+  std::string out =
+      "    __device__ __forceinline__ void Pair(tf_index_t row, int col, const float (&acc)[2], const float (&loaded)[2], "
+      "float (&result)[2]) const {\n";
+  if (g.n % 2 != 0) return out + "      result[0] = (*this)(row, col, acc[0], loaded[0]);\n      result[1] = (*this)(row, col + 1, acc[1], loaded[1]);\n    }\n";
+  out += "      const int col1 = col + 1;\n";
+  const std::vector<std::string> vars0 = {"row", "col"}, vars1 = {"row", "col1"};
+  std::map<int, std::string> given[2] = {GivenValues(g, staged_load, ringed_load, "[0]"), GivenValues(g, staged_load, ringed_load, "[1]")};
+  for (size_t v = 0; v < k.values.size(); ++v) {
+    const ScalarValue& value = k.values[v];
+    if (value.kind != ScalarValue::Kind::kLoad || given[0].count(static_cast<int>(v))) continue;
+    const KernelBuffer& b = k.buffers[value.buffer];
+    if (!PairsBuffer(g, b, value.index)) continue;
+    const std::string at = fmt::format("b{} + ({})", value.buffer, PrintIndex(value.index, vars0));
+    out += fmt::format("      const uint32_t p{} = *(const uint32_t*)({});\n", v, at);
+    given[0][static_cast<int>(v)] = fmt::format("tf_cvt_{}((uint16_t)p{})", DTypeName(value.dtype), v);
+    given[1][static_cast<int>(v)] = fmt::format("tf_cvt_{}((uint16_t)(p{} >> 16))", DTypeName(value.dtype), v);
+  }
+  std::vector<int> roots;
+  for (const KernelStore& st : k.stores) roots.push_back(st.value);
+  std::vector<size_t> paired;  // stores written as pairs after both columns' programs
+  for (size_t i = 0; i < k.stores.size(); ++i)
+    if (static_cast<int>(i) != staged && PairsBuffer(g, k.buffers[k.stores[i].buffer], k.stores[i].index)) {
+      paired.push_back(i);
+      out += fmt::format("      float s{}[2];\n", i);
+    }
+  for (int e = 0; e < 2; ++e) {
+    const std::vector<std::string>& vars = e == 0 ? vars0 : vars1;
+    out += "      {\n" + CudaElementProgram(k, roots, given[e], vars, "        ");
+    for (size_t i = 0; i < k.stores.size(); ++i) {
+      const KernelStore& st = k.stores[i];
+      if (static_cast<int>(i) == staged) continue;
+      if (std::find(paired.begin(), paired.end(), i) != paired.end()) {
+        out += fmt::format("        s{}[{}] = v{};\n", i, e, st.value);
+      } else {
+        out += fmt::format("        b{}[{}] = tf_pack_{}(v{});\n", st.buffer, PrintIndex(st.index, vars), DTypeName(k.buffers[st.buffer].dtype),
+                           st.value);
+      }
+    }
+    out += staged >= 0 ? fmt::format("        result[{}] = v{};\n", e, k.stores[staged].value) : fmt::format("        result[{}] = 0.0f;\n", e);
+    out += "      }\n";
+  }
+  for (size_t i : paired) {
+    const KernelStore& st = k.stores[i];
+    const std::string_view dtype = DTypeName(k.buffers[st.buffer].dtype);
+    out += fmt::format("      *(uint32_t*)(b{} + ({})) = (uint32_t)tf_pack_{}(s{}[0]) | ((uint32_t)tf_pack_{}(s{}[1]) << 16);\n", st.buffer,
+                       PrintIndex(st.index, vars0), dtype, i, dtype, i);
+  }
+  return out + "    }\n";
+}
+
+}  // namespace
+
 std::string GemmEpilogueStruct(const GemmTemplateKernel& g, int staged, int staged_load, int ringed_load) {
   const Kernel& k = g.epilogue;
   std::string out = "  struct Epilogue {\n";
@@ -235,23 +318,19 @@ std::string GemmEpilogueStruct(const GemmTemplateKernel& g, int staged, int stag
     if (GemmPassesBuffer(g, k.buffers[b]))
       out += fmt::format("    {}{}* __restrict__ b{};\n", k.buffers[b].is_output ? "" : "const ", StorageType(k.buffers[b].dtype), b);
   out += "    __device__ __forceinline__ float operator()(tf_index_t row, int col, float acc, float loaded) const {\n";
-  std::map<int, std::string> given;
-  for (size_t v = 0; v < k.values.size(); ++v)
-    if (k.values[v].kind == ScalarValue::Kind::kLoad && k.buffers[k.values[v].buffer].node == g.product)
-      given[static_cast<int>(v)] = "acc";
-  if (staged_load >= 0) given[staged_load] = "loaded";
-  if (ringed_load >= 0) given[ringed_load] = "loaded";
   std::vector<int> roots;
   for (const KernelStore& st : k.stores) roots.push_back(st.value);
   const std::vector<std::string> vars = {"row", "col"};
-  out += CudaElementProgram(k, roots, given, vars, "      ");
+  out += CudaElementProgram(k, roots, GivenValues(g, staged_load, ringed_load, ""), vars, "      ");
   for (size_t i = 0; i < k.stores.size(); ++i) {
     const KernelStore& st = k.stores[i];
     if (static_cast<int>(i) == staged) continue;
     out += fmt::format("      b{}[{}] = tf_pack_{}(v{});\n", st.buffer, PrintIndex(st.index, vars), DTypeName(k.buffers[st.buffer].dtype), st.value);
   }
   out += staged >= 0 ? fmt::format("      return v{};\n", k.stores[staged].value) : "      return 0.0f;\n";
-  out += "    }\n  };\n";
+  out += "    }\n";
+  out += GemmEpiloguePair(g, staged, staged_load, ringed_load);
+  out += "  };\n";
   return out;
 }
 

@@ -284,6 +284,50 @@ TEST(CudaGemmEmitterTest, AnOddVocabularyIsReadKMajorAndItsLogitsStoredByTheThre
   }
 }
 
+// Epilogue::Pair, which the template calls per column pair where N is even: half values at the
+// product's position (the matrix m read, the outputs p and t written) move as one 4-byte word
+// per pair; the bias (by column) and the staged output stay per column. Where N is odd, Pair
+// is operator() twice.
+TEST(CudaGemmEmitterTest, ThePairEpilogueMovesHalfValuesAtTheProductsPositionAsWords) {
+  const std::string body = "  p = MatMul (x, w)\n  s = Add (p, b)\n  g = Mul (s, m)\n  y = Add (g, r)\n  t = Tanh (g)\n";
+  Planned even = PlanText(body, "g (bfloat16[1000,136] x, bfloat16[136,520] w, bfloat16[520] b, bfloat16[1000,520] m, "
+                                "bfloat16[1000,520] r) => (bfloat16[1000,520] y, bfloat16[1000,520] p, bfloat16[1000,520] t)");
+  auto gemm = LowerOnlyGemm(even);
+  ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
+  auto source = EmitCudaGemm(*gemm);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  const std::string& f = source->function;
+  const std::string pair = f.substr(f.find("void Pair("));
+  EXPECT_TRUE(MatchesChecks(pair, R"(
+    CHECK: void Pair(tf_index_t row, int col, const float (&acc)[2], const float (&loaded)[2], float (&result)[2]) const {
+    CHECK: const int col1 = col + 1;
+    CHECK: const uint32_t p
+    CHECK-SAME: = *(const uint32_t*)(b
+    CHECK-SAME: + ((row * 520 + col)));
+    CHECK: [col])
+    CHECK: (uint16_t)p
+    CHECK: result[0] = v
+    CHECK: [col1])
+    CHECK: >> 16))
+    CHECK: result[1] = v
+    CHECK: *(uint32_t*)(b
+    CHECK-SAME: + ((row * 520 + col))) = (uint32_t)tf_pack_bf16(s
+    CHECK: *(uint32_t*)(b
+    CHECK-SAME: + ((row * 520 + col))) = (uint32_t)tf_pack_bf16(s
+  )")) << pair;
+  EXPECT_EQ(pair.find("[(row * 520 + col"), std::string::npos) << "no element access at the product's position:\n" << pair;
+
+  // An odd vocabulary (B read K-major from its [N][K] weight).
+  Planned odd = PlanText("  wt = Transpose <perm = [1, 0]> (w)\n  p = MatMul (x, wt)\n  g = Mul (p, m)\n  t = Tanh (g)\n",
+                         "g (bfloat16[1000,136] x, bfloat16[521,136] w, bfloat16[1000,521] m) => (bfloat16[1000,521] p, bfloat16[1000,521] t)");
+  auto odd_gemm = LowerOnlyGemm(odd);
+  ASSERT_TRUE(odd_gemm.ok()) << odd_gemm.status().ToString();
+  auto odd_source = EmitCudaGemm(*odd_gemm);
+  ASSERT_TRUE(odd_source.ok()) << odd_source.status().ToString();
+  EXPECT_NE(odd_source->function.find("result[1] = (*this)(row, col + 1, acc[1], loaded[1]);"), std::string::npos)
+      << odd_source->function;
+}
+
 TEST(CudaGemmEmitterTest, WhatTheTemplateDoesNotTakeComesWithTheReason) {
   struct Case {
     std::string body, signature, reason;

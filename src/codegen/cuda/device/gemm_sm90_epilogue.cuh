@@ -51,15 +51,24 @@ __device__ __forceinline__ void GemmEpilogue(const GemmSharedMemory<S>& sm, cons
         if constexpr (S::kRingedLoad)  // the same column pair in the residual's chunk: kBM rows of kChunkCols columns
           loaded_pair = *(const unsigned*)(residual_chunk + ((c.consumer * 64 + mb * 64 + c.warp * 16 + c.lane / 4 + 8 * h) * S::kChunkCols +
                                                              (j - chunk * kChunkGroups) * 8 + (c.lane % 4) * 2) * 2);
+        const Index row = (Index)tile.batch * S::kRows + row_in_batch;
+        float acc[2], loaded[2] = {0.0f, 0.0f};
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const int col = col_base + 8 * j + e;
-          if (!inside || (S::kN % 2 != 0 && col >= S::kN)) continue;
-          const Index row = (Index)tile.batch * S::kRows + row_in_batch;
-          const float acc = Chunked ? S::Element::ToFloat((unsigned short)(c.held[mb][j * 2 + h] >> (16 * e))) : c.d[mb][j * 4 + h * 2 + e];
-          float loaded = 0.0f;
-          if constexpr (S::kStagedLoad || S::kRingedLoad) loaded = S::LoadElement::ToFloat((unsigned short)(loaded_pair >> (16 * e)));
-          staged[e] = epilogue(row, col, acc, loaded);
+          acc[e] = Chunked ? S::Element::ToFloat((unsigned short)(c.held[mb][j * 2 + h] >> (16 * e))) : c.d[mb][j * 4 + h * 2 + e];
+          if constexpr (S::kStagedLoad || S::kRingedLoad) loaded[e] = S::LoadElement::ToFloat((unsigned short)(loaded_pair >> (16 * e)));
+        }
+        if constexpr (S::kN % 2 == 0) {
+          // The column pair at once: the functor moves its other values at the product's
+          // position as one word per pair (Epilogue::Pair).
+          if (inside) epilogue.Pair(row, col_base + 8 * j, acc, loaded, staged);
+        } else {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int col = col_base + 8 * j + e;
+            if (!inside || col >= S::kN) continue;
+            staged[e] = epilogue(row, col, acc[e], loaded[e]);
+          }
         }
         if constexpr (S::kStagedStore) *staged_pair = S::StoreElement::Pack2(staged[0], staged[1]);
       }

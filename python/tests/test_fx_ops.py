@@ -750,6 +750,29 @@ def test_the_cpu_flash_kernels_logsumexp_and_fully_masked_rows(check, gen, dtype
     check(with_statistics, q, k, v, mask)
 
 
+def test_outputs_that_are_inputs_or_repeats_are_returned_as_eager_returns_them():
+    # A training forward returns some of its inputs (saved for the backward) and may return a
+    # value twice: the compiled graph computes neither; the call's own tensors come back.
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from tilefuse.fx import Unsupported, translate
+
+    def forward(x, w):
+        y = x * w
+        return y, x, y, w
+
+    x, w = torch.randn(3, 4), torch.randn(3, 4)
+    translation = translate(make_fx(forward)(x, w), [x, w], set())
+    assert translation.forwarded_arguments == {1: 0, 3: 1} and translation.repeated_outputs == {2: 0}
+    from tilefuse import _tilefuse
+    assert len(_tilefuse.compile_graph(translation.graph, "reference", False, True, 0).outputs) == 1, "y only"
+    y = torch.empty(3, 4)
+    got = translation.outputs([y], [x, w])
+    assert got[0] is y and got[1] is x and got[2] is y and got[3] is w
+    with pytest.raises(Unsupported, match="computes nothing"):
+        translate(make_fx(lambda x, w: (w, x))(x, w), [x, w], set())
+
+
 def test_a_gpu_attention_kernel_whose_logsumexp_is_read_is_split_out_not_its_whole_graph():
     # The GPU kernels' other results (logsumexp, ...) are not computed: a training forward that
     # saves them runs that call in PyTorch and the rest of its graph through tilefuse. Built by

@@ -89,9 +89,9 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], op
 
     backward_in_pytorch = settings["backward"] == "pytorch"
 
-    # A graph's outputs come back with eager's strides (where those are a permuted dense
-    # layout) where PyTorch reads them: an inference graph's, and a training forward's whose
-    # backward PyTorch runs (its views assume them). Where tilefuse's backward reads a
+    # A graph's outputs come back laid out in eager's order of dims (_ordered_strides) where
+    # PyTorch reads them: an inference graph's, and a training forward's whose backward PyTorch
+    # runs (its views assume them). Where tilefuse's backward reads a
     # forward's saved tensors they stay dense: restrided, each was copied back to dense by the
     # backward's call (GPT-2's step: 142 such copies, 4.2 ms, H200, 2026-11-30). The ops a
     # split graph runs in PyTorch get eager's layouts whatever the graph's (_PyTorchPart).
@@ -117,16 +117,12 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], op
     # per layer, written by the product's epilogue element by element (its product took 344 µs
     # where one output takes 36, H200, 2026-11-30). A backward PyTorch runs keeps the default:
     # there each recomputed op would be a kernel of its own.
-    partition = {} if backward_in_pytorch else {"partition_fn": _min_cut_partition}
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+
+    partition = {} if backward_in_pytorch else {"partition_fn": min_cut_rematerialization_partition}
     return aot_autograd(fw_compiler=compiler(restride_outputs=backward_in_pytorch), inference_compiler=compiler(True),
                         bw_compiler=backward_compiler,
                         decompositions=_decompositions(keep_backward_ops=backward_in_pytorch), **partition)(gm, example_inputs)
-
-
-def _min_cut_partition(joint_module: torch.fx.GraphModule, joint_inputs: Sequence[Any], **kwargs: Any) -> Any:
-    from torch._functorch.partitioners import min_cut_rematerialization_partition
-
-    return min_cut_rematerialization_partition(joint_module, joint_inputs, **kwargs)
 
 
 def _mutated_inputs() -> Set[int]:
@@ -369,8 +365,8 @@ def _restrided(value: Any, stride: Optional[tuple]) -> Any:
 
 
 class _PyTorchPart(torch.nn.Module):
-    """An op of a split graph that PyTorch runs, given its inputs and giving its outputs in the
-    layouts PyTorch traced (permuted dense ones; tilefuse's parts give row-major ones). Some
+    """An op of a split graph that PyTorch runs, given its inputs and giving its outputs laid
+    out in the order of dims PyTorch traced (tilefuse's parts give row-major ones). Some
     ops read the layout, not only the values (cuDNN's attention backward, given a dense
     grad_output where eager's had the output's strides, returned a wrong dQ: GPT-2 small, bf16,
     H200, 2026-11-29); some set their outputs' layout from their inputs' (cuDNN's attention

@@ -3,8 +3,8 @@
 torch.compile(backend="tilefuse") with the backward graph through tilefuse (the default) and in
 PyTorch (options={"backward": "pytorch"}), beside eager (and with --inductor torch.compile's own
 backend), in one process: the step's time (CUDA events, median, after the kernels compiling in the
-background are in), the first step's time, and the gradients' error to eager's relative to their
-scale.
+background are in), the first step's time, the gradients' error to eager's relative to their
+scale, and the peak memory of the timed steps (with, for tilefuse, what its forwards save).
 
     python3 bench/torch_training.py --shape 8x512 --dtype bf16 --json out.json
 """
@@ -107,6 +107,7 @@ def main():
         for _ in range(2):
             step(model)
         torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
         times = []
         for _ in range(args.repeats):
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -121,7 +122,8 @@ def main():
     reference = transformers.GPT2LMHeadModel(config).to("cuda", dtype).train()
     step(reference)
     expected = {n: p.grad.float().clone() for n, p in reference.named_parameters()}
-    row = {"shape": args.shape, "dtype": args.dtype, "device": torch.cuda.get_device_name(), "eager_us": timed(reference)}
+    row = {"shape": args.shape, "dtype": args.dtype, "device": torch.cuda.get_device_name(), "eager_us": timed(reference),
+           "eager_peak_mb": torch.cuda.max_memory_allocated() / 2**20}
     kernel_profile(reference, "eager")
     for backward in args.backward or ["pytorch", "tilefuse"]:
         torch._dynamo.reset()
@@ -139,6 +141,9 @@ def main():
         backend_module.finish_compiles()
         row[f"tilefuse_bw_{backward}_finish_compiles_s"] = time.perf_counter() - start
         row[f"tilefuse_bw_{backward}_us"] = timed(compiled)
+        row[f"tilefuse_bw_{backward}_peak_mb"] = torch.cuda.max_memory_allocated() / 2**20
+        saved = [g["saved_for_backward"] for g in backend_module.explain() if g.get("saved_for_backward")]
+        row[f"tilefuse_bw_{backward}_saved_mb"] = sum(s["bytes"] for s in saved) / 2**20
         row[f"tilefuse_bw_{backward}_error_to_scale"] = max(  # the last timed step's gradients
             ((p.grad.float() - expected[n]).abs().max() / expected[n].abs().max().clamp_min(1e-30)).item()
             for n, p in model.named_parameters())
@@ -155,6 +160,7 @@ def main():
         torch.cuda.synchronize()
         row["inductor_first_step_s"] = time.perf_counter() - start
         row["inductor_us"] = timed(compiled)
+        row["inductor_peak_mb"] = torch.cuda.max_memory_allocated() / 2**20
         kernel_profile(compiled, "torch.compile")
         print(json.dumps(row), flush=True)
     if args.json:

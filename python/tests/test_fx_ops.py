@@ -479,6 +479,26 @@ def test_indexing_with_several_index_tensors(check, gen):
           integers(gen, 2, low=0, high=5, dtype=torch.int32))
 
 
+def test_scatter_of_one_index_per_line(check, gen):
+    # A cross-entropy backward's one-hot of its targets: scatter(zeros, 1, target[:, None], -1).
+    def scatter(x, target, rows, src):  # x [4, 7]; target [4, 1] in [0, 7); rows [1, 7] in [0, 4); src [4, 3]
+        return {"one_hot": torch.zeros_like(x).scatter(1, target, -1.0), "value": x.scatter(-1, target, 2.5),
+                "src": x.scatter(1, target, src), "along_rows": x.scatter(0, rows, src[:1, :1].expand(1, 7))}
+
+    check(scatter, uniform(gen, 4, 7), integers(gen, 4, 1, low=0, high=7), integers(gen, 1, 7, low=0, high=4),
+          uniform(gen, 4, 3))
+
+
+def test_a_scatter_of_several_indices_per_line_is_split_out(gen, caplog):
+    # Two targets a row: written where either points, which the comparison above does not do.
+    x, target = uniform(gen, 4, 7), integers(gen, 4, 2, low=0, high=7)
+    f = lambda x, t: x.scatter(1, t, -1.0) * 2  # noqa: E731
+    with caplog.at_level(logging.WARNING, logger="tilefuse"):
+        got = torch.compile(f, backend="tilefuse", options={"backend": "cpu"})(x, target)
+    torch.testing.assert_close(got, f(x, target))
+    assert "no mapping for aten.scatter.value" in caplog.text, caplog.text
+
+
 def test_embedding(check, gen):
     embedding = randomize(nn.Embedding(10, 4, padding_idx=0), gen)
     check(lambda w, tokens, tokens32: {"functional": F.embedding(tokens, w), "module": embedding(tokens32)},

@@ -78,7 +78,6 @@ def _cases():
 # The ops each case's backward graph has no mapping for: split out to PyTorch, said in the log.
 SPLIT_OUT = {
     "attention_causal": "aten._scaled_dot_product_flash_attention_for_cpu_backward",
-    "cross_entropy": "aten.scatter.value",  # the one-hot of the targets
     "embedding": "aten.index_put.default",  # the rows' gradients summed into the table
 }
 # Cases whose backward graph is its split-out op and nothing else (the forward saves the

@@ -267,6 +267,29 @@ def test_the_backward_graph_through_tilefuse_gives_eager_s_gradients(logs):
         torch.compile(block, backend="tilefuse", options={"backward": "inductor"})(x)
 
 
+def test_explain_says_what_a_training_forward_saves_for_the_backward():
+    # The tensors the partition saves are the backward graph's inputs less its gradient of the
+    # output (the last one): their count and bytes, as explain() reports them.
+    import tilefuse.torch_backend as backend
+
+    torch.manual_seed(3)
+    block = Block()
+    x = torch.randn(6, 32)
+    compiled = torch.compile(block, backend="tilefuse", options={"backend": "cpu"})
+    (compiled(x) * torch.randn(6, 64)).sum().backward()
+    graphs = [g for g in (ref() for ref in backend._GRAPHS) if g is not None][-2:]  # this step's forward, backward
+    forward, backward = (g.explain("cpu") for g in graphs)
+    inputs = [n.meta["val"] for n in graphs[1].gm.graph.nodes
+              if n.op == "placeholder" and isinstance(n.meta.get("val"), torch.Tensor)]
+    saved = inputs[:-1]
+    assert forward["saved_for_backward"] == {"tensors": len(saved), "bytes": sum(t.numel() * t.element_size() for t in saved)}
+    assert len(saved) >= 1 and backward["saved_for_backward"] is None
+    with torch.no_grad():
+        torch._dynamo.reset()
+        torch.compile(block, backend="tilefuse", options={"backend": "cpu"})(x)
+    assert backend.explain()[-1]["saved_for_backward"] is None, "an inference graph saves nothing"
+
+
 def test_outputs_come_back_with_eager_s_strides():
     # Ops after a graph (PyTorch's own backward kernels, a split graph's next part) may read the
     # layout: cuDNN's attention backward returned a wrong dQ for a dense grad_output where eager's

@@ -95,13 +95,16 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], op
     # forward's saved tensors they stay dense: restrided, each was copied back to dense by the
     # backward's call (GPT-2's step: 142 such copies, 4.2 ms, H200, 2026-11-30). The ops a
     # split graph runs in PyTorch get eager's layouts whatever the graph's (_PyTorchPart).
-    def compiler(restride_outputs: bool) -> Callable:
+    def compiler(restride_outputs: bool, training: bool) -> Callable:
         def compile_forward(aten_gm: torch.fx.GraphModule, aten_inputs: Sequence[Any]) -> Callable:
             # AOTAutograd passes Dynamo's arguments in Dynamo's order; anything else (effect
             # tokens, say) and no argument is taken for a weight.
             same_order = len(aten_inputs) == len(example_inputs)
-            return TilefuseGraph(aten_gm, weights - _mutated_inputs() if same_order else set(),
-                                 dict(settings, restride_outputs=restride_outputs))
+            graph = TilefuseGraph(aten_gm, weights - _mutated_inputs() if same_order else set(),
+                                  dict(settings, restride_outputs=restride_outputs))
+            if training:
+                graph.saved_for_backward = _saved_for_backward(aten_gm)
+            return graph
         return compile_forward
 
     def backward_compiler(aten_gm: torch.fx.GraphModule, aten_inputs: Sequence[Any]) -> Callable:
@@ -120,9 +123,28 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], op
     from torch._functorch.partitioners import min_cut_rematerialization_partition
 
     partition = {} if backward_in_pytorch else {"partition_fn": min_cut_rematerialization_partition}
-    return aot_autograd(fw_compiler=compiler(restride_outputs=backward_in_pytorch), inference_compiler=compiler(True),
+    return aot_autograd(fw_compiler=compiler(restride_outputs=backward_in_pytorch, training=True),
+                        inference_compiler=compiler(restride_outputs=True, training=False),
                         bw_compiler=backward_compiler,
                         decompositions=_decompositions(keep_backward_ops=backward_in_pytorch), **partition)(gm, example_inputs)
+
+
+def _saved_for_backward(gm: torch.fx.GraphModule) -> Optional[dict]:
+    """The tensors a training forward's graph returns for its backward (AOTAutograd's partition
+    chose them), their count and bytes as traced: what the step holds between its forward and
+    its backward besides the weights. None where AOTAutograd does not say."""
+    from torch._guards import TracingContext
+
+    context = TracingContext.try_get()
+    metadata = getattr(context, "fw_metadata", None)
+    try:
+        saved = metadata.tensors_saved_for_backwards_slice
+    except (AttributeError, AssertionError):
+        return None
+    output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+    values = [n.meta.get("val") if isinstance(n, torch.fx.Node) else None for n in torch.utils._pytree.tree_leaves(output.args[0])]
+    tensors = [v for v in values[saved] if isinstance(v, torch.Tensor)]
+    return {"tensors": len(tensors), "bytes": sum(int(v.numel()) * v.element_size() for v in tensors)}
 
 
 def _mutated_inputs() -> Set[int]:
@@ -178,6 +200,7 @@ class TilefuseGraph:
         self.logged: Set[str] = set()
         self.in_pytorch: List[str] = []  # what runs in PyTorch and why, as logged (explain())
         self.part_of_split = not split_allowed
+        self.saved_for_backward: Optional[dict] = None  # a training forward's (set by its compiler)
         if len(_GRAPHS) > 1024:  # a process that compiles many graphs: drop the dead references
             _GRAPHS[:] = [ref for ref in _GRAPHS if ref() is not None]
         _GRAPHS.append(weakref.ref(self))
@@ -244,7 +267,7 @@ class TilefuseGraph:
                     for s in self.compiled.values() if s is not None]
         calls = sum(1 for n in self.gm.graph.nodes if n.op == "call_function")
         return {"calls": calls, "part_of_split": self.part_of_split, "split": self.split is not None,
-                "compiled": compiled, "in_pytorch": list(self.in_pytorch)}
+                "compiled": compiled, "in_pytorch": list(self.in_pytorch), "saved_for_backward": self.saved_for_backward}
 
 
 _GRAPHS: List["weakref.ReferenceType[TilefuseGraph]"] = []
@@ -269,7 +292,8 @@ def explain(device: str = "h100-sxm") -> List[dict]:
     does not take (its parts are listed as graphs of their own, `part_of_split`), each compiled
     input signature (shapes, backend, kernel count, each kernel's mode (on the GPU: generated, gemm
     template, gemm for cuBLASLt, ...), compile time, and the fusion plan as
-    CompiledModel.explain(device) gives it), and what runs in PyTorch and why."""
+    CompiledModel.explain(device) gives it), what runs in PyTorch and why, and for a training
+    forward what it saves for the backward (tensors and bytes; None otherwise)."""
     _GRAPHS[:] = [ref for ref in _GRAPHS if ref() is not None]
     return [ref().explain(device) for ref in _GRAPHS if ref() is not None]
 

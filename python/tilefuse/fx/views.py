@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any, List, Optional, Sequence
 
+import torch
+
 from ._context import Context, Unsupported, Value, check, handles
 
 _INT64_MAX = 2**63 - 1
@@ -168,6 +170,32 @@ def index_select(ctx: Context, x: Value, dim: int, index: Value) -> Value:
 @handles("aten.gather.default")
 def gather(ctx: Context, x: Value, dim: int, index: Value, sparse_grad: bool = False) -> Value:
     return ctx.gather_elements(x, index, ctx.normalize_dim(dim, ctx.rank(x)))
+
+
+@handles("aten.scatter.value", "aten.scatter.src")
+def scatter(ctx: Context, x: Value, dim: int, index: Value, src: Any) -> Value:
+    """x with src (a number, or a tensor's elements at the index's positions) written where the
+    index points along dim: one index per line along dim (a cross-entropy backward's one-hot of
+    its targets), so a comparison with the position, not a scatter."""
+    shape = ctx.shape_of(x)
+    dim = ctx.normalize_dim(dim, len(shape))
+    hit = ctx.pointwise("equal", [ctx.iota(shape, dim, "i64"), ctx.broadcast_to(ctx.cast(index, "i64"), shape)])
+    if isinstance(src, Value):
+        src = ctx.broadcast_to(ctx.slice(src, [0] * len(shape), ctx.shape_of(index), list(range(len(shape))), [1] * len(shape)), shape)
+    return ctx.pointwise("where", [hit, ctx.as_tensor(src, ctx.dtype_of(x)), x])
+
+
+def _one_index_per_line(node) -> bool:
+    """Whether a scatter's index holds one entry along dim and covers the other dims whole (as
+    traced): else it is split out to PyTorch."""
+    x, dim, index = (a.meta.get("val") if hasattr(a, "meta") else a for a in node.args[:3])
+    if not all(isinstance(t, torch.Tensor) for t in (x, index)) or x.dim() != index.dim() or x.dim() == 0:
+        return False
+    dim = dim % x.dim()
+    return index.shape[dim] == 1 and all(index.shape[d] == x.shape[d] for d in range(x.dim()) if d != dim)
+
+
+scatter.accepts = _one_index_per_line
 
 
 @handles("aten.index.Tensor")

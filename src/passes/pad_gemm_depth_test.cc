@@ -1,0 +1,78 @@
+#include "passes/pad_gemm_depth.h"
+
+#include <gtest/gtest.h>
+
+#include "passes/pass_test_util.h"
+#include "reference/interpreter.h"
+#include "tilefuse/builder.h"
+
+namespace tilefuse {
+namespace {
+
+using pass_testing::CountOps;
+
+// a[batch..., M, K] · b[K, N] (or b[batch..., K, N]) as a graph of two parameters.
+Graph Product(DType dtype, Shape a_shape, Shape b_shape) {
+  GraphBuilder b;
+  Value a = b.Parameter("a", dtype, a_shape);
+  Value w = b.Parameter("w", dtype, b_shape);
+  b.Output(b.MatMul(a, w), "y");
+  auto graph = b.Build();
+  EXPECT_TRUE(graph.ok()) << graph.status().ToString();
+  return std::move(graph).value();
+}
+
+// The MatMul of `g` (one).
+const Node& TheProduct(const Graph& g) {
+  for (const Node& n : g.nodes())
+    if (n.op == OpCode::kMatMul) return n;
+  ADD_FAILURE() << "no product";
+  return g.node(0);
+}
+
+TEST(PadGemmDepthTest, AnUnalignedDepthIsPaddedWithZerosAndTheProductKeepsItsValues) {
+  // Large enough to be padded (2^30 multiply-adds), small enough for the reference: the
+  // values are checked on a graph of the same form with the threshold's shapes scaled down
+  // below; here the rewrite's shapes.
+  for (DType dtype : {DType::kBF16, DType::kF16, DType::kF32}) {
+    Graph graph = Product(dtype, {2, 1024, 4099}, {4099, 256});
+    auto padded = PadGemmDepth(graph);
+    ASSERT_TRUE(padded.ok()) << padded.status().ToString();
+    const Node& product = TheProduct(*padded);
+    const int64_t k = padded->node(product.inputs[0]).shape.back();
+    EXPECT_EQ(k * DTypeSize(dtype) % 16, 0) << DTypeName(dtype);
+    EXPECT_GT(k, 4099);
+    EXPECT_LT(k - 4099, static_cast<int64_t>(16 / DTypeSize(dtype)));
+    EXPECT_EQ(padded->node(product.inputs[1]).shape, (Shape{k, 256}));
+    EXPECT_EQ(product.shape, (Shape{2, 1024, 256}));
+    EXPECT_EQ(CountOps(*padded, OpCode::kConcat), 2);
+  }
+}
+
+TEST(PadGemmDepthTest, PaddedProductsComputeTheSameValues) {
+  // Batched operands on both sides; K = 4099 (bf16: 7 more). Computed by the reference.
+  Graph graph = Product(DType::kBF16, {2, 64, 4099}, {2, 4099, 4096});
+  auto padded = PadGemmDepth(graph);
+  ASSERT_TRUE(padded.ok()) << padded.status().ToString();
+  ASSERT_EQ(CountOps(*padded, OpCode::kConcat), 2) << "2 x 64 x 4096 x 4099 multiply-adds: padded";
+  const std::vector<Tensor> inputs = {Tensor::Random(DType::kBF16, {2, 64, 4099}, 3),
+                                      Tensor::Random(DType::kBF16, {2, 4099, 4096}, 4)};
+  auto expected = RunReference(graph, inputs);
+  auto actual = RunReference(*padded, inputs);
+  ASSERT_TRUE(expected.ok() && actual.ok());
+  EXPECT_EQ((*actual)[0].shape(), (*expected)[0].shape());
+  EXPECT_EQ((*actual)[0].ToDoubles(), (*expected)[0].ToDoubles());
+}
+
+TEST(PadGemmDepthTest, AlignedOrSmallProductsAreLeftAlone) {
+  for (Graph graph : {Product(DType::kBF16, {4096, 4104}, {4104, 256}),  // aligned K
+                      Product(DType::kBF16, {64, 4099}, {4099, 256}),     // 2^26 multiply-adds
+                      Product(DType::kF32, {4096, 4100}, {4100, 256})}) {  // f32: 4100 x 4 bytes aligned
+    auto padded = PadGemmDepth(graph);
+    ASSERT_TRUE(padded.ok());
+    EXPECT_EQ(CountOps(*padded, OpCode::kConcat), 0);
+  }
+}
+
+}  // namespace
+}  // namespace tilefuse

@@ -138,6 +138,12 @@ GroupClassification ClassifyReductions(const Graph& g, const std::vector<int>& m
       continue;
     }
     after_reduction[pos] = after;
+    // The kernel writes each result at its own output position, so a member after a reduction
+    // is evaluated there: a view that moves elements (the transpose after a GQA backward's sum
+    // over the repeated heads) would read another position's result.
+    if (after && n.info().kind == OpKind::View && n.op != OpCode::kReshape)
+      return Forbid(fmt::format("{} reorders the reduction's results; the kernel computes each at its own output position",
+                                Label(n)));
     int64_t expected = after ? out_elements : in_elements;
     if (Elements(g, id) != expected)
       return Forbid(fmt::format("{} has {} elements; this reduction's {} is {}", Label(n), Elements(g, id),

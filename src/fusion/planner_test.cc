@@ -194,6 +194,23 @@ TEST(PlannerTest, ReductionsOverDifferentAxesAreTwoKernels) {
   EXPECT_TRUE(explained) << "the rejected merge must say why";
 }
 
+// A sum over an inner dim followed by a transpose (a GQA backward: the repeated heads' key
+// gradients summed, then [batch, heads, tokens, dim] to [batch, tokens, heads, dim]): the
+// transpose would read the reduction at another output position, which the reduction kernel
+// does not compute there, so it stays out of the reduction's group (before, the group ran on
+// the reference interpreter).
+TEST(PlannerTest, AViewThatMovesAReductionsResultsStaysOutOfItsGroup) {
+  GraphBuilder b;
+  Value x = b.Parameter("x", DType::kF32, {2, 2, 4, 16, 8});
+  Value summed = b.Reshape(b.Reduce(OpCode::kReduceSum, x, {2}, true), {2, 2, 16, 8});
+  b.Output(b.MulScalar(b.Transpose(summed, {0, 2, 1, 3}), 2.0), "y");
+  FusionPlan plan = Plan(b);
+  bool explained = false;
+  for (const RejectedMerge& r : plan.rejected) explained |= r.reason.find("reorders the reduction's results") != std::string::npos;
+  EXPECT_TRUE(explained) << "the rejected merge must say why";
+  EXPECT_GE(plan.groups.size(), 2u);
+}
+
 // Rotary embedding's rotate-half: two half-width results concatenated. The halves have
 // half the concat's elements, but only the concat reads them: one kernel over the concat's
 // space evaluates each where the concat reads it. A half that is also a graph output needs

@@ -48,6 +48,21 @@ class GpuRunOnDeviceTest : public testing::Test {
   void TearDown() override {
     for (CUdeviceptr p : allocated_) device_->api().cuMemFree(p);
   }
+  // One RunOnDevice of `compiled` on `stream` into outputs poisoned before: every output the
+  // same bits as `expected`.
+  void RunPoisonedAndCompare(CudaExecutable& compiled, const std::vector<uint64_t>& input_ptrs,
+                             const std::vector<uint64_t>& output_ptrs, const std::vector<Tensor>& expected, CUstream stream) {
+    for (size_t o = 0; o < expected.size(); ++o)
+      ASSERT_EQ(device_->api().cuMemsetD8Async(output_ptrs[o], 0xFF, expected[o].num_bytes(), stream), CUDA_SUCCESS);
+    Status ran = compiled.RunOnDevice(input_ptrs, output_ptrs, reinterpret_cast<uint64_t>(stream));
+    ASSERT_TRUE(ran.ok()) << ran.ToString();
+    ASSERT_EQ(device_->api().cuStreamSynchronize(stream), CUDA_SUCCESS);
+    for (size_t o = 0; o < expected.size(); ++o) {
+      Tensor got(expected[o].dtype(), expected[o].shape());
+      ASSERT_EQ(device_->api().cuMemcpyDtoH(got.data(), output_ptrs[o], got.num_bytes()), CUDA_SUCCESS);
+      EXPECT_EQ(std::memcmp(got.data(), expected[o].data(), got.num_bytes()), 0) << "output " << o;
+    }
+  }
   CudaDevice* device_ = nullptr;
   std::vector<CUdeviceptr> allocated_;
 };
@@ -75,16 +90,8 @@ TEST_F(GpuRunOnDeviceTest, MatchesTheHostRunBitForBitOnTheCallersStream) {
       for (const Tensor& e : *expected) output_ptrs.push_back(Upload(Tensor(e.dtype(), e.shape()), offset));
       for (int call = 0; call < (offset ? 1 : 3); ++call) {
         SCOPED_TRACE(fmt::format("offset {}, call {}", offset, call));
-        for (size_t o = 0; o < expected->size(); ++o)
-          ASSERT_EQ(device_->api().cuMemsetD8Async(output_ptrs[o], 0xFF, (*expected)[o].num_bytes(), stream), CUDA_SUCCESS);
-        Status ran = (*compiled)->RunOnDevice(input_ptrs, output_ptrs, reinterpret_cast<uint64_t>(stream));
-        ASSERT_TRUE(ran.ok()) << ran.ToString();
-        ASSERT_EQ(device_->api().cuStreamSynchronize(stream), CUDA_SUCCESS);
-        for (size_t o = 0; o < expected->size(); ++o) {
-          Tensor got((*expected)[o].dtype(), (*expected)[o].shape());
-          ASSERT_EQ(device_->api().cuMemcpyDtoH(got.data(), output_ptrs[o], got.num_bytes()), CUDA_SUCCESS);
-          EXPECT_EQ(std::memcmp(got.data(), (*expected)[o].data(), got.num_bytes()), 0) << "output " << o;
-        }
+        RunPoisonedAndCompare(**compiled, input_ptrs, output_ptrs, *expected, stream);
+        if (HasFatalFailure()) break;
       }
     }
     device_->api().cuStreamDestroy(stream);
@@ -118,16 +125,8 @@ TEST_F(GpuRunOnDeviceTest, OutputsThatAreInputsRepeatsOrConstantsAreCopiedTheRes
   for (const Tensor& e : *expected) output_ptrs.push_back(Upload(Tensor(e.dtype(), e.shape())));
   for (int call = 0; call < 3; ++call) {
     SCOPED_TRACE(fmt::format("call {}", call));
-    for (size_t o = 0; o < expected->size(); ++o)
-      ASSERT_EQ(device_->api().cuMemsetD8Async(output_ptrs[o], 0xFF, (*expected)[o].num_bytes(), stream), CUDA_SUCCESS);
-    Status ran = (*compiled)->RunOnDevice(input_ptrs, output_ptrs, reinterpret_cast<uint64_t>(stream));
-    ASSERT_TRUE(ran.ok()) << ran.ToString();
-    ASSERT_EQ(device_->api().cuStreamSynchronize(stream), CUDA_SUCCESS);
-    for (size_t o = 0; o < expected->size(); ++o) {
-      Tensor got((*expected)[o].dtype(), (*expected)[o].shape());
-      ASSERT_EQ(device_->api().cuMemcpyDtoH(got.data(), output_ptrs[o], got.num_bytes()), CUDA_SUCCESS);
-      EXPECT_EQ(std::memcmp(got.data(), (*expected)[o].data(), got.num_bytes()), 0) << "output " << o;
-    }
+    RunPoisonedAndCompare(**compiled, input_ptrs, output_ptrs, *expected, stream);
+    if (HasFatalFailure()) break;
   }
   device_->api().cuStreamDestroy(stream);
 }

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""One training step (forward, loss, backward) of transformers' GPT-2 small, random weights, through
+"""One training step (forward, loss, backward) of transformers' GPT-2 small (or a LLaMA-style model of
+its size, --model llama), random weights, through
 torch.compile(backend="tilefuse") with the backward graph through tilefuse (the default) and in
 PyTorch (options={"backward": "pytorch"}), beside eager (and with --inductor torch.compile's own
 backend), in one process: the step's time (CUDA events, median, after the kernels compiling in the
@@ -16,6 +17,9 @@ import time
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="gpt2", choices=["gpt2", "llama"],
+                        help="gpt2: transformers' GPT-2 small; llama: a LLaMA-style model of GPT-2 small's size "
+                             "(RMSNorm, rotary, grouped-query attention with 4 key-value heads, SwiGLU; vocabulary 32000)")
     parser.add_argument("--shape", default="8x512")
     parser.add_argument("--dtype", default="bf16", choices=["bf16", "f32"])
     parser.add_argument("--repeats", type=int, default=10)
@@ -32,8 +36,16 @@ def main():
     dtype = {"bf16": torch.bfloat16, "f32": torch.float32}[args.dtype]
     batch, seq = (int(v) for v in args.shape.split("x"))
     torch.manual_seed(0)
-    ids = torch.randint(0, 50257, (batch, seq), device="cuda")
-    projection = torch.randn(batch, seq, 50257, device="cuda", dtype=dtype)
+    if args.model == "gpt2":
+        config = transformers.GPT2Config(attn_pdrop=0.0, resid_pdrop=0.0, embd_pdrop=0.0)
+        make = transformers.GPT2LMHeadModel
+    else:
+        config = transformers.LlamaConfig(vocab_size=32000, hidden_size=768, intermediate_size=2048, num_hidden_layers=12,
+                                          num_attention_heads=12, num_key_value_heads=4, max_position_embeddings=4096,
+                                          attention_dropout=0.0)
+        make = transformers.LlamaForCausalLM
+    ids = torch.randint(0, config.vocab_size, (batch, seq), device="cuda")
+    projection = torch.randn(batch, seq, config.vocab_size, device="cuda", dtype=dtype)
 
     def step(model):
         model.zero_grad(set_to_none=True)
@@ -118,16 +130,15 @@ def main():
             times.append(start.elapsed_time(end) * 1e3)
         return statistics.median(times)
 
-    config = transformers.GPT2Config(attn_pdrop=0.0, resid_pdrop=0.0, embd_pdrop=0.0)
-    reference = transformers.GPT2LMHeadModel(config).to("cuda", dtype).train()
+    reference = make(config).to("cuda", dtype).train()
     step(reference)
     expected = {n: p.grad.float().clone() for n, p in reference.named_parameters()}
-    row = {"shape": args.shape, "dtype": args.dtype, "device": torch.cuda.get_device_name(), "eager_us": timed(reference),
+    row = {"model": args.model, "shape": args.shape, "dtype": args.dtype, "device": torch.cuda.get_device_name(), "eager_us": timed(reference),
            "eager_peak_mb": torch.cuda.max_memory_allocated() / 2**20}
     kernel_profile(reference, "eager")
     for backward in args.backward or ["pytorch", "tilefuse"]:
         torch._dynamo.reset()
-        model = transformers.GPT2LMHeadModel(config).to("cuda", dtype).train()
+        model = make(config).to("cuda", dtype).train()
         model.load_state_dict(reference.state_dict())
         compiled = torch.compile(model, backend="tilefuse", options={"backward": backward})
         torch.cuda.synchronize()
@@ -151,7 +162,7 @@ def main():
         print(json.dumps(row), flush=True)
     if args.inductor:  # the peer: torch.compile's default backend, in the same process
         torch._dynamo.reset()
-        model = transformers.GPT2LMHeadModel(config).to("cuda", dtype).train()
+        model = make(config).to("cuda", dtype).train()
         model.load_state_dict(reference.state_dict())
         compiled = torch.compile(model)
         torch.cuda.synchronize()

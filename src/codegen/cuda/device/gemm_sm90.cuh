@@ -6,7 +6,8 @@
 //     for each K step:                       for each K step: wait full[s], wgmma from slot s,
 //       wait empty[s]; TMA A, B → slot s       hand slot s-1 back (empty)
 //       (B multicast to the cluster)         [split-K: partials through scratch, last sums]
-//     [ring of residual chunks]              epilogue(row, col, acc, loaded) per element:
+//     [ring of residual chunks]              epilogue.Pair(row, col, acc, loaded) per column
+//                                            pair (an odd N: epilogue(...) per element):
 //                                            direct stores, or a staged tile out by TMA
 //
 // Configurations (all compile-time, from Config):

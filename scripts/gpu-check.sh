@@ -23,6 +23,8 @@
 #       and on the GPT block, group by group
 #   3c. the CPU backend on this machine's host cores, quiet and beside a busy process, against
 #       onnxruntime in one process (bench/cpu_load.py at all cores and at 2 threads)
+#   3d. training steps: GPT-2 small and a LLaMA-style model of its size, bf16, 8x512, through
+#       tilefuse beside eager and torch.compile in one process (bench/torch_training.py)
 #   4. tilefuse demo (the examples fused on the GPU, checked, timed)
 #   5. benchmarks: tilefuse fused/unfused per case, then bench/peers.py (PyTorch eager,
 #      library op, torch.compile) in the same run; a merged table bench/report.py
@@ -35,7 +37,7 @@ B=build-gpu/bundle
 [ -x "$B/tilefuse" ] || tar -C build-gpu -xJf build-gpu/bundle.tar.xz
 export LD_LIBRARY_PATH="$PWD/$B/lib:${LD_LIBRARY_PATH:-}"
 export TILEFUSE_CACHE_DIR=${TILEFUSE_CACHE_DIR:-/tmp/tilefuse-cache}
-STAGES=${STAGES:-"check gemm conv attention fuzz sanitize tests python models cpuload demo tune bench peers"}
+STAGES=${STAGES:-"check gemm conv attention fuzz sanitize tests python models cpuload training demo tune bench peers"}
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 log="$OUT/gpu-check.log"
 : >"$log"
@@ -269,6 +271,20 @@ if has cpuload; then
   else
     say "cpuload: FAILED"; tail -20 "$OUT/cpu-load.md" 2>/dev/null | tee -a "$log"; failures=$((failures + 1))
   fi
+fi
+
+if has training; then
+  say "== training steps through tilefuse beside eager and torch.compile (bench/torch_training.py)"
+  X=/tmp/tilefuse-python
+  for model in gpt2 llama; do
+    if { compgen -G "$X/tilefuse/_tilefuse*.so" >/dev/null || scripts/gpu-python-ext.sh "$B" "$X" >>"$log" 2>&1; } &&
+       HF_HUB_OFFLINE=1 PYTHONPATH="$X" timeout 600 python3 bench/torch_training.py --model "$model" --shape 8x512 --dtype bf16 \
+         --backward tilefuse --inductor --profile 20 --json "$OUT/training-$model.json" >"$OUT/training-$model.log" 2>&1; then
+      say "training $model: $(tr -d '\n ' < "$OUT/training-$model.json")"
+    else
+      say "training $model: FAILED"; tail -20 "$OUT/training-$model.log" | tee -a "$log"; failures=$((failures + 1))
+    fi
+  done
 fi
 
 if has demo; then

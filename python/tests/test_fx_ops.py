@@ -489,6 +489,14 @@ def test_scatter_of_one_index_per_line(check, gen):
           uniform(gen, 4, 3))
 
 
+def test_dropout_s_deterministic_ends(check, gen):
+    # Its random numbers (torch.rand at each call) can't match eager's: here p = 0 and p = 1;
+    # test_torch_compile checks the random middle (kept fraction, scale, the backward).
+    check(lambda x: {"keep_all": F.dropout(x, 0.0, training=True), "drop_all": F.dropout(x, 1.0, training=True),
+                     "mask": torch.native_dropout(x, 1.0, True)[1], "mask_all": torch.native_dropout(x, 0.0, True)[1]},
+          uniform(gen, 4, 7))
+
+
 def test_a_scatter_of_several_indices_per_line_is_split_out(gen, caplog):
     # Two targets a row: written where either points, which the comparison above does not do.
     x, target = uniform(gen, 4, 7), integers(gen, 4, 2, low=0, high=7)

@@ -267,6 +267,40 @@ def test_the_backward_graph_through_tilefuse_gives_eager_s_gradients(logs):
         torch.compile(block, backend="tilefuse", options={"backward": "inductor"})(x)
 
 
+def test_dropout_runs_inside_tilefuse_s_graph_on_pytorch_s_generator(logs):
+    # Training-mode dropout (aten.native_dropout) is no longer split out: its random numbers are
+    # drawn by torch.rand at each call, so torch.manual_seed repeats them; a quarter of the
+    # elements dropped, the others scaled by 4/3, and the backward's gradient through the mask.
+    class Scaled(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.rand(64) + 0.5)
+
+        def forward(self, x):
+            return torch.nn.functional.dropout(x * self.w, 0.25, training=True)
+
+    module = Scaled()
+    x = torch.rand(256, 64) + 0.5  # no zeros of its own
+    compiled = torch.compile(module, backend="tilefuse", options={"backend": "cpu"})
+    torch.manual_seed(5)
+    out = compiled(x)
+    torch.manual_seed(5)
+    torch.testing.assert_close(compiled(x), out, rtol=0, atol=0)
+    assert not torch.equal(compiled(x), out), "a new call draws new numbers"
+    kept = out != 0
+    assert abs(kept.float().mean().item() - 0.75) < 0.03, kept.float().mean().item()
+    expected = (x * module.w).detach() / 0.75
+    torch.testing.assert_close(out[kept], expected[kept], rtol=1e-6, atol=1e-6)
+    g = torch.randn(256, 64)
+    torch.manual_seed(6)
+    out = compiled(x)
+    (out * g).sum().backward()
+    kept = (out != 0).float()
+    torch.testing.assert_close(module.w.grad, (g * kept / 0.75 * x).sum(0), rtol=1e-5, atol=1e-5)
+    assert not messages(logs, "native_dropout"), logs.text
+    assert len(messages(logs, COMPILED)) >= 2, "the forward and the backward graph:\n" + logs.text
+
+
 def test_explain_says_what_a_training_forward_saves_for_the_backward():
     # The tensors the partition saves are the backward graph's inputs less its gradient of the
     # output (the last one): their count and bytes, as explain() reports them.

@@ -311,7 +311,7 @@ class _Specialization:
         translated = time.perf_counter()
         self.inputs_of = translation.inputs
         self.outputs_of = translation.outputs
-        inputs = self.inputs_of(args)
+        inputs = self.inputs_of(args, draw=False)  # the call's own draws come at its run
         device = next((a.get_device() for a in inputs if a.is_cuda), 0)
         graph = _tilefuse.compile_graph(translation.graph, settings["backend"], settings["tune"], settings["fuse"],
                                         device, settings["strict"], "", _matmul_precision(), gemm=settings["gemm"])

@@ -8,7 +8,7 @@ tensors replaced by Values and symbolic sizes by this call's integers.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -66,6 +66,8 @@ class Context:
     def __init__(self) -> None:
         self.builder = _tilefuse.GraphBuilder()
         self.node: Optional[torch.fx.Node] = None  # the node being translated
+        # Where the graph's inputs come from, in order (translator.Translation.input_positions).
+        self.input_positions: List[Tuple[Any, ...]] = []
 
     def __getattr__(self, name: str) -> Any:
         method = getattr(self.builder, name)
@@ -74,6 +76,12 @@ class Context:
         if name not in _RETURNS_VALUE:
             return lambda *a, **k: method(*[_unwrap(x) for x in a], **{key: _unwrap(v) for key, v in k.items()})
         return lambda *a, **k: Value(method(*[_unwrap(x) for x in a], **{key: _unwrap(v) for key, v in k.items()}))
+
+    def uniform_input(self, shape: Sequence[int]) -> Value:
+        """An f32 input of uniform random numbers in [0, 1), drawn by PyTorch's generator at each
+        call (torch.rand on the call's device): a random op's numbers, as torch.manual_seed makes them."""
+        self.input_positions.append(("uniform", tuple(shape)))
+        return self.parameter(f"uniform_{len(self.input_positions)}", "f32", list(shape))
 
     # ---- values and dtypes
 

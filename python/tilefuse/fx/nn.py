@@ -190,3 +190,18 @@ def adaptive_avg_pool(ctx: Context, x: Value, output_size: Sequence[int]) -> Val
                               [axis], True) for i in range(o)]
         x = windows[0] if o == 1 else ctx.concat(windows, axis)
     return x
+
+
+@handles("aten.native_dropout.default")
+def native_dropout(ctx: Context, x: Value, p: float, train: Optional[bool]) -> list:
+    """(output, mask): each element kept with probability 1 - p and scaled by 1 / (1 - p), as
+    PyTorch's kernel computes it (x * mask * scale). The random numbers are drawn by PyTorch's
+    generator at each call (Context.uniform_input); the mask is returned for the backward."""
+    shape, dtype = ctx.shape_of(x), ctx.dtype_of(x)
+    if not train or p == 0.0:
+        return [x, ctx.broadcast_to(ctx.scalar(1.0, "bool"), shape)]
+    if p >= 1.0:
+        return [ctx.pointwise("mul", [x, ctx.scalar(0.0, dtype)]), ctx.broadcast_to(ctx.scalar(0.0, "bool"), shape)]
+    keep = ctx.pointwise("less", [ctx.uniform_input(shape), ctx.scalar(1.0 - p, "f32")])
+    kept = ctx.pointwise("mul", [x, ctx.cast(keep, dtype)])
+    return [ctx.pointwise("mul", [kept, ctx.scalar(1.0 / (1.0 - p), dtype)]), keep]

@@ -33,9 +33,10 @@ _SYM_OPS = {"aten.sym_size.int", "aten.sym_numel.default", "aten.sym_stride.int"
 @dataclass
 class Translation:
     graph: Any                 # _tilefuse.Graph
-    # Where the graph's inputs are among the call's arguments, in order: (argument,) or, for a
-    # tensor inside a list or tuple argument (a split graph's part receives tuples), (argument, item).
-    input_positions: List[Tuple[int, ...]]
+    # Where the graph's inputs come from, in order: (argument,) or, for a tensor inside a list or
+    # tuple argument (a split graph's part receives tuples), (argument, item); ("uniform", shape):
+    # random numbers drawn at each call (Context.uniform_input).
+    input_positions: List[Tuple[Any, ...]]
     output_spec: Any            # pytree spec of the FX graph's outputs
     num_outputs: int
     none_outputs: List[int]  # outputs that are None (the graph's outputs skip them)
@@ -61,9 +62,18 @@ class Translation:
                 result.append(next(it))
         return result
 
-    def inputs(self, args: Sequence[Any]) -> List[Any]:
-        """The graph's inputs, in order, taken from a call's arguments."""
-        return [args[p[0]] if len(p) == 1 else args[p[0]][p[1]] for p in self.input_positions]
+    def inputs(self, args: Sequence[Any], draw: bool = True) -> List[Any]:
+        """The graph's inputs, in order, taken from a call's arguments (random ones drawn on the
+        arguments' device; without `draw`, left unset: the generator's state is the call's)."""
+        inputs = []
+        for p in self.input_positions:
+            if p[0] == "uniform":
+                device = next((a.device for a in args if isinstance(a, torch.Tensor)), None)
+                make = torch.rand if draw else torch.empty
+                inputs.append(make(p[1], dtype=torch.float32, device=device))
+            else:
+                inputs.append(args[p[0]] if len(p) == 1 else args[p[0]][p[1]])
+        return inputs
 
 
 def target_name(node: torch.fx.Node) -> str:
@@ -97,7 +107,7 @@ def translate(gm: torch.fx.GraphModule, args: Sequence[Any], weight_positions: S
     or Error (the builder refused a node), both naming the FX node."""
     ctx = Context()
     env: Dict[torch.fx.Node, Any] = {}
-    input_positions: List[Tuple[int, ...]] = []
+    input_positions: List[Tuple[Any, ...]] = ctx.input_positions
     placeholder = 0
     outputs: List[Any] = []
     leaves: List[Any] = []

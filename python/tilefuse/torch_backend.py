@@ -338,11 +338,12 @@ class _Specialization:
 
 
 def _eager_output_strides(gm: torch.fx.GraphModule) -> List[Optional[tuple]]:
-    """Per output of the FX graph, the layout to give it where eager PyTorch's (its node's meta
-    value) orders its dims otherwise than tilefuse's row-major outputs (_ordered_strides); else None."""
+    """Per output of the FX graph (each leaf of an op's tuple result), the layout to give it
+    where eager PyTorch's (its meta value) orders its dims otherwise than tilefuse's row-major
+    outputs (_ordered_strides); else None."""
     output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
-    nodes, _ = torch.utils._pytree.tree_flatten(output.args[0])
-    return [_eager_strides(node) for node in nodes]
+    traced = torch.fx.node.map_arg(output.args[0], lambda n: n.meta.get("val"))  # an op's tuple result: its leaves
+    return [_ordered_strides(v) for v in torch.utils._pytree.tree_leaves(traced)]
 
 
 def _eager_strides(node: Any) -> Optional[tuple]:
@@ -400,10 +401,7 @@ class _PyTorchPart(torch.nn.Module):
         super().__init__()
         self.gm = gm
         self.input_strides = [_eager_strides(n) for n in gm.graph.nodes if n.op == "placeholder"]
-        # Per leaf of the outputs as PyTorch traced them (an op's tuple result, flattened).
-        output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
-        traced = torch.fx.node.map_arg(output.args[0], lambda n: n.meta.get("val"))
-        self.output_strides = [_ordered_strides(v) for v in torch.utils._pytree.tree_leaves(traced)]
+        self.output_strides = _eager_output_strides(gm)
 
     def forward(self, *args: Any) -> Any:
         args = [_restrided(a, s) for a, s in zip(args, self.input_strides)] + list(args[len(self.input_strides):])

@@ -78,6 +78,23 @@ GroupClassification ClassifyGemm(const Graph& g, const std::vector<int>& members
   return {GroupKind::kGemm, FusionDecision::Allow()};
 }
 
+// The first member after a reduction (reading one's result, directly or through other
+// members) that is a view moving elements (a transpose, a slice, a concat, a gather; a
+// reshape keeps every element's offset), or nullopt. Reduction kernels evaluate what follows
+// a reduction where its result is, which such a view would read elsewhere.
+std::optional<int> ViewMovingReducedValues(const Graph& g, const std::vector<int>& members) {
+  std::vector<bool> after_reduction(members.size(), false);  // by member position
+  for (size_t pos = 0; pos < members.size(); ++pos) {
+    const Node& n = g.node(members[pos]);
+    after_reduction[pos] = std::any_of(n.inputs.begin(), n.inputs.end(), [&](int i) {
+      int p = PositionOf(members, i);
+      return p >= 0 && (after_reduction[p] || g.node(i).info().kind == OpKind::Reduction);
+    });
+    if (after_reduction[pos] && n.info().kind == OpKind::View && n.op != OpCode::kReshape) return n.id;
+  }
+  return std::nullopt;
+}
+
 GroupClassification ClassifyReductions(const Graph& g, const std::vector<int>& members,
                                        const std::vector<int>& reductions) {
   // Row reduction: every reduction reduces trailing dims with one (rows, row length).
@@ -94,19 +111,10 @@ GroupClassification ClassifyReductions(const Graph& g, const std::vector<int>& m
   }
   if (row_form) {
     // The kernel computes one row at a time, so a member after a reduction is evaluated
-    // where the row's statistics are: a view that moves elements (a transpose, a slice, a
-    // concat, a gather) would need another row's. A reshape keeps every element's offset.
-    std::vector<bool> after_reduction(members.size(), false);  // by member position
-    for (size_t pos = 0; pos < members.size(); ++pos) {
-      const Node& n = g.node(members[pos]);
-      after_reduction[pos] = std::any_of(n.inputs.begin(), n.inputs.end(), [&](int i) {
-        int p = PositionOf(members, i);
-        return p >= 0 && (after_reduction[p] || g.node(i).info().kind == OpKind::Reduction);
-      });
-      if (after_reduction[pos] && n.info().kind == OpKind::View && n.op != OpCode::kReshape)
-        return Forbid(fmt::format("{} reorders the row reduction's results; the kernel computes one row at a time",
-                                  Label(n)));
-    }
+    // where the row's statistics are: a view that moves elements would need another row's.
+    if (std::optional<int> view = ViewMovingReducedValues(g, members))
+      return Forbid(fmt::format("{} reorders the row reduction's results; the kernel computes one row at a time",
+                                Label(g.node(*view))));
     std::vector<std::vector<int>> users;  // computed only when a member's space differs
     for (int id : members) {
       int64_t e = Elements(g, id);
@@ -116,7 +124,13 @@ GroupClassification ClassifyReductions(const Graph& g, const std::vector<int>& m
     }
     return {GroupKind::kRowReduction, FusionDecision::Allow()};
   }
-  // General reduction: one input space, one output space, prologue then epilogue.
+  // General reduction: one input space, one output space, prologue then epilogue. The kernel
+  // computes each result at its own output position, so a member after a reduction is
+  // evaluated there: a view that moves elements (the transpose after a GQA backward's sum over
+  // the repeated heads) would read another position's result.
+  if (std::optional<int> view = ViewMovingReducedValues(g, members))
+    return Forbid(fmt::format("{} reorders the reduction's results; the kernel computes each at its own output position",
+                              Label(g.node(*view))));
   const Node& first = g.node(reductions[0]);
   int64_t in_elements = Elements(g, first.inputs[0]), out_elements = NumElements(first.shape);
   for (int r : reductions) {
@@ -138,12 +152,6 @@ GroupClassification ClassifyReductions(const Graph& g, const std::vector<int>& m
       continue;
     }
     after_reduction[pos] = after;
-    // The kernel writes each result at its own output position, so a member after a reduction
-    // is evaluated there: a view that moves elements (the transpose after a GQA backward's sum
-    // over the repeated heads) would read another position's result.
-    if (after && n.info().kind == OpKind::View && n.op != OpCode::kReshape)
-      return Forbid(fmt::format("{} reorders the reduction's results; the kernel computes each at its own output position",
-                                Label(n)));
     int64_t expected = after ? out_elements : in_elements;
     if (Elements(g, id) != expected)
       return Forbid(fmt::format("{} has {} elements; this reduction's {} is {}", Label(n), Elements(g, id),

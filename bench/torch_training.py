@@ -27,6 +27,9 @@ def main():
     parser.add_argument("--inductor", action="store_true", help="also time torch.compile's default backend (the peer)")
     parser.add_argument("--profile", type=int, default=0, metavar="N",
                         help="also list each variant's N costliest GPU kernels a step (torch.profiler)")
+    parser.add_argument("--host-profile", type=int, default=0, metavar="N",
+                        help="also time the host's side of a step (the time to issue it, not waiting for the GPU) and "
+                             "list the N Python functions of tilefuse's steps with the most time (cProfile, 5 steps)")
     parser.add_argument("--json")
     args = parser.parse_args()
     import torch
@@ -115,6 +118,32 @@ def main():
             entry = next((g for g in groups if g.get("id", g.get("group")) == int(group.group(1))), None)
             print(f"-- plan of {name} ({us:.0f} µs, graph of {shape}): {json.dumps(entry)[:1500] if entry else sorted(plan)[:20]}")
 
+    def host_profile(model, label):
+        """The host's side of a step: how long issuing it takes (no wait for the GPU inside, as
+        far as the step has none) against the step's time, and where cProfile puts that time."""
+        if not args.host_profile:
+            return
+        import cProfile
+        import pstats
+
+        torch.cuda.synchronize()
+        issue = []
+        for _ in range(5):
+            start = time.perf_counter()
+            step(model)
+            issue.append((time.perf_counter() - start) * 1e6)
+            torch.cuda.synchronize()
+        print(f"== {label}: issuing a step takes {statistics.median(issue):.0f} µs on the host (median of 5)")
+        if label.startswith("tilefuse"):
+            profiler = cProfile.Profile()
+            profiler.enable()
+            for _ in range(5):
+                step(model)
+            torch.cuda.synchronize()
+            profiler.disable()
+            pstats.Stats(profiler).sort_stats("tottime").print_stats(args.host_profile)
+            pstats.Stats(profiler).sort_stats("cumulative").print_stats(args.host_profile)
+
     def timed(model):
         for _ in range(2):
             step(model)
@@ -136,6 +165,7 @@ def main():
     row = {"model": args.model, "shape": args.shape, "dtype": args.dtype, "device": torch.cuda.get_device_name(), "eager_us": timed(reference),
            "eager_peak_mb": torch.cuda.max_memory_allocated() / 2**20}
     kernel_profile(reference, "eager")
+    host_profile(reference, "eager")
     for backward in args.backward or ["pytorch", "tilefuse"]:
         torch._dynamo.reset()
         model = make(config).to("cuda", dtype).train()
@@ -159,6 +189,7 @@ def main():
             ((p.grad.float() - expected[n]).abs().max() / expected[n].abs().max().clamp_min(1e-30)).item()
             for n, p in model.named_parameters())
         kernel_profile(compiled, f"tilefuse, backward {backward}")
+        host_profile(compiled, f"tilefuse, backward {backward}")
         print(json.dumps(row), flush=True)
     if args.inductor:  # the peer: torch.compile's default backend, in the same process
         torch._dynamo.reset()
@@ -173,6 +204,7 @@ def main():
         row["inductor_us"] = timed(compiled)
         row["inductor_peak_mb"] = torch.cuda.max_memory_allocated() / 2**20
         kernel_profile(compiled, "torch.compile")
+        host_profile(compiled, "torch.compile")
         print(json.dumps(row), flush=True)
     if args.json:
         with open(args.json, "w") as f:

@@ -801,6 +801,40 @@ def test_outputs_that_are_inputs_or_repeats_are_returned_as_eager_returns_them()
         translate(make_fx(lambda x, w: (w, x))(x, w), [x, w], set())
 
 
+def test_inputs_and_outputs_in_other_layouts_are_read_and_written_where_they_lie():
+    # A transposed input is the graph's input in memory order (a permuted view of the call's
+    # tensor: no copy), its dims put back by a transpose in the graph; an output eager lays out
+    # transposed is written so by the graph and comes back as a view with eager's strides.
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from tilefuse import _tilefuse
+    from tilefuse.fx import storage_order, translate
+
+    def forward(x, w):
+        return (x * w).transpose(0, 2), x.sum(1)
+
+    x = torch.randn(4, 5, 6).transpose(0, 1)  # [5, 4, 6], dims 1, 0, 2 in memory
+    w = torch.randn(5, 4, 6)
+    assert storage_order(x) == (1, 0, 2) and storage_order(w) is None
+    assert storage_order(torch.randn(6, 1, 4).transpose(0, 2)) == (1, 2, 0)  # dims of size one first
+    assert storage_order(torch.randn(3, 4).expand(2, 3, 4)) is None  # no order: a dim with stride 0
+    gm = make_fx(forward)(x, w)
+    translation = translate(gm, [x, w], set())
+    assert translation.input_orders == {0: (1, 0, 2)}
+    eager = forward(x, w)
+    assert translation.output_orders == {0: storage_order(eager[0])} and storage_order(eager[0]) is not None
+    graph = _tilefuse.compile_graph(translation.graph, "cpu", False, True, 0)
+    from tilefuse._model import _wrap
+    model = _wrap(graph, "a test graph")
+    inputs = translation.inputs([x, w])
+    assert inputs[0].is_contiguous() and inputs[0].data_ptr() == x.data_ptr(), "x read where it lies"
+    assert list(inputs[0].shape) == [4, 5, 6]
+    out = translation.outputs(model(*inputs), [x, w])
+    assert out[0].stride() == eager[0].stride() and out[1].is_contiguous()
+    for got, expected in zip(out, eager):
+        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+
+
 def test_a_gpu_attention_kernel_whose_logsumexp_is_read_is_split_out_not_its_whole_graph():
     # The GPU kernels' other results (logsumexp, ...) are not computed: a training forward that
     # saves them runs that call in PyTorch and the rest of its graph through tilefuse. Built by

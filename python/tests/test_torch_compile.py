@@ -338,6 +338,22 @@ def test_outputs_come_back_with_eager_s_strides():
     torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
 
 
+def test_a_compiled_graph_called_with_another_layout_of_its_inputs_compiles_again(logs):
+    # A graph reads a transposed input in memory order: the same shapes laid out otherwise are
+    # another specialization, not the first one read wrongly.
+    def f(x, y):
+        return x * 2 + y
+
+    compiled = torch.compile(f, backend="tilefuse", options={"backend": "cpu"})
+    y = torch.randn(6, 4)
+    transposed = torch.randn(4, 6).t()
+    torch.testing.assert_close(compiled(transposed, y), f(transposed, y))
+    dense = torch.randn(6, 4)
+    torch.testing.assert_close(compiled(dense, y), f(dense, y))
+    torch.testing.assert_close(compiled(transposed, y), f(transposed, y))
+    assert len(messages(logs, COMPILED)) == 2, logs.text
+
+
 def test_a_strided_slice_output_comes_back_in_its_dims_order():
     # A slice of a fused QKV product, permuted to [batch, heads, tokens, dim], is no dense
     # layout; it comes back dense in the order of its dims (tokens outer to heads), as cuDNN's

@@ -89,19 +89,15 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], op
 
     backward_in_pytorch = settings["backward"] == "pytorch"
 
-    # A graph's outputs come back laid out in eager's order of dims (_ordered_strides) where
-    # PyTorch reads them: an inference graph's, and a training forward's whose backward PyTorch
-    # runs (its views assume them). Where tilefuse's backward reads a
-    # forward's saved tensors they stay dense: restrided, each was copied back to dense by the
-    # backward's call (GPT-2's step: 142 such copies, 4.2 ms, H200, 2026-11-30). The ops a
-    # split graph runs in PyTorch get eager's layouts whatever the graph's (_PyTorchPart).
-    def compiler(restride_outputs: bool, training: bool) -> Callable:
+    # A graph's outputs come back in eager's layouts, written so by its kernels
+    # (translator.storage_order); the ops a split graph runs in PyTorch get eager's layouts
+    # whatever their producers' (_PyTorchPart).
+    def compiler(training: bool) -> Callable:
         def compile_forward(aten_gm: torch.fx.GraphModule, aten_inputs: Sequence[Any]) -> Callable:
             # AOTAutograd passes Dynamo's arguments in Dynamo's order; anything else (effect
             # tokens, say) and no argument is taken for a weight.
             same_order = len(aten_inputs) == len(example_inputs)
-            graph = TilefuseGraph(aten_gm, weights - _mutated_inputs() if same_order else set(),
-                                  dict(settings, restride_outputs=restride_outputs))
+            graph = TilefuseGraph(aten_gm, weights - _mutated_inputs() if same_order else set(), settings)
             if training:
                 graph.saved_for_backward = _saved_for_backward(aten_gm)
             return graph
@@ -109,7 +105,7 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], op
 
     def backward_compiler(aten_gm: torch.fx.GraphModule, aten_inputs: Sequence[Any]) -> Callable:
         if settings["backward"] == "tilefuse":  # no weights: the backward's inputs are saved activations and gradients
-            return TilefuseGraph(aten_gm, set(), dict(settings, restride_outputs=False))
+            return TilefuseGraph(aten_gm, set(), settings)
         _log_once(logged, "backward", "tilefuse: the backward graph runs in PyTorch (tilefuse compiles forward graphs)")
         return make_boxed_func(aten_gm.forward)
 
@@ -123,8 +119,7 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], op
     from torch._functorch.partitioners import min_cut_rematerialization_partition
 
     partition = {} if backward_in_pytorch else {"partition_fn": min_cut_rematerialization_partition}
-    return aot_autograd(fw_compiler=compiler(restride_outputs=backward_in_pytorch, training=True),
-                        inference_compiler=compiler(restride_outputs=True, training=False),
+    return aot_autograd(fw_compiler=compiler(training=True), inference_compiler=compiler(training=False),
                         bw_compiler=backward_compiler,
                         decompositions=_decompositions(keep_backward_ops=backward_in_pytorch), **partition)(gm, example_inputs)
 
@@ -321,8 +316,6 @@ class _Specialization:
         weight_inputs = [p for p in translation.input_positions if p[0] in all_weights]
         own = [tuple(args[p[0]].shape) for p in translation.input_positions if p[0] not in all_weights and len(p) == 1]
         self.output_spec = translation.output_spec
-        self.output_strides = _eager_output_strides(gm)
-        self.restride_outputs = settings.get("restride_outputs", True)
         stages = ", ".join(f"{name} {ms:.0f}" for name, ms in self.model.compile_stages_ms)
         logger.info("tilefuse: compiled a torch.compile graph for %s%s: %d kernels on %s (translated in %.0f ms, "
                     "compiled in %.0f ms: %s)", own or self.input_shapes,
@@ -331,10 +324,7 @@ class _Specialization:
                     1e3 * (time.perf_counter() - translated), stages)
 
     def run(self, args: Sequence[Any]) -> list:
-        outputs = self.outputs_of(self.model(*self.inputs_of(args)), args)
-        if not self.restride_outputs:
-            return outputs
-        return [_restrided(o, s) for o, s in zip(outputs, self.output_strides)]
+        return self.outputs_of(self.model(*self.inputs_of(args)), args)
 
 
 def _eager_output_strides(gm: torch.fx.GraphModule) -> List[Optional[tuple]]:
@@ -353,26 +343,19 @@ def _eager_strides(node: Any) -> Optional[tuple]:
 
 def _ordered_strides(value: Any) -> Optional[tuple]:
     """Dense strides that order `value`'s dims as its own strides do, where that order is not
-    the row-major one; else None (row-major, or a layout with no order: expanded, overlapping).
-    A permuted dense layout gets its own strides; a strided view (a slice of a fused QKV
-    product's output, say) the dense layout of its order: cuDNN's attention backward returns
-    its gradients in its inputs' layouts, and the backward's views of them expect that order."""
-    if not isinstance(value, torch.Tensor) or value.is_contiguous():
-        return None
-    dims = [d for d in range(value.dim()) if value.shape[d] != 1]
-    order = sorted(dims, key=lambda d: value.stride(d))
-    steps = [value.stride(d) for d in order]
-    if any(step == 0 for step in steps) or len(set(steps)) != len(steps):
+    the row-major one (translator.storage_order); else None. A permuted dense layout gets its own
+    strides; a strided view (a slice of a fused QKV product's output, say) the dense layout of
+    its order: cuDNN's attention backward returns its gradients in its inputs' layouts, and the
+    backward's views of them expect that order."""
+    from .fx import storage_order
+
+    order = storage_order(value)
+    if order is None:
         return None
     strides, expected = [1] * value.dim(), 1
-    for d in order:
+    for d in reversed(order):
         strides[d] = expected
         expected *= value.shape[d]
-    row_major = [1] * value.dim()
-    for d in range(value.dim() - 2, -1, -1):
-        row_major[d] = row_major[d + 1] * value.shape[d + 1]
-    if all(strides[d] == row_major[d] for d in dims):
-        return None
     return tuple(strides)
 
 
@@ -421,20 +404,16 @@ class _TilefusePart(torch.nn.Module):
         self.gm = gm
         self.whole = whole
         self.graph: Optional[TilefuseGraph] = None
+        output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+        # The structure the part returns (a value or a tuple), read once: flattened per call it
+        # took 3.6 ms of GPT-2's training step on the host (H200 machine, 2026-11-30).
+        self.output_spec = torch.utils._pytree.tree_flatten(output.args[0])[1]
 
     def forward(self, *args: Any) -> Any:
         weights = {i for i, a in enumerate(args) if id(a) in self.whole.weight_ids}
         if self.graph is None or self.graph.weights != weights:
             self.graph = TilefuseGraph(self.gm, weights, self.whole.settings, split_allowed=False)
-        outputs = self.graph(list(args))
-        return _unflatten(self.gm, outputs)
-
-
-def _unflatten(gm: torch.fx.GraphModule, outputs: list) -> Any:
-    """A part's outputs in the structure its graph returns (a single value or a tuple)."""
-    output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
-    _, spec = torch.utils._pytree.tree_flatten(output.args[0])
-    return torch.utils._pytree.tree_unflatten(outputs, spec)
+        return torch.utils._pytree.tree_unflatten(self.graph(list(args)), self.output_spec)
 
 
 def _split_around(gm: torch.fx.GraphModule, unsupported: List[torch.fx.Node], whole: TilefuseGraph) -> torch.fx.GraphModule:
@@ -473,9 +452,11 @@ def _has_tensor_work(gm: torch.fx.GraphModule) -> bool:
 
 
 def _signature(args: Sequence[Any], weights: Set[int]) -> tuple:
+    from .fx import storage_order
+
     def entry(a: Any, weight: bool) -> Any:
-        if isinstance(a, torch.Tensor):
-            return (tuple(a.shape), a.dtype, a.device, id(a) if weight else None, _version(a) if weight else None)
+        if isinstance(a, torch.Tensor):  # an input's layout: read in memory order (translator.storage_order)
+            return (a.shape, a.dtype, a.device, id(a) if weight else storage_order(a), _version(a) if weight else None)
         if isinstance(a, (list, tuple)):  # a split graph's part receives an op's tuple
             return tuple(entry(x, False) for x in a)
         return (type(a).__name__, a)

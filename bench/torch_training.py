@@ -135,6 +135,18 @@ def main():
             torch.cuda.synchronize()
         print(f"== {label}: issuing a step takes {statistics.median(issue):.0f} µs on the host (median of 5)")
         if label.startswith("tilefuse"):
+            def counts():  # how the graphs' runs on PyTorch's tensors went, summed over the graphs
+                total = {}
+                for ref in backend_module._GRAPHS:
+                    graph = ref()
+                    for s in (graph.compiled.values() if graph is not None else []):
+                        for key, n in (s.model.device_run_counts if s is not None else {}).items():
+                            total[key] = total.get(key, 0) + n
+                return total
+            before = counts()
+            step(model)
+            torch.cuda.synchronize()
+            print(f"== {label}: a step's runs: " + ", ".join(f"{k} {v - before.get(k, 0)}" for k, v in counts().items()))
             profiler = cProfile.Profile()
             profiler.enable()
             for _ in range(5):

@@ -171,6 +171,15 @@ class CompiledModel {
   Status RunOnDevice(const std::vector<uint64_t>& inputs, const std::vector<uint64_t>& outputs, uint64_t stream);
   // Whether RunOnDevice works: the model runs on the GPU as one captured CUDA graph.
   bool device_runs() const;
+  // How RunOnDevice's runs went so far: each run is one of the first three.
+  struct DeviceRunCounts {
+    int64_t replays = 0;          // a CUDA graph captured on the same pointers replayed: one launch
+    int64_t one_by_one = 0;       // pointers new (or too many captured): the kernels launched one by one
+    int64_t through_buffers = 0;  // a pointer not 256-byte aligned: inputs and outputs copied through the model's own buffers
+    int64_t captures = 0;         // graphs captured on callers' pointers
+    int64_t output_copies = 0;    // outputs copied after a run (inputs returned, repeats, values no kernel writes)
+  };
+  DeviceRunCounts device_run_counts() const;
   // Waits for kernels compiling in the background (ModelOptions::background_compile) and runs
   // them from then on; kernels() then describes them. Ok at once when none are.
   Status FinishCompiles();

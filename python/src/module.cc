@@ -205,6 +205,20 @@ NB_MODULE(_tilefuse, m) {
            nb::arg("inputs"), nb::arg("outputs"), nb::arg("stream"),
            "Queues one run on device pointers (graph order) on a CUDA stream of the model's GPU's primary context")
       .def_prop_ro("device_runs", &CompiledModel::device_runs)
+      .def_prop_ro(
+          "device_run_counts",
+          [](const CompiledModel& model) {
+            const CompiledModel::DeviceRunCounts c = model.device_run_counts();
+            nb::dict d;
+            d["replays"] = c.replays;
+            d["one_by_one"] = c.one_by_one;
+            d["through_buffers"] = c.through_buffers;
+            d["captures"] = c.captures;
+            d["output_copies"] = c.output_copies;
+            return d;
+          },
+          "How runs on device pointers went so far: replays of a captured graph, kernels launched one by one, runs "
+          "copied through the model's own buffers (a pointer not 256-byte aligned), captures, outputs copied after")
       .def("explain_json", [](const CompiledModel& model, const std::string& device) {
         return ValueOrThrow(model.Explain(tilefuse::ExplainFormat::kJson, device));
       })

@@ -98,6 +98,25 @@ def test_device_run_on_a_side_stream_matches_the_host_run():
         np.testing.assert_array_equal(got.cpu().numpy(), want)
 
 
+def test_device_runs_on_the_same_pointers_replay_a_captured_graph():
+    # New pointers: the kernels one by one; seen again: captured, then replayed (one launch).
+    torch = cuda_torch()
+    model = compile_for_cuda(REPO / "examples" / "layernorm_manual.onnxtxt")
+    arrays = random_inputs(model, seed=4)
+    expected = model(*arrays)
+    inputs = [torch.from_numpy(a).cuda() for a in arrays]
+    outputs = [torch.empty_like(torch.from_numpy(e)).cuda() for e in expected]
+    for _ in range(4):
+        model._graph.run_device([x.data_ptr() for x in inputs], [o.data_ptr() for o in outputs],
+                                torch.cuda.current_stream().cuda_stream)
+    torch.cuda.synchronize()
+    counts = model.device_run_counts
+    assert counts["one_by_one"] == 1 and counts["captures"] == 1 and counts["replays"] == 3, counts
+    assert counts["through_buffers"] == 0, counts
+    for got, want in zip(outputs, expected):
+        np.testing.assert_array_equal(got.cpu().numpy(), want)
+
+
 def test_device_run_with_a_wrong_shape_is_an_error():
     torch = cuda_torch()
     model = compile_for_cuda(REPO / "examples" / "layernorm_manual.onnxtxt")

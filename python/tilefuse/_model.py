@@ -266,6 +266,16 @@ class CompiledModel:
         self._graph.finish_compiles()
 
     @property
+    def device_run_counts(self) -> dict:
+        """How runs on CUDA tensors (queued on PyTorch's stream) went so far: "replays" (a CUDA
+        graph captured on the same pointers, one launch), "one_by_one" (new pointers: the kernels
+        launched one by one; captured when the pointers come again), "through_buffers" (a
+        pointer not 256-byte aligned: inputs and outputs copied through the model's own
+        buffers), "captures", and "output_copies" (outputs that are inputs, repeats or constants,
+        copied after the run). All 0 off the GPU."""
+        return dict(self._graph.device_run_counts)
+
+    @property
     def pending_compiles(self) -> int:
         """Kernels running their quick stand-ins until their own compile ends (0: none)."""
         return self._graph.pending_compiles

@@ -292,6 +292,13 @@ Status CompiledModel::RunOnDevice(const std::vector<uint64_t>& inputs, const std
 
 bool CompiledModel::device_runs() const { return state_->gpu && state_->gpu->captured(); }
 
+CompiledModel::DeviceRunCounts CompiledModel::device_run_counts() const {
+  std::lock_guard<std::mutex> lock(state_->run_mutex);
+  if (!state_->gpu) return {};
+  const CudaExecutable::RunCounts c = state_->gpu->device_run_counts();
+  return {c.replays, c.one_by_one, c.through_buffers, c.captures, c.output_copies};
+}
+
 // `tilefuse explain`'s plan of the same passed graph with the same fuse option.
 StatusOr<std::string> CompiledModel::Explain(ExplainFormat format, const std::string& cost_model) const {
   if (!FindDeviceSpec(cost_model))

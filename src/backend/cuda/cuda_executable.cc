@@ -266,6 +266,7 @@ int64_t CudaExecutable::nvrtc_compiles() const { return state_->nvrtc_compiles; 
 int64_t CudaExecutable::nvrtc_cache_hits() const { return state_->nvrtc_cache_hits; }
 int64_t CudaExecutable::arena_bytes() const { return state_->memory.arena_bytes; }
 bool CudaExecutable::captured() const { return state_->captured.get() != nullptr; }
+CudaExecutable::RunCounts CudaExecutable::device_run_counts() const { return state_->run_counts; }
 std::string CudaExecutable::device_arch() const { return state_->device->arch(); }
 int CudaExecutable::sm_count() const { return state_->device->sm_count(); }
 int CudaExecutable::driver_version() const { return state_->device->driver_version(); }
@@ -514,7 +515,10 @@ std::string HostStepReason(const CudaProgram& program) {
 // kernels launched one by one.
 Status CudaExecutable::State::RunInPlace(const std::vector<uint64_t>& key, CUstream on) {
   auto cached = std::find_if(caller_graphs.begin(), caller_graphs.end(), [&](const auto& e) { return e.first == key; });
-  if (cached != caller_graphs.end()) return device->Check(api().cuGraphLaunch(cached->second.get(), on), "cuGraphLaunch");
+  if (cached != caller_graphs.end()) {
+    ++run_counts.replays;
+    return device->Check(api().cuGraphLaunch(cached->second.get(), on), "cuGraphLaunch");
+  }
   std::vector<CUdeviceptr> at = address;
   std::vector<bool> bound(graph.num_nodes(), false);
   for (size_t i = 0; i < key.size(); ++i)
@@ -534,10 +538,13 @@ Status CudaExecutable::State::RunInPlace(const std::vector<uint64_t>& key, CUstr
       if (caller_seen.size() == kKeptSeen) caller_seen.erase(caller_seen.begin());
       caller_seen.push_back(key);
     }
+    ++run_counts.one_by_one;
     return Enqueue(at, nullptr, on);
   }
   caller_seen.erase(seen);
   ++caller_captures;
+  ++run_counts.captures;
+  ++run_counts.replays;
   ASSIGN_OR_RETURN(CudaGraphExec exec, Capture(at));
   constexpr size_t kKeptGraphs = 8;
   if (caller_graphs.size() == kKeptGraphs) caller_graphs.erase(caller_graphs.begin());
@@ -568,9 +575,13 @@ Status CudaExecutable::RunOnDevice(const std::vector<uint64_t>& inputs, const st
   // the copies below, in and out of the graph's own buffers.
   std::vector<uint64_t> key = inputs;
   key.insert(key.end(), outputs.begin(), outputs.end());
-  if (key == s.own_pointers) return s.device->Check(api.cuGraphLaunch(s.captured.get(), on), "cuGraphLaunch");
+  if (key == s.own_pointers) {
+    ++s.run_counts.replays;
+    return s.device->Check(api.cuGraphLaunch(s.captured.get(), on), "cuGraphLaunch");
+  }
   if (std::all_of(key.begin(), key.end(), [](uint64_t p) { return p % 256 == 0; })) {
     RETURN_IF_ERROR(s.RunInPlace(key, on));
+    s.run_counts.output_copies += static_cast<int64_t>(s.caller_copies.size());
     for (const State::CallerCopy& c : s.caller_copies) {
       const int node = s.caller_nodes[c.to];
       const uint64_t from = c.from >= 0 ? key[c.from] : s.address[node];
@@ -578,6 +589,7 @@ Status CudaExecutable::RunOnDevice(const std::vector<uint64_t>& inputs, const st
     }
     return Status::Ok();
   }
+  ++s.run_counts.through_buffers;
   for (size_t i = 0; i < inputs.size(); ++i)
     RETURN_IF_ERROR(s.device->Check(api.cuMemcpyDtoDAsync(s.address[g.inputs()[i]], inputs[i], s.Bytes(g.inputs()[i]), on),
                                     "copying an input on the device"));

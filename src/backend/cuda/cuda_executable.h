@@ -136,6 +136,11 @@ class CudaExecutable : public Executable {
   int64_t nvrtc_compiles() const;
   int64_t nvrtc_cache_hits() const;
   bool captured() const;            // replayed as a CUDA graph
+  // How RunOnDevice's runs went so far (CompiledModel::DeviceRunCounts says what each counts).
+  struct RunCounts {
+    int64_t replays = 0, one_by_one = 0, through_buffers = 0, captures = 0, output_copies = 0;
+  };
+  RunCounts device_run_counts() const;
 
  private:
   std::unique_ptr<State> state_;

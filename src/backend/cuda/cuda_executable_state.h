@@ -48,6 +48,7 @@ struct CudaExecutable::State {
   // RunOnDevice's graphs captured on callers' pointers (inputs then outputs), newest last.
   std::vector<std::pair<std::vector<uint64_t>, CudaGraphExec>> caller_graphs;
   int caller_captures = 0;  // how many RunOnDevice has captured (bounded: see there)
+  CudaExecutable::RunCounts run_counts;  // RunOnDevice's runs
   // Pointer sets RunOnDevice has launched directly once (captured when seen again), newest last.
   std::vector<std::vector<uint64_t>> caller_seen;
   // RunOnDevice's pointers in order (inputs, then outputs) as nodes. A node's first pointer

@@ -106,12 +106,14 @@ def test_device_runs_on_the_same_pointers_replay_a_captured_graph():
     expected = model(*arrays)
     inputs = [torch.from_numpy(a).cuda() for a in arrays]
     outputs = [torch.empty_like(torch.from_numpy(e)).cuda() for e in expected]
+    before = model.device_run_counts  # a compile may share its runtime with an earlier test's
     for _ in range(4):
         model._graph.run_device([x.data_ptr() for x in inputs], [o.data_ptr() for o in outputs],
                                 torch.cuda.current_stream().cuda_stream)
     torch.cuda.synchronize()
-    counts = model.device_run_counts
-    assert counts["one_by_one"] == 1 and counts["captures"] == 1 and counts["replays"] == 3, counts
+    counts = {k: v - before[k] for k, v in model.device_run_counts.items()}
+    # The first run is one by one, or (pointers an earlier run of this model had) captured.
+    assert counts["one_by_one"] + counts["replays"] == 4 and counts["captures"] == 1 and counts["replays"] >= 3, counts
     assert counts["through_buffers"] == 0, counts
     for got, want in zip(outputs, expected):
         np.testing.assert_array_equal(got.cpu().numpy(), want)

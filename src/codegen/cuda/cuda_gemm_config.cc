@@ -99,9 +99,7 @@ int StagedStore(const GemmTemplateKernel& g) {
   return -1;
 }
 
-static bool RowClassesFit(const GemmTemplateKernel& g) { return (g.batch == 1 || g.rows % 128 == 0) && g.batch * g.rows >= 8; }
-bool StoreByThreads(const GemmTemplateKernel& g) { return StagedStore(g) >= 0 && !RowsAligned(g) && !RowClassesFit(g); }
-bool StoreByRowClasses(const GemmTemplateKernel& g) { return StagedStore(g) >= 0 && !RowsAligned(g) && RowClassesFit(g); }
+bool StoreByThreads(const GemmTemplateKernel& g) { return StagedStore(g) >= 0 && !RowsAligned(g); }
 
 // The load (a residual) whose tile TMA brings into the staging tile while the main loop
 // runs, read there in place of scattered global loads. Needs a staged store. Split-K issues

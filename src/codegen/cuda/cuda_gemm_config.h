@@ -70,15 +70,12 @@ int StagedStore(const GemmTemplateKernel& g);  // the store written through shar
 // Whether the staged store's rows are not 16-byte aligned (a vocabulary of 50257), so that
 // the threads write it out of shared memory, each warp its own rows, consecutive columns on
 // consecutive lanes, instead of TMA. Written straight from the registers, a pair of columns
-// at a time, such an output ran at 234 TF/s (H200, 4096x768x50257).
+// at a time, such an output ran at 234 TF/s (H200, 4096x768x50257). TMA cannot take it by
+// row classes either (rows r, r + 8, ... are 16-byte multiples apart, a map per class from the
+// 16-byte unit holding row r's first element): a TMA store whose first column is not at a
+// 16-byte multiple is an illegal instruction (H200, 2026-11-30; the same maps at aligned
+// columns ran).
 bool StoreByThreads(const GemmTemplateKernel& g);
-// Whether such a store goes out by TMA nonetheless, as eight row classes (StoreByRowClasses):
-// rows r, r + 8, r + 16, ... of an N-column output are 8N elements apart, a 16-byte multiple,
-// so each class is a tensor map of its own whose start is 16-byte aligned once its first row's
-// offset (r N mod 8 elements) is taken into its column coordinates. The staging tile holds each
-// class's rows together. Needs the rows of a batch (or a single batch) whole per tile, so that
-// batches flatten into one matrix, and at least 8 rows in all.
-bool StoreByRowClasses(const GemmTemplateKernel& g);
 int StagedLoad(const GemmTemplateKernel& g, const CudaGemmConfig& c);  // the load TMA brings in, or -1
 // The residual an overlapped epilogue reads from a ring of its own in shared memory, or -1:
 // the producer brings each epilogue chunk's columns of it by TMA, up to kResidualSlots

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 #include <map>
 
 #include "codegen/cuda/cuda_gemm_config.h"
@@ -41,10 +40,7 @@ class GemmEmitter {
                              cluster > 1 ? fmt::format(", clusters of {} sharing B by multicast", cluster) : "",
                              *c_.overlap_epilogue ? ", epilogue overlapping the next main loop" : "",
                              ringed_load_ >= 0 ? ", residual by TMA into its ring" : staged_load_ >= 0 ? ", residual staged by TMA" : "",
-                             staged_ < 0                ? ""
-                             : StoreByThreads(g_)       ? ", staged store by the threads (unaligned rows)"
-                             : StoreByRowClasses(g_)    ? ", TMA store by row classes (unaligned rows)"
-                                                        : ", TMA store",
+                             staged_ < 0 ? "" : StoreByThreads(g_) ? ", staged store by the threads (unaligned rows)" : ", TMA store",
                              c_.splits > 1 ? fmt::format(", split-K x{}", c_.splits) : "",
                              g_.a_mn_major >= 0 ? ", A MN-major" : "", g_.b_k_major >= 0 ? ", B K-major" : "");
     // The kernel: its parameters, then the skeleton (codegen/cuda/device/gemm_sm90.cuh)
@@ -61,24 +57,13 @@ class GemmEmitter {
       parameters += ", const __grid_constant__ tf::TensorMap " + name;
       s.launch.args.push_back({LaunchArg::Kind::kTensorMap, map.node, map, 0});
     };
-    const bool by_threads = StoreByThreads(g_), by_classes = StoreByRowClasses(g_);
-    const bool one_map = staged_ >= 0 && !by_threads && !by_classes;
-    add_map(one_map, "map_out", one_map ? OutputMap() : TensorMapArg{});
+    const bool by_threads = StoreByThreads(g_);
+    add_map(staged_ >= 0 && !by_threads, "map_out", staged_ >= 0 && !by_threads ? OutputMap() : TensorMapArg{});
     add_map(staged_load_ >= 0, "map_in", staged_load_ >= 0 ? TileMap(LoadBuffer(staged_load_)) : TensorMapArg{});
     add_map(ringed_load_ >= 0, "map_residual", ringed_load_ >= 0 ? ResidualChunkMap(LoadBuffer(ringed_load_)) : TensorMapArg{});
     std::string buffers;
     parameters += GemmEpilogueParameters(g_, s, buffers);
     maps += by_threads ? fmt::format(", b{}", g_.epilogue.stores[staged_].buffer) : ", nullptr";
-    if (by_classes) {  // after the buffers: GemmMaps' last member
-      std::vector<std::string> classes;
-      for (int r = 0; r < 8; ++r) {
-        parameters += fmt::format(", const __grid_constant__ tf::TensorMap map_out{}", r);
-        const TensorMapArg map = RowClassMap(r);
-        s.launch.args.push_back({LaunchArg::Kind::kTensorMap, map.node, map, 0});
-        classes.push_back(fmt::format("&map_out{}", r));
-      }
-      maps += fmt::format(", {{{}}}", fmt::join(classes, ", "));
-    }
     if (c_.splits > 1) {
       parameters += ", unsigned* __restrict__ tile_counters, float* __restrict__ partials";
       s.launch.args.push_back({LaunchArg::Kind::kScratch, -1, {}, 0});
@@ -170,18 +155,6 @@ class GemmEmitter {
   // The staged output (or staged load) as [batch][rows][N]: boxes of 64 rows × 64 columns.
   TensorMapArg TileMap(const KernelBuffer& buffer) const { return GemmMatrixMap(buffer.node, buffer.dtype, g_.batch, g_.rows, g_.n, 64, 64); }
   TensorMapArg OutputMap() const { return TileMap(g_.epilogue.buffers[g_.epilogue.stores[staged_].buffer]); }
-  // Rows r, r + 8, r + 16, ... of the output (batches flattened): a matrix of 8N-element rows
-  // starting at the 16-byte unit that holds row r's first element, its columns shifted by
-  // r N mod 8 (StoreByRowClasses); boxes of 8 rows x 64 columns. Columns past the shifted N
-  // and rows past the last are not written.
-  TensorMapArg RowClassMap(int r) const {
-    const KernelBuffer& buffer = g_.epilogue.buffers[g_.epilogue.stores[staged_].buffer];
-    const int64_t rows = g_.batch * g_.rows, shift = r * g_.n % 8;
-    TensorMapArg m = GemmMatrixMap(buffer.node, buffer.dtype, 1, (rows - r + 7) / 8, g_.n + shift, 8, 64);
-    m.strides_bytes = {8 * g_.n * 2, 8 * g_.n * 2 * m.dims[1], 0, 0};
-    m.offset_bytes = (r * g_.n - shift) * 2;
-    return m;
-  }
   // The residual as [batch][rows][N] in boxes of one epilogue chunk: block_m rows × the
   // chunk's 8 or 16 columns, unswizzled (16 or 32 bytes a row).
   TensorMapArg ResidualChunkMap(const KernelBuffer& buffer) const {
@@ -205,13 +178,12 @@ class GemmEmitter {
         "    enum : int {{ kBM = {}, kBN = {}, kStages = {}, kGroupM = {}, kClusterM = {}, kSplits = {}, kSplitSteps = {} }};\n"
         "    enum : int {{ kRows = {}, kN = {}, kK = {}, kBatch = {} }};\n"
         "    enum : int {{ kPingPong = {}, kOverlap = {}, kChunks = {}, kStaging = {} }};\n"
-        "    enum : int {{ kStagedStore = {}, kStoreByThreads = {}, kRowClasses = {}, kStagedLoad = {}, kRingedLoad = {}, kAMnMajor = {}, "
-        "kBKMajor = {} }};\n"
+        "    enum : int {{ kStagedStore = {}, kStoreByThreads = {}, kStagedLoad = {}, kRingedLoad = {}, kAMnMajor = {}, kBKMajor = {} }};\n"
         "    enum : int {{ kProducerRegisters = {}, kConsumerRegisters = {} }};\n"
         "  }};\n",
         types, c_.block_m, c_.block_n, c_.stages, c_.group_m, c_.cluster_m, c_.splits, StepsPerSplit(g_, c_), g_.rows, g_.n, g_.k,
         g_.batch, *c_.pingpong ? 1 : 0, *c_.overlap_epilogue ? 1 : 0, *c_.overlap_epilogue ? EpilogueChunks(c_) : 1,
-        StagingBytes(c_, staged_ >= 0), staged_ >= 0 ? 1 : 0, StoreByThreads(g_) ? 1 : 0, StoreByRowClasses(g_) ? 1 : 0, staged_load_ >= 0 ? 1 : 0, ringed_load_ >= 0 ? 1 : 0,
+        StagingBytes(c_, staged_ >= 0), staged_ >= 0 ? 1 : 0, StoreByThreads(g_) ? 1 : 0, staged_load_ >= 0 ? 1 : 0, ringed_load_ >= 0 ? 1 : 0,
         g_.a_mn_major >= 0 ? 1 : 0, g_.b_k_major >= 0 ? 1 : 0, kProducerRegisters, kConsumerRegisters);
   }
 

@@ -36,7 +36,6 @@ struct GemmMaps {
   const TensorMap* in;        // the staged load's
   const TensorMap* residual;  // the ringed load's
   void* stored;               // the staged store's output where the threads write it (kStoreByThreads)
-  const TensorMap* out_rows[8];  // the staged store's row classes (kRowClasses), rows r, r + 8, ... in out_rows[r]
 };
 
 // ---- A loaders: one K step of A's tile t.m into a ring slot ----
@@ -174,8 +173,7 @@ namespace tf {
 // kStages, kGroupM, kClusterM, kSplits, kSplitSteps, kChunks, kStaging), the problem (kRows,
 // kN, kK, kBatch), the consumers (kPingPong, kOverlap), the staged and ringed accesses
 // (kStagedStore, kStagedLoad, kRingedLoad and their element types StoreElement, LoadElement;
-// kStoreByThreads: the staged store written out by the threads, its rows not 16-byte aligned;
-// kRowClasses: such a store out by TMA as eight classes of rows, GemmStagingRow),
+// kStoreByThreads: the staged store written out by the threads, its rows not 16-byte aligned),
 // A's and B's layouts (kAMnMajor, kBKMajor)
 // and the register split (kProducerRegisters, kConsumerRegisters). Epilogue:
 //   float operator()(Index row, int col, float acc, float loaded) const

@@ -13,14 +13,6 @@ namespace tf {
 // goes as column pairs into the swizzled staging tile, then out by TMA (GemmEpilogueStore)
 // while the next main loop runs; other stores the functor writes directly. `load_parity`:
 // the phase in which the tile's staged load lands (none in the overlapped epilogue).
-// Where row r of a 64-row block of the staging tile lies: row r itself, or with the store by
-// row classes (kRowClasses) among its class's rows r % 8, r % 8 + 8, ..., each class's eight
-// rows a TMA box of their own (8 rows of 128 bytes, one swizzle atom).
-template <class S>
-__device__ __forceinline__ int GemmStagingRow(int r) {
-  return S::kRowClasses ? (r % 8) * 8 + r / 8 : r;
-}
-
 template <class S, bool Chunked, class Epilogue>
 __device__ __forceinline__ void GemmEpilogue(const GemmSharedMemory<S>& sm, const Epilogue& epilogue, GemmConsumerState<S>& c,
                                              const TileCoordinates& tile, int chunk, const unsigned char* residual_chunk,
@@ -53,7 +45,7 @@ __device__ __forceinline__ void GemmEpilogue(const GemmSharedMemory<S>& sm, cons
         // staged store written back in its place.
         const int col_in_tile = 8 * j + (c.lane % 4) * 2;
         unsigned* staged_pair = (unsigned*)(my_staging + (mb * (S::kBN / 64) + col_in_tile / 64) * 64 * 128 +
-                                            Swizzle128(GemmStagingRow<S>(c.warp * 16 + c.lane / 4 + 8 * h), (col_in_tile % 64) * 2));
+                                            Swizzle128(c.warp * 16 + c.lane / 4 + 8 * h, (col_in_tile % 64) * 2));
         unsigned loaded_pair = 0;
         if constexpr (S::kStagedLoad) loaded_pair = *staged_pair;
         if constexpr (S::kRingedLoad)  // the same column pair in the residual's chunk: kBM rows of kChunkCols columns
@@ -125,20 +117,9 @@ __device__ __forceinline__ void GemmEpilogueStore(const GemmSharedMemory<S>& sm,
     const int row_origin = tile.m * S::kBM + (S::kPingPong ? 0 : c.consumer * 64);
 #pragma unroll
     for (int mb = 0; mb < S::kMBlocks; ++mb)
-      for (int box = 0; box < S::kBN / 64; ++box) {
-        unsigned char* block = my_staging + (mb * (S::kBN / 64) + box) * 64 * 128;
-        const int col = tile.n * S::kBN + box * 64;
-        if constexpr (S::kRowClasses) {
-          // The block's first row is a multiple of 8 (batches flattened: whole per tile), so its
-          // row r is of class r % 8, at row (first + r) / 8 of that class's map, whose columns
-          // are shifted by r N mod 8.
-          const int class_row = (tile.batch * S::kRows + row_origin + mb * 64) / 8;
-#pragma unroll
-          for (int r = 0; r < 8; ++r) TmaStore3d(*maps.out_rows[r], block + r * 1024, col + r * S::kN % 8, class_row, 0);
-        } else {
-          TmaStore3d(*maps.out, block, col, row_origin + mb * 64, tile.batch);
-        }
-      }
+      for (int box = 0; box < S::kBN / 64; ++box)
+        TmaStore3d(*maps.out, my_staging + (mb * (S::kBN / 64) + box) * 64 * 128, tile.n * S::kBN + box * 64, row_origin + mb * 64,
+                   tile.batch);
     TmaStoreCommit();
   }
 }

@@ -144,9 +144,25 @@ def main():
                             total[key] = total.get(key, 0) + n
                 return total
             before = counts()
-            step(model)
+            import collections
+
+            from tilefuse import _model
+            strided, call_on_device = collections.Counter(), _model.CompiledModel._call_on_device
+
+            def noting(self, torch_module, inputs):  # the inputs copied dense before a run
+                for x in inputs:
+                    if not x.is_contiguous():
+                        strided[(tuple(x.shape), x.stride(), str(x.dtype))] += 1
+                return call_on_device(self, torch_module, inputs)
+
+            _model.CompiledModel._call_on_device = noting
+            try:
+                step(model)
+            finally:
+                _model.CompiledModel._call_on_device = call_on_device
             torch.cuda.synchronize()
             print(f"== {label}: a step's runs: " + ", ".join(f"{k} {v - before.get(k, 0)}" for k, v in counts().items()))
+            print(f"== {label}: inputs copied dense a step: " + "; ".join(f"{n} x {k}" for k, n in strided.most_common(12)))
             profiler = cProfile.Profile()
             profiler.enable()
             for _ in range(5):
@@ -197,9 +213,12 @@ def main():
         row[f"tilefuse_bw_{backward}_peak_mb"] = torch.cuda.max_memory_allocated() / 2**20
         saved = [g["saved_for_backward"] for g in backend_module.explain() if g.get("saved_for_backward")]
         row[f"tilefuse_bw_{backward}_saved_mb"] = sum(s["bytes"] for s in saved) / 2**20
-        row[f"tilefuse_bw_{backward}_error_to_scale"] = max(  # the last timed step's gradients
-            ((p.grad.float() - expected[n]).abs().max() / expected[n].abs().max().clamp_min(1e-30)).item()
-            for n, p in model.named_parameters())
+        errors = {n: ((p.grad.float() - expected[n]).abs().max() / expected[n].abs().max().clamp_min(1e-30)).item()
+                  for n, p in model.named_parameters()}  # the last timed step's gradients
+        row[f"tilefuse_bw_{backward}_error_to_scale"] = max(errors.values(), key=lambda e: (e != e, e))  # NaN first
+        worst = sorted(errors.items(), key=lambda kv: (kv[1] == kv[1], -kv[1] if kv[1] == kv[1] else 0))[:5]
+        print(f"== tilefuse, backward {backward}: worst gradients (error to scale): " +
+              ", ".join(f"{n} {e:.3g}" for n, e in worst), flush=True)
         kernel_profile(compiled, f"tilefuse, backward {backward}")
         host_profile(compiled, f"tilefuse, backward {backward}")
         print(json.dumps(row), flush=True)

@@ -801,6 +801,61 @@ def test_outputs_that_are_inputs_or_repeats_are_returned_as_eager_returns_them()
         translate(make_fx(lambda x, w: (w, x))(x, w), [x, w], set())
 
 
+def test_a_transposed_tensor_inside_a_tuple_argument_is_read_where_it_lies():
+    # A split graph's part receives an op's tuple result (cuDNN attention's gradients, laid out
+    # as its inputs): its tensors too are read in memory order, not copied dense per call.
+    import operator
+
+    from tilefuse import _tilefuse
+    from tilefuse._model import _wrap
+    from tilefuse.fx import translate
+
+    graph = torch.fx.Graph()
+    pair = graph.placeholder("pair")
+    first = graph.call_function(operator.getitem, (pair, 0))
+    second = graph.call_function(operator.getitem, (pair, 1))
+    difference = graph.call_function(torch.ops.aten.sub.Tensor, (first, second))
+    graph.output((difference,))
+    gm = torch.fx.GraphModule({}, graph)
+    x, y = torch.randn(4, 6).t(), torch.randn(6, 4)
+    first.meta["val"], second.meta["val"], difference.meta["val"] = x, y, (x - y).contiguous()  # as traced
+    translation = translate(gm, [(x, y)], set())
+    assert translation.input_orders == {0: (1, 0)}
+    inputs = translation.inputs([(x, y)])
+    assert inputs[0].is_contiguous() and inputs[0].data_ptr() == x.data_ptr()
+    model = _wrap(_tilefuse.compile_graph(translation.graph, "reference", False, True, 0), "a test graph")
+    (got,) = translation.outputs(model(*inputs), [(x, y)])
+    torch.testing.assert_close(got, x - y, rtol=0, atol=0)
+
+
+def test_outputs_that_are_views_of_inputs_are_taken_by_pytorch_not_copied():
+    # A training forward saves views of its inputs (a transposed weight): the compiled graph
+    # does not write them; the call's argument, viewed as eager views it, comes back.
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from tilefuse import _tilefuse
+    from tilefuse.fx import translate
+
+    def forward(x, w):
+        wt = w.t()
+        return x @ wt, wt, x.view(2, 3, 4)[:, 1:], x * 2
+
+    x, w = torch.randn(6, 4), torch.randn(5, 4)
+    translation = translate(make_fx(forward)(x, w), [x, w], set())
+    assert sorted(translation.viewed_arguments) == [1, 2]
+    graph = _tilefuse.compile_graph(translation.graph, "reference", False, True, 0)
+    assert len(graph.outputs) == 2, "the product and x * 2 only"
+    from tilefuse._model import _wrap
+    model = _wrap(graph, "a test graph")
+    x2, w2 = torch.randn(6, 4), torch.randn(5, 4)  # another call's arguments
+    got = translation.outputs(model(*translation.inputs([x2, w2])), [x2, w2])
+    expected = forward(x2, w2)
+    assert got[1].data_ptr() == w2.data_ptr() and got[1].stride() == expected[1].stride()
+    assert got[2].data_ptr() == x2.data_ptr() + 4 * 4 and got[2].stride() == expected[2].stride()
+    for g, e in zip(got, expected):
+        torch.testing.assert_close(g, e, rtol=1e-6, atol=1e-6)
+
+
 def test_inputs_and_outputs_in_other_layouts_are_read_and_written_where_they_lie():
     # A transposed input is the graph's input in memory order (a permuted view of the call's
     # tensor: no copy), its dims put back by a transpose in the graph; an output eager lays out

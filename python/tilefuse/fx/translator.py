@@ -53,6 +53,10 @@ class Translation:
     # GPU's time, H200, 2026-11-30).
     input_orders: Dict[int, Tuple[int, ...]]
     output_orders: Dict[int, Tuple[int, ...]]
+    # Outputs that are views of an argument (a transposed weight a training forward saves):
+    # output -> (the argument's position, the view ops from it), taken by PyTorch at each call
+    # instead of a copy the run makes (GPT-2's training step: 95 such copies).
+    viewed_arguments: Dict[int, Tuple[int, List[torch.fx.Node]]]
 
     def outputs(self, tensors: List[Any], args: Sequence[Any]) -> List[Any]:
         """The FX graph's outputs, in order, from the compiled graph's and the call's arguments
@@ -63,6 +67,9 @@ class Translation:
                 result.append(None)
             elif i in self.forwarded_arguments:
                 result.append(args[self.forwarded_arguments[i]])
+            elif i in self.viewed_arguments:
+                position, views = self.viewed_arguments[i]
+                result.append(_replay_views(args[position], views))
             elif i in self.repeated_outputs:
                 result.append(result[self.repeated_outputs[i]])
             elif i in self.output_orders:  # the graph wrote it in memory order: a view gives eager's dims
@@ -102,6 +109,47 @@ def storage_order(value: Any) -> Optional[Tuple[int, ...]]:
     if any(step <= 0 for step in steps) or len(set(steps)) != len(steps) or ordered == dims:
         return None
     return tuple(d for d in range(value.dim()) if value.shape[d] == 1) + tuple(ordered)
+
+
+# View ops whose eager replay on an argument gives a graph's output without computing it.
+_VIEW_OPS = {"aten.view.default", "aten._unsafe_view.default", "aten.permute.default", "aten.transpose.int",
+             "aten.t.default", "aten.expand.default", "aten.slice.Tensor", "aten.select.int", "aten.unsqueeze.default",
+             "aten.squeeze.dim", "aten.squeeze.dims", "aten.alias.default"}
+
+
+def _viewed_argument(leaf: Any, placeholders: Dict[torch.fx.Node, int], args: Sequence[Any]) -> Optional[Tuple[int, List[torch.fx.Node]]]:
+    """(the argument's position, the view ops from it, first first) where `leaf` is views of a
+    tensor argument whose other operands are constants, and replaying them on this call's
+    argument gives eager's value; else None."""
+    views: List[torch.fx.Node] = []
+    node = leaf
+    while isinstance(node, torch.fx.Node) and node.op == "call_function" and target_name(node) in _VIEW_OPS:
+        if not node.args or _has_nodes(node.args[1:]) or node.kwargs:  # a symbolic size: not replayed
+            return None
+        views.insert(0, node)
+        node = node.args[0]
+    if not views or node not in placeholders or not isinstance(args[placeholders[node]], torch.Tensor):
+        return None
+    try:
+        value = _replay_views(args[placeholders[node]], views)
+    except RuntimeError:  # a view PyTorch cannot take of this layout (its _unsafe_view after a copy)
+        return None
+    traced = leaf.meta.get("val")
+    if isinstance(traced, torch.Tensor) and list(value.shape) != list(traced.shape):
+        return None
+    return placeholders[node], views
+
+
+def _has_nodes(args: Any) -> bool:
+    found = []
+    torch.fx.node.map_arg(args, lambda n: found.append(n))
+    return bool(found)
+
+
+def _replay_views(value: torch.Tensor, views: List[torch.fx.Node]) -> torch.Tensor:
+    for node in views:
+        value = node.target(value, *node.args[1:])
+    return value
 
 
 def _inverse(order: Sequence[int]) -> List[int]:
@@ -173,7 +221,7 @@ def translate(gm: torch.fx.GraphModule, args: Sequence[Any], weight_positions: S
             raise Unsupported(f"{where}: {error}") from None
         if not ctx.ok:
             raise Error(ctx.error)
-    none_outputs, forwarded, repeated, first_of, output_orders = [], {}, {}, {}, {}
+    none_outputs, forwarded, repeated, first_of, output_orders, viewed = [], {}, {}, {}, {}, {}
     for i, (leaf, value) in enumerate(zip(leaves, outputs)):
         if value is None:  # a backward graph's gradient of an input that needs none
             none_outputs.append(i)
@@ -181,6 +229,8 @@ def translate(gm: torch.fx.GraphModule, args: Sequence[Any], weight_positions: S
             raise Unsupported(f"output {i} is a {type(value).__name__}, not a tensor")
         elif leaf in placeholders and isinstance(args[placeholders[leaf]], torch.Tensor):
             forwarded[i] = placeholders[leaf]
+        elif (view := _viewed_argument(leaf, placeholders, args)) is not None:
+            viewed[i] = view
         elif isinstance(leaf, torch.fx.Node) and leaf in first_of:
             repeated[i] = first_of[leaf]
         else:
@@ -191,10 +241,10 @@ def translate(gm: torch.fx.GraphModule, args: Sequence[Any], weight_positions: S
                     output_orders[i] = order
                     value = ctx.transpose(value, list(order))
             ctx.output(value, f"output_{i}")
-    if len(none_outputs) + len(forwarded) + len(repeated) == len(outputs):
-        raise Unsupported("the graph computes nothing (its outputs are its inputs or None)")
+    if len(none_outputs) + len(forwarded) + len(repeated) + len(viewed) == len(outputs):
+        raise Unsupported("the graph computes nothing (its outputs are its inputs, views of them or None)")
     return Translation(ctx.build(), input_positions, spec, len(outputs), none_outputs, forwarded, repeated, input_orders,
-                       output_orders)
+                       output_orders, viewed)
 
 
 def _argument(ctx: Context, node: torch.fx.Node, arg: Any, weight: bool, input_positions: List[Tuple[int, ...]],
@@ -202,27 +252,32 @@ def _argument(ctx: Context, node: torch.fx.Node, arg: Any, weight: bool, input_p
     if isinstance(arg, torch.Tensor):
         if weight:
             return _constant(ctx, arg)
-        order = storage_order(arg)
         input_positions.append((index,))
-        if order is None:
-            return ctx.parameter(node.name, torch_dtype(arg.dtype), list(arg.shape))
-        # Read in memory order (Translation.inputs permutes the call's tensor so), its dims put
-        # back by a transpose the kernels fold into their indexing.
-        input_orders[len(input_positions) - 1] = order
-        stored = ctx.parameter(node.name, torch_dtype(arg.dtype), [arg.shape[d] for d in order])
-        return ctx.transpose(stored, _inverse(order))
+        return _tensor_input(ctx, node.name, arg, len(input_positions) - 1, input_orders)
     if isinstance(arg, (list, tuple)) and any(isinstance(a, torch.Tensor) for a in arg):
         items = []
         for j, a in enumerate(arg):
             if isinstance(a, torch.Tensor):
                 input_positions.append((index, j))
-                items.append(ctx.parameter(f"{node.name}_{j}", torch_dtype(a.dtype), list(a.shape)))
+                items.append(_tensor_input(ctx, f"{node.name}_{j}", a, len(input_positions) - 1, input_orders))
             else:
                 items.append(int(a) if isinstance(a, torch.SymInt) else a)
         return type(arg)(items)
     if isinstance(arg, torch.SymInt):
         return int(arg)
     return arg
+
+
+def _tensor_input(ctx: Context, name: str, arg: torch.Tensor, number: int, input_orders: Dict[int, Tuple[int, ...]]) -> Value:
+    """Graph input `number`: a parameter of the argument's shape, or where its layout has
+    another order of dims (storage_order) of its memory order (Translation.inputs permutes the
+    call's tensor so), its dims put back by a transpose the kernels fold into their indexing."""
+    order = storage_order(arg)
+    if order is None:
+        return ctx.parameter(name, torch_dtype(arg.dtype), list(arg.shape))
+    input_orders[number] = order
+    stored = ctx.parameter(name, torch_dtype(arg.dtype), [arg.shape[d] for d in order])
+    return ctx.transpose(stored, _inverse(order))
 
 
 def _constant(ctx: Context, tensor: torch.Tensor) -> Value:

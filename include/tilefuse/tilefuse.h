@@ -173,7 +173,7 @@ class CompiledModel {
   bool device_runs() const;
   // How RunOnDevice's runs went so far: each run is one of the first three.
   struct DeviceRunCounts {
-    int64_t replays = 0;          // a CUDA graph captured on the same pointers replayed: one launch
+    int64_t replays = 0;          // a CUDA graph captured on the same pointers launched (a capture's first launch too)
     int64_t one_by_one = 0;       // pointers new (or too many captured): the kernels launched one by one
     int64_t through_buffers = 0;  // a pointer not 256-byte aligned: inputs and outputs copied through the model's own buffers
     int64_t captures = 0;         // graphs captured on callers' pointers

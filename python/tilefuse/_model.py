@@ -268,7 +268,7 @@ class CompiledModel:
     @property
     def device_run_counts(self) -> dict:
         """How runs on CUDA tensors (queued on PyTorch's stream) went so far: "replays" (a CUDA
-        graph captured on the same pointers, one launch), "one_by_one" (new pointers: the kernels
+        graph captured on the same pointers, one launch; a capture's first launch too), "one_by_one" (new pointers: the kernels
         launched one by one; captured when the pointers come again), "through_buffers" (a
         pointer not 256-byte aligned: inputs and outputs copied through the model's own
         buffers), "captures", and "output_copies" (outputs that are inputs, repeats or constants,

@@ -4,6 +4,11 @@ part's) outputs checked after its run, in call order, the first with a NaN named
 shapes and its kernels' modes; then the same step with products on cuBLASLt (gemm="library").
 
     python3 bench/experiments/training_nan_probe.py [--layers 2]
+    python3 bench/experiments/training_nan_probe.py --errors   # each graph against PyTorch running it
+
+--errors: each tilefuse graph's outputs against the same ATen graph run by PyTorch on the same
+arguments; the first graph whose error to scale passes 0.1 is named with its plan's kernels,
+and compiled again unfused (fuse=False) to tell a fusion's error from an op's.
 """
 import argparse
 
@@ -16,6 +21,7 @@ import tilefuse.torch_backend as backend
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--errors", action="store_true")
     args = parser.parse_args()
     config = transformers.LlamaConfig(vocab_size=32000, hidden_size=768, intermediate_size=2048, num_hidden_layers=args.layers,
                                       num_attention_heads=12, num_key_value_heads=4, max_position_embeddings=4096,
@@ -28,6 +34,8 @@ def main():
     (reference(ids, use_cache=False).logits * projection).float().mean().backward()
     expected = {n: p.grad.float() for n, p in reference.named_parameters()}
     run = backend.TilefuseGraph.__call__
+    if args.errors:
+        return errors_by_graph(config, reference, ids, projection, run)
     for gemm in ("auto", "library"):
         torch._dynamo.reset()
         model = transformers.LlamaForCausalLM(config).to("cuda", torch.bfloat16).train()
@@ -67,6 +75,83 @@ def main():
             if spec is not None:
                 for k in spec.model.kernels:
                     print(f"    {k.name}: {k.mode}: {k.strategy[:150]}")
+
+
+def first_wrong_node(graph, call_args, error):
+    """The graph again, unfused, with every tensor its ATen nodes compute made an output: the
+    first node (in graph order) whose value is off names the op tilefuse computes wrongly."""
+    import copy
+
+    gm = copy.deepcopy(graph.gm)
+    nodes = [n for n in gm.graph.nodes if n.op == "call_function" and isinstance(n.meta.get("val"), torch.Tensor)]
+    output = next(n for n in gm.graph.nodes if n.op == "output")
+    output.args = (tuple(nodes),)
+    gm.recompile()
+    expected = backend._as_list(gm(*call_args))
+    spec = backend._Specialization(gm, call_args, graph.folded, dict(graph.settings, fuse=False), graph.weights)
+    got = spec.run(call_args)
+    shown = 0
+    for node, o, e in zip(nodes, got, expected):
+        if isinstance(o, torch.Tensor) and o.is_floating_point() and o.numel() > 0:
+            err = error(o, e)
+            if not err <= 0.05:
+                args = ", ".join(str(a) for a in node.args)[:200]
+                print(f"  node {node.name} = {node.target}({args}): error to scale {err:.3g}, "
+                      f"got {tuple(o.shape)} {o.stride()}, eager {tuple(e.shape)} {e.stride()}")
+                shown += 1
+                if shown == 6:
+                    break
+    for n in gm.graph.nodes:
+        if n.op == "placeholder" and isinstance(n.meta.get("val"), torch.Tensor):
+            v = n.meta["val"]
+            print(f"  input {n.name}: traced {tuple(v.shape)} {v.stride()}")
+    for i, a in enumerate(call_args):
+        items = a if isinstance(a, (list, tuple)) else [a]
+        print(f"  argument {i}: " + "; ".join(f"{tuple(t.shape)} {t.stride()}" for t in items if isinstance(t, torch.Tensor)))
+
+
+def errors_by_graph(config, reference, ids, projection, run):
+    torch._dynamo.reset()
+    model = transformers.LlamaForCausalLM(config).to("cuda", torch.bfloat16).train()
+    model.load_state_dict(reference.state_dict())
+    compiled = torch.compile(model, backend="tilefuse")
+    reported = []
+
+    def error(got, want):
+        scale = want.float().abs().max().clamp_min(1e-30)
+        return ((got.float() - want.float()).abs().max() / scale).item()
+
+    def checked(self, call_args):
+        outputs = run(self, call_args)
+        if self.split is not None or reported:
+            return outputs
+        expected = backend._as_list(self.gm(*call_args))
+        errors = [(error(o, e), i) for i, (o, e) in enumerate(zip(outputs, expected))
+                  if isinstance(o, torch.Tensor) and o.is_floating_point() and o.numel() > 0]
+        worst = max(errors, default=(0.0, -1))
+        if worst[0] > 0.1:
+            spec = next((s for s in self.compiled.values() if s is not None), None)
+            names = [n.name for n in self.gm.graph.nodes if n.op == "output"]
+            print(f"first graph off: output {worst[1]} error to scale {worst[0]:.3g}; outputs' errors "
+                  f"{[round(e, 3) for e, _ in errors]}; inputs {spec.input_shapes if spec else '?'}")
+            for k in spec.model.kernels if spec else []:
+                print(f"    {k.name}: {k.mode}: {k.strategy[:120]}")
+            unfused = backend._Specialization(self.gm, call_args, self.folded, dict(self.settings, fuse=False), self.weights)
+            again = unfused.run(call_args)
+            print(f"  unfused: outputs' errors {[round(error(o, e), 3) for o, e in zip(again, expected) if isinstance(o, torch.Tensor) and o.is_floating_point() and o.numel() > 0]}")
+            first_wrong_node(self, call_args, error)
+            reported.append(True)
+        return outputs
+
+    backend.TilefuseGraph.__call__ = checked
+    try:
+        model.zero_grad(set_to_none=True)
+        (compiled(ids, use_cache=False).logits * projection).float().mean().backward()
+        torch.cuda.synchronize()
+    finally:
+        backend.TilefuseGraph.__call__ = run
+    if not reported:
+        print("no graph's outputs are off by more than 0.1 of their scale")
 
 
 if __name__ == "__main__":

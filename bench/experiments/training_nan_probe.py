@@ -18,11 +18,23 @@ import transformers
 import tilefuse.torch_backend as backend
 
 
+_save_dir = ""
+
+
+def _to_cpu(a):
+    if isinstance(a, (list, tuple)):
+        return type(a)(_to_cpu(x) for x in a)
+    return a.cpu() if isinstance(a, torch.Tensor) else a
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--errors", action="store_true")
+    parser.add_argument("--save", default="", help="--errors: save the first wrong graph and its arguments in this folder")
     args = parser.parse_args()
+    global _save_dir
+    _save_dir = args.save
     config = transformers.LlamaConfig(vocab_size=32000, hidden_size=768, intermediate_size=2048, num_hidden_layers=args.layers,
                                       num_attention_heads=12, num_key_value_heads=4, max_position_embeddings=4096,
                                       attention_dropout=0.0)
@@ -77,13 +89,20 @@ def main():
                     print(f"    {k.name}: {k.mode}: {k.strategy[:150]}")
 
 
-def first_wrong_node(graph, call_args, error):
-    """The graph again, unfused, with every tensor its ATen nodes compute made an output: the
-    first node (in graph order) whose value is off names the op tilefuse computes wrongly."""
+VIEWS = {"view", "_unsafe_view", "reshape", "transpose", "t", "permute", "expand", "unsqueeze", "squeeze", "slice",
+         "select", "alias", "clone", "as_strided"}
+
+
+def first_wrong_node(graph, call_args, error, views=True):
+    """The graph again, unfused, with every tensor its ATen nodes compute made an output (views
+    too, or not: then chains of views still compose into their readers' indexing): the first
+    node (in graph order) whose value is off names the op tilefuse computes wrongly."""
     import copy
 
     gm = copy.deepcopy(graph.gm)
-    nodes = [n for n in gm.graph.nodes if n.op == "call_function" and isinstance(n.meta.get("val"), torch.Tensor)]
+    nodes = [n for n in gm.graph.nodes if n.op == "call_function" and isinstance(n.meta.get("val"), torch.Tensor)
+             and (views or getattr(n.target, "__name__", "").split(".")[0] not in VIEWS)]
+    print(f"  {len(nodes)} nodes made outputs{'' if views else ' (views left inside)'}")
     output = next(n for n in gm.graph.nodes if n.op == "output")
     output.args = (tuple(nodes),)
     gm.recompile()
@@ -98,6 +117,8 @@ def first_wrong_node(graph, call_args, error):
                 args = ", ".join(str(a) for a in node.args)[:200]
                 print(f"  node {node.name} = {node.target}({args}): error to scale {err:.3g}, "
                       f"got {tuple(o.shape)} {o.stride()}, eager {tuple(e.shape)} {e.stride()}")
+                for chain in _inputs_chain(node):
+                    print(f"      {chain}")
                 shown += 1
                 if shown == 6:
                     break
@@ -108,6 +129,22 @@ def first_wrong_node(graph, call_args, error):
     for i, a in enumerate(call_args):
         items = a if isinstance(a, (list, tuple)) else [a]
         print(f"  argument {i}: " + "; ".join(f"{tuple(t.shape)} {t.stride()}" for t in items if isinstance(t, torch.Tensor)))
+
+
+def _inputs_chain(node, depth=0, seen=None):
+    """The node's inputs back through views, for the report."""
+    seen = set() if seen is None else seen
+    lines = []
+    for a in node.all_input_nodes:
+        if a in seen or depth > 6:
+            continue
+        seen.add(a)
+        v = a.meta.get("val")
+        shape = f"{tuple(v.shape)} {v.stride()}" if isinstance(v, torch.Tensor) else ""
+        lines.append("  " * depth + f"{a.name} = {a.target}({', '.join(str(x) for x in a.args)[:160]}) {shape}")
+        if a.op == "call_function" and getattr(a.target, "__name__", "").split(".")[0] in VIEWS:
+            lines += _inputs_chain(a, depth + 1, seen)
+    return lines
 
 
 def errors_by_graph(config, reference, ids, projection, run):
@@ -139,7 +176,16 @@ def errors_by_graph(config, reference, ids, projection, run):
             unfused = backend._Specialization(self.gm, call_args, self.folded, dict(self.settings, fuse=False), self.weights)
             again = unfused.run(call_args)
             print(f"  unfused: outputs' errors {[round(error(o, e), 3) for o, e in zip(again, expected) if isinstance(o, torch.Tensor) and o.is_floating_point() and o.numel() > 0]}")
-            first_wrong_node(self, call_args, error)
+            first_wrong_node(self, call_args, error, views=False)
+            if _save_dir:
+                torch.save({"gm": self.gm, "args": [_to_cpu(a) for a in call_args], "folded": self.folded,
+                            "weights": self.weights}, f"{_save_dir}/wrong_graph.pt")
+                with open(f"{_save_dir}/wrong_graph.py", "w") as f:
+                    f.write(self.gm.print_readable(print_output=False))
+                from tilefuse import _tilefuse
+                from tilefuse.fx import translate
+                graph = translate(self.gm, call_args, self.folded).graph
+                _tilefuse.compile_graph(graph, "cuda", False, False, 0, False, f"{_save_dir}/unfused")
             reported.append(True)
         return outputs
 

@@ -223,16 +223,22 @@ bool ConvertedWhereRead(const Graph& g, const std::vector<int>& members, int id,
 }  // namespace
 
 std::vector<bool> FindInlinedGenerators(const Graph& g) {
+  // A graph output is stored by its own group, so it is no generator, and neither is what
+  // reads it: a reader would load it from the output's buffer, which no group order would
+  // then put before the load (a training backward's zeros gradient, also sliced into a
+  // rotary's slice_scatter, was read before it was written).
+  std::vector<bool> output(g.num_nodes(), false);
+  for (const Graph::Output& o : g.outputs()) output[o.node] = true;
   std::vector<bool> generator(g.num_nodes(), false);
   for (const Node& n : g.nodes()) {
     OpKind kind = n.info().kind;
+    if (output[n.id]) continue;
     if (n.op == OpCode::kIota) generator[n.id] = true;
     else if (kind == OpKind::Pointwise || kind == OpKind::Broadcast || kind == OpKind::View)
       generator[n.id] = !n.inputs.empty() && std::all_of(n.inputs.begin(), n.inputs.end(), [&](int i) {
         return generator[i] || g.node(i).op == OpCode::kConstant;
       });
   }
-  for (const Graph::Output& o : g.outputs()) generator[o.node] = false;
   return generator;
 }
 

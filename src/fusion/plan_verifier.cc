@@ -22,6 +22,13 @@ Status VerifyPlan(const Graph& graph, const FusionPlan& plan) {
   }
   for (const Node& n : graph.nodes())
     if (!ungrouped(n.id) && seen[n.id] < 0) return Internal(fmt::format("%{} is in no group", n.id));
+  // A generator is recomputed where it is read, so it may read only what is there before
+  // every group: constants and other generators (the group order does not see through it).
+  for (const Node& n : graph.nodes())
+    if (inlined[n.id])
+      for (int input : n.inputs)
+        if (!inlined[input] && graph.node(input).op != OpCode::kConstant)
+          return Internal(fmt::format("inlined generator %{} reads %{}, which a group computes", n.id, input));
 
   for (const FusionGroup& group : plan.groups) {
     for (int id : group.nodes)

@@ -245,6 +245,35 @@ TEST(PlannerTest, HalfThatIsAlsoAnOutputKeepsItsOwnKernel) {
   EXPECT_TRUE(explained) << "the rejected merge must say why";
 }
 
+// A generator that is also an output is stored by its own group, and what reads it is no
+// generator: inlined into a reader's group, it would load the output's buffer from a group
+// the order put first (a training backward's zeros gradient, sliced into the rotary's
+// slice_scatter, was read before it was written).
+TEST(PlannerTest, WhatReadsAGeneratorThatIsAnOutputRunsAfterIt) {
+  GraphBuilder b;
+  // Larger than constant folding expands (kMaxFoldedExpansionElements), so the iota stays.
+  Value x = b.Parameter("x", DType::kF32, {1024, 2048});
+  Value negated = b.Unary(OpCode::kNeg, x);  // first, so the reader's group has the smaller first member
+  Value positions = b.Iota({1024, 2048}, 1, DType::kF32);
+  b.Output(positions, "positions");
+  b.Output(b.Add(negated, b.MulScalar(positions, 0.5)), "y");
+  auto graph = RunGraphPasses(*b.Build(), PassOptions{});
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  auto plan = PlanFusion(*graph, PlannerOptions{});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  Status verified = VerifyPlan(*graph, *plan);  // no inlined generator reads a group's value
+  ASSERT_TRUE(verified.ok()) << verified.ToString();
+  int iota = -1, add = -1;
+  for (const Node& n : graph->nodes()) {
+    if (n.op == OpCode::kIota) iota = n.id;
+    if (n.op == OpCode::kAdd) add = n.id;
+  }
+  ASSERT_GE(iota, 0) << "the iota was folded";
+  ASSERT_GE(plan->group_of[iota], 0) << "an output is stored by a group";
+  ASSERT_GE(plan->group_of[add], 0);
+  EXPECT_LE(plan->group_of[iota], plan->group_of[add]) << "groups run in plan order";
+}
+
 TEST(PlannerTest, DiamondThatWouldCycleStaysLegal) {
   // p feeds c directly and through a matmul that cannot take p as prologue:
   //   p = exp(x) ──────────────► c = p + m

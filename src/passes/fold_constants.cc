@@ -172,6 +172,15 @@ Status FoldNode(GraphRewriter& rewriter, const Node& node, bool k_major_weight) 
   bool all_splats = !inputs->empty() && node.info().kind == OpKind::Pointwise;
   for (const KnownValue& k : *inputs) all_splats = all_splats && k.IsSplat();
   if (all_splats) return FoldSplats(rewriter, node, *inputs).WithContext("constant folding " + NodeLabel(node));
+  // A slice, reshape or transpose of a splat is the same splat in its own shape: a
+  // broadcast, not the elements stored (a backward's slice_scatter into zeros was a
+  // megabyte constant uploaded and read).
+  const bool moves_elements = node.op == OpCode::kSlice || node.op == OpCode::kReshape || node.op == OpCode::kTranspose;
+  if (moves_elements && inputs->size() == 1 && (*inputs)[0].IsSplat()) {
+    Value scalar = rewriter.ReplaceWithConstant(node, AsScalar(*(*inputs)[0].source));
+    rewriter.SetMap(node.id, rewriter.builder().BroadcastTo(scalar, node.shape));
+    return Status::Ok();
+  }
   if (IsLargeExpansion(node, *inputs)) {
     rewriter.CopyNode(node);
     return Status::Ok();

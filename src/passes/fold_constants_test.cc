@@ -137,6 +137,34 @@ TEST(FoldConstantsTest, PointwiseOfSplatsStaysASplat) {
   EXPECT_EQ(CountOps(*folded, OpCode::kMul), 0);
 }
 
+// slice_scatter into zeros, as the torch frontend translates it: the zeros' halves stay
+// splats (a broadcast of one value), not a constant of every element.
+TEST(FoldConstantsTest, SlicesReshapesAndTransposesOfASplatStaySplats) {
+  GraphBuilder b;
+  Value x = b.Parameter("x", DType::kF32, {4, 8, 32});
+  Value zeros = b.BroadcastTo(b.Scalar(-1.5, DType::kF32), {4, 8, 64});
+  Value left = b.Slice(zeros, {0}, {32}, {2}, {});
+  Value moved = b.Reshape(b.Transpose(left, {1, 0, 2}), {8, 4, 32});
+  b.Output(b.Concat({left, x}, 2), "y");
+  b.Output(moved, "moved");
+  auto graph = b.Build();
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  auto folded = FoldConstants(*graph);
+  ASSERT_TRUE(folded.ok()) << folded.status().ToString();
+  const Node& concat = folded->node(folded->outputs()[0].node);
+  const Node& moved_node = folded->node(folded->outputs()[1].node);
+  for (const Node* splat : {&folded->node(concat.inputs[0]), &moved_node}) {
+    ASSERT_EQ(splat->op, OpCode::kBroadcast) << OpName(splat->op);
+    const Node& value = folded->node(splat->inputs[0]);
+    ASSERT_EQ(value.op, OpCode::kConstant);
+    EXPECT_EQ(value.shape, Shape{});
+    EXPECT_EQ(value.attrs.value->GetDouble(0), -1.5);
+  }
+  EXPECT_EQ(folded->node(concat.inputs[0]).shape, (Shape{4, 8, 32}));
+  EXPECT_EQ(moved_node.shape, (Shape{8, 4, 32}));
+  EXPECT_EQ(CountOps(*folded, OpCode::kSlice) + CountOps(*folded, OpCode::kTranspose) + CountOps(*folded, OpCode::kReshape), 0);
+}
+
 TEST(FoldConstantsTest, MixesBroadcastAndFullConstants) {
   GraphBuilder b;
   Value c = b.Constant(Tensor::FromDoubles(DType::kI32, {2, 2}, {1, 2, 3, 4}));

@@ -337,6 +337,25 @@ void AddStepLocalBuffers(const Graph& graph, const std::vector<std::vector<int>>
     }
 }
 
+void AddStepReads(const std::vector<std::vector<int>>& touched, Schedule& schedule) {
+  TF_CHECK(touched.size() <= schedule.steps.size());
+  std::map<int, int> buffer_of_node;
+  for (size_t b = 0; b < schedule.buffers.size(); ++b)
+    if (schedule.buffers[b].node >= 0) buffer_of_node[schedule.buffers[b].node] = static_cast<int>(b);
+  for (size_t s = 0; s < touched.size(); ++s) {
+    ScheduleStep& step = schedule.steps[s];
+    for (int id : touched[s]) {
+      auto it = buffer_of_node.find(id);
+      if (it == buffer_of_node.end()) continue;
+      const int b = it->second;
+      if (std::find(step.reads.begin(), step.reads.end(), b) != step.reads.end() ||
+          std::find(step.writes.begin(), step.writes.end(), b) != step.writes.end())
+        continue;
+      step.reads.push_back(b);
+    }
+  }
+}
+
 StatusOr<MemoryPlan> PlanFusionPlanMemory(const Graph& graph, const FusionPlan& plan,
                                           const MemoryPlanOptions& options) {
   return PlanMemory(ScheduleFromFusionPlan(graph, plan), options);

@@ -92,6 +92,12 @@ Schedule ScheduleFromFusionPlan(const Graph& graph, const FusionPlan& plan);
 // buffer keep it.
 void AddStepLocalBuffers(const Graph& graph, const std::vector<std::vector<int>>& local_values, Schedule& schedule);
 
+// Values a step's kernels read beyond its group's inputs (a template reading an operand
+// through a view reads the view's source, a backend's kernel another group's output): each
+// that has a buffer is read by step s too, so no later value takes its bytes before then.
+// `touched[s]` lists step s's; values without a buffer, and those the step writes, are left.
+void AddStepReads(const std::vector<std::vector<int>>& touched, Schedule& schedule);
+
 // ScheduleFromFusionPlan + PlanMemory: how much intermediate memory running `plan`
 // needs. Plan the fused and the unfused (PlannerOptions::fuse = false) plans of a graph
 // to compare the two.

@@ -68,6 +68,27 @@ TEST(MemoryPlanTest, DisjointLifetimesShareBytes) {
   EXPECT_EQ(plan.arena_bytes, 8192);
 }
 
+// A value a step's kernels read though its group does not list it (a template reading an
+// operand through a view) stays its own until that step: it no longer shares bytes with a
+// value born in between.
+TEST(MemoryPlanTest, ReadsAddedToAStepExtendTheirValuesLives) {
+  Schedule s;
+  int in = AddBuffer(s, 4096, Role::kGraphInput);
+  int a = AddBuffer(s, 4096, Role::kIntermediate), b = AddBuffer(s, 4096, Role::kIntermediate);
+  int c = AddBuffer(s, 4096, Role::kIntermediate), out = AddBuffer(s, 4096, Role::kGraphOutput);
+  s.buffers[a].node = 10;
+  s.buffers[in].node = 11;
+  s.steps = {{"a", {in}, {a}}, {"b", {a}, {b}}, {"c", {b}, {c}}, {"out", {c}, {out}}};
+  // step 2 reads a and the input (listed once each); node 12 has no buffer and is left.
+  AddStepReads({{}, {}, {10, 11, 10, 12}, {}}, s);
+  EXPECT_EQ(s.steps[2].reads, (std::vector<int>{b, a, in}));
+  EXPECT_EQ(s.steps[1].reads, (std::vector<int>{a}));
+  MemoryPlan plan = MustPlan(s);
+  EXPECT_EQ(plan.live_ranges[a].last, 2);
+  EXPECT_NE(plan.offsets[a], plan.offsets[c]);  // shared before (DisjointLifetimesShareBytes)
+  EXPECT_EQ(plan.arena_bytes, 3 * 4096);
+}
+
 TEST(MemoryPlanTest, OnlyIntermediatesAreInTheArena) {
   Schedule s;
   int in = AddBuffer(s, 100, Role::kGraphInput), weights = AddBuffer(s, 300, Role::kConstant);

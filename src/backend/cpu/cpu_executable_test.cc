@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fmt/format.h>
 #include <omp.h>
 
 #include "reference/interpreter.h"
@@ -260,6 +261,34 @@ TEST(RowReductionPlanTest, LayerNormOverChannelsThenTransposeBackIsGenerated) {
     auto actual = (*compiled)->Run(inputs);
     ASSERT_TRUE(actual.ok()) << actual.status().ToString();
     ExpectClose((*actual)[0], (*expected)[0], "layer norm over channels");
+  }
+}
+
+// A generator that is also an output, read by another group's generator: the reader runs
+// after the output is written (poisoned before, the output's buffer read early fails).
+TEST(CpuExecutableTest, AGeneratorOutputIsWrittenBeforeWhatReadsIt) {
+  GraphBuilder b;
+  Value x = b.Parameter("x", DType::kF32, {1024, 2048});  // an iota constant folding keeps
+  Value negated = b.Unary(OpCode::kNeg, x);
+  Value positions = b.Iota({1024, 2048}, 1, DType::kF32);
+  b.Output(positions, "positions");
+  b.Output(b.Add(negated, b.MulScalar(positions, 0.5)), "y");
+  auto graph = RunGraphPasses(*b.Build(), PassOptions{});
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  for (bool fuse : {true, false}) {
+    CpuCompileOptions options;
+    options.fuse = fuse;
+    options.poison_outputs = true;
+    options.cache_dir = TestCacheDir();
+    auto compiled = CompileForCpu(*graph, options);
+    ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
+    std::vector<Tensor> inputs = RandomInputs(*graph, 301);
+    auto expected = RunReference(*graph, inputs);
+    ASSERT_TRUE(expected.ok()) << expected.status().ToString();
+    auto actual = (*compiled)->Run(inputs);
+    ASSERT_TRUE(actual.ok()) << actual.status().ToString();
+    for (size_t i = 0; i < expected->size(); ++i)
+      ExpectClose((*actual)[i], (*expected)[i], fmt::format("output {} ({})", i, fuse ? "fused" : "unfused"));
   }
 }
 

@@ -154,6 +154,22 @@ bool HasKernels(const CudaProgram& program) {
   return std::any_of(program.groups.begin(), program.groups.end(), [](const CudaGroupProgram& p) { return !Launchables(p).empty(); });
 }
 
+// What each group's kernels and library calls read, per plan step: their buffers, and a
+// cuBLASLt product's operands and bias (templates read operands through views, so a value
+// the group's inputs do not name may be read).
+std::vector<std::vector<int>> KernelReads(const CudaProgram& program, size_t steps, const Graph& g) {
+  std::vector<std::vector<int>> reads(steps);
+  for (const CudaGroupProgram& p : program.groups) {
+    std::vector<int>& r = reads.at(p.group);
+    for (const CudaLaunchable* k : Launchables(p)) r.insert(r.end(), k->buffer_nodes.begin(), k->buffer_nodes.end());
+    if (p.mode == CudaGroupProgram::Mode::kGemm) {
+      r.insert(r.end(), g.node(p.matmul).inputs.begin(), g.node(p.matmul).inputs.end());
+      if (p.lt_bias >= 0) r.push_back(p.lt_bias);
+    }
+  }
+  return reads;
+}
+
 // Scratch memory, cuBLASLt, the arena and every buffer; constants uploaded; the steps captured.
 Status PlaceOnDevice(CudaExecutable::State& state, bool any_gemm) {
   CudaExecutable::State* s = &state;
@@ -176,6 +192,7 @@ Status PlaceOnDevice(CudaExecutable::State& state, bool any_gemm) {
 
   // Device memory: intermediates in the arena by liveness, everything else its own buffer.
   Schedule schedule = ScheduleFromFusionPlan(g, s->plan);
+  AddStepReads(KernelReads(s->program, s->plan.groups.size(), g), schedule);
   MemoryPlanOptions memory_options;
   memory_options.alignment = 256;
   ASSIGN_OR_RETURN(s->memory, PlanMemory(schedule, memory_options));

@@ -30,6 +30,9 @@ def main():
     parser.add_argument("--host-profile", type=int, default=0, metavar="N",
                         help="also time the host's side of a step (the time to issue it, not waiting for the GPU) and "
                              "list the N Python functions of tilefuse's steps with the most time (cProfile, 5 steps)")
+    parser.add_argument("--optimizer", action="store_true",
+                        help="each step also runs PyTorch's fused AdamW over all parameters (the issue's anchors do), "
+                             "at learning rate 0 so every variant's weights stay eager's (the same kernels and bytes)")
     parser.add_argument("--json")
     args = parser.parse_args()
     import torch
@@ -50,9 +53,15 @@ def main():
     ids = torch.randint(0, config.vocab_size, (batch, seq), device="cuda")
     projection = torch.randn(batch, seq, config.vocab_size, device="cuda", dtype=dtype)
 
+    optimizers = {}  # id(model) -> its fused AdamW (--optimizer)
+
     def step(model):
         model.zero_grad(set_to_none=True)
         (model(ids, use_cache=False).logits * projection).float().mean().backward()
+        if args.optimizer:
+            if id(model) not in optimizers:
+                optimizers[id(model)] = torch.optim.AdamW(model.parameters(), lr=0.0, fused=True)
+            optimizers[id(model)].step()
 
     def kernel_profile(model, label):
         """Where a step's GPU time goes: the kernels' time a step beside the step's own, each
@@ -190,7 +199,8 @@ def main():
     reference = make(config).to("cuda", dtype).train()
     step(reference)
     expected = {n: p.grad.float().clone() for n, p in reference.named_parameters()}
-    row = {"model": args.model, "shape": args.shape, "dtype": args.dtype, "device": torch.cuda.get_device_name(), "eager_us": timed(reference),
+    row = {"model": args.model, "shape": args.shape, "dtype": args.dtype, "optimizer": "fused AdamW" if args.optimizer else None,
+           "device": torch.cuda.get_device_name(), "eager_us": timed(reference),
            "eager_peak_mb": torch.cuda.max_memory_allocated() / 2**20}
     kernel_profile(reference, "eager")
     host_profile(reference, "eager")

@@ -856,9 +856,10 @@ def test_outputs_that_are_views_of_inputs_are_taken_by_pytorch_not_copied():
         torch.testing.assert_close(g, e, rtol=1e-6, atol=1e-6)
 
 
-def test_inputs_in_other_layouts_are_read_where_they_lie():
+def test_inputs_and_outputs_in_other_layouts_are_read_and_written_where_they_lie():
     # A transposed input is the graph's input in memory order (a permuted view of the call's
-    # tensor: no copy), its dims put back by a transpose in the graph.
+    # tensor: no copy), its dims put back by a transpose in the graph; an output eager lays out
+    # transposed is written so by the graph and comes back as a view with eager's strides.
     from torch.fx.experimental.proxy_tensor import make_fx
 
     from tilefuse import _tilefuse
@@ -876,6 +877,7 @@ def test_inputs_in_other_layouts_are_read_where_they_lie():
     translation = translate(gm, [x, w], set())
     assert translation.input_orders == {0: (1, 0, 2)}
     eager = forward(x, w)
+    assert translation.output_orders == {0: storage_order(eager[0])} and storage_order(eager[0]) is not None
     graph = _tilefuse.compile_graph(translation.graph, "cpu", False, True, 0)
     from tilefuse._model import _wrap
     model = _wrap(graph, "a test graph")
@@ -883,6 +885,7 @@ def test_inputs_in_other_layouts_are_read_where_they_lie():
     assert inputs[0].is_contiguous() and inputs[0].data_ptr() == x.data_ptr(), "x read where it lies"
     assert list(inputs[0].shape) == [4, 5, 6]
     out = translation.outputs(model(*inputs), [x, w])
+    assert out[0].stride() == eager[0].stride() and out[1].is_contiguous()
     for got, expected in zip(out, eager):
         torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
 

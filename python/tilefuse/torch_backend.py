@@ -89,21 +89,15 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], op
 
     backward_in_pytorch = settings["backward"] == "pytorch"
 
-    # A graph's outputs come back laid out in eager's order of dims (_ordered_strides) where
-    # PyTorch reads them: an inference graph's, and a training forward's whose backward PyTorch
-    # runs (its views assume them). Where tilefuse's backward reads a forward's saved tensors
-    # they stay dense; its graphs read inputs in other layouts where they lie
-    # (translator.storage_order). The ops a split graph runs in PyTorch get eager's layouts
-    # whatever the graph's (_PyTorchPart). (Outputs written in eager's layouts by the graph's
-    # kernels instead of copies gave NaN gradients in a LLaMA-style training step on the H200,
-    # 2026-11-30, for a cause not yet found: see docs/design-notes.md.)
-    def compiler(restride_outputs: bool, training: bool) -> Callable:
+    # A graph's outputs come back in eager's layouts, written so by its kernels
+    # (translator.storage_order); the ops a split graph runs in PyTorch get eager's layouts
+    # whatever their producers' (_PyTorchPart).
+    def compiler(training: bool) -> Callable:
         def compile_forward(aten_gm: torch.fx.GraphModule, aten_inputs: Sequence[Any]) -> Callable:
             # AOTAutograd passes Dynamo's arguments in Dynamo's order; anything else (effect
             # tokens, say) and no argument is taken for a weight.
             same_order = len(aten_inputs) == len(example_inputs)
-            graph = TilefuseGraph(aten_gm, weights - _mutated_inputs() if same_order else set(),
-                                  dict(settings, restride_outputs=restride_outputs))
+            graph = TilefuseGraph(aten_gm, weights - _mutated_inputs() if same_order else set(), settings)
             if training:
                 graph.saved_for_backward = _saved_for_backward(aten_gm)
             return graph
@@ -111,7 +105,7 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], op
 
     def backward_compiler(aten_gm: torch.fx.GraphModule, aten_inputs: Sequence[Any]) -> Callable:
         if settings["backward"] == "tilefuse":  # no weights: the backward's inputs are saved activations and gradients
-            return TilefuseGraph(aten_gm, set(), dict(settings, restride_outputs=False))
+            return TilefuseGraph(aten_gm, set(), settings)
         _log_once(logged, "backward", "tilefuse: the backward graph runs in PyTorch (tilefuse compiles forward graphs)")
         return make_boxed_func(aten_gm.forward)
 
@@ -125,8 +119,7 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], op
     from torch._functorch.partitioners import min_cut_rematerialization_partition
 
     partition = {} if backward_in_pytorch else {"partition_fn": min_cut_rematerialization_partition}
-    return aot_autograd(fw_compiler=compiler(restride_outputs=backward_in_pytorch, training=True),
-                        inference_compiler=compiler(restride_outputs=True, training=False),
+    return aot_autograd(fw_compiler=compiler(training=True), inference_compiler=compiler(training=False),
                         bw_compiler=backward_compiler,
                         decompositions=_decompositions(keep_backward_ops=backward_in_pytorch), **partition)(gm, example_inputs)
 
@@ -323,8 +316,6 @@ class _Specialization:
         weight_inputs = [p for p in translation.input_positions if p[0] in all_weights]
         own = [tuple(args[p[0]].shape) for p in translation.input_positions if p[0] not in all_weights and len(p) == 1]
         self.output_spec = translation.output_spec
-        self.output_strides = _eager_output_strides(gm)
-        self.restride_outputs = settings.get("restride_outputs", True)
         stages = ", ".join(f"{name} {ms:.0f}" for name, ms in self.model.compile_stages_ms)
         logger.info("tilefuse: compiled a torch.compile graph for %s%s: %d kernels on %s (translated in %.0f ms, "
                     "compiled in %.0f ms: %s)", own or self.input_shapes,
@@ -333,10 +324,7 @@ class _Specialization:
                     1e3 * (time.perf_counter() - translated), stages)
 
     def run(self, args: Sequence[Any]) -> list:
-        outputs = self.outputs_of(self.model(*self.inputs_of(args)), args)
-        if not self.restride_outputs:
-            return outputs
-        return [_restrided(o, s) for o, s in zip(outputs, self.output_strides)]
+        return self.outputs_of(self.model(*self.inputs_of(args)), args)
 
 
 def _eager_output_strides(gm: torch.fx.GraphModule) -> List[Optional[tuple]]:

@@ -209,6 +209,7 @@ class CompiledModel:
         self._device_inputs = [(name, dtype, tuple(shape)) for name, dtype, shape in graph.inputs]
         self._device_outputs = [(dtype, tuple(shape)) for _, dtype, shape in graph.outputs]
         self._torch_types = None  # tilefuse dtype name -> torch.dtype, on the first torch call
+        self._inputs_checked = False  # call_checked: a call's inputs passed the GPU path's full check
 
     @property
     def backend(self) -> str:
@@ -326,6 +327,24 @@ class CompiledModel:
         for i in self._bf16_outputs:
             outputs[i] = _as_bfloat16(outputs[i], self._graph.outputs[i][0])
         return outputs
+
+    def call_checked(self, inputs: Sequence[Any]) -> list:
+        """As calling the model, for a caller whose every call has the first call's input shapes,
+        dtypes and devices (the torch backend's call signature guards that). Once a call's
+        inputs have passed the GPU path's full check, later calls' are checked for density only
+        before the launch (the full pass over every input's type, dtype, shape and device took
+        ~2 ms of GPT-2's training step on the host, H200 machine, 2026-11-30)."""
+        if not self._inputs_checked:
+            torch = sys.modules.get("torch")
+            self._inputs_checked = (self._device_runs and torch is not None and
+                                    self._dense_device_pointers(torch, inputs) is not None)
+            return self(*inputs)
+        pointers = []
+        for x in inputs:
+            if not x.is_contiguous():
+                return self(*inputs)  # copied dense there
+            pointers.append(x.data_ptr())
+        return self._launch_on_device(sys.modules["torch"], pointers)
 
     def _call_torch(self, torch: Any, inputs: Sequence[Any]) -> list:
         if self._runs_on_device(torch, inputs):

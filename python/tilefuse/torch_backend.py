@@ -324,7 +324,9 @@ class _Specialization:
                     1e3 * (time.perf_counter() - translated), stages)
 
     def run(self, args: Sequence[Any]) -> list:
-        return self.outputs_of(self.model(*self.inputs_of(args)), args)
+        # The call's signature matched this specialization's, so its inputs have the compiled
+        # graph's shapes, dtypes and device (CompiledModel.call_checked skips those checks).
+        return self.outputs_of(self.model.call_checked(self.inputs_of(args)), args)
 
 
 def _eager_output_strides(gm: torch.fx.GraphModule) -> List[Optional[tuple]]:
@@ -406,14 +408,21 @@ class _TilefusePart(torch.nn.Module):
         self.graph: Optional[TilefuseGraph] = None
         output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
         # The structure the part returns (a value or a tuple), read once: flattened per call it
-        # took 3.6 ms of GPT-2's training step on the host (H200 machine, 2026-11-30).
+        # took 3.6 ms of GPT-2's training step on the host (H200 machine, 2026-11-30). A flat
+        # tuple (the usual part) is rebuilt directly, not through pytree (1.6 ms a step more).
         self.output_spec = torch.utils._pytree.tree_flatten(output.args[0])[1]
+        spec = self.output_spec
+        children = spec.children() if hasattr(spec, "children") else spec.children_specs
+        self.flat_tuple = spec.type is tuple and all(c.is_leaf() for c in children)
 
     def forward(self, *args: Any) -> Any:
         weights = {i for i, a in enumerate(args) if id(a) in self.whole.weight_ids}
         if self.graph is None or self.graph.weights != weights:
             self.graph = TilefuseGraph(self.gm, weights, self.whole.settings, split_allowed=False)
-        return torch.utils._pytree.tree_unflatten(self.graph(list(args)), self.output_spec)
+        outputs = self.graph(list(args))
+        if self.flat_tuple:
+            return tuple(outputs)
+        return torch.utils._pytree.tree_unflatten(outputs, self.output_spec)
 
 
 def _split_around(gm: torch.fx.GraphModule, unsupported: List[torch.fx.Node], whole: TilefuseGraph) -> torch.fx.GraphModule:
@@ -452,16 +461,34 @@ def _has_tensor_work(gm: torch.fx.GraphModule) -> bool:
 
 
 def _signature(args: Sequence[Any], weights: Set[int]) -> tuple:
-    from .fx import storage_order
-
     def entry(a: Any, weight: bool) -> Any:
         if isinstance(a, torch.Tensor):  # an input's layout: read in memory order (translator.storage_order)
-            return (a.shape, a.dtype, a.device, id(a) if weight else storage_order(a), _version(a) if weight else None)
+            if weight:
+                return (a.shape, a.dtype, a.device, id(a), _version(a))
+            return (a.shape, a.dtype, a.device, None if a.is_contiguous() else _layout_order(a))
         if isinstance(a, (list, tuple)):  # a split graph's part receives an op's tuple
             return tuple(entry(x, False) for x in a)
         return (type(a).__name__, a)
 
     return tuple(entry(a, i in weights) for i, a in enumerate(args))
+
+
+# translator.storage_order by a layout's shape and strides: each call's signature asks it of every
+# input laid out otherwise than row-major (GPT-2's training step: ~530 inputs a step, ~2.8 ms of
+# its host time under cProfile on the H200 machine, 2026-11-30).
+_ORDERS: Dict[tuple, Optional[tuple]] = {}
+
+
+def _layout_order(a: torch.Tensor) -> Optional[tuple]:
+    from .fx import storage_order
+
+    key = (a.shape, a.stride())
+    order = _ORDERS.get(key, _ORDERS)
+    if order is _ORDERS:
+        if len(_ORDERS) > 4096:
+            _ORDERS.clear()
+        order = _ORDERS[key] = storage_order(a)
+    return order
 
 
 # Compiled graphs by what they were compiled from (the graph's code, the call's signature with

@@ -61,27 +61,52 @@ class Translation:
     def outputs(self, tensors: List[Any], args: Sequence[Any]) -> List[Any]:
         """The FX graph's outputs, in order, from the compiled graph's and the call's arguments
         (None where it returns None)."""
+        if self._plain_outputs():
+            return list(tensors)
         result, it = [], iter(tensors)
-        for i in range(self.num_outputs):
-            if i in self.none_outputs:
+        for kind, data in self._output_plan:
+            if kind == "none":
                 result.append(None)
-            elif i in self.forwarded_arguments:
-                result.append(args[self.forwarded_arguments[i]])
-            elif i in self.viewed_arguments:
-                position, views = self.viewed_arguments[i]
+            elif kind == "argument":
+                result.append(args[data])
+            elif kind == "view":
+                position, views = data
                 result.append(_replay_views(args[position], views))
-            elif i in self.repeated_outputs:
-                result.append(result[self.repeated_outputs[i]])
-            elif i in self.output_orders:  # the graph wrote it in memory order: a view gives eager's dims
-                result.append(next(it).permute(_inverse(self.output_orders[i])))
+            elif kind == "repeat":
+                result.append(result[data])
+            elif kind == "ordered":  # the graph wrote it in memory order: a view gives eager's dims
+                result.append(next(it).permute(data))
             else:
                 result.append(next(it))
         return result
+
+    def _plain_outputs(self) -> bool:
+        """Whether the graph's outputs are the FX graph's as they are; else sets how to make
+        each (read once: each call walked the dicts, GPT-2's training step 28 times)."""
+        if not hasattr(self, "_output_plan"):
+            plan = []
+            for i in range(self.num_outputs):
+                if i in self.none_outputs:
+                    plan.append(("none", None))
+                elif i in self.forwarded_arguments:
+                    plan.append(("argument", self.forwarded_arguments[i]))
+                elif i in self.viewed_arguments:
+                    plan.append(("view", self.viewed_arguments[i]))
+                elif i in self.repeated_outputs:
+                    plan.append(("repeat", self.repeated_outputs[i]))
+                elif i in self.output_orders:
+                    plan.append(("ordered", _inverse(self.output_orders[i])))
+                else:
+                    plan.append(("tensor", None))
+            self._output_plan = plan
+            self._plain = all(kind == "tensor" for kind, _ in plan)
+        return self._plain
 
     def inputs(self, args: Sequence[Any], draw: bool = True) -> List[Any]:
         """The graph's inputs, in order, taken from a call's arguments (random ones drawn on the
         arguments' device; without `draw`, left unset: the generator's state is the call's)."""
         inputs = []
+        orders = self.input_orders
         for n, p in enumerate(self.input_positions):
             if p[0] == "uniform":
                 device = next((a.device for a in args if isinstance(a, torch.Tensor)), None)
@@ -89,8 +114,9 @@ class Translation:
                 inputs.append(make(p[1], dtype=torch.float32, device=device))
             else:
                 value = args[p[0]] if len(p) == 1 else args[p[0]][p[1]]
-                order = self.input_orders.get(n)
-                inputs.append(value if order is None else value.permute(order))  # dense in memory order
+                if orders and n in orders:
+                    value = value.permute(orders[n])  # dense in memory order
+                inputs.append(value)
         return inputs
 
 

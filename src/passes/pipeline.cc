@@ -17,6 +17,7 @@
 #include "passes/pad_gemm_depth.h"
 #include "passes/sink_transposes.h"
 #include "passes/stage_conv_inputs.h"
+#include "passes/unshare_input_reshapes.h"
 #include "passes/unshare_window_views.h"
 #include "passes/window_ops.h"
 #include "support/file_util.h"
@@ -113,6 +114,9 @@ StatusOr<Graph> RunGraphPasses(Graph graph, const PassOptions& options, PassTime
     if (options.k_major_weights.f32)
       RETURN_IF_ERROR(passes.Run("k-major-weights", [](const Graph& g) { return StoreWeightsKMajor(g, {.f32 = true}); }));
     RETURN_IF_ERROR(passes.Run("cse", EliminateCommonSubexpressions));
+    RETURN_IF_ERROR(passes.Run("dce", EliminateDeadCode));
+    // After CSE, which would merge the copies again.
+    RETURN_IF_ERROR(passes.Run("unshare-input-reshapes", UnshareInputReshapes));
     RETURN_IF_ERROR(passes.Run("dce", EliminateDeadCode));
     if (options.channels_last) {  // after CSE, which would merge the copies again
       RETURN_IF_ERROR(passes.Run("unshare-window-views", UnshareWindowViews));

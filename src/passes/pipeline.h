@@ -1,7 +1,7 @@
 // The frontend pass pipeline, in the order of DESIGN.md:
 //   verify → infer → fold constants → CSE → DCE → decompose composites → window ops
 //   (conv, pools) as window views, matmuls and reductions → [channels-last: sink transposes]
-//   → (fold constants, CSE, DCE) → [channels-last: unshare window views, DCE]
+//   → (fold constants, CSE, DCE) → unshare input reshapes, DCE → [channels-last: unshare window views, DCE]
 // With a dump directory, the IR after every pass is written there as NN-<pass>.txt.
 #pragma once
 

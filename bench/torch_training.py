@@ -223,6 +223,9 @@ def main():
         row[f"tilefuse_bw_{backward}_peak_mb"] = torch.cuda.max_memory_allocated() / 2**20
         saved = [g["saved_for_backward"] for g in backend_module.explain() if g.get("saved_for_backward")]
         row[f"tilefuse_bw_{backward}_saved_mb"] = sum(s["bytes"] for s in saved) / 2**20
+        memory = backend_module.memory_summary()  # the graphs' arenas: held between steps
+        row[f"tilefuse_bw_{backward}_arena_mb"] = memory["arena_bytes"] / 2**20
+        row[f"tilefuse_bw_{backward}_largest_arena_mb"] = memory["largest_arena_bytes"] / 2**20
         errors = {n: ((p.grad.float() - expected[n]).abs().max() / expected[n].abs().max().clamp_min(1e-30)).item()
                   for n, p in model.named_parameters()}  # the last timed step's gradients
         row[f"tilefuse_bw_{backward}_error_to_scale"] = max(errors.values(), key=lambda e: (e != e, e))  # NaN first

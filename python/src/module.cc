@@ -232,6 +232,13 @@ NB_MODULE(_tilefuse, m) {
                      return list;
                    })
       .def_prop_ro("compile_ms", &CompiledModel::compile_ms)
+      .def_prop_ro("arena_bytes", &CompiledModel::arena_bytes)
+      .def_prop_ro("output_bytes",
+                   [](const CompiledModel& model) {
+                     int64_t bytes = 0;
+                     for (const tilefuse::ValueSpec& v : model.outputs()) bytes += tilefuse::NumElements(v.shape) * tilefuse::DTypeSize(v.dtype);
+                     return bytes;
+                   })
       .def_prop_ro("compile_stages_ms",
                    [](const CompiledModel& model) {
                      nb::list list;

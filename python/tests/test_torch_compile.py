@@ -324,6 +324,36 @@ def test_explain_says_what_a_training_forward_saves_for_the_backward():
     assert backend.explain()[-1]["saved_for_backward"] is None, "an inference graph saves nothing"
 
 
+def test_explain_and_the_memory_summary_say_what_the_graphs_hold_and_write():
+    # A graph's outputs' bytes are its call's outputs'; its intermediates' arena is smaller fused
+    # than with every op its own kernel (values that no longer leave a kernel); the summary adds
+    # up the graphs alive, a training forward's saved tensors included.
+    import tilefuse.torch_backend as backend
+
+    torch.manual_seed(4)
+    block = Block()
+    x = torch.randn(6, 32)
+    arenas = {}
+    for fuse in (False, True):
+        torch._dynamo.reset()
+        with torch.no_grad():
+            torch.compile(block, backend="tilefuse", options={"backend": "cpu", "fuse": fuse})(x)
+        memory = backend.explain()[-1]["compiled"][0]["memory"]
+        assert memory["output_bytes"] == 6 * 64 * 4, memory
+        arenas[fuse] = memory["intermediate_bytes"]
+    assert arenas[False] > arenas[True] >= 0, arenas
+    torch._dynamo.reset()
+    (torch.compile(block, backend="tilefuse", options={"backend": "cpu"})(x) * torch.randn(6, 64)).sum().backward()
+    graphs = backend.explain()
+    summary = backend.memory_summary()
+    specs = [c for g in graphs for c in g["compiled"]]
+    assert summary["graphs"] == len(graphs)
+    assert summary["arena_bytes"] == sum(c["memory"]["intermediate_bytes"] for c in specs)
+    assert summary["largest_arena_bytes"] == max(c["memory"]["intermediate_bytes"] for c in specs)
+    saved = [g["saved_for_backward"]["bytes"] for g in graphs if g["saved_for_backward"]]
+    assert saved and summary["saved_for_backward_bytes"] == sum(saved) > 0
+
+
 def test_outputs_come_back_with_eager_s_strides():
     # Ops after a graph (PyTorch's own backward kernels, a split graph's next part) may read the
     # layout: cuDNN's attention backward returned a wrong dQ for a dense grad_output where eager's

@@ -241,6 +241,17 @@ class CompiledModel:
         return [TensorSpec(n, d, tuple(s)) for n, d, s in self._graph.outputs]
 
     @property
+    def arena_bytes(self) -> int:
+        """Bytes of device (or host) memory the compiled model holds for its intermediates, all
+        of them in one arena placed by liveness (no two values live at once share bytes)."""
+        return self._graph.arena_bytes
+
+    @property
+    def output_bytes(self) -> int:
+        """Bytes a call's outputs take (allocated per call, by the caller's framework on the GPU)."""
+        return self._graph.output_bytes
+
+    @property
     def compile_ms(self) -> float:
         """Milliseconds the compile took, graph passes to the loaded kernels."""
         return self._graph.compile_ms

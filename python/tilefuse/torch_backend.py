@@ -258,6 +258,7 @@ class TilefuseGraph:
     def explain(self, device: str) -> dict:
         compiled = [{"inputs": s.input_shapes, "backend": s.model.backend, "kernels": len(s.model.kernels),
                      "kernel_modes": [k.mode for k in s.model.kernels], "compile_ms": s.model.compile_ms,
+                     "memory": {"intermediate_bytes": s.model.arena_bytes, "output_bytes": s.model.output_bytes},
                      "plan": s.model.explain(device)}
                     for s in self.compiled.values() if s is not None]
         calls = sum(1 for n in self.gm.graph.nodes if n.op == "call_function")
@@ -286,11 +287,28 @@ def explain(device: str = "h100-sxm") -> List[dict]:
     alive, oldest first). Per graph: its ATen calls, whether it was split around ops tilefuse
     does not take (its parts are listed as graphs of their own, `part_of_split`), each compiled
     input signature (shapes, backend, kernel count, each kernel's mode (on the GPU: generated, gemm
-    template, gemm for cuBLASLt, ...), compile time, and the fusion plan as
-    CompiledModel.explain(device) gives it), what runs in PyTorch and why, and for a training
-    forward what it saves for the backward (tensors and bytes; None otherwise)."""
+    template, gemm for cuBLASLt, ...), compile time, its memory (the intermediates' arena it holds
+    and the bytes of a call's outputs) and the fusion plan as CompiledModel.explain(device) gives
+    it), what runs in PyTorch and why, and for a training forward what it saves for the backward
+    (tensors and bytes; None otherwise). `memory_summary()` adds them up for a training step."""
     _GRAPHS[:] = [ref for ref in _GRAPHS if ref() is not None]
     return [ref().explain(device) for ref in _GRAPHS if ref() is not None]
+
+
+def memory_summary() -> dict:
+    """What tilefuse's graphs in this process (those alive) hold and write, in bytes: the
+    intermediates' arenas (held by the compiled models between calls), the largest arena (one
+    graph runs at a time), what training forwards save for their backwards (alive from the
+    forward to the backward: the step's activation memory), and a call's outputs summed over
+    the graphs. A training step's peak in tilefuse's part is about the saved bytes plus the
+    largest arena and its graph's outputs; PyTorch's own tensors (weights, gradients, the
+    optimizer's state) come on top."""
+    graphs = explain()
+    specs = [c for g in graphs for c in g["compiled"]]
+    arenas = [c["memory"]["intermediate_bytes"] for c in specs]
+    return {"graphs": len(graphs), "arena_bytes": sum(arenas), "largest_arena_bytes": max(arenas, default=0),
+            "saved_for_backward_bytes": sum(g["saved_for_backward"]["bytes"] for g in graphs if g["saved_for_backward"]),
+            "output_bytes": sum(c["memory"]["output_bytes"] for c in specs)}
 
 
 class _Specialization:

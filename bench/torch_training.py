@@ -33,6 +33,9 @@ def main():
     parser.add_argument("--optimizer", action="store_true",
                         help="each step also runs PyTorch's fused AdamW over all parameters (the issue's anchors do), "
                              "at learning rate 0 so every variant's weights stay eager's (the same kernels and bytes)")
+    parser.add_argument("--max-error", type=float, default=None, metavar="E",
+                        help="exit 1 (after the results) when a tilefuse variant's gradients are off eager's by more "
+                             "than E of their scale, or NaN (the GPU script: 0.05 for bf16)")
     parser.add_argument("--json")
     args = parser.parse_args()
     import torch
@@ -253,6 +256,12 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump([row], f, indent=1)
+    if args.max_error is not None:
+        errors = {k: v for k, v in row.items() if k.endswith("_error_to_scale")}
+        wrong = {k: v for k, v in errors.items() if not v <= args.max_error}  # NaN is wrong
+        if wrong:
+            print(f"gradients off eager's by more than {args.max_error} of their scale: {wrong}", flush=True)
+            raise SystemExit(1)
 
 
 if __name__ == "__main__":

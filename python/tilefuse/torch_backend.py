@@ -385,7 +385,7 @@ def _restrided(value: Any, stride: Optional[tuple]) -> Any:
     eager's had the output's strides, returned a wrong dQ (GPT-2 small, bf16, H200, 2026-11-29)."""
     if stride is None or not isinstance(value, torch.Tensor) or value.numel() <= 1:
         return value
-    if all(value.stride(d) == stride[d] for d in range(value.dim()) if value.shape[d] != 1):
+    if value.stride() == stride or all(value.stride(d) == stride[d] for d in range(value.dim()) if value.shape[d] != 1):
         return value
     laid_out = torch.empty_strided(value.shape, stride, dtype=value.dtype, device=value.device)
     laid_out.copy_(value)
@@ -403,16 +403,24 @@ class _PyTorchPart(torch.nn.Module):
     def __init__(self, gm: torch.fx.GraphModule):
         super().__init__()
         self.gm = gm
-        self.input_strides = [_eager_strides(n) for n in gm.graph.nodes if n.op == "placeholder"]
+        # Only the positions whose traced layout is not row-major are looked at per call.
+        self.input_strides = [(i, s) for i, s in enumerate(_eager_strides(n) for n in gm.graph.nodes if n.op == "placeholder")
+                              if s is not None]
         self.output_strides = _eager_output_strides(gm)
+        self.restrided_outputs = [(i, s) for i, s in enumerate(self.output_strides) if s is not None]
 
     def forward(self, *args: Any) -> Any:
-        args = [_restrided(a, s) for a, s in zip(args, self.input_strides)] + list(args[len(self.input_strides):])
+        if self.input_strides:
+            args = list(args)
+            for i, stride in self.input_strides:
+                if i < len(args):
+                    args[i] = _restrided(args[i], stride)
         outputs, spec = torch.utils._pytree.tree_flatten(self.gm(*args))
         if len(outputs) != len(self.output_strides):  # not as traced: left as PyTorch gave them
             return torch.utils._pytree.tree_unflatten(outputs, spec)
-        restrided = [_restrided(o, s) for o, s in zip(outputs, self.output_strides)]
-        return torch.utils._pytree.tree_unflatten(restrided, spec)
+        for i, stride in self.restrided_outputs:
+            outputs[i] = _restrided(outputs[i], stride)
+        return torch.utils._pytree.tree_unflatten(outputs, spec)
 
 
 class _TilefusePart(torch.nn.Module):

@@ -8,7 +8,6 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fmt/format.h>
 #include <omp.h>
 
 #include "reference/interpreter.h"
@@ -39,15 +38,24 @@ void ExpectClose(const Tensor& actual, const Tensor& expected, const std::string
 
 std::string TestCacheDir() { return (std::filesystem::temp_directory_path() / "tilefuse_test_cache").string(); }
 
-void CompileAndCheck(const std::string& path, bool fuse) {
-  auto graph = ImportAndPass(path);
-  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+// `graph` compiled for the CPU (outputs poisoned) against the reference on `inputs`.
+void CompileAndCheckGraph(const Graph& graph, bool fuse, const std::vector<Tensor>& inputs, const std::string& what) {
   CpuCompileOptions options;
   options.fuse = fuse;
   options.poison_outputs = true;
   options.cache_dir = TestCacheDir();
-  auto compiled = CompileForCpu(*graph, options);
+  auto compiled = CompileForCpu(graph, options);
   ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
+  auto expected = RunReference(graph, inputs);
+  ASSERT_TRUE(expected.ok()) << expected.status().ToString();
+  auto actual = (*compiled)->Run(inputs);
+  ASSERT_TRUE(actual.ok()) << actual.status().ToString();
+  for (size_t i = 0; i < expected->size(); ++i) ExpectClose((*actual)[i], (*expected)[i], what + " output " + std::to_string(i));
+}
+
+void CompileAndCheck(const std::string& path, bool fuse) {
+  auto graph = ImportAndPass(path);
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
   std::vector<Tensor> inputs;
   for (size_t i = 0; i < graph->inputs().size(); ++i) {
     const Node& p = graph->node(graph->inputs()[i]);
@@ -55,11 +63,7 @@ void CompileAndCheck(const std::string& path, bool fuse) {
     if (!IsFloat(p.dtype)) t = Tensor(p.dtype, p.shape);  // token ids: 0 is always valid
     inputs.push_back(t);
   }
-  auto expected = RunReference(*graph, inputs);
-  ASSERT_TRUE(expected.ok()) << expected.status().ToString();
-  auto actual = (*compiled)->Run(inputs);
-  ASSERT_TRUE(actual.ok()) << actual.status().ToString();
-  for (size_t i = 0; i < expected->size(); ++i) ExpectClose((*actual)[i], (*expected)[i], path + " output " + std::to_string(i));
+  CompileAndCheckGraph(*graph, fuse, inputs, path);
 }
 
 class CompiledExampleTest : public testing::TestWithParam<std::string> {};
@@ -264,8 +268,8 @@ TEST(RowReductionPlanTest, LayerNormOverChannelsThenTransposeBackIsGenerated) {
   }
 }
 
-// A generator that is also an output, read by another group's generator: the reader runs
-// after the output is written (poisoned before, the output's buffer read early fails).
+// An iota that is an output, scaled by what another group reads: that group runs after the
+// output is written (poisoned before the run, the output read early fails; it segfaulted).
 TEST(CpuExecutableTest, AGeneratorOutputIsWrittenBeforeWhatReadsIt) {
   GraphBuilder b;
   Value x = b.Parameter("x", DType::kF32, {1024, 2048});  // an iota constant folding keeps
@@ -275,21 +279,7 @@ TEST(CpuExecutableTest, AGeneratorOutputIsWrittenBeforeWhatReadsIt) {
   b.Output(b.Add(negated, b.MulScalar(positions, 0.5)), "y");
   auto graph = RunGraphPasses(*b.Build(), PassOptions{});
   ASSERT_TRUE(graph.ok()) << graph.status().ToString();
-  for (bool fuse : {true, false}) {
-    CpuCompileOptions options;
-    options.fuse = fuse;
-    options.poison_outputs = true;
-    options.cache_dir = TestCacheDir();
-    auto compiled = CompileForCpu(*graph, options);
-    ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
-    std::vector<Tensor> inputs = RandomInputs(*graph, 301);
-    auto expected = RunReference(*graph, inputs);
-    ASSERT_TRUE(expected.ok()) << expected.status().ToString();
-    auto actual = (*compiled)->Run(inputs);
-    ASSERT_TRUE(actual.ok()) << actual.status().ToString();
-    for (size_t i = 0; i < expected->size(); ++i)
-      ExpectClose((*actual)[i], (*expected)[i], fmt::format("output {} ({})", i, fuse ? "fused" : "unfused"));
-  }
+  for (bool fuse : {true, false}) CompileAndCheckGraph(*graph, fuse, RandomInputs(*graph, 301), fuse ? "fused" : "unfused");
 }
 
 // The per-group timings of one run (what --trace draws) lie on the run's clock one after

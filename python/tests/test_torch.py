@@ -35,6 +35,29 @@ def test_tensors_that_need_grad_or_are_not_contiguous():
     np.testing.assert_array_equal(output.numpy(), expected)
 
 
+def test_call_checked_takes_the_device_path_only_after_a_full_check_and_for_dense_inputs(monkeypatch):
+    # The GPU's fast path (launch on the inputs' pointers) stubbed on a CPU model: the first call
+    # goes the whole way and runs the full check; later calls launch directly when every input is
+    # dense, and go the whole way again (which copies them dense) when one is not.
+    model = tilefuse.compile(REPO / "examples" / "softmax_manual.onnxtxt", backend="cpu")
+    (x,) = random_inputs(model, seed=7)
+    dense = torch.from_numpy(x)
+    expected = model(dense)[0]
+    launched, checked = [], []
+    monkeypatch.setattr(model, "_device_runs", True)
+    monkeypatch.setattr(model, "_dense_device_pointers", lambda torch, inputs: checked.append(len(inputs)) or [0])
+    monkeypatch.setattr(model, "_launch_on_device", lambda torch, pointers: launched.append(pointers) or ["launched"])
+    whole = type(model).__call__
+    monkeypatch.setattr(type(model), "__call__", lambda self, *inputs: ["whole"] if self is model else whole(self, *inputs))
+    assert model.call_checked([dense]) == ["whole"] and checked == [1] and not launched
+    assert model.call_checked([dense]) == ["launched"] and launched == [[dense.data_ptr()]] and checked == [1]
+    transposed = torch.from_numpy(np.ascontiguousarray(x.T)).t()
+    assert model.call_checked([transposed]) == ["whole"] and len(launched) == 1
+    monkeypatch.undo()
+    fresh = tilefuse.compile(REPO / "examples" / "softmax_manual.onnxtxt", backend="cpu")
+    assert [t.numpy().tolist() for t in fresh.call_checked([dense])] == [expected.numpy().tolist()]  # the CPU: as a call
+
+
 def test_bfloat16(tmp_path):
     path = tmp_path / "bf16.onnxtxt"
     path.write_text('<ir_version: 8, opset_import: ["" : 17]>\n'

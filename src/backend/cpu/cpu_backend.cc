@@ -113,6 +113,25 @@ Status CheckGraphFitsHost(const CpuExecutable::State& state) {
                                             static_cast<double>(bytes_of(largest)) / (1ll << 30)));
 }
 
+// What each step reads: its generated kernels' buffers, and what its library calls (BLAS,
+// oneDNN) take, so that the arena keeps every value until the last step that reads it, group
+// inputs or not (CudaBackend's memory plan does the same with its kernels).
+std::vector<std::vector<int>> StepReads(const CpuExecutable::State& state) {
+  const Graph& g = state.graph;
+  std::vector<std::vector<int>> reads(state.steps.size());
+  for (size_t i = 0; i < state.steps.size(); ++i) {
+    const Step& step = state.steps[i];
+    std::vector<int>& r = reads[i];
+    if (step.kernel) r.insert(r.end(), step.kernel->buffer_nodes.begin(), step.kernel->buffer_nodes.end());
+    for (const GeneratedCall& call : step.prologue) r.insert(r.end(), call.buffer_nodes.begin(), call.buffer_nodes.end());
+    if (step.matmul >= 0) r.insert(r.end(), g.node(step.matmul).inputs.begin(), g.node(step.matmul).inputs.end());
+    if (step.pool_node >= 0) r.insert(r.end(), g.node(step.pool_node).inputs.begin(), g.node(step.pool_node).inputs.end());
+    for (int node : {step.conv_residual, step.se_input, step.se_scale})
+      if (node >= 0) r.push_back(node);
+  }
+  return reads;
+}
+
 // Intermediates share one arena by liveness: the plan's, and the values gemm steps
 // materialise inside their group (prologue outputs, the product), live during their own
 // step only. Allocated once here, so a run page-faults nothing.
@@ -127,6 +146,7 @@ Status PlanArena(CpuExecutable::State& state) {
     if (!step.conv || step.conv_output == step.matmul) local_values[i].push_back(step.matmul);
   }
   AddStepLocalBuffers(state.graph, local_values, schedule);
+  AddStepReads(StepReads(state), schedule);
   ASSIGN_OR_RETURN(state.memory, PlanMemory(schedule));
   state.arena_offset.assign(state.graph.num_nodes(), -1);
   for (size_t b = 0; b < schedule.buffers.size(); ++b)

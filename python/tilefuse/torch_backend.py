@@ -258,7 +258,7 @@ class TilefuseGraph:
     def explain(self, device: str) -> dict:
         compiled = [{"inputs": s.input_shapes, "backend": s.model.backend, "kernels": len(s.model.kernels),
                      "kernel_modes": [k.mode for k in s.model.kernels], "compile_ms": s.model.compile_ms,
-                     "memory": {"intermediate_bytes": s.model.arena_bytes, "output_bytes": s.model.output_bytes},
+                     "memory": s.memory(),
                      "plan": s.model.explain(device)}
                     for s in self.compiled.values() if s is not None]
         calls = sum(1 for n in self.gm.graph.nodes if n.op == "call_function")
@@ -269,17 +269,20 @@ class TilefuseGraph:
 _GRAPHS: List["weakref.ReferenceType[TilefuseGraph]"] = []
 
 
+def _live_graphs() -> List["TilefuseGraph"]:
+    """The graphs compiled in this process that are still alive, oldest first (dead references dropped)."""
+    _GRAPHS[:] = [ref for ref in _GRAPHS if ref() is not None]
+    return [g for g in (ref() for ref in _GRAPHS) if g is not None]
+
+
 def finish_compiles() -> None:
     """Waits for the kernels of every graph compiled in this process that are still compiling in
     the background (their quick stand-ins run meanwhile: tilefuse.compile's background_compile);
     from the next call on, each graph runs its own kernels. Time steady-state calls after it."""
-    _GRAPHS[:] = [ref for ref in _GRAPHS if ref() is not None]
-    for ref in list(_GRAPHS):
-        graph = ref()
-        if graph is not None:
-            for s in graph.compiled.values():
-                if s is not None:
-                    s.model.finish_compiles()
+    for graph in _live_graphs():
+        for s in graph.compiled.values():
+            if s is not None:
+                s.model.finish_compiles()
 
 
 def explain(device: str = "h100-sxm") -> List[dict]:
@@ -291,8 +294,7 @@ def explain(device: str = "h100-sxm") -> List[dict]:
     and the bytes of a call's outputs) and the fusion plan as CompiledModel.explain(device) gives
     it), what runs in PyTorch and why, and for a training forward what it saves for the backward
     (tensors and bytes; None otherwise). `memory_summary()` adds them up for a training step."""
-    _GRAPHS[:] = [ref for ref in _GRAPHS if ref() is not None]
-    return [ref().explain(device) for ref in _GRAPHS if ref() is not None]
+    return [graph.explain(device) for graph in _live_graphs()]
 
 
 def memory_summary() -> dict:
@@ -303,12 +305,12 @@ def memory_summary() -> dict:
     the graphs. A training step's peak in tilefuse's part is about the saved bytes plus the
     largest arena and its graph's outputs; PyTorch's own tensors (weights, gradients, the
     optimizer's state) come on top."""
-    graphs = explain()
-    specs = [c for g in graphs for c in g["compiled"]]
-    arenas = [c["memory"]["intermediate_bytes"] for c in specs]
+    graphs = _live_graphs()
+    memories = [s.memory() for g in graphs for s in g.compiled.values() if s is not None]  # not the plans explain() makes
+    arenas = [m["intermediate_bytes"] for m in memories]
     return {"graphs": len(graphs), "arena_bytes": sum(arenas), "largest_arena_bytes": max(arenas, default=0),
-            "saved_for_backward_bytes": sum(g["saved_for_backward"]["bytes"] for g in graphs if g["saved_for_backward"]),
-            "output_bytes": sum(c["memory"]["output_bytes"] for c in specs)}
+            "saved_for_backward_bytes": sum(g.saved_for_backward["bytes"] for g in graphs if g.saved_for_backward),
+            "output_bytes": sum(m["output_bytes"] for m in memories)}
 
 
 class _Specialization:
@@ -340,6 +342,10 @@ class _Specialization:
                     f" and {len(weight_inputs)} weights read as inputs" if weight_inputs else "",
                     len(self.model.kernels), self.model.backend, 1e3 * (translated - start),
                     1e3 * (time.perf_counter() - translated), stages)
+
+    def memory(self) -> dict:
+        """The intermediates' arena the compiled model holds and the bytes of a call's outputs."""
+        return {"intermediate_bytes": self.model.arena_bytes, "output_bytes": self.model.output_bytes}
 
     def run(self, args: Sequence[Any]) -> list:
         # The call's signature matched this specialization's, so its inputs have the compiled

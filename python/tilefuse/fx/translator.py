@@ -58,10 +58,29 @@ class Translation:
     # instead of a copy the run makes (GPT-2's training step: 95 such copies).
     viewed_arguments: Dict[int, Tuple[int, List[torch.fx.Node]]]
 
+    def __post_init__(self):
+        # How to make each of the FX graph's outputs, read once (each call walked the dicts,
+        # GPT-2's training step 28 times): "tensor" is the compiled graph's next output as it is.
+        self._output_plan = []
+        for i in range(self.num_outputs):
+            if i in self.none_outputs:
+                self._output_plan.append(("none", None))
+            elif i in self.forwarded_arguments:
+                self._output_plan.append(("argument", self.forwarded_arguments[i]))
+            elif i in self.viewed_arguments:
+                self._output_plan.append(("view", self.viewed_arguments[i]))
+            elif i in self.repeated_outputs:
+                self._output_plan.append(("repeat", self.repeated_outputs[i]))
+            elif i in self.output_orders:
+                self._output_plan.append(("ordered", _inverse(self.output_orders[i])))
+            else:
+                self._output_plan.append(("tensor", None))
+        self._plain = all(kind == "tensor" for kind, _ in self._output_plan)
+
     def outputs(self, tensors: List[Any], args: Sequence[Any]) -> List[Any]:
         """The FX graph's outputs, in order, from the compiled graph's and the call's arguments
         (None where it returns None)."""
-        if self._plain_outputs():
+        if self._plain:
             return list(tensors)
         result, it = [], iter(tensors)
         for kind, data in self._output_plan:
@@ -79,28 +98,6 @@ class Translation:
             else:
                 result.append(next(it))
         return result
-
-    def _plain_outputs(self) -> bool:
-        """Whether the graph's outputs are the FX graph's as they are; else sets how to make
-        each (read once: each call walked the dicts, GPT-2's training step 28 times)."""
-        if not hasattr(self, "_output_plan"):
-            plan = []
-            for i in range(self.num_outputs):
-                if i in self.none_outputs:
-                    plan.append(("none", None))
-                elif i in self.forwarded_arguments:
-                    plan.append(("argument", self.forwarded_arguments[i]))
-                elif i in self.viewed_arguments:
-                    plan.append(("view", self.viewed_arguments[i]))
-                elif i in self.repeated_outputs:
-                    plan.append(("repeat", self.repeated_outputs[i]))
-                elif i in self.output_orders:
-                    plan.append(("ordered", _inverse(self.output_orders[i])))
-                else:
-                    plan.append(("tensor", None))
-            self._output_plan = plan
-            self._plain = all(kind == "tensor" for kind, _ in plan)
-        return self._plain
 
     def inputs(self, args: Sequence[Any], draw: bool = True) -> List[Any]:
         """The graph's inputs, in order, taken from a call's arguments (random ones drawn on the

@@ -154,9 +154,9 @@ bool HasKernels(const CudaProgram& program) {
   return std::any_of(program.groups.begin(), program.groups.end(), [](const CudaGroupProgram& p) { return !Launchables(p).empty(); });
 }
 
-// What each group's kernels and library calls read, per plan step: their buffers, and a
-// cuBLASLt product's operands and bias (templates read operands through views, so a value
-// the group's inputs do not name may be read).
+// The values each group's kernels and library calls touch, per plan step: their buffers (read
+// or written), and a cuBLASLt product's operands and bias (templates read operands through
+// views, so a value the group's inputs do not name may be read).
 std::vector<std::vector<int>> KernelReads(const CudaProgram& program, size_t steps, const Graph& g) {
   std::vector<std::vector<int>> reads(steps);
   for (const CudaGroupProgram& p : program.groups) {
@@ -192,7 +192,8 @@ Status PlaceOnDevice(CudaExecutable::State& state, bool any_gemm) {
 
   // Device memory: intermediates in the arena by liveness, everything else its own buffer.
   Schedule schedule = ScheduleFromFusionPlan(g, s->plan);
-  AddStepReads(KernelReads(s->program, s->plan.groups.size(), g), schedule);
+  const std::vector<std::vector<int>> reads = KernelReads(s->program, s->plan.groups.size(), g);
+  AddStepReads(reads, schedule);
   MemoryPlanOptions memory_options;
   memory_options.alignment = 256;
   ASSIGN_OR_RETURN(s->memory, PlanMemory(schedule, memory_options));
@@ -208,16 +209,11 @@ Status PlaceOnDevice(CudaExecutable::State& state, bool any_gemm) {
   for (int id : g.inputs()) on_device[id] = true;
   for (const Graph::Output& o : g.outputs()) on_device[o.node] = true;
   for (const CudaGroupProgram& p : s->program.groups) {
-    for (const CudaLaunchable* k : Launchables(p))
-      for (int node : k->buffer_nodes) on_device[node] = true;
-    // cuBLASLt reads the product's operands and writes the product (or, with its own
-    // epilogue, the group's output); a template reads and writes what its arguments name
-    // (no product buffer, and no copy of an operand it reads through a view).
-    if (p.mode == CudaGroupProgram::Mode::kGemm) {
-      on_device[p.lt_output >= 0 ? p.lt_output : p.matmul] = true;
-      for (int input : g.node(p.matmul).inputs) on_device[input] = true;
-      if (p.lt_bias >= 0) on_device[p.lt_bias] = true;
-    }
+    // What the group's kernels and library calls touch (KernelReads: a template reads and writes
+    // what its arguments name, no product buffer and no copy of an operand it reads through a
+    // view), cuBLASLt's product (or, with its own epilogue, the group's output), the outputs.
+    for (int node : reads[p.group]) on_device[node] = true;
+    if (p.mode == CudaGroupProgram::Mode::kGemm) on_device[p.lt_output >= 0 ? p.lt_output : p.matmul] = true;
     for (int out : s->plan.groups[p.group].outputs) on_device[out] = true;
   }
   s->address.assign(g.num_nodes(), 0);

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 
+#include "backend/cuda/device_test_util.h"
 #include "backend/cuda/kernel_launch.h"
 #include "backend/cuda/nvrtc_compiler.h"
 #include "codegen/cuda/cuda_emitter.h"
@@ -59,14 +60,6 @@ TEST(DeviceBf16RoundingTest, KernelCompilesForSm90a) {
   ASSERT_TRUE(cubin.ok()) << cubin.status().ToString();
 }
 
-struct DeviceBuffers {
-  const CudaDevice* device;
-  std::vector<CUdeviceptr> pointers;
-  ~DeviceBuffers() {
-    for (CUdeviceptr p : pointers)
-      if (p) device->api().cuMemFree(p);
-  }
-};
 
 TEST(DeviceBf16RoundingTest, EveryDevicePathRoundsAsTheHostDoes) {
   StatusOr<NvrtcCompiler> nvrtc = NvrtcCompiler::Create(TestCacheDir());
@@ -79,9 +72,9 @@ TEST(DeviceBf16RoundingTest, EveryDevicePathRoundsAsTheHostDoes) {
   StatusOr<CubinResult> cubin = CompileKernel(*nvrtc);
   ASSERT_TRUE(cubin.ok()) << cubin.status().ToString();
   CUmodule module = nullptr;
-  ASSERT_TRUE(gpu.Check(api.cuModuleLoadData(&module, cubin->cubin.data()), "cuModuleLoadData").ok());
   CUfunction function = nullptr;
-  ASSERT_TRUE(gpu.Check(api.cuModuleGetFunction(&function, module, "bf16_rounding"), "cuModuleGetFunction").ok());
+  Status loaded = LoadFunction(gpu, *cubin, "bf16_rounding", module, function);
+  ASSERT_TRUE(loaded.ok()) << loaded.ToString();
 
   const std::vector<uint32_t> bits = Patterns();
   const int n = static_cast<int>(bits.size());

@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 
+#include "backend/cuda/device_test_util.h"
 #include "backend/cuda/kernel_launch.h"
 #include "backend/cuda/nvrtc_compiler.h"
 #include "codegen/cuda/cuda_emitter.h"
@@ -120,14 +121,6 @@ TEST(TmaClusterLaunchTest, KernelCompilesForSm90a) {
   EXPECT_EQ(report[0].spill_store_bytes, 0) << report[0].line;
 }
 
-// Device memory freed on every path.
-struct DeviceBuffers {
-  const CudaDevice* device;
-  std::vector<CUdeviceptr> pointers;
-  ~DeviceBuffers() {
-    for (CUdeviceptr p : pointers) device->api().cuMemFree(p);
-  }
-};
 
 // Every element of both halves of y as the header's diagram says; y starts as NaN (all
 // bits set), so an element nobody wrote fails too.
@@ -143,9 +136,9 @@ TEST(TmaClusterLaunchTest, TileArrivesByTmaAndCrossesTheClusterThroughDistribute
   StatusOr<CubinResult> cubin = CompileKernel(*nvrtc);
   ASSERT_TRUE(cubin.ok()) << cubin.status().ToString();
   CUmodule module = nullptr;
-  ASSERT_TRUE(gpu.Check(api.cuModuleLoadData(&module, cubin->cubin.data()), "cuModuleLoadData").ok());
   CUfunction function = nullptr;
-  ASSERT_TRUE(gpu.Check(api.cuModuleGetFunction(&function, module, "tma_cluster_copy"), "cuModuleGetFunction").ok());
+  Status loaded = LoadFunction(gpu, *cubin, "tma_cluster_copy", module, function);
+  ASSERT_TRUE(loaded.ok()) << loaded.ToString();
 
   std::vector<float> x(kElements);
   for (int64_t i = 0; i < kElements; ++i) x[i] = static_cast<float>(i) * 0.5f + 1.0f;

@@ -31,7 +31,10 @@ Options (torch.compile(..., options={...})): backend ("auto", "cuda", "cpu", "re
 tune, fuse, strict (as tilefuse.compile), backward ("tilefuse", the default, or "pytorch"), weights
 ("auto", the default: on the GPU as above, on the CPU every weight a constant, which oneDNN packs
 once; "fold": every weight a constant; "inputs": only those folding uses, on either), gemm (how the
-GPU runs products, as the CLI's --gemm: "auto", the default, "template" or "library"). `tilefuse.torch_backend.explain()` says, per graph,
+GPU runs products, as the CLI's --gemm: "auto", the default, "template" or "library"), chunked_loss
+(True, the default: a training cross-entropy of a linear's output runs as
+tilefuse.fx.linear_cross_entropy, in chunks of rows, its logits never whole; False: as written).
+`tilefuse.torch_backend.explain()` says, per graph,
 what was compiled (the fusion plans) and what runs in PyTorch, and why.
 """
 
@@ -54,7 +57,7 @@ logger = logging.getLogger("tilefuse")
 # backward: "tilefuse" by default since it ran GPT-2 small's training step (bf16, 8x512, H200,
 # 2026-11-30) in 22.9 ms against 33.5 ms with the backward in PyTorch (eager: 25.3 ms).
 _DEFAULT_OPTIONS = {"backend": "auto", "tune": False, "fuse": True, "strict": False, "backward": "tilefuse",
-                    "weights": "auto", "gemm": "auto"}
+                    "weights": "auto", "gemm": "auto", "chunked_loss": True}
 _CACHE_SIZE = 8  # compiled shapes kept per graph (least recently used dropped)
 
 
@@ -79,12 +82,17 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], op
         raise ValueError(f"tilefuse backend: backward must be 'pytorch' or 'tilefuse', not {settings['backward']!r}")
     if settings["gemm"] not in ("auto", "template", "library"):
         raise ValueError(f"tilefuse backend: gemm must be 'auto', 'template' or 'library', not {settings['gemm']!r}")
+    if not isinstance(settings["chunked_loss"], bool):
+        raise ValueError(f"tilefuse backend: chunked_loss must be True or False, not {settings['chunked_loss']!r}")
     if settings["weights"] not in ("auto", "fold", "inputs"):
         raise ValueError(f"tilefuse backend: weights must be 'auto', 'fold' or 'inputs', not {settings['weights']!r}")
     weights = {i for i, a in enumerate(example_inputs) if _is_weight(gm, i, a)}
     logged: Set[str] = set()
+    from .fx.linear_cross_entropy import fuse_linear_cross_entropy
     from .fx.whole_attention import keep_attention_whole
 
+    if settings["chunked_loss"]:
+        fuse_linear_cross_entropy(gm)  # before AOTAutograd: the loss's gradients come from its forward
     keep_attention_whole(gm)  # before AOTAutograd would write a GPU attention out as its math path
 
     backward_in_pytorch = settings["backward"] == "pytorch"
@@ -201,10 +209,17 @@ class TilefuseGraph:
         _GRAPHS.append(weakref.ref(self))
         unsupported = unsupported_nodes(gm)
         if unsupported and split_allowed:
-            names = sorted({target_name(n) for n in unsupported})
+            from .fx.linear_cross_entropy import OP_NAME as CHUNKED_LOSS
+
             self.split = _split_around(gm, unsupported, self)
-            self._note("split", f"tilefuse: running part of a torch.compile graph in PyTorch: tilefuse has no "
-                       f"mapping for {', '.join(names)} ({len(unsupported)} call(s)); the rest goes through tilefuse")
+            missing = [n for n in unsupported if target_name(n) != CHUNKED_LOSS]
+            if missing:
+                names = ", ".join(sorted({target_name(n) for n in missing}))
+                self._note("split", f"tilefuse: running part of a torch.compile graph in PyTorch: tilefuse has no "
+                           f"mapping for {names} ({len(missing)} call(s)); the rest goes through tilefuse")
+            if len(missing) < len(unsupported):  # by design, not missing: said in explain(), not warned
+                self.in_pytorch.append("the chunked linear + cross-entropy (tilefuse.fx.linear_cross_entropy) runs between "
+                                       "the graph's parts, its row kernel compiled by tilefuse")
 
     def __call__(self, args: List[Any]) -> Any:
         args = list(args)

@@ -10,7 +10,7 @@ those nodes in PyTorch and the rest through tilefuse. The torch.compile backend
 """
 
 from . import attention, creation, linalg, nn, pointwise, reductions, scans, views  # noqa: F401  (register handlers)
-from . import whole_attention  # noqa: F401  (registers the tilefuse::attention op)
+from . import linear_cross_entropy, whole_attention  # noqa: F401  (register the tilefuse::linear_cross_entropy and ::attention ops)
 from ._context import HANDLERS, Unsupported
 from .translator import Translation, attribute, is_supported, storage_order, target_name, translate, unsupported_nodes
 from .weights import folded_weights

@@ -1,0 +1,168 @@
+"""The final linear and its cross-entropy fused and chunked (tilefuse.fx.linear_cross_entropy):
+the explicit API against autograd through F.linear and F.cross_entropy (f64 and f32, ragged
+chunks, ignored rows, with and without a bias, mean and sum), and torch.compile's rewrite of a
+training loss: taken where the logits feed only the loss, left alone where they do not."""
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed in this Python (scripts/test.sh installs "
+                                            "it into build/venv)")
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import tilefuse.torch_backend  # noqa: E402  (registers the backend)
+from tilefuse.fx import linear_cross_entropy as lce  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
+
+ROWS, FEATURES, VOCABULARY = 74, 24, 101
+NOTE = "chunked linear + cross-entropy"
+
+
+def problem(dtype, bias=True, seed=0):
+    torch.manual_seed(seed)
+    h = torch.randn(2, ROWS // 2, FEATURES, dtype=dtype, requires_grad=True)
+    weight = torch.randn(VOCABULARY, FEATURES, dtype=dtype, requires_grad=True)
+    b = torch.randn(VOCABULARY, dtype=dtype, requires_grad=True) if bias else None
+    target = torch.randint(0, VOCABULARY, (2, ROWS // 2))
+    target[0, ::5] = -100  # padding: no loss, no gradient
+    return h, weight, b, target
+
+
+def gradients(loss, tensors):
+    return torch.autograd.grad(loss, [t for t in tensors if t is not None])
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("chunk_rows", [16, 0])  # 16: four chunks and a ragged fifth; 0: the default (one here)
+def test_matches_autograd_in_f64(reduction, bias, chunk_rows):
+    h, weight, b, target = problem(torch.float64, bias)
+    expected = F.cross_entropy(F.linear(h, weight, b).reshape(-1, VOCABULARY), target.reshape(-1), reduction=reduction)
+    loss = lce.linear_cross_entropy(h, weight, target, bias=b, reduction=reduction, chunk_rows=chunk_rows)
+    assert loss.dtype == torch.float64
+    torch.testing.assert_close(loss, expected, rtol=1e-12, atol=1e-12)
+    for got, want in zip(gradients(loss * 0.5, (h, weight, b)), gradients(expected * 0.5, (h, weight, b))):
+        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
+
+
+def test_matches_autograd_in_f32_with_another_ignore_index():
+    h, weight, b, target = problem(torch.float32)
+    target[target == -100] = 3  # class 3 is the ignored one now
+    expected = F.cross_entropy(F.linear(h, weight, b).reshape(-1, VOCABULARY), target.reshape(-1), ignore_index=3)
+    loss = lce.linear_cross_entropy(h, weight, target, bias=b, ignore_index=3, chunk_rows=32)
+    torch.testing.assert_close(loss, expected, rtol=1e-5, atol=1e-6)
+    for got, want in zip(gradients(loss, (h, weight, b)), gradients(expected, (h, weight, b))):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
+
+
+def test_every_row_ignored_is_nan_as_in_pytorch():
+    h, weight, b, target = problem(torch.float64)
+    target.fill_(-100)
+    expected = F.cross_entropy(F.linear(h, weight, b).reshape(-1, VOCABULARY), target.reshape(-1))
+    assert torch.isnan(expected)
+    assert torch.isnan(lce.linear_cross_entropy(h, weight, target, bias=b))
+
+
+def test_bad_arguments_are_named():
+    h, weight, b, target = problem(torch.float32)
+    with pytest.raises(ValueError, match="reduction must be 'mean' or 'sum'"):
+        lce.linear_cross_entropy(h, weight, target, reduction="none")
+    with pytest.raises(ValueError, match="do not chain"):
+        lce.linear_cross_entropy(h, weight.t(), target)
+    with pytest.raises(ValueError, match="targets for"):
+        lce.linear_cross_entropy(h, weight, target[:1])
+
+
+def test_default_chunks_are_an_eighth_of_the_rows_in_multiples_of_64():
+    assert lce.default_chunk_rows(4096) == 512
+    assert lce.default_chunk_rows(8 * 1024) == 1024
+    assert lce.default_chunk_rows(100) == 100  # fewer rows than the smallest chunk: one chunk
+    assert lce.default_chunk_rows(3000) == 384
+
+
+class Head(nn.Module):
+    """A language model's last layers: a block, the vocabulary projection and the loss, written
+    as nanoGPT writes it (logits viewed as rows, cast to f32)."""
+
+    def __init__(self, returns_logits=False, **loss_options):
+        super().__init__()
+        self.block = nn.Linear(16, FEATURES)
+        self.head = nn.Linear(FEATURES, VOCABULARY, bias=False)
+        self.returns_logits = returns_logits
+        self.loss_options = loss_options
+
+    def forward(self, x, target):
+        logits = self.head(torch.tanh(self.block(x)))
+        loss = F.cross_entropy(logits.view(-1, VOCABULARY).float(), target.view(-1), **self.loss_options)
+        return (logits, loss) if self.returns_logits else loss
+
+
+def runs_chunked_loss(before):
+    """Whether a graph compiled since `before` (the live graphs then) said it ran the chunked loss."""
+    graphs = [g for g in tilefuse.torch_backend._live_graphs() if all(g is not old for old in before)]
+    return any(NOTE in note for graph in graphs for note in graph.explain("h100-sxm")["in_pytorch"])
+
+
+def compiled_against_eager(options=None, **head_options):
+    """The loss's value and its parameters' gradients, eager and through tilefuse; and whether
+    the compiled graphs ran the chunked loss (explain() says so)."""
+    torch.manual_seed(1)
+    before = tilefuse.torch_backend._live_graphs()
+    eager = Head(**head_options)
+    twin = Head(**head_options)
+    twin.load_state_dict(eager.state_dict())
+    compiled = torch.compile(twin, backend="tilefuse", options=options or {})
+    x = torch.randn(2, ROWS // 2, 16)
+    target = torch.randint(0, VOCABULARY, (2, ROWS // 2))
+    target[1, :4] = -100
+    results = []
+    for module in (eager, compiled):
+        out = module(x, target)
+        loss = out[1] if isinstance(out, tuple) else out
+        loss = loss.sum() if loss.dim() else loss
+        loss.backward()
+        results.append((loss.detach(), [p.grad for p in module.parameters()]))
+    return results, runs_chunked_loss(before)
+
+
+def assert_same(results):
+    (loss, grads), (loss_twin, grads_twin) = results
+    torch.testing.assert_close(loss_twin, loss, rtol=1e-5, atol=1e-6)
+    for got, want in zip(grads_twin, grads):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_torch_compile_takes_a_training_loss_of_a_linear(reduction):
+    results, chunked = compiled_against_eager(reduction=reduction)
+    assert chunked, "the loss was not rewritten as the chunked linear + cross-entropy"
+    assert_same(results)
+
+
+@pytest.mark.parametrize("head_options", [{"returns_logits": True}, {"reduction": "none"}, {"label_smoothing": 0.1}],
+                         ids=["logits-also-returned", "per-row-losses", "label-smoothing"])
+def test_torch_compile_leaves_other_losses_as_written(head_options):
+    results, chunked = compiled_against_eager(**head_options)
+    assert not chunked
+    assert_same(results)
+
+
+def test_the_option_turns_it_off_and_is_checked():
+    results, chunked = compiled_against_eager(options={"chunked_loss": False})
+    assert not chunked
+    assert_same(results)
+    with pytest.raises(Exception, match="chunked_loss must be True or False"):
+        torch.compile(Head(), backend="tilefuse", options={"chunked_loss": "yes"})(torch.randn(2, 3, 16),
+                                                                                  torch.zeros(2, 3, dtype=torch.long))
+
+
+def test_inference_is_left_as_written():
+    torch.manual_seed(2)
+    before = tilefuse.torch_backend._live_graphs()
+    model = Head()
+    compiled = torch.compile(model, backend="tilefuse")
+    x, target = torch.randn(2, ROWS // 2, 16), torch.randint(0, VOCABULARY, (2, ROWS // 2))
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x, target), model(x, target), rtol=1e-5, atol=1e-6)
+    assert not runs_chunked_loss(before)

@@ -1,0 +1,251 @@
+"""A language model's final linear and its cross-entropy, fused and chunked over the rows.
+
+`F.cross_entropy(F.linear(h, W, b), target)` materialises the logits, [tokens, vocabulary]
+(1 GiB in bf16 at 4096 tokens and a 128K vocabulary), keeps them for the backward, and writes
+their gradient, as large, there. Here the rows go through in chunks (Liger Kernel's fused linear
+cross-entropy, with tilefuse's row kernel for the loss): a chunk's logits (F.linear: cuBLAS on the
+GPU), its per-row loss and the logits' gradient in one tilefuse-compiled row kernel, then at once
+its share of the gradients of h, W and b; the chunk's logits and their gradient are dropped before
+the next chunk's. The forward so computes the gradients, and the backward only scales them by the
+loss's gradient. The logits never exist whole: the memory the loss takes beyond the gradients is
+two chunks' worth (1/8 of the logits each by default).
+
+`fuse_linear_cross_entropy(gm)` rewrites Dynamo's graph before AOTAutograd: a cross-entropy
+(mean or sum, no class weights, no label smoothing) whose input is a linear's output, through
+views and a cast to f32 only and read by nothing else, becomes `linear_cross_entropy`, a call of
+the `tilefuse::linear_cross_entropy` op with its gradient formula. It runs in PyTorch (a graph
+tilefuse splits around it) and calls its own tilefuse kernel. `linear_cross_entropy` is also the
+API for code that calls it directly.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from typing import Dict, Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+
+OP_NAME = "tilefuse.linear_cross_entropy.default"
+CHUNKS = 8  # the logits go through in this many chunks of rows by default
+_MIN_CHUNK_ROWS = 256  # fewer rows leave the W-gradient's product starved (its reduction dim is the chunk's rows)
+
+
+def linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, bias: Optional[torch.Tensor] = None,
+                         ignore_index: int = -100, reduction: str = "mean", chunk_rows: int = 0) -> torch.Tensor:
+    """F.cross_entropy(F.linear(h, weight, bias).reshape(-1, vocabulary), target.reshape(-1),
+    ignore_index=ignore_index, reduction=reduction) in f32 (f64 for f64 h), computed in chunks of `chunk_rows`
+    rows of h (0: the default) without the logits ever whole. reduction: "mean" or "sum"."""
+    if reduction not in ("mean", "sum"):
+        raise ValueError(f"linear_cross_entropy: reduction must be 'mean' or 'sum', not {reduction!r}")
+    if weight.dim() != 2 or h.shape[-1] != weight.shape[1]:
+        raise ValueError(f"linear_cross_entropy: h {tuple(h.shape)} and weight {tuple(weight.shape)} do not chain "
+                         "(weight is [vocabulary, features])")
+    if target.numel() != h.numel() // h.shape[-1]:
+        raise ValueError(f"linear_cross_entropy: {target.numel()} targets for {h.numel() // h.shape[-1]} rows of h")
+    return torch.ops.tilefuse.linear_cross_entropy(h, weight, bias, target, ignore_index, reduction, chunk_rows)[0]
+
+
+def default_chunk_rows(rows: int) -> int:
+    """CHUNKS chunks, each a multiple of 64 rows and at least _MIN_CHUNK_ROWS (or all rows)."""
+    chunk = 64 * math.ceil(math.ceil(rows / CHUNKS) / 64)
+    return min(rows, max(chunk, _MIN_CHUNK_ROWS))
+
+
+@torch.library.custom_op("tilefuse::linear_cross_entropy", mutates_args=())
+def _linear_cross_entropy_op(h: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], target: torch.Tensor,
+                             ignore_index: int, reduction: str,
+                             chunk_rows: int) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(loss, its gradients w.r.t. h, weight and bias for a loss gradient of 1); the bias's is
+    empty without a bias."""
+    rows = h.reshape(-1, h.shape[-1])
+    targets = target.reshape(-1)
+    count = rows.shape[0]
+    chunk = chunk_rows if chunk_rows > 0 else default_chunk_rows(count)
+    wide = torch.promote_types(h.dtype, torch.float32)  # the loss's dtype
+    valid = targets != ignore_index
+    # The loss's scale, on the device (no synchronisation): 1 / the rows counted for a mean (an
+    # empty mean is 0/0: NaN, as PyTorch's).
+    scale = (1.0 / valid.sum().to(wide)) if reduction == "mean" else torch.ones((), dtype=wide, device=h.device)
+    losses = torch.empty(count, dtype=wide, device=h.device)
+    grad_rows = torch.empty_like(rows)
+    # Accumulated in the weight's dtype over the chunks, as Liger's: an f32 accumulator would be
+    # twice the weight's size.
+    grad_weight = torch.zeros_like(weight)
+    grad_bias = torch.zeros(weight.shape[0], dtype=wide, device=h.device) if bias is not None else h.new_empty(0)
+    kernel = _loss_kernel(ignore_index)
+    for start in range(0, count, chunk):
+        end = min(start + chunk, count)
+        piece = rows[start:end]
+        logits = F.linear(piece, weight, bias)
+        loss, grad_logits = kernel([logits, targets[start:end], scale])
+        del logits
+        losses[start:end] = loss
+        torch.mm(grad_logits, weight, out=grad_rows[start:end])
+        grad_weight.addmm_(grad_logits.t(), piece)
+        if bias is not None:
+            grad_bias += grad_logits.sum(0, dtype=wide)
+        del grad_logits
+    total = losses.sum() * scale
+    return total, grad_rows.view(h.shape), grad_weight, grad_bias.to(bias.dtype) if bias is not None else grad_bias
+
+
+@_linear_cross_entropy_op.register_fake
+def _(h, weight, bias, target, ignore_index, reduction, chunk_rows):
+    return (h.new_empty((), dtype=torch.promote_types(h.dtype, torch.float32)), torch.empty_like(h), torch.empty_like(weight),
+            torch.empty_like(bias) if bias is not None else h.new_empty(0))
+
+
+def _setup_context(ctx, inputs, output):
+    ctx.has_bias = inputs[2] is not None
+    ctx.save_for_backward(*output[1:])
+
+
+def _backward(ctx, grad_loss, *unused):
+    grad_h, grad_weight, grad_bias = ctx.saved_tensors
+    return (grad_h * grad_loss.to(grad_h.dtype), grad_weight * grad_loss.to(grad_weight.dtype),
+            grad_bias * grad_loss.to(grad_bias.dtype) if ctx.has_bias else None, None, None, None, None)
+
+
+_linear_cross_entropy_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+# The row kernel: per row of a chunk's logits x, loss = logsumexp(x) - x[target] and the logits'
+# gradient (softmax(x) - onehot(target)) * scale, zeros for rows whose target is ignore_index.
+# One tilefuse graph per ignore_index and chunk shape, dtype and device (the traced graph's views
+# have the chunk's sizes): two per model, its chunks' and its last's.
+_KERNELS: Dict[int, object] = {}
+
+
+def _loss_kernel(ignore_index: int):
+    kernel = _KERNELS.get(ignore_index)
+    if kernel is None:
+        kernel = _KERNELS[ignore_index] = _RowKernel(ignore_index)
+    return kernel
+
+
+class _RowKernel:
+    def __init__(self, ignore_index: int):
+        self.ignore_index = ignore_index
+        self.graphs: Dict[tuple, object] = {}
+
+    def __call__(self, args):
+        logits = args[0]
+        key = (tuple(logits.shape), logits.dtype, logits.device)
+        graph = self.graphs.get(key)
+        if graph is None:
+            graph = self.graphs[key] = self._compile(args)
+        return graph(list(args))
+
+    def _compile(self, args):
+        from torch.fx.experimental.proxy_tensor import make_fx
+
+        from ..torch_backend import _DEFAULT_OPTIONS, TilefuseGraph, _decompositions
+
+        ignore_index = self.ignore_index
+
+        def loss_and_gradient(logits, targets, scale):
+            x = logits.to(torch.promote_types(logits.dtype, torch.float32))  # f32, f64 for f64
+            peak = x.amax(-1, keepdim=True)
+            e = torch.exp(x - peak)
+            total = e.sum(-1, keepdim=True)
+            lse = torch.log(total) + peak
+            valid = targets != ignore_index
+            safe = torch.where(valid, targets, 0).unsqueeze(1)
+            loss = torch.where(valid, (lse - x.gather(1, safe)).squeeze(1), 0.0)
+            onehot = torch.arange(x.shape[1], device=x.device).unsqueeze(0) == safe
+            weight = torch.where(valid, scale, 0.0).unsqueeze(1)
+            return loss, ((e / total - onehot.to(x.dtype)) * weight).to(logits.dtype)
+
+        gm = make_fx(loss_and_gradient, decomposition_table=_decompositions(), tracing_mode="fake")(*args)
+        return TilefuseGraph(gm, set(), dict(_DEFAULT_OPTIONS), split_allowed=False)
+
+
+# ---- the rewrite of Dynamo's graph ----
+
+def _cross_entropy_signature(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
+                             label_smoothing=0.0):
+    pass
+
+
+_CE_SIGNATURE = inspect.signature(_cross_entropy_signature)
+_LINEARS = {torch._C._nn.linear, F.linear}
+_THROUGH_METHODS = {"view", "reshape", "float", "contiguous", "to"}  # between the linear and the cross-entropy
+
+
+def _value(node):
+    return node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None
+
+
+def _passes_through(node: torch.fx.Node) -> bool:
+    """Whether node (between the linear and the loss) only reshapes its input's rows or casts it to f32."""
+    if node.op == "call_method" and node.target in _THROUGH_METHODS:
+        if node.target == "to":
+            return len(node.args) == 2 and node.args[1] is torch.float32 and not node.kwargs
+        return True
+    return node.op == "call_function" and node.target is torch.reshape
+
+
+def _linear_behind(node: torch.fx.Node):
+    """The linear node behind the cross-entropy's input (through views and casts each read only
+    there), and the nodes between; None where there is none."""
+    chain = []
+    while isinstance(node, torch.fx.Node) and len(node.users) == 1:
+        if node.op == "call_function" and node.target in _LINEARS:
+            return node, chain
+        if not _passes_through(node):
+            return None
+        chain.append(node)
+        node = node.args[0]
+    return None
+
+
+def fuse_linear_cross_entropy(gm: torch.fx.GraphModule) -> int:
+    """Rewrites gm's cross-entropies of a linear's output that need gradients (see the module's
+    docstring) in place; returns how many."""
+    graph = gm.graph
+    if any(n.op == "call_function" and "autocast" in getattr(n.target, "__name__", "") for n in graph.nodes):
+        return 0  # under autocast the linear would run in the autocast dtype, the opaque op in the weights'
+    rewritten = 0
+    for node in list(graph.nodes):
+        if node.op != "call_function" or node.target is not F.cross_entropy:
+            continue
+        try:
+            bound = _CE_SIGNATURE.bind(*node.args, **node.kwargs)
+        except TypeError:
+            continue
+        bound.apply_defaults()
+        a = bound.arguments
+        if a["weight"] is not None or a["size_average"] is not None or a["reduce"] is not None or \
+                a["label_smoothing"] != 0.0 or a["reduction"] not in ("mean", "sum") or not isinstance(a["ignore_index"], int):
+            continue
+        found = _linear_behind(a["input"])
+        if found is None:
+            continue
+        linear, chain = found
+        h, weight = linear.args[0], linear.args[1]
+        bias = linear.args[2] if len(linear.args) > 2 else linear.kwargs.get("bias")
+        logits, scores, loss = _value(linear), _value(a["input"]), _value(node)
+        values = [_value(h), _value(weight), logits, scores, loss, _value(a["target"])]
+        if not all(isinstance(v, torch.Tensor) for v in values) or not torch.is_grad_enabled():
+            continue
+        if not (_value(h).requires_grad or _value(weight).requires_grad):
+            continue  # inference: the unfused loss is one read of the logits
+        vocabulary = logits.shape[-1]
+        if scores.dim() != 2 or tuple(scores.shape) != (logits.numel() // vocabulary, vocabulary) or \
+                _value(a["target"]).numel() != scores.shape[0] or not logits.dtype.is_floating_point:
+            continue
+        with graph.inserting_before(node):
+            fused = graph.call_function(linear_cross_entropy, (h, weight, a["target"]),
+                                        {"bias": bias, "ignore_index": a["ignore_index"], "reduction": a["reduction"]})
+            if loss.dtype != torch.promote_types(logits.dtype, torch.float32):  # a cross-entropy of half logits is half
+                fused = graph.call_method("to", (fused, loss.dtype))
+        node.replace_all_uses_with(fused)
+        graph.erase_node(node)
+        for dead in chain + [linear]:
+            graph.erase_node(dead)
+        rewritten += 1
+    if rewritten:
+        gm.recompile()
+    return rewritten

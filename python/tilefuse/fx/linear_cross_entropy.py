@@ -71,9 +71,9 @@ def _linear_cross_entropy_op(h: torch.Tensor, weight: torch.Tensor, bias: Option
     losses = torch.empty(count, dtype=wide, device=h.device)
     grad_rows = torch.empty_like(rows)
     # Accumulated in the weight's dtype over the chunks, as Liger's: an f32 accumulator would be
-    # twice the weight's size.
-    grad_weight = torch.zeros_like(weight)
-    grad_bias = torch.zeros(weight.shape[0], dtype=wide, device=h.device) if bias is not None else h.new_empty(0)
+    # twice the weight's size. The first chunk's product writes it (no zeros read back).
+    grad_weight = torch.empty_like(weight)
+    grad_bias = torch.empty(weight.shape[0], dtype=wide, device=h.device) if bias is not None else h.new_empty(0)
     kernel = _loss_kernel(ignore_index)
     for start in range(0, count, chunk):
         end = min(start + chunk, count)
@@ -83,9 +83,14 @@ def _linear_cross_entropy_op(h: torch.Tensor, weight: torch.Tensor, bias: Option
         del logits
         losses[start:end] = loss
         torch.mm(grad_logits, weight, out=grad_rows[start:end])
-        grad_weight.addmm_(grad_logits.t(), piece)
-        if bias is not None:
-            grad_bias += grad_logits.sum(0, dtype=wide)
+        if start == 0:
+            torch.mm(grad_logits.t(), piece, out=grad_weight)
+        else:
+            grad_weight.addmm_(grad_logits.t(), piece)
+        if bias is not None and start == 0:
+            torch.sum(grad_logits, 0, dtype=wide, out=grad_bias)
+        elif bias is not None:
+            grad_bias.add_(grad_logits.sum(0, dtype=wide))
         del grad_logits
     total = losses.sum() * scale
     return total, grad_rows.view(h.shape), grad_weight, grad_bias.to(bias.dtype) if bias is not None else grad_bias

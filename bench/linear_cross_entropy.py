@@ -3,6 +3,10 @@ time and memory of eager PyTorch, torch.compile and tilefuse with the loss unfus
 (options={"chunked_loss": False}) and chunked (tilefuse.fx.linear_cross_entropy), in one process.
 
     python3 bench/linear_cross_entropy.py [--tokens 4096] [--hidden 4096] [--vocab 128256] [--json F]
+        [--modes eager,inductor,tilefuse-unfused,tilefuse,api-512,...] [--profile MODE]
+
+Modes api-R call tilefuse.fx.linear_cross_entropy.linear_cross_entropy directly (eager) in
+chunks of R rows. --profile MODE lists that mode's kernels in one step (torch.profiler).
 
 Per mode: the step's median time (CUDA events, after warm-up), its peak memory above what was
 allocated before it (h, W and the targets), and that peak less the gradients' bytes (W's and h's,
@@ -32,8 +36,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--modes", default="eager,inductor,tilefuse-unfused,tilefuse")
     parser.add_argument("--json", help="write the results here")
+    parser.add_argument("--profile", help="list this mode's kernels in one step")
     args = parser.parse_args()
     import tilefuse.torch_backend  # noqa: F401  (registers the backend)
+    from tilefuse.fx.linear_cross_entropy import linear_cross_entropy
 
     torch.manual_seed(0)
     device = "cuda"
@@ -50,6 +56,9 @@ def main() -> None:
     results = {"device": torch.cuda.get_device_name(), "tokens": args.tokens, "hidden": args.hidden, "vocab": args.vocab,
                "logits_bytes": args.tokens * args.vocab * 2, "modes": {}}
     for name in args.modes.split(","):
+        if name.startswith("api-"):
+            rows = int(name[4:])
+            modes[name] = lambda h, w, t, rows=rows: linear_cross_entropy(h, w, t, chunk_rows=rows)
         fn = modes[name]
         h = h0.clone().requires_grad_()
 
@@ -89,6 +98,12 @@ def main() -> None:
             entry["grad_h_error"] = ((grads[1] - reference[1]).abs().max() / reference[1].abs().max()).item()
             entry["grad_w_error"] = ((grads[2] - reference[2]).abs().max() / reference[2].abs().max()).item()
         results["modes"][name] = entry
+        if args.profile == name:
+            from torch.profiler import ProfilerActivity, profile
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                step()
+                torch.cuda.synchronize()
+            print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=14, max_name_column_width=90))
         print(f"{name:<18} {entry['ms']:8.2f} ms  peak {peak / 2**20:8.0f} MiB  loss's own {entry['loss_working_bytes'] / 2**20:8.0f} MiB"
               f"  loss {entry['loss']:.5f}" + (f"  grad errors h {entry['grad_h_error']:.2e} W {entry['grad_w_error']:.2e}"
                                                 if "grad_h_error" in entry else ""), flush=True)

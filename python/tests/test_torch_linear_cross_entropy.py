@@ -98,15 +98,19 @@ class Head(nn.Module):
         return (logits, loss) if self.returns_logits else loss
 
 
-def runs_chunked_loss(before):
-    """Whether a graph compiled since `before` (the live graphs then) said it ran the chunked loss."""
+def notes_since(before):
+    """What the graphs compiled since `before` (the live graphs then) say runs in PyTorch."""
     graphs = [g for g in tilefuse.torch_backend._live_graphs() if all(g is not old for old in before)]
-    return any(NOTE in note for graph in graphs for note in graph.explain("h100-sxm")["in_pytorch"])
+    return [note for graph in graphs for note in graph.explain("h100-sxm")["in_pytorch"]]
 
 
-def compiled_against_eager(options=None, **head_options):
-    """The loss's value and its parameters' gradients, eager and through tilefuse; and whether
-    the compiled graphs ran the chunked loss (explain() says so)."""
+def runs_chunked_loss(before):
+    return any(NOTE in note for note in notes_since(before))
+
+
+def compiled_against_eager(options=None, loss_gradient=1.0, **head_options):
+    """The loss's value and its parameters' gradients (of the loss times `loss_gradient`), eager
+    and through tilefuse; and the compiled graphs' notes on what ran in PyTorch (explain())."""
     torch.manual_seed(1)
     before = tilefuse.torch_backend._live_graphs()
     eager = Head(**head_options)
@@ -121,9 +125,9 @@ def compiled_against_eager(options=None, **head_options):
         out = module(x, target)
         loss = out[1] if isinstance(out, tuple) else out
         loss = loss.sum() if loss.dim() else loss
-        loss.backward()
+        (loss * loss_gradient).backward()
         results.append((loss.detach(), [p.grad for p in module.parameters()]))
-    return results, runs_chunked_loss(before)
+    return results, notes_since(before)
 
 
 def assert_same(results):
@@ -135,22 +139,26 @@ def assert_same(results):
 
 @pytest.mark.parametrize("reduction", ["mean", "sum"])
 def test_torch_compile_takes_a_training_loss_of_a_linear(reduction):
-    results, chunked = compiled_against_eager(reduction=reduction)
-    assert chunked, "the loss was not rewritten as the chunked linear + cross-entropy"
+    # A loss gradient other than 1 (gradient accumulation's 1/steps, a loss scaler's factor):
+    # the gradients the forward computed are scaled in the backward, in place (they are
+    # AOTAutograd's donated buffers), not copied.
+    results, notes = compiled_against_eager(reduction=reduction, loss_gradient=0.25)
+    assert any(NOTE in note for note in notes), "the loss was not rewritten as the chunked linear + cross-entropy"
+    assert any("scaled in place" in note for note in notes), notes
     assert_same(results)
 
 
 @pytest.mark.parametrize("head_options", [{"returns_logits": True}, {"reduction": "none"}, {"label_smoothing": 0.1}],
                          ids=["logits-also-returned", "per-row-losses", "label-smoothing"])
 def test_torch_compile_leaves_other_losses_as_written(head_options):
-    results, chunked = compiled_against_eager(**head_options)
-    assert not chunked
+    results, notes = compiled_against_eager(**head_options)
+    assert not any(NOTE in note for note in notes)
     assert_same(results)
 
 
 def test_the_option_turns_it_off_and_is_checked():
-    results, chunked = compiled_against_eager(options={"chunked_loss": False})
-    assert not chunked
+    results, notes = compiled_against_eager(options={"chunked_loss": False})
+    assert not any(NOTE in note for note in notes)
     assert_same(results)
     with pytest.raises(Exception, match="chunked_loss must be True or False"):
         torch.compile(Head(), backend="tilefuse", options={"chunked_loss": "yes"})(torch.randn(2, 3, 16),

@@ -113,6 +113,7 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], op
 
     def backward_compiler(aten_gm: torch.fx.GraphModule, aten_inputs: Sequence[Any]) -> Callable:
         if settings["backward"] == "tilefuse":  # no weights: the backward's inputs are saved activations and gradients
+            _scale_donated_in_place(aten_gm)
             return TilefuseGraph(aten_gm, set(), settings)
         _log_once(logged, "backward", "tilefuse: the backward graph runs in PyTorch (tilefuse compiles forward graphs)")
         return make_boxed_func(aten_gm.forward)
@@ -130,6 +131,34 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], op
     return aot_autograd(fw_compiler=compiler(training=True), inference_compiler=compiler(training=False),
                         bw_compiler=backward_compiler,
                         decompositions=_decompositions(keep_backward_ops=backward_in_pytorch), **partition)(gm, example_inputs)
+
+
+def _scale_donated_in_place(gm: torch.fx.GraphModule) -> int:
+    """Where a saved tensor AOTAutograd donates to the backward (no one else holds it: PyTorch
+    then refuses retain_graph) is read only by a product with a scalar of its own layout, the
+    product is made in place (aten.mul_, run by PyTorch between the graph's parts): the chunked
+    loss's gradients, computed by its forward and scaled here by the loss's gradient, are not
+    copied (a second W-sized gradient: 1 GB at a 128K vocabulary). Returns how many."""
+    context = torch._guards.TracingContext.try_get()
+    donated = getattr(getattr(context, "fw_metadata", None), "bw_donated_idxs", None) or []
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    changed = 0
+    for index in donated:
+        saved = placeholders[index] if index < len(placeholders) else None
+        users = list(saved.users) if saved is not None else []
+        if len(users) != 1 or users[0].target is not torch.ops.aten.mul.Tensor or users[0].args[0] is not saved:
+            continue
+        product, factor = users[0], users[0].args[1]
+        value, result = saved.meta.get("val"), product.meta.get("val")
+        factor_value = factor.meta.get("val") if isinstance(factor, torch.fx.Node) else factor
+        scalar = isinstance(factor_value, (int, float)) or (isinstance(factor_value, torch.Tensor) and factor_value.dim() == 0)
+        if scalar and isinstance(value, torch.Tensor) and isinstance(result, torch.Tensor) and \
+                result.dtype == value.dtype and result.shape == value.shape and result.stride() == value.stride():
+            product.target = torch.ops.aten.mul_.Tensor
+            changed += 1
+    if changed:
+        gm.recompile()
+    return changed
 
 
 def _saved_for_backward(gm: torch.fx.GraphModule) -> Optional[dict]:
@@ -209,17 +238,15 @@ class TilefuseGraph:
         _GRAPHS.append(weakref.ref(self))
         unsupported = unsupported_nodes(gm)
         if unsupported and split_allowed:
-            from .fx.linear_cross_entropy import OP_NAME as CHUNKED_LOSS
-
             self.split = _split_around(gm, unsupported, self)
-            missing = [n for n in unsupported if target_name(n) != CHUNKED_LOSS]
+            missing = [n for n in unsupported if target_name(n) not in _IN_PYTORCH_BY_DESIGN]
             if missing:
                 names = ", ".join(sorted({target_name(n) for n in missing}))
                 self._note("split", f"tilefuse: running part of a torch.compile graph in PyTorch: tilefuse has no "
                            f"mapping for {names} ({len(missing)} call(s)); the rest goes through tilefuse")
-            if len(missing) < len(unsupported):  # by design, not missing: said in explain(), not warned
-                self.in_pytorch.append("the chunked linear + cross-entropy (tilefuse.fx.linear_cross_entropy) runs between "
-                                       "the graph's parts, its row kernel compiled by tilefuse")
+            # Not missing: said in explain(), not warned.
+            for name in sorted({target_name(n) for n in unsupported} & set(_IN_PYTORCH_BY_DESIGN)):
+                self.in_pytorch.append(_IN_PYTORCH_BY_DESIGN[name])
 
     def __call__(self, args: List[Any]) -> Any:
         args = list(args)
@@ -282,6 +309,13 @@ class TilefuseGraph:
 
 
 _GRAPHS: List["weakref.ReferenceType[TilefuseGraph]"] = []
+
+# Ops the backend itself puts in a graph for PyTorch to run, and why.
+_IN_PYTORCH_BY_DESIGN = {
+    "tilefuse.linear_cross_entropy.default": "the chunked linear + cross-entropy (tilefuse.fx.linear_cross_entropy) runs "
+                                             "between the graph's parts, its row kernel compiled by tilefuse",
+    "aten.mul_.Tensor": "gradients the forward computed are scaled in place (_scale_donated_in_place)",
+}
 
 
 def _live_graphs() -> List["TilefuseGraph"]:

@@ -47,6 +47,11 @@ std::optional<std::vector<KnownValue>> KnownInputs(GraphRewriter& rewriter, cons
 }
 
 bool IsLargeExpansion(const Node& node, const std::vector<KnownValue>& inputs) {
+  // An iota costs its readers an index computation; as a constant it costs them a load (the
+  // cross-entropy's one-hot compare against a vocabulary's iota read a 1 MB i64 constant per
+  // row of 128K bf16 logits, four times the logits' own bytes). Only small ones fold, so that
+  // what is computed from them folds too.
+  if (node.op == OpCode::kIota) return NumElements(node.shape) > kMaxFoldedIotaElements;
   int64_t input_elements = 0;
   for (const KnownValue& k : inputs) input_elements += k.source->num_elements();
   int64_t result_elements = NumElements(node.shape);

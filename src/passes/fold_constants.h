@@ -13,6 +13,8 @@ namespace tilefuse {
 // together: iota, an outer product) stays an op: it is cheap to recompute inside a
 // fused kernel and costly to store as a constant.
 inline constexpr int64_t kMaxFoldedExpansionElements = int64_t{1} << 20;
+// Iotas of more elements stay generators (fold_constants.cc, IsLargeExpansion).
+inline constexpr int64_t kMaxFoldedIotaElements = int64_t{1} << 12;
 
 // Evaluates, with the reference interpreter, every non-source node whose inputs are
 // all constants (after folding its producers) and replaces it by a constant of the

@@ -194,6 +194,22 @@ TEST(FoldConstantsTest, FoldsSmallIotaAndCast) {
   EXPECT_EQ(out.attrs.value->ToDoubles(), (std::vector<double>{0, 1, 2, 0, 1, 2}));
 }
 
+// A vocabulary's iota compared with each row's target (a cross-entropy's one-hot) stays an
+// iota: as a constant, every row's kernel would load it (1 MB of i64 at 128K).
+TEST(FoldConstantsTest, KeepsAVocabularysIotaAGenerator) {
+  GraphBuilder b;
+  Value target = b.Parameter("target", DType::kI64, {4, 1});
+  Value columns = b.Reshape(b.Iota({128256}, 0, DType::kI64), {1, 128256});
+  b.Output(b.Binary(OpCode::kEqual, b.BroadcastTo(columns, {4, 128256}), b.BroadcastTo(target, {4, 128256})), "onehot");
+  auto graph = b.Build();
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  auto folded = FoldConstants(*graph);
+  ASSERT_TRUE(folded.ok()) << folded.status().ToString();
+  EXPECT_EQ(CountOps(*folded, OpCode::kIota), 1);
+  for (const Node& n : folded->nodes())
+    if (n.op == OpCode::kConstant) EXPECT_LE(NumElements(n.shape), kMaxFoldedIotaElements) << "constant %" << n.id;
+}
+
 TEST(FoldConstantsTest, NeverFoldsRandomUniform) {
   GraphBuilder b;
   Value r = b.RandomUniform({4}, DType::kF32, 7);

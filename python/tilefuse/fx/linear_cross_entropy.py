@@ -27,7 +27,6 @@ from typing import Dict, Optional, Tuple
 import torch
 import torch.nn.functional as F
 
-OP_NAME = "tilefuse.linear_cross_entropy.default"
 CHUNKS = 8  # the logits go through in this many chunks of rows by default
 _MIN_CHUNK_ROWS = 256  # fewer rows leave the W-gradient's product starved (its reduction dim is the chunk's rows)
 

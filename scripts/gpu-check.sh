@@ -12,7 +12,8 @@
 #       NCHW, memcheck on four
 #   1c. the attention template's graphs (tests/attention and the attention twins of
 #       bench/cases/check), template, overlap, serial and split and the stand-ins of background
-#       compiles (--stand-ins), and compute-sanitizer on four
+#       compiles (--stand-ins), and compute-sanitizer on four; the attention backward template
+#       against its reference and timed beside SDPA's backward (bench/attention_backward_peers.py)
 #   2. differential fuzzing: $FUZZ_COUNT fused and $FUZZ_UNFUSED_COUNT unfused random graphs on the GPU
 #      compute-sanitizer memcheck on the examples
 #   3. the GPU unit tests (cuBLASLt, runs on device memory); 3'. the Python package's tests, CUDA
@@ -169,6 +170,11 @@ if has attention; then
     memcheck_run "$m"
     memcheck_run "$m" --attention serial
   done
+  say "== attention backward template: odd shapes vs the f64 reference, then B4 H16 N4096 beside SDPA's backward"
+  "$B/tilefuse_tests" --gtest_filter='AttentionBackward*' --gtest_also_run_disabled_tests >"$OUT/attention-backward.log" 2>&1 ||
+    failures=$((failures + 1))
+  grep -E '^\[ *(OK|FAILED|PASSED) |of their scale|TF/s' "$OUT/attention-backward.log" | tee -a "$log"
+  timeout 300 python3 bench/attention_backward_peers.py --json "$OUT/attention-backward-peers.json" 2>&1 | tee -a "$log" | tail -12
 fi
 
 if has fuzz; then

@@ -1,5 +1,5 @@
-// tilefuse tile library: the Hopper building blocks the compute-bound templates (GEMM, later
-// attention) are written with. NVRTC gets it as an in-memory header beside
+// tilefuse tile library: the Hopper building blocks the compute-bound templates (GEMM,
+// attention forward and backward) are written with. NVRTC gets it as an in-memory header beside
 // tilefuse_device.cuh; generated template kernels include both.
 //
 //   TensorMap          a TMA descriptor passed by value as a __grid_constant__ parameter
@@ -9,6 +9,8 @@
 //   TmaLoad3dMulticast the same tile into every CTA of a cluster (GEMM's shared B tiles)
 //   TmaLoadIm2col4d    an implicit GEMM's A tile: im2col of an NHWC activation, by TMA
 //   TmaStore3d         a swizzled shared-memory tile to global memory, asynchronously
+//   BulkLoad           a contiguous run of bytes into shared memory (1-D bulk copy)
+//   BulkReduceAddF32   f32 values in shared memory added into global memory (bulk reduce)
 //   SharedMatrix       wgmma shared-memory descriptors for 128-byte swizzled tiles, K-major
 //                      and MN-major
 //   Warpgroup          fence / commit / wait around asynchronous wgmma, register reallocation
@@ -152,10 +154,28 @@ TF_TILE void TmaLoadIm2col4d(void* shared_dst, const TensorMap& map, int c, int 
       : "memory");
 }
 
+// `bytes` contiguous bytes from global into shared memory (a 1-D bulk copy: both addresses
+// and `bytes` multiples of 16), completing on `barrier` (attention backward's per-query
+// statistics, riding on their tile's barrier).
+TF_TILE void BulkLoad(void* shared_dst, const void* global_src, unsigned bytes, Barrier& barrier) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                   SharedAddress(shared_dst)),
+               "l"(global_src), "r"(bytes), "r"(SharedAddress(&barrier.word))
+               : "memory");
+}
+
 // ---- TMA stores (elements past the tensor's edge are not written) ----
 TF_TILE void TmaStore3d(const TensorMap& map, const void* shared_src, int c0, int c1, int c2) {
   asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];" ::"l"(&map),
                "r"(SharedAddress(shared_src)), "r"(c0), "r"(c1), "r"(c2)
+               : "memory");
+}
+// Adds `bytes` of f32 values from shared memory into global memory, element by element and
+// asynchronously (a bulk group, as the TMA stores: TmaStoreCommit, TmaStoreWaitRead): the
+// attention backward's dQ, summed over key blocks by the CTAs that hold them.
+TF_TILE void BulkReduceAddF32(float* global_dst, const float* shared_src, unsigned bytes) {
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;" ::"l"(global_dst),
+               "r"(SharedAddress(shared_src)), "r"(bytes)
                : "memory");
 }
 TF_TILE void TmaStoreCommit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }

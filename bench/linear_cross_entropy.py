@@ -28,6 +28,22 @@ def loss_of(h, weight, target):
     return F.cross_entropy(F.linear(h, weight).float(), target)
 
 
+def print_idle_gaps(prof, least_us: float = 50.0) -> None:
+    """The GPU's idle stretches in the profiled step longer than `least_us`, each with the host
+    ops that were running when it ended (what the GPU waited for)."""
+    events = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    host = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CPU]
+    spans = sorted((e.time_range.start, e.time_range.end) for e in events)
+    busy_until, total = None, 0.0
+    for start, end in spans:
+        if busy_until is not None and start - busy_until > least_us:
+            running = sorted({h.name for h in host if h.time_range.start <= start <= h.time_range.end})
+            print(f"GPU idle {start - busy_until:8.0f} us before a kernel at {start:.0f}: host in {running[-4:]}")
+            total += start - busy_until
+        busy_until = end if busy_until is None else max(busy_until, end)
+    print(f"GPU idle in gaps over {least_us:.0f} us: {total:.0f} us")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tokens", type=int, default=4096)
@@ -100,10 +116,11 @@ def main() -> None:
         results["modes"][name] = entry
         if args.profile == name:
             from torch.profiler import ProfilerActivity, profile
-            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
                 step()
                 torch.cuda.synchronize()
             print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=14, max_name_column_width=90))
+            print_idle_gaps(prof)
         print(f"{name:<18} {entry['ms']:8.2f} ms  peak {peak / 2**20:8.0f} MiB  loss's own {entry['loss_working_bytes'] / 2**20:8.0f} MiB"
               f"  loss {entry['loss']:.5f}" + (f"  grad errors h {entry['grad_h_error']:.2e} W {entry['grad_w_error']:.2e}"
                                                 if "grad_h_error" in entry else ""), flush=True)

@@ -305,3 +305,29 @@ def test_a_bert_style_attention_runs_whole_on_the_attention_template():
     # The newest graph only: earlier tests' graphs may still be alive.
     modes = [m for c in tilefuse.torch_backend.explain()[-1]["compiled"] for m in c["kernel_modes"]]
     assert modes == ["attention template"], modes
+
+
+def test_the_chunked_loss_writes_its_gradient_over_the_logits_and_matches_eager():
+    # tilefuse.fx.linear_cross_entropy on the GPU: the row kernel's strategy lets it write the
+    # logits' gradient over them (one chunk-sized buffer); the loss and the gradients of h and W
+    # against f32 autograd through F.linear and F.cross_entropy, over ragged chunks.
+    torch = cuda_torch()
+    from tilefuse.fx import linear_cross_entropy as lce
+    import torch.nn.functional as F
+
+    torch.manual_seed(0)
+    h = torch.randn(700, 256, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    weight = (torch.randn(5003, 256, device="cuda") / 16).bfloat16().requires_grad_()
+    target = torch.randint(0, 5003, (700,), device="cuda")
+    target[::9] = -100
+    loss = lce.linear_cross_entropy(h, weight, target, chunk_rows=256)
+    grads = torch.autograd.grad(loss, (h, weight))
+    h32, w32 = h.detach().float().requires_grad_(), weight.detach().float().requires_grad_()
+    want = F.cross_entropy(F.linear(h32, w32), target)
+    want_grads = torch.autograd.grad(want, (h32, w32))
+    assert abs(loss.item() - want.item()) < 1e-2 * abs(want.item())
+    for got, expected in zip(grads, want_grads):
+        assert torch.isfinite(got).all()
+        assert ((got.float() - expected).abs().max() / expected.abs().max()).item() < 3e-2
+    in_place = [entry[1] for key, entry in lce._loss_kernel(-100).compiled.items() if key[2].type == "cuda"]
+    assert in_place and all(in_place), "the row kernel's gradient was not written over the logits"

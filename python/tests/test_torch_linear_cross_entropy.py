@@ -74,11 +74,12 @@ def test_bad_arguments_are_named():
         lce.linear_cross_entropy(h, weight, target[:1])
 
 
-def test_default_chunks_are_an_eighth_of_the_rows_in_multiples_of_64():
-    assert lce.default_chunk_rows(4096) == 512
-    assert lce.default_chunk_rows(8 * 1024) == 1024
+def test_default_chunks_are_a_quarter_of_the_rows_in_multiples_of_64():
+    assert lce.CHUNKS == 4
+    assert lce.default_chunk_rows(4096) == 1024
+    assert lce.default_chunk_rows(8 * 1024) == 2048
     assert lce.default_chunk_rows(100) == 100  # fewer rows than the smallest chunk: one chunk
-    assert lce.default_chunk_rows(3000) == 384
+    assert lce.default_chunk_rows(3000) == 768
 
 
 class Head(nn.Module):

@@ -357,6 +357,25 @@ class CompiledModel:
             pointers.append(x.data_ptr())
         return self._launch_on_device(sys.modules["torch"], pointers)
 
+    def run_into(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> None:
+        """Runs on the GPU with each output written into the given tensor (dense CUDA tensors of
+        the outputs' dtypes and shapes on the model's device), queued on PyTorch's current
+        stream. An output may be one of the inputs' own tensors only where the caller knows that
+        each of its elements is read, by the thread that writes it, before it is written
+        (tilefuse.fx.linear_cross_entropy checks its row kernel's strategy for that)."""
+        torch = sys.modules.get("torch")
+        pointers = self._dense_device_pointers(torch, inputs) if self._device_runs and torch is not None else None
+        if pointers is None:
+            raise Error("run_into: the model runs on the GPU, given dense CUDA tensors of its inputs' dtypes and shapes only")
+        if len(outputs) != len(self._device_outputs):
+            raise Error(f"run_into: {len(outputs)} output tensors for the graph's {len(self._device_outputs)} outputs")
+        for (dtype, shape), out in zip(self._device_outputs, outputs):
+            if out.dtype is not self._torch_types.get(dtype) or tuple(out.shape) != shape or not out.is_cuda or \
+                    out.get_device() != self._graph.device or not out.is_contiguous():
+                raise Error(f"run_into: an output tensor of {out.dtype}{list(out.shape)} where the graph writes "
+                            f"{dtype}[{','.join(map(str, shape))}] (dense, on the model's device)")
+        self._graph.run_device(pointers, [o.data_ptr() for o in outputs], self._current_stream())
+
     def _call_torch(self, torch: Any, inputs: Sequence[Any]) -> list:
         if self._runs_on_device(torch, inputs):
             return self._call_on_device(torch, inputs)

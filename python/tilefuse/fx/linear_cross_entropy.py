@@ -8,7 +8,8 @@ GPU), its per-row loss and the logits' gradient in one tilefuse-compiled row ker
 its share of the gradients of h, W and b; the chunk's logits and their gradient are dropped before
 the next chunk's. The forward so computes the gradients, and the backward only scales them by the
 loss's gradient. The logits never exist whole: the memory the loss takes beyond the gradients is
-two chunks' worth (1/8 of the logits each by default).
+a chunk of them (a quarter by default) on the GPU, where the row kernel writes the gradient over
+the logits it read, and two chunks elsewhere.
 
 `fuse_linear_cross_entropy(gm)` rewrites Dynamo's graph before AOTAutograd: a cross-entropy
 (mean or sum, no class weights, no label smoothing) whose input is a linear's output, through
@@ -27,7 +28,10 @@ from typing import Dict, Optional, Tuple
 import torch
 import torch.nn.functional as F
 
-CHUNKS = 8  # the logits go through in this many chunks of rows by default
+# The logits go through in this many chunks of rows by default. Measured on an H200 (4096 tokens,
+# 4096 features, 128K vocabulary, bf16, 2026-11-30): chunks of 1024 rows took 21.2 ms a step,
+# of 512 23.4 and of 256 28.3 (the products' efficiency and their launches).
+CHUNKS = 4
 _MIN_CHUNK_ROWS = 256  # fewer rows leave the W-gradient's product starved (its reduction dim is the chunk's rows)
 
 
@@ -74,13 +78,16 @@ def _linear_cross_entropy_op(h: torch.Tensor, weight: torch.Tensor, bias: Option
     grad_weight = torch.empty_like(weight)
     grad_bias = torch.empty(weight.shape[0], dtype=wide, device=h.device) if bias is not None else h.new_empty(0)
     kernel = _loss_kernel(ignore_index)
+    picks = torch.where(valid, targets, 0).unsqueeze(1)  # each row's target column (0 where ignored)
     for start in range(0, count, chunk):
         end = min(start + chunk, count)
         piece = rows[start:end]
         logits = F.linear(piece, weight, bias)
-        loss, grad_logits = kernel([logits, targets[start:end], scale])
+        # The target's logit read here, before the row kernel may overwrite the logits with
+        # their gradient.
+        picked = logits.gather(1, picks[start:end])
+        grad_logits = kernel(logits, targets[start:end], picked, scale, losses[start:end])
         del logits
-        losses[start:end] = loss
         torch.mm(grad_logits, weight, out=grad_rows[start:end])
         if start == 0:
             torch.mm(grad_logits.t(), piece, out=grad_weight)
@@ -115,11 +122,17 @@ def _backward(ctx, grad_loss, *unused):
 _linear_cross_entropy_op.register_autograd(_backward, setup_context=_setup_context)
 
 
-# The row kernel: per row of a chunk's logits x, loss = logsumexp(x) - x[target] and the logits'
-# gradient (softmax(x) - onehot(target)) * scale, zeros for rows whose target is ignore_index.
-# One tilefuse graph per ignore_index and chunk shape, dtype and device (the traced graph's views
-# have the chunk's sizes): two per model, its chunks' and its last's.
+# The row kernel: per row of a chunk's logits x, loss = logsumexp(x) - x[target] (the target's
+# logit given) and the logits' gradient (softmax(x) - onehot(target)) * scale, zeros for rows
+# whose target is ignore_index. One tilefuse graph per ignore_index and chunk shape, dtype and
+# device (the traced graph's views have the chunk's sizes): two per model, its chunks' and its
+# last's.
 _KERNELS: Dict[int, object] = {}
+
+# Row kernel strategies (the GPU's) in which every thread reads each element it writes, before
+# writing it, and every read of the row precedes the first write by a block or warp barrier:
+# the gradient may then be written over the logits (one chunk-sized buffer instead of two).
+_IN_PLACE_STRATEGIES = ("row: block per row", "row: warp per row")
 
 
 def _loss_kernel(ignore_index: int):
@@ -132,38 +145,50 @@ def _loss_kernel(ignore_index: int):
 class _RowKernel:
     def __init__(self, ignore_index: int):
         self.ignore_index = ignore_index
-        self.graphs: Dict[tuple, object] = {}
+        self.compiled: Dict[tuple, Tuple[object, bool]] = {}
 
-    def __call__(self, args):
-        logits = args[0]
+    def __call__(self, logits, targets, picked, scale, losses):
+        """Writes each row's loss into `losses`; returns the logits' gradient (on the GPU, where
+        the compiled kernel allows it, written over the logits)."""
         key = (tuple(logits.shape), logits.dtype, logits.device)
-        graph = self.graphs.get(key)
-        if graph is None:
-            graph = self.graphs[key] = self._compile(args)
-        return graph(list(args))
+        if key not in self.compiled:
+            self.compiled[key] = self._compile([logits, targets, picked, scale])
+        specialization, in_place = self.compiled[key]
+        args = [logits, targets, picked, scale]
+        if in_place:
+            specialization.model.run_into(specialization.inputs_of(args), [losses, logits])
+            return logits
+        loss, gradient = specialization.run(args)
+        losses.copy_(loss)
+        return gradient
 
     def _compile(self, args):
         from torch.fx.experimental.proxy_tensor import make_fx
 
-        from ..torch_backend import _DEFAULT_OPTIONS, TilefuseGraph, _decompositions
+        from ..torch_backend import _DEFAULT_OPTIONS, _decompositions, _Specialization
 
         ignore_index = self.ignore_index
 
-        def loss_and_gradient(logits, targets, scale):
-            x = logits.to(torch.promote_types(logits.dtype, torch.float32))  # f32, f64 for f64
+        def loss_and_gradient(logits, targets, picked, scale):
+            wide = torch.promote_types(logits.dtype, torch.float32)  # f32, f64 for f64
+            x = logits.to(wide)
             peak = x.amax(-1, keepdim=True)
             e = torch.exp(x - peak)
             total = e.sum(-1, keepdim=True)
             lse = torch.log(total) + peak
             valid = targets != ignore_index
-            safe = torch.where(valid, targets, 0).unsqueeze(1)
-            loss = torch.where(valid, (lse - x.gather(1, safe)).squeeze(1), 0.0)
-            onehot = torch.arange(x.shape[1], device=x.device).unsqueeze(0) == safe
+            loss = torch.where(valid, (lse - picked.to(wide)).squeeze(1), 0.0)
+            onehot = torch.arange(x.shape[1], device=x.device).unsqueeze(0) == torch.where(valid, targets, 0).unsqueeze(1)
             weight = torch.where(valid, scale, 0.0).unsqueeze(1)
-            return loss, ((e / total - onehot.to(x.dtype)) * weight).to(logits.dtype)
+            return loss, ((e / total - onehot.to(wide)) * weight).to(logits.dtype)
 
         gm = make_fx(loss_and_gradient, decomposition_table=_decompositions(), tracing_mode="fake")(*args)
-        return TilefuseGraph(gm, set(), dict(_DEFAULT_OPTIONS), split_allowed=False)
+        specialization = _Specialization(gm, args, set(), dict(_DEFAULT_OPTIONS))
+        kernels = specialization.model.kernels
+        in_place = (args[0].is_cuda and len(kernels) == 1 and kernels[0].kind == "row_reduction" and
+                    kernels[0].strategy.startswith(_IN_PLACE_STRATEGIES) and
+                    [tuple(o.shape) for o in specialization.model.outputs] == [tuple(args[0].shape[:1]), tuple(args[0].shape)])
+        return specialization, in_place
 
 
 # ---- the rewrite of Dynamo's graph ----

@@ -134,10 +134,11 @@ def storage_order(value: Any) -> Optional[Tuple[int, ...]]:
     return tuple(d for d in range(value.dim()) if value.shape[d] == 1) + tuple(ordered)
 
 
-# View ops whose eager replay on an argument gives a graph's output without computing it.
-_VIEW_OPS = {"aten.view.default", "aten._unsafe_view.default", "aten.permute.default", "aten.transpose.int",
+# View ops whose eager replay on an argument gives a graph's output without computing it (and
+# that a split graph's parts made of nothing else run in PyTorch: torch_backend._has_tensor_work).
+VIEW_OPS = {"aten.view.default", "aten._unsafe_view.default", "aten.permute.default", "aten.transpose.int",
              "aten.t.default", "aten.expand.default", "aten.slice.Tensor", "aten.select.int", "aten.unsqueeze.default",
-             "aten.squeeze.dim", "aten.squeeze.dims", "aten.alias.default"}
+             "aten.squeeze.dim", "aten.squeeze.dims", "aten.alias.default", "aten.detach.default"}
 
 
 def _viewed_argument(leaf: Any, placeholders: Dict[torch.fx.Node, int], args: Sequence[Any]) -> Optional[Tuple[int, List[torch.fx.Node]]]:
@@ -146,7 +147,7 @@ def _viewed_argument(leaf: Any, placeholders: Dict[torch.fx.Node, int], args: Se
     argument gives eager's value; else None."""
     views: List[torch.fx.Node] = []
     node = leaf
-    while isinstance(node, torch.fx.Node) and node.op == "call_function" and target_name(node) in _VIEW_OPS:
+    while isinstance(node, torch.fx.Node) and node.op == "call_function" and target_name(node) in VIEW_OPS:
         if not node.args or _has_nodes(node.args[1:]) or node.kwargs:  # a symbolic size: not replayed
             return None
         views.insert(0, node)

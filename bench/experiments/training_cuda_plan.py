@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The CUDA plan of each graph a GPT-2 small training step hands tilefuse, built on a machine
+"""The CUDA plan of each graph a GPT-2 small (or LLaMA-style: --model llama) training step hands tilefuse, built on a machine
 without a GPU: the step runs on the CPU in PyTorch (every graph refused after it is captured),
 then each captured graph is translated and built for sm_90a (NVRTC, no GPU) and its kernels
 listed with their mode and strategy. Which products of the backward run how, before spending
@@ -19,6 +19,8 @@ from tilefuse.fx import Unsupported, translate
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--shape", default="2x512")
+parser.add_argument("--model", default="gpt2", choices=["gpt2", "llama"],
+                    help="llama: bench/torch_training.py's LLaMA-style model (grouped-query attention, SwiGLU, RMSNorm)")
 parser.add_argument("--layers", type=int, default=2)
 parser.add_argument("--graphs", default="", help="only these graphs (comma-separated indices)")
 parser.add_argument("--dump", default="", help="each graph's compile stages into DIR/graph<i> (--dump-dir's files)")
@@ -28,8 +30,14 @@ parser.add_argument("--split-attention", action="store_true",
 args = parser.parse_args()
 batch, seq = (int(v) for v in args.shape.split("x"))
 torch.manual_seed(0)
-config = transformers.GPT2Config(n_layer=args.layers, attn_pdrop=0.0, resid_pdrop=0.0, embd_pdrop=0.0)
-model = transformers.GPT2LMHeadModel(config).to(torch.bfloat16).train()
+if args.model == "gpt2":
+    config = transformers.GPT2Config(n_layer=args.layers, attn_pdrop=0.0, resid_pdrop=0.0, embd_pdrop=0.0)
+    model = transformers.GPT2LMHeadModel(config).to(torch.bfloat16).train()
+else:
+    config = transformers.LlamaConfig(vocab_size=32000, hidden_size=768, intermediate_size=2048, num_hidden_layers=args.layers,
+                                      num_attention_heads=12, num_key_value_heads=4, max_position_embeddings=4096,
+                                      attention_dropout=0.0)
+    model = transformers.LlamaForCausalLM(config).to(torch.bfloat16).train()
 ids = torch.randint(0, config.vocab_size, (batch, seq))
 captured = []
 

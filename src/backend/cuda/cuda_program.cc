@@ -288,7 +288,12 @@ CudaGroupProgram ProgramForGroup(const Graph& g, const FusionGroup& group, const
         // activation after the bias the template did (bias+GELU 16384x4096x1024 505 / 556).
         // RULE_NUMBERS
         if (problem->dtype == DType::kF32) return library->activation == LibraryActivation::kNone;
-        return !problem->a_conv.has_value() && ResolveGemmConfig(*problem, RequestedGemmConfig(*problem, target)).splits > 1;
+        // Only a decode-like product (few rows: bound by reading B) that splits K: a weight's
+        // gradient also splits K (256 x 768 from 4096 rows: 12 output tiles), and cuBLASLt took
+        // 94-168 µs for it where 1.6 GFLOP predict 5 (LLaMA-style training step, H200,
+        // 2026-11-30). RULE_NUMBERS
+        return !problem->a_conv.has_value() && problem->rows <= kDecodeLikeRows &&
+               ResolveGemmConfig(*problem, RequestedGemmConfig(*problem, target)).splits > 1;
       };
       const bool contested = path == GemmPath::kAuto && library.ok();
       StatusOr<CudaLaunchable> fused =

@@ -79,6 +79,9 @@ std::vector<const CudaLaunchable*> Launchables(const CudaGroupProgram& p);
 // The reason a gemm group goes to cuBLASLt's own epilogue under --gemm auto by the rule
 // (the tuner then measures the template too).
 inline constexpr char kLibraryEpilogueRule[] = "cuBLASLt fuses this epilogue";
+// Products of at most this many rows that the GEMM template would split K for go to cuBLASLt
+// under that rule (it read B faster at 16 and 64 rows); larger ones stay on the template.
+inline constexpr int64_t kDecodeLikeRows = 64;
 
 struct CudaProgram {
   std::vector<CudaGroupProgram> groups;  // plan order

@@ -339,6 +339,28 @@ TEST(CudaProgramGemmPathTest, SixtyFourRowsGoToCuBlasLtWhereItFusesTheEpilogue) 
   EXPECT_EQ(gemm.kernel->template_kernel->Kind(), "skinny gemm template");
 }
 
+// A weight's gradient (dWᵀ = dYᵀ·X: 256 x 768 from 4096 rows, dY read MN-major) splits K on
+// the template as a decode-like product does, but is not one: it stays on the template, split
+// (cuBLASLt took 94-168 µs for it in a LLaMA-style training step, H200, 2026-11-30).
+TEST(CudaProgramGemmPathTest, AWeightGradientSplitsKOnTheTemplate) {
+  GraphBuilder b;
+  Value dy = b.Parameter("dy", DType::kBF16, {4096, 256});
+  Value x = b.Parameter("x", DType::kBF16, {4096, 768});
+  b.Output(b.MatMul(b.Transpose(dy, {1, 0}), x), "dw");
+  auto built = b.Build();
+  ASSERT_TRUE(built.ok()) << built.status().ToString();
+  auto graph = RunGraphPasses(std::move(*built), PassOptions{});
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  CudaTarget target;
+  auto plan = PlanFusionForCuda(*graph, PlannerOptions{}, target);
+  ASSERT_TRUE(plan.ok());
+  auto program = BuildCudaProgram(*graph, plan->plan, FindInlinedGenerators(*graph), "", {}, target);
+  ASSERT_TRUE(program.ok()) << program.status().ToString();
+  const CudaGroupProgram& gemm = program->groups.back();
+  ASSERT_EQ(gemm.mode, CudaGroupProgram::Mode::kGemmTemplate) << gemm.why_library;
+  EXPECT_NE(gemm.kernel->source.strategy.find("split-K"), std::string::npos) << gemm.kernel->source.strategy;
+}
+
 // A product the tuner sent to cuBLASLt keeps its bias + ReLU epilogue in its group:
 // cuBLASLt fuses it on that path too, so the planner's capabilities must say so (they did
 // not, and the tuned plan split the epilogue off: 194 -> 292 us on an H100).

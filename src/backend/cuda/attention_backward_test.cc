@@ -24,7 +24,13 @@ namespace {
 struct Problem {
   int heads, nq, nk, d;
   bool causal;
-  std::string Label() const { return fmt::format("{}h {}x{} d{}{}", heads, nq, nk, d, causal ? " causal" : ""); }
+  int group = 1;  // query heads per key/value head
+  int heads_together = 1;  // Config::kHeadsTogether
+  std::string Label() const {
+    return fmt::format("{}h {}x{} d{}{}{}{}", heads, nq, nk, d, causal ? " causal" : "", group > 1 ? fmt::format(" group {}", group) : "",
+                       heads_together != 1 ? fmt::format(" {} heads together", heads_together) : "");
+  }
+  int KvHeads() const { return heads / group; }
   double Scale() const { return 1.0 / std::sqrt(static_cast<double>(d)); }
   int MBlocks() const { return (nq + 63) / 64; }
   int KeyBlocks() const { return (nk + 127) / 128; }
@@ -35,7 +41,7 @@ std::string Source(const Problem& p) {
   std::string out = fmt::format(R"(
 struct Config {{
   using Element = tf::Bf16;
-  enum : int {{ kD = {}, kBM = 64, kBN = 128, kStages = 2, kNQ = {}, kNK = {}, kHeads = {}, kCausal = {},
+  enum : int {{ kD = {}, kBM = 64, kBN = 128, kStages = 2, kNQ = {}, kNK = {}, kHeads = {}, kGroup = {}, kHeadsTogether = {}, kCausal = {},
                kProducerRegisters = 24, kConsumerRegisters = 240 }};
   static constexpr __device__ float Scale() {{ return {:a}f; }}
 }};
@@ -55,7 +61,7 @@ extern "C" __global__ void __launch_bounds__(256) attention_bwd_finish(const flo
   tf::AttentionBwdFinish<Config>(dq_accumulator, dq);
 }}
 )",
-                                p.d, p.nq, p.nk, p.heads, p.causal ? 1 : 0, static_cast<float>(p.Scale()));
+                                p.d, p.nq, p.nk, p.heads, p.group, p.heads_together, p.causal ? 1 : 0, static_cast<float>(p.Scale()));
   CudaKernelSource source;
   source.function = out;
   source.includes = {"attention_bwd_sm90.cuh"};
@@ -70,7 +76,8 @@ int SharedBytes(const Problem& p) {
   return 1024 + 2 * 128 * p.d * 2 + 2 * 2 * 64 * p.d * 2 + 2 * 128 * 64 * 2 + 2 * 64 * 64 * 4 + 2 * 2 * 64 * 4 + (1 + 4 * 2) * 8;
 }
 
-const Problem kCompiled[] = {{2, 256, 256, 64, false}, {2, 256, 256, 64, true}, {2, 256, 256, 128, false}, {2, 256, 256, 128, true}};
+const Problem kCompiled[] = {{2, 256, 256, 64, false}, {2, 256, 256, 64, true}, {2, 256, 256, 128, false}, {2, 256, 256, 128, true},
+                             {4, 256, 256, 128, true, 4}};
 
 TEST(AttentionBackwardTest, KernelsCompileForSm90aWithoutSpills) {
   StatusOr<NvrtcCompiler> nvrtc = NvrtcCompiler::Create(TestCacheDir());
@@ -89,7 +96,7 @@ TEST(AttentionBackwardTest, KernelsCompileForSm90aWithoutSpills) {
 
 // ---- the host reference, in f64 from the same bf16 inputs ----
 struct Tensors {
-  std::vector<uint16_t> q, k, v, out, dout;  // bf16 bits, [heads][rows][d]
+  std::vector<uint16_t> q, k, v, out, dout;  // bf16 bits, [heads][rows][d] (k, v: key/value heads)
   std::vector<float> lse;                     // [heads][nq]
   std::vector<double> dq, dk, dv;             // the reference gradients
 };
@@ -99,16 +106,16 @@ double Bf(uint16_t bits) { return static_cast<double>(BF16BitsToFloat(bits)); }
 Tensors MakeProblem(const Problem& p, uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  auto draw = [&](int rows) {
-    std::vector<uint16_t> x(static_cast<size_t>(p.heads) * rows * p.d);
+  auto draw = [&](int heads, int rows) {
+    std::vector<uint16_t> x(static_cast<size_t>(heads) * rows * p.d);
     for (uint16_t& v : x) v = FloatToBF16Bits(normal(rng));
     return x;
   };
   Tensors t;
-  t.q = draw(p.nq);
-  t.k = draw(p.nk);
-  t.v = draw(p.nk);
-  t.dout = draw(p.nq);
+  t.q = draw(p.heads, p.nq);
+  t.k = draw(p.KvHeads(), p.nk);
+  t.v = draw(p.KvHeads(), p.nk);
+  t.dout = draw(p.heads, p.nq);
   t.out.resize(t.dout.size());
   t.lse.resize(static_cast<size_t>(p.heads) * p.nq);
   t.dq.assign(t.q.size(), 0.0);
@@ -117,7 +124,7 @@ Tensors MakeProblem(const Problem& p, uint32_t seed) {
   const double scale = p.Scale();
   std::vector<double> prob(p.nk), dprob(p.nk);
   for (int h = 0; h < p.heads; ++h) {
-    const size_t qh = static_cast<size_t>(h) * p.nq * p.d, kh = static_cast<size_t>(h) * p.nk * p.d;
+    const size_t qh = static_cast<size_t>(h) * p.nq * p.d, kh = static_cast<size_t>(h / p.group) * p.nk * p.d;
     for (int i = 0; i < p.nq; ++i) {
       double peak = -INFINITY;
       for (int j = 0; j < p.nk; ++j) {
@@ -165,12 +172,12 @@ struct Kernels {
   }
 };
 
-TensorMapArg Map(int node, const Problem& p, int rows, int box_rows) {
+TensorMapArg Map(int node, const Problem& p, int heads, int rows, int box_rows) {
   TensorMapArg map;
   map.node = node;
   map.dtype = DType::kBF16;
   map.rank = 3;
-  map.dims = {p.d, rows, p.heads, 1, 1};
+  map.dims = {p.d, rows, heads, 1, 1};
   map.strides_bytes = {static_cast<int64_t>(p.d) * 2, static_cast<int64_t>(rows) * p.d * 2, 0, 0};
   map.box = {64, box_rows, 1, 1, 1};
   return map;
@@ -187,10 +194,11 @@ Status Launch(const Problem& p, Kernels& run, const std::vector<CUdeviceptr>& bu
   prepare.block = {256, 1, 1};
   for (int node : {3, 4, 5, 6, 7, 8}) prepare.args.push_back(buffer(node));
   LaunchSpec main;
-  main.grid = {static_cast<int64_t>(p.KeyBlocks()) * p.heads, 1, 1};
+  main.grid = {static_cast<int64_t>(p.KeyBlocks()) * p.KvHeads(), 1, 1};
   main.block = {384, 1, 1};
   main.dynamic_shared_bytes = SharedBytes(p);
-  main.args = {map(Map(0, p, p.nq, 64)), map(Map(1, p, p.nk, 128)), map(Map(2, p, p.nk, 128)), map(Map(4, p, p.nq, 64))};
+  main.args = {map(Map(0, p, p.heads, p.nq, 64)), map(Map(1, p, p.KvHeads(), p.nk, 128)), map(Map(2, p, p.KvHeads(), p.nk, 128)),
+               map(Map(4, p, p.heads, p.nq, 64))};
   for (int node : {6, 7, 8, 10, 11}) main.args.push_back(buffer(node));
   LaunchSpec finish;
   finish.grid = {blocks, 1, 1};
@@ -211,7 +219,7 @@ Status Load(NvrtcCompiler& nvrtc, const Problem& p, Kernels& run) {
 
 // Device buffers for a problem: the inputs copied in, the outputs poisoned (bf16 NaN).
 Status Allocate(const CudaDevice& gpu, const Problem& p, const Tensors* t, DeviceBuffers& buffers) {
-  const size_t q_bytes = static_cast<size_t>(p.heads) * p.nq * p.d * 2, k_bytes = static_cast<size_t>(p.heads) * p.nk * p.d * 2;
+  const size_t q_bytes = static_cast<size_t>(p.heads) * p.nq * p.d * 2, k_bytes = static_cast<size_t>(p.KvHeads()) * p.nk * p.d * 2;
   const size_t pad = static_cast<size_t>(p.heads) * p.MBlocks() * 64;
   const size_t sizes[] = {q_bytes,   k_bytes,        k_bytes,          q_bytes,          q_bytes, static_cast<size_t>(p.heads) * p.nq * 4,
                           pad * 4,   pad * 4,        pad * p.d * 4,    q_bytes,          k_bytes, k_bytes};
@@ -241,8 +249,9 @@ double RelativeError(const std::vector<uint16_t>& got, const std::vector<double>
   return worst / peak;
 }
 
-const Problem kChecked[] = {{3, 200, 200, 64, false}, {3, 200, 200, 64, true},  {3, 200, 200, 128, false},
-                            {3, 200, 200, 128, true}, {2, 130, 300, 128, false}, {2, 300, 130, 64, true}};
+const Problem kChecked[] = {{3, 200, 200, 64, false},   {3, 200, 200, 64, true},      {3, 200, 200, 128, false},
+                            {3, 200, 200, 128, true},   {2, 130, 300, 128, false},    {2, 300, 130, 64, true},
+                            {6, 200, 200, 64, true, 3}, {4, 150, 260, 128, false, 2},   {5, 200, 400, 64, true, 1, 2}};
 
 TEST(AttentionBackwardTest, GradientsMatchTheReferenceOnOddShapes) {
   StatusOr<NvrtcCompiler> nvrtc = NvrtcCompiler::Create(TestCacheDir());
@@ -289,7 +298,9 @@ TEST(AttentionBackwardTest, DISABLED_Speed) {
   const CudaDriverApi& api = gpu.api();
   ASSERT_TRUE(gpu.MakeCurrent().ok());
   for (const Problem& p : {Problem{64, 4096, 4096, 64, false}, Problem{64, 4096, 4096, 64, true}, Problem{64, 4096, 4096, 128, false},
-                           Problem{64, 4096, 4096, 128, true}}) {
+                           Problem{64, 4096, 4096, 128, true}, Problem{64, 4096, 4096, 128, true, 1, 8},
+                           Problem{64, 4096, 4096, 128, true, 1, 0}, Problem{64, 4096, 4096, 64, true, 1, 8},
+                           Problem{64, 4096, 4096, 128, true, 4}}) {
     Kernels run{gpu};
     Status loaded = Load(*nvrtc, p, run);
     ASSERT_TRUE(loaded.ok()) << loaded.ToString();
@@ -315,8 +326,9 @@ TEST(AttentionBackwardTest, DISABLED_Speed) {
     std::sort(times.begin(), times.end());
     const double ms = times[times.size() / 2];
     const double flops = 2.5 * 4.0 * 64 * 4096.0 * 4096.0 * p.d * (p.causal ? 0.5 : 1.0);
-    std::printf("attention backward B4 H16 N4096 d%d %s: %.3f ms, %.0f TF/s\n", p.d, p.causal ? "causal" : "full", ms,
-                flops / ms / 1e9);
+    std::printf("attention backward B4 H16 N4096 d%d %s%s%s: %.3f ms, %.0f TF/s\n", p.d, p.causal ? "causal" : "full",
+                p.group > 1 ? fmt::format(" GQA {} KV heads", 16 / p.group).c_str() : "",
+                p.heads_together != 1 ? fmt::format(", {} heads together", p.heads_together).c_str() : "", ms, flops / ms / 1e9);
   }
 }
 

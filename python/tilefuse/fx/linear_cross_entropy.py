@@ -28,6 +28,8 @@ from typing import Dict, Optional, Tuple
 import torch
 import torch.nn.functional as F
 
+from ._dynamo_graph import bound_calls, example_value
+
 # The logits go through in this many chunks of rows by default. Measured on an H200 (4096 tokens,
 # 4096 features, 128K vocabulary, bf16, 2026-11-30): chunks of 1024 rows took 21.2 ms a step,
 # of 512 23.4 and of 256 28.3 (the products' efficiency and their launches).
@@ -203,10 +205,6 @@ _LINEARS = {torch._C._nn.linear, F.linear}
 _THROUGH_METHODS = {"view", "reshape", "float", "contiguous", "to"}  # between the linear and the cross-entropy
 
 
-def _value(node):
-    return node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None
-
-
 def _passes_through(node: torch.fx.Node) -> bool:
     """Whether node (between the linear and the loss) only reshapes its input's rows or casts it to f32."""
     if node.op == "call_method" and node.target in _THROUGH_METHODS:
@@ -237,15 +235,7 @@ def fuse_linear_cross_entropy(gm: torch.fx.GraphModule) -> int:
     if any(n.op == "call_function" and "autocast" in getattr(n.target, "__name__", "") for n in graph.nodes):
         return 0  # under autocast the linear would run in the autocast dtype, the opaque op in the weights'
     rewritten = 0
-    for node in list(graph.nodes):
-        if node.op != "call_function" or node.target is not F.cross_entropy:
-            continue
-        try:
-            bound = _CE_SIGNATURE.bind(*node.args, **node.kwargs)
-        except TypeError:
-            continue
-        bound.apply_defaults()
-        a = bound.arguments
+    for node, a in bound_calls(gm, F.cross_entropy, _CE_SIGNATURE):
         if a["weight"] is not None or a["size_average"] is not None or a["reduce"] is not None or \
                 a["label_smoothing"] != 0.0 or a["reduction"] not in ("mean", "sum") or not isinstance(a["ignore_index"], int):
             continue
@@ -255,15 +245,15 @@ def fuse_linear_cross_entropy(gm: torch.fx.GraphModule) -> int:
         linear, chain = found
         h, weight = linear.args[0], linear.args[1]
         bias = linear.args[2] if len(linear.args) > 2 else linear.kwargs.get("bias")
-        logits, scores, loss = _value(linear), _value(a["input"]), _value(node)
-        values = [_value(h), _value(weight), logits, scores, loss, _value(a["target"])]
+        logits, scores, loss = example_value(linear), example_value(a["input"]), example_value(node)
+        values = [example_value(h), example_value(weight), logits, scores, loss, example_value(a["target"])]
         if not all(isinstance(v, torch.Tensor) for v in values) or not torch.is_grad_enabled():
             continue
-        if not (_value(h).requires_grad or _value(weight).requires_grad):
+        if not (example_value(h).requires_grad or example_value(weight).requires_grad):
             continue  # inference: the unfused loss is one read of the logits
         vocabulary = logits.shape[-1]
         if scores.dim() != 2 or tuple(scores.shape) != (logits.numel() // vocabulary, vocabulary) or \
-                _value(a["target"]).numel() != scores.shape[0] or not logits.dtype.is_floating_point:
+                example_value(a["target"]).numel() != scores.shape[0] or not logits.dtype.is_floating_point:
             continue
         with graph.inserting_before(node):
             fused = graph.call_function(linear_cross_entropy, (h, weight, a["target"]),

@@ -21,6 +21,8 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
+from ._dynamo_graph import bound_calls, example_value
+
 WHOLE_ON = {"cuda"}  # device types whose attention calls are kept whole (the CPU's flash kernel already is)
 
 
@@ -51,16 +53,8 @@ def _needs_grad(node: torch.fx.Node) -> bool:
 def keep_attention_whole(gm: torch.fx.GraphModule) -> int:
     """Rewrites gm's inference attention calls on WHOLE_ON devices in place; returns how many."""
     rewritten = 0
-    for node in list(gm.graph.nodes):
-        if node.op != "call_function" or node.target is not F.scaled_dot_product_attention:
-            continue
-        try:
-            bound = _SIGNATURE.bind(*node.args, **node.kwargs)
-        except TypeError:
-            continue
-        bound.apply_defaults()
-        args = bound.arguments
-        query = args["query"].meta.get("example_value") if isinstance(args["query"], torch.fx.Node) else None
+    for node, args in bound_calls(gm, F.scaled_dot_product_attention, _SIGNATURE):
+        query = example_value(args["query"])
         if not isinstance(query, torch.Tensor) or query.device.type not in WHOLE_ON or _needs_grad(node):
             continue
         node.target = torch.ops.tilefuse.attention.default

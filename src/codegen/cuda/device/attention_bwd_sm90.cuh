@@ -87,8 +87,7 @@ struct AttentionBwdSharedMemory {
   Barrier* do_empty;
 
   __device__ __forceinline__ AttentionBwdSharedMemory() {
-    extern __shared__ unsigned char tf_shared_raw[];
-    unsigned char* shared = tf_shared_raw + ((1024 - (SharedAddress(tf_shared_raw) & 1023)) & 1023);
+    unsigned char* shared = AlignedDynamicShared();
     tile_k = (Storage*)shared;
     tile_v = tile_k + S::kBN * S::kD;
     tile_q = tile_v + S::kBN * S::kD;
@@ -124,26 +123,24 @@ __device__ __forceinline__ void AttentionBwdProducer(const AttentionBwdSharedMem
     TmaLoad3d(sm.tile_v + box * S::kBN * S::kBox, map_v, box * S::kBox, kb * S::kBN, kv_head, *sm.kv_full);
   }
   Pipeline<S::kStages> ring;
+  // A query block's rows of Q (or dO) into the ring's stage, with their statistic riding on
+  // the same barrier.
+  auto load_rows = [&](Barrier* empty, Barrier* full, typename S::Storage* tiles, const TensorMap& map, float* stat_tiles,
+                       const float* stat, int head, int m) {
+    const int stage = ring.stage;
+    empty[stage].Wait(ring.phase ^ 1);
+    full[stage].ArriveExpectingBytes(S::kQBytes + S::kStatBytes);
+#pragma unroll
+    for (int box = 0; box < S::kDBoxes; ++box)
+      TmaLoad3d(tiles + stage * S::kBM * S::kD + box * S::kBM * S::kBox, map, box * S::kBox, m * S::kBM, head, full[stage]);
+    BulkLoad(stat_tiles + stage * S::kBM, stat + (int64_t)head * S::kQueryPad + m * S::kBM, S::kStatBytes, full[stage]);
+  };
   // Every (query head of the group, query block) in turn, as the consumers take them.
   for (int head = kv_head * S::kGroup; head < (kv_head + 1) * S::kGroup; ++head)
-  for (int m = AttentionBwdFirstQueryBlock<S>(kb); m < S::kMBlocks; ++m, ring.Advance()) {
-    const int stage = ring.stage;
-    const int64_t stats = (int64_t)head * S::kQueryPad + m * S::kBM;
-    sm.q_empty[stage].Wait(ring.phase ^ 1);
-    sm.q_full[stage].ArriveExpectingBytes(S::kQBytes + S::kStatBytes);
-#pragma unroll
-    for (int box = 0; box < S::kDBoxes; ++box)
-      TmaLoad3d(sm.tile_q + stage * S::kBM * S::kD + box * S::kBM * S::kBox, map_q, box * S::kBox, m * S::kBM, head,
-                sm.q_full[stage]);
-    BulkLoad(sm.lse + stage * S::kBM, lse2 + stats, S::kStatBytes, sm.q_full[stage]);
-    sm.do_empty[stage].Wait(ring.phase ^ 1);
-    sm.do_full[stage].ArriveExpectingBytes(S::kQBytes + S::kStatBytes);
-#pragma unroll
-    for (int box = 0; box < S::kDBoxes; ++box)
-      TmaLoad3d(sm.tile_do + stage * S::kBM * S::kD + box * S::kBM * S::kBox, map_do, box * S::kBox, m * S::kBM, head,
-                sm.do_full[stage]);
-    BulkLoad(sm.delta + stage * S::kBM, delta + stats, S::kStatBytes, sm.do_full[stage]);
-  }
+    for (int m = AttentionBwdFirstQueryBlock<S>(kb); m < S::kMBlocks; ++m, ring.Advance()) {
+      load_rows(sm.q_empty, sm.q_full, sm.tile_q, map_q, sm.lse, lse2, head, m);
+      load_rows(sm.do_empty, sm.do_full, sm.tile_do, map_do, sm.delta, delta, head, m);
+    }
 }
 
 // A consumer warpgroup's whole work: its 64 keys' dK and dV, and its share of each query
@@ -167,29 +164,28 @@ __device__ __forceinline__ void AttentionBwdConsume(const AttentionBwdSharedMemo
   sm.kv_full->Wait(0);
   Pipeline<S::kStages> ring;
   int turn = 0;  // the query blocks this CTA has done: which dSᵀ buffer, and (d = 64) whose dQ
+  // Every (query head of the group, query block) in turn, as the producer loads them.
   for (int head = kv_head * S::kGroup; head < (kv_head + 1) * S::kGroup; ++head)
   for (int m = AttentionBwdFirstQueryBlock<S>(kb); m < S::kMBlocks; ++m, ++turn, ring.Advance()) {
     const int stage = ring.stage;
     const Storage* q = sm.tile_q + stage * S::kBM * S::kD;
     const Storage* dout = sm.tile_do + stage * S::kBM * S::kD;
     float s[S::kBM / 2], dp[S::kBM / 2];
-    // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ: M = this consumer's 64 keys, N = the block's 64 queries.
+    // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ: M = this consumer's 64 keys, N = the block's 64 queries, both
+    // operands K-major over d.
+    auto issue_transposed_scores = [&](float (&acc)[S::kBM / 2], const Storage* key_rows, const Storage* query_tile) {
+      Warpgroup::Fence();
+#pragma unroll
+      for (int kk = 0; kk < S::kD / Mma::kK; ++kk)
+        Mma::template Shared<S::kBM, false>(
+            acc, SharedMatrix::KMajor(key_rows + (kk / kStepsPerRow) * S::kBN * kBox + (kk % kStepsPerRow) * Mma::kK),
+            SharedMatrix::KMajor(query_tile + (kk / kStepsPerRow) * S::kBM * kBox + (kk % kStepsPerRow) * Mma::kK), kk > 0);
+      Warpgroup::Commit();
+    };
     sm.q_full[stage].Wait(ring.phase);
-    Warpgroup::Fence();
-#pragma unroll
-    for (int kk = 0; kk < S::kD / Mma::kK; ++kk)
-      Mma::template Shared<S::kBM, false>(s, SharedMatrix::KMajor(k_rows + (kk / kStepsPerRow) * S::kBN * kBox + (kk % kStepsPerRow) * Mma::kK),
-                                   SharedMatrix::KMajor(q + (kk / kStepsPerRow) * S::kBM * kBox + (kk % kStepsPerRow) * Mma::kK),
-                                   kk > 0);
-    Warpgroup::Commit();
+    issue_transposed_scores(s, k_rows, q);
     sm.do_full[stage].Wait(ring.phase);
-    Warpgroup::Fence();
-#pragma unroll
-    for (int kk = 0; kk < S::kD / Mma::kK; ++kk)
-      Mma::template Shared<S::kBM, false>(dp, SharedMatrix::KMajor(v_rows + (kk / kStepsPerRow) * S::kBN * kBox + (kk % kStepsPerRow) * Mma::kK),
-                                   SharedMatrix::KMajor(dout + (kk / kStepsPerRow) * S::kBM * kBox + (kk % kStepsPerRow) * Mma::kK),
-                                   kk > 0);
-    Warpgroup::Commit();
+    issue_transposed_scores(dp, v_rows, dout);
     Warpgroup::Wait<1>();  // Sᵀ is done (dPᵀ may still run)
     // Pᵀ = 2^(Sᵀ·scale·log2 e − lse₂), 0 where the causal mask hides the key from the query.
     const float* lse = sm.lse + stage * S::kBM;

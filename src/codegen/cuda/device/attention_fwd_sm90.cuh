@@ -98,8 +98,7 @@ struct AttentionSharedMemory {
   Barrier* v_empty;
 
   __device__ __forceinline__ AttentionSharedMemory() {
-    extern __shared__ unsigned char tf_shared_raw[];
-    unsigned char* shared = tf_shared_raw + ((1024 - (SharedAddress(tf_shared_raw) & 1023)) & 1023);
+    unsigned char* shared = AlignedDynamicShared();
     tile_q = (Storage*)shared;
     tile_k = tile_q + S::kQSlots * S::kBM * S::kD;
     tile_v = tile_k + S::kStages * S::kBN * S::kD;

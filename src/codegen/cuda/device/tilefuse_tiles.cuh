@@ -191,6 +191,13 @@ TF_TILE void NamedBarrierSync(int id, int threads) { asm volatile("bar.sync %0, 
 // (a warpgroup that syncs on it and one that signals it: 256).
 TF_TILE void NamedBarrierArrive(int id, int threads) { asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory"); }
 
+// The dynamic shared memory's first 1024-byte boundary (the 128-byte swizzle's period, where
+// the templates' tiles start); the host counts 1024 bytes of slack for it.
+TF_TILE unsigned char* AlignedDynamicShared() {
+  extern __shared__ unsigned char tf_shared_raw[];
+  return tf_shared_raw + ((1024 - (SharedAddress(tf_shared_raw) & 1023)) & 1023);
+}
+
 // Byte offset of (row, byte) in a tile of 128-byte rows stored with the 128-byte swizzle:
 // 16-byte chunks XORed with the row's position in its group of 8 (what TMA and wgmma expect,
 // and what keeps a warp's row-strided writes free of bank conflicts).

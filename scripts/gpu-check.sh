@@ -27,7 +27,7 @@
 #   3d. training steps: GPT-2 small and a LLaMA-style model of its size, bf16, 8x512, through
 #       tilefuse beside eager and torch.compile in one process, with PyTorch's fused AdamW
 #       (bench/torch_training.py); fails when the gradients are off eager's by more than 0.05
-#       of their scale
+#       of their scale; then the chunked linear + cross-entropy (bench/linear_cross_entropy.py)
 #   4. tilefuse demo (the examples fused on the GPU, checked, timed)
 #   5. benchmarks: tilefuse fused/unfused per case, then bench/peers.py (PyTorch eager,
 #      library op, torch.compile) in the same run; a merged table bench/report.py
@@ -294,6 +294,14 @@ if has training; then
       say "training $model: FAILED"; tail -20 "$OUT/training-$model.log" | tee -a "$log"; failures=$((failures + 1))
     fi
   done
+  # The chunked linear + cross-entropy at a 128K vocabulary beside eager, torch.compile and the
+  # unfused loss through tilefuse: time, memory beyond the gradients, gradients against eager's.
+  if HF_HUB_OFFLINE=1 PYTHONPATH="$X" timeout 400 python3 bench/linear_cross_entropy.py --json "$OUT/linear-cross-entropy.json" \
+       >"$OUT/linear-cross-entropy.log" 2>&1; then
+    grep -E '^(eager|inductor|tilefuse)' "$OUT/linear-cross-entropy.log" | tee -a "$log"
+  else
+    say "linear cross-entropy: FAILED"; tail -20 "$OUT/linear-cross-entropy.log" | tee -a "$log"; failures=$((failures + 1))
+  fi
 fi
 
 if has demo; then

@@ -286,8 +286,8 @@ TEST(AttentionBackwardTest, GradientsMatchTheReferenceOnOddShapes) {
   }
 }
 
-// B4 H16 N4096, as issue 46 measures SDPA's backward (bench/attention_backward_peers.py times
-// PyTorch's at the same sizes). FLOPs: 2.5 × the forward's 4·N²·d per head (five products
+// B4 H16 N4096, as issue 46 measures SDPA's backward, and the training steps' B8 H12 N512
+// (bench/attention_backward_peers.py times PyTorch's at the same sizes). FLOPs: 2.5 × the forward's 4·N²·d per head (five products
 // of N²·d against the forward's two), halved when causal, as FlashAttention counts them.
 TEST(AttentionBackwardTest, DISABLED_Speed) {
   StatusOr<NvrtcCompiler> nvrtc = NvrtcCompiler::Create(TestCacheDir());
@@ -300,7 +300,10 @@ TEST(AttentionBackwardTest, DISABLED_Speed) {
   for (const Problem& p : {Problem{64, 4096, 4096, 64, false}, Problem{64, 4096, 4096, 64, true}, Problem{64, 4096, 4096, 128, false},
                            Problem{64, 4096, 4096, 128, true}, Problem{64, 4096, 4096, 128, true, 1, 8},
                            Problem{64, 4096, 4096, 128, true, 1, 0}, Problem{64, 4096, 4096, 64, true, 1, 8},
-                           Problem{64, 4096, 4096, 128, true, 4}}) {
+                           Problem{64, 4096, 4096, 128, true, 4},
+                           // The training steps' own sizes (bench/torch_training.py, 8x512): GPT-2
+                           // small's 12 heads, the LLaMA-style model's 12 over 4 KV heads, d64, causal.
+                           Problem{96, 512, 512, 64, true}, Problem{96, 512, 512, 64, true, 3}, Problem{96, 512, 512, 64, true, 1, 8}}) {
     Kernels run{gpu};
     Status loaded = Load(*nvrtc, p, run);
     ASSERT_TRUE(loaded.ok()) << loaded.ToString();
@@ -325,9 +328,10 @@ TEST(AttentionBackwardTest, DISABLED_Speed) {
     api.cuEventDestroy(stop);
     std::sort(times.begin(), times.end());
     const double ms = times[times.size() / 2];
-    const double flops = 2.5 * 4.0 * 64 * 4096.0 * 4096.0 * p.d * (p.causal ? 0.5 : 1.0);
-    std::printf("attention backward B4 H16 N4096 d%d %s%s%s: %.3f ms, %.0f TF/s\n", p.d, p.causal ? "causal" : "full",
-                p.group > 1 ? fmt::format(" GQA {} KV heads", 16 / p.group).c_str() : "",
+    const double flops = 2.5 * 4.0 * p.heads * static_cast<double>(p.nq) * p.nk * p.d * (p.causal ? 0.5 : 1.0);
+    const int per_batch = p.heads == 96 ? 12 : 16;  // B8 H12 or B4 H16
+    std::printf("attention backward B%d H%d N%d d%d %s%s%s: %.3f ms, %.0f TF/s\n", p.heads / per_batch, per_batch, p.nq, p.d,
+                p.causal ? "causal" : "full", p.group > 1 ? fmt::format(" GQA {} KV heads", per_batch / p.group).c_str() : "",
                 p.heads_together != 1 ? fmt::format(", {} heads together", p.heads_together).c_str() : "", ms, flops / ms / 1e9);
   }
 }

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <random>
 
+#include "backend/cuda/attention_backward.h"
 #include "backend/cuda/device_test_util.h"
 #include "backend/cuda/kernel_launch.h"
 #include "backend/cuda/nvrtc_compiler.h"
@@ -21,60 +22,32 @@
 namespace tilefuse {
 namespace {
 
+// The test's problems: AttentionBackwardProblem with the scale of the head dim.
 struct Problem {
   int heads, nq, nk, d;
   bool causal;
-  int group = 1;  // query heads per key/value head
+  int group = 1;           // query heads per key/value head
   int heads_together = 1;  // Config::kHeadsTogether
-  std::string Label() const {
-    return fmt::format("{}h {}x{} d{}{}{}{}", heads, nq, nk, d, causal ? " causal" : "", group > 1 ? fmt::format(" group {}", group) : "",
-                       heads_together != 1 ? fmt::format(" {} heads together", heads_together) : "");
-  }
   int KvHeads() const { return heads / group; }
   double Scale() const { return 1.0 / std::sqrt(static_cast<double>(d)); }
-  int MBlocks() const { return (nq + 63) / 64; }
-  int KeyBlocks() const { return (nk + 127) / 128; }
+  AttentionBackwardProblem Template() const {
+    AttentionBackwardProblem p;
+    p.heads = heads;
+    p.group = group;
+    p.nq = nq;
+    p.nk = nk;
+    p.d = d;
+    p.causal = causal;
+    p.scale = Scale();
+    p.heads_together = heads_together;
+    return p;
+  }
+  std::string Label() const {
+    return Template().Label() + (heads_together != 1 ? fmt::format(", {} heads together", heads_together) : "");
+  }
 };
 
-// The three kernels on one problem's Config.
-std::string Source(const Problem& p) {
-  std::string out = fmt::format(R"(
-struct Config {{
-  using Element = tf::Bf16;
-  enum : int {{ kD = {}, kBM = 64, kBN = 128, kStages = 2, kNQ = {}, kNK = {}, kHeads = {}, kGroup = {}, kHeadsTogether = {}, kCausal = {},
-               kProducerRegisters = 24, kConsumerRegisters = 240 }};
-  static constexpr __device__ float Scale() {{ return {:a}f; }}
-}};
-extern "C" __global__ void __launch_bounds__(256) attention_bwd_prepare(const unsigned short* __restrict__ out,
-    const unsigned short* __restrict__ dout, const float* __restrict__ lse, float* __restrict__ lse2, float* __restrict__ delta,
-    float* __restrict__ dq_accumulator) {{
-  tf::AttentionBwdPrepare<Config>(out, dout, lse, lse2, delta, dq_accumulator);
-}}
-extern "C" __global__ void __launch_bounds__(384, 1) attention_bwd(const __grid_constant__ tf::TensorMap map_q,
-    const __grid_constant__ tf::TensorMap map_k, const __grid_constant__ tf::TensorMap map_v,
-    const __grid_constant__ tf::TensorMap map_do, const float* __restrict__ lse2, const float* __restrict__ delta,
-    float* __restrict__ dq_accumulator, unsigned short* __restrict__ dk, unsigned short* __restrict__ dv) {{
-  tf::AttentionBwdSm90<Config>(map_q, map_k, map_v, map_do, lse2, delta, dq_accumulator, dk, dv);
-}}
-extern "C" __global__ void __launch_bounds__(256) attention_bwd_finish(const float* __restrict__ dq_accumulator,
-    unsigned short* __restrict__ dq) {{
-  tf::AttentionBwdFinish<Config>(dq_accumulator, dq);
-}}
-)",
-                                p.d, p.nq, p.nk, p.heads, p.group, p.heads_together, p.causal ? 1 : 0, static_cast<float>(p.Scale()));
-  CudaKernelSource source;
-  source.function = out;
-  source.includes = {"attention_bwd_sm90.cuh"};
-  return CudaTranslationUnit({source});
-}
-
 std::string TestCacheDir() { return (std::filesystem::temp_directory_path() / "tilefuse_test_cache").string(); }
-
-// As AttentionBwdSharedMemory lays it out, with the slack that aligns its start: K and V, the Q
-// and dO rings (2 stages), two dSᵀ tiles, the consumers' dQ buffers, the statistics, barriers.
-int SharedBytes(const Problem& p) {
-  return 1024 + 2 * 128 * p.d * 2 + 2 * 2 * 64 * p.d * 2 + 2 * 128 * 64 * 2 + 2 * 64 * 64 * 4 + 2 * 2 * 64 * 4 + (1 + 4 * 2) * 8;
-}
 
 const Problem kCompiled[] = {{2, 256, 256, 64, false}, {2, 256, 256, 64, true}, {2, 256, 256, 128, false}, {2, 256, 256, 128, true},
                              {4, 256, 256, 128, true, 4}};
@@ -83,7 +56,7 @@ TEST(AttentionBackwardTest, KernelsCompileForSm90aWithoutSpills) {
   StatusOr<NvrtcCompiler> nvrtc = NvrtcCompiler::Create(TestCacheDir());
   if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available, the attention backward not compiled: " << nvrtc.status().ToString();
   for (const Problem& p : kCompiled) {
-    StatusOr<CubinResult> cubin = nvrtc->Compile(Source(p), "sm_90a");
+    StatusOr<CubinResult> cubin = nvrtc->Compile(AttentionBackwardSource(p.Template()), "sm_90a");
     ASSERT_TRUE(cubin.ok()) << p.Label() << ": " << cubin.status().ToString();
     for (const PtxasKernelInfo& k : ParsePtxasLog(cubin->ptxas_log)) {
       if (k.name.find("attention_bwd") == std::string::npos) continue;
@@ -92,6 +65,20 @@ TEST(AttentionBackwardTest, KernelsCompileForSm90aWithoutSpills) {
       EXPECT_EQ(k.spill_store_bytes, 0) << p.Label() << " " << k.line;
     }
   }
+}
+
+TEST(AttentionBackwardTest, ProblemsTheTemplateDoesNotTakeAreNamed) {
+  AttentionBackwardProblem p;
+  EXPECT_TRUE(CheckAttentionBackward(p).ok());
+  p.d = 96;
+  EXPECT_NE(CheckAttentionBackward(p).message().find("head dim 96"), std::string::npos);
+  p.d = 64;
+  p.dtype = DType::kF32;
+  EXPECT_NE(CheckAttentionBackward(p).message().find("bf16 or f16"), std::string::npos);
+  p.dtype = DType::kBF16;
+  p.heads = 6;
+  p.group = 4;
+  EXPECT_FALSE(CheckAttentionBackward(p).ok());
 }
 
 // ---- the host reference, in f64 from the same bf16 inputs ----
@@ -162,69 +149,14 @@ Tensors MakeProblem(const Problem& p, uint32_t seed) {
   return t;
 }
 
-// ---- running the kernels ----
-struct Kernels {
-  const CudaDevice& gpu;
-  CUmodule module = nullptr;
-  CUfunction prepare = nullptr, main = nullptr, finish = nullptr;
-  ~Kernels() {
-    if (module) gpu.api().cuModuleUnload(module);
-  }
-};
-
-TensorMapArg Map(int node, const Problem& p, int heads, int rows, int box_rows) {
-  TensorMapArg map;
-  map.node = node;
-  map.dtype = DType::kBF16;
-  map.rank = 3;
-  map.dims = {p.d, rows, heads, 1, 1};
-  map.strides_bytes = {static_cast<int64_t>(p.d) * 2, static_cast<int64_t>(rows) * p.d * 2, 0, 0};
-  map.box = {64, box_rows, 1, 1, 1};
-  return map;
-}
-
-// Buffers: 0 q, 1 k, 2 v, 3 out, 4 dout, 5 lse, 6 lse2, 7 delta, 8 dq accumulator, 9 dq, 10 dk, 11 dv.
-Status Launch(const Problem& p, Kernels& run, const std::vector<CUdeviceptr>& buffers) {
-  const CudaDevice& gpu = run.gpu;
-  auto buffer = [](int node) { return LaunchArg{LaunchArg::Kind::kBuffer, node, {}, 0}; };
-  auto map = [](TensorMapArg m) { return LaunchArg{LaunchArg::Kind::kTensorMap, m.node, m, 0}; };
-  const int64_t blocks = static_cast<int64_t>(p.MBlocks()) * p.heads;
-  LaunchSpec prepare;
-  prepare.grid = {blocks, 1, 1};
-  prepare.block = {256, 1, 1};
-  for (int node : {3, 4, 5, 6, 7, 8}) prepare.args.push_back(buffer(node));
-  LaunchSpec main;
-  main.grid = {static_cast<int64_t>(p.KeyBlocks()) * p.KvHeads(), 1, 1};
-  main.block = {384, 1, 1};
-  main.dynamic_shared_bytes = SharedBytes(p);
-  main.args = {map(Map(0, p, p.heads, p.nq, 64)), map(Map(1, p, p.KvHeads(), p.nk, 128)), map(Map(2, p, p.KvHeads(), p.nk, 128)),
-               map(Map(4, p, p.heads, p.nq, 64))};
-  for (int node : {6, 7, 8, 10, 11}) main.args.push_back(buffer(node));
-  LaunchSpec finish;
-  finish.grid = {blocks, 1, 1};
-  finish.block = {256, 1, 1};
-  for (int node : {8, 9}) finish.args.push_back(buffer(node));
-  RETURN_IF_ERROR(PrepareFunction(gpu, run.main, main, "attention_bwd"));
-  RETURN_IF_ERROR(LaunchKernel(gpu, run.prepare, prepare, buffers, 0, gpu.stream(), "attention_bwd_prepare"));
-  RETURN_IF_ERROR(LaunchKernel(gpu, run.main, main, buffers, 0, gpu.stream(), "attention_bwd"));
-  return LaunchKernel(gpu, run.finish, finish, buffers, 0, gpu.stream(), "attention_bwd_finish");
-}
-
-Status Load(NvrtcCompiler& nvrtc, const Problem& p, Kernels& run) {
-  ASSIGN_OR_RETURN(CubinResult cubin, nvrtc.Compile(Source(p), "sm_90a"));
-  RETURN_IF_ERROR(LoadFunction(run.gpu, cubin, "attention_bwd_prepare", run.module, run.prepare));
-  RETURN_IF_ERROR(run.gpu.Check(run.gpu.api().cuModuleGetFunction(&run.main, run.module, "attention_bwd"), "attention_bwd"));
-  return run.gpu.Check(run.gpu.api().cuModuleGetFunction(&run.finish, run.module, "attention_bwd_finish"), "attention_bwd_finish");
-}
-
-// Device buffers for a problem: the inputs copied in, the outputs poisoned (bf16 NaN).
+// Device buffers for a problem: 0 q, 1 k, 2 v, 3 out, 4 dout, 5 lse, 6 scratch, 7 dq, 8 dk,
+// 9 dv; the inputs copied in (or, without tensors, a constant), the rest poisoned (NaN).
 Status Allocate(const CudaDevice& gpu, const Problem& p, const Tensors* t, DeviceBuffers& buffers) {
   const size_t q_bytes = static_cast<size_t>(p.heads) * p.nq * p.d * 2, k_bytes = static_cast<size_t>(p.KvHeads()) * p.nk * p.d * 2;
-  const size_t pad = static_cast<size_t>(p.heads) * p.MBlocks() * 64;
-  const size_t sizes[] = {q_bytes,   k_bytes,        k_bytes,          q_bytes,          q_bytes, static_cast<size_t>(p.heads) * p.nq * 4,
-                          pad * 4,   pad * 4,        pad * p.d * 4,    q_bytes,          k_bytes, k_bytes};
-  buffers.pointers.assign(12, 0);
-  for (int i = 0; i < 12; ++i) RETURN_IF_ERROR(gpu.Check(gpu.api().cuMemAlloc(&buffers.pointers[i], sizes[i]), "cuMemAlloc"));
+  const size_t sizes[] = {q_bytes, k_bytes, k_bytes, q_bytes, q_bytes, static_cast<size_t>(p.heads) * p.nq * 4,
+                          static_cast<size_t>(AttentionBackwardScratchBytes(p.Template())), q_bytes, k_bytes, k_bytes};
+  buffers.pointers.assign(10, 0);
+  for (int i = 0; i < 10; ++i) RETURN_IF_ERROR(gpu.Check(gpu.api().cuMemAlloc(&buffers.pointers[i], sizes[i]), "cuMemAlloc"));
   if (t != nullptr) {
     const void* host[] = {t->q.data(), t->k.data(), t->v.data(), t->out.data(), t->dout.data(), t->lse.data()};
     for (int i = 0; i < 6; ++i)
@@ -232,9 +164,17 @@ Status Allocate(const CudaDevice& gpu, const Problem& p, const Tensors* t, Devic
   } else {
     for (int i = 0; i < 6; ++i) RETURN_IF_ERROR(gpu.Check(gpu.api().cuMemsetD8Async(buffers.pointers[i], 0x3c, sizes[i], gpu.stream()), "memset"));
   }
-  for (int i = 6; i < 12; ++i)
+  for (int i = 6; i < 10; ++i)
     RETURN_IF_ERROR(gpu.Check(gpu.api().cuMemsetD8Async(buffers.pointers[i], 0xff, sizes[i], gpu.stream()), "cuMemsetD8Async"));
   return Status::Ok();
+}
+
+Status Launch(const CudaDevice& gpu, NvrtcCompiler& nvrtc, const Problem& p, const DeviceBuffers& buffers) {
+  const std::vector<CUdeviceptr>& b = buffers.pointers;
+  AttentionBackwardPointers pointers;
+  pointers.q = b[0], pointers.k = b[1], pointers.v = b[2], pointers.out = b[3], pointers.dout = b[4], pointers.lse = b[5];
+  pointers.scratch = b[6], pointers.dq = b[7], pointers.dk = b[8], pointers.dv = b[9];
+  return RunAttentionBackward(gpu, nvrtc, p.Template(), pointers, gpu.stream());
 }
 
 // Largest error over the largest reference value; NaN or an unwritten (NaN-poisoned) element fails.
@@ -263,19 +203,16 @@ TEST(AttentionBackwardTest, GradientsMatchTheReferenceOnOddShapes) {
   for (const Problem& p : kChecked) {
     SCOPED_TRACE(p.Label());
     const Tensors t = MakeProblem(p, 7 + p.d + p.nq);
-    Kernels run{gpu};
-    Status loaded = Load(*nvrtc, p, run);
-    ASSERT_TRUE(loaded.ok()) << loaded.ToString();
     DeviceBuffers buffers{&gpu, {}};
     Status ready = Allocate(gpu, p, &t, buffers);
     ASSERT_TRUE(ready.ok()) << ready.ToString();
-    Status launched = Launch(p, run, buffers.pointers);
+    Status launched = Launch(gpu, *nvrtc, p, buffers);
     ASSERT_TRUE(launched.ok()) << launched.ToString();
     ASSERT_TRUE(gpu.Check(gpu.api().cuStreamSynchronize(gpu.stream()), "attention backward").ok());
     std::vector<uint16_t> dq(t.q.size()), dk(t.k.size()), dv(t.v.size());
-    ASSERT_EQ(gpu.api().cuMemcpyDtoH(dq.data(), buffers.pointers[9], dq.size() * 2), CUDA_SUCCESS);
-    ASSERT_EQ(gpu.api().cuMemcpyDtoH(dk.data(), buffers.pointers[10], dk.size() * 2), CUDA_SUCCESS);
-    ASSERT_EQ(gpu.api().cuMemcpyDtoH(dv.data(), buffers.pointers[11], dv.size() * 2), CUDA_SUCCESS);
+    ASSERT_EQ(gpu.api().cuMemcpyDtoH(dq.data(), buffers.pointers[7], dq.size() * 2), CUDA_SUCCESS);
+    ASSERT_EQ(gpu.api().cuMemcpyDtoH(dk.data(), buffers.pointers[8], dk.size() * 2), CUDA_SUCCESS);
+    ASSERT_EQ(gpu.api().cuMemcpyDtoH(dv.data(), buffers.pointers[9], dv.size() * 2), CUDA_SUCCESS);
     // P and dS are rounded to bf16 for the products (as FlashAttention's): about 1% of the
     // gradients' scale; a wrong element, mask or block is of the scale's order.
     const double errors[] = {RelativeError(dq, t.dq), RelativeError(dk, t.dk), RelativeError(dv, t.dv)};
@@ -304,9 +241,6 @@ TEST(AttentionBackwardTest, DISABLED_Speed) {
                            // The training steps' own sizes (bench/torch_training.py, 8x512): GPT-2
                            // small's 12 heads, the LLaMA-style model's 12 over 4 KV heads, d64, causal.
                            Problem{96, 512, 512, 64, true}, Problem{96, 512, 512, 64, true, 3}, Problem{96, 512, 512, 64, true, 1, 8}}) {
-    Kernels run{gpu};
-    Status loaded = Load(*nvrtc, p, run);
-    ASSERT_TRUE(loaded.ok()) << loaded.ToString();
     DeviceBuffers buffers{&gpu, {}};
     Status ready = Allocate(gpu, p, nullptr, buffers);
     ASSERT_TRUE(ready.ok()) << ready.ToString();
@@ -316,7 +250,7 @@ TEST(AttentionBackwardTest, DISABLED_Speed) {
     std::vector<float> times;
     for (int i = 0; i < 13; ++i) {
       api.cuEventRecord(start, gpu.stream());
-      Status launched = Launch(p, run, buffers.pointers);
+      Status launched = Launch(gpu, *nvrtc, p, buffers);
       ASSERT_TRUE(launched.ok()) << launched.ToString();
       api.cuEventRecord(stop, gpu.stream());
       ASSERT_EQ(api.cuEventSynchronize(stop), CUDA_SUCCESS);

@@ -11,6 +11,7 @@ scale, and the peak memory of the timed steps (with, for tilefuse, what its forw
 """
 import argparse
 import json
+import logging
 import statistics
 import time
 
@@ -41,6 +42,11 @@ def main():
     import torch
     import transformers
     import tilefuse.torch_backend as backend_module
+
+    # The backend's INFO lines (what goes to PyTorch and why: the attention backward's reasons
+    # among them) on stderr.
+    logging.basicConfig(level=logging.WARNING)
+    logging.getLogger("tilefuse").setLevel(logging.INFO)
 
     dtype = {"bf16": torch.bfloat16, "f32": torch.float32}[args.dtype]
     batch, seq = (int(v) for v in args.shape.split("x"))
@@ -235,6 +241,8 @@ def main():
         worst = sorted(errors.items(), key=lambda kv: (kv[1] == kv[1], -kv[1] if kv[1] == kv[1] else 0))[:5]
         print(f"== tilefuse, backward {backward}: worst gradients (error to scale): " +
               ", ".join(f"{n} {e:.3g}" for n, e in worst), flush=True)
+        notes = sorted({note for g in backend_module.explain() for note in g["in_pytorch"]})
+        print(f"== tilefuse, backward {backward}: what runs in PyTorch: " + " | ".join(notes), flush=True)
         kernel_profile(compiled, f"tilefuse, backward {backward}")
         host_profile(compiled, f"tilefuse, backward {backward}")
         print(json.dumps(row), flush=True)

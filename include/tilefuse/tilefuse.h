@@ -406,6 +406,21 @@ struct InputDim {
 // The symbolic dims of MODEL's inputs, in order; empty where every input shape is static.
 StatusOr<std::vector<InputDim>> SymbolicDimsOf(const std::string& model_path);
 
+// The attention backward template on device memory (the torch frontend's replacement for
+// PyTorch's attention backward kernels), queued on `stream` of GPU `device`: dQ, dK, dV from
+// Q, K, V, O, dO and the forward's logsumexp. Layouts and the scratch's size as
+// backend/cuda/attention_backward.h says (AttentionBackwardScratchBytes); InvalidArgument
+// naming the cause for a problem the template does not take.
+struct AttentionBackwardCall {
+  DType dtype = DType::kBF16;
+  int heads = 1, group = 1, nq = 1, nk = 1, d = 64;
+  bool causal = false;
+  double scale = 0.125;
+  uint64_t q = 0, k = 0, v = 0, out = 0, dout = 0, lse = 0, dq = 0, dk = 0, dv = 0, scratch = 0;
+};
+StatusOr<int64_t> AttentionBackwardScratchBytes(const AttentionBackwardCall& call);
+Status RunAttentionBackward(int device, const AttentionBackwardCall& call, uint64_t stream);
+
 // A GPU as the benchmarks describe it (NotFound, with the driver's reason, where there is none).
 struct GpuInfo {
   std::string name;

@@ -5,6 +5,7 @@
 // Status error is raised as tilefuse.Error with the text the CLI prints after "error: ".
 // The Python layer (python/tilefuse/) hands in C-contiguous CPU arrays only.
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -52,6 +53,12 @@ nb::list DescribeKernels(const std::vector<KernelSummary>& kernels) {
 }
 
 using Dims = std::map<std::string, int64_t>;
+
+tilefuse::DType AttentionDType(const std::string& name) {
+  std::optional<tilefuse::DType> dtype = tilefuse::ParseDType(name);
+  if (!dtype) ValueOrThrow(tilefuse::StatusOr<int>(tilefuse::InvalidArgument("attention_backward: unknown dtype " + name)));
+  return *dtype;
+}
 
 // Kernels whose best form takes seconds compile in the background (ModelOptions::
 // background_compile) unless the caller says otherwise: a Python process runs a model many
@@ -262,6 +269,33 @@ NB_MODULE(_tilefuse, m) {
         return list;
       },
       nb::arg("path"), "The model's symbolic input dims: (input, position, dim, name) each");
+  m.def(
+      "attention_backward",
+      [](const std::string& dtype, int heads, int group, int nq, int nk, int d, bool causal, double scale,
+         const std::vector<uint64_t>& pointers, int device, uint64_t stream) {
+        tilefuse::AttentionBackwardCall call;
+        call.dtype = AttentionDType(dtype);
+        call.heads = heads, call.group = group, call.nq = nq, call.nk = nk, call.d = d, call.causal = causal, call.scale = scale;
+        if (pointers.size() != 10) ValueOrThrow(tilefuse::StatusOr<int>(tilefuse::InvalidArgument("attention_backward: 10 pointers")));
+        call.q = pointers[0], call.k = pointers[1], call.v = pointers[2], call.out = pointers[3], call.dout = pointers[4];
+        call.lse = pointers[5], call.dq = pointers[6], call.dk = pointers[7], call.dv = pointers[8], call.scratch = pointers[9];
+        tilefuse::Status ran = tilefuse::RunAttentionBackward(device, call, stream);
+        if (!ran.ok()) ValueOrThrow(tilefuse::StatusOr<int>(ran));
+      },
+      nb::arg("dtype"), nb::arg("heads"), nb::arg("group"), nb::arg("nq"), nb::arg("nk"), nb::arg("d"), nb::arg("causal"),
+      nb::arg("scale"), nb::arg("pointers"), nb::arg("device"), nb::arg("stream"),
+      "The attention backward template on device pointers (q, k, v, out, dout, lse, dq, dk, dv, scratch), queued on a "
+      "stream of the GPU's primary context");
+  m.def(
+      "attention_backward_scratch_bytes",
+      [](const std::string& dtype, int heads, int group, int nq, int nk, int d, bool causal) {
+        tilefuse::AttentionBackwardCall call;
+        call.dtype = AttentionDType(dtype);
+        call.heads = heads, call.group = group, call.nq = nq, call.nk = nk, call.d = d, call.causal = causal;
+        return ValueOrThrow(tilefuse::AttentionBackwardScratchBytes(call));
+      },
+      nb::arg("dtype"), nb::arg("heads"), nb::arg("group"), nb::arg("nq"), nb::arg("nk"), nb::arg("d"), nb::arg("causal"),
+      "The scratch bytes attention_backward needs, or tilefuse.Error naming why the template does not take the problem");
   m.def("build_graph_for_cuda_arch", &BuildGraphForCudaArch, nb::arg("graph"), nb::arg("arch") = "sm_90a",
         nb::arg("fuse") = true, nb::arg("dump_dir") = "", nb::arg("stand_ins") = false,
         "`tilefuse compile --backend cuda` of a built graph: its kernels through NVRTC for arch, no GPU needed "

@@ -331,3 +331,31 @@ def test_the_chunked_loss_writes_its_gradient_over_the_logits_and_matches_eager(
         assert ((got.float() - expected).abs().max() / expected.abs().max()).item() < 3e-2
     in_place = [entry[1] for key, entry in lce._loss_kernel(-100).compiled.items() if key[2].type == "cuda"]
     assert in_place and all(in_place), "the row kernel's gradient was not written over the logits"
+
+
+@pytest.mark.parametrize("kv_heads", [12, 4], ids=["mha", "gqa"])
+def test_a_training_steps_attention_backward_runs_on_the_template(kv_heads):
+    # A causal self-attention's training step through torch.compile: PyTorch's attention backward
+    # op (cuDNN's or FlashAttention's) runs on tilefuse's attention backward template; the
+    # gradients of Q, K and V against f32 autograd.
+    torch = cuda_torch()
+    import tilefuse.torch_backend  # noqa: F401  (registers the backend)
+    import torch.nn.functional as F
+
+    def attention(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=kv_heads != 12)
+
+    torch.manual_seed(0)
+    q = torch.randn(2, 12, 300, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    k, v = (torch.randn(2, kv_heads, 300, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(2))
+    dout = torch.randn(2, 12, 300, 64, device="cuda", dtype=torch.bfloat16)
+    torch._dynamo.reset()
+    out = torch.compile(attention, backend="tilefuse")(q, k, v)
+    got = torch.autograd.grad(out, (q, k, v), dout)
+    ref = [t.detach().float().requires_grad_() for t in (q, k, v)]
+    want = torch.autograd.grad(attention(*ref), ref, dout.float())
+    for g, w in zip(got, want):
+        assert torch.isfinite(g).all()
+        assert ((g.float() - w).abs().max() / w.abs().max()).item() < 3e-2
+    notes = tilefuse.torch_backend.explain()[-1]["in_pytorch"]  # the backward graph, compiled last
+    assert any("attention backward template" in note for note in notes), notes

@@ -33,7 +33,10 @@ tune, fuse, strict (as tilefuse.compile), backward ("tilefuse", the default, or 
 once; "fold": every weight a constant; "inputs": only those folding uses, on either), gemm (how the
 GPU runs products, as the CLI's --gemm: "auto", the default, "template" or "library"), chunked_loss
 (True, the default: a training cross-entropy of a linear's output runs as
-tilefuse.fx.linear_cross_entropy, in chunks of rows, its logits never whole; False: as written).
+tilefuse.fx.linear_cross_entropy, in chunks of rows, its logits never whole; False: as written),
+attention_backward ("template", the default: on the GPU, PyTorch's attention backward ops of a
+backward graph run on tilefuse's attention backward template, tilefuse.fx.attention_backward;
+"pytorch": on PyTorch's kernels).
 `tilefuse.torch_backend.explain()` says, per graph,
 what was compiled (the fusion plans) and what runs in PyTorch, and why.
 """
@@ -57,7 +60,7 @@ logger = logging.getLogger("tilefuse")
 # backward: "tilefuse" by default since it ran GPT-2 small's training step (bf16, 8x512, H200,
 # 2026-11-30) in 22.9 ms against 33.5 ms with the backward in PyTorch (eager: 25.3 ms).
 _DEFAULT_OPTIONS = {"backend": "auto", "tune": False, "fuse": True, "strict": False, "backward": "tilefuse",
-                    "weights": "auto", "gemm": "auto", "chunked_loss": True}
+                    "weights": "auto", "gemm": "auto", "chunked_loss": True, "attention_backward": "template"}
 _CACHE_SIZE = 8  # compiled shapes kept per graph (least recently used dropped)
 
 
@@ -82,6 +85,8 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], op
         raise ValueError(f"tilefuse backend: backward must be 'pytorch' or 'tilefuse', not {settings['backward']!r}")
     if settings["gemm"] not in ("auto", "template", "library"):
         raise ValueError(f"tilefuse backend: gemm must be 'auto', 'template' or 'library', not {settings['gemm']!r}")
+    if settings["attention_backward"] not in ("template", "pytorch"):
+        raise ValueError(f"tilefuse backend: attention_backward must be 'template' or 'pytorch', not {settings['attention_backward']!r}")
     if not isinstance(settings["chunked_loss"], bool):
         raise ValueError(f"tilefuse backend: chunked_loss must be True or False, not {settings['chunked_loss']!r}")
     if settings["weights"] not in ("auto", "fold", "inputs"):
@@ -114,6 +119,10 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], op
     def backward_compiler(aten_gm: torch.fx.GraphModule, aten_inputs: Sequence[Any]) -> Callable:
         if settings["backward"] == "tilefuse":  # no weights: the backward's inputs are saved activations and gradients
             _scale_donated_in_place(aten_gm)
+            if settings["attention_backward"] == "template":
+                from .fx.attention_backward import use_attention_backward_template
+
+                use_attention_backward_template(aten_gm)
             return TilefuseGraph(aten_gm, set(), settings)
         _log_once(logged, "backward", "tilefuse: the backward graph runs in PyTorch (tilefuse compiles forward graphs)")
         return make_boxed_func(aten_gm.forward)
@@ -323,6 +332,8 @@ _IN_PYTORCH_BY_DESIGN = {
     "tilefuse.linear_cross_entropy.default": "the chunked linear + cross-entropy (tilefuse.fx.linear_cross_entropy) runs "
                                              "between the graph's parts, its row kernel compiled by tilefuse",
     "scale_in_place": "gradients the forward computed are scaled in place (_scale_donated_in_place)",
+    "template_attention_backward": "attention's backward runs on tilefuse's attention backward template between the graph's "
+                                   "parts (tilefuse.fx.attention_backward)",
 }
 
 

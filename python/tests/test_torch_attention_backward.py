@@ -1,0 +1,69 @@
+"""PyTorch's attention backward ops in a backward graph onto tilefuse's attention backward
+template (tilefuse.fx.attention_backward): which calls the rewrite takes, checked here on graphs
+whose values are fake CUDA tensors (no GPU needed); test_cuda.py runs a training step through it
+on a GPU against eager."""
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed in this Python (scripts/test.sh installs "
+                                            "it into build/venv)")
+from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
+
+from tilefuse.fx import attention_backward  # noqa: E402
+
+aten = torch.ops.aten
+
+
+def backward_graph(op, dtype=torch.bfloat16, d=64, kv_heads=4, dropout=0.0, bias_elements=0, device="cuda"):
+    """A graph calling `op` as AOTAutograd's backward graphs do, its values fake tensors."""
+    with FakeTensorMode():
+        q = torch.empty(2, 4, 128, d, dtype=dtype, device=device)
+        k = torch.empty(2, kv_heads, 128, d, dtype=dtype, device=device)
+        lse = torch.empty(2, 4, 128, dtype=torch.float32, device=device)
+        bias = torch.empty(bias_elements, dtype=dtype, device=device)
+        seed = torch.empty(2, dtype=torch.int64, device=device)
+    graph = torch.fx.Graph()
+    names = ["grad_out", "query", "key", "value", "out", "logsumexp", "philox_seed", "philox_offset", "attn_bias"]
+    vals = [q, q, k, k, q, lse, seed, seed, bias]
+    nodes = {}
+    for name, val in zip(names, vals):
+        nodes[name] = graph.placeholder(name)
+        nodes[name].meta["val"] = val
+    first = [nodes[n] for n in names[:6]]
+    if op is aten._scaled_dot_product_cudnn_attention_backward.default:
+        args = (*first, nodes["philox_seed"], nodes["philox_offset"], nodes["attn_bias"], None, None, 128, 128, dropout, True)
+    else:
+        args = (*first, None, None, 128, 128, dropout, True, nodes["philox_seed"], nodes["philox_offset"])
+    call = graph.call_function(op, args, {"scale": 0.125})
+    graph.output(tuple(graph.call_function(lambda t, i: t[i], (call, i)) for i in range(3)))
+    return torch.fx.GraphModule(torch.nn.Module(), graph), call
+
+
+@pytest.mark.parametrize("op", [aten._scaled_dot_product_cudnn_attention_backward.default,
+                                aten._scaled_dot_product_flash_attention_backward.default], ids=["cudnn", "flash"])
+def test_a_bf16_causal_attention_backward_goes_to_the_template(op):
+    gm, call = backward_graph(op)
+    assert attention_backward.use_attention_backward_template(gm) == 1
+    assert call.target is attention_backward.template_attention_backward
+    # grad_out, query, key, value, out, logsumexp, is_causal, scale
+    assert len(call.args) == 8 and call.args[6] is True and call.args[7] == 0.125 and not call.kwargs
+
+
+@pytest.mark.parametrize("case", [{"dtype": torch.float32}, {"d": 96}, {"dropout": 0.1}, {"kv_heads": 3}, {"device": "cpu"}],
+                         ids=["f32", "d96", "dropout", "uneven-groups", "cpu"])
+def test_what_the_template_does_not_take_stays_on_pytorch_with_the_reason_logged(case, caplog):
+    caplog.set_level("INFO", logger="tilefuse")
+    op = aten._scaled_dot_product_flash_attention_backward.default
+    gm, call = backward_graph(op, **case)
+    reason = attention_backward.why_not(call)
+    assert reason
+    assert attention_backward.use_attention_backward_template(gm) == 0
+    assert call.target is op
+    assert any(reason in r.getMessage() for r in caplog.records)
+
+
+def test_a_cudnn_call_with_an_attention_bias_stays_on_pytorch():
+    op = aten._scaled_dot_product_cudnn_attention_backward.default
+    gm, call = backward_graph(op, bias_elements=2 * 4 * 128 * 128)
+    assert attention_backward.use_attention_backward_template(gm) == 0
+    assert call.target is op

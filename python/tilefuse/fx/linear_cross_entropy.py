@@ -116,9 +116,10 @@ def _setup_context(ctx, inputs, output):
 
 
 def _backward(ctx, grad_loss, *unused):
+    # A 0-d loss gradient keeps each gradient's dtype and is multiplied in f32 (not rounded to
+    # the gradients' half dtype first).
     grad_h, grad_weight, grad_bias = ctx.saved_tensors
-    return (grad_h * grad_loss.to(grad_h.dtype), grad_weight * grad_loss.to(grad_weight.dtype),
-            grad_bias * grad_loss.to(grad_bias.dtype) if ctx.has_bias else None, None, None, None, None)
+    return (grad_h * grad_loss, grad_weight * grad_loss, grad_bias * grad_loss if ctx.has_bias else None, None, None, None, None)
 
 
 _linear_cross_entropy_op.register_autograd(_backward, setup_context=_setup_context)

@@ -54,10 +54,14 @@ nb::list DescribeKernels(const std::vector<KernelSummary>& kernels) {
 
 using Dims = std::map<std::string, int64_t>;
 
-tilefuse::DType AttentionDType(const std::string& name) {
-  std::optional<tilefuse::DType> dtype = tilefuse::ParseDType(name);
-  if (!dtype) ValueOrThrow(tilefuse::StatusOr<int>(tilefuse::InvalidArgument("attention_backward: unknown dtype " + name)));
-  return *dtype;
+// An attention backward call's problem (its pointers and scale set by the caller).
+tilefuse::AttentionBackwardCall AttentionCall(const std::string& dtype, int heads, int group, int nq, int nk, int d, bool causal) {
+  std::optional<tilefuse::DType> parsed = tilefuse::ParseDType(dtype);
+  if (!parsed) ValueOrThrow(tilefuse::StatusOr<int>(tilefuse::InvalidArgument("attention_backward: unknown dtype " + dtype)));
+  tilefuse::AttentionBackwardCall call;
+  call.dtype = *parsed;
+  call.heads = heads, call.group = group, call.nq = nq, call.nk = nk, call.d = d, call.causal = causal;
+  return call;
 }
 
 // Kernels whose best form takes seconds compile in the background (ModelOptions::
@@ -273,9 +277,8 @@ NB_MODULE(_tilefuse, m) {
       "attention_backward",
       [](const std::string& dtype, int heads, int group, int nq, int nk, int d, bool causal, double scale,
          const std::vector<uint64_t>& pointers, int device, uint64_t stream) {
-        tilefuse::AttentionBackwardCall call;
-        call.dtype = AttentionDType(dtype);
-        call.heads = heads, call.group = group, call.nq = nq, call.nk = nk, call.d = d, call.causal = causal, call.scale = scale;
+        tilefuse::AttentionBackwardCall call = AttentionCall(dtype, heads, group, nq, nk, d, causal);
+        call.scale = scale;
         if (pointers.size() != 10) ValueOrThrow(tilefuse::StatusOr<int>(tilefuse::InvalidArgument("attention_backward: 10 pointers")));
         call.q = pointers[0], call.k = pointers[1], call.v = pointers[2], call.out = pointers[3], call.dout = pointers[4];
         call.lse = pointers[5], call.dq = pointers[6], call.dk = pointers[7], call.dv = pointers[8], call.scratch = pointers[9];
@@ -289,10 +292,7 @@ NB_MODULE(_tilefuse, m) {
   m.def(
       "attention_backward_scratch_bytes",
       [](const std::string& dtype, int heads, int group, int nq, int nk, int d, bool causal) {
-        tilefuse::AttentionBackwardCall call;
-        call.dtype = AttentionDType(dtype);
-        call.heads = heads, call.group = group, call.nq = nq, call.nk = nk, call.d = d, call.causal = causal;
-        return ValueOrThrow(tilefuse::AttentionBackwardScratchBytes(call));
+        return ValueOrThrow(tilefuse::AttentionBackwardScratchBytes(AttentionCall(dtype, heads, group, nq, nk, d, causal)));
       },
       nb::arg("dtype"), nb::arg("heads"), nb::arg("group"), nb::arg("nq"), nb::arg("nk"), nb::arg("d"), nb::arg("causal"),
       "The scratch bytes attention_backward needs, or tilefuse.Error naming why the template does not take the problem");

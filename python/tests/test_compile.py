@@ -53,6 +53,18 @@ def test_background_compile_is_a_gpu_matter_and_leaves_cpu_models_as_they_are():
         np.testing.assert_array_equal(a, b)
 
 
+def test_run_into_is_for_gpu_models_and_says_so():
+    # CompiledModel.run_into writes outputs into given device tensors; a CPU model refuses it
+    # with the reason, writing nothing.
+    torch = pytest.importorskip("torch", reason="torch is not installed in this Python")
+    model = tilefuse.compile(REPO / "examples" / "mlp_block.onnxtxt", backend="cpu")
+    inputs = [torch.from_numpy(x) for x in random_inputs(model, seed=5)]
+    outputs = [torch.full(tuple(spec.shape), 7.0) for spec in model.outputs]
+    with pytest.raises(tilefuse.Error, match="run_into: for models that run on the GPU, given torch tensors; this one runs on cpu"):
+        model.run_into(inputs, outputs)
+    assert all(bool((o == 7.0).all()) for o in outputs)
+
+
 def test_a_real_model_folder_computes_what_the_cli_computes(cli, tmp_path):
     model = tilefuse.compile(MLP_BLOCK)
     inputs = load_data_set(MLP_BLOCK)

@@ -364,9 +364,11 @@ class CompiledModel:
         each of its elements is read, by the thread that writes it, before it is written
         (tilefuse.fx.linear_cross_entropy checks its row kernel's strategy for that)."""
         torch = sys.modules.get("torch")
-        pointers = self._dense_device_pointers(torch, inputs) if self._device_runs and torch is not None else None
+        if not self._device_runs or torch is None:
+            raise Error(f"run_into: for models that run on the GPU, given torch tensors; this one runs on {self.backend}")
+        pointers = self._dense_device_pointers(torch, inputs)
         if pointers is None:
-            raise Error("run_into: the model runs on the GPU, given dense CUDA tensors of its inputs' dtypes and shapes only")
+            raise Error("run_into: the inputs must be dense CUDA tensors of the graph inputs' dtypes and shapes, on the model's device")
         if len(outputs) != len(self._device_outputs):
             raise Error(f"run_into: {len(outputs)} output tensors for the graph's {len(self._device_outputs)} outputs")
         for (dtype, shape), out in zip(self._device_outputs, outputs):

@@ -8,6 +8,10 @@ background are in), the first step's time, the gradients' error to eager's relat
 scale, and the peak memory of the timed steps (with, for tilefuse, what its forwards save).
 
     python3 bench/torch_training.py --shape 8x512 --dtype bf16 --json out.json
+
+--loss ce trains on the next token's cross-entropy, written as training code writes it (the
+chunked linear + cross-entropy takes it through tilefuse); the default, projection, multiplies the
+logits by a fixed random tensor.
 """
 import argparse
 import json
@@ -16,12 +20,35 @@ import statistics
 import time
 
 
+def _cross_entropy_step(torch):
+    import torch.nn.functional as F
+
+    class Step(torch.nn.Module):
+        """A language model's loss as training code writes it: the base model's last hidden state,
+        the LM head, and F.cross_entropy of the next tokens (the logits read by nothing else)."""
+
+        def __init__(self, lm):
+            super().__init__()
+            self.lm = lm
+
+        def forward(self, ids, labels):
+            base = self.lm.transformer if hasattr(self.lm, "transformer") else self.lm.model
+            logits = self.lm.lm_head(base(ids, use_cache=False).last_hidden_state)
+            return F.cross_entropy(logits.view(-1, logits.shape[-1]).float(), labels.view(-1))
+
+    return Step
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="gpt2", choices=["gpt2", "llama"],
                         help="gpt2: transformers' GPT-2 small; llama: a LLaMA-style model of GPT-2 small's size "
                              "(RMSNorm, rotary, grouped-query attention with 4 key-value heads, SwiGLU; vocabulary 32000)")
     parser.add_argument("--shape", default="8x512")
+    parser.add_argument("--loss", default="projection", choices=["projection", "ce"],
+                        help="projection: the logits times a fixed random tensor, averaged (every variant's logits "
+                             "materialised); ce: the next token's cross-entropy as training code writes it (the last "
+                             "hidden state, the LM head, F.cross_entropy: tilefuse's chunked loss takes it)")
     parser.add_argument("--dtype", default="bf16", choices=["bf16", "f32"])
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--backward", action="append", default=[], help="pytorch and/or tilefuse (default both)")
@@ -59,14 +86,22 @@ def main():
                                           num_attention_heads=12, num_key_value_heads=4, max_position_embeddings=4096,
                                           attention_dropout=0.0)
         make = transformers.LlamaForCausalLM
+    if args.loss == "ce":
+        lm_class, step_class = make, _cross_entropy_step(torch)
+        make = lambda config: step_class(lm_class(config))  # noqa: E731
     ids = torch.randint(0, config.vocab_size, (batch, seq), device="cuda")
+    labels = torch.roll(ids, -1, 1)
+    labels[:, -1] = -100  # no next token
     projection = torch.randn(batch, seq, config.vocab_size, device="cuda", dtype=dtype)
 
     optimizers = {}  # id(model) -> its fused AdamW (--optimizer)
 
     def step(model):
         model.zero_grad(set_to_none=True)
-        (model(ids, use_cache=False).logits * projection).float().mean().backward()
+        if args.loss == "ce":
+            model(ids, labels).backward()
+        else:
+            (model(ids, use_cache=False).logits * projection).float().mean().backward()
         if args.optimizer:
             if id(model) not in optimizers:
                 optimizers[id(model)] = torch.optim.AdamW(model.parameters(), lr=0.0, fused=True)
@@ -208,7 +243,8 @@ def main():
     reference = make(config).to("cuda", dtype).train()
     step(reference)
     expected = {n: p.grad.float().clone() for n, p in reference.named_parameters()}
-    row = {"model": args.model, "shape": args.shape, "dtype": args.dtype, "optimizer": "fused AdamW" if args.optimizer else None,
+    row = {"model": args.model, "shape": args.shape, "dtype": args.dtype, "loss": args.loss,
+           "optimizer": "fused AdamW" if args.optimizer else None,
            "device": torch.cuda.get_device_name(), "eager_us": timed(reference),
            "eager_peak_mb": torch.cuda.max_memory_allocated() / 2**20}
     kernel_profile(reference, "eager")

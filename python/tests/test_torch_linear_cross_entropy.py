@@ -1,7 +1,8 @@
 """The final linear and its cross-entropy fused and chunked (tilefuse.fx.linear_cross_entropy):
 the explicit API against autograd through F.linear and F.cross_entropy (f64 and f32, ragged
 chunks, ignored rows, with and without a bias, mean and sum), and torch.compile's rewrite of a
-training loss: taken where the logits feed only the loss, left alone where they do not."""
+training loss: taken where the logits feed only the loss, left alone where they do not, and
+through transformers' GPT-2, whose LM head is its token embedding."""
 
 import pytest
 
@@ -175,3 +176,35 @@ def test_inference_is_left_as_written():
     with torch.no_grad():
         torch.testing.assert_close(compiled(x, target), model(x, target), rtol=1e-5, atol=1e-6)
     assert not runs_chunked_loss(before)
+
+
+def test_a_gpt2_with_tied_embeddings_trains_through_the_chunked_loss():
+    # transformers' GPT-2 (random weights from a config): its LM head is the token embedding's
+    # weight, so W's gradient from the chunked loss adds to the embedding's own. The loss written
+    # as training code writes it (bench/torch_training.py --loss ce).
+    transformers = pytest.importorskip("transformers", reason="transformers is not installed in this Python")
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=509, attn_pdrop=0.0, resid_pdrop=0.0,
+                                     embd_pdrop=0.0)
+
+    class Step(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lm = transformers.GPT2LMHeadModel(config)
+
+        def forward(self, ids, labels):
+            logits = self.lm.lm_head(self.lm.transformer(ids, use_cache=False).last_hidden_state)
+            return F.cross_entropy(logits.view(-1, logits.shape[-1]).float(), labels.view(-1))
+
+    eager, twin = Step().train(), Step().train()
+    twin.load_state_dict(eager.state_dict())
+    assert twin.lm.lm_head.weight is twin.lm.transformer.wte.weight
+    ids = torch.randint(0, 509, (2, 40))
+    labels = torch.roll(ids, -1, 1)
+    labels[:, -1] = -100
+    before = tilefuse.torch_backend._live_graphs()
+    eager(ids, labels).backward()
+    torch.compile(twin, backend="tilefuse")(ids, labels).backward()
+    assert runs_chunked_loss(before)
+    for (name, p), q in zip(twin.named_parameters(), eager.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-6, msg=name)

@@ -294,6 +294,13 @@ if has training; then
       say "training $model: FAILED"; tail -20 "$OUT/training-$model.log" | tee -a "$log"; failures=$((failures + 1))
     fi
   done
+  # GPT-2 again on the next token's cross-entropy (the chunked loss in the step).
+  if HF_HUB_OFFLINE=1 PYTHONPATH="$X" timeout 600 python3 bench/torch_training.py --model gpt2 --loss ce --shape 8x512 --dtype bf16 \
+       --backward tilefuse --inductor --optimizer --max-error 0.05 --json "$OUT/training-gpt2-ce.json" >"$OUT/training-gpt2-ce.log" 2>&1; then
+    say "training gpt2 (cross-entropy): $(tr -d '\n ' < "$OUT/training-gpt2-ce.json")"
+  else
+    say "training gpt2 (cross-entropy): FAILED"; tail -20 "$OUT/training-gpt2-ce.log" | tee -a "$log"; failures=$((failures + 1))
+  fi
   # The chunked linear + cross-entropy at a 128K vocabulary beside eager, torch.compile and the
   # unfused loss through tilefuse: time, memory beyond the gradients, gradients against eager's.
   if HF_HUB_OFFLINE=1 PYTHONPATH="$X" timeout 400 python3 bench/linear_cross_entropy.py --json "$OUT/linear-cross-entropy.json" \

@@ -45,8 +45,24 @@ def test_a_bf16_causal_attention_backward_goes_to_the_template(op):
     gm, call = backward_graph(op)
     assert attention_backward.use_attention_backward_template(gm) == 1
     assert call.target is attention_backward.template_attention_backward
-    # grad_out, query, key, value, out, logsumexp, is_causal, scale
-    assert len(call.args) == 8 and call.args[6] is True and call.args[7] == 0.125 and not call.kwargs
+    # The original op and its arguments: what runs where the template cannot.
+    assert call.args[0] is op and len(call.args[1]) in (14, 15) and call.args[2] == {"scale": 0.125} and not call.kwargs
+
+
+def test_where_the_template_cannot_run_pytorchs_op_does(monkeypatch, caplog):
+    import tilefuse
+
+    def failing(*args):
+        raise tilefuse.Error("not found: no NVRTC here")
+
+    calls = []
+    op = lambda *args, **kwargs: calls.append((args, kwargs)) or "pytorch's"  # noqa: E731
+    monkeypatch.setitem(attention_backward._OPS, op, (None, 10, 11))
+    monkeypatch.setattr(attention_backward, "_run_template", failing)
+    args = tuple(range(12))
+    assert attention_backward.template_attention_backward(op, args, {"scale": 0.5}) == "pytorch's"
+    assert calls == [(args, {"scale": 0.5})]
+    assert "no NVRTC here" in caplog.text
 
 
 @pytest.mark.parametrize("case", [{"dtype": torch.float32}, {"d": 96}, {"dropout": 0.1}, {"kv_heads": 3}, {"device": "cpu"}],

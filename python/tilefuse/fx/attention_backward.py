@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Optional
+from typing import Any, Optional, Set
 
 import torch
 
@@ -32,8 +32,27 @@ _OPS = {
 }
 
 
-def template_attention_backward(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                                out: torch.Tensor, logsumexp: torch.Tensor, is_causal: bool, scale: Optional[float]):
+def template_attention_backward(op: Any, args: tuple, kwargs: dict):
+    """What `op(*args, **kwargs)` (one of PyTorch's attention backward ops the template takes)
+    returns, by the template; by `op` itself where the template cannot run (no NVRTC, say: said
+    once in the log)."""
+    from .._errors import Error
+
+    causal_at = _OPS[op][2]
+    try:
+        return _run_template(*args[:6], bool(args[causal_at]), kwargs.get("scale"))
+    except Error as error:
+        if str(error) not in _FAILED:
+            _FAILED.add(str(error))
+            logger.warning("tilefuse: attention backward on PyTorch's kernel: the template could not run: %s", error)
+        return op(*args, **kwargs)
+
+
+_FAILED: Set[str] = set()
+
+
+def _run_template(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, out: torch.Tensor,
+                  logsumexp: torch.Tensor, is_causal: bool, scale: Optional[float]):
     """(dQ, dK, dV) of attention over [batch, heads, rows, d] operands (key and value may have
     fewer heads: grouped-query attention), by the template, queued on PyTorch's current stream."""
     from .. import _tilefuse
@@ -93,8 +112,7 @@ def use_attention_backward_template(gm: torch.fx.GraphModule) -> int:
         if reason is not None:
             logger.info("tilefuse: %s runs on PyTorch's kernel, not the attention backward template: %s", node.target, reason)
             continue
-        _, _, causal_at = _OPS[node.target]
-        node.args = tuple(node.args[:6]) + (bool(node.args[causal_at]), node.kwargs.get("scale"))
+        node.args = (node.target, tuple(node.args), dict(node.kwargs))
         node.kwargs = {}
         node.target = template_attention_backward
         rewritten += 1

@@ -11,6 +11,7 @@
 //   TmaStore3d         a swizzled shared-memory tile to global memory, asynchronously
 //   BulkLoad           a contiguous run of bytes into shared memory (1-D bulk copy)
 //   BulkReduceAddF32   f32 values in shared memory added into global memory (bulk reduce)
+//   AlignedDynamicShared  the dynamic shared memory's first 1024-byte boundary
 //   SharedMatrix       wgmma shared-memory descriptors for 128-byte swizzled tiles, K-major
 //                      and MN-major
 //   Warpgroup          fence / commit / wait around asynchronous wgmma, register reallocation

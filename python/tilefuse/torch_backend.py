@@ -93,9 +93,11 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], op
         raise ValueError(f"tilefuse backend: weights must be 'auto', 'fold' or 'inputs', not {settings['weights']!r}")
     weights = {i for i, a in enumerate(example_inputs) if _is_weight(gm, i, a)}
     logged: Set[str] = set()
+    from .fx.causal_masks import prove_causal_masks
     from .fx.linear_cross_entropy import fuse_linear_cross_entropy
     from .fx.whole_attention import keep_attention_whole
 
+    prove_causal_masks(gm)  # transformers' traced models pass causal masks as masks
     if settings["chunked_loss"]:
         fuse_linear_cross_entropy(gm)  # before AOTAutograd: the loss's gradients come from its forward
     keep_attention_whole(gm)  # before AOTAutograd would write a GPU attention out as its math path

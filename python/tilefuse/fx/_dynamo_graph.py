@@ -1,5 +1,6 @@
 """Reading Dynamo's graph (before AOTAutograd) for the backend's rewrites of it
-(whole_attention, linear_cross_entropy): calls of a Python function with their arguments bound."""
+(whole_attention, causal_masks, linear_cross_entropy): calls of a Python function with their
+arguments bound, F.scaled_dot_product_attention's signature to bind them to."""
 
 from __future__ import annotations
 
@@ -22,6 +23,14 @@ def bound_calls(gm: torch.fx.GraphModule, function: Callable, signature: inspect
             continue
         bound.apply_defaults()
         yield node, bound.arguments
+
+
+def _sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    pass
+
+
+# F.scaled_dot_product_attention's arguments, to bind its calls to.
+SDPA_SIGNATURE = inspect.signature(_sdpa)
 
 
 def example_value(node: Any) -> Any:

@@ -58,17 +58,16 @@ def _run_template(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tensor
     from .. import _tilefuse
 
     batch, heads, rows, d = query.shape
-    kv_heads, keys = key.shape[1], key.shape[2]
+    keys = key.shape[2]
+    problem = ({torch.bfloat16: "bf16", torch.float16: "f16"}[query.dtype], batch * heads, heads // key.shape[1], rows, keys, d,
+               bool(is_causal))
     dense = [t.contiguous() for t in (query, key, value, out, grad_out)]
     lse = logsumexp.reshape(batch * heads, rows).to(torch.float32).contiguous()
     dq, dk, dv = (torch.empty_like(t) for t in dense[:3])
-    dtype = {torch.bfloat16: "bf16", torch.float16: "f16"}[query.dtype]
-    scratch = torch.empty(_tilefuse.attention_backward_scratch_bytes(dtype, batch * heads, heads // kv_heads, rows, keys, d, is_causal),
-                          dtype=torch.uint8, device=query.device)
-    pointers = [t.data_ptr() for t in (*dense[:4], dense[4], lse, dq, dk, dv, scratch)]
+    scratch = torch.empty(_tilefuse.attention_backward_scratch_bytes(*problem), dtype=torch.uint8, device=query.device)
+    pointers = [t.data_ptr() for t in (*dense, lse, dq, dk, dv, scratch)]
     stream = torch.cuda.current_stream(query.device).cuda_stream
-    _tilefuse.attention_backward(dtype, batch * heads, heads // kv_heads, rows, keys, d, bool(is_causal),
-                                 1.0 / math.sqrt(d) if scale is None else float(scale), pointers, query.get_device(), stream)
+    _tilefuse.attention_backward(*problem, 1.0 / math.sqrt(d) if scale is None else float(scale), pointers, query.get_device(), stream)
     return dq, dk, dv
 
 

@@ -13,22 +13,16 @@ mask's values rather than assumed from the code that made it.
 
 from __future__ import annotations
 
-import inspect
 from typing import List, Optional
 
 import torch
 import torch.nn.functional as F
 
-from ._dynamo_graph import bound_calls, example_value
+from ._dynamo_graph import SDPA_SIGNATURE, bound_calls, example_value
 
 _MAX_MASK_ELEMENTS = 1 << 26  # masks computed at compile time: at most this many elements
 
 
-def _sdpa_signature(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
-    pass
-
-
-_SIGNATURE = inspect.signature(_sdpa_signature)
 
 
 def _ancestors(node: torch.fx.Node) -> Optional[List[torch.fx.Node]]:
@@ -74,7 +68,7 @@ def _is_causal(mask: torch.Tensor) -> bool:
 def prove_causal_masks(gm: torch.fx.GraphModule) -> int:
     """Rewrites gm's attention calls whose mask is computed to be causal; returns how many."""
     rewritten = 0
-    for node, args in bound_calls(gm, F.scaled_dot_product_attention, _SIGNATURE):
+    for node, args in bound_calls(gm, F.scaled_dot_product_attention, SDPA_SIGNATURE):
         mask = args["attn_mask"]
         if not isinstance(mask, torch.fx.Node) or args["is_causal"] is not False:
             continue

@@ -154,10 +154,10 @@ class _RowKernel:
         """Writes each row's loss into `losses`; returns the logits' gradient (on the GPU, where
         the compiled kernel allows it, written over the logits)."""
         key = (tuple(logits.shape), logits.dtype, logits.device)
-        if key not in self.compiled:
-            self.compiled[key] = self._compile([logits, targets, picked, scale])
-        specialization, in_place = self.compiled[key]
         args = [logits, targets, picked, scale]
+        if key not in self.compiled:
+            self.compiled[key] = self._compile(args)
+        specialization, in_place = self.compiled[key]
         if in_place:
             specialization.model.run_into(specialization.inputs_of(args), [losses, logits])
             return logits

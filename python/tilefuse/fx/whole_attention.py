@@ -15,13 +15,12 @@ where PyTorch runs it (a graph tilefuse splits). Calls that need gradients stay 
 
 from __future__ import annotations
 
-import inspect
 from typing import Optional
 
 import torch
 import torch.nn.functional as F
 
-from ._dynamo_graph import bound_calls, example_value
+from ._dynamo_graph import SDPA_SIGNATURE, bound_calls, example_value
 
 WHOLE_ON = {"cuda"}  # device types whose attention calls are kept whole (the CPU's flash kernel already is)
 
@@ -38,11 +37,6 @@ def _(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa):
     return q.new_empty(tuple(q.shape[:-1]) + (v.shape[-1],))
 
 
-def _sdpa_signature(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
-    pass
-
-
-_SIGNATURE = inspect.signature(_sdpa_signature)
 
 
 def _needs_grad(node: torch.fx.Node) -> bool:
@@ -53,7 +47,7 @@ def _needs_grad(node: torch.fx.Node) -> bool:
 def keep_attention_whole(gm: torch.fx.GraphModule) -> int:
     """Rewrites gm's inference attention calls on WHOLE_ON devices in place; returns how many."""
     rewritten = 0
-    for node, args in bound_calls(gm, F.scaled_dot_product_attention, _SIGNATURE):
+    for node, args in bound_calls(gm, F.scaled_dot_product_attention, SDPA_SIGNATURE):
         query = example_value(args["query"])
         if not isinstance(query, torch.Tensor) or query.device.type not in WHOLE_ON or _needs_grad(node):
             continue

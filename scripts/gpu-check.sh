@@ -111,7 +111,8 @@ if has gemm; then
   for m in tests/gemm/gemm_bias_relu_ragged_bf16.onnxtxt tests/gemm/bmm_bf16.onnxtxt tests/gemm/gemm_residual_two_outputs_bf16.onnxtxt \
            tests/gemm/gemm_splitk_ragged_tanh_residual_bf16.onnxtxt tests/gemm/bmm_splitk_f16.onnxtxt \
            tests/gemm/gemm_merged_heads_d128_bf16.onnxtxt tests/gemm/gemm_overlap_bias_tanh_ragged_bf16.onnxtxt \
-           tests/gemm/gemm_overlap_one_step_f32_out_f16.onnxtxt tests/gemm/gemm_unaligned_vocab_ragged_rows_bf16.onnxtxt; do
+           tests/gemm/gemm_overlap_one_step_f32_out_f16.onnxtxt tests/gemm/gemm_unaligned_vocab_ragged_rows_bf16.onnxtxt \
+           tests/gemm/gemm_unaligned_vocab_bf16.onnxtxt tests/gemm/gemm_weight_gradient_unaligned_shared_bf16.onnxtxt; do
     memcheck_run "$m" --gemm template
   done
   # Residual epilogues (overlapped by the rule, the residual through its ring) also in the main

@@ -153,13 +153,19 @@ int PlainTransposeSource(const Graph& g, int operand, DType dtype, int64_t rows,
   return source.id;
 }
 
-// The value `operand` transposes where the prologue computes nothing else, or -1. The
-// template then reads the operand from it in the other major order: B K-major from a linear
-// layer's [N][K] weight, A MN-major from the [K][M] activation of a weight gradient (xᵀ · dy).
-int TransposedSource(const Graph& g, const FusionGroup& prologue, int operand, DType dtype, int64_t rows, int64_t cols) {
+// The value `operand` transposes where that value is in memory: the prologue computes
+// nothing else, or the value is another prologue's output (`materialized`: the group writes
+// it for a reader outside). Else -1. The template then reads the operand from it in the other
+// major order: B K-major from a linear layer's [N][K] weight, A MN-major from the [K][M]
+// activation of a weight gradient (xᵀ · dy). (GPT-2's LM-head weight gradient dlogits'ᵀ · H,
+// with dlogits' the zero-padded copy its group writes for the input gradient too, transposed
+// that copy element by element in a prologue of its own instead: 2564 µs, H200, 2026-11-30.)
+int TransposedSource(const Graph& g, const FusionGroup& prologue, const std::vector<int>& materialized, int operand, DType dtype,
+                     int64_t rows, int64_t cols) {
   const int source = PlainTransposeSource(g, operand, dtype, rows, cols);
-  if (source < 0 || prologue.nodes != std::vector<int>{operand}) return -1;
-  return source;
+  if (source < 0) return -1;
+  if (prologue.nodes == std::vector<int>{operand}) return source;
+  return std::find(materialized.begin(), materialized.end(), source) != materialized.end() ? source : -1;
 }
 
 }  // namespace
@@ -186,11 +192,14 @@ StatusOr<GemmTemplateKernel> LowerGemmTemplate(const Graph& g, const FusionGroup
   // A read through its prologue's views instead of the copy the prologue would make (with a
   // shared B only: its rows fold every batch entry).
   if (t.batch != 1) return t;
-  for (const FusionGroup& prologue : PrologueGroups(g, group, split)) {
-    if (prologue.outputs == std::vector<int>{t.b}) t.b_k_major = TransposedSource(g, prologue, t.b, t.dtype, t.n, t.k);
+  const std::vector<FusionGroup> prologues = PrologueGroups(g, group, split);
+  std::vector<int> materialized;
+  for (const FusionGroup& prologue : prologues) materialized.insert(materialized.end(), prologue.outputs.begin(), prologue.outputs.end());
+  for (const FusionGroup& prologue : prologues) {
+    if (prologue.outputs == std::vector<int>{t.b}) t.b_k_major = TransposedSource(g, prologue, materialized, t.b, t.dtype, t.n, t.k);
     if (prologue.outputs != std::vector<int>{t.a} || !half) continue;
     t.a_conv = OperandAConv(g, prologue, t);
-    if (!t.a_conv) t.a_mn_major = TransposedSource(g, prologue, t.a, t.dtype, t.k, t.rows);
+    if (!t.a_conv) t.a_mn_major = TransposedSource(g, prologue, materialized, t.a, t.dtype, t.k, t.rows);
     if (!t.a_conv && t.a_mn_major < 0) t.a_view = OperandAView(g, prologue, inlined, t);
   }
   // A constant weight stored K-major (passes/k_major_weights.h) is B's transpose, computed

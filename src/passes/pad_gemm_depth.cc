@@ -1,5 +1,8 @@
 #include "passes/pad_gemm_depth.h"
 
+#include <map>
+#include <tuple>
+
 #include "passes/rewriter.h"
 
 namespace tilefuse {
@@ -8,44 +11,88 @@ namespace {
 
 constexpr int64_t kAlignmentBytes = 16;
 
+// `extent` elements of `dtype` rounded up to whole 16-byte units, or 0 where they already are.
+int64_t AlignedExtent(int64_t extent, DType dtype) {
+  const int64_t element = static_cast<int64_t>(DTypeSize(dtype));
+  if ((extent * element) % kAlignmentBytes == 0 || kAlignmentBytes % element != 0) return 0;
+  const int64_t per_row = kAlignmentBytes / element;
+  return (extent + per_row - 1) / per_row * per_row;
+}
+
+bool LargeEnough(const Node& mm, int64_t k) { return NumElements(mm.shape) * k >= kMinPaddedDepthMacs; }
+
 // The K that product `mm` is padded to, or 0 where it stays as it is.
 int64_t PaddedDepth(const Graph& g, const Node& mm) {
-  if (mm.op != OpCode::kMatMul) return 0;
   const Node &a = g.node(mm.inputs[0]), &b = g.node(mm.inputs[1]);
   if (a.rank() < 2 || b.rank() < 2) return 0;  // a matrix-vector product: no tiles to feed
   const int64_t k = a.shape.back();
-  const int64_t element = static_cast<int64_t>(DTypeSize(a.dtype));
-  if ((k * element) % kAlignmentBytes == 0 || kAlignmentBytes % element != 0) return 0;
-  if (NumElements(mm.shape) * k < kMinPaddedDepthMacs) return 0;
-  const int64_t per_row = kAlignmentBytes / element;
-  return (k + per_row - 1) / per_row * per_row;
+  return LargeEnough(mm, k) ? AlignedExtent(k, a.dtype) : 0;
 }
 
-// `x` with `extra` zeros appended along `axis`.
-Value AppendZeros(GraphBuilder& b, Value x, int axis, int64_t extra) {
-  Shape zeros_shape = b.shape(x);
-  zeros_shape[axis] = extra;
-  Value zeros = b.BroadcastTo(b.Scalar(0.0, b.dtype(x)), zeros_shape);
-  return b.Concat({x, zeros}, axis);
+// Where `a` is a transpose of its last two dims (an MN-major left operand: a weight gradient's
+// dyᵀ) whose source rows are not 16-byte aligned, the M the source's rows are padded to; else 0.
+int64_t PaddedTransposedRows(const Graph& g, const Node& mm) {
+  const Node& a = g.node(mm.inputs[0]);
+  if (a.op != OpCode::kTranspose || a.rank() < 2) return 0;
+  const int r = a.rank();
+  for (int d = 0; d < r - 2; ++d)
+    if (a.attrs.perm[d] != d) return 0;
+  if (a.attrs.perm[r - 2] != r - 1 || a.attrs.perm[r - 1] != r - 2) return 0;
+  return LargeEnough(mm, a.shape.back()) ? AlignedExtent(a.shape[r - 2], a.dtype) : 0;
 }
+
+// Zero-padded copies of values, each made once: a weight gradient's dyᵀ·x and the input
+// gradient's dy·W pad the same dy (GPT-2's 412 MB logits gradient), so one copy feeds both.
+class Padder {
+ public:
+  explicit Padder(GraphRewriter& rewriter) : rewriter_(rewriter) {}
+
+  // `x` (of the input graph) with zeros appended along `axis` up to `extent`.
+  Value Pad(int x, int axis, int64_t extent) {
+    const auto key = std::make_tuple(x, axis, extent);
+    if (auto it = padded_.find(key); it != padded_.end()) return it->second;
+    GraphBuilder& b = rewriter_.builder();
+    Value value = rewriter_.Map(x);
+    Shape zeros_shape = b.shape(value);
+    zeros_shape[axis] = extent - zeros_shape[axis];
+    Value zeros = b.BroadcastTo(b.Scalar(0.0, b.dtype(value)), zeros_shape);
+    return padded_[key] = b.Concat({value, zeros}, axis);
+  }
+
+ private:
+  GraphRewriter& rewriter_;
+  std::map<std::tuple<int, int, int64_t>, Value> padded_;
+};
 
 }  // namespace
 
 StatusOr<Graph> PadGemmDepth(const Graph& graph) {
   GraphRewriter rewriter(graph);
+  Padder padder(rewriter);
   for (const Node& node : graph.nodes()) {
-    const int64_t padded = PaddedDepth(graph, node);
-    if (padded == 0) {
+    if (node.op != OpCode::kMatMul) {
       rewriter.CopyNode(node);
       continue;
     }
     const Node &a = graph.node(node.inputs[0]), &b = graph.node(node.inputs[1]);
-    const int64_t extra = padded - a.shape.back();
     GraphBuilder& builder = rewriter.builder();
-    rewriter.SetLocation(node);
-    Value wide_a = AppendZeros(builder, rewriter.Map(a.id), a.rank() - 1, extra);
-    Value wide_b = AppendZeros(builder, rewriter.Map(b.id), b.rank() - 2, extra);
-    rewriter.SetMap(node.id, builder.MatMul(wide_a, wide_b));
+    if (const int64_t depth = PaddedDepth(graph, node); depth != 0) {
+      rewriter.SetLocation(node);
+      Value wide_a = padder.Pad(a.id, a.rank() - 1, depth);
+      Value wide_b = padder.Pad(b.id, b.rank() - 2, depth);
+      rewriter.SetMap(node.id, builder.MatMul(wide_a, wide_b));
+    } else if (const int64_t rows = PaddedTransposedRows(graph, node); rows != 0) {
+      // aᵀ's source padded along its rows: the product gets rows - M zero rows, sliced off
+      // (a prefix of a row-major result, which its readers take as a view).
+      const Node& source = graph.node(a.inputs[0]);
+      rewriter.SetLocation(node);
+      Value wide_a = builder.Transpose(padder.Pad(source.id, source.rank() - 1, rows), a.attrs.perm);
+      Value product = builder.MatMul(wide_a, rewriter.Map(b.id));
+      const int64_t row_axis = node.rank() - 2;
+      rewriter.SetMap(node.id, builder.Slice(product, {0}, {node.shape[row_axis]}, {row_axis}, {1}));
+    } else {
+      rewriter.CopyNode(node);
+    }
   }
   return rewriter.Finish();
 }

@@ -8,6 +8,14 @@
 // padded, the prologues write a' and b' (~0.3 ms) and the GEMM template takes the aligned
 // product (1.1 ms; H200, 2026-11-30). For the CUDA backend; only products of at least
 // kMinPaddedDepthMacs multiply-adds, where the copies pay for themselves.
+//
+// Likewise a left operand given transposed (MN-major: a weight gradient's dyᵀ·x) whose
+// source rows are not aligned: matmul(transpose(y[..., K, M]), x) becomes
+// slice(matmul(transpose(y'), x), M rows) with y' y's rows padded with zeros to whole 16-byte
+// units. Padded once, a value feeds every product that pads it the same way: GPT-2's
+// dlogits[4096, 50257] is padded once for dH = dlogits·W and dW = dlogitsᵀ·H, where the
+// weight gradient's product before took its own transposed copy (a prologue of 824 MB
+// moved).
 #pragma once
 
 #include "tilefuse/graph.h"

@@ -64,6 +64,59 @@ TEST(PadGemmDepthTest, PaddedProductsComputeTheSameValues) {
   EXPECT_EQ((*actual)[0].ToDoubles(), (*expected)[0].ToDoubles());
 }
 
+// dyᵀ·x with dy[K, M] (M unaligned) and dy·w: a weight gradient and an input gradient.
+Graph BothGradients(DType dtype, int64_t k, int64_t m, int64_t n) {
+  GraphBuilder b;
+  Value dy = b.Parameter("dy", dtype, {k, m});
+  Value x = b.Parameter("x", dtype, {k, n});
+  Value w = b.Parameter("w", dtype, {m, n});
+  b.Output(b.MatMul(b.Transpose(dy, {1, 0}), x), "dw");
+  b.Output(b.MatMul(dy, w), "dx");
+  auto graph = b.Build();
+  EXPECT_TRUE(graph.ok()) << graph.status().ToString();
+  return std::move(graph).value();
+}
+
+TEST(PadGemmDepthTest, ATransposedLeftOperandIsPaddedAlongItsRowsOnceForBothProducts) {
+  // GPT-2's LM-head gradients at a quarter of the rows: dlogits[1024, 50257].
+  Graph graph = BothGradients(DType::kBF16, 1024, 50257, 768);
+  auto padded = PadGemmDepth(graph);
+  ASSERT_TRUE(padded.ok()) << padded.status().ToString();
+  // One copy of dy (shared), one of w.
+  EXPECT_EQ(CountOps(*padded, OpCode::kConcat), 2);
+  int products = 0;
+  for (const Node& n : padded->nodes()) {
+    if (n.op != OpCode::kMatMul) continue;
+    ++products;
+    const Node& a = padded->node(n.inputs[0]);
+    if (a.op == OpCode::kTranspose) {
+      EXPECT_EQ(a.shape, (Shape{50264, 1024}));
+      EXPECT_EQ(n.shape, (Shape{50264, 768}));
+    } else {
+      EXPECT_EQ(a.shape, (Shape{1024, 50264}));
+    }
+  }
+  EXPECT_EQ(products, 2);
+  EXPECT_EQ(padded->node(padded->outputs()[0].node).shape, (Shape{50257, 768}));
+}
+
+TEST(PadGemmDepthTest, PaddedTransposedProductsComputeTheSameValues) {
+  // K = 128, M = 4099 (bf16: 5 more), N = 2048: 2^30 multiply-adds, the threshold.
+  Graph graph = BothGradients(DType::kBF16, 128, 4099, 2048);
+  auto padded = PadGemmDepth(graph);
+  ASSERT_TRUE(padded.ok()) << padded.status().ToString();
+  ASSERT_EQ(CountOps(*padded, OpCode::kSlice), 1) << "the weight gradient's product is padded";
+  const std::vector<Tensor> inputs = {Tensor::Random(DType::kBF16, {128, 4099}, 5), Tensor::Random(DType::kBF16, {128, 2048}, 6),
+                                      Tensor::Random(DType::kBF16, {4099, 2048}, 7)};
+  auto expected = RunReference(graph, inputs);
+  auto actual = RunReference(*padded, inputs);
+  ASSERT_TRUE(expected.ok() && actual.ok());
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ((*actual)[i].shape(), (*expected)[i].shape());
+    EXPECT_EQ((*actual)[i].ToDoubles(), (*expected)[i].ToDoubles()) << "output " << i;
+  }
+}
+
 TEST(PadGemmDepthTest, AlignedOrSmallProductsAreLeftAlone) {
   for (Graph graph : {Product(DType::kBF16, {4096, 4104}, {4104, 256}),  // aligned K
                       Product(DType::kBF16, {64, 4099}, {4099, 256}),     // 2^26 multiply-adds

@@ -653,6 +653,29 @@ TEST(CudaGemmEmitterTest, ATransposedActivationIsReadMnMajorFromItself) {
   if (kept.ok()) EXPECT_EQ(kept->a_mn_major, -1);
 }
 
+// The same where the transposed value is computed inside the group and written out by a
+// prologue anyway (the group outputs it): A is read MN-major from that prologue's copy, and the
+// transposed copy's prologue is not made. (GPT-2's LM-head weight gradient: the zero-padded
+// dlogits its group writes for the input gradient's product too.)
+TEST(CudaGemmEmitterTest, ATransposedValueThatAPrologueWritesIsReadMnMajorFromItsCopy) {
+  Planned p = PlanText("  xc = Cast <to = 16> (x)\n  xt = Transpose <perm = [1, 0]> (xc)\n  y = MatMul (xt, dy)\n",
+                       "g (float[512,1000] x, bfloat16[512,384] dy) => (bfloat16[1000,384] y, bfloat16[512,1000] xc)");
+  auto gemm = LowerOnlyGemm(p);
+  ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
+  ASSERT_GE(gemm->a_mn_major, 0);
+  EXPECT_EQ(p.graph.node(gemm->a_mn_major).op, OpCode::kCast);
+  EXPECT_EQ(p.graph.node(gemm->a_mn_major).shape, (Shape{512, 1000}));
+  auto source = EmitCudaGemm(*gemm);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_EQ(source->launch.args[0].map.node, gemm->a_mn_major);
+  // Computed by a prologue that is not the group's output: the transposed copy stays.
+  Planned inner = PlanText("  xc = Cast <to = 16> (x)\n  xt = Transpose <perm = [1, 0]> (xc)\n  y = MatMul (xt, dy)\n",
+                           "g (float[512,1000] x, bfloat16[512,384] dy) => (bfloat16[1000,384] y)");
+  auto copied = LowerOnlyGemm(inner);
+  ASSERT_TRUE(copied.ok()) << copied.status().ToString();
+  EXPECT_EQ(copied->a_mn_major, -1);
+}
+
 TEST(CudaGemmEmitterTest, EnoughTilesNeedNoSplitK) {
   Planned p = PlanText("  y = MatMul (x, w)\n", "g (bfloat16[4096,4096] x, bfloat16[4096,4096] w) => (bfloat16[4096,4096] y)");
   auto gemm = LowerOnlyGemm(p);

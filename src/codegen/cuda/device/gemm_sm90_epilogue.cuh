@@ -74,31 +74,98 @@ __device__ __forceinline__ void GemmEpilogue(const GemmSharedMemory<S>& sm, cons
       }
 }
 
+// Eight half-precision elements starting `shift` (0..7) elements into `lo`, running on into
+// `hi`: the 16-byte unit a row that starts off a 16-byte boundary needs from two aligned
+// units of the staging tile. Selects, not an indexed array (which would go to local memory).
+__device__ __forceinline__ uint4 ShiftedUnit(uint4 lo, uint4 hi, int shift) {
+  const unsigned w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+  const int words = shift >> 1;
+  unsigned r[5];
+#pragma unroll
+  for (int j = 0; j < 5; ++j) r[j] = words == 0 ? w[j] : words == 1 ? w[j + 1] : words == 2 ? w[j + 2] : w[j + 3];
+  if (shift & 1) {  // odd: the high half of each word and the low half of the next
+#pragma unroll
+    for (int j = 0; j < 4; ++j) r[j] = __byte_perm(r[j], r[j + 1], 0x5432);
+  }
+  return make_uint4(r[0], r[1], r[2], r[3]);
+}
+
 // The staged store where its rows are not 16-byte aligned (kStoreByThreads), which TMA
-// cannot write: this warp's own rows of the staging tile (only this warp wrote them, so a
-// __syncwarp orders them), columns [col_begin, col_begin + kCols), consecutive columns on
-// consecutive lanes, so that each store instruction writes whole runs of a row. (Runs of 64
-// columns as 4-byte words, written after every fourth chunk of the overlapped epilogue,
-// took 801 against 665 µs: H200, 4096x768x50257, 2026-11-29.) Four passes unrolled: eight
-// spilled 84 bytes beside the overlapped epilogue's held tile at 128x256.
+// cannot write (a TMA store's first column must be at a 16-byte multiple: an unaligned map
+// faults, 2026-11-30): this warp's own rows of the staging tile (only this warp wrote them,
+// so a __syncwarp orders them), for the range of columns [col_begin, col_begin + kCols),
+// ranges called in order up to the tile's last column.
+//
+// Each row goes out as 16-byte units on the row's own 16-byte grid, each assembled from the
+// two aligned staging units it straddles, consecutive units on consecutive lanes. A range
+// writes the units that end inside it, the one reaching back into the range before included
+// (still staged: a warp's rows are its own until the next tile's epilogue). Only the units
+// straddling the tile's edges, shared with the neighbouring tiles, go element by element,
+// with the last range: at most 7 elements a row at each end of a tile.
+//
+// Measured (4096x768x50257, overlapped epilogue in chunks of 64 columns, H200, 2026-11-30):
+// one element a lane took 1484 µs on the machine of that call, as did units with the edges
+// of every chunk element by element; units alone (edges left unwritten, a probe) 764, the
+// speed of an aligned product's TMA store. The epilogue runs between the next tile's MMA
+// steps, so what counts is its instructions, and 2-byte stores are many.
 template <class S, int kCols>
 __device__ __forceinline__ void GemmStoreWarpRows(const GemmSharedMemory<S>& sm, const GemmMaps& maps, const GemmConsumerState<S>& c,
                                                   const TileCoordinates& tile, int col_begin) {
+  static_assert(kCols % 8 == 0 && S::kBN % kCols == 0, "ranges of whole 16-byte staging units that tile the tile");
   using Index = typename S::Index;
+  constexpr int kUnits = kCols / 8;  // units ending in a range
   __syncwarp();
   const unsigned char* my_staging = sm.staging + c.consumer * S::kConsumerRows * S::kBN * 2;
-  unsigned short* out = (unsigned short*)maps.stored;
   const int row_origin = tile.m * S::kBM + (S::kPingPong ? 0 : c.consumer * 64);
+  const int tile_col = tile.n * S::kBN;
+  const int valid = min(S::kBN, S::kN - tile_col);  // the tile's columns inside the product
+  // Staging row r of block mb (this warp's rows are warp * 16 + 0..15), tile column `col`.
+  auto staged = [&](int mb, int r, int col) {
+    return my_staging + (mb * (S::kBN / 64) + col / 64) * 64 * 128 + Swizzle128(r, (col % 64) * 2);
+  };
+  // Row r's element at the tile's first column, and `lead`: how many of the tile's first
+  // columns precede the row's next 16-byte boundary (0..7; the unit straddling the tile's
+  // start holds them). The same for every range of the tile, as ranges are whole units.
+  // nullptr for rows past the product's.
+  auto row_start = [&](int mb, int r, int& lead) -> unsigned short* {
+    const int row_in_batch = row_origin + mb * 64 + r;
+    if (row_in_batch >= S::kRows) return nullptr;
+    unsigned short* p = (unsigned short*)maps.stored + ((Index)tile.batch * S::kRows + row_in_batch) * S::kN + tile_col;
+    lead = (int)((8 - (((unsigned long long)p >> 1) & 7)) & 7);
+    return p;
+  };
 #pragma unroll
-  for (int mb = 0; mb < S::kMBlocks; ++mb)
+  for (int mb = 0; mb < S::kMBlocks; ++mb) {
 #pragma unroll 4
-    for (int pass = 0; pass < 16 * kCols / 32; ++pass) {
-      const int i = pass * 32 + c.lane, r = c.warp * 16 + i / kCols, col_in_tile = col_begin + i % kCols;
-      const int row_in_batch = row_origin + mb * 64 + r, col = tile.n * S::kBN + col_in_tile;
-      if (row_in_batch >= S::kRows || col >= S::kN) continue;
-      out[((Index)tile.batch * S::kRows + row_in_batch) * S::kN + col] = *(const unsigned short*)(
-          my_staging + (mb * (S::kBN / 64) + col_in_tile / 64) * 64 * 128 + Swizzle128(r, (col_in_tile % 64) * 2));
+    for (int pass = 0; pass < (16 * kUnits + 31) / 32; ++pass) {
+      const int i = pass * 32 + c.lane, r = c.warp * 16 + i / kUnits;
+      if (i >= 16 * kUnits) continue;
+      int lead = 0;
+      unsigned short* out = row_start(mb, r, lead);
+      // The row's units start at tile columns lead + 8j: the range's unit u (ending inside
+      // it) starts at col_begin + lead - 8 + 8u, or col_begin + 8u where lead is 0.
+      const int col = col_begin + (lead == 0 ? 0 : lead - 8) + 8 * (i % kUnits);
+      if (out == nullptr || col < 0 || col + 8 > valid) continue;  // a tile edge's unit, or past N
+      // It starts `lead` columns into a staging unit (ranges start on staging units).
+      const uint4 first = *(const uint4*)staged(mb, r, col - lead);
+      *(uint4*)(out + col) = lead == 0 ? first : ShiftedUnit(first, *(const uint4*)staged(mb, r, col - lead + 8), lead);
     }
+    if (col_begin + kCols != S::kBN) continue;
+    // The tile's edges, element by element, after its last range: item e < 8 is element e
+    // before the first whole unit, item e >= 8 element e - 8 after the last.
+#pragma unroll 2
+    for (int pass = 0; pass < 16 * 16 / 32; ++pass) {
+      const int i = pass * 32 + c.lane, r = c.warp * 16 + i / 16, e = i % 16;
+      int lead = 0;
+      unsigned short* out = row_start(mb, r, lead);
+      if (out == nullptr) continue;
+      const int head = min(lead, valid);
+      const int tail = max(head, valid - (valid - lead) % 8);  // the last whole unit's end
+      const int col = e < 8 ? (e < head ? e : valid) : tail + e - 8;
+      if (col >= valid) continue;
+      out[col] = *(const unsigned short*)staged(mb, r, col);
+    }
+  }
 }
 
 // The staged store's tile, out by TMA once every thread of the consumer has written it (or

@@ -3,6 +3,8 @@ template (tilefuse.fx.attention_backward): which calls the rewrite takes, checke
 whose values are fake CUDA tensors (no GPU needed); test_cuda.py runs a training step through it
 on a GPU against eager."""
 
+import operator
+
 import pytest
 
 torch = pytest.importorskip("torch", reason="torch is not installed in this Python (scripts/test.sh installs "
@@ -47,6 +49,8 @@ def test_a_bf16_causal_attention_backward_goes_to_the_template(op):
     assert call.target is attention_backward.template_attention_backward
     # The original op and its arguments: what runs where the template cannot.
     assert call.args[0] is op and len(call.args[1]) in (14, 15) and call.args[2] == {"scale": 0.125} and not call.kwargs
+    # Per argument, the layout eager traced where it is not row-major: here every one is.
+    assert len(call.args[3]) == len(call.args[1]) and set(call.args[3]) == {None}
 
 
 def test_where_the_template_cannot_run_pytorchs_op_does(monkeypatch, caplog):
@@ -63,6 +67,16 @@ def test_where_the_template_cannot_run_pytorchs_op_does(monkeypatch, caplog):
     assert attention_backward.template_attention_backward(op, args, {"scale": 0.5}) == "pytorch's"
     assert calls == [(args, {"scale": 0.5})]
     assert "no NVRTC here" in caplog.text
+    # The op gets its operands in the layouts eager traced (the split's part passed them as
+    # they were, for the template): grad_out here laid out [batch, rows, heads, d].
+    calls.clear()
+    grad_out = torch.randn(2, 3, 5, 4)
+    eager = torch.randn(2, 5, 3, 4).transpose(1, 2)
+    strides = (eager.stride(),) + (None,) * 11
+    attention_backward.template_attention_backward(op, (grad_out,) + args[1:], {}, strides)
+    given = calls[0][0][0]
+    assert given.stride() == eager.stride() and torch.equal(given, grad_out)
+    assert calls[0][0][1:] == args[1:]
 
 
 @pytest.mark.parametrize("case", [{"dtype": torch.float32}, {"d": 96}, {"dropout": 0.1}, {"kv_heads": 3}, {"device": "cpu"}],
@@ -83,3 +97,70 @@ def test_a_cudnn_call_with_an_attention_bias_stays_on_pytorch():
     gm, call = backward_graph(op, bias_elements=2 * 4 * 128 * 128)
     assert attention_backward.use_attention_backward_template(gm) == 0
     assert call.target is op
+
+
+def test_a_split_part_of_ops_reading_any_layout_passes_its_inputs_as_they_are(monkeypatch):
+    """torch_backend._PyTorchPart lays a part's inputs out as eager traced them (a copy where the
+    tilefuse part before wrote them row-major), except for ops that read any layout."""
+    from tilefuse import torch_backend
+
+    seen = []
+
+    def reads_any(x):
+        seen.append(x.stride())
+        return x + 1
+
+    def read_by_pytorch(x):
+        seen.append(x.stride())
+        return x + 1
+
+    monkeypatch.setattr(attention_backward, "ANY_LAYOUT", attention_backward.ANY_LAYOUT | {reads_any})
+    traced = torch.randn(2, 5, 3).transpose(1, 2)  # eager's layout: dims 1 and 2 swapped
+    for op in (reads_any, read_by_pytorch):
+        graph = torch.fx.Graph()
+        x = graph.placeholder("x")
+        x.meta["val"] = traced
+        y = graph.call_function(op, (x,))
+        y.meta["val"] = traced + 1
+        graph.output(y)
+        part = torch_backend._PyTorchPart(torch.fx.GraphModule(torch.nn.Module(), graph))
+        dense = torch.randn(2, 3, 5)
+        out = part(dense)
+        assert torch.equal(out, dense + 1)
+        assert out.stride() == traced.stride(), "outputs are laid out as traced either way"
+    assert seen == [(15, 5, 1), traced.stride()]
+
+
+def test_outputs_only_tilefuse_reads_are_left_in_the_layout_the_op_gave(monkeypatch):
+    """After a split, a PyTorch part of ops reading any layout leaves what only tilefuse parts
+    read as its op gave it (tilefuse reads any layout); what PyTorch reads next, or the graph
+    returns directly, is still laid out as eager traced it."""
+    from tilefuse import torch_backend
+
+    def two_gradients(x):
+        return x + 1, x + 2
+
+    def read_by_pytorch(x):  # no mapping: PyTorch runs it
+        return x * 3
+
+    monkeypatch.setattr(attention_backward, "ANY_LAYOUT", attention_backward.ANY_LAYOUT | {two_gradients})
+    traced = torch.randn(2, 5, 3).transpose(1, 2)
+
+    def split(then):
+        graph = torch.fx.Graph()
+        x = graph.placeholder("x")
+        x.meta["val"] = traced
+        call = graph.call_function(two_gradients, (x,))
+        call.meta["val"] = (traced + 1, traced + 2)
+        first = graph.call_function(operator.getitem, (call, 0))
+        first.meta["val"] = call.meta["val"][0]
+        nxt = graph.call_function(then, (first, 2.0) if then is aten.mul.Tensor else (first,))
+        nxt.meta["val"] = then(first.meta["val"], 2.0) if then is aten.mul.Tensor else then(first.meta["val"])
+        graph.output((nxt,))
+        refused = [call] + ([nxt] if then is read_by_pytorch else [])
+        return torch_backend._split_around(torch.fx.GraphModule(torch.nn.Module(), graph), refused, whole=None)
+
+    for then, restrided in ((aten.mul.Tensor, []), (read_by_pytorch, [0, 1])):
+        parts = [m for m in split(then).children() if isinstance(m, torch_backend._PyTorchPart) and m.any_layout]
+        assert len(parts) == 1
+        assert [i for i, _ in parts[0].restrided_outputs] == restrided, then

@@ -44,6 +44,7 @@ what was compiled (the fusion plans) and what runs in PyTorch, and why.
 from __future__ import annotations
 
 import logging
+import operator
 import time
 import weakref
 from collections import OrderedDict
@@ -432,7 +433,7 @@ def _eager_output_strides(gm: torch.fx.GraphModule) -> List[Optional[tuple]]:
     return [_ordered_strides(v) for v in torch.utils._pytree.tree_leaves(traced)]
 
 
-def _eager_strides(node: Any) -> Optional[tuple]:
+def eager_strides(node: Any) -> Optional[tuple]:
     """The dense strides in the order of dims PyTorch traced for `node` (_ordered_strides)."""
     return _ordered_strides(node.meta.get("val") if isinstance(node, torch.fx.Node) else None)
 
@@ -455,7 +456,7 @@ def _ordered_strides(value: Any) -> Optional[tuple]:
     return tuple(strides)
 
 
-def _restrided(value: Any, stride: Optional[tuple]) -> Any:
+def laid_out_as(value: Any, stride: Optional[tuple]) -> Any:
     """`value` laid out with `stride`: what the ops after it saw in eager PyTorch. Some read the
     layout, not only the values: cuDNN's attention backward, given a dense grad_output where
     eager's had the output's strides, returned a wrong dQ (GPT-2 small, bf16, H200, 2026-11-29)."""
@@ -479,23 +480,36 @@ class _PyTorchPart(torch.nn.Module):
     def __init__(self, gm: torch.fx.GraphModule):
         super().__init__()
         self.gm = gm
-        # Only the positions whose traced layout is not row-major are looked at per call.
-        self.input_strides = [(i, s) for i, s in enumerate(_eager_strides(n) for n in gm.graph.nodes if n.op == "placeholder")
-                              if s is not None]
+        # Only the positions whose traced layout is not row-major are looked at per call; none
+        # where the part's ops read any layout.
+        from .fx.attention_backward import ANY_LAYOUT
+
+        calls = [n for n in gm.graph.nodes if n.op == "call_function" and n.target is not operator.getitem]
+        self.any_layout = bool(calls) and all(n.target in ANY_LAYOUT for n in calls)
+        self.input_strides = [] if self.any_layout else [
+            (i, s) for i, s in enumerate(eager_strides(n) for n in gm.graph.nodes if n.op == "placeholder") if s is not None]
         self.output_strides = _eager_output_strides(gm)
         self.restrided_outputs = [(i, s) for i, s in enumerate(self.output_strides) if s is not None]
+        returned = next(n for n in reversed(gm.graph.nodes) if n.op == "output").args[0]
+        # Returned as a tuple of single tensors (the caller's getitem i is leaf i), or else as
+        # one value (a tensor, or an op's tuple the next part takes whole).
+        self.flat_outputs = isinstance(returned, (tuple, list)) and len(self.output_strides) == len(returned)
+
+    def leave_outputs(self, indices: Set[int]) -> None:
+        """Outputs (by their leaf's index) given as the ops give them, not laid out as traced."""
+        self.restrided_outputs = [(i, s) for i, s in self.restrided_outputs if i not in indices]
 
     def forward(self, *args: Any) -> Any:
         if self.input_strides:
             args = list(args)
             for i, stride in self.input_strides:
                 if i < len(args):
-                    args[i] = _restrided(args[i], stride)
+                    args[i] = laid_out_as(args[i], stride)
         outputs, spec = torch.utils._pytree.tree_flatten(self.gm(*args))
         if len(outputs) != len(self.output_strides):  # not as traced: left as PyTorch gave them
             return torch.utils._pytree.tree_unflatten(outputs, spec)
         for i, stride in self.restrided_outputs:
-            outputs[i] = _restrided(outputs[i], stride)
+            outputs[i] = laid_out_as(outputs[i], stride)
         return torch.utils._pytree.tree_unflatten(outputs, spec)
 
 
@@ -551,7 +565,31 @@ def _split_around(gm: torch.fx.GraphModule, unsupported: List[torch.fx.Node], wh
             setattr(split, name, _TilefusePart(child, whole))
         elif unsupported_nodes(child):
             setattr(split, name, _PyTorchPart(child))
+    _leave_layouts_to_tilefuse_readers(split)
     return split
+
+
+def _leave_layouts_to_tilefuse_readers(split: torch.fx.GraphModule) -> None:
+    """A PyTorch part of ops that read any layout (the attention template's backward) gives the
+    outputs that only tilefuse parts read as its ops give them: tilefuse reads any layout (the
+    part's translation follows its inputs' strides; what it returns it writes itself), so
+    eager's layout would be a copy for nothing (GPT-2's training step: dQ, dK and dV, 36
+    copies). Outputs PyTorch reads (a view may need eager's strides) or the graph returns
+    directly keep eager's layout."""
+    modules = dict(split.named_children())
+
+    def tilefuse_only(users: List[torch.fx.Node]) -> bool:
+        return bool(users) and all(u.op == "call_module" and isinstance(modules.get(u.target), _TilefusePart) for u in users)
+
+    for node in split.graph.nodes:
+        part = modules.get(node.target) if node.op == "call_module" else None
+        if not isinstance(part, _PyTorchPart) or not part.any_layout:
+            continue
+        if not part.flat_outputs:  # one value: every leaf goes where the value goes
+            if tilefuse_only(list(node.users)):
+                part.leave_outputs(set(range(len(part.output_strides))))
+        elif all(u.op == "call_function" and u.target is operator.getitem and isinstance(u.args[1], int) for u in node.users):
+            part.leave_outputs({u.args[1] for u in node.users if tilefuse_only(list(u.users))})
 
 
 def _has_tensor_work(gm: torch.fx.GraphModule) -> bool:

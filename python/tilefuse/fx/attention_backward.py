@@ -32,10 +32,14 @@ _OPS = {
 }
 
 
-def template_attention_backward(op: Any, args: tuple, kwargs: dict):
+def template_attention_backward(op: Any, args: tuple, kwargs: dict, eager_strides: tuple = ()):
     """What `op(*args, **kwargs)` (one of PyTorch's attention backward ops the template takes)
-    returns, by the template; by `op` itself where the template cannot run (no NVRTC, say: said
-    once in the log)."""
+    returns, by the template, which reads its operands in any layout (the split's PyTorch part
+    does not lay them out as eager's first: ANY_LAYOUT). By `op` itself where the template
+    cannot run (no NVRTC, say: said once in the log), its tensor operands first given
+    `eager_strides` (per argument, None: as they are), the layouts eager PyTorch traced: cuDNN's
+    backward reads the layout, not only the values (a dense grad_output where eager's had the
+    output's strides gave a wrong dQ: GPT-2 small, bf16, H200, 2026-11-29)."""
     from .._errors import Error
 
     causal_at = _OPS[op][2]
@@ -45,7 +49,22 @@ def template_attention_backward(op: Any, args: tuple, kwargs: dict):
         if str(error) not in _FAILED:
             _FAILED.add(str(error))
             logger.warning("tilefuse: attention backward on PyTorch's kernel: the template could not run: %s", error)
+        from ..torch_backend import laid_out_as
+
+        args = tuple(laid_out_as(a, s) for a, s in zip(args, eager_strides)) + tuple(args[len(eager_strides):])
         return op(*args, **kwargs)
+
+
+# Ops of a split graph's PyTorch parts that take their operands in any layout, so the part does
+# not copy them into eager's layouts first (torch_backend._PyTorchPart): 12 of the 15 copies a
+# layer GPT-2's training step made around its attention (H200, 2026-11-30). PyTorch's attention
+# forwards read any strides whose last is 1; their outputs are still laid out as traced.
+ANY_LAYOUT = {
+    torch.ops.aten._scaled_dot_product_cudnn_attention.default,
+    torch.ops.aten._scaled_dot_product_flash_attention.default,
+    torch.ops.aten._scaled_dot_product_efficient_attention.default,
+    template_attention_backward,
+}
 
 
 _FAILED: Set[str] = set()
@@ -111,7 +130,9 @@ def use_attention_backward_template(gm: torch.fx.GraphModule) -> int:
         if reason is not None:
             logger.info("tilefuse: %s runs on PyTorch's kernel, not the attention backward template: %s", node.target, reason)
             continue
-        node.args = (node.target, tuple(node.args), dict(node.kwargs))
+        from ..torch_backend import eager_strides
+
+        node.args = (node.target, tuple(node.args), dict(node.kwargs), tuple(eager_strides(a) for a in node.args))
         node.kwargs = {}
         node.target = template_attention_backward
         rewritten += 1

@@ -164,3 +164,35 @@ def test_outputs_only_tilefuse_reads_are_left_in_the_layout_the_op_gave(monkeypa
         parts = [m for m in split(then).children() if isinstance(m, torch_backend._PyTorchPart) and m.any_layout]
         assert len(parts) == 1
         assert [i for i, _ in parts[0].restrided_outputs] == restrided, then
+
+
+def test_a_tilefuse_part_writes_row_major_what_only_ops_reading_any_layout_read(monkeypatch):
+    """A tilefuse part before an op that reads any layout writes that op's operand row-major,
+    not in eager's layout (which the op would only copy back: the attention template's), also
+    where the graph returns it saved for its backward; an output the caller gets stays in
+    eager's layout."""
+    from tilefuse import torch_backend
+
+    def reads_any(x):
+        return x + 1
+
+    monkeypatch.setattr(attention_backward, "ANY_LAYOUT", attention_backward.ANY_LAYOUT | {reads_any})
+    traced = torch.randn(2, 5, 3).transpose(1, 2)
+
+    def split(saved):
+        graph = torch.fx.Graph()
+        x = graph.placeholder("x")
+        x.meta["val"] = traced
+        doubled = graph.call_function(aten.mul.Tensor, (x, 2.0))
+        doubled.meta["val"] = traced * 2
+        call = graph.call_function(reads_any, (doubled,))
+        call.meta["val"] = traced * 2 + 1
+        graph.output((call, doubled))  # `doubled` returned too (saved for a backward, or the caller's)
+        gm = torch.fx.GraphModule(torch.nn.Module(), graph)
+        whole = type("Whole", (), {"saved_outputs": saved})()
+        return torch_backend._split_around(gm, [call], whole)
+
+    for saved, row_major in ((frozenset({1}), [0]), (frozenset(), [])):
+        parts = [m for m in split(saved).children() if isinstance(m, torch_backend._TilefusePart)]
+        assert len(parts) == 1
+        assert sorted(parts[0].row_major_outputs) == row_major, saved

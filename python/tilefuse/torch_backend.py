@@ -113,7 +113,8 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], op
             # AOTAutograd passes Dynamo's arguments in Dynamo's order; anything else (effect
             # tokens, say) and no argument is taken for a weight.
             same_order = len(aten_inputs) == len(example_inputs)
-            graph = TilefuseGraph(aten_gm, weights - _mutated_inputs() if same_order else set(), settings)
+            graph = TilefuseGraph(aten_gm, weights - _mutated_inputs() if same_order else set(), settings,
+                                  saved_outputs=_saved_positions(aten_gm) if training else frozenset())
             if training:
                 graph.saved_for_backward = _saved_for_backward(aten_gm)
             return graph
@@ -199,6 +200,20 @@ def _saved_for_backward(gm: torch.fx.GraphModule) -> Optional[dict]:
     return {"tensors": len(tensors), "bytes": sum(int(v.numel()) * v.element_size() for v in tensors)}
 
 
+def _saved_positions(gm: torch.fx.GraphModule) -> Set[int]:
+    """The leaves of a training forward's output its backward takes (AOTAutograd's saved
+    tensors), or none where AOTAutograd does not say."""
+    from torch._guards import TracingContext
+
+    metadata = getattr(TracingContext.try_get(), "fw_metadata", None)
+    try:
+        saved = metadata.tensors_saved_for_backwards_slice
+    except (AttributeError, AssertionError):
+        return frozenset()
+    output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+    return frozenset(range(len(torch.utils._pytree.tree_leaves(output.args[0])))[saved])
+
+
 def _mutated_inputs() -> Set[int]:
     """The inputs the graph mutates (a buffer updated in forward: AOTAutograd returns its new
     value and copies it back after the call). Such an input is read at each call, never
@@ -234,7 +249,11 @@ class TilefuseGraph:
     tilefuse has no mapping for, or the graph in PyTorch with a logged reason. A boxed
     callable, as AOTAutograd calls its compilers' results."""
 
-    def __init__(self, gm: torch.fx.GraphModule, weights: Set[int], settings: dict, split_allowed: bool = True):
+    def __init__(self, gm: torch.fx.GraphModule, weights: Set[int], settings: dict, split_allowed: bool = True,
+                 saved_outputs: Set[int] = frozenset(), row_major_outputs: Set[int] = frozenset()):
+        """`saved_outputs`: a training forward's outputs (by leaf) its backward takes, not the
+        caller; `row_major_outputs`: outputs written row-major, not in eager's layout (the parts
+        of a split graph that only ops reading any layout read: _leave_layouts_to_readers)."""
         from .fx import folded_weights, target_name, unsupported_nodes
 
         # On the instance: the wrappers AOTAutograd puts around a backward compiler's result
@@ -253,6 +272,8 @@ class TilefuseGraph:
         self.in_pytorch: List[str] = []  # what runs in PyTorch and why, as logged (explain())
         self.part_of_split = not split_allowed
         self.saved_for_backward: Optional[dict] = None  # a training forward's (set by its compiler)
+        self.saved_outputs = frozenset(saved_outputs)
+        self.row_major_outputs = frozenset(row_major_outputs)
         if len(_GRAPHS) > 1024:  # a process that compiles many graphs: drop the dead references
             _GRAPHS[:] = [ref for ref in _GRAPHS if ref() is not None]
         _GRAPHS.append(weakref.ref(self))
@@ -293,14 +314,14 @@ class TilefuseGraph:
     def _specialize(self, args: Sequence[Any]) -> Optional["_Specialization"]:
         from .fx import Unsupported
 
-        key, folded = _reusable(self.gm, args, self.folded, self.settings)
+        key, folded = _reusable(self.gm, args, self.folded, self.settings, self.row_major_outputs)
         cached = _MODELS.get(key)
         if cached is not None and all(ref() is t for ref, t in zip(cached[1], folded)):
             _MODELS.move_to_end(key)
             logger.info("tilefuse: reused a compiled torch.compile graph for %s", cached[0].input_shapes)
             return cached[0]
         try:
-            specialization = _Specialization(self.gm, args, self.folded, self.settings, self.weights)
+            specialization = _Specialization(self.gm, args, self.folded, self.settings, self.weights, self.row_major_outputs)
             # A weight freed drops the entry at once: its compiled model holds copies of the
             # weights (on the GPU, device memory) that nothing could reuse any more.
             forget = lambda _ref, key=key: _MODELS.pop(key, None)  # noqa: E731
@@ -388,12 +409,12 @@ class _Specialization:
     """The graph translated and compiled for one input signature."""
 
     def __init__(self, gm: torch.fx.GraphModule, args: Sequence[Any], weights: Set[int], settings: dict,
-                 all_weights: Set[int] = frozenset()):
+                 all_weights: Set[int] = frozenset(), row_major_outputs: Set[int] = frozenset()):
         """`weights`: the positions compiled in as constants; `all_weights`: every weight's."""
         from .fx import translate
 
         start = time.perf_counter()
-        translation = translate(gm, args, weights)
+        translation = translate(gm, args, weights, row_major_outputs)
         translated = time.perf_counter()
         self.inputs_of = translation.inputs
         self.outputs_of = translation.outputs
@@ -530,11 +551,13 @@ class _TilefusePart(torch.nn.Module):
         spec = self.output_spec
         children = spec.children() if hasattr(spec, "children") else spec.children_specs
         self.flat_tuple = spec.type is tuple and all(c.is_leaf() for c in children)
+        self.row_major_outputs: Set[int] = frozenset()  # set by _leave_layouts_to_readers
 
     def forward(self, *args: Any) -> Any:
         weights = {i for i, a in enumerate(args) if id(a) in self.whole.weight_ids}
         if self.graph is None or self.graph.weights != weights:
-            self.graph = TilefuseGraph(self.gm, weights, self.whole.settings, split_allowed=False)
+            self.graph = TilefuseGraph(self.gm, weights, self.whole.settings, split_allowed=False,
+                                       row_major_outputs=self.row_major_outputs)
         outputs = self.graph(list(args))
         if self.flat_tuple:
             return tuple(outputs)
@@ -565,31 +588,58 @@ def _split_around(gm: torch.fx.GraphModule, unsupported: List[torch.fx.Node], wh
             setattr(split, name, _TilefusePart(child, whole))
         elif unsupported_nodes(child):
             setattr(split, name, _PyTorchPart(child))
-    _leave_layouts_to_tilefuse_readers(split)
+    _leave_layouts_to_readers(split, whole.saved_outputs if whole is not None else frozenset())
     return split
 
 
-def _leave_layouts_to_tilefuse_readers(split: torch.fx.GraphModule) -> None:
-    """A PyTorch part of ops that read any layout (the attention template's backward) gives the
-    outputs that only tilefuse parts read as its ops give them: tilefuse reads any layout (the
-    part's translation follows its inputs' strides; what it returns it writes itself), so
-    eager's layout would be a copy for nothing (GPT-2's training step: dQ, dK and dV, 36
-    copies). Outputs PyTorch reads (a view may need eager's strides) or the graph returns
-    directly keep eager's layout."""
+def _leave_layouts_to_readers(split: torch.fx.GraphModule, saved_outputs: Set[int]) -> None:
+    """Layouts between a split graph's parts where their readers take any layout, so that no copy
+    makes eager's (GPT-2's training step copied 5 tensors a layer into and out of the attention
+    template's layouts, H200, 2026-11-30):
+    - a PyTorch part of ops that read any layout (attention_backward.ANY_LAYOUT) gives the
+      outputs only tilefuse parts read as its ops give them: tilefuse reads any layout (a part's
+      translation follows its inputs' strides; what it returns it writes itself);
+    - a tilefuse part writes row-major the outputs only such PyTorch parts read (or the graph
+      returns as saved for its backward, `saved_outputs`, where the backward's ops read them).
+    Outputs PyTorch's other ops read (a view may need eager's strides) or the caller gets keep
+    eager's layout."""
     modules = dict(split.named_children())
+    output = next(n for n in reversed(split.graph.nodes) if n.op == "output")
+    returned_at: Dict[torch.fx.Node, List[int]] = {}
+    for i, leaf in enumerate(torch.utils._pytree.tree_leaves(output.args[0])):
+        returned_at.setdefault(leaf, []).append(i)
 
-    def tilefuse_only(users: List[torch.fx.Node]) -> bool:
-        return bool(users) and all(u.op == "call_module" and isinstance(modules.get(u.target), _TilefusePart) for u in users)
+    def part(node: torch.fx.Node) -> Any:
+        return modules.get(node.target) if node.op == "call_module" else None
+
+    def read_by(users: List[torch.fx.Node], kind: type, saved_too: bool) -> bool:
+        if not users:
+            return False
+        return all(isinstance(part(u), kind) and (kind is not _PyTorchPart or part(u).any_layout)
+                   or (saved_too and u is output) for u in users)
+
+    def outputs(node: torch.fx.Node, flat: bool, single: bool) -> List[Tuple[int, torch.fx.Node]]:
+        """(leaf index, the node that is its value in the split graph) per output of a part."""
+        if single:
+            return [(0, node)]
+        if flat and all(u.op == "call_function" and u.target is operator.getitem and isinstance(u.args[1], int)
+                        for u in node.users):
+            return [(u.args[1], u) for u in node.users]
+        return []
 
     for node in split.graph.nodes:
-        part = modules.get(node.target) if node.op == "call_module" else None
-        if not isinstance(part, _PyTorchPart) or not part.any_layout:
-            continue
-        if not part.flat_outputs:  # one value: every leaf goes where the value goes
-            if tilefuse_only(list(node.users)):
-                part.leave_outputs(set(range(len(part.output_strides))))
-        elif all(u.op == "call_function" and u.target is operator.getitem and isinstance(u.args[1], int) for u in node.users):
-            part.leave_outputs({u.args[1] for u in node.users if tilefuse_only(list(u.users))})
+        this = part(node)
+        if isinstance(this, _PyTorchPart) and this.any_layout:
+            if not this.flat_outputs:  # one value: every leaf goes where the value goes
+                if read_by(list(node.users), _TilefusePart, False):
+                    this.leave_outputs(set(range(len(this.output_strides))))
+            else:
+                this.leave_outputs({i for i, value in outputs(node, True, False) if read_by(list(value.users), _TilefusePart, False)})
+        elif isinstance(this, _TilefusePart):
+            this.row_major_outputs = frozenset(
+                i for i, value in outputs(node, this.flat_tuple, this.output_spec.is_leaf())
+                if read_by(list(value.users), _PyTorchPart, True) and any(isinstance(part(u), _PyTorchPart) for u in value.users)
+                and all(p in saved_outputs for p in returned_at.get(value, [])))
 
 
 def _has_tensor_work(gm: torch.fx.GraphModule) -> bool:
@@ -644,7 +694,8 @@ _MODELS: "OrderedDict[tuple, Tuple[_Specialization, List[weakref.ReferenceType]]
 _MODELS_KEPT = 32
 
 
-def _reusable(gm: torch.fx.GraphModule, args: Sequence[Any], weights: Set[int], settings: dict):
+def _reusable(gm: torch.fx.GraphModule, args: Sequence[Any], weights: Set[int], settings: dict,
+              row_major_outputs: Set[int] = frozenset()):
     """The cache key of this compile and the tensors it folds (weights and the graph's own)."""
     from .fx import attribute
 
@@ -653,7 +704,7 @@ def _reusable(gm: torch.fx.GraphModule, args: Sequence[Any], weights: Set[int], 
         if node.op == "get_attr" and isinstance(value := attribute(gm, str(node.target)), torch.Tensor):
             folded.append(value)
     key = (gm.code, _signature(args, weights), tuple(sorted(settings.items())), _matmul_precision(),
-           tuple((id(t), _version(t)) for t in folded))
+           tuple((id(t), _version(t)) for t in folded), tuple(sorted(row_major_outputs)))
     return key, folded
 
 

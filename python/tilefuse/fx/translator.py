@@ -209,9 +209,11 @@ def unsupported_nodes(gm: torch.fx.GraphModule) -> List[torch.fx.Node]:
             (n.op != "call_function" or not is_supported(n))]
 
 
-def translate(gm: torch.fx.GraphModule, args: Sequence[Any], weight_positions: Set[int]) -> Translation:
+def translate(gm: torch.fx.GraphModule, args: Sequence[Any], weight_positions: Set[int],
+              row_major_outputs: Set[int] = frozenset()) -> Translation:
     """The graph for these arguments; raises Unsupported (an op or use tilefuse does not take)
-    or Error (the builder refused a node), both naming the FX node."""
+    or Error (the builder refused a node), both naming the FX node. Outputs are written in the
+    layouts eager traced, but those in `row_major_outputs` (by leaf) row-major."""
     ctx = Context()
     env: Dict[torch.fx.Node, Any] = {}
     input_positions: List[Tuple[Any, ...]] = ctx.input_positions
@@ -260,7 +262,8 @@ def translate(gm: torch.fx.GraphModule, args: Sequence[Any], weight_positions: S
         else:
             if isinstance(leaf, torch.fx.Node):
                 first_of[leaf] = i
-                order = storage_order(leaf.meta.get("val"))  # eager's layout, written by the kernels
+                # eager's layout, written by the kernels
+                order = None if i in row_major_outputs else storage_order(leaf.meta.get("val"))
                 if order is not None:
                     output_orders[i] = order
                     value = ctx.transpose(value, list(order))

@@ -99,6 +99,13 @@ def test_a_cudnn_call_with_an_attention_bias_stays_on_pytorch():
     assert call.target is op
 
 
+def traced_node(graph, op, target, args, val):
+    """A node of `graph` with the value eager traced for it (meta "val")."""
+    node = graph.placeholder(target) if op == "placeholder" else graph.call_function(target, args)
+    node.meta["val"] = val
+    return node
+
+
 def test_a_split_part_of_ops_reading_any_layout_passes_its_inputs_as_they_are(monkeypatch):
     """torch_backend._PyTorchPart lays a part's inputs out as eager traced them (a copy where the
     tilefuse part before wrote them row-major), except for ops that read any layout."""
@@ -148,14 +155,11 @@ def test_outputs_only_tilefuse_reads_are_left_in_the_layout_the_op_gave(monkeypa
 
     def split(then):
         graph = torch.fx.Graph()
-        x = graph.placeholder("x")
-        x.meta["val"] = traced
-        call = graph.call_function(two_gradients, (x,))
-        call.meta["val"] = (traced + 1, traced + 2)
-        first = graph.call_function(operator.getitem, (call, 0))
-        first.meta["val"] = call.meta["val"][0]
-        nxt = graph.call_function(then, (first, 2.0) if then is aten.mul.Tensor else (first,))
-        nxt.meta["val"] = then(first.meta["val"], 2.0) if then is aten.mul.Tensor else then(first.meta["val"])
+        x = traced_node(graph, "placeholder", "x", (), traced)
+        call = traced_node(graph, "call_function", two_gradients, (x,), (traced + 1, traced + 2))
+        first = traced_node(graph, "call_function", operator.getitem, (call, 0), traced + 1)
+        args = (first, 2.0) if then is aten.mul.Tensor else (first,)
+        nxt = traced_node(graph, "call_function", then, args, then(traced + 1, *args[1:]))
         graph.output((nxt,))
         refused = [call] + ([nxt] if then is read_by_pytorch else [])
         return torch_backend._split_around(torch.fx.GraphModule(torch.nn.Module(), graph), refused, whole=None)
@@ -181,12 +185,9 @@ def test_a_tilefuse_part_writes_row_major_what_only_ops_reading_any_layout_read(
 
     def split(saved):
         graph = torch.fx.Graph()
-        x = graph.placeholder("x")
-        x.meta["val"] = traced
-        doubled = graph.call_function(aten.mul.Tensor, (x, 2.0))
-        doubled.meta["val"] = traced * 2
-        call = graph.call_function(reads_any, (doubled,))
-        call.meta["val"] = traced * 2 + 1
+        x = traced_node(graph, "placeholder", "x", (), traced)
+        doubled = traced_node(graph, "call_function", aten.mul.Tensor, (x, 2.0), traced * 2)
+        call = traced_node(graph, "call_function", reads_any, (doubled,), traced * 2 + 1)
         graph.output((call, doubled))  # `doubled` returned too (saved for a backward, or the caller's)
         gm = torch.fx.GraphModule(torch.nn.Module(), graph)
         whole = type("Whole", (), {"saved_outputs": saved})()

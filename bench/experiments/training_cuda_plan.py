@@ -42,8 +42,8 @@ ids = torch.randint(0, config.vocab_size, (batch, seq))
 captured = []
 
 
-def spy(self, gm, call_args, weights, settings, all_weights=frozenset()):
-    captured.append((gm, list(call_args), weights))
+def spy(self, gm, call_args, weights, settings, *more):  # more: all_weights, row_major_outputs
+    captured.append((gm, list(call_args), weights, more[1] if len(more) > 1 else frozenset()))
     raise Unsupported("captured for the experiment")
 
 
@@ -53,11 +53,11 @@ if args.split_attention:
     attention.sdpa_flash_cpu.accepts = lambda node: False
 compiled = torch.compile(model, backend="tilefuse", options={"backward": "tilefuse"})
 compiled(ids, use_cache=False).logits.float().square().mean().backward()
-for i, (gm, call_args, weights) in enumerate(captured):
+for i, (gm, call_args, weights, row_major_outputs) in enumerate(captured):
     if args.graphs and str(i) not in args.graphs.split(","):
         continue
     try:
-        translation = translate(gm, call_args, weights)
+        translation = translate(gm, call_args, weights, row_major_outputs)
     except Exception as error:  # noqa: BLE001
         print(f"== graph {i}: not translated: {error}")
         continue

@@ -113,8 +113,12 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], op
             # AOTAutograd passes Dynamo's arguments in Dynamo's order; anything else (effect
             # tokens, say) and no argument is taken for a weight.
             same_order = len(aten_inputs) == len(example_inputs)
+            # Saved tensors' layouts are left to their readers only where tilefuse runs the
+            # backward (its PyTorch parts lay out what an op needs laid out); a backward PyTorch
+            # runs whole expects eager's.
+            saved = _saved_positions(aten_gm) if training and not backward_in_pytorch else None
             graph = TilefuseGraph(aten_gm, weights - _mutated_inputs() if same_order else set(), settings,
-                                  saved_outputs=_saved_positions(aten_gm) if training else frozenset())
+                                  saved_outputs=saved or frozenset())
             if training:
                 graph.saved_for_backward = _saved_for_backward(aten_gm)
             return graph
@@ -186,30 +190,26 @@ def _saved_for_backward(gm: torch.fx.GraphModule) -> Optional[dict]:
     """The tensors a training forward's graph returns for its backward (AOTAutograd's partition
     chose them), their count and bytes as traced: what the step holds between its forward and
     its backward besides the weights. None where AOTAutograd does not say."""
-    from torch._guards import TracingContext
-
-    context = TracingContext.try_get()
-    metadata = getattr(context, "fw_metadata", None)
-    try:
-        saved = metadata.tensors_saved_for_backwards_slice
-    except (AttributeError, AssertionError):
+    saved = _saved_positions(gm)
+    if saved is None:
         return None
     output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
-    values = [n.meta.get("val") if isinstance(n, torch.fx.Node) else None for n in torch.utils._pytree.tree_leaves(output.args[0])]
-    tensors = [v for v in values[saved] if isinstance(v, torch.Tensor)]
+    leaves = torch.utils._pytree.tree_leaves(output.args[0])
+    values = [leaves[i].meta.get("val") if isinstance(leaves[i], torch.fx.Node) else None for i in sorted(saved)]
+    tensors = [v for v in values if isinstance(v, torch.Tensor)]
     return {"tensors": len(tensors), "bytes": sum(int(v.numel()) * v.element_size() for v in tensors)}
 
 
-def _saved_positions(gm: torch.fx.GraphModule) -> Set[int]:
+def _saved_positions(gm: torch.fx.GraphModule) -> Optional[Set[int]]:
     """The leaves of a training forward's output its backward takes (AOTAutograd's saved
-    tensors), or none where AOTAutograd does not say."""
+    tensors), or None where AOTAutograd does not say."""
     from torch._guards import TracingContext
 
     metadata = getattr(TracingContext.try_get(), "fw_metadata", None)
     try:
         saved = metadata.tensors_saved_for_backwards_slice
     except (AttributeError, AssertionError):
-        return frozenset()
+        return None
     output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
     return frozenset(range(len(torch.utils._pytree.tree_leaves(output.args[0])))[saved])
 

@@ -122,6 +122,8 @@ def why_not(node: torch.fx.Node) -> Optional[str]:
 def use_attention_backward_template(gm: torch.fx.GraphModule) -> int:
     """Rewrites gm's attention backward calls the template takes; returns how many. Each call
     left to PyTorch is logged (logger "tilefuse", INFO) with the reason."""
+    from ..torch_backend import eager_strides
+
     rewritten = 0
     for node in gm.graph.nodes:
         if node.op != "call_function" or node.target not in _OPS:
@@ -130,8 +132,6 @@ def use_attention_backward_template(gm: torch.fx.GraphModule) -> int:
         if reason is not None:
             logger.info("tilefuse: %s runs on PyTorch's kernel, not the attention backward template: %s", node.target, reason)
             continue
-        from ..torch_backend import eager_strides
-
         node.args = (node.target, tuple(node.args), dict(node.kwargs), tuple(eager_strides(a) for a in node.args))
         node.kwargs = {}
         node.target = template_attention_backward

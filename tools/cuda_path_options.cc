@@ -23,7 +23,9 @@ void AddCudaPathOptions(CLI::App& command, CudaPathChoices& choices) {
       .add_option("--precision", choices.precision,
                   "cuda: f32 matmuls as PyTorch's float32 matmul precision: highest (exact f32, the default) or high\n"
                   "(TF32 tensor cores: inputs rounded to 10 mantissa bits, f32 accumulation; --check then holds f32\n"
-                  "outputs to the f16 tolerance). Half-precision models are unaffected.")
+                  "outputs to the f16 tolerance). Half-precision models are unaffected. FP8 products (dequantized 8-bit\n"
+                  "floats multiplied) sum each K step apart and add it into f32 under highest; under high the tensor\n"
+                  "cores' own FP8 accumulation (about 14 bits) sums all of K, as torch._scaled_mm's use_fast_accum.")
       ->check(CLI::IsMember({"highest", "high"}))
       ->default_val("highest");
   command

@@ -21,9 +21,10 @@ PassOptions CpuPassOptions() {
 PassOptions CudaPassOptions(bool tf32) {
   PassOptions options;
   options.channels_last = !SwitchedOff("TILEFUSE_CHANNELS_LAST");
-  options.k_major_weights = {.f32 = tf32, .unaligned_half = true};
+  options.k_major_weights = {.f32 = tf32, .unaligned_half = true, .float8 = true};
   options.pad_gemm_columns = true;
   options.pad_gemm_depth = true;
+  options.fp8_products = true;
   return options;
 }
 

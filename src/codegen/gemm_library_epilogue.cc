@@ -83,6 +83,7 @@ StatusOr<LibraryEpilogue> MatchLibraryEpilogue(const GemmTemplateKernel& g) {
   const KernelStore& store = k.stores[0];
   const KernelBuffer& out = k.buffers[store.buffer];
   const DType product_dtype = g.dtype;
+  if (g.operand_dtype != product_dtype) return Unimplemented("cuBLASLt's FP8 products are not wired (the GEMM template takes them)");
   if (out.dtype != product_dtype)
     return Unimplemented(fmt::format("the output is {}, the product {} (the library writes the product's type)", DTypeName(out.dtype),
                                      DTypeName(product_dtype)));

@@ -179,16 +179,19 @@ StatusOr<GemmTemplateKernel> LowerGemmTemplate(const Graph& g, const FusionGroup
                                                const std::vector<bool>& inlined, bool tf32) {
   const Node& mm = g.node(split.matmul);
   const bool half = mm.dtype == DType::kBF16 || mm.dtype == DType::kF16;
-  if (mm.dtype == DType::kF32 && !tf32)
+  const bool float8 = IsFloat8(g.node(mm.inputs[0]).dtype);  // an f32 product of 8-bit floats
+  const char* kind = float8 ? "FP8" : "TF32";
+  if (mm.dtype == DType::kF32 && !tf32 && !float8)
     return Unimplemented("the GEMM template takes f32 products as TF32 only (--precision high); exact f32 goes to cuBLASLt");
   if (!half && mm.dtype != DType::kF32)
     return Unimplemented(fmt::format("the GEMM template takes bf16, f16 and (as TF32) f32 products, not {}", DTypeName(mm.dtype)));
   ASSIGN_OR_RETURN(GemmTemplateKernel t, LowerGemmProblem(g, group, split, inlined));
   // TMA strides are multiples of 16 bytes: whole rows of A's K elements, and of B's N
   // elements where B is read [K][N] (checked below, once B's layout is known).
-  const int64_t unit = 16 / static_cast<int64_t>(DTypeSize(t.dtype));
+  const int64_t unit = 16 / static_cast<int64_t>(DTypeSize(t.operand_dtype));
   if (t.k % unit != 0) return Unimplemented(fmt::format("K = {} must be a multiple of {} for TMA's 16-byte row strides", t.k, unit));
-  if (!half && t.batch != 1) return Unimplemented("the TF32 GEMM template takes a B shared by every batch entry (a weight) only");
+  if (!half && t.batch != 1)
+    return Unimplemented(fmt::format("the {} GEMM template takes a B shared by every batch entry (a weight) only", kind));
   // A read through its prologue's views instead of the copy the prologue would make (with a
   // shared B only: its rows fold every batch entry).
   if (t.batch != 1) return t;
@@ -196,20 +199,21 @@ StatusOr<GemmTemplateKernel> LowerGemmTemplate(const Graph& g, const FusionGroup
   std::vector<int> materialized;
   for (const FusionGroup& prologue : prologues) materialized.insert(materialized.end(), prologue.outputs.begin(), prologue.outputs.end());
   for (const FusionGroup& prologue : prologues) {
-    if (prologue.outputs == std::vector<int>{t.b}) t.b_k_major = TransposedSource(g, prologue, materialized, t.b, t.dtype, t.n, t.k);
+    if (prologue.outputs == std::vector<int>{t.b})
+      t.b_k_major = TransposedSource(g, prologue, materialized, t.b, t.operand_dtype, t.n, t.k);
     if (prologue.outputs != std::vector<int>{t.a} || !half) continue;
     t.a_conv = OperandAConv(g, prologue, t);
-    if (!t.a_conv) t.a_mn_major = TransposedSource(g, prologue, materialized, t.a, t.dtype, t.k, t.rows);
+    if (!t.a_conv) t.a_mn_major = TransposedSource(g, prologue, materialized, t.a, t.operand_dtype, t.k, t.rows);
     if (!t.a_conv && t.a_mn_major < 0) t.a_view = OperandAView(g, prologue, inlined, t);
   }
   // A constant weight stored K-major (passes/k_major_weights.h) is B's transpose, computed
   // where it is read (an inlined generator), not by a prologue: read the constant instead.
   if (t.b_k_major < 0 && inlined[t.b]) {
-    const int source = PlainTransposeSource(g, t.b, t.dtype, t.n, t.k);
+    const int source = PlainTransposeSource(g, t.b, t.operand_dtype, t.n, t.k);
     if (source >= 0 && g.node(source).op == OpCode::kConstant) t.b_k_major = source;
   }
   if (!half && t.b_k_major < 0)
-    return Unimplemented("TF32 tensor cores read B K-major only: this product's B is not the transpose of an [N][K] value");
+    return Unimplemented(fmt::format("{} tensor cores read B K-major only: this product's B is not the transpose of an [N][K] value", kind));
   // B read K-major ([N][K], rows of K) takes any N: the last tile's columns past N arrive as
   // zeros, and an output whose rows are not 16-byte aligned is stored without TMA
   // (gemm_layout::StagedStore). A GPT-2 LM head (N = 50257) runs so from its weight as stored.
@@ -225,6 +229,7 @@ StatusOr<GemmTemplateKernel> LowerGemmProblem(const Graph& g, const FusionGroup&
   if (a.shape.size() < 2 || b.shape.size() < 2) return Unimplemented("a matrix-vector product (an operand of rank 1)");
   GemmTemplateKernel t;
   t.dtype = mm.dtype;
+  t.operand_dtype = a.dtype;
   t.product = split.matmul;
   t.a = mm.inputs[0];
   t.b = mm.inputs[1];

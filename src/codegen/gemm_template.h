@@ -56,7 +56,10 @@ struct GemmConvWindow {
 
 struct GemmTemplateKernel {
   std::string name;
-  DType dtype = DType::kBF16;  // of A, B and the product; accumulation in f32
+  DType dtype = DType::kBF16;  // of the product; accumulation in f32
+  // Of A and B: the product's own, or an 8-bit float (e4m3, e5m2) for an f32 product
+  // (passes/fp8_products.h).
+  DType operand_dtype = DType::kBF16;
   int product = -1;            // the MatMul node
   int a = -1, b = -1;          // its operands
   int64_t rows = 0;            // per batch entry (M, or batch × M when folded)
@@ -81,7 +84,8 @@ struct GemmTemplateKernel {
 // a view. bf16 and f16 products always; f32 ones with `tf32` (--precision high) as TF32 on
 // the tensor cores, whose operands are read K-major only: B must be the [N][K] value its
 // prologue transposes (a linear layer's weight; passes/k_major_weights.h stores constant
-// weights so), A a plain [M][K] matrix.
+// weights so), A a plain [M][K] matrix. Products of 8-bit floats (an f32 product of e4m3 or
+// e5m2 operands) likewise, on the FP8 tensor cores.
 StatusOr<GemmTemplateKernel> LowerGemmTemplate(const Graph& graph, const FusionGroup& group, const GemmSplit& split,
                                                const std::vector<bool>& inlined, bool tf32 = false);
 // Does `index`, over the epilogue's (row 0, column 1), address element (row, column) of a

@@ -19,6 +19,7 @@ std::string KernelFingerprint(const Kernel& kernel) {
 std::string GemmFingerprint(const GemmTemplateKernel& g) {
   std::string problem = fmt::format("gemm {} rows {} n {} k {} batch {} store {}", DTypeName(g.dtype), g.rows, g.n, g.k, g.batch,
                                     g.store_product);
+  if (g.operand_dtype != g.dtype) problem += fmt::format(" operands {}", DTypeName(g.operand_dtype));
   if (g.a_view)
     problem += fmt::format(" a-view {} {} {} {} {} {} {} {}", g.a_view->offset, g.a_view->head, g.a_view->entry_rows, g.a_view->heads,
                            g.a_view->entries, g.a_view->stride[0], g.a_view->stride[1], g.a_view->stride[2]);

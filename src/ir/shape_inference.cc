@@ -136,7 +136,11 @@ Status InferReduction(const Node& in, Node& n) {
 
 Status InferMatMul(const Node& a, const Node& b, Node& n) {
   if (a.rank() < 2 || b.rank() < 2) return InvalidArgument("matmul needs operands of rank >= 2");
-  if (a.dtype != b.dtype)
+  // Products of 8-bit floats (e4m3 and e5m2, mixed as Hopper's tensor cores take them)
+  // accumulate and return f32, as integer products return int32 in ONNX's MatMulInteger: an
+  // 8-bit result would lose everything the accumulation kept. passes/fp8_products.h makes them.
+  const bool float8 = IsFloat8(a.dtype) && IsFloat8(b.dtype);
+  if (a.dtype != b.dtype && !float8)
     return InvalidArgument(fmt::format("matmul operands differ in dtype: {} and {}", DTypeName(a.dtype), DTypeName(b.dtype)));
   int64_t k = a.shape[a.rank() - 1];
   if (b.shape[b.rank() - 2] != k)
@@ -154,7 +158,7 @@ Status InferMatMul(const Node& a, const Node& b, Node& n) {
   out.push_back(a.shape[a.rank() - 2]);
   out.push_back(b.shape[b.rank() - 1]);
   n.shape = out;
-  n.dtype = a.dtype;
+  n.dtype = float8 ? DType::kF32 : a.dtype;
   return Status::Ok();
 }
 

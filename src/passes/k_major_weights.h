@@ -2,7 +2,7 @@
 // matmul(a, transpose(w'[N, K])) with w' = wᵀ computed once here. The GEMM template then reads
 // B from w' (GemmTemplateKernel::b_k_major), the transpose inlined where it is read.
 //
-// Two products take it (for the CUDA backend, after the last folding of constants, which
+// Three products take it (for the CUDA backend, after the last folding of constants, which
 // would fold the transpose back):
 //   - f32 products under TF32 (--precision high): TF32 tensor cores (wgmma .tf32) read both
 //     operands K-major only, as a linear layer's weight is before the folding of constants
@@ -11,7 +11,9 @@
 //   - half-precision products whose N rows are not 16-byte aligned (a vocabulary of 50257):
 //     TMA cannot read [K][N] rows 50257 elements apart, but reads [N][K] rows of K, and the
 //     template stores such an output without TMA. This replaces the padding of
-//     passes/pad_gemm_columns.h for them, and the copy that dropped the padding.
+//     passes/pad_gemm_columns.h for them, and the copy that dropped the padding;
+//   - products of 8-bit floats: FP8 tensor cores (wgmma .e4m3/.e5m2) read both operands
+//     K-major only, as TF32 ones.
 // K must be a whole number of 16-byte units either way.
 #pragma once
 
@@ -23,6 +25,7 @@ namespace tilefuse {
 struct KMajorWeightsOptions {
   bool f32 = false;             // f32 products (TF32 allowed)
   bool unaligned_half = false;  // bf16 and f16 products whose N rows are not 16-byte aligned
+  bool float8 = false;          // products of 8-bit floats (passes/fp8_products.h): FP8 tensor cores read K-major only
 };
 
 StatusOr<Graph> StoreWeightsKMajor(const Graph& graph, const KMajorWeightsOptions& options);

@@ -11,6 +11,7 @@
 #include "passes/dce.h"
 #include "passes/decompose.h"
 #include "passes/fold_constants.h"
+#include "passes/fp8_products.h"
 #include "passes/infer.h"
 #include "passes/k_major_weights.h"
 #include "passes/pad_gemm_columns.h"
@@ -86,6 +87,8 @@ StatusOr<Graph> RunGraphPasses(Graph graph, const PassOptions& options, PassTime
   RETURN_IF_ERROR(passes.Prepare());
   RETURN_IF_ERROR(passes.Verify());
   RETURN_IF_ERROR(passes.Run("infer", InferTypes));
+  // Before the folding of constants, which would dequantize a constant weight to f32.
+  if (options.fp8_products) RETURN_IF_ERROR(passes.Run("fp8-products", MakeFp8Products));
   // Transposes of weights the CUDA backend reads K-major stay (FoldConstantsOptions).
   const FoldConstantsOptions fold{.k_major = options.k_major_weights};
   auto fold_constants = [&](const Graph& g) { return FoldConstants(g, fold); };
@@ -111,8 +114,10 @@ StatusOr<Graph> RunGraphPasses(Graph graph, const PassOptions& options, PassTime
       RETURN_IF_ERROR(passes.Run("k-major-weights", [](const Graph& g) { return StoreWeightsKMajor(g, {.unaligned_half = true}); }));
     if (options.pad_gemm_columns) RETURN_IF_ERROR(passes.Run("pad-gemm-columns", PadGemmColumns));
     if (options.pad_gemm_depth) RETURN_IF_ERROR(passes.Run("pad-gemm-depth", PadGemmDepth));
-    if (options.k_major_weights.f32)
-      RETURN_IF_ERROR(passes.Run("k-major-weights", [](const Graph& g) { return StoreWeightsKMajor(g, {.f32 = true}); }));
+    if (options.k_major_weights.f32 || options.k_major_weights.float8) {
+      const KMajorWeightsOptions k_major{.f32 = options.k_major_weights.f32, .float8 = options.k_major_weights.float8};
+      RETURN_IF_ERROR(passes.Run("k-major-weights", [&](const Graph& g) { return StoreWeightsKMajor(g, k_major); }));
+    }
     RETURN_IF_ERROR(passes.Run("cse", EliminateCommonSubexpressions));
     RETURN_IF_ERROR(passes.Run("dce", EliminateDeadCode));
     // After CSE, which would merge the copies again.

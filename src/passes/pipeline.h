@@ -1,5 +1,5 @@
 // The frontend pass pipeline, in the order of DESIGN.md:
-//   verify → infer → fold constants → CSE → DCE → decompose composites → window ops
+//   verify → infer → [FP8 products] → fold constants → CSE → DCE → decompose composites → window ops
 //   (conv, pools) as window views, matmuls and reductions → [channels-last: sink transposes]
 //   → (fold constants, CSE, DCE) → unshare input reshapes, DCE → [channels-last: unshare window views, DCE]
 // With a dump directory, the IR after every pass is written there as NN-<pass>.txt.
@@ -38,6 +38,9 @@ struct PassOptions {
   // Large products whose K rows are not 16-byte aligned get K padded with zeros
   // (passes/pad_gemm_depth.h): for the CUDA backend, as pad_gemm_columns.
   bool pad_gemm_depth = false;
+  // Products of dequantized 8-bit floats run as FP8 products, their scales after
+  // (passes/fp8_products.h): for the CUDA backend, whose GEMM template takes them.
+  bool fp8_products = false;
 };
 
 // Each pass's wall milliseconds, in the order run (a pass run twice appears twice).

@@ -146,6 +146,7 @@ CudaGemmConfig RequestedGemmConfig(const GemmTemplateKernel& gemm, const CudaTar
   config.splits = o.gemm_splits;
   if (o.gemm_group_m > 0) config.group_m = o.gemm_group_m;
   config.sm_count = target.sm_count;
+  if (target.tf32) config.promote = false;  // --precision high: FP8 products in the tensor cores' own accumulation
   if (o.gemm_pingpong.value_or(false)) config.overlap_epilogue = false;
   else if (o.gemm_overlap_epilogue == false) config.overlap_epilogue = false;
   else if (o.gemm_overlap_epilogue == true && gemm.dtype != DType::kF32) {  // (f32 products are not held: ProductMayBeHeldRounded)
@@ -313,6 +314,10 @@ CudaGroupProgram ProgramForGroup(const Graph& g, const FusionGroup& group, const
         return p;
       }
       p.why_library = fused.status().message();
+      // cuBLASLt's FP8 products (scales, K-major operands) are not wired: such a product
+      // off the template runs on the host, and says so.
+      if (IsFloat8(g.node(g.node(split.matmul).inputs[0]).dtype))
+        return host("an FP8 product the GEMM template does not take: " + p.why_library);
       if (library.ok()) {
         p.lt_epilogue = ToLtEpilogue(*library);
         p.lt_bias = library->bias;

@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "api/backend_setup.h"
 #include "backend/cuda/cuda_program.h"
 #include "backend/cuda/nvrtc_compiler.h"
 #include "codegen/cuda/cuda_depthwise_emitter.h"
@@ -24,6 +25,7 @@
 #include "frontend/onnx/importer.h"
 #include "fusion/group_classifier.h"
 #include "passes/pipeline.h"
+#include "testing/fp8_linear.h"
 #include "testing/onnx_text_plan.h"
 
 namespace tilefuse {
@@ -126,6 +128,30 @@ TEST(TemplateSkeletonsTest, GemmCompilesInEveryFormAndElementType) {
   }
 }
 
+// FP8 products (passes/fp8_products.h) in both 8-bit types: promoted sums (the rule),
+// the tensor cores' own accumulation, ping-pong consumers, and split-K for a few rows.
+TEST(TemplateSkeletonsTest, Fp8GemmCompilesInItsFormsAndTypes) {
+  StatusOr<NvrtcCompiler> nvrtc = ColdCompiler();
+  if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available, skeletons not compiled: " << nvrtc.status().ToString();
+  CudaGemmConfig fast, pingpong;
+  fast.promote = false;
+  pingpong.pingpong = true;
+  int compiled = 0;
+  for (DType type : {DType::kF8E4M3, DType::kF8E5M2})
+    for (int64_t rows : {4096, 64}) {
+      const PlannedText planned = PlanFp8Linear(rows, 1024, 2048, type, CudaPassOptions());
+      StatusOr<GemmTemplateKernel> gemm = GemmOf(planned);
+      ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
+      for (const CudaGemmConfig& config : {CudaGemmConfig{}, fast, pingpong}) {
+        StatusOr<CudaKernelSource> source = EmitCudaGemm(*gemm, config);
+        if (!source.ok()) continue;  // ping-pong where the rule splits K
+        CompileAndReport(*nvrtc, *source, fmt::format("gemm {} {} rows: {}", DTypeName(type), rows, source->strategy.substr(14, 60)));
+        ++compiled;
+      }
+    }
+  EXPECT_GE(compiled, 10);
+}
+
 // The skinny GEMM skeleton: A's rows padded to 16, 48 and 64, B MN-major and K-major, bf16
 // and f16, one and two consumers, with and without split-K.
 TEST(TemplateSkeletonsTest, SkinnyGemmCompilesInItsShapesAndElementTypes) {
@@ -225,7 +251,7 @@ TEST(TemplateSkeletonsTest, AttentionCompilesInItsLoopsAndHeadDims) {
   EXPECT_GE(stand_ins, 4) << "the ping-pong and overlap loops have a serial stand-in";
 }
 
-// The MMA forms of tile_mma.cuh no skeleton instantiates yet: tf32 and e4m3 from shared
+// The MMA forms of tile_mma.cuh at the extremes of N: tf32, e4m3 and e5m2 from shared
 // memory (both operands K-major) and f16 with A from registers, at the narrowest and widest N.
 TEST(TemplateSkeletonsTest, TypedMmaFormsCompileForEveryElementType) {
   StatusOr<NvrtcCompiler> nvrtc = ColdCompiler();
@@ -238,6 +264,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) typed_mma(float* out, unsig
   float wide[128] = {}, narrow[8] = {};
   Mma<Tf32>::Shared<256, false>(wide, a, b, 0);
   Mma<E4m3>::Shared<256, false>(wide, a, b, 1);
+  Mma<E5m2>::Shared<256, false>(wide, a, b, 1);
   Mma<Bf16>::Shared<16, true>(narrow, a, b, 1);
   const unsigned fragment[4] = {x, x + 1, x + 2, x + 3};
   Mma<F16>::Registers<16, false>(narrow, fragment, b, 1);
@@ -247,7 +274,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) typed_mma(float* out, unsig
   for (int i = 0; i < 8; ++i) out[threadIdx.x * 136 + 128 + i] = narrow[i];
 }
 )";
-  CompileAndReport(*nvrtc, kernel, "tile_mma.cuh: tf32, e4m3, bf16 and f16 forms");
+  CompileAndReport(*nvrtc, kernel, "tile_mma.cuh: tf32, e4m3, e5m2, bf16 and f16 forms");
 }
 
 }  // namespace

@@ -15,13 +15,14 @@ int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t Tiles(const GemmTemplateKernel& g, int block_m, int block_n) {
   return CeilDiv(g.rows, block_m) * CeilDiv(g.n, block_n) * g.batch;
 }
-int BlockK(const GemmTemplateKernel& g) { return 128 / static_cast<int>(DTypeSize(g.dtype)); }
+int BlockK(const GemmTemplateKernel& g) { return 128 / static_cast<int>(DTypeSize(g.operand_dtype)); }
 // A row of every operand tile is one 128-byte swizzle row, whatever the type.
 int64_t StageBytes(const CudaGemmConfig& c) { return int64_t{c.block_m + c.block_n} * 128; }
 // Consumer warpgroups, and the output rows each computes per tile: ping-pong consumers own
 // whole tiles; cooperative ones split a tile's rows, 64 each.
 int Consumers(const CudaGemmConfig& c) { return c.pingpong.value_or(false) ? 2 : c.block_m / 64; }
 int ConsumerRows(const CudaGemmConfig& c) { return c.pingpong.value_or(false) ? c.block_m : 64; }
+int AccumulatorRegisters(const CudaGemmConfig& c, int block_n) { return ConsumerRows(c) * block_n / 128 * (c.promote.value_or(false) ? 2 : 1); }
 
 // The tiles the epilogues stage for their TMA stores: each consumer's rows × block_n
 // half-precision values.
@@ -159,8 +160,11 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
   // K = 1024 bias+GELU 16384x4096 596 / 505; K = 4096 residual 16384x1024 407.5 / 450.9, bias
   // 4096^2 413.5 / 445.2). Where 128x128 tiles would leave SMs idle, the cooperative forms
   // (split-K) stay.
-  const bool short_tf32 = g.dtype == DType::kF32 && g.k <= 1024 && g.rows > 64 && Tiles(g, 128, 128) >= c.sm_count;
+  // (FP8 products, f32 too, stay cooperative until measured: promoted sums fit only 64 x 128
+  // accumulators a consumer, and ping-pong consumers hold 128 rows.)
+  const bool short_tf32 = g.operand_dtype == DType::kF32 && g.k <= 1024 && g.rows > 64 && Tiles(g, 128, 128) >= c.sm_count;
   c.pingpong = c.pingpong.value_or(short_tf32);
+  c.promote = IsFloat8(g.operand_dtype) && c.promote.value_or(true);
   if (c.block_n == 0) {
     // The width whose tiles end soonest: the persistent grid's rounds (every SM a tile a
     // round) times a tile's columns, a column a little dearer in a narrower tile (its A tile
@@ -175,7 +179,7 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
     // tiles); N = 384 at ConvNeXt's 100k rows takes 192 (no padding).
     double best = std::numeric_limits<double>::infinity();
     for (int n : {256, 192, 128, 64}) {
-      if ((n > 64 && g.n < n) || ConsumerRows(c) * n > 64 * 256) continue;
+      if ((n > 64 && g.n < n) || AccumulatorRegisters(c, n) > 128) continue;
       if (c.cluster_m > 1 && n % (64 * c.cluster_m) != 0) continue;  // a pair splits B's tile in 64-column boxes
       const double per_column = n == 256 ? 1.0 : n == 192 ? 1.04 : n == 128 ? 1.12 : 1.3;
       const double cost = static_cast<double>(CeilDiv(Tiles(g, c.block_m, n), c.sm_count)) * n * per_column;

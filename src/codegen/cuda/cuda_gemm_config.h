@@ -22,6 +22,12 @@ struct CudaGemmConfig {
   // pairs of the product's own half-precision type (the MatMul's output as the graph
   // declares it). Chosen by ResolveGemmConfig when absent.
   std::optional<bool> overlap_epilogue;
+  // FP8 products: each K step's products summed by the tensor cores on their own, then added
+  // into the f32 accumulators in registers (CUTLASS's and DeepGEMM's "promotion"; cuBLAS's
+  // default, torch._scaled_mm's use_fast_accum=False), which takes twice the accumulator
+  // registers. Off, the tensor cores' own FP8 accumulation (about 14 bits) sums the whole of
+  // K. Unset: on for 8-bit operands (--precision high turns it off).
+  std::optional<bool> promote;
   int block_m = 128;  // 64 or 128
   int block_n = 0;    // 64..256, a multiple of 64; 0: the widest that still fills the GPU
   int stages = 0;     // pipeline depth; 0: as many as fit in shared memory (at most 6)
@@ -42,7 +48,7 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& gemm, const CudaGemmC
 namespace gemm_layout {
 
 constexpr int kBlockK = 64;                   // one 128-byte swizzle row of half-precision values
-int BlockK(const GemmTemplateKernel& g);      // one 128-byte swizzle row of the operands' type (32 for TF32)
+int BlockK(const GemmTemplateKernel& g);      // one 128-byte swizzle row of the operands' type (32 for TF32, 128 for FP8)
 constexpr int64_t kSharedLimit = 227 * 1024;  // opt-in shared memory per block on Hopper
 
 int64_t CeilDiv(int64_t a, int64_t b);
@@ -50,6 +56,9 @@ int64_t Tiles(const GemmTemplateKernel& g, int block_m, int block_n);  // output
 int64_t StageBytes(const CudaGemmConfig& c);                          // one ring slot: A and B tiles
 int Consumers(const CudaGemmConfig& c);      // consumer warpgroups
 int ConsumerRows(const CudaGemmConfig& c);   // output rows each computes per tile
+// f32 registers a consumer thread holds for its tile: the accumulators, twice over when
+// promoted. At most 128 fit beside the rest (64 x 256 accumulators a warpgroup).
+int AccumulatorRegisters(const CudaGemmConfig& c, int block_n);
 int64_t StagingBytes(const CudaGemmConfig& c, bool staged);  // the epilogue's TMA-store tiles
 // An overlapped epilogue's residual ring: kResidualSlots chunks of block_m rows.
 int64_t ResidualRingBytes(const CudaGemmConfig& c, bool ringed);

@@ -35,7 +35,7 @@ class GemmEmitter {
     const int cluster = c_.cluster_m;
     s.work_blocks = cluster * std::min<int64_t>(c_.sm_count / cluster, Tiles(g_, c_.block_m, c_.block_n) / cluster * c_.splits);
     s.strategy = fmt::format("gemm template {}x{}x{}{}, {} stages, {}{}{}{}{}{}{}{}", c_.block_m, c_.block_n, BlockK(g_),
-                             g_.dtype == DType::kF32 ? " TF32" : "", c_.stages,
+                             OperandsWord(), c_.stages,
                              *c_.pingpong ? "ping-pong consumers" : "cooperative consumers",
                              cluster > 1 ? fmt::format(", clusters of {} sharing B by multicast", cluster) : "",
                              *c_.overlap_epilogue ? ", epilogue overlapping the next main loop" : "",
@@ -48,7 +48,7 @@ class GemmEmitter {
     std::string parameters = "const __grid_constant__ tf::TensorMap map_a, const __grid_constant__ tf::TensorMap map_b";
     std::string maps = "&map_a, &map_b";
     TensorMapArg map_a = OperandMapA(), map_b = OperandMapB();
-    map_a.tf32 = map_b.tf32 = g_.dtype == DType::kF32;  // TF32 operands, rounded as they are copied
+    map_a.tf32 = map_b.tf32 = g_.operand_dtype == DType::kF32;  // TF32 operands, rounded as they are copied
     s.launch.args.push_back({LaunchArg::Kind::kTensorMap, g_.a, map_a, 0});
     s.launch.args.push_back({LaunchArg::Kind::kTensorMap, map_b.node, map_b, 0});
     auto add_map = [&](bool used, const std::string& name, const TensorMapArg& map) {
@@ -86,9 +86,11 @@ class GemmEmitter {
       return InvalidArgument(fmt::format("{}: block_m {} (need 64 or 128)", g_.name, c_.block_m));
     if (c_.block_n < 64 || c_.block_n > 256 || c_.block_n % 64 != 0)
       return InvalidArgument(fmt::format("{}: block_n {} (need 64, 128, 192 or 256)", g_.name, c_.block_n));
-    if (ConsumerRows(c_) * c_.block_n > 64 * 256)
-      return InvalidArgument(fmt::format("{}: {} x {} accumulators per consumer (at most 64 x 256 fit in registers)", g_.name,
-                                         ConsumerRows(c_), c_.block_n));
+    if (AccumulatorRegisters(c_, c_.block_n) > 128)
+      return InvalidArgument(fmt::format("{}: {} x {} accumulators per consumer{} (at most 64 x 256 fit in registers)", g_.name,
+                                         ConsumerRows(c_), c_.block_n, *c_.promote ? ", twice over promoted" : ""));
+    if (*c_.promote && (!IsFloat8(g_.operand_dtype) || *c_.overlap_epilogue))
+      return InvalidArgument(fmt::format("{}: promoted sums are for FP8 products without an overlapped epilogue", g_.name));
     if (c_.stages < 2) return InvalidArgument(fmt::format("{}: {} stages (need at least 2)", g_.name, c_.stages));
     const int64_t shared = SharedBytes(c_, staged_ >= 0, ringed_load_ >= 0);
     if (shared > kSharedLimit) return InvalidArgument(fmt::format("{}: {} bytes of shared memory (the limit is {})", g_.name, shared, kSharedLimit));
@@ -106,13 +108,20 @@ class GemmEmitter {
     return Status::Ok();
   }
 
+  // The operands' tensor-core type in the strategy, where it is not the product's.
+  std::string OperandsWord() const {
+    if (g_.operand_dtype == DType::kF32) return " TF32";
+    if (IsFloat8(g_.operand_dtype)) return fmt::format(" FP8 {}{}", DTypeName(g_.operand_dtype), *c_.promote ? ", promoted" : "");
+    return "";
+  }
+
   // A as [batch][rows][K]: boxes of block_m rows × 64 columns; MN-major, the [K][rows] value
   // its prologue transposes: boxes of 64 rows of K × 64 of M, block_m / 64 of them per stage;
   // or, read through a view, as (column in head, row in entry, head, entry) with the first boxes.
   TensorMapArg OperandMapA() const {
     if (g_.a_conv) return ConvMapA(*g_.a_conv);
-    if (g_.a_mn_major >= 0) return GemmMatrixMap(g_.a_mn_major, g_.dtype, g_.batch, g_.k, g_.rows, BlockK(g_), 64);
-    if (!g_.a_view) return GemmMatrixMap(g_.a, g_.dtype, g_.batch, g_.rows, g_.k, c_.block_m, BlockK(g_));
+    if (g_.a_mn_major >= 0) return GemmMatrixMap(g_.a_mn_major, g_.operand_dtype, g_.batch, g_.k, g_.rows, BlockK(g_), 64);
+    if (!g_.a_view) return GemmMatrixMap(g_.a, g_.operand_dtype, g_.batch, g_.rows, g_.k, c_.block_m, BlockK(g_));
     const GemmOperandView& v = *g_.a_view;
     TensorMapArg m;
     m.node = v.node;
@@ -149,8 +158,8 @@ class GemmEmitter {
   // B as [batch][K][N]: boxes of 64 K rows × 64 columns, block_n / 64 of them per stage; or
   // K-major, the [N][K] value its prologue transposes: boxes of 64 rows of N × 64 of K.
   TensorMapArg OperandMapB() const {
-    if (g_.b_k_major >= 0) return GemmMatrixMap(g_.b_k_major, g_.dtype, g_.batch, g_.n, g_.k, 64, BlockK(g_));
-    return GemmMatrixMap(g_.b, g_.dtype, g_.batch, g_.k, g_.n, BlockK(g_), 64);
+    if (g_.b_k_major >= 0) return GemmMatrixMap(g_.b_k_major, g_.operand_dtype, g_.batch, g_.n, g_.k, 64, BlockK(g_));
+    return GemmMatrixMap(g_.b, g_.operand_dtype, g_.batch, g_.k, g_.n, BlockK(g_), 64);
   }
   // The staged output (or staged load) as [batch][rows][N]: boxes of 64 rows × 64 columns.
   TensorMapArg TileMap(const KernelBuffer& buffer) const { return GemmMatrixMap(buffer.node, buffer.dtype, g_.batch, g_.rows, g_.n, 64, 64); }
@@ -168,7 +177,7 @@ class GemmEmitter {
   // no static members) so the kernel's text is all a compile unit needs of it.
   std::string ConfigStruct() const {
     // f32 operands go to the tensor cores as TF32 (LowerGemmTemplate takes them only so).
-    const char* element = g_.dtype == DType::kF32 ? "tf::Tf32" : TileElementType(g_.dtype);
+    const char* element = g_.operand_dtype == DType::kF32 ? "tf::Tf32" : TileElementType(g_.operand_dtype);
     std::string types = fmt::format("    using Element = {};\n    using Index = {};\n", element, GemmIndexType(g_));
     if (staged_ >= 0) types += fmt::format("    using StoreElement = {};\n", TileElementType(g_.epilogue.buffers[g_.epilogue.stores[staged_].buffer].dtype));
     const int load = staged_load_ >= 0 ? staged_load_ : ringed_load_;
@@ -179,12 +188,12 @@ class GemmEmitter {
         "    enum : int {{ kRows = {}, kN = {}, kK = {}, kBatch = {} }};\n"
         "    enum : int {{ kPingPong = {}, kOverlap = {}, kChunks = {}, kStaging = {} }};\n"
         "    enum : int {{ kStagedStore = {}, kStoreByThreads = {}, kStagedLoad = {}, kRingedLoad = {}, kAMnMajor = {}, kBKMajor = {} }};\n"
-        "    enum : int {{ kProducerRegisters = {}, kConsumerRegisters = {} }};\n"
+        "    enum : int {{ kProducerRegisters = {}, kConsumerRegisters = {}, kPromote = {} }};\n"
         "  }};\n",
         types, c_.block_m, c_.block_n, c_.stages, c_.group_m, c_.cluster_m, c_.splits, StepsPerSplit(g_, c_), g_.rows, g_.n, g_.k,
         g_.batch, *c_.pingpong ? 1 : 0, *c_.overlap_epilogue ? 1 : 0, *c_.overlap_epilogue ? EpilogueChunks(c_) : 1,
         StagingBytes(c_, staged_ >= 0), staged_ >= 0 ? 1 : 0, StoreByThreads(g_) ? 1 : 0, staged_load_ >= 0 ? 1 : 0, ringed_load_ >= 0 ? 1 : 0,
-        g_.a_mn_major >= 0 ? 1 : 0, g_.b_k_major >= 0 ? 1 : 0, kProducerRegisters, kConsumerRegisters);
+        g_.a_mn_major >= 0 ? 1 : 0, g_.b_k_major >= 0 ? 1 : 0, kProducerRegisters, kConsumerRegisters, *c_.promote ? 1 : 0);
   }
 
   // How the producer loads A's tiles: a matrix, a view, or an implicit GEMM's im2col.

@@ -7,12 +7,14 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "api/backend_setup.h"
 #include "codegen/lower.h"
 #include "frontend/onnx/importer.h"
 #include "fusion/group_classifier.h"
 #include "fusion/planner.h"
 #include "passes/pipeline.h"
 #include "testing/file_check.h"
+#include "testing/fp8_linear.h"
 #include "testing/onnx_text_plan.h"
 #include "tilefuse/builder.h"
 
@@ -254,6 +256,48 @@ TEST(CudaGemmEmitterTest, F32ProductsTakeTheTemplateAsTf32WithBReadKMajor) {
   auto refused = LowerOnlyGemm(mn, /*tf32=*/true);
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("K-major"), std::string::npos) << refused.status().message();
+}
+
+// A quantized linear layer (passes/fp8_products.h) runs on the FP8 tensor cores: e4m3
+// operands of a byte, 128 of K a step, B read K-major from the weight stored so at compile
+// time, the sums promoted into f32 a step at a time (twice the accumulators: at most 128
+// columns a tile) unless --precision high asks for the tensor cores' own accumulation.
+TEST(CudaGemmEmitterTest, Fp8ProductsTakeTheTemplateWithPromotedSums) {
+  const PlannedText p = PlanFp8Linear(8192, 1024, 2048, DType::kF8E4M3, CudaPassOptions());
+  auto gemm = LowerOnlyGemm(p);
+  ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
+  EXPECT_EQ(gemm->dtype, DType::kF32);
+  EXPECT_EQ(gemm->operand_dtype, DType::kF8E4M3);
+  EXPECT_GE(gemm->b_k_major, 0);
+  EXPECT_EQ(gemm_layout::KSteps(*gemm), 1024 / 128);
+  auto source = EmitCudaGemm(*gemm);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_NE(source->function.find("using Element = tf::E4m3;"), std::string::npos);
+  EXPECT_NE(source->function.find("kPromote = 1"), std::string::npos);
+  EXPECT_NE(source->strategy.find("FP8 f8e4m3, promoted"), std::string::npos) << source->strategy;
+  EXPECT_LE(ResolveGemmConfig(*gemm, {}).block_n, 128);
+  const TensorMapArg &a = source->launch.args[0].map, &b = source->launch.args[1].map;
+  EXPECT_EQ(a.dtype, DType::kF8E4M3);
+  EXPECT_EQ(a.box[0], 128);                // 128 of K a box row (128 bytes)
+  EXPECT_EQ(a.strides_bytes[0], 1024);     // a row of A: K bytes
+  EXPECT_EQ(b.dims[0], 1024);              // B K-major: [N][K], K innermost
+  EXPECT_EQ(b.dims[1], 2048);
+  EXPECT_FALSE(a.tf32 || b.tf32);
+  CudaGemmConfig fast;
+  fast.promote = false;
+  auto unpromoted = EmitCudaGemm(*gemm, fast);
+  ASSERT_TRUE(unpromoted.ok()) << unpromoted.status().ToString();
+  EXPECT_NE(unpromoted->function.find("kPromote = 0"), std::string::npos);
+  EXPECT_EQ(ResolveGemmConfig(*gemm, fast).block_n, 256) << "without promotion the widest tile fits again";
+  CudaGemmConfig overlapped;
+  overlapped.overlap_epilogue = true;
+  EXPECT_FALSE(EmitCudaGemm(*gemm, overlapped).ok()) << "an f32 product is not held";
+
+  // Without the CUDA passes the product stays a bf16 one of dequantized values.
+  const PlannedText unquantized = PlanFp8Linear(8192, 1024, 2048, DType::kF8E4M3, PassOptions{});
+  auto bf16 = LowerOnlyGemm(unquantized);
+  ASSERT_TRUE(bf16.ok()) << bf16.status().ToString();
+  EXPECT_EQ(bf16->operand_dtype, DType::kBF16);
 }
 
 // An odd vocabulary (GPT-2's 50257, here 1029): B read K-major from the [N][K] weight, whose

@@ -10,7 +10,8 @@ namespace {
 bool SameGemmConfig(const CudaGemmConfig& a, const CudaGemmConfig& b) {
   return a.pingpong.value_or(false) == b.pingpong.value_or(false) &&
          a.overlap_epilogue.value_or(false) == b.overlap_epilogue.value_or(false) && a.block_m == b.block_m && a.block_n == b.block_n &&
-         a.stages == b.stages && a.group_m == b.group_m && a.splits == b.splits && a.cluster_m == b.cluster_m;
+         a.stages == b.stages && a.group_m == b.group_m && a.splits == b.splits && a.cluster_m == b.cluster_m &&
+         a.promote.value_or(false) == b.promote.value_or(false);
 }
 
 }  // namespace
@@ -37,7 +38,7 @@ GemmSearchSpace GemmCandidates(const GemmTemplateKernel& gemm, int sm_count) {
         const std::string name = fmt::format("{} {}x{}, {} stages", consumers == 0 ? "ping-pong" : consumers == 1 ? "cooperative" : "cooperative, overlapped epilogue",
                                              c.block_m, c.block_n, c.stages);
         if (block_n > 64 && gemm.n < block_n) space.pruned.push_back(name + ": wider than the product's " + std::to_string(gemm.n) + " columns");
-        else if (gemm_layout::ConsumerRows(c) * c.block_n > 64 * 256) space.pruned.push_back(name + ": accumulators past 128 registers a thread");
+        else if (gemm_layout::AccumulatorRegisters(c, c.block_n) > 128) space.pruned.push_back(name + ": accumulators past 128 registers a thread");
         else if (gemm_layout::SharedBytes(c, staged, gemm_layout::RingedLoad(gemm, c) >= 0) > gemm_layout::kSharedLimit) space.pruned.push_back(name + ": shared memory past 227 KB");
         else if (std::any_of(space.candidates.begin(), space.candidates.end(), [&](const CudaGemmConfig& o) { return SameGemmConfig(o, c); }))
           continue;  // the rule's, or one listed already
@@ -56,13 +57,15 @@ GemmSearchSpace GemmCandidates(const GemmTemplateKernel& gemm, int sm_count) {
 
 nlohmann::json GemmConfigToJson(const CudaGemmConfig& c) {
   return {{"pingpong", c.pingpong.value_or(false)}, {"overlap_epilogue", c.overlap_epilogue.value_or(false)}, {"block_m", c.block_m}, {"block_n", c.block_n},
-          {"stages", c.stages}, {"group_m", c.group_m}, {"splits", c.splits}, {"cluster_m", c.cluster_m}};
+          {"stages", c.stages}, {"group_m", c.group_m}, {"splits", c.splits}, {"cluster_m", c.cluster_m},
+          {"promote", c.promote.value_or(false)}};
 }
 
 CudaGemmConfig GemmConfigFromJson(const nlohmann::json& j) {
   CudaGemmConfig c;
   if (j.contains("pingpong")) c.pingpong = j["pingpong"].get<bool>();
   if (j.contains("overlap_epilogue")) c.overlap_epilogue = j["overlap_epilogue"].get<bool>();
+  if (j.contains("promote")) c.promote = j["promote"].get<bool>();
   c.block_m = j.value("block_m", c.block_m);
   c.block_n = j.value("block_n", c.block_n);
   c.stages = j.value("stages", c.stages);

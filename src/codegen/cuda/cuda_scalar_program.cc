@@ -71,6 +71,8 @@ const char* TileElementType(DType dtype) {
   switch (dtype) {
     case DType::kBF16: return "tf::Bf16";
     case DType::kF16: return "tf::F16";
+    case DType::kF8E4M3: return "tf::E4m3";
+    case DType::kF8E5M2: return "tf::E5m2";
     default: return "tf::F32";
   }
 }

@@ -20,7 +20,7 @@
 // The generated part (codegen/cuda/gemm_emitter.cc) is the Config, the A loader (a matrix,
 // a view or an implicit GEMM's im2col), the Epilogue functor printed from the group's
 // scalar program, and a kernel that calls GemmSm90. Element types (tile_mma.cuh) fix the
-// operand and staging sizes; B is read MN-major, so the operands are 16-bit here.
+// operand and staging sizes; only 16-bit operands are read MN-major (TF32 and FP8 K-major).
 #pragma once
 
 #include "tile_mma.cuh"
@@ -91,6 +91,8 @@ struct GemmShape : Config {
   static constexpr bool kAMnMajor = Config::kAMnMajor != 0;
   static_assert(Element::kBytes == 2 || !kAMnMajor, "gemm_sm90 reads an MN-major A of bf16 or f16 only");
   static constexpr int kBK = 128 / Element::kBytes;  // one 128-byte swizzle row
+  // 8-bit floats only, and not with an overlapped epilogue (which holds half-precision products).
+  static_assert(!Config::kPromote || (Element::kBytes == 1 && !Config::kOverlap), "gemm_sm90 promotes FP8 sums only");
   static constexpr int kTilesM = (Config::kRows + Config::kBM - 1) / Config::kBM;
   static constexpr int kTilesN = (Config::kN + Config::kBN - 1) / Config::kBN;
   static constexpr int kTiles = kTilesM * kTilesN * Config::kBatch;
@@ -174,7 +176,8 @@ namespace tf {
 // kN, kK, kBatch), the consumers (kPingPong, kOverlap), the staged and ringed accesses
 // (kStagedStore, kStagedLoad, kRingedLoad and their element types StoreElement, LoadElement;
 // kStoreByThreads: the staged store written out by the threads, its rows not 16-byte aligned),
-// A's and B's layouts (kAMnMajor, kBKMajor)
+// A's and B's layouts (kAMnMajor, kBKMajor), promoted FP8 sums (kPromote: each K step's
+// products summed apart, then added into the f32 accumulators)
 // and the register split (kProducerRegisters, kConsumerRegisters). Epilogue:
 //   float operator()(Index row, int col, float acc, float loaded) const
 // writes the direct stores of element (row, col) and returns the staged store's value

@@ -9,6 +9,10 @@ template <class S>
 struct GemmConsumerState {
   int consumer, local, warp, lane;
   float d[S::kMBlocks][S::kBN / 2];  // the accumulators: the wgmma D fragments
+  // Promoted accumulation (kPromote, 8-bit floats): a step's products, summed here by the
+  // tensor cores, then added into d. Hopper's FP8 MMA keeps about 14 bits of its sum
+  // (DeepSeek-V3's report, section 3.3.2), so a deep K loses digits d would keep.
+  float step[S::kPromote ? S::kMBlocks : 1][S::kPromote ? S::kBN / 2 : 1];
   // Overlapped epilogue: the previous tile's products, packed pairs of the product's type
   // (held[mb][j * 2 + h] is d[mb][j * 4 + h * 2 + e] for e = 0, 1).
   unsigned held[S::kOverlap ? S::kMBlocks : 1][S::kOverlap ? S::kBN / 4 : 1];
@@ -26,16 +30,20 @@ __device__ __forceinline__ void GemmIssueStep(const GemmSharedMemory<S>& sm, con
   const auto* a = sm.tile_a + c.ring.stage * S::kBM * S::kBK + (S::kPingPong ? 0 : c.consumer * 64 * S::kBK);
   const auto* b = sm.tile_b + c.ring.stage * S::kBN * S::kBK;
   Warpgroup::Fence();
+  auto issue = [&](float(&acc)[S::kBN / 2], int mb, int kk, int accumulate) {
+    Mma::template Shared<S::kBN, !S::kBKMajor, S::kAMnMajor>(
+        acc,
+        S::kAMnMajor ? SharedMatrix::MnMajor(a + mb * 64 * S::kBK + kk * Mma::kK * 64, S::kBK * 128)
+                     : SharedMatrix::KMajor(a + mb * 64 * S::kBK + kk * Mma::kK),
+        S::kBKMajor ? SharedMatrix::KMajor(b + kk * Mma::kK) : SharedMatrix::MnMajor(b + kk * Mma::kK * 64, S::kBK * 128), accumulate);
+  };
 #pragma unroll
   for (int kk = 0; kk < S::kBK / Mma::kK; ++kk)
 #pragma unroll
-    for (int mb = 0; mb < S::kMBlocks; ++mb)
-      Mma::template Shared<S::kBN, !S::kBKMajor, S::kAMnMajor>(
-          c.d[mb],
-          S::kAMnMajor ? SharedMatrix::MnMajor(a + mb * 64 * S::kBK + kk * Mma::kK * 64, S::kBK * 128)
-                       : SharedMatrix::KMajor(a + mb * 64 * S::kBK + kk * Mma::kK),
-          S::kBKMajor ? SharedMatrix::KMajor(b + kk * Mma::kK) : SharedMatrix::MnMajor(b + kk * Mma::kK * 64, S::kBK * 128),
-          ks > k_begin || kk > 0);
+    for (int mb = 0; mb < S::kMBlocks; ++mb) {
+      if constexpr (S::kPromote) issue(c.step[mb], mb, kk, kk > 0);
+      else issue(c.d[mb], mb, kk, ks > k_begin || kk > 0);
+    }
   Warpgroup::Commit();
   // The staged load's tile, requested halfway through the main loop, while the step just
   // issued runs: by then the previous tile's TMA store has long read the staging tile it
@@ -55,10 +63,19 @@ __device__ __forceinline__ void GemmIssueStep(const GemmSharedMemory<S>& sm, con
   }
 }
 
-// ...and retire the step before it, handing its slot back.
+// ...and retire the step before it, handing its slot back. Promoted: wait for this step
+// too, and add its products into the accumulators (the first step of a unit sets them).
 template <class S>
-__device__ __forceinline__ void GemmRetireStep(const GemmSharedMemory<S>& sm, GemmConsumerState<S>& c) {
-  Warpgroup::Wait<1>();
+__device__ __forceinline__ void GemmRetireStep(const GemmSharedMemory<S>& sm, GemmConsumerState<S>& c, bool first = false) {
+  if constexpr (S::kPromote) {
+    Warpgroup::Wait<0>();
+#pragma unroll
+    for (int mb = 0; mb < S::kMBlocks; ++mb)
+#pragma unroll
+      for (int i = 0; i < S::kBN / 2; ++i) c.d[mb][i] = first ? c.step[mb][i] : c.d[mb][i] + c.step[mb][i];
+  } else {
+    Warpgroup::Wait<1>();
+  }
   if (c.previous >= 0) GemmReleaseSlot(sm, c.previous, c.local);
   c.previous = c.ring.stage;
 }
@@ -141,7 +158,7 @@ __device__ __forceinline__ void GemmConsumer(const GemmSharedMemory<S>& sm, cons
       c.previous = -1;
       for (int ks = k_begin; ks < k_end; ++ks, c.ring.Advance()) {
         GemmIssueStep(sm, maps, c, t, ks, k_begin, k_end);
-        GemmRetireStep(sm, c);
+        GemmRetireStep(sm, c, ks == k_begin);
       }
       Warpgroup::Wait<0>();
       GemmReleaseSlot(sm, c.previous, c.local);

@@ -55,7 +55,8 @@ __device__ __forceinline__ void GemmEpilogue(const GemmSharedMemory<S>& sm, cons
         float acc[2], loaded[2] = {0.0f, 0.0f};
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          acc[e] = Chunked ? S::Element::ToFloat((unsigned short)(c.held[mb][j * 2 + h] >> (16 * e))) : c.d[mb][j * 4 + h * 2 + e];
+          if constexpr (Chunked) acc[e] = S::Element::ToFloat((unsigned short)(c.held[mb][j * 2 + h] >> (16 * e)));
+          else acc[e] = c.d[mb][j * 4 + h * 2 + e];
           if constexpr (S::kStagedLoad || S::kRingedLoad) loaded[e] = S::LoadElement::ToFloat((unsigned short)(loaded_pair >> (16 * e)));
         }
         if constexpr (S::kN % 2 == 0) {

@@ -1,14 +1,14 @@
 // tilefuse tile library, typed part: the element types the compute-bound templates are
 // instantiated on, and Mma<Element>, Hopper's warpgroup MMA (wgmma) for each of them.
 //
-//   Bf16, F16, F32, Tf32, E4m3  element types: storage, bytes, conversions
+//   Bf16, F16, F32, Tf32, E4m3, E5m2  element types: storage, bytes, conversions
 //   Mma<Element>                m64nNkK with f32 accumulators; kK is 32 bytes of the element
-//                               (16 for bf16/f16, 8 for tf32, 32 for e4m3)
+//                               (16 for bf16/f16, 8 for tf32, 32 for e4m3/e5m2)
 //     ::Shared<N, BMnMajor, AMnMajor>  A and B from shared memory (wgmma descriptors)
 //     ::Registers<N, BMnMajor>  A from registers (four 32-bit words a thread: a warpgroup's
 //                               fragment), B from shared memory: attention's P·V
 //
-// Only the 16-bit types read A or B transposed (MN-major, wgmma's imm-trans-a/b); tf32 and e4m3 read
+// Only the 16-bit types read A or B transposed (MN-major, wgmma's imm-trans-a/b); tf32 and FP8 read
 // both operands K-major, and asking otherwise fails to compile. N is a multiple of 16 up to
 // 256 (wgmma_operands.cuh lists them).
 #pragma once
@@ -43,8 +43,12 @@ struct Tf32 {
   static constexpr int kBytes = 4;
   static __device__ __forceinline__ float ToFloat(Storage v) { return v; }
 };
-// FP8 e4m3 (bias 7, no infinities): one byte a value.
+// FP8 e4m3 (bias 7, no infinities) and e5m2 (bias 15): one byte a value.
 struct E4m3 {
+  using Storage = unsigned char;
+  static constexpr int kBytes = 1;
+};
+struct E5m2 {
   using Storage = unsigned char;
   static constexpr int kBytes = 1;
 };
@@ -66,7 +70,7 @@ struct E4m3 {
                                                                   ", %" #i3 "}, %" #i4 ", p, 1, 1, %" #i6 ";\n}\n"   \
                : TF_WGMMA_OUT_##N(d)                                                                                \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate), "n"(BMnMajor ? 1 : 0))
-// tf32 and e4m3, A and B by descriptor, both K-major (no transpose operands).
+// tf32 and the 8-bit floats, A and B by descriptor, both K-major (no transpose operands).
 #define TF_WGMMA_SS_KMAJOR_AT(TYPE, K, N, i0, i1, i2, i3, i4, i5, i6)                                              \
   asm volatile(TF_WGMMA_PREDICATE(i2) TF_WGMMA_SHAPE(N, K, TYPE) TF_WGMMA_ACC_##N "}, %" #i0 ", %" #i1 ", p, 1, 1;\n}\n" \
                : TF_WGMMA_OUT_##N(d)                                                                                \
@@ -88,7 +92,8 @@ struct E4m3 {
 #define TF_WGMMA_KMAJOR_CASE(N)                                                                  \
   else if constexpr (kN == N) {                                                                  \
     if constexpr (kTf32) TF_WGMMA_APPLY(TF_WGMMA_SS_KMAJOR_AT, tf32, 8, N, TF_WGMMA_NEXT_##N);   \
-    else TF_WGMMA_APPLY(TF_WGMMA_SS_KMAJOR_AT, e4m3, 32, N, TF_WGMMA_NEXT_##N);                  \
+    else if constexpr (kE4m3) TF_WGMMA_APPLY(TF_WGMMA_SS_KMAJOR_AT, e4m3, 32, N, TF_WGMMA_NEXT_##N); \
+    else TF_WGMMA_APPLY(TF_WGMMA_SS_KMAJOR_AT, e5m2, 32, N, TF_WGMMA_NEXT_##N);                  \
   }
 
 template <class T, class U>
@@ -99,7 +104,8 @@ inline constexpr bool kSameType<T, T> = true;
 template <class Element>
 struct Mma {
   static constexpr bool kSixteenBit = kSameType<Element, Bf16> || kSameType<Element, F16>;
-  static_assert(kSixteenBit || kSameType<Element, Tf32> || kSameType<Element, E4m3>, "Mma: bf16, f16, tf32 or e4m3");
+  static_assert(kSixteenBit || kSameType<Element, Tf32> || kSameType<Element, E4m3> || kSameType<Element, E5m2>,
+                "Mma: bf16, f16, tf32, e4m3 or e5m2");
   static constexpr int kK = 32 / Element::kBytes;  // the reduction depth of one instruction
 
   // d (+)= A·B for a 64 × N tile, A and B in shared memory; accumulate = 0 overwrites d.
@@ -107,7 +113,7 @@ struct Mma {
   static __device__ __forceinline__ void Shared(float (&d)[N / 2], unsigned long long desc_a, unsigned long long desc_b,
                                                 int accumulate) {
     constexpr int kN = N;
-    constexpr bool kBf16 = kSameType<Element, Bf16>, kTf32 = kSameType<Element, Tf32>;
+    constexpr bool kBf16 = kSameType<Element, Bf16>, kTf32 = kSameType<Element, Tf32>, kE4m3 = kSameType<Element, E4m3>;
     static_assert(kSixteenBit || !BMnMajor, "Mma: only bf16 and f16 read B MN-major");
     static_assert(kSixteenBit || !AMnMajor, "Mma: only bf16 and f16 read A MN-major");
     if constexpr (kN % 16 != 0 || kN > 256) static_assert(kN < 0, "Mma: N is a multiple of 16 up to 256");

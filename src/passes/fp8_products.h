@@ -1,0 +1,32 @@
+// Products of dequantized 8-bit floats become FP8 products, their scales applied after.
+//
+// Quantization tools write a product of FP8 values as a DequantizeLinear on each operand and
+// a product in f32 or 16 bits; the importer writes DequantizeLinear out in primitives
+// (frontend/onnx/quantize.cc):
+//
+//     matmul(cast(qa) · sa, cast(qb) · sb)     qa, qb e4m3 or e5m2; sa, sb scales
+//
+// Where each scale is constant along the contracted dim (per tensor, per row of A, per column
+// of B), it comes out of the sum:
+//
+//     cast(matmul(qa, qb) · sa · sb)           the product of 8-bit floats, in f32
+//
+// and the GEMM template runs it on the FP8 tensor cores (twice the 16-bit rate, half the
+// bytes read), the scales and the cast in its epilogue with whatever follows. Hopper's FP8
+// tensor cores read both operands K-major, so B must be a constant (stored K-major by
+// passes/k_major_weights.h, `float8`) or the transpose of an [N][K] value (x · wᵀ): other
+// products, and products whose K rows are not whole 16-byte units (TMA), stay as they are.
+// A zero point must be zero (8-bit floats have none other in ONNX's sense).
+//
+// For the CUDA backend, before the folding of constants: that would fold a constant weight's
+// dequantization into a copy of it in f32.
+#pragma once
+
+#include "tilefuse/graph.h"
+#include "tilefuse/status.h"
+
+namespace tilefuse {
+
+StatusOr<Graph> MakeFp8Products(const Graph& graph);
+
+}  // namespace tilefuse

@@ -1,0 +1,140 @@
+#include "passes/fp8_products.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "passes/pass_test_util.h"
+#include "reference/interpreter.h"
+#include "tilefuse/builder.h"
+
+namespace tilefuse {
+namespace {
+
+using pass_testing::CountOps;
+
+// DequantizeLinear as the importer writes it: cast(cast(q, f32) · scale, out).
+Value Dequantize(GraphBuilder& b, Value q, Value scale, DType out = DType::kF32) {
+  return b.Cast(b.Mul(b.Cast(q, DType::kF32), scale), out);
+}
+
+// The product nodes of `g` whose operands are 8-bit floats.
+int Fp8Products(const Graph& g) {
+  int count = 0;
+  for (const Node& n : g.nodes())
+    if (n.op == OpCode::kMatMul && IsFloat8(g.node(n.inputs[0]).dtype)) {
+      EXPECT_EQ(n.dtype, DType::kF32) << "a product of 8-bit floats is f32";
+      ++count;
+    }
+  return count;
+}
+
+// The rewritten graph computes what the original does, to f32 rounding (the scales move out
+// of the sum; the reference sums in f64 either way).
+void ExpectSameValues(const Graph& before, const Graph& after, const std::vector<Tensor>& inputs, double tolerance) {
+  auto expected = RunReference(before, inputs);
+  auto actual = RunReference(after, inputs);
+  ASSERT_TRUE(expected.ok() && actual.ok()) << expected.status().ToString() << actual.status().ToString();
+  ASSERT_EQ(expected->size(), actual->size());
+  for (size_t o = 0; o < expected->size(); ++o) {
+    const Tensor &e = (*expected)[o], &a = (*actual)[o];
+    ASSERT_EQ(e.shape(), a.shape());
+    ASSERT_EQ(e.dtype(), a.dtype());
+    double scale = 0;
+    for (int64_t i = 0; i < e.num_elements(); ++i) scale = std::max(scale, std::fabs(e.GetDouble(i)));
+    ASSERT_GT(scale, 0.0);
+    for (int64_t i = 0; i < e.num_elements(); ++i)
+      ASSERT_LE(std::fabs(e.GetDouble(i) - a.GetDouble(i)), tolerance * scale) << "output " << o << " element " << i;
+  }
+}
+
+TEST(Fp8ProductsTest, AConstantWeightWithPerColumnScalesBecomesOneFp8ProductScaledAfter) {
+  GraphBuilder b;
+  Value x = b.Parameter("x", DType::kF8E4M3, {2, 32, 64});
+  Value sx = b.Parameter("sx", DType::kF32, {});
+  Value w = b.Constant(Tensor::Random(DType::kF8E4M3, {64, 48}, 3));
+  Value sw = b.Constant(Tensor::Random(DType::kF32, {1, 48}, 4));
+  // In bf16, as a half-precision model casts the dequantized values.
+  b.Output(b.MatMul(Dequantize(b, x, sx, DType::kBF16), Dequantize(b, w, sw, DType::kBF16)), "y");
+  auto graph = b.Build();
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  auto rewritten = MakeFp8Products(*graph);
+  ASSERT_TRUE(rewritten.ok()) << rewritten.status().ToString();
+  EXPECT_EQ(Fp8Products(*rewritten), 1);
+  for (const Node& n : rewritten->nodes())
+    if (n.op == OpCode::kMatMul) {
+      EXPECT_EQ(rewritten->node(n.inputs[0]).op, OpCode::kParameter);  // the e4m3 values themselves
+      EXPECT_EQ(rewritten->node(n.inputs[1]).op, OpCode::kConstant);
+    }
+  EXPECT_EQ(rewritten->node(rewritten->outputs()[0].node).dtype, DType::kBF16);
+  // bf16 outputs: the original rounds the dequantized operands and the sum to bf16 as well.
+  ExpectSameValues(*graph, *rewritten,
+                   {Tensor::Random(DType::kF8E4M3, {2, 32, 64}, 1), Tensor::Random(DType::kF32, {}, 2)}, 2e-2);
+}
+
+// x · wᵀ with w a computed [N][K] value and one scale per output channel (per row of w): the
+// transposes of w and of its scales go to the FP8 product; x per row (a scale per token).
+TEST(Fp8ProductsTest, ATransposedWeightKeepsItsRowScalesAsColumnScales) {
+  GraphBuilder b;
+  Value x = b.Parameter("x", DType::kF8E5M2, {16, 32});
+  Value sx = b.Parameter("sx", DType::kF32, {16, 1});
+  Value w = b.Parameter("w", DType::kF8E5M2, {24, 32});
+  Value sw = b.Parameter("sw", DType::kF32, {24, 1});
+  Value wd = Dequantize(b, w, sw);
+  b.Output(b.MatMul(Dequantize(b, x, sx), b.Transpose(wd, {1, 0})), "y");
+  auto graph = b.Build();
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  auto rewritten = MakeFp8Products(*graph);
+  ASSERT_TRUE(rewritten.ok()) << rewritten.status().ToString();
+  EXPECT_EQ(Fp8Products(*rewritten), 1);
+  ExpectSameValues(*graph, *rewritten,
+                   {Tensor::Random(DType::kF8E5M2, {16, 32}, 1), Tensor::Random(DType::kF32, {16, 1}, 2),
+                    Tensor::Random(DType::kF8E5M2, {24, 32}, 3), Tensor::Random(DType::kF32, {24, 1}, 4)},
+                   1e-6);
+}
+
+TEST(Fp8ProductsTest, ProductsTheTemplateCannotRunStayAsTheyAre) {
+  GraphBuilder b;
+  Value x = b.Parameter("x", DType::kF8E4M3, {16, 32});
+  Value sx = b.Parameter("sx", DType::kF32, {});
+  Value w = b.Constant(Tensor::Random(DType::kF8E4M3, {32, 16}, 3));
+  Value sw = b.Parameter("sw", DType::kF32, {});
+  Value xd = Dequantize(b, x, sx);
+  // A scale per column of x varies along K: it cannot leave the sum.
+  b.Output(b.MatMul(Dequantize(b, x, b.Parameter("sk", DType::kF32, {1, 32})), Dequantize(b, w, sw)), "scale_along_k");
+  // A non-zero zero point.
+  Value shifted = b.Mul(b.Sub(b.Cast(w, DType::kF32), b.Scalar(1.0, DType::kF32)), sw);
+  b.Output(b.MatMul(xd, shifted), "zero_point");
+  // A computed B read [K][N]: the FP8 tensor cores read B K-major only.
+  b.Output(b.MatMul(xd, Dequantize(b, b.Parameter("wkn", DType::kF8E4M3, {32, 16}), sw)), "computed_kn");
+  // Mixed 8-bit types, and K = 24 (rows of 24 bytes: TMA's strides are 16-byte multiples).
+  b.Output(b.MatMul(xd, Dequantize(b, b.Constant(Tensor::Random(DType::kF8E5M2, {32, 16}, 5)), sw)), "mixed");
+  b.Output(b.MatMul(Dequantize(b, b.Parameter("x24", DType::kF8E4M3, {16, 24}), sx),
+                    Dequantize(b, b.Constant(Tensor::Random(DType::kF8E4M3, {24, 16}, 6)), sw)),
+           "k24");
+  auto graph = b.Build();
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  auto rewritten = MakeFp8Products(*graph);
+  ASSERT_TRUE(rewritten.ok()) << rewritten.status().ToString();
+  EXPECT_EQ(Fp8Products(*rewritten), 0);
+  EXPECT_EQ(CountOps(*rewritten, OpCode::kMatMul), 5);
+}
+
+// A zero point of zeros (QuantizeLinear's output type for 8-bit floats) is no obstacle.
+TEST(Fp8ProductsTest, AZeroPointOfZerosIsTaken) {
+  GraphBuilder b;
+  Value x = b.Parameter("x", DType::kF8E4M3, {16, 32});
+  Value zero = b.Cast(b.Constant(Tensor::FromDoubles(DType::kF8E4M3, {}, {0.0})), DType::kF32);
+  Value xd = b.Mul(b.Sub(b.Cast(x, DType::kF32), zero), b.Scalar(0.5, DType::kF32));
+  Value w = b.Constant(Tensor::Random(DType::kF8E4M3, {32, 16}, 3));
+  b.Output(b.MatMul(xd, Dequantize(b, w, b.Scalar(0.25, DType::kF32))), "y");
+  auto graph = b.Build();
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  auto rewritten = MakeFp8Products(*graph);
+  ASSERT_TRUE(rewritten.ok()) << rewritten.status().ToString();
+  EXPECT_EQ(Fp8Products(*rewritten), 1);
+  ExpectSameValues(*graph, *rewritten, {Tensor::Random(DType::kF8E4M3, {16, 32}, 1)}, 1e-6);
+}
+
+}  // namespace
+}  // namespace tilefuse

@@ -1,0 +1,83 @@
+"""Writes the FP8 GEMM correctness models into tests/gemm (binary ONNX: the ONNX text parser
+of the system's onnx 1.12 has no 8-bit float types). Quantized products as quantization tools
+write them: DequantizeLinear on each operand, a product in f32 (or bf16), then the ops after.
+Pass fp8-products turns each into one FP8 product with its scales in the GEMM template's
+epilogue. Weights are random (fixed seed), made e4m3/e5m2 by onnx's own rounding.
+
+    build/venv/bin/python tests/gemm/make_fp8_models.py
+"""
+import os
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+E4M3, E5M2 = TensorProto.FLOAT8E4M3FN, TensorProto.FLOAT8E5M2
+
+
+def f8_initializer(name, values, elem_type):
+    """`values` (float) rounded to the 8-bit float `elem_type`, as an initializer."""
+    saturate = True
+    raw = [onnx.helper.float32_to_float8e4m3(v, saturate=saturate) if elem_type == E4M3 else
+           onnx.helper.float32_to_float8e5m2(v, saturate=saturate) for v in values.astype(np.float32).ravel()]
+    t = TensorProto(name=name, data_type=elem_type, dims=list(values.shape))
+    t.raw_data = bytes(bytearray(raw))
+    return t
+
+
+def save(name, nodes, inputs, outputs, initializers=(), doc=""):
+    graph = helper.make_graph(nodes, name, inputs, outputs, initializer=list(initializers), doc_string=doc)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+    onnx.checker.check_model(model)
+    onnx.save(model, os.path.join(HERE, name + ".onnx"))
+
+
+def linear_xwt():
+    """x · wᵀ with w an input [N][K] (read K-major as it is), per-tensor scale for x and one per
+    output channel for w, bias and tanh-GELU, the result returned in bf16 and quantized to e4m3."""
+    m, k, n = 512, 1024, 384
+    nodes = [
+        helper.make_node("DequantizeLinear", ["x", "sx"], ["xd"]),
+        helper.make_node("DequantizeLinear", ["w", "sw"], ["wd"], axis=0),
+        helper.make_node("Transpose", ["wd"], ["wt"], perm=[1, 0]),
+        helper.make_node("MatMul", ["xd", "wt"], ["p"]),
+        helper.make_node("Add", ["p", "b"], ["s"]),
+        helper.make_node("Gelu", ["s"], ["g"], approximate="tanh"),
+        helper.make_node("Cast", ["g"], ["y"], to=TensorProto.BFLOAT16),
+        helper.make_node("QuantizeLinear", ["g", "sy", "zy"], ["q"]),  # the zero point's type is q's
+    ]
+    inputs = [helper.make_tensor_value_info("x", E4M3, [m, k]), helper.make_tensor_value_info("sx", TensorProto.FLOAT, []),
+              helper.make_tensor_value_info("w", E4M3, [n, k]), helper.make_tensor_value_info("sw", TensorProto.FLOAT, [n]),
+              helper.make_tensor_value_info("b", TensorProto.FLOAT, [n])]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [m, n]), helper.make_tensor_value_info("q", E4M3, [m, n])]
+    save("gemm_fp8_e4m3_xwt_bias_gelu", nodes, inputs, outputs,
+         [numpy_helper.from_array(np.array(0.05, np.float32), "sy"), f8_initializer("zy", np.zeros(()), E4M3)], linear_xwt.__doc__)
+
+
+def constant_weight(elem_type, suffix):
+    """A constant weight [K][N] (stored K-major at compile time) with a scale per output column,
+    x with a per-tensor scale; the product in bf16 (the dequantized values cast to it) plus a
+    residual. 2048 rows, N = 768 over K = 512."""
+    m, k, n = 2048, 512, 768
+    rng = np.random.default_rng(7)
+    w = f8_initializer("w", rng.uniform(-2, 2, (k, n)), elem_type)
+    sw = numpy_helper.from_array(rng.uniform(0.01, 0.05, n).astype(np.float32), "sw")
+    nodes = [
+        helper.make_node("DequantizeLinear", ["x", "sx"], ["xd"]),
+        helper.make_node("DequantizeLinear", ["w", "sw"], ["wd"], axis=1),
+        helper.make_node("Cast", ["xd"], ["xh"], to=TensorProto.BFLOAT16),
+        helper.make_node("Cast", ["wd"], ["wh"], to=TensorProto.BFLOAT16),
+        helper.make_node("MatMul", ["xh", "wh"], ["p"]),
+        helper.make_node("Add", ["p", "r"], ["y"]),
+    ]
+    inputs = [helper.make_tensor_value_info("x", elem_type, [m, k]), helper.make_tensor_value_info("sx", TensorProto.FLOAT, []),
+              helper.make_tensor_value_info("r", TensorProto.BFLOAT16, [m, n])]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [m, n])]
+    save(f"gemm_fp8_{suffix}_constant_weight_residual", nodes, inputs, outputs, [w, sw], constant_weight.__doc__)
+
+
+if __name__ == "__main__":
+    linear_xwt()
+    constant_weight(E4M3, "e4m3")
+    constant_weight(E5M2, "e5m2")

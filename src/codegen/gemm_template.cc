@@ -162,9 +162,23 @@ int PlainTransposeSource(const Graph& g, int operand, DType dtype, int64_t rows,
 // that copy element by element in a prologue of its own instead: 2564 µs, H200, 2026-11-30.)
 int TransposedSource(const Graph& g, const FusionGroup& prologue, const std::vector<int>& materialized, int operand, DType dtype,
                      int64_t rows, int64_t cols) {
-  const int source = PlainTransposeSource(g, operand, dtype, rows, cols);
+  int source = PlainTransposeSource(g, operand, dtype, rows, cols);
   if (source < 0) return -1;
-  if (prologue.nodes == std::vector<int>{operand}) return source;
+  // Reshapes between the value in memory and the transpose keep every element's offset (a
+  // weight gradient's x[8, 512, 768] viewed as [4096, 768]): read the value they view, whose
+  // memory is the [rows][cols] matrix. (LLaMA-style and GPT-2 steps made a transposed copy of
+  // each such operand in a prologue: GPT-2's ~0.5 ms a step, H200, 2026-11-30.)
+  std::vector<int> computed = {operand};
+  while (g.node(source).op == OpCode::kReshape &&
+         std::find(prologue.nodes.begin(), prologue.nodes.end(), source) != prologue.nodes.end() &&
+         std::find(materialized.begin(), materialized.end(), source) == materialized.end()) {
+    computed.push_back(source);
+    source = g.node(source).inputs[0];
+  }
+  std::vector<int> nodes = prologue.nodes;
+  std::sort(nodes.begin(), nodes.end());
+  std::sort(computed.begin(), computed.end());
+  if (nodes == computed) return source;  // the prologue computes nothing but the views
   return std::find(materialized.begin(), materialized.end(), source) != materialized.end() ? source : -1;
 }
 

@@ -720,6 +720,26 @@ TEST(CudaGemmEmitterTest, ATransposedValueThatAPrologueWritesIsReadMnMajorFromIt
   EXPECT_EQ(copied->a_mn_major, -1);
 }
 
+// A weight gradient whose activation arrives with its rows in two dims (x[8, 64, 1000] viewed
+// as [512, 1000] before the transpose): the reshape keeps every element where it is, so A is
+// read MN-major from x itself, with no copy.
+TEST(CudaGemmEmitterTest, ATransposedReshapeIsReadMnMajorFromTheValueItViews) {
+  Planned p = PlanText("  s = Constant <value = int64[2] {512, 1000}> ()\n  x2 = Reshape (x, s)\n"
+                       "  xt = Transpose <perm = [1, 0]> (x2)\n  y = MatMul (xt, dy)\n",
+                       "g (bfloat16[8,64,1000] x, bfloat16[512,384] dy) => (bfloat16[1000,384] y)");
+  auto gemm = LowerOnlyGemm(p);
+  ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
+  ASSERT_GE(gemm->a_mn_major, 0);
+  EXPECT_EQ(p.graph.node(gemm->a_mn_major).op, OpCode::kParameter);
+  auto source = EmitCudaGemm(*gemm);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  const TensorMapArg& a = source->launch.args[0].map;
+  EXPECT_EQ(a.node, gemm->a_mn_major);
+  EXPECT_EQ(a.dims[0], 1000);  // M, contiguous
+  EXPECT_EQ(a.dims[1], 512);   // K: the 8 x 64 rows
+  EXPECT_EQ(a.strides_bytes[0], 1000 * 2);
+}
+
 TEST(CudaGemmEmitterTest, EnoughTilesNeedNoSplitK) {
   Planned p = PlanText("  y = MatMul (x, w)\n", "g (bfloat16[4096,4096] x, bfloat16[4096,4096] w) => (bfloat16[4096,4096] y)");
   auto gemm = LowerOnlyGemm(p);

@@ -5,6 +5,7 @@ Each case is y = x · wᵀ at M = N = K, x and w e4m3 with per-tensor scales, y 
 quantization tools write it (DequantizeLinear on both operands, MatMul, Cast): pass fp8-products
 makes it one FP8 product with the scales in the template's epilogue. Beside it the same
 product in bf16 (x, w bf16), tilefuse's own GEMM template. w is an input, read K-major as it is.
+Then an MLP block (write_mlp_models) quantized and in bf16, tilefuse alone.
 
   tilefuse   `tilefuse bench --backend cuda` (the whole CUDA graph, device events, median),
              FP8 with promoted sums (the default) and with the tensor cores' own accumulation
@@ -49,6 +50,49 @@ def write_models(folder):
             model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
             onnx.checker.check_model(model)
             onnx.save(model, os.path.join(folder, f"gemm_{kind}_{n}.onnx"))
+
+
+MLP = (8192, 4096, 16384)  # tokens, hidden, inner
+
+
+def write_mlp_models(folder):
+    """The MLP block y = GELU(x · W1ᵀ + b1) · W2ᵀ + b2 (tanh GELU) in bf16, and quantized as
+    quantization tools write it: x and both weights e4m3 with per-tensor scales, the GELU's
+    output quantized to e4m3 (QuantizeLinear, scale and zero point) and dequantized before the
+    second product, y bf16."""
+    import onnx
+    from onnx import TensorProto, helper
+    m, h, f = MLP
+    info = helper.make_tensor_value_info
+    for kind in ("e4m3", "bf16"):
+        e = TensorProto.FLOAT8E4M3FN if kind == "e4m3" else TensorProto.BFLOAT16
+        bias = TensorProto.FLOAT if kind == "e4m3" else TensorProto.BFLOAT16
+        inputs = [info("x", e, [m, h]), info("w1", e, [f, h]), info("b1", bias, [f]), info("w2", e, [h, f]), info("b2", bias, [h])]
+        nodes = []
+        if kind == "e4m3":
+            inputs += [info("sx", TensorProto.FLOAT, []), info("s1", TensorProto.FLOAT, []), info("s2", TensorProto.FLOAT, []),
+                       info("sg", TensorProto.FLOAT, [])]
+            nodes += [helper.make_node("DequantizeLinear", ["x", "sx"], ["xd"]), helper.make_node("DequantizeLinear", ["w1", "s1"], ["w1d"]),
+                      helper.make_node("DequantizeLinear", ["w2", "s2"], ["w2d"])]
+            x, w1, w2 = "xd", "w1d", "w2d"
+        else:
+            x, w1, w2 = "x", "w1", "w2"
+        nodes += [helper.make_node("Transpose", [w1], ["w1t"], perm=[1, 0]), helper.make_node("MatMul", [x, "w1t"], ["p1"]),
+                  helper.make_node("Add", ["p1", "b1"], ["a1"]), helper.make_node("Gelu", ["a1"], ["g"], approximate="tanh")]
+        if kind == "e4m3":
+            zero = helper.make_tensor("zg", TensorProto.FLOAT8E4M3FN, [], [0.0])
+            nodes += [helper.make_node("Constant", [], ["zg"], value=zero), helper.make_node("QuantizeLinear", ["g", "sg", "zg"], ["gq"]),
+                      helper.make_node("DequantizeLinear", ["gq", "sg"], ["gd"])]
+            g = "gd"
+        else:
+            g = "g"
+        nodes += [helper.make_node("Transpose", [w2], ["w2t"], perm=[1, 0]), helper.make_node("MatMul", [g, "w2t"], ["p2"]),
+                  helper.make_node("Add", ["p2", "b2"], ["a2"])]
+        nodes.append(helper.make_node("Cast", ["a2"], ["y"], to=TensorProto.BFLOAT16))
+        graph = helper.make_graph(nodes, f"mlp_{kind}", inputs, [info("y", TensorProto.BFLOAT16, [m, h])])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+        onnx.checker.check_model(model)
+        onnx.save(model, os.path.join(folder, f"mlp_{kind}_{m}x{h}x{f}.onnx"))
 
 
 def time_us(fn, repeats=30):
@@ -101,6 +145,7 @@ def main():
     a = ap.parse_args()
     if a.write_models:
         write_models(a.write_models)
+        write_mlp_models(a.write_models)
         return
     rows = []
     print("| M=N=K | tilefuse FP8 promoted µs (TF/s) | tilefuse FP8 fast accum | tilefuse bf16 | cuBLAS FP8 promoted | cuBLAS FP8 fast | cuBLAS bf16 | FP8 vs cuBLAS FP8 (same accumulation) | FP8 vs tilefuse bf16 |")
@@ -124,6 +169,12 @@ def main():
             if report:
                 print(f"  {n} {k}: {report['groups'][0]['strategy']}", file=sys.stderr, flush=True)
         rows.append({"size": n, "tilefuse_us": us, "peers_us": p, "reports": {k: v[1] for k, v in ours.items()}})
+    m, h, f = MLP
+    mlp = {kind: tilefuse_us(a.tilefuse, os.path.join(a.models, f"mlp_{kind}_{m}x{h}x{f}.onnx"))[0] for kind in ("e4m3", "bf16")}
+    mlp["e4m3 fast"] = tilefuse_us(a.tilefuse, os.path.join(a.models, f"mlp_e4m3_{m}x{h}x{f}.onnx"), "--precision", "high")[0]
+    print(f"\nMLP block {m}x{h}x{f} (tilefuse, µs): e4m3 {mlp['e4m3'] or 0:.0f}, e4m3 fast accumulation {mlp['e4m3 fast'] or 0:.0f}, "
+          f"bf16 {mlp['bf16'] or 0:.0f}", flush=True)
+    rows.append({"mlp": list(MLP), "tilefuse_us": mlp})
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)

@@ -164,6 +164,7 @@ void AddBenchCommand(CLI::App& app, int& exit_code) {
   bench->add_option("--seed", options->seed, "Seed of the random inputs")->capture_default_str();
   bench->add_option("--shape", options->shape, kShapeFlagHelp);
   bench->add_flag("--json", options->json, "Print the results as JSON");
+  AddCudaPathOptions(*bench, options->cuda_paths);
   bench->add_flag("--strict", options->strict,
                   "A group that would run on the reference interpreter (cpu) or on the host (cuda), no generated\n"
                   "kernel for an op, is an error (exit 2), not a warning");

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <string>
 
+#include "cuda_path_options.h"
 #include "tilefuse/status.h"
 
 namespace tilefuse::cli {
@@ -24,6 +25,7 @@ struct BenchOptions {
   bool tune = false;  // the fused kernels tuned first
   bool strict = false;  // a group on the reference interpreter is an error, not a warning
   int device = 0;     // cuda: the GPU's ordinal
+  CudaPathChoices cuda_paths;  // cuda: --gemm, --precision and the rest, as `run` takes them
 };
 
 // `tilefuse bench MODEL --backend cuda` (bench_cuda.cc).

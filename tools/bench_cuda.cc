@@ -33,13 +33,14 @@ struct CudaVariant {  // fused or unfused
   std::unique_ptr<CompiledModel> compiled;  // the warm one
 };
 
-ModelOptions GpuModelOptions(bool fuse, const std::string& cache_dir, bool tune, int device) {
+ModelOptions GpuModelOptions(const BenchOptions& options, bool fuse, const std::string& cache_dir, bool tune) {
   ModelOptions model;
+  ApplyCudaPathChoices(options.cuda_paths, model);
   model.backend = "cuda";
   model.fuse = fuse;
   model.cache_dir = cache_dir;
   model.tune = tune && fuse;
-  model.device = device;
+  model.device = options.device;
   return model;
 }
 
@@ -48,7 +49,7 @@ StatusOr<CudaVariant> BenchVariant(const Graph& passed, bool fuse, const std::ve
   FreshCacheDir cache;
   if (cache.path().empty()) return Internal("cannot create a temporary kernel cache folder");
   CudaVariant v;
-  ModelOptions model = GpuModelOptions(fuse, cache.path(), options.tune, options.device);
+  ModelOptions model = GpuModelOptions(options, fuse, cache.path(), options.tune);
   model.strict = options.strict;  // groups on the host: an error, not a warning
   ASSIGN_OR_RETURN(std::unique_ptr<CompiledModel> cold, CompiledModel::FromPassedGraph(passed, model));
   if (fuse)
@@ -142,7 +143,7 @@ void PrintText(const nlohmann::json& j) {
 
 Status BenchCuda(const BenchOptions& options) {
   ASSIGN_OR_RETURN(ImportedModel imported, LoadModelWithShapes(options.model, options.shape));
-  ASSIGN_OR_RETURN(Graph passed, CompiledModel::RunPasses(imported.graph, GpuModelOptions(true, "", false, options.device)));
+  ASSIGN_OR_RETURN(Graph passed, CompiledModel::RunPasses(imported.graph, GpuModelOptions(options, true, "", false)));
   StatusOr<GpuInfo> device = DescribeGpu(options.device);
   if (!device.ok()) return NotFound("--backend cuda needs a GPU and its driver: " + device.status().message());
   ASSIGN_OR_RETURN(std::vector<Tensor> inputs, MakeRandomInputs(passed, options.seed));

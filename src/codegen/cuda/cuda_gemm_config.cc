@@ -23,6 +23,8 @@ int64_t StageBytes(const CudaGemmConfig& c) { return int64_t{c.block_m + c.block
 int Consumers(const CudaGemmConfig& c) { return c.pingpong.value_or(false) ? 2 : c.block_m / 64; }
 int ConsumerRows(const CudaGemmConfig& c) { return c.pingpong.value_or(false) ? c.block_m : 64; }
 int AccumulatorRegisters(const CudaGemmConfig& c, int block_n) { return ConsumerRows(c) * block_n / 128 * (c.promote.value_or(false) ? 2 : 1); }
+// (Promoted: the accumulators and two half-width step sums.)
+int MaxAccumulatorRegisters(const CudaGemmConfig& c) { return c.promote.value_or(false) ? 192 : 128; }
 
 // The tiles the epilogues stage for their TMA stores: each consumer's rows × block_n
 // half-precision values.
@@ -179,7 +181,7 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
     // tiles); N = 384 at ConvNeXt's 100k rows takes 192 (no padding).
     double best = std::numeric_limits<double>::infinity();
     for (int n : {256, 192, 128, 64}) {
-      if ((n > 64 && g.n < n) || AccumulatorRegisters(c, n) > 128) continue;
+      if ((n > 64 && g.n < n) || AccumulatorRegisters(c, n) > MaxAccumulatorRegisters(c)) continue;
       if (c.cluster_m > 1 && n % (64 * c.cluster_m) != 0) continue;  // a pair splits B's tile in 64-column boxes
       const double per_column = n == 256 ? 1.0 : n == 192 ? 1.04 : n == 128 ? 1.12 : 1.3;
       const double cost = static_cast<double>(CeilDiv(Tiles(g, c.block_m, n), c.sm_count)) * n * per_column;

@@ -56,9 +56,11 @@ int64_t Tiles(const GemmTemplateKernel& g, int block_m, int block_n);  // output
 int64_t StageBytes(const CudaGemmConfig& c);                          // one ring slot: A and B tiles
 int Consumers(const CudaGemmConfig& c);      // consumer warpgroups
 int ConsumerRows(const CudaGemmConfig& c);   // output rows each computes per tile
-// f32 registers a consumer thread holds for its tile: the accumulators, twice over when
-// promoted. At most 128 fit beside the rest (64 x 256 accumulators a warpgroup).
+// f32 registers a consumer thread holds for its tile: the accumulators, and a step's sums
+// beside them when promoted. At most 128 fit beside the rest (64 x 256 accumulators a
+// warpgroup); promoted, whose main loop holds little else, 192 (64 x 192 twice).
 int AccumulatorRegisters(const CudaGemmConfig& c, int block_n);
+int MaxAccumulatorRegisters(const CudaGemmConfig& c);
 int64_t StagingBytes(const CudaGemmConfig& c, bool staged);  // the epilogue's TMA-store tiles
 // An overlapped epilogue's residual ring: kResidualSlots chunks of block_m rows.
 int64_t ResidualRingBytes(const CudaGemmConfig& c, bool ringed);

@@ -86,9 +86,10 @@ class GemmEmitter {
       return InvalidArgument(fmt::format("{}: block_m {} (need 64 or 128)", g_.name, c_.block_m));
     if (c_.block_n < 64 || c_.block_n > 256 || c_.block_n % 64 != 0)
       return InvalidArgument(fmt::format("{}: block_n {} (need 64, 128, 192 or 256)", g_.name, c_.block_n));
-    if (AccumulatorRegisters(c_, c_.block_n) > 128)
-      return InvalidArgument(fmt::format("{}: {} x {} accumulators per consumer{} (at most 64 x 256 fit in registers)", g_.name,
-                                         ConsumerRows(c_), c_.block_n, *c_.promote ? ", twice over promoted" : ""));
+    if (AccumulatorRegisters(c_, c_.block_n) > MaxAccumulatorRegisters(c_))
+      return InvalidArgument(fmt::format("{}: {} x {} accumulators per consumer{} (at most {} registers a thread)", g_.name,
+                                         ConsumerRows(c_), c_.block_n, *c_.promote ? ", twice over promoted" : "",
+                                         MaxAccumulatorRegisters(c_)));
     if (*c_.promote && (!IsFloat8(g_.operand_dtype) || *c_.overlap_epilogue))
       return InvalidArgument(fmt::format("{}: promoted sums are for FP8 products without an overlapped epilogue", g_.name));
     if (c_.stages < 2) return InvalidArgument(fmt::format("{}: {} stages (need at least 2)", g_.name, c_.stages));
@@ -251,17 +252,25 @@ std::map<int, std::string> GivenValues(const GemmTemplateKernel& g, int staged_l
   return given;
 }
 
-// Whether the epilogue's Pair accesses buffer `b` at the product's position as one 4-byte word
-// per column pair: a half value, where N is even (the pair's first column is even, so the word
-// is aligned as the buffer's start is). (f32 values as 8-byte pairs are not yet checked on a
-// GPU: element by element still.)
+// Whether the epilogue's Pair accesses buffer `b` at the product's position as one word per
+// column pair: 4 bytes of half values, 2 of 8-bit floats, where N is even (the pair's first
+// column is even, so the word is aligned as the buffer's start is). (f32 values as 8-byte pairs
+// are not yet checked on a GPU: element by element still.)
 bool PairsBuffer(const GemmTemplateKernel& g, const KernelBuffer& b, const Index& index) {
-  return g.n % 2 == 0 && (b.dtype == DType::kBF16 || b.dtype == DType::kF16) && AtProductPosition(g, index);
+  return g.n % 2 == 0 && (b.dtype == DType::kBF16 || b.dtype == DType::kF16 || IsFloat8(b.dtype)) && AtProductPosition(g, index);
 }
+
+// A column pair's word of `dtype` values, and the shift to its second value.
+struct PairWord {
+  const char* type;
+  const char* element;
+  int shift;
+};
+PairWord PairWordOf(DType dtype) { return IsFloat8(dtype) ? PairWord{"uint16_t", "uint8_t", 8} : PairWord{"uint32_t", "uint16_t", 16}; }
 
 // Epilogue::Pair: the epilogue of the column pair (col, col + 1) that each thread holds in the
 // wgmma accumulator layout. Loads and stores of values at the product's position move both
-// columns as one 4-byte word (half values): element by element, a warp's access touches
+// columns as one word (4 bytes of half values, 2 of 8-bit floats): element by element, a warp's access touches
 // eight rows' 32-byte sectors for 8 bytes each (GPT-2's training forward product that stored
 // tanh-GELU's four intermediates so took 344 µs where one output takes 36: H200, 2026-11-30).
 // The rest is operator()'s program, once per column.
@@ -280,9 +289,10 @@ std::string GemmEpiloguePair(const GemmTemplateKernel& g, int staged, int staged
     const KernelBuffer& b = k.buffers[value.buffer];
     if (!PairsBuffer(g, b, value.index)) continue;
     const std::string at = fmt::format("b{} + ({})", value.buffer, PrintIndex(value.index, vars0));
-    out += fmt::format("      const uint32_t p{} = *(const uint32_t*)({});\n", v, at);
-    given[0][static_cast<int>(v)] = fmt::format("tf_cvt_{}((uint16_t)p{})", DTypeName(value.dtype), v);
-    given[1][static_cast<int>(v)] = fmt::format("tf_cvt_{}((uint16_t)(p{} >> 16))", DTypeName(value.dtype), v);
+    const PairWord word = PairWordOf(b.dtype);
+    out += fmt::format("      const {} p{} = *(const {}*)({});\n", word.type, v, word.type, at);
+    given[0][static_cast<int>(v)] = fmt::format("tf_cvt_{}(({})p{})", DTypeName(value.dtype), word.element, v);
+    given[1][static_cast<int>(v)] = fmt::format("tf_cvt_{}(({})(p{} >> {}))", DTypeName(value.dtype), word.element, v, word.shift);
   }
   std::vector<int> roots;
   for (const KernelStore& st : k.stores) roots.push_back(st.value);
@@ -311,8 +321,9 @@ std::string GemmEpiloguePair(const GemmTemplateKernel& g, int staged, int staged
   for (size_t i : paired) {
     const KernelStore& st = k.stores[i];
     const std::string_view dtype = DTypeName(k.buffers[st.buffer].dtype);
-    out += fmt::format("      *(uint32_t*)(b{} + ({})) = (uint32_t)tf_pack_{}(s{}[0]) | ((uint32_t)tf_pack_{}(s{}[1]) << 16);\n", st.buffer,
-                       PrintIndex(st.index, vars0), dtype, i, dtype, i);
+    const PairWord word = PairWordOf(k.buffers[st.buffer].dtype);
+    out += fmt::format("      *({0}*)(b{1} + ({2})) = ({0})tf_pack_{3}(s{4}[0]) | (({0})tf_pack_{3}(s{4}[1]) << {5});\n", word.type,
+                       st.buffer, PrintIndex(st.index, vars0), dtype, i, word.shift);
   }
   return out + "    }\n";
 }

@@ -16,10 +16,11 @@ bool SameGemmConfig(const CudaGemmConfig& a, const CudaGemmConfig& b) {
 
 }  // namespace
 
-GemmSearchSpace GemmCandidates(const GemmTemplateKernel& gemm, int sm_count) {
+GemmSearchSpace GemmCandidates(const GemmTemplateKernel& gemm, int sm_count, std::optional<bool> promote) {
   GemmSearchSpace space;
   CudaGemmConfig rule;
   rule.sm_count = sm_count;
+  rule.promote = promote;
   space.candidates.push_back(ResolveGemmConfig(gemm, rule));
   const bool staged = gemm_layout::StagedStore(gemm) >= 0;
   // Consumers: ping-pong, cooperative, or cooperative with the epilogue overlapped.
@@ -38,7 +39,8 @@ GemmSearchSpace GemmCandidates(const GemmTemplateKernel& gemm, int sm_count) {
         const std::string name = fmt::format("{} {}x{}, {} stages", consumers == 0 ? "ping-pong" : consumers == 1 ? "cooperative" : "cooperative, overlapped epilogue",
                                              c.block_m, c.block_n, c.stages);
         if (block_n > 64 && gemm.n < block_n) space.pruned.push_back(name + ": wider than the product's " + std::to_string(gemm.n) + " columns");
-        else if (gemm_layout::AccumulatorRegisters(c, c.block_n) > 128) space.pruned.push_back(name + ": accumulators past 128 registers a thread");
+        else if (gemm_layout::AccumulatorRegisters(c, c.block_n) > gemm_layout::MaxAccumulatorRegisters(c))
+          space.pruned.push_back(name + ": accumulators past the registers a thread has for them");
         else if (gemm_layout::SharedBytes(c, staged, gemm_layout::RingedLoad(gemm, c) >= 0) > gemm_layout::kSharedLimit) space.pruned.push_back(name + ": shared memory past 227 KB");
         else if (std::any_of(space.candidates.begin(), space.candidates.end(), [&](const CudaGemmConfig& o) { return SameGemmConfig(o, c); }))
           continue;  // the rule's, or one listed already

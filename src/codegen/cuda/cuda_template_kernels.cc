@@ -22,11 +22,14 @@ class GemmTemplate : public TemplateKernel {
  public:
   GemmTemplate(GemmTemplateKernel gemm, CudaGemmConfig requested) : gemm_(std::move(gemm)), requested_(requested) {}
   std::string Kind() const override { return "gemm template"; }
-  // As the tuning cache has always keyed GEMM configurations.
-  std::string Fingerprint() const override { return GemmFingerprint(gemm_); }
+  // As the tuning cache has always keyed GEMM configurations; an FP8 product's accumulation
+  // (promoted or the tensor cores' own) is part of what it computes.
+  std::string Fingerprint() const override {
+    return GemmFingerprint(gemm_) + (IsFloat8(gemm_.operand_dtype) && requested_.promote == false ? " fast accumulation" : "");
+  }
   std::vector<nlohmann::json> SearchSpace(int sm_count) const override {
     std::vector<nlohmann::json> out;
-    for (const CudaGemmConfig& c : GemmCandidates(gemm_, sm_count).candidates) out.push_back(GemmConfigToJson(c));
+    for (const CudaGemmConfig& c : GemmCandidates(gemm_, sm_count, requested_.promote).candidates) out.push_back(GemmConfigToJson(c));
     return out;
   }
   StatusOr<CudaKernelSource> Emit(const std::string& name, const nlohmann::json& config, int sm_count) const override {

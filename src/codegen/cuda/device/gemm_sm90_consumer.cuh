@@ -10,9 +10,11 @@ struct GemmConsumerState {
   int consumer, local, warp, lane;
   float d[S::kMBlocks][S::kBN / 2];  // the accumulators: the wgmma D fragments
   // Promoted accumulation (kPromote, 8-bit floats): a step's products, summed here by the
-  // tensor cores, then added into d. Hopper's FP8 MMA keeps about 14 bits of its sum
-  // (DeepSeek-V3's report, section 3.3.2), so a deep K loses digits d would keep.
-  float step[S::kPromote ? S::kMBlocks : 1][S::kPromote ? S::kBN / 2 : 1];
+  // tensor cores, then added into d once retired, step[h] for the tile's column half h.
+  // Hopper's FP8 MMA keeps about 14 bits of its sum (DeepSeek-V3's report, section 3.3.2),
+  // so a deep K loses digits d would keep. One half's products are added while the other's
+  // wgmma runs (GemmPromotedSteps).
+  float step[S::kPromote ? 2 : 1][S::kPromote ? S::kMBlocks : 1][S::kPromote ? S::kBN / 4 : 1];
   // Overlapped epilogue: the previous tile's products, packed pairs of the product's type
   // (held[mb][j * 2 + h] is d[mb][j * 4 + h * 2 + e] for e = 0, 1).
   unsigned held[S::kOverlap ? S::kMBlocks : 1][S::kOverlap ? S::kBN / 4 : 1];
@@ -22,16 +24,20 @@ struct GemmConsumerState {
 
 // One main-loop step, issued: wait for the slot, start its wgmma (and the staged load at its
 // step)...
-template <class S>
-__device__ __forceinline__ void GemmIssueStep(const GemmSharedMemory<S>& sm, const GemmMaps& maps, GemmConsumerState<S>& c,
-                                              const TileCoordinates& t, int ks, int k_begin, int k_end) {
+// Promoted sums issue each step in two halves of the tile's columns (kCols from kFirstCol,
+// B read K-major): the first half waits for the slot and starts the staged load.
+template <class S, int kCols = S::kBN, int kFirstCol = 0>
+__device__ __forceinline__ void GemmIssueStepInto(const GemmSharedMemory<S>& sm, const GemmMaps& maps, GemmConsumerState<S>& c,
+                                                  const TileCoordinates& t, int ks, int k_begin, int k_end,
+                                                  float (&into)[S::kMBlocks][kCols / 2], bool accumulate) {
   using Mma = tf::Mma<typename S::Element>;
-  sm.full[c.ring.stage].Wait(c.ring.phase);
+  static_assert(kFirstCol == 0 || S::kBKMajor, "a part of B's columns is read K-major");
+  if (kFirstCol == 0) sm.full[c.ring.stage].Wait(c.ring.phase);
   const auto* a = sm.tile_a + c.ring.stage * S::kBM * S::kBK + (S::kPingPong ? 0 : c.consumer * 64 * S::kBK);
-  const auto* b = sm.tile_b + c.ring.stage * S::kBN * S::kBK;
+  const auto* b = sm.tile_b + c.ring.stage * S::kBN * S::kBK + kFirstCol * S::kBK;
   Warpgroup::Fence();
-  auto issue = [&](float(&acc)[S::kBN / 2], int mb, int kk, int accumulate) {
-    Mma::template Shared<S::kBN, !S::kBKMajor, S::kAMnMajor>(
+  auto issue = [&](float(&acc)[kCols / 2], int mb, int kk, int accumulate) {
+    Mma::template Shared<kCols, !S::kBKMajor, S::kAMnMajor>(
         acc,
         S::kAMnMajor ? SharedMatrix::MnMajor(a + mb * 64 * S::kBK + kk * Mma::kK * 64, S::kBK * 128)
                      : SharedMatrix::KMajor(a + mb * 64 * S::kBK + kk * Mma::kK),
@@ -40,17 +46,14 @@ __device__ __forceinline__ void GemmIssueStep(const GemmSharedMemory<S>& sm, con
 #pragma unroll
   for (int kk = 0; kk < S::kBK / Mma::kK; ++kk)
 #pragma unroll
-    for (int mb = 0; mb < S::kMBlocks; ++mb) {
-      if constexpr (S::kPromote) issue(c.step[mb], mb, kk, kk > 0);
-      else issue(c.d[mb], mb, kk, ks > k_begin || kk > 0);
-    }
+    for (int mb = 0; mb < S::kMBlocks; ++mb) issue(into[mb], mb, kk, accumulate || kk > 0);
   Warpgroup::Commit();
   // The staged load's tile, requested halfway through the main loop, while the step just
   // issued runs: by then the previous tile's TMA store has long read the staging tile it
   // lands in, and the load still has half the main loop to arrive. (Requested as the tile
   // started, the wait for that store stalled the next main loop's first step: a residual
   // over 16384x4096x1024 took 248 us on cooperative tiles against 195 for bias+ReLU, H100.)
-  if constexpr (S::kStagedLoad) {
+  if constexpr (S::kStagedLoad && kFirstCol == 0) {
     if (ks == (k_begin + k_end) / 2 && c.local == 0) {
       TmaStoreWaitRead();
       unsigned char* my_staging = sm.staging + c.consumer * S::kConsumerRows * S::kBN * 2;
@@ -63,21 +66,73 @@ __device__ __forceinline__ void GemmIssueStep(const GemmSharedMemory<S>& sm, con
   }
 }
 
-// ...and retire the step before it, handing its slot back. Promoted: wait for this step
-// too, and add its products into the accumulators (the first step of a unit sets them).
 template <class S>
-__device__ __forceinline__ void GemmRetireStep(const GemmSharedMemory<S>& sm, GemmConsumerState<S>& c, bool first = false) {
-  if constexpr (S::kPromote) {
-    Warpgroup::Wait<0>();
-#pragma unroll
-    for (int mb = 0; mb < S::kMBlocks; ++mb)
-#pragma unroll
-      for (int i = 0; i < S::kBN / 2; ++i) c.d[mb][i] = first ? c.step[mb][i] : c.d[mb][i] + c.step[mb][i];
-  } else {
-    Warpgroup::Wait<1>();
-  }
+__device__ __forceinline__ void GemmIssueStep(const GemmSharedMemory<S>& sm, const GemmMaps& maps, GemmConsumerState<S>& c,
+                                              const TileCoordinates& t, int ks, int k_begin, int k_end) {
+  GemmIssueStepInto(sm, maps, c, t, ks, k_begin, k_end, c.d, ks > k_begin);
+}
+
+// ...and retire the step before it, handing its slot back.
+template <class S>
+__device__ __forceinline__ void GemmRetireStep(const GemmSharedMemory<S>& sm, GemmConsumerState<S>& c) {
+  Warpgroup::Wait<1>();
   if (c.previous >= 0) GemmReleaseSlot(sm, c.previous, c.local);
   c.previous = c.ring.stage;
+}
+
+// Promoted sums: a retired step's products of column half `Half` added into the
+// accumulators (the unit's first step sets them). A half of a tile's columns is a whole
+// number of the D fragment's 8-column groups, so its fragment is d's from Half * kBN / 4 on.
+template <class S, int Half>
+__device__ __forceinline__ void GemmPromote(GemmConsumerState<S>& c, bool first) {
+#pragma unroll
+  for (int mb = 0; mb < S::kMBlocks; ++mb) {
+    Warpgroup::FenceRegisters(c.step[Half][mb]);
+#pragma unroll
+    for (int i = 0; i < S::kBN / 4; ++i) {
+      float& d = c.d[mb][Half * S::kBN / 4 + i];
+      d = first ? c.step[Half][mb][i] : d + c.step[Half][mb][i];
+    }
+  }
+}
+
+// Promoted main-loop steps, two at a time (one where a unit's steps end), each issued in two
+// column halves with step sums of their own, so that one half's sums are added while a wgmma
+// runs:
+//   issue h0(a), h1(a) | add h0(a) | issue h0(b) | add h1(a) | issue h1(b) | add h0(b) | wait, add h1(b)
+// The tensor cores stand idle only for the last addition. Nothing is in flight from one pair
+// to the next: with a wgmma carried over the loop's back edge (step sums taking turns, or a
+// half added in the next step) ptxas serialized every wgmma (C7514); with one set of sums
+// waited on each step the tensor cores stood idle through every addition (8192^3: 975 us
+// against 751 unpromoted, H200, 2026-11-30).
+template <class S>
+__device__ __forceinline__ void GemmPromotedSteps(const GemmSharedMemory<S>& sm, const GemmMaps& maps, GemmConsumerState<S>& c,
+                                                  const TileCoordinates& t, int ks, int k_begin, int k_end) {
+  constexpr int kHalf = S::kBN / 2;
+  const bool first = ks == k_begin;
+  GemmIssueStepInto<S, kHalf, 0>(sm, maps, c, t, ks, k_begin, k_end, c.step[0], false);
+  GemmIssueStepInto<S, kHalf, kHalf>(sm, maps, c, t, ks, k_begin, k_end, c.step[1], false);
+  Warpgroup::Wait<1>();
+  GemmPromote<S, 0>(c, first);
+  const int slot = c.ring.stage;
+  c.ring.Advance();
+  if (ks + 1 < k_end) {
+    GemmIssueStepInto<S, kHalf, 0>(sm, maps, c, t, ks + 1, k_begin, k_end, c.step[0], false);
+    Warpgroup::Wait<1>();
+    GemmReleaseSlot(sm, slot, c.local);
+    GemmPromote<S, 1>(c, first);
+    GemmIssueStepInto<S, kHalf, kHalf>(sm, maps, c, t, ks + 1, k_begin, k_end, c.step[1], false);
+    Warpgroup::Wait<1>();
+    GemmPromote<S, 0>(c, false);
+    Warpgroup::Wait<0>();
+    GemmReleaseSlot(sm, c.ring.stage, c.local);
+    GemmPromote<S, 1>(c, false);
+    c.ring.Advance();
+  } else {
+    Warpgroup::Wait<0>();
+    GemmReleaseSlot(sm, slot, c.local);
+    GemmPromote<S, 1>(c, first);
+  }
 }
 
 // Split-K: every unit leaves its partial sums in scratch memory (coalesced: element i of all
@@ -156,12 +211,16 @@ __device__ __forceinline__ void GemmConsumer(const GemmSharedMemory<S>& sm, cons
       const int k_begin = split * S::kSplitSteps, k_end = min(S::kKSteps, k_begin + S::kSplitSteps);
       if (S::kPingPong && (consumer == 1 || main_loops > 0)) sm.turn[consumer].Wait((consumer == 1 ? main_loops : main_loops - 1) & 1);
       c.previous = -1;
-      for (int ks = k_begin; ks < k_end; ++ks, c.ring.Advance()) {
-        GemmIssueStep(sm, maps, c, t, ks, k_begin, k_end);
-        GemmRetireStep(sm, c, ks == k_begin);
+      if constexpr (S::kPromote) {
+        for (int ks = k_begin; ks < k_end; ks += 2) GemmPromotedSteps(sm, maps, c, t, ks, k_begin, k_end);
+      } else {
+        for (int ks = k_begin; ks < k_end; ++ks, c.ring.Advance()) {
+          GemmIssueStep(sm, maps, c, t, ks, k_begin, k_end);
+          GemmRetireStep(sm, c);
+        }
+        Warpgroup::Wait<0>();
+        GemmReleaseSlot(sm, c.previous, c.local);
       }
-      Warpgroup::Wait<0>();
-      GemmReleaseSlot(sm, c.previous, c.local);
       if (S::kPingPong && c.local == 0) sm.turn[1 - consumer].Arrive();
       if constexpr (S::kSplits > 1)
         if (!GemmSplitKHandOver(sm, c, unit, tile, tile_counters, partials)) continue;

@@ -200,10 +200,42 @@ TFD uint8_t tf_float_to_f8(float v, int m, int bias, float largest, uint8_t larg
   if (e2 < min_e) return (uint8_t)(sign | (int)(r / tf_pow2(min_e - m)));
   return (uint8_t)(sign | (e2 + bias) << m | ((int)(r / tf_pow2(e2 - m)) - (1 << m)));
 }
+#if __CUDA_ARCH__ >= 890
+// Ada and Hopper convert in hardware: round to nearest even, .satfinite as ONNX's saturating
+// Cast (an infinity to the largest value, NaN to NaN). The software forms above divide twice
+// a value; an FP8 GEMM's epilogue quantizing its output spent longer converting than the
+// product took.
+TFD uint8_t tf_float_to_f8e4m3(float v) {
+  uint16_t r;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(0.0f), "f"(v));
+  return (uint8_t)r;
+}
+TFD uint8_t tf_float_to_f8e5m2(float v) {
+  uint16_t r;
+  asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(r) : "f"(0.0f), "f"(v));
+  return (uint8_t)r;
+}
+TFD float tf_f8x2_half_to_float(uint32_t h2) {
+  float f;
+  asm("{.reg .b16 lo, hi;\n mov.b32 {lo, hi}, %1;\n cvt.f32.f16 %0, lo;}" : "=f"(f) : "r"(h2));
+  return f;
+}
+TFD float tf_f8e4m3_to_float(uint8_t b) {
+  uint32_t h2;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"((uint16_t)b));
+  return tf_f8x2_half_to_float(h2);
+}
+TFD float tf_f8e5m2_to_float(uint8_t b) {
+  uint32_t h2;
+  asm("cvt.rn.f16x2.e5m2x2 %0, %1;" : "=r"(h2) : "h"((uint16_t)b));
+  return tf_f8x2_half_to_float(h2);
+}
+#else
 TFD float tf_f8e4m3_to_float(uint8_t b) { return tf_f8_to_float(b, 3, 7, false); }
 TFD float tf_f8e5m2_to_float(uint8_t b) { return tf_f8_to_float(b, 2, 15, true); }
 TFD uint8_t tf_float_to_f8e4m3(float v) { return tf_float_to_f8(v, 3, 7, 448.0f, 0x7e); }
 TFD uint8_t tf_float_to_f8e5m2(float v) { return tf_float_to_f8(v, 2, 15, 57344.0f, 0x7b); }
+#endif
 
 // From storage to compute type.
 TFD double tf_cvt_f64(double v) { return v; }

@@ -231,6 +231,14 @@ struct Warpgroup {
   static __device__ __forceinline__ void Wait() {
     asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(Pending) : "memory");
   }
+  // Pins registers a wgmma wrote to this point of the program: read after it, not hoisted
+  // above the Wait that retired them (the compiler sees no tie between the two; ptxas then
+  // finds reads of accumulators still in flight and serializes every wgmma, C7514).
+  template <int N>
+  static __device__ __forceinline__ void FenceRegisters(float (&r)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+  }
   // Register reallocation between producer and consumer warpgroups.
   template <int Registers>
   static __device__ __forceinline__ void GrowRegisters() {

@@ -96,43 +96,48 @@ __device__ __forceinline__ void GemmPromote(GemmConsumerState<S>& c, bool first)
   }
 }
 
-// Promoted main-loop steps, two at a time (one where a unit's steps end), each issued in two
-// column halves with step sums of their own, so that one half's sums are added while a wgmma
-// runs:
-//   issue h0(a), h1(a) | add h0(a) | issue h0(b) | add h1(a) | issue h1(b) | add h0(b) | wait, add h1(b)
-// The tensor cores stand idle only for the last addition. Nothing is in flight from one pair
-// to the next: with a wgmma carried over the loop's back edge (step sums taking turns, or a
-// half added in the next step) ptxas serialized every wgmma (C7514); with one set of sums
-// waited on each step the tensor cores stood idle through every addition (8192^3: 975 us
-// against 751 unpromoted, H200, 2026-11-30).
+// Promoted main-loop steps, kPromotedChain at a time (fewer where a unit's steps end), each
+// issued in two column halves with step sums of their own, so that one half's sums are added
+// while a wgmma runs:
+//   issue h0(1), h1(1) | add h0(1) | issue h0(2) | add h1(1) | issue h1(2) | add h0(2) | ... | wait, add h1(last)
+// The tensor cores stand idle only for the chain's last addition. Nothing is in flight from
+// one chain to the next: with a wgmma carried over the loop's back edge (step sums taking
+// turns, or a half added in the next step) ptxas serialized every wgmma (C7514); with one set
+// of sums waited on each step the tensor cores stood idle through every addition (8192^3: 975
+// us against 751 unpromoted; chains of 2 steps 889; H200, 2026-11-30).
+// Split-K units (products of few rows, bound by reading B) take chains of 2: their unit
+// bookkeeping beside chains of 4 spilled (64x128 tiles, 2026-11-30).
+template <class S>
+constexpr int kPromotedChain = S::kSplits > 1 ? 2 : 4;
 template <class S>
 __device__ __forceinline__ void GemmPromotedSteps(const GemmSharedMemory<S>& sm, const GemmMaps& maps, GemmConsumerState<S>& c,
                                                   const TileCoordinates& t, int ks, int k_begin, int k_end) {
   constexpr int kHalf = S::kBN / 2;
-  const bool first = ks == k_begin;
+  bool first = ks == k_begin;  // the next half 1 added is the unit's first step
   GemmIssueStepInto<S, kHalf, 0>(sm, maps, c, t, ks, k_begin, k_end, c.step[0], false);
   GemmIssueStepInto<S, kHalf, kHalf>(sm, maps, c, t, ks, k_begin, k_end, c.step[1], false);
   Warpgroup::Wait<1>();
   GemmPromote<S, 0>(c, first);
-  const int slot = c.ring.stage;
+  int slot = c.ring.stage;  // the slot half 1 of the last step issued still reads
   c.ring.Advance();
-  if (ks + 1 < k_end) {
-    GemmIssueStepInto<S, kHalf, 0>(sm, maps, c, t, ks + 1, k_begin, k_end, c.step[0], false);
+  const int steps = min(kPromotedChain<S>, k_end - ks);
+#pragma unroll
+  for (int i = 1; i < kPromotedChain<S>; ++i) {
+    if (i >= steps) continue;
+    GemmIssueStepInto<S, kHalf, 0>(sm, maps, c, t, ks + i, k_begin, k_end, c.step[0], false);
     Warpgroup::Wait<1>();
     GemmReleaseSlot(sm, slot, c.local);
     GemmPromote<S, 1>(c, first);
-    GemmIssueStepInto<S, kHalf, kHalf>(sm, maps, c, t, ks + 1, k_begin, k_end, c.step[1], false);
+    first = false;
+    GemmIssueStepInto<S, kHalf, kHalf>(sm, maps, c, t, ks + i, k_begin, k_end, c.step[1], false);
     Warpgroup::Wait<1>();
     GemmPromote<S, 0>(c, false);
-    Warpgroup::Wait<0>();
-    GemmReleaseSlot(sm, c.ring.stage, c.local);
-    GemmPromote<S, 1>(c, false);
+    slot = c.ring.stage;
     c.ring.Advance();
-  } else {
-    Warpgroup::Wait<0>();
-    GemmReleaseSlot(sm, slot, c.local);
-    GemmPromote<S, 1>(c, first);
   }
+  Warpgroup::Wait<0>();
+  GemmReleaseSlot(sm, slot, c.local);
+  GemmPromote<S, 1>(c, first);
 }
 
 // Split-K: every unit leaves its partial sums in scratch memory (coalesced: element i of all
@@ -212,7 +217,7 @@ __device__ __forceinline__ void GemmConsumer(const GemmSharedMemory<S>& sm, cons
       if (S::kPingPong && (consumer == 1 || main_loops > 0)) sm.turn[consumer].Wait((consumer == 1 ? main_loops : main_loops - 1) & 1);
       c.previous = -1;
       if constexpr (S::kPromote) {
-        for (int ks = k_begin; ks < k_end; ks += 2) GemmPromotedSteps(sm, maps, c, t, ks, k_begin, k_end);
+        for (int ks = k_begin; ks < k_end; ks += kPromotedChain<S>) GemmPromotedSteps(sm, maps, c, t, ks, k_begin, k_end);
       } else {
         for (int ks = k_begin; ks < k_end; ++ks, c.ring.Advance()) {
           GemmIssueStep(sm, maps, c, t, ks, k_begin, k_end);

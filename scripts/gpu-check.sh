@@ -100,12 +100,13 @@ if has gemm; then
   # --gemm template and auto (the path a user gets: cuBLASLt where the template refuses).
   # With --stand-ins, the kernels a background compile runs first (ping-pong tiles for the
   # overlapped epilogue).
-  for m in tests/gemm/*.onnxtxt bench/cases/check/mlp_block*.onnxtxt bench/cases/check/gpt_block*.onnxtxt; do
+  for m in tests/gemm/*.onnxtxt tests/gemm/*.onnx bench/cases/check/mlp_block*.onnxtxt bench/cases/check/gpt_block*.onnxtxt; do
     for path in template auto; do [[ $m == bench/* ]] || check_run "$m --gemm $path" "$m" --gemm $path; done
     check_run "$m --gemm template --stand-ins" "$m" --gemm template --stand-ins
   done
   # f32 matmuls on TF32 tensor cores (--precision high; checked to the f16 tolerance).
-  for m in examples/matmul_bias_relu.onnxtxt examples/mlp_block.onnxtxt examples/causal_attention.onnxtxt tests/gemm/gemm_bias_f32.onnxtxt; do
+  # FP8 products in the tensor cores' own accumulation too (--precision high).
+  for m in examples/matmul_bias_relu.onnxtxt examples/mlp_block.onnxtxt examples/causal_attention.onnxtxt tests/gemm/gemm_bias_f32.onnxtxt tests/gemm/gemm_fp8_*.onnx; do
     check_run "$m --precision high" "$m" --precision high
   done
   for m in tests/gemm/gemm_bias_relu_ragged_bf16.onnxtxt tests/gemm/bmm_bf16.onnxtxt tests/gemm/gemm_residual_two_outputs_bf16.onnxtxt \

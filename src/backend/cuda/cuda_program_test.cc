@@ -33,6 +33,8 @@ void CompileForHopper(const std::string& path, bool fuse, AttentionPath attentio
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   PassOptions passes;
   passes.channels_last = channels_last;  // as the CUDA backend passes graphs (TILEFUSE_CHANNELS_LAST=0: NCHW)
+  passes.fp8_products = true;            // and its FP8 products, their weights K-major
+  passes.k_major_weights.float8 = true;
   auto graph = RunGraphPasses(std::move(model->graph), passes);
   ASSERT_TRUE(graph.ok()) << graph.status().ToString();
   PlannerOptions planner;
@@ -80,6 +82,10 @@ std::vector<std::string> Models() {
     if (std::filesystem::exists(root + folder))
       for (const auto& e : std::filesystem::directory_iterator(root + folder))
         if (e.path().extension() == ".onnxtxt") paths.push_back(e.path().string());
+  // The FP8 graphs are binary ONNX (the text parser has no 8-bit float types).
+  for (const char* folder : {"/tests/gemm", "/bench/cases/fp8"})
+    for (const auto& e : std::filesystem::directory_iterator(root + folder))
+      if (e.path().extension() == ".onnx") paths.push_back(e.path().string());
   for (const char* m : {"mlp_block", "attention_block", "gpt2_2layer", "llama_2layer"}) paths.push_back(root + "/tests/models/" + m);
   for (const auto& e : std::filesystem::directory_iterator(root + "/tests/attention/exports"))
     if (e.path().extension() == ".onnx") paths.push_back(e.path().string());

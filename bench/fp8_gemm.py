@@ -20,8 +20,10 @@ Then an MLP block (write_mlp_models) quantized and in bf16, tilefuse alone.
 import argparse
 import json
 import os
-import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lm_head import tilefuse_us, time_us  # noqa: E402  (the same timing as the LM-head bench)
 
 SIZES = (8192, 4096)
 
@@ -95,23 +97,6 @@ def write_mlp_models(folder):
         onnx.save(model, os.path.join(folder, f"mlp_{kind}_{m}x{h}x{f}.onnx"))
 
 
-def time_us(fn, repeats=30):
-    import torch
-    for _ in range(5):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        torch.cuda.synchronize()
-        times.append(s.elapsed_time(e) * 1e3)
-    times.sort()
-    return times[len(times) // 2]
-
-
 def peers(n):
     import torch
     x = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
@@ -124,16 +109,6 @@ def peers(n):
     xb, wb = x.to(torch.bfloat16), w.to(torch.bfloat16)
     out["mm bf16"] = time_us(lambda: torch.mm(xb, wb.t()))
     return out
-
-
-def tilefuse_us(binary, path, *flags):
-    r = subprocess.run([binary, "bench", path, "--backend", "cuda", "--json", "--repeats", "30", "--warmup", "5", *flags],
-                       capture_output=True, text=True, timeout=600)
-    if r.returncode != 0:
-        print(r.stdout[-2000:], r.stderr[-2000:], file=sys.stderr)
-        return None, None
-    report = json.loads(r.stdout)
-    return report["fused"]["ms"] * 1e3, report
 
 
 def main():

@@ -79,8 +79,9 @@ def peers(v, m):
     return out
 
 
-def tilefuse_us(binary, path):
-    r = subprocess.run([binary, "bench", path, "--backend", "cuda", "--json", "--repeats", "30", "--warmup", "5"],
+def tilefuse_us(binary, path, *flags):
+    """`tilefuse bench --backend cuda` of `path` (with `flags`): the median µs and the report."""
+    r = subprocess.run([binary, "bench", path, "--backend", "cuda", "--json", "--repeats", "30", "--warmup", "5", *flags],
                        capture_output=True, text=True, timeout=600)
     if r.returncode != 0:
         print(r.stdout[-2000:], r.stderr[-2000:], file=sys.stderr)

@@ -195,6 +195,8 @@ StatusOr<GemmTemplateKernel> LowerGemmTemplate(const Graph& g, const FusionGroup
   const bool half = mm.dtype == DType::kBF16 || mm.dtype == DType::kF16;
   const bool float8 = IsFloat8(g.node(mm.inputs[0]).dtype);  // an f32 product of 8-bit floats
   const char* kind = float8 ? "FP8" : "TF32";
+  if (float8 && g.node(mm.inputs[1]).dtype != g.node(mm.inputs[0]).dtype)
+    return Unimplemented("the FP8 GEMM template multiplies operands of one 8-bit type (e4m3 by e4m3, e5m2 by e5m2)");
   if (mm.dtype == DType::kF32 && !tf32 && !float8)
     return Unimplemented("the GEMM template takes f32 products as TF32 only (--precision high); exact f32 goes to cuBLASLt");
   if (!half && mm.dtype != DType::kF32)

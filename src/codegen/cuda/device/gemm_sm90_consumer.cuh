@@ -22,10 +22,9 @@ struct GemmConsumerState {
   int previous;  // the slot of the step before this one, still read by its wgmma (-1: none)
 };
 
-// One main-loop step, issued: wait for the slot, start its wgmma (and the staged load at its
-// step)...
-// Promoted sums issue each step in two halves of the tile's columns (kCols from kFirstCol,
-// B read K-major): the first half waits for the slot and starts the staged load.
+// One main-loop step, issued: wait for the slot, start its wgmma into `into` (and the staged
+// load at its step)... Promoted sums issue a step in two halves of the tile's columns, kCols
+// from kFirstCol (B read K-major): the first half waits for the slot and starts the load.
 template <class S, int kCols = S::kBN, int kFirstCol = 0>
 __device__ __forceinline__ void GemmIssueStepInto(const GemmSharedMemory<S>& sm, const GemmMaps& maps, GemmConsumerState<S>& c,
                                                   const TileCoordinates& t, int ks, int k_begin, int k_end,

@@ -1,13 +1,14 @@
 // QuantizeLinear and DequantizeLinear, written out in primitives as the ONNX reference
 // defines them, per tensor or per axis (the scale and zero point scalars, or 1-D along
-// `axis`), for int8, uint8 and the 8-bit floats:
+// `axis`) or in blocks along it (`block_size`), for int8, uint8 and the 8-bit floats:
 //
 //   DequantizeLinear  y = (x - zero_point) · scale, computed in f32, y of the scale's type
 //   QuantizeLinear    integers: y = clamp(round_half_even(x / scale) + zero_point) to the type's range
 //                     8-bit floats: y = cast(x / scale) with the `saturate` attribute
 //   DynamicQuantizeLinear  uint8 with the scale and zero point computed from x's range (and 0)
 //
-// Blocked scales (`block_size`) are refused with the reason.
+// A blocked scale is repeated to x's shape (RepeatedBlocks): the product's FP8 form
+// (passes/fp8_products.h) does not take it yet, so such a product computes as written.
 #include <fmt/format.h>
 
 #include "frontend/onnx/handler_util.h"
@@ -18,16 +19,40 @@ namespace tilefuse::onnx_import {
 
 namespace {
 
+// A blocked scale or zero point (`block_size` B along `axis`: x's rank, one value per B
+// elements there, x's extents elsewhere) repeated to x's shape: each value B times along the
+// axis, the last block cut at x's extent.
+StatusOr<Value> RepeatedBlocks(GraphBuilder& b, Value v, const Shape& x_shape, int64_t axis, int64_t block, const char* what) {
+  Shape shape = b.shape(v);
+  const int64_t extent = x_shape[axis], blocks = shape.size() == x_shape.size() ? shape[axis] : -1;
+  bool fits = blocks > 0 && blocks * block >= extent && (blocks - 1) * block < extent;
+  for (size_t d = 0; fits && d < shape.size(); ++d) fits = static_cast<int64_t>(d) == axis || shape[d] == x_shape[d];
+  if (!fits)
+    return InvalidArgument(fmt::format("the {} has shape {}; blocks of {} along axis {} of x {} need one value per block there "
+                                       "and x's extents elsewhere",
+                                       what, ShapeToString(shape), block, axis, ShapeToString(x_shape)));
+  Shape split = shape, repeated = shape;
+  split.insert(split.begin() + axis + 1, 1);
+  repeated.insert(repeated.begin() + axis + 1, block);
+  Shape whole = shape;
+  whole[axis] = blocks * block;
+  Value out = b.Reshape(b.BroadcastTo(b.Reshape(v, split), repeated), whole);
+  return whole[axis] == extent ? out : b.Slice(out, {0}, {extent}, {axis}, {});
+}
+
 // `v` (a scale or zero point) shaped to broadcast against `x` along `axis`: a scalar stays
-// one; a 1-D value of x's extent there becomes [1, .., extent, .., 1].
+// one; a 1-D value of x's extent there becomes [1, .., extent, .., 1]; a blocked one
+// (`block_size`) is repeated to x's shape.
 StatusOr<Value> AlongAxis(NodeContext& ctx, Value v, Value x, const char* what) {
   GraphBuilder& b = ctx.b();
   const Shape& shape = b.shape(v);
   const Shape& x_shape = b.shape(x);
   if (NumElements(shape) == 1 && shape.size() <= 1) return b.Reshape(v, {});
-  if (ctx.Int("block_size", 0) != 0)
-    return Unimplemented(fmt::format("blocked quantization (block_size {}) is not supported", ctx.Int("block_size", 0)));
   ASSIGN_OR_RETURN(int64_t axis, NormalizeOnnxAxis(ctx.Int("axis", 1), static_cast<int64_t>(x_shape.size()), "axis"));
+  if (const int64_t block = ctx.Int("block_size", 0); block != 0) {
+    if (block < 0) return InvalidArgument(fmt::format("block_size {} is negative", block));
+    return RepeatedBlocks(b, v, x_shape, axis, block, what);
+  }
   if (shape.size() != 1 || shape[0] != x_shape[axis])
     return InvalidArgument(fmt::format("the {} has shape {}; per-axis quantization along axis {} needs [{}]", what,
                                        ShapeToString(shape), axis, x_shape[axis]));

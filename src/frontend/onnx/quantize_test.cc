@@ -75,14 +75,32 @@ TEST(OnnxQuantizeTest, QuantizeToFloat8ThroughOutputDtype) {
   ExpectNear(RunGraph(g, {F32({3}, {3, 1000, -0.125})}), {3, 896, -0.125});
 }
 
-TEST(OnnxQuantizeTest, BlockedScalesAndWideTypesAreRefusedWithTheReason) {
+// Blocked scales (block_size): one scale per 2 elements along axis 1, the last block cut at
+// x's extent of 5; the expected values are each x times its block's scale, less its zero point.
+TEST(OnnxQuantizeTest, BlockedScalesRepeatAlongTheAxisAndTheLastBlockIsCut) {
+  Graph g = Import(WithOpset(21, R"(
+    g (int8[2, 5] x) => (float[2, 5] y) {
+      scale = Constant <value = float[2, 3] {0.5, 2, 4, 1, 0.25, 8}> ()
+      zp = Constant <value = int8[2, 3] {0, 1, -1, 2, 0, 0}> ()
+      y = DequantizeLinear <axis = 1, block_size = 2> (x, scale, zp)
+    })"));
+  const std::vector<double> x = {1, 2, 3, 4, 5, -1, -2, -3, -4, -5};
+  const std::vector<double> scale = {0.5, 2, 4, 1, 0.25, 8}, zp = {0, 1, -1, 2, 0, 0};
+  std::vector<double> expected;
+  for (int r = 0; r < 2; ++r)
+    for (int c = 0; c < 5; ++c) expected.push_back((x[r * 5 + c] - zp[r * 3 + c / 2]) * scale[r * 3 + c / 2]);
+  ExpectNear(RunGraph(g, {Tensor::FromDoubles(DType::kI8, {2, 5}, x)}), expected);
+}
+
+TEST(OnnxQuantizeTest, BlockedScalesOfTheWrongShapeAreRefusedWithTheReason) {
+  // Four blocks of 2 would cover 8 columns, not x's 5.
   std::string blocked = ImportError(WithOpset(21, R"(
-    g (float[2, 4] x) => (int8[2, 4] q) {
-      scale = Constant <value = float[2, 2] {1, 1, 1, 1}> ()
-      zp = Constant <value = int8[2, 2] {0, 0, 0, 0}> ()
+    g (float[2, 5] x) => (int8[2, 5] q) {
+      scale = Constant <value = float[2, 4] {1, 1, 1, 1, 1, 1, 1, 1}> ()
+      zp = Constant <value = int8[2, 4] {0, 0, 0, 0, 0, 0, 0, 0}> ()
       q = QuantizeLinear <axis = 1, block_size = 2> (x, scale, zp)
     })"));
-  EXPECT_TRUE(Contains(blocked, "blocked quantization")) << blocked;
+  EXPECT_TRUE(Contains(blocked, "need one value per block")) << blocked;
 }
 
 }  // namespace

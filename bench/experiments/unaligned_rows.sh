@@ -7,22 +7,13 @@
 #   bench/experiments/unaligned_rows.sh BUNDLE OUT
 set -u
 B=$1 OUT=$2
+source "$(dirname "$0")/template_checks.sh"
 mkdir -p "$OUT"
 log="$OUT/unaligned-rows.log"
 : >"$log"
 for m in tests/gemm/gemm_unaligned_vocab*.onnxtxt tests/gemm/gemm_weight_gradient_unaligned*.onnxtxt; do
-  for form in "" "--gemm-form tail" "--gemm-form pingpong" "--stand-ins"; do
-    if o=$(timeout 300 "$B/tilefuse" run "$m" --backend cuda --check --gemm template $form 2>&1); then
-      echo "PASS $m $form" | tee -a "$log"
-    else
-      echo "FAIL $m $form" | tee -a "$log"; echo "$o" | tail -12 | tee -a "$log"
-    fi
-  done
-  if o=$(timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/tilefuse" run "$m" --backend cuda --gemm template 2>&1); then
-    echo "CLEAN $m" | tee -a "$log"
-  else
-    echo "MEMCHECK FAIL $m" | tee -a "$log"; echo "$o" | grep -v '^=========  ' | tail -15 | tee -a "$log"
-  fi
+  check_forms "$m" "" "--gemm-form tail" "--gemm-form pingpong" "--stand-ins"
+  memcheck "$m"
 done
 python3 bench/lm_head.py --write-models /tmp/lm-heads >/dev/null
 python3 bench/lm_head.py --models /tmp/lm-heads --tilefuse "$B/tilefuse" --json "$OUT/lm-head.json" 2>&1 | tail -20 | tee -a "$log"

@@ -23,7 +23,6 @@ int64_t StageBytes(const CudaGemmConfig& c) { return int64_t{c.block_m + c.block
 int Consumers(const CudaGemmConfig& c) { return c.pingpong.value_or(false) ? 2 : c.block_m / 64; }
 int ConsumerRows(const CudaGemmConfig& c) { return c.pingpong.value_or(false) ? c.block_m : 64; }
 int AccumulatorRegisters(const CudaGemmConfig& c, int block_n) { return ConsumerRows(c) * block_n / 128 * (c.promote.value_or(false) ? 2 : 1); }
-// (Promoted: the accumulators and two half-width step sums.)
 int MaxAccumulatorRegisters(const CudaGemmConfig& c) { return c.promote.value_or(false) ? 192 : 128; }
 
 // The tiles the epilogues stage for their TMA stores: each consumer's rows × block_n
@@ -162,7 +161,7 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
   // K = 1024 bias+GELU 16384x4096 596 / 505; K = 4096 residual 16384x1024 407.5 / 450.9, bias
   // 4096^2 413.5 / 445.2). Where 128x128 tiles would leave SMs idle, the cooperative forms
   // (split-K) stay.
-  // (FP8 products, f32 too, stay cooperative until measured: promoted sums fit only 64 x 128
+  // (FP8 products, f32 too, stay cooperative until measured: promoted sums fit at most 64 x 192
   // accumulators a consumer, and ping-pong consumers hold 128 rows.)
   const bool short_tf32 = g.operand_dtype == DType::kF32 && g.k <= 1024 && g.rows > 64 && Tiles(g, 128, 128) >= c.sm_count;
   c.pingpong = c.pingpong.value_or(short_tf32);

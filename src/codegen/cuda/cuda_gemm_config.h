@@ -57,7 +57,7 @@ int64_t StageBytes(const CudaGemmConfig& c);                          // one rin
 int Consumers(const CudaGemmConfig& c);      // consumer warpgroups
 int ConsumerRows(const CudaGemmConfig& c);   // output rows each computes per tile
 // f32 registers a consumer thread holds for its tile: the accumulators, and a step's sums
-// beside them when promoted. At most 128 fit beside the rest (64 x 256 accumulators a
+// beside them when promoted (two half-width sets, gemm_sm90_consumer.cuh). At most 128 fit beside the rest (64 x 256 accumulators a
 // warpgroup); promoted, whose main loop holds little else, 192 (64 x 192 twice).
 int AccumulatorRegisters(const CudaGemmConfig& c, int block_n);
 int MaxAccumulatorRegisters(const CudaGemmConfig& c);

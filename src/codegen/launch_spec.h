@@ -68,6 +68,10 @@ struct LaunchSpec {
   // launch fewer clusters, and does where fewer can be resident at once (a second wave of
   // persistent clusters would double the time).
   bool persistent_clusters = false;
+  // The kernel calls tf_await_prior_grid() before it touches memory (every generated kernel
+  // does, first thing): the launcher may then launch it programmatically (PDL), its CTAs
+  // placed and started while the kernel before it in the stream finishes.
+  bool awaits_prior_grid = false;
   int64_t dynamic_shared_bytes = 0;
   // Device memory the kernel keeps to itself between launches (split-K partial sums and
   // tile counters): zeroed once when allocated, and every kernel leaves what must be zero

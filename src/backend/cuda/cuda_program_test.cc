@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -57,6 +58,13 @@ void CompileForHopper(const std::string& path, bool fuse, AttentionPath attentio
   std::vector<CudaKernelSource> sources;
   for (const CudaGroupProgram& g : program->groups)
     for (const CudaLaunchable* k : Launchables(g)) sources.push_back(k->source);
+  // Each may be launched programmatically, before the kernel ahead of it has finished: its
+  // first statement waits for that kernel.
+  for (const CudaKernelSource& s : sources) {
+    EXPECT_TRUE(s.launch.awaits_prior_grid) << path << ": " << s.name;
+    const size_t body = s.function.find("{\n", s.function.find("__global__"));
+    EXPECT_EQ(s.function.substr(body + 2, std::strlen(kAwaitPriorGrid)), kAwaitPriorGrid) << path << ": " << s.function.substr(0, 400);
+  }
   auto cubins = CompileUnits(*nvrtc, SplitIntoCompileUnits(sources), "sm_90a");
   ASSERT_TRUE(cubins.ok()) << cubins.status().ToString();
   const std::string log = cubins->PtxasLog();

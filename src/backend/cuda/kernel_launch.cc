@@ -3,9 +3,16 @@
 #include <algorithm>
 #include <fmt/format.h>
 
+#include "support/env_switch.h"
+
 namespace tilefuse {
 
 namespace {
+
+// Hopper and later launch programmatically; TILEFUSE_PDL=0 keeps every launch behind the
+// whole of the one before it (for comparison). Read at each launch: a graph captured after
+// the switch changes follows it.
+bool ProgrammaticLaunches(const CudaDevice& device) { return device.compute_major() >= 9 && !SwitchedOff("TILEFUSE_PDL"); }
 
 CUtensorMapDataType TensorMapType(const TensorMapArg& map) {
   if (map.tf32) return CU_TENSOR_MAP_DATA_TYPE_TFLOAT32;
@@ -108,14 +115,14 @@ Status LaunchKernel(const CudaDevice& device, CUfunction function, const LaunchS
   config.blockDimZ = spec.block[2];
   config.sharedMemBytes = static_cast<unsigned>(spec.dynamic_shared_bytes);
   config.hStream = stream;
-  CUlaunchAttribute cluster = {};
+  CUlaunchAttribute attributes[2] = {};
+  config.attrs = attributes;
   if (spec.cluster[0] * spec.cluster[1] * spec.cluster[2] > 1) {
+    CUlaunchAttribute& cluster = attributes[config.numAttrs++];
     cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
     cluster.value.clusterDim.x = spec.cluster[0];
     cluster.value.clusterDim.y = spec.cluster[1];
     cluster.value.clusterDim.z = spec.cluster[2];
-    config.attrs = &cluster;
-    config.numAttrs = 1;
     if (spec.persistent_clusters) {
       // As many clusters as can be resident at once, no more.
       int resident = 0;
@@ -125,6 +132,14 @@ Status LaunchKernel(const CudaDevice& device, CUfunction function, const LaunchS
       const int64_t most = int64_t{resident} * spec.cluster[0];
       config.gridDimX = static_cast<unsigned>(std::min<int64_t>(config.gridDimX, most));
     }
+  }
+  // Programmatic dependent launch: the kernel waits for the grid ahead of it itself
+  // (tf_await_prior_grid), so its launch need not. Stream capture keeps it as a programmatic
+  // edge of the CUDA graph.
+  if (spec.awaits_prior_grid && ProgrammaticLaunches(device)) {
+    CUlaunchAttribute& programmatic = attributes[config.numAttrs++];
+    programmatic.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    programmatic.value.programmaticStreamSerializationAllowed = 1;
   }
   return device.Check(device.api().cuLaunchKernelEx(&config, function, params.data(), nullptr), "cuLaunchKernelEx " + name);
 }

@@ -1267,13 +1267,14 @@ CudaKernelSource LoopKernelSource(const Kernel& k, const CudaKernelConfig& c, co
     const KernelBuffer& buf = k.buffers[b];
     s.function += fmt::format("{}{}{}* __restrict__ b{}", s.num_params++ ? ", " : "", buf.is_output ? "" : "const ", StorageType(buf.dtype), b);
   }
-  s.function += extra_parameters + ") {\n";
+  s.function += extra_parameters + ") {\n" + kAwaitPriorGrid;
   // 32-bit index arithmetic (cheaper, and divisions by constants much cheaper) when
   // every offset and loop bound fits with room for the grid-stride step.
   int64_t largest = k.outer * std::max<int64_t>(1, k.inner);
   for (const KernelBuffer& b : k.buffers) largest = std::max(largest, b.elements);
   s.function += fmt::format("  typedef {} tf_index_t;\n", largest < (int64_t{1} << 30) ? "int" : "int64_t");
   s.function += body + "}\n";
+  s.launch.awaits_prior_grid = true;
   s.work_blocks = work_blocks;
   s.strategy = std::move(strategy);
   s.launch.grid = {s.work_blocks, 1, 1};
@@ -1284,6 +1285,13 @@ CudaKernelSource LoopKernelSource(const Kernel& k, const CudaKernelConfig& c, co
 }
 
 void FinishTemplateSource(CudaKernelSource& s, std::string function, int64_t shared_bytes) {
+  // The wait goes first in the kernel's body: after the signature, whose parameters hold no
+  // brace (tables and structs the emitter writes before the signature may).
+  const size_t signature = function.find("extern \"C\" __global__");
+  const size_t body = signature == std::string::npos ? std::string::npos : function.find("{\n", signature);
+  TF_CHECK_MSG(body != std::string::npos, "a template kernel without its signature");
+  function.insert(body + 2, kAwaitPriorGrid);
+  s.launch.awaits_prior_grid = true;
   s.function = std::move(function);
   s.num_params = static_cast<int>(s.launch.args.size());
   s.launch.grid = {s.work_blocks, 1, 1};

@@ -117,8 +117,12 @@ CudaKernelSource LoopKernelSource(const Kernel& kernel, const CudaKernelConfig& 
 // The device library's functor ("tf_sum", "tf_max", ...) folding partial results with
 // `combiner` (ReductionTraits::combiner).
 const char* DeviceCombiner(OpCode combiner);
-// A compute-bound template's source completed: `function`, and a launch of `work_blocks`
-// blocks of `threads` with `shared_bytes` of dynamic shared memory over its arguments.
+// The first statement of every generated kernel (tf_await_prior_grid in the device library):
+// the kernel may be launched programmatically, before the one ahead of it has finished.
+inline constexpr char kAwaitPriorGrid[] = "  tf::tf_await_prior_grid();\n";
+// A compute-bound template's source completed: `function`, its body opened by
+// kAwaitPriorGrid, and a launch of `work_blocks` blocks of `threads` with `shared_bytes` of
+// dynamic shared memory over its arguments.
 void FinishTemplateSource(CudaKernelSource& source, std::string function, int64_t shared_bytes);
 // One translation unit holding several kernels (a graph's dump; the CUDA backend compiles
 // a unit per distinct kernel).

@@ -194,8 +194,23 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
     // 16 x 4096 x 4096 bf16 (H100, 2026-11-24, µs) 64-column tiles 21.5 / 22.7 / 26.9 with
     // 1 / 2 / 4 splits, 128-column 23.6 / 21.2 / 22.8 / 32.8 with 1 / 2 / 4 / 8, 256-column
     // 27-33; cuBLAS alone 18.
+    // A 16-bit product of more rows (GPT-2 and BERT at batch 1: 128 x 768 x 768..3072, 6 to 24
+    // tiles of 128x128) is bound by latency rather than by B: 64x64 tiles, one unit each unless
+    // K is long, then units of about 12 steps, at most one unit an SM. H200, 2026-12-01, µs, the
+    // tuner's times of GPT-2's products at 128 rows, this rule's form / the rule before (128x128,
+    // split 2-10) / the best of the 64x64 and 128x128 forms split 1 to 12: QKV with bias 7.10 /
+    // 11.23 / 7.10, proj with residual 7.62 / 11.84 / 7.62, fc with GELU 7.97 / 12.19 / 7.97, fc2
+    // (K = 3072) with residual, split 4, 10.46 / 17.47 / 10.46.
+    // Up to kReadBoundRows rows reading B bounds the product (below).
+    constexpr int64_t kReadBoundRows = 16;
+    const bool half = g.operand_dtype == DType::kBF16 || g.operand_dtype == DType::kF16;
     c.splits = 1;
-    if (!c.pingpong.value_or(false) && Tiles(g, c.block_m, c.block_n) * 2 <= c.sm_count) {
+    if (!c.pingpong.value_or(false) && half && requested.block_n == 0 && g.rows > kReadBoundRows && Tiles(g, 128, 128) * 2 <= c.sm_count) {
+      c.block_m = 64;
+      c.block_n = 64;
+      const int64_t splits = std::min<int64_t>({KSteps(g) / 12, c.sm_count / Tiles(g, 64, 64), 32});
+      if (splits > 1) c.splits = static_cast<int>(CeilDiv(KSteps(g), CeilDiv(KSteps(g), splits)));  // no empty unit
+    } else if (!c.pingpong.value_or(false) && Tiles(g, c.block_m, c.block_n) * 2 <= c.sm_count) {
       if (requested.block_n == 0 && g.n >= 128) c.block_n = 128;
       const int64_t splits = std::min<int64_t>({c.sm_count / 2 / Tiles(g, c.block_m, c.block_n), KSteps(g) / 4, 32});
       if (splits > 1) c.splits = static_cast<int>(CeilDiv(KSteps(g), CeilDiv(KSteps(g), splits)));  // no empty unit

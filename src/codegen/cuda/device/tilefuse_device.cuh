@@ -24,6 +24,21 @@
 
 namespace tf {
 
+// Programmatic dependent launch (sm_90 and later). A kernel launched with it
+// (LaunchSpec::awaits_prior_grid) is placed on the GPU while the kernel ahead of it in the
+// stream still runs, so the launch's latency and the ramp of its CTAs overlap that kernel's
+// tail. It must not touch memory before this wait returns: the grids it depends on have then
+// finished and their writes are visible. Every generated kernel calls it first. The
+// kernel behind may be launched right away: it waits here in turn, and since this kernel's
+// CTAs are all resident by the time every one of them has said so, the early launch takes
+// no SM from this grid.
+__device__ __forceinline__ void tf_await_prior_grid() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 // NVRTC 13.0 has no built-in <cstdint> (nor <cuda/std/cstdint> without the toolkit's
 // include path, which a machine with NVRTC from a Python wheel may lack), so the
 // fixed-width types generated code names are tf's own: the same types libcu++ gives them

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# GPT-2 small's four layer products (bench/experiments/gpt2_gemms/) at ROWS tokens (default 128:
+# batch 1): `tilefuse tune` times every GEMM template configuration the search space holds for a
+# product with few output tiles (and cuBLASLt's own epilogue where it applies), then the tuned
+# pick runs with --check against the reference; PyTorch's cuBLAS product with the same epilogue,
+# replayed as a CUDA graph, beside it. On a machine with a GPU; carries build-gpu/bundle.tar.xz.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/small-m-gemms-out}
+ROWS=${ROWS:-128}
+mkdir -p "$OUT/graphs"
+B=build-gpu/bundle
+[ -x "$B/tilefuse" ] || tar -C build-gpu -xJf build-gpu/bundle.tar.xz
+export LD_LIBRARY_PATH="$PWD/$B/lib:${LD_LIBRARY_PATH:-}" TILEFUSE_CACHE_DIR=${TILEFUSE_CACHE_DIR:-/tmp/tfc-small-m}
+for f in bench/experiments/gpt2_gemms/*.onnxtxt; do
+  name=$(basename "$f" .onnxtxt)-$ROWS
+  g="$OUT/graphs/$name.onnxtxt"
+  sed "s/4096/$ROWS/g" "$f" > "$g"
+  timeout "${TUNE_LIMIT:-150}" "$B/tilefuse" tune "$g" --backend cuda --json > "$OUT/$name-tune.json" 2> "$OUT/$name-tune.err"
+  python3 - "$OUT/$name-tune.json" "$name" <<'PY'
+import json, sys
+report = json.load(open(sys.argv[1]))
+for k in report["kernels"]:
+    rows = sorted((t for t in k["configs"] if "time_us" in t), key=lambda t: t["time_us"])
+    print(f"{sys.argv[2]} {k['name']}: rule {k['default_us']:.2f} us, best {k['best_us']:.2f} us, {len(rows)} timed")
+    for t in rows[:int(sys.argv[3]) if len(sys.argv) > 3 else 8]:
+        c = t["config"]
+        print(f"    {t['time_us']:7.2f} us  " + " ".join(f"{key}={c[key]}" for key in sorted(c) if key not in ("group_m", "promote")))
+PY
+  "$B/tilefuse" run "$g" --backend cuda --tune --check 2>&1 | grep -E "PASS|FAIL|mismatch|error" | head -3
+done
+python3 - "$ROWS" <<'PY'
+import statistics, sys, torch
+import torch.nn.functional as F
+def graphed(fn, calls=20, repeats=15):
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3): fn()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(calls): fn()
+    times = []
+    for _ in range(repeats):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record(); g.replay(); b.record(); torch.cuda.synchronize()
+        times.append(a.elapsed_time(b) * 1e3 / calls)
+    return statistics.median(times)
+M = int(sys.argv[1])
+for name, k, n, ep in [("qkv_bias", 768, 2304, "bias"), ("proj_bias_residual", 768, 768, "residual"),
+                       ("fc_bias_gelu", 768, 3072, "gelu"), ("fc2_bias_residual", 3072, 768, "residual")]:
+    x, w = torch.randn(M, k, device="cuda", dtype=torch.bfloat16), torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+    b, r = torch.randn(n, device="cuda", dtype=torch.bfloat16), torch.randn(M, n, device="cuda", dtype=torch.bfloat16)
+    mm = graphed(lambda: F.linear(x, w, b))
+    whole = {"bias": mm, "residual": graphed(lambda: F.linear(x, w, b).add_(r)),
+             "gelu": graphed(lambda: F.gelu(F.linear(x, w, b), approximate="tanh"))}[ep]
+    print(f"gpt2_{name}-{M} cuBLAS (F.linear, CUDA graph) {mm:.2f} us, with the epilogue in eager ops {whole:.2f} us")
+PY

@@ -16,6 +16,7 @@ for f in bench/experiments/gpt2_gemms/*.onnxtxt; do
   name=$(basename "$f" .onnxtxt)-$ROWS
   g="$OUT/graphs/$name.onnxtxt"
   sed "s/4096/$ROWS/g" "$f" > "$g"
+  echo "$name, the rule's form: $("$B/tilefuse" run "$g" --backend cuda --check 2>&1 | grep -E "^result|error" | head -2)"
   timeout "${TUNE_LIMIT:-150}" "$B/tilefuse" tune "$g" --backend cuda --json > "$OUT/$name-tune.json" 2> "$OUT/$name-tune.err"
   python3 - "$OUT/$name-tune.json" "$name" <<'PY'
 import json, sys
@@ -27,7 +28,7 @@ for k in report["kernels"]:
         c = t["config"]
         print(f"    {t['time_us']:7.2f} us  " + " ".join(f"{key}={c[key]}" for key in sorted(c) if key not in ("group_m", "promote")))
 PY
-  "$B/tilefuse" run "$g" --backend cuda --tune --check 2>&1 | grep -E "PASS|FAIL|mismatch|error" | head -3
+  echo "$name, the tuner's pick: $("$B/tilefuse" run "$g" --backend cuda --tune --check 2>&1 | grep -E "^result|error" | head -2)"
 done
 python3 - "$ROWS" <<'PY'
 import statistics, sys, torch

@@ -235,6 +235,8 @@ StatusOr<GemmTemplateKernel> LowerGemmTemplate(const Graph& g, const FusionGroup
   // (gemm_layout::StagedStore). A GPT-2 LM head (N = 50257) runs so from its weight as stored.
   if (t.n % unit != 0 && t.b_k_major < 0)
     return Unimplemented(fmt::format("N = {} must be a multiple of {} for TMA's 16-byte row strides (B read [K][N])", t.n, unit));
+  const OpCode b_source = g.node(t.b_k_major >= 0 ? t.b_k_major : t.b).op;
+  t.b_read_only = b_source == OpCode::kParameter || b_source == OpCode::kConstant;
   return t;
 }
 

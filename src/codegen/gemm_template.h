@@ -76,6 +76,9 @@ struct GemmTemplateKernel {
   // A read MN-major from the [K][M] value its prologue only transposes (xᵀ · dy, a linear
   // layer's weight gradient), its prologue copy skipped; -1: A as [M][K].
   int a_mn_major = -1;
+  // B as read (b_k_major, else b) is a model input or a constant: no kernel of the model
+  // writes it, so the template may load it before the kernel ahead of it has finished.
+  bool b_read_only = false;
 };
 
 // The template form of gemm `group`, or the reason it does not apply (the caller keeps

@@ -27,14 +27,14 @@
 namespace tilefuse {
 
 
-Status CudaExecutable::State::Launch(const CudaLaunchable& k, const std::vector<CUdeviceptr>& at, CUstream stream) const {
+Status CudaExecutable::State::Launch(const CudaLaunchable& k, const std::vector<CUdeviceptr>& at, CUstream stream, bool first) const {
   if (poison)
     for (int out : k.outputs) RETURN_IF_ERROR(device->Check(api().cuMemsetD8Async(at[out], 0xFF, Bytes(out), stream), "poisoning " + k.source.name));
   // A block per unit of work for the loop kernels (they also stride, for grids past the
   // limit): many blocks keep loads in flight while others compute, and the hardware
   // balances the last wave. (One resident wave of striding threads measured 74% of the
   // copy rate on GELU f32, H200, 2026-11-21.) Templates bring their own grid.
-  return LaunchKernel(*device, functions.at(k.source.name), k.source.launch, at, scratch.get(), stream, k.source.name);
+  return LaunchKernel(*device, functions.at(k.source.name), k.source.launch, at, scratch.get(), stream, k.source.name, !first);
 }
 
 // The product of group `p` through cuBLASLt, with the epilogue cuBLASLt fuses when it has
@@ -162,19 +162,27 @@ Status CudaExecutable::State::Enqueue(const std::vector<CUdeviceptr>& at, std::v
     return device->Check(api().cuEventRecord(events.back().get(), stream), "cuEventRecord");
   };
   RETURN_IF_ERROR(mark());
+  // The model's first kernel follows the caller's work: launched behind all of it.
+  bool first = true;
+  auto launch = [&](const CudaLaunchable& k) {
+    const Status launched = Launch(k, at, stream, first);
+    first = false;
+    return launched;
+  };
   for (const CudaGroupProgram& p : program.groups) {
     switch (p.mode) {
-      case CudaGroupProgram::Mode::kGenerated: RETURN_IF_ERROR(Launch(*p.kernel, at, stream)); break;
+      case CudaGroupProgram::Mode::kGenerated: RETURN_IF_ERROR(launch(*p.kernel)); break;
       case CudaGroupProgram::Mode::kGemm:
-        for (const CudaLaunchable& k : p.prologue) RETURN_IF_ERROR(Launch(k, at, stream));
+        for (const CudaLaunchable& k : p.prologue) RETURN_IF_ERROR(launch(k));
         RETURN_IF_ERROR(Matmul(p, at, stream));
-        if (p.kernel) RETURN_IF_ERROR(Launch(*p.kernel, at, stream));
+        first = false;
+        if (p.kernel) RETURN_IF_ERROR(launch(*p.kernel));
         break;
       case CudaGroupProgram::Mode::kGemmTemplate:
-        for (const CudaLaunchable& k : p.prologue) RETURN_IF_ERROR(Launch(k, at, stream));
-        RETURN_IF_ERROR(Launch(*p.kernel, at, stream));
+        for (const CudaLaunchable& k : p.prologue) RETURN_IF_ERROR(launch(k));
+        RETURN_IF_ERROR(launch(*p.kernel));
         break;
-      case CudaGroupProgram::Mode::kAttentionTemplate: RETURN_IF_ERROR(Launch(*p.kernel, at, stream)); break;
+      case CudaGroupProgram::Mode::kAttentionTemplate: RETURN_IF_ERROR(launch(*p.kernel)); break;
       case CudaGroupProgram::Mode::kHost: RETURN_IF_ERROR(RunHostGroup(p, at)); break;
     }
     RETURN_IF_ERROR(mark());

@@ -80,8 +80,9 @@ struct CudaExecutable::State {
   const CudaDriverApi& api() const { return device->api(); }
   int64_t Bytes(int node) const { return NumElements(graph.node(node).shape) * DTypeSize(graph.node(node).dtype); }
 
-  // Launches generated kernel `k` on `stream` with the node addresses `at`.
-  Status Launch(const CudaLaunchable& k, const std::vector<CUdeviceptr>& at, CUstream stream) const;
+  // Launches generated kernel `k` on `stream` with the node addresses `at`; programmatically
+  // (LaunchKernel) unless it is the model's first, whose predecessor may be the caller's.
+  Status Launch(const CudaLaunchable& k, const std::vector<CUdeviceptr>& at, CUstream stream, bool first = false) const;
   // The product of a gemm group through cuBLASLt (with its own epilogue, if any), on `stream`.
   Status Matmul(const CudaGroupProgram& program, const std::vector<CUdeviceptr>& at, CUstream stream) const;
   // A node's value on the host (for host steps and uploading generators).

@@ -59,9 +59,11 @@ void CompileForHopper(const std::string& path, bool fuse, AttentionPath attentio
   for (const CudaGroupProgram& g : program->groups)
     for (const CudaLaunchable* k : Launchables(g)) sources.push_back(k->source);
   // Each may be launched programmatically, before the kernel ahead of it has finished: its
-  // first statement waits for that kernel.
+  // first statement waits for that kernel, or the GEMM skeleton it calls does (its producer
+  // after loading B's first tiles where B is a weight).
   for (const CudaKernelSource& s : sources) {
     EXPECT_TRUE(s.launch.awaits_prior_grid) << path << ": " << s.name;
+    if (s.function.find("tf::GemmSm90<") != std::string::npos) continue;
     const size_t body = s.function.find("{\n", s.function.find("__global__"));
     EXPECT_EQ(s.function.substr(body + 2, std::strlen(kAwaitPriorGrid)), kAwaitPriorGrid) << path << ": " << s.function.substr(0, 400);
   }

@@ -72,7 +72,7 @@ Status PrepareFunction(const CudaDevice& device, CUfunction function, const Laun
 }
 
 Status LaunchKernel(const CudaDevice& device, CUfunction function, const LaunchSpec& spec, const std::vector<CUdeviceptr>& address,
-                    CUdeviceptr scratch, CUstream stream, const std::string& name) {
+                    CUdeviceptr scratch, CUstream stream, const std::string& name, bool programmatic) {
   if (spec.scratch_bytes > 0 && scratch == 0)
     return InvalidArgument(fmt::format("{} needs {} bytes of scratch memory and got none", name, spec.scratch_bytes));
   // Parameter storage must not move once its addresses are taken.
@@ -136,7 +136,7 @@ Status LaunchKernel(const CudaDevice& device, CUfunction function, const LaunchS
   // Programmatic dependent launch: the kernel waits for the grid ahead of it itself
   // (tf_await_prior_grid), so its launch need not. Stream capture keeps it as a programmatic
   // edge of the CUDA graph.
-  if (spec.awaits_prior_grid && ProgrammaticLaunches(device)) {
+  if (programmatic && spec.awaits_prior_grid && ProgrammaticLaunches(device)) {
     CUlaunchAttribute& programmatic = attributes[config.numAttrs++];
     programmatic.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
     programmatic.value.programmaticStreamSerializationAllowed = 1;

@@ -20,8 +20,12 @@ StatusOr<CUtensorMap> EncodeTensorMap(const CudaDevice& device, CUdeviceptr base
 Status PrepareFunction(const CudaDevice& device, CUfunction function, const LaunchSpec& spec, const std::string& name);
 
 // `address[node]` is the device address of graph value `node`; `scratch` that of at least
-// `spec.scratch_bytes` of the kernel's scratch memory (LaunchSpec).
+// `spec.scratch_bytes` of the kernel's scratch memory (LaunchSpec). `programmatic`: the work
+// ahead of it in the stream is tilefuse's own (a kernel of the same model), so a kernel that
+// awaits the prior grid (LaunchSpec::awaits_prior_grid) may be launched before that work ends
+// — it may read the model's weights before its wait, which no kernel of the model writes,
+// but which a caller's kernel just ahead of the model's first one may.
 Status LaunchKernel(const CudaDevice& device, CUfunction function, const LaunchSpec& spec, const std::vector<CUdeviceptr>& address,
-                    CUdeviceptr scratch, CUstream stream, const std::string& name);
+                    CUdeviceptr scratch, CUstream stream, const std::string& name, bool programmatic = false);
 
 }  // namespace tilefuse

@@ -1284,13 +1284,13 @@ CudaKernelSource LoopKernelSource(const Kernel& k, const CudaKernelConfig& c, co
   return s;
 }
 
-void FinishTemplateSource(CudaKernelSource& s, std::string function, int64_t shared_bytes) {
+void FinishTemplateSource(CudaKernelSource& s, std::string function, int64_t shared_bytes, bool awaits_in_skeleton) {
   // The wait goes first in the kernel's body: after the signature, whose parameters hold no
   // brace (tables and structs the emitter writes before the signature may).
   const size_t signature = function.find("extern \"C\" __global__");
   const size_t body = signature == std::string::npos ? std::string::npos : function.find("{\n", signature);
   TF_CHECK_MSG(body != std::string::npos, "a template kernel without its signature");
-  function.insert(body + 2, kAwaitPriorGrid);
+  if (!awaits_in_skeleton) function.insert(body + 2, kAwaitPriorGrid);
   s.launch.awaits_prior_grid = true;
   s.function = std::move(function);
   s.num_params = static_cast<int>(s.launch.args.size());

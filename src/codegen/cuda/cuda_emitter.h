@@ -121,9 +121,10 @@ const char* DeviceCombiner(OpCode combiner);
 // the kernel may be launched programmatically, before the one ahead of it has finished.
 inline constexpr char kAwaitPriorGrid[] = "  tf::tf_await_prior_grid();\n";
 // A compute-bound template's source completed: `function`, its body opened by
-// kAwaitPriorGrid, and a launch of `work_blocks` blocks of `threads` with `shared_bytes` of
-// dynamic shared memory over its arguments.
-void FinishTemplateSource(CudaKernelSource& source, std::string function, int64_t shared_bytes);
+// kAwaitPriorGrid (unless `awaits_in_skeleton`: the skeleton it calls awaits the prior grid
+// before it touches memory the model writes), and a launch of `work_blocks` blocks of
+// `threads` with `shared_bytes` of dynamic shared memory over its arguments.
+void FinishTemplateSource(CudaKernelSource& source, std::string function, int64_t shared_bytes, bool awaits_in_skeleton = false);
 // One translation unit holding several kernels (a graph's dump; the CUDA backend compiles
 // a unit per distinct kernel).
 std::string CudaTranslationUnit(const std::vector<CudaKernelSource>& kernels);

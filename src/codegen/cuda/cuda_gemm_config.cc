@@ -197,10 +197,12 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
     // A 16-bit product of more rows (GPT-2 and BERT at batch 1: 128 x 768 x 768..3072, 6 to 24
     // tiles of 128x128) is bound by latency rather than by B: 64x64 tiles, one unit each unless
     // K is long, then units of about 12 steps, at most one unit an SM. H200, 2026-12-01, µs, the
-    // tuner's times of GPT-2's products at 128 rows, this rule's form / the rule before (128x128,
-    // split 2-10) / the best of the 64x64 and 128x128 forms split 1 to 12: QKV with bias 7.10 /
-    // 11.23 / 7.10, proj with residual 7.62 / 11.84 / 7.62, fc with GELU 7.97 / 12.19 / 7.97, fc2
-    // (K = 3072) with residual, split 4, 10.46 / 17.47 / 10.46.
+    // tuner's times of GPT-2's products at 128 rows (kernels launched back to back), this rule's
+    // form with the epilogue in the tail / overlapped / the rule before (128x128, split 2-10):
+    // QKV with bias 7.01 / 7.10 / 11.23, proj with residual 7.23 / 7.62 / 11.84, fc with GELU
+    // 8.06 / 7.97 / 12.19, fc2 (K = 3072) with residual, split 4, 10.98 / - / 17.47; no other
+    // 64x64 or 128x128 form split 1 to 12 was faster. GPT-2 small at 1x128 then took 392 µs
+    // against torch.compile's 639 with CUDA graphs (686 the session before).
     // Up to kReadBoundRows rows reading B bounds the product (below).
     constexpr int64_t kReadBoundRows = 16;
     const bool half = g.operand_dtype == DType::kBF16 || g.operand_dtype == DType::kF16;
@@ -210,6 +212,11 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
       c.block_n = 64;
       const int64_t splits = std::min<int64_t>({KSteps(g) / 12, c.sm_count / Tiles(g, 64, 64), 32});
       if (splits > 1) c.splits = static_cast<int>(CeilDiv(KSteps(g), CeilDiv(KSteps(g), splits)));  // no empty unit
+      // A tile an SM leaves no next main loop to overlap the epilogue with: it runs in the
+      // tail, on the f32 sums (one rounding, as cuBLAS's fused bias does), not on the product
+      // held rounded (BERT-base at 1x128 drifted from eager's 0.021 to 0.029 of the output's
+      // scale with it, H200, 2026-12-01).
+      if (!c.overlap_epilogue && Tiles(g, 64, 64) * c.splits <= c.sm_count) c.overlap_epilogue = false;
     } else if (!c.pingpong.value_or(false) && Tiles(g, c.block_m, c.block_n) * 2 <= c.sm_count) {
       if (requested.block_n == 0 && g.n >= 128) c.block_n = 128;
       const int64_t splits = std::min<int64_t>({c.sm_count / 2 / Tiles(g, c.block_m, c.block_n), KSteps(g) / 4, 32});

@@ -73,7 +73,9 @@ class GemmEmitter {
     out += ConfigStruct() + GemmEpilogueStruct(g_, staged_, staged_load_, ringed_load_);
     out += fmt::format("  tf::GemmSm90<Config, {}>({{{}}}, Epilogue{{{}}}, {});\n}}\n", ALoader(), maps, buffers,
                        c_.splits > 1 ? "tile_counters, partials" : "nullptr, nullptr");
-    FinishTemplateSource(s, std::move(out), SharedBytes(c_, staged_ >= 0, ringed_load_ >= 0));
+    // The skeleton awaits the prior grid itself, its producer after loading what of B it may
+    // before (kBBeforeWait).
+    FinishTemplateSource(s, std::move(out), SharedBytes(c_, staged_ >= 0, ringed_load_ >= 0), /*awaits_in_skeleton=*/true);
     s.launch.cluster = {cluster, 1, 1};
     s.launch.persistent_clusters = cluster > 1;
     s.launch.scratch_bytes = ScratchBytes(g_, c_);
@@ -190,11 +192,13 @@ class GemmEmitter {
         "    enum : int {{ kPingPong = {}, kOverlap = {}, kChunks = {}, kStaging = {} }};\n"
         "    enum : int {{ kStagedStore = {}, kStoreByThreads = {}, kStagedLoad = {}, kRingedLoad = {}, kAMnMajor = {}, kBKMajor = {} }};\n"
         "    enum : int {{ kProducerRegisters = {}, kConsumerRegisters = {}, kPromote = {} }};\n"
+        "    enum : int {{ kBBeforeWait = {} }};\n"
         "  }};\n",
         types, c_.block_m, c_.block_n, c_.stages, c_.group_m, c_.cluster_m, c_.splits, StepsPerSplit(g_, c_), g_.rows, g_.n, g_.k,
         g_.batch, *c_.pingpong ? 1 : 0, *c_.overlap_epilogue ? 1 : 0, *c_.overlap_epilogue ? EpilogueChunks(c_) : 1,
         StagingBytes(c_, staged_ >= 0), staged_ >= 0 ? 1 : 0, StoreByThreads(g_) ? 1 : 0, staged_load_ >= 0 ? 1 : 0, ringed_load_ >= 0 ? 1 : 0,
-        g_.a_mn_major >= 0 ? 1 : 0, g_.b_k_major >= 0 ? 1 : 0, kProducerRegisters, kConsumerRegisters, *c_.promote ? 1 : 0);
+        g_.a_mn_major >= 0 ? 1 : 0, g_.b_k_major >= 0 ? 1 : 0, kProducerRegisters, kConsumerRegisters, *c_.promote ? 1 : 0,
+        g_.b_read_only && c_.cluster_m == 1 ? 1 : 0);
   }
 
   // How the producer loads A's tiles: a matrix, a view, or an implicit GEMM's im2col.

@@ -740,6 +740,55 @@ TEST(CudaGemmEmitterTest, ATransposedReshapeIsReadMnMajorFromTheValueItViews) {
   EXPECT_EQ(a.strides_bytes[0], 1000 * 2);
 }
 
+// More rows than a read-bound product but few tiles (GPT-2's products at batch 1): 64x64 tiles,
+// one unit each where K is short, units of about 12 steps where it is long (fc2, K = 3072).
+TEST(CudaGemmEmitterTest, FewTilesOfManyRowsTakeSmallTilesAndSplitOnlyALongK) {
+  struct Case {
+    int64_t k, n;
+    int splits;
+  };
+  for (const Case& t : {Case{768, 2304, 1}, Case{768, 768, 1}, Case{768, 3072, 1}, Case{3072, 768, 4}}) {
+    Planned p = PlanText("  y = MatMul (x, w)\n", fmt::format("g (bfloat16[128,{0}] x, bfloat16[{0},{1}] w) => (bfloat16[128,{1}] y)", t.k, t.n));
+    auto gemm = LowerOnlyGemm(p);
+    ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
+    const CudaGemmConfig c = ResolveGemmConfig(*gemm, {});
+    EXPECT_EQ(c.block_m, 64) << t.k << "x" << t.n;
+    EXPECT_EQ(c.block_n, 64) << t.k << "x" << t.n;
+    EXPECT_EQ(c.splits, t.splits) << t.k << "x" << t.n;
+    EXPECT_LE(128 / 64 * t.n / 64 * c.splits, 132) << "at most one unit an SM";
+    // No next tile to overlap: the epilogue in the tail, on the f32 sums.
+    EXPECT_FALSE(c.overlap_epilogue.value_or(true)) << t.k << "x" << t.n;
+  }
+  // Read-bound (16 rows) and f32 products keep the rule before it.
+  Planned skinny = PlanText("  y = MatMul (x, w)\n", "g (bfloat16[16,768] x, bfloat16[768,768] w) => (bfloat16[16,768] y)");
+  auto gemm = LowerOnlyGemm(skinny);
+  ASSERT_TRUE(gemm.ok());
+  EXPECT_EQ(ResolveGemmConfig(*gemm, {}).block_n, 128);
+}
+
+// B a model input or a constant (a weight no kernel of the model writes): the producer loads
+// its first tiles before it waits for the grid ahead. B a value the model computes: after.
+TEST(CudaGemmEmitterTest, AWeightIsLoadedBeforeTheWaitForTheGridAhead) {
+  Planned p = PlanText("  y = MatMul (x, w)\n", "g (bfloat16[128,768] x, bfloat16[768,768] w) => (bfloat16[128,768] y)");
+  auto gemm = LowerOnlyGemm(p);
+  ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
+  EXPECT_TRUE(gemm->b_read_only);
+  auto source = EmitCudaGemm(*gemm);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_NE(source->function.find("kBBeforeWait = 1 }"), std::string::npos) << source->function;
+  EXPECT_TRUE(source->launch.awaits_prior_grid);
+  // The skeleton waits (its producer after B's first tiles): nothing before the call.
+  EXPECT_EQ(source->function.find(kAwaitPriorGrid), std::string::npos);
+  Planned computed = PlanText("  v = Tanh (w)\n  y = MatMul (x, v)\n",
+                              "g (bfloat16[128,768] x, bfloat16[768,768] w) => (bfloat16[128,768] y)");
+  auto computed_gemm = LowerOnlyGemm(computed);
+  ASSERT_TRUE(computed_gemm.ok()) << computed_gemm.status().ToString();
+  EXPECT_FALSE(computed_gemm->b_read_only);
+  auto computed_source = EmitCudaGemm(*computed_gemm);
+  ASSERT_TRUE(computed_source.ok()) << computed_source.status().ToString();
+  EXPECT_NE(computed_source->function.find("kBBeforeWait = 0 }"), std::string::npos);
+}
+
 TEST(CudaGemmEmitterTest, EnoughTilesNeedNoSplitK) {
   Planned p = PlanText("  y = MatMul (x, w)\n", "g (bfloat16[4096,4096] x, bfloat16[4096,4096] w) => (bfloat16[4096,4096] y)");
   auto gemm = LowerOnlyGemm(p);

@@ -55,19 +55,22 @@ GemmSearchSpace GemmCandidates(const GemmTemplateKernel& gemm, int sm_count, std
   if (gemm_layout::Tiles(gemm, 128, 128) * 2 <= sm_count && !IsFloat8(gemm.operand_dtype))
     for (int block_m : {64, 128})
       for (int block_n : {64, 128})
-        for (int splits : {1, 2, 3, 4, 6, 8, 12}) {
-          const int64_t steps = gemm_layout::KSteps(gemm);
-          if (splits > steps || (block_m == 128 && gemm.rows <= 64) || (block_n > 64 && gemm.n < block_n)) continue;
-          CudaGemmConfig requested = rule;
-          requested.pingpong = false;
-          requested.block_m = block_m;
-          requested.block_n = block_n;
-          requested.splits = static_cast<int>(gemm_layout::CeilDiv(steps, gemm_layout::CeilDiv(steps, splits)));  // no empty unit
-          const CudaGemmConfig c = ResolveGemmConfig(gemm, requested);
-          if (c.splits > 1 && gemm_layout::Tiles(gemm, c.block_m, c.block_n) * 4 > kScratchCounterBytes) continue;
-          if (std::none_of(space.candidates.begin(), space.candidates.end(), [&](const CudaGemmConfig& o) { return SameGemmConfig(o, c); }))
-            space.candidates.push_back(c);
-        }
+        for (int splits : {1, 2, 3, 4, 6, 8, 12})
+          for (bool overlap : {false, true}) {
+            const int64_t steps = gemm_layout::KSteps(gemm);
+            if (splits > steps || (block_m == 128 && gemm.rows <= 64) || (block_n > 64 && gemm.n < block_n)) continue;
+            if (overlap && (splits > 1 || !gemm_layout::ProductMayBeHeldRounded(gemm))) continue;
+            CudaGemmConfig requested = rule;
+            requested.pingpong = false;
+            requested.block_m = block_m;
+            requested.block_n = block_n;
+            requested.splits = static_cast<int>(gemm_layout::CeilDiv(steps, gemm_layout::CeilDiv(steps, splits)));  // no empty unit
+            requested.overlap_epilogue = overlap;
+            const CudaGemmConfig c = ResolveGemmConfig(gemm, requested);
+            if (c.splits > 1 && gemm_layout::Tiles(gemm, c.block_m, c.block_n) * 4 > kScratchCounterBytes) continue;
+            if (std::none_of(space.candidates.begin(), space.candidates.end(), [&](const CudaGemmConfig& o) { return SameGemmConfig(o, c); }))
+              space.candidates.push_back(c);
+          }
   // Each with clusters of two CTAs sharing B (multicast), where they fit.
   const size_t single = space.candidates.size();
   for (size_t i = 0; i < single; ++i) {

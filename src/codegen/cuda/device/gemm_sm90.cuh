@@ -90,6 +90,10 @@ struct GemmShape : Config {
   // imm-trans-a: 16-bit types only, as for B.
   static constexpr bool kAMnMajor = Config::kAMnMajor != 0;
   static_assert(Element::kBytes == 2 || !kAMnMajor, "gemm_sm90 reads an MN-major A of bf16 or f16 only");
+  // B is a weight no kernel of the model writes: its first tiles load before the kernel
+  // waits for the grid ahead (programmatic dependent launch; GemmLoadBAhead). Single CTAs.
+  static constexpr bool kBBeforeWait = Config::kBBeforeWait != 0;
+  static_assert(!kBBeforeWait || Config::kClusterM == 1, "gemm_sm90 loads B ahead in single CTAs only");
   static constexpr int kBK = 128 / Element::kBytes;  // one 128-byte swizzle row
   // 8-bit floats only, and not with an overlapped epilogue (which holds half-precision products).
   static_assert(!Config::kPromote || (Element::kBytes == 1 && !Config::kOverlap), "gemm_sm90 promotes FP8 sums only");
@@ -211,9 +215,10 @@ __device__ __forceinline__ void GemmSm90(const GemmMaps& maps, const Epilogue& e
   const int warpgroup = threadIdx.x / 128;
   const int cta_rank = S::kClusterM > 1 ? (int)tf_cluster_rank() : 0;
   if (warpgroup == 0) {
-    GemmProducer<S, ALoader>(sm, maps, cta_rank);
+    GemmProducer<S, ALoader>(sm, maps, cta_rank);  // awaits the grid ahead after loading what of B it may
     return;
   }
+  tf_await_prior_grid();  // before the epilogue reads a residual or a vector the grid ahead wrote
   GemmConsumer<S>(sm, maps, epilogue, cta_rank, warpgroup - 1, tile_counters, partials);
 }
 

@@ -200,12 +200,13 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
     // tuner's times of GPT-2's products at 128 rows (kernels launched back to back), this rule's
     // form with the epilogue in the tail / overlapped / the rule before (128x128, split 2-10):
     // QKV with bias 7.01 / 7.10 / 11.23, proj with residual 7.23 / 7.62 / 11.84, fc with GELU
-    // 8.06 / 7.97 / 12.19, fc2 (K = 3072) with residual, split 4, 10.98 / - / 17.47; no other
-    // 64x64 or 128x128 form split 1 to 12 was faster. GPT-2 small at 1x128 then took 392 µs
-    // against torch.compile's 639 with CUDA graphs (686 the session before).
-    // Measured at 128 rows (GPT-2, BERT) and, within ResNet-50 at batch 1, on products of 49
-    // and 196 rows (324 against 368 µs a forward); up to kReadBoundRows rows reading B bounds
-    // the product (below).
+    // 8.06 / 7.97 / 12.19, fc2 (K = 3072) with residual, split 4, 10.98 / - / 17.47; the tuner
+    // found no faster form among the 64/128-row, 64/128-column tiles split 1 to 12 it timed.
+    // GPT-2 small at 1x128 then took 392 µs against torch.compile's 639 with CUDA graphs (686
+    // the session before). Measured at 128 rows (GPT-2, BERT) and, within ResNet-50 at batch 1,
+    // on products of 49 and 196 rows (368 against 588 µs a forward, both without programmatic
+    // launches); not alone at 17 to 64 rows. Up to kReadBoundRows rows reading B bounds the
+    // product (below).
     constexpr int64_t kReadBoundRows = 16;
     const bool half = g.operand_dtype == DType::kBF16 || g.operand_dtype == DType::kF16;
     c.splits = 1;

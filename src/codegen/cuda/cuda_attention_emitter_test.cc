@@ -69,6 +69,7 @@ TEST(CudaAttentionEmitterTest, RaggedHeadsAreViewsOfTheInputsAndTheLastKeyBlockI
   EXPECT_TRUE(MatchesChecks(source->function, R"(
     CHECK: __launch_bounds__(384, 1) att(const __grid_constant__ tf::TensorMap map_q,
     CHECK-SAME: uint16_t* __restrict__ b3) {
+    CHECK-NEXT: tf::tf_await_prior_grid();
     CHECK-NEXT: struct Config {
     CHECK-NEXT: using Element = tf::Bf16;
     CHECK-NEXT: using Index = int;

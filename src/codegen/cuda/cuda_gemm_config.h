@@ -66,6 +66,8 @@ int64_t StagingBytes(const CudaGemmConfig& c, bool staged);  // the epilogue's T
 int64_t ResidualRingBytes(const CudaGemmConfig& c, bool ringed);
 int64_t SharedBytes(const CudaGemmConfig& c, bool staged, bool ringed);  // dynamic shared memory in all
 int64_t KSteps(const GemmTemplateKernel& g);                          // steps of BlockK along K
+// About `splits` split-K units of g's K steps, as many as leave no unit without a step.
+int UnitsWithoutEmpty(const GemmTemplateKernel& g, int64_t splits);
 // An overlapped epilogue's parts, one per main-loop step: a power of two dividing the tile's
 // block_n / 8 column groups, at most 16.
 int EpilogueChunks(const CudaGemmConfig& c);

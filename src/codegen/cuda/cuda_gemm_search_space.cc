@@ -64,7 +64,7 @@ GemmSearchSpace GemmCandidates(const GemmTemplateKernel& gemm, int sm_count, std
             requested.pingpong = false;
             requested.block_m = block_m;
             requested.block_n = block_n;
-            requested.splits = static_cast<int>(gemm_layout::CeilDiv(steps, gemm_layout::CeilDiv(steps, splits)));  // no empty unit
+            requested.splits = gemm_layout::UnitsWithoutEmpty(gemm, splits);
             requested.overlap_epilogue = overlap;
             const CudaGemmConfig c = ResolveGemmConfig(gemm, requested);
             if (c.splits > 1 && gemm_layout::Tiles(gemm, c.block_m, c.block_n) * 4 > kScratchCounterBytes) continue;

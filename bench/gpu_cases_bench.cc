@@ -127,7 +127,7 @@ int Main(int argc, char** argv) {
     if (flops > 0) row["flops"] = flops;
     auto measure = [&](bool fuse, bool tuned = false) -> StatusOr<std::pair<double, std::unique_ptr<CudaExecutable>>> {
       ASSIGN_OR_RETURN(ImportedModel model, ImportOnnx(root + "/bench/cases/" + std::string(c["file"])));
-      ASSIGN_OR_RETURN(Graph graph, RunGraphPasses(std::move(model.graph), CudaPassOptions(precision == MatmulPrecision::kHigh)));
+      ASSIGN_OR_RETURN(Graph graph, RunGraphPasses(std::move(model.graph), CudaPassOptions()));
       CudaCompileOptions options;
       options.precision = precision;
       options.fuse = fuse;

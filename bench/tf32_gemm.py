@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
-"""f32 linear layers on the GPU: tilefuse's TF32 GEMM template against PyTorch's TF32 peers.
+"""f32 linear layers on the GPU: tilefuse's TF32 and 3xTF32 GEMM template forms against PyTorch's
+TF32 and exact-f32 peers.
 
 Each case is an f32 product x[M, K] · W[K, N] with a constant weight (as an ONNX export of a
 linear layer carries it) and an epilogue: + bias, + bias then GELU (tanh), or + a residual
 input. The ONNX file is written here and compiled by tilefuse's Python package for the GPU
 twice: precision="high" (TF32 tensor cores: the GEMM template's TF32 form, its epilogue
-fused) and precision="highest" (exact f32: cuBLASLt). The peers run in the same process on
-the same inputs, with TF32 allowed (torch.backends.cuda.matmul.allow_tf32) unless named
-exact:
+fused) and precision="highest" (f32's accuracy: the template's 3xTF32 form, each operand
+split into two TF32 parts, three products summed). The peers run in the same process on the
+same inputs, with TF32 allowed (torch.backends.cuda.matmul.allow_tf32) unless named exact:
   eager_tf32        x @ W + b (then GELU / + r): cuBLAS TF32 and separate kernels
   addmm_tf32        torch.addmm(b, x, W) (bias fused by cuBLASLt; the GELU and residual
                     cases add their op after it)
@@ -15,6 +16,8 @@ exact:
   autotune_tf32     torch.compile(mode="max-autotune-no-cudagraphs") of eager (Triton's TF32
                     GEMM templates tried against cuBLAS)
   eager_exact       eager with TF32 off: exact f32 (cuBLAS's SIMT kernels)
+  compile_exact     torch.compile (default mode) with TF32 off
+  autotune_exact    torch.compile(mode="max-autotune-no-cudagraphs") with TF32 off
 Every output is checked first against an f64 evaluation (norm-wise relative error: TF32
 5e-3, exact f32 1e-5); a peer that disagrees is reported, not timed. Times: GPU events after
 warm-up, median of --repeats calls queued behind a GPU sleep (bench/peers.py's median_us),
@@ -117,6 +120,8 @@ def run_case(torch, F, name, m, n, k, epilogue, args, directory):
         ("autotune_tf32", "tf32", lambda: (torch.compile(formula, dynamic=False, mode="max-autotune-no-cudagraphs"), None)),
         ("tilefuse_exact", "exact", lambda: tilefuse_fn("highest")),
         ("eager_exact", "exact", lambda: (formula, None)),
+        ("compile_exact", "exact", lambda: (torch.compile(formula, dynamic=False), None)),
+        ("autotune_exact", "exact", lambda: (torch.compile(formula, dynamic=False, mode="max-autotune-no-cudagraphs"), None)),
     ]
     for peer, precision, make in peer_list:
         if args.peers and peer not in args.peers:
@@ -161,18 +166,20 @@ def write_cases(cases, folder):
 
 
 def markdown(results):
-    names = [p for p in ("tilefuse_tf32", "eager_tf32", "addmm_tf32", "compile_tf32", "autotune_tf32", "tilefuse_exact", "eager_exact")
+    names = [p for p in ("tilefuse_tf32", "eager_tf32", "addmm_tf32", "compile_tf32", "autotune_tf32", "tilefuse_exact", "eager_exact",
+                         "compile_exact", "autotune_exact")
              if any(p in r["peers"] for r in results)]
-    lines = ["| case | " + " | ".join(names) + " | tilefuse TF32 vs best TF32 peer |", "|---|" + "---|" * (len(names) + 1)]
+    lines = ["| case | " + " | ".join(names) + " | tilefuse vs best peer, TF32 | exact |", "|---|" + "---|" * (len(names) + 2)]
     for r in results:
         cells = []
         for p in names:
             e = r["peers"].get(p)
-            cells.append("-" if e is None else ("FAILED" if "failed" in e else f"{e['us']:.0f} µs ({e['tflops']:.0f} TF/s)"))
-        ours = r["peers"].get("tilefuse_tf32", {}).get("us")
-        best = min((e["us"] for p, e in r["peers"].items() if p != "tilefuse_tf32" and e["precision"] == "tf32" and "us" in e),
-                   default=None)
-        cells.append(f"{best / ours:.2f}x" if ours and best else "-")
+            cells.append("-" if e is None else ("FAILED" if "failed" in e else f"{e['us']:.0f} µs ({e['tflops']:.0f} TF/s, err {e['error']:.0e})"))
+        for precision in ("tf32", "exact"):
+            ours = r["peers"].get(f"tilefuse_{precision}", {}).get("us")
+            best = min((e["us"] for p, e in r["peers"].items() if not p.startswith("tilefuse") and e["precision"] == precision and "us" in e),
+                       default=None)
+            cells.append(f"{best / ours:.2f}x" if ours and best else "-")
         lines.append(f"| {r['name']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

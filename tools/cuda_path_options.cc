@@ -21,8 +21,10 @@ void AddCudaPathOptions(CLI::App& command, CudaPathChoices& choices) {
       ->default_val("template");
   command
       .add_option("--precision", choices.precision,
-                  "cuda: f32 matmuls as PyTorch's float32 matmul precision: highest (exact f32, the default) or high\n"
-                  "(TF32 tensor cores: inputs rounded to 10 mantissa bits, f32 accumulation; --check then holds f32\n"
+                  "cuda: f32 matmuls as PyTorch's float32 matmul precision: highest (f32's accuracy, the default: the\n"
+                  "GEMM template's 3xTF32 form, each operand split into two TF32 parts and three products summed on the\n"
+                  "tensor cores, within about 2^-22 of each product; cuBLASLt's f32 where the template does not apply) or\n"
+                  "high (TF32 tensor cores: inputs rounded to 10 mantissa bits, f32 accumulation; --check then holds f32\n"
                   "outputs to the f16 tolerance). Half-precision models are unaffected. FP8 products (dequantized 8-bit\n"
                   "floats multiplied) sum each K step apart and add it into f32 under highest; under high the tensor\n"
                   "cores' own FP8 accumulation (about 14 bits) sums all of K, as torch._scaled_mm's use_fast_accum.")

@@ -83,8 +83,10 @@ def compile(model: Any, backend: str = "auto", tune: bool = False, fuse: bool = 
     `tilefuse run --strict`), and so is ``auto`` falling back to the interpreter.
 
     ``precision`` is f32 matmuls' on the GPU, as `tilefuse run --precision` and PyTorch's
-    float32 matmul precision: ``highest`` (exact f32, the default) or ``high`` (TF32 tensor
-    cores, through the GEMM template with its epilogue fused where it applies).
+    float32 matmul precision: ``highest`` (f32's accuracy, the default: the GEMM template's
+    3xTF32 form, each operand split into two TF32 parts and three products summed on the tensor
+    cores, its epilogue fused; cuBLASLt's f32 where the template does not apply) or ``high``
+    (TF32 tensor cores, through the GEMM template with its epilogue fused where it applies).
 
     ``dims`` gives the model's symbolic input dims (ONNX ``dim_param``) their values, e.g.
     ``{"batch": 8, "seq": 512}``, as `tilefuse run --shape`. A model file with symbolic dims

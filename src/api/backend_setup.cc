@@ -18,20 +18,20 @@ PassOptions CpuPassOptions() {
   return options;
 }
 
-PassOptions CudaPassOptions(bool tf32) {
+PassOptions CudaPassOptions() {
   PassOptions options;
   options.channels_last = !SwitchedOff("TILEFUSE_CHANNELS_LAST");
-  options.k_major_weights = {.f32 = tf32, .unaligned_half = true, .float8 = true};
+  options.k_major_weights = {.f32 = true, .unaligned_half = true, .float8 = true};
   options.pad_gemm_columns = true;
   options.pad_gemm_depth = true;
   options.fp8_products = true;
   return options;
 }
 
-PassOptions PassOptionsForBackend(const std::string& backend, int device, bool tf32) {
+PassOptions PassOptionsForBackend(const std::string& backend, int device) {
   if (backend == "cpu" || (backend == "auto" && !CudaDevice::Get(device).ok())) return CpuPassOptions();
   if (backend == "reference") return PassOptions{};
-  return CudaPassOptions(tf32);
+  return CudaPassOptions();
 }
 
 StatusOr<std::unique_ptr<CpuExecutable>> CompileModelForCpu(const Graph& passed, bool fuse, const std::string& cache_dir,

@@ -20,14 +20,14 @@ namespace tilefuse {
 PassOptions CpuPassOptions();
 // The graph passes' options for a graph the CUDA backend compiles (and `explain` plans for a
 // GPU): convolutions and pools channels-last (PassOptions::channels_last) unless
-// TILEFUSE_CHANNELS_LAST=0, the switch for measuring the NCHW forms against them; with `tf32`
-// (--precision high), f32 weights stored K-major for the TF32 GEMM template.
-PassOptions CudaPassOptions(bool tf32 = false);
+// TILEFUSE_CHANNELS_LAST=0, the switch for measuring the NCHW forms against them; f32 weights
+// stored K-major for the GEMM template's TF32 and 3xTF32 forms.
+PassOptions CudaPassOptions();
 // The graph passes' options for `backend` as `run` names it: cpu and cuda as above;
 // reference keeps none; auto as cpu when GPU `device` does not answer (what auto then runs
 // on), else as cuda (whose graph the CPU fallback also compiles, convolutions through the
 // window rewrite).
-PassOptions PassOptionsForBackend(const std::string& backend, int device = 0, bool tf32 = false);
+PassOptions PassOptionsForBackend(const std::string& backend, int device = 0);
 
 // Compiles `passed` (after RunGraphPasses) for the CPU; the kernel cache is `cache_dir`,
 // or when empty $TILEFUSE_CACHE_DIR or ~/.cache/tilefuse. With `tune`, the kernels are

@@ -159,7 +159,7 @@ Status CheckModelOptions(const ModelOptions& options) { return CheckOptions(opti
 
 StatusOr<Graph> CompiledModel::RunPasses(Graph graph, const ModelOptions& options, std::vector<std::pair<std::string, double>>* pass_ms) {
   RETURN_IF_ERROR(CheckOptions(options));
-  PassOptions passes = PassOptionsForBackend(options.backend, options.device, options.precision == "high");
+  PassOptions passes = PassOptionsForBackend(options.backend, options.device);
   passes.dump_dir = options.dump_dir;
   return RunGraphPasses(std::move(graph), passes, pass_ms);
 }

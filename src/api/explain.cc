@@ -73,7 +73,7 @@ StatusOr<PlanExplanation> ExplainModel(const std::string& path, const ExplainOpt
   const bool tf32 = precision == MatmulPrecision::kHigh;
   ASSIGN_OR_RETURN(ImportedModel imported, LoadModel(path, ImportOptions{.dims = options.dims}));
   ASSIGN_OR_RETURN(Graph graph, RunGraphPasses(std::move(imported.graph),
-                                               options.cost_model == "cpu" ? CpuPassOptions() : CudaPassOptions(tf32)));
+                                               options.cost_model == "cpu" ? CpuPassOptions() : CudaPassOptions()));
   // The costs of the kernels the device's backend would run (its gemm epilogues fused or not).
   ASSIGN_OR_RETURN(FusionPlan plan, PlanForDevice(graph, planner, tf32));
   std::string measured_text;

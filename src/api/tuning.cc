@@ -51,8 +51,7 @@ StatusOr<TuningReport> Tune(const std::string& path, const TuningOptions& option
   ASSIGN_OR_RETURN(ImportedModel imported, LoadModel(path, ImportOptions{.dims = options.dims}));
   // The graph the backend compiles (PassOptionsForBackend): what a later compile looks up.
   ASSIGN_OR_RETURN(MatmulPrecision precision, ParseMatmulPrecision(options.precision));
-  ASSIGN_OR_RETURN(Graph passed, RunGraphPasses(imported.graph, PassOptionsForBackend(options.backend, options.device,
-                                                                                      precision == MatmulPrecision::kHigh)));
+  ASSIGN_OR_RETURN(Graph passed, RunGraphPasses(imported.graph, PassOptionsForBackend(options.backend, options.device)));
   TuneOptions tune;
   tune.budget_s = options.budget_s;
   tune.fallback = options.fallback;

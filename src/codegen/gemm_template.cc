@@ -194,14 +194,13 @@ StatusOr<GemmTemplateKernel> LowerGemmTemplate(const Graph& g, const FusionGroup
   const Node& mm = g.node(split.matmul);
   const bool half = mm.dtype == DType::kBF16 || mm.dtype == DType::kF16;
   const bool float8 = IsFloat8(g.node(mm.inputs[0]).dtype);  // an f32 product of 8-bit floats
-  const char* kind = float8 ? "FP8" : "TF32";
+  const char* kind = float8 ? "FP8" : tf32 ? "TF32" : "3xTF32";
   if (float8 && g.node(mm.inputs[1]).dtype != g.node(mm.inputs[0]).dtype)
     return Unimplemented("the FP8 GEMM template multiplies operands of one 8-bit type (e4m3 by e4m3, e5m2 by e5m2)");
-  if (mm.dtype == DType::kF32 && !tf32 && !float8)
-    return Unimplemented("the GEMM template takes f32 products as TF32 only (--precision high); exact f32 goes to cuBLASLt");
   if (!half && mm.dtype != DType::kF32)
-    return Unimplemented(fmt::format("the GEMM template takes bf16, f16 and (as TF32) f32 products, not {}", DTypeName(mm.dtype)));
+    return Unimplemented(fmt::format("the GEMM template takes bf16, f16 and f32 (as TF32 or 3xTF32) products, not {}", DTypeName(mm.dtype)));
   ASSIGN_OR_RETURN(GemmTemplateKernel t, LowerGemmProblem(g, group, split, inlined));
+  t.split_f32 = mm.dtype == DType::kF32 && !tf32 && !float8;
   // TMA strides are multiples of 16 bytes: whole rows of A's K elements, and of B's N
   // elements where B is read [K][N] (checked below, once B's layout is known).
   const int64_t unit = 16 / static_cast<int64_t>(DTypeSize(t.operand_dtype));

@@ -79,13 +79,16 @@ struct GemmTemplateKernel {
   // B as read (b_k_major, else b) is a model input or a constant: no kernel of the model
   // writes it, so the template may load it before the kernel ahead of it has finished.
   bool b_read_only = false;
+  // An f32 product without TF32 (--precision highest): each operand split into TF32 big and
+  // small parts, three TF32 products summed (3xTF32), f32's accuracy on the tensor cores.
+  bool split_f32 = false;
 };
 
 // The template form of gemm `group`, or the reason it does not apply (the caller keeps
 // the library path and reports the reason): operand dtype, alignment for TMA (rows of A and
 // B whole 16-byte units), batch broadcasting, or an epilogue that reads the product through
-// a view. bf16 and f16 products always; f32 ones with `tf32` (--precision high) as TF32 on
-// the tensor cores, whose operands are read K-major only: B must be the [N][K] value its
+// a view. bf16 and f16 products always; f32 ones on the TF32 tensor cores, with `tf32`
+// (--precision high) as TF32, else as 3xTF32 (split_f32), whose operands are read K-major only: B must be the [N][K] value its
 // prologue transposes (a linear layer's weight; passes/k_major_weights.h stores constant
 // weights so), A a plain [M][K] matrix. Products of 8-bit floats (an f32 product of e4m3 or
 // e5m2 operands) likewise, on the FP8 tensor cores.

@@ -4,8 +4,8 @@
 //
 // Three products take it (for the CUDA backend, after the last folding of constants, which
 // would fold the transpose back):
-//   - f32 products under TF32 (--precision high): TF32 tensor cores (wgmma .tf32) read both
-//     operands K-major only, as a linear layer's weight is before the folding of constants
+//   - f32 products: TF32 tensor cores (wgmma .tf32), which the template's TF32 and 3xTF32
+//     forms run on, read both operands K-major only, as a linear layer's weight is before the folding of constants
 //     turned it into [K][N] (N rows aligned: an unaligned one is padded first, so this runs
 //     after passes/pad_gemm_columns.h for them);
 //   - half-precision products whose N rows are not 16-byte aligned (a vocabulary of 50257):
@@ -23,7 +23,7 @@
 namespace tilefuse {
 
 struct KMajorWeightsOptions {
-  bool f32 = false;             // f32 products (TF32 allowed)
+  bool f32 = false;             // f32 products (the TF32 tensor cores)
   bool unaligned_half = false;  // bf16 and f16 products whose N rows are not 16-byte aligned
   bool float8 = false;          // products of 8-bit floats (passes/fp8_products.h): FP8 tensor cores read K-major only
 };

@@ -10,7 +10,7 @@
 // of at least kMinPaddedColumns columns (the copy must pay for itself). Half-precision
 // operands whose K rows are aligned are stored K-major instead, before this pass
 // (passes/k_major_weights.h: the GEMM template then needs neither padding nor the copy);
-// what is left here are f32 products without TF32, which go to cuBLASLt.
+// what is left here are f32 products, padded here, then stored K-major for the template.
 #pragma once
 
 #include "tilefuse/graph.h"

@@ -109,7 +109,7 @@ StatusOr<Graph> RunGraphPasses(Graph graph, const PassOptions& options, PassTime
     // of the shape the product reads, once at compile time.
     RETURN_IF_ERROR(passes.Run("fold-constants", fold_constants));
     // Half-precision weights with unaligned rows go K-major instead of being padded; f32 ones
-    // are padded first, then (under TF32) go K-major with the rest.
+    // are padded first, then go K-major with the rest.
     if (options.k_major_weights.unaligned_half)
       RETURN_IF_ERROR(passes.Run("k-major-weights", [](const Graph& g) { return StoreWeightsKMajor(g, {.unaligned_half = true}); }));
     if (options.pad_gemm_columns) RETURN_IF_ERROR(passes.Run("pad-gemm-columns", PadGemmColumns));

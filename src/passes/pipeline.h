@@ -28,8 +28,8 @@ struct PassOptions {
   // backend (on by default there; TILEFUSE_CHANNELS_LAST=0 turns it off).
   bool channels_last = false;
   // Constant right operands of products stored K-major (passes/k_major_weights.h): for the
-  // CUDA backend, f32 ones under TF32 (--precision high), whose GEMM template reads TF32
-  // operands K-major only, and half-precision ones whose N rows are not 16-byte aligned.
+  // CUDA backend, f32 ones, whose GEMM template (TF32 and 3xTF32) reads them K-major only,
+  // and half-precision ones whose N rows are not 16-byte aligned.
   KMajorWeightsOptions k_major_weights;
   // Products whose constant right operand still has unaligned rows are padded
   // (passes/pad_gemm_columns.h): for the CUDA backend, whose GEMM paths need 16-byte aligned

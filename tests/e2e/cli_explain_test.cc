@@ -45,9 +45,11 @@ g (bfloat16[256,512] x, bfloat16[512,1024] w, bfloat16[1024] b) => (bfloat16[256
   EXPECT_NE(cpu.out.find("BLAS writes the product"), std::string::npos) << cpu.out;
 }
 
-// An f32 linear layer with a constant weight and a residual: exact f32 keeps the residual a
-// kernel of its own (cuBLASLt fuses no residual), TF32 fuses it into the GEMM template.
-TEST(CliExplainTest, PrecisionHighFusesAnF32Epilogue) {
+// An f32 linear layer with a constant weight and a residual: the GEMM template fuses the
+// residual at either precision (3xTF32 under highest, TF32 under high); with the weight an
+// input read [K][N], which TF32 tensor cores cannot read, the residual stays a kernel of its own
+// (cuBLASLt fuses no residual).
+TEST(CliExplainTest, F32EpiloguesFuseWhereTheTemplateReadsTheWeightKMajor) {
   testing_cli::ScratchDir dir;
   testing_cli::WriteFile(dir / "f32.onnxtxt", R"(<ir_version: 8, opset_import: ["" : 17]>
 g (float[256,8] x, float[256,8] r) => (float[256,8] y) {
@@ -57,7 +59,15 @@ g (float[256,8] x, float[256,8] r) => (float[256,8] y) {
 })");
   auto exact = RunTilefuse("explain " + Quote(dir / "f32.onnxtxt") + " --json");
   ASSERT_EQ(exact.exit_code, 0) << exact.err;
-  EXPECT_EQ(nlohmann::json::parse(exact.out)["fused_kernels"], 2) << exact.out;
+  EXPECT_EQ(nlohmann::json::parse(exact.out)["fused_kernels"], 1) << exact.out;
+  testing_cli::WriteFile(dir / "input_weight.onnxtxt", R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[256,8] x, float[8,8] w, float[256,8] r) => (float[256,8] y) {
+  p = MatMul (x, w)
+  y = Add (p, r)
+})");
+  auto mn_major = RunTilefuse("explain " + Quote(dir / "input_weight.onnxtxt") + " --json");
+  ASSERT_EQ(mn_major.exit_code, 0) << mn_major.err;
+  EXPECT_EQ(nlohmann::json::parse(mn_major.out)["fused_kernels"], 2) << mn_major.out;
   auto tf32 = RunTilefuse("explain " + Quote(dir / "f32.onnxtxt") + " --json --precision high");
   ASSERT_EQ(tf32.exit_code, 0) << tf32.err;
   EXPECT_EQ(nlohmann::json::parse(tf32.out)["fused_kernels"], 1) << tf32.out;

@@ -288,7 +288,9 @@ CudaGroupProgram ProgramForGroup(const Graph& g, const FusionGroup& group, const
         // template / cuBLASLt: bias 4096^3 413 / 336, 8192x3072x768 175 / 121); with an
         // activation after the bias the template did (bias+GELU 16384x4096x1024 505 / 556).
         // RULE_NUMBERS
-        if (problem->dtype == DType::kF32) return library->activation == LibraryActivation::kNone;
+        // 3xTF32 (exact f32) against cuBLASLt's f32 kernels, which run on the CUDA cores: the
+        // template as for half-precision products (below).
+        if (problem->dtype == DType::kF32 && !problem->split_f32) return library->activation == LibraryActivation::kNone;
         // Only a decode-like product (few rows: bound by reading B) that splits K: a weight's
         // gradient also splits K (256 x 768 from 4096 rows: 12 output tiles), and cuBLASLt took
         // 94-168 µs for it where 1.6 GFLOP predict 5 (LLaMA-style training step, H200,

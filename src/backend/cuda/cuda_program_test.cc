@@ -649,9 +649,10 @@ TEST(CudaProgramStoreTest, HalfOutputsConvertInPairs) {
 }
 
 // An f32 linear layer with a constant weight, as most ONNX exports carry it ([K][N] after the
-// folding of constants): under --precision high its weight is stored K-major and the product
-// with its residual epilogue is one TF32 GEMM template kernel reading that constant (no
-// prologue); exact f32 keeps cuBLASLt, and says why.
+// folding of constants): its weight is stored K-major and the product with its residual
+// epilogue is one GEMM template kernel reading that constant (no prologue), TF32 under
+// --precision high, 3xTF32 otherwise; with the weight left [K][N] cuBLASLt keeps it, and
+// says why.
 TEST(CudaProgramTf32Test, ConstantF32WeightsTakeTheTemplateAsTf32UnderPrecisionHigh) {
   auto linear = [] {
     GraphBuilder b;
@@ -664,20 +665,26 @@ TEST(CudaProgramTf32Test, ConstantF32WeightsTakeTheTemplateAsTf32UnderPrecisionH
   };
   CudaTarget target;
   target.gemm = GemmPath::kTemplate;
-  const CudaProgram exact = BuildProgram(linear(), {}, target);
-  ASSERT_FALSE(exact.groups.empty());
-  EXPECT_EQ(exact.groups[0].mode, CudaGroupProgram::Mode::kGemm);
-  EXPECT_NE(exact.groups[0].why_library.find("TF32 only"), std::string::npos) << exact.groups[0].why_library;
+  const CudaProgram mn_major = BuildProgram(linear(), {}, target);
+  ASSERT_FALSE(mn_major.groups.empty());
+  EXPECT_EQ(mn_major.groups[0].mode, CudaGroupProgram::Mode::kGemm);
+  EXPECT_NE(mn_major.groups[0].why_library.find("read B K-major only"), std::string::npos) << mn_major.groups[0].why_library;
 
-  target.tf32 = true;
   PassOptions passes;
   passes.k_major_weights.f32 = true;
+  const CudaProgram exact = BuildProgram(linear(), {}, target, passes);
+  ASSERT_EQ(exact.groups.size(), 1u) << "the residual is the template's epilogue";
+  ASSERT_EQ(exact.groups[0].mode, CudaGroupProgram::Mode::kGemmTemplate) << exact.groups[0].why_library;
+  EXPECT_NE(exact.groups[0].kernel->source.strategy.find("3xTF32"), std::string::npos) << exact.groups[0].kernel->source.strategy;
+
+  target.tf32 = true;
   const CudaProgram tf32 = BuildProgram(linear(), {}, target, passes);
   ASSERT_EQ(tf32.groups.size(), 1u) << "the residual is the template's epilogue";
   const CudaGroupProgram& g = tf32.groups[0];
   ASSERT_EQ(g.mode, CudaGroupProgram::Mode::kGemmTemplate) << g.why_library;
   EXPECT_TRUE(g.prologue.empty());
-  EXPECT_NE(g.kernel->source.strategy.find("TF32"), std::string::npos) << g.kernel->source.strategy;
+  EXPECT_NE(g.kernel->source.strategy.find(" TF32"), std::string::npos) << g.kernel->source.strategy;
+  EXPECT_EQ(g.kernel->source.strategy.find("3xTF32"), std::string::npos) << g.kernel->source.strategy;
   EXPECT_NE(g.kernel->source.strategy.find("B K-major"), std::string::npos) << g.kernel->source.strategy;
   EXPECT_NE(g.kernel->source.function.find("using Element = tf::Tf32;"), std::string::npos);
 }

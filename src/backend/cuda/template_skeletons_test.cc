@@ -57,13 +57,14 @@ void CompileAndReport(NvrtcCompiler& nvrtc, const CudaKernelSource& kernel, cons
 struct GemmProblem {
   const char* label;
   std::string signature, body;
+  bool tf32 = true;  // f32 products as TF32 (--precision high), else as 3xTF32
 };
 
-StatusOr<GemmTemplateKernel> GemmOf(const PlannedText& p) {
+StatusOr<GemmTemplateKernel> GemmOf(const PlannedText& p, bool tf32 = true) {
   for (const FusionGroup& group : p.plan.groups)
     if (group.kind == GroupKind::kGemm) {
       ASSIGN_OR_RETURN(GemmTemplateKernel gemm,
-                       LowerGemmTemplate(p.graph, group, SplitGemmGroup(p.graph, group), FindInlinedGenerators(p.graph), /*tf32=*/true));
+                       LowerGemmTemplate(p.graph, group, SplitGemmGroup(p.graph, group), FindInlinedGenerators(p.graph), tf32));
       gemm.name = "gemm";
       return gemm;
     }
@@ -90,6 +91,10 @@ TEST(TemplateSkeletonsTest, GemmCompilesInEveryFormAndElementType) {
        "  wt = Transpose <perm = [1, 0]> (w)\n  p = MatMul (x, wt)\n  y = Add (p, r)\n"},
       {"f32 as TF32 16 rows, split-K", "g (float[16,4096] x, float[4096,4096] w, float[4096] b) => (float[16,4096] y)",
        "  wt = Transpose <perm = [1, 0]> (w)\n  p = MatMul (x, wt)\n  y = Add (p, b)\n"},
+      {"f32 as 3xTF32, B K-major", "g (float[2048,1024] x, float[4096,1024] w, float[2048,4096] r) => (float[2048,4096] y)",
+       "  wt = Transpose <perm = [1, 0]> (w)\n  p = MatMul (x, wt)\n  y = Add (p, r)\n", false},
+      {"f32 as 3xTF32 64 rows, split-K", "g (float[64,4096] x, float[4096,4096] w, float[4096] b) => (float[64,4096] y)",
+       "  wt = Transpose <perm = [1, 0]> (w)\n  p = MatMul (x, wt)\n  y = Add (p, b)\n", false},
   };
   struct Form {
     const char* label;
@@ -111,7 +116,7 @@ TEST(TemplateSkeletonsTest, GemmCompilesInEveryFormAndElementType) {
   forms.push_back({"clusters of 2", form});
   for (const GemmProblem& problem : problems) {
     const PlannedText planned = PlanOnnxText(problem.signature, problem.body);
-    StatusOr<GemmTemplateKernel> gemm = GemmOf(planned);
+    StatusOr<GemmTemplateKernel> gemm = GemmOf(planned, problem.tf32);
     ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
     for (const Form& f : forms) {
       StatusOr<CudaKernelSource> source = EmitCudaGemm(*gemm, f.config);

@@ -33,13 +33,14 @@ int64_t StagingBytes(const CudaGemmConfig& c, bool staged) {
 int64_t ResidualRingBytes(const CudaGemmConfig& c, bool ringed) {
   return ringed ? int64_t{kResidualSlots} * c.block_m * (c.block_n / EpilogueChunks(c)) * 2 : 0;
 }
-// The ring of stages, aligned to 1024 bytes (the swizzle pattern's period), the staging
-// tile, the residual's ring, then the barriers (full and empty per stage, two ping-pong
-// turns, two staged loads, split-K's "this unit finishes the tile" flag, full and empty per
-// residual slot).
-int64_t SharedBytes(const CudaGemmConfig& c, bool staged, bool ringed) {
-  return 1024 + c.stages * StageBytes(c) + StagingBytes(c, staged) + ResidualRingBytes(c, ringed) +
-         8 * (2 * c.stages + 5 + (ringed ? 2 * kResidualSlots : 0));
+int64_t SplitBufferBytes(const CudaGemmConfig& c, bool split_f32) { return split_f32 ? c.stages * StageBytes(c) : 0; }
+// The ring of stages, aligned to 1024 bytes (the swizzle pattern's period), 3xTF32's small
+// parts, the staging tile, the residual's ring, then the barriers (full and empty per stage,
+// two ping-pong turns, two staged loads, split-K's "this unit finishes the tile" flag, full
+// and empty per residual slot, 3xTF32's split_full per stage after those).
+int64_t SharedBytes(const CudaGemmConfig& c, bool staged, bool ringed, bool split_f32) {
+  return 1024 + c.stages * StageBytes(c) + SplitBufferBytes(c, split_f32) + StagingBytes(c, staged) + ResidualRingBytes(c, ringed) +
+         8 * (2 * c.stages + 5 + (ringed || split_f32 ? 2 * kResidualSlots : 0) + (split_f32 ? c.stages : 0));
 }
 
 int64_t KSteps(const GemmTemplateKernel& g) { return CeilDiv(g.k, BlockK(g)); }
@@ -166,9 +167,11 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
   // (split-K) stay.
   // (FP8 products, f32 too, stay cooperative until measured: promoted sums fit at most 64 x 192
   // accumulators a consumer, and ping-pong consumers hold 128 rows.)
-  const bool short_tf32 = g.operand_dtype == DType::kF32 && g.k <= 1024 && g.rows > 64 && Tiles(g, 128, 128) >= c.sm_count;
+  // 3xTF32 stays cooperative: its consumers split B's tile between them.
+  const bool short_tf32 = g.operand_dtype == DType::kF32 && !g.split_f32 && g.k <= 1024 && g.rows > 64 && Tiles(g, 128, 128) >= c.sm_count;
   c.pingpong = c.pingpong.value_or(short_tf32);
-  c.promote = IsFloat8(g.operand_dtype) && c.promote.value_or(true);
+  // Promoted sums for FP8 and 3xTF32 (gemm_sm90_consumer.cuh says why).
+  c.promote = (IsFloat8(g.operand_dtype) || g.split_f32) && c.promote.value_or(true);
   if (c.block_n == 0) {
     // The width whose tiles end soonest: the persistent grid's rounds (every SM a tile a
     // round) times a tile's columns, a column a little dearer in a narrower tile (its A tile
@@ -184,6 +187,8 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
     double best = std::numeric_limits<double>::infinity();
     for (int n : {256, 192, 128, 64}) {
       if ((n > 64 && g.n < n) || AccumulatorRegisters(c, n) > MaxAccumulatorRegisters(c)) continue;
+      // 3xTF32's small parts double a stage: 128 columns keep 3 stages, 192 only 2.
+      if (g.split_f32 && n > 128) continue;
       if (c.cluster_m > 1 && n % (64 * c.cluster_m) != 0) continue;  // a pair splits B's tile in 64-column boxes
       const double per_column = n == 256 ? 1.0 : n == 192 ? 1.04 : n == 128 ? 1.12 : 1.3;
       const double cost = static_cast<double>(CeilDiv(Tiles(g, c.block_m, n), c.sm_count)) * n * per_column;
@@ -249,7 +254,8 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
     // staged store) measured 8-13% slower on the 16384x4096x1024 epilogues (H100,
     // 2026-11-24); since the later kernel changes 5 is the faster: the residual there 229-236
     // -> 217 us (H100, 2026-11-28), 213 -> 202 (H200, tuned, 2026-11-28).
-    for (deeper.stages = 3; deeper.stages <= 6 && SharedBytes(deeper, staged, ringed) <= kSharedLimit; ++deeper.stages) c.stages = deeper.stages;
+    for (deeper.stages = 3; deeper.stages <= 6 && SharedBytes(deeper, staged, ringed, g.split_f32) <= kSharedLimit; ++deeper.stages)
+      c.stages = deeper.stages;
   }
   return c;
 }

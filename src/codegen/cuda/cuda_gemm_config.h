@@ -26,7 +26,8 @@ struct CudaGemmConfig {
   // into the f32 accumulators in registers (CUTLASS's and DeepGEMM's "promotion"; cuBLAS's
   // default, torch._scaled_mm's use_fast_accum=False), which takes twice the accumulator
   // registers. Off, the tensor cores' own FP8 accumulation (about 14 bits) sums the whole of
-  // K. Unset: on for 8-bit operands (--precision high turns it off).
+  // K. Unset: on for 8-bit operands (--precision high turns it off) and for 3xTF32 (the TF32
+  // tensor cores' sums lose digits too).
   std::optional<bool> promote;
   int block_m = 128;  // 64 or 128
   int block_n = 0;    // 64..256, a multiple of 64; 0: the widest that still fills the GPU
@@ -64,7 +65,11 @@ int MaxAccumulatorRegisters(const CudaGemmConfig& c);
 int64_t StagingBytes(const CudaGemmConfig& c, bool staged);  // the epilogue's TMA-store tiles
 // An overlapped epilogue's residual ring: kResidualSlots chunks of block_m rows.
 int64_t ResidualRingBytes(const CudaGemmConfig& c, bool ringed);
-int64_t SharedBytes(const CudaGemmConfig& c, bool staged, bool ringed);  // dynamic shared memory in all
+// 3xTF32's buffers of small parts (gemm_sm90.cuh, kSplitTf32): a slot's worth per stage.
+int64_t SplitBufferBytes(const CudaGemmConfig& c, bool split_f32);
+// Dynamic shared memory in all: `staged` (a staged store), `ringed` (a ringed residual),
+// `split_f32` (3xTF32).
+int64_t SharedBytes(const CudaGemmConfig& c, bool staged, bool ringed, bool split_f32);
 int64_t KSteps(const GemmTemplateKernel& g);                          // steps of BlockK along K
 // About `splits` split-K units of g's K steps, as many as leave no unit without a step.
 int UnitsWithoutEmpty(const GemmTemplateKernel& g, int64_t splits);

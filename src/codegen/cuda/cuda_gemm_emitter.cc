@@ -15,8 +15,11 @@ namespace {
 
 using namespace gemm_layout;
 
-// Registers a thread after setmaxnreg: the producer gives its share to the consumers.
+// Registers a thread after setmaxnreg: the producer gives its share to the consumers. 3xTF32's
+// producer warpgroup also splits the operands (GemmSplitter), four 16-byte units in flight a
+// thread: it keeps 56 (the 384 threads' 168 at launch, moved: 128 x 112 = 256 x 56).
 constexpr int kProducerRegisters = 40, kConsumerRegisters = 232;
+constexpr int kSplitterRegisters = 56, kSplitConsumerRegisters = 224;
 
 class GemmEmitter {
  public:
@@ -48,7 +51,8 @@ class GemmEmitter {
     std::string parameters = "const __grid_constant__ tf::TensorMap map_a, const __grid_constant__ tf::TensorMap map_b";
     std::string maps = "&map_a, &map_b";
     TensorMapArg map_a = OperandMapA(), map_b = OperandMapB();
-    map_a.tf32 = map_b.tf32 = g_.operand_dtype == DType::kF32;  // TF32 operands, rounded as they are copied
+    // TF32 operands, rounded as they are copied; 3xTF32 ones whole, split by the consumers.
+    map_a.tf32 = map_b.tf32 = g_.operand_dtype == DType::kF32 && !g_.split_f32;
     s.launch.args.push_back({LaunchArg::Kind::kTensorMap, g_.a, map_a, 0});
     s.launch.args.push_back({LaunchArg::Kind::kTensorMap, map_b.node, map_b, 0});
     auto add_map = [&](bool used, const std::string& name, const TensorMapArg& map) {
@@ -75,7 +79,7 @@ class GemmEmitter {
                        c_.splits > 1 ? "tile_counters, partials" : "nullptr, nullptr");
     // The skeleton awaits the prior grid itself, its producer after loading what of B it may
     // before (kBBeforeWait).
-    FinishTemplateSource(s, std::move(out), SharedBytes(c_, staged_ >= 0, ringed_load_ >= 0), /*awaits_in_skeleton=*/true);
+    FinishTemplateSource(s, std::move(out), SharedBytes(c_, staged_ >= 0, ringed_load_ >= 0, g_.split_f32), /*awaits_in_skeleton=*/true);
     s.launch.cluster = {cluster, 1, 1};
     s.launch.persistent_clusters = cluster > 1;
     s.launch.scratch_bytes = ScratchBytes(g_, c_);
@@ -92,10 +96,10 @@ class GemmEmitter {
       return InvalidArgument(fmt::format("{}: {} x {} accumulators per consumer{} (at most {} registers a thread)", g_.name,
                                          ConsumerRows(c_), c_.block_n, *c_.promote ? ", twice over promoted" : "",
                                          MaxAccumulatorRegisters(c_)));
-    if (*c_.promote && (!IsFloat8(g_.operand_dtype) || *c_.overlap_epilogue))
-      return InvalidArgument(fmt::format("{}: promoted sums are for FP8 products without an overlapped epilogue", g_.name));
+    if (*c_.promote && ((!IsFloat8(g_.operand_dtype) && !g_.split_f32) || *c_.overlap_epilogue))
+      return InvalidArgument(fmt::format("{}: promoted sums are for FP8 and 3xTF32 products without an overlapped epilogue", g_.name));
     if (c_.stages < 2) return InvalidArgument(fmt::format("{}: {} stages (need at least 2)", g_.name, c_.stages));
-    const int64_t shared = SharedBytes(c_, staged_ >= 0, ringed_load_ >= 0);
+    const int64_t shared = SharedBytes(c_, staged_ >= 0, ringed_load_ >= 0, g_.split_f32);
     if (shared > kSharedLimit) return InvalidArgument(fmt::format("{}: {} bytes of shared memory (the limit is {})", g_.name, shared, kSharedLimit));
     RETURN_IF_ERROR(CheckClusters(g_, c_));
     if (c_.group_m < 1 || c_.sm_count < 1) return InvalidArgument(fmt::format("{}: group_m and sm_count must be positive", g_.name));
@@ -104,6 +108,7 @@ class GemmEmitter {
     if (c_.splits > 1 && *c_.pingpong) return InvalidArgument(fmt::format("{}: split-K needs cooperative consumers", g_.name));
     if (*c_.overlap_epilogue && g_.dtype == DType::kF32)
       return InvalidArgument(fmt::format("{}: an overlapped epilogue holds half-precision products, not f32 ones", g_.name));
+    if (g_.split_f32 && *c_.pingpong) return InvalidArgument(fmt::format("{}: 3xTF32 needs cooperative consumers (they share B's split)", g_.name));
     if (*c_.overlap_epilogue && (*c_.pingpong || c_.splits > 1))
       return InvalidArgument(fmt::format("{}: an overlapped epilogue needs cooperative consumers without split-K", g_.name));
     if (c_.splits > 1 && Tiles(g_, c_.block_m, c_.block_n) * 4 > kScratchCounterBytes)
@@ -113,7 +118,7 @@ class GemmEmitter {
 
   // The operands' tensor-core type in the strategy, where it is not the product's.
   std::string OperandsWord() const {
-    if (g_.operand_dtype == DType::kF32) return " TF32";
+    if (g_.operand_dtype == DType::kF32) return g_.split_f32 ? fmt::format(" 3xTF32{}", *c_.promote ? ", promoted" : "") : " TF32";
     if (IsFloat8(g_.operand_dtype)) return fmt::format(" FP8 {}{}", DTypeName(g_.operand_dtype), *c_.promote ? ", promoted" : "");
     return "";
   }
@@ -179,7 +184,7 @@ class GemmEmitter {
   // The skeleton's compile-time configuration, a local class (enumerators: a local class has
   // no static members) so the kernel's text is all a compile unit needs of it.
   std::string ConfigStruct() const {
-    // f32 operands go to the tensor cores as TF32 (LowerGemmTemplate takes them only so).
+    // f32 operands go to the tensor cores as TF32, or as 3xTF32 (split_f32).
     const char* element = g_.operand_dtype == DType::kF32 ? "tf::Tf32" : TileElementType(g_.operand_dtype);
     std::string types = fmt::format("    using Element = {};\n    using Index = {};\n", element, GemmIndexType(g_));
     if (staged_ >= 0) types += fmt::format("    using StoreElement = {};\n", TileElementType(g_.epilogue.buffers[g_.epilogue.stores[staged_].buffer].dtype));
@@ -192,13 +197,14 @@ class GemmEmitter {
         "    enum : int {{ kPingPong = {}, kOverlap = {}, kChunks = {}, kStaging = {} }};\n"
         "    enum : int {{ kStagedStore = {}, kStoreByThreads = {}, kStagedLoad = {}, kRingedLoad = {}, kAMnMajor = {}, kBKMajor = {} }};\n"
         "    enum : int {{ kProducerRegisters = {}, kConsumerRegisters = {}, kPromote = {} }};\n"
-        "    enum : int {{ kBBeforeWait = {} }};\n"
+        "    enum : int {{ kBBeforeWait = {}, kSplitTf32 = {} }};\n"
         "  }};\n",
         types, c_.block_m, c_.block_n, c_.stages, c_.group_m, c_.cluster_m, c_.splits, StepsPerSplit(g_, c_), g_.rows, g_.n, g_.k,
         g_.batch, *c_.pingpong ? 1 : 0, *c_.overlap_epilogue ? 1 : 0, *c_.overlap_epilogue ? EpilogueChunks(c_) : 1,
         StagingBytes(c_, staged_ >= 0), staged_ >= 0 ? 1 : 0, StoreByThreads(g_) ? 1 : 0, staged_load_ >= 0 ? 1 : 0, ringed_load_ >= 0 ? 1 : 0,
-        g_.a_mn_major >= 0 ? 1 : 0, g_.b_k_major >= 0 ? 1 : 0, kProducerRegisters, kConsumerRegisters, *c_.promote ? 1 : 0,
-        g_.b_read_only && c_.cluster_m == 1 ? 1 : 0);
+        g_.a_mn_major >= 0 ? 1 : 0, g_.b_k_major >= 0 ? 1 : 0, g_.split_f32 ? kSplitterRegisters : kProducerRegisters,
+        g_.split_f32 ? kSplitConsumerRegisters : kConsumerRegisters, *c_.promote ? 1 : 0,
+        g_.b_read_only && c_.cluster_m == 1 ? 1 : 0, g_.split_f32 ? 1 : 0);
   }
 
   // How the producer loads A's tiles: a matrix, a view, or an implicit GEMM's im2col.

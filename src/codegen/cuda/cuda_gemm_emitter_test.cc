@@ -189,7 +189,7 @@ TEST(CudaGemmEmitterTest, OverlappedEpilogueReadsTheResidualFromItsRing) {
   EXPECT_EQ(gemm_layout::StagedLoad(*gemm, c), -1);
   EXPECT_GE(gemm_layout::RingedLoad(*gemm, c), 0);
   EXPECT_EQ(gemm_layout::ResidualRingBytes(c, true), 4 * 128 * 16 * 2);
-  EXPECT_LE(gemm_layout::SharedBytes(c, true, true), gemm_layout::kSharedLimit);
+  EXPECT_LE(gemm_layout::SharedBytes(c, true, true, false), gemm_layout::kSharedLimit);
   auto source = EmitCudaGemm(*gemm, asked);
   ASSERT_TRUE(source.ok()) << source.status().ToString();
   EXPECT_EQ(source->function.find("map_in"), std::string::npos) << "no staged load";
@@ -200,7 +200,7 @@ TEST(CudaGemmEmitterTest, OverlappedEpilogueReadsTheResidualFromItsRing) {
   EXPECT_EQ(map.box[0], 16) << "one chunk's columns";
   EXPECT_EQ(map.box[1], 128);
   EXPECT_FALSE(map.swizzle_128b);
-  EXPECT_EQ(source->launch.dynamic_shared_bytes, gemm_layout::SharedBytes(c, true, true));
+  EXPECT_EQ(source->launch.dynamic_shared_bytes, gemm_layout::SharedBytes(c, true, true, false));
   EXPECT_NE(source->strategy.find("residual by TMA into its ring"), std::string::npos) << source->strategy;
   EXPECT_TRUE(MatchesChecks(source->function, R"(
     CHECK: const __grid_constant__ tf::TensorMap map_residual
@@ -229,7 +229,6 @@ TEST(CudaGemmEmitterTest, BatchedOperandsWalkBatchEntries) {
 TEST(CudaGemmEmitterTest, F32ProductsTakeTheTemplateAsTf32WithBReadKMajor) {
   Planned p = PlanText("  wt = Transpose <perm = [1, 0]> (w)\n  y = MatMul (x, wt)\n",
                        "g (float[256,512] x, float[1024,512] w) => (float[256,1024] y)");
-  EXPECT_NE(LowerOnlyGemm(p).status().message().find("TF32 only"), std::string::npos);
   auto gemm = LowerOnlyGemm(p, /*tf32=*/true);
   ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
   EXPECT_GE(gemm->b_k_major, 0);
@@ -246,6 +245,8 @@ TEST(CudaGemmEmitterTest, F32ProductsTakeTheTemplateAsTf32WithBReadKMajor) {
   EXPECT_EQ(b.box[0], 32);
   EXPECT_EQ(b.strides_bytes[0], 512 * 4);
   EXPECT_TRUE(a.tf32 && b.tf32) << "the copies round the operands to TF32";
+  EXPECT_FALSE(gemm->split_f32);
+  EXPECT_NE(source->function.find("kSplitTf32 = 0"), std::string::npos);
   CudaGemmConfig overlapped;
   overlapped.overlap_epilogue = true;
   EXPECT_FALSE(EmitCudaGemm(*gemm, overlapped).ok());
@@ -256,6 +257,39 @@ TEST(CudaGemmEmitterTest, F32ProductsTakeTheTemplateAsTf32WithBReadKMajor) {
   auto refused = LowerOnlyGemm(mn, /*tf32=*/true);
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("K-major"), std::string::npos) << refused.status().message();
+}
+
+// Without TF32 (--precision highest) the same product runs as 3xTF32: the copies bring the f32
+// operands whole (no rounding), the producer's idle warps split them (kSplitTf32), their small
+// parts taking a stage's shared memory beside each stage; cooperative consumers only.
+TEST(CudaGemmEmitterTest, ExactF32ProductsTakeTheTemplateAs3xTf32) {
+  Planned p = PlanText("  wt = Transpose <perm = [1, 0]> (w)\n  y = MatMul (x, wt)\n",
+                       "g (float[4096,512] x, float[1024,512] w) => (float[4096,1024] y)");
+  auto gemm = LowerOnlyGemm(p);
+  ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
+  EXPECT_TRUE(gemm->split_f32);
+  const CudaGemmConfig rule = ResolveGemmConfig(*gemm, {});
+  EXPECT_FALSE(*rule.pingpong) << "TF32's ping-pong rule for a short K is not 3xTF32's";
+  EXPECT_TRUE(*rule.promote) << "3xTF32 adds each step's sums into the accumulators";
+  auto source = EmitCudaGemm(*gemm);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_NE(source->function.find("using Element = tf::Tf32;"), std::string::npos);
+  EXPECT_NE(source->function.find("kSplitTf32 = 1"), std::string::npos);
+  EXPECT_NE(source->strategy.find("3xTF32"), std::string::npos) << source->strategy;
+  const TensorMapArg &a = source->launch.args[0].map, &b = source->launch.args[1].map;
+  EXPECT_FALSE(a.tf32 || b.tf32) << "3xTF32 splits the whole f32 values";
+  EXPECT_EQ(source->launch.dynamic_shared_bytes, gemm_layout::SharedBytes(rule, false, false, true));
+  // A stage's small parts beside each stage, and their barriers.
+  EXPECT_GE(gemm_layout::SharedBytes(rule, false, false, true) - gemm_layout::SharedBytes(rule, false, false, false),
+            rule.stages * gemm_layout::StageBytes(rule));
+  EXPECT_LE(rule.block_n, 128);
+  EXPECT_GE(rule.stages, 3);
+  EXPECT_LE(gemm_layout::SharedBytes(rule, false, false, true), gemm_layout::kSharedLimit);
+  CudaGemmConfig pingpong;
+  pingpong.pingpong = true;
+  auto refused = EmitCudaGemm(*gemm, pingpong);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("cooperative"), std::string::npos) << refused.status().message();
 }
 
 // A quantized linear layer (passes/fp8_products.h) runs on the FP8 tensor cores: e4m3
@@ -377,7 +411,7 @@ TEST(CudaGemmEmitterTest, WhatTheTemplateDoesNotTakeComesWithTheReason) {
     std::string body, signature, reason;
   };
   std::vector<Case> cases = {
-      {"  y = MatMul (x, w)\n", "g (float[64,64] x, float[64,64] w) => (float[64,64] y)", "TF32 only (--precision high)"},
+      {"  y = MatMul (x, w)\n", "g (float[64,64] x, float[64,64] w) => (float[64,64] y)", "3xTF32 tensor cores read B K-major only"},
       {"  y = MatMul (x, w)\n", "g (int32[64,64] x, int32[64,64] w) => (int32[64,64] y)", "not i32"},
       {"  y = MatMul (x, w)\n", "g (bfloat16[64,60] x, bfloat16[60,64] w) => (bfloat16[64,64] y)", "K = 60 must be a multiple of 8"},
       {"  y = MatMul (x, w)\n", "g (bfloat16[64,64] x, bfloat16[64,61] w) => (bfloat16[64,61] y)", "N = 61 must be a multiple of 8"},
@@ -775,7 +809,7 @@ TEST(CudaGemmEmitterTest, AWeightIsLoadedBeforeTheWaitForTheGridAhead) {
   EXPECT_TRUE(gemm->b_read_only);
   auto source = EmitCudaGemm(*gemm);
   ASSERT_TRUE(source.ok()) << source.status().ToString();
-  EXPECT_NE(source->function.find("kBBeforeWait = 1 }"), std::string::npos) << source->function;
+  EXPECT_NE(source->function.find("kBBeforeWait = 1,"), std::string::npos) << source->function;
   EXPECT_TRUE(source->launch.awaits_prior_grid);
   // The skeleton waits (its producer after B's first tiles): nothing before the call.
   EXPECT_EQ(source->function.find(kAwaitPriorGrid), std::string::npos);
@@ -786,7 +820,7 @@ TEST(CudaGemmEmitterTest, AWeightIsLoadedBeforeTheWaitForTheGridAhead) {
   EXPECT_FALSE(computed_gemm->b_read_only);
   auto computed_source = EmitCudaGemm(*computed_gemm);
   ASSERT_TRUE(computed_source.ok()) << computed_source.status().ToString();
-  EXPECT_NE(computed_source->function.find("kBBeforeWait = 0 }"), std::string::npos);
+  EXPECT_NE(computed_source->function.find("kBBeforeWait = 0,"), std::string::npos);
 }
 
 TEST(CudaGemmEmitterTest, EnoughTilesNeedNoSplitK) {

@@ -6,6 +6,8 @@
 //     for each K step:                       for each K step: wait full[s], wgmma from slot s,
 //       wait empty[s]; TMA A, B → slot s       hand slot s-1 back (empty)
 //       (B multicast to the cluster)         [split-K: partials through scratch, last sums]
+//   [3xTF32, warps 1-3: wait full[s],      [3xTF32: wait split_full[s], the small parts of
+//    B's small parts, split_full[s]]         the consumer's rows of A]
 //     [ring of residual chunks]              epilogue.Pair(row, col, acc, loaded) per column
 //                                            pair (an odd N: epilogue(...) per element):
 //                                            direct stores, or a staged tile out by TMA
@@ -95,8 +97,20 @@ struct GemmShape : Config {
   static constexpr bool kBBeforeWait = Config::kBBeforeWait != 0;
   static_assert(!kBBeforeWait || Config::kClusterM == 1, "gemm_sm90 loads B ahead in single CTAs only");
   static constexpr int kBK = 128 / Element::kBytes;  // one 128-byte swizzle row
-  // 8-bit floats only, and not with an overlapped epilogue (which holds half-precision products).
-  static_assert(!Config::kPromote || (Element::kBytes == 1 && !Config::kOverlap), "gemm_sm90 promotes FP8 sums only");
+  // 3xTF32 (f32 products at f32's accuracy): the small parts of each slot's f32 operands
+  // (Tf32::Small) are written beside it, B's by the producer warpgroup's idle warps
+  // (GemmSplitter), each consumer's rows of A by that consumer (GemmSplitA), the slot keeping
+  // the big parts; the consumers issue three products a step. Cooperative consumers, one
+  // epilogue in the tail.
+  static constexpr bool kSplitTf32 = Config::kSplitTf32 != 0;
+  static_assert(!kSplitTf32 || (kSameType<Element, Tf32> && kBKMajor && !Config::kPingPong && !Config::kOverlap),
+                "gemm_sm90 splits f32 operands, both K-major, for cooperative consumers without an overlapped epilogue");
+  static constexpr int kSplitBuffers = kSplitTf32 ? Config::kStages : 0;
+  static constexpr int kSplitterThreads = 96;  // the producer warpgroup's warps 1 to 3
+  // 8-bit floats and 3xTF32 (the tensor cores' sums of a step lose digits, FP8's and TF32's
+  // alike), not with an overlapped epilogue (which holds half-precision products).
+  static_assert(!Config::kPromote || ((Element::kBytes == 1 || kSplitTf32) && !Config::kOverlap),
+                "gemm_sm90 promotes FP8 and 3xTF32 sums only");
   static constexpr int kTilesM = (Config::kRows + Config::kBM - 1) / Config::kBM;
   static constexpr int kTilesN = (Config::kN + Config::kBN - 1) / Config::kBN;
   static constexpr int kTiles = kTilesM * kTilesN * Config::kBatch;
@@ -122,6 +136,8 @@ struct GemmSharedMemory {
   using Storage = typename S::Element::Storage;
   Storage* tile_a;          // [stage][kBM][kBK], 128-byte swizzle; MN-major: [stage][kBM / 64][kBK][64], the same swizzle as B
   Storage* tile_b;          // [stage][kBN / 64][kBK][64]; K-major: [stage][kBN][kBK], the same swizzle as A
+  Storage* small_a;         // 3xTF32: [stage][kBM][kBK], the small parts of a slot's A as the slot lays A out
+  Storage* small_b;         // 3xTF32: [stage][kBN][kBK]
   unsigned char* staging;   // [consumer][kBN / 64][64][64], swizzled
   unsigned char* residual_ring;  // [slot][kBM][kChunkCols]
   Barrier* full;
@@ -131,13 +147,16 @@ struct GemmSharedMemory {
   volatile int* finishes_tile;  // split-K: this unit runs the epilogue
   Barrier* residual_full;       // a residual slot's chunk has landed
   Barrier* residual_empty;      // every consumer warp has read it
+  Barrier* split_full;          // 3xTF32: a slot's small parts are written too
 
   __device__ __forceinline__ GemmSharedMemory() {
     extern __shared__ unsigned char tf_shared_raw[];
     unsigned char* shared = tf_shared_raw + ((1024 - (SharedAddress(tf_shared_raw) & 1023)) & 1023);
     tile_a = (Storage*)shared;
     tile_b = tile_a + S::kStages * S::kBM * S::kBK;
-    staging = (unsigned char*)(tile_b + S::kStages * S::kBN * S::kBK);
+    small_a = tile_b + S::kStages * S::kBN * S::kBK;
+    small_b = small_a + S::kSplitBuffers * S::kBM * S::kBK;
+    staging = (unsigned char*)(small_b + S::kSplitBuffers * S::kBN * S::kBK);
     residual_ring = staging + S::kStaging;
     full = (Barrier*)(S::kRingedLoad ? residual_ring + S::kResidualSlots * S::kResidualSlotBytes : staging + S::kStaging);
     empty = full + S::kStages;
@@ -146,6 +165,7 @@ struct GemmSharedMemory {
     finishes_tile = (volatile int*)(tile_in + 2);
     residual_full = tile_in + 3;
     residual_empty = residual_full + S::kResidualSlots;
+    split_full = residual_empty + S::kResidualSlots;
   }
 };
 
@@ -158,6 +178,16 @@ __device__ __forceinline__ void GemmReleaseSlot(const GemmSharedMemory<S>& sm, i
     else
       sm.empty[slot].Arrive();
   }
+}
+
+// The K steps a unit (a tile, or a split-K part of one) runs: [begin, end).
+struct UnitSteps {
+  int begin, end;
+};
+template <class S>
+__device__ __forceinline__ UnitSteps GemmUnitSteps(int unit) {
+  const int begin = unit % S::kSplits * S::kSplitSteps;
+  return {begin, min(S::kKSteps, begin + S::kSplitSteps)};
 }
 
 // This CTA's tile of the cluster's tile pair number `tile` (pairs in grouped order).
@@ -181,7 +211,8 @@ namespace tf {
 // (kStagedStore, kStagedLoad, kRingedLoad and their element types StoreElement, LoadElement;
 // kStoreByThreads: the staged store written out by the threads, its rows not 16-byte aligned),
 // A's and B's layouts (kAMnMajor, kBKMajor), promoted FP8 sums (kPromote: each K step's
-// products summed apart, then added into the f32 accumulators)
+// products summed apart, then added into the f32 accumulators), f32 operands as 3xTF32
+// (kSplitTf32)
 // and the register split (kProducerRegisters, kConsumerRegisters). Epilogue:
 //   float operator()(Index row, int col, float acc, float loaded) const
 // writes the direct stores of element (row, col) and returns the staged store's value
@@ -207,6 +238,8 @@ __device__ __forceinline__ void GemmSm90(const GemmMaps& maps, const Epilogue& e
         sm.residual_full[s].Init(1);
         sm.residual_empty[s].Init(S::kConsumers * 4);
       }
+    if constexpr (S::kSplitTf32)
+      for (int s = 0; s < S::kStages; ++s) sm.split_full[s].Init(S::kSplitterThreads);
     FenceBarrierInit();
   }
   // The cluster's barriers are initialised before any CTA's copy or arrival reaches them.

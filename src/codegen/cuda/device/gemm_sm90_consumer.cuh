@@ -9,11 +9,14 @@ template <class S>
 struct GemmConsumerState {
   int consumer, local, warp, lane;
   float d[S::kMBlocks][S::kBN / 2];  // the accumulators: the wgmma D fragments
-  // Promoted accumulation (kPromote, 8-bit floats): a step's products, summed here by the
-  // tensor cores, then added into d once retired, step[h] for the tile's column half h.
+  // Promoted accumulation (kPromote, 8-bit floats and 3xTF32): a step's products, summed here
+  // by the tensor cores, then added into d once retired, step[h] for the tile's column half h.
   // Hopper's FP8 MMA keeps about 14 bits of its sum (DeepSeek-V3's report, section 3.3.2),
-  // so a deep K loses digits d would keep. One half's products are added while the other's
-  // wgmma runs (GemmPromotedSteps).
+  // so a deep K loses digits d would keep; its TF32 MMA, adding into f32 accumulators, still
+  // loses more than f32's rounding to nearest would (3xTF32 summed by the tensor cores alone:
+  // 1.3e-6 to 4.1e-6 of the output's scale at K = 520 to 4096, cuBLAS's f32 4e-7 to 8e-7;
+  // H200, 2026-12-01). One half's products are added while the other's wgmma runs
+  // (GemmPromotedSteps).
   float step[S::kPromote ? 2 : 1][S::kPromote ? S::kMBlocks : 1][S::kPromote ? S::kBN / 4 : 1];
   // Overlapped epilogue: the previous tile's products, packed pairs of the product's type
   // (held[mb][j * 2 + h] is d[mb][j * 4 + h * 2 + e] for e = 0, 1).
@@ -21,6 +24,18 @@ struct GemmConsumerState {
   Pipeline<S::kStages> ring;
   int previous;  // the slot of the step before this one, still read by its wgmma (-1: none)
 };
+
+// 3xTF32: the small parts of this consumer's 64 rows of A in the current slot, written where
+// only its own wgmmas read them (its rows of the slot's small A), while its previous step's
+// wgmmas run; made visible to the tensor cores' (async) proxy, then the warpgroup syncs.
+template <class S>
+__device__ __forceinline__ void GemmSplitA(const GemmSharedMemory<S>& sm, const GemmConsumerState<S>& c) {
+  constexpr int kBarrier = 4;  // + consumer (1 + consumer: the epilogues; 3: split-K)
+  const int offset = c.ring.stage * S::kBM * S::kBK + c.consumer * 64 * S::kBK;
+  GemmSmallParts<128, 64 * S::kBK / 4>(sm.tile_a + offset, sm.small_a + offset, c.local);
+  FenceSharedForAsync();
+  NamedBarrierSync(kBarrier + c.consumer, 128);
+}
 
 // One main-loop step, issued: wait for the slot, start its wgmma into `into` (and the staged
 // load at its step)... Promoted sums issue a step in two halves of the tile's columns, kCols
@@ -31,21 +46,40 @@ __device__ __forceinline__ void GemmIssueStepInto(const GemmSharedMemory<S>& sm,
                                                   float (&into)[S::kMBlocks][kCols / 2], bool accumulate) {
   using Mma = tf::Mma<typename S::Element>;
   static_assert(kFirstCol == 0 || S::kBKMajor, "a part of B's columns is read K-major");
+  // 3xTF32: this consumer splits its rows of A once the slot has landed, while the producer's
+  // warps split B (GemmSplitter), then waits for B's parts too.
   if (kFirstCol == 0) sm.full[c.ring.stage].Wait(c.ring.phase);
-  const auto* a = sm.tile_a + c.ring.stage * S::kBM * S::kBK + (S::kPingPong ? 0 : c.consumer * 64 * S::kBK);
+  if constexpr (S::kSplitTf32 && kFirstCol == 0) {
+    GemmSplitA(sm, c);
+    sm.split_full[c.ring.stage].Wait(c.ring.phase);
+  }
+  const int a_offset = S::kPingPong ? 0 : c.consumer * 64 * S::kBK;
+  const auto* a = sm.tile_a + c.ring.stage * S::kBM * S::kBK + a_offset;
   const auto* b = sm.tile_b + c.ring.stage * S::kBN * S::kBK + kFirstCol * S::kBK;
   Warpgroup::Fence();
-  auto issue = [&](float(&acc)[kCols / 2], int mb, int kk, int accumulate) {
+  using Storage = typename S::Element::Storage;
+  auto issue = [&](float(&acc)[kCols / 2], const Storage* tile_a, const Storage* tile_b, int mb, int kk, int accumulate) {
     Mma::template Shared<kCols, !S::kBKMajor, S::kAMnMajor>(
         acc,
-        S::kAMnMajor ? SharedMatrix::MnMajor(a + mb * 64 * S::kBK + kk * Mma::kK * 64, S::kBK * 128)
-                     : SharedMatrix::KMajor(a + mb * 64 * S::kBK + kk * Mma::kK),
-        S::kBKMajor ? SharedMatrix::KMajor(b + kk * Mma::kK) : SharedMatrix::MnMajor(b + kk * Mma::kK * 64, S::kBK * 128), accumulate);
+        S::kAMnMajor ? SharedMatrix::MnMajor(tile_a + mb * 64 * S::kBK + kk * Mma::kK * 64, S::kBK * 128)
+                     : SharedMatrix::KMajor(tile_a + mb * 64 * S::kBK + kk * Mma::kK),
+        S::kBKMajor ? SharedMatrix::KMajor(tile_b + kk * Mma::kK) : SharedMatrix::MnMajor(tile_b + kk * Mma::kK * 64, S::kBK * 128),
+        accumulate);
   };
 #pragma unroll
   for (int kk = 0; kk < S::kBK / Mma::kK; ++kk)
 #pragma unroll
-    for (int mb = 0; mb < S::kMBlocks; ++mb) issue(into[mb], mb, kk, accumulate || kk > 0);
+    for (int mb = 0; mb < S::kMBlocks; ++mb) {
+      if constexpr (S::kSplitTf32) {  // the small products first, then the big one
+        const auto* small_a = sm.small_a + c.ring.stage * S::kBM * S::kBK + a_offset;
+        const auto* small_b = sm.small_b + c.ring.stage * S::kBN * S::kBK + kFirstCol * S::kBK;
+        issue(into[mb], small_a, b, mb, kk, accumulate || kk > 0);
+        issue(into[mb], a, small_b, mb, kk, 1);
+        issue(into[mb], a, b, mb, kk, 1);
+      } else {
+        issue(into[mb], a, b, mb, kk, accumulate || kk > 0);
+      }
+    }
   Warpgroup::Commit();
   // The staged load's tile, requested halfway through the main loop, while the step just
   // issued runs: by then the previous tile's TMA store has long read the staging tile it
@@ -210,9 +244,10 @@ __device__ __forceinline__ void GemmConsumer(const GemmSharedMemory<S>& sm, cons
   } else {
     int main_loops = 0;
     for (int unit = first_unit; unit < S::kUnits; unit += unit_step, ++main_loops) {
-      const int tile = unit / S::kSplits, split = unit % S::kSplits;
+      const int tile = unit / S::kSplits;
       const TileCoordinates t = GemmTileAt<S>(tile, cta_rank);
-      const int k_begin = split * S::kSplitSteps, k_end = min(S::kKSteps, k_begin + S::kSplitSteps);
+      const UnitSteps steps = GemmUnitSteps<S>(unit);
+      const int k_begin = steps.begin, k_end = steps.end;
       if (S::kPingPong && (consumer == 1 || main_loops > 0)) sm.turn[consumer].Wait((consumer == 1 ? main_loops : main_loops - 1) & 1);
       c.previous = -1;
       if constexpr (S::kPromote) {

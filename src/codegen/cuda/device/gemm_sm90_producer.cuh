@@ -50,11 +50,11 @@ __device__ __forceinline__ int GemmLoadBAhead(const GemmSharedMemory<S>& sm, con
   const int unit = blockIdx.x;
   if (unit >= S::kUnits) return 0;
   const TileCoordinates t = GemmTileAt<S>(unit / S::kSplits, cta_rank);
-  const int k_begin = unit % S::kSplits * S::kSplitSteps, k_end = min(S::kKSteps, k_begin + S::kSplitSteps);
-  const int ahead = min(S::kStages, k_end - k_begin);
+  const UnitSteps steps = GemmUnitSteps<S>(unit);
+  const int ahead = min(S::kStages, steps.end - steps.begin);
   for (int i = 0; i < ahead; ++i) {
     sm.full[i].ArriveExpectingBytes(S::kStageBytes);
-    GemmLoadB<S>(sm, maps, i, t, k_begin + i, cta_rank);
+    GemmLoadB<S>(sm, maps, i, t, steps.begin + i, cta_rank);
   }
   return ahead;
 }
@@ -78,11 +78,11 @@ __device__ __forceinline__ void GemmProducerWithResidualRing(const GemmSharedMem
   bool holding = false;  // the consumers hold a tile whose epilogue runs during this one's main loop
   for (int unit = cluster_id; unit < S::kUnits; unit += clusters) {
     const TileCoordinates t = GemmTileAt<S>(unit / S::kSplits, cta_rank);
-    const int k_begin = unit % S::kSplits * S::kSplitSteps, k_end = min(S::kKSteps, k_begin + S::kSplitSteps);
-    for (int ks = k_begin, chunk = 0; ks < k_end || (holding && chunk < S::kChunks); ++chunk) {
+    const UnitSteps steps = GemmUnitSteps<S>(unit);
+    for (int ks = steps.begin, chunk = 0; ks < steps.end || (holding && chunk < S::kChunks); ++chunk) {
       if (holding && chunk < S::kChunks) load_residual(held, chunk);
-      if (ks >= k_end) continue;
-      GemmProducerStep<S, ALoader>(sm, maps, ring, t, ks, cta_rank, unit == cluster_id && ks - k_begin < ahead);
+      if (ks >= steps.end) continue;
+      GemmProducerStep<S, ALoader>(sm, maps, ring, t, ks, cta_rank, unit == cluster_id && ks - steps.begin < ahead);
       ++ks;
       ring.Advance();
     }
@@ -94,9 +94,68 @@ __device__ __forceinline__ void GemmProducerWithResidualRing(const GemmSharedMem
     for (int chunk = 0; chunk < S::kChunks; ++chunk) load_residual(held, chunk);
 }
 
+// 3xTF32: the small parts (Tf32::Small) of kUnits 16-byte units of f32 values, at the same
+// offsets of `small`; the big parts are the values themselves, as the tensor cores read them.
+// The splitter's threads take consecutive units (no bank conflicts), four loads in flight
+// before their stores: one warp an SM sub-partition has nothing else to hide its latency
+// behind (a unit at a time, loads waiting for the stores before them, the split took 2.0 ms
+// of a 4096^3 product's 2.5; H200, 2026-12-01). The 128-byte swizzle moves whole 16-byte
+// units, and the small buffers start at 1024-byte boundaries as the slots do, so a part lands
+// where the slot has its value and the slot's descriptors address both.
+template <int kThreads, int kUnits>
+__device__ __forceinline__ void GemmSmallParts(const float* slot, float* small, int thread) {
+  constexpr int kRounds = (kUnits + kThreads - 1) / kThreads, kBatch = 4;
+  const float4* value4 = reinterpret_cast<const float4*>(slot);
+  float4* small4 = reinterpret_cast<float4*>(small);
+#pragma unroll
+  for (int first = 0; first < kRounds; first += kBatch) {
+    float4 x[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int i = (first + j) * kThreads + thread;
+      if (first + j < kRounds && i < kUnits) x[j] = value4[i];
+    }
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int i = (first + j) * kThreads + thread;
+      if (first + j < kRounds && i < kUnits)
+        small4[i] = make_float4(Tf32::Small(x[j].x), Tf32::Small(x[j].y), Tf32::Small(x[j].z), Tf32::Small(x[j].w));
+    }
+  }
+}
+
+// 3xTF32: the producer warpgroup's warps 1 to 3 follow the ring as the consumers do and
+// write the small parts of each slot's B once its copies have landed, then mark it split
+// (each consumer splits its own rows of A: GemmSplitA). Off the consumers' path: written by
+// them between their steps (two named barriers a step, the small parts in two buffers),
+// 128x128 f32 tiles ran at 56-73 TF/s; by these warps alone, A's parts too, at 71 (H200,
+// 2026-12-01). A slot's small parts are reused when the slot is, after the consumers have
+// handed it back.
+template <class S>
+__device__ __forceinline__ void GemmSplitter(const GemmSharedMemory<S>& sm) {
+  const int thread = threadIdx.x - 32;
+  const int cluster_id = blockIdx.x / S::kClusterM, clusters = gridDim.x / S::kClusterM;
+  Pipeline<S::kStages> ring;
+  for (int unit = cluster_id; unit < S::kUnits; unit += clusters) {
+    const UnitSteps steps = GemmUnitSteps<S>(unit);
+    for (int ks = steps.begin; ks < steps.end; ++ks, ring.Advance()) {
+      sm.full[ring.stage].Wait(ring.phase);
+      GemmSmallParts<S::kSplitterThreads, S::kBN * S::kBK / 4>(sm.tile_b + ring.stage * S::kBN * S::kBK,
+                                                              sm.small_b + ring.stage * S::kBN * S::kBK, thread);
+      FenceSharedForAsync();  // for the tensor cores' (async) proxy
+      sm.split_full[ring.stage].Arrive();
+    }
+  }
+}
+
 template <class S, class ALoader>
 __device__ __forceinline__ void GemmProducer(const GemmSharedMemory<S>& sm, const GemmMaps& maps, int cta_rank) {
   Warpgroup::ShrinkRegisters<S::kProducerRegisters>();
+  if constexpr (S::kSplitTf32)
+    if (threadIdx.x >= 32) {
+      GemmSplitter<S>(sm);
+      return;
+    }
   if (threadIdx.x != 0) return;
   Pipeline<S::kStages> ring;
   int ahead = 0;
@@ -108,9 +167,9 @@ __device__ __forceinline__ void GemmProducer(const GemmSharedMemory<S>& sm, cons
     const int cluster_id = blockIdx.x / S::kClusterM, clusters = gridDim.x / S::kClusterM;
     for (int unit = cluster_id; unit < S::kUnits; unit += clusters) {
       const TileCoordinates t = GemmTileAt<S>(unit / S::kSplits, cta_rank);
-      const int k_begin = unit % S::kSplits * S::kSplitSteps, k_end = min(S::kKSteps, k_begin + S::kSplitSteps);
-      for (int ks = k_begin; ks < k_end; ++ks, ring.Advance())
-        GemmProducerStep<S, ALoader>(sm, maps, ring, t, ks, cta_rank, unit == cluster_id && ks - k_begin < ahead);
+      const UnitSteps steps = GemmUnitSteps<S>(unit);
+      for (int ks = steps.begin; ks < steps.end; ++ks, ring.Advance())
+        GemmProducerStep<S, ALoader>(sm, maps, ring, t, ks, cta_rank, unit == cluster_id && ks - steps.begin < ahead);
     }
   }
   // The other CTAs' consumers hand this CTA's slots back, and its copies land in theirs:

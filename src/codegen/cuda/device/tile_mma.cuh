@@ -1,7 +1,8 @@
 // tilefuse tile library, typed part: the element types the compute-bound templates are
 // instantiated on, and Mma<Element>, Hopper's warpgroup MMA (wgmma) for each of them.
 //
-//   Bf16, F16, F32, Tf32, E4m3, E5m2  element types: storage, bytes, conversions
+//   Bf16, F16, F32, Tf32, E4m3, E5m2  element types: storage, bytes, conversions (Tf32::Small:
+//                               the part of an f32 value the TF32 tensor cores do not read, 3xTF32)
 //   Mma<Element>                m64nNkK with f32 accumulators; kK is 32 bytes of the element
 //                               (16 for bf16/f16, 8 for tf32, 32 for e4m3/e5m2)
 //     ::Shared<N, BMnMajor, AMnMajor>  A and B from shared memory (wgmma descriptors)
@@ -42,6 +43,17 @@ struct Tf32 {
   using Storage = float;
   static constexpr int kBytes = 4;
   static __device__ __forceinline__ float ToFloat(Storage v) { return v; }
+  // 3xTF32: x as big + small, big = x as the tensor cores read it (its top 19 bits: the low
+  // 13 of the mantissa cut) and small = the rest, exact in f32, which the tensor cores cut
+  // to its own top 19 bits in turn. A·B is then A_big·B_big + A_big·B_small + A_small·B_big
+  // within about 2^-20 of each product (A_small·B_small and small's cut bits dropped): f32's
+  // accuracy on TF32 tensor cores (CUTLASS's "fast accurate" f32 rounds both parts instead,
+  // which needs the big one written back, and a conversion each). An infinite or NaN x has
+  // small 0 (x - big would be NaN).
+  static __device__ __forceinline__ float Small(float x) {
+    const float big = __uint_as_float(__float_as_uint(x) & 0xffffe000u);
+    return (__float_as_uint(x) & 0x7f800000u) != 0x7f800000u ? x - big : 0.0f;
+  }
 };
 // FP8 e4m3 (bias 7, no infinities) and e5m2 (bias 15): one byte a value.
 struct E4m3 {

@@ -2,8 +2,8 @@
 # f32 products at f32's accuracy on the GEMM template (3xTF32, --precision highest), on a
 # machine with a GPU; carries build-gpu/bundle.tar.xz. STEPS (default all, in this order):
 #   unit    the GPU unit test: 3xTF32 within 1e-5 of the output's scale, TF32 not
-#   check   tests/gemm's 3xTF32 graphs against the reference (poisoned outputs) in the
-#           template's forms, then under compute-sanitizer's memcheck
+#   check   tests/gemm's 3xTF32 graphs (CHECK_MODELS) against the reference (poisoned outputs)
+#           in the template's forms, then under compute-sanitizer's memcheck (MEMCHECK_MODELS)
 #   forms   the linear cases of bench/tf32_gemm.py in 128- and 256-column tiles
 #           (tilefuse_bench_gpu_cases, whole CUDA graph, median)
 #   bench   bench/tf32_gemm.py: tilefuse's 3xTF32 against PyTorch's exact f32 (eager, torch.compile)
@@ -24,10 +24,10 @@ if has unit; then
   timeout 300 "$B/tilefuse_tests" --gtest_filter='Gemm3xTf32*' 2>&1 | tail -12 | tee "$OUT/unit.txt"
 fi
 if has check; then
-  for m in tests/gemm/gemm_3xtf32_*.onnxtxt tests/gemm/gemm_bias_f32.onnxtxt tests/gemm/linear_nhwc_gelu_f32.onnxtxt; do
+  for m in ${CHECK_MODELS:-tests/gemm/gemm_3xtf32_*.onnxtxt tests/gemm/gemm_bias_f32.onnxtxt tests/gemm/linear_nhwc_gelu_f32.onnxtxt}; do
     check_forms "$m" "" "--gemm-form tail" "--gemm-cluster 2"
   done
-  for m in tests/gemm/gemm_3xtf32_*.onnxtxt; do memcheck "$m"; done
+  for m in ${MEMCHECK_MODELS:-tests/gemm/gemm_3xtf32_*.onnxtxt}; do memcheck "$m"; done
 fi
 if has forms; then
   X=/tmp/tilefuse-python

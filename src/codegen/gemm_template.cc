@@ -227,7 +227,8 @@ StatusOr<GemmTemplateKernel> LowerGemmTemplate(const Graph& g, const FusionGroup
     const int source = PlainTransposeSource(g, t.b, t.operand_dtype, t.n, t.k);
     if (source >= 0 && g.node(source).op == OpCode::kConstant) t.b_k_major = source;
   }
-  if (!half && t.b_k_major < 0)
+  // The 3xTF32 form writes B's parts K-major itself (a weight given as [in][out]: GPT-2's Conv1D).
+  if (!half && !t.split_f32 && t.b_k_major < 0)
     return Unimplemented(fmt::format("{} tensor cores read B K-major only: this product's B is not the transpose of an [N][K] value", kind));
   // B read K-major ([N][K], rows of K) takes any N: the last tile's columns past N arrive as
   // zeros, and an output whose rows are not 16-byte aligned is stored without TMA

@@ -24,10 +24,14 @@ TEST(CliExplainTest, TextAndJson) {
   ASSERT_EQ(json.exit_code, 0) << json.err;
   nlohmann::json parsed = nlohmann::json::parse(json.out);
   EXPECT_EQ(parsed["device"], "h200");
-  // f32 with erf GELU: neither the GEMM template (bf16/f16) nor cuBLASLt's epilogues take
-  // the epilogues, so each is a kernel of its own and the plan says why.
-  EXPECT_EQ(parsed["fused_kernels"], 5);
-  auto why = RunTilefuse("explain " + Example("mlp_block.onnxtxt") + " --device h200");
+  // f32 with erf GELU: the GEMM template's 3xTF32 form takes both epilogues (the layer norm,
+  // then two products with theirs).
+  EXPECT_EQ(parsed["fused_kernels"], 3);
+  // Under TF32, whose tensor cores read B K-major only, the weights (inputs read [K][N]) leave
+  // both products to cuBLASLt, each epilogue a kernel of its own, and the plan says why.
+  auto why = RunTilefuse("explain " + Example("mlp_block.onnxtxt") + " --device h200 --precision high");
+  EXPECT_EQ(why.exit_code, 0) << why.err;
+  EXPECT_NE(why.out.find("-> 5 fused"), std::string::npos) << why.out;
   EXPECT_NE(why.out.find("epilogue as its own kernel (cuBLASLt's product, no GEMM template:"), std::string::npos) << why.out;
   // bf16 takes the template: the epilogue is fused.
   testing_cli::ScratchDir dir;
@@ -46,10 +50,10 @@ g (bfloat16[256,512] x, bfloat16[512,1024] w, bfloat16[1024] b) => (bfloat16[256
 }
 
 // An f32 linear layer with a constant weight and a residual: the GEMM template fuses the
-// residual at either precision (3xTF32 under highest, TF32 under high); with the weight an
-// input read [K][N], which TF32 tensor cores cannot read, the residual stays a kernel of its own
-// (cuBLASLt fuses no residual).
-TEST(CliExplainTest, F32EpiloguesFuseWhereTheTemplateReadsTheWeightKMajor) {
+// residual at either precision (3xTF32 under highest, TF32 under high). With the weight an
+// input read [K][N], 3xTF32 still fuses it (it transposes B's parts itself); TF32, whose tensor
+// cores read B K-major only, leaves the residual a kernel of its own (cuBLASLt fuses none).
+TEST(CliExplainTest, F32EpiloguesFuseWhereTheTemplateReadsTheWeight) {
   testing_cli::ScratchDir dir;
   testing_cli::WriteFile(dir / "f32.onnxtxt", R"(<ir_version: 8, opset_import: ["" : 17]>
 g (float[256,8] x, float[256,8] r) => (float[256,8] y) {
@@ -67,7 +71,10 @@ g (float[256,8] x, float[8,8] w, float[256,8] r) => (float[256,8] y) {
 })");
   auto mn_major = RunTilefuse("explain " + Quote(dir / "input_weight.onnxtxt") + " --json");
   ASSERT_EQ(mn_major.exit_code, 0) << mn_major.err;
-  EXPECT_EQ(nlohmann::json::parse(mn_major.out)["fused_kernels"], 2) << mn_major.out;
+  EXPECT_EQ(nlohmann::json::parse(mn_major.out)["fused_kernels"], 1) << mn_major.out;
+  auto mn_major_tf32 = RunTilefuse("explain " + Quote(dir / "input_weight.onnxtxt") + " --json --precision high");
+  ASSERT_EQ(mn_major_tf32.exit_code, 0) << mn_major_tf32.err;
+  EXPECT_EQ(nlohmann::json::parse(mn_major_tf32.out)["fused_kernels"], 2) << mn_major_tf32.out;
   auto tf32 = RunTilefuse("explain " + Quote(dir / "f32.onnxtxt") + " --json --precision high");
   ASSERT_EQ(tf32.exit_code, 0) << tf32.err;
   EXPECT_EQ(nlohmann::json::parse(tf32.out)["fused_kernels"], 1) << tf32.out;

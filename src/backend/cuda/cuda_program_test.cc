@@ -651,8 +651,8 @@ TEST(CudaProgramStoreTest, HalfOutputsConvertInPairs) {
 // An f32 linear layer with a constant weight, as most ONNX exports carry it ([K][N] after the
 // folding of constants): its weight is stored K-major and the product with its residual
 // epilogue is one GEMM template kernel reading that constant (no prologue), TF32 under
-// --precision high, 3xTF32 otherwise; with the weight left [K][N] cuBLASLt keeps it, and
-// says why.
+// --precision high, 3xTF32 otherwise. With the weight left [K][N], 3xTF32 transposes B's parts
+// itself, and TF32 leaves the product to cuBLASLt, saying why.
 TEST(CudaProgramTf32Test, ConstantF32WeightsTakeTheTemplateAsTf32UnderPrecisionHigh) {
   auto linear = [] {
     GraphBuilder b;
@@ -666,9 +666,16 @@ TEST(CudaProgramTf32Test, ConstantF32WeightsTakeTheTemplateAsTf32UnderPrecisionH
   CudaTarget target;
   target.gemm = GemmPath::kTemplate;
   const CudaProgram mn_major = BuildProgram(linear(), {}, target);
-  ASSERT_FALSE(mn_major.groups.empty());
-  EXPECT_EQ(mn_major.groups[0].mode, CudaGroupProgram::Mode::kGemm);
-  EXPECT_NE(mn_major.groups[0].why_library.find("read B K-major only"), std::string::npos) << mn_major.groups[0].why_library;
+  ASSERT_EQ(mn_major.groups.size(), 1u);
+  ASSERT_EQ(mn_major.groups[0].mode, CudaGroupProgram::Mode::kGemmTemplate) << mn_major.groups[0].why_library;
+  EXPECT_NE(mn_major.groups[0].kernel->source.strategy.find("3xTF32"), std::string::npos);
+  EXPECT_EQ(mn_major.groups[0].kernel->source.strategy.find("B K-major"), std::string::npos);
+  CudaTarget tf32_target = target;
+  tf32_target.tf32 = true;
+  const CudaProgram tf32_mn_major = BuildProgram(linear(), {}, tf32_target);
+  ASSERT_FALSE(tf32_mn_major.groups.empty());
+  EXPECT_EQ(tf32_mn_major.groups[0].mode, CudaGroupProgram::Mode::kGemm);
+  EXPECT_NE(tf32_mn_major.groups[0].why_library.find("read B K-major only"), std::string::npos) << tf32_mn_major.groups[0].why_library;
 
   PassOptions passes;
   passes.k_major_weights.f32 = true;

@@ -21,11 +21,12 @@ namespace tilefuse {
 namespace {
 
 // y = x · w + b + r with w a constant [K][N] (stored K-major by the graph passes, as the
-// template's TF32 forms read it).
-Graph Linear(int64_t rows, int64_t k, int64_t n) {
+// template's TF32 forms read it) or, `weight_input`, an input read [K][N] (MN-major: 3xTF32
+// transposes its parts itself).
+Graph Linear(int64_t rows, int64_t k, int64_t n, bool weight_input) {
   GraphBuilder b;
   Value x = b.Parameter("x", DType::kF32, {rows, k});
-  Value w = b.Constant(Tensor::Random(DType::kF32, {k, n}, 11));
+  Value w = weight_input ? b.Parameter("w", DType::kF32, {k, n}) : b.Constant(Tensor::Random(DType::kF32, {k, n}, 11));
   Value bias = b.Constant(Tensor::Random(DType::kF32, {n}, 12));
   b.Output(b.Add(b.Add(b.MatMul(x, w), bias), b.Parameter("r", DType::kF32, {rows, n})), "y");
   StatusOr<Graph> graph = b.Build();
@@ -38,9 +39,9 @@ struct Result {
   double error_to_scale = 0;  // the worst |y - reference| over max |reference|
 };
 
-Result RunLinear(int64_t rows, int64_t k, int64_t n, MatmulPrecision precision) {
+Result RunLinear(int64_t rows, int64_t k, int64_t n, MatmulPrecision precision, bool weight_input = false) {
   Result result;
-  StatusOr<Graph> passed = RunGraphPasses(Linear(rows, k, n), CudaPassOptions());
+  StatusOr<Graph> passed = RunGraphPasses(Linear(rows, k, n, weight_input), CudaPassOptions());
   EXPECT_TRUE(passed.ok()) << passed.status().ToString();
   if (!passed.ok()) return result;
   CudaCompileOptions options;
@@ -51,7 +52,9 @@ Result RunLinear(int64_t rows, int64_t k, int64_t n, MatmulPrecision precision) 
   if (!compiled.ok()) return result;
   for (const CudaKernelInfo& k : (*compiled)->kernels())
     if (k.mode == "gemm template") result.strategy = k.strategy;
-  const std::vector<Tensor> inputs = {Tensor::Random(DType::kF32, {rows, k}, 21), Tensor::Random(DType::kF32, {rows, n}, 22)};
+  std::vector<Tensor> inputs = {Tensor::Random(DType::kF32, {rows, k}, 21)};
+  if (weight_input) inputs.push_back(Tensor::Random(DType::kF32, {k, n}, 11));
+  inputs.push_back(Tensor::Random(DType::kF32, {rows, n}, 22));
   StatusOr<std::vector<Tensor>> got = (*compiled)->Run(inputs);
   StatusOr<std::vector<Tensor>> expected = RunReference(*passed, inputs);
   EXPECT_TRUE(got.ok() && expected.ok());
@@ -89,6 +92,23 @@ TEST_F(Gemm3xTf32GpuTest, MatchesF32AndTf32DoesNot) {
     std::printf("  %lld x %lld x %lld: error to scale 3xTF32 %.2e, TF32 %.2e (%s)\n", static_cast<long long>(s.rows),
                 static_cast<long long>(s.k), static_cast<long long>(s.n), exact.error_to_scale, tf32.error_to_scale,
                 exact.strategy.c_str());
+  }
+}
+
+// B given as [K][N] (an input): 3xTF32 writes its parts K-major itself, in the same three
+// shapes' forms (TF32 does not take such a B: cuBLASLt's TF32 runs it).
+TEST_F(Gemm3xTf32GpuTest, TransposesAnMnMajorWeightAndMatchesF32) {
+  struct Shape {
+    int64_t rows, k, n;
+  };
+  for (const Shape& s : {Shape{300, 520, 200}, Shape{2304, 520, 2304}, Shape{40, 4096, 1000}}) {
+    SCOPED_TRACE(fmt::format("{} x {} x {}, B [K][N]", s.rows, s.k, s.n));
+    const Result exact = RunLinear(s.rows, s.k, s.n, MatmulPrecision::kHighest, /*weight_input=*/true);
+    EXPECT_NE(exact.strategy.find("3xTF32"), std::string::npos) << exact.strategy;
+    EXPECT_EQ(exact.strategy.find("B K-major"), std::string::npos) << exact.strategy;
+    EXPECT_LE(exact.error_to_scale, 1e-5) << exact.strategy;
+    std::printf("  %lld x %lld x %lld, B [K][N]: error to scale 3xTF32 %.2e (%s)\n", static_cast<long long>(s.rows),
+                static_cast<long long>(s.k), static_cast<long long>(s.n), exact.error_to_scale, exact.strategy.c_str());
   }
 }
 

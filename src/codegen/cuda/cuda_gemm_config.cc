@@ -33,14 +33,18 @@ int64_t StagingBytes(const CudaGemmConfig& c, bool staged) {
 int64_t ResidualRingBytes(const CudaGemmConfig& c, bool ringed) {
   return ringed ? int64_t{kResidualSlots} * c.block_m * (c.block_n / EpilogueChunks(c)) * 2 : 0;
 }
-int64_t SplitBufferBytes(const CudaGemmConfig& c, bool split_f32) { return split_f32 ? c.stages * StageBytes(c) : 0; }
+int64_t SplitBufferBytes(const CudaGemmConfig& c, const GemmTemplateKernel& g) {
+  if (!g.split_f32) return 0;
+  // B MN-major: its big parts K-major too (kSplitTransposesB).
+  return c.stages * (StageBytes(c) + (g.b_k_major < 0 ? int64_t{c.block_n} * 128 : 0));
+}
 // The ring of stages, aligned to 1024 bytes (the swizzle pattern's period), 3xTF32's small
 // parts, the staging tile, the residual's ring, then the barriers (full and empty per stage,
 // two ping-pong turns, two staged loads, split-K's "this unit finishes the tile" flag, full
 // and empty per residual slot, 3xTF32's split_full per stage after those).
-int64_t SharedBytes(const CudaGemmConfig& c, bool staged, bool ringed, bool split_f32) {
-  return 1024 + c.stages * StageBytes(c) + SplitBufferBytes(c, split_f32) + StagingBytes(c, staged) + ResidualRingBytes(c, ringed) +
-         8 * (2 * c.stages + 5 + (ringed || split_f32 ? 2 * kResidualSlots : 0) + (split_f32 ? c.stages : 0));
+int64_t SharedBytes(const CudaGemmConfig& c, const GemmTemplateKernel& g, bool staged, bool ringed) {
+  return 1024 + c.stages * StageBytes(c) + SplitBufferBytes(c, g) + StagingBytes(c, staged) + ResidualRingBytes(c, ringed) +
+         8 * (2 * c.stages + 5 + (ringed || g.split_f32 ? 2 * kResidualSlots : 0) + (g.split_f32 ? c.stages : 0));
 }
 
 int64_t KSteps(const GemmTemplateKernel& g) { return CeilDiv(g.k, BlockK(g)); }
@@ -254,7 +258,7 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
     // staged store) measured 8-13% slower on the 16384x4096x1024 epilogues (H100,
     // 2026-11-24); since the later kernel changes 5 is the faster: the residual there 229-236
     // -> 217 us (H100, 2026-11-28), 213 -> 202 (H200, tuned, 2026-11-28).
-    for (deeper.stages = 3; deeper.stages <= 6 && SharedBytes(deeper, staged, ringed, g.split_f32) <= kSharedLimit; ++deeper.stages)
+    for (deeper.stages = 3; deeper.stages <= 6 && SharedBytes(deeper, g, staged, ringed) <= kSharedLimit; ++deeper.stages)
       c.stages = deeper.stages;
   }
   return c;

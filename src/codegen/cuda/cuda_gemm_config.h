@@ -65,11 +65,12 @@ int MaxAccumulatorRegisters(const CudaGemmConfig& c);
 int64_t StagingBytes(const CudaGemmConfig& c, bool staged);  // the epilogue's TMA-store tiles
 // An overlapped epilogue's residual ring: kResidualSlots chunks of block_m rows.
 int64_t ResidualRingBytes(const CudaGemmConfig& c, bool ringed);
-// 3xTF32's buffers of small parts (gemm_sm90.cuh, kSplitTf32): a slot's worth per stage.
-int64_t SplitBufferBytes(const CudaGemmConfig& c, bool split_f32);
-// Dynamic shared memory in all: `staged` (a staged store), `ringed` (a ringed residual),
-// `split_f32` (3xTF32).
-int64_t SharedBytes(const CudaGemmConfig& c, bool staged, bool ringed, bool split_f32);
+// 3xTF32's buffers (gemm_sm90.cuh, kSplitTf32): a slot's worth of small parts per stage, and
+// B's big parts K-major where B is MN-major.
+int64_t SplitBufferBytes(const CudaGemmConfig& c, const GemmTemplateKernel& g);
+// Dynamic shared memory in all: `staged` (a staged store), `ringed` (a ringed residual), and
+// 3xTF32's buffers where g is split.
+int64_t SharedBytes(const CudaGemmConfig& c, const GemmTemplateKernel& g, bool staged, bool ringed);
 int64_t KSteps(const GemmTemplateKernel& g);                          // steps of BlockK along K
 // About `splits` split-K units of g's K steps, as many as leave no unit without a step.
 int UnitsWithoutEmpty(const GemmTemplateKernel& g, int64_t splits);

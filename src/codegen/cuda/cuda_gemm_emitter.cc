@@ -79,7 +79,7 @@ class GemmEmitter {
                        c_.splits > 1 ? "tile_counters, partials" : "nullptr, nullptr");
     // The skeleton awaits the prior grid itself, its producer after loading what of B it may
     // before (kBBeforeWait).
-    FinishTemplateSource(s, std::move(out), SharedBytes(c_, staged_ >= 0, ringed_load_ >= 0, g_.split_f32), /*awaits_in_skeleton=*/true);
+    FinishTemplateSource(s, std::move(out), SharedBytes(c_, g_, staged_ >= 0, ringed_load_ >= 0), /*awaits_in_skeleton=*/true);
     s.launch.cluster = {cluster, 1, 1};
     s.launch.persistent_clusters = cluster > 1;
     s.launch.scratch_bytes = ScratchBytes(g_, c_);
@@ -99,7 +99,7 @@ class GemmEmitter {
     if (*c_.promote && ((!IsFloat8(g_.operand_dtype) && !g_.split_f32) || *c_.overlap_epilogue))
       return InvalidArgument(fmt::format("{}: promoted sums are for FP8 and 3xTF32 products without an overlapped epilogue", g_.name));
     if (c_.stages < 2) return InvalidArgument(fmt::format("{}: {} stages (need at least 2)", g_.name, c_.stages));
-    const int64_t shared = SharedBytes(c_, staged_ >= 0, ringed_load_ >= 0, g_.split_f32);
+    const int64_t shared = SharedBytes(c_, g_, staged_ >= 0, ringed_load_ >= 0);
     if (shared > kSharedLimit) return InvalidArgument(fmt::format("{}: {} bytes of shared memory (the limit is {})", g_.name, shared, kSharedLimit));
     RETURN_IF_ERROR(CheckClusters(g_, c_));
     if (c_.group_m < 1 || c_.sm_count < 1) return InvalidArgument(fmt::format("{}: group_m and sm_count must be positive", g_.name));
@@ -163,11 +163,12 @@ class GemmEmitter {
     m.im2col = im2col;
     return m;
   }
-  // B as [batch][K][N]: boxes of 64 K rows × 64 columns, block_n / 64 of them per stage; or
-  // K-major, the [N][K] value its prologue transposes: boxes of 64 rows of N × 64 of K.
+  // B as [batch][K][N]: boxes of BlockK rows of K × one 128-byte swizzle row of N (64
+  // half-precision columns, 32 f32 ones), block_n of N per stage; or K-major, the [N][K]
+  // value its prologue transposes: boxes of 64 rows of N × BlockK of K.
   TensorMapArg OperandMapB() const {
     if (g_.b_k_major >= 0) return GemmMatrixMap(g_.b_k_major, g_.operand_dtype, g_.batch, g_.n, g_.k, 64, BlockK(g_));
-    return GemmMatrixMap(g_.b, g_.operand_dtype, g_.batch, g_.k, g_.n, BlockK(g_), 64);
+    return GemmMatrixMap(g_.b, g_.operand_dtype, g_.batch, g_.k, g_.n, BlockK(g_), 128 / static_cast<int>(DTypeSize(g_.operand_dtype)));
   }
   // The staged output (or staged load) as [batch][rows][N]: boxes of 64 rows × 64 columns.
   TensorMapArg TileMap(const KernelBuffer& buffer) const { return GemmMatrixMap(buffer.node, buffer.dtype, g_.batch, g_.rows, g_.n, 64, 64); }

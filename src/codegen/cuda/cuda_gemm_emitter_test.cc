@@ -189,7 +189,7 @@ TEST(CudaGemmEmitterTest, OverlappedEpilogueReadsTheResidualFromItsRing) {
   EXPECT_EQ(gemm_layout::StagedLoad(*gemm, c), -1);
   EXPECT_GE(gemm_layout::RingedLoad(*gemm, c), 0);
   EXPECT_EQ(gemm_layout::ResidualRingBytes(c, true), 4 * 128 * 16 * 2);
-  EXPECT_LE(gemm_layout::SharedBytes(c, true, true, false), gemm_layout::kSharedLimit);
+  EXPECT_LE(gemm_layout::SharedBytes(c, *gemm, true, true), gemm_layout::kSharedLimit);
   auto source = EmitCudaGemm(*gemm, asked);
   ASSERT_TRUE(source.ok()) << source.status().ToString();
   EXPECT_EQ(source->function.find("map_in"), std::string::npos) << "no staged load";
@@ -200,7 +200,7 @@ TEST(CudaGemmEmitterTest, OverlappedEpilogueReadsTheResidualFromItsRing) {
   EXPECT_EQ(map.box[0], 16) << "one chunk's columns";
   EXPECT_EQ(map.box[1], 128);
   EXPECT_FALSE(map.swizzle_128b);
-  EXPECT_EQ(source->launch.dynamic_shared_bytes, gemm_layout::SharedBytes(c, true, true, false));
+  EXPECT_EQ(source->launch.dynamic_shared_bytes, gemm_layout::SharedBytes(c, *gemm, true, true));
   EXPECT_NE(source->strategy.find("residual by TMA into its ring"), std::string::npos) << source->strategy;
   EXPECT_TRUE(MatchesChecks(source->function, R"(
     CHECK: const __grid_constant__ tf::TensorMap map_residual
@@ -260,8 +260,9 @@ TEST(CudaGemmEmitterTest, F32ProductsTakeTheTemplateAsTf32WithBReadKMajor) {
 }
 
 // Without TF32 (--precision highest) the same product runs as 3xTF32: the copies bring the f32
-// operands whole (no rounding), the producer's idle warps split them (kSplitTf32), their small
-// parts taking a stage's shared memory beside each stage; cooperative consumers only.
+// operands whole (no rounding), the producer's idle warps and the consumers split them
+// (kSplitTf32), their small parts taking a stage's shared memory beside each stage; cooperative
+// consumers only. B may be MN-major there.
 TEST(CudaGemmEmitterTest, ExactF32ProductsTakeTheTemplateAs3xTf32) {
   Planned p = PlanText("  wt = Transpose <perm = [1, 0]> (w)\n  y = MatMul (x, wt)\n",
                        "g (float[4096,512] x, float[1024,512] w) => (float[4096,1024] y)");
@@ -278,18 +279,38 @@ TEST(CudaGemmEmitterTest, ExactF32ProductsTakeTheTemplateAs3xTf32) {
   EXPECT_NE(source->strategy.find("3xTF32"), std::string::npos) << source->strategy;
   const TensorMapArg &a = source->launch.args[0].map, &b = source->launch.args[1].map;
   EXPECT_FALSE(a.tf32 || b.tf32) << "3xTF32 splits the whole f32 values";
-  EXPECT_EQ(source->launch.dynamic_shared_bytes, gemm_layout::SharedBytes(rule, false, false, true));
+  EXPECT_EQ(source->launch.dynamic_shared_bytes, gemm_layout::SharedBytes(rule, *gemm, false, false));
   // A stage's small parts beside each stage, and their barriers.
-  EXPECT_GE(gemm_layout::SharedBytes(rule, false, false, true) - gemm_layout::SharedBytes(rule, false, false, false),
+  GemmTemplateKernel unsplit = *gemm;
+  unsplit.split_f32 = false;
+  EXPECT_GE(gemm_layout::SharedBytes(rule, *gemm, false, false) - gemm_layout::SharedBytes(rule, unsplit, false, false),
             rule.stages * gemm_layout::StageBytes(rule));
   EXPECT_LE(rule.block_n, 128);
   EXPECT_GE(rule.stages, 3);
-  EXPECT_LE(gemm_layout::SharedBytes(rule, false, false, true), gemm_layout::kSharedLimit);
+  EXPECT_LE(gemm_layout::SharedBytes(rule, *gemm, false, false), gemm_layout::kSharedLimit);
   CudaGemmConfig pingpong;
   pingpong.pingpong = true;
   auto refused = EmitCudaGemm(*gemm, pingpong);
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("cooperative"), std::string::npos) << refused.status().message();
+
+  // B as [K][N] (a weight given as [in][out]): TF32 refuses it, 3xTF32 writes B's big parts
+  // K-major beside the small ones; its boxes are 32 columns of N (128 bytes).
+  Planned mn = PlanText("  y = MatMul (x, w)\n", "g (float[4096,512] x, float[512,1024] w) => (float[4096,1024] y)");
+  EXPECT_FALSE(LowerOnlyGemm(mn, /*tf32=*/true).ok());
+  auto mn_gemm = LowerOnlyGemm(mn);
+  ASSERT_TRUE(mn_gemm.ok()) << mn_gemm.status().ToString();
+  EXPECT_LT(mn_gemm->b_k_major, 0);
+  const CudaGemmConfig mn_rule = ResolveGemmConfig(*mn_gemm, {});
+  auto mn_source = EmitCudaGemm(*mn_gemm);
+  ASSERT_TRUE(mn_source.ok()) << mn_source.status().ToString();
+  EXPECT_NE(mn_source->function.find("kBKMajor = 0"), std::string::npos);
+  const TensorMapArg& mn_b = mn_source->launch.args[1].map;
+  EXPECT_EQ(mn_b.box[0], 32) << "B's box: 32 columns of N";
+  EXPECT_EQ(mn_b.box[1], 32) << "B's box: 32 rows of K";
+  EXPECT_EQ(gemm_layout::SplitBufferBytes(mn_rule, *mn_gemm) - gemm_layout::SplitBufferBytes(mn_rule, *gemm),
+            mn_rule.stages * mn_rule.block_n * 128);
+  EXPECT_LE(mn_source->launch.dynamic_shared_bytes, gemm_layout::kSharedLimit);
 }
 
 // A quantized linear layer (passes/fp8_products.h) runs on the FP8 tensor cores: e4m3
@@ -411,7 +432,7 @@ TEST(CudaGemmEmitterTest, WhatTheTemplateDoesNotTakeComesWithTheReason) {
     std::string body, signature, reason;
   };
   std::vector<Case> cases = {
-      {"  y = MatMul (x, w)\n", "g (float[64,64] x, float[64,64] w) => (float[64,64] y)", "3xTF32 tensor cores read B K-major only"},
+      {"  y = MatMul (x, w)\n", "g (float[3,64,64] x, float[3,64,64] w) => (float[3,64,64] y)", "3xTF32 GEMM template takes a B shared"},
       {"  y = MatMul (x, w)\n", "g (int32[64,64] x, int32[64,64] w) => (int32[64,64] y)", "not i32"},
       {"  y = MatMul (x, w)\n", "g (bfloat16[64,60] x, bfloat16[60,64] w) => (bfloat16[64,64] y)", "K = 60 must be a multiple of 8"},
       {"  y = MatMul (x, w)\n", "g (bfloat16[64,64] x, bfloat16[64,61] w) => (bfloat16[64,61] y)", "N = 61 must be a multiple of 8"},

@@ -44,7 +44,7 @@ GemmSearchSpace GemmCandidates(const GemmTemplateKernel& gemm, int sm_count, std
         else if (gemm_layout::AccumulatorRegisters(c, c.block_n) > gemm_layout::MaxAccumulatorRegisters(c))
           space.pruned.push_back(name + ": accumulators past the registers a thread has for them");
         else if (gemm.split_f32 && *c.pingpong) space.pruned.push_back(name + ": 3xTF32's consumers share B's split (cooperative only)");
-        else if (gemm_layout::SharedBytes(c, staged, gemm_layout::RingedLoad(gemm, c) >= 0, gemm.split_f32) > gemm_layout::kSharedLimit)
+        else if (gemm_layout::SharedBytes(c, gemm, staged, gemm_layout::RingedLoad(gemm, c) >= 0) > gemm_layout::kSharedLimit)
           space.pruned.push_back(name + ": shared memory past 227 KB");
         else if (std::any_of(space.candidates.begin(), space.candidates.end(), [&](const CudaGemmConfig& o) { return SameGemmConfig(o, c); }))
           continue;  // the rule's, or one listed already

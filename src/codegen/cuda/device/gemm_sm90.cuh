@@ -87,7 +87,9 @@ struct GemmShape : Config {
   // B as [K][N] (MN-major, the default) or as [N][K] (K-major, kBKMajor: x · wᵀ with w a
   // linear layer's weight); wgmma reads an MN-major B only for 16-bit types.
   static constexpr bool kBKMajor = Config::kBKMajor != 0;
-  static_assert(Element::kBytes == 2 || kBKMajor, "gemm_sm90 reads an MN-major B of bf16 or f16 only");
+  static_assert(Element::kBytes == 2 || kBKMajor || Config::kSplitTf32, "gemm_sm90 reads an MN-major B of bf16, f16 or (3xTF32) f32 only");
+  // Columns of N in one TMA box of B: 64 rows of N K-major; MN-major, one 128-byte swizzle row.
+  static constexpr int kBBoxColumns = kBKMajor ? 64 : 128 / Element::kBytes;
   // A as [M][K] (K-major, the default) or as [K][M] (MN-major, kAMnMajor: xᵀ · dy), wgmma's
   // imm-trans-a: 16-bit types only, as for B.
   static constexpr bool kAMnMajor = Config::kAMnMajor != 0;
@@ -103,9 +105,15 @@ struct GemmShape : Config {
   // the big parts; the consumers issue three products a step. Cooperative consumers, one
   // epilogue in the tail.
   static constexpr bool kSplitTf32 = Config::kSplitTf32 != 0;
-  static_assert(!kSplitTf32 || (kSameType<Element, Tf32> && kBKMajor && !Config::kPingPong && !Config::kOverlap),
-                "gemm_sm90 splits f32 operands, both K-major, for cooperative consumers without an overlapped epilogue");
+  static_assert(!kSplitTf32 || (kSameType<Element, Tf32> && !Config::kPingPong && !Config::kOverlap),
+                "gemm_sm90 splits f32 operands for cooperative consumers without an overlapped epilogue");
   static constexpr int kSplitBuffers = kSplitTf32 ? Config::kStages : 0;
+  // 3xTF32 with B MN-major ([K][N], a weight given as [in][out]): the splitter writes B's big
+  // parts K-major too, transposed into a buffer of their own (the tensor cores read TF32 K-major).
+  static constexpr bool kSplitTransposesB = kSplitTf32 && !kBKMajor;
+  static constexpr int kBigBBuffers = kSplitTransposesB ? Config::kStages : 0;
+  // The layout the consumers' wgmmas read B in.
+  static constexpr bool kBReadKMajor = kBKMajor || kSplitTf32;
   static constexpr int kSplitterThreads = 96;  // the producer warpgroup's warps 1 to 3
   // 8-bit floats and 3xTF32 (the tensor cores' sums of a step lose digits, FP8's and TF32's
   // alike), not with an overlapped epilogue (which holds half-precision products).
@@ -137,7 +145,8 @@ struct GemmSharedMemory {
   Storage* tile_a;          // [stage][kBM][kBK], 128-byte swizzle; MN-major: [stage][kBM / 64][kBK][64], the same swizzle as B
   Storage* tile_b;          // [stage][kBN / 64][kBK][64]; K-major: [stage][kBN][kBK], the same swizzle as A
   Storage* small_a;         // 3xTF32: [stage][kBM][kBK], the small parts of a slot's A as the slot lays A out
-  Storage* small_b;         // 3xTF32: [stage][kBN][kBK]
+  Storage* small_b;         // 3xTF32: [stage][kBN][kBK], K-major whatever B's layout
+  Storage* big_b;           // 3xTF32, B MN-major: [stage][kBN][kBK], B's big parts K-major
   unsigned char* staging;   // [consumer][kBN / 64][64][64], swizzled
   unsigned char* residual_ring;  // [slot][kBM][kChunkCols]
   Barrier* full;
@@ -156,7 +165,8 @@ struct GemmSharedMemory {
     tile_b = tile_a + S::kStages * S::kBM * S::kBK;
     small_a = tile_b + S::kStages * S::kBN * S::kBK;
     small_b = small_a + S::kSplitBuffers * S::kBM * S::kBK;
-    staging = (unsigned char*)(small_b + S::kSplitBuffers * S::kBN * S::kBK);
+    big_b = small_b + S::kSplitBuffers * S::kBN * S::kBK;
+    staging = (unsigned char*)(big_b + S::kBigBBuffers * S::kBN * S::kBK);
     residual_ring = staging + S::kStaging;
     full = (Barrier*)(S::kRingedLoad ? residual_ring + S::kResidualSlots * S::kResidualSlotBytes : staging + S::kStaging);
     empty = full + S::kStages;

@@ -45,7 +45,7 @@ __device__ __forceinline__ void GemmIssueStepInto(const GemmSharedMemory<S>& sm,
                                                   const TileCoordinates& t, int ks, int k_begin, int k_end,
                                                   float (&into)[S::kMBlocks][kCols / 2], bool accumulate) {
   using Mma = tf::Mma<typename S::Element>;
-  static_assert(kFirstCol == 0 || S::kBKMajor, "a part of B's columns is read K-major");
+  static_assert(kFirstCol == 0 || S::kBReadKMajor, "a part of B's columns is read K-major");
   // 3xTF32: this consumer splits its rows of A once the slot has landed, while the producer's
   // warps split B (GemmSplitter), then waits for B's parts too.
   if (kFirstCol == 0) sm.full[c.ring.stage].Wait(c.ring.phase);
@@ -55,15 +55,15 @@ __device__ __forceinline__ void GemmIssueStepInto(const GemmSharedMemory<S>& sm,
   }
   const int a_offset = S::kPingPong ? 0 : c.consumer * 64 * S::kBK;
   const auto* a = sm.tile_a + c.ring.stage * S::kBM * S::kBK + a_offset;
-  const auto* b = sm.tile_b + c.ring.stage * S::kBN * S::kBK + kFirstCol * S::kBK;
+  const auto* b = (S::kSplitTransposesB ? sm.big_b : sm.tile_b) + c.ring.stage * S::kBN * S::kBK + kFirstCol * S::kBK;
   Warpgroup::Fence();
   using Storage = typename S::Element::Storage;
   auto issue = [&](float(&acc)[kCols / 2], const Storage* tile_a, const Storage* tile_b, int mb, int kk, int accumulate) {
-    Mma::template Shared<kCols, !S::kBKMajor, S::kAMnMajor>(
+    Mma::template Shared<kCols, !S::kBReadKMajor, S::kAMnMajor>(
         acc,
         S::kAMnMajor ? SharedMatrix::MnMajor(tile_a + mb * 64 * S::kBK + kk * Mma::kK * 64, S::kBK * 128)
                      : SharedMatrix::KMajor(tile_a + mb * 64 * S::kBK + kk * Mma::kK),
-        S::kBKMajor ? SharedMatrix::KMajor(tile_b + kk * Mma::kK) : SharedMatrix::MnMajor(tile_b + kk * Mma::kK * 64, S::kBK * 128),
+        S::kBReadKMajor ? SharedMatrix::KMajor(tile_b + kk * Mma::kK) : SharedMatrix::MnMajor(tile_b + kk * Mma::kK * 64, S::kBK * 128),
         accumulate);
   };
 #pragma unroll

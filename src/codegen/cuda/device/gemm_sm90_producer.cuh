@@ -9,20 +9,22 @@ namespace tf {
 template <class S>
 __device__ __forceinline__ void GemmLoadB(const GemmSharedMemory<S>& sm, const GemmMaps& maps, int stage, const TileCoordinates& t, int ks,
                                           int cta_rank) {
-  // B in boxes of 64 columns × kBK rows of K (MN-major), or of 64 rows of N × kBK columns of K
-  // (K-major): the box's map coordinates are (n, k) or (k, n).
-  auto box_c0 = [&](int box) { return S::kBKMajor ? ks * S::kBK : t.n * S::kBN + box * 64; };
-  auto box_c1 = [&](int box) { return S::kBKMajor ? t.n * S::kBN + box * 64 : ks * S::kBK; };
+  // B in boxes of kBBoxColumns columns × kBK rows of K (MN-major: one 128-byte swizzle row of
+  // N), or of 64 rows of N × kBK columns of K (K-major): the box's map coordinates are (n, k)
+  // or (k, n).
+  constexpr int kBox = S::kBBoxColumns;
+  auto box_c0 = [&](int box) { return S::kBKMajor ? ks * S::kBK : t.n * S::kBN + box * kBox; };
+  auto box_c1 = [&](int box) { return S::kBKMajor ? t.n * S::kBN + box * kBox : ks * S::kBK; };
   if (S::kClusterM > 1) {  // this CTA's share of B's boxes, to every CTA of the cluster
-    constexpr int kShare = S::kBN / 64 / S::kClusterM;
+    constexpr int kShare = S::kBN / kBox / S::kClusterM;
 #pragma unroll
     for (int box = cta_rank * kShare; box < (cta_rank + 1) * kShare; ++box)
-      TmaLoad3dMulticast(sm.tile_b + stage * S::kBN * S::kBK + box * S::kBK * 64, *maps.b, box_c0(box), box_c1(box), t.batch,
+      TmaLoad3dMulticast(sm.tile_b + stage * S::kBN * S::kBK + box * S::kBK * kBox, *maps.b, box_c0(box), box_c1(box), t.batch,
                          sm.full[stage], (unsigned short)((1 << S::kClusterM) - 1));
   } else {
 #pragma unroll
-    for (int box = 0; box < S::kBN / 64; ++box)
-      TmaLoad3d(sm.tile_b + stage * S::kBN * S::kBK + box * S::kBK * 64, *maps.b, box_c0(box), box_c1(box), t.batch, sm.full[stage]);
+    for (int box = 0; box < S::kBN / kBox; ++box)
+      TmaLoad3d(sm.tile_b + stage * S::kBN * S::kBK + box * S::kBK * kBox, *maps.b, box_c0(box), box_c1(box), t.batch, sm.full[stage]);
   }
 }
 
@@ -124,6 +126,45 @@ __device__ __forceinline__ void GemmSmallParts(const float* slot, float* small, 
   }
 }
 
+// 3xTF32 with B MN-major: a slot's B, kBN / 32 boxes of [32 rows of K][32 columns of N] (one
+// 128-byte swizzle row a row), written K-major as [kBN rows of N][32 of K] twice, its big parts
+// (the values: the tensor cores cut them) and its small ones. A thread moves 4 x 4 blocks: four
+// 16-byte units of one box row each (four columns of N) in, transposed in registers, four units
+// of one K-major row each out. Within 8 consecutive threads (one shared-memory wavefront of
+// 16-byte accesses) the blocks differ in the low bit of their K block and the low two bits of
+// their N block: the reads fall in 8 distinct bank groups of the swizzle, the writes in 4.
+template <class S>
+__device__ __forceinline__ void GemmSplitTransposedB(const float* slot, float* big, float* small, int thread) {
+  static_assert(S::kBK == 32, "f32 B: 32 of K a step");
+  constexpr int kBlocks = (S::kBK / 4) * (S::kBN / 4);  // 8 K blocks x kBN / 4 N blocks
+  // Byte offset of 16-byte unit `unit` of row `row` in a 128-byte-swizzled [rows][128 bytes]
+  // region starting at a 1024-byte boundary.
+  auto at = [](int row, int unit) { return row * 128 + ((unit ^ (row & 7)) << 4); };
+  const unsigned char* in = reinterpret_cast<const unsigned char*>(slot);
+  unsigned char* out_big = reinterpret_cast<unsigned char*>(big);
+  unsigned char* out_small = reinterpret_cast<unsigned char*>(small);
+#pragma unroll 1
+  for (int block = thread; block < kBlocks; block += S::kSplitterThreads) {
+    // block = (high N bits, K block's high bits, K block's low bit, N block's low two bits)
+    const int n_low = block & 3, k_low = (block >> 2) & 1, rest = block >> 3;
+    const int kb = (rest & 3) * 2 + k_low, nb = (rest >> 2) * 4 + n_low;  // K block 0..7, N block 0..kBN/4-1
+    const int box = nb / 8, unit = nb % 8;
+    float v[4][4];  // v[i][j]: K = 4 kb + i, N = 4 nb + j
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float4 x = *reinterpret_cast<const float4*>(in + box * S::kBK * 128 + at(kb * 4 + i, unit));
+      v[i][0] = x.x, v[i][1] = x.y, v[i][2] = x.z, v[i][3] = x.w;
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int offset = at(nb * 4 + j, kb);
+      *reinterpret_cast<float4*>(out_big + offset) = make_float4(v[0][j], v[1][j], v[2][j], v[3][j]);
+      *reinterpret_cast<float4*>(out_small + offset) =
+          make_float4(Tf32::Small(v[0][j]), Tf32::Small(v[1][j]), Tf32::Small(v[2][j]), Tf32::Small(v[3][j]));
+    }
+  }
+}
+
 // 3xTF32: the producer warpgroup's warps 1 to 3 follow the ring as the consumers do and
 // write the small parts of each slot's B once its copies have landed, then mark it split
 // (each consumer splits its own rows of A: GemmSplitA). Off the consumers' path: written by
@@ -140,8 +181,9 @@ __device__ __forceinline__ void GemmSplitter(const GemmSharedMemory<S>& sm) {
     const UnitSteps steps = GemmUnitSteps<S>(unit);
     for (int ks = steps.begin; ks < steps.end; ++ks, ring.Advance()) {
       sm.full[ring.stage].Wait(ring.phase);
-      GemmSmallParts<S::kSplitterThreads, S::kBN * S::kBK / 4>(sm.tile_b + ring.stage * S::kBN * S::kBK,
-                                                              sm.small_b + ring.stage * S::kBN * S::kBK, thread);
+      const int offset = ring.stage * S::kBN * S::kBK;
+      if constexpr (S::kSplitTransposesB) GemmSplitTransposedB<S>(sm.tile_b + offset, sm.big_b + offset, sm.small_b + offset, thread);
+      else GemmSmallParts<S::kSplitterThreads, S::kBN * S::kBK / 4>(sm.tile_b + offset, sm.small_b + offset, thread);
       FenceSharedForAsync();  // for the tensor cores' (async) proxy
       sm.split_full[ring.stage].Arrive();
     }

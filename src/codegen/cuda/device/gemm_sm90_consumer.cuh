@@ -139,9 +139,13 @@ __device__ __forceinline__ void GemmPromote(GemmConsumerState<S>& c, bool first)
 // of sums waited on each step the tensor cores stood idle through every addition (8192^3: 975
 // us against 751 unpromoted; chains of 2 steps 889; H200, 2026-11-30).
 // Split-K units (products of few rows, bound by reading B) take chains of 2: their unit
-// bookkeeping beside chains of 4 spilled (64x128 tiles, 2026-11-30).
+// bookkeeping beside chains of 4 spilled (64x128 tiles, 2026-11-30). 3xTF32 takes chains of 1
+// (a step waited on whole, its second half added with the tensor cores idle): with chains of
+// 2 to 4 ptxas serialized its wgmmas (C7514) for two consumers in most of its forms. Measured
+// both ways (4096^3 + bias, H200, 2026-12-01): chains of 4, serialized, 1620 µs; chains of 1
+// 1717 µs. A form that neither serializes nor idles is still to find.
 template <class S>
-constexpr int kPromotedChain = S::kSplits > 1 ? 2 : 4;
+constexpr int kPromotedChain = S::kSplitTf32 ? 1 : S::kSplits > 1 ? 2 : 4;
 template <class S>
 __device__ __forceinline__ void GemmPromotedSteps(const GemmSharedMemory<S>& sm, const GemmMaps& maps, GemmConsumerState<S>& c,
                                                   const TileCoordinates& t, int ks, int k_begin, int k_end) {

@@ -31,6 +31,8 @@ std::string GemmFingerprint(const GemmTemplateKernel& g) {
   }
   if (g.b_k_major >= 0) problem += " b-k-major";
   if (g.a_mn_major >= 0) problem += " a-mn-major";
+  // 3xTF32 and TF32 forms of one f32 product take different configurations (no ping-pong).
+  if (g.split_f32) problem += " 3xtf32";
   return HashBytes(KernelFingerprint(g.epilogue) + "\n" + problem).ToHex();
 }
 

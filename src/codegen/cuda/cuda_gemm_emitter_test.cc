@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "api/backend_setup.h"
+#include "codegen/kernel_fingerprint.h"
 #include "codegen/lower.h"
 #include "frontend/onnx/importer.h"
 #include "fusion/group_classifier.h"
@@ -288,6 +289,7 @@ TEST(CudaGemmEmitterTest, ExactF32ProductsTakeTheTemplateAs3xTf32) {
   EXPECT_LE(rule.block_n, 128);
   EXPECT_GE(rule.stages, 3);
   EXPECT_LE(gemm_layout::SharedBytes(rule, *gemm, false, false), gemm_layout::kSharedLimit);
+  EXPECT_NE(GemmFingerprint(*gemm), GemmFingerprint(unsplit)) << "TF32's tuned forms are not 3xTF32's";
   CudaGemmConfig pingpong;
   pingpong.pingpong = true;
   auto refused = EmitCudaGemm(*gemm, pingpong);

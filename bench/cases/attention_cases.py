@@ -242,6 +242,12 @@ def bench_cases():
             prefix = "attention_causal" if causal else "attention"
             cases.append(attention_case(f"{prefix}_bf16_{shape_name(4, 16, 4096, head_dim)}", 4, 16, 4096, head_dim,
                                         causal, "bench case"))
+    # The language models' own shapes at 8x512 (issue 45): GPT-2's causal and BERT's full
+    # attention (12 heads of 64), the LLaMA-style model's causal (16 heads of 128).
+    for heads, head_dim, causal in ((12, 64, True), (12, 64, False), (16, 128, True)):
+        prefix = "attention_causal" if causal else "attention"
+        cases.append(attention_case(f"{prefix}_bf16_{shape_name(8, heads, 512, head_dim)}", 8, heads, 512, head_dim, causal,
+                                    "bench case, a language model's shape at 8x512"))
     for batch, tokens, d, heads in ((8, 2048, 1024, 16), (4, 4096, 2048, 16)):
         cases.append(gpt_block_case(f"gpt_block_bf16_b{batch}t{tokens}d{d}h{heads}", batch, tokens, d, heads, "bench case"))
     for _, entry in cases:

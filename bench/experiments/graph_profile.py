@@ -31,6 +31,7 @@ parser.add_argument("--top", type=int, default=25)
 parser.add_argument("--first", type=int, default=16, help="list the first N kernels of a call in order")
 parser.add_argument("--options", default="{}", help='torch.compile options for tilefuse, JSON')
 parser.add_argument("--peer", action="store_true", help="also profile torch.compile(mode='reduce-overhead')")
+parser.add_argument("--explain", default="", help="write tilefuse's plans (torch_backend.explain()) to this JSON file")
 args = parser.parse_args()
 
 import torch  # noqa: E402
@@ -78,6 +79,23 @@ def calls_of(rows):
     return calls
 
 
+def host_and_device(title, fn, calls=20):
+    """A call's host time (issuing `calls` calls without waiting) beside its device time (CUDA
+    events around the same calls back to back): a call whose host time is the longer is host-bound."""
+    import time
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    began = time.perf_counter()
+    for _ in range(calls):
+        fn(x)
+    issued = time.perf_counter() - began
+    end.record()
+    torch.cuda.synchronize()
+    print(f"== {title}: host {1e6 * issued / calls:.1f} µs a call, device {1e3 * start.elapsed_time(end) / calls:.1f} µs "
+          f"a call ({calls} calls back to back)")
+
+
 def report(title, rows):
     calls = calls_of(rows)
     if not calls:
@@ -112,9 +130,14 @@ with torch.no_grad():
     for _ in range(5):
         compiled(x)
     report(f"tilefuse {args.model} {args.shape} {args.dtype}", kernels_of(compiled))
+    host_and_device("tilefuse", compiled)
+    if args.explain:
+        with open(args.explain, "w") as f:
+            json.dump(backend.explain(), f, indent=1, default=str)
     if args.peer:
         torch._dynamo.reset()
         peer = torch.compile(eager, mode="reduce-overhead")
         for _ in range(5):
             peer(x)
         report(f"torch.compile reduce-overhead {args.model} {args.shape} {args.dtype}", kernels_of(peer))
+        host_and_device("torch.compile reduce-overhead", peer)

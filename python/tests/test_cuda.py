@@ -286,6 +286,26 @@ def test_torch_compile_gemm_option_picks_how_products_run():
             assert mode in modes and (mode == "gemm") == ("gemm template" not in modes), (gemm, modes)
 
 
+def test_an_lm_head_over_an_unaligned_vocabulary_writes_padded_logits_by_tma():
+    # GPT-2's head over 50257 words (here 1029): the logits come back as a strided view of rows
+    # padded to 16-byte units (translator._padded_columns), as TorchInductor returns them, from
+    # one GEMM template kernel that reads the weight as it lies (no padded copy of it).
+    torch = cuda_torch()
+    import tilefuse.torch_backend  # noqa: F401  (registers the backend)
+
+    torch.manual_seed(0)
+    head = torch.nn.Linear(256, 1029, bias=False).cuda().to(torch.bfloat16).eval()
+    x = torch.randn(2, 300, 256, device="cuda", dtype=torch.bfloat16)
+    torch._dynamo.reset()
+    with torch.no_grad():
+        got = torch.compile(head, backend="tilefuse")(x)
+        want = x.double() @ head.weight.double().t()
+    assert got.shape == (2, 300, 1029) and got.stride() == (300 * 1032, 1032, 1), got.stride()
+    assert ((got.double() - want).abs().max() / want.abs().max()).item() < 2e-2
+    modes = [m for c in tilefuse.torch_backend.explain()[-1]["compiled"] for m in c["kernel_modes"]]
+    assert modes == ["gemm template"], modes
+
+
 def test_a_bert_style_attention_runs_whole_on_the_attention_template():
     # bf16 attention with an f32 additive mask (transformers' BERT): PyTorch's tracing would
     # write it out as f32 math; kept whole (tilefuse.fx.whole_attention) it is one template kernel.

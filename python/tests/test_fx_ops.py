@@ -890,6 +890,36 @@ def test_inputs_and_outputs_in_other_layouts_are_read_and_written_where_they_lie
         torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
 
 
+def test_unaligned_logits_are_written_padded_and_returned_as_eager_columns():
+    # pad_outputs (an inference forward on the GPU): x · wᵀ over 1029 bf16 words (rows of 2058
+    # bytes) is written with zero columns up to 1032 and comes back as a strided view of the
+    # first 1029; other outputs, aligned vocabularies and products of untransposed weights stay.
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from tilefuse import _tilefuse
+    from tilefuse._model import _wrap
+    from tilefuse.fx import translate
+
+    def forward(h, w, v, u):
+        return (h @ w.t()).view(2, 3, -1), h @ v.t(), h @ u, h * 2
+
+    gen = torch.Generator().manual_seed(3)
+    h = torch.randn(6, 16, generator=gen).to(torch.bfloat16)
+    w = torch.randn(1029, 16, generator=gen).to(torch.bfloat16)
+    v = torch.randn(1032, 16, generator=gen).to(torch.bfloat16)
+    u = torch.randn(16, 1029, generator=gen).to(torch.bfloat16)
+    gm = make_fx(forward)(h, w, v, u)
+    assert translate(gm, [h, w, v, u], set()).padded_columns == {}, "not asked for"
+    translation = translate(gm, [h, w, v, u], set(), pad_outputs=True)
+    assert translation.padded_columns == {0: 1029}
+    model = _wrap(_tilefuse.compile_graph(translation.graph, "cpu", False, True, 0), "a test graph")
+    assert list(model.outputs[0].shape) == [2, 3, 1032]
+    got = translation.outputs(model(*translation.inputs([h, w, v, u])), [h, w, v, u])
+    assert got[0].shape == (2, 3, 1029) and got[0].stride() == (3 * 1032, 1032, 1)
+    for g, e in zip(got, forward(h, w, v, u)):
+        torch.testing.assert_close(g.float(), e.float(), rtol=2e-2, atol=2e-2)
+
+
 def test_a_gpu_attention_kernel_whose_logsumexp_is_read_is_split_out_not_its_whole_graph():
     # The GPU kernels' other results (logsumexp, ...) are not computed: a training forward that
     # saves them runs that call in PyTorch and the rest of its graph through tilefuse. Built by

@@ -61,7 +61,8 @@ logger = logging.getLogger("tilefuse")
 # backward: "tilefuse" by default since it ran GPT-2 small's training step (bf16, 8x512, H200,
 # 2026-11-30) in 22.9 ms against 33.5 ms with the backward in PyTorch (eager: 25.3 ms).
 _DEFAULT_OPTIONS = {"backend": "auto", "tune": False, "fuse": True, "strict": False, "backward": "tilefuse",
-                    "weights": "auto", "gemm": "auto", "chunked_loss": True, "attention_backward": "template"}
+                    "weights": "auto", "gemm": "auto", "chunked_loss": True, "attention_backward": "template",
+                    "padded_logits": True}
 _CACHE_SIZE = 8  # compiled shapes kept per graph (least recently used dropped)
 _MISSING = object()  # a specialization not made yet (None: one that PyTorch runs)
 
@@ -91,6 +92,8 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], op
         raise ValueError(f"tilefuse backend: attention_backward must be 'template' or 'pytorch', not {settings['attention_backward']!r}")
     if not isinstance(settings["chunked_loss"], bool):
         raise ValueError(f"tilefuse backend: chunked_loss must be True or False, not {settings['chunked_loss']!r}")
+    if not isinstance(settings["padded_logits"], bool):
+        raise ValueError(f"tilefuse backend: padded_logits must be True or False, not {settings['padded_logits']!r}")
     if settings["weights"] not in ("auto", "fold", "inputs"):
         raise ValueError(f"tilefuse backend: weights must be 'auto', 'fold' or 'inputs', not {settings['weights']!r}")
     weights = {i for i, a in enumerate(example_inputs) if _is_weight(gm, i, a)}
@@ -105,6 +108,7 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], op
     keep_attention_whole(gm)  # before AOTAutograd would write a GPU attention out as its math path
 
     backward_in_pytorch = settings["backward"] == "pytorch"
+    on_gpu = any(isinstance(a, torch.Tensor) and a.is_cuda for a in example_inputs)
 
     # A graph's outputs come back in eager's layouts, written so by its kernels
     # (translator.storage_order); the ops a split graph runs in PyTorch get eager's layouts
@@ -119,7 +123,8 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], op
             # runs whole expects eager's.
             saved = _saved_positions(aten_gm) if training and not backward_in_pytorch else None
             graph = TilefuseGraph(aten_gm, weights - _mutated_inputs() if same_order else set(), settings,
-                                  saved_outputs=saved or frozenset())
+                                  saved_outputs=saved or frozenset(),
+                                  pad_outputs=settings["padded_logits"] and on_gpu and not training, guarded_inputs=same_order)
             if training:
                 graph.saved_for_backward = _saved_for_backward(aten_gm)
             return graph
@@ -251,10 +256,13 @@ class TilefuseGraph:
     callable, as AOTAutograd calls its compilers' results."""
 
     def __init__(self, gm: torch.fx.GraphModule, weights: Set[int], settings: dict, split_allowed: bool = True,
-                 saved_outputs: Set[int] = frozenset(), row_major_outputs: Set[int] = frozenset()):
+                 saved_outputs: Set[int] = frozenset(), row_major_outputs: Set[int] = frozenset(), pad_outputs: bool = False,
+                 guarded_inputs: bool = False):
         """`saved_outputs`: a training forward's outputs (by leaf) its backward takes, not the
         caller; `row_major_outputs`: outputs written row-major, not in eager's layout (the parts
-        of a split graph that only ops reading any layout read: _leave_layouts_to_readers)."""
+        of a split graph that only ops reading any layout read: _leave_layouts_to_readers);
+        `pad_outputs`: an inference forward, whose unaligned logits may come back padded;
+        `guarded_inputs`: a forward called with Dynamo's arguments, which its guards checked."""
         from .fx import folded_weights, target_name, unsupported_nodes
 
         # On the instance: the wrappers AOTAutograd puts around a backward compiler's result
@@ -275,6 +283,15 @@ class TilefuseGraph:
         self.saved_for_backward: Optional[dict] = None  # a training forward's (set by its compiler)
         self.saved_outputs = frozenset(saved_outputs)
         self.row_major_outputs = frozenset(row_major_outputs)
+        # An inference forward's outputs, which only the caller reads, may come back as strided
+        # views (translator.translate's pad_outputs); a split graph's parts stay dense.
+        self.pad_outputs = pad_outputs and split_allowed
+        # A forward whose inputs are Dynamo's, with static shapes: its guards already check each
+        # input's shape, strides, dtype and device before the call reaches here, so a call's
+        # signature is only the folded weights' identities and versions (which no guard checks).
+        # The whole signature of GPT-2's 149 inputs was ~40% of its batch-1 host path.
+        self.static_inputs: Optional[List[int]] = sorted(self.folded) if guarded_inputs and split_allowed and \
+            _static_placeholders(gm) else None
         if len(_GRAPHS) > 1024:  # a process that compiles many graphs: drop the dead references
             _GRAPHS[:] = [ref for ref in _GRAPHS if ref() is not None]
         _GRAPHS.append(weakref.ref(self))
@@ -296,7 +313,10 @@ class TilefuseGraph:
             self.weight_ids = {id(args[i]) for i in self.weights}
             outputs = self.split(*args)
             return list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
-        key = (_signature(args, self.folded), _matmul_precision())  # PyTorch's precision may change between calls
+        if self.static_inputs is not None:  # Dynamo's guards fixed the inputs' shapes and layouts
+            key = (tuple((id(args[i]), _version(args[i])) for i in self.static_inputs), _matmul_precision())
+        else:
+            key = (_signature(args, self.folded), _matmul_precision())  # PyTorch's precision may change between calls
         # One lookup: a tuple's hash is not kept, and hashing GPT-2's 148 inputs' entries takes
         # about as long as a batch-1 forward on the GPU (~75 µs a hash on the development machine).
         specialization = self.compiled.get(key, _MISSING)
@@ -318,14 +338,15 @@ class TilefuseGraph:
     def _specialize(self, args: Sequence[Any]) -> Optional["_Specialization"]:
         from .fx import Unsupported
 
-        key, folded = _reusable(self.gm, args, self.folded, self.settings, self.row_major_outputs)
+        key, folded = _reusable(self.gm, args, self.folded, self.settings, self.row_major_outputs, self.pad_outputs)
         cached = _MODELS.get(key)
         if cached is not None and all(ref() is t for ref, t in zip(cached[1], folded)):
             _MODELS.move_to_end(key)
             logger.info("tilefuse: reused a compiled torch.compile graph for %s", cached[0].input_shapes)
             return cached[0]
         try:
-            specialization = _Specialization(self.gm, args, self.folded, self.settings, self.weights, self.row_major_outputs)
+            specialization = _Specialization(self.gm, args, self.folded, self.settings, self.weights, self.row_major_outputs,
+                                             self.pad_outputs)
             # A weight freed drops the entry at once: its compiled model holds copies of the
             # weights (on the GPU, device memory) that nothing could reuse any more.
             forget = lambda _ref, key=key: _MODELS.pop(key, None)  # noqa: E731
@@ -413,12 +434,12 @@ class _Specialization:
     """The graph translated and compiled for one input signature."""
 
     def __init__(self, gm: torch.fx.GraphModule, args: Sequence[Any], weights: Set[int], settings: dict,
-                 all_weights: Set[int] = frozenset(), row_major_outputs: Set[int] = frozenset()):
+                 all_weights: Set[int] = frozenset(), row_major_outputs: Set[int] = frozenset(), pad_outputs: bool = False):
         """`weights`: the positions compiled in as constants; `all_weights`: every weight's."""
         from .fx import translate
 
         start = time.perf_counter()
-        translation = translate(gm, args, weights, row_major_outputs)
+        translation = translate(gm, args, weights, row_major_outputs, pad_outputs)
         translated = time.perf_counter()
         self.inputs_of = translation.inputs
         self.outputs_of = translation.outputs
@@ -658,6 +679,21 @@ def _has_tensor_work(gm: torch.fx.GraphModule) -> bool:
                isinstance(n.meta.get("val"), torch.Tensor) for n in gm.graph.nodes)
 
 
+def _static_placeholders(gm: torch.fx.GraphModule) -> bool:
+    """Whether every input of `gm` has a static shape (no symbolic size: Dynamo then guards each
+    input's sizes and strides)."""
+    for node in gm.graph.nodes:
+        if node.op != "placeholder":
+            continue
+        value = node.meta.get("val")
+        if isinstance(value, torch.SymInt) or (isinstance(value, torch.Tensor) and (
+                any(isinstance(d, torch.SymInt) for d in value.shape) or any(isinstance(d, torch.SymInt) for d in value.stride()))):
+            return False
+        if value is None or isinstance(value, (list, tuple)):
+            return False
+    return True
+
+
 def _signature(args: Sequence[Any], weights: Set[int]) -> tuple:
     def entry(a: Any, weight: bool) -> Any:
         if isinstance(a, torch.Tensor):  # an input's layout: read in memory order (translator.storage_order)
@@ -699,7 +735,7 @@ _MODELS_KEPT = 32
 
 
 def _reusable(gm: torch.fx.GraphModule, args: Sequence[Any], weights: Set[int], settings: dict,
-              row_major_outputs: Set[int] = frozenset()):
+              row_major_outputs: Set[int] = frozenset(), pad_outputs: bool = False):
     """The cache key of this compile and the tensors it folds (weights and the graph's own)."""
     from .fx import attribute
 
@@ -708,7 +744,7 @@ def _reusable(gm: torch.fx.GraphModule, args: Sequence[Any], weights: Set[int], 
         if node.op == "get_attr" and isinstance(value := attribute(gm, str(node.target)), torch.Tensor):
             folded.append(value)
     key = (gm.code, _signature(args, weights), tuple(sorted(settings.items())), _matmul_precision(),
-           tuple((id(t), _version(t)) for t in folded), tuple(sorted(row_major_outputs)))
+           tuple((id(t), _version(t)) for t in folded), tuple(sorted(row_major_outputs)), pad_outputs)
     return key, folded
 
 

@@ -24,6 +24,7 @@ PassOptions CudaPassOptions() {
   options.k_major_weights = {.f32 = true, .unaligned_half = true, .float8 = true};
   options.pad_gemm_columns = true;
   options.pad_gemm_depth = true;
+  options.column_padding_into_products = true;
   options.fp8_products = true;
   return options;
 }

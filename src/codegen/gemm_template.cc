@@ -33,29 +33,18 @@ StatusOr<Kernel> FlatEpilogue(const Graph& g, const FusionGroup& group, const Ge
   return k;
 }
 
-// A as a strided view of the value its prologue reads, when the prologue only views it
-// (no arithmetic, same dtype) and the view is a rank-4 TMA map (GemmOperandView); else
-// nullopt and the prologue materialises A as before. Row tiles are 128 unless every row fits
-// in 64 (ResolveGemmConfig): a view is taken only where 128-row tiles stay inside a batch
-// entry, which then holds for 64 too.
-std::optional<GemmOperandView> OperandAView(const Graph& g, const FusionGroup& view, const std::vector<bool>& inlined,
-                                            const GemmTemplateKernel& t) {
-  constexpr int64_t kRowTile = 128;
-  const Node& a = g.node(t.a);
-  StatusOr<Kernel> k = LowerGroup(g, view, inlined);
-  if (!k.ok() || k->stores.size() != 1 || k->inner != 1 || !k->reductions.empty()) return std::nullopt;
-  const ScalarValue& v = k->values[k->stores[0].value];
-  if (v.kind != ScalarValue::Kind::kLoad || k->buffers[v.buffer].dtype != a.dtype) return std::nullopt;
-  const int source = k->buffers[v.buffer].node;
-  const int64_t entry_rows = a.shape[a.rank() - 2], entries = t.rows / std::max<int64_t>(1, entry_rows);
-  if (entries > 1 && entry_rows % kRowTile != 0) return std::nullopt;
+// A as a strided view of `source` (whose flat offset is `index` over A's flat offset, variable
+// 0), its rows in batch entries of `entry_rows`, when that view is a rank-4 TMA map
+// (GemmOperandView); else nullopt.
+std::optional<GemmOperandView> ViewWithEntryRows(const Index& index, int source, int64_t entry_rows, const GemmTemplateKernel& t) {
+  const int64_t entries = t.rows / entry_rows;
   // A's flat offset as (row in entry 1, column in head 2, head 3, entry 4); the head size
   // is the smallest multiple of 64 under which the view's index is a sum of strides.
   const Index row = IndexAdd(IndexMul(IndexVar(4, entries), entry_rows), IndexVar(1, entry_rows));
   for (int64_t head = 64; head <= t.k; head += 64) {
     if (t.k % head != 0) continue;
     Index column = IndexAdd(IndexMul(IndexVar(3, t.k / head), head), IndexVar(2, head));
-    Index storage = SubstituteVar(v.index, 0, IndexAdd(IndexMul(row, t.k), column));
+    Index storage = SubstituteVar(index, 0, IndexAdd(IndexMul(row, t.k), column));
     std::vector<LinearTerm> terms;
     int64_t offset = 0;
     if (UsesValue(storage) || !AsLinearTerms(storage, &terms, &offset)) continue;
@@ -86,10 +75,48 @@ std::optional<GemmOperandView> OperandAView(const Graph& g, const FusionGroup& v
   return std::nullopt;
 }
 
+// A as a strided view of the value its prologue reads, when the prologue only views it
+// (no arithmetic, same dtype) and the view is a rank-4 TMA map (GemmOperandView); else
+// nullopt and the prologue materialises A as before. Row tiles are 128 unless every row fits
+// in 64 (ResolveGemmConfig): a view is taken only where 128-row tiles stay inside a batch
+// entry, which then holds for 64 too. A's batch entries are its own leading dims, or for a
+// matrix A (PyTorch's linear layers flatten [batch, T, features] to [batch·T, features]) a
+// dim of the source that is a whole number of 128-row tiles and divides A's rows: the merged
+// heads of [batch, heads, T, d] are a map only with entries of T rows (GPT-2's out-projection read them through a
+// prologue's copy, 3.5 µs a layer at 8x512, H200, 2026-12-01).
+std::optional<GemmOperandView> OperandAView(const Graph& g, const FusionGroup& view, const std::vector<bool>& inlined,
+                                            const GemmTemplateKernel& t) {
+  constexpr int64_t kRowTile = 128;
+  const Node& a = g.node(t.a);
+  StatusOr<Kernel> k = LowerGroup(g, view, inlined);
+  if (!k.ok() || k->stores.size() != 1 || k->inner != 1 || !k->reductions.empty()) return std::nullopt;
+  const ScalarValue& v = k->values[k->stores[0].value];
+  if (v.kind != ScalarValue::Kind::kLoad || k->buffers[v.buffer].dtype != a.dtype) return std::nullopt;
+  const int source = k->buffers[v.buffer].node;
+  if (a.rank() > 2) {
+    const int64_t entry_rows = a.shape[a.rank() - 2];
+    if (t.rows / std::max<int64_t>(1, entry_rows) > 1 && entry_rows % kRowTile != 0) return std::nullopt;
+    return ViewWithEntryRows(v.index, source, entry_rows, t);
+  }
+  if (std::optional<GemmOperandView> whole = ViewWithEntryRows(v.index, source, t.rows, t)) return whole;
+  for (int64_t entry_rows : g.node(source).shape)  // the source's own dims: T of [batch, heads, T, d]
+    if (entry_rows % kRowTile == 0 && entry_rows < t.rows && t.rows % entry_rows == 0)
+      if (std::optional<GemmOperandView> found = ViewWithEntryRows(v.index, source, entry_rows, t)) return found;
+  return std::nullopt;
+}
+
 const Node* Input(const Graph& g, const Node& n, OpCode op) {
   if (n.inputs.empty()) return nullptr;
   const Node& in = g.node(n.inputs[0]);
   return in.op == op ? &in : nullptr;
+}
+
+// A constant of zeros only (a folded broadcast of 0 is a whole tensor of them).
+bool AllZeros(const Node& n) {
+  if (n.op != OpCode::kConstant || !n.attrs.value) return false;
+  for (int64_t i = 0; i < n.attrs.value->num_elements(); ++i)
+    if (n.attrs.value->GetDouble(i) != 0.0) return false;
+  return true;
 }
 
 bool IsZeroScalar(const Graph& g, int id) {
@@ -161,16 +188,32 @@ int PlainTransposeSource(const Graph& g, int operand, DType dtype, int64_t rows,
 // with dlogits' the zero-padded copy its group writes for the input gradient too, transposed
 // that copy element by element in a prologue of its own instead: 2564 µs, H200, 2026-11-30.)
 int TransposedSource(const Graph& g, const FusionGroup& prologue, const std::vector<int>& materialized, int operand, DType dtype,
-                     int64_t rows, int64_t cols) {
+                     int64_t rows, int64_t cols, int64_t* source_rows = nullptr) {
   int source = PlainTransposeSource(g, operand, dtype, rows, cols);
   if (source < 0) return -1;
+  auto in_prologue = [&](int id) { return std::find(prologue.nodes.begin(), prologue.nodes.end(), id) != prologue.nodes.end(); };
+  std::vector<int> computed = {operand};
+  // [rows][cols] as a shorter value with zero rows appended (concat(w, broadcast(0)) along
+  // rows): read the value itself, TMA filling the rest with zeros.
+  const Node& concat = g.node(source);
+  if (source_rows && concat.op == OpCode::kConcat && concat.attrs.axis == 0 && concat.inputs.size() == 2 && in_prologue(source) &&
+      std::find(materialized.begin(), materialized.end(), source) == materialized.end()) {
+    const Node& zeros = g.node(concat.inputs[1]);
+    const Node& scalar = zeros.op == OpCode::kBroadcast ? g.node(zeros.inputs[0]) : zeros;
+    const Node& shorter = g.node(concat.inputs[0]);
+    if (AllZeros(scalar) && shorter.dtype == dtype && shorter.rank() == 2) {
+      computed.push_back(source);
+      for (int id : {zeros.id, scalar.id})
+        if (in_prologue(id)) computed.push_back(id);
+      *source_rows = shorter.shape[0];
+      source = shorter.id;
+    }
+  }
   // Reshapes between the value in memory and the transpose keep every element's offset (a
   // weight gradient's x[8, 512, 768] viewed as [4096, 768]): read the value they view, whose
   // memory is the [rows][cols] matrix. (LLaMA-style and GPT-2 steps made a transposed copy of
   // each such operand in a prologue: GPT-2's ~0.5 ms a step, H200, 2026-11-30.)
-  std::vector<int> computed = {operand};
-  while (g.node(source).op == OpCode::kReshape &&
-         std::find(prologue.nodes.begin(), prologue.nodes.end(), source) != prologue.nodes.end() &&
+  while (g.node(source).op == OpCode::kReshape && in_prologue(source) &&
          std::find(materialized.begin(), materialized.end(), source) == materialized.end()) {
     computed.push_back(source);
     source = g.node(source).inputs[0];
@@ -179,6 +222,10 @@ int TransposedSource(const Graph& g, const FusionGroup& prologue, const std::vec
   std::sort(nodes.begin(), nodes.end());
   std::sort(computed.begin(), computed.end());
   if (nodes == computed) return source;  // the prologue computes nothing but the views
+  if (source_rows && *source_rows) {  // the padding seen through only where the prologue computes nothing else
+    *source_rows = 0;
+    return -1;
+  }
   return std::find(materialized.begin(), materialized.end(), source) != materialized.end() ? source : -1;
 }
 
@@ -215,7 +262,7 @@ StatusOr<GemmTemplateKernel> LowerGemmTemplate(const Graph& g, const FusionGroup
   for (const FusionGroup& prologue : prologues) materialized.insert(materialized.end(), prologue.outputs.begin(), prologue.outputs.end());
   for (const FusionGroup& prologue : prologues) {
     if (prologue.outputs == std::vector<int>{t.b})
-      t.b_k_major = TransposedSource(g, prologue, materialized, t.b, t.operand_dtype, t.n, t.k);
+      t.b_k_major = TransposedSource(g, prologue, materialized, t.b, t.operand_dtype, t.n, t.k, &t.b_rows);
     if (prologue.outputs != std::vector<int>{t.a} || !half) continue;
     t.a_conv = OperandAConv(g, prologue, t);
     if (!t.a_conv) t.a_mn_major = TransposedSource(g, prologue, materialized, t.a, t.operand_dtype, t.k, t.rows);

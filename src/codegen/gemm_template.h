@@ -73,6 +73,10 @@ struct GemmTemplateKernel {
   // B read K-major from the [N][K] value its prologue only transposes (x · wᵀ with w as a
   // linear layer keeps it), its prologue copy skipped; -1: B as [K][N].
   int b_k_major = -1;
+  // Rows of that [N][K] value where it has fewer than N: the prologue only appends zero rows
+  // to it (passes/column_padding_into_products.h: logits padded to 16-byte rows), which TMA's
+  // out-of-bounds fill supplies; 0: N rows.
+  int64_t b_rows = 0;
   // A read MN-major from the [K][M] value its prologue only transposes (xᵀ · dy, a linear
   // layer's weight gradient), its prologue copy skipped; -1: A as [M][K].
   int a_mn_major = -1;

@@ -14,6 +14,7 @@
 #include "passes/fp8_products.h"
 #include "passes/infer.h"
 #include "passes/k_major_weights.h"
+#include "passes/column_padding_into_products.h"
 #include "passes/pad_gemm_columns.h"
 #include "passes/pad_gemm_depth.h"
 #include "passes/sink_transposes.h"
@@ -95,6 +96,8 @@ StatusOr<Graph> RunGraphPasses(Graph graph, const PassOptions& options, PassTime
   RETURN_IF_ERROR(passes.Run("fold-constants", fold_constants));
   RETURN_IF_ERROR(passes.Run("cse", EliminateCommonSubexpressions));
   RETURN_IF_ERROR(passes.Run("dce", EliminateDeadCode));
+  if (options.column_padding_into_products)
+    RETURN_IF_ERROR(passes.Run("column-padding-into-products", MoveColumnPaddingIntoProducts));
   if (options.decompose) {
     RETURN_IF_ERROR(passes.Run("decompose", DecomposeComposites));
     RETURN_IF_ERROR(passes.Run("window-ops", [&](const Graph& g) {

@@ -38,6 +38,9 @@ struct PassOptions {
   // Large products whose K rows are not 16-byte aligned get K padded with zeros
   // (passes/pad_gemm_depth.h): for the CUDA backend, as pad_gemm_columns.
   bool pad_gemm_depth = false;
+  // Zero columns appended to a product move into it (passes/column_padding_into_products.h):
+  // for the CUDA backend, where the torch.compile frontend pads unaligned logits.
+  bool column_padding_into_products = false;
   // Products of dequantized 8-bit floats run as FP8 products, their scales after
   // (passes/fp8_products.h): for the CUDA backend, whose GEMM template takes them.
   bool fp8_products = false;

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 import torch
@@ -57,6 +57,10 @@ class Translation:
     # output -> (the argument's position, the view ops from it), taken by PyTorch at each call
     # instead of a copy the run makes (GPT-2's training step: 95 such copies).
     viewed_arguments: Dict[int, Tuple[int, List[torch.fx.Node]]]
+    # Outputs written with zero columns appended (output -> the columns eager's has): logits
+    # of an unaligned vocabulary (_padded_columns). The caller gets the columns eager has, a
+    # strided view of the padded rows, as TorchInductor returns such logits.
+    padded_columns: Dict[int, int] = field(default_factory=dict)
 
     def __post_init__(self):
         # How to make each of the FX graph's outputs, read once (each call walked the dicts,
@@ -73,9 +77,15 @@ class Translation:
                 self._output_plan.append(("repeat", self.repeated_outputs[i]))
             elif i in self.output_orders:
                 self._output_plan.append(("ordered", _inverse(self.output_orders[i])))
+            elif i in self.padded_columns:
+                self._output_plan.append(("narrowed", self.padded_columns[i]))
             else:
                 self._output_plan.append(("tensor", None))
         self._plain = all(kind == "tensor" for kind, _ in self._output_plan)
+        # The graph's inputs as the call's arguments themselves, taken by position (no random
+        # numbers, no tensor inside a tuple, none read in another order): most forwards.
+        plain = not self.input_orders and all(len(p) == 1 and p[0] != "uniform" for p in self.input_positions)
+        self._argument_positions = [p[0] for p in self.input_positions] if plain else None
 
     def outputs(self, tensors: List[Any], args: Sequence[Any]) -> List[Any]:
         """The FX graph's outputs, in order, from the compiled graph's and the call's arguments
@@ -95,6 +105,8 @@ class Translation:
                 result.append(result[data])
             elif kind == "ordered":  # the graph wrote it in memory order: a view gives eager's dims
                 result.append(next(it).permute(data))
+            elif kind == "narrowed":  # the graph wrote padded rows: a view gives eager's columns
+                result.append(next(it).narrow(-1, 0, data))
             else:
                 result.append(next(it))
         return result
@@ -102,6 +114,8 @@ class Translation:
     def inputs(self, args: Sequence[Any], draw: bool = True) -> List[Any]:
         """The graph's inputs, in order, taken from a call's arguments (random ones drawn on the
         arguments' device; without `draw`, left unset: the generator's state is the call's)."""
+        if self._argument_positions is not None:
+            return [args[i] for i in self._argument_positions]
         inputs = []
         orders = self.input_orders
         for n, p in enumerate(self.input_positions):
@@ -210,10 +224,12 @@ def unsupported_nodes(gm: torch.fx.GraphModule) -> List[torch.fx.Node]:
 
 
 def translate(gm: torch.fx.GraphModule, args: Sequence[Any], weight_positions: Set[int],
-              row_major_outputs: Set[int] = frozenset()) -> Translation:
+              row_major_outputs: Set[int] = frozenset(), pad_outputs: bool = False) -> Translation:
     """The graph for these arguments; raises Unsupported (an op or use tilefuse does not take)
     or Error (the builder refused a node), both naming the FX node. Outputs are written in the
-    layouts eager traced, but those in `row_major_outputs` (by leaf) row-major."""
+    layouts eager traced, but those in `row_major_outputs` (by leaf) row-major, and with
+    `pad_outputs` (the caller's outputs on a GPU, not tensors a backward or another part
+    reads) a product's unaligned rows padded (_padded_columns)."""
     ctx = Context()
     env: Dict[torch.fx.Node, Any] = {}
     input_positions: List[Tuple[Any, ...]] = ctx.input_positions
@@ -247,7 +263,7 @@ def translate(gm: torch.fx.GraphModule, args: Sequence[Any], weight_positions: S
             raise Unsupported(f"{where}: {error}") from None
         if not ctx.ok:
             raise Error(ctx.error)
-    none_outputs, forwarded, repeated, first_of, output_orders, viewed = [], {}, {}, {}, {}, {}
+    none_outputs, forwarded, repeated, first_of, output_orders, viewed, padded_columns = [], {}, {}, {}, {}, {}, {}
     for i, (leaf, value) in enumerate(zip(leaves, outputs)):
         if value is None:  # a backward graph's gradient of an input that needs none
             none_outputs.append(i)
@@ -267,11 +283,44 @@ def translate(gm: torch.fx.GraphModule, args: Sequence[Any], weight_positions: S
                 if order is not None:
                     output_orders[i] = order
                     value = ctx.transpose(value, list(order))
+                elif pad_outputs and (columns := _padded_columns(ctx, leaf, value)):
+                    padded_columns[i] = ctx.shape_of(value)[-1]
+                    shape = ctx.shape_of(value)
+                    shape[-1] = columns - shape[-1]
+                    value = ctx.concat([value, ctx.broadcast_to(ctx.scalar(0.0, ctx.dtype_of(value)), shape)], -1)
             ctx.output(value, f"output_{i}")
     if len(none_outputs) + len(forwarded) + len(repeated) + len(viewed) == len(outputs):
         raise Unsupported("the graph computes nothing (its outputs are its inputs, views of them or None)")
     return Translation(ctx.build(), input_positions, spec, len(outputs), none_outputs, forwarded, repeated, input_orders,
-                       output_orders, viewed)
+                       output_orders, viewed, padded_columns)
+
+
+# Rows of at least this many elements are worth padding (LM heads' vocabularies).
+_MIN_PADDED_COLUMNS = 1024
+
+
+def _padded_columns(ctx: Context, leaf: Any, value: Value) -> int:
+    """The columns to pad output `leaf` to, or 0: a half-precision product x·wᵀ
+    (an LM head: aten.mm of a transposed weight, through views that keep its columns) whose
+    rows are long and not whole 16-byte units (GPT-2's 50257 words). The CUDA backend moves
+    the zero columns into the product (passes/column_padding_into_products.h), whose logits
+    the GEMM template then stores by TMA: 16-byte rows it could not store so (559.9 µs for
+    GPT-2's head at 8x512 on an H200 against ~445 for an aligned vocabulary, 2026-11-30)."""
+    dtype = ctx.dtype_of(value)
+    columns = ctx.shape_of(value)[-1] if ctx.rank(value) else 0
+    if dtype not in ("bf16", "f16") or columns < _MIN_PADDED_COLUMNS or (2 * columns) % 16 == 0:
+        return 0
+    node = leaf
+    while isinstance(node, torch.fx.Node) and target_name(node) in ("aten.view.default", "aten._unsafe_view.default",
+                                                                   "aten.reshape.default"):
+        node = node.args[0]
+    if not isinstance(node, torch.fx.Node) or target_name(node) != "aten.mm.default":
+        return 0
+    weight = node.args[1]
+    if not isinstance(weight, torch.fx.Node) or not (target_name(weight) == "aten.t.default" or (
+            target_name(weight) == "aten.permute.default" and list(weight.args[1]) == [1, 0])):
+        return 0
+    return (columns + 7) // 8 * 8
 
 
 def _argument(ctx: Context, node: torch.fx.Node, arg: Any, weight: bool, input_positions: List[Tuple[int, ...]],

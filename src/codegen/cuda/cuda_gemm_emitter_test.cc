@@ -385,6 +385,38 @@ TEST(CudaGemmEmitterTest, AnOddVocabularyIsReadKMajorAndItsLogitsStoredByTheThre
   }
 }
 
+// The same logits padded to 1032 columns (passes/column_padding_into_products.h): B is the
+// weight with 3 zero rows appended, which TMA's out-of-bounds fill supplies: B's map keeps the
+// weight's 1029 rows, the product's 1032 columns are stored by TMA, and no prologue copies B.
+TEST(CudaGemmEmitterTest, ZeroRowsAppendedToAKMajorWeightAreFilledByTma) {
+  Planned p = PlanText("  pad_shape = Constant <value = int64[2] {3, 64}> ()\n  zeros_f32 = ConstantOfShape <value = float[1] {0.0}> (pad_shape)\n"
+                       "  zeros = Cast <to = 16> (zeros_f32)\n  wide = Concat <axis = 0> (w, zeros)\n"
+                       "  wt = Transpose <perm = [1, 0]> (wide)\n  y = MatMul (x, wt)\n",
+                       "g (bfloat16[256,64] x, bfloat16[1029,64] w) => (bfloat16[256,1032] y)");
+  auto gemm = LowerOnlyGemm(p);
+  ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
+  ASSERT_GE(gemm->b_k_major, 0);
+  EXPECT_EQ(p.graph.node(gemm->b_k_major).shape, (Shape{1029, 64}));  // the weight itself
+  EXPECT_EQ(gemm->b_rows, 1029);
+  EXPECT_EQ(gemm->n, 1032);
+  EXPECT_FALSE(gemm_layout::StoreByThreads(*gemm));
+  auto source = EmitCudaGemm(*gemm);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  const TensorMapArg& b = source->launch.args[1].map;
+  EXPECT_EQ(b.node, gemm->b_k_major);
+  EXPECT_EQ(b.dims[0], 64);    // K, contiguous
+  EXPECT_EQ(b.dims[1], 1029);  // the weight's rows, not N
+  // Nonzero rows appended are no padding: B is then the concat a prologue writes.
+  Planned ones = PlanText("  pad_shape = Constant <value = int64[2] {3, 64}> ()\n  ones_f32 = ConstantOfShape <value = float[1] {1.0}> (pad_shape)\n"
+                          "  ones = Cast <to = 16> (ones_f32)\n  wide = Concat <axis = 0> (w, ones)\n"
+                          "  wt = Transpose <perm = [1, 0]> (wide)\n  y = MatMul (x, wt)\n",
+                          "g (bfloat16[256,64] x, bfloat16[1029,64] w) => (bfloat16[256,1032] y)");
+  auto copied = LowerOnlyGemm(ones);
+  ASSERT_TRUE(copied.ok()) << copied.status().ToString();
+  EXPECT_EQ(copied->b_rows, 0);
+  EXPECT_NE(copied->b_k_major, ones.graph.inputs()[1]);  // not the weight read as if it were B
+}
+
 // Epilogue::Pair, which the template calls per column pair where N is even: half values at the
 // product's position (the matrix m read, the outputs p and t written) move as one 4-byte word
 // per pair; the bias (by column) and the staged output stay per column. Where N is odd, Pair
@@ -594,6 +626,30 @@ TEST(CudaGemmEmitterTest, MergedHeadsAreReadThroughTheirViewByARank4Map) {
   Planned ragged = PlanText("  t = Transpose <perm = [0, 2, 1, 3]> (heads)\n  shape = Constant <value = int64[3] {2, 100, 256}> ()\n"
                             "  a = Reshape (t, shape)\n  y = MatMul (a, w)\n",
                             "g (bfloat16[2,4,100,64] heads, bfloat16[256,192] w) => (bfloat16[2,100,192] y)");
+  auto copied = LowerOnlyGemm(ragged);
+  ASSERT_TRUE(copied.ok());
+  EXPECT_FALSE(copied->a_view.has_value());
+}
+
+// PyTorch's linear layers flatten the merged heads to a matrix ([batch·T, heads·d], GPT-2's
+// out-projection through torch.compile): still a rank-4 map, with T rows per batch entry.
+TEST(CudaGemmEmitterTest, FlattenedMergedHeadsAreReadThroughTheirView) {
+  const std::string body =
+      "  t = Transpose <perm = [0, 2, 1, 3]> (heads)\n  shape = Constant <value = int64[2] {512, 256}> ()\n"
+      "  a = Reshape (t, shape)\n  y = MatMul (a, w)\n";
+  Planned p = PlanText(body, "g (bfloat16[2,4,256,64] heads, bfloat16[256,192] w) => (bfloat16[512,192] y)");
+  auto gemm = LowerOnlyGemm(p);
+  ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
+  ASSERT_TRUE(gemm->a_view.has_value());
+  const GemmOperandView& v = *gemm->a_view;
+  EXPECT_EQ(v.entry_rows, 256);
+  EXPECT_EQ(v.entries, 2);
+  EXPECT_EQ(v.heads, 4);
+  EXPECT_EQ(v.stride, (std::array<int64_t, 3>{64, 256 * 64, 4 * 256 * 64}));
+  // [2, 4, 200, 64]: T = 200 is no whole number of row tiles; A is copied.
+  Planned ragged = PlanText("  t = Transpose <perm = [0, 2, 1, 3]> (heads)\n  shape = Constant <value = int64[2] {400, 256}> ()\n"
+                            "  a = Reshape (t, shape)\n  y = MatMul (a, w)\n",
+                            "g (bfloat16[2,4,200,64] heads, bfloat16[256,192] w) => (bfloat16[400,192] y)");
   auto copied = LowerOnlyGemm(ragged);
   ASSERT_TRUE(copied.ok());
   EXPECT_FALSE(copied->a_view.has_value());

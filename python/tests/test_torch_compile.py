@@ -54,6 +54,10 @@ def test_a_small_module_matches_eager_and_recompiles_per_shape(logs):
         x = torch.randn(9, 32)
         torch.testing.assert_close(compiled(x), block(x), rtol=1e-5, atol=1e-5)
     assert len(messages(logs, COMPILED)) == 3, logs.text
+    # The static graph's calls are keyed on its folded weights only (Dynamo's guards checked
+    # their shapes); the dynamic graph's on each call's shapes.
+    static, dynamic = tilefuse.torch_backend._live_graphs()[-2:]
+    assert static.static_inputs is not None and dynamic.static_inputs is None
 
 
 def test_a_change_of_pytorchs_float32_matmul_precision_compiles_again(logs):

@@ -36,7 +36,10 @@ GPU runs products, as the CLI's --gemm: "auto", the default, "template" or "libr
 tilefuse.fx.linear_cross_entropy, in chunks of rows, its logits never whole; False: as written),
 attention_backward ("template", the default: on the GPU, PyTorch's attention backward ops of a
 backward graph run on tilefuse's attention backward template, tilefuse.fx.attention_backward;
-"pytorch": on PyTorch's kernels).
+"pytorch": on PyTorch's kernels), padded_logits (True, the default: on the GPU an inference
+forward's x·wᵀ output whose rows are not 16-byte aligned, a language model's logits over 50257
+words, comes back as TorchInductor returns it, a strided view of rows padded with zeros, which
+the GEMM template stores by TMA; False: dense).
 `tilefuse.torch_backend.explain()` says, per graph,
 what was compiled (the fusion plans) and what runs in PyTorch, and why.
 """

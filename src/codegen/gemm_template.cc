@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "codegen/lower.h"
+#include "ir/zeros.h"
 
 namespace tilefuse {
 
@@ -111,14 +112,6 @@ const Node* Input(const Graph& g, const Node& n, OpCode op) {
   return in.op == op ? &in : nullptr;
 }
 
-// A constant of zeros only (a folded broadcast of 0 is a whole tensor of them).
-bool AllZeros(const Node& n) {
-  if (n.op != OpCode::kConstant || !n.attrs.value) return false;
-  for (int64_t i = 0; i < n.attrs.value->num_elements(); ++i)
-    if (n.attrs.value->GetDouble(i) != 0.0) return false;
-  return true;
-}
-
 bool IsZeroScalar(const Graph& g, int id) {
   const Node& n = g.node(id);
   return n.op == OpCode::kConstant && n.attrs.value && n.attrs.value->num_elements() == 1 && n.attrs.value->GetDouble(0) == 0.0;
@@ -198,12 +191,11 @@ int TransposedSource(const Graph& g, const FusionGroup& prologue, const std::vec
   const Node& concat = g.node(source);
   if (source_rows && concat.op == OpCode::kConcat && concat.attrs.axis == 0 && concat.inputs.size() == 2 && in_prologue(source) &&
       std::find(materialized.begin(), materialized.end(), source) == materialized.end()) {
-    const Node& zeros = g.node(concat.inputs[1]);
-    const Node& scalar = zeros.op == OpCode::kBroadcast ? g.node(zeros.inputs[0]) : zeros;
+    std::vector<int> zeros;
     const Node& shorter = g.node(concat.inputs[0]);
-    if (AllZeros(scalar) && shorter.dtype == dtype && shorter.rank() == 2) {
+    if (IsZeros(g, concat.inputs[1], &zeros) && shorter.dtype == dtype && shorter.rank() == 2) {
       computed.push_back(source);
-      for (int id : {zeros.id, scalar.id})
+      for (int id : zeros)
         if (in_prologue(id)) computed.push_back(id);
       *source_rows = shorter.shape[0];
       source = shorter.id;

@@ -2,21 +2,12 @@
 
 #include <algorithm>
 
+#include "ir/zeros.h"
 #include "passes/rewriter.h"
 
 namespace tilefuse {
 
 namespace {
-
-bool IsZero(const Graph& g, int id) {
-  const Node* n = &g.node(id);
-  if (n->op == OpCode::kBroadcast) n = &g.node(n->inputs[0]);
-  if (n->op != OpCode::kConstant || !n->attrs.value) return false;
-  const Tensor& t = *n->attrs.value;
-  for (int64_t i = 0; i < t.num_elements(); ++i)
-    if (t.GetDouble(i) != 0.0) return false;
-  return true;
-}
 
 // The chain concat → reshape* → matmul that `concat` pads, outermost first, where every link
 // but the concat has no other reader and keeps the product's last dim; empty where `concat`
@@ -24,7 +15,7 @@ bool IsZero(const Graph& g, int id) {
 std::vector<int> PaddedProductChain(const Graph& g, const Node& concat, const std::vector<std::vector<int>>& users,
                                     const std::vector<bool>& is_output) {
   if (concat.op != OpCode::kConcat || concat.inputs.size() != 2 || concat.attrs.axis != concat.rank() - 1) return {};
-  if (!IsZero(g, concat.inputs[1])) return {};
+  if (!IsZeros(g, concat.inputs[1])) return {};
   std::vector<int> chain;
   for (int id = concat.inputs[0];; id = g.node(id).inputs[0]) {
     const Node& n = g.node(id);

@@ -2,6 +2,7 @@
 
 #include <optional>
 
+#include "ir/zeros.h"
 #include "passes/rewriter.h"
 
 namespace tilefuse {
@@ -12,22 +13,6 @@ namespace {
 int Unbroadcast(const Graph& g, int id) {
   while (g.node(id).op == OpCode::kBroadcast) id = g.node(id).inputs[0];
   return id;
-}
-
-// Whether `id` is zero everywhere: a constant of zeros, seen through broadcasts, reshapes
-// and casts (an 8-bit float's zero point as DequantizeLinear subtracts it).
-bool IsZeros(const Graph& g, int id) {
-  for (;;) {
-    const Node& n = g.node(id);
-    if (n.op == OpCode::kBroadcast || n.op == OpCode::kReshape || n.op == OpCode::kCast) {
-      id = n.inputs[0];
-      continue;
-    }
-    if (n.op != OpCode::kConstant || !n.attrs.value) return false;
-    for (int64_t i = 0; i < n.attrs.value->num_elements(); ++i)
-      if (n.attrs.value->GetDouble(i) != 0.0) return false;
-    return true;
-  }
 }
 
 struct Dequantized {

@@ -26,6 +26,7 @@ std::vector<int> PaddedProductChain(const Graph& g, const Node& concat, const st
   }
   const Node& product = g.node(chain.back());
   if (g.node(product.inputs[1]).rank() != 2) return {};  // a weight shared by every row
+  if (g.node(concat.inputs[1]).shape.back() == 0) return {};
   return chain;
 }
 
@@ -56,7 +57,7 @@ StatusOr<Graph> MoveColumnPaddingIntoProducts(const Graph& graph) {
     const int64_t columns = node.shape.back(), extra = columns - weight.shape[1];
     rewriter.SetLocation(product);
     Value wide;
-    if (weight.op == OpCode::kTranspose) {  // wᵀ: w [N][K] gets zero rows
+    if (weight.op == OpCode::kTranspose && weight.attrs.perm == std::vector<int64_t>{1, 0}) {  // wᵀ: w [N][K] gets zero rows
       Value w = rewriter.Map(weight.inputs[0]);
       Value zeros = b.BroadcastTo(b.Scalar(0.0, weight.dtype), {extra, weight.shape[0]});
       wide = b.Transpose(b.Concat({w, zeros}, 0), {1, 0});

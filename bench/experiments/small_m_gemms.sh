@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# GPT-2 small's four layer products (bench/experiments/gpt2_gemms/) at ROWS tokens (default 128:
-# batch 1): `tilefuse tune` times every GEMM template configuration the search space holds for a
+# A model's layer products (GRAPHS: bench/experiments/gpt2_gemms/ by default, GPT-2 small's four;
+# bench/experiments/llama_gemms/ the LLaMA-style model's) at ROWS tokens (default 128: batch 1): `tilefuse tune` times every GEMM template configuration the search space holds for a
 # product with few output tiles (and cuBLASLt's own epilogue where it applies), then the tuned
 # pick runs with --check against the reference; PyTorch's cuBLAS product with the same epilogue,
 # replayed as a CUDA graph, beside it. On a machine with a GPU; carries build-gpu/bundle.tar.xz.
@@ -12,7 +12,7 @@ mkdir -p "$OUT/graphs"
 B=build-gpu/bundle
 [ -x "$B/tilefuse" ] || tar -C build-gpu -xJf build-gpu/bundle.tar.xz
 export LD_LIBRARY_PATH="$PWD/$B/lib:${LD_LIBRARY_PATH:-}" TILEFUSE_CACHE_DIR=${TILEFUSE_CACHE_DIR:-/tmp/tfc-small-m}
-for f in bench/experiments/gpt2_gemms/*.onnxtxt; do
+for f in "${GRAPHS:-bench/experiments/gpt2_gemms}"/*.onnxtxt; do
   name=$(basename "$f" .onnxtxt)-$ROWS
   g="$OUT/graphs/$name.onnxtxt"
   sed "s/4096/$ROWS/g" "$f" > "$g"
@@ -30,8 +30,8 @@ for k in report["kernels"]:
 PY
   echo "$name, the tuner's pick: $("$B/tilefuse" run "$g" --backend cuda --tune --check 2>&1 | grep -E "^result|error" | head -2)"
 done
-python3 - "$ROWS" <<'PY'
-import statistics, sys, torch
+python3 - "$ROWS" "${GRAPHS:-bench/experiments/gpt2_gemms}" <<'PY'
+import glob, os, re, statistics, sys, torch
 import torch.nn.functional as F
 def graphed(fn, calls=20, repeats=15):
     s = torch.cuda.Stream()
@@ -49,12 +49,25 @@ def graphed(fn, calls=20, repeats=15):
         times.append(a.elapsed_time(b) * 1e3 / calls)
     return statistics.median(times)
 M = int(sys.argv[1])
-for name, k, n, ep in [("qkv_bias", 768, 2304, "bias"), ("proj_bias_residual", 768, 768, "residual"),
-                       ("fc_bias_gelu", 768, 3072, "gelu"), ("fc2_bias_residual", 3072, 768, "residual")]:
+for path in sorted(glob.glob(os.path.join(sys.argv[2], "*.onnxtxt"))):
+    # The graph's own shapes: x [rows, K], w [K, N] (or [N, K] read through a Transpose), a bias
+    # b [N] and a residual r where it has them, tanh-GELU where it computes a Tanh.
+    text = open(path).read()
+    shapes = dict((name, [int(d) for d in dims.split(",")]) for dims, name in
+                  re.findall(r"bfloat16\[([0-9,]+)\] (\w+)", text.split("=>")[0]))
+    transposed = "Transpose" in text
+    k = shapes["x"][1]
+    n = shapes["w"][0] if transposed else shapes["w"][1]
     x, w = torch.randn(M, k, device="cuda", dtype=torch.bfloat16), torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
-    b, r = torch.randn(n, device="cuda", dtype=torch.bfloat16), torch.randn(M, n, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, device="cuda", dtype=torch.bfloat16) if "b" in shapes else None
+    r = torch.randn(M, n, device="cuda", dtype=torch.bfloat16)
     mm = graphed(lambda: F.linear(x, w, b))
-    whole = {"bias": mm, "residual": graphed(lambda: F.linear(x, w, b).add_(r)),
-             "gelu": graphed(lambda: F.gelu(F.linear(x, w, b), approximate="tanh"))}[ep]
-    print(f"gpt2_{name}-{M} cuBLAS (F.linear, CUDA graph) {mm:.2f} us, with the epilogue in eager ops {whole:.2f} us")
+    if "r" in shapes:
+        whole = graphed(lambda: F.linear(x, w, b).add_(r))
+    elif "Tanh" in text:
+        whole = graphed(lambda: F.gelu(F.linear(x, w, b), approximate="tanh"))
+    else:
+        whole = mm
+    name = os.path.basename(path)[:-len(".onnxtxt")]
+    print(f"{name}-{M} cuBLAS (F.linear, CUDA graph) {mm:.2f} us, with the epilogue in eager ops {whole:.2f} us")
 PY

@@ -683,16 +683,14 @@ def _has_tensor_work(gm: torch.fx.GraphModule) -> bool:
 
 
 def _static_placeholders(gm: torch.fx.GraphModule) -> bool:
-    """Whether every input of `gm` has a static shape (no symbolic size: Dynamo then guards each
-    input's sizes and strides)."""
+    """Whether every input of `gm` is a tensor of static shape and strides (Dynamo then guards
+    each one's sizes and strides). A number among the inputs (a symbolic size, a float Dynamo
+    did not specialize) is read at each call, so such a graph keeps the full signature."""
     for node in gm.graph.nodes:
         if node.op != "placeholder":
             continue
         value = node.meta.get("val")
-        if isinstance(value, torch.SymInt) or (isinstance(value, torch.Tensor) and (
-                any(isinstance(d, torch.SymInt) for d in value.shape) or any(isinstance(d, torch.SymInt) for d in value.stride()))):
-            return False
-        if value is None or isinstance(value, (list, tuple)):
+        if not isinstance(value, torch.Tensor) or any(isinstance(d, torch.SymInt) for d in (*value.shape, *value.stride())):
             return False
     return True
 

@@ -12,7 +12,7 @@ B=build-gpu/bundle X=/tmp/tilefuse-python
 [ -x "$B/tilefuse" ] || tar -C build-gpu -xJf build-gpu/bundle.tar.xz
 export LD_LIBRARY_PATH="$PWD/$B/lib:${LD_LIBRARY_PATH:-}" HF_HUB_OFFLINE=1 TILEFUSE_CACHE_DIR=${TILEFUSE_CACHE_DIR:-/tmp/tfc-pl}
 . bench/experiments/template_checks.sh
-for m in tests/gemm/gemm_padded_logits_bf16.onnxtxt tests/gemm/gemm_merged_heads_flat_bf16.onnxtxt \
+for m in tests/gemm/gemm_padded_logits_bf16.onnxtxt tests/gemm/gemm_padded_logits_five_rows_bf16.onnxtxt tests/gemm/gemm_merged_heads_flat_bf16.onnxtxt \
          tests/gemm/gemm_merged_heads_d64_bf16.onnxtxt tests/gemm/gemm_unaligned_vocab_bf16.onnxtxt; do
   check_forms "$m" "" "--gemm-form tail" "--gemm-form pingpong"
 done

@@ -76,6 +76,12 @@ std::optional<GemmOperandView> ViewWithEntryRows(const Index& index, int source,
   return std::nullopt;
 }
 
+// Whether `view` reads A's rows of K elements one after another from its start: A's memory as it is.
+bool IsPlainMatrix(const GemmOperandView& view, const GemmTemplateKernel& t) {
+  return view.offset == 0 && view.stride[0] == t.k && (view.heads == 1 || view.stride[1] == view.head) &&
+         (view.entries == 1 || view.stride[2] == view.entry_rows * t.k);
+}
+
 // A as a strided view of the value its prologue reads, when the prologue only views it
 // (no arithmetic, same dtype) and the view is a rank-4 TMA map (GemmOperandView); else
 // nullopt and the prologue materialises A as before. Row tiles are 128 unless every row fits
@@ -259,6 +265,14 @@ StatusOr<GemmTemplateKernel> LowerGemmTemplate(const Graph& g, const FusionGroup
     t.a_conv = OperandAConv(g, prologue, t);
     if (!t.a_conv) t.a_mn_major = TransposedSource(g, prologue, materialized, t.a, t.operand_dtype, t.k, t.rows);
     if (!t.a_conv && t.a_mn_major < 0) t.a_view = OperandAView(g, prologue, inlined, t);
+  }
+  // A view that is the plain [rows][K] matrix, A's own bytes (a reshape's input: a linear layer's
+  // [batch·T, K] view of its activation through torch.compile) is read as A itself, by a plain
+  // map, which the skinny template takes too: a decode step's linears went to the GEMM template's
+  // 64-row tiles instead.
+  if (t.a_view && IsPlainMatrix(*t.a_view, t)) {
+    t.a = t.a_view->node;
+    t.a_view.reset();
   }
   // A constant weight stored K-major (passes/k_major_weights.h) is B's transpose, computed
   // where it is read (an inlined generator), not by a prologue: read the constant instead.

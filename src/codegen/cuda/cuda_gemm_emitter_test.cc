@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "api/backend_setup.h"
+#include "codegen/cuda/cuda_skinny_gemm_emitter.h"
 #include "codegen/kernel_fingerprint.h"
 #include "codegen/lower.h"
 #include "frontend/onnx/importer.h"
@@ -629,6 +630,25 @@ TEST(CudaGemmEmitterTest, MergedHeadsAreReadThroughTheirViewByARank4Map) {
   auto copied = LowerOnlyGemm(ragged);
   ASSERT_TRUE(copied.ok());
   EXPECT_FALSE(copied->a_view.has_value());
+}
+
+// A linear layer's input viewed as a matrix (reshape [1, 5, 256] -> [5, 256], as torch.compile
+// gives every linear): the same bytes, read as A itself by a plain map, so a decode step's few
+// rows take the skinny template; no prologue copy either way.
+TEST(CudaGemmEmitterTest, APlainReshapedMatrixIsReadAsItself) {
+  Planned p = PlanText("  shape = Constant <value = int64[2] {5, 256}> ()\n  a = Reshape (h, shape)\n  y = MatMul (a, w)\n",
+                       "g (bfloat16[1,5,256] h, bfloat16[256,192] w) => (bfloat16[5,192] y)");
+  auto gemm = LowerOnlyGemm(p);
+  ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
+  EXPECT_FALSE(gemm->a_view.has_value());
+  EXPECT_EQ(p.graph.node(gemm->a).shape, (Shape{1, 5, 256}));  // h itself
+  EXPECT_TRUE(SkinnyGemmFits(*gemm).ok());
+  auto source = EmitCudaGemm(*gemm);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  const TensorMapArg& a = source->launch.args[0].map;
+  EXPECT_EQ(a.node, gemm->a);
+  EXPECT_EQ(a.dims[0], 256);  // K, contiguous
+  EXPECT_EQ(a.dims[1], 5);    // the rows: a matrix, not ViewA's heads and entries
 }
 
 // PyTorch's linear layers flatten the merged heads to a matrix ([batch·T, heads·d], GPT-2's

@@ -38,6 +38,7 @@ StatusOr<Kernel> FlatEpilogue(const Graph& g, const FusionGroup& group, const Ge
 // 0), its rows in batch entries of `entry_rows`, when that view is a rank-4 TMA map
 // (GemmOperandView); else nullopt.
 std::optional<GemmOperandView> ViewWithEntryRows(const Index& index, int source, int64_t entry_rows, const GemmTemplateKernel& t) {
+  if (entry_rows < 1) return std::nullopt;  // an empty product: nothing to read
   const int64_t entries = t.rows / entry_rows;
   // A's flat offset as (row in entry 1, column in head 2, head 3, entry 4); the head size
   // is the smallest multiple of 64 under which the view's index is a sum of strides.
@@ -89,8 +90,8 @@ bool IsPlainMatrix(const GemmOperandView& view, const GemmTemplateKernel& t) {
 // entry, which then holds for 64 too. A's batch entries are its own leading dims, or for a
 // matrix A (PyTorch's linear layers flatten [batch, T, features] to [batch·T, features]) a
 // dim of the source that is a whole number of 128-row tiles and divides A's rows: the merged
-// heads of [batch, heads, T, d] are a map only with entries of T rows (GPT-2's out-projection read them through a
-// prologue's copy, 3.5 µs a layer at 8x512, H200, 2026-12-01).
+// heads of [batch, heads, T, d] are a map only with entries of T rows (GPT-2's out-projection
+// read them through a prologue's copy, 3.5 µs a layer at 8x512, H200, 2026-12-01).
 std::optional<GemmOperandView> OperandAView(const Graph& g, const FusionGroup& view, const std::vector<bool>& inlined,
                                             const GemmTemplateKernel& t) {
   constexpr int64_t kRowTile = 128;

@@ -77,6 +77,8 @@ struct GemmTemplateKernel {
   // to it (passes/column_padding_into_products.h: logits padded to 16-byte rows), which TMA's
   // out-of-bounds fill supplies; 0: N rows.
   int64_t b_rows = 0;
+  // The rows of B's K-major value in memory, as its TMA map reads them.
+  int64_t BRowsInMemory() const { return b_rows ? b_rows : n; }
   // A read MN-major from the [K][M] value its prologue only transposes (xᵀ · dy, a linear
   // layer's weight gradient), its prologue copy skipped; -1: A as [M][K].
   int a_mn_major = -1;

@@ -167,7 +167,7 @@ class GemmEmitter {
   // half-precision columns, 32 f32 ones), block_n of N per stage; or K-major, the [N][K]
   // value its prologue transposes: boxes of 64 rows of N × BlockK of K.
   TensorMapArg OperandMapB() const {
-    if (g_.b_k_major >= 0) return GemmMatrixMap(g_.b_k_major, g_.operand_dtype, g_.batch, g_.b_rows ? g_.b_rows : g_.n, g_.k, 64, BlockK(g_));
+    if (g_.b_k_major >= 0) return GemmMatrixMap(g_.b_k_major, g_.operand_dtype, g_.batch, g_.BRowsInMemory(), g_.k, 64, BlockK(g_));
     return GemmMatrixMap(g_.b, g_.operand_dtype, g_.batch, g_.k, g_.n, BlockK(g_), 128 / static_cast<int>(DTypeSize(g_.operand_dtype)));
   }
   // The staged output (or staged load) as [batch][rows][N]: boxes of 64 rows × 64 columns.

@@ -139,7 +139,7 @@ StatusOr<CudaKernelSource> EmitCudaSkinnyGemm(const GemmTemplateKernel& g, const
   // A as [M][K] in boxes of the padded rows × 64 of K (TMA fills the rows past M with zeros);
   // B as [N][K] or [K][N] in boxes of 64 × 64.
   s.launch.args.push_back({LaunchArg::Kind::kTensorMap, g.a, GemmMatrixMap(g.a, g.dtype, 1, g.rows, g.k, rows, kBlockK), 0});
-  const TensorMapArg map_b = b_k_major ? GemmMatrixMap(g.b_k_major, g.dtype, 1, g.b_rows ? g.b_rows : g.n, g.k, 64, kBlockK)
+  const TensorMapArg map_b = b_k_major ? GemmMatrixMap(g.b_k_major, g.dtype, 1, g.BRowsInMemory(), g.k, 64, kBlockK)
                                        : GemmMatrixMap(g.b, g.dtype, 1, g.k, g.n, kBlockK, 64);
   s.launch.args.push_back({LaunchArg::Kind::kTensorMap, map_b.node, map_b, 0});
   std::string parameters = "const __grid_constant__ tf::TensorMap map_a, const __grid_constant__ tf::TensorMap map_b";

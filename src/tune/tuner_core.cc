@@ -10,7 +10,7 @@ double SecondsSince(TuneClock::time_point start) {
 
 std::vector<nlohmann::json> Shortlist(std::vector<nlohmann::json> all, size_t limit,
                                       const std::function<double(const nlohmann::json&)>& rank) {
-  if (all.size() <= limit || all.empty()) return all;
+  if (!rank || all.size() <= limit || all.empty()) return all;
   std::stable_sort(all.begin() + 1, all.end(), [&](const auto& a, const auto& b) { return rank(a) < rank(b); });
   all.resize(std::max<size_t>(1, limit));
   return all;

@@ -70,13 +70,15 @@ struct KernelSearch {
   TuningKey key;
   std::vector<nlohmann::json> candidates;  // the default first
   int pruned = 0;                          // configurations the constraints removed
-  // The cost model's preference: lower is measured first when the space is too large.
+  // The cost model's preference: lower is measured first when the space is too large
+  // (TuneOptions::max_measured). None: every candidate is measured, however many.
   std::function<double(const nlohmann::json&)> rank;
   // Times `configs` (one ConfigTiming each, in order); an error is for the whole batch.
   std::function<StatusOr<std::vector<ConfigTiming>>(const std::vector<nlohmann::json>&)> measure;
 };
 
-// The default and the `limit - 1` best-ranked others (all of them when they fit).
+// The default and the `limit - 1` best-ranked others (all of them when they fit, or when
+// there is no rank).
 std::vector<nlohmann::json> Shortlist(std::vector<nlohmann::json> all, size_t limit,
                                       const std::function<double(const nlohmann::json&)>& rank);
 

@@ -1,5 +1,6 @@
-// OpenTuningCache: both tuners' one way to find the tuning cache. An option given beats the
-// environment, which beats the default; the tuning option beats the kernel cache's folder.
+// The tuner core's shortlist, and OpenTuningCache: both tuners' one way to find the tuning
+// cache. An option given beats the environment, which beats the default; the tuning option
+// beats the kernel cache's folder.
 #include "tune/tuner_core.h"
 
 #include <unistd.h>
@@ -7,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -54,5 +56,19 @@ TEST_F(OpenTuningCacheTest, TheTuningOptionBeatsTheKernelCacheWhichBeatsTheEnvir
   EXPECT_EQ(Opened(), "env");
 }
 
+// A ranked space larger than the limit is cut to the default and the best-ranked others; a
+// space without a rank (the templates') is measured whole, however many it holds.
+TEST(ShortlistTest, RankedSpacesAreCutUnrankedOnesMeasuredWhole) {
+  std::vector<nlohmann::json> all;
+  for (int i = 0; i < 40; ++i) all.push_back({{"i", i}});
+  const auto ranked = Shortlist(all, 16, [](const nlohmann::json& c) { return -c["i"].get<double>(); });
+  ASSERT_EQ(ranked.size(), 16u);
+  EXPECT_EQ(ranked.front(), all.front());  // the default always
+  EXPECT_EQ(ranked[1], all[39]);           // then the best-ranked
+  EXPECT_EQ(ranked[15], all[25]);
+  EXPECT_EQ(Shortlist(all, 16, nullptr), all);
+}
+
 }  // namespace
+
 }  // namespace tilefuse

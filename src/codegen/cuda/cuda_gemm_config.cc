@@ -223,15 +223,21 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
     const bool half = g.operand_dtype == DType::kBF16 || g.operand_dtype == DType::kF16;
     c.splits = 1;
     if (!c.pingpong.value_or(false) && half && requested.block_n == 0 && g.rows > kReadBoundRows && Tiles(g, 128, 128) * 2 <= c.sm_count) {
+      // Where 64-column tiles would leave a second, partial round (LLaMA-style gate and up
+      // projections, 128 x 2048 -> 5632: 176 tiles on 132 SMs), 128-column ones take a single
+      // round; both are bound by what the SMs read more than by the tensor cores. H200,
+      // 2026-12-01, µs, the tuner's times with every candidate measured: 64x64 17.25, 64x128
+      // 13.44 (13.06 in clusters of two sharing B), 128x64 13.73, 128x128 16.13, any split-K
+      // slower; cuBLAS 10.0 by Nsight Compute (64-row tiles 88 columns wide, 128 CTAs).
       c.block_m = 64;
-      c.block_n = 64;
-      const int64_t splits = std::min<int64_t>({KSteps(g) / 12, c.sm_count / Tiles(g, 64, 64), 32});
+      c.block_n = Tiles(g, 64, 64) > c.sm_count && g.n >= 128 ? 128 : 64;
+      const int64_t splits = std::min<int64_t>({KSteps(g) / 12, c.sm_count / Tiles(g, 64, c.block_n), 32});
       if (splits > 1) c.splits = UnitsWithoutEmpty(g, splits);
       // A tile an SM leaves no next main loop to overlap the epilogue with: it runs in the
       // tail, on the f32 sums (one rounding, as cuBLAS's fused bias does), not on the product
       // held rounded (BERT-base at 1x128 drifted from eager's 0.021 to 0.029 of the output's
       // scale with it, H200, 2026-12-01).
-      if (!c.overlap_epilogue && Tiles(g, 64, 64) * c.splits <= c.sm_count) c.overlap_epilogue = false;
+      if (!c.overlap_epilogue && Tiles(g, 64, c.block_n) * c.splits <= c.sm_count) c.overlap_epilogue = false;
     } else if (!c.pingpong.value_or(false) && Tiles(g, c.block_m, c.block_n) * 2 <= c.sm_count) {
       if (requested.block_n == 0 && g.n >= 128) c.block_n = 128;
       const int64_t splits = std::min<int64_t>({c.sm_count / 2 / Tiles(g, c.block_m, c.block_n), KSteps(g) / 4, 32});

@@ -874,21 +874,24 @@ TEST(CudaGemmEmitterTest, ATransposedReshapeIsReadMnMajorFromTheValueItViews) {
 }
 
 // More rows than a read-bound product but few tiles (GPT-2's products at batch 1): 64x64 tiles,
-// one unit each where K is short, units of about 12 steps where it is long (fc2, K = 3072).
+// one unit each where K is short, units of about 12 steps where it is long (fc2, K = 3072);
+// 128 columns a tile where 64 would take a second round of the grid (a LLaMA-style gate
+// projection, 2048 -> 5632: 176 tiles of 64x64 on 132 SMs, 88 of 64x128).
 TEST(CudaGemmEmitterTest, FewTilesOfManyRowsTakeSmallTilesAndSplitOnlyALongK) {
   struct Case {
     int64_t k, n;
-    int splits;
+    int block_n, splits;
   };
-  for (const Case& t : {Case{768, 2304, 1}, Case{768, 768, 1}, Case{768, 3072, 1}, Case{3072, 768, 4}}) {
+  for (const Case& t : {Case{768, 2304, 64, 1}, Case{768, 768, 64, 1}, Case{768, 3072, 64, 1}, Case{3072, 768, 64, 4},
+                        Case{2048, 5632, 128, 1}, Case{2048, 2048, 64, 2}}) {
     Planned p = PlanText("  y = MatMul (x, w)\n", fmt::format("g (bfloat16[128,{0}] x, bfloat16[{0},{1}] w) => (bfloat16[128,{1}] y)", t.k, t.n));
     auto gemm = LowerOnlyGemm(p);
     ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
     const CudaGemmConfig c = ResolveGemmConfig(*gemm, {});
     EXPECT_EQ(c.block_m, 64) << t.k << "x" << t.n;
-    EXPECT_EQ(c.block_n, 64) << t.k << "x" << t.n;
+    EXPECT_EQ(c.block_n, t.block_n) << t.k << "x" << t.n;
     EXPECT_EQ(c.splits, t.splits) << t.k << "x" << t.n;
-    EXPECT_LE(128 / 64 * t.n / 64 * c.splits, 132) << "at most one unit an SM";
+    EXPECT_LE(128 / 64 * t.n / t.block_n * c.splits, 132) << "at most one unit an SM";
     // No next tile to overlap: the epilogue in the tail, on the f32 sums.
     EXPECT_FALSE(c.overlap_epilogue.value_or(true)) << t.k << "x" << t.n;
   }

@@ -19,7 +19,7 @@
 #include "passes/pad_gemm_depth.h"
 #include "passes/sink_transposes.h"
 #include "passes/stage_conv_inputs.h"
-#include "passes/unshare_input_reshapes.h"
+#include "passes/unshare_reshapes.h"
 #include "passes/unshare_window_views.h"
 #include "passes/window_ops.h"
 #include "support/file_util.h"
@@ -124,7 +124,7 @@ StatusOr<Graph> RunGraphPasses(Graph graph, const PassOptions& options, PassTime
     RETURN_IF_ERROR(passes.Run("cse", EliminateCommonSubexpressions));
     RETURN_IF_ERROR(passes.Run("dce", EliminateDeadCode));
     // After CSE, which would merge the copies again.
-    RETURN_IF_ERROR(passes.Run("unshare-input-reshapes", UnshareInputReshapes));
+    RETURN_IF_ERROR(passes.Run("unshare-reshapes", UnshareReshapes));
     RETURN_IF_ERROR(passes.Run("dce", EliminateDeadCode));
     if (options.channels_last) {  // after CSE, which would merge the copies again
       RETURN_IF_ERROR(passes.Run("unshare-window-views", UnshareWindowViews));

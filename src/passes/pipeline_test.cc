@@ -75,7 +75,7 @@ TEST(PipelineTest, DumpsOneFilePerPass) {
   std::sort(files.begin(), files.end());
   EXPECT_EQ(files, (std::vector<std::string>{"00-verify.txt", "01-infer.txt", "02-fold-constants.txt", "03-cse.txt",
                                              "04-dce.txt", "05-decompose.txt", "06-window-ops.txt", "07-fold-constants.txt",
-                                             "08-cse.txt", "09-dce.txt", "10-unshare-input-reshapes.txt", "11-dce.txt",
+                                             "08-cse.txt", "09-dce.txt", "10-unshare-reshapes.txt", "11-dce.txt",
                                              "12-verify.txt"}));
   std::ifstream last(std::filesystem::path(options.dump_dir) / "12-verify.txt");
   std::string text((std::istreambuf_iterator<char>(last)), std::istreambuf_iterator<char>());

@@ -1,0 +1,105 @@
+#include "passes/unshare_reshapes.h"
+
+#include <gtest/gtest.h>
+
+#include "fusion/planner.h"
+#include "passes/dce.h"
+#include "passes/pass_test_util.h"
+#include "passes/pipeline.h"
+#include "reference/interpreter.h"
+#include "testing/tensor_compare.h"
+#include "tilefuse/builder.h"
+
+namespace tilefuse {
+namespace {
+
+using pass_testing::CountOps;
+
+// The LM head's two gradient products, as a training backward has them: both read the
+// logits gradient reshaped to [tokens, vocabulary].
+Graph LmHeadGradients(bool reshape_is_output) {
+  GraphBuilder b;
+  Value grad = b.Parameter("grad", DType::kF32, {2, 16, 40});
+  Value h = b.Parameter("h", DType::kF32, {32, 24});
+  Value w = b.Parameter("w", DType::kF32, {40, 24});
+  Value flat = b.Reshape(grad, {32, 40});
+  b.Output(b.MatMul(flat, w), "dh");
+  b.Output(b.MatMul(b.Transpose(flat, {1, 0}), h), "dw");
+  if (reshape_is_output) b.Output(flat, "flat");
+  auto graph = b.Build();
+  EXPECT_TRUE(graph.ok()) << graph.status().ToString();
+  return std::move(graph).value();
+}
+
+TEST(UnshareReshapesTest, EachReaderGetsItsOwnReshapeAndTheValuesStay) {
+  for (bool reshape_is_output : {false, true}) {
+    Graph graph = LmHeadGradients(reshape_is_output);
+    auto unshared = UnshareReshapes(graph);
+    ASSERT_TRUE(unshared.ok()) << unshared.status().ToString();
+    auto cleaned = EliminateDeadCode(*unshared);
+    ASSERT_TRUE(cleaned.ok()) << cleaned.status().ToString();
+    EXPECT_EQ(CountOps(*cleaned, OpCode::kReshape), reshape_is_output ? 3 : 2);
+    std::vector<std::vector<int>> users = cleaned->ComputeUsers();
+    for (const Node& n : cleaned->nodes())
+      if (n.op == OpCode::kReshape) EXPECT_LE(users[n.id].size(), 1u);
+    std::vector<Tensor> inputs;
+    for (int id : graph.inputs()) inputs.push_back(Tensor::Random(DType::kF32, graph.node(id).shape, 10 + id));
+    auto expected = RunReference(graph, inputs);
+    auto actual = RunReference(*cleaned, inputs);
+    ASSERT_TRUE(expected.ok() && actual.ok());
+    for (size_t i = 0; i < expected->size(); ++i) EXPECT_TRUE(CompareTensors((*actual)[i], (*expected)[i]).pass);
+  }
+}
+
+// Planned, no group stores the reshaped input for another: each product reads the input.
+TEST(UnshareReshapesTest, NoGroupStoresTheReshapedInput) {
+  auto graph = RunGraphPasses(LmHeadGradients(false), PassOptions{});
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  auto plan = PlanFusion(*graph, PlannerOptions{});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  for (const FusionGroup& g : plan->groups)
+    for (int out : g.outputs) EXPECT_NE(graph->node(out).op, OpCode::kReshape) << "group " << g.id << " stores a reshape";
+  EXPECT_EQ(plan->groups.size(), 2u);
+}
+
+// A LLaMA-style layer's q, k and v products read its RMS norm through one reshape to
+// [tokens, hidden]: each product takes its own, and no group stores the norm reshaped (the
+// first product's prologue had copied it for the other two). A reshape of a view (here a
+// transpose) stays shared: each reader would compute the view again.
+TEST(UnshareReshapesTest, ProductsOfOneNormReadItWhereItLiesAndViewsStayShared) {
+  GraphBuilder b;
+  Value x = b.Parameter("x", DType::kF32, {2, 16, 32});
+  Value gamma = b.Parameter("gamma", DType::kF32, {32});
+  Value mean = b.Reduce(OpCode::kReduceMean, b.Mul(x, x), {2}, true);
+  Value norm = b.Mul(b.Mul(x, b.Unary(OpCode::kRsqrt, b.AddScalar(mean, 1e-6))), gamma);
+  Value flat = b.Reshape(norm, {32, 32});
+  for (const char* name : {"q", "k", "v"}) b.Output(b.MatMul(flat, b.Parameter(std::string("w") + name, DType::kF32, {32, 24})), name);
+  Value viewed = b.Reshape(b.Transpose(x, {0, 2, 1}), {64, 16});
+  b.Output(b.MatMul(viewed, b.Parameter("u", DType::kF32, {16, 8})), "a");
+  b.Output(b.MatMul(viewed, b.Parameter("t", DType::kF32, {16, 8})), "b");
+  auto built = b.Build();
+  ASSERT_TRUE(built.ok()) << built.status().ToString();
+  auto unshared = UnshareReshapes(*built);
+  ASSERT_TRUE(unshared.ok()) << unshared.status().ToString();
+  auto cleaned = EliminateDeadCode(*unshared);
+  ASSERT_TRUE(cleaned.ok()) << cleaned.status().ToString();
+  EXPECT_EQ(CountOps(*cleaned, OpCode::kReshape), 4);  // three of the norm, one of the transpose
+  std::vector<Tensor> inputs;
+  for (int id : built->inputs()) inputs.push_back(Tensor::Random(DType::kF32, built->node(id).shape, 20 + id));
+  auto expected = RunReference(*built, inputs);
+  auto actual = RunReference(*cleaned, inputs);
+  ASSERT_TRUE(expected.ok() && actual.ok());
+  for (size_t i = 0; i < expected->size(); ++i) EXPECT_TRUE(CompareTensors((*actual)[i], (*expected)[i]).pass);
+
+  auto passed = RunGraphPasses(*built, PassOptions{});
+  ASSERT_TRUE(passed.ok()) << passed.status().ToString();
+  auto plan = PlanFusion(*passed, PlannerOptions{});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  for (const FusionGroup& g : plan->groups)
+    for (int out : g.outputs)
+      if (passed->node(out).op == OpCode::kReshape)
+        EXPECT_EQ(passed->node(passed->node(out).inputs[0]).op, OpCode::kTranspose) << "group " << g.id << " stores the norm reshaped";
+}
+
+}  // namespace
+}  // namespace tilefuse

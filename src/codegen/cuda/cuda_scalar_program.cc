@@ -1,5 +1,7 @@
 #include "codegen/cuda/cuda_scalar_program.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "codegen/cpp_value_expression.h"
@@ -23,8 +25,8 @@ const char* ComparisonOperator(OpCode op) {
 
 }  // namespace
 
-std::string CudaFastForm(const ScalarValue& v, const std::vector<std::string>& args) {
-  bool half = v.dtype == DType::kF16 || v.dtype == DType::kBF16;
+std::string CudaFastForm(const ScalarValue& v, const std::vector<std::string>& args, bool rounded_to_half) {
+  bool half = v.dtype == DType::kF16 || v.dtype == DType::kBF16 || rounded_to_half;
   std::string type = ComputeType(v.dtype);
   // Comparisons as C++ comparisons, the bool converted to the result's type. The scalar
   // library's compare_ge(a, b) on doubles is a double 1.0 or 0.0 converted to float, and
@@ -34,6 +36,7 @@ std::string CudaFastForm(const ScalarValue& v, const std::vector<std::string>& a
   if (const char* op = ComparisonOperator(v.op)) return fmt::format("{}({} {} {})", type, args[0], op, args[1]);
   if (v.op == OpCode::kTanh && half) return fmt::format("tf_tanh_approx({})", args[0]);
   if (v.op == OpCode::kExp && half) return fmt::format("tf_exp_fast({})", args[0]);
+  if (v.op == OpCode::kSigmoid && half) return fmt::format("tf_sigmoid_fast({})", args[0]);
   // Half results keep 8 or 11 bits: the approximate quotient (2 ulp of f32) is exact enough,
   // and IEEE division's subroutine was a fifth of an erf GELU epilogue's instructions.
   if (v.op == OpCode::kDiv && half) return fmt::format("__fdividef({}, {})", args[0], args[1]);
@@ -41,6 +44,29 @@ std::string CudaFastForm(const ScalarValue& v, const std::vector<std::string>& a
 }
 
 namespace {
+
+bool IsHalf(DType dtype) { return dtype == DType::kF16 || dtype == DType::kBF16; }
+
+// The ops a value may pass through on its way to a half-type cast and stay rounded by it:
+// arithmetic whose relative error stays about that of its arguments. Not sums and
+// differences, which cancellation can make ever less precise (1 + tanh(u) near -1), nor
+// comparisons, whose outcome an ulp could flip; stores, reductions and indexes read the
+// value itself.
+bool KeepsRelativeError(OpCode op) {
+  switch (op) {
+    case OpCode::kMul: case OpCode::kDiv: case OpCode::kNeg: case OpCode::kExp: case OpCode::kTanh: case OpCode::kSigmoid:
+      return true;
+    default:
+      return false;
+  }
+}
+
+void MarkIndexValues(const Index& index, std::vector<bool>& marked) {
+  if (!index) return;
+  if (index->kind == IndexExpr::Kind::kValue) marked[index->value] = true;
+  MarkIndexValues(index->a, marked);
+  MarkIndexValues(index->b, marked);
+}
 
 void MarkNeeded(const Kernel& k, int v, std::vector<bool>& needed, const std::map<int, std::string>& given);
 
@@ -67,6 +93,27 @@ std::string LeafExpression(const ScalarValue& v, const std::vector<std::string>&
 
 }  // namespace
 
+std::vector<bool> RoundedToHalfValues(const Kernel& k) {
+  const size_t n = k.values.size();
+  std::vector<bool> read_otherwise(n, false);  // by a store, a reduction or an index
+  for (const KernelStore& store : k.stores) read_otherwise[store.value] = true;
+  for (const KernelReduction& r : k.reductions) read_otherwise[r.value] = true;
+  for (const ScalarValue& v : k.values) MarkIndexValues(v.index, read_otherwise);
+  std::vector<std::vector<int>> users(n);
+  for (size_t u = 0; u < n; ++u)
+    for (int a : k.values[u].args) users[a].push_back(static_cast<int>(u));
+  std::vector<bool> rounded(n, false);
+  for (size_t id = n; id-- > 0;) {  // users follow their arguments
+    if (read_otherwise[id] || users[id].empty() || k.values[id].kind != ScalarValue::Kind::kOp) continue;
+    rounded[id] = std::all_of(users[id].begin(), users[id].end(), [&](int u) {
+      const ScalarValue& use = k.values[u];
+      if (use.kind != ScalarValue::Kind::kOp) return false;
+      return (use.op == OpCode::kCast && IsHalf(use.dtype)) || (KeepsRelativeError(use.op) && rounded[u]);
+    });
+  }
+  return rounded;
+}
+
 const char* TileElementType(DType dtype) {
   switch (dtype) {
     case DType::kBF16: return "tf::Bf16";
@@ -88,6 +135,7 @@ std::string CudaElementProgram(const Kernel& original, const std::vector<int>& r
   for (const auto& [v, expression] : given) given_here[new_id[v]] = expression;
   std::vector<bool> needed(k.values.size(), false);
   for (int r : roots) MarkNeeded(k, new_id[r], needed, given_here);
+  const std::vector<bool> rounded_to_half = RoundedToHalfValues(k);
   std::string out;
   for (size_t id = 0; id < k.values.size(); ++id) {  // SSA: arguments precede their users
     if (!needed[id]) continue;
@@ -101,7 +149,7 @@ std::string CudaElementProgram(const Kernel& original, const std::vector<int>& r
     } else {
       std::vector<std::string> args;
       for (int a : v.args) args.push_back(name(a));
-      if (v.op != OpCode::kCast) rhs = CudaFastForm(v, args);
+      if (v.op != OpCode::kCast) rhs = CudaFastForm(v, args, rounded_to_half[id]);
       if (rhs.empty()) rhs = CppOpExpression(v, args);
     }
     out += fmt::format("{}const {} {} = {};\n", indent, ComputeType(v.dtype), name(static_cast<int>(id)), rhs);

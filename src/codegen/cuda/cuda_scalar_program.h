@@ -12,11 +12,19 @@
 namespace tilefuse {
 
 // A cheaper form of op value `v` (arguments named `args`) with the same meaning at its
-// precision on the GPU, or "" for none: tanh and exp by the hardware approximations (2^-11
-// relative; exp2 of a scaled argument) where the value is a half type, whose rounding is
-// coarser than that; comparisons as C++ comparisons. The target-neutral forms (powers,
+// precision on the GPU, or "" for none: tanh, exp, sigmoid and division by the hardware
+// approximations (2^-11 relative for tanh; exp2 of a scaled argument, approximate quotients)
+// where the value is a half type or `rounded_to_half` (RoundedToHalfValues), whose rounding
+// is coarser than that; comparisons as C++ comparisons. The target-neutral forms (powers,
 // row-invariant divisors) are rewrites of the Kernel (codegen/kernel_rewrites.h).
-std::string CudaFastForm(const ScalarValue& v, const std::vector<std::string>& args);
+std::string CudaFastForm(const ScalarValue& v, const std::vector<std::string>& args, bool rounded_to_half = false);
+
+// Per value of `k`: whether it is an f32 (or wider) op value that reaches nothing but a cast
+// to f16 or bf16, through arithmetic that keeps its relative error (KeepsRelativeError), so
+// its f32 form may be as approximate as a half value's. A SwiGLU epilogue computes silu on
+// the f32 upcast of a bf16 product and casts it back: expf's and IEEE division's slow paths
+// there bought precision the cast drops.
+std::vector<bool> RoundedToHalfValues(const Kernel& k);
 
 // The lines `const T v<i> = ...;` computing `roots` for one element, in SSA order: loads
 // read b<buffer>[index] with loop variables named `vars`, except the values in `given`,

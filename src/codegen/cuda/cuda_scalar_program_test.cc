@@ -1,5 +1,6 @@
 // A template's scalar program printed for one element: the powers multiplied out, the
-// values the rewrite adds named apart from the ones the caller reads by their ids.
+// values the rewrite adds named apart from the ones the caller reads by their ids, the fast
+// forms where a value is rounded to a half type.
 #include "codegen/cuda/cuda_scalar_program.h"
 
 #include <gtest/gtest.h>
@@ -26,6 +27,36 @@ TEST(CudaElementProgramTest, CubeIsMultipliedOutUnderItsCallersName) {
     CHECK-NEXT: const float v3 = float(v0 + v2);
     CHECK-NEXT: const float v4 = float(v3 / v0);
   )")) << program;
+}
+
+// SwiGLU as PyTorch traces it in bf16: silu on the f32 upcast of the gate, cast back to bf16
+// before the product with up. The sigmoid only reaches that cast (through a product), so it
+// takes the fast form; stored as f32 it stays exact, and so does a tanh whose next op is a
+// sum (1 + tanh(u) cancels near -1) though a bf16 cast follows.
+TEST(CudaElementProgramTest, AnF32SigmoidRoundedToBf16TakesTheFastFormOthersStayExact) {
+  auto program = [](bool to_bf16, OpCode op, bool through_sum) {
+    GraphBuilder b;
+    Value gate = b.Parameter("gate", DType::kBF16, {16});
+    Value up = b.Parameter("up", DType::kBF16, {16});
+    Value g = b.Cast(gate, DType::kF32);
+    Value act = b.Unary(op, g);
+    Value silu = through_sum ? b.AddScalar(act, 1.0) : b.Mul(g, act);
+    Value y = to_bf16 ? b.Mul(b.Cast(silu, DType::kBF16), up) : b.Mul(silu, b.Cast(up, DType::kF32));
+    b.Output(y, "y");
+    Kernel k = LowerSingleGroup(b);
+    std::vector<int> stored;
+    for (const KernelStore& store : k.stores) stored.push_back(store.value);
+    return CudaElementProgram(k, stored, {}, {"i"}, "");
+  };
+  const std::string fast = program(true, OpCode::kSigmoid, false);
+  EXPECT_NE(fast.find("tf_sigmoid_fast("), std::string::npos) << fast;
+  const std::string exact = program(false, OpCode::kSigmoid, false);
+  EXPECT_EQ(exact.find("tf_sigmoid_fast("), std::string::npos) << exact;
+  EXPECT_NE(exact.find("sigmoid("), std::string::npos) << exact;
+  const std::string tanh_product = program(true, OpCode::kTanh, false);
+  EXPECT_NE(tanh_product.find("tf_tanh_approx("), std::string::npos) << tanh_product;
+  const std::string tanh_sum = program(true, OpCode::kTanh, true);
+  EXPECT_EQ(tanh_sum.find("tf_tanh_approx("), std::string::npos) << tanh_sum;
 }
 
 }  // namespace

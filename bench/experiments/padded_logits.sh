@@ -21,12 +21,4 @@ memcheck tests/gemm/gemm_merged_heads_flat_bf16.onnxtxt
 [ -d "$X" ] || scripts/gpu-python-ext.sh "$B" "$X" > "$OUT/ext.log" 2>&1 || tail "$OUT/ext.log"
 PYTHONPATH="$X" TILEFUSE_CLI="$B/tilefuse" timeout 300 python3 -m pytest -q python/tests/test_cuda.py -p no:cacheprovider \
   -k "${TESTS:-lm_head or gemm_option or bert_style or f32_linear}" 2>&1 | tail -6 | tee -a "$log"
-for run in ${MODELS:-gpt2:bf16:8x512,1x128}; do
-  IFS=: read -r model dtype shapes <<< "$run"
-  args=""
-  for s in ${shapes//,/ }; do args="$args --shape $s"; done
-  PYTHONPATH="$X" timeout "${LIMIT:-300}" python3 bench/torch_frontend.py --model "$model" --dtype "$dtype" $args ${BENCH_ARGS:-} \
-    --json "$OUT/torch-frontend-$model-$dtype.json" > "$OUT/torch-frontend-$model-$dtype.log" 2>&1
-  echo "== $model $dtype: exit $?"
-  grep -E '^\{|Error|error' "$OUT/torch-frontend-$model-$dtype.log" | cut -c1-1200 | head -8
-done
+torch_frontend_runs ${MODELS:-gpt2:bf16:8x512,1x128}

@@ -19,12 +19,4 @@ for f in bench/experiments/llama_gemms/*.onnxtxt; do
   check_forms "$g" ""
 done
 [ -d "$X" ] || scripts/gpu-python-ext.sh "$B" "$X" > "$OUT/ext.log" 2>&1 || tail "$OUT/ext.log"
-for run in ${MODELS:-llama:bf16:1x128 vit:bf16:1}; do
-  IFS=: read -r model dtype shapes <<< "$run"
-  args=""
-  for s in ${shapes//,/ }; do args="$args --shape $s"; done
-  PYTHONPATH="$X" timeout "${LIMIT:-300}" python3 bench/torch_frontend.py --model "$model" --dtype "$dtype" $args ${BENCH_ARGS:-} \
-    --json "$OUT/torch-frontend-$model-$dtype.json" > "$OUT/torch-frontend-$model-$dtype.log" 2>&1
-  echo "== $model $dtype: exit $?"
-  grep -E '^\{|Error|error' "$OUT/torch-frontend-$model-$dtype.log" | cut -c1-1500 | head -8
-done
+torch_frontend_runs ${MODELS:-llama:bf16:1x128 vit:bf16:1}

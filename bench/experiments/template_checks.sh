@@ -1,6 +1,7 @@
 # Sourced by the GPU experiment scripts: a model checked against the reference in forms of the
-# GEMM template, and run under compute-sanitizer, each result a line in "$log" (and on stdout).
-# Needs B (the unpacked bundle) and log set by the caller.
+# GEMM template, and run under compute-sanitizer, each result a line in "$log" (and on stdout);
+# models through torch.compile against its own modes. Needs B (the unpacked bundle) and log
+# set by the caller.
 
 # check_forms MODEL FORM...: `run --check --gemm template` with each FORM's flags ("" the rule's).
 check_forms() {
@@ -23,4 +24,19 @@ memcheck() {
   else
     echo "MEMCHECK FAIL $m" | tee -a "$log"; echo "$o" | grep -v '^=========  ' | tail -15 | tee -a "$log"
   fi
+}
+
+# torch_frontend_runs "model:dtype:shape,shape ..."...: bench/torch_frontend.py for each run,
+# its JSON and log in "$OUT", the result lines printed. Needs the Python extension in X.
+torch_frontend_runs() {
+  local run model dtype shapes args s
+  for run in "$@"; do
+    IFS=: read -r model dtype shapes <<< "$run"
+    args=""
+    for s in ${shapes//,/ }; do args="$args --shape $s"; done
+    PYTHONPATH="$X" timeout "${LIMIT:-300}" python3 bench/torch_frontend.py --model "$model" --dtype "$dtype" $args ${BENCH_ARGS:-} \
+      --json "$OUT/torch-frontend-$model-$dtype.json" > "$OUT/torch-frontend-$model-$dtype.log" 2>&1
+    echo "== $model $dtype: exit $?"
+    grep -E '^\{|Error|error' "$OUT/torch-frontend-$model-$dtype.log" | cut -c1-1500 | head -8
+  done
 }

@@ -63,7 +63,8 @@ bool KeepsRelativeError(OpCode op) {
 
 void MarkIndexValues(const Index& index, std::vector<bool>& marked) {
   if (!index) return;
-  if (index->kind == IndexExpr::Kind::kValue) marked[index->value] = true;
+  if (index->kind == IndexExpr::Kind::kValue && index->value >= 0 && static_cast<size_t>(index->value) < marked.size())
+    marked[index->value] = true;
   MarkIndexValues(index->a, marked);
   MarkIndexValues(index->b, marked);
 }
@@ -93,11 +94,18 @@ std::string LeafExpression(const ScalarValue& v, const std::vector<std::string>&
 
 }  // namespace
 
-std::vector<bool> RoundedToHalfValues(const Kernel& k) {
+std::vector<bool> RoundedToHalfValues(const Kernel& k, const std::vector<int>& read_by_caller) {
   const size_t n = k.values.size();
-  std::vector<bool> read_otherwise(n, false);  // by a store, a reduction or an index
-  for (const KernelStore& store : k.stores) read_otherwise[store.value] = true;
-  for (const KernelReduction& r : k.reductions) read_otherwise[r.value] = true;
+  std::vector<bool> read_otherwise(n, false);  // by a store, a reduction, an index or the caller
+  auto mark = [&](int v) {
+    if (v >= 0 && static_cast<size_t>(v) < n) read_otherwise[v] = true;
+  };
+  for (const KernelStore& store : k.stores) {
+    mark(store.value);
+    MarkIndexValues(store.index, read_otherwise);
+  }
+  for (const KernelReduction& r : k.reductions) mark(r.value);
+  for (int v : read_by_caller) mark(v);
   for (const ScalarValue& v : k.values) MarkIndexValues(v.index, read_otherwise);
   std::vector<std::vector<int>> users(n);
   for (size_t u = 0; u < n; ++u)
@@ -135,7 +143,9 @@ std::string CudaElementProgram(const Kernel& original, const std::vector<int>& r
   for (const auto& [v, expression] : given) given_here[new_id[v]] = expression;
   std::vector<bool> needed(k.values.size(), false);
   for (int r : roots) MarkNeeded(k, new_id[r], needed, given_here);
-  const std::vector<bool> rounded_to_half = RoundedToHalfValues(k);
+  std::vector<int> read_by_caller;  // the roots, in the rewritten program's ids
+  for (int r : roots) read_by_caller.push_back(new_id[r]);
+  const std::vector<bool> rounded_to_half = RoundedToHalfValues(k, read_by_caller);
   std::string out;
   for (size_t id = 0; id < k.values.size(); ++id) {  // SSA: arguments precede their users
     if (!needed[id]) continue;

@@ -21,10 +21,11 @@ std::string CudaFastForm(const ScalarValue& v, const std::vector<std::string>& a
 
 // Per value of `k`: whether it is an f32 (or wider) op value that reaches nothing but a cast
 // to f16 or bf16, through arithmetic that keeps its relative error (KeepsRelativeError), so
-// its f32 form may be as approximate as a half value's. A SwiGLU epilogue computes silu on
-// the f32 upcast of a bf16 product and casts it back: expf's and IEEE division's slow paths
-// there bought precision the cast drops.
-std::vector<bool> RoundedToHalfValues(const Kernel& k);
+// its f32 form may be as approximate as a half value's. Values stored, reduced, indexed by or
+// in `read_by_caller` (a template's own reads, attention's logits) are read as they are. A
+// SwiGLU epilogue computes silu on the f32 upcast of a bf16 product and casts it back:
+// expf's and IEEE division's slow paths there bought precision the cast drops.
+std::vector<bool> RoundedToHalfValues(const Kernel& k, const std::vector<int>& read_by_caller = {});
 
 // The lines `const T v<i> = ...;` computing `roots` for one element, in SSA order: loads
 // read b<buffer>[index] with loop variables named `vars`, except the values in `given`,

@@ -32,9 +32,10 @@ TEST(CudaElementProgramTest, CubeIsMultipliedOutUnderItsCallersName) {
 // SwiGLU as PyTorch traces it in bf16: silu on the f32 upcast of the gate, cast back to bf16
 // before the product with up. The sigmoid only reaches that cast (through a product), so it
 // takes the fast form; stored as f32 it stays exact, and so does a tanh whose next op is a
-// sum (1 + tanh(u) cancels near -1) though a bf16 cast follows.
+// sum (1 + tanh(u) cancels near -1) though a bf16 cast follows, and so does one the caller
+// reads.
 TEST(CudaElementProgramTest, AnF32SigmoidRoundedToBf16TakesTheFastFormOthersStayExact) {
-  auto program = [](bool to_bf16, OpCode op, bool through_sum) {
+  auto program = [](bool to_bf16, OpCode op, bool through_sum, bool caller_reads_it = false) {
     GraphBuilder b;
     Value gate = b.Parameter("gate", DType::kBF16, {16});
     Value up = b.Parameter("up", DType::kBF16, {16});
@@ -46,6 +47,8 @@ TEST(CudaElementProgramTest, AnF32SigmoidRoundedToBf16TakesTheFastFormOthersStay
     Kernel k = LowerSingleGroup(b);
     std::vector<int> stored;
     for (const KernelStore& store : k.stores) stored.push_back(store.value);
+    for (size_t v = 0; v < k.values.size() && caller_reads_it; ++v)
+      if (k.values[v].kind == ScalarValue::Kind::kOp && k.values[v].op == op) stored.push_back(static_cast<int>(v));
     return CudaElementProgram(k, stored, {}, {"i"}, "");
   };
   const std::string fast = program(true, OpCode::kSigmoid, false);
@@ -57,6 +60,9 @@ TEST(CudaElementProgramTest, AnF32SigmoidRoundedToBf16TakesTheFastFormOthersStay
   EXPECT_NE(tanh_product.find("tf_tanh_approx("), std::string::npos) << tanh_product;
   const std::string tanh_sum = program(true, OpCode::kTanh, true);
   EXPECT_EQ(tanh_sum.find("tf_tanh_approx("), std::string::npos) << tanh_sum;
+  // A value the caller reads itself (a root: attention's logits) is read as computed.
+  const std::string read = program(true, OpCode::kSigmoid, false, true);
+  EXPECT_EQ(read.find("tf_sigmoid_fast("), std::string::npos) << read;
 }
 
 }  // namespace

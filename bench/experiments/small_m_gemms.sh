@@ -66,6 +66,8 @@ for path in sorted(glob.glob(os.path.join(sys.argv[2], "*.onnxtxt"))):
         whole = graphed(lambda: F.linear(x, w, b).add_(r))
     elif "Tanh" in text:
         whole = graphed(lambda: F.gelu(F.linear(x, w, b), approximate="tanh"))
+    elif "Gelu" in text:  # ONNX's Gelu: erf GELU (nn.GELU's default)
+        whole = graphed(lambda: F.gelu(F.linear(x, w, b)))
     else:
         whole = mm
     name = os.path.basename(path)[:-len(".onnxtxt")]

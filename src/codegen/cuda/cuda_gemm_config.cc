@@ -189,14 +189,20 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
     // 256 (the wider tiles won there by far: 4096x768x50257 665 against 957 µs with 128-column
     // tiles); N = 384 at ConvNeXt's 100k rows takes 192 (no padding).
     double best = std::numeric_limits<double>::infinity();
-    for (int n : {256, 192, 128, 64}) {
-      if ((n > 64 && g.n < n) || AccumulatorRegisters(c, n) > MaxAccumulatorRegisters(c)) continue;
-      // 3xTF32's small parts double a stage: 128 columns keep 3 stages, 192 only 2.
-      if (g.split_f32 && n > 128) continue;
-      if (c.cluster_m > 1 && n % (64 * c.cluster_m) != 0) continue;  // a pair splits B's tile in 64-column boxes
-      const double per_column = n == 256 ? 1.0 : n == 192 ? 1.04 : n == 128 ? 1.12 : 1.3;
-      const double cost = static_cast<double>(CeilDiv(Tiles(g, c.block_m, n), c.sm_count)) * n * per_column;
-      if (cost < best) best = cost, c.block_n = n;
+    // A pair splits B's tile in 64-column boxes. Where no width both fits and splits (3xTF32's
+    // 128 columns at most over N = 72), the single CTA's width, which CheckClusters then
+    // refuses for the pair (the probe of RequestedGemmConfig had divided by a width of 0).
+    for (bool split_by_pair : {c.cluster_m > 1, false}) {
+      for (int n : {256, 192, 128, 64}) {
+        if ((n > 64 && g.n < n) || AccumulatorRegisters(c, n) > MaxAccumulatorRegisters(c)) continue;
+        // 3xTF32's small parts double a stage: 128 columns keep 3 stages, 192 only 2.
+        if (g.split_f32 && n > 128) continue;
+        if (split_by_pair && n % (64 * c.cluster_m) != 0) continue;
+        const double per_column = n == 256 ? 1.0 : n == 192 ? 1.04 : n == 128 ? 1.12 : 1.3;
+        const double cost = static_cast<double>(CeilDiv(Tiles(g, c.block_m, n), c.sm_count)) * n * per_column;
+        if (cost < best) best = cost, c.block_n = n;
+      }
+      if (c.block_n != 0) break;
     }
   }
   if (c.splits == 0) {

@@ -181,6 +181,8 @@ class GemmEmitter {
     return m;
   }
 
+  // Whether the Epilogue functor stores anything itself (an output besides the staged one).
+  bool EpilogueWrites() const { return g_.epilogue.stores.size() > (staged_ >= 0 ? 1u : 0u); }
   const KernelBuffer& LoadBuffer(int value) const { return g_.epilogue.buffers[g_.epilogue.values[value].buffer]; }
   // The skeleton's compile-time configuration, a local class (enumerators: a local class has
   // no static members) so the kernel's text is all a compile unit needs of it.
@@ -198,14 +200,14 @@ class GemmEmitter {
         "    enum : int {{ kPingPong = {}, kOverlap = {}, kChunks = {}, kStaging = {} }};\n"
         "    enum : int {{ kStagedStore = {}, kStoreByThreads = {}, kStagedLoad = {}, kRingedLoad = {}, kAMnMajor = {}, kBKMajor = {} }};\n"
         "    enum : int {{ kProducerRegisters = {}, kConsumerRegisters = {}, kPromote = {} }};\n"
-        "    enum : int {{ kBBeforeWait = {}, kSplitTf32 = {} }};\n"
+        "    enum : int {{ kBBeforeWait = {}, kSplitTf32 = {}, kEpilogueWrites = {} }};\n"
         "  }};\n",
         types, c_.block_m, c_.block_n, c_.stages, c_.group_m, c_.cluster_m, c_.splits, StepsPerSplit(g_, c_), g_.rows, g_.n, g_.k,
         g_.batch, *c_.pingpong ? 1 : 0, *c_.overlap_epilogue ? 1 : 0, *c_.overlap_epilogue ? EpilogueChunks(c_) : 1,
         StagingBytes(c_, staged_ >= 0), staged_ >= 0 ? 1 : 0, StoreByThreads(g_) ? 1 : 0, staged_load_ >= 0 ? 1 : 0, ringed_load_ >= 0 ? 1 : 0,
         g_.a_mn_major >= 0 ? 1 : 0, g_.b_k_major >= 0 ? 1 : 0, g_.split_f32 ? kSplitterRegisters : kProducerRegisters,
         g_.split_f32 ? kSplitConsumerRegisters : kConsumerRegisters, *c_.promote ? 1 : 0,
-        g_.b_read_only && c_.cluster_m == 1 ? 1 : 0, g_.split_f32 ? 1 : 0);
+        g_.b_read_only && c_.cluster_m == 1 ? 1 : 0, g_.split_f32 ? 1 : 0, EpilogueWrites() ? 1 : 0);
   }
 
   // How the producer loads A's tiles: a matrix, a view, or an implicit GEMM's im2col.

@@ -55,6 +55,8 @@ TEST(CudaGemmEmitterTest, BiasReluEpilogueReadsTheBiasByColumnAndStoresThroughTm
   EXPECT_NE(f.find("relu("), std::string::npos);
   EXPECT_NE(f.find("kPingPong = 0"), std::string::npos);  // a cheap epilogue: cooperative consumers
   EXPECT_NE(f.find("kStagedStore = 1,"), std::string::npos);  // the output through shared memory and TMA
+  // ...and nothing else written: the epilogue runs on the edge tiles' pairs unbranched.
+  EXPECT_NE(f.find("kEpilogueWrites = 0 }"), std::string::npos) << f;
   EXPECT_NE(f.find("{&map_a, &map_b, &map_out, nullptr, nullptr, nullptr}"), std::string::npos);
   // A, B and the output as tensor maps, then the bias and output buffers; the product is
   // never a buffer of its own.
@@ -320,6 +322,24 @@ TEST(CudaGemmEmitterTest, ExactF32ProductsTakeTheTemplateAs3xTf32) {
 // operands of a byte, 128 of K a step, B read K-major from the weight stored so at compile
 // time, the sums promoted into f32 a step at a time (twice the accumulators: at most 128
 // columns a tile) unless --precision high asks for the tensor cores' own accumulation.
+// Clusters of two asked of a product no pair can split (3xTF32 keeps 128 columns at most, and
+// N = 72 leaves 64, one box of B): the single CTA's width, the pair refused with its reason
+// (the probe for --gemm-cluster 2 had divided by a width of 0).
+TEST(CudaGemmEmitterTest, APairThatNoWidthSplitsKeepsTheSingleCtasWidth) {
+  Planned p = PlanText("  q = MatMul (x, w)\n  y = Add (q, b)\n", "g (float[200,136] x, float[136,72] w, float[72] b) => (float[200,72] y)");
+  auto gemm = LowerOnlyGemm(p);
+  ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
+  ASSERT_TRUE(gemm->split_f32);
+  CudaGemmConfig paired;
+  paired.cluster_m = 2;
+  const CudaGemmConfig resolved = ResolveGemmConfig(*gemm, paired);
+  EXPECT_EQ(resolved.block_n, 64);
+  EXPECT_FALSE(gemm_layout::ClustersFit(*gemm, resolved, 2));
+  auto refused = EmitCudaGemm(*gemm, paired);
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("64-column boxes"), std::string::npos) << refused.status().message();
+}
+
 TEST(CudaGemmEmitterTest, Fp8ProductsTakeTheTemplateWithPromotedSums) {
   const PlannedText p = PlanFp8Linear(8192, 1024, 2048, DType::kF8E4M3, CudaPassOptions());
   auto gemm = LowerOnlyGemm(p);
@@ -450,6 +470,8 @@ TEST(CudaGemmEmitterTest, ThePairEpilogueMovesHalfValuesAtTheProductsPositionAsW
     CHECK-SAME: + ((row * 520 + col))) = (uint32_t)tf_pack_bf16(s
   )")) << pair;
   EXPECT_EQ(pair.find("[(row * 520 + col"), std::string::npos) << "no element access at the product's position:\n" << pair;
+  // The functor writes p and t itself: it runs for the pairs inside the product only.
+  EXPECT_NE(f.find("kEpilogueWrites = 1 }"), std::string::npos) << f;
 
   // An odd vocabulary (B read K-major from its [N][K] weight).
   Planned odd = PlanText("  wt = Transpose <perm = [1, 0]> (w)\n  p = MatMul (x, wt)\n  g = Mul (p, m)\n  t = Tanh (g)\n",

@@ -124,6 +124,10 @@ struct GemmShape : Config {
   static constexpr int kTiles = kTilesM * kTilesN * Config::kBatch;
   static constexpr int kKSteps = (Config::kK + kBK - 1) / kBK;
   static constexpr bool kNoEdges = Config::kRows % Config::kBM == 0 && Config::kN % Config::kBN == 0;
+  // The Epilogue functor stores values itself (outputs besides the staged one): it runs only
+  // for column pairs inside the product. Otherwise a pair past the edge computes a clamped
+  // pair's values, which the staged store drops (GemmEpilogue says why).
+  static constexpr bool kEpilogueWrites = Config::kEpilogueWrites != 0;
   // Units of work: a tile's K range in kSplits parts of kSplitSteps steps; a cluster's CTAs
   // take vertically adjacent tiles and walk tile columns in lockstep, sharing B.
   static constexpr int kUnits = kTiles / Config::kClusterM * Config::kSplits;

@@ -122,6 +122,18 @@ std::vector<bool> RoundedToHalfValues(const Kernel& k, const std::vector<int>& r
   return rounded;
 }
 
+// The argument t of 1 + erf(t) (either order; erf GELU's sum), an f32 value: its id, else -1.
+int OnePlusErfArgument(const Kernel& k, const ScalarValue& v) {
+  if (v.kind != ScalarValue::Kind::kOp || v.op != OpCode::kAdd || v.dtype != DType::kF32 || v.args.size() != 2) return -1;
+  for (int i = 0; i < 2; ++i) {
+    const ScalarValue &one = k.values[v.args[i]], &erf = k.values[v.args[1 - i]];
+    if (one.kind == ScalarValue::Kind::kConstant && one.constant == 1.0 && erf.kind == ScalarValue::Kind::kOp &&
+        erf.op == OpCode::kErf && erf.dtype == DType::kF32)
+      return erf.args[0];
+  }
+  return -1;
+}
+
 const char* TileElementType(DType dtype) {
   switch (dtype) {
     case DType::kBF16: return "tf::Bf16";
@@ -159,7 +171,10 @@ std::string CudaElementProgram(const Kernel& original, const std::vector<int>& r
     } else {
       std::vector<std::string> args;
       for (int a : v.args) args.push_back(name(a));
-      if (v.op != OpCode::kCast) rhs = CudaFastForm(v, args, rounded_to_half[id]);
+      // 1 + erf(t) rounded to a half type: tf_one_plus_erf_fast, more exact than the sum (the
+      // erf, read by nothing else then, is left to the compiler to drop).
+      if (const int t = OnePlusErfArgument(k, v); t >= 0 && rounded_to_half[id]) rhs = fmt::format("tf_one_plus_erf_fast({})", name(t));
+      else if (v.op != OpCode::kCast) rhs = CudaFastForm(v, args, rounded_to_half[id]);
       if (rhs.empty()) rhs = CppOpExpression(v, args);
     }
     out += fmt::format("{}const {} {} = {};\n", indent, ComputeType(v.dtype), name(static_cast<int>(id)), rhs);

@@ -65,5 +65,26 @@ TEST(CudaElementProgramTest, AnF32SigmoidRoundedToBf16TakesTheFastFormOthersStay
   EXPECT_EQ(read.find("tf_sigmoid_fast("), std::string::npos) << read;
 }
 
+// Erf GELU as the decomposition writes it, 0.5 x (1 + erf(x / sqrt 2)), on the f32 upcast of
+// a bf16 value: rounded back to bf16, its 1 + erf(t) takes the fast form; stored as f32 it
+// stays the exact erf and sum.
+TEST(CudaElementProgramTest, ErfGeluRoundedToBf16TakesTheFastOnePlusErf) {
+  auto program = [](DType out) {
+    GraphBuilder b;
+    Value x = b.Cast(b.Parameter("x", DType::kBF16, {16}), DType::kF32);
+    Value erf = b.Unary(OpCode::kErf, b.MulScalar(x, 0.7071067811865476));
+    b.Output(b.Cast(b.Mul(b.MulScalar(x, 0.5), b.AddScalar(erf, 1.0)), out), "y");
+    Kernel k = LowerSingleGroup(b);
+    std::vector<int> stored;
+    for (const KernelStore& store : k.stores) stored.push_back(store.value);
+    return CudaElementProgram(k, stored, {}, {"i"}, "");
+  };
+  const std::string fast = program(DType::kBF16);
+  EXPECT_NE(fast.find("tf_one_plus_erf_fast(v"), std::string::npos) << fast;
+  const std::string exact = program(DType::kF32);
+  EXPECT_EQ(exact.find("tf_one_plus_erf_fast("), std::string::npos) << exact;
+  EXPECT_NE(exact.find("erf("), std::string::npos) << exact;
+}
+
 }  // namespace
 }  // namespace tilefuse

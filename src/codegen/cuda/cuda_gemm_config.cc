@@ -250,29 +250,45 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
       if (splits > 1) c.splits = UnitsWithoutEmpty(g, splits);
     }
   }
+  // As many stages as fit, at most 6. Ping-pong tiles stopped at 4 while 5 (what fits with a
+  // staged store) measured 8-13% slower on the 16384x4096x1024 epilogues (H100,
+  // 2026-11-24); since the later kernel changes 5 is the faster: the residual there 229-236
+  // -> 217 us (H100, 2026-11-28), 213 -> 202 (H200, tuned, 2026-11-28).
+  auto fitting_stages = [&](const CudaGemmConfig& x) {
+    const bool staged = StagedStore(g) >= 0, ringed = RingedLoad(g, x) >= 0;
+    CudaGemmConfig deeper = x;
+    int stages = 2;
+    for (deeper.stages = 3; deeper.stages <= 6 && SharedBytes(deeper, g, staged, ringed) <= kSharedLimit; ++deeper.stages)
+      stages = deeper.stages;
+    return stages;
+  };
   // The epilogue overlapped with the next tile's main loop wherever it can be (cooperative
   // consumers, one unit per tile, nothing read but vectors and a residual tile): the tensor
   // cores no longer wait for it (H200, 2026-11-27, µs: 16384x4096x1024 bias+ReLU 192 -> 183,
   // bias+GELU 206 -> 193, the MLP block 410 -> 399, the GPT block 835 -> 817). A residual
   // comes by TMA into a ring of its own, chunk by chunk (RingedLoad; numbers above). It is
   // added to the product held rounded to the MatMul's own type, as the graph computes it.
-  if (!c.overlap_epilogue) c.overlap_epilogue = !*c.pingpong && c.splits == 1 && ProductMayBeHeldRounded(g);
+  if (!c.overlap_epilogue) {
+    c.overlap_epilogue = !*c.pingpong && c.splits == 1 && ProductMayBeHeldRounded(g);
+    // Except where the residual's ring leaves a long main loop (32 steps or more) fewer than
+    // 4 stages and the tail form more: the loads then fall behind. H200, 2026-12-01, µs,
+    // overlapped 128x192 at 3 stages / tail at 4: GPT-2's fc2 + residual 4096x3072 -> 768
+    // 34.3 / 32.0, ViT-B's at 6304 rows 61.8 / 55.7; at 12 steps (their out-projections)
+    // 15.2 / 15.1 and 22.9 / 23.1, and LLaMA-style's down + residual (88 steps, 3 stages
+    // either way) is fastest overlapped.
+    if (*c.overlap_epilogue && c.stages == 0 && KSteps(g) >= 32) {
+      CudaGemmConfig tail = c;
+      tail.overlap_epilogue = false;
+      const int overlapped = fitting_stages(c);
+      if (overlapped < 4 && fitting_stages(tail) > overlapped) c.overlap_epilogue = false;
+    }
+  }
   // Single CTAs. Clusters of two sharing B tiles by multicast measured within 3% of them
   // either way (H100, 2026-11-28, us, single / paired: 16384x4096x1024 bias+GELU 196.2 /
   // 190.8, plain 183.1 / 183.9, ping-pong residual 229-236 / 241; 4096^3 175 / 177; 8192^3
   // 1349 / 1366; the MLP block 406.7 / 402.0): the tuner tries them.
   if (c.cluster_m == 0) c.cluster_m = 1;
-  if (c.stages == 0) {
-    const bool staged = StagedStore(g) >= 0, ringed = RingedLoad(g, c) >= 0;
-    c.stages = 2;
-    CudaGemmConfig deeper = c;
-    // As many as fit, at most 6. Ping-pong tiles stopped at 4 while 5 (what fits with a
-    // staged store) measured 8-13% slower on the 16384x4096x1024 epilogues (H100,
-    // 2026-11-24); since the later kernel changes 5 is the faster: the residual there 229-236
-    // -> 217 us (H100, 2026-11-28), 213 -> 202 (H200, tuned, 2026-11-28).
-    for (deeper.stages = 3; deeper.stages <= 6 && SharedBytes(deeper, g, staged, ringed) <= kSharedLimit; ++deeper.stages)
-      c.stages = deeper.stages;
-  }
+  if (c.stages == 0) c.stages = fitting_stages(c);
   return c;
 }
 

@@ -960,6 +960,28 @@ TEST(CudaGemmEmitterTest, EnoughTilesNeedNoSplitK) {
 
 // The tile's width is the one whose tiles end soonest on 132 SMs: rounds of the grid times
 // the tile's columns (a narrower column a little dearer). Each case says what the rounds are.
+// A residual epilogue overlapped with the next main loop brings the residual through a ring
+// of its own, which can leave the main loop a stage short: after a long K (GPT-2's fc2, 48
+// steps, 3 stages overlapped where the tail form holds 4) the epilogue goes in the tail; after
+// a short one (its out-projection, 12 steps) it stays overlapped.
+TEST(CudaGemmEmitterTest, ALongMainLoopKeepsItsStagesOverTheResidualsRing) {
+  auto rule = [](int64_t k) {
+    Planned p = PlanText("  wt = Transpose <perm = [1, 0]> (w)\n  q = MatMul (x, wt)\n  s = Add (q, b)\n  y = Add (s, r)\n",
+                         fmt::format("g (bfloat16[4096,{0}] x, bfloat16[768,{0}] w, bfloat16[768] b, bfloat16[4096,768] r) => "
+                                     "(bfloat16[4096,768] y)", k));
+    auto gemm = LowerOnlyGemm(p);
+    EXPECT_TRUE(gemm.ok()) << gemm.status().ToString();
+    return ResolveGemmConfig(*gemm, {});
+  };
+  const CudaGemmConfig fc2 = rule(3072);
+  EXPECT_EQ(fc2.block_n, 192);
+  EXPECT_FALSE(*fc2.overlap_epilogue);
+  EXPECT_EQ(fc2.stages, 4);
+  const CudaGemmConfig proj = rule(768);
+  EXPECT_TRUE(*proj.overlap_epilogue);
+  EXPECT_EQ(proj.stages, 3);
+}
+
 TEST(CudaGemmEmitterTest, TheTileWidthTakesTheFewestRoundsOfTheGrid) {
   struct Case {
     int64_t m, n, k;

@@ -23,6 +23,7 @@ std::optional<DType> ParseDType(std::string_view name);     // inverse of DTypeN
 int DTypeSize(DType dtype);                                 // bytes per element
 bool IsFloat(DType dtype);   // the 8-bit floats too
 bool IsFloat8(DType dtype);
+bool IsHalf(DType dtype);    // f16 or bf16: the 16-bit floats
 bool IsInteger(DType dtype);  // signed or unsigned integers, not bool
 
 // Rounds an f64 value to what `dtype` can hold: f32/f16/bf16 round to nearest even,

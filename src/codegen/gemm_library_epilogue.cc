@@ -113,7 +113,7 @@ StatusOr<LibraryEpilogue> MatchLibraryEpilogue(const GemmTemplateKernel& g) {
   // Exact candidates first. A half-precision tanh GELU must spell a tanh: at that tolerance
   // ONNX's erf GELU would pass for it too (f32 programs tell them apart, and their tanh may
   // have been lowered as a sigmoid).
-  const bool half = product_dtype == DType::kBF16 || product_dtype == DType::kF16;
+  const bool half = IsHalf(product_dtype);
   for (LibraryActivation activation : {LibraryActivation::kNone, LibraryActivation::kRelu, LibraryActivation::kGeluTanh}) {
     if (activation == LibraryActivation::kGeluTanh && half && !HasOp(k, OpCode::kTanh)) continue;
     if (!Computes(k, roles, store.value, activation, e.bias >= 0, half)) continue;

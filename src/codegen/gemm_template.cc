@@ -238,7 +238,7 @@ bool AtProductPosition(const GemmTemplateKernel& g, const Index& index) {
 StatusOr<GemmTemplateKernel> LowerGemmTemplate(const Graph& g, const FusionGroup& group, const GemmSplit& split,
                                                const std::vector<bool>& inlined, bool tf32) {
   const Node& mm = g.node(split.matmul);
-  const bool half = mm.dtype == DType::kBF16 || mm.dtype == DType::kF16;
+  const bool half = IsHalf(mm.dtype);
   const bool float8 = IsFloat8(g.node(mm.inputs[0]).dtype);  // an f32 product of 8-bit floats
   const char* kind = float8 ? "FP8" : tf32 ? "TF32" : "3xTF32";
   if (float8 && g.node(mm.inputs[1]).dtype != g.node(mm.inputs[0]).dtype)

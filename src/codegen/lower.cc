@@ -159,7 +159,7 @@ StatusOr<int> Lowering::EvaluateMember(const Node& n, const Index& flat) {
 // tanh: the GPU computes it with the SFU's tanh.approx, one instruction, and the exp form
 // measured slower there (GELU bf16 on the H200: 74 -> 91 us).
 StatusOr<std::optional<int>> Lowering::OnePlusTanhAsSigmoid(const Node& n, const Index& flat) {
-  bool half = n.dtype == DType::kF16 || n.dtype == DType::kBF16;
+  bool half = IsHalf(n.dtype);
   if (n.op != OpCode::kAdd || !IsFloat(n.dtype) || half || n.inputs.size() != 2) return std::optional<int>();
   // A member read outside the group is one of its outputs, so the members are all the
   // users to count (the whole graph's user lists would cost O(nodes) per group).

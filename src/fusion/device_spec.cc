@@ -16,7 +16,7 @@ const DeviceSpec kSpecs[] = {
 }  // namespace
 
 double DeviceSpec::MatmulFlops(DType dtype) const {
-  if (dtype == DType::kF16 || dtype == DType::kBF16) return tensor_flops_bf16;
+  if (IsHalf(dtype)) return tensor_flops_bf16;
   if (dtype == DType::kF32) return tensor_flops_f32;
   return vector_flops_f32;  // f64 and integers: no tensor-core path
 }

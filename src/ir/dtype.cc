@@ -44,6 +44,7 @@ bool IsFloat(DType d) {
   return d == DType::kF64 || d == DType::kF32 || d == DType::kF16 || d == DType::kBF16 || IsFloat8(d);
 }
 bool IsFloat8(DType d) { return d == DType::kF8E4M3 || d == DType::kF8E5M2; }
+bool IsHalf(DType d) { return d == DType::kF16 || d == DType::kBF16; }
 bool IsInteger(DType d) {
   return d == DType::kI64 || d == DType::kI32 || d == DType::kI8 || d == DType::kU8;
 }

@@ -72,5 +72,9 @@ TEST(Float8Test, RoundToDTypeSaturatesFiniteValuesAndKeepsInfinities) {
   EXPECT_EQ(ParseDType("f8e4m3"), kE4M3);
 }
 
+TEST(DTypeTest, TheHalfTypesAreTheSixteenBitFloats) {
+  for (DType d : kAllDTypes) EXPECT_EQ(IsHalf(d), IsFloat(d) && DTypeSize(d) == 2) << DTypeName(d);
+}
+
 }  // namespace
 }  // namespace tilefuse

@@ -11,8 +11,6 @@ namespace tilefuse {
 
 namespace {
 
-bool IsHalf(DType dtype) { return dtype == DType::kF16 || dtype == DType::kBF16; }
-
 // Half types are computed in f32 (like PyTorch's upcast), other floats as they are.
 Value Upcast(GraphBuilder& b, Value x) { return IsHalf(b.dtype(x)) ? b.Cast(x, DType::kF32) : x; }
 

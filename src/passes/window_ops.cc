@@ -10,7 +10,6 @@ namespace {
 
 using window_taps::AverageOf;
 using window_taps::CombineTaps;
-using window_taps::IsHalf;
 using window_taps::kMaxUnrolledTaps;
 using window_taps::ParamsOf;
 using window_taps::Product;

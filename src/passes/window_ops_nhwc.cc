@@ -6,7 +6,6 @@ namespace tilefuse {
 
 namespace {
 
-using window_taps::IsHalf;
 using window_taps::Product;
 
 const std::vector<int64_t> kToChannelsLast = {0, 2, 3, 1};

@@ -6,8 +6,6 @@
 
 namespace tilefuse::window_taps {
 
-bool IsHalf(DType dtype) { return dtype == DType::kF16 || dtype == DType::kBF16; }
-
 int64_t Product(const std::vector<int64_t>& v, size_t begin) {
   return std::accumulate(v.begin() + static_cast<std::ptrdiff_t>(begin), v.end(), int64_t{1}, std::multiplies<>());
 }

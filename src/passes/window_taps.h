@@ -10,7 +10,6 @@
 
 namespace tilefuse::window_taps {
 
-bool IsHalf(DType dtype);
 int64_t Product(const std::vector<int64_t>& v, size_t begin = 0);
 // Max pool's fill: below every value of the dtype.
 double LowestValue(DType dtype);

@@ -106,7 +106,7 @@ TrackedValue RandomGraphGenerator::CastTo(const TrackedValue& x, DType to) {
   DType from = DTypeOf(x);
   if (from == to) return x;
   // f64 → f16/bf16 may be rounded twice (through f32) by generated code: not exact.
-  bool exact = x.exact && !(from == DType::kF64 && (to == DType::kF16 || to == DType::kBF16));
+  bool exact = x.exact && !(from == DType::kF64 && IsHalf(to));
   return Track(b_.Cast(x.value, to), x.bound, exact);
 }
 

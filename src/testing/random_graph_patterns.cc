@@ -87,7 +87,7 @@ TrackedValue RandomGraphGenerator::LayerNormPattern(const TrackedValue& x) {
   Value mean = b_.Reduce(OpCode::kReduceMean, in.value, axes, true);
   Value centred = b_.Sub(in.value, mean);
   Value variance = b_.Reduce(OpCode::kReduceMean, b_.Mul(centred, centred), axes, true);
-  double epsilon = dtype == DType::kF16 || dtype == DType::kBF16 ? 1e-3 : 1e-5;
+  double epsilon = IsHalf(dtype) ? 1e-3 : 1e-5;
   Value normed = b_.Mul(centred, b_.Unary(OpCode::kRsqrt, b_.AddScalar(variance, epsilon)));
   double bound = std::sqrt(static_cast<double>(ReducedElements(ShapeOf(in), axes))) + 1;
   if (!Chance(0.6)) return {normed, bound, false};

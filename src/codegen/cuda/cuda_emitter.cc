@@ -1099,7 +1099,7 @@ class CudaEmitter {
            (k_.values[v].dtype == DType::kF32 || k_.values[v].dtype == DType::kF64))
       v = k_.values[v].args[0];
     const ScalarValue& value = k_.values[v];
-    const bool half = value.dtype == DType::kBF16 || value.dtype == DType::kF16;
+    const bool half = IsHalf(value.dtype);
     return value.kind == ScalarValue::Kind::kLoad && half && array_[v] == Array::kCached && PackedCache(v) ? v : -1;
   }
 

@@ -68,7 +68,7 @@ int64_t ScratchBytes(const GemmTemplateKernel& g, const CudaGemmConfig& c) {
 // An access to a half-precision buffer at the product's own (row, column): a tile of it can
 // go through the staging tile...
 static bool AtTile(const GemmTemplateKernel& g, const Index& index, DType dtype) {
-  return (dtype == DType::kBF16 || dtype == DType::kF16) && AtProductPosition(g, index);
+  return IsHalf(dtype) && AtProductPosition(g, index);
 }
 // ...and one TMA can move it where its rows are whole 16-byte units.
 static bool RowsAligned(const GemmTemplateKernel& g) { return g.n * 2 % 16 == 0; }
@@ -226,7 +226,7 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
     // launches); not alone at 17 to 64 rows. Up to kReadBoundRows rows reading B bounds the
     // product (below).
     constexpr int64_t kReadBoundRows = 16;
-    const bool half = g.operand_dtype == DType::kBF16 || g.operand_dtype == DType::kF16;
+    const bool half = IsHalf(g.operand_dtype);
     c.splits = 1;
     if (!c.pingpong.value_or(false) && half && requested.block_n == 0 && g.rows > kReadBoundRows && Tiles(g, 128, 128) * 2 <= c.sm_count) {
       // Where 64-column tiles would leave a second, partial round (LLaMA-style gate and up

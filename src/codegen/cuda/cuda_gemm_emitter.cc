@@ -270,7 +270,7 @@ std::map<int, std::string> GivenValues(const GemmTemplateKernel& g, int staged_l
 // column is even, so the word is aligned as the buffer's start is). (f32 values as 8-byte pairs
 // are not yet checked on a GPU: element by element still.)
 bool PairsBuffer(const GemmTemplateKernel& g, const KernelBuffer& b, const Index& index) {
-  return g.n % 2 == 0 && (b.dtype == DType::kBF16 || b.dtype == DType::kF16 || IsFloat8(b.dtype)) && AtProductPosition(g, index);
+  return g.n % 2 == 0 && (IsHalf(b.dtype) || IsFloat8(b.dtype)) && AtProductPosition(g, index);
 }
 
 // A column pair's word of `dtype` values, and the shift to its second value.

@@ -26,7 +26,7 @@ const char* ComparisonOperator(OpCode op) {
 }  // namespace
 
 std::string CudaFastForm(const ScalarValue& v, const std::vector<std::string>& args, bool rounded_to_half) {
-  bool half = v.dtype == DType::kF16 || v.dtype == DType::kBF16 || rounded_to_half;
+  bool half = IsHalf(v.dtype) || rounded_to_half;
   std::string type = ComputeType(v.dtype);
   // Comparisons as C++ comparisons, the bool converted to the result's type. The scalar
   // library's compare_ge(a, b) on doubles is a double 1.0 or 0.0 converted to float, and
@@ -44,8 +44,6 @@ std::string CudaFastForm(const ScalarValue& v, const std::vector<std::string>& a
 }
 
 namespace {
-
-bool IsHalf(DType dtype) { return dtype == DType::kF16 || dtype == DType::kBF16; }
 
 // The ops a value may pass through on its way to a half-type cast and stay rounded by it:
 // arithmetic whose relative error stays about that of its arguments. Not sums and

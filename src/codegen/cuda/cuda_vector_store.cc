@@ -11,7 +11,7 @@ CudaVectorStore::CudaVectorStore(DType dtype, std::string array, int vector, boo
       array_(std::move(array)),
       length_(literal_length ? std::to_string(vector) : "kVec"),
       pairs_length_(literal_length ? std::to_string(vector / 2) : "kVec / 2"),
-      pairs_((dtype == DType::kBF16 || dtype == DType::kF16) && vector % 2 == 0) {}
+      pairs_(IsHalf(dtype) && vector % 2 == 0) {}
 
 std::string CudaVectorStore::Declaration() const {
   if (pairs_) return fmt::format("uint32_t {0}[{1}]; float {0}_low;", array_, pairs_length_);

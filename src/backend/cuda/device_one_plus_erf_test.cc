@@ -6,13 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <filesystem>
 #include <fmt/format.h>
 #include <limits>
 
 #include "backend/cuda/device_test_util.h"
-#include "backend/cuda/kernel_launch.h"
-#include "codegen/cuda/cuda_emitter.h"
 
 namespace tilefuse {
 namespace {
@@ -23,35 +20,20 @@ extern "C" __global__ void __launch_bounds__(256) one_plus_erf(const float* __re
 }
 )";
 
-std::string TestCacheDir() { return (std::filesystem::temp_directory_path() / "tilefuse_test_cache").string(); }
-
-StatusOr<CubinResult> CompileKernel(NvrtcCompiler& nvrtc) {
-  CudaKernelSource source;
-  source.function = kKernel;
-  return nvrtc.Compile(CudaTranslationUnit({source}), "sm_90a");
-}
-
 TEST(DeviceOnePlusErfTest, KernelCompilesForSm90a) {
-  StatusOr<NvrtcCompiler> nvrtc = NvrtcCompiler::Create(TestCacheDir());
+  StatusOr<NvrtcCompiler> nvrtc = NvrtcCompiler::Create(TestKernelCacheDir());
   if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available, the kernel not compiled: " << nvrtc.status().ToString();
-  StatusOr<CubinResult> cubin = CompileKernel(*nvrtc);
+  StatusOr<CubinResult> cubin = CompileTestKernel(*nvrtc, kKernel);
   ASSERT_TRUE(cubin.ok()) << cubin.status().ToString();
 }
 
 TEST(DeviceOnePlusErfTest, WithinItsBoundOfErfcEverywhere) {
-  StatusOr<NvrtcCompiler> nvrtc = NvrtcCompiler::Create(TestCacheDir());
-  if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available: " << nvrtc.status().ToString();
-  StatusOr<CudaDevice*> device = CudaDevice::Get();
-  if (!device.ok()) GTEST_SKIP() << "no GPU: " << device.status().ToString() << "; tf_one_plus_erf_fast not run";
-  const CudaDevice& gpu = **device;
+  LoadedTestKernel kernel;
+  LoadTestKernel(kKernel, "one_plus_erf", kernel);
+  if (!kernel.skip.empty()) GTEST_SKIP() << kernel.skip << "; tf_one_plus_erf_fast not run";
+  ASSERT_TRUE(kernel.status.ok()) << kernel.status.ToString();
+  const CudaDevice& gpu = *kernel.gpu;
   const CudaDriverApi& api = gpu.api();
-  ASSERT_TRUE(gpu.MakeCurrent().ok());
-  StatusOr<CubinResult> cubin = CompileKernel(*nvrtc);
-  ASSERT_TRUE(cubin.ok()) << cubin.status().ToString();
-  CUmodule module = nullptr;
-  CUfunction function = nullptr;
-  Status loaded = LoadFunction(gpu, *cubin, "one_plus_erf", module, function);
-  ASSERT_TRUE(loaded.ok()) << loaded.ToString();
 
   // Every 1/4096 over [-10, 10] (both sides of the fit's end at 6), and the ends.
   std::vector<float> t;
@@ -65,26 +47,10 @@ TEST(DeviceOnePlusErfTest, WithinItsBoundOfErfcEverywhere) {
   ASSERT_EQ(api.cuMemcpyHtoD(buffers.pointers[0], t.data(), bytes), CUDA_SUCCESS);
   ASSERT_EQ(api.cuMemsetD8Async(buffers.pointers[1], 0xA5, bytes, gpu.stream()), CUDA_SUCCESS);  // poisoned
 
-  LaunchSpec spec;
-  spec.grid = {128, 1, 1};
-  spec.block = {256, 1, 1};
-  for (int i = 0; i < 2; ++i) {
-    LaunchArg buffer;
-    buffer.node = i;
-    spec.args.push_back(buffer);
-  }
-  LaunchArg count;
-  count.kind = LaunchArg::Kind::kScalar;
-  count.scalar = static_cast<int64_t>(t.size());
-  spec.args.push_back(count);
-  Status prepared = PrepareFunction(gpu, function, spec, "one_plus_erf");
-  ASSERT_TRUE(prepared.ok()) << prepared.ToString();
-  Status launched = LaunchKernel(gpu, function, spec, buffers.pointers, 0, gpu.stream(), "one_plus_erf");
-  ASSERT_TRUE(launched.ok()) << launched.ToString();
-  ASSERT_TRUE(gpu.Check(api.cuStreamSynchronize(gpu.stream()), "one_plus_erf").ok());
+  Status ran = LaunchOverElements(gpu, kernel.function, buffers.pointers, static_cast<int64_t>(t.size()), 128, "one_plus_erf");
+  ASSERT_TRUE(ran.ok()) << ran.ToString();
   std::vector<float> y(t.size());
   ASSERT_EQ(api.cuMemcpyDtoH(y.data(), buffers.pointers[1], bytes), CUDA_SUCCESS);
-  api.cuModuleUnload(module);
 
   int wrong = 0;
   double worst = 0;

@@ -9,13 +9,9 @@
 
 #include <cmath>
 #include <cstring>
-#include <filesystem>
 #include <fmt/format.h>
 
 #include "backend/cuda/device_test_util.h"
-#include "backend/cuda/kernel_launch.h"
-#include "backend/cuda/nvrtc_compiler.h"
-#include "codegen/cuda/cuda_emitter.h"
 #include "tilefuse/dtype.h"
 
 namespace tilefuse {
@@ -32,14 +28,6 @@ extern "C" __global__ void __launch_bounds__(256) bf16_rounding(const float* __r
 }
 )";
 
-std::string TestCacheDir() { return (std::filesystem::temp_directory_path() / "tilefuse_test_cache").string(); }
-
-StatusOr<CubinResult> CompileKernel(NvrtcCompiler& nvrtc) {
-  CudaKernelSource source;
-  source.function = kKernel;
-  return nvrtc.Compile(CudaTranslationUnit({source}), "sm_90a");
-}
-
 // Bit patterns around every bf16 value, and the ends.
 std::vector<uint32_t> Patterns() {
   std::vector<uint32_t> bits;
@@ -54,27 +42,20 @@ std::vector<uint32_t> Patterns() {
 bool IsNanBits(uint32_t bits) { return (bits & 0x7fffffffu) > 0x7f800000u; }
 
 TEST(DeviceBf16RoundingTest, KernelCompilesForSm90a) {
-  StatusOr<NvrtcCompiler> nvrtc = NvrtcCompiler::Create(TestCacheDir());
+  StatusOr<NvrtcCompiler> nvrtc = NvrtcCompiler::Create(TestKernelCacheDir());
   if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available, the rounding kernel not compiled: " << nvrtc.status().ToString();
-  StatusOr<CubinResult> cubin = CompileKernel(*nvrtc);
+  StatusOr<CubinResult> cubin = CompileTestKernel(*nvrtc, kKernel);
   ASSERT_TRUE(cubin.ok()) << cubin.status().ToString();
 }
 
 
 TEST(DeviceBf16RoundingTest, EveryDevicePathRoundsAsTheHostDoes) {
-  StatusOr<NvrtcCompiler> nvrtc = NvrtcCompiler::Create(TestCacheDir());
-  if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available: " << nvrtc.status().ToString();
-  StatusOr<CudaDevice*> device = CudaDevice::Get();
-  if (!device.ok()) GTEST_SKIP() << "no GPU: " << device.status().ToString() << "; the device's bf16 rounding not run";
-  const CudaDevice& gpu = **device;
+  LoadedTestKernel kernel;
+  LoadTestKernel(kKernel, "bf16_rounding", kernel);
+  if (!kernel.skip.empty()) GTEST_SKIP() << kernel.skip << "; the device's bf16 rounding not run";
+  ASSERT_TRUE(kernel.status.ok()) << kernel.status.ToString();
+  const CudaDevice& gpu = *kernel.gpu;
   const CudaDriverApi& api = gpu.api();
-  ASSERT_TRUE(gpu.MakeCurrent().ok());
-  StatusOr<CubinResult> cubin = CompileKernel(*nvrtc);
-  ASSERT_TRUE(cubin.ok()) << cubin.status().ToString();
-  CUmodule module = nullptr;
-  CUfunction function = nullptr;
-  Status loaded = LoadFunction(gpu, *cubin, "bf16_rounding", module, function);
-  ASSERT_TRUE(loaded.ok()) << loaded.ToString();
 
   const std::vector<uint32_t> bits = Patterns();
   const int n = static_cast<int>(bits.size());
@@ -84,28 +65,12 @@ TEST(DeviceBf16RoundingTest, EveryDevicePathRoundsAsTheHostDoes) {
   ASSERT_EQ(api.cuMemcpyHtoD(buffers.pointers[0], bits.data(), bytes), CUDA_SUCCESS);
   for (int i = 1; i < 4; ++i) ASSERT_EQ(api.cuMemsetD8Async(buffers.pointers[i], 0xA5, bytes, gpu.stream()), CUDA_SUCCESS);
 
-  LaunchSpec spec;
-  spec.grid = {256, 1, 1};
-  spec.block = {256, 1, 1};
-  for (int i = 0; i < 4; ++i) {
-    LaunchArg buffer;
-    buffer.node = i;
-    spec.args.push_back(buffer);
-  }
-  LaunchArg count;
-  count.kind = LaunchArg::Kind::kScalar;
-  count.scalar = n;
-  spec.args.push_back(count);
-  Status prepared = PrepareFunction(gpu, function, spec, "bf16_rounding");
-  ASSERT_TRUE(prepared.ok()) << prepared.ToString();
-  Status launched = LaunchKernel(gpu, function, spec, buffers.pointers, 0, gpu.stream(), "bf16_rounding");
-  ASSERT_TRUE(launched.ok()) << launched.ToString();
-  ASSERT_TRUE(gpu.Check(api.cuStreamSynchronize(gpu.stream()), "bf16_rounding").ok());
+  Status ran = LaunchOverElements(gpu, kernel.function, buffers.pointers, n, 256, "bf16_rounding");
+  ASSERT_TRUE(ran.ok()) << ran.ToString();
   std::vector<uint32_t> widened(bits.size()), integer(bits.size()), paired(bits.size());
   ASSERT_EQ(api.cuMemcpyDtoH(widened.data(), buffers.pointers[1], bytes), CUDA_SUCCESS);
   ASSERT_EQ(api.cuMemcpyDtoH(integer.data(), buffers.pointers[2], bytes), CUDA_SUCCESS);
   ASSERT_EQ(api.cuMemcpyDtoH(paired.data(), buffers.pointers[3], bytes), CUDA_SUCCESS);
-  api.cuModuleUnload(module);
 
   int wrong = 0;
   auto expect = [&](const char* path, size_t i, uint32_t got, float value) {

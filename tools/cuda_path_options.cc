@@ -34,10 +34,11 @@ void AddCudaPathOptions(CLI::App& command, CudaPathChoices& choices) {
       .add_option("--gemm-form", choices.gemm_form,
                   "cuda, the GEMM template's consumers (for comparison): rule (as its rule picks), tail (cooperative, the\n"
                   "epilogue in the main loop's tail), overlap (cooperative, a tile's epilogue beside the next tile's main\n"
-                  "loop, wherever one unit runs a tile) or pingpong (two consumers taking whole tiles in turn); rule and\n"
-                  "skinny give products of at most 64 rows (decode steps) to the skinny GEMM template, which streams B\n"
-                  "through every SM; tail, overlap and pingpong give them to the GEMM template")
-      ->check(CLI::IsMember({"rule", "tail", "overlap", "pingpong", "skinny"}))
+                  "loop, wherever one unit runs a tile), pingpong (two consumers taking whole tiles in turn) or streamk (tail,\n"
+                  "with the tiles of a partial last round shared by every SM as one run of K steps, wherever there is such a\n"
+                  "round); rule and skinny give products of at most 64 rows (decode steps) to the skinny GEMM template, which\n"
+                  "streams B through every SM; tail, overlap, pingpong and streamk give them to the GEMM template")
+      ->check(CLI::IsMember({"rule", "tail", "overlap", "pingpong", "streamk", "skinny"}))
       ->default_val("rule");
   command
       .add_option("--gemm-cluster", choices.gemm_cluster,

@@ -17,7 +17,7 @@ struct CudaPathChoices {
   std::string attention = "template";  // template, overlap, serial or split (AttentionPath)
   std::string precision = "highest";   // f32 matmuls exact (highest) or TF32 (high)
   // The templates' own settings, for comparison and diagnosis (TemplateOverrides).
-  std::string gemm_form = "rule";  // rule, tail, overlap or pingpong
+  std::string gemm_form = "rule";  // rule, tail, overlap, pingpong, streamk or skinny
   int gemm_cluster = 0;            // 0: the rule; 1 or 2 CTAs sharing B
   std::string depthwise = "on";    // on (the rule's thread shape), off, or VxP
   bool stand_ins = false;          // template kernels that compile slowly run their quick stand-ins

@@ -72,12 +72,17 @@ Status ApplyCudaPathWords(const std::string& gemm, const std::string& attention,
 
 Status ApplyTemplateWords(const std::string& gemm_form, int gemm_cluster, const std::string& depthwise, TemplateOverrides& o) {
   // A form of the GEMM template's consumers names that template: the skinny one is not used.
-  if (gemm_form == "tail" || gemm_form == "overlap" || gemm_form == "pingpong") o.gemm_skinny = false;
-  if (gemm_form == "tail") o.gemm_overlap_epilogue = false;
-  else if (gemm_form == "overlap") o.gemm_overlap_epilogue = true;
-  else if (gemm_form == "pingpong") o.gemm_pingpong = true;
-  else if (gemm_form != "rule" && gemm_form != "skinny")
-    return InvalidArgument(fmt::format("gemm form '{}' is not one of rule, tail, overlap, pingpong, skinny", gemm_form));
+  if (gemm_form == "tail" || gemm_form == "overlap" || gemm_form == "pingpong" || gemm_form == "streamk") o.gemm_skinny = false;
+  if (gemm_form == "tail" || gemm_form == "streamk") {
+    o.gemm_overlap_epilogue = false;
+    o.gemm_stream_k = gemm_form == "streamk";
+  } else if (gemm_form == "overlap") {
+    o.gemm_overlap_epilogue = true;
+  } else if (gemm_form == "pingpong") {
+    o.gemm_pingpong = true;
+  } else if (gemm_form != "rule" && gemm_form != "skinny") {
+    return InvalidArgument(fmt::format("gemm form '{}' is not one of rule, tail, overlap, pingpong, streamk, skinny", gemm_form));
+  }
   if (gemm_cluster < 0 || gemm_cluster > 2) return InvalidArgument(fmt::format("gemm cluster {} is not 0, 1 or 2", gemm_cluster));
   o.gemm_cluster_m = gemm_cluster;
   int vector = 0, pixels = 0;

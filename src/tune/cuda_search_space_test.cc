@@ -394,10 +394,14 @@ TEST(CudaSearchSpaceTest, GemmTemplateCandidatesAreValid) {
   EXPECT_TRUE(std::any_of(space.candidates.begin(), space.candidates.end(), [](const CudaGemmConfig& c) { return *c.pingpong; }));
   EXPECT_TRUE(std::any_of(space.candidates.begin(), space.candidates.end(),
                           [](const CudaGemmConfig& c) { return !*c.pingpong && !*c.overlap_epilogue; }));
+  // 2048 tiles of 128x256 leave 68 in a last round: stream-K forms, single CTAs.
+  EXPECT_TRUE(std::any_of(space.candidates.begin(), space.candidates.end(),
+                          [](const CudaGemmConfig& c) { return c.stream_k.value_or(false) && c.cluster_m == 1; }));
   // Each candidate that can also runs as clusters of two sharing B.
   EXPECT_TRUE(std::any_of(space.candidates.begin(), space.candidates.end(), [](const CudaGemmConfig& c) { return c.cluster_m == 2; }));
   EXPECT_EQ(space.candidates.front().cluster_m, 1);
   EXPECT_EQ(GemmConfigFromJson(nlohmann::json{{"block_n", 128}}).cluster_m, 1) << "a cache from before clusters";
+  EXPECT_FALSE(*GemmConfigFromJson(nlohmann::json{{"block_n", 128}}).stream_k) << "a cache from before stream-K";
 }
 
 TEST(CudaSearchSpaceTest, ConfigJsonRoundTrips) {

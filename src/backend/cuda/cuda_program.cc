@@ -144,6 +144,7 @@ CudaGemmConfig RequestedGemmConfig(const GemmTemplateKernel& gemm, const CudaTar
   config.block_n = o.gemm_block_n;
   config.stages = o.gemm_stages;
   config.splits = o.gemm_splits;
+  config.stream_k = o.gemm_stream_k;
   if (o.gemm_group_m > 0) config.group_m = o.gemm_group_m;
   config.sm_count = target.sm_count;
   if (target.tf32) config.promote = false;  // --precision high: FP8 products in the tensor cores' own accumulation

@@ -115,6 +115,7 @@ struct TemplateOverrides {
   int attention_q_slots = 0;                   // CudaAttentionConfig::q_slots; 0: the rule
   std::optional<bool> gemm_pingpong;  // unset: the rule (ResolveGemmConfig)
   std::optional<bool> gemm_overlap_epilogue;  // unset: the rule; true: wherever the template can overlap
+  std::optional<bool> gemm_stream_k;          // unset: the rule; true: wherever tiles leave a partial last round
   int gemm_block_n = 0, gemm_stages = 0, gemm_splits = 0, gemm_group_m = 0;  // CudaGemmConfig's; 0: the rule
   // The skinny GEMM template for products of at most kSkinnyMaxRows rows (false: the GEMM
   // template's forms instead, for comparison).

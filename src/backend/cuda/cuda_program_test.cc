@@ -145,6 +145,36 @@ TEST(CudaGemmOverlapTest, ResidualEpiloguesInTheTailAndOnPingPongTilesCompileFor
   }
 }
 
+// With --gemm-form streamk (the tuner's other form), the tiles of a partial last round are
+// shared by the SMs as a run of K steps wherever there is such a round: the products of the
+// residual, MLP and GPT blocks and of a ragged residual compile without spills, and some
+// kernel of each streams K.
+TEST(CudaGemmStreamKTest, StreamKFormsCompileForSm90aWithoutSpills) {
+  TemplateOverrides overrides;
+  ASSERT_TRUE(ApplyTemplateWords("streamk", 0, "on", overrides).ok());
+  const std::string root = TILEFUSE_SOURCE_DIR;
+  for (const char* model : {"/bench/cases/gemm_residual_bf16_16384x4096x1024.onnxtxt", "/bench/cases/mlp_block_bf16_8x2048x1024.onnxtxt",
+                            "/tests/gemm/gemm_192_residual_ragged_bf16.onnxtxt", "/tests/gemm/gemm_3xtf32_many_tiles_f32.onnxtxt"}) {
+    SCOPED_TRACE(model);
+    CompileForHopper(root + model, true, AttentionPath::kTemplate, true, overrides);
+    auto imported = ImportOnnx(root + model);
+    ASSERT_TRUE(imported.ok()) << imported.status().ToString();
+    auto graph = RunGraphPasses(std::move(imported->graph), PassOptions{});
+    ASSERT_TRUE(graph.ok());
+    CudaTarget target;
+    target.gemm = GemmPath::kTemplate;
+    target.overrides = overrides;
+    auto plan = PlanFusionForCuda(*graph, PlannerOptions{}, target);
+    ASSERT_TRUE(plan.ok());
+    auto program = BuildCudaProgram(*graph, plan->plan, FindInlinedGenerators(*graph), "", {}, target);
+    ASSERT_TRUE(program.ok()) << program.status().ToString();
+    int streamed = 0;
+    for (const CudaGroupProgram& g : program->groups)
+      if (g.mode == CudaGroupProgram::Mode::kGemmTemplate && g.kernel->source.strategy.find("stream-K") != std::string::npos) ++streamed;
+    EXPECT_GE(streamed, 1);
+  }
+}
+
 // With --gemm-cluster 2 (the tuner's other choice), clusters of two CTAs share B tiles
 // wherever they fit: overlapped epilogues, the residual's ring included, and the blocks' GEMMs
 // compile without spills, and some kernel of each model is paired.

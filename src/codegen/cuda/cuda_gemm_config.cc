@@ -60,9 +60,25 @@ int64_t StepsPerSplit(const GemmTemplateKernel& g, const CudaGemmConfig& c) { re
 // Split-K's scratch memory: a tile counter each in the counters' region (launch_spec.h),
 // then every unit's f32 partial tile.
 int64_t CounterBytes(const GemmTemplateKernel&, const CudaGemmConfig&) { return kScratchCounterBytes; }
+// Stream-K's: a counter per stream-K tile, then a partial tile per CTA (at most one part a CTA
+// leaves unfinished: its range's last steps).
 int64_t ScratchBytes(const GemmTemplateKernel& g, const CudaGemmConfig& c) {
+  if (StreamKTiles(g, c) > 0) return CounterBytes(g, c) + int64_t{StreamKCtas(g, c)} * c.block_m * c.block_n * 4;
   if (c.splits <= 1) return 0;
   return CounterBytes(g, c) + Tiles(g, c.block_m, c.block_n) * c.splits * c.block_m * c.block_n * 4;
+}
+int64_t StreamKTiles(const GemmTemplateKernel& g, const CudaGemmConfig& c) {
+  if (!c.stream_k.value_or(false) || c.block_n == 0) return 0;
+  const int64_t tiles = Tiles(g, c.block_m, c.block_n), last_round = tiles % c.sm_count;
+  return last_round * KSteps(g) / kStreamKMinSteps >= 2 ? last_round : 0;
+}
+int StreamKCtas(const GemmTemplateKernel& g, const CudaGemmConfig& c) {
+  return static_cast<int>(std::min<int64_t>(c.sm_count, StreamKTiles(g, c) * KSteps(g) / kStreamKMinSteps));
+}
+int64_t GridCtas(const GemmTemplateKernel& g, const CudaGemmConfig& c) {
+  const int64_t tiles = Tiles(g, c.block_m, c.block_n), streamed = StreamKTiles(g, c);
+  if (streamed > 0) return tiles > streamed ? c.sm_count : StreamKCtas(g, c);
+  return c.cluster_m * std::min<int64_t>(c.sm_count / c.cluster_m, tiles / c.cluster_m * c.splits);
 }
 
 // An access to a half-precision buffer at the product's own (row, column): a tile of it can
@@ -129,6 +145,7 @@ Status CheckClusters(const GemmTemplateKernel& g, const CudaGemmConfig& c) {
   if (c.cluster_m == 1) return Status::Ok();
   // The pair splits B's 64-column boxes between them and walks tile pairs in lockstep.
   if (c.splits > 1) return InvalidArgument(fmt::format("{}: clusters sharing B need one unit per tile, not split-K", g.name));
+  if (c.stream_k.value_or(false)) return InvalidArgument(fmt::format("{}: clusters sharing B need one unit per tile, not stream-K", g.name));
   if (c.block_n % (64 * c.cluster_m) != 0)
     return InvalidArgument(fmt::format("{}: block_n {} does not split into {} CTAs' 64-column boxes", g.name, c.block_n, c.cluster_m));
   if (CeilDiv(g.rows, c.block_m) % c.cluster_m != 0)
@@ -250,6 +267,25 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
       if (splits > 1) c.splits = UnitsWithoutEmpty(g, splits);
     }
   }
+  // Stream-K where a partial last round would leave SMs idle long enough to pay for the
+  // partials' round trip through L2 (about 3 steps a split tile, by the arithmetic: a 128 x
+  // 192 f32 partial written and read back against a step's 128 x 192 x 64 products): the
+  // critical path in steps, whole rounds of tiles then the run's share, against the rounds
+  // with the last one whole. Cooperative consumers with the epilogue in the tail; not where
+  // split-K already shares a few tiles. (The arithmetic's, not yet measured on a GPU.)
+  const bool tail_form = !*c.pingpong && !c.overlap_epilogue.value_or(false) && c.splits == 1 && c.cluster_m <= 1;
+  if (c.stream_k.value_or(false) && !tail_form) c.stream_k = false;  // asked for wherever it applies
+  if (!c.stream_k.has_value()) {
+    c.stream_k = false;
+    CudaGemmConfig streamed = c;
+    streamed.stream_k = true;
+    if (tail_form && StreamKTiles(g, streamed) > 0) {
+      const int64_t tiles = Tiles(g, c.block_m, c.block_n), steps = KSteps(g);
+      const int64_t whole_rounds = CeilDiv(tiles, c.sm_count) * steps;
+      const int64_t shared = tiles / c.sm_count * steps + CeilDiv(StreamKTiles(g, streamed) * steps, StreamKCtas(g, streamed)) + 3;
+      c.stream_k = shared * 100 <= whole_rounds * 85;
+    }
+  }
   // As many stages as fit, at most 6. Ping-pong tiles stopped at 4 while 5 (what fits with a
   // staged store) measured 8-13% slower on the 16384x4096x1024 epilogues (H100,
   // 2026-11-24); since the later kernel changes 5 is the faster: the residual there 229-236
@@ -269,7 +305,7 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
   // comes by TMA into a ring of its own, chunk by chunk (RingedLoad; numbers above). It is
   // added to the product held rounded to the MatMul's own type, as the graph computes it.
   if (!c.overlap_epilogue) {
-    c.overlap_epilogue = !*c.pingpong && c.splits == 1 && ProductMayBeHeldRounded(g);
+    c.overlap_epilogue = !*c.pingpong && c.splits == 1 && !c.stream_k.value_or(false) && ProductMayBeHeldRounded(g);
     // Except where the residual's ring leaves a long main loop (32 steps or more) fewer than
     // 4 stages and the tail form more: the loads then fall behind. H200, 2026-12-01, µs,
     // overlapped 128x192 at 3 stages / tail at 4: GPT-2's fc2 + residual 4096x3072 -> 768

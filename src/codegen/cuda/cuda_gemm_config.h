@@ -41,6 +41,11 @@ struct CudaGemmConfig {
   int sm_count = 132; // CTAs of the persistent grid
   int splits = 0;     // split-K units per output tile (cooperative consumers only); 0: enough
                       // to give every SM work when the tiles alone would leave half idle
+  // Stream-K: the tiles a persistent grid would leave as a partial last round (all of them
+  // where there are fewer than SMs) shared by the SMs as one run of K steps cut evenly, a
+  // tile's parts summed by the part with its last step (gemm_sm90.cuh). Cooperative
+  // consumers, the epilogue in the main loop's tail, single CTAs, no split-K. Unset: the rule.
+  std::optional<bool> stream_k;
 };
 
 // Every 0 of `requested` resolved for this problem.
@@ -78,8 +83,16 @@ int UnitsWithoutEmpty(const GemmTemplateKernel& g, int64_t splits);
 // block_n / 8 column groups, at most 16.
 int EpilogueChunks(const CudaGemmConfig& c);
 int64_t StepsPerSplit(const GemmTemplateKernel& g, const CudaGemmConfig& c);
-int64_t CounterBytes(const GemmTemplateKernel& g, const CudaGemmConfig& c);  // split-K's tile counters
+int64_t CounterBytes(const GemmTemplateKernel& g, const CudaGemmConfig& c);  // split-K's and stream-K's tile counters
 int64_t ScratchBytes(const GemmTemplateKernel& g, const CudaGemmConfig& c);  // counters + partial tiles
+// Stream-K (c.stream_k): the tiles shared as one run of K steps (0: none, where the tiles fill
+// whole rounds), and the CTAs sharing them: as many as get at least kStreamKMinSteps steps, at
+// most one an SM.
+constexpr int kStreamKMinSteps = 4;
+int64_t StreamKTiles(const GemmTemplateKernel& g, const CudaGemmConfig& c);
+int StreamKCtas(const GemmTemplateKernel& g, const CudaGemmConfig& c);
+// The CTAs of the persistent grid.
+int64_t GridCtas(const GemmTemplateKernel& g, const CudaGemmConfig& c);
 // Whether the rule overlaps the epilogue, holding the product rounded to its half-precision
 // type meanwhile: a half-precision product whose epilogue reads nothing else of more than N
 // elements (bias or scale vectors) but a residual tile that its ring can bring (RingedLoad).

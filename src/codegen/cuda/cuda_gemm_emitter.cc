@@ -36,8 +36,8 @@ class GemmEmitter {
     s.includes = {"gemm_sm90.cuh"};
     // A persistent grid of whole clusters, at most one CTA an SM.
     const int cluster = c_.cluster_m;
-    s.work_blocks = cluster * std::min<int64_t>(c_.sm_count / cluster, Tiles(g_, c_.block_m, c_.block_n) / cluster * c_.splits);
-    s.strategy = fmt::format("gemm template {}x{}x{}{}, {} stages, {}{}{}{}{}{}{}{}", c_.block_m, c_.block_n, BlockK(g_),
+    s.work_blocks = GridCtas(g_, c_);
+    s.strategy = fmt::format("gemm template {}x{}x{}{}, {} stages, {}{}{}{}{}{}{}{}{}", c_.block_m, c_.block_n, BlockK(g_),
                              OperandsWord(), c_.stages,
                              *c_.pingpong ? "ping-pong consumers" : "cooperative consumers",
                              cluster > 1 ? fmt::format(", clusters of {} sharing B by multicast", cluster) : "",
@@ -45,6 +45,7 @@ class GemmEmitter {
                              ringed_load_ >= 0 ? ", residual by TMA into its ring" : staged_load_ >= 0 ? ", residual staged by TMA" : "",
                              staged_ < 0 ? "" : StoreByThreads(g_) ? ", staged store by the threads (unaligned rows)" : ", TMA store",
                              c_.splits > 1 ? fmt::format(", split-K x{}", c_.splits) : "",
+                             StreamKTiles(g_, c_) > 0 ? fmt::format(", stream-K over the last {} tiles on {} CTAs", StreamKTiles(g_, c_), StreamKCtas(g_, c_)) : "",
                              g_.a_mn_major >= 0 ? ", A MN-major" : "", g_.b_k_major >= 0 ? ", B K-major" : "");
     // The kernel: its parameters, then the skeleton (codegen/cuda/device/gemm_sm90.cuh)
     // instantiated on this problem's Config, A loader and Epilogue.
@@ -68,7 +69,8 @@ class GemmEmitter {
     std::string buffers;
     parameters += GemmEpilogueParameters(g_, s, buffers);
     maps += by_threads ? fmt::format(", b{}", g_.epilogue.stores[staged_].buffer) : ", nullptr";
-    if (c_.splits > 1) {
+    const bool scratch = c_.splits > 1 || StreamKTiles(g_, c_) > 0;  // split-K's or stream-K's counters and partials
+    if (scratch) {
       parameters += ", unsigned* __restrict__ tile_counters, float* __restrict__ partials";
       s.launch.args.push_back({LaunchArg::Kind::kScratch, -1, {}, 0});
       s.launch.args.push_back({LaunchArg::Kind::kScratch, -1, {}, CounterBytes(g_, c_)});
@@ -76,7 +78,7 @@ class GemmEmitter {
     std::string out = fmt::format("extern \"C\" __global__ void __launch_bounds__({}, 1) {}({}) {{\n", threads, g_.name, parameters);
     out += ConfigStruct() + GemmEpilogueStruct(g_, staged_, staged_load_, ringed_load_);
     out += fmt::format("  tf::GemmSm90<Config, {}>({{{}}}, Epilogue{{{}}}, {});\n}}\n", ALoader(), maps, buffers,
-                       c_.splits > 1 ? "tile_counters, partials" : "nullptr, nullptr");
+                       scratch ? "tile_counters, partials" : "nullptr, nullptr");
     // The skeleton awaits the prior grid itself, its producer after loading what of B it may
     // before (kBBeforeWait).
     FinishTemplateSource(s, std::move(out), SharedBytes(c_, g_, staged_ >= 0, ringed_load_ >= 0), /*awaits_in_skeleton=*/true);
@@ -113,6 +115,8 @@ class GemmEmitter {
       return InvalidArgument(fmt::format("{}: an overlapped epilogue needs cooperative consumers without split-K", g_.name));
     if (c_.splits > 1 && Tiles(g_, c_.block_m, c_.block_n) * 4 > kScratchCounterBytes)
       return InvalidArgument(fmt::format("{}: split-K over more tiles than the scratch memory's counter region holds", g_.name));
+    if (c_.stream_k.value_or(false) && (*c_.pingpong || *c_.overlap_epilogue || c_.splits > 1 || c_.cluster_m > 1))
+      return InvalidArgument(fmt::format("{}: stream-K needs single CTAs of cooperative consumers, the epilogue in the tail, no split-K", g_.name));
     return Status::Ok();
   }
 
@@ -196,13 +200,15 @@ class GemmEmitter {
     return fmt::format(
         "  struct Config {{\n{}"
         "    enum : int {{ kBM = {}, kBN = {}, kStages = {}, kGroupM = {}, kClusterM = {}, kSplits = {}, kSplitSteps = {} }};\n"
+        "    enum : int {{ kStreamTiles = {}, kStreamCtas = {} }};\n"
         "    enum : int {{ kRows = {}, kN = {}, kK = {}, kBatch = {} }};\n"
         "    enum : int {{ kPingPong = {}, kOverlap = {}, kChunks = {}, kStaging = {} }};\n"
         "    enum : int {{ kStagedStore = {}, kStoreByThreads = {}, kStagedLoad = {}, kRingedLoad = {}, kAMnMajor = {}, kBKMajor = {} }};\n"
         "    enum : int {{ kProducerRegisters = {}, kConsumerRegisters = {}, kPromote = {} }};\n"
         "    enum : int {{ kBBeforeWait = {}, kSplitTf32 = {}, kEpilogueWrites = {} }};\n"
         "  }};\n",
-        types, c_.block_m, c_.block_n, c_.stages, c_.group_m, c_.cluster_m, c_.splits, StepsPerSplit(g_, c_), g_.rows, g_.n, g_.k,
+        types, c_.block_m, c_.block_n, c_.stages, c_.group_m, c_.cluster_m, c_.splits, StepsPerSplit(g_, c_), StreamKTiles(g_, c_),
+        StreamKCtas(g_, c_), g_.rows, g_.n, g_.k,
         g_.batch, *c_.pingpong ? 1 : 0, *c_.overlap_epilogue ? 1 : 0, *c_.overlap_epilogue ? EpilogueChunks(c_) : 1,
         StagingBytes(c_, staged_ >= 0), staged_ >= 0 ? 1 : 0, StoreByThreads(g_) ? 1 : 0, staged_load_ >= 0 ? 1 : 0, ringed_load_ >= 0 ? 1 : 0,
         g_.a_mn_major >= 0 ? 1 : 0, g_.b_k_major >= 0 ? 1 : 0, g_.split_f32 ? kSplitterRegisters : kProducerRegisters,

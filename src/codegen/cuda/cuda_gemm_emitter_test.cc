@@ -1014,5 +1014,78 @@ TEST(CudaGemmEmitterTest, TheTileWidthTakesTheFewestRoundsOfTheGrid) {
   }
 }
 
+// Stream-K: where the tiles leave a partial last round, its tiles are shared by the SMs as one
+// run of K steps. The rule takes it where the run saves enough steps to pay for the partials:
+// ViT-B's fc2 at batch 32 (200 tiles of 128x192 on 132 SMs, 48 steps a tile: 96 steps on the
+// critical path in two rounds, 48 + 25 + 3 shared); not its out-projection (12 steps: 24
+// against 22), nor where the tiles fill whole rounds.
+TEST(CudaGemmEmitterTest, APartialLastRoundIsSharedByStreamK) {
+  auto lower = [](int64_t rows, int64_t k) {
+    Planned p = PlanText("  wt = Transpose <perm = [1, 0]> (w)\n  q = MatMul (x, wt)\n  s = Add (q, b)\n  y = Add (s, r)\n",
+                         fmt::format("g (bfloat16[{0},{1}] x, bfloat16[768,{1}] w, bfloat16[768] b, bfloat16[{0},768] r) => "
+                                     "(bfloat16[{0},768] y)", rows, k));
+    auto gemm = LowerOnlyGemm(p);
+    EXPECT_TRUE(gemm.ok()) << gemm.status().ToString();
+    return *gemm;
+  };
+  using namespace gemm_layout;
+  const GemmTemplateKernel fc2 = lower(6304, 3072);
+  const CudaGemmConfig rule = ResolveGemmConfig(fc2, {});
+  EXPECT_EQ(rule.block_n, 192);
+  ASSERT_TRUE(rule.stream_k.value_or(false));
+  EXPECT_FALSE(*rule.overlap_epilogue) << "stream-K runs the epilogue in the main loop's tail";
+  EXPECT_EQ(StreamKTiles(fc2, rule), 200 - 132);
+  EXPECT_EQ(StreamKCtas(fc2, rule), 132);
+  EXPECT_EQ(GridCtas(fc2, rule), 132);
+  EXPECT_EQ(ScratchBytes(fc2, rule), kScratchCounterBytes + int64_t{132} * 128 * 192 * 4) << "a partial tile a CTA";
+  auto source = EmitCudaGemm(fc2);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  const std::string& f = source->function;
+  EXPECT_NE(f.find("kStreamTiles = 68, kStreamCtas = 132"), std::string::npos) << f;
+  EXPECT_NE(f.find("kStagedLoad = 1"), std::string::npos) << "the residual staged by TMA for the part that finishes a tile";
+  EXPECT_NE(f.find("Epilogue{b1, b2, b3}, tile_counters, partials);"), std::string::npos) << f;
+  EXPECT_NE(source->strategy.find("stream-K over the last 68 tiles on 132 CTAs"), std::string::npos) << source->strategy;
+  EXPECT_EQ(source->launch.grid[0], 132);
+  EXPECT_EQ(source->launch.scratch_bytes, ScratchBytes(fc2, rule));
+
+  const GemmTemplateKernel proj = lower(6304, 768);
+  EXPECT_FALSE(ResolveGemmConfig(proj, {}).stream_k.value_or(true)) << "12 steps: 24 on the critical path against 22";
+  EXPECT_FALSE(ResolveGemmConfig(lower(4224, 3072), {}).stream_k.value_or(true)) << "132 tiles: one whole round";
+  // Asked for, it runs wherever there is a partial round, and its CTAs get 4 steps or more:
+  // 4096 rows of N = 768 are 128 tiles of 12 steps, all shared, 1536 steps on 132 CTAs.
+  CudaGemmConfig asked;
+  asked.stream_k = true;
+  const GemmTemplateKernel gpt2_proj = lower(4096, 768);
+  const CudaGemmConfig streamed = ResolveGemmConfig(gpt2_proj, asked);
+  ASSERT_TRUE(*streamed.stream_k);
+  EXPECT_EQ(StreamKTiles(gpt2_proj, streamed), 128);
+  EXPECT_EQ(StreamKCtas(gpt2_proj, streamed), 132);
+  EXPECT_EQ(GridCtas(gpt2_proj, streamed), 132);
+  // 4 tiles of 2 steps (K = 128) give 2 CTAs 4 steps each.
+  const GemmTemplateKernel small = lower(512, 128);
+  const CudaGemmConfig few = ResolveGemmConfig(small, asked);
+  if (few.splits == 1 && *few.stream_k) {
+    EXPECT_EQ(StreamKCtas(small, few), StreamKTiles(small, few) * 2 / kStreamKMinSteps);
+    EXPECT_EQ(GridCtas(small, few), StreamKCtas(small, few));
+  }
+  // Not with the forms it does not run in: ping-pong consumers, clusters of two.
+  CudaGemmConfig pingpong = asked;
+  pingpong.pingpong = true;
+  EXPECT_FALSE(*ResolveGemmConfig(fc2, pingpong).stream_k);
+  CudaGemmConfig paired = asked;
+  paired.cluster_m = 2;
+  EXPECT_FALSE(*ResolveGemmConfig(fc2, paired).stream_k);
+  CudaGemmConfig resolved = ResolveGemmConfig(fc2, asked);
+  resolved.cluster_m = 2;
+  EXPECT_FALSE(CheckClusters(fc2, resolved).ok());
+  resolved.cluster_m = 1;
+  resolved.overlap_epilogue = true;  // an overlapped epilogue asked for too: that form, without stream-K
+  resolved.stages = 0;               // (its residual ring takes a stage)
+  auto overlapped = EmitCudaGemm(fc2, resolved);
+  ASSERT_TRUE(overlapped.ok()) << overlapped.status().ToString();
+  EXPECT_EQ(overlapped->strategy.find("stream-K"), std::string::npos) << overlapped->strategy;
+  EXPECT_NE(overlapped->strategy.find("overlapping"), std::string::npos) << overlapped->strategy;
+}
+
 }  // namespace
 }  // namespace tilefuse

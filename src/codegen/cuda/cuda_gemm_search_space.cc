@@ -13,7 +13,7 @@ bool SameGemmConfig(const CudaGemmConfig& a, const CudaGemmConfig& b) {
   return a.pingpong.value_or(false) == b.pingpong.value_or(false) &&
          a.overlap_epilogue.value_or(false) == b.overlap_epilogue.value_or(false) && a.block_m == b.block_m && a.block_n == b.block_n &&
          a.stages == b.stages && a.group_m == b.group_m && a.splits == b.splits && a.cluster_m == b.cluster_m &&
-         a.promote.value_or(false) == b.promote.value_or(false);
+         a.promote.value_or(false) == b.promote.value_or(false) && a.stream_k.value_or(false) == b.stream_k.value_or(false);
 }
 
 }  // namespace
@@ -25,21 +25,24 @@ GemmSearchSpace GemmCandidates(const GemmTemplateKernel& gemm, int sm_count, std
   rule.promote = promote;
   space.candidates.push_back(ResolveGemmConfig(gemm, rule));
   const bool staged = gemm_layout::StagedStore(gemm) >= 0;
-  // Consumers: ping-pong, cooperative, or cooperative with the epilogue overlapped.
-  for (int consumers : {0, 1, 2})
+  // Consumers: ping-pong, cooperative, cooperative with the epilogue overlapped, or
+  // cooperative with stream-K's shared last round (where the tiles leave a partial one).
+  constexpr const char* kForms[] = {"ping-pong", "cooperative", "cooperative, overlapped epilogue", "cooperative, stream-K"};
+  for (int consumers : {0, 1, 2, 3})
     for (int block_n : {128, 192, 256})
       for (int stages : {3, 4, 5}) {
         CudaGemmConfig requested = rule;
         requested.pingpong = consumers == 0;
         requested.overlap_epilogue = consumers == 2;
+        requested.stream_k = consumers == 3;
         requested.block_n = block_n;
         requested.stages = stages;
         const CudaGemmConfig c = ResolveGemmConfig(gemm, requested);
         // An overlapped epilogue needs one unit per tile, and reads only vectors and a residual
         // tile (ProductMayBeHeldRounded).
         if (c.overlap_epilogue.value_or(false) && (c.splits > 1 || !gemm_layout::ProductMayBeHeldRounded(gemm))) continue;
-        const std::string name = fmt::format("{} {}x{}, {} stages", consumers == 0 ? "ping-pong" : consumers == 1 ? "cooperative" : "cooperative, overlapped epilogue",
-                                             c.block_m, c.block_n, c.stages);
+        if (consumers == 3 && (c.splits > 1 || c.cluster_m > 1 || gemm_layout::StreamKTiles(gemm, c) == 0)) continue;
+        const std::string name = fmt::format("{} {}x{}, {} stages", kForms[consumers], c.block_m, c.block_n, c.stages);
         if (block_n > 64 && gemm.n < block_n) space.pruned.push_back(name + ": wider than the product's " + std::to_string(gemm.n) + " columns");
         else if (gemm_layout::AccumulatorRegisters(c, c.block_n) > gemm_layout::MaxAccumulatorRegisters(c))
           space.pruned.push_back(name + ": accumulators past the registers a thread has for them");
@@ -87,7 +90,7 @@ GemmSearchSpace GemmCandidates(const GemmTemplateKernel& gemm, int sm_count, std
 nlohmann::json GemmConfigToJson(const CudaGemmConfig& c) {
   return {{"pingpong", c.pingpong.value_or(false)}, {"overlap_epilogue", c.overlap_epilogue.value_or(false)}, {"block_m", c.block_m}, {"block_n", c.block_n},
           {"stages", c.stages}, {"group_m", c.group_m}, {"splits", c.splits}, {"cluster_m", c.cluster_m},
-          {"promote", c.promote.value_or(false)}};
+          {"promote", c.promote.value_or(false)}, {"stream_k", c.stream_k.value_or(false)}};
 }
 
 CudaGemmConfig GemmConfigFromJson(const nlohmann::json& j) {
@@ -95,6 +98,7 @@ CudaGemmConfig GemmConfigFromJson(const nlohmann::json& j) {
   if (j.contains("pingpong")) c.pingpong = j["pingpong"].get<bool>();
   if (j.contains("overlap_epilogue")) c.overlap_epilogue = j["overlap_epilogue"].get<bool>();
   if (j.contains("promote")) c.promote = j["promote"].get<bool>();
+  c.stream_k = j.value("stream_k", false);  // configurations tuned before stream-K had none
   c.block_m = j.value("block_m", c.block_m);
   c.block_n = j.value("block_n", c.block_n);
   c.stages = j.value("stages", c.stages);

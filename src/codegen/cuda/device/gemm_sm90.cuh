@@ -2,7 +2,8 @@
 //
 //   warpgroup 0 (producer, one thread)     warpgroups 1.. (consumers)
 //   ─────────────────────────────────      ───────────────────────────────────────────────
-//   for each unit (tile × K split):        for each unit:
+//   for each unit (tile × K split,         for each unit:
+//   or stream-K part):
 //     for each K step:                       for each K step: wait full[s], wgmma from slot s,
 //       wait empty[s]; TMA A, B → slot s       hand slot s-1 back (empty)
 //       (B multicast to the cluster)         [split-K: partials through scratch, last sums]
@@ -11,6 +12,8 @@
 //     [ring of residual chunks]              epilogue.Pair(row, col, acc, loaded) per column
 //                                            pair (an odd N: epilogue(...) per element):
 //                                            direct stores, or a staged tile out by TMA
+//                                            [stream-K: parts through scratch, the part
+//                                             with the tile's last step sums them]
 //
 // Configurations (all compile-time, from Config):
 //   cooperative consumers (each 64 of the tile's rows) or ping-pong (whole tiles in turn);
@@ -128,9 +131,17 @@ struct GemmShape : Config {
   // for column pairs inside the product. Otherwise a pair past the edge computes a clamped
   // pair's values, which the staged store drops (GemmEpilogue says why).
   static constexpr bool kEpilogueWrites = Config::kEpilogueWrites != 0;
-  // Units of work: a tile's K range in kSplits parts of kSplitSteps steps; a cluster's CTAs
-  // take vertically adjacent tiles and walk tile columns in lockstep, sharing B.
-  static constexpr int kUnits = kTiles / Config::kClusterM * Config::kSplits;
+  // Stream-K (kStreamTiles > 0): the last kStreamTiles tiles, those a persistent grid would
+  // leave as a partial last round, are shared by kStreamCtas CTAs as one run of K steps cut
+  // evenly (GemmWorkList), each tile's parts summed by the part holding its last step.
+  static constexpr int kStreamTiles = Config::kStreamTiles, kStreamCtas = Config::kStreamCtas;
+  static constexpr bool kStreamK = kStreamTiles > 0;
+  static_assert(!kStreamK || (Config::kSplits == 1 && Config::kClusterM == 1 && !Config::kPingPong && !Config::kOverlap),
+                "gemm_sm90 streams K over single CTAs of cooperative consumers, the epilogue in the tail, without split-K");
+  // Units of work before the stream-K tiles: a tile's K range in kSplits parts of kSplitSteps
+  // steps; a cluster's CTAs take vertically adjacent tiles and walk tile columns in lockstep,
+  // sharing B.
+  static constexpr int kUnits = (kTiles - kStreamTiles) / Config::kClusterM * Config::kSplits;
   static constexpr int kConsumers = Config::kPingPong ? 2 : Config::kBM / 64;
   static constexpr int kConsumerRows = Config::kPingPong ? Config::kBM : 64;
   static constexpr int kMBlocks = kConsumerRows / 64;
@@ -204,6 +215,59 @@ __device__ __forceinline__ UnitSteps GemmUnitSteps(int unit) {
   return {begin, min(S::kKSteps, begin + S::kSplitSteps)};
 }
 
+// One piece of a CTA's work: K steps [begin, end) of tile `tile` (GemmTileAt's numbering).
+// `unit`: split-K's unit, or the stream-K CTA's index (their partials' slot). `stream_tile`:
+// the tile's index among the stream-K tiles where the part is not the whole tile, else -1;
+// `finishes`: the part holds the tile's last step (a whole tile, a split-K unit that may
+// finish it, or the stream-K part that sums the others').
+struct GemmWork {
+  int tile, begin, end, unit, stream_tile;
+  bool finishes;
+};
+
+// The stream-K run: the stream-K tiles' K steps one after another, CTA j taking steps
+// [Begin(j), Begin(j + 1)).
+template <class S>
+struct GemmStreamK {
+  static constexpr long long kSteps = (long long)S::kStreamTiles * S::kKSteps;
+  static __device__ __forceinline__ int Begin(int cta) { return (int)(cta * kSteps / S::kStreamCtas); }
+  // The CTA whose steps hold step `step`.
+  static __device__ __forceinline__ int Owner(int step) { return (int)(((step + 1) * (long long)S::kStreamCtas + kSteps - 1) / kSteps) - 1; }
+};
+
+// A CTA's (or a ping-pong consumer's) work in order: units first_unit, first_unit + stride,
+// ... below kUnits, then, with stream-K, its part of the run taken from the end backwards.
+// Backwards, a CTA's first stream-K part is the one leaving its tile unfinished (its last
+// steps), and the part that finishes a tile comes last: the part it waits for is the CTA
+// before's first, so the waits are short and never circular (every CTA of the persistent grid
+// is resident, one an SM).
+template <class S>
+struct GemmWorkList {
+  int unit, stride, cta, stream_begin, stream_end;
+  __device__ __forceinline__ GemmWorkList(int first_unit, int unit_stride)
+      : unit(first_unit), stride(unit_stride), cta(first_unit), stream_begin(0), stream_end(0) {
+    if (S::kStreamK && cta < S::kStreamCtas) {
+      stream_begin = GemmStreamK<S>::Begin(cta);
+      stream_end = GemmStreamK<S>::Begin(cta + 1);
+    }
+  }
+  __device__ __forceinline__ bool Next(GemmWork& w) {
+    if (unit < S::kUnits) {
+      const UnitSteps steps = GemmUnitSteps<S>(unit);
+      w = {unit / S::kSplits, steps.begin, steps.end, unit, -1, true};
+      unit += stride;
+      return true;
+    }
+    if (!S::kStreamK || stream_end <= stream_begin) return false;
+    const int stream_tile = (stream_end - 1) / S::kKSteps, first_step = stream_tile * S::kKSteps;
+    const int begin = max(stream_begin, first_step);
+    const bool finishes = stream_end == first_step + S::kKSteps, whole = finishes && begin == first_step;
+    w = {S::kUnits + stream_tile, begin - first_step, stream_end - first_step, cta, whole ? -1 : stream_tile, finishes};
+    stream_end = begin;
+    return true;
+  }
+};
+
 // This CTA's tile of the cluster's tile pair number `tile` (pairs in grouped order).
 template <class S>
 __device__ __forceinline__ TileCoordinates GemmTileAt(int tile, int cta_rank) {
@@ -220,7 +284,7 @@ __device__ __forceinline__ TileCoordinates GemmTileAt(int tile, int cta_rank) {
 namespace tf {
 
 // The kernel body. Config (see GemmShape) gives Element, Index, the tile (kBM, kBN,
-// kStages, kGroupM, kClusterM, kSplits, kSplitSteps, kChunks, kStaging), the problem (kRows,
+// kStages, kGroupM, kClusterM, kSplits, kSplitSteps, kStreamTiles, kStreamCtas, kChunks, kStaging), the problem (kRows,
 // kN, kK, kBatch), the consumers (kPingPong, kOverlap), the staged and ringed accesses
 // (kStagedStore, kStagedLoad, kRingedLoad and their element types StoreElement, LoadElement;
 // kStoreByThreads: the staged store written out by the threads, its rows not 16-byte aligned),

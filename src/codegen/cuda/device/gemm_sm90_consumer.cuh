@@ -38,11 +38,11 @@ __device__ __forceinline__ void GemmSplitA(const GemmSharedMemory<S>& sm, const 
 }
 
 // One main-loop step, issued: wait for the slot, start its wgmma into `into` (and the staged
-// load at its step)... Promoted sums issue a step in two halves of the tile's columns, kCols
+// load where ks is `load_at`, -1 for a part that runs no epilogue)... Promoted sums issue a step in two halves of the tile's columns, kCols
 // from kFirstCol (B read K-major): the first half waits for the slot and starts the load.
 template <class S, int kCols = S::kBN, int kFirstCol = 0>
 __device__ __forceinline__ void GemmIssueStepInto(const GemmSharedMemory<S>& sm, const GemmMaps& maps, GemmConsumerState<S>& c,
-                                                  const TileCoordinates& t, int ks, int k_begin, int k_end,
+                                                  const TileCoordinates& t, int ks, int load_at,
                                                   float (&into)[S::kMBlocks][kCols / 2], bool accumulate) {
   using Mma = tf::Mma<typename S::Element>;
   static_assert(kFirstCol == 0 || S::kBReadKMajor, "a part of B's columns is read K-major");
@@ -87,7 +87,7 @@ __device__ __forceinline__ void GemmIssueStepInto(const GemmSharedMemory<S>& sm,
   // started, the wait for that store stalled the next main loop's first step: a residual
   // over 16384x4096x1024 took 248 us on cooperative tiles against 195 for bias+ReLU, H100.)
   if constexpr (S::kStagedLoad && kFirstCol == 0) {
-    if (ks == (k_begin + k_end) / 2 && c.local == 0) {
+    if (ks == load_at && c.local == 0) {
       TmaStoreWaitRead();
       unsigned char* my_staging = sm.staging + c.consumer * S::kConsumerRows * S::kBN * 2;
       sm.tile_in[c.consumer].ArriveExpectingBytes(S::kConsumerRows * S::kBN * 2);
@@ -101,8 +101,8 @@ __device__ __forceinline__ void GemmIssueStepInto(const GemmSharedMemory<S>& sm,
 
 template <class S>
 __device__ __forceinline__ void GemmIssueStep(const GemmSharedMemory<S>& sm, const GemmMaps& maps, GemmConsumerState<S>& c,
-                                              const TileCoordinates& t, int ks, int k_begin, int k_end) {
-  GemmIssueStepInto(sm, maps, c, t, ks, k_begin, k_end, c.d, ks > k_begin);
+                                              const TileCoordinates& t, int ks, int k_begin, int load_at) {
+  GemmIssueStepInto(sm, maps, c, t, ks, load_at, c.d, ks > k_begin);
 }
 
 // ...and retire the step before it, handing its slot back.
@@ -148,11 +148,11 @@ template <class S>
 constexpr int kPromotedChain = S::kSplitTf32 ? 1 : S::kSplits > 1 ? 2 : 4;
 template <class S>
 __device__ __forceinline__ void GemmPromotedSteps(const GemmSharedMemory<S>& sm, const GemmMaps& maps, GemmConsumerState<S>& c,
-                                                  const TileCoordinates& t, int ks, int k_begin, int k_end) {
+                                                  const TileCoordinates& t, int ks, int k_begin, int k_end, int load_at) {
   constexpr int kHalf = S::kBN / 2;
   bool first = ks == k_begin;  // the next half 1 added is the unit's first step
-  GemmIssueStepInto<S, kHalf, 0>(sm, maps, c, t, ks, k_begin, k_end, c.step[0], false);
-  GemmIssueStepInto<S, kHalf, kHalf>(sm, maps, c, t, ks, k_begin, k_end, c.step[1], false);
+  GemmIssueStepInto<S, kHalf, 0>(sm, maps, c, t, ks, load_at, c.step[0], false);
+  GemmIssueStepInto<S, kHalf, kHalf>(sm, maps, c, t, ks, load_at, c.step[1], false);
   Warpgroup::Wait<1>();
   GemmPromote<S, 0>(c, first);
   int slot = c.ring.stage;  // the slot half 1 of the last step issued still reads
@@ -161,12 +161,12 @@ __device__ __forceinline__ void GemmPromotedSteps(const GemmSharedMemory<S>& sm,
 #pragma unroll
   for (int i = 1; i < kPromotedChain<S>; ++i) {
     if (i >= steps) continue;
-    GemmIssueStepInto<S, kHalf, 0>(sm, maps, c, t, ks + i, k_begin, k_end, c.step[0], false);
+    GemmIssueStepInto<S, kHalf, 0>(sm, maps, c, t, ks + i, load_at, c.step[0], false);
     Warpgroup::Wait<1>();
     GemmReleaseSlot(sm, slot, c.local);
     GemmPromote<S, 1>(c, first);
     first = false;
-    GemmIssueStepInto<S, kHalf, kHalf>(sm, maps, c, t, ks + i, k_begin, k_end, c.step[1], false);
+    GemmIssueStepInto<S, kHalf, kHalf>(sm, maps, c, t, ks + i, load_at, c.step[1], false);
     Warpgroup::Wait<1>();
     GemmPromote<S, 0>(c, false);
     slot = c.ring.stage;
@@ -221,6 +221,48 @@ __device__ __forceinline__ bool GemmSplitKHandOver(const GemmSharedMemory<S>& sm
   return true;
 }
 
+// Stream-K: a part that leaves its tile unfinished (w.finishes false) leaves its sums in
+// scratch memory, in its CTA's slot (a CTA has at most one such part: its range's last steps),
+// and counts itself in the tile's counter; the part holding the tile's last step (on a later
+// CTA, run as that CTA's last work) waits until every earlier CTA of the tile has counted,
+// then adds their partials in CTA order: the sum does not depend on timing. Memory order as
+// in GemmSplitKHandOver. Returns whether this part runs the epilogue.
+template <class S>
+__device__ __forceinline__ bool GemmStreamKHandOver(const GemmSharedMemory<S>& sm, GemmConsumerState<S>& c, const GemmWork& w,
+                                                    unsigned* __restrict__ tile_counters, float* __restrict__ partials) {
+  if (w.stream_tile < 0) return true;  // a whole tile
+  constexpr int kPerThread = S::kMBlocks * S::kBN / 2;
+  auto slot = [&](int cta) { return partials + ((long long)cta * S::kConsumers + c.consumer) * kPerThread * 128 + c.local; };
+  if (!w.finishes) {
+    float* mine = slot(w.unit);
+#pragma unroll
+    for (int mb = 0; mb < S::kMBlocks; ++mb)
+#pragma unroll
+      for (int i = 0; i < S::kBN / 2; ++i) __stcg(mine + (mb * S::kBN / 2 + i) * 128, c.d[mb][i]);
+    __threadfence();
+    NamedBarrierSync(3, S::kConsumers * 128);
+    if (c.consumer == 0 && c.local == 0) atomicAdd(tile_counters + w.stream_tile, 1u);
+    return false;
+  }
+  const int first = GemmStreamK<S>::Owner(w.stream_tile * S::kKSteps);  // the tile's first CTA; this one is its last
+  if (c.consumer == 0 && c.local == 0) {
+    volatile unsigned* counter = tile_counters + w.stream_tile;
+    while (*counter < (unsigned)(w.unit - first)) __nanosleep(32);
+    *counter = 0;  // zero again for the next launch (every part has counted)
+  }
+  NamedBarrierSync(3, S::kConsumers * 128);
+  __threadfence();
+#pragma unroll 1
+  for (int cta = first; cta < w.unit; ++cta) {
+    const float* part = slot(cta);
+#pragma unroll
+    for (int mb = 0; mb < S::kMBlocks; ++mb)
+#pragma unroll
+      for (int i = 0; i < S::kBN / 2; ++i) c.d[mb][i] += __ldcg(part + (mb * S::kBN / 2 + i) * 128);
+  }
+  return true;
+}
+
 }  // namespace tf
 
 #include "gemm_sm90_epilogue.cuh"
@@ -246,19 +288,20 @@ __device__ __forceinline__ void GemmConsumer(const GemmSharedMemory<S>& sm, cons
   if constexpr (S::kOverlap) {
     GemmConsumerOverlapped<S>(sm, maps, epilogue, c, cta_rank, first_unit, unit_step);
   } else {
-    int main_loops = 0;
-    for (int unit = first_unit; unit < S::kUnits; unit += unit_step, ++main_loops) {
-      const int tile = unit / S::kSplits;
-      const TileCoordinates t = GemmTileAt<S>(tile, cta_rank);
-      const UnitSteps steps = GemmUnitSteps<S>(unit);
-      const int k_begin = steps.begin, k_end = steps.end;
+    int main_loops = 0, epilogues = 0;
+    GemmWork w;
+    for (GemmWorkList<S> works(first_unit, unit_step); works.Next(w); ++main_loops) {
+      const TileCoordinates t = GemmTileAt<S>(w.tile, cta_rank);
+      const int k_begin = w.begin, k_end = w.end;
+      // The staged load (never with split-K) halfway through a part that runs the epilogue.
+      const int load_at = w.finishes ? (k_begin + k_end) / 2 : -1;
       if (S::kPingPong && (consumer == 1 || main_loops > 0)) sm.turn[consumer].Wait((consumer == 1 ? main_loops : main_loops - 1) & 1);
       c.previous = -1;
       if constexpr (S::kPromote) {
-        for (int ks = k_begin; ks < k_end; ks += kPromotedChain<S>) GemmPromotedSteps(sm, maps, c, t, ks, k_begin, k_end);
+        for (int ks = k_begin; ks < k_end; ks += kPromotedChain<S>) GemmPromotedSteps(sm, maps, c, t, ks, k_begin, k_end, load_at);
       } else {
         for (int ks = k_begin; ks < k_end; ++ks, c.ring.Advance()) {
-          GemmIssueStep(sm, maps, c, t, ks, k_begin, k_end);
+          GemmIssueStep(sm, maps, c, t, ks, k_begin, load_at);
           GemmRetireStep(sm, c);
         }
         Warpgroup::Wait<0>();
@@ -266,8 +309,10 @@ __device__ __forceinline__ void GemmConsumer(const GemmSharedMemory<S>& sm, cons
       }
       if (S::kPingPong && c.local == 0) sm.turn[1 - consumer].Arrive();
       if constexpr (S::kSplits > 1)
-        if (!GemmSplitKHandOver(sm, c, unit, tile, tile_counters, partials)) continue;
-      GemmEpilogue<S, false>(sm, epilogue, c, t, 0, nullptr, main_loops & 1);
+        if (!GemmSplitKHandOver(sm, c, w.unit, w.tile, tile_counters, partials)) continue;
+      if constexpr (S::kStreamK)
+        if (!GemmStreamKHandOver(sm, c, w, tile_counters, partials)) continue;
+      GemmEpilogue<S, false>(sm, epilogue, c, t, 0, nullptr, epilogues++ & 1);
       if constexpr (S::kStagedStore) GemmEpilogueStore(sm, maps, c, t);
       if (S::kPingPong) c.ring.Skip(S::kKSteps);  // the other consumer's next tile
     }

@@ -229,7 +229,7 @@ __device__ __forceinline__ void GemmConsumerOverlapped(const GemmSharedMemory<S>
         // The step's slot before this one goes back first: the producer's next load must not
         // wait for the chunk.
         if (issued) {
-          GemmIssueStep(sm, maps, c, t, ks, k_begin, k_end);
+          GemmIssueStep(sm, maps, c, t, ks, k_begin, -1);  // (no staged load beside an overlapped epilogue)
           GemmRetireStep(sm, c);
         }
         const unsigned char* residual_chunk = nullptr;
@@ -252,7 +252,7 @@ __device__ __forceinline__ void GemmConsumerOverlapped(const GemmSharedMemory<S>
       if constexpr (S::kStagedStore && !S::kStoreByThreads) GemmEpilogueStore(sm, maps, c, held_t);
     }
     for (; ks < k_end; ++ks, c.ring.Advance()) {
-      GemmIssueStep(sm, maps, c, t, ks, k_begin, k_end);
+      GemmIssueStep(sm, maps, c, t, ks, k_begin, -1);  // (no staged load beside an overlapped epilogue)
       GemmRetireStep(sm, c);
     }
     Warpgroup::Wait<0>();

@@ -49,14 +49,14 @@ __device__ __forceinline__ void GemmProducerStep(const GemmSharedMemory<S>& sm, 
 template <class S>
 __device__ __forceinline__ int GemmLoadBAhead(const GemmSharedMemory<S>& sm, const GemmMaps& maps, int cta_rank) {
   static_assert(S::kClusterM == 1, "a cluster's CTAs load B for each other");
-  const int unit = blockIdx.x;
-  if (unit >= S::kUnits) return 0;
-  const TileCoordinates t = GemmTileAt<S>(unit / S::kSplits, cta_rank);
-  const UnitSteps steps = GemmUnitSteps<S>(unit);
-  const int ahead = min(S::kStages, steps.end - steps.begin);
+  GemmWorkList<S> works(blockIdx.x, gridDim.x);
+  GemmWork w;
+  if (!works.Next(w)) return 0;
+  const TileCoordinates t = GemmTileAt<S>(w.tile, cta_rank);
+  const int ahead = min(S::kStages, w.end - w.begin);
   for (int i = 0; i < ahead; ++i) {
     sm.full[i].ArriveExpectingBytes(S::kStageBytes);
-    GemmLoadB<S>(sm, maps, i, t, steps.begin + i, cta_rank);
+    GemmLoadB<S>(sm, maps, i, t, w.begin + i, cta_rank);
   }
   return ahead;
 }
@@ -78,13 +78,13 @@ __device__ __forceinline__ void GemmProducerWithResidualRing(const GemmSharedMem
   };
   TileCoordinates held = {};
   bool holding = false;  // the consumers hold a tile whose epilogue runs during this one's main loop
-  for (int unit = cluster_id; unit < S::kUnits; unit += clusters) {
-    const TileCoordinates t = GemmTileAt<S>(unit / S::kSplits, cta_rank);
-    const UnitSteps steps = GemmUnitSteps<S>(unit);
-    for (int ks = steps.begin, chunk = 0; ks < steps.end || (holding && chunk < S::kChunks); ++chunk) {
+  GemmWork w;
+  for (GemmWorkList<S> works(cluster_id, clusters); works.Next(w); ahead = 0) {
+    const TileCoordinates t = GemmTileAt<S>(w.tile, cta_rank);
+    for (int ks = w.begin, chunk = 0; ks < w.end || (holding && chunk < S::kChunks); ++chunk) {
       if (holding && chunk < S::kChunks) load_residual(held, chunk);
-      if (ks >= steps.end) continue;
-      GemmProducerStep<S, ALoader>(sm, maps, ring, t, ks, cta_rank, unit == cluster_id && ks - steps.begin < ahead);
+      if (ks >= w.end) continue;
+      GemmProducerStep<S, ALoader>(sm, maps, ring, t, ks, cta_rank, ks - w.begin < ahead);
       ++ks;
       ring.Advance();
     }
@@ -177,9 +177,9 @@ __device__ __forceinline__ void GemmSplitter(const GemmSharedMemory<S>& sm) {
   const int thread = threadIdx.x - 32;
   const int cluster_id = blockIdx.x / S::kClusterM, clusters = gridDim.x / S::kClusterM;
   Pipeline<S::kStages> ring;
-  for (int unit = cluster_id; unit < S::kUnits; unit += clusters) {
-    const UnitSteps steps = GemmUnitSteps<S>(unit);
-    for (int ks = steps.begin; ks < steps.end; ++ks, ring.Advance()) {
+  GemmWork w;
+  for (GemmWorkList<S> works(cluster_id, clusters); works.Next(w);) {
+    for (int ks = w.begin; ks < w.end; ++ks, ring.Advance()) {
       sm.full[ring.stage].Wait(ring.phase);
       const int offset = ring.stage * S::kBN * S::kBK;
       if constexpr (S::kSplitTransposesB) GemmSplitTransposedB<S>(sm.tile_b + offset, sm.big_b + offset, sm.small_b + offset, thread);
@@ -207,11 +207,11 @@ __device__ __forceinline__ void GemmProducer(const GemmSharedMemory<S>& sm, cons
     GemmProducerWithResidualRing<S, ALoader>(sm, maps, ring, cta_rank, ahead);
   } else {
     const int cluster_id = blockIdx.x / S::kClusterM, clusters = gridDim.x / S::kClusterM;
-    for (int unit = cluster_id; unit < S::kUnits; unit += clusters) {
-      const TileCoordinates t = GemmTileAt<S>(unit / S::kSplits, cta_rank);
-      const UnitSteps steps = GemmUnitSteps<S>(unit);
-      for (int ks = steps.begin; ks < steps.end; ++ks, ring.Advance())
-        GemmProducerStep<S, ALoader>(sm, maps, ring, t, ks, cta_rank, unit == cluster_id && ks - steps.begin < ahead);
+    GemmWork w;
+    for (GemmWorkList<S> works(cluster_id, clusters); works.Next(w); ahead = 0) {  // B loaded ahead for the first only
+      const TileCoordinates t = GemmTileAt<S>(w.tile, cta_rank);
+      for (int ks = w.begin; ks < w.end; ++ks, ring.Advance())
+        GemmProducerStep<S, ALoader>(sm, maps, ring, t, ks, cta_rank, ks - w.begin < ahead);
     }
   }
   // The other CTAs' consumers hand this CTA's slots back, and its copies land in theirs:

@@ -23,7 +23,8 @@ int64_t StageBytes(const CudaGemmConfig& c) { return int64_t{c.block_m + c.block
 int Consumers(const CudaGemmConfig& c) { return c.pingpong.value_or(false) ? 2 : c.block_m / 64; }
 int ConsumerRows(const CudaGemmConfig& c) { return c.pingpong.value_or(false) ? c.block_m : 64; }
 int AccumulatorRegisters(const CudaGemmConfig& c, int block_n) { return ConsumerRows(c) * block_n / 128 * (c.promote.value_or(false) ? 2 : 1); }
-int MaxAccumulatorRegisters(const CudaGemmConfig& c) { return c.promote.value_or(false) ? 192 : 128; }
+// Three consumers (192-row tiles) have 152 registers a thread: 96 for accumulators (64 x 192).
+int MaxAccumulatorRegisters(const CudaGemmConfig& c) { return Consumers(c) == 3 ? 96 : c.promote.value_or(false) ? 192 : 128; }
 
 // The tiles the epilogues stage for their TMA stores: each consumer's rows × block_n
 // half-precision values.
@@ -40,11 +41,11 @@ int64_t SplitBufferBytes(const CudaGemmConfig& c, const GemmTemplateKernel& g) {
 }
 // The ring of stages, aligned to 1024 bytes (the swizzle pattern's period), 3xTF32's small
 // parts, the staging tile, the residual's ring, then the barriers (full and empty per stage,
-// two ping-pong turns, two staged loads, split-K's "this unit finishes the tile" flag, full
+// two ping-pong turns, three staged loads, split-K's "this unit finishes the tile" flag, full
 // and empty per residual slot, 3xTF32's split_full per stage after those).
 int64_t SharedBytes(const CudaGemmConfig& c, const GemmTemplateKernel& g, bool staged, bool ringed) {
   return 1024 + c.stages * StageBytes(c) + SplitBufferBytes(c, g) + StagingBytes(c, staged) + ResidualRingBytes(c, ringed) +
-         8 * (2 * c.stages + 5 + (ringed || g.split_f32 ? 2 * kResidualSlots : 0) + (g.split_f32 ? c.stages : 0));
+         8 * (2 * c.stages + 6 + (ringed || g.split_f32 ? 2 * kResidualSlots : 0) + (g.split_f32 ? c.stages : 0));
 }
 
 int64_t KSteps(const GemmTemplateKernel& g) { return CeilDiv(g.k, BlockK(g)); }
@@ -167,6 +168,8 @@ using namespace gemm_layout;
 
 CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConfig& requested) {
   CudaGemmConfig c = requested;
+  const bool rows_by_rule = c.block_m == 0;
+  if (rows_by_rule) c.block_m = 128;
   // A decode-like product (a few rows) wastes at most 64 rows of each tile, not 128.
   if (g.rows <= 64 && !c.pingpong.value_or(false)) c.block_m = 64;
   // Cooperative consumers. Ping-pong ones (128 x 128 tiles, one consumer's epilogue behind
@@ -209,15 +212,34 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
     // A pair splits B's tile in 64-column boxes. Where no width both fits and splits (3xTF32's
     // 128 columns at most over N = 72), the single CTA's width, which CheckClusters then
     // refuses for the pair (the probe of RequestedGemmConfig had divided by a width of 0).
+    //
+    // 192-row tiles (three consumers; 16-bit operands, the epilogue in the tail, no pair) where
+    // the rule picks the rows and they take fewer rounds: cuBLAS runs 192-row tiles where they
+    // fill the SMs' rounds (H200, 2026-12-01: 6304 x 768 in 132 tiles of 192x192, 4096 x 768 in
+    // 132 of 192x128). A column of them costs a little more than of 128x192 (3 stages, no
+    // overlapped epilogue). H200, 2026-12-01, µs, the tuner's times, 192x192 / the rule before:
+    // ViT-B at 6304 rows fc2 + residual 48.6 / 55.8, out-projection + residual 20.6 / 22.9, fc1 +
+    // bias 49.7 / 52.7, fc1 + erf GELU 61.8 / 69.6 (192x128 at 4 stages 48.8 and 60.6: 792 tiles,
+    // six whole rounds); GPT-2's QKV at 4096 rows 27.5 against 26.5 for 128x192 (3 rounds of
+    // 128x192 against 2 of 192x192: the same area), hence 1.08 and 1.12. RULE_NUMBERS
+    const bool three_consumers = rows_by_rule && IsHalf(g.operand_dtype) && !*c.pingpong && !c.overlap_epilogue.value_or(false) &&
+                                 c.cluster_m <= 1 && c.block_m == 128;
+    const int first_rows = c.block_m;
     for (bool split_by_pair : {c.cluster_m > 1, false}) {
-      for (int n : {256, 192, 128, 64}) {
-        if ((n > 64 && g.n < n) || AccumulatorRegisters(c, n) > MaxAccumulatorRegisters(c)) continue;
-        // 3xTF32's small parts double a stage: 128 columns keep 3 stages, 192 only 2.
-        if (g.split_f32 && n > 128) continue;
-        if (split_by_pair && n % (64 * c.cluster_m) != 0) continue;
-        const double per_column = n == 256 ? 1.0 : n == 192 ? 1.04 : n == 128 ? 1.12 : 1.3;
-        const double cost = static_cast<double>(CeilDiv(Tiles(g, c.block_m, n), c.sm_count)) * n * per_column;
-        if (cost < best) best = cost, c.block_n = n;
+      for (int m : {first_rows, 192}) {
+        if (m == 192 && (!three_consumers || split_by_pair || g.rows < 192)) continue;
+        CudaGemmConfig shape = c;
+        shape.block_m = m;
+        for (int n : {256, 192, 128, 64}) {
+          if ((n > 64 && g.n < n) || AccumulatorRegisters(shape, n) > MaxAccumulatorRegisters(shape)) continue;
+          // 3xTF32's small parts double a stage: 128 columns keep 3 stages, 192 only 2.
+          if (g.split_f32 && n > 128) continue;
+          if (split_by_pair && n % (64 * c.cluster_m) != 0) continue;
+          if (m == 192 && n < 128) continue;
+          const double per_column = m == 192 ? (n == 192 ? 1.08 : 1.12) : n == 256 ? 1.0 : n == 192 ? 1.04 : n == 128 ? 1.12 : 1.3;
+          const double cost = static_cast<double>(CeilDiv(Tiles(g, m, n), c.sm_count)) * m / 128.0 * n * per_column;
+          if (cost < best) best = cost, c.block_n = n, c.block_m = m;
+        }
       }
       if (c.block_n != 0) break;
     }
@@ -267,23 +289,28 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
       if (splits > 1) c.splits = UnitsWithoutEmpty(g, splits);
     }
   }
-  // Stream-K where a partial last round would leave SMs idle long enough to pay for the
-  // partials' round trip through L2 (about 3 steps a split tile, by the arithmetic: a 128 x
-  // 192 f32 partial written and read back against a step's 128 x 192 x 64 products): the
-  // critical path in steps, whole rounds of tiles then the run's share, against the rounds
-  // with the last one whole. Cooperative consumers with the epilogue in the tail; not where
-  // split-K already shares a few tiles. (The arithmetic's, not yet measured on a GPU.)
+  // Stream-K where a partial last round after whole ones would leave SMs idle long enough to
+  // pay for the partials' round trip through L2: the critical path in steps (whole rounds of
+  // tiles, then the run's share, and about 3 steps a split tile for the partials) at most 70%
+  // of the rounds' with the last one whole. Cooperative consumers with the epilogue in the
+  // tail. Not for fewer tiles than SMs, which the rules above size (latency-bound products:
+  // ResNet-50 at batch 1 took 393 µs with their single-unit tiles streamed, 342 before, H200,
+  // 2026-12-01). The arithmetic promises more than stream-K gave:
+  // H200, 2026-12-01, µs, the tuner's times, ViT-B's fc2 + residual at 6304 rows (200 tiles of
+  // 128x192 on 132 SMs, 48 steps a tile: 96 steps on the critical path against 76 shared)
+  // 54.2 against 55.8 whole; 192x128 tiles 52.8 against 55.3; 192x192 tiles in one round 48.6
+  // (above). RULE_NUMBERS
   const bool tail_form = !*c.pingpong && !c.overlap_epilogue.value_or(false) && c.splits == 1 && c.cluster_m <= 1;
   if (c.stream_k.value_or(false) && !tail_form) c.stream_k = false;  // asked for wherever it applies
   if (!c.stream_k.has_value()) {
     c.stream_k = false;
     CudaGemmConfig streamed = c;
     streamed.stream_k = true;
-    if (tail_form && StreamKTiles(g, streamed) > 0) {
+    if (tail_form && Tiles(g, c.block_m, c.block_n) > c.sm_count && StreamKTiles(g, streamed) > 0) {
       const int64_t tiles = Tiles(g, c.block_m, c.block_n), steps = KSteps(g);
       const int64_t whole_rounds = CeilDiv(tiles, c.sm_count) * steps;
       const int64_t shared = tiles / c.sm_count * steps + CeilDiv(StreamKTiles(g, streamed) * steps, StreamKCtas(g, streamed)) + 3;
-      c.stream_k = shared * 100 <= whole_rounds * 85;
+      c.stream_k = shared * 100 <= whole_rounds * 70;
     }
   }
   // As many stages as fit, at most 6. Ping-pong tiles stopped at 4 while 5 (what fits with a
@@ -305,7 +332,7 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
   // comes by TMA into a ring of its own, chunk by chunk (RingedLoad; numbers above). It is
   // added to the product held rounded to the MatMul's own type, as the graph computes it.
   if (!c.overlap_epilogue) {
-    c.overlap_epilogue = !*c.pingpong && c.splits == 1 && !c.stream_k.value_or(false) && ProductMayBeHeldRounded(g);
+    c.overlap_epilogue = !*c.pingpong && c.splits == 1 && !c.stream_k.value_or(false) && c.block_m != 192 && ProductMayBeHeldRounded(g);
     // Except where the residual's ring leaves a long main loop (32 steps or more) fewer than
     // 4 stages and the tail form more: the loads then fall behind. H200, 2026-12-01, µs,
     // overlapped 128x192 at 3 stages / tail at 4: GPT-2's fc2 + residual 4096x3072 -> 768

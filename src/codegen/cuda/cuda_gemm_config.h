@@ -29,7 +29,7 @@ struct CudaGemmConfig {
   // K. Unset: on for 8-bit operands (--precision high turns it off) and for 3xTF32 (the TF32
   // tensor cores' sums lose digits too).
   std::optional<bool> promote;
-  int block_m = 128;  // 64 or 128
+  int block_m = 0;    // 64, 128 or 192 (three consumers: 16-bit operands, the epilogue in the tail); 0: the rule
   int block_n = 0;    // 64..256, a multiple of 64; 0: the widest that still fills the GPU
   int stages = 0;     // pipeline depth; 0: as many as fit in shared memory (at most 6)
   int group_m = 8;    // tile rows swept together (L2 reuse of B)

@@ -20,6 +20,8 @@ using namespace gemm_layout;
 // thread: it keeps 56 (the 384 threads' 168 at launch, moved: 128 x 112 = 256 x 56).
 constexpr int kProducerRegisters = 40, kConsumerRegisters = 232;
 constexpr int kSplitterRegisters = 56, kSplitConsumerRegisters = 224;
+// Three consumers (192-row tiles, 512 threads): 128 x 40 + 384 x 152 <= 65536.
+constexpr int kThreeConsumerRegisters = 152;
 
 class GemmEmitter {
  public:
@@ -90,8 +92,10 @@ class GemmEmitter {
 
  private:
   Status Validate() const {
-    if (c_.block_m != 64 && c_.block_m != 128)
-      return InvalidArgument(fmt::format("{}: block_m {} (need 64 or 128)", g_.name, c_.block_m));
+    if (c_.block_m != 64 && c_.block_m != 128 && c_.block_m != 192)
+      return InvalidArgument(fmt::format("{}: block_m {} (need 64, 128 or 192)", g_.name, c_.block_m));
+    if (c_.block_m == 192 && (*c_.pingpong || *c_.overlap_epilogue || !IsHalf(g_.operand_dtype)))
+      return InvalidArgument(fmt::format("{}: 192-row tiles are for 16-bit operands on cooperative consumers, the epilogue in the tail", g_.name));
     if (c_.block_n < 64 || c_.block_n > 256 || c_.block_n % 64 != 0)
       return InvalidArgument(fmt::format("{}: block_n {} (need 64, 128, 192 or 256)", g_.name, c_.block_n));
     if (AccumulatorRegisters(c_, c_.block_n) > MaxAccumulatorRegisters(c_))
@@ -212,7 +216,7 @@ class GemmEmitter {
         g_.batch, *c_.pingpong ? 1 : 0, *c_.overlap_epilogue ? 1 : 0, *c_.overlap_epilogue ? EpilogueChunks(c_) : 1,
         StagingBytes(c_, staged_ >= 0), staged_ >= 0 ? 1 : 0, StoreByThreads(g_) ? 1 : 0, staged_load_ >= 0 ? 1 : 0, ringed_load_ >= 0 ? 1 : 0,
         g_.a_mn_major >= 0 ? 1 : 0, g_.b_k_major >= 0 ? 1 : 0, g_.split_f32 ? kSplitterRegisters : kProducerRegisters,
-        g_.split_f32 ? kSplitConsumerRegisters : kConsumerRegisters, *c_.promote ? 1 : 0,
+        g_.split_f32 ? kSplitConsumerRegisters : Consumers(c_) == 3 ? kThreeConsumerRegisters : kConsumerRegisters, *c_.promote ? 1 : 0,
         g_.b_read_only && c_.cluster_m == 1 ? 1 : 0, g_.split_f32 ? 1 : 0, EpilogueWrites() ? 1 : 0);
   }
 

@@ -982,6 +982,54 @@ TEST(CudaGemmEmitterTest, ALongMainLoopKeepsItsStagesOverTheResidualsRing) {
   EXPECT_EQ(proj.stages, 3);
 }
 
+// 192-row tiles (three consumer warpgroups, 512 threads) where they take fewer rounds of the
+// grid than 128-row ones: ViT-B's products at batch 32 (6304 rows), not GPT-2's at 4096.
+TEST(CudaGemmEmitterTest, ThreeConsumersTakeTilesOf192RowsWhereTheyFillTheRounds) {
+  struct Case {
+    int64_t m, n, k;
+    int block_m, block_n;
+    const char* why;
+  };
+  const Case cases[] = {
+      {6304, 768, 3072, 192, 192, "ViT-B's fc2: 132 tiles of 192x192, one round; 200 of 128x192 in 2"},
+      {6304, 3072, 768, 192, 192, "ViT-B's fc1: 528 of 192x192 in 4 rounds, 600 of 128x256 in 5"},
+      {4096, 2304, 768, 128, 192, "GPT-2's QKV: 2 rounds of 192x192 hold as many columns as 3 of 128x192"},
+      {4096, 768, 768, 128, 192, "GPT-2's out-projection: one round either way"},
+      {128, 768, 768, 64, 64, "a batch-1 product: few tiles, 64 rows"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.why);
+    Planned p = PlanText("  y = MatMul (x, w)\n", fmt::format("g (bfloat16[{0},{2}] x, bfloat16[{2},{1}] w) => (bfloat16[{0},{1}] y)",
+                                                                c.m, c.n, c.k));
+    auto gemm = LowerOnlyGemm(p);
+    ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
+    const CudaGemmConfig rule = ResolveGemmConfig(*gemm, {});
+    EXPECT_EQ(rule.block_m, c.block_m);
+    EXPECT_EQ(rule.block_n, c.block_n);
+    auto source = EmitCudaGemm(*gemm);
+    ASSERT_TRUE(source.ok()) << source.status().ToString();
+    if (c.block_m == 192) {
+      EXPECT_EQ(source->threads, 512);
+      EXPECT_FALSE(*rule.overlap_epilogue) << "three consumers run the epilogue in the main loop's tail";
+      EXPECT_NE(source->function.find("kConsumerRegisters = 152"), std::string::npos);
+    }
+  }
+  // Not for f32 operands, nor asked for with forms three consumers do not run.
+  Planned f32 = PlanText("  y = MatMul (x, w)\n", "g (float[6304,3072] x, float[3072,768] w) => (float[6304,768] y)");
+  auto gemm = LowerOnlyGemm(f32);
+  ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
+  EXPECT_NE(ResolveGemmConfig(*gemm, {}).block_m, 192);
+  CudaGemmConfig pingpong;
+  pingpong.block_m = 192;
+  pingpong.pingpong = true;
+  Planned half = PlanText("  y = MatMul (x, w)\n", "g (bfloat16[6304,3072] x, bfloat16[3072,768] w) => (bfloat16[6304,768] y)");
+  auto bf16 = LowerOnlyGemm(half);
+  ASSERT_TRUE(bf16.ok());
+  auto refused = EmitCudaGemm(*bf16, pingpong);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("192-row tiles"), std::string::npos) << refused.status().ToString();
+}
+
 TEST(CudaGemmEmitterTest, TheTileWidthTakesTheFewestRoundsOfTheGrid) {
   struct Case {
     int64_t m, n, k;
@@ -1015,10 +1063,10 @@ TEST(CudaGemmEmitterTest, TheTileWidthTakesTheFewestRoundsOfTheGrid) {
 }
 
 // Stream-K: where the tiles leave a partial last round, its tiles are shared by the SMs as one
-// run of K steps. The rule takes it where the run saves enough steps to pay for the partials:
-// ViT-B's fc2 at batch 32 (200 tiles of 128x192 on 132 SMs, 48 steps a tile: 96 steps on the
-// critical path in two rounds, 48 + 25 + 3 shared); not its out-projection (12 steps: 24
-// against 22), nor where the tiles fill whole rounds.
+// run of K steps. The rule takes it where the run's critical path is at most 70% of the
+// rounds': 4480 rows of N = 768 in 128x192 tiles (asked for; the rule's width would be 256, one
+// round) are 140 (132 and 8), 48 steps a tile: 96 steps in two rounds against 48 + 4 + 3 shared
+// by 96 CTAs. Asked for, it runs wherever there is a partial round.
 TEST(CudaGemmEmitterTest, APartialLastRoundIsSharedByStreamK) {
   auto lower = [](int64_t rows, int64_t k) {
     Planned p = PlanText("  wt = Transpose <perm = [1, 0]> (w)\n  q = MatMul (x, wt)\n  s = Add (q, b)\n  y = Add (s, r)\n",
@@ -1029,27 +1077,34 @@ TEST(CudaGemmEmitterTest, APartialLastRoundIsSharedByStreamK) {
     return *gemm;
   };
   using namespace gemm_layout;
-  const GemmTemplateKernel fc2 = lower(6304, 3072);
-  const CudaGemmConfig rule = ResolveGemmConfig(fc2, {});
+  CudaGemmConfig rows128;
+  rows128.block_m = 128;
+  rows128.block_n = 192;
+  const GemmTemplateKernel fc2 = lower(4480, 3072);
+  const CudaGemmConfig rule = ResolveGemmConfig(fc2, rows128);
   EXPECT_EQ(rule.block_n, 192);
   ASSERT_TRUE(rule.stream_k.value_or(false));
   EXPECT_FALSE(*rule.overlap_epilogue) << "stream-K runs the epilogue in the main loop's tail";
-  EXPECT_EQ(StreamKTiles(fc2, rule), 200 - 132);
-  EXPECT_EQ(StreamKCtas(fc2, rule), 132);
+  EXPECT_EQ(StreamKTiles(fc2, rule), 140 - 132);
+  EXPECT_EQ(StreamKCtas(fc2, rule), 8 * 48 / kStreamKMinSteps);
   EXPECT_EQ(GridCtas(fc2, rule), 132);
-  EXPECT_EQ(ScratchBytes(fc2, rule), kScratchCounterBytes + int64_t{132} * 128 * 192 * 4) << "a partial tile a CTA";
-  auto source = EmitCudaGemm(fc2);
+  EXPECT_EQ(ScratchBytes(fc2, rule), kScratchCounterBytes + int64_t{96} * 128 * 192 * 4) << "a partial tile a CTA";
+  auto source = EmitCudaGemm(fc2, rows128);
   ASSERT_TRUE(source.ok()) << source.status().ToString();
   const std::string& f = source->function;
-  EXPECT_NE(f.find("kStreamTiles = 68, kStreamCtas = 132"), std::string::npos) << f;
+  EXPECT_NE(f.find("kStreamTiles = 8, kStreamCtas = 96"), std::string::npos) << f;
   EXPECT_NE(f.find("kStagedLoad = 1"), std::string::npos) << "the residual staged by TMA for the part that finishes a tile";
   EXPECT_NE(f.find("Epilogue{b1, b2, b3}, tile_counters, partials);"), std::string::npos) << f;
-  EXPECT_NE(source->strategy.find("stream-K over the last 68 tiles on 132 CTAs"), std::string::npos) << source->strategy;
+  EXPECT_NE(source->strategy.find("stream-K over the last 8 tiles on 96 CTAs"), std::string::npos) << source->strategy;
   EXPECT_EQ(source->launch.grid[0], 132);
   EXPECT_EQ(source->launch.scratch_bytes, ScratchBytes(fc2, rule));
-
+  // ViT-B's fc2 at batch 32: 200 tiles of 128x192 (76 steps shared against 96: not enough), and
+  // by the rule's rows 132 tiles of 192x192, one round.
+  const GemmTemplateKernel vit_fc2 = lower(6304, 3072);
+  EXPECT_FALSE(*ResolveGemmConfig(vit_fc2, rows128).stream_k);
+  EXPECT_FALSE(*ResolveGemmConfig(vit_fc2, {}).stream_k);
   const GemmTemplateKernel proj = lower(6304, 768);
-  EXPECT_FALSE(ResolveGemmConfig(proj, {}).stream_k.value_or(true)) << "12 steps: 24 on the critical path against 22";
+  EXPECT_FALSE(ResolveGemmConfig(proj, {}).stream_k.value_or(true)) << "one round of 192x192 tiles";
   EXPECT_FALSE(ResolveGemmConfig(lower(4224, 3072), {}).stream_k.value_or(true)) << "132 tiles: one whole round";
   // Asked for, it runs wherever there is a partial round, and its CTAs get 4 steps or more:
   // 4096 rows of N = 768 are 128 tiles of 12 steps, all shared, 1536 steps on 132 CTAs.
@@ -1075,6 +1130,7 @@ TEST(CudaGemmEmitterTest, APartialLastRoundIsSharedByStreamK) {
   CudaGemmConfig paired = asked;
   paired.cluster_m = 2;
   EXPECT_FALSE(*ResolveGemmConfig(fc2, paired).stream_k);
+  asked.block_m = 128;
   CudaGemmConfig resolved = ResolveGemmConfig(fc2, asked);
   resolved.cluster_m = 2;
   EXPECT_FALSE(CheckClusters(fc2, resolved).ok());

@@ -26,33 +26,39 @@ GemmSearchSpace GemmCandidates(const GemmTemplateKernel& gemm, int sm_count, std
   space.candidates.push_back(ResolveGemmConfig(gemm, rule));
   const bool staged = gemm_layout::StagedStore(gemm) >= 0;
   // Consumers: ping-pong, cooperative, cooperative with the epilogue overlapped, or
-  // cooperative with stream-K's shared last round (where the tiles leave a partial one).
+  // cooperative with stream-K's shared last round (where the tiles leave a partial one); 128
+  // rows a tile, and 192 (three cooperative consumers, the epilogue in the tail) for 16-bit
+  // operands.
   constexpr const char* kForms[] = {"ping-pong", "cooperative", "cooperative, overlapped epilogue", "cooperative, stream-K"};
-  for (int consumers : {0, 1, 2, 3})
-    for (int block_n : {128, 192, 256})
-      for (int stages : {3, 4, 5}) {
-        CudaGemmConfig requested = rule;
-        requested.pingpong = consumers == 0;
-        requested.overlap_epilogue = consumers == 2;
-        requested.stream_k = consumers == 3;
-        requested.block_n = block_n;
-        requested.stages = stages;
-        const CudaGemmConfig c = ResolveGemmConfig(gemm, requested);
-        // An overlapped epilogue needs one unit per tile, and reads only vectors and a residual
-        // tile (ProductMayBeHeldRounded).
-        if (c.overlap_epilogue.value_or(false) && (c.splits > 1 || !gemm_layout::ProductMayBeHeldRounded(gemm))) continue;
-        if (consumers == 3 && (c.splits > 1 || c.cluster_m > 1 || gemm_layout::StreamKTiles(gemm, c) == 0)) continue;
-        const std::string name = fmt::format("{} {}x{}, {} stages", kForms[consumers], c.block_m, c.block_n, c.stages);
-        if (block_n > 64 && gemm.n < block_n) space.pruned.push_back(name + ": wider than the product's " + std::to_string(gemm.n) + " columns");
-        else if (gemm_layout::AccumulatorRegisters(c, c.block_n) > gemm_layout::MaxAccumulatorRegisters(c))
-          space.pruned.push_back(name + ": accumulators past the registers a thread has for them");
-        else if (gemm.split_f32 && *c.pingpong) space.pruned.push_back(name + ": 3xTF32's consumers share B's split (cooperative only)");
-        else if (gemm_layout::SharedBytes(c, gemm, staged, gemm_layout::RingedLoad(gemm, c) >= 0) > gemm_layout::kSharedLimit)
-          space.pruned.push_back(name + ": shared memory past 227 KB");
-        else if (std::any_of(space.candidates.begin(), space.candidates.end(), [&](const CudaGemmConfig& o) { return SameGemmConfig(o, c); }))
-          continue;  // the rule's, or one listed already
-        else space.candidates.push_back(c);
-      }
+  const int rows = space.candidates.front().block_m == 64 ? 64 : 128;
+  for (int block_m : {rows, 192})
+    for (int consumers : {0, 1, 2, 3})
+      for (int block_n : {128, 192, 256})
+        for (int stages : {3, 4, 5}) {
+          if (block_m == 192 && (!IsHalf(gemm.operand_dtype) || consumers == 0 || consumers == 2 || block_n > 192 || gemm.rows < 192)) continue;
+          CudaGemmConfig requested = rule;
+          requested.block_m = block_m;
+          requested.pingpong = consumers == 0;
+          requested.overlap_epilogue = consumers == 2;
+          requested.stream_k = consumers == 3;
+          requested.block_n = block_n;
+          requested.stages = stages;
+          const CudaGemmConfig c = ResolveGemmConfig(gemm, requested);
+          // An overlapped epilogue needs one unit per tile, and reads only vectors and a residual
+          // tile (ProductMayBeHeldRounded).
+          if (c.overlap_epilogue.value_or(false) && (c.splits > 1 || !gemm_layout::ProductMayBeHeldRounded(gemm))) continue;
+          if (consumers == 3 && (c.splits > 1 || c.cluster_m > 1 || gemm_layout::StreamKTiles(gemm, c) == 0)) continue;
+          const std::string name = fmt::format("{} {}x{}, {} stages", kForms[consumers], c.block_m, c.block_n, c.stages);
+          if (block_n > 64 && gemm.n < block_n) space.pruned.push_back(name + ": wider than the product's " + std::to_string(gemm.n) + " columns");
+          else if (gemm_layout::AccumulatorRegisters(c, c.block_n) > gemm_layout::MaxAccumulatorRegisters(c))
+            space.pruned.push_back(name + ": accumulators past the registers a thread has for them");
+          else if (gemm.split_f32 && *c.pingpong) space.pruned.push_back(name + ": 3xTF32's consumers share B's split (cooperative only)");
+          else if (gemm_layout::SharedBytes(c, gemm, staged, gemm_layout::RingedLoad(gemm, c) >= 0) > gemm_layout::kSharedLimit)
+            space.pruned.push_back(name + ": shared memory past 227 KB");
+          else if (std::any_of(space.candidates.begin(), space.candidates.end(), [&](const CudaGemmConfig& o) { return SameGemmConfig(o, c); }))
+            continue;  // the rule's, or one listed already
+          else space.candidates.push_back(c);
+        }
   // Too few output tiles to fill the GPU (a decode-like M; GPT-2 at batch 1 has 6 to 24
   // tiles of 128x128): narrower and shorter tiles and K split into more or fewer units, the
   // ways cuBLAS's small-M kernels go (64x16 to 64x64 tiles, split-K). Such a product is bound

@@ -142,7 +142,13 @@ struct GemmShape : Config {
   // steps; a cluster's CTAs take vertically adjacent tiles and walk tile columns in lockstep,
   // sharing B.
   static constexpr int kUnits = (kTiles - kStreamTiles) / Config::kClusterM * Config::kSplits;
+  // Cooperative consumers take 64 rows each: 1 to 3 (192-row tiles: 512 threads, 16-bit
+  // operands, the epilogue in the tail; the host's rule says when).
   static constexpr int kConsumers = Config::kPingPong ? 2 : Config::kBM / 64;
+  static_assert(kConsumers <= 3, "gemm_sm90 runs at most three consumer warpgroups");
+  // Named barriers: 1 + consumer, a consumer's epilogue; kSplitABarrier + consumer, 3xTF32's
+  // split of A; kHandOverBarrier, every consumer around split-K's and stream-K's hand-over.
+  static constexpr int kSplitABarrier = 4, kHandOverBarrier = 7;
   static constexpr int kConsumerRows = Config::kPingPong ? Config::kBM : 64;
   static constexpr int kMBlocks = kConsumerRows / 64;
   static constexpr unsigned kStageBytes = (Config::kBM + Config::kBN) * kBK * Element::kBytes;
@@ -167,7 +173,7 @@ struct GemmSharedMemory {
   Barrier* full;
   Barrier* empty;
   Barrier* turn;     // ping-pong: turn[c] completes when consumer c may run its next main loop
-  Barrier* tile_in;  // tile_in[c]: consumer c's staged load has landed
+  Barrier* tile_in;  // tile_in[c]: consumer c's staged load has landed (three)
   volatile int* finishes_tile;  // split-K: this unit runs the epilogue
   Barrier* residual_full;       // a residual slot's chunk has landed
   Barrier* residual_empty;      // every consumer warp has read it
@@ -187,8 +193,8 @@ struct GemmSharedMemory {
     empty = full + S::kStages;
     turn = empty + S::kStages;
     tile_in = turn + 2;
-    finishes_tile = (volatile int*)(tile_in + 2);
-    residual_full = tile_in + 3;
+    finishes_tile = (volatile int*)(tile_in + 3);
+    residual_full = tile_in + 4;
     residual_empty = residual_full + S::kResidualSlots;
     split_full = residual_empty + S::kResidualSlots;
   }
@@ -309,8 +315,7 @@ __device__ __forceinline__ void GemmSm90(const GemmMaps& maps, const Epilogue& e
     }
     sm.turn[0].Init(1);
     sm.turn[1].Init(1);
-    sm.tile_in[0].Init(1);
-    sm.tile_in[1].Init(1);
+    for (int c = 0; c < 3; ++c) sm.tile_in[c].Init(1);
     if constexpr (S::kRingedLoad)
       for (int s = 0; s < S::kResidualSlots; ++s) {
         sm.residual_full[s].Init(1);

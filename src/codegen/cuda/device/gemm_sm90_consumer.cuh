@@ -30,11 +30,10 @@ struct GemmConsumerState {
 // wgmmas run; made visible to the tensor cores' (async) proxy, then the warpgroup syncs.
 template <class S>
 __device__ __forceinline__ void GemmSplitA(const GemmSharedMemory<S>& sm, const GemmConsumerState<S>& c) {
-  constexpr int kBarrier = 4;  // + consumer (1 + consumer: the epilogues; 3: split-K)
   const int offset = c.ring.stage * S::kBM * S::kBK + c.consumer * 64 * S::kBK;
   GemmSmallParts<128, 64 * S::kBK / 4>(sm.tile_a + offset, sm.small_a + offset, c.local);
   FenceSharedForAsync();
-  NamedBarrierSync(kBarrier + c.consumer, 128);
+  NamedBarrierSync(S::kSplitABarrier + c.consumer, 128);
 }
 
 // One main-loop step, issued: wait for the slot, start its wgmma into `into` (and the staged
@@ -194,13 +193,13 @@ __device__ __forceinline__ bool GemmSplitKHandOver(const GemmSharedMemory<S>& sm
 #pragma unroll
     for (int i = 0; i < S::kBN / 2; ++i) __stcg(mine + (mb * S::kBN / 2 + i) * 128, c.d[mb][i]);
   __threadfence();
-  NamedBarrierSync(3, S::kConsumers * 128);
+  NamedBarrierSync(S::kHandOverBarrier, S::kConsumers * 128);
   if (c.consumer == 0 && c.local == 0) {
     const bool last = atomicAdd(tile_counters + tile, 1u) == S::kSplits - 1;
     if (last) tile_counters[tile] = 0;  // zero again for the next launch
     *sm.finishes_tile = last;
   }
-  NamedBarrierSync(3, S::kConsumers * 128);
+  NamedBarrierSync(S::kHandOverBarrier, S::kConsumers * 128);
   if (!*sm.finishes_tile) return false;
   __threadfence();
   // Every partial, this unit's own too (it is in L2), in split order: the sum does not depend
@@ -240,7 +239,7 @@ __device__ __forceinline__ bool GemmStreamKHandOver(const GemmSharedMemory<S>& s
 #pragma unroll
       for (int i = 0; i < S::kBN / 2; ++i) __stcg(mine + (mb * S::kBN / 2 + i) * 128, c.d[mb][i]);
     __threadfence();
-    NamedBarrierSync(3, S::kConsumers * 128);
+    NamedBarrierSync(S::kHandOverBarrier, S::kConsumers * 128);
     if (c.consumer == 0 && c.local == 0) atomicAdd(tile_counters + w.stream_tile, 1u);
     return false;
   }
@@ -250,7 +249,7 @@ __device__ __forceinline__ bool GemmStreamKHandOver(const GemmSharedMemory<S>& s
     while (*counter < (unsigned)(w.unit - first)) __nanosleep(32);
     *counter = 0;  // zero again for the next launch (every part has counted)
   }
-  NamedBarrierSync(3, S::kConsumers * 128);
+  NamedBarrierSync(S::kHandOverBarrier, S::kConsumers * 128);
   __threadfence();
 #pragma unroll 1
   for (int cta = first; cta < w.unit; ++cta) {

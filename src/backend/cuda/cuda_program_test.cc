@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 
 #include <fmt/format.h>
 
@@ -145,6 +146,26 @@ TEST(CudaGemmOverlapTest, ResidualEpiloguesInTheTailAndOnPingPongTilesCompileFor
   }
 }
 
+// How many of a model's GEMM template kernels under `overrides` (every gemm group on the
+// template) `which` holds for; -1 where the program is not built.
+int CountGemmTemplates(const std::string& path, const TemplateOverrides& overrides, const std::function<bool(const CudaKernelSource&)>& which) {
+  auto imported = ImportOnnx(path);
+  if (!imported.ok()) return -1;
+  auto graph = RunGraphPasses(std::move(imported->graph), PassOptions{});
+  if (!graph.ok()) return -1;
+  CudaTarget target;
+  target.gemm = GemmPath::kTemplate;
+  target.overrides = overrides;
+  auto plan = PlanFusionForCuda(*graph, PlannerOptions{}, target);
+  if (!plan.ok()) return -1;
+  auto program = BuildCudaProgram(*graph, plan->plan, FindInlinedGenerators(*graph), "", {}, target);
+  if (!program.ok()) return -1;
+  int count = 0;
+  for (const CudaGroupProgram& g : program->groups)
+    if (g.mode == CudaGroupProgram::Mode::kGemmTemplate && which(g.kernel->source)) ++count;
+  return count;
+}
+
 // With --gemm-form streamk (the tuner's other form), the tiles of a partial last round are
 // shared by the SMs as a run of K steps wherever there is such a round: the products of the
 // residual, MLP and GPT blocks and of a ragged residual compile without spills, and some
@@ -157,21 +178,9 @@ TEST(CudaGemmStreamKTest, StreamKFormsCompileForSm90aWithoutSpills) {
                             "/tests/gemm/gemm_192_residual_ragged_bf16.onnxtxt", "/tests/gemm/gemm_3xtf32_many_tiles_f32.onnxtxt"}) {
     SCOPED_TRACE(model);
     CompileForHopper(root + model, true, AttentionPath::kTemplate, true, overrides);
-    auto imported = ImportOnnx(root + model);
-    ASSERT_TRUE(imported.ok()) << imported.status().ToString();
-    auto graph = RunGraphPasses(std::move(imported->graph), PassOptions{});
-    ASSERT_TRUE(graph.ok());
-    CudaTarget target;
-    target.gemm = GemmPath::kTemplate;
-    target.overrides = overrides;
-    auto plan = PlanFusionForCuda(*graph, PlannerOptions{}, target);
-    ASSERT_TRUE(plan.ok());
-    auto program = BuildCudaProgram(*graph, plan->plan, FindInlinedGenerators(*graph), "", {}, target);
-    ASSERT_TRUE(program.ok()) << program.status().ToString();
-    int streamed = 0;
-    for (const CudaGroupProgram& g : program->groups)
-      if (g.mode == CudaGroupProgram::Mode::kGemmTemplate && g.kernel->source.strategy.find("stream-K") != std::string::npos) ++streamed;
-    EXPECT_GE(streamed, 1);
+    EXPECT_GE(CountGemmTemplates(root + model, overrides,
+                                 [](const CudaKernelSource& k) { return k.strategy.find("stream-K") != std::string::npos; }),
+              1);
   }
 }
 
@@ -186,21 +195,7 @@ TEST(CudaGemmClusterTest, ClustersSharingBCompileForSm90aWithoutSpills) {
                             "/bench/cases/mlp_block_bf16_8x2048x1024.onnxtxt", "/tests/gemm/gemm_cluster_ragged_bf16.onnxtxt"}) {
     SCOPED_TRACE(model);
     CompileForHopper(root + model, true, AttentionPath::kTemplate, true, overrides);
-    auto imported = ImportOnnx(root + model);
-    ASSERT_TRUE(imported.ok()) << imported.status().ToString();
-    auto graph = RunGraphPasses(std::move(imported->graph), PassOptions{});
-    ASSERT_TRUE(graph.ok());
-    CudaTarget target;
-    target.gemm = GemmPath::kTemplate;
-    target.overrides = overrides;
-    auto plan = PlanFusionForCuda(*graph, PlannerOptions{}, target);
-    ASSERT_TRUE(plan.ok());
-    auto program = BuildCudaProgram(*graph, plan->plan, FindInlinedGenerators(*graph), "", {}, target);
-    ASSERT_TRUE(program.ok()) << program.status().ToString();
-    int paired = 0;
-    for (const CudaGroupProgram& g : program->groups)
-      if (g.mode == CudaGroupProgram::Mode::kGemmTemplate && g.kernel->source.launch.cluster[0] == 2) ++paired;
-    EXPECT_GE(paired, 1);
+    EXPECT_GE(CountGemmTemplates(root + model, overrides, [](const CudaKernelSource& k) { return k.launch.cluster[0] == 2; }), 1);
   }
 }
 

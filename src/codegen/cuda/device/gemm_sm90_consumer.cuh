@@ -176,24 +176,46 @@ __device__ __forceinline__ void GemmPromotedSteps(const GemmSharedMemory<S>& sm,
   GemmPromote<S, 1>(c, first);
 }
 
-// Split-K: every unit leaves its partial sums in scratch memory (coalesced: element i of all
-// 128 threads together), and the unit that finishes a tile last goes on with the sum of all
-// partials, added in split order whichever unit that is, so results do not depend on timing.
-// (Summed element by element, the loads of one element's splits waited on each other: 16 x
-// 4096 x 4096 took 30 us with 2 splits and 964 us with 16, H100.) Memory order: the partials
-// are fenced before the counter's atomic, and the last unit fences before reading them
-// through L2 (__ldcg; L1 is not coherent). Returns whether this unit runs the epilogue.
+// Partial tiles in scratch memory (split-K's and stream-K's): slot `slot` holds each
+// consumer's kMBlocks * kBN / 2 sums a thread, element i of all 128 threads together
+// (coalesced). This thread's first one:
 template <class S>
-__device__ __forceinline__ bool GemmSplitKHandOver(const GemmSharedMemory<S>& sm, GemmConsumerState<S>& c, int unit, int tile,
-                                                   unsigned* __restrict__ tile_counters, float* __restrict__ partials) {
-  constexpr int kPerThread = S::kMBlocks * S::kBN / 2;
-  float* mine = partials + ((long long)unit * S::kConsumers + c.consumer) * kPerThread * 128 + c.local;
+__device__ __forceinline__ float* GemmPartial(float* partials, long long slot, const GemmConsumerState<S>& c) {
+  return partials + (slot * S::kConsumers + c.consumer) * (S::kMBlocks * S::kBN / 2) * 128 + c.local;
+}
+// The accumulators out to a partial, fenced, every consumer past the store.
+template <class S>
+__device__ __forceinline__ void GemmStorePartial(const GemmConsumerState<S>& c, float* at) {
 #pragma unroll
   for (int mb = 0; mb < S::kMBlocks; ++mb)
 #pragma unroll
-    for (int i = 0; i < S::kBN / 2; ++i) __stcg(mine + (mb * S::kBN / 2 + i) * 128, c.d[mb][i]);
+    for (int i = 0; i < S::kBN / 2; ++i) __stcg(at + (mb * S::kBN / 2 + i) * 128, c.d[mb][i]);
   __threadfence();
   NamedBarrierSync(S::kHandOverBarrier, S::kConsumers * 128);
+}
+// A partial into the accumulators (kAdd: added to them), read through L2 (__ldcg; L1 is not
+// coherent). One partial's values are independent loads in flight.
+template <class S, bool kAdd>
+__device__ __forceinline__ void GemmLoadPartial(GemmConsumerState<S>& c, const float* at) {
+#pragma unroll
+  for (int mb = 0; mb < S::kMBlocks; ++mb)
+#pragma unroll
+    for (int i = 0; i < S::kBN / 2; ++i) {
+      const float v = __ldcg(at + (mb * S::kBN / 2 + i) * 128);
+      c.d[mb][i] = kAdd ? c.d[mb][i] + v : v;
+    }
+}
+
+// Split-K: every unit leaves its partial sums in scratch memory, and the unit that finishes a
+// tile last goes on with the sum of all partials, added in split order whichever unit that
+// is, so results do not depend on timing. (Summed element by element, the loads of one
+// element's splits waited on each other: 16 x 4096 x 4096 took 30 us with 2 splits and 964 us
+// with 16, H100.) Memory order: the partials are fenced before the counter's atomic, and the
+// last unit fences before reading them. Returns whether this unit runs the epilogue.
+template <class S>
+__device__ __forceinline__ bool GemmSplitKHandOver(const GemmSharedMemory<S>& sm, GemmConsumerState<S>& c, int unit, int tile,
+                                                   unsigned* __restrict__ tile_counters, float* __restrict__ partials) {
+  GemmStorePartial(c, GemmPartial(partials, unit, c));
   if (c.consumer == 0 && c.local == 0) {
     const bool last = atomicAdd(tile_counters + tile, 1u) == S::kSplits - 1;
     if (last) tile_counters[tile] = 0;  // zero again for the next launch
@@ -203,20 +225,10 @@ __device__ __forceinline__ bool GemmSplitKHandOver(const GemmSharedMemory<S>& sm
   if (!*sm.finishes_tile) return false;
   __threadfence();
   // Every partial, this unit's own too (it is in L2), in split order: the sum does not depend
-  // on which unit came last. One split's values are independent loads in flight.
-  const float* first = partials + ((long long)tile * S::kSplits * S::kConsumers + c.consumer) * kPerThread * 128 + c.local;
-#pragma unroll
-  for (int mb = 0; mb < S::kMBlocks; ++mb)
-#pragma unroll
-    for (int i = 0; i < S::kBN / 2; ++i) c.d[mb][i] = __ldcg(first + (mb * S::kBN / 2 + i) * 128);
+  // on which unit came last.
+  GemmLoadPartial<S, false>(c, GemmPartial(partials, (long long)tile * S::kSplits, c));
 #pragma unroll 1
-  for (int s = 1; s < S::kSplits; ++s) {
-    const float* part = first + (long long)s * S::kConsumers * kPerThread * 128;
-#pragma unroll
-    for (int mb = 0; mb < S::kMBlocks; ++mb)
-#pragma unroll
-      for (int i = 0; i < S::kBN / 2; ++i) c.d[mb][i] += __ldcg(part + (mb * S::kBN / 2 + i) * 128);
-  }
+  for (int s = 1; s < S::kSplits; ++s) GemmLoadPartial<S, true>(c, GemmPartial(partials, (long long)tile * S::kSplits + s, c));
   return true;
 }
 
@@ -230,16 +242,8 @@ template <class S>
 __device__ __forceinline__ bool GemmStreamKHandOver(const GemmSharedMemory<S>& sm, GemmConsumerState<S>& c, const GemmWork& w,
                                                     unsigned* __restrict__ tile_counters, float* __restrict__ partials) {
   if (w.stream_tile < 0) return true;  // a whole tile
-  constexpr int kPerThread = S::kMBlocks * S::kBN / 2;
-  auto slot = [&](int cta) { return partials + ((long long)cta * S::kConsumers + c.consumer) * kPerThread * 128 + c.local; };
   if (!w.finishes) {
-    float* mine = slot(w.unit);
-#pragma unroll
-    for (int mb = 0; mb < S::kMBlocks; ++mb)
-#pragma unroll
-      for (int i = 0; i < S::kBN / 2; ++i) __stcg(mine + (mb * S::kBN / 2 + i) * 128, c.d[mb][i]);
-    __threadfence();
-    NamedBarrierSync(S::kHandOverBarrier, S::kConsumers * 128);
+    GemmStorePartial(c, GemmPartial(partials, w.unit, c));
     if (c.consumer == 0 && c.local == 0) atomicAdd(tile_counters + w.stream_tile, 1u);
     return false;
   }
@@ -252,13 +256,7 @@ __device__ __forceinline__ bool GemmStreamKHandOver(const GemmSharedMemory<S>& s
   NamedBarrierSync(S::kHandOverBarrier, S::kConsumers * 128);
   __threadfence();
 #pragma unroll 1
-  for (int cta = first; cta < w.unit; ++cta) {
-    const float* part = slot(cta);
-#pragma unroll
-    for (int mb = 0; mb < S::kMBlocks; ++mb)
-#pragma unroll
-      for (int i = 0; i < S::kBN / 2; ++i) c.d[mb][i] += __ldcg(part + (mb * S::kBN / 2 + i) * 128);
-  }
+  for (int cta = first; cta < w.unit; ++cta) GemmLoadPartial<S, true>(c, GemmPartial(partials, cta, c));
   return true;
 }
 

@@ -135,6 +135,16 @@ if has gemm; then
     memcheck_run "$m" --gemm template
   done
   memcheck_run tests/gemm/gemm_residual_many_tiles_bf16.onnxtxt --gemm template --gemm-form pingpong
+  # Stream-K (the tuner's form: a partial last round's tiles shared by the SMs as one run of K
+  # steps) on every tests/gemm graph, and under memcheck where parts span CTAs and where 192-row
+  # tiles (three consumers) take it.
+  for m in tests/gemm/*.onnxtxt; do
+    check_run "$m --gemm template --gemm-form streamk" "$m" --gemm template --gemm-form streamk
+  done
+  for m in tests/gemm/gemm_192_residual_ragged_bf16.onnxtxt tests/gemm/gemm_three_consumers_erf_gelu_ragged_bf16.onnxtxt; do
+    memcheck_run "$m" --gemm template --gemm-form streamk
+  done
+  memcheck_run tests/gemm/gemm_three_consumers_residual_ragged_bf16.onnxtxt --gemm template
   # The residual's ring with clusters of two sharing B (the ring is each CTA's own; the loop
   # below checks every tests/gemm graph with clusters of two).
   memcheck_run tests/gemm/gemm_residual_many_tiles_bf16.onnxtxt --gemm template --gemm-cluster 2

@@ -22,7 +22,7 @@ memcheck() {
 jobs="$OUT/template-check.jobs"
 : >"$jobs"
 for m in tests/gemm/*.onnxtxt tests/gemm/*.onnx bench/cases/check/gemm_*.onnxtxt bench/cases/check/mlp_block*.onnxtxt; do
-  for form in rule tail pingpong; do echo "$m --gemm template --gemm-form $form" >>"$jobs"; done
+  for form in rule tail pingpong streamk; do echo "$m --gemm template --gemm-form $form" >>"$jobs"; done
   echo "$m --gemm template --gemm-cluster 2" >>"$jobs"
 done
 for m in tests/conv/*.onnxtxt; do

@@ -47,8 +47,9 @@ StatusOr<MatmulPrecision> ParseMatmulPrecision(const std::string& word);
 // naming the choices for any other word.
 Status ApplyCudaPathWords(const std::string& gemm, const std::string& attention, const std::string& precision,
                           CudaCompileOptions& options);
-// The templates' settings from the CLI's words: the GEMM template's consumers (rule, tail,
-// overlap, pingpong) and clusters (0: the rule, 1, 2), the depthwise template (on, off, VxP).
+// The templates' settings from the CLI's words: the GEMM template's form (rule, tail,
+// overlap, pingpong, streamk, skinny) and clusters (0: the rule, 1, 2), the depthwise
+// template (on, off, VxP).
 Status ApplyTemplateWords(const std::string& gemm_form, int gemm_cluster, const std::string& depthwise, TemplateOverrides& overrides);
 
 // OK when this machine has GPU `device` (CUDA's numbering); otherwise NotFound naming how

@@ -173,6 +173,14 @@ int CountGemmTemplates(const std::string& path, const TemplateOverrides& overrid
 TEST(CudaGemmStreamKTest, StreamKFormsCompileForSm90aWithoutSpills) {
   TemplateOverrides overrides;
   ASSERT_TRUE(ApplyTemplateWords("streamk", 0, "on", overrides).ok());
+  EXPECT_TRUE(overrides.gemm_stream_k.value_or(false));
+  EXPECT_FALSE(overrides.gemm_overlap_epilogue.value_or(true)) << "stream-K runs the epilogue in the tail";
+  EXPECT_FALSE(overrides.gemm_skinny) << "the GEMM template's form, not the skinny template";
+  TemplateOverrides tail;
+  ASSERT_TRUE(ApplyTemplateWords("tail", 0, "on", tail).ok());
+  EXPECT_FALSE(tail.gemm_stream_k.value_or(true)) << "tail: whole tiles";
+  const Status unknown = ApplyTemplateWords("streamK", 0, "on", tail);
+  EXPECT_NE(unknown.message().find("rule, tail, overlap, pingpong, streamk, skinny"), std::string::npos) << unknown.ToString();
   const std::string root = TILEFUSE_SOURCE_DIR;
   for (const char* model : {"/bench/cases/gemm_residual_bf16_16384x4096x1024.onnxtxt", "/bench/cases/mlp_block_bf16_8x2048x1024.onnxtxt",
                             "/tests/gemm/gemm_192_residual_ragged_bf16.onnxtxt", "/tests/gemm/gemm_3xtf32_many_tiles_f32.onnxtxt"}) {

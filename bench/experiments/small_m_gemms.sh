@@ -3,19 +3,23 @@
 # bench/experiments/llama_gemms/ the LLaMA-style model's) at ROWS tokens (default 128: batch 1): `tilefuse tune` times every GEMM template configuration the search space holds for a
 # product with few output tiles (and cuBLASLt's own epilogue where it applies), then the tuned
 # pick runs with --check against the reference; PyTorch's cuBLAS product with the same epilogue,
-# replayed as a CUDA graph, beside it. On a machine with a GPU; carries build-gpu/bundle.tar.xz.
+# replayed as a CUDA graph, beside it. DTYPE=f32 runs the graphs in f32 (tilefuse's 3xTF32 under
+# the default precision; PyTorch's exact f32, TF32 off). On a machine with a GPU; carries
+# build-gpu/bundle.tar.xz.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/small-m-gemms-out}
 ROWS=${ROWS:-128}
+DTYPE=${DTYPE:-bf16}
 mkdir -p "$OUT/graphs"
 B=build-gpu/bundle
 [ -x "$B/tilefuse" ] || tar -C build-gpu -xJf build-gpu/bundle.tar.xz
 export LD_LIBRARY_PATH="$PWD/$B/lib:${LD_LIBRARY_PATH:-}" TILEFUSE_CACHE_DIR=${TILEFUSE_CACHE_DIR:-/tmp/tfc-small-m}
 for f in "${GRAPHS:-bench/experiments/gpt2_gemms}"/*.onnxtxt; do
-  name=$(basename "$f" .onnxtxt)-$ROWS
+  name=$(basename "$f" .onnxtxt)-$ROWS-$DTYPE
   g="$OUT/graphs/$name.onnxtxt"
-  sed "s/4096/$ROWS/g" "$f" > "$g"
+  if [ "$DTYPE" = f32 ]; then sed "s/4096/$ROWS/g; s/bfloat16/float/g; s/<to = 16>/<to = 1>/g" "$f" > "$g"
+  else sed "s/4096/$ROWS/g" "$f" > "$g"; fi
   echo "$name, the rule's form: $("$B/tilefuse" run "$g" --backend cuda --check 2>&1 | grep -E "^result|error" | head -2)"
   timeout "${TUNE_LIMIT:-150}" "$B/tilefuse" tune "$g" --backend cuda --json > "$OUT/$name-tune.json" 2> "$OUT/$name-tune.err"
   python3 - "$OUT/$name-tune.json" "$name" <<'PY'
@@ -30,7 +34,7 @@ for k in report["kernels"]:
 PY
   echo "$name, the tuner's pick: $("$B/tilefuse" run "$g" --backend cuda --tune --check 2>&1 | grep -E "^result|error" | head -2)"
 done
-python3 - "$ROWS" "${GRAPHS:-bench/experiments/gpt2_gemms}" <<'PY'
+python3 - "$ROWS" "${GRAPHS:-bench/experiments/gpt2_gemms}" "$DTYPE" <<'PY'
 import glob, os, re, statistics, sys, torch
 import torch.nn.functional as F
 def graphed(fn, calls=20, repeats=15):
@@ -49,6 +53,8 @@ def graphed(fn, calls=20, repeats=15):
         times.append(a.elapsed_time(b) * 1e3 / calls)
     return statistics.median(times)
 M = int(sys.argv[1])
+dtype = torch.float32 if sys.argv[3] == "f32" else torch.bfloat16
+torch.backends.cuda.matmul.allow_tf32 = False  # f32 as PyTorch's default precision, "highest"
 for path in sorted(glob.glob(os.path.join(sys.argv[2], "*.onnxtxt"))):
     # The graph's own shapes: x [rows, K], w [K, N] (or [N, K] read through a Transpose), a bias
     # b [N] and a residual r where it has them, tanh-GELU where it computes a Tanh.
@@ -58,9 +64,9 @@ for path in sorted(glob.glob(os.path.join(sys.argv[2], "*.onnxtxt"))):
     transposed = "Transpose" in text
     k = shapes["x"][1]
     n = shapes["w"][0] if transposed else shapes["w"][1]
-    x, w = torch.randn(M, k, device="cuda", dtype=torch.bfloat16), torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(n, device="cuda", dtype=torch.bfloat16) if "b" in shapes else None
-    r = torch.randn(M, n, device="cuda", dtype=torch.bfloat16)
+    x, w = torch.randn(M, k, device="cuda", dtype=dtype), torch.randn(n, k, device="cuda", dtype=dtype)
+    b = torch.randn(n, device="cuda", dtype=dtype) if "b" in shapes else None
+    r = torch.randn(M, n, device="cuda", dtype=dtype)
     mm = graphed(lambda: F.linear(x, w, b))
     if "r" in shapes:
         whole = graphed(lambda: F.linear(x, w, b).add_(r))
@@ -71,5 +77,5 @@ for path in sorted(glob.glob(os.path.join(sys.argv[2], "*.onnxtxt"))):
     else:
         whole = mm
     name = os.path.basename(path)[:-len(".onnxtxt")]
-    print(f"{name}-{M} cuBLAS (F.linear, CUDA graph) {mm:.2f} us, with the epilogue in eager ops {whole:.2f} us")
+    print(f"{name}-{M}-{sys.argv[3]} cuBLAS (F.linear, CUDA graph) {mm:.2f} us, with the epilogue in eager ops {whole:.2f} us")
 PY

@@ -264,10 +264,12 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
     // on products of 49 and 196 rows (368 against 588 µs a forward, both without programmatic
     // launches); not alone at 17 to 64 rows. Up to kReadBoundRows rows reading B bounds the
     // product (below).
+    // f32 products (TF32 and 3xTF32) take the same tiles: a step's tensor-core work is the
+    // same as a 16-bit one's for TF32 and three times it for 3xTF32, on half the K.
     constexpr int64_t kReadBoundRows = 16;
-    const bool half = IsHalf(g.operand_dtype);
+    const bool small_m_tiles = IsHalf(g.operand_dtype) || g.operand_dtype == DType::kF32;
     c.splits = 1;
-    if (!c.pingpong.value_or(false) && half && requested.block_n == 0 && g.rows > kReadBoundRows && Tiles(g, 128, 128) * 2 <= c.sm_count) {
+    if (!c.pingpong.value_or(false) && small_m_tiles && requested.block_n == 0 && g.rows > kReadBoundRows && Tiles(g, 128, 128) * 2 <= c.sm_count) {
       // Where 64-column tiles would leave a second, partial round (LLaMA-style gate and up
       // projections, 128 x 2048 -> 5632: 176 tiles on 132 SMs), 128-column ones take a single
       // round; both are bound by what the SMs read more than by the tensor cores. H200,

@@ -36,11 +36,12 @@ int64_t ResidualRingBytes(const CudaGemmConfig& c, bool ringed) {
 }
 int64_t SplitBufferBytes(const CudaGemmConfig& c, const GemmTemplateKernel& g) {
   if (!g.split_f32) return 0;
-  // B MN-major: its big parts K-major too (kSplitTransposesB).
-  return c.stages * (StageBytes(c) + (g.b_k_major < 0 ? int64_t{c.block_n} * 128 : 0));
+  // B's small parts (A's stay in the consumers' registers); B MN-major: its big parts K-major
+  // too (kSplitTransposesB).
+  return c.stages * (int64_t{c.block_n} * 128 + (g.b_k_major < 0 ? int64_t{c.block_n} * 128 : 0));
 }
-// The ring of stages, aligned to 1024 bytes (the swizzle pattern's period), 3xTF32's small
-// parts, the staging tile, the residual's ring, then the barriers (full and empty per stage,
+// The ring of stages, aligned to 1024 bytes (the swizzle pattern's period), 3xTF32's parts
+// of B, the staging tile, the residual's ring, then the barriers (full and empty per stage,
 // two ping-pong turns, three staged loads, split-K's "this unit finishes the tile" flag, full
 // and empty per residual slot, 3xTF32's split_full per stage after those).
 int64_t SharedBytes(const CudaGemmConfig& c, const GemmTemplateKernel& g, bool staged, bool ringed) {
@@ -195,7 +196,7 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
   const bool short_tf32 = g.operand_dtype == DType::kF32 && !g.split_f32 && g.k <= 1024 && g.rows > 64 && Tiles(g, 128, 128) >= c.sm_count;
   c.pingpong = c.pingpong.value_or(short_tf32);
   // Promoted sums for FP8 and 3xTF32 (gemm_sm90_consumer.cuh says why).
-  c.promote = (IsFloat8(g.operand_dtype) || g.split_f32) && c.promote.value_or(true);
+  c.promote = g.split_f32 || (IsFloat8(g.operand_dtype) && c.promote.value_or(true));  // 3xTF32's A registers need it
   if (c.block_n == 0) {
     // The width whose tiles end soonest: the persistent grid's rounds (every SM a tile a
     // round) times a tile's columns, a column a little dearer in a narrower tile (its A tile
@@ -232,7 +233,8 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
         shape.block_m = m;
         for (int n : {256, 192, 128, 64}) {
           if ((n > 64 && g.n < n) || AccumulatorRegisters(shape, n) > MaxAccumulatorRegisters(shape)) continue;
-          // 3xTF32's small parts double a stage: 128 columns keep 3 stages, 192 only 2.
+          // 3xTF32's parts of B add to a stage (128 columns keep 4 stages, 3 with B transposed;
+          // wider tiles were slower when A's parts took shared memory too, not timed since).
           if (g.split_f32 && n > 128) continue;
           if (split_by_pair && n % (64 * c.cluster_m) != 0) continue;
           if (m == 192 && n < 128) continue;

@@ -264,9 +264,9 @@ TEST(CudaGemmEmitterTest, F32ProductsTakeTheTemplateAsTf32WithBReadKMajor) {
 }
 
 // Without TF32 (--precision highest) the same product runs as 3xTF32: the copies bring the f32
-// operands whole (no rounding), the producer's idle warps and the consumers split them
-// (kSplitTf32), their small parts taking a stage's shared memory beside each stage; cooperative
-// consumers only. B may be MN-major there.
+// operands whole (no rounding), the producer's idle warps split B (kSplitTf32), its small parts
+// taking B's share of a stage beside each stage, and the consumers split A in their registers;
+// cooperative consumers only. B may be MN-major there.
 TEST(CudaGemmEmitterTest, ExactF32ProductsTakeTheTemplateAs3xTf32) {
   Planned p = PlanText("  wt = Transpose <perm = [1, 0]> (w)\n  y = MatMul (x, wt)\n",
                        "g (float[4096,512] x, float[1024,512] w) => (float[4096,1024] y)");
@@ -284,11 +284,13 @@ TEST(CudaGemmEmitterTest, ExactF32ProductsTakeTheTemplateAs3xTf32) {
   const TensorMapArg &a = source->launch.args[0].map, &b = source->launch.args[1].map;
   EXPECT_FALSE(a.tf32 || b.tf32) << "3xTF32 splits the whole f32 values";
   EXPECT_EQ(source->launch.dynamic_shared_bytes, gemm_layout::SharedBytes(rule, *gemm, false, false));
-  // A stage's small parts beside each stage, and their barriers.
+  // B's small parts beside each stage, and their barriers; none of A's.
   GemmTemplateKernel unsplit = *gemm;
   unsplit.split_f32 = false;
-  EXPECT_GE(gemm_layout::SharedBytes(rule, *gemm, false, false) - gemm_layout::SharedBytes(rule, unsplit, false, false),
-            rule.stages * gemm_layout::StageBytes(rule));
+  const int64_t split_bytes = gemm_layout::SharedBytes(rule, *gemm, false, false) - gemm_layout::SharedBytes(rule, unsplit, false, false);
+  EXPECT_GE(split_bytes, rule.stages * rule.block_n * 128);
+  EXPECT_LT(split_bytes, rule.stages * gemm_layout::StageBytes(rule));
+  EXPECT_NE(source->function.find("kPromote = 1"), std::string::npos) << "A's registers are rewritten only after a step is waited on";
   EXPECT_LE(rule.block_n, 128);
   EXPECT_GE(rule.stages, 3);
   EXPECT_LE(gemm_layout::SharedBytes(rule, *gemm, false, false), gemm_layout::kSharedLimit);

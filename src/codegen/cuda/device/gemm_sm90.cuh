@@ -102,14 +102,14 @@ struct GemmShape : Config {
   static constexpr bool kBBeforeWait = Config::kBBeforeWait != 0;
   static_assert(!kBBeforeWait || Config::kClusterM == 1, "gemm_sm90 loads B ahead in single CTAs only");
   static constexpr int kBK = 128 / Element::kBytes;  // one 128-byte swizzle row
-  // 3xTF32 (f32 products at f32's accuracy): the small parts of each slot's f32 operands
-  // (Tf32::Small) are written beside it, B's by the producer warpgroup's idle warps
-  // (GemmSplitter), each consumer's rows of A by that consumer (GemmSplitA), the slot keeping
-  // the big parts; the consumers issue three products a step. Cooperative consumers, one
-  // epilogue in the tail.
+  // 3xTF32 (f32 products at f32's accuracy): the small parts of each slot's B (Tf32::Small)
+  // are written beside it by the producer warpgroup's idle warps (GemmSplitter), the slot
+  // keeping the big parts; each consumer reads its rows of A into registers and splits them
+  // there (GemmLoadA), and issues three products a step. Cooperative consumers, promoted sums
+  // (a step waited on before the next one's A is read), one epilogue in the tail.
   static constexpr bool kSplitTf32 = Config::kSplitTf32 != 0;
-  static_assert(!kSplitTf32 || (kSameType<Element, Tf32> && !Config::kPingPong && !Config::kOverlap),
-                "gemm_sm90 splits f32 operands for cooperative consumers without an overlapped epilogue");
+  static_assert(!kSplitTf32 || (kSameType<Element, Tf32> && !Config::kPingPong && !Config::kOverlap && Config::kPromote),
+                "gemm_sm90 splits f32 operands for cooperative consumers with promoted sums, without an overlapped epilogue");
   static constexpr int kSplitBuffers = kSplitTf32 ? Config::kStages : 0;
   // 3xTF32 with B MN-major ([K][N], a weight given as [in][out]): the splitter writes B's big
   // parts K-major too, transposed into a buffer of their own (the tensor cores read TF32 K-major).
@@ -146,9 +146,9 @@ struct GemmShape : Config {
   // operands, the epilogue in the tail; the host's rule says when).
   static constexpr int kConsumers = Config::kPingPong ? 2 : Config::kBM / 64;
   static_assert(kConsumers <= 3, "gemm_sm90 runs at most three consumer warpgroups");
-  // Named barriers: 1 + consumer, a consumer's epilogue; kSplitABarrier + consumer, 3xTF32's
-  // split of A; kHandOverBarrier, every consumer around split-K's and stream-K's hand-over.
-  static constexpr int kSplitABarrier = 4, kHandOverBarrier = 7;
+  // Named barriers: 1 + consumer, a consumer's epilogue; kHandOverBarrier, every consumer
+  // around split-K's and stream-K's hand-over.
+  static constexpr int kHandOverBarrier = 7;
   static constexpr int kConsumerRows = Config::kPingPong ? Config::kBM : 64;
   static constexpr int kMBlocks = kConsumerRows / 64;
   static constexpr unsigned kStageBytes = (Config::kBM + Config::kBN) * kBK * Element::kBytes;
@@ -165,7 +165,6 @@ struct GemmSharedMemory {
   using Storage = typename S::Element::Storage;
   Storage* tile_a;          // [stage][kBM][kBK], 128-byte swizzle; MN-major: [stage][kBM / 64][kBK][64], the same swizzle as B
   Storage* tile_b;          // [stage][kBN / 64][kBK][64]; K-major: [stage][kBN][kBK], the same swizzle as A
-  Storage* small_a;         // 3xTF32: [stage][kBM][kBK], the small parts of a slot's A as the slot lays A out
   Storage* small_b;         // 3xTF32: [stage][kBN][kBK], K-major whatever B's layout
   Storage* big_b;           // 3xTF32, B MN-major: [stage][kBN][kBK], B's big parts K-major
   unsigned char* staging;   // [consumer][kBN / 64][64][64], swizzled
@@ -184,8 +183,7 @@ struct GemmSharedMemory {
     unsigned char* shared = tf_shared_raw + ((1024 - (SharedAddress(tf_shared_raw) & 1023)) & 1023);
     tile_a = (Storage*)shared;
     tile_b = tile_a + S::kStages * S::kBM * S::kBK;
-    small_a = tile_b + S::kStages * S::kBN * S::kBK;
-    small_b = small_a + S::kSplitBuffers * S::kBM * S::kBK;
+    small_b = tile_b + S::kStages * S::kBN * S::kBK;
     big_b = small_b + S::kSplitBuffers * S::kBN * S::kBK;
     staging = (unsigned char*)(big_b + S::kBigBBuffers * S::kBN * S::kBK);
     residual_ring = staging + S::kStaging;
@@ -236,7 +234,8 @@ struct GemmWork {
 template <class S>
 struct GemmStreamK {
   static constexpr long long kSteps = (long long)S::kStreamTiles * S::kKSteps;
-  static __device__ __forceinline__ int Begin(int cta) { return (int)(cta * kSteps / S::kStreamCtas); }
+  static constexpr long long kCtas = S::kStreamCtas > 0 ? S::kStreamCtas : 1;  // none without stream-K (no division by 0)
+  static __device__ __forceinline__ int Begin(int cta) { return (int)(cta * kSteps / kCtas); }
   // The CTA whose steps hold step `step`.
   static __device__ __forceinline__ int Owner(int step) { return (int)(((step + 1) * (long long)S::kStreamCtas + kSteps - 1) / kSteps) - 1; }
 };

@@ -21,19 +21,32 @@ struct GemmConsumerState {
   // Overlapped epilogue: the previous tile's products, packed pairs of the product's type
   // (held[mb][j * 2 + h] is d[mb][j * 4 + h * 2 + e] for e = 0, 1).
   unsigned held[S::kOverlap ? S::kMBlocks : 1][S::kOverlap ? S::kBN / 4 : 1];
+  // 3xTF32: this consumer's rows of the step's A, whole and small parts (GemmLoadA); the
+  // step's wgmmas read them until it is waited on.
+  unsigned a_big[S::kSplitTf32 ? S::kBK / 8 : 1][4], a_small[S::kSplitTf32 ? S::kBK / 8 : 1][4];
   Pipeline<S::kStages> ring;
   int previous;  // the slot of the step before this one, still read by its wgmma (-1: none)
 };
 
-// 3xTF32: the small parts of this consumer's 64 rows of A in the current slot, written where
-// only its own wgmmas read them (its rows of the slot's small A), while its previous step's
-// wgmmas run; made visible to the tensor cores' (async) proxy, then the warpgroup syncs.
+// 3xTF32: this consumer's 64 rows of the current slot's A into registers, a wgmma A fragment
+// per 8 columns of K (four words a thread: rows warp * 16 + lane / 4 and + 8, columns
+// lane % 4 and + 4), as the tensor cores read them (big: the word itself) and the rest
+// (small). The slot's 128-byte swizzle moves each row's 16-byte chunk j to j ^ (row % 8).
+// From registers, A is read from shared memory once a step, not once by each of the step's
+// wgmmas, and its small parts are never written there (the split products of few rows were
+// bound by shared memory's bandwidth: GPT-2's at 128 rows ran at 30% of the TF32 rate).
 template <class S>
-__device__ __forceinline__ void GemmSplitA(const GemmSharedMemory<S>& sm, const GemmConsumerState<S>& c) {
-  const int offset = c.ring.stage * S::kBM * S::kBK + c.consumer * 64 * S::kBK;
-  GemmSmallParts<128, 64 * S::kBK / 4>(sm.tile_a + offset, sm.small_a + offset, c.local);
-  FenceSharedForAsync();
-  NamedBarrierSync(S::kSplitABarrier + c.consumer, 128);
+__device__ __forceinline__ void GemmLoadA(const GemmSharedMemory<S>& sm, GemmConsumerState<S>& c) {
+  const unsigned base = SharedAddress(sm.tile_a + c.ring.stage * S::kBM * S::kBK + c.consumer * 64 * S::kBK);
+  const int matrix = c.lane / 8, row_in_8 = c.lane % 8;  // ldmatrix: this lane's row of matrix `matrix`
+  const int row = c.warp * 16 + (matrix % 2) * 8 + row_in_8;
+#pragma unroll
+  for (int kk = 0; kk < S::kBK / 8; ++kk) {
+    const int chunk = 2 * kk + matrix / 2;  // a0, a1: columns 0-3 of the 8; a2, a3: 4-7
+    LoadMatrix8x8x4(c.a_big[kk], base + row * 128 + ((chunk ^ row_in_8) << 4));
+#pragma unroll
+    for (int i = 0; i < 4; ++i) c.a_small[kk][i] = __float_as_uint(Tf32::Small(__uint_as_float(c.a_big[kk][i])));
+  }
 }
 
 // One main-loop step, issued: wait for the slot, start its wgmma into `into` (and the staged
@@ -45,11 +58,12 @@ __device__ __forceinline__ void GemmIssueStepInto(const GemmSharedMemory<S>& sm,
                                                   float (&into)[S::kMBlocks][kCols / 2], bool accumulate) {
   using Mma = tf::Mma<typename S::Element>;
   static_assert(kFirstCol == 0 || S::kBReadKMajor, "a part of B's columns is read K-major");
-  // 3xTF32: this consumer splits its rows of A once the slot has landed, while the producer's
-  // warps split B (GemmSplitter), then waits for B's parts too.
+  // 3xTF32: this consumer reads its rows of A into registers once the slot has landed, while
+  // the producer's warps split B (GemmSplitter), then waits for B's parts too. The step's
+  // second column half reads the same registers.
   if (kFirstCol == 0) sm.full[c.ring.stage].Wait(c.ring.phase);
   if constexpr (S::kSplitTf32 && kFirstCol == 0) {
-    GemmSplitA(sm, c);
+    GemmLoadA(sm, c);
     sm.split_full[c.ring.stage].Wait(c.ring.phase);
   }
   const int a_offset = S::kPingPong ? 0 : c.consumer * 64 * S::kBK;
@@ -69,12 +83,15 @@ __device__ __forceinline__ void GemmIssueStepInto(const GemmSharedMemory<S>& sm,
   for (int kk = 0; kk < S::kBK / Mma::kK; ++kk)
 #pragma unroll
     for (int mb = 0; mb < S::kMBlocks; ++mb) {
-      if constexpr (S::kSplitTf32) {  // the small products first, then the big one
-        const auto* small_a = sm.small_a + c.ring.stage * S::kBM * S::kBK + a_offset;
+      if constexpr (S::kSplitTf32) {  // the small products first, then the big one; A from registers
+        static_assert(S::kMBlocks == 1 && S::kBReadKMajor, "3xTF32: a consumer's 64 rows, B read K-major");
         const auto* small_b = sm.small_b + c.ring.stage * S::kBN * S::kBK + kFirstCol * S::kBK;
-        issue(into[mb], small_a, b, mb, kk, accumulate || kk > 0);
-        issue(into[mb], a, small_b, mb, kk, 1);
-        issue(into[mb], a, b, mb, kk, 1);
+        auto issue_a_held = [&](const unsigned(&a_words)[4], const Storage* tile_b, int accumulate) {
+          Mma::template Registers<kCols, false>(into[mb], a_words, SharedMatrix::KMajor(tile_b + kk * Mma::kK), accumulate);
+        };
+        issue_a_held(c.a_small[kk], b, accumulate || kk > 0);
+        issue_a_held(c.a_big[kk], small_b, 1);
+        issue_a_held(c.a_big[kk], b, 1);
       } else {
         issue(into[mb], a, b, mb, kk, accumulate || kk > 0);
       }
@@ -142,7 +159,8 @@ __device__ __forceinline__ void GemmPromote(GemmConsumerState<S>& c, bool first)
 // (a step waited on whole, its second half added with the tensor cores idle): with chains of
 // 2 to 4 ptxas serialized its wgmmas (C7514) for two consumers in most of its forms. Measured
 // both ways (4096^3 + bias, H200, 2026-12-01): chains of 4, serialized, 1620 µs; chains of 1
-// 1717 µs. A form that neither serializes nor idles is still to find.
+// 1717 µs. A form that neither serializes nor idles is still to find. (3xTF32's A registers
+// are rewritten by each step's GemmLoadA: chains of 1 only.)
 template <class S>
 constexpr int kPromotedChain = S::kSplitTf32 ? 1 : S::kSplits > 1 ? 2 : 4;
 template <class S>

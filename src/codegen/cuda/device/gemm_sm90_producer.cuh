@@ -167,7 +167,7 @@ __device__ __forceinline__ void GemmSplitTransposedB(const float* slot, float* b
 
 // 3xTF32: the producer warpgroup's warps 1 to 3 follow the ring as the consumers do and
 // write the small parts of each slot's B once its copies have landed, then mark it split
-// (each consumer splits its own rows of A: GemmSplitA). Off the consumers' path: written by
+// (each consumer splits its own rows of A in registers: GemmLoadA). Off the consumers' path: written by
 // them between their steps (two named barriers a step, the small parts in two buffers),
 // 128x128 f32 tiles ran at 56-73 TF/s; by these warps alone, A's parts too, at 71 (H200,
 // 2026-12-01). A slot's small parts are reused when the slot is, after the consumers have

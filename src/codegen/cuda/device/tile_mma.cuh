@@ -7,7 +7,8 @@
 //                               (16 for bf16/f16, 8 for tf32, 32 for e4m3/e5m2)
 //     ::Shared<N, BMnMajor, AMnMajor>  A and B from shared memory (wgmma descriptors)
 //     ::Registers<N, BMnMajor>  A from registers (four 32-bit words a thread: a warpgroup's
-//                               fragment), B from shared memory: attention's P·V
+//                               fragment), B from shared memory: attention's P·V, 3xTF32's A
+//                               (bf16, f16 and tf32; tf32 reads B K-major)
 //
 // Only the 16-bit types read A or B transposed (MN-major, wgmma's imm-trans-a/b); tf32 and FP8 read
 // both operands K-major, and asking otherwise fails to compile. N is a multiple of 16 up to
@@ -82,6 +83,12 @@ struct E5m2 {
                                                                   ", %" #i3 "}, %" #i4 ", p, 1, 1, %" #i6 ";\n}\n"   \
                : TF_WGMMA_OUT_##N(d)                                                                                \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate), "n"(BMnMajor ? 1 : 0))
+// tf32, A from four registers a thread, B K-major by descriptor (no transpose operand).
+#define TF_WGMMA_RS_TF32_AT(N, i0, i1, i2, i3, i4, i5, i6)                                                        \
+  asm volatile(TF_WGMMA_PREDICATE(i5) TF_WGMMA_SHAPE(N, 8, tf32) TF_WGMMA_ACC_##N "}, {%" #i0 ", %" #i1 ", %" #i2    \
+                                                               ", %" #i3 "}, %" #i4 ", p, 1, 1;\n}\n"               \
+               : TF_WGMMA_OUT_##N(d)                                                                                \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate))
 // tf32 and the 8-bit floats, A and B by descriptor, both K-major (no transpose operands).
 #define TF_WGMMA_SS_KMAJOR_AT(TYPE, K, N, i0, i1, i2, i3, i4, i5, i6)                                              \
   asm volatile(TF_WGMMA_PREDICATE(i2) TF_WGMMA_SHAPE(N, K, TYPE) TF_WGMMA_ACC_##N "}, %" #i0 ", %" #i1 ", p, 1, 1;\n}\n" \
@@ -101,6 +108,8 @@ struct E5m2 {
     if constexpr (kBf16) TF_WGMMA_APPLY(TF_WGMMA_RS16_AT, bf16, N, TF_WGMMA_NEXT_##N); \
     else TF_WGMMA_APPLY(TF_WGMMA_RS16_AT, f16, N, TF_WGMMA_NEXT_##N);                  \
   }
+#define TF_WGMMA_RS_TF32_CASE(N) \
+  else if constexpr (kN == N) TF_WGMMA_APPLY(TF_WGMMA_RS_TF32_AT, N, TF_WGMMA_NEXT_##N);
 #define TF_WGMMA_KMAJOR_CASE(N)                                                                  \
   else if constexpr (kN == N) {                                                                  \
     if constexpr (kTf32) TF_WGMMA_APPLY(TF_WGMMA_SS_KMAJOR_AT, tf32, 8, N, TF_WGMMA_NEXT_##N);   \
@@ -138,16 +147,25 @@ struct Mma {
     }
   }
 
-  // The same with A from registers: a[0..3] hold rows (lane / 4, + 8) and columns
-  // ((lane % 4) * 2, + 8) of the warp's 16 rows, as packed pairs.
+  // The same with A from registers: for 16-bit types a[0..3] hold rows (lane / 4, + 8) and
+  // columns ((lane % 4) * 2, + 8) of the warp's 16 rows, as packed pairs; for tf32 one value
+  // each, columns lane % 4 and + 4 (as ldmatrix's 8x8 b16 matrices deliver 8 rows of four
+  // f32 words, GemmLoadA's).
   template <int N, bool BMnMajor>
   static __device__ __forceinline__ void Registers(float (&d)[N / 2], const unsigned (&a)[4], unsigned long long desc_b,
                                                    int accumulate) {
     constexpr int kN = N;
     constexpr bool kBf16 = kSameType<Element, Bf16>;
-    static_assert(kSixteenBit, "Mma: a register A is bf16 or f16 here");
+    static_assert(kSixteenBit || kSameType<Element, Tf32>, "Mma: a register A is bf16, f16 or tf32 here");
+    static_assert(kSixteenBit || !BMnMajor, "Mma: only bf16 and f16 read B MN-major");
     if constexpr (kN % 16 != 0 || kN > 256) static_assert(kN < 0, "Mma: N is a multiple of 16 up to 256");
-    TF_WGMMA_FOR_EACH_N(TF_WGMMA_RS16_CASE)
+    else if constexpr (kSixteenBit) {
+      if constexpr (false) {}
+      TF_WGMMA_FOR_EACH_N(TF_WGMMA_RS16_CASE)
+    } else {
+      if constexpr (false) {}
+      TF_WGMMA_FOR_EACH_N(TF_WGMMA_RS_TF32_CASE)
+    }
   }
 };
 

@@ -11,6 +11,7 @@
 //   TmaStore3d         a swizzled shared-memory tile to global memory, asynchronously
 //   BulkLoad           a contiguous run of bytes into shared memory (1-D bulk copy)
 //   BulkReduceAddF32   f32 values in shared memory added into global memory (bulk reduce)
+//   LoadMatrix8x8x4    ldmatrix: four 8x8 16-bit matrices from shared memory into registers
 //   AlignedDynamicShared  the dynamic shared memory's first 1024-byte boundary
 //   SharedMatrix       wgmma shared-memory descriptors for 128-byte swizzled tiles, K-major
 //                      and MN-major
@@ -186,6 +187,15 @@ TF_TILE void TmaStoreWaitRead() { asm volatile("cp.async.bulk.wait_group.read 0;
 TF_TILE void TmaStoreWait() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
 // Makes this thread's shared-memory writes visible to the asynchronous (TMA) proxy.
 TF_TILE void FenceSharedForAsync() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+// ldmatrix: four 8x8 matrices of 16-bit values (8 rows of 16 bytes) into one register each,
+// lanes 8m..8m+7 giving the row addresses of matrix m; lane l receives row l / 4, bytes
+// (l % 4) * 4 of each: for f32 data, the word of column l % 4 of 8 rows of four.
+TF_TILE void LoadMatrix8x8x4(unsigned (&r)[4], unsigned shared_address) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(shared_address)
+               : "memory");
+}
 // A barrier among `threads` threads of the block (a warpgroup: 128), named `id` (1..15).
 TF_TILE void NamedBarrierSync(int id, int threads) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory"); }
 // Arrives at named barrier `id` without waiting: `threads` counts the arriving threads too

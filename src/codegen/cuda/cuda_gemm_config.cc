@@ -266,12 +266,28 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
     // on products of 49 and 196 rows (368 against 588 µs a forward, both without programmatic
     // launches); not alone at 17 to 64 rows. Up to kReadBoundRows rows reading B bounds the
     // product (below).
-    // f32 products (TF32 and 3xTF32) take the same tiles: a step's tensor-core work is the
-    // same as a 16-bit one's for TF32 and three times it for 3xTF32, on half the K.
     constexpr int64_t kReadBoundRows = 16;
-    const bool small_m_tiles = IsHalf(g.operand_dtype) || g.operand_dtype == DType::kF32;
+    const bool small_m_tiles = IsHalf(g.operand_dtype) || g.split_f32;
     c.splits = 1;
-    if (!c.pingpong.value_or(false) && small_m_tiles && requested.block_n == 0 && g.rows > kReadBoundRows && Tiles(g, 128, 128) * 2 <= c.sm_count) {
+    if (!c.pingpong.value_or(false) && g.split_f32 && requested.block_n == 0 && g.rows > kReadBoundRows && Tiles(g, 128, 128) * 2 <= c.sm_count) {
+      // 3xTF32 (three products a step of half a 16-bit step's K) is bound by its steps: 64
+      // columns a tile, 64 or 128 rows, K split into units of at least 6 steps, as many units
+      // as SMs at most; the fewest steps on the critical path win, a step of 128 rows (two
+      // consumers) costing 1.8 of 64's and each further unit half a step (its partial tile
+      // through L2). H200, 2026-12-02, µs, the tuner's times of GPT-2's f32 products at 128
+      // rows (A from registers), the best form / 64x64 by the 16-bit rule / PyTorch's exact
+      // f32 (F.linear in a CUDA graph): QKV 128x64 split 3 18.72 / 22.56 / 30.24, proj 64x64
+      // split 4 13.15 / 16.19 / 26.12, fc 128x64 split 2 28.83 / 31.01 / 27.09, fc2 64x64
+      // split 5 23.71 / 23.71 / 54.14. RULE_NUMBERS
+      double best = std::numeric_limits<double>::infinity();
+      for (int m : {64, 128}) {
+        if (m == 128 && g.rows <= 64) continue;
+        const int64_t splits = std::max<int64_t>(1, std::min<int64_t>({KSteps(g) / 6, c.sm_count / Tiles(g, m, 64), 32}));
+        const int units = UnitsWithoutEmpty(g, splits);
+        const double cost = static_cast<double>(CeilDiv(KSteps(g), units)) * (m == 128 ? 1.8 : 1.0) + 0.5 * (units - 1);
+        if (cost < best) best = cost, c.block_m = m, c.block_n = 64, c.splits = units;
+      }
+    } else if (!c.pingpong.value_or(false) && small_m_tiles && requested.block_n == 0 && g.rows > kReadBoundRows && Tiles(g, 128, 128) * 2 <= c.sm_count) {
       // Where 64-column tiles would leave a second, partial round (LLaMA-style gate and up
       // projections, 128 x 2048 -> 5632: 176 tiles on 132 SMs), 128-column ones take a single
       // round; both are bound by what the SMs read more than by the tensor cores. H200,

@@ -919,11 +919,39 @@ TEST(CudaGemmEmitterTest, FewTilesOfManyRowsTakeSmallTilesAndSplitOnlyALongK) {
     // No next tile to overlap: the epilogue in the tail, on the f32 sums.
     EXPECT_FALSE(c.overlap_epilogue.value_or(true)) << t.k << "x" << t.n;
   }
-  // Read-bound (16 rows) and f32 products keep the rule before it.
+  // Read-bound (16 rows) products keep the rule before it.
   Planned skinny = PlanText("  y = MatMul (x, w)\n", "g (bfloat16[16,768] x, bfloat16[768,768] w) => (bfloat16[16,768] y)");
   auto gemm = LowerOnlyGemm(skinny);
   ASSERT_TRUE(gemm.ok());
   EXPECT_EQ(ResolveGemmConfig(*gemm, {}).block_n, 128);
+}
+
+// 3xTF32 products of few tiles (GPT-2's in f32 at batch 1) are bound by their steps: 64-column
+// tiles of 64 or 128 rows, K cut into as many units as the SMs take, each unit at least 6 steps
+// of 32, whichever puts the fewest steps on the critical path.
+TEST(CudaGemmEmitterTest, Exact3xTf32ProductsOfFewTilesCutKShort) {
+  struct Case {
+    int64_t k, n;
+    int block_m, splits;
+  };
+  for (const Case& t : {Case{768, 2304, 128, 3}, Case{768, 768, 64, 4}, Case{768, 3072, 128, 2}, Case{3072, 768, 128, 11}}) {
+    Planned p = PlanText("  y = MatMul (x, w)\n", fmt::format("g (float[128,{0}] x, float[{0},{1}] w) => (float[128,{1}] y)", t.k, t.n));
+    auto gemm = LowerOnlyGemm(p);
+    ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
+    ASSERT_TRUE(gemm->split_f32);
+    const CudaGemmConfig c = ResolveGemmConfig(*gemm, {});
+    EXPECT_EQ(c.block_m, t.block_m) << t.k << "x" << t.n;
+    EXPECT_EQ(c.block_n, 64) << t.k << "x" << t.n;
+    EXPECT_EQ(c.splits, t.splits) << t.k << "x" << t.n;
+    EXPECT_LE(128 / c.block_m * t.n / 64 * c.splits, 132) << "at most one unit an SM";
+    EXPECT_GE(gemm_layout::StepsPerSplit(*gemm, c), 6) << t.k << "x" << t.n;
+    EXPECT_TRUE(EmitCudaGemm(*gemm, c).ok());
+  }
+  // 64 rows or fewer: 64-row tiles only.
+  Planned few = PlanText("  y = MatMul (x, w)\n", "g (float[40,768] x, float[768,2304] w) => (float[40,2304] y)");
+  auto gemm = LowerOnlyGemm(few);
+  ASSERT_TRUE(gemm.ok());
+  EXPECT_EQ(ResolveGemmConfig(*gemm, {}).block_m, 64);
 }
 
 // B a model input or a constant (a weight no kernel of the model writes): the producer loads

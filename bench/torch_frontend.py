@@ -244,28 +244,25 @@ def main():
                     suffix = "" if weights == "auto" else f"_weights_{weights}"
                     row.update({k + suffix if k.startswith("tilefuse") else k: v for k, v in
                                 time_tilefuse(torch, eager, ids, expected, weights, log, args).items()})
-                if args.tilefuse_only:
-                    rows.append(row)
-                    print(json.dumps({k: v for k, v in row.items() if not k.startswith(("tilefuse_log", "tilefuse_profile"))}), flush=True)
-                    continue
-                torch._dynamo.reset()
-                compiled = torch.compile(eager)
-                row["torch_compile_first_call_s"], out = first_call(torch, compiled, ids)
-                row["torch_compile_error_to_scale"] = error_to_scale(torch, out, expected)
-                row["torch_compile_us"] = time_calls(torch, compiled, ids, args.repeats)
-                torch._dynamo.reset()
-                compiled = torch.compile(eager, mode="reduce-overhead")
-                first_call(torch, compiled, ids)
-                row["torch_compile_cudagraphs_us"] = time_calls(torch, compiled, ids, args.repeats)
-                if args.max_autotune:
+                if not args.tilefuse_only:
                     torch._dynamo.reset()
-                    compiled = torch.compile(eager, mode="max-autotune")
-                    row["max_autotune_first_call_s"], _ = first_call(torch, compiled, ids)
-                    row["max_autotune_us"] = time_calls(torch, compiled, ids, args.repeats)
-                torch._dynamo.reset()
-            best = min(v for k, v in row.items() if k in ("torch_compile_us", "torch_compile_cudagraphs_us", "max_autotune_us"))
-            for key in [k for k in row if k.startswith("tilefuse_us")]:
-                row["speedup_vs_best_torch_compile" + key[len("tilefuse_us"):]] = best / row[key]
+                    compiled = torch.compile(eager)
+                    row["torch_compile_first_call_s"], out = first_call(torch, compiled, ids)
+                    row["torch_compile_error_to_scale"] = error_to_scale(torch, out, expected)
+                    row["torch_compile_us"] = time_calls(torch, compiled, ids, args.repeats)
+                    torch._dynamo.reset()
+                    compiled = torch.compile(eager, mode="reduce-overhead")
+                    first_call(torch, compiled, ids)
+                    row["torch_compile_cudagraphs_us"] = time_calls(torch, compiled, ids, args.repeats)
+                    if args.max_autotune:
+                        torch._dynamo.reset()
+                        compiled = torch.compile(eager, mode="max-autotune")
+                        row["max_autotune_first_call_s"], _ = first_call(torch, compiled, ids)
+                        row["max_autotune_us"] = time_calls(torch, compiled, ids, args.repeats)
+                    torch._dynamo.reset()
+            peers = [v for k, v in row.items() if k in ("torch_compile_us", "torch_compile_cudagraphs_us", "max_autotune_us")]
+            for key in [k for k in row if k.startswith("tilefuse_us") and peers]:
+                row["speedup_vs_best_torch_compile" + key[len("tilefuse_us"):]] = min(peers) / row[key]
             rows.append(row)
             print(json.dumps({k: v for k, v in row.items() if not k.startswith(("tilefuse_log", "tilefuse_profile"))}), flush=True)
             for key in (k for k in row if k.startswith("tilefuse_log")):

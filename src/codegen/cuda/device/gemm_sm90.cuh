@@ -111,6 +111,10 @@ struct GemmShape : Config {
   static_assert(!kSplitTf32 || (kSameType<Element, Tf32> && !Config::kPingPong && !Config::kOverlap && Config::kPromote),
                 "gemm_sm90 splits f32 operands for cooperative consumers with promoted sums, without an overlapped epilogue");
   static constexpr int kSplitBuffers = kSplitTf32 ? Config::kStages : 0;
+  // Promoted steps issued whole (one wgmma as wide as the tile a product and 8 columns of K),
+  // not in two column halves: 3xTF32, whose chains are a step long (GemmPromotedSteps), so
+  // its halves overlapped nothing but one half's additions, at half the width.
+  static constexpr bool kWholeSteps = kSplitTf32;
   // 3xTF32 with B MN-major ([K][N], a weight given as [in][out]): the splitter writes B's big
   // parts K-major too, transposed into a buffer of their own (the tensor cores read TF32 K-major).
   static constexpr bool kSplitTransposesB = kSplitTf32 && !kBKMajor;

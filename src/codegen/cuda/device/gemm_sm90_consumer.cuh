@@ -17,7 +17,8 @@ struct GemmConsumerState {
   // 1.3e-6 to 4.1e-6 of the output's scale at K = 520 to 4096, cuBLAS's f32 4e-7 to 8e-7;
   // H200, 2026-12-01). One half's products are added while the other's wgmma runs
   // (GemmPromotedSteps).
-  float step[S::kPromote ? 2 : 1][S::kPromote ? S::kMBlocks : 1][S::kPromote ? S::kBN / 4 : 1];
+  // Steps issued whole (kWholeSteps) hold the tile's width in step[0].
+  float step[S::kPromote && !S::kWholeSteps ? 2 : 1][S::kPromote ? S::kMBlocks : 1][S::kPromote ? S::kBN / (S::kWholeSteps ? 2 : 4) : 1];
   // Overlapped epilogue: the previous tile's products, packed pairs of the product's type
   // (held[mb][j * 2 + h] is d[mb][j * 4 + h * 2 + e] for e = 0, 1).
   unsigned held[S::kOverlap ? S::kMBlocks : 1][S::kOverlap ? S::kBN / 4 : 1];
@@ -166,32 +167,45 @@ constexpr int kPromotedChain = S::kSplitTf32 ? 1 : S::kSplits > 1 ? 2 : 4;
 template <class S>
 __device__ __forceinline__ void GemmPromotedSteps(const GemmSharedMemory<S>& sm, const GemmMaps& maps, GemmConsumerState<S>& c,
                                                   const TileCoordinates& t, int ks, int k_begin, int k_end, int load_at) {
-  constexpr int kHalf = S::kBN / 2;
-  bool first = ks == k_begin;  // the next half 1 added is the unit's first step
-  GemmIssueStepInto<S, kHalf, 0>(sm, maps, c, t, ks, load_at, c.step[0], false);
-  GemmIssueStepInto<S, kHalf, kHalf>(sm, maps, c, t, ks, load_at, c.step[1], false);
-  Warpgroup::Wait<1>();
-  GemmPromote<S, 0>(c, first);
-  int slot = c.ring.stage;  // the slot half 1 of the last step issued still reads
-  c.ring.Advance();
-  const int steps = min(kPromotedChain<S>, k_end - ks);
+  if constexpr (S::kWholeSteps) {  // a step waited on whole, then added
+    GemmIssueStepInto(sm, maps, c, t, ks, load_at, c.step[0], false);
+    Warpgroup::Wait<0>();
+    GemmReleaseSlot(sm, c.ring.stage, c.local);
+    c.ring.Advance();
 #pragma unroll
-  for (int i = 1; i < kPromotedChain<S>; ++i) {
-    if (i >= steps) continue;
-    GemmIssueStepInto<S, kHalf, 0>(sm, maps, c, t, ks + i, load_at, c.step[0], false);
+    for (int mb = 0; mb < S::kMBlocks; ++mb) {
+      Warpgroup::FenceRegisters(c.step[0][mb]);
+#pragma unroll
+      for (int i = 0; i < S::kBN / 2; ++i) c.d[mb][i] = ks == k_begin ? c.step[0][mb][i] : c.d[mb][i] + c.step[0][mb][i];
+    }
+  } else {
+    constexpr int kHalf = S::kBN / 2;
+    bool first = ks == k_begin;  // the next half 1 added is the unit's first step
+    GemmIssueStepInto<S, kHalf, 0>(sm, maps, c, t, ks, load_at, c.step[0], false);
+    GemmIssueStepInto<S, kHalf, kHalf>(sm, maps, c, t, ks, load_at, c.step[1], false);
     Warpgroup::Wait<1>();
+    GemmPromote<S, 0>(c, first);
+    int slot = c.ring.stage;  // the slot half 1 of the last step issued still reads
+    c.ring.Advance();
+    const int steps = min(kPromotedChain<S>, k_end - ks);
+#pragma unroll
+    for (int i = 1; i < kPromotedChain<S>; ++i) {
+      if (i >= steps) continue;
+      GemmIssueStepInto<S, kHalf, 0>(sm, maps, c, t, ks + i, load_at, c.step[0], false);
+      Warpgroup::Wait<1>();
+      GemmReleaseSlot(sm, slot, c.local);
+      GemmPromote<S, 1>(c, first);
+      first = false;
+      GemmIssueStepInto<S, kHalf, kHalf>(sm, maps, c, t, ks + i, load_at, c.step[1], false);
+      Warpgroup::Wait<1>();
+      GemmPromote<S, 0>(c, false);
+      slot = c.ring.stage;
+      c.ring.Advance();
+    }
+    Warpgroup::Wait<0>();
     GemmReleaseSlot(sm, slot, c.local);
     GemmPromote<S, 1>(c, first);
-    first = false;
-    GemmIssueStepInto<S, kHalf, kHalf>(sm, maps, c, t, ks + i, load_at, c.step[1], false);
-    Warpgroup::Wait<1>();
-    GemmPromote<S, 0>(c, false);
-    slot = c.ring.stage;
-    c.ring.Advance();
   }
-  Warpgroup::Wait<0>();
-  GemmReleaseSlot(sm, slot, c.local);
-  GemmPromote<S, 1>(c, first);
 }
 
 // Partial tiles in scratch memory (split-K's and stream-K's): slot `slot` holds each

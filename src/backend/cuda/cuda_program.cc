@@ -170,9 +170,9 @@ StatusOr<CudaLaunchable> GemmTemplate(const Graph& g, const FusionGroup& group, 
   if (target.arch != "sm_90a") return Unimplemented(fmt::format("the GEMM template needs sm_90a (Hopper), not {}", target.arch));
   ASSIGN_OR_RETURN(GemmTemplateKernel gemm, LowerGemmTemplate(g, group, split, inlined, target.tf32));
   gemm.name = name;
-  // 3xTF32 over too few tiles to fill half the GPU (a batch-1 transformer's products) stays on
-  // the template in the small-M rule's 64-row tiles: its 128x128 tiles split 2-10 ways had lost
-  // to cuBLASLt's f32 (GPT-2 small f32 at 1x128, 1940 against 1759 µs, H200, 2026-12-01).
+  // 3xTF32 over few tiles (a batch-1 transformer's products) stays on the template, in the
+  // few-tile rule's forms (ResolveGemmConfig): GPT-2 small f32 at 1x128 1224 µs, against 1759
+  // with them on cuBLASLt's f32 (H200, 2026-12-01/02; 1940 in the 128x128 split tiles before).
   // A few rows (a decode step): the skinny template, which streams B through every SM.
   if (target.overrides.gemm_skinny && SkinnyGemmFits(gemm).ok()) {
     Kernel epilogue = gemm.epilogue;

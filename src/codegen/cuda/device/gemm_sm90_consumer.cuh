@@ -34,8 +34,8 @@ struct GemmConsumerState {
 // lane % 4 and + 4), as the tensor cores read them (big: the word itself) and the rest
 // (small). The slot's 128-byte swizzle moves each row's 16-byte chunk j to j ^ (row % 8).
 // From registers, A is read from shared memory once a step, not once by each of the step's
-// wgmmas, and its small parts are never written there (the split products of few rows were
-// bound by shared memory's bandwidth: GPT-2's at 128 rows ran at 30% of the TF32 rate).
+// wgmmas, and its small parts are never written there: a 64-row step of GPT-2's f32 products
+// at 128 rows 0.67 -> 0.51 µs, GPT-2 at 8x512 20357 -> 16902 µs (H200, 2026-12-02).
 template <class S>
 __device__ __forceinline__ void GemmLoadA(const GemmSharedMemory<S>& sm, GemmConsumerState<S>& c) {
   const unsigned base = SharedAddress(sm.tile_a + c.ring.stage * S::kBM * S::kBK + c.consumer * 64 * S::kBK);

@@ -257,7 +257,8 @@ TEST(TemplateSkeletonsTest, AttentionCompilesInItsLoopsAndHeadDims) {
 }
 
 // The MMA forms of tile_mma.cuh at the extremes of N: tf32, e4m3 and e5m2 from shared
-// memory (both operands K-major) and f16 with A from registers, at the narrowest and widest N.
+// memory (both operands K-major), f16 and tf32 (3xTF32's A) with A from registers, at the
+// narrowest and widest N.
 TEST(TemplateSkeletonsTest, TypedMmaFormsCompileForEveryElementType) {
   StatusOr<NvrtcCompiler> nvrtc = ColdCompiler();
   if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available, skeletons not compiled: " << nvrtc.status().ToString();
@@ -273,13 +274,15 @@ extern "C" __global__ void __launch_bounds__(128, 1) typed_mma(float* out, unsig
   Mma<Bf16>::Shared<16, true>(narrow, a, b, 1);
   const unsigned fragment[4] = {x, x + 1, x + 2, x + 3};
   Mma<F16>::Registers<16, false>(narrow, fragment, b, 1);
+  Mma<Tf32>::Registers<16, false>(narrow, fragment, b, 1);
+  Mma<Tf32>::Registers<256, false>(wide, fragment, b, 1);
   Warpgroup::Commit();
   Warpgroup::Wait<0>();
   for (int i = 0; i < 128; ++i) out[threadIdx.x * 136 + i] = wide[i];
   for (int i = 0; i < 8; ++i) out[threadIdx.x * 136 + 128 + i] = narrow[i];
 }
 )";
-  CompileAndReport(*nvrtc, kernel, "tile_mma.cuh: tf32, e4m3, e5m2, bf16 and f16 forms");
+  CompileAndReport(*nvrtc, kernel, "tile_mma.cuh: tf32, e4m3, e5m2, bf16 and f16 forms, f16 and tf32 from registers");
 }
 
 }  // namespace

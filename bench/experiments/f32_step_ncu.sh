@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# What bounds a 3xTF32 step at few rows (2026-12-02: 0.51 µs a 64-row step of GPT-2's f32
+# products at 128 rows, ~40% of the TF32 rate, the same per SM with one or two consumers):
+# Nsight Compute's speed-of-light, compute-pipe, memory and warp-state sections on tilefuse's
+# kernel in the rule's form, for GPT-2's four products at ROWS rows in f32 (GRAPHS as in
+# small_m_gemms.sh). Candidates: the tensor pipe at the narrow wgmma, B's reads from shared
+# memory (bank conflicts of the splitter's transposed writes), the consumers' waits on the
+# split. On a machine with a GPU; carries build-gpu/bundle.tar.xz.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/f32-step-ncu-out}
+ROWS=${ROWS:-128}
+mkdir -p "$OUT/graphs"
+B=build-gpu/bundle
+[ -x "$B/tilefuse" ] || tar -C build-gpu -xJf build-gpu/bundle.tar.xz
+export LD_LIBRARY_PATH="$PWD/$B/lib:${LD_LIBRARY_PATH:-}" TILEFUSE_CACHE_DIR=${TILEFUSE_CACHE_DIR:-/tmp/tfc-f32-step}
+for f in "${GRAPHS:-bench/experiments/gpt2_gemms}"/*.onnxtxt; do
+  name=$(basename "$f" .onnxtxt)-$ROWS-f32
+  g="$OUT/graphs/$name.onnxtxt"
+  sed "s/4096/$ROWS/g; s/bfloat16/float/g; s/<to = 16>/<to = 1>/g" "$f" > "$g"
+  "$B/tilefuse" run "$g" --backend cuda > /dev/null 2>&1  # the kernel compiled and cached before the profiler
+  echo "== $name: $("$B/tilefuse" run "$g" --backend cuda --check 2>&1 | grep -o 'gemm template [^;]*' | head -1)"
+  ncu --clock-control none --kernel-name regex:gemm --section SpeedOfLight --section ComputeWorkloadAnalysis \
+    --section MemoryWorkloadAnalysis_Tables --section WarpStateStats --section Occupancy \
+    "$B/tilefuse" run "$g" --backend cuda > "$OUT/$name.ncu.txt" 2>&1
+  grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|Issue Slots Busy|Shared.*Bank|Stall|Warp Cycles|Pipe|Tensor" "$OUT/$name.ncu.txt" | head -30
+done

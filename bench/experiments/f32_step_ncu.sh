@@ -5,7 +5,10 @@
 # kernel in the rule's form, for GPT-2's four products at ROWS rows in f32 (GRAPHS as in
 # small_m_gemms.sh). Candidates: the tensor pipe at the narrow wgmma, B's reads from shared
 # memory (bank conflicts of the splitter's transposed writes), the consumers' waits on the
-# split. On a machine with a GPU; carries build-gpu/bundle.tar.xz.
+# split, a fixed cost a unit (the tuner's times fit ~10 µs fixed plus ~0.4 µs a step as well as
+# a step-bound kernel). GPT-2's weights are [K][N] (the splitter transposes B);
+# GRAPHS=bench/experiments/vit_gemms gives the same sizes with B K-major ([N][K], BERT's and
+# ViT's nn.Linear). On a machine with a GPU; carries build-gpu/bundle.tar.xz.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/f32-step-ncu-out}

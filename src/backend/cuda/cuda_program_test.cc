@@ -388,6 +388,32 @@ TEST(CudaProgramGemmPathTest, SixtyFourRowsGoToCuBlasLtWhereItFusesTheEpilogue) 
   EXPECT_EQ(gemm.kernel->template_kernel->Kind(), "skinny gemm template");
 }
 
+// f32 products of few tiles under --precision highest: a batch-1 transformer's (100 rows) on the
+// 3xTF32 template's few-tile forms, a decode step's (8 rows) on cuBLASLt's f32, said why.
+TEST(CudaProgramGemmPathTest, Exact3xTf32OfFewTilesOnTheTemplateADecodeStepOnCuBlasLt) {
+  CudaTarget target;
+  for (const char* file : {"gemm_3xtf32_small_m_splitk_bias_residual_f32.onnxtxt", "gemm_3xtf32_decode_rows_residual_f32.onnxtxt"}) {
+    SCOPED_TRACE(file);
+    auto model = ImportOnnx(std::string(TILEFUSE_SOURCE_DIR) + "/tests/gemm/" + file);
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    auto graph = RunGraphPasses(std::move(model->graph), PassOptions{});
+    ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+    auto plan = PlanFusionForCuda(*graph, PlannerOptions{}, target);
+    ASSERT_TRUE(plan.ok());
+    auto program = BuildCudaProgram(*graph, plan->plan, FindInlinedGenerators(*graph), "", {}, target);
+    ASSERT_TRUE(program.ok()) << program.status().ToString();
+    const CudaGroupProgram& gemm = program->groups.back();
+    if (std::string(file).find("decode") == std::string::npos) {
+      ASSERT_EQ(gemm.mode, CudaGroupProgram::Mode::kGemmTemplate);
+      EXPECT_NE(gemm.kernel->source.strategy.find("3xTF32"), std::string::npos) << gemm.kernel->source.strategy;
+      EXPECT_NE(gemm.kernel->source.strategy.find("64x64x32"), std::string::npos) << gemm.kernel->source.strategy;
+    } else {
+      EXPECT_EQ(gemm.mode, CudaGroupProgram::Mode::kGemm);
+      EXPECT_NE(gemm.why_library.find("decode step"), std::string::npos) << gemm.why_library;
+    }
+  }
+}
+
 // A weight's gradient (dWᵀ = dYᵀ·X: 256 x 768 from 4096 rows, dY read MN-major) splits K on
 // the template as a decode-like product does, but is not one: it stays on the template, split
 // (cuBLASLt took 94-168 µs for it in a LLaMA-style training step, H200, 2026-11-30).

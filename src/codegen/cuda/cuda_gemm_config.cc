@@ -266,7 +266,6 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
     // on products of 49 and 196 rows (368 against 588 µs a forward, both without programmatic
     // launches); not alone at 17 to 64 rows. Up to kReadBoundRows rows reading B bounds the
     // product (below).
-    constexpr int64_t kReadBoundRows = 16;
     const bool half = IsHalf(g.operand_dtype);
     c.splits = 1;
     if (!c.pingpong.value_or(false) && g.split_f32 && requested.block_n == 0 && g.rows > kReadBoundRows && Tiles(g, 128, 128) * 2 <= c.sm_count) {

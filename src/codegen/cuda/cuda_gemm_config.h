@@ -91,6 +91,9 @@ int64_t ScratchBytes(const GemmTemplateKernel& g, const CudaGemmConfig& c);  // 
 constexpr int kStreamKMinSteps = 4;
 int64_t StreamKTiles(const GemmTemplateKernel& g, const CudaGemmConfig& c);
 int StreamKCtas(const GemmTemplateKernel& g, const CudaGemmConfig& c);
+// Up to this many rows (a decode step) reading B bounds a product of few tiles; the few-tile
+// rules' small-M forms start past it.
+constexpr int64_t kReadBoundRows = 16;
 // The CTAs of the persistent grid.
 int64_t GridCtas(const GemmTemplateKernel& g, const CudaGemmConfig& c);
 // Whether the rule overlaps the epilogue, holding the product rounded to its half-precision

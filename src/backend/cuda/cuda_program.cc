@@ -174,7 +174,7 @@ StatusOr<CudaLaunchable> GemmTemplate(const Graph& g, const FusionGroup& group, 
   // few-tile rule's forms (ResolveGemmConfig): GPT-2 small f32 at 1x128 1224 µs, against 1759
   // with them on cuBLASLt's f32 (H200, 2026-12-01/02; 1940 in the 128x128 split tiles before).
   // A decode step's few rows, bound by reading B, stay on cuBLASLt's f32 (the template's forms
-  // were measured from 49 rows up). RULE_NUMBERS
+  // were measured at 128 rows). RULE_NUMBERS
   if (path == GemmPath::kAuto && gemm.split_f32 && gemm.rows <= gemm_layout::kReadBoundRows &&
       gemm_layout::Tiles(gemm, 128, 128) * 2 <= target.sm_count)
     return Unimplemented(fmt::format("3xTF32 over {} rows (a decode step, bound by reading B): cuBLASLt's f32 runs it", gemm.rows));

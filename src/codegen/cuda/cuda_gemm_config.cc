@@ -266,9 +266,10 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
     // on products of 49 and 196 rows (368 against 588 µs a forward, both without programmatic
     // launches); not alone at 17 to 64 rows. Up to kReadBoundRows rows reading B bounds the
     // product (below).
-    const bool half = IsHalf(g.operand_dtype);
+    const bool few_tile_rule = !c.pingpong.value_or(false) && requested.block_n == 0 && g.rows > kReadBoundRows &&
+                               Tiles(g, 128, 128) * 2 <= c.sm_count;
     c.splits = 1;
-    if (!c.pingpong.value_or(false) && g.split_f32 && requested.block_n == 0 && g.rows > kReadBoundRows && Tiles(g, 128, 128) * 2 <= c.sm_count) {
+    if (few_tile_rule && g.split_f32) {
       // 3xTF32 (three products a step of half a 16-bit step's K) is bound by its steps: 64
       // columns a tile, 64 or 128 rows, K split into units of at least 6 steps, as many units
       // as SMs at most; the fewest steps on the critical path win, a step of 128 rows (two
@@ -286,7 +287,7 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
         const double cost = static_cast<double>(CeilDiv(KSteps(g), units)) * (m == 128 ? 1.8 : 1.0) + 0.5 * (units - 1);
         if (cost < best) best = cost, c.block_m = m, c.block_n = 64, c.splits = units;
       }
-    } else if (!c.pingpong.value_or(false) && half && requested.block_n == 0 && g.rows > kReadBoundRows && Tiles(g, 128, 128) * 2 <= c.sm_count) {
+    } else if (few_tile_rule && IsHalf(g.operand_dtype)) {
       // Where 64-column tiles would leave a second, partial round (LLaMA-style gate and up
       // projections, 128 x 2048 -> 5632: 176 tiles on 132 SMs), 128-column ones take a single
       // round; both are bound by what the SMs read more than by the tensor cores. H200,

@@ -130,18 +130,19 @@ __device__ __forceinline__ void GemmRetireStep(const GemmSharedMemory<S>& sm, Ge
   c.previous = c.ring.stage;
 }
 
-// Promoted sums: a retired step's products of column half `Half` added into the
-// accumulators (the unit's first step sets them). A half of a tile's columns is a whole
-// number of the D fragment's 8-column groups, so its fragment is d's from Half * kBN / 4 on.
-template <class S, int Half>
-__device__ __forceinline__ void GemmPromote(GemmConsumerState<S>& c, bool first) {
+// Promoted sums: a retired step's products `step`, kCols columns of the tile from kFirstCol (a
+// column half, or the whole width), added into the accumulators (the unit's first step sets
+// them). A half of a tile's columns is a whole number of the D fragment's 8-column groups, so
+// its fragment is d's from kFirstCol / 2 on.
+template <class S, int kFirstCol, int kCols>
+__device__ __forceinline__ void GemmPromote(GemmConsumerState<S>& c, float (&step)[S::kMBlocks][kCols / 2], bool first) {
 #pragma unroll
   for (int mb = 0; mb < S::kMBlocks; ++mb) {
-    Warpgroup::FenceRegisters(c.step[Half][mb]);
+    Warpgroup::FenceRegisters(step[mb]);
 #pragma unroll
-    for (int i = 0; i < S::kBN / 4; ++i) {
-      float& d = c.d[mb][Half * S::kBN / 4 + i];
-      d = first ? c.step[Half][mb][i] : d + c.step[Half][mb][i];
+    for (int i = 0; i < kCols / 2; ++i) {
+      float& d = c.d[mb][kFirstCol / 2 + i];
+      d = first ? step[mb][i] : d + step[mb][i];
     }
   }
 }
@@ -172,19 +173,14 @@ __device__ __forceinline__ void GemmPromotedSteps(const GemmSharedMemory<S>& sm,
     Warpgroup::Wait<0>();
     GemmReleaseSlot(sm, c.ring.stage, c.local);
     c.ring.Advance();
-#pragma unroll
-    for (int mb = 0; mb < S::kMBlocks; ++mb) {
-      Warpgroup::FenceRegisters(c.step[0][mb]);
-#pragma unroll
-      for (int i = 0; i < S::kBN / 2; ++i) c.d[mb][i] = ks == k_begin ? c.step[0][mb][i] : c.d[mb][i] + c.step[0][mb][i];
-    }
+    GemmPromote<S, 0, S::kBN>(c, c.step[0], ks == k_begin);
   } else {
     constexpr int kHalf = S::kBN / 2;
     bool first = ks == k_begin;  // the next half 1 added is the unit's first step
     GemmIssueStepInto<S, kHalf, 0>(sm, maps, c, t, ks, load_at, c.step[0], false);
     GemmIssueStepInto<S, kHalf, kHalf>(sm, maps, c, t, ks, load_at, c.step[1], false);
     Warpgroup::Wait<1>();
-    GemmPromote<S, 0>(c, first);
+    GemmPromote<S, 0, kHalf>(c, c.step[0], first);
     int slot = c.ring.stage;  // the slot half 1 of the last step issued still reads
     c.ring.Advance();
     const int steps = min(kPromotedChain<S>, k_end - ks);
@@ -194,17 +190,17 @@ __device__ __forceinline__ void GemmPromotedSteps(const GemmSharedMemory<S>& sm,
       GemmIssueStepInto<S, kHalf, 0>(sm, maps, c, t, ks + i, load_at, c.step[0], false);
       Warpgroup::Wait<1>();
       GemmReleaseSlot(sm, slot, c.local);
-      GemmPromote<S, 1>(c, first);
+      GemmPromote<S, kHalf, kHalf>(c, c.step[1], first);
       first = false;
       GemmIssueStepInto<S, kHalf, kHalf>(sm, maps, c, t, ks + i, load_at, c.step[1], false);
       Warpgroup::Wait<1>();
-      GemmPromote<S, 0>(c, false);
+      GemmPromote<S, 0, kHalf>(c, c.step[0], false);
       slot = c.ring.stage;
       c.ring.Advance();
     }
     Warpgroup::Wait<0>();
     GemmReleaseSlot(sm, slot, c.local);
-    GemmPromote<S, 1>(c, first);
+    GemmPromote<S, kHalf, kHalf>(c, c.step[1], first);
   }
 }
 

@@ -23,8 +23,23 @@ for f in "${GRAPHS:-bench/experiments/gpt2_gemms}"/*.onnxtxt; do
   sed "s/4096/$ROWS/g; s/bfloat16/float/g; s/<to = 16>/<to = 1>/g" "$f" > "$g"
   "$B/tilefuse" run "$g" --backend cuda > /dev/null 2>&1  # the kernel compiled and cached before the profiler
   echo "== $name: $("$B/tilefuse" run "$g" --backend cuda --check 2>&1 | grep -o 'gemm template [^;]*' | head -1)"
-  ncu --clock-control none --kernel-name regex:gemm --section SpeedOfLight --section ComputeWorkloadAnalysis \
-    --section MemoryWorkloadAnalysis_Tables --section WarpStateStats --section Occupancy \
-    "$B/tilefuse" run "$g" --backend cuda > "$OUT/$name.ncu.txt" 2>&1
-  grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|Issue Slots Busy|Shared.*Bank|Stall|Warp Cycles|Pipe|Tensor" "$OUT/$name.ncu.txt" | head -30
+  # Where the SMs' time goes: active cycles against elapsed (launch and tail), the tensor
+  # pipe's share, and each stall reason's cycles per issued instruction, largest first (the
+  # producer warpgroup's waits included: read them beside the consumers' counts).
+  ncu --clock-control none --kernel-name regex:gemm --csv --page raw \
+    --metrics gpu__time_duration.sum,sm__cycles_active.avg,sm__cycles_elapsed.avg,sm__inst_executed.sum,sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,dram__bytes_read.sum,lts__t_bytes.sum,regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio \
+    "$B/tilefuse" run "$g" --backend cuda > "$OUT/$name.ncu.csv" 2>&1
+  python3 - "$OUT/$name.ncu.csv" <<'PY'
+import csv, io, sys
+text = open(sys.argv[1]).read()
+rows = list(csv.reader(io.StringIO(text[text.index('"ID"'):])))
+header, units, last = rows[0], rows[1], rows[-1]
+values = {h: v for h, v in zip(header, last)}
+for key in ("gpu__time_duration.sum", "sm__cycles_active.avg", "sm__cycles_elapsed.avg", "sm__inst_executed.sum",
+            "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active", "dram__bytes_read.sum", "lts__t_bytes.sum"):
+    print(f"    {key}: {values.get(key)}")
+stalls = sorted(((float(v.replace(",", "")), h) for h, v in values.items() if "issue_stalled" in h and v.replace(",", "").replace(".", "").isdigit()), reverse=True)
+for v, h in stalls[:8]:
+    print(f"    {v:8.2f}  {h.replace('smsp__average_warps_issue_stalled_', '').replace('_per_issue_active.ratio', '')}")
+PY
 done

@@ -404,6 +404,41 @@ TEST(CudaSearchSpaceTest, GemmTemplateCandidatesAreValid) {
   EXPECT_FALSE(*GemmConfigFromJson(nlohmann::json{{"block_n", 128}}).stream_k) << "a cache from before stream-K";
 }
 
+// A product of few tiles (LLaMA-style's q projection at 128 rows, 32 steps of K): the small-M
+// forms in the rule's ring and in one of 8 stages (more of B in flight an SM), each within
+// shared memory, emitted, and the 8-stage ones compiled without spills.
+TEST(CudaSearchSpaceTest, FewTileProductsAreTriedInDeeperRings) {
+  auto imported = ImportOnnxText(
+      "<\n  ir_version: 8,\n  opset_import: [\"\" : 17]\n>\n"
+      "g (bfloat16[128,2048] x, bfloat16[2048,2048] w) => (bfloat16[128,2048] y)\n{\n"
+      "  wt = Transpose <perm = [1, 0]> (w)\n  y = MatMul (x, wt)\n}\n");
+  ASSERT_TRUE(imported.ok()) << imported.status().ToString();
+  auto graph = RunGraphPasses(std::move(imported->graph), PassOptions{});
+  ASSERT_TRUE(graph.ok());
+  auto plan = PlanFusion(*graph, PlannerOptions{});
+  ASSERT_TRUE(plan.ok());
+  const FusionGroup& group = plan->groups.back();
+  ASSERT_EQ(group.kind, GroupKind::kGemm);
+  auto gemm = LowerGemmTemplate(*graph, group, SplitGemmGroup(*graph, group), FindInlinedGenerators(*graph));
+  ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
+  const GemmSearchSpace space = GemmCandidates(*gemm, 132);
+  std::vector<CudaKernelSource> deep;
+  int rule_rings = 0;
+  for (size_t i = 0; i < space.candidates.size(); ++i) {
+    CudaGemmConfig config = space.candidates[i];
+    GemmTemplateKernel variant = *gemm;
+    variant.name = "gemm_ring" + std::to_string(i);
+    auto source = EmitCudaGemm(variant, config);
+    ASSERT_TRUE(source.ok()) << GemmConfigToJson(config).dump() << ": " << source.status().ToString();
+    EXPECT_LE(source->launch.dynamic_shared_bytes, 227 * 1024) << GemmConfigToJson(config).dump();
+    if (config.block_m == 64 && config.stages == 8) deep.push_back(*source);
+    else if (config.block_m == 64 && config.stages <= 6) ++rule_rings;
+  }
+  EXPECT_GE(deep.size(), 4u) << "64-row tiles 64 and 128 wide, 1 and 2 units, in 8 stages";
+  EXPECT_GE(rule_rings, 4);
+  ExpectCompilesWithoutSpills(deep);
+}
+
 TEST(CudaSearchSpaceTest, ConfigJsonRoundTrips) {
   CudaKernelConfig c{256, 8, 32, 1};
   EXPECT_TRUE(SameCudaConfig(CudaConfigFromJson(CudaConfigToJson(c)), c));

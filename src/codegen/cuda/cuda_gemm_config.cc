@@ -303,6 +303,17 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
       // held rounded (BERT-base at 1x128 drifted from eager's 0.021 to 0.029 of the output's
       // scale with it, H200, 2026-12-01).
       if (!c.overlap_epilogue && Tiles(g, 64, c.block_n) * c.splits <= c.sm_count) c.overlap_epilogue = false;
+      // A deeper ring than the 6 stages elsewhere for a long K a unit (32 steps or more): more
+      // of B in flight an SM. H200, 2026-12-02, µs, the tuner's times of the LLaMA-style
+      // products at 128 rows, this rule's form at 6 / 8 stages: gate (32 steps) 13.12 / 12.51,
+      // down + residual (2 units of 44) 16.54 / 15.52, q (2 of 16) 10.72 / 10.43; 12 stages no
+      // faster than 8 (cuBLAS runs 11 of 64x88 tiles). From 16 steps a unit, ResNet-50 bf16 at
+      // batch 1 (its products of 49 to 196 rows) took 450 µs, from 32 steps 272. RULE_NUMBERS
+      if (c.stages == 0 && c.overlap_epilogue == false && KSteps(g) / c.splits >= 32) {
+        CudaGemmConfig deeper = c;
+        deeper.stages = 8;
+        if (SharedBytes(deeper, g, StagedStore(g) >= 0, RingedLoad(g, deeper) >= 0) <= kSharedLimit) c.stages = 8;
+      }
     } else if (!c.pingpong.value_or(false) && Tiles(g, c.block_m, c.block_n) * 2 <= c.sm_count) {
       if (requested.block_n == 0 && g.n >= 128) c.block_n = 128;
       const int64_t splits = std::min<int64_t>({c.sm_count / 2 / Tiles(g, c.block_m, c.block_n), KSteps(g) / 4, 32});

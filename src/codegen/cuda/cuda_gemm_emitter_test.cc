@@ -900,14 +900,18 @@ TEST(CudaGemmEmitterTest, ATransposedReshapeIsReadMnMajorFromTheValueItViews) {
 // More rows than a read-bound product but few tiles (GPT-2's products at batch 1): 64x64 tiles,
 // one unit each where K is short, units of about 12 steps where it is long (fc2, K = 3072);
 // 128 columns a tile where 64 would take a second round of the grid (a LLaMA-style gate
-// projection, 2048 -> 5632: 176 tiles of 64x64 on 132 SMs, 88 of 64x128).
+// projection, 2048 -> 5632: 176 tiles of 64x64 on 132 SMs, 88 of 64x128); a ring of 8 stages
+// where a unit runs 32 steps or more (the gate; LLaMA's down projection, 5632 -> 2048 in 2
+// units of 44), as many as fit up to 6 elsewhere.
 TEST(CudaGemmEmitterTest, FewTilesOfManyRowsTakeSmallTilesAndSplitOnlyALongK) {
   struct Case {
     int64_t k, n;
     int block_n, splits;
+    bool deep_ring;
   };
-  for (const Case& t : {Case{768, 2304, 64, 1}, Case{768, 768, 64, 1}, Case{768, 3072, 64, 1}, Case{3072, 768, 64, 4},
-                        Case{2048, 5632, 128, 1}, Case{2048, 2048, 64, 2}}) {
+  for (const Case& t : {Case{768, 2304, 64, 1, false}, Case{768, 768, 64, 1, false}, Case{768, 3072, 64, 1, false},
+                        Case{3072, 768, 64, 4, false}, Case{2048, 5632, 128, 1, true}, Case{2048, 2048, 64, 2, false},
+                        Case{5632, 2048, 64, 2, true}}) {
     Planned p = PlanText("  y = MatMul (x, w)\n", fmt::format("g (bfloat16[128,{0}] x, bfloat16[{0},{1}] w) => (bfloat16[128,{1}] y)", t.k, t.n));
     auto gemm = LowerOnlyGemm(p);
     ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
@@ -918,6 +922,9 @@ TEST(CudaGemmEmitterTest, FewTilesOfManyRowsTakeSmallTilesAndSplitOnlyALongK) {
     EXPECT_LE(128 / 64 * t.n / t.block_n * c.splits, 132) << "at most one unit an SM";
     // No next tile to overlap: the epilogue in the tail, on the f32 sums.
     EXPECT_FALSE(c.overlap_epilogue.value_or(true)) << t.k << "x" << t.n;
+    if (t.deep_ring) EXPECT_EQ(c.stages, 8) << t.k << "x" << t.n;
+    else EXPECT_LE(c.stages, 6) << t.k << "x" << t.n;
+    EXPECT_TRUE(EmitCudaGemm(*gemm, c).ok()) << t.k << "x" << t.n;
   }
   // Read-bound (16 rows) products keep the rule before it.
   Planned skinny = PlanText("  y = MatMul (x, w)\n", "g (bfloat16[16,768] x, bfloat16[768,768] w) => (bfloat16[16,768] y)");

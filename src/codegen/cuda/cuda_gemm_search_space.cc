@@ -62,26 +62,32 @@ GemmSearchSpace GemmCandidates(const GemmTemplateKernel& gemm, int sm_count, std
   // Too few output tiles to fill the GPU (a decode-like M; GPT-2 at batch 1 has 6 to 24
   // tiles of 128x128): narrower and shorter tiles and K split into more or fewer units, the
   // ways cuBLAS's small-M kernels go (64x16 to 64x64 tiles, split-K). Such a product is bound
-  // by latency more than by reading B.
+  // by latency more than by reading B. A ring of 8 stages beside the rule's keeps more of B in
+  // flight an SM (cuBLAS runs LLaMA-style's gate at 128 rows in 11 stages of 64x88 tiles; 12
+  // stages were never faster than 8 on its products, H200, 2026-12-02).
   if (gemm_layout::Tiles(gemm, 128, 128) * 2 <= sm_count && !IsFloat8(gemm.operand_dtype))
     for (int block_m : {64, 128})
       for (int block_n : {64, 128})
         for (int splits : {1, 2, 3, 4, 6, 8, 12})
-          for (bool overlap : {false, true}) {
-            const int64_t steps = gemm_layout::KSteps(gemm);
-            if (splits > steps || (block_m == 128 && gemm.rows <= 64) || (block_n > 64 && gemm.n < block_n)) continue;
-            if (overlap && (splits > 1 || !gemm_layout::ProductMayBeHeldRounded(gemm))) continue;
-            CudaGemmConfig requested = rule;
-            requested.pingpong = false;
-            requested.block_m = block_m;
-            requested.block_n = block_n;
-            requested.splits = gemm_layout::UnitsWithoutEmpty(gemm, splits);
-            requested.overlap_epilogue = overlap;
-            const CudaGemmConfig c = ResolveGemmConfig(gemm, requested);
-            if (c.splits > 1 && gemm_layout::Tiles(gemm, c.block_m, c.block_n) * 4 > kScratchCounterBytes) continue;
-            if (std::none_of(space.candidates.begin(), space.candidates.end(), [&](const CudaGemmConfig& o) { return SameGemmConfig(o, c); }))
-              space.candidates.push_back(c);
-          }
+          for (bool overlap : {false, true})
+            for (int stages : {0, 8}) {
+              const int64_t steps = gemm_layout::KSteps(gemm);
+              if (splits > steps || (block_m == 128 && gemm.rows <= 64) || (block_n > 64 && gemm.n < block_n)) continue;
+              if (overlap && (splits > 1 || !gemm_layout::ProductMayBeHeldRounded(gemm))) continue;
+              if (stages > 0 && (overlap || splits > 4 || stages > steps / std::max(1, splits))) continue;
+              CudaGemmConfig requested = rule;
+              requested.pingpong = false;
+              requested.block_m = block_m;
+              requested.block_n = block_n;
+              requested.splits = gemm_layout::UnitsWithoutEmpty(gemm, splits);
+              requested.overlap_epilogue = overlap;
+              requested.stages = stages;
+              const CudaGemmConfig c = ResolveGemmConfig(gemm, requested);
+              if (c.splits > 1 && gemm_layout::Tiles(gemm, c.block_m, c.block_n) * 4 > kScratchCounterBytes) continue;
+              if (gemm_layout::SharedBytes(c, gemm, staged, gemm_layout::RingedLoad(gemm, c) >= 0) > gemm_layout::kSharedLimit) continue;
+              if (std::none_of(space.candidates.begin(), space.candidates.end(), [&](const CudaGemmConfig& o) { return SameGemmConfig(o, c); }))
+                space.candidates.push_back(c);
+            }
   // Each with clusters of two CTAs sharing B (multicast), where they fit.
   const size_t single = space.candidates.size();
   for (size_t i = 0; i < single; ++i) {

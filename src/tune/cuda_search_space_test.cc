@@ -38,6 +38,16 @@ Kernel FirstKernel(const std::string& model) {
   return LastGroupKernel(std::move(imported->graph));
 }
 
+// The GEMM template form of an imported model's last fusion group, a gemm group.
+StatusOr<GemmTemplateKernel> LastGemm(StatusOr<ImportedModel> imported) {
+  if (!imported.ok()) return imported.status();
+  ASSIGN_OR_RETURN(Graph graph, RunGraphPasses(std::move(imported->graph), PassOptions{}));
+  ASSIGN_OR_RETURN(FusionPlan plan, PlanFusion(graph, PlannerOptions{}));
+  const FusionGroup& group = plan.groups.back();
+  if (group.kind != GroupKind::kGemm) return InvalidArgument("the last group is not a gemm group");
+  return LowerGemmTemplate(graph, group, SplitGemmGroup(graph, group), FindInlinedGenerators(graph));
+}
+
 // A norm over [rows, columns] of `dtype`: a layer norm with scale and bias, or an RMS norm
 // with a weight (x * rsqrt(mean(x^2) + eps) * w).
 Kernel NormKernel(DType dtype, int64_t rows, int64_t columns, bool rms) {
@@ -360,15 +370,7 @@ TEST(CudaSearchSpaceTest, TransposedPointwiseCandidatesAreValid) {
 // and cooperative ones after it, no two alike, every one emitted and compiled for sm_90a
 // without spills, and the configuration survives the tuning cache's JSON.
 TEST(CudaSearchSpaceTest, GemmTemplateCandidatesAreValid) {
-  auto imported = ImportOnnx(std::string(TILEFUSE_SOURCE_DIR) + "/bench/cases/gemm_residual_bf16_16384x4096x1024.onnxtxt");
-  ASSERT_TRUE(imported.ok()) << imported.status().ToString();
-  auto graph = RunGraphPasses(std::move(imported->graph), PassOptions{});
-  ASSERT_TRUE(graph.ok());
-  auto plan = PlanFusion(*graph, PlannerOptions{});
-  ASSERT_TRUE(plan.ok());
-  const FusionGroup& group = plan->groups.back();
-  ASSERT_EQ(group.kind, GroupKind::kGemm);
-  auto gemm = LowerGemmTemplate(*graph, group, SplitGemmGroup(*graph, group), FindInlinedGenerators(*graph));
+  auto gemm = LastGemm(ImportOnnx(std::string(TILEFUSE_SOURCE_DIR) + "/bench/cases/gemm_residual_bf16_16384x4096x1024.onnxtxt"));
   ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
   GemmSearchSpace space = GemmCandidates(*gemm, 132);
   ASSERT_GE(space.candidates.size(), 6u);
@@ -408,18 +410,10 @@ TEST(CudaSearchSpaceTest, GemmTemplateCandidatesAreValid) {
 // forms in the rule's ring and in one of 8 stages (more of B in flight an SM), each within
 // shared memory, emitted, and the 8-stage ones compiled without spills.
 TEST(CudaSearchSpaceTest, FewTileProductsAreTriedInDeeperRings) {
-  auto imported = ImportOnnxText(
+  auto gemm = LastGemm(ImportOnnxText(
       "<\n  ir_version: 8,\n  opset_import: [\"\" : 17]\n>\n"
       "g (bfloat16[128,2048] x, bfloat16[2048,2048] w) => (bfloat16[128,2048] y)\n{\n"
-      "  wt = Transpose <perm = [1, 0]> (w)\n  y = MatMul (x, wt)\n}\n");
-  ASSERT_TRUE(imported.ok()) << imported.status().ToString();
-  auto graph = RunGraphPasses(std::move(imported->graph), PassOptions{});
-  ASSERT_TRUE(graph.ok());
-  auto plan = PlanFusion(*graph, PlannerOptions{});
-  ASSERT_TRUE(plan.ok());
-  const FusionGroup& group = plan->groups.back();
-  ASSERT_EQ(group.kind, GroupKind::kGemm);
-  auto gemm = LowerGemmTemplate(*graph, group, SplitGemmGroup(*graph, group), FindInlinedGenerators(*graph));
+      "  wt = Transpose <perm = [1, 0]> (w)\n  y = MatMul (x, wt)\n}\n"));
   ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
   const GemmSearchSpace space = GemmCandidates(*gemm, 132);
   std::vector<CudaKernelSource> deep;

@@ -9,7 +9,8 @@ transformers' models with random weights (from their configs; no download):
 - the steady-state time of a call (CUDA events around 20 calls after warm-up, median of
   --repeats), for eager, torch.compile() with CUDA graphs ("reduce-overhead"), optionally
   max-autotune, and tilefuse (which replays each compiled graph as one CUDA graph);
-- the output's error against eager, relative to the output's scale.
+- the output's error against eager, relative to the output's scale (f32: also against eager with
+  TF32 off for convolutions too, PyTorch's default leaving cuDNN's on).
 
     python3 bench/torch_frontend.py --model gpt2 --shape 1x128 --shape 8x512 --dtype bf16 --json out.json
 
@@ -86,6 +87,16 @@ def time_calls(torch, fn, ids, repeats, calls=20):
     return statistics.median(times)
 
 
+def exact_f32_output(torch, eager, ids):
+    """Eager's output with TF32 off for matmuls and convolutions alike: f32's own accuracy."""
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        return eager(ids)
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+
+
 def first_call(torch, fn, ids):
     torch.cuda.synchronize()
     start = time.perf_counter()
@@ -154,7 +165,7 @@ class BackendTimes:
         return False
 
 
-def time_tilefuse(torch, eager, ids, expected, weights, log, args):
+def time_tilefuse(torch, eager, ids, expected, weights, log, args, exact=None):
     """First calls cold (an empty kernel cache) and warm (the same graphs again), then the
     steady state, of torch.compile(backend="tilefuse") with options={"weights": weights}."""
     import tilefuse.torch_backend
@@ -187,6 +198,8 @@ def time_tilefuse(torch, eager, ids, expected, weights, log, args):
                 tilefuse.torch_backend.finish_compiles()
                 row["tilefuse_cold_finish_compiles_s"] = time.perf_counter() - finish_start
         row["tilefuse_error_to_scale"] = error_to_scale(torch, out, expected)
+        if exact is not None:
+            row["tilefuse_error_to_exact"] = error_to_scale(torch, out, exact)
         # Kernels still compiling behind their stand-ins (background compiles) first.
         finish_start = time.perf_counter()
         tilefuse.torch_backend.finish_compiles()
@@ -239,16 +252,23 @@ def main():
             with torch.no_grad():
                 eager = lambda x: model(x) if name in VISION + ("bert",) else model(x, use_cache=False)  # noqa: E731
                 expected = eager(ids)
+                # f32: eager's convolutions run TF32 by PyTorch's default (cudnn.allow_tf32), so
+                # eager is not exact f32 there; each side's error to an exact eager is reported too.
+                exact = exact_f32_output(torch, eager, ids) if dtype == torch.float32 else None
+                if exact is not None:
+                    row["eager_error_to_exact"] = error_to_scale(torch, expected, exact)
                 row["eager_us"] = time_calls(torch, eager, ids, args.repeats)
                 for weights in args.weights or ["auto"]:
                     suffix = "" if weights == "auto" else f"_weights_{weights}"
                     row.update({k + suffix if k.startswith("tilefuse") else k: v for k, v in
-                                time_tilefuse(torch, eager, ids, expected, weights, log, args).items()})
+                                time_tilefuse(torch, eager, ids, expected, weights, log, args, exact).items()})
                 if not args.tilefuse_only:
                     torch._dynamo.reset()
                     compiled = torch.compile(eager)
                     row["torch_compile_first_call_s"], out = first_call(torch, compiled, ids)
                     row["torch_compile_error_to_scale"] = error_to_scale(torch, out, expected)
+                    if exact is not None:
+                        row["torch_compile_error_to_exact"] = error_to_scale(torch, out, exact)
                     row["torch_compile_us"] = time_calls(torch, compiled, ids, args.repeats)
                     torch._dynamo.reset()
                     compiled = torch.compile(eager, mode="reduce-overhead")

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # What bounds a 3xTF32 step at few rows (2026-12-02: 0.51 µs a 64-row step of GPT-2's f32
 # products at 128 rows, ~40% of the TF32 rate, the same per SM with one or two consumers):
-# Nsight Compute's speed-of-light, compute-pipe, memory and warp-state sections on tilefuse's
-# kernel in the rule's form, for GPT-2's four products at ROWS rows in f32 (GRAPHS as in
+# Nsight Compute's metrics on tilefuse's kernel in the rule's form (duration, SM active against
+# elapsed cycles, the tensor pipe, DRAM and L2 bytes, stall reasons; the CSVs in OUT), for
+# GPT-2's four products at ROWS rows in f32 (GRAPHS as in
 # small_m_gemms.sh). Candidates: the tensor pipe at the narrow wgmma, B's reads from shared
 # memory (bank conflicts of the splitter's transposed writes), the consumers' waits on the
 # split, a fixed cost a unit (the tuner's times fit ~10 µs fixed plus ~0.4 µs a step as well as
-# a step-bound kernel). GPT-2's weights are [K][N] (the splitter transposes B);
+# a step-bound kernel; 2026-12-02's run: the SMs active about half of each kernel's elapsed
+# cycles). GPT-2's weights are [K][N] (the splitter transposes B);
 # GRAPHS=bench/experiments/vit_gemms gives the same sizes with B K-major ([N][K], BERT's and
 # ViT's nn.Linear). On a machine with a GPU; carries build-gpu/bundle.tar.xz.
 set -uo pipefail
@@ -33,7 +35,7 @@ for f in "${GRAPHS:-bench/experiments/gpt2_gemms}"/*.onnxtxt; do
 import csv, io, sys
 text = open(sys.argv[1]).read()
 rows = list(csv.reader(io.StringIO(text[text.index('"ID"'):])))
-header, units, last = rows[0], rows[1], rows[-1]
+header, last = rows[0], rows[-1]
 values = {h: v for h, v in zip(header, last)}
 for key in ("gpu__time_duration.sum", "sm__cycles_active.avg", "sm__cycles_elapsed.avg", "sm__inst_executed.sum",
             "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active", "dram__bytes_read.sum", "lts__t_bytes.sum"):

@@ -419,7 +419,7 @@ TEST(CudaSearchSpaceTest, FewTileProductsAreTriedInDeeperRings) {
   std::vector<CudaKernelSource> deep;
   int rule_rings = 0;
   for (size_t i = 0; i < space.candidates.size(); ++i) {
-    CudaGemmConfig config = space.candidates[i];
+    const CudaGemmConfig& config = space.candidates[i];
     GemmTemplateKernel variant = *gemm;
     variant.name = "gemm_ring" + std::to_string(i);
     auto source = EmitCudaGemm(variant, config);

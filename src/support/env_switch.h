@@ -8,5 +8,8 @@ namespace tilefuse {
 bool SwitchedOff(const char* name);
 // Whether it is set to "1" (a mechanism the rules leave off, turned on for measurement).
 bool SwitchedOn(const char* name);
+// Its value as a positive integer (a rule's limit moved for measurement), or 0 where it is
+// unset or not one.
+int PositiveSetting(const char* name);
 
 }  // namespace tilefuse

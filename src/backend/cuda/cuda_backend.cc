@@ -11,6 +11,7 @@
 #include "fusion/group_classifier.h"
 #include "runtime/memory_plan.h"
 #include "support/check.h"
+#include "support/env_switch.h"
 #include "support/host_memory.h"
 
 namespace tilefuse {
@@ -278,6 +279,8 @@ CudaTarget TargetFor(const std::string& arch, int sm_count, const CudaCompileOpt
   target.attention = options.attention;
   target.tf32 = options.precision == MatmulPrecision::kHigh;
   target.overrides = options.overrides;
+  // The rule's deepest GEMM ring moved for measurement (whole models A/B without a rebuild).
+  if (target.overrides.gemm_max_stages == 0) target.overrides.gemm_max_stages = PositiveSetting("TILEFUSE_GEMM_MAX_STAGES");
   target.template_configs = options.template_configs;
   target.fault = options.fault;
   target.stand_ins = options.background_compile;

@@ -117,6 +117,7 @@ struct TemplateOverrides {
   std::optional<bool> gemm_overlap_epilogue;  // unset: the rule; true: wherever the template can overlap
   std::optional<bool> gemm_stream_k;          // unset: the rule; true: wherever tiles leave a partial last round
   int gemm_block_n = 0, gemm_stages = 0, gemm_splits = 0, gemm_group_m = 0;  // CudaGemmConfig's; 0: the rule
+  int gemm_max_stages = 0;  // CudaGemmConfig::max_stages (TILEFUSE_GEMM_MAX_STAGES); 0: the rule
   // The skinny GEMM template for products of at most kSkinnyMaxRows rows (false: the GEMM
   // template's forms instead, for comparison).
   bool gemm_skinny = true;

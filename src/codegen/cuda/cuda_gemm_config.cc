@@ -309,7 +309,7 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
       // down + residual (2 units of 44) 16.54 / 15.52, q (2 of 16) 10.72 / 10.43; 12 stages no
       // faster than 8 (cuBLAS runs 11 of 64x88 tiles). From 16 steps a unit, ResNet-50 bf16 at
       // batch 1 (its products of 49 to 196 rows) took 450 µs, from 32 steps 272. RULE_NUMBERS
-      if (c.stages == 0 && c.overlap_epilogue == false && KSteps(g) / c.splits >= 32) {
+      if (c.stages == 0 && c.overlap_epilogue == false && KSteps(g) / c.splits >= 32 && (c.max_stages == 0 || c.max_stages >= 8)) {
         CudaGemmConfig deeper = c;
         deeper.stages = 8;
         if (SharedBytes(deeper, g, StagedStore(g) >= 0, RingedLoad(g, deeper) >= 0) <= kSharedLimit) c.stages = 8;
@@ -352,7 +352,8 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
     const bool staged = StagedStore(g) >= 0, ringed = RingedLoad(g, x) >= 0;
     CudaGemmConfig deeper = x;
     int stages = 2;
-    for (deeper.stages = 3; deeper.stages <= 6 && SharedBytes(deeper, g, staged, ringed) <= kSharedLimit; ++deeper.stages)
+    const int deepest = x.max_stages > 0 ? std::max(3, std::min(x.max_stages, 6)) : 6;
+    for (deeper.stages = 3; deeper.stages <= deepest && SharedBytes(deeper, g, staged, ringed) <= kSharedLimit; ++deeper.stages)
       stages = deeper.stages;
     return stages;
   };

@@ -32,6 +32,9 @@ struct CudaGemmConfig {
   int block_m = 0;    // 64, 128 or 192 (three consumers: 16-bit operands, the epilogue in the tail); 0: the rule
   int block_n = 0;    // 64..256, a multiple of 64; 0: the widest that still fills the GPU
   int stages = 0;     // pipeline depth; 0: as many as fit in shared memory (at most 6)
+  // The deepest ring the rule picks where `stages` is 0 (0: 6, and 8 for few tiles' long
+  // units); TILEFUSE_GEMM_MAX_STAGES moves it for measurement.
+  int max_stages = 0;
   int group_m = 8;    // tile rows swept together (L2 reuse of B)
   // CTAs of a thread-block cluster taking vertically adjacent tiles: each loads its own A
   // tile and half the B tile they share, multicast by TMA to both, so B crosses from L2 to

@@ -933,6 +933,32 @@ TEST(CudaGemmEmitterTest, FewTilesOfManyRowsTakeSmallTilesAndSplitOnlyALongK) {
   EXPECT_EQ(ResolveGemmConfig(*gemm, {}).block_n, 128);
 }
 
+// The rule's deepest ring moved for measurement (CudaGemmConfig::max_stages,
+// TILEFUSE_GEMM_MAX_STAGES): 128x128 tiles fit 6 stages, capped at 5; the few-tile form's 8
+// stages only where the cap allows them; an explicit ask stays as asked.
+TEST(CudaGemmEmitterTest, TheRulesDeepestRingMovesWithMaxStages) {
+  Planned many = PlanText("  y = MatMul (x, w)\n", "g (bfloat16[4096,1024] x, bfloat16[1024,1024] w) => (bfloat16[4096,1024] y)");
+  auto wide = LowerOnlyGemm(many);
+  ASSERT_TRUE(wide.ok()) << wide.status().ToString();
+  CudaGemmConfig asked;
+  asked.block_n = 128;
+  asked.overlap_epilogue = false;
+  EXPECT_EQ(ResolveGemmConfig(*wide, asked).stages, 6);
+  asked.max_stages = 5;
+  EXPECT_EQ(ResolveGemmConfig(*wide, asked).stages, 5);
+  asked.stages = 4;
+  EXPECT_EQ(ResolveGemmConfig(*wide, asked).stages, 4) << "asked for";
+  Planned few = PlanText("  y = MatMul (x, w)\n", "g (bfloat16[128,2048] x, bfloat16[2048,5632] w) => (bfloat16[128,5632] y)");
+  auto gate = LowerOnlyGemm(few);
+  ASSERT_TRUE(gate.ok()) << gate.status().ToString();
+  CudaGemmConfig rule;
+  EXPECT_EQ(ResolveGemmConfig(*gate, rule).stages, 8);
+  rule.max_stages = 6;
+  EXPECT_EQ(ResolveGemmConfig(*gate, rule).stages, 6);
+  rule.max_stages = 8;
+  EXPECT_EQ(ResolveGemmConfig(*gate, rule).stages, 8);
+}
+
 // 3xTF32 products of few tiles (GPT-2's in f32 at batch 1) are bound by their steps: 64-column
 // tiles of 64 or 128 rows, K cut into as many units as the SMs take, each unit at least 6 steps
 // of 32, whichever puts the fewest steps on the critical path.

@@ -74,7 +74,7 @@ GemmSearchSpace GemmCandidates(const GemmTemplateKernel& gemm, int sm_count, std
               const int64_t steps = gemm_layout::KSteps(gemm);
               if (splits > steps || (block_m == 128 && gemm.rows <= 64) || (block_n > 64 && gemm.n < block_n)) continue;
               if (overlap && (splits > 1 || !gemm_layout::ProductMayBeHeldRounded(gemm))) continue;
-              if (stages > 0 && (overlap || splits > 4 || stages > steps / std::max(1, splits))) continue;
+              if (stages > 0 && (overlap || splits > 4 || stages > steps / splits)) continue;
               CudaGemmConfig requested = rule;
               requested.pingpong = false;
               requested.block_m = block_m;

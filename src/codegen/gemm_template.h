@@ -88,6 +88,12 @@ struct GemmTemplateKernel {
   // An f32 product without TF32 (--precision highest): each operand split into TF32 big and
   // small parts, three TF32 products summed (3xTF32), f32's accuracy on the tensor cores.
   bool split_f32 = false;
+  // A product grouped over N (codegen/gemm_n_groups.h): products of one A by up to four
+  // weights (a layer's q, k and v of one normed input) as one kernel, their columns side by
+  // side. Each part is a whole product of its own (its weight, epilogue and outputs); a tile's
+  // columns lie in one part, whose B map and epilogue it takes. Here n is the parts' sum, the
+  // epilogue is empty, and b_k_major, b and product are the first part's. Empty: one product.
+  std::vector<GemmTemplateKernel> n_parts;
 };
 
 // The template form of gemm `group`, or the reason it does not apply (the caller keeps

@@ -38,7 +38,10 @@ std::vector<CudaKernelInfo> DescribeKernels(const CudaProgram& program, const Fu
                         (p.kernel ? " + epilogue " + info.strategy : std::string()) +
                         (p.why_library.empty() ? "" : " (no template: " + p.why_library + ")");
         break;
-      case CudaGroupProgram::Mode::kGemmTemplate: info.mode = "gemm template"; break;
+      case CudaGroupProgram::Mode::kGemmTemplate:
+        info.mode = "gemm template";
+        if (p.grouped_into >= 0) info.strategy = fmt::format("grouped over N into {}", program.groups.at(p.grouped_into).kernel->source.name);
+        break;
       case CudaGroupProgram::Mode::kAttentionTemplate: info.mode = "attention template"; break;
       case CudaGroupProgram::Mode::kHost:
         info.mode = "host";
@@ -193,6 +196,7 @@ Status PlaceOnDevice(CudaExecutable::State& state, bool any_gemm) {
 
   // Device memory: intermediates in the arena by liveness, everything else its own buffer.
   Schedule schedule = ScheduleFromFusionPlan(g, s->plan);
+  WriteGroupedOutputsAtTheirKernel(s->program, schedule);
   const std::vector<std::vector<int>> reads = KernelReads(s->program, s->plan.groups.size(), g);
   AddStepReads(reads, schedule);
   MemoryPlanOptions memory_options;
@@ -281,6 +285,7 @@ CudaTarget TargetFor(const std::string& arch, int sm_count, const CudaCompileOpt
   target.overrides = options.overrides;
   // The rule's deepest GEMM ring moved for measurement (whole models A/B without a rebuild).
   if (target.overrides.gemm_max_stages == 0) target.overrides.gemm_max_stages = PositiveSetting("TILEFUSE_GEMM_MAX_STAGES");
+  if (SwitchedOff("TILEFUSE_GEMM_GROUP_N")) target.overrides.gemm_group_n = false;  // a kernel per product, for comparison
   target.template_configs = options.template_configs;
   target.fault = options.fault;
   target.stand_ins = options.background_compile;

@@ -180,7 +180,7 @@ Status CudaExecutable::State::Enqueue(const std::vector<CUdeviceptr>& at, std::v
         break;
       case CudaGroupProgram::Mode::kGemmTemplate:
         for (const CudaLaunchable& k : p.prologue) RETURN_IF_ERROR(launch(k));
-        RETURN_IF_ERROR(launch(*p.kernel));
+        if (p.kernel) RETURN_IF_ERROR(launch(*p.kernel));  // (none: grouped over N into an earlier group's)
         break;
       case CudaGroupProgram::Mode::kAttentionTemplate: RETURN_IF_ERROR(launch(*p.kernel)); break;
       case CudaGroupProgram::Mode::kHost: RETURN_IF_ERROR(RunHostGroup(p, at)); break;

@@ -15,6 +15,7 @@
 #include "codegen/cuda/cuda_skinny_gemm_emitter.h"
 #include "codegen/cuda/cuda_template_kernels.h"
 #include "codegen/gemm_library_epilogue.h"
+#include "codegen/gemm_n_groups.h"
 #include "codegen/gemm_split.h"
 #include "codegen/gemm_template.h"
 #include "fusion/group_classifier.h"
@@ -354,21 +355,99 @@ CudaGroupProgram ProgramForGroup(const Graph& g, const FusionGroup& group, const
   }
 }
 
+// Products grouped over N (codegen/gemm_n_groups.h): gemm template groups of few output tiles
+// each, reading one A by different weights, become one kernel at the first one's step, where
+// every input of the others is already computed (A and the weights; an epilogue's vector). The
+// others keep no kernel (grouped_into) and their outputs are written at that step.
+void GroupProductsOverN(const Graph& g, const FusionPlan& plan, const std::vector<bool>& inlined, const CudaTarget& target,
+                        CudaProgram& program) {
+  if (!target.overrides.gemm_group_n || target.arch != "sm_90a") return;
+  // The step computing each node (-1: before any step: an input, a constant, an inlined generator).
+  std::vector<int> step_of(g.num_nodes(), -1);
+  for (size_t i = 0; i < plan.groups.size(); ++i)
+    for (int out : plan.groups[i].outputs) step_of[out] = static_cast<int>(i);
+  auto few_tiles = [&](const GemmTemplateKernel& gemm) { return gemm_layout::Tiles(gemm, 128, 128) * 2 <= target.sm_count; };
+  // Candidates by what they must share, in plan order.
+  std::map<std::string, std::vector<std::pair<size_t, GemmTemplateKernel>>> by_a;
+  for (size_t i = 0; i < program.groups.size(); ++i) {
+    const CudaGroupProgram& p = program.groups[i];
+    if (p.mode != CudaGroupProgram::Mode::kGemmTemplate || !p.prologue.empty() || !p.kernel || !p.kernel->template_kernel ||
+        p.kernel->template_kernel->Kind() != "gemm template")
+      continue;
+    StatusOr<GemmTemplateKernel> gemm = LowerGemmTemplate(g, plan.groups[i], SplitGemmGroup(g, plan.groups[i]), inlined, target.tf32);
+    if (!gemm.ok() || !GroupableOverN(*gemm).ok() || !few_tiles(*gemm)) continue;
+    gemm->name = p.kernel->source.name;
+    by_a[GroupOverNKey(*gemm)].push_back({i, std::move(*gemm)});
+  }
+  for (auto& [key, candidates] : by_a) {
+    std::vector<bool> taken(candidates.size(), false);
+    for (size_t first = 0; first < candidates.size(); ++first) {
+      if (taken[first]) continue;
+      const size_t step = candidates[first].first;
+      std::vector<size_t> members = {first};
+      int64_t n = candidates[first].second.n;
+      for (size_t j = first + 1; j < candidates.size() && members.size() < static_cast<size_t>(kMaxGemmNParts); ++j) {
+        if (taken[j]) continue;
+        const FusionGroup& later = plan.groups[candidates[j].first];
+        if (!std::all_of(later.inputs.begin(), later.inputs.end(), [&](int in) { return step_of[in] < static_cast<int>(step); })) continue;
+        GemmTemplateKernel widened = candidates[first].second;
+        widened.n = n + candidates[j].second.n;
+        if (!few_tiles(widened)) continue;
+        members.push_back(j);
+        n = widened.n;
+      }
+      if (members.size() < 2) continue;
+      std::vector<GemmTemplateKernel> parts;
+      for (size_t m : members) parts.push_back(candidates[m].second);
+      StatusOr<GemmTemplateKernel> grouped = GroupOverN(std::move(parts));
+      if (!grouped.ok()) continue;
+      CudaGroupProgram& head = program.groups[step];
+      const std::string name = head.kernel->source.name;
+      grouped->name = name;
+      Kernel epilogue = grouped->n_parts.front().epilogue;
+      const CudaGemmConfig requested = RequestedGemmConfig(*grouped, target);
+      StatusOr<CudaLaunchable> kernel =
+          TemplateLaunchable(MakeGemmTemplate(std::move(*grouped), requested), name, plan.groups[step], std::move(epilogue), target);
+      if (!kernel.ok() || kernel->stand_in) continue;  // (no stand-in: the grouped form has no overlapped epilogue)
+      for (size_t m : members) {
+        taken[m] = true;
+        CudaGroupProgram& p = program.groups[candidates[m].first];
+        p.library_alternative.reset();  // (the tuner's contest is one product against one library call)
+        if (m == first) continue;
+        kernel->outputs.insert(kernel->outputs.end(), p.kernel->outputs.begin(), p.kernel->outputs.end());
+        p.kernel.reset();
+        p.grouped_into = head.group;
+      }
+      head.kernel = std::move(*kernel);
+    }
+  }
+}
+
 }  // namespace
 
 StatusOr<CudaProgram> BuildCudaProgram(const Graph& graph, const FusionPlan& plan, const std::vector<bool>& inlined,
                                        const std::string& prefix, const ConfigMap& configs, const CudaTarget& target) {
   CudaProgram program;
-  std::vector<CudaKernelSource> sources;
   for (const FusionGroup& group : plan.groups) {
     std::string name = fmt::format("{}tf_group{}_{}", prefix, group.id, GroupKindName(group.kind));
     program.groups.push_back(ProgramForGroup(graph, group, inlined, name, configs, target));
-    const CudaGroupProgram& p = program.groups.back();
-    for (const CudaLaunchable& k : p.prologue) sources.push_back(k.source);
-    if (p.kernel) sources.push_back(p.kernel->source);
   }
+  GroupProductsOverN(graph, plan, inlined, target, program);
+  std::vector<CudaKernelSource> sources;
+  for (const CudaGroupProgram& p : program.groups)
+    for (const CudaLaunchable* k : Launchables(p)) sources.push_back(k->source);
   program.source = CudaTranslationUnit(sources);
   return program;
+}
+
+void WriteGroupedOutputsAtTheirKernel(const CudaProgram& program, Schedule& schedule) {
+  for (const CudaGroupProgram& p : program.groups)
+    if (p.grouped_into >= 0) {
+      std::vector<int>& moved = schedule.steps.at(p.group).writes;
+      std::vector<int>& into = schedule.steps.at(p.grouped_into).writes;
+      into.insert(into.end(), moved.begin(), moved.end());
+      moved.clear();
+    }
 }
 
 FusionDecision CudaCapabilities::FusesGemmEpilogue(const Graph& graph, const std::vector<int>& members, int matmul) const {

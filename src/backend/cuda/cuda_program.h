@@ -33,6 +33,7 @@
 #include "fusion/fusion_plan.h"
 #include "fusion/planner.h"
 #include "fusion/target_capabilities.h"
+#include "runtime/memory_plan.h"
 #include "tilefuse/graph.h"
 
 namespace tilefuse {
@@ -71,6 +72,10 @@ struct CudaGroupProgram {
   LtEpilogue lt_epilogue = LtEpilogue::kNone;
   int lt_bias = -1;
   int lt_output = -1;
+  // gemm template: the group whose kernel computes this group's product and epilogue too, a
+  // product grouped over N (codegen/gemm_n_groups.h; this group then has no kernel of its own
+  // and its outputs are written at that group's step); -1: none.
+  int grouped_into = -1;
 };
 
 // The generated kernels of a group: prologues, then the main or epilogue kernel.
@@ -87,6 +92,11 @@ struct CudaProgram {
   std::vector<CudaGroupProgram> groups;  // plan order
   std::string source;                    // every kernel, one translation unit (the dump)
 };
+
+// A product grouped over N (CudaGroupProgram::grouped_into) writes the other groups' outputs
+// at its own step: `schedule` (one step per group, ScheduleFromFusionPlan) says so, so that
+// their live ranges start there and no value that step reads shares their bytes.
+void WriteGroupedOutputsAtTheirKernel(const CudaProgram& program, Schedule& schedule);
 
 // What the program is built for. The Hopper templates need sm_90a.
 // How gemm groups run (auto: cuBLASLt with its own fused epilogue where the group's epilogue
@@ -118,6 +128,9 @@ struct TemplateOverrides {
   std::optional<bool> gemm_stream_k;          // unset: the rule; true: wherever tiles leave a partial last round
   int gemm_block_n = 0, gemm_stages = 0, gemm_splits = 0, gemm_group_m = 0;  // CudaGemmConfig's; 0: the rule
   int gemm_max_stages = 0;  // CudaGemmConfig::max_stages (TILEFUSE_GEMM_MAX_STAGES); 0: the rule
+  // Products of one A by several weights, each of few output tiles, grouped over N into one
+  // kernel (codegen/gemm_n_groups.h; false, TILEFUSE_GEMM_GROUP_N=0: a kernel each).
+  bool gemm_group_n = true;
   // The skinny GEMM template for products of at most kSkinnyMaxRows rows (false: the GEMM
   // template's forms instead, for comparison).
   bool gemm_skinny = true;

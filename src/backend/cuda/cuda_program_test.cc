@@ -844,3 +844,78 @@ TEST(CudaProgramStandInTest, SlowCompilingTemplateKernelsCarryTheirStandIns) {
 
 }  // namespace
 }  // namespace tilefuse
+
+namespace tilefuse {
+namespace {
+
+// Three products of one A by three weights at 128 rows: q, then a row sum of q, then k, and v
+// whose epilogue adds that row sum. q and k become one kernel at q's step (products grouped
+// over N); v reads a value computed after q, so it keeps its own kernel. The moved writes
+// start k's live range at q's step.
+TEST(CudaProgramGroupedTest, ProductsOfOneAByWeightsShareAKernelWhereTheirInputsAreReady) {
+  GraphBuilder b;
+  const Value x = b.Parameter("x", DType::kBF16, {128, 1024});
+  auto weight = [&](const char* name, int64_t n) { return b.Transpose(b.Parameter(name, DType::kBF16, {n, 1024}), {1, 0}); };
+  const Value h = b.Unary(OpCode::kTanh, x);
+  const Value q = b.MatMul(h, weight("wq", 1024));
+  const Value row_sum = b.Reduce(OpCode::kReduceSum, q, {1}, true);
+  const Value k = b.MatMul(h, weight("wk", 256));
+  const Value v = b.Add(b.MatMul(h, weight("wv", 256)), row_sum);
+  b.Output(q, "q");
+  b.Output(row_sum, "s");
+  b.Output(k, "k");
+  b.Output(v, "v");
+  auto built = b.Build();
+  ASSERT_TRUE(built.ok()) << built.status().ToString();
+  auto graph = RunGraphPasses(std::move(*built), PassOptions{});
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  for (bool grouped : {true, false}) {
+    SCOPED_TRACE(grouped ? "grouped" : "a kernel each");
+    CudaTarget target;
+    target.overrides.gemm_group_n = grouped;
+    auto plan = PlanFusionForCuda(*graph, PlannerOptions{}, target);
+    ASSERT_TRUE(plan.ok());
+    auto program = BuildCudaProgram(*graph, plan->plan, FindInlinedGenerators(*graph), "", {}, target);
+    ASSERT_TRUE(program.ok()) << program.status().ToString();
+    std::vector<std::string> gemms;  // each gemm group's launch, in plan order
+    int into = -1;
+    for (const CudaGroupProgram& p : program->groups) {
+      if (p.kind != GroupKind::kGemm) continue;
+      ASSERT_EQ(p.mode, CudaGroupProgram::Mode::kGemmTemplate) << p.why_library;
+      if (p.grouped_into >= 0) into = p.grouped_into;
+      gemms.push_back(p.kernel ? p.kernel->source.strategy : fmt::format("in group {}", p.grouped_into));
+    }
+    ASSERT_EQ(gemms.size(), 3u);
+    if (!grouped) {
+      for (const std::string& s : gemms) EXPECT_EQ(s.find("grouped"), std::string::npos) << s;
+      continue;
+    }
+    EXPECT_NE(gemms[0].find("2 products grouped over N (1024 + 256 columns)"), std::string::npos) << gemms[0];
+    EXPECT_EQ(gemms[1], fmt::format("in group {}", into));
+    EXPECT_EQ(gemms[2].find("grouped"), std::string::npos) << gemms[2];
+    const CudaGroupProgram& head = program->groups.at(into);
+    ASSERT_TRUE(head.kernel.has_value());
+    EXPECT_NE(std::find(head.kernel->outputs.begin(), head.kernel->outputs.end(), k.id), head.kernel->outputs.end());
+    // k's output is written at q's step.
+    Schedule schedule = ScheduleFromFusionPlan(*graph, plan->plan);
+    WriteGroupedOutputsAtTheirKernel(*program, schedule);
+    int k_buffer = -1;
+    for (size_t i = 0; i < schedule.buffers.size(); ++i)
+      if (schedule.buffers[i].node == k.id) k_buffer = static_cast<int>(i);
+    ASSERT_GE(k_buffer, 0);
+    const auto& writes = schedule.steps.at(into).writes;
+    EXPECT_NE(std::find(writes.begin(), writes.end(), k_buffer), writes.end());
+    EXPECT_TRUE(PlanMemory(schedule).ok());
+    // The grouped kernel compiles for sm_90a without spills.
+    StatusOr<NvrtcCompiler> nvrtc = NvrtcCompiler::Create(TestCacheDir());
+    if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available: " << nvrtc.status().ToString();
+    auto cubins = CompileUnits(*nvrtc, SplitIntoCompileUnits({head.kernel->source}), "sm_90a");
+    ASSERT_TRUE(cubins.ok()) << cubins.status().ToString();
+    const std::vector<PtxasKernelInfo> report = ParsePtxasLog(cubins->PtxasLog());
+    ASSERT_EQ(report.size(), 1u);
+    EXPECT_EQ(report[0].spill_store_bytes + report[0].spill_load_bytes, 0) << report[0].line;
+  }
+}
+
+}  // namespace
+}  // namespace tilefuse

@@ -4,6 +4,7 @@
 #include <limits>
 #include <fmt/format.h>
 
+#include "codegen/gemm_n_groups.h"
 #include "codegen/launch_spec.h"
 
 namespace tilefuse {
@@ -106,6 +107,9 @@ static int ResidualLoad(const GemmTemplateKernel& g) {
 }
 
 bool ProductMayBeHeldRounded(const GemmTemplateKernel& g) {
+  // A product grouped over N stores its parts' outputs from the main loop's tail (its
+  // overlapped form is not written).
+  if (!g.n_parts.empty()) return false;
   if (g.dtype != DType::kBF16 && g.dtype != DType::kF16) return false;
   const Kernel& k = g.epilogue;
   const int residual = ResidualLoad(g);
@@ -238,6 +242,7 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
           if (g.split_f32 && n > 128) continue;
           if (split_by_pair && n % (64 * c.cluster_m) != 0) continue;
           if (m == 192 && n < 128) continue;
+          if (!PartsTakeWidth(g, n)) continue;  // a tile's columns in one part of a grouped product
           const double per_column = m == 192 ? (n == 192 ? 1.08 : 1.12) : n == 256 ? 1.0 : n == 192 ? 1.04 : n == 128 ? 1.12 : 1.3;
           const double cost = static_cast<double>(CeilDiv(Tiles(g, m, n), c.sm_count)) * m / 128.0 * n * per_column;
           if (cost < best) best = cost, c.block_n = n, c.block_m = m;
@@ -295,7 +300,7 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
       // 13.44 (13.06 in clusters of two sharing B), 128x64 13.73, 128x128 16.13, any split-K
       // slower; cuBLAS 10.0 by Nsight Compute (64-row tiles 88 columns wide, 128 CTAs).
       c.block_m = 64;
-      c.block_n = Tiles(g, 64, 64) > c.sm_count && g.n >= 128 ? 128 : 64;
+      c.block_n = Tiles(g, 64, 64) > c.sm_count && g.n >= 128 && PartsTakeWidth(g, 128) ? 128 : 64;
       const int64_t splits = std::min<int64_t>({KSteps(g) / 12, c.sm_count / Tiles(g, 64, c.block_n), 32});
       if (splits > 1) c.splits = UnitsWithoutEmpty(g, splits);
       // A tile an SM leaves no next main loop to overlap the epilogue with: it runs in the
@@ -315,7 +320,7 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
         if (SharedBytes(deeper, g, StagedStore(g) >= 0, RingedLoad(g, deeper) >= 0) <= kSharedLimit) c.stages = 8;
       }
     } else if (!c.pingpong.value_or(false) && Tiles(g, c.block_m, c.block_n) * 2 <= c.sm_count) {
-      if (requested.block_n == 0 && g.n >= 128) c.block_n = 128;
+      if (requested.block_n == 0 && g.n >= 128 && PartsTakeWidth(g, 128)) c.block_n = 128;
       const int64_t splits = std::min<int64_t>({c.sm_count / 2 / Tiles(g, c.block_m, c.block_n), KSteps(g) / 4, 32});
       if (splits > 1) c.splits = UnitsWithoutEmpty(g, splits);
     }

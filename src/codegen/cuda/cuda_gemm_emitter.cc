@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <map>
 
 #include "codegen/cuda/cuda_gemm_config.h"
 #include "codegen/cuda/cuda_scalar_program.h"
 #include "codegen/emit_util.h"
+#include "codegen/gemm_n_groups.h"
 #include "support/check.h"
 
 namespace tilefuse {
@@ -49,11 +51,16 @@ class GemmEmitter {
                              c_.splits > 1 ? fmt::format(", split-K x{}", c_.splits) : "",
                              StreamKTiles(g_, c_) > 0 ? fmt::format(", stream-K over the last {} tiles on {} CTAs", StreamKTiles(g_, c_), StreamKCtas(g_, c_)) : "",
                              g_.a_mn_major >= 0 ? ", A MN-major" : "", g_.b_k_major >= 0 ? ", B K-major" : "");
+    if (!g_.n_parts.empty()) {
+      std::vector<std::string> widths;
+      for (const GemmTemplateKernel& p : g_.n_parts) widths.push_back(std::to_string(p.n));
+      s.strategy += fmt::format(", {} products grouped over N ({} columns)", g_.n_parts.size(), fmt::join(widths, " + "));
+    }
     // The kernel: its parameters, then the skeleton (codegen/cuda/device/gemm_sm90.cuh)
     // instantiated on this problem's Config, A loader and Epilogue.
     std::string parameters = "const __grid_constant__ tf::TensorMap map_a, const __grid_constant__ tf::TensorMap map_b";
     std::string maps = "&map_a, &map_b";
-    TensorMapArg map_a = OperandMapA(), map_b = OperandMapB();
+    TensorMapArg map_a = OperandMapA(), map_b = OperandMapB(g_.n_parts.empty() ? g_ : g_.n_parts.front());
     // TF32 operands, rounded as they are copied; 3xTF32 ones whole, split by the consumers.
     map_a.tf32 = map_b.tf32 = g_.operand_dtype == DType::kF32 && !g_.split_f32;
     s.launch.args.push_back({LaunchArg::Kind::kTensorMap, g_.a, map_a, 0});
@@ -69,8 +76,28 @@ class GemmEmitter {
     add_map(staged_load_ >= 0, "map_in", staged_load_ >= 0 ? TileMap(LoadBuffer(staged_load_)) : TensorMapArg{});
     add_map(ringed_load_ >= 0, "map_residual", ringed_load_ >= 0 ? ResidualChunkMap(LoadBuffer(ringed_load_)) : TensorMapArg{});
     std::string buffers;
-    parameters += GemmEpilogueParameters(g_, s, buffers);
-    maps += by_threads ? fmt::format(", b{}", g_.epilogue.stores[staged_].buffer) : ", nullptr";
+    if (g_.n_parts.empty()) {
+      parameters += GemmEpilogueParameters(g_, s, buffers);
+      maps += by_threads ? fmt::format(", b{}", g_.epilogue.stores[staged_].buffer) : ", nullptr";
+    } else {
+      // A product grouped over N: parts 1.. B maps, and each part's epilogue with its own
+      // buffers (Epilogue{{part 0's}, {part 1's}, ...}).
+      maps += ", nullptr, {";
+      for (size_t p = 1; p < g_.n_parts.size(); ++p) {
+        const std::string name = fmt::format("map_b{}", p);
+        parameters += ", const __grid_constant__ tf::TensorMap " + name;
+        TensorMapArg map = OperandMapB(g_.n_parts[p]);
+        map.tf32 = map_b.tf32;
+        s.launch.args.push_back({LaunchArg::Kind::kTensorMap, map.node, map, 0});
+        maps += fmt::format("{}&{}", p > 1 ? ", " : "", name);
+      }
+      maps += "}";
+      for (size_t p = 0; p < g_.n_parts.size(); ++p) {
+        std::string part_buffers;
+        parameters += GemmEpilogueParameters(g_.n_parts[p], s, part_buffers, fmt::format("p{}_", p));
+        buffers += fmt::format("{}{{{}}}", p > 0 ? ", " : "", part_buffers);
+      }
+    }
     const bool scratch = c_.splits > 1 || StreamKTiles(g_, c_) > 0;  // split-K's or stream-K's counters and partials
     if (scratch) {
       parameters += ", unsigned* __restrict__ tile_counters, float* __restrict__ partials";
@@ -78,7 +105,7 @@ class GemmEmitter {
       s.launch.args.push_back({LaunchArg::Kind::kScratch, -1, {}, CounterBytes(g_, c_)});
     }
     std::string out = fmt::format("extern \"C\" __global__ void __launch_bounds__({}, 1) {}({}) {{\n", threads, g_.name, parameters);
-    out += ConfigStruct() + GemmEpilogueStruct(g_, staged_, staged_load_, ringed_load_);
+    out += ConfigStruct() + (g_.n_parts.empty() ? GemmEpilogueStruct(g_, staged_, staged_load_, ringed_load_) : GroupedEpilogueStructs());
     out += fmt::format("  tf::GemmSm90<Config, {}>({{{}}}, Epilogue{{{}}}, {});\n}}\n", ALoader(), maps, buffers,
                        scratch ? "tile_counters, partials" : "nullptr, nullptr");
     // The skeleton awaits the prior grid itself, its producer after loading what of B it may
@@ -105,6 +132,9 @@ class GemmEmitter {
     if (*c_.promote && ((!IsFloat8(g_.operand_dtype) && !g_.split_f32) || *c_.overlap_epilogue))
       return InvalidArgument(fmt::format("{}: promoted sums are for FP8 and 3xTF32 products without an overlapped epilogue", g_.name));
     if (c_.stages < 2) return InvalidArgument(fmt::format("{}: {} stages (need at least 2)", g_.name, c_.stages));
+    if (!g_.n_parts.empty() && (!PartsTakeWidth(g_, c_.block_n) || *c_.overlap_epilogue))
+      return InvalidArgument(fmt::format("{}: a product grouped over N needs tiles within one part ({} columns) and the epilogue in the tail",
+                                         g_.name, c_.block_n));
     const int64_t shared = SharedBytes(c_, g_, staged_ >= 0, ringed_load_ >= 0);
     if (shared > kSharedLimit) return InvalidArgument(fmt::format("{}: {} bytes of shared memory (the limit is {})", g_.name, shared, kSharedLimit));
     RETURN_IF_ERROR(CheckClusters(g_, c_));
@@ -173,10 +203,11 @@ class GemmEmitter {
   }
   // B as [batch][K][N]: boxes of BlockK rows of K × one 128-byte swizzle row of N (64
   // half-precision columns, 32 f32 ones), block_n of N per stage; or K-major, the [N][K]
-  // value its prologue transposes: boxes of 64 rows of N × BlockK of K.
-  TensorMapArg OperandMapB() const {
-    if (g_.b_k_major >= 0) return GemmMatrixMap(g_.b_k_major, g_.operand_dtype, g_.batch, g_.BRowsInMemory(), g_.k, 64, BlockK(g_));
-    return GemmMatrixMap(g_.b, g_.operand_dtype, g_.batch, g_.k, g_.n, BlockK(g_), 128 / static_cast<int>(DTypeSize(g_.operand_dtype)));
+  // value its prologue transposes: boxes of 64 rows of N × BlockK of K. `part`: g_, or the
+  // part of a product grouped over N.
+  TensorMapArg OperandMapB(const GemmTemplateKernel& part) const {
+    if (part.b_k_major >= 0) return GemmMatrixMap(part.b_k_major, g_.operand_dtype, g_.batch, part.BRowsInMemory(), g_.k, 64, BlockK(g_));
+    return GemmMatrixMap(part.b, g_.operand_dtype, g_.batch, g_.k, part.n, BlockK(g_), 128 / static_cast<int>(DTypeSize(g_.operand_dtype)));
   }
   // The staged output (or staged load) as [batch][rows][N]: boxes of 64 rows × 64 columns.
   TensorMapArg TileMap(const KernelBuffer& buffer) const { return GemmMatrixMap(buffer.node, buffer.dtype, g_.batch, g_.rows, g_.n, 64, 64); }
@@ -189,8 +220,32 @@ class GemmEmitter {
     return m;
   }
 
-  // Whether the Epilogue functor stores anything itself (an output besides the staged one).
-  bool EpilogueWrites() const { return g_.epilogue.stores.size() > (staged_ >= 0 ? 1u : 0u); }
+  // Whether the Epilogue functor stores anything itself (an output besides the staged one;
+  // every output of a product grouped over N).
+  bool EpilogueWrites() const { return !g_.n_parts.empty() || g_.epilogue.stores.size() > (staged_ >= 0 ? 1u : 0u); }
+
+  // A product grouped over N: each part's Epilogue (EpilogueP, its columns from 0), and the
+  // Epilogue the skeleton calls, which hands a column to its part's. A tile's columns lie in
+  // one part, so the branch goes the same way for all of a tile.
+  std::string GroupedEpilogueStructs() const {
+    std::string out, members, scalar, pair;
+    int64_t start = 0;
+    for (size_t p = 0; p < g_.n_parts.size(); ++p) {
+      std::string part = GemmEpilogueStruct(g_.n_parts[p], -1, -1, -1, fmt::format("Epilogue{}", p));
+      out += part;
+      members += fmt::format("    Epilogue{0} e{0};\n", p);
+      const bool last = p + 1 == g_.n_parts.size();
+      const std::string guard = last ? "      " : fmt::format("      if (col < {}) ", start + g_.n_parts[p].n);
+      scalar += fmt::format("{}return e{}(row, col - {}, acc, loaded);\n", guard, p, start);
+      pair += fmt::format("{}{{ e{}.Pair(row, col - {}, acc, loaded, result); return; }}\n", guard, p, start);
+      start += g_.n_parts[p].n;
+    }
+    return out + "  struct Epilogue {\n" + fmt::format("    typedef {} tf_index_t;\n", GemmIndexType(g_)) + members +
+           "    __device__ __forceinline__ float operator()(tf_index_t row, int col, float acc, float loaded) const {\n" + scalar +
+           "    }\n"
+           "    __device__ __forceinline__ void Pair(tf_index_t row, int col, const float (&acc)[2], const float (&loaded)[2], "
+           "float (&result)[2]) const {\n" + pair + "    }\n  };\n";
+  }
   const KernelBuffer& LoadBuffer(int value) const { return g_.epilogue.buffers[g_.epilogue.values[value].buffer]; }
   // The skeleton's compile-time configuration, a local class (enumerators: a local class has
   // no static members) so the kernel's text is all a compile unit needs of it.
@@ -210,6 +265,7 @@ class GemmEmitter {
         "    enum : int {{ kStagedStore = {}, kStoreByThreads = {}, kStagedLoad = {}, kRingedLoad = {}, kAMnMajor = {}, kBKMajor = {} }};\n"
         "    enum : int {{ kProducerRegisters = {}, kConsumerRegisters = {}, kPromote = {} }};\n"
         "    enum : int {{ kBBeforeWait = {}, kSplitTf32 = {}, kEpilogueWrites = {} }};\n"
+        "    enum : int {{ kBParts = {}, kBPart1 = {}, kBPart2 = {}, kBPart3 = {} }};\n"
         "  }};\n",
         types, c_.block_m, c_.block_n, c_.stages, c_.group_m, c_.cluster_m, c_.splits, StepsPerSplit(g_, c_), StreamKTiles(g_, c_),
         StreamKCtas(g_, c_), g_.rows, g_.n, g_.k,
@@ -217,7 +273,14 @@ class GemmEmitter {
         StagingBytes(c_, staged_ >= 0), staged_ >= 0 ? 1 : 0, StoreByThreads(g_) ? 1 : 0, staged_load_ >= 0 ? 1 : 0, ringed_load_ >= 0 ? 1 : 0,
         g_.a_mn_major >= 0 ? 1 : 0, g_.b_k_major >= 0 ? 1 : 0, g_.split_f32 ? kSplitterRegisters : kProducerRegisters,
         g_.split_f32 ? kSplitConsumerRegisters : Consumers(c_) == 3 ? kThreeConsumerRegisters : kConsumerRegisters, *c_.promote ? 1 : 0,
-        g_.b_read_only && c_.cluster_m == 1 ? 1 : 0, g_.split_f32 ? 1 : 0, EpilogueWrites() ? 1 : 0);
+        g_.b_read_only && c_.cluster_m == 1 ? 1 : 0, g_.split_f32 ? 1 : 0, EpilogueWrites() ? 1 : 0, std::max<size_t>(1, g_.n_parts.size()),
+        PartStart(1), PartStart(2), PartStart(3));
+  }
+  // The first column of part p of a product grouped over N (past the last part: N).
+  int64_t PartStart(size_t p) const {
+    int64_t start = 0;
+    for (size_t i = 0; i < p && i < g_.n_parts.size(); ++i) start += g_.n_parts[i].n;
+    return g_.n_parts.empty() ? g_.n : p < g_.n_parts.size() ? start : g_.n;
   }
 
   // How the producer loads A's tiles: a matrix, a view, or an implicit GEMM's im2col.
@@ -257,6 +320,8 @@ bool GemmPassesBuffer(const GemmTemplateKernel& g, const KernelBuffer& buf) { re
 const char* GemmIndexType(const GemmTemplateKernel& g) {
   int64_t largest = g.rows * g.batch * g.n;
   for (const KernelBuffer& b : g.epilogue.buffers) largest = std::max(largest, b.elements);
+  for (const GemmTemplateKernel& p : g.n_parts)
+    if (GemmIndexType(p)[0] == 'l') largest = int64_t{1} << 31;
   return largest < (int64_t{1} << 31) ? "int" : "long long";
 }
 
@@ -353,9 +418,9 @@ std::string GemmEpiloguePair(const GemmTemplateKernel& g, int staged, int staged
 
 }  // namespace
 
-std::string GemmEpilogueStruct(const GemmTemplateKernel& g, int staged, int staged_load, int ringed_load) {
+std::string GemmEpilogueStruct(const GemmTemplateKernel& g, int staged, int staged_load, int ringed_load, const std::string& struct_name) {
   const Kernel& k = g.epilogue;
-  std::string out = "  struct Epilogue {\n";
+  std::string out = "  struct " + struct_name + " {\n";
   out += fmt::format("    typedef {} tf_index_t;\n", GemmIndexType(g));
   for (size_t b = 0; b < k.buffers.size(); ++b)
     if (GemmPassesBuffer(g, k.buffers[b]))
@@ -377,13 +442,13 @@ std::string GemmEpilogueStruct(const GemmTemplateKernel& g, int staged, int stag
   return out;
 }
 
-std::string GemmEpilogueParameters(const GemmTemplateKernel& g, CudaKernelSource& s, std::string& buffers) {
+std::string GemmEpilogueParameters(const GemmTemplateKernel& g, CudaKernelSource& s, std::string& buffers, const std::string& prefix) {
   std::string parameters;
   for (size_t b = 0; b < g.epilogue.buffers.size(); ++b) {
     const KernelBuffer& buf = g.epilogue.buffers[b];
     if (!GemmPassesBuffer(g, buf)) continue;
-    parameters += fmt::format(", {}{}* __restrict__ b{}", buf.is_output ? "" : "const ", StorageType(buf.dtype), b);
-    buffers += fmt::format("{}b{}", buffers.empty() ? "" : ", ", b);
+    parameters += fmt::format(", {}{}* __restrict__ {}b{}", buf.is_output ? "" : "const ", StorageType(buf.dtype), prefix, b);
+    buffers += fmt::format("{}{}b{}", buffers.empty() ? "" : ", ", prefix, b);
     s.launch.args.push_back({LaunchArg::Kind::kBuffer, buf.node, {}, 0});
   }
   return parameters;

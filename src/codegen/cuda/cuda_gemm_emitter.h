@@ -41,10 +41,13 @@ const char* GemmIndexType(const GemmTemplateKernel& gemm);
 // The epilogue of element (row, col), a local struct `Epilogue`: the group's scalar program
 // with the product's loads given as `acc` and the staged or ringed residual's (-1: none) as
 // `loaded`; it writes the direct stores and returns the staged store's value (`staged`, -1:
-// none, and it returns 0).
-std::string GemmEpilogueStruct(const GemmTemplateKernel& gemm, int staged, int staged_load, int ringed_load);
+// none, and it returns 0). `struct_name`: another name (a part's of a product grouped over N).
+std::string GemmEpilogueStruct(const GemmTemplateKernel& gemm, int staged, int staged_load, int ringed_load,
+                               const std::string& struct_name = "Epilogue");
 // The epilogue's buffers as kernel parameters (", const T* __restrict__ bN" each), added to
-// `source`'s launch arguments and named in `buffers` ("b0, b2") for the Epilogue's initializer.
-std::string GemmEpilogueParameters(const GemmTemplateKernel& gemm, CudaKernelSource& source, std::string& buffers);
+// `source`'s launch arguments and named in `buffers` ("b0, b2") for the Epilogue's initializer;
+// `prefix` before each name (a part's of a product grouped over N: "p1_b0").
+std::string GemmEpilogueParameters(const GemmTemplateKernel& gemm, CudaKernelSource& source, std::string& buffers,
+                                   const std::string& prefix = "");
 
 }  // namespace tilefuse

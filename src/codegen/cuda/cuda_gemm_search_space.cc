@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <fmt/format.h>
 
+#include "codegen/gemm_n_groups.h"
 #include "codegen/launch_spec.h"
 
 namespace tilefuse {
@@ -88,6 +89,8 @@ GemmSearchSpace GemmCandidates(const GemmTemplateKernel& gemm, int sm_count, std
               if (std::none_of(space.candidates.begin(), space.candidates.end(), [&](const CudaGemmConfig& o) { return SameGemmConfig(o, c); }))
                 space.candidates.push_back(c);
             }
+  // A grouped product's tiles keep to one part each.
+  std::erase_if(space.candidates, [&](const CudaGemmConfig& c) { return !PartsTakeWidth(gemm, c.block_n); });
   // Each with clusters of two CTAs sharing B (multicast), where they fit.
   const size_t single = space.candidates.size();
   for (size_t i = 0; i < single; ++i) {

@@ -41,6 +41,7 @@ struct GemmMaps {
   const TensorMap* in;        // the staged load's
   const TensorMap* residual;  // the ringed load's
   void* stored;               // the staged store's output where the threads write it (kStoreByThreads)
+  const TensorMap* more_b[3];  // a product grouped over N (kBParts > 1): parts 1.. B's maps
 };
 
 // ---- A loaders: one K step of A's tile t.m into a ring slot ----
@@ -131,6 +132,15 @@ struct GemmShape : Config {
   static constexpr int kTilesN = (Config::kN + Config::kBN - 1) / Config::kBN;
   static constexpr int kTiles = kTilesM * kTilesN * Config::kBatch;
   static constexpr int kKSteps = (Config::kK + kBK - 1) / kBK;
+  // A product grouped over N (kBParts > 1): products of one A by up to four weights, their
+  // columns side by side, part p's from column kBPartStart[p]; a tile's columns lie in one part,
+  // whose weight (maps.more_b) its B tiles come from. The generated Epilogue picks the part's
+  // program by column.
+  static constexpr int kBParts = Config::kBParts;
+  static_assert(kBParts >= 1 && kBParts <= 4, "gemm_sm90 groups at most four products over N");
+  static_assert(kBParts == 1 || (kBKMajor && Config::kBatch == 1 && Config::kBPart1 % Config::kBN == 0 &&
+                                 Config::kBPart2 % Config::kBN == 0 && Config::kBPart3 % Config::kBN == 0),
+                "gemm_sm90 groups K-major weights of one batch entry, each part whole tiles");
   static constexpr bool kNoEdges = Config::kRows % Config::kBM == 0 && Config::kN % Config::kBN == 0;
   // The Epilogue functor stores values itself (outputs besides the staged one): it runs only
   // for column pairs inside the product. Otherwise a pair past the edge computes a clamped

@@ -13,18 +13,29 @@ __device__ __forceinline__ void GemmLoadB(const GemmSharedMemory<S>& sm, const G
   // N), or of 64 rows of N × kBK columns of K (K-major): the box's map coordinates are (n, k)
   // or (k, n).
   constexpr int kBox = S::kBBoxColumns;
-  auto box_c0 = [&](int box) { return S::kBKMajor ? ks * S::kBK : t.n * S::kBN + box * kBox; };
-  auto box_c1 = [&](int box) { return S::kBKMajor ? t.n * S::kBN + box * kBox : ks * S::kBK; };
+  // A product grouped over N: the tile's part, its weight's map and its columns within it.
+  const TensorMap* map = maps.b;
+  int column = t.n * S::kBN;
+  if constexpr (S::kBParts > 1) {
+    const int starts[3] = {S::kBPart1, S::kBPart2, S::kBPart3};
+    int start = 0;
+#pragma unroll
+    for (int p = 1; p < S::kBParts; ++p)
+      if (column >= starts[p - 1]) map = maps.more_b[p - 1], start = starts[p - 1];
+    column -= start;
+  }
+  auto box_c0 = [&](int box) { return S::kBKMajor ? ks * S::kBK : column + box * kBox; };
+  auto box_c1 = [&](int box) { return S::kBKMajor ? column + box * kBox : ks * S::kBK; };
   if (S::kClusterM > 1) {  // this CTA's share of B's boxes, to every CTA of the cluster
     constexpr int kShare = S::kBN / kBox / S::kClusterM;
 #pragma unroll
     for (int box = cta_rank * kShare; box < (cta_rank + 1) * kShare; ++box)
-      TmaLoad3dMulticast(sm.tile_b + stage * S::kBN * S::kBK + box * S::kBK * kBox, *maps.b, box_c0(box), box_c1(box), t.batch,
+      TmaLoad3dMulticast(sm.tile_b + stage * S::kBN * S::kBK + box * S::kBK * kBox, *map, box_c0(box), box_c1(box), t.batch,
                          sm.full[stage], (unsigned short)((1 << S::kClusterM) - 1));
   } else {
 #pragma unroll
     for (int box = 0; box < S::kBN / kBox; ++box)
-      TmaLoad3d(sm.tile_b + stage * S::kBN * S::kBK + box * S::kBK * kBox, *maps.b, box_c0(box), box_c1(box), t.batch, sm.full[stage]);
+      TmaLoad3d(sm.tile_b + stage * S::kBN * S::kBK + box * S::kBK * kBox, *map, box_c0(box), box_c1(box), t.batch, sm.full[stage]);
   }
 }
 

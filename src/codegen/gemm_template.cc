@@ -262,7 +262,16 @@ StatusOr<GemmTemplateKernel> LowerGemmTemplate(const Graph& g, const FusionGroup
   for (const FusionGroup& prologue : prologues) {
     if (prologue.outputs == std::vector<int>{t.b})
       t.b_k_major = TransposedSource(g, prologue, materialized, t.b, t.operand_dtype, t.n, t.k, &t.b_rows);
-    if (prologue.outputs != std::vector<int>{t.a} || !half) continue;
+    if (prologue.outputs != std::vector<int>{t.a}) continue;
+    if (!half) {
+      // TF32, 3xTF32 and FP8 read A K-major as a plain matrix only: where the prologue only
+      // views A's own bytes so (a linear layer's [batch·T, K] view of its activation), A is
+      // read where it lies. BERT-base's f32 q, k and v each copied their layer norm's output
+      // first (36 prologue kernels at 1x128).
+      std::optional<GemmOperandView> view = OperandAView(g, prologue, inlined, t);
+      if (view && IsPlainMatrix(*view, t)) t.a = view->node;
+      continue;
+    }
     t.a_conv = OperandAConv(g, prologue, t);
     if (!t.a_conv) t.a_mn_major = TransposedSource(g, prologue, materialized, t.a, t.operand_dtype, t.k, t.rows);
     if (!t.a_conv && t.a_mn_major < 0) t.a_view = OperandAView(g, prologue, inlined, t);

@@ -675,6 +675,29 @@ TEST(CudaGemmEmitterTest, APlainReshapedMatrixIsReadAsItself) {
   EXPECT_EQ(a.dims[1], 5);    // the rows: a matrix, not ViewA's heads and entries
 }
 
+// So for f32 products (3xTF32, TF32), which read A as a plain matrix only: the reshaped
+// activation is read where it lies, no prologue copy; merged heads (a view that is no plain
+// matrix) are still copied.
+TEST(CudaGemmEmitterTest, F32ProductsReadAPlainReshapedMatrixAsItself) {
+  for (bool tf32 : {false, true}) {
+    SCOPED_TRACE(tf32 ? "TF32" : "3xTF32");
+    Planned p = PlanText("  shape = Constant <value = int64[2] {128, 256}> ()\n  a = Reshape (h, shape)\n"
+                         "  wt = Transpose <perm = [1, 0]> (w)\n  y = MatMul (a, wt)\n",
+                         "g (float[1,128,256] h, float[192,256] w) => (float[128,192] y)");
+    auto gemm = LowerOnlyGemm(p, tf32);
+    ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
+    EXPECT_EQ(p.graph.node(gemm->a).op, OpCode::kParameter);  // h itself
+    EXPECT_FALSE(gemm->a_view.has_value());
+    Planned heads = PlanText("  t = Transpose <perm = [0, 2, 1, 3]> (x)\n  shape = Constant <value = int64[2] {512, 256}> ()\n"
+                             "  a = Reshape (t, shape)\n  wt = Transpose <perm = [1, 0]> (w)\n  y = MatMul (a, wt)\n",
+                             "g (float[2,4,256,64] x, float[192,256] w) => (float[512,192] y)");
+    auto copied = LowerOnlyGemm(heads, tf32);
+    ASSERT_TRUE(copied.ok()) << copied.status().ToString();
+    EXPECT_EQ(heads.graph.node(copied->a).op, OpCode::kReshape);  // the prologue's copy
+    EXPECT_FALSE(copied->a_view.has_value());
+  }
+}
+
 // PyTorch's linear layers flatten the merged heads to a matrix ([batch·T, heads·d], GPT-2's
 // out-projection through torch.compile): still a rank-4 map, with T rows per batch entry.
 TEST(CudaGemmEmitterTest, FlattenedMergedHeadsAreReadThroughTheirView) {

@@ -157,7 +157,8 @@ std::optional<GemmConvWindow> OperandAConv(const Graph& g, const FusionGroup& pr
   c.strides = {a.strides[0], a.strides[1]};
   c.dilations = {a.dilations[0], a.dilations[1]};
   c.pads = {a.pads[0], a.pads[1], a.pads[2], a.pads[3]};
-  if (c.channels % 64 != 0 || t.rows != c.images * c.out_height * c.out_width || t.k != c.kernel[0] * c.kernel[1] * c.channels)
+  // A K step (one 128-byte swizzle row of channels) stays in one filter tap.
+  if (c.channels % (128 / static_cast<int64_t>(DTypeSize(t.operand_dtype))) != 0 || t.rows != c.images * c.out_height * c.out_width || t.k != c.kernel[0] * c.kernel[1] * c.channels)
     return std::nullopt;
   // TMA's limits: traversal strides 1..8; a 4-D map's corners fit in 8 signed bits; tap
   // offsets in 16 bits.
@@ -264,10 +265,12 @@ StatusOr<GemmTemplateKernel> LowerGemmTemplate(const Graph& g, const FusionGroup
       t.b_k_major = TransposedSource(g, prologue, materialized, t.b, t.operand_dtype, t.n, t.k, &t.b_rows);
     if (prologue.outputs != std::vector<int>{t.a}) continue;
     if (!half) {
-      // TF32, 3xTF32 and FP8 read A K-major as a plain matrix only: where the prologue only
-      // views A's own bytes so (a linear layer's [batch·T, K] view of its activation), A is
-      // read where it lies. BERT-base's f32 q, k and v each copied their layer norm's output
-      // first (36 prologue kernels at 1x128).
+      // TF32, 3xTF32 and FP8 read A K-major as a plain matrix (or an f32 implicit GEMM's
+      // im2col) only: where the prologue only views A's own bytes so (a linear layer's
+      // [batch·T, K] view of its activation), A is read where it lies. BERT-base's f32 q, k
+      // and v each copied their layer norm's output first (36 prologue kernels at 1x128).
+      if (!float8) t.a_conv = OperandAConv(g, prologue, t);
+      if (t.a_conv) continue;
       std::optional<GemmOperandView> view = OperandAView(g, prologue, inlined, t);
       if (view && IsPlainMatrix(*view, t)) t.a = view->node;
       continue;

@@ -185,10 +185,11 @@ class GemmEmitter {
   TensorMapArg ConvMapA(const GemmConvWindow& c) const {
     TensorMapArg m;
     m.node = c.node;
-    m.dtype = g_.dtype;
+    m.dtype = g_.operand_dtype;
     m.rank = 4;
     m.dims = {c.channels, c.width, c.height, c.images, 1};
-    m.strides_bytes = {c.channels * 2, c.width * c.channels * 2, c.height * c.width * c.channels * 2, 0};
+    const int64_t bytes = static_cast<int64_t>(DTypeSize(g_.operand_dtype));
+    m.strides_bytes = {c.channels * bytes, c.width * c.channels * bytes, c.height * c.width * c.channels * bytes, 0};
     Im2colMapArg im2col;
     for (int d = 0; d < 2; ++d) {  // the map's spatial order is (W, H)
       const int spatial = 1 - d;
@@ -196,7 +197,7 @@ class GemmEmitter {
       im2col.upper[d] = static_cast<int>(c.pads[2 + spatial] - (c.kernel[spatial] - 1) * c.dilations[spatial]);
       im2col.strides[d] = static_cast<int>(c.strides[spatial]);
     }
-    im2col.channels = kBlockK;
+    im2col.channels = BlockK(g_);  // one 128-byte swizzle row: 64 half-precision channels, 32 f32 ones
     im2col.pixels = c_.block_m;
     m.im2col = im2col;
     return m;

@@ -724,18 +724,18 @@ TEST(CudaGemmEmitterTest, FlattenedMergedHeadsAreReadThroughTheirView) {
 
 // The channels-last convolution's lowering (passes/window_ops.h) over an NHWC activation
 // z [N, H, W, C]: A = im2col(z) [N·OH·OW, KH·KW·C], B = the filter [KH·KW·C, Co], then ReLU.
-Planned ChannelsLastConv(int64_t channels, int64_t stride, int64_t pad) {
+Planned ChannelsLastConv(int64_t channels, int64_t stride, int64_t pad, DType dtype = DType::kBF16) {
   GraphBuilder b;
   const int64_t n = 2, h = 16, w = 16, co = 128, k = 3;
   const int64_t oh = (h + 2 * pad - k) / stride + 1, ow = (w + 2 * pad - k) / stride + 1;
-  Value z = b.Parameter("z", DType::kBF16, {n, h, w, channels});
-  Value filter = b.Parameter("filter", DType::kBF16, {k * k * channels, co});
+  Value z = b.Parameter("z", dtype, {n, h, w, channels});
+  Value filter = b.Parameter("filter", dtype, {k * k * channels, co});
   PoolParams p;
   p.kernel = {k, k};
   p.strides = {stride, stride};
   p.pads = {pad, pad, pad, pad};
   p.dilations = {1, 1};
-  Value windows = b.Window(b.Transpose(z, {0, 3, 1, 2}), b.Scalar(0, DType::kBF16), p);
+  Value windows = b.Window(b.Transpose(z, {0, 3, 1, 2}), b.Scalar(0, dtype), p);
   Value a = b.Reshape(b.Transpose(windows, {0, 2, 3, 4, 5, 1}), {n * oh * ow, k * k * channels});
   b.Output(b.Unary(OpCode::kRelu, b.MatMul(a, filter)), "y");
   Planned out;
@@ -776,6 +776,28 @@ TEST(CudaGemmEmitterTest, ChannelsLastConvolutionIsAnImplicitGemmOverTheActivati
   )")) << source->function;
   // 32 channels: a K step of 64 would straddle two filter taps; A is copied instead.
   auto copied = LowerOnlyGemm(ChannelsLastConv(/*channels=*/32, /*stride=*/1, /*pad=*/1));
+  ASSERT_TRUE(copied.ok());
+  EXPECT_FALSE(copied->a_conv.has_value());
+}
+
+// f32 (3xTF32): a K step is 32 channels (one 128-byte swizzle row), so 32 channels read the
+// activation too; 16 do not.
+TEST(CudaGemmEmitterTest, F32ConvolutionIsAnImplicitGemmOf32ChannelSteps) {
+  Planned p = ChannelsLastConv(/*channels=*/32, /*stride=*/1, /*pad=*/1, DType::kF32);
+  auto gemm = LowerOnlyGemm(p);
+  ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
+  ASSERT_TRUE(gemm->split_f32);
+  ASSERT_TRUE(gemm->a_conv.has_value());
+  EXPECT_EQ(p.graph.node(gemm->a_conv->node).shape, (Shape{2, 16, 16, 32}));
+  auto source = EmitCudaGemm(*gemm);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  const TensorMapArg& map = source->launch.args[0].map;
+  EXPECT_EQ(map.dtype, DType::kF32);
+  EXPECT_EQ(map.strides_bytes[0], 32 * 4);  // a pixel's channels
+  ASSERT_TRUE(map.im2col.has_value());
+  EXPECT_EQ(map.im2col->channels, 32);
+  EXPECT_NE(source->function.find("tf::Im2colA<32, 256, 16, 1, 1, 1, 1, 3, 1, 1>"), std::string::npos) << source->function;
+  auto copied = LowerOnlyGemm(ChannelsLastConv(/*channels=*/16, /*stride=*/1, /*pad=*/1, DType::kF32));
   ASSERT_TRUE(copied.ok());
   EXPECT_FALSE(copied->a_conv.has_value());
 }

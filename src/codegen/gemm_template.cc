@@ -265,14 +265,16 @@ StatusOr<GemmTemplateKernel> LowerGemmTemplate(const Graph& g, const FusionGroup
       t.b_k_major = TransposedSource(g, prologue, materialized, t.b, t.operand_dtype, t.n, t.k, &t.b_rows);
     if (prologue.outputs != std::vector<int>{t.a}) continue;
     if (!half) {
-      // TF32, 3xTF32 and FP8 read A K-major as a plain matrix (or an f32 implicit GEMM's
-      // im2col) only: where the prologue only views A's own bytes so (a linear layer's
-      // [batch·T, K] view of its activation), A is read where it lies. BERT-base's f32 q, k
-      // and v each copied their layer norm's output first (36 prologue kernels at 1x128).
+      // TF32, 3xTF32 and FP8 read A K-major: where the prologue only views a value, A is
+      // read where it lies, as a plain matrix (a linear layer's [batch·T, K] view of its
+      // activation; BERT-base's f32 q, k and v each copied their layer norm's output first,
+      // 36 prologue kernels at 1x128), through the view (f32: merged heads, whose 64-column
+      // heads hold whole 32-column K steps) or as an implicit GEMM's im2col (f32).
       if (!float8) t.a_conv = OperandAConv(g, prologue, t);
       if (t.a_conv) continue;
       std::optional<GemmOperandView> view = OperandAView(g, prologue, inlined, t);
       if (view && IsPlainMatrix(*view, t)) t.a = view->node;
+      else if (view && !float8) t.a_view = view;
       continue;
     }
     t.a_conv = OperandAConv(g, prologue, t);

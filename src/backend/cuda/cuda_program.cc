@@ -301,7 +301,9 @@ CudaGroupProgram ProgramForGroup(const Graph& g, const FusionGroup& group, const
         // RULE_NUMBERS
         // 3xTF32 (exact f32) against cuBLASLt's f32 kernels, which run on the CUDA cores: the
         // template as for half-precision products (below).
-        if (problem->dtype == DType::kF32 && !problem->split_f32) return library->activation == LibraryActivation::kNone;
+        // Not where cuBLASLt would need the operands' copies first (a weight's transpose, A's
+        // view) that the template reads where they lie.
+        if (problem->dtype == DType::kF32 && !problem->split_f32) return library->activation == LibraryActivation::kNone && p.prologue.empty();
         // Only a decode-like product (few rows: bound by reading B) that splits K: a weight's
         // gradient also splits K (256 x 768 from 4096 rows: 12 output tiles), and cuBLASLt took
         // 94-168 µs for it where 1.6 GFLOP predict 5 (LLaMA-style training step, H200,

@@ -414,6 +414,39 @@ TEST(CudaProgramGemmPathTest, Exact3xTf32OfFewTilesOnTheTemplateADecodeStepOnCuB
   }
 }
 
+// TF32 with a bias alone goes to cuBLASLt's own epilogue by rule, but not where cuBLASLt would
+// need copies the template does without: a weight given [N][K] (transposed in the graph) and A
+// as merged heads; with both as plain matrices in memory, to cuBLASLt.
+TEST(CudaProgramGemmPathTest, Tf32BiasGoesToCuBlasLtOnlyWithoutCopies) {
+  CudaTarget target;
+  target.tf32 = true;
+  for (const char* text : {
+           "g (float[2,4,256,64] heads, float[192,256] w, float[192] b) => (float[512,192] y)\n"
+           "{\n  t = Transpose <perm = [0, 2, 1, 3]> (heads)\n  shape = Constant <value = int64[2] {512, 256}> ()\n"
+           "  a = Reshape (t, shape)\n  wt = Transpose <perm = [1, 0]> (w)\n  p = MatMul (a, wt)\n  y = Add (p, b)\n}\n",
+           "g (float[512,256] a, float[256,192] w, float[192] b) => (float[512,192] y)\n{\n  p = MatMul (a, w)\n  y = Add (p, b)\n}\n"}) {
+    const bool copies = std::string(text).find("heads") != std::string::npos;
+    SCOPED_TRACE(copies ? "copies" : "plain");
+    auto model = ImportOnnxText(std::string("<\n  ir_version: 8,\n  opset_import: [\"\" : 17]\n>\n") + text);
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    auto graph = RunGraphPasses(std::move(model->graph), PassOptions{});
+    ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+    auto plan = PlanFusionForCuda(*graph, PlannerOptions{}, target);
+    ASSERT_TRUE(plan.ok());
+    auto program = BuildCudaProgram(*graph, plan->plan, FindInlinedGenerators(*graph), "", {}, target);
+    ASSERT_TRUE(program.ok()) << program.status().ToString();
+    const CudaGroupProgram& gemm = program->groups.back();
+    if (copies) {
+      ASSERT_EQ(gemm.mode, CudaGroupProgram::Mode::kGemmTemplate) << gemm.why_library;
+      EXPECT_TRUE(gemm.prologue.empty()) << "A and B read where they lie";
+      EXPECT_NE(gemm.kernel->source.strategy.find("TF32"), std::string::npos);
+    } else {
+      EXPECT_EQ(gemm.mode, CudaGroupProgram::Mode::kGemm) << "B as [K][N]: TF32 reads B K-major only, cuBLASLt takes it";
+      EXPECT_EQ(gemm.lt_epilogue, LtEpilogue::kBias);
+    }
+  }
+}
+
 // A weight's gradient (dWᵀ = dYᵀ·X: 256 x 768 from 4096 rows, dY read MN-major) splits K on
 // the template as a decode-like product does, but is not one: it stays on the template, split
 // (cuBLASLt took 94-168 µs for it in a LLaMA-style training step, H200, 2026-11-30).

@@ -171,13 +171,14 @@ class GemmEmitter {
     const GemmOperandView& v = *g_.a_view;
     TensorMapArg m;
     m.node = v.node;
-    m.dtype = g_.dtype;
+    m.dtype = g_.operand_dtype;
     m.rank = 4;
     m.dims = {v.head, v.entry_rows, v.heads, v.entries, 1};
     // A dimension of one element has no stride of its own: any aligned one does.
-    for (int d = 0; d < 3; ++d) m.strides_bytes[d] = std::max<int64_t>(v.stride[d], 8) * 2;
-    m.box = {kBlockK, c_.block_m, 1, 1, 1};
-    m.offset_bytes = v.offset * 2;
+    const int64_t bytes = static_cast<int64_t>(DTypeSize(g_.operand_dtype));
+    for (int d = 0; d < 3; ++d) m.strides_bytes[d] = std::max<int64_t>(v.stride[d], 8) * bytes;
+    m.box = {BlockK(g_), c_.block_m, 1, 1, 1};
+    m.offset_bytes = v.offset * bytes;
     return m;
   }
   // A as im2col of the NHWC activation (C, W, H, N): block_m output pixels × 64 channels

@@ -675,10 +675,10 @@ TEST(CudaGemmEmitterTest, APlainReshapedMatrixIsReadAsItself) {
   EXPECT_EQ(a.dims[1], 5);    // the rows: a matrix, not ViewA's heads and entries
 }
 
-// So for f32 products (3xTF32, TF32), which read A as a plain matrix only: the reshaped
-// activation is read where it lies, no prologue copy; merged heads (a view that is no plain
-// matrix) are still copied.
-TEST(CudaGemmEmitterTest, F32ProductsReadAPlainReshapedMatrixAsItself) {
+// So for f32 products (3xTF32, TF32): the reshaped activation is read where it lies, no
+// prologue copy; merged heads through their view (a rank-4 map of 32-column boxes, f32's K
+// step), their heads of 64 columns holding whole steps.
+TEST(CudaGemmEmitterTest, F32ProductsReadAPlainReshapedMatrixAsItselfAndMergedHeadsThroughTheirView) {
   for (bool tf32 : {false, true}) {
     SCOPED_TRACE(tf32 ? "TF32" : "3xTF32");
     Planned p = PlanText("  shape = Constant <value = int64[2] {128, 256}> ()\n  a = Reshape (h, shape)\n"
@@ -691,10 +691,19 @@ TEST(CudaGemmEmitterTest, F32ProductsReadAPlainReshapedMatrixAsItself) {
     Planned heads = PlanText("  t = Transpose <perm = [0, 2, 1, 3]> (x)\n  shape = Constant <value = int64[2] {512, 256}> ()\n"
                              "  a = Reshape (t, shape)\n  wt = Transpose <perm = [1, 0]> (w)\n  y = MatMul (a, wt)\n",
                              "g (float[2,4,256,64] x, float[192,256] w) => (float[512,192] y)");
-    auto copied = LowerOnlyGemm(heads, tf32);
-    ASSERT_TRUE(copied.ok()) << copied.status().ToString();
-    EXPECT_EQ(heads.graph.node(copied->a).op, OpCode::kReshape);  // the prologue's copy
-    EXPECT_FALSE(copied->a_view.has_value());
+    auto viewed = LowerOnlyGemm(heads, tf32);
+    ASSERT_TRUE(viewed.ok()) << viewed.status().ToString();
+    ASSERT_TRUE(viewed->a_view.has_value());
+    EXPECT_EQ(viewed->a_view->heads, 4);
+    EXPECT_EQ(viewed->a_view->entry_rows, 256);
+    auto source = EmitCudaGemm(*viewed);
+    ASSERT_TRUE(source.ok()) << source.status().ToString();
+    const TensorMapArg& a = source->launch.args[0].map;
+    EXPECT_EQ(a.node, viewed->a_view->node);
+    EXPECT_EQ(a.box[0], 32);                      // a K step of f32
+    EXPECT_EQ(a.strides_bytes[0], 64 * 4);        // a row of a head: 64 f32 values
+    EXPECT_EQ(a.strides_bytes[1], 256 * 64 * 4);  // the next head
+    EXPECT_NE(source->function.find("tf::ViewA<64, 256>"), std::string::npos);
   }
 }
 

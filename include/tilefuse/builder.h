@@ -21,6 +21,7 @@ struct PoolParams {  // spatial dims only; pads = begins then ends
   std::vector<int64_t> kernel, strides, pads, dilations;
   int64_t group = 1;             // conv
   bool count_include_pad = false;  // average pool
+  bool tf32 = false;               // conv: Attrs::tf32
 };
 
 class GraphBuilder {
@@ -86,7 +87,7 @@ class GraphBuilder {
   Value Reduce(OpCode op, Value x, std::vector<int64_t> axes, bool keepdims);
 
   // ---- contraction: numpy matmul (1-D operands promoted and the added dim removed)
-  Value MatMul(Value a, Value b);
+  Value MatMul(Value a, Value b, bool tf32 = false);  // tf32: Attrs::tf32
 
   // ---- opaque
   Value Conv(Value x, Value w, Value bias /* may be invalid */, const PoolParams& p);

@@ -58,6 +58,10 @@ struct Attrs {
   std::vector<int64_t> kernel, strides, pads, dilations;
   int64_t group = 1;
   bool count_include_pad = false;
+  // conv, matmul: f32 operands may go to the tensor cores as TF32 (PyTorch's
+  // torch.backends.cudnn.allow_tf32 for a convolution, on by default there), whatever the
+  // compile's f32 precision; ignored where a backend computes f32 exactly anyway (the CPU).
+  bool tf32 = false;
   std::shared_ptr<const Tensor> value;  // constant
 };
 

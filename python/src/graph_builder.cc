@@ -84,8 +84,9 @@ class PythonGraphBuilder {
   }
   int MatMul(int a, int b) { return b_.MatMul(V(a), V(b)).id; }
 
-  int Conv(int x, int w, std::optional<int> bias, Ints strides, Ints pads, Ints dilations, int64_t group) {
+  int Conv(int x, int w, std::optional<int> bias, Ints strides, Ints pads, Ints dilations, int64_t group, bool tf32) {
     PoolParams p;
+    p.tf32 = tf32;
     const Shape w_shape = b_.ok() ? b_.shape(V(w)) : Shape{};
     if (w_shape.size() > 2) p.kernel.assign(w_shape.begin() + 2, w_shape.end());
     p.strides = std::move(strides);
@@ -165,7 +166,8 @@ void BindGraphBuilder(nb::module_& m) {
       .def("reduce", &B::Reduce, nb::arg("op"), nb::arg("x"), nb::arg("axes"), nb::arg("keepdims"))
       .def("matmul", &B::MatMul, nb::arg("a"), nb::arg("b"))
       .def("conv", &B::Conv, nb::arg("x"), nb::arg("w"), nb::arg("bias").none(), nb::arg("strides"), nb::arg("pads"),
-           nb::arg("dilations"), nb::arg("group"))
+           nb::arg("dilations"), nb::arg("group"), nb::arg("tf32") = false,
+           "A convolution; tf32: its f32 operands may go to the tensor cores as TF32 (PyTorch's cudnn.allow_tf32)")
       .def("pool", &B::Pool, nb::arg("kind"), nb::arg("x"), nb::arg("kernel"), nb::arg("strides"), nb::arg("pads"),
            nb::arg("dilations"), nb::arg("count_include_pad"))
       .def("softmax", &B::Softmax, nb::arg("x"), nb::arg("axis"))

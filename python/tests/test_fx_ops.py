@@ -690,6 +690,52 @@ def test_convolutions(check, gen, dtype):
     check(module, uniform(gen, 1, 3, 7, 6, dtype=dtype), uniform(gen, 2, 3, 2, 2, dtype=dtype))
 
 
+def test_convolution_on_a_gpu_follows_cudnn_allow_tf32():
+    """PyTorch runs an f32 convolution on a GPU on TF32 tensor cores under
+    torch.backends.cudnn.allow_tf32 (its default), as TorchInductor's do: so does the translation
+    (the conv's tf32 attribute); on the CPU, in bf16 and with the flag off, exactly."""
+    from types import SimpleNamespace
+
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from tilefuse.fx.nn import _convolution_tf32
+
+    with FakeTensorMode():
+        on_gpu = torch.empty(1, 4, 8, 8, device="cuda")
+        half_on_gpu = torch.empty(1, 4, 8, 8, device="cuda", dtype=torch.bfloat16)
+    on_cpu = torch.empty(1, 4, 8, 8)
+    ctx = lambda value: SimpleNamespace(node=SimpleNamespace(meta={"val": value}))  # noqa: E731
+    allowed = torch.backends.cudnn.allow_tf32
+    try:
+        torch.backends.cudnn.allow_tf32 = True
+        assert _convolution_tf32(ctx(on_gpu))
+        assert not _convolution_tf32(ctx(on_cpu)) and not _convolution_tf32(ctx(half_on_gpu))
+        torch.backends.cudnn.allow_tf32 = False
+        assert not _convolution_tf32(ctx(on_gpu))
+    finally:
+        torch.backends.cudnn.allow_tf32 = allowed
+
+
+def test_a_tf32_convolution_computes_exactly_on_the_cpu():
+    """The builder's conv takes tf32; the CPU backend computes f32 exactly either way."""
+    import numpy as np
+
+    from tilefuse import _tilefuse
+    from tilefuse._model import _wrap
+
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((1, 3, 6, 6)).astype(np.float32), rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    outputs = []
+    for tf32 in (True, False):
+        b = _tilefuse.GraphBuilder()
+        y = b.conv(b.parameter("x", "f32", [1, 3, 6, 6]), b.constant(w), None, [1, 1], [1, 1, 1, 1], [1, 1], 1, tf32=tf32)
+        b.output(y, "y")
+        outputs.append(_wrap(_tilefuse.compile_graph(b.build(), "cpu", False, True, 0), "a built graph")(x)[0])
+    want = F.conv2d(torch.from_numpy(x).double(), torch.from_numpy(w).double(), padding=1).numpy()
+    for got in outputs:
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
+
+
 def test_pooling(check, gen):
     def pools(x, x1, x3):  # x [1, 2, 6, 6], x1 [2, 3, 8], x3 [1, 2, 4, 4, 4]
         return {"max": F.max_pool2d(x, 2), "max_padded": F.max_pool2d(x, 3, stride=1, padding=1),

@@ -25,7 +25,8 @@ run by PyTorch, never silently:
 
 f32 matmuls follow PyTorch's float32 matmul precision when a graph is compiled: TF32 (the GEMM
 template's TF32 form, tilefuse.compile's precision="high") under
-torch.set_float32_matmul_precision("high") or "medium", exact f32 otherwise.
+torch.set_float32_matmul_precision("high") or "medium", exact f32 otherwise. f32 convolutions on a
+GPU follow torch.backends.cudnn.allow_tf32 as PyTorch's do (True by default: TF32).
 
 Options (torch.compile(..., options={...})): backend ("auto", "cuda", "cpu", "reference"),
 tune, fuse, strict (as tilefuse.compile), backward ("tilefuse", the default, or "pytorch"), weights
@@ -75,6 +76,12 @@ def _matmul_precision() -> str:
     says "high" or "medium" (or torch.backends.cuda.matmul.allow_tf32 is set), else exact f32."""
     tf32 = torch.get_float32_matmul_precision() != "highest" or torch.backends.cuda.matmul.allow_tf32
     return "high" if tf32 else "highest"
+
+
+def _precision_key() -> tuple:
+    """What of PyTorch's f32 precision settings a compiled graph depends on: its matmuls'
+    (_matmul_precision) and its convolutions' (torch.backends.cudnn.allow_tf32, tilefuse.fx.nn)."""
+    return _matmul_precision(), torch.backends.cudnn.allow_tf32
 
 
 def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: Optional[dict] = None) -> Callable:
@@ -317,9 +324,9 @@ class TilefuseGraph:
             outputs = self.split(*args)
             return list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
         if self.static_inputs is not None:  # Dynamo's guards fixed the inputs' shapes and layouts
-            key = (tuple((id(args[i]), _version(args[i])) for i in self.static_inputs), _matmul_precision())
+            key = (tuple((id(args[i]), _version(args[i])) for i in self.static_inputs), _precision_key())
         else:
-            key = (_signature(args, self.folded), _matmul_precision())  # PyTorch's precision may change between calls
+            key = (_signature(args, self.folded), _precision_key())  # PyTorch's precision may change between calls
         # One lookup: a tuple's hash is not kept, and hashing GPT-2's 148 inputs' entries takes
         # about as long as a batch-1 forward on the GPU (~75 µs a hash on the development machine).
         specialization = self.compiled.get(key, _MISSING)
@@ -744,7 +751,7 @@ def _reusable(gm: torch.fx.GraphModule, args: Sequence[Any], weights: Set[int], 
     for node in gm.graph.nodes:
         if node.op == "get_attr" and isinstance(value := attribute(gm, str(node.target)), torch.Tensor):
             folded.append(value)
-    key = (gm.code, _signature(args, weights), tuple(sorted(settings.items())), _matmul_precision(),
+    key = (gm.code, _signature(args, weights), tuple(sorted(settings.items())), _precision_key(),
            tuple((id(t), _version(t)) for t in folded), tuple(sorted(row_major_outputs)), pad_outputs)
     return key, folded
 

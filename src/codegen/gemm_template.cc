@@ -239,6 +239,7 @@ bool AtProductPosition(const GemmTemplateKernel& g, const Index& index) {
 StatusOr<GemmTemplateKernel> LowerGemmTemplate(const Graph& g, const FusionGroup& group, const GemmSplit& split,
                                                const std::vector<bool>& inlined, bool tf32) {
   const Node& mm = g.node(split.matmul);
+  tf32 = tf32 || mm.attrs.tf32;  // a product the graph lets round to TF32 (a PyTorch convolution's)
   const bool half = IsHalf(mm.dtype);
   const bool float8 = IsFloat8(g.node(mm.inputs[0]).dtype);  // an f32 product of 8-bit floats
   const char* kind = float8 ? "FP8" : tf32 ? "TF32" : "3xTF32";

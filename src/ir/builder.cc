@@ -301,6 +301,7 @@ Attrs WindowAttrs(const PoolParams& p) {
   attrs.dilations = p.dilations;
   attrs.group = p.group;
   attrs.count_include_pad = p.count_include_pad;
+  attrs.tf32 = p.tf32;
   return attrs;
 }
 }  // namespace
@@ -310,6 +311,7 @@ Value GraphBuilder::Window(Value x, Value fill, const PoolParams& p) {
   Attrs attrs = WindowAttrs(p);
   attrs.group = 1;
   attrs.count_include_pad = false;
+  attrs.tf32 = false;
   return AddNode(OpCode::kWindow, {x, fill}, std::move(attrs));
 }
 
@@ -332,7 +334,7 @@ Value GraphBuilder::Reduce(OpCode op, Value x, std::vector<int64_t> axes, bool k
   return AddNode(op, {x}, std::move(attrs));
 }
 
-Value GraphBuilder::MatMul(Value a, Value b) {
+Value GraphBuilder::MatMul(Value a, Value b, bool tf32) {
   if (!CheckValues({a, b})) return {};
   if (rank(a) == 0 || rank(b) == 0) {
     Fail(InvalidArgument("matmul of a scalar"));
@@ -341,7 +343,9 @@ Value GraphBuilder::MatMul(Value a, Value b) {
   bool vector_a = rank(a) == 1, vector_b = rank(b) == 1;
   Value a2 = vector_a ? Reshape(a, {1, shape(a)[0]}) : a;
   Value b2 = vector_b ? Reshape(b, {shape(b)[0], 1}) : b;
-  Value product = AddNode(OpCode::kMatMul, {a2, b2}, {});
+  Attrs attrs;
+  attrs.tf32 = tf32;
+  Value product = AddNode(OpCode::kMatMul, {a2, b2}, std::move(attrs));
   if (!ok() || (!vector_a && !vector_b)) return product;
   Shape out = shape(product);
   if (vector_b) out.erase(out.end() - 1);

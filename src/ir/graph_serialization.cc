@@ -35,7 +35,7 @@ constexpr auto kAttrFields = std::make_tuple(
     std::pair{"seed", &Attrs::seed}, std::pair{"epsilon", &Attrs::epsilon},
     std::pair{"approximate_tanh", &Attrs::approximate_tanh}, std::pair{"kernel", &Attrs::kernel},
     std::pair{"strides", &Attrs::strides}, std::pair{"pads", &Attrs::pads}, std::pair{"dilations", &Attrs::dilations},
-    std::pair{"group", &Attrs::group}, std::pair{"count_include_pad", &Attrs::count_include_pad});
+    std::pair{"group", &Attrs::group}, std::pair{"count_include_pad", &Attrs::count_include_pad}, std::pair{"tf32", &Attrs::tf32});
 
 json FieldJson(DType dtype) { return std::string(DTypeName(dtype)); }
 template <typename T>

@@ -14,7 +14,7 @@ Graph Example() {
   GraphBuilder b;
   Value x = b.Parameter("x", DType::kBF16, {2, 3, 4});
   Value w = b.Constant(Tensor::Random(DType::kBF16, {4, 5}, 7));
-  Value y = b.MatMul(x, w);
+  Value y = b.MatMul(x, w, /*tf32=*/true);
   Value t = b.Transpose(y, {0, 2, 1});
   Value s = b.Reduce(OpCode::kReduceSum, t, {2}, true);
   Value c = b.Cast(s, DType::kF32);

@@ -28,8 +28,9 @@ std::string AttrString(const Node& n) {
     case OpCode::kLayerNorm: return fmt::format("axis={} epsilon={}", a.axis, a.epsilon);
     case OpCode::kGelu: return a.approximate_tanh ? "approximate=tanh" : "";
     case OpCode::kConv: case OpCode::kMaxPool: case OpCode::kAveragePool:
-      return fmt::format("kernel={} strides={} pads={} dilations={} group={}", a.kernel, a.strides, a.pads,
-                         a.dilations, a.group);
+      return fmt::format("kernel={} strides={} pads={} dilations={} group={}{}", a.kernel, a.strides, a.pads,
+                         a.dilations, a.group, a.tf32 ? " tf32" : "");
+    case OpCode::kMatMul: return a.tf32 ? "tf32" : "";
     case OpCode::kWindow:
       return fmt::format("kernel={} strides={} pads={} dilations={}", a.kernel, a.strides, a.pads, a.dilations);
     default: break;

@@ -65,7 +65,7 @@ StatusOr<Graph> MoveColumnPaddingIntoProducts(const Graph& graph) {
       Value zeros = b.BroadcastTo(b.Scalar(0.0, weight.dtype), {weight.shape[0], extra});
       wide = b.Concat({rewriter.Map(weight.id), zeros}, 1);
     }
-    Value value = b.MatMul(rewriter.Map(product.inputs[0]), wide);
+    Value value = b.MatMul(rewriter.Map(product.inputs[0]), wide, product.attrs.tf32);
     for (auto it = chain.rbegin() + 1; it != chain.rend(); ++it) {
       Shape shape = graph.node(*it).shape;
       shape.back() = columns;

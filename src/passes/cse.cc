@@ -59,6 +59,7 @@ void AddAttrs(KeyWriter& key, const Attrs& a) {
   key.Add(a.saturate);
   key.Add(a.group);
   key.Add(a.count_include_pad);
+  key.Add(a.tf32);
   if (a.value) AddConstant(key, *a.value);
 }
 

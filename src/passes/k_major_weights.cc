@@ -50,7 +50,7 @@ StatusOr<Graph> StoreWeightsKMajor(const Graph& graph, const KMajorWeightsOption
       k_major[b.id] = builder.Transpose(builder.Constant(Transposed(*b.attrs.value)), {1, 0}).id;
     }
     rewriter.SetLocation(node);
-    rewriter.SetMap(node.id, builder.MatMul(rewriter.Map(node.inputs[0]), Value{k_major[b.id]}));
+    rewriter.SetMap(node.id, builder.MatMul(rewriter.Map(node.inputs[0]), Value{k_major[b.id]}, node.attrs.tf32));
   }
   return rewriter.Finish();
 }

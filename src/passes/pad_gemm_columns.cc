@@ -45,7 +45,7 @@ StatusOr<Graph> PadGemmColumns(const Graph& graph) {
     rewriter.SetLocation(b);
     Value wide_b = builder.Constant(PadColumns(*b.attrs.value, padded));
     rewriter.SetLocation(node);
-    Value product = builder.MatMul(rewriter.Map(node.inputs[0]), wide_b);
+    Value product = builder.MatMul(rewriter.Map(node.inputs[0]), wide_b, node.attrs.tf32);
     const int last = node.rank() - 1;
     rewriter.SetMap(node.id, builder.Slice(product, {0}, {b.shape[1]}, {last}, {1}));
   }

@@ -80,14 +80,14 @@ StatusOr<Graph> PadGemmDepth(const Graph& graph) {
       rewriter.SetLocation(node);
       Value wide_a = padder.Pad(a.id, a.rank() - 1, depth);
       Value wide_b = padder.Pad(b.id, b.rank() - 2, depth);
-      rewriter.SetMap(node.id, builder.MatMul(wide_a, wide_b));
+      rewriter.SetMap(node.id, builder.MatMul(wide_a, wide_b, node.attrs.tf32));
     } else if (const int64_t rows = PaddedTransposedRows(graph, node); rows != 0) {
       // aᵀ's source padded along its rows: the product gets rows - M zero rows, sliced off
       // (a prefix of a row-major result, which its readers take as a view).
       const Node& source = graph.node(a.inputs[0]);
       rewriter.SetLocation(node);
       Value wide_a = builder.Transpose(padder.Pad(source.id, source.rank() - 1, rows), a.attrs.perm);
-      Value product = builder.MatMul(wide_a, rewriter.Map(b.id));
+      Value product = builder.MatMul(wide_a, rewriter.Map(b.id), node.attrs.tf32);
       const int64_t row_axis = node.rank() - 2;
       rewriter.SetMap(node.id, builder.Slice(product, {0}, {node.shape[row_axis]}, {row_axis}, {1}));
     } else {

@@ -54,9 +54,9 @@ Value ConvProduct(GraphBuilder& b, Value x, Value w, const Attrs& a, const Shape
     }
     if (g == 1) {  // a plain (batched) product: [Co, C·k] x [N, C·k, out]
       Shape cols = n == 1 ? Shape{cig * taps, positions} : Shape{n, cig * taps, positions};
-      y = b.MatMul(b.Reshape(w, {co, cig * taps}), b.Reshape(columns, cols));
+      y = b.MatMul(b.Reshape(w, {co, cig * taps}), b.Reshape(columns, cols), a.tf32);
     } else {
-      y = b.MatMul(b.Reshape(w, {g, cog, cig * taps}), columns);
+      y = b.MatMul(b.Reshape(w, {g, cog, cig * taps}), columns, a.tf32);
     }
   }
   return b.Reshape(y, out);

@@ -48,7 +48,7 @@ Value GemmChannelsLast(GraphBuilder& b, Value x, Value w, const Attrs& a, const 
     columns = b.Reshape(b.Transpose(windows, {0, 2, 3, 4, 5, 1}), {n * out[2] * out[3], k});
   }
   Value weights = b.Reshape(b.Transpose(w, {2, 3, 1, 0}), {k, co});
-  Value y = b.MatMul(columns, weights);
+  Value y = b.MatMul(columns, weights, a.tf32);
   return b.Transpose(b.Reshape(y, {n, out[2], out[3], co}), kToChannelsFirst);
 }
 

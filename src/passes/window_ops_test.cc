@@ -9,12 +9,14 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fmt/format.h>
 
 #include "reference/interpreter.h"
 #include "passes/pass_test_util.h"
 #include "passes/pipeline.h"
 #include "backend/cpu/cpu_executable.h"
 #include "testing/tensor_compare.h"
+#include "ir/printer.h"
 #include "tilefuse/builder.h"
 
 namespace tilefuse {
@@ -206,6 +208,31 @@ TEST(WindowOps, ChannelsLastConvIsOnePlainProduct) {
     ASSERT_EQ(wt.op, OpCode::kReshape);
     EXPECT_EQ(g->node(wt.inputs[0]).attrs.perm, (std::vector<int64_t>{2, 3, 1, 0}));
   }
+}
+
+// A convolution PyTorch would run on TF32 tensor cores (cudnn.allow_tf32) hands that to its
+// product, in either layout; one without does not.
+TEST(WindowOps, TheProductKeepsTheConvolutionsTf32) {
+  for (bool tf32 : {true, false})
+    for (bool channels_last : {true, false}) {
+      SCOPED_TRACE(fmt::format("tf32 {} channels_last {}", tf32, channels_last));
+      PoolParams p = Params({3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1});
+      p.tf32 = tf32;
+      WindowCase c{"conv", OpCode::kConv, {2, 8, 6, 6}, {16, 8, 3, 3}, p, true};
+      const Graph before = BuildCase(c);
+      for (const Node& n : before.nodes())
+        if (n.op == OpCode::kConv) EXPECT_EQ(n.attrs.tf32, tf32);
+      auto g = RewriteWindowOps(before, WindowOpsOptions{.channels_last = channels_last});
+      ASSERT_TRUE(g.ok()) << g.status().ToString();
+      int products = 0;
+      for (const Node& n : g->nodes())
+        if (n.op == OpCode::kMatMul) {
+          ++products;
+          EXPECT_EQ(n.attrs.tf32, tf32);
+          EXPECT_EQ(PrintNode(n).find("tf32") != std::string::npos, tf32) << PrintNode(n);
+        }
+      EXPECT_EQ(products, 1);
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, WindowOpsTest, ::testing::ValuesIn(kCases),

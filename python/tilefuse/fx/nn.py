@@ -6,6 +6,7 @@ import math
 from typing import Any, List, Optional, Sequence
 
 import numpy as np
+import torch
 
 from ._context import Context, Unsupported, Value, check, handles, opmath, torch_dtype
 
@@ -109,7 +110,17 @@ def convolution(ctx: Context, x: Value, weight: Value, bias: Optional[Value], st
     check(not transposed, "transposed convolution (conv_transpose) is not mapped yet")
     spatial = ctx.rank(x) - 2
     pads = _spatial(padding, spatial, 0)
-    return ctx.conv(x, weight, bias, _spatial(stride, spatial, 1), pads + pads, _spatial(dilation, spatial, 1), groups)
+    return ctx.conv(x, weight, bias, _spatial(stride, spatial, 1), pads + pads, _spatial(dilation, spatial, 1), groups,
+                    tf32=_convolution_tf32(ctx))
+
+
+def _convolution_tf32(ctx: Context) -> bool:
+    """Whether PyTorch would run this convolution's f32 product on TF32 tensor cores: on a GPU
+    under torch.backends.cudnn.allow_tf32 (True by default, eager's and TorchInductor's
+    convolutions alike), unlike its matmuls (float32 matmul precision, "highest" by default)."""
+    value = ctx.node.meta.get("val") if ctx.node is not None else None
+    return (isinstance(value, torch.Tensor) and value.dtype == torch.float32 and value.device.type == "cuda"
+            and torch.backends.cudnn.enabled and torch.backends.cudnn.allow_tf32)
 
 
 # Transposed convolutions are not mapped yet: split out to PyTorch, the rest of the graph kept.

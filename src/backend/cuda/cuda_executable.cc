@@ -46,7 +46,7 @@ Status CudaExecutable::State::Matmul(const CudaGroupProgram& program, const std:
   const Shape &sa = graph.node(mm.inputs[0]).shape, &sb = graph.node(mm.inputs[1]).shape, &out = mm.shape;
   LtMatmulProblem p;
   p.dtype = mm.dtype;
-  p.tf32 = tf32_matmul;
+  p.tf32 = tf32_matmul || mm.attrs.tf32;  // (a PyTorch convolution under cudnn.allow_tf32)
   p.epilogue = program.lt_epilogue;
   const CUdeviceptr bias = program.lt_bias >= 0 ? at[program.lt_bias] : 0;
   p.m = out[out.size() - 2];

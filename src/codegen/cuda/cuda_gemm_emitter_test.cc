@@ -811,6 +811,25 @@ TEST(CudaGemmEmitterTest, F32ConvolutionIsAnImplicitGemmOf32ChannelSteps) {
   EXPECT_FALSE(copied->a_conv.has_value());
 }
 
+// A product the graph lets round to TF32 (a PyTorch convolution under cudnn.allow_tf32) takes
+// the TF32 form though the compile asks for f32's accuracy; without it, 3xTF32.
+TEST(CudaGemmEmitterTest, AProductMarkedTf32TakesTheTf32Form) {
+  for (bool tf32 : {true, false}) {
+    GraphBuilder b;
+    Value x = b.Parameter("x", DType::kF32, {256, 128});
+    Value w = b.Parameter("w", DType::kF32, {64, 128});
+    b.Output(b.MatMul(x, b.Transpose(w, {1, 0}), tf32), "y");
+    auto graph = b.Build();
+    ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+    auto plan = PlanFusion(*graph, {});
+    ASSERT_TRUE(plan.ok());
+    Planned p{std::move(*graph), std::move(*plan)};
+    auto gemm = LowerOnlyGemm(p, /*tf32=*/false);
+    ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
+    EXPECT_EQ(gemm->split_f32, !tf32);
+  }
+}
+
 // A graph input is NCHW: the channels-last passes stage an NHWC copy of it
 // (passes/stage_conv_inputs.h), a group of its own, which the first convolution's implicit
 // GEMM reads (the second reads the first's NHWC output as a plain matrix).

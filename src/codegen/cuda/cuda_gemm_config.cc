@@ -274,7 +274,11 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
     const bool few_tile_rule = !c.pingpong.value_or(false) && requested.block_n == 0 && g.rows > kReadBoundRows &&
                                Tiles(g, 128, 128) * 2 <= c.sm_count;
     c.splits = 1;
-    if (few_tile_rule && g.split_f32) {
+    // TF32 products of few tiles take 3xTF32's form too: in the generic one at the end
+    // (128-column tiles, units of 4 steps or more) ResNet-50's f32 convolutions at batch 1 under
+    // PyTorch's cudnn.allow_tf32 took 680 µs a forward, in this one 406 (3xTF32's 558; H200,
+    // 2026-12-02, torch.compile with CUDA graphs 608-612). RULE_NUMBERS
+    if (few_tile_rule && g.operand_dtype == DType::kF32) {
       // 3xTF32 (three products a step of half a 16-bit step's K) is bound by its steps: 64
       // columns a tile, 64 or 128 rows, K split into units of at least 6 steps, as many units
       // as SMs at most; the fewest steps on the critical path win, a step of 128 rows (two

@@ -1058,6 +1058,17 @@ TEST(CudaGemmEmitterTest, Exact3xTf32ProductsOfFewTilesCutKShort) {
   auto gemm = LowerOnlyGemm(few);
   ASSERT_TRUE(gemm.ok());
   EXPECT_EQ(ResolveGemmConfig(*gemm, {}).block_m, 64);
+  // TF32 (a convolution under PyTorch's cudnn.allow_tf32, B K-major) the same way: 64-column
+  // tiles, K cut into units of 6 steps or more, not the generic 128-column form.
+  Planned tf32 = PlanText("  wt = Transpose <perm = [1, 0]> (w)\n  y = MatMul (x, wt)\n",
+                          "g (float[196,2304] x, float[256,2304] w) => (float[196,256] y)");
+  auto tf32_gemm = LowerOnlyGemm(tf32, /*tf32=*/true);
+  ASSERT_TRUE(tf32_gemm.ok()) << tf32_gemm.status().ToString();
+  ASSERT_FALSE(tf32_gemm->split_f32);
+  const CudaGemmConfig c = ResolveGemmConfig(*tf32_gemm, {});
+  EXPECT_EQ(c.block_n, 64);
+  EXPECT_GT(c.splits, 1);
+  EXPECT_GE(gemm_layout::StepsPerSplit(*tf32_gemm, c), 6);
 }
 
 // B a model input or a constant (a weight no kernel of the model writes): the producer loads

@@ -390,17 +390,19 @@ TEST(CudaProgramGemmPathTest, SixtyFourRowsGoToCuBlasLtWhereItFusesTheEpilogue) 
 
 // f32 products of few tiles under --precision highest: a batch-1 transformer's (100 rows) on the
 // 3xTF32 template's few-tile forms, a decode step's (8 rows) on cuBLASLt's f32, said why.
+// An imported model's CUDA program, its graph through the default passes and the planner.
+StatusOr<CudaProgram> ProgramOfModel(StatusOr<ImportedModel> model, const CudaTarget& target) {
+  if (!model.ok()) return model.status();
+  ASSIGN_OR_RETURN(Graph graph, RunGraphPasses(std::move(model->graph), PassOptions{}));
+  ASSIGN_OR_RETURN(CudaPlan plan, PlanFusionForCuda(graph, PlannerOptions{}, target));
+  return BuildCudaProgram(graph, plan.plan, FindInlinedGenerators(graph), "", {}, target);
+}
+
 TEST(CudaProgramGemmPathTest, Exact3xTf32OfFewTilesOnTheTemplateADecodeStepOnCuBlasLt) {
   CudaTarget target;
   for (const char* file : {"gemm_3xtf32_small_m_splitk_bias_residual_f32.onnxtxt", "gemm_3xtf32_decode_rows_residual_f32.onnxtxt"}) {
     SCOPED_TRACE(file);
-    auto model = ImportOnnx(std::string(TILEFUSE_SOURCE_DIR) + "/tests/gemm/" + file);
-    ASSERT_TRUE(model.ok()) << model.status().ToString();
-    auto graph = RunGraphPasses(std::move(model->graph), PassOptions{});
-    ASSERT_TRUE(graph.ok()) << graph.status().ToString();
-    auto plan = PlanFusionForCuda(*graph, PlannerOptions{}, target);
-    ASSERT_TRUE(plan.ok());
-    auto program = BuildCudaProgram(*graph, plan->plan, FindInlinedGenerators(*graph), "", {}, target);
+    auto program = ProgramOfModel(ImportOnnx(std::string(TILEFUSE_SOURCE_DIR) + "/tests/gemm/" + file), target);
     ASSERT_TRUE(program.ok()) << program.status().ToString();
     const CudaGroupProgram& gemm = program->groups.back();
     if (std::string(file).find("decode") == std::string::npos) {
@@ -427,13 +429,7 @@ TEST(CudaProgramGemmPathTest, Tf32BiasGoesToCuBlasLtOnlyWithoutCopies) {
            "g (float[512,256] a, float[256,192] w, float[192] b) => (float[512,192] y)\n{\n  p = MatMul (a, w)\n  y = Add (p, b)\n}\n"}) {
     const bool copies = std::string(text).find("heads") != std::string::npos;
     SCOPED_TRACE(copies ? "copies" : "plain");
-    auto model = ImportOnnxText(std::string("<\n  ir_version: 8,\n  opset_import: [\"\" : 17]\n>\n") + text);
-    ASSERT_TRUE(model.ok()) << model.status().ToString();
-    auto graph = RunGraphPasses(std::move(model->graph), PassOptions{});
-    ASSERT_TRUE(graph.ok()) << graph.status().ToString();
-    auto plan = PlanFusionForCuda(*graph, PlannerOptions{}, target);
-    ASSERT_TRUE(plan.ok());
-    auto program = BuildCudaProgram(*graph, plan->plan, FindInlinedGenerators(*graph), "", {}, target);
+    auto program = ProgramOfModel(ImportOnnxText(std::string("<\n  ir_version: 8,\n  opset_import: [\"\" : 17]\n>\n") + text), target);
     ASSERT_TRUE(program.ok()) << program.status().ToString();
     const CudaGroupProgram& gemm = program->groups.back();
     if (copies) {

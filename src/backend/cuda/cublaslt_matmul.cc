@@ -37,6 +37,8 @@ Status ValidateLtMatmul(const LtMatmulProblem& p, uint64_t a, uint64_t b, uint64
   if (p.m < 1 || p.n < 1 || p.k < 1 || p.batch < 1) return invalid("every dimension must be at least 1");
   if (p.batch > std::numeric_limits<int32_t>::max()) return invalid("batch exceeds cuBLASLt's int32 batch count");
   if (p.batch_stride_a < 0 || p.batch_stride_b < 0) return invalid("negative batch stride");
+  if ((p.lda != 0 && p.lda < (p.trans_a ? p.m : p.k)) || (p.ldb != 0 && p.ldb < (p.trans_b ? p.k : p.n)))
+    return invalid("a leading dimension shorter than its stored rows");
   if (p.batch > 1 && p.batch_stride_d < p.m * p.n) return invalid("batch entries of D overlap (stride < m*n)");
   if (a == 0 || b == 0 || d == 0) return invalid("null operand");
   if (LtEpilogueHasBias(p.epilogue) && bias == 0) return invalid("bias epilogue without a bias pointer");
@@ -64,11 +66,11 @@ const char* LtEpilogueName(LtEpilogue epilogue) {
 }
 
 std::string DescribeLtMatmulProblem(const LtMatmulProblem& p) {
-  return fmt::format("{}{} batch {} [{}x{}]{}·[{}x{}]{} strides a={} b={} d={} epilogue {}",
+  return fmt::format("{}{} batch {} [{}x{}]{}·[{}x{}]{} strides a={} b={} d={}{} epilogue {}",
                      DTypeName(p.dtype), p.tf32 ? " (tf32)" : "", p.batch, p.trans_a ? p.k : p.m, p.trans_a ? p.m : p.k,
                      p.trans_a ? "ᵀ" : "", p.trans_b ? p.n : p.k, p.trans_b ? p.k : p.n,
                      p.trans_b ? "ᵀ" : "", p.batch_stride_a, p.batch_stride_b, p.batch_stride_d,
-                     LtEpilogueName(p.epilogue));
+                     p.lda || p.ldb ? fmt::format(" rows a={} b={}", p.lda, p.ldb) : "", LtEpilogueName(p.epilogue));
 }
 
 StatusOr<std::unique_ptr<LtMatmul>> LtMatmul::Create() { return Create(CudaLibraryCandidates(kSoname)); }
@@ -217,16 +219,16 @@ struct LtMatmul::State {
     return Internal(message);
   }
 
-  Status MakeLayout(const LtMatmulProblem& p, int64_t rows, int64_t cols, int64_t stride,
+  Status MakeLayout(const LtMatmulProblem& p, int64_t rows, int64_t cols, int64_t stride, int64_t ld,
                     cublasLtMatrixLayout_t& out) const;
   StatusOr<std::unique_ptr<Plan>> MakePlan(const PlanKey& key, uint64_t bias) const;
 };
 
-Status LtMatmul::State::MakeLayout(const LtMatmulProblem& p, int64_t rows, int64_t cols, int64_t stride,
+Status LtMatmul::State::MakeLayout(const LtMatmulProblem& p, int64_t rows, int64_t cols, int64_t stride, int64_t ld,
                                    cublasLtMatrixLayout_t& out) const {
-  // Column-major rows×cols with leading dimension rows: the row-major matrix read as its
-  // transpose (the caller passes rows = the row-major column count).
-  RETURN_IF_ERROR(Check(api.MatrixLayoutCreate(&out, CudaDataType(p.dtype), rows, cols, rows),
+  // Column-major rows×cols with leading dimension rows (or `ld`, a view's row stride): the
+  // row-major matrix read as its transpose (the caller passes rows = the row-major column count).
+  RETURN_IF_ERROR(Check(api.MatrixLayoutCreate(&out, CudaDataType(p.dtype), rows, cols, ld > 0 ? ld : rows),
                         "MatrixLayoutCreate", &p));
   if (p.batch > 1) {
     int32_t batch = static_cast<int32_t>(p.batch);
@@ -264,9 +266,9 @@ StatusOr<std::unique_ptr<Plan>> LtMatmul::State::MakePlan(const PlanKey& key, ui
                              "DescSetAttribute(BIAS_POINTER)"));
   }
   // Stored shapes, column-major: B is n×k (k×n when trans_b), A is k×m (m×k when trans_a), D is n×m.
-  RETURN_IF_ERROR(MakeLayout(p, p.trans_b ? p.k : p.n, p.trans_b ? p.n : p.k, p.batch_stride_b, plan->layout_b));
-  RETURN_IF_ERROR(MakeLayout(p, p.trans_a ? p.m : p.k, p.trans_a ? p.k : p.m, p.batch_stride_a, plan->layout_a));
-  RETURN_IF_ERROR(MakeLayout(p, p.n, p.m, p.batch_stride_d, plan->layout_d));
+  RETURN_IF_ERROR(MakeLayout(p, p.trans_b ? p.k : p.n, p.trans_b ? p.n : p.k, p.batch_stride_b, p.ldb, plan->layout_b));
+  RETURN_IF_ERROR(MakeLayout(p, p.trans_a ? p.m : p.k, p.trans_a ? p.k : p.m, p.batch_stride_a, p.lda, plan->layout_a));
+  RETURN_IF_ERROR(MakeLayout(p, p.n, p.m, p.batch_stride_d, 0, plan->layout_d));
 
   cublasLtMatmulPreference_t preference = nullptr;
   RETURN_IF_ERROR(Check(api.MatmulPreferenceCreate(&preference), "MatmulPreferenceCreate", &p));

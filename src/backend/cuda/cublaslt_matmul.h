@@ -62,6 +62,11 @@ struct LtMatmulProblem {
   int64_t batch_stride_a = 0;
   int64_t batch_stride_b = 0;
   int64_t batch_stride_d = 0;
+  // Elements between consecutive stored rows of A and B (A's [m][k] or [k][m] rows, B's [k][n]
+  // or [n][k]): a view of a wider value (attention's q, k and v inside their projection's
+  // output); 0: dense, the row's length.
+  int64_t lda = 0;
+  int64_t ldb = 0;
   // Bias epilogues read a dense vector of n values, the same for every batch entry.
   LtEpilogue epilogue = LtEpilogue::kNone;
   bool tf32 = false;  // f32 only: CUBLAS_COMPUTE_32F_FAST_TF32

@@ -167,7 +167,9 @@ std::vector<std::vector<int>> KernelReads(const CudaProgram& program, size_t ste
     std::vector<int>& r = reads.at(p.group);
     for (const CudaLaunchable* k : Launchables(p)) r.insert(r.end(), k->buffer_nodes.begin(), k->buffer_nodes.end());
     if (p.mode == CudaGroupProgram::Mode::kGemm) {
-      r.insert(r.end(), g.node(p.matmul).inputs.begin(), g.node(p.matmul).inputs.end());
+      const std::vector<int>& operands = g.node(p.matmul).inputs;
+      r.push_back(p.lt_a ? p.lt_a->node : operands[0]);  // (a view: what it reads, not the operand no step writes)
+      r.push_back(p.lt_b ? p.lt_b->node : operands[1]);
       if (p.lt_bias >= 0) r.push_back(p.lt_bias);
     }
   }
@@ -286,6 +288,7 @@ CudaTarget TargetFor(const std::string& arch, int sm_count, const CudaCompileOpt
   // The rule's deepest GEMM ring moved for measurement (whole models A/B without a rebuild).
   if (target.overrides.gemm_max_stages == 0) target.overrides.gemm_max_stages = PositiveSetting("TILEFUSE_GEMM_MAX_STAGES");
   if (SwitchedOff("TILEFUSE_GEMM_GROUP_N")) target.overrides.gemm_group_n = false;  // a kernel per product, for comparison
+  if (SwitchedOff("TILEFUSE_LT_VIEWS")) target.overrides.lt_views = false;          // cuBLASLt's operands copied first
   target.template_configs = options.template_configs;
   target.fault = options.fault;
   target.stand_ins = options.background_compile;

@@ -70,6 +70,29 @@ Status CudaExecutable::State::Matmul(const CudaGroupProgram& program, const std:
   };
   int64_t step_a = 0, step_b = 0;
   size_t esize = DTypeSize(mm.dtype);
+  if (program.lt_a || program.lt_b) {
+    // An operand read through its view where it lies (its prologue dropped): its own row
+    // stride, batch stride and start; the other as the plain matrices it is.
+    if (!progression(sa, &step_a) || !progression(sb, &step_b)) return Internal("a viewed cuBLASLt operand with irregular batches");
+    p.batch = batches;
+    p.batch_stride_a = step_a * p.m * p.k;
+    p.batch_stride_b = step_b * p.k * p.n;
+    p.batch_stride_d = p.m * p.n;
+    CUdeviceptr a = at[mm.inputs[0]], b = at[mm.inputs[1]];
+    if (const std::optional<LibraryOperandView>& v = program.lt_a) {
+      a = at[v->node] + v->offset * esize;
+      p.lda = v->row_stride;
+      p.trans_a = v->transposed;
+      p.batch_stride_a = v->batch_stride;
+    }
+    if (const std::optional<LibraryOperandView>& v = program.lt_b) {
+      b = at[v->node] + v->offset * esize;
+      p.ldb = v->row_stride;
+      p.trans_b = v->transposed;
+      p.batch_stride_b = v->batch_stride;
+    }
+    return lt->Run(p, a, b, at[written], bias, workspace.get(), kCublasLtWorkspaceBytes, stream);
+  }
   if (progression(sa, &step_a) && progression(sb, &step_b)) {
     // A weight shared by consecutive entries of A (a linear layer over [N, H, W, C] or [B, T,
     // D]) is one product over all their rows: ConvNeXt-tiny's f32 MLP at b32 ran as 224 strided

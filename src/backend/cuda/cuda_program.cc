@@ -220,6 +220,34 @@ void DropUnreadPrologues(CudaGroupProgram& p, const FusionGroup& group) {
   });
 }
 
+// cuBLASLt reads an operand its prologue only views where it lies, with a leading dimension and a
+// batch stride (FindLibraryOperandView), that prologue dropped; where the operand's batch dims
+// are the product's (or it has none). TILEFUSE_LT_VIEWS=0: the prologues copy, for comparison.
+void ReadOperandViewsInPlace(const Graph& g, const FusionGroup& group, const GemmSplit& split, const std::vector<bool>& inlined,
+                             const CudaTarget& target, CudaGroupProgram& p) {
+  if (!target.overrides.lt_views) return;
+  const std::vector<FusionGroup> prologues = PrologueGroups(g, group, split);
+  if (prologues.size() != p.prologue.size()) return;  // (each prologue its launchable, in order)
+  const Node& mm = g.node(split.matmul);
+  const int64_t batches = NumElements(mm.shape) / std::max<int64_t>(1, mm.shape[mm.rank() - 2] * mm.shape.back());
+  std::vector<bool> dropped(prologues.size(), false);
+  for (int side = 0; side < 2; ++side) {
+    const Node& operand = g.node(mm.inputs[side]);
+    const int64_t own_batches = NumElements(operand.shape) / std::max<int64_t>(1, operand.shape[operand.rank() - 2] * operand.shape.back());
+    if (operand.rank() < 2 || (own_batches != batches && own_batches != 1)) continue;
+    for (size_t i = 0; i < prologues.size(); ++i) {
+      if (dropped[i] || prologues[i].outputs != std::vector<int>{operand.id}) continue;
+      std::optional<LibraryOperandView> view = FindLibraryOperandView(g, prologues[i], inlined, operand.id);
+      if (!view) continue;
+      if (own_batches == 1) view->batch_stride = 0;
+      (side == 0 ? p.lt_a : p.lt_b) = view;
+      dropped[i] = true;
+    }
+  }
+  for (size_t i = prologues.size(); i-- > 0;)
+    if (dropped[i]) p.prologue.erase(p.prologue.begin() + static_cast<std::ptrdiff_t>(i));
+}
+
 // cuBLASLt's fused epilogue for a gemm group, or why it has none.
 StatusOr<LibraryEpilogue> LibraryEpilogueFor(const Graph& g, const FusionGroup& group, const GemmSplit& split,
                                              const std::vector<bool>& inlined) {
@@ -329,6 +357,7 @@ CudaGroupProgram ProgramForGroup(const Graph& g, const FusionGroup& group, const
         return p;
       }
       p.why_library = fused.status().message();
+      ReadOperandViewsInPlace(g, group, split, inlined, target, p);
       // cuBLASLt's FP8 products (scales, K-major operands) are not wired: such a product
       // off the template runs on the host, and says so.
       if (IsFloat8(g.node(g.node(split.matmul).inputs[0]).dtype))

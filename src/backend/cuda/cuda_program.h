@@ -28,6 +28,7 @@
 #include "codegen/cuda/cuda_emitter.h"
 #include "codegen/cuda/cuda_gemm_config.h"
 #include "codegen/gemm_template.h"
+#include "codegen/library_operand_view.h"
 #include "codegen/lowering_fault.h"
 #include "codegen/cuda/template_kernel.h"
 #include "fusion/fusion_plan.h"
@@ -72,6 +73,9 @@ struct CudaGroupProgram {
   LtEpilogue lt_epilogue = LtEpilogue::kNone;
   int lt_bias = -1;
   int lt_output = -1;
+  // gemm: A's and B's views that cuBLASLt reads where they lie (their prologues dropped;
+  // codegen/library_operand_view.h); unset: the operand itself.
+  std::optional<LibraryOperandView> lt_a, lt_b;
   // gemm template: the group whose kernel computes this group's product and epilogue too, a
   // product grouped over N (codegen/gemm_n_groups.h; this group then has no kernel of its own
   // and its outputs are written at that group's step); -1: none.
@@ -131,6 +135,9 @@ struct TemplateOverrides {
   // Products of one A by several weights, each of few output tiles, grouped over N into one
   // kernel (codegen/gemm_n_groups.h; false, TILEFUSE_GEMM_GROUP_N=0: a kernel each).
   bool gemm_group_n = true;
+  // cuBLASLt reads operands that their prologues only view where they lie
+  // (codegen/library_operand_view.h; false, TILEFUSE_LT_VIEWS=0: the prologues copy them).
+  bool lt_views = true;
   // The skinny GEMM template for products of at most kSkinnyMaxRows rows (false: the GEMM
   // template's forms instead, for comparison).
   bool gemm_skinny = true;

@@ -443,6 +443,49 @@ TEST(CudaProgramGemmPathTest, Tf32BiasGoesToCuBlasLtOnlyWithoutCopies) {
   }
 }
 
+// f32 attention as its parts: cuBLASLt reads q, kᵀ and v where they lie in the QKV output
+// ([80, 384]: 2 heads of 64 for each of q, k and v), no prologue copies; with
+// TILEFUSE_LT_VIEWS's switch off, three copies.
+TEST(CudaProgramGemmPathTest, CuBlasLtReadsAttentionsOperandsThroughTheirViews) {
+  for (bool views : {true, false}) {
+    SCOPED_TRACE(views ? "views" : "copies");
+    CudaTarget target;
+    target.overrides.lt_views = views;
+    auto program = ProgramOfModel(ImportOnnx(std::string(TILEFUSE_SOURCE_DIR) + "/tests/gemm/bmm_attention_views_f32.onnxtxt"), target);
+    ASSERT_TRUE(program.ok()) << program.status().ToString();
+    std::vector<const CudaGroupProgram*> products;
+    size_t prologues = 0;
+    for (const CudaGroupProgram& p : program->groups)
+      if (p.mode == CudaGroupProgram::Mode::kGemm) {
+        products.push_back(&p);
+        prologues += p.prologue.size();
+      }
+    ASSERT_EQ(products.size(), 2u);
+    if (!views) {
+      EXPECT_EQ(prologues, 3u);
+      EXPECT_FALSE(products[0]->lt_a || products[0]->lt_b || products[1]->lt_b);
+      continue;
+    }
+    EXPECT_EQ(prologues, 0u);
+    const CudaGroupProgram& scores = *products[0];  // q · kᵀ
+    ASSERT_TRUE(scores.lt_a && scores.lt_b);
+    EXPECT_FALSE(scores.lt_a->transposed);
+    EXPECT_EQ(scores.lt_a->offset, 0);
+    EXPECT_EQ(scores.lt_a->row_stride, 384);
+    EXPECT_EQ(scores.lt_a->batch_stride, 64);
+    EXPECT_TRUE(scores.lt_b->transposed);  // kᵀ: k's rows are its columns
+    EXPECT_EQ(scores.lt_b->offset, 128);
+    EXPECT_EQ(scores.lt_b->row_stride, 384);
+    EXPECT_EQ(scores.lt_b->node, scores.lt_a->node);  // the QKV output itself
+    const CudaGroupProgram& mixed = *products[1];  // p · v
+    EXPECT_FALSE(mixed.lt_a.has_value());            // p is a plain matrix
+    ASSERT_TRUE(mixed.lt_b.has_value());
+    EXPECT_FALSE(mixed.lt_b->transposed);
+    EXPECT_EQ(mixed.lt_b->offset, 256);
+    EXPECT_EQ(mixed.lt_b->batch_stride, 64);
+  }
+}
+
 // A weight's gradient (dWᵀ = dYᵀ·X: 256 x 768 from 4096 rows, dY read MN-major) splits K on
 // the template as a decode-like product does, but is not one: it stays on the template, split
 // (cuBLASLt took 94-168 µs for it in a LLaMA-style training step, H200, 2026-11-30).

@@ -712,6 +712,21 @@ def test_convolution_on_a_gpu_follows_cudnn_allow_tf32():
         assert not _convolution_tf32(ctx(on_cpu)) and not _convolution_tf32(ctx(half_on_gpu))
         torch.backends.cudnn.allow_tf32 = False
         assert not _convolution_tf32(ctx(on_gpu))
+        torch.backends.cudnn.allow_tf32 = True
+        # A patch embedding (ViT's 16x16 windows 16 apart, no padding), which cuDNN ran in exact
+        # f32, stays exact; overlapping, padded or 1x1 windows go to TF32.
+        from tilefuse.fx.nn import convolution
+
+        def conv_tf32(kernel, stride, padding):
+            calls = []
+            fake = SimpleNamespace(node=SimpleNamespace(meta={"val": on_gpu}), rank=lambda v: 4,
+                                   shape_of=lambda v: [8, 4] + list(kernel), conv=lambda *a, **k: calls.append(k))
+            convolution(fake, "x", "w", None, stride, padding, [1, 1], False, [0, 0], 1)
+            return calls[0]["tf32"]
+
+        assert not conv_tf32((16, 16), [16, 16], [0, 0])
+        assert conv_tf32((3, 3), [1, 1], [1, 1]) and conv_tf32((1, 1), [1, 1], [0, 0]) and conv_tf32((1, 1), [2, 2], [0, 0])
+        assert conv_tf32((2, 2), [2, 2], [1, 1])  # padded
     finally:
         torch.backends.cudnn.allow_tf32 = allowed
 

@@ -110,14 +110,20 @@ def convolution(ctx: Context, x: Value, weight: Value, bias: Optional[Value], st
     check(not transposed, "transposed convolution (conv_transpose) is not mapped yet")
     spatial = ctx.rank(x) - 2
     pads = _spatial(padding, spatial, 0)
-    return ctx.conv(x, weight, bias, _spatial(stride, spatial, 1), pads + pads, _spatial(dilation, spatial, 1), groups,
-                    tf32=_convolution_tf32(ctx))
+    strides = _spatial(stride, spatial, 1)
+    patches = strides == ctx.shape_of(weight)[2:] and not any(pads) and min(strides) > 1
+    return ctx.conv(x, weight, bias, strides, pads + pads, _spatial(dilation, spatial, 1), groups,
+                    tf32=_convolution_tf32(ctx) and not patches)
 
 
 def _convolution_tf32(ctx: Context) -> bool:
     """Whether PyTorch would run this convolution's f32 product on TF32 tensor cores: on a GPU
     under torch.backends.cudnn.allow_tf32 (True by default, eager's and TorchInductor's
-    convolutions alike), unlike its matmuls (float32 matmul precision, "highest" by default)."""
+    convolutions alike), unlike its matmuls (float32 matmul precision, "highest" by default).
+    The flag allows, cuDNN chooses: a patch embedding (windows that neither overlap nor pad, a
+    linear layer over patches) cuDNN ran in exact f32 (timm's ViT-B/16 in f32 on an H200,
+    2026-12-02: eager 0 from exact f32, and tilefuse with it on TF32 2.4e-4 of the output's
+    scale), so the caller keeps such a convolution exact."""
     value = ctx.node.meta.get("val") if ctx.node is not None else None
     return (isinstance(value, torch.Tensor) and value.dtype == torch.float32 and value.device.type == "cuda"
             and torch.backends.cudnn.enabled and torch.backends.cudnn.allow_tf32)

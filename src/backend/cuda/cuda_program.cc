@@ -235,6 +235,8 @@ void ReadOperandViewsInPlace(const Graph& g, const FusionGroup& group, const Gem
     const Node& operand = g.node(mm.inputs[side]);
     const int64_t own_batches = NumElements(operand.shape) / std::max<int64_t>(1, operand.shape[operand.rank() - 2] * operand.shape.back());
     if (operand.rank() < 2 || (own_batches != batches && own_batches != 1)) continue;
+    // (An operand the group also outputs is still computed by its prologue.)
+    if (std::find(group.outputs.begin(), group.outputs.end(), operand.id) != group.outputs.end()) continue;
     for (size_t i = 0; i < prologues.size(); ++i) {
       if (dropped[i] || prologues[i].outputs != std::vector<int>{operand.id}) continue;
       std::optional<LibraryOperandView> view = FindLibraryOperandView(g, prologues[i], inlined, operand.id);

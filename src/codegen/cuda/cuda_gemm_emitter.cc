@@ -181,7 +181,7 @@ class GemmEmitter {
     m.offset_bytes = v.offset * bytes;
     return m;
   }
-  // A as im2col of the NHWC activation (C, W, H, N): block_m output pixels × 64 channels
+  // A as im2col of the NHWC activation (C, W, H, N): block_m output pixels × a K step of channels
   // per copy, the window's first tap bounded by the padding (Im2colMapArg).
   TensorMapArg ConvMapA(const GemmConvWindow& c) const {
     TensorMapArg m;

@@ -158,7 +158,9 @@ std::optional<GemmConvWindow> OperandAConv(const Graph& g, const FusionGroup& pr
   c.dilations = {a.dilations[0], a.dilations[1]};
   c.pads = {a.pads[0], a.pads[1], a.pads[2], a.pads[3]};
   // A K step (one 128-byte swizzle row of channels) stays in one filter tap.
-  if (c.channels % (128 / static_cast<int64_t>(DTypeSize(t.operand_dtype))) != 0 || t.rows != c.images * c.out_height * c.out_width || t.k != c.kernel[0] * c.kernel[1] * c.channels)
+  const int64_t step_channels = 128 / static_cast<int64_t>(DTypeSize(t.operand_dtype));
+  if (c.channels % step_channels != 0 || t.rows != c.images * c.out_height * c.out_width ||
+      t.k != c.kernel[0] * c.kernel[1] * c.channels)
     return std::nullopt;
   // TMA's limits: traversal strides 1..8; a 4-D map's corners fit in 8 signed bits; tap
   // offsets in 16 bits.
@@ -265,17 +267,18 @@ StatusOr<GemmTemplateKernel> LowerGemmTemplate(const Graph& g, const FusionGroup
     if (prologue.outputs == std::vector<int>{t.b})
       t.b_k_major = TransposedSource(g, prologue, materialized, t.b, t.operand_dtype, t.n, t.k, &t.b_rows);
     if (prologue.outputs != std::vector<int>{t.a}) continue;
+    if (float8) continue;  // (FP8's A as its prologue makes it: the readings below not run on a GPU for it)
     if (!half) {
-      // TF32, 3xTF32 and FP8 read A K-major: where the prologue only views a value, A is
-      // read where it lies, as a plain matrix (a linear layer's [batch·T, K] view of its
+      // TF32 and 3xTF32 read A K-major: where the prologue only views a value, A is read
+      // where it lies, as a plain matrix (a linear layer's [batch·T, K] view of its
       // activation; BERT-base's f32 q, k and v each copied their layer norm's output first,
-      // 36 prologue kernels at 1x128), through the view (f32: merged heads, whose 64-column
-      // heads hold whole 32-column K steps) or as an implicit GEMM's im2col (f32).
-      if (!float8) t.a_conv = OperandAConv(g, prologue, t);
+      // 36 prologue kernels at 1x128), through the view (merged heads, whose 64-column heads
+      // hold whole 32-column K steps) or as an implicit GEMM's im2col.
+      t.a_conv = OperandAConv(g, prologue, t);
       if (t.a_conv) continue;
       std::optional<GemmOperandView> view = OperandAView(g, prologue, inlined, t);
       if (view && IsPlainMatrix(*view, t)) t.a = view->node;
-      else if (view && !float8) t.a_view = view;
+      else if (view) t.a_view = view;
       continue;
     }
     t.a_conv = OperandAConv(g, prologue, t);

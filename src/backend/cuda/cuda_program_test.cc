@@ -991,3 +991,43 @@ TEST(CudaProgramGroupedTest, ProductsOfOneAByWeightsShareAKernelWhereTheirInputs
 
 }  // namespace
 }  // namespace tilefuse
+
+namespace tilefuse {
+namespace {
+
+// Five products of one A at 128 rows: at most four share a kernel (the skeleton's B maps), the
+// fifth keeps its own; a product of half as many tiles as SMs takes no other (together they
+// would no longer be few).
+TEST(CudaProgramGroupedTest, AtMostFourFewTileProductsOfOneKAndOneAShareAKernel) {
+  GraphBuilder b;
+  const Value x = b.Parameter("x", DType::kBF16, {128, 1024});
+  auto linear = [&](const char* name, int64_t n, Value in) {
+    return b.MatMul(in, b.Transpose(b.Parameter(name, DType::kBF16, {n, b.shape(in)[1]}), {1, 0}));
+  };
+  const Value h = b.Unary(OpCode::kTanh, x);
+  for (const char* name : {"w0", "w1", "w2", "w3", "w4"}) b.Output(linear(name, 256, h), std::string("y") + name);
+  b.Output(linear("wide", 8448, h), "wide");  // 66 tiles of 128x128, half the SMs: with any other, more
+  auto built = b.Build();
+  ASSERT_TRUE(built.ok()) << built.status().ToString();
+  auto graph = RunGraphPasses(std::move(*built), PassOptions{});
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  CudaTarget target;
+  auto plan = PlanFusionForCuda(*graph, PlannerOptions{}, target);
+  ASSERT_TRUE(plan.ok());
+  auto program = BuildCudaProgram(*graph, plan->plan, FindInlinedGenerators(*graph), "", {}, target);
+  ASSERT_TRUE(program.ok()) << program.status().ToString();
+  std::map<int, int> members;  // head group -> products in its kernel
+  int alone = 0;
+  for (const CudaGroupProgram& p : program->groups) {
+    if (p.kind != GroupKind::kGemm) continue;
+    if (p.grouped_into >= 0) ++members[p.grouped_into];
+    else if (p.kernel && p.kernel->source.strategy.find("grouped over N") != std::string::npos) ++members[p.group];
+    else ++alone;
+  }
+  ASSERT_EQ(members.size(), 1u);
+  EXPECT_EQ(members.begin()->second, 4);
+  EXPECT_EQ(alone, 2);  // the fifth of 256 columns, and the wide one
+}
+
+}  // namespace
+}  // namespace tilefuse

@@ -390,12 +390,18 @@ TEST(CudaProgramGemmPathTest, SixtyFourRowsGoToCuBlasLtWhereItFusesTheEpilogue) 
 
 // f32 products of few tiles under --precision highest: a batch-1 transformer's (100 rows) on the
 // 3xTF32 template's few-tile forms, a decode step's (8 rows) on cuBLASLt's f32, said why.
-// An imported model's CUDA program, its graph through the default passes and the planner.
-StatusOr<CudaProgram> ProgramOfModel(StatusOr<ImportedModel> model, const CudaTarget& target) {
-  if (!model.ok()) return model.status();
-  ASSIGN_OR_RETURN(Graph graph, RunGraphPasses(std::move(model->graph), PassOptions{}));
+// A graph's CUDA program, the graph through the default passes and the planner.
+StatusOr<CudaProgram> ProgramOfGraph(StatusOr<Graph> built, const CudaTarget& target) {
+  if (!built.ok()) return built.status();
+  ASSIGN_OR_RETURN(Graph graph, RunGraphPasses(std::move(*built), PassOptions{}));
   ASSIGN_OR_RETURN(CudaPlan plan, PlanFusionForCuda(graph, PlannerOptions{}, target));
   return BuildCudaProgram(graph, plan.plan, FindInlinedGenerators(graph), "", {}, target);
+}
+
+// An imported model's CUDA program.
+StatusOr<CudaProgram> ProgramOfModel(StatusOr<ImportedModel> model, const CudaTarget& target) {
+  if (!model.ok()) return model.status();
+  return ProgramOfGraph(std::move(model->graph), target);
 }
 
 TEST(CudaProgramGemmPathTest, Exact3xTf32OfFewTilesOnTheTemplateADecodeStepOnCuBlasLt) {
@@ -1007,14 +1013,7 @@ TEST(CudaProgramGroupedTest, AtMostFourFewTileProductsOfOneKAndOneAShareAKernel)
   const Value h = b.Unary(OpCode::kTanh, x);
   for (const char* name : {"w0", "w1", "w2", "w3", "w4"}) b.Output(linear(name, 256, h), std::string("y") + name);
   b.Output(linear("wide", 8448, h), "wide");  // 66 tiles of 128x128, half the SMs: with any other, more
-  auto built = b.Build();
-  ASSERT_TRUE(built.ok()) << built.status().ToString();
-  auto graph = RunGraphPasses(std::move(*built), PassOptions{});
-  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
-  CudaTarget target;
-  auto plan = PlanFusionForCuda(*graph, PlannerOptions{}, target);
-  ASSERT_TRUE(plan.ok());
-  auto program = BuildCudaProgram(*graph, plan->plan, FindInlinedGenerators(*graph), "", {}, target);
+  auto program = ProgramOfGraph(b.Build(), CudaTarget{});
   ASSERT_TRUE(program.ok()) << program.status().ToString();
   std::map<int, int> members;  // head group -> products in its kernel
   int alone = 0;

@@ -19,13 +19,15 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import torch_frontend  # noqa: E402
 import tilefuse.torch_backend as backend  # noqa: E402
 from tilefuse import _tilefuse  # noqa: E402
-from tilefuse.fx import Unsupported, translate  # noqa: E402
+from tilefuse.fx import Unsupported, folded_weights, translate  # noqa: E402
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--model", default="llama")
 parser.add_argument("--dtype", default="bf16", choices=["bf16", "f32"])
 parser.add_argument("--shape", default="1x128")
 parser.add_argument("--dump", default="", help="the compile stages into DIR (--dump-dir's files)")
+parser.add_argument("--conv-tf32", action="store_true",
+                    help="f32 convolutions as on a GPU under torch.backends.cudnn.allow_tf32 (tilefuse.fx.nn)")
 parser.add_argument("--grep", default="", help="list only kernels whose strategy or name holds this")
 args = parser.parse_args()
 model, vocab = torch_frontend.build_model(args.model, torch, transformers)
@@ -36,15 +38,19 @@ captured = []
 
 
 def spy(self, gm, call_args, weights, settings, *more):  # more: all_weights, row_major_outputs
-    captured.append((gm, list(call_args), more[1] if len(more) > 1 else frozenset()))
+    all_weights = more[0] if more else weights
+    captured.append((gm, list(call_args), folded_weights(gm, set(all_weights), "inputs"), more[1] if len(more) > 1 else frozenset()))
     raise Unsupported("captured for the experiment")
 
 
 backend._Specialization.__init__ = spy
 with torch.no_grad():
     torch.compile(model, backend="tilefuse")(ids)
-for i, (gm, call_args, row_major_outputs) in enumerate(captured):
-    translation = translate(gm, call_args, set(), row_major_outputs)  # weights as inputs, as on a GPU
+if args.conv_tf32:
+    import tilefuse.fx.nn as fx_nn
+    fx_nn._convolution_tf32 = lambda ctx: torch.backends.cudnn.allow_tf32
+for i, (gm, call_args, folded, row_major_outputs) in enumerate(captured):
+    translation = translate(gm, call_args, folded, row_major_outputs)
     kernels = _tilefuse.build_graph_for_cuda_arch(translation.graph, dump_dir=args.dump)
     modes = collections.Counter(k["mode"] for k in kernels)
     print(f"== graph {i}: {len(gm.graph.nodes)} FX nodes, {len(kernels)} launches {dict(modes)}")

@@ -233,10 +233,15 @@ def main():
     parser.add_argument("--tilefuse-only", action="store_true", help="time tilefuse alone (no torch.compile peers)")
     parser.add_argument("--options", default="{}", help='more torch.compile options for tilefuse, JSON (e.g. {"gemm": "template"})')
     parser.add_argument("--json", help="write every measurement here")
+    parser.add_argument("--cudnn-tf32", choices=["on", "off"], default="on",
+                        help="torch.backends.cudnn.allow_tf32 for every side: PyTorch's default (on) runs f32 "
+                             "convolutions on TF32, and so does tilefuse; off: exact f32 everywhere")
     args = parser.parse_args()
     import torch
     import transformers
     import tilefuse.torch_backend  # registers the backend
+
+    torch.backends.cudnn.allow_tf32 = args.cudnn_tf32 == "on"
 
     log = FallbackLog()
     logging.getLogger("tilefuse").addHandler(log)
@@ -249,6 +254,8 @@ def main():
         for shape in args.shape or ["1x128", "8x512"]:
             ids = model_input(torch, name, shape, vocab, dtype)
             row = {"model": name, "shape": "x".join(str(d) for d in ids.shape), "dtype": args.dtype, "device": torch.cuda.get_device_name()}
+            if args.cudnn_tf32 == "off":
+                row["cudnn_tf32"] = False
             with torch.no_grad():
                 eager = lambda x: model(x) if name in VISION + ("bert",) else model(x, use_cache=False)  # noqa: E731
                 expected = eager(ids)

@@ -110,10 +110,9 @@ def convolution(ctx: Context, x: Value, weight: Value, bias: Optional[Value], st
     check(not transposed, "transposed convolution (conv_transpose) is not mapped yet")
     spatial = ctx.rank(x) - 2
     pads = _spatial(padding, spatial, 0)
-    strides = _spatial(stride, spatial, 1)
-    patches = strides == ctx.shape_of(weight)[2:] and not any(pads) and min(strides) > 1
-    return ctx.conv(x, weight, bias, strides, pads + pads, _spatial(dilation, spatial, 1), groups,
-                    tf32=_convolution_tf32(ctx) and not patches)
+    strides, dilations = _spatial(stride, spatial, 1), _spatial(dilation, spatial, 1)
+    patches = strides == ctx.shape_of(weight)[2:] and not any(pads) and min(strides) > 1 and max(dilations) == 1
+    return ctx.conv(x, weight, bias, strides, pads + pads, dilations, groups, tf32=_convolution_tf32(ctx) and not patches)
 
 
 def _convolution_tf32(ctx: Context) -> bool:

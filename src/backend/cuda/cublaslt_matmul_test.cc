@@ -2,6 +2,7 @@
 
 #include <cuda.h>
 #include <dlfcn.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -287,6 +288,46 @@ TEST_F(LtMatmulGpuTest, Tf32RoundsInputsLikeF16) {
   EXPECT_TRUE(tf32.pass) << tf32.reason << " (max abs err " << tf32.max_abs_err << ")";
   EXPECT_FALSE(CompareNormwise(d, Reference(in, GeluTanh), {.rtol = 1e-6, .atol = 1e-6}).pass)
       << "exact f32: TF32 was not used";
+}
+
+// Operands read as views of wider values (attention's heads inside their projection's output):
+// rows lda / ldb elements apart, past the row's length, batch entries one head apart within a
+// row; A and B transposed or not. The reference reads the same elements by the same rule.
+TEST_F(LtMatmulGpuTest, ViewsWithLeadingDimensionsAndHeadStrides) {
+  const int64_t batch = 3, m = 40, n = 24, k = 32;
+  uint64_t seed = 500;
+  for (bool trans_a : {false, true})
+    for (bool trans_b : {false, true}) {
+      SCOPED_TRACE(fmt::format("trans_a {} trans_b {}", trans_a, trans_b));
+      const int64_t a_rows = trans_a ? k : m, a_len = trans_a ? m : k;  // A stored [m][k] or [k][m]
+      const int64_t b_rows = trans_b ? n : k, b_len = trans_b ? k : n;  // B stored [k][n] or [n][k]
+      const int64_t lda = batch * a_len + 8, ldb = batch * b_len + 4;  // the heads side by side, then more
+      LtMatmulProblem p{.dtype = DType::kF32, .batch = batch, .m = m, .n = n, .k = k, .trans_a = trans_a, .trans_b = trans_b,
+                        .batch_stride_a = a_len, .batch_stride_b = b_len, .batch_stride_d = m * n, .lda = lda, .ldb = ldb};
+      Tensor a = Tensor::Random(DType::kF32, {a_rows, lda}, seed += 10), b = Tensor::Random(DType::kF32, {b_rows, ldb}, seed + 1);
+      Tensor want(DType::kF32, {batch, m, n});
+      for (int64_t e = 0; e < batch; ++e)
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            double sum = 0;
+            for (int64_t l = 0; l < k; ++l)
+              sum += a.GetDouble(e * a_len + (trans_a ? l * lda + i : i * lda + l)) *
+                     b.GetDouble(e * b_len + (trans_b ? j * ldb + l : l * ldb + j));
+            want.SetDouble((e * m + i) * n + j, sum);
+          }
+      Tensor d(DType::kF32, {batch, m, n});
+      d.Poison();
+      const uint64_t d_buffer = gpu_->Upload(d, 0);
+      const Status status = lt_->Run(p, gpu_->Upload(a, 0), gpu_->Upload(b, 0), d_buffer, 0, workspace_, kWorkspaceBytes, nullptr);
+      ASSERT_TRUE(status.ok()) << status.ToString();
+      gpu_->Download(d_buffer, d);
+      const Comparison result = CompareNormwise(d, want, GpuTolerance(DType::kF32));
+      EXPECT_TRUE(result.pass) << DescribeLtMatmulProblem(p) << ": " << result.reason;
+    }
+  // A leading dimension shorter than the stored row is refused.
+  LtMatmulProblem short_rows{.dtype = DType::kF32, .m = 8, .n = 8, .k = 16, .batch_stride_d = 64, .lda = 8};
+  const uint64_t buffer = gpu_->Allocate(4096);
+  EXPECT_EQ(lt_->Run(short_rows, buffer, buffer, buffer, 0, workspace_, kWorkspaceBytes, nullptr).code(), StatusCode::kInvalidArgument);
 }
 
 TEST_F(LtMatmulGpuTest, BadProblemsAreInvalidArguments) {

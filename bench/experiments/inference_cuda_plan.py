@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The CUDA plan of a model's inference forward through torch.compile(backend="tilefuse"), built on a
 machine without a GPU: the forward runs on the CPU in PyTorch (the graph refused after it is
-captured), then the captured graph is translated with its weights as inputs (as on a GPU) and
-built for sm_90a (NVRTC, no GPU), its kernels listed with their mode and strategy. What runs how
+captured), then the captured graph is translated with its weights as a GPU takes them (inputs,
+but for those folding computes with: a convolution's) and built for sm_90a (NVRTC, no GPU), its kernels listed with their mode and strategy. What runs how
 before spending GPU time on it. Models as bench/torch_frontend.py builds them.
 
     PYTHONPATH=build/python python3 bench/experiments/inference_cuda_plan.py --model bert --dtype f32 --shape 1x128

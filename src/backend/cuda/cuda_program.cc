@@ -19,6 +19,7 @@
 #include "codegen/gemm_split.h"
 #include "codegen/gemm_template.h"
 #include "fusion/group_classifier.h"
+#include "support/check.h"
 
 namespace tilefuse {
 
@@ -222,12 +223,12 @@ void DropUnreadPrologues(CudaGroupProgram& p, const FusionGroup& group) {
 
 // cuBLASLt reads an operand its prologue only views where it lies, with a leading dimension and a
 // batch stride (FindLibraryOperandView), that prologue dropped; where the operand's batch dims
-// are the product's (or it has none). TILEFUSE_LT_VIEWS=0: the prologues copy, for comparison.
-void ReadOperandViewsInPlace(const Graph& g, const FusionGroup& group, const GemmSplit& split, const std::vector<bool>& inlined,
-                             const CudaTarget& target, CudaGroupProgram& p) {
+// are the product's (or it has none). `prologues`: the group's, p.prologue's launchables in
+// order. TILEFUSE_LT_VIEWS=0: the prologues copy, for comparison.
+void ReadOperandViewsInPlace(const Graph& g, const FusionGroup& group, const GemmSplit& split, const std::vector<FusionGroup>& prologues,
+                             const std::vector<bool>& inlined, const CudaTarget& target, CudaGroupProgram& p) {
+  TF_CHECK(prologues.size() == p.prologue.size());
   if (!target.overrides.lt_views) return;
-  const std::vector<FusionGroup> prologues = PrologueGroups(g, group, split);
-  if (prologues.size() != p.prologue.size()) return;  // (each prologue its launchable, in order)
   const Node& mm = g.node(split.matmul);
   const int64_t batches = NumElements(mm.shape) / std::max<int64_t>(1, mm.shape[mm.rank() - 2] * mm.shape.back());
   std::vector<bool> dropped(prologues.size(), false);
@@ -303,7 +304,8 @@ CudaGroupProgram ProgramForGroup(const Graph& g, const FusionGroup& group, const
       GemmSplit split = SplitGemmGroup(g, group);
       p.mode = CudaGroupProgram::Mode::kGemm;
       p.matmul = split.matmul;
-      for (const FusionGroup& prologue : PrologueGroups(g, group, split)) {
+      const std::vector<FusionGroup> prologues = PrologueGroups(g, group, split);
+      for (const FusionGroup& prologue : prologues) {
         StatusOr<CudaLaunchable> k = LowerAndEmit(g, prologue, inlined, fmt::format("{}_prologue{}", name, p.prologue.size()), configs, target);
         if (!k.ok()) return host("prologue: " + k.status().message());
         p.prologue.push_back(std::move(*k));
@@ -359,7 +361,7 @@ CudaGroupProgram ProgramForGroup(const Graph& g, const FusionGroup& group, const
         return p;
       }
       p.why_library = fused.status().message();
-      ReadOperandViewsInPlace(g, group, split, inlined, target, p);
+      ReadOperandViewsInPlace(g, group, split, prologues, inlined, target, p);
       // cuBLASLt's FP8 products (scales, K-major operands) are not wired: such a product
       // off the template runs on the host, and says so.
       if (IsFloat8(g.node(g.node(split.matmul).inputs[0]).dtype))
@@ -392,25 +394,25 @@ CudaGroupProgram ProgramForGroup(const Graph& g, const FusionGroup& group, const
 // each, reading one A by different weights, become one kernel at the first one's step, where
 // every input of the others is already computed (A and the weights; an epilogue's vector). The
 // others keep no kernel (grouped_into) and their outputs are written at that step.
-void GroupProductsOverN(const Graph& g, const FusionPlan& plan, const std::vector<bool>& inlined, const CudaTarget& target,
-                        CudaProgram& program) {
+void GroupProductsOverN(const Graph& g, const FusionPlan& plan, const CudaTarget& target, CudaProgram& program) {
   if (!target.overrides.gemm_group_n || target.arch != "sm_90a") return;
   // The step computing each node (-1: before any step: an input, a constant, an inlined generator).
   std::vector<int> step_of(g.num_nodes(), -1);
   for (size_t i = 0; i < plan.groups.size(); ++i)
     for (int out : plan.groups[i].outputs) step_of[out] = static_cast<int>(i);
-  auto few_tiles = [&](const GemmTemplateKernel& gemm) { return gemm_layout::Tiles(gemm, 128, 128) * 2 <= target.sm_count; };
-  // Candidates by what they must share, in plan order.
+  // Few output tiles (of 128x128; groupable products have one batch entry) for `n` columns.
+  auto few_tiles = [&](int64_t rows, int64_t n) {
+    return gemm_layout::CeilDiv(rows, 128) * gemm_layout::CeilDiv(n, 128) * 2 <= target.sm_count;
+  };
+  // Candidates by what they must share, in plan order: the GEMM template's problems as their
+  // programs were emitted from.
   std::map<std::string, std::vector<std::pair<size_t, GemmTemplateKernel>>> by_a;
   for (size_t i = 0; i < program.groups.size(); ++i) {
     const CudaGroupProgram& p = program.groups[i];
-    if (p.mode != CudaGroupProgram::Mode::kGemmTemplate || !p.prologue.empty() || !p.kernel || !p.kernel->template_kernel ||
-        p.kernel->template_kernel->Kind() != "gemm template")
-      continue;
-    StatusOr<GemmTemplateKernel> gemm = LowerGemmTemplate(g, plan.groups[i], SplitGemmGroup(g, plan.groups[i]), inlined, target.tf32);
-    if (!gemm.ok() || !GroupableOverN(*gemm).ok() || !few_tiles(*gemm)) continue;
-    gemm->name = p.kernel->source.name;
-    by_a[GroupOverNKey(*gemm)].push_back({i, std::move(*gemm)});
+    if (p.mode != CudaGroupProgram::Mode::kGemmTemplate || !p.prologue.empty() || !p.kernel || !p.kernel->template_kernel) continue;
+    const GemmTemplateKernel* gemm = p.kernel->template_kernel->GemmProblem();
+    if (!gemm || !GroupableOverN(*gemm).ok() || !few_tiles(gemm->rows, gemm->n)) continue;
+    by_a[GroupOverNKey(*gemm)].push_back({i, *gemm});
   }
   for (auto& [key, candidates] : by_a) {
     std::vector<bool> taken(candidates.size(), false);
@@ -423,11 +425,9 @@ void GroupProductsOverN(const Graph& g, const FusionPlan& plan, const std::vecto
         if (taken[j]) continue;
         const FusionGroup& later = plan.groups[candidates[j].first];
         if (!std::all_of(later.inputs.begin(), later.inputs.end(), [&](int in) { return step_of[in] < static_cast<int>(step); })) continue;
-        GemmTemplateKernel widened = candidates[first].second;
-        widened.n = n + candidates[j].second.n;
-        if (!few_tiles(widened)) continue;
+        if (!few_tiles(candidates[first].second.rows, n + candidates[j].second.n)) continue;
         members.push_back(j);
-        n = widened.n;
+        n += candidates[j].second.n;
       }
       if (members.size() < 2) continue;
       std::vector<GemmTemplateKernel> parts;
@@ -465,7 +465,7 @@ StatusOr<CudaProgram> BuildCudaProgram(const Graph& graph, const FusionPlan& pla
     std::string name = fmt::format("{}tf_group{}_{}", prefix, group.id, GroupKindName(group.kind));
     program.groups.push_back(ProgramForGroup(graph, group, inlined, name, configs, target));
   }
-  GroupProductsOverN(graph, plan, inlined, target, program);
+  GroupProductsOverN(graph, plan, target, program);
   std::vector<CudaKernelSource> sources;
   for (const CudaGroupProgram& p : program.groups)
     for (const CudaLaunchable* k : Launchables(p)) sources.push_back(k->source);

@@ -231,16 +231,13 @@ class GemmEmitter {
   // one part, so the branch goes the same way for all of a tile.
   std::string GroupedEpilogueStructs() const {
     std::string out, members, scalar, pair;
-    int64_t start = 0;
     for (size_t p = 0; p < g_.n_parts.size(); ++p) {
-      std::string part = GemmEpilogueStruct(g_.n_parts[p], -1, -1, -1, fmt::format("Epilogue{}", p));
-      out += part;
+      out += GemmEpilogueStruct(g_.n_parts[p], -1, -1, -1, fmt::format("Epilogue{}", p));
       members += fmt::format("    Epilogue{0} e{0};\n", p);
       const bool last = p + 1 == g_.n_parts.size();
-      const std::string guard = last ? "      " : fmt::format("      if (col < {}) ", start + g_.n_parts[p].n);
-      scalar += fmt::format("{}return e{}(row, col - {}, acc, loaded);\n", guard, p, start);
-      pair += fmt::format("{}{{ e{}.Pair(row, col - {}, acc, loaded, result); return; }}\n", guard, p, start);
-      start += g_.n_parts[p].n;
+      const std::string guard = last ? "      " : fmt::format("      if (col < {}) ", PartStart(p + 1));
+      scalar += fmt::format("{}return e{}(row, col - {}, acc, loaded);\n", guard, p, PartStart(p));
+      pair += fmt::format("{}{{ e{}.Pair(row, col - {}, acc, loaded, result); return; }}\n", guard, p, PartStart(p));
     }
     return out + "  struct Epilogue {\n" + fmt::format("    typedef {} tf_index_t;\n", GemmIndexType(g_)) + members +
            "    __device__ __forceinline__ float operator()(tf_index_t row, int col, float acc, float loaded) const {\n" + scalar +
@@ -280,9 +277,10 @@ class GemmEmitter {
   }
   // The first column of part p of a product grouped over N (past the last part: N).
   int64_t PartStart(size_t p) const {
+    if (g_.n_parts.empty()) return g_.n;
     int64_t start = 0;
     for (size_t i = 0; i < p && i < g_.n_parts.size(); ++i) start += g_.n_parts[i].n;
-    return g_.n_parts.empty() ? g_.n : p < g_.n_parts.size() ? start : g_.n;
+    return start;  // (past the last part, the parts' sum: N)
   }
 
   // How the producer loads A's tiles: a matrix, a view, or an implicit GEMM's im2col.

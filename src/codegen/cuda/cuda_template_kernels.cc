@@ -53,6 +53,7 @@ class GemmTemplate : public TemplateKernel {
     pingpong.sm_count = c.sm_count;
     return GemmConfigToJson(ResolveGemmConfig(gemm_, pingpong));
   }
+  const GemmTemplateKernel* GemmProblem() const override { return &gemm_; }
 
  private:
   GemmTemplateKernel gemm_;

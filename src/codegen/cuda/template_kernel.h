@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "codegen/cuda/cuda_emitter.h"
+#include "codegen/gemm_template.h"
 #include "tilefuse/status.h"
 
 namespace tilefuse {
@@ -44,6 +45,9 @@ class TemplateKernel {
     (void)config;
     return std::nullopt;
   }
+  // The GEMM template's problem (what products grouped over N are made of); null for the
+  // other templates, the skinny GEMM's included.
+  virtual const GemmTemplateKernel* GemmProblem() const { return nullptr; }
 };
 
 }  // namespace tilefuse

@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <fmt/format.h>
 
+#include "codegen/gemm_gates.h"
+
 namespace tilefuse {
 
 Status GroupableOverN(const GemmTemplateKernel& g) {
   if (!g.n_parts.empty()) return InvalidArgument("already grouped");
+  if (!g.gate.empty()) return InvalidArgument("gated");
   if (g.batch != 1) return InvalidArgument(fmt::format("{} batch entries with their own B", g.batch));
   if (g.a_conv) return InvalidArgument("A is an implicit GEMM's im2col");
   if (g.a_mn_major >= 0) return InvalidArgument("A is read MN-major");
@@ -58,6 +61,7 @@ StatusOr<GemmTemplateKernel> GroupOverN(std::vector<GemmTemplateKernel> parts) {
 }
 
 bool PartsTakeWidth(const GemmTemplateKernel& g, int block_n) {
+  if (!GateTakesWidth(g, block_n)) return false;
   return std::all_of(g.n_parts.begin(), g.n_parts.end(), [&](const GemmTemplateKernel& p) { return p.n % block_n == 0; });
 }
 

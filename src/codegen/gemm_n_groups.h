@@ -28,7 +28,8 @@ Status GroupableOverN(const GemmTemplateKernel& gemm);
 std::string GroupOverNKey(const GemmTemplateKernel& gemm);
 // The grouped product of `parts` (2 to kMaxGemmNParts of equal keys, in column order).
 StatusOr<GemmTemplateKernel> GroupOverN(std::vector<GemmTemplateKernel> parts);
-// Whether tiles `block_n` columns wide keep to one part each (true for a single product).
+// Whether tiles `block_n` columns wide keep to one part each (true for a single product), and
+// a gated product's halves to whole boxes (GateTakesWidth).
 bool PartsTakeWidth(const GemmTemplateKernel& gemm, int block_n);
 
 }  // namespace tilefuse

@@ -94,6 +94,17 @@ struct GemmTemplateKernel {
   // columns lie in one part, whose B map and epilogue it takes. Here n is the parts' sum, the
   // epilogue is empty, and b_k_major, b and product are the first part's. Empty: one product.
   std::vector<GemmTemplateKernel> n_parts;
+  // A gated product (codegen/gemm_gates.h): another product of the same A, rows, N and K whose
+  // epilogue's one output only this epilogue reads, element by element at the product's
+  // position (a gated linear unit's gate: silu(x·W_gate) ⊙ x·W_up), computed in the same
+  // tiles: a tile's first half of columns by the gate's weight, the second half by this
+  // product's, at the same columns of N, so each thread holds a column of both. The gate's
+  // output is never stored: its value reaches this epilogue in registers (its loads of
+  // gate_value read it). Zero or one element.
+  std::vector<GemmTemplateKernel> gate;
+  int gate_value = -1;
+  // This is such a gate: its epilogue's output stays in registers (its buffer is not passed).
+  bool output_in_registers = false;
 };
 
 // The template form of gemm `group`, or the reason it does not apply (the caller keeps

@@ -41,6 +41,7 @@ std::vector<CudaKernelInfo> DescribeKernels(const CudaProgram& program, const Fu
       case CudaGroupProgram::Mode::kGemmTemplate:
         info.mode = "gemm template";
         if (p.grouped_into >= 0) info.strategy = fmt::format("grouped over N into {}", program.groups.at(p.grouped_into).kernel->source.name);
+        if (p.gated_into >= 0) info.strategy = fmt::format("the gate of {}, in its tiles", program.groups.at(p.gated_into).kernel->source.name);
         break;
       case CudaGroupProgram::Mode::kAttentionTemplate: info.mode = "attention template"; break;
       case CudaGroupProgram::Mode::kHost:
@@ -221,7 +222,8 @@ Status PlaceOnDevice(CudaExecutable::State& state, bool any_gemm) {
     // view), cuBLASLt's product (or, with its own epilogue, the group's output), the outputs.
     for (int node : reads[p.group]) on_device[node] = true;
     if (p.mode == CudaGroupProgram::Mode::kGemm) on_device[p.lt_output >= 0 ? p.lt_output : p.matmul] = true;
-    for (int out : s->plan.groups[p.group].outputs) on_device[out] = true;
+    if (p.gated_into < 0)  // (a gate's output stays in registers)
+      for (int out : s->plan.groups[p.group].outputs) on_device[out] = true;
   }
   s->address.assign(g.num_nodes(), 0);
   for (const Node& n : g.nodes()) {
@@ -288,6 +290,7 @@ CudaTarget TargetFor(const std::string& arch, int sm_count, const CudaCompileOpt
   // The rule's deepest GEMM ring moved for measurement (whole models A/B without a rebuild).
   if (target.overrides.gemm_max_stages == 0) target.overrides.gemm_max_stages = PositiveSetting("TILEFUSE_GEMM_MAX_STAGES");
   if (SwitchedOff("TILEFUSE_GEMM_GROUP_N")) target.overrides.gemm_group_n = false;  // a kernel per product, for comparison
+  if (SwitchedOff("TILEFUSE_GEMM_GATES")) target.overrides.gemm_gates = false;      // a gate's product a kernel of its own
   if (SwitchedOff("TILEFUSE_LT_VIEWS")) target.overrides.lt_views = false;          // cuBLASLt's operands copied first
   target.template_configs = options.template_configs;
   target.fault = options.fault;

@@ -15,6 +15,7 @@
 #include "codegen/cuda/cuda_skinny_gemm_emitter.h"
 #include "codegen/cuda/cuda_template_kernels.h"
 #include "codegen/gemm_library_epilogue.h"
+#include "codegen/gemm_gates.h"
 #include "codegen/gemm_n_groups.h"
 #include "codegen/gemm_split.h"
 #include "codegen/gemm_template.h"
@@ -456,6 +457,51 @@ void GroupProductsOverN(const Graph& g, const FusionPlan& plan, const CudaTarget
   }
 }
 
+// Gated products (codegen/gemm_gates.h): a gemm template group whose only output only one other
+// gemm template group's epilogue reads, element by element, both of one A, becomes that group's
+// gate, computed in its tiles at its step; it keeps no kernel (gated_into) and its output no
+// memory.
+void GateProducts(const Graph& g, const FusionPlan& plan, const CudaTarget& target, CudaProgram& program) {
+  if (!target.overrides.gemm_gates || target.arch != "sm_90a") return;
+  // The group computing each node, and how many groups read it (a graph output counts as one more).
+  std::vector<int> group_of(g.num_nodes(), -1), readers(g.num_nodes(), 0);
+  for (size_t i = 0; i < plan.groups.size(); ++i) {
+    for (int out : plan.groups[i].outputs) group_of[out] = static_cast<int>(i);
+    for (int in : plan.groups[i].inputs) ++readers[in];
+  }
+  for (const Graph::Output& o : g.outputs()) ++readers[o.node];
+  auto gemm_of = [&](const CudaGroupProgram& p) -> const GemmTemplateKernel* {
+    if (p.mode != CudaGroupProgram::Mode::kGemmTemplate || !p.prologue.empty() || !p.kernel || !p.kernel->template_kernel) return nullptr;
+    return p.kernel->template_kernel->GemmProblem();
+  };
+  for (size_t q = 0; q < program.groups.size(); ++q) {
+    CudaGroupProgram& own = program.groups[q];
+    const GemmTemplateKernel* product = gemm_of(own);
+    if (!product) continue;
+    for (int in : plan.groups[q].inputs) {
+      const int p = group_of[in];
+      if (p < 0 || readers[in] != 1 || program.groups[p].gated_into >= 0) continue;
+      const GemmTemplateKernel* gate = gemm_of(program.groups[p]);
+      if (!gate || !Gateable(*gate, *product, in).ok()) continue;
+      StatusOr<GemmTemplateKernel> gated = GateProduct(*gate, *product, in);
+      if (!gated.ok()) continue;
+      const std::string name = own.kernel->source.name;
+      gated->name = name;
+      Kernel epilogue = gated->epilogue;
+      const CudaGemmConfig requested = RequestedGemmConfig(*gated, target);
+      StatusOr<CudaLaunchable> kernel =
+          TemplateLaunchable(MakeGemmTemplate(std::move(*gated), requested), name, plan.groups[q], std::move(epilogue), target);
+      if (!kernel.ok()) continue;
+      program.groups[p].kernel.reset();
+      program.groups[p].library_alternative.reset();
+      program.groups[p].gated_into = own.group;
+      own.library_alternative.reset();  // (the tuner's contest is one product against one library call)
+      own.kernel = std::move(*kernel);
+      break;
+    }
+  }
+}
+
 }  // namespace
 
 StatusOr<CudaProgram> BuildCudaProgram(const Graph& graph, const FusionPlan& plan, const std::vector<bool>& inlined,
@@ -465,6 +511,7 @@ StatusOr<CudaProgram> BuildCudaProgram(const Graph& graph, const FusionPlan& pla
     std::string name = fmt::format("{}tf_group{}_{}", prefix, group.id, GroupKindName(group.kind));
     program.groups.push_back(ProgramForGroup(graph, group, inlined, name, configs, target));
   }
+  GateProducts(graph, plan, target, program);
   GroupProductsOverN(graph, plan, target, program);
   std::vector<CudaKernelSource> sources;
   for (const CudaGroupProgram& p : program.groups)
@@ -474,13 +521,20 @@ StatusOr<CudaProgram> BuildCudaProgram(const Graph& graph, const FusionPlan& pla
 }
 
 void WriteGroupedOutputsAtTheirKernel(const CudaProgram& program, Schedule& schedule) {
-  for (const CudaGroupProgram& p : program.groups)
+  for (const CudaGroupProgram& p : program.groups) {
+    if (p.gated_into >= 0) {
+      std::vector<int>& dropped = schedule.steps.at(p.group).writes;
+      std::vector<int>& reads = schedule.steps.at(p.gated_into).reads;
+      for (int b : dropped) std::erase(reads, b);
+      dropped.clear();
+    }
     if (p.grouped_into >= 0) {
       std::vector<int>& moved = schedule.steps.at(p.group).writes;
       std::vector<int>& into = schedule.steps.at(p.grouped_into).writes;
       into.insert(into.end(), moved.begin(), moved.end());
       moved.clear();
     }
+  }
 }
 
 FusionDecision CudaCapabilities::FusesGemmEpilogue(const Graph& graph, const std::vector<int>& members, int matmul) const {

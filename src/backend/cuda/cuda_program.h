@@ -80,6 +80,10 @@ struct CudaGroupProgram {
   // product grouped over N (codegen/gemm_n_groups.h; this group then has no kernel of its own
   // and its outputs are written at that group's step); -1: none.
   int grouped_into = -1;
+  // gemm template: the group whose product this group's is the gate of, computed in its tiles
+  // (codegen/gemm_gates.h): this group has no kernel of its own and its output is never stored
+  // (no memory: no step writes or reads it); -1: none.
+  int gated_into = -1;
 };
 
 // The generated kernels of a group: prologues, then the main or epilogue kernel.
@@ -99,7 +103,8 @@ struct CudaProgram {
 
 // A product grouped over N (CudaGroupProgram::grouped_into) writes the other groups' outputs
 // at its own step: `schedule` (one step per group, ScheduleFromFusionPlan) says so, so that
-// their live ranges start there and no value that step reads shares their bytes.
+// their live ranges start there and no value that step reads shares their bytes. A gate
+// computed in another product's tiles (gated_into) is neither written nor read.
 void WriteGroupedOutputsAtTheirKernel(const CudaProgram& program, Schedule& schedule);
 
 // What the program is built for. The Hopper templates need sm_90a.
@@ -135,6 +140,9 @@ struct TemplateOverrides {
   // Products of one A by several weights, each of few output tiles, grouped over N into one
   // kernel (codegen/gemm_n_groups.h; false, TILEFUSE_GEMM_GROUP_N=0: a kernel each).
   bool gemm_group_n = true;
+  // A product that only another's epilogue reads, element by element, computed in that one's
+  // tiles (codegen/gemm_gates.h; false, TILEFUSE_GEMM_GATES=0: a kernel each).
+  bool gemm_gates = true;
   // cuBLASLt reads operands that their prologues only view where they lie
   // (codegen/library_operand_view.h; false, TILEFUSE_LT_VIEWS=0: the prologues copy them).
   bool lt_views = true;

@@ -1030,3 +1030,95 @@ TEST(CudaProgramGroupedTest, AtMostFourFewTileProductsOfOneKAndOneAShareAKernel)
 
 }  // namespace
 }  // namespace tilefuse
+
+namespace tilefuse {
+namespace {
+
+// A LLaMA-style MLP's gate and up projections at 128 rows, SwiGLU as PyTorch traces it in bf16
+// (silu of the gate's f32 upcast, cast back, times the up product); `also_output`: the gate's
+// product is an output of the graph too.
+StatusOr<Graph> SwiGlu(bool also_output, int64_t gate_k = 1024) {
+  GraphBuilder b;
+  const Value x = b.Parameter("x", DType::kBF16, {128, 1024});
+  auto linear = [&](const char* name, Value in, int64_t k) {
+    return b.MatMul(in, b.Transpose(b.Parameter(name, DType::kBF16, {2816, k}), {1, 0}));
+  };
+  const Value gate_in = gate_k == 1024 ? x : b.Parameter("x2", DType::kBF16, {128, gate_k});
+  const Value gate = linear("wg", gate_in, gate_k);
+  const Value up = linear("wu", x, 1024);
+  const Value g32 = b.Cast(gate, DType::kF32);
+  const Value silu = b.Cast(b.Mul(g32, b.Unary(OpCode::kSigmoid, g32)), DType::kBF16);
+  b.Output(b.Mul(silu, up), "y");
+  if (also_output) b.Output(gate, "gate");
+  return b.Build();
+}
+
+// The gate's product runs in the up product's tiles: one kernel, the gate's group none, its
+// output neither written nor read (no memory); the kernel rounds the gate's value to bf16 as
+// the graph stores it, and compiles for sm_90a without spills. Switched off, a kernel each.
+TEST(CudaProgramGatedTest, AGateOnlyAnotherEpilogueReadsRunsInItsTiles) {
+  for (bool gated : {true, false}) {
+    SCOPED_TRACE(gated ? "gated" : "a kernel each");
+    auto graph = RunGraphPasses(*SwiGlu(false), PassOptions{});
+    ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+    CudaTarget target;
+    target.overrides.gemm_gates = gated;
+    auto plan = PlanFusionForCuda(*graph, PlannerOptions{}, target);
+    ASSERT_TRUE(plan.ok());
+    auto program = BuildCudaProgram(*graph, plan->plan, FindInlinedGenerators(*graph), "", {}, target);
+    ASSERT_TRUE(program.ok()) << program.status().ToString();
+    std::vector<const CudaGroupProgram*> gemms;
+    for (const CudaGroupProgram& p : program->groups)
+      if (p.kind == GroupKind::kGemm) gemms.push_back(&p);
+    ASSERT_EQ(gemms.size(), 2u);
+    ASSERT_EQ(gemms[0]->mode, CudaGroupProgram::Mode::kGemmTemplate) << gemms[0]->why_library;
+    ASSERT_EQ(gemms[1]->mode, CudaGroupProgram::Mode::kGemmTemplate) << gemms[1]->why_library;
+    ASSERT_TRUE(gemms[1]->kernel.has_value());
+    if (!gated) {
+      EXPECT_TRUE(gemms[0]->kernel.has_value());
+      EXPECT_EQ(gemms[1]->kernel->source.strategy.find("gated"), std::string::npos);
+      continue;
+    }
+    EXPECT_FALSE(gemms[0]->kernel.has_value());
+    EXPECT_EQ(gemms[0]->gated_into, gemms[1]->group);
+    const CudaLaunchable& kernel = *gemms[1]->kernel;
+    EXPECT_NE(kernel.source.strategy.find("gated"), std::string::npos) << kernel.source.strategy;
+    EXPECT_NE(kernel.source.strategy.find("64x128x64"), std::string::npos) << kernel.source.strategy;  // 88 tiles on 132 SMs
+    const std::vector<int>& gate_outputs = plan->plan.groups[gemms[0]->group].outputs;
+    ASSERT_EQ(gate_outputs.size(), 1u);
+    const int gate_value = gate_outputs[0];
+    EXPECT_EQ(std::count(kernel.buffer_nodes.begin(), kernel.buffer_nodes.end(), gate_value), 0);
+    EXPECT_NE(kernel.source.function.find("value[1] = tf_cvt_bf16(tf_pack_bf16(value[1]));"), std::string::npos) << kernel.source.function;
+    Schedule schedule = ScheduleFromFusionPlan(*graph, plan->plan);
+    WriteGroupedOutputsAtTheirKernel(*program, schedule);
+    for (const ScheduleStep& step : schedule.steps)
+      for (const std::vector<int>* buffers : {&step.reads, &step.writes})
+        for (int b : *buffers) EXPECT_NE(schedule.buffers[b].node, gate_value) << step.name;
+    auto memory = PlanMemory(schedule);
+    ASSERT_TRUE(memory.ok()) << memory.status().ToString();
+    StatusOr<NvrtcCompiler> nvrtc = NvrtcCompiler::Create(TestCacheDir());
+    if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available: " << nvrtc.status().ToString();
+    auto cubins = CompileUnits(*nvrtc, SplitIntoCompileUnits({kernel.source}), "sm_90a");
+    ASSERT_TRUE(cubins.ok()) << cubins.status().ToString();
+    const std::vector<PtxasKernelInfo> report = ParsePtxasLog(cubins->PtxasLog());
+    ASSERT_EQ(report.size(), 1u);
+    EXPECT_EQ(report[0].spill_store_bytes + report[0].spill_load_bytes, 0) << report[0].line;
+  }
+}
+
+// No gate where its output is read elsewhere too (here: a graph output) or its product is not
+// of the same A and K.
+TEST(CudaProgramGatedTest, NoGateWhoseOutputIsReadElsewhereOrOfAnotherA) {
+  for (auto [also_output, gate_k] : {std::pair<bool, int64_t>{true, 1024}, {false, 512}}) {
+    SCOPED_TRACE(also_output ? "gate also an output" : "another A");
+    auto program = ProgramOfGraph(SwiGlu(also_output, gate_k), CudaTarget{});
+    ASSERT_TRUE(program.ok()) << program.status().ToString();
+    for (const CudaGroupProgram& p : program->groups) {
+      EXPECT_LT(p.gated_into, 0);
+      if (p.kernel) EXPECT_EQ(p.kernel->source.strategy.find("gated"), std::string::npos) << p.kernel->source.strategy;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tilefuse

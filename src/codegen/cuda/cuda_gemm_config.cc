@@ -4,6 +4,7 @@
 #include <limits>
 #include <fmt/format.h>
 
+#include "codegen/gemm_gates.h"
 #include "codegen/gemm_n_groups.h"
 #include "codegen/launch_spec.h"
 
@@ -14,7 +15,7 @@ namespace gemm_layout {
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 int64_t Tiles(const GemmTemplateKernel& g, int block_m, int block_n) {
-  return CeilDiv(g.rows, block_m) * CeilDiv(g.n, block_n) * g.batch;
+  return CeilDiv(g.rows, block_m) * CeilDiv(g.n, TileOutputColumns(g, block_n)) * g.batch;
 }
 int BlockK(const GemmTemplateKernel& g) { return 128 / static_cast<int>(DTypeSize(g.operand_dtype)); }
 // A row of every operand tile is one 128-byte swizzle row, whatever the type.
@@ -27,10 +28,10 @@ int AccumulatorRegisters(const CudaGemmConfig& c, int block_n) { return Consumer
 // Three consumers (192-row tiles) have 152 registers a thread: 96 for accumulators (64 x 192).
 int MaxAccumulatorRegisters(const CudaGemmConfig& c) { return Consumers(c) == 3 ? 96 : c.promote.value_or(false) ? 192 : 128; }
 
-// The tiles the epilogues stage for their TMA stores: each consumer's rows × block_n
-// half-precision values.
-int64_t StagingBytes(const CudaGemmConfig& c, bool staged) {
-  return staged ? int64_t{Consumers(c)} * ConsumerRows(c) * c.block_n * 2 : 0;
+// The tiles the epilogues stage for their TMA stores: each consumer's rows × a tile's output
+// columns of half-precision values.
+int64_t StagingBytes(const CudaGemmConfig& c, const GemmTemplateKernel& g, bool staged) {
+  return staged ? int64_t{Consumers(c)} * ConsumerRows(c) * TileOutputColumns(g, c.block_n) * 2 : 0;
 }
 int64_t ResidualRingBytes(const CudaGemmConfig& c, bool ringed) {
   return ringed ? int64_t{kResidualSlots} * c.block_m * (c.block_n / EpilogueChunks(c)) * 2 : 0;
@@ -46,7 +47,7 @@ int64_t SplitBufferBytes(const CudaGemmConfig& c, const GemmTemplateKernel& g) {
 // two ping-pong turns, three staged loads, split-K's "this unit finishes the tile" flag, full
 // and empty per residual slot, 3xTF32's split_full per stage after those).
 int64_t SharedBytes(const CudaGemmConfig& c, const GemmTemplateKernel& g, bool staged, bool ringed) {
-  return 1024 + c.stages * StageBytes(c) + SplitBufferBytes(c, g) + StagingBytes(c, staged) + ResidualRingBytes(c, ringed) +
+  return 1024 + c.stages * StageBytes(c) + SplitBufferBytes(c, g) + StagingBytes(c, g, staged) + ResidualRingBytes(c, ringed) +
          8 * (2 * c.stages + 6 + (ringed || g.split_f32 ? 2 * kResidualSlots : 0) + (g.split_f32 ? c.stages : 0));
 }
 
@@ -94,12 +95,12 @@ static bool RowsAligned(const GemmTemplateKernel& g) { return g.n * 2 % 16 == 0;
 static bool TileAccess(const GemmTemplateKernel& g, const Index& index, DType dtype) { return AtTile(g, index, dtype) && RowsAligned(g); }
 
 // The first tile access among the epilogue's loads of another value than the product (a
-// residual), or -1.
+// residual; a gated product's gate comes in registers), or -1.
 static int ResidualLoad(const GemmTemplateKernel& g) {
   const Kernel& k = g.epilogue;
   for (size_t v = 0; v < k.values.size(); ++v) {
     const ScalarValue& value = k.values[v];
-    if (value.kind == ScalarValue::Kind::kLoad && k.buffers[value.buffer].node != g.product &&
+    if (value.kind == ScalarValue::Kind::kLoad && k.buffers[value.buffer].node != g.product && k.buffers[value.buffer].node != g.gate_value &&
         TileAccess(g, value.index, k.buffers[value.buffer].dtype))
       return static_cast<int>(v);
   }
@@ -116,7 +117,7 @@ bool ProductMayBeHeldRounded(const GemmTemplateKernel& g) {
   for (size_t v = 0; v < k.values.size(); ++v) {
     const ScalarValue& value = k.values[v];
     if (value.kind == ScalarValue::Kind::kLoad && k.buffers[value.buffer].node != g.product && k.buffers[value.buffer].elements > g.n &&
-        static_cast<int>(v) != residual)
+        static_cast<int>(v) != residual && k.buffers[value.buffer].node != g.gate_value)
       return false;
   }
   return true;
@@ -138,12 +139,13 @@ bool StoreByThreads(const GemmTemplateKernel& g) { return StagedStore(g) >= 0 &&
 // a tile's loads before knowing which unit runs its epilogue, and an overlapped epilogue
 // keeps the staging tile for the previous tile's store: none staged there.
 int StagedLoad(const GemmTemplateKernel& g, const CudaGemmConfig& c) {
-  if (StagedStore(g) < 0 || c.splits > 1 || c.overlap_epilogue.value_or(false)) return -1;
+  // (Not beside a gate: the staged and ringed loads address whole tiles' columns; not needed yet.)
+  if (StagedStore(g) < 0 || c.splits > 1 || c.overlap_epilogue.value_or(false) || !g.gate.empty()) return -1;
   return ResidualLoad(g);
 }
 
 int RingedLoad(const GemmTemplateKernel& g, const CudaGemmConfig& c) {
-  return c.overlap_epilogue.value_or(false) ? ResidualLoad(g) : -1;
+  return c.overlap_epilogue.value_or(false) && g.gate.empty() ? ResidualLoad(g) : -1;
 }
 
 Status CheckClusters(const GemmTemplateKernel& g, const CudaGemmConfig& c) {
@@ -236,7 +238,7 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
         CudaGemmConfig shape = c;
         shape.block_m = m;
         for (int n : {256, 192, 128, 64}) {
-          if ((n > 64 && g.n < n) || AccumulatorRegisters(shape, n) > MaxAccumulatorRegisters(shape)) continue;
+          if ((n > 64 && g.n < TileOutputColumns(g, n)) || AccumulatorRegisters(shape, n) > MaxAccumulatorRegisters(shape)) continue;
           // 3xTF32's parts of B add to a stage (128 columns keep 4 stages, 3 with B transposed;
           // wider tiles were slower when A's parts took shared memory too, not timed since).
           if (g.split_f32 && n > 128) continue;
@@ -271,8 +273,9 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
     // on products of 49 and 196 rows (368 against 588 µs a forward, both without programmatic
     // launches); not alone at 17 to 64 rows. Up to kReadBoundRows rows reading B bounds the
     // product (below).
+    // (Tiles of 128x128 outputs: a gated product's hold both products' columns.)
     const bool few_tile_rule = !c.pingpong.value_or(false) && requested.block_n == 0 && g.rows > kReadBoundRows &&
-                               Tiles(g, 128, 128) * 2 <= c.sm_count;
+                               Tiles(g, 128, g.gate.empty() ? 128 : 256) * 2 <= c.sm_count;
     c.splits = 1;
     // TF32 products of few tiles take 3xTF32's form too: in the generic one at the end
     // (128-column tiles, units of 4 steps or more) ResNet-50's f32 convolutions at batch 1 under
@@ -305,6 +308,10 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
       // slower; cuBLAS 10.0 by Nsight Compute (64-row tiles 88 columns wide, 128 CTAs).
       c.block_m = 64;
       c.block_n = Tiles(g, 64, 64) > c.sm_count && g.n >= 128 && PartsTakeWidth(g, 128) ? 128 : 64;
+      // A gated product's tiles hold both products' columns: 128 or 256 wide, the wider where
+      // the narrower would leave a second round (the LLaMA-style gate and up at 128 rows: 88
+      // tiles of 64x256 on 132 SMs). Not yet measured.
+      if (!g.gate.empty()) c.block_n = Tiles(g, 64, 128) > c.sm_count && PartsTakeWidth(g, 256) ? 256 : 128;
       const int64_t splits = std::min<int64_t>({KSteps(g) / 12, c.sm_count / Tiles(g, 64, c.block_n), 32});
       if (splits > 1) c.splits = UnitsWithoutEmpty(g, splits);
       // A tile an SM leaves no next main loop to overlap the epilogue with: it runs in the

@@ -70,7 +70,7 @@ int ConsumerRows(const CudaGemmConfig& c);   // output rows each computes per ti
 // warpgroup); promoted, whose main loop holds little else, 192 (64 x 192 twice).
 int AccumulatorRegisters(const CudaGemmConfig& c, int block_n);
 int MaxAccumulatorRegisters(const CudaGemmConfig& c);
-int64_t StagingBytes(const CudaGemmConfig& c, bool staged);  // the epilogue's TMA-store tiles
+int64_t StagingBytes(const CudaGemmConfig& c, const GemmTemplateKernel& g, bool staged);  // the epilogue's TMA-store tiles
 // An overlapped epilogue's residual ring: kResidualSlots chunks of block_m rows.
 int64_t ResidualRingBytes(const CudaGemmConfig& c, bool ringed);
 // 3xTF32's buffers (gemm_sm90.cuh, kSplitTf32): a slot's worth of small parts per stage, and

@@ -8,6 +8,7 @@
 #include "codegen/cuda/cuda_gemm_config.h"
 #include "codegen/cuda/cuda_scalar_program.h"
 #include "codegen/emit_util.h"
+#include "codegen/gemm_gates.h"
 #include "codegen/gemm_n_groups.h"
 #include "support/check.h"
 
@@ -56,11 +57,13 @@ class GemmEmitter {
       for (const GemmTemplateKernel& p : g_.n_parts) widths.push_back(std::to_string(p.n));
       s.strategy += fmt::format(", {} products grouped over N ({} columns)", g_.n_parts.size(), fmt::join(widths, " + "));
     }
+    if (!g_.gate.empty()) s.strategy += fmt::format(", gated: %{}'s product in the same tiles", g_.gate.front().product);
     // The kernel: its parameters, then the skeleton (codegen/cuda/device/gemm_sm90.cuh)
     // instantiated on this problem's Config, A loader and Epilogue.
     std::string parameters = "const __grid_constant__ tf::TensorMap map_a, const __grid_constant__ tf::TensorMap map_b";
     std::string maps = "&map_a, &map_b";
-    TensorMapArg map_a = OperandMapA(), map_b = OperandMapB(g_.n_parts.empty() ? g_ : g_.n_parts.front());
+    // A gated product's map_b is its gate's weight (the tiles' first halves).
+    TensorMapArg map_a = OperandMapA(), map_b = OperandMapB(!g_.n_parts.empty() ? g_.n_parts.front() : !g_.gate.empty() ? g_.gate.front() : g_);
     // TF32 operands, rounded as they are copied; 3xTF32 ones whole, split by the consumers.
     map_a.tf32 = map_b.tf32 = g_.operand_dtype == DType::kF32 && !g_.split_f32;
     s.launch.args.push_back({LaunchArg::Kind::kTensorMap, g_.a, map_a, 0});
@@ -76,7 +79,19 @@ class GemmEmitter {
     add_map(staged_load_ >= 0, "map_in", staged_load_ >= 0 ? TileMap(LoadBuffer(staged_load_)) : TensorMapArg{});
     add_map(ringed_load_ >= 0, "map_residual", ringed_load_ >= 0 ? ResidualChunkMap(LoadBuffer(ringed_load_)) : TensorMapArg{});
     std::string buffers;
-    if (g_.n_parts.empty()) {
+    if (!g_.gate.empty()) {
+      // A gated product: this product's weight as the second B map, the gate's epilogue and this
+      // one's (Epilogue{{the gate's}, {this product's}}).
+      parameters += ", const __grid_constant__ tf::TensorMap map_b1";
+      TensorMapArg map = OperandMapB(g_);
+      map.tf32 = map_b.tf32;
+      s.launch.args.push_back({LaunchArg::Kind::kTensorMap, map.node, map, 0});
+      maps += ", nullptr, {&map_b1}";
+      std::string gate_buffers, own_buffers;
+      parameters += GemmEpilogueParameters(g_.gate.front(), s, gate_buffers, "g_");
+      parameters += GemmEpilogueParameters(g_, s, own_buffers);
+      buffers = fmt::format("{{{}}}, {{{}}}", gate_buffers, own_buffers);
+    } else if (g_.n_parts.empty()) {
       parameters += GemmEpilogueParameters(g_, s, buffers);
       maps += by_threads ? fmt::format(", b{}", g_.epilogue.stores[staged_].buffer) : ", nullptr";
     } else {
@@ -105,7 +120,9 @@ class GemmEmitter {
       s.launch.args.push_back({LaunchArg::Kind::kScratch, -1, {}, CounterBytes(g_, c_)});
     }
     std::string out = fmt::format("extern \"C\" __global__ void __launch_bounds__({}, 1) {}({}) {{\n", threads, g_.name, parameters);
-    out += ConfigStruct() + (g_.n_parts.empty() ? GemmEpilogueStruct(g_, staged_, staged_load_, ringed_load_) : GroupedEpilogueStructs());
+    out += ConfigStruct() + (!g_.n_parts.empty() ? GroupedEpilogueStructs()
+                             : !g_.gate.empty() ? GatedEpilogueStructs()
+                                                : GemmEpilogueStruct(g_, staged_, staged_load_, ringed_load_));
     out += fmt::format("  tf::GemmSm90<Config, {}>({{{}}}, Epilogue{{{}}}, {});\n}}\n", ALoader(), maps, buffers,
                        scratch ? "tile_counters, partials" : "nullptr, nullptr");
     // The skeleton awaits the prior grid itself, its producer after loading what of B it may
@@ -135,6 +152,9 @@ class GemmEmitter {
     if (!g_.n_parts.empty() && (!PartsTakeWidth(g_, c_.block_n) || *c_.overlap_epilogue))
       return InvalidArgument(fmt::format("{}: a product grouped over N needs tiles within one part ({} columns) and the epilogue in the tail",
                                          g_.name, c_.block_n));
+    if (!g_.gate.empty() && !GateTakesWidth(g_, c_.block_n))
+      return InvalidArgument(fmt::format("{}: a gated product's tiles are halves of whole 64-column boxes that tile N = {} ({} columns)", g_.name,
+                                         g_.n, c_.block_n));
     const int64_t shared = SharedBytes(c_, g_, staged_ >= 0, ringed_load_ >= 0);
     if (shared > kSharedLimit) return InvalidArgument(fmt::format("{}: {} bytes of shared memory (the limit is {})", g_.name, shared, kSharedLimit));
     RETURN_IF_ERROR(CheckClusters(g_, c_));
@@ -245,6 +265,30 @@ class GemmEmitter {
            "    __device__ __forceinline__ void Pair(tf_index_t row, int col, const float (&acc)[2], const float (&loaded)[2], "
            "float (&result)[2]) const {\n" + pair + "    }\n  };\n";
   }
+  // A gated product: the gate's Epilogue (its output returned, not stored), this product's
+  // (its loads of the gate's output given), and the Epilogue the skeleton calls with both
+  // products' sums of a column, which rounds the gate's value to its output's type (as the
+  // graph stores it) before this epilogue reads it.
+  std::string GatedEpilogueStructs() const {
+    const GemmTemplateKernel& gate = g_.gate.front();
+    const int gate_store = StagedStore(gate);
+    TF_CHECK_MSG(gate_store >= 0, "a gate stores its output at the product's position");
+    const std::string_view type = DTypeName(gate.epilogue.buffers[gate.epilogue.stores[gate_store].buffer].dtype);
+    return GemmEpilogueStruct(gate, gate_store, -1, -1, "EpilogueGate") + GemmEpilogueStruct(g_, staged_, -1, -1, "EpilogueOwn") +
+           "  struct Epilogue {\n" + fmt::format("    typedef {} tf_index_t;\n", GemmIndexType(g_)) +
+           "    EpilogueGate gate;\n    EpilogueOwn own;\n"
+           "    __device__ __forceinline__ float operator()(tf_index_t row, int col, float gate_acc, float acc, float loaded) const {\n" +
+           fmt::format("      return own(row, col, acc, loaded, tf_cvt_{0}(tf_pack_{0}(gate(row, col, gate_acc, 0.0f))));\n", type) +
+           "    }\n"
+           "    __device__ __forceinline__ void Pair(tf_index_t row, int col, const float (&gate_acc)[2], const float (&acc)[2], "
+           "const float (&loaded)[2], float (&result)[2]) const {\n"
+           "      const float none[2] = {0.0f, 0.0f};\n"
+           "      float value[2];\n"
+           "      gate.Pair(row, col, gate_acc, none, value);\n" +
+           fmt::format("      value[0] = tf_cvt_{0}(tf_pack_{0}(value[0]));\n      value[1] = tf_cvt_{0}(tf_pack_{0}(value[1]));\n", type) +
+           "      own.Pair(row, col, acc, loaded, value, result);\n"
+           "    }\n  };\n";
+  }
   const KernelBuffer& LoadBuffer(int value) const { return g_.epilogue.buffers[g_.epilogue.values[value].buffer]; }
   // The skeleton's compile-time configuration, a local class (enumerators: a local class has
   // no static members) so the kernel's text is all a compile unit needs of it.
@@ -264,16 +308,22 @@ class GemmEmitter {
         "    enum : int {{ kStagedStore = {}, kStoreByThreads = {}, kStagedLoad = {}, kRingedLoad = {}, kAMnMajor = {}, kBKMajor = {} }};\n"
         "    enum : int {{ kProducerRegisters = {}, kConsumerRegisters = {}, kPromote = {} }};\n"
         "    enum : int {{ kBBeforeWait = {}, kSplitTf32 = {}, kEpilogueWrites = {} }};\n"
-        "    enum : int {{ kBParts = {}, kBPart1 = {}, kBPart2 = {}, kBPart3 = {} }};\n"
+        "    enum : int {{ kBParts = {}, kBPart1 = {}, kBPart2 = {}, kBPart3 = {}, kGated = {} }};\n"
         "  }};\n",
         types, c_.block_m, c_.block_n, c_.stages, c_.group_m, c_.cluster_m, c_.splits, StepsPerSplit(g_, c_), StreamKTiles(g_, c_),
         StreamKCtas(g_, c_), g_.rows, g_.n, g_.k,
-        g_.batch, *c_.pingpong ? 1 : 0, *c_.overlap_epilogue ? 1 : 0, *c_.overlap_epilogue ? EpilogueChunks(c_) : 1,
-        StagingBytes(c_, staged_ >= 0), staged_ >= 0 ? 1 : 0, StoreByThreads(g_) ? 1 : 0, staged_load_ >= 0 ? 1 : 0, ringed_load_ >= 0 ? 1 : 0,
+        g_.batch, *c_.pingpong ? 1 : 0, *c_.overlap_epilogue ? 1 : 0, *c_.overlap_epilogue ? OutputChunks() : 1,
+        StagingBytes(c_, g_, staged_ >= 0), staged_ >= 0 ? 1 : 0, StoreByThreads(g_) ? 1 : 0, staged_load_ >= 0 ? 1 : 0, ringed_load_ >= 0 ? 1 : 0,
         g_.a_mn_major >= 0 ? 1 : 0, g_.b_k_major >= 0 ? 1 : 0, g_.split_f32 ? kSplitterRegisters : kProducerRegisters,
         g_.split_f32 ? kSplitConsumerRegisters : Consumers(c_) == 3 ? kThreeConsumerRegisters : kConsumerRegisters, *c_.promote ? 1 : 0,
         g_.b_read_only && c_.cluster_m == 1 ? 1 : 0, g_.split_f32 ? 1 : 0, EpilogueWrites() ? 1 : 0, std::max<size_t>(1, g_.n_parts.size()),
-        PartStart(1), PartStart(2), PartStart(3));
+        PartStart(1), PartStart(2), PartStart(3), g_.gate.empty() ? 0 : 1);
+  }
+  // An overlapped epilogue's chunks: of a tile's output columns (a gated product's are half).
+  int OutputChunks() const {
+    CudaGemmConfig output = c_;
+    output.block_n = TileOutputColumns(g_, c_.block_n);
+    return EpilogueChunks(output);
   }
   // The first column of part p of a product grouped over N (past the last part: N).
   int64_t PartStart(size_t p) const {
@@ -315,12 +365,18 @@ TensorMapArg GemmMatrixMap(int node, DType dtype, int64_t batch, int64_t rows, i
   return m;
 }
 
-bool GemmPassesBuffer(const GemmTemplateKernel& g, const KernelBuffer& buf) { return buf.node != g.product || buf.is_output; }
+bool GemmPassesBuffer(const GemmTemplateKernel& g, const KernelBuffer& buf) {
+  if (g.output_in_registers && buf.is_output) return false;  // a gate's output, handed over in registers
+  if (buf.node == g.gate_value && !buf.is_output) return false;
+  return buf.node != g.product || buf.is_output;
+}
 
 const char* GemmIndexType(const GemmTemplateKernel& g) {
   int64_t largest = g.rows * g.batch * g.n;
   for (const KernelBuffer& b : g.epilogue.buffers) largest = std::max(largest, b.elements);
   for (const GemmTemplateKernel& p : g.n_parts)
+    if (GemmIndexType(p)[0] == 'l') largest = int64_t{1} << 31;
+  for (const GemmTemplateKernel& p : g.gate)
     if (GemmIndexType(p)[0] == 'l') largest = int64_t{1} << 31;
   return largest < (int64_t{1} << 31) ? "int" : "long long";
 }
@@ -335,6 +391,8 @@ std::map<int, std::string> GivenValues(const GemmTemplateKernel& g, int staged_l
   for (size_t v = 0; v < k.values.size(); ++v)
     if (k.values[v].kind == ScalarValue::Kind::kLoad && k.buffers[k.values[v].buffer].node == g.product)
       given[static_cast<int>(v)] = "acc" + suffix;
+    else if (k.values[v].kind == ScalarValue::Kind::kLoad && k.buffers[k.values[v].buffer].node == g.gate_value)
+      given[static_cast<int>(v)] = "gate" + suffix;
   if (staged_load >= 0) given[staged_load] = "loaded" + suffix;
   if (ringed_load >= 0) given[ringed_load] = "loaded" + suffix;
   return given;
@@ -365,8 +423,8 @@ PairWord PairWordOf(DType dtype) { return IsFloat8(dtype) ? PairWord{"uint16_t",
 std::string GemmEpiloguePair(const GemmTemplateKernel& g, int staged, int staged_load, int ringed_load) {
   const Kernel& k = g.epilogue;
   std::string out =
-      "    __device__ __forceinline__ void Pair(tf_index_t row, int col, const float (&acc)[2], const float (&loaded)[2], "
-      "float (&result)[2]) const {\n";
+      "    __device__ __forceinline__ void Pair(tf_index_t row, int col, const float (&acc)[2], const float (&loaded)[2], " +
+      std::string(g.gate_value >= 0 ? "const float (&gate)[2], " : "") + "float (&result)[2]) const {\n";
   if (g.n % 2 != 0) return out + "      result[0] = (*this)(row, col, acc[0], loaded[0]);\n      result[1] = (*this)(row, col + 1, acc[1], loaded[1]);\n    }\n";
   out += "      const int col1 = col + 1;\n";
   const std::vector<std::string> vars0 = {"row", "col"}, vars1 = {"row", "col1"};
@@ -425,7 +483,9 @@ std::string GemmEpilogueStruct(const GemmTemplateKernel& g, int staged, int stag
   for (size_t b = 0; b < k.buffers.size(); ++b)
     if (GemmPassesBuffer(g, k.buffers[b]))
       out += fmt::format("    {}{}* __restrict__ b{};\n", k.buffers[b].is_output ? "" : "const ", StorageType(k.buffers[b].dtype), b);
-  out += "    __device__ __forceinline__ float operator()(tf_index_t row, int col, float acc, float loaded) const {\n";
+  // (A gated product's epilogue takes its gate's value too.)
+  out += fmt::format("    __device__ __forceinline__ float operator()(tf_index_t row, int col, float acc, float loaded{}) const {{\n",
+                     g.gate_value >= 0 ? ", float gate" : "");
   std::vector<int> roots;
   for (const KernelStore& st : k.stores) roots.push_back(st.value);
   const std::vector<std::string> vars = {"row", "col"};

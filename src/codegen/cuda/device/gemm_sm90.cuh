@@ -41,7 +41,7 @@ struct GemmMaps {
   const TensorMap* in;        // the staged load's
   const TensorMap* residual;  // the ringed load's
   void* stored;               // the staged store's output where the threads write it (kStoreByThreads)
-  const TensorMap* more_b[3];  // a product grouped over N (kBParts > 1): parts 1.. B's maps
+  const TensorMap* more_b[3];  // a product grouped over N (kBParts > 1): parts 1.. B's maps; gated (kGated): this product's
 };
 
 // ---- A loaders: one K step of A's tile t.m into a ring slot ----
@@ -128,8 +128,17 @@ struct GemmShape : Config {
   // alike), not with an overlapped epilogue (which holds half-precision products).
   static_assert(!Config::kPromote || ((Element::kBytes == 1 || kSplitTf32) && !Config::kOverlap),
                 "gemm_sm90 promotes FP8 and 3xTF32 sums only");
+  // A gated product (kGated): a tile computes kBN / 2 columns of N of two products of one A,
+  // the gate's (its B from maps.b) in its first half and this product's (maps.more_b[0]) in
+  // its second, so a thread holds column c of both (accumulator groups j and j + kOutBN / 8);
+  // the generated Epilogue takes both sums of a column. Its outputs are kOutBN columns a tile.
+  static constexpr bool kGated = Config::kGated != 0;
+  static constexpr int kOutBN = kGated ? Config::kBN / 2 : Config::kBN;
+  static_assert(!kGated || (kBKMajor && Config::kBParts == 1 && Config::kBatch == 1 && Config::kBN % 128 == 0 &&
+                            Config::kN % kOutBN == 0 && !Config::kStagedLoad && !Config::kRingedLoad && !Config::kStoreByThreads),
+                "gemm_sm90 gates K-major weights of one batch entry, whole boxes a half tile, without a staged or ringed load");
   static constexpr int kTilesM = (Config::kRows + Config::kBM - 1) / Config::kBM;
-  static constexpr int kTilesN = (Config::kN + Config::kBN - 1) / Config::kBN;
+  static constexpr int kTilesN = (Config::kN + kOutBN - 1) / kOutBN;
   static constexpr int kTiles = kTilesM * kTilesN * Config::kBatch;
   static constexpr int kKSteps = (Config::kK + kBK - 1) / kBK;
   // A product grouped over N (kBParts > 1): products of one A by up to four weights, their
@@ -141,7 +150,7 @@ struct GemmShape : Config {
   static_assert(kBParts == 1 || (kBKMajor && Config::kBatch == 1 && Config::kBPart1 % Config::kBN == 0 &&
                                  Config::kBPart2 % Config::kBN == 0 && Config::kBPart3 % Config::kBN == 0),
                 "gemm_sm90 groups K-major weights of one batch entry, each part whole tiles");
-  static constexpr bool kNoEdges = Config::kRows % Config::kBM == 0 && Config::kN % Config::kBN == 0;
+  static constexpr bool kNoEdges = Config::kRows % Config::kBM == 0 && Config::kN % kOutBN == 0;
   // The Epilogue functor stores values itself (outputs besides the staged one): it runs only
   // for column pairs inside the product. Otherwise a pair past the edge computes a clamped
   // pair's values, which the staged store drops (GemmEpilogue says why).
@@ -182,7 +191,7 @@ struct GemmSharedMemory {
   Storage* tile_b;          // [stage][kBN / 64][kBK][64]; K-major: [stage][kBN][kBK], the same swizzle as A
   Storage* small_b;         // 3xTF32: [stage][kBN][kBK], K-major whatever B's layout
   Storage* big_b;           // 3xTF32, B MN-major: [stage][kBN][kBK], B's big parts K-major
-  unsigned char* staging;   // [consumer][kBN / 64][64][64], swizzled
+  unsigned char* staging;   // [consumer][kOutBN / 64][64][64], swizzled
   unsigned char* residual_ring;  // [slot][kBM][kChunkCols]
   Barrier* full;
   Barrier* empty;

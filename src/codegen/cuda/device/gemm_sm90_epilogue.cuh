@@ -18,7 +18,7 @@ __device__ __forceinline__ void GemmEpilogue(const GemmSharedMemory<S>& sm, cons
                                              const TileCoordinates& tile, int chunk, const unsigned char* residual_chunk,
                                              unsigned load_parity) {
   using Index = typename S::Index;
-  unsigned char* my_staging = sm.staging + c.consumer * S::kConsumerRows * S::kBN * 2;  // [mb][kBN / 64][64][64]
+  unsigned char* my_staging = sm.staging + c.consumer * S::kConsumerRows * S::kOutBN * 2;  // [mb][kOutBN / 64][64][64]
   if constexpr (S::kStagedLoad) {
     sm.tile_in[c.consumer].Wait(load_parity);  // the staged load's tile is there (its store read the old one)
   } else if constexpr (S::kStagedStore && !S::kStoreByThreads) {
@@ -28,12 +28,14 @@ __device__ __forceinline__ void GemmEpilogue(const GemmSharedMemory<S>& sm, cons
     }
   }
   const int row_origin = tile.m * S::kBM + (S::kPingPong ? 0 : c.consumer * 64);
-  const int col_base = tile.n * S::kBN + (c.lane % 4) * 2;
-  constexpr int kChunkGroups = S::kBN / 8 / S::kChunks;  // column groups of 8 per chunk
+  const int col_base = tile.n * S::kOutBN + (c.lane % 4) * 2;
+  constexpr int kChunkGroups = S::kOutBN / 8 / S::kChunks;  // output column groups of 8 per chunk
+  // A gated product's sums of column group j: the gate's in group j, this product's kGateGroups on.
+  constexpr int kGateGroups = S::kGated ? S::kOutBN / 8 : 0;
 #pragma unroll
   for (int mb = 0; mb < S::kMBlocks; ++mb)
 #pragma unroll
-    for (int j = Chunked ? chunk * kChunkGroups : 0; j < (Chunked ? (chunk + 1) * kChunkGroups : S::kBN / 8); ++j)
+    for (int j = Chunked ? chunk * kChunkGroups : 0; j < (Chunked ? (chunk + 1) * kChunkGroups : S::kOutBN / 8); ++j)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int row_in_batch = row_origin + mb * 64 + c.warp * 16 + c.lane / 4 + 8 * h;
@@ -44,7 +46,7 @@ __device__ __forceinline__ void GemmEpilogue(const GemmSharedMemory<S>& sm, cons
         // This thread's column pair in the staging tile: the staged load is read there and the
         // staged store written back in its place.
         const int col_in_tile = 8 * j + (c.lane % 4) * 2;
-        unsigned* staged_pair = (unsigned*)(my_staging + (mb * (S::kBN / 64) + col_in_tile / 64) * 64 * 128 +
+        unsigned* staged_pair = (unsigned*)(my_staging + (mb * (S::kOutBN / 64) + col_in_tile / 64) * 64 * 128 +
                                             Swizzle128(c.warp * 16 + c.lane / 4 + 8 * h, (col_in_tile % 64) * 2));
         unsigned loaded_pair = 0;
         if constexpr (S::kStagedLoad) loaded_pair = *staged_pair;
@@ -52,17 +54,21 @@ __device__ __forceinline__ void GemmEpilogue(const GemmSharedMemory<S>& sm, cons
           loaded_pair = *(const unsigned*)(residual_chunk + ((c.consumer * 64 + mb * 64 + c.warp * 16 + c.lane / 4 + 8 * h) * S::kChunkCols +
                                                              (j - chunk * kChunkGroups) * 8 + (c.lane % 4) * 2) * 2);
         const Index row = (Index)tile.batch * S::kRows + row_in_batch;
-        float acc[2], loaded[2] = {0.0f, 0.0f};
+        float acc[2], gate_acc[2], loaded[2] = {0.0f, 0.0f};
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          if constexpr (Chunked) acc[e] = S::Element::ToFloat((unsigned short)(c.held[mb][j * 2 + h] >> (16 * e)));
-          else acc[e] = c.d[mb][j * 4 + h * 2 + e];
+          if constexpr (Chunked) acc[e] = S::Element::ToFloat((unsigned short)(c.held[mb][(j + kGateGroups) * 2 + h] >> (16 * e)));
+          else acc[e] = c.d[mb][(j + kGateGroups) * 4 + h * 2 + e];
+          if constexpr (S::kGated && Chunked) gate_acc[e] = S::Element::ToFloat((unsigned short)(c.held[mb][j * 2 + h] >> (16 * e)));
+          else if constexpr (S::kGated) gate_acc[e] = c.d[mb][j * 4 + h * 2 + e];
           if constexpr (S::kStagedLoad || S::kRingedLoad) loaded[e] = S::LoadElement::ToFloat((unsigned short)(loaded_pair >> (16 * e)));
         }
         if constexpr (S::kN % 2 == 0) {
           // The column pair at once: the functor moves its other values at the product's
           // position as one word per pair (Epilogue::Pair).
-          if constexpr (S::kEpilogueWrites) {
+          if constexpr (S::kEpilogueWrites && S::kGated) {
+            if (inside) epilogue.Pair(row, col_base + 8 * j, gate_acc, acc, loaded, staged);
+          } else if constexpr (S::kEpilogueWrites) {
             if (inside) epilogue.Pair(row, col_base + 8 * j, acc, loaded, staged);
           } else {
             // Where the functor writes nothing itself, a pair past the product's edge computes
@@ -73,7 +79,9 @@ __device__ __forceinline__ void GemmEpilogue(const GemmSharedMemory<S>& sm, cons
             // with its erf GELU took 91.4 µs at 6304 x 768 -> 3072, 57.4 with the bias alone
             // (H200, 2026-12-01).
             const Index clamped = S::kNoEdges ? row : (Index)tile.batch * S::kRows + min(row_in_batch, S::kRows - 1);
-            epilogue.Pair(clamped, S::kNoEdges ? col_base + 8 * j : min(col_base + 8 * j, S::kN - 2), acc, loaded, staged);
+            const int clamped_col = S::kNoEdges ? col_base + 8 * j : min(col_base + 8 * j, S::kN - 2);
+            if constexpr (S::kGated) epilogue.Pair(clamped, clamped_col, gate_acc, acc, loaded, staged);
+            else epilogue.Pair(clamped, clamped_col, acc, loaded, staged);
           }
         } else {
 #pragma unroll
@@ -128,7 +136,7 @@ __device__ __forceinline__ void GemmStoreWarpRows(const GemmSharedMemory<S>& sm,
   using Index = typename S::Index;
   constexpr int kUnits = kCols / 8;  // units ending in a range
   __syncwarp();
-  const unsigned char* my_staging = sm.staging + c.consumer * S::kConsumerRows * S::kBN * 2;
+  const unsigned char* my_staging = sm.staging + c.consumer * S::kConsumerRows * S::kOutBN * 2;
   const int row_origin = tile.m * S::kBM + (S::kPingPong ? 0 : c.consumer * 64);
   const int tile_col = tile.n * S::kBN;
   const int valid = min(S::kBN, S::kN - tile_col);  // the tile's columns inside the product
@@ -193,12 +201,12 @@ __device__ __forceinline__ void GemmEpilogueStore(const GemmSharedMemory<S>& sm,
   FenceSharedForAsync();
   NamedBarrierSync(1 + c.consumer, 128);
   if (c.local == 0) {
-    unsigned char* my_staging = sm.staging + c.consumer * S::kConsumerRows * S::kBN * 2;
+    unsigned char* my_staging = sm.staging + c.consumer * S::kConsumerRows * S::kOutBN * 2;
     const int row_origin = tile.m * S::kBM + (S::kPingPong ? 0 : c.consumer * 64);
 #pragma unroll
     for (int mb = 0; mb < S::kMBlocks; ++mb)
-      for (int box = 0; box < S::kBN / 64; ++box)
-        TmaStore3d(*maps.out, my_staging + (mb * (S::kBN / 64) + box) * 64 * 128, tile.n * S::kBN + box * 64, row_origin + mb * 64,
+      for (int box = 0; box < S::kOutBN / 64; ++box)
+        TmaStore3d(*maps.out, my_staging + (mb * (S::kOutBN / 64) + box) * 64 * 128, tile.n * S::kOutBN + box * 64, row_origin + mb * 64,
                    tile.batch);
     TmaStoreCommit();
   }

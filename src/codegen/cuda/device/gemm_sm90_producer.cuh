@@ -24,18 +24,24 @@ __device__ __forceinline__ void GemmLoadB(const GemmSharedMemory<S>& sm, const G
       if (column >= starts[p - 1]) map = maps.more_b[p - 1], start = starts[p - 1];
     column -= start;
   }
-  auto box_c0 = [&](int box) { return S::kBKMajor ? ks * S::kBK : column + box * kBox; };
-  auto box_c1 = [&](int box) { return S::kBKMajor ? column + box * kBox : ks * S::kBK; };
+  // A gated product: the tile's kOutBN columns of N, its first boxes from the gate's weight
+  // (maps.b), the rest from this product's.
+  if constexpr (S::kGated) column = t.n * S::kOutBN;
+  constexpr int kHalfBoxes = S::kGated ? S::kBN / kBox / 2 : S::kBN / kBox;
+  auto box_map = [&](int box) -> const TensorMap& { return S::kGated && box >= kHalfBoxes ? *maps.more_b[0] : *map; };
+  auto box_column = [&](int box) { return column + (S::kGated ? box % kHalfBoxes : box) * kBox; };
+  auto box_c0 = [&](int box) { return S::kBKMajor ? ks * S::kBK : box_column(box); };
+  auto box_c1 = [&](int box) { return S::kBKMajor ? box_column(box) : ks * S::kBK; };
   if (S::kClusterM > 1) {  // this CTA's share of B's boxes, to every CTA of the cluster
     constexpr int kShare = S::kBN / kBox / S::kClusterM;
 #pragma unroll
     for (int box = cta_rank * kShare; box < (cta_rank + 1) * kShare; ++box)
-      TmaLoad3dMulticast(sm.tile_b + stage * S::kBN * S::kBK + box * S::kBK * kBox, *map, box_c0(box), box_c1(box), t.batch,
+      TmaLoad3dMulticast(sm.tile_b + stage * S::kBN * S::kBK + box * S::kBK * kBox, box_map(box), box_c0(box), box_c1(box), t.batch,
                          sm.full[stage], (unsigned short)((1 << S::kClusterM) - 1));
   } else {
 #pragma unroll
     for (int box = 0; box < S::kBN / kBox; ++box)
-      TmaLoad3d(sm.tile_b + stage * S::kBN * S::kBK + box * S::kBK * kBox, *map, box_c0(box), box_c1(box), t.batch, sm.full[stage]);
+      TmaLoad3d(sm.tile_b + stage * S::kBN * S::kBK + box * S::kBK * kBox, box_map(box), box_c0(box), box_c1(box), t.batch, sm.full[stage]);
   }
 }
 

@@ -457,11 +457,13 @@ void GroupProductsOverN(const Graph& g, const FusionPlan& plan, const CudaTarget
   }
 }
 
-// Gated products (codegen/gemm_gates.h): a gemm template group whose only output only one other
-// gemm template group's epilogue reads, element by element, both of one A, becomes that group's
-// gate, computed in its tiles at its step; it keeps no kernel (gated_into) and its output no
-// memory.
-void GateProducts(const Graph& g, const FusionPlan& plan, const CudaTarget& target, CudaProgram& program) {
+// Gated products (codegen/gemm_gates.h): a gemm group whose only output only one gemm template
+// group's epilogue reads, element by element, both of one A, becomes that group's gate,
+// computed in its tiles at its step; it keeps no kernel (gated_into) and its output no memory.
+// The gate may be a product the rule gave cuBLASLt (a plain one, LLaMA's gate at 8x512), unless
+// cuBLASLt was asked for or measured faster.
+void GateProducts(const Graph& g, const FusionPlan& plan, const std::vector<bool>& inlined, const CudaTarget& target,
+                  CudaProgram& program) {
   if (!target.overrides.gemm_gates || target.arch != "sm_90a") return;
   // The group computing each node, and how many groups read it (a graph output counts as one more).
   std::vector<int> group_of(g.num_nodes(), -1), readers(g.num_nodes(), 0);
@@ -474,6 +476,17 @@ void GateProducts(const Graph& g, const FusionPlan& plan, const CudaTarget& targ
     if (p.mode != CudaGroupProgram::Mode::kGemmTemplate || !p.prologue.empty() || !p.kernel || !p.kernel->template_kernel) return nullptr;
     return p.kernel->template_kernel->GemmProblem();
   };
+  auto gate_of = [&](size_t i) -> std::optional<GemmTemplateKernel> {
+    const CudaGroupProgram& p = program.groups[i];
+    if (const GemmTemplateKernel* t = gemm_of(p)) return *t;
+    if (p.mode != CudaGroupProgram::Mode::kGemm) return std::nullopt;
+    const auto measured = target.gemm_path_at.find(p.matmul);
+    if ((measured != target.gemm_path_at.end() ? measured->second : target.gemm) == GemmPath::kLibrary) return std::nullopt;
+    const FusionGroup& group = plan.groups[i];
+    StatusOr<GemmTemplateKernel> t = LowerGemmTemplate(g, group, SplitGemmGroup(g, group), inlined, target.tf32);
+    if (!t.ok()) return std::nullopt;
+    return std::move(*t);
+  };
   for (size_t q = 0; q < program.groups.size(); ++q) {
     CudaGroupProgram& own = program.groups[q];
     const GemmTemplateKernel* product = gemm_of(own);
@@ -481,7 +494,7 @@ void GateProducts(const Graph& g, const FusionPlan& plan, const CudaTarget& targ
     for (int in : plan.groups[q].inputs) {
       const int p = group_of[in];
       if (p < 0 || readers[in] != 1 || program.groups[p].gated_into >= 0) continue;
-      const GemmTemplateKernel* gate = gemm_of(program.groups[p]);
+      const std::optional<GemmTemplateKernel> gate = gate_of(p);
       if (!gate || !Gateable(*gate, *product, in).ok()) continue;
       StatusOr<GemmTemplateKernel> gated = GateProduct(*gate, *product, in);
       if (!gated.ok()) continue;
@@ -492,9 +505,15 @@ void GateProducts(const Graph& g, const FusionPlan& plan, const CudaTarget& targ
       StatusOr<CudaLaunchable> kernel =
           TemplateLaunchable(MakeGemmTemplate(std::move(*gated), requested), name, plan.groups[q], std::move(epilogue), target);
       if (!kernel.ok()) continue;
-      program.groups[p].kernel.reset();
-      program.groups[p].library_alternative.reset();
-      program.groups[p].gated_into = own.group;
+      CudaGroupProgram& gate_program = program.groups[p];
+      gate_program.mode = CudaGroupProgram::Mode::kGemmTemplate;  // (it was cuBLASLt's, or already the template's)
+      gate_program.kernel.reset();
+      gate_program.prologue.clear();
+      gate_program.library_alternative.reset();
+      gate_program.lt_epilogue = LtEpilogue::kNone;
+      gate_program.lt_a.reset();
+      gate_program.lt_b.reset();
+      gate_program.gated_into = own.group;
       own.library_alternative.reset();  // (the tuner's contest is one product against one library call)
       own.kernel = std::move(*kernel);
       break;
@@ -511,7 +530,7 @@ StatusOr<CudaProgram> BuildCudaProgram(const Graph& graph, const FusionPlan& pla
     std::string name = fmt::format("{}tf_group{}_{}", prefix, group.id, GroupKindName(group.kind));
     program.groups.push_back(ProgramForGroup(graph, group, inlined, name, configs, target));
   }
-  GateProducts(graph, plan, target, program);
+  GateProducts(graph, plan, inlined, target, program);
   GroupProductsOverN(graph, plan, target, program);
   std::vector<CudaKernelSource> sources;
   for (const CudaGroupProgram& p : program.groups)

@@ -1037,13 +1037,13 @@ namespace {
 // A LLaMA-style MLP's gate and up projections at 128 rows, SwiGLU as PyTorch traces it in bf16
 // (silu of the gate's f32 upcast, cast back, times the up product); `also_output`: the gate's
 // product is an output of the graph too.
-StatusOr<Graph> SwiGlu(bool also_output, int64_t gate_k = 1024) {
+StatusOr<Graph> SwiGlu(bool also_output, int64_t gate_k = 1024, int64_t rows = 128) {
   GraphBuilder b;
-  const Value x = b.Parameter("x", DType::kBF16, {128, 1024});
+  const Value x = b.Parameter("x", DType::kBF16, {rows, 1024});
   auto linear = [&](const char* name, Value in, int64_t k) {
     return b.MatMul(in, b.Transpose(b.Parameter(name, DType::kBF16, {2816, k}), {1, 0}));
   };
-  const Value gate_in = gate_k == 1024 ? x : b.Parameter("x2", DType::kBF16, {128, gate_k});
+  const Value gate_in = gate_k == 1024 ? x : b.Parameter("x2", DType::kBF16, {rows, gate_k});
   const Value gate = linear("wg", gate_in, gate_k);
   const Value up = linear("wu", x, 1024);
   const Value g32 = b.Cast(gate, DType::kF32);
@@ -1104,6 +1104,25 @@ TEST(CudaProgramGatedTest, AGateOnlyAnotherEpilogueReadsRunsInItsTiles) {
     ASSERT_EQ(report.size(), 1u);
     EXPECT_EQ(report[0].spill_store_bytes + report[0].spill_load_bytes, 0) << report[0].line;
   }
+}
+
+// Where the product's form takes long to compile (its overlapped epilogue at 4096 rows), its
+// stand-in (ping-pong tiles) is a gated form too: the gate is not left out for it.
+TEST(CudaProgramGatedTest, AGatedProductOfManyTilesHasAGatedStandIn) {
+  CudaTarget target;
+  target.stand_ins = true;
+  auto program = ProgramOfGraph(SwiGlu(false, 1024, 4096), target);
+  ASSERT_TRUE(program.ok()) << program.status().ToString();
+  int gates = 0;
+  for (const CudaGroupProgram& p : program->groups) {
+    if (p.gated_into >= 0) ++gates;
+    if (!p.kernel || p.kernel->source.strategy.find("gated") == std::string::npos) continue;
+    EXPECT_NE(p.kernel->source.strategy.find("overlapping"), std::string::npos) << p.kernel->source.strategy;
+    ASSERT_TRUE(p.kernel->stand_in);
+    EXPECT_NE(p.kernel->stand_in->source.strategy.find("gated"), std::string::npos) << p.kernel->stand_in->source.strategy;
+    EXPECT_NE(p.kernel->stand_in->source.strategy.find("ping-pong"), std::string::npos) << p.kernel->stand_in->source.strategy;
+  }
+  EXPECT_EQ(gates, 1);
 }
 
 // No gate where its output is read elsewhere too (here: a graph output) or its product is not

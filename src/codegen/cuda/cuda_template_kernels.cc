@@ -49,7 +49,7 @@ class GemmTemplate : public TemplateKernel {
     CudaGemmConfig pingpong;
     pingpong.pingpong = true;
     pingpong.overlap_epilogue = false;
-    pingpong.block_n = 64;
+    pingpong.block_n = gemm_.gate.empty() ? 64 : 128;  // (a gated product's tiles hold whole boxes of both)
     pingpong.sm_count = c.sm_count;
     return GemmConfigToJson(ResolveGemmConfig(gemm_, pingpong));
   }

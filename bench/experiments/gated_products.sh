@@ -22,6 +22,7 @@ fi
 if [ -z "${SKIP_CHECKS:-}" ]; then
   for m in tests/gemm/gemm_*gated*.onnxtxt tests/gemm/gemm_swiglu_bf16.onnxtxt; do
     check_forms "$m" "" "--gemm-form pingpong" "--gemm-form tail" "--gemm-form overlap" "--gemm-form streamk" "--stand-ins" "--gemm-cluster 2"
+    case $m in *f32*) check_forms "$m" "--precision high" "--precision high --gemm-form pingpong" "--precision high --gemm-cluster 2" ;; esac
   done
   memcheck tests/gemm/gemm_swiglu_gated_rows128_bf16.onnxtxt
   memcheck tests/gemm/gemm_geglu_gated_bias_many_tiles_ragged_bf16.onnxtxt

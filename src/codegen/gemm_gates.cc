@@ -28,8 +28,8 @@ Status Gateable(const GemmTemplateKernel& gate, const GemmTemplateKernel& produc
   if (Status s = GroupableOverN(product); !s.ok()) return InvalidArgument("the product: " + s.message());
   if (GroupOverNKey(gate) != GroupOverNKey(product) || gate.n != product.n)
     return InvalidArgument(fmt::format("products %{} and %{} do not share A, rows, N, K and types", gate.product, product.product));
-  // (f32 and FP8 products are not yet measured gated.)
-  if (!IsHalf(gate.operand_dtype)) return InvalidArgument(fmt::format("{} operands (gated products take bf16 and f16)", DTypeName(gate.operand_dtype)));
+  // (FP8 products are not yet run gated.)
+  if (IsFloat8(gate.operand_dtype)) return InvalidArgument(fmt::format("{} operands (gated products take bf16, f16 and f32)", DTypeName(gate.operand_dtype)));
   const Kernel& k = gate.epilogue;
   if (gate.outputs != std::vector<int>{gate_value} || k.stores.size() != 1 || k.buffers[k.stores[0].buffer].node != gate_value ||
       !AtProductPosition(gate, k.stores[0].index))

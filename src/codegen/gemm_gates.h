@@ -15,8 +15,8 @@ namespace tilefuse {
 
 // Why `gate` (whose epilogue's one output is node `gate_value`) cannot be computed in the tiles
 // of `product`, or OK: both groupable over N (one batch entry, A a plain matrix or a view, B a
-// K-major weight no kernel writes, N a multiple of 64) with the same A, rows, N, K and 16-bit
-// types; the gate's epilogue stores only gate_value, at the product's position; the product's
+// K-major weight no kernel writes, N a multiple of 64) with the same A, rows, N, K and types
+// (16-bit, or f32 as TF32 or 3xTF32; not FP8); the gate's epilogue stores only gate_value, at the product's position; the product's
 // epilogue reads gate_value, only at its own position.
 Status Gateable(const GemmTemplateKernel& gate, const GemmTemplateKernel& product, int gate_value);
 // `product` with `gate` computed in its tiles (Gateable must hold).

@@ -66,6 +66,13 @@ TEST(GemmGatesTest, RuleAndSearchSpaceTakeWholeBoxesAHalf) {
   EXPECT_TRUE(GateTakesWidth(Gated(4096, 5632), many.block_n)) << many.block_n;
   for (const CudaGemmConfig& c : GemmCandidates(Gated(4096, 5632), 132, std::nullopt).candidates)
     EXPECT_TRUE(c.block_n == 128 || c.block_n == 256) << c.block_n;
+  // f32 at f32's accuracy (3xTF32): 64 columns of each a tile where an ungated product's are 64.
+  GemmTemplateKernel exact = Gated(100, 2816);
+  exact.dtype = exact.operand_dtype = exact.gate[0].dtype = exact.gate[0].operand_dtype = DType::kF32;
+  exact.split_f32 = exact.gate[0].split_f32 = true;
+  EXPECT_EQ(ResolveGemmConfig(exact, rule).block_n, 128);
+  exact.rows = 4096;
+  EXPECT_EQ(ResolveGemmConfig(exact, rule).block_n, 128);  // 3xTF32's tiles stay 128 wide
 }
 
 }  // namespace

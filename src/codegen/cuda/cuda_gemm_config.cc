@@ -291,13 +291,15 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
       // f32 (F.linear in a CUDA graph): QKV 128x64 split 3 18.72 / 22.56 / 30.24, proj 64x64
       // split 4 13.15 / 16.19 / 26.12, fc 128x64 split 2 28.83 / 31.01 / 27.09, fc2 64x64
       // split 5 23.71 / 23.71 / 54.14. RULE_NUMBERS
+      // A gated product's tiles hold 64 columns of both products (128 wide). Not yet measured.
+      const int width = g.gate.empty() ? 64 : 128;
       double best = std::numeric_limits<double>::infinity();
       for (int m : {64, 128}) {
         if (m == 128 && g.rows <= 64) continue;
-        const int64_t splits = std::max<int64_t>(1, std::min<int64_t>({KSteps(g) / 6, c.sm_count / Tiles(g, m, 64), 32}));
+        const int64_t splits = std::max<int64_t>(1, std::min<int64_t>({KSteps(g) / 6, c.sm_count / Tiles(g, m, width), 32}));
         const int units = UnitsWithoutEmpty(g, splits);
         const double cost = static_cast<double>(CeilDiv(KSteps(g), units)) * (m == 128 ? 1.8 : 1.0) + 0.5 * (units - 1);
-        if (cost < best) best = cost, c.block_m = m, c.block_n = 64, c.splits = units;
+        if (cost < best) best = cost, c.block_m = m, c.block_n = width, c.splits = units;
       }
     } else if (few_tile_rule && IsHalf(g.operand_dtype)) {
       // Where 64-column tiles would leave a second, partial round (LLaMA-style gate and up

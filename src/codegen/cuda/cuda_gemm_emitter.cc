@@ -271,8 +271,9 @@ class GemmEmitter {
   // graph stores it) before this epilogue reads it.
   std::string GatedEpilogueStructs() const {
     const GemmTemplateKernel& gate = g_.gate.front();
-    const int gate_store = StagedStore(gate);
-    TF_CHECK_MSG(gate_store >= 0, "a gate stores its output at the product's position");
+    // Its one store (Gateable), at the product's position: returned, not written.
+    TF_CHECK_MSG(gate.epilogue.stores.size() == 1, "a gate stores its output alone");
+    const int gate_store = 0;
     const std::string_view type = DTypeName(gate.epilogue.buffers[gate.epilogue.stores[gate_store].buffer].dtype);
     return GemmEpilogueStruct(gate, gate_store, -1, -1, "EpilogueGate") + GemmEpilogueStruct(g_, staged_, -1, -1, "EpilogueOwn") +
            "  struct Epilogue {\n" + fmt::format("    typedef {} tf_index_t;\n", GemmIndexType(g_)) +

@@ -30,7 +30,10 @@ std::vector<CudaKernelInfo> DescribeKernels(const CudaProgram& program, const Fu
       info.blocks = p.kernel->source.work_blocks;
     }
     switch (p.mode) {
-      case CudaGroupProgram::Mode::kGenerated: info.mode = "generated"; break;
+      case CudaGroupProgram::Mode::kGenerated:
+        info.mode = "generated";
+        if (p.launched_with >= 0) info.strategy = fmt::format("launched together with {}", program.groups.at(p.launched_with).kernel->source.name);
+        break;
       case CudaGroupProgram::Mode::kGemm:
         info.mode = "gemm";
         info.strategy = "cuBLASLt" +
@@ -291,6 +294,7 @@ CudaTarget TargetFor(const std::string& arch, int sm_count, const CudaCompileOpt
   if (target.overrides.gemm_max_stages == 0) target.overrides.gemm_max_stages = PositiveSetting("TILEFUSE_GEMM_MAX_STAGES");
   if (SwitchedOff("TILEFUSE_GEMM_GROUP_N")) target.overrides.gemm_group_n = false;  // a kernel per product, for comparison
   if (SwitchedOff("TILEFUSE_GEMM_GATES")) target.overrides.gemm_gates = false;      // a gate's product a kernel of its own
+  if (SwitchedOff("TILEFUSE_LAUNCH_TOGETHER")) target.overrides.launch_together = false;  // a launch per kernel
   if (SwitchedOff("TILEFUSE_LT_VIEWS")) target.overrides.lt_views = false;          // cuBLASLt's operands copied first
   target.template_configs = options.template_configs;
   target.fault = options.fault;

@@ -188,7 +188,9 @@ Status CudaExecutable::State::Enqueue(const std::vector<CUdeviceptr>& at, std::v
   };
   for (const CudaGroupProgram& p : program.groups) {
     switch (p.mode) {
-      case CudaGroupProgram::Mode::kGenerated: RETURN_IF_ERROR(launch(*p.kernel)); break;
+      case CudaGroupProgram::Mode::kGenerated:
+        if (p.kernel) RETURN_IF_ERROR(launch(*p.kernel));  // (none: launched together with an earlier group's)
+        break;
       case CudaGroupProgram::Mode::kGemm:
         for (const CudaLaunchable& k : p.prologue) RETURN_IF_ERROR(launch(k));
         RETURN_IF_ERROR(Matmul(p, at, stream));

@@ -12,6 +12,7 @@
 #include "codegen/depthwise_template.h"
 #include "codegen/lower.h"
 #include "codegen/cuda/cuda_gemm_emitter.h"
+#include "codegen/cuda/cuda_launch_together.h"
 #include "codegen/cuda/cuda_skinny_gemm_emitter.h"
 #include "codegen/cuda/cuda_template_kernels.h"
 #include "codegen/gemm_library_epilogue.h"
@@ -521,6 +522,57 @@ void GateProducts(const Graph& g, const FusionPlan& plan, const std::vector<bool
   }
 }
 
+// Independent pointwise kernels launched together (codegen/cuda/cuda_launch_together.h): a
+// generated pointwise group's kernel takes the kernels of the next groups (a few steps on) whose
+// inputs are all written before it runs (a LLaMA-style layer's rotary embeddings of q and of k,
+// both reading the QKV product's outputs); those keep no kernel (launched_with) and their
+// outputs are written at its step.
+void LaunchIndependentKernelsTogether(const Graph& g, const FusionPlan& plan, const CudaTarget& target, CudaProgram& program) {
+  if (!target.overrides.launch_together) return;
+  constexpr size_t kLookAhead = 6, kMaxParts = 4;
+  // The step whose kernel writes each node (-1: none, an input or a constant).
+  std::vector<int> written_at(g.num_nodes(), -1);
+  for (size_t i = 0; i < plan.groups.size(); ++i) {
+    const CudaGroupProgram& p = program.groups[i];
+    const int step = p.grouped_into >= 0 ? p.grouped_into : static_cast<int>(i);
+    for (int out : plan.groups[i].outputs) written_at[out] = step;
+  }
+  auto joinable = [&](size_t i) {
+    const CudaGroupProgram& p = program.groups[i];
+    return p.mode == CudaGroupProgram::Mode::kGenerated && p.kind == GroupKind::kPointwise && p.kernel && p.prologue.empty() &&
+           p.launched_with < 0 && !p.kernel->is_template && CanLaunchTogether(p.kernel->source).ok();
+  };
+  for (size_t i = 0; i < program.groups.size(); ++i) {
+    if (!joinable(i)) continue;
+    std::vector<size_t> members = {i};
+    for (size_t j = i + 1; j < program.groups.size() && j <= i + kLookAhead && members.size() < kMaxParts; ++j) {
+      if (!joinable(j) || program.groups[j].kernel->source.launch.block != program.groups[i].kernel->source.launch.block) continue;
+      const std::vector<int>& inputs = plan.groups[j].inputs;
+      if (std::all_of(inputs.begin(), inputs.end(), [&](int in) { return written_at[in] < static_cast<int>(i); })) members.push_back(j);
+    }
+    if (members.size() < 2) continue;
+    std::vector<CudaKernelSource> parts;
+    for (size_t m : members) parts.push_back(program.groups[m].kernel->source);
+    CudaGroupProgram& head = program.groups[i];
+    StatusOr<CudaKernelSource> together = LaunchTogether(head.kernel->source.name, parts);
+    if (!together.ok()) continue;
+    CudaLaunchable launchable = *head.kernel;
+    launchable.source = std::move(*together);
+    // (Not re-emitted from one part's IR by the loop tuner: the parts keep the forms they have.)
+    launchable.is_template = true;
+    launchable.buffer_nodes.clear();
+    for (const LaunchArg& arg : launchable.source.launch.args) launchable.buffer_nodes.push_back(arg.node);
+    for (size_t m = 1; m < members.size(); ++m) {
+      CudaGroupProgram& joined = program.groups[members[m]];
+      launchable.outputs.insert(launchable.outputs.end(), joined.kernel->outputs.begin(), joined.kernel->outputs.end());
+      joined.kernel.reset();
+      joined.launched_with = head.group;
+      for (int out : plan.groups[members[m]].outputs) written_at[out] = static_cast<int>(i);
+    }
+    head.kernel = std::move(launchable);
+  }
+}
+
 }  // namespace
 
 StatusOr<CudaProgram> BuildCudaProgram(const Graph& graph, const FusionPlan& plan, const std::vector<bool>& inlined,
@@ -532,6 +584,7 @@ StatusOr<CudaProgram> BuildCudaProgram(const Graph& graph, const FusionPlan& pla
   }
   GateProducts(graph, plan, inlined, target, program);
   GroupProductsOverN(graph, plan, target, program);
+  LaunchIndependentKernelsTogether(graph, plan, target, program);
   std::vector<CudaKernelSource> sources;
   for (const CudaGroupProgram& p : program.groups)
     for (const CudaLaunchable* k : Launchables(p)) sources.push_back(k->source);
@@ -547,9 +600,9 @@ void WriteGroupedOutputsAtTheirKernel(const CudaProgram& program, Schedule& sche
       for (int b : dropped) std::erase(reads, b);
       dropped.clear();
     }
-    if (p.grouped_into >= 0) {
+    if (p.grouped_into >= 0 || p.launched_with >= 0) {
       std::vector<int>& moved = schedule.steps.at(p.group).writes;
-      std::vector<int>& into = schedule.steps.at(p.grouped_into).writes;
+      std::vector<int>& into = schedule.steps.at(p.grouped_into >= 0 ? p.grouped_into : p.launched_with).writes;
       into.insert(into.end(), moved.begin(), moved.end());
       moved.clear();
     }

@@ -84,6 +84,10 @@ struct CudaGroupProgram {
   // (codegen/gemm_gates.h): this group has no kernel of its own and its output is never stored
   // (no memory: no step writes or reads it); -1: none.
   int gated_into = -1;
+  // generated: the group whose kernel runs this group's too, launched together
+  // (codegen/cuda/cuda_launch_together.h; this group then has no kernel of its own and its
+  // outputs are written at that group's step); -1: none.
+  int launched_with = -1;
 };
 
 // The generated kernels of a group: prologues, then the main or epilogue kernel.
@@ -102,9 +106,10 @@ struct CudaProgram {
 };
 
 // A product grouped over N (CudaGroupProgram::grouped_into) writes the other groups' outputs
-// at its own step: `schedule` (one step per group, ScheduleFromFusionPlan) says so, so that
-// their live ranges start there and no value that step reads shares their bytes. A gate
-// computed in another product's tiles (gated_into) is neither written nor read.
+// at its own step, as kernels launched together (launched_with) do: `schedule` (one step per
+// group, ScheduleFromFusionPlan) says so, so that their live ranges start there and no value
+// that step reads shares their bytes. A gate computed in another product's tiles (gated_into)
+// is neither written nor read.
 void WriteGroupedOutputsAtTheirKernel(const CudaProgram& program, Schedule& schedule);
 
 // What the program is built for. The Hopper templates need sm_90a.
@@ -143,6 +148,9 @@ struct TemplateOverrides {
   // A product that only another's epilogue reads, element by element, computed in that one's
   // tiles (codegen/gemm_gates.h; false, TILEFUSE_GEMM_GATES=0: a kernel each).
   bool gemm_gates = true;
+  // Independent generated kernels whose inputs are ready launched as one
+  // (codegen/cuda/cuda_launch_together.h; false, TILEFUSE_LAUNCH_TOGETHER=0: a launch each).
+  bool launch_together = true;
   // cuBLASLt reads operands that their prologues only view where they lie
   // (codegen/library_operand_view.h; false, TILEFUSE_LT_VIEWS=0: the prologues copy them).
   bool lt_views = true;

@@ -1141,3 +1141,63 @@ TEST(CudaProgramGatedTest, NoGateWhoseOutputIsReadElsewhereOrOfAnotherA) {
 
 }  // namespace
 }  // namespace tilefuse
+
+namespace tilefuse {
+namespace {
+
+// Two pointwise results of different sizes from one product (as a LLaMA-style layer's rotary
+// embeddings of q and k read the QKV product's parts): their kernels launch together at the
+// first one's step, the second's output written there; the kernel compiles for sm_90a.
+// Switched off, a launch each.
+TEST(CudaProgramLaunchTogetherTest, IndependentPointwiseKernelsShareALaunch) {
+  GraphBuilder b;
+  const Value x = b.Parameter("x", DType::kBF16, {128, 256});
+  const Value w = b.Parameter("w", DType::kBF16, {256, 320});
+  const Value c = b.Parameter("c", DType::kBF16, {128, 64});
+  const Value product = b.MatMul(x, w);
+  const Value q = b.Slice(product, {0, 0}, {128, 256}, {0, 1}, {1, 1});
+  const Value k = b.Slice(product, {0, 256}, {128, 320}, {0, 1}, {1, 1});
+  b.Output(b.Mul(b.Unary(OpCode::kTanh, q), b.Parameter("s", DType::kBF16, {128, 256})), "q");
+  b.Output(b.Mul(b.Unary(OpCode::kSigmoid, k), c), "k");
+  auto built = b.Build();
+  ASSERT_TRUE(built.ok()) << built.status().ToString();
+  auto graph = RunGraphPasses(std::move(*built), PassOptions{});
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  for (bool together : {true, false}) {
+    SCOPED_TRACE(together ? "together" : "a launch each");
+    CudaTarget target;
+    target.overrides.launch_together = together;
+    auto plan = PlanFusionForCuda(*graph, PlannerOptions{}, target);
+    ASSERT_TRUE(plan.ok());
+    auto program = BuildCudaProgram(*graph, plan->plan, FindInlinedGenerators(*graph), "", {}, target);
+    ASSERT_TRUE(program.ok()) << program.status().ToString();
+    std::vector<const CudaGroupProgram*> pointwise;
+    for (const CudaGroupProgram& p : program->groups)
+      if (p.mode == CudaGroupProgram::Mode::kGenerated) pointwise.push_back(&p);
+    ASSERT_EQ(pointwise.size(), 2u);
+    if (!together) {
+      EXPECT_TRUE(pointwise[0]->kernel && pointwise[1]->kernel);
+      continue;
+    }
+    ASSERT_TRUE(pointwise[0]->kernel.has_value());
+    EXPECT_FALSE(pointwise[1]->kernel.has_value());
+    EXPECT_EQ(pointwise[1]->launched_with, pointwise[0]->group);
+    const CudaLaunchable& kernel = *pointwise[0]->kernel;
+    EXPECT_NE(kernel.source.strategy.find("2 kernels launched together"), std::string::npos) << kernel.source.strategy;
+    EXPECT_TRUE(kernel.is_template);  // (not re-emitted from one part's IR by the loop tuner)
+    const std::vector<int>& second = plan->plan.groups[pointwise[1]->group].outputs;
+    for (int out : second) EXPECT_NE(std::find(kernel.outputs.begin(), kernel.outputs.end(), out), kernel.outputs.end());
+    Schedule schedule = ScheduleFromFusionPlan(*graph, plan->plan);
+    WriteGroupedOutputsAtTheirKernel(*program, schedule);
+    EXPECT_TRUE(schedule.steps.at(pointwise[1]->group).writes.empty());
+    EXPECT_EQ(schedule.steps.at(pointwise[0]->group).writes.size(), 2u);
+    EXPECT_TRUE(PlanMemory(schedule).ok());
+    StatusOr<NvrtcCompiler> nvrtc = NvrtcCompiler::Create(TestCacheDir());
+    if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available: " << nvrtc.status().ToString();
+    auto cubins = CompileUnits(*nvrtc, SplitIntoCompileUnits({kernel.source}), "sm_90a");
+    ASSERT_TRUE(cubins.ok()) << cubins.status().ToString();
+  }
+}
+
+}  // namespace
+}  // namespace tilefuse

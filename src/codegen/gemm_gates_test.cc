@@ -5,24 +5,14 @@
 #include "codegen/cuda/cuda_gemm_config.h"
 #include "codegen/cuda/cuda_gemm_search_space.h"
 #include "codegen/gemm_n_groups.h"
+#include "testing/gemm_problem_test_util.h"
 
 namespace tilefuse {
 namespace {
 
-// A product x · wᵀ of `rows` × k by an [n][k] weight, its tiles' problem only (no epilogue):
-// what the layout and the rule see of a gated product.
+// A linear layer's product of hidden 2048 (the LLaMA-style model's).
 GemmTemplateKernel Linear(int product, int weight, int64_t rows, int64_t n, int64_t k = 2048) {
-  GemmTemplateKernel g;
-  g.product = product;
-  g.a = 0;
-  g.b = weight + 100;
-  g.b_k_major = weight;
-  g.b_read_only = true;
-  g.rows = rows;
-  g.n = n;
-  g.k = k;
-  g.outputs = {product};
-  return g;
+  return LinearProblem(product, weight, rows, n, k);
 }
 
 GemmTemplateKernel Gated(int64_t rows, int64_t n) {

@@ -4,23 +4,14 @@
 
 #include "codegen/cuda/cuda_gemm_config.h"
 #include "codegen/cuda/cuda_gemm_search_space.h"
+#include "testing/gemm_problem_test_util.h"
 
 namespace tilefuse {
 namespace {
 
-// A product x · wᵀ of `rows` × k by an [n][k] weight, as LowerGemmTemplate hands it over.
+// A linear layer's product of hidden 1024.
 GemmTemplateKernel Linear(int product, int weight, int64_t rows, int64_t n, int64_t k = 1024) {
-  GemmTemplateKernel g;
-  g.product = product;
-  g.a = 0;
-  g.b = weight + 100;
-  g.b_k_major = weight;
-  g.b_read_only = true;
-  g.rows = rows;
-  g.n = n;
-  g.k = k;
-  g.outputs = {product};
-  return g;
+  return LinearProblem(product, weight, rows, n, k);
 }
 
 TEST(GemmNGroupsTest, PartsSideBySideKeepTheirOwnWeightsAndOutputs) {

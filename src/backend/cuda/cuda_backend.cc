@@ -118,7 +118,10 @@ class CudaLoweredGraph : public LoweredGraph {
   std::vector<LoweredKernel> Kernels() const override {
     std::vector<LoweredKernel> kernels;
     for (const CudaGroupProgram& p : program.groups)
-      for (const CudaLaunchable* k : Launchables(p)) kernels.push_back({&k->kernel, k->is_template});
+      for (const CudaLaunchable* k : Launchables(p)) {
+        kernels.push_back({&k->kernel, k->is_template});
+        for (const Kernel& part : k->launched_with_it) kernels.push_back({&part, false});
+      }
     return kernels;
   }
   std::string SourceText() const override { return program.source; }

@@ -304,7 +304,7 @@ std::vector<const CudaLaunchable*> CudaExecutable::launchables() const {
   std::vector<const CudaLaunchable*> out;
   for (const CudaGroupProgram& p : state_->program.groups)
     for (const CudaLaunchable* k : Launchables(p))
-      if (!k->is_template) out.push_back(k);
+      if (!k->is_template && k->launched_with_it.empty()) out.push_back(k);  // (parts keep their forms)
   return out;
 }
 

@@ -107,7 +107,8 @@ class CudaExecutable : public Executable {
   int kernel_swaps() const;
 
   // The generated loop kernels (prologues, main kernels, epilogues), for the tuner; the
-  // compute-bound templates are not among them (they have their own configurations).
+  // compute-bound templates are not among them (they have their own configurations), nor
+  // kernels launched together (each part keeps the form it has).
   std::vector<const CudaLaunchable*> launchables() const;
   // Times `configs` of kernel `name` alone on this graph's buffers (run the graph once
   // first so they hold real data): device events, `warmup` launches, median of `repeats`,

@@ -558,13 +558,12 @@ void LaunchIndependentKernelsTogether(const Graph& g, const FusionPlan& plan, co
     if (!together.ok()) continue;
     CudaLaunchable launchable = *head.kernel;
     launchable.source = std::move(*together);
-    // (Not re-emitted from one part's IR by the loop tuner: the parts keep the forms they have.)
-    launchable.is_template = true;
     launchable.buffer_nodes.clear();
     for (const LaunchArg& arg : launchable.source.launch.args) launchable.buffer_nodes.push_back(arg.node);
     for (size_t m = 1; m < members.size(); ++m) {
       CudaGroupProgram& joined = program.groups[members[m]];
       launchable.outputs.insert(launchable.outputs.end(), joined.kernel->outputs.begin(), joined.kernel->outputs.end());
+      launchable.launched_with_it.push_back(std::move(joined.kernel->kernel));
       joined.kernel.reset();
       joined.launched_with = head.group;
       for (int out : plan.groups[members[m]].outputs) written_at[out] = static_cast<int>(i);

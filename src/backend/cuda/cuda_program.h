@@ -52,6 +52,9 @@ struct CudaLaunchable {
   // A kernel of the same name and problem that compiles in a fraction of this one's time, to
   // run while this one compiles in the background (CudaTarget::stand_ins); null: none.
   std::shared_ptr<const CudaLaunchable> stand_in;
+  // The IR of the kernels launched together with this one's (codegen/cuda/cuda_launch_together.h),
+  // verified and dumped beside `kernel`; such a launch is not re-emitted from `kernel` alone.
+  std::vector<Kernel> launched_with_it;
 };
 
 struct CudaGroupProgram {

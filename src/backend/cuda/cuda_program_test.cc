@@ -1184,7 +1184,8 @@ TEST(CudaProgramLaunchTogetherTest, IndependentPointwiseKernelsShareALaunch) {
     EXPECT_EQ(pointwise[1]->launched_with, pointwise[0]->group);
     const CudaLaunchable& kernel = *pointwise[0]->kernel;
     EXPECT_NE(kernel.source.strategy.find("2 kernels launched together"), std::string::npos) << kernel.source.strategy;
-    EXPECT_TRUE(kernel.is_template);  // (not re-emitted from one part's IR by the loop tuner)
+    ASSERT_EQ(kernel.launched_with_it.size(), 1u);  // the second part's IR, verified and dumped beside the first's
+    EXPECT_EQ(kernel.launched_with_it[0].nodes, plan->plan.groups[pointwise[1]->group].nodes);
     const std::vector<int>& second = plan->plan.groups[pointwise[1]->group].outputs;
     for (int out : second) EXPECT_NE(std::find(kernel.outputs.begin(), kernel.outputs.end(), out), kernel.outputs.end());
     Schedule schedule = ScheduleFromFusionPlan(*graph, plan->plan);

@@ -136,7 +136,7 @@ __device__ __forceinline__ void GemmStoreWarpRows(const GemmSharedMemory<S>& sm,
   using Index = typename S::Index;
   constexpr int kUnits = kCols / 8;  // units ending in a range
   __syncwarp();
-  const unsigned char* my_staging = sm.staging + c.consumer * S::kConsumerRows * S::kOutBN * 2;
+  const unsigned char* my_staging = sm.staging + c.consumer * S::kConsumerRows * S::kBN * 2;  // (never gated: kOutBN is kBN)
   const int row_origin = tile.m * S::kBM + (S::kPingPong ? 0 : c.consumer * 64);
   const int tile_col = tile.n * S::kBN;
   const int valid = min(S::kBN, S::kN - tile_col);  // the tile's columns inside the product

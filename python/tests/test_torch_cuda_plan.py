@@ -1,0 +1,67 @@
+"""CUDA plans of blocks as PyTorch traces them, built for sm_90a without a GPU (NVRTC only).
+
+What the CUDA backend makes of a LLaMA-style block's products and pointwise kernels after the
+plan: the MLP's gate computed in the up product's tiles, the rotary embeddings of q and k in
+one launch. Their correctness and speed are the GPU script's (bench/experiments/); here, that
+the FX path reaches those forms and that they compile without spills.
+"""
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed in this Python (scripts/test.sh installs "
+                                            "it into build/venv)")
+import torch.nn.functional as F  # noqa: E402
+
+import tilefuse  # noqa: E402
+from tilefuse import _tilefuse  # noqa: E402
+from tilefuse.fx import translate  # noqa: E402
+from tilefuse.torch_backend import _decompositions  # noqa: E402
+
+
+def cuda_kernels(forward, args):
+    """forward traced to core ATen as the backend's AOTAutograd hands it over, its weights read
+    as inputs (as on a GPU), built for sm_90a."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    gm = make_fx(forward, decomposition_table=_decompositions())(*args)
+    translation = translate(gm, args, set())
+    try:
+        return _tilefuse.build_graph_for_cuda_arch(translation.graph, "sm_90a")
+    except tilefuse.Error as error:
+        if "NVRTC" in str(error) or "nvrtc" in str(error):
+            pytest.skip(f"no NVRTC here: {error}")
+        raise
+
+
+def bf16(*shape):
+    return torch.randn(*shape, dtype=torch.bfloat16)
+
+
+def test_a_swiglu_mlp_s_gate_runs_in_the_up_product_s_tiles():
+    def mlp(x, w_gate, w_up, w_down):
+        return F.linear(F.silu(F.linear(x, w_gate)) * F.linear(x, w_up), w_down)
+
+    kernels = cuda_kernels(mlp, [bf16(128, 512), bf16(1408, 512), bf16(1408, 512), bf16(512, 1408)])
+    products = [k for k in kernels if k["mode"] == "gemm template"]
+    gated = [k for k in products if "gated" in k["strategy"]]
+    assert len(gated) == 1, [k["strategy"] for k in products]
+    assert len(products) == 2, "the gated product and the down projection"
+    assert all(k["spill_bytes"] == 0 for k in kernels), kernels
+
+
+def test_the_rotary_embeddings_of_q_and_k_share_a_launch():
+    heads, kv_heads, d, t = 4, 2, 64, 128
+
+    def rotate_half(v):
+        return torch.cat((-v[..., d // 2:], v[..., :d // 2]), dim=-1)
+
+    def attention_inputs(x, wq, wk, cos, sin):
+        q = F.linear(x, wq).view(1, t, heads, d).transpose(1, 2)
+        k = F.linear(x, wk).view(1, t, kv_heads, d).transpose(1, 2)
+        return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+
+    kernels = cuda_kernels(attention_inputs, [bf16(1, t, 256), bf16(heads * d, 256), bf16(kv_heads * d, 256), bf16(1, 1, t, d),
+                                              bf16(1, 1, t, d)])
+    together = [k for k in kernels if "launched together" in k["strategy"]]
+    assert len(together) == 1, [k["strategy"] for k in kernels]
+    assert all(k["spill_bytes"] == 0 for k in kernels), kernels

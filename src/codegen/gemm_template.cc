@@ -268,21 +268,12 @@ StatusOr<GemmTemplateKernel> LowerGemmTemplate(const Graph& g, const FusionGroup
       t.b_k_major = TransposedSource(g, prologue, materialized, t.b, t.operand_dtype, t.n, t.k, &t.b_rows);
     if (prologue.outputs != std::vector<int>{t.a}) continue;
     if (float8) continue;  // (FP8's A as its prologue makes it: the readings below not run on a GPU for it)
-    if (!half) {
-      // TF32 and 3xTF32 read A K-major: where the prologue only views a value, A is read
-      // where it lies, as a plain matrix (a linear layer's [batch·T, K] view of its
-      // activation; BERT-base's f32 q, k and v each copied their layer norm's output first,
-      // 36 prologue kernels at 1x128), through the view (merged heads, whose 64-column heads
-      // hold whole 32-column K steps) or as an implicit GEMM's im2col.
-      t.a_conv = OperandAConv(g, prologue, t);
-      if (t.a_conv) continue;
-      std::optional<GemmOperandView> view = OperandAView(g, prologue, inlined, t);
-      if (view && IsPlainMatrix(*view, t)) t.a = view->node;
-      else if (view) t.a_view = view;
-      continue;
-    }
+    // Where the prologue only views a value, A is read where it lies: as an implicit GEMM's
+    // im2col, MN-major (16-bit products only: TF32 and 3xTF32 read A K-major), or through the
+    // view (merged heads; a plain matrix is read as itself, below). BERT-base's f32 q, k and v
+    // each copied their layer norm's output first, 36 prologue kernels at 1x128.
     t.a_conv = OperandAConv(g, prologue, t);
-    if (!t.a_conv) t.a_mn_major = TransposedSource(g, prologue, materialized, t.a, t.operand_dtype, t.k, t.rows);
+    if (!t.a_conv && half) t.a_mn_major = TransposedSource(g, prologue, materialized, t.a, t.operand_dtype, t.k, t.rows);
     if (!t.a_conv && t.a_mn_major < 0) t.a_view = OperandAView(g, prologue, inlined, t);
   }
   // A view that is the plain [rows][K] matrix, A's own bytes (a reshape's input: a linear layer's

@@ -392,16 +392,28 @@ CudaGroupProgram ProgramForGroup(const Graph& g, const FusionGroup& group, const
   }
 }
 
+// The plan's step computing each node (-1: none, an input, a constant or an inlined generator).
+std::vector<int> StepOfEachNode(const Graph& g, const FusionPlan& plan) {
+  std::vector<int> step_of(g.num_nodes(), -1);
+  for (size_t i = 0; i < plan.groups.size(); ++i)
+    for (int out : plan.groups[i].outputs) step_of[out] = static_cast<int>(i);
+  return step_of;
+}
+
+// The GEMM template's problem as a gemm template group's program was emitted from (a kernel of
+// its own, no prologue kernels), or null.
+const GemmTemplateKernel* TemplateProblemOf(const CudaGroupProgram& p) {
+  if (p.mode != CudaGroupProgram::Mode::kGemmTemplate || !p.prologue.empty() || !p.kernel || !p.kernel->template_kernel) return nullptr;
+  return p.kernel->template_kernel->GemmProblem();
+}
+
 // Products grouped over N (codegen/gemm_n_groups.h): gemm template groups of few output tiles
 // each, reading one A by different weights, become one kernel at the first one's step, where
 // every input of the others is already computed (A and the weights; an epilogue's vector). The
 // others keep no kernel (grouped_into) and their outputs are written at that step.
 void GroupProductsOverN(const Graph& g, const FusionPlan& plan, const CudaTarget& target, CudaProgram& program) {
   if (!target.overrides.gemm_group_n || target.arch != "sm_90a") return;
-  // The step computing each node (-1: before any step: an input, a constant, an inlined generator).
-  std::vector<int> step_of(g.num_nodes(), -1);
-  for (size_t i = 0; i < plan.groups.size(); ++i)
-    for (int out : plan.groups[i].outputs) step_of[out] = static_cast<int>(i);
+  const std::vector<int> step_of = StepOfEachNode(g, plan);
   // Few output tiles (of 128x128; groupable products have one batch entry) for `n` columns.
   auto few_tiles = [&](int64_t rows, int64_t n) {
     return gemm_layout::CeilDiv(rows, 128) * gemm_layout::CeilDiv(n, 128) * 2 <= target.sm_count;
@@ -410,9 +422,7 @@ void GroupProductsOverN(const Graph& g, const FusionPlan& plan, const CudaTarget
   // programs were emitted from.
   std::map<std::string, std::vector<std::pair<size_t, GemmTemplateKernel>>> by_a;
   for (size_t i = 0; i < program.groups.size(); ++i) {
-    const CudaGroupProgram& p = program.groups[i];
-    if (p.mode != CudaGroupProgram::Mode::kGemmTemplate || !p.prologue.empty() || !p.kernel || !p.kernel->template_kernel) continue;
-    const GemmTemplateKernel* gemm = p.kernel->template_kernel->GemmProblem();
+    const GemmTemplateKernel* gemm = TemplateProblemOf(program.groups[i]);
     if (!gemm || !GroupableOverN(*gemm).ok() || !few_tiles(gemm->rows, gemm->n)) continue;
     by_a[GroupOverNKey(*gemm)].push_back({i, *gemm});
   }
@@ -467,19 +477,14 @@ void GateProducts(const Graph& g, const FusionPlan& plan, const std::vector<bool
                   CudaProgram& program) {
   if (!target.overrides.gemm_gates || target.arch != "sm_90a") return;
   // The group computing each node, and how many groups read it (a graph output counts as one more).
-  std::vector<int> group_of(g.num_nodes(), -1), readers(g.num_nodes(), 0);
-  for (size_t i = 0; i < plan.groups.size(); ++i) {
-    for (int out : plan.groups[i].outputs) group_of[out] = static_cast<int>(i);
-    for (int in : plan.groups[i].inputs) ++readers[in];
-  }
+  const std::vector<int> group_of = StepOfEachNode(g, plan);
+  std::vector<int> readers(g.num_nodes(), 0);
+  for (const FusionGroup& group : plan.groups)
+    for (int in : group.inputs) ++readers[in];
   for (const Graph::Output& o : g.outputs()) ++readers[o.node];
-  auto gemm_of = [&](const CudaGroupProgram& p) -> const GemmTemplateKernel* {
-    if (p.mode != CudaGroupProgram::Mode::kGemmTemplate || !p.prologue.empty() || !p.kernel || !p.kernel->template_kernel) return nullptr;
-    return p.kernel->template_kernel->GemmProblem();
-  };
   auto gate_of = [&](size_t i) -> std::optional<GemmTemplateKernel> {
     const CudaGroupProgram& p = program.groups[i];
-    if (const GemmTemplateKernel* t = gemm_of(p)) return *t;
+    if (const GemmTemplateKernel* t = TemplateProblemOf(p)) return *t;
     if (p.mode != CudaGroupProgram::Mode::kGemm) return std::nullopt;
     const auto measured = target.gemm_path_at.find(p.matmul);
     if ((measured != target.gemm_path_at.end() ? measured->second : target.gemm) == GemmPath::kLibrary) return std::nullopt;
@@ -490,7 +495,7 @@ void GateProducts(const Graph& g, const FusionPlan& plan, const std::vector<bool
   };
   for (size_t q = 0; q < program.groups.size(); ++q) {
     CudaGroupProgram& own = program.groups[q];
-    const GemmTemplateKernel* product = gemm_of(own);
+    const GemmTemplateKernel* product = TemplateProblemOf(own);
     if (!product) continue;
     for (int in : plan.groups[q].inputs) {
       const int p = group_of[in];
@@ -530,23 +535,22 @@ void GateProducts(const Graph& g, const FusionPlan& plan, const std::vector<bool
 void LaunchIndependentKernelsTogether(const Graph& g, const FusionPlan& plan, const CudaTarget& target, CudaProgram& program) {
   if (!target.overrides.launch_together) return;
   constexpr size_t kLookAhead = 6, kMaxParts = 4;
-  // The step whose kernel writes each node (-1: none, an input or a constant).
-  std::vector<int> written_at(g.num_nodes(), -1);
-  for (size_t i = 0; i < plan.groups.size(); ++i) {
-    const CudaGroupProgram& p = program.groups[i];
-    const int step = p.grouped_into >= 0 ? p.grouped_into : static_cast<int>(i);
-    for (int out : plan.groups[i].outputs) written_at[out] = step;
-  }
-  auto joinable = [&](size_t i) {
-    const CudaGroupProgram& p = program.groups[i];
-    return p.mode == CudaGroupProgram::Mode::kGenerated && p.kind == GroupKind::kPointwise && p.kernel && p.prologue.empty() &&
-           p.launched_with < 0 && !p.kernel->is_template && CanLaunchTogether(p.kernel->source).ok();
-  };
+  // The step whose kernel writes each node: its group's, or the one it is grouped into.
+  std::vector<int> written_at = StepOfEachNode(g, plan);
+  for (int& step : written_at)
+    if (step >= 0 && program.groups[step].grouped_into >= 0) step = program.groups[step].grouped_into;
+  // Each group's kernel as a part of a launch together, decided once.
+  std::vector<bool> joinable(program.groups.size(), false);
   for (size_t i = 0; i < program.groups.size(); ++i) {
-    if (!joinable(i)) continue;
+    const CudaGroupProgram& p = program.groups[i];
+    joinable[i] = p.mode == CudaGroupProgram::Mode::kGenerated && p.kind == GroupKind::kPointwise && p.kernel && p.prologue.empty() &&
+                  !p.kernel->is_template && CanLaunchTogether(p.kernel->source).ok();
+  }
+  for (size_t i = 0; i < program.groups.size(); ++i) {
+    if (!joinable[i]) continue;
     std::vector<size_t> members = {i};
     for (size_t j = i + 1; j < program.groups.size() && j <= i + kLookAhead && members.size() < kMaxParts; ++j) {
-      if (!joinable(j) || program.groups[j].kernel->source.launch.block != program.groups[i].kernel->source.launch.block) continue;
+      if (!joinable[j] || program.groups[j].kernel->source.launch.block != program.groups[i].kernel->source.launch.block) continue;
       const std::vector<int>& inputs = plan.groups[j].inputs;
       if (std::all_of(inputs.begin(), inputs.end(), [&](int in) { return written_at[in] < static_cast<int>(i); })) members.push_back(j);
     }
@@ -566,6 +570,7 @@ void LaunchIndependentKernelsTogether(const Graph& g, const FusionPlan& plan, co
       launchable.launched_with_it.push_back(std::move(joined.kernel->kernel));
       joined.kernel.reset();
       joined.launched_with = head.group;
+      joinable[members[m]] = false;
       for (int out : plan.groups[members[m]].outputs) written_at[out] = static_cast<int>(i);
     }
     head.kernel = std::move(launchable);

@@ -57,9 +57,8 @@ std::string ReplaceAll(std::string text, std::string_view from, std::string_view
   return text;
 }
 
-}  // namespace
-
-Status CanLaunchTogether(const CudaKernelSource& s) {
+// The launch's side of CanLaunchTogether (the function's text is ParseKernel's).
+Status CheckLaunch(const CudaKernelSource& s) {
   const LaunchSpec& l = s.launch;
   if (l.grid[1] != 1 || l.grid[2] != 1 || l.block[1] != 1 || l.block[2] != 1) return InvalidArgument(fmt::format("{}: not 1-D", s.name));
   if (l.cluster != std::array<int, 3>{1, 1, 1} || l.persistent_clusters) return InvalidArgument(fmt::format("{}: clusters", s.name));
@@ -68,6 +67,13 @@ Status CanLaunchTogether(const CudaKernelSource& s) {
   if (!l.awaits_prior_grid) return InvalidArgument(fmt::format("{}: the prior grid not awaited", s.name));
   for (const LaunchArg& a : l.args)
     if (a.kind != LaunchArg::Kind::kBuffer) return InvalidArgument(fmt::format("{}: arguments besides buffers", s.name));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status CanLaunchTogether(const CudaKernelSource& s) {
+  RETURN_IF_ERROR(CheckLaunch(s));
   return ParseKernel(s).status();
 }
 
@@ -75,7 +81,7 @@ StatusOr<CudaKernelSource> LaunchTogether(const std::string& name, const std::ve
   if (parts.size() < 2) return InvalidArgument(fmt::format("{}: {} kernels to launch together", name, parts.size()));
   std::vector<KernelText> texts;
   for (const CudaKernelSource& p : parts) {
-    RETURN_IF_ERROR(CanLaunchTogether(p));
+    RETURN_IF_ERROR(CheckLaunch(p));
     ASSIGN_OR_RETURN(KernelText k, ParseKernel(p));
     if (p.launch.block != parts.front().launch.block || (!texts.empty() && k.bounds != texts.front().bounds))
       return InvalidArgument(fmt::format("{}: {} and {} run blocks of different sizes", name, parts.front().name, p.name));

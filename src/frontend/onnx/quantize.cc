@@ -43,7 +43,7 @@ StatusOr<Value> RepeatedBlocks(GraphBuilder& b, Value v, const Shape& x_shape, i
 // `v` (a scale or zero point) shaped to broadcast against `x` along `axis`: a scalar stays
 // one; a 1-D value of x's extent there becomes [1, .., extent, .., 1]; a blocked one
 // (`block_size`) is repeated to x's shape.
-StatusOr<Value> AlongAxis(NodeContext& ctx, Value v, Value x, const char* what) {
+StatusOr<Value> ShapedAlongAxis(NodeContext& ctx, Value v, Value x, const char* what) {
   GraphBuilder& b = ctx.b();
   const Shape& shape = b.shape(v);
   const Shape& x_shape = b.shape(x);
@@ -59,6 +59,14 @@ StatusOr<Value> AlongAxis(NodeContext& ctx, Value v, Value x, const char* what) 
   Shape along(x_shape.size(), 1);
   along[axis] = x_shape[axis];
   return b.Reshape(v, along);
+}
+
+StatusOr<Value> AlongAxis(NodeContext& ctx, Value v, Value x, const char* what) {
+  ASSIGN_OR_RETURN(Value shaped, ShapedAlongAxis(ctx, v, x, what));
+  // A builder that refused a step (an attribute of the wrong type: NodeContext records it and
+  // gives the fallback) has no value to hand back, and the callers read its type.
+  RETURN_IF_ERROR(ctx.b().status());
+  return shaped;
 }
 
 bool QuantizedType(DType d) { return d == DType::kI8 || d == DType::kU8 || IsFloat8(d); }

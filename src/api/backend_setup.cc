@@ -21,6 +21,9 @@ PassOptions CpuPassOptions() {
 PassOptions CudaPassOptions() {
   PassOptions options;
   options.channels_last = !SwitchedOff("TILEFUSE_CHANNELS_LAST");
+  // (Off: rotary embeddings after a product's heads stay after their transpose, a kernel of
+  // their own, for comparison.)
+  options.heads_layout = !SwitchedOff("TILEFUSE_ROTARY_EPILOGUES");
   options.k_major_weights = {.f32 = true, .unaligned_half = true, .float8 = true};
   options.pad_gemm_columns = true;
   options.pad_gemm_depth = true;

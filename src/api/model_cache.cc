@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "api/backend_setup.h"
 #include "fusion/plan_serialization.h"
 #include "fusion/plan_verifier.h"
 #include "ir/graph_serialization.h"
@@ -65,8 +66,12 @@ std::optional<CompiledModelKey> KeyOfCompile(const Graph& graph, const ModelOpti
                                         options.backend, gpu, options.fuse, options.precision, options.gemm,
                                         options.attention, options.gemm_form, options.gemm_cluster, options.depthwise,
                                         options.stand_ins_only, options.strict);
+  // The passes' switches read from the environment (backend_setup.h) shape the passed graph
+  // too: a model compiled with them off is another entry.
+  const PassOptions passes = CudaPassOptions();
+  const std::string switches = fmt::format(" channels-last {} heads {}", passes.channels_last, passes.heads_layout);
   const std::string serialized = SerializeGraph(graph);
-  return CompiledModelKey{options.cache_dir, KernelCache::Key({"tilefuse compiled model v1", BuildId(), words, serialized})};
+  return CompiledModelKey{options.cache_dir, KernelCache::Key({"tilefuse compiled model v1", BuildId(), words + switches, serialized})};
 }
 
 std::optional<CachedCompile> LoadCompiledModel(const CompiledModelKey& key) {

@@ -28,6 +28,7 @@ Status Gateable(const GemmTemplateKernel& gate, const GemmTemplateKernel& produc
   if (Status s = GroupableOverN(product); !s.ok()) return InvalidArgument("the product: " + s.message());
   if (GroupOverNKey(gate) != GroupOverNKey(product) || gate.n != product.n)
     return InvalidArgument(fmt::format("products %{} and %{} do not share A, rows, N, K and types", gate.product, product.product));
+  if (gate.partner != 0 || product.partner != 0) return InvalidArgument("an epilogue reads a partner column (not with a gate)");
   // (FP8 products are not yet run gated.)
   if (IsFloat8(gate.operand_dtype)) return InvalidArgument(fmt::format("{} operands (gated products take bf16, f16 and f32)", DTypeName(gate.operand_dtype)));
   const Kernel& k = gate.epilogue;

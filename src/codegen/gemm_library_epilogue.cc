@@ -88,6 +88,7 @@ StatusOr<LibraryEpilogue> MatchLibraryEpilogue(const GemmTemplateKernel& g) {
     return Unimplemented(fmt::format("the output is {}, the product {} (the library writes the product's type)", DTypeName(out.dtype),
                                      DTypeName(product_dtype)));
   if (!AtProductPosition(g, store.index)) return Unimplemented("the output is not stored at the product's own position");
+  if (!g.partner_loads.empty()) return Unimplemented("the epilogue reads the product at a second column (a rotated half)");
   LibraryEpilogue e;
   e.output = out.node;
   std::vector<Role> roles(k.values.size(), Role::kOther);

@@ -55,6 +55,10 @@ StatusOr<GemmTemplateKernel> GroupOverN(std::vector<GemmTemplateKernel> parts) {
   for (const GemmTemplateKernel& p : parts) {
     g.n += p.n;
     g.outputs.insert(g.outputs.end(), p.outputs.begin(), p.outputs.end());
+    // Parts reading a partner column read it at one distance (the skeleton's one partner).
+    if (p.partner != 0 && g.partner != 0 && p.partner != g.partner)
+      return InvalidArgument(fmt::format("products %{} and %{} read partner columns at different distances", g.product, p.product));
+    if (p.partner != 0) g.partner = p.partner;
   }
   g.n_parts = std::move(parts);
   return g;
@@ -62,7 +66,14 @@ StatusOr<GemmTemplateKernel> GroupOverN(std::vector<GemmTemplateKernel> parts) {
 
 bool PartsTakeWidth(const GemmTemplateKernel& g, int block_n) {
   if (!GateTakesWidth(g, block_n)) return false;
+  if (g.partner != 0 && TileOutputColumns(g, block_n) % (2 * g.partner) != 0) return false;
   return std::all_of(g.n_parts.begin(), g.n_parts.end(), [&](const GemmTemplateKernel& p) { return p.n % block_n == 0; });
+}
+
+int NarrowestTileWidth(const GemmTemplateKernel& g) {
+  for (int block_n : {64, 128, 256})
+    if (PartsTakeWidth(g, block_n)) return block_n;
+  return 256;  // (no width takes it: the emitter's check names why)
 }
 
 }  // namespace tilefuse

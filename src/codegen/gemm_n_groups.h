@@ -28,8 +28,11 @@ Status GroupableOverN(const GemmTemplateKernel& gemm);
 std::string GroupOverNKey(const GemmTemplateKernel& gemm);
 // The grouped product of `parts` (2 to kMaxGemmNParts of equal keys, in column order).
 StatusOr<GemmTemplateKernel> GroupOverN(std::vector<GemmTemplateKernel> parts);
-// Whether tiles `block_n` columns wide keep to one part each (true for a single product), and
-// a gated product's halves to whole boxes (GateTakesWidth).
+// Whether tiles `block_n` columns wide keep to one part each (true for a single product), a
+// gated product's halves to whole boxes (GateTakesWidth), and every column's partner column
+// to the same tile (GemmTemplateKernel::partner).
 bool PartsTakeWidth(const GemmTemplateKernel& gemm, int block_n);
+// The narrowest of 64, 128 and 256 columns that PartsTakeWidth takes.
+int NarrowestTileWidth(const GemmTemplateKernel& gemm);
 
 }  // namespace tilefuse

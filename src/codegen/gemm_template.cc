@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <fmt/format.h>
 
+#include "codegen/gemm_partner_columns.h"
 #include "codegen/lower.h"
 #include "ir/zeros.h"
 
@@ -23,7 +24,7 @@ StatusOr<Kernel> FlatEpilogue(const Graph& g, const FusionGroup& group, const Ge
   const int64_t elements = NumElements(product.shape);
   Kernel k;
   if (!split.epilogue.nodes.empty()) {
-    ASSIGN_OR_RETURN(k, LowerGroup(g, split.epilogue, inlined));
+    ASSIGN_OR_RETURN(k, LowerEpilogue(g, split.epilogue, inlined));
     if (k.outer != elements || k.inner != 1 || !k.reductions.empty())
       return Unimplemented("the epilogue does not iterate over the product's elements");
   } else {
@@ -238,6 +239,18 @@ bool AtProductPosition(const GemmTemplateKernel& g, const Index& index) {
   return !UsesValue(index) && AsAffine(index, &a) && a.c0 == g.n && a.c1 == 1 && a.offset == 0;
 }
 
+bool PairsAreAdjacent(const GemmTemplateKernel& g, const Index& index) {
+  if (AtProductPosition(g, index)) return true;
+  const int64_t rows = g.rows * g.batch;
+  if (g.n % 2 != 0 || g.n > 16384 || rows < 1 || UsesValue(index)) return false;
+  for (int64_t row : {int64_t{0}, rows / 2, rows - 1})
+    for (int64_t col = 0; col < g.n; col += 2) {
+      const std::optional<int64_t> first = EvaluateIndex(index, {row, col}), second = EvaluateIndex(index, {row, col + 1});
+      if (!first || !second || *first % 2 != 0 || *second != *first + 1) return false;
+    }
+  return true;
+}
+
 StatusOr<GemmTemplateKernel> LowerGemmTemplate(const Graph& g, const FusionGroup& group, const GemmSplit& split,
                                                const std::vector<bool>& inlined, bool tf32) {
   const Node& mm = g.node(split.matmul);
@@ -330,11 +343,13 @@ StatusOr<GemmTemplateKernel> LowerGemmProblem(const Graph& g, const FusionGroup&
   t.store_product = std::find(group.outputs.begin(), group.outputs.end(), split.matmul) != group.outputs.end();
   t.outputs = group.outputs;
   ASSIGN_OR_RETURN(Kernel k, FlatEpilogue(g, group, split, inlined));
-  for (const ScalarValue& v : k.values) {
-    if (v.kind != ScalarValue::Kind::kLoad || k.buffers[v.buffer].node != split.matmul) continue;
+  std::vector<int> shifted;  // loads of the product elsewhere than at the element computed
+  for (size_t v = 0; v < k.values.size(); ++v) {
+    const ScalarValue& value = k.values[v];
+    if (value.kind != ScalarValue::Kind::kLoad || k.buffers[value.buffer].node != split.matmul) continue;
+    if (UsesValue(value.index)) return Unimplemented("the epilogue reads the product through a gather");
     AffineIndex affine;
-    if (UsesValue(v.index) || !AsAffine(v.index, &affine) || affine.c0 != 1 || affine.c1 != 0 || affine.offset != 0)
-      return Unimplemented("the epilogue reads the product through a view");
+    if (!AsAffine(value.index, &affine) || affine.c0 != 1 || affine.c1 != 0 || affine.offset != 0) shifted.push_back(static_cast<int>(v));
   }
   // Flat offset = row × N + column: the simplifier turns the epilogue's divisions and
   // remainders by N (a bias's column, a residual's row) into the two variables.
@@ -345,6 +360,11 @@ StatusOr<GemmTemplateKernel> LowerGemmProblem(const Graph& g, const FusionGroup&
   k.outer = all_rows;
   k.inner = t.n;
   k.nodes = group.nodes;
+  if (!shifted.empty()) {
+    ASSIGN_OR_RETURN(PartnerColumns partner, FindPartnerColumns(k, all_rows, t.n, shifted));
+    t.partner = partner.distance;
+    t.partner_loads = std::move(partner.loads);
+  }
   t.epilogue = std::move(k);
   return t;
 }

@@ -105,12 +105,18 @@ struct GemmTemplateKernel {
   int gate_value = -1;
   // This is such a gate: its epilogue's output stays in registers (its buffer is not passed).
   bool output_in_registers = false;
+  // The epilogue's loads of the product at column c XOR partner where it computes column c
+  // (a rotary embedding's rotated half; codegen/gemm_partner_columns.h): the thread holding
+  // column c holds its partner when a tile's columns are whole multiples of 2·partner.
+  // 0: none (partner_loads, if any, are never used).
+  int64_t partner = 0;
+  std::vector<int> partner_loads;
 };
 
 // The template form of gemm `group`, or the reason it does not apply (the caller keeps
 // the library path and reports the reason): operand dtype, alignment for TMA (rows of A and
 // B whole 16-byte units), batch broadcasting, or an epilogue that reads the product through
-// a view. bf16 and f16 products always; f32 ones on the TF32 tensor cores, with `tf32`
+// a view other than a partner column. bf16 and f16 products always; f32 ones on the TF32 tensor cores, with `tf32`
 // (--precision high) as TF32, else as 3xTF32 (split_f32), whose operands are read K-major only: B must be the [N][K] value its
 // prologue transposes (a linear layer's weight; passes/k_major_weights.h stores constant
 // weights so), A a plain [M][K] matrix. Products of 8-bit floats (an f32 product of e4m3 or
@@ -121,6 +127,12 @@ StatusOr<GemmTemplateKernel> LowerGemmTemplate(const Graph& graph, const FusionG
 // [rows][N] value laid out as the product is? (Where a TMA tile of the product's can move
 // it, and where a library writes its output.)
 bool AtProductPosition(const GemmTemplateKernel& gemm, const Index& index);
+// Does `index`, over the epilogue's (row 0, column 1), address each column pair (c, c + 1), c
+// even, as two consecutive elements from an even offset? (Where the epilogue can move a pair
+// as one word: the product's position, a rotary table's [token][d], a key stored transposed
+// into [batch, heads, tokens, d].) Checked at every even column of a few rows, up to 16384
+// columns.
+bool PairsAreAdjacent(const GemmTemplateKernel& gemm, const Index& index);
 
 // The same problem and epilogue without the template's own limits (dtype, TMA alignment):
 // what the library path asks of a gemm group too (gemm_library_epilogue.h).

@@ -302,4 +302,28 @@ Index SubstituteVar(const Index& index, int id, const Index& replacement) {
   TF_UNREACHABLE("index kind");
 }
 
+std::optional<int64_t> EvaluateIndex(const Index& index, const std::vector<int64_t>& vars) {
+  using K = IndexExpr::Kind;
+  if (index->kind == K::kConst) return index->value;
+  if (index->kind == K::kVar) {
+    if (index->value < 0 || index->value >= static_cast<int64_t>(vars.size())) return std::nullopt;
+    return vars[index->value];
+  }
+  if (index->kind == K::kValue) return std::nullopt;
+  std::optional<int64_t> a = EvaluateIndex(index->a, vars);
+  if (!a) return std::nullopt;
+  switch (index->kind) {
+    case K::kMul: return *a * index->b->value;
+    case K::kDiv: return *a / index->b->value;  // (a >= 0: floor)
+    case K::kMod: return *a % index->b->value;
+    case K::kClamp: return std::min(std::max(*a, index->value), index->b->value);
+    case K::kAdd: {
+      std::optional<int64_t> b = EvaluateIndex(index->b, vars);
+      if (!b) return std::nullopt;
+      return *a + *b;
+    }
+    default: return std::nullopt;
+  }
+}
+
 }  // namespace tilefuse

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -81,5 +82,9 @@ namespace tilefuse {
 // `index` with loop variable `id` replaced by `replacement`, rebuilt through the
 // simplifying constructors (so (r*L + j) % L still folds to j afterwards).
 Index SubstituteVar(const Index& index, int id, const Index& replacement);
+
+// The value of `index` with loop variable i at vars[i]; nullopt where it reads an SSA value
+// (a gathered index) or a variable past `vars`.
+std::optional<int64_t> EvaluateIndex(const Index& index, const std::vector<int64_t>& vars);
 
 }  // namespace tilefuse

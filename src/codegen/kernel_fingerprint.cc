@@ -34,6 +34,7 @@ std::string GemmFingerprint(const GemmTemplateKernel& g) {
   if (g.a_mn_major >= 0) problem += " a-mn-major";
   // 3xTF32 and TF32 forms of one f32 product take different configurations (no ping-pong).
   if (g.split_f32) problem += " 3xtf32";
+  if (g.partner) problem += fmt::format(" partner {}", g.partner);  // (it limits the tile widths)
   for (const GemmTemplateKernel& part : g.n_parts) problem += " part " + GemmFingerprint(part);
   for (const GemmTemplateKernel& gate : g.gate) problem += " gate " + GemmFingerprint(gate);
   return HashBytes(KernelFingerprint(g.epilogue) + "\n" + problem).ToHex();

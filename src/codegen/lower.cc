@@ -20,8 +20,15 @@ class Lowering {
 
   StatusOr<Kernel> Run();
   StatusOr<LoweredValue> RunValue(int node, const Index& at, int64_t outer, int64_t inner);
+  // Outputs that are transposes or reshapes of a member over the whole loop are stored
+  // through the view from where that member is computed (LowerEpilogue).
+  void StoreViewsAtTheirSource() { views_at_source_ = true; }
 
  private:
+  // Output `out`, a chain of transposes and reshapes (members) of a member or the group's input
+  // `*source` with the loop's elements: the index in `out` of the source's element `at`; or
+  // nullopt where `out` is no such view.
+  std::optional<Index> ThroughView(int out, const Index& at, int* source) const;
   StatusOr<int> Evaluate(int node, const Index& flat);
   StatusOr<int> EvaluateMember(const Node& n, const Index& flat);
   StatusOr<std::optional<int>> OnePlusTanhAsSigmoid(const Node& n, const Index& flat);
@@ -46,6 +53,7 @@ class Lowering {
   std::map<std::pair<int, std::string>, int> memo_;
   std::map<int, int> buffer_of_node_;
   std::vector<std::string> var_names_ = {"i0", "i1"};
+  bool views_at_source_ = false;
 };
 
 // Whether `index` reads a value (a gather's index) that is computed per inner element.
@@ -354,10 +362,34 @@ StatusOr<Kernel> Lowering::Run() {
     if (elements != k_.outer && elements != k_.outer * k_.inner)
       return Unimplemented(fmt::format("output %{} has {} elements; the kernel loops over {} x {}", out, elements, k_.outer, k_.inner));
     if (k_.outer == 1 && elements == 1) home = IndexConst(0);
-    ASSIGN_OR_RETURN(int value, Evaluate(out, home));
-    k_.stores.push_back({BufferFor(out, true), value, home});
+    int source = -1;
+    std::optional<Index> viewed = views_at_source_ && !first_reduction ? ThroughView(out, home, &source) : std::nullopt;
+    ASSIGN_OR_RETURN(int value, Evaluate(viewed ? source : out, home));
+    k_.stores.push_back({BufferFor(out, true), value, viewed ? *viewed : home});
   }
   return std::move(k_);
+}
+
+std::optional<Index> Lowering::ThroughView(int out, const Index& at, int* source) const {
+  std::vector<int> chain;  // from `out` back to the source
+  int id = out;
+  while (member_[id] && (g_.node(id).op == OpCode::kTranspose || g_.node(id).op == OpCode::kReshape)) {
+    chain.push_back(id);
+    id = g_.node(id).inputs[0];
+  }
+  if (chain.empty() || NumElements(g_.node(id).shape) != k_.outer) return std::nullopt;
+  if (std::none_of(chain.begin(), chain.end(), [&](int v) { return g_.node(v).op == OpCode::kTranspose; })) return std::nullopt;
+  *source = id;
+  Index index = at;
+  for (auto v = chain.rbegin(); v != chain.rend(); ++v) {
+    const Node& view = g_.node(*v);
+    if (view.op != OpCode::kTranspose) continue;  // a reshape keeps every element's offset
+    const std::vector<Index> in = Unravel(index, g_.node(view.inputs[0]).shape);
+    std::vector<Index> moved(in.size());
+    for (size_t d = 0; d < in.size(); ++d) moved[d] = in[view.attrs.perm[d]];
+    index = Ravel(moved, view.shape);
+  }
+  return index;
 }
 
 StatusOr<LoweredValue> Lowering::RunValue(int node, const Index& at, int64_t outer, int64_t inner) {
@@ -370,6 +402,12 @@ StatusOr<LoweredValue> Lowering::RunValue(int node, const Index& at, int64_t out
 }
 
 }  // namespace
+
+StatusOr<Kernel> LowerEpilogue(const Graph& graph, const FusionGroup& group, const std::vector<bool>& inlined) {
+  Lowering lowering(graph, group, inlined);
+  lowering.StoreViewsAtTheirSource();
+  return lowering.Run();
+}
 
 StatusOr<LoweredValue> LowerValueAt(const Graph& graph, const std::vector<int>& members, const std::vector<bool>& inlined,
                                     int node, const Index& at, int64_t outer, int64_t inner) {

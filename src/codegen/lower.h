@@ -17,6 +17,15 @@ namespace tilefuse {
 StatusOr<Kernel> LowerGroup(const Graph& graph, const FusionGroup& group, const std::vector<bool>& inlined,
                             const LoweringFault& fault = {});
 
+// A template's epilogue (a pointwise group after its anchor): as LowerGroup, except that an
+// output which is a transpose (through reshapes) of a member or input with the loop's
+// elements is stored through the view from where that value is computed, not computed again
+// at the output's own position. The GEMM template computes each element where its
+// accumulator is: a LLaMA-style layer's key, rotated in the product's [tokens, heads · d]
+// layout, is also a graph output as [batch, heads, tokens, d] (the KV cache), stored there
+// from the same registers.
+StatusOr<Kernel> LowerEpilogue(const Graph& graph, const FusionGroup& group, const std::vector<bool>& inlined);
+
 // The buffer of `kernel` that holds `node`, added (an input) when it has none.
 int KernelBufferFor(Kernel& kernel, const Graph& graph, int node);
 

@@ -56,10 +56,14 @@ bool EvaluatedWhereRead(const Graph& g, const std::vector<int>& members, int id,
 
 GroupClassification Forbid(std::string reason) { return {GroupKind::kPointwise, FusionDecision::Forbid(std::move(reason))}; }
 
+bool ComputedWhereConcatReadsIt(const Graph& g, const std::vector<int>& members, int64_t domain, int id,
+                                std::vector<std::vector<int>>& users);
+
 GroupClassification ClassifyGemm(const Graph& g, const std::vector<int>& members, int matmul) {
   std::vector<bool> prologue = AncestorsWithin(g, members, matmul);
   std::vector<bool> after = DescendantsWithin(g, members, matmul);
   int64_t out_elements = Elements(g, matmul);
+  std::vector<std::vector<int>> users;  // computed only when a member's space differs
   for (size_t pos = 0; pos < members.size(); ++pos) {
     int id = members[pos];
     if (id == matmul) continue;
@@ -69,9 +73,12 @@ GroupClassification ClassifyGemm(const Graph& g, const std::vector<int>& members
     if (prologue[pos]) {
       if (n.op != OpCode::kCast && n.info().kind != OpKind::View)
         return Forbid(fmt::format("gemm prologue is limited to casts and views; {} is neither", Label(n)));
-    } else if (Elements(g, id) != out_elements && (after[pos] || n.info().kind == OpKind::Pointwise)) {
+    } else if (Elements(g, id) != out_elements && (after[pos] || n.info().kind == OpKind::Pointwise) &&
+               !ComputedWhereConcatReadsIt(g, members, out_elements, id, users)) {
       // Views and broadcasts of the group's inputs (a bias viewed as [C, 1, 1]) are index
-      // arithmetic in the epilogue's loads, whatever their size.
+      // arithmetic in the epilogue's loads, whatever their size; a rotary embedding's halves
+      // are computed where its concat reads them (the product's partner columns,
+      // codegen/gemm_partner_columns.h).
       return Forbid(fmt::format("gemm epilogue {} has {} elements, the matmul output {}", Label(n), Elements(g, id), out_elements));
     }
   }

@@ -107,7 +107,8 @@ StatusOr<Graph> RunGraphPasses(Graph graph, const PassOptions& options, PassTime
     }));
     // The transposes the channels-last forms put around each convolution cancel between
     // consecutive ones: the ops in between then read and write NHWC.
-    if (options.channels_last) RETURN_IF_ERROR(passes.Run("sink-transposes", SinkTransposes));
+    if (options.channels_last)
+      RETURN_IF_ERROR(passes.Run("sink-transposes", [&](const Graph& g) { return SinkTransposes(g, {.heads = options.heads_layout}); }));
     // Weights reshaped (and, for half types, cast) by the window rewrite become constants
     // of the shape the product reads, once at compile time.
     RETURN_IF_ERROR(passes.Run("fold-constants", fold_constants));

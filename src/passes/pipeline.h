@@ -27,6 +27,10 @@ struct PassOptions {
   // the transposes between them then cancelled by passes/sink_transposes: for the CUDA
   // backend (on by default there; TILEFUSE_CHANNELS_LAST=0 turns it off).
   bool channels_last = false;
+  // With channels_last: a product's columns transposed into heads start a layout of
+  // passes/sink_transposes too (rotary embeddings then compute in the product's layout, in its
+  // epilogue). TILEFUSE_ROTARY_EPILOGUES=0 turns it off.
+  bool heads_layout = true;
   // Constant right operands of products stored K-major (passes/k_major_weights.h): for the
   // CUDA backend, f32 ones, whose GEMM template (TF32 and 3xTF32) reads them K-major only,
   // and half-precision ones whose N rows are not 16-byte aligned.

@@ -32,8 +32,10 @@
 //
 // One walk, no rewrite to a fixed point: the pass terminates by construction. An op reads
 // an input through a new transpose only when at least as many of its inputs lose theirs.
-// Only [0, 3, 1, 2] starts a layout, so other graphs' transposes (attention heads) are only
-// simplified. The graph's outputs and every value's logical shape stay as they were.
+// Only [0, 3, 1, 2] starts a layout, and [0, 2, 1, 3] of a product's columns reshaped into
+// heads (q and k of attention, so that rotary embeddings compute in the product's layout);
+// other transposes are only simplified. The graph's outputs and every value's logical shape
+// stay as they were.
 #pragma once
 
 #include "tilefuse/graph.h"
@@ -41,6 +43,10 @@
 
 namespace tilefuse {
 
-StatusOr<Graph> SinkTransposes(const Graph& graph);
+struct SinkTransposesOptions {
+  bool heads = true;  // [0, 2, 1, 3] of a product's heads starts a layout too
+};
+
+StatusOr<Graph> SinkTransposes(const Graph& graph, const SinkTransposesOptions& options = {});
 
 }  // namespace tilefuse

@@ -281,5 +281,33 @@ TEST(SinkTransposesTest, TransformerTransposesAreLeftAlone) {
   ExpectSameOutputs(graph, sunk);
 }
 
+TEST(SinkTransposesTest, RotaryEmbeddingOfAProductsHeadsComputesInTheProductsLayout) {
+  // q = (x · w) viewed as [B, T, H, D], heads moved before the rows, then rotated as
+  // transformers' LLaMA does: q·cos + rotate_half(q)·sin, rotate_half(q) = [-q₂, q₁] along D.
+  constexpr int64_t B = 2, T = 8, H = 4, D = 16;
+  GraphBuilder b;
+  Value x = b.Parameter("x", kF64, {B * T, 32});
+  Value w = b.Constant(Tensor::Random(kF64, {32, H * D}, 3));
+  Value cos = b.Constant(Tensor::Random(kF64, {B, 1, T, D}, 4));
+  Value sin = b.Constant(Tensor::Random(kF64, {B, 1, T, D}, 5));
+  Value q = b.Transpose(b.Reshape(b.MatMul(x, w), {B, T, H, D}), {0, 2, 1, 3});
+  Value half1 = b.Slice(q, {0, 0, 0, 0}, {B, H, T, D / 2}, {}, {});
+  Value half2 = b.Slice(q, {0, 0, 0, D / 2}, {B, H, T, D}, {}, {});
+  Value rotated = b.Concat({b.Unary(OpCode::kNeg, half2), half1}, 3);
+  Value embedded = b.Add(b.Mul(q, b.BroadcastTo(cos, {B, H, T, D})), b.Mul(rotated, b.BroadcastTo(sin, {B, H, T, D})));
+  b.Output(b.MatMul(embedded, b.Transpose(embedded, {0, 1, 3, 2})), "scores");
+  Graph graph = Build(b);
+  Graph sunk = Sunk(graph);
+  // Every pointwise op, slice and concat reads the [B, T, H, D] layout: no transpose before
+  // any of them, one (and its Kᵀ) before the product that reads the embedded heads.
+  for (const Node& n : sunk.nodes()) {
+    if (n.info().kind != OpKind::Pointwise && n.op != OpCode::kSlice && n.op != OpCode::kConcat) continue;
+    for (int input : n.inputs) EXPECT_NE(sunk.node(input).op, OpCode::kTranspose) << OpName(n.op);
+    EXPECT_EQ(n.shape[1], T) << OpName(n.op);  // [B, T, H, D or D / 2]
+  }
+  EXPECT_EQ(CountOps(sunk, OpCode::kTranspose), 2);
+  ExpectSameOutputs(graph, sunk);
+}
+
 }  // namespace
 }  // namespace tilefuse

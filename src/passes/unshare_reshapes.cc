@@ -1,32 +1,47 @@
 #include "passes/unshare_reshapes.h"
 
+#include <functional>
+
 #include "passes/rewriter.h"
 
 namespace tilefuse {
 
+namespace {
+
+bool IsReshapeOrBroadcast(const Node& n) { return n.op == OpCode::kReshape || n.op == OpCode::kBroadcast; }
+
+}  // namespace
+
 StatusOr<Graph> UnshareReshapes(const Graph& graph) {
   const std::vector<std::vector<int>> users = graph.ComputeUsers();
-  auto shared_reshape = [&](int id) {
+  // Reshapes and broadcasts, one over another, of a value in memory.
+  std::function<bool(int)> view_of_memory = [&](int id) {
     const Node& n = graph.node(id);
-    if (n.op != OpCode::kReshape || users[id].size() < 2) return false;
-    const OpKind source = graph.node(n.inputs[0]).info().kind;
-    return source != OpKind::View && source != OpKind::Broadcast;
+    if (!IsReshapeOrBroadcast(n)) return false;
+    const Node& source = graph.node(n.inputs[0]);
+    if (IsReshapeOrBroadcast(source)) return view_of_memory(source.id);
+    return source.info().kind != OpKind::View && source.info().kind != OpKind::Broadcast;
   };
+  auto shared_view = [&](int id) { return users[id].size() >= 2 && view_of_memory(id); };
   GraphRewriter rewriter(graph);
+  // A reader's own copy of the views down to the value in memory.
+  std::function<Value(int)> own_copy = [&](int id) {
+    const Node& view = graph.node(id);
+    if (!IsReshapeOrBroadcast(view)) return rewriter.Map(id);
+    const Value source = own_copy(view.inputs[0]);
+    rewriter.SetLocation(view);
+    return rewriter.builder().AddNode(view.op, {source}, view.attrs);
+  };
   for (const Node& node : graph.nodes()) {
     bool reads_one = false;
-    for (int input : node.inputs) reads_one |= shared_reshape(input);
+    for (int input : node.inputs) reads_one |= shared_view(input);
     if (!reads_one) {
       rewriter.CopyNode(node);
       continue;
     }
     std::vector<Value> inputs = rewriter.MapInputs(node);
-    for (size_t i = 0; i < node.inputs.size(); ++i) {
-      if (!shared_reshape(node.inputs[i])) continue;
-      const Node& view = graph.node(node.inputs[i]);
-      rewriter.SetLocation(view);
-      inputs[i] = rewriter.builder().AddNode(OpCode::kReshape, {rewriter.Map(view.inputs[0])}, view.attrs);
-    }
+    for (size_t i = 0; i < node.inputs.size(); ++i)
+      if (shared_view(node.inputs[i])) inputs[i] = own_copy(node.inputs[i]);
     rewriter.SetLocation(node);
     rewriter.SetMap(node.id, rewriter.builder().AddNode(node.op, std::move(inputs), node.attrs));
   }

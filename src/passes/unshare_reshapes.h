@@ -11,8 +11,12 @@
 // value in memory moves no element, so each reader takes its own copy into its group and
 // reads the value where it lies. A reshape of a view stays shared: its readers would each
 // compute the view (GPT-2's transposed, concatenated QKV gradient gained two prologue copies
-// that way). Runs after the last CSE, which would merge the copies again; the original stays
-// for a graph output that is the reshape (else DCE).
+// that way). Broadcasts of values in memory (through reshapes, in any order) likewise: each
+// reader computes one as index arithmetic of its loads, where the group that took the shared
+// one stored it for the others (a cos table broadcast over heads for the rotary embeddings
+// of q and k in their products' epilogues: [tokens, heads · d] written twice and read back).
+// Runs after the last CSE, which would merge the copies again; the original stays for a graph
+// output that is the view (else DCE).
 #pragma once
 
 #include "tilefuse/graph.h"

@@ -101,5 +101,43 @@ TEST(UnshareReshapesTest, ProductsOfOneNormReadItWhereItLiesAndViewsStayShared) 
         EXPECT_EQ(passed->node(passed->node(out).inputs[0]).op, OpCode::kTranspose) << "group " << g.id << " stores the norm reshaped";
 }
 
+// A table broadcast over heads (through a reshape) for two readers, as rotary embeddings' cos
+// for q and k: each reader gets its own reshape and broadcast of the input, and planned, no
+// group stores the broadcast for the other.
+TEST(UnshareReshapesTest, EachReaderBroadcastsTheTableItself) {
+  GraphBuilder b;
+  Value cos = b.Parameter("cos", DType::kF32, {1, 1, 16, 8});
+  Value q = b.Parameter("q", DType::kF32, {1, 16, 4, 8});
+  Value k = b.Parameter("k", DType::kF32, {1, 16, 4, 8});
+  Value table = b.BroadcastTo(b.Reshape(cos, {1, 16, 1, 8}), {1, 16, 4, 8});
+  b.Output(b.Unary(OpCode::kTanh, b.Mul(q, table)), "q_out");
+  b.Output(b.Reduce(OpCode::kReduceSum, b.Mul(k, table), {3}, false), "k_out");
+  auto built = b.Build();
+  ASSERT_TRUE(built.ok()) << built.status().ToString();
+  auto unshared = UnshareReshapes(*built);
+  ASSERT_TRUE(unshared.ok()) << unshared.status().ToString();
+  auto cleaned = EliminateDeadCode(*unshared);
+  ASSERT_TRUE(cleaned.ok()) << cleaned.status().ToString();
+  EXPECT_EQ(CountOps(*cleaned, OpCode::kBroadcast), 2);
+  EXPECT_EQ(CountOps(*cleaned, OpCode::kReshape), 2);
+  std::vector<std::vector<int>> users = cleaned->ComputeUsers();
+  for (const Node& n : cleaned->nodes())
+    if (n.op == OpCode::kBroadcast || n.op == OpCode::kReshape) EXPECT_EQ(users[n.id].size(), 1u);
+  std::vector<Tensor> inputs;
+  for (int id : built->inputs()) inputs.push_back(Tensor::Random(DType::kF32, built->node(id).shape, 30 + id));
+  auto expected = RunReference(*built, inputs);
+  auto actual = RunReference(*cleaned, inputs);
+  ASSERT_TRUE(expected.ok() && actual.ok());
+  for (size_t i = 0; i < expected->size(); ++i) EXPECT_TRUE(CompareTensors((*actual)[i], (*expected)[i]).pass);
+
+  auto passed = RunGraphPasses(*built, PassOptions{});
+  ASSERT_TRUE(passed.ok()) << passed.status().ToString();
+  auto plan = PlanFusion(*passed, PlannerOptions{});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(plan->groups.size(), 2u);
+  for (const FusionGroup& g : plan->groups)
+    for (int out : g.outputs) EXPECT_NE(passed->node(out).op, OpCode::kBroadcast) << "group " << g.id << " stores the broadcast";
+}
+
 }  // namespace
 }  // namespace tilefuse

@@ -1202,3 +1202,54 @@ TEST(CudaProgramLaunchTogetherTest, IndependentPointwiseKernelsShareALaunch) {
 
 }  // namespace
 }  // namespace tilefuse
+
+namespace tilefuse {
+namespace {
+
+// Rotary embeddings of q and k (transformers' LLaMA form) in their products' epilogues: the
+// heads' transposes sink below them (passes/sink_transposes.h), so they compute in the
+// products' layout, each column reading its rotated partner from the same thread's
+// accumulators. No pointwise kernel is left for them; the products (grouped over N with v's)
+// compile for sm_90a without spills.
+TEST(CudaProgramRotaryTest, RotaryEmbeddingsRunInTheirProductsEpilogues) {
+  auto model = ImportOnnx(std::string(TILEFUSE_SOURCE_DIR) + "/tests/gemm/gemm_rotary_qk_attention_ragged_bf16.onnxtxt");
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  PassOptions passes;
+  passes.channels_last = true;  // as the CUDA backend passes graphs
+  auto graph = RunGraphPasses(std::move(model->graph), passes);
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  CudaTarget target;
+  auto plan = PlanFusionForCuda(*graph, PlannerOptions{}, target);
+  ASSERT_TRUE(plan.ok());
+  auto program = BuildCudaProgram(*graph, plan->plan, FindInlinedGenerators(*graph), "", {}, target);
+  ASSERT_TRUE(program.ok()) << program.status().ToString();
+  auto has_concat = [&](const FusionGroup& group) {
+    return std::any_of(group.nodes.begin(), group.nodes.end(), [&](int id) { return graph->node(id).op == OpCode::kConcat; });
+  };
+  int rotary_products = 0;
+  std::vector<CudaKernelSource> sources;
+  for (const CudaGroupProgram& p : program->groups) {
+    const FusionGroup& group = plan->plan.groups[p.group];
+    if (!has_concat(group)) continue;
+    EXPECT_EQ(p.kind, GroupKind::kGemm) << "a rotary embedding outside its product's group";
+    EXPECT_EQ(p.mode, CudaGroupProgram::Mode::kGemmTemplate) << p.why_library;
+    ++rotary_products;
+  }
+  EXPECT_EQ(rotary_products, 2);
+  for (const CudaGroupProgram& p : program->groups) {
+    if (!p.kernel || p.mode != CudaGroupProgram::Mode::kGemmTemplate) continue;
+    if (p.kernel->source.function.find("kPartnerGroups = 8") == std::string::npos) continue;
+    EXPECT_NE(p.kernel->source.function.find("float (&partner)[2]"), std::string::npos);
+    sources.push_back(p.kernel->source);
+  }
+  ASSERT_FALSE(sources.empty());
+  StatusOr<NvrtcCompiler> nvrtc = NvrtcCompiler::Create(TestCacheDir());
+  if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available: " << nvrtc.status().ToString();
+  auto cubins = CompileUnits(*nvrtc, SplitIntoCompileUnits(sources), "sm_90a");
+  ASSERT_TRUE(cubins.ok()) << cubins.status().ToString();
+  for (const PtxasKernelInfo& k : ParsePtxasLog(cubins->PtxasLog()))
+    EXPECT_EQ(k.spill_store_bytes + k.spill_load_bytes, 0) << k.line;
+}
+
+}  // namespace
+}  // namespace tilefuse

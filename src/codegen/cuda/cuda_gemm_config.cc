@@ -293,7 +293,7 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
       // split 5 23.71 / 23.71 / 54.14. RULE_NUMBERS
       // A gated product's tiles hold 64 columns of both products (128 wide): the LLaMA-style
       // model in f32 at 1x128 took 1023 µs gated, 1144 apart (H200, 2026-12-02).
-      const int width = g.gate.empty() ? 64 : 128;
+      const int width = std::max(g.gate.empty() ? 64 : 128, NarrowestTileWidth(g));
       double best = std::numeric_limits<double>::infinity();
       for (int m : {64, 128}) {
         if (m == 128 && g.rows <= 64) continue;
@@ -310,7 +310,7 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
       // 13.44 (13.06 in clusters of two sharing B), 128x64 13.73, 128x128 16.13, any split-K
       // slower; cuBLAS 10.0 by Nsight Compute (64-row tiles 88 columns wide, 128 CTAs).
       c.block_m = 64;
-      c.block_n = Tiles(g, 64, 64) > c.sm_count && g.n >= 128 && PartsTakeWidth(g, 128) ? 128 : 64;
+      c.block_n = Tiles(g, 64, 64) > c.sm_count && g.n >= 128 && PartsTakeWidth(g, 128) ? 128 : NarrowestTileWidth(g);
       // A gated product's tiles hold both products' columns: 128 or 256 wide, the wider where
       // the narrower would leave a second round (the LLaMA-style gate and up at 128 rows: 88
       // tiles of 64x256 on 132 SMs). H200, 2026-12-02, the tuner's times: 20.83 µs in this form

@@ -152,6 +152,9 @@ class GemmEmitter {
     if (!g_.n_parts.empty() && (!PartsTakeWidth(g_, c_.block_n) || *c_.overlap_epilogue))
       return InvalidArgument(fmt::format("{}: a product grouped over N needs tiles within one part ({} columns) and the epilogue in the tail",
                                          g_.name, c_.block_n));
+    if (g_.partner != 0 && !PartsTakeWidth(g_, c_.block_n))
+      return InvalidArgument(fmt::format("{}: the epilogue reads column c XOR {}: tiles of whole multiples of {} columns ({} columns)", g_.name,
+                                         g_.partner, 2 * g_.partner, c_.block_n));
     if (!g_.gate.empty() && !GateTakesWidth(g_, c_.block_n))
       return InvalidArgument(fmt::format("{}: a gated product's tiles are halves of whole 64-column boxes that tile N = {} ({} columns)", g_.name,
                                          g_.n, c_.block_n));
@@ -252,18 +255,24 @@ class GemmEmitter {
   std::string GroupedEpilogueStructs() const {
     std::string out, members, scalar, pair;
     for (size_t p = 0; p < g_.n_parts.size(); ++p) {
-      out += GemmEpilogueStruct(g_.n_parts[p], -1, -1, -1, fmt::format("Epilogue{}", p));
+      const GemmTemplateKernel& part = g_.n_parts[p];
+      out += GemmEpilogueStruct(part, -1, -1, -1, fmt::format("Epilogue{}", p));
       members += fmt::format("    Epilogue{0} e{0};\n", p);
       const bool last = p + 1 == g_.n_parts.size();
       const std::string guard = last ? "      " : fmt::format("      if (col < {}) ", PartStart(p + 1));
-      scalar += fmt::format("{}return e{}(row, col - {}, acc, loaded);\n", guard, p, PartStart(p));
-      pair += fmt::format("{}{{ e{}.Pair(row, col - {}, acc, loaded, result); return; }}\n", guard, p, PartStart(p));
+      // (Parts reading a partner column take it: the grouped product's one distance.)
+      scalar += fmt::format("{}return e{}(row, col - {}, acc, loaded{});\n", guard, p, PartStart(p), part.partner != 0 ? ", partner" : "");
+      pair += fmt::format("{}{{ e{}.Pair(row, col - {}, acc, loaded, {}result); return; }}\n", guard, p, PartStart(p),
+                          part.partner != 0 ? "partner, " : "");
     }
+    const bool partner = g_.partner != 0;
     return out + "  struct Epilogue {\n" + fmt::format("    typedef {} tf_index_t;\n", GemmIndexType(g_)) + members +
-           "    __device__ __forceinline__ float operator()(tf_index_t row, int col, float acc, float loaded) const {\n" + scalar +
+           fmt::format("    __device__ __forceinline__ float operator()(tf_index_t row, int col, float acc, float loaded{}) const {{\n",
+                       partner ? ", float partner" : "") +
+           scalar +
            "    }\n"
-           "    __device__ __forceinline__ void Pair(tf_index_t row, int col, const float (&acc)[2], const float (&loaded)[2], "
-           "float (&result)[2]) const {\n" + pair + "    }\n  };\n";
+           "    __device__ __forceinline__ void Pair(tf_index_t row, int col, const float (&acc)[2], const float (&loaded)[2], " +
+           (partner ? "const float (&partner)[2], " : "") + "float (&result)[2]) const {\n" + pair + "    }\n  };\n";
   }
   // A gated product: the gate's Epilogue (its output returned, not stored), this product's
   // (its loads of the gate's output given), and the Epilogue the skeleton calls with both
@@ -309,7 +318,7 @@ class GemmEmitter {
         "    enum : int {{ kStagedStore = {}, kStoreByThreads = {}, kStagedLoad = {}, kRingedLoad = {}, kAMnMajor = {}, kBKMajor = {} }};\n"
         "    enum : int {{ kProducerRegisters = {}, kConsumerRegisters = {}, kPromote = {} }};\n"
         "    enum : int {{ kBBeforeWait = {}, kSplitTf32 = {}, kEpilogueWrites = {} }};\n"
-        "    enum : int {{ kBParts = {}, kBPart1 = {}, kBPart2 = {}, kBPart3 = {}, kGated = {} }};\n"
+        "    enum : int {{ kBParts = {}, kBPart1 = {}, kBPart2 = {}, kBPart3 = {}, kGated = {}, kPartnerGroups = {} }};\n"
         "  }};\n",
         types, c_.block_m, c_.block_n, c_.stages, c_.group_m, c_.cluster_m, c_.splits, StepsPerSplit(g_, c_), StreamKTiles(g_, c_),
         StreamKCtas(g_, c_), g_.rows, g_.n, g_.k,
@@ -318,7 +327,7 @@ class GemmEmitter {
         g_.a_mn_major >= 0 ? 1 : 0, g_.b_k_major >= 0 ? 1 : 0, g_.split_f32 ? kSplitterRegisters : kProducerRegisters,
         g_.split_f32 ? kSplitConsumerRegisters : Consumers(c_) == 3 ? kThreeConsumerRegisters : kConsumerRegisters, *c_.promote ? 1 : 0,
         g_.b_read_only && c_.cluster_m == 1 ? 1 : 0, g_.split_f32 ? 1 : 0, EpilogueWrites() ? 1 : 0, std::max<size_t>(1, g_.n_parts.size()),
-        PartStart(1), PartStart(2), PartStart(3), g_.gate.empty() ? 0 : 1);
+        PartStart(1), PartStart(2), PartStart(3), g_.gate.empty() ? 0 : 1, g_.partner / 8);
   }
   // An overlapped epilogue's chunks: of a tile's output columns (a gated product's are half).
   int OutputChunks() const {
@@ -384,8 +393,9 @@ const char* GemmIndexType(const GemmTemplateKernel& g) {
 
 namespace {
 
-// The epilogue's values given by the template rather than loaded: the product's accumulator
-// and the staged or ringed load, named `acc` and `loaded` (with `suffix`, e.g. "[1]").
+// The epilogue's values given by the template rather than loaded: the product's accumulator,
+// its partner column's and the staged or ringed load, named `acc`, `partner` and `loaded`
+// (with `suffix`, e.g. "[1]").
 std::map<int, std::string> GivenValues(const GemmTemplateKernel& g, int staged_load, int ringed_load, const std::string& suffix) {
   const Kernel& k = g.epilogue;
   std::map<int, std::string> given;
@@ -394,17 +404,20 @@ std::map<int, std::string> GivenValues(const GemmTemplateKernel& g, int staged_l
       given[static_cast<int>(v)] = "acc" + suffix;
     else if (k.values[v].kind == ScalarValue::Kind::kLoad && k.buffers[k.values[v].buffer].node == g.gate_value)
       given[static_cast<int>(v)] = "gate" + suffix;
+  // (Partner loads no store depends on, at partner 0, read any value: the accumulator.)
+  for (int v : g.partner_loads) given[v] = (g.partner != 0 ? "partner" : "acc") + suffix;
   if (staged_load >= 0) given[staged_load] = "loaded" + suffix;
   if (ringed_load >= 0) given[ringed_load] = "loaded" + suffix;
   return given;
 }
 
-// Whether the epilogue's Pair accesses buffer `b` at the product's position as one word per
-// column pair: 4 bytes of half values, 2 of 8-bit floats, where N is even (the pair's first
-// column is even, so the word is aligned as the buffer's start is). (f32 values as 8-byte pairs
+// Whether the epilogue's Pair accesses buffer `b` as one word per column pair: 4 bytes of half
+// values, 2 of 8-bit floats, where N is even and the pair's two elements are adjacent from an
+// even offset (PairsAreAdjacent: the product's position, a transposed store of it), so the
+// word is aligned as the buffer's start is. (f32 values as 8-byte pairs
 // are not yet checked on a GPU: element by element still.)
 bool PairsBuffer(const GemmTemplateKernel& g, const KernelBuffer& b, const Index& index) {
-  return g.n % 2 == 0 && (IsHalf(b.dtype) || IsFloat8(b.dtype)) && AtProductPosition(g, index);
+  return g.n % 2 == 0 && (IsHalf(b.dtype) || IsFloat8(b.dtype)) && PairsAreAdjacent(g, index);
 }
 
 // A column pair's word of `dtype` values, and the shift to its second value.
@@ -425,7 +438,8 @@ std::string GemmEpiloguePair(const GemmTemplateKernel& g, int staged, int staged
   const Kernel& k = g.epilogue;
   std::string out =
       "    __device__ __forceinline__ void Pair(tf_index_t row, int col, const float (&acc)[2], const float (&loaded)[2], " +
-      std::string(g.gate_value >= 0 ? "const float (&gate)[2], " : "") + "float (&result)[2]) const {\n";
+      std::string(g.gate_value >= 0 ? "const float (&gate)[2], " : "") + (g.partner != 0 ? "const float (&partner)[2], " : "") +
+      "float (&result)[2]) const {\n";
   if (g.n % 2 != 0) return out + "      result[0] = (*this)(row, col, acc[0], loaded[0]);\n      result[1] = (*this)(row, col + 1, acc[1], loaded[1]);\n    }\n";
   out += "      const int col1 = col + 1;\n";
   const std::vector<std::string> vars0 = {"row", "col"}, vars1 = {"row", "col1"};
@@ -484,9 +498,9 @@ std::string GemmEpilogueStruct(const GemmTemplateKernel& g, int staged, int stag
   for (size_t b = 0; b < k.buffers.size(); ++b)
     if (GemmPassesBuffer(g, k.buffers[b]))
       out += fmt::format("    {}{}* __restrict__ b{};\n", k.buffers[b].is_output ? "" : "const ", StorageType(k.buffers[b].dtype), b);
-  // (A gated product's epilogue takes its gate's value too.)
-  out += fmt::format("    __device__ __forceinline__ float operator()(tf_index_t row, int col, float acc, float loaded{}) const {{\n",
-                     g.gate_value >= 0 ? ", float gate" : "");
+  // (A gated product's epilogue takes its gate's value too, one reading a partner column that.)
+  out += fmt::format("    __device__ __forceinline__ float operator()(tf_index_t row, int col, float acc, float loaded{}{}) const {{\n",
+                     g.gate_value >= 0 ? ", float gate" : "", g.partner != 0 ? ", float partner" : "");
   std::vector<int> roots;
   for (const KernelStore& st : k.stores) roots.push_back(st.value);
   const std::vector<std::string> vars = {"row", "col"};

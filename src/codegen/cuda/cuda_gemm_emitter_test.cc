@@ -459,11 +459,12 @@ TEST(CudaGemmEmitterTest, ThePairEpilogueMovesHalfValuesAtTheProductsPositionAsW
     CHECK: const int col1 = col + 1;
     CHECK: const uint32_t p
     CHECK-SAME: = *(const uint32_t*)(b
+    CHECK-SAME: + (col));
+    CHECK: const uint32_t p
+    CHECK-SAME: = *(const uint32_t*)(b
     CHECK-SAME: + ((row * 520 + col)));
-    CHECK: [col])
     CHECK: (uint16_t)p
     CHECK: result[0] = v
-    CHECK: [col1])
     CHECK: >> 16))
     CHECK: result[1] = v
     CHECK: *(uint32_t*)(b
@@ -471,7 +472,9 @@ TEST(CudaGemmEmitterTest, ThePairEpilogueMovesHalfValuesAtTheProductsPositionAsW
     CHECK: *(uint32_t*)(b
     CHECK-SAME: + ((row * 520 + col))) = (uint32_t)tf_pack_bf16(s
   )")) << pair;
+  // The bias's column pair is adjacent too: a word, not two elements.
   EXPECT_EQ(pair.find("[(row * 520 + col"), std::string::npos) << "no element access at the product's position:\n" << pair;
+  EXPECT_EQ(pair.find("[col"), std::string::npos) << "no element access of the bias:\n" << pair;
   // The functor writes p and t itself: it runs for the pairs inside the product only.
   EXPECT_NE(f.find("kEpilogueWrites = 1 }"), std::string::npos) << f;
 

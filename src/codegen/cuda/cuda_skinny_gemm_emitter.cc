@@ -68,6 +68,7 @@ Status SkinnyGemmFits(const GemmTemplateKernel& g) {
     return Unimplemented(fmt::format("{} rows (the skinny GEMM template takes 1 to {})", g.rows, kSkinnyMaxRows));
   if (g.a_view || g.a_conv || g.a_mn_major >= 0) return Unimplemented("the skinny GEMM template reads A as a [M][K] matrix only");
   if (g.k < 1 || g.n < 1) return Unimplemented("an empty product");
+  if (g.partner != 0) return Unimplemented("the skinny GEMM template's epilogue reads no partner column (a rotated half)");
   return Status::Ok();
 }
 

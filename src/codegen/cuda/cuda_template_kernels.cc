@@ -5,6 +5,7 @@
 #include "codegen/cuda/cuda_gemm_emitter.h"
 #include "codegen/cuda/cuda_gemm_search_space.h"
 #include "codegen/cuda/cuda_skinny_gemm_emitter.h"
+#include "codegen/gemm_n_groups.h"
 #include "codegen/kernel_fingerprint.h"
 #include "support/content_hash.h"
 
@@ -49,7 +50,7 @@ class GemmTemplate : public TemplateKernel {
     CudaGemmConfig pingpong;
     pingpong.pingpong = true;
     pingpong.overlap_epilogue = false;
-    pingpong.block_n = gemm_.gate.empty() ? 64 : 128;  // (a gated product's tiles hold whole boxes of both)
+    pingpong.block_n = NarrowestTileWidth(gemm_);  // (a gated product's tiles hold whole boxes of both)
     pingpong.sm_count = c.sm_count;
     return GemmConfigToJson(ResolveGemmConfig(gemm_, pingpong));
   }

@@ -137,6 +137,12 @@ struct GemmShape : Config {
   static_assert(!kGated || (kBKMajor && Config::kBParts == 1 && Config::kBatch == 1 && Config::kBN % 128 == 0 &&
                             Config::kN % kOutBN == 0 && !Config::kStagedLoad && !Config::kRingedLoad && !Config::kStoreByThreads),
                 "gemm_sm90 gates K-major weights of one batch entry, whole boxes a half tile, without a staged or ringed load");
+  // An epilogue reading column c's partner c XOR 8 * kPartnerGroups (a rotary embedding's
+  // rotated half): in the same thread's accumulators (group j XOR kPartnerGroups), the tile's
+  // columns whole pairs of halves.
+  static constexpr int kPartnerGroups = Config::kPartnerGroups;
+  static_assert(kPartnerGroups == 0 || (!kGated && kOutBN % (16 * kPartnerGroups) == 0 && Config::kN % 2 == 0),
+                "gemm_sm90's partner columns lie in the tile, not beside a gate");
   static constexpr int kTilesM = (Config::kRows + Config::kBM - 1) / Config::kBM;
   static constexpr int kTilesN = (Config::kN + kOutBN - 1) / kOutBN;
   static constexpr int kTiles = kTilesM * kTilesN * Config::kBatch;

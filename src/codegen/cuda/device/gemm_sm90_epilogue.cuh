@@ -54,11 +54,16 @@ __device__ __forceinline__ void GemmEpilogue(const GemmSharedMemory<S>& sm, cons
           loaded_pair = *(const unsigned*)(residual_chunk + ((c.consumer * 64 + mb * 64 + c.warp * 16 + c.lane / 4 + 8 * h) * S::kChunkCols +
                                                              (j - chunk * kChunkGroups) * 8 + (c.lane % 4) * 2) * 2);
         const Index row = (Index)tile.batch * S::kRows + row_in_batch;
-        float acc[2], gate_acc[2], loaded[2] = {0.0f, 0.0f};
+        float acc[2], gate_acc[2], partner[2], loaded[2] = {0.0f, 0.0f};
+        // The partner column's sums (c XOR kPartnerGroups * 8: a rotary embedding's rotated
+        // half), in this thread's registers as the tile's columns are whole pairs of halves.
+        const int partner_j = j ^ S::kPartnerGroups;
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           if constexpr (Chunked) acc[e] = S::Element::ToFloat((unsigned short)(c.held[mb][(j + kGateGroups) * 2 + h] >> (16 * e)));
           else acc[e] = c.d[mb][(j + kGateGroups) * 4 + h * 2 + e];
+          if constexpr (S::kPartnerGroups != 0 && Chunked) partner[e] = S::Element::ToFloat((unsigned short)(c.held[mb][partner_j * 2 + h] >> (16 * e)));
+          else if constexpr (S::kPartnerGroups != 0) partner[e] = c.d[mb][partner_j * 4 + h * 2 + e];
           if constexpr (S::kGated && Chunked) gate_acc[e] = S::Element::ToFloat((unsigned short)(c.held[mb][j * 2 + h] >> (16 * e)));
           else if constexpr (S::kGated) gate_acc[e] = c.d[mb][j * 4 + h * 2 + e];
           if constexpr (S::kStagedLoad || S::kRingedLoad) loaded[e] = S::LoadElement::ToFloat((unsigned short)(loaded_pair >> (16 * e)));
@@ -66,8 +71,12 @@ __device__ __forceinline__ void GemmEpilogue(const GemmSharedMemory<S>& sm, cons
         if constexpr (S::kN % 2 == 0) {
           // The column pair at once: the functor moves its other values at the product's
           // position as one word per pair (Epilogue::Pair).
+          // (A gated product has no partner column.) Branches, not a lambda over the arrays:
+          // one captured by reference put `staged` in local memory (8 bytes of spills).
           if constexpr (S::kEpilogueWrites && S::kGated) {
             if (inside) epilogue.Pair(row, col_base + 8 * j, gate_acc, acc, loaded, staged);
+          } else if constexpr (S::kEpilogueWrites && S::kPartnerGroups != 0) {
+            if (inside) epilogue.Pair(row, col_base + 8 * j, acc, loaded, partner, staged);
           } else if constexpr (S::kEpilogueWrites) {
             if (inside) epilogue.Pair(row, col_base + 8 * j, acc, loaded, staged);
           } else {
@@ -81,6 +90,7 @@ __device__ __forceinline__ void GemmEpilogue(const GemmSharedMemory<S>& sm, cons
             const Index clamped = S::kNoEdges ? row : (Index)tile.batch * S::kRows + min(row_in_batch, S::kRows - 1);
             const int clamped_col = S::kNoEdges ? col_base + 8 * j : min(col_base + 8 * j, S::kN - 2);
             if constexpr (S::kGated) epilogue.Pair(clamped, clamped_col, gate_acc, acc, loaded, staged);
+            else if constexpr (S::kPartnerGroups != 0) epilogue.Pair(clamped, clamped_col, acc, loaded, partner, staged);
             else epilogue.Pair(clamped, clamped_col, acc, loaded, staged);
           }
         } else {

@@ -24,6 +24,10 @@ if [ -z "${SKIP_CHECKS:-}" ]; then
   check_forms tests/gemm/gemm_rotary_qk_attention_ragged_bf16.onnxtxt "" "--gemm-form pingpong" "--gemm-form tail" "--gemm-form overlap" \
     "--gemm-form streamk" "--stand-ins" "--gemm-cluster 2"
   memcheck tests/gemm/gemm_rotary_qk_attention_ragged_bf16.onnxtxt
+  # (Grouped products call a tile's part's epilogue directly since the same day.)
+  for m in tests/gemm/gemm_grouped_qkv_ragged_bf16.onnxtxt tests/gemm/gemm_grouped_qkv_3xtf32_bias_f32.onnxtxt; do
+    check_forms "$m" "" "--gemm-form tail" "--stand-ins"
+  done
   for m in tests/models/llama_2layer/ tests/models/llama_2layer_legacy/ tests/models/gpt2_sdpa_dynamo/ tests/models/bert_sdpa_dynamo/ \
            tests/models/t5_tiny_dynamo/ tests/models/attention_block/; do
     if o=$(timeout 300 "$B/tilefuse" run "$m" --backend cuda --check 2>&1); then echo "PASS $m" | tee -a "$log"

@@ -250,10 +250,11 @@ class GemmEmitter {
   bool EpilogueWrites() const { return !g_.n_parts.empty() || g_.epilogue.stores.size() > (staged_ >= 0 ? 1u : 0u); }
 
   // A product grouped over N: each part's Epilogue (EpilogueP, its columns from 0), and the
-  // Epilogue the skeleton calls, which hands a column to its part's. A tile's columns lie in
-  // one part, so the branch goes the same way for all of a tile.
+  // Epilogue the skeleton calls: PairP for the pairs of a tile in part P (a tile's columns lie
+  // in one part; a local class has no member templates), operator() handing a column to its
+  // part's.
   std::string GroupedEpilogueStructs() const {
-    std::string out, members, scalar, pair;
+    std::string out, members, scalar, pair_of;
     for (size_t p = 0; p < g_.n_parts.size(); ++p) {
       const GemmTemplateKernel& part = g_.n_parts[p];
       out += GemmEpilogueStruct(part, -1, -1, -1, fmt::format("Epilogue{}", p));
@@ -262,17 +263,17 @@ class GemmEmitter {
       const std::string guard = last ? "      " : fmt::format("      if (col < {}) ", PartStart(p + 1));
       // (Parts reading a partner column take it: the grouped product's one distance.)
       scalar += fmt::format("{}return e{}(row, col - {}, acc, loaded{});\n", guard, p, PartStart(p), part.partner != 0 ? ", partner" : "");
-      pair += fmt::format("{}{{ e{}.Pair(row, col - {}, acc, loaded, {}result); return; }}\n", guard, p, PartStart(p),
-                          part.partner != 0 ? "partner, " : "");
+      pair_of += fmt::format(
+          "    __device__ __forceinline__ void Pair{}(tf_index_t row, int col, const float (&acc)[2], const float (&loaded)[2], {}"
+          "float (&result)[2]) const {{\n      e{}.Pair(row, col - {}, acc, loaded, {}result);\n    }}\n",
+          p, g_.partner != 0 ? "const float (&partner)[2], " : "", p, PartStart(p), part.partner != 0 ? "partner, " : "");
     }
     const bool partner = g_.partner != 0;
+    // The skeleton knows a tile's part (a tile lies in one) and calls its epilogue directly.
     return out + "  struct Epilogue {\n" + fmt::format("    typedef {} tf_index_t;\n", GemmIndexType(g_)) + members +
            fmt::format("    __device__ __forceinline__ float operator()(tf_index_t row, int col, float acc, float loaded{}) const {{\n",
                        partner ? ", float partner" : "") +
-           scalar +
-           "    }\n"
-           "    __device__ __forceinline__ void Pair(tf_index_t row, int col, const float (&acc)[2], const float (&loaded)[2], " +
-           (partner ? "const float (&partner)[2], " : "") + "float (&result)[2]) const {\n" + pair + "    }\n  };\n";
+           scalar + "    }\n" + pair_of + "  };\n";
   }
   // A gated product: the gate's Epilogue (its output returned, not stored), this product's
   // (its loads of the gate's output given), and the Epilogue the skeleton calls with both

@@ -21,9 +21,11 @@ PassOptions CpuPassOptions() {
 PassOptions CudaPassOptions() {
   PassOptions options;
   options.channels_last = !SwitchedOff("TILEFUSE_CHANNELS_LAST");
-  // (Off: rotary embeddings after a product's heads stay after their transpose, a kernel of
-  // their own, for comparison.)
-  options.heads_layout = !SwitchedOff("TILEFUSE_ROTARY_EPILOGUES");
+  // Rotary embeddings in their products' epilogues only where asked (TILEFUSE_ROTARY_EPILOGUES=1):
+  // on the H200 the LLaMA-style model at 1x128 ran 293 µs with them, 279 without, although its
+  // kernels one by one summed to less (410 against 423 µs); at 8x512 3469.9 against 3484.6
+  // (2026-12-02, bench/results/2026-12-02-h200-rotary-epilogues.md).
+  options.heads_layout = SwitchedOn("TILEFUSE_ROTARY_EPILOGUES");
   options.k_major_weights = {.f32 = true, .unaligned_half = true, .float8 = true};
   options.pad_gemm_columns = true;
   options.pad_gemm_depth = true;

@@ -29,7 +29,8 @@ struct PassOptions {
   bool channels_last = false;
   // With channels_last: a product's columns transposed into heads start a layout of
   // passes/sink_transposes too (rotary embeddings then compute in the product's layout, in its
-  // epilogue). TILEFUSE_ROTARY_EPILOGUES=0 turns it off.
+  // epilogue). The CUDA backend takes it only under TILEFUSE_ROTARY_EPILOGUES=1 (slower
+  // end to end at batch 1, measured: api/backend_setup.cc).
   bool heads_layout = true;
   // Constant right operands of products stored K-major (passes/k_major_weights.h): for the
   // CUDA backend, f32 ones, whose GEMM template (TF32 and 3xTF32) reads them K-major only,

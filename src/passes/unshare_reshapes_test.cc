@@ -31,6 +31,16 @@ Graph LmHeadGradients(bool reshape_is_output) {
   return std::move(graph).value();
 }
 
+// Both graphs on the reference interpreter, the same random inputs: the same outputs.
+void ExpectSameOutputs(const Graph& before, const Graph& after, uint64_t seed) {
+  std::vector<Tensor> inputs;
+  for (int id : before.inputs()) inputs.push_back(Tensor::Random(before.node(id).dtype, before.node(id).shape, seed + id));
+  auto expected = RunReference(before, inputs);
+  auto actual = RunReference(after, inputs);
+  ASSERT_TRUE(expected.ok() && actual.ok());
+  for (size_t i = 0; i < expected->size(); ++i) EXPECT_TRUE(CompareTensors((*actual)[i], (*expected)[i]).pass) << "output " << i;
+}
+
 TEST(UnshareReshapesTest, EachReaderGetsItsOwnReshapeAndTheValuesStay) {
   for (bool reshape_is_output : {false, true}) {
     Graph graph = LmHeadGradients(reshape_is_output);
@@ -42,12 +52,7 @@ TEST(UnshareReshapesTest, EachReaderGetsItsOwnReshapeAndTheValuesStay) {
     std::vector<std::vector<int>> users = cleaned->ComputeUsers();
     for (const Node& n : cleaned->nodes())
       if (n.op == OpCode::kReshape) EXPECT_LE(users[n.id].size(), 1u);
-    std::vector<Tensor> inputs;
-    for (int id : graph.inputs()) inputs.push_back(Tensor::Random(DType::kF32, graph.node(id).shape, 10 + id));
-    auto expected = RunReference(graph, inputs);
-    auto actual = RunReference(*cleaned, inputs);
-    ASSERT_TRUE(expected.ok() && actual.ok());
-    for (size_t i = 0; i < expected->size(); ++i) EXPECT_TRUE(CompareTensors((*actual)[i], (*expected)[i]).pass);
+    ExpectSameOutputs(graph, *cleaned, 10);
   }
 }
 
@@ -84,12 +89,7 @@ TEST(UnshareReshapesTest, ProductsOfOneNormReadItWhereItLiesAndViewsStayShared) 
   auto cleaned = EliminateDeadCode(*unshared);
   ASSERT_TRUE(cleaned.ok()) << cleaned.status().ToString();
   EXPECT_EQ(CountOps(*cleaned, OpCode::kReshape), 4);  // three of the norm, one of the transpose
-  std::vector<Tensor> inputs;
-  for (int id : built->inputs()) inputs.push_back(Tensor::Random(DType::kF32, built->node(id).shape, 20 + id));
-  auto expected = RunReference(*built, inputs);
-  auto actual = RunReference(*cleaned, inputs);
-  ASSERT_TRUE(expected.ok() && actual.ok());
-  for (size_t i = 0; i < expected->size(); ++i) EXPECT_TRUE(CompareTensors((*actual)[i], (*expected)[i]).pass);
+  ExpectSameOutputs(*built, *cleaned, 20);
 
   auto passed = RunGraphPasses(*built, PassOptions{});
   ASSERT_TRUE(passed.ok()) << passed.status().ToString();
@@ -123,12 +123,7 @@ TEST(UnshareReshapesTest, EachReaderBroadcastsTheTableItself) {
   std::vector<std::vector<int>> users = cleaned->ComputeUsers();
   for (const Node& n : cleaned->nodes())
     if (n.op == OpCode::kBroadcast || n.op == OpCode::kReshape) EXPECT_EQ(users[n.id].size(), 1u);
-  std::vector<Tensor> inputs;
-  for (int id : built->inputs()) inputs.push_back(Tensor::Random(DType::kF32, built->node(id).shape, 30 + id));
-  auto expected = RunReference(*built, inputs);
-  auto actual = RunReference(*cleaned, inputs);
-  ASSERT_TRUE(expected.ok() && actual.ok());
-  for (size_t i = 0; i < expected->size(); ++i) EXPECT_TRUE(CompareTensors((*actual)[i], (*expected)[i]).pass);
+  ExpectSameOutputs(*built, *cleaned, 30);
 
   auto passed = RunGraphPasses(*built, PassOptions{});
   ASSERT_TRUE(passed.ok()) << passed.status().ToString();

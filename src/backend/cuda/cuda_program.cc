@@ -539,12 +539,19 @@ void LaunchIndependentKernelsTogether(const Graph& g, const FusionPlan& plan, co
   std::vector<int> written_at = StepOfEachNode(g, plan);
   for (int& step : written_at)
     if (step >= 0 && program.groups[step].grouped_into >= 0) step = program.groups[step].grouped_into;
-  // Each group's kernel as a part of a launch together, decided once.
+  // Each group's kernel as a part of a launch together, decided once. Not one that divides
+  // floats: the division's slow path is a call, and beside another part the call's saved
+  // registers spilled (a softmax's division with a transposing copy: 4 bytes, sm_90a).
+  auto divides_floats = [](const Kernel& k) {
+    return std::any_of(k.values.begin(), k.values.end(), [](const ScalarValue& v) {
+      return v.kind == ScalarValue::Kind::kOp && v.op == OpCode::kDiv && IsFloat(v.dtype);
+    });
+  };
   std::vector<bool> joinable(program.groups.size(), false);
   for (size_t i = 0; i < program.groups.size(); ++i) {
     const CudaGroupProgram& p = program.groups[i];
     joinable[i] = p.mode == CudaGroupProgram::Mode::kGenerated && p.kind == GroupKind::kPointwise && p.kernel && p.prologue.empty() &&
-                  !p.kernel->is_template && CanLaunchTogether(p.kernel->source).ok();
+                  !p.kernel->is_template && !divides_floats(p.kernel->kernel) && CanLaunchTogether(p.kernel->source).ok();
   }
   for (size_t i = 0; i < program.groups.size(); ++i) {
     if (!joinable[i]) continue;

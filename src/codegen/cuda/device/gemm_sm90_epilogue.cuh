@@ -86,8 +86,7 @@ __device__ __forceinline__ void GemmEpilogueOfPart(const GemmSharedMemory<S>& sm
         if constexpr (S::kN % 2 == 0) {
           // The column pair at once: the functor moves its other values at the product's
           // position as one word per pair (Epilogue::Pair).
-          // (A gated product has no partner column.) Branches, not a lambda over the arrays:
-          // one captured by reference put `staged` in local memory (8 bytes of spills).
+          // (A gated product has no partner column.)
           if constexpr (S::kEpilogueWrites && S::kGated) {
             if (inside) GemmEpiloguePair<S, kPart>(epilogue, row, col_base + 8 * j, gate_acc, acc, loaded, staged);
           } else if constexpr (S::kEpilogueWrites && S::kPartnerGroups != 0) {

@@ -255,6 +255,7 @@ class GemmEmitter {
   // part's.
   std::string GroupedEpilogueStructs() const {
     std::string out, members, scalar, pair_of;
+    const bool partner = g_.partner != 0;
     for (size_t p = 0; p < g_.n_parts.size(); ++p) {
       const GemmTemplateKernel& part = g_.n_parts[p];
       out += GemmEpilogueStruct(part, -1, -1, -1, fmt::format("Epilogue{}", p));
@@ -266,9 +267,8 @@ class GemmEmitter {
       pair_of += fmt::format(
           "    __device__ __forceinline__ void Pair{}(tf_index_t row, int col, const float (&acc)[2], const float (&loaded)[2], {}"
           "float (&result)[2]) const {{\n      e{}.Pair(row, col - {}, acc, loaded, {}result);\n    }}\n",
-          p, g_.partner != 0 ? "const float (&partner)[2], " : "", p, PartStart(p), part.partner != 0 ? "partner, " : "");
+          p, partner ? "const float (&partner)[2], " : "", p, PartStart(p), part.partner != 0 ? "partner, " : "");
     }
-    const bool partner = g_.partner != 0;
     // The skeleton knows a tile's part (a tile lies in one) and calls its epilogue directly.
     return out + "  struct Epilogue {\n" + fmt::format("    typedef {} tf_index_t;\n", GemmIndexType(g_)) + members +
            fmt::format("    __device__ __forceinline__ float operator()(tf_index_t row, int col, float acc, float loaded{}) const {{\n",

@@ -119,26 +119,19 @@ __device__ __forceinline__ void GemmEpilogueOfPart(const GemmSharedMemory<S>& sm
       }
 }
 
-template <class S, bool Chunked, class Epilogue>
+// The tile's part (its first column past the starts of parts 1 .. kPart), then its epilogue.
+template <class S, bool Chunked, int kPart = 0, class Epilogue>
 __device__ __forceinline__ void GemmEpilogue(const GemmSharedMemory<S>& sm, const Epilogue& epilogue, GemmConsumerState<S>& c,
                                              const TileCoordinates& tile, int chunk, const unsigned char* residual_chunk,
                                              unsigned load_parity) {
-  const int first_col = tile.n * S::kOutBN;
-  if constexpr (S::kBParts == 1) {
-    GemmEpilogueOfPart<S, Chunked, 0>(sm, epilogue, c, tile, chunk, residual_chunk, load_parity);
-  } else if (first_col < S::kBPart1) {
-    GemmEpilogueOfPart<S, Chunked, 0>(sm, epilogue, c, tile, chunk, residual_chunk, load_parity);
-  } else if constexpr (S::kBParts == 2) {
-    GemmEpilogueOfPart<S, Chunked, 1>(sm, epilogue, c, tile, chunk, residual_chunk, load_parity);
-  } else if (first_col < S::kBPart2) {
-    GemmEpilogueOfPart<S, Chunked, 1>(sm, epilogue, c, tile, chunk, residual_chunk, load_parity);
-  } else if constexpr (S::kBParts == 3) {
-    GemmEpilogueOfPart<S, Chunked, 2>(sm, epilogue, c, tile, chunk, residual_chunk, load_parity);
-  } else if (first_col < S::kBPart3) {
-    GemmEpilogueOfPart<S, Chunked, 2>(sm, epilogue, c, tile, chunk, residual_chunk, load_parity);
-  } else {
-    GemmEpilogueOfPart<S, Chunked, 3>(sm, epilogue, c, tile, chunk, residual_chunk, load_parity);
+  if constexpr (kPart + 1 < S::kBParts) {
+    constexpr int kNextStart = kPart == 0 ? S::kBPart1 : kPart == 1 ? S::kBPart2 : S::kBPart3;
+    if (tile.n * S::kOutBN >= kNextStart) {
+      GemmEpilogue<S, Chunked, kPart + 1>(sm, epilogue, c, tile, chunk, residual_chunk, load_parity);
+      return;
+    }
   }
+  GemmEpilogueOfPart<S, Chunked, kPart>(sm, epilogue, c, tile, chunk, residual_chunk, load_parity);
 }
 
 // Eight half-precision elements starting `shift` (0..7) elements into `lo`, running on into

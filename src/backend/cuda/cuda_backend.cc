@@ -295,10 +295,6 @@ CudaTarget TargetFor(const std::string& arch, int sm_count, const CudaCompileOpt
   target.overrides = options.overrides;
   // The rule's deepest GEMM ring moved for measurement (whole models A/B without a rebuild).
   if (target.overrides.gemm_max_stages == 0) target.overrides.gemm_max_stages = PositiveSetting("TILEFUSE_GEMM_MAX_STAGES");
-  // The GEMM template's L2 prefetches of B moved for measurement: KiB a CTA, 0 none.
-  if (target.overrides.gemm_prefetch_bytes < 0 && SwitchedOff("TILEFUSE_GEMM_PREFETCH")) target.overrides.gemm_prefetch_bytes = 0;
-  if (target.overrides.gemm_prefetch_bytes < 0 && PositiveSetting("TILEFUSE_GEMM_PREFETCH") > 0)
-    target.overrides.gemm_prefetch_bytes = PositiveSetting("TILEFUSE_GEMM_PREFETCH") * 1024;
   if (SwitchedOff("TILEFUSE_GEMM_GROUP_N")) target.overrides.gemm_group_n = false;  // a kernel per product, for comparison
   if (SwitchedOff("TILEFUSE_GEMM_GATES")) target.overrides.gemm_gates = false;      // a gate's product a kernel of its own
   if (SwitchedOff("TILEFUSE_LAUNCH_TOGETHER")) target.overrides.launch_together = false;  // a launch per kernel

@@ -148,7 +148,6 @@ CudaGemmConfig RequestedGemmConfig(const GemmTemplateKernel& gemm, const CudaTar
   config.block_n = o.gemm_block_n;
   config.stages = o.gemm_stages;
   config.max_stages = o.gemm_max_stages;
-  config.prefetch_bytes = o.gemm_prefetch_bytes;
   config.splits = o.gemm_splits;
   config.stream_k = o.gemm_stream_k;
   if (o.gemm_group_m > 0) config.group_m = o.gemm_group_m;

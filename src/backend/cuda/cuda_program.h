@@ -145,8 +145,6 @@ struct TemplateOverrides {
   std::optional<bool> gemm_stream_k;          // unset: the rule; true: wherever tiles leave a partial last round
   int gemm_block_n = 0, gemm_stages = 0, gemm_splits = 0, gemm_group_m = 0;  // CudaGemmConfig's; 0: the rule
   int gemm_max_stages = 0;  // CudaGemmConfig::max_stages (TILEFUSE_GEMM_MAX_STAGES); 0: the rule
-  // CudaGemmConfig::prefetch_bytes (TILEFUSE_GEMM_PREFETCH, KiB; 0: none); -1: the rule.
-  int gemm_prefetch_bytes = -1;
   // Products of one A by several weights, each of few output tiles, grouped over N into one
   // kernel (codegen/gemm_n_groups.h; false, TILEFUSE_GEMM_GROUP_N=0: a kernel each).
   bool gemm_group_n = true;

@@ -405,19 +405,8 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
   // 1349 / 1366; the MLP block 406.7 / 402.0): the tuner tries them.
   if (c.cluster_m == 0) c.cluster_m = 1;
   if (c.stages == 0) c.stages = fitting_stages(c);
-  // Prefetches where every unit runs in the grid's one round (products of few tiles, bound
-  // by their reads in flight); many tiles' products are bound by the tensor cores and keep
-  // B's tiles in L2 for the tile rows that share them. Not with an overlapped epilogue's
-  // residual ring, whose producer loop does not prefetch.
-  if (c.prefetch_bytes < 0 && c.block_m > 0 && c.block_n > 0)
-    c.prefetch_bytes =
-        Tiles(g, c.block_m, c.block_n) * std::max(1, c.splits) <= c.sm_count && RingedLoad(g, c) < 0 ? kGemmPrefetchBytes : 0;
   return c;
 }
-
-namespace gemm_layout {
-int PrefetchSteps(const CudaGemmConfig& c) { return c.block_n > 0 ? std::max(0, c.prefetch_bytes) / (c.block_n * 128) : 0; }
-}  // namespace gemm_layout
 
 
 }  // namespace tilefuse

@@ -49,23 +49,12 @@ struct CudaGemmConfig {
   // tile's parts summed by the part with its last step (gemm_sm90.cuh). Cooperative
   // consumers, the epilogue in the main loop's tail, single CTAs, no split-K. Unset: the rule.
   std::optional<bool> stream_k;
-  // B's bytes a CTA asks L2 for beyond its ring (TMA prefetches, no shared memory): a product
-  // of few tiles is bound by each SM's reads in flight, which the ring alone caps; with
-  // prefetches B streams from memory ahead of the ring, and a CTA started beside the kernel
-  // ahead (programmatic launch) starts streaming before that kernel ends. -1: the rule
-  // (kGemmPrefetchBytes where the units fit one round of the grid, else 0); 0: none.
-  int prefetch_bytes = -1;
 };
 
 // Every 0 of `requested` resolved for this problem.
 CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& gemm, const CudaGemmConfig& requested);
 
 namespace gemm_layout {
-
-// The rule's prefetch for products of few tiles (CudaGemmConfig::prefetch_bytes).
-constexpr int kGemmPrefetchBytes = 128 * 1024;
-// K steps of B a CTA prefetches ahead of its ring (prefetch_bytes over one step's B tile).
-int PrefetchSteps(const CudaGemmConfig& c);
 
 constexpr int kBlockK = 64;                   // one 128-byte swizzle row of half-precision values
 int BlockK(const GemmTemplateKernel& g);      // one 128-byte swizzle row of the operands' type (32 for TF32, 128 for FP8)

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <fmt/format.h>
-
-#include "support/env_switch.h"
 #include <fmt/ranges.h>
 #include <map>
 
@@ -60,7 +58,6 @@ class GemmEmitter {
       s.strategy += fmt::format(", {} products grouped over N ({} columns)", g_.n_parts.size(), fmt::join(widths, " + "));
     }
     if (!g_.gate.empty()) s.strategy += fmt::format(", gated: %{}'s product in the same tiles", g_.gate.front().product);
-    if (PrefetchSteps(c_) > 0) s.strategy += fmt::format(", B prefetched to L2 {} steps ahead of the ring", PrefetchSteps(c_));
     // The kernel: its parameters, then the skeleton (codegen/cuda/device/gemm_sm90.cuh)
     // instantiated on this problem's Config, A loader and Epilogue.
     std::string parameters = "const __grid_constant__ tf::TensorMap map_a, const __grid_constant__ tf::TensorMap map_b";
@@ -321,7 +318,7 @@ class GemmEmitter {
         "    enum : int {{ kPingPong = {}, kOverlap = {}, kChunks = {}, kStaging = {} }};\n"
         "    enum : int {{ kStagedStore = {}, kStoreByThreads = {}, kStagedLoad = {}, kRingedLoad = {}, kAMnMajor = {}, kBKMajor = {} }};\n"
         "    enum : int {{ kProducerRegisters = {}, kConsumerRegisters = {}, kPromote = {} }};\n"
-        "    enum : int {{ kBBeforeWait = {}, kSplitTf32 = {}, kEpilogueWrites = {}, kPrefetchSteps = {}, kPrefetchEarly = {} }};\n"
+        "    enum : int {{ kBBeforeWait = {}, kSplitTf32 = {}, kEpilogueWrites = {} }};\n"
         "    enum : int {{ kBParts = {}, kBPart1 = {}, kBPart2 = {}, kBPart3 = {}, kGated = {}, kPartnerGroups = {} }};\n"
         "  }};\n",
         types, c_.block_m, c_.block_n, c_.stages, c_.group_m, c_.cluster_m, c_.splits, StepsPerSplit(g_, c_), StreamKTiles(g_, c_),
@@ -330,8 +327,7 @@ class GemmEmitter {
         StagingBytes(c_, g_, staged_ >= 0), staged_ >= 0 ? 1 : 0, StoreByThreads(g_) ? 1 : 0, staged_load_ >= 0 ? 1 : 0, ringed_load_ >= 0 ? 1 : 0,
         g_.a_mn_major >= 0 ? 1 : 0, g_.b_k_major >= 0 ? 1 : 0, g_.split_f32 ? kSplitterRegisters : kProducerRegisters,
         g_.split_f32 ? kSplitConsumerRegisters : Consumers(c_) == 3 ? kThreeConsumerRegisters : kConsumerRegisters, *c_.promote ? 1 : 0,
-        g_.b_read_only && c_.cluster_m == 1 ? 1 : 0, g_.split_f32 ? 1 : 0, EpilogueWrites() ? 1 : 0, PrefetchSteps(c_), SwitchedOff("TILEFUSE_GEMM_PREFETCH_EARLY") ? 0 : 1,
-        std::max<size_t>(1, g_.n_parts.size()),
+        g_.b_read_only && c_.cluster_m == 1 ? 1 : 0, g_.split_f32 ? 1 : 0, EpilogueWrites() ? 1 : 0, std::max<size_t>(1, g_.n_parts.size()),
         PartStart(1), PartStart(2), PartStart(3), g_.gate.empty() ? 0 : 1, g_.partner / 8);
   }
   // An overlapped epilogue's chunks: of a tile's output columns (a gated product's are half).

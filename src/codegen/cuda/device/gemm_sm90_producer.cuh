@@ -5,10 +5,10 @@
 
 namespace tf {
 
-// This CTA's boxes of K step ks's B tile: fn(box, map, c0, c1) for each (a cluster's CTA
-// takes its share of the boxes, multicast to all).
-template <class S, class Fn>
-__device__ __forceinline__ void GemmForEachBBox(const GemmMaps& maps, const TileCoordinates& t, int ks, int cta_rank, Fn&& fn) {
+// K step ks's B tile into ring slot `stage`.
+template <class S>
+__device__ __forceinline__ void GemmLoadB(const GemmSharedMemory<S>& sm, const GemmMaps& maps, int stage, const TileCoordinates& t, int ks,
+                                          int cta_rank) {
   // B in boxes of kBBoxColumns columns × kBK rows of K (MN-major: one 128-byte swizzle row of
   // N), or of 64 rows of N × kBK columns of K (K-major): the box's map coordinates are (n, k)
   // or (k, n).
@@ -28,45 +28,22 @@ __device__ __forceinline__ void GemmForEachBBox(const GemmMaps& maps, const Tile
   // (maps.b), the rest from this product's.
   if constexpr (S::kGated) column = t.n * S::kOutBN;
   constexpr int kHalfBoxes = S::kGated ? S::kBN / kBox / 2 : S::kBN / kBox;
-  constexpr int kShare = S::kBN / kBox / S::kClusterM;
+  auto box_map = [&](int box) -> const TensorMap& { return S::kGated && box >= kHalfBoxes ? *maps.more_b[0] : *map; };
+  auto box_column = [&](int box) { return column + (S::kGated ? box % kHalfBoxes : box) * kBox; };
+  auto box_c0 = [&](int box) { return S::kBKMajor ? ks * S::kBK : box_column(box); };
+  auto box_c1 = [&](int box) { return S::kBKMajor ? box_column(box) : ks * S::kBK; };
+  if (S::kClusterM > 1) {  // this CTA's share of B's boxes, to every CTA of the cluster
+    constexpr int kShare = S::kBN / kBox / S::kClusterM;
 #pragma unroll
-  for (int box = cta_rank * kShare; box < (cta_rank + 1) * kShare; ++box) {
-    const TensorMap& box_map = S::kGated && box >= kHalfBoxes ? *maps.more_b[0] : *map;
-    const int box_column = column + (S::kGated ? box % kHalfBoxes : box) * kBox;
-    fn(box, box_map, S::kBKMajor ? ks * S::kBK : box_column, S::kBKMajor ? box_column : ks * S::kBK);
+    for (int box = cta_rank * kShare; box < (cta_rank + 1) * kShare; ++box)
+      TmaLoad3dMulticast(sm.tile_b + stage * S::kBN * S::kBK + box * S::kBK * kBox, box_map(box), box_c0(box), box_c1(box), t.batch,
+                         sm.full[stage], (unsigned short)((1 << S::kClusterM) - 1));
+  } else {
+#pragma unroll
+    for (int box = 0; box < S::kBN / kBox; ++box)
+      TmaLoad3d(sm.tile_b + stage * S::kBN * S::kBK + box * S::kBK * kBox, box_map(box), box_c0(box), box_c1(box), t.batch, sm.full[stage]);
   }
 }
-
-// K step ks's B tile into ring slot `stage`.
-template <class S>
-__device__ __forceinline__ void GemmLoadB(const GemmSharedMemory<S>& sm, const GemmMaps& maps, int stage, const TileCoordinates& t, int ks,
-                                          int cta_rank) {
-  GemmForEachBBox<S>(maps, t, ks, cta_rank, [&](int box, const TensorMap& map, int c0, int c1) {
-    void* dst = sm.tile_b + stage * S::kBN * S::kBK + box * S::kBK * S::kBBoxColumns;
-    if (S::kClusterM > 1)
-      TmaLoad3dMulticast(dst, map, c0, c1, t.batch, sm.full[stage], (unsigned short)((1 << S::kClusterM) - 1));
-    else
-      TmaLoad3d(dst, map, c0, c1, t.batch, sm.full[stage]);
-  });
-}
-
-// B's prefetches into L2 (kPrefetchSteps > 0): a unit's steps up to kPrefetchSteps beyond the
-// ring's, asked for as the producer loads each step (Upto), so that more of B is in flight
-// than the ring holds. Products of few tiles read B at each SM's reads in flight: the LLaMA-
-// style products at 128 rows took 8-19 µs for 8-46 MB of weights, 1-2.4 TB/s.
-template <class S>
-struct GemmBPrefetch {
-  int until = 0;  // steps before this one are asked for
-  __device__ __forceinline__ void Start(int begin) { until = begin; }
-  // Loading step ks of the unit ending at `end`: the steps to ks + kStages + kPrefetchSteps.
-  __device__ __forceinline__ void Upto(const GemmMaps& maps, const TileCoordinates& t, int ks, int end, int cta_rank) {
-    if constexpr (S::kPrefetchSteps > 0) {
-      const int last = min(end, ks + S::kStages + S::kPrefetchSteps);
-      for (until = max(until, ks + S::kStages); until < last; ++until)
-        GemmForEachBBox<S>(maps, t, until, cta_rank, [&](int, const TensorMap& map, int c0, int c1) { TmaPrefetch3d(map, c0, c1, t.batch); });
-    }
-  }
-};
 
 // One K step's operands into the ring's next slot, once every consumer has handed it back;
 // only A where the slot already holds B and waits for A (b_loaded: GemmLoadBAhead).
@@ -87,7 +64,7 @@ __device__ __forceinline__ void GemmProducerStep(const GemmSharedMemory<S>& sm, 
 // the producer loads only their A after its wait. The weight's bytes, most of a product of
 // few rows, then cross while the kernel ahead still runs.
 template <class S>
-__device__ __forceinline__ int GemmLoadBAhead(const GemmSharedMemory<S>& sm, const GemmMaps& maps, int cta_rank, GemmBPrefetch<S>& prefetch) {
+__device__ __forceinline__ int GemmLoadBAhead(const GemmSharedMemory<S>& sm, const GemmMaps& maps, int cta_rank) {
   static_assert(S::kClusterM == 1, "a cluster's CTAs load B for each other");
   GemmWorkList<S> works(blockIdx.x, gridDim.x);
   GemmWork w;
@@ -98,8 +75,6 @@ __device__ __forceinline__ int GemmLoadBAhead(const GemmSharedMemory<S>& sm, con
     sm.full[i].ArriveExpectingBytes(S::kStageBytes);
     GemmLoadB<S>(sm, maps, i, t, w.begin + i, cta_rank);
   }
-  prefetch.Start(w.begin);
-  if (S::kPrefetchEarly) prefetch.Upto(maps, t, w.begin, w.end, cta_rank);
   return ahead;
 }
 
@@ -242,9 +217,8 @@ __device__ __forceinline__ void GemmProducer(const GemmSharedMemory<S>& sm, cons
     }
   if (threadIdx.x != 0) return;
   Pipeline<S::kStages> ring;
-  GemmBPrefetch<S> prefetch;
   int ahead = 0;
-  if constexpr (S::kBBeforeWait) ahead = GemmLoadBAhead<S>(sm, maps, cta_rank, prefetch);
+  if constexpr (S::kBBeforeWait) ahead = GemmLoadBAhead<S>(sm, maps, cta_rank);
   tf_await_prior_grid();  // A, the residual and the epilogue's values may come from the grid ahead
   if constexpr (S::kRingedLoad) {
     GemmProducerWithResidualRing<S, ALoader>(sm, maps, ring, cta_rank, ahead);
@@ -253,11 +227,8 @@ __device__ __forceinline__ void GemmProducer(const GemmSharedMemory<S>& sm, cons
     GemmWork w;
     for (GemmWorkList<S> works(cluster_id, clusters); works.Next(w); ahead = 0) {  // B loaded ahead for the first only
       const TileCoordinates t = GemmTileAt<S>(w.tile, cta_rank);
-      if (ahead == 0) prefetch.Start(w.begin);  // (else started before the wait)
-      for (int ks = w.begin; ks < w.end; ++ks, ring.Advance()) {
-        prefetch.Upto(maps, t, ks, w.end, cta_rank);
+      for (int ks = w.begin; ks < w.end; ++ks, ring.Advance())
         GemmProducerStep<S, ALoader>(sm, maps, ring, t, ks, cta_rank, ks - w.begin < ahead);
-      }
     }
   }
   // The other CTAs' consumers hand this CTA's slots back, and its copies land in theirs:

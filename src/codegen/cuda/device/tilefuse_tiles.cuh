@@ -113,13 +113,6 @@ TF_TILE void TmaLoad3d(void* shared_dst, const TensorMap& map, int c0, int c1, i
       : "memory");
 }
 
-// The same tile asked of L2 only (no shared memory, no barrier): its later load then finds
-// it there.
-TF_TILE void TmaPrefetch3d(const TensorMap& map, int c0, int c1, int c2) {
-  asm volatile("cp.async.bulk.prefetch.tensor.3d.L2.global.tile [%0, {%1, %2, %3}];" ::"l"(&map), "r"(c0), "r"(c1), "r"(c2)
-               : "memory");
-}
-
 // The same tile into the same shared-memory offset of every CTA of the cluster in
 // `cta_mask` (bit r: CTA rank r), completing on each one's barrier at the offset of `barrier`.
 TF_TILE void TmaLoad3dMulticast(void* shared_dst, const TensorMap& map, int c0, int c1, int c2, Barrier& barrier,

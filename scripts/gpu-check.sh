@@ -125,6 +125,10 @@ if has gemm; then
     check_run "$m --gemm template --gemm-form pingpong" "$m" --gemm template --gemm-form pingpong
   done
   memcheck_run tests/gemm/gemm_overlap_residual_ragged_bf16.onnxtxt --gemm template
+  # RMS norms computed in their products (off by default, TILEFUSE_GEMM_ROW_NORMS=1).
+  for m in tests/gemm/gemm_rms_norm_*.onnxtxt; do
+    TILEFUSE_GEMM_ROW_NORMS=1 check_run "$m --gemm template, the norm in the product" "$m" --gemm template
+  done
   # Products of at most 64 rows run on the skinny template by rule (the loop above); here also
   # on the GEMM template's own form, and the skinny one under memcheck (ragged N and K, B
   # K-major, 33 rows padded to 48).

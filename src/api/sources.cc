@@ -56,8 +56,8 @@ std::vector<BuiltKernel> Kernels(const CudaProgram& program, const std::vector<P
     const std::string mode = ModeName(p.mode);
     for (const CudaLaunchable& k : p.prologue) add(p, &k, "gemm prologue");
     if (p.kernel) add(p, &*p.kernel, mode == "gemm" ? "gemm epilogue" : mode);
-    // (grouped over N or launched together: in an earlier group's launch; a gate: in a later one's)
-    if (!p.kernel && p.grouped_into < 0 && p.gated_into < 0 && p.launched_with < 0) add(p, nullptr, mode);
+    // (grouped over N or launched together: in an earlier group's launch; a gate or a norm: in a later one's)
+    if (!p.kernel && p.grouped_into < 0 && p.gated_into < 0 && p.launched_with < 0 && p.normed_into < 0) add(p, nullptr, mode);
   }
   return rows;
 }

@@ -54,6 +54,15 @@ struct GemmConvWindow {
   std::array<int64_t, 4> pads{0, 0, 0, 0};                              // h begin, w begin, h end, w end
 };
 
+// An RMS norm of A's rows computed in the product's kernel (codegen/gemm_row_norms.h): the
+// product reads the norm's input x (its `a`) and multiplies x normed, x · rsqrt(mean(x², over
+// K) + epsilon) · scale[k], in place of the norm's output, which is never written.
+struct GemmRowNorm {
+  int normed = -1;  // the norm's output, the product's A as the graph has it
+  int scale = -1;   // [K], of the operands' type
+  float epsilon = 0.0f;
+};
+
 struct GemmTemplateKernel {
   std::string name;
   DType dtype = DType::kBF16;  // of the product; accumulation in f32
@@ -111,6 +120,8 @@ struct GemmTemplateKernel {
   // 0: none (partner_loads, if any, are never used).
   int64_t partner = 0;
   std::vector<int> partner_loads;
+  // A normed by rows in the kernel; unset: A as read.
+  std::optional<GemmRowNorm> row_norm;
 };
 
 // The template form of gemm `group`, or the reason it does not apply (the caller keeps

@@ -33,6 +33,7 @@ std::vector<CudaKernelInfo> DescribeKernels(const CudaProgram& program, const Fu
       case CudaGroupProgram::Mode::kGenerated:
         info.mode = "generated";
         if (p.launched_with >= 0) info.strategy = fmt::format("launched together with {}", program.groups.at(p.launched_with).kernel->source.name);
+        if (p.normed_into >= 0) info.strategy = fmt::format("an RMS norm computed in {}, its A", program.groups.at(p.normed_into).kernel->source.name);
         break;
       case CudaGroupProgram::Mode::kGemm:
         info.mode = "gemm";
@@ -228,7 +229,7 @@ Status PlaceOnDevice(CudaExecutable::State& state, bool any_gemm) {
     // view), cuBLASLt's product (or, with its own epilogue, the group's output), the outputs.
     for (int node : reads[p.group]) on_device[node] = true;
     if (p.mode == CudaGroupProgram::Mode::kGemm) on_device[p.lt_output >= 0 ? p.lt_output : p.matmul] = true;
-    if (p.gated_into < 0)  // (a gate's output stays in registers)
+    if (p.gated_into < 0 && p.normed_into < 0)  // (a gate's output stays in registers, a norm's is computed where it is read)
       for (int out : s->plan.groups[p.group].outputs) on_device[out] = true;
   }
   s->address.assign(g.num_nodes(), 0);
@@ -297,6 +298,7 @@ CudaTarget TargetFor(const std::string& arch, int sm_count, const CudaCompileOpt
   if (target.overrides.gemm_max_stages == 0) target.overrides.gemm_max_stages = PositiveSetting("TILEFUSE_GEMM_MAX_STAGES");
   if (SwitchedOff("TILEFUSE_GEMM_GROUP_N")) target.overrides.gemm_group_n = false;  // a kernel per product, for comparison
   if (SwitchedOff("TILEFUSE_GEMM_GATES")) target.overrides.gemm_gates = false;      // a gate's product a kernel of its own
+  if (SwitchedOn("TILEFUSE_GEMM_ROW_NORMS")) target.overrides.gemm_row_norms = true;  // RMS norms in their products (slower, measured)
   if (SwitchedOff("TILEFUSE_LAUNCH_TOGETHER")) target.overrides.launch_together = false;  // a launch per kernel
   if (SwitchedOff("TILEFUSE_LT_VIEWS")) target.overrides.lt_views = false;          // cuBLASLt's operands copied first
   target.template_configs = options.template_configs;

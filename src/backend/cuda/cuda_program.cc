@@ -18,6 +18,7 @@
 #include "codegen/gemm_library_epilogue.h"
 #include "codegen/gemm_gates.h"
 #include "codegen/gemm_n_groups.h"
+#include "codegen/gemm_row_norms.h"
 #include "codegen/gemm_split.h"
 #include "codegen/gemm_template.h"
 #include "fusion/group_classifier.h"
@@ -527,6 +528,53 @@ void GateProducts(const Graph& g, const FusionPlan& plan, const std::vector<bool
   }
 }
 
+// RMS norms in their products (codegen/gemm_row_norms.h): a generated row-reduction group whose
+// one output is an RMS norm that only one GEMM template kernel reads, as its A (the q, k and v
+// products grouped over N, a gated product's two), becomes part of that kernel; it keeps no
+// kernel (normed_into) and its output no memory. Products of few output tiles only (batch 1),
+// where the norm's launch is a part of the time worth saving; a product of many tiles reads
+// its A from L2 once a tile column, not worth the registers' detour.
+void FoldRowNormsIntoProducts(const Graph& g, const FusionPlan& plan, const CudaTarget& target, CudaProgram& program) {
+  if (!target.overrides.gemm_row_norms || target.arch != "sm_90a") return;
+  const std::vector<int> group_of = StepOfEachNode(g, plan);
+  // The groups reading each node (a graph output: -1).
+  std::vector<std::vector<int>> readers(g.num_nodes());
+  for (size_t i = 0; i < plan.groups.size(); ++i)
+    for (int in : plan.groups[i].inputs) readers[in].push_back(static_cast<int>(i));
+  for (const Graph::Output& o : g.outputs()) readers[o.node].push_back(-1);
+  for (size_t q = 0; q < program.groups.size(); ++q) {
+    CudaGroupProgram& own = program.groups[q];
+    const GemmTemplateKernel* product = TemplateProblemOf(own);
+    // (Of 128x128 outputs: a gated product's 256-wide tiles hold 128 columns of each.)
+    if (!product || !RowNormFoldable(*product).ok() || gemm_layout::Tiles(*product, 128, product->gate.empty() ? 128 : 256) * 2 > target.sm_count)
+      continue;
+    const int normed = product->a;
+    const int n = group_of[normed];
+    if (n < 0 || plan.groups[n].kind != GroupKind::kRowReduction || plan.groups[n].outputs != std::vector<int>{normed}) continue;
+    CudaGroupProgram& norm_program = program.groups[n];
+    if (norm_program.mode != CudaGroupProgram::Mode::kGenerated || !norm_program.kernel || norm_program.launched_with >= 0) continue;
+    // Read by this kernel alone: this group, or one grouped or gated into it.
+    const bool only_here = std::all_of(readers[normed].begin(), readers[normed].end(), [&](int r) {
+      return r >= 0 && (r == static_cast<int>(q) || program.groups[r].grouped_into == own.group || program.groups[r].gated_into == own.group);
+    });
+    if (!only_here) continue;
+    std::vector<bool> member(g.num_nodes(), false);
+    for (int id : plan.groups[n].nodes) member[id] = true;
+    const std::optional<RmsNormMatch> norm = MatchRmsNorm(g, normed, member);
+    if (!norm || g.node(norm->input).dtype != product->operand_dtype || NumElements(g.node(norm->input).shape) != product->rows * product->k) continue;
+    GemmTemplateKernel folded = FoldRowNorm(*product, normed, *norm);
+    const std::string name = own.kernel->source.name;
+    const CudaGemmConfig requested = RequestedGemmConfig(folded, target);
+    StatusOr<CudaLaunchable> kernel =
+        TemplateLaunchable(MakeGemmTemplate(std::move(folded), requested), name, plan.groups[q], own.kernel->kernel, target);
+    if (!kernel.ok() || kernel->stand_in) continue;
+    kernel->outputs = own.kernel->outputs;  // (a grouped product's include its parts')
+    own.kernel = std::move(*kernel);
+    norm_program.kernel.reset();
+    norm_program.normed_into = own.group;
+  }
+}
+
 // Independent pointwise kernels launched together (codegen/cuda/cuda_launch_together.h): a
 // generated pointwise group's kernel takes the kernels of the next groups (a few steps on) whose
 // inputs are all written before it runs (a LLaMA-style layer's rotary embeddings of q and of k,
@@ -595,6 +643,7 @@ StatusOr<CudaProgram> BuildCudaProgram(const Graph& graph, const FusionPlan& pla
   }
   GateProducts(graph, plan, inlined, target, program);
   GroupProductsOverN(graph, plan, target, program);
+  FoldRowNormsIntoProducts(graph, plan, target, program);
   LaunchIndependentKernelsTogether(graph, plan, target, program);
   std::vector<CudaKernelSource> sources;
   for (const CudaGroupProgram& p : program.groups)
@@ -609,6 +658,12 @@ void WriteGroupedOutputsAtTheirKernel(const CudaProgram& program, Schedule& sche
       std::vector<int>& dropped = schedule.steps.at(p.group).writes;
       std::vector<int>& reads = schedule.steps.at(p.gated_into).reads;
       for (int b : dropped) std::erase(reads, b);
+      dropped.clear();
+    }
+    if (p.normed_into >= 0) {
+      std::vector<int>& dropped = schedule.steps.at(p.group).writes;
+      for (ScheduleStep& step : schedule.steps)
+        for (int b : dropped) std::erase(step.reads, b);
       dropped.clear();
     }
     if (p.grouped_into >= 0 || p.launched_with >= 0) {

@@ -87,6 +87,10 @@ struct CudaGroupProgram {
   // (codegen/gemm_gates.h): this group has no kernel of its own and its output is never stored
   // (no memory: no step writes or reads it); -1: none.
   int gated_into = -1;
+  // generated: the group whose GEMM template kernel computes this group's RMS norm of its A
+  // (codegen/gemm_row_norms.h): this group has no kernel of its own and its output is never
+  // stored (no step writes or reads it); -1: none.
+  int normed_into = -1;
   // generated: the group whose kernel runs this group's too, launched together
   // (codegen/cuda/cuda_launch_together.h; this group then has no kernel of its own and its
   // outputs are written at that group's step); -1: none.
@@ -112,7 +116,7 @@ struct CudaProgram {
 // at its own step, as kernels launched together (launched_with) do: `schedule` (one step per
 // group, ScheduleFromFusionPlan) says so, so that their live ranges start there and no value
 // that step reads shares their bytes. A gate computed in another product's tiles (gated_into)
-// is neither written nor read.
+// is neither written nor read, nor is an RMS norm computed in its product's kernel (normed_into).
 void WriteGroupedOutputsAtTheirKernel(const CudaProgram& program, Schedule& schedule);
 
 // What the program is built for. The Hopper templates need sm_90a.
@@ -151,6 +155,10 @@ struct TemplateOverrides {
   // A product that only another's epilogue reads, element by element, computed in that one's
   // tiles (codegen/gemm_gates.h; false, TILEFUSE_GEMM_GATES=0: a kernel each).
   bool gemm_gates = true;
+  // An RMS norm that only a GEMM template kernel reads, as its A, computed in that kernel
+  // (codegen/gemm_row_norms.h; true, TILEFUSE_GEMM_ROW_NORMS=1). Off by default: measured
+  // slower than the norm's own kernel (bench/results/2026-12-03-h200-row-norms.md).
+  bool gemm_row_norms = false;
   // Independent generated kernels whose inputs are ready launched as one
   // (codegen/cuda/cuda_launch_together.h; false, TILEFUSE_LAUNCH_TOGETHER=0: a launch each).
   bool launch_together = true;

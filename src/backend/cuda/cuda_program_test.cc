@@ -1106,6 +1106,74 @@ TEST(CudaProgramGatedTest, AGateOnlyAnotherEpilogueReadsRunsInItsTiles) {
   }
 }
 
+// An RMS norm that only one product kernel reads, as its A, runs in that kernel: the q, k and
+// v products grouped over N, and a gated product's pair. The norm's group keeps no kernel, its
+// output no memory (no step writes or reads it), and the kernel reads the norm's input and
+// scale instead, and compiles for sm_90a without spills or serialized wgmma. Switched off (the
+// default: measured slower), the norm is a kernel of its own. (bench/experiments/row_norms.sh
+// runs both graphs against the reference on a GPU, the norm in their products.)
+TEST(CudaProgramRowNormTest, AnRmsNormOnlyItsProductsReadRunsInTheirKernel) {
+  for (const char* file : {"gemm_rms_norm_qkv_ragged_bf16.onnxtxt", "gemm_rms_norm_swiglu_gated_rows128_bf16.onnxtxt"})
+    for (bool fold : {true, false}) {
+      SCOPED_TRACE(testing::Message() << file << (fold ? "" : ", switched off"));
+      auto model = ImportOnnx(std::string(TILEFUSE_SOURCE_DIR) + "/tests/gemm/" + file);
+      ASSERT_TRUE(model.ok()) << model.status().ToString();
+      auto graph = RunGraphPasses(std::move(model->graph), PassOptions{});
+      ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+      CudaTarget target;
+      target.overrides.gemm_row_norms = fold;
+      auto plan = PlanFusionForCuda(*graph, PlannerOptions{}, target);
+      ASSERT_TRUE(plan.ok());
+      auto program = BuildCudaProgram(*graph, plan->plan, FindInlinedGenerators(*graph), "", {}, target);
+      ASSERT_TRUE(program.ok()) << program.status().ToString();
+      const CudaGroupProgram* norm = nullptr;
+      const CudaGroupProgram* product = nullptr;
+      for (const CudaGroupProgram& p : program->groups) {
+        if (p.kind == GroupKind::kRowReduction) norm = &p;
+        if (p.kind == GroupKind::kGemm && p.kernel) product = &p;
+      }
+      ASSERT_NE(norm, nullptr);
+      ASSERT_NE(product, nullptr);
+      ASSERT_EQ(product->mode, CudaGroupProgram::Mode::kGemmTemplate) << product->why_library;
+      const std::string& strategy = product->kernel->source.strategy;
+      if (!fold) {
+        EXPECT_TRUE(norm->kernel.has_value());
+        EXPECT_EQ(strategy.find("normed"), std::string::npos) << strategy;
+        continue;
+      }
+      EXPECT_FALSE(norm->kernel.has_value());
+      EXPECT_EQ(norm->normed_into, product->group);
+      EXPECT_NE(strategy.find("A normed by rows"), std::string::npos) << strategy;
+      EXPECT_NE(strategy.find(std::string(file).find("qkv") != std::string::npos ? "grouped over N" : "gated"), std::string::npos) << strategy;
+      const std::vector<int>& normed_outputs = plan->plan.groups[norm->group].outputs;
+      ASSERT_EQ(normed_outputs.size(), 1u);
+      const int normed = normed_outputs[0];
+      const std::vector<int>& kernel_reads = product->kernel->buffer_nodes;
+      EXPECT_EQ(std::count(kernel_reads.begin(), kernel_reads.end(), normed), 0);
+      for (const char* name : {"x", "g"}) {
+        const int input = *std::find_if(graph->inputs().begin(), graph->inputs().end(), [&](int id) { return graph->node(id).name == name; });
+        EXPECT_EQ(std::count(kernel_reads.begin(), kernel_reads.end(), input), 1) << name;
+      }
+      Schedule schedule = ScheduleFromFusionPlan(*graph, plan->plan);
+      WriteGroupedOutputsAtTheirKernel(*program, schedule);
+      for (const ScheduleStep& step : schedule.steps)
+        for (const std::vector<int>* buffers : {&step.reads, &step.writes})
+          for (int b : *buffers) EXPECT_NE(schedule.buffers[b].node, normed) << step.name;
+      ASSERT_TRUE(PlanMemory(schedule).ok());
+      // (Off by default, so the models' compile tests do not reach it.)
+      StatusOr<NvrtcCompiler> nvrtc = NvrtcCompiler::Create(TestCacheDir());
+      if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available: " << nvrtc.status().ToString();
+      auto cubins = CompileUnits(*nvrtc, SplitIntoCompileUnits({product->kernel->source}), "sm_90a");
+      ASSERT_TRUE(cubins.ok()) << cubins.status().ToString();
+      const std::string log = cubins->PtxasLog();
+      EXPECT_EQ(log.find("are serialized"), std::string::npos) << log;
+      EXPECT_EQ(log.find("warpgroup.wait is injected"), std::string::npos) << log;
+      const std::vector<PtxasKernelInfo> report = ParsePtxasLog(log);
+      ASSERT_EQ(report.size(), 1u);
+      EXPECT_EQ(report[0].spill_store_bytes + report[0].spill_load_bytes, 0) << report[0].line;
+    }
+}
+
 // Where the product's form takes long to compile (its overlapped epilogue at 4096 rows), its
 // stand-in (ping-pong tiles) is a gated form too: the gate is not left out for it.
 TEST(CudaProgramGatedTest, AGatedProductOfManyTilesHasAGatedStandIn) {

@@ -199,6 +199,9 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
   // (FP8 products, f32 too, stay cooperative until measured: promoted sums fit at most 64 x 192
   // accumulators a consumer, and ping-pong consumers hold 128 rows.)
   // 3xTF32 stays cooperative: its consumers split B's tile between them.
+  // A normed by rows (GemmTemplateKernel::row_norm): cooperative consumers, one unit a tile
+  // (a row's squares summed over the whole of K), the epilogue in the tail.
+  if (g.row_norm) c.pingpong = false, c.overlap_epilogue = false, c.stream_k = false;
   const bool short_tf32 = g.operand_dtype == DType::kF32 && !g.split_f32 && g.k <= 1024 && g.rows > 64 && Tiles(g, 128, 128) >= c.sm_count;
   c.pingpong = c.pingpong.value_or(short_tf32);
   // Promoted sums for FP8 and 3xTF32 (gemm_sm90_consumer.cuh says why).
@@ -341,6 +344,7 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
       if (splits > 1) c.splits = UnitsWithoutEmpty(g, splits);
     }
   }
+  if (g.row_norm) c.splits = 1;  // (the rows' sums need the whole of K)
   // Stream-K where a partial last round after whole ones would leave SMs idle long enough to
   // pay for the partials' round trip through L2: the critical path in steps (whole rounds of
   // tiles, then the run's share, and about 3 steps a split tile for the partials) at most 70%

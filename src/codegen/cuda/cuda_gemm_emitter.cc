@@ -113,6 +113,14 @@ class GemmEmitter {
         buffers += fmt::format("{}{{{}}}", p > 0 ? ", " : "", part_buffers);
       }
     }
+    if (g_.row_norm) {
+      // A normed by rows: the norm's scale and epsilon after the maps (a plain product names
+      // its empty more_b first).
+      parameters += ", const unsigned short* __restrict__ norm_scale";
+      s.launch.args.push_back({LaunchArg::Kind::kBuffer, g_.row_norm->scale, {}, 0});
+      maps += fmt::format("{}, norm_scale, {:.9e}f", g_.n_parts.empty() && g_.gate.empty() ? ", {}" : "", g_.row_norm->epsilon);
+      s.strategy += fmt::format(", A normed by rows in registers (%{}'s norm)", g_.row_norm->normed);
+    }
     const bool scratch = c_.splits > 1 || StreamKTiles(g_, c_) > 0;  // split-K's or stream-K's counters and partials
     if (scratch) {
       parameters += ", unsigned* __restrict__ tile_counters, float* __restrict__ partials";
@@ -158,6 +166,10 @@ class GemmEmitter {
     if (!g_.gate.empty() && !GateTakesWidth(g_, c_.block_n))
       return InvalidArgument(fmt::format("{}: a gated product's tiles are halves of whole 64-column boxes that tile N = {} ({} columns)", g_.name,
                                          g_.n, c_.block_n));
+    if (g_.row_norm && (*c_.pingpong || *c_.overlap_epilogue || c_.splits > 1 || c_.stream_k.value_or(false) || !IsHalf(g_.operand_dtype) ||
+                        g_.a_view || g_.a_conv || g_.a_mn_major >= 0 || g_.k % BlockK(g_) != 0 || staged_load_ >= 0 || ringed_load_ >= 0))
+      return InvalidArgument(fmt::format("{}: A normed by rows needs a 16-bit [M][K] matrix of whole K steps, cooperative consumers, one unit "
+                                         "a tile and the epilogue in the tail, without a staged or ringed load", g_.name));
     const int64_t shared = SharedBytes(c_, g_, staged_ >= 0, ringed_load_ >= 0);
     if (shared > kSharedLimit) return InvalidArgument(fmt::format("{}: {} bytes of shared memory (the limit is {})", g_.name, shared, kSharedLimit));
     RETURN_IF_ERROR(CheckClusters(g_, c_));
@@ -319,7 +331,7 @@ class GemmEmitter {
         "    enum : int {{ kStagedStore = {}, kStoreByThreads = {}, kStagedLoad = {}, kRingedLoad = {}, kAMnMajor = {}, kBKMajor = {} }};\n"
         "    enum : int {{ kProducerRegisters = {}, kConsumerRegisters = {}, kPromote = {} }};\n"
         "    enum : int {{ kBBeforeWait = {}, kSplitTf32 = {}, kEpilogueWrites = {} }};\n"
-        "    enum : int {{ kBParts = {}, kBPart1 = {}, kBPart2 = {}, kBPart3 = {}, kGated = {}, kPartnerGroups = {} }};\n"
+        "    enum : int {{ kBParts = {}, kBPart1 = {}, kBPart2 = {}, kBPart3 = {}, kGated = {}, kPartnerGroups = {}, kNormA = {} }};\n"
         "  }};\n",
         types, c_.block_m, c_.block_n, c_.stages, c_.group_m, c_.cluster_m, c_.splits, StepsPerSplit(g_, c_), StreamKTiles(g_, c_),
         StreamKCtas(g_, c_), g_.rows, g_.n, g_.k,
@@ -328,7 +340,7 @@ class GemmEmitter {
         g_.a_mn_major >= 0 ? 1 : 0, g_.b_k_major >= 0 ? 1 : 0, g_.split_f32 ? kSplitterRegisters : kProducerRegisters,
         g_.split_f32 ? kSplitConsumerRegisters : Consumers(c_) == 3 ? kThreeConsumerRegisters : kConsumerRegisters, *c_.promote ? 1 : 0,
         g_.b_read_only && c_.cluster_m == 1 ? 1 : 0, g_.split_f32 ? 1 : 0, EpilogueWrites() ? 1 : 0, std::max<size_t>(1, g_.n_parts.size()),
-        PartStart(1), PartStart(2), PartStart(3), g_.gate.empty() ? 0 : 1, g_.partner / 8);
+        PartStart(1), PartStart(2), PartStart(3), g_.gate.empty() ? 0 : 1, g_.partner / 8, g_.row_norm ? 1 : 0);
   }
   // An overlapped epilogue's chunks: of a tile's output columns (a gated product's are half).
   int OutputChunks() const {

@@ -42,6 +42,9 @@ struct GemmMaps {
   const TensorMap* residual;  // the ringed load's
   void* stored;               // the staged store's output where the threads write it (kStoreByThreads)
   const TensorMap* more_b[3];  // a product grouped over N (kBParts > 1): parts 1.. B's maps; gated (kGated): this product's
+  // A normed by rows (kNormA): the norm's scale, one 16-bit value a column of K, and its epsilon.
+  const void* norm_scale;
+  float norm_epsilon;
 };
 
 // ---- A loaders: one K step of A's tile t.m into a ring slot ----
@@ -143,6 +146,17 @@ struct GemmShape : Config {
   static constexpr int kPartnerGroups = Config::kPartnerGroups;
   static_assert(kPartnerGroups == 0 || (!kGated && kOutBN % (16 * kPartnerGroups) == 0 && Config::kN % 2 == 0),
                 "gemm_sm90's partner columns lie in the tile, not beside a gate");
+  // A normed by rows in the consumers' registers (kNormA: an RMS norm folded into the product
+  // that reads it, codegen/gemm_row_norms.h). Each consumer reads its 64 rows of a slot's A into
+  // registers (GemmLoadNormedA), adds their squares to its rows' sums, multiplies them by the
+  // norm's scale (maps.norm_scale, one value a column of K) and gives them to the wgmma from
+  // there; before the epilogue the accumulators of row r are multiplied by rsqrt(sum_r / K +
+  // epsilon). The normed A is never written nor read back, and its kernel is not launched.
+  static constexpr bool kNormA = Config::kNormA != 0;
+  static_assert(!kNormA || (Element::kBytes == 2 && !kAMnMajor && !Config::kPingPong && !Config::kOverlap && !Config::kPromote &&
+                            Config::kSplits == 1 && Config::kStreamTiles == 0 && Config::kK % kBK == 0 && !Config::kStagedLoad &&
+                            !Config::kRingedLoad),
+                "gemm_sm90 norms a 16-bit K-major A of whole K steps on cooperative consumers, one unit a tile, the epilogue in the tail");
   static constexpr int kTilesM = (Config::kRows + Config::kBM - 1) / Config::kBM;
   static constexpr int kTilesN = (Config::kN + kOutBN - 1) / kOutBN;
   static constexpr int kTiles = kTilesM * kTilesN * Config::kBatch;

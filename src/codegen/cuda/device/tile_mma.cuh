@@ -27,12 +27,24 @@ struct Bf16 {
   static __device__ __forceinline__ float ToFloat(Storage v) { return tf_cvt_bf16(v); }
   // Two values as one 32-bit pair, `lo` in the low half (an A-fragment register).
   static __device__ __forceinline__ unsigned Pack2(float lo, float hi) { return tf_pack2_bf16(lo, hi); }
+  // Two pairs multiplied element by element, each product rounded to nearest (as the f32
+  // product of two bf16 values, exact, rounded to bf16).
+  static __device__ __forceinline__ unsigned Mul2(unsigned a, unsigned b) {
+    unsigned d;
+    asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+  }
 };
 struct F16 {
   using Storage = unsigned short;
   static constexpr int kBytes = 2;
   static __device__ __forceinline__ float ToFloat(Storage v) { return tf_cvt_f16(v); }
   static __device__ __forceinline__ unsigned Pack2(float lo, float hi) { return tf_pack2_f16(lo, hi); }
+  static __device__ __forceinline__ unsigned Mul2(unsigned a, unsigned b) {
+    unsigned d;
+    asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+  }
 };
 struct F32 {
   using Storage = float;

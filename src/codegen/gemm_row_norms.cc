@@ -1,0 +1,137 @@
+#include "codegen/gemm_row_norms.h"
+
+#include <fmt/format.h>
+
+#include "tilefuse/tensor.h"
+
+namespace tilefuse {
+
+namespace {
+
+// Walks an RMS norm's expression from its output down to x, the scale and epsilon, noting the
+// ops it passes (each must be a member of the norm's group).
+class RmsNormWalk {
+ public:
+  RmsNormWalk(const Graph& g, const std::vector<bool>& member) : g_(g), member_(member) {}
+
+  std::optional<RmsNormMatch> Match(int value) {
+    const Node& out = Op(value, OpCode::kMul);
+    if (!ok_) return std::nullopt;
+    for (int side = 0; side < 2; ++side) {
+      ok_ = true;
+      RmsNormMatch m;
+      m.scale = ThroughShape(out.inputs[side]);
+      if (!Normalized(out.inputs[1 - side], m) || !ok_) continue;
+      const Node& x = g_.node(m.input);
+      const Node& scale = g_.node(m.scale);
+      if (!IsHalf(x.dtype) || scale.dtype != x.dtype || member_[m.input] || member_[m.scale] || x.rank() < 2 ||
+          NumElements(scale.shape) != x.shape.back())
+        continue;
+      return m;
+    }
+    return std::nullopt;
+  }
+
+ private:
+  // x · rsqrt(mean(x²) + epsilon), or x / sqrt(...), up to casts: sets input and epsilon.
+  bool Normalized(int id, RmsNormMatch& m) {
+    const Node& n = g_.node(ThroughCasts(id));
+    if (!Member(n.id)) return false;
+    if (n.op == OpCode::kDiv) {
+      m.input = ThroughCasts(n.inputs[0]);
+      return Root(ThroughShape(n.inputs[1]), /*reciprocal=*/false, m);
+    }
+    if (n.op != OpCode::kMul) return false;
+    for (int side = 0; side < 2; ++side) {
+      m.input = ThroughCasts(n.inputs[side]);
+      if (Root(ThroughShape(n.inputs[1 - side]), /*reciprocal=*/true, m)) return true;
+    }
+    return false;
+  }
+  // rsqrt(mean(x²) + epsilon) (reciprocal) or sqrt(...), up to casts.
+  bool Root(int id, bool reciprocal, RmsNormMatch& m) {
+    const Node* n = &g_.node(ThroughCasts(id));
+    if (reciprocal && n->op == OpCode::kReciprocal && Member(n->id)) {
+      n = &g_.node(ThroughCasts(n->inputs[0]));
+      reciprocal = false;
+    }
+    if (n->op != (reciprocal ? OpCode::kRsqrt : OpCode::kSqrt) || !Member(n->id)) return false;
+    const Node& sum = g_.node(ThroughCasts(n->inputs[0]));
+    if (sum.op != OpCode::kAdd || !Member(sum.id)) return false;
+    for (int side = 0; side < 2; ++side) {
+      const std::optional<double> epsilon = ScalarConstant(sum.inputs[1 - side]);
+      if (epsilon && *epsilon >= 0 && MeanSquare(ThroughCasts(sum.inputs[side]), m.input)) {
+        m.epsilon = *epsilon;
+        return true;
+      }
+    }
+    return false;
+  }
+  // mean(x², over the last axis), the square as x · x or pow(x, 2), up to casts.
+  bool MeanSquare(int id, int x) {
+    const Node& mean = g_.node(id);
+    if (mean.op != OpCode::kReduceMean || !Member(id)) return false;
+    const Node& square = g_.node(ThroughCasts(mean.inputs[0]));
+    if (mean.attrs.axes != std::vector<int64_t>{square.rank() - 1} || !Member(square.id)) return false;
+    if (square.op == OpCode::kMul) return ThroughCasts(square.inputs[0]) == x && ThroughCasts(square.inputs[1]) == x;
+    if (square.op == OpCode::kPow) return ThroughCasts(square.inputs[0]) == x && ScalarConstant(square.inputs[1]) == 2.0;
+    return false;
+  }
+
+  const Node& Op(int id, OpCode op) {
+    const Node& n = g_.node(id);
+    ok_ = n.op == op && Member(id);
+    return n;
+  }
+  bool Member(int id) const { return id >= 0 && id < static_cast<int>(member_.size()) && member_[id]; }
+  bool FloatCast(const Node& n) const { return n.op == OpCode::kCast && IsFloat(n.dtype) && IsFloat(g_.node(n.inputs[0]).dtype); }
+  int ThroughCasts(int id) const {
+    while (FloatCast(g_.node(id))) id = g_.node(id).inputs[0];
+    return id;
+  }
+  int ThroughShape(int id) const {
+    for (const Node* n = &g_.node(id); n->op == OpCode::kReshape || n->op == OpCode::kBroadcast; n = &g_.node(id)) id = n->inputs[0];
+    return id;
+  }
+  // A constant of one value, through reshapes, broadcasts and casts.
+  std::optional<double> ScalarConstant(int id) const {
+    for (const Node* n = &g_.node(id); n->op == OpCode::kReshape || n->op == OpCode::kBroadcast || FloatCast(*n); n = &g_.node(id))
+      id = n->inputs[0];
+    const Node& n = g_.node(id);
+    if (n.op != OpCode::kConstant || !n.attrs.value || n.attrs.value->num_elements() < 1) return std::nullopt;
+    const double v = n.attrs.value->GetDouble(0);
+    for (int64_t i = 1; i < n.attrs.value->num_elements(); ++i)
+      if (n.attrs.value->GetDouble(i) != v) return std::nullopt;
+    return v;
+  }
+
+  const Graph& g_;
+  const std::vector<bool>& member_;
+  bool ok_ = true;
+};
+
+}  // namespace
+
+std::optional<RmsNormMatch> MatchRmsNorm(const Graph& graph, int value, const std::vector<bool>& member) {
+  return RmsNormWalk(graph, member).Match(value);
+}
+
+Status RowNormFoldable(const GemmTemplateKernel& g) {
+  if (g.row_norm) return InvalidArgument("A is normed already");
+  if (g.batch != 1) return InvalidArgument(fmt::format("{} batch entries (one)", g.batch));
+  if (g.a_view || g.a_conv || g.a_mn_major >= 0) return InvalidArgument("A is read through a view, as im2col or MN-major");
+  if (!IsHalf(g.operand_dtype)) return InvalidArgument(fmt::format("{} operands (bf16 or f16)", DTypeName(g.operand_dtype)));
+  if (g.k % 64 != 0) return InvalidArgument(fmt::format("K = {} is not a whole number of 64-column steps", g.k));
+  return Status::Ok();
+}
+
+GemmTemplateKernel FoldRowNorm(GemmTemplateKernel g, int normed, const RmsNormMatch& norm) {
+  const GemmRowNorm row_norm{normed, norm.scale, static_cast<float>(norm.epsilon)};
+  g.a = norm.input;
+  g.row_norm = row_norm;
+  for (GemmTemplateKernel& part : g.n_parts) part.a = norm.input, part.row_norm = row_norm;
+  for (GemmTemplateKernel& gate : g.gate) gate.a = norm.input, gate.row_norm = row_norm;
+  return g;
+}
+
+}  // namespace tilefuse

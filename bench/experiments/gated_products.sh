@@ -34,16 +34,7 @@ if [ -z "${SKIP_TUNE:-}" ]; then
     for gates in 1 0; do
       name=swiglu_rows$rows-gates$gates
       TILEFUSE_GEMM_GATES=$gates timeout 200 "$B/tilefuse" tune "$m" --backend cuda --json > "$OUT/$name-tune.json" 2> "$OUT/$name-tune.err"
-      python3 - "$OUT/$name-tune.json" "$name" <<'PY'
-import json, sys
-report = json.load(open(sys.argv[1]))
-for k in report["kernels"]:
-    rows = sorted((t for t in k["configs"] if "time_us" in t), key=lambda t: t["time_us"])
-    print(f"{sys.argv[2]} {k['name']}: rule {k['default_us']:.2f} us, best {k['best_us']:.2f} us, {len(rows)} timed")
-    for t in rows[:6]:
-        c = t["config"]
-        print(f"    {t['time_us']:7.2f} us  " + " ".join(f"{key}={c[key]}" for key in sorted(c) if key not in ("group_m", "promote")))
-PY
+      tune_report "$OUT/$name-tune.json" "$name"
     done
   done 2>&1 | tee -a "$log"
 fi

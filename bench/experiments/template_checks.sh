@@ -40,3 +40,18 @@ torch_frontend_runs() {
     grep -E '^\{|Error|error' "$OUT/torch-frontend-$model-$dtype.log" | cut -c1-1500 | head -8
   done
 }
+
+# tune_report JSON NAME [TOP]: each kernel of a `tilefuse tune --json` report, its rule's and best
+# times, and its TOP (default 6) fastest forms.
+tune_report() {
+  python3 - "$1" "$2" "${3:-6}" <<'PY'
+import json, sys
+report = json.load(open(sys.argv[1]))
+for k in report["kernels"]:
+    rows = sorted((t for t in k["configs"] if "time_us" in t), key=lambda t: t["time_us"])
+    print(f"{sys.argv[2]} {k['name']}: rule {k['default_us']:.2f} us, best {k['best_us']:.2f} us, {len(rows)} timed")
+    for t in rows[:int(sys.argv[3])]:
+        c = t["config"]
+        print(f"    {t['time_us']:7.2f} us  " + " ".join(f"{key}={c[key]}" for key in sorted(c) if key not in ("group_m", "promote")))
+PY
+}

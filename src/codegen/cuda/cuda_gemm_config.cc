@@ -48,6 +48,7 @@ int64_t SplitBufferBytes(const CudaGemmConfig& c, const GemmTemplateKernel& g) {
 // and empty per residual slot, 3xTF32's split_full per stage after those).
 int64_t SharedBytes(const CudaGemmConfig& c, const GemmTemplateKernel& g, bool staged, bool ringed) {
   return 1024 + c.stages * StageBytes(c) + SplitBufferBytes(c, g) + StagingBytes(c, g, staged) + ResidualRingBytes(c, ringed) +
+         (g.row_norm ? g.k * 2 : 0) +  // the norm's scale (gemm_sm90's kNormA)
          8 * (2 * c.stages + 6 + (ringed || g.split_f32 ? 2 * kResidualSlots : 0) + (g.split_f32 ? c.stages : 0));
 }
 

@@ -203,7 +203,7 @@ struct GemmShape : Config {
 };
 
 // Shared memory as the host's SharedBytes lays it out: the ring (1024-byte aligned, the
-// swizzle period), the staging tile, the residual ring, then the barriers.
+// swizzle period), the staging tile, the residual ring, the norm's scale, then the barriers.
 template <class S>
 struct GemmSharedMemory {
   using Storage = typename S::Element::Storage;
@@ -213,6 +213,7 @@ struct GemmSharedMemory {
   Storage* big_b;           // 3xTF32, B MN-major: [stage][kBN][kBK], B's big parts K-major
   unsigned char* staging;   // [consumer][kOutBN / 64][64][64], swizzled
   unsigned char* residual_ring;  // [slot][kBM][kChunkCols]
+  unsigned* norm_scale;          // kNormA: the norm's scale, kK 16-bit values (GemmNormedSteps)
   Barrier* full;
   Barrier* empty;
   Barrier* turn;     // ping-pong: turn[c] completes when consumer c may run its next main loop
@@ -231,7 +232,8 @@ struct GemmSharedMemory {
     big_b = small_b + S::kSplitBuffers * S::kBN * S::kBK;
     staging = (unsigned char*)(big_b + S::kBigBBuffers * S::kBN * S::kBK);
     residual_ring = staging + S::kStaging;
-    full = (Barrier*)(S::kRingedLoad ? residual_ring + S::kResidualSlots * S::kResidualSlotBytes : staging + S::kStaging);
+    norm_scale = (unsigned*)(S::kRingedLoad ? residual_ring + S::kResidualSlots * S::kResidualSlotBytes : staging + S::kStaging);
+    full = (Barrier*)(norm_scale + (S::kNormA ? S::kK / 2 : 0));
     empty = full + S::kStages;
     turn = empty + S::kStages;
     tile_in = turn + 2;

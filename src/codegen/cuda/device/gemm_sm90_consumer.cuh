@@ -31,10 +31,8 @@ struct GemmConsumerState {
   // + 8 over the columns it has read.
   unsigned a_normed[S::kNormA ? 2 : 1][S::kNormA ? S::kBK / 16 : 1][4];
   float norm_squares[2];
-  // kNormA: the norm's scale for a step, loaded one step ahead (from L2:
-  // a CTA of a few-tile product reads it once; a load waited on in its own step took the
-  // gated LLaMA-style gate and up at 128 rows to 27.4 µs, 20.6 without the norm, H200,
-  // 2026-12-03), as bf16 or f16 pairs at columns (lane % 4) * 2 and + 8 of each 16.
+  // kNormA: the norm's scale for a step, read a step ahead from its copy in shared memory, as
+  // bf16 or f16 pairs at columns (lane % 4) * 2 and + 8 of each 16.
   unsigned norm_scale[S::kNormA ? S::kBK / 16 : 1][2];
   Pipeline<S::kStages> ring;
   int previous;  // the slot of the step before this one, still read by its wgmma (-1: none)
@@ -181,28 +179,28 @@ __device__ __forceinline__ void GemmAddSquares(const GemmSharedMemory<S>& sm, Ge
     }
 }
 
-// kNormA: the norm's scale for step `ks` (clamped to the last) into norm_scale.
+// kNormA: the norm's scale for step `ks` (clamped to the last) into norm_scale, from its copy
+// in shared memory (GemmNormedSteps).
 template <class S>
-__device__ __forceinline__ void GemmLoadNormScale(const GemmMaps& maps, GemmConsumerState<S>& c, int ks) {
-  const unsigned* words = static_cast<const unsigned*>(maps.norm_scale) + min(ks, S::kKSteps - 1) * (S::kBK / 2) + c.lane % 4;
+__device__ __forceinline__ void GemmLoadNormScale(const unsigned* scale_shared, GemmConsumerState<S>& c, int ks) {
+  const unsigned* words = scale_shared + min(ks, S::kKSteps - 1) * (S::kBK / 2) + c.lane % 4;
 #pragma unroll
-  for (int kk = 0; kk < S::kBK / 16; ++kk) c.norm_scale[kk][0] = __ldg(words + kk * 8), c.norm_scale[kk][1] = __ldg(words + kk * 8 + 4);
+  for (int kk = 0; kk < S::kBK / 16; ++kk) c.norm_scale[kk][0] = words[kk * 8], c.norm_scale[kk][1] = words[kk * 8 + 4];
 }
 
 // kNormA: one main-loop step (A's registers `kBuffer`, steps taking turns): A read and scaled,
-// the next step's scale requested, the wgmma issued, then A read again and its squares summed
-// while the wgmma runs, and the step before retired. Only the read and the multiplication stand between
-// the slot's landing and the wgmma: a slot is held from its landing to its wgmma's end, and
-// every cycle held is one the ring has fewer bytes in flight (with the squares and the scale's
-// load before the wgmma, the gated LLaMA-style gate and up at 128 rows took 24.7 µs against
-// 21.0 without the norm; H200, 2026-12-03).
+// the next step's scale read, the wgmma issued, then A read again and its squares summed while
+// the wgmma runs, and the step before retired. Only the read and the multiplication stand
+// between the slot's landing and its wgmma: a slot is held from its landing to its wgmma's
+// end, and each cycle held is one the ring has fewer bytes in flight. (The forms measured:
+// bench/results/2026-12-03-h200-row-norms.md.)
 template <class S, int kBuffer>
-__device__ __forceinline__ void GemmNormedStep(const GemmSharedMemory<S>& sm, const GemmMaps& maps, GemmConsumerState<S>& c, int ks,
+__device__ __forceinline__ void GemmNormedStep(const GemmSharedMemory<S>& sm, const unsigned* scale_shared, GemmConsumerState<S>& c, int ks,
                                                bool accumulate) {
   using Mma = tf::Mma<typename S::Element>;
   sm.full[c.ring.stage].Wait(c.ring.phase);
   GemmLoadNormedA<S, kBuffer>(sm, c);
-  GemmLoadNormScale<S>(maps, c, ks + 1);
+  GemmLoadNormScale<S>(scale_shared, c, ks + 1);
   const auto* b = sm.tile_b + c.ring.stage * S::kBN * S::kBK;
   Warpgroup::Fence();
 #pragma unroll
@@ -218,15 +216,23 @@ __device__ __forceinline__ void GemmNormedStep(const GemmSharedMemory<S>& sm, co
 }
 
 // kNormA: a unit's main loop, steps [k_begin, k_end), two at a time (registers taking turns).
+// The norm's scale is copied into shared memory first: read from L2 a step ahead, its loads
+// stood on the critical path (the gated LLaMA-style gate and up at 128 rows 24-29 µs, 22.9 from
+// shared memory, 21.8 for the same loop without scale and squares, 20.7 unnormed; H200,
+// 2026-12-03).
 template <class S>
 __device__ __forceinline__ void GemmNormedSteps(const GemmSharedMemory<S>& sm, const GemmMaps& maps, GemmConsumerState<S>& c, int k_begin,
                                                 int k_end) {
+  unsigned* scale_shared = sm.norm_scale;
+  const unsigned* scale = static_cast<const unsigned*>(maps.norm_scale);
+  for (int i = c.consumer * 128 + c.local; i < S::kK / 2; i += S::kConsumers * 128) scale_shared[i] = __ldg(scale + i);
+  NamedBarrierSync(S::kHandOverBarrier, S::kConsumers * 128);  // (split-K's and stream-K's, which a norm never has)
   c.norm_squares[0] = c.norm_squares[1] = 0.0f;
-  GemmLoadNormScale<S>(maps, c, k_begin);
+  GemmLoadNormScale<S>(scale_shared, c, k_begin);
   for (int ks = k_begin; ks < k_end; ks += 2) {
-    GemmNormedStep<S, 0>(sm, maps, c, ks, ks > k_begin);
+    GemmNormedStep<S, 0>(sm, scale_shared, c, ks, ks > k_begin);
     if (ks + 1 == k_end) break;
-    GemmNormedStep<S, 1>(sm, maps, c, ks + 1, true);
+    GemmNormedStep<S, 1>(sm, scale_shared, c, ks + 1, true);
   }
   Warpgroup::Wait<0>();
   GemmReleaseSlot(sm, c.previous, c.local);

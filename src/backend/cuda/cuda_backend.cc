@@ -298,7 +298,7 @@ CudaTarget TargetFor(const std::string& arch, int sm_count, const CudaCompileOpt
   if (target.overrides.gemm_max_stages == 0) target.overrides.gemm_max_stages = PositiveSetting("TILEFUSE_GEMM_MAX_STAGES");
   if (SwitchedOff("TILEFUSE_GEMM_GROUP_N")) target.overrides.gemm_group_n = false;  // a kernel per product, for comparison
   if (SwitchedOff("TILEFUSE_GEMM_GATES")) target.overrides.gemm_gates = false;      // a gate's product a kernel of its own
-  if (SwitchedOn("TILEFUSE_GEMM_ROW_NORMS")) target.overrides.gemm_row_norms = true;  // RMS norms in their products (slower, measured)
+  if (SwitchedOn("TILEFUSE_GEMM_ROW_NORMS")) target.overrides.gemm_row_norms = true;  // RMS norms in their products (no faster, measured)
   if (SwitchedOff("TILEFUSE_LAUNCH_TOGETHER")) target.overrides.launch_together = false;  // a launch per kernel
   if (SwitchedOff("TILEFUSE_LT_VIEWS")) target.overrides.lt_views = false;          // cuBLASLt's operands copied first
   target.template_configs = options.template_configs;

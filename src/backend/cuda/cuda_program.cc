@@ -532,8 +532,8 @@ void GateProducts(const Graph& g, const FusionPlan& plan, const std::vector<bool
 // one output is an RMS norm that only one GEMM template kernel reads, as its A (the q, k and v
 // products grouped over N, a gated product's two), becomes part of that kernel; it keeps no
 // kernel (normed_into) and its output no memory. Products of few output tiles only (batch 1),
-// where the norm's launch is a part of the time worth saving; a product of many tiles reads
-// its A from L2 once a tile column, not worth the registers' detour.
+// where the norm's launch is a part of the time worth saving (a product of many tiles would
+// read and scale its A once a tile column; not measured).
 void FoldRowNormsIntoProducts(const Graph& g, const FusionPlan& plan, const CudaTarget& target, CudaProgram& program) {
   if (!target.overrides.gemm_row_norms || target.arch != "sm_90a") return;
   const std::vector<int> group_of = StepOfEachNode(g, plan);

@@ -156,8 +156,8 @@ struct TemplateOverrides {
   // tiles (codegen/gemm_gates.h; false, TILEFUSE_GEMM_GATES=0: a kernel each).
   bool gemm_gates = true;
   // An RMS norm that only a GEMM template kernel reads, as its A, computed in that kernel
-  // (codegen/gemm_row_norms.h; true, TILEFUSE_GEMM_ROW_NORMS=1). Off by default: measured
-  // slower than the norm's own kernel (bench/results/2026-12-03-h200-row-norms.md).
+  // (codegen/gemm_row_norms.h; true, TILEFUSE_GEMM_ROW_NORMS=1). Off by default: measured no
+  // faster than the norm's own kernel (bench/results/2026-12-03-h200-row-norms.md).
   bool gemm_row_norms = false;
   // Independent generated kernels whose inputs are ready launched as one
   // (codegen/cuda/cuda_launch_together.h; false, TILEFUSE_LAUNCH_TOGETHER=0: a launch each).

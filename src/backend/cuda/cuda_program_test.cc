@@ -1110,7 +1110,7 @@ TEST(CudaProgramGatedTest, AGateOnlyAnotherEpilogueReadsRunsInItsTiles) {
 // v products grouped over N, and a gated product's pair. The norm's group keeps no kernel, its
 // output no memory (no step writes or reads it), and the kernel reads the norm's input and
 // scale instead, and compiles for sm_90a without spills or serialized wgmma. Switched off (the
-// default: measured slower), the norm is a kernel of its own. (bench/experiments/row_norms.sh
+// default: measured no faster), the norm is a kernel of its own. (bench/experiments/row_norms.sh
 // runs both graphs against the reference on a GPU, the norm in their products.)
 TEST(CudaProgramRowNormTest, AnRmsNormOnlyItsProductsReadRunsInTheirKernel) {
   for (const char* file : {"gemm_rms_norm_qkv_ragged_bf16.onnxtxt", "gemm_rms_norm_swiglu_gated_rows128_bf16.onnxtxt"})

@@ -148,10 +148,11 @@ struct GemmShape : Config {
                 "gemm_sm90's partner columns lie in the tile, not beside a gate");
   // A normed by rows in the consumers' registers (kNormA: an RMS norm folded into the product
   // that reads it, codegen/gemm_row_norms.h). Each consumer reads its 64 rows of a slot's A into
-  // registers (GemmLoadNormedA), adds their squares to its rows' sums, multiplies them by the
-  // norm's scale (maps.norm_scale, one value a column of K) and gives them to the wgmma from
-  // there; before the epilogue the accumulators of row r are multiplied by rsqrt(sum_r / K +
-  // epsilon). The normed A is never written nor read back, and its kernel is not launched.
+  // registers (GemmLoadNormedA), multiplies them by the norm's scale (maps.norm_scale, one
+  // value a column of K, copied into shared memory first) and gives them to the wgmma from
+  // there, then reads them again to add their squares to its rows' sums while the wgmma runs;
+  // before the epilogue the accumulators of row r are multiplied by rsqrt(sum_r / K + epsilon).
+  // The normed A is never written nor read back, and its kernel is not launched.
   static constexpr bool kNormA = Config::kNormA != 0;
   static_assert(!kNormA || (Element::kBytes == 2 && !kAMnMajor && !Config::kPingPong && !Config::kOverlap && !Config::kPromote &&
                             Config::kSplits == 1 && Config::kStreamTiles == 0 && Config::kK % kBK == 0 && !Config::kStagedLoad &&

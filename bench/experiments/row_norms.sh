@@ -6,8 +6,9 @@
 # memcheck; the products at TUNE_ROWS rows (default 128) tuned, normed and not (every form the
 # search space holds); then models through torch.compile (MODELS, default the LLaMA-style model
 # in bf16 at 1x128 and 8x512) normed and, tilefuse alone, not (TILEFUSE_GEMM_ROW_NORMS=0), in the
-# same call. GTEST: a filter of tilefuse_tests run first. On a machine with a GPU; carries
-# build-gpu/bundle.tar.xz.
+# same call; PROFILE=1 adds each LLaMA-style forward's kernels one by one, normed and not
+# (graph_profile.sh, programmatic launches off). GTEST: a filter of tilefuse_tests run first. On
+# a machine with a GPU; carries build-gpu/bundle.tar.xz.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/row-norms-out}
@@ -50,4 +51,10 @@ if [ "$MODELS" != none ]; then
     mkdir -p "$OUT/unnormed"
     OUT=$OUT/unnormed BENCH_ARGS="--tilefuse-only ${BENCH_ARGS:-}" TILEFUSE_GEMM_ROW_NORMS=0 torch_frontend_runs $MODELS
   fi
+fi
+if [ -n "${PROFILE:-}" ]; then
+  for norms in 1 0; do
+    TILEFUSE_PDL=0 TILEFUSE_GEMM_ROW_NORMS=$norms OUT=$OUT/profile TAG=norms$norms RUNS=llama:bf16:1x128 PROFILE_ARGS="--first 40" \
+      bash bench/experiments/graph_profile.sh | head -60
+  done
 fi

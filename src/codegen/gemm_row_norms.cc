@@ -15,13 +15,12 @@ class RmsNormWalk {
   RmsNormWalk(const Graph& g, const std::vector<bool>& member) : g_(g), member_(member) {}
 
   std::optional<RmsNormMatch> Match(int value) {
-    const Node& out = Op(value, OpCode::kMul);
-    if (!ok_) return std::nullopt;
+    const Node& out = g_.node(value);
+    if (out.op != OpCode::kMul || !Member(value)) return std::nullopt;
     for (int side = 0; side < 2; ++side) {
-      ok_ = true;
       RmsNormMatch m;
       m.scale = ThroughShape(out.inputs[side]);
-      if (!Normalized(out.inputs[1 - side], m) || !ok_) continue;
+      if (!Normalized(out.inputs[1 - side], m)) continue;
       const Node& x = g_.node(m.input);
       const Node& scale = g_.node(m.scale);
       if (!IsHalf(x.dtype) || scale.dtype != x.dtype || member_[m.input] || member_[m.scale] || x.rank() < 2 ||
@@ -78,11 +77,6 @@ class RmsNormWalk {
     return false;
   }
 
-  const Node& Op(int id, OpCode op) {
-    const Node& n = g_.node(id);
-    ok_ = n.op == op && Member(id);
-    return n;
-  }
   bool Member(int id) const { return id >= 0 && id < static_cast<int>(member_.size()) && member_[id]; }
   bool FloatCast(const Node& n) const { return n.op == OpCode::kCast && IsFloat(n.dtype) && IsFloat(g_.node(n.inputs[0]).dtype); }
   int ThroughCasts(int id) const {
@@ -107,7 +101,6 @@ class RmsNormWalk {
 
   const Graph& g_;
   const std::vector<bool>& member_;
-  bool ok_ = true;
 };
 
 }  // namespace
@@ -116,13 +109,17 @@ std::optional<RmsNormMatch> MatchRmsNorm(const Graph& graph, int value, const st
   return RmsNormWalk(graph, member).Match(value);
 }
 
-Status RowNormFoldable(const GemmTemplateKernel& g) {
-  if (g.row_norm) return InvalidArgument("A is normed already");
+Status RowNormFits(const GemmTemplateKernel& g) {
   if (g.batch != 1) return InvalidArgument(fmt::format("{} batch entries (one)", g.batch));
   if (g.a_view || g.a_conv || g.a_mn_major >= 0) return InvalidArgument("A is read through a view, as im2col or MN-major");
   if (!IsHalf(g.operand_dtype)) return InvalidArgument(fmt::format("{} operands (bf16 or f16)", DTypeName(g.operand_dtype)));
   if (g.k % 64 != 0) return InvalidArgument(fmt::format("K = {} is not a whole number of 64-column steps", g.k));
   return Status::Ok();
+}
+
+Status RowNormFoldable(const GemmTemplateKernel& g) {
+  if (g.row_norm) return InvalidArgument("A is normed already");
+  return RowNormFits(g);
 }
 
 GemmTemplateKernel FoldRowNorm(GemmTemplateKernel g, int normed, const RmsNormMatch& norm) {

@@ -36,9 +36,11 @@ struct RmsNormMatch {
 };
 std::optional<RmsNormMatch> MatchRmsNorm(const Graph& graph, int value, const std::vector<bool>& member);
 
-// Why `gemm` cannot compute the norm of its A in its kernel, or OK: one batch entry, A a plain
-// [rows][K] matrix (no view, im2col or MN-major read) of a 16-bit type, K a whole number of
-// 64-column steps, not already normed.
+// Why `gemm`'s A cannot be normed in its kernel, or OK: one batch entry, A a plain [rows][K]
+// matrix (no view, im2col or MN-major read) of a 16-bit type, K a whole number of 64-column
+// steps.
+Status RowNormFits(const GemmTemplateKernel& gemm);
+// RowNormFits, and A not normed already.
 Status RowNormFoldable(const GemmTemplateKernel& gemm);
 // `gemm` (its gate and its parts too) reading `norm.input` in place of A, with the norm in its
 // kernel. `normed` is the norm's output, the product's A as the graph has it.

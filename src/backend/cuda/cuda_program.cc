@@ -654,13 +654,7 @@ StatusOr<CudaProgram> BuildCudaProgram(const Graph& graph, const FusionPlan& pla
 
 void WriteGroupedOutputsAtTheirKernel(const CudaProgram& program, Schedule& schedule) {
   for (const CudaGroupProgram& p : program.groups) {
-    if (p.gated_into >= 0) {
-      std::vector<int>& dropped = schedule.steps.at(p.group).writes;
-      std::vector<int>& reads = schedule.steps.at(p.gated_into).reads;
-      for (int b : dropped) std::erase(reads, b);
-      dropped.clear();
-    }
-    if (p.normed_into >= 0) {
+    if (p.gated_into >= 0 || p.normed_into >= 0) {  // (read only by the kernel that computes it)
       std::vector<int>& dropped = schedule.steps.at(p.group).writes;
       for (ScheduleStep& step : schedule.steps)
         for (int b : dropped) std::erase(step.reads, b);

@@ -10,6 +10,7 @@
 #include "codegen/emit_util.h"
 #include "codegen/gemm_gates.h"
 #include "codegen/gemm_n_groups.h"
+#include "codegen/gemm_row_norms.h"
 #include "support/check.h"
 
 namespace tilefuse {
@@ -166,10 +167,12 @@ class GemmEmitter {
     if (!g_.gate.empty() && !GateTakesWidth(g_, c_.block_n))
       return InvalidArgument(fmt::format("{}: a gated product's tiles are halves of whole 64-column boxes that tile N = {} ({} columns)", g_.name,
                                          g_.n, c_.block_n));
-    if (g_.row_norm && (*c_.pingpong || *c_.overlap_epilogue || c_.splits > 1 || c_.stream_k.value_or(false) || !IsHalf(g_.operand_dtype) ||
-                        g_.a_view || g_.a_conv || g_.a_mn_major >= 0 || g_.k % BlockK(g_) != 0 || staged_load_ >= 0 || ringed_load_ >= 0))
-      return InvalidArgument(fmt::format("{}: A normed by rows needs a 16-bit [M][K] matrix of whole K steps, cooperative consumers, one unit "
-                                         "a tile and the epilogue in the tail, without a staged or ringed load", g_.name));
+    if (g_.row_norm) {
+      if (Status fits = RowNormFits(g_); !fits.ok()) return InvalidArgument(fmt::format("{}: A normed by rows: {}", g_.name, fits.message()));
+      if (*c_.pingpong || *c_.overlap_epilogue || c_.splits > 1 || c_.stream_k.value_or(false) || staged_load_ >= 0 || ringed_load_ >= 0)
+        return InvalidArgument(fmt::format("{}: A normed by rows needs cooperative consumers, one unit a tile and the epilogue in the tail, "
+                                           "without a staged or ringed load", g_.name));
+    }
     const int64_t shared = SharedBytes(c_, g_, staged_ >= 0, ringed_load_ >= 0);
     if (shared > kSharedLimit) return InvalidArgument(fmt::format("{}: {} bytes of shared memory (the limit is {})", g_.name, shared, kSharedLimit));
     RETURN_IF_ERROR(CheckClusters(g_, c_));

@@ -38,25 +38,32 @@ struct GemmConsumerState {
   int previous;  // the slot of the step before this one, still read by its wgmma (-1: none)
 };
 
-// 3xTF32: this consumer's 64 rows of the current slot's A into registers, a wgmma A fragment
-// per 8 columns of K (four words a thread: rows warp * 16 + lane / 4 and + 8, columns
-// lane % 4 and + 4), as the tensor cores read them (big: the word itself) and the rest
-// (small). The slot's 128-byte swizzle moves each row's 16-byte chunk j to j ^ (row % 8).
-// From registers, A is read from shared memory once a step, not once by each of the step's
-// wgmmas, and its small parts are never written there: a 64-row step of GPT-2's f32 products
-// at 128 rows 0.67 -> 0.51 µs, GPT-2 at 8x512 20357 -> 16902 µs (H200, 2026-12-02).
+// This consumer's 64 rows of the current slot's A into registers, a wgmma A fragment per 32
+// bytes of each row (four words a thread: rows warp * 16 + lane / 4 and + 8; 16-bit values:
+// columns (lane % 4) * 2 (+ 1) and + 8, f32: lane % 4 and + 4), as ldmatrix's 8x8 b16 matrices
+// deliver them. The slot's 128-byte swizzle moves each row's 16-byte chunk j to j ^ (row % 8).
 template <class S>
-__device__ __forceinline__ void GemmLoadA(const GemmSharedMemory<S>& sm, GemmConsumerState<S>& c) {
+__device__ __forceinline__ void GemmReadA(const GemmSharedMemory<S>& sm, const GemmConsumerState<S>& c, unsigned (&a)[4][4]) {
   const unsigned base = SharedAddress(sm.tile_a + c.ring.stage * S::kBM * S::kBK + c.consumer * 64 * S::kBK);
   const int matrix = c.lane / 8, row_in_8 = c.lane % 8;  // ldmatrix: this lane's row of matrix `matrix`
   const int row = c.warp * 16 + (matrix % 2) * 8 + row_in_8;
 #pragma unroll
-  for (int kk = 0; kk < S::kBK / 8; ++kk) {
-    const int chunk = 2 * kk + matrix / 2;  // a0, a1: columns 0-3 of the 8; a2, a3: 4-7
-    LoadMatrix8x8x4(c.a_big[kk], base + row * 128 + ((chunk ^ row_in_8) << 4));
+  for (int kk = 0; kk < 4; ++kk) LoadMatrix8x8x4(a[kk], base + row * 128 + (((2 * kk + matrix / 2) ^ row_in_8) << 4));
+}
+
+// 3xTF32: this consumer's 64 rows of the current slot's A into registers (GemmReadA), a wgmma
+// A fragment per 8 columns of K, as the tensor cores read them (big: the word itself) and the
+// rest (small). From registers, A is read from shared memory once a step, not once by each of
+// the step's wgmmas, and its small parts are never written there: a 64-row step of GPT-2's f32
+// products at 128 rows 0.67 -> 0.51 µs, GPT-2 at 8x512 20357 -> 16902 µs (H200, 2026-12-02).
+template <class S>
+__device__ __forceinline__ void GemmLoadA(const GemmSharedMemory<S>& sm, GemmConsumerState<S>& c) {
+  static_assert(S::kBK / 8 == 4, "3xTF32: 32 f32 columns of K a step");
+  GemmReadA(sm, c, c.a_big);
+#pragma unroll
+  for (int kk = 0; kk < S::kBK / 8; ++kk)
 #pragma unroll
     for (int i = 0; i < 4; ++i) c.a_small[kk][i] = __float_as_uint(Tf32::Small(__uint_as_float(c.a_big[kk][i])));
-  }
 }
 
 // One main-loop step, issued: wait for the slot, start its wgmma into `into` (and the staged
@@ -139,18 +146,6 @@ __device__ __forceinline__ void GemmRetireStep(const GemmSharedMemory<S>& sm, Ge
   c.previous = c.ring.stage;
 }
 
-// kNormA: this consumer's 64 rows of the current slot's A into registers as GemmLoadA reads
-// them (16-bit values: a fragment per 16 columns, words a0..a3 of rows lane / 4, + 8, lane / 4,
-// + 8 and columns (lane % 4) * 2 (+ 1), the same, + 8, + 8).
-template <class S>
-__device__ __forceinline__ void GemmReadA(const GemmSharedMemory<S>& sm, const GemmConsumerState<S>& c, unsigned (&a)[S::kBK / 16][4]) {
-  const unsigned base = SharedAddress(sm.tile_a + c.ring.stage * S::kBM * S::kBK + c.consumer * 64 * S::kBK);
-  const int matrix = c.lane / 8, row_in_8 = c.lane % 8;  // ldmatrix: this lane's row of matrix `matrix`
-  const int row = c.warp * 16 + (matrix % 2) * 8 + row_in_8;
-#pragma unroll
-  for (int kk = 0; kk < S::kBK / 16; ++kk) LoadMatrix8x8x4(a[kk], base + row * 128 + (((2 * kk + matrix / 2) ^ row_in_8) << 4));
-}
-
 // kNormA: the slot's A multiplied by the norm's scale of its columns (norm_scale) into
 // a_normed[kBuffer], each product rounded to the element type as the wgmma reads it.
 template <class S, int kBuffer>
@@ -215,18 +210,21 @@ __device__ __forceinline__ void GemmNormedStep(const GemmSharedMemory<S>& sm, co
   c.ring.Advance();
 }
 
-// kNormA: a unit's main loop, steps [k_begin, k_end), two at a time (registers taking turns).
-// The norm's scale is copied into shared memory first: read from L2 a step ahead, its loads
-// stood on the critical path (the gated LLaMA-style gate and up at 128 rows 24-29 µs, 22.9 from
-// shared memory, 21.8 for the same loop without scale and squares, 20.7 unnormed; H200,
-// 2026-12-03).
+// kNormA: the norm's scale into shared memory, once a CTA, before the consumers' first unit.
+// Read from L2 a step ahead instead, its loads stood on the critical path (the gated
+// LLaMA-style gate and up at 128 rows 24-29 µs, 22.9 from shared memory, 21.8 for the same loop
+// without scale and squares, 20.7 unnormed; H200, 2026-12-03).
 template <class S>
-__device__ __forceinline__ void GemmNormedSteps(const GemmSharedMemory<S>& sm, const GemmMaps& maps, GemmConsumerState<S>& c, int k_begin,
-                                                int k_end) {
-  unsigned* scale_shared = sm.norm_scale;
+__device__ __forceinline__ void GemmCopyNormScale(const GemmSharedMemory<S>& sm, const GemmMaps& maps, const GemmConsumerState<S>& c) {
   const unsigned* scale = static_cast<const unsigned*>(maps.norm_scale);
-  for (int i = c.consumer * 128 + c.local; i < S::kK / 2; i += S::kConsumers * 128) scale_shared[i] = __ldg(scale + i);
+  for (int i = c.consumer * 128 + c.local; i < S::kK / 2; i += S::kConsumers * 128) sm.norm_scale[i] = __ldg(scale + i);
   NamedBarrierSync(S::kHandOverBarrier, S::kConsumers * 128);  // (split-K's and stream-K's, which a norm never has)
+}
+
+// kNormA: a unit's main loop, steps [k_begin, k_end), two at a time (registers taking turns).
+template <class S>
+__device__ __forceinline__ void GemmNormedSteps(const GemmSharedMemory<S>& sm, GemmConsumerState<S>& c, int k_begin, int k_end) {
+  const unsigned* scale_shared = sm.norm_scale;
   c.norm_squares[0] = c.norm_squares[1] = 0.0f;
   GemmLoadNormScale<S>(scale_shared, c, k_begin);
   for (int ks = k_begin; ks < k_end; ks += 2) {
@@ -438,6 +436,7 @@ __device__ __forceinline__ void GemmConsumer(const GemmSharedMemory<S>& sm, cons
     GemmConsumerOverlapped<S>(sm, maps, epilogue, c, cta_rank, first_unit, unit_step);
   } else {
     int main_loops = 0, epilogues = 0;
+    if constexpr (S::kNormA) GemmCopyNormScale(sm, maps, c);
     GemmWork w;
     for (GemmWorkList<S> works(first_unit, unit_step); works.Next(w); ++main_loops) {
       const TileCoordinates t = GemmTileAt<S>(w.tile, cta_rank);
@@ -449,7 +448,7 @@ __device__ __forceinline__ void GemmConsumer(const GemmSharedMemory<S>& sm, cons
       if constexpr (S::kPromote) {
         for (int ks = k_begin; ks < k_end; ks += kPromotedChain<S>) GemmPromotedSteps(sm, maps, c, t, ks, k_begin, k_end, load_at);
       } else if constexpr (S::kNormA) {
-        GemmNormedSteps(sm, maps, c, k_begin, k_end);
+        GemmNormedSteps(sm, c, k_begin, k_end);
         GemmScaleRowsByNorm(c, maps.norm_epsilon);
       } else {
         for (int ks = k_begin; ks < k_end; ++ks, c.ring.Advance()) {

@@ -107,6 +107,21 @@ def main():
                 optimizers[id(model)] = torch.optim.AdamW(model.parameters(), lr=0.0, fused=True)
             optimizers[id(model)].step()
 
+    def gpu_busy_us(prof):
+        """How long some kernel ran: the union of the kernels' intervals. The sum of their
+        durations overstates the GPU's time where kernels overlap: tilefuse launches its kernels
+        programmatically (each placed on the GPU, waiting, while the one ahead still runs), so a
+        kernel's duration includes most of the previous one's."""
+        spans = sorted((e.time_range.start, e.time_range.end) for e in prof.events()
+                       if e.device_type == torch.autograd.DeviceType.CUDA and not getattr(e, "is_user_annotation", False)
+                       and not e.name.startswith(("##", "Optimizer.")))
+        busy, end = 0.0, float("-inf")
+        for start, stop in spans:
+            if stop > end:
+                busy += stop - max(start, end)
+                end = stop
+        return busy
+
     def kernel_profile(model, label):
         """Where a step's GPU time goes: the kernels' time a step beside the step's own, each
         kernel kind on a line (tilefuse's group numbers and Triton's indices taken out)."""
@@ -128,7 +143,8 @@ def main():
             kinds[name][0] += e.count
             kinds[name][1] += e.self_device_time_total
         total = sum(us for _, us in kinds.values()) / steps
-        print(f"== {label}: {sum(n for n, _ in kinds.values()) / steps:.0f} kernels a step, {total:.0f} µs of kernels")
+        print(f"== {label}: {sum(n for n, _ in kinds.values()) / steps:.0f} kernels a step, {total:.0f} µs of kernels, "
+              f"the GPU busy {gpu_busy_us(prof) / steps:.0f} µs")
         for name, (n, us) in sorted(kinds.items(), key=lambda kv: -kv[1][1])[:args.profile]:
             print(f"  {us / steps:9.1f} µs {n / steps:6.1f} x  {name}")
         products = [e for e in prof.key_averages(group_by_input_shape=True)

@@ -93,6 +93,8 @@ class GraphBuilder {
   Value Conv(Value x, Value w, Value bias /* may be invalid */, const PoolParams& p);
   Value MaxPool(Value x, const PoolParams& p);
   Value AveragePool(Value x, const PoolParams& p);
+  // One of attention's gradients (op: kAttentionGradQ, K or V; ops.def says what they take).
+  Value AttentionGrad(OpCode op, Value dout, Value q, Value k, Value v, Value out, Value logsumexp, double scale, bool causal);
 
   // ---- composites (decomposed by passes/decompose)
   Value Softmax(Value x, int64_t axis);

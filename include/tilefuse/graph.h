@@ -34,6 +34,9 @@ struct OpInfo {
 };
 
 const OpInfo& GetOpInfo(OpCode op);
+inline bool IsAttentionGrad(OpCode op) {
+  return op == OpCode::kAttentionGradQ || op == OpCode::kAttentionGradK || op == OpCode::kAttentionGradV;
+}
 std::string_view OpName(OpCode op);
 std::string_view OpKindName(OpKind kind);
 const OpInfo* FindOpByName(std::string_view name);  // nullptr when unknown
@@ -54,6 +57,8 @@ struct Attrs {
   uint64_t seed = 0;                    // random_uniform
   double epsilon = 0;                   // layer_norm
   bool approximate_tanh = false;        // gelu
+  double scale = 0;                     // attention_grad_*: the factor of the scores q·kᵀ
+  bool causal = false;                  // attention_grad_*: key j seen by query i only when j <= i
   // conv / pooling (spatial dims only; pads = begins then ends)
   std::vector<int64_t> kernel, strides, pads, dilations;
   int64_t group = 1;

@@ -109,6 +109,15 @@ class PythonGraphBuilder {
     return b_.LayerNorm(V(x), V(scale), bias ? V(*bias) : Value{}, axis, epsilon).id;
   }
   int Gelu(int x, bool approximate_tanh) { return b_.Gelu(V(x), approximate_tanh).id; }
+  // which: "q", "k" or "v" (the gradient returned).
+  int AttentionGrad(const std::string& which, int dout, int q, int k, int v, int out, int logsumexp, double scale, bool causal) {
+    if (which != "q" && which != "k" && which != "v") {
+      Fail("attention_grad: which must be 'q', 'k' or 'v', not '" + which + "'");
+      return -1;
+    }
+    const OpCode op = which == "q" ? OpCode::kAttentionGradQ : which == "k" ? OpCode::kAttentionGradK : OpCode::kAttentionGradV;
+    return b_.AttentionGrad(op, V(dout), V(q), V(k), V(v), V(out), V(logsumexp), scale, causal).id;
+  }
 
   std::string DType(int x) const { return Valid(x) ? std::string(DTypeName(b_.dtype(V(x)))) : ""; }
   Ints ShapeOf(int x) const {
@@ -175,6 +184,9 @@ void BindGraphBuilder(nb::module_& m) {
       .def("layer_norm", &B::LayerNorm, nb::arg("x"), nb::arg("scale"), nb::arg("bias").none(), nb::arg("axis"),
            nb::arg("epsilon"))
       .def("gelu", &B::Gelu, nb::arg("x"), nb::arg("approximate_tanh"))
+      .def("attention_grad", &B::AttentionGrad, nb::arg("which"), nb::arg("dout"), nb::arg("q"), nb::arg("k"), nb::arg("v"),
+           nb::arg("out"), nb::arg("logsumexp"), nb::arg("scale"), nb::arg("causal"),
+           "Attention's gradient of q, k or v (which) from dout, the operands, the output and the logsumexp")
       .def("dtype", &B::DType, nb::arg("x"), "The value's dtype name, or '' after an error")
       .def("shape", &B::ShapeOf, nb::arg("x"), "The value's shape, or [] after an error")
       .def("output", &B::Output, nb::arg("x"), nb::arg("name"))

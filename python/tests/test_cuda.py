@@ -361,8 +361,8 @@ def test_the_chunked_loss_writes_its_gradient_over_the_logits_and_matches_eager(
 @pytest.mark.parametrize("kv_heads", [12, 4], ids=["mha", "gqa"])
 def test_a_training_steps_attention_backward_runs_on_the_template(kv_heads):
     # A causal self-attention's training step through torch.compile: PyTorch's attention backward
-    # op (cuDNN's or FlashAttention's) runs on tilefuse's attention backward template; the
-    # gradients of Q, K and V against f32 autograd.
+    # op (cuDNN's or FlashAttention's) becomes nodes of the backward graph, which the attention
+    # backward template runs (the graph not split); the gradients of Q, K and V against f32 autograd.
     torch = cuda_torch()
     import tilefuse.torch_backend  # noqa: F401  (registers the backend)
     import torch.nn.functional as F
@@ -382,5 +382,6 @@ def test_a_training_steps_attention_backward_runs_on_the_template(kv_heads):
     for g, w in zip(got, want):
         assert torch.isfinite(g).all()
         assert ((g.float() - w).abs().max() / w.abs().max()).item() < 3e-2
-    notes = tilefuse.torch_backend.explain()[-1]["in_pytorch"]  # the backward graph, compiled last
-    assert any("attention backward template" in note for note in notes), notes
+    backward = tilefuse.torch_backend.explain()[-1]  # the backward graph, compiled last: whole, no part in PyTorch
+    assert not backward["split"] and not backward["in_pytorch"], backward["in_pytorch"]
+    assert any(mode == "attention backward template" for c in backward["compiled"] for mode in c["kernel_modes"]), backward

@@ -1,7 +1,7 @@
-"""PyTorch's attention backward ops in a backward graph onto tilefuse's attention backward
-template (tilefuse.fx.attention_backward): which calls the rewrite takes, checked here on graphs
-whose values are fake CUDA tensors (no GPU needed); test_cuda.py runs a training step through it
-on a GPU against eager."""
+"""PyTorch's attention backward ops in a backward graph as nodes of tilefuse's graph
+(tilefuse.fx.attention_backward): which GPU calls are taken (the attention backward template's),
+checked here on graphs whose values are fake CUDA tensors (no GPU needed); test_fx_ops.py checks
+the CPU's against autograd, test_cuda.py runs a training step through the template on a GPU."""
 
 import operator
 
@@ -11,6 +11,7 @@ torch = pytest.importorskip("torch", reason="torch is not installed in this Pyth
                                             "it into build/venv)")
 from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
 
+from tilefuse import fx  # noqa: E402
 from tilefuse.fx import attention_backward  # noqa: E402
 
 aten = torch.ops.aten
@@ -43,60 +44,29 @@ def backward_graph(op, dtype=torch.bfloat16, d=64, kv_heads=4, dropout=0.0, bias
 
 @pytest.mark.parametrize("op", [aten._scaled_dot_product_cudnn_attention_backward.default,
                                 aten._scaled_dot_product_flash_attention_backward.default], ids=["cudnn", "flash"])
-def test_a_bf16_causal_attention_backward_goes_to_the_template(op):
+def test_a_bf16_causal_attention_backward_is_taken_as_graph_nodes(op):
     gm, call = backward_graph(op)
-    assert attention_backward.use_attention_backward_template(gm) == 1
-    assert call.target is attention_backward.template_attention_backward
-    # The original op and its arguments: what runs where the template cannot.
-    assert call.args[0] is op and len(call.args[1]) in (14, 15) and call.args[2] == {"scale": 0.125} and not call.kwargs
-    # Per argument, the layout eager traced where it is not row-major: here every one is.
-    assert len(call.args[3]) == len(call.args[1]) and set(call.args[3]) == {None}
-
-
-def test_where_the_template_cannot_run_pytorchs_op_does(monkeypatch, caplog):
-    import tilefuse
-
-    def failing(*args):
-        raise tilefuse.Error("not found: no NVRTC here")
-
-    calls = []
-    op = lambda *args, **kwargs: calls.append((args, kwargs)) or "pytorch's"  # noqa: E731
-    monkeypatch.setitem(attention_backward._OPS, op, (None, 10, 11))
-    monkeypatch.setattr(attention_backward, "_run_template", failing)
-    args = tuple(range(12))
-    assert attention_backward.template_attention_backward(op, args, {"scale": 0.5}) == "pytorch's"
-    assert calls == [(args, {"scale": 0.5})]
-    assert "no NVRTC here" in caplog.text
-    # The op gets its operands in the layouts eager traced (the split's part passed them as
-    # they were, for the template): grad_out here laid out [batch, rows, heads, d].
-    calls.clear()
-    grad_out = torch.randn(2, 3, 5, 4)
-    eager = torch.randn(2, 5, 3, 4).transpose(1, 2)
-    strides = (eager.stride(),) + (None,) * 11
-    attention_backward.template_attention_backward(op, (grad_out,) + args[1:], {}, strides)
-    given = calls[0][0][0]
-    assert given.stride() == eager.stride() and torch.equal(given, grad_out)
-    assert calls[0][0][1:] == args[1:]
+    assert attention_backward.why_not(call) is None
+    assert fx.is_supported(call)
+    # Unless PyTorch's kernels are asked for: then it is split out.
+    attention_backward.keep_in_pytorch(gm)
+    assert not fx.is_supported(call)
 
 
 @pytest.mark.parametrize("case", [{"dtype": torch.float32}, {"d": 96}, {"dropout": 0.1}, {"kv_heads": 3}, {"device": "cpu"}],
                          ids=["f32", "d96", "dropout", "uneven-groups", "cpu"])
-def test_what_the_template_does_not_take_stays_on_pytorch_with_the_reason_logged(case, caplog):
-    caplog.set_level("INFO", logger="tilefuse")
+def test_what_the_template_does_not_take_runs_in_pytorch_with_the_reason(case):
     op = aten._scaled_dot_product_flash_attention_backward.default
     gm, call = backward_graph(op, **case)
-    reason = attention_backward.why_not(call)
-    assert reason
-    assert attention_backward.use_attention_backward_template(gm) == 0
-    assert call.target is op
-    assert any(reason in r.getMessage() for r in caplog.records)
+    assert attention_backward.why_not(call)
+    assert not fx.is_supported(call)
 
 
-def test_a_cudnn_call_with_an_attention_bias_stays_on_pytorch():
+def test_a_cudnn_call_with_an_attention_bias_runs_in_pytorch():
     op = aten._scaled_dot_product_cudnn_attention_backward.default
     gm, call = backward_graph(op, bias_elements=2 * 4 * 128 * 128)
-    assert attention_backward.use_attention_backward_template(gm) == 0
-    assert call.target is op
+    assert attention_backward.why_not(call) == "an attention bias"
+    assert not fx.is_supported(call)
 
 
 def traced_node(graph, op, target, args, val):

@@ -35,9 +35,9 @@ once; "fold": every weight a constant; "inputs": only those folding uses, on eit
 GPU runs products, as the CLI's --gemm: "auto", the default, "template" or "library"), chunked_loss
 (True, the default: a training cross-entropy of a linear's output runs as
 tilefuse.fx.linear_cross_entropy, in chunks of rows, its logits never whole; False: as written),
-attention_backward ("template", the default: on the GPU, PyTorch's attention backward ops of a
-backward graph run on tilefuse's attention backward template, tilefuse.fx.attention_backward;
-"pytorch": on PyTorch's kernels), padded_logits (True, the default: on the GPU an inference
+attention_backward ("template", the default: PyTorch's attention backward ops of a backward graph
+are nodes of tilefuse's graph, on the GPU run by tilefuse's attention backward template,
+tilefuse.fx.attention_backward; "pytorch": on PyTorch's kernels, between the graph's parts), padded_logits (True, the default: on the GPU an inference
 forward's x·wᵀ output whose rows are not 16-byte aligned, a language model's logits over 50257
 words, comes back as TorchInductor returns it, a strided view of rows padded with zeros, which
 the GEMM template stores by TMA; False: dense).
@@ -143,10 +143,10 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], op
     def backward_compiler(aten_gm: torch.fx.GraphModule, aten_inputs: Sequence[Any]) -> Callable:
         if settings["backward"] == "tilefuse":  # no weights: the backward's inputs are saved activations and gradients
             _scale_donated_in_place(aten_gm)
-            if settings["attention_backward"] == "template":
-                from .fx.attention_backward import use_attention_backward_template
+            if settings["attention_backward"] == "pytorch":
+                from .fx.attention_backward import keep_in_pytorch
 
-                use_attention_backward_template(aten_gm)
+                keep_in_pytorch(aten_gm)
             return TilefuseGraph(aten_gm, set(), settings)
         _log_once(logged, "backward", "tilefuse: the backward graph runs in PyTorch (tilefuse compiles forward graphs)")
         return make_boxed_func(aten_gm.forward)
@@ -391,8 +391,6 @@ _IN_PYTORCH_BY_DESIGN = {
     "tilefuse.linear_cross_entropy.default": "the chunked linear + cross-entropy (tilefuse.fx.linear_cross_entropy) runs "
                                              "between the graph's parts, its row kernel compiled by tilefuse",
     "scale_in_place": "gradients the forward computed are scaled in place (_scale_donated_in_place)",
-    "template_attention_backward": "attention's backward runs on tilefuse's attention backward template between the graph's "
-                                   "parts (tilefuse.fx.attention_backward)",
 }
 
 

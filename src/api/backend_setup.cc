@@ -31,6 +31,7 @@ PassOptions CudaPassOptions() {
   options.pad_gemm_depth = true;
   options.column_padding_into_products = true;
   options.fp8_products = true;
+  options.keep_attention_grads = true;
   return options;
 }
 

@@ -23,6 +23,7 @@ std::string ModeName(CudaGroupProgram::Mode mode) {
     case CudaGroupProgram::Mode::kGemm: return "gemm";
     case CudaGroupProgram::Mode::kGemmTemplate: return "gemm template";
     case CudaGroupProgram::Mode::kAttentionTemplate: return "attention template";
+    case CudaGroupProgram::Mode::kAttentionBackwardTemplate: return "attention backward template";
     default: return "host";
   }
 }

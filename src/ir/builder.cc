@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 
 #include "ir/shape_inference.h"
+#include "support/check.h"
 #include "ir/verifier.h"
 
 namespace tilefuse {
@@ -365,6 +366,15 @@ Value GraphBuilder::MaxPool(Value x, const PoolParams& p) { return AddNode(OpCod
 
 Value GraphBuilder::AveragePool(Value x, const PoolParams& p) {
   return AddNode(OpCode::kAveragePool, {x}, WindowAttrs(p));
+}
+
+Value GraphBuilder::AttentionGrad(OpCode op, Value dout, Value q, Value k, Value v, Value out, Value logsumexp, double scale,
+                                  bool causal) {
+  TF_CHECK(IsAttentionGrad(op));
+  Attrs attrs;
+  attrs.scale = scale;
+  attrs.causal = causal;
+  return AddNode(op, {dout, q, k, v, out, logsumexp}, std::move(attrs));
 }
 
 // ---- composites

@@ -33,7 +33,8 @@ constexpr auto kAttrFields = std::make_tuple(
     std::pair{"axis", &Attrs::axis}, std::pair{"perm", &Attrs::perm}, std::pair{"starts", &Attrs::starts},
     std::pair{"steps", &Attrs::steps}, std::pair{"to", &Attrs::to}, std::pair{"saturate", &Attrs::saturate},
     std::pair{"seed", &Attrs::seed}, std::pair{"epsilon", &Attrs::epsilon},
-    std::pair{"approximate_tanh", &Attrs::approximate_tanh}, std::pair{"kernel", &Attrs::kernel},
+    std::pair{"approximate_tanh", &Attrs::approximate_tanh}, std::pair{"scale", &Attrs::scale},
+    std::pair{"causal", &Attrs::causal}, std::pair{"kernel", &Attrs::kernel},
     std::pair{"strides", &Attrs::strides}, std::pair{"pads", &Attrs::pads}, std::pair{"dilations", &Attrs::dilations},
     std::pair{"group", &Attrs::group}, std::pair{"count_include_pad", &Attrs::count_include_pad}, std::pair{"tf32", &Attrs::tf32});
 

@@ -31,6 +31,8 @@ std::string AttrString(const Node& n) {
       return fmt::format("kernel={} strides={} pads={} dilations={} group={}{}", a.kernel, a.strides, a.pads,
                          a.dilations, a.group, a.tf32 ? " tf32" : "");
     case OpCode::kMatMul: return a.tf32 ? "tf32" : "";
+    case OpCode::kAttentionGradQ: case OpCode::kAttentionGradK: case OpCode::kAttentionGradV:
+      return fmt::format("scale={}{}", a.scale, a.causal ? " causal" : "");
     case OpCode::kWindow:
       return fmt::format("kernel={} strides={} pads={} dilations={}", a.kernel, a.strides, a.pads, a.dilations);
     default: break;

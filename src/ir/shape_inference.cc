@@ -1,6 +1,7 @@
 #include "ir/shape_inference.h"
 
 #include <algorithm>
+#include <cmath>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -219,6 +220,35 @@ Status InferWindow(const Graph& g, Node& n) {
   return Status::Ok();
 }
 
+// attention_grad_q/k/v over (dout, q, k, v, out, logsumexp): see ops.def.
+Status InferAttentionGrad(const Graph& g, Node& n) {
+  const Node& dout = g.node(n.inputs[0]);
+  const Node& q = g.node(n.inputs[1]);
+  const Node& k = g.node(n.inputs[2]);
+  const Node& v = g.node(n.inputs[3]);
+  const Node& out = g.node(n.inputs[4]);
+  const Node& lse = g.node(n.inputs[5]);
+  auto fail = [&](std::string_view why) {
+    return InvalidArgument(fmt::format("{}: {} (dout {}, q {}, k {}, v {}, out {}, logsumexp {})", OpName(n.op), why, Describe(dout),
+                                       Describe(q), Describe(k), Describe(v), Describe(out), Describe(lse)));
+  };
+  if (!IsFloat(q.dtype)) return fail("needs float operands");
+  for (const Node* t : {&dout, &k, &v, &out})
+    if (t->dtype != q.dtype) return fail("operands of different dtypes");
+  if (!IsFloat(lse.dtype)) return fail("needs a float logsumexp");
+  if (q.rank() != 4 || k.rank() != 4 || v.rank() != 4) return fail("takes [batch, heads, rows, d] operands");
+  if (k.shape[0] != q.shape[0] || v.shape[0] != q.shape[0] || k.shape[1] != v.shape[1] || k.shape[2] != v.shape[2] ||
+      k.shape[3] != q.shape[3] || k.shape[1] < 1 || q.shape[1] % k.shape[1] != 0)
+    return fail("q, k and v do not fit (k and v [batch, kv_heads, keys, d], heads a multiple of kv_heads)");
+  const Shape out_shape = {q.shape[0], q.shape[1], q.shape[2], v.shape[3]};
+  if (out.shape != out_shape || dout.shape != out_shape) return fail("out and dout must be [batch, heads, queries, v's d]");
+  if (lse.shape != Shape{q.shape[0], q.shape[1], q.shape[2]}) return fail("logsumexp must be [batch, heads, queries]");
+  if (!std::isfinite(n.attrs.scale)) return fail("the scale is not finite");
+  n.shape = n.op == OpCode::kAttentionGradQ ? q.shape : n.op == OpCode::kAttentionGradK ? k.shape : v.shape;
+  n.dtype = q.dtype;
+  return Status::Ok();
+}
+
 Status InferComposite(const Graph& g, Node& n) {
   const Node& x = g.node(n.inputs[0]);
   if (!IsFloat(x.dtype)) return InvalidArgument(fmt::format("{} needs a float input", OpName(n.op)));
@@ -267,7 +297,9 @@ Status InferNodeType(const Graph& g, Node& n) {
     case OpKind::Broadcast: RETURN_IF_ERROR(InferBroadcast(g.node(n.inputs[0]), n)); break;
     case OpKind::Reduction: RETURN_IF_ERROR(InferReduction(g.node(n.inputs[0]), n)); break;
     case OpKind::Contraction: RETURN_IF_ERROR(InferMatMul(g.node(n.inputs[0]), g.node(n.inputs[1]), n)); break;
-    case OpKind::Opaque: RETURN_IF_ERROR(InferWindow(g, n)); break;
+    case OpKind::Opaque:
+      RETURN_IF_ERROR(IsAttentionGrad(n.op) ? InferAttentionGrad(g, n) : InferWindow(g, n));
+      break;
     case OpKind::Composite: RETURN_IF_ERROR(InferComposite(g, n)); break;
     case OpKind::View: {
       const Node& in = g.node(n.inputs[0]);

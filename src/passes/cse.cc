@@ -56,6 +56,8 @@ void AddAttrs(KeyWriter& key, const Attrs& a) {
   key.Add(a.seed);
   key.Add(std::bit_cast<uint64_t>(a.epsilon));
   key.Add(a.approximate_tanh);
+  key.Add(std::bit_cast<uint64_t>(a.scale));
+  key.Add(a.causal);
   key.Add(a.saturate);
   key.Add(a.group);
   key.Add(a.count_include_pad);

@@ -105,6 +105,21 @@ TEST(CseTest, DistinguishesAttributes) {
   EXPECT_EQ(merged->outputs()[1].node, merged->outputs()[2].node);
 }
 
+// Attention gradients of one set of operands under another scale or mask are other values.
+TEST(CseTest, DistinguishesAttentionGradientsByScaleAndMask) {
+  GraphBuilder b;
+  Value q = b.Parameter("q", DType::kF32, {1, 1, 4, 8});
+  Value lse = b.Parameter("lse", DType::kF32, {1, 1, 4});
+  int i = 0;
+  for (auto [scale, causal] : {std::pair{0.5, false}, std::pair{0.5, false}, std::pair{0.25, false}, std::pair{0.5, true}})
+    b.Output(b.AttentionGrad(OpCode::kAttentionGradQ, q, q, q, q, q, lse, scale, causal), "dq" + std::to_string(i++));
+  auto graph = b.Build();
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  auto merged = EliminateCommonSubexpressions(*graph);
+  ASSERT_TRUE(merged.ok());
+  EXPECT_EQ(CountOps(*merged, OpCode::kAttentionGradQ), 3);
+}
+
 TEST(CseTest, ComparesLargeConstantsByBuffer) {
   // Weights are not compared byte by byte: equal large tensors from separate buffers
   // stay apart, one buffer used twice merges.

@@ -7,6 +7,7 @@
 
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "passes/attention_grads.h"
 #include "passes/cse.h"
 #include "passes/dce.h"
 #include "passes/decompose.h"
@@ -79,6 +80,21 @@ class PassRunner {
   int next_dump_ = 0;
 };
 
+// The attention gradients the CUDA backend's attention backward template takes (as
+// backend/cuda/cuda_attention_backward_program.cc checks again, saying why where it does not):
+// half precision, one head dim of 64 or 128 for q, k and v, an f32 logsumexp, and all three
+// gradients of the call in the graph (the template writes them together).
+bool TakenByAttentionBackwardTemplate(const Graph& graph, const Node& node) {
+  const Node& q = graph.node(node.inputs[1]);
+  const Node& v = graph.node(node.inputs[3]);
+  const int64_t d = q.shape[3];
+  if (!IsHalf(q.dtype) || (d != 64 && d != 128) || v.shape[3] != d || graph.node(node.inputs[5]).dtype != DType::kF32) return false;
+  int gradients = 0;
+  for (const Node& n : graph.nodes())
+    gradients += IsAttentionGrad(n.op) && n.inputs == node.inputs && n.attrs.scale == node.attrs.scale && n.attrs.causal == node.attrs.causal;
+  return gradients == 3;
+}
+
 }  // namespace
 
 // Every rewriting pass also ends in VerifyGraph (GraphRewriter::Finish builds through
@@ -100,6 +116,9 @@ StatusOr<Graph> RunGraphPasses(Graph graph, const PassOptions& options, PassTime
     RETURN_IF_ERROR(passes.Run("column-padding-into-products", MoveColumnPaddingIntoProducts));
   if (options.decompose) {
     RETURN_IF_ERROR(passes.Run("decompose", DecomposeComposites));
+    RETURN_IF_ERROR(passes.Run("attention-grads", [&](const Graph& g) {
+      return options.keep_attention_grads ? RewriteAttentionGrads(g, TakenByAttentionBackwardTemplate) : RewriteAttentionGrads(g);
+    }));
     RETURN_IF_ERROR(passes.Run("window-ops", [&](const Graph& g) {
       return RewriteWindowOps(g, WindowOpsOptions{.keep_f32_conv = options.library_conv,
                                                   .keep_f32_pool = options.library_conv,

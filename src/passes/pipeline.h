@@ -1,5 +1,6 @@
 // The frontend pass pipeline, in the order of DESIGN.md:
-//   verify → infer → [FP8 products] → fold constants → CSE → DCE → decompose composites → window ops
+//   verify → infer → [FP8 products] → fold constants → CSE → DCE → decompose composites
+//   → attention gradients as matmuls and pointwise ops → window ops
 //   (conv, pools) as window views, matmuls and reductions → [channels-last: sink transposes]
 //   → (fold constants, CSE, DCE) → unshare input reshapes, DCE → [channels-last: unshare window views, DCE]
 // With a dump directory, the IR after every pass is written there as NN-<pass>.txt.
@@ -49,6 +50,9 @@ struct PassOptions {
   // Products of dequantized 8-bit floats run as FP8 products, their scales after
   // (passes/fp8_products.h): for the CUDA backend, whose GEMM template takes them.
   bool fp8_products = false;
+  // The CUDA backend lowers attention_grad_* the attention backward template takes (bf16/f16,
+  // head dim 64 or 128, d == dv) to it; the rest are rewritten (passes/attention_grads.h).
+  bool keep_attention_grads = false;
 };
 
 // Each pass's wall milliseconds, in the order run (a pass run twice appears twice).

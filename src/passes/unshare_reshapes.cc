@@ -34,7 +34,10 @@ StatusOr<Graph> UnshareReshapes(const Graph& graph) {
   };
   for (const Node& node : graph.nodes()) {
     bool reads_one = false;
-    for (int input : node.inputs) reads_one |= shared_view(input);
+    // An opaque op reads its operands from memory, stored: copies would each be stored (the
+    // three gradients of an attention backward call, one step, would read three copies).
+    if (node.info().kind != OpKind::Opaque)
+      for (int input : node.inputs) reads_one |= shared_view(input);
     if (!reads_one) {
       rewriter.CopyNode(node);
       continue;

@@ -15,7 +15,8 @@
 // reader computes one as index arithmetic of its loads, where the group that took the shared
 // one stored it for the others (a cos table broadcast over heads for the rotary embeddings
 // of q and k in their products' epilogues: [tokens, heads · d] written twice and read back).
-// Runs after the last CSE, which would merge the copies again; the original stays for a graph
+// Opaque readers (a library's or a template's step, reading stored operands) keep the shared
+// view. Runs after the last CSE, which would merge the copies again; the original stays for a graph
 // output that is the view (else DCE).
 #pragma once
 

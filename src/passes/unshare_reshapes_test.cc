@@ -56,6 +56,27 @@ TEST(UnshareReshapesTest, EachReaderGetsItsOwnReshapeAndTheValuesStay) {
   }
 }
 
+// Opaque readers read stored operands: an attention backward call's three gradients share the
+// reshaped logsumexp (one copy, one step), where a product beside them gets its own.
+TEST(UnshareReshapesTest, OpaqueReadersShareTheView) {
+  GraphBuilder b;
+  Value q = b.Parameter("q", DType::kBF16, {1, 2, 8, 64});
+  Value lse = b.Reshape(b.Parameter("lse", DType::kF32, {1, 2, 8, 1}), {1, 2, 8});
+  for (OpCode op : {OpCode::kAttentionGradQ, OpCode::kAttentionGradK, OpCode::kAttentionGradV})
+    b.Output(b.AttentionGrad(op, q, q, q, q, q, lse, 0.125, false), "grad");
+  b.Output(b.MatMul(lse, b.Parameter("w", DType::kF32, {8, 4})), "product");
+  auto graph = b.Build();
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  auto unshared = UnshareReshapes(*graph);
+  ASSERT_TRUE(unshared.ok()) << unshared.status().ToString();
+  auto cleaned = EliminateDeadCode(*unshared);
+  ASSERT_TRUE(cleaned.ok()) << cleaned.status().ToString();
+  EXPECT_EQ(CountOps(*cleaned, OpCode::kReshape), 2);
+  const std::vector<std::vector<int>> users = cleaned->ComputeUsers();
+  for (const Node& n : cleaned->nodes())
+    if (n.op == OpCode::kReshape) EXPECT_TRUE(users[n.id].size() == 3 || users[n.id].size() == 1) << users[n.id].size();
+}
+
 // Planned, no group stores the reshaped input for another: each product reads the input.
 TEST(UnshareReshapesTest, NoGroupStoresTheReshapedInput) {
   auto graph = RunGraphPasses(LmHeadGradients(false), PassOptions{});

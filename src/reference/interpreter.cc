@@ -28,7 +28,8 @@ Status Dispatch(const Node& node, const std::vector<Operand>& in, Values& out, b
     case OpKind::View: return interpreter::ComputeView(node, in, out);
     case OpKind::Reduction: return interpreter::ComputeReduction(node, in, out, accumulate_in_dtype);
     case OpKind::Contraction: return interpreter::ComputeMatMul(node, in, out, accumulate_in_dtype);
-    case OpKind::Opaque: return interpreter::ComputeWindow(node, in, out);
+    case OpKind::Opaque:
+      return IsAttentionGrad(node.op) ? interpreter::ComputeAttentionGrad(node, in, out) : interpreter::ComputeWindow(node, in, out);
     case OpKind::Composite: return interpreter::ComputeComposite(node, in, out);
     case OpKind::Source: break;
   }

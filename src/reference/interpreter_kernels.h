@@ -35,6 +35,8 @@ Status ComputeReduction(const Node& node, const std::vector<Operand>& in, Values
 Status ComputeMatMul(const Node& node, const std::vector<Operand>& in, Values& out, bool accumulate_in_dtype = false);
 Status ComputeWindow(const Node& node, const std::vector<Operand>& in, Values& out);       // conv, pools, window
 Status ComputeComposite(const Node& node, const std::vector<Operand>& in, Values& out);
+// attention_grad_q, _k, _v (in: dout, q, k, v, out, logsumexp).
+Status ComputeAttentionGrad(const Node& node, const std::vector<Operand>& in, Values& out);
 
 // ---- index helpers
 

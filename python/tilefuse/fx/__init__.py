@@ -9,7 +9,7 @@ those nodes in PyTorch and the rest through tilefuse. The torch.compile backend
 (tilefuse.torch_backend) is the user-facing entry.
 """
 
-from . import attention, creation, linalg, nn, pointwise, reductions, scans, views  # noqa: F401  (register handlers)
+from . import attention, attention_backward, creation, linalg, nn, pointwise, reductions, scans, views  # noqa: F401  (register handlers)
 from . import linear_cross_entropy, whole_attention  # noqa: F401  (register the tilefuse::linear_cross_entropy and ::attention ops)
 from ._context import HANDLERS, Unsupported
 from .translator import Translation, attribute, is_supported, storage_order, target_name, translate, unsupported_nodes

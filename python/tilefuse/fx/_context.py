@@ -57,7 +57,7 @@ def _unwrap(arg: Any) -> Any:
 
 _RETURNS_VALUE = {"parameter", "constant", "scalar", "iota", "pointwise", "cast", "broadcast_to", "reshape",
                   "transpose", "slice", "squeeze", "unsqueeze", "concat", "gather", "gather_elements", "reduce",
-                  "matmul", "conv", "pool", "softmax", "log_softmax", "layer_norm", "gelu"}
+                  "matmul", "conv", "pool", "softmax", "log_softmax", "layer_norm", "gelu", "attention_grad"}
 
 
 class Context:

@@ -1,17 +1,15 @@
-"""PyTorch's attention backward ops (cuDNN's and FlashAttention's, what AOTAutograd's backward
-graph of a training step calls on a GPU) run on tilefuse's attention backward template
-(codegen/cuda/device/attention_bwd_sm90.cuh) instead of PyTorch's kernels.
+"""PyTorch's attention backward ops (cuDNN's and FlashAttention's on a GPU, the CPU's flash
+kernel's), what AOTAutograd's backward graph of a training step calls, as nodes of tilefuse's
+graph: attention_grad_q, _k and _v over the same operands. The CPU backend computes them as
+primitives (passes/attention_grads); the CUDA backend runs the three as one step of its
+attention backward template (codegen/cuda/device/attention_bwd_sm90.cuh), so the backward graph
+is not split around the call. On a GPU only the calls the template takes (bf16 or f16, head dim
+64 or 128, no dropout, no attention bias; causal or not; grouped-query heads) become nodes; the
+rest run in PyTorch between the graph's parts, as do all of them under
+options={"attention_backward": "pytorch"} (`keep_in_pytorch`).
 
-`use_attention_backward_template(gm)` rewrites a backward graph's calls the template takes
-(bf16 or f16, head dim 64 or 128, no dropout, no attention bias; causal or not; grouped-query
-heads) into `template_attention_backward`, which the graph's split runs between its parts (the
-backend puts it there: named in explain(), not warned about). The operands are read dense
-[batch · heads][rows][d] (copied so where PyTorch's are not); the gradients come back dense and
-are given eager's layouts as any split op's outputs are.
-
-Not yet: the op as a node of tilefuse's graph, so that the graph is not split around it, and the
-forward's attention (which saves the logsumexp) on the forward template. Both need the graph to
-hold the backward (design notes, 2026-11-30).
+Not yet: the forward's attention that saves the logsumexp on the forward template (it runs in
+PyTorch between the forward graph's parts on a GPU).
 """
 
 from __future__ import annotations
@@ -21,6 +19,8 @@ import math
 from typing import Any, Optional, Set
 
 import torch
+
+from ._context import Context, Value, check, handles
 
 logger = logging.getLogger("tilefuse")
 
@@ -32,29 +32,6 @@ _OPS = {
 }
 
 
-def template_attention_backward(op: Any, args: tuple, kwargs: dict, eager_strides: tuple = ()):
-    """What `op(*args, **kwargs)` (one of PyTorch's attention backward ops the template takes)
-    returns, by the template, which reads its operands in any layout (the split's PyTorch part
-    does not lay them out as eager's first: ANY_LAYOUT). By `op` itself where the template
-    cannot run (no NVRTC, say: said once in the log), its tensor operands first given
-    `eager_strides` (per argument, None: as they are), the layouts eager PyTorch traced: cuDNN's
-    backward reads the layout, not only the values (a dense grad_output where eager's had the
-    output's strides gave a wrong dQ: GPT-2 small, bf16, H200, 2026-11-29)."""
-    from .._errors import Error
-
-    causal_at = _OPS[op][2]
-    try:
-        return _run_template(*args[:6], bool(args[causal_at]), kwargs.get("scale"))
-    except Error as error:
-        if str(error) not in _FAILED:
-            _FAILED.add(str(error))
-            logger.warning("tilefuse: attention backward on PyTorch's kernel: the template could not run: %s", error)
-        from ..torch_backend import laid_out_as
-
-        args = tuple(laid_out_as(a, s) for a, s in zip(args, eager_strides)) + tuple(args[len(eager_strides):])
-        return op(*args, **kwargs)
-
-
 # Ops of a split graph's PyTorch parts that take their operands in any layout, so the part does
 # not copy them into eager's layouts first (torch_backend._PyTorchPart): 12 of the 15 copies a
 # layer GPT-2's training step made around its attention (H200, 2026-11-30). PyTorch's attention
@@ -63,31 +40,7 @@ ANY_LAYOUT = {
     torch.ops.aten._scaled_dot_product_cudnn_attention.default,
     torch.ops.aten._scaled_dot_product_flash_attention.default,
     torch.ops.aten._scaled_dot_product_efficient_attention.default,
-    template_attention_backward,
 }
-
-
-_FAILED: Set[str] = set()
-
-
-def _run_template(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, out: torch.Tensor,
-                  logsumexp: torch.Tensor, is_causal: bool, scale: Optional[float]):
-    """(dQ, dK, dV) of attention over [batch, heads, rows, d] operands (key and value may have
-    fewer heads: grouped-query attention), by the template, queued on PyTorch's current stream."""
-    from .. import _tilefuse
-
-    batch, heads, rows, d = query.shape
-    keys = key.shape[2]
-    problem = ({torch.bfloat16: "bf16", torch.float16: "f16"}[query.dtype], batch * heads, heads // key.shape[1], rows, keys, d,
-               bool(is_causal))
-    dense = [t.contiguous() for t in (query, key, value, out, grad_out)]
-    lse = logsumexp.reshape(batch * heads, rows).to(torch.float32).contiguous()
-    dq, dk, dv = (torch.empty_like(t) for t in dense[:3])
-    scratch = torch.empty(_tilefuse.attention_backward_scratch_bytes(*problem), dtype=torch.uint8, device=query.device)
-    pointers = [t.data_ptr() for t in (*dense, lse, dq, dk, dv, scratch)]
-    stream = torch.cuda.current_stream(query.device).cuda_stream
-    _tilefuse.attention_backward(*problem, 1.0 / math.sqrt(d) if scale is None else float(scale), pointers, query.get_device(), stream)
-    return dq, dk, dv
 
 
 def _value(node):
@@ -119,23 +72,68 @@ def why_not(node: torch.fx.Node) -> Optional[str]:
     return None
 
 
-def use_attention_backward_template(gm: torch.fx.GraphModule) -> int:
-    """Rewrites gm's attention backward calls the template takes; returns how many. Each call
-    left to PyTorch is logged (logger "tilefuse", INFO) with the reason."""
-    from ..torch_backend import eager_strides
+# As nodes of tilefuse's graph: attention_grad_q, _k and _v (one op per gradient), which the CPU
+# backend computes as primitives (passes/attention_grads) and the CUDA backend's attention
+# backward template as one step, so the backward graph is not split around the call.
 
-    rewritten = 0
+def _gradients(ctx: Context, grad_out: Value, query: Value, key: Value, value: Value, out: Value, logsumexp: Value,
+               dropout_p: float, is_causal: bool, scale: Optional[float]) -> list:
+    check(float(dropout_p) == 0.0, f"attention's backward with dropout {dropout_p}")
+    shape = ctx.shape_of(query)
+    check(len(shape) == 4, f"attention's backward over rank-{len(shape)} operands")
+    scale = 1.0 / math.sqrt(shape[-1]) if scale is None else float(scale)
+    # cuDNN's logsumexp is [batch, heads, queries, 1]; the others' [batch, heads, queries].
+    if ctx.shape_of(logsumexp) != shape[:3]:
+        logsumexp = ctx.reshape(logsumexp, shape[:3])
+    return [ctx.attention_grad(which, grad_out, query, key, value, out, logsumexp, scale, bool(is_causal)) for which in "qkv"]
+
+
+@handles("aten._scaled_dot_product_flash_attention_for_cpu_backward.default")
+def sdpa_flash_cpu_backward(ctx: Context, grad_out: Value, query: Value, key: Value, value: Value, out: Value, logsumexp: Value,
+                            dropout_p: float, is_causal: bool, *, attn_mask: Optional[Value] = None,
+                            scale: Optional[float] = None) -> list:
+    check(attn_mask is None, "attention's backward with a mask")
+    return _gradients(ctx, grad_out, query, key, value, out, logsumexp, dropout_p, is_causal, scale)
+
+
+@handles("aten._scaled_dot_product_cudnn_attention_backward.default")
+def sdpa_cudnn_backward(ctx: Context, grad_out: Value, query: Value, key: Value, value: Value, out: Value, logsumexp: Value,
+                        philox_seed: Any, philox_offset: Any, attn_bias: Any, cum_seq_q: Any, cum_seq_k: Any, max_q: int,
+                        max_k: int, dropout_p: float, is_causal: bool, *, scale: Optional[float] = None) -> list:
+    return _gradients(ctx, grad_out, query, key, value, out, logsumexp, dropout_p, is_causal, scale)
+
+
+@handles("aten._scaled_dot_product_flash_attention_backward.default")
+def sdpa_flash_backward(ctx: Context, grad_out: Value, query: Value, key: Value, value: Value, out: Value, logsumexp: Value,
+                        cum_seq_q: Any, cum_seq_k: Any, max_q: int, max_k: int, dropout_p: float, is_causal: bool,
+                        philox_seed: Any, philox_offset: Any, *, scale: Optional[float] = None) -> list:
+    return _gradients(ctx, grad_out, query, key, value, out, logsumexp, dropout_p, is_causal, scale)
+
+
+# Marks a backward graph's attention backward calls that PyTorch's kernels run instead
+# (options={"attention_backward": "pytorch"}): the handlers do not take them.
+IN_PYTORCH = "tilefuse_attention_backward_in_pytorch"
+
+
+def _taken(node: torch.fx.Node) -> bool:
+    """The GPU ops as graph nodes only where the template takes them (the CUDA backend runs them
+    on it); the rest, and those left to PyTorch, split out."""
+    return not node.meta.get(IN_PYTORCH) and why_not(node) is None
+
+
+def _taken_on_cpu(node: torch.fx.Node) -> bool:
+    return not node.meta.get(IN_PYTORCH)
+
+
+sdpa_cudnn_backward.accepts = sdpa_flash_backward.accepts = _taken
+sdpa_flash_cpu_backward.accepts = _taken_on_cpu
+
+
+def keep_in_pytorch(gm: torch.fx.GraphModule) -> None:
+    """Leaves gm's attention backward calls to PyTorch's kernels (split out of the graph)."""
     for node in gm.graph.nodes:
-        if node.op != "call_function" or node.target not in _OPS:
-            continue
-        reason = why_not(node)
-        if reason is not None:
-            logger.info("tilefuse: %s runs on PyTorch's kernel, not the attention backward template: %s", node.target, reason)
-            continue
-        node.args = (node.target, tuple(node.args), dict(node.kwargs), tuple(eager_strides(a) for a in node.args))
-        node.kwargs = {}
-        node.target = template_attention_backward
-        rewritten += 1
-    if rewritten:
-        gm.recompile()
-    return rewritten
+        if node.op == "call_function" and str(node.target) in (
+                "aten._scaled_dot_product_cudnn_attention_backward.default",
+                "aten._scaled_dot_product_flash_attention_backward.default",
+                "aten._scaled_dot_product_flash_attention_for_cpu_backward.default"):
+            node.meta[IN_PYTORCH] = True

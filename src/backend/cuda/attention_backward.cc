@@ -78,45 +78,108 @@ int64_t AttentionBackwardScratchBytes(const AttentionBackwardProblem& p) {
   return 4 * (2 * padded_rows + padded_rows * p.d);
 }
 
-std::string AttentionBackwardSource(const AttentionBackwardProblem& p) {
-  const char* element = p.dtype == DType::kF16 ? "tf::F16" : "tf::Bf16";
-  std::string out = fmt::format(R"(
-struct Config {{
-  using Element = {};
-  enum : int {{ kD = {}, kBM = 64, kBN = 128, kStages = 2, kNQ = {}, kNK = {}, kHeads = {}, kGroup = {}, kHeadsTogether = {},
-               kCausal = {}, kProducerRegisters = 24, kConsumerRegisters = 240 }};
-  static constexpr __device__ float Scale() {{ return {:a}f; }}
-}};
-extern "C" __global__ void __launch_bounds__(256) attention_bwd_prepare(const unsigned short* __restrict__ out,
+namespace {
+
+// The skeleton's compile-time configuration, a local class of each kernel (so a kernel's text
+// is all a compile unit needs).
+std::string ConfigStruct(const AttentionBackwardProblem& p) {
+  return fmt::format(R"(  struct Config {{
+    using Element = {};
+    enum : int {{ kD = {}, kBM = 64, kBN = 128, kStages = 2, kNQ = {}, kNK = {}, kHeads = {}, kGroup = {}, kHeadsTogether = {},
+                 kCausal = {}, kProducerRegisters = 24, kConsumerRegisters = 240 }};
+    static constexpr __device__ float Scale() {{ return {:a}f; }}
+  }};
+)",
+                     p.dtype == DType::kF16 ? "tf::F16" : "tf::Bf16", p.d, p.nq, p.nk, p.heads, p.group, p.heads_together,
+                     p.causal ? 1 : 0, static_cast<float>(p.scale));
+}
+
+}  // namespace
+
+std::vector<CudaKernelSource> AttentionBackwardKernels(const AttentionBackwardProblem& p, const AttentionBackwardValues& at,
+                                                       const std::string& name) {
+  const std::string config = ConfigStruct(p);
+  auto value = [](int node) { return LaunchArg{LaunchArg::Kind::kBuffer, node, {}, 0}; };
+  auto map = [](TensorMapArg m) { return LaunchArg{LaunchArg::Kind::kTensorMap, m.node, m, 0}; };
+  // The statistics and the dQ accumulator: values of the caller's, or the kernels' scratch
+  // memory past the split kernels' counters (LaunchSpec::scratch_bytes).
+  const int64_t padded_rows = static_cast<int64_t>(p.heads) * p.QueryBlocks() * 64;
+  auto scratch = [&](int value_at, int64_t offset) {
+    return at.scratch ? LaunchArg{LaunchArg::Kind::kScratch, -1, {}, kScratchCounterBytes + offset} : LaunchArg{LaunchArg::Kind::kBuffer, value_at, {}, 0};
+  };
+  const LaunchArg lse2 = scratch(at.lse2, 0), delta = scratch(at.delta, 4 * padded_rows),
+                  accumulator = scratch(at.accumulator, 8 * padded_rows);
+  const int64_t scratch_bytes = at.scratch ? kScratchCounterBytes + AttentionBackwardScratchBytes(p) : 0;
+  const int kv_heads = p.heads / p.group;
+  const int64_t blocks = static_cast<int64_t>(p.QueryBlocks()) * p.heads;
+
+  CudaKernelSource prepare;
+  prepare.name = name + "_prepare";
+  prepare.function = fmt::format(R"(extern "C" __global__ void __launch_bounds__(256) {}(const unsigned short* __restrict__ out,
     const unsigned short* __restrict__ dout, const float* __restrict__ lse, float* __restrict__ lse2, float* __restrict__ delta,
     float* __restrict__ dq_accumulator) {{
-  tf::AttentionBwdPrepare<Config>(out, dout, lse, lse2, delta, dq_accumulator);
+{}  tf::AttentionBwdPrepare<Config>(out, dout, lse, lse2, delta, dq_accumulator);
 }}
-extern "C" __global__ void __launch_bounds__(384, 1) attention_bwd(const __grid_constant__ tf::TensorMap map_q,
+)",
+                                 prepare.name, config);
+  prepare.threads = 256;
+  prepare.strategy = "attention backward: D and the logsumexp in base 2 per query block, the dQ accumulator zeroed";
+  prepare.launch.grid = {blocks, 1, 1};
+  prepare.launch.block = {256, 1, 1};
+  prepare.launch.args = {value(at.out), value(at.dout), value(at.lse), lse2, delta, accumulator};
+
+  CudaKernelSource main;
+  main.name = name;
+  main.function = fmt::format(R"(extern "C" __global__ void __launch_bounds__(384, 1) {}(const __grid_constant__ tf::TensorMap map_q,
     const __grid_constant__ tf::TensorMap map_k, const __grid_constant__ tf::TensorMap map_v,
     const __grid_constant__ tf::TensorMap map_do, const float* __restrict__ lse2, const float* __restrict__ delta,
     float* __restrict__ dq_accumulator, unsigned short* __restrict__ dk, unsigned short* __restrict__ dv) {{
-  tf::AttentionBwdSm90<Config>(map_q, map_k, map_v, map_do, lse2, delta, dq_accumulator, dk, dv);
-}}
-extern "C" __global__ void __launch_bounds__(256) attention_bwd_finish(const float* __restrict__ dq_accumulator,
-    unsigned short* __restrict__ dq) {{
-  tf::AttentionBwdFinish<Config>(dq_accumulator, dq);
+{}  tf::AttentionBwdSm90<Config>(map_q, map_k, map_v, map_do, lse2, delta, dq_accumulator, dk, dv);
 }}
 )",
-                                element, p.d, p.nq, p.nk, p.heads, p.group, p.heads_together, p.causal ? 1 : 0,
-                                static_cast<float>(p.scale));
-  CudaKernelSource source;
-  source.function = out;
-  source.includes = {"attention_bwd_sm90.cuh"};
-  return CudaTranslationUnit({source});
+                              main.name, config);
+  main.threads = 384;
+  main.strategy = fmt::format("attention backward template: {}", p.Label());
+  main.launch.grid = {static_cast<int64_t>(p.KeyBlocks()) * kv_heads, 1, 1};
+  main.launch.block = {384, 1, 1};
+  main.launch.dynamic_shared_bytes = SharedBytes(p);
+  main.launch.args = {map(OperandMap(at.q, p, p.heads, p.nq, 64)), map(OperandMap(at.k, p, kv_heads, p.nk, 128)),
+                      map(OperandMap(at.v, p, kv_heads, p.nk, 128)), map(OperandMap(at.dout, p, p.heads, p.nq, 64)),
+                      lse2, delta, accumulator, value(at.dk), value(at.dv)};
+
+  CudaKernelSource finish;
+  finish.name = name + "_finish";
+  finish.function = fmt::format(R"(extern "C" __global__ void __launch_bounds__(256) {}(const float* __restrict__ dq_accumulator,
+    unsigned short* __restrict__ dq) {{
+{}  tf::AttentionBwdFinish<Config>(dq_accumulator, dq);
+}}
+)",
+                                finish.name, config);
+  finish.threads = 256;
+  finish.strategy = "attention backward: dQ from its f32 accumulator";
+  finish.launch.grid = {blocks, 1, 1};
+  finish.launch.block = {256, 1, 1};
+  finish.launch.args = {accumulator, value(at.dq)};
+
+  std::vector<CudaKernelSource> kernels = {std::move(prepare), std::move(main), std::move(finish)};
+  for (CudaKernelSource& k : kernels) {
+    k.includes = {"attention_bwd_sm90.cuh"};
+    k.work_blocks = k.launch.grid[0];
+    k.launch.scratch_bytes = scratch_bytes;
+  }
+  return kernels;
+}
+
+std::string AttentionBackwardSource(const AttentionBackwardProblem& p) {
+  return CudaTranslationUnit(AttentionBackwardKernels(p, AttentionBackwardValues{}, "attention_bwd"));
 }
 
 Status RunAttentionBackward(const CudaDevice& gpu, NvrtcCompiler& nvrtc, const AttentionBackwardProblem& p,
                             const AttentionBackwardPointers& pointers, CUstream stream) {
   RETURN_IF_ERROR(CheckAttentionBackward(p));
-  ASSIGN_OR_RETURN(LoadedKernels k, Load(gpu, nvrtc, AttentionBackwardSource(p)));
-  // The launches' buffers by number: 0 q, 1 k, 2 v, 3 out, 4 dout, 5 lse, 6 lse2, 7 delta,
-  // 8 the dQ accumulator, 9 dq, 10 dk, 11 dv.
+  const std::vector<CudaKernelSource> kernels = AttentionBackwardKernels(p, AttentionBackwardValues{}, "attention_bwd");
+  ASSIGN_OR_RETURN(LoadedKernels k, Load(gpu, nvrtc, CudaTranslationUnit(kernels)));
+  // The values by AttentionBackwardValues' default numbers.
   const int64_t padded_rows = static_cast<int64_t>(p.heads) * p.QueryBlocks() * 64;
   const std::vector<CUdeviceptr> address = {pointers.q,    pointers.k,  pointers.v,  pointers.out,
                                             pointers.dout, pointers.lse, pointers.scratch,
@@ -125,29 +188,11 @@ Status RunAttentionBackward(const CudaDevice& gpu, NvrtcCompiler& nvrtc, const A
                                             pointers.dq,   pointers.dk,  pointers.dv};
   for (CUdeviceptr a : address)
     if (a % 16 != 0) return InvalidArgument("attention backward template: a device pointer not 16-byte aligned");
-  auto buffer = [](int node) { return LaunchArg{LaunchArg::Kind::kBuffer, node, {}, 0}; };
-  auto map = [](TensorMapArg m) { return LaunchArg{LaunchArg::Kind::kTensorMap, m.node, m, 0}; };
-  const int kv_heads = p.heads / p.group;
-  const int64_t blocks = static_cast<int64_t>(p.QueryBlocks()) * p.heads;
-  LaunchSpec prepare;
-  prepare.grid = {blocks, 1, 1};
-  prepare.block = {256, 1, 1};
-  for (int node : {3, 4, 5, 6, 7, 8}) prepare.args.push_back(buffer(node));
-  LaunchSpec main;
-  main.grid = {static_cast<int64_t>(p.KeyBlocks()) * kv_heads, 1, 1};
-  main.block = {384, 1, 1};
-  main.dynamic_shared_bytes = SharedBytes(p);
-  main.args = {map(OperandMap(0, p, p.heads, p.nq, 64)), map(OperandMap(1, p, kv_heads, p.nk, 128)),
-               map(OperandMap(2, p, kv_heads, p.nk, 128)), map(OperandMap(4, p, p.heads, p.nq, 64))};
-  for (int node : {6, 7, 8, 10, 11}) main.args.push_back(buffer(node));
-  LaunchSpec finish;
-  finish.grid = {blocks, 1, 1};
-  finish.block = {256, 1, 1};
-  for (int node : {8, 9}) finish.args.push_back(buffer(node));
-  RETURN_IF_ERROR(PrepareFunction(gpu, k.main, main, "attention_bwd"));
-  RETURN_IF_ERROR(LaunchKernel(gpu, k.prepare, prepare, address, 0, stream, "attention_bwd_prepare"));
-  RETURN_IF_ERROR(LaunchKernel(gpu, k.main, main, address, 0, stream, "attention_bwd"));
-  return LaunchKernel(gpu, k.finish, finish, address, 0, stream, "attention_bwd_finish");
+  const CUfunction functions[] = {k.prepare, k.main, k.finish};
+  RETURN_IF_ERROR(PrepareFunction(gpu, k.main, kernels[1].launch, kernels[1].name));
+  for (size_t i = 0; i < kernels.size(); ++i)
+    RETURN_IF_ERROR(LaunchKernel(gpu, functions[i], kernels[i].launch, address, 0, stream, kernels[i].name));
+  return Status::Ok();
 }
 
 }  // namespace tilefuse

@@ -6,9 +6,11 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "backend/cuda/cuda_driver.h"
 #include "backend/cuda/nvrtc_compiler.h"
+#include "codegen/cuda/cuda_emitter.h"
 #include "tilefuse/dtype.h"
 #include "tilefuse/status.h"
 
@@ -43,6 +45,23 @@ Status CheckAttentionBackward(const AttentionBackwardProblem& problem);
 // The scratch a call needs: the base-2 logsumexp and D padded to whole query blocks, and the
 // f32 dQ accumulator.
 int64_t AttentionBackwardScratchBytes(const AttentionBackwardProblem& problem);
+// Where the kernels read and write: graph values (LaunchArg::node) of Q, K, V, O, dO, the
+// logsumexp, dQ, dK and dV, all dense as AttentionBackwardPointers has them. The statistics and
+// the dQ accumulator are the kernels' scratch memory (past the split kernels' counters) with
+// `scratch`, else the values lse2, delta and accumulator. The default numbers are
+// RunAttentionBackward's address table.
+struct AttentionBackwardValues {
+  int q = 0, k = 1, v = 2, out = 3, dout = 4, lse = 5;
+  int lse2 = 6, delta = 7, accumulator = 8;
+  int dq = 9, dk = 10, dv = 11;
+  bool scratch = false;
+};
+
+// The three kernels (name_prepare, name, name_finish: D and the base-2 logsumexp with the dQ
+// accumulator zeroed; the main loop writing dK and dV; dQ from its accumulator), each a
+// complete __global__ function with its launch, to be launched in that order on one stream.
+std::vector<CudaKernelSource> AttentionBackwardKernels(const AttentionBackwardProblem& problem, const AttentionBackwardValues& at,
+                                                       const std::string& name);
 // The translation unit of the three kernels (attention_bwd_prepare, attention_bwd,
 // attention_bwd_finish), for NVRTC.
 std::string AttentionBackwardSource(const AttentionBackwardProblem& problem);

@@ -48,6 +48,10 @@ std::vector<CudaKernelInfo> DescribeKernels(const CudaProgram& program, const Fu
         if (p.gated_into >= 0) info.strategy = fmt::format("the gate of {}, in its tiles", program.groups.at(p.gated_into).kernel->source.name);
         break;
       case CudaGroupProgram::Mode::kAttentionTemplate: info.mode = "attention template"; break;
+      case CudaGroupProgram::Mode::kAttentionBackwardTemplate:
+        info.mode = "attention backward template";
+        if (p.grouped_into >= 0) info.strategy = fmt::format("written by {}", program.groups.at(p.grouped_into).kernel->source.name);
+        break;
       case CudaGroupProgram::Mode::kHost:
         info.mode = "host";
         info.why_host = p.why_host;

@@ -198,8 +198,9 @@ Status CudaExecutable::State::Enqueue(const std::vector<CUdeviceptr>& at, std::v
         if (p.kernel) RETURN_IF_ERROR(launch(*p.kernel));
         break;
       case CudaGroupProgram::Mode::kGemmTemplate:
+      case CudaGroupProgram::Mode::kAttentionBackwardTemplate:
         for (const CudaLaunchable& k : p.prologue) RETURN_IF_ERROR(launch(k));
-        if (p.kernel) RETURN_IF_ERROR(launch(*p.kernel));  // (none: grouped over N into an earlier group's)
+        if (p.kernel) RETURN_IF_ERROR(launch(*p.kernel));  // (none: grouped into an earlier group's)
         break;
       case CudaGroupProgram::Mode::kAttentionTemplate: RETURN_IF_ERROR(launch(*p.kernel)); break;
       case CudaGroupProgram::Mode::kHost: RETURN_IF_ERROR(RunHostGroup(p, at)); break;

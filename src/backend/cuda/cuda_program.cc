@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <fmt/format.h>
 
+#include "backend/cuda/cuda_attention_backward_program.h"
 #include "codegen/kernel_fingerprint.h"
 #include "codegen/attention_template.h"
 #include "codegen/cuda/cuda_attention_emitter.h"
@@ -644,6 +645,7 @@ StatusOr<CudaProgram> BuildCudaProgram(const Graph& graph, const FusionPlan& pla
   GateProducts(graph, plan, inlined, target, program);
   GroupProductsOverN(graph, plan, target, program);
   FoldRowNormsIntoProducts(graph, plan, target, program);
+  LowerAttentionGradients(graph, plan, prefix, target, program);
   LaunchIndependentKernelsTogether(graph, plan, target, program);
   std::vector<CudaKernelSource> sources;
   for (const CudaGroupProgram& p : program.groups)

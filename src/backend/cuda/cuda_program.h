@@ -58,7 +58,7 @@ struct CudaLaunchable {
 };
 
 struct CudaGroupProgram {
-  enum class Mode { kGenerated, kGemm, kGemmTemplate, kAttentionTemplate, kHost };
+  enum class Mode { kGenerated, kGemm, kGemmTemplate, kAttentionTemplate, kAttentionBackwardTemplate, kHost };
   int group = -1;
   GroupKind kind = GroupKind::kPointwise;
   Mode mode = Mode::kHost;
@@ -80,8 +80,10 @@ struct CudaGroupProgram {
   // codegen/library_operand_view.h); unset: the operand itself.
   std::optional<LibraryOperandView> lt_a, lt_b;
   // gemm template: the group whose kernel computes this group's product and epilogue too, a
-  // product grouped over N (codegen/gemm_n_groups.h; this group then has no kernel of its own
-  // and its outputs are written at that group's step); -1: none.
+  // product grouped over N (codegen/gemm_n_groups.h); attention backward template: the group
+  // whose kernels compute this gradient with the call's others
+  // (backend/cuda/cuda_attention_backward_program.h). This group then has no kernel of its own
+  // and its outputs are written at that group's step; -1: none.
   int grouped_into = -1;
   // gemm template: the group whose product this group's is the gate of, computed in its tiles
   // (codegen/gemm_gates.h): this group has no kernel of its own and its output is never stored

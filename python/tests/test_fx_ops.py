@@ -104,6 +104,10 @@ UNREACHABLE = {
     "aten._scaled_dot_product_flash_attention.default": "CUDA tensors only",
     "aten._scaled_dot_product_efficient_attention.default": "CUDA tensors only",
     "aten._scaled_dot_product_cudnn_attention.default": "CUDA tensors only",
+    # Their backward ops likewise (test_cuda.py runs them on a GPU; test_torch_attention_backward.py
+    # checks which calls the attention backward template takes).
+    "aten._scaled_dot_product_flash_attention_backward.default": "CUDA tensors only",
+    "aten._scaled_dot_product_cudnn_attention_backward.default": "CUDA tensors only",
     # Python numbers reach ATen graphs as div.Tensor's second argument (x / 2, torch.div(x, 2,
     # rounding_mode=...)); no decomposition or composite op this PyTorch has calls the
     # Scalar overloads of div (add, sub and mul's are reached below).
@@ -1000,6 +1004,33 @@ def test_a_gpu_attention_kernel_whose_logsumexp_is_read_is_split_out_not_its_who
             graph.output(tuple(graph.call_function(operator.getitem, (call, i)) for i in read))
             refused = unsupported_nodes(torch.fx.GraphModule(torch.nn.Module(), graph))
             assert refused == ([call] if 1 in read else []), (kernel, read, refused)
+
+
+@pytest.mark.parametrize("causal, nq, nk, dv", [(True, 10, 10, 16), (False, 7, 12, 16)], ids=["causal", "ragged"])
+def test_attention_backward(gen, caplog, causal, nq, nk, dv):
+    # The CPU flash kernel's backward (what AOTAutograd's backward graph calls) as tilefuse's
+    # attention_grad nodes: the gradients of q, k and v against autograd in f64, the backward
+    # graph compiled whole.
+    caplog.set_level(logging.INFO, logger="tilefuse")
+
+    def attention(q, k, v):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    q = uniform(gen, 2, 3, nq, 16, dtype=torch.float64)
+    k = uniform(gen, 2, 3, nk, 16, dtype=torch.float64)
+    v = uniform(gen, 2, 3, nk, dv, dtype=torch.float64)
+    dout = uniform(gen, 2, 3, nq, dv, dtype=torch.float64)
+    compiled = torch.compile(attention, backend="tilefuse", options={"backend": "cpu", "backward": "tilefuse"}, fullgraph=True)
+    ours = [t.clone().requires_grad_() for t in (q, k, v)]
+    theirs = [t.clone().requires_grad_() for t in (q, k, v)]
+    got = torch.autograd.grad(compiled(*ours), ours, dout)
+    want = torch.autograd.grad(attention(*theirs), theirs, dout)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-9, atol=1e-9 * w.abs().max().item())
+    assert "_for_cpu_backward" in " ".join(REACHED), REACHED
+    split = [r.getMessage() for r in caplog.records if r.name == "tilefuse" and "running part of a torch.compile graph" in r.getMessage()]
+    assert not split, split
+    VERIFIED.update(REACHED)
 
 
 # ---- creation

@@ -23,17 +23,9 @@ print(sys.argv[2], sys.argv[3], '%.1f us %.0f TF/s' % (j['fused']['ms']*1e3, j['
       "$OUT/$name-$form.json" "$name" "$form" || tail -2 "$OUT/$name-$form.err"
   done
 done
-python3 - <<'PY'
-import statistics, torch
-def timed(fn, calls=20, repeats=15):
-    for _ in range(3): fn()
-    times = []
-    for _ in range(repeats):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        for _ in range(calls): fn()
-        e.record(); torch.cuda.synchronize(); times.append(s.elapsed_time(e) * 1e3 / calls)
-    return statistics.median(times)
+PYTHONPATH=bench python3 - <<'PY'
+import torch
+from lm_head import time_us as timed  # (the LM-head bench's timing: device events, median)
 M = 4096
 for name, i, o in [("qkv", 768, 2304), ("proj", 768, 768), ("fc", 768, 3072), ("fc2", 3072, 768)]:
     x, dy = torch.randn(M, i, device="cuda", dtype=torch.bfloat16), torch.randn(M, o, device="cuda", dtype=torch.bfloat16)

@@ -167,3 +167,15 @@ def test_a_tilefuse_part_writes_row_major_what_only_ops_reading_any_layout_read(
         parts = [m for m in split(saved).children() if isinstance(m, torch_backend._TilefusePart)]
         assert len(parts) == 1
         assert sorted(parts[0].row_major_outputs) == row_major, saved
+
+
+@pytest.mark.parametrize("dropout, mask, taken", [(0.0, False, True), (0.1, False, False), (0.0, True, False)],
+                         ids=["plain", "dropout", "mask"])
+def test_the_cpu_kernels_backward_is_taken_without_dropout_or_a_mask(dropout, mask, taken):
+    graph = torch.fx.Graph()
+    operands = [graph.placeholder(name) for name in ("grad_out", "query", "key", "value", "out", "logsumexp")]
+    kwargs = {"attn_mask": graph.placeholder("mask")} if mask else {}
+    call = graph.call_function(aten._scaled_dot_product_flash_attention_for_cpu_backward.default,
+                               (*operands, dropout, True), kwargs)
+    graph.output(call)
+    assert fx.is_supported(call) == taken

@@ -122,7 +122,10 @@ def _taken(node: torch.fx.Node) -> bool:
 
 
 def _taken_on_cpu(node: torch.fx.Node) -> bool:
-    return not node.meta.get(IN_PYTORCH)
+    """The CPU kernel's calls without dropout or a mask (the others split out)."""
+    dropout = node.args[6] if len(node.args) > 6 else node.kwargs.get("dropout_p", 0.0)
+    return (not node.meta.get(IN_PYTORCH) and isinstance(dropout, (int, float)) and float(dropout) == 0.0 and
+            node.kwargs.get("attn_mask") is None)
 
 
 sdpa_cudnn_backward.accepts = sdpa_flash_backward.accepts = _taken

@@ -63,7 +63,7 @@ TEST(UnshareReshapesTest, OpaqueReadersShareTheView) {
   Value q = b.Parameter("q", DType::kBF16, {1, 2, 8, 64});
   Value lse = b.Reshape(b.Parameter("lse", DType::kF32, {1, 2, 8, 1}), {1, 2, 8});
   for (OpCode op : {OpCode::kAttentionGradQ, OpCode::kAttentionGradK, OpCode::kAttentionGradV})
-    b.Output(b.AttentionGrad(op, q, q, q, q, q, lse, 0.125, false), "grad");
+    b.Output(b.AttentionGrad(op, q, q, q, q, q, lse, 0.125, false), std::string(OpName(op)));
   b.Output(b.MatMul(lse, b.Parameter("w", DType::kF32, {8, 4})), "product");
   auto graph = b.Build();
   ASSERT_TRUE(graph.ok()) << graph.status().ToString();

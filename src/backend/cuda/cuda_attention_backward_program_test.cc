@@ -78,7 +78,7 @@ std::vector<const CudaGroupProgram*> GradientGroups(const Built& b) {
   return out;
 }
 
-TEST(CudaAttentionBackwardProgramTest, TheThreeGradientsAreOneStepOfThreeKernels) {
+TEST(CudaProgramAttentionBackwardTest, TheThreeGradientsAreOneStepOfThreeKernels) {
   for (bool causal : {false, true}) {
     SCOPED_TRACE(causal ? "causal" : "full");
     Built b = Build({.causal = causal});
@@ -110,7 +110,7 @@ TEST(CudaAttentionBackwardProgramTest, TheThreeGradientsAreOneStepOfThreeKernels
   }
 }
 
-TEST(CudaAttentionBackwardProgramTest, KernelsCompileForSm90aWithoutSpills) {
+TEST(CudaProgramAttentionBackwardTest, KernelsCompileForSm90aWithoutSpills) {
   StatusOr<NvrtcCompiler> nvrtc = NvrtcCompiler::Create((std::filesystem::temp_directory_path() / "tilefuse_test_cache").string());
   if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available: " << nvrtc.status().ToString();
   for (const Call& call : {Call{.causal = true}, Call{.dtype = DType::kF16, .kv_heads = 4, .d = 128}}) {
@@ -129,7 +129,7 @@ TEST(CudaAttentionBackwardProgramTest, KernelsCompileForSm90aWithoutSpills) {
 
 // What the template does not take stays off it, saying why (the pipeline rewrites such calls
 // into primitives first: passes/attention_grads.h).
-TEST(CudaAttentionBackwardProgramTest, CallsTheTemplateDoesNotTakeSayWhy) {
+TEST(CudaProgramAttentionBackwardTest, CallsTheTemplateDoesNotTakeSayWhy) {
   const std::pair<Call, const char*> cases[] = {
       {Call{.dtype = DType::kF32}, "f32 operands"},
       {Call{.d = 96}, "head dim 96"},
@@ -149,7 +149,7 @@ TEST(CudaAttentionBackwardProgramTest, CallsTheTemplateDoesNotTakeSayWhy) {
 
 // On a GPU: dQ, dK and dV against the f64 reference on random operands (outputs poisoned
 // first), full and causal, grouped-query heads, ragged query and key blocks.
-TEST(CudaAttentionBackwardProgramTest, GradientsMatchTheReferenceOnAGpu) {
+TEST(CudaProgramAttentionBackwardTest, GradientsMatchTheReferenceOnAGpu) {
   if (!CudaDevice::Get().ok()) GTEST_SKIP() << "no GPU: the attention backward step not run (scripts/gpu-check.sh runs it)";
   for (const Call& call : {Call{}, Call{.causal = true}, Call{.dtype = DType::kF16, .kv_heads = 4, .nq = 64, .nk = 64, .d = 128, .causal = true}}) {
     SCOPED_TRACE(testing::Message() << DTypeName(call.dtype) << " d" << call.d << (call.causal ? " causal" : ""));

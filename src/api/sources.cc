@@ -55,7 +55,8 @@ std::vector<BuiltKernel> Kernels(const CudaProgram& program, const std::vector<P
   };
   for (const CudaGroupProgram& p : program.groups) {
     const std::string mode = ModeName(p.mode);
-    for (const CudaLaunchable& k : p.prologue) add(p, &k, "gemm prologue");
+    // (The attention backward template's first two kernels are its own, not a product's prologue.)
+    for (const CudaLaunchable& k : p.prologue) add(p, &k, p.mode == CudaGroupProgram::Mode::kAttentionBackwardTemplate ? mode : "gemm prologue");
     if (p.kernel) add(p, &*p.kernel, mode == "gemm" ? "gemm epilogue" : mode);
     // (grouped over N or launched together: in an earlier group's launch; a gate or a norm: in a later one's)
     if (!p.kernel && p.grouped_into < 0 && p.gated_into < 0 && p.launched_with < 0 && p.normed_into < 0) add(p, nullptr, mode);

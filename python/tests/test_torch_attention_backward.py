@@ -48,9 +48,10 @@ def test_a_bf16_causal_attention_backward_is_taken_as_graph_nodes(op):
     gm, call = backward_graph(op)
     assert attention_backward.why_not(call) is None
     assert fx.is_supported(call)
-    # Unless PyTorch's kernels are asked for: then it is split out.
+    # Unless PyTorch's kernels are asked for: then it is split out, and the log says why.
     attention_backward.keep_in_pytorch(gm)
     assert not fx.is_supported(call)
+    assert fx.why_unsupported(call) == "options attention_backward='pytorch'"
 
 
 @pytest.mark.parametrize("case", [{"dtype": torch.float32}, {"d": 96}, {"dropout": 0.1}, {"kv_heads": 3}, {"device": "cpu"}],
@@ -58,8 +59,10 @@ def test_a_bf16_causal_attention_backward_is_taken_as_graph_nodes(op):
 def test_what_the_template_does_not_take_runs_in_pytorch_with_the_reason(case):
     op = aten._scaled_dot_product_flash_attention_backward.default
     gm, call = backward_graph(op, **case)
-    assert attention_backward.why_not(call)
+    reason = attention_backward.why_not(call)
+    assert reason
     assert not fx.is_supported(call)
+    assert fx.why_unsupported(call) == reason  # what the split's log line names
 
 
 def test_a_cudnn_call_with_an_attention_bias_runs_in_pytorch():

@@ -273,7 +273,7 @@ class TilefuseGraph:
         of a split graph that only ops reading any layout read: _leave_layouts_to_readers);
         `pad_outputs`: an inference forward, whose unaligned logits may come back padded;
         `guarded_inputs`: a forward called with Dynamo's arguments, which its guards checked."""
-        from .fx import folded_weights, target_name, unsupported_nodes
+        from .fx import folded_weights, target_name, unsupported_nodes, why_unsupported
 
         # On the instance: the wrappers AOTAutograd puts around a backward compiler's result
         # copy the callable's __dict__, not its class's attributes.
@@ -310,9 +310,12 @@ class TilefuseGraph:
             self.split = _split_around(gm, unsupported, self)
             missing = [n for n in unsupported if target_name(n) not in _IN_PYTORCH_BY_DESIGN]
             if missing:
-                names = ", ".join(sorted({target_name(n) for n in missing}))
-                self._note("split", f"tilefuse: running part of a torch.compile graph in PyTorch: tilefuse has no "
-                           f"mapping for {names} ({len(missing)} call(s)); the rest goes through tilefuse")
+                unmapped = sorted({target_name(n) for n in missing if why_unsupported(n) == "no mapping"})
+                refused = sorted({f"{target_name(n)} ({why_unsupported(n)})" for n in missing if why_unsupported(n) != "no mapping"})
+                what = "; ".join(([f"tilefuse has no mapping for {', '.join(unmapped)}"] if unmapped else []) +
+                                 ([f"tilefuse does not take {', '.join(refused)}"] if refused else []))
+                self._note("split", f"tilefuse: running part of a torch.compile graph in PyTorch: {what} ({len(missing)} "
+                           f"call(s)); the rest goes through tilefuse")
             # Not missing: said in explain(), not warned.
             for name in sorted({target_name(n) for n in unsupported} & set(_IN_PYTORCH_BY_DESIGN)):
                 self.in_pytorch.append(_IN_PYTORCH_BY_DESIGN[name])

@@ -12,8 +12,9 @@ those nodes in PyTorch and the rest through tilefuse. The torch.compile backend
 from . import attention, attention_backward, creation, linalg, nn, pointwise, reductions, scans, views  # noqa: F401  (register handlers)
 from . import linear_cross_entropy, whole_attention  # noqa: F401  (register the tilefuse::linear_cross_entropy and ::attention ops)
 from ._context import HANDLERS, Unsupported
-from .translator import Translation, attribute, is_supported, storage_order, target_name, translate, unsupported_nodes
+from .translator import (Translation, attribute, is_supported, storage_order, target_name, translate, unsupported_nodes,
+                         why_unsupported)
 from .weights import folded_weights
 
 __all__ = ["HANDLERS", "Translation", "Unsupported", "attribute", "folded_weights", "is_supported", "storage_order", "target_name",
-           "translate", "unsupported_nodes"]
+           "translate", "unsupported_nodes", "why_unsupported"]

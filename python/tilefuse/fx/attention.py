@@ -146,3 +146,6 @@ def _only_output_read(node) -> bool:
 
 
 sdpa_flash.accepts = sdpa_efficient.accepts = sdpa_cudnn.accepts = _only_output_read
+sdpa_flash.why_not = sdpa_efficient.why_not = sdpa_cudnn.why_not = (
+    lambda node: None if _only_output_read(node) else "its logsumexp is read (a training forward): the GPU's attention template "
+                                                      "does not write it yet")

@@ -14,15 +14,12 @@ PyTorch between the forward graph's parts on a GPU).
 
 from __future__ import annotations
 
-import logging
 import math
-from typing import Any, Optional, Set
+from typing import Any, Optional
 
 import torch
 
 from ._context import Context, Value, check, handles
-
-logger = logging.getLogger("tilefuse")
 
 # The overloads taken: where their attn_bias (None: none), dropout_p and is_causal are; grad_out,
 # query, key, value, out and logsumexp come first in both.
@@ -128,8 +125,20 @@ def _taken_on_cpu(node: torch.fx.Node) -> bool:
             node.kwargs.get("attn_mask") is None)
 
 
+def _why_not_taken(node: torch.fx.Node) -> Optional[str]:
+    return "options attention_backward='pytorch'" if node.meta.get(IN_PYTORCH) else why_not(node)
+
+
+def _why_not_taken_on_cpu(node: torch.fx.Node) -> Optional[str]:
+    if node.meta.get(IN_PYTORCH):
+        return "options attention_backward='pytorch'"
+    return None if _taken_on_cpu(node) else "dropout or an attention mask"
+
+
 sdpa_cudnn_backward.accepts = sdpa_flash_backward.accepts = _taken
+sdpa_cudnn_backward.why_not = sdpa_flash_backward.why_not = _why_not_taken
 sdpa_flash_cpu_backward.accepts = _taken_on_cpu
+sdpa_flash_cpu_backward.why_not = _why_not_taken_on_cpu
 
 
 def keep_in_pytorch(gm: torch.fx.GraphModule) -> None:

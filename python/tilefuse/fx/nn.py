@@ -130,6 +130,7 @@ def _convolution_tf32(ctx: Context) -> bool:
 
 # Transposed convolutions are not mapped yet: split out to PyTorch, the rest of the graph kept.
 convolution.accepts = lambda node: len(node.args) < 7 or not node.args[6]
+convolution.why_not = lambda node: None if convolution.accepts(node) else "a transposed convolution"
 
 
 def _pool_pads(ctx: Context, x: Value, kernel: List[int], stride: List[int], pads: List[int],

@@ -217,6 +217,15 @@ def is_supported(node: torch.fx.Node) -> bool:
     return handler is not None and getattr(handler, "accepts", lambda n: True)(node)
 
 
+def why_unsupported(node: torch.fx.Node) -> str:
+    """Why an unsupported call is not taken: no handler for its op, or the handler's reason for
+    this use (its `why_not(node)`, where it has one)."""
+    handler = HANDLERS.get(target_name(node)) if node.op == "call_function" else None
+    if handler is None:
+        return "no mapping"
+    return getattr(handler, "why_not", lambda n: None)(node) or "this use not taken"
+
+
 def unsupported_nodes(gm: torch.fx.GraphModule) -> List[torch.fx.Node]:
     """The graph's calls of ops tilefuse has no handler for (call_module/call_method too)."""
     return [n for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module") and

@@ -196,6 +196,7 @@ def _one_index_per_line(node) -> bool:
 
 
 scatter.accepts = _one_index_per_line
+scatter.why_not = lambda node: None if _one_index_per_line(node) else "an index other than one entry a line"
 
 
 @handles("aten.index.Tensor")

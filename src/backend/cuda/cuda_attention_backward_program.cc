@@ -61,7 +61,7 @@ void LowerAttentionGradients(const Graph& g, const FusionPlan& plan, const std::
                              CudaProgram& program) {
   // The groups of each call, by what the three nodes share: operands and attributes. An
   // operand is known by the value under its reshapes (copies of one reshape, as a pass may
-  // give each reader, hold the same elements); the step reads dQ's.
+  // give each reader, hold the same elements).
   auto operand = [&](int id) {
     const Shape& shape = g.node(id).shape;
     while (g.node(id).op == OpCode::kReshape) id = g.node(id).inputs[0];
@@ -94,10 +94,13 @@ void LowerAttentionGradients(const Graph& g, const FusionPlan& plan, const std::
       why_not(takes.message());
       continue;
     }
+    // The step is the first of the three groups; it reads that group's own operands (computed
+    // before it, where another's reshape copies might not be).
     const size_t head = std::min({q, k, v});
+    const std::vector<int>& operands = g.node(plan.groups[head].nodes.front()).inputs;
     const int dk = plan.groups[k].nodes.front(), dv = plan.groups[v].nodes.front();
-    AttentionBackwardValues at{.q = dq.inputs[1], .k = dq.inputs[2], .v = dq.inputs[3], .out = dq.inputs[4], .dout = dq.inputs[0],
-                               .lse = dq.inputs[5], .dq = dq.id, .dk = dk, .dv = dv, .scratch = true};
+    AttentionBackwardValues at{.q = operands[1], .k = operands[2], .v = operands[3], .out = operands[4], .dout = operands[0],
+                               .lse = operands[5], .dq = dq.id, .dk = dk, .dv = dv, .scratch = true};
     std::vector<CudaKernelSource> kernels =
         AttentionBackwardKernels(problem, at, fmt::format("{}tf_group{}_attention_bwd", prefix, plan.groups[head].id));
     for (size_t i : {q, k, v}) {

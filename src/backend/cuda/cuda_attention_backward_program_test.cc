@@ -110,6 +110,35 @@ TEST(CudaProgramAttentionBackwardTest, TheThreeGradientsAreOneStepOfThreeKernels
   }
 }
 
+// The three gradients reading copies of one reshaped logsumexp (as a pass may give each reader
+// its own) are still one call, one step, reading the step's own group's copy (the others' may
+// be computed later).
+TEST(CudaProgramAttentionBackwardTest, OperandsReshapedApartAreStillOneCall) {
+  GraphBuilder b;
+  Value q = b.Parameter("q", DType::kBF16, {1, 2, 64, 64});
+  Value lse = b.Parameter("lse", DType::kF32, {1, 2, 64, 1});
+  // dK first: its group is the step's, dQ's copy is made after it.
+  const OpCode ops[] = {OpCode::kAttentionGradK, OpCode::kAttentionGradQ, OpCode::kAttentionGradV};
+  for (OpCode op : ops) b.Output(b.AttentionGrad(op, q, q, q, q, q, b.Reshape(lse, {1, 2, 64}), 0.125, true), std::string(OpName(op)));
+  StatusOr<Graph> graph = b.Build();
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  StatusOr<CudaPlan> plan = PlanFusionForCuda(*graph, PlannerOptions{}, CudaTarget{});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  StatusOr<CudaProgram> program = BuildCudaProgram(*graph, plan->plan, FindInlinedGenerators(*graph), "", {}, CudaTarget{});
+  ASSERT_TRUE(program.ok()) << program.status().ToString();
+  const CudaGroupProgram* head = nullptr;
+  for (const CudaGroupProgram& p : program->groups)
+    if (p.mode == CudaGroupProgram::Mode::kAttentionBackwardTemplate && p.kernel) head = &p;
+  ASSERT_NE(head, nullptr);
+  const Node& head_node = graph->node(plan->plan.groups[head->group].nodes.front());
+  const LaunchArg& lse_read = head->prologue[0].source.launch.args[2];  // prepare(out, dout, lse, ...)
+  EXPECT_EQ(head_node.op, OpCode::kAttentionGradK);
+  EXPECT_EQ(lse_read.node, head_node.inputs[5]);
+  int grouped = 0;
+  for (const CudaGroupProgram& p : program->groups) grouped += p.grouped_into == head->group;
+  EXPECT_EQ(grouped, 2);
+}
+
 TEST(CudaProgramAttentionBackwardTest, KernelsCompileForSm90aWithoutSpills) {
   StatusOr<NvrtcCompiler> nvrtc = NvrtcCompiler::Create((std::filesystem::temp_directory_path() / "tilefuse_test_cache").string());
   if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available: " << nvrtc.status().ToString();

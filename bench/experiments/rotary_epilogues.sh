@@ -18,9 +18,7 @@ export LD_LIBRARY_PATH="$PWD/$B/lib:${LD_LIBRARY_PATH:-}" HF_HUB_OFFLINE=1 TILEF
 log="$OUT/checks.log"
 : > "$log"
 . bench/experiments/template_checks.sh
-if [ -n "${GTEST:-}" ]; then
-  "$B/tilefuse_tests" --gtest_filter="$GTEST" 2>&1 | tail -25 | tee -a "$log"
-fi
+gtest_first
 if [ -z "${SKIP_CHECKS:-}" ]; then
   TILEFUSE_ROTARY_EPILOGUES=1 check_forms tests/gemm/gemm_rotary_qk_attention_ragged_bf16.onnxtxt "" "--gemm-form pingpong" "--gemm-form tail" "--gemm-form overlap" \
     "--gemm-form streamk" "--stand-ins" "--gemm-cluster 2"

@@ -19,9 +19,7 @@ export LD_LIBRARY_PATH="$PWD/$B/lib:${LD_LIBRARY_PATH:-}" HF_HUB_OFFLINE=1 TILEF
 log="$OUT/checks.log"
 : > "$log"
 . bench/experiments/template_checks.sh
-if [ -n "${GTEST:-}" ]; then
-  "$B/tilefuse_tests" --gtest_filter="$GTEST" 2>&1 | tail -25 | tee -a "$log"
-fi
+gtest_first
 if [ -z "${SKIP_CHECKS:-}" ]; then
   for m in tests/gemm/gemm_rms_norm_*.onnxtxt; do
     TILEFUSE_GEMM_ROW_NORMS=1 check_forms "$m" "" "--gemm-form pingpong" "--gemm-form overlap" "--gemm-cluster 2" "--stand-ins"

@@ -3,6 +3,11 @@
 # models through torch.compile against its own modes. Needs B (the unpacked bundle) and log
 # set by the caller.
 
+# gtest_first: the tilefuse_tests filter in GTEST (where set) run first, its tail in "$log".
+gtest_first() {
+  [ -z "${GTEST:-}" ] || "$B/tilefuse_tests" --gtest_filter="$GTEST" 2>&1 | tail -25 | tee -a "$log"
+}
+
 # check_forms MODEL FORM...: `run --check --gemm template` with each FORM's flags ("" the rule's).
 check_forms() {
   local m=$1 form o

@@ -50,7 +50,7 @@ def spy(self, gm, call_args, weights, settings, *more):  # more: all_weights, ro
 backend._Specialization.__init__ = spy
 if args.split_attention:
     from tilefuse.fx import attention
-    attention.sdpa_flash_cpu.accepts = lambda node: False
+    attention.sdpa_flash_cpu.why_not = lambda node: "split out as the GPU's is"
 compiled = torch.compile(model, backend="tilefuse", options={"backward": "tilefuse"})
 compiled(ids, use_cache=False).logits.float().square().mean().backward()
 for i, (gm, call_args, weights, row_major_outputs) in enumerate(captured):

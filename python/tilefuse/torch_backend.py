@@ -310,8 +310,9 @@ class TilefuseGraph:
             self.split = _split_around(gm, unsupported, self)
             missing = [n for n in unsupported if target_name(n) not in _IN_PYTORCH_BY_DESIGN]
             if missing:
-                unmapped = sorted({target_name(n) for n in missing if why_unsupported(n) == "no mapping"})
-                refused = sorted({f"{target_name(n)} ({why_unsupported(n)})" for n in missing if why_unsupported(n) != "no mapping"})
+                reasons = [(target_name(n), why_unsupported(n)) for n in missing]
+                unmapped = sorted({name for name, why in reasons if why == "no mapping"})
+                refused = sorted({f"{name} ({why})" for name, why in reasons if why != "no mapping"})
                 what = "; ".join(([f"tilefuse has no mapping for {', '.join(unmapped)}"] if unmapped else []) +
                                  ([f"tilefuse does not take {', '.join(refused)}"] if refused else []))
                 self._note("split", f"tilefuse: running part of a torch.compile graph in PyTorch: {what} ({len(missing)} "

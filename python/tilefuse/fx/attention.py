@@ -139,13 +139,12 @@ def sdpa_cudnn(ctx: Context, q: Value, k: Value, v: Value, attn_bias: Optional[V
     return [attention(ctx, q, k, v, attn_bias, dropout_p, is_causal, scale)] + [None] * 8
 
 
-def _only_output_read(node) -> bool:
+def _unless_only_output_read(node) -> Optional[str]:
     import operator
 
-    return all(user.target is operator.getitem and user.args[1] == 0 for user in node.users)
+    if all(user.target is operator.getitem and user.args[1] == 0 for user in node.users):
+        return None
+    return "its logsumexp is read (a training forward): the GPU's attention template does not write it yet"
 
 
-sdpa_flash.accepts = sdpa_efficient.accepts = sdpa_cudnn.accepts = _only_output_read
-sdpa_flash.why_not = sdpa_efficient.why_not = sdpa_cudnn.why_not = (
-    lambda node: None if _only_output_read(node) else "its logsumexp is read (a training forward): the GPU's attention template "
-                                                      "does not write it yet")
+sdpa_flash.why_not = sdpa_efficient.why_not = sdpa_cudnn.why_not = _unless_only_output_read

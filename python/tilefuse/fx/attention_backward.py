@@ -112,32 +112,23 @@ def sdpa_flash_backward(ctx: Context, grad_out: Value, query: Value, key: Value,
 IN_PYTORCH = "tilefuse_attention_backward_in_pytorch"
 
 
-def _taken(node: torch.fx.Node) -> bool:
-    """The GPU ops as graph nodes only where the template takes them (the CUDA backend runs them
-    on it); the rest, and those left to PyTorch, split out."""
-    return not node.meta.get(IN_PYTORCH) and why_not(node) is None
-
-
-def _taken_on_cpu(node: torch.fx.Node) -> bool:
-    """The CPU kernel's calls without dropout or a mask (the others split out)."""
-    dropout = node.args[6] if len(node.args) > 6 else node.kwargs.get("dropout_p", 0.0)
-    return (not node.meta.get(IN_PYTORCH) and isinstance(dropout, (int, float)) and float(dropout) == 0.0 and
-            node.kwargs.get("attn_mask") is None)
-
-
 def _why_not_taken(node: torch.fx.Node) -> Optional[str]:
+    """The GPU ops are graph nodes only where the template takes them (the CUDA backend runs them
+    on it); the rest, and those left to PyTorch, split out."""
     return "options attention_backward='pytorch'" if node.meta.get(IN_PYTORCH) else why_not(node)
 
 
 def _why_not_taken_on_cpu(node: torch.fx.Node) -> Optional[str]:
+    """The CPU kernel's calls are graph nodes without dropout or a mask."""
     if node.meta.get(IN_PYTORCH):
         return "options attention_backward='pytorch'"
-    return None if _taken_on_cpu(node) else "dropout or an attention mask"
+    dropout = node.args[6] if len(node.args) > 6 else node.kwargs.get("dropout_p", 0.0)
+    if not isinstance(dropout, (int, float)) or float(dropout) != 0.0 or node.kwargs.get("attn_mask") is not None:
+        return "dropout or an attention mask"
+    return None
 
 
-sdpa_cudnn_backward.accepts = sdpa_flash_backward.accepts = _taken
 sdpa_cudnn_backward.why_not = sdpa_flash_backward.why_not = _why_not_taken
-sdpa_flash_cpu_backward.accepts = _taken_on_cpu
 sdpa_flash_cpu_backward.why_not = _why_not_taken_on_cpu
 
 

@@ -129,8 +129,7 @@ def _convolution_tf32(ctx: Context) -> bool:
 
 
 # Transposed convolutions are not mapped yet: split out to PyTorch, the rest of the graph kept.
-convolution.accepts = lambda node: len(node.args) < 7 or not node.args[6]
-convolution.why_not = lambda node: None if convolution.accepts(node) else "a transposed convolution"
+convolution.why_not = lambda node: "a transposed convolution" if len(node.args) >= 7 and node.args[6] else None
 
 
 def _pool_pads(ctx: Context, x: Value, kernel: List[int], stride: List[int], pads: List[int],

@@ -211,19 +211,18 @@ def is_supported(node: torch.fx.Node) -> bool:
         return True
     if node.target in _PYTHON_FUNCTIONS or target_name(node) in _SYM_OPS:
         return True
+    return why_unsupported(node) is None
+
+
+def why_unsupported(node: torch.fx.Node) -> Optional[str]:
+    """Why a call is not taken (None: it is): no handler for its op, or the handler's reason for
+    this use. A handler may take only some uses of its overload: its `why_not(node)`, read from
+    the node alone, names the others, which are split out to PyTorch like unmapped ops, not
+    failing the whole graph."""
     handler = HANDLERS.get(target_name(node))
-    # A handler may take only some uses of its overload (`accepts`, read from the node alone):
-    # the others are split out to PyTorch like unmapped ops, not failing the whole graph.
-    return handler is not None and getattr(handler, "accepts", lambda n: True)(node)
-
-
-def why_unsupported(node: torch.fx.Node) -> str:
-    """Why an unsupported call is not taken: no handler for its op, or the handler's reason for
-    this use (its `why_not(node)`, where it has one)."""
-    handler = HANDLERS.get(target_name(node)) if node.op == "call_function" else None
     if handler is None:
         return "no mapping"
-    return getattr(handler, "why_not", lambda n: None)(node) or "this use not taken"
+    return getattr(handler, "why_not", lambda n: None)(node)
 
 
 def unsupported_nodes(gm: torch.fx.GraphModule) -> List[torch.fx.Node]:

@@ -195,7 +195,6 @@ def _one_index_per_line(node) -> bool:
     return index.shape[dim] == 1 and all(index.shape[d] == x.shape[d] for d in range(x.dim()) if d != dim)
 
 
-scatter.accepts = _one_index_per_line
 scatter.why_not = lambda node: None if _one_index_per_line(node) else "an index other than one entry a line"
 
 

@@ -1,5 +1,6 @@
 #include "backend/cuda/attention_backward.h"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -101,72 +102,55 @@ std::vector<CudaKernelSource> AttentionBackwardKernels(const AttentionBackwardPr
   const std::string config = ConfigStruct(p);
   auto value = [](int node) { return LaunchArg{LaunchArg::Kind::kBuffer, node, {}, 0}; };
   auto map = [](TensorMapArg m) { return LaunchArg{LaunchArg::Kind::kTensorMap, m.node, m, 0}; };
-  // The statistics and the dQ accumulator: values of the caller's, or the kernels' scratch
-  // memory past the split kernels' counters (LaunchSpec::scratch_bytes).
-  const int64_t padded_rows = static_cast<int64_t>(p.heads) * p.QueryBlocks() * 64;
-  auto scratch = [&](int value_at, int64_t offset) {
-    return at.scratch ? LaunchArg{LaunchArg::Kind::kScratch, -1, {}, kScratchCounterBytes + offset} : LaunchArg{LaunchArg::Kind::kBuffer, value_at, {}, 0};
-  };
-  const LaunchArg lse2 = scratch(at.lse2, 0), delta = scratch(at.delta, 4 * padded_rows),
-                  accumulator = scratch(at.accumulator, 8 * padded_rows);
-  const int64_t scratch_bytes = at.scratch ? kScratchCounterBytes + AttentionBackwardScratchBytes(p) : 0;
+  const int64_t query_blocks = static_cast<int64_t>(p.QueryBlocks()) * p.heads;
+  // The statistics (f32, a row each, padded to whole query blocks), then the dQ accumulator.
+  const int64_t padded_rows = query_blocks * 64;
+  auto scratch = [&](int64_t offset) { return LaunchArg{LaunchArg::Kind::kScratch, -1, {}, at.scratch_offset + offset}; };
+  const LaunchArg lse2 = scratch(0), delta = scratch(4 * padded_rows), accumulator = scratch(8 * padded_rows);
+  const int64_t scratch_bytes = at.scratch_offset + AttentionBackwardScratchBytes(p);
   const int kv_heads = p.heads / p.group;
-  const int64_t blocks = static_cast<int64_t>(p.QueryBlocks()) * p.heads;
 
-  CudaKernelSource prepare;
-  prepare.name = name + "_prepare";
-  prepare.function = fmt::format(R"(extern "C" __global__ void __launch_bounds__(256) {}(const unsigned short* __restrict__ out,
-    const unsigned short* __restrict__ dout, const float* __restrict__ lse, float* __restrict__ lse2, float* __restrict__ delta,
-    float* __restrict__ dq_accumulator) {{
-{}  tf::AttentionBwdPrepare<Config>(out, dout, lse, lse2, delta, dq_accumulator);
-}}
-)",
-                                 prepare.name, config);
-  prepare.threads = 256;
-  prepare.strategy = "attention backward: D and the logsumexp in base 2 per query block, the dQ accumulator zeroed";
-  prepare.launch.grid = {blocks, 1, 1};
-  prepare.launch.block = {256, 1, 1};
-  prepare.launch.args = {value(at.out), value(at.dout), value(at.lse), lse2, delta, accumulator};
-
-  CudaKernelSource main;
-  main.name = name;
-  main.function = fmt::format(R"(extern "C" __global__ void __launch_bounds__(384, 1) {}(const __grid_constant__ tf::TensorMap map_q,
-    const __grid_constant__ tf::TensorMap map_k, const __grid_constant__ tf::TensorMap map_v,
-    const __grid_constant__ tf::TensorMap map_do, const float* __restrict__ lse2, const float* __restrict__ delta,
-    float* __restrict__ dq_accumulator, unsigned short* __restrict__ dk, unsigned short* __restrict__ dv) {{
-{}  tf::AttentionBwdSm90<Config>(map_q, map_k, map_v, map_do, lse2, delta, dq_accumulator, dk, dv);
-}}
-)",
-                              main.name, config);
-  main.threads = 384;
-  main.strategy = fmt::format("attention backward template: {}", p.Label());
-  main.launch.grid = {static_cast<int64_t>(p.KeyBlocks()) * kv_heads, 1, 1};
-  main.launch.block = {384, 1, 1};
-  main.launch.dynamic_shared_bytes = SharedBytes(p);
-  main.launch.args = {map(OperandMap(at.q, p, p.heads, p.nq, 64)), map(OperandMap(at.k, p, kv_heads, p.nk, 128)),
-                      map(OperandMap(at.v, p, kv_heads, p.nk, 128)), map(OperandMap(at.dout, p, p.heads, p.nq, 64)),
-                      lse2, delta, accumulator, value(at.dk), value(at.dv)};
-
-  CudaKernelSource finish;
-  finish.name = name + "_finish";
-  finish.function = fmt::format(R"(extern "C" __global__ void __launch_bounds__(256) {}(const float* __restrict__ dq_accumulator,
-    unsigned short* __restrict__ dq) {{
-{}  tf::AttentionBwdFinish<Config>(dq_accumulator, dq);
-}}
-)",
-                                finish.name, config);
-  finish.threads = 256;
-  finish.strategy = "attention backward: dQ from its f32 accumulator";
-  finish.launch.grid = {blocks, 1, 1};
-  finish.launch.block = {256, 1, 1};
-  finish.launch.args = {accumulator, value(at.dq)};
-
-  std::vector<CudaKernelSource> kernels = {std::move(prepare), std::move(main), std::move(finish)};
-  for (CudaKernelSource& k : kernels) {
+  // A kernel: its __global__ function (its parameters, the local Config, the skeleton's call)
+  // on a 1-D grid.
+  auto kernel = [&](std::string kernel_name, const char* bounds, int threads, const char* parameters, const char* call, int64_t grid,
+                    std::string strategy, std::vector<LaunchArg> args) {
+    CudaKernelSource k;
+    k.name = std::move(kernel_name);
+    k.function = fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n{}  {}\n}}\n", bounds, k.name, parameters,
+                             config, call);
     k.includes = {"attention_bwd_sm90.cuh"};
-    k.work_blocks = k.launch.grid[0];
+    k.threads = threads;
+    k.work_blocks = grid;
+    k.strategy = std::move(strategy);
+    k.launch.grid = {grid, 1, 1};
+    k.launch.block = {threads, 1, 1};
+    k.launch.args = std::move(args);
     k.launch.scratch_bytes = scratch_bytes;
-  }
+    return k;
+  };
+  std::vector<CudaKernelSource> kernels;
+  kernels.push_back(kernel(name + "_prepare", "256", 256,
+                           "const unsigned short* __restrict__ out, const unsigned short* __restrict__ dout, "
+                           "const float* __restrict__ lse, float* __restrict__ lse2, float* __restrict__ delta, "
+                           "float* __restrict__ dq_accumulator",
+                           "tf::AttentionBwdPrepare<Config>(out, dout, lse, lse2, delta, dq_accumulator);", query_blocks,
+                           "attention backward: D and the logsumexp in base 2 per query block, the dQ accumulator zeroed",
+                           {value(at.out), value(at.dout), value(at.lse), lse2, delta, accumulator}));
+  kernels.push_back(kernel(name, "384, 1", 384,
+                           "const __grid_constant__ tf::TensorMap map_q, const __grid_constant__ tf::TensorMap map_k, "
+                           "const __grid_constant__ tf::TensorMap map_v, const __grid_constant__ tf::TensorMap map_do, "
+                           "const float* __restrict__ lse2, const float* __restrict__ delta, float* __restrict__ dq_accumulator, "
+                           "unsigned short* __restrict__ dk, unsigned short* __restrict__ dv",
+                           "tf::AttentionBwdSm90<Config>(map_q, map_k, map_v, map_do, lse2, delta, dq_accumulator, dk, dv);",
+                           static_cast<int64_t>(p.KeyBlocks()) * kv_heads, fmt::format("attention backward template: {}", p.Label()),
+                           {map(OperandMap(at.q, p, p.heads, p.nq, 64)), map(OperandMap(at.k, p, kv_heads, p.nk, 128)),
+                            map(OperandMap(at.v, p, kv_heads, p.nk, 128)), map(OperandMap(at.dout, p, p.heads, p.nq, 64)), lse2, delta,
+                            accumulator, value(at.dk), value(at.dv)}));
+  kernels.back().launch.dynamic_shared_bytes = SharedBytes(p);
+  kernels.push_back(kernel(name + "_finish", "256", 256,
+                           "const float* __restrict__ dq_accumulator, unsigned short* __restrict__ dq",
+                           "tf::AttentionBwdFinish<Config>(dq_accumulator, dq);", query_blocks,
+                           "attention backward: dQ from its f32 accumulator", {accumulator, value(at.dq)}));
   return kernels;
 }
 
@@ -180,18 +164,14 @@ Status RunAttentionBackward(const CudaDevice& gpu, NvrtcCompiler& nvrtc, const A
   const std::vector<CudaKernelSource> kernels = AttentionBackwardKernels(p, AttentionBackwardValues{}, "attention_bwd");
   ASSIGN_OR_RETURN(LoadedKernels k, Load(gpu, nvrtc, CudaTranslationUnit(kernels)));
   // The values by AttentionBackwardValues' default numbers.
-  const int64_t padded_rows = static_cast<int64_t>(p.heads) * p.QueryBlocks() * 64;
-  const std::vector<CUdeviceptr> address = {pointers.q,    pointers.k,  pointers.v,  pointers.out,
-                                            pointers.dout, pointers.lse, pointers.scratch,
-                                            pointers.scratch + static_cast<CUdeviceptr>(4 * padded_rows),
-                                            pointers.scratch + static_cast<CUdeviceptr>(8 * padded_rows),
-                                            pointers.dq,   pointers.dk,  pointers.dv};
-  for (CUdeviceptr a : address)
-    if (a % 16 != 0) return InvalidArgument("attention backward template: a device pointer not 16-byte aligned");
+  const std::vector<CUdeviceptr> address = {pointers.q,   pointers.k,  pointers.v,  pointers.out, pointers.dout,
+                                            pointers.lse, pointers.dq, pointers.dk, pointers.dv};
+  if (pointers.scratch % 16 != 0 || std::any_of(address.begin(), address.end(), [](CUdeviceptr a) { return a % 16 != 0; }))
+    return InvalidArgument("attention backward template: a device pointer not 16-byte aligned");
   const CUfunction functions[] = {k.prepare, k.main, k.finish};
   RETURN_IF_ERROR(PrepareFunction(gpu, k.main, kernels[1].launch, kernels[1].name));
   for (size_t i = 0; i < kernels.size(); ++i)
-    RETURN_IF_ERROR(LaunchKernel(gpu, functions[i], kernels[i].launch, address, 0, stream, kernels[i].name));
+    RETURN_IF_ERROR(LaunchKernel(gpu, functions[i], kernels[i].launch, address, pointers.scratch, stream, kernels[i].name));
   return Status::Ok();
 }
 

@@ -46,15 +46,13 @@ Status CheckAttentionBackward(const AttentionBackwardProblem& problem);
 // f32 dQ accumulator.
 int64_t AttentionBackwardScratchBytes(const AttentionBackwardProblem& problem);
 // Where the kernels read and write: graph values (LaunchArg::node) of Q, K, V, O, dO, the
-// logsumexp, dQ, dK and dV, all dense as AttentionBackwardPointers has them. The statistics and
-// the dQ accumulator are the kernels' scratch memory (past the split kernels' counters) with
-// `scratch`, else the values lse2, delta and accumulator. The default numbers are
-// RunAttentionBackward's address table.
+// logsumexp, dQ, dK and dV, all dense as AttentionBackwardPointers has them; the statistics and
+// the dQ accumulator in the kernels' scratch memory from `scratch_offset` on (a model's: past
+// the split kernels' counters). The default numbers are RunAttentionBackward's address table.
 struct AttentionBackwardValues {
   int q = 0, k = 1, v = 2, out = 3, dout = 4, lse = 5;
-  int lse2 = 6, delta = 7, accumulator = 8;
-  int dq = 9, dk = 10, dv = 11;
-  bool scratch = false;
+  int dq = 6, dk = 7, dv = 8;
+  int64_t scratch_offset = 0;
 };
 
 // The three kernels (name_prepare, name, name_finish: D and the base-2 logsumexp with the dQ

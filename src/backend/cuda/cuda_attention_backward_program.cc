@@ -44,9 +44,7 @@ Status Takes(const Graph& g, const Node& grad, const AttentionBackwardProblem& p
 
 CudaLaunchable Launchable(CudaKernelSource source, std::vector<int> outputs) {
   CudaLaunchable k;
-  for (const LaunchArg& arg : source.launch.args)
-    if (arg.kind == LaunchArg::Kind::kBuffer) k.buffer_nodes.push_back(arg.node);
-    else if (arg.kind == LaunchArg::Kind::kTensorMap) k.buffer_nodes.push_back(arg.map.node);
+  k.buffer_nodes = GraphValuesOf(source.launch);
   k.kernel.name = source.name;
   k.kernel.kind = GroupKind::kOpaque;
   k.source = std::move(source);
@@ -100,7 +98,7 @@ void LowerAttentionGradients(const Graph& g, const FusionPlan& plan, const std::
     const std::vector<int>& operands = g.node(plan.groups[head].nodes.front()).inputs;
     const int dk = plan.groups[k].nodes.front(), dv = plan.groups[v].nodes.front();
     AttentionBackwardValues at{.q = operands[1], .k = operands[2], .v = operands[3], .out = operands[4], .dout = operands[0],
-                               .lse = operands[5], .dq = dq.id, .dk = dk, .dv = dv, .scratch = true};
+                               .lse = operands[5], .dq = dq.id, .dk = dk, .dv = dv, .scratch_offset = kScratchCounterBytes};
     std::vector<CudaKernelSource> kernels =
         AttentionBackwardKernels(problem, at, fmt::format("{}tf_group{}_attention_bwd", prefix, plan.groups[head].id));
     for (size_t i : {q, k, v}) {

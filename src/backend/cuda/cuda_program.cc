@@ -35,10 +35,7 @@ CudaLaunchable TemplateSourceLaunchable(CudaKernelSource source, const FusionGro
                                         std::shared_ptr<const TemplateKernel> templ) {
   CudaLaunchable launchable;
   launchable.source = std::move(source);
-  // Graph values only: scalars and scratch memory (node -1) are no value of the graph.
-  for (const LaunchArg& arg : launchable.source.launch.args)
-    if (arg.kind == LaunchArg::Kind::kBuffer) launchable.buffer_nodes.push_back(arg.node);
-    else if (arg.kind == LaunchArg::Kind::kTensorMap) launchable.buffer_nodes.push_back(arg.map.node);
+  launchable.buffer_nodes = GraphValuesOf(launchable.source.launch);
   launchable.outputs = group.outputs;
   launchable.kernel = std::move(program);
   launchable.is_template = true;
@@ -709,6 +706,14 @@ FusionDecision CudaCapabilities::FusesGemmEpilogue(const Graph& graph, const std
   }
   answers_.emplace(members, answer);
   return answer;
+}
+
+std::vector<int> GraphValuesOf(const LaunchSpec& launch) {
+  std::vector<int> nodes;
+  for (const LaunchArg& arg : launch.args)
+    if (arg.kind == LaunchArg::Kind::kBuffer) nodes.push_back(arg.node);
+    else if (arg.kind == LaunchArg::Kind::kTensorMap) nodes.push_back(arg.map.node);
+  return nodes;
 }
 
 std::vector<const CudaLaunchable*> Launchables(const CudaGroupProgram& p) {

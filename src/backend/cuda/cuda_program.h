@@ -101,6 +101,9 @@ struct CudaGroupProgram {
 
 // The generated kernels of a group: prologues, then the main or epilogue kernel.
 std::vector<const CudaLaunchable*> Launchables(const CudaGroupProgram& p);
+// The graph values a launch's parameters address, in order (CudaLaunchable::buffer_nodes of a
+// template's kernel): buffers and tensor maps; scalars and scratch memory are no graph value.
+std::vector<int> GraphValuesOf(const LaunchSpec& launch);
 
 // The reason a gemm group goes to cuBLASLt's own epilogue under --gemm auto by the rule
 // (the tuner then measures the template too).

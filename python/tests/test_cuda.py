@@ -362,7 +362,9 @@ def test_the_chunked_loss_writes_its_gradient_over_the_logits_and_matches_eager(
 def test_a_training_steps_attention_backward_runs_on_the_template(kv_heads):
     # A causal self-attention's training step through torch.compile: PyTorch's attention backward
     # op (cuDNN's or FlashAttention's) becomes nodes of the backward graph, which the attention
-    # backward template runs (the graph not split); the gradients of Q, K and V against f32 autograd.
+    # backward template runs (the graph not split); the forward's call, whose logsumexp the backward
+    # reads, runs on the forward template, which writes it (that graph not split either); the
+    # output and the gradients of Q, K and V against f32 autograd.
     torch = cuda_torch()
     import tilefuse.torch_backend  # noqa: F401  (registers the backend)
     import torch.nn.functional as F
@@ -378,10 +380,14 @@ def test_a_training_steps_attention_backward_runs_on_the_template(kv_heads):
     out = torch.compile(attention, backend="tilefuse")(q, k, v)
     got = torch.autograd.grad(out, (q, k, v), dout)
     ref = [t.detach().float().requires_grad_() for t in (q, k, v)]
-    want = torch.autograd.grad(attention(*ref), ref, dout.float())
+    want_out = attention(*ref)
+    assert ((out.float() - want_out).abs().max() / want_out.abs().max()).item() < 2e-2
+    want = torch.autograd.grad(want_out, ref, dout.float())
     for g, w in zip(got, want):
         assert torch.isfinite(g).all()
         assert ((g.float() - w).abs().max() / w.abs().max()).item() < 3e-2
-    backward = tilefuse.torch_backend.explain()[-1]  # the backward graph, compiled last: whole, no part in PyTorch
+    forward, backward = tilefuse.torch_backend.explain()[-2:]  # compiled last, both whole: no part in PyTorch
+    assert not forward["split"] and not forward["in_pytorch"], forward["in_pytorch"]
+    assert any(mode == "attention template" for c in forward["compiled"] for mode in c["kernel_modes"]), forward
     assert not backward["split"] and not backward["in_pytorch"], backward["in_pytorch"]
     assert any(mode == "attention backward template" for c in backward["compiled"] for mode in c["kernel_modes"]), backward

@@ -986,9 +986,10 @@ def test_unaligned_logits_are_written_padded_and_returned_as_eager_columns():
 
 
 def test_a_gpu_attention_kernel_whose_logsumexp_is_read_is_split_out_not_its_whole_graph():
-    # The GPU kernels' other results (logsumexp, ...) are not computed: a training forward that
-    # saves them runs that call in PyTorch and the rest of its graph through tilefuse. Built by
-    # hand: the dispatcher picks these kernels for CUDA tensors only.
+    # A training forward's call whose logsumexp the template cannot write (here: no traced
+    # values to check its limits against; test_torch_attention_backward.py has the taken ones)
+    # runs in PyTorch and the rest of its graph through tilefuse. Built by hand: the dispatcher
+    # picks these kernels for CUDA tensors only.
     import operator
 
     from tilefuse.fx import unsupported_nodes

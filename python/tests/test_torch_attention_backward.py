@@ -3,6 +3,7 @@
 checked here on graphs whose values are fake CUDA tensors (no GPU needed); test_fx_ops.py checks
 the CPU's against autograd, test_cuda.py runs a training step through the template on a GPU."""
 
+import math
 import operator
 
 import pytest
@@ -182,3 +183,94 @@ def test_the_cpu_kernels_backward_is_taken_without_dropout_or_a_mask(dropout, ma
                                (*operands, dropout, True), kwargs)
     graph.output(call)
     assert fx.is_supported(call) == taken
+
+
+# ---- the training forward's attention, whose logsumexp the backward reads
+
+def forward_graph(op=aten._scaled_dot_product_cudnn_attention.default, dtype=torch.bfloat16, d=64, kv_heads=4, causal=True,
+                  dropout=0.0, bias_elements=0, device="cuda", read=(0, 1, 6, 7)):
+    """A training forward's call of `op` (its values fake tensors), returning the results `read`."""
+    with FakeTensorMode():
+        q = torch.empty(2, 4, 128, d, dtype=dtype, device=device)
+        k = torch.empty(2, kv_heads, 128, d, dtype=dtype, device=device)
+        bias = torch.empty(bias_elements, dtype=dtype, device=device)
+        outs = op(q, k, k, bias, True, dropout, causal) if op is aten._scaled_dot_product_cudnn_attention.default else \
+            op(q, k, k, dropout, causal)
+    graph = torch.fx.Graph()
+    nodes = [traced_node(graph, "placeholder", name, None, val) for name, val in (("query", q), ("key", k), ("value", k))]
+    if op is aten._scaled_dot_product_cudnn_attention.default:
+        bias_node = traced_node(graph, "placeholder", "attn_bias", None, bias) if bias_elements else None
+        call = graph.call_function(op, (*nodes, bias_node, True, dropout, causal))
+    else:
+        call = graph.call_function(op, (*nodes, dropout, causal))
+    call.meta["val"] = outs
+    graph.output(tuple(graph.call_function(operator.getitem, (call, i)) for i in read))
+    return torch.fx.GraphModule(torch.nn.Module(), graph), call
+
+
+def test_a_training_forwards_cudnn_attention_is_taken_with_its_logsumexp():
+    gm, call = forward_graph()
+    assert fx.why_unsupported(call) is None
+    # Where PyTorch runs the backward, the forward's results must be cuDNN's own: split out.
+    attention_backward.keep_in_pytorch(gm)
+    assert fx.why_unsupported(call) == "its logsumexp is read (a training forward) and its backward runs in PyTorch (options)"
+
+
+@pytest.mark.parametrize("case", [{"dtype": torch.float32}, {"d": 96}, {"dropout": 0.1}, {"kv_heads": 3},
+                                  {"bias_elements": 2 * 4 * 128 * 128}],
+                         ids=["f32", "d96", "dropout", "uneven-groups", "bias"])
+def test_a_training_forward_whose_backward_the_template_does_not_take_runs_in_pytorch(case):
+    gm, call = forward_graph(**case)
+    reason = fx.why_unsupported(call)
+    assert reason and reason.startswith("its logsumexp is read (a training forward) and the backward template does not take it: "), reason
+
+
+def test_flash_attentions_forward_is_taken_too_and_the_efficient_kernels_splits_out_with_the_reason():
+    _, call = forward_graph(aten._scaled_dot_product_flash_attention.default)
+    assert fx.why_unsupported(call) is None
+    _, call = forward_graph(aten._scaled_dot_product_flash_attention.default, d=96)
+    assert "the backward template does not take it: head dim 96" in fx.why_unsupported(call)
+    op = aten._scaled_dot_product_efficient_attention.default
+    with FakeTensorMode():
+        q = torch.empty(2, 4, 128, 64, dtype=torch.bfloat16, device="cuda")
+        outs = op(q, q, q, None, True, 0.0, True)
+    for read, reason in (((0,), None), ((0, 1), "the efficient kernel's is padded to 32 queries")):
+        graph = torch.fx.Graph()
+        nodes = [traced_node(graph, "placeholder", name, None, q) for name in ("query", "key", "value")]
+        call = graph.call_function(op, (*nodes, None, True, 0.0, True))
+        call.meta["val"] = outs
+        graph.output(tuple(graph.call_function(operator.getitem, (call, i)) for i in read))
+        got = fx.why_unsupported(call)
+        assert got == reason if reason is None else reason in got
+
+
+@pytest.mark.parametrize("op", [aten._scaled_dot_product_cudnn_attention.default, aten._scaled_dot_product_flash_attention.default],
+                         ids=["cudnn", "flash"])
+@pytest.mark.parametrize("causal, kv_heads", [(True, 4), (False, 2)], ids=["causal", "grouped-query"])
+def test_the_forward_calls_logsumexp_matches_pytorchs_math(op, causal, kv_heads):
+    # The graph translated as a GPU's (its traced values fake CUDA tensors) and run on the CPU
+    # backend: the attention and its logsumexp as one attention kernel with two outputs, against
+    # the math in f64; the seed and offset, which nothing but the backward op reads, zeros.
+    from tilefuse import _tilefuse
+    from tilefuse._model import _wrap
+
+    gm, _ = forward_graph(op, causal=causal, kv_heads=kv_heads)
+    gen = torch.Generator().manual_seed(5)
+    q = torch.randn(2, 4, 128, 64, generator=gen).to(torch.bfloat16)
+    k, v = (torch.randn(2, kv_heads, 128, 64, generator=gen).to(torch.bfloat16) for _ in range(2))
+    translation = fx.translate(gm, [q, k, v], set())
+    model = _wrap(_tilefuse.compile_graph(translation.graph, "cpu", False, True, 0), "a test graph")
+    out, lse, seed, offset = translation.outputs(model(*translation.inputs([q, k, v])), [q, k, v])
+    kk, vv = (t.double().repeat_interleave(4 // kv_heads, dim=1) for t in (k, v))
+    scores = q.double() @ kk.transpose(-1, -2) / 8
+    if causal:
+        scores = scores.masked_fill(torch.ones(128, 128, dtype=torch.bool).triu(1), -math.inf)
+    want = torch.softmax(scores, -1) @ vv
+    cudnn = op is aten._scaled_dot_product_cudnn_attention.default
+    assert out.dtype == torch.bfloat16 and lse.dtype == torch.float32 and list(lse.shape) == [2, 4, 128] + [1] * cudnn
+    torch.testing.assert_close(out.double(), want, rtol=0, atol=2e-2 * want.abs().max().item())
+    # The graph's scores are bf16 (as cuDNN's own are not): 2^-8 of a score's size.
+    torch.testing.assert_close(lse.double(), torch.logsumexp(scores, -1, keepdim=cudnn), rtol=0, atol=2e-2)
+    assert seed.dtype == offset.dtype == torch.int64 and seed.dim() == offset.dim() == 0 and seed.item() == offset.item() == 0
+    attention = [kern for kern in model.kernels if kern.kind == "attention"]
+    assert len(attention) == 1 and attention[0].generated, model.kernels

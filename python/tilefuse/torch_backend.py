@@ -132,6 +132,11 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], op
             # backward (its PyTorch parts lay out what an op needs laid out); a backward PyTorch
             # runs whole expects eager's.
             saved = _saved_positions(aten_gm) if training and not backward_in_pytorch else None
+            if training and (backward_in_pytorch or settings["attention_backward"] == "pytorch"):
+                # PyTorch's attention backward reads its forward's own logsumexp, seed and offset.
+                from .fx.attention_backward import keep_in_pytorch
+
+                keep_in_pytorch(aten_gm)
             graph = TilefuseGraph(aten_gm, weights - _mutated_inputs() if same_order else set(), settings,
                                   saved_outputs=saved or frozenset(),
                                   pad_outputs=settings["padded_logits"] and on_gpu and not training, guarded_inputs=same_order)

@@ -40,7 +40,8 @@ class AttentionLowering {
   int PeelLayoutKeeping(int node);
   bool IsZero(int node);
   StatusOr<int> MatchNanGuard(int where);
-  StatusOr<int> RowReductionInput(int node, OpCode op);
+  StatusOr<int> RowReductionInput(int node, OpCode op, int* reduction_node = nullptr);
+  Status MatchLogSumExp();
   StatusOr<std::vector<int>> ComputedAncestors(int node, const char* role);
   Status LowerLogits();
   Status LowerOperand(int node, const Shape& out_batch, bool may_read_in_place, AttentionOperand& operand);
@@ -57,6 +58,7 @@ class AttentionLowering {
   const Node* qk_ = nullptr;
   const Node* pv_ = nullptr;
   int logit_node_ = -1;
+  int row_max_ = -1, row_sum_ = -1;  // the softmax's reductions (row_max_: where it subtracts one)
   int64_t score_rows_ = 0;
   Index row_, key_, score_at_;  // loop variables of the logits and their flat offset
   std::map<int, int> input_buffer_;
@@ -88,8 +90,10 @@ Status AttentionLowering::FindMatmuls() {
     (qk_ ? pv_ : qk_) = &g_.node(id);
   }
   if (!pv_) return Unimplemented("the attention template needs the Q·Kᵀ and P·V matmuls");
-  if (group_.outputs != std::vector<int>{pv_->id})
-    return Unimplemented("a value inside the attention group is needed outside it; the template writes only P·V");
+  for (int out : group_.outputs)
+    if (out != pv_->id && g_.node(out).op != OpCode::kAdd)
+      return Unimplemented(fmt::format("{} inside the attention group is needed outside it; the template writes only P·V and "
+                                       "the rows' logsumexp", Describe(g_.node(out))));
   if (!IsFloat(qk_->dtype) || !IsFloat(pv_->dtype))
     return Unimplemented(fmt::format("the attention template computes in floats, not {}", DTypeName(qk_->dtype)));
   a_.nq = qk_->shape[qk_->rank() - 2];
@@ -110,7 +114,7 @@ Status AttentionLowering::FindMatmuls() {
 // `node` must be a trailing-axis `op` reduction of each score row, read through views
 // (keepdims, broadcast) at its own row: checked by lowering the views and looking at
 // where the one load lands. Returns the reduced value's node.
-StatusOr<int> AttentionLowering::RowReductionInput(int node, OpCode op) {
+StatusOr<int> AttentionLowering::RowReductionInput(int node, OpCode op, int* reduction_node) {
   std::vector<int> views;
   int at = node;
   while (member_[at] && (g_.node(at).info().kind == OpKind::View || g_.node(at).info().kind == OpKind::Broadcast)) {
@@ -129,6 +133,7 @@ StatusOr<int> AttentionLowering::RowReductionInput(int node, OpCode op) {
     return Unimplemented(fmt::format("{} is read at another row than the one it reduces", Describe(reduction)));
   Place(views);
   Place({reduction.id});
+  if (reduction_node) *reduction_node = reduction.id;
   return reduction.inputs[0];
 }
 
@@ -200,21 +205,51 @@ Status AttentionLowering::MatchSoftmax() {
   const Node& exp = g_.node(div.inputs[0]);
   if (!member_[exp.id] || exp.op != OpCode::kExp || exp.shape != qk_->shape)
     return Unimplemented(fmt::format("the softmax divides {}, not an exp of the scores", Describe(exp)));
-  ASSIGN_OR_RETURN(int summed, RowReductionInput(div.inputs[1], OpCode::kReduceSum));
+  ASSIGN_OR_RETURN(int summed, RowReductionInput(div.inputs[1], OpCode::kReduceSum, &row_sum_));
   if (summed != exp.id) return Unimplemented("the softmax divides by the row sum of another value than its numerator");
   Place({div.id, exp.id});
   logit_node_ = exp.inputs[0];
   const Node& shifted = g_.node(logit_node_);
   if (member_[shifted.id] && shifted.op == OpCode::kSub) {
     // The usual max-subtraction: the online softmax's running max replaces it.
-    StatusOr<int> maxed = RowReductionInput(shifted.inputs[1], OpCode::kReduceMax);
+    int reduction = -1;
+    StatusOr<int> maxed = RowReductionInput(shifted.inputs[1], OpCode::kReduceMax, &reduction);
     if (maxed.ok() && *maxed == shifted.inputs[0]) {
       Place({shifted.id});
       logit_node_ = shifted.inputs[0];
+      row_max_ = reduction;
     }
   }
   if (g_.node(logit_node_).shape != qk_->shape)
     return Unimplemented(fmt::format("the logits {} do not have the scores' shape", Describe(g_.node(logit_node_))));
+  return Status::Ok();
+}
+
+// The rows' logsumexp the matcher claimed (fusion/attention_matcher.cc's ClaimLogSumExp), an
+// output of the group: add(row max, log(row sum)) of this softmax's own max and sum, one f32
+// (or f64) value a score row. exp(logit − max) ÷ sum is the softmax, so max + log(sum) is
+// log Σ exp(logit) whichever max the kernel subtracts: the online softmax's running one
+// serves.
+Status AttentionLowering::MatchLogSumExp() {
+  for (int out : group_.outputs) {
+    if (out == pv_->id) continue;
+    const Node& add = g_.node(out);
+    const int log = g_.node(add.inputs[0]).op == OpCode::kLog ? add.inputs[0] : add.inputs[1];
+    const int max = log == add.inputs[0] ? add.inputs[1] : add.inputs[0];
+    if (a_.logsumexp >= 0 || !member_[log] || g_.node(log).op != OpCode::kLog || g_.node(log).inputs[0] != row_sum_ || max != row_max_ ||
+        row_max_ < 0)
+      return Unimplemented(fmt::format("{} inside the attention group is needed outside it, and it is not the logsumexp of the "
+                                       "softmax's rows (add(row max, log(row sum)) of the max it subtracts)",
+                                       Describe(add)));
+    if (add.dtype != DType::kF32 && add.dtype != DType::kF64)
+      return Unimplemented(fmt::format("the rows' logsumexp {} is {}; the attention kernels write it in f32 or f64", Describe(add),
+                                       DTypeName(add.dtype)));
+    if (NumElements(add.shape) != score_rows_ || score_rows_ != a_.batch * a_.nq)
+      return Unimplemented(fmt::format("{} is not one value a row of the output (the scores broadcast over a batch dim)", Describe(add)));
+    Place({log, add.id});
+    a_.buffers.push_back({add.id, add.dtype, score_rows_, true});
+    a_.logsumexp = static_cast<int>(a_.buffers.size()) - 1;
+  }
   return Status::Ok();
 }
 
@@ -289,12 +324,13 @@ StatusOr<AttentionKernel> AttentionLowering::Run() {
   RETURN_IF_ERROR(LowerOperand(qk_->inputs[0], out_batch, true, a_.q));
   RETURN_IF_ERROR(LowerOperand(qk_->inputs[1], out_batch, false, a_.k));
   RETURN_IF_ERROR(LowerOperand(pv_->inputs[1], out_batch, false, a_.v));
+  a_.buffers.push_back({pv_->id, pv_->dtype, NumElements(pv_->shape), true});
+  a_.output = static_cast<int>(a_.buffers.size()) - 1;
+  RETURN_IF_ERROR(MatchLogSumExp());
   for (int id : group_.nodes)
     if (!placed_[id])
       return Unimplemented(fmt::format("{} has no place in the attention template (matmul, logits, softmax, casts, matmul)",
                                        Describe(g_.node(id))));
-  a_.buffers.push_back({pv_->id, pv_->dtype, NumElements(pv_->shape), true});
-  a_.output = static_cast<int>(a_.buffers.size()) - 1;
   return std::move(a_);
 }
 

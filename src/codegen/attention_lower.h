@@ -4,6 +4,7 @@
 //   Q  ─┐                                               V ─┐
 //       matmul ─ logits ─ exp(· − row max) ─ ÷ row sum ─ [casts] ─ matmul ─ out
 //   Kᵀ ─┘        (scale, causal or additive masks, bias: pointwise per score)
+//                          row max + log(row sum) ─ the rows' logsumexp (optional output)
 //
 // with, as torch.onnx's dynamo exporter writes SDPA, an optional "safe softmax" guard
 // where(isnan(p), 0, p) (or where(not isnan(p), p, 0), casts on either side) between the
@@ -56,6 +57,9 @@ struct AttentionKernel {
   int logit = -1;
   DType score_dtype = DType::kF32;  // the Q·Kᵀ matmul's dtype
   int output = -1;                  // buffer of the P·V matmul's result, [batch.., nq, dv]
+  // Buffer of the rows' logsumexp where the group has it as an output (a training forward
+  // saves it), else -1: one value per score row (log Σ exp(logit) over the keys), in f32 or f64.
+  int logsumexp = -1;
   // The safe-softmax guard: rows whose probabilities are NaN come out 0. With the max
   // subtracted, a row's probabilities are NaN all together or not at all — exactly when its
   // sum is 0 (every key masked, -inf) or NaN (a NaN or +inf logit) — so the kernel writes 0

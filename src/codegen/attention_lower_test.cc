@@ -37,6 +37,9 @@ struct AttentionCase {
   bool dropout = false;             // dropout on the probabilities: not a template shape
   int64_t masked_rows = 0;          // causal: row r keeps keys <= r - masked_rows (the first rows none)
   bool softmax_in_f32 = false;      // half types: the softmax computed in f32, cast back (as exporters do)
+  // The softmax written out in f32 (f64 for f64) and the rows' logsumexp, max + log(sum) of its
+  // own reductions, a second output (a training forward's, as tilefuse.fx writes it).
+  bool logsumexp = false;
   // The safe softmax of torch.onnx's dynamo exporter between the softmax and P·V.
   enum class Guard { kNone, kIsNaN, kNotIsNaN, kIsNaNOfAnother } guard = Guard::kNone;
 };
@@ -60,6 +63,16 @@ Graph BuildAttention(const AttentionCase& c) {
     scores = b.Where(b.Binary(OpCode::kGreaterEqual, row, column), scores, b.Scalar(c.masked_value, c.dtype));
   }
   Value probs = c.softmax_in_f32 ? b.Cast(b.Softmax(b.Cast(scores, DType::kF32), -1), c.dtype) : b.Softmax(scores, -1);
+  Value logsumexp;
+  if (c.logsumexp) {
+    Value wide = c.dtype == DType::kF64 || c.dtype == DType::kF32 ? scores : b.Cast(scores, DType::kF32);
+    Value max = b.Reduce(OpCode::kReduceMax, wide, {3}, /*keepdims=*/true);
+    Value e = b.Unary(OpCode::kExp, b.Sub(wide, max));
+    Value sum = b.Reduce(OpCode::kReduceSum, e, {3}, /*keepdims=*/true);
+    probs = b.Div(e, sum);
+    if (b.dtype(probs) != c.dtype) probs = b.Cast(probs, c.dtype);
+    logsumexp = b.Add(max, b.Unary(OpCode::kLog, sum));
+  }
   if (c.guard != AttentionCase::Guard::kNone) {
     Value zero = b.Scalar(0, c.dtype);
     Value tested = c.guard == AttentionCase::Guard::kIsNaNOfAnother ? b.MulScalar(probs, 2) : probs;
@@ -71,6 +84,7 @@ Graph BuildAttention(const AttentionCase& c) {
     probs = b.Where(keep, b.MulScalar(probs, 1 / 0.75), b.Scalar(0, c.dtype));
   }
   b.Output(b.MatMul(probs, v), "out");
+  if (c.logsumexp) b.Output(logsumexp, "lse");
   auto graph = b.Build();
   EXPECT_TRUE(graph.ok()) << graph.status().ToString();
   auto passed = RunGraphPasses(std::move(graph).value(), PassOptions{});
@@ -101,8 +115,14 @@ KernelInfo CompileRunAndCompare(const AttentionCase& c) {
   Tolerance tol{1e-4, 1e-5};
   if (c.dtype == DType::kF64) tol = {1e-9, 1e-12};
   if (c.dtype == DType::kF16) tol = {2e-2, 2e-2};
-  Comparison cmp = CompareNormwise((*actual)[0], (*expected)[0], tol);
-  EXPECT_TRUE(cmp.pass) << cmp.reason;
+  EXPECT_EQ(actual->size(), expected->size());
+  for (size_t i = 0; i < std::min(actual->size(), expected->size()); ++i) {
+    // The logsumexp is f32 (f64) whatever the operands' type: the rounded scores are its only
+    // error in half precision.
+    const Tolerance lse = c.dtype == DType::kF32 ? Tolerance{1e-5, 1e-6} : Tolerance{2e-3, 1e-5};
+    Comparison cmp = CompareNormwise((*actual)[i], (*expected)[i], i == 0 || c.dtype == DType::kF64 ? tol : lse);
+    EXPECT_TRUE(cmp.pass) << "output " << i << ": " << cmp.reason;
+  }
   KernelInfo attention;
   int attention_groups = 0;
   for (const KernelInfo& k : (*compiled)->kernels()) {
@@ -327,6 +347,53 @@ TEST(AttentionKernelTest, GuardTestingAnotherValueIsSplitWithAReason) {
 
 // The GPU template takes the safe softmax too: its skeleton writes zeros for a row whose sum
 // of probabilities is not positive (kZeroNanRows), as the CPU kernel does.
+// The rows' logsumexp beside the output (a training forward's): one kernel writes both, at
+// odd sizes, causal or not, with heads shared (the scores per query head all the same).
+TEST(AttentionKernelTest, LogSumExpOfTheRowsIsASecondOutput) {
+  AttentionCase c;
+  c.logsumexp = true;
+  ExpectGenerated(c);
+  c.causal = true;
+  c.shared_keys = true;
+  ExpectGenerated(c);
+}
+
+TEST(AttentionKernelTest, LogSumExpInHalfAndDouble) {
+  for (DType dtype : {DType::kF16, DType::kF64}) {
+    AttentionCase c;
+    c.dtype = dtype;
+    c.causal = true;
+    c.logsumexp = true;
+    ExpectGenerated(c);
+  }
+}
+
+// What the GPU template takes: the logsumexp buffer f32, an output of the group.
+TEST(AttentionKernelTest, GpuTemplateWritesTheLogSumExp) {
+  AttentionCase c;
+  c.dtype = DType::kBF16;
+  c.nq = c.nk = 128;
+  c.d = c.dv = 64;
+  c.causal = true;
+  c.logsumexp = true;
+  Graph graph = BuildAttention(c);
+  auto plan = PlanFusion(graph, PlannerOptions{});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  const std::vector<bool> inlined = FindInlinedGenerators(graph);
+  int attention = 0;
+  for (const FusionGroup& group : plan->groups) {
+    if (group.kind != GroupKind::kAttention) continue;
+    ++attention;
+    EXPECT_EQ(group.outputs.size(), 2u);
+    auto templ = LowerAttentionTemplate(graph, group, inlined);
+    ASSERT_TRUE(templ.ok()) << templ.status().ToString();
+    ASSERT_GE(templ->logsumexp, 0);
+    EXPECT_EQ(templ->buffers[templ->logsumexp].node, graph.outputs()[1].node);
+    EXPECT_EQ(templ->buffers[templ->logsumexp].elements, 2 * 3 * 128);
+  }
+  EXPECT_EQ(attention, 1);
+}
+
 TEST(AttentionKernelTest, GpuTemplateTakesTheSafeSoftmax) {
   AttentionCase c;
   c.dtype = DType::kBF16;

@@ -146,6 +146,10 @@ StatusOr<AttentionTemplateKernel> LowerAttentionTemplate(const Graph& g, const F
   t.score_batch_index = a.score_batch_index;
   t.buffers = std::move(a.buffers);
   t.output = a.output;
+  t.logsumexp = a.logsumexp;
+  if (t.logsumexp >= 0 && t.buffers[t.logsumexp].dtype != DType::kF32)
+    return Unimplemented(fmt::format("the rows' logsumexp %{} is {}: the attention template writes it in f32",
+                                     t.buffers[t.logsumexp].node, DTypeName(t.buffers[t.logsumexp].dtype)));
   t.name = a.name;
   return t;
 }

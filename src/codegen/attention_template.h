@@ -66,6 +66,7 @@ struct AttentionTemplateKernel {
   Index score_batch_index;
   std::vector<KernelBuffer> buffers;  // AttentionKernel's: the logits' loads index them
   int output = -1;                    // buffer of the output [batch..][nq][dv], contiguous
+  int logsumexp = -1;                 // buffer of the rows' logsumexp [batch..][nq], f32, or -1 (AttentionKernel's)
 };
 
 // The template form of attention `group`, or why it does not apply (the caller plans the

@@ -117,6 +117,26 @@ class Matcher {
     return exp && sum;
   }
 
+  // A training forward's saved statistic: the logsumexp of each score row, written as
+  // add(row max, log(row sum)) from the softmax's own reductions (tilefuse.fx's GPU attention
+  // forward emits it so). Its two nodes join the group, which then has it as a second output
+  // (the templates write max + log(sum) beside P·V; codegen/attention_lower.h checks that the
+  // reductions are the softmax's).
+  void ClaimLogSumExp(const std::vector<int>& scores, std::vector<bool>& member) const {
+    for (int sum : scores) {
+      if (g_.node(sum).op != OpCode::kReduceSum) continue;
+      for (int log : users_[sum]) {
+        const Node& l = g_.node(log);
+        if (member[log] || l.op != OpCode::kLog || users_[log].size() != 1) continue;
+        const Node& add = g_.node(users_[log][0]);
+        if (add.op != OpCode::kAdd || add.inputs.size() != 2 || add.shape != l.shape) continue;
+        const int other = add.inputs[0] == log ? add.inputs[1] : add.inputs[0];
+        if (!member[other] || g_.node(other).op != OpCode::kReduceMax) continue;
+        member[log] = member[add.id] = true;
+      }
+    }
+  }
+
   static std::string Label(const Node& n) { return fmt::format("{} %{}", OpName(n.op), n.id); }
 
   // The members of the attention whose P·V is `pv`, or none; `why` says what failed for a
@@ -154,6 +174,7 @@ class Matcher {
       if (graph_output_[id])
         return miss(fmt::format("{} between the matmuls is a graph output: its N×N values would have to be stored", Label(g_.node(id))));
     if (graph_output_[qk]) return miss(fmt::format("the scores {} are a graph output", Label(qk_node)));
+    ClaimLogSumExp(scores, member);
     for (int id : scores)
       for (int u : users_[id])
         if (!member[u])

@@ -6,9 +6,11 @@ over the keys, matmul with V."""
 from __future__ import annotations
 
 import math
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
-from ._context import Context, Value, check, handles
+import torch
+
+from ._context import Context, Value, check, handles, opmath
 from .nn import _results_read
 
 
@@ -20,15 +22,8 @@ def attention(ctx: Context, q: Value, k: Value, v: Value, mask: Optional[Value],
     shaped like the scores without their key axis: what a training forward saves for the backward).
     `masked_rows_zero`: a query whose keys are all masked gets 0 (the softmax's NaNs replaced, the
     "safe softmax" the attention templates take), not NaN."""
-    check(dropout_p == 0.0, "attention with dropout (tilefuse runs inference: call model.eval())")
-    dtype = ctx.dtype_of(q)
-    q_shape, k_shape = ctx.shape_of(q), ctx.shape_of(k)
-    rank = len(q_shape)
-    check(rank >= 2, "attention on tensors of rank < 2")
-    if rank >= 3 and k_shape[-3] != q_shape[-3]:  # grouped-query attention: each K/V head serves a group of Q heads
-        check(q_shape[-3] % k_shape[-3] == 0, f"{q_shape[-3]} query heads over {k_shape[-3]} key heads")
-        k, v = (_repeat_heads(ctx, t, q_shape[-3] // k_shape[-3]) for t in (k, v))
-    scale = 1.0 / math.sqrt(q_shape[-1]) if scale is None else float(scale)
+    q, k, v, scale, dtype = _operands(ctx, q, k, v, dropout_p, scale)
+    rank = ctx.rank(q)
     scores = _scores(ctx, q, k, mask, is_causal, scale, dtype)
     probs = ctx.softmax(scores, rank - 1)
     if masked_rows_zero and mask is not None:
@@ -42,6 +37,38 @@ def attention(ctx: Context, q: Value, k: Value, v: Value, mask: Optional[Value],
     wide_dtype = "f64" if dtype == "f64" else "f32"
     wide = scores if dtype == wide_dtype else _scores(ctx, q, k, mask, is_causal, scale, wide_dtype)
     return out, _logsumexp(ctx, wide)
+
+
+def attention_saving_logsumexp(ctx: Context, q: Value, k: Value, v: Value, mask: Optional[Value], dropout_p: float,
+                               is_causal: bool, scale: Optional[float]) -> Tuple[Value, Value]:
+    """(output, logsumexp of each query's logits, f32, [.., queries, 1]): the GPU attention
+    kernels' results a training forward saves. The softmax is written out in f32 and the
+    logsumexp is max + log(sum) of its own row max and row sum, the form the attention matcher
+    claims with the rest (fusion/attention_matcher.cc): the attention template writes both in
+    one kernel, from its f32 scores. (The CPU kernel's `attention(logsumexp=True)` recomputes
+    f32 scores beside the half ones instead: its matcher-free form on any backend.)"""
+    q, k, v, scale, dtype = _operands(ctx, q, k, v, dropout_p, scale)
+    scores = _scores(ctx, q, k, mask, is_causal, scale, dtype)
+    axis = ctx.rank(scores) - 1
+    wide = ctx.cast(scores, opmath(dtype))
+    peak = ctx.reduce("reduce_max", wide, [axis], True)
+    exps = ctx.pointwise("exp", [ctx.pointwise("sub", [wide, peak])])
+    total = ctx.reduce("reduce_sum", exps, [axis], True)
+    probs = ctx.cast(ctx.pointwise("div", [exps, total]), dtype)
+    return ctx.matmul(probs, v), ctx.pointwise("add", [peak, ctx.pointwise("log", [total])])
+
+
+def _operands(ctx: Context, q: Value, k: Value, v: Value, dropout_p: float, scale: Optional[float]) -> tuple:
+    """Q, K and V with K/V heads repeated for grouped-query attention, the scale, the dtype."""
+    check(dropout_p == 0.0, "attention with dropout (tilefuse runs inference: call model.eval())")
+    q_shape, k_shape = ctx.shape_of(q), ctx.shape_of(k)
+    rank = len(q_shape)
+    check(rank >= 2, "attention on tensors of rank < 2")
+    if rank >= 3 and k_shape[-3] != q_shape[-3]:  # grouped-query attention: each K/V head serves a group of Q heads
+        check(q_shape[-3] % k_shape[-3] == 0, f"{q_shape[-3]} query heads over {k_shape[-3]} key heads")
+        k, v = (_repeat_heads(ctx, t, q_shape[-3] // k_shape[-3]) for t in (k, v))
+    scale = 1.0 / math.sqrt(q_shape[-1]) if scale is None else float(scale)
+    return q, k, v, scale, ctx.dtype_of(q)
 
 
 def _scores(ctx: Context, q: Value, k: Value, mask: Optional[Value], is_causal: bool, scale: float, dtype: str) -> Value:
@@ -107,9 +134,13 @@ def whole_attention(ctx: Context, q: Value, k: Value, v: Value, attn_mask: Optio
 
 # The kernels the dispatcher picks return (output, logsumexp, ...). The CPU kernel's logsumexp
 # ([batch, heads, queries], f32) is computed where the graph reads it (a training forward saves it
-# for PyTorch's backward); the GPU kernels' are not (their layouts and padding differ per kernel,
-# and no GPU check of them has run): a call whose other results are read (a training forward's)
-# is split out and runs in PyTorch, and the rest of its graph goes through tilefuse.
+# for PyTorch's backward). On a GPU, a cuDNN or FlashAttention call whose logsumexp is read is
+# taken where its backward will be too (attention_backward.template_limits) and that backward is
+# tilefuse's: the forward template writes the logsumexp beside the output, and the dropout seed
+# and offset the kernels also return (read by nothing but the backward op, which ignores them
+# without dropout) are int64 zeros, as the kernels give them without dropout. The efficient
+# kernel's call whose logsumexp is read (padded to 32 queries) splits out and runs in PyTorch, and
+# the rest of its graph goes through tilefuse.
 
 @handles("aten._scaled_dot_product_flash_attention_for_cpu.default")
 def sdpa_flash_cpu(ctx: Context, q: Value, k: Value, v: Value, dropout_p: float = 0.0, is_causal: bool = False, *,
@@ -123,7 +154,9 @@ def sdpa_flash_cpu(ctx: Context, q: Value, k: Value, v: Value, dropout_p: float 
 @handles("aten._scaled_dot_product_flash_attention.default")
 def sdpa_flash(ctx: Context, q: Value, k: Value, v: Value, dropout_p: float = 0.0, is_causal: bool = False,
                return_debug_mask: bool = False, *, scale: Optional[float] = None) -> list:
-    return [attention(ctx, q, k, v, None, dropout_p, is_causal, scale)] + [None] * 8
+    if not _results_read(ctx, range(1, 9)):
+        return [attention(ctx, q, k, v, None, dropout_p, is_causal, scale)] + [None] * 8
+    return _saving_logsumexp(ctx, q, k, v, None, dropout_p, is_causal, scale, ctx.shape_of(q)[:3])
 
 
 @handles("aten._scaled_dot_product_efficient_attention.default")
@@ -136,15 +169,52 @@ def sdpa_efficient(ctx: Context, q: Value, k: Value, v: Value, attn_bias: Option
 def sdpa_cudnn(ctx: Context, q: Value, k: Value, v: Value, attn_bias: Optional[Value], compute_log_sumexp: bool,
                dropout_p: float = 0.0, is_causal: bool = False, return_debug_mask: bool = False, *,
                scale: Optional[float] = None) -> list:
-    return [attention(ctx, q, k, v, attn_bias, dropout_p, is_causal, scale)] + [None] * 8
+    if not _results_read(ctx, range(1, 9)):
+        return [attention(ctx, q, k, v, attn_bias, dropout_p, is_causal, scale)] + [None] * 8
+    return _saving_logsumexp(ctx, q, k, v, attn_bias, dropout_p, is_causal, scale, ctx.shape_of(q)[:3] + [1])
 
 
-def _unless_only_output_read(node) -> Optional[str]:
+def _saving_logsumexp(ctx: Context, q: Value, k: Value, v: Value, bias: Optional[Value], dropout_p: float, is_causal: bool,
+                      scale: Optional[float], logsumexp_shape: list) -> list:
+    """A GPU kernel's nine results: the output, the logsumexp (shaped as the kernel gives it),
+    cumulative and maximum sequence lengths, the seed and offset, the debug mask."""
+    out, logsumexp = attention_saving_logsumexp(ctx, q, k, v, bias, dropout_p, is_causal, scale)
+    seed, offset = (ctx.scalar(0.0, "i64") for _ in range(2))
+    return [out, ctx.reshape(logsumexp, logsumexp_shape), None, None, ctx.shape_of(q)[2], ctx.shape_of(k)[2], seed, offset, None]
+
+
+# Marks a training forward's attention calls whose backward PyTorch runs (options backward or
+# attention_backward "pytorch"): their logsumexp, seed and offset must then be the kernel's own.
+IN_PYTORCH = "tilefuse_attention_in_pytorch"
+
+
+def _only_output_read(node) -> bool:
     import operator
 
-    if all(user.target is operator.getitem and user.args[1] == 0 for user in node.users):
+    return all(user.target is operator.getitem and user.args[1] == 0 for user in node.users)
+
+
+def _why_not_saving(node) -> Optional[str]:
+    """GPU calls whose other results are read are taken within the backward template's limits."""
+    from .attention_backward import template_limits
+
+    if _only_output_read(node):
         return None
-    return "its logsumexp is read (a training forward): the GPU's attention template does not write it yet"
+    if node.meta.get(IN_PYTORCH):
+        return "its logsumexp is read (a training forward) and its backward runs in PyTorch (options)"
+    cudnn = node.target is torch.ops.aten._scaled_dot_product_cudnn_attention.default
+    dropout_at = 5 if cudnn else 3
+    dropout = node.args[dropout_at] if len(node.args) > dropout_at else node.kwargs.get("dropout_p", 0.0)
+    bias = (node.args[3] if len(node.args) > 3 else node.kwargs.get("attn_bias")) if cudnn else None
+    reason = template_limits(node.args[0], node.args[1], dropout, bias)
+    return None if reason is None else f"its logsumexp is read (a training forward) and the backward template does not take it: {reason}"
 
 
-sdpa_flash.why_not = sdpa_efficient.why_not = sdpa_cudnn.why_not = _unless_only_output_read
+def _why_not_efficient(node) -> Optional[str]:
+    if _only_output_read(node):
+        return None
+    return "its logsumexp is read (a training forward): the efficient kernel's is padded to 32 queries, which tilefuse does not write"
+
+
+sdpa_cudnn.why_not = sdpa_flash.why_not = _why_not_saving
+sdpa_efficient.why_not = _why_not_efficient

@@ -6,10 +6,9 @@ attention backward template (codegen/cuda/device/attention_bwd_sm90.cuh), so the
 is not split around the call. On a GPU only the calls the template takes (bf16 or f16, head dim
 64 or 128, no dropout, no attention bias; causal or not; grouped-query heads) become nodes; the
 rest run in PyTorch between the graph's parts, as do all of them under
-options={"attention_backward": "pytorch"} (`keep_in_pytorch`).
-
-Not yet: the forward's attention that saves the logsumexp on the forward template (it runs in
-PyTorch between the forward graph's parts on a GPU).
+options={"attention_backward": "pytorch"} (`keep_in_pytorch`). The forward call whose
+logsumexp such a call reads is taken under the same limits (tilefuse.fx.attention), its
+logsumexp written by the forward template.
 """
 
 from __future__ import annotations
@@ -47,7 +46,14 @@ def _value(node):
 def why_not(node: torch.fx.Node) -> Optional[str]:
     """Why the template does not take this attention backward call (None: it does)."""
     bias_at, dropout_at, _ = _OPS[node.target]
-    query, key = _value(node.args[1]), _value(node.args[2])
+    bias = node.args[bias_at] if bias_at is not None and bias_at < len(node.args) else None
+    return template_limits(node.args[1], node.args[2], node.args[dropout_at], bias)
+
+
+def template_limits(query_node: Any, key_node: Any, dropout: Any, bias_node: Any) -> Optional[str]:
+    """Why the backward template does not take an attention of these operands (traced FX nodes),
+    dropout and bias (None: it does)."""
+    query, key = _value(query_node), _value(key_node)
     if not all(isinstance(t, torch.Tensor) for t in (query, key)):
         return "no traced values for its operands"
     if not (query.is_cuda and key.is_cuda):
@@ -60,10 +66,9 @@ def why_not(node: torch.fx.Node) -> Optional[str]:
         return f"head dim {query.shape[-1]}"
     if query.shape[1] % key.shape[1] != 0:
         return f"{query.shape[1]} query heads over {key.shape[1]} key/value heads"
-    dropout = node.args[dropout_at]
     if not isinstance(dropout, (int, float)) or float(dropout) != 0.0:
         return f"dropout {dropout}"
-    bias = _value(node.args[bias_at]) if bias_at is not None and bias_at < len(node.args) else None
+    bias = _value(bias_node)
     if bias is not None and not (isinstance(bias, torch.Tensor) and bias.numel() == 0):
         return "an attention bias"
     return None
@@ -133,8 +138,14 @@ sdpa_flash_cpu_backward.why_not = _why_not_taken_on_cpu
 
 
 def keep_in_pytorch(gm: torch.fx.GraphModule) -> None:
-    """Leaves gm's attention backward calls to PyTorch's kernels (split out of the graph)."""
+    """Leaves gm's attention backward calls to PyTorch's kernels (split out of the graph), and a
+    training forward's attention calls whose logsumexp those read."""
+    from .attention import IN_PYTORCH as FORWARD_IN_PYTORCH
+
     for node in gm.graph.nodes:
+        if node.op == "call_function" and str(node.target) in ("aten._scaled_dot_product_cudnn_attention.default",
+                                                               "aten._scaled_dot_product_flash_attention.default"):
+            node.meta[FORWARD_IN_PYTORCH] = True
         if node.op == "call_function" and str(node.target) in (
                 "aten._scaled_dot_product_cudnn_attention_backward.default",
                 "aten._scaled_dot_product_flash_attention_backward.default",

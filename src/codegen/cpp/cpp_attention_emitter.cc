@@ -215,9 +215,16 @@ class AttentionEmitter {
     out_ += fmt::format(
         "      for (int64_t r = 0; r < rows; ++r)\n"
         "        for (int64_t c = 0; c < {0}; ++c)\n"
-        "          tf_store_{1}(b{2}, ((batch * {3} + first_query + r) * {0} + c), {4});\n"
-        "      }}\n    }}\n  }}\n",
+        "          tf_store_{1}(b{2}, ((batch * {3} + first_query + r) * {0} + c), {4});\n",
         a_.dv, DTypeName(a_.buffers[a_.output].dtype), a_.output, a_.nq, normalised);
+    // The rows' logsumexp: max + log(sum) of the logits; a row whose every logit is -inf gets
+    // -inf + log(0) = -inf, as the graph's max + log(sum(exp(x - max))) gives NaN: NaN then.
+    if (a_.logsumexp >= 0)
+      out_ += fmt::format(
+          "      for (int64_t r = 0; r < rows; ++r)\n"
+          "        b{0}[first_score_row + r] = running_max[r] == -INFINITY ? NAN : running_max[r] + std::log(running_sum[r]);\n",
+          a_.logsumexp);
+    out_ += "      }\n    }\n  }\n";
   }
 
   // One line per register-tile row: `pattern` with {0} the row's number.

@@ -98,11 +98,12 @@ class AttentionEmitter {
     s.name = a_.name;
     s.threads = threads;
     s.work_blocks = CeilDiv(m_blocks, c_.tiles) * batch;
-    s.strategy = fmt::format("attention template {}x{}, d {}/{}, {} stages, K {}, V {}{}{}{}{}{}", c_.BlockM(), c_.block_n, a_.d, a_.dv, c_.stages,
+    s.strategy = fmt::format("attention template {}x{}, d {}/{}, {} stages, K {}, V {}{}{}{}{}{}{}", c_.BlockM(), c_.block_n, a_.d, a_.dv, c_.stages,
                              a_.k.RowsContiguous() ? "K-major" : "MN-major", a_.v.RowsContiguous() ? "K-major" : "MN-major",
                              SkipsKeyBlocks() ? ", masked key blocks skipped" : "", LoopName(),
                              c_.tiles > 1 ? fmt::format(", {} query blocks per CTA", c_.tiles) : "",
-                             c_.q_slots > 1 ? ", Q double-buffered" : "", a_.zero_nan_rows ? ", rows without probabilities zeroed" : "");
+                             c_.q_slots > 1 ? ", Q double-buffered" : "", a_.zero_nan_rows ? ", rows without probabilities zeroed" : "",
+                             a_.logsumexp >= 0 ? ", the rows' logsumexp written" : "");
     // The kernel: its parameters, then the skeleton (codegen/cuda/device/attention_fwd_sm90.cuh)
     // instantiated on this problem's Config and hooks.
     s.includes = {"attention_fwd_sm90.cuh"};
@@ -130,8 +131,8 @@ class AttentionEmitter {
       out += LogitsStruct("InteriorLogits", "interior key blocks: the logits without their mask", c_.interior.program, c_.interior.logit);
       interior_logits = Hook("InteriorLogits", c_.interior.program, c_.interior.logit);
     }
-    out += fmt::format("  tf::AttentionFwdSm90<Config>({{&map_q, &map_k, &map_v}}, {}, Batch{{}}, {}, {}, b{});\n}}\n", Tables(), logits,
-                       interior_logits, a_.output);
+    out += fmt::format("  tf::AttentionFwdSm90<Config>({{&map_q, &map_k, &map_v}}, {}, Batch{{}}, {}, {}, b{}, {});\n}}\n", Tables(), logits,
+                       interior_logits, a_.output, a_.logsumexp >= 0 ? fmt::format("b{}", a_.logsumexp) : "nullptr");
     FinishTemplateSource(s, std::move(out), SharedBytes(a_, c_));
     return s;
   }

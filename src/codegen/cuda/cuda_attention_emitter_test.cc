@@ -90,7 +90,7 @@ TEST(CudaAttentionEmitterTest, RaggedHeadsAreViewsOfTheInputsAndTheLastKeyBlockI
     CHECK-NEXT: Multiplier() { return 1.803368777e-01f; }
     CHECK-NEXT: };
     CHECK-NOT: score
-    CHECK-NEXT: tf::AttentionFwdSm90<Config>({&map_q, &map_k, &map_v}, tf::AttentionBlockTables{nullptr, nullptr, nullptr, nullptr, nullptr}, Batch{}, Logits{}, tf::NoLogits{}, b3);
+    CHECK-NEXT: tf::AttentionFwdSm90<Config>({&map_q, &map_k, &map_v}, tf::AttentionBlockTables{nullptr, nullptr, nullptr, nullptr, nullptr}, Batch{}, Logits{}, tf::NoLogits{}, b3, nullptr);
   )"));
 }
 
@@ -192,6 +192,31 @@ TEST(CudaAttentionEmitterTest, TheSafeSoftmaxZeroesRowsWithoutProbabilities) {
   auto plain_source = EmitCudaAttention(*plain);
   ASSERT_TRUE(plain_source.ok());
   EXPECT_NE(plain_source->function.find("kZeroNanRows = 0 }"), std::string::npos);
+}
+
+// A training forward's attention also returns each row's logsumexp (the softmax in f32, and
+// max + log(sum) of its reductions): the kernel gets the f32 buffer and writes it.
+TEST(CudaAttentionEmitterTest, TheRowsLogSumExpIsASecondOutput) {
+  const std::string signature =
+      "g (bfloat16[1,2,256,64] q, bfloat16[1,2,256,64] k, bfloat16[1,2,256,64] v) => (bfloat16[1,2,256,64] out, float[1,2,256,1] lse)";
+  const std::string scores = std::string(kPlain).substr(0, std::string(kPlain).find("  p = "));
+  auto a = LowerText(scores + "  wide = Cast <to = 1> (scaled)\n  m = ReduceMax <axes = [-1], keepdims = 1> (wide)\n"
+                              "  shifted = Sub (wide, m)\n  e = Exp (shifted)\n  axes = Constant <value = int64[1] {-1}> ()\n"
+                              "  total = ReduceSum <keepdims = 1> (e, axes)\n  pw = Div (e, total)\n  p = Cast <to = 16> (pw)\n"
+                              "  out = MatMul (p, v)\n  log_total = Log (total)\n  lse = Add (m, log_total)\n",
+                     signature);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_GE(a->logsumexp, 0);
+  EXPECT_EQ(a->buffers[a->logsumexp].dtype, DType::kF32);
+  EXPECT_EQ(a->buffers[a->logsumexp].elements, 2 * 256);
+  a->name = "att";
+  auto source = EmitCudaAttention(*a);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  const std::string lse = fmt::format("b{}", a->logsumexp);
+  EXPECT_NE(source->function.find("float* __restrict__ " + lse + ")"), std::string::npos) << source->function;
+  EXPECT_NE(source->function.find(fmt::format("b{}, {});", a->output, lse)), std::string::npos) << source->function;
+  EXPECT_NE(source->strategy.find("the rows' logsumexp written"), std::string::npos) << source->strategy;
+  EXPECT_EQ(source->launch.args.size(), 5u);  // Q, K and V maps, the output and the logsumexp
 }
 
 // The default loop: FlashAttention-3's, the consumers taking turns at the tensor cores.

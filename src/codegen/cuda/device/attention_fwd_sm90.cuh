@@ -160,10 +160,13 @@ namespace tf {
 //   enum { kScoreTimesMultiplier }    1: the logit is the score times Multiplier()
 //   static float Multiplier()         what the score is multiplied by (1 when not)
 //   float operator()(Index row, int key, float score) const   the logit of (row, key)
+// `out` is [batch][kNQ][kDV]; `logsumexp`, where not null, gets each logits row's
+// log Σ exp(logit) (what a training forward saves for the backward), at the row's index in
+// the logits ([logits entry][kNQ]).
 template <class Config, class Batch, class Logits, class InteriorLogits>
 __device__ __forceinline__ void AttentionFwdSm90(const AttentionMaps& maps, const AttentionBlockTables& tables, const Batch& batch_hook,
                                                  const Logits& logits, const InteriorLogits& interior_logits,
-                                                 typename Config::Element::Storage* __restrict__ out) {
+                                                 typename Config::Element::Storage* __restrict__ out, float* __restrict__ logsumexp) {
   using S = AttentionShape<Config>;
   AttentionSharedMemory<S> sm;
   if (threadIdx.x == 0) {
@@ -189,7 +192,7 @@ __device__ __forceinline__ void AttentionFwdSm90(const AttentionMaps& maps, cons
     return;
   }
   Warpgroup::GrowRegisters<S::kConsumerRegisters>();
-  AttentionConsume<S>(sm, schedule, logits, interior_logits, warpgroup - 1, batch_hook.LogitsEntry(schedule.batch), out);
+  AttentionConsume<S>(sm, schedule, logits, interior_logits, warpgroup - 1, batch_hook.LogitsEntry(schedule.batch), out, logsumexp);
 }
 
 }  // namespace tf

@@ -109,7 +109,8 @@ __device__ __forceinline__ void AttentionOverlappedLoop(const AttentionSharedMem
 template <class S, class Logits, class InteriorLogits>
 __device__ __forceinline__ void AttentionConsume(const AttentionSharedMemory<S>& sm, const AttentionSchedule<S>& schedule,
                                                  const Logits& logits, const InteriorLogits& interior_logits, const int consumer,
-                                                 typename S::Index logits_entry, typename S::Element::Storage* __restrict__ out) {
+                                                 typename S::Index logits_entry, typename S::Element::Storage* __restrict__ out,
+                                                 float* __restrict__ logsumexp) {
   using Index = typename S::Index;
   using Element = typename S::Element;
   using Mma = typename S::Mma;
@@ -236,6 +237,11 @@ __device__ __forceinline__ void AttentionConsume(const AttentionSharedMemory<S>&
 #pragma unroll
       for (int j = 0; j < S::kDV / 8; ++j)
         pairs[4 * j] = zeroed ? 0u : Element::Pack2(o[j * 4 + h * 2] * inverse, o[j * 4 + h * 2 + 1] * inverse);
+      // The row's logsumexp (natural log): the running max is a base-2 logit and the sum is
+      // relative to it. A row whose logits are all -inf has no max: NaN, as the graph's
+      // max + log(sum(exp(x - max))) gives.
+      if (logsumexp && lane % 4 == 0)
+        logsumexp[score_batch + row] = row_max[h] == -INFINITY ? NAN : (row_max[h] + log2f(total)) * 0.6931471805599453f;
     }
   }
 }

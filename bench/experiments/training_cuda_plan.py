@@ -27,6 +27,9 @@ parser.add_argument("--dump", default="", help="each graph's compile stages into
 parser.add_argument("--stand-ins", action="store_true")
 parser.add_argument("--split-attention", action="store_true",
                     help="the CPU attention split out as the GPU's is (its logsumexp not computed): the GPU's parts")
+parser.add_argument("--gpu-forward", action="store_true",
+                    help="the CPU attention's forward written as the GPU's cuDNN call is (its logsumexp from the softmax's "
+                         "reductions, tilefuse.fx.attention.attention_saving_logsumexp): the GPU forward graph's plan")
 args = parser.parse_args()
 batch, seq = (int(v) for v in args.shape.split("x"))
 torch.manual_seed(0)
@@ -51,6 +54,14 @@ backend._Specialization.__init__ = spy
 if args.split_attention:
     from tilefuse.fx import attention
     attention.sdpa_flash_cpu.why_not = lambda node: "split out as the GPU's is"
+if args.gpu_forward:
+    from tilefuse.fx import HANDLERS
+    from tilefuse.fx import attention as fx_attention
+
+    def as_on_gpu(ctx, q, k, v, dropout_p=0.0, is_causal=False, *, attn_mask=None, scale=None):
+        return fx_attention._saving_logsumexp(ctx, q, k, v, attn_mask, dropout_p, is_causal, scale, ctx.shape_of(q)[:3])[:2]
+
+    HANDLERS["aten._scaled_dot_product_flash_attention_for_cpu.default"] = as_on_gpu
 compiled = torch.compile(model, backend="tilefuse", options={"backward": "tilefuse"})
 compiled(ids, use_cache=False).logits.float().square().mean().backward()
 for i, (gm, call_args, weights, row_major_outputs) in enumerate(captured):

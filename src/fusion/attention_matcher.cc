@@ -92,14 +92,15 @@ class Matcher {
   }
 
   // Adds the view and broadcast nodes feeding `id` when all their users are already
-  // members (so nothing outside needs them materialised): they become index arithmetic.
+  // members and none is a graph output (so nothing outside needs them materialised: a training
+  // forward returns its Q, K and V views for the backward): they become index arithmetic.
   // (Broadcasts: K/V heads expanded for grouped-query attention are read, not copied.)
   // Scalar scales of an operand come along: the templates fold them into the score.
   void AbsorbFeeders(int id, std::vector<bool>& member) const {
     for (int input : g_.node(id).inputs) {
       const Node& in = g_.node(input);
       const bool index_only = in.info().kind == OpKind::View || in.info().kind == OpKind::Broadcast || IsScalarScale(in);
-      if (member[input] || !index_only || generator_[input] || claimed_[input]) continue;
+      if (member[input] || !index_only || generator_[input] || claimed_[input] || graph_output_[input]) continue;
       if (!std::all_of(users_[input].begin(), users_[input].end(), [&](int u) { return member[u]; })) continue;
       member[input] = true;
       AbsorbFeeders(input, member);

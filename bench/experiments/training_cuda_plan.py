@@ -30,6 +30,9 @@ parser.add_argument("--split-attention", action="store_true",
 parser.add_argument("--gpu-forward", action="store_true",
                     help="the CPU attention's forward written as the GPU's cuDNN call is (its logsumexp from the softmax's "
                          "reductions, tilefuse.fx.attention.attention_saving_logsumexp): the GPU forward graph's plan")
+parser.add_argument("--saved-row-major", action="store_true",
+                    help="the backward graphs' arguments row-major, as tilefuse's forward writes what only the backward reads "
+                         "(the step here runs in PyTorch, whose saved tensors keep eager's layouts)")
 args = parser.parse_args()
 batch, seq = (int(v) for v in args.shape.split("x"))
 torch.manual_seed(0)
@@ -62,11 +65,16 @@ if args.gpu_forward:
         return fx_attention._saving_logsumexp(ctx, q, k, v, attn_mask, dropout_p, is_causal, scale, ctx.shape_of(q)[:3])[:2]
 
     HANDLERS["aten._scaled_dot_product_flash_attention_for_cpu.default"] = as_on_gpu
+    from tilefuse.fx import attention_backward  # its saved operands row-major, as the GPU call's
+
+    attention_backward.ANY_LAYOUT = attention_backward.ANY_LAYOUT | {torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default}
 compiled = torch.compile(model, backend="tilefuse", options={"backward": "tilefuse"})
 compiled(ids, use_cache=False).logits.float().square().mean().backward()
 for i, (gm, call_args, weights, row_major_outputs) in enumerate(captured):
     if args.graphs and str(i) not in args.graphs.split(","):
         continue
+    if args.saved_row_major and any(n.op == "placeholder" and n.name.startswith("tangents") for n in gm.graph.nodes):
+        call_args = [a.contiguous() if isinstance(a, torch.Tensor) else a for a in call_args]
     try:
         translation = translate(gm, call_args, weights, row_major_outputs)
     except Exception as error:  # noqa: BLE001

@@ -274,3 +274,21 @@ def test_the_forward_calls_logsumexp_matches_pytorchs_math(op, causal, kv_heads)
     assert seed.dtype == offset.dtype == torch.int64 and seed.dim() == offset.dim() == 0 and seed.item() == offset.item() == 0
     attention = [kern for kern in model.kernels if kern.kind == "attention"]
     assert len(attention) == 1 and attention[0].generated, model.kernels
+
+
+def test_a_training_forward_writes_what_the_attention_backward_reads_row_major():
+    # The saved operands, output and logsumexp of a GPU attention call are written row-major
+    # (the backward template reads them dense); what the caller also gets, and other saved
+    # tensors, keep eager's layouts.
+    from tilefuse import torch_backend
+
+    gm, call = forward_graph(read=())
+    graph = gm.graph
+    q, k, v = list(graph.nodes)[:3]
+    out, lse, seed = (graph.call_function(operator.getitem, (call, i)) for i in (0, 1, 6))
+    other = graph.call_function(torch.ops.aten.mul.Tensor, (q, 2))
+    graph.erase_node(next(n for n in graph.nodes if n.op == "output"))
+    # Returned: out to the caller (0) and saved (1), then q, k, lse, seed and `other` saved.
+    graph.output((out, out, q, k, lse, seed, other))
+    saved = {1, 2, 3, 4, 5, 6}
+    assert torch_backend._saved_for_attention_backward(torch.fx.GraphModule(torch.nn.Module(), graph), saved) == {2, 3, 4}

@@ -132,13 +132,14 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], op
             # backward (its PyTorch parts lay out what an op needs laid out); a backward PyTorch
             # runs whole expects eager's.
             saved = _saved_positions(aten_gm) if training and not backward_in_pytorch else None
+            row_major = _saved_for_attention_backward(aten_gm, saved) if saved else frozenset()
             if training and (backward_in_pytorch or settings["attention_backward"] == "pytorch"):
                 # PyTorch's attention backward reads its forward's own logsumexp, seed and offset.
                 from .fx.attention_backward import keep_in_pytorch
 
                 keep_in_pytorch(aten_gm)
             graph = TilefuseGraph(aten_gm, weights - _mutated_inputs() if same_order else set(), settings,
-                                  saved_outputs=saved or frozenset(),
+                                  saved_outputs=saved or frozenset(), row_major_outputs=row_major,
                                   pad_outputs=settings["padded_logits"] and on_gpu and not training, guarded_inputs=same_order)
             if training:
                 graph.saved_for_backward = _saved_for_backward(aten_gm)
@@ -233,6 +234,31 @@ def _saved_positions(gm: torch.fx.GraphModule) -> Optional[Set[int]]:
         return None
     output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
     return frozenset(range(len(torch.utils._pytree.tree_leaves(output.args[0])))[saved])
+
+
+def _saved_for_attention_backward(gm: torch.fx.GraphModule, saved: Set[int]) -> Set[int]:
+    """The saved leaves of a training forward's output that are a GPU attention call's operands
+    or its output and logsumexp, and that the caller does not also get: written row-major, not in
+    eager's layouts. The attention backward template reads them dense, [batch, heads, rows, d]
+    (tilefuse's backward graph follows its arguments' strides); in eager's layouts (the heads
+    split from the QKV product by views, cuDNN's output laid out as its query) the backward graph
+    transposed five tensors a layer back for it (GPT-2's step: ~27 µs a layer, H200, 2026-12-03).
+    Other saved tensors keep eager's layout, which is often a view of what the kernels write
+    anyway (a linear's input saved transposed for its weight gradient)."""
+    from .fx.attention_backward import ANY_LAYOUT
+
+    attention: Set[torch.fx.Node] = set()
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target in ANY_LAYOUT:
+            attention.update(a for a in node.args[:3] if isinstance(a, torch.fx.Node))
+            attention.update(u for u in node.users if u.target is operator.getitem and u.args[1] in (0, 1))
+    output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+    positions: Dict[torch.fx.Node, List[int]] = {}
+    leaves = torch.utils._pytree.tree_leaves(output.args[0])
+    for i, leaf in enumerate(leaves):
+        if isinstance(leaf, torch.fx.Node):
+            positions.setdefault(leaf, []).append(i)
+    return frozenset(i for i in saved if leaves[i] in attention and all(p in saved for p in positions[leaves[i]]))
 
 
 def _mutated_inputs() -> Set[int]:

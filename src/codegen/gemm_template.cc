@@ -184,6 +184,46 @@ int PlainTransposeSource(const Graph& g, int operand, DType dtype, int64_t rows,
   return source.id;
 }
 
+// The value `padded` appends zero rows to, where `padded` is concat(value, zeros) along rows
+// (rank 2, the same dtype) that the prologue computes, as its output or for no other reader;
+// else -1.
+// Appends the concat and the zeros' nodes the prologue computes to `computed`.
+int ZeroRowsAppended(const Graph& g, const FusionGroup& prologue, const std::vector<int>& materialized, int padded, DType dtype,
+                     std::vector<int>* computed) {
+  auto in_prologue = [&](int id) { return std::find(prologue.nodes.begin(), prologue.nodes.end(), id) != prologue.nodes.end(); };
+  const Node& concat = g.node(padded);
+  // (Written by another prologue, the concat is in memory anyway; this prologue's own output
+  // is the copy the template then does without.)
+  const bool own_output = prologue.outputs == std::vector<int>{padded};
+  if (concat.op != OpCode::kConcat || concat.attrs.axis != 0 || concat.inputs.size() != 2 || !in_prologue(padded) ||
+      (!own_output && std::find(materialized.begin(), materialized.end(), padded) != materialized.end()))
+    return -1;
+  std::vector<int> zeros;
+  const Node& shorter = g.node(concat.inputs[0]);
+  if (!IsZeros(g, concat.inputs[1], &zeros) || shorter.dtype != dtype || shorter.rank() != 2) return -1;
+  computed->push_back(padded);
+  for (int id : zeros)
+    if (in_prologue(id)) computed->push_back(id);
+  return shorter.id;
+}
+
+// A [K][N] operand B its prologue only pads with zero rows of K (an LM head's input gradient
+// g · w over a vocabulary padded to 16-byte rows, w the [vocabulary][hidden] weight): the
+// weight itself, TMA filling the rows past it with zeros; else -1. `k_rows`: the weight's rows.
+// (GPT-2's prologue copied the 77 MB weight every step.)
+int ZeroPaddedKRowsSource(const Graph& g, const FusionGroup& prologue, const std::vector<int>& materialized, int operand, DType dtype,
+                          int64_t* k_rows) {
+  std::vector<int> computed;
+  const int shorter = ZeroRowsAppended(g, prologue, materialized, operand, dtype, &computed);
+  if (shorter < 0 || (g.node(shorter).shape[1] * static_cast<int64_t>(DTypeSize(dtype))) % 16 != 0) return -1;
+  std::vector<int> nodes = prologue.nodes;
+  std::sort(nodes.begin(), nodes.end());
+  std::sort(computed.begin(), computed.end());
+  if (nodes != computed) return -1;  // the prologue computes more than the padding
+  *k_rows = g.node(shorter).shape[0];
+  return shorter;
+}
+
 // The value `operand` transposes where that value is in memory: the prologue computes
 // nothing else, or the value is another prologue's output (`materialized`: the group writes
 // it for a reader outside). Else -1. The template then reads the operand from it in the other
@@ -197,20 +237,11 @@ int TransposedSource(const Graph& g, const FusionGroup& prologue, const std::vec
   if (source < 0) return -1;
   auto in_prologue = [&](int id) { return std::find(prologue.nodes.begin(), prologue.nodes.end(), id) != prologue.nodes.end(); };
   std::vector<int> computed = {operand};
-  // [rows][cols] as a shorter value with zero rows appended (concat(w, broadcast(0)) along
-  // rows): read the value itself, TMA filling the rest with zeros.
-  const Node& concat = g.node(source);
-  if (source_rows && concat.op == OpCode::kConcat && concat.attrs.axis == 0 && concat.inputs.size() == 2 && in_prologue(source) &&
-      std::find(materialized.begin(), materialized.end(), source) == materialized.end()) {
-    std::vector<int> zeros;
-    const Node& shorter = g.node(concat.inputs[0]);
-    if (IsZeros(g, concat.inputs[1], &zeros) && shorter.dtype == dtype && shorter.rank() == 2) {
-      computed.push_back(source);
-      for (int id : zeros)
-        if (in_prologue(id)) computed.push_back(id);
-      *source_rows = shorter.shape[0];
-      source = shorter.id;
-    }
+  // [rows][cols] as a shorter value with zero rows appended: read the value itself, TMA
+  // filling the rest with zeros.
+  if (source_rows) {
+    const int shorter = ZeroRowsAppended(g, prologue, materialized, source, dtype, &computed);
+    if (shorter >= 0) *source_rows = g.node(shorter).shape[0], source = shorter;
   }
   // Reshapes between the value in memory and the transpose keep every element's offset (a
   // weight gradient's x[8, 512, 768] viewed as [4096, 768]): read the value they view, whose
@@ -277,8 +308,12 @@ StatusOr<GemmTemplateKernel> LowerGemmTemplate(const Graph& g, const FusionGroup
   std::vector<int> materialized;
   for (const FusionGroup& prologue : prologues) materialized.insert(materialized.end(), prologue.outputs.begin(), prologue.outputs.end());
   for (const FusionGroup& prologue : prologues) {
-    if (prologue.outputs == std::vector<int>{t.b})
+    if (prologue.outputs == std::vector<int>{t.b}) {
       t.b_k_major = TransposedSource(g, prologue, materialized, t.b, t.operand_dtype, t.n, t.k, &t.b_rows);
+      int64_t k_rows = 0;
+      const int source = half && t.b_k_major < 0 ? ZeroPaddedKRowsSource(g, prologue, materialized, t.b, t.operand_dtype, &k_rows) : -1;
+      if (source >= 0) t.b = source, t.b_k_rows = k_rows;
+    }
     if (prologue.outputs != std::vector<int>{t.a}) continue;
     if (float8) continue;  // (FP8's A as its prologue makes it: the readings below not run on a GPU for it)
     // Where the prologue only views a value, A is read where it lies: as an implicit GEMM's

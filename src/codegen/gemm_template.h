@@ -88,6 +88,11 @@ struct GemmTemplateKernel {
   int64_t b_rows = 0;
   // The rows of B's K-major value in memory, as its TMA map reads them.
   int64_t BRowsInMemory() const { return b_rows ? b_rows : n; }
+  // Rows of K of B read [K][N] where its value has fewer than K: its prologue only appends
+  // zero rows (an LM head's weight under a vocabulary padded to 16-byte rows), which TMA's
+  // out-of-bounds fill supplies; B is then that value; 0: K rows.
+  int64_t b_k_rows = 0;
+  int64_t BKRowsInMemory() const { return b_k_rows ? b_k_rows : k; }
   // A read MN-major from the [K][M] value its prologue only transposes (xᵀ · dy, a linear
   // layer's weight gradient), its prologue copy skipped; -1: A as [M][K].
   int a_mn_major = -1;

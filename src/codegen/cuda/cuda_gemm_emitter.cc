@@ -247,7 +247,8 @@ class GemmEmitter {
   // part of a product grouped over N.
   TensorMapArg OperandMapB(const GemmTemplateKernel& part) const {
     if (part.b_k_major >= 0) return GemmMatrixMap(part.b_k_major, g_.operand_dtype, g_.batch, part.BRowsInMemory(), g_.k, 64, BlockK(g_));
-    return GemmMatrixMap(part.b, g_.operand_dtype, g_.batch, g_.k, part.n, BlockK(g_), 128 / static_cast<int>(DTypeSize(g_.operand_dtype)));
+    return GemmMatrixMap(part.b, g_.operand_dtype, g_.batch, part.BKRowsInMemory(), part.n, BlockK(g_),
+                         128 / static_cast<int>(DTypeSize(g_.operand_dtype)));
   }
   // The staged output (or staged load) as [batch][rows][N]: boxes of 64 rows × 64 columns.
   TensorMapArg TileMap(const KernelBuffer& buffer) const { return GemmMatrixMap(buffer.node, buffer.dtype, g_.batch, g_.rows, g_.n, 64, 64); }

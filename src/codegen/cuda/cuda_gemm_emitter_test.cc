@@ -440,6 +440,37 @@ TEST(CudaGemmEmitterTest, ZeroRowsAppendedToAKMajorWeightAreFilledByTma) {
   EXPECT_NE(copied->b_k_major, ones.graph.inputs()[1]);  // not the weight read as if it were B
 }
 
+// An LM head's input gradient g · concat(w, zeros) over a padded vocabulary: B [K][N] is the
+// weight with zero rows of K appended, which TMA's out-of-bounds fill supplies: B's map keeps
+// the weight's 1001 rows of K, and no prologue copies it; nonzero rows are a concat to write.
+TEST(CudaGemmEmitterTest, ZeroRowsOfKAppendedToAnMnMajorWeightAreFilledByTma) {
+  auto plan = [](const char* fill) {
+    return PlanText(fmt::format("  pad_shape = Constant <value = int64[2] {{7, 256}}> ()\n"
+                                "  fill_f32 = ConstantOfShape <value = float[1] {{{}}}> (pad_shape)\n"
+                                "  fill = Cast <to = 16> (fill_f32)\n  wide = Concat <axis = 0> (w, fill)\n  dx = MatMul (g, wide)\n",
+                                fill),
+                    "f (bfloat16[260,1008] g, bfloat16[1001,256] w) => (bfloat16[260,256] dx)");
+  };
+  Planned p = plan("0.0");
+  auto gemm = LowerOnlyGemm(p);
+  ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
+  EXPECT_LT(gemm->b_k_major, 0);
+  EXPECT_EQ(gemm->b, p.graph.inputs()[1]);  // the weight itself
+  EXPECT_EQ(gemm->b_k_rows, 1001);
+  EXPECT_EQ(gemm->k, 1008);
+  auto source = EmitCudaGemm(*gemm);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  const TensorMapArg& b = source->launch.args[1].map;
+  EXPECT_EQ(b.node, gemm->b);
+  EXPECT_EQ(b.dims[0], 256);   // N, contiguous
+  EXPECT_EQ(b.dims[1], 1001);  // the weight's rows of K, not K
+  Planned ones = plan("1.0");
+  auto copied = LowerOnlyGemm(ones);
+  ASSERT_TRUE(copied.ok()) << copied.status().ToString();
+  EXPECT_EQ(copied->b_k_rows, 0);
+  EXPECT_NE(copied->b, ones.graph.inputs()[1]);
+}
+
 // Epilogue::Pair, which the template calls per column pair where N is even: half values at the
 // product's position (the matrix m read, the outputs p and t written) move as one 4-byte word
 // per pair; the bias (by column) and the staged output stay per column. Where N is odd, Pair

@@ -141,7 +141,7 @@ StatusOr<CudaKernelSource> EmitCudaSkinnyGemm(const GemmTemplateKernel& g, const
   // B as [N][K] or [K][N] in boxes of 64 × 64.
   s.launch.args.push_back({LaunchArg::Kind::kTensorMap, g.a, GemmMatrixMap(g.a, g.dtype, 1, g.rows, g.k, rows, kBlockK), 0});
   const TensorMapArg map_b = b_k_major ? GemmMatrixMap(g.b_k_major, g.dtype, 1, g.BRowsInMemory(), g.k, 64, kBlockK)
-                                       : GemmMatrixMap(g.b, g.dtype, 1, g.k, g.n, kBlockK, 64);
+                                       : GemmMatrixMap(g.b, g.dtype, 1, g.BKRowsInMemory(), g.n, kBlockK, 64);
   s.launch.args.push_back({LaunchArg::Kind::kTensorMap, map_b.node, map_b, 0});
   std::string parameters = "const __grid_constant__ tf::TensorMap map_a, const __grid_constant__ tf::TensorMap map_b";
   std::string buffers;

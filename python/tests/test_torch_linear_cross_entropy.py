@@ -47,6 +47,35 @@ def test_matches_autograd_in_f64(reduction, bias, chunk_rows):
         torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
+def test_a_vocabulary_of_unaligned_rows_is_padded_and_matches_autograd(bias, dtype):
+    # 1029 words: rows of logits not whole 16-byte units, so the products run over 1088 (zero
+    # rows of W, the padded logits at the dtype's lowest value); the gradients are W's and b's
+    # own sizes and the padding adds nothing to the loss.
+    vocabulary = 1029
+    torch.manual_seed(1)
+    h = torch.randn(40, FEATURES, dtype=dtype, requires_grad=True)
+    weight = torch.randn(vocabulary, FEATURES, dtype=dtype, requires_grad=True)
+    b = torch.randn(vocabulary, dtype=dtype, requires_grad=True) if bias else None
+    target = torch.randint(0, vocabulary, (40,))
+    target[::7] = -100
+    target[1] = vocabulary - 1  # the last real word
+    assert lce._padded_vocabulary(weight) == 1088
+    wide = torch.float64
+    expected = F.cross_entropy(F.linear(h.to(wide), weight.to(wide), b.to(wide) if bias else None), target)
+    loss = lce.linear_cross_entropy(h, weight, target, bias=b, chunk_rows=16)
+    tolerance = dict(rtol=1e-10, atol=1e-12) if dtype == torch.float64 else dict(rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(loss.to(wide), expected, **tolerance)
+    got = gradients(loss, (h, weight, b))
+    want = gradients(expected, (h, weight, b))
+    for g, w, t in zip(got, want, (h, weight, b)):
+        assert g.shape == t.shape and g.dtype == t.dtype
+        scale = w.abs().max()
+        assert torch.isfinite(g).all()
+        assert (g.to(wide) - w).abs().max() <= (1e-10 if dtype == torch.float64 else 2e-2) * scale
+
+
 def test_matches_autograd_in_f32_with_another_ignore_index():
     h, weight, b, target = problem(torch.float32)
     target[target == -100] = 3  # class 3 is the ignored one now

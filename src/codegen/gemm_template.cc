@@ -186,8 +186,7 @@ int PlainTransposeSource(const Graph& g, int operand, DType dtype, int64_t rows,
 
 // The value `padded` appends zero rows to, where `padded` is concat(value, zeros) along rows
 // (rank 2, the same dtype) that the prologue computes, as its output or for no other reader;
-// else -1.
-// Appends the concat and the zeros' nodes the prologue computes to `computed`.
+// else -1. Appends the concat and the zeros' nodes the prologue computes to `computed`.
 int ZeroRowsAppended(const Graph& g, const FusionGroup& prologue, const std::vector<int>& materialized, int padded, DType dtype,
                      std::vector<int>* computed) {
   auto in_prologue = [&](int id) { return std::find(prologue.nodes.begin(), prologue.nodes.end(), id) != prologue.nodes.end(); };

@@ -206,21 +206,24 @@ int ZeroRowsAppended(const Graph& g, const FusionGroup& prologue, const std::vec
   return shorter.id;
 }
 
-// A [K][N] operand B its prologue only pads with zero rows of K (an LM head's input gradient
-// g · w over a vocabulary padded to 16-byte rows, w the [vocabulary][hidden] weight): the
-// weight itself, TMA filling the rows past it with zeros; else -1. `k_rows`: the weight's rows.
-// (GPT-2's prologue copied the 77 MB weight every step.)
-int ZeroPaddedKRowsSource(const Graph& g, const FusionGroup& prologue, const std::vector<int>& materialized, int operand, DType dtype,
-                          int64_t* k_rows) {
-  std::vector<int> computed;
-  const int shorter = ZeroRowsAppended(g, prologue, materialized, operand, dtype, &computed);
-  if (shorter < 0 || (g.node(shorter).shape[1] * static_cast<int64_t>(DTypeSize(dtype))) % 16 != 0) return -1;
+// Whether the prologue computes exactly the nodes of `computed` (views and paddings the
+// template reads through) and nothing else.
+bool ComputesOnly(const FusionGroup& prologue, std::vector<int> computed) {
   std::vector<int> nodes = prologue.nodes;
   std::sort(nodes.begin(), nodes.end());
   std::sort(computed.begin(), computed.end());
-  if (nodes != computed) return -1;  // the prologue computes more than the padding
-  *k_rows = g.node(shorter).shape[0];
-  return shorter;
+  return nodes == computed;
+}
+
+// A [K][N] operand B its prologue only pads with zero rows of K (an LM head's input gradient
+// g · w over a vocabulary padded to 16-byte rows, w the [vocabulary][hidden] weight): the
+// weight itself, TMA filling the rows past it with zeros; else -1. (GPT-2's prologue copied
+// the 77 MB weight every step.)
+int ZeroPaddedKRowsSource(const Graph& g, const FusionGroup& prologue, const std::vector<int>& materialized, int operand, DType dtype) {
+  std::vector<int> computed;
+  const int shorter = ZeroRowsAppended(g, prologue, materialized, operand, dtype, &computed);
+  if (shorter < 0 || (g.node(shorter).shape[1] * static_cast<int64_t>(DTypeSize(dtype))) % 16 != 0) return -1;
+  return ComputesOnly(prologue, computed) ? shorter : -1;  // else the prologue computes more than the padding
 }
 
 // The value `operand` transposes where that value is in memory: the prologue computes
@@ -251,10 +254,7 @@ int TransposedSource(const Graph& g, const FusionGroup& prologue, const std::vec
     computed.push_back(source);
     source = g.node(source).inputs[0];
   }
-  std::vector<int> nodes = prologue.nodes;
-  std::sort(nodes.begin(), nodes.end());
-  std::sort(computed.begin(), computed.end());
-  if (nodes == computed) return source;  // the prologue computes nothing but the views
+  if (ComputesOnly(prologue, computed)) return source;  // the prologue computes nothing but the views
   if (source_rows && *source_rows) {  // the padding seen through only where the prologue computes nothing else
     *source_rows = 0;
     return -1;
@@ -309,9 +309,8 @@ StatusOr<GemmTemplateKernel> LowerGemmTemplate(const Graph& g, const FusionGroup
   for (const FusionGroup& prologue : prologues) {
     if (prologue.outputs == std::vector<int>{t.b}) {
       t.b_k_major = TransposedSource(g, prologue, materialized, t.b, t.operand_dtype, t.n, t.k, &t.b_rows);
-      int64_t k_rows = 0;
-      const int source = half && t.b_k_major < 0 ? ZeroPaddedKRowsSource(g, prologue, materialized, t.b, t.operand_dtype, &k_rows) : -1;
-      if (source >= 0) t.b = source, t.b_k_rows = k_rows;
+      const int source = half && t.b_k_major < 0 ? ZeroPaddedKRowsSource(g, prologue, materialized, t.b, t.operand_dtype) : -1;
+      if (source >= 0) t.b = source, t.b_k_rows = g.node(source).shape[0];
     }
     if (prologue.outputs != std::vector<int>{t.a}) continue;
     if (float8) continue;  // (FP8's A as its prologue makes it: the readings below not run on a GPU for it)

@@ -85,7 +85,8 @@ nb::dlpack::dtype DlpackType(DType dtype, bool torch) {
     case DType::kI8: return make(Code::Int, 8);
     case DType::kU8: return make(Code::UInt, 8);
     case DType::kBool: return make(Code::Bool, 8);
-    case DType::kF8E4M3: case DType::kF8E5M2: return make(Code::UInt, 8);  // their bit patterns
+    case DType::kF8E4M3: case DType::kF8E5M2: case DType::kF8E4M3Fnuz: case DType::kF8E5M2Fnuz:
+      return make(Code::UInt, 8);  // their bit patterns
   }
   return make(Code::Float, 32);
 }

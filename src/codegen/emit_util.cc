@@ -17,7 +17,8 @@ const char* StorageType(DType d) {
     case DType::kI64: return "int64_t";
     case DType::kI32: return "int32_t";
     case DType::kI8: return "int8_t";
-    case DType::kU8: case DType::kBool: case DType::kF8E4M3: case DType::kF8E5M2: return "uint8_t";
+    case DType::kU8: case DType::kBool: case DType::kF8E4M3: case DType::kF8E5M2: case DType::kF8E4M3Fnuz:
+    case DType::kF8E5M2Fnuz: return "uint8_t";
   }
   return "void";
 }

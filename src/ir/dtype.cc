@@ -20,6 +20,8 @@ std::string_view DTypeName(DType dtype) {
     case DType::kBool: return "bool";
     case DType::kF8E4M3: return "f8e4m3";
     case DType::kF8E5M2: return "f8e5m2";
+    case DType::kF8E4M3Fnuz: return "f8e4m3fnuz";
+    case DType::kF8E5M2Fnuz: return "f8e5m2fnuz";
   }
   return "?";
 }
@@ -35,7 +37,8 @@ int DTypeSize(DType dtype) {
     case DType::kF64: case DType::kI64: return 8;
     case DType::kF32: case DType::kI32: return 4;
     case DType::kF16: case DType::kBF16: return 2;
-    case DType::kI8: case DType::kU8: case DType::kBool: case DType::kF8E4M3: case DType::kF8E5M2: return 1;
+    case DType::kI8: case DType::kU8: case DType::kBool: case DType::kF8E4M3: case DType::kF8E5M2:
+    case DType::kF8E4M3Fnuz: case DType::kF8E5M2Fnuz: return 1;
   }
   return 0;
 }
@@ -43,7 +46,8 @@ int DTypeSize(DType dtype) {
 bool IsFloat(DType d) {
   return d == DType::kF64 || d == DType::kF32 || d == DType::kF16 || d == DType::kBF16 || IsFloat8(d);
 }
-bool IsFloat8(DType d) { return d == DType::kF8E4M3 || d == DType::kF8E5M2; }
+bool IsFloat8(DType d) { return d == DType::kF8E4M3 || d == DType::kF8E5M2 || IsFloat8Fnuz(d); }
+bool IsFloat8Fnuz(DType d) { return d == DType::kF8E4M3Fnuz || d == DType::kF8E5M2Fnuz; }
 bool IsHalf(DType d) { return d == DType::kF16 || d == DType::kBF16; }
 bool IsInteger(DType d) {
   return d == DType::kI64 || d == DType::kI32 || d == DType::kI8 || d == DType::kU8;
@@ -90,18 +94,24 @@ float BF16BitsToFloat(uint16_t bits) { return std::bit_cast<float>(static_cast<u
 
 namespace {
 
-// The two 8-bit formats: exponent bias, mantissa bits, largest finite value and its pattern.
+// The 8-bit formats: exponent bias, mantissa bits, largest finite value and its pattern.
 // f8e4m3 spends the all-ones exponent on values (only S.1111.111 is NaN); f8e5m2 is IEEE.
+// The FNUZ forms spend every pattern but 0x80 (their NaN, where the others have -0) on values.
 struct Float8Format {
   int bias, mantissa_bits;
   double largest;
   uint8_t largest_bits, nan_bits;
   bool has_infinity;
+  bool fnuz;
 };
 
 Float8Format FormatOf(DType d) {
-  if (d == DType::kF8E4M3) return {7, 3, 448.0, 0x7e, 0x7f, false};
-  return {15, 2, 57344.0, 0x7b, 0x7f, true};
+  switch (d) {
+    case DType::kF8E4M3: return {7, 3, 448.0, 0x7e, 0x7f, false, false};
+    case DType::kF8E4M3Fnuz: return {8, 3, 240.0, 0x7f, 0x80, false, true};
+    case DType::kF8E5M2Fnuz: return {16, 2, 57344.0, 0x7f, 0x80, false, true};
+    default: return {15, 2, 57344.0, 0x7b, 0x7f, true, false};
+  }
 }
 
 }  // namespace
@@ -110,10 +120,11 @@ uint8_t FloatToFloat8Bits(double v, DType dtype, bool saturate) {
   const Float8Format f = FormatOf(dtype);
   if (std::isnan(v)) return f.nan_bits;
   const uint8_t sign = std::signbit(v) ? 0x80 : 0x00;
+  const uint8_t zero = f.fnuz ? 0x00 : sign;
   const double a = std::fabs(v);
   auto overflow = [&] { return static_cast<uint8_t>(saturate ? sign | f.largest_bits : f.has_infinity ? sign | 0x7c : f.nan_bits); };
   if (std::isinf(a)) return overflow();
-  if (a == 0) return sign;
+  if (a == 0) return zero;
   // Round to the format's grid at a's binade (the subnormal spacing below the smallest
   // normal), ties to even: nearbyint in the default rounding mode.
   int exponent = 0;
@@ -123,7 +134,7 @@ uint8_t FloatToFloat8Bits(double v, DType dtype, bool saturate) {
   const double quantum = std::ldexp(1.0, binade - f.mantissa_bits);
   const double r = std::nearbyint(a / quantum) * quantum;
   if (r > f.largest) return overflow();
-  if (r == 0) return sign;
+  if (r == 0) return zero;
   std::frexp(r, &exponent);
   if (exponent - 1 < min_exponent)  // subnormal: exponent field 0
     return static_cast<uint8_t>(sign | static_cast<int>(r / std::ldexp(1.0, min_exponent - f.mantissa_bits)));
@@ -137,8 +148,13 @@ double Float8BitsToFloat(uint8_t bits, DType dtype) {
   const double sign = bits & 0x80 ? -1.0 : 1.0;
   const int field = (bits & 0x7f) >> f.mantissa_bits, mantissa = bits & ((1 << f.mantissa_bits) - 1);
   const int top = (1 << (7 - f.mantissa_bits)) - 1;  // the all-ones exponent field
-  if (f.has_infinity && field == top) return mantissa == 0 ? sign * INFINITY : NAN;
-  if (!f.has_infinity && (bits & 0x7f) == 0x7f) return NAN;
+  if (f.fnuz) {
+    if (bits == f.nan_bits) return NAN;
+  } else if (f.has_infinity && field == top) {
+    return mantissa == 0 ? sign * INFINITY : NAN;
+  } else if (!f.has_infinity && (bits & 0x7f) == 0x7f) {
+    return NAN;
+  }
   if (field == 0) return sign * std::ldexp(mantissa, 1 - f.bias - f.mantissa_bits);
   return sign * std::ldexp((1 << f.mantissa_bits) + mantissa, field - f.bias - f.mantissa_bits);
 }
@@ -166,7 +182,7 @@ double RoundToDType(double v, DType dtype) {
     case DType::kI8: return WrapInteger<int8_t>(v);
     case DType::kU8: return WrapInteger<uint8_t>(v);
     case DType::kBool: return v != 0 ? 1.0 : 0.0;
-    case DType::kF8E4M3: case DType::kF8E5M2:
+    case DType::kF8E4M3: case DType::kF8E5M2: case DType::kF8E4M3Fnuz: case DType::kF8E5M2Fnuz:
       return Float8BitsToFloat(FloatToFloat8Bits(v, dtype, /*saturate=*/!std::isinf(v)), dtype);
   }
   return v;

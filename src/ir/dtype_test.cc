@@ -52,8 +52,35 @@ TEST(Float8Test, E5M2IsIeeeLike) {
   EXPECT_TRUE(std::isnan(Float8BitsToFloat(0x7d, kE5M2)));
 }
 
+// ONNX's FLOAT8E4M3FNUZ and FLOAT8E5M2FNUZ (the ONNX spec's table of special values): the
+// exponent bias one higher, 0x80 the only NaN, one zero, no infinity.
+TEST(Float8Test, FnuzFormsHaveOneZeroOneNaNAndNoInfinity) {
+  constexpr DType kE4M3Fnuz = DType::kF8E4M3Fnuz, kE5M2Fnuz = DType::kF8E5M2Fnuz;
+  EXPECT_EQ(FloatToFloat8Bits(1.0, kE4M3Fnuz, true), 0x40);  // exponent field 8
+  EXPECT_EQ(FloatToFloat8Bits(1.0, kE5M2Fnuz, true), 0x40);  // exponent field 16
+  EXPECT_EQ(FloatToFloat8Bits(-1.5, kE4M3Fnuz, true), 0xc4);
+  EXPECT_EQ(FloatToFloat8Bits(240.0, kE4M3Fnuz, true), 0x7f);  // S.1111.111 is a value: 1.875 * 2^7
+  EXPECT_EQ(Float8BitsToFloat(0x7f, kE4M3Fnuz), 240.0);
+  EXPECT_EQ(Float8BitsToFloat(0x7f, kE5M2Fnuz), 57344.0);  // 1.75 * 2^15
+  EXPECT_EQ(FloatToFloat8Bits(std::ldexp(1.0, -10), kE4M3Fnuz, true), 0x01);  // the smallest subnormals
+  EXPECT_EQ(FloatToFloat8Bits(std::ldexp(1.0, -17), kE5M2Fnuz, true), 0x01);
+  for (DType d : {kE4M3Fnuz, kE5M2Fnuz}) {
+    EXPECT_EQ(FloatToFloat8Bits(-0.0, d, true), 0x00) << DTypeName(d);
+    EXPECT_EQ(FloatToFloat8Bits(-std::ldexp(1.0, -30), d, true), 0x00) << DTypeName(d);  // rounds to the one zero
+    EXPECT_EQ(FloatToFloat8Bits(NAN, d, true), 0x80) << DTypeName(d);
+    EXPECT_TRUE(std::isnan(Float8BitsToFloat(0x80, d))) << DTypeName(d);
+    EXPECT_EQ(FloatToFloat8Bits(1e6, d, true), 0x7f) << DTypeName(d);
+    EXPECT_EQ(FloatToFloat8Bits(-INFINITY, d, true), 0xff) << DTypeName(d);
+    EXPECT_EQ(FloatToFloat8Bits(1e6, d, false), 0x80) << DTypeName(d);  // no infinity: NaN
+    EXPECT_EQ(FloatToFloat8Bits(INFINITY, d, false), 0x80) << DTypeName(d);
+    EXPECT_TRUE(IsFloat8(d) && IsFloat8Fnuz(d) && DTypeSize(d) == 1);
+  }
+  EXPECT_FALSE(IsFloat8Fnuz(kE4M3));
+  EXPECT_EQ(ParseDType("f8e5m2fnuz"), kE5M2Fnuz);
+}
+
 TEST(Float8Test, EveryPatternRoundTrips) {
-  for (DType d : {kE4M3, kE5M2})
+  for (DType d : {kE4M3, kE5M2, DType::kF8E4M3Fnuz, DType::kF8E5M2Fnuz})
     for (int bits = 0; bits < 256; ++bits) {
       const double v = Float8BitsToFloat(static_cast<uint8_t>(bits), d);
       if (std::isnan(v)) continue;

@@ -102,7 +102,8 @@ double LoadElementAsDouble(DType dtype, const std::byte* p, int64_t i) {
     case DType::kI8: return Load<int8_t>(p, i);
     case DType::kU8: return Load<uint8_t>(p, i);
     case DType::kBool: return Load<uint8_t>(p, i) != 0 ? 1.0 : 0.0;
-    case DType::kF8E4M3: case DType::kF8E5M2: return Float8BitsToFloat(Load<uint8_t>(p, i), dtype);
+    case DType::kF8E4M3: case DType::kF8E5M2: case DType::kF8E4M3Fnuz: case DType::kF8E5M2Fnuz:
+      return Float8BitsToFloat(Load<uint8_t>(p, i), dtype);
   }
   return 0;
 }
@@ -122,7 +123,8 @@ void StoreElementFromDouble(DType dtype, std::byte* p, int64_t i, double v) {
     case DType::kI8: Store<int8_t>(p, i, static_cast<int8_t>(v)); break;
     case DType::kU8: Store<uint8_t>(p, i, static_cast<uint8_t>(v)); break;
     case DType::kBool: Store<uint8_t>(p, i, v != 0 ? 1 : 0); break;
-    case DType::kF8E4M3: case DType::kF8E5M2: Store<uint8_t>(p, i, FloatToFloat8Bits(v, dtype, !std::isinf(v))); break;
+    case DType::kF8E4M3: case DType::kF8E5M2: case DType::kF8E4M3Fnuz: case DType::kF8E5M2Fnuz:
+      Store<uint8_t>(p, i, FloatToFloat8Bits(v, dtype, !std::isinf(v))); break;
   }
 }
 

@@ -33,7 +33,8 @@ std::optional<Dequantized> MatchDequantized(const Graph& g, int id) {
     }
     if (value->op != OpCode::kCast) continue;
     const Node& q = g.node(value->inputs[0]);
-    if (IsFloat8(q.dtype)) return Dequantized{q.id, Unbroadcast(g, n->inputs[1 - side])};
+    // Hopper's tensor cores take e4m3 and e5m2; the FNUZ forms compute as written.
+    if (IsFloat8(q.dtype) && !IsFloat8Fnuz(q.dtype)) return Dequantized{q.id, Unbroadcast(g, n->inputs[1 - side])};
   }
   return std::nullopt;
 }

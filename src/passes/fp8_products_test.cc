@@ -112,12 +112,16 @@ TEST(Fp8ProductsTest, ProductsTheTemplateCannotRunStayAsTheyAre) {
   b.Output(b.MatMul(Dequantize(b, b.Parameter("x24", DType::kF8E4M3, {16, 24}), sx),
                     Dequantize(b, b.Constant(Tensor::Random(DType::kF8E4M3, {24, 16}, 6)), sw)),
            "k24");
+  // The FNUZ forms: no tensor core of Hopper's takes them.
+  b.Output(b.MatMul(Dequantize(b, b.Parameter("xz", DType::kF8E4M3Fnuz, {16, 32}), sx),
+                    Dequantize(b, b.Constant(Tensor::Random(DType::kF8E4M3Fnuz, {32, 16}, 7)), sw)),
+           "fnuz");
   auto graph = b.Build();
   ASSERT_TRUE(graph.ok()) << graph.status().ToString();
   auto rewritten = MakeFp8Products(*graph);
   ASSERT_TRUE(rewritten.ok()) << rewritten.status().ToString();
   EXPECT_EQ(Fp8Products(*rewritten), 0);
-  EXPECT_EQ(CountOps(*rewritten, OpCode::kMatMul), 5);
+  EXPECT_EQ(CountOps(*rewritten, OpCode::kMatMul), 6);
 }
 
 // A zero point of zeros (QuantizeLinear's output type for 8-bit floats) is no obstacle.

@@ -18,6 +18,8 @@ Tolerance ToleranceFor(DType dtype) {
     // value the kernel computes in f32 can round the other way from a near tie.
     case DType::kF8E4M3: return {0.125, 0x1p-9};
     case DType::kF8E5M2: return {0.25, 0x1p-16};
+    case DType::kF8E4M3Fnuz: return {0.125, 0x1p-10};
+    case DType::kF8E5M2Fnuz: return {0.25, 0x1p-17};
     default: return {0, 0};  // integers and bool compare exactly
   }
 }
@@ -84,8 +86,8 @@ double ModelRtolFor(DType dtype) {
     case DType::kF64: return 1e-9;
     case DType::kF32: return 1e-4;
     case DType::kF16: case DType::kBF16: return 2e-2;
-    case DType::kF8E4M3: return 0.125;
-    case DType::kF8E5M2: return 0.25;
+    case DType::kF8E4M3: case DType::kF8E4M3Fnuz: return 0.125;
+    case DType::kF8E5M2: case DType::kF8E5M2Fnuz: return 0.25;
     default: return 0;
   }
 }

@@ -270,6 +270,45 @@ TEST(RowReductionPlanTest, LayerNormOverChannelsThenTransposeBackIsGenerated) {
 
 // An iota that is an output, scaled by what another group reads: that group runs after the
 // output is written (poisoned before the run, the output read early fails; it segfaulted).
+// The generated kernels' 8-bit float conversions (codegen/cpp/cpp_prelude.cc) against the
+// reference's (ir/dtype.cc), bit for bit, for all four types: every value of each type, the
+// midpoints between neighbours (ties to even), zeros of both signs, overflow, infinities, NaN.
+TEST(CpuExecutableTest, EightBitFloatCastsMatchTheReferenceBitForBit) {
+  const DType types[] = {DType::kF8E4M3, DType::kF8E5M2, DType::kF8E4M3Fnuz, DType::kF8E5M2Fnuz};
+  std::vector<double> values = {0.0, -0.0, 1e6, -1e6, INFINITY, -INFINITY, NAN, 1e-30, -1e-30};
+  for (DType d : types)
+    for (int bits = 0; bits < 256; ++bits) {
+      const double v = Float8BitsToFloat(static_cast<uint8_t>(bits), d), next = Float8BitsToFloat(static_cast<uint8_t>(bits + 1), d);
+      values.push_back(v);
+      if (bits % 128 != 127 && std::isfinite(v) && std::isfinite(next)) values.push_back((v + next) / 2);
+    }
+  GraphBuilder b;
+  Value x = b.Parameter("x", DType::kF32, {static_cast<int64_t>(values.size())});
+  for (DType d : types) b.Output(b.Cast(x, d), std::string(DTypeName(d)));
+  Graph graph = b.Build().value();
+  CpuCompileOptions options;
+  options.poison_outputs = true;
+  options.cache_dir = TestCacheDir();
+  auto compiled = CompileForCpu(graph, options);
+  ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
+  const std::vector<Tensor> inputs = {Tensor::FromDoubles(DType::kF32, {static_cast<int64_t>(values.size())}, values)};
+  auto expected = RunReference(graph, inputs);
+  ASSERT_TRUE(expected.ok()) << expected.status().ToString();
+  auto actual = (*compiled)->Run(inputs);
+  ASSERT_TRUE(actual.ok()) << actual.status().ToString();
+  for (size_t t = 0; t < std::size(types); ++t) {
+    const auto* got = reinterpret_cast<const uint8_t*>((*actual)[t].data());
+    const auto* want = reinterpret_cast<const uint8_t*>((*expected)[t].data());
+    int mismatches = 0;
+    for (size_t i = 0; i < values.size() && mismatches < 5; ++i)
+      if (got[i] != want[i]) {
+        ++mismatches;
+        ADD_FAILURE() << DTypeName(types[t]) << " of " << values[i] << ": kernel 0x" << std::hex << int(got[i]) << ", reference 0x"
+                      << int(want[i]);
+      }
+  }
+}
+
 TEST(CpuExecutableTest, AGeneratorOutputIsWrittenBeforeWhatReadsIt) {
   GraphBuilder b;
   Value x = b.Parameter("x", DType::kF32, {1024, 2048});  // an iota constant folding keeps

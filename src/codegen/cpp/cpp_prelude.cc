@@ -77,6 +77,23 @@ static inline float tf_f8e4m3_to_float(uint8_t b) { return tf_f8_to_float(b, 3, 
 static inline float tf_f8e5m2_to_float(uint8_t b) { return tf_f8_to_float(b, 2, 15, true); }
 static inline uint8_t tf_float_to_f8e4m3(float v) { return tf_float_to_f8(v, 3, 7, 448.0f, 0x7e); }
 static inline uint8_t tf_float_to_f8e5m2(float v) { return tf_float_to_f8(v, 2, 15, 57344.0f, 0x7b); }
+// The FNUZ forms: bias one higher, every pattern a value but 0x80 (their NaN, the others' -0).
+static inline float tf_f8fnuz_to_float(uint8_t b, int m, int bias) {
+  if (b == 0x80) return std::numeric_limits<float>::quiet_NaN();
+  const int field = (b & 0x7f) >> m, mant = b & ((1 << m) - 1);
+  const float sign = (b & 0x80) ? -1.0f : 1.0f;
+  if (field == 0) return sign * (float)mant * tf_pow2(1 - bias - m);
+  return sign * (float)((1 << m) + mant) * tf_pow2(field - bias - m);
+}
+static inline uint8_t tf_float_to_f8fnuz(float v, int m, int bias, float largest) {
+  if (v != v) return 0x80;
+  const uint8_t b = tf_float_to_f8(v, m, bias, largest, 0x7f);
+  return b == 0x80 ? 0 : b;  // one zero
+}
+static inline float tf_f8e4m3fnuz_to_float(uint8_t b) { return tf_f8fnuz_to_float(b, 3, 8); }
+static inline float tf_f8e5m2fnuz_to_float(uint8_t b) { return tf_f8fnuz_to_float(b, 2, 16); }
+static inline uint8_t tf_float_to_f8e4m3fnuz(float v) { return tf_float_to_f8fnuz(v, 3, 8, 240.0f); }
+static inline uint8_t tf_float_to_f8e5m2fnuz(float v) { return tf_float_to_f8fnuz(v, 2, 16, 57344.0f); }
 
 static inline double tf_load_f64(const double* p, int64_t i) { return p[i]; }
 static inline float tf_load_f32(const float* p, int64_t i) { return p[i]; }
@@ -89,6 +106,8 @@ static inline int64_t tf_load_u8(const uint8_t* p, int64_t i) { return p[i]; }
 static inline float tf_load_bool(const uint8_t* p, int64_t i) { return p[i] ? 1.0f : 0.0f; }
 static inline float tf_load_f8e4m3(const uint8_t* p, int64_t i) { return tf_f8e4m3_to_float(p[i]); }
 static inline float tf_load_f8e5m2(const uint8_t* p, int64_t i) { return tf_f8e5m2_to_float(p[i]); }
+static inline float tf_load_f8e4m3fnuz(const uint8_t* p, int64_t i) { return tf_f8e4m3fnuz_to_float(p[i]); }
+static inline float tf_load_f8e5m2fnuz(const uint8_t* p, int64_t i) { return tf_f8e5m2fnuz_to_float(p[i]); }
 
 // Casts compute the value the target dtype holds, in that dtype's compute type.
 template <typename T> static inline int64_t tf_to_int(T v) { return v != v ? 0 : (int64_t)v; }
@@ -103,6 +122,8 @@ template <typename T> static inline int64_t tf_cast_u8(T v) { return (uint8_t)tf
 template <typename T> static inline float tf_cast_bool(T v) { return v != T(0) ? 1.0f : 0.0f; }
 template <typename T> static inline float tf_cast_f8e4m3(T v) { return tf_f8e4m3_to_float(tf_float_to_f8e4m3((float)v)); }
 template <typename T> static inline float tf_cast_f8e5m2(T v) { return tf_f8e5m2_to_float(tf_float_to_f8e5m2((float)v)); }
+template <typename T> static inline float tf_cast_f8e4m3fnuz(T v) { return tf_f8e4m3fnuz_to_float(tf_float_to_f8e4m3fnuz((float)v)); }
+template <typename T> static inline float tf_cast_f8e5m2fnuz(T v) { return tf_f8e5m2fnuz_to_float(tf_float_to_f8e5m2fnuz((float)v)); }
 
 template <typename T> static inline void tf_store_f64(double* p, int64_t i, T v) { p[i] = (double)v; }
 template <typename T> static inline void tf_store_f32(float* p, int64_t i, T v) { p[i] = (float)v; }
@@ -115,6 +136,8 @@ template <typename T> static inline void tf_store_u8(uint8_t* p, int64_t i, T v)
 template <typename T> static inline void tf_store_bool(uint8_t* p, int64_t i, T v) { p[i] = v != T(0) ? 1 : 0; }
 template <typename T> static inline void tf_store_f8e4m3(uint8_t* p, int64_t i, T v) { p[i] = tf_float_to_f8e4m3((float)v); }
 template <typename T> static inline void tf_store_f8e5m2(uint8_t* p, int64_t i, T v) { p[i] = tf_float_to_f8e5m2((float)v); }
+template <typename T> static inline void tf_store_f8e4m3fnuz(uint8_t* p, int64_t i, T v) { p[i] = tf_float_to_f8e4m3fnuz((float)v); }
+template <typename T> static inline void tf_store_f8e5m2fnuz(uint8_t* p, int64_t i, T v) { p[i] = tf_float_to_f8e5m2fnuz((float)v); }
 
 // exp for float compute (f32 and the half types), inlined so the vectoriser sees plain
 // arithmetic: libmvec's _ZGVdN8v_expf is a call that (1) costs more than this whole body

@@ -21,7 +21,8 @@ constexpr DTypeRow kDTypeRows[] = {
     {DType::kF32, TensorProto::FLOAT},   {DType::kF64, TensorProto::DOUBLE}, {DType::kF16, TensorProto::FLOAT16},
     {DType::kBF16, TensorProto::BFLOAT16}, {DType::kI64, TensorProto::INT64}, {DType::kI32, TensorProto::INT32},
     {DType::kI8, TensorProto::INT8},     {DType::kU8, TensorProto::UINT8},   {DType::kBool, TensorProto::BOOL},
-    {DType::kF8E4M3, 17}, {DType::kF8E5M2, 19},  // FLOAT8E4M3FN, FLOAT8E5M2 (ONNX 1.14+; the system headers may predate them)
+    // FLOAT8E4M3FN, FLOAT8E4M3FNUZ, FLOAT8E5M2, FLOAT8E5M2FNUZ (ONNX 1.14+; the system headers may predate them)
+    {DType::kF8E4M3, 17}, {DType::kF8E4M3Fnuz, 18}, {DType::kF8E5M2, 19}, {DType::kF8E5M2Fnuz, 20},
 };
 
 std::string TensorLabel(const TensorProto& proto) {
@@ -61,7 +62,8 @@ StatusOr<Tensor> TensorFromTypedData(const TensorProto& proto, DType dtype, cons
     case DType::kI32: CopyTypedField<int32_t>(proto.int32_data(), tensor); break;
     case DType::kI8: CopyTypedField<int8_t>(proto.int32_data(), tensor); break;
     case DType::kU8:  // 8-bit floats travel as their bit patterns in int32_data too
-    case DType::kF8E4M3: case DType::kF8E5M2: CopyTypedField<uint8_t>(proto.int32_data(), tensor); break;
+    case DType::kF8E4M3: case DType::kF8E5M2: case DType::kF8E4M3Fnuz: case DType::kF8E5M2Fnuz:
+      CopyTypedField<uint8_t>(proto.int32_data(), tensor); break;
     case DType::kF16:  // half types travel as their 16-bit patterns in int32_data
     case DType::kBF16: CopyTypedField<uint16_t>(proto.int32_data(), tensor); break;
     case DType::kBool:

@@ -271,6 +271,24 @@ TFD float tf_f8e5m2_to_float(uint8_t b) { return tf_f8_to_float(b, 2, 15, true);
 TFD uint8_t tf_float_to_f8e4m3(float v) { return tf_float_to_f8(v, 3, 7, 448.0f, 0x7e); }
 TFD uint8_t tf_float_to_f8e5m2(float v) { return tf_float_to_f8(v, 2, 15, 57344.0f, 0x7b); }
 #endif
+// The FNUZ forms (bias one higher, every pattern a value but 0x80, their NaN and the others'
+// -0), in software: no GPU converts them.
+TFD float tf_f8fnuz_to_float(uint8_t b, int m, int bias) {
+  if (b == 0x80) return NAN;
+  const int field = (b & 0x7f) >> m, mant = b & ((1 << m) - 1);
+  const float sign = (b & 0x80) ? -1.0f : 1.0f;
+  if (field == 0) return sign * (float)mant * tf_pow2(1 - bias - m);
+  return sign * (float)((1 << m) + mant) * tf_pow2(field - bias - m);
+}
+TFD uint8_t tf_float_to_f8fnuz(float v, int m, int bias, float largest) {
+  if (v != v) return 0x80;
+  const uint8_t b = tf_float_to_f8(v, m, bias, largest, 0x7f);
+  return b == 0x80 ? 0 : b;  // one zero
+}
+TFD float tf_f8e4m3fnuz_to_float(uint8_t b) { return tf_f8fnuz_to_float(b, 3, 8); }
+TFD float tf_f8e5m2fnuz_to_float(uint8_t b) { return tf_f8fnuz_to_float(b, 2, 16); }
+TFD uint8_t tf_float_to_f8e4m3fnuz(float v) { return tf_float_to_f8fnuz(v, 3, 8, 240.0f); }
+TFD uint8_t tf_float_to_f8e5m2fnuz(float v) { return tf_float_to_f8fnuz(v, 2, 16, 57344.0f); }
 
 // From storage to compute type.
 TFD double tf_cvt_f64(double v) { return v; }
@@ -284,6 +302,8 @@ TFD int64_t tf_cvt_u8(uint8_t v) { return v; }
 TFD float tf_cvt_bool(uint8_t v) { return v ? 1.0f : 0.0f; }
 TFD float tf_cvt_f8e4m3(uint8_t v) { return tf_f8e4m3_to_float(v); }
 TFD float tf_cvt_f8e5m2(uint8_t v) { return tf_f8e5m2_to_float(v); }
+TFD float tf_cvt_f8e4m3fnuz(uint8_t v) { return tf_f8e4m3fnuz_to_float(v); }
+TFD float tf_cvt_f8e5m2fnuz(uint8_t v) { return tf_f8e5m2fnuz_to_float(v); }
 
 template <typename T> TFD int64_t tf_to_int(T v) { return v != v ? 0 : (int64_t)v; }
 // Casts compute the value the target dtype holds, in that dtype's compute type.
@@ -311,6 +331,8 @@ template <typename T> TFD int64_t tf_cast_u8(T v) { return (uint8_t)tf_to_int(v)
 template <typename T> TFD float tf_cast_bool(T v) { return v != T(0) ? 1.0f : 0.0f; }
 template <typename T> TFD float tf_cast_f8e4m3(T v) { return tf_f8e4m3_to_float(tf_float_to_f8e4m3((float)v)); }
 template <typename T> TFD float tf_cast_f8e5m2(T v) { return tf_f8e5m2_to_float(tf_float_to_f8e5m2((float)v)); }
+template <typename T> TFD float tf_cast_f8e4m3fnuz(T v) { return tf_f8e4m3fnuz_to_float(tf_float_to_f8e4m3fnuz((float)v)); }
+template <typename T> TFD float tf_cast_f8e5m2fnuz(T v) { return tf_f8e5m2fnuz_to_float(tf_float_to_f8e5m2fnuz((float)v)); }
 
 // From compute to storage type.
 template <typename T> TFD double tf_pack_f64(T v) { return (double)v; }
@@ -361,6 +383,8 @@ template <typename T> TFD int8_t tf_pack_i8(T v) { return (int8_t)tf_cast_i8(v);
 template <typename T> TFD uint8_t tf_pack_u8(T v) { return (uint8_t)tf_cast_u8(v); }
 template <typename T> TFD uint8_t tf_pack_f8e4m3(T v) { return tf_float_to_f8e4m3((float)v); }
 template <typename T> TFD uint8_t tf_pack_f8e5m2(T v) { return tf_float_to_f8e5m2((float)v); }
+template <typename T> TFD uint8_t tf_pack_f8e4m3fnuz(T v) { return tf_float_to_f8e4m3fnuz((float)v); }
+template <typename T> TFD uint8_t tf_pack_f8e5m2fnuz(T v) { return tf_float_to_f8e5m2fnuz((float)v); }
 template <typename T> TFD uint8_t tf_pack_bool(T v) { return v != T(0) ? 1 : 0; }
 
 // ---- vector accesses: N elements at p (16-byte aligned when N*sizeof(T) is a multiple of 16) ----

@@ -77,7 +77,34 @@ def constant_weight(elem_type, suffix):
     save(f"gemm_fp8_{suffix}_constant_weight_residual", nodes, inputs, outputs, [w, sw], constant_weight.__doc__)
 
 
+def quantized_activation(m, n, name):
+    """As onnxruntime's quantizer writes a linear layer (QDQ): x (f32) quantized to e4m3 and
+    dequantized in the graph, a constant weight [K][N] e4m3 with a per-tensor scale, the product
+    and its bias in f32, returned in f32 and quantized again for the next layer. K = 768
+    (GPT-2's width); m rows (few: split over K), n columns (odd: stored by the threads)."""
+    k = 768
+    rng = np.random.default_rng(11)
+    w = f8_initializer("w", rng.uniform(-448, 448, (k, n)), E4M3)
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
+        helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
+        helper.make_node("DequantizeLinear", ["w", "sw", "zw"], ["wd"]),
+        helper.make_node("MatMul", ["xd", "wd"], ["p"]),
+        helper.make_node("Add", ["p", "b"], ["y"]),
+        helper.make_node("QuantizeLinear", ["y", "sy", "zx"], ["q"]),
+    ]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [m, k])]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [m, n]), helper.make_tensor_value_info("q", E4M3, [m, n])]
+    scalar = lambda v, nm: numpy_helper.from_array(np.array(v, np.float32), nm)  # noqa: E731
+    inits = [w, scalar(1 / 448, "sx"), scalar(2e-4, "sw"), scalar(0.02, "sy"), f8_initializer("zx", np.zeros(()), E4M3),
+             f8_initializer("zw", np.zeros(()), E4M3), numpy_helper.from_array(rng.uniform(-1, 1, n).astype(np.float32), "b")]
+    save(name, nodes, inputs, outputs, inits, quantized_activation.__doc__)
+
+
 if __name__ == "__main__":
+    quantized_activation(128, 768, "gemm_fp8_e4m3_qdq_linear_128_rows")
+    quantized_activation(4096, 768, "gemm_fp8_e4m3_qdq_linear_4096_rows")
+    quantized_activation(128, 1001, "gemm_fp8_e4m3_qdq_linear_odd_n")
     linear_xwt()
     constant_weight(E4M3, "e4m3")
     constant_weight(E5M2, "e5m2")

@@ -285,8 +285,24 @@ __device__ __forceinline__ void GemmPromote(GemmConsumerState<S>& c, float (&ste
 // both ways (4096^3 + bias, H200, 2026-12-01): chains of 4, serialized, 1620 µs; chains of 1
 // 1717 µs. A form that neither serializes nor idles is still to find. (3xTF32's A registers
 // are rewritten by each step's GemmLoadA: chains of 1 only.)
+// A chain's length is also a power of two dividing a unit's steps (4 for K = 1024, 2 for
+// K = 768), and where every unit's steps are whole chains its steps are a constant: with a
+// partial chain possible (K = 768's six steps in chains of 4; split-K's units, whose ends the
+// compiler cannot see), the skipped steps' branch lies between a wgmma and the reading of its
+// sums, and ptxas serialized every wgmma (C7514): GPT-2's FP8 products, all but one of K = 768,
+// ran at 144 TF/s (H200, 2026-12-04). Chains of 3 serialized too. Stream-K's parts still may.
+constexpr int PromotedChainDividing(int steps, int last_steps, int longest) {
+  for (int chain = longest; chain > 1; chain /= 2)
+    if (steps % chain == 0 && last_steps % chain == 0) return chain;
+  return 1;
+}
 template <class S>
-constexpr int kPromotedChain = S::kSplitTf32 ? 1 : S::kSplits > 1 ? 2 : 4;
+constexpr int kPromotedChain = S::kSplitTf32 ? 1
+                               : PromotedChainDividing(S::kSplits > 1 ? S::kSplitSteps : S::kKSteps,
+                                                       S::kKSteps - (S::kSplits - 1) * S::kSplitSteps, S::kSplits > 1 ? 2 : 4);
+// Every unit's steps whole chains (all but stream-K's parts, whose ends vary).
+template <class S>
+constexpr bool kWholeChains = !S::kStreamK || kPromotedChain<S> == 1;
 template <class S>
 __device__ __forceinline__ void GemmPromotedSteps(const GemmSharedMemory<S>& sm, const GemmMaps& maps, GemmConsumerState<S>& c,
                                                   const TileCoordinates& t, int ks, int k_begin, int k_end, int load_at) {
@@ -305,7 +321,7 @@ __device__ __forceinline__ void GemmPromotedSteps(const GemmSharedMemory<S>& sm,
     GemmPromote<S, 0, kHalf>(c, c.step[0], first);
     int slot = c.ring.stage;  // the slot half 1 of the last step issued still reads
     c.ring.Advance();
-    const int steps = min(kPromotedChain<S>, k_end - ks);
+    const int steps = kWholeChains<S> ? kPromotedChain<S> : min(kPromotedChain<S>, k_end - ks);
 #pragma unroll
     for (int i = 1; i < kPromotedChain<S>; ++i) {
       if (i >= steps) continue;

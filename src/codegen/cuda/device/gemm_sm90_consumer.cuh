@@ -291,15 +291,16 @@ __device__ __forceinline__ void GemmPromote(GemmConsumerState<S>& c, float (&ste
 // compiler cannot see), the skipped steps' branch lies between a wgmma and the reading of its
 // sums, and ptxas serialized every wgmma (C7514): GPT-2's FP8 products, all but one of K = 768,
 // ran at 144 TF/s (H200, 2026-12-04). Chains of 3 serialized too. Stream-K's parts still may.
-constexpr int PromotedChainDividing(int steps, int last_steps, int longest) {
+// (A unit has `steps` steps, or the K steps left over after the whole ones, `partial`.)
+constexpr int PromotedChainDividing(int steps, int partial, int longest) {
   for (int chain = longest; chain > 1; chain /= 2)
-    if (steps % chain == 0 && last_steps % chain == 0) return chain;
+    if (steps % chain == 0 && partial % chain == 0) return chain;
   return 1;
 }
 template <class S>
-constexpr int kPromotedChain = S::kSplitTf32 ? 1
-                               : PromotedChainDividing(S::kSplits > 1 ? S::kSplitSteps : S::kKSteps,
-                                                       S::kKSteps - (S::kSplits - 1) * S::kSplitSteps, S::kSplits > 1 ? 2 : 4);
+constexpr int kUnitSteps = S::kSplits > 1 ? S::kSplitSteps : S::kKSteps;
+template <class S>
+constexpr int kPromotedChain = S::kSplitTf32 ? 1 : PromotedChainDividing(kUnitSteps<S>, S::kKSteps % kUnitSteps<S>, S::kSplits > 1 ? 2 : 4);
 // Every unit's steps whole chains (all but stream-K's parts, whose ends vary).
 template <class S>
 constexpr bool kWholeChains = !S::kStreamK || kPromotedChain<S> == 1;

@@ -415,7 +415,8 @@ class CudaEmitter {
       for (int a : v.args) args.push_back(Name(a));
       if (IsExpLessRowMax(k_, v) && !RowFillsRegisters()) return fmt::format("tf_exp_nonpositive({})", args[0]);
       if (v.op != OpCode::kCast)
-        if (std::string fast = CudaFastForm(v, args); !fast.empty()) return fast;
+        if (std::string fast = CudaFastForm(v, args, false, v.args.size() == 2 ? &k_.values[v.args[1]] : nullptr); !fast.empty())
+          return fast;
       return CppOpExpression(v, args);
     }
     return CppValueExpression(v, vars);

@@ -1,5 +1,7 @@
 #include "codegen/cuda/cuda_scalar_program.h"
 
+#include <cmath>
+
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -25,7 +27,7 @@ const char* ComparisonOperator(OpCode op) {
 
 }  // namespace
 
-std::string CudaFastForm(const ScalarValue& v, const std::vector<std::string>& args, bool rounded_to_half) {
+std::string CudaFastForm(const ScalarValue& v, const std::vector<std::string>& args, bool rounded_to_half, const ScalarValue* divisor) {
   bool half = IsHalf(v.dtype) || rounded_to_half;
   std::string type = ComputeType(v.dtype);
   // Comparisons as C++ comparisons, the bool converted to the result's type. The scalar
@@ -40,6 +42,13 @@ std::string CudaFastForm(const ScalarValue& v, const std::vector<std::string>& a
   // Half results keep 8 or 11 bits: the approximate quotient (2 ulp of f32) is exact enough,
   // and IEEE division's subroutine was a fifth of an erf GELU epilogue's instructions.
   if (v.op == OpCode::kDiv && half) return fmt::format("__fdividef({}, {})", args[0], args[1]);
+  // Exact f32 quotients by a constant (a quantizer's x / scale, which a rounding reads): the
+  // reciprocal's product corrected once (tf_div_by_constant says where it is IEEE's quotient).
+  if (v.op == OpCode::kDiv && v.dtype == DType::kF32 && divisor && divisor->kind == ScalarValue::Kind::kConstant) {
+    const float c = static_cast<float>(divisor->constant);
+    if (std::isfinite(c) && std::fabs(c) >= 0x1p-24f && std::fabs(c) <= 0x1p24f)
+      return fmt::format("tf_div_by_constant({}, {}, float({:.17g}))", args[0], args[1], static_cast<double>(1.0f / c));
+  }
   return "";
 }
 
@@ -172,7 +181,7 @@ std::string CudaElementProgram(const Kernel& original, const std::vector<int>& r
       // 1 + erf(t) rounded to a half type: tf_one_plus_erf_fast, more exact than the sum (the
       // erf, read by nothing else then, is left to the compiler to drop).
       if (const int t = OnePlusErfArgument(k, v); t >= 0 && rounded_to_half[id]) rhs = fmt::format("tf_one_plus_erf_fast({})", name(t));
-      else if (v.op != OpCode::kCast) rhs = CudaFastForm(v, args, rounded_to_half[id]);
+      else if (v.op != OpCode::kCast) rhs = CudaFastForm(v, args, rounded_to_half[id], v.args.size() == 2 ? &k.values[v.args[1]] : nullptr);
       if (rhs.empty()) rhs = CppOpExpression(v, args);
     }
     out += fmt::format("{}const {} {} = {};\n", indent, ComputeType(v.dtype), name(static_cast<int>(id)), rhs);

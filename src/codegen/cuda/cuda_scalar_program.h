@@ -17,7 +17,10 @@ namespace tilefuse {
 // where the value is a half type or `rounded_to_half` (RoundedToHalfValues), whose rounding
 // is coarser than that; comparisons as C++ comparisons. The target-neutral forms (powers,
 // row-invariant divisors) are rewrites of the Kernel (codegen/kernel_rewrites.h).
-std::string CudaFastForm(const ScalarValue& v, const std::vector<std::string>& args, bool rounded_to_half = false);
+// An f32 division by a constant (`divisor`, when the divisor is one) of moderate size prints as
+// tf_div_by_constant: the same correctly rounded quotient without IEEE division's subroutine.
+std::string CudaFastForm(const ScalarValue& v, const std::vector<std::string>& args, bool rounded_to_half = false,
+                         const ScalarValue* divisor = nullptr);
 
 // Per value of `k`: whether it is an f32 (or wider) op value that reaches nothing but a cast
 // to f16 or bf16, through arithmetic that keeps its relative error (KeepsRelativeError), so

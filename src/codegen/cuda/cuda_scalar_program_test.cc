@@ -29,6 +29,31 @@ TEST(CudaElementProgramTest, CubeIsMultipliedOutUnderItsCallersName) {
   )")) << program;
 }
 
+// A quantizer's x / scale (a constant scale, the quotient rounded to e4m3) divides by the
+// constant's reciprocal corrected once, not through IEEE division's subroutine; a divisor that
+// is not a constant, or a constant too large for the form, stays a division.
+TEST(CudaElementProgramTest, DivisionByAConstantTakesTheCorrectedReciprocal) {
+  auto program = [](Value (*divisor)(GraphBuilder&)) {
+    GraphBuilder b;
+    Value x = b.Parameter("x", DType::kF32, {16});
+    b.Output(b.Cast(b.Div(x, divisor(b)), DType::kF8E4M3), "q");
+    Kernel k = LowerSingleGroup(b);
+    std::vector<int> stored;
+    for (const KernelStore& store : k.stores) stored.push_back(store.value);
+    return CudaElementProgram(k, stored, {}, {"i"}, "");
+  };
+  const std::string scaled = program([](GraphBuilder& b) { return b.Scalar(0.005523681640625, DType::kF32); });
+  EXPECT_TRUE(MatchesChecks(scaled, R"(
+    CHECK: const float v1 = float(0.005523681640625);
+    CHECK: tf_div_by_constant(v0, v1, float(181.038
+  )")) << scaled;
+  const std::string by_value = program([](GraphBuilder& b) { return b.Parameter("s", DType::kF32, {16}); });
+  EXPECT_EQ(by_value.find("tf_div_by_constant"), std::string::npos) << by_value;
+  EXPECT_NE(by_value.find("v0 / v1"), std::string::npos) << by_value;
+  const std::string huge = program([](GraphBuilder& b) { return b.Scalar(1e30, DType::kF32); });
+  EXPECT_EQ(huge.find("tf_div_by_constant"), std::string::npos) << huge;
+}
+
 // SwiGLU as PyTorch traces it in bf16: silu on the f32 upcast of the gate, cast back to bf16
 // before the product with up. The sigmoid only reaches that cast (through a product), so it
 // takes the fast form; stored as f32 it stays exact, and so does a tanh whose next op is a

@@ -134,15 +134,16 @@ TEST(TemplateSkeletonsTest, GemmCompilesInEveryFormAndElementType) {
 }
 
 // FP8 products (passes/fp8_products.h) in both 8-bit types: promoted sums (the rule),
-// the tensor cores' own accumulation, ping-pong consumers, and split-K for a few rows; K of
-// 8 steps (chains of 4), 6 (GPT-2's 768: chains of 2) and 24 split six ways (128 rows), where
-// a partial chain serialized the wgmmas.
+// the tensor cores' own accumulation, ping-pong consumers, stream-K, and split-K for a few
+// rows; K of 8 steps (chains of 4), 6 (GPT-2's 768: chains of 2) and 24 split six ways (128
+// rows), where a partial chain serialized the wgmmas.
 TEST(TemplateSkeletonsTest, Fp8GemmCompilesInItsFormsAndTypes) {
   StatusOr<NvrtcCompiler> nvrtc = ColdCompiler();
   if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available, skeletons not compiled: " << nvrtc.status().ToString();
-  CudaGemmConfig fast, pingpong;
+  CudaGemmConfig fast, pingpong, stream_k;
   fast.promote = false;
   pingpong.pingpong = true;
+  stream_k.stream_k = true;
   int compiled = 0;
   for (DType type : {DType::kF8E4M3, DType::kF8E5M2})
     for (auto [rows, k] : {std::pair<int64_t, int64_t>{4096, 1024}, {64, 1024}, {4096, 768}, {128, 3072}}) {
@@ -150,9 +151,9 @@ TEST(TemplateSkeletonsTest, Fp8GemmCompilesInItsFormsAndTypes) {
       const PlannedText planned = PlanFp8Linear(rows, k, 2048, type, CudaPassOptions());
       StatusOr<GemmTemplateKernel> gemm = GemmOf(planned);
       ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
-      for (const CudaGemmConfig& config : {CudaGemmConfig{}, fast, pingpong}) {
+      for (const CudaGemmConfig& config : {CudaGemmConfig{}, fast, pingpong, stream_k}) {
         StatusOr<CudaKernelSource> source = EmitCudaGemm(*gemm, config);
-        if (!source.ok()) continue;  // ping-pong where the rule splits K
+        if (!source.ok()) continue;  // ping-pong where the rule splits K, stream-K without a partial round
         CompileAndReport(*nvrtc, *source, fmt::format("gemm {} {}x{}: {}", DTypeName(type), rows, k, source->strategy.substr(14, 60)));
         ++compiled;
       }

@@ -285,12 +285,12 @@ __device__ __forceinline__ void GemmPromote(GemmConsumerState<S>& c, float (&ste
 // both ways (4096^3 + bias, H200, 2026-12-01): chains of 4, serialized, 1620 µs; chains of 1
 // 1717 µs. A form that neither serializes nor idles is still to find. (3xTF32's A registers
 // are rewritten by each step's GemmLoadA: chains of 1 only.)
-// A chain's length is also a power of two dividing a unit's steps (4 for K = 1024, 2 for
-// K = 768), and where every unit's steps are whole chains its steps are a constant: with a
-// partial chain possible (K = 768's six steps in chains of 4; split-K's units, whose ends the
-// compiler cannot see), the skipped steps' branch lies between a wgmma and the reading of its
-// sums, and ptxas serialized every wgmma (C7514): GPT-2's FP8 products, all but one of K = 768,
-// ran at 144 TF/s (H200, 2026-12-04). Chains of 3 serialized too. Stream-K's parts still may.
+// A chain's length is also a power of two dividing every unit's steps (4 for K = 1024, 2 for
+// K = 768), so its steps are a constant: with a partial chain possible (K = 768's six steps in
+// chains of 4; split-K's units, whose ends the compiler cannot see), the skipped steps' branch
+// lies between a wgmma and the reading of its sums, and ptxas serialized every wgmma (C7514):
+// GPT-2's FP8 products, all but one of K = 768, ran at 144 TF/s (H200, 2026-12-04). Chains of 3
+// serialized too. Stream-K's parts, whose ends vary, take chains of 1.
 // (A unit has `steps` steps, or the K steps left over after the whole ones, `partial`.)
 constexpr int PromotedChainDividing(int steps, int partial, int longest) {
   for (int chain = longest; chain > 1; chain /= 2)
@@ -300,13 +300,11 @@ constexpr int PromotedChainDividing(int steps, int partial, int longest) {
 template <class S>
 constexpr int kUnitSteps = S::kSplits > 1 ? S::kSplitSteps : S::kKSteps;
 template <class S>
-constexpr int kPromotedChain = S::kSplitTf32 ? 1 : PromotedChainDividing(kUnitSteps<S>, S::kKSteps % kUnitSteps<S>, S::kSplits > 1 ? 2 : 4);
-// Every unit's steps whole chains (all but stream-K's parts, whose ends vary).
-template <class S>
-constexpr bool kWholeChains = !S::kStreamK || kPromotedChain<S> == 1;
+constexpr int kPromotedChain = S::kSplitTf32 || S::kStreamK ? 1
+                               : PromotedChainDividing(kUnitSteps<S>, S::kKSteps % kUnitSteps<S>, S::kSplits > 1 ? 2 : 4);
 template <class S>
 __device__ __forceinline__ void GemmPromotedSteps(const GemmSharedMemory<S>& sm, const GemmMaps& maps, GemmConsumerState<S>& c,
-                                                  const TileCoordinates& t, int ks, int k_begin, int k_end, int load_at) {
+                                                  const TileCoordinates& t, int ks, int k_begin, int load_at) {
   if constexpr (S::kWholeSteps) {  // a step waited on whole, then added
     GemmIssueStepInto(sm, maps, c, t, ks, load_at, c.step[0], false);
     Warpgroup::Wait<0>();
@@ -322,10 +320,8 @@ __device__ __forceinline__ void GemmPromotedSteps(const GemmSharedMemory<S>& sm,
     GemmPromote<S, 0, kHalf>(c, c.step[0], first);
     int slot = c.ring.stage;  // the slot half 1 of the last step issued still reads
     c.ring.Advance();
-    const int steps = kWholeChains<S> ? kPromotedChain<S> : min(kPromotedChain<S>, k_end - ks);
 #pragma unroll
-    for (int i = 1; i < kPromotedChain<S>; ++i) {
-      if (i >= steps) continue;
+    for (int i = 1; i < kPromotedChain<S>; ++i) {  // every chain whole
       GemmIssueStepInto<S, kHalf, 0>(sm, maps, c, t, ks + i, load_at, c.step[0], false);
       Warpgroup::Wait<1>();
       GemmReleaseSlot(sm, slot, c.local);
@@ -463,7 +459,7 @@ __device__ __forceinline__ void GemmConsumer(const GemmSharedMemory<S>& sm, cons
       if (S::kPingPong && (consumer == 1 || main_loops > 0)) sm.turn[consumer].Wait((consumer == 1 ? main_loops : main_loops - 1) & 1);
       c.previous = -1;
       if constexpr (S::kPromote) {
-        for (int ks = k_begin; ks < k_end; ks += kPromotedChain<S>) GemmPromotedSteps(sm, maps, c, t, ks, k_begin, k_end, load_at);
+        for (int ks = k_begin; ks < k_end; ks += kPromotedChain<S>) GemmPromotedSteps(sm, maps, c, t, ks, k_begin, load_at);
       } else if constexpr (S::kNormA) {
         GemmNormedSteps(sm, c, k_begin, k_end);
         GemmScaleRowsByNorm(c, maps.norm_epsilon);

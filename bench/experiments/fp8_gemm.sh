@@ -12,7 +12,7 @@ mkdir -p "$OUT"
 log="$OUT/fp8-gemm.log"
 : >"$log"
 for m in tests/gemm/gemm_fp8_*.onnx; do
-  check_forms "$m" "" "--precision high" "--gemm-form pingpong" "--gemm-form tail --precision high"
+  check_forms "$m" "" "--precision high" "--gemm-form pingpong" "--gemm-form tail --precision high" "--gemm-form streamk"
   memcheck "$m"
 done
 python3 bench/fp8_gemm.py --models bench/cases/fp8 --tilefuse "$B/tilefuse" --json "$OUT/fp8-gemm.json" 2>&1 | tail -20 | tee -a "$log"

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Issue 50 on a GPU: the device's 8-bit float conversions against the host's (all four types,
-# DeviceFloat8Test), the FP8 ONNX node tests on the CUDA backend with --check (FNUZ included),
-# then GPT-2 quantized to e4m3 by onnxruntime's quantization tool against its f32 and bf16 forms
-# (bench/fp8_gpt2.py; SHAPES, default "8x512"). On a machine with a GPU; carries
-# build-gpu/bundle.tar.xz and build-gpu/fp8-node-tests.tar (CONVERSIONS=0 skips both checks) (the onnx package's FP8 node-test
-# folders, which the GPU machine's onnx may not ship: tar -C <onnx>/backend/test/data -cf ...).
+# Issue 50 on a GPU: the device's 8-bit float conversions and its division by a constant against
+# the host's and IEEE's (DeviceFloat8Test, DeviceDivisionTest), the FP8 ONNX node tests on the
+# CUDA backend with --check (FNUZ included), then GPT-2 quantized to e4m3 by onnxruntime's
+# quantization tool against its f32 and bf16 forms (bench/fp8_gpt2.py; SHAPES, default "8x512";
+# PROFILE kernels each), then one layer against the reference interpreter. On a machine with a
+# GPU; carries build-gpu/bundle.tar.xz and build-gpu/fp8-node-tests.tar (the onnx package's FP8
+# node-test folders, which the GPU machine's onnx may not ship: tar -C <onnx>/backend/test/data
+# -cf build-gpu/fp8-node-tests.tar node/test_*float8* ...). CONVERSIONS=0 skips the first two.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/fp8-gpt2-out}
@@ -13,7 +15,7 @@ B=build-gpu/bundle X=/tmp/tilefuse-python
 [ -x "$B/tilefuse" ] || tar -C build-gpu -xJf build-gpu/bundle.tar.xz
 export LD_LIBRARY_PATH="$PWD/$B/lib:${LD_LIBRARY_PATH:-}" HF_HUB_OFFLINE=1 TILEFUSE_CACHE_DIR=${TILEFUSE_CACHE_DIR:-/tmp/tfc-fp8}
 if [ "${CONVERSIONS:-1}" = 1 ]; then
-"$B/tilefuse_tests" --gtest_filter='DeviceFloat8*:DeviceBf16*' > "$OUT/device-tests.log" 2>&1
+"$B/tilefuse_tests" --gtest_filter='DeviceFloat8*:DeviceDivision*:DeviceBf16*' > "$OUT/device-tests.log" 2>&1
 echo "device conversion tests (rc $?): $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/device-tests.log" | tr '\n' ' ')"
 node=$(python3 -c "import onnx, os; print(os.path.join(os.path.dirname(onnx.__file__), 'backend/test/data/node'))")
 if [ ! -d "$node" ] && [ -f build-gpu/fp8-node-tests.tar ]; then

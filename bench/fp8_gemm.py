@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """FP8 products on the GPU: tilefuse's FP8 GEMM template against cuBLAS's (issue 50).
 
-Each case is y = x · wᵀ at M = N = K, x and w e4m3 with per-tensor scales, y bf16, written as
+Each case is y = x · wᵀ at M = N = K and at GPT-2's shapes (8x512 tokens), x and w e4m3 with per-tensor scales, y bf16, written as
 quantization tools write it (DequantizeLinear on both operands, MatMul, Cast): pass fp8-products
 makes it one FP8 product with the scales in the template's epilogue. Beside it the same
 product in bf16 (x, w bf16), tilefuse's own GEMM template. w is an input, read K-major as it is.
@@ -26,13 +26,25 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lm_head import tilefuse_us, time_us  # noqa: E402  (the same timing as the LM-head bench)
 
 SIZES = (8192, 4096)
+# GPT-2's products at 8x512 tokens (M, N, K): attention's q, k and v, its output, the MLP's two.
+# K = 768 is six K steps of 128: the promoted sums' chains of 4 serialized their wgmmas there
+# until 2026-12-04.
+GPT2_SHAPES = ((4096, 2304, 768), (4096, 768, 768), (4096, 3072, 768), (4096, 768, 3072))
+
+
+def shapes():
+    return [(n, n, n) for n in SIZES] + list(GPT2_SHAPES)
+
+
+def model_name(kind, m, n, k):
+    return f"gemm_{kind}_{n}" if m == n == k else f"gemm_{kind}_{m}x{n}x{k}"
 
 
 def write_models(folder):
     import onnx
     from onnx import TensorProto, helper
     os.makedirs(folder, exist_ok=True)
-    for n in SIZES:
+    for m, n, k in shapes():
         for kind in ("e4m3", "bf16"):
             if kind == "e4m3":
                 nodes = [helper.make_node("DequantizeLinear", ["x", "sx"], ["xd"]),
@@ -40,18 +52,19 @@ def write_models(folder):
                          helper.make_node("Transpose", ["wd"], ["wt"], perm=[1, 0]),
                          helper.make_node("MatMul", ["xd", "wt"], ["p"]),
                          helper.make_node("Cast", ["p"], ["y"], to=TensorProto.BFLOAT16)]
-                inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT8E4M3FN, [n, n]),
+                inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT8E4M3FN, [m, k]),
                           helper.make_tensor_value_info("sx", TensorProto.FLOAT, []),
-                          helper.make_tensor_value_info("w", TensorProto.FLOAT8E4M3FN, [n, n]),
+                          helper.make_tensor_value_info("w", TensorProto.FLOAT8E4M3FN, [n, k]),
                           helper.make_tensor_value_info("sw", TensorProto.FLOAT, [])]
             else:
                 nodes = [helper.make_node("Transpose", ["w"], ["wt"], perm=[1, 0]), helper.make_node("MatMul", ["x", "wt"], ["y"])]
-                inputs = [helper.make_tensor_value_info("x", TensorProto.BFLOAT16, [n, n]),
-                          helper.make_tensor_value_info("w", TensorProto.BFLOAT16, [n, n])]
-            graph = helper.make_graph(nodes, f"gemm_{kind}_{n}", inputs, [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [n, n])])
+                inputs = [helper.make_tensor_value_info("x", TensorProto.BFLOAT16, [m, k]),
+                          helper.make_tensor_value_info("w", TensorProto.BFLOAT16, [n, k])]
+            name = model_name(kind, m, n, k)
+            graph = helper.make_graph(nodes, name, inputs, [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [m, n])])
             model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
             onnx.checker.check_model(model)
-            onnx.save(model, os.path.join(folder, f"gemm_{kind}_{n}.onnx"))
+            onnx.save(model, os.path.join(folder, name + ".onnx"))
 
 
 MLP = (8192, 4096, 16384)  # tokens, hidden, inner
@@ -97,10 +110,10 @@ def write_mlp_models(folder):
         onnx.save(model, os.path.join(folder, f"mlp_{kind}_{m}x{h}x{f}.onnx"))
 
 
-def peers(n):
+def peers(m, n, k):
     import torch
-    x = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
-    w = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
+    x = torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn)
+    w = torch.randn(n, k, device="cuda").to(torch.float8_e4m3fn)
     one = torch.tensor(1.0, device="cuda")
     out = {}
     for fast in (False, True):
@@ -123,27 +136,30 @@ def main():
         write_mlp_models(a.write_models)
         return
     rows = []
-    print("| M=N=K | tilefuse FP8 promoted µs (TF/s) | tilefuse FP8 fast accum | tilefuse bf16 | cuBLAS FP8 promoted | cuBLAS FP8 fast | cuBLAS bf16 | FP8 vs cuBLAS FP8 (same accumulation) | FP8 vs tilefuse bf16 |")
+    print("| M x N x K | tilefuse FP8 promoted µs (TF/s) | tilefuse FP8 fast accum | tilefuse bf16 | cuBLAS FP8 promoted | cuBLAS FP8 fast | cuBLAS bf16 | FP8 vs cuBLAS FP8 (same accumulation) | FP8 vs tilefuse bf16 |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for n in SIZES:
-        fp8 = os.path.join(a.models, f"gemm_e4m3_{n}.onnx")
+    for m, n, k in shapes():
+        fp8 = os.path.join(a.models, model_name("e4m3", m, n, k) + ".onnx")
+        if not os.path.exists(fp8):
+            print(f"| {m}x{n}x{k} | no model: write them with --write-models |", flush=True)
+            continue
         ours = {"promoted": tilefuse_us(a.tilefuse, fp8), "fast": tilefuse_us(a.tilefuse, fp8, "--precision", "high"),
-                "bf16": tilefuse_us(a.tilefuse, os.path.join(a.models, f"gemm_bf16_{n}.onnx"))}
-        p = peers(n)
-        flops = 2 * n ** 3
+                "bf16": tilefuse_us(a.tilefuse, os.path.join(a.models, model_name("bf16", m, n, k) + ".onnx"))}
+        p = peers(m, n, k)
+        flops = 2 * m * n * k
 
         def cell(us):
             return f"{us:.0f} ({flops / us / 1e6:.0f})" if us else "failed"
         us = {k: v[0] for k, v in ours.items()}
         ratio = lambda peer, mine: f"{peer / mine:.2f}x" if mine else "-"
-        print(f"| {n} | {cell(us['promoted'])} | {cell(us['fast'])} | {cell(us['bf16'])} | {cell(p['_scaled_mm fast_accum=False'])} | "
+        print(f"| {m}x{n}x{k} | {cell(us['promoted'])} | {cell(us['fast'])} | {cell(us['bf16'])} | {cell(p['_scaled_mm fast_accum=False'])} | "
               f"{cell(p['_scaled_mm fast_accum=True'])} | {cell(p['mm bf16'])} | "
               f"{ratio(p['_scaled_mm fast_accum=False'], us['promoted'])} / {ratio(p['_scaled_mm fast_accum=True'], us['fast'])} | "
               f"{ratio(us['bf16'] or 0, us['promoted'])} / {ratio(us['bf16'] or 0, us['fast'])} |", flush=True)
-        for k, (_, report) in ours.items():
+        for form, (_, report) in ours.items():
             if report:
-                print(f"  {n} {k}: {report['groups'][0]['strategy']}", file=sys.stderr, flush=True)
-        rows.append({"size": n, "tilefuse_us": us, "peers_us": p, "reports": {k: v[1] for k, v in ours.items()}})
+                print(f"  {m}x{n}x{k} {form}: {report['groups'][0]['strategy']}", file=sys.stderr, flush=True)
+        rows.append({"shape": [m, n, k], "tilefuse_us": us, "peers_us": p, "reports": {key: v[1] for key, v in ours.items()}})
     m, h, f = MLP
     mlp = {kind: tilefuse_us(a.tilefuse, os.path.join(a.models, f"mlp_{kind}_{m}x{h}x{f}.onnx"))[0] for kind in ("e4m3", "bf16")}
     mlp["e4m3 fast"] = tilefuse_us(a.tilefuse, os.path.join(a.models, f"mlp_e4m3_{m}x{h}x{f}.onnx"), "--precision", "high")[0]

@@ -206,7 +206,7 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
   const bool short_tf32 = g.operand_dtype == DType::kF32 && !g.split_f32 && g.k <= 1024 && g.rows > 64 && Tiles(g, 128, 128) >= c.sm_count;
   c.pingpong = c.pingpong.value_or(short_tf32);
   // Promoted sums for FP8 and 3xTF32 (gemm_sm90_consumer.cuh says why).
-  c.promote = g.split_f32 || (IsFloat8(g.operand_dtype) && c.promote.value_or(true));  // 3xTF32's A registers need it
+  c.promote = g.split_f32 || g.scale_blocks != 0 || (IsFloat8(g.operand_dtype) && c.promote.value_or(true));  // 3xTF32's A registers need it
   if (c.block_n == 0) {
     // The width whose tiles end soonest: the persistent grid's rounds (every SM a tile a
     // round) times a tile's columns, a column a little dearer in a narrower tile (its A tile

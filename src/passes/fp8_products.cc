@@ -80,7 +80,7 @@ struct Fp8Product {
   bool a_blocked = false, b_blocked = false;
 };
 
-std::optional<Fp8Product> MatchFp8Product(const Graph& g, const Node& product) {
+std::optional<Fp8Product> MatchFp8Product(const Graph& g, const Node& product, bool block_scales) {
   const Node &a = g.node(product.inputs[0]), &b = g.node(product.inputs[1]);
   // B shared by every batch entry, and K rows of whole 16-byte units (TMA's row strides).
   if (a.rank() < 2 || b.rank() != 2 || a.shape.back() % 16 != 0) return std::nullopt;
@@ -97,14 +97,14 @@ std::optional<Fp8Product> MatchFp8Product(const Graph& g, const Node& product) {
   if (qa.dtype != qb.dtype || (!p.b_transposed && qb.op != OpCode::kConstant)) return std::nullopt;
   const size_t a_k = qa.rank() - 1, b_k = p.b_transposed ? 1 : 0;
   if (!ConstantAlong(g.node(da->scale).shape, qa.shape, a_k)) {
-    const int blocked = BlockedScale(g, da->scale, qa.shape, a_k, &p.blocks);
+    const int blocked = block_scales ? BlockedScale(g, da->scale, qa.shape, a_k, &p.blocks) : -1;
     if (blocked < 0) return std::nullopt;
     da->scale = blocked;
     p.a_blocked = true;
   }
   if (!ConstantAlong(g.node(db->scale).shape, qb.shape, b_k)) {
     int64_t blocks = 0;
-    const int blocked = BlockedScale(g, db->scale, qb.shape, b_k, &blocks);
+    const int blocked = block_scales ? BlockedScale(g, db->scale, qb.shape, b_k, &blocks) : -1;
     if (blocked < 0 || (p.blocks != 0 && blocks != p.blocks)) return std::nullopt;
     db->scale = blocked;
     p.blocks = blocks;
@@ -117,10 +117,10 @@ std::optional<Fp8Product> MatchFp8Product(const Graph& g, const Node& product) {
 
 }  // namespace
 
-StatusOr<Graph> MakeFp8Products(const Graph& graph) {
+StatusOr<Graph> MakeFp8Products(const Graph& graph, const Fp8ProductOptions& options) {
   GraphRewriter rewriter(graph);
   for (const Node& node : graph.nodes()) {
-    const std::optional<Fp8Product> p = node.op == OpCode::kMatMul ? MatchFp8Product(graph, node) : std::nullopt;
+    const std::optional<Fp8Product> p = node.op == OpCode::kMatMul ? MatchFp8Product(graph, node, options.block_scales) : std::nullopt;
     if (!p) {
       rewriter.CopyNode(node);
       continue;

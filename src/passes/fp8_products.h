@@ -19,7 +19,7 @@
 //     cast(block_scaled_matmul(qa, qb, sa, sb))  sa [..., M, blocks], sb [blocks, N]
 //
 // (a scale constant along K on the other side repeated to blocks), each block's sum scaled
-// apart. Hopper's FP8
+// apart (with `block_scales`). Hopper's FP8
 // tensor cores read both operands K-major, so B must be a constant (stored K-major by
 // passes/k_major_weights.h, `float8`) or the transpose of an [N][K] value (x · wᵀ): other
 // products, and products whose K rows are not whole 16-byte units (TMA), stay as they are.
@@ -34,6 +34,10 @@
 
 namespace tilefuse {
 
-StatusOr<Graph> MakeFp8Products(const Graph& graph);
+struct Fp8ProductOptions {
+  bool block_scales = false;  // products with block scales too (else they stay as written)
+};
+
+StatusOr<Graph> MakeFp8Products(const Graph& graph, const Fp8ProductOptions& options = {});
 
 }  // namespace tilefuse

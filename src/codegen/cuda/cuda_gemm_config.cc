@@ -246,6 +246,7 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
           // 3xTF32's parts of B add to a stage (128 columns keep 4 stages, 3 with B transposed;
           // wider tiles were slower when A's parts took shared memory too, not timed since).
           if (g.split_f32 && n > 128) continue;
+          if (g.scale_blocks && n > 128) continue;  // block scales beside wider promoted sums spilled (128x192)
           if (split_by_pair && n % (64 * c.cluster_m) != 0) continue;
           if (m == 192 && n < 128) continue;
           if (!PartsTakeWidth(g, n)) continue;  // a tile's columns in one part of a grouped product

@@ -65,6 +65,21 @@ def write_models(folder):
             model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
             onnx.checker.check_model(model)
             onnx.save(model, os.path.join(folder, name + ".onnx"))
+        if m == n == k:  # DeepGEMM's scaling: x per row and 128 columns of K, w per column and 128 of K
+            nodes = [helper.make_node("DequantizeLinear", ["x", "sx"], ["xd"], axis=1, block_size=128),
+                     helper.make_node("DequantizeLinear", ["w", "sw"], ["wd"], axis=1, block_size=128),
+                     helper.make_node("Transpose", ["wd"], ["wt"], perm=[1, 0]),
+                     helper.make_node("MatMul", ["xd", "wt"], ["p"]),
+                     helper.make_node("Cast", ["p"], ["y"], to=TensorProto.BFLOAT16)]
+            inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT8E4M3FN, [m, k]),
+                      helper.make_tensor_value_info("sx", TensorProto.FLOAT, [m, k // 128]),
+                      helper.make_tensor_value_info("w", TensorProto.FLOAT8E4M3FN, [n, k]),
+                      helper.make_tensor_value_info("sw", TensorProto.FLOAT, [n, k // 128])]
+            name = model_name("e4m3_blocks", m, n, k)
+            graph = helper.make_graph(nodes, name, inputs, [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [m, n])])
+            model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+            onnx.checker.check_model(model)
+            onnx.save(model, os.path.join(folder, name + ".onnx"))
 
 
 MLP = (8192, 4096, 16384)  # tokens, hidden, inner
@@ -160,6 +175,23 @@ def main():
             if report:
                 print(f"  {m}x{n}x{k} {form}: {report['groups'][0]['strategy']}", file=sys.stderr, flush=True)
         rows.append({"shape": [m, n, k], "tilefuse_us": us, "peers_us": p, "reports": {key: v[1] for key, v in ours.items()}})
+    # Block scales (TILEFUSE_FP8_BLOCK_SCALES=1: the template scales each K step; without it the
+    # product computes as written, dequantized). Issue 50's bar: 1.4x tilefuse's bf16.
+    for n in SIZES:
+        blocked = os.path.join(a.models, model_name("e4m3_blocks", n, n, n) + ".onnx")
+        if not os.path.exists(blocked):
+            continue
+        os.environ["TILEFUSE_FP8_BLOCK_SCALES"] = "1"
+        scaled = tilefuse_us(a.tilefuse, blocked)
+        del os.environ["TILEFUSE_FP8_BLOCK_SCALES"]
+        as_written = tilefuse_us(a.tilefuse, blocked)[0]
+        bf16 = next((r["tilefuse_us"]["bf16"] for r in rows if r.get("shape") == [n, n, n]), None)
+        print(f"block-scaled e4m3 {n}^3 (tilefuse, µs): {scaled[0] or 0:.0f} ({2 * n ** 3 / (scaled[0] or 1) / 1e6:.0f} TF/s); "
+              f"as written {as_written or 0:.0f}; bf16 {bf16 or 0:.0f}; bf16 / block-scaled "
+              f"{(bf16 or 0) / (scaled[0] or 1):.2f}x", flush=True)
+        if scaled[1]:
+            print(f"  {n}^3 block-scaled: {scaled[1]['groups'][0]['strategy']}", file=sys.stderr, flush=True)
+        rows.append({"block_scaled": n, "tilefuse_us": {"block_scaled": scaled[0], "as_written": as_written, "bf16": bf16}})
     m, h, f = MLP
     mlp = {kind: tilefuse_us(a.tilefuse, os.path.join(a.models, f"mlp_{kind}_{m}x{h}x{f}.onnx"))[0] for kind in ("e4m3", "bf16")}
     mlp["e4m3 fast"] = tilefuse_us(a.tilefuse, os.path.join(a.models, f"mlp_e4m3_{m}x{h}x{f}.onnx"), "--precision", "high")[0]

@@ -31,6 +31,9 @@ PassOptions CudaPassOptions() {
   options.pad_gemm_depth = true;
   options.column_padding_into_products = true;
   options.fp8_products = true;
+  // Block-scaled FP8 products on the template only where asked until checked on a GPU (the
+  // template's block scales compiled for sm_90a, 2026-12-04, not yet run).
+  options.fp8_block_scales = SwitchedOn("TILEFUSE_FP8_BLOCK_SCALES");
   options.keep_attention_grads = true;
   return options;
 }

@@ -15,6 +15,7 @@ Status GroupableOverN(const GemmTemplateKernel& g) {
   if (g.a_mn_major >= 0) return InvalidArgument("A is read MN-major");
   if (g.b_k_major < 0 || !g.b_read_only) return InvalidArgument("B is not a K-major weight");
   if (g.b_rows != 0 || g.b_k_rows != 0) return InvalidArgument("B's rows are padded");
+  if (g.scale_blocks != 0) return InvalidArgument("a block-scaled FP8 product");
   if (g.n % 64 != 0) return InvalidArgument(fmt::format("N = {} is not a multiple of 64", g.n));
   return Status::Ok();
 }

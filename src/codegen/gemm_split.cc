@@ -7,7 +7,8 @@ namespace tilefuse {
 GemmSplit SplitGemmGroup(const Graph& g, const FusionGroup& group) {
   GemmSplit split;
   for (int id : group.nodes)
-    if (g.node(id).op == OpCode::kMatMul || g.node(id).op == OpCode::kConv) split.matmul = id;
+    if (g.node(id).op == OpCode::kMatMul || g.node(id).op == OpCode::kBlockScaledMatMul || g.node(id).op == OpCode::kConv)
+      split.matmul = id;
   std::vector<bool> ancestor(g.num_nodes(), false);
   ancestor[split.matmul] = true;
   for (auto it = group.nodes.rbegin(); it != group.nodes.rend(); ++it)

@@ -336,6 +336,12 @@ StatusOr<GemmTemplateKernel> LowerGemmTemplate(const Graph& g, const FusionGroup
     const int source = PlainTransposeSource(g, t.b, t.operand_dtype, t.n, t.k);
     if (source >= 0 && g.node(source).op == OpCode::kConstant) t.b_k_major = source;
   }
+  // Block scales: each block whole K steps (128 columns of 8-bit K), the scales in memory.
+  if (t.scale_blocks) {
+    if (t.k % (t.scale_blocks * 128) != 0)
+      return Unimplemented(fmt::format("blocks of {} columns of K: the FP8 template scales whole steps of 128", t.k / t.scale_blocks));
+    if (inlined[t.block_scale_a] || inlined[t.block_scale_b]) return Unimplemented("block scales computed where they are read");
+  }
   // The 3xTF32 form writes B's parts K-major itself (a weight given as [in][out]: GPT-2's Conv1D).
   if (!half && !t.split_f32 && t.b_k_major < 0)
     return Unimplemented(fmt::format("{} tensor cores read B K-major only: this product's B is not the transpose of an [N][K] value", kind));
@@ -372,6 +378,12 @@ StatusOr<GemmTemplateKernel> LowerGemmProblem(const Graph& g, const FusionGroup&
     t.batch = entries;
   } else {
     return Unimplemented("batch dimensions broadcast in a way the GEMM template does not take (only a shared B)");
+  }
+  if (mm.op == OpCode::kBlockScaledMatMul) {
+    t.block_scale_a = mm.inputs[2];
+    t.block_scale_b = mm.inputs[3];
+    t.scale_blocks = g.node(mm.inputs[3]).shape[0];
+    if (t.batch != 1) return Unimplemented("a block-scaled FP8 product of a B per batch entry");
   }
   t.store_product = std::find(group.outputs.begin(), group.outputs.end(), split.matmul) != group.outputs.end();
   t.outputs = group.outputs;

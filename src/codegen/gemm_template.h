@@ -127,6 +127,10 @@ struct GemmTemplateKernel {
   std::vector<int> partner_loads;
   // A normed by rows in the kernel; unset: A as read.
   std::optional<GemmRowNorm> row_norm;
+  // A block-scaled FP8 product (block_scaled_matmul): its scales, A's [rows][blocks] and B's
+  // [blocks][N] (f32, in memory), each block scaling K / blocks columns of K; -1, 0: none.
+  int block_scale_a = -1, block_scale_b = -1;
+  int64_t scale_blocks = 0;
 };
 
 // The template form of gemm `group`, or the reason it does not apply (the caller keeps

@@ -163,6 +163,22 @@ Status InferMatMul(const Node& a, const Node& b, Node& n) {
   return Status::Ok();
 }
 
+// block_scaled_matmul's scales: sa [..., M, KB] as A's batch and rows, sb [KB, N], f32, KB
+// dividing K; its operands 8-bit floats, B shared by every batch entry.
+Status CheckBlockScales(const Graph& g, const Node& n) {
+  const Node &a = g.node(n.inputs[0]), &b = g.node(n.inputs[1]), &sa = g.node(n.inputs[2]), &sb = g.node(n.inputs[3]);
+  if (!IsFloat8(a.dtype) || !IsFloat8(b.dtype) || b.rank() != 2)
+    return InvalidArgument("block_scaled_matmul multiplies 8-bit floats by a 2-D B");
+  const int64_t k = a.shape.back(), blocks = sb.rank() == 2 ? sb.shape[0] : 0;
+  Shape expected_sa = a.shape;
+  expected_sa.back() = blocks;
+  if (sa.dtype != DType::kF32 || sb.dtype != DType::kF32 || blocks <= 0 || k % blocks != 0 || sa.shape != expected_sa ||
+      sb.shape != Shape{blocks, b.shape[1]})
+    return InvalidArgument(fmt::format("block_scaled_matmul's scales {} and {} do not fit {} x {} in blocks of K", ShapeToString(sa.shape),
+                                       ShapeToString(sb.shape), ShapeToString(a.shape), ShapeToString(b.shape)));
+  return Status::Ok();
+}
+
 // The output spatial sizes of a sliding window (conv, pools, window) over input x.
 StatusOr<Shape> WindowOutputSizes(const Node& x, const Node& n) {
   const Attrs& a = n.attrs;
@@ -296,7 +312,10 @@ Status InferNodeType(const Graph& g, Node& n) {
     case OpKind::Pointwise: RETURN_IF_ERROR(InferPointwise(g, n)); break;
     case OpKind::Broadcast: RETURN_IF_ERROR(InferBroadcast(g.node(n.inputs[0]), n)); break;
     case OpKind::Reduction: RETURN_IF_ERROR(InferReduction(g.node(n.inputs[0]), n)); break;
-    case OpKind::Contraction: RETURN_IF_ERROR(InferMatMul(g.node(n.inputs[0]), g.node(n.inputs[1]), n)); break;
+    case OpKind::Contraction:
+      RETURN_IF_ERROR(InferMatMul(g.node(n.inputs[0]), g.node(n.inputs[1]), n));
+      if (n.op == OpCode::kBlockScaledMatMul) RETURN_IF_ERROR(CheckBlockScales(g, n));
+      break;
     case OpKind::Opaque:
       RETURN_IF_ERROR(IsAttentionGrad(n.op) ? InferAttentionGrad(g, n) : InferWindow(g, n));
       break;

@@ -47,12 +47,40 @@ bool ConstantAlong(const Shape& scale, const Shape& operand, size_t dim) {
   return dim < missing || scale[dim - missing] == 1;
 }
 
+// A blocked scale as the importer writes it (frontend/onnx/quantize.cc, RepeatedBlocks): a
+// value with `blocks` entries along `axis` of `operand`, each repeated operand[axis] / blocks
+// times: reshape(broadcast(reshape(v, v with 1 after axis), v with the block after axis),
+// operand), perhaps cast to f32. Its value v, or -1.
+int BlockedScale(const Graph& g, int scale, const Shape& operand, size_t axis, int64_t* blocks) {
+  if (g.node(scale).op == OpCode::kCast) scale = g.node(scale).inputs[0];  // a 16-bit scale made f32
+  const Node& whole = g.node(scale);
+  if (whole.op != OpCode::kReshape || whole.shape != operand) return -1;
+  const Node& repeated = g.node(whole.inputs[0]);
+  if (repeated.op != OpCode::kBroadcast) return -1;
+  const Node& split = g.node(repeated.inputs[0]);
+  if (split.op != OpCode::kReshape) return -1;
+  const Node& v = g.node(split.inputs[0]);
+  if (v.rank() != static_cast<int>(operand.size()) || v.shape[axis] <= 0 || operand[axis] % v.shape[axis] != 0) return -1;
+  Shape expected_split = v.shape, expected_repeated = v.shape;
+  expected_split.insert(expected_split.begin() + axis + 1, 1);
+  expected_repeated.insert(expected_repeated.begin() + axis + 1, operand[axis] / v.shape[axis]);
+  for (size_t d = 0; d < operand.size(); ++d)
+    if (d != axis && v.shape[d] != operand[d]) return -1;
+  if (split.shape != expected_split || repeated.shape != expected_repeated) return -1;
+  *blocks = v.shape[axis];
+  return v.id;
+}
+
 struct Fp8Product {
   Dequantized a, b;
   bool b_transposed = false;  // B is the transpose of the dequantized [N][K] value
+  // Blocks of K with scales of their own (0: each scale constant along K): a's scale is then
+  // [..., M, blocks] or constant along K, b's [blocks, N] (as B is read) or constant along K.
+  int64_t blocks = 0;
+  bool a_blocked = false, b_blocked = false;
 };
 
-std::optional<Fp8Product> MatchFp8Product(const Graph& g, const Node& product) {
+std::optional<Fp8Product> MatchFp8Product(const Graph& g, const Node& product, bool block_scales) {
   const Node &a = g.node(product.inputs[0]), &b = g.node(product.inputs[1]);
   // B shared by every batch entry, and K rows of whole 16-byte units (TMA's row strides).
   if (a.rank() < 2 || b.rank() != 2 || a.shape.back() % 16 != 0) return std::nullopt;
@@ -67,9 +95,21 @@ std::optional<Fp8Product> MatchFp8Product(const Graph& g, const Node& product) {
   const Node &qa = g.node(da->quantized), &qb = g.node(db->quantized);
   // One tensor-core type a kernel; B K-major: wᵀ read from w, or a constant stored so.
   if (qa.dtype != qb.dtype || (!p.b_transposed && qb.op != OpCode::kConstant)) return std::nullopt;
-  if (!ConstantAlong(g.node(da->scale).shape, qa.shape, qa.rank() - 1) ||
-      !ConstantAlong(g.node(db->scale).shape, qb.shape, p.b_transposed ? 1 : 0))
-    return std::nullopt;
+  const size_t a_k = qa.rank() - 1, b_k = p.b_transposed ? 1 : 0;
+  if (!ConstantAlong(g.node(da->scale).shape, qa.shape, a_k)) {
+    const int blocked = block_scales ? BlockedScale(g, da->scale, qa.shape, a_k, &p.blocks) : -1;
+    if (blocked < 0) return std::nullopt;
+    da->scale = blocked;
+    p.a_blocked = true;
+  }
+  if (!ConstantAlong(g.node(db->scale).shape, qb.shape, b_k)) {
+    int64_t blocks = 0;
+    const int blocked = block_scales ? BlockedScale(g, db->scale, qb.shape, b_k, &blocks) : -1;
+    if (blocked < 0 || (p.blocks != 0 && blocks != p.blocks)) return std::nullopt;
+    db->scale = blocked;
+    p.blocks = blocks;
+    p.b_blocked = true;
+  }
   p.a = *da;
   p.b = *db;
   return p;
@@ -77,10 +117,10 @@ std::optional<Fp8Product> MatchFp8Product(const Graph& g, const Node& product) {
 
 }  // namespace
 
-StatusOr<Graph> MakeFp8Products(const Graph& graph) {
+StatusOr<Graph> MakeFp8Products(const Graph& graph, const Fp8ProductOptions& options) {
   GraphRewriter rewriter(graph);
   for (const Node& node : graph.nodes()) {
-    const std::optional<Fp8Product> p = node.op == OpCode::kMatMul ? MatchFp8Product(graph, node) : std::nullopt;
+    const std::optional<Fp8Product> p = node.op == OpCode::kMatMul ? MatchFp8Product(graph, node, options.block_scales) : std::nullopt;
     if (!p) {
       rewriter.CopyNode(node);
       continue;
@@ -92,9 +132,21 @@ StatusOr<Graph> MakeFp8Products(const Graph& graph) {
       qb = b.Transpose(qb, {1, 0});
       if (b.rank(scale_b) == 2) scale_b = b.Transpose(scale_b, {1, 0});
     }
-    Value product = b.MatMul(rewriter.Map(p->a.quantized), qb);  // f32
-    Value scaled = b.Mul(b.Mul(product, rewriter.Map(p->a.scale)), scale_b);
-    rewriter.SetMap(node.id, b.Cast(scaled, node.dtype));
+    Value qa = rewriter.Map(p->a.quantized), scale_a = rewriter.Map(p->a.scale);
+    if (p->blocks == 0) {
+      Value product = b.MatMul(qa, qb);  // f32
+      rewriter.SetMap(node.id, b.Cast(b.Mul(b.Mul(product, scale_a), scale_b), node.dtype));
+      continue;
+    }
+    // Block scales: [..., M, blocks] and [blocks, N], a scale constant along K repeated.
+    Shape a_scales = b.shape(qa);
+    a_scales.back() = p->blocks;
+    const Shape b_scales = {p->blocks, b.shape(qb)[1]};
+    // (A scale constant along K broadcasts to them: its K entry is 1 or absent.)
+    scale_a = b.BroadcastTo(b.Cast(scale_a, DType::kF32), a_scales);
+    scale_b = b.BroadcastTo(b.Cast(scale_b, DType::kF32), b_scales);
+    Value product = b.AddNode(OpCode::kBlockScaledMatMul, {qa, qb, scale_a, scale_b}, {});  // f32
+    rewriter.SetMap(node.id, b.Cast(product, node.dtype));
   }
   return rewriter.Finish();
 }

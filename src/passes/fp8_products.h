@@ -12,7 +12,14 @@
 //     cast(matmul(qa, qb) · sa · sb)           the product of 8-bit floats, in f32
 //
 // and the GEMM template runs it on the FP8 tensor cores (twice the 16-bit rate, half the
-// bytes read), the scales and the cast in its epilogue with whatever follows. Hopper's FP8
+// bytes read), the scales and the cast in its epilogue with whatever follows. Scales in blocks
+// of K (ONNX's blocked DequantizeLinear, which the importer repeats to the operand's shape;
+// DeepGEMM's 1x128) do not leave the sum: such a product becomes
+//
+//     cast(block_scaled_matmul(qa, qb, sa, sb))  sa [..., M, blocks], sb [blocks, N]
+//
+// (a scale constant along K on the other side repeated to blocks), each block's sum scaled
+// apart (with `block_scales`). Hopper's FP8
 // tensor cores read both operands K-major, so B must be a constant (stored K-major by
 // passes/k_major_weights.h, `float8`) or the transpose of an [N][K] value (x · wᵀ): other
 // products, and products whose K rows are not whole 16-byte units (TMA), stay as they are.
@@ -27,6 +34,10 @@
 
 namespace tilefuse {
 
-StatusOr<Graph> MakeFp8Products(const Graph& graph);
+struct Fp8ProductOptions {
+  bool block_scales = false;  // products with block scales too (else they stay as written)
+};
+
+StatusOr<Graph> MakeFp8Products(const Graph& graph, const Fp8ProductOptions& options = {});
 
 }  // namespace tilefuse

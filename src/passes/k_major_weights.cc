@@ -39,7 +39,8 @@ StatusOr<Graph> StoreWeightsKMajor(const Graph& graph, const KMajorWeightsOption
   GraphRewriter rewriter(graph);
   std::vector<int> k_major(graph.num_nodes(), -1);  // per constant: its transposed view, made once
   for (const Node& node : graph.nodes()) {
-    if (node.op != OpCode::kMatMul || !TakesKMajorCopy(graph.node(node.inputs[1]), options)) {
+    const bool product = node.op == OpCode::kMatMul || node.op == OpCode::kBlockScaledMatMul;
+    if (!product || !TakesKMajorCopy(graph.node(node.inputs[1]), options)) {
       rewriter.CopyNode(node);
       continue;
     }
@@ -50,6 +51,11 @@ StatusOr<Graph> StoreWeightsKMajor(const Graph& graph, const KMajorWeightsOption
       k_major[b.id] = builder.Transpose(builder.Constant(Transposed(*b.attrs.value)), {1, 0}).id;
     }
     rewriter.SetLocation(node);
+    if (node.op == OpCode::kBlockScaledMatMul) {
+      rewriter.SetMap(node.id, builder.AddNode(node.op, {rewriter.Map(node.inputs[0]), Value{k_major[b.id]}, rewriter.Map(node.inputs[2]),
+                                                         rewriter.Map(node.inputs[3])}, node.attrs));
+      continue;
+    }
     rewriter.SetMap(node.id, builder.MatMul(rewriter.Map(node.inputs[0]), Value{k_major[b.id]}, node.attrs.tf32));
   }
   return rewriter.Finish();

@@ -45,7 +45,33 @@ void MultiplyMatrices(const double* a, const double* b, double* c, int64_t m, in
 
 }  // namespace
 
+// block_scaled_matmul: each block of K summed apart, scaled by sa[row, block] · sb[block, col].
+Status ComputeBlockScaledMatMul(const Node& node, const std::vector<Operand>& in, Values& out) {
+  const Operand &a = in[0], &b = in[1], &sa = in[2], &sb = in[3];
+  const int64_t k = a.dim(a.rank() - 1), n = b.dim(1), blocks = sb.dim(0), block = k / blocks;
+  const int64_t rows = NumElements(*a.shape) / k;  // batch entries folded into rows (B is shared)
+  std::vector<double> partial(n);
+  for (int64_t i = 0; i < rows; ++i) {
+    double* c_row = out.data() + i * n;
+    std::fill(c_row, c_row + n, 0.0);
+    for (int64_t kb = 0; kb < blocks; ++kb) {
+      std::fill(partial.begin(), partial.end(), 0.0);
+      for (int64_t p = kb * block; p < (kb + 1) * block; ++p) {
+        const double a_ip = a.data()[i * k + p];
+        const double* b_row = b.data() + p * n;
+        for (int64_t j = 0; j < n; ++j) partial[j] += a_ip * b_row[j];
+      }
+      const double row_scale = sa.data()[i * blocks + kb];
+      const double* column_scales = sb.data() + kb * n;
+      for (int64_t j = 0; j < n; ++j) c_row[j] += row_scale * column_scales[j] * partial[j];
+    }
+  }
+  TF_CHECK(node.dtype == DType::kF32);
+  return Status::Ok();
+}
+
 Status ComputeMatMul(const Node& node, const std::vector<Operand>& in, Values& out, bool accumulate_in_dtype) {
+  if (node.op == OpCode::kBlockScaledMatMul) return ComputeBlockScaledMatMul(node, in, out);
   const Operand& a = in[0];
   const Operand& b = in[1];
   TF_CHECK(a.rank() >= 2 && b.rank() >= 2 && node.rank() >= 2);

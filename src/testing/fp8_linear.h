@@ -14,11 +14,27 @@
 
 namespace tilefuse {
 
-inline PlannedText PlanFp8Linear(int64_t m, int64_t k, int64_t n, DType type, const PassOptions& passes) {
+// `v` repeated in blocks along `axis` to `operand`'s shape, as the importer writes a blocked
+// DequantizeLinear's scale.
+inline Value RepeatedBlocks(GraphBuilder& b, Value v, const Shape& operand, int64_t axis) {
+  Shape split = b.shape(v), repeated = b.shape(v);
+  const int64_t block = operand[axis] / split[axis];
+  split.insert(split.begin() + axis + 1, 1);
+  repeated.insert(repeated.begin() + axis + 1, block);
+  return b.Reshape(b.BroadcastTo(b.Reshape(v, split), repeated), operand);
+}
+
+// `block_scales`: x's scale per row and 128 columns of K, the weight's per 128 rows of K and
+// column (DeepGEMM's scaling as ONNX's blocked DequantizeLinear writes it), instead of per
+// tensor and per column.
+inline PlannedText PlanFp8Linear(int64_t m, int64_t k, int64_t n, DType type, const PassOptions& passes, bool block_scales = false) {
   GraphBuilder b;
   auto dequantize = [&](Value q, Value scale) { return b.Cast(b.Mul(b.Cast(q, DType::kF32), scale), DType::kBF16); };
-  Value x = dequantize(b.Parameter("x", type, {m, k}), b.Parameter("sx", DType::kF32, {}));
-  Value w = dequantize(b.Constant(Tensor::Random(type, {k, n}, 11)), b.Constant(Tensor::Random(DType::kF32, {1, n}, 12)));
+  Value sx = block_scales ? RepeatedBlocks(b, b.Parameter("sx", DType::kF32, {m, k / 128}), {m, k}, 1) : b.Parameter("sx", DType::kF32, {});
+  Value sw = block_scales ? RepeatedBlocks(b, b.Constant(Tensor::Random(DType::kF32, {k / 128, n}, 12)), {k, n}, 0)
+                          : b.Constant(Tensor::Random(DType::kF32, {1, n}, 12));
+  Value x = dequantize(b.Parameter("x", type, {m, k}), sx);
+  Value w = dequantize(b.Constant(Tensor::Random(type, {k, n}, 11)), sw);
   b.Output(b.Add(b.MatMul(x, w), b.Parameter("bias", DType::kBF16, {n})), "y");
   PlannedText out;
   auto graph = b.Build();

@@ -161,6 +161,33 @@ TEST(TemplateSkeletonsTest, Fp8GemmCompilesInItsFormsAndTypes) {
   EXPECT_GE(compiled, 14);
 }
 
+// Block-scaled FP8 products (each K step's sums scaled by A's row and B's column scales of its
+// block, TILEFUSE_FP8_BLOCK_SCALES): the rule's form, ping-pong, split-K at few rows, stream-K.
+TEST(TemplateSkeletonsTest, BlockScaledFp8GemmCompilesInItsForms) {
+  StatusOr<NvrtcCompiler> nvrtc = ColdCompiler();
+  if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available, skeletons not compiled: " << nvrtc.status().ToString();
+  PassOptions passes = CudaPassOptions();
+  passes.fp8_block_scales = true;
+  CudaGemmConfig pingpong, stream_k;
+  pingpong.pingpong = true;
+  stream_k.stream_k = true;
+  int compiled = 0;
+  for (auto [rows, k] : {std::pair<int64_t, int64_t>{4096, 1024}, {128, 3072}}) {
+    const PlannedText planned = PlanFp8Linear(rows, k, 2048, DType::kF8E4M3, passes, /*block_scales=*/true);
+    StatusOr<GemmTemplateKernel> gemm = GemmOf(planned);
+    ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
+    ASSERT_EQ(gemm->scale_blocks, k / 128);
+    for (const CudaGemmConfig& config : {CudaGemmConfig{}, pingpong, stream_k}) {
+      StatusOr<CudaKernelSource> source = EmitCudaGemm(*gemm, config);
+      if (!source.ok()) continue;  // ping-pong where the rule splits K, stream-K without a partial round
+      EXPECT_NE(source->strategy.find("block scales"), std::string::npos) << source->strategy;
+      CompileAndReport(*nvrtc, *source, fmt::format("block-scaled gemm {}x{}: {}", rows, k, source->strategy.substr(14, 60)));
+      ++compiled;
+    }
+  }
+  EXPECT_GE(compiled, 4);
+}
+
 // The skinny GEMM skeleton: A's rows padded to 16, 48 and 64, B MN-major and K-major, bf16
 // and f16, one and two consumers, with and without split-K.
 TEST(TemplateSkeletonsTest, SkinnyGemmCompilesInItsShapesAndElementTypes) {

@@ -206,7 +206,7 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
   const bool short_tf32 = g.operand_dtype == DType::kF32 && !g.split_f32 && g.k <= 1024 && g.rows > 64 && Tiles(g, 128, 128) >= c.sm_count;
   c.pingpong = c.pingpong.value_or(short_tf32);
   // Promoted sums for FP8 and 3xTF32 (gemm_sm90_consumer.cuh says why).
-  c.promote = g.split_f32 || (IsFloat8(g.operand_dtype) && c.promote.value_or(true));  // 3xTF32's A registers need it
+  c.promote = g.split_f32 || g.scale_blocks != 0 || (IsFloat8(g.operand_dtype) && c.promote.value_or(true));  // 3xTF32's A registers need it
   if (c.block_n == 0) {
     // The width whose tiles end soonest: the persistent grid's rounds (every SM a tile a
     // round) times a tile's columns, a column a little dearer in a narrower tile (its A tile
@@ -246,6 +246,7 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
           // 3xTF32's parts of B add to a stage (128 columns keep 4 stages, 3 with B transposed;
           // wider tiles were slower when A's parts took shared memory too, not timed since).
           if (g.split_f32 && n > 128) continue;
+          if (g.scale_blocks && n > 128) continue;  // block scales beside wider promoted sums spilled (128x192)
           if (split_by_pair && n % (64 * c.cluster_m) != 0) continue;
           if (m == 192 && n < 128) continue;
           if (!PartsTakeWidth(g, n)) continue;  // a tile's columns in one part of a grouped product

@@ -122,6 +122,15 @@ class GemmEmitter {
       maps += fmt::format("{}, norm_scale, {:.9e}f", g_.n_parts.empty() && g_.gate.empty() ? ", {}" : "", g_.row_norm->epsilon);
       s.strategy += fmt::format(", A normed by rows in registers (%{}'s norm)", g_.row_norm->normed);
     }
+    if (g_.scale_blocks) {
+      // Block scales after the norm's fields (a plain product names its empty more_b first).
+      parameters += ", const float* __restrict__ block_scale_a, const float* __restrict__ block_scale_b";
+      s.launch.args.push_back({LaunchArg::Kind::kBuffer, g_.block_scale_a, {}, 0});
+      s.launch.args.push_back({LaunchArg::Kind::kBuffer, g_.block_scale_b, {}, 0});
+      if (!g_.row_norm) maps += g_.n_parts.empty() && g_.gate.empty() ? ", {}, nullptr, 0.0f" : ", nullptr, 0.0f";
+      maps += ", block_scale_a, block_scale_b";
+      s.strategy += fmt::format(", block scales ({} blocks of K)", g_.scale_blocks);
+    }
     const bool scratch = c_.splits > 1 || StreamKTiles(g_, c_) > 0;  // split-K's or stream-K's counters and partials
     if (scratch) {
       parameters += ", unsigned* __restrict__ tile_counters, float* __restrict__ partials";
@@ -155,6 +164,8 @@ class GemmEmitter {
       return InvalidArgument(fmt::format("{}: {} x {} accumulators per consumer{} (at most {} registers a thread)", g_.name,
                                          ConsumerRows(c_), c_.block_n, *c_.promote ? ", twice over promoted" : "",
                                          MaxAccumulatorRegisters(c_)));
+    if (g_.scale_blocks && (!*c_.promote || c_.block_n > 128))
+      return InvalidArgument(fmt::format("{}: block scales apply to promoted sums (each K step's apart), at most 128 columns a tile", g_.name));
     if (*c_.promote && ((!IsFloat8(g_.operand_dtype) && !g_.split_f32) || *c_.overlap_epilogue))
       return InvalidArgument(fmt::format("{}: promoted sums are for FP8 and 3xTF32 products without an overlapped epilogue", g_.name));
     if (c_.stages < 2) return InvalidArgument(fmt::format("{}: {} stages (need at least 2)", g_.name, c_.stages));
@@ -336,6 +347,7 @@ class GemmEmitter {
         "    enum : int {{ kProducerRegisters = {}, kConsumerRegisters = {}, kPromote = {} }};\n"
         "    enum : int {{ kBBeforeWait = {}, kSplitTf32 = {}, kEpilogueWrites = {} }};\n"
         "    enum : int {{ kBParts = {}, kBPart1 = {}, kBPart2 = {}, kBPart3 = {}, kGated = {}, kPartnerGroups = {}, kNormA = {} }};\n"
+        "    enum : int {{ kScaleBlocks = {} }};\n"
         "  }};\n",
         types, c_.block_m, c_.block_n, c_.stages, c_.group_m, c_.cluster_m, c_.splits, StepsPerSplit(g_, c_), StreamKTiles(g_, c_),
         StreamKCtas(g_, c_), g_.rows, g_.n, g_.k,
@@ -344,7 +356,7 @@ class GemmEmitter {
         g_.a_mn_major >= 0 ? 1 : 0, g_.b_k_major >= 0 ? 1 : 0, g_.split_f32 ? kSplitterRegisters : kProducerRegisters,
         g_.split_f32 ? kSplitConsumerRegisters : Consumers(c_) == 3 ? kThreeConsumerRegisters : kConsumerRegisters, *c_.promote ? 1 : 0,
         g_.b_read_only && c_.cluster_m == 1 ? 1 : 0, g_.split_f32 ? 1 : 0, EpilogueWrites() ? 1 : 0, std::max<size_t>(1, g_.n_parts.size()),
-        PartStart(1), PartStart(2), PartStart(3), g_.gate.empty() ? 0 : 1, g_.partner / 8, g_.row_norm ? 1 : 0);
+        PartStart(1), PartStart(2), PartStart(3), g_.gate.empty() ? 0 : 1, g_.partner / 8, g_.row_norm ? 1 : 0, g_.scale_blocks);
   }
   // An overlapped epilogue's chunks: of a tile's output columns (a gated product's are half).
   int OutputChunks() const {

@@ -45,6 +45,9 @@ struct GemmMaps {
   // A normed by rows (kNormA): the norm's scale, one 16-bit value a column of K, and its epsilon.
   const void* norm_scale;
   float norm_epsilon;
+  // Block scales (kScaleBlocks > 0): A's [rows][blocks] and B's [blocks][N], f32.
+  const float* block_scale_a;
+  const float* block_scale_b;
 };
 
 // ---- A loaders: one K step of A's tile t.m into a ring slot ----
@@ -158,6 +161,14 @@ struct GemmShape : Config {
                             Config::kSplits == 1 && Config::kStreamTiles == 0 && Config::kK % kBK == 0 && !Config::kStagedLoad &&
                             !Config::kRingedLoad),
                 "gemm_sm90 norms a 16-bit K-major A of whole K steps on cooperative consumers, one unit a tile, the epilogue in the tail");
+  // Block scales (kScaleBlocks > 0: DeepGEMM's scaling, passes/fp8_products.h): K in
+  // kScaleBlocks blocks of whole K steps, each step's promoted sums multiplied by its block's
+  // scales of the thread's rows of A and columns of B before they are added (GemmPromote).
+  static constexpr int kScaleBlocks = Config::kScaleBlocks;
+  static_assert(kScaleBlocks == 0 || (Config::kPromote && Element::kBytes == 1 && Config::kK % (kScaleBlocks * kBK) == 0 && !kGated &&
+                                      Config::kBParts == 1 && Config::kBatch == 1),
+                "gemm_sm90 scales blocks of whole K steps of FP8 products with promoted sums, one product of a shared B");
+  static constexpr int kStepsPerScaleBlock = kScaleBlocks ? Config::kK / kBK / kScaleBlocks : 1;
   static constexpr int kTilesM = (Config::kRows + Config::kBM - 1) / Config::kBM;
   static constexpr int kTilesN = (Config::kN + kOutBN - 1) / kOutBN;
   static constexpr int kTiles = kTilesM * kTilesN * Config::kBatch;

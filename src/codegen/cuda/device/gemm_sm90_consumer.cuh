@@ -256,15 +256,43 @@ __device__ __forceinline__ void GemmScaleRowsByNorm(GemmConsumerState<S>& c, flo
 // column half, or the whole width), added into the accumulators (the unit's first step sets
 // them). A half of a tile's columns is a whole number of the D fragment's 8-column groups, so
 // its fragment is d's from kFirstCol / 2 on.
+// Block scales (kScaleBlocks): the step's sums first multiplied by its block's scale of the
+// element's row of A and column of B (rows and columns past the product read the last one's:
+// their sums are never stored). The fragment's element j * 4 + h * 2 + e is row lane / 4 + 8h
+// of the warp's 16, column j * 8 + (lane % 4) * 2 + e.
 template <class S, int kFirstCol, int kCols>
-__device__ __forceinline__ void GemmPromote(GemmConsumerState<S>& c, float (&step)[S::kMBlocks][kCols / 2], bool first) {
+__device__ __forceinline__ void GemmPromote(GemmConsumerState<S>& c, float (&step)[S::kMBlocks][kCols / 2], bool first,
+                                            const GemmMaps& maps, const TileCoordinates& t, int ks) {
 #pragma unroll
   for (int mb = 0; mb < S::kMBlocks; ++mb) {
     Warpgroup::FenceRegisters(step[mb]);
+    if constexpr (S::kScaleBlocks > 0) {
+      const int block = ks / S::kStepsPerScaleBlock;
+      const int row0 = t.m * S::kBM + (S::kPingPong ? 0 : c.consumer * 64) + mb * 64 + c.warp * 16 + c.lane / 4;
+      const float* a_scales = maps.block_scale_a + block;
+      const float row_scale[2] = {__ldg(a_scales + min(row0, S::kRows - 1) * S::kScaleBlocks),
+                                  __ldg(a_scales + min(row0 + 8, S::kRows - 1) * S::kScaleBlocks)};
+      const float* b_scales = maps.block_scale_b + (long long)block * S::kN;
+      const int col0 = t.n * S::kOutBN + kFirstCol + (c.lane % 4) * 2;
 #pragma unroll
-    for (int i = 0; i < kCols / 2; ++i) {
-      float& d = c.d[mb][kFirstCol / 2 + i];
-      d = first ? step[mb][i] : d + step[mb][i];
+      for (int j = 0; j < kCols / 8; ++j)  // each column's scale read once for both rows
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float column_scale = __ldg(b_scales + min(col0 + j * 8 + e, S::kN - 1));
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int i = j * 4 + h * 2 + e;
+            const float scale = row_scale[h] * column_scale;
+            float& d = c.d[mb][kFirstCol / 2 + i];
+            d = first ? step[mb][i] * scale : fmaf(step[mb][i], scale, d);
+          }
+        }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kCols / 2; ++i) {
+        float& d = c.d[mb][kFirstCol / 2 + i];
+        d = first ? step[mb][i] : d + step[mb][i];
+      }
     }
   }
 }
@@ -300,7 +328,7 @@ constexpr int PromotedChainDividing(int steps, int partial, int longest) {
 template <class S>
 constexpr int kUnitSteps = S::kSplits > 1 ? S::kSplitSteps : S::kKSteps;
 template <class S>
-constexpr int kPromotedChain = S::kSplitTf32 || S::kStreamK ? 1
+constexpr int kPromotedChain = S::kSplitTf32 || S::kStreamK || S::kScaleBlocks ? 1
                                : PromotedChainDividing(kUnitSteps<S>, S::kKSteps % kUnitSteps<S>, S::kSplits > 1 ? 2 : 4);
 template <class S>
 __device__ __forceinline__ void GemmPromotedSteps(const GemmSharedMemory<S>& sm, const GemmMaps& maps, GemmConsumerState<S>& c,
@@ -310,14 +338,14 @@ __device__ __forceinline__ void GemmPromotedSteps(const GemmSharedMemory<S>& sm,
     Warpgroup::Wait<0>();
     GemmReleaseSlot(sm, c.ring.stage, c.local);
     c.ring.Advance();
-    GemmPromote<S, 0, S::kBN>(c, c.step[0], ks == k_begin);
+    GemmPromote<S, 0, S::kBN>(c, c.step[0], ks == k_begin, maps, t, ks);
   } else {
     constexpr int kHalf = S::kBN / 2;
     bool first = ks == k_begin;  // the next half 1 added is the unit's first step
     GemmIssueStepInto<S, kHalf, 0>(sm, maps, c, t, ks, load_at, c.step[0], false);
     GemmIssueStepInto<S, kHalf, kHalf>(sm, maps, c, t, ks, load_at, c.step[1], false);
     Warpgroup::Wait<1>();
-    GemmPromote<S, 0, kHalf>(c, c.step[0], first);
+    GemmPromote<S, 0, kHalf>(c, c.step[0], first, maps, t, ks);
     int slot = c.ring.stage;  // the slot half 1 of the last step issued still reads
     c.ring.Advance();
 #pragma unroll
@@ -325,17 +353,17 @@ __device__ __forceinline__ void GemmPromotedSteps(const GemmSharedMemory<S>& sm,
       GemmIssueStepInto<S, kHalf, 0>(sm, maps, c, t, ks + i, load_at, c.step[0], false);
       Warpgroup::Wait<1>();
       GemmReleaseSlot(sm, slot, c.local);
-      GemmPromote<S, kHalf, kHalf>(c, c.step[1], first);
+      GemmPromote<S, kHalf, kHalf>(c, c.step[1], first, maps, t, ks + i - 1);
       first = false;
       GemmIssueStepInto<S, kHalf, kHalf>(sm, maps, c, t, ks + i, load_at, c.step[1], false);
       Warpgroup::Wait<1>();
-      GemmPromote<S, 0, kHalf>(c, c.step[0], false);
+      GemmPromote<S, 0, kHalf>(c, c.step[0], false, maps, t, ks + i);
       slot = c.ring.stage;
       c.ring.Advance();
     }
     Warpgroup::Wait<0>();
     GemmReleaseSlot(sm, slot, c.local);
-    GemmPromote<S, kHalf, kHalf>(c, c.step[1], first);
+    GemmPromote<S, kHalf, kHalf>(c, c.step[1], first, maps, t, ks + kPromotedChain<S> - 1);
   }
 }
 

@@ -7,8 +7,8 @@
 //                     8-bit floats: y = cast(x / scale) with the `saturate` attribute
 //   DynamicQuantizeLinear  uint8 with the scale and zero point computed from x's range (and 0)
 //
-// A blocked scale is repeated to x's shape (RepeatedBlocks): the product's FP8 form
-// (passes/fp8_products.h) does not take it yet, so such a product computes as written.
+// A blocked scale is repeated to x's shape (RepeatedBlocks), the form the FP8 product's
+// block-scaled variant recognises (passes/fp8_products.h).
 #include <fmt/format.h>
 
 #include "frontend/onnx/handler_util.h"

@@ -47,10 +47,9 @@ std::vector<float> Inputs() {
 }
 
 TEST(DeviceFloat8Test, KernelCompilesForSm90a) {
-  StatusOr<NvrtcCompiler> nvrtc = NvrtcCompiler::Create(TestKernelCacheDir());
-  if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available, the conversion kernel not compiled: " << nvrtc.status().ToString();
-  StatusOr<CubinResult> cubin = CompileTestKernel(*nvrtc, kKernel);
-  ASSERT_TRUE(cubin.ok()) << cubin.status().ToString();
+  const CompiledTestKernel compiled = CompileTestKernelForSm90a(kKernel);
+  if (!compiled.skip.empty()) GTEST_SKIP() << compiled.skip << "; the conversion kernel not compiled";
+  ASSERT_TRUE(compiled.status.ok()) << compiled.status.ToString();
 }
 
 TEST(DeviceFloat8Test, EveryTypeConvertsAsTheHostDoes) {

@@ -21,10 +21,9 @@ extern "C" __global__ void __launch_bounds__(256) one_plus_erf(const float* __re
 )";
 
 TEST(DeviceOnePlusErfTest, KernelCompilesForSm90a) {
-  StatusOr<NvrtcCompiler> nvrtc = NvrtcCompiler::Create(TestKernelCacheDir());
-  if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available, the kernel not compiled: " << nvrtc.status().ToString();
-  StatusOr<CubinResult> cubin = CompileTestKernel(*nvrtc, kKernel);
-  ASSERT_TRUE(cubin.ok()) << cubin.status().ToString();
+  const CompiledTestKernel compiled = CompileTestKernelForSm90a(kKernel);
+  if (!compiled.skip.empty()) GTEST_SKIP() << compiled.skip << "; the kernel not compiled";
+  ASSERT_TRUE(compiled.status.ok()) << compiled.status.ToString();
 }
 
 TEST(DeviceOnePlusErfTest, WithinItsBoundOfErfcEverywhere) {

@@ -42,10 +42,9 @@ std::vector<uint32_t> Patterns() {
 bool IsNanBits(uint32_t bits) { return (bits & 0x7fffffffu) > 0x7f800000u; }
 
 TEST(DeviceBf16RoundingTest, KernelCompilesForSm90a) {
-  StatusOr<NvrtcCompiler> nvrtc = NvrtcCompiler::Create(TestKernelCacheDir());
-  if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available, the rounding kernel not compiled: " << nvrtc.status().ToString();
-  StatusOr<CubinResult> cubin = CompileTestKernel(*nvrtc, kKernel);
-  ASSERT_TRUE(cubin.ok()) << cubin.status().ToString();
+  const CompiledTestKernel compiled = CompileTestKernelForSm90a(kKernel);
+  if (!compiled.skip.empty()) GTEST_SKIP() << compiled.skip << "; the rounding kernel not compiled";
+  ASSERT_TRUE(compiled.status.ok()) << compiled.status.ToString();
 }
 
 

@@ -39,6 +39,19 @@ inline StatusOr<CubinResult> CompileTestKernel(NvrtcCompiler& nvrtc, const char*
   return nvrtc.Compile(CudaTranslationUnit({source}), "sm_90a");
 }
 
+// A hand-written kernel compiled for sm_90a, no GPU needed (a test's KernelCompilesForSm90a):
+// `skip` says why it could not be (no NVRTC), `status` a failure to compile.
+struct CompiledTestKernel {
+  std::string skip;
+  Status status;
+};
+inline CompiledTestKernel CompileTestKernelForSm90a(const char* text) {
+  StatusOr<NvrtcCompiler> nvrtc = NvrtcCompiler::Create(TestKernelCacheDir());
+  if (!nvrtc.ok()) return {"NVRTC not available: " + nvrtc.status().ToString(), Status::Ok()};
+  StatusOr<CubinResult> cubin = CompileTestKernel(*nvrtc, text);
+  return {"", cubin.ok() ? Status::Ok() : cubin.status()};
+}
+
 // A hand-written kernel compiled and loaded on the GPU (LoadTestKernel): `skip` says why it
 // could not be (no NVRTC, no GPU), `status` a failure to compile or load; the module is
 // unloaded with it.

@@ -4,9 +4,12 @@
 # tensor cores' own accumulation under --precision high, ping-pong and cooperative consumers),
 # then compute-sanitizer; then bench/fp8_gemm.py against torch._scaled_mm and bf16.
 #
-#   bench/experiments/fp8_gemm.sh BUNDLE OUT
+#   bench/experiments/fp8_gemm.sh BUNDLE OUT   (BUNDLE build-gpu/bundle: unpacked from
+#                                               build-gpu/bundle.tar.xz where it is not yet)
 set -u
 B=$1 OUT=$2
+[ -x "$B/tilefuse" ] || tar -C "$(dirname "$B")" -xJf "$(dirname "$B")/bundle.tar.xz"
+export LD_LIBRARY_PATH="$PWD/$B/lib:${LD_LIBRARY_PATH:-}"
 source "$(dirname "$0")/template_checks.sh"
 mkdir -p "$OUT"
 log="$OUT/fp8-gemm.log"

@@ -9,7 +9,7 @@
 set -u
 B=$1 OUT=$2
 [ -x "$B/tilefuse" ] || tar -C "$(dirname "$B")" -xJf "$(dirname "$B")/bundle.tar.xz"
-export LD_LIBRARY_PATH="$PWD/$B/lib:${LD_LIBRARY_PATH:-}"
+export LD_LIBRARY_PATH="$(realpath "$B")/lib:${LD_LIBRARY_PATH:-}"
 source "$(dirname "$0")/template_checks.sh"
 mkdir -p "$OUT"
 log="$OUT/fp8-gemm.log"

@@ -77,7 +77,6 @@ struct Fp8Product {
   // Blocks of K with scales of their own (0: each scale constant along K): a's scale is then
   // [..., M, blocks] or constant along K, b's [blocks, N] (as B is read) or constant along K.
   int64_t blocks = 0;
-  bool a_blocked = false, b_blocked = false;
 };
 
 std::optional<Fp8Product> MatchFp8Product(const Graph& g, const Node& product, bool block_scales) {
@@ -100,7 +99,6 @@ std::optional<Fp8Product> MatchFp8Product(const Graph& g, const Node& product, b
     const int blocked = block_scales ? BlockedScale(g, da->scale, qa.shape, a_k, &p.blocks) : -1;
     if (blocked < 0) return std::nullopt;
     da->scale = blocked;
-    p.a_blocked = true;
   }
   if (!ConstantAlong(g.node(db->scale).shape, qb.shape, b_k)) {
     int64_t blocks = 0;
@@ -108,7 +106,6 @@ std::optional<Fp8Product> MatchFp8Product(const Graph& g, const Node& product, b
     if (blocked < 0 || (p.blocks != 0 && blocks != p.blocks)) return std::nullopt;
     db->scale = blocked;
     p.blocks = blocks;
-    p.b_blocked = true;
   }
   p.a = *da;
   p.b = *db;

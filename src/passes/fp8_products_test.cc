@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "passes/pass_test_util.h"
+#include "testing/fp8_linear.h"
 #include "reference/interpreter.h"
 #include "tilefuse/builder.h"
 
@@ -145,30 +146,22 @@ TEST(Fp8ProductsTest, AZeroPointOfZerosIsTaken) {
 // (2 blocks), a constant weight [K, N] with one per 32 rows and column, or a weight given [N, K]
 // and transposed with its scales [N, 2]; a per-tensor scale on the other side repeated to the
 // blocks. The product becomes block_scaled_matmul and computes what the graph did.
-Value Repeated(GraphBuilder& b, Value v, const Shape& operand, int64_t axis) {
-  Shape split = b.shape(v), repeated = b.shape(v);
-  const int64_t block = operand[axis] / split[axis];
-  split.insert(split.begin() + axis + 1, 1);
-  repeated.insert(repeated.begin() + axis + 1, block);
-  return b.Reshape(b.BroadcastTo(b.Reshape(v, split), repeated), operand);
-}
-
 TEST(Fp8ProductsTest, BlockScalesBecomeABlockScaledProduct) {
   for (int form = 0; form < 3; ++form) {
     SCOPED_TRACE(form);
     GraphBuilder b;
     Value x = b.Parameter("x", DType::kF8E4M3, {16, 64});
-    Value sx = form == 1 ? b.Scalar(0.5, DType::kF32) : Repeated(b, b.Parameter("sx", DType::kF32, {16, 2}), {16, 64}, 1);
+    Value sx = form == 1 ? b.Scalar(0.5, DType::kF32) : RepeatedBlocks(b, b.Parameter("sx", DType::kF32, {16, 2}), {16, 64}, 1);
     Value xd = b.Mul(b.Cast(x, DType::kF32), sx);
     Value w;
     if (form == 2) {  // a weight [N, K], blocked along its K, transposed
       Value wnk = b.Parameter("w", DType::kF8E4M3, {24, 64});
-      Value wd = b.Mul(b.Cast(wnk, DType::kF32), Repeated(b, b.Parameter("sw", DType::kF32, {24, 2}), {24, 64}, 1));
+      Value wd = b.Mul(b.Cast(wnk, DType::kF32), RepeatedBlocks(b, b.Parameter("sw", DType::kF32, {24, 2}), {24, 64}, 1));
       w = b.Transpose(wd, {1, 0});
     } else {
       Value wkn = b.Constant(Tensor::Random(DType::kF8E4M3, {64, 24}, 3));
       w = b.Mul(b.Cast(wkn, DType::kF32), form == 0 ? b.Scalar(0.25, DType::kF32)
-                                                   : Repeated(b, b.Constant(Tensor::Random(DType::kF32, {2, 24}, 4)), {64, 24}, 0));
+                                                   : RepeatedBlocks(b, b.Constant(Tensor::Random(DType::kF32, {2, 24}, 4)), {64, 24}, 0));
     }
     b.Output(b.MatMul(xd, w), "y");
     auto graph = b.Build();
@@ -192,7 +185,7 @@ TEST(Fp8ProductsTest, BlockScalesBecomeABlockScaledProduct) {
 TEST(Fp8ProductsTest, UnevenBlocksStayAsTheyAre) {
   GraphBuilder b;
   Value x = b.Parameter("x", DType::kF8E4M3, {16, 48});
-  Value sx = b.Slice(Repeated(b, b.Parameter("sx", DType::kF32, {16, 2}), {16, 64}, 1), {0}, {48}, {1}, {});
+  Value sx = b.Slice(RepeatedBlocks(b, b.Parameter("sx", DType::kF32, {16, 2}), {16, 64}, 1), {0}, {48}, {1}, {});
   Value w = b.Constant(Tensor::Random(DType::kF8E4M3, {48, 16}, 3));
   b.Output(b.MatMul(b.Mul(b.Cast(x, DType::kF32), sx), Dequantize(b, w, b.Scalar(0.25, DType::kF32))), "y");
   auto graph = b.Build();

@@ -51,12 +51,11 @@ StatusOr<Graph> StoreWeightsKMajor(const Graph& graph, const KMajorWeightsOption
       k_major[b.id] = builder.Transpose(builder.Constant(Transposed(*b.attrs.value)), {1, 0}).id;
     }
     rewriter.SetLocation(node);
-    if (node.op == OpCode::kBlockScaledMatMul) {
-      rewriter.SetMap(node.id, builder.AddNode(node.op, {rewriter.Map(node.inputs[0]), Value{k_major[b.id]}, rewriter.Map(node.inputs[2]),
-                                                         rewriter.Map(node.inputs[3])}, node.attrs));
-      continue;
-    }
-    rewriter.SetMap(node.id, builder.MatMul(rewriter.Map(node.inputs[0]), Value{k_major[b.id]}, node.attrs.tf32));
+    // The product as it was (its operands 2-D already: the builder made them so), B read K-major.
+    std::vector<Value> inputs;
+    for (int input : node.inputs) inputs.push_back(rewriter.Map(input));
+    inputs[1] = Value{k_major[b.id]};
+    rewriter.SetMap(node.id, builder.AddNode(node.op, std::move(inputs), node.attrs));
   }
   return rewriter.Finish();
 }

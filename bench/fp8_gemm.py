@@ -175,16 +175,16 @@ def main():
             if report:
                 print(f"  {m}x{n}x{k} {form}: {report['groups'][0]['strategy']}", file=sys.stderr, flush=True)
         rows.append({"shape": [m, n, k], "tilefuse_us": us, "peers_us": p, "reports": {key: v[1] for key, v in ours.items()}})
-    # Block scales (TILEFUSE_FP8_BLOCK_SCALES=1: the template scales each K step; without it the
-    # product computes as written, dequantized). Issue 50's bar: 1.4x tilefuse's bf16.
+    # Block scales: the template scales each K step (the default); TILEFUSE_FP8_BLOCK_SCALES=0
+    # computes the product as written, dequantized. Issue 50's bar: 1.4x tilefuse's bf16.
     for n in SIZES:
         blocked = os.path.join(a.models, model_name("e4m3_blocks", n, n, n) + ".onnx")
         if not os.path.exists(blocked):
             continue
-        os.environ["TILEFUSE_FP8_BLOCK_SCALES"] = "1"
         scaled = tilefuse_us(a.tilefuse, blocked)
-        del os.environ["TILEFUSE_FP8_BLOCK_SCALES"]
+        os.environ["TILEFUSE_FP8_BLOCK_SCALES"] = "0"
         as_written = tilefuse_us(a.tilefuse, blocked)[0]
+        del os.environ["TILEFUSE_FP8_BLOCK_SCALES"]
         bf16 = next((r["tilefuse_us"]["bf16"] for r in rows if r.get("shape") == [n, n, n]), None)
         print(f"block-scaled e4m3 {n}^3 (tilefuse, µs): {scaled[0] or 0:.0f} ({2 * n ** 3 / (scaled[0] or 1) / 1e6:.0f} TF/s); "
               f"as written {as_written or 0:.0f}; bf16 {bf16 or 0:.0f}; bf16 / block-scaled "

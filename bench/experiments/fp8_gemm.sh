@@ -18,9 +18,7 @@ for m in tests/gemm/gemm_fp8_*.onnx; do
   check_forms "$m" "" "--precision high" "--gemm-form pingpong" "--gemm-form tail --precision high" "--gemm-form streamk"
   memcheck "$m"
 done
-# Block scales on the template (off by default until this check passes): every form.
-export TILEFUSE_FP8_BLOCK_SCALES=1
-check_forms tests/gemm/gemm_fp8_e4m3_block_scales.onnx "" "--gemm-form pingpong" "--gemm-form streamk" "--gemm-form tail"
+# Block scales on the template: every form, clusters sharing B too.
+check_forms tests/gemm/gemm_fp8_e4m3_block_scales.onnx "" "--gemm-form pingpong" "--gemm-form streamk" "--gemm-form tail" "--gemm-cluster 2"
 memcheck tests/gemm/gemm_fp8_e4m3_block_scales.onnx
-unset TILEFUSE_FP8_BLOCK_SCALES
 python3 bench/fp8_gemm.py --models bench/cases/fp8 --tilefuse "$B/tilefuse" --json "$OUT/fp8-gemm.json" 2>&1 | tail -20 | tee -a "$log"

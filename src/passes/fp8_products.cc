@@ -107,6 +107,9 @@ std::optional<Fp8Product> MatchFp8Product(const Graph& g, const Node& product, b
     db->scale = blocked;
     p.blocks = blocks;
   }
+  // The GEMM template scales whole K steps of 128 (LowerGemmTemplate): smaller blocks stay as
+  // written, dequantized on the GPU, rather than a block_scaled_matmul only the host computes.
+  if (p.blocks != 0 && (qa.shape.back() / p.blocks) % 128 != 0) return std::nullopt;
   p.a = *da;
   p.b = *db;
   return p;

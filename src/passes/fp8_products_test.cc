@@ -142,31 +142,31 @@ TEST(Fp8ProductsTest, AZeroPointOfZerosIsTaken) {
 }
 
 // Scales in blocks of K, as the importer writes ONNX's blocked DequantizeLinear (each block's
-// scale repeated to the operand's shape): x [M, K] with one scale per row and 32 columns of K
-// (2 blocks), a constant weight [K, N] with one per 32 rows and column, or a weight given [N, K]
+// scale repeated to the operand's shape): x [M, K] with one scale per row and 128 columns of K
+// (2 blocks), a constant weight [K, N] with one per 128 rows and column, or a weight given [N, K]
 // and transposed with its scales [N, 2]; a per-tensor scale on the other side repeated to the
 // blocks. The product becomes block_scaled_matmul and computes what the graph did.
 TEST(Fp8ProductsTest, BlockScalesBecomeABlockScaledProduct) {
   for (int form = 0; form < 3; ++form) {
     SCOPED_TRACE(form);
     GraphBuilder b;
-    Value x = b.Parameter("x", DType::kF8E4M3, {16, 64});
-    Value sx = form == 1 ? b.Scalar(0.5, DType::kF32) : RepeatedBlocks(b, b.Parameter("sx", DType::kF32, {16, 2}), {16, 64}, 1);
+    Value x = b.Parameter("x", DType::kF8E4M3, {16, 256});
+    Value sx = form == 1 ? b.Scalar(0.5, DType::kF32) : RepeatedBlocks(b, b.Parameter("sx", DType::kF32, {16, 2}), {16, 256}, 1);
     Value xd = b.Mul(b.Cast(x, DType::kF32), sx);
     Value w;
     if (form == 2) {  // a weight [N, K], blocked along its K, transposed
-      Value wnk = b.Parameter("w", DType::kF8E4M3, {24, 64});
-      Value wd = b.Mul(b.Cast(wnk, DType::kF32), RepeatedBlocks(b, b.Parameter("sw", DType::kF32, {24, 2}), {24, 64}, 1));
+      Value wnk = b.Parameter("w", DType::kF8E4M3, {24, 256});
+      Value wd = b.Mul(b.Cast(wnk, DType::kF32), RepeatedBlocks(b, b.Parameter("sw", DType::kF32, {24, 2}), {24, 256}, 1));
       w = b.Transpose(wd, {1, 0});
     } else {
-      Value wkn = b.Constant(Tensor::Random(DType::kF8E4M3, {64, 24}, 3));
+      Value wkn = b.Constant(Tensor::Random(DType::kF8E4M3, {256, 24}, 3));
       w = b.Mul(b.Cast(wkn, DType::kF32), form == 0 ? b.Scalar(0.25, DType::kF32)
-                                                   : RepeatedBlocks(b, b.Constant(Tensor::Random(DType::kF32, {2, 24}, 4)), {64, 24}, 0));
+                                                   : RepeatedBlocks(b, b.Constant(Tensor::Random(DType::kF32, {2, 24}, 4)), {256, 24}, 0));
     }
     b.Output(b.MatMul(xd, w), "y");
     auto graph = b.Build();
     ASSERT_TRUE(graph.ok()) << graph.status().ToString();
-    // Off by default (until checked on a GPU): the product stays as written.
+    // Off unless asked (the CUDA backend asks): the product stays as written.
     auto as_written = MakeFp8Products(*graph);
     ASSERT_TRUE(as_written.ok()) << as_written.status().ToString();
     EXPECT_EQ(CountOps(*as_written, OpCode::kBlockScaledMatMul), 0);
@@ -174,9 +174,9 @@ TEST(Fp8ProductsTest, BlockScalesBecomeABlockScaledProduct) {
     ASSERT_TRUE(rewritten.ok()) << rewritten.status().ToString();
     EXPECT_EQ(CountOps(*rewritten, OpCode::kBlockScaledMatMul), 1);
     EXPECT_EQ(CountOps(*rewritten, OpCode::kMatMul), 0);
-    std::vector<Tensor> inputs = {Tensor::Random(DType::kF8E4M3, {16, 64}, 1)};
+    std::vector<Tensor> inputs = {Tensor::Random(DType::kF8E4M3, {16, 256}, 1)};
     if (form != 1) inputs.push_back(Tensor::Random(DType::kF32, {16, 2}, 2));
-    if (form == 2) inputs = {inputs[0], inputs[1], Tensor::Random(DType::kF8E4M3, {24, 64}, 5), Tensor::Random(DType::kF32, {24, 2}, 6)};
+    if (form == 2) inputs = {inputs[0], inputs[1], Tensor::Random(DType::kF8E4M3, {24, 256}, 5), Tensor::Random(DType::kF32, {24, 2}, 6)};
     ExpectSameValues(*graph, *rewritten, inputs, 1e-6);
   }
 }
@@ -187,6 +187,21 @@ TEST(Fp8ProductsTest, UnevenBlocksStayAsTheyAre) {
   Value x = b.Parameter("x", DType::kF8E4M3, {16, 48});
   Value sx = b.Slice(RepeatedBlocks(b, b.Parameter("sx", DType::kF32, {16, 2}), {16, 64}, 1), {0}, {48}, {1}, {});
   Value w = b.Constant(Tensor::Random(DType::kF8E4M3, {48, 16}, 3));
+  b.Output(b.MatMul(b.Mul(b.Cast(x, DType::kF32), sx), Dequantize(b, w, b.Scalar(0.25, DType::kF32))), "y");
+  auto graph = b.Build();
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  auto rewritten = MakeFp8Products(*graph, {.block_scales = true});
+  ASSERT_TRUE(rewritten.ok()) << rewritten.status().ToString();
+  EXPECT_EQ(CountOps(*rewritten, OpCode::kBlockScaledMatMul), 0);
+  EXPECT_EQ(Fp8Products(*rewritten), 0);
+}
+
+// Blocks of fewer than 128 columns of K (the template's step) stay as written too.
+TEST(Fp8ProductsTest, BlocksShorterThanAStepStayAsTheyAre) {
+  GraphBuilder b;
+  Value x = b.Parameter("x", DType::kF8E4M3, {16, 128});
+  Value sx = RepeatedBlocks(b, b.Parameter("sx", DType::kF32, {16, 2}), {16, 128}, 1);
+  Value w = b.Constant(Tensor::Random(DType::kF8E4M3, {128, 16}, 3));
   b.Output(b.MatMul(b.Mul(b.Cast(x, DType::kF32), sx), Dequantize(b, w, b.Scalar(0.25, DType::kF32))), "y");
   auto graph = b.Build();
   ASSERT_TRUE(graph.ok()) << graph.status().ToString();

@@ -51,7 +51,8 @@ struct PassOptions {
   // (passes/fp8_products.h): for the CUDA backend, whose GEMM template takes them.
   bool fp8_products = false;
   // And products with block scales as block_scaled_matmul (the GEMM template scaling each K
-  // step), else they compute as written: off until checked on a GPU (TILEFUSE_FP8_BLOCK_SCALES=1).
+  // step), else they compute as written (the CUDA backend's default: on;
+  // TILEFUSE_FP8_BLOCK_SCALES=0 switches it off).
   bool fp8_block_scales = false;
   // The CUDA backend lowers attention_grad_* the attention backward template takes (bf16/f16,
   // head dim 64 or 128, d == dv) to it; the rest are rewritten (passes/attention_grads.h).

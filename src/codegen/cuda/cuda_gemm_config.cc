@@ -43,12 +43,14 @@ int64_t SplitBufferBytes(const CudaGemmConfig& c, const GemmTemplateKernel& g) {
   return c.stages * (int64_t{c.block_n} * 128 + (g.b_k_major < 0 ? int64_t{c.block_n} * 128 : 0));
 }
 // The ring of stages, aligned to 1024 bytes (the swizzle pattern's period), 3xTF32's parts
-// of B, the staging tile, the residual's ring, then the barriers (full and empty per stage,
+// of B, the staging tile, the residual's ring, the norm's scale, the block scales' slots, then
+// the barriers (full and empty per stage,
 // two ping-pong turns, three staged loads, split-K's "this unit finishes the tile" flag, full
 // and empty per residual slot, 3xTF32's split_full per stage after those).
 int64_t SharedBytes(const CudaGemmConfig& c, const GemmTemplateKernel& g, bool staged, bool ringed) {
   return 1024 + c.stages * StageBytes(c) + SplitBufferBytes(c, g) + StagingBytes(c, g, staged) + ResidualRingBytes(c, ringed) +
-         (g.row_norm ? g.k * 2 : 0) +  // the norm's scale (gemm_sm90's kNormA)
+         (g.row_norm ? g.k * 2 : 0) +                                              // the norm's scale (gemm_sm90's kNormA)
+         (g.scale_blocks ? int64_t{c.stages} * (c.block_m + c.block_n) * 4 : 0) +  // a step's block scales a slot
          8 * (2 * c.stages + 6 + (ringed || g.split_f32 ? 2 * kResidualSlots : 0) + (g.split_f32 ? c.stages : 0));
 }
 
@@ -246,7 +248,10 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
           // 3xTF32's parts of B add to a stage (128 columns keep 4 stages, 3 with B transposed;
           // wider tiles were slower when A's parts took shared memory too, not timed since).
           if (g.split_f32 && n > 128) continue;
-          if (g.scale_blocks && n > 128) continue;  // block scales beside wider promoted sums spilled (128x192)
+          // Block scales: 256 columns twice over promoted take too many registers; 128x192 in
+          // chains of one step (8192^3 1301 µs) beat 128x128 in chains of four (1448; H200,
+          // 2026-12-04).
+          if (g.scale_blocks && n > 192) continue;
           if (split_by_pair && n % (64 * c.cluster_m) != 0) continue;
           if (m == 192 && n < 128) continue;
           if (!PartsTakeWidth(g, n)) continue;  // a tile's columns in one part of a grouped product

@@ -164,8 +164,8 @@ class GemmEmitter {
       return InvalidArgument(fmt::format("{}: {} x {} accumulators per consumer{} (at most {} registers a thread)", g_.name,
                                          ConsumerRows(c_), c_.block_n, *c_.promote ? ", twice over promoted" : "",
                                          MaxAccumulatorRegisters(c_)));
-    if (g_.scale_blocks && (!*c_.promote || c_.block_n > 128))
-      return InvalidArgument(fmt::format("{}: block scales apply to promoted sums (each K step's apart), at most 128 columns a tile", g_.name));
+    if (g_.scale_blocks && (!*c_.promote || c_.block_n > 192))
+      return InvalidArgument(fmt::format("{}: block scales apply to promoted sums (each K step's apart), at most 192 columns a tile", g_.name));
     if (*c_.promote && ((!IsFloat8(g_.operand_dtype) && !g_.split_f32) || *c_.overlap_epilogue))
       return InvalidArgument(fmt::format("{}: promoted sums are for FP8 and 3xTF32 products without an overlapped epilogue", g_.name));
     if (c_.stages < 2) return InvalidArgument(fmt::format("{}: {} stages (need at least 2)", g_.name, c_.stages));

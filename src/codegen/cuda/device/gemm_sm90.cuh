@@ -226,6 +226,7 @@ struct GemmSharedMemory {
   unsigned char* staging;   // [consumer][kOutBN / 64][64][64], swizzled
   unsigned char* residual_ring;  // [slot][kBM][kChunkCols]
   unsigned* norm_scale;          // kNormA: the norm's scale, kK 16-bit values (GemmNormedSteps)
+  float* block_scales;           // kScaleBlocks: [stage][kBM rows of A, then kBN columns of B] (GemmScaleLoader)
   Barrier* full;
   Barrier* empty;
   Barrier* turn;     // ping-pong: turn[c] completes when consumer c may run its next main loop
@@ -245,7 +246,8 @@ struct GemmSharedMemory {
     staging = (unsigned char*)(big_b + S::kBigBBuffers * S::kBN * S::kBK);
     residual_ring = staging + S::kStaging;
     norm_scale = (unsigned*)(S::kRingedLoad ? residual_ring + S::kResidualSlots * S::kResidualSlotBytes : staging + S::kStaging);
-    full = (Barrier*)(norm_scale + (S::kNormA ? S::kK / 2 : 0));
+    block_scales = (float*)(norm_scale + (S::kNormA ? S::kK / 2 : 0));
+    full = (Barrier*)(block_scales + (S::kScaleBlocks ? S::kStages * (S::kBM + S::kBN) : 0));
     empty = full + S::kStages;
     turn = empty + S::kStages;
     tile_in = turn + 2;
@@ -365,7 +367,7 @@ __device__ __forceinline__ void GemmSm90(const GemmMaps& maps, const Epilogue& e
   GemmSharedMemory<S> sm;
   if (threadIdx.x == 0) {
     for (int s = 0; s < S::kStages; ++s) {
-      sm.full[s].Init(1);
+      sm.full[s].Init(1 + (S::kScaleBlocks ? 32 : 0));  // (the scale loader's lanes arrive too)
       // A slot is read by every cooperative consumer, or one ping-pong one, of each CTA of
       // the cluster (its B half came from either).
       sm.empty[s].Init((S::kPingPong ? 1 : S::kConsumers) * S::kClusterM);

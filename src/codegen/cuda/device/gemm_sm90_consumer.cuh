@@ -256,43 +256,39 @@ __device__ __forceinline__ void GemmScaleRowsByNorm(GemmConsumerState<S>& c, flo
 // column half, or the whole width), added into the accumulators (the unit's first step sets
 // them). A half of a tile's columns is a whole number of the D fragment's 8-column groups, so
 // its fragment is d's from kFirstCol / 2 on.
-// Block scales (kScaleBlocks): the step's sums first multiplied by its block's scale of the
-// element's row of A and column of B (rows and columns past the product read the last one's:
-// their sums are never stored). The fragment's element j * 4 + h * 2 + e is row lane / 4 + 8h
-// of the warp's 16, column j * 8 + (lane % 4) * 2 + e.
+// Block scales (kScaleBlocks): the step's sums first multiplied by its scales of the element's
+// row of A and column of B, from the step's slot (`scales`: GemmScaleLoader). The fragment's
+// element j * 4 + h * 2 + e is row lane / 4 + 8h of the warp's 16, column j * 8 + (lane % 4)
+// * 2 + e.
 template <class S, int kFirstCol, int kCols>
 __device__ __forceinline__ void GemmPromote(GemmConsumerState<S>& c, float (&step)[S::kMBlocks][kCols / 2], bool first,
-                                            const GemmMaps& maps, const TileCoordinates& t, int ks) {
+                                            const float* scales = nullptr) {
 #pragma unroll
   for (int mb = 0; mb < S::kMBlocks; ++mb) {
     Warpgroup::FenceRegisters(step[mb]);
+    float row_scale[2] = {1.0f, 1.0f};
     if constexpr (S::kScaleBlocks > 0) {
-      const int block = ks / S::kStepsPerScaleBlock;
-      const int row0 = t.m * S::kBM + (S::kPingPong ? 0 : c.consumer * 64) + mb * 64 + c.warp * 16 + c.lane / 4;
-      const float* a_scales = maps.block_scale_a + block;
-      const float row_scale[2] = {__ldg(a_scales + min(row0, S::kRows - 1) * S::kScaleBlocks),
-                                  __ldg(a_scales + min(row0 + 8, S::kRows - 1) * S::kScaleBlocks)};
-      const float* b_scales = maps.block_scale_b + (long long)block * S::kN;
-      const int col0 = t.n * S::kOutBN + kFirstCol + (c.lane % 4) * 2;
+      const float* rows = scales + (S::kPingPong ? 0 : c.consumer * 64) + mb * 64 + c.warp * 16 + c.lane / 4;
+      row_scale[0] = rows[0], row_scale[1] = rows[8];
+    }
 #pragma unroll
-      for (int j = 0; j < kCols / 8; ++j)  // each column's scale read once for both rows
+    for (int j = 0; j < kCols / 8; ++j) {
+      float2 column_scale = make_float2(1.0f, 1.0f);
+      if constexpr (S::kScaleBlocks > 0)
+        column_scale = *reinterpret_cast<const float2*>(scales + S::kBM + kFirstCol + j * 8 + (c.lane % 4) * 2);
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const float column_scale = __ldg(b_scales + min(col0 + j * 8 + e, S::kN - 1));
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int i = j * 4 + h * 2 + e;
-            const float scale = row_scale[h] * column_scale;
-            float& d = c.d[mb][kFirstCol / 2 + i];
+          const int i = j * 4 + h * 2 + e;
+          float& d = c.d[mb][kFirstCol / 2 + i];
+          if constexpr (S::kScaleBlocks > 0) {
+            const float scale = row_scale[h] * (e ? column_scale.y : column_scale.x);
             d = first ? step[mb][i] * scale : fmaf(step[mb][i], scale, d);
+          } else {
+            d = first ? step[mb][i] : d + step[mb][i];
           }
         }
-    } else {
-#pragma unroll
-      for (int i = 0; i < kCols / 2; ++i) {
-        float& d = c.d[mb][kFirstCol / 2 + i];
-        d = first ? step[mb][i] : d + step[mb][i];
-      }
     }
   }
 }
@@ -318,7 +314,9 @@ __device__ __forceinline__ void GemmPromote(GemmConsumerState<S>& c, float (&ste
 // chains of 4; split-K's units, whose ends the compiler cannot see), the skipped steps' branch
 // lies between a wgmma and the reading of its sums, and ptxas serialized every wgmma (C7514):
 // GPT-2's FP8 products, all but one of K = 768, ran at 144 TF/s (H200, 2026-12-04). Chains of 3
-// serialized too. Stream-K's parts, whose ends vary, take chains of 1.
+// serialized too. Stream-K's parts, whose ends vary, take chains of 1, and so do block scales
+// beside 192 columns (chains of 4 spilled; 128 columns take them: GemmPromotedSteps holds a
+// step's slot until its scales are read).
 // (A unit has `steps` steps, or the K steps left over after the whole ones, `partial`.)
 constexpr int PromotedChainDividing(int steps, int partial, int longest) {
   for (int chain = longest; chain > 1; chain /= 2)
@@ -328,7 +326,7 @@ constexpr int PromotedChainDividing(int steps, int partial, int longest) {
 template <class S>
 constexpr int kUnitSteps = S::kSplits > 1 ? S::kSplitSteps : S::kKSteps;
 template <class S>
-constexpr int kPromotedChain = S::kSplitTf32 || S::kStreamK || S::kScaleBlocks ? 1
+constexpr int kPromotedChain = S::kSplitTf32 || S::kStreamK || (S::kScaleBlocks && S::kBN > 128) ? 1
                                : PromotedChainDividing(kUnitSteps<S>, S::kKSteps % kUnitSteps<S>, S::kSplits > 1 ? 2 : 4);
 template <class S>
 __device__ __forceinline__ void GemmPromotedSteps(const GemmSharedMemory<S>& sm, const GemmMaps& maps, GemmConsumerState<S>& c,
@@ -338,32 +336,36 @@ __device__ __forceinline__ void GemmPromotedSteps(const GemmSharedMemory<S>& sm,
     Warpgroup::Wait<0>();
     GemmReleaseSlot(sm, c.ring.stage, c.local);
     c.ring.Advance();
-    GemmPromote<S, 0, S::kBN>(c, c.step[0], ks == k_begin, maps, t, ks);
+    GemmPromote<S, 0, S::kBN>(c, c.step[0], ks == k_begin);
   } else {
     constexpr int kHalf = S::kBN / 2;
+    // Block scales: a step's, in its slot, which is held until its second half is added.
+    auto scales_of = [&](int slot) { return S::kScaleBlocks > 0 ? sm.block_scales + slot * (S::kBM + S::kBN) : nullptr; };
     bool first = ks == k_begin;  // the next half 1 added is the unit's first step
     GemmIssueStepInto<S, kHalf, 0>(sm, maps, c, t, ks, load_at, c.step[0], false);
     GemmIssueStepInto<S, kHalf, kHalf>(sm, maps, c, t, ks, load_at, c.step[1], false);
-    Warpgroup::Wait<1>();
-    GemmPromote<S, 0, kHalf>(c, c.step[0], first, maps, t, ks);
     int slot = c.ring.stage;  // the slot half 1 of the last step issued still reads
+    Warpgroup::Wait<1>();
+    GemmPromote<S, 0, kHalf>(c, c.step[0], first, scales_of(slot));
     c.ring.Advance();
 #pragma unroll
     for (int i = 1; i < kPromotedChain<S>; ++i) {  // every chain whole
       GemmIssueStepInto<S, kHalf, 0>(sm, maps, c, t, ks + i, load_at, c.step[0], false);
       Warpgroup::Wait<1>();
-      GemmReleaseSlot(sm, slot, c.local);
-      GemmPromote<S, kHalf, kHalf>(c, c.step[1], first, maps, t, ks + i - 1);
+      if constexpr (S::kScaleBlocks == 0) GemmReleaseSlot(sm, slot, c.local);
+      GemmPromote<S, kHalf, kHalf>(c, c.step[1], first, scales_of(slot));
+      if constexpr (S::kScaleBlocks > 0) GemmReleaseSlot(sm, slot, c.local);
       first = false;
       GemmIssueStepInto<S, kHalf, kHalf>(sm, maps, c, t, ks + i, load_at, c.step[1], false);
       Warpgroup::Wait<1>();
-      GemmPromote<S, 0, kHalf>(c, c.step[0], false, maps, t, ks + i);
       slot = c.ring.stage;
+      GemmPromote<S, 0, kHalf>(c, c.step[0], false, scales_of(slot));
       c.ring.Advance();
     }
     Warpgroup::Wait<0>();
-    GemmReleaseSlot(sm, slot, c.local);
-    GemmPromote<S, kHalf, kHalf>(c, c.step[1], first, maps, t, ks + kPromotedChain<S> - 1);
+    if constexpr (S::kScaleBlocks == 0) GemmReleaseSlot(sm, slot, c.local);
+    GemmPromote<S, kHalf, kHalf>(c, c.step[1], first, scales_of(slot));
+    if constexpr (S::kScaleBlocks > 0) GemmReleaseSlot(sm, slot, c.local);
   }
 }
 

@@ -207,12 +207,49 @@ __device__ __forceinline__ void GemmSplitter(const GemmSharedMemory<S>& sm) {
   }
 }
 
+// Block scales (kScaleBlocks): the producer warpgroup's warp 1 follows the ring as the
+// producer does and copies each K step's scales into its slot, the tile's rows of A and
+// columns of B of the step's block (rows and columns past the product: the last one's), four-
+// byte copies whose completion each lane's arrival on the slot's full barrier tracks. Read
+// from L2 by the consumers themselves, even a step ahead, the loads' latency stood between a
+// step's wgmma and the next (8192^3 at 425-556 TF/s against 1125 with the scales' loads left
+// out; H200, 2026-12-04); the A scales' layout ([rows][blocks]) has no rows-contiguous box for
+// TMA.
+template <class S>
+__device__ __forceinline__ void GemmScaleLoader(const GemmSharedMemory<S>& sm, const GemmMaps& maps, int cta_rank) {
+  const int lane = threadIdx.x % 32;
+  const int cluster_id = blockIdx.x / S::kClusterM, clusters = gridDim.x / S::kClusterM;
+  tf_await_prior_grid();  // the scales may come from the grid ahead
+  Pipeline<S::kStages> ring;
+  GemmWork w;
+  for (GemmWorkList<S> works(cluster_id, clusters); works.Next(w);) {
+    const TileCoordinates t = GemmTileAt<S>(w.tile, cta_rank);
+    for (int ks = w.begin; ks < w.end; ++ks, ring.Advance()) {
+      const int block = ks / S::kStepsPerScaleBlock;
+      float* slot = sm.block_scales + ring.stage * (S::kBM + S::kBN);
+      sm.empty[ring.stage].Wait(ring.phase ^ 1);
+#pragma unroll
+      for (int r = lane; r < S::kBM; r += 32)
+        CopyAsync4(slot + r, maps.block_scale_a + (long long)min(t.m * S::kBM + r, S::kRows - 1) * S::kScaleBlocks + block);
+#pragma unroll
+      for (int n = lane; n < S::kBN; n += 32)
+        CopyAsync4(slot + S::kBM + n, maps.block_scale_b + (long long)block * S::kN + min(t.n * S::kOutBN + n, S::kN - 1));
+      sm.full[ring.stage].ArriveOnCopiesAsync();
+    }
+  }
+}
+
 template <class S, class ALoader>
 __device__ __forceinline__ void GemmProducer(const GemmSharedMemory<S>& sm, const GemmMaps& maps, int cta_rank) {
   Warpgroup::ShrinkRegisters<S::kProducerRegisters>();
   if constexpr (S::kSplitTf32)
     if (threadIdx.x >= 32) {
       GemmSplitter<S>(sm);
+      return;
+    }
+  if constexpr (S::kScaleBlocks > 0)
+    if (threadIdx.x / 32 == 1) {
+      GemmScaleLoader<S>(sm, maps, cta_rank);
       return;
     }
   if (threadIdx.x != 0) return;

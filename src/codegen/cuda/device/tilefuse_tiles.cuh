@@ -52,6 +52,11 @@ struct Barrier {
   __device__ __forceinline__ void Arrive() {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(SharedAddress(&word)) : "memory");
   }
+  // One arrival, once this thread's cp.async copies so far have landed (counted in Init's
+  // arrivals: .noinc).
+  __device__ __forceinline__ void ArriveOnCopiesAsync() {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(SharedAddress(&word)) : "memory");
+  }
   // One arrival on this barrier's twin in CTA `rank` of the cluster (the same shared-memory
   // offset there; this CTA's own with its own rank). The default CTA-scope release, as
   // CUTLASS's cluster barriers arrive: what it orders is a slot's wgmma reads, complete
@@ -197,6 +202,11 @@ TF_TILE void LoadMatrix8x8x4(unsigned (&r)[4], unsigned shared_address) {
                : "memory");
 }
 // A barrier among `threads` threads of the block (a warpgroup: 128), named `id` (1..15).
+// A four-byte copy from global to shared memory, asynchronous (cp.async; Barrier's
+// ArriveOnCopiesAsync tracks it).
+TF_TILE void CopyAsync4(void* shared, const void* global) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(SharedAddress(shared)), "l"(global) : "memory");
+}
 TF_TILE void NamedBarrierSync(int id, int threads) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory"); }
 // Arrives at named barrier `id` without waiting: `threads` counts the arriving threads too
 // (a warpgroup that syncs on it and one that signals it: 256).

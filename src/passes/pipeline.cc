@@ -132,10 +132,15 @@ StatusOr<Graph> RunGraphPasses(Graph graph, const PassOptions& options, PassTime
     // Weights reshaped (and, for half types, cast) by the window rewrite become constants
     // of the shape the product reads, once at compile time.
     RETURN_IF_ERROR(passes.Run("fold-constants", fold_constants));
-    // Half-precision weights with unaligned rows go K-major instead of being padded; f32 ones
-    // are padded first, then go K-major with the rest.
-    if (options.k_major_weights.unaligned_half)
-      RETURN_IF_ERROR(passes.Run("k-major-weights", [](const Graph& g) { return StoreWeightsKMajor(g, {.unaligned_half = true}); }));
+    // Half-precision weights with unaligned rows, and 8-bit float ones (the FP8 tensor cores
+    // read both operands K-major), go K-major instead of being padded; f32 ones are padded
+    // first, then go K-major with the rest. (An 8-bit LM head padded to 50272 columns left its
+    // slice and scales to a kernel of their own: GPT-2's at 8x512 841 + 444 µs; H200,
+    // 2026-12-04.)
+    if (options.k_major_weights.unaligned_half || options.k_major_weights.float8) {
+      const KMajorWeightsOptions k_major{.unaligned_half = options.k_major_weights.unaligned_half, .float8 = options.k_major_weights.float8};
+      RETURN_IF_ERROR(passes.Run("k-major-weights", [&](const Graph& g) { return StoreWeightsKMajor(g, k_major); }));
+    }
     if (options.pad_gemm_columns) RETURN_IF_ERROR(passes.Run("pad-gemm-columns", PadGemmColumns));
     if (options.pad_gemm_depth) RETURN_IF_ERROR(passes.Run("pad-gemm-depth", PadGemmDepth));
     if (options.k_major_weights.f32 || options.k_major_weights.float8) {

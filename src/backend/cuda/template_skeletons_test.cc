@@ -161,6 +161,66 @@ TEST(TemplateSkeletonsTest, Fp8GemmCompilesInItsFormsAndTypes) {
   EXPECT_GE(compiled, 14);
 }
 
+// Products whose output is quantized to an 8-bit float (a cast to e4m3 at the product's
+// position): the 8-bit tile staged in shared memory and stored by TMA (64-byte box rows,
+// unswizzled), from a bf16 product in the forms the rule and the tuner pick (the overlapped
+// epilogue's chunks included) and from an FP8 one (promoted sums, ping-pong, stream-K).
+TEST(TemplateSkeletonsTest, EightBitStagedStoresCompileInTheirForms) {
+  StatusOr<NvrtcCompiler> nvrtc = ColdCompiler();
+  if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available, skeletons not compiled: " << nvrtc.status().ToString();
+  auto plan = [](bool float8, int64_t rows) {
+    GraphBuilder b;
+    const DType operand = float8 ? DType::kF8E4M3 : DType::kBF16;
+    Value x = b.Parameter("x", operand, {rows, 1024});
+    Value w = b.Parameter("w", operand, {4096, 1024});
+    if (float8) {
+      x = b.Mul(b.Cast(x, DType::kF32), b.Scalar(0.5, DType::kF32));
+      w = b.Mul(b.Cast(w, DType::kF32), b.Scalar(0.25, DType::kF32));
+    }
+    Value p = b.MatMul(x, b.Transpose(w, {1, 0}));
+    Value scaled = b.Mul(b.Cast(p, DType::kF32), b.Scalar(0.125, DType::kF32));
+    b.Output(b.Cast(scaled, DType::kF8E4M3), "q");
+    PlannedText out;
+    auto graph = b.Build();
+    EXPECT_TRUE(graph.ok()) << graph.status().ToString();
+    if (!graph.ok()) return out;
+    auto passed = RunGraphPasses(std::move(*graph), CudaPassOptions());
+    EXPECT_TRUE(passed.ok()) << passed.status().ToString();
+    if (!passed.ok()) return out;
+    out.graph = std::move(*passed);
+    auto planned = PlanFusion(out.graph, {});
+    EXPECT_TRUE(planned.ok()) << planned.status().ToString();
+    if (planned.ok()) out.plan = std::move(*planned);
+    return out;
+  };
+  CudaGemmConfig pingpong, tail, overlapped, stream_k;
+  pingpong.pingpong = true;
+  tail.overlap_epilogue = false;
+  overlapped.overlap_epilogue = true, overlapped.block_n = 128;
+  stream_k.stream_k = true;
+  int compiled = 0;
+  for (bool float8 : {false, true})
+    for (int64_t rows : {2048, 32}) {
+      StatusOr<GemmTemplateKernel> gemm = GemmOf(plan(float8, rows));
+      ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
+      ASSERT_EQ(gemm_layout::StagedStoreBytes(*gemm), 1);
+      for (const CudaGemmConfig& config : {CudaGemmConfig{}, pingpong, tail, overlapped, stream_k}) {
+        StatusOr<CudaKernelSource> source = EmitCudaGemm(*gemm, config);
+        if (!source.ok()) continue;  // a form this product cannot take (an FP8 one held for an overlapped epilogue, ...)
+        EXPECT_NE(source->strategy.find("TMA store"), std::string::npos) << source->strategy;
+        const TensorMapArg& out = source->launch.args[2].map;  // after A's and B's maps
+        EXPECT_EQ(source->launch.args[2].kind, LaunchArg::Kind::kTensorMap);
+        EXPECT_EQ(out.dtype, DType::kF8E4M3);
+        EXPECT_EQ(out.box[0], 64);  // 64 columns: 64-byte rows
+        EXPECT_EQ(out.box[1], 64);
+        EXPECT_FALSE(out.swizzle_128b);
+        CompileAndReport(*nvrtc, *source, fmt::format("8-bit store, {} {} rows: {}", float8 ? "FP8" : "bf16", rows, source->strategy.substr(14, 60)));
+        ++compiled;
+      }
+    }
+  EXPECT_GE(compiled, 12);
+}
+
 // Block-scaled FP8 products (each K step's sums scaled by A's row and B's column scales of its
 // block, TILEFUSE_FP8_BLOCK_SCALES): the rule's form, ping-pong, split-K at few rows, stream-K.
 TEST(TemplateSkeletonsTest, BlockScaledFp8GemmCompilesInItsForms) {

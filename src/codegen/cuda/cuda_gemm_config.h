@@ -105,6 +105,7 @@ int64_t GridCtas(const GemmTemplateKernel& g, const CudaGemmConfig& c);
 // (An f32 product held whole would need twice the registers.)
 bool ProductMayBeHeldRounded(const GemmTemplateKernel& g);
 int StagedStore(const GemmTemplateKernel& g);  // the store written through shared memory, or -1
+int StagedStoreBytes(const GemmTemplateKernel& g);  // its element's bytes: 2, or 1 (8-bit floats)
 // Whether the staged store's rows are not 16-byte aligned (a vocabulary of 50257), so that
 // the threads write it out of shared memory, each warp its own rows, consecutive columns on
 // consecutive lanes, instead of TMA. Written straight from the registers, a pair of columns

@@ -263,7 +263,12 @@ class GemmEmitter {
   }
   // The staged output (or staged load) as [batch][rows][N]: boxes of 64 rows × 64 columns.
   TensorMapArg TileMap(const KernelBuffer& buffer) const { return GemmMatrixMap(buffer.node, buffer.dtype, g_.batch, g_.rows, g_.n, 64, 64); }
-  TensorMapArg OutputMap() const { return TileMap(g_.epilogue.buffers[g_.epilogue.stores[staged_].buffer]); }
+  // 8-bit values: boxes of 64 rows × 64 bytes, unswizzled (GemmEpilogueOfPart's kStoreBytes).
+  TensorMapArg OutputMap() const {
+    TensorMapArg m = TileMap(g_.epilogue.buffers[g_.epilogue.stores[staged_].buffer]);
+    if (StagedStoreBytes(g_) == 1) m.swizzle_128b = false;
+    return m;
+  }
   // The residual as [batch][rows][N] in boxes of one epilogue chunk: block_m rows × the
   // chunk's 8 or 16 columns, unswizzled (16 or 32 bytes a row).
   TensorMapArg ResidualChunkMap(const KernelBuffer& buffer) const {
@@ -347,7 +352,7 @@ class GemmEmitter {
         "    enum : int {{ kProducerRegisters = {}, kConsumerRegisters = {}, kPromote = {} }};\n"
         "    enum : int {{ kBBeforeWait = {}, kSplitTf32 = {}, kEpilogueWrites = {} }};\n"
         "    enum : int {{ kBParts = {}, kBPart1 = {}, kBPart2 = {}, kBPart3 = {}, kGated = {}, kPartnerGroups = {}, kNormA = {} }};\n"
-        "    enum : int {{ kScaleBlocks = {} }};\n"
+        "    enum : int {{ kScaleBlocks = {}, kStoreBytes = {} }};\n"
         "  }};\n",
         types, c_.block_m, c_.block_n, c_.stages, c_.group_m, c_.cluster_m, c_.splits, StepsPerSplit(g_, c_), StreamKTiles(g_, c_),
         StreamKCtas(g_, c_), g_.rows, g_.n, g_.k,
@@ -356,7 +361,8 @@ class GemmEmitter {
         g_.a_mn_major >= 0 ? 1 : 0, g_.b_k_major >= 0 ? 1 : 0, g_.split_f32 ? kSplitterRegisters : kProducerRegisters,
         g_.split_f32 ? kSplitConsumerRegisters : Consumers(c_) == 3 ? kThreeConsumerRegisters : kConsumerRegisters, *c_.promote ? 1 : 0,
         g_.b_read_only && c_.cluster_m == 1 ? 1 : 0, g_.split_f32 ? 1 : 0, EpilogueWrites() ? 1 : 0, std::max<size_t>(1, g_.n_parts.size()),
-        PartStart(1), PartStart(2), PartStart(3), g_.gate.empty() ? 0 : 1, g_.partner / 8, g_.row_norm ? 1 : 0, g_.scale_blocks);
+        PartStart(1), PartStart(2), PartStart(3), g_.gate.empty() ? 0 : 1, g_.partner / 8, g_.row_norm ? 1 : 0, g_.scale_blocks,
+        StagedStoreBytes(g_));
   }
   // An overlapped epilogue's chunks: of a tile's output columns (a gated product's are half).
   int OutputChunks() const {

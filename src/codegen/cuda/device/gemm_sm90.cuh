@@ -165,6 +165,10 @@ struct GemmShape : Config {
   // kScaleBlocks blocks of whole K steps, each step's promoted sums multiplied by its block's
   // scales of the thread's rows of A and columns of B before they are added (GemmPromote).
   static constexpr int kScaleBlocks = Config::kScaleBlocks;
+  // The staged store's element: 16-bit, or an 8-bit float (a quantized output), whose tile
+  // shares nothing with a staged load and is never written by the threads.
+  static_assert(Config::kStoreBytes == 2 || (Config::kStoreBytes == 1 && !Config::kStagedLoad && !Config::kStoreByThreads),
+                "gemm_sm90 stages 16-bit stores, or 8-bit ones alone");
   static_assert(kScaleBlocks == 0 || (Config::kPromote && Element::kBytes == 1 && Config::kK % (kScaleBlocks * kBK) == 0 && !kGated &&
                                       Config::kBParts == 1 && Config::kBatch == 1),
                 "gemm_sm90 scales blocks of whole K steps of FP8 products with promoted sums, one product of a shared B");

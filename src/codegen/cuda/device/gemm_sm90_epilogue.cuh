@@ -28,12 +28,25 @@ __device__ __forceinline__ void GemmEpiloguePair(const Epilogue& epilogue, Args&
   else epilogue.Pair3(static_cast<Args&&>(args)...);
 }
 
+// This consumer's staging tile: [mb][kOutBN / 64 boxes][64 rows][64 columns], a box's rows 128
+// bytes (16-bit values, swizzled as the map's 128-byte swizzle moves them) or 64 bytes (8-bit
+// floats, kStoreBytes 1: unswizzled).
+template <class S>
+__device__ __forceinline__ unsigned char* GemmStagingOf(const GemmSharedMemory<S>& sm, const GemmConsumerState<S>& c) {
+  return sm.staging + c.consumer * S::kConsumerRows * S::kOutBN * S::kStoreBytes;
+}
+template <class S>
+__device__ __forceinline__ unsigned char* GemmStagedPair(unsigned char* staging, int mb, int row, int col) {
+  unsigned char* box = staging + (mb * (S::kOutBN / 64) + col / 64) * 64 * 64 * S::kStoreBytes;
+  if constexpr (S::kStoreBytes == 1) return box + row * 64 + col % 64;
+  else return box + Swizzle128(row, (col % 64) * 2);
+}
 template <class S, bool Chunked, int kPart, class Epilogue>
 __device__ __forceinline__ void GemmEpilogueOfPart(const GemmSharedMemory<S>& sm, const Epilogue& epilogue, GemmConsumerState<S>& c,
                                                    const TileCoordinates& tile, int chunk, const unsigned char* residual_chunk,
                                                    unsigned load_parity) {
   using Index = typename S::Index;
-  unsigned char* my_staging = sm.staging + c.consumer * S::kConsumerRows * S::kOutBN * 2;  // [mb][kOutBN / 64][64][64]
+  unsigned char* my_staging = GemmStagingOf(sm, c);  // [mb][kOutBN / 64][64][64]
   if constexpr (S::kStagedLoad) {
     sm.tile_in[c.consumer].Wait(load_parity);  // the staged load's tile is there (its store read the old one)
   } else if constexpr (S::kStagedStore && !S::kStoreByThreads) {
@@ -61,10 +74,9 @@ __device__ __forceinline__ void GemmEpilogueOfPart(const GemmSharedMemory<S>& sm
         // This thread's column pair in the staging tile: the staged load is read there and the
         // staged store written back in its place.
         const int col_in_tile = 8 * j + (c.lane % 4) * 2;
-        unsigned* staged_pair = (unsigned*)(my_staging + (mb * (S::kOutBN / 64) + col_in_tile / 64) * 64 * 128 +
-                                            Swizzle128(c.warp * 16 + c.lane / 4 + 8 * h, (col_in_tile % 64) * 2));
+        unsigned char* staged_pair = GemmStagedPair<S>(my_staging, mb, c.warp * 16 + c.lane / 4 + 8 * h, col_in_tile);
         unsigned loaded_pair = 0;
-        if constexpr (S::kStagedLoad) loaded_pair = *staged_pair;
+        if constexpr (S::kStagedLoad) loaded_pair = *(const unsigned*)staged_pair;
         if constexpr (S::kRingedLoad)  // the same column pair in the residual's chunk: kBM rows of kChunkCols columns
           loaded_pair = *(const unsigned*)(residual_chunk + ((c.consumer * 64 + mb * 64 + c.warp * 16 + c.lane / 4 + 8 * h) * S::kChunkCols +
                                                              (j - chunk * kChunkGroups) * 8 + (c.lane % 4) * 2) * 2);
@@ -115,7 +127,10 @@ __device__ __forceinline__ void GemmEpilogueOfPart(const GemmSharedMemory<S>& sm
             staged[e] = epilogue(row, col, acc[e], loaded[e]);
           }
         }
-        if constexpr (S::kStagedStore) *staged_pair = S::StoreElement::Pack2(staged[0], staged[1]);
+        if constexpr (S::kStagedStore) {
+          auto pair = S::StoreElement::Pack2(staged[0], staged[1]);  // two 16-bit values or two 8-bit floats
+          *(decltype(pair)*)staged_pair = pair;
+        }
       }
 }
 
@@ -240,12 +255,12 @@ __device__ __forceinline__ void GemmEpilogueStore(const GemmSharedMemory<S>& sm,
   FenceSharedForAsync();
   NamedBarrierSync(1 + c.consumer, 128);
   if (c.local == 0) {
-    unsigned char* my_staging = sm.staging + c.consumer * S::kConsumerRows * S::kOutBN * 2;
+    unsigned char* my_staging = GemmStagingOf(sm, c);
     const int row_origin = tile.m * S::kBM + (S::kPingPong ? 0 : c.consumer * 64);
 #pragma unroll
     for (int mb = 0; mb < S::kMBlocks; ++mb)
       for (int box = 0; box < S::kOutBN / 64; ++box)
-        TmaStore3d(*maps.out, my_staging + (mb * (S::kOutBN / 64) + box) * 64 * 128, tile.n * S::kOutBN + box * 64, row_origin + mb * 64,
+        TmaStore3d(*maps.out, GemmStagedPair<S>(my_staging, mb, 0, box * 64), tile.n * S::kOutBN + box * 64, row_origin + mb * 64,
                    tile.batch);
     TmaStoreCommit();
   }

@@ -69,13 +69,21 @@ struct Tf32 {
   }
 };
 // FP8 e4m3 (bias 7, no infinities) and e5m2 (bias 15): one byte a value.
+// Pack2: two values as adjacent bytes (the first low), saturating as the kernels' conversions
+// do (an epilogue's staged 8-bit store).
 struct E4m3 {
   using Storage = unsigned char;
   static constexpr int kBytes = 1;
+  static __device__ __forceinline__ unsigned short Pack2(float lo, float hi) {
+    return (unsigned short)(tf_float_to_f8e4m3(lo) | tf_float_to_f8e4m3(hi) << 8);
+  }
 };
 struct E5m2 {
   using Storage = unsigned char;
   static constexpr int kBytes = 1;
+  static __device__ __forceinline__ unsigned short Pack2(float lo, float hi) {
+    return (unsigned short)(tf_float_to_f8e5m2(lo) | tf_float_to_f8e5m2(hi) << 8);
+  }
 };
 
 // ---- the instruction, spelt per form ----

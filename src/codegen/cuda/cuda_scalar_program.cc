@@ -39,16 +39,17 @@ std::string CudaFastForm(const ScalarValue& v, const std::vector<std::string>& a
   if (v.op == OpCode::kTanh && half) return fmt::format("tf_tanh_approx({})", args[0]);
   if (v.op == OpCode::kExp && half) return fmt::format("tf_exp_fast({})", args[0]);
   if (v.op == OpCode::kSigmoid && half) return fmt::format("tf_sigmoid_fast({})", args[0]);
-  // Half results keep 8 or 11 bits: the approximate quotient (2 ulp of f32) is exact enough,
-  // and IEEE division's subroutine was a fifth of an erf GELU epilogue's instructions.
-  if (v.op == OpCode::kDiv && half) return fmt::format("__fdividef({}, {})", args[0], args[1]);
   // Exact f32 quotients by a constant (a quantizer's x / scale, which a rounding reads): the
-  // reciprocal's product corrected once (tf_div_by_constant says where it is IEEE's quotient).
+  // reciprocal's product corrected once (tf_div_by_constant says where it is IEEE's quotient),
+  // as cheap as the approximate quotient below and exact.
   if (v.op == OpCode::kDiv && v.dtype == DType::kF32 && divisor && divisor->kind == ScalarValue::Kind::kConstant) {
     const float c = static_cast<float>(divisor->constant);
     if (std::isfinite(c) && std::fabs(c) >= 0x1p-24f && std::fabs(c) <= 0x1p24f)
       return fmt::format("tf_div_by_constant({}, {}, float({:.17g}))", args[0], args[1], static_cast<double>(1.0f / c));
   }
+  // Half results keep 8 or 11 bits: the approximate quotient (2 ulp of f32) is exact enough,
+  // and IEEE division's subroutine was a fifth of an erf GELU epilogue's instructions.
+  if (v.op == OpCode::kDiv && half) return fmt::format("__fdividef({}, {})", args[0], args[1]);
   return "";
 }
 
@@ -123,7 +124,7 @@ std::vector<bool> RoundedToHalfValues(const Kernel& k, const std::vector<int>& r
     rounded[id] = std::all_of(users[id].begin(), users[id].end(), [&](int u) {
       const ScalarValue& use = k.values[u];
       if (use.kind != ScalarValue::Kind::kOp) return false;
-      return (use.op == OpCode::kCast && IsHalf(use.dtype)) || (KeepsRelativeError(use.op) && rounded[u]);
+      return (use.op == OpCode::kCast && (IsHalf(use.dtype) || IsFloat8(use.dtype))) || (KeepsRelativeError(use.op) && rounded[u]);
     });
   }
   return rounded;

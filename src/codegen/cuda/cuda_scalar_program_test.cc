@@ -30,28 +30,39 @@ TEST(CudaElementProgramTest, CubeIsMultipliedOutUnderItsCallersName) {
 }
 
 // A quantizer's x / scale (a constant scale, the quotient rounded to e4m3) divides by the
-// constant's reciprocal corrected once, not through IEEE division's subroutine; a divisor that
-// is not a constant, or a constant too large for the form, stays a division.
+// constant's reciprocal corrected once, not through IEEE division's subroutine. A divisor that
+// is not a constant, or a constant too large for that form, takes the approximate quotient
+// where the 8-bit cast rounds the quotient (it keeps 3 bits; the approximation's 2 ulp of f32
+// move it across a rounding boundary as rarely as a bf16 cast's), and IEEE division where
+// the quotient is stored as it is.
 TEST(CudaElementProgramTest, DivisionByAConstantTakesTheCorrectedReciprocal) {
-  auto program = [](Value (*divisor)(GraphBuilder&)) {
+  auto program = [](Value (*divisor)(GraphBuilder&), bool quantized = true) {
     GraphBuilder b;
     Value x = b.Parameter("x", DType::kF32, {16});
-    b.Output(b.Cast(b.Div(x, divisor(b)), DType::kF8E4M3), "q");
+    Value q = b.Div(x, divisor(b));
+    b.Output(quantized ? b.Cast(q, DType::kF8E4M3) : q, "q");
     Kernel k = LowerSingleGroup(b);
     std::vector<int> stored;
     for (const KernelStore& store : k.stores) stored.push_back(store.value);
     return CudaElementProgram(k, stored, {}, {"i"}, "");
   };
-  const std::string scaled = program([](GraphBuilder& b) { return b.Scalar(0.005523681640625, DType::kF32); });
+  auto scale = [](GraphBuilder& b) { return b.Scalar(0.005523681640625, DType::kF32); };
+  auto per_element = [](GraphBuilder& b) { return b.Parameter("s", DType::kF32, {16}); };
+  const std::string scaled = program(scale);
   EXPECT_TRUE(MatchesChecks(scaled, R"(
     CHECK: const float v1 = float(0.005523681640625);
     CHECK: tf_div_by_constant(v0, v1, float(181.038
   )")) << scaled;
-  const std::string by_value = program([](GraphBuilder& b) { return b.Parameter("s", DType::kF32, {16}); });
+  const std::string stored_scaled = program(scale, false);
+  EXPECT_NE(stored_scaled.find("tf_div_by_constant(v0, v1"), std::string::npos) << stored_scaled;
+  const std::string by_value = program(per_element);
   EXPECT_EQ(by_value.find("tf_div_by_constant"), std::string::npos) << by_value;
-  EXPECT_NE(by_value.find("v0 / v1"), std::string::npos) << by_value;
+  EXPECT_NE(by_value.find("__fdividef(v0, v1)"), std::string::npos) << by_value;
+  const std::string stored = program(per_element, false);
+  EXPECT_NE(stored.find("v0 / v1"), std::string::npos) << stored;
   const std::string huge = program([](GraphBuilder& b) { return b.Scalar(1e30, DType::kF32); });
   EXPECT_EQ(huge.find("tf_div_by_constant"), std::string::npos) << huge;
+  EXPECT_NE(huge.find("__fdividef(v0, v1)"), std::string::npos) << huge;
 }
 
 // SwiGLU as PyTorch traces it in bf16: silu on the f32 upcast of the gate, cast back to bf16

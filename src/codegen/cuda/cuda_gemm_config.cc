@@ -44,9 +44,9 @@ int64_t SplitBufferBytes(const CudaGemmConfig& c, const GemmTemplateKernel& g) {
 }
 // The ring of stages, aligned to 1024 bytes (the swizzle pattern's period), 3xTF32's parts
 // of B, the staging tile, the residual's ring, the norm's scale, the block scales' slots, then
-// the barriers (full and empty per stage,
-// two ping-pong turns, three staged loads, split-K's "this unit finishes the tile" flag, full
-// and empty per residual slot, 3xTF32's split_full per stage after those).
+// the barriers (full and empty per stage, two ping-pong turns, three staged loads, split-K's
+// "this unit finishes the tile" flag, full and empty per residual slot, 3xTF32's split_full per
+// stage after those).
 int64_t SharedBytes(const CudaGemmConfig& c, const GemmTemplateKernel& g, bool staged, bool ringed) {
   return 1024 + c.stages * StageBytes(c) + SplitBufferBytes(c, g) + StagingBytes(c, g, staged) + ResidualRingBytes(c, ringed) +
          (g.row_norm ? g.k * 2 : 0) +                                              // the norm's scale (gemm_sm90's kNormA)
@@ -127,12 +127,11 @@ bool ProductMayBeHeldRounded(const GemmTemplateKernel& g) {
 }
 
 // The store the epilogue writes through shared memory, then out by TMA (or by the threads,
-// StoreByThreads): the first store at the product's position, or -1.
-// A half-precision store first (a staged load may share its tile), else an 8-bit float one
-// (e4m3, e5m2: a quantized output) whose rows are whole 16-byte units: by the threads, its
-// pairs of bytes were partial writes of a sector each (GPT-2's MLP product at 8x512 with its
-// GELU quantized: 75.7 µs, 34.5 with the same values stored bf16 through TMA; H200,
-// 2026-12-04).
+// StoreByThreads): the first half-precision store at the product's position (a staged load may
+// share its tile), else the first 8-bit float one (e4m3, e5m2: a quantized output) whose rows
+// are whole 16-byte units, or -1. (By the threads, an 8-bit output went as pairs of bytes, each
+// a partial write of a sector: GPT-2's MLP product at 8x512 with its GELU cast to e4m3 took
+// 75.7 µs that way, 64.2 staged; H200, 2026-12-04.)
 int StagedStore(const GemmTemplateKernel& g) {
   const Kernel& k = g.epilogue;
   for (size_t s = 0; s < k.stores.size(); ++s)

@@ -227,7 +227,7 @@ struct GemmSharedMemory {
   Storage* tile_b;          // [stage][kBN / 64][kBK][64]; K-major: [stage][kBN][kBK], the same swizzle as A
   Storage* small_b;         // 3xTF32: [stage][kBN][kBK], K-major whatever B's layout
   Storage* big_b;           // 3xTF32, B MN-major: [stage][kBN][kBK], B's big parts K-major
-  unsigned char* staging;   // [consumer][kOutBN / 64][64][64], swizzled
+  unsigned char* staging;   // [consumer][kOutBN / 64][64][64] of the staged store's type (GemmStagingOf)
   unsigned char* residual_ring;  // [slot][kBM][kChunkCols]
   unsigned* norm_scale;          // kNormA: the norm's scale, kK 16-bit values (GemmNormedSteps)
   float* block_scales;           // kScaleBlocks: [stage][kBM rows of A, then kBN columns of B] (GemmScaleLoader)

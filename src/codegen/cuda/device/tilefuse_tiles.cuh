@@ -201,12 +201,12 @@ TF_TILE void LoadMatrix8x8x4(unsigned (&r)[4], unsigned shared_address) {
                : "r"(shared_address)
                : "memory");
 }
-// A barrier among `threads` threads of the block (a warpgroup: 128), named `id` (1..15).
 // A four-byte copy from global to shared memory, asynchronous (cp.async; Barrier's
 // ArriveOnCopiesAsync tracks it).
 TF_TILE void CopyAsync4(void* shared, const void* global) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(SharedAddress(shared)), "l"(global) : "memory");
 }
+// A barrier among `threads` threads of the block (a warpgroup: 128), named `id` (1..15).
 TF_TILE void NamedBarrierSync(int id, int threads) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory"); }
 // Arrives at named barrier `id` without waiting: `threads` counts the arriving threads too
 // (a warpgroup that syncs on it and one that signals it: 256).

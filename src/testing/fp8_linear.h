@@ -24,18 +24,8 @@ inline Value RepeatedBlocks(GraphBuilder& b, Value v, const Shape& operand, int6
   return b.Reshape(b.BroadcastTo(b.Reshape(v, split), repeated), operand);
 }
 
-// `block_scales`: x's scale per row and 128 columns of K, the weight's per 128 rows of K and
-// column (DeepGEMM's scaling as ONNX's blocked DequantizeLinear writes it), instead of per
-// tensor and per column.
-inline PlannedText PlanFp8Linear(int64_t m, int64_t k, int64_t n, DType type, const PassOptions& passes, bool block_scales = false) {
-  GraphBuilder b;
-  auto dequantize = [&](Value q, Value scale) { return b.Cast(b.Mul(b.Cast(q, DType::kF32), scale), DType::kBF16); };
-  Value sx = block_scales ? RepeatedBlocks(b, b.Parameter("sx", DType::kF32, {m, k / 128}), {m, k}, 1) : b.Parameter("sx", DType::kF32, {});
-  Value sw = block_scales ? RepeatedBlocks(b, b.Constant(Tensor::Random(DType::kF32, {k / 128, n}, 12)), {k, n}, 0)
-                          : b.Constant(Tensor::Random(DType::kF32, {1, n}, 12));
-  Value x = dequantize(b.Parameter("x", type, {m, k}), sx);
-  Value w = dequantize(b.Constant(Tensor::Random(type, {k, n}, 11)), sw);
-  b.Output(b.Add(b.MatMul(x, w), b.Parameter("bias", DType::kBF16, {n})), "y");
+// The graph `b` holds, through `passes` and planned.
+inline PlannedText PlanBuilt(GraphBuilder& b, const PassOptions& passes) {
   PlannedText out;
   auto graph = b.Build();
   EXPECT_TRUE(graph.ok()) << graph.status().ToString();
@@ -48,6 +38,21 @@ inline PlannedText PlanFp8Linear(int64_t m, int64_t k, int64_t n, DType type, co
   EXPECT_TRUE(plan.ok()) << plan.status().ToString();
   if (plan.ok()) out.plan = std::move(*plan);
   return out;
+}
+
+// `block_scales`: x's scale per row and 128 columns of K, the weight's per 128 rows of K and
+// column (DeepGEMM's scaling as ONNX's blocked DequantizeLinear writes it), instead of per
+// tensor and per column.
+inline PlannedText PlanFp8Linear(int64_t m, int64_t k, int64_t n, DType type, const PassOptions& passes, bool block_scales = false) {
+  GraphBuilder b;
+  auto dequantize = [&](Value q, Value scale) { return b.Cast(b.Mul(b.Cast(q, DType::kF32), scale), DType::kBF16); };
+  Value sx = block_scales ? RepeatedBlocks(b, b.Parameter("sx", DType::kF32, {m, k / 128}), {m, k}, 1) : b.Parameter("sx", DType::kF32, {});
+  Value sw = block_scales ? RepeatedBlocks(b, b.Constant(Tensor::Random(DType::kF32, {k / 128, n}, 12)), {k, n}, 0)
+                          : b.Constant(Tensor::Random(DType::kF32, {1, n}, 12));
+  Value x = dequantize(b.Parameter("x", type, {m, k}), sx);
+  Value w = dequantize(b.Constant(Tensor::Random(type, {k, n}, 11)), sw);
+  b.Output(b.Add(b.MatMul(x, w), b.Parameter("bias", DType::kBF16, {n})), "y");
+  return PlanBuilt(b, passes);
 }
 
 }  // namespace tilefuse

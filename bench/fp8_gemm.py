@@ -65,21 +65,37 @@ def write_models(folder):
             model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
             onnx.checker.check_model(model)
             onnx.save(model, os.path.join(folder, name + ".onnx"))
-        if m == n == k:  # DeepGEMM's scaling: x per row and 128 columns of K, w per column and 128 of K
-            nodes = [helper.make_node("DequantizeLinear", ["x", "sx"], ["xd"], axis=1, block_size=128),
-                     helper.make_node("DequantizeLinear", ["w", "sw"], ["wd"], axis=1, block_size=128),
-                     helper.make_node("Transpose", ["wd"], ["wt"], perm=[1, 0]),
-                     helper.make_node("MatMul", ["xd", "wt"], ["p"]),
-                     helper.make_node("Cast", ["p"], ["y"], to=TensorProto.BFLOAT16)]
-            inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT8E4M3FN, [m, k]),
-                      helper.make_tensor_value_info("sx", TensorProto.FLOAT, [m, k // 128]),
-                      helper.make_tensor_value_info("w", TensorProto.FLOAT8E4M3FN, [n, k]),
-                      helper.make_tensor_value_info("sw", TensorProto.FLOAT, [n, k // 128])]
-            name = model_name("e4m3_blocks", m, n, k)
-            graph = helper.make_graph(nodes, name, inputs, [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [m, n])])
-            model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
-            onnx.checker.check_model(model)
-            onnx.save(model, os.path.join(folder, name + ".onnx"))
+        if m == n == k:
+            write_block_scaled_model(folder, m, n, k, weight_blocks=False)
+            write_block_scaled_model(folder, m, n, k, weight_blocks=True)
+
+
+def write_block_scaled_model(folder, m, n, k, weight_blocks):
+    """Block scales: x per row and 128 columns of K, w per column and 128 of K (an input), or
+    (weight_blocks, DeepGEMM's weights) one per 128x128 block of w, a constant repeated over the
+    block's 128 columns as ONNX's blocked DequantizeLinear writes it (w itself an input)."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    nodes = [helper.make_node("DequantizeLinear", ["x", "sx"], ["xd"], axis=1, block_size=128),
+             helper.make_node("DequantizeLinear", ["w", "sw"], ["wd"], axis=1, block_size=128),
+             helper.make_node("Transpose", ["wd"], ["wt"], perm=[1, 0]),
+             helper.make_node("MatMul", ["xd", "wt"], ["p"]),
+             helper.make_node("Cast", ["p"], ["y"], to=TensorProto.BFLOAT16)]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT8E4M3FN, [m, k]),
+              helper.make_tensor_value_info("sx", TensorProto.FLOAT, [m, k // 128]),
+              helper.make_tensor_value_info("w", TensorProto.FLOAT8E4M3FN, [n, k])]
+    initializers = []
+    if weight_blocks:
+        blocks = np.random.default_rng(5).uniform(0.5, 2.0, (n // 128, k // 128)).astype(np.float32)
+        initializers.append(numpy_helper.from_array(np.ascontiguousarray(np.repeat(blocks, 128, axis=0)), "sw"))
+    else:
+        inputs.append(helper.make_tensor_value_info("sw", TensorProto.FLOAT, [n, k // 128]))
+    name = model_name("e4m3_weight_blocks" if weight_blocks else "e4m3_blocks", m, n, k)
+    graph = helper.make_graph(nodes, name, inputs, [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [m, n])], initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+    onnx.checker.check_model(model)
+    onnx.save(model, os.path.join(folder, name + ".onnx"))
 
 
 MLPS = ((8192, 4096, 16384), (4096, 768, 3072))  # tokens, hidden, inner: a large block, GPT-2's at 8x512
@@ -162,7 +178,8 @@ def main():
         if not os.path.exists(fp8):
             print(f"| {m}x{n}x{k} | no model: write them with --write-models |", flush=True)
             continue
-        ours = {"promoted": tilefuse_us(a.tilefuse, fp8), "fast": tilefuse_us(a.tilefuse, fp8, "--precision", "high"),
+        ours = {"promoted": tilefuse_us(a.tilefuse, fp8), "promoted tail": tilefuse_us(a.tilefuse, fp8, "--gemm-form", "tail"),
+                "fast": tilefuse_us(a.tilefuse, fp8, "--precision", "high"),
                 "bf16": tilefuse_us(a.tilefuse, os.path.join(a.models, model_name("bf16", m, n, k) + ".onnx"))}
         p = peers(m, n, k)
         flops = 2 * m * n * k
@@ -171,7 +188,7 @@ def main():
             return f"{us:.0f} ({flops / us / 1e6:.0f})" if us else "failed"
         us = {k: v[0] for k, v in ours.items()}
         ratio = lambda peer, mine: f"{peer / mine:.2f}x" if mine else "-"
-        print(f"| {m}x{n}x{k} | {cell(us['promoted'])} | {cell(us['fast'])} | {cell(us['bf16'])} | {cell(p['_scaled_mm fast_accum=False'])} | "
+        print(f"| {m}x{n}x{k} | {cell(us['promoted'])} (tail {cell(us['promoted tail'])}) | {cell(us['fast'])} | {cell(us['bf16'])} | {cell(p['_scaled_mm fast_accum=False'])} | "
               f"{cell(p['_scaled_mm fast_accum=True'])} | {cell(p['mm bf16'])} | "
               f"{ratio(p['_scaled_mm fast_accum=False'], us['promoted'])} / {ratio(p['_scaled_mm fast_accum=True'], us['fast'])} | "
               f"{ratio(us['bf16'] or 0, us['promoted'])} / {ratio(us['bf16'] or 0, us['fast'])} |", flush=True)
@@ -181,21 +198,24 @@ def main():
         rows.append({"shape": [m, n, k], "tilefuse_us": us, "peers_us": p, "reports": {key: v[1] for key, v in ours.items()}})
     # Block scales: the template scales each K step (the default); TILEFUSE_FP8_BLOCK_SCALES=0
     # computes the product as written, dequantized. Issue 50's bar: 1.4x tilefuse's bf16.
+    # (weight_blocks: DeepGEMM's 128x128 weight blocks, one scale a tile's 128 columns.)
     for n in SIZES:
-        blocked = os.path.join(a.models, model_name("e4m3_blocks", n, n, n) + ".onnx")
-        if not os.path.exists(blocked):
-            continue
-        scaled = tilefuse_us(a.tilefuse, blocked)
-        os.environ["TILEFUSE_FP8_BLOCK_SCALES"] = "0"
-        as_written = tilefuse_us(a.tilefuse, blocked)[0]
-        del os.environ["TILEFUSE_FP8_BLOCK_SCALES"]
-        bf16 = next((r["tilefuse_us"]["bf16"] for r in rows if r.get("shape") == [n, n, n]), None)
-        print(f"block-scaled e4m3 {n}^3 (tilefuse, µs): {scaled[0] or 0:.0f} ({2 * n ** 3 / (scaled[0] or 1) / 1e6:.0f} TF/s); "
-              f"as written {as_written or 0:.0f}; bf16 {bf16 or 0:.0f}; bf16 / block-scaled "
-              f"{(bf16 or 0) / (scaled[0] or 1):.2f}x", flush=True)
-        if scaled[1]:
-            print(f"  {n}^3 block-scaled: {scaled[1]['groups'][0]['strategy']}", file=sys.stderr, flush=True)
-        rows.append({"block_scaled": n, "tilefuse_us": {"block_scaled": scaled[0], "as_written": as_written, "bf16": bf16}})
+        for kind in ("e4m3_blocks", "e4m3_weight_blocks"):
+            blocked = os.path.join(a.models, model_name(kind, n, n, n) + ".onnx")
+            if not os.path.exists(blocked):
+                continue
+            scaled = tilefuse_us(a.tilefuse, blocked)
+            os.environ["TILEFUSE_FP8_BLOCK_SCALES"] = "0"
+            as_written = tilefuse_us(a.tilefuse, blocked)[0]
+            del os.environ["TILEFUSE_FP8_BLOCK_SCALES"]
+            bf16 = next((r["tilefuse_us"]["bf16"] for r in rows if r.get("shape") == [n, n, n]), None)
+            label = "x 1x128, w 128x128 blocks" if kind == "e4m3_weight_blocks" else "x 1x128, w 128x1"
+            print(f"block-scaled e4m3 {n}^3, {label} (tilefuse, µs): {scaled[0] or 0:.0f} ({2 * n ** 3 / (scaled[0] or 1) / 1e6:.0f} TF/s); "
+                  f"as written {as_written or 0:.0f}; bf16 {bf16 or 0:.0f}; bf16 / block-scaled "
+                  f"{(bf16 or 0) / (scaled[0] or 1):.2f}x", flush=True)
+            if scaled[1]:
+                print(f"  {n}^3 {kind}: {scaled[1]['groups'][0]['strategy']}", file=sys.stderr, flush=True)
+            rows.append({kind: n, "tilefuse_us": {"block_scaled": scaled[0], "as_written": as_written, "bf16": bf16}})
     for m, h, f in MLPS:
         path = lambda kind: os.path.join(a.models, f"mlp_{kind}_{m}x{h}x{f}.onnx")
         if not os.path.exists(path("e4m3")):
@@ -204,7 +224,10 @@ def main():
         mlp = {kind: tilefuse_us(a.tilefuse, path(kind))[0] for kind in ("e4m3", "bf16")}
         mlp["e4m3 fast"] = tilefuse_us(a.tilefuse, path("e4m3"), "--precision", "high")[0]
         mlp["e4m3 ping-pong"] = tilefuse_us(a.tilefuse, path("e4m3"), "--gemm-form", "pingpong")[0]
-        print(f"MLP block {m}x{h}x{f} (tilefuse, µs): e4m3 {mlp['e4m3'] or 0:.1f}, e4m3 fast accumulation {mlp['e4m3 fast'] or 0:.1f}, "
+        mlp["e4m3 tail"] = tilefuse_us(a.tilefuse, path("e4m3"), "--gemm-form", "tail")[0]
+        mlp["e4m3 overlapped"] = tilefuse_us(a.tilefuse, path("e4m3"), "--gemm-form", "overlap")[0]
+        print(f"MLP block {m}x{h}x{f} (tilefuse, µs): e4m3 {mlp['e4m3'] or 0:.1f} (epilogues in the tail {mlp['e4m3 tail'] or 0:.1f}, "
+              f"overlapped {mlp['e4m3 overlapped'] or 0:.1f}), e4m3 fast accumulation {mlp['e4m3 fast'] or 0:.1f}, "
               f"e4m3 ping-pong consumers {mlp['e4m3 ping-pong'] or 0:.1f}, bf16 {mlp['bf16'] or 0:.1f}", flush=True)
         rows.append({"mlp": [m, h, f], "tilefuse_us": mlp})
     if a.json:

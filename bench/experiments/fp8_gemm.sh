@@ -14,9 +14,17 @@ source "$(dirname "$0")/template_checks.sh"
 mkdir -p "$OUT"
 log="$OUT/fp8-gemm.log"
 : >"$log"
+# (The rule overlaps the epilogues of products with K <= 2048 since 2026-12-04; tail and
+# overlap name both forms outright.)
 for m in tests/gemm/gemm_fp8_*.onnx; do
-  check_forms "$m" "" "--precision high" "--gemm-form pingpong" "--gemm-form tail --precision high" "--gemm-form streamk"
+  check_forms "$m" "" "--gemm-form tail" "--precision high" "--gemm-form overlap --precision high" "--gemm-form pingpong" \
+    "--gemm-form tail --precision high" "--gemm-form streamk"
   memcheck "$m"
+done
+# Single models beside the bench (FP8_EXTRA: "MODEL|FLAGS" pairs): timed in the forms given.
+for case in ${FP8_EXTRA:-}; do
+  m=${case%%|*} flags=${case#*|}
+  { echo "== $m ${flags//,/ }"; "$B/tilefuse" bench "$m" --backend cuda --repeats 30 --warmup 5 ${flags//,/ } 2>&1 | tail -6; } | tee -a "$log"
 done
 # Block scales on the template: every form, clusters sharing B too.
 check_forms tests/gemm/gemm_fp8_e4m3_block_scales.onnx "" "--gemm-form pingpong" "--gemm-form streamk" "--gemm-form tail" "--gemm-cluster 2"

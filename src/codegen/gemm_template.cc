@@ -355,6 +355,18 @@ StatusOr<GemmTemplateKernel> LowerGemmTemplate(const Graph& g, const FusionGroup
   return t;
 }
 
+// Whether a block-scaled product's B scales ([blocks][N]) are a constant whose every row
+// repeats one value over each aligned run of `columns` columns (the last run may be short).
+static bool ScalesShareColumns(const Node& scales, int64_t columns) {
+  if (scales.op != OpCode::kConstant || scales.shape.size() != 2 || !scales.attrs.value) return false;
+  const Tensor& v = *scales.attrs.value;
+  const int64_t n = scales.shape[1];
+  for (int64_t row = 0; row < scales.shape[0]; ++row)
+    for (int64_t col = 0; col < n; ++col)
+      if (v.GetDouble(row * n + col) != v.GetDouble(row * n + col / columns * columns)) return false;
+  return true;
+}
+
 StatusOr<GemmTemplateKernel> LowerGemmProblem(const Graph& g, const FusionGroup& group, const GemmSplit& split,
                                               const std::vector<bool>& inlined) {
   const Node& mm = g.node(split.matmul);
@@ -384,6 +396,7 @@ StatusOr<GemmTemplateKernel> LowerGemmProblem(const Graph& g, const FusionGroup&
     t.block_scale_b = mm.inputs[3];
     t.scale_blocks = g.node(mm.inputs[3]).shape[0];
     if (t.batch != 1) return Unimplemented("a block-scaled FP8 product of a B per batch entry");
+    if (ScalesShareColumns(g.node(t.block_scale_b), kWeightScaleColumns)) t.b_scale_columns = kWeightScaleColumns;
   }
   t.store_product = std::find(group.outputs.begin(), group.outputs.end(), split.matmul) != group.outputs.end();
   t.outputs = group.outputs;

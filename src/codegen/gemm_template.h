@@ -131,7 +131,12 @@ struct GemmTemplateKernel {
   // [blocks][N] (f32, in memory), each block scaling K / blocks columns of K; -1, 0: none.
   int block_scale_a = -1, block_scale_b = -1;
   int64_t scale_blocks = 0;
+  // B's scales shared by aligned runs of this many columns of N (128: DeepGEMM's weights, one
+  // scale a 128x128 block, which ONNX's blocked DequantizeLinear writes as a constant scale
+  // repeated over 128 columns); 0: a scale each column.
+  int64_t b_scale_columns = 0;
 };
+constexpr int64_t kWeightScaleColumns = 128;  // GemmTemplateKernel::b_scale_columns when B's scales are shared
 
 // The template form of gemm `group`, or the reason it does not apply (the caller keeps
 // the library path and reports the reason): operand dtype, alignment for TMA (rows of A and

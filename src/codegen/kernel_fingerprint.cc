@@ -34,6 +34,7 @@ std::string GemmFingerprint(const GemmTemplateKernel& g) {
   if (g.b_k_rows) problem += fmt::format(" b-k-rows {}", g.b_k_rows);
   if (g.a_mn_major >= 0) problem += " a-mn-major";
   if (g.scale_blocks) problem += fmt::format(" scale-blocks {}", g.scale_blocks);
+  if (g.b_scale_columns) problem += fmt::format(" b-scale-columns {}", g.b_scale_columns);
   // 3xTF32 and TF32 forms of one f32 product take different configurations (no ping-pong).
   if (g.split_f32) problem += " 3xtf32";
   if (g.partner) problem += fmt::format(" partner {}", g.partner);  // (it limits the tile widths)

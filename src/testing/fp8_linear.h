@@ -41,14 +41,17 @@ inline PlannedText PlanBuilt(GraphBuilder& b, const PassOptions& passes) {
 }
 
 // `block_scales`: x's scale per row and 128 columns of K, the weight's per 128 rows of K and
-// column (DeepGEMM's scaling as ONNX's blocked DequantizeLinear writes it), instead of per
-// tensor and per column.
-inline PlannedText PlanFp8Linear(int64_t m, int64_t k, int64_t n, DType type, const PassOptions& passes, bool block_scales = false) {
+// column (ONNX's blocked DequantizeLinear), instead of per tensor and per column;
+// `weight_blocks` too: the weight's scale one per 128x128 block (DeepGEMM's weights), each
+// repeated over its block's 128 columns.
+inline PlannedText PlanFp8Linear(int64_t m, int64_t k, int64_t n, DType type, const PassOptions& passes, bool block_scales = false,
+                                 bool weight_blocks = false) {
   GraphBuilder b;
   auto dequantize = [&](Value q, Value scale) { return b.Cast(b.Mul(b.Cast(q, DType::kF32), scale), DType::kBF16); };
   Value sx = block_scales ? RepeatedBlocks(b, b.Parameter("sx", DType::kF32, {m, k / 128}), {m, k}, 1) : b.Parameter("sx", DType::kF32, {});
-  Value sw = block_scales ? RepeatedBlocks(b, b.Constant(Tensor::Random(DType::kF32, {k / 128, n}, 12)), {k, n}, 0)
-                          : b.Constant(Tensor::Random(DType::kF32, {1, n}, 12));
+  Value sw_blocks = weight_blocks ? RepeatedBlocks(b, b.Constant(Tensor::Random(DType::kF32, {k / 128, n / 128}, 12)), {k / 128, n}, 1)
+                                  : b.Constant(Tensor::Random(DType::kF32, {k / 128, n}, 12));
+  Value sw = block_scales ? RepeatedBlocks(b, sw_blocks, {k, n}, 0) : b.Constant(Tensor::Random(DType::kF32, {1, n}, 12));
   Value x = dequantize(b.Parameter("x", type, {m, k}), sx);
   Value w = dequantize(b.Constant(Tensor::Random(type, {k, n}, 11)), sw);
   b.Output(b.Add(b.MatMul(x, w), b.Parameter("bias", DType::kBF16, {n})), "y");

@@ -101,14 +101,18 @@ def quantized_activation(m, n, name):
     save(name, nodes, inputs, outputs, inits, quantized_activation.__doc__)
 
 
-def block_scales():
+def block_scales(weight_blocks=False):
     """DeepGEMM's scaling as ONNX's blocked DequantizeLinear writes it: x [M][K] e4m3 with a scale
     per row and 128 columns of K, a constant weight [K][N] e4m3 with one per 128 rows of K and
-    column; the product in bf16."""
-    m, k, n = 256, 512, 384
+    column; the product in bf16. weight_blocks: the weight's scales one per 128x128 block
+    (DeepGEMM's weights), repeated over the block's columns, N = 320 ending in a short block."""
+    m, k, n = (320, 512, 320) if weight_blocks else (256, 512, 384)
     rng = np.random.default_rng(13)
     w = f8_initializer("w", rng.uniform(-2, 2, (k, n)), E4M3)
-    sw = numpy_helper.from_array(rng.uniform(0.01, 0.05, (k // 128, n)).astype(np.float32), "sw")
+    scales = rng.uniform(0.01, 0.05, (k // 128, n)).astype(np.float32)
+    if weight_blocks:
+        scales = np.repeat(rng.uniform(0.01, 0.05, (k // 128, (n + 127) // 128)).astype(np.float32), 128, axis=1)[:, :n]
+    sw = numpy_helper.from_array(np.ascontiguousarray(scales), "sw")
     nodes = [
         helper.make_node("DequantizeLinear", ["x", "sx"], ["xd"], axis=1, block_size=128),
         helper.make_node("DequantizeLinear", ["w", "sw"], ["wd"], axis=0, block_size=128),
@@ -117,11 +121,13 @@ def block_scales():
     ]
     inputs = [helper.make_tensor_value_info("x", E4M3, [m, k]), helper.make_tensor_value_info("sx", TensorProto.FLOAT, [m, k // 128])]
     outputs = [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [m, n])]
-    save("gemm_fp8_e4m3_block_scales", nodes, inputs, outputs, [w, sw], block_scales.__doc__)
+    save("gemm_fp8_e4m3_weight_block_scales" if weight_blocks else "gemm_fp8_e4m3_block_scales", nodes, inputs, outputs, [w, sw],
+         block_scales.__doc__)
 
 
 if __name__ == "__main__":
     block_scales()
+    block_scales(weight_blocks=True)
     quantized_activation(128, 768, "gemm_fp8_e4m3_qdq_linear_128_rows")
     quantized_activation(4096, 768, "gemm_fp8_e4m3_qdq_linear_4096_rows")
     quantized_activation(128, 1001, "gemm_fp8_e4m3_qdq_linear_odd_n")

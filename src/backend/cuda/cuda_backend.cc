@@ -300,6 +300,7 @@ CudaTarget TargetFor(const std::string& arch, int sm_count, const CudaCompileOpt
   target.overrides = options.overrides;
   // The rule's deepest GEMM ring moved for measurement (whole models A/B without a rebuild).
   if (target.overrides.gemm_max_stages == 0) target.overrides.gemm_max_stages = PositiveSetting("TILEFUSE_GEMM_MAX_STAGES");
+  if (target.overrides.gemm_block_n == 0) target.overrides.gemm_block_n = PositiveSetting("TILEFUSE_GEMM_BLOCK_N");  // the tiles' width likewise
   if (SwitchedOff("TILEFUSE_GEMM_GROUP_N")) target.overrides.gemm_group_n = false;  // a kernel per product, for comparison
   if (SwitchedOff("TILEFUSE_GEMM_GATES")) target.overrides.gemm_gates = false;      // a gate's product a kernel of its own
   if (SwitchedOn("TILEFUSE_GEMM_ROW_NORMS")) target.overrides.gemm_row_norms = true;  // RMS norms in their products (no faster, measured)

@@ -154,7 +154,7 @@ CudaGemmConfig RequestedGemmConfig(const GemmTemplateKernel& gemm, const CudaTar
   if (target.tf32) config.promote = false;  // --precision high: FP8 products in the tensor cores' own accumulation
   if (o.gemm_pingpong.value_or(false)) config.overlap_epilogue = false;
   else if (o.gemm_overlap_epilogue == false) config.overlap_epilogue = false;
-  else if (o.gemm_overlap_epilogue == true && gemm.dtype != DType::kF32) {  // (f32 products are not held: ProductMayBeHeldRounded)
+  else if (o.gemm_overlap_epilogue == true && gemm_layout::ProductMayBeHeld(gemm)) {
     CudaGemmConfig overlapped = config;
     overlapped.overlap_epilogue = true;
     if (ResolveGemmConfig(gemm, overlapped).splits == 1) config = overlapped;

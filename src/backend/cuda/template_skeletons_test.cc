@@ -211,7 +211,8 @@ TEST(TemplateSkeletonsTest, EightBitStagedStoresCompileInTheirForms) {
 }
 
 // Block-scaled FP8 products (each K step's sums scaled by A's row and B's column scales of its
-// block, TILEFUSE_FP8_BLOCK_SCALES): the rule's form, ping-pong, split-K at few rows, stream-K.
+// block, TILEFUSE_FP8_BLOCK_SCALES): the rule's form, ping-pong, split-K at few rows, stream-K;
+// B's scales per column and shared by 128 columns (DeepGEMM's 128x128 weight blocks).
 TEST(TemplateSkeletonsTest, BlockScaledFp8GemmCompilesInItsForms) {
   StatusOr<NvrtcCompiler> nvrtc = ColdCompiler();
   if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available, skeletons not compiled: " << nvrtc.status().ToString();
@@ -222,20 +223,22 @@ TEST(TemplateSkeletonsTest, BlockScaledFp8GemmCompilesInItsForms) {
   stream_k.stream_k = true;
   wide.block_m = 128, wide.block_n = 192;
   int compiled = 0;
-  for (auto [rows, k] : {std::pair<int64_t, int64_t>{4096, 1024}, {128, 3072}}) {
-    const PlannedText planned = PlanFp8Linear(rows, k, 2048, DType::kF8E4M3, passes, /*block_scales=*/true);
-    StatusOr<GemmTemplateKernel> gemm = GemmOf(planned);
-    ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
-    ASSERT_EQ(gemm->scale_blocks, k / 128);
-    for (const CudaGemmConfig& config : {CudaGemmConfig{}, pingpong, stream_k, wide}) {
-      StatusOr<CudaKernelSource> source = EmitCudaGemm(*gemm, config);
-      if (!source.ok()) continue;  // ping-pong where the rule splits K, stream-K without a partial round
-      EXPECT_NE(source->strategy.find("block scales"), std::string::npos) << source->strategy;
-      CompileAndReport(*nvrtc, *source, fmt::format("block-scaled gemm {}x{}: {}", rows, k, source->strategy.substr(14, 60)));
-      ++compiled;
+  for (bool weight_blocks : {false, true})
+    for (auto [rows, k] : {std::pair<int64_t, int64_t>{4096, 1024}, {128, 3072}}) {
+      const PlannedText planned = PlanFp8Linear(rows, k, 2048, DType::kF8E4M3, passes, /*block_scales=*/true, weight_blocks);
+      StatusOr<GemmTemplateKernel> gemm = GemmOf(planned);
+      ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
+      ASSERT_EQ(gemm->scale_blocks, k / 128);
+      ASSERT_EQ(gemm->b_scale_columns, weight_blocks ? 128 : 0);
+      for (const CudaGemmConfig& config : {CudaGemmConfig{}, pingpong, stream_k, wide}) {
+        StatusOr<CudaKernelSource> source = EmitCudaGemm(*gemm, config);
+        if (!source.ok()) continue;  // ping-pong where the rule splits K, stream-K without a partial round, 192 columns of shared scales
+        EXPECT_NE(source->strategy.find(weight_blocks ? "B's by 128 columns" : "block scales"), std::string::npos) << source->strategy;
+        CompileAndReport(*nvrtc, *source, fmt::format("block-scaled gemm {}x{}: {}", rows, k, source->strategy.substr(14, 60)));
+        ++compiled;
+      }
     }
-  }
-  EXPECT_GE(compiled, 6);
+  EXPECT_GE(compiled, 11);
 }
 
 // The skinny GEMM skeleton: A's rows padded to 16, 48 and 64, B MN-major and K-major, bf16

@@ -59,8 +59,12 @@ int UnitsWithoutEmpty(const GemmTemplateKernel& g, int64_t splits) {
   return static_cast<int>(CeilDiv(KSteps(g), CeilDiv(KSteps(g), splits)));
 }
 int EpilogueChunks(const CudaGemmConfig& c) {
+  // Promoted FP8 steps (128 of K: GPT-2's K = 768 is six) in 4 chunks, so that a short main
+  // loop still covers every chunk with a step; each chunk's step is printed whole, two
+  // wgmmas and their additions.
+  const int most = c.promote.value_or(false) ? 4 : 16;
   int chunks = 1;
-  while (chunks < 16 && (c.block_n / 8) % (chunks * 2) == 0) chunks *= 2;
+  while (chunks < most && (c.block_n / 8) % (chunks * 2) == 0) chunks *= 2;
   return chunks;
 }
 int64_t StepsPerSplit(const GemmTemplateKernel& g, const CudaGemmConfig& c) { return CeilDiv(KSteps(g), c.splits); }
@@ -110,11 +114,15 @@ static int ResidualLoad(const GemmTemplateKernel& g) {
   return -1;
 }
 
-bool ProductMayBeHeldRounded(const GemmTemplateKernel& g) {
+bool ProductMayBeHeld(const GemmTemplateKernel& g) {
   // A product grouped over N stores its parts' outputs from the main loop's tail (its
   // overlapped form is not written).
   if (!g.n_parts.empty()) return false;
-  if (g.dtype != DType::kBF16 && g.dtype != DType::kF16) return false;
+  // Held rounded to the MatMul's 16-bit type, or an FP8 product's f32 sums as they are (its
+  // 64 x 128 a consumer beside the promoted ones; block scales are read in the main loop's
+  // chains only).
+  const bool fp8_sums = IsFloat8(g.operand_dtype) && g.scale_blocks == 0;
+  if (g.dtype != DType::kBF16 && g.dtype != DType::kF16 && !fp8_sums) return false;
   const Kernel& k = g.epilogue;
   const int residual = ResidualLoad(g);
   for (size_t v = 0; v < k.values.size(); ++v) {
@@ -224,6 +232,15 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
   c.pingpong = c.pingpong.value_or(short_tf32);
   // Promoted sums for FP8 and 3xTF32 (gemm_sm90_consumer.cuh says why).
   c.promote = g.split_f32 || g.scale_blocks != 0 || (IsFloat8(g.operand_dtype) && c.promote.value_or(true));  // 3xTF32's A registers need it
+  // FP8 products with the epilogue overlapped: their f32 sums held beside the promoted ones
+  // (ProductMayBeHeld) take tiles of 128 columns at most, promoted sums only (the tensor
+  // cores' own accumulation beside held sums serialized its wgmmas). Asked for or tried by
+  // the tuner, not the rule: the tail's 128x192 tiles won wherever timed (H200, 2026-12-04,
+  // µs, tail / overlapped 128x128: GPT-2's MLP product with bias, GELU and quantization
+  // 4096 x 768 -> 3072 37.3 / 40.4, the plain product 25 / 27, GPT-2's MLP block 53.6 / 69.9,
+  // the 8192 x 4096 x 16384 block 1847 / 2117). RULE_NUMBERS
+  const bool fp8_overlap = IsFloat8(g.operand_dtype) && *c.promote && ProductMayBeHeld(g) && !*c.pingpong && c.block_m != 192 &&
+                           c.overlap_epilogue.value_or(false);
   if (c.block_n == 0) {
     // The width whose tiles end soonest: the persistent grid's rounds (every SM a tile a
     // round) times a tile's columns, a column a little dearer in a narrower tile (its A tile
@@ -267,6 +284,12 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
           // chains of one step (8192^3 1301 µs) beat 128x128 in chains of four (1448; H200,
           // 2026-12-04).
           if (g.scale_blocks && n > 192) continue;
+          // B's scales shared by 128 columns: a tile inside one run reads one a step, a
+          // 192-column tile two (chains of two steps). The widths as the cost below picks them
+          // were the faster (H200, 2026-12-04, µs: 8192³ 1069 at 128x192, 1144 at 128x128;
+          // 4096³ 145 at 128x128, 155 at 128x192). RULE_NUMBERS
+          if (g.b_scale_columns && g.b_scale_columns % n != 0 && !(g.b_scale_columns == 128 && n == 192)) continue;
+          if (fp8_overlap && n > 128) continue;
           if (split_by_pair && n % (64 * c.cluster_m) != 0) continue;
           if (m == 192 && n < 128) continue;
           if (!PartsTakeWidth(g, n)) continue;  // a tile's columns in one part of a grouped product
@@ -409,9 +432,11 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
   // cores no longer wait for it (H200, 2026-11-27, µs: 16384x4096x1024 bias+ReLU 192 -> 183,
   // bias+GELU 206 -> 193, the MLP block 410 -> 399, the GPT block 835 -> 817). A residual
   // comes by TMA into a ring of its own, chunk by chunk (RingedLoad; numbers above). It is
-  // added to the product held rounded to the MatMul's own type, as the graph computes it.
+  // added to the product held rounded to the MatMul's own type, as the graph computes it (an
+  // FP8 product, an f32 one of 8-bit floats, holds its sums as they are: fp8_overlap).
   if (!c.overlap_epilogue) {
-    c.overlap_epilogue = !*c.pingpong && c.splits == 1 && !c.stream_k.value_or(false) && c.block_m != 192 && ProductMayBeHeldRounded(g);
+    c.overlap_epilogue = !*c.pingpong && c.splits == 1 && !c.stream_k.value_or(false) && c.block_m != 192 && ProductMayBeHeld(g) &&
+                         (!IsFloat8(g.operand_dtype) || (fp8_overlap && c.block_n <= 128));
     // Except where the residual's ring leaves a long main loop (32 steps or more) fewer than
     // 4 stages and the tail form more: the loads then fall behind. H200, 2026-12-01, µs,
     // overlapped 128x192 at 3 stages / tail at 4: GPT-2's fc2 + residual 4096x3072 -> 768
@@ -425,6 +450,9 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
       if (overlapped < 4 && fitting_stages(tail) > overlapped) c.overlap_epilogue = false;
     }
   }
+  // FP8 products hold their sums only promoted, beside 128 columns at most (asked for wherever
+  // it applies, as elsewhere).
+  if (*c.overlap_epilogue && IsFloat8(g.operand_dtype) && !(fp8_overlap && c.block_n <= 128)) c.overlap_epilogue = false;
   // Single CTAs. Clusters of two sharing B tiles by multicast measured within 3% of them
   // either way (H100, 2026-11-28, us, single / paired: 16384x4096x1024 bias+GELU 196.2 /
   // 190.8, plain 183.1 / 183.9, ping-pong residual 229-236 / 241; 4096^3 175 / 177; 8192^3

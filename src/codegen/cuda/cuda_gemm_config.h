@@ -99,11 +99,12 @@ int StreamKCtas(const GemmTemplateKernel& g, const CudaGemmConfig& c);
 constexpr int64_t kReadBoundRows = 16;
 // The CTAs of the persistent grid.
 int64_t GridCtas(const GemmTemplateKernel& g, const CudaGemmConfig& c);
-// Whether the rule overlaps the epilogue, holding the product rounded to its half-precision
-// type meanwhile: a half-precision product whose epilogue reads nothing else of more than N
+// Whether the epilogue may overlap the next tile's main loop, holding the product meanwhile:
+// a half-precision product (held rounded to its type) or an FP8 one (its f32 sums held as
+// they are, 128 columns a tile at most) whose epilogue reads nothing else of more than N
 // elements (bias or scale vectors) but a residual tile that its ring can bring (RingedLoad).
-// (An f32 product held whole would need twice the registers.)
-bool ProductMayBeHeldRounded(const GemmTemplateKernel& g);
+// (Other f32 products held whole would need twice the registers of their wider tiles.)
+bool ProductMayBeHeld(const GemmTemplateKernel& g);
 int StagedStore(const GemmTemplateKernel& g);  // the store written through shared memory, or -1
 int StagedStoreBytes(const GemmTemplateKernel& g);  // its element's bytes: 2, or 1 (8-bit floats)
 // Whether the staged store's rows are not 16-byte aligned (a vocabulary of 50257), so that

@@ -129,7 +129,8 @@ class GemmEmitter {
       s.launch.args.push_back({LaunchArg::Kind::kBuffer, g_.block_scale_b, {}, 0});
       if (!g_.row_norm) maps += g_.n_parts.empty() && g_.gate.empty() ? ", {}, nullptr, 0.0f" : ", nullptr, 0.0f";
       maps += ", block_scale_a, block_scale_b";
-      s.strategy += fmt::format(", block scales ({} blocks of K)", g_.scale_blocks);
+      s.strategy += fmt::format(", block scales ({} blocks of K{})", g_.scale_blocks,
+                                g_.b_scale_columns ? fmt::format(", B's by {} columns", g_.b_scale_columns) : "");
     }
     const bool scratch = c_.splits > 1 || StreamKTiles(g_, c_) > 0;  // split-K's or stream-K's counters and partials
     if (scratch) {
@@ -166,8 +167,15 @@ class GemmEmitter {
                                          MaxAccumulatorRegisters(c_)));
     if (g_.scale_blocks && (!*c_.promote || c_.block_n > 192))
       return InvalidArgument(fmt::format("{}: block scales apply to promoted sums (each K step's apart), at most 192 columns a tile", g_.name));
-    if (*c_.promote && ((!IsFloat8(g_.operand_dtype) && !g_.split_f32) || *c_.overlap_epilogue))
-      return InvalidArgument(fmt::format("{}: promoted sums are for FP8 and 3xTF32 products without an overlapped epilogue", g_.name));
+    if (g_.b_scale_columns && g_.b_scale_columns % c_.block_n != 0 && !(g_.b_scale_columns == 128 && c_.block_n == 192))
+      return InvalidArgument(fmt::format("{}: B's scales are shared by {} columns: tiles of 64, 128 or 192 columns ({})", g_.name,
+                                         g_.b_scale_columns, c_.block_n));
+    if (*c_.promote && !IsFloat8(g_.operand_dtype) && !g_.split_f32)
+      return InvalidArgument(fmt::format("{}: promoted sums are for FP8 and 3xTF32 products", g_.name));
+    if (*c_.overlap_epilogue && (*c_.promote || IsFloat8(g_.operand_dtype)) &&
+        (!IsFloat8(g_.operand_dtype) || !*c_.promote || g_.scale_blocks || c_.block_n > 128))
+      return InvalidArgument(fmt::format("{}: an overlapped epilogue holds the f32 sums of FP8 products promoted, without block scales, "
+                                         "at most 128 columns a tile ({})", g_.name, c_.block_n));
     if (c_.stages < 2) return InvalidArgument(fmt::format("{}: {} stages (need at least 2)", g_.name, c_.stages));
     if (!g_.n_parts.empty() && (!PartsTakeWidth(g_, c_.block_n) || *c_.overlap_epilogue))
       return InvalidArgument(fmt::format("{}: a product grouped over N needs tiles within one part ({} columns) and the epilogue in the tail",
@@ -191,8 +199,9 @@ class GemmEmitter {
     if (c_.splits < 1 || c_.splits > KSteps(g_))
       return InvalidArgument(fmt::format("{}: {} split-K units for {} steps of K", g_.name, c_.splits, KSteps(g_)));
     if (c_.splits > 1 && *c_.pingpong) return InvalidArgument(fmt::format("{}: split-K needs cooperative consumers", g_.name));
-    if (*c_.overlap_epilogue && g_.dtype == DType::kF32)
-      return InvalidArgument(fmt::format("{}: an overlapped epilogue holds half-precision products, not f32 ones", g_.name));
+    if (*c_.overlap_epilogue && g_.dtype == DType::kF32 && !IsFloat8(g_.operand_dtype))
+      return InvalidArgument(fmt::format("{}: an overlapped epilogue holds half-precision products or FP8 products' sums, not other f32 ones",
+                                         g_.name));
     if (g_.split_f32 && *c_.pingpong) return InvalidArgument(fmt::format("{}: 3xTF32 needs cooperative consumers (they share B's split)", g_.name));
     if (*c_.overlap_epilogue && (*c_.pingpong || c_.splits > 1))
       return InvalidArgument(fmt::format("{}: an overlapped epilogue needs cooperative consumers without split-K", g_.name));
@@ -340,6 +349,9 @@ class GemmEmitter {
     const char* element = g_.operand_dtype == DType::kF32 ? "tf::Tf32" : TileElementType(g_.operand_dtype);
     std::string types = fmt::format("    using Element = {};\n    using Index = {};\n", element, GemmIndexType(g_));
     if (staged_ >= 0) types += fmt::format("    using StoreElement = {};\n", TileElementType(g_.epilogue.buffers[g_.epilogue.stores[staged_].buffer].dtype));
+    // An overlapped epilogue's held products: the MatMul's own 16-bit type (ProductMayBeHeld),
+    // or f32 sums (an FP8 product: kHeldF32).
+    if (*c_.overlap_epilogue && IsHalf(g_.dtype)) types += fmt::format("    using HeldElement = {};\n", TileElementType(g_.dtype));
     const int load = staged_load_ >= 0 ? staged_load_ : ringed_load_;
     if (load >= 0) types += fmt::format("    using LoadElement = {};\n", TileElementType(LoadBuffer(load).dtype));
     return fmt::format(
@@ -352,7 +364,7 @@ class GemmEmitter {
         "    enum : int {{ kProducerRegisters = {}, kConsumerRegisters = {}, kPromote = {} }};\n"
         "    enum : int {{ kBBeforeWait = {}, kSplitTf32 = {}, kEpilogueWrites = {} }};\n"
         "    enum : int {{ kBParts = {}, kBPart1 = {}, kBPart2 = {}, kBPart3 = {}, kGated = {}, kPartnerGroups = {}, kNormA = {} }};\n"
-        "    enum : int {{ kScaleBlocks = {}, kStoreBytes = {} }};\n"
+        "    enum : int {{ kScaleBlocks = {}, kBScaleColumns = {}, kStoreBytes = {}, kHeldF32 = {} }};\n"
         "  }};\n",
         types, c_.block_m, c_.block_n, c_.stages, c_.group_m, c_.cluster_m, c_.splits, StepsPerSplit(g_, c_), StreamKTiles(g_, c_),
         StreamKCtas(g_, c_), g_.rows, g_.n, g_.k,
@@ -362,7 +374,7 @@ class GemmEmitter {
         g_.split_f32 ? kSplitConsumerRegisters : Consumers(c_) == 3 ? kThreeConsumerRegisters : kConsumerRegisters, *c_.promote ? 1 : 0,
         g_.b_read_only && c_.cluster_m == 1 ? 1 : 0, g_.split_f32 ? 1 : 0, EpilogueWrites() ? 1 : 0, std::max<size_t>(1, g_.n_parts.size()),
         PartStart(1), PartStart(2), PartStart(3), g_.gate.empty() ? 0 : 1, g_.partner / 8, g_.row_norm ? 1 : 0, g_.scale_blocks,
-        StagedStoreBytes(g_));
+        g_.b_scale_columns, StagedStoreBytes(g_), *c_.overlap_epilogue && IsFloat8(g_.operand_dtype) ? 1 : 0);
   }
   // An overlapped epilogue's chunks: of a tile's output columns (a gated product's are half).
   int OutputChunks() const {

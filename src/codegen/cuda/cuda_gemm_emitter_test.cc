@@ -160,7 +160,7 @@ TEST(CudaGemmEmitterTest, OverlappedEpilogueRunsInChunksDuringTheNextMainLoop) {
   EXPECT_EQ(EmitCudaGemm(*gemm, split).status().code(), StatusCode::kInvalidArgument);
 
   // A residual tile is overlapped by the rule (its ring brings it); a residual TMA cannot bring
-  // (f32) keeps the epilogue in the main loop's tail (ProductMayBeHeldRounded).
+  // (f32) keeps the epilogue in the main loop's tail (ProductMayBeHeld).
   Planned residual = PlanText("  p = MatMul (x, w)\n  y = Add (p, r)\n",
                               "g (bfloat16[2048,1024] x, bfloat16[1024,4096] w, bfloat16[2048,4096] r) => (bfloat16[2048,4096] y)");
   auto with_residual = LowerOnlyGemm(residual);
@@ -370,9 +370,26 @@ TEST(CudaGemmEmitterTest, Fp8ProductsTakeTheTemplateWithPromotedSums) {
   ASSERT_TRUE(unpromoted.ok()) << unpromoted.status().ToString();
   EXPECT_NE(unpromoted->function.find("kPromote = 0"), std::string::npos);
   EXPECT_EQ(ResolveGemmConfig(*gemm, fast).block_n, 256) << "without promotion the widest tile fits again";
+  // The epilogue in the main loop's tail by the rule; asked for, overlapped, the promoted f32
+  // sums held beside 128 columns at most; not without promotion, nor on wider tiles.
+  EXPECT_FALSE(*ResolveGemmConfig(*gemm, {}).overlap_epilogue);
   CudaGemmConfig overlapped;
   overlapped.overlap_epilogue = true;
-  EXPECT_FALSE(EmitCudaGemm(*gemm, overlapped).ok()) << "an f32 product is not held";
+  auto held = EmitCudaGemm(*gemm, overlapped);
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  EXPECT_NE(held->strategy.find("128x128x128 FP8 f8e4m3, promoted"), std::string::npos) << held->strategy;
+  EXPECT_NE(held->strategy.find("epilogue overlapping the next main loop"), std::string::npos) << held->strategy;
+  EXPECT_NE(held->function.find("kHeldF32 = 1"), std::string::npos);
+  EXPECT_EQ(held->function.find("HeldElement"), std::string::npos) << "f32 sums, not 16-bit pairs";
+  fast.overlap_epilogue = true;
+  EXPECT_FALSE(*ResolveGemmConfig(*gemm, fast).overlap_epilogue);
+  fast.overlap_epilogue.reset();
+  CudaGemmConfig wide;
+  wide.overlap_epilogue = true, wide.block_n = 192;
+  EXPECT_FALSE(*ResolveGemmConfig(*gemm, wide).overlap_epilogue);
+  auto tail = EmitCudaGemm(*gemm, wide);
+  ASSERT_TRUE(tail.ok()) << tail.status().ToString();
+  EXPECT_EQ(tail->strategy.find("overlapping"), std::string::npos) << tail->strategy;
 
   // Without the CUDA passes the product stays a bf16 one of dequantized values.
   const PlannedText unquantized = PlanFp8Linear(8192, 1024, 2048, DType::kF8E4M3, PassOptions{});
@@ -384,6 +401,32 @@ TEST(CudaGemmEmitterTest, Fp8ProductsTakeTheTemplateWithPromotedSums) {
 // An 8-bit weight of an odd vocabulary (1030 columns: rows of 1030 bytes) is stored K-major
 // like every 8-bit weight, not padded to 1040 columns: padded, the product's slice, scales and
 // bias were a kernel of their own (GPT-2's LM head at 8x512: 841 + 444 µs, H200, 2026-12-04).
+// Block scales whose weight side is one scale per 128x128 block (DeepGEMM's weights, written
+// repeated over each block's columns) are found value by value and read once a tile and step;
+// a scale per column keeps a scale per column.
+TEST(CudaGemmEmitterTest, WeightScalesSharedBy128ColumnsAreReadOnceATile) {
+  PassOptions passes = CudaPassOptions();
+  passes.fp8_block_scales = true;
+  for (bool weight_blocks : {true, false}) {
+    SCOPED_TRACE(weight_blocks ? "weight blocks" : "a scale per column");
+    const PlannedText p = PlanFp8Linear(4096, 1024, 2048, DType::kF8E4M3, passes, /*block_scales=*/true, weight_blocks);
+    auto gemm = LowerOnlyGemm(p);
+    ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
+    ASSERT_EQ(gemm->scale_blocks, 8);
+    EXPECT_EQ(gemm->b_scale_columns, weight_blocks ? 128 : 0);
+    auto source = EmitCudaGemm(*gemm);
+    ASSERT_TRUE(source.ok()) << source.status().ToString();
+    EXPECT_NE(source->function.find(weight_blocks ? "kBScaleColumns = 128" : "kBScaleColumns = 0"), std::string::npos);
+    EXPECT_EQ(source->strategy.find("B's by 128 columns") != std::string::npos, weight_blocks) << source->strategy;
+    // Shared scales take 64-, 128- and 192-column tiles (a 192-column tile reads two runs).
+    for (int width : {64, 128, 192}) {
+      CudaGemmConfig c;
+      c.block_n = width;
+      EXPECT_TRUE(EmitCudaGemm(*gemm, c).ok()) << width;
+    }
+  }
+}
+
 TEST(CudaGemmEmitterTest, AnEightBitWeightOfAnOddVocabularyKeepsItsEpilogue) {
   const PlannedText p = PlanFp8Linear(256, 768, 1030, DType::kF8E4M3, CudaPassOptions());
   EXPECT_TRUE(std::none_of(p.graph.nodes().begin(), p.graph.nodes().end(), [](const Node& n) { return n.op == OpCode::kSlice; }));

@@ -46,8 +46,8 @@ GemmSearchSpace GemmCandidates(const GemmTemplateKernel& gemm, int sm_count, std
           requested.stages = stages;
           const CudaGemmConfig c = ResolveGemmConfig(gemm, requested);
           // An overlapped epilogue needs one unit per tile, and reads only vectors and a residual
-          // tile (ProductMayBeHeldRounded).
-          if (c.overlap_epilogue.value_or(false) && (c.splits > 1 || !gemm_layout::ProductMayBeHeldRounded(gemm))) continue;
+          // tile (ProductMayBeHeld).
+          if (c.overlap_epilogue.value_or(false) && (c.splits > 1 || !gemm_layout::ProductMayBeHeld(gemm))) continue;
           if (consumers == 3 && (c.splits > 1 || c.cluster_m > 1 || gemm_layout::StreamKTiles(gemm, c) == 0)) continue;
           const std::string name = fmt::format("{} {}x{}, {} stages", kForms[consumers], c.block_m, c.block_n, c.stages);
           if (block_n > 64 && gemm.n < block_n) space.pruned.push_back(name + ": wider than the product's " + std::to_string(gemm.n) + " columns");
@@ -74,7 +74,7 @@ GemmSearchSpace GemmCandidates(const GemmTemplateKernel& gemm, int sm_count, std
             for (int stages : {0, 8}) {
               const int64_t steps = gemm_layout::KSteps(gemm);
               if (splits > steps || (block_m == 128 && gemm.rows <= 64) || (block_n > 64 && gemm.n < block_n)) continue;
-              if (overlap && (splits > 1 || !gemm_layout::ProductMayBeHeldRounded(gemm))) continue;
+              if (overlap && (splits > 1 || !gemm_layout::ProductMayBeHeld(gemm))) continue;
               if (stages > 0 && (overlap || splits > 4 || stages > steps / splits)) continue;
               CudaGemmConfig requested = rule;
               requested.pingpong = false;

@@ -131,9 +131,15 @@ struct GemmShape : Config {
   static constexpr bool kBReadKMajor = kBKMajor || kSplitTf32;
   static constexpr int kSplitterThreads = 96;  // the producer warpgroup's warps 1 to 3
   // 8-bit floats and 3xTF32 (the tensor cores' sums of a step lose digits, FP8's and TF32's
-  // alike), not with an overlapped epilogue (which holds half-precision products).
-  static_assert(!Config::kPromote || ((Element::kBytes == 1 || kSplitTf32) && !Config::kOverlap),
-                "gemm_sm90 promotes FP8 and 3xTF32 sums only");
+  // alike). An overlapped epilogue holds a tile's products rounded to the MatMul's 16-bit
+  // output type (HeldElement), or, for an FP8 product (an f32 MatMul of 8-bit floats:
+  // kHeldF32), as f32 sums (a consumer's 64 x 128 of them beside its promoted ones), and then
+  // without block scales (a step's scales are read from its slot in GemmPromotedSteps only).
+  static constexpr bool kHeldF32 = Config::kHeldF32 != 0;
+  static_assert(!kHeldF32 || (Config::kOverlap && Element::kBytes == 1 && Config::kScaleBlocks == 0 && Config::kBN <= 128),
+                "gemm_sm90 holds f32 sums of FP8 products of at most 128 columns a tile, without block scales");
+  static_assert(!Config::kPromote || ((Element::kBytes == 1 || kSplitTf32) && (!Config::kOverlap || kHeldF32)),
+                "gemm_sm90 promotes FP8 and 3xTF32 sums only, an overlapped epilogue beside FP8 sums held in f32");
   // A gated product (kGated): a tile computes kBN / 2 columns of N of two products of one A,
   // the gate's (its B from maps.b) in its first half and this product's (maps.more_b[0]) in
   // its second, so a thread holds column c of both (accumulator groups j and j + kOutBN / 8);
@@ -173,6 +179,14 @@ struct GemmShape : Config {
                                       Config::kBParts == 1 && Config::kBatch == 1),
                 "gemm_sm90 scales blocks of whole K steps of FP8 products with promoted sums, one product of a shared B");
   static constexpr int kStepsPerScaleBlock = kScaleBlocks ? Config::kK / kBK / kScaleBlocks : 1;
+  // B's scales shared by aligned runs of kBScaleColumns columns (DeepGEMM's 128x128 weight
+  // blocks): a tile lies in one run (kBN 64, 128) or two (192: a tile starts at a run's start or
+  // 64 columns into it), so a step's sums take one FMA each (the row's scale times the run's,
+  // per row and run), not a multiplication and an FMA (a scale per column).
+  static constexpr int kBScaleColumns = Config::kBScaleColumns;
+  static constexpr int kBScaleRuns = kBScaleColumns == 0 || kBScaleColumns % Config::kBN == 0 ? 1 : 2;
+  static_assert(kBScaleColumns == 0 || (kScaleBlocks > 0 && (kBScaleColumns % Config::kBN == 0 || (kBScaleColumns == 128 && Config::kBN == 192))),
+                "gemm_sm90 shares B's scales over whole tiles, or 192-column tiles over two runs of 128");
   static constexpr int kTilesM = (Config::kRows + Config::kBM - 1) / Config::kBM;
   static constexpr int kTilesN = (Config::kN + kOutBN - 1) / kOutBN;
   static constexpr int kTiles = kTilesM * kTilesN * Config::kBatch;

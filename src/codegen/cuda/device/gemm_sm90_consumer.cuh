@@ -20,8 +20,10 @@ struct GemmConsumerState {
   // Steps issued whole (kWholeSteps) hold the tile's width in step[0].
   float step[S::kPromote && !S::kWholeSteps ? 2 : 1][S::kPromote ? S::kMBlocks : 1][S::kPromote ? S::kBN / (S::kWholeSteps ? 2 : 4) : 1];
   // Overlapped epilogue: the previous tile's products, packed pairs of the product's type
-  // (held[mb][j * 2 + h] is d[mb][j * 4 + h * 2 + e] for e = 0, 1).
-  unsigned held[S::kOverlap ? S::kMBlocks : 1][S::kOverlap ? S::kBN / 4 : 1];
+  // (S::HeldElement; held[mb][j * 2 + h] is d[mb][j * 4 + h * 2 + e] for e = 0, 1), or, for an
+  // FP8 product (an f32 MatMul of 8-bit floats, kHeldF32), d's values as they are (GemmHeld).
+  unsigned held[S::kOverlap && !S::kHeldF32 ? S::kMBlocks : 1][S::kOverlap && !S::kHeldF32 ? S::kBN / 4 : 1];
+  float held_f32[S::kHeldF32 ? S::kMBlocks : 1][S::kHeldF32 ? S::kBN / 2 : 1];
   // 3xTF32: this consumer's rows of the step's A, whole and small parts (GemmLoadA); the
   // step's wgmmas read them until it is waited on.
   unsigned a_big[S::kSplitTf32 ? S::kBK / 8 : 1][4], a_small[S::kSplitTf32 ? S::kBK / 8 : 1][4];
@@ -257,24 +259,29 @@ __device__ __forceinline__ void GemmScaleRowsByNorm(GemmConsumerState<S>& c, flo
 // them). A half of a tile's columns is a whole number of the D fragment's 8-column groups, so
 // its fragment is d's from kFirstCol / 2 on.
 // Block scales (kScaleBlocks): the step's sums first multiplied by its scales of the element's
-// row of A and column of B, from the step's slot (`scales`: GemmScaleLoader). The fragment's
+// row of A and column of B (the tile's one scale where B's are shared: kBScaleColumns), from
+// the step's slot (`scales`: GemmScaleLoader). The fragment's
 // element j * 4 + h * 2 + e is row lane / 4 + 8h of the warp's 16, column j * 8 + (lane % 4)
 // * 2 + e.
+// `run_start`: with B's scales shared over two runs (kBScaleRuns), the tile's first column in
+// the second run (128 or 64).
 template <class S, int kFirstCol, int kCols>
 __device__ __forceinline__ void GemmPromote(GemmConsumerState<S>& c, float (&step)[S::kMBlocks][kCols / 2], bool first,
-                                            const float* scales = nullptr) {
+                                            const float* scales = nullptr, int run_start = 0) {
 #pragma unroll
   for (int mb = 0; mb < S::kMBlocks; ++mb) {
     Warpgroup::FenceRegisters(step[mb]);
-    float row_scale[2] = {1.0f, 1.0f};
+    float row_scale[2] = {1.0f, 1.0f}, second_run[2] = {1.0f, 1.0f};
     if constexpr (S::kScaleBlocks > 0) {
       const float* rows = scales + (S::kPingPong ? 0 : c.consumer * 64) + mb * 64 + c.warp * 16 + c.lane / 4;
-      row_scale[0] = rows[0], row_scale[1] = rows[8];
+      const float tile_scale = S::kBScaleColumns ? scales[S::kBM] : 1.0f;  // B's, shared by the tile's columns (of the first run)
+      row_scale[0] = rows[0] * tile_scale, row_scale[1] = rows[8] * tile_scale;
+      if constexpr (S::kBScaleRuns > 1) second_run[0] = rows[0] * scales[S::kBM + 1], second_run[1] = rows[8] * scales[S::kBM + 1];
     }
 #pragma unroll
     for (int j = 0; j < kCols / 8; ++j) {
       float2 column_scale = make_float2(1.0f, 1.0f);
-      if constexpr (S::kScaleBlocks > 0)
+      if constexpr (S::kScaleBlocks > 0 && S::kBScaleColumns == 0)
         column_scale = *reinterpret_cast<const float2*>(scales + S::kBM + kFirstCol + j * 8 + (c.lane % 4) * 2);
 #pragma unroll
       for (int h = 0; h < 2; ++h)
@@ -283,7 +290,9 @@ __device__ __forceinline__ void GemmPromote(GemmConsumerState<S>& c, float (&ste
           const int i = j * 4 + h * 2 + e;
           float& d = c.d[mb][kFirstCol / 2 + i];
           if constexpr (S::kScaleBlocks > 0) {
-            const float scale = row_scale[h] * (e ? column_scale.y : column_scale.x);
+            float scale = S::kBScaleColumns ? row_scale[h] : row_scale[h] * (e ? column_scale.y : column_scale.x);
+            if constexpr (S::kBScaleRuns > 1)  // (the column group's run: a select, the group's columns one run)
+              if (kFirstCol + j * 8 >= run_start) scale = second_run[h];
             d = first ? step[mb][i] * scale : fmaf(step[mb][i], scale, d);
           } else {
             d = first ? step[mb][i] : d + step[mb][i];
@@ -325,10 +334,18 @@ constexpr int PromotedChainDividing(int steps, int partial, int longest) {
 }
 template <class S>
 constexpr int kUnitSteps = S::kSplits > 1 ? S::kSplitSteps : S::kKSteps;
+// B's scales shared by runs of 128 columns (two scales a 192-column tile) take chains of 2
+// there (4 spilled).
 template <class S>
-constexpr int kPromotedChain = S::kSplitTf32 || S::kStreamK || (S::kScaleBlocks && S::kBN > 128) ? 1
-                               : PromotedChainDividing(kUnitSteps<S>, S::kKSteps % kUnitSteps<S>, S::kSplits > 1 ? 2 : 4);
+constexpr int kPromotedChain = S::kSplitTf32 || S::kStreamK || (S::kScaleBlocks && S::kBN > 128 && !S::kBScaleColumns) ? 1
+                               : PromotedChainDividing(kUnitSteps<S>, S::kKSteps % kUnitSteps<S>,
+                                                       S::kSplits > 1 || (S::kScaleBlocks && S::kBN > 128) ? 2 : 4);
+// The overlapped epilogue's (GemmConsumerOverlapped): its first steps one at a time beside the
+// held tile's chunks, the rest in chains dividing both what is left after them and a whole unit
+// (a tile without a held one before it runs all its steps in chains).
 template <class S>
+constexpr int kOverlappedChain = PromotedChainDividing(S::kKSteps, S::kKSteps - (S::kChunks < S::kKSteps ? S::kChunks : S::kKSteps), 4);
+template <class S, int kChain = kPromotedChain<S>>
 __device__ __forceinline__ void GemmPromotedSteps(const GemmSharedMemory<S>& sm, const GemmMaps& maps, GemmConsumerState<S>& c,
                                                   const TileCoordinates& t, int ks, int k_begin, int load_at) {
   if constexpr (S::kWholeSteps) {  // a step waited on whole, then added
@@ -341,32 +358,59 @@ __device__ __forceinline__ void GemmPromotedSteps(const GemmSharedMemory<S>& sm,
     constexpr int kHalf = S::kBN / 2;
     // Block scales: a step's, in its slot, which is held until its second half is added.
     auto scales_of = [&](int slot) { return S::kScaleBlocks > 0 ? sm.block_scales + slot * (S::kBM + S::kBN) : nullptr; };
+    const int run_start = S::kBScaleRuns > 1 ? S::kBScaleColumns - t.n * S::kOutBN % S::kBScaleColumns : 0;
     bool first = ks == k_begin;  // the next half 1 added is the unit's first step
     GemmIssueStepInto<S, kHalf, 0>(sm, maps, c, t, ks, load_at, c.step[0], false);
     GemmIssueStepInto<S, kHalf, kHalf>(sm, maps, c, t, ks, load_at, c.step[1], false);
     int slot = c.ring.stage;  // the slot half 1 of the last step issued still reads
     Warpgroup::Wait<1>();
-    GemmPromote<S, 0, kHalf>(c, c.step[0], first, scales_of(slot));
+    GemmPromote<S, 0, kHalf>(c, c.step[0], first, scales_of(slot), run_start);
     c.ring.Advance();
 #pragma unroll
-    for (int i = 1; i < kPromotedChain<S>; ++i) {  // every chain whole
+    for (int i = 1; i < kChain; ++i) {  // every chain whole
       GemmIssueStepInto<S, kHalf, 0>(sm, maps, c, t, ks + i, load_at, c.step[0], false);
       Warpgroup::Wait<1>();
       if constexpr (S::kScaleBlocks == 0) GemmReleaseSlot(sm, slot, c.local);
-      GemmPromote<S, kHalf, kHalf>(c, c.step[1], first, scales_of(slot));
+      GemmPromote<S, kHalf, kHalf>(c, c.step[1], first, scales_of(slot), run_start);
       if constexpr (S::kScaleBlocks > 0) GemmReleaseSlot(sm, slot, c.local);
       first = false;
       GemmIssueStepInto<S, kHalf, kHalf>(sm, maps, c, t, ks + i, load_at, c.step[1], false);
       Warpgroup::Wait<1>();
       slot = c.ring.stage;
-      GemmPromote<S, 0, kHalf>(c, c.step[0], false, scales_of(slot));
+      GemmPromote<S, 0, kHalf>(c, c.step[0], false, scales_of(slot), run_start);
       c.ring.Advance();
     }
     Warpgroup::Wait<0>();
     if constexpr (S::kScaleBlocks == 0) GemmReleaseSlot(sm, slot, c.local);
-    GemmPromote<S, kHalf, kHalf>(c, c.step[1], first, scales_of(slot));
+    GemmPromote<S, kHalf, kHalf>(c, c.step[1], first, scales_of(slot), run_start);
     if constexpr (S::kScaleBlocks > 0) GemmReleaseSlot(sm, slot, c.local);
   }
+}
+
+// One promoted step beside an overlapped epilogue's chunk: both column halves issued into the
+// step sums (GemmPromotedStepIssue), the chunk's epilogue run while they compute, then waited
+// on, the slot handed back and the sums added (GemmPromotedStepRetire). The chunk's arithmetic
+// stands where a chain's other half's additions stand in GemmPromotedSteps.
+template <class S>
+__device__ __forceinline__ void GemmPromotedStepIssue(const GemmSharedMemory<S>& sm, const GemmMaps& maps, GemmConsumerState<S>& c,
+                                                      const TileCoordinates& t, int ks) {
+  static_assert(!S::kWholeSteps && S::kScaleBlocks == 0, "the overlapped epilogue's promoted steps: FP8 without block scales");
+  constexpr int kHalf = S::kBN / 2;
+  GemmIssueStepInto<S, kHalf, 0>(sm, maps, c, t, ks, -1, c.step[0], false);
+  GemmIssueStepInto<S, kHalf, kHalf>(sm, maps, c, t, ks, -1, c.step[1], false);
+}
+template <class S>
+__device__ __forceinline__ void GemmPromotedStepRetire(const GemmSharedMemory<S>& sm, GemmConsumerState<S>& c, bool first) {
+  constexpr int kHalf = S::kBN / 2;
+  Warpgroup::Wait<0>();
+  GemmReleaseSlot(sm, c.ring.stage, c.local);
+  GemmPromote<S, 0, kHalf>(c, c.step[0], first);
+  GemmPromote<S, kHalf, kHalf>(c, c.step[1], first);
+  // The additions done here: the compiler otherwise sank them past the next chunk's barrier
+  // wait, below the next step's wgmmas, which then wrote copies of the step sums; ptxas
+  // waited on every such wgmma (C7517/C7519) wherever two chunks issued steps.
+#pragma unroll
+  for (int mb = 0; mb < S::kMBlocks; ++mb) Warpgroup::FenceRegisters(c.d[mb]);
 }
 
 // Partial tiles in scratch memory (split-K's and stream-K's): slot `slot` holds each

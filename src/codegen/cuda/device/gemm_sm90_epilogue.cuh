@@ -41,6 +41,23 @@ __device__ __forceinline__ unsigned char* GemmStagedPair(unsigned char* staging,
   if constexpr (S::kStoreBytes == 1) return box + row * 64 + col % 64;
   else return box + Swizzle128(row, (col % 64) * 2);
 }
+// The held tile's product at d's element j * 4 + h * 2 + e (GemmConsumerState::held).
+template <class S>
+__device__ __forceinline__ float GemmHeld(const GemmConsumerState<S>& c, int mb, int j, int h, int e) {
+  if constexpr (S::kHeldF32) return c.held_f32[mb][j * 4 + h * 2 + e];
+  else return S::HeldElement::ToFloat((unsigned short)(c.held[mb][j * 2 + h] >> (16 * e)));
+}
+template <class S>
+__device__ __forceinline__ void GemmHold(GemmConsumerState<S>& c) {
+#pragma unroll
+  for (int mb = 0; mb < S::kMBlocks; ++mb)
+#pragma unroll
+    for (int i = 0; i < S::kBN / 4; ++i) {
+      if constexpr (S::kHeldF32) c.held_f32[mb][2 * i] = c.d[mb][2 * i], c.held_f32[mb][2 * i + 1] = c.d[mb][2 * i + 1];
+      else c.held[mb][i] = S::HeldElement::Pack2(c.d[mb][2 * i], c.d[mb][2 * i + 1]);
+    }
+}
+
 template <class S, bool Chunked, int kPart, class Epilogue>
 __device__ __forceinline__ void GemmEpilogueOfPart(const GemmSharedMemory<S>& sm, const Epilogue& epilogue, GemmConsumerState<S>& c,
                                                    const TileCoordinates& tile, int chunk, const unsigned char* residual_chunk,
@@ -87,11 +104,11 @@ __device__ __forceinline__ void GemmEpilogueOfPart(const GemmSharedMemory<S>& sm
         const int partner_j = j ^ S::kPartnerGroups;
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          if constexpr (Chunked) acc[e] = S::Element::ToFloat((unsigned short)(c.held[mb][(j + kGateGroups) * 2 + h] >> (16 * e)));
+          if constexpr (Chunked) acc[e] = GemmHeld<S>(c, mb, j + kGateGroups, h, e);
           else acc[e] = c.d[mb][(j + kGateGroups) * 4 + h * 2 + e];
-          if constexpr (S::kPartnerGroups != 0 && Chunked) partner[e] = S::Element::ToFloat((unsigned short)(c.held[mb][partner_j * 2 + h] >> (16 * e)));
+          if constexpr (S::kPartnerGroups != 0 && Chunked) partner[e] = GemmHeld<S>(c, mb, partner_j, h, e);
           else if constexpr (S::kPartnerGroups != 0) partner[e] = c.d[mb][partner_j * 4 + h * 2 + e];
-          if constexpr (S::kGated && Chunked) gate_acc[e] = S::Element::ToFloat((unsigned short)(c.held[mb][j * 2 + h] >> (16 * e)));
+          if constexpr (S::kGated && Chunked) gate_acc[e] = GemmHeld<S>(c, mb, j, h, e);
           else if constexpr (S::kGated) gate_acc[e] = c.d[mb][j * 4 + h * 2 + e];
           if constexpr (S::kStagedLoad || S::kRingedLoad) loaded[e] = S::LoadElement::ToFloat((unsigned short)(loaded_pair >> (16 * e)));
         }
@@ -266,9 +283,54 @@ __device__ __forceinline__ void GemmEpilogueStore(const GemmSharedMemory<S>& sm,
   }
 }
 
+// The held tile's epilogue, a chunk of columns at a time, this tile's first main-loop steps
+// issued beside the chunks, one a chunk. kIssue < 0: while steps remain (ks < k_end; 16-bit
+// products); kIssue >= 0: promoted FP8 steps in the first kIssue chunks, said at compile time
+// (a branch between a wgmma and the reading of its sums made ptxas serialize every wgmma, C7514).
+template <class S, int kIssue, class Epilogue>
+__device__ __forceinline__ void GemmHeldChunks(const GemmSharedMemory<S>& sm, const GemmMaps& maps, const Epilogue& epilogue,
+                                               GemmConsumerState<S>& c, const TileCoordinates& t, const TileCoordinates& held_t, int& ks,
+                                               int k_begin, int k_end, Pipeline<S::kResidualSlots>& residual) {
+#pragma unroll
+  for (int chunk = 0; chunk < S::kChunks; ++chunk) {
+    // At most kSplitSteps steps are issued, one a chunk from the first: said outright, so
+    // that a short K range keeps its issue code in the first chunks only.
+    const bool issued = kIssue < 0 ? ks < k_end && chunk < S::kSplitSteps : chunk < kIssue;
+    // The step's slot before this one goes back first: the producer's next load must not
+    // wait for the chunk.
+    if (issued) {
+      if constexpr (S::kPromote) {
+        GemmPromotedStepIssue(sm, maps, c, t, ks);
+      } else {
+        GemmIssueStep(sm, maps, c, t, ks, k_begin, -1);  // (no staged load beside an overlapped epilogue)
+        GemmRetireStep(sm, c);
+      }
+    }
+    const unsigned char* residual_chunk = nullptr;
+    if constexpr (S::kRingedLoad) {
+      sm.residual_full[residual.stage].Wait(residual.phase);  // the chunk's residual has landed
+      residual_chunk = sm.residual_ring + residual.stage * S::kResidualSlotBytes;
+    }
+    GemmEpilogue<S, true>(sm, epilogue, c, held_t, chunk, residual_chunk, 0);
+    if constexpr (S::kStoreByThreads) GemmStoreWarpRows<S, S::kChunkCols>(sm, maps, c, held_t, chunk * S::kChunkCols);
+    if constexpr (S::kRingedLoad) {
+      __syncwarp();
+      if (c.lane == 0) sm.residual_empty[residual.stage].Arrive();  // this warp has read the slot
+      residual.Advance();
+    }
+    if (issued) {
+      if constexpr (S::kPromote) GemmPromotedStepRetire(sm, c, ks == k_begin);
+      ++ks;
+      c.ring.Advance();
+    }
+  }
+  if constexpr (S::kStagedStore && !S::kStoreByThreads) GemmEpilogueStore(sm, maps, c, held_t);
+}
+
 // Overlapped epilogue (cooperative consumers, no split-K): the previous tile's products wait
-// as packed pairs while this tile's first kChunks steps run their epilogue, one chunk of
-// columns per step. A last pass without a tile of its own finishes the last tile held.
+// as packed pairs (an FP8 product's as f32 sums) while this tile's first kChunks steps run
+// their epilogue, one chunk of columns per step. A last pass without a tile of its own
+// finishes the last tile held.
 template <class S, class Epilogue>
 __device__ __forceinline__ void GemmConsumerOverlapped(const GemmSharedMemory<S>& sm, const GemmMaps& maps, const Epilogue& epilogue,
                                                        GemmConsumerState<S>& c, int cta_rank, int first_unit, int unit_step) {
@@ -283,47 +345,27 @@ __device__ __forceinline__ void GemmConsumerOverlapped(const GemmSharedMemory<S>
     int ks = k_begin;
     c.previous = -1;
     if (holding) {
-#pragma unroll
-      for (int chunk = 0; chunk < S::kChunks; ++chunk) {
-        // At most kSplitSteps steps are issued, one a chunk from the first: said outright, so
-        // that a short K range keeps its issue code in the first chunks only.
-        const bool issued = ks < k_end && chunk < S::kSplitSteps;
-        // The step's slot before this one goes back first: the producer's next load must not
-        // wait for the chunk.
-        if (issued) {
-          GemmIssueStep(sm, maps, c, t, ks, k_begin, -1);  // (no staged load beside an overlapped epilogue)
-          GemmRetireStep(sm, c);
-        }
-        const unsigned char* residual_chunk = nullptr;
-        if constexpr (S::kRingedLoad) {
-          sm.residual_full[residual.stage].Wait(residual.phase);  // the chunk's residual has landed
-          residual_chunk = sm.residual_ring + residual.stage * S::kResidualSlotBytes;
-        }
-        GemmEpilogue<S, true>(sm, epilogue, c, held_t, chunk, residual_chunk, 0);
-        if constexpr (S::kStoreByThreads) GemmStoreWarpRows<S, S::kChunkCols>(sm, maps, c, held_t, chunk * S::kChunkCols);
-        if constexpr (S::kRingedLoad) {
-          __syncwarp();
-          if (c.lane == 0) sm.residual_empty[residual.stage].Arrive();  // this warp has read the slot
-          residual.Advance();
-        }
-        if (issued) {
-          ++ks;
-          c.ring.Advance();
-        }
+      if constexpr (S::kPromote) {  // (one unit a tile: every tile has kKSteps steps)
+        constexpr int kChunkSteps = S::kChunks < S::kKSteps ? S::kChunks : S::kKSteps;
+        if (has_tile) GemmHeldChunks<S, kChunkSteps>(sm, maps, epilogue, c, t, held_t, ks, k_begin, k_end, residual);
+        else GemmHeldChunks<S, 0>(sm, maps, epilogue, c, t, held_t, ks, k_begin, k_end, residual);
+      } else {
+        GemmHeldChunks<S, -1>(sm, maps, epilogue, c, t, held_t, ks, k_begin, k_end, residual);
       }
-      if constexpr (S::kStagedStore && !S::kStoreByThreads) GemmEpilogueStore(sm, maps, c, held_t);
     }
-    for (; ks < k_end; ++ks, c.ring.Advance()) {
-      GemmIssueStep(sm, maps, c, t, ks, k_begin, -1);  // (no staged load beside an overlapped epilogue)
-      GemmRetireStep(sm, c);
+    if constexpr (S::kPromote) {  // (every slot handed back by its step)
+      for (; ks < k_end; ks += kOverlappedChain<S>) GemmPromotedSteps<S, kOverlappedChain<S>>(sm, maps, c, t, ks, k_begin, -1);
+      if (!has_tile) break;
+    } else {
+      for (; ks < k_end; ++ks, c.ring.Advance()) {
+        GemmIssueStep(sm, maps, c, t, ks, k_begin, -1);  // (no staged load beside an overlapped epilogue)
+        GemmRetireStep(sm, c);
+      }
+      Warpgroup::Wait<0>();
+      if (!has_tile) break;
+      GemmReleaseSlot(sm, c.previous, c.local);
     }
-    Warpgroup::Wait<0>();
-    if (!has_tile) break;
-    GemmReleaseSlot(sm, c.previous, c.local);
-#pragma unroll
-    for (int mb = 0; mb < S::kMBlocks; ++mb)
-#pragma unroll
-      for (int i = 0; i < S::kBN / 4; ++i) c.held[mb][i] = S::Element::Pack2(c.d[mb][2 * i], c.d[mb][2 * i + 1]);
+    GemmHold(c);
     held_t = t;
     holding = true;
   }

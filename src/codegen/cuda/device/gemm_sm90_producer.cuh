@@ -231,9 +231,15 @@ __device__ __forceinline__ void GemmScaleLoader(const GemmSharedMemory<S>& sm, c
 #pragma unroll
       for (int r = lane; r < S::kBM; r += 32)
         CopyAsync4(slot + r, maps.block_scale_a + (long long)min(t.m * S::kBM + r, S::kRows - 1) * S::kScaleBlocks + block);
+      if constexpr (S::kBScaleColumns > 0) {  // shared: the scales of the runs the tile starts in and reaches
+        const int first = t.n * S::kOutBN, second = (first / S::kBScaleColumns + 1) * S::kBScaleColumns;
+        if (lane < S::kBScaleRuns)
+          CopyAsync4(slot + S::kBM + lane, maps.block_scale_b + (long long)block * S::kN + min(lane == 0 ? first : second, S::kN - 1));
+      } else {
 #pragma unroll
-      for (int n = lane; n < S::kBN; n += 32)
-        CopyAsync4(slot + S::kBM + n, maps.block_scale_b + (long long)block * S::kN + min(t.n * S::kOutBN + n, S::kN - 1));
+        for (int n = lane; n < S::kBN; n += 32)
+          CopyAsync4(slot + S::kBM + n, maps.block_scale_b + (long long)block * S::kN + min(t.n * S::kOutBN + n, S::kN - 1));
+      }
       sm.full[ring.stage].ArriveOnCopiesAsync();
     }
   }

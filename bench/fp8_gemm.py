@@ -32,6 +32,11 @@ SIZES = (8192, 4096)
 GPT2_SHAPES = ((4096, 2304, 768), (4096, 768, 768), (4096, 3072, 768), (4096, 768, 3072))
 
 
+# GPT-2's LM head at 8x512 (N = 50257): its bf16 logits' rows are not 16-byte aligned, so the
+# threads store them (no TMA); tilefuse alone (torch._scaled_mm takes N a multiple of 16).
+LM_HEAD = (4096, 50257, 768)
+
+
 def shapes():
     return [(n, n, n) for n in SIZES] + list(GPT2_SHAPES)
 
@@ -44,7 +49,7 @@ def write_models(folder):
     import onnx
     from onnx import TensorProto, helper
     os.makedirs(folder, exist_ok=True)
-    for m, n, k in shapes():
+    for m, n, k in shapes() + [LM_HEAD]:
         for kind in ("e4m3", "bf16"):
             if kind == "e4m3":
                 nodes = [helper.make_node("DequantizeLinear", ["x", "sx"], ["xd"]),
@@ -216,6 +221,18 @@ def main():
             if scaled[1]:
                 print(f"  {n}^3 {kind}: {scaled[1]['groups'][0]['strategy']}", file=sys.stderr, flush=True)
             rows.append({kind: n, "tilefuse_us": {"block_scaled": scaled[0], "as_written": as_written, "bf16": bf16}})
+    # The LM head in the rule's form (the epilogue in the tail, 128x192) and overlapped (128x128,
+    # the store by the threads beside the next tile's steps).
+    m, n, k = LM_HEAD
+    head = {form: os.path.join(a.models, model_name(form, m, n, k) + ".onnx") for form in ("e4m3", "bf16")}
+    if all(os.path.exists(p) for p in head.values()):
+        lm = {"e4m3": tilefuse_us(a.tilefuse, head["e4m3"]), "e4m3 overlapped": tilefuse_us(a.tilefuse, head["e4m3"], "--gemm-form", "overlap"),
+              "bf16": tilefuse_us(a.tilefuse, head["bf16"])}
+        print(f"LM head {m}x{n}x{k} (tilefuse, µs): " + ", ".join(f"{key} {v[0] or 0:.0f}" for key, v in lm.items()), flush=True)
+        for key, (_, report) in lm.items():
+            if report:
+                print(f"  LM head {key}: {report['groups'][0]['strategy']}", file=sys.stderr, flush=True)
+        rows.append({"lm_head": [m, n, k], "tilefuse_us": {key: v[0] for key, v in lm.items()}})
     for m, h, f in MLPS:
         path = lambda kind: os.path.join(a.models, f"mlp_{kind}_{m}x{h}x{f}.onnx")
         if not os.path.exists(path("e4m3")):

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "api/backend_setup.h"
 #include "backend/cuda/nvrtc_compiler.h"
 #include "codegen/cuda/cuda_gemm_emitter.h"
 #include "codegen/gemm_split.h"
@@ -39,9 +40,9 @@ Kernel FirstKernel(const std::string& model) {
 }
 
 // The GEMM template form of an imported model's last fusion group, a gemm group.
-StatusOr<GemmTemplateKernel> LastGemm(StatusOr<ImportedModel> imported) {
+StatusOr<GemmTemplateKernel> LastGemm(StatusOr<ImportedModel> imported, const PassOptions& passes = {}) {
   if (!imported.ok()) return imported.status();
-  ASSIGN_OR_RETURN(Graph graph, RunGraphPasses(std::move(imported->graph), PassOptions{}));
+  ASSIGN_OR_RETURN(Graph graph, RunGraphPasses(std::move(imported->graph), passes));
   ASSIGN_OR_RETURN(FusionPlan plan, PlanFusion(graph, PlannerOptions{}));
   const FusionGroup& group = plan.groups.back();
   if (group.kind != GroupKind::kGemm) return InvalidArgument("the last group is not a gemm group");
@@ -404,6 +405,32 @@ TEST(CudaSearchSpaceTest, GemmTemplateCandidatesAreValid) {
   EXPECT_EQ(space.candidates.front().cluster_m, 1);
   EXPECT_EQ(GemmConfigFromJson(nlohmann::json{{"block_n", 128}}).cluster_m, 1) << "a cache from before clusters";
   EXPECT_FALSE(*GemmConfigFromJson(nlohmann::json{{"block_n", 128}}).stream_k) << "a cache from before stream-K";
+}
+
+// FP8 products, per tensor and block-scaled with one weight scale per 128x128 block: every
+// candidate is one the template takes; the per-tensor space holds the overlapped epilogue
+// (promoted f32 sums held, 128 columns), the shared scales' none wider than 192 columns.
+TEST(CudaSearchSpaceTest, Fp8CandidatesAreValid) {
+  PassOptions passes = CudaPassOptions();
+  passes.fp8_block_scales = true;
+  for (bool weight_blocks : {false, true}) {
+    const std::string model = weight_blocks ? "tests/gemm/gemm_fp8_e4m3_weight_block_scales.onnx" : "tests/gemm/gemm_fp8_e4m3_qdq_linear_4096_rows.onnx";
+    SCOPED_TRACE(model);
+    auto gemm = LastGemm(ImportOnnx(std::string(TILEFUSE_SOURCE_DIR) + "/" + model), passes);
+    ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
+    ASSERT_EQ(gemm->b_scale_columns, weight_blocks ? 128 : 0);
+    GemmSearchSpace space = GemmCandidates(*gemm, 132);
+    ASSERT_GE(space.candidates.size(), 3u);
+    for (size_t i = 0; i < space.candidates.size(); ++i) {
+      CudaGemmConfig config = space.candidates[i];
+      auto source = EmitCudaGemm(*gemm, config);
+      EXPECT_TRUE(source.ok()) << GemmConfigToJson(config).dump() << ": " << source.status().ToString();
+      if (weight_blocks) EXPECT_LE(config.block_n, 192);
+    }
+    const bool overlapped = std::any_of(space.candidates.begin(), space.candidates.end(),
+                                        [](const CudaGemmConfig& c) { return *c.overlap_epilogue && c.block_n <= 128; });
+    EXPECT_EQ(overlapped, !weight_blocks) << "block scales are read in the main loop's chains only";
+  }
 }
 
 // A product of few tiles (LLaMA-style's q projection at 128 rows, 32 steps of K): the small-M

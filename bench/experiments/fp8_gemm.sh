@@ -8,14 +8,9 @@
 #                                               build-gpu/bundle.tar.xz where it is not yet)
 set -u
 B=$1 OUT=$2
-[ -x "$B/tilefuse" ] || tar -C "$(dirname "$B")" -xJf "$(dirname "$B")/bundle.tar.xz"
-export LD_LIBRARY_PATH="$(realpath "$B")/lib:${LD_LIBRARY_PATH:-}"
 source "$(dirname "$0")/template_checks.sh"
-mkdir -p "$OUT"
-log="$OUT/fp8-gemm.log"
-: >"$log"
-# (The rule overlaps the epilogues of products with K <= 2048 since 2026-12-04; tail and
-# overlap name both forms outright.)
+open_bundle fp8-gemm.log
+# (The rule keeps FP8 epilogues in the tail; tail and overlap name both forms outright.)
 for m in tests/gemm/gemm_fp8_*.onnx; do
   check_forms "$m" "" "--gemm-form tail" "--precision high" "--gemm-form overlap --precision high" "--gemm-form pingpong" \
     "--gemm-form tail --precision high" "--gemm-form streamk"

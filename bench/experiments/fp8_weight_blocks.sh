@@ -7,12 +7,8 @@
 #   bench/experiments/fp8_weight_blocks.sh BUNDLE OUT
 set -u
 B=$1 OUT=$2
-[ -x "$B/tilefuse" ] || tar -C "$(dirname "$B")" -xJf "$(dirname "$B")/bundle.tar.xz"
-export LD_LIBRARY_PATH="$(realpath "$B")/lib:${LD_LIBRARY_PATH:-}"
 source "$(dirname "$0")/template_checks.sh"
-mkdir -p "$OUT"
-log="$OUT/fp8-weight-blocks.log"
-: >"$log"
+open_bundle fp8-weight-blocks.log
 m=tests/gemm/gemm_fp8_e4m3_weight_block_scales.onnx
 # (TILEFUSE_GEMM_BLOCK_N: the tiles' width; 192 reads two runs of B's scales a tile.)
 check_forms "$m" "" "--gemm-form pingpong" "--gemm-form streamk" "--gemm-form tail" "--gemm-cluster 2"

@@ -3,6 +3,16 @@
 # models through torch.compile against its own modes. Needs B (the unpacked bundle) and log
 # set by the caller.
 
+# open_bundle LOGNAME: the bundle in B unpacked from B/../bundle.tar.xz where it is not yet, its
+# libraries on the path, OUT made and log set to OUT/LOGNAME, emptied.
+open_bundle() {
+  [ -x "$B/tilefuse" ] || tar -C "$(dirname "$B")" -xJf "$(dirname "$B")/bundle.tar.xz"
+  export LD_LIBRARY_PATH="$(realpath "$B")/lib:${LD_LIBRARY_PATH:-}"
+  mkdir -p "$OUT"
+  log="$OUT/$1"
+  : >"$log"
+}
+
 # gtest_first: the tilefuse_tests filter in GTEST (where set) run first, its tail in "$log".
 gtest_first() {
   [ -z "${GTEST:-}" ] || "$B/tilefuse_tests" --gtest_filter="$GTEST" 2>&1 | tail -25 | tee -a "$log"

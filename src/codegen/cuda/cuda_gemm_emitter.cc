@@ -172,8 +172,8 @@ class GemmEmitter {
                                          g_.b_scale_columns, c_.block_n));
     if (*c_.promote && !IsFloat8(g_.operand_dtype) && !g_.split_f32)
       return InvalidArgument(fmt::format("{}: promoted sums are for FP8 and 3xTF32 products", g_.name));
-    if (*c_.overlap_epilogue && (*c_.promote || IsFloat8(g_.operand_dtype)) &&
-        (!IsFloat8(g_.operand_dtype) || !*c_.promote || g_.scale_blocks || c_.block_n > 128))
+    const bool fp8 = IsFloat8(g_.operand_dtype);
+    if (*c_.overlap_epilogue && (fp8 ? !*c_.promote || g_.scale_blocks || c_.block_n > 128 : *c_.promote))
       return InvalidArgument(fmt::format("{}: an overlapped epilogue holds the f32 sums of FP8 products promoted, without block scales, "
                                          "at most 128 columns a tile ({})", g_.name, c_.block_n));
     if (c_.stages < 2) return InvalidArgument(fmt::format("{}: {} stages (need at least 2)", g_.name, c_.stages));

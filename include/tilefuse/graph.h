@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -85,6 +86,17 @@ struct Node {
   int rank() const { return static_cast<int>(shape.size()); }
 };
 
+// The model's symbolic input dims (ONNX dim_param) beside the values its static shapes were
+// bound to: which dim of which input is which symbol, and each symbol's value. Shapes stay
+// concrete; ir/symbolic_shapes.h says what every node's dims are in these symbols, so the
+// kernels can take the sizes derived from them at launch (one kernel for every binding).
+struct SymbolicInputs {
+  std::map<std::string, std::vector<std::string>> dims;  // parameter name -> each dim's symbol ("" where static)
+  std::map<std::string, int64_t> values;                 // symbol -> its value in this graph
+  bool empty() const { return values.empty(); }
+  bool operator==(const SymbolicInputs&) const = default;
+};
+
 class Graph {
  public:
   struct Output {
@@ -104,10 +116,15 @@ class Graph {
   // For each node, the ids of the nodes that use it (in id order, repeated per use).
   std::vector<std::vector<int>> ComputeUsers() const;
 
+  // Passes keep it (GraphRewriter copies it into the graph it builds).
+  const SymbolicInputs& symbolic_inputs() const { return symbolic_inputs_; }
+  void set_symbolic_inputs(SymbolicInputs symbolic) { symbolic_inputs_ = std::move(symbolic); }
+
  private:
   std::vector<Node> nodes_;
   std::vector<int> inputs_;
   std::vector<Output> outputs_;
+  SymbolicInputs symbolic_inputs_;
 };
 
 }  // namespace tilefuse

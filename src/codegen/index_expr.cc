@@ -10,16 +10,25 @@ namespace tilefuse {
 namespace {
 
 Index Make(IndexExpr::Kind kind, int64_t value, Index a, Index b, int64_t min, int64_t max) {
-  return std::make_shared<const IndexExpr>(IndexExpr{kind, value, std::move(a), std::move(b), min, max});
+  return std::make_shared<const IndexExpr>(IndexExpr{kind, value, std::move(a), std::move(b), min, max, {}});
 }
 
 bool IsConst(const Index& e, int64_t c) { return e->kind == IndexExpr::Kind::kConst && e->value == c; }
 
+// A constant's expression in the symbols (its value where it has none).
+SymExpr SizeOf(const Index& c) { return c->size.IsConstant() ? SymExpr::Constant(c->value) : c->size; }
+
+// value = a / c where the symbols' expressions divide exactly; else the value alone.
+Index Quotient(int64_t value, const Index& a, const Index& c) {
+  std::optional<SymExpr> q = SizeOf(a).DividedBy(SizeOf(c));
+  return q ? IndexSize(value, *q) : IndexConst(value);
+}
+
 // Splits `a` into (multiple of c) + remainder when the remainder is provably in [0, c):
 // a = q*c + r. Returns false when no such split is visible.
-bool SplitByMultiple(const Index& a, int64_t c, Index* q, Index* r) {
-  if (a->kind == IndexExpr::Kind::kMul && a->b->kind == IndexExpr::Kind::kConst && a->b->value % c == 0) {
-    *q = IndexMul(a->a, a->b->value / c);
+bool SplitByMultiple(const Index& a, const Index& c, Index* q, Index* r) {
+  if (a->kind == IndexExpr::Kind::kMul && a->b->kind == IndexExpr::Kind::kConst && a->b->value % c->value == 0) {
+    *q = IndexMul(a->a, Quotient(a->b->value / c->value, a->b, c));
     *r = IndexConst(0);
     return true;
   }
@@ -27,7 +36,7 @@ bool SplitByMultiple(const Index& a, int64_t c, Index* q, Index* r) {
     Index q1, r1;
     if (SplitByMultiple(a->a, c, &q1, &r1)) {
       Index rest = IndexAdd(r1, a->b);
-      if (rest->min >= 0 && rest->max < c) {
+      if (rest->min >= 0 && rest->max < c->value) {
         *q = q1;
         *r = rest;
         return true;
@@ -40,7 +49,7 @@ bool SplitByMultiple(const Index& a, int64_t c, Index* q, Index* r) {
 // Splits `a` into q*c + rest with q and rest both non-negative, rest of any size: then
 // a / c = q + rest / c and a % c = rest % c (floor division of non-negative values).
 // ((i0*25 + i1) / 5 with i1 in [0, 25): i0*5 + i1/5, where SplitByMultiple needs i1 < 5.)
-bool SplitOffMultiple(const Index& a, int64_t c, Index* q, Index* rest) {
+bool SplitOffMultiple(const Index& a, const Index& c, Index* q, Index* rest) {
   if (a->kind != IndexExpr::Kind::kAdd) return false;
   Index q1, r1;
   if (!SplitByMultiple(a->a, c, &q1, &r1)) return false;
@@ -55,6 +64,10 @@ bool SplitOffMultiple(const Index& a, int64_t c, Index* q, Index* rest) {
 
 Index IndexVar(int id, int64_t extent) { return Make(IndexExpr::Kind::kVar, id, nullptr, nullptr, 0, std::max<int64_t>(0, extent - 1)); }
 Index IndexConst(int64_t value) { return Make(IndexExpr::Kind::kConst, value, nullptr, nullptr, value, value); }
+Index IndexSize(int64_t value, const SymExpr& size) {
+  if (size.IsConstant()) return IndexConst(value);
+  return std::make_shared<const IndexExpr>(IndexExpr{IndexExpr::Kind::kConst, value, nullptr, nullptr, value, value, size});
+}
 Index IndexValue(int value_id, int64_t lo, int64_t hi) { return Make(IndexExpr::Kind::kValue, value_id, nullptr, nullptr, lo, hi); }
 
 // (x / c) * c + x % c = x: what ravel(unravel(x)) leaves behind.
@@ -65,52 +78,62 @@ bool IsQuotientTimesDivisor(const Index& a, const Index& b) {
 }
 
 Index IndexAdd(const Index& a, const Index& b) {
-  if (IsConst(a, 0)) return b;
-  if (IsConst(b, 0)) return a;
+  using K = IndexExpr::Kind;
+  if (IsConst(a, 0) && a->size.IsConstant()) return b;
+  if (IsConst(b, 0) && b->size.IsConstant()) return a;
   if (IsQuotientTimesDivisor(a, b)) return a->a->a;
-  if (a->kind == IndexExpr::Kind::kConst && b->kind == IndexExpr::Kind::kConst) return IndexConst(a->value + b->value);
-  if (a->kind == IndexExpr::Kind::kConst) return IndexAdd(b, a);  // constants to the right
-  if (b->kind == IndexExpr::Kind::kConst && a->kind == IndexExpr::Kind::kAdd && a->b->kind == IndexExpr::Kind::kConst)
-    return IndexAdd(a->a, IndexConst(a->b->value + b->value));  // (x + c1) + c2 = x + (c1 + c2)
-  return Make(IndexExpr::Kind::kAdd, 0, a, b, a->min + b->min, a->max + b->max);
+  if (a->kind == K::kConst && b->kind == K::kConst) return IndexSize(a->value + b->value, SizeOf(a) + SizeOf(b));
+  if (a->kind == K::kConst) return IndexAdd(b, a);  // constants to the right
+  if (b->kind == K::kConst && a->kind == K::kAdd && a->b->kind == K::kConst)  // (x + c1) + c2 = x + (c1 + c2)
+    return IndexAdd(a->a, IndexSize(a->b->value + b->value, SizeOf(a->b) + SizeOf(b)));
+  return Make(K::kAdd, 0, a, b, a->min + b->min, a->max + b->max);
 }
 
-Index IndexMul(const Index& a, int64_t c) {
-  if (c == 0 || IsConst(a, 0)) return IndexConst(0);
-  if (c == 1) return a;
-  if (a->kind == IndexExpr::Kind::kConst) return IndexConst(a->value * c);
-  if (a->kind == IndexExpr::Kind::kMul && a->b->kind == IndexExpr::Kind::kConst) return IndexMul(a->a, a->b->value * c);
-  int64_t lo = a->min * c, hi = a->max * c;
-  return Make(IndexExpr::Kind::kMul, 0, a, IndexConst(c), std::min(lo, hi), std::max(lo, hi));
+Index IndexMul(const Index& a, int64_t c) { return IndexMul(a, IndexConst(c)); }
+Index IndexDiv(const Index& a, int64_t c) { return IndexDiv(a, IndexConst(c)); }
+Index IndexMod(const Index& a, int64_t c) { return IndexMod(a, IndexConst(c)); }
+
+Index IndexMul(const Index& a, const Index& c) {
+  TF_CHECK(c->kind == IndexExpr::Kind::kConst);
+  if (c->value == 0 || IsConst(a, 0)) return IndexConst(0);
+  if (c->value == 1) return a;
+  if (a->kind == IndexExpr::Kind::kConst) return IndexSize(a->value * c->value, SizeOf(a) * SizeOf(c));
+  if (a->kind == IndexExpr::Kind::kMul && a->b->kind == IndexExpr::Kind::kConst)
+    return IndexMul(a->a, IndexSize(a->b->value * c->value, SizeOf(a->b) * SizeOf(c)));
+  int64_t lo = a->min * c->value, hi = a->max * c->value;
+  return Make(IndexExpr::Kind::kMul, 0, a, c, std::min(lo, hi), std::max(lo, hi));
 }
 
-Index IndexDiv(const Index& a, int64_t c) {
-  TF_CHECK(c > 0);
-  if (c == 1) return a;
-  if (a->kind == IndexExpr::Kind::kConst) return IndexConst(a->value / c);
-  if (a->min >= 0 && a->max < c) return IndexConst(0);
+Index IndexDiv(const Index& a, const Index& c) {
+  TF_CHECK(c->kind == IndexExpr::Kind::kConst && c->value > 0);
+  if (c->value == 1) return a;
+  if (a->kind == IndexExpr::Kind::kConst) return a->value % c->value == 0 ? Quotient(a->value / c->value, a, c) : IndexConst(a->value / c->value);
+  if (a->min >= 0 && a->max < c->value) return IndexConst(0);
   Index q, r;
   if (SplitByMultiple(a, c, &q, &r)) return q;
   if (SplitOffMultiple(a, c, &q, &r)) return IndexAdd(q, IndexDiv(r, c));
-  return Make(IndexExpr::Kind::kDiv, 0, a, IndexConst(c), a->min / c, a->max / c);
+  return Make(IndexExpr::Kind::kDiv, 0, a, c, a->min / c->value, a->max / c->value);
 }
 
-Index IndexMod(const Index& a, int64_t c) {
-  TF_CHECK(c > 0);
-  if (c == 1) return IndexConst(0);
-  if (a->kind == IndexExpr::Kind::kConst) return IndexConst(a->value % c);
-  if (a->min >= 0 && a->max < c) return a;
+Index IndexMod(const Index& a, const Index& c) {
+  TF_CHECK(c->kind == IndexExpr::Kind::kConst && c->value > 0);
+  if (c->value == 1) return IndexConst(0);
+  if (a->kind == IndexExpr::Kind::kConst) return IndexConst(a->value % c->value);
+  if (a->min >= 0 && a->max < c->value) return a;
   Index q, r;
   if (SplitByMultiple(a, c, &q, &r)) return r;
   if (SplitOffMultiple(a, c, &q, &r)) return IndexMod(r, c);
-  return Make(IndexExpr::Kind::kMod, 0, a, IndexConst(c), 0, c - 1);
+  return Make(IndexExpr::Kind::kMod, 0, a, c, 0, c->value - 1);
 }
 
-Index IndexClamp(const Index& a, int64_t lo, int64_t hi) {
-  if (a->min >= lo && a->max <= hi) return a;
+Index IndexClamp(const Index& a, int64_t lo, int64_t hi) { return IndexClamp(a, lo, IndexConst(hi)); }
+
+Index IndexClamp(const Index& a, int64_t lo, const Index& hi) {
+  TF_CHECK(hi->kind == IndexExpr::Kind::kConst);
+  if (a->min >= lo && a->max <= hi->value) return a;
   if (a->max < lo) return IndexConst(lo);  // entirely below or above: one bound
-  if (a->min > hi) return IndexConst(hi);
-  return Make(IndexExpr::Kind::kClamp, lo, a, IndexConst(hi), lo, hi);
+  if (a->min > hi->value) return hi;
+  return Make(IndexExpr::Kind::kClamp, lo, a, hi, lo, hi->value);
 }
 
 bool UsesVar(const Index& a, int id) {
@@ -119,29 +142,48 @@ bool UsesVar(const Index& a, int id) {
   return UsesVar(a->a, id) || UsesVar(a->b, id);
 }
 
-Index Ravel(const std::vector<Index>& multi, const std::vector<int64_t>& shape) {
+namespace {
+
+Index DimSize(const std::vector<int64_t>& shape, const std::vector<SymExpr>* sizes, size_t d) {
+  if (!sizes) return IndexConst(shape[d]);
+  TF_CHECK(sizes->size() == shape.size());
+  return IndexSize(shape[d], (*sizes)[d]);
+}
+
+}  // namespace
+
+Index Ravel(const std::vector<Index>& multi, const std::vector<int64_t>& shape, const std::vector<SymExpr>* sizes) {
   TF_CHECK(multi.size() == shape.size());
   Index flat = IndexConst(0);
-  for (size_t d = 0; d < shape.size(); ++d) flat = IndexAdd(IndexMul(flat, shape[d]), multi[d]);
+  for (size_t d = 0; d < shape.size(); ++d) flat = IndexAdd(IndexMul(flat, DimSize(shape, sizes, d)), multi[d]);
   return flat;
 }
 
-std::vector<Index> Unravel(const Index& flat, const std::vector<int64_t>& shape) {
+std::vector<Index> Unravel(const Index& flat, const std::vector<int64_t>& shape, const std::vector<SymExpr>* sizes) {
   // Nested divisions (x / c1 / c2, not x / (c1*c2)) keep the structure Ravel's
   // simplification recognises.
   std::vector<Index> multi(shape.size());
   Index rest = flat;
   for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
-    multi[d] = d == 0 ? rest : IndexMod(rest, shape[d]);
-    if (shape[d] == 1) multi[d] = IndexConst(0);
-    if (d > 0) rest = IndexDiv(rest, shape[d]);
+    const size_t u = static_cast<size_t>(d);
+    multi[u] = d == 0 ? rest : IndexMod(rest, DimSize(shape, sizes, u));
+    if (shape[u] == 1) multi[u] = IndexConst(0);
+    if (d > 0) rest = IndexDiv(rest, DimSize(shape, sizes, u));
   }
   return multi;
 }
 
+std::set<int> IndexSymbols(const Index& index) {
+  if (!index) return {};
+  std::set<int> ids = index->size.Symbols();
+  ids.merge(IndexSymbols(index->a));
+  ids.merge(IndexSymbols(index->b));
+  return ids;
+}
+
 std::string PrintIndex(const Index& e, const std::vector<std::string>& vars) {
   switch (e->kind) {
-    case IndexExpr::Kind::kConst: return fmt::format("{}", e->value);
+    case IndexExpr::Kind::kConst: return e->size.IsConstant() ? fmt::format("{}", e->value) : "(" + e->size.Print("tf_sym") + ")";
     case IndexExpr::Kind::kVar: return vars.at(e->value);
     case IndexExpr::Kind::kValue: return fmt::format("v{}", e->value);
     case IndexExpr::Kind::kAdd: return fmt::format("({} + {})", PrintIndex(e->a, vars), PrintIndex(e->b, vars));
@@ -293,10 +335,10 @@ Index SubstituteVar(const Index& index, int id, const Index& replacement) {
   switch (index->kind) {
     case K::kVar: return replacement;  // UsesVar: it is variable `id`
     case K::kAdd: return IndexAdd(SubstituteVar(index->a, id, replacement), SubstituteVar(index->b, id, replacement));
-    case K::kMul: return IndexMul(SubstituteVar(index->a, id, replacement), index->b->value);
-    case K::kDiv: return IndexDiv(SubstituteVar(index->a, id, replacement), index->b->value);
-    case K::kMod: return IndexMod(SubstituteVar(index->a, id, replacement), index->b->value);
-    case K::kClamp: return IndexClamp(SubstituteVar(index->a, id, replacement), index->value, index->b->value);
+    case K::kMul: return IndexMul(SubstituteVar(index->a, id, replacement), index->b);
+    case K::kDiv: return IndexDiv(SubstituteVar(index->a, id, replacement), index->b);
+    case K::kMod: return IndexMod(SubstituteVar(index->a, id, replacement), index->b);
+    case K::kClamp: return IndexClamp(SubstituteVar(index->a, id, replacement), index->value, index->b);
     case K::kConst: case K::kValue: return index;
   }
   TF_UNREACHABLE("index kind");

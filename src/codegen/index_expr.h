@@ -7,8 +7,11 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
+
+#include "ir/symbolic_shapes.h"
 
 namespace tilefuse {
 
@@ -22,11 +25,18 @@ struct IndexExpr {
   Index a, b;
   // Inclusive bounds proven for this expression (kValue: unknown, wide).
   int64_t min = 0, max = 0;
+  // kConst: what the constant is in the model's symbolic dims (a dim's size, a stride: B·T·768),
+  // where it is not a constant; printed as that expression (ir/symbolic_shapes.h). The
+  // simplifier decides on values, at the graph's binding, and carries the expressions along
+  // where its arithmetic on them is exact.
+  SymExpr size;
 };
 
 // Loop variable `id` ranging over [0, extent).
 Index IndexVar(int id, int64_t extent);
 Index IndexConst(int64_t value);
+// The constant `value`, which is `size` in the model's symbols (IndexConst where `size` is a constant).
+Index IndexSize(int64_t value, const SymExpr& size);
 // An integer SSA value of the scalar program (a gather index), assumed in [lo, hi].
 Index IndexValue(int value_id, int64_t lo, int64_t hi);
 // Simplifying constructors.
@@ -34,15 +44,23 @@ Index IndexAdd(const Index& a, const Index& b);
 Index IndexMul(const Index& a, int64_t c);
 Index IndexDiv(const Index& a, int64_t c);  // floor division, c > 0, a >= 0
 Index IndexMod(const Index& a, int64_t c);  // c > 0, a >= 0
+// The same by a constant expression (IndexConst, IndexSize).
+Index IndexMul(const Index& a, const Index& c);
+Index IndexDiv(const Index& a, const Index& c);
+Index IndexMod(const Index& a, const Index& c);
 // min(max(a, lo), hi): keeps loads of not-selected concat inputs and gathers in bounds.
 Index IndexClamp(const Index& a, int64_t lo, int64_t hi);
+Index IndexClamp(const Index& a, int64_t lo, const Index& hi);
 // Does the expression use loop variable `id`?
 bool UsesVar(const Index& a, int id);
 
-// Flat row-major offset of a multi-index in `shape`.
-Index Ravel(const std::vector<Index>& multi, const std::vector<int64_t>& shape);
+// Flat row-major offset of a multi-index in `shape` (whose dims are `sizes` in the model's
+// symbols, where given).
+Index Ravel(const std::vector<Index>& multi, const std::vector<int64_t>& shape, const std::vector<SymExpr>* sizes = nullptr);
 // Multi-index of a flat row-major offset in `shape`.
-std::vector<Index> Unravel(const Index& flat, const std::vector<int64_t>& shape);
+std::vector<Index> Unravel(const Index& flat, const std::vector<int64_t>& shape, const std::vector<SymExpr>* sizes = nullptr);
+// The symbols the expression's constants are printed with.
+std::set<int> IndexSymbols(const Index& index);
 
 // C expression text: variables print as `var_names[id]`, values as `v<id>`.
 std::string PrintIndex(const Index& index, const std::vector<std::string>& var_names);

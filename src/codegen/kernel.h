@@ -15,6 +15,7 @@
 
 #include "codegen/index_expr.h"
 #include "fusion/fusion_plan.h"
+#include "ir/symbolic_shapes.h"
 #include "tilefuse/graph.h"
 
 namespace tilefuse {
@@ -70,6 +71,22 @@ struct Kernel {
   std::vector<KernelStore> stores;
   int64_t outer = 1;  // loop variable 0: [0, outer), run in parallel
   int64_t inner = 1;  // loop variable 1: [0, inner)
+  // What `outer` and `inner` are in the model's symbolic dims (ir/symbolic_shapes.h), and
+  // the symbols' values by id. An emitter prints a size as the expression, over parameters
+  // the launch passes, where it evaluates to the size (KernelSizeText); constants otherwise.
+  SymExpr outer_size, inner_size;
+  std::vector<int64_t> symbols;
 };
+
+// Whether `size` (of `kernel`) is printed as an expression of the symbols: not a constant,
+// and equal to `value` at the kernel's binding.
+bool PrintsSymbolically(const Kernel& kernel, const SymExpr& size, int64_t value);
+// `value` as C text: the symbols' expression (parameters tf_sym<id>) where PrintsSymbolically,
+// else the literal.
+std::string KernelSizeText(const Kernel& kernel, const SymExpr& size, int64_t value);
+// The symbols the kernel's outer extent and index constants are printed with, in id order:
+// the parameters its function takes after its buffers. (An inner extent shapes the code —
+// chunks a thread, registers a row — so the emitters print it as its value.)
+std::vector<int> PrintedSymbols(const Kernel& kernel);
 
 }  // namespace tilefuse

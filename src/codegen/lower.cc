@@ -13,8 +13,9 @@ namespace {
 // at flat offset i of its own shape"), memoized so each (node, index) is computed once.
 class Lowering {
  public:
-  Lowering(const Graph& g, const FusionGroup& group, const std::vector<bool>& inlined, const LoweringFault& fault = {})
-      : g_(g), group_(group), inlined_(inlined), fault_(fault), member_(g.num_nodes(), false) {
+  Lowering(const Graph& g, const FusionGroup& group, const std::vector<bool>& inlined, const LoweringFault& fault = {},
+           const SymbolicShapes* symbolic = nullptr)
+      : g_(g), group_(group), inlined_(inlined), fault_(fault), symbolic_(symbolic), member_(g.num_nodes(), false) {
     for (int id : group.nodes) member_[id] = true;
   }
 
@@ -43,11 +44,19 @@ class Lowering {
   int BufferFor(int node, bool output);
   // Offset in the reduced tensor `x` of output element (var 0) and reduced element (var 1).
   Index ReducedInputIndex(const Node& reduction) const;
+  // The node's dims in the model's symbols (nullptr without symbolic dims), and one of them.
+  const std::vector<SymExpr>* Sizes(int node) const {
+    return symbolic_ && !symbolic_->empty() ? &symbolic_->dims.at(static_cast<size_t>(node)) : nullptr;
+  }
+  SymExpr DimSize(int node, int64_t d) const {
+    return Sizes(node) ? Sizes(node)->at(static_cast<size_t>(d)) : SymExpr::Constant(g_.node(node).shape.at(static_cast<size_t>(d)));
+  }
 
   const Graph& g_;
   const FusionGroup& group_;
   const std::vector<bool>& inlined_;
   LoweringFault fault_;
+  const SymbolicShapes* symbolic_;
   std::vector<bool> member_;
   Kernel k_;
   std::map<std::pair<int, std::string>, int> memo_;
@@ -137,7 +146,7 @@ StatusOr<int> Lowering::EvaluateMember(const Node& n, const Index& flat) {
   v.dtype = n.dtype;
   if (n.op == OpCode::kIota) {
     v.kind = ScalarValue::Kind::kIndex;
-    v.index = Unravel(flat, n.shape)[n.attrs.axis];
+    v.index = Unravel(flat, n.shape, Sizes(n.id))[n.attrs.axis];
     return AddValue(std::move(v));
   }
   if (n.op == OpCode::kRandomUniform) {
@@ -195,7 +204,7 @@ StatusOr<std::optional<int>> Lowering::OnePlusTanhAsSigmoid(const Node& n, const
 
 StatusOr<int> Lowering::EvaluateView(const Node& n, const Index& flat) {
   const Node& in = g_.node(n.inputs[0]);
-  std::vector<Index> out = Unravel(flat, n.shape);
+  std::vector<Index> out = Unravel(flat, n.shape, Sizes(n.id));
   std::vector<Index> src(in.shape.size());
   switch (n.op) {
     case OpCode::kReshape: return Evaluate(in.id, flat);
@@ -215,13 +224,17 @@ StatusOr<int> Lowering::EvaluateView(const Node& n, const Index& flat) {
       // Every input is loaded at a clamped (always valid) offset; the axis position
       // selects which one counts.
       int64_t axis = n.attrs.axis, offset = 0;
+      SymExpr offset_size;  // the offset in the model's symbols (a KV cache's past length)
       int result = -1;
       for (int input : n.inputs) {
         const Node& part = g_.node(input);
+        const SymExpr part_size = DimSize(input, axis);
         std::vector<Index> at = out;
-        at[axis] = IndexClamp(IndexAdd(out[axis], IndexConst(-offset)), 0, part.shape[axis] - 1);
-        ASSIGN_OR_RETURN(int v, Evaluate(input, Ravel(at, part.shape)));
+        at[axis] = IndexClamp(IndexAdd(out[axis], IndexSize(-offset, SymExpr() - offset_size)), 0,
+                              IndexSize(part.shape[axis] - 1, part_size - SymExpr::Constant(1)));
+        ASSIGN_OR_RETURN(int v, Evaluate(input, Ravel(at, part.shape, Sizes(input))));
         offset += part.shape[axis];
+        offset_size = offset_size + part_size;
         if (result < 0) {
           result = v;
           continue;
@@ -239,7 +252,7 @@ StatusOr<int> Lowering::EvaluateView(const Node& n, const Index& flat) {
     case OpCode::kWindow: return EvaluateWindow(n, flat);
     default: return EvaluateGather(n, flat);
   }
-  return Evaluate(in.id, Ravel(src, in.shape));
+  return Evaluate(in.id, Ravel(src, in.shape, Sizes(in.id)));
 }
 
 // im2col as index arithmetic: the input is read at a clamped (always valid) position and
@@ -282,19 +295,26 @@ StatusOr<int> Lowering::EvaluateGather(const Node& n, const Index& flat) {
   const Node& data = g_.node(n.inputs[0]);
   const Node& indices = g_.node(n.inputs[1]);
   int64_t axis = n.attrs.axis, dim = data.shape[axis];
-  std::vector<Index> out = Unravel(flat, n.shape);
+  std::vector<Index> out = Unravel(flat, n.shape, Sizes(n.id));
   Index index_flat;
   if (n.op == OpCode::kGather) {
     std::vector<Index> at(out.begin() + axis, out.begin() + axis + indices.rank());
-    index_flat = Ravel(at, indices.shape);
+    index_flat = Ravel(at, indices.shape, Sizes(indices.id));
   } else {
     index_flat = flat;
   }
   ASSIGN_OR_RETURN(int raw, Evaluate(indices.id, index_flat));
   int as_i64 = Op(OpCode::kCast, {raw}, DType::kI64);
   int negative = Op(OpCode::kLess, {as_i64, Constant(0, DType::kI64)}, DType::kBool);
-  int wrapped = Op(OpCode::kWhere, {negative, Op(OpCode::kAdd, {as_i64, Constant(double(dim), DType::kI64)}, DType::kI64), as_i64}, DType::kI64);
-  Index position = IndexClamp(IndexValue(wrapped, -dim, dim * 2), 0, dim - 1);
+  // The dim's size as an index value: printed in the model's symbols where it is one (a
+  // flattened [batch · sequence] mask), so the kernel's text does not hold the binding's value.
+  ScalarValue size;
+  size.kind = ScalarValue::Kind::kIndex;
+  size.dtype = DType::kI64;
+  size.index = IndexSize(dim, DimSize(data.id, axis));
+  const int dim_value = size.index->size.IsConstant() ? Constant(double(dim), DType::kI64) : AddValue(std::move(size));
+  int wrapped = Op(OpCode::kWhere, {negative, Op(OpCode::kAdd, {as_i64, dim_value}, DType::kI64), as_i64}, DType::kI64);
+  Index position = IndexClamp(IndexValue(wrapped, -dim, dim * 2), 0, IndexSize(dim - 1, DimSize(data.id, axis) - SymExpr::Constant(1)));
   std::vector<Index> src;
   if (n.op == OpCode::kGather) {
     src.assign(out.begin(), out.begin() + axis);
@@ -304,20 +324,26 @@ StatusOr<int> Lowering::EvaluateGather(const Node& n, const Index& flat) {
     src = out;
     src[axis] = position;
   }
-  return Evaluate(data.id, Ravel(src, data.shape));
+  return Evaluate(data.id, Ravel(src, data.shape, Sizes(data.id)));
 }
 
 Index Lowering::ReducedInputIndex(const Node& r) const {
   const Shape& in = g_.node(r.inputs[0]).shape;
   Shape kept, reduced;
-  for (int d = 0; d < static_cast<int>(in.size()); ++d)
-    (std::find(r.attrs.axes.begin(), r.attrs.axes.end(), d) != r.attrs.axes.end() ? reduced : kept).push_back(in[d]);
-  std::vector<Index> o = Unravel(IndexVar(0, k_.outer), kept), j = Unravel(IndexVar(1, k_.inner), reduced);
+  std::vector<SymExpr> kept_sizes, reduced_sizes;
+  for (int d = 0; d < static_cast<int>(in.size()); ++d) {
+    const bool is_reduced = std::find(r.attrs.axes.begin(), r.attrs.axes.end(), d) != r.attrs.axes.end();
+    (is_reduced ? reduced : kept).push_back(in[d]);
+    (is_reduced ? reduced_sizes : kept_sizes).push_back(DimSize(r.inputs[0], d));
+  }
+  const bool sized = Sizes(r.inputs[0]) != nullptr;
+  std::vector<Index> o = Unravel(IndexVar(0, k_.outer), kept, sized ? &kept_sizes : nullptr),
+                     j = Unravel(IndexVar(1, k_.inner), reduced, sized ? &reduced_sizes : nullptr);
   std::vector<Index> multi;
   size_t next_kept = 0, next_reduced = 0;
   for (int d = 0; d < static_cast<int>(in.size()); ++d)
     multi.push_back(std::find(r.attrs.axes.begin(), r.attrs.axes.end(), d) != r.attrs.axes.end() ? j[next_reduced++] : o[next_kept++]);
-  return Ravel(multi, in);
+  return Ravel(multi, in, Sizes(r.inputs[0]));
 }
 
 StatusOr<int> Lowering::EvaluateReduction(const Node& n, const Index& flat) {
@@ -355,6 +381,13 @@ StatusOr<Kernel> Lowering::Run() {
   } else {
     k_.outer = NumElements(g_.node(group_.nodes.back()).shape);
   }
+  if (symbolic_ && !symbolic_->empty()) {
+    k_.symbols = symbolic_->values;
+    k_.outer_size = symbolic_->Elements(first_reduction ? first_reduction->id : group_.nodes.back());
+    k_.inner_size = SymExpr::Constant(k_.inner);
+    if (first_reduction)
+      if (std::optional<SymExpr> inner = symbolic_->Elements(first_reduction->inputs[0]).DividedBy(k_.outer_size)) k_.inner_size = *inner;
+  }
   Index element = first_reduction ? ReducedInputIndex(*first_reduction) : IndexVar(0, k_.outer);
   for (int out : group_.outputs) {
     int64_t elements = NumElements(g_.node(out).shape);
@@ -384,10 +417,10 @@ std::optional<Index> Lowering::ThroughView(int out, const Index& at, int* source
   for (auto v = chain.rbegin(); v != chain.rend(); ++v) {
     const Node& view = g_.node(*v);
     if (view.op != OpCode::kTranspose) continue;  // a reshape keeps every element's offset
-    const std::vector<Index> in = Unravel(index, g_.node(view.inputs[0]).shape);
+    const std::vector<Index> in = Unravel(index, g_.node(view.inputs[0]).shape, Sizes(view.inputs[0]));
     std::vector<Index> moved(in.size());
     for (size_t d = 0; d < in.size(); ++d) moved[d] = in[view.attrs.perm[d]];
-    index = Ravel(moved, view.shape);
+    index = Ravel(moved, view.shape, Sizes(view.id));
   }
   return index;
 }
@@ -418,9 +451,10 @@ StatusOr<LoweredValue> LowerValueAt(const Graph& graph, const std::vector<int>& 
 }
 
 StatusOr<Kernel> LowerGroup(const Graph& graph, const FusionGroup& group, const std::vector<bool>& inlined,
-                            const LoweringFault& fault) {
-  return Lowering(graph, group, inlined, fault).Run();
+                            const LoweringFault& fault, const SymbolicShapes* symbolic) {
+  return Lowering(graph, group, inlined, fault, symbolic).Run();
 }
+
 
 int KernelBufferFor(Kernel& k, const Graph& g, int node) {
   for (size_t b = 0; b < k.buffers.size(); ++b)

@@ -14,8 +14,10 @@ namespace tilefuse {
 // Pointwise, row_reduction and reduction groups. Unimplemented for the other kinds, and
 // for shapes of reduction the loop template cannot express (the caller then runs the
 // group's members one by one). `fault` is for tests only (codegen/lowering_fault.h).
+// With `symbolic` (the graph's InferSymbolicShapes), the kernel knows what its extents are in
+// the model's symbolic dims (Kernel::outer_size, inner_size).
 StatusOr<Kernel> LowerGroup(const Graph& graph, const FusionGroup& group, const std::vector<bool>& inlined,
-                            const LoweringFault& fault = {});
+                            const LoweringFault& fault = {}, const SymbolicShapes* symbolic = nullptr);
 
 // A template's epilogue (a pointwise group after its anchor): as LowerGroup, except that an
 // output which is a transpose (through reshapes) of a member or input with the loop's

@@ -106,6 +106,11 @@ StatusOr<Graph> ReadGraph(const json& header, std::string_view data) {
     if (node < 0 || node >= graph.num_nodes()) return InvalidArgument(fmt::format("output of node {}", node));
     graph.AddOutput(node, o.at(1).get<std::string>());
   }
+  if (header.contains("symbolic_inputs")) {
+    const json& symbolic = header["symbolic_inputs"];
+    graph.set_symbolic_inputs({symbolic.at("dims").get<std::map<std::string, std::vector<std::string>>>(),
+                               symbolic.at("values").get<std::map<std::string, int64_t>>()});
+  }
   return graph;
 }
 
@@ -126,7 +131,10 @@ std::string SerializeGraph(const Graph& graph) {
   }
   json outputs = json::array();
   for (const Graph::Output& o : graph.outputs()) outputs.push_back({o.node, o.name});
-  const std::string header = json{{"nodes", std::move(nodes)}, {"outputs", std::move(outputs)}}.dump();
+  json header_json = {{"nodes", std::move(nodes)}, {"outputs", std::move(outputs)}};
+  if (!graph.symbolic_inputs().empty())
+    header_json["symbolic_inputs"] = {{"dims", graph.symbolic_inputs().dims}, {"values", graph.symbolic_inputs().values}};
+  const std::string header = header_json.dump();
   return fmt::format("{}{}\n{}{}", kMagic, header.size(), header, data);
 }
 

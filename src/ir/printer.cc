@@ -3,6 +3,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+
+#include "ir/symbolic_shapes.h"
+
 namespace tilefuse {
 
 namespace {
@@ -52,15 +56,40 @@ std::string PrintNode(const Node& n) {
   return line;
 }
 
+namespace {
+
+// "[batch, sequence * 12, 64]" where a dim is one of the model's symbolic sizes, else "".
+std::string SymbolicDims(const SymbolicShapes& symbolic, const Node& n) {
+  if (symbolic.empty()) return "";
+  const std::vector<SymExpr>& dims = symbolic.dims.at(static_cast<size_t>(n.id));
+  if (std::all_of(dims.begin(), dims.end(), [](const SymExpr& d) { return d.IsConstant(); })) return "";
+  std::string text;
+  for (size_t d = 0; d < dims.size(); ++d) text += (d ? ", " : "") + dims[d].Print(symbolic.names);
+  return "[" + text + "]";
+}
+
+}  // namespace
+
 std::string PrintGraph(const Graph& graph) {
-  std::string out = "graph(";
+  const SymbolicShapes symbolic = InferSymbolicShapes(graph);
+  std::string out;
+  if (!symbolic.empty()) {
+    out = "symbols(";
+    for (size_t i = 0; i < symbolic.names.size(); ++i) out += fmt::format("{}{} = {}", i ? ", " : "", symbolic.names[i], symbolic.values[i]);
+    out += ")\n";
+  }
+  out += "graph(";
   for (size_t i = 0; i < graph.inputs().size(); ++i) {
     const Node& p = graph.node(graph.inputs()[i]);
     out += fmt::format("{}%{} \"{}\": {}", i ? ", " : "", p.id, p.name, TypeString(p.dtype, p.shape));
+    if (const std::string dims = SymbolicDims(symbolic, p); !dims.empty()) out += " = " + dims;
   }
   out += ") {\n";
   for (const Node& n : graph.nodes())
-    if (n.op != OpCode::kParameter) out += "  " + PrintNode(n) + "\n";
+    if (n.op != OpCode::kParameter) {
+      const std::string dims = SymbolicDims(symbolic, n);
+      out += "  " + PrintNode(n) + (dims.empty() ? "" : "    # dims " + dims) + "\n";
+    }
   for (const Graph::Output& o : graph.outputs()) out += fmt::format("  output \"{}\" = %{}\n", o.name, o.node);
   return out + "}\n";
 }

@@ -58,7 +58,9 @@ StatusOr<Graph> GraphRewriter::Finish() {
     TF_CHECK_MSG(IsMapped(out.node), "a pass dropped a graph output");
     builder_.Output(Map(out.node), out.name);
   }
-  return builder_.Build();
+  ASSIGN_OR_RETURN(Graph built, builder_.Build());
+  built.set_symbolic_inputs(source_.symbolic_inputs());
+  return built;
 }
 
 StatusOr<Graph> CopyGraph(const Graph& graph) {

@@ -3,8 +3,12 @@
 // inputs given, and refuse (exit 2) with the dim's name and how to give it otherwise.
 #include <gtest/gtest.h>
 
-#include <filesystem>
+#include <stdlib.h>
 
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "backend/cuda/nvrtc_compiler.h"
 #include "e2e/cli_test_util.h"
 #include "frontend/onnx/importer.h"
 
@@ -97,6 +101,44 @@ TEST(CliSymbolicDims, AnExportedBertRunsAtThreeShapes) {
     EXPECT_EQ(r.exit_code, 0) << shape << r.out << r.err;
     EXPECT_NE(r.out.find("result: PASS"), std::string::npos) << shape << r.out;
   }
+}
+
+// The loop kernels print the sizes the symbols give over launch parameters: a model made of
+// them compiles once, and its second and third bindings find every kernel in the cache.
+TEST(CliSymbolicDims, ASecondAndThirdBindingCompileNoKernel) {
+  ScratchDir dir;
+  if (!NvrtcCompiler::Create(dir / "probe").ok()) GTEST_SKIP() << "NVRTC not available: CUDA kernels not compiled";
+  setenv("TILEFUSE_CACHE_DIR", (dir / "cache").c_str(), 1);
+  const std::string model = std::string(TILEFUSE_SOURCE_DIR) + "/tests/shapes/norm_gelu_softmax_symbolic_f32.onnxtxt";
+  int first_cubins = 0;
+  for (const char* shape : {"batch=2,seq=24", "batch=3,seq=40", "batch=16,seq=128"}) {
+    CommandResult r = RunTilefuse("compile " + Quote(model) + " --backend cuda --json --shape " + shape);
+    ASSERT_EQ(r.exit_code, 0) << shape << r.out << r.err;
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    if (first_cubins == 0) {
+      first_cubins = j["cubins"].get<int>();
+      EXPECT_GT(first_cubins, 0);
+      EXPECT_EQ(j["nvrtc_compiles"].get<int>(), first_cubins) << "a cold cache compiles every unit";
+      continue;
+    }
+    EXPECT_EQ(j["cubins"].get<int>(), first_cubins) << shape;
+    EXPECT_EQ(j["nvrtc_compiles"].get<int>(), 0) << shape << ": " << r.out;
+  }
+  // An exported BERT: every kernel compiles with its sizes over the symbols; at a second batch
+  // its loop kernels come from the cache (its products, kRows a template constant, do not yet).
+  const std::string bert = std::string(TILEFUSE_SOURCE_DIR) + "/tests/models/bert_tiny_dynamic/model.onnx";
+  int bert_cubins = 0;
+  for (const char* shape : {"batch=2,sequence=24", "batch=5,sequence=24"}) {
+    CommandResult r = RunTilefuse("compile " + Quote(bert) + " --backend cuda --json --shape " + shape);
+    ASSERT_EQ(r.exit_code, 0) << shape << r.out << r.err;
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    if (bert_cubins == 0) {
+      bert_cubins = j["cubins"].get<int>();
+      continue;
+    }
+    EXPECT_GT(j["nvrtc_cache_hits"].get<int>(), bert_cubins / 3) << shape << ": " << r.out;
+  }
+  unsetenv("TILEFUSE_CACHE_DIR");
 }
 
 TEST(CliSymbolicDims, AMalformedShapeFlagIsABadInput) {

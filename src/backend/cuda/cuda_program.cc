@@ -120,7 +120,7 @@ bool LaunchesClusters(const std::string& arch) {
 
 StatusOr<CudaLaunchable> LowerAndEmit(const Graph& g, const FusionGroup& group, const std::vector<bool>& inlined,
                                       const std::string& name, const ConfigMap& configs, const CudaTarget& target) {
-  ASSIGN_OR_RETURN(Kernel kernel, LowerGroup(g, group, inlined, target.fault));
+  ASSIGN_OR_RETURN(Kernel kernel, LowerGroup(g, group, inlined, target.fault, target.symbolic));
   kernel.name = name;
   CudaLaunchable launchable;
   auto tuned = configs.find(KernelFingerprint(kernel));
@@ -633,7 +633,10 @@ void LaunchIndependentKernelsTogether(const Graph& g, const FusionPlan& plan, co
 }  // namespace
 
 StatusOr<CudaProgram> BuildCudaProgram(const Graph& graph, const FusionPlan& plan, const std::vector<bool>& inlined,
-                                       const std::string& prefix, const ConfigMap& configs, const CudaTarget& target) {
+                                       const std::string& prefix, const ConfigMap& configs, const CudaTarget& given) {
+  const SymbolicShapes symbolic = InferSymbolicShapes(graph);
+  CudaTarget target = given;
+  target.symbolic = symbolic.empty() ? nullptr : &symbolic;
   CudaProgram program;
   for (const FusionGroup& group : plan.groups) {
     std::string name = fmt::format("{}tf_group{}_{}", prefix, group.id, GroupKindName(group.kind));

@@ -191,6 +191,9 @@ struct CudaTarget {
   // best (over the rule and `overrides`).
   std::map<std::string, nlohmann::json> template_configs;
   LoweringFault fault;  // tests only: a deliberate lowering bug in the loop kernels
+  // The graph's symbolic sizes (set by BuildCudaProgram): loop kernels print their extents
+  // over them, so a new binding of the model's symbolic dims reuses the compiled kernels.
+  const SymbolicShapes* symbolic = nullptr;
   // Template kernels that take seconds to compile get a quick stand-in (CudaLaunchable::
   // stand_in): CudaCompileOptions::background_compile.
   bool stand_ins = false;

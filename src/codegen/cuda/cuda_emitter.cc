@@ -356,6 +356,12 @@ class CudaEmitter {
     return Status::Ok();
   }
 
+  // The outer extent's declaration: a launch parameter's expression where it is one of the
+  // model's symbolic sizes (KernelSizeText), so one compiled kernel serves every binding.
+  std::string OuterDeclaration() const {
+    return PrintsSymbolically(k_, k_.outer_size, k_.outer) ? "const int64_t" : "constexpr int64_t";
+  }
+
   std::string Name(int v) const { return lane_array_.empty() || !lane_array_[v] ? fmt::format("v{}", v) : fmt::format("v{}[j]", v); }
   std::string ArrayName(int v) const { return fmt::format("c{}", v); }
   // A cached row of half-precision values loaded as vectors is kept as element pairs, two
@@ -552,7 +558,7 @@ class CudaEmitter {
     std::vector<bool> seen(k_.values.size(), false);
     std::vector<int> loads;
     for (const KernelStore& s : k_.stores) Prepare(s.value, seen, loads, "");
-    out_ += fmt::format("  constexpr int64_t kElements = {};\n  constexpr int kVec = {};\n", k_.outer, vec);
+    out_ += fmt::format("  {} kElements = {};\n  constexpr int kVec = {};\n", OuterDeclaration(), KernelSizeText(k_, k_.outer_size, k_.outer), vec);
     out_ += "  const tf_index_t thread = (tf_index_t)blockIdx.x * blockDim.x + threadIdx.x;\n";
     out_ += "  const tf_index_t threads = (tf_index_t)gridDim.x * blockDim.x;\n";
     ConcatParts parts = FindConcatParts(k_, vec);
@@ -859,7 +865,7 @@ class CudaEmitter {
   void EmitRowKernel() {
     const int tpr = c_.threads_per_row;
     const std::vector<std::string> vars = {"i0", "i1"};
-    out_ += fmt::format("  constexpr int64_t kRows = {}, kInner = {};\n", k_.outer, k_.inner);
+    out_ += fmt::format("  {} kRows = {};\n  constexpr int64_t kInner = {};\n", OuterDeclaration(), KernelSizeText(k_, k_.outer_size, k_.outer), k_.inner);
     out_ += fmt::format("  constexpr int kVec = {}, kThreadsPerRow = {}, kChunks = {};\n", c_.vector, tpr, Chunks());
     // A row re-read per pass reads it once less where a max and a sum of exp(x - max) share
     // one pass (cross-entropy's logsumexp: 2 reads of the logits → 1; softmax: 3 → 2). A
@@ -1268,6 +1274,8 @@ CudaKernelSource LoopKernelSource(const Kernel& k, const CudaKernelConfig& c, co
     const KernelBuffer& buf = k.buffers[b];
     s.function += fmt::format("{}{}{}* __restrict__ b{}", s.num_params++ ? ", " : "", buf.is_output ? "" : "const ", StorageType(buf.dtype), b);
   }
+  const std::vector<int> symbols = PrintedSymbols(k);
+  for (int id : symbols) s.function += fmt::format("{}const long long tf_sym{}", s.num_params++ ? ", " : "", id);
   s.function += extra_parameters + ") {\n" + kAwaitPriorGrid;
   // 32-bit index arithmetic (cheaper, and divisions by constants much cheaper) when
   // every offset and loop bound fits with room for the grid-stride step.
@@ -1282,6 +1290,7 @@ CudaKernelSource LoopKernelSource(const Kernel& k, const CudaKernelConfig& c, co
   s.launch.block = {s.threads, 1, 1};
   for (size_t b = 0; b < k.buffers.size(); ++b)
     if (passed(b)) s.launch.args.push_back({LaunchArg::Kind::kBuffer, k.buffers[b].node, {}, 0});
+  for (int id : symbols) s.launch.args.push_back({LaunchArg::Kind::kScalar, -1, {}, k.symbols[static_cast<size_t>(id)]});
   return s;
 }
 

@@ -1,5 +1,6 @@
 #include "frontend/onnx/graph_importer.h"
 
+#include <algorithm>
 #include <fmt/format.h>
 
 #include <unordered_map>
@@ -57,6 +58,7 @@ class GraphImporter {
   int input_position_ = 0;                       // of the next input that is not an initializer
   std::map<std::string, std::string> bound_by_;  // symbolic dim -> the input whose shape gave its value
   std::map<std::string, int64_t> dim_values_;    // symbolic dims given or bound so far
+  SymbolicInputs symbolic_;                      // which input dims are which symbols
   GraphBuilder builder_;
   ConstantTracker constants_;
   std::unordered_map<std::string, Value> values_;
@@ -72,7 +74,10 @@ StatusOr<Graph> GraphImporter::Import(const onnx::GraphProto& graph) {
   for (int i = 0; i < graph.node_size(); ++i) RETURN_IF_ERROR(ImportNode(graph.node(i), i));
   if (graph.output_size() == 0) return InvalidArgument("the graph has no outputs");
   for (const auto& output : graph.output()) RETURN_IF_ERROR(ImportOutput(output));
-  return builder_.Build();
+  ASSIGN_OR_RETURN(Graph built, builder_.Build());
+  symbolic_.values = dim_values_;
+  if (!symbolic_.values.empty()) built.set_symbolic_inputs(std::move(symbolic_));
+  return built;
 }
 
 Status GraphImporter::ImportInitializers(const onnx::GraphProto& graph) {
@@ -97,6 +102,7 @@ Status GraphImporter::ImportInput(const onnx::ValueInfoProto& input) {
   ASSIGN_OR_RETURN(DType dtype, RequireDType(type.elem_type(), label));
   if (!type.has_shape()) return InvalidArgument(fmt::format("{} has no shape; tilefuse needs static shapes", label));
   Shape shape;
+  std::vector<std::string> symbols(type.shape().dim_size());
   for (int d = 0; d < type.shape().dim_size(); ++d) {
     const auto& dim = type.shape().dim(d);
     if (dim.has_dim_value() && dim.dim_value() >= 0) {
@@ -105,7 +111,10 @@ Status GraphImporter::ImportInput(const onnx::ValueInfoProto& input) {
     }
     ASSIGN_OR_RETURN(int64_t value, SymbolicDimValue(label, dim, d, position));
     shape.push_back(value);
+    if (dim.has_dim_param()) symbols[d] = dim.dim_param();
   }
+  if (std::any_of(symbols.begin(), symbols.end(), [](const std::string& s) { return !s.empty(); }))
+    symbolic_.dims[input.name()] = std::move(symbols);
   if (shape.size() > 8) return Unimplemented(fmt::format("{} has rank {} (above 8)", label, shape.size()));
   RETURN_IF_ERROR(CheckShapeSize(shape, kMaxValueElements, label));
   builder_.SetLocation(label, input.name());

@@ -120,6 +120,16 @@ class Inference {
       out_.names.push_back(name);
       out_.values.push_back(value);
     }
+    // The sizes the model's inputs fix, their static dims (a hidden size of 64 is no batch of
+    // 64). Not constants' dims: constant folding bakes tensors of the binding's shape into the
+    // graph (position embeddings gathered [1, seq, 64]).
+    for (const Node& n : g.nodes()) {
+      if (n.op != OpCode::kParameter) continue;
+      auto named = g.symbolic_inputs().dims.find(n.name);
+      for (size_t d = 0; d < n.shape.size(); ++d)
+        if (named == g.symbolic_inputs().dims.end() || d >= named->second.size() || named->second[d].empty())
+          static_sizes_.insert(n.shape[d]);
+    }
   }
 
   SymbolicShapes Run() {
@@ -147,9 +157,10 @@ class Inference {
   std::vector<SymExpr> DimsOf(const Node& n) const {
     switch (n.op) {
       case OpCode::kParameter: return ParameterDims(n);
-      // Weights are static; an integer or boolean constant of a dim's size is shape arithmetic
-      // folded at this binding (indices gathering a flattened mask back into [batch, 1, 1, seq]).
-      case OpCode::kConstant: return IsFloat(n.dtype) ? Constants(n.shape) : BySymbolValue(n.shape);
+      // A constant of a symbol's size is a tensor folded at this binding (positions [1, seq, 1],
+      // indices gathering a flattened mask back into [batch, 1, 1, seq]); a weight's dims are
+      // taken for a symbol only where they coincide with its value.
+      case OpCode::kConstant: return BySymbolValue(n.shape);
       case OpCode::kReshape: return ReshapeDims(n);
       case OpCode::kTranspose: {
         std::vector<SymExpr> dims;
@@ -194,27 +205,28 @@ class Inference {
     return dims;
   }
 
-  // Broadcasting (aligned at the last dim): an output dim is an input's dim of the same size.
+  // Broadcasting (aligned at the last dim): an output dim is an input's dim of the same size
+  // at its place (a symbolic one where any is); one broadcast from 1 is found by size.
   std::vector<SymExpr> Aligned(const Node& n) const {
-    std::vector<SymExpr> dims = Matched(n);
+    std::vector<SymExpr> dims;
     const size_t rank = n.shape.size();
-    for (size_t d = 0; d < rank; ++d)
+    for (size_t d = 0; d < rank; ++d) {
+      std::optional<SymExpr> found;
       for (size_t i = 0; i < n.inputs.size(); ++i) {
         const std::vector<SymExpr>& in = In(n, i);
-        const size_t offset = rank - std::min(rank, in.size());
-        if (d < offset || in.size() > rank) continue;
-        const SymExpr& e = in[d - offset];
-        if (!e.IsConstant() && g_.node(n.inputs[i]).shape[d - offset] == n.shape[d]) {
-          dims[d] = e;
-          break;
-        }
+        if (in.size() > rank || d < rank - in.size()) continue;
+        const size_t at = d - (rank - in.size());
+        if (g_.node(n.inputs[i]).shape[at] != n.shape[d]) continue;
+        if (!found || (found->IsConstant() && !in[at].IsConstant())) found = in[at];
       }
+      dims.push_back(found ? *found : BySize(n, n.shape[d]));
+    }
     return dims;
   }
 
   // Any other op: an output dim takes the first input dim of its size that is symbolic, else
   // the one symbol of its value (an iota of the sequence's length, a slice of a constant mask
-  // to it), else its value.
+  // to it), else its value — its value wherever the model also has a static dim of that size.
   std::vector<SymExpr> Matched(const Node& n) const {
     std::vector<SymExpr> dims;
     for (int64_t size : n.shape) dims.push_back(BySize(n, size));
@@ -222,6 +234,7 @@ class Inference {
   }
 
   SymExpr BySize(const Node& n, int64_t size) const {
+    if (static_sizes_.count(size)) return SymExpr::Constant(size);
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       const Node& input = g_.node(n.inputs[i]);
       for (size_t d = 0; d < input.shape.size(); ++d)
@@ -230,8 +243,9 @@ class Inference {
     return OneSymbolOfValue(size).value_or(SymExpr::Constant(size));
   }
 
+  // The one symbol of this value, where no input has a static dim of it.
   std::optional<SymExpr> OneSymbolOfValue(int64_t size) const {
-    if (size <= 1 || std::count(out_.values.begin(), out_.values.end(), size) != 1) return std::nullopt;
+    if (size <= 1 || static_sizes_.count(size) || std::count(out_.values.begin(), out_.values.end(), size) != 1) return std::nullopt;
     return SymExpr::Symbol(static_cast<int>(std::find(out_.values.begin(), out_.values.end(), size) - out_.values.begin()));
   }
 
@@ -282,6 +296,7 @@ class Inference {
 
   const Graph& g_;
   std::map<std::string, int> id_of_;
+  std::set<int64_t> static_sizes_;  // the inputs' static dims: sizes a guess by value leaves constant
   SymbolicShapes out_;
 };
 

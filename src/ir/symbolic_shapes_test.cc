@@ -102,6 +102,20 @@ TEST(InferSymbolicShapesTest, DimsThatCannotBeToldApartStayConstants) {
     for (size_t d = 0; d < n.shape.size(); ++d) EXPECT_EQ(s.dims[static_cast<size_t>(n.id)][d].Evaluate(s.values), n.shape[d]) << n.id;
 }
 
+TEST(InferSymbolicShapesTest, AStaticSizeIsNotTakenForASymbolOfTheSameValue) {
+  // batch = 64 = the features: a mean over the features broadcast back is [batch, seq, 64],
+  // not [batch, seq, batch] (the broadcast's 64 found by value).
+  Bound t({64, 24, 64});
+  t.values = {{"batch", 64}, {"seq", 24}};
+  Value mean = t.b.Reduce(OpCode::kReduceMean, t.x, {2}, true);
+  Value back = t.b.BroadcastTo(mean, {64, 24, 64});
+  Value centred = t.b.Sub(t.x, back);
+  const SymbolicShapes s = t.Infer(centred);
+  EXPECT_EQ(t.Dims(s, mean), "[batch, seq, 1]");
+  EXPECT_EQ(t.Dims(s, back), "[batch, seq, 64]");
+  EXPECT_EQ(t.Dims(s, centred), "[batch, seq, 64]");
+}
+
 TEST(InferSymbolicShapesTest, AGraphWithoutSymbolicInputsHasNone) {
   GraphBuilder b;
   Value x = b.Parameter("x", DType::kF32, {2, 3});

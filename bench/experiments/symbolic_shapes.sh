@@ -34,6 +34,28 @@ PY
   done
 }
 
+# The GEMM template with its rows at launch, in each form, at ragged and whole-tile row counts
+# (stream-K keeps its rows in the text), and under compute-sanitizer.
+MLP=tests/shapes/mlp_symbolic_bf16.onnxtxt
+for s in batch=2,seq=100 batch=3,seq=333 batch=4,seq=512; do
+  check_forms $MLP "--shape $s" "--shape $s --gemm-form tail" "--shape $s --gemm-form pingpong" "--shape $s --gemm-form overlap" \
+    "--shape $s --gemm-cluster 2" "--shape $s --gemm-form streamk"
+done
+if o=$(timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/tilefuse" run $MLP --backend cuda --gemm template --shape batch=3,seq=333 2>&1); then
+  echo "CLEAN $MLP batch=3,seq=333" | tee -a "$log"
+else
+  echo "MEMCHECK FAIL $MLP" | tee -a "$log"; echo "$o" | grep -v '^=========  ' | tail -15 | tee -a "$log"
+fi
+# Speed: rows at launch against the same model with its dims written as numbers (rows in the text).
+for bs in 4:512 8:1024 16:2048; do
+  b=${bs%:*} t=${bs#*:}
+  sed "s/batch, seq/$b, $t/g" $MLP >"$OUT/mlp_static.onnxtxt"
+  sym=$("$B/tilefuse" bench $MLP --backend cuda --shape batch=$b,seq=$t --repeats 50 --json 2>/dev/null | python3 -c "import json,sys; print(json.load(sys.stdin)['fused']['ms'])")
+  fixed=$("$B/tilefuse" bench "$OUT/mlp_static.onnxtxt" --backend cuda --repeats 50 --json 2>/dev/null | python3 -c "import json,sys; print(json.load(sys.stdin)['fused']['ms'])")
+  echo "speed mlp bf16 ${b}x${t}: rows at launch $sym ms, rows in the text $fixed ms" | tee -a "$log"
+done
+
+bindings $MLP batch=2,seq=100 batch=4,seq=512 batch=3,seq=333 batch=6,seq=512 batch=8,seq=1024 batch=16,seq=512
 bindings tests/shapes/norm_gelu_softmax_symbolic_f32.onnxtxt batch=2,seq=24 batch=3,seq=40 batch=16,seq=128 batch=64,seq=512
 bindings tests/models/bert_tiny_dynamic/model.onnx batch=2,sequence=24 batch=3,sequence=24 batch=8,sequence=24 \
   batch=1,sequence=7 batch=3,sequence=40 batch=8,sequence=64

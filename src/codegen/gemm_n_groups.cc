@@ -47,6 +47,8 @@ StatusOr<GemmTemplateKernel> GroupOverN(std::vector<GemmTemplateKernel> parts) {
   g.a = first.a;
   g.b = first.b;
   g.rows = first.rows;
+  g.rows_size = first.rows_size;
+  g.symbols = first.symbols;
   g.k = first.k;
   g.a_view = first.a_view;
   g.b_k_major = first.b_k_major;

@@ -282,7 +282,7 @@ bool PairsAreAdjacent(const GemmTemplateKernel& g, const Index& index) {
 }
 
 StatusOr<GemmTemplateKernel> LowerGemmTemplate(const Graph& g, const FusionGroup& group, const GemmSplit& split,
-                                               const std::vector<bool>& inlined, bool tf32) {
+                                               const std::vector<bool>& inlined, bool tf32, const SymbolicShapes* symbolic) {
   const Node& mm = g.node(split.matmul);
   tf32 = tf32 || mm.attrs.tf32;  // a product the graph lets round to TF32 (a PyTorch convolution's)
   const bool half = IsHalf(mm.dtype);
@@ -293,6 +293,13 @@ StatusOr<GemmTemplateKernel> LowerGemmTemplate(const Graph& g, const FusionGroup
   if (!half && mm.dtype != DType::kF32)
     return Unimplemented(fmt::format("the GEMM template takes bf16, f16 and f32 (as TF32 or 3xTF32) products, not {}", DTypeName(mm.dtype)));
   ASSIGN_OR_RETURN(GemmTemplateKernel t, LowerGemmProblem(g, group, split, inlined));
+  if (symbolic && !symbolic->empty()) {
+    // Rows over every batch entry of a shared weight (the product's elements over N), else A's own.
+    const Node& a = g.node(t.a);
+    t.symbols = symbolic->values;
+    t.rows_size = t.batch == 1 ? symbolic->Elements(split.matmul).DividedBy(SymExpr::Constant(t.n)).value_or(SymExpr::Constant(t.rows))
+                               : symbolic->dims.at(static_cast<size_t>(t.a)).at(a.shape.size() - 2);
+  }
   t.split_f32 = mm.dtype == DType::kF32 && !tf32 && !float8;
   // TMA strides are multiples of 16 bytes: whole rows of A's K elements, and of B's N
   // elements where B is read [K][N] (checked below, once B's layout is known).

@@ -135,6 +135,10 @@ struct GemmTemplateKernel {
   // scale a 128x128 block, which ONNX's blocked DequantizeLinear writes as a constant scale
   // repeated over 128 columns); 0: a scale each column.
   int64_t b_scale_columns = 0;
+  // What `rows` is in the model's symbolic dims (batch · sequence: ir/symbolic_shapes.h), and
+  // the symbols' values: the emitter passes such rows at launch (a constant: `rows` itself).
+  SymExpr rows_size;
+  std::vector<int64_t> symbols;
 };
 constexpr int64_t kWeightScaleColumns = 128;  // GemmTemplateKernel::b_scale_columns when B's scales are shared
 
@@ -146,8 +150,11 @@ constexpr int64_t kWeightScaleColumns = 128;  // GemmTemplateKernel::b_scale_col
 // prologue transposes (a linear layer's weight; passes/k_major_weights.h stores constant
 // weights so), A a plain [M][K] matrix. Products of 8-bit floats (an f32 product of e4m3 or
 // e5m2 operands) likewise, on the FP8 tensor cores.
+// With `symbolic` (the graph's InferSymbolicShapes), the kernel knows its rows in the model's
+// symbolic dims (GemmTemplateKernel::rows_size).
 StatusOr<GemmTemplateKernel> LowerGemmTemplate(const Graph& graph, const FusionGroup& group, const GemmSplit& split,
-                                               const std::vector<bool>& inlined, bool tf32 = false);
+                                               const std::vector<bool>& inlined, bool tf32 = false,
+                                               const SymbolicShapes* symbolic = nullptr);
 // Does `index`, over the epilogue's (row 0, column 1), address element (row, column) of a
 // [rows][N] value laid out as the product is? (Where a TMA tile of the product's can move
 // it, and where a library writes its output.)

@@ -174,6 +174,29 @@ class Inference {
         dims.at(static_cast<size_t>(n.attrs.axis)) = axis;
         return dims;
       }
+      case OpCode::kMatMul: case OpCode::kBlockScaledMatMul: {
+        // Batch dims broadcast, then A's rows and B's columns.
+        std::vector<SymExpr> dims = Aligned(n);
+        const size_t rank = n.shape.size();
+        if (rank >= 2 && In(n, 0).size() >= 2) dims[rank - 2] = In(n, 0)[In(n, 0).size() - 2];
+        if (rank >= 1 && !In(n, 1).empty()) dims[rank - 1] = In(n, 1).back();
+        return dims;
+      }
+      case OpCode::kSlice: {  // a dim sliced whole is the input's
+        std::vector<SymExpr> dims = Matched(n);
+        for (size_t d = 0; d < dims.size(); ++d)
+          if (g_.node(n.inputs[0]).shape[d] == n.shape[d]) dims[d] = In(n, 0)[d];
+        return dims;
+      }
+      case OpCode::kGather: {  // data's dims before the axis, the indices', data's after
+        const std::vector<SymExpr>& data = In(n, 0);
+        const size_t axis = static_cast<size_t>(n.attrs.axis);
+        std::vector<SymExpr> dims(data.begin(), data.begin() + static_cast<std::ptrdiff_t>(axis));
+        dims.insert(dims.end(), In(n, 1).begin(), In(n, 1).end());
+        dims.insert(dims.end(), data.begin() + static_cast<std::ptrdiff_t>(axis) + 1, data.end());
+        if (dims.size() == n.shape.size()) return dims;
+        break;
+      }
       default: break;
     }
     if (n.info().kind == OpKind::Reduction) {

@@ -116,6 +116,18 @@ TEST(InferSymbolicShapesTest, AStaticSizeIsNotTakenForASymbolOfTheSameValue) {
   EXPECT_EQ(t.Dims(s, centred), "[batch, seq, 64]");
 }
 
+TEST(InferSymbolicShapesTest, AProductsRowsAreItsOperandsWhateverItsWidth) {
+  // seq = 512 = the weight's static width: the product's rows are still batch · seq.
+  Bound t({2, 512, 64});
+  t.values = {{"batch", 2}, {"seq", 512}};
+  Value w = t.b.Parameter("w", DType::kF32, {64, 512});
+  Value y = t.b.MatMul(t.x, w);
+  Value first = t.b.Slice(y, {0, 0, 0}, {2, 512, 256}, {0, 1, 2}, {1, 1, 1});
+  const SymbolicShapes s = t.Infer(first);
+  EXPECT_EQ(t.Dims(s, y), "[batch, seq, 512]");
+  EXPECT_EQ(t.Dims(s, first), "[batch, seq, 256]");
+}
+
 TEST(InferSymbolicShapesTest, AGraphWithoutSymbolicInputsHasNone) {
   GraphBuilder b;
   Value x = b.Parameter("x", DType::kF32, {2, 3});

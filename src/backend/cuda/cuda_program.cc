@@ -172,7 +172,7 @@ StatusOr<CudaLaunchable> GemmTemplate(const Graph& g, const FusionGroup& group, 
                                       const std::string& name, const CudaTarget& target, GemmPath path) {
   if (path == GemmPath::kLibrary) return Unimplemented("cuBLASLt asked for (--gemm library, or measured faster by the tuner)");
   if (target.arch != "sm_90a") return Unimplemented(fmt::format("the GEMM template needs sm_90a (Hopper), not {}", target.arch));
-  ASSIGN_OR_RETURN(GemmTemplateKernel gemm, LowerGemmTemplate(g, group, split, inlined, target.tf32));
+  ASSIGN_OR_RETURN(GemmTemplateKernel gemm, LowerGemmTemplate(g, group, split, inlined, target.tf32, target.symbolic));
   gemm.name = name;
   // 3xTF32 over few tiles (a batch-1 transformer's products) stays on the template, in the
   // few-tile rule's forms (ResolveGemmConfig): GPT-2 small f32 at 1x128 1224 µs, against 1759
@@ -325,7 +325,7 @@ CudaGroupProgram ProgramForGroup(const Graph& g, const FusionGroup& group, const
       // (H200, 2026-11-29: bias 16x4096x4096 14.5 against 15.2 µs, 1x4096x4096 14.2 against
       // 16.5; 64x4096x4096 16.4 against 13.5). RULE_NUMBERS
       auto library_by_rule = [&] {
-        StatusOr<GemmTemplateKernel> problem = LowerGemmTemplate(g, group, split, inlined, target.tf32);
+        StatusOr<GemmTemplateKernel> problem = LowerGemmTemplate(g, group, split, inlined, target.tf32, target.symbolic);
         if (!problem.ok()) return true;
         if (target.overrides.gemm_skinny && SkinnyGemmFits(*problem).ok()) return problem->rows > kSkinnyOverLibraryRows;
         // TF32: cuBLASLt's own bias epilogue ran ahead of the template (H200, 2026-11-29, µs,
@@ -488,7 +488,7 @@ void GateProducts(const Graph& g, const FusionPlan& plan, const std::vector<bool
     const auto measured = target.gemm_path_at.find(p.matmul);
     if ((measured != target.gemm_path_at.end() ? measured->second : target.gemm) == GemmPath::kLibrary) return std::nullopt;
     const FusionGroup& group = plan.groups[i];
-    StatusOr<GemmTemplateKernel> t = LowerGemmTemplate(g, group, SplitGemmGroup(g, group), inlined, target.tf32);
+    StatusOr<GemmTemplateKernel> t = LowerGemmTemplate(g, group, SplitGemmGroup(g, group), inlined, target.tf32, target.symbolic);
     if (!t.ok()) return std::nullopt;
     return std::move(*t);
   };

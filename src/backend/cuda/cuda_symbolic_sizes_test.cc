@@ -34,10 +34,26 @@ Graph NormAndActivation(int64_t batch, int64_t seq) {
   return std::move(*g);
 }
 
-std::vector<CudaKernelSource> Kernels(Graph graph) {
+// x [batch, seq, 256] bf16 through a linear layer with a bias and GELU: a GEMM template kernel
+// whose rows are batch · seq.
+Graph Linear(int64_t batch, int64_t seq) {
+  GraphBuilder b;
+  Value x = b.Parameter("x", DType::kBF16, {batch, seq, 256});
+  Value w = b.Parameter("w", DType::kBF16, {256, 512});
+  Value bias = b.Parameter("bias", DType::kBF16, {512});
+  b.Output(b.Gelu(b.Add(b.MatMul(x, w), bias), false), "y");
+  StatusOr<Graph> g = b.Build();
+  EXPECT_TRUE(g.ok()) << g.status().message();
+  g->set_symbolic_inputs({{{"x", {"batch", "seq", ""}}}, {{"batch", batch}, {"seq", seq}}});
+  return std::move(*g);
+}
+
+std::vector<CudaKernelSource> Kernels(Graph graph, const TemplateOverrides& overrides = {}) {
   StatusOr<Graph> passed = RunGraphPasses(std::move(graph), PassOptions{});
   EXPECT_TRUE(passed.ok()) << passed.status().message();
   CudaTarget target;
+  target.gemm = GemmPath::kTemplate;
+  target.overrides = overrides;
   StatusOr<CudaPlan> plan = PlanFusionForCuda(*passed, PlannerOptions{}, target);
   EXPECT_TRUE(plan.ok()) << plan.status().message();
   StatusOr<CudaProgram> program = BuildCudaProgram(*passed, plan->plan, FindInlinedGenerators(*passed), "", {}, target);
@@ -82,11 +98,49 @@ TEST(CudaSymbolicSizesTest, WithoutSymbolsTheSizesAreLiterals) {
   EXPECT_NE(UnitSources(Kernels(std::move(other))), UnitSources(kernels));
 }
 
+// The GEMM template takes its rows at launch (maps.rows) where the symbols give them: the same
+// text for row counts its rule gives the same form (here 128x128 tiles, cooperative consumers).
+TEST(CudaSymbolicSizesTest, TheGemmTemplateTakesItsRowsAtLaunch) {
+  TemplateOverrides fixed;
+  fixed.gemm_block_n = 128;
+  fixed.gemm_pingpong = false;
+  fixed.gemm_overlap_epilogue = false;
+  fixed.gemm_splits = 1;
+  fixed.gemm_stream_k = false;
+  fixed.gemm_cluster_m = 1;
+  const std::vector<CudaKernelSource> first = Kernels(Linear(4, 512), fixed);
+  ASSERT_EQ(first.size(), 1u);
+  const CudaKernelSource& k = first.front();
+  EXPECT_NE(k.function.find("kRows = 0, kN = 512, kK = 256"), std::string::npos) << k.function;
+  EXPECT_NE(k.function.find("kRowsAtLaunch = 1"), std::string::npos) << k.function;
+  EXPECT_NE(k.function.find("maps.rows = (int)(tf_sym0 * tf_sym1);"), std::string::npos) << k.function;
+  std::vector<int64_t> scalars;
+  for (const LaunchArg& a : k.launch.args)
+    if (a.kind == LaunchArg::Kind::kScalar) scalars.push_back(a.scalar);
+  EXPECT_EQ(scalars, (std::vector<int64_t>{4, 512}));
+  for (auto [batch, seq] : {std::pair<int64_t, int64_t>{8, 512}, {3, 1000}, {16, 2048}})
+    EXPECT_EQ(UnitSources(Kernels(Linear(batch, seq), fixed)), UnitSources(first)) << batch << " x " << seq;
+  // Stream-K splits the last round of tiles for one tile count: its rows stay in the text.
+  TemplateOverrides streamed = fixed;
+  streamed.gemm_stream_k = true;
+  for (const CudaKernelSource& s : Kernels(Linear(3, 1000), streamed))
+    if (s.function.find("kStreamTiles = 0,") == std::string::npos) {
+      EXPECT_NE(s.function.find("kRows = 3000,"), std::string::npos) << s.function;
+      EXPECT_NE(s.function.find("kRowsAtLaunch = 0"), std::string::npos);
+    }
+}
+
 TEST(CudaSymbolicSizesTest, SymbolicKernelsCompileForHopper) {
   StatusOr<NvrtcCompiler> nvrtc = NvrtcCompiler::Create((std::filesystem::temp_directory_path() / "tilefuse_test_cache").string());
   if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available, CUDA kernels not compiled: " << nvrtc.status().ToString();
-  StatusOr<CudaCubins> cubins = CompileUnits(*nvrtc, SplitIntoCompileUnits(Kernels(NormAndActivation(2, 24))), "sm_90a");
+  std::vector<CudaKernelSource> kernels = Kernels(NormAndActivation(2, 24));
+  for (const CudaKernelSource& k : Kernels(Linear(4, 512))) kernels.push_back(k);
+  StatusOr<CudaCubins> cubins = CompileUnits(*nvrtc, SplitIntoCompileUnits(kernels), "sm_90a");
   ASSERT_TRUE(cubins.ok()) << cubins.status().ToString();
+  // No spills, no serialized wgmma, as every generated kernel.
+  const std::string log = cubins->PtxasLog();
+  for (const PtxasKernelInfo& k : ParsePtxasLog(log)) EXPECT_EQ(k.spill_store_bytes + k.spill_load_bytes, 0) << k.line;
+  EXPECT_EQ(log.find("are serialized"), std::string::npos) << log;
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <map>
+#include <set>
 
 #include "codegen/cuda/cuda_gemm_config.h"
 #include "codegen/cuda/cuda_scalar_program.h"
@@ -138,11 +139,20 @@ class GemmEmitter {
       s.launch.args.push_back({LaunchArg::Kind::kScratch, -1, {}, 0});
       s.launch.args.push_back({LaunchArg::Kind::kScratch, -1, {}, CounterBytes(g_, c_)});
     }
+    std::string rows = fmt::format("{}", g_.rows);
+    if (RowsAtLaunch()) {
+      rows = g_.rows_size.Print("tf_sym");
+      for (int id : g_.rows_size.Symbols()) {
+        parameters += fmt::format(", const long long tf_sym{}", id);
+        s.launch.args.push_back({LaunchArg::Kind::kScalar, -1, {}, g_.symbols[static_cast<size_t>(id)]});
+      }
+    }
     std::string out = fmt::format("extern \"C\" __global__ void __launch_bounds__({}, 1) {}({}) {{\n", threads, g_.name, parameters);
     out += ConfigStruct() + (!g_.n_parts.empty() ? GroupedEpilogueStructs()
                              : !g_.gate.empty() ? GatedEpilogueStructs()
                                                 : GemmEpilogueStruct(g_, staged_, staged_load_, ringed_load_));
-    out += fmt::format("  tf::GemmSm90<Config, {}>({{{}}}, Epilogue{{{}}}, {});\n}}\n", ALoader(), maps, buffers,
+    out += fmt::format("  tf::GemmMaps maps{{{}}};\n  maps.rows = (int)({});\n", maps, rows);
+    out += fmt::format("  tf::GemmSm90<Config, {}>(maps, Epilogue{{{}}}, {});\n}}\n", ALoader(), buffers,
                        scratch ? "tile_counters, partials" : "nullptr, nullptr");
     // The skeleton awaits the prior grid itself, its producer after loading what of B it may
     // before (kBBeforeWait).
@@ -364,17 +374,25 @@ class GemmEmitter {
         "    enum : int {{ kProducerRegisters = {}, kConsumerRegisters = {}, kPromote = {} }};\n"
         "    enum : int {{ kBBeforeWait = {}, kSplitTf32 = {}, kEpilogueWrites = {} }};\n"
         "    enum : int {{ kBParts = {}, kBPart1 = {}, kBPart2 = {}, kBPart3 = {}, kGated = {}, kPartnerGroups = {}, kNormA = {} }};\n"
-        "    enum : int {{ kScaleBlocks = {}, kBScaleColumns = {}, kStoreBytes = {}, kHeldF32 = {} }};\n"
+        "    enum : int {{ kScaleBlocks = {}, kBScaleColumns = {}, kStoreBytes = {}, kHeldF32 = {}, kRowsAtLaunch = {} }};\n"
         "  }};\n",
         types, c_.block_m, c_.block_n, c_.stages, c_.group_m, c_.cluster_m, c_.splits, StepsPerSplit(g_, c_), StreamKTiles(g_, c_),
-        StreamKCtas(g_, c_), g_.rows, g_.n, g_.k,
+        StreamKCtas(g_, c_), RowsAtLaunch() ? 0 : g_.rows, g_.n, g_.k,
         g_.batch, *c_.pingpong ? 1 : 0, *c_.overlap_epilogue ? 1 : 0, *c_.overlap_epilogue ? OutputChunks() : 1,
         StagingBytes(c_, g_, staged_ >= 0), staged_ >= 0 ? 1 : 0, StoreByThreads(g_) ? 1 : 0, staged_load_ >= 0 ? 1 : 0, ringed_load_ >= 0 ? 1 : 0,
         g_.a_mn_major >= 0 ? 1 : 0, g_.b_k_major >= 0 ? 1 : 0, g_.split_f32 ? kSplitterRegisters : kProducerRegisters,
         g_.split_f32 ? kSplitConsumerRegisters : Consumers(c_) == 3 ? kThreeConsumerRegisters : kConsumerRegisters, *c_.promote ? 1 : 0,
         g_.b_read_only && c_.cluster_m == 1 ? 1 : 0, g_.split_f32 ? 1 : 0, EpilogueWrites() ? 1 : 0, std::max<size_t>(1, g_.n_parts.size()),
         PartStart(1), PartStart(2), PartStart(3), g_.gate.empty() ? 0 : 1, g_.partner / 8, g_.row_norm ? 1 : 0, g_.scale_blocks,
-        g_.b_scale_columns, StagedStoreBytes(g_), *c_.overlap_epilogue && IsFloat8(g_.operand_dtype) ? 1 : 0);
+        g_.b_scale_columns, StagedStoreBytes(g_), *c_.overlap_epilogue && IsFloat8(g_.operand_dtype) ? 1 : 0, RowsAtLaunch() ? 1 : 0);
+  }
+  // The rows passed at launch (maps.rows) where the model's symbols give them: the kernel's
+  // text then holds no row count, and one compile serves every binding that makes the same
+  // choices. Not with stream-K (its split of the tiles is the host's, per row count).
+  bool RowsAtLaunch() const {
+    if (g_.rows_size.IsConstant() || StreamKTiles(g_, c_) > 0) return false;
+    const std::set<int> ids = g_.rows_size.Symbols();
+    return *ids.rbegin() < static_cast<int>(g_.symbols.size()) && g_.rows_size.Evaluate(g_.symbols) == g_.rows;
   }
   // An overlapped epilogue's chunks: of a tile's output columns (a gated product's are half).
   int OutputChunks() const {

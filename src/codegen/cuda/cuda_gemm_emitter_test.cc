@@ -111,7 +111,9 @@ TEST(CudaGemmEmitterTest, GeluResidualKernelReadsAsTheTemplateSays) {
     CHECK: tf_tanh_approx(
     CHECK: = loaded;
     CHECK: return v
-    CHECK: tf::GemmSm90<Config, tf::MatrixA>({&map_a, &map_b, &map_out, &map_in, nullptr, nullptr}, Epilogue{
+    CHECK: tf::GemmMaps maps{&map_a, &map_b, &map_out, &map_in, nullptr, nullptr};
+    CHECK-NEXT: maps.rows = (int)(2048);
+    CHECK-NEXT: tf::GemmSm90<Config, tf::MatrixA>(maps, Epilogue{
     CHECK-SAME: b3}, nullptr, nullptr);
   )"));
 }
@@ -139,7 +141,7 @@ TEST(CudaGemmEmitterTest, OverlappedEpilogueRunsInChunksDuringTheNextMainLoop) {
     CHECK: tf_cvt_bf16(b1[col])
     CHECK: tf_tanh_approx(
     CHECK: return v
-    CHECK: tf::GemmSm90<Config, tf::MatrixA>({&map_a, &map_b, &map_out, nullptr, nullptr, nullptr}
+    CHECK: tf::GemmMaps maps{&map_a, &map_b, &map_out, nullptr, nullptr, nullptr}
   )"));
 
   // Narrower tiles split their column groups into fewer chunks.
@@ -462,7 +464,7 @@ TEST(CudaGemmEmitterTest, AnOddVocabularyIsReadKMajorAndItsLogitsStoredByTheThre
       CHECK: kN = 1029,
       CHECK: kStagedStore = 1, kStoreByThreads = 1, kStagedLoad = 0, kRingedLoad = 0, kAMnMajor = 0, kBKMajor = 1
       CHECK: return v
-      CHECK: tf::GemmSm90<Config, tf::MatrixA>({&map_a, &map_b, nullptr, nullptr, nullptr, b0}
+      CHECK: tf::GemmMaps maps{&map_a, &map_b, nullptr, nullptr, nullptr, b0}
     )")) << form << "\n" << source->function;
     EXPECT_NE(source->strategy.find("by the threads"), std::string::npos) << source->strategy;
     EXPECT_EQ(source->launch.args.size(), 3u) << "no TMA map of the output";

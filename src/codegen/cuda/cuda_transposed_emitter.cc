@@ -144,10 +144,11 @@ class TransposedEmitter {
   // The block's tile: its first coordinates along the two tiled dims (in0, d0) and the other
   // dims' coordinates, from blockIdx.x = (rest · tiles_d + tile_d) · tiles_in + tile_in.
   void EmitTileOrigin() {
-    out_ += fmt::format("  // A {}x{} tile: rows along dim {} (contiguous in the output), columns along dim {} (contiguous in the staged loads) of dims",
-                        plan_.tile_in, plan_.tile_d, Inner(), t_.across);
-    for (int64_t d : t_.dims) out_ += fmt::format(" {}", d);
-    out_ += ".\n";
+    // (The tiled dims' sizes only: the outer dims' are the grid's, and a kernel text that holds
+    // no more of the shape serves other batch sizes of a model's symbolic dims.)
+    out_ += fmt::format("  // A {}x{} tile: rows along dim {} of {} (contiguous in the output), columns along dim {} of {} (contiguous in the "
+                        "staged loads).\n",
+                        plan_.tile_in, plan_.tile_d, Inner(), t_.dims.back(), t_.across, t_.dims[t_.across]);
     for (size_t l = 0; l < t_.loads.size(); ++l) {
       const TileLayout& layout = plan_.layouts[l];
       out_ += fmt::format("  __shared__ __align__(16) {} s{}[{} * {}];  // v{}, rows {} elements apart\n", StorageType(k_.values[t_.loads[l].value].dtype),

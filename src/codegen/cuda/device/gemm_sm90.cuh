@@ -48,6 +48,9 @@ struct GemmMaps {
   // Block scales (kScaleBlocks > 0): A's [rows][blocks] and B's [blocks][N], f32.
   const float* block_scale_a;
   const float* block_scale_b;
+  // The product's rows a batch entry: Config::kRows, or (kRowsAtLaunch) the launch's, a size
+  // the model's symbolic dims give (batch · sequence) that the kernel's text does not hold.
+  int rows = 0;
 };
 
 // ---- A loaders: one K step of A's tile t.m into a ring slot ----
@@ -187,6 +190,12 @@ struct GemmShape : Config {
   static constexpr int kBScaleRuns = kBScaleColumns == 0 || kBScaleColumns % Config::kBN == 0 ? 1 : 2;
   static_assert(kBScaleColumns == 0 || (kScaleBlocks > 0 && (kBScaleColumns % Config::kBN == 0 || (kBScaleColumns == 128 && Config::kBN == 192))),
                 "gemm_sm90 shares B's scales over whole tiles, or 192-column tiles over two runs of 128");
+  // Rows known at launch (maps.rows): the tiles, the units and the edges are the launch's
+  // (GemmRows, GemmTilesM, GemmUnits), one compiled kernel for every row count. Without
+  // stream-K, whose split of the last round of tiles is the host's for a tile count.
+  static constexpr bool kRowsAtLaunch = Config::kRowsAtLaunch != 0;
+  static_assert(!kRowsAtLaunch || (Config::kRows == 0 && Config::kStreamTiles == 0),
+                "gemm_sm90 takes its rows at launch with kRows 0 and without stream-K");
   static constexpr int kTilesM = (Config::kRows + Config::kBM - 1) / Config::kBM;
   static constexpr int kTilesN = (Config::kN + kOutBN - 1) / kOutBN;
   static constexpr int kTiles = kTilesM * kTilesN * Config::kBatch;
@@ -200,7 +209,7 @@ struct GemmShape : Config {
   static_assert(kBParts == 1 || (kBKMajor && Config::kBatch == 1 && Config::kBPart1 % Config::kBN == 0 &&
                                  Config::kBPart2 % Config::kBN == 0 && Config::kBPart3 % Config::kBN == 0),
                 "gemm_sm90 groups K-major weights of one batch entry, each part whole tiles");
-  static constexpr bool kNoEdges = Config::kRows % Config::kBM == 0 && Config::kN % kOutBN == 0;
+  static constexpr bool kNoEdges = !kRowsAtLaunch && Config::kRows % Config::kBM == 0 && Config::kN % kOutBN == 0;
   // The Epilogue functor stores values itself (outputs besides the staged one): it runs only
   // for column pairs inside the product. Otherwise a pair past the edge computes a clamped
   // pair's values, which the staged store drops (GemmEpilogue says why).
@@ -231,6 +240,23 @@ struct GemmShape : Config {
   static constexpr int kChunkCols = Config::kBN / Config::kChunks;
   static constexpr int kResidualSlotBytes = Config::kBM * kChunkCols * 2;
 };
+
+// The product's rows a batch entry, its tiles down M, and the units of work (GemmWorkList).
+template <class S>
+__device__ __forceinline__ int GemmRows(const GemmMaps& maps) {
+  if constexpr (S::kRowsAtLaunch) return maps.rows;
+  else return S::kRows;
+}
+template <class S>
+__device__ __forceinline__ int GemmTilesM(const GemmMaps& maps) {
+  if constexpr (S::kRowsAtLaunch) return (maps.rows + S::kBM - 1) / S::kBM;
+  else return S::kTilesM;
+}
+template <class S>
+__device__ __forceinline__ int GemmUnits(const GemmMaps& maps) {
+  if constexpr (S::kRowsAtLaunch) return GemmTilesM<S>(maps) * S::kTilesN * S::kBatch / S::kClusterM * S::kSplits;
+  else return S::kUnits;
+}
 
 // Shared memory as the host's SharedBytes lays it out: the ring (1024-byte aligned, the
 // swizzle period), the staging tile, the residual ring, the norm's scale, then the barriers.
@@ -326,16 +352,16 @@ struct GemmStreamK {
 // is resident, one an SM).
 template <class S>
 struct GemmWorkList {
-  int unit, stride, cta, stream_begin, stream_end;
-  __device__ __forceinline__ GemmWorkList(int first_unit, int unit_stride)
-      : unit(first_unit), stride(unit_stride), cta(first_unit), stream_begin(0), stream_end(0) {
+  int unit, stride, cta, stream_begin, stream_end, units;
+  __device__ __forceinline__ GemmWorkList(int first_unit, int unit_stride, const GemmMaps& maps)
+      : unit(first_unit), stride(unit_stride), cta(first_unit), stream_begin(0), stream_end(0), units(GemmUnits<S>(maps)) {
     if (S::kStreamK && cta < S::kStreamCtas) {
       stream_begin = GemmStreamK<S>::Begin(cta);
       stream_end = GemmStreamK<S>::Begin(cta + 1);
     }
   }
   __device__ __forceinline__ bool Next(GemmWork& w) {
-    if (unit < S::kUnits) {
+    if (unit < units) {
       const UnitSteps steps = GemmUnitSteps<S>(unit);
       w = {unit / S::kSplits, steps.begin, steps.end, unit, -1, true};
       unit += stride;
@@ -345,7 +371,7 @@ struct GemmWorkList {
     const int stream_tile = (stream_end - 1) / S::kKSteps, first_step = stream_tile * S::kKSteps;
     const int begin = max(stream_begin, first_step);
     const bool finishes = stream_end == first_step + S::kKSteps, whole = finishes && begin == first_step;
-    w = {S::kUnits + stream_tile, begin - first_step, stream_end - first_step, cta, whole ? -1 : stream_tile, finishes};
+    w = {units + stream_tile, begin - first_step, stream_end - first_step, cta, whole ? -1 : stream_tile, finishes};
     stream_end = begin;
     return true;
   }
@@ -353,8 +379,11 @@ struct GemmWorkList {
 
 // This CTA's tile of the cluster's tile pair number `tile` (pairs in grouped order).
 template <class S>
-__device__ __forceinline__ TileCoordinates GemmTileAt(int tile, int cta_rank) {
-  TileCoordinates t = TileAt<S::kTilesM / S::kClusterM, S::kTilesN, (S::kGroupM + S::kClusterM - 1) / S::kClusterM>(tile);
+__device__ __forceinline__ TileCoordinates GemmTileAt(int tile, int cta_rank, const GemmMaps& maps) {
+  constexpr int kGroup = (S::kGroupM + S::kClusterM - 1) / S::kClusterM;
+  TileCoordinates t;
+  if constexpr (S::kRowsAtLaunch) t = TileAt<S::kTilesN, kGroup>(tile, GemmTilesM<S>(maps) / S::kClusterM);
+  else t = TileAt<S::kTilesM / S::kClusterM, S::kTilesN, kGroup>(tile);
   t.m = t.m * S::kClusterM + cta_rank;
   return t;
 }

@@ -8,6 +8,7 @@ namespace tf {
 template <class S>
 struct GemmConsumerState {
   int consumer, local, warp, lane;
+  int rows;  // the product's rows a batch entry (GemmRows)
   float d[S::kMBlocks][S::kBN / 2];  // the accumulators: the wgmma D fragments
   // Promoted accumulation (kPromote, 8-bit floats and 3xTF32): a step's products, summed here
   // by the tensor cores, then added into d once retired, step[h] for the tile's column half h.
@@ -511,6 +512,7 @@ __device__ __forceinline__ void GemmConsumer(const GemmSharedMemory<S>& sm, cons
   GemmConsumerState<S> c;
   c.consumer = consumer;
   c.local = threadIdx.x % 128, c.warp = c.local / 32, c.lane = c.local % 32;
+  c.rows = GemmRows<S>(maps);
   // Ping-pong: the consumers take the CTA's tiles in turn. The producer fills the ring tile
   // by tile, so each consumer skips the other's steps, and one's epilogue runs while the
   // other's main loop keeps the tensor cores busy.
@@ -525,8 +527,8 @@ __device__ __forceinline__ void GemmConsumer(const GemmSharedMemory<S>& sm, cons
     int main_loops = 0, epilogues = 0;
     if constexpr (S::kNormA) GemmCopyNormScale(sm, maps, c);
     GemmWork w;
-    for (GemmWorkList<S> works(first_unit, unit_step); works.Next(w); ++main_loops) {
-      const TileCoordinates t = GemmTileAt<S>(w.tile, cta_rank);
+    for (GemmWorkList<S> works(first_unit, unit_step, maps); works.Next(w); ++main_loops) {
+      const TileCoordinates t = GemmTileAt<S>(w.tile, cta_rank, maps);
       const int k_begin = w.begin, k_end = w.end;
       // The staged load (never with split-K) halfway through a part that runs the epilogue.
       const int load_at = w.finishes ? (k_begin + k_end) / 2 : -1;

@@ -86,7 +86,7 @@ __device__ __forceinline__ void GemmEpilogueOfPart(const GemmSharedMemory<S>& sm
         const int row_in_batch = row_origin + mb * 64 + c.warp * 16 + c.lane / 4 + 8 * h;
         // For an even N a column pair is wholly inside or wholly outside; an odd N (a vocabulary
         // of 50257) ends inside the last pair, checked per element below.
-        const bool inside = S::kNoEdges || (row_in_batch < S::kRows && col_base + 8 * j < S::kN);
+        const bool inside = S::kNoEdges || (row_in_batch < c.rows && col_base + 8 * j < S::kN);
         float staged[2] = {0.0f, 0.0f};
         // This thread's column pair in the staging tile: the staged load is read there and the
         // staged store written back in its place.
@@ -97,7 +97,7 @@ __device__ __forceinline__ void GemmEpilogueOfPart(const GemmSharedMemory<S>& sm
         if constexpr (S::kRingedLoad)  // the same column pair in the residual's chunk: kBM rows of kChunkCols columns
           loaded_pair = *(const unsigned*)(residual_chunk + ((c.consumer * 64 + mb * 64 + c.warp * 16 + c.lane / 4 + 8 * h) * S::kChunkCols +
                                                              (j - chunk * kChunkGroups) * 8 + (c.lane % 4) * 2) * 2);
-        const Index row = (Index)tile.batch * S::kRows + row_in_batch;
+        const Index row = (Index)tile.batch * c.rows + row_in_batch;
         float acc[2], gate_acc[2], partner[2], loaded[2] = {0.0f, 0.0f};
         // The partner column's sums (c XOR kPartnerGroups * 8: a rotary embedding's rotated
         // half), in this thread's registers as the tile's columns are whole pairs of halves.
@@ -130,7 +130,7 @@ __device__ __forceinline__ void GemmEpilogueOfPart(const GemmSharedMemory<S>& sm
             // pair's chain (its bias load, an erf's polynomial and exp) ran alone: ViT-B's fc1
             // with its erf GELU took 91.4 µs at 6304 x 768 -> 3072, 57.4 with the bias alone
             // (H200, 2026-12-01).
-            const Index clamped = S::kNoEdges ? row : (Index)tile.batch * S::kRows + min(row_in_batch, S::kRows - 1);
+            const Index clamped = S::kNoEdges ? row : (Index)tile.batch * c.rows + min(row_in_batch, c.rows - 1);
             const int clamped_col = S::kNoEdges ? col_base + 8 * j : min(col_base + 8 * j, S::kN - 2);
             if constexpr (S::kGated) GemmEpiloguePair<S, kPart>(epilogue, clamped, clamped_col, gate_acc, acc, loaded, staged);
             else if constexpr (S::kPartnerGroups != 0) GemmEpiloguePair<S, kPart>(epilogue, clamped, clamped_col, acc, loaded, partner, staged);
@@ -221,8 +221,8 @@ __device__ __forceinline__ void GemmStoreWarpRows(const GemmSharedMemory<S>& sm,
   // nullptr for rows past the product's.
   auto row_start = [&](int mb, int r, int& lead) -> unsigned short* {
     const int row_in_batch = row_origin + mb * 64 + r;
-    if (row_in_batch >= S::kRows) return nullptr;
-    unsigned short* p = (unsigned short*)maps.stored + ((Index)tile.batch * S::kRows + row_in_batch) * S::kN + tile_col;
+    if (row_in_batch >= c.rows) return nullptr;
+    unsigned short* p = (unsigned short*)maps.stored + ((Index)tile.batch * c.rows + row_in_batch) * S::kN + tile_col;
     lead = (int)((8 - (((unsigned long long)p >> 1) & 7)) & 7);
     return p;
   };
@@ -337,10 +337,11 @@ __device__ __forceinline__ void GemmConsumerOverlapped(const GemmSharedMemory<S>
   TileCoordinates held_t = {};
   bool holding = false;
   Pipeline<S::kResidualSlots> residual;  // the residual ring's slot for the next chunk
-  for (int unit = first_unit; unit < S::kUnits || holding; unit += unit_step) {
-    const bool has_tile = unit < S::kUnits;
+  const int units = GemmUnits<S>(maps);
+  for (int unit = first_unit; unit < units || holding; unit += unit_step) {
+    const bool has_tile = unit < units;
     const int tile = unit / S::kSplits, split = unit % S::kSplits;
-    const TileCoordinates t = GemmTileAt<S>(tile, cta_rank);
+    const TileCoordinates t = GemmTileAt<S>(tile, cta_rank, maps);
     const int k_begin = split * S::kSplitSteps, k_end = has_tile ? min(S::kKSteps, k_begin + S::kSplitSteps) : k_begin;
     int ks = k_begin;
     c.previous = -1;

@@ -66,10 +66,10 @@ __device__ __forceinline__ void GemmProducerStep(const GemmSharedMemory<S>& sm, 
 template <class S>
 __device__ __forceinline__ int GemmLoadBAhead(const GemmSharedMemory<S>& sm, const GemmMaps& maps, int cta_rank) {
   static_assert(S::kClusterM == 1, "a cluster's CTAs load B for each other");
-  GemmWorkList<S> works(blockIdx.x, gridDim.x);
+  GemmWorkList<S> works(blockIdx.x, gridDim.x, maps);
   GemmWork w;
   if (!works.Next(w)) return 0;
-  const TileCoordinates t = GemmTileAt<S>(w.tile, cta_rank);
+  const TileCoordinates t = GemmTileAt<S>(w.tile, cta_rank, maps);
   const int ahead = min(S::kStages, w.end - w.begin);
   for (int i = 0; i < ahead; ++i) {
     sm.full[i].ArriveExpectingBytes(S::kStageBytes);
@@ -96,8 +96,8 @@ __device__ __forceinline__ void GemmProducerWithResidualRing(const GemmSharedMem
   TileCoordinates held = {};
   bool holding = false;  // the consumers hold a tile whose epilogue runs during this one's main loop
   GemmWork w;
-  for (GemmWorkList<S> works(cluster_id, clusters); works.Next(w); ahead = 0) {
-    const TileCoordinates t = GemmTileAt<S>(w.tile, cta_rank);
+  for (GemmWorkList<S> works(cluster_id, clusters, maps); works.Next(w); ahead = 0) {
+    const TileCoordinates t = GemmTileAt<S>(w.tile, cta_rank, maps);
     for (int ks = w.begin, chunk = 0; ks < w.end || (holding && chunk < S::kChunks); ++chunk) {
       if (holding && chunk < S::kChunks) load_residual(held, chunk);
       if (ks >= w.end) continue;
@@ -190,12 +190,12 @@ __device__ __forceinline__ void GemmSplitTransposedB(const float* slot, float* b
 // 2026-12-01). A slot's small parts are reused when the slot is, after the consumers have
 // handed it back.
 template <class S>
-__device__ __forceinline__ void GemmSplitter(const GemmSharedMemory<S>& sm) {
+__device__ __forceinline__ void GemmSplitter(const GemmSharedMemory<S>& sm, const GemmMaps& maps) {
   const int thread = threadIdx.x - 32;
   const int cluster_id = blockIdx.x / S::kClusterM, clusters = gridDim.x / S::kClusterM;
   Pipeline<S::kStages> ring;
   GemmWork w;
-  for (GemmWorkList<S> works(cluster_id, clusters); works.Next(w);) {
+  for (GemmWorkList<S> works(cluster_id, clusters, maps); works.Next(w);) {
     for (int ks = w.begin; ks < w.end; ++ks, ring.Advance()) {
       sm.full[ring.stage].Wait(ring.phase);
       const int offset = ring.stage * S::kBN * S::kBK;
@@ -222,15 +222,15 @@ __device__ __forceinline__ void GemmScaleLoader(const GemmSharedMemory<S>& sm, c
   tf_await_prior_grid();  // the scales may come from the grid ahead
   Pipeline<S::kStages> ring;
   GemmWork w;
-  for (GemmWorkList<S> works(cluster_id, clusters); works.Next(w);) {
-    const TileCoordinates t = GemmTileAt<S>(w.tile, cta_rank);
+  for (GemmWorkList<S> works(cluster_id, clusters, maps); works.Next(w);) {
+    const TileCoordinates t = GemmTileAt<S>(w.tile, cta_rank, maps);
     for (int ks = w.begin; ks < w.end; ++ks, ring.Advance()) {
       const int block = ks / S::kStepsPerScaleBlock;
       float* slot = sm.block_scales + ring.stage * (S::kBM + S::kBN);
       sm.empty[ring.stage].Wait(ring.phase ^ 1);
 #pragma unroll
       for (int r = lane; r < S::kBM; r += 32)
-        CopyAsync4(slot + r, maps.block_scale_a + (long long)min(t.m * S::kBM + r, S::kRows - 1) * S::kScaleBlocks + block);
+        CopyAsync4(slot + r, maps.block_scale_a + (long long)min(t.m * S::kBM + r, GemmRows<S>(maps) - 1) * S::kScaleBlocks + block);
       if constexpr (S::kBScaleColumns > 0) {  // shared: the scales of the runs the tile starts in and reaches
         const int first = t.n * S::kOutBN, second = (first / S::kBScaleColumns + 1) * S::kBScaleColumns;
         if (lane < S::kBScaleRuns)
@@ -250,7 +250,7 @@ __device__ __forceinline__ void GemmProducer(const GemmSharedMemory<S>& sm, cons
   Warpgroup::ShrinkRegisters<S::kProducerRegisters>();
   if constexpr (S::kSplitTf32)
     if (threadIdx.x >= 32) {
-      GemmSplitter<S>(sm);
+      GemmSplitter<S>(sm, maps);
       return;
     }
   if constexpr (S::kScaleBlocks > 0)
@@ -268,8 +268,8 @@ __device__ __forceinline__ void GemmProducer(const GemmSharedMemory<S>& sm, cons
   } else {
     const int cluster_id = blockIdx.x / S::kClusterM, clusters = gridDim.x / S::kClusterM;
     GemmWork w;
-    for (GemmWorkList<S> works(cluster_id, clusters); works.Next(w); ahead = 0) {  // B loaded ahead for the first only
-      const TileCoordinates t = GemmTileAt<S>(w.tile, cta_rank);
+    for (GemmWorkList<S> works(cluster_id, clusters, maps); works.Next(w); ahead = 0) {  // B loaded ahead for the first only
+      const TileCoordinates t = GemmTileAt<S>(w.tile, cta_rank, maps);
       for (int ks = w.begin; ks < w.end; ++ks, ring.Advance())
         GemmProducerStep<S, ALoader>(sm, maps, ring, t, ks, cta_rank, ks - w.begin < ahead);
     }

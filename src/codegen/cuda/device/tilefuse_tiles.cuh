@@ -321,6 +321,19 @@ TF_TILE TileCoordinates TileAt(int tile) {
   const int in_group = t - group * kPerGroup;
   return {first_m + in_group % rows, in_group / rows, batch};
 }
+// The same over `tiles_m` tile rows known at launch.
+template <int TilesN, int Group>
+TF_TILE TileCoordinates TileAt(int tile, int tiles_m) {
+  const int per_batch = tiles_m * TilesN;
+  constexpr int kPerGroup = Group * TilesN;
+  const int batch = tile / per_batch;
+  const int t = tile - batch * per_batch;
+  const int group = t / kPerGroup;
+  const int first_m = group * Group;
+  const int rows = min(Group, tiles_m - first_m);
+  const int in_group = t - group * kPerGroup;
+  return {first_m + in_group % rows, in_group / rows, batch};
+}
 
 #undef TF_TILE
 

@@ -118,8 +118,14 @@ TEST(CudaSymbolicSizesTest, TheGemmTemplateTakesItsRowsAtLaunch) {
   for (const LaunchArg& a : k.launch.args)
     if (a.kind == LaunchArg::Kind::kScalar) scalars.push_back(a.scalar);
   EXPECT_EQ(scalars, (std::vector<int64_t>{4, 512}));
-  for (auto [batch, seq] : {std::pair<int64_t, int64_t>{8, 512}, {3, 1000}, {16, 2048}})
+  EXPECT_NE(k.function.find("kWholeRowTiles = 1"), std::string::npos) << "2048 rows: whole 128-row tiles, no edge checked";
+  for (auto [batch, seq] : {std::pair<int64_t, int64_t>{8, 512}, {5, 256}, {16, 2048}})
     EXPECT_EQ(UnitSources(Kernels(Linear(batch, seq), fixed)), UnitSources(first)) << batch << " x " << seq;
+  // Rows that end in a partial tile: a kernel checking the edges, the same for every such count.
+  const std::set<std::string> ragged = UnitSources(Kernels(Linear(3, 1000), fixed));
+  EXPECT_NE(ragged, UnitSources(first));
+  EXPECT_NE(ragged.begin()->find("kWholeRowTiles = 0"), std::string::npos);
+  EXPECT_EQ(UnitSources(Kernels(Linear(7, 333), fixed)), ragged);
   // Stream-K splits the last round of tiles for one tile count: its rows stay in the text.
   TemplateOverrides streamed = fixed;
   streamed.gemm_stream_k = true;

@@ -374,7 +374,7 @@ class GemmEmitter {
         "    enum : int {{ kProducerRegisters = {}, kConsumerRegisters = {}, kPromote = {} }};\n"
         "    enum : int {{ kBBeforeWait = {}, kSplitTf32 = {}, kEpilogueWrites = {} }};\n"
         "    enum : int {{ kBParts = {}, kBPart1 = {}, kBPart2 = {}, kBPart3 = {}, kGated = {}, kPartnerGroups = {}, kNormA = {} }};\n"
-        "    enum : int {{ kScaleBlocks = {}, kBScaleColumns = {}, kStoreBytes = {}, kHeldF32 = {}, kRowsAtLaunch = {} }};\n"
+        "    enum : int {{ kScaleBlocks = {}, kBScaleColumns = {}, kStoreBytes = {}, kHeldF32 = {}, kRowsAtLaunch = {}, kWholeRowTiles = {} }};\n"
         "  }};\n",
         types, c_.block_m, c_.block_n, c_.stages, c_.group_m, c_.cluster_m, c_.splits, StepsPerSplit(g_, c_), StreamKTiles(g_, c_),
         StreamKCtas(g_, c_), RowsAtLaunch() ? 0 : g_.rows, g_.n, g_.k,
@@ -384,7 +384,8 @@ class GemmEmitter {
         g_.split_f32 ? kSplitConsumerRegisters : Consumers(c_) == 3 ? kThreeConsumerRegisters : kConsumerRegisters, *c_.promote ? 1 : 0,
         g_.b_read_only && c_.cluster_m == 1 ? 1 : 0, g_.split_f32 ? 1 : 0, EpilogueWrites() ? 1 : 0, std::max<size_t>(1, g_.n_parts.size()),
         PartStart(1), PartStart(2), PartStart(3), g_.gate.empty() ? 0 : 1, g_.partner / 8, g_.row_norm ? 1 : 0, g_.scale_blocks,
-        g_.b_scale_columns, StagedStoreBytes(g_), *c_.overlap_epilogue && IsFloat8(g_.operand_dtype) ? 1 : 0, RowsAtLaunch() ? 1 : 0);
+        g_.b_scale_columns, StagedStoreBytes(g_), *c_.overlap_epilogue && IsFloat8(g_.operand_dtype) ? 1 : 0, RowsAtLaunch() ? 1 : 0,
+        RowsAtLaunch() && g_.rows % c_.block_m == 0 ? 1 : 0);
   }
   // The rows passed at launch (maps.rows) where the model's symbols give them: the kernel's
   // text then holds no row count, and one compile serves every binding that makes the same

@@ -10,6 +10,7 @@
 #include "fusion/device_spec.h"
 #include "fusion/explain.h"
 #include "fusion/planner.h"
+#include "ir/symbolic_shapes.h"
 #include "tilefuse/tilefuse.h"
 #include "tune/cpu_tuner.h"
 #include "tune/gpu_tuner.h"
@@ -58,6 +59,31 @@ bool IsFusionGroupKind(std::string_view name) {
   return ParseGroupKind(name, &kind);
 }
 
+namespace {
+
+// For a model with symbolic dims: the values the plan was made at, and each group's outputs
+// in the symbols (what its kernel takes at launch where the backend sizes it so).
+std::string SymbolsText(const Graph& graph, const FusionPlan& plan) {
+  const SymbolicShapes symbolic = InferSymbolicShapes(graph);
+  if (symbolic.empty()) return "";
+  std::string text = "symbols:";
+  for (size_t i = 0; i < symbolic.names.size(); ++i) text += fmt::format("{} {} = {}", i ? "," : "", symbolic.names[i], symbolic.values[i]);
+  text += " (the plan and its costs at these values; sizes in them are passed to the kernels at launch)\n";
+  for (const FusionGroup& group : plan.groups)
+    for (int out : group.outputs) {
+      std::string dims;
+      bool any = false;
+      for (const SymExpr& d : symbolic.dims.at(static_cast<size_t>(out))) {
+        dims += (dims.empty() ? "" : ", ") + d.Print(symbolic.names);
+        any = any || !d.IsConstant();
+      }
+      if (any) text += fmt::format("  group {} output %{}: [{}]\n", group.id, out, dims);
+    }
+  return text;
+}
+
+}  // namespace
+
 StatusOr<PlanExplanation> ExplainModel(const std::string& path, const ExplainOptions& options) {
   PlannerOptions planner;
   planner.device = options.cost_model;
@@ -80,8 +106,9 @@ StatusOr<PlanExplanation> ExplainModel(const std::string& path, const ExplainOpt
   nlohmann::json measured;
   if (options.measured) RETURN_IF_ERROR(MeasurePlan(graph, planner, plan, measured_text, measured));
   PlanExplanation explanation;
-  explanation.text = ExplainText(graph, plan) + measured_text;
+  explanation.text = SymbolsText(graph, plan) + ExplainText(graph, plan) + measured_text;
   nlohmann::json j = ExplainJson(graph, plan);
+  if (!graph.symbolic_inputs().empty()) j["symbols"] = graph.symbolic_inputs().values;
   if (options.measured) j["measured_fallbacks"] = measured;
   explanation.json = j.dump(2);
   explanation.dot = ExplainDot(graph, plan);

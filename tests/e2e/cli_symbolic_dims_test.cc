@@ -141,6 +141,20 @@ TEST(CliSymbolicDims, ASecondAndThirdBindingCompileNoKernel) {
   unsetenv("TILEFUSE_CACHE_DIR");
 }
 
+// explain says which values the plan was made at and each group's outputs in the symbols.
+TEST(CliSymbolicDims, ExplainShowsTheSymbols) {
+  const std::string model = std::string(TILEFUSE_SOURCE_DIR) + "/tests/shapes/mlp_symbolic_bf16.onnxtxt";
+  CommandResult text = RunTilefuse("explain " + Quote(model) + " --shape batch=2,seq=100");
+  ASSERT_EQ(text.exit_code, 0) << text.out << text.err;
+  EXPECT_NE(text.out.find("symbols: batch = 2, seq = 100"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("[batch, seq, 1024]"), std::string::npos) << text.out;
+  CommandResult json = RunTilefuse("explain " + Quote(model) + " --shape batch=2,seq=100 --json");
+  ASSERT_EQ(json.exit_code, 0) << json.out << json.err;
+  const nlohmann::json j = nlohmann::json::parse(json.out);
+  EXPECT_EQ(j["symbols"]["batch"], 2);
+  EXPECT_EQ(j["symbols"]["seq"], 100);
+}
+
 TEST(CliSymbolicDims, AMalformedShapeFlagIsABadInput) {
   ScratchDir dir;
   const std::string model = WriteModel(dir);

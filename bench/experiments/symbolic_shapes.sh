@@ -59,3 +59,13 @@ bindings $MLP batch=2,seq=100 batch=4,seq=512 batch=3,seq=333 batch=6,seq=512 ba
 bindings tests/shapes/norm_gelu_softmax_symbolic_f32.onnxtxt batch=2,seq=24 batch=3,seq=40 batch=16,seq=128 batch=64,seq=512
 bindings tests/models/bert_tiny_dynamic/model.onnx batch=2,sequence=24 batch=3,sequence=24 batch=8,sequence=24 \
   batch=1,sequence=7 batch=3,sequence=40 batch=8,sequence=64
+
+# torch.compile(dynamic=True): the Python test that a second and third length compile no kernel,
+# then GPT-2 small at several lengths (PYTHON=0 skips both).
+if [ "${PYTHON:-1}" = 1 ]; then
+  X=/tmp/tilefuse-python
+  [ -d "$X" ] || scripts/gpu-python-ext.sh "$B" "$X" >"$OUT/ext.log" 2>&1 || tail "$OUT/ext.log"
+  PYTHONPATH="$X:$B/python/pytest-lib" TILEFUSE_CLI="$B/tilefuse" python3 -m pytest -q -rs -p no:cacheprovider python/tests/test_cuda.py \
+    -k "dynamic_shapes or torch_compile_of_a_cuda_module" 2>&1 | tail -3 | tee -a "$log"
+  HF_HUB_OFFLINE=1 PYTHONPATH="$X" timeout 500 python3 bench/experiments/dynamic_gpt2.py ${GPT2_ARGS:-} 2>&1 | grep -E '^gpt2|Error' | tee -a "$log"
+fi

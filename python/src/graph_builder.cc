@@ -3,12 +3,14 @@
 // (ints); ops are named as in ops.def ("add", "reduce_sum"), dtypes as DTypeName ("bf16").
 // The builder records the first error and ignores later calls, as in C++; `build()` raises
 // it as tilefuse.Error, prefixed with the location set last (the FX node).
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <fmt/format.h>
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -126,7 +128,14 @@ class PythonGraphBuilder {
     return Ints(shape.begin(), shape.end());
   }
   void Output(int x, std::string name) { b_.Output(V(x), std::move(name)); }
-  Graph Build() { return ValueOrThrow(b_.Build()); }
+  Graph Build() {
+    Graph graph = ValueOrThrow(b_.Build());
+    graph.set_symbolic_inputs(symbolic_);
+    return graph;
+  }
+  void SetSymbolicInputs(std::map<std::string, std::vector<std::string>> dims, std::map<std::string, int64_t> values) {
+    symbolic_ = {std::move(dims), std::move(values)};
+  }
   void Fail(std::string message) { b_.Fail(InvalidArgument(std::move(message))); }
 
  private:
@@ -142,13 +151,17 @@ class PythonGraphBuilder {
   }
 
   GraphBuilder b_;
+  SymbolicInputs symbolic_;
 };
 
 }  // namespace
 
 void BindGraphBuilder(nb::module_& m) {
   nb::class_<Graph>(m, "Graph", "A built graph: hand it to compile_graph")
-      .def_prop_ro("num_nodes", &Graph::num_nodes);
+      .def_prop_ro("num_nodes", &Graph::num_nodes)
+      .def_prop_ro(
+          "symbols", [](const Graph& g) { return g.symbolic_inputs().values; },
+          "Its symbolic sizes and their values in this graph (Dynamo's s0, ...; empty where its shapes are all static)");
   using B = PythonGraphBuilder;
   nb::class_<B>(m, "GraphBuilder")
       .def(nb::init<>())
@@ -190,6 +203,9 @@ void BindGraphBuilder(nb::module_& m) {
       .def("dtype", &B::DType, nb::arg("x"), "The value's dtype name, or '' after an error")
       .def("shape", &B::ShapeOf, nb::arg("x"), "The value's shape, or [] after an error")
       .def("output", &B::Output, nb::arg("x"), nb::arg("name"))
+      .def("set_symbolic_inputs", &B::SetSymbolicInputs, nb::arg("dims"), nb::arg("values"),
+           "Which dims of which parameters are symbols (by parameter name, '' where static) and the symbols' values: "
+           "the kernels take the sizes they give at launch, so another binding reuses them")
       .def("build", &B::Build, "The verified graph; raises tilefuse.Error with the first error recorded");
 }
 

@@ -83,6 +83,28 @@ def test_torch_compile_of_a_cuda_module(caplog):
     assert "in PyTorch" not in caplog.text, caplog.text
 
 
+def test_dynamic_shapes_compile_no_kernel_after_the_first(caplog):
+    # torch.compile(dynamic=True): each new sequence length is a new specialization of the
+    # graph, but its kernels print the sizes over Dynamo's symbols, so the second and third
+    # find every kernel in the cache (a norm, GELU and a residual: loop kernels over batch · seq).
+    torch = cuda_torch()
+    import tilefuse.torch_backend  # noqa: F401  (registers the backend)
+
+    caplog.set_level(logging.INFO, logger="tilefuse")
+    torch._dynamo.reset()
+    block = torch.nn.Sequential(torch.nn.LayerNorm(256), torch.nn.GELU(), torch.nn.LayerNorm(256)).cuda().eval()
+    compiled = torch.compile(block, backend="tilefuse", dynamic=True)
+    with torch.no_grad():
+        for seq in (100, 317, 1024):
+            x = torch.randn(4, seq, 256, device="cuda")
+            torch.testing.assert_close(compiled(x), block(x), rtol=1e-4, atol=1e-4)
+    graph = tilefuse.torch_backend._live_graphs()[-1]
+    made = [s for s in graph.compiled.values() if s is not None]
+    assert len(made) == 3, caplog.text
+    assert all(s.symbols for s in made), caplog.text
+    assert [s.jit_compiles for s in made[1:]] == [0, 0], caplog.text
+
+
 def test_device_run_on_a_side_stream_matches_the_host_run():
     torch = cuda_torch()
     model = compile_for_cuda(REPO / "examples" / "layernorm_manual.onnxtxt")

@@ -60,6 +60,30 @@ def test_a_small_module_matches_eager_and_recompiles_per_shape(logs):
     assert static.static_inputs is not None and dynamic.static_inputs is None
 
 
+def test_dynamos_symbolic_sizes_reach_the_graph(logs):
+    # dynamic=True: the input's dims are Dynamo's symbols, which the translated graph keeps
+    # (Graph::symbolic_inputs) with each call's values; the CUDA backend's kernels take them at
+    # launch (tests on a GPU: test_cuda.py).
+    torch.manual_seed(0)
+    block = Block().eval()
+    compiled = torch.compile(block, backend="tilefuse", dynamic=True)
+    with torch.no_grad():
+        for rows in (4, 9):
+            x = torch.randn(2, rows, 32)
+            torch.testing.assert_close(compiled(x), block(x), rtol=1e-5, atol=1e-5)
+    compiles = messages(logs, COMPILED)
+    assert len(compiles) == 2, logs.text
+    assert all("Dynamo's symbolic sizes" in m for m in compiles), logs.text
+    graph = tilefuse.torch_backend._live_graphs()[-1]
+    symbols = [sorted(s.symbols.values()) for s in graph.compiled.values() if s is not None]
+    assert symbols == [[2, 4], [2, 9]], symbols
+    # Without dynamic=True Dynamo's first graph is static: no symbols.
+    torch._dynamo.reset()
+    with torch.no_grad():
+        torch.compile(block, backend="tilefuse")(torch.randn(2, 4, 32))
+    assert "Dynamo's symbolic sizes" not in messages(logs, COMPILED)[-1], logs.text
+
+
 def test_a_change_of_pytorchs_float32_matmul_precision_compiles_again(logs):
     # TF32 or exact f32 is decided at compile time (tilefuse.compile's precision=): a graph
     # compiled under "highest" is not reused under "high". (On the CPU both compute f32, so

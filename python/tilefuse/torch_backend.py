@@ -484,6 +484,8 @@ class _Specialization:
         start = time.perf_counter()
         translation = translate(gm, args, weights, row_major_outputs, pad_outputs)
         translated = time.perf_counter()
+        # Dynamo's symbolic sizes: the kernels take them at launch, so another call's sizes reuse them.
+        self.symbols = dict(translation.graph.symbols)
         self.inputs_of = translation.inputs
         self.outputs_of = translation.outputs
         inputs = self.inputs_of(args, draw=False)  # the call's own draws come at its run
@@ -497,11 +499,14 @@ class _Specialization:
         own = [tuple(args[p[0]].shape) for p in translation.input_positions if p[0] not in all_weights and len(p) == 1]
         self.output_spec = translation.output_spec
         stages = ", ".join(f"{name} {ms:.0f}" for name, ms in self.model.compile_stages_ms)
-        logger.info("tilefuse: compiled a torch.compile graph for %s%s: %d kernels on %s (translated in %.0f ms, "
-                    "compiled in %.0f ms: %s)", own or self.input_shapes,
+        symbols = ", ".join(f"{name}={value}" for name, value in sorted(self.symbols.items()))
+        self.jit_compiles = self.model.jit_compiles  # kernels compiled, not found in the kernel cache
+        logger.info("tilefuse: compiled a torch.compile graph for %s%s: %d kernels on %s, %d compiled (translated in %.0f ms, "
+                    "compiled in %.0f ms: %s)%s", own or self.input_shapes,
                     f" and {len(weight_inputs)} weights read as inputs" if weight_inputs else "",
-                    len(self.model.kernels), self.model.backend, 1e3 * (translated - start),
-                    1e3 * (time.perf_counter() - translated), stages)
+                    len(self.model.kernels), self.model.backend, self.jit_compiles, 1e3 * (translated - start),
+                    1e3 * (time.perf_counter() - translated), stages,
+                    f"; Dynamo's symbolic sizes {symbols}" if symbols else "")
 
     def memory(self) -> dict:
         """The intermediates' arena the compiled model holds and the bytes of a call's outputs."""

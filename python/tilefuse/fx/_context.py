@@ -68,6 +68,12 @@ class Context:
         self.node: Optional[torch.fx.Node] = None  # the node being translated
         # Where the graph's inputs come from, in order (translator.Translation.input_positions).
         self.input_positions: List[Tuple[Any, ...]] = []
+        # Dynamo's symbolic sizes (dynamic=True, mark_dynamic): each parameter's dims that are
+        # one of its symbols ("s0"; "" where static) and the symbols' values in this call. The
+        # graph keeps them (Graph::symbolic_inputs), so its kernels take the sizes at launch and
+        # another call's sizes reuse them.
+        self.symbolic_dims: Dict[str, List[str]] = {}
+        self.symbol_values: Dict[str, int] = {}
 
     def __getattr__(self, name: str) -> Any:
         method = getattr(self.builder, name)

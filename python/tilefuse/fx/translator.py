@@ -299,6 +299,8 @@ def translate(gm: torch.fx.GraphModule, args: Sequence[Any], weight_positions: S
             ctx.output(value, f"output_{i}")
     if len(none_outputs) + len(forwarded) + len(repeated) + len(viewed) == len(outputs):
         raise Unsupported("the graph computes nothing (its outputs are its inputs, views of them or None)")
+    if ctx.symbolic_dims:
+        ctx.builder.set_symbolic_inputs(ctx.symbolic_dims, ctx.symbol_values)
     return Translation(ctx.build(), input_positions, spec, len(outputs), none_outputs, forwarded, repeated, input_orders,
                        output_orders, viewed, padded_columns)
 
@@ -357,11 +359,30 @@ def _tensor_input(ctx: Context, name: str, arg: torch.Tensor, number: int, input
     another order of dims (storage_order) of its memory order (Translation.inputs permutes the
     call's tensor so), its dims put back by a transpose the kernels fold into their indexing."""
     order = storage_order(arg)
+    dims = list(range(arg.dim())) if order is None else list(order)
+    _note_symbolic_dims(ctx, name, arg, dims)
     if order is None:
         return ctx.parameter(name, torch_dtype(arg.dtype), list(arg.shape))
     input_orders[number] = order
     stored = ctx.parameter(name, torch_dtype(arg.dtype), [arg.shape[d] for d in order])
     return ctx.transpose(stored, _inverse(order))
+
+
+def _note_symbolic_dims(ctx: Context, name: str, arg: torch.Tensor, dims: List[int]) -> None:
+    """The parameter's dims (`dims`: the argument's, in the parameter's order) that Dynamo traced
+    as a symbol of their own (s0, not 2*s0 nor a constant), with the call's values."""
+    value = ctx.node.meta.get("val") if ctx.node is not None else None
+    if not isinstance(value, torch.Tensor) or value.dim() != arg.dim():
+        return
+    names = []
+    for d in dims:
+        size = value.shape[d]
+        expr = size.node.expr if isinstance(size, torch.SymInt) else None
+        names.append(str(expr) if expr is not None and getattr(expr, "is_Symbol", False) else "")
+        if names[-1]:
+            ctx.symbol_values[names[-1]] = int(arg.shape[d])
+    if any(names):
+        ctx.symbolic_dims[name] = names
 
 
 def _constant(ctx: Context, tensor: torch.Tensor) -> Value:

@@ -16,6 +16,7 @@
 #include "codegen/cuda/cuda_launch_together.h"
 #include "codegen/cuda/cuda_skinny_gemm_emitter.h"
 #include "codegen/cuda/cuda_template_kernels.h"
+#include "support/env_switch.h"
 #include "codegen/gemm_library_epilogue.h"
 #include "codegen/gemm_gates.h"
 #include "codegen/gemm_n_groups.h"
@@ -634,7 +635,8 @@ void LaunchIndependentKernelsTogether(const Graph& g, const FusionPlan& plan, co
 
 StatusOr<CudaProgram> BuildCudaProgram(const Graph& graph, const FusionPlan& plan, const std::vector<bool>& inlined,
                                        const std::string& prefix, const ConfigMap& configs, const CudaTarget& given) {
-  const SymbolicShapes symbolic = InferSymbolicShapes(graph);
+  // TILEFUSE_SYMBOLIC_SIZES=0: every size written into the kernels (for comparison).
+  const SymbolicShapes symbolic = SwitchedOff("TILEFUSE_SYMBOLIC_SIZES") ? SymbolicShapes{} : InferSymbolicShapes(graph);
   CudaTarget target = given;
   target.symbolic = symbolic.empty() ? nullptr : &symbolic;
   CudaProgram program;

@@ -16,7 +16,7 @@ import tilefuse.torch_backend
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--lengths", default="128,256,384,512,200")
+    parser.add_argument("--lengths", default="128,256,384,512,200,1000,1024")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     torch.manual_seed(0)

@@ -28,6 +28,9 @@ parser.add_argument("--shape", default="1x128")
 parser.add_argument("--dump", default="", help="the compile stages into DIR (--dump-dir's files)")
 parser.add_argument("--conv-tf32", action="store_true",
                     help="f32 convolutions as on a GPU under torch.backends.cudnn.allow_tf32 (tilefuse.fx.nn)")
+parser.add_argument("--dynamic", action="store_true",
+                    help="torch.compile(dynamic=True): Dynamo's symbolic sizes reach the graph (diff two shapes' --dump kernels.cu "
+                         "to see which kernels still hold the shape)")
 parser.add_argument("--grep", default="", help="list only kernels whose strategy or name holds this")
 args = parser.parse_args()
 model, vocab = torch_frontend.build_model(args.model, torch, transformers)
@@ -45,7 +48,7 @@ def spy(self, gm, call_args, weights, settings, *more):  # more: all_weights, ro
 
 backend._Specialization.__init__ = spy
 with torch.no_grad():
-    torch.compile(model, backend="tilefuse")(ids)
+    torch.compile(model, backend="tilefuse", dynamic=args.dynamic or None)(ids)
 if args.conv_tf32:
     import tilefuse.fx.nn as fx_nn
     fx_nn._convolution_tf32 = lambda ctx: torch.backends.cudnn.allow_tf32

@@ -47,7 +47,7 @@ else
   echo "MEMCHECK FAIL $MLP" | tee -a "$log"; echo "$o" | grep -v '^=========  ' | tail -15 | tee -a "$log"
 fi
 # Speed: rows at launch against the same model with its dims written as numbers (rows in the text).
-for bs in 4:512 8:1024 16:2048; do
+for bs in 4:512 8:1024 16:2048 6:512 5:1000 3:333; do
   b=${bs%:*} t=${bs#*:}
   sed "s/batch, seq/$b, $t/g" $MLP >"$OUT/mlp_static.onnxtxt"
   sym=$("$B/tilefuse" bench $MLP --backend cuda --shape batch=$b,seq=$t --repeats 50 --json 2>/dev/null | python3 -c "import json,sys; print(json.load(sys.stdin)['fused']['ms'])")

@@ -1,7 +1,6 @@
 #include "backend/cuda/cuda_program.h"
 
 #include <algorithm>
-#include <bit>
 #include <cstdio>
 #include <cstdlib>
 #include <fmt/format.h>
@@ -192,16 +191,7 @@ StatusOr<CudaLaunchable> GemmTemplate(const Graph& g, const FusionGroup& group, 
   // A product with too few output tiles to fill the GPU splits K (CudaGemmConfig::splits);
   // before split-K, 16 x 4096 x 4096 bf16 took 36 us in the template and 18 us in cuBLAS
   // (H100, 2026-11-23).
-  CudaGemmConfig requested = RequestedGemmConfig(gemm, target);
-  // Rows over the model's symbols: the rule picks the form at the rows rounded up to a power of
-  // two, so every binding whose rows fall in that bucket gets the same form, and so the same
-  // kernel text (its rows passed at launch). Where that form does not fit these rows, their own.
-  if (!gemm.rows_size.IsConstant() && gemm.rows > 1 && !SwitchedOff("TILEFUSE_SYMBOLIC_ROW_BUCKETS")) {
-    GemmTemplateKernel bucket = gemm;
-    bucket.rows = int64_t{1} << std::bit_width(static_cast<uint64_t>(gemm.rows - 1));
-    const CudaGemmConfig at_bucket = ResolveGemmConfig(bucket, requested);
-    if (EmitCudaGemm(gemm, at_bucket).ok()) requested = at_bucket;
-  }
+  const CudaGemmConfig requested = RequestedGemmConfig(gemm, target);
   Kernel epilogue = gemm.epilogue;
   return TemplateLaunchable(MakeGemmTemplate(std::move(gemm), requested), name, group, std::move(epilogue), target);
 }

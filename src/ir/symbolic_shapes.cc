@@ -137,6 +137,7 @@ class Inference {
     out_.dims.resize(static_cast<size_t>(g_.num_nodes()));
     for (const Node& n : g_.nodes()) {
       std::vector<SymExpr> dims = DimsOf(n);
+      if (dims.size() != n.shape.size()) dims = Constants(n.shape);
       // Only what holds at this binding: an expression that is not the dim is a constant.
       for (size_t d = 0; d < dims.size(); ++d)
         if (dims[d].Evaluate(out_.values) != n.shape[d]) dims[d] = SymExpr::Constant(n.shape[d]);
@@ -249,7 +250,7 @@ class Inference {
 
   // Any other op: an output dim takes the first input dim of its size that is symbolic, else
   // the one symbol of its value (an iota of the sequence's length, a slice of a constant mask
-  // to it), else its value — its value wherever the model also has a static dim of that size.
+  // to it), else its value — its value wherever an input has a static dim of that size.
   std::vector<SymExpr> Matched(const Node& n) const {
     std::vector<SymExpr> dims;
     for (int64_t size : n.shape) dims.push_back(BySize(n, size));

@@ -34,6 +34,20 @@ PY
   done
 }
 
+# Every product of tests/gemm (rows written in: the template's runtime rows must not change
+# them) against the reference in the rule's form, a few in the other forms, and the 8192^3 bf16
+# product's time (REGRESSION=0 skips it).
+if [ "${REGRESSION:-1}" = 1 ]; then
+  for m in tests/gemm/*.onnxtxt tests/gemm/*.onnx; do check_forms "$m" ""; done
+  for m in tests/gemm/gemm_residual_many_tiles_bf16.onnxtxt tests/gemm/gemm_splitk_ragged_tanh_residual_bf16.onnxtxt \
+           tests/gemm/gemm_overlap_bias_tanh_ragged_bf16.onnxtxt tests/gemm/gemm_unaligned_vocab_ragged_rows_bf16.onnxtxt; do
+    check_forms "$m" "--gemm-form pingpong" "--gemm-form streamk" "--gemm-cluster 2"
+  done
+  for m in bench/cases/gemm_bf16_8192.onnxtxt bench/cases/gemm_bias_gelu_bf16_8192.onnxtxt; do
+    echo "bench $m: $("$B/tilefuse" bench "$m" --backend cuda --repeats 20 --json 2>/dev/null | python3 -c "import json,sys; print(json.load(sys.stdin)['fused']['ms'])") ms" | tee -a "$log"
+  done
+fi
+
 # The GEMM template with its rows at launch, in each form, at ragged and whole-tile row counts
 # (stream-K keeps its rows in the text), and under compute-sanitizer.
 MLP=tests/shapes/mlp_symbolic_bf16.onnxtxt

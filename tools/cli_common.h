@@ -34,7 +34,9 @@ StatusOr<std::map<std::string, int64_t>> ParseShapeFlag(const std::string& text)
 StatusOr<ImportedModel> LoadModelWithShapes(const std::string& path, const std::string& shape_flag);
 inline constexpr char kShapeFlagHelp[] =
     "Values of the model's symbolic input dims (ONNX dim_param), NAME=N[,NAME=N...], e.g. batch=8,seq=512; dims not "
-    "named here take their values from the inputs given (--inputs or the test data sets)";
+    "named here take their values from the inputs given (--inputs or the test data sets). On cuda the kernels take the sizes "
+    "these give at launch, so another binding compiles only the kernels whose code its sizes change (the kernel cache keeps "
+    "the rest)";
 
 // Milliseconds since `start`.
 double MillisecondsSince(std::chrono::steady_clock::time_point start);

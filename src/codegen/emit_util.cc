@@ -44,12 +44,13 @@ std::string ReductionIdentity(const KernelReduction& r) {
   return identity < 0 ? "-INFINITY" : "INFINITY";
 }
 
-std::string CppBufferDeclarations(const std::vector<KernelBuffer>& buffers) {
+std::string CppBufferDeclarations(const std::vector<KernelBuffer>& buffers, bool sizes) {
   std::string out;
   for (size_t b = 0; b < buffers.size(); ++b) {
     const KernelBuffer& buf = buffers[b];
-    out += fmt::format("  {0}{1}* __restrict__ b{2} = static_cast<{0}{1}*>(buffers[{2}]);  // %{3} {4}[{5}]\n",
-                       buf.is_output ? "" : "const ", StorageType(buf.dtype), b, buf.node, DTypeName(buf.dtype), buf.elements);
+    out += fmt::format("  {0}{1}* __restrict__ b{2} = static_cast<{0}{1}*>(buffers[{2}]);  // %{3} {4}{5}\n",
+                       buf.is_output ? "" : "const ", StorageType(buf.dtype), b, buf.node, DTypeName(buf.dtype),
+                       sizes ? fmt::format("[{}]", buf.elements) : "");
   }
   return out;
 }

@@ -22,8 +22,10 @@ std::string Literal(double v, DType d);
 // compute type: an integer max or min starts from the int64_t extreme, not an infinity.
 std::string ReductionIdentity(const KernelReduction& r);
 // The C++ entry point's buffer parameters unpacked from `void* const* buffers`, one
-// `T* __restrict__ b<i>` line per buffer (const for inputs), with its node and shape.
-std::string CppBufferDeclarations(const std::vector<KernelBuffer>& buffers);
+// `T* __restrict__ b<i>` line per buffer (const for inputs), with its node and (with `sizes`)
+// its element count: not where the kernel's sizes are the model's symbols, whose text must not
+// hold the binding's values.
+std::string CppBufferDeclarations(const std::vector<KernelBuffer>& buffers, bool sizes = true);
 // Replaces the identifiers a, b, c of an ops.def expression by `args`.
 std::string SubstituteArgs(std::string_view expr, const std::vector<std::string>& args);
 

@@ -141,6 +141,32 @@ TEST(CliSymbolicDims, ASecondAndThirdBindingCompileNoKernel) {
   unsetenv("TILEFUSE_CACHE_DIR");
 }
 
+// The CPU backend's loop kernels print their sizes over the symbols too (their values passed
+// after the buffers): the model's shared object is the same at every binding whose kernels make
+// the same choices (past the few rows a single thread runs), so `run --check` at a second and
+// third binding compiles nothing (the JSON report's jit_compiles).
+TEST(CliSymbolicDims, ACpuRunAtASecondAndThirdBindingCompilesNothing) {
+  ScratchDir dir;
+  setenv("TILEFUSE_CACHE_DIR", (dir / "cache").c_str(), 1);
+  const std::string model = std::string(TILEFUSE_SOURCE_DIR) + "/tests/shapes/norm_gelu_softmax_symbolic_f32.onnxtxt";
+  std::vector<int> compiles;
+  for (const char* shape : {"batch=16,seq=128", "batch=8,seq=100", "batch=5,seq=333"}) {
+    CommandResult r = RunTilefuse("run " + Quote(model) + " --backend cpu --check --strict --json --shape " + shape);
+    ASSERT_EQ(r.exit_code, 0) << shape << r.out << r.err;
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["status"], "pass") << shape << r.out;
+    compiles.push_back(j["jit_compiles"].get<int>());
+  }
+  EXPECT_EQ(compiles, (std::vector<int>{1, 0, 0}));
+  // With every size written in, each binding is a compile of its own.
+  setenv("TILEFUSE_SYMBOLIC_SIZES", "0", 1);
+  CommandResult literal = RunTilefuse("run " + Quote(model) + " --backend cpu --json --shape batch=7,seq=100");
+  unsetenv("TILEFUSE_SYMBOLIC_SIZES");
+  unsetenv("TILEFUSE_CACHE_DIR");
+  ASSERT_EQ(literal.exit_code, 0) << literal.out << literal.err;
+  EXPECT_EQ(nlohmann::json::parse(literal.out)["jit_compiles"], 1);
+}
+
 // explain says which values the plan was made at and each group's outputs in the symbols.
 TEST(CliSymbolicDims, ExplainShowsTheSymbols) {
   const std::string model = std::string(TILEFUSE_SOURCE_DIR) + "/tests/shapes/mlp_symbolic_bf16.onnxtxt";

@@ -228,14 +228,18 @@ GeneratedCall EmitLoopKernel(Kernel kernel, const std::string& name, const std::
   call.symbol = name;
   for (const KernelBuffer& b : kernel.buffers) call.buffer_nodes.push_back(b.node);
   call.outputs = outputs;
+  if (!PrintedSymbols(kernel).empty()) call.symbols = kernel.symbols;
   call.loop_kernel = std::move(kernel);
   return call;
 }
 
+// The graph's symbolic sizes for the lowering (the kernels print sizes over them), or none.
+const SymbolicShapes* Symbolic(const CpuExecutable::State& state) { return state.symbolic.empty() ? nullptr : &state.symbolic; }
+
 // Pointwise and reduction groups: one loop kernel, or the reference kernels and why not.
 void GenerateLoop(const CpuExecutable::State& state, const FusionGroup& group, const std::string& prefix, const ConfigMap& configs,
                   Step& step, KernelInfo& info) {
-  StatusOr<Kernel> kernel = LowerGroup(state.graph, group, state.inlined, state.fault);
+  StatusOr<Kernel> kernel = LowerGroup(state.graph, group, state.inlined, state.fault, Symbolic(state));
   if (!kernel.ok()) {
     info.why_not = kernel.status().message();
     return;
@@ -275,7 +279,7 @@ void GeneratePrologue(const CpuExecutable::State& state, const FusionGroup& grou
                       const ConfigMap& configs, Step& step, KernelInfo& info) {
   std::vector<bool> on_reference(state.graph.num_nodes(), false);
   for (const FusionGroup& part : PrologueGroups(state.graph, group, split)) {
-    StatusOr<Kernel> kernel = LowerGroup(state.graph, part, state.inlined, state.fault);
+    StatusOr<Kernel> kernel = LowerGroup(state.graph, part, state.inlined, state.fault, Symbolic(state));
     if (!kernel.ok()) {
       for (int id : part.nodes) on_reference[id] = true;
       info.why_not += fmt::format("{}prologue %{} on the reference kernels: {}", info.why_not.empty() ? "" : "; ", part.outputs[0],
@@ -301,7 +305,7 @@ void GenerateGemm(const CpuExecutable::State& state, const FusionGroup& group, c
   GemmSplit split = SplitGemmGroup(state.graph, group);
   std::optional<Kernel> epilogue;
   if (!split.epilogue.nodes.empty()) {
-    StatusOr<Kernel> kernel = LowerGroup(state.graph, split.epilogue, state.inlined, state.fault);
+    StatusOr<Kernel> kernel = LowerGroup(state.graph, split.epilogue, state.inlined, state.fault, Symbolic(state));
     if (!kernel.ok()) {
       info.why_not = kernel.status().message();
       return;
@@ -381,7 +385,7 @@ void GenerateConv(const CpuExecutable::State& state, const FusionGroup& group, c
   }
   std::optional<Kernel> epilogue;
   if (!post.ok()) {
-    StatusOr<Kernel> kernel = LowerGroup(state.graph, split.epilogue, state.inlined, state.fault);
+    StatusOr<Kernel> kernel = LowerGroup(state.graph, split.epilogue, state.inlined, state.fault, Symbolic(state));
     if (!kernel.ok()) {
       info.why_not = kernel.status().message();
       return;
@@ -640,6 +644,7 @@ StatusOr<std::unique_ptr<LoweredGraph>> CpuBackend::Lower(const Graph& graph, Pl
   state->plan = std::move(planned.plan);
   state->plan_notes = std::move(planned.notes);
   state->inlined = FindInlinedGenerators(state->graph);
+  if (!SwitchedOff("TILEFUSE_SYMBOLIC_SIZES")) state->symbolic = InferSymbolicShapes(state->graph);
   state->poison_outputs = options_.poison_outputs;
   state->fault = options_.fault;
   state->cache_dir = options_.cache_dir;

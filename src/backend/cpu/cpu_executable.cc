@@ -118,6 +118,7 @@ void Call(CpuExecutable::State& s, const GeneratedCall& call, std::vector<Tensor
   std::vector<void*> buffers;
   buffers.reserve(call.buffer_nodes.size());
   for (int node : call.buffer_nodes) buffers.push_back(Address(node, tensors, memory));
+  if (!call.symbols.empty()) buffers.push_back(const_cast<int64_t*>(call.symbols.data()));
   call.function(buffers.data());
 }
 

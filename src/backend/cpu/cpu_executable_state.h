@@ -29,6 +29,9 @@ struct GeneratedCall {
   std::vector<int> buffer_nodes;  // the kernel's buffers, in order
   std::vector<int> outputs;       // the nodes it writes
   std::optional<Kernel> loop_kernel;  // loop kernels: what the tuner re-emits
+  // The symbols' values its sizes are printed over (Kernel::symbols): passed after the
+  // buffers, so one compiled function serves every binding of the model's symbolic dims.
+  std::vector<int64_t> symbols;
   double product_flops = 0;           // attention kernels: Q·Kᵀ's and P·V's flops (RunTeamSize)
 };
 
@@ -69,6 +72,7 @@ struct CpuExecutable::State {
   FusionPlan plan;
   std::vector<std::string> plan_notes;  // CpuBackend::Plan's: attention groups split into their parts, and why
   std::vector<bool> inlined;
+  SymbolicShapes symbolic;  // the graph's sizes in its symbolic dims (empty: none)
   std::vector<Tensor> generator_values;  // constants, and generators reference steps read
   std::vector<cpu_executable_internal::Step> steps;
   std::vector<KernelInfo> kernels;

@@ -104,7 +104,11 @@ class CppEmitter {
     out_ = CppConfigErrorDirective(config_) + CppSimdDeclarations();
     out_ += kRoundedProducts;
     out_ += fmt::format("\nextern \"C\" TF_ROUNDED_PRODUCTS void {}(void* const* buffers) {{\n", k_.name);
-    out_ += CppBufferDeclarations(k_.buffers);
+    const std::vector<int> symbols = PrintedSymbols(k_);
+    out_ += CppBufferDeclarations(k_.buffers, symbols.empty());
+    // The sizes printed over the model's symbols: their values follow the buffers.
+    for (int id : symbols)
+      out_ += fmt::format("  const int64_t tf_sym{} = static_cast<const int64_t*>(buffers[{}])[{}];\n", id, k_.buffers.size(), id);
     bool pointwise = k_.reductions.empty() && !HasInnerStores();
     const PipelineShape pipeline = PipelineOfRewritten(k_, config_);
     pipeline_rows_ = pipeline.block_rows, pipeline_slots_ = pipeline.slots;
@@ -167,7 +171,7 @@ class CppEmitter {
   }
 
   void EmitOuterLoop() {
-    out_ += fmt::format("  for (int64_t i0 = 0; i0 < {}; ++i0) {{\n", k_.outer);
+    out_ += fmt::format("  for (int64_t i0 = 0; i0 < {}; ++i0) {{\n", KernelSizeText(k_, k_.outer_size, k_.outer));
     EmitPrefills("    ");
     for (size_t r = 0; r < k_.reductions.size(); ++r) EmitReduction(static_cast<int>(r));
     EmitStores(false);
@@ -376,8 +380,12 @@ class CppEmitter {
     std::string schedule = config_.schedule == CppSchedule::kStatic ? "schedule(static)"
                            : config_.schedule == CppSchedule::kDynamic ? "schedule(dynamic, 1)" : "schedule(static, 1)";
     out_ += fmt::format("#pragma omp for {}\n", schedule);
-    out_ += fmt::format("  for (int64_t block = 0; block < {}; ++block) {{\n", blocks);
-    out_ += fmt::format("    const int64_t lo = block * {0}, hi = lo + {0} < {1} ? lo + {0} : {1};\n", rows, k_.outer);
+    // (Over the model's symbols where the rows are a size they give: the blocks' count too.)
+    const bool symbolic = PrintsSymbolically(k_, k_.outer_size, k_.outer);
+    const std::string outer = KernelSizeText(k_, k_.outer_size, k_.outer);
+    out_ += fmt::format("  for (int64_t block = 0; block < {}; ++block) {{\n",
+                        symbolic ? fmt::format("({} + {}) / {}", outer, rows - 1, rows) : fmt::format("{}", blocks));
+    out_ += fmt::format("    const int64_t lo = block * {0}, hi = lo + {0} < {1} ? lo + {0} : {1};\n", rows, outer);
     for (int r = 0; r < reductions; ++r) out_ += fmt::format("    {} finished{}[{}];\n", FormOf(r).type, r, pipeline_slots_);
     // Three loops over the steps, not one with a branch: with the one-pass loops in the
     // same loop body, GCC 12 no longer if-converts (so vectorises) the steady loop.

@@ -117,6 +117,9 @@ StatusOr<std::vector<CppVariantTiming>> CpuExecutable::MeasureVariants(const std
       }
       tables[r].push_back(original);
     }
+  // The symbols' values its sizes are printed over follow the buffers, as in a run.
+  if (!call->symbols.empty())
+    for (std::vector<void*>& table : tables) table.push_back(const_cast<int64_t*>(call->symbols.data()));
 
   auto time_variant = [&](size_t i, int n) {
     std::vector<double> us;

@@ -8,11 +8,7 @@
 
 namespace tilefuse {
 
-bool PrintsSymbolically(const Kernel& kernel, const SymExpr& size, int64_t value) {
-  if (size.IsConstant()) return false;
-  const std::set<int> ids = size.Symbols();
-  return *ids.rbegin() < static_cast<int>(kernel.symbols.size()) && size.Evaluate(kernel.symbols) == value;
-}
+bool PrintsSymbolically(const Kernel& kernel, const SymExpr& size, int64_t value) { return size.StandsFor(value, kernel.symbols); }
 
 std::string KernelSizeText(const Kernel& kernel, const SymExpr& size, int64_t value) {
   return PrintsSymbolically(kernel, size, value) ? "(" + size.Print("tf_sym") + ")" : fmt::format("{}", value);
@@ -23,11 +19,8 @@ namespace {
 // Every constant of `index` that prints as an expression is that constant at the kernel's binding.
 void CheckSizes(const Kernel& kernel, const Index& index) {
   if (!index) return;
-  if (!index->size.IsConstant()) {
-    const std::set<int> ids = index->size.Symbols();
-    TF_CHECK_MSG(*ids.rbegin() < static_cast<int>(kernel.symbols.size()) && index->size.Evaluate(kernel.symbols) == index->value,
-                 "an index constant's symbolic size is not its value");
-  }
+  TF_CHECK_MSG(index->size.IsConstant() || index->size.StandsFor(index->value, kernel.symbols),
+               "an index constant's symbolic size is not its value");
   CheckSizes(kernel, index->a);
   CheckSizes(kernel, index->b);
 }

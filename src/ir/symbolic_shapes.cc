@@ -104,6 +104,11 @@ std::set<int> SymExpr::Symbols() const {
   return ids;
 }
 
+bool SymExpr::StandsFor(int64_t value, const std::vector<int64_t>& values) const {
+  if (IsConstant()) return false;
+  return *Symbols().rbegin() < static_cast<int>(values.size()) && Evaluate(values) == value;
+}
+
 SymExpr SymbolicShapes::Elements(int node) const {
   SymExpr product = SymExpr::Constant(1);
   for (const SymExpr& d : dims.at(static_cast<size_t>(node))) product = product * d;

@@ -49,6 +49,9 @@ class SymExpr {
   // Readable, with the symbols' names: "batch * sequence * 768".
   std::string Print(const std::vector<std::string>& names) const;
   std::set<int> Symbols() const;
+  // Whether this is a size of the symbols (not a constant) that is `value` where the symbols
+  // have `values` (a binding): where it may be printed in its place.
+  bool StandsFor(int64_t value, const std::vector<int64_t>& values) const;
   bool operator==(const SymExpr&) const = default;
 
  private:

@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <map>
-#include <set>
 
 #include "codegen/cuda/cuda_gemm_config.h"
 #include "codegen/cuda/cuda_scalar_program.h"
@@ -390,11 +389,7 @@ class GemmEmitter {
   // The rows passed at launch (maps.rows) where the model's symbols give them: the kernel's
   // text then holds no row count, and one compile serves every binding that makes the same
   // choices. Not with stream-K (its split of the tiles is the host's, per row count).
-  bool RowsAtLaunch() const {
-    if (g_.rows_size.IsConstant() || StreamKTiles(g_, c_) > 0) return false;
-    const std::set<int> ids = g_.rows_size.Symbols();
-    return *ids.rbegin() < static_cast<int>(g_.symbols.size()) && g_.rows_size.Evaluate(g_.symbols) == g_.rows;
-  }
+  bool RowsAtLaunch() const { return StreamKTiles(g_, c_) == 0 && g_.rows_size.StandsFor(g_.rows, g_.symbols); }
   // An overlapped epilogue's chunks: of a tile's output columns (a gated product's are half).
   int OutputChunks() const {
     CudaGemmConfig output = c_;

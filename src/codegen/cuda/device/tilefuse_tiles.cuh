@@ -307,21 +307,7 @@ TF_TILE float Exp2Poly(float x) {
 struct TileCoordinates {
   int m, n, batch;
 };
-template <int TilesM, int TilesN, int Group>
-TF_TILE TileCoordinates TileAt(int tile) {
-  constexpr int kPerBatch = TilesM * TilesN;
-  constexpr int kPerGroup = Group * TilesN;
-  const int batch = tile / kPerBatch;
-  const int t = tile - batch * kPerBatch;
-  const int group = t / kPerGroup;
-  const int first_m = group * Group;
-  // The last group may be short; when none is, `rows` is a constant and the divisions below
-  // are shifts or multiplications, not a runtime division per tile.
-  const int rows = TilesM % Group != 0 && TilesM - first_m < Group ? TilesM - first_m : Group;
-  const int in_group = t - group * kPerGroup;
-  return {first_m + in_group % rows, in_group / rows, batch};
-}
-// The same over `tiles_m` tile rows known at launch.
+// Over `tiles_m` rows of tiles (known at launch, or a constant: TileAt<TilesM, ...>).
 template <int TilesN, int Group>
 TF_TILE TileCoordinates TileAt(int tile, int tiles_m) {
   const int per_batch = tiles_m * TilesN;
@@ -330,9 +316,15 @@ TF_TILE TileCoordinates TileAt(int tile, int tiles_m) {
   const int t = tile - batch * per_batch;
   const int group = t / kPerGroup;
   const int first_m = group * Group;
-  const int rows = min(Group, tiles_m - first_m);
+  // The last group may be short; where tiles_m is a constant and none is, `rows` is a constant
+  // and the divisions below are shifts or multiplications, not a runtime division per tile.
+  const int rows = tiles_m % Group != 0 && tiles_m - first_m < Group ? tiles_m - first_m : Group;
   const int in_group = t - group * kPerGroup;
   return {first_m + in_group % rows, in_group / rows, batch};
+}
+template <int TilesM, int TilesN, int Group>
+TF_TILE TileCoordinates TileAt(int tile) {
+  return TileAt<TilesN, Group>(tile, TilesM);
 }
 
 #undef TF_TILE

@@ -14,26 +14,6 @@ export TILEFUSE_CACHE_DIR
 GTEST=${GTEST:-CudaSymbolicSizes*:IndexSizes*:InferSymbolicShapes*:SymExpr*}
 gtest_first
 
-# bindings MODEL SHAPE...: each SHAPE run with --check --strict; its verdict, compiles and time.
-bindings() {
-  local m=$1 s
-  shift
-  for s in "$@"; do
-    timeout 300 "$B/tilefuse" run "$m" --backend cuda --check --strict --json --shape "$s" >"$OUT/run.json" 2>"$OUT/run.err"
-    python3 - "$m" "$s" "$OUT/run.json" <<'PY' | tee -a "$log"
-import json, sys
-model, shape, path = sys.argv[1:]
-try:
-    j = json.load(open(path))
-except Exception as e:
-    print(f"FAIL {model} {shape}: no report ({e})"); sys.exit()
-kernels = sum(1 for k in j["kernels"] if k["generated"])
-print(f"{j['status']} {model} {shape}: {j['backend']}, {kernels} generated kernels, {j['jit_compiles']} compiled, "
-      f"compile {j['compile_ms']:.0f} ms, run {j['run_ms']:.3f} ms")
-PY
-  done
-}
-
 # Every product of tests/gemm (rows written in: the template's runtime rows must not change
 # them) against the reference in the rule's form, a few in the other forms, and the 8192^3 bf16
 # product's time (REGRESSION=0 skips it).

@@ -41,6 +41,26 @@ memcheck() {
   fi
 }
 
+# bindings MODEL SHAPE...: each SHAPE run with --check --strict; its verdict, compiles and time.
+bindings() {
+  local m=$1 s
+  shift
+  for s in "$@"; do
+    timeout 300 "$B/tilefuse" run "$m" --backend cuda --check --strict --json --shape "$s" >"$OUT/run.json" 2>"$OUT/run.err"
+    python3 - "$m" "$s" "$OUT/run.json" <<'PY' | tee -a "$log"
+import json, sys
+model, shape, path = sys.argv[1:]
+try:
+    j = json.load(open(path))
+except Exception as e:
+    print(f"FAIL {model} {shape}: no report ({e})"); sys.exit()
+kernels = sum(1 for k in j["kernels"] if k["generated"])
+print(f"{j['status']} {model} {shape}: {j['backend']}, {kernels} generated kernels, {j['jit_compiles']} compiled, "
+      f"compile {j['compile_ms']:.0f} ms, run {j['run_ms']:.3f} ms")
+PY
+  done
+}
+
 # torch_frontend_runs "model:dtype:shape,shape ..."...: bench/torch_frontend.py for each run,
 # its JSON and log in "$OUT", the result lines printed. Needs the Python extension in X.
 torch_frontend_runs() {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <fmt/format.h>
 #include <map>
+#include <optional>
 
 #include "codegen/lower.h"
 #include "fusion/group_classifier.h"
@@ -15,20 +16,33 @@ std::string Describe(const Node& n) { return fmt::format("{} %{}", OpName(n.op),
 
 Shape BatchDims(const Shape& s) { return Shape(s.begin(), s.end() - 2); }
 
+// The first dims of a node's sizes in the model's symbols (null without symbols).
+std::optional<std::vector<SymExpr>> BatchSizes(const std::vector<SymExpr>* sizes) {
+  if (!sizes) return std::nullopt;
+  return std::vector<SymExpr>(sizes->begin(), sizes->end() - 2);
+}
+
 // Flat offset in `operand_batch` of output batch element (loop variable 0): matmul
-// batch dims broadcast like numpy (right-aligned, size 1 repeats).
-Index BatchIndex(const Shape& out_batch, const Shape& operand_batch) {
-  std::vector<Index> out = Unravel(IndexVar(0, NumElements(out_batch)), out_batch);
+// batch dims broadcast like numpy (right-aligned, size 1 repeats). The sizes, where given,
+// are the dims in the model's symbols.
+Index BatchIndex(const Shape& out_batch, const Shape& operand_batch, const std::optional<std::vector<SymExpr>>& out_sizes = std::nullopt,
+                 const std::optional<std::vector<SymExpr>>& operand_sizes = std::nullopt) {
+  std::vector<Index> out = Unravel(IndexVar(0, NumElements(out_batch)), out_batch, out_sizes ? &*out_sizes : nullptr);
   size_t offset = out_batch.size() - operand_batch.size();
   std::vector<Index> at;
   for (size_t d = 0; d < operand_batch.size(); ++d) at.push_back(operand_batch[d] == 1 ? IndexConst(0) : out[d + offset]);
-  return Ravel(at, operand_batch);
+  return Ravel(at, operand_batch, operand_sizes ? &*operand_sizes : nullptr);
 }
 
 class AttentionLowering {
  public:
-  AttentionLowering(const Graph& g, const FusionGroup& group, const std::vector<bool>& inlined)
-      : g_(g), group_(group), inlined_(inlined), member_(g.num_nodes(), false), placed_(g.num_nodes(), false) {
+  AttentionLowering(const Graph& g, const FusionGroup& group, const std::vector<bool>& inlined, const SymbolicShapes* symbolic)
+      : g_(g),
+        group_(group),
+        inlined_(inlined),
+        symbolic_(symbolic && !symbolic->empty() ? symbolic : nullptr),
+        member_(g.num_nodes(), false),
+        placed_(g.num_nodes(), false) {
     for (int id : group.nodes) member_[id] = true;
   }
 
@@ -50,10 +64,13 @@ class AttentionLowering {
   }
   int AddBuffer(int node);
   void RemapLoads(Kernel& program);
+  // The node's dims in the model's symbols (null without symbols).
+  const std::vector<SymExpr>* Sizes(int node) const { return symbolic_ ? &symbolic_->dims.at(static_cast<size_t>(node)) : nullptr; }
 
   const Graph& g_;
   const FusionGroup& group_;
   const std::vector<bool>& inlined_;
+  const SymbolicShapes* symbolic_;
   std::vector<bool> member_, placed_;
   const Node* qk_ = nullptr;
   const Node* pv_ = nullptr;
@@ -106,7 +123,19 @@ Status AttentionLowering::FindMatmuls() {
   // comparing offsets structurally then needs no special case.
   row_ = score_rows_ == 1 ? IndexConst(0) : IndexVar(0, score_rows_);
   key_ = a_.nk == 1 ? IndexConst(0) : IndexVar(1, a_.nk);
-  score_at_ = Ravel({row_, key_}, {score_rows_, a_.nk});
+  if (const std::vector<SymExpr>* sizes = Sizes(qk_->id)) {
+    a_.symbols = symbolic_->values;
+    a_.nq_size = sizes->at(sizes->size() - 2);
+    a_.nk_size = sizes->back();
+    a_.batch_sizes = *BatchSizes(Sizes(pv_->id));
+    const std::vector<SymExpr> score_sizes = {symbolic_->Elements(qk_->id).DividedBy(a_.nk_size).value_or(SymExpr::Constant(score_rows_)),
+                                              a_.nk_size};
+    score_at_ = Ravel({row_, key_}, {score_rows_, a_.nk}, &score_sizes);
+  } else {
+    a_.nq_size = SymExpr::Constant(a_.nq);
+    a_.nk_size = SymExpr::Constant(a_.nk);
+    score_at_ = Ravel({row_, key_}, {score_rows_, a_.nk});
+  }
   Place({qk_->id, pv_->id});
   return Status::Ok();
 }
@@ -276,7 +305,7 @@ StatusOr<std::vector<int>> AttentionLowering::ComputedAncestors(int node, const 
 
 Status AttentionLowering::LowerLogits() {
   ASSIGN_OR_RETURN(std::vector<int> members, ComputedAncestors(logit_node_, "the logits"));
-  ASSIGN_OR_RETURN(LoweredValue logits, LowerValueAt(g_, members, inlined_, logit_node_, score_at_, score_rows_, a_.nk));
+  ASSIGN_OR_RETURN(LoweredValue logits, LowerValueAt(g_, members, inlined_, logit_node_, score_at_, score_rows_, a_.nk, symbolic_));
   for (const ScalarValue& v : logits.kernel.values)
     if (v.kind == ScalarValue::Kind::kLoad && logits.kernel.buffers[v.buffer].node == qk_->id && !SameIndex(v.index, score_at_))
       return Unimplemented("the logits read Q·Kᵀ at another position than their own (a transposed or shifted score)");
@@ -291,7 +320,7 @@ Status AttentionLowering::LowerOperand(int node, const Shape& out_batch, bool ma
   const Node& n = g_.node(node);
   operand.node = node;
   operand.elements = NumElements(n.shape);
-  operand.batch_index = BatchIndex(out_batch, BatchDims(n.shape));
+  operand.batch_index = BatchIndex(out_batch, BatchDims(n.shape), BatchSizes(Sizes(pv_->id)), BatchSizes(Sizes(node)));
   bool scalar_constant = n.op == OpCode::kConstant && operand.elements == 1;
   if (may_read_in_place && !member_[node] && !inlined_[node] && !scalar_constant && n.dtype == a_.compute) {
     operand.buffer = AddBuffer(node);
@@ -319,7 +348,7 @@ StatusOr<AttentionKernel> AttentionLowering::Run() {
   RETURN_IF_ERROR(LowerLogits());
   Shape out_batch = BatchDims(pv_->shape);
   a_.batch = NumElements(out_batch);
-  a_.score_batch_index = BatchIndex(out_batch, BatchDims(qk_->shape));
+  a_.score_batch_index = BatchIndex(out_batch, BatchDims(qk_->shape), BatchSizes(Sizes(pv_->id)), BatchSizes(Sizes(qk_->id)));
   // Kᵀ and V are always packed: the emitter pads their rows to whole vectors.
   RETURN_IF_ERROR(LowerOperand(qk_->inputs[0], out_batch, true, a_.q));
   RETURN_IF_ERROR(LowerOperand(qk_->inputs[1], out_batch, false, a_.k));
@@ -336,9 +365,10 @@ StatusOr<AttentionKernel> AttentionLowering::Run() {
 
 }  // namespace
 
-StatusOr<AttentionKernel> LowerAttention(const Graph& graph, const FusionGroup& group, const std::vector<bool>& inlined) {
+StatusOr<AttentionKernel> LowerAttention(const Graph& graph, const FusionGroup& group, const std::vector<bool>& inlined,
+                                         const SymbolicShapes* symbolic) {
   if (group.kind != GroupKind::kAttention) return Unimplemented("not an attention group");
-  return AttentionLowering(graph, group, inlined).Run();
+  return AttentionLowering(graph, group, inlined, symbolic).Run();
 }
 
 }  // namespace tilefuse

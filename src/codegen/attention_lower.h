@@ -65,11 +65,19 @@ struct AttentionKernel {
   // sum is 0 (every key masked, -inf) or NaN (a NaN or +inf logit) — so the kernel writes 0
   // where the running sum is not positive.
   bool zero_nan_rows = false;
+  // What nq, nk and the output's batch dims are in the model's symbols (ir/symbolic_shapes.h),
+  // and the symbols' values, where the graph has symbolic dims (empty `symbols` otherwise);
+  // the logits program's and the batch indexes' constants carry the same expressions.
+  SymExpr nq_size, nk_size;
+  std::vector<SymExpr> batch_sizes;
+  std::vector<int64_t> symbols;
 };
 
 // Unimplemented, with the reason, for groups that do not have the shape above (another
 // op between the softmax and P·V, a log-softmax, a reduction inside the logits, ...):
 // the caller runs them on the reference kernels and reports the reason.
-StatusOr<AttentionKernel> LowerAttention(const Graph& graph, const FusionGroup& group, const std::vector<bool>& inlined);
+// With `symbolic` (the graph's InferSymbolicShapes), the sizes are known in the model's symbols too.
+StatusOr<AttentionKernel> LowerAttention(const Graph& graph, const FusionGroup& group, const std::vector<bool>& inlined,
+                                         const SymbolicShapes* symbolic = nullptr);
 
 }  // namespace tilefuse

@@ -115,8 +115,21 @@ StatusOr<StridedOperand> StridedView(const Graph& g, const AttentionKernel& a, c
 
 }  // namespace
 
-StatusOr<AttentionTemplateKernel> LowerAttentionTemplate(const Graph& g, const FusionGroup& group, const std::vector<bool>& inlined) {
-  ASSIGN_OR_RETURN(AttentionKernel a, LowerAttention(g, group, inlined));
+bool AttentionTemplateKernel::SizesAtLaunch() const {
+  if (symbols.empty() || batch_sizes.size() != batch_shape.size()) return false;
+  // A size is its value: a constant equal to it, or an expression that evaluates to it here.
+  auto is = [&](const SymExpr& size, int64_t value) { return size.IsConstant() ? size.Evaluate(symbols) == value : size.StandsFor(value, symbols); };
+  bool symbolic = !nq_size.IsConstant() || !nk_size.IsConstant();
+  for (size_t d = 0; d < batch_sizes.size(); ++d) {
+    if (!is(batch_sizes[d], batch_shape[d])) return false;
+    symbolic = symbolic || !batch_sizes[d].IsConstant();
+  }
+  return symbolic && is(nq_size, nq) && is(nk_size, nk);
+}
+
+StatusOr<AttentionTemplateKernel> LowerAttentionTemplate(const Graph& g, const FusionGroup& group, const std::vector<bool>& inlined,
+                                                         const SymbolicShapes* symbolic) {
+  ASSIGN_OR_RETURN(AttentionKernel a, LowerAttention(g, group, inlined, symbolic));
   AttentionTemplateKernel t;
   t.zero_nan_rows = a.zero_nan_rows;
   t.nq = a.nq;
@@ -147,6 +160,10 @@ StatusOr<AttentionTemplateKernel> LowerAttentionTemplate(const Graph& g, const F
   t.buffers = std::move(a.buffers);
   t.output = a.output;
   t.logsumexp = a.logsumexp;
+  t.nq_size = a.nq_size;
+  t.nk_size = a.nk_size;
+  t.batch_sizes = a.batch_sizes;
+  t.symbols = a.symbols;
   if (t.logsumexp >= 0 && t.buffers[t.logsumexp].dtype != DType::kF32)
     return Unimplemented(fmt::format("the rows' logsumexp %{} is {}: the attention template writes it in f32",
                                      t.buffers[t.logsumexp].node, DTypeName(t.buffers[t.logsumexp].dtype)));

@@ -67,10 +67,19 @@ struct AttentionTemplateKernel {
   std::vector<KernelBuffer> buffers;  // AttentionKernel's: the logits' loads index them
   int output = -1;                    // buffer of the output [batch..][nq][dv], contiguous
   int logsumexp = -1;                 // buffer of the rows' logsumexp [batch..][nq], f32, or -1 (AttentionKernel's)
+  // nq, nk and the batch dims in the model's symbols, and the symbols' values (AttentionKernel's;
+  // `symbols` empty without symbolic dims).
+  SymExpr nq_size, nk_size;
+  std::vector<SymExpr> batch_sizes;
+  std::vector<int64_t> symbols;
+  // Do the symbols give the lengths and the batch (then the kernel takes them at launch)?
+  bool SizesAtLaunch() const;
 };
 
 // The template form of attention `group`, or why it does not apply (the caller plans the
 // group's parts separately and reports the reason).
-StatusOr<AttentionTemplateKernel> LowerAttentionTemplate(const Graph& graph, const FusionGroup& group, const std::vector<bool>& inlined);
+// With `symbolic` (the graph's InferSymbolicShapes), the sizes are known in the model's symbols too.
+StatusOr<AttentionTemplateKernel> LowerAttentionTemplate(const Graph& graph, const FusionGroup& group, const std::vector<bool>& inlined,
+                                                         const SymbolicShapes* symbolic = nullptr);
 
 }  // namespace tilefuse

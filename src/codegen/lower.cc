@@ -430,6 +430,7 @@ StatusOr<LoweredValue> Lowering::RunValue(int node, const Index& at, int64_t out
   k_.nodes = group_.nodes;
   k_.outer = outer;
   k_.inner = inner;
+  if (symbolic_ && !symbolic_->empty()) k_.symbols = symbolic_->values;
   ASSIGN_OR_RETURN(int value, Evaluate(node, at));
   return LoweredValue{std::move(k_), value};
 }
@@ -443,11 +444,11 @@ StatusOr<Kernel> LowerEpilogue(const Graph& graph, const FusionGroup& group, con
 }
 
 StatusOr<LoweredValue> LowerValueAt(const Graph& graph, const std::vector<int>& members, const std::vector<bool>& inlined,
-                                    int node, const Index& at, int64_t outer, int64_t inner) {
+                                    int node, const Index& at, int64_t outer, int64_t inner, const SymbolicShapes* symbolic) {
   FusionGroup group;
   group.kind = GroupKind::kPointwise;
   group.nodes = members;
-  return Lowering(graph, group, inlined).RunValue(node, at, outer, inner);
+  return Lowering(graph, group, inlined, {}, symbolic).RunValue(node, at, outer, inner);
 }
 
 StatusOr<Kernel> LowerGroup(const Graph& graph, const FusionGroup& group, const std::vector<bool>& inlined,

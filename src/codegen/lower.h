@@ -46,6 +46,6 @@ struct LoweredValue {
   int value = -1;
 };
 StatusOr<LoweredValue> LowerValueAt(const Graph& graph, const std::vector<int>& members, const std::vector<bool>& inlined,
-                                    int node, const Index& at, int64_t outer, int64_t inner);
+                                    int node, const Index& at, int64_t outer, int64_t inner, const SymbolicShapes* symbolic = nullptr);
 
 }  // namespace tilefuse

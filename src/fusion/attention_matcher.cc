@@ -39,29 +39,53 @@ class Matcher {
   // Score ops have the probabilities' size (or its rows', after a reduction): walking
   // only through those keeps the search inside one attention, not along the residual
   // stream through every earlier layer.
+  // A value of another size that a score op reads (a padding mask [batch, 1, 1, keys] before
+  // its broadcast, as transformers' exports compute it once for every layer) is an input of
+  // the logits, computed before the group, provided it does not depend on the scores.
   // `blocker`: the node that stopped the walk, when one did.
   int FindScoreMatmul(int probs, std::vector<bool>& in_scores, int& blocker) const {
     const Shape& probs_shape = g_.node(probs).shape;
     int64_t full = NumElements(probs_shape), rows = probs_shape.empty() ? 1 : full / std::max<int64_t>(1, probs_shape.back());
     int score_matmul = -1;
-    std::vector<int> stack = {probs};
+    std::vector<int> stack = {probs}, side_inputs;
     while (!stack.empty()) {
       int id = stack.back();
       stack.pop_back();
       const Node& n = g_.node(id);
       if (in_scores[id] || n.info().kind == OpKind::Source || generator_[id]) continue;
+      int64_t elements = NumElements(n.shape);
+      if (id != probs && elements != full && elements != rows) {
+        side_inputs.push_back(id);
+        continue;
+      }
       if (n.op == OpCode::kMatMul) {
         // A matmul another attention group already owns (its P·V) cannot be our Q·Kᵀ.
         if (claimed_[id] || (score_matmul >= 0 && score_matmul != id)) return blocker = id, -1;
         score_matmul = id;
         continue;
       }
-      int64_t elements = NumElements(n.shape);
-      if (!IsScoreOp(n.info().kind) || claimed_[id] || (elements != full && elements != rows)) return blocker = id, -1;
+      if (!IsScoreOp(n.info().kind) || claimed_[id]) return blocker = id, -1;
       in_scores[id] = true;
       for (int input : n.inputs) stack.push_back(input);
     }
+    for (int id : side_inputs)
+      if (score_matmul >= 0 && DependsOn(id, score_matmul)) return blocker = id, -1;
     return score_matmul;
+  }
+
+  // Is `node` computed from `ancestor`? (Node ids are in topological order.)
+  bool DependsOn(int node, int ancestor) const {
+    std::vector<bool> seen(g_.num_nodes(), false);
+    std::vector<int> stack = {node};
+    while (!stack.empty()) {
+      const int id = stack.back();
+      stack.pop_back();
+      if (id == ancestor) return true;
+      if (id < ancestor || seen[id]) continue;
+      seen[id] = true;
+      for (int input : g_.node(id).inputs) stack.push_back(input);
+    }
+    return false;
   }
 
   bool IsRowSoftmax(const std::vector<int>& scores, int64_t key_length) const {

@@ -140,19 +140,45 @@ class Inference {
   SymbolicShapes Run() {
     if (out_.names.empty()) return out_;
     out_.dims.resize(static_cast<size_t>(g_.num_nodes()));
+    guessed_.resize(static_cast<size_t>(g_.num_nodes()));
     for (const Node& n : g_.nodes()) {
+      guessing_.assign(n.shape.size(), false);
       std::vector<SymExpr> dims = DimsOf(n);
       if (dims.size() != n.shape.size()) dims = Constants(n.shape);
+      guessed_[static_cast<size_t>(n.id)] = guessing_;
       // Only what holds at this binding: an expression that is not the dim is a constant.
       for (size_t d = 0; d < dims.size(); ++d)
         if (dims[d].Evaluate(out_.values) != n.shape[d]) dims[d] = SymExpr::Constant(n.shape[d]);
       out_.dims[static_cast<size_t>(n.id)] = std::move(dims);
     }
+    RefineBroadcasts();
     return std::move(out_);
   }
 
  private:
   const std::vector<SymExpr>& In(const Node& n, size_t i) const { return out_.dims[static_cast<size_t>(n.inputs[i])]; }
+
+  // A broadcast's new dims are guessed by their size; a pointwise op of its shape that reads
+  // it knows them from its other inputs (a mask's [batch, 1, 1, seq] broadcast to the scores'
+  // [batch, heads, seq, seq]): the broadcast takes those, as its kernels index by them.
+  void RefineBroadcasts() {
+    std::vector<std::vector<int>> users(static_cast<size_t>(g_.num_nodes()));
+    for (const Node& n : g_.nodes())
+      for (int input : n.inputs) users[static_cast<size_t>(input)].push_back(n.id);
+    for (const Node& n : g_.nodes()) {
+      if (n.op != OpCode::kBroadcast) continue;
+      std::vector<SymExpr>& dims = out_.dims[static_cast<size_t>(n.id)];
+      for (int user : users[static_cast<size_t>(n.id)]) {
+        const Node& u = g_.node(user);
+        if (u.info().kind != OpKind::Pointwise || u.shape != n.shape) continue;
+        for (size_t d = 0; d < dims.size(); ++d)
+          if (guessed_[static_cast<size_t>(n.id)][d] && !guessed_[static_cast<size_t>(user)][d]) {
+            dims[d] = out_.dims[static_cast<size_t>(user)][d];
+            guessed_[static_cast<size_t>(n.id)][d] = false;
+          }
+      }
+    }
+  }
 
   std::vector<SymExpr> Constants(const Shape& shape) const {
     std::vector<SymExpr> dims;
@@ -170,7 +196,10 @@ class Inference {
       case OpCode::kReshape: return ReshapeDims(n);
       case OpCode::kTranspose: {
         std::vector<SymExpr> dims;
-        for (int64_t p : n.attrs.perm) dims.push_back(In(n, 0).at(static_cast<size_t>(p)));
+        for (int64_t p : n.attrs.perm) {
+          guessing_[dims.size()] = guessed_[static_cast<size_t>(n.inputs[0])].at(static_cast<size_t>(p));
+          dims.push_back(In(n, 0).at(static_cast<size_t>(p)));
+        }
         return dims;
       }
       case OpCode::kConcat: {
@@ -184,14 +213,23 @@ class Inference {
         // Batch dims broadcast, then A's rows and B's columns.
         std::vector<SymExpr> dims = Aligned(n);
         const size_t rank = n.shape.size();
-        if (rank >= 2 && In(n, 0).size() >= 2) dims[rank - 2] = In(n, 0)[In(n, 0).size() - 2];
-        if (rank >= 1 && !In(n, 1).empty()) dims[rank - 1] = In(n, 1).back();
+        if (rank >= 2 && In(n, 0).size() >= 2) {
+          dims[rank - 2] = In(n, 0)[In(n, 0).size() - 2];
+          guessing_[rank - 2] = guessed_[static_cast<size_t>(n.inputs[0])][In(n, 0).size() - 2];
+        }
+        if (rank >= 1 && !In(n, 1).empty()) {
+          dims[rank - 1] = In(n, 1).back();
+          guessing_[rank - 1] = guessed_[static_cast<size_t>(n.inputs[1])].back();
+        }
         return dims;
       }
       case OpCode::kSlice: {  // a dim sliced whole is the input's
         std::vector<SymExpr> dims = Matched(n);
         for (size_t d = 0; d < dims.size(); ++d)
-          if (g_.node(n.inputs[0]).shape[d] == n.shape[d]) dims[d] = In(n, 0)[d];
+          if (g_.node(n.inputs[0]).shape[d] == n.shape[d]) {
+            dims[d] = In(n, 0)[d];
+            guessing_[d] = guessed_[static_cast<size_t>(n.inputs[0])][d];
+          }
         return dims;
       }
       case OpCode::kGather: {  // data's dims before the axis, the indices', data's after
@@ -235,19 +273,29 @@ class Inference {
   }
 
   // Broadcasting (aligned at the last dim): an output dim is an input's dim of the same size
-  // at its place (a symbolic one where any is); one broadcast from 1 is found by size.
+  // at its place — one an input derives rather than guessed by its size (a scalar broadcast to
+  // the scores' shape guesses a head count of 4 is the batch of 4; the scores know better), a
+  // symbolic one before a constant — and one broadcast from 1 is found by size.
   std::vector<SymExpr> Aligned(const Node& n) const {
     std::vector<SymExpr> dims;
     const size_t rank = n.shape.size();
     for (size_t d = 0; d < rank; ++d) {
       std::optional<SymExpr> found;
+      int found_rank = -1;
       for (size_t i = 0; i < n.inputs.size(); ++i) {
         const std::vector<SymExpr>& in = In(n, i);
         if (in.size() > rank || d < rank - in.size()) continue;
         const size_t at = d - (rank - in.size());
         if (g_.node(n.inputs[i]).shape[at] != n.shape[d]) continue;
-        if (!found || (found->IsConstant() && !in[at].IsConstant())) found = in[at];
+        const bool guessed = guessed_[static_cast<size_t>(n.inputs[i])].at(at);
+        const int rank_of_this = (guessed ? 0 : 2) + (in[at].IsConstant() ? 0 : 1);
+        if (rank_of_this > found_rank) {
+          found = in[at];
+          found_rank = rank_of_this;
+          guessing_[d] = guessed;
+        }
       }
+      if (!found) guessing_[d] = true;
       dims.push_back(found ? *found : BySize(n, n.shape[d]));
     }
     return dims;
@@ -259,6 +307,7 @@ class Inference {
   std::vector<SymExpr> Matched(const Node& n) const {
     std::vector<SymExpr> dims;
     for (int64_t size : n.shape) dims.push_back(BySize(n, size));
+    guessing_.assign(dims.size(), true);
     return dims;
   }
 
@@ -327,6 +376,10 @@ class Inference {
   std::map<std::string, int> id_of_;
   std::set<int64_t> static_sizes_;  // the inputs' static dims: sizes a guess by value leaves constant
   SymbolicShapes out_;
+  // Per node, per dim: taken by its size from whatever had that size, not derived through
+  // the op; and the same for the node being inferred.
+  std::vector<std::vector<bool>> guessed_;
+  mutable std::vector<bool> guessing_;
 };
 
 }  // namespace

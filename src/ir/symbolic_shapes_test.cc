@@ -128,6 +128,26 @@ TEST(InferSymbolicShapesTest, AProductsRowsAreItsOperandsWhateverItsWidth) {
   EXPECT_EQ(t.Dims(s, first), "[batch, seq, 256]");
 }
 
+TEST(InferSymbolicShapesTest, ABroadcastsNewDimsAreWhatItsUserKnows) {
+  // batch = 4 = the heads, seq = 64 = the features: a scale and a padding mask broadcast to the
+  // scores guess their new dims by size (heads → batch, seq → 64); the scores derive them, and
+  // the sum and both broadcasts take the scores' dims.
+  Bound t({4, 64, 64});
+  t.values = {{"batch", 4}, {"seq", 64}};
+  Value mask = t.b.Parameter("mask", DType::kF32, {4, 64});
+  t.dims["mask"] = {"batch", "seq"};
+  Value heads = t.b.Transpose(t.b.Reshape(t.x, {4, 64, 4, 16}), {0, 2, 1, 3});
+  Value scores = t.b.MatMul(heads, t.b.Transpose(heads, {0, 1, 3, 2}));
+  Value scale = t.b.BroadcastTo(t.b.Scalar(0.25, DType::kF32), {4, 4, 64, 64});
+  Value padding = t.b.BroadcastTo(t.b.Unsqueeze(mask, {1, 2}), {4, 4, 64, 64});
+  Value logits = t.b.Add(t.b.Mul(scores, scale), padding);
+  const SymbolicShapes s = t.Infer(logits);
+  EXPECT_EQ(t.Dims(s, scores), "[batch, 4, seq, seq]");
+  EXPECT_EQ(t.Dims(s, logits), "[batch, 4, seq, seq]");
+  EXPECT_EQ(t.Dims(s, scale), "[batch, 4, seq, seq]");
+  EXPECT_EQ(t.Dims(s, padding), "[batch, 4, seq, seq]");
+}
+
 TEST(InferSymbolicShapesTest, AGraphWithoutSymbolicInputsHasNone) {
   GraphBuilder b;
   Value x = b.Parameter("x", DType::kF32, {2, 3});

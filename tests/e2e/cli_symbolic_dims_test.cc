@@ -6,6 +6,9 @@
 #include <stdlib.h>
 
 #include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "backend/cuda/nvrtc_compiler.h"
@@ -103,26 +106,32 @@ TEST(CliSymbolicDims, AnExportedBertRunsAtThreeShapes) {
   }
 }
 
-// The loop kernels print the sizes the symbols give over launch parameters: a model made of
-// them compiles once, and its second and third bindings find every kernel in the cache.
+// The loop kernels print the sizes the symbols give over launch parameters, and the attention
+// template takes its batch and lengths at launch: a model made of them compiles once, and its
+// second and third bindings find every kernel in the cache.
 TEST(CliSymbolicDims, ASecondAndThirdBindingCompileNoKernel) {
   ScratchDir dir;
   if (!NvrtcCompiler::Create(dir / "probe").ok()) GTEST_SKIP() << "NVRTC not available: CUDA kernels not compiled";
   setenv("TILEFUSE_CACHE_DIR", (dir / "cache").c_str(), 1);
-  const std::string model = std::string(TILEFUSE_SOURCE_DIR) + "/tests/shapes/norm_gelu_softmax_symbolic_f32.onnxtxt";
-  int first_cubins = 0;
-  for (const char* shape : {"batch=2,seq=24", "batch=3,seq=40", "batch=16,seq=128"}) {
-    CommandResult r = RunTilefuse("compile " + Quote(model) + " --backend cuda --json --shape " + shape);
-    ASSERT_EQ(r.exit_code, 0) << shape << r.out << r.err;
-    const nlohmann::json j = nlohmann::json::parse(r.out);
-    if (first_cubins == 0) {
-      first_cubins = j["cubins"].get<int>();
-      EXPECT_GT(first_cubins, 0);
-      EXPECT_EQ(j["nvrtc_compiles"].get<int>(), first_cubins) << "a cold cache compiles every unit";
-      continue;
+  const std::vector<std::pair<std::string, std::vector<std::string>>> models = {
+      {"norm_gelu_softmax_symbolic_f32", {"batch=2,seq=24", "batch=3,seq=40", "batch=16,seq=128"}},
+      {"attention_symbolic_bf16", {"batch=2,seq=100", "batch=3,seq=333", "batch=8,seq=77"}}};
+  for (const auto& [name, shapes] : models) {
+    const std::string model = std::string(TILEFUSE_SOURCE_DIR) + "/tests/shapes/" + name + ".onnxtxt";
+    int first_cubins = 0;
+    for (const std::string& shape : shapes) {
+      CommandResult r = RunTilefuse("compile " + Quote(model) + " --backend cuda --json --shape " + shape);
+      ASSERT_EQ(r.exit_code, 0) << shape << r.out << r.err;
+      const nlohmann::json j = nlohmann::json::parse(r.out);
+      if (first_cubins == 0) {
+        first_cubins = j["cubins"].get<int>();
+        EXPECT_GT(first_cubins, 0);
+        EXPECT_EQ(j["nvrtc_compiles"].get<int>(), first_cubins) << "a cold cache compiles every unit";
+        continue;
+      }
+      EXPECT_EQ(j["cubins"].get<int>(), first_cubins) << name << " " << shape;
+      EXPECT_EQ(j["nvrtc_compiles"].get<int>(), 0) << name << " " << shape << ": " << r.out;
     }
-    EXPECT_EQ(j["cubins"].get<int>(), first_cubins) << shape;
-    EXPECT_EQ(j["nvrtc_compiles"].get<int>(), 0) << shape << ": " << r.out;
   }
   // An exported BERT: every kernel compiles with its sizes over the symbols; at a second batch
   // its loop kernels come from the cache (its products, kRows a template constant, do not yet).

@@ -70,7 +70,7 @@ StatusOr<CudaLaunchable> AttentionTemplate(const Graph& g, const FusionGroup& gr
                                            const std::string& name, const CudaTarget& target) {
   if (target.attention == AttentionPath::kSplit) return Unimplemented("split attention asked for (--attention split)");
   if (target.arch != "sm_90a") return Unimplemented(fmt::format("the attention template needs sm_90a (Hopper), not {}", target.arch));
-  ASSIGN_OR_RETURN(AttentionTemplateKernel attention, LowerAttentionTemplate(g, group, inlined));
+  ASSIGN_OR_RETURN(AttentionTemplateKernel attention, LowerAttentionTemplate(g, group, inlined, target.symbolic));
   attention.name = name;
   CudaAttentionConfig config;
   if (target.overrides.attention_block_n) config.block_n = target.overrides.attention_block_n;

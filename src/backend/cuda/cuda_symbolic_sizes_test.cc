@@ -48,6 +48,28 @@ Graph Linear(int64_t batch, int64_t seq) {
   return std::move(*g);
 }
 
+// BERT-style self-attention over x [batch, seq, 256] bf16 (four heads of 64): the heads split
+// by reshape and transpose, the scaled scores plus a padding mask's term computed once from
+// mask [batch, seq] (unsqueezed to [batch, 1, 1, seq] first, as transformers does), softmax,
+// P·V. The attention template's sizes: batch · 4 entries of seq × seq scores.
+Graph SelfAttention(int64_t batch, int64_t seq) {
+  GraphBuilder b;
+  Value x = b.Parameter("x", DType::kBF16, {batch, seq, 256});
+  Value mask = b.Parameter("mask", DType::kBF16, {batch, seq});
+  auto heads = [&](const char* name, std::vector<int64_t> perm) {
+    Value w = b.Parameter(name, DType::kBF16, {256, 256});
+    return b.Transpose(b.Reshape(b.MatMul(x, w), {batch, seq, 4, 64}), std::move(perm));
+  };
+  Value q = heads("wq", {0, 2, 1, 3}), k = heads("wk", {0, 2, 3, 1}), v = heads("wv", {0, 2, 1, 3});
+  Value bias = b.Mul(b.Sub(b.Scalar(1, DType::kBF16), b.Unsqueeze(mask, {1, 2})), b.Scalar(-10000, DType::kBF16));
+  Value logits = b.Add(b.Mul(b.MatMul(q, k), b.Scalar(0.125, DType::kBF16)), bias);
+  b.Output(b.MatMul(b.Softmax(logits, 3), v), "y");
+  StatusOr<Graph> g = b.Build();
+  EXPECT_TRUE(g.ok()) << g.status().message();
+  g->set_symbolic_inputs({{{"x", {"batch", "seq", ""}}, {"mask", {"batch", "seq"}}}, {{"batch", batch}, {"seq", seq}}});
+  return std::move(*g);
+}
+
 std::vector<CudaKernelSource> Kernels(Graph graph, const TemplateOverrides& overrides = {}) {
   StatusOr<Graph> passed = RunGraphPasses(std::move(graph), PassOptions{});
   EXPECT_TRUE(passed.ok()) << passed.status().message();
@@ -136,17 +158,52 @@ TEST(CudaSymbolicSizesTest, TheGemmTemplateTakesItsRowsAtLaunch) {
     }
 }
 
+// The attention template takes the batch and the sequence length at launch, and the padding
+// mask's logits program reads the mask over them: one text for every length whose last key
+// block is partial, another for whole key blocks.
+TEST(CudaSymbolicSizesTest, TheAttentionTemplateTakesItsLengthsAtLaunch) {
+  auto attention = [](const std::vector<CudaKernelSource>& kernels) {
+    for (const CudaKernelSource& k : kernels)
+      if (k.function.find("AttentionFwdSm90") != std::string::npos) return k;
+    ADD_FAILURE() << "no attention template kernel";
+    return CudaKernelSource{};
+  };
+  const CudaKernelSource k = attention(Kernels(SelfAttention(2, 100)));
+  EXPECT_NE(k.function.find("tf::AttentionLengths{(int)(tf_sym1), (int)(tf_sym1), 0, 0}"), std::string::npos) << k.function;
+  EXPECT_NE(k.function.find("const int o0 = batch / 4 % (tf_sym0);"), std::string::npos) << k.function;
+  EXPECT_NE(k.function.find("kWholeKeyBlocks = 0"), std::string::npos) << k.function;
+  EXPECT_NE(k.function.find("* (tf_sym1) + key)]"), std::string::npos) << "the mask read at [batch][key]: " << k.function;
+  EXPECT_EQ(k.function.find("100"), std::string::npos) << k.function;
+  std::vector<int64_t> scalars;
+  for (const LaunchArg& a : k.launch.args)
+    if (a.kind == LaunchArg::Kind::kScalar) scalars.push_back(a.scalar);
+  EXPECT_EQ(scalars, (std::vector<int64_t>{2, 100}));
+  EXPECT_EQ(k.launch.grid[0], 2 * 4 * 1) << "one 128-row query block per head";
+  for (auto [batch, seq] : {std::pair<int64_t, int64_t>{3, 333}, {4, 1000}, {8, 77}})
+    EXPECT_EQ(attention(Kernels(SelfAttention(batch, seq))).function, k.function) << batch << " x " << seq;
+  const CudaKernelSource whole = attention(Kernels(SelfAttention(4, 256)));
+  EXPECT_NE(whole.function.find("kWholeKeyBlocks = 1"), std::string::npos) << whole.function;
+  EXPECT_EQ(attention(Kernels(SelfAttention(2, 1024))).function, whole.function);
+  // Without symbols the sizes are literals.
+  Graph fixed = SelfAttention(2, 100);
+  fixed.set_symbolic_inputs({});
+  EXPECT_NE(attention(Kernels(std::move(fixed))).function.find("tf::AttentionLengths{(int)100, (int)100, 0, 0}"), std::string::npos);
+}
+
 TEST(CudaSymbolicSizesTest, SymbolicKernelsCompileForHopper) {
   StatusOr<NvrtcCompiler> nvrtc = NvrtcCompiler::Create((std::filesystem::temp_directory_path() / "tilefuse_test_cache").string());
   if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available, CUDA kernels not compiled: " << nvrtc.status().ToString();
   std::vector<CudaKernelSource> kernels = Kernels(NormAndActivation(2, 24));
   for (const CudaKernelSource& k : Kernels(Linear(4, 512))) kernels.push_back(k);
-  StatusOr<CudaCubins> cubins = CompileUnits(*nvrtc, SplitIntoCompileUnits(kernels), "sm_90a");
-  ASSERT_TRUE(cubins.ok()) << cubins.status().ToString();
-  // No spills, no serialized wgmma, as every generated kernel.
-  const std::string log = cubins->PtxasLog();
-  for (const PtxasKernelInfo& k : ParsePtxasLog(log)) EXPECT_EQ(k.spill_store_bytes + k.spill_load_bytes, 0) << k.line;
-  EXPECT_EQ(log.find("are serialized"), std::string::npos) << log;
+  // Each model's kernels are their own program (their names repeat across models).
+  for (const std::vector<CudaKernelSource>& program : {kernels, Kernels(SelfAttention(3, 333))}) {
+    StatusOr<CudaCubins> cubins = CompileUnits(*nvrtc, SplitIntoCompileUnits(program), "sm_90a");
+    ASSERT_TRUE(cubins.ok()) << cubins.status().ToString();
+    // No spills, no serialized wgmma, as every generated kernel.
+    const std::string log = cubins->PtxasLog();
+    for (const PtxasKernelInfo& k : ParsePtxasLog(log)) EXPECT_EQ(k.spill_store_bytes + k.spill_load_bytes, 0) << k.line;
+    EXPECT_EQ(log.find("are serialized"), std::string::npos) << log;
+  }
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <fmt/format.h>
 #include <map>
+#include <set>
 
 #include "codegen/cuda/cuda_scalar_program.h"
 #include "codegen/emit_util.h"
@@ -83,6 +84,8 @@ class AttentionEmitter {
   AttentionEmitter(const AttentionTemplateKernel& a, const CudaAttentionConfig& c) : a_(a), c_(c) {
     if (c_.tiles == 0) c_.tiles = TilesByRule();
     if (c_.q_slots == 0) c_.q_slots = QSlotsByRule();
+    at_launch_ = SizesAtLaunch();
+    symbols_ = PrintedSymbols();
     // The second Q tile before a third K/V stage (head dim 128: 3 stages and one Q tile, or 2
     // and two, fit): measured on an H200 (2026-11-27, causal B4 H16 N4096 d128) 457 / 457 us
     // against 447 / 450.
@@ -119,6 +122,11 @@ class AttentionEmitter {
       parameters += fmt::format(", {}{}* __restrict__ b{}", buf.is_output ? "" : "const ", StorageType(buf.dtype), b);
       s.launch.args.push_back({LaunchArg::Kind::kBuffer, buf.node, {}, 0});
     }
+    // The model's symbols the sizes are printed with, passed after the buffers.
+    for (int id : symbols_) {
+      parameters += fmt::format(", const long long tf_sym{}", id);
+      s.launch.args.push_back({LaunchArg::Kind::kScalar, -1, {}, a_.symbols[static_cast<size_t>(id)]});
+    }
     std::string out = KeyBlockTables() + InteriorTables();
     out += fmt::format("extern \"C\" __global__ void __launch_bounds__({}, 1) {}({}) {{\n", threads, a_.name, parameters);
     out += ConfigStruct() + BatchStruct();
@@ -131,8 +139,9 @@ class AttentionEmitter {
       out += LogitsStruct("InteriorLogits", "interior key blocks: the logits without their mask", c_.interior.program, c_.interior.logit);
       interior_logits = Hook("InteriorLogits", c_.interior.program, c_.interior.logit);
     }
-    out += fmt::format("  tf::AttentionFwdSm90<Config>({{&map_q, &map_k, &map_v}}, {}, Batch{{}}, {}, {}, b{}, {});\n}}\n", Tables(), logits,
-                       interior_logits, a_.output, a_.logsumexp >= 0 ? fmt::format("b{}", a_.logsumexp) : "nullptr");
+    out += fmt::format("  tf::AttentionFwdSm90<Config>({{&map_q, &map_k, &map_v}}, {}, {}, Batch{{{}}}, {}, {}, b{}, {});\n}}\n", Tables(),
+                       Lengths(), SymbolArguments(BatchSymbols()), logits, interior_logits, a_.output,
+                       a_.logsumexp >= 0 ? fmt::format("b{}", a_.logsumexp) : "nullptr");
     FinishTemplateSource(s, std::move(out), SharedBytes(a_, c_));
     return s;
   }
@@ -280,7 +289,75 @@ class AttentionEmitter {
     if (AllInterior()) return "tf::kAllInterior";
     if (!HasInterior()) return "tf::kNoInterior";
     if (InteriorVaries()) return "tf::kInteriorTables";
-    return fmt::format("tf::kSameInterior, kInnerFirst = {}, kInnerLast = {}", c_.interior.blocks[0].first, c_.interior.blocks[0].last);
+    return "tf::kSameInterior";
+  }
+
+  // The kernel takes nq, nk and the batch at launch where the model's symbols give them and
+  // nothing printed depends on their values: no key-block tables (a mask that skips blocks),
+  // and interior key blocks, where only some are, that are every whole one.
+  bool SizesAtLaunch() const {
+    if (!a_.SizesAtLaunch() || SkipsKeyBlocks() || InteriorVaries()) return false;
+    if (!HasInterior() || AllInterior()) return true;
+    return c_.interior.blocks[0].first == 0 && c_.interior.blocks[0].last == a_.nk / c_.block_n - 1;
+  }
+
+  // The symbols the kernel's text names, in id order: the logits programs' and the logits'
+  // batch index's constants, and with the sizes at launch, nq, nk and the batch dims.
+  std::vector<int> PrintedSymbols() const {
+    std::set<int> ids = IndexSymbols(a_.score_batch_index);
+    ids.merge(HookSymbols(a_.logits, a_.logit));
+    if (HasInterior()) ids.merge(HookSymbols(c_.interior.program, c_.interior.logit));
+    if (at_launch_) {
+      const std::vector<int> batch = BatchSymbols();
+      ids.insert(batch.begin(), batch.end());
+      ids.merge(a_.nq_size.Symbols());
+      ids.merge(a_.nk_size.Symbols());
+    }
+    return {ids.begin(), ids.end()};
+  }
+
+  // The symbols a logits program's loads print (none where no program runs).
+  static std::set<int> HookSymbols(const Kernel& program, int logit) {
+    std::set<int> ids;
+    if (ScoreMultiplier(program, logit)) return ids;
+    for (const ScalarValue& v : program.values) ids.merge(IndexSymbols(v.index));
+    return ids;
+  }
+
+  // The symbols the Batch hook's coordinates and logits entry print.
+  std::vector<int> BatchSymbols() const {
+    std::set<int> ids = IndexSymbols(a_.score_batch_index);
+    if (at_launch_)
+      for (const SymExpr& size : a_.batch_sizes) ids.merge(size.Symbols());
+    return {ids.begin(), ids.end()};
+  }
+
+  // `ids` as a hook's members (`long long tf_sym3, tf_sym5;`) and as its initialisers.
+  static std::string SymbolMembers(const std::vector<int>& ids) {
+    std::string out;
+    for (int id : ids) out += fmt::format("{}tf_sym{}", out.empty() ? "    long long " : ", ", id);
+    return out.empty() ? out : out + ";\n";
+  }
+  static std::string SymbolArguments(const std::vector<int>& ids) {
+    std::string out;
+    for (int id : ids) out += fmt::format("{}tf_sym{}", out.empty() ? "" : ", ", id);
+    return out;
+  }
+
+  // A size as the kernel's text has it: the symbols' expression at launch, else the value.
+  std::string SizeText(const SymExpr& size, int64_t value) const {
+    return at_launch_ && !size.IsConstant() ? "(" + size.Print("tf_sym") + ")" : fmt::format("{}", value);
+  }
+
+  // tf::AttentionLengths: nq, nk and kSameInterior's interior key blocks.
+  std::string Lengths() const {
+    const std::string nq = SizeText(a_.nq_size, a_.nq), nk = SizeText(a_.nk_size, a_.nk);
+    std::string first = "0", last = "0";
+    if (HasInterior() && !AllInterior() && !InteriorVaries()) {
+      first = fmt::format("{}", c_.interior.blocks[0].first);
+      last = at_launch_ ? fmt::format("(int){} / {} - 1", nk, c_.block_n) : fmt::format("{}", c_.interior.blocks[0].last);
+    }
+    return fmt::format("tf::AttentionLengths{{(int){}, (int){}, {}, {}}}", nq, nk, first, last);
   }
 
   // The skeleton's compile-time configuration, a local class (enumerators: a local class has
@@ -291,7 +368,7 @@ class AttentionEmitter {
         "    using Element = {};\n"
         "    using Index = {};\n"
         "    enum : int {{ kBM = {}, kBN = {}, kD = {}, kDV = {}, kStages = {}, kConsumers = {}, kTiles = {}, kQSlots = {} }};\n"
-        "    enum : int {{ kNQ = {}, kNK = {}, kKMnMajor = {}, kVMnMajor = {} }};\n"
+        "    enum : int {{ kWholeKeyBlocks = {}, kKMnMajor = {}, kVMnMajor = {} }};\n"
         "    enum : int {{ kOverlap = {}, kPingPong = {}, kPolyExpEvery = {}, kZeroNanRows = {} }};\n"
         "    enum : int {{ kSkipsKeyBlocks = {}, kInterior = {} }};\n"
         "    enum : int {{ kProducerRegisters = {}, kConsumerRegisters = {} }};\n"
@@ -299,7 +376,7 @@ class AttentionEmitter {
         "    static constexpr __device__ float OutputScale() {{ return {}f; }}\n"
         "  }};\n",
         TileElementType(a_.dtype), IndexType(), c_.BlockM(), c_.block_n, a_.d, a_.dv, c_.stages, c_.consumers,
-        c_.tiles, c_.q_slots, a_.nq, a_.nk, a_.k.RowsContiguous() ? 0 : 1, a_.v.RowsContiguous() ? 0 : 1,
+        c_.tiles, c_.q_slots, a_.nk % c_.block_n == 0 ? 1 : 0, a_.k.RowsContiguous() ? 0 : 1, a_.v.RowsContiguous() ? 0 : 1,
         c_.loop == AttentionLoop::kSerial ? 0 : 1, c_.loop == AttentionLoop::kPingPong ? 1 : 0, c_.poly_exp_every,
         a_.zero_nan_rows ? 1 : 0, SkipsKeyBlocks() ? 1 : 0, InteriorKind(), kProducerRegisters, ConsumerRegisters(c_), c_.lazy_margin,
         FloatLiteral(a_.output_scale));
@@ -323,19 +400,24 @@ class AttentionEmitter {
   std::string BatchStruct() const {
     std::string coordinates;
     int64_t stride = 1;
+    SymExpr stride_size = SymExpr::Constant(1);
     for (int d = static_cast<int>(a_.batch_shape.size()) - 1; d >= 0; --d) {
-      coordinates = fmt::format("      const int o{} = batch / {} % {};\n", d, stride, a_.batch_shape[d]) + coordinates;
+      const SymExpr extent = at_launch_ ? a_.batch_sizes[d] : SymExpr::Constant(a_.batch_shape[d]);
+      coordinates = fmt::format("      const int o{} = batch / {} % {};\n", d, SizeText(stride_size, stride), SizeText(extent, a_.batch_shape[d])) +
+                    coordinates;
       stride *= a_.batch_shape[d];
+      stride_size = stride_size * extent;
     }
     return fmt::format(
         "  struct Batch {{\n"
+        "{}"
         "    __device__ __forceinline__ tf::AttentionBatch operator()(int batch) const {{\n"
         "{}"
         "      return {{{}, {}, {}}};\n"
         "    }}\n"
         "    __device__ __forceinline__ Config::Index LogitsEntry(int batch) const {{ return (Config::Index)({}); }}\n"
         "  }};\n",
-        coordinates, BatchCoordinates(a_.q), BatchCoordinates(a_.k), BatchCoordinates(a_.v), PrintIndex(a_.score_batch_index, {"batch"}));
+        SymbolMembers(BatchSymbols()), coordinates, BatchCoordinates(a_.q), BatchCoordinates(a_.k), BatchCoordinates(a_.v), PrintIndex(a_.score_batch_index, {"batch"}));
   }
 
   // The buffers a logits hook holds: those its program reads (none where the logit is the
@@ -351,6 +433,7 @@ class AttentionEmitter {
   std::string Hook(const std::string& name, const Kernel& program, int logit) const {
     std::string out = name + "{";
     for (int b : HeldBuffers(program, logit)) out += fmt::format("{}b{}", out.back() == '{' ? "" : ", ", b);
+    for (int id : HookSymbols(program, logit)) out += fmt::format("{}tf_sym{}", out.back() == '{' ? "" : ", ", id);
     return out + "}";
   }
 
@@ -377,6 +460,8 @@ class AttentionEmitter {
         given[static_cast<int>(v)] = a_.score_scale == 1 ? "score" : fmt::format("(score * {}f)", FloatLiteral(a_.score_scale));
     out += fmt::format("    typedef {} tf_index_t;\n", IndexType());
     for (int b : HeldBuffers(program, logit)) out += fmt::format("    const {}* __restrict__ b{};\n", StorageType(a_.buffers[b].dtype), b);
+    const std::set<int> symbols = HookSymbols(program, logit);
+    out += SymbolMembers({symbols.begin(), symbols.end()});
     out +=
         "    enum : int { kScoreTimesMultiplier = 0 };\n"
         "    static constexpr __device__ float Multiplier() { return 1.0f; }\n"
@@ -428,6 +513,8 @@ class AttentionEmitter {
 
   const AttentionTemplateKernel& a_;
   CudaAttentionConfig c_;
+  bool at_launch_ = false;    // SizesAtLaunch
+  std::vector<int> symbols_;  // PrintedSymbols
 };
 
 }  // namespace

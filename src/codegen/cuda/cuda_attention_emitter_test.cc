@@ -74,7 +74,7 @@ TEST(CudaAttentionEmitterTest, RaggedHeadsAreViewsOfTheInputsAndTheLastKeyBlockI
     CHECK-NEXT: using Element = tf::Bf16;
     CHECK-NEXT: using Index = int;
     CHECK-NEXT: enum : int { kBM = 128, kBN = 128, kD = 64, kDV = 64, kStages = 3, kConsumers = 2, kTiles = 1, kQSlots = 1 };
-    CHECK-NEXT: enum : int { kNQ = 200, kNK = 200, kKMnMajor = 0, kVMnMajor = 1 };
+    CHECK-NEXT: enum : int { kWholeKeyBlocks = 0, kKMnMajor = 0, kVMnMajor = 1 };
     CHECK-NEXT: enum : int { kOverlap = 0, kPingPong = 0, kPolyExpEvery = 0, kZeroNanRows = 0 };
     CHECK-NEXT: enum : int { kSkipsKeyBlocks = 0, kInterior = tf::kNoInterior };
     CHECK-NEXT: enum : int { kProducerRegisters = 24, kConsumerRegisters = 240 };
@@ -90,7 +90,7 @@ TEST(CudaAttentionEmitterTest, RaggedHeadsAreViewsOfTheInputsAndTheLastKeyBlockI
     CHECK-NEXT: Multiplier() { return 1.803368777e-01f; }
     CHECK-NEXT: };
     CHECK-NOT: score
-    CHECK-NEXT: tf::AttentionFwdSm90<Config>({&map_q, &map_k, &map_v}, tf::AttentionBlockTables{nullptr, nullptr, nullptr, nullptr, nullptr}, Batch{}, Logits{}, tf::NoLogits{}, b3, nullptr);
+    CHECK-NEXT: tf::AttentionFwdSm90<Config>({&map_q, &map_k, &map_v}, tf::AttentionBlockTables{nullptr, nullptr, nullptr, nullptr, nullptr}, tf::AttentionLengths{(int)200, (int)200, 0, 0}, Batch{}, Logits{}, tf::NoLogits{}, b3, nullptr);
   )"));
 }
 
@@ -282,7 +282,7 @@ TEST(CudaAttentionEmitterTest, InteriorBlocksSkipTheMask) {
     CHECK: struct InteriorLogits {
     CHECK-NEXT: enum : int { kScoreTimesMultiplier = 1 };
     CHECK-NEXT: Multiplier() { return 1.803368777e-01f; }
-    CHECK: tf::AttentionBlockTables{att_query_block_order, att_first_key_block, att_last_key_block, att_first_inner_block, att_last_inner_block}, Batch{}, Logits{}, InteriorLogits{}, b
+    CHECK: tf::AttentionBlockTables{att_query_block_order, att_first_key_block, att_last_key_block, att_first_inner_block, att_last_inner_block}, tf::AttentionLengths{(int)1100, (int)1100, 0, 0}, Batch{}, Logits{}, InteriorLogits{}, b
   )")) << source->function;
 }
 

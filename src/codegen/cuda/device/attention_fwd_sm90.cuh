@@ -45,7 +45,7 @@ struct AttentionBatch {
 };
 
 // Where the logits run without their mask (Config::kInterior): nowhere, in every key block,
-// in key blocks kInnerFirst .. kInnerLast of every query block, or per query block from
+// in the same key blocks of every query block (AttentionLengths), or per query block from
 // AttentionBlockTables.
 enum AttentionInterior : int { kNoInterior, kAllInterior, kSameInterior, kInteriorTables };
 
@@ -58,6 +58,15 @@ struct AttentionBlockTables {
   const short* last_key_block;
   const short* first_inner_block;
   const short* last_inner_block;
+};
+
+// The problem's sizes: literals where the kernel is generated for one shape (the compiler
+// folds them as it would Config's constants), expressions over the kernel's parameters where
+// the model's symbolic dims give them at launch. Config::kWholeKeyBlocks says whether nk is a
+// multiple of kBN.
+struct AttentionLengths {
+  int nq, nk;                    // query rows and keys of each batch entry
+  int inner_first, inner_last;   // the interior key blocks of every query block (kSameInterior)
 };
 
 // The Logits hook where none runs (every key block takes the other one).
@@ -74,9 +83,6 @@ struct AttentionShape : Config {
   static_assert(Mma::kSixteenBit, "attention_fwd_sm90: bf16 or f16 operands (P is an A fragment of registers)");
   static constexpr int kSwizzleElements = 128 / Element::kBytes;  // one 128-byte swizzle row
   static constexpr bool kKMnMajor = Config::kKMnMajor != 0, kVMnMajor = Config::kVMnMajor != 0;
-  static constexpr int kMBlocks = (Config::kNQ + Config::kBM - 1) / Config::kBM;
-  static constexpr int kKeyBlocks = (Config::kNK + Config::kBN - 1) / Config::kBN;
-  static constexpr int kCtasPerBatch = (kMBlocks + Config::kTiles - 1) / Config::kTiles;  // kTiles query blocks per CTA
   static constexpr unsigned kQBytes = Config::kBM * Config::kD * Element::kBytes;
   static constexpr unsigned kKBytes = Config::kBN * Config::kD * Element::kBytes;
   static constexpr unsigned kVBytes = Config::kBN * Config::kDV * Element::kBytes;
@@ -116,10 +122,16 @@ struct AttentionSharedMemory {
 template <class S>
 struct AttentionSchedule {
   AttentionBlockTables tables;
+  AttentionLengths lengths;
+  int m_blocks, key_blocks;  // query blocks and key blocks of a batch entry
   int batch, first_slot;
 
-  __device__ __forceinline__ AttentionSchedule(const AttentionBlockTables& t)
-      : tables(t), batch(blockIdx.x / S::kCtasPerBatch), first_slot(blockIdx.x % S::kCtasPerBatch * S::kTiles) {}
+  __device__ __forceinline__ AttentionSchedule(const AttentionBlockTables& t, const AttentionLengths& l)
+      : tables(t), lengths(l), m_blocks((l.nq + S::kBM - 1) / S::kBM), key_blocks((l.nk + S::kBN - 1) / S::kBN) {
+    const int ctas_per_batch = (m_blocks + S::kTiles - 1) / S::kTiles;  // kTiles query blocks per CTA
+    batch = blockIdx.x / ctas_per_batch;
+    first_slot = blockIdx.x % ctas_per_batch * S::kTiles;
+  }
 
   // This CTA's query block `t` and the key blocks it reads; false past its last. With the
   // tables, only the key blocks the mask leaves (others are never loaded), the query blocks
@@ -134,8 +146,8 @@ struct AttentionSchedule {
     } else {
       m_block = first_slot + t;
       kb_first = 0;
-      kb_last = S::kKeyBlocks - 1;
-      return m_block < S::kMBlocks;
+      kb_last = key_blocks - 1;
+      return m_block < m_blocks;
     }
   }
 };
@@ -149,9 +161,9 @@ namespace tf {
 
 // The kernel body. Config (see AttentionShape) gives Element, Index (of the logits' and the
 // output's elements), the tile (kBM = 64 kConsumers, kBN, kD, kDV, kStages, kTiles,
-// kQSlots), the problem (kNQ, kNK), the operands' layouts (kKMnMajor, kVMnMajor), the loop
-// (kOverlap, kPingPong), the mask's blocks (kSkipsKeyBlocks, kInterior, kInnerFirst,
-// kInnerLast), the softmax (kPolyExpEvery, LazyMargin()), zeros for rows without
+// kQSlots), whether the keys are whole key blocks (kWholeKeyBlocks), the operands' layouts
+// (kKMnMajor, kVMnMajor), the loop (kOverlap, kPingPong), the mask's blocks (kSkipsKeyBlocks,
+// kInterior), the softmax (kPolyExpEvery, LazyMargin()), zeros for rows without
 // probabilities (kZeroNanRows: the safe softmax's guard), OutputScale() and the register
 // split (kProducerRegisters, kConsumerRegisters). Batch:
 //   AttentionBatch operator()(int batch) const   batch entry → Q, K and V map coordinates
@@ -160,11 +172,12 @@ namespace tf {
 //   enum { kScoreTimesMultiplier }    1: the logit is the score times Multiplier()
 //   static float Multiplier()         what the score is multiplied by (1 when not)
 //   float operator()(Index row, int key, float score) const   the logit of (row, key)
-// `out` is [batch][kNQ][kDV]; `logsumexp`, where not null, gets each logits row's
-// log Σ exp(logit) (what a training forward saves for the backward), at the row's index in
-// the logits ([logits entry][kNQ]).
+// `lengths`: nq, nk and kSameInterior's interior key blocks. `out` is [batch][nq][kDV];
+// `logsumexp`, where not null, gets each logits row's log Σ exp(logit) (what a training
+// forward saves for the backward), at the row's index in the logits ([logits entry][nq]).
 template <class Config, class Batch, class Logits, class InteriorLogits>
-__device__ __forceinline__ void AttentionFwdSm90(const AttentionMaps& maps, const AttentionBlockTables& tables, const Batch& batch_hook,
+__device__ __forceinline__ void AttentionFwdSm90(const AttentionMaps& maps, const AttentionBlockTables& tables,
+                                                 const AttentionLengths& lengths, const Batch& batch_hook,
                                                  const Logits& logits, const InteriorLogits& interior_logits,
                                                  typename Config::Element::Storage* __restrict__ out, float* __restrict__ logsumexp) {
   using S = AttentionShape<Config>;
@@ -183,7 +196,7 @@ __device__ __forceinline__ void AttentionFwdSm90(const AttentionMaps& maps, cons
     FenceBarrierInit();
   }
   __syncthreads();
-  const AttentionSchedule<S> schedule(tables);
+  const AttentionSchedule<S> schedule(tables, lengths);
   const AttentionBatch coordinates = batch_hook(schedule.batch);
   const int warpgroup = threadIdx.x / 128;
   if (warpgroup == 0) {

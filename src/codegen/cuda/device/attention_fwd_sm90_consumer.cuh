@@ -127,7 +127,8 @@ __device__ __forceinline__ void AttentionConsume(const AttentionSharedMemory<S>&
   OnlineSoftmax<Rows> softmax(row_max, row_sum, rescale, rescaled);
   int m_block, kb_first, kb_last, row0;  // the tile's
   int inner_first, inner_last;           // the tile's interior key blocks (kSameInterior, kInteriorTables)
-  const Index score_batch = logits_entry * S::kNQ;  // the first logits row of the CTA's batch entry
+  const int nq = schedule.lengths.nq, nk = schedule.lengths.nk;
+  const Index score_batch = logits_entry * nq;  // the first logits row of the CTA's batch entry
   const Storage* q;                                 // this consumer's rows of the tile's Q
   // S = Q·Kᵀ of the K tile in `stage`, issued (not waited for).
   auto issue_qk = [&](int stage) {
@@ -155,7 +156,7 @@ __device__ __forceinline__ void AttentionConsume(const AttentionSharedMemory<S>&
   // into the multiplier); `edge` blocks also mask keys past the end.
   auto logits_and_softmax = [&](auto edge, const auto& hook, int key0) {
     using Hook = typename WithoutReference<decltype(hook)>::Type;
-    constexpr bool kRagged = decltype(edge)::kValue && S::kNK % S::kBN != 0;
+    constexpr bool kRagged = decltype(edge)::kValue && !S::kWholeKeyBlocks;
     if constexpr (kRagged || !Hook::kScoreTimesMultiplier) {
 #pragma unroll
       for (int j = 0; j < S::kBN / 8; ++j)
@@ -165,14 +166,14 @@ __device__ __forceinline__ void AttentionConsume(const AttentionSharedMemory<S>&
           for (int e = 0; e < 2; ++e) {
             const int key = key0 + 8 * j + (lane % 4) * 2 + e;
             if constexpr (kRagged) {
-              if (key >= S::kNK) {  // past the last key (TMA read zeros): masked
+              if (key >= nk) {  // past the last key (TMA read zeros): masked
                 s[j * 4 + h * 2 + e] = -INFINITY;
                 continue;
               }
             }
             if constexpr (!Hook::kScoreTimesMultiplier) {
               // Rows past the end compute (and never store) the last row's logits: no load strays.
-              const Index row = score_batch + min(row0 + 8 * h, S::kNQ - 1);
+              const Index row = score_batch + min(row0 + 8 * h, nq - 1);
               s[j * 4 + h * 2 + e] = hook(row, key, s[j * 4 + h * 2 + e]) * 1.4426950408889634f;
             }
           }
@@ -206,8 +207,8 @@ __device__ __forceinline__ void AttentionConsume(const AttentionSharedMemory<S>&
       inner_first = schedule.tables.first_inner_block[m_block];
       inner_last = schedule.tables.last_inner_block[m_block];
     } else if constexpr (S::kInterior == kSameInterior) {
-      inner_first = S::kInnerFirst;
-      inner_last = S::kInnerLast;
+      inner_first = schedule.lengths.inner_first;
+      inner_last = schedule.lengths.inner_last;
     }
     int next_m_block, next_kb_first, next_kb_last;  // ping-pong: the CTA's last query block keeps the last turn
     const bool last_tile = S::kPingPong && !(t + 1 < S::kTiles && schedule.Tile(t + 1, next_m_block, next_kb_first, next_kb_last));
@@ -232,8 +233,8 @@ __device__ __forceinline__ void AttentionConsume(const AttentionSharedMemory<S>&
       const float inverse = S::OutputScale() / total;
       const bool zeroed = S::kZeroNanRows && !(total > 0.0f);
       const int row = row0 + 8 * h;
-      if (row >= S::kNQ) continue;
-      unsigned* pairs = (unsigned*)(out + ((Index)schedule.batch * S::kNQ + row) * S::kDV + (lane % 4) * 2);
+      if (row >= nq) continue;
+      unsigned* pairs = (unsigned*)(out + ((Index)schedule.batch * nq + row) * S::kDV + (lane % 4) * 2);
 #pragma unroll
       for (int j = 0; j < S::kDV / 8; ++j)
         pairs[4 * j] = zeroed ? 0u : Element::Pack2(o[j * 4 + h * 2] * inverse, o[j * 4 + h * 2 + 1] * inverse);

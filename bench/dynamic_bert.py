@@ -134,7 +134,7 @@ def main():
     for n in [int(x) for x in a.lengths.split(",")]:
         shape = ["--shape", f"batch={a.batch},sequence={n}"]
         run = tilefuse(a.cli, ["run", full, "--backend", "cuda", "--json"] + shape, shared, False)
-        bench_args = ["bench", full, "--backend", "cuda", "--json", "--repeats", str(a.repeats)] + shape
+        bench_args = ["bench", full, "--backend", "cuda", "--json", "--fused-only", "--repeats", str(a.repeats)] + shape
         symbolic = tilefuse(a.cli, bench_args, shared, False)["fused"]["ms"]
         exact = tilefuse(a.cli, bench_args, tempfile.mkdtemp(prefix="tilefuse-bert-exact-"), True)["fused"]["ms"]
         row = {"length": n, "compiled": run["jit_compiles"], "symbolic_ms": symbolic, "exact_ms": exact, "ratio": symbolic / exact}

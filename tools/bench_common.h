@@ -24,6 +24,7 @@ struct BenchOptions {
   bool json = false;
   bool tune = false;  // the fused kernels tuned first
   bool strict = false;  // a group on the reference interpreter is an error, not a warning
+  bool fused_only = false;  // no unfused variant: its compile and its run skipped
   int device = 0;     // cuda: the GPU's ordinal
   CudaPathChoices cuda_paths;  // cuda: --gemm, --precision and the rest, as `run` takes them
 };

@@ -10,6 +10,7 @@
 // the time goes, with each group's TF/s and % of copy from its own flops and bytes.
 #include <algorithm>
 #include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -122,12 +123,13 @@ void PrintText(const nlohmann::json& j) {
              "cold ms", "warm ms");
   for (const char* name : {"fused", "unfused"}) {
     const nlohmann::json& v = j[name];
+    if (v.is_null()) continue;  // --fused-only
     fmt::print("{:<8} {:>7} {:>6} {:>11.1f} {:>8.1f} {:>6.1f}% {:>6.1f}% {:>11.1f} {:>11.1f}\n", name, v["kernels"].get<int>(),
                v["cuda_graph"].get<bool>() ? "yes" : "no", v["ms"].get<double>() * 1000, v["tflops"].get<double>(),
                v["pct_of_copy"].get<double>(), v["pct_of_same_size_copy"].get<double>(), v["compile_cold_ms"].get<double>(),
                v["compile_warm_ms"].get<double>());
   }
-  fmt::print("speedup (unfused time / fused time): {:.2f}x\n", j["speedup"].get<double>());
+  if (!j["speedup"].is_null()) fmt::print("speedup (unfused time / fused time): {:.2f}x\n", j["speedup"].get<double>());
   fmt::print("fused groups one by one (device events around each; their sum exceeds the graph's time by launch gaps):\n");
   fmt::print("  {:>5} {:<14} {:>9} {:>6} {:>7} {:>7}  {}\n", "group", "kind", "us", "share", "TF/s", "% copy", "how");
   for (const nlohmann::json& g : j["groups"]) {
@@ -152,7 +154,10 @@ Status BenchCuda(const BenchOptions& options) {
   ASSIGN_OR_RETURN(double copy_bytes_per_s, MeasureGpuCopyBandwidth(options.device));
   const double copy_gbps = copy_bytes_per_s / 1e9;
   ASSIGN_OR_RETURN(CudaVariant fused, BenchVariant(passed, true, inputs, options));
-  ASSIGN_OR_RETURN(CudaVariant unfused, BenchVariant(passed, false, inputs, options));
+  std::optional<CudaVariant> unfused;
+  if (!options.fused_only) {
+    ASSIGN_OR_RETURN(unfused, BenchVariant(passed, false, inputs, options));
+  }
   const double flops = fused.compiled->flops();
   const int input_sets = fused.input_sets;
   ASSIGN_OR_RETURN(std::vector<Tensor> outputs, fused.compiled->Run(inputs));
@@ -165,8 +170,8 @@ Status BenchCuda(const BenchOptions& options) {
                       {"repeats", options.repeats}, {"warmup", options.warmup}, {"input_sets", input_sets}, {"bytes", bytes},
                       {"flops", flops}, {"copy_gbps", copy_gbps}, {"same_size_copy_us", same_size_copy_us}};
   j["fused"] = VariantJson(fused, bytes, flops, copy_gbps, same_size_copy_us);
-  j["unfused"] = VariantJson(unfused, bytes, flops, copy_gbps, same_size_copy_us);
-  j["speedup"] = unfused.run_ms / fused.run_ms;
+  j["unfused"] = unfused ? VariantJson(*unfused, bytes, flops, copy_gbps, same_size_copy_us) : nlohmann::json();
+  j["speedup"] = unfused ? nlohmann::json(unfused->run_ms / fused.run_ms) : nlohmann::json();
   ASSIGN_OR_RETURN(j["groups"], GroupsJson(*fused.compiled, inputs, copy_gbps));
   if (options.json) {
     fmt::print("{}\n", j.dump(2));

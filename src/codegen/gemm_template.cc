@@ -308,7 +308,10 @@ StatusOr<GemmTemplateKernel> LowerGemmTemplate(const Graph& g, const FusionGroup
   if (!half && t.batch != 1)
     return Unimplemented(fmt::format("the {} GEMM template takes a B shared by every batch entry (a weight) only", kind));
   // A read through its prologue's views instead of the copy the prologue would make (with a
-  // shared B only: its rows fold every batch entry).
+  // shared B only: its rows fold every batch entry). A batched B is read [K][N]: whole 16-byte
+  // rows of N (BERT's scores at 100 keys: Kᵀ [64][100] is no TMA operand).
+  if (t.batch != 1 && t.n % unit != 0)
+    return Unimplemented(fmt::format("N = {} must be a multiple of {} for TMA's 16-byte row strides (a batched B read [K][N])", t.n, unit));
   if (t.batch != 1) return t;
   const std::vector<FusionGroup> prologues = PrologueGroups(g, group, split);
   std::vector<int> materialized;

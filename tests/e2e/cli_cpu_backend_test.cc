@@ -194,6 +194,19 @@ TEST_F(CliCpuBackend, BenchJsonHasTheDocumentedFields) {
   EXPECT_LE(j["fused"]["kernels"].get<int>(), j["unfused"]["kernels"].get<int>());
 }
 
+TEST_F(CliCpuBackend, BenchFusedOnlySkipsTheUnfusedModel) {
+  CommandResult r = RunTilefuse("bench " + Quote(Example("gelu_manual.onnxtxt")) + " --json --fused-only --repeats 3 --warmup 1 --copy-mib 16");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  nlohmann::json j = ParseJson(r.out);
+  EXPECT_GT(j["fused"]["ms"].get<double>(), 0);
+  EXPECT_TRUE(j["unfused"].is_null()) << r.out;
+  EXPECT_TRUE(j["speedup"].is_null()) << r.out;
+  CommandResult text = RunTilefuse("bench " + Quote(Example("gelu_manual.onnxtxt")) + " --fused-only --repeats 3 --warmup 1 --copy-mib 16");
+  ASSERT_EQ(text.exit_code, 0) << text.out << text.err;
+  EXPECT_NE(text.out.find("fused "), std::string::npos) << text.out;
+  EXPECT_EQ(text.out.find("unfused "), std::string::npos) << text.out;
+}
+
 TEST_F(CliCpuBackend, UnknownBackendIsAUsageError) {
   CommandResult r = RunTilefuse("run " + Quote(Example("gelu_manual.onnxtxt")) + " --backend tpu");
   EXPECT_EQ(r.exit_code, 2) << r.out << r.err;

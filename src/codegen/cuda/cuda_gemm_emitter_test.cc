@@ -593,6 +593,9 @@ TEST(CudaGemmEmitterTest, WhatTheTemplateDoesNotTakeComesWithTheReason) {
       {"  y = MatMul (x, w)\n", "g (bfloat16[64,60] x, bfloat16[60,64] w) => (bfloat16[64,64] y)", "K = 60 must be a multiple of 8"},
       {"  y = MatMul (x, w)\n", "g (bfloat16[64,64] x, bfloat16[64,61] w) => (bfloat16[64,61] y)", "N = 61 must be a multiple of 8"},
       {"  y = MatMul (x, w)\n", "g (bfloat16[64,64] x, bfloat16[3,64,64] w) => (bfloat16[3,64,64] y)", "broadcast"},
+      // Scores at 100 keys: Kᵀ [64][100] per batch entry has 200-byte rows.
+      {"  y = MatMul (q, k)\n", "g (bfloat16[3,100,64] q, bfloat16[3,64,100] k) => (bfloat16[3,100,100] y)",
+       "N = 100 must be a multiple of 8 for TMA's 16-byte row strides (a batched B"},
       {"  p = MatMul (x, w)\n  t = Transpose <perm = [1, 0]> (p)\n  y = Relu (t)\n",
        "g (bfloat16[64,64] x, bfloat16[64,64] w) => (bfloat16[64,64] y)", "through a view"},
   };

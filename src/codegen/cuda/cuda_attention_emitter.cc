@@ -140,7 +140,7 @@ class AttentionEmitter {
       interior_logits = Hook("InteriorLogits", c_.interior.program, c_.interior.logit);
     }
     out += fmt::format("  tf::AttentionFwdSm90<Config>({{&map_q, &map_k, &map_v}}, {}, {}, Batch{{{}}}, {}, {}, b{}, {});\n}}\n", Tables(),
-                       Lengths(), SymbolArguments(BatchSymbols()), logits, interior_logits, a_.output,
+                       Lengths(), SymbolArguments(BatchSymbols(), "Config::Index"), logits, interior_logits, a_.output,
                        a_.logsumexp >= 0 ? fmt::format("b{}", a_.logsumexp) : "nullptr");
     FinishTemplateSource(s, std::move(out), SharedBytes(a_, c_));
     return s;
@@ -332,15 +332,16 @@ class AttentionEmitter {
     return {ids.begin(), ids.end()};
   }
 
-  // `ids` as a hook's members (`long long tf_sym3, tf_sym5;`) and as its initialisers.
-  static std::string SymbolMembers(const std::vector<int>& ids) {
+  // `ids` as a hook's members of type `type` (`int tf_sym3, tf_sym5;`: a division by a length
+  // in the index type, 32 bits where the indexes are) and as its initialisers.
+  static std::string SymbolMembers(const std::vector<int>& ids, const std::string& type) {
     std::string out;
-    for (int id : ids) out += fmt::format("{}tf_sym{}", out.empty() ? "    long long " : ", ", id);
+    for (int id : ids) out += fmt::format("{}tf_sym{}", out.empty() ? "    " + type + " " : ", ", id);
     return out.empty() ? out : out + ";\n";
   }
-  static std::string SymbolArguments(const std::vector<int>& ids) {
+  static std::string SymbolArguments(const std::vector<int>& ids, const std::string& type) {
     std::string out;
-    for (int id : ids) out += fmt::format("{}tf_sym{}", out.empty() ? "" : ", ", id);
+    for (int id : ids) out += fmt::format("{}({})tf_sym{}", out.empty() ? "" : ", ", type, id);
     return out;
   }
 
@@ -417,7 +418,7 @@ class AttentionEmitter {
         "    }}\n"
         "    __device__ __forceinline__ Config::Index LogitsEntry(int batch) const {{ return (Config::Index)({}); }}\n"
         "  }};\n",
-        SymbolMembers(BatchSymbols()), coordinates, BatchCoordinates(a_.q), BatchCoordinates(a_.k), BatchCoordinates(a_.v), PrintIndex(a_.score_batch_index, {"batch"}));
+        SymbolMembers(BatchSymbols(), "Config::Index"), coordinates, BatchCoordinates(a_.q), BatchCoordinates(a_.k), BatchCoordinates(a_.v), PrintIndex(a_.score_batch_index, {"batch"}));
   }
 
   // The buffers a logits hook holds: those its program reads (none where the logit is the
@@ -433,7 +434,7 @@ class AttentionEmitter {
   std::string Hook(const std::string& name, const Kernel& program, int logit) const {
     std::string out = name + "{";
     for (int b : HeldBuffers(program, logit)) out += fmt::format("{}b{}", out.back() == '{' ? "" : ", ", b);
-    for (int id : HookSymbols(program, logit)) out += fmt::format("{}tf_sym{}", out.back() == '{' ? "" : ", ", id);
+    for (int id : HookSymbols(program, logit)) out += fmt::format("{}({}::tf_index_t)tf_sym{}", out.back() == '{' ? "" : ", ", name, id);
     return out + "}";
   }
 
@@ -461,7 +462,7 @@ class AttentionEmitter {
     out += fmt::format("    typedef {} tf_index_t;\n", IndexType());
     for (int b : HeldBuffers(program, logit)) out += fmt::format("    const {}* __restrict__ b{};\n", StorageType(a_.buffers[b].dtype), b);
     const std::set<int> symbols = HookSymbols(program, logit);
-    out += SymbolMembers({symbols.begin(), symbols.end()});
+    out += SymbolMembers({symbols.begin(), symbols.end()}, "tf_index_t");
     out +=
         "    enum : int { kScoreTimesMultiplier = 0 };\n"
         "    static constexpr __device__ float Multiplier() { return 1.0f; }\n"

@@ -1275,13 +1275,16 @@ CudaKernelSource LoopKernelSource(const Kernel& k, const CudaKernelConfig& c, co
     s.function += fmt::format("{}{}{}* __restrict__ b{}", s.num_params++ ? ", " : "", buf.is_output ? "" : "const ", StorageType(buf.dtype), b);
   }
   const std::vector<int> symbols = PrintedSymbols(k);
-  for (int id : symbols) s.function += fmt::format("{}const long long tf_sym{}", s.num_params++ ? ", " : "", id);
+  for (int id : symbols) s.function += fmt::format("{}const long long tf_sym_arg{}", s.num_params++ ? ", " : "", id);
   s.function += extra_parameters + ") {\n" + kAwaitPriorGrid;
   // 32-bit index arithmetic (cheaper, and divisions by constants much cheaper) when
   // every offset and loop bound fits with room for the grid-stride step.
   int64_t largest = k.outer * std::max<int64_t>(1, k.inner);
   for (const KernelBuffer& b : k.buffers) largest = std::max(largest, b.elements);
   s.function += fmt::format("  typedef {} tf_index_t;\n", largest < (int64_t{1} << 30) ? "int" : "int64_t");
+  // The symbols in the index type: a division by a launch's length in 32 bits, not 64 (the
+  // sizes they give are among the elements counted above).
+  for (int id : symbols) s.function += fmt::format("  const tf_index_t tf_sym{0} = (tf_index_t)tf_sym_arg{0};\n", id);
   s.function += body + "}\n";
   s.launch.awaits_prior_grid = true;
   s.work_blocks = work_blocks;

@@ -165,16 +165,17 @@ __device__ __forceinline__ void AttentionConsume(const AttentionSharedMemory<S>&
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
             const int key = key0 + 8 * j + (lane % 4) * 2 + e;
-            if constexpr (kRagged) {
-              if (key >= nk) {  // past the last key (TMA read zeros): masked
-                s[j * 4 + h * 2 + e] = -INFINITY;
-                continue;
-              }
-            }
             if constexpr (!Hook::kScoreTimesMultiplier) {
-              // Rows past the end compute (and never store) the last row's logits: no load strays.
+              // Rows past the end compute (and never store) the last row's logits, keys past
+              // the end the last key's (masked below): no load strays, and every element runs
+              // the same program, whose row-only part the compiler then computes once a row
+              // (a division by the launch's length, where it is one).
               const Index row = score_batch + min(row0 + 8 * h, nq - 1);
-              s[j * 4 + h * 2 + e] = hook(row, key, s[j * 4 + h * 2 + e]) * 1.4426950408889634f;
+              const int clamped = kRagged ? min(key, nk - 1) : key;
+              s[j * 4 + h * 2 + e] = hook(row, clamped, s[j * 4 + h * 2 + e]) * 1.4426950408889634f;
+            }
+            if constexpr (kRagged) {
+              if (key >= nk) s[j * 4 + h * 2 + e] = -INFINITY;  // past the last key (TMA read zeros): masked
             }
           }
     }

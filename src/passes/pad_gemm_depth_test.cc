@@ -30,6 +30,30 @@ const Node& TheProduct(const Graph& g) {
   return g.node(0);
 }
 
+TEST(PadGemmDepthTest, AttentionsProductOfProbabilitiesIsNotPadded) {
+  // BERT at 777 tokens: P·V's depth is the keys (777, not a multiple of 8) and it is large
+  // enough to pad, but the attention template takes any number of keys, and a padded P is no
+  // attention the matcher finds.
+  GraphBuilder b;
+  Value p = b.Parameter("scores", DType::kBF16, {8, 12, 777, 777});
+  Value v = b.Parameter("v", DType::kBF16, {8, 12, 777, 64});
+  Value x = b.Cast(p, DType::kF32);
+  Value e = b.Unary(OpCode::kExp, b.Sub(x, b.BroadcastTo(b.Reduce(OpCode::kReduceMax, x, {3}, true), {8, 12, 777, 777})));
+  Value probs = b.Div(e, b.BroadcastTo(b.Reduce(OpCode::kReduceSum, e, {3}, true), {8, 12, 777, 777}));
+  b.Output(b.MatMul(b.Cast(probs, DType::kBF16), v), "o");
+  auto graph = b.Build();
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  auto padded = PadGemmDepth(*graph);
+  ASSERT_TRUE(padded.ok()) << padded.status().ToString();
+  EXPECT_EQ(CountOps(*padded, OpCode::kConcat), 0);
+  EXPECT_EQ(padded->node(TheProduct(*padded).inputs[0]).shape.back(), 777);
+  // The same product of another value is padded.
+  Graph plain = Product(DType::kBF16, {8, 12, 777, 777}, {8, 12, 777, 64});
+  auto padded_plain = PadGemmDepth(plain);
+  ASSERT_TRUE(padded_plain.ok());
+  EXPECT_EQ(CountOps(*padded_plain, OpCode::kConcat), 2);
+}
+
 TEST(PadGemmDepthTest, AnUnalignedDepthIsPaddedWithZerosAndTheProductKeepsItsValues) {
   // Large enough to be padded (2^30 multiply-adds), small enough for the reference: the
   // values are checked on a graph of the same form with the threshold's shapes scaled down

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The attention template with its batch and lengths at launch, on a GPU: the symbolic self-attention
-# model at several bindings (--check --strict, the kernels each compiled: the cache starts empty),
+# and causal attention models at several bindings (--check --strict, the kernels each compiled: the cache starts empty),
 # under compute-sanitizer, the fixed-size attention cases' times (their kernels' text changed: the
 # lengths now come as a struct the compiler folds), and BERT-base through one compiled model at
 # lengths 100 ... 2048 against kernels compiled for each length (bench/dynamic_bert.py).
-# Usage: bash bench/experiments/symbolic_attention.sh BUNDLE_DIR OUT_DIR   (GTEST=filter first, BERT=0 skips it)
+# Usage: bash bench/experiments/symbolic_attention.sh BUNDLE_DIR OUT_DIR   (GTEST=filter first, BERT=0 skips it,
+#        CASES=0 the attention cases' times)
 set -uo pipefail
 B=${1:?bundle folder (build-gpu/bundle)}
 OUT=${2:?output folder}
@@ -22,8 +23,15 @@ if o=$(timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/tile
 else
   echo "MEMCHECK FAIL $A" | tee -a "$log"; echo "$o" | grep -v '^=========  ' | tail -15 | tee -a "$log"
 fi
+C=tests/shapes/causal_attention_symbolic_bf16.onnxtxt
+bindings $C batch=2,seq=1000 batch=2,seq=1100 batch=3,seq=777 batch=1,seq=300 batch=16,seq=2000 batch=4,seq=4000 batch=2,seq=130
+if o=$(timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/tilefuse" run $C --backend cuda --shape batch=2,seq=1100 2>&1); then
+  echo "CLEAN $C batch=2,seq=1100" | tee -a "$log"
+else
+  echo "MEMCHECK FAIL $C" | tee -a "$log"; echo "$o" | grep -v '^=========  ' | tail -15 | tee -a "$log"
+fi
 bindings tests/models/bert_tiny_dynamic/model.onnx batch=2,sequence=24 batch=3,sequence=40 batch=8,sequence=64
-for m in bench/cases/attention_bf16_b4h16n4096d128.onnxtxt bench/cases/attention_bf16_b4h16n4096d64.onnxtxt \
+[ "${CASES:-1}" = 1 ] && for m in bench/cases/attention_bf16_b4h16n4096d128.onnxtxt bench/cases/attention_bf16_b4h16n4096d64.onnxtxt \
          bench/cases/attention_causal_bf16_b4h16n4096d128.onnxtxt bench/cases/attention_causal_bf16_b4h16n4096d64.onnxtxt \
          bench/cases/gpt_block_bf16_b8t2048d1024h16.onnxtxt; do
   echo "bench $m: $("$B/tilefuse" bench "$m" --backend cuda --repeats 30 --json 2>/dev/null | python3 -c "import json,sys; print(json.load(sys.stdin)['fused']['ms'])") ms" | tee -a "$log"

@@ -1,8 +1,8 @@
 // LaunchSpec: how one generated kernel is launched, as the emitter decided it — a 3-D grid
 // and block, a thread-block cluster, dynamic shared memory, and the parameters in order:
 // a graph value's device address, a TMA descriptor over a graph value (encoded by the
-// backend once it knows the address), a 64-bit scalar, or an address inside the kernel's
-// scratch memory. The loop templates fill it with a 1-D grid of buffers; the compute-bound
+// backend once it knows the address), a 64-bit scalar, an address inside the kernel's
+// scratch memory, or a struct's bytes. The loop templates fill it with a 1-D grid of buffers; the compute-bound
 // templates need the rest.
 #pragma once
 
@@ -46,11 +46,14 @@ struct TensorMapArg {
 };
 
 struct LaunchArg {
-  enum class Kind { kBuffer, kTensorMap, kScalar, kScratch };
+  enum class Kind { kBuffer, kTensorMap, kScalar, kScratch, kBytes };
   Kind kind = Kind::kBuffer;
   int node = -1;       // kBuffer: the graph value whose device address is passed
   TensorMapArg map;    // kTensorMap
   int64_t scalar = 0;  // kScalar; kScratch: the byte offset into the scratch memory
+  // kBytes: a struct parameter's bytes, passed by value (the attention template's key-block
+  // tables where the lengths come at launch: data of this binding, not text of the kernel).
+  std::vector<uint8_t> bytes;
 };
 
 // The scratch memory's first bytes: every split kernel's tile counters (zero between

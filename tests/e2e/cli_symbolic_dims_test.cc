@@ -115,7 +115,8 @@ TEST(CliSymbolicDims, ASecondAndThirdBindingCompileNoKernel) {
   setenv("TILEFUSE_CACHE_DIR", (dir / "cache").c_str(), 1);
   const std::vector<std::pair<std::string, std::vector<std::string>>> models = {
       {"norm_gelu_softmax_symbolic_f32", {"batch=2,seq=24", "batch=3,seq=40", "batch=16,seq=128"}},
-      {"attention_symbolic_bf16", {"batch=2,seq=100", "batch=3,seq=333", "batch=8,seq=77"}}};
+      {"attention_symbolic_bf16", {"batch=2,seq=100", "batch=3,seq=333", "batch=8,seq=77"}},
+      {"causal_attention_symbolic_bf16", {"batch=2,seq=1000", "batch=2,seq=1100", "batch=3,seq=777"}}};
   for (const auto& [name, shapes] : models) {
     const std::string model = std::string(TILEFUSE_SOURCE_DIR) + "/tests/shapes/" + name + ".onnxtxt";
     int first_cubins = 0;

@@ -3,6 +3,8 @@
 // the same code decisions. Needs NVRTC for the compile check, no GPU.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <set>
 
@@ -67,6 +69,24 @@ Graph SelfAttention(int64_t batch, int64_t seq) {
   StatusOr<Graph> g = b.Build();
   EXPECT_TRUE(g.ok()) << g.status().message();
   g->set_symbolic_inputs({{{"x", {"batch", "seq", ""}}, {"mask", {"batch", "seq"}}}, {{"batch", batch}, {"seq", seq}}});
+  return std::move(*g);
+}
+
+// Causal self-attention over q, k, v [batch, 4, seq, 64] bf16: the mask key <= row from iotas
+// (generators: recomputed in the kernel), -inf above the diagonal.
+Graph CausalAttention(int64_t batch, int64_t seq) {
+  GraphBuilder b;
+  Value q = b.Parameter("q", DType::kBF16, {batch, 4, seq, 64});
+  Value k = b.Parameter("k", DType::kBF16, {batch, 4, seq, 64});
+  Value v = b.Parameter("v", DType::kBF16, {batch, 4, seq, 64});
+  Value scores = b.Mul(b.MatMul(q, b.Transpose(k, {0, 1, 3, 2})), b.Scalar(0.125, DType::kBF16));
+  Value above = b.Binary(OpCode::kGreater, b.Iota({seq, seq}, 1, DType::kI64), b.Iota({seq, seq}, 0, DType::kI64));
+  Value logits = b.Where(above, b.Scalar(-INFINITY, DType::kBF16), scores);
+  b.Output(b.MatMul(b.Softmax(logits, 3), v), "y");
+  StatusOr<Graph> g = b.Build();
+  EXPECT_TRUE(g.ok()) << g.status().message();
+  const std::vector<std::string> dims = {"batch", "", "seq", ""};
+  g->set_symbolic_inputs({{{"q", dims}, {"k", dims}, {"v", dims}}, {{"batch", batch}, {"seq", seq}}});
   return std::move(*g);
 }
 
@@ -190,13 +210,50 @@ TEST(CudaSymbolicSizesTest, TheAttentionTemplateTakesItsLengthsAtLaunch) {
   EXPECT_NE(attention(Kernels(std::move(fixed))).function.find("tf::AttentionLengths{(int)100, (int)100, 0, 0}"), std::string::npos);
 }
 
+// Causal attention skips the key blocks above the diagonal: with the lengths at launch, its
+// key-block tables are a parameter of this binding (a power of two of query blocks in the text),
+// so lengths with as many query blocks' capacity share the kernel.
+TEST(CudaSymbolicSizesTest, ACausalMasksKeyBlockTablesArePassedAtLaunch) {
+  auto attention = [](const std::vector<CudaKernelSource>& kernels) {
+    for (const CudaKernelSource& k : kernels)
+      if (k.function.find("AttentionFwdSm90") != std::string::npos) return k;
+    ADD_FAILURE() << "no attention template kernel";
+    return CudaKernelSource{};
+  };
+  TemplateOverrides one_tile;
+  one_tile.attention_tiles = 1;  // (the rule's tiles a CTA follow the CTA count)
+  const CudaKernelSource k = attention(Kernels(CausalAttention(2, 1000), one_tile));
+  EXPECT_NE(k.function.find("const __grid_constant__ tf::AttentionTableParameter<16> tables"), std::string::npos) << k.function;
+  EXPECT_NE(k.function.find("kSkipsKeyBlocks = 1"), std::string::npos) << k.function;
+  EXPECT_NE(k.function.find("tables.Tables()"), std::string::npos) << k.function;
+  EXPECT_EQ(k.function.find("_key_block[]"), std::string::npos) << "no tables in the text: " << k.function;
+  const LaunchArg* tables = nullptr;
+  for (const LaunchArg& a : k.launch.args)
+    if (a.kind == LaunchArg::Kind::kBytes) tables = &a;
+  ASSERT_NE(tables, nullptr);
+  ASSERT_EQ(tables->bytes.size(), 5u * 16 * 2);
+  std::vector<int16_t> t(5 * 16);
+  std::memcpy(t.data(), tables->bytes.data(), tables->bytes.size());
+  // 1000 rows: 8 query blocks of 128; block m reads key blocks 0..m, the heaviest first.
+  for (int m = 0; m < 8; ++m) {
+    EXPECT_EQ(t[16 + m], 0) << m;      // first key block
+    EXPECT_EQ(t[32 + m], m) << m;      // last key block
+    EXPECT_EQ(t[m], 7 - m) << m;       // the order: most key blocks first
+  }
+  EXPECT_EQ(t[8], -1) << "past the query blocks: none";
+  for (int64_t seq : {1500, 1100, 2047})
+    EXPECT_EQ(attention(Kernels(CausalAttention(2, seq), one_tile)).function, k.function) << seq;
+  EXPECT_NE(attention(Kernels(CausalAttention(2, 2049), one_tile)).function.find("AttentionTableParameter<32>"), std::string::npos)
+      << "17 query blocks: a capacity of 32";
+}
+
 TEST(CudaSymbolicSizesTest, SymbolicKernelsCompileForHopper) {
   StatusOr<NvrtcCompiler> nvrtc = NvrtcCompiler::Create((std::filesystem::temp_directory_path() / "tilefuse_test_cache").string());
   if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available, CUDA kernels not compiled: " << nvrtc.status().ToString();
   std::vector<CudaKernelSource> kernels = Kernels(NormAndActivation(2, 24));
   for (const CudaKernelSource& k : Kernels(Linear(4, 512))) kernels.push_back(k);
   // Each model's kernels are their own program (their names repeat across models).
-  for (const std::vector<CudaKernelSource>& program : {kernels, Kernels(SelfAttention(3, 333))}) {
+  for (const std::vector<CudaKernelSource>& program : {kernels, Kernels(SelfAttention(3, 333)), Kernels(CausalAttention(2, 1000))}) {
     StatusOr<CudaCubins> cubins = CompileUnits(*nvrtc, SplitIntoCompileUnits(program), "sm_90a");
     ASSERT_TRUE(cubins.ok()) << cubins.status().ToString();
     // No spills, no serialized wgmma, as every generated kernel.

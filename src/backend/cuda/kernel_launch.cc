@@ -103,6 +103,9 @@ Status LaunchKernel(const CudaDevice& device, CUfunction function, const LaunchS
         pointers.push_back(scratch + static_cast<CUdeviceptr>(arg.scalar));
         params.push_back(&pointers.back());
         break;
+      case LaunchArg::Kind::kBytes:  // the driver copies the struct's bytes at the launch (and a capture)
+        params.push_back(const_cast<uint8_t*>(arg.bytes.data()));
+        break;
     }
   }
   CUlaunchConfig config = {};

@@ -1,6 +1,7 @@
 #include "codegen/cuda/cuda_attention_emitter.h"
 
 #include <algorithm>
+#include <cstring>
 #include <fmt/format.h>
 #include <map>
 #include <set>
@@ -18,6 +19,9 @@ constexpr int kProducerRegisters = 24;
 // register file's 64K over 512 threads, less the producer's share).
 int ConsumerRegisters(const CudaAttentionConfig& c) { return c.consumers == 3 ? 160 : 240; }
 constexpr float kLazyMarginByRule = -2;  // CudaAttentionConfig's default: Resolve decides
+// tf::AttentionTableParameter's largest capacity: 10 bytes a query block, 2.5 KB of the 4 KB of
+// parameters (the three tensor maps take 384 bytes); 32768 rows at 128 a block.
+constexpr int kMaxTableCapacity = 256;
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -122,6 +126,12 @@ class AttentionEmitter {
       parameters += fmt::format(", {}{}* __restrict__ b{}", buf.is_output ? "" : "const ", StorageType(buf.dtype), b);
       s.launch.args.push_back({LaunchArg::Kind::kBuffer, buf.node, {}, 0});
     }
+    if (tables_at_launch_) {
+      parameters += fmt::format(", const __grid_constant__ tf::AttentionTableParameter<{}> tables", table_capacity_);
+      LaunchArg tables{LaunchArg::Kind::kBytes, -1, {}, 0};
+      tables.bytes = TableBytes();
+      s.launch.args.push_back(std::move(tables));
+    }
     // The model's symbols the sizes are printed with, passed after the buffers.
     for (int id : symbols_) {
       parameters += fmt::format(", const long long tf_sym{}", id);
@@ -219,8 +229,7 @@ class AttentionEmitter {
   // (kTiles slots per CTA, -1: none): most key blocks first, so the short ones fill the last
   // wave; with several tiles per CTA, the heaviest left paired with the lightest left, so that
   // the CTAs' work is about equal.
-  std::string KeyBlockTables() const {
-    if (!SkipsKeyBlocks()) return "";
+  std::vector<int> QueryBlockOrder() const {
     std::vector<int> order(c_.key_blocks.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
     auto work = [&](int m) { return c_.key_blocks[m].last - c_.key_blocks[m].first; };
@@ -231,17 +240,50 @@ class AttentionEmitter {
       if (c_.tiles > 1 && heavy < light) slots.push_back(order[--light]);
     }
     while (slots.size() % c_.tiles != 0) slots.push_back(-1);
-    std::string first, last, by_work;
-    for (size_t i = 0; i < order.size(); ++i) {
-      first += fmt::format("{}{}", i ? ", " : "", c_.key_blocks[i].first);
-      last += fmt::format("{}{}", i ? ", " : "", c_.key_blocks[i].last);
-    }
-    for (size_t i = 0; i < slots.size(); ++i) by_work += fmt::format("{}{}", i ? ", " : "", slots[i]);
+    return slots;
+  }
+  static std::string Joined(const std::vector<int>& values) {
+    std::string out;
+    for (size_t i = 0; i < values.size(); ++i) out += fmt::format("{}{}", i ? ", " : "", values[i]);
+    return out;
+  }
+  std::vector<int> Firsts(const std::vector<KeyBlockRange>& ranges) const {
+    std::vector<int> out;
+    for (const KeyBlockRange& r : ranges) out.push_back(r.first);
+    return out;
+  }
+  std::vector<int> Lasts(const std::vector<KeyBlockRange>& ranges) const {
+    std::vector<int> out;
+    for (const KeyBlockRange& r : ranges) out.push_back(r.last);
+    return out;
+  }
+  std::string KeyBlockTables() const {
+    if (!SkipsKeyBlocks() || tables_at_launch_) return "";
     return fmt::format(
         "static __device__ const short {0}_first_key_block[] = {{{1}}};\n"
         "static __device__ const short {0}_last_key_block[] = {{{2}}};\n"
         "static __device__ const short {0}_query_block_order[] = {{{3}}};\n",
-        a_.name, first, last, by_work);
+        a_.name, Joined(Firsts(c_.key_blocks)), Joined(Lasts(c_.key_blocks)), Joined(QueryBlockOrder()));
+  }
+
+  // tf::AttentionTableParameter's bytes: the five tables of `table_capacity_` shorts each.
+  std::vector<uint8_t> TableBytes() const {
+    std::vector<int16_t> values(5 * static_cast<size_t>(table_capacity_), -1);
+    auto put = [&](int table, const std::vector<int>& entries) {
+      for (size_t i = 0; i < entries.size(); ++i) values[table * table_capacity_ + i] = static_cast<int16_t>(entries[i]);
+    };
+    if (SkipsKeyBlocks()) {
+      put(0, QueryBlockOrder());
+      put(1, Firsts(c_.key_blocks));
+      put(2, Lasts(c_.key_blocks));
+    }
+    if (InteriorFromTables()) {
+      put(3, Firsts(c_.interior.blocks));
+      put(4, Lasts(c_.interior.blocks));
+    }
+    std::vector<uint8_t> bytes(values.size() * sizeof(int16_t));
+    std::memcpy(bytes.data(), values.data(), bytes.size());
+    return bytes;
   }
 
   // Does `program` load buffer `buffer`?
@@ -288,17 +330,24 @@ class AttentionEmitter {
   std::string InteriorKind() const {
     if (AllInterior()) return "tf::kAllInterior";
     if (!HasInterior()) return "tf::kNoInterior";
-    if (InteriorVaries()) return "tf::kInteriorTables";
+    if (InteriorFromTables()) return "tf::kInteriorTables";
     return "tf::kSameInterior";
   }
 
-  // The kernel takes nq, nk and the batch at launch where the model's symbols give them and
-  // nothing printed depends on their values: no key-block tables (a mask that skips blocks),
-  // and interior key blocks, where only some are, that are every whole one.
-  bool SizesAtLaunch() const {
-    if (!a_.SizesAtLaunch() || SkipsKeyBlocks() || InteriorVaries()) return false;
-    if (!HasInterior() || AllInterior()) return true;
-    return c_.interior.blocks[0].first == 0 && c_.interior.blocks[0].last == a_.nk / c_.block_n - 1;
+  // The kernel takes nq, nk and the batch at launch where the model's symbols give them. A
+  // mask's key-block tables (causal attention's) then come as a parameter
+  // (tf::AttentionTableParameter, table_capacity_ query blocks: the next power of two, so that
+  // lengths share a text), where they fit the parameter space.
+  bool SizesAtLaunch() {
+    if (!a_.SizesAtLaunch()) return false;
+    const bool interior_tables = HasInterior() && !AllInterior() && !WholeBlocksInterior();
+    if (!SkipsKeyBlocks() && !interior_tables) return true;
+    const int64_t blocks = std::max<int64_t>(CeilDiv(a_.nq, c_.BlockM()), static_cast<int64_t>(QueryBlockOrder().size()));
+    table_capacity_ = 16;
+    while (table_capacity_ < blocks) table_capacity_ *= 2;
+    if (table_capacity_ > kMaxTableCapacity) return false;
+    tables_at_launch_ = true;
+    return true;
   }
 
   // The symbols the kernel's text names, in id order: the logits programs' and the logits'
@@ -354,7 +403,7 @@ class AttentionEmitter {
   std::string Lengths() const {
     const std::string nq = SizeText(a_.nq_size, a_.nq), nk = SizeText(a_.nk_size, a_.nk);
     std::string first = "0", last = "0";
-    if (HasInterior() && !AllInterior() && !InteriorVaries()) {
+    if (HasInterior() && !AllInterior() && !InteriorFromTables()) {
       first = fmt::format("{}", c_.interior.blocks[0].first);
       last = at_launch_ ? fmt::format("(int){} / {} - 1", nk, c_.block_n) : fmt::format("{}", c_.interior.blocks[0].last);
     }
@@ -473,11 +522,12 @@ class AttentionEmitter {
 
   // The key-block and interior tables the skeleton reads (KeyBlockTables, InteriorTables).
   std::string Tables() const {
+    if (tables_at_launch_) return "tables.Tables()";
     const std::string none = "nullptr, nullptr";
     return fmt::format("tf::AttentionBlockTables{{{}, {}, {}}}",
                        SkipsKeyBlocks() ? fmt::format("{0}_query_block_order", a_.name) : "nullptr",
                        SkipsKeyBlocks() ? fmt::format("{0}_first_key_block, {0}_last_key_block", a_.name) : none,
-                       InteriorVaries() ? fmt::format("{0}_first_inner_block, {0}_last_inner_block", a_.name) : none);
+                       InteriorFromTables() ? fmt::format("{0}_first_inner_block, {0}_last_inner_block", a_.name) : none);
   }
 
   // Interior key blocks (InteriorLogits): where the logits run without their mask.
@@ -498,15 +548,21 @@ class AttentionEmitter {
     return false;
   }
   std::string InteriorTables() const {
-    if (!InteriorVaries()) return "";
-    std::string first, last;
-    for (size_t i = 0; i < c_.interior.blocks.size(); ++i) {
-      first += fmt::format("{}{}", i ? ", " : "", c_.interior.blocks[i].first);
-      last += fmt::format("{}{}", i ? ", " : "", c_.interior.blocks[i].last);
-    }
+    if (!InteriorFromTables() || tables_at_launch_) return "";
     return fmt::format("static __device__ const short {0}_first_inner_block[] = {{{1}}};\n"
                        "static __device__ const short {0}_last_inner_block[] = {{{2}}};\n",
-                       a_.name, first, last);
+                       a_.name, Joined(Firsts(c_.interior.blocks)), Joined(Lasts(c_.interior.blocks)));
+  }
+
+  // Are the interior key blocks read from tables (per query block): where they vary, and where
+  // the lengths come at launch and the interior is not every whole key block (Lengths).
+  bool InteriorFromTables() const {
+    return InteriorVaries() || (tables_at_launch_ && HasInterior() && !AllInterior() && !WholeBlocksInterior());
+  }
+  // Is the interior of every query block its whole key blocks (a mask-free program's: only the
+  // last, partial block is not)?
+  bool WholeBlocksInterior() const {
+    return HasInterior() && !InteriorVaries() && c_.interior.blocks[0].first == 0 && c_.interior.blocks[0].last == a_.nk / c_.block_n - 1;
   }
 
   // A double as a float literal's digits (max_digits10: the float it rounds to is exact).
@@ -514,8 +570,10 @@ class AttentionEmitter {
 
   const AttentionTemplateKernel& a_;
   CudaAttentionConfig c_;
-  bool at_launch_ = false;    // SizesAtLaunch
-  std::vector<int> symbols_;  // PrintedSymbols
+  bool at_launch_ = false;         // SizesAtLaunch
+  bool tables_at_launch_ = false;  // the key-block tables a parameter (SizesAtLaunch)
+  int table_capacity_ = 0;         // its query blocks
+  std::vector<int> symbols_;       // PrintedSymbols
 };
 
 }  // namespace

@@ -60,6 +60,21 @@ struct AttentionBlockTables {
   const short* last_inner_block;
 };
 
+// The tables as a kernel parameter, where the lengths come at launch (the tables are then data of
+// the binding, not text of the kernel): at most kCapacity query blocks, each array in the order of
+// AttentionBlockTables, padded with -1.
+template <int kCapacity>
+struct AttentionTableParameter {
+  short query_block_order[kCapacity];
+  short first_key_block[kCapacity];
+  short last_key_block[kCapacity];
+  short first_inner_block[kCapacity];
+  short last_inner_block[kCapacity];
+  __device__ __forceinline__ AttentionBlockTables Tables() const {
+    return {query_block_order, first_key_block, last_key_block, first_inner_block, last_inner_block};
+  }
+};
+
 // The problem's sizes: literals where the kernel is generated for one shape (the compiler
 // folds them as it would Config's constants), expressions over the kernel's parameters where
 // the model's symbolic dims give them at launch. Config::kWholeKeyBlocks says whether nk is a

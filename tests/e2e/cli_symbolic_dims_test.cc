@@ -118,6 +118,7 @@ TEST(CliSymbolicDims, ASecondAndThirdBindingCompileNoKernel) {
       {"attention_symbolic_bf16", {"batch=2,seq=100", "batch=3,seq=333", "batch=8,seq=77"}},
       {"causal_attention_symbolic_bf16", {"batch=2,seq=1000", "batch=2,seq=1100", "batch=3,seq=777"}}};
   for (const auto& [name, shapes] : models) {
+    setenv("TILEFUSE_CACHE_DIR", (dir / ("cache-" + name)).c_str(), 1);  // cold for each model
     const std::string model = std::string(TILEFUSE_SOURCE_DIR) + "/tests/shapes/" + name + ".onnxtxt";
     int first_cubins = 0;
     for (const std::string& shape : shapes) {

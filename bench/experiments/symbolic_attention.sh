@@ -13,7 +13,7 @@ source bench/experiments/template_checks.sh
 open_bundle symbolic-attention.log
 TILEFUSE_CACHE_DIR=$(mktemp -d)
 export TILEFUSE_CACHE_DIR
-GTEST=${GTEST:-CudaSymbolicSizes*:CudaAttention*}
+GTEST=${GTEST-CudaSymbolicSizes*:CudaAttention*}  # (GTEST= runs none)
 gtest_first
 
 A=tests/shapes/attention_symbolic_bf16.onnxtxt
@@ -30,6 +30,8 @@ if o=$(timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/tile
 else
   echo "MEMCHECK FAIL $C" | tee -a "$log"; echo "$o" | grep -v '^=========  ' | tail -15 | tee -a "$log"
 fi
+bindings tests/shapes/decode_attention_symbolic_bf16.onnxtxt batch=1,past=100 batch=1,past=101 batch=1,past=20 batch=1,past=127 \
+  batch=1,past=1023 batch=1,past=2000 batch=4,past=333
 bindings tests/models/bert_tiny_dynamic/model.onnx batch=2,sequence=24 batch=3,sequence=40 batch=8,sequence=64
 [ "${CASES:-1}" = 1 ] && for m in bench/cases/attention_bf16_b4h16n4096d128.onnxtxt bench/cases/attention_bf16_b4h16n4096d64.onnxtxt \
          bench/cases/attention_causal_bf16_b4h16n4096d128.onnxtxt bench/cases/attention_causal_bf16_b4h16n4096d64.onnxtxt \

@@ -244,7 +244,19 @@ StatusOr<int> Lowering::EvaluateView(const Node& n, const Index& flat) {
         position.dtype = DType::kI64;
         position.index = out[axis];
         int pos = AddValue(std::move(position));
-        int before = Op(OpCode::kLess, {pos, Constant(static_cast<double>(offset - part.shape[axis]), DType::kI64)}, DType::kBool);
+        // The part's start: a constant, or where it is a size in the model's symbols (a KV
+        // cache's past length) an index value printed over them.
+        const int64_t start = offset - part.shape[axis];
+        const SymExpr start_size = offset_size - part_size;
+        int boundary = Constant(static_cast<double>(start), DType::kI64);
+        if (symbolic_ && !start_size.IsConstant() && start_size.StandsFor(start, symbolic_->values)) {
+          ScalarValue at;
+          at.kind = ScalarValue::Kind::kIndex;
+          at.dtype = DType::kI64;
+          at.index = IndexSize(start, start_size);
+          boundary = AddValue(std::move(at));
+        }
+        int before = Op(OpCode::kLess, {pos, boundary}, DType::kBool);
         result = Op(OpCode::kWhere, {before, result, v}, n.dtype);
       }
       return result;

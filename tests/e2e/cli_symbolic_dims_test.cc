@@ -116,7 +116,9 @@ TEST(CliSymbolicDims, ASecondAndThirdBindingCompileNoKernel) {
   const std::vector<std::pair<std::string, std::vector<std::string>>> models = {
       {"norm_gelu_softmax_symbolic_f32", {"batch=2,seq=24", "batch=3,seq=40", "batch=16,seq=128"}},
       {"attention_symbolic_bf16", {"batch=2,seq=100", "batch=3,seq=333", "batch=8,seq=77"}},
-      {"causal_attention_symbolic_bf16", {"batch=2,seq=1000", "batch=2,seq=1100", "batch=3,seq=777"}}};
+      {"causal_attention_symbolic_bf16", {"batch=2,seq=1000", "batch=2,seq=1100", "batch=3,seq=777"}},
+      // A decode step: 101 keys (no whole key block), 228, 1024 (all whole).
+      {"decode_attention_symbolic_bf16", {"batch=1,past=100", "batch=1,past=227", "batch=1,past=1023"}}};
   for (const auto& [name, shapes] : models) {
     setenv("TILEFUSE_CACHE_DIR", (dir / ("cache-" + name)).c_str(), 1);  // cold for each model
     const std::string model = std::string(TILEFUSE_SOURCE_DIR) + "/tests/shapes/" + name + ".onnxtxt";

@@ -45,7 +45,9 @@ CudaAttentionConfig ResolveAttentionConfig(const AttentionTemplateKernel& a, Cud
   // d64 B4 H16 N4096 460 -> 501 TF/s (SDPA 482); causal d64, spilling, 367 -> 375 only.
   if (c.consumers == 0) {
     // The programs measured: the score, its scale, their product and a cast, nothing else.
-    const bool maskless = a.nk % c.block_n == 0 && a.logits.values.size() <= 4 && ScoreMultiplier(a.logits, a.logit).has_value();
+    // (Not with the lengths at launch: one kernel then serves whole and partial key blocks.)
+    const bool maskless = !a.SizesAtLaunch() && a.nk % c.block_n == 0 && a.logits.values.size() <= 4 &&
+                          ScoreMultiplier(a.logits, a.logit).has_value();
     c.consumers = a.d <= 64 && a.dv <= 64 && maskless ? 3 : 2;
   }
   if (c.consumers == 3 && c.loop == AttentionLoop::kPingPong) c.loop = AttentionLoop::kOverlap;
@@ -141,11 +143,15 @@ class AttentionEmitter {
     out += fmt::format("extern \"C\" __global__ void __launch_bounds__({}, 1) {}({}) {{\n", threads, a_.name, parameters);
     out += ConfigStruct() + BatchStruct();
     std::string logits = "tf::NoLogits{}", interior_logits = "tf::NoLogits{}";
-    if (!AllInterior()) {
+    if (!AllInterior() || MasklessAtLaunch()) {
       out += LogitsStruct("Logits", "the group's logits program, its mask included", a_.logits, a_.logit);
       logits = Hook("Logits", a_.logits, a_.logit);
     }
-    if (HasInterior()) {
+    if (MasklessAtLaunch()) {
+      // (The logits program itself: the same text whether any key block is whole at this binding.)
+      out += LogitsStruct("InteriorLogits", "interior key blocks: the logits without their mask", a_.logits, a_.logit);
+      interior_logits = Hook("InteriorLogits", a_.logits, a_.logit);
+    } else if (HasInterior()) {
       out += LogitsStruct("InteriorLogits", "interior key blocks: the logits without their mask", c_.interior.program, c_.interior.logit);
       interior_logits = Hook("InteriorLogits", c_.interior.program, c_.interior.logit);
     }
@@ -328,6 +334,7 @@ class AttentionEmitter {
 
   // Where the logits run without their mask (tf::AttentionInterior).
   std::string InteriorKind() const {
+    if (MasklessAtLaunch()) return "tf::kSameInterior";
     if (AllInterior()) return "tf::kAllInterior";
     if (!HasInterior()) return "tf::kNoInterior";
     if (InteriorFromTables()) return "tf::kInteriorTables";
@@ -403,7 +410,9 @@ class AttentionEmitter {
   std::string Lengths() const {
     const std::string nq = SizeText(a_.nq_size, a_.nq), nk = SizeText(a_.nk_size, a_.nk);
     std::string first = "0", last = "0";
-    if (HasInterior() && !AllInterior() && !InteriorFromTables()) {
+    if (MasklessAtLaunch()) {
+      last = fmt::format("(int){} / {} - 1", nk, c_.block_n);
+    } else if (HasInterior() && !AllInterior() && !InteriorFromTables()) {
       first = fmt::format("{}", c_.interior.blocks[0].first);
       last = at_launch_ ? fmt::format("(int){} / {} - 1", nk, c_.block_n) : fmt::format("{}", c_.interior.blocks[0].last);
     }
@@ -426,7 +435,7 @@ class AttentionEmitter {
         "    static constexpr __device__ float OutputScale() {{ return {}f; }}\n"
         "  }};\n",
         TileElementType(a_.dtype), IndexType(), c_.BlockM(), c_.block_n, a_.d, a_.dv, c_.stages, c_.consumers,
-        c_.tiles, c_.q_slots, a_.nk % c_.block_n == 0 ? 1 : 0, a_.k.RowsContiguous() ? 0 : 1, a_.v.RowsContiguous() ? 0 : 1,
+        c_.tiles, c_.q_slots, a_.nk % c_.block_n == 0 && !MasklessAtLaunch() ? 1 : 0, a_.k.RowsContiguous() ? 0 : 1, a_.v.RowsContiguous() ? 0 : 1,
         c_.loop == AttentionLoop::kSerial ? 0 : 1, c_.loop == AttentionLoop::kPingPong ? 1 : 0, c_.poly_exp_every,
         a_.zero_nan_rows ? 1 : 0, SkipsKeyBlocks() ? 1 : 0, InteriorKind(), kProducerRegisters, ConsumerRegisters(c_), c_.lazy_margin,
         FloatLiteral(a_.output_scale));
@@ -559,6 +568,11 @@ class AttentionEmitter {
   bool InteriorFromTables() const {
     return InteriorVaries() || (tables_at_launch_ && HasInterior() && !AllInterior() && !WholeBlocksInterior());
   }
+  // Logits without a mask (the score times a constant) over a length given at launch: every
+  // whole key block is interior (kSameInterior, to nk / kBN - 1 at launch) and the last may be
+  // partial (kWholeKeyBlocks 0), at every binding, so that every length of a decode loop's
+  // keys shares one kernel.
+  bool MasklessAtLaunch() const { return at_launch_ && ScoreMultiplier(a_.logits, a_.logit).has_value(); }
   // Is the interior of every query block its whole key blocks (a mask-free program's: only the
   // last, partial block is not)?
   bool WholeBlocksInterior() const {

@@ -571,7 +571,7 @@ class CudaEmitter {
       // once per part from HBM: rotary 150 us against 114 in memory order.)
       const int64_t periods = k_.outer / parts.period, per_period = parts.period / vec;
       const bool chunked = periods % 32 == 0;
-      out_ += fmt::format("  for (tf_index_t t = thread; t < {}; t += threads) {{\n", k_.outer / vec);
+      out_ += "  for (tf_index_t t = thread; t < kElements / kVec; t += threads) {\n";
       if (chunked) out_ += fmt::format("    const tf_index_t chunk = t / {0}, within = t % {0};\n", 32 * per_period);
       else out_ += fmt::format("    const tf_index_t q = t / {0}, rbase = t % {0} * kVec;\n", per_period);
       int64_t first = 0;  // the part's first vector in its chunk (chunked) or period

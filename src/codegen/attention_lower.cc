@@ -327,7 +327,7 @@ Status AttentionLowering::LowerOperand(int node, const Shape& out_batch, bool ma
     return Status::Ok();
   }
   ASSIGN_OR_RETURN(std::vector<int> members, ComputedAncestors(node, "a matmul operand"));
-  ASSIGN_OR_RETURN(LoweredValue pack, LowerValueAt(g_, members, inlined_, node, IndexVar(0, operand.elements), operand.elements, 1));
+  ASSIGN_OR_RETURN(LoweredValue pack, LowerValueAt(g_, members, inlined_, node, IndexVar(0, operand.elements), operand.elements, 1, symbolic_));
   Place(members);
   operand.pack = std::move(pack.kernel);
   operand.pack_value = pack.value;
@@ -364,6 +364,16 @@ StatusOr<AttentionKernel> AttentionLowering::Run() {
 }
 
 }  // namespace
+
+bool AttentionKernel::SizesAtLaunch() const {
+  if (symbols.empty()) return false;
+  SymExpr batch_size = SymExpr::Constant(1);
+  for (const SymExpr& d : batch_sizes) batch_size = batch_size * d;
+  // A size is its value: a constant equal to it, or an expression that evaluates to it here.
+  auto is = [&](const SymExpr& size, int64_t value) { return size.IsConstant() ? size.Evaluate(symbols) == value : size.StandsFor(value, symbols); };
+  const bool symbolic = !nq_size.IsConstant() || !nk_size.IsConstant() || !batch_size.IsConstant();
+  return symbolic && is(nq_size, nq) && is(nk_size, nk) && is(batch_size, batch);
+}
 
 StatusOr<AttentionKernel> LowerAttention(const Graph& graph, const FusionGroup& group, const std::vector<bool>& inlined,
                                          const SymbolicShapes* symbolic) {

@@ -71,6 +71,8 @@ struct AttentionKernel {
   SymExpr nq_size, nk_size;
   std::vector<SymExpr> batch_sizes;
   std::vector<int64_t> symbols;
+  // Do the symbols give nq, nk and the batch (then a kernel may take them at launch)?
+  bool SizesAtLaunch() const;
 };
 
 // Unimplemented, with the reason, for groups that do not have the shape above (another

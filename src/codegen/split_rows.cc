@@ -48,6 +48,11 @@ Kernel SplitPointwiseRows(Kernel k, int64_t min_row) {
   for (KernelStore& s : k.stores) s.index = SubstituteVar(s.index, 0, flat);
   k.outer /= row;
   k.inner = row;
+  // The rows in the model's symbols: the flat loop's size over the row's (a constant).
+  if (!k.symbols.empty()) {
+    k.outer_size = k.outer_size.DividedBy(SymExpr::Constant(row)).value_or(SymExpr::Constant(k.outer));
+    k.inner_size = SymExpr::Constant(row);
+  }
   return k;
 }
 

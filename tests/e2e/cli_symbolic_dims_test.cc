@@ -171,6 +171,22 @@ TEST(CliSymbolicDims, ACpuRunAtASecondAndThirdBindingCompilesNothing) {
     compiles.push_back(j["jit_compiles"].get<int>());
   }
   EXPECT_EQ(compiles, (std::vector<int>{1, 0, 0}));
+  // The CPU's attention kernel takes its lengths and batch from the symbols too: a decode step's
+  // and a padded self-attention's shared objects serve their next bindings.
+  for (const auto& [name, shapes] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"decode_attention_symbolic_bf16", {"batch=1,past=100", "batch=1,past=101", "batch=2,past=50"}},
+           {"attention_symbolic_bf16", {"batch=3,seq=333", "batch=4,seq=300", "batch=2,seq=700"}}}) {
+    compiles.clear();
+    for (const std::string& shape : shapes) {
+      CommandResult r = RunTilefuse("run " + Quote(std::string(TILEFUSE_SOURCE_DIR) + "/tests/shapes/" + name + ".onnxtxt") +
+                                    " --backend cpu --check --strict --json --shape " + shape);
+      ASSERT_EQ(r.exit_code, 0) << shape << r.out << r.err;
+      const nlohmann::json j = nlohmann::json::parse(r.out);
+      EXPECT_EQ(j["status"], "pass") << name << " " << shape << r.out;
+      compiles.push_back(j["jit_compiles"].get<int>());
+    }
+    EXPECT_EQ(compiles, (std::vector<int>{1, 0, 0})) << name;
+  }
   // With every size written in, each binding is a compile of its own.
   setenv("TILEFUSE_SYMBOLIC_SIZES", "0", 1);
   CommandResult literal = RunTilefuse("run " + Quote(model) + " --backend cpu --json --shape batch=7,seq=100");

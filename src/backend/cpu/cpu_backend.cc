@@ -253,16 +253,19 @@ void GenerateLoop(const CpuExecutable::State& state, const FusionGroup& group, c
 // Attention groups: one flash-attention kernel, or the reference kernels and why not.
 void GenerateAttention(const CpuExecutable::State& state, const FusionGroup& group, const std::string& prefix, Step& step,
                        KernelInfo& info) {
-  StatusOr<AttentionKernel> attention = LowerAttention(state.graph, group, state.inlined);
+  StatusOr<AttentionKernel> attention = LowerAttention(state.graph, group, state.inlined, Symbolic(state));
   if (!attention.ok()) {
     info.why_not = attention.status().message();
     return;
   }
   attention->name = prefix + attention->name;
   const AttentionKernel& a = *attention;
+  std::vector<int> symbols;
   info.source = EmitCppAttention(a, UnmaskedKeyBlocks(state.graph, {a.logits, a.logit, a.buffers, a.score_batch_index, a.nq, a.nk},
-                                                      kCppAttentionQueryBlock, kCppAttentionKeyBlock));
+                                                      kCppAttentionQueryBlock, kCppAttentionKeyBlock),
+                                 &symbols);
   GeneratedCall call;
+  if (!symbols.empty()) call.symbols = a.symbols;
   for (const KernelBuffer& b : attention->buffers) call.buffer_nodes.push_back(b.node);
   call.outputs = group.outputs;
   call.symbol = info.name = attention->name;

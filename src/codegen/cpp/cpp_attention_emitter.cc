@@ -77,22 +77,54 @@ class AttentionEmitter {
  public:
   AttentionEmitter(const AttentionKernel& a, const std::vector<KeyBlockRange>& key_blocks)
       : a_(a), key_blocks_(key_blocks), t_(ComputeType(a.compute)), lanes_(a.compute == DType::kF64 ? 8 : 16),
-        nk_padded_(RoundUp(a.nk, lanes_)), dv_padded_(RoundUp(a.dv, lanes_)) {}
+        nk_padded_(RoundUp(a.nk, lanes_)), dv_padded_(RoundUp(a.dv, lanes_)), at_launch_(a.SizesAtLaunch() && !SkipsKeyBlocks()) {}
 
   std::string Run() {
     // libmvec SIMD exp for double (guarded: once per translation unit); float uses the
     // prelude's inline tf_exp_f32.
-    out_ = CppSimdDeclarations();
-    out_ += fmt::format("\n#include <omp.h>\n\n#include <algorithm>\n#include <memory>\n\nextern \"C\" void {}(void* const* buffers) {{\n",
+    std::string head = CppSimdDeclarations();
+    head += fmt::format("\n#include <omp.h>\n\n#include <algorithm>\n#include <memory>\n\nextern \"C\" void {}(void* const* buffers) {{\n",
                         a_.name);
-    out_ += CppBufferDeclarations(a_.buffers);
+    head += CppBufferDeclarations(a_.buffers, !at_launch_);  // (no element counts where they follow the symbols)
+    out_.clear();
     EmitTasks();
-    out_ += "}\n";
-    return out_;
+    Note(a_.score_batch_index);
+    for (const AttentionOperand* operand : {&a_.q, &a_.k, &a_.v}) Note(operand->batch_index);
+    for (const ScalarValue& v : a_.logits.values) Note(v.index);
+    // The model's symbols (their values after the buffers), then the sizes: literals, or with
+    // the sizes at launch expressions over the symbols (one shared object for every binding).
+    SymExpr batch_size = SymExpr::Constant(1);
+    for (const SymExpr& d : a_.batch_sizes) batch_size = batch_size * d;
+    const std::string sizes = fmt::format("  const int64_t tf_nq = {}, tf_nk = {}, tf_batches = {};\n", SizeText(a_.nq_size, a_.nq),
+                                          SizeText(a_.nk_size, a_.nk), SizeText(batch_size, a_.batch));
+    for (int id : symbols_)
+      head += fmt::format("  const int64_t tf_sym{} = static_cast<const int64_t*>(buffers[{}])[{}];\n", id, a_.buffers.size(), id);
+    head += sizes;
+    head += fmt::format("  const int64_t tf_nk_padded = (tf_nk + {0}) / {1} * {1};  // Kᵀ's keys, whole vectors\n", lanes_ - 1, lanes_);
+    return head + out_ + "}\n";
   }
+
+  // The symbols the kernel's text names, in id order (its parameters after the buffers).
+  const std::vector<int>& Symbols() const { return symbols_; }
 
  private:
   static int64_t RoundUp(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+
+  // A size as the kernel's text has it: the symbols' expression at launch, else the value.
+  std::string SizeText(const SymExpr& size, int64_t value) {
+    if (!at_launch_ || size.IsConstant()) return std::to_string(value);
+    for (int id : size.Symbols()) AddSymbol(id);
+    return "(" + size.Print("tf_sym") + ")";
+  }
+  void AddSymbol(int id) {
+    if (std::find(symbols_.begin(), symbols_.end(), id) != symbols_.end()) return;
+    symbols_.push_back(id);
+    std::sort(symbols_.begin(), symbols_.end());
+  }
+  // The symbols an index prints with.
+  void Note(const Index& index) {
+    for (int id : IndexSymbols(index)) AddSymbol(id);
+  }
 
   // The statements that copy rows [row_begin, row_end) of an operand matrix ([.., rows,
   // columns], batch `batch_var`) into `dest[row * stride + column]` (row counted from
@@ -100,20 +132,27 @@ class AttentionEmitter {
   // offset is rewritten as (batch, row, column) so the view's index arithmetic folds
   // ((b·R + r)·C + c) / C → b·R + r). Columns walk in blocks of 64 inside each row block so
   // that a transposing view (Kᵀ) re-reads the same few cache lines.
-  std::string CopyRows(const AttentionOperand& operand, int64_t rows, int64_t columns, const std::string& batch_var,
-                       const std::string& row_begin, const std::string& row_end, const std::string& dest, int64_t stride,
-                       const std::string& indent) const {
+  // `rows` and `columns` are the matrix's dims, with their sizes in the model's symbols.
+  std::string CopyRows(const AttentionOperand& operand, int64_t rows, const SymExpr& rows_size, int64_t columns, const SymExpr& columns_size,
+                       const std::string& batch_var, const std::string& row_begin, const std::string& row_end, const std::string& dest,
+                       const std::string& stride, const std::string& indent) {
     const std::string row = row_begin == "0" ? "i1" : fmt::format("(i1 - {})", row_begin);
     const std::string at = fmt::format("{}[{} * {} + i2]", dest, row, stride);
+    const std::string columns_text = SizeText(columns_size, columns);
     std::string body;
     if (operand.pack_value < 0) {
-      body = fmt::format("{}    {} = b{}[({} * {} + i1) * {} + i2];\n", indent, at, operand.buffer, batch_var, rows, columns);
+      body = fmt::format("{}    {} = b{}[({} * {} + i1) * {} + i2];\n", indent, at, operand.buffer, batch_var, SizeText(rows_size, rows), columns_text);
     } else {
       const int64_t batches = operand.elements / (rows * columns);
-      Index flat = IndexAdd(IndexMul(IndexVar(0, batches), rows * columns), IndexAdd(IndexMul(IndexVar(1, rows), columns), IndexVar(2, columns)));
+      const Index matrix = at_launch_ ? IndexSize(rows * columns, rows_size * columns_size) : IndexConst(rows * columns);
+      const Index width = at_launch_ ? IndexSize(columns, columns_size) : IndexConst(columns);
+      Index flat = IndexAdd(IndexMul(IndexVar(0, batches), matrix), IndexAdd(IndexMul(IndexVar(1, rows), width), IndexVar(2, columns)));
       Kernel program = operand.pack;
       for (ScalarValue& value : program.values)
-        if (value.index) value.index = SubstituteVar(value.index, 0, flat);
+        if (value.index) {
+          value.index = SubstituteVar(value.index, 0, flat);
+          Note(value.index);
+        }
       body = ProgramText(program, Needed(program, operand.pack_value), {batch_var, "i1", "i2"}, indent + "    ");
       body += fmt::format("{}    {} = ({})v{};\n", indent, at, t_, operand.pack_value);
     }
@@ -121,7 +160,7 @@ class AttentionEmitter {
         "{0}for (int64_t j0 = 0; j0 < {1}; j0 += 64)\n"
         "{0}  for (int64_t i1 = {2}; i1 < {3}; ++i1)\n"
         "{0}    for (int64_t i2 = j0; i2 < std::min<int64_t>(j0 + 64, {1}); ++i2) {{\n{4}{0}    }}\n",
-        indent, columns, row_begin, row_end, body);
+        indent, columns_text, row_begin, row_end, body);
   }
 
   std::string OperandBatch(const AttentionOperand& operand) const { return PrintIndex(operand.batch_index, {"batch"}); }
@@ -135,8 +174,7 @@ class AttentionEmitter {
 
   // The keys each query block walks: all, or the blocks its mask leaves (tables).
   std::string KeyLoop() {
-    if (!SkipsKeyBlocks())
-      return fmt::format("      for (int64_t first_key = 0; first_key < {0}; first_key += {1}) {{\n", a_.nk, kKeyBlock);
+    if (!SkipsKeyBlocks()) return fmt::format("      for (int64_t first_key = 0; first_key < tf_nk; first_key += {}) {{\n", kKeyBlock);
     std::string first, last;
     for (size_t i = 0; i < key_blocks_.size(); ++i) {
       first += fmt::format("{}{}", i ? ", " : "", key_blocks_[i].first);
@@ -146,9 +184,9 @@ class AttentionEmitter {
                         "  static const int16_t first_key_block[] = {{{}}};\n  static const int16_t last_key_block[] = {{{}}};\n",
                         first, last);
     return fmt::format(
-        "      const int64_t keys_end = std::min<int64_t>({0}, (last_key_block[query_block] + 1) * {1});\n"
-        "      for (int64_t first_key = first_key_block[query_block] * {1}; first_key < keys_end; first_key += {1}) {{\n",
-        a_.nk, kKeyBlock);
+        "      const int64_t keys_end = std::min<int64_t>(tf_nk, (last_key_block[query_block] + 1) * {0});\n"
+        "      for (int64_t first_key = first_key_block[query_block] * {0}; first_key < keys_end; first_key += {0}) {{\n",
+        kKeyBlock);
   }
 
   // Q·Kᵀ and P·V's flops and the buffers' bytes under the threshold: no team (RunsOnCallingThread).
@@ -164,34 +202,38 @@ class AttentionEmitter {
   // for the next query block) instead of all of them first in passes over whole tensors
   // (21-29 of a BERT 8x512 kernel's 75 ms on 2 cores). Q's block is copied per task.
   void EmitTasks() {
-    const int64_t query_blocks = (a_.nq + kQueryBlock - 1) / kQueryBlock;
+    const std::string query_blocks = fmt::format("(tf_nq + {}) / {}", kQueryBlock - 1, kQueryBlock);
     const std::string key_loop = KeyLoop();
-    const bool pad_k = nk_padded_ != a_.nk, pad_v = dv_padded_ != a_.dv;
+    // (With the keys given at launch Kᵀ's padding is always zero-filled: one text for every count.)
+    const bool pad_k = nk_padded_ != a_.nk || at_launch_, pad_v = dv_padded_ != a_.dv;
     out_ += fmt::format(
-        "  const int64_t tasks = {0} * {1};\n"
+        "  const int64_t tasks = tf_batches * {1};\n"
         "  const int64_t run = std::max<int64_t>(1, tasks / (4 * (int64_t)omp_get_max_threads()));\n"
         "#pragma omp parallel{14}\n"
         "  {{\n"
         "    // Padding (Kᵀ's keys, V's columns past the last) is zero-filled once here.\n"
-        "    std::unique_ptr<{2}[]> q_pack(new {2}[{3}]()), k_pack(new {2}[{4}]{5}), v_pack(new {2}[{6}]{7});\n"
+        "    std::unique_ptr<{2}[]> q_pack(new {2}[{3}]()), k_pack(new {2}[{4} * tf_nk_padded]{5}), v_pack(new {2}[tf_nk * {6}]{7});\n"
         "    int64_t k_batch_packed = -1, v_batch_packed = -1;\n"
         "#pragma omp for collapse(2) schedule(dynamic, run)\n"
-        "    for (int64_t batch = 0; batch < {0}; ++batch) {{\n"
+        "    for (int64_t batch = 0; batch < tf_batches; ++batch) {{\n"
         "      for (int64_t query_block = 0; query_block < {1}; ++query_block) {{\n"
-        "      const int64_t first_query = query_block * {8}, rows = std::min<int64_t>({8}, {9} - first_query);\n"
-        "      const int64_t first_score_row = {10} * {9} + first_query;\n"
+        "      const int64_t first_query = query_block * {8}, rows = std::min<int64_t>({8}, tf_nq - first_query);\n"
+        "      const int64_t first_score_row = {10} * tf_nq + first_query;\n"
         "      const int64_t k_batch = {11}, v_batch = {12}, q_batch = {13};\n"
         "      if (k_batch != k_batch_packed) {{\n",
-        a_.batch, query_blocks, t_, kQueryBlock * a_.d, a_.d * nk_padded_, pad_k ? "()" : "", a_.nk * dv_padded_, pad_v ? "()" : "",
-        kQueryBlock, a_.nq, PrintIndex(a_.score_batch_index, {"batch"}), OperandBatch(a_.k), OperandBatch(a_.v), OperandBatch(a_.q),
+        "", query_blocks, t_, kQueryBlock * a_.d, a_.d, pad_k ? "()" : "", dv_padded_, pad_v ? "()" : "",
+        kQueryBlock, "", PrintIndex(a_.score_batch_index, {"batch"}), OperandBatch(a_.k), OperandBatch(a_.v), OperandBatch(a_.q),
         OnCallingThread() ? " num_threads(1)" : "");
-    out_ += CopyRows(a_.k, a_.d, a_.nk, "k_batch", "0", std::to_string(a_.d), "k_pack", nk_padded_, "        ");
+    out_ += CopyRows(a_.k, a_.d, SymExpr::Constant(a_.d), a_.nk, a_.nk_size, "k_batch", "0", std::to_string(a_.d), "k_pack", "tf_nk_padded",
+                     "        ");
     out_ += "        k_batch_packed = k_batch;\n      }\n      if (v_batch != v_batch_packed) {\n";
-    out_ += CopyRows(a_.v, a_.nk, a_.dv, "v_batch", "0", std::to_string(a_.nk), "v_pack", dv_padded_, "        ");
+    out_ += CopyRows(a_.v, a_.nk, a_.nk_size, a_.dv, SymExpr::Constant(a_.dv), "v_batch", "0", "tf_nk", "v_pack", std::to_string(dv_padded_),
+                     "        ");
     out_ += "        v_batch_packed = v_batch;\n      }\n";
     out_ += "      // Rows past `rows` (up to a whole register tile) hold zeros or an earlier block's rows:\n"
             "      // computed, never stored, and no other row reads them.\n";
-    out_ += CopyRows(a_.q, a_.nq, a_.d, "q_batch", "first_query", "first_query + rows", "q_pack", a_.d, "      ");
+    out_ += CopyRows(a_.q, a_.nq, a_.nq_size, a_.d, SymExpr::Constant(a_.d), "q_batch", "first_query", "first_query + rows", "q_pack",
+                     std::to_string(a_.d), "      ");
     out_ += fmt::format(
         "      const {0}* __restrict__ q_rows = q_pack.get();\n"
         "      const {0}* __restrict__ k_columns = k_pack.get();\n"
@@ -202,8 +244,8 @@ class AttentionEmitter {
         "        running_sum[r] = 0;\n"
         "      }}\n"
         "{4}"
-        "        const int64_t keys = std::min<int64_t>({3}, {5} - first_key);\n",
-        t_, kQueryBlock, dv_padded_, kKeyBlock, key_loop, a_.nk);
+        "        const int64_t keys = std::min<int64_t>({3}, tf_nk - first_key);\n",
+        t_, kQueryBlock, dv_padded_, kKeyBlock, key_loop);
     EmitScoreTile();
     EmitSoftmaxRows();
     EmitValueProduct();
@@ -215,8 +257,8 @@ class AttentionEmitter {
     out_ += fmt::format(
         "      for (int64_t r = 0; r < rows; ++r)\n"
         "        for (int64_t c = 0; c < {0}; ++c)\n"
-        "          tf_store_{1}(b{2}, ((batch * {3} + first_query + r) * {0} + c), {4});\n",
-        a_.dv, DTypeName(a_.buffers[a_.output].dtype), a_.output, a_.nq, normalised);
+        "          tf_store_{1}(b{2}, ((batch * tf_nq + first_query + r) * {0} + c), {3});\n",
+        a_.dv, DTypeName(a_.buffers[a_.output].dtype), a_.output, normalised);
     // The rows' logsumexp: max + log(sum) of the logits; a row whose every logit is -inf gets
     // -inf + log(0) = -inf, as the graph's max + log(sum(exp(x - max))) gives NaN: NaN then.
     if (a_.logsumexp >= 0)
@@ -252,7 +294,7 @@ class AttentionEmitter {
         "          for (int64_t j0 = 0; j0 < keys; j0 += {1}) {{\n"
         "            {0} {4};\n"
         "            for (int64_t c = 0; c < {2}; ++c) {{\n"
-        "              const {0}* __restrict__ k_row = k_columns + c * {3} + first_key + j0;\n"
+        "              const {0}* __restrict__ k_row = k_columns + c * tf_nk_padded + first_key + j0;\n"
         "              const {0} {5};\n"
         "              for (int u = 0; u < {1}; ++u) {{\n",
         t_, lanes_, a_.d, nk_padded_, ListPerTileRow(fmt::format("tile{{0}}[{}] = {{{{}}}}", lanes_)), ListPerTileRow("a{0} = q{0}[c]"));
@@ -334,13 +376,18 @@ class AttentionEmitter {
   const std::vector<KeyBlockRange>& key_blocks_;
   const char* t_;
   const int64_t lanes_, nk_padded_, dv_padded_;
+  const bool at_launch_;  // nq, nk and the batch from the model's symbols (not where a mask skips key blocks: tables)
   std::string out_;
+  std::vector<int> symbols_;  // the model's symbols the text names, in id order
 };
 
 }  // namespace
 
-std::string EmitCppAttention(const AttentionKernel& kernel, const std::vector<KeyBlockRange>& key_blocks) {
-  return AttentionEmitter(kernel, key_blocks).Run();
+std::string EmitCppAttention(const AttentionKernel& kernel, const std::vector<KeyBlockRange>& key_blocks, std::vector<int>* symbols) {
+  AttentionEmitter emitter(kernel, key_blocks);
+  std::string source = emitter.Run();
+  if (symbols) *symbols = emitter.Symbols();
+  return source;
 }
 
 }  // namespace tilefuse

@@ -32,6 +32,9 @@ inline constexpr int64_t kCppAttentionKeyBlock = 64;    // keys per step
 
 // `key_blocks`: per query block, the key blocks its mask leaves (UnmaskedKeyBlocks with
 // the two block sizes above); empty: every block.
-std::string EmitCppAttention(const AttentionKernel& kernel, const std::vector<KeyBlockRange>& key_blocks = {});
+// `symbols`, where given, gets the model's symbols the kernel reads after its buffers (its
+// sizes at launch: AttentionKernel::SizesAtLaunch, not where a mask skips key blocks).
+std::string EmitCppAttention(const AttentionKernel& kernel, const std::vector<KeyBlockRange>& key_blocks = {},
+                             std::vector<int>* symbols = nullptr);
 
 }  // namespace tilefuse

@@ -31,11 +31,13 @@ check_forms() {
   done
 }
 
-# memcheck MODEL: compute-sanitizer's memcheck over one run on the template.
+# memcheck MODEL [FLAG...]: compute-sanitizer's memcheck over one run on the template (with FLAGs,
+# e.g. --shape batch=3,seq=333).
 memcheck() {
   local m=$1 o
-  if o=$(timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/tilefuse" run "$m" --backend cuda --gemm template 2>&1); then
-    echo "CLEAN $m" | tee -a "$log"
+  shift
+  if o=$(timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/tilefuse" run "$m" --backend cuda --gemm template "$@" 2>&1); then
+    echo "CLEAN $m $*" | tee -a "$log"
   else
     echo "MEMCHECK FAIL $m" | tee -a "$log"; echo "$o" | grep -v '^=========  ' | tail -15 | tee -a "$log"
   fi

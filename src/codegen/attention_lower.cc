@@ -369,10 +369,8 @@ bool AttentionKernel::SizesAtLaunch() const {
   if (symbols.empty()) return false;
   SymExpr batch_size = SymExpr::Constant(1);
   for (const SymExpr& d : batch_sizes) batch_size = batch_size * d;
-  // A size is its value: a constant equal to it, or an expression that evaluates to it here.
-  auto is = [&](const SymExpr& size, int64_t value) { return size.IsConstant() ? size.Evaluate(symbols) == value : size.StandsFor(value, symbols); };
   const bool symbolic = !nq_size.IsConstant() || !nk_size.IsConstant() || !batch_size.IsConstant();
-  return symbolic && is(nq_size, nq) && is(nk_size, nk) && is(batch_size, batch);
+  return symbolic && nq_size.Is(nq, symbols) && nk_size.Is(nk, symbols) && batch_size.Is(batch, symbols);
 }
 
 StatusOr<AttentionKernel> LowerAttention(const Graph& graph, const FusionGroup& group, const std::vector<bool>& inlined,

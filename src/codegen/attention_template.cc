@@ -117,14 +117,12 @@ StatusOr<StridedOperand> StridedView(const Graph& g, const AttentionKernel& a, c
 
 bool AttentionTemplateKernel::SizesAtLaunch() const {
   if (symbols.empty() || batch_sizes.size() != batch_shape.size()) return false;
-  // A size is its value: a constant equal to it, or an expression that evaluates to it here.
-  auto is = [&](const SymExpr& size, int64_t value) { return size.IsConstant() ? size.Evaluate(symbols) == value : size.StandsFor(value, symbols); };
   bool symbolic = !nq_size.IsConstant() || !nk_size.IsConstant();
   for (size_t d = 0; d < batch_sizes.size(); ++d) {
-    if (!is(batch_sizes[d], batch_shape[d])) return false;
+    if (!batch_sizes[d].Is(batch_shape[d], symbols)) return false;
     symbolic = symbolic || !batch_sizes[d].IsConstant();
   }
-  return symbolic && is(nq_size, nq) && is(nk_size, nk);
+  return symbolic && nq_size.Is(nq, symbols) && nk_size.Is(nk, symbols);
 }
 
 StatusOr<AttentionTemplateKernel> LowerAttentionTemplate(const Graph& g, const FusionGroup& group, const std::vector<bool>& inlined,

@@ -109,6 +109,10 @@ bool SymExpr::StandsFor(int64_t value, const std::vector<int64_t>& values) const
   return *Symbols().rbegin() < static_cast<int>(values.size()) && Evaluate(values) == value;
 }
 
+bool SymExpr::Is(int64_t value, const std::vector<int64_t>& values) const {
+  return IsConstant() ? Evaluate(values) == value : StandsFor(value, values);
+}
+
 SymExpr SymbolicShapes::Elements(int node) const {
   SymExpr product = SymExpr::Constant(1);
   for (const SymExpr& d : dims.at(static_cast<size_t>(node))) product = product * d;

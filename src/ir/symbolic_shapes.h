@@ -52,6 +52,9 @@ class SymExpr {
   // Whether this is a size of the symbols (not a constant) that is `value` where the symbols
   // have `values` (a binding): where it may be printed in its place.
   bool StandsFor(int64_t value, const std::vector<int64_t>& values) const;
+  // Is this the size `value` at the symbols' `values`: a constant equal to it, or an expression
+  // that StandsFor it?
+  bool Is(int64_t value, const std::vector<int64_t>& values) const;
   bool operator==(const SymExpr&) const = default;
 
  private:

@@ -140,6 +140,14 @@ TEST(CudaSymbolicSizesTest, WithoutSymbolsTheSizesAreLiterals) {
   EXPECT_NE(UnitSources(Kernels(std::move(other))), UnitSources(kernels));
 }
 
+// The attention template kernel among `kernels`.
+CudaKernelSource AttentionKernelOf(const std::vector<CudaKernelSource>& kernels) {
+  for (const CudaKernelSource& k : kernels)
+    if (k.function.find("AttentionFwdSm90") != std::string::npos) return k;
+  ADD_FAILURE() << "no attention template kernel";
+  return CudaKernelSource{};
+}
+
 // The GEMM template takes its rows at launch (maps.rows) where the symbols give them: the same
 // text for row counts its rule gives the same form (here 128x128 tiles, cooperative consumers).
 TEST(CudaSymbolicSizesTest, TheGemmTemplateTakesItsRowsAtLaunch) {
@@ -182,13 +190,7 @@ TEST(CudaSymbolicSizesTest, TheGemmTemplateTakesItsRowsAtLaunch) {
 // mask's logits program reads the mask over them: one text for every length whose last key
 // block is partial, another for whole key blocks.
 TEST(CudaSymbolicSizesTest, TheAttentionTemplateTakesItsLengthsAtLaunch) {
-  auto attention = [](const std::vector<CudaKernelSource>& kernels) {
-    for (const CudaKernelSource& k : kernels)
-      if (k.function.find("AttentionFwdSm90") != std::string::npos) return k;
-    ADD_FAILURE() << "no attention template kernel";
-    return CudaKernelSource{};
-  };
-  const CudaKernelSource k = attention(Kernels(SelfAttention(2, 100)));
+  const CudaKernelSource k = AttentionKernelOf(Kernels(SelfAttention(2, 100)));
   EXPECT_NE(k.function.find("tf::AttentionLengths{(int)(tf_sym1), (int)(tf_sym1), 0, 0}"), std::string::npos) << k.function;
   EXPECT_NE(k.function.find("const int o0 = batch / 4 % (tf_sym0);"), std::string::npos) << k.function;
   EXPECT_NE(k.function.find("kWholeKeyBlocks = 0"), std::string::npos) << k.function;
@@ -200,29 +202,23 @@ TEST(CudaSymbolicSizesTest, TheAttentionTemplateTakesItsLengthsAtLaunch) {
   EXPECT_EQ(scalars, (std::vector<int64_t>{2, 100}));
   EXPECT_EQ(k.launch.grid[0], 2 * 4 * 1) << "one 128-row query block per head";
   for (auto [batch, seq] : {std::pair<int64_t, int64_t>{3, 333}, {4, 1000}, {8, 77}})
-    EXPECT_EQ(attention(Kernels(SelfAttention(batch, seq))).function, k.function) << batch << " x " << seq;
-  const CudaKernelSource whole = attention(Kernels(SelfAttention(4, 256)));
+    EXPECT_EQ(AttentionKernelOf(Kernels(SelfAttention(batch, seq))).function, k.function) << batch << " x " << seq;
+  const CudaKernelSource whole = AttentionKernelOf(Kernels(SelfAttention(4, 256)));
   EXPECT_NE(whole.function.find("kWholeKeyBlocks = 1"), std::string::npos) << whole.function;
-  EXPECT_EQ(attention(Kernels(SelfAttention(2, 1024))).function, whole.function);
+  EXPECT_EQ(AttentionKernelOf(Kernels(SelfAttention(2, 1024))).function, whole.function);
   // Without symbols the sizes are literals.
   Graph fixed = SelfAttention(2, 100);
   fixed.set_symbolic_inputs({});
-  EXPECT_NE(attention(Kernels(std::move(fixed))).function.find("tf::AttentionLengths{(int)100, (int)100, 0, 0}"), std::string::npos);
+  EXPECT_NE(AttentionKernelOf(Kernels(std::move(fixed))).function.find("tf::AttentionLengths{(int)100, (int)100, 0, 0}"), std::string::npos);
 }
 
 // Causal attention skips the key blocks above the diagonal: with the lengths at launch, its
 // key-block tables are a parameter of this binding (a power of two of query blocks in the text),
 // so lengths with as many query blocks' capacity share the kernel.
 TEST(CudaSymbolicSizesTest, ACausalMasksKeyBlockTablesArePassedAtLaunch) {
-  auto attention = [](const std::vector<CudaKernelSource>& kernels) {
-    for (const CudaKernelSource& k : kernels)
-      if (k.function.find("AttentionFwdSm90") != std::string::npos) return k;
-    ADD_FAILURE() << "no attention template kernel";
-    return CudaKernelSource{};
-  };
   TemplateOverrides one_tile;
   one_tile.attention_tiles = 1;  // (the rule's tiles a CTA follow the CTA count)
-  const CudaKernelSource k = attention(Kernels(CausalAttention(2, 1000), one_tile));
+  const CudaKernelSource k = AttentionKernelOf(Kernels(CausalAttention(2, 1000), one_tile));
   EXPECT_NE(k.function.find("const __grid_constant__ tf::AttentionTableParameter<16> tables"), std::string::npos) << k.function;
   EXPECT_NE(k.function.find("kSkipsKeyBlocks = 1"), std::string::npos) << k.function;
   EXPECT_NE(k.function.find("tables.Tables()"), std::string::npos) << k.function;
@@ -242,8 +238,8 @@ TEST(CudaSymbolicSizesTest, ACausalMasksKeyBlockTablesArePassedAtLaunch) {
   }
   EXPECT_EQ(t[8], -1) << "past the query blocks: none";
   for (int64_t seq : {1500, 1100, 2047})
-    EXPECT_EQ(attention(Kernels(CausalAttention(2, seq), one_tile)).function, k.function) << seq;
-  EXPECT_NE(attention(Kernels(CausalAttention(2, 2049), one_tile)).function.find("AttentionTableParameter<32>"), std::string::npos)
+    EXPECT_EQ(AttentionKernelOf(Kernels(CausalAttention(2, seq), one_tile)).function, k.function) << seq;
+  EXPECT_NE(AttentionKernelOf(Kernels(CausalAttention(2, 2049), one_tile)).function.find("AttentionTableParameter<32>"), std::string::npos)
       << "17 query blocks: a capacity of 32";
 }
 

@@ -1,6 +1,7 @@
 #include "codegen/cpp/cpp_attention_emitter.h"
 
 #include <fmt/format.h>
+#include <set>
 
 #include "codegen/cpp/cpp_kernel_config.h"
 #include "codegen/cpp/cpp_simd_declarations.h"
@@ -105,7 +106,7 @@ class AttentionEmitter {
   }
 
   // The symbols the kernel's text names, in id order (its parameters after the buffers).
-  const std::vector<int>& Symbols() const { return symbols_; }
+  std::vector<int> Symbols() const { return {symbols_.begin(), symbols_.end()}; }
 
  private:
   static int64_t RoundUp(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
@@ -116,11 +117,7 @@ class AttentionEmitter {
     for (int id : size.Symbols()) AddSymbol(id);
     return "(" + size.Print("tf_sym") + ")";
   }
-  void AddSymbol(int id) {
-    if (std::find(symbols_.begin(), symbols_.end(), id) != symbols_.end()) return;
-    symbols_.push_back(id);
-    std::sort(symbols_.begin(), symbols_.end());
-  }
+  void AddSymbol(int id) { symbols_.insert(id); }
   // The symbols an index prints with.
   void Note(const Index& index) {
     for (int id : IndexSymbols(index)) AddSymbol(id);
@@ -378,7 +375,7 @@ class AttentionEmitter {
   const int64_t lanes_, nk_padded_, dv_padded_;
   const bool at_launch_;  // nq, nk and the batch from the model's symbols (not where a mask skips key blocks: tables)
   std::string out_;
-  std::vector<int> symbols_;  // the model's symbols the text names, in id order
+  std::set<int> symbols_;  // the model's symbols the text names
 };
 
 }  // namespace

@@ -483,6 +483,48 @@ def test_indexing_with_several_index_tensors(check, gen):
           integers(gen, 2, low=0, high=5, dtype=torch.int32))
 
 
+def test_index_put_along_one_dim(check, gen):
+    # A static KV cache's update (index_copy_ at the step's positions) and x[idx] = v: one
+    # position (a decode step), several (a prompt), negative, values broadcast, along a later dim,
+    # and positions none of the entries name (x kept there).
+    def put(cache, k, position, positions, x, rows, v, scalar_row):
+        return {"decode": cache.index_copy(2, position, k[:, :, :1]), "prompt": cache.index_copy(2, positions, k),
+                "rows": torch.index_put(x, (rows,), v), "negative": torch.index_put(x, (-rows - 1,), v * 3),
+                "broadcast_row": torch.index_put(x, (rows[:1],), scalar_row), "columns": x.index_copy(1, rows[:2], x[:, 2:4] * 2)}
+
+    cache, k = uniform(gen, 1, 3, 9, 4, dtype=torch.bfloat16), uniform(gen, 1, 3, 4, 4, dtype=torch.bfloat16)
+    check(put, cache, k, torch.tensor([5]), torch.tensor([2, 3, 4, 5]), uniform(gen, 7, 6), torch.tensor([4, 0, 6]),
+          uniform(gen, 3, 6), uniform(gen, 6), more_calls=[(cache, k, torch.tensor([8]), torch.tensor([0, 1, 7, 8]),
+                                                             uniform(gen, 7, 6), torch.tensor([1, 2, 3]), uniform(gen, 3, 6),
+                                                             uniform(gen, 6))])
+
+
+def test_a_cache_updated_in_place_through_tilefuse(gen):
+    # The static cache's own call: index_copy_ on an input (AOTAutograd writes the new value
+    # back into it), and attention over the updated cache.
+    def step(cache, k, position):
+        cache.index_copy_(2, position, k)
+        return torch.nn.functional.scaled_dot_product_attention(k, cache, cache)
+
+    compiled = torch.compile(step, backend="tilefuse", options={"backend": "cpu"}, fullgraph=True)
+    cache, k = uniform(gen, 1, 2, 8, 4), uniform(gen, 1, 2, 1, 4)
+    ours, theirs = cache.clone(), cache.clone()
+    for position in (3, 4, 0):
+        got, want = compiled(ours, k, torch.tensor([position])), step(theirs, k, torch.tensor([position]))
+        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(ours, theirs, rtol=0, atol=0)
+        k = k + 1
+
+
+def test_index_put_that_accumulates_is_split_out(gen, caplog):
+    x, rows, v = uniform(gen, 5, 3), torch.tensor([1, 1, 4]), uniform(gen, 3, 3)
+    f = lambda x, rows, v: torch.index_put(x, (rows,), v, accumulate=True) * 2  # noqa: E731
+    with caplog.at_level(logging.WARNING, logger="tilefuse"):
+        got = torch.compile(f, backend="tilefuse", options={"backend": "cpu"})(x, rows, v)
+    assert "does not take aten.index_put.default (accumulate=True" in caplog.text, caplog.text
+    torch.testing.assert_close(got, f(x, rows, v))
+
+
 def test_scatter_of_one_index_per_line(check, gen):
     # A cross-entropy backward's one-hot of its targets: scatter(zeros, 1, target[:, None], -1).
     def scatter(x, target, rows, src):  # x [4, 7]; target [4, 1] in [0, 7); rows [1, 7] in [0, 4); src [4, 3]

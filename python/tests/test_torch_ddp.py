@@ -4,6 +4,7 @@ CUDA backend, a GPU each (where two GPUs are). Dynamo's DDP optimizer splits the
 gradient buckets, so tilefuse compiles each part's forward and backward and DDP's all-reduces run
 between them; the replicas must train as eager DDP does."""
 
+import faulthandler
 import json
 import logging
 import os
@@ -62,6 +63,8 @@ def _train(model, rank, device):
 
 
 def _replica(rank, out_dir, collectives):
+    # A replica that aborts in native code prints every thread's Python stack first.
+    faulthandler.enable(all_threads=True)
     torch.set_num_threads(1)
     device = torch.device("cpu")
     if collectives == "nccl":

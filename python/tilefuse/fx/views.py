@@ -224,6 +224,56 @@ def index(ctx: Context, x: Value, indices: Sequence[Optional[Value]]) -> Value:
     return ctx.gather(merged, linear, first)
 
 
+@handles("aten.index_put.default")
+def index_put(ctx: Context, x: Value, indices: Sequence[Optional[Value]], values: Value, accumulate: bool = False) -> Value:
+    """x with values written at the positions one index tensor gives along one dim (the others
+    taken whole): a static KV cache's update, `cache.index_copy_(2, position, k)`, functionalized.
+    Each position along the dim finds the first index entry that names it (a comparison with
+    every entry and a min over them); hit positions read values there, the others keep x."""
+    used = [d for d, i in enumerate(indices) if i is not None]
+    dim, index = used[0], indices[used[0]]
+    shape = ctx.shape_of(x)
+    size, count = shape[dim], ctx.shape_of(index)[0]
+    index = ctx.cast(index, "i64")
+    index = ctx.pointwise("where", [ctx.pointwise("less", [index, ctx.scalar(0.0, "i64")]),
+                                    ctx.pointwise("add", [index, ctx.scalar(float(size), "i64")]), index])
+    values = ctx.cast(values, ctx.dtype_of(x))
+    # values as x's rank, `count` long along dim (PyTorch broadcasts them to x[index]'s shape).
+    slot_shape = list(shape)
+    slot_shape[dim] = count
+    values = ctx.broadcast_to(ctx.reshape(values, [1] * (len(shape) - ctx.rank(values)) + ctx.shape_of(values)), slot_shape)
+    line = [1] * len(shape)
+    line[dim] = size
+    if count == 1:  # a decode step's one position: a comparison, no search
+        hit = ctx.pointwise("equal", [ctx.iota(line, dim, "i64"), ctx.reshape(index, [1] * len(shape))])
+        return ctx.pointwise("where", [ctx.broadcast_to(hit, shape), ctx.broadcast_to(values, shape), x])
+    names = ctx.pointwise("equal", [ctx.iota([size, count], 0, "i64"), ctx.reshape(index, [1, count])])
+    first = ctx.reduce("reduce_min", ctx.pointwise("where", [names, ctx.iota([size, count], 1, "i64"),
+                                                             ctx.scalar(float(count), "i64")]), [1], False)
+    hit = ctx.reshape(ctx.pointwise("less", [first, ctx.scalar(float(count), "i64")]), line)
+    slot = ctx.pointwise("min", [first, ctx.scalar(float(count - 1), "i64")])
+    return ctx.pointwise("where", [ctx.broadcast_to(hit, shape), ctx.gather(values, slot, dim), x])
+
+
+def _why_not_index_put(node) -> Optional[str]:
+    x, indices = (a.meta.get("val") if hasattr(a, "meta") else a for a in node.args[:2])
+    accumulate = node.args[3] if len(node.args) > 3 else node.kwargs.get("accumulate", False)
+    if accumulate:
+        return "accumulate=True (a sum at repeated indices)"
+    used = [i for i in indices if i is not None]
+    if len(used) != 1:
+        return "an index tensor on more than one dim"
+    index = used[0].meta.get("val") if hasattr(used[0], "meta") else used[0]
+    if not isinstance(index, torch.Tensor) or index.dim() != 1 or index.dtype not in (torch.int64, torch.int32):
+        return "an index other than one integer vector"
+    if not isinstance(x, torch.Tensor) or any(isinstance(d, torch.SymInt) for d in (*x.shape, *index.shape)):
+        return "symbolic sizes"
+    return None
+
+
+index_put.why_not = _why_not_index_put
+
+
 @handles("aten.constant_pad_nd.default")
 def constant_pad_nd(ctx: Context, x: Value, pad: Sequence[int], value: float = 0.0) -> Value:
     """PyTorch's pad list runs from the last dim backwards: (last_begin, last_end, ...)."""

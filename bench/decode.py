@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""Greedy decoding with a KV cache: tilefuse against eager PyTorch and torch.compile's modes, in
+one process, on transformers' models with random weights (from their configs; no download).
+
+Each mode generates --new tokens after a --prompt-token prompt at batch 1 and is timed over the
+decode steps alone (CUDA events around the loop, after a whole warm-up generation; median of
+--repeats generations). The cache:
+
+- eager-dynamic: transformers' DynamicCache (the keys grow every step), eager;
+- eager-static and every compiled mode: a StaticCache of prompt + new positions, written at the
+  step's cache_position (one shape for every step, so a compiled step serves them all);
+- compile: torch.compile(model.forward); reduce-overhead: with CUDA graphs; max-autotune: with
+  CUDA graphs and autotuning; tilefuse: torch.compile(model.forward, backend="tilefuse") (each
+  compiled graph replays as one CUDA graph).
+
+Per mode: ms a token, tokens a second, the ratio to the best torch.compile mode, the first
+generation's wall time (compiles included), the graphs compiled during the timed generations
+(0 is the goal: no compile after the first token), and the agreement with eager-static's tokens
+(greedy tokens of random weights diverge once two logits tie within bf16 noise: the first step's
+logits error, relative to their scale, is the precise check).
+
+    python3 bench/decode.py --model gpt2 --json out.json
+
+Needs a GPU, torch and transformers; tilefuse on PYTHONPATH.
+"""
+import argparse
+import json
+import logging
+import statistics
+import time
+
+MODES = ("eager-dynamic", "eager-static", "compile", "reduce-overhead", "max-autotune", "tilefuse")
+
+
+def build_model(name, torch, transformers):
+    torch.manual_seed(0)
+    if name == "gpt2":
+        return transformers.GPT2LMHeadModel(transformers.GPT2Config())
+    if name == "llama":  # TinyLlama-1.1B's shape: RMSNorm, SwiGLU, RoPE, GQA 32/4
+        return transformers.LlamaForCausalLM(transformers.LlamaConfig(
+            hidden_size=2048, intermediate_size=5632, num_hidden_layers=22, num_attention_heads=32,
+            num_key_value_heads=4, vocab_size=32000, max_position_embeddings=2048))
+    if name == "gpt2-tiny":  # a smoke test of this script on the CPU
+        return transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=1000))
+    raise SystemExit(f"unknown model {name}")
+
+
+class Compiles(logging.Handler):
+    """Counts tilefuse's compiled graphs (its log's "compiled a torch.compile graph" lines)."""
+
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.count = 0
+
+    def emit(self, record):
+        if "compiled a torch.compile graph" in record.getMessage():
+            self.count += 1
+
+
+def generate(torch, transformers, forward, model, prompt, new, static):
+    """Greedy tokens after `prompt`, the first decode step's logits and the decode loop's time
+    in ms (CUDA events around the steps after the prompt)."""
+    config = model.config
+    length = prompt.shape[1] + new
+    cache = transformers.StaticCache(config=config, max_cache_len=length) if static else transformers.DynamicCache(config=config)
+    position = torch.arange(prompt.shape[1], device=prompt.device)
+    with torch.no_grad():
+        logits = forward(input_ids=prompt, past_key_values=cache, cache_position=position, use_cache=True).logits
+        token = logits[:, -1:].argmax(-1)
+        tokens, first_logits = [token], None
+        cuda = prompt.is_cuda
+        if cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+        began = time.perf_counter()
+        for step in range(new - 1):
+            position = position[-1:] + 1
+            logits = forward(input_ids=token, past_key_values=cache, cache_position=position, use_cache=True).logits
+            if step == 0:
+                first_logits = logits[:, -1].float().clone()
+            token = logits[:, -1:].argmax(-1)
+            tokens.append(token)
+        if cuda:
+            end.record()
+            torch.cuda.synchronize()
+    ms = start.elapsed_time(end) if cuda else 1e3 * (time.perf_counter() - began)
+    return torch.cat(tokens, 1), first_logits, ms
+
+
+def profile(torch, transformers, forward, model, prompt, new):
+    """The decode loop under torch.profiler: each kernel's device time a step, and the step's."""
+    from torch.profiler import ProfilerActivity
+    with torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        _, _, ms = generate(torch, transformers, forward, model, prompt, new, True)
+    steps = new - 1
+    events = [e for e in prof.key_averages() if e.device_type == torch.autograd.DeviceType.CUDA]
+    device_us = sum(e.self_device_time_total for e in events) / steps
+    print(f"profile: {ms / steps:.3f} ms a step under the profiler, kernels {device_us:.1f} us a step of device time "
+          f"({sum(e.count for e in events) / steps:.1f} kernels a step, prompt included)")
+    for e in sorted(events, key=lambda e: -e.self_device_time_total)[:30]:
+        print(f"  {e.self_device_time_total / steps:8.2f} us/step  {e.count / steps:6.2f}/step  {e.key[:110]}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="gpt2", choices=("gpt2", "llama", "gpt2-tiny"))
+    parser.add_argument("--device", default="cuda", help="cuda (default), or cpu for a smoke test")
+    parser.add_argument("--prompt", type=int, default=128, help="prompt tokens (default 128)")
+    parser.add_argument("--new", type=int, default=128, help="tokens generated (default 128)")
+    parser.add_argument("--repeats", type=int, default=3, help="timed generations a mode (default 3)")
+    parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}")
+    parser.add_argument("--json", help="write the results here too")
+    parser.add_argument("--profile", action="store_true",
+                        help="after the tilefuse mode, its decode steps under torch.profiler: the kernels' device time a step")
+    args = parser.parse_args()
+    modes = args.modes.split(",")
+    unknown = sorted(set(modes) - set(MODES))
+    if unknown:
+        parser.error(f"unknown modes {unknown}")
+
+    import torch
+    import transformers
+
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("bench/decode.py needs a GPU (--device cpu: a smoke test)")
+    import tilefuse.torch_backend  # noqa: F401  (registers the backend)
+
+    compiles = Compiles()
+    logging.getLogger("tilefuse").addHandler(compiles)
+    logging.getLogger("tilefuse").setLevel(logging.INFO)
+    dtype = torch.bfloat16 if args.device == "cuda" else torch.float32
+    model = build_model(args.model, torch, transformers).to(args.device, dtype).eval()
+    vocab = model.config.vocab_size
+    prompt = torch.randint(0, vocab, (1, args.prompt), device=args.device,
+                           generator=torch.Generator(args.device).manual_seed(1))
+    results, reference = [], None
+    for mode in modes:
+        torch._dynamo.reset()
+        forward = model.forward
+        if mode in ("compile", "reduce-overhead", "max-autotune"):
+            forward = torch.compile(model.forward, mode=None if mode == "compile" else mode, fullgraph=True)
+        elif mode == "tilefuse":
+            forward = torch.compile(model.forward, backend="tilefuse", options={"backend": args.device})
+        static = mode != "eager-dynamic"
+        began = time.perf_counter()
+        generate(torch, transformers, forward, model, prompt, args.new, static)
+        first = time.perf_counter() - began
+        compiled_before = compiles.count
+        dynamo_before = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+        times = []
+        for _ in range(args.repeats):
+            tokens, logits, ms = generate(torch, transformers, forward, model, prompt, args.new, static)
+            times.append(ms / (args.new - 1))
+        row = {"mode": mode, "ms_per_token": statistics.median(times), "all_ms_per_token": times,
+               "first_generation_s": first,
+               "graphs_compiled_while_timed": (compiles.count - compiled_before) +
+                                              (torch._dynamo.utils.counters["stats"]["unique_graphs"] - dynamo_before)}
+        if mode == "eager-static":
+            reference = (tokens, logits)
+        if reference is not None:
+            ref_tokens, ref_logits = reference
+            same = (tokens == ref_tokens)[0].int()
+            row["tokens_before_divergence"] = int(same.cumprod(0).sum())
+            row["first_step_logits_error"] = ((logits - ref_logits).abs().max() / ref_logits.abs().max()).item()
+        results.append(row)
+        if args.profile and mode == "tilefuse":
+            profile(torch, transformers, forward, model, prompt, args.new)
+        print(f"{args.model} {mode}: {row['ms_per_token']:.3f} ms a token ({1e3 / row['ms_per_token']:.0f} tokens/s), "
+              f"first generation {first:.1f} s, {row['graphs_compiled_while_timed']} graphs compiled while timed"
+              + (f", {row['tokens_before_divergence']}/{args.new} tokens as eager-static, first step's logits "
+                 f"{row['first_step_logits_error']:.4f} of scale" if "first_step_logits_error" in row else ""), flush=True)
+    best = min((r["ms_per_token"] for r in results if r["mode"] in ("compile", "reduce-overhead", "max-autotune")), default=None)
+    for r in results:
+        if best:
+            r["vs_best_torch_compile"] = best / r["ms_per_token"]
+    if best:
+        print("ratio to the best torch.compile mode: " + ", ".join(f"{r['mode']} {r['vs_best_torch_compile']:.2f}x" for r in results))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"model": args.model, "prompt": args.prompt, "new": args.new, "device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
+                       "torch": torch.__version__, "transformers": transformers.__version__, "results": results}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -2,7 +2,7 @@
 options={"backward": "tilefuse"}, the CPU backend) against torch.autograd in eager: the
 gradients of every input and parameter, in f64 where tilefuse's kernels take it and in f32
 otherwise. Each op's forward and backward graphs must both be compiled by tilefuse; a part
-split out to PyTorch is named in the case (SPLIT_OUT: the embedding's index_put has no mapping yet)."""
+split out to PyTorch is named in the case (SPLIT_OUT: the embedding's index_put accumulates, which tilefuse does not take)."""
 
 
 import pytest
@@ -79,7 +79,7 @@ def _cases():
     }
 
 
-# The ops each case's backward graph has no mapping for: split out to PyTorch, said in the log.
+# The ops each case's backward graph tilefuse does not take: split out to PyTorch, said in the log.
 SPLIT_OUT = {
     "embedding": "aten.index_put.default",  # the rows' gradients summed into the table
 }

@@ -1,0 +1,65 @@
+"""Greedy decoding with transformers' static KV cache through torch.compile(backend="tilefuse")
+on the CPU: the prompt's graph and the decode step's graph compile once, and every later token
+runs the same compiled step (the cache's update, index_copy_ at the step's position, a node of
+tilefuse's graph, not split out). Tokens and logits match eager's (small models, random weights
+from configs: no download)."""
+import logging
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed in this Python (scripts/test.sh installs "
+                                            "it into build/venv)")
+transformers = pytest.importorskip("transformers", reason="transformers is not installed in this Python")
+
+import tilefuse.torch_backend  # noqa: E402,F401  (registers the backend)
+from test_torch_models import COMPILED, IN_PYTORCH, messages  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
+
+PROMPT, NEW = 7, 9
+
+
+def _generate(forward, config, prompt):
+    """Greedy tokens after `prompt` and each step's last logits, with a static cache."""
+    cache = transformers.StaticCache(config=config, max_cache_len=PROMPT + NEW)
+    position = torch.arange(PROMPT)
+    tokens, logits = [], []
+    with torch.no_grad():
+        out = forward(input_ids=prompt, past_key_values=cache, cache_position=position, use_cache=True).logits
+        for _ in range(NEW):
+            logits.append(out[:, -1].clone())
+            tokens.append(out[:, -1:].argmax(-1))
+            position = position[-1:] + 1
+            out = forward(input_ids=tokens[-1], past_key_values=cache, cache_position=position, use_cache=True).logits
+    return torch.cat(tokens, 1), torch.stack(logits)
+
+
+def _model(name):
+    torch.manual_seed(0)
+    if name == "gpt2":
+        config = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=300, n_positions=64)
+        return transformers.GPT2LMHeadModel(config).eval()
+    config = transformers.LlamaConfig(hidden_size=64, intermediate_size=160, num_hidden_layers=2, num_attention_heads=4,
+                                      num_key_value_heads=2, vocab_size=300, max_position_embeddings=64)
+    return transformers.LlamaForCausalLM(config).eval()
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_static_cache_decoding_compiles_the_step_once(name, logs):
+    model = _model(name)
+    prompt = torch.randint(0, model.config.vocab_size, (1, PROMPT), generator=torch.Generator().manual_seed(3))
+    expected_tokens, expected_logits = _generate(model, model.config, prompt)
+    compiled = torch.compile(model.forward, backend="tilefuse", options={"backend": "cpu"})
+    tokens, logits = _generate(compiled, model.config, prompt)
+    scale = expected_logits.abs().max().item()
+    torch.testing.assert_close(logits, expected_logits, rtol=1e-4, atol=1e-4 * scale)
+    assert torch.equal(tokens, expected_tokens)
+    assert not messages(logs, IN_PYTORCH, logging.WARNING), logs.text
+    # The prompt's graph and the step's: every later step reuses the step's.
+    assert len(messages(logs, COMPILED)) == 2, "\n".join(messages(logs, COMPILED))
+    # A second generation (a fresh cache, another prompt) compiles nothing.
+    before = len(messages(logs, COMPILED))
+    again = torch.randint(0, model.config.vocab_size, (1, PROMPT), generator=torch.Generator().manual_seed(4))
+    tokens, _ = _generate(compiled, model.config, again)
+    assert torch.equal(tokens, _generate(model, model.config, again)[0])
+    assert len(messages(logs, COMPILED)) == before, "\n".join(messages(logs, COMPILED))

@@ -42,6 +42,7 @@ struct FuzzCommandOptions {
   std::string inject_fault;  // an op name: tests the judge (codegen/lowering_fault.h)
   bool measure_all = false;
   bool no_layer_patterns = false;
+  bool symbolic = false;
 };
 
 // ill-conditioned graphs allowed in a run: a share of the count, at least one (a replay
@@ -51,7 +52,8 @@ int IllConditionedAllowed(const FuzzCommandOptions& options) {
 }
 
 std::string ReplayCommand(uint64_t seed, const FuzzCommandOptions& options) {
-  return fmt::format("tilefuse fuzz --seed {} --count 1{}{}{}{}", seed, options.no_fusion ? " --no-fusion" : "",
+  return fmt::format("tilefuse fuzz --seed {} --count 1{}{}{}{}{}", seed, options.symbolic ? " --symbolic" : "",
+                     options.no_fusion ? " --no-fusion" : "",
                      options.backend == "cpu" ? "" : " --backend " + options.backend,
                      options.no_layer_patterns ? " --no-layer-patterns" : "",
                      options.inject_fault.empty() ? "" : " --inject-fault " + options.inject_fault);
@@ -73,9 +75,10 @@ void PrintText(const FuzzReport& report, const FuzzCommandOptions& options, doub
     if (!Reported(c)) continue;
     fmt::print("{}: seed {}: {}  (replay: {})\n", FuzzVerdictName(c.verdict), c.seed, c.detail, ReplayCommand(c.seed, options));
   }
-  fmt::print("fuzz: {} random graphs (seeds {}..{}) on the {} backend, {}, {:.0f} s: {} match, {} ill-conditioned "
+  fmt::print("fuzz: {} random graphs{} (seeds {}..{}) on the {} backend, {}, {:.0f} s: {} match, {} ill-conditioned "
              "(at most {} allowed), {} mismatch, {} error\n",
-             options.count, options.seed, options.seed + options.count - (options.count > 0 ? 1 : 0), options.backend,
+             options.count, options.symbolic ? fmt::format(" over symbolic dims, each at {} bindings", kSymbolicBindings) : "",
+             options.seed, options.seed + options.count - (options.count > 0 ? 1 : 0), options.backend,
              options.no_fusion ? "unfused" : "fused", seconds, report.Count(FuzzVerdict::kMatch),
              report.Count(FuzzVerdict::kIllConditioned), IllConditionedAllowed(options), report.Count(FuzzVerdict::kMismatch),
              report.Count(FuzzVerdict::kError));
@@ -86,6 +89,7 @@ void PrintJson(const FuzzReport& report, const FuzzCommandOptions& options) {
                       {"count", options.count},
                       {"backend", options.backend},
                       {"fused", !options.no_fusion},
+                      {"symbolic", options.symbolic},
                       {"match", report.Count(FuzzVerdict::kMatch)},
                       {"ill_conditioned", report.Count(FuzzVerdict::kIllConditioned)},
                       {"ill_conditioned_allowed", IllConditionedAllowed(options)},
@@ -145,6 +149,7 @@ int RunFuzz(const FuzzCommandOptions& options) {
   fuzz.backend = options.backend;
   fuzz.measure_all = options.measure_all;
   fuzz.layer_patterns = !options.no_layer_patterns;
+  fuzz.symbolic = options.symbolic;
   fuzz.channels_last = options.backend == "cuda" && CudaPassOptions().channels_last;
   if (!options.inject_fault.empty()) {
     const OpInfo* op = FindOpByName(options.inject_fault);
@@ -207,6 +212,9 @@ void AddFuzzCommand(CLI::App& app, int& exit_code) {
   fuzz->add_flag("--no-layer-patterns", options->no_layer_patterns,
                  "Without the GEMM-epilogue, multi-head attention and convolution patterns: each seed gives the "
                  "graph it gave before they were added (seeds reported before 2026-11-24)");
+  fuzz->add_flag("--symbolic", options->symbolic,
+                 "Graphs over symbolic dims (batch, seq, past: src/testing/symbolic_random_graph.h), each compiled "
+                 "with its sizes over the symbols and checked at 3 bindings (seq 1 ... 40); --emit writes the first");
   fuzz->add_flag("--measure-all", options->measure_all,
                  "Measure every graph's sensitivity (the probes), not only failing graphs'; matching graphs whose "
                  "reference moves beyond the tolerance are listed as matches with the measurement");
@@ -230,6 +238,7 @@ void AddFuzzCommand(CLI::App& app, int& exit_code) {
       "  tilefuse fuzz --seed 1 --count 20\n"
       "  tilefuse fuzz --seed 81 --count 1 --json\n"
       "  tilefuse fuzz --seed 10000 --count 150 --no-fusion\n"
+      "  tilefuse fuzz --seed 0 --count 50 --symbolic\n"
       "  tilefuse fuzz --seed 100011 --count 1 --no-layer-patterns --backend cuda --emit out/\n"
       "Exit codes: 0 every graph matched (a few ill-conditioned allowed), 1 a mismatch or error, or more\n"
       "ill-conditioned graphs than --max-ill-conditioned allows, 2 bad usage.");

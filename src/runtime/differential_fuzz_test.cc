@@ -60,6 +60,14 @@ TEST(DifferentialFuzzTest, ChannelsLastMatchesReference) {
   ExpectNoMismatch(options, 2);
 }
 
+// Graphs over symbolic dims (batch, seq, past), each compiled with its sizes over the symbols
+// and judged at three bindings (seq 1 ... 40).
+TEST(DifferentialFuzzTest, SymbolicGraphsMatchReferenceAtThreeBindings) {
+  DifferentialFuzzOptions options = Options(30000, 24, true);
+  options.symbolic = true;
+  ExpectNoMismatch(options, 1);
+}
+
 // The judge must not explain a lowering bug away: exp's results off by 1e-3 (ten times
 // the tolerance's rtol) in every generated loop kernel. The same seeds match without it
 // (FusedMatchesReference).

@@ -14,6 +14,7 @@
 #include "backend/cuda/cuda_executable.h"
 #include "testing/tensor_compare.h"
 #include "testing/random_graph.h"
+#include "testing/symbolic_random_graph.h"
 
 namespace tilefuse {
 
@@ -136,19 +137,11 @@ std::vector<StatusOr<std::unique_ptr<CpuExecutable>>> CompileEach(const std::vec
   return compiled;
 }
 
-void FuzzBatch(const DifferentialFuzzOptions& options, uint64_t first_seed, int count, FuzzReport& report) {
-  std::vector<Graph> graphs;
-  std::vector<size_t> case_of_graph;
-  for (int i = 0; i < count; ++i) {
-    report.cases.push_back({first_seed + i, FuzzVerdict::kError, ""});
-    StatusOr<Graph> graph = GenerateFuzzGraph(options, first_seed + i);
-    if (!graph.ok()) {
-      report.cases.back().detail = graph.status().ToString();
-      continue;
-    }
-    graphs.push_back(std::move(graph).value());
-    case_of_graph.push_back(report.cases.size() - 1);
-  }
+// Each of `graphs` (with its seed) compiled on the options' backend and judged.
+std::vector<FuzzCase> JudgeEach(const DifferentialFuzzOptions& options, const std::vector<Graph>& graphs,
+                                const std::vector<uint64_t>& seeds) {
+  std::vector<FuzzCase> cases;
+  for (uint64_t seed : seeds) cases.push_back({seed, FuzzVerdict::kError, ""});
   if (options.backend == "cuda") {
     CudaCompileOptions gpu;
     gpu.fuse = options.fuse;
@@ -156,15 +149,14 @@ void FuzzBatch(const DifferentialFuzzOptions& options, uint64_t first_seed, int 
     gpu.cache_dir = options.cache_dir;
     gpu.fault = options.fault;
     for (size_t g = 0; g < graphs.size(); ++g) {
-      FuzzCase& c = report.cases[case_of_graph[g]];
       auto compiled = CompileForCuda(graphs[g], gpu);
       if (!compiled.ok()) {
-        c.detail = compiled.status().ToString();
+        cases[g].detail = compiled.status().ToString();
         continue;
       }
-      c = JudgeGraph(graphs[g], c.seed, [&](const std::vector<Tensor>& in) { return (*compiled)->Run(in); }, options);
+      cases[g] = JudgeGraph(graphs[g], seeds[g], [&](const std::vector<Tensor>& in) { return (*compiled)->Run(in); }, options);
     }
-    return;
+    return cases;
   }
   CpuCompileOptions compile;
   compile.fuse = options.fuse;
@@ -173,18 +165,76 @@ void FuzzBatch(const DifferentialFuzzOptions& options, uint64_t first_seed, int 
   compile.fault = options.fault;
   auto compiled = CompileEach(graphs, compile);
   for (size_t g = 0; g < graphs.size(); ++g) {
-    FuzzCase& c = report.cases[case_of_graph[g]];
     if (!compiled[g].ok()) {
-      c.detail = compiled[g].status().ToString();
+      cases[g].detail = compiled[g].status().ToString();
       continue;
     }
-    c = JudgeGraph(graphs[g], c.seed, [&](const std::vector<Tensor>& in) { return (*compiled[g])->Run(in); }, options);
+    cases[g] = JudgeGraph(graphs[g], seeds[g], [&](const std::vector<Tensor>& in) { return (*compiled[g])->Run(in); }, options);
+  }
+  return cases;
+}
+
+int Severity(FuzzVerdict verdict) {
+  switch (verdict) {
+    case FuzzVerdict::kMatch: return 0;
+    case FuzzVerdict::kIllConditioned: return 1;
+    case FuzzVerdict::kMismatch: return 2;
+    case FuzzVerdict::kError: return 3;
+  }
+  return 3;
+}
+
+// The graphs of seeds first_seed ... at one binding index (symbolic fuzzing) or their only
+// one, judged; `report` gets a case per seed (for symbolic graphs, the worst binding's, its
+// detail naming the binding).
+void FuzzBatch(const DifferentialFuzzOptions& options, uint64_t first_seed, int count, FuzzReport& report) {
+  size_t first_case = report.cases.size();
+  for (int i = 0; i < count; ++i) report.cases.push_back({first_seed + i, FuzzVerdict::kMatch, ""});
+  int bindings = options.symbolic ? kSymbolicBindings : 1;
+  for (int binding = 0; binding < bindings; ++binding) {
+    std::vector<Graph> graphs;
+    std::vector<uint64_t> seeds;
+    std::vector<size_t> case_of_graph;
+    for (int i = 0; i < count; ++i) {
+      FuzzCase& c = report.cases[first_case + i];
+      if (c.verdict == FuzzVerdict::kError) continue;  // it could not even be generated
+      StatusOr<Graph> graph = GenerateFuzzGraph(options, c.seed, binding);
+      if (!graph.ok()) {
+        c = {c.seed, FuzzVerdict::kError, graph.status().ToString()};
+        continue;
+      }
+      graphs.push_back(std::move(graph).value());
+      seeds.push_back(c.seed);
+      case_of_graph.push_back(first_case + i);
+    }
+    std::vector<FuzzCase> judged = JudgeEach(options, graphs, seeds);
+    for (size_t g = 0; g < judged.size(); ++g) {
+      FuzzCase& c = report.cases[case_of_graph[g]];
+      if (Severity(judged[g].verdict) < Severity(c.verdict) || (binding > 0 && judged[g].verdict == FuzzVerdict::kMatch &&
+                                                                 c.verdict == FuzzVerdict::kMatch))
+        continue;
+      if (options.symbolic && judged[g].verdict != FuzzVerdict::kMatch)
+        judged[g].detail = fmt::format("at {}: {}", SymbolicBindingsFor(c.seed)[binding].ToString(), judged[g].detail);
+      c = judged[g];
+    }
   }
 }
 
 }  // namespace
 
-StatusOr<Graph> GenerateFuzzGraph(const DifferentialFuzzOptions& options, uint64_t seed) {
+StatusOr<Graph> GenerateFuzzGraph(const DifferentialFuzzOptions& options, uint64_t seed, int binding) {
+  if (options.symbolic) {
+    if (binding < 0 || binding >= kSymbolicBindings)
+      return InvalidArgument(fmt::format("binding {} of a symbolic graph: there are {}", binding, kSymbolicBindings));
+    std::vector<DType> dtypes;
+    for (DType d : options.dtypes)
+      if (d == DType::kF32 || d == DType::kF64) dtypes.push_back(d);
+    if (dtypes.empty()) return InvalidArgument("symbolic random graphs are f32 or f64: no such dtype among the options'");
+    ASSIGN_OR_RETURN(Graph graph, GenerateSymbolicGraph(seed, SymbolicBindingsFor(seed)[binding], dtypes[seed % dtypes.size()]));
+    PassOptions passes;
+    passes.channels_last = options.channels_last;
+    return RunGraphPasses(std::move(graph), passes);
+  }
   RandomGraphOptions graph_options;
   graph_options.seed = seed;
   graph_options.dtypes = options.dtypes;

@@ -48,6 +48,10 @@ struct DifferentialFuzzOptions {
   double explain_factor = kConditioningExplainFactor;
   // Measure every graph's sensitivity, not only failing ones' (statistics; slower).
   bool measure_all = false;
+  // Random graphs over symbolic dims (testing/symbolic_random_graph.h), each compiled with its
+  // sizes over the symbols and judged at kSymbolicBindings bindings; a graph's case is its
+  // worst binding's. Their dtype is f32 or f64 (`dtypes`' first such, by seed).
+  bool symbolic = false;
   // Test only: every float op of this code in generated loop kernels is off by this
   // relative error (codegen/lowering_fault.h), to prove the judge catches a lowering bug.
   LoweringFault fault;
@@ -80,9 +84,11 @@ StatusOr<FuzzReport> RunDifferentialFuzz(const DifferentialFuzzOptions& options)
 using FuzzRunFunction = std::function<StatusOr<std::vector<Tensor>>(const std::vector<Tensor>&)>;
 FuzzCase JudgeGraph(const Graph& graph, uint64_t seed, const FuzzRunFunction& run, const DifferentialFuzzOptions& options);
 
+inline constexpr int kSymbolicBindings = 3;  // the bindings a symbolic graph is judged at
+
 // The graph of `seed` as the fuzzer compiles it (generated, then through the graph
-// passes), for replaying or dumping one case.
-StatusOr<Graph> GenerateFuzzGraph(const DifferentialFuzzOptions& options, uint64_t seed);
+// passes), for replaying or dumping one case; for symbolic graphs, at binding `binding`.
+StatusOr<Graph> GenerateFuzzGraph(const DifferentialFuzzOptions& options, uint64_t seed, int binding = 0);
 
 const char* FuzzVerdictName(FuzzVerdict verdict);  // "match", "ill-conditioned", ...
 

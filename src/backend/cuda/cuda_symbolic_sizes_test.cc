@@ -14,6 +14,7 @@
 #include "backend/cuda/nvrtc_compiler.h"
 #include "fusion/group_classifier.h"
 #include "passes/pipeline.h"
+#include "testing/symbolic_random_graph.h"
 #include "tilefuse/builder.h"
 
 namespace tilefuse {
@@ -257,6 +258,32 @@ TEST(CudaSymbolicSizesTest, SymbolicKernelsCompileForHopper) {
     for (const PtxasKernelInfo& k : ParsePtxasLog(log)) EXPECT_EQ(k.spill_store_bytes + k.spill_load_bytes, 0) << k.line;
     EXPECT_EQ(log.find("are serialized"), std::string::npos) << log;
   }
+}
+
+// The differential fuzzer's graphs over symbolic dims (testing/symbolic_random_graph.h), at
+// each of their bindings: every distinct kernel compiles for Hopper. (The fuzzer runs them
+// against the reference on a GPU: `tilefuse fuzz --symbolic --backend cuda`.)
+TEST(CudaSymbolicSizesTest, SymbolicFuzzGraphsCompileForHopper) {
+  StatusOr<NvrtcCompiler> nvrtc = NvrtcCompiler::Create((std::filesystem::temp_directory_path() / "tilefuse_test_cache").string());
+  if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available, CUDA kernels not compiled: " << nvrtc.status().ToString();
+  std::set<std::string> compiled;
+  int units = 0;
+  for (uint64_t seed = 0; seed < 6; ++seed) {
+    for (const SymbolicBinding& at : SymbolicBindingsFor(seed)) {
+      StatusOr<Graph> graph = GenerateSymbolicGraph(seed, at, DType::kF32);
+      ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+      std::vector<CudaCompileUnit> fresh;
+      for (CudaCompileUnit& u : SplitIntoCompileUnits(Kernels(std::move(*graph)))) {
+        ++units;
+        if (compiled.insert(u.source).second) fresh.push_back(std::move(u));
+      }
+      if (fresh.empty()) continue;
+      StatusOr<CudaCubins> cubins = CompileUnits(*nvrtc, fresh, "sm_90a");
+      ASSERT_TRUE(cubins.ok()) << "seed " << seed << " at " << at.ToString() << ": " << cubins.status().ToString();
+    }
+  }
+  std::printf("symbolic fuzz graphs: %d units at 18 bindings, %zu distinct texts compiled\n", units, compiled.size());
+  EXPECT_LT(compiled.size(), static_cast<size_t>(units)) << "no unit's text was the same at two bindings";
 }
 
 }  // namespace

@@ -217,8 +217,18 @@ StatusOr<int> Lowering::EvaluateView(const Node& n, const Index& flat) {
       for (size_t d = 0; d < out.size(); ++d) src[n.attrs.perm[d]] = out[d];
       break;
     case OpCode::kSlice:
-      for (size_t d = 0; d < out.size(); ++d)
-        src[d] = IndexAdd(IndexMul(out[d], n.attrs.steps[d]), IndexConst(n.attrs.starts[d]));
+      for (size_t d = 0; d < out.size(); ++d) {
+        // A slice to the end whose start is a size in the model's symbols (a KV cache's
+        // newest positions after the past ones: start = past) reads at that size, printed
+        // over them; other starts are constants.
+        const int64_t start = n.attrs.starts[d];
+        Index offset = IndexConst(start);
+        if (symbolic_ && n.attrs.steps[d] == 1 && start + n.shape[d] == in.shape[d]) {
+          const SymExpr start_size = DimSize(in.id, static_cast<int>(d)) - DimSize(n.id, static_cast<int>(d));
+          if (!start_size.IsConstant() && start_size.StandsFor(start, symbolic_->values)) offset = IndexSize(start, start_size);
+        }
+        src[d] = IndexAdd(IndexMul(out[d], n.attrs.steps[d]), offset);
+      }
       break;
     case OpCode::kConcat: {
       // Every input is loaded at a clamped (always valid) offset; the axis position

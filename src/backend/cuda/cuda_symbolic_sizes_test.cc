@@ -129,6 +129,31 @@ TEST(CudaSymbolicSizesTest, LoopKernelsAreTheSameTextAtEveryBinding) {
     EXPECT_EQ(UnitSources(Kernels(NormAndActivation(batch, seq))), UnitSources(first)) << batch << " x " << seq;
 }
 
+// [past; x] along seq, scaled by its max over the whole length, and x's part sliced back:
+// the slice starts at the past length, a size in the symbols, so it is read there at launch
+// and the text does not change with past.
+Graph PastThenSlice(int64_t past, int64_t seq) {
+  GraphBuilder b;
+  Value cache = b.Parameter("cache", DType::kF32, {2, past, 32});
+  Value x = b.Parameter("x", DType::kF32, {2, seq, 32});
+  Value joined = b.Concat({cache, x}, 1);
+  Value scaled = b.Mul(joined, b.Unary(OpCode::kTanh, joined));
+  b.Output(b.Slice(scaled, {past}, {past + seq}, {1}, {}), "y");
+  StatusOr<Graph> g = b.Build();
+  EXPECT_TRUE(g.ok()) << g.status().message();
+  g->set_symbolic_inputs({{{"cache", {"", "past", ""}}, {"x", {"", "seq", ""}}}, {{"past", past}, {"seq", seq}}});
+  return std::move(*g);
+}
+
+TEST(CudaSymbolicSizesTest, ASliceAfterThePastStartsAtThePastLengthAtLaunch) {
+  // (A seq of 1 is another text, a dim of 1 reads no index; and a seq of 2, the batch's size,
+  // is not told apart from it.)
+  const std::set<std::string> first = UnitSources(Kernels(PastThenSlice(29, 3)));
+  for (auto [past, seq] : {std::pair<int64_t, int64_t>{100, 4}, {7, 5}, {9, 16}})
+    EXPECT_EQ(UnitSources(Kernels(PastThenSlice(past, seq))), first) << past << " + " << seq;
+  for (const std::string& unit : first) EXPECT_EQ(unit.find("+ 29"), std::string::npos) << unit;
+}
+
 TEST(CudaSymbolicSizesTest, WithoutSymbolsTheSizesAreLiterals) {
   Graph bound = NormAndActivation(2, 24);
   bound.set_symbolic_inputs({});

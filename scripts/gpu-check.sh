@@ -14,7 +14,8 @@
 #       bench/cases/check), template, overlap, serial and split and the stand-ins of background
 #       compiles (--stand-ins), and compute-sanitizer on four; the attention backward template
 #       against its reference and timed beside SDPA's backward (bench/attention_backward_peers.py)
-#   2. differential fuzzing: $FUZZ_COUNT fused and $FUZZ_UNFUSED_COUNT unfused random graphs on the GPU
+#   2. differential fuzzing: $FUZZ_COUNT fused and $FUZZ_UNFUSED_COUNT unfused random graphs on the GPU,
+#      and $FUZZ_SYMBOLIC_COUNT over symbolic dims, each at three bindings
 #      compute-sanitizer memcheck on the examples
 #   3. the GPU unit tests (cuBLASLt, runs on device memory); 3'. the Python package's tests, CUDA
 #      and torch ones included (its extension compiled here for this machine's Python from the
@@ -219,9 +220,13 @@ if has fuzz; then
       { say "fuzz: regression seed $seed fails again"; failures=$((failures + 1)); }
   done
   fuzz_pids=()
-  for j in $(seq 0 $((FUZZ_JOBS + 1))); do
+  # One more process fuzzes graphs over symbolic dims (each checked at three bindings, its
+  # kernels taking the sizes at launch: testing/symbolic_random_graph.h).
+  FUZZ_SYMBOLIC_COUNT=${FUZZ_SYMBOLIC_COUNT:-300}
+  for j in $(seq 0 $((FUZZ_JOBS + 2))); do
     mode="" count=$per_job
     if [ "$j" -ge "$FUZZ_JOBS" ]; then mode="--no-fusion"; count=$per_unfused_job; fi
+    if [ "$j" -eq $((FUZZ_JOBS + 2)) ]; then mode="--symbolic"; count=$FUZZ_SYMBOLIC_COUNT; fi
     timeout "$FUZZ_TIMEOUT" "$B/tilefuse" fuzz --backend cuda --seed $((j * 100000)) --count "$count" $mode \
       >"$OUT/fuzz-$j.log" 2>&1 &
     fuzz_pids+=($!)

@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
 # Greedy decoding with a static KV cache on a GPU: bench/decode.py's modes (eager, torch.compile's
 # modes, tilefuse) for GPT-2 small and a LLaMA-style model, and tilefuse's decode step under the
-# profiler.
-# Usage: bash bench/experiments/decode.sh BUNDLE_DIR OUT_DIR   (MODELS="gpt2 llama", MODES=..., ARGS=...)
+# profiler; first, random graphs over symbolic dims (seq 1 ... 40, a decode step's among them)
+# on the CUDA backend against the reference, each at three bindings.
+# Usage: bash bench/experiments/decode.sh BUNDLE_DIR OUT_DIR   (MODELS="gpt2 llama", MODES=..., ARGS=...,
+#        FUZZ=0 skips the fuzzing, FUZZ_COUNT=100)
 set -uo pipefail
 B=${1:?bundle folder (build-gpu/bundle)}
 OUT=${2:?output folder}
 source bench/experiments/template_checks.sh
 open_bundle decode.log
+if [ "${FUZZ:-1}" = 1 ]; then
+  TILEFUSE_CACHE_DIR=$(mktemp -d) timeout 300 "$B/tilefuse" fuzz --symbolic --backend cuda --seed 0 --count "${FUZZ_COUNT:-100}" 2>&1 |
+    grep -E "^(mismatch|error|ill-conditioned|fuzz):" | tee -a "$log"
+fi
 X=/tmp/tilefuse-python
 [ -d "$X" ] || scripts/gpu-python-ext.sh "$B" "$X" >"$OUT/ext.log" 2>&1 || tail "$OUT/ext.log"
 for model in ${MODELS:-gpt2 llama}; do

@@ -172,10 +172,13 @@ TEST(CliSymbolicDims, ACpuRunAtASecondAndThirdBindingCompilesNothing) {
   }
   EXPECT_EQ(compiles, (std::vector<int>{1, 0, 0}));
   // The CPU's attention kernel takes its lengths and batch from the symbols too: a decode step's
-  // and a padded self-attention's shared objects serve their next bindings.
+  // and a padded self-attention's shared objects serve their next bindings; so do reductions
+  // along seq.
   for (const auto& [name, shapes] : std::vector<std::pair<std::string, std::vector<std::string>>>{
            {"decode_attention_symbolic_bf16", {"batch=1,past=100", "batch=1,past=101", "batch=2,past=50"}},
-           {"attention_symbolic_bf16", {"batch=3,seq=333", "batch=4,seq=300", "batch=2,seq=700"}}}) {
+           {"attention_symbolic_bf16", {"batch=3,seq=333", "batch=4,seq=300", "batch=2,seq=700"}},
+           // Reductions whose row is the sequence: the C++ inner loop takes its length at run time.
+           {"seq_softmax_pool_symbolic_f32", {"batch=16,seq=128", "batch=24,seq=100", "batch=9,seq=333"}}}) {
     compiles.clear();
     for (const std::string& shape : shapes) {
       CommandResult r = RunTilefuse("run " + Quote(std::string(TILEFUSE_SOURCE_DIR) + "/tests/shapes/" + name + ".onnxtxt") +

@@ -228,7 +228,7 @@ GeneratedCall EmitLoopKernel(Kernel kernel, const std::string& name, const std::
   call.symbol = name;
   for (const KernelBuffer& b : kernel.buffers) call.buffer_nodes.push_back(b.node);
   call.outputs = outputs;
-  if (!PrintedSymbols(kernel).empty()) call.symbols = kernel.symbols;
+  if (!CppPrintedSymbols(kernel).empty()) call.symbols = kernel.symbols;
   call.loop_kernel = std::move(kernel);
   return call;
 }

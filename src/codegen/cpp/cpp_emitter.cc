@@ -95,7 +95,8 @@ PipelineShape PipelineOfRewritten(const Kernel& k, const CppKernelConfig& config
 class CppEmitter {
  public:
   CppEmitter(const Kernel& k, const CppKernelConfig& config)
-      : k_(k), config_(config), cache_(config.row_buffer ? PlanRowCache(k) : RecomputeRowValues(k)), emitted_(k.values.size(), false) {
+      : k_(k), config_(config), cache_(config.row_buffer ? PlanRowCache(k) : RecomputeRowValues(k)),
+        inner_(KernelSizeText(k, k.inner_size, k.inner)), emitted_(k.values.size(), false) {
     for (size_t v = 0; v < k.values.size(); ++v)
       if (k.values[v].kind == ScalarValue::Kind::kAccumulator) accumulator_value_[k.values[v].reduction] = static_cast<int>(v);
   }
@@ -104,7 +105,7 @@ class CppEmitter {
     out_ = CppConfigErrorDirective(config_) + CppSimdDeclarations();
     out_ += kRoundedProducts;
     out_ += fmt::format("\nextern \"C\" TF_ROUNDED_PRODUCTS void {}(void* const* buffers) {{\n", k_.name);
-    const std::vector<int> symbols = PrintedSymbols(k_);
+    const std::vector<int> symbols = CppPrintedSymbols(k_);
     out_ += CppBufferDeclarations(k_.buffers, symbols.empty());
     // The sizes printed over the model's symbols: their values follow the buffers.
     for (int id : symbols)
@@ -163,7 +164,9 @@ class CppEmitter {
     for (size_t b = 0; b < cache_.buffer_values.size(); ++b) {
       const char* type = RowType(static_cast<int>(b));
       out_ += fmt::format("  {0}* __restrict__ row{1} = static_cast<{0}*>(__builtin_malloc(sizeof({0}) * {2}));\n"
-                          "  if (!row{1}) __builtin_trap();\n", type, b, k_.inner * slots);
+                          "  if (!row{1}) __builtin_trap();\n", type, b,
+                          slots == 1 ? inner_ : PrintsSymbolically(k_, k_.inner_size, k_.inner) ? fmt::format("{} * {}", inner_, slots)
+                                                                                          : fmt::format("{}", k_.inner * slots));
     }
   }
   void EmitRowBufferFrees() {
@@ -184,7 +187,7 @@ class CppEmitter {
   std::string RowElement(int v, const std::string& at = "i1") const {
     int b = cache_.buffer_of_value[v];
     if (pipeline_rows_ == 0) return fmt::format("row{}[{}]", b, at);
-    return fmt::format("row{}[(i0 & {}) * {} + {}]", b, pipeline_slots_ - 1, k_.inner, at);
+    return fmt::format("row{}[(i0 & {}) * {} + {}]", b, pipeline_slots_ - 1, inner_, at);
   }
 
   // Fills the row buffers of the prefilled random values for row i0, four elements per
@@ -286,7 +289,8 @@ class CppEmitter {
     std::string total = f.blocked ? f.acc : f.part;
     if (!f.nan.empty()) return fmt::format("{} != 0 ? {}(NAN) : {}", f.nan, f.type, total);
     const KernelReduction& red = k_.reductions[r];
-    return GetReductionTraits(red.op).divides_by_count ? fmt::format("{} / {}", total, red.count) : total;
+    if (!GetReductionTraits(red.op).divides_by_count) return total;
+    return fmt::format("{} / {}", total, red.count == k_.inner ? inner_ : fmt::format("{}", red.count));
   }
 
   void EmitReduction(int r) {
@@ -508,13 +512,13 @@ class CppEmitter {
     }
     if (blocked) {
       out_ += fmt::format("{0}for (int64_t i1_block = 0; i1_block < {1}; i1_block += {2}) {{\n"
-                          "{0}  const int64_t i1_end = i1_block + {2} < {1} ? i1_block + {2} : {1};\n", indent, k_.inner, kSumBlock);
+                          "{0}  const int64_t i1_end = i1_block + {2} < {1} ? i1_block + {2} : {1};\n", indent, inner_, kSumBlock);
       for (int r : reductions)
         if (FormOf(r).blocked) out_ += fmt::format("{}  {} {} = 0;\n", indent, FormOf(r).type, FormOf(r).part);
       out_ += fmt::format("#pragma omp simd{}\n{}  for (int64_t i1 = i1_block; i1 < i1_end; ++i1) {{\n", clauses, indent);
       return fmt::format("{}    ", indent);
     }
-    out_ += fmt::format("#pragma omp simd{}\n{}for (int64_t i1 = 0; i1 < {}; ++i1) {{\n", clauses, indent, k_.inner);
+    out_ += fmt::format("#pragma omp simd{}\n{}for (int64_t i1 = 0; i1 < {}; ++i1) {{\n", clauses, indent, inner_);
     return fmt::format("{}  ", indent);
   }
   void EmitInnerLoopTail(const std::vector<int>& reductions, const std::string& indent) {
@@ -533,6 +537,9 @@ class CppEmitter {
   const Kernel& k_;
   const CppKernelConfig config_;
   const RowCachePlan cache_;
+  // The row's length: over the model's symbols where it is a size in them (loop bounds, row
+  // buffers and a mean's divisor read it), so one text serves every length.
+  const std::string inner_;
   int pass_ = 0;  // the inner-loop pass being emitted (RowCachePlan numbering)
   int64_t pipeline_rows_ = 0;  // rows per pipelined block; 0: one row at a time
   int pipeline_slots_ = 1;     // rows in flight a pipelined block keeps state for
@@ -545,6 +552,16 @@ class CppEmitter {
 
 PipelineShape PipelinedRows(const Kernel& kernel, const CppKernelConfig& config) {
   return PipelineOfRewritten(RewriteForEmission(kernel), config);
+}
+
+std::vector<int> CppPrintedSymbols(const Kernel& kernel) {
+  std::vector<int> ids = PrintedSymbols(kernel);
+  if (PrintsSymbolically(kernel, kernel.inner_size, kernel.inner)) {
+    for (int id : kernel.inner_size.Symbols())
+      if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+    std::sort(ids.begin(), ids.end());
+  }
+  return ids;
 }
 
 std::string EmitCppFunction(const Kernel& kernel, const CppKernelConfig& config) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "codegen/cpp/cpp_kernel_config.h"
 #include "codegen/cpp/cpp_prelude.h"
@@ -18,6 +19,10 @@ namespace tilefuse {
 // parameters (codegen/cpp/cpp_kernel_config.h); the default is the untuned kernel. The kernel
 // is printed as RewriteForEmission (codegen/kernel_rewrites.h) leaves it.
 std::string EmitCppFunction(const Kernel& kernel, const CppKernelConfig& config = {});
+// The symbols a C++ loop kernel reads after its buffers: PrintedSymbols, and the row length's
+// where it is a size in them (the C++ inner loop takes its length at run time; a CUDA row
+// kernel's chunks follow it).
+std::vector<int> CppPrintedSymbols(const Kernel& kernel);
 // A row kernel's passes pipelined over consecutive rows (see "Pipelined row kernels" in
 // cpp_emitter.cc): `block_rows` rows per OpenMP iteration, the state of `slots` rows in
 // flight; block_rows 0: the kernel runs one row at a time. Of the kernel as emitted.

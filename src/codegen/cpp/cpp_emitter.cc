@@ -164,10 +164,14 @@ class CppEmitter {
     for (size_t b = 0; b < cache_.buffer_values.size(); ++b) {
       const char* type = RowType(static_cast<int>(b));
       out_ += fmt::format("  {0}* __restrict__ row{1} = static_cast<{0}*>(__builtin_malloc(sizeof({0}) * {2}));\n"
-                          "  if (!row{1}) __builtin_trap();\n", type, b,
-                          slots == 1 ? inner_ : PrintsSymbolically(k_, k_.inner_size, k_.inner) ? fmt::format("{} * {}", inner_, slots)
-                                                                                          : fmt::format("{}", k_.inner * slots));
+                          "  if (!row{1}) __builtin_trap();\n", type, b, RowBufferLength(slots));
     }
+  }
+  // `slots` rows: a number where the row's length is one.
+  std::string RowBufferLength(int slots) const {
+    if (slots == 1) return inner_;
+    return PrintsSymbolically(k_, k_.inner_size, k_.inner) ? fmt::format("{} * {}", inner_, slots)
+                                                           : fmt::format("{}", k_.inner * slots);
   }
   void EmitRowBufferFrees() {
     for (size_t b = 0; b < cache_.buffer_values.size(); ++b) out_ += fmt::format("  __builtin_free(row{});\n", b);

@@ -51,6 +51,11 @@ class Lowering {
   SymExpr DimSize(int node, int64_t d) const {
     return Sizes(node) ? Sizes(node)->at(static_cast<size_t>(d)) : SymExpr::Constant(g_.node(node).shape.at(static_cast<size_t>(d)));
   }
+  // `value` as an index constant, printed over the model's symbols where `size` is a size in
+  // them that stands for it (a KV cache's past length), else as the number.
+  Index SizeOrConst(int64_t value, const SymExpr& size) const {
+    return symbolic_ && size.StandsFor(value, symbolic_->values) ? IndexSize(value, size) : IndexConst(value);
+  }
 
   const Graph& g_;
   const FusionGroup& group_;
@@ -222,12 +227,9 @@ StatusOr<int> Lowering::EvaluateView(const Node& n, const Index& flat) {
         // newest positions after the past ones: start = past) reads at that size, printed
         // over them; other starts are constants.
         const int64_t start = n.attrs.starts[d];
-        Index offset = IndexConst(start);
-        if (symbolic_ && n.attrs.steps[d] == 1 && start + n.shape[d] == in.shape[d]) {
-          const SymExpr start_size = DimSize(in.id, static_cast<int>(d)) - DimSize(n.id, static_cast<int>(d));
-          if (!start_size.IsConstant() && start_size.StandsFor(start, symbolic_->values)) offset = IndexSize(start, start_size);
-        }
-        src[d] = IndexAdd(IndexMul(out[d], n.attrs.steps[d]), offset);
+        const bool to_the_end = n.attrs.steps[d] == 1 && start + n.shape[d] == in.shape[d];
+        src[d] = IndexAdd(IndexMul(out[d], n.attrs.steps[d]),
+                          to_the_end ? SizeOrConst(start, DimSize(in.id, d) - DimSize(n.id, d)) : IndexConst(start));
       }
       break;
     case OpCode::kConcat: {
@@ -257,13 +259,13 @@ StatusOr<int> Lowering::EvaluateView(const Node& n, const Index& flat) {
         // The part's start: a constant, or where it is a size in the model's symbols (a KV
         // cache's past length) an index value printed over them.
         const int64_t start = offset - part.shape[axis];
-        const SymExpr start_size = offset_size - part_size;
+        const Index start_index = SizeOrConst(start, offset_size - part_size);
         int boundary = Constant(static_cast<double>(start), DType::kI64);
-        if (symbolic_ && !start_size.IsConstant() && start_size.StandsFor(start, symbolic_->values)) {
+        if (!start_index->size.IsConstant()) {
           ScalarValue at;
           at.kind = ScalarValue::Kind::kIndex;
           at.dtype = DType::kI64;
-          at.index = IndexSize(start, start_size);
+          at.index = start_index;
           boundary = AddValue(std::move(at));
         }
         int before = Op(OpCode::kLess, {pos, boundary}, DType::kBool);

@@ -210,8 +210,8 @@ void FuzzBatch(const DifferentialFuzzOptions& options, uint64_t first_seed, int 
     std::vector<FuzzCase> judged = JudgeEach(options, graphs, seeds);
     for (size_t g = 0; g < judged.size(); ++g) {
       FuzzCase& c = report.cases[case_of_graph[g]];
-      if (Severity(judged[g].verdict) < Severity(c.verdict) || (binding > 0 && judged[g].verdict == FuzzVerdict::kMatch &&
-                                                                 c.verdict == FuzzVerdict::kMatch))
+      // A later binding's verdict replaces the case only when it is no better and not a match.
+      if (binding > 0 && (judged[g].verdict == FuzzVerdict::kMatch || Severity(judged[g].verdict) < Severity(c.verdict)))
         continue;
       if (options.symbolic && judged[g].verdict != FuzzVerdict::kMatch)
         judged[g].detail = fmt::format("at {}: {}", SymbolicBindingsFor(c.seed)[binding].ToString(), judged[g].detail);

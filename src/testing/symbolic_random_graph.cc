@@ -28,8 +28,6 @@ class Dice {
   std::mt19937_64 rng_;
 };
 
-constexpr int64_t kChannelChoices[] = {8, 16, 24, 32, 48, 64};  // C; a linear's K stays <= 64
-
 // Builds the graph of one seed at one binding. Every draw of dice_ happens in the same order
 // at every binding (no draw depends on a size), so the op sequence is the binding's only
 // difference.
@@ -39,7 +37,7 @@ class SymbolicGraphGenerator {
       : dice_(seed * 0x9E3779B97F4A7C15ull + 17), at_(at), dtype_(dtype) {}
 
   StatusOr<Graph> Generate() {
-    channels_ = dice_.PickFrom(std::vector<int64_t>(std::begin(kChannelChoices), std::end(kChannelChoices)));
+    channels_ = RandomChannels();
     x_ = Input({at_.batch, at_.seq, channels_}, {"batch", "seq", ""});
     bound_ = 1;
     Value summary;
@@ -68,6 +66,10 @@ class SymbolicGraphGenerator {
     return b_.Parameter(name, dtype_, std::move(shape));
   }
   Value Weight(Shape shape) { return Input(shape, std::vector<std::string>(shape.size())); }
+  int64_t RandomChannels() {  // C; a linear's K stays <= 64
+    static const std::vector<int64_t> kChoices = {8, 16, 24, 32, 48, 64};
+    return dice_.PickFrom(kChoices);
+  }
   void Squash() {
     x_ = b_.Unary(OpCode::kTanh, x_);
     bound_ = 1;
@@ -135,7 +137,7 @@ class SymbolicGraphGenerator {
   // x · W [C, C2] / C, rows merged into [batch·seq, C] or batched, then a bias and GELU or
   // not: the GEMM path with its rows a product of symbols.
   void Linear() {
-    int64_t out = dice_.PickFrom(std::vector<int64_t>(std::begin(kChannelChoices), std::end(kChannelChoices)));
+    int64_t out = RandomChannels();
     bool merge = dice_.Chance(0.5), bias = dice_.Chance(0.6), gelu = dice_.Chance(0.5);
     Value in = merge ? b_.Reshape(x_, {at_.batch * at_.seq, channels_}) : x_;
     Value y = b_.MulScalar(b_.MatMul(in, Weight({channels_, out})), 1.0 / static_cast<double>(channels_));

@@ -1,6 +1,7 @@
 #include "codegen/cpp/cpp_emitter.h"
 
 #include <algorithm>
+#include <set>
 #include <map>
 #include <string_view>
 #include <fmt/format.h>
@@ -559,13 +560,11 @@ PipelineShape PipelinedRows(const Kernel& kernel, const CppKernelConfig& config)
 }
 
 std::vector<int> CppPrintedSymbols(const Kernel& kernel) {
-  std::vector<int> ids = PrintedSymbols(kernel);
-  if (PrintsSymbolically(kernel, kernel.inner_size, kernel.inner)) {
-    for (int id : kernel.inner_size.Symbols())
-      if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
-    std::sort(ids.begin(), ids.end());
-  }
-  return ids;
+  const std::vector<int> printed = PrintedSymbols(kernel);
+  if (!PrintsSymbolically(kernel, kernel.inner_size, kernel.inner)) return printed;
+  std::set<int> ids = kernel.inner_size.Symbols();
+  ids.insert(printed.begin(), printed.end());
+  return {ids.begin(), ids.end()};
 }
 
 std::string EmitCppFunction(const Kernel& kernel, const CppKernelConfig& config) {

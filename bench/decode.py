@@ -2,7 +2,7 @@
 """Greedy decoding with a KV cache: tilefuse against eager PyTorch and torch.compile's modes, in
 one process, on transformers' models with random weights (from their configs; no download).
 
-Each mode generates --new tokens after a --prompt-token prompt at batch 1 and is timed over the
+Each mode (in a process of its own) generates --new tokens after a --prompt-token prompt at batch 1 and is timed over the
 decode steps alone (CUDA events around the loop, after a whole warm-up generation; median of
 --repeats generations). The cache:
 
@@ -26,7 +26,11 @@ Needs a GPU, torch and transformers; tilefuse on PYTHONPATH.
 import argparse
 import json
 import logging
+import os
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 
 MODES = ("eager-dynamic", "eager-static", "compile", "reduce-overhead", "max-autotune", "tilefuse")
@@ -90,7 +94,7 @@ def generate(torch, transformers, forward, model, prompt, new, static):
 def profile(torch, transformers, forward, model, prompt, new):
     """The decode loop under torch.profiler: each kernel's device time a step, and the step's."""
     from torch.profiler import ProfilerActivity
-    with torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+    with torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], with_stack=True) as prof:
         _, _, ms = generate(torch, transformers, forward, model, prompt, new, True)
     steps = new - 1
     events = [e for e in prof.key_averages() if e.device_type == torch.autograd.DeviceType.CUDA]
@@ -99,25 +103,52 @@ def profile(torch, transformers, forward, model, prompt, new):
           f"({sum(e.count for e in events) / steps:.1f} kernels a step, prompt included)")
     for e in sorted(events, key=lambda e: -e.self_device_time_total)[:30]:
         print(f"  {e.self_device_time_total / steps:8.2f} us/step  {e.count / steps:6.2f}/step  {e.key[:110]}")
+    # The host side: the ops a step calls (copies and syncs show here as aten::copy_,
+    # aten::_local_scalar_dense, cudaMemcpyAsync, cudaStreamSynchronize).
+    host = [e for e in prof.key_averages() if e.device_type == torch.autograd.DeviceType.CPU]
+    print("host: the calls a step makes, by host time")
+    for e in sorted(host, key=lambda e: -e.self_cpu_time_total)[:25]:
+        print(f"  {e.self_cpu_time_total / steps:8.2f} us/step  {e.count / steps:6.2f}/step  {e.key[:110]}")
+    # Where the host waits for the GPU: the Python lines of each synchronous copy.
+    for e in prof.key_averages(group_by_stack_n=6):
+        if e.key in ("aten::_local_scalar_dense", "aten::_to_copy", "cudaStreamSynchronize") and e.count >= steps // 2:
+            print(f"  {e.key} {e.count / steps:.2f}/step from: " + " <- ".join(e.stack[:6]))
+    from tilefuse import torch_backend
+    for graph in torch_backend._live_graphs():
+        for s in graph.compiled.values():
+            if s is not None and s.model.backend == "cuda":
+                print(f"tilefuse graph of inputs {s.input_shapes[:2]}...: {len(s.model.kernels)} kernels, runs "
+                      f"{s.model.device_run_counts}, {len(s.in_place)} of {len(s.mutations)} updated inputs written in place")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default="gpt2", choices=("gpt2", "llama", "gpt2-tiny"))
-    parser.add_argument("--device", default="cuda", help="cuda (default), or cpu for a smoke test")
-    parser.add_argument("--prompt", type=int, default=128, help="prompt tokens (default 128)")
-    parser.add_argument("--new", type=int, default=128, help="tokens generated (default 128)")
-    parser.add_argument("--repeats", type=int, default=3, help="timed generations a mode (default 3)")
-    parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}")
-    parser.add_argument("--json", help="write the results here too")
-    parser.add_argument("--profile", action="store_true",
-                        help="after the tilefuse mode, its decode steps under torch.profiler: the kernels' device time a step")
-    args = parser.parse_args()
-    modes = args.modes.split(",")
-    unknown = sorted(set(modes) - set(MODES))
-    if unknown:
-        parser.error(f"unknown modes {unknown}")
+def run_mode(args, mode, torch, transformers, compiles, model, prompt) -> dict:
+    """One mode's generations: its row, and its tokens and first logits (saved for the parent)."""
+    forward = model.forward
+    if mode in ("compile", "reduce-overhead", "max-autotune"):
+        forward = torch.compile(model.forward, mode=None if mode == "compile" else mode, fullgraph=True)
+    elif mode == "tilefuse":
+        forward = torch.compile(model.forward, backend="tilefuse", options={"backend": args.device})
+    static = mode != "eager-dynamic"
+    began = time.perf_counter()
+    generate(torch, transformers, forward, model, prompt, args.new, static)
+    first = time.perf_counter() - began
+    compiled_before = compiles.count
+    dynamo_before = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    times = []
+    for _ in range(args.repeats):
+        tokens, logits, ms = generate(torch, transformers, forward, model, prompt, args.new, static)
+        times.append(ms / (args.new - 1))
+    row = {"mode": mode, "ms_per_token": statistics.median(times), "all_ms_per_token": times,
+           "first_generation_s": first,
+           "graphs_compiled_while_timed": (compiles.count - compiled_before) +
+                                          (torch._dynamo.utils.counters["stats"]["unique_graphs"] - dynamo_before)}
+    if args.profile and mode == "tilefuse":
+        profile(torch, transformers, forward, model, prompt, args.new)
+    return row, tokens, logits
 
+
+def child(args) -> None:
+    """`--one MODE`: that mode alone in this process; its row and outputs to --out."""
     import torch
     import transformers
 
@@ -130,55 +161,99 @@ def main() -> None:
     logging.getLogger("tilefuse").setLevel(logging.INFO)
     dtype = torch.bfloat16 if args.device == "cuda" else torch.float32
     model = build_model(args.model, torch, transformers).to(args.device, dtype).eval()
-    vocab = model.config.vocab_size
-    prompt = torch.randint(0, vocab, (1, args.prompt), device=args.device,
+    prompt = torch.randint(0, model.config.vocab_size, (1, args.prompt), device=args.device,
                            generator=torch.Generator(args.device).manual_seed(1))
+    row, tokens, logits = run_mode(args, args.one, torch, transformers, compiles, model, prompt)
+    row["device"] = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
+    row["torch"], row["transformers"] = torch.__version__, transformers.__version__
+    torch.save({"tokens": tokens.cpu(), "logits": logits.cpu()}, os.path.join(args.out, f"{args.one}.pt"))
+    with open(os.path.join(args.out, f"{args.one}.json"), "w") as f:
+        json.dump(row, f)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="gpt2", choices=("gpt2", "llama", "gpt2-tiny"))
+    parser.add_argument("--device", default="cuda", help="cuda (default), or cpu for a smoke test")
+    parser.add_argument("--prompt", type=int, default=128, help="prompt tokens (default 128)")
+    parser.add_argument("--new", type=int, default=128, help="tokens generated (default 128)")
+    parser.add_argument("--repeats", type=int, default=3, help="timed generations a mode (default 3)")
+    parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}")
+    parser.add_argument("--json", help="write the results here too")
+    parser.add_argument("--profile", action="store_true",
+                        help="after the tilefuse mode, its decode steps under torch.profiler: the kernels' device time a "
+                             "step, the host calls, and how tilefuse's graphs ran (replays, launches one by one)")
+    parser.add_argument("--timeout", type=float, default=400, help="seconds a mode may take (default 400)")
+    parser.add_argument("--one", choices=MODES, help=argparse.SUPPRESS)  # a mode's own process
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        return child(args)
+    modes = args.modes.split(",")
+    unknown = sorted(set(modes) - set(MODES))
+    if unknown:
+        parser.error(f"unknown modes {unknown}")
+
+    import torch
+
     results, reference = [], None
-    for mode in modes:
-        torch._dynamo.reset()
-        forward = model.forward
-        if mode in ("compile", "reduce-overhead", "max-autotune"):
-            forward = torch.compile(model.forward, mode=None if mode == "compile" else mode, fullgraph=True)
-        elif mode == "tilefuse":
-            forward = torch.compile(model.forward, backend="tilefuse", options={"backend": args.device})
-        static = mode != "eager-dynamic"
-        began = time.perf_counter()
-        generate(torch, transformers, forward, model, prompt, args.new, static)
-        first = time.perf_counter() - began
-        compiled_before = compiles.count
-        dynamo_before = torch._dynamo.utils.counters["stats"]["unique_graphs"]
-        times = []
-        for _ in range(args.repeats):
-            tokens, logits, ms = generate(torch, transformers, forward, model, prompt, args.new, static)
-            times.append(ms / (args.new - 1))
-        row = {"mode": mode, "ms_per_token": statistics.median(times), "all_ms_per_token": times,
-               "first_generation_s": first,
-               "graphs_compiled_while_timed": (compiles.count - compiled_before) +
-                                              (torch._dynamo.utils.counters["stats"]["unique_graphs"] - dynamo_before)}
-        if mode == "eager-static":
-            reference = (tokens, logits)
-        if reference is not None:
-            ref_tokens, ref_logits = reference
-            same = (tokens == ref_tokens)[0].int()
-            row["tokens_before_divergence"] = int(same.cumprod(0).sum())
-            row["first_step_logits_error"] = ((logits - ref_logits).abs().max() / ref_logits.abs().max()).item()
-        results.append(row)
-        if args.profile and mode == "tilefuse":
-            profile(torch, transformers, forward, model, prompt, args.new)
-        print(f"{args.model} {mode}: {row['ms_per_token']:.3f} ms a token ({1e3 / row['ms_per_token']:.0f} tokens/s), "
-              f"first generation {first:.1f} s, {row['graphs_compiled_while_timed']} graphs compiled while timed"
-              + (f", {row['tokens_before_divergence']}/{args.new} tokens as eager-static, first step's logits "
-                 f"{row['first_step_logits_error']:.4f} of scale" if "first_step_logits_error" in row else ""), flush=True)
-    best = min((r["ms_per_token"] for r in results if r["mode"] in ("compile", "reduce-overhead", "max-autotune")), default=None)
-    for r in results:
+    with tempfile.TemporaryDirectory() as out:
+        for mode in modes:
+            # Each mode in a process of its own, one after another on the same machine: a
+            # peer that crashes (transformers' static cache under CUDA graphs did, with
+            # PyTorch 2.11) is reported, and the modes after it still run.
+            command = [sys.executable, __file__, "--one", mode, "--out", out] + \
+                _without_option(_without_option(sys.argv[1:], "--modes"), "--json")
+            try:
+                done = subprocess.run(command, timeout=args.timeout)
+                failed = f"exit status {done.returncode}" if done.returncode else None
+            except subprocess.TimeoutExpired:
+                failed = f"did not finish in {args.timeout:.0f} s"
+            row_path = os.path.join(out, f"{mode}.json")
+            if failed or not os.path.exists(row_path):
+                results.append({"mode": mode, "failed": failed or "wrote no result"})
+                print(f"{args.model} {mode}: failed ({results[-1]['failed']})", flush=True)
+                continue
+            with open(row_path) as f:
+                row = json.load(f)
+            saved = torch.load(os.path.join(out, f"{mode}.pt"))
+            if mode == "eager-static":
+                reference = saved
+            if reference is not None:
+                same = (saved["tokens"] == reference["tokens"])[0].int()
+                row["tokens_before_divergence"] = int(same.cumprod(0).sum())
+                row["first_step_logits_error"] = ((saved["logits"] - reference["logits"]).abs().max() /
+                                                  reference["logits"].abs().max()).item()
+            results.append(row)
+            print(f"{args.model} {mode}: {row['ms_per_token']:.3f} ms a token ({1e3 / row['ms_per_token']:.0f} tokens/s), "
+                  f"first generation {row['first_generation_s']:.1f} s, {row['graphs_compiled_while_timed']} graphs compiled while timed"
+                  + (f", {row['tokens_before_divergence']}/{args.new} tokens as eager-static, first step's logits "
+                     f"{row['first_step_logits_error']:.4f} of scale" if "first_step_logits_error" in row else ""), flush=True)
+    timed = [r for r in results if "ms_per_token" in r]
+    best = min((r["ms_per_token"] for r in timed if r["mode"] in ("compile", "reduce-overhead", "max-autotune")), default=None)
+    for r in timed:
         if best:
             r["vs_best_torch_compile"] = best / r["ms_per_token"]
     if best:
-        print("ratio to the best torch.compile mode: " + ", ".join(f"{r['mode']} {r['vs_best_torch_compile']:.2f}x" for r in results))
+        print("ratio to the best torch.compile mode: " + ", ".join(f"{r['mode']} {r['vs_best_torch_compile']:.2f}x" for r in timed))
     if args.json:
+        first = next((r for r in timed), {})
         with open(args.json, "w") as f:
-            json.dump({"model": args.model, "prompt": args.prompt, "new": args.new, "device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
-                       "torch": torch.__version__, "transformers": transformers.__version__, "results": results}, f, indent=1)
+            json.dump({"model": args.model, "prompt": args.prompt, "new": args.new, "device": first.get("device"),
+                       "torch": first.get("torch"), "transformers": first.get("transformers"), "results": results}, f, indent=1)
+
+
+def _without_option(command, name):
+    """The command without `name VALUE` / `name=VALUE`."""
+    kept, skip = [], False
+    for a in command:
+        if skip:
+            skip = False
+        elif a == name:
+            skip = True
+        elif not a.startswith(name + "="):
+            kept.append(a)
+    return kept
 
 
 if __name__ == "__main__":

@@ -180,6 +180,11 @@ class CompiledModel {
     int64_t output_copies = 0;    // outputs copied after a run (inputs returned, repeats, values no kernel writes)
   };
   DeviceRunCounts device_run_counts() const;
+  // Whether RunOnDevice may be given input `input`'s own pointer for output `output` (graph
+  // positions): the run then leaves the output's value in that input's memory, an update in
+  // place without a copy (a KV cache written at a decode step's position). False where some
+  // kernel could read the input after the output overwrites it, or off device_runs().
+  bool OutputMayOverwriteInput(int output, int input) const;
   // Waits for kernels compiling in the background (ModelOptions::background_compile) and runs
   // them from then on; kernels() then describes them. Ok at once when none are.
   Status FinishCompiles();

@@ -216,6 +216,9 @@ NB_MODULE(_tilefuse, m) {
            nb::arg("inputs"), nb::arg("outputs"), nb::arg("stream"),
            "Queues one run on device pointers (graph order) on a CUDA stream of the model's GPU's primary context")
       .def_prop_ro("device_runs", &CompiledModel::device_runs)
+      .def("output_may_overwrite_input", &CompiledModel::OutputMayOverwriteInput, nb::arg("output"), nb::arg("input"),
+           "Whether run_device may be given input `input`'s own pointer for output `output` (graph positions): the "
+           "output's value is then left in that input's memory, an update in place without a copy")
       .def_prop_ro(
           "device_run_counts",
           [](const CompiledModel& model) {

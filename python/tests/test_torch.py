@@ -46,7 +46,7 @@ def test_call_checked_takes_the_device_path_only_after_a_full_check_and_for_dens
     launched, checked = [], []
     monkeypatch.setattr(model, "_device_runs", True)
     monkeypatch.setattr(model, "_dense_device_pointers", lambda torch, inputs: checked.append(len(inputs)) or [0])
-    monkeypatch.setattr(model, "_launch_on_device", lambda torch, pointers: launched.append(pointers) or ["launched"])
+    monkeypatch.setattr(model, "_launch_on_device", lambda torch, pointers, into=None: launched.append(pointers) or ["launched"])
     whole = type(model).__call__
     monkeypatch.setattr(type(model), "__call__", lambda self, *inputs: ["whole"] if self is model else whole(self, *inputs))
     assert model.call_checked([dense]) == ["whole"] and checked == [1] and not launched

@@ -57,6 +57,11 @@ def test_static_cache_decoding_compiles_the_step_once(name, logs):
     assert not messages(logs, IN_PYTORCH, logging.WARNING), logs.text
     # The prompt's graph and the step's: every later step reuses the step's.
     assert len(messages(logs, COMPILED)) == 2, "\n".join(messages(logs, COMPILED))
+    # The step updates each layer's keys and values as its graph's own outputs (AOTAutograd's
+    # copy_ into the cache kept in the graph), not as copies PyTorch makes after the call.
+    step = [s for g in tilefuse.torch_backend._live_graphs() for s in g.compiled.values()
+            if s is not None and s.input_shapes[0] == (1, 1)]
+    assert len(step) == 1 and len(step[0].mutations) >= 2 * model.config.num_hidden_layers, step
     # A second generation (a fresh cache, another prompt) compiles nothing.
     before = len(messages(logs, COMPILED))
     again = torch.randint(0, model.config.vocab_size, (1, PROMPT), generator=torch.Generator().manual_seed(4))

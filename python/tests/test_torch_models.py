@@ -594,8 +594,9 @@ def counting_pair():
 
 
 def test_a_buffer_mutated_in_forward(logs):
-    # AOTAutograd functionalizes the mutations: the graph returns the buffers' new values and
-    # its runtime wrapper copies them into the buffers after the call.
+    # AOTAutograd keeps an inference graph's mutations as copy_ into its inputs at its end:
+    # tilefuse's graph computes the buffers' new values and leaves them in the buffers (on the
+    # CPU copied in after the run; on the GPU written in place where that is safe).
     eager, compiled_model = counting_pair()
     with torch.no_grad():
         run_counting(compiled_model, eager)

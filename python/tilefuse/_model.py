@@ -341,12 +341,17 @@ class CompiledModel:
             outputs[i] = _as_bfloat16(outputs[i], self._graph.outputs[i][0])
         return outputs
 
-    def call_checked(self, inputs: Sequence[Any]) -> list:
+    def call_checked(self, inputs: Sequence[Any], into: Optional[Dict[int, Any]] = None) -> list:
         """As calling the model, for a caller whose every call has the first call's input shapes,
         dtypes and devices (the torch backend's call signature guards that). Once a call's
         inputs have passed the GPU path's full check, later calls' are checked for density only
         before the launch (the full pass over every input's type, dtype, shape and device took
-        ~2 ms of GPT-2's training step on the host, H200 machine, 2026-11-30)."""
+        ~2 ms of GPT-2's training step on the host, H200 machine, 2026-11-30).
+
+        ``into``: outputs (by index) to write into the given tensors, each one of the inputs
+        for which ``output_may_overwrite_input`` holds (dense, of the output's dtype and shape),
+        on the launch path; a call on any other path returns fresh tensors for them instead, so
+        a caller copies where the returned tensor is not the one it gave."""
         if not self._inputs_checked:
             torch = sys.modules.get("torch")
             self._inputs_checked = (self._device_runs and torch is not None and
@@ -357,7 +362,13 @@ class CompiledModel:
             if not x.is_contiguous():
                 return self(*inputs)  # copied dense there
             pointers.append(x.data_ptr())
-        return self._launch_on_device(sys.modules["torch"], pointers)
+        return self._launch_on_device(sys.modules["torch"], pointers, into)
+
+    def output_may_overwrite_input(self, output: int, input: int) -> bool:
+        """Whether a run on the GPU may write output `output` straight into input `input`'s
+        memory (positions among the graph's outputs and inputs): no kernel reads that input
+        after the output's kernel overwrites it."""
+        return self._graph.output_may_overwrite_input(output, input)
 
     def run_into(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> None:
         """Runs on the GPU with each output written into the given tensor (dense CUDA tensors of
@@ -408,10 +419,13 @@ class CompiledModel:
         # outputs; torch.empty took ~3.8 ms of its host time on the H200 machine, 2026-11-30).
         fast = getattr(getattr(getattr(torch._C, "_dynamo", None), "guards", None), "_empty_strided_cuda", None)
         layouts = [(shape, _dense_strides(shape), self._torch_types[dtype]) for dtype, shape in self._device_outputs]
-        def empty_outputs() -> list:
+        def empty_outputs(given: Optional[Dict[int, Any]] = None) -> list:
             if fast is not None and torch.cuda.current_device() == index:  # it allocates on the current device
-                return [fast(shape, strides, dtype) for shape, strides, dtype in layouts]
-            return [torch.empty(shape, dtype=dtype, device=self._cuda_device) for shape, _, dtype in layouts]
+                if not given:
+                    return [fast(shape, strides, dtype) for shape, strides, dtype in layouts]
+                return [given[i] if i in given else fast(*layout) for i, layout in enumerate(layouts)]
+            return [given[i] if given and i in given else torch.empty(shape, dtype=dtype, device=self._cuda_device)
+                    for i, (shape, _, dtype) in enumerate(layouts)]
 
         self._empty_outputs = empty_outputs
 
@@ -432,8 +446,8 @@ class CompiledModel:
             pointers.append(x.data_ptr())
         return pointers
 
-    def _launch_on_device(self, torch: Any, pointers: List[int]) -> list:
-        outputs = self._empty_outputs()
+    def _launch_on_device(self, torch: Any, pointers: List[int], into: Optional[Dict[int, Any]] = None) -> list:
+        outputs = self._empty_outputs(into)
         self._graph.run_device(pointers, [o.data_ptr() for o in outputs], self._current_stream())
         return outputs
 

@@ -167,8 +167,12 @@ def tilefuse_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], op
     from torch._functorch.partitioners import min_cut_rematerialization_partition
 
     partition = {} if backward_in_pytorch else {"partition_fn": min_cut_rematerialization_partition}
+    # An inference graph keeps its inputs' updates (copy_ into an input at its end, a static KV
+    # cache's and its counter's): tilefuse writes each new value into its input in place where
+    # that is safe, where AOTAutograd would copy every updated tensor after the call (GPT-2's
+    # decode step: 36 copies, each a launch from Python).
     return aot_autograd(fw_compiler=compiler(training=True), inference_compiler=compiler(training=False),
-                        bw_compiler=backward_compiler,
+                        bw_compiler=backward_compiler, keep_inference_input_mutations=True,
                         decompositions=_decompositions(keep_backward_ops=backward_in_pytorch), **partition)(gm, example_inputs)
 
 
@@ -498,6 +502,14 @@ class _Specialization:
         weight_inputs = [p for p in translation.input_positions if p[0] in all_weights]
         own = [tuple(args[p[0]].shape) for p in translation.input_positions if p[0] not in all_weights and len(p) == 1]
         self.output_spec = translation.output_spec
+        # Inputs updated in place: each new value is written straight into its argument where
+        # no kernel reads the argument after that (a KV cache written at a decode step's
+        # position), else into an output of its own, copied into the argument after the run.
+        self.mutations = translation.mutations
+        numbers = {p[0]: n for n, p in enumerate(translation.input_positions) if len(p) == 1}
+        self.in_place = [(output, position) for output, position in self.mutations
+                         if position in numbers and numbers[position] not in translation.input_orders and
+                         self.model.backend == "cuda" and self.model.output_may_overwrite_input(output, numbers[position])]
         stages = ", ".join(f"{name} {ms:.0f}" for name, ms in self.model.compile_stages_ms)
         symbols = ", ".join(f"{name}={value}" for name, value in sorted(self.symbols.items()))
         self.jit_compiles = self.model.jit_compiles  # kernels compiled, not found in the kernel cache
@@ -515,7 +527,14 @@ class _Specialization:
     def run(self, args: Sequence[Any]) -> list:
         # The call's signature matched this specialization's, so its inputs have the compiled
         # graph's shapes, dtypes and device (CompiledModel.call_checked skips those checks).
-        return self.outputs_of(self.model.call_checked(self.inputs_of(args)), args)
+        if not self.mutations:
+            return self.outputs_of(self.model.call_checked(self.inputs_of(args)), args)
+        into = {output: args[position] for output, position in self.in_place if args[position].is_contiguous()}
+        tensors = self.model.call_checked(self.inputs_of(args), into)
+        copied = [(args[position], tensors[output]) for output, position in self.mutations if tensors[output] is not args[position]]
+        if copied:  # one multi-tensor copy, not a launch per input
+            torch._foreach_copy_([to for to, _ in copied], [value for _, value in copied])
+        return self.outputs_of(tensors, args)
 
 
 def _eager_output_strides(gm: torch.fx.GraphModule) -> List[Optional[tuple]]:

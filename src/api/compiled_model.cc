@@ -292,6 +292,11 @@ Status CompiledModel::RunOnDevice(const std::vector<uint64_t>& inputs, const std
 
 bool CompiledModel::device_runs() const { return state_->gpu && state_->gpu->captured(); }
 
+bool CompiledModel::OutputMayOverwriteInput(int output, int input) const {
+  std::lock_guard<std::mutex> lock(state_->run_mutex);
+  return state_->gpu && state_->gpu->OutputMayOverwriteInput(output, input);
+}
+
 CompiledModel::DeviceRunCounts CompiledModel::device_run_counts() const {
   std::lock_guard<std::mutex> lock(state_->run_mutex);
   if (!state_->gpu) return {};

@@ -61,6 +61,11 @@ class Translation:
     # of an unaligned vocabulary (_padded_columns). The caller gets the columns eager has, a
     # strided view of the padded rows, as TorchInductor returns such logits.
     padded_columns: Dict[int, int] = field(default_factory=dict)
+    # Inputs the graph updates in place (AOTAutograd's copy_ into an input at the end of an
+    # inference graph: a static KV cache, a counter): (the compiled graph's output with the
+    # new value, the argument's position). These outputs follow the FX graph's own; the
+    # caller leaves each in its argument (Specialization.run).
+    mutations: List[Tuple[int, int]] = field(default_factory=list)
 
     def __post_init__(self):
         # How to make each of the FX graph's outputs, read once (each call walked the dicts,
@@ -90,6 +95,8 @@ class Translation:
     def outputs(self, tensors: List[Any], args: Sequence[Any]) -> List[Any]:
         """The FX graph's outputs, in order, from the compiled graph's and the call's arguments
         (None where it returns None)."""
+        if self.mutations:
+            tensors = tensors[:len(tensors) - len(self.mutations)]
         if self._plain:
             return list(tensors)
         result, it = [], iter(tensors)
@@ -219,6 +226,8 @@ def why_unsupported(node: torch.fx.Node) -> Optional[str]:
     this use. A handler may take only some uses of its overload: its `why_not(node)`, read from
     the node alone, names the others, which are split out to PyTorch like unmapped ops, not
     failing the whole graph."""
+    if node.target is torch.ops.aten.copy_.default:
+        return _why_not_update(node)
     handler = HANDLERS.get(target_name(node))
     if handler is None:
         return "no mapping"
@@ -246,6 +255,7 @@ def translate(gm: torch.fx.GraphModule, args: Sequence[Any], weight_positions: S
     outputs: List[Any] = []
     leaves: List[Any] = []
     placeholders: Dict[torch.fx.Node, int] = {}
+    updates: List[Tuple[int, Value]] = []  # (argument position, its new value)
     spec = None
     for node in gm.graph.nodes:
         ctx.node = node
@@ -259,6 +269,9 @@ def translate(gm: torch.fx.GraphModule, args: Sequence[Any], weight_positions: S
                 placeholder += 1
             elif node.op == "get_attr":
                 env[node] = _constant(ctx, _fetch_attr(gm, node.target))
+            elif node.op == "call_function" and node.target is torch.ops.aten.copy_.default:
+                updates.append(_update_in_place(ctx, node, env, placeholders, updates))
+                env[node] = env[node.args[0]]
             elif node.op == "call_function":
                 env[node] = _call(ctx, node, env)
                 _check_result(ctx, node, env[node])
@@ -272,6 +285,7 @@ def translate(gm: torch.fx.GraphModule, args: Sequence[Any], weight_positions: S
         if not ctx.ok:
             raise Error(ctx.error)
     none_outputs, forwarded, repeated, first_of, output_orders, viewed, padded_columns = [], {}, {}, {}, {}, {}, {}
+    graph_outputs = 0
     for i, (leaf, value) in enumerate(zip(leaves, outputs)):
         if value is None:  # a backward graph's gradient of an input that needs none
             none_outputs.append(i)
@@ -279,6 +293,8 @@ def translate(gm: torch.fx.GraphModule, args: Sequence[Any], weight_positions: S
             raise Unsupported(f"output {i} is a {type(value).__name__}, not a tensor")
         elif leaf in placeholders and isinstance(args[placeholders[leaf]], torch.Tensor):
             forwarded[i] = placeholders[leaf]
+        elif _is_update(leaf):  # the updated input itself, its new value in it after the run
+            forwarded[i] = placeholders[leaf.args[0]]
         elif (view := _viewed_argument(leaf, placeholders, args)) is not None:
             viewed[i] = view
         elif isinstance(leaf, torch.fx.Node) and leaf in first_of:
@@ -297,12 +313,57 @@ def translate(gm: torch.fx.GraphModule, args: Sequence[Any], weight_positions: S
                     shape[-1] = columns - shape[-1]
                     value = ctx.concat([value, ctx.broadcast_to(ctx.scalar(0.0, ctx.dtype_of(value)), shape)], -1)
             ctx.output(value, f"output_{i}")
-    if len(none_outputs) + len(forwarded) + len(repeated) + len(viewed) == len(outputs):
+            graph_outputs += 1
+    if len(none_outputs) + len(forwarded) + len(repeated) + len(viewed) == len(outputs) and not updates:
         raise Unsupported("the graph computes nothing (its outputs are its inputs, views of them or None)")
+    mutations = []
+    for position, value in updates:
+        ctx.output(value, f"updated_input_{position}")
+        mutations.append((graph_outputs, position))
+        graph_outputs += 1
     if ctx.symbolic_dims:
         ctx.builder.set_symbolic_inputs(ctx.symbolic_dims, ctx.symbol_values)
     return Translation(ctx.build(), input_positions, spec, len(outputs), none_outputs, forwarded, repeated, input_orders,
-                       output_orders, viewed, padded_columns)
+                       output_orders, viewed, padded_columns, mutations)
+
+
+def _is_update(node: Any) -> bool:
+    return isinstance(node, torch.fx.Node) and node.op == "call_function" and node.target is torch.ops.aten.copy_.default
+
+
+def _why_not_update(node: torch.fx.Node) -> Optional[str]:
+    """Why a copy_ is not an update tilefuse takes (None: it is): a copy into a graph input that
+    nothing reads after it, as AOTAutograd writes an inference graph's input mutations."""
+    destination = node.args[0]
+    later = node.next
+    while later.op != "output":
+        if destination in later.all_input_nodes:
+            return "copy_ into an input read after the copy"
+        later = later.next
+    if not isinstance(destination, torch.fx.Node) or destination.op != "placeholder" or \
+            any(user.op != "output" for user in node.users):
+        return "copy_ into something other than a graph input, or whose result is read in the graph"
+    return None
+
+
+def _update_in_place(ctx: Context, node: torch.fx.Node, env: Dict[torch.fx.Node, Any],
+                     placeholders: Dict[torch.fx.Node, int], updates: List[Tuple[int, Value]]) -> Tuple[int, Value]:
+    """An `aten.copy_(input, value)` (AOTAutograd keeps an inference graph's input mutations
+    as these, at its end): the input's position and its new value, cast and broadcast to it."""
+    why = _why_not_update(node)
+    if why is not None:
+        raise Unsupported(why)
+    destination, source = node.args[0], node.args[1]
+    position = placeholders[destination]
+    if any(p == position for p, _ in updates):
+        raise Unsupported("two copy_ into the same input")
+    target = env[destination]
+    if not isinstance(target, Value):
+        raise Unsupported("copy_ into an input that is not a tensor")
+    value = _load(env, source)
+    if not isinstance(value, Value):
+        value = ctx.scalar(float(value), ctx.dtype_of(target))
+    return position, ctx.broadcast_to(ctx.cast(value, ctx.dtype_of(target)), ctx.shape_of(target))
 
 
 # Rows of at least this many elements are worth padding (LM heads' vocabularies).

@@ -142,6 +142,10 @@ class CudaExecutable : public Executable {
     int64_t replays = 0, one_by_one = 0, through_buffers = 0, captures = 0, output_copies = 0;
   };
   RunCounts device_run_counts() const;
+  // Whether RunOnDevice may write graph output `output` into the memory of graph input
+  // `input` (both positions) where the caller passes that input's pointer for it: an input
+  // updated in place (backend/cuda/cuda_in_place_outputs.h).
+  bool OutputMayOverwriteInput(int output, int input) const;
 
  private:
   std::unique_ptr<State> state_;

@@ -1,0 +1,134 @@
+// Which outputs a run may write into an input's own memory: planned and lowered for the GPU
+// (no GPU needed), each case a graph whose answer follows from when its kernels read the input.
+#include "backend/cuda/cuda_in_place_outputs.h"
+
+#include <gtest/gtest.h>
+
+#include "fusion/group_classifier.h"
+#include "tilefuse/builder.h"
+
+namespace tilefuse {
+namespace {
+
+struct Lowered {
+  FusionPlan plan;
+  CudaProgram program;
+  const CudaGroupProgram& GroupOf(const Graph& g, int node) const {
+    for (const CudaGroupProgram& p : program.groups)
+      if (p.group == plan.group_of[node]) return p;
+    throw std::logic_error("no group");
+  }
+};
+
+// Planned and lowered for the GPU as the backend does.
+Lowered Lower(const Graph& g) {
+  CudaTarget target;
+  StatusOr<CudaPlan> plan = PlanFusionForCuda(g, PlannerOptions{}, target);
+  EXPECT_TRUE(plan.ok()) << plan.status().ToString();
+  StatusOr<CudaProgram> program = BuildCudaProgram(g, plan->plan, FindInlinedGenerators(g), "", {}, target);
+  EXPECT_TRUE(program.ok()) << program.status().ToString();
+  return {plan->plan, *program};
+}
+
+bool MayOverwrite(const Graph& g, int output, int input) {
+  Lowered l = Lower(g);
+  return OutputMayOverwriteInput(g, l.plan, l.program, output, input);
+}
+
+// A static KV cache's update at a decode step: the new row at `position`, the rest kept.
+Value CacheUpdate(GraphBuilder& b, Value cache, Value row, Value position) {
+  const Shape shape = b.shape(cache);
+  Value hit = b.Binary(OpCode::kEqual, b.Iota({1, 1, shape[2], 1}, 2, DType::kI64), b.Reshape(position, {1, 1, 1, 1}));
+  return b.Where(b.BroadcastTo(hit, shape), b.BroadcastTo(row, shape), cache);
+}
+
+struct CacheGraph {
+  GraphBuilder b;
+  Value cache = b.Parameter("cache", DType::kF32, {1, 4, 64, 16});
+  Value row = b.Parameter("row", DType::kF32, {1, 4, 1, 16});
+  Value position = b.Parameter("position", DType::kI64, {1});
+  Value updated = CacheUpdate(b, cache, row, position);
+};
+
+TEST(CudaInPlaceOutputsTest, ACacheWrittenAtOnePositionIsUpdatedInPlace) {
+  CacheGraph c;
+  c.b.Output(c.updated, "updated");
+  c.b.Output(c.b.Reduce(OpCode::kReduceSum, c.row, {3}, false), "row_sums");  // another kernel, reading another input
+  StatusOr<Graph> g = c.b.Build();
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_TRUE(MayOverwrite(*g, 0, 0));
+  EXPECT_FALSE(MayOverwrite(*g, 0, 1)) << "another input's memory, of another shape";
+  EXPECT_FALSE(MayOverwrite(*g, 1, 1)) << "a reduction's output";
+}
+
+TEST(CudaInPlaceOutputsTest, AnUpdateComputedInsideAReductionKernelIsNotInPlace) {
+  // The reduction's kernel computes the update too: a kernel that reads its rows more than
+  // once (a softmax's passes) would read updated elements as the old ones.
+  CacheGraph c;
+  c.b.Output(c.updated, "updated");
+  c.b.Output(c.b.Reduce(OpCode::kReduceSum, c.updated, {2}, false), "sums");
+  StatusOr<Graph> g = c.b.Build();
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  Lowered l = Lower(*g);
+  ASSERT_NE(l.plan.groups[l.plan.group_of[g->outputs()[0].node]].kind, GroupKind::kPointwise)
+      << "the planner no longer fuses the update into the reduction: this case needs another graph";
+  EXPECT_FALSE(OutputMayOverwriteInput(*g, l.plan, l.program, 0, 0));
+}
+
+TEST(CudaInPlaceOutputsTest, AnInputReadAgainAfterTheUpdateKeepsItsOwnMemory) {
+  CacheGraph c;
+  c.b.Output(c.updated, "updated");
+  // The old cache, read by a kernel that needs the new one first: after the update.
+  Value both = c.b.Sub(c.b.Reduce(OpCode::kReduceSum, c.updated, {2}, true), c.b.Reduce(OpCode::kReduceSum, c.cache, {2}, true));
+  c.b.Output(both, "difference");
+  StatusOr<Graph> g = c.b.Build();
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_FALSE(MayOverwrite(*g, 0, 0));
+}
+
+TEST(CudaInPlaceOutputsTest, ACounterReadByAKernelLaunchedWithItsIncrementIsNotInPlace) {
+  // A cache's length: the position written is read from it, and it grows by one. Where the
+  // two kernels are launched together, nothing orders the read before the write.
+  CacheGraph c;
+  c.b.Output(c.b.AddScalar(c.position, 1), "length_after");
+  c.b.Output(c.b.Reduce(OpCode::kReduceSum, c.updated, {2}, false), "sums");
+  StatusOr<Graph> g = c.b.Build();
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  Lowered l = Lower(*g);
+  const CudaGroupProgram& increment = l.GroupOf(*g, g->outputs()[0].node);
+  ASSERT_NE(increment.launched_with, -1) << "the increment is no longer launched with another kernel: this case needs another graph";
+  EXPECT_FALSE(OutputMayOverwriteInput(*g, l.plan, l.program, 0, 2));
+}
+
+TEST(CudaInPlaceOutputsTest, ACounterIncrementedAloneIsInPlace) {
+  GraphBuilder b;
+  Value length = b.Parameter("length", DType::kI64, {1});
+  b.Output(b.AddScalar(length, 1), "length_after");
+  StatusOr<Graph> g = b.Build();
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_TRUE(MayOverwrite(*g, 0, 0));
+}
+
+TEST(CudaInPlaceOutputsTest, AnInputReadThroughATransposeIsNotOverwritten) {
+  GraphBuilder b;
+  Value x = b.Parameter("x", DType::kF32, {64, 64});
+  b.Output(b.AddScalar(b.Transpose(x, {1, 0}), 1), "transposed");  // element (i, j) reads (j, i)
+  StatusOr<Graph> g = b.Build();
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_FALSE(MayOverwrite(*g, 0, 0));
+}
+
+TEST(CudaInPlaceOutputsTest, AnElementwiseUpdateIsInPlace) {
+  GraphBuilder b;
+  Value x = b.Parameter("x", DType::kF32, {64, 64});
+  Value scale = b.Parameter("scale", DType::kF32, {64});
+  b.Output(b.Mul(b.AddScalar(x, 1), b.BroadcastTo(scale, {64, 64})), "scaled");
+  StatusOr<Graph> g = b.Build();
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_TRUE(MayOverwrite(*g, 0, 0));
+  EXPECT_FALSE(MayOverwrite(*g, 0, 1)) << "scale is broadcast, and of another shape";
+  EXPECT_FALSE(MayOverwrite(*g, 1, 0)) << "no such output";
+}
+
+}  // namespace
+}  // namespace tilefuse

@@ -91,10 +91,38 @@ def generate(torch, transformers, forward, model, prompt, new, static):
     return torch.cat(tokens, 1), first_logits, ms
 
 
+def synchronizing_calls(torch, transformers, forward, model, prompt, new):
+    """Prints where a generation makes the host wait for the GPU (PyTorch's sync debug mode: a
+    copy to or from pageable memory, an .item()), each place once with its Python stack: a wait
+    a step serialises the host's launching with the GPU's running."""
+    import traceback
+    import warnings
+
+    seen = set()
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        stack = "".join(traceback.format_stack(limit=10)[:-1])
+        if stack not in seen:
+            seen.add(stack)
+            print(f"synchronizing call: {str(message).splitlines()[0]}\n{stack}")
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = show
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            generate(torch, transformers, forward, model, prompt, new, True)
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+    print(f"synchronizing calls: {len(seen)} places")
+
+
 def profile(torch, transformers, forward, model, prompt, new):
     """The decode loop under torch.profiler: each kernel's device time a step, and the step's."""
     from torch.profiler import ProfilerActivity
-    with torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], with_stack=True) as prof:
+    if torch.cuda.is_available():
+        synchronizing_calls(torch, transformers, forward, model, prompt, new)
+    with torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         _, _, ms = generate(torch, transformers, forward, model, prompt, new, True)
     steps = new - 1
     events = [e for e in prof.key_averages() if e.device_type == torch.autograd.DeviceType.CUDA]
@@ -109,10 +137,6 @@ def profile(torch, transformers, forward, model, prompt, new):
     print("host: the calls a step makes, by host time")
     for e in sorted(host, key=lambda e: -e.self_cpu_time_total)[:25]:
         print(f"  {e.self_cpu_time_total / steps:8.2f} us/step  {e.count / steps:6.2f}/step  {e.key[:110]}")
-    # Where the host waits for the GPU: the Python lines of each synchronous copy.
-    for e in prof.key_averages(group_by_stack_n=6):
-        if e.key in ("aten::_local_scalar_dense", "aten::_to_copy", "cudaStreamSynchronize") and e.count >= steps // 2:
-            print(f"  {e.key} {e.count / steps:.2f}/step from: " + " <- ".join(e.stack[:6]))
     from tilefuse import torch_backend
     for graph in torch_backend._live_graphs():
         for s in graph.compiled.values():

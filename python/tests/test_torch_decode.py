@@ -68,3 +68,27 @@ def test_static_cache_decoding_compiles_the_step_once(name, logs):
     tokens, _ = _generate(compiled, model.config, again)
     assert torch.equal(tokens, _generate(model, model.config, again)[0])
     assert len(messages(logs, COMPILED)) == before, "\n".join(messages(logs, COMPILED))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU: the cache written in place and the step's graph "
+                                                          "replayed are the GPU runtime's")
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_static_cache_decoding_on_the_gpu_writes_the_cache_in_place_and_replays_the_step(name, logs):
+    # Every step's token ids, position and logits are fresh tensors (new pointers): the runtime
+    # reads and writes them through its own buffers, so the step's captured graph replays; the
+    # cache's keys and values are written where they lie, not copied after the run.
+    model = _model(name).cuda()
+    prompt = torch.randint(0, model.config.vocab_size, (1, PROMPT), generator=torch.Generator().manual_seed(3)).cuda()
+    expected_tokens, expected_logits = _generate(model, model.config, prompt)
+    compiled = torch.compile(model.forward, backend="tilefuse")
+    tokens, logits = _generate(compiled, model.config, prompt)
+    scale = expected_logits.abs().max().item()
+    torch.testing.assert_close(logits, expected_logits, rtol=1e-3, atol=1e-3 * scale)
+    assert torch.equal(tokens, expected_tokens)
+    assert not messages(logs, IN_PYTORCH, logging.WARNING), logs.text
+    step = [s for g in tilefuse.torch_backend._live_graphs() for s in g.compiled.values()
+            if s is not None and s.input_shapes[0] == (1, 1)]
+    assert len(step) == 1 and step[0].model.backend == "cuda", step
+    assert len(step[0].in_place) >= 2 * model.config.num_hidden_layers, (step[0].in_place, step[0].mutations)
+    runs = step[0].model.device_run_counts
+    assert runs["replays"] >= NEW // 2, runs

@@ -65,3 +65,18 @@ def test_the_rotary_embeddings_of_q_and_k_share_a_launch():
     together = [k for k in kernels if "launched together" in k["strategy"]]
     assert len(together) == 1, [k["strategy"] for k in kernels]
     assert all(k["spill_bytes"] == 0 for k in kernels), kernels
+
+
+def test_a_decode_step_s_key_and_value_cache_updates_are_one_kernel():
+    # index_copy at one position: each element compares its own position with the step's (an
+    # iota and a broadcast index in the kernel's loads), so the keys' and the values' updates,
+    # reading the same comparison, are one pointwise kernel (after the position's own: a
+    # negative position counted from the end, one element).
+    def update(k_cache, v_cache, k, v, position):
+        return k_cache.index_copy(2, position, k), v_cache.index_copy(2, position, v)
+
+    cache = (1, 12, 256, 64)
+    kernels = cuda_kernels(update, [bf16(*cache), bf16(*cache), bf16(1, 12, 1, 64), bf16(1, 12, 1, 64), torch.tensor([7])])
+    assert len(kernels) == 2, kernels
+    updates = [k for k in kernels if k["kind"] == "pointwise" and k["strategy"] != "pointwise x1"]
+    assert len(updates) == 1 and "launched together" not in updates[0]["strategy"], kernels

@@ -245,8 +245,12 @@ def index_put(ctx: Context, x: Value, indices: Sequence[Optional[Value]], values
     line = [1] * len(shape)
     line[dim] = size
     if count == 1:  # a decode step's one position: a comparison, no search
-        hit = ctx.pointwise("equal", [ctx.iota(line, dim, "i64"), ctx.reshape(index, [1] * len(shape))])
-        return ctx.pointwise("where", [ctx.broadcast_to(hit, shape), ctx.broadcast_to(values, shape), x])
+        # Compared at x's shape (an iota and a broadcast index, both free in a kernel's loads),
+        # not along the dim and broadcast: the comparison then lives in the update's own kernel,
+        # and a layer's keys and values, sharing it, are updated by one kernel (GPT-2's step:
+        # a 256-element comparison kernel a layer and the two updates launched after it).
+        hit = ctx.pointwise("equal", [ctx.iota(shape, dim, "i64"), ctx.broadcast_to(ctx.reshape(index, [1] * len(shape)), shape)])
+        return ctx.pointwise("where", [hit, ctx.broadcast_to(values, shape), x])
     names = ctx.pointwise("equal", [ctx.iota([size, count], 0, "i64"), ctx.reshape(index, [1, count])])
     first = ctx.reduce("reduce_min", ctx.pointwise("where", [names, ctx.iota([size, count], 1, "i64"),
                                                              ctx.scalar(float(count), "i64")]), [1], False)

@@ -18,6 +18,10 @@ fi
 bindings tests/shapes/seq_softmax_pool_symbolic_f32.onnxtxt batch=16,seq=128 batch=24,seq=100 batch=9,seq=333 batch=1,seq=1
 X=/tmp/tilefuse-python
 [ -d "$X" ] || scripts/gpu-python-ext.sh "$B" "$X" >"$OUT/ext.log" 2>&1 || tail "$OUT/ext.log"
+# The decode tests on this GPU first: the cache written in place and the step's graph replayed,
+# against eager's logits and tokens.
+HF_HUB_OFFLINE=1 PYTHONPATH="$X:$B/python/pytest-lib" TILEFUSE_CLI="$B/tilefuse" timeout 300 python3 -m pytest -q -rs \
+  -p no:cacheprovider python/tests/test_torch_decode.py 2>&1 | tail -4 | tee -a "$log"
 for model in ${MODELS:-gpt2 llama}; do
   PYTHONFAULTHANDLER=1 HF_HUB_OFFLINE=1 PYTHONPATH="$X" timeout 590 python3 bench/decode.py --model "$model" --json "$OUT/decode-$model.json" --timeout ${LIMIT:-500} \
     ${MODES:+--modes $MODES} ${ARGS:-} 2>&1 | grep -Ev 'Warning|warn\(|__cudagraphs\]  ' | tee -a "$log"

@@ -584,10 +584,12 @@ Status CudaExecutable::State::RunInPlace(const std::vector<uint64_t>& key, CUstr
   return device->Check(api().cuGraphLaunch(caller_graphs.back().second.get(), on), "cuGraphLaunch");
 }
 
-void CudaExecutable::State::NoteVolatilePointers(const std::vector<uint64_t>& key) {
+bool CudaExecutable::State::NoteVolatilePointers(const std::vector<uint64_t>& key) {
   // A value of at most kStagedBytes whose pointer changed kChanges times: copying it costs
   // less than launching every kernel one by one (GPT-2's decode step: 121 launches, ~375 us
-  // of host time a step, H200, 2026-12-04; a copy's launch is ~2 us).
+  // of host time a step, H200, 2026-12-04; a copy's launch is ~2 us). Only while no other
+  // pointer changes: where one does (a training step's activations), the key is new anyway
+  // and the copies would be all cost.
   constexpr int64_t kStagedBytes = 1 << 20;
   constexpr int kChanges = 2;
   if (last_pointers.empty()) {
@@ -602,13 +604,16 @@ void CudaExecutable::State::NoteVolatilePointers(const std::vector<uint64_t>& ke
                                       [&](const CallerCopy& c) { return c.to == i || c.from == static_cast<int>(i); });
       if (uses[caller_nodes[i]] > 1 || copied || Bytes(caller_nodes[i]) > kStagedBytes) pointer_changes[i] = -1;
     }
-    return;
+    return false;
   }
+  ++calls_since_fixed_changed;
   for (size_t i = 0; i < key.size(); ++i) {
-    if (key[i] == last_pointers[i] || pointer_changes[i] < 0) continue;
+    if (key[i] == last_pointers[i]) continue;
     last_pointers[i] = key[i];
-    if (++pointer_changes[i] >= kChanges) staged[i] = true;
+    if (pointer_changes[i] < 0) calls_since_fixed_changed = 0;
+    else if (++pointer_changes[i] >= kChanges) staged[i] = true;
   }
+  return calls_since_fixed_changed >= kChanges;
 }
 
 Status CudaExecutable::RunOnDevice(const std::vector<uint64_t>& inputs, const std::vector<uint64_t>& outputs, uint64_t stream) {
@@ -639,10 +644,10 @@ Status CudaExecutable::RunOnDevice(const std::vector<uint64_t>& inputs, const st
     return s.device->Check(api.cuGraphLaunch(s.captured.get(), on), "cuGraphLaunch");
   }
   if (std::all_of(key.begin(), key.end(), [](uint64_t p) { return p % 256 == 0; })) {
-    s.NoteVolatilePointers(key);
+    const bool stage = s.NoteVolatilePointers(key);
     std::vector<uint64_t> keyed = key;
     for (size_t i = 0; i < key.size(); ++i) {
-      if (!s.staged[i]) continue;
+      if (!stage || !s.staged[i]) continue;
       keyed[i] = s.own_pointers[i];
       if (i < inputs.size())
         RETURN_IF_ERROR(s.device->Check(api.cuMemcpyDtoDAsync(keyed[i], key[i], s.Bytes(s.caller_nodes[i]), on), "copying an input on the device"));
@@ -655,7 +660,7 @@ Status CudaExecutable::RunOnDevice(const std::vector<uint64_t>& inputs, const st
       RETURN_IF_ERROR(s.device->Check(api.cuMemcpyDtoDAsync(key[c.to], from, s.Bytes(node), on), "copying an output on the device"));
     }
     for (size_t i = inputs.size(); i < key.size(); ++i)
-      if (s.staged[i])
+      if (stage && s.staged[i])
         RETURN_IF_ERROR(s.device->Check(api.cuMemcpyDtoDAsync(key[i], keyed[i], s.Bytes(s.caller_nodes[i]), on), "copying an output on the device"));
     return Status::Ok();
   }

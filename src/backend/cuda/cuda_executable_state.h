@@ -66,12 +66,14 @@ struct CudaExecutable::State {
   // ids and position, fresh tensors every call): read and written through the graph's own
   // buffers, copied in before the run and out after, so that the other pointers key a
   // captured graph that replays. Per caller_nodes entry: its last pointer, how many times it
-  // changed, and whether it is staged so.
+  // changed (-1: never staged), and whether it is staged so; calls since an entry never staged
+  // changed its pointer (staging pays only where the others' key then repeats).
   std::vector<uint64_t> last_pointers;
   std::vector<int> pointer_changes;
   std::vector<bool> staged;
-  // Marks the entries of `key` to stage (StageVolatilePointers), from this call's pointers.
-  void NoteVolatilePointers(const std::vector<uint64_t>& key);
+  int calls_since_fixed_changed = 0;
+  // Notes this call's pointers; whether this call stages the entries marked `staged`.
+  bool NoteVolatilePointers(const std::vector<uint64_t>& key);
   std::string cache_dir, nvrtc_version;
   std::vector<std::string> plan_notes;  // attention candidates split into their parts, and why
   int64_t nvrtc_compiles = 0, nvrtc_cache_hits = 0;  // units compiled / found in the cache

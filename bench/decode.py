@@ -39,6 +39,8 @@ import time
 
 MODES = ("eager-dynamic", "eager-static", "compile", "reduce-overhead", "max-autotune", "tilefuse", "compile-dynamic",
          "tilefuse-dynamic")
+PEERS = ("compile", "reduce-overhead", "max-autotune", "compile-dynamic")  # torch.compile's modes: the ratios' base
+DYNAMIC_CACHE = ("eager-dynamic", "compile-dynamic", "tilefuse-dynamic")
 
 
 def build_model(name, torch, transformers):
@@ -150,7 +152,7 @@ def profile(torch, transformers, forward, model, prompt, new):
                       f"{s.model.device_run_counts}, {len(s.in_place)} of {len(s.mutations)} updated inputs written in place")
 
 
-def run_mode(args, mode, torch, transformers, compiles, model, prompt) -> dict:
+def run_mode(args, mode, torch, transformers, compiles, model, prompt) -> tuple:
     """One mode's generations: its row, and its tokens and first logits (saved for the parent)."""
     forward = model.forward
     if mode in ("compile", "reduce-overhead", "max-autotune"):
@@ -161,7 +163,7 @@ def run_mode(args, mode, torch, transformers, compiles, model, prompt) -> dict:
         forward = torch.compile(model.forward, dynamic=True)
     elif mode == "tilefuse-dynamic":
         forward = torch.compile(model.forward, backend="tilefuse", options={"backend": args.device}, dynamic=True)
-    static = mode not in ("eager-dynamic", "compile-dynamic", "tilefuse-dynamic")
+    static = mode not in DYNAMIC_CACHE
     began = time.perf_counter()
     generate(torch, transformers, forward, model, prompt, args.new, static)
     first = time.perf_counter() - began
@@ -263,7 +265,7 @@ def main() -> None:
                   + (f", {row['tokens_before_divergence']}/{args.new} tokens as eager-static, first step's logits "
                      f"{row['first_step_logits_error']:.4f} of scale" if "first_step_logits_error" in row else ""), flush=True)
     timed = [r for r in results if "ms_per_token" in r]
-    best = min((r["ms_per_token"] for r in timed if r["mode"] in ("compile", "reduce-overhead", "max-autotune", "compile-dynamic")), default=None)
+    best = min((r["ms_per_token"] for r in timed if r["mode"] in PEERS), default=None)
     for r in timed:
         if best:
             r["vs_best_torch_compile"] = best / r["ms_per_token"]

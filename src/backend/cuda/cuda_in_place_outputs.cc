@@ -38,8 +38,8 @@ bool OutputMayOverwriteInput(const Graph& g, const FusionPlan& plan, const CudaP
   if (v == x || vn.dtype != xn.dtype || vn.shape != xn.shape) return false;
   for (size_t o = 0; o < g.outputs().size(); ++o)  // written once, at v's step
     if (static_cast<int>(o) != output && g.outputs()[o].node == v) return false;
-  if (v >= static_cast<int>(plan.group_of.size()) || plan.group_of[v] < 0) return false;
-  const int group = plan.group_of[v];
+  const int group = plan.group_of[v];  // (group_of has an entry per node)
+  if (group < 0) return false;
   if (plan.groups.at(group).kind != GroupKind::kPointwise) return false;
   const std::map<int, int> step = StepOfGroup(program);
   if (!step.count(group)) return false;
@@ -50,10 +50,10 @@ bool OutputMayOverwriteInput(const Graph& g, const FusionPlan& plan, const CudaP
   for (const Node& n : g.nodes()) {
     if (n.id <= x) continue;
     const bool reads_x = std::find(n.inputs.begin(), n.inputs.end(), x) != n.inputs.end();
-    const bool in_group = n.id < static_cast<int>(plan.group_of.size()) && plan.group_of[n.id] == group;
+    const int reader = plan.group_of[n.id];
+    const bool in_group = reader == group;
     if (reads_x && !in_group) {
-      const int other = n.id < static_cast<int>(plan.group_of.size()) ? plan.group_of[n.id] : -1;
-      if (other < 0 || !step.count(other) || step.at(other) >= v_step) return false;
+      if (reader < 0 || !step.count(reader) || step.at(reader) >= v_step) return false;
       continue;
     }
     if (!in_group || std::none_of(n.inputs.begin(), n.inputs.end(), [&](int i) { return depends[i]; })) continue;

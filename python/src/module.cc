@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/vector.h>
@@ -89,6 +90,22 @@ std::unique_ptr<CompiledModel> CompileModel(const std::string& path, const std::
     compiled = CompiledModel::FromFile(path, MakeOptions(backend, tune, fuse, device, strict, precision, dims, background_compile));
   }
   return ValueOrThrow(std::move(compiled));
+}
+
+std::unique_ptr<CompiledModel> CompileModelFile(ModelFile& file, const std::string& backend, bool tune, bool fuse, int device,
+                                                bool strict, const std::string& precision, const Dims& dims, bool background_compile) {
+  StatusOr<std::unique_ptr<CompiledModel>> compiled = InvalidArgument("not compiled");
+  {
+    nb::gil_scoped_release release;
+    compiled = CompiledModel::FromModelFile(file, MakeOptions(backend, tune, fuse, device, strict, precision, dims, background_compile));
+  }
+  return ValueOrThrow(std::move(compiled));
+}
+
+nb::list DescribeInputDims(const std::vector<tilefuse::InputDim>& dims) {
+  nb::list list;
+  for (const tilefuse::InputDim& d : dims) list.append(nb::make_tuple(d.input, d.position, d.dim, d.name));
+  return list;
 }
 
 std::unique_ptr<CompiledModel> CompileModelBytes(const nb::bytes& model, const std::string& backend, bool tune, bool fuse,
@@ -184,6 +201,7 @@ nb::list ProfileModel(CompiledModel& model, const std::vector<InputArray>& array
 NB_MODULE(_tilefuse, m) {
   using namespace tilefuse::python;
   using tilefuse::CompiledModel;
+  using tilefuse::ModelFile;
   m.doc() = "tilefuse's C++ library; use the tilefuse package, not this module";
   nb::register_exception_translator(TranslateStatusError);
   // Compiled models live in torch.compile's caches until the interpreter exits: not leaks.
@@ -269,13 +287,24 @@ NB_MODULE(_tilefuse, m) {
         nb::arg("device"), nb::arg("strict") = false, nb::arg("precision") = "highest", nb::arg("dims") = Dims{},
         nb::arg("background_compile") = true);
   m.def(
-      "symbolic_dims",
-      [](const std::string& path) {
-        nb::list list;
-        for (const tilefuse::InputDim& d : ValueOrThrow(tilefuse::SymbolicDimsOf(path))) list.append(nb::make_tuple(d.input, d.position, d.dim, d.name));
-        return list;
-      },
+      "symbolic_dims", [](const std::string& path) { return DescribeInputDims(ValueOrThrow(tilefuse::SymbolicDimsOf(path))); },
       nb::arg("path"), "The model's symbolic input dims: (input, position, dim, name) each");
+  nb::class_<ModelFile>(m, "ModelFile", "A model file read once, compiled once per binding of its symbolic dims (compile_file)")
+      .def_prop_ro("path", &ModelFile::path)
+      .def_prop_ro("symbolic_dims", [](const ModelFile& file) { return DescribeInputDims(file.symbolic_dims()); });
+  m.def(
+      "open_model",
+      [](const std::string& path) {
+        tilefuse::StatusOr<std::shared_ptr<ModelFile>> file = tilefuse::InvalidArgument("not read");
+        {
+          nb::gil_scoped_release release;  // a large model takes seconds to read and parse
+          file = ModelFile::Open(path);
+        }
+        return ValueOrThrow(std::move(file));
+      },
+      nb::arg("path"));
+  m.def("compile_file", &CompileModelFile, nb::arg("file"), nb::arg("backend"), nb::arg("tune"), nb::arg("fuse"), nb::arg("device"),
+        nb::arg("strict") = false, nb::arg("precision") = "highest", nb::arg("dims") = Dims{}, nb::arg("background_compile") = true);
   m.def(
       "attention_backward",
       [](const std::string& dtype, int heads, int group, int nq, int nk, int d, bool causal, double scale,

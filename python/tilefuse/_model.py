@@ -108,11 +108,13 @@ def compile(model: Any, backend: str = "auto", tune: bool = False, fuse: bool = 
     if isinstance(model, (str, os.PathLike)):
         path = os.fspath(model)
         if not dims and os.path.exists(path):
-            symbolic = _tilefuse.symbolic_dims(path)
-            if symbolic:
-                return SpecializingModel(path, symbolic, dict(backend=backend, tune=tune, fuse=fuse, device=device,
-                                                              strict=strict, precision=precision,
-                                                              background_compile=background_compile))
+            file = _tilefuse.open_model(path)  # read and parsed once, whatever compiles it
+            options = dict(backend=backend, tune=tune, fuse=fuse, device=device, strict=strict, precision=precision,
+                           background_compile=background_compile)
+            if file.symbolic_dims:
+                return SpecializingModel(file, options)
+            return _wrap(_tilefuse.compile_file(file, backend, tune, fuse, device, strict, precision, dims,
+                                                background_compile=background_compile), path)
         return _wrap(_tilefuse.compile(path, backend, tune, fuse, device, strict, precision, dims,
                                        background_compile=background_compile), path)
     if hasattr(model, "SerializeToString"):  # onnx.ModelProto, without importing onnx
@@ -135,14 +137,17 @@ class SpecializingModel:
     Each call's input shapes give the symbolic dims their values (a dim named twice must agree);
     the model compiled for those values is made on the first such call and kept (at most
     ``max_compiled``, least recently used dropped), so calls with shapes seen before pay only
-    the run. ``compiled`` maps each kept set of values to its :class:`CompiledModel`.
+    the run. ``compiled`` maps each kept set of values to its :class:`CompiledModel`. The file
+    is read once, when this object is made: every compile shares the weights its first one
+    decoded (a later change to the file is not seen).
     """
 
     max_compiled = 8
 
-    def __init__(self, path: str, symbolic: Sequence[Tuple[str, int, int, str]], options: Dict[str, Any]):
-        self.source = path
-        self.symbolic_dims = [(name, position, dim, input_name) for input_name, position, dim, name in symbolic]
+    def __init__(self, file: "_tilefuse.ModelFile", options: Dict[str, Any]):
+        self.source = path = file.path
+        self.symbolic_dims = [(name, position, dim, input_name) for input_name, position, dim, name in file.symbolic_dims]
+        self._file = file  # the weights decoded once, shared by every compiled binding
         self._options = options
         self.compiled: "OrderedDict[Tuple[Tuple[str, int], ...], CompiledModel]" = OrderedDict()
         unnamed = [f"input '{i}' dim {d}" for n, _, d, i in self.symbolic_dims if not n]
@@ -171,8 +176,8 @@ class SpecializingModel:
         model = self.compiled.get(key)
         if model is None:
             o = self._options
-            model = _wrap(_tilefuse.compile(self.source, o["backend"], o["tune"], o["fuse"], o["device"], o["strict"],
-                                            o["precision"], dict(dims), background_compile=o["background_compile"]),
+            model = _wrap(_tilefuse.compile_file(self._file, o["backend"], o["tune"], o["fuse"], o["device"], o["strict"],
+                                                 o["precision"], dict(dims), background_compile=o["background_compile"]),
                           self.source)
             self.compiled[key] = model
             if len(self.compiled) > self.max_compiled:

@@ -34,15 +34,6 @@ StatusOr<std::vector<Tensor>> MakeRandomInputs(const Graph& graph, uint64_t seed
   return inputs;
 }
 
-StatusOr<std::vector<InputDim>> SymbolicDimsOf(const std::string& model_path) {
-  std::error_code ec;
-  if (!std::filesystem::exists(model_path, ec)) return NotFound(fmt::format("model '{}' does not exist", model_path));
-  ASSIGN_OR_RETURN(std::vector<SymbolicDim> dims, SymbolicInputDims(model_path));
-  std::vector<InputDim> out;
-  for (const SymbolicDim& d : dims) out.push_back({d.input, d.position, d.dim, d.name});
-  return out;
-}
-
 std::string DescribeTensorType(DType dtype, const Shape& shape) {
   return fmt::format("{}{}", DTypeName(dtype), ShapeToString(shape));
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <fmt/format.h>
 
+#include <map>
 #include <unordered_map>
 
 #include "frontend/onnx/constant_tracker.h"
@@ -81,11 +82,19 @@ StatusOr<Graph> GraphImporter::Import(const onnx::GraphProto& graph) {
 }
 
 Status GraphImporter::ImportInitializers(const onnx::GraphProto& graph) {
+  std::map<std::string, Tensor>* cache = options_.initializer_cache;
   for (const auto& init : graph.initializer()) {
-    StatusOr<Tensor> value = TensorFromProto(init, base_dir_);
-    if (!value.ok()) return value.status().WithContext(fmt::format("initializer '{}'", init.name()));
+    Tensor value;  // a copy of a cached tensor shares its bytes
+    if (auto hit = cache ? cache->find(init.name()) : std::map<std::string, Tensor>::iterator{}; cache && hit != cache->end()) {
+      value = hit->second;
+    } else {
+      StatusOr<Tensor> decoded = TensorFromProto(init, base_dir_);
+      if (!decoded.ok()) return decoded.status().WithContext(fmt::format("initializer '{}'", init.name()));
+      value = std::move(decoded).value();
+      if (cache) cache->emplace(init.name(), value);
+    }
     builder_.SetLocation(fmt::format("initializer '{}'", init.name()), init.name());
-    RETURN_IF_ERROR(Define(init.name(), builder_.Constant(std::move(value).value())));
+    RETURN_IF_ERROR(Define(init.name(), builder_.Constant(std::move(value))));
   }
   return builder_.status();
 }

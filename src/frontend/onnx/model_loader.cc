@@ -54,51 +54,19 @@ StatusOr<onnx::ModelProto> ParseTextModel(const std::string& text, const std::st
   return model;
 }
 
-StatusOr<ImportedModel> ImportParsed(const StatusOr<onnx::ModelProto>& model, const std::string& base_dir,
-                                     const std::string& origin, const ImportOptions& options) {
-  if (!model.ok()) return model.status();
-  StatusOr<ImportedModel> imported = onnx_import::ImportModelProto(*model, base_dir, options);
+StatusOr<ImportedModel> ImportParsed(const onnx::ModelProto& model, const std::string& base_dir, const std::string& origin,
+                                     const ImportOptions& options) {
+  StatusOr<ImportedModel> imported = onnx_import::ImportModelProto(model, base_dir, options);
   if (!imported.ok() && !origin.empty()) return imported.status().WithContext(origin);
   return imported;
 }
 
-}  // namespace
-
-StatusOr<ImportedModel> ImportOnnx(const std::string& path, const ImportOptions& options) {
-  std::error_code ec;
-  std::string file = path;
-  if (fs::is_directory(path, ec)) {
-    file = (fs::path(path) / "model.onnx").string();
-    if (!fs::exists(file, ec))
-      return NotFound(fmt::format("'{}' is a folder without a model.onnx (expected the backend-test layout)", path));
-  }
-  ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(file));
-  std::string base_dir = fs::path(file).parent_path().string();
-  if (EndsWith(file, ".onnxtxt") || EndsWith(file, ".txt"))
-    return ImportParsed(ParseTextModel(bytes, fmt::format("'{}'", file)), base_dir, fmt::format("'{}'", file), options);
-  return ImportParsed(ParseBinaryModel(bytes, file), base_dir, fmt::format("'{}'", file), options);
-}
-
-StatusOr<ImportedModel> ImportOnnxText(const std::string& text, const ImportOptions& options) {
-  return ImportParsed(ParseTextModel(text, "ONNX text"), "", "", options);
-}
-
-
-
-StatusOr<std::vector<SymbolicDim>> SymbolicInputDims(const std::string& path) {
-  std::error_code ec;
-  std::string file = path;
-  if (fs::is_directory(path, ec)) file = (fs::path(path) / "model.onnx").string();
-  ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(file));
-  StatusOr<onnx::ModelProto> model = EndsWith(file, ".onnxtxt") || EndsWith(file, ".txt")
-                                         ? ParseTextModel(bytes, fmt::format("'{}'", file))
-                                         : ParseBinaryModel(bytes, file);
-  if (!model.ok()) return model.status();
+std::vector<SymbolicDim> SymbolicDimsOfModel(const onnx::ModelProto& model) {
   std::set<std::string> initializers;
-  for (const auto& init : model->graph().initializer()) initializers.insert(init.name());
+  for (const auto& init : model.graph().initializer()) initializers.insert(init.name());
   std::vector<SymbolicDim> dims;
   int position = 0;
-  for (const auto& input : model->graph().input()) {
+  for (const auto& input : model.graph().input()) {
     if (initializers.count(input.name())) continue;
     const int here = position++;
     if (!input.type().has_tensor_type() || !input.type().tensor_type().has_shape()) continue;
@@ -108,6 +76,74 @@ StatusOr<std::vector<SymbolicDim>> SymbolicInputDims(const std::string& path) {
         dims.push_back({input.name(), here, d, shape.dim(d).has_dim_param() ? shape.dim(d).dim_param() : ""});
   }
   return dims;
+}
+
+}  // namespace
+
+struct OnnxModelFile::Parsed {
+  onnx::ModelProto model;
+  std::string base_dir;        // where external data is found
+  std::string origin;          // "'path'", the context of its errors
+  bool initializers_dropped = false;  // their bytes live in initializers_ only
+};
+
+OnnxModelFile::OnnxModelFile(std::unique_ptr<Parsed> parsed, std::vector<SymbolicDim> symbolic_dims)
+    : parsed_(std::move(parsed)), symbolic_dims_(std::move(symbolic_dims)) {}
+OnnxModelFile::~OnnxModelFile() = default;
+
+StatusOr<std::unique_ptr<OnnxModelFile>> OnnxModelFile::Read(const std::string& path) {
+  std::error_code ec;
+  std::string file = path;
+  if (fs::is_directory(path, ec)) {
+    file = (fs::path(path) / "model.onnx").string();
+    if (!fs::exists(file, ec))
+      return NotFound(fmt::format("'{}' is a folder without a model.onnx (expected the backend-test layout)", path));
+  }
+  ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(file));
+  auto parsed = std::make_unique<Parsed>();
+  parsed->origin = fmt::format("'{}'", file);
+  parsed->base_dir = fs::path(file).parent_path().string();
+  StatusOr<onnx::ModelProto> model = EndsWith(file, ".onnxtxt") || EndsWith(file, ".txt") ? ParseTextModel(bytes, parsed->origin)
+                                                                                        : ParseBinaryModel(bytes, file);
+  if (!model.ok()) return model.status();
+  bytes = std::string();  // the parsed model holds the weights now: do not keep them twice
+  parsed->model = std::move(model).value();
+  std::vector<SymbolicDim> dims = SymbolicDimsOfModel(parsed->model);
+  return std::unique_ptr<OnnxModelFile>(new OnnxModelFile(std::move(parsed), std::move(dims)));
+}
+
+StatusOr<ImportedModel> OnnxModelFile::Import(const ImportOptions& options) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ImportOptions shared = options;
+  shared.initializer_cache = &initializers_;
+  StatusOr<ImportedModel> imported = ImportParsed(parsed_->model, parsed_->base_dir, parsed_->origin, shared);
+  if (imported.ok() && !parsed_->initializers_dropped) {
+    // Every initializer is decoded now (the importer takes them all before any node): keep
+    // their names only, so the file's weights are held once.
+    for (onnx::TensorProto& init : *parsed_->model.mutable_graph()->mutable_initializer()) {
+      onnx::TensorProto name_only;
+      name_only.set_name(init.name());
+      init.Swap(&name_only);
+    }
+    parsed_->initializers_dropped = true;
+  }
+  return imported;
+}
+
+StatusOr<ImportedModel> ImportOnnx(const std::string& path, const ImportOptions& options) {
+  ASSIGN_OR_RETURN(std::unique_ptr<OnnxModelFile> file, OnnxModelFile::Read(path));
+  return file->Import(options);
+}
+
+StatusOr<ImportedModel> ImportOnnxText(const std::string& text, const ImportOptions& options) {
+  StatusOr<onnx::ModelProto> model = ParseTextModel(text, "ONNX text");
+  if (!model.ok()) return model.status();
+  return ImportParsed(*model, "", "", options);
+}
+
+StatusOr<std::vector<SymbolicDim>> SymbolicInputDims(const std::string& path) {
+  ASSIGN_OR_RETURN(std::unique_ptr<OnnxModelFile> file, OnnxModelFile::Read(path));
+  return file->symbolic_dims();
 }
 
 }  // namespace tilefuse

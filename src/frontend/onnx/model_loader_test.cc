@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "frontend/onnx/onnx_test_util.h"
 #include "frontend/onnx/tensor_proto.h"
 
@@ -56,6 +58,50 @@ TEST(OnnxModelLoaderTest, InitializersWithExternalDataAreConstants) {
   ASSERT_TRUE(imported.ok()) << imported.status().ToString();
   EXPECT_EQ(imported->graph.inputs().size(), 1u);  // only x
   ExpectNear(RunGraph(imported->graph, {F32({3}, {1, 2, 3})}), {11, 22, 33});
+}
+
+// The one weight of a graph (a constant with bytes).
+const std::byte* WeightBytes(const Graph& graph) {
+  for (const Node& n : graph.nodes())
+    if (n.op == OpCode::kConstant && n.attrs.value && n.attrs.value->num_bytes() == 3 * sizeof(float)) return n.attrs.value->data();
+  return nullptr;
+}
+
+TEST(OnnxModelLoaderTest, AModelFileReadOnceImportsEachBindingWithTheSameWeightBytes) {
+  TempDir dir;
+  onnx::ModelProto model = ParseModel(R"(
+    <ir_version: 8, opset_import: ["" : 13]>
+    g (float[n, 3] x) => (float[n, 3] y) { y = Add(x, w) })");
+  onnx::TensorProto* w = model.mutable_graph()->add_initializer();
+  w->set_name("w");
+  w->set_data_type(onnx::TensorProto::FLOAT);
+  w->add_dims(3);
+  w->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto* location = w->add_external_data();
+  location->set_key("location");
+  location->set_value("weights.bin");
+  float values[3] = {10, 20, 30};
+  WriteBytes(dir.File("weights.bin"), std::string(reinterpret_cast<const char*>(values), sizeof(values)));
+  WriteModel(model, dir.File("model.onnx"));
+
+  StatusOr<std::unique_ptr<OnnxModelFile>> file = OnnxModelFile::Read(dir.File("model.onnx"));
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  ASSERT_EQ((*file)->symbolic_dims().size(), 1u);
+  EXPECT_EQ((*file)->symbolic_dims()[0].name, "n");
+  ImportOptions two, three;
+  two.dims = {{"n", 2}};
+  three.dims = {{"n", 3}};
+  StatusOr<ImportedModel> first = (*file)->Import(two);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  // Neither the model nor its weights are read again.
+  std::filesystem::remove(dir.File("weights.bin"));
+  std::filesystem::remove(dir.File("model.onnx"));
+  StatusOr<ImportedModel> second = (*file)->Import(three);
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  ExpectNear(RunGraph(first->graph, {F32({2, 3}, {1, 2, 3, 4, 5, 6})}), {11, 22, 33, 14, 25, 36});
+  ExpectNear(RunGraph(second->graph, {F32({3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9})}), {11, 22, 33, 14, 25, 36, 17, 28, 39});
+  ASSERT_NE(WeightBytes(first->graph), nullptr);
+  EXPECT_EQ(WeightBytes(first->graph), WeightBytes(second->graph));  // shared, not decoded again
 }
 
 TEST(OnnxModelLoaderTest, BackendTestFolder) {

@@ -15,6 +15,7 @@
 
 #include "api/model_inputs.h"
 #include "backend/cuda/cuda_driver.h"
+#include "backend/cuda/device_constants.h"
 #include "reference/interpreter.h"
 #include "testing/tensor_compare.h"
 #include "tilefuse/builder.h"
@@ -81,6 +82,43 @@ TEST(CompiledModel, RunsAnExampleOnTheGpuAsTheReferenceDoes) {
   EXPECT_EQ(past_the_last.status().message(),
             "there is no GPU " + std::to_string(*count) + ": this machine has " + std::to_string(*count) +
                 " CUDA GPU(s) (numbered from 0)");
+}
+
+// The bindings a model file compiles (a decode loop's past lengths) share its weights on the
+// GPU: the second binding uploads none.
+TEST(CompiledModel, BindingsOfAModelFileShareTheirWeightsOnTheGpu) {
+  StatusOr<CudaDevice*> device = CudaDevice::Get(0);
+  if (!device.ok()) GTEST_SKIP() << "no GPU: " << device.status().ToString();
+  std::string weights;
+  for (int i = 0; i < 1024; ++i) weights += (i ? ", " : "") + std::to_string(0.5 + i % 7);
+  const std::filesystem::path path = std::filesystem::temp_directory_path() / "tilefuse_shared_weights.onnxtxt";
+  std::ofstream(path) << "<ir_version: 8, opset_import: [\"\" : 17]>\n"
+                         "g (float[n, 1024] x) => (float[n, 1024] y) <float[1024] w = {" << weights << "}> {\n"
+                         "  t = Mul (x, w)\n  y = Add (t, x)\n}\n";
+  StatusOr<std::shared_ptr<ModelFile>> file = ModelFile::Open(path.string());
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  ModelOptions options;
+  options.backend = "cuda";
+  options.poison_outputs = true;
+  std::vector<std::unique_ptr<CompiledModel>> models;  // both alive: the first's copy is the second's
+  int64_t shared_bytes = 0;
+  for (int64_t n : {3, 40}) {
+    options.dims = {{"n", n}};
+    StatusOr<std::unique_ptr<CompiledModel>> model = CompiledModel::FromModelFile(**file, options);
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    if (models.empty()) shared_bytes = DeviceConstants::Get(*device).live_bytes();
+    EXPECT_GE(shared_bytes, 1024 * 4);
+    EXPECT_EQ(DeviceConstants::Get(*device).live_bytes(), shared_bytes) << "n = " << n;
+    StatusOr<std::vector<Tensor>> inputs = MakeRandomInputs((*model)->graph(), 7);
+    ASSERT_TRUE(inputs.ok());
+    StatusOr<std::vector<Tensor>> actual = (*model)->Run(*inputs);
+    StatusOr<std::vector<Tensor>> expected = RunReference((*model)->graph(), *inputs);
+    ASSERT_TRUE(actual.ok()) << actual.status().ToString();
+    ASSERT_TRUE(expected.ok());
+    Comparison c = CompareWithReference((*actual)[0], (*expected)[0]);
+    EXPECT_TRUE(c.pass) << c.reason;
+    models.push_back(std::move(model).value());
+  }
 }
 
 TEST(CompiledModel, NamesEachTimedKernel) {

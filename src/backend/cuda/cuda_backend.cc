@@ -244,6 +244,13 @@ Status PlaceOnDevice(CudaExecutable::State& state, bool any_gemm) {
       s->address[n.id] = s->arena.get() + arena_offset[n.id];
       continue;
     }
+    if (n.op == OpCode::kConstant && n.attrs.value && static_cast<int64_t>(n.attrs.value->num_bytes()) == s->Bytes(n.id)) {
+      ASSIGN_OR_RETURN(std::shared_ptr<const SharedDeviceConstant> constant,
+                       DeviceConstants::Get(s->device).Upload(n.attrs.value, *s->allocator, DescribeNode(n)));
+      s->address[n.id] = constant->buffer.get();
+      s->constants.push_back(std::move(constant));
+      continue;
+    }
     ASSIGN_OR_RETURN(CUdeviceptr p, s->allocator->Allocate(s->Bytes(n.id), DescribeNode(n)));
     s->owned.emplace_back(s->allocator, p);
     if (generator) {  // computed once on the host and uploaded

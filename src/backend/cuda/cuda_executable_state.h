@@ -16,6 +16,7 @@
 #include "backend/cuda/cuda_modules.h"
 #include "backend/cuda/cuda_program.h"
 #include "backend/cuda/device_allocator.h"
+#include "backend/cuda/device_constants.h"
 #include "runtime/memory_plan.h"
 
 namespace tilefuse {
@@ -40,6 +41,9 @@ struct CudaExecutable::State {
   int64_t scratch_bytes = 0;
   mutable DeviceBuffer head_start;  // memset before timed steps (HeadStart)
   std::vector<DeviceBuffer> owned;
+  // The graph's constants on the device, shared with other executables holding the same host
+  // bytes (backend/cuda/device_constants.h).
+  std::vector<std::shared_ptr<const SharedDeviceConstant>> constants;
   std::vector<CUdeviceptr> address;  // per node; 0: not on the device
   bool has_host_steps = false;
   bool poison = false;

@@ -38,9 +38,10 @@ import tempfile
 import time
 
 MODES = ("eager-dynamic", "eager-static", "compile", "reduce-overhead", "max-autotune", "tilefuse", "compile-dynamic",
-         "tilefuse-dynamic")
+         "tilefuse-dynamic", "onnx-tilefuse", "onnx-onnxruntime")
 PEERS = ("compile", "reduce-overhead", "max-autotune", "compile-dynamic")  # torch.compile's modes: the ratios' base
 DYNAMIC_CACHE = ("eager-dynamic", "compile-dynamic", "tilefuse-dynamic")
+ONNX = ("onnx-tilefuse", "onnx-onnxruntime")  # the model exported with its KV cache (bench/onnx_decode.py)
 
 
 def build_model(name, torch, transformers):
@@ -152,8 +153,38 @@ def profile(torch, transformers, forward, model, prompt, new):
                       f"{s.model.device_run_counts}, {len(s.in_place)} of {len(s.mutations)} updated inputs written in place")
 
 
+def run_onnx_mode(args, mode, torch, transformers, model, prompt) -> tuple:
+    """run_mode for the ONNX exports: the export's time, then the generations through tilefuse
+    (its step a SpecializingModel: compiles counted) or onnxruntime."""
+    import onnx_decode
+
+    model = model.to(onnx_decode.onnx_dtype(torch, args.device))
+    with tempfile.TemporaryDirectory() as folder:
+        began = time.perf_counter()
+        paths = onnx_decode.export(model, prompt, folder, torch, transformers)
+        export_s = time.perf_counter() - began
+        if mode == "onnx-tilefuse":
+            prefill, step = onnx_decode.tilefuse_runners(paths, args.device)
+        else:
+            prefill, step = onnx_decode.onnxruntime_runners(paths, args.device, torch)
+        began = time.perf_counter()
+        onnx_decode.generate(torch, prefill, step, prompt, args.new)
+        first = time.perf_counter() - began
+        compiled_before = getattr(step, "compiles", 0)
+        times = []
+        for _ in range(args.repeats):
+            tokens, logits, ms = onnx_decode.generate(torch, prefill, step, prompt, args.new)
+            times.append(ms / (args.new - 1))
+    row = {"mode": mode, "ms_per_token": statistics.median(times), "all_ms_per_token": times, "export_s": export_s,
+           "first_generation_s": first, "dtype": str(model.dtype).replace("torch.", ""),
+           "graphs_compiled_while_timed": getattr(step, "compiles", 0) - compiled_before}
+    return row, tokens, logits
+
+
 def run_mode(args, mode, torch, transformers, compiles, model, prompt) -> tuple:
     """One mode's generations: its row, and its tokens and first logits (saved for the parent)."""
+    if mode in ONNX:
+        return run_onnx_mode(args, mode, torch, transformers, model, prompt)
     forward = model.forward
     if mode in ("compile", "reduce-overhead", "max-autotune"):
         forward = torch.compile(model.forward, mode=None if mode == "compile" else mode, fullgraph=True)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Greedy decoding with a static KV cache on a GPU: bench/decode.py's modes (eager, torch.compile's
-# modes, tilefuse) for GPT-2 small and a LLaMA-style model, and tilefuse's decode step under the
+# Greedy decoding with a KV cache on a GPU: bench/decode.py's modes (eager, torch.compile's modes,
+# tilefuse, and the ONNX export with its cache through tilefuse and onnxruntime) for GPT-2 small and
+# a LLaMA-style model, and tilefuse's decode step under the
 # profiler; first, random graphs over symbolic dims (seq 1 ... 40, a decode step's among them)
 # on the CUDA backend against the reference, each at three bindings.
 # Usage: bash bench/experiments/decode.sh BUNDLE_DIR OUT_DIR   (MODELS="gpt2 llama", MODES=..., ARGS=...,
@@ -22,6 +23,8 @@ X=/tmp/tilefuse-python
 # against eager's logits and tokens.
 HF_HUB_OFFLINE=1 PYTHONPATH="$X:$B/python/pytest-lib" TILEFUSE_CLI="$B/tilefuse" timeout 300 python3 -m pytest -q -rs \
   -p no:cacheprovider python/tests/test_torch_decode.py 2>&1 | tail -4 | tee -a "$log"
+# A model file's bindings share one copy of its weights on the GPU.
+"$B/tilefuse_tests" --gtest_filter='CompiledModel.BindingsOfAModelFile*' 2>&1 | tail -3 | tee -a "$log"
 for model in ${MODELS:-gpt2 llama}; do
   PYTHONFAULTHANDLER=1 HF_HUB_OFFLINE=1 PYTHONPATH="$X" timeout 590 python3 bench/decode.py --model "$model" --json "$OUT/decode-$model.json" --timeout ${LIMIT:-500} \
     ${MODES:+--modes $MODES} ${ARGS:-} 2>&1 | grep -Ev 'Warning|warn\(|__cudagraphs\]  ' | tee -a "$log"

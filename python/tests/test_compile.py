@@ -222,6 +222,7 @@ def test_symbolic_dims_are_given_by_name_or_taken_from_each_calls_inputs(tmp_pat
         x, r = (rng.standard_normal(shape).astype(np.float32) for _ in range(2))
         np.testing.assert_array_equal(model(x, r)[0], np.maximum(x + r, 0))
     assert sorted(model.compiled) == [(("batch", 2), ("seq", 3)), (("batch", 4), ("seq", 1))]  # the repeat compiled nothing
+    assert model.compiles == 2
     with pytest.raises(tilefuse.Error, match="symbolic dim 'seq' is 3 by an earlier input and 4 by input 'r' dim 1"):
         model(np.zeros((2, 3, 8), np.float32), np.zeros((2, 4, 8), np.float32))
 

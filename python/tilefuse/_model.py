@@ -91,8 +91,9 @@ def compile(model: Any, backend: str = "auto", tune: bool = False, fuse: bool = 
     ``dims`` gives the model's symbolic input dims (ONNX ``dim_param``) their values, e.g.
     ``{"batch": 8, "seq": 512}``, as `tilefuse run --shape`. A model file with symbolic dims
     compiled without ``dims`` returns a :class:`SpecializingModel`: each call's input shapes
-    fix the dims, and each new set of values is compiled once (then cached) — a compile per
-    shape, not yet kernels sized at launch.
+    fix the dims, and each new set of values is compiled once (then kept): the file is read once
+    and its weights shared by every binding, and kernels that take their sizes at launch come
+    from the kernel cache, but each new binding is imported and planned again.
 
     ``background_compile`` (on the GPU): a template kernel whose best form takes seconds of
     NVRTC and is not in the kernel cache runs a stand-in that compiles in a fraction of a
@@ -142,13 +143,16 @@ class SpecializingModel:
     decoded (a later change to the file is not seen).
     """
 
-    max_compiled = 8
+    # A binding shares the file's weights with the others (host and GPU), so keeping one costs its
+    # intermediates and kernels only: enough for every past length of a few hundred decode steps.
+    max_compiled = 256
 
     def __init__(self, file: "_tilefuse.ModelFile", options: Dict[str, Any]):
         self.source = path = file.path
         self.symbolic_dims = [(name, position, dim, input_name) for input_name, position, dim, name in file.symbolic_dims]
         self._file = file  # the weights decoded once, shared by every compiled binding
         self._options = options
+        self.compiles = 0  # the bindings compiled so far (a binding dropped and seen again counts again)
         self.compiled: "OrderedDict[Tuple[Tuple[str, int], ...], CompiledModel]" = OrderedDict()
         unnamed = [f"input '{i}' dim {d}" for n, _, d, i in self.symbolic_dims if not n]
         if unnamed:
@@ -179,6 +183,7 @@ class SpecializingModel:
             model = _wrap(_tilefuse.compile_file(self._file, o["backend"], o["tune"], o["fuse"], o["device"], o["strict"],
                                                  o["precision"], dict(dims), background_compile=o["background_compile"]),
                           self.source)
+            self.compiles += 1
             self.compiled[key] = model
             if len(self.compiled) > self.max_compiled:
                 self.compiled.popitem(last=False)

@@ -136,6 +136,7 @@ enum class ExplainFormat { kText, kJson, kDot };
 
 struct CachedCompile;  // a compiled-model cache entry (the implementation's, src/api/model_cache.h)
 class ModelFile;      // a model file read once, compiled many times (below)
+class BindingPlans;   // the plans of a model file's bindings (src/api/binding_plans.h)
 
 class CompiledModel {
  public:
@@ -244,6 +245,8 @@ class CompiledModel {
   // FromPassedGraph with the plan a compiled-model cache entry holds (null: plan).
   static StatusOr<std::unique_ptr<CompiledModel>> FromPassedGraph(Graph passed, const ModelOptions& options,
                                                                   CachedCompile* cached);
+  // FromGraph, reusing and keeping the plans of a model file's bindings where `plans` is given.
+  static StatusOr<std::unique_ptr<CompiledModel>> Compile(Graph graph, const ModelOptions& options, BindingPlans* plans);
   std::unique_ptr<State> state_;
 };
 
@@ -437,6 +440,7 @@ class ModelFile {
   struct State;
 
  private:
+  friend class CompiledModel;  // its compiles reuse the plans of earlier bindings (State::plans)
   explicit ModelFile(std::unique_ptr<State> state);
   std::unique_ptr<State> state_;
 };

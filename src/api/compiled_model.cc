@@ -14,6 +14,7 @@
 #include "api/backend_setup.h"
 #include "api/compiled_model_state.h"
 #include "api/model_cache.h"
+#include "api/model_file_state.h"
 #include "api/model_inputs.h"
 #include "backend/cuda/cuda_driver.h"
 #include "driver/driver.h"
@@ -188,9 +189,14 @@ StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::FromPassedGraph(Graph pa
   return std::unique_ptr<CompiledModel>(new CompiledModel(std::move(state)));
 }
 
-// The compiled-model cache (api/model_cache.h): a graph compiled before with the same options
-// skips the passes and the planning.
 StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::FromGraph(Graph graph, const ModelOptions& options) {
+  return Compile(std::move(graph), options, nullptr);
+}
+
+// The compiled-model cache (api/model_cache.h): a graph compiled before with the same options
+// skips the passes and the planning. Else, with `plans` (a model file's bindings), a passed graph
+// of the structure an earlier binding had compiles that binding's plan (api/binding_plans.h).
+StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::Compile(Graph graph, const ModelOptions& options, BindingPlans* plans) {
   const Clock::time_point start = Clock::now();
   RETURN_IF_ERROR(CheckOptions(options));
   // The GPU the compile plans for, if any: a plan for an H100's cost model and SMs is not an H200's.
@@ -210,11 +216,18 @@ StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::FromGraph(Graph graph, c
   std::vector<std::pair<std::string, double>> pass_ms;
   ASSIGN_OR_RETURN(Graph passed, RunPasses(std::move(graph), options, &pass_ms));
   const double passes_ms = MillisecondsSince(start);
-  ASSIGN_OR_RETURN(std::unique_ptr<CompiledModel> model, FromPassedGraph(std::move(passed), options));
+  const bool plans_kept = plans && !options.tune && options.backend != "reference";
+  const std::string words = plans_kept ? CompileWords(options, gpu) : "";
+  const Clock::time_point find = Clock::now();
+  std::optional<CachedCompile> earlier = plans_kept ? plans->Find(passed, words) : std::nullopt;
+  const double find_ms = MillisecondsSince(find);
+  ASSIGN_OR_RETURN(std::unique_ptr<CompiledModel> model, FromPassedGraph(std::move(passed), options, earlier ? &*earlier : nullptr));
   model->state_->passes_ms = passes_ms;
   model->state_->pass_ms = std::move(pass_ms);
+  if (earlier) model->state_->binding_plan_ms = find_ms;
   const State& s = *model->state_;
   if (key && s.executable()) StoreCompiledModel(*key, s.passed, s.backend, s.executable()->plan());
+  if (plans_kept && !earlier && s.executable()) plans->Remember(s.passed, words, s.backend, s.executable()->plan());
   model->state_->compile_ms = MillisecondsSince(start);
   return model;
 }
@@ -233,7 +246,8 @@ StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::FromModelFile(ModelFile&
   RETURN_IF_ERROR(CheckOptions(options));
   ASSIGN_OR_RETURN(Graph graph, file.Import(options.dims));
   const double import_ms = MillisecondsSince(start);
-  ASSIGN_OR_RETURN(std::unique_ptr<CompiledModel> model, FromGraph(std::move(graph), options));
+  ASSIGN_OR_RETURN(std::unique_ptr<CompiledModel> model,
+                   Compile(std::move(graph), options, file.symbolic_dims().empty() ? nullptr : &file.state_->plans));
   model->state_->import_ms = import_ms;
   model->state_->compile_ms = MillisecondsSince(start);
   return model;
@@ -354,6 +368,7 @@ std::vector<std::pair<std::string, double>> CompiledModel::compile_stages_ms() c
   }
   if (state_->passes_ms > counted) stages.push_back({state_->pass_ms.empty() ? "graph passes" : "graph passes: other", state_->passes_ms - counted});
   if (state_->model_cache_ms >= 0) stages.push_back({"compiled-model cache (passes and plan reused)", state_->model_cache_ms});
+  if (state_->binding_plan_ms >= 0) stages.push_back({"plan of an earlier binding (found and verified)", state_->binding_plan_ms});
   if (const Executable* executable = state_->executable())
     for (const auto& stage : executable->compile_stages_ms()) stages.push_back(stage);
   return stages;

@@ -33,6 +33,7 @@ struct CompiledModel::State {
   std::optional<FusionPlan> cached_plan;
   std::string cached_plan_backend;
   double model_cache_ms = -1;
+  double binding_plan_ms = -1;  // finding the plan of a model file's earlier binding (api/binding_plans.h); -1: none
   double import_ms = -1;  // FromModelFile's import of the graph (-1: not imported here)
   std::mutex run_mutex;
 

@@ -59,6 +59,11 @@ std::optional<KernelCache> OpenCache(const std::string& directory) {
 std::optional<CompiledModelKey> KeyOfCompile(const Graph& graph, const ModelOptions& options, const std::string& gpu) {
   if (options.tune || !options.dump_dir.empty() || options.backend == "reference") return std::nullopt;
   if (ConstantBytes(graph) > kMaxCachedConstantBytes) return std::nullopt;
+  const std::string serialized = SerializeGraph(graph);
+  return CompiledModelKey{options.cache_dir, KernelCache::Key({"tilefuse compiled model v1", BuildId(), CompileWords(options, gpu), serialized})};
+}
+
+std::string CompileWords(const ModelOptions& options, const std::string& gpu) {
   // Everything in the options that shapes the passes, the plan or the kernels; not where the
   // cache is, the GPU's ordinal, background compiles, poisoning or run-time fallbacks.
   const std::string words = fmt::format("backend {} gpu '{}' fuse {} precision {} gemm {} attention {} form {} cluster {} depthwise {} "
@@ -69,9 +74,7 @@ std::optional<CompiledModelKey> KeyOfCompile(const Graph& graph, const ModelOpti
   // The passes' switches read from the environment (backend_setup.h) shape the passed graph
   // too: a model compiled with them off is another entry.
   const PassOptions passes = CudaPassOptions();
-  const std::string switches = fmt::format(" channels-last {} heads {}", passes.channels_last, passes.heads_layout);
-  const std::string serialized = SerializeGraph(graph);
-  return CompiledModelKey{options.cache_dir, KernelCache::Key({"tilefuse compiled model v1", BuildId(), words + switches, serialized})};
+  return words + fmt::format(" channels-last {} heads {}", passes.channels_last, passes.heads_layout);
 }
 
 std::optional<CachedCompile> LoadCompiledModel(const CompiledModelKey& key) {

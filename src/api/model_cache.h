@@ -38,6 +38,9 @@ struct CompiledModelKey {
 // `gpu`: the GPU the compile would plan for (its name and SMs: the cost model and the tiles
 // depend on them), empty where it would compile for none (auto's passes differ too).
 std::optional<CompiledModelKey> KeyOfCompile(const Graph& graph, const ModelOptions& options, const std::string& gpu);
+// What in `options` (and the environment's pass switches) shapes the passes, the plan or the
+// kernels, as words: two compiles with the same words plan a graph alike.
+std::string CompileWords(const ModelOptions& options, const std::string& gpu);
 // The entry, or nullopt (none, or a damaged one, which is discarded with a warning).
 std::optional<CachedCompile> LoadCompiledModel(const CompiledModelKey& key);
 void StoreCompiledModel(const CompiledModelKey& key, const Graph& passed, const std::string& backend, const FusionPlan& plan);

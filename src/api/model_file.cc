@@ -4,16 +4,9 @@
 
 #include <fmt/format.h>
 
-#include "frontend/onnx/importer.h"
-#include "tilefuse/tilefuse.h"
+#include "api/model_file_state.h"
 
 namespace tilefuse {
-
-struct ModelFile::State {
-  std::string path;
-  std::vector<InputDim> symbolic_dims;
-  std::unique_ptr<OnnxModelFile> file;
-};
 
 ModelFile::ModelFile(std::unique_ptr<State> state) : state_(std::move(state)) {}
 ModelFile::~ModelFile() = default;

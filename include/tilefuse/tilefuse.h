@@ -136,7 +136,23 @@ enum class ExplainFormat { kText, kJson, kDot };
 
 struct CachedCompile;  // a compiled-model cache entry (the implementation's, src/api/model_cache.h)
 class ModelFile;      // a model file read once, compiled many times (below)
-class BindingPlans;   // the plans of a model file's bindings (src/api/binding_plans.h)
+
+// The plans of a graph's compiles at earlier bindings of its symbolic sizes (a
+// torch.compile(dynamic=True) graph's sequence lengths; a ModelFile keeps its own). FromGraph given
+// one compiles a new binding whose passed graph has the structure of an earlier one with that
+// binding's plan instead of planning again (src/api/binding_plans.h says why that is sound).
+class BindingPlans {
+ public:
+  BindingPlans();
+  ~BindingPlans();
+  BindingPlans(const BindingPlans&) = delete;
+  BindingPlans& operator=(const BindingPlans&) = delete;
+  struct State;
+  State& state() const { return *state_; }
+
+ private:
+  std::unique_ptr<State> state_;
+};
 
 class CompiledModel {
  public:
@@ -150,6 +166,8 @@ class CompiledModel {
   static StatusOr<std::unique_ptr<CompiledModel>> FromBytes(std::string_view onnx_model, const ModelOptions& options);
   // From a graph as built (tilefuse/builder.h) or imported: runs the graph passes first.
   static StatusOr<std::unique_ptr<CompiledModel>> FromGraph(Graph graph, const ModelOptions& options);
+  // FromGraph reusing and keeping the plans of the graph's other bindings in `plans`.
+  static StatusOr<std::unique_ptr<CompiledModel>> FromGraph(Graph graph, const ModelOptions& options, BindingPlans& plans);
 
   // FromGraph in two steps, for callers that look at the passed graph before paying for the
   // compile (its inputs to check, its dumps to publish): the passes `options` asks for, then

@@ -122,14 +122,14 @@ std::unique_ptr<CompiledModel> CompileModelBytes(const nb::bytes& model, const s
 
 std::unique_ptr<CompiledModel> CompileGraph(const Graph& graph, const std::string& backend, bool tune, bool fuse, int device,
                                             bool strict, const std::string& dump_dir, const std::string& precision,
-                                            bool background_compile, const std::string& gemm) {
+                                            bool background_compile, const std::string& gemm, tilefuse::BindingPlans* plans) {
   ModelOptions options = MakeOptions(backend, tune, fuse, device, strict, precision, {}, background_compile);
   options.dump_dir = dump_dir;
   options.gemm = gemm;
   StatusOr<std::unique_ptr<CompiledModel>> compiled = InvalidArgument("not compiled");
   {
     nb::gil_scoped_release release;
-    compiled = CompiledModel::FromGraph(graph, options);
+    compiled = plans ? CompiledModel::FromGraph(graph, options, *plans) : CompiledModel::FromGraph(graph, options);
   }
   return ValueOrThrow(std::move(compiled));
 }
@@ -335,7 +335,10 @@ NB_MODULE(_tilefuse, m) {
         "while they compile in the background)");
   m.def("compile_graph", &CompileGraph, nb::arg("graph"), nb::arg("backend"), nb::arg("tune"), nb::arg("fuse"),
         nb::arg("device"), nb::arg("strict") = false, nb::arg("dump_dir") = "", nb::arg("precision") = "highest",
-        nb::arg("background_compile") = true, nb::arg("gemm") = "auto",
+        nb::arg("background_compile") = true, nb::arg("gemm") = "auto", nb::arg("plans") = nb::none(),
         "Compiles a graph built with GraphBuilder (dump_dir: every stage's output there, as the CLI's --dump-dir; "
-        "gemm: how the GPU runs products, as the CLI's --gemm: auto, template or library)");
+        "gemm: how the GPU runs products, as the CLI's --gemm: auto, template or library; plans: a BindingPlans "
+        "shared by the graph's compiles at other sizes, whose plans a compile of the same structure reuses)");
+  nb::class_<tilefuse::BindingPlans>(m, "BindingPlans", "The plans of a graph's compiles at other sizes (compile_graph's plans)")
+      .def(nb::init<>());
 }

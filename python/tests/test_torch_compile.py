@@ -84,6 +84,24 @@ def test_dynamos_symbolic_sizes_reach_the_graph(logs):
     assert "Dynamo's symbolic sizes" not in messages(logs, COMPILED)[-1], logs.text
 
 
+def test_a_new_size_of_a_dynamic_graph_compiles_the_plan_of_an_earlier_size(logs, tmp_path, monkeypatch):
+    # The same structure at other sizes: planned once, the plan verified and compiled at the
+    # next sizes (api/binding_plans.h). A cache of its own: the compiled-model cache of an
+    # earlier run would answer first.
+    monkeypatch.setenv("TILEFUSE_CACHE_DIR", str(tmp_path))
+    torch.manual_seed(0)
+    block = Block().eval()
+    compiled = torch.compile(block, backend="tilefuse", dynamic=True)
+    with torch.no_grad():
+        for rows in (4, 9, 13):
+            x = torch.randn(2, rows, 32)
+            torch.testing.assert_close(compiled(x), block(x), rtol=1e-5, atol=1e-5)
+    graph = tilefuse.torch_backend._live_graphs()[-1]
+    reused = [any(stage.startswith("plan of an earlier binding") for stage, _ in s.model.compile_stages_ms)
+              for s in graph.compiled.values() if s is not None]
+    assert reused == [False, True, True], reused
+
+
 def test_a_change_of_pytorchs_float32_matmul_precision_compiles_again(logs):
     # TF32 or exact f32 is decided at compile time (tilefuse.compile's precision=): a graph
     # compiled under "highest" is not reused under "high". (On the CPU both compute f32, so

@@ -320,6 +320,9 @@ class TilefuseGraph:
         self.folded = folded_weights(gm, weights, settings["weights"])
         self.settings = settings
         self.compiled: "OrderedDict[tuple, Optional[_Specialization]]" = OrderedDict()
+        # The plans of this graph's compiles at other sizes (Dynamo's symbolic sizes): a new
+        # sequence length of the same structure compiles an earlier length's plan.
+        self.binding_plans = _tilefuse.BindingPlans()
         self.split: Optional[torch.fx.GraphModule] = None
         self.weight_ids: Set[int] = set()  # this call's weights, for the parts of a split graph
         self.logged: Set[str] = set()
@@ -395,7 +398,7 @@ class TilefuseGraph:
             return cached[0]
         try:
             specialization = _Specialization(self.gm, args, self.folded, self.settings, self.weights, self.row_major_outputs,
-                                             self.pad_outputs)
+                                             self.pad_outputs, self.binding_plans)
             # A weight freed drops the entry at once: its compiled model holds copies of the
             # weights (on the GPU, device memory) that nothing could reuse any more.
             forget = lambda _ref, key=key: _MODELS.pop(key, None)  # noqa: E731
@@ -481,8 +484,10 @@ class _Specialization:
     """The graph translated and compiled for one input signature."""
 
     def __init__(self, gm: torch.fx.GraphModule, args: Sequence[Any], weights: Set[int], settings: dict,
-                 all_weights: Set[int] = frozenset(), row_major_outputs: Set[int] = frozenset(), pad_outputs: bool = False):
-        """`weights`: the positions compiled in as constants; `all_weights`: every weight's."""
+                 all_weights: Set[int] = frozenset(), row_major_outputs: Set[int] = frozenset(), pad_outputs: bool = False,
+                 binding_plans: Optional["_tilefuse.BindingPlans"] = None):
+        """`weights`: the positions compiled in as constants; `all_weights`: every weight's;
+        `binding_plans`: the graph's plans at other sizes, reused where its sizes are symbolic."""
         from .fx import translate
 
         start = time.perf_counter()
@@ -495,7 +500,8 @@ class _Specialization:
         inputs = self.inputs_of(args, draw=False)  # the call's own draws come at its run
         device = next((a.get_device() for a in inputs if a.is_cuda), 0)
         graph = _tilefuse.compile_graph(translation.graph, settings["backend"], settings["tune"], settings["fuse"],
-                                        device, settings["strict"], "", _matmul_precision(), gemm=settings["gemm"])
+                                        device, settings["strict"], "", _matmul_precision(), gemm=settings["gemm"],
+                                        plans=binding_plans if self.symbols else None)
         self.model = _wrap(graph, "a torch.compile graph")
         self.input_shapes = [tuple(t.shape) for t in inputs]
         # The call's own inputs, for the log (weights read as inputs are many, and counted).

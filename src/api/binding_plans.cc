@@ -6,6 +6,9 @@
 
 namespace tilefuse {
 
+BindingPlans::BindingPlans() : state_(std::make_unique<State>()) {}
+BindingPlans::~BindingPlans() = default;
+
 std::string GraphStructure(const Graph& graph) {
   std::string text;
   for (const Node& n : graph.nodes()) {
@@ -18,14 +21,14 @@ std::string GraphStructure(const Graph& graph) {
   return text;
 }
 
-std::optional<CachedCompile> BindingPlans::Find(const Graph& passed, const std::string& options_words) const {
+std::optional<CachedCompile> BindingPlans::State::Find(const Graph& passed, const std::string& options_words) const {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = plans_.find(options_words + "\n" + GraphStructure(passed));
   if (it == plans_.end() || !VerifyPlan(passed, it->second.second).ok()) return std::nullopt;
   return CachedCompile{Graph(), it->second.first, it->second.second};
 }
 
-void BindingPlans::Remember(const Graph& passed, const std::string& options_words, const std::string& backend,
+void BindingPlans::State::Remember(const Graph& passed, const std::string& options_words, const std::string& backend,
                             const FusionPlan& plan) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (plans_.size() >= kMaxPlans) plans_.erase(plans_.begin());

@@ -1,5 +1,5 @@
-// The fusion plans of a model file's earlier bindings (api: ModelFile), by the structure of
-// their passed graphs. Bindings of a model's symbolic dims (a decode loop's past lengths)
+// The fusion plans of a graph's earlier bindings (BindingPlans, tilefuse/tilefuse.h; a ModelFile
+// keeps one), by the structure of their passed graphs. Bindings of a model's symbolic dims (a decode loop's past lengths)
 // usually pass to graphs that differ in their sizes alone: the same nodes, ops and edges. A
 // new binding of such a structure compiles the plan an earlier one made instead of planning
 // again (the planner's ~30 ms of GPT-2 small's ~90 a binding on the CPU).
@@ -20,11 +20,11 @@
 #include "api/model_cache.h"
 #include "fusion/fusion_plan.h"
 #include "tilefuse/graph.h"
+#include "tilefuse/tilefuse.h"
 
 namespace tilefuse {
 
-class BindingPlans {
- public:
+struct BindingPlans::State {
   // The plan (and its backend) an earlier binding of `passed`'s structure made under the same
   // `options_words` (what shapes the plan: backend, fuse, precision...), if it fits `passed`.
   std::optional<CachedCompile> Find(const Graph& passed, const std::string& options_words) const;

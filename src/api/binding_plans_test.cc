@@ -39,7 +39,7 @@ FusionPlan PlanOf(const Graph& graph) {
 }
 
 TEST(BindingPlans, AreFoundForTheSameStructureAtOtherSizesOnly) {
-  BindingPlans plans;
+  BindingPlans::State plans;
   const Graph small = RowsGraph(3), large = RowsGraph(1000), other = RowsGraph(3, true);
   ASSERT_EQ(GraphStructure(small), GraphStructure(large));
   ASSERT_NE(GraphStructure(small), GraphStructure(other));
@@ -55,7 +55,7 @@ TEST(BindingPlans, AreFoundForTheSameStructureAtOtherSizesOnly) {
 }
 
 TEST(BindingPlans, AreNotFoundWhereTheNewGraphFailsTheirVerification) {
-  BindingPlans plans;
+  BindingPlans::State plans;
   const Graph graph = RowsGraph(4);
   FusionPlan plan = PlanOf(graph);
   ASSERT_GE(plan.groups.size(), 1u);

@@ -193,6 +193,10 @@ StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::FromGraph(Graph graph, c
   return Compile(std::move(graph), options, nullptr);
 }
 
+StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::FromGraph(Graph graph, const ModelOptions& options, BindingPlans& plans) {
+  return Compile(std::move(graph), options, &plans);
+}
+
 // The compiled-model cache (api/model_cache.h): a graph compiled before with the same options
 // skips the passes and the planning. Else, with `plans` (a model file's bindings), a passed graph
 // of the structure an earlier binding had compiles that binding's plan (api/binding_plans.h).
@@ -219,7 +223,7 @@ StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::Compile(Graph graph, con
   const bool plans_kept = plans && !options.tune && options.backend != "reference";
   const std::string words = plans_kept ? CompileWords(options, gpu) : "";
   const Clock::time_point find = Clock::now();
-  std::optional<CachedCompile> earlier = plans_kept ? plans->Find(passed, words) : std::nullopt;
+  std::optional<CachedCompile> earlier = plans_kept ? plans->state().Find(passed, words) : std::nullopt;
   const double find_ms = MillisecondsSince(find);
   ASSIGN_OR_RETURN(std::unique_ptr<CompiledModel> model, FromPassedGraph(std::move(passed), options, earlier ? &*earlier : nullptr));
   model->state_->passes_ms = passes_ms;
@@ -227,7 +231,7 @@ StatusOr<std::unique_ptr<CompiledModel>> CompiledModel::Compile(Graph graph, con
   if (earlier) model->state_->binding_plan_ms = find_ms;
   const State& s = *model->state_;
   if (key && s.executable()) StoreCompiledModel(*key, s.passed, s.backend, s.executable()->plan());
-  if (plans_kept && !earlier && s.executable()) plans->Remember(s.passed, words, s.backend, s.executable()->plan());
+  if (plans_kept && !earlier && s.executable()) plans->state().Remember(s.passed, words, s.backend, s.executable()->plan());
   model->state_->compile_ms = MillisecondsSince(start);
   return model;
 }

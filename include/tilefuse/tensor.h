@@ -44,6 +44,10 @@ class Tensor {
   int64_t num_elements() const { return NumElements(shape_); }
   size_t num_bytes() const { return bytes_ ? bytes_->size : 0; }
 
+  // The owner of the bytes, shared by every copy of this tensor: for a cache keyed by the bytes'
+  // address, which holds it weakly to know when they are freed (and the address may be reused).
+  std::shared_ptr<const void> owner() const { return bytes_; }
+
   std::byte* data() { return bytes_->data; }
   const std::byte* data() const { return bytes_->data; }
 

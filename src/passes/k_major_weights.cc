@@ -1,5 +1,6 @@
 #include "passes/k_major_weights.h"
 
+#include "passes/derived_constants.h"
 #include "passes/rewriter.h"
 #include "passes/transpose_tiles.h"
 #include "support/check.h"
@@ -48,7 +49,8 @@ StatusOr<Graph> StoreWeightsKMajor(const Graph& graph, const KMajorWeightsOption
     GraphBuilder& builder = rewriter.builder();
     if (k_major[b.id] < 0) {
       rewriter.SetLocation(b);
-      k_major[b.id] = builder.Transpose(builder.Constant(Transposed(*b.attrs.value)), {1, 0}).id;
+      const Tensor& w = *b.attrs.value;
+      k_major[b.id] = builder.Transpose(builder.Constant(DerivedConstant(w, "k-major", [&] { return Transposed(w); })), {1, 0}).id;
     }
     rewriter.SetLocation(node);
     // The product as it was (its operands 2-D already: the builder made them so), B read K-major.

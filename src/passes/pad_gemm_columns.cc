@@ -1,7 +1,9 @@
 #include "passes/pad_gemm_columns.h"
 
 #include <cstring>
+#include <string>
 
+#include "passes/derived_constants.h"
 #include "passes/rewriter.h"
 
 namespace tilefuse {
@@ -43,7 +45,8 @@ StatusOr<Graph> PadGemmColumns(const Graph& graph) {
     const Node& b = graph.node(node.inputs[1]);
     GraphBuilder& builder = rewriter.builder();
     rewriter.SetLocation(b);
-    Value wide_b = builder.Constant(PadColumns(*b.attrs.value, padded));
+    const Tensor& w = *b.attrs.value;
+    Value wide_b = builder.Constant(DerivedConstant(w, "pad columns to " + std::to_string(padded), [&] { return PadColumns(w, padded); }));
     rewriter.SetLocation(node);
     Value product = builder.MatMul(rewriter.Map(node.inputs[0]), wide_b, node.attrs.tf32);
     const int last = node.rank() - 1;

@@ -2,9 +2,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <system_error>
 
@@ -26,30 +28,76 @@ bool IsOnPath(const std::string& program) {
   return false;
 }
 
-StatusOr<std::map<std::string, int64_t>> ParseShapeFlag(const std::string& text) {
-  std::map<std::string, int64_t> dims;
+namespace {
+
+// A non-negative integer, the whole of `text`.
+std::optional<int64_t> NonNegative(const std::string& text) {
+  size_t used = 0;
+  long long n = -1;
+  try {
+    n = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  if (text.empty() || used != text.size() || n < 0) return std::nullopt;
+  return n;
+}
+
+}  // namespace
+
+StatusOr<ShapeFlag> ParseShapeFlag(const std::string& text) {
+  ShapeFlag flag;
   std::stringstream parts(text);
   std::string part;
   while (std::getline(parts, part, ',')) {
     const size_t eq = part.find('=');
     const std::string name = eq == std::string::npos ? "" : part.substr(0, eq), value = eq == std::string::npos ? "" : part.substr(eq + 1);
-    size_t used = 0;
-    long long n = -1;
-    try {
-      n = std::stoll(value, &used);
-    } catch (const std::exception&) {
-      used = 0;
+    std::vector<std::optional<int64_t>> bounds;
+    for (size_t from = 0;;) {
+      const size_t dots = value.find("..", from);
+      bounds.push_back(NonNegative(value.substr(from, dots == std::string::npos ? std::string::npos : dots - from)));
+      if (dots == std::string::npos) break;
+      from = dots + 2;
     }
-    if (name.empty() || value.empty() || used != value.size() || n < 0)
-      return InvalidArgument(fmt::format("--shape: '{}' is not NAME=N with N a non-negative integer (e.g. batch=8,seq=512)", part));
-    if (!dims.emplace(name, n).second) return InvalidArgument(fmt::format("--shape: '{}' is given twice", name));
+    const bool numbers = std::all_of(bounds.begin(), bounds.end(), [](const auto& b) { return b.has_value(); });
+    if (name.empty() || !numbers || bounds.size() > 3)
+      return InvalidArgument(fmt::format("--shape: '{}' is not NAME=N, NAME=MIN..MAX or NAME=MIN..TYPICAL..MAX with non-negative "
+                                         "integers (e.g. batch=8,seq=1..512..2048)", part));
+    if (flag.dims.count(name) || flag.ranges.count(name)) return InvalidArgument(fmt::format("--shape: '{}' is given twice", name));
+    if (bounds.size() == 1) {
+      flag.dims[name] = *bounds[0];
+      continue;
+    }
+    const ShapeFlag::Range range{*bounds.front(), bounds.size() == 3 ? *bounds[1] : *bounds.back(), *bounds.back()};
+    if (!(range.min <= range.typical && range.typical <= range.max))
+      return InvalidArgument(fmt::format("--shape: '{}' is not a range: MIN <= TYPICAL <= MAX", part));
+    flag.ranges[name] = range;
   }
-  return dims;
+  return flag;
+}
+
+std::map<std::string, int64_t> ShapeFlag::AtTypical() const {
+  std::map<std::string, int64_t> values = dims;
+  for (const auto& [name, range] : ranges) values[name] = range.typical;
+  return values;
+}
+
+Status ShapeFlag::CheckRanges(const Graph& graph) const {
+  for (const auto& [name, range] : ranges) {
+    auto bound = graph.symbolic_inputs().values.find(name);
+    if (bound == graph.symbolic_inputs().values.end())
+      return InvalidArgument(fmt::format("--shape: '{}' is not a symbolic dim of the model's inputs", name));
+    if (bound->second < range.min || bound->second > range.max)
+      return InvalidArgument(fmt::format("--shape: dim '{}' is {} in the inputs given, outside its range {}..{}", name, bound->second,
+                                         range.min, range.max));
+  }
+  return Status::Ok();
 }
 
 StatusOr<ImportedModel> LoadModelWithShapes(const std::string& path, const std::string& shape_flag) {
   ImportOptions shapes;
-  ASSIGN_OR_RETURN(shapes.dims, ParseShapeFlag(shape_flag));
+  ASSIGN_OR_RETURN(ShapeFlag flag, ParseShapeFlag(shape_flag));
+  shapes.dims = flag.AtTypical();
   return LoadModel(path, shapes);
 }
 

@@ -50,7 +50,8 @@ Status Explain(const ExplainCommandOptions& options) {
   explain.fuse = !options.no_fusion;
   explain.measured = options.measured;
   explain.precision = options.precision;
-  ASSIGN_OR_RETURN(explain.dims, ParseShapeFlag(options.shape));
+  ASSIGN_OR_RETURN(ShapeFlag shape, ParseShapeFlag(options.shape));
+  explain.dims = shape.AtTypical();
   for (const std::string& name : options.disabled) {
     if (!IsFusionGroupKind(name))
       return InvalidArgument(fmt::format("--disable-fusion: unknown group kind '{}' (pointwise, row_reduction, "

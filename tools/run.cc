@@ -161,9 +161,11 @@ StatusOr<std::vector<DataSet>> LoadDataSets(const RunOptions& options, std::stri
 // the bound inputs then leave every data set.
 StatusOr<ImportedModel> ImportBindingIfNeeded(const RunOptions& options, std::vector<DataSet>& sets,
                                               RunReport& report) {
-  // Symbolic dims: from --shape, else from the first data set's input shapes.
+  // Symbolic dims: from --shape, else from the first data set's input shapes (a range's typical
+  // value where there is none; the ranges are checked after the import).
   ImportOptions shapes;
-  ASSIGN_OR_RETURN(shapes.dims, ParseShapeFlag(options.shape));
+  ASSIGN_OR_RETURN(ShapeFlag flag, ParseShapeFlag(options.shape));
+  shapes.dims = sets.empty() ? flag.AtTypical() : flag.dims;
   if (!sets.empty())
     for (const Tensor& t : sets.front().inputs) shapes.input_shapes.push_back(t.shape());
   StatusOr<ImportedModel> plain = LoadModel(options.model, shapes);
@@ -326,6 +328,8 @@ Status RunInto(const RunOptions& options, RunReport& report) {
   }
   std::vector<DataSet> sets = std::move(loaded).value();
   ASSIGN_OR_RETURN(ImportedModel imported, ImportBindingIfNeeded(options, sets, report));
+  ASSIGN_OR_RETURN(ShapeFlag shape, ParseShapeFlag(options.shape));
+  RETURN_IF_ERROR(shape.CheckRanges(imported.graph));
   report.opset = imported.info.opset;
   report.nodes_imported = imported.graph.num_nodes();
 

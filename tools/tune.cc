@@ -38,7 +38,8 @@ Status TuneModel(const TuneCommandOptions& options) {
   tuning.backend = options.backend;
   tuning.budget_s = options.budget_s;
   tuning.fallback = !options.no_fallback;
-  ASSIGN_OR_RETURN(tuning.dims, ParseShapeFlag(options.shape));
+  ASSIGN_OR_RETURN(ShapeFlag shape, ParseShapeFlag(options.shape));
+  tuning.dims = shape.AtTypical();
   tuning.precision = options.precision;
   if (!options.json) tuning.progress = ProgressBar();
   ASSIGN_OR_RETURN(TuningReport report, Tune(options.model, tuning));

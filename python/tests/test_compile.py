@@ -227,6 +227,33 @@ def test_symbolic_dims_are_given_by_name_or_taken_from_each_calls_inputs(tmp_pat
         model(np.zeros((2, 3, 8), np.float32), np.zeros((2, 4, 8), np.float32))
 
 
+def test_dims_given_as_ranges_compile_at_the_typical_values_and_refuse_calls_outside(tmp_path):
+    path = tmp_path / "symbolic.onnxtxt"
+    path.write_text(SYMBOLIC_MODEL)
+    model = tilefuse.compile(path, backend="cpu", dims={"batch": 2, "seq": (1, 6, 64)})
+    assert isinstance(model, tilefuse.SpecializingModel)
+    assert list(model.compiled) == [(("batch", 2), ("seq", 6))] and model.compiles == 1  # compiled at the typical value
+    rng = np.random.default_rng(2)
+    x, r = (rng.standard_normal((2, 40, 8)).astype(np.float32) for _ in range(2))
+    np.testing.assert_array_equal(model(x, r)[0], np.maximum(x + r, 0))
+    plan_reused = [stage for stage, _ in model.compiled[(("batch", 2), ("seq", 40))].compile_stages_ms
+                   if stage.startswith("plan of an earlier binding")]
+    assert plan_reused or any(stage.startswith("compiled-model cache") for stage, _ in
+                              model.compiled[(("batch", 2), ("seq", 40))].compile_stages_ms)
+    with pytest.raises(tilefuse.Error, match="symbolic dim 'seq' is 65 in the inputs given, outside its range 1..64"):
+        model(np.zeros((2, 65, 8), np.float32), np.zeros((2, 65, 8), np.float32))
+    with pytest.raises(tilefuse.Error, match="symbolic dim 'batch' is 3 in the inputs given, but 2 by dims="):
+        model(np.zeros((3, 5, 8), np.float32), np.zeros((3, 5, 8), np.float32))
+    # (min, max): typical is max; malformed ranges and unknown names are refused.
+    assert list(tilefuse.compile(path, backend="cpu", dims={"batch": (1, 4), "seq": 3}).compiled) == [(("batch", 4), ("seq", 3))]
+    with pytest.raises(tilefuse.Error, match="not a range: min <= typical <= max"):
+        tilefuse.compile(path, backend="cpu", dims={"seq": (9, 2)})
+    with pytest.raises(tilefuse.Error, match="not \\(min, max\\) or \\(min, typical, max\\)"):
+        tilefuse.compile(path, backend="cpu", dims={"seq": (1, 2, 3, 4)})
+    with pytest.raises(tilefuse.Error, match="dims \\['width'\\] given, but the model's symbolic dims are"):
+        tilefuse.compile(path, backend="cpu", dims={"width": (1, 2)})
+
+
 def test_a_specializing_model_reads_its_file_once(tmp_path):
     # A decode loop compiles a binding per new past length: the weights are decoded on the first
     # compile and shared after it, the file never read again (GPT-2 small: ~2 s a compile before).

@@ -92,8 +92,13 @@ def compile(model: Any, backend: str = "auto", tune: bool = False, fuse: bool = 
     ``{"batch": 8, "seq": 512}``, as `tilefuse run --shape`. A model file with symbolic dims
     compiled without ``dims`` returns a :class:`SpecializingModel`: each call's input shapes
     fix the dims, and each new set of values is compiled once (then kept): the file is read once
-    and its weights shared by every binding, and kernels that take their sizes at launch come
-    from the kernel cache, but each new binding is imported and planned again.
+    and its weights shared by every binding, kernels that take their sizes at launch come from
+    the kernel cache, and a binding whose graph has an earlier one's structure compiles its plan
+    (each is still imported and passed again). A dim given as a range, ``(min, max)`` or
+    ``(min, typical, max)`` as `--shape seq=1..512..2048`, makes a :class:`SpecializingModel` too:
+    calls outside the range are refused, and where every dim is given the model is compiled at
+    the typical values (max where not given) before ``compile`` returns, its plan serving the
+    other bindings.
 
     ``background_compile`` (on the GPU): a template kernel whose best form takes seconds of
     NVRTC and is not in the kernel cache runs a stand-in that compiles in a fraction of a
@@ -106,20 +111,25 @@ def compile(model: Any, backend: str = "auto", tune: bool = False, fuse: bool = 
     before ``compile`` returns.
     """
     dims = dict(dims or {})
+    ranges = {name: _dim_range(name, value) for name, value in dims.items() if isinstance(value, (tuple, list))}
     if isinstance(model, (str, os.PathLike)):
         path = os.fspath(model)
-        if not dims and os.path.exists(path):
+        if (ranges or not dims) and os.path.exists(path):
             file = _tilefuse.open_model(path)  # read and parsed once, whatever compiles it
             options = dict(backend=backend, tune=tune, fuse=fuse, device=device, strict=strict, precision=precision,
                            background_compile=background_compile)
             if file.symbolic_dims:
-                return SpecializingModel(file, options)
+                return SpecializingModel(file, options, {n: v for n, v in dims.items() if n not in ranges}, ranges)
+            if ranges:
+                raise Error(f"{path}: dims {sorted(ranges)} given as ranges, but the model has no symbolic dims")
             return _wrap(_tilefuse.compile_file(file, backend, tune, fuse, device, strict, precision, dims,
                                                 background_compile=background_compile), path)
         return _wrap(_tilefuse.compile(path, backend, tune, fuse, device, strict, precision, dims,
                                        background_compile=background_compile), path)
     if hasattr(model, "SerializeToString"):  # onnx.ModelProto, without importing onnx
         model = model.SerializeToString()
+    if ranges:
+        raise Error("dims given as ranges need the model as a path (a SpecializingModel reads its file)")
     if isinstance(model, (bytes, bytearray, memoryview)):
         return _wrap(_tilefuse.compile_bytes(bytes(model), backend, tune, fuse, device, strict, precision, dims,
                                              background_compile=background_compile), "<ModelProto>")
@@ -130,6 +140,16 @@ def compile_file(path: str, source: str, backend: str, tune: bool, fuse: bool, d
                  strict: bool = False) -> "CompiledModel":
     """compile() of a file, which the model's messages and repr call `source`."""
     return _wrap(_tilefuse.compile(path, backend, tune, fuse, device, strict), source)
+
+
+def _dim_range(name: str, value: Sequence[int]) -> Tuple[int, int, int]:
+    """(min, typical, max) of a dim given as (min, max) or (min, typical, max); typical defaults to max."""
+    if len(value) not in (2, 3) or not all(isinstance(v, int) and v >= 0 for v in value):
+        raise Error(f"dims: '{name}' is {tuple(value)!r}, not (min, max) or (min, typical, max) of non-negative ints")
+    low, typical, high = value[0], value[1] if len(value) == 3 else value[-1], value[-1]
+    if not low <= typical <= high:
+        raise Error(f"dims: '{name}' is {tuple(value)!r}, not a range: min <= typical <= max")
+    return low, typical, high
 
 
 class SpecializingModel:
@@ -147,8 +167,10 @@ class SpecializingModel:
     # intermediates and kernels only: enough for every past length of a few hundred decode steps.
     max_compiled = 256
 
-    def __init__(self, file: "_tilefuse.ModelFile", options: Dict[str, Any]):
+    def __init__(self, file: "_tilefuse.ModelFile", options: Dict[str, Any], fixed: Optional[Dict[str, int]] = None,
+                 ranges: Optional[Dict[str, Tuple[int, int, int]]] = None):
         self.source = path = file.path
+        self.fixed, self.ranges = dict(fixed or {}), dict(ranges or {})  # dims given: values, (min, typical, max)
         self.symbolic_dims = [(name, position, dim, input_name) for input_name, position, dim, name in file.symbolic_dims]
         self._file = file  # the weights decoded once, shared by every compiled binding
         self._options = options
@@ -158,6 +180,14 @@ class SpecializingModel:
         if unnamed:
             raise Error(f"{path}: {', '.join(unnamed)} symbolic without a name: compile it with dims= for the others "
                         "or give the model named dims")
+        names = {n for n, _, _, _ in self.symbolic_dims}
+        unknown = sorted((set(self.fixed) | set(self.ranges)) - names)
+        if unknown:
+            raise Error(f"{path}: dims {unknown} given, but the model's symbolic dims are {sorted(names)}")
+        if names <= set(self.fixed) | set(self.ranges):
+            # Every dim known: compiled now at the typical values, whose plan the other bindings
+            # of its structure compile (TensorRT's optimisation profile, planned at "opt").
+            self.specialize({**self.fixed, **{n: r[1] for n, r in self.ranges.items()}})
 
     def dims_of(self, inputs: Sequence[Any]) -> Dict[str, int]:
         """The symbolic dims' values the inputs' shapes give."""
@@ -172,6 +202,14 @@ class SpecializingModel:
             if values.setdefault(name, int(shape[dim])) != shape[dim]:
                 raise Error(f"{self.source}: symbolic dim '{name}' is {values[name]} by an earlier input and "
                             f"{shape[dim]} by input '{input_name}' dim {dim}")
+        for name, value in values.items():
+            if name in self.fixed and value != self.fixed[name]:
+                raise Error(f"{self.source}: symbolic dim '{name}' is {value} in the inputs given, but {self.fixed[name]} "
+                            "by dims=")
+            low, _, high = self.ranges.get(name, (value, value, value))
+            if not low <= value <= high:
+                raise Error(f"{self.source}: symbolic dim '{name}' is {value} in the inputs given, outside its range "
+                            f"{low}..{high}")
         return values
 
     def specialize(self, dims: Dict[str, int]) -> "CompiledModel":

@@ -91,6 +91,29 @@ TEST(CliSymbolicDims, TheInputsGivenFixTheDims) {
   EXPECT_NE(against.err.find("dim 0 ('batch') = 3, but 'batch' is 2 (as given)"), std::string::npos) << against.err;
 }
 
+// A range (TensorRT's min/opt/max): without inputs the run takes its typical value; inputs within
+// it run, inputs outside it are refused naming the dim, its value and the range.
+TEST(CliSymbolicDims, ARangeCompilesAtItsTypicalValueAndRefusesInputsOutsideIt) {
+  ScratchDir dir;
+  const std::string model = WriteModel(dir);
+  CommandResult typical = RunTilefuse("run " + Quote(model) + " --backend cpu --check --shape batch=2,seq=1..6..64");
+  EXPECT_EQ(typical.exit_code, 0) << typical.out << typical.err;
+  EXPECT_NE(typical.out.find("f32[2,6,8]"), std::string::npos) << typical.out;
+  CommandResult largest = RunTilefuse("compile " + Quote(model) + " --backend cpu --json --shape batch=2,seq=1..64");
+  EXPECT_EQ(largest.exit_code, 0) << largest.out << largest.err;
+  WriteInputs(dir / "in", {3, 7, 8}, {3, 7, 8});
+  CommandResult within = RunTilefuse("run " + Quote(model) + " --backend cpu --check --shape seq=1..64 --inputs " + Quote(dir / "in"));
+  EXPECT_EQ(within.exit_code, 0) << within.out << within.err;
+  EXPECT_NE(within.out.find("f32[3,7,8]"), std::string::npos) << within.out;
+  CommandResult outside = RunTilefuse("run " + Quote(model) + " --backend cpu --shape seq=8..64 --inputs " + Quote(dir / "in"));
+  EXPECT_EQ(outside.exit_code, 2) << outside.out << outside.err;
+  EXPECT_NE(outside.err.find("--shape: dim 'seq' is 7 in the inputs given, outside its range 8..64"), std::string::npos)
+      << outside.err;
+  CommandResult reversed = RunTilefuse("run " + Quote(model) + " --backend cpu --shape batch=2,seq=64..1");
+  EXPECT_EQ(reversed.exit_code, 2) << reversed.out << reversed.err;
+  EXPECT_NE(reversed.err.find("'seq=64..1' is not a range: MIN <= TYPICAL <= MAX"), std::string::npos) << reversed.err;
+}
+
 // A transformers BERT exported with symbolic batch and sequence dims (tests/models, the legacy
 // exporter's dynamic_axes): its data set's shape, and two more given by --shape, each checked
 // against the reference with no group on the reference interpreter.

@@ -270,3 +270,8 @@ def test_a_specializing_model_reads_its_file_once(tmp_path):
     x, r = (rng.standard_normal((1, 5, 8)).astype(np.float32) for _ in range(2))
     np.testing.assert_allclose(model(x, r)[0], np.maximum((x + r) * w, 0), rtol=1e-6)
     assert len(model.compiled) == 2
+    # Bindings are kept while their intermediates fit: past the budget the least recent go (this
+    # model has no intermediates: a budget below nothing keeps the newest only).
+    model.max_arena_bytes = -1
+    model(*(np.zeros((3, 4, 8), np.float32) for _ in range(2)))
+    assert list(model.compiled) == [(("batch", 3), ("seq", 4))] and model.compiles == 3

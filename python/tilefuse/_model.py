@@ -164,8 +164,10 @@ class SpecializingModel:
     """
 
     # A binding shares the file's weights with the others (host and GPU), so keeping one costs its
-    # intermediates and kernels only: enough for every past length of a few hundred decode steps.
+    # intermediates and kernels only: enough for every past length of a few hundred decode steps,
+    # while their intermediates' arenas (sized by each binding's shapes) fit in max_arena_bytes.
     max_compiled = 256
+    max_arena_bytes = 4 << 30
 
     def __init__(self, file: "_tilefuse.ModelFile", options: Dict[str, Any], fixed: Optional[Dict[str, int]] = None,
                  ranges: Optional[Dict[str, Tuple[int, int, int]]] = None):
@@ -223,8 +225,9 @@ class SpecializingModel:
                           self.source)
             self.compiles += 1
             self.compiled[key] = model
-            if len(self.compiled) > self.max_compiled:
-                self.compiled.popitem(last=False)
+            while len(self.compiled) > 1 and (len(self.compiled) > self.max_compiled or
+                                              sum(m.arena_bytes for m in self.compiled.values()) > self.max_arena_bytes):
+                self.compiled.popitem(last=False)  # the least recently used
         else:
             self.compiled.move_to_end(key)
         return model

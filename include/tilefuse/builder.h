@@ -4,6 +4,7 @@
 // every later call becomes a no-op returning an invalid Value; Build() reports it.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,7 @@ class GraphBuilder {
   // ---- sources
   Value Parameter(std::string name, DType dtype, Shape shape);
   Value Constant(Tensor value);
+  Value Constant(std::shared_ptr<const Tensor> value);  // the tensor itself, shared (passes/derived_constants.h)
   Value Scalar(double value, DType dtype);  // rank-0 constant
   Value Iota(Shape shape, int64_t axis, DType dtype);
   Value RandomUniform(Shape shape, DType dtype, uint64_t seed);

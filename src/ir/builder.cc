@@ -68,9 +68,11 @@ Value GraphBuilder::Parameter(std::string name, DType dtype, Shape shape) {
   return v;
 }
 
-Value GraphBuilder::Constant(Tensor value) {
+Value GraphBuilder::Constant(Tensor value) { return Constant(std::make_shared<const Tensor>(std::move(value))); }
+
+Value GraphBuilder::Constant(std::shared_ptr<const Tensor> value) {
   Attrs attrs;
-  attrs.value = std::make_shared<const Tensor>(std::move(value));
+  attrs.value = std::move(value);
   return AddNode(OpCode::kConstant, {}, std::move(attrs));
 }
 

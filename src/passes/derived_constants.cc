@@ -10,22 +10,29 @@ namespace tilefuse {
 namespace {
 
 struct Derived {
-  std::weak_ptr<const void> source;  // expired: the source's bytes were freed, the entry is stale
-  Tensor result;
+  std::weak_ptr<const void> source;    // expired: the source's bytes were freed, the entry is stale
+  std::weak_ptr<const Tensor> result;  // expired: no graph holds it any more
 };
 
 }  // namespace
 
-Tensor DerivedConstant(const Tensor& source, const std::string& how, const std::function<Tensor()>& make) {
+std::shared_ptr<const Tensor> DerivedConstant(const Tensor& source, const std::string& how, const std::function<Tensor()>& make) {
   static std::mutex mutex;
-  // Never destroyed: its tensors would go back to the host buffer pool during static destruction.
+  // Never destroyed (as the allocators' tables): nothing to release at exit.
   static auto& derived = *new std::map<std::tuple<const std::byte*, size_t, DType, Shape, std::string>, Derived>();
   std::lock_guard<std::mutex> lock(mutex);  // held over make(): two compiles of one weight derive it once
-  for (auto it = derived.begin(); it != derived.end();) it = it->second.source.expired() ? derived.erase(it) : std::next(it);
+  for (auto it = derived.begin(); it != derived.end();) {
+    const bool stale = it->second.source.expired() || it->second.result.expired();
+    it = stale ? derived.erase(it) : std::next(it);
+  }
   // While the source's owner lives (the entry holds it weakly), no other tensor has its address.
   Derived& entry = derived[{source.data(), source.num_bytes(), source.dtype(), source.shape(), how}];
-  if (entry.source.expired()) entry = {source.owner(), make()};
-  return entry.result;
+  std::shared_ptr<const Tensor> result = entry.result.lock();
+  if (!result || entry.source.expired()) {
+    result = std::make_shared<const Tensor>(make());
+    entry = {source.owner(), result};
+  }
+  return result;
 }
 
 }  // namespace tilefuse

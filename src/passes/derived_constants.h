@@ -7,15 +7,17 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "tilefuse/tensor.h"
 
 namespace tilefuse {
 
-// `make()`, the constant `how` derives from `source`, or the tensor (sharing its bytes) an
-// earlier call made from the same source bytes the same way, while they live. `how` names the
-// derivation and everything it depends on besides the source ("k-major", "pad columns to 50264").
-Tensor DerivedConstant(const Tensor& source, const std::string& how, const std::function<Tensor()>& make);
+// `make()`, the constant `how` derives from `source`, or the tensor an earlier call made from the
+// same source bytes the same way, while both live (a graph holds the result: nothing else keeps
+// it). `how` names the derivation and everything it depends on besides the source ("k-major",
+// "pad columns to 50264"). For GraphBuilder::Constant(std::shared_ptr<const Tensor>).
+std::shared_ptr<const Tensor> DerivedConstant(const Tensor& source, const std::string& how, const std::function<Tensor()>& make);
 
 }  // namespace tilefuse

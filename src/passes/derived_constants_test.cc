@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
+
 namespace tilefuse {
 namespace {
 
@@ -16,19 +18,19 @@ TEST(DerivedConstant, IsMadeOncePerSourceAndWayWhileTheSourceLives) {
     };
   };
   Tensor source = Tensor::Random(DType::kF32, {3, 5}, 1);
-  const Tensor first = DerivedConstant(source, "doubled", doubled(source));
+  const std::shared_ptr<const Tensor> first = DerivedConstant(source, "doubled", doubled(source));
   const Tensor copy = source;  // another tensor over the same bytes (a second binding's import)
-  const Tensor second = DerivedConstant(copy, "doubled", doubled(copy));
+  const std::shared_ptr<const Tensor> second = DerivedConstant(copy, "doubled", doubled(copy));
   EXPECT_EQ(made, 1);
-  EXPECT_EQ(first.data(), second.data());
-  EXPECT_EQ(second.GetDouble(7), 2 * source.GetDouble(7));
-  DerivedConstant(source, "tripled", doubled(source));  // another way: made anew
+  EXPECT_EQ(first, second);
+  EXPECT_EQ(second->GetDouble(7), 2 * source.GetDouble(7));
+  const std::shared_ptr<const Tensor> tripled = DerivedConstant(source, "tripled", doubled(source));  // another way: made anew
   EXPECT_EQ(made, 2);
   // Other bytes of the same values are another source.
   Tensor other = Tensor::Random(DType::kF32, {3, 5}, 1);
-  const Tensor third = DerivedConstant(other, "doubled", doubled(other));
+  const std::shared_ptr<const Tensor> third = DerivedConstant(other, "doubled", doubled(other));
   EXPECT_EQ(made, 3);
-  EXPECT_NE(third.data(), first.data());
+  EXPECT_NE(third->data(), first->data());
 }
 
 TEST(DerivedConstant, IsMadeAgainOnceItsSourceIsFreed) {
@@ -39,10 +41,25 @@ TEST(DerivedConstant, IsMadeAgainOnceItsSourceIsFreed) {
   };
   for (int round = 0; round < 3; ++round) {
     Tensor source = Tensor::Random(DType::kF32, {4}, round);  // freed at the round's end: its address may come back
-    DerivedConstant(source, "zeros", zeros);
+    const std::shared_ptr<const Tensor> held = DerivedConstant(source, "zeros", zeros);
     DerivedConstant(source, "zeros", zeros);
     EXPECT_EQ(made, round + 1);
   }
+}
+
+// Nothing but the graphs keeps a derived constant: once none holds it, the next call makes it
+// anew (and a model dropped leaves no copy of its weights behind).
+TEST(DerivedConstant, IsNotKeptWhenNoGraphHoldsIt) {
+  int made = 0;
+  auto zeros = [&made] {
+    ++made;
+    return Tensor(DType::kF32, {4});
+  };
+  Tensor source = Tensor::Random(DType::kF32, {4}, 9);
+  std::weak_ptr<const Tensor> first = DerivedConstant(source, "zeros", zeros);
+  EXPECT_TRUE(first.expired());
+  DerivedConstant(source, "zeros", zeros);
+  EXPECT_EQ(made, 2);
 }
 
 }  // namespace

@@ -15,7 +15,11 @@ decode steps alone (CUDA events around the loop, after a whole warm-up generatio
   the step's cache_position (one shape for every step, so a compiled step serves them all);
 - compile: torch.compile(model.forward); reduce-overhead: with CUDA graphs; max-autotune: with
   CUDA graphs and autotuning; tilefuse: torch.compile(model.forward, backend="tilefuse") (each
-  compiled graph replays as one CUDA graph).
+  compiled graph replays as one CUDA graph);
+- onnx-tilefuse, onnx-onnxruntime: the model exported to ONNX with its cache as deployments
+  export it (bench/onnx_decode.py: a prefill model and a step model over a symbolic past, f16 on
+  the GPU), run by tilefuse (a SpecializingModel: a compile per new past length, counted) and by
+  onnxruntime (its CUDA provider, the cache kept on the device).
 
 Per mode: ms a token, tokens a second, the ratio to the best torch.compile mode, the first
 generation's wall time (compiles included), the graphs compiled during the timed generations

@@ -17,8 +17,8 @@ decode steps alone (CUDA events around the loop, after a whole warm-up generatio
   CUDA graphs and autotuning; tilefuse: torch.compile(model.forward, backend="tilefuse") (each
   compiled graph replays as one CUDA graph);
 - onnx-tilefuse, onnx-onnxruntime: the model exported to ONNX with its cache as deployments
-  export it (bench/onnx_decode.py: a prefill model and a step model over a symbolic past, f16 on
-  the GPU), run by tilefuse (a SpecializingModel: a compile per new past length, counted) and by
+  export it (bench/onnx_decode.py: a prefill model and a step model over a symbolic past, in
+  f32), run by tilefuse (a SpecializingModel: a compile per new past length, counted) and by
   onnxruntime (its CUDA provider, the cache kept on the device).
 
 Per mode: ms a token, tokens a second, the ratio to the best torch.compile mode, the first

@@ -37,12 +37,8 @@ TEST(OnnxModelLoaderTest, TextModelFile) {
   EXPECT_EQ(model->info.num_onnx_nodes, 2);
 }
 
-TEST(OnnxModelLoaderTest, InitializersWithExternalDataAreConstants) {
-  TempDir dir;
-  onnx::ModelProto model = ParseModel(R"(
-    <ir_version: 8, opset_import: ["" : 13]>
-    g (float[3] x, float[3] w) => (float[3] y) { y = Add(x, w) })");
-  // w: an initializer (also listed as an input, as old exporters do) stored outside.
+// MODEL with an initializer w = {10, 20, 30} stored outside it, as dir/model.onnx and dir/weights.bin.
+void WriteWithExternalWeight(onnx::ModelProto model, const TempDir& dir) {
   onnx::TensorProto* w = model.mutable_graph()->add_initializer();
   w->set_name("w");
   w->set_data_type(onnx::TensorProto::FLOAT);
@@ -54,6 +50,15 @@ TEST(OnnxModelLoaderTest, InitializersWithExternalDataAreConstants) {
   float values[3] = {10, 20, 30};
   WriteBytes(dir.File("weights.bin"), std::string(reinterpret_cast<const char*>(values), sizeof(values)));
   WriteModel(model, dir.File("model.onnx"));
+}
+
+TEST(OnnxModelLoaderTest, InitializersWithExternalDataAreConstants) {
+  TempDir dir;
+  onnx::ModelProto model = ParseModel(R"(
+    <ir_version: 8, opset_import: ["" : 13]>
+    g (float[3] x, float[3] w) => (float[3] y) { y = Add(x, w) })");
+  // w: an initializer (also listed as an input, as old exporters do) stored outside.
+  WriteWithExternalWeight(model, dir);
   StatusOr<ImportedModel> imported = ImportOnnx(dir.File("model.onnx"));
   ASSERT_TRUE(imported.ok()) << imported.status().ToString();
   EXPECT_EQ(imported->graph.inputs().size(), 1u);  // only x
@@ -72,17 +77,7 @@ TEST(OnnxModelLoaderTest, AModelFileReadOnceImportsEachBindingWithTheSameWeightB
   onnx::ModelProto model = ParseModel(R"(
     <ir_version: 8, opset_import: ["" : 13]>
     g (float[n, 3] x) => (float[n, 3] y) { y = Add(x, w) })");
-  onnx::TensorProto* w = model.mutable_graph()->add_initializer();
-  w->set_name("w");
-  w->set_data_type(onnx::TensorProto::FLOAT);
-  w->add_dims(3);
-  w->set_data_location(onnx::TensorProto::EXTERNAL);
-  auto* location = w->add_external_data();
-  location->set_key("location");
-  location->set_value("weights.bin");
-  float values[3] = {10, 20, 30};
-  WriteBytes(dir.File("weights.bin"), std::string(reinterpret_cast<const char*>(values), sizeof(values)));
-  WriteModel(model, dir.File("model.onnx"));
+  WriteWithExternalWeight(model, dir);
 
   StatusOr<std::unique_ptr<OnnxModelFile>> file = OnnxModelFile::Read(dir.File("model.onnx"));
   ASSERT_TRUE(file.ok()) << file.status().ToString();

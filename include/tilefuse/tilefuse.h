@@ -201,6 +201,7 @@ class CompiledModel {
     int64_t through_buffers = 0;  // a pointer not 256-byte aligned: inputs and outputs copied through the model's own buffers
     int64_t captures = 0;         // graphs captured on callers' pointers
     int64_t output_copies = 0;    // outputs copied after a run (inputs returned, repeats, values no kernel writes)
+    int64_t staged_copies = 0;    // small values whose pointers keep changing, copied through the model's buffers
   };
   DeviceRunCounts device_run_counts() const;
   // Whether RunOnDevice may be given input `input`'s own pointer for output `output` (graph

@@ -247,10 +247,11 @@ NB_MODULE(_tilefuse, m) {
             d["through_buffers"] = c.through_buffers;
             d["captures"] = c.captures;
             d["output_copies"] = c.output_copies;
+            d["staged_copies"] = c.staged_copies;
             return d;
           },
           "How runs on device pointers went so far: replays of a captured graph, kernels launched one by one, runs "
-          "copied through the model's own buffers (a pointer not 256-byte aligned), captures, outputs copied after")
+          "copied through the model's own buffers (a pointer not 256-byte aligned), captures, outputs copied after, small values whose pointers change copied in and out (one launch each way)")
       .def("explain_json", [](const CompiledModel& model, const std::string& device) {
         return ValueOrThrow(model.Explain(tilefuse::ExplainFormat::kJson, device));
       })

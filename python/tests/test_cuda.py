@@ -141,6 +141,46 @@ def test_device_runs_on_the_same_pointers_replay_a_captured_graph():
         np.testing.assert_array_equal(got.cpu().numpy(), want)
 
 
+def test_fresh_small_tensors_every_call_are_staged_and_the_graph_replays():
+    # A decode step's token ids and logits are new tensors every call: after their pointers
+    # changed twice, they are copied in and out of the model's own buffers (one launch each
+    # way) so that the graph captured on the other pointers replays. Every call's outputs must
+    # be its own inputs' results.
+    torch = cuda_torch()
+    model = compile_for_cuda(REPO / "examples" / "layernorm_manual.onnxtxt")
+    before = model.device_run_counts
+    for call in range(8):
+        arrays = random_inputs(model, seed=20 + call)
+        expected = model(*arrays)
+        inputs = [torch.from_numpy(a).cuda() for a in arrays]
+        keep = [torch.empty(1, device="cuda") for _ in range(call % 3)]  # shifts the allocator's next blocks
+        outputs = model(*inputs)
+        for got, want in zip(outputs, expected):
+            np.testing.assert_array_equal(got.cpu().numpy(), want)
+        del keep
+    counts = {k: v - before[k] for k, v in model.device_run_counts.items()}
+    assert counts["staged_copies"] > 0 and counts["replays"] >= 4, counts
+    assert counts["through_buffers"] == 0, counts
+
+
+def test_cpu_tensors_beside_cuda_ones_are_uploaded_not_sent_through_the_host():
+    # A static KV cache's counters start as CPU scalars beside CUDA tensors: the call runs on
+    # the device (the CPU tensors uploaded), its outputs on the GPU, not a host round trip.
+    torch = cuda_torch()
+    model = compile_for_cuda(REPO / "examples" / "layernorm_manual.onnxtxt")
+    arrays = random_inputs(model, seed=31)
+    expected = model(*arrays)
+    inputs = [torch.from_numpy(a) for a in arrays]
+    inputs[0] = inputs[0].cuda()
+    before = model.device_run_counts
+    outputs = model(*inputs)
+    counts = {k: v - before[k] for k, v in model.device_run_counts.items()}
+    assert counts["one_by_one"] + counts["replays"] == 1, counts
+    for got, want in zip(outputs, expected):
+        assert got.is_cuda
+        np.testing.assert_array_equal(got.cpu().numpy(), want)
+
+
 def test_device_run_with_a_wrong_shape_is_an_error():
     torch = cuda_torch()
     model = compile_for_cuda(REPO / "examples" / "layernorm_manual.onnxtxt")

@@ -376,8 +376,8 @@ class CompiledModel:
         tensors on the model's device, given to a model that runs on the GPU as one CUDA graph, stay on
         the device: the run is queued on PyTorch's current stream (the graph replayed on the
         tensors and on output tensors allocated by PyTorch, in place) and returns before it
-        finishes, like a PyTorch op. Otherwise CUDA tensors are copied to the host and the
-        outputs back to the first CUDA input's device.
+        finishes, like a PyTorch op; CPU tensors among them are uploaded first. Otherwise CUDA
+        tensors are copied to the host and the outputs back to the first CUDA input's device.
         """
         torch = sys.modules.get("torch")
         if self._device_runs and torch is not None:
@@ -451,10 +451,18 @@ class CompiledModel:
         return outputs if device is None else [o.to(device) for o in outputs]
 
     def _runs_on_device(self, torch: Any, inputs: Sequence[Any]) -> bool:
-        # tilefuse's GPU runtime uses its device's primary context (PyTorch's too).
+        # tilefuse's GPU runtime uses its device's primary context (PyTorch's too). Inputs on the
+        # CPU beside ones on the model's GPU are uploaded (_call_on_device): a static KV cache's
+        # per-layer counters start as CPU scalars, and sending the prompt's call down the host
+        # path for them copied every weight to the host and back (GPT-2 small, ~56 ms a
+        # generation, H200, 2026-12-05).
         device = self._graph.device
-        return (self._device_runs and len(inputs) > 0 and
-                all(isinstance(x, torch.Tensor) and x.is_cuda and x.get_device() == device for x in inputs))
+        on_device = False
+        for x in inputs:
+            if not isinstance(x, torch.Tensor) or (x.is_cuda and x.get_device() != device):
+                return False
+            on_device = on_device or x.is_cuda
+        return self._device_runs and on_device
 
     def _prepare_torch(self, torch: Any) -> None:
         if self._torch_types is not None:
@@ -518,8 +526,8 @@ class CompiledModel:
             if x.dtype is not types.get(dtype) or x.shape != shape:
                 raise Error(f"input '{name}' expects {dtype}[{','.join(map(str, shape))}], "
                             f"got {str(x.dtype).removeprefix('torch.')}[{','.join(map(str, x.shape))}]")
-            if not x.is_contiguous():
-                x = x.contiguous()
+            if not x.is_cuda or not x.is_contiguous():
+                x = x.to(self._cuda_device).contiguous()
                 copies.append(x)
             pointers.append(x.data_ptr())
         outputs = self._launch_on_device(torch, pointers)

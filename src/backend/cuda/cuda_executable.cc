@@ -19,6 +19,7 @@
 #include "backend/cuda/kernel_launch.h"
 #include "backend/cuda/nvrtc_compiler.h"
 #include "backend/cuda/queued_timing.h"
+#include "backend/cuda/staged_copies.h"
 #include "codegen/cuda/cuda_gemm_emitter.h"
 #include "codegen/gemm_split.h"
 #include "runtime/measure.h"
@@ -646,23 +647,23 @@ Status CudaExecutable::RunOnDevice(const std::vector<uint64_t>& inputs, const st
   if (std::all_of(key.begin(), key.end(), [](uint64_t p) { return p % 256 == 0; })) {
     const bool stage = s.NoteVolatilePointers(key);
     std::vector<uint64_t> keyed = key;
+    std::vector<StagedCopy> before, after;
     for (size_t i = 0; i < key.size(); ++i) {
       if (!stage || !s.staged[i]) continue;
       keyed[i] = s.own_pointers[i];
-      if (i < inputs.size())
-        RETURN_IF_ERROR(s.device->Check(api.cuMemcpyDtoDAsync(keyed[i], key[i], s.Bytes(s.caller_nodes[i]), on), "copying an input on the device"));
+      const int64_t bytes = s.Bytes(s.caller_nodes[i]);
+      if (i < inputs.size()) before.push_back({key[i], keyed[i], bytes});
+      else after.push_back({keyed[i], key[i], bytes});
     }
-    RETURN_IF_ERROR(s.RunInPlace(keyed, on));
-    s.run_counts.output_copies += static_cast<int64_t>(s.caller_copies.size());
     for (const State::CallerCopy& c : s.caller_copies) {
       const int node = s.caller_nodes[c.to];
-      const uint64_t from = c.from >= 0 ? key[c.from] : s.address[node];
-      RETURN_IF_ERROR(s.device->Check(api.cuMemcpyDtoDAsync(key[c.to], from, s.Bytes(node), on), "copying an output on the device"));
+      after.push_back({c.from >= 0 ? key[c.from] : s.address[node], key[c.to], s.Bytes(node)});
     }
-    for (size_t i = inputs.size(); i < key.size(); ++i)
-      if (stage && s.staged[i])
-        RETURN_IF_ERROR(s.device->Check(api.cuMemcpyDtoDAsync(key[i], keyed[i], s.Bytes(s.caller_nodes[i]), on), "copying an output on the device"));
-    return Status::Ok();
+    s.run_counts.staged_copies += static_cast<int64_t>(before.size() + after.size()) - static_cast<int64_t>(s.caller_copies.size());
+    s.run_counts.output_copies += static_cast<int64_t>(s.caller_copies.size());
+    RETURN_IF_ERROR(LaunchStagedCopies(*s.device, s.cache_dir, before, on));
+    RETURN_IF_ERROR(s.RunInPlace(keyed, on));
+    return LaunchStagedCopies(*s.device, s.cache_dir, after, on);
   }
   ++s.run_counts.through_buffers;
   for (size_t i = 0; i < inputs.size(); ++i)

@@ -22,9 +22,10 @@ X=/tmp/tilefuse-python
 # The decode tests on this GPU first: the cache written in place and the step's graph replayed,
 # against eager's logits and tokens.
 HF_HUB_OFFLINE=1 PYTHONPATH="$X:$B/python/pytest-lib" TILEFUSE_CLI="$B/tilefuse" timeout 300 python3 -m pytest -q -rs \
-  -p no:cacheprovider python/tests/test_torch_decode.py 2>&1 | tail -4 | tee -a "$log"
-# A model file's bindings share one copy of its weights on the GPU.
-"$B/tilefuse_tests" --gtest_filter='CompiledModel.BindingsOfAModelFile*' 2>&1 | tail -3 | tee -a "$log"
+  -p no:cacheprovider python/tests/test_torch_decode.py python/tests/test_cuda.py -k "decod or staged or cpu_tensors or replay" \
+  2>&1 | tail -4 | tee -a "$log"
+# A model file's bindings share one copy of its weights on the GPU; the staged copies' kernel.
+"$B/tilefuse_tests" --gtest_filter='CompiledModel.BindingsOfAModelFile*:StagedCopies*' 2>&1 | tail -3 | tee -a "$log"
 for model in ${MODELS:-gpt2 llama}; do
   PYTHONFAULTHANDLER=1 HF_HUB_OFFLINE=1 PYTHONPATH="$X" timeout 590 python3 bench/decode.py --model "$model" --json "$OUT/decode-$model.json" --timeout ${LIMIT:-500} \
     ${MODES:+--modes $MODES} ${ARGS:-} 2>&1 | grep -Ev 'Warning|warn\(|__cudagraphs\]  ' | tee -a "$log"

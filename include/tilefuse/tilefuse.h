@@ -189,7 +189,9 @@ class CompiledModel {
                                     std::string_view source = "the call");
   // One run on device memory the caller owns (inputs then outputs: device pointers, dense,
   // graph order, the graph's dtypes and shapes), queued on the caller's CUDA `stream` (a
-  // stream of this model's GPU's primary context) and returning before it finishes. Only
+  // stream of this model's GPU's primary context) and returning before it finishes. An
+  // output may be given an input's pointer, to update that input in place (copied there after
+  // the run where OutputMayOverwriteInput says the kernels may not write it directly). Only
   // where device_runs(); otherwise Unimplemented, saying where the model runs.
   Status RunOnDevice(const std::vector<uint64_t>& inputs, const std::vector<uint64_t>& outputs, uint64_t stream);
   // Whether RunOnDevice works: the model runs on the GPU as one captured CUDA graph.
@@ -200,7 +202,8 @@ class CompiledModel {
     int64_t one_by_one = 0;       // pointers new (or too many captured): the kernels launched one by one
     int64_t through_buffers = 0;  // a pointer not 256-byte aligned: inputs and outputs copied through the model's own buffers
     int64_t captures = 0;         // graphs captured on callers' pointers
-    int64_t output_copies = 0;    // outputs copied after a run (inputs returned, repeats, values no kernel writes)
+    int64_t output_copies = 0;    // outputs copied after a run (inputs returned, repeats, values no kernel writes,
+                                  // outputs given an input's memory they may not overwrite)
     int64_t staged_copies = 0;    // small values whose pointers keep changing, copied through the model's buffers
   };
   DeviceRunCounts device_run_counts() const;

@@ -43,5 +43,7 @@ nb::object ToArray(Tensor tensor, bool torch);
 
 // tilefuse._tilefuse.GraphBuilder (graph_builder.cc).
 void BindGraphBuilder(nb::module_& m);
+// tilefuse._tilefuse.identity_key (identity_key.cc).
+void BindIdentityKey(nb::module_& m);
 
 }  // namespace tilefuse::python

@@ -207,6 +207,7 @@ NB_MODULE(_tilefuse, m) {
   // Compiled models live in torch.compile's caches until the interpreter exits: not leaks.
   nb::set_leak_warnings(false);
   BindGraphBuilder(m);
+  BindIdentityKey(m);
 
   nb::class_<CompiledModel>(m, "CompiledModel")
       .def(

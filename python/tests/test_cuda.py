@@ -163,6 +163,26 @@ def test_fresh_small_tensors_every_call_are_staged_and_the_graph_replays():
     assert counts["through_buffers"] == 0, counts
 
 
+def test_an_output_given_an_input_it_may_not_overwrite_is_copied_there_after_the_run():
+    # Layer normalization into its own input's memory: each row is read whole before any of it
+    # is written, in the same kernel, so the run may not write there directly; it writes its
+    # own buffer and copies the result into the input after (a counter a kernel launched with
+    # its increment reads). Run often enough to be captured and replayed.
+    torch = cuda_torch()
+    model = compile_for_cuda(REPO / "examples" / "layernorm_manual.onnxtxt")
+    assert not model.output_may_overwrite_input(0, 0)
+    arrays = random_inputs(model, seed=12)
+    expected = model(*arrays)[0]
+    before = model.device_run_counts
+    for _ in range(4):
+        x, scale, bias = [torch.from_numpy(a).cuda() for a in arrays]
+        model._graph.run_device([x.data_ptr(), scale.data_ptr(), bias.data_ptr()], [x.data_ptr()],
+                                torch.cuda.current_stream().cuda_stream)
+        np.testing.assert_array_equal(x.cpu().numpy(), expected)
+    counts = {k: v - before[k] for k, v in model.device_run_counts.items()}
+    assert counts["output_copies"] == 4 and counts["through_buffers"] == 0, counts
+
+
 def test_cpu_tensors_beside_cuda_ones_are_uploaded_not_sent_through_the_host():
     # A static KV cache's counters start as CPU scalars beside CUDA tensors: the call runs on
     # the device (the CPU tensors uploaded), its outputs on the GPU, not a host round trip.

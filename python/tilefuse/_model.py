@@ -400,9 +400,10 @@ class CompiledModel:
         ~2 ms of GPT-2's training step on the host, H200 machine, 2026-11-30).
 
         ``into``: outputs (by index) to write into the given tensors, each one of the inputs
-        for which ``output_may_overwrite_input`` holds (dense, of the output's dtype and shape),
-        on the launch path; a call on any other path returns fresh tensors for them instead, so
-        a caller copies where the returned tensor is not the one it gave."""
+        (dense, of the output's dtype and shape: an input updated in place), on the launch path;
+        where ``output_may_overwrite_input`` does not hold, the runtime copies the output there
+        after the run. A call on any other path returns fresh tensors for them instead, so a
+        caller copies where the returned tensor is not the one it gave."""
         if not self._inputs_checked:
             torch = sys.modules.get("torch")
             self._inputs_checked = (self._device_runs and torch is not None and

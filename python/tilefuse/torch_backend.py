@@ -338,7 +338,7 @@ class TilefuseGraph:
         # input's shape, strides, dtype and device before the call reaches here, so a call's
         # signature is only the folded weights' identities and versions (which no guard checks).
         # The whole signature of GPT-2's 149 inputs was ~40% of its batch-1 host path.
-        self.static_inputs: Optional[List[int]] = sorted(self.folded) if guarded_inputs and split_allowed and \
+        self.static_inputs: Optional[Tuple[int, ...]] = tuple(sorted(self.folded)) if guarded_inputs and split_allowed and \
             _static_placeholders(gm) else None
         if len(_GRAPHS) > 1024:  # a process that compiles many graphs: drop the dead references
             _GRAPHS[:] = [ref for ref in _GRAPHS if ref() is not None]
@@ -366,7 +366,7 @@ class TilefuseGraph:
             outputs = self.split(*args)
             return list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
         if self.static_inputs is not None:  # Dynamo's guards fixed the inputs' shapes and layouts
-            key = (tuple((id(args[i]), _version(args[i])) for i in self.static_inputs), _precision_key())
+            key = (_tilefuse.identity_key(args, self.static_inputs), _precision_key())
         else:
             key = (_signature(args, self.folded), _precision_key())  # PyTorch's precision may change between calls
         # One lookup: a tuple's hash is not kept, and hashing GPT-2's 148 inputs' entries takes
@@ -508,14 +508,16 @@ class _Specialization:
         weight_inputs = [p for p in translation.input_positions if p[0] in all_weights]
         own = [tuple(args[p[0]].shape) for p in translation.input_positions if p[0] not in all_weights and len(p) == 1]
         self.output_spec = translation.output_spec
-        # Inputs updated in place: each new value is written straight into its argument where
-        # no kernel reads the argument after that (a KV cache written at a decode step's
-        # position), else into an output of its own, copied into the argument after the run.
+        # Inputs updated in place: on the GPU each new value is given its argument's memory, and
+        # the runtime writes it there (a KV cache at a decode step's position) or, where a kernel
+        # reads the argument after that, into its own buffer and copies it there after the run,
+        # with its other small copies in one launch. Elsewhere they come back as outputs of
+        # their own, copied into the arguments after the run.
         self.mutations = translation.mutations
         numbers = {p[0]: n for n, p in enumerate(translation.input_positions) if len(p) == 1}
         self.in_place = [(output, position) for output, position in self.mutations
                          if position in numbers and numbers[position] not in translation.input_orders and
-                         self.model.backend == "cuda" and self.model.output_may_overwrite_input(output, numbers[position])]
+                         self.model.backend == "cuda"]
         stages = ", ".join(f"{name} {ms:.0f}" for name, ms in self.model.compile_stages_ms)
         symbols = ", ".join(f"{name}={value}" for name, value in sorted(self.symbols.items()))
         self.jit_compiles = self.model.jit_compiles  # kernels compiled, not found in the kernel cache

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <fmt/format.h>
 #include <map>
+#include <utility>
 
 #include "reference/interpreter.h"
 #include "backend/cuda/cublaslt_matmul.h"
@@ -617,6 +618,25 @@ bool CudaExecutable::State::NoteVolatilePointers(const std::vector<uint64_t>& ke
   return calls_since_fixed_changed >= kChanges;
 }
 
+std::vector<bool> CudaExecutable::State::DivertedOutputs(const std::vector<uint64_t>& inputs, const std::vector<uint64_t>& outputs) {
+  std::vector<bool> diverted(outputs.size(), false);
+  std::vector<std::pair<uint64_t, int>> by_pointer;
+  by_pointer.reserve(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) by_pointer.emplace_back(inputs[i], static_cast<int>(i));
+  std::sort(by_pointer.begin(), by_pointer.end());
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    auto it = std::lower_bound(by_pointer.begin(), by_pointer.end(), std::make_pair(outputs[o], -1));
+    for (; it != by_pointer.end() && it->first == outputs[o]; ++it) {
+      auto [known, added] = may_overwrite.try_emplace({static_cast<int>(o), it->second}, false);
+      if (added) known->second = tilefuse::OutputMayOverwriteInput(graph, plan, program, static_cast<int>(o), it->second);
+      if (!known->second) diverted[o] = true;
+    }
+  }
+  // Copied after the run anyway (an input returned, a repeat): their own copy serves.
+  for (const CallerCopy& c : caller_copies) diverted[c.to - inputs.size()] = false;
+  return diverted;
+}
+
 Status CudaExecutable::RunOnDevice(const std::vector<uint64_t>& inputs, const std::vector<uint64_t>& outputs, uint64_t stream) {
   State& s = *state_;
   const Graph& g = s.graph;
@@ -635,7 +655,8 @@ Status CudaExecutable::RunOnDevice(const std::vector<uint64_t>& inputs, const st
   // caching allocator hands the same addresses back call after call in inference), so such a
   // call is one launch. Pointers seen for the first time are launched kernel by kernel on them
   // (a training step's activations get new addresses often), and captured when seen again.
-  // Outputs the kernels do not write in place (caller_copies) are copied after. Where a
+  // Outputs the kernels do not write in place (caller_copies), and outputs given an input's
+  // pointer that they may not overwrite (DivertedOutputs), are copied after. Where a
   // pointer is not 256-byte aligned, as the kernels' vector accesses and tensor maps assume,
   // the copies below, in and out of the graph's own buffers.
   std::vector<uint64_t> key = inputs;
@@ -646,23 +667,35 @@ Status CudaExecutable::RunOnDevice(const std::vector<uint64_t>& inputs, const st
   }
   if (std::all_of(key.begin(), key.end(), [](uint64_t p) { return p % 256 == 0; })) {
     const bool stage = s.NoteVolatilePointers(key);
+    const std::vector<bool> diverted = s.DivertedOutputs(inputs, outputs);
     std::vector<uint64_t> keyed = key;
     std::vector<StagedCopy> before, after;
     for (size_t i = 0; i < key.size(); ++i) {
-      if (!stage || !s.staged[i]) continue;
+      const bool divert = i >= inputs.size() && diverted[i - inputs.size()];
+      if (!(stage && s.staged[i]) && !divert) continue;
       keyed[i] = s.own_pointers[i];
       const int64_t bytes = s.Bytes(s.caller_nodes[i]);
       if (i < inputs.size()) before.push_back({key[i], keyed[i], bytes});
       else after.push_back({keyed[i], key[i], bytes});
     }
+    // The caller copies read where the run left their values (`keyed`: a staged or diverted
+    // entry's own buffer). One launch with the copies above, unless one of those overwrites
+    // an input that a caller copy returns (a mutated input also returned as it was).
+    std::vector<StagedCopy> returned;
     for (const State::CallerCopy& c : s.caller_copies) {
       const int node = s.caller_nodes[c.to];
-      after.push_back({c.from >= 0 ? key[c.from] : s.address[node], key[c.to], s.Bytes(node)});
+      returned.push_back({c.from >= 0 ? keyed[c.from] : s.address[node], key[c.to], s.Bytes(node)});
     }
-    s.run_counts.staged_copies += static_cast<int64_t>(before.size() + after.size()) - static_cast<int64_t>(s.caller_copies.size());
-    s.run_counts.output_copies += static_cast<int64_t>(s.caller_copies.size());
+    const bool overlapping = std::any_of(returned.begin(), returned.end(), [&](const StagedCopy& r) {
+      return std::any_of(after.begin(), after.end(), [&](const StagedCopy& a) { return a.to == r.from; });
+    });
+    const int64_t diverted_count = std::count(diverted.begin(), diverted.end(), true);
+    s.run_counts.staged_copies += static_cast<int64_t>(before.size() + after.size()) - diverted_count;
+    s.run_counts.output_copies += static_cast<int64_t>(returned.size()) + diverted_count;
     RETURN_IF_ERROR(LaunchStagedCopies(*s.device, s.cache_dir, before, on));
     RETURN_IF_ERROR(s.RunInPlace(keyed, on));
+    if (overlapping) RETURN_IF_ERROR(LaunchStagedCopies(*s.device, s.cache_dir, std::exchange(returned, {}), on));
+    after.insert(after.end(), returned.begin(), returned.end());
     return LaunchStagedCopies(*s.device, s.cache_dir, after, on);
   }
   ++s.run_counts.through_buffers;

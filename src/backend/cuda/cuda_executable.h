@@ -92,7 +92,10 @@ class CudaExecutable : public Executable {
   // 8 are kept); pointers not 256-byte aligned, or a node that is both an input and an output,
   // go through device-to-device copies into the graph's own buffers instead. The graph's
   // intermediates are shared by every call: calls on different streams must be ordered by the
-  // caller. A graph with host steps (not captured) is refused (Unimplemented, with the reason).
+  // caller. An output may be given an input's pointer (an input updated in place): written
+  // there directly where OutputMayOverwriteInput holds, else into the graph's own buffer and
+  // copied there after the run. A graph with host steps (not captured) is refused
+  // (Unimplemented, with the reason).
   Status RunOnDevice(const std::vector<uint64_t>& inputs, const std::vector<uint64_t>& outputs, uint64_t stream);
   // Median milliseconds of one whole run on the device (device events, after `warmup`),
   // rotating among `input_sets` copies of the inputs so repeated runs do not read L2.

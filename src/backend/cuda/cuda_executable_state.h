@@ -78,6 +78,11 @@ struct CudaExecutable::State {
   int calls_since_fixed_changed = 0;
   // Notes this call's pointers; whether this call stages the entries marked `staged`.
   bool NoteVolatilePointers(const std::vector<uint64_t>& key);
+  // Per output of RunOnDevice's call: whether it was given the pointer of an input it may not
+  // overwrite (OutputMayOverwriteInput, remembered per pair in `may_overwrite`), so the run
+  // writes it into the model's own buffer and copies it there after.
+  std::vector<bool> DivertedOutputs(const std::vector<uint64_t>& inputs, const std::vector<uint64_t>& outputs);
+  std::map<std::pair<int, int>, bool> may_overwrite;
   std::string cache_dir, nvrtc_version;
   std::vector<std::string> plan_notes;  // attention candidates split into their parts, and why
   int64_t nvrtc_compiles = 0, nvrtc_cache_hits = 0;  // units compiled / found in the cache

@@ -22,6 +22,8 @@ constexpr float kLazyMarginByRule = -2;  // CudaAttentionConfig's default: Resol
 // tf::AttentionTableParameter's largest capacity: 10 bytes a query block, 2.5 KB of the 4 KB of
 // parameters (the three tensor maps take 384 bytes); 32768 rows at 128 a block.
 constexpr int kMaxTableCapacity = 256;
+// Query rows a batch entry has at most where the decode form runs its attention (UsesDecodeForm).
+constexpr int64_t kDecodeRows = 4;
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -162,7 +164,83 @@ class AttentionEmitter {
     return s;
   }
 
+  // The decode form (attention_decode.cuh): a CTA per query row, the operands through pointers
+  // and the binding's strides, the same Batch and Logits hooks.
+  StatusOr<CudaKernelSource> RunDecode() {
+    if (a_.d % 8 != 0 || a_.d > 256 || a_.dv > 256)
+      return InvalidArgument(fmt::format("{}: head dims {}/{} (the decode form takes multiples of 8 up to 256)", a_.name, a_.d, a_.dv));
+    const int64_t rows = NumElements(a_.batch_shape) * a_.nq;
+    if (rows >= (int64_t{1} << 31)) return InvalidArgument(fmt::format("{}: too many query rows for one grid", a_.name));
+    CudaKernelSource s;
+    s.name = a_.name;
+    s.threads = 32 * kDecodeWarps;
+    s.work_blocks = rows;
+    s.strategy = fmt::format("decode form, a CTA per query row ({} of {} keys), d {}/{}, {} warps over the keys{}{}{}",
+                             a_.nq, a_.nk, a_.d, a_.dv, kDecodeWarps, KDimsContiguous() ? ", keys read 16 bytes at a time" : "",
+                             a_.zero_nan_rows ? ", rows without probabilities zeroed" : "",
+                             a_.logsumexp >= 0 ? ", the rows' logsumexp written" : "");
+    s.includes = {"attention_decode.cuh"};
+    const std::string storage = StorageType(a_.dtype);
+    std::string parameters = fmt::format("const {0}* __restrict__ q, const {0}* __restrict__ k, const {0}* __restrict__ v", storage);
+    for (const StridedOperand* operand : {&a_.q, &a_.k, &a_.v}) s.launch.args.push_back({LaunchArg::Kind::kBuffer, operand->node, {}, 0});
+    for (size_t b = 0; b < a_.buffers.size(); ++b) {
+      const KernelBuffer& buf = a_.buffers[b];
+      if (!buf.is_output && !Reads(a_.logits, static_cast<int>(b))) continue;
+      parameters += fmt::format(", {}{}* __restrict__ b{}", buf.is_output ? "" : "const ", StorageType(buf.dtype), b);
+      s.launch.args.push_back({LaunchArg::Kind::kBuffer, buf.node, {}, 0});
+    }
+    parameters += ", const __grid_constant__ tf::DecodeOperands operands";
+    LaunchArg strides{LaunchArg::Kind::kBytes, -1, {}, 0};
+    strides.bytes = DecodeOperandBytes();
+    s.launch.args.push_back(std::move(strides));
+    for (int id : symbols_) {
+      parameters += fmt::format(", const long long tf_sym{}", id);
+      s.launch.args.push_back({LaunchArg::Kind::kScalar, -1, {}, a_.symbols[static_cast<size_t>(id)]});
+    }
+    std::string out = fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n", s.threads, a_.name, parameters);
+    out += fmt::format(
+        "  struct Config {{\n"
+        "    using Element = {};\n"
+        "    using Index = {};\n"
+        "    enum : int {{ kD = {}, kDV = {}, kWarps = {}, kKDimsContiguous = {}, kZeroNanRows = {} }};\n"
+        "    static constexpr __device__ float OutputScale() {{ return {}f; }}\n"
+        "  }};\n",
+        TileElementType(a_.dtype), IndexType(), a_.d, a_.dv, kDecodeWarps, KDimsContiguous() ? 1 : 0, a_.zero_nan_rows ? 1 : 0,
+        FloatLiteral(a_.output_scale));
+    out += BatchStruct();
+    out += LogitsStruct("Logits", "the group's logits program, its mask included", a_.logits, a_.logit);
+    out += fmt::format("  tf::AttentionDecode<Config>(q, k, v, operands, {}, Batch{{{}}}, {}, b{}, {});\n}}\n", Lengths(),
+                       SymbolArguments(BatchSymbols(), "Config::Index"), Hook("Logits", a_.logits, a_.logit), a_.output,
+                       a_.logsumexp >= 0 ? fmt::format("b{}", a_.logsumexp) : "nullptr");
+    FinishTemplateSource(s, std::move(out), 0);
+    return s;
+  }
+
  private:
+  static constexpr int kDecodeWarps = 8;
+
+  // Are each key's dims contiguous and 16-byte aligned wherever a key starts (the decode form
+  // then reads them 16 bytes at a time)?
+  bool KDimsContiguous() const {
+    const StridedOperand& k = a_.k;
+    const int64_t vector = 16 / DTypeSize(k.dtype);
+    bool aligned = k.row_stride == 1 && k.offset % vector == 0 && k.column_stride % vector == 0;
+    for (const StridedOperand::BatchTerm& t : k.batch) aligned = aligned && t.stride % vector == 0;
+    return aligned;
+  }
+  // tf::DecodeOperands's bytes: per operand its offset, row and column strides and three batch
+  // strides (a batch term the operand lacks: 0), in elements.
+  std::vector<uint8_t> DecodeOperandBytes() const {
+    std::vector<int64_t> values;
+    for (const StridedOperand* operand : {&a_.q, &a_.k, &a_.v}) {
+      values.insert(values.end(), {operand->offset, operand->row_stride, operand->column_stride});
+      for (size_t t = 0; t < 3; ++t) values.push_back(t < operand->batch.size() ? operand->batch[t].stride : 0);
+    }
+    std::vector<uint8_t> bytes(values.size() * sizeof(int64_t));
+    std::memcpy(bytes.data(), values.data(), bytes.size());
+    return bytes;
+  }
+
   Status Validate() const {
     // Multiples of 64: an operand whose keys are contiguous is loaded in 64-key boxes.
     if (c_.block_n % 64 != 0 || c_.block_n < 64 || c_.block_n > 256)
@@ -591,6 +669,12 @@ class AttentionEmitter {
 };
 
 }  // namespace
+
+bool UsesDecodeForm(const AttentionTemplateKernel& attention) { return attention.nq <= kDecodeRows; }
+
+StatusOr<CudaKernelSource> EmitCudaDecodeAttention(const AttentionTemplateKernel& attention) {
+  return AttentionEmitter(attention, ResolveAttentionConfig(attention, {})).RunDecode();
+}
 
 StatusOr<CudaKernelSource> EmitCudaAttention(const AttentionTemplateKernel& attention, const CudaAttentionConfig& config) {
   return AttentionEmitter(attention, ResolveAttentionConfig(attention, config)).Run();

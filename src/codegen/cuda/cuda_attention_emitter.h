@@ -82,4 +82,11 @@ CudaAttentionConfig ResolveAttentionConfigForMask(const Graph& graph, const Atte
 
 StatusOr<CudaKernelSource> EmitCudaAttention(const AttentionTemplateKernel& attention, const CudaAttentionConfig& config = {});
 
+// The decode form (codegen/cuda/device/attention_decode.cuh): a batch entry of a few query rows
+// (a decode step's one) over its keys, a CTA per row and no tensor cores, where the tiled
+// kernel above would pad the rows to its 128-row tile and pay its pipeline's start for a few
+// key blocks. UsesDecodeForm: whether the template emits this form for `attention`.
+bool UsesDecodeForm(const AttentionTemplateKernel& attention);
+StatusOr<CudaKernelSource> EmitCudaDecodeAttention(const AttentionTemplateKernel& attention);
+
 }  // namespace tilefuse

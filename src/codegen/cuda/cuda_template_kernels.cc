@@ -119,7 +119,7 @@ class AttentionTemplate : public RuleOnlyTemplate {
   // 0.55 s, causal d64 0.58 s; with the serial loop and the mask on every block standing in,
   // d128 0.45-0.46 s (here, on 2 cores: causal d128 0.82-1.0 s against 0.41-0.43 s).
   std::optional<nlohmann::json> StandIn(const nlohmann::json& config) const override {
-    if (!config.empty() || resolved_.loop == AttentionLoop::kSerial) return std::nullopt;
+    if (!config.empty() || resolved_.loop == AttentionLoop::kSerial || UsesDecodeForm(attention_)) return std::nullopt;
     return StandInConfig();
   }
 
@@ -129,6 +129,7 @@ class AttentionTemplate : public RuleOnlyTemplate {
   StatusOr<CudaKernelSource> EmitWith(const std::string& name, CudaAttentionConfig c, int sm_count) const {
     AttentionTemplateKernel named = attention_;
     named.name = name;
+    if (UsesDecodeForm(named)) return EmitCudaDecodeAttention(named);
     if (sm_count > 0) c.sm_count = sm_count;
     return EmitCudaAttention(named, c);
   }

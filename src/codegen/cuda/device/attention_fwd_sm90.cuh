@@ -22,6 +22,7 @@
 // program, the key-block tables, and a kernel that calls AttentionFwdSm90.
 #pragma once
 
+#include "attention_common.cuh"
 #include "tile_mma.cuh"
 #include "tile_softmax.cuh"
 #include "tilefuse_tiles.cuh"
@@ -37,11 +38,6 @@ struct AttentionMaps {
   const TensorMap* q;
   const TensorMap* k;
   const TensorMap* v;
-};
-
-// A batch entry's coordinates in the Q, K and V maps' batch dims (what Batch returns).
-struct AttentionBatch {
-  int q[3], k[3], v[3];
 };
 
 // Where the logits run without their mask (Config::kInterior): nowhere, in every key block,
@@ -73,21 +69,6 @@ struct AttentionTableParameter {
   __device__ __forceinline__ AttentionBlockTables Tables() const {
     return {query_block_order, first_key_block, last_key_block, first_inner_block, last_inner_block};
   }
-};
-
-// The problem's sizes: literals where the kernel is generated for one shape (the compiler
-// folds them as it would Config's constants), expressions over the kernel's parameters where
-// the model's symbolic dims give them at launch. Config::kWholeKeyBlocks says whether nk is a
-// multiple of kBN.
-struct AttentionLengths {
-  int nq, nk;                    // query rows and keys of each batch entry
-  int inner_first, inner_last;   // the interior key blocks of every query block (kSameInterior)
-};
-
-// The Logits hook where none runs (every key block takes the other one).
-struct NoLogits {
-  enum : int { kScoreTimesMultiplier = 1 };
-  static constexpr __device__ float Multiplier() { return 1.0f; }
 };
 
 // The constants every part of the skeleton derives from Config.

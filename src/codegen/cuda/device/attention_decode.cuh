@@ -1,0 +1,149 @@
+// The attention forward for a few query rows over many keys: a decode step's one query over
+// the whole KV cache, where the Hopper skeleton (attention_fwd_sm90.cuh) would pad the query to
+// a 128-row tile and pay its pipeline's start for two or three key blocks.
+//
+//   CTA      one query row of one batch entry (heads are batch entries); kWarps warps take the
+//            keys 32 at a time, interleaved, each its own online softmax
+//   lane     Q·K of one key (Q in shared memory, the key's dims read as the operand's strides
+//            have them, 16 bytes at a time where they are contiguous), the Logits hook, then
+//            for P·V a column pair of the output: each key's probability broadcast from its lane
+//   end      the warps' maxima, sums and partial rows combined through shared memory; O / sum
+//            stored (rows without probabilities zeroed under Config::kZeroNanRows), and the
+//            row's logsumexp where the graph asks for it
+//
+// Operands are read through plain pointers and element strides (DecodeOperands, a kernel
+// parameter: the binding's values, so lengths given at launch keep one text). Scores and
+// sums are f32, logits base 2 as in the Hopper skeleton. The generated part
+// (codegen/cuda/cuda_attention_emitter.cc) is the Config, the Batch and Logits hooks and a
+// kernel that calls AttentionDecode.
+#pragma once
+
+#include "attention_common.cuh"
+#include "tile_mma.cuh"
+
+namespace tf {
+
+// A strided operand's element (batch coordinates c, row r, column c') at
+// offset + row_stride·r + column_stride·c' + Σ batch_stride[t]·c[t] (attention_template.h).
+struct DecodeOperand {
+  long long offset, row_stride, column_stride, batch_stride[3];
+  __device__ __forceinline__ long long Base(const int (&coordinates)[3]) const {
+    return offset + coordinates[0] * batch_stride[0] + coordinates[1] * batch_stride[1] + coordinates[2] * batch_stride[2];
+  }
+};
+// Q [nq][d], Kᵀ [d][nk] and V [nk][dv].
+struct DecodeOperands {
+  DecodeOperand q, k, v;
+};
+
+template <class Config, class Batch, class Logits>
+__device__ __forceinline__ void AttentionDecode(const typename Config::Element::Storage* __restrict__ q,
+                                                const typename Config::Element::Storage* __restrict__ k,
+                                                const typename Config::Element::Storage* __restrict__ v, const DecodeOperands& operands,
+                                                const AttentionLengths lengths, const Batch& batch_hook, const Logits& logits,
+                                                typename Config::Element::Storage* __restrict__ out, float* __restrict__ logsumexp) {
+  using Element = typename Config::Element;
+  using Storage = typename Element::Storage;
+  using Index = typename Config::Index;
+  constexpr int kD = Config::kD, kDV = Config::kDV, kWarps = Config::kWarps;
+  constexpr int kColumns = (kDV + 31) / 32;  // output columns a lane accumulates
+  constexpr unsigned kAll = 0xffffffffu;
+  __shared__ float q_row[kD];
+  __shared__ float warp_max[kWarps], warp_sum[kWarps];
+  __shared__ float warp_out[kWarps][kDV];
+  const int nq = lengths.nq, nk = lengths.nk;
+  const int row = blockIdx.x % nq, batch = blockIdx.x / nq;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const AttentionBatch at = batch_hook(batch);
+  const long long q0 = operands.q.Base(at.q) + row * operands.q.row_stride;
+  for (int j = threadIdx.x; j < kD; j += blockDim.x) q_row[j] = Element::ToFloat(q[q0 + j * operands.q.column_stride]);
+  const long long k0 = operands.k.Base(at.k), v0 = operands.v.Base(at.v);
+  const Index score_row = (Index)batch_hook.LogitsEntry(batch) * nq + row;
+  __syncthreads();
+
+  float row_max = -INFINITY, row_sum = 0.0f, o[kColumns];
+#pragma unroll
+  for (int c = 0; c < kColumns; ++c) o[c] = 0.0f;
+  for (int key0 = warp * 32; key0 < nk; key0 += kWarps * 32) {
+    const int key = key0 + lane;
+    float s = -INFINITY;  // base-2 logit; keys past the end are masked
+    if (key < nk) {
+      const Storage* kp = k + k0 + key * operands.k.column_stride;
+      float dot = 0.0f;
+      if constexpr (Config::kKDimsContiguous) {  // the key's dims in a row, 16-byte aligned
+#pragma unroll
+        for (int j = 0; j < kD; j += 8) {
+          const uint4 chunk = *reinterpret_cast<const uint4*>(kp + j);
+          const unsigned words[4] = {chunk.x, chunk.y, chunk.z, chunk.w};
+#pragma unroll
+          for (int w = 0; w < 4; ++w)
+            dot += q_row[j + 2 * w] * Element::ToFloat((Storage)(words[w] & 0xffff)) +
+                   q_row[j + 2 * w + 1] * Element::ToFloat((Storage)(words[w] >> 16));
+        }
+      } else {
+#pragma unroll 8
+        for (int j = 0; j < kD; ++j) dot += q_row[j] * Element::ToFloat(kp[j * operands.k.row_stride]);
+      }
+      if constexpr (Logits::kScoreTimesMultiplier) s = dot * Logits::Multiplier();
+      else s = logits(score_row, key, dot) * 1.4426950408889634f;
+    }
+    float block_max = s;
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) block_max = fmaxf(block_max, __shfl_xor_sync(kAll, block_max, offset));
+    const float new_max = fmaxf(row_max, block_max);
+    const float base = new_max == -INFINITY ? 0.0f : new_max;  // every key so far masked: p = 0, not NaN
+    const float p = exp2f(s - base), rescale = exp2f(row_max - base);
+    float p_sum = p;
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) p_sum += __shfl_xor_sync(kAll, p_sum, offset);
+    row_sum = row_sum * rescale + p_sum;
+    row_max = new_max;
+#pragma unroll
+    for (int c = 0; c < kColumns; ++c) o[c] *= rescale;
+    const int keys = min(32, nk - key0);
+    for (int i = 0; i < keys; ++i) {
+      const float pi = __shfl_sync(kAll, p, i);
+      const Storage* vp = v + v0 + (long long)(key0 + i) * operands.v.row_stride;
+#pragma unroll
+      for (int c = 0; c < kColumns; ++c) {
+        const int column = lane + 32 * c;
+        if (kDV % 32 == 0 || column < kDV) o[c] += pi * Element::ToFloat(vp[column * operands.v.column_stride]);
+      }
+    }
+  }
+
+  // The warps' partial rows combined.
+  if (lane == 0) {
+    warp_max[warp] = row_max;
+    warp_sum[warp] = row_sum;
+  }
+#pragma unroll
+  for (int c = 0; c < kColumns; ++c)
+    if (kDV % 32 == 0 || lane + 32 * c < kDV) warp_out[warp][lane + 32 * c] = o[c];
+  __syncthreads();
+  float total_max = -INFINITY;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) total_max = fmaxf(total_max, warp_max[w]);
+  const float base = total_max == -INFINITY ? 0.0f : total_max;
+  float weight[kWarps], total = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) {
+    weight[w] = exp2f(warp_max[w] - base);
+    total += warp_sum[w] * weight[w];
+  }
+  // Under the safe softmax's guard, a row whose sum is not positive (every key masked, a NaN
+  // or +inf logit) is zeros, as in the Hopper skeleton.
+  const bool zeroed = Config::kZeroNanRows && !(total > 0.0f);
+  const float inverse = Config::OutputScale() / total;
+  Storage* o_row = out + ((Index)batch * nq + row) * kDV;
+  for (int column = threadIdx.x; column < kDV; column += blockDim.x) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) sum += warp_out[w][column] * weight[w];
+    o_row[column] = zeroed ? Storage(0) : (Storage)(Element::Pack2(sum * inverse, 0.0f) & 0xffff);
+  }
+  if (logsumexp && threadIdx.x == 0)
+    logsumexp[score_row] = total_max == -INFINITY ? NAN : (total_max + log2f(total)) * 0.6931471805599453f;
+}
+
+}  // namespace tf

@@ -15,6 +15,11 @@ if [ "${FUZZ:-1}" = 1 ]; then
   TILEFUSE_CACHE_DIR=$(mktemp -d) timeout 300 "$B/tilefuse" fuzz --symbolic --backend cuda --seed 0 --count "${FUZZ_COUNT:-100}" 2>&1 |
     grep -E "^(mismatch|error|ill-conditioned|fuzz):" | tee -a "$log"
 fi
+# Attention's decode form (a CTA per query row) against the reference, and under memcheck.
+for m in tests/attention/attention_decode_*.onnxtxt; do
+  check_forms "$m" ""
+  memcheck "$m"
+done
 # Reductions along a symbolic seq (CUDA row and column reductions with the length in their text).
 bindings tests/shapes/seq_softmax_pool_symbolic_f32.onnxtxt batch=16,seq=128 batch=24,seq=100 batch=9,seq=333 batch=1,seq=1
 X=/tmp/tilefuse-python

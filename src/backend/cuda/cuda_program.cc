@@ -578,10 +578,13 @@ void FoldRowNormsIntoProducts(const Graph& g, const FusionPlan& plan, const Cuda
 // generated pointwise group's kernel takes the kernels of the next groups (a few steps on) whose
 // inputs are all written before it runs (a LLaMA-style layer's rotary embeddings of q and of k,
 // both reading the QKV product's outputs); those keep no kernel (launched_with) and their
-// outputs are written at its step.
+// outputs are written at its step. Beyond those few steps it takes one-block kernels (a few
+// scalars) that read only the graph's inputs and constants, from anywhere later: a static KV
+// cache's decode step updates each layer's counter and position in a kernel of one element a
+// layer, twelve launches of GPT-2's 110 that all fit in the first.
 void LaunchIndependentKernelsTogether(const Graph& g, const FusionPlan& plan, const CudaTarget& target, CudaProgram& program) {
   if (!target.overrides.launch_together) return;
-  constexpr size_t kLookAhead = 6, kMaxParts = 4;
+  constexpr size_t kLookAhead = 6, kMaxParts = 4, kMaxPartsWithScalars = 16;
   // The step whose kernel writes each node: its group's, or the one it is grouped into.
   std::vector<int> written_at = StepOfEachNode(g, plan);
   for (int& step : written_at)
@@ -603,10 +606,17 @@ void LaunchIndependentKernelsTogether(const Graph& g, const FusionPlan& plan, co
   for (size_t i = 0; i < program.groups.size(); ++i) {
     if (!joinable[i]) continue;
     std::vector<size_t> members = {i};
-    for (size_t j = i + 1; j < program.groups.size() && j <= i + kLookAhead && members.size() < kMaxParts; ++j) {
+    size_t near = 1;  // members within kLookAhead steps
+    for (size_t j = i + 1; j < program.groups.size() && members.size() < kMaxPartsWithScalars; ++j) {
       if (!joinable[j] || program.groups[j].kernel->source.launch.block != program.groups[i].kernel->source.launch.block) continue;
       const std::vector<int>& inputs = plan.groups[j].inputs;
-      if (std::all_of(inputs.begin(), inputs.end(), [&](int in) { return written_at[in] < static_cast<int>(i); })) members.push_back(j);
+      const bool scalars_from_inputs = program.groups[j].kernel->source.launch.grid == std::array<int64_t, 3>{1, 1, 1} &&
+                                       std::all_of(inputs.begin(), inputs.end(), [&](int in) { return written_at[in] < 0; });
+      if (!scalars_from_inputs && (j > i + kLookAhead || near == kMaxParts)) continue;
+      if (std::all_of(inputs.begin(), inputs.end(), [&](int in) { return written_at[in] < static_cast<int>(i); })) {
+        members.push_back(j);
+        near += scalars_from_inputs ? 0 : 1;
+      }
     }
     if (members.size() < 2) continue;
     std::vector<CudaKernelSource> parts;

@@ -1268,6 +1268,52 @@ TEST(CudaProgramLaunchTogetherTest, IndependentPointwiseKernelsShareALaunch) {
   }
 }
 
+// Scalars computed from the graph's inputs alone (a static KV cache's per-layer counter and
+// position, as a decode step has them after every layer's products) join the first pointwise
+// kernel however many steps later they come; a larger kernel that far away keeps its own launch.
+TEST(CudaProgramLaunchTogetherTest, ScalarsFromTheInputsJoinTheFirstLaunchFromAnywhere) {
+  GraphBuilder b;
+  Value x = b.Parameter("x", DType::kBF16, {64, 256});
+  const Value w = b.Parameter("w", DType::kBF16, {256, 256});
+  b.Output(b.Unary(OpCode::kTanh, x), "first");
+  for (int layer = 0; layer < 8; ++layer) x = b.Softmax(b.MatMul(x, w), -1);  // sixteen steps
+  b.Output(x, "x");
+  const Value counter = b.Parameter("counter", DType::kI64, {});
+  b.Output(b.AddScalar(counter, 1), "next");
+  b.Output(b.MulScalar(counter, 3), "position");
+  b.Output(b.Unary(OpCode::kSigmoid, b.Parameter("far", DType::kBF16, {64, 256})), "far");
+  auto built = b.Build();
+  ASSERT_TRUE(built.ok()) << built.status().ToString();
+  auto graph = RunGraphPasses(std::move(*built), PassOptions{});
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  auto plan = PlanFusionForCuda(*graph, PlannerOptions{}, CudaTarget{});
+  ASSERT_TRUE(plan.ok());
+  auto program = BuildCudaProgram(*graph, plan->plan, FindInlinedGenerators(*graph), "", {}, CudaTarget{});
+  ASSERT_TRUE(program.ok()) << program.status().ToString();
+  std::vector<const CudaGroupProgram*> pointwise;
+  for (const CudaGroupProgram& p : program->groups)
+    if (p.mode == CudaGroupProgram::Mode::kGenerated && p.kind == GroupKind::kPointwise) pointwise.push_back(&p);
+  ASSERT_GE(pointwise.size(), 3u);
+  const CudaGroupProgram& first = *pointwise.front();
+  ASSERT_TRUE(first.kernel.has_value());
+  int scalars = 0, far = 0;
+  for (const CudaGroupProgram* p : pointwise) {
+    if (p == &first) continue;
+    const std::vector<int>& outputs = plan->plan.groups[p->group].outputs;
+    const bool scalar = graph->node(outputs.front()).shape.empty();
+    if (scalar) {
+      ++scalars;
+      EXPECT_EQ(p->launched_with, first.group) << "a scalar kernel at step " << p->group;
+      EXPECT_GT(p->group - first.group, 6);
+    } else {
+      ++far;
+      EXPECT_LT(p->launched_with, 0) << "a 64x256 kernel at step " << p->group << " joined the first";
+    }
+  }
+  EXPECT_GE(scalars, 1);
+  EXPECT_EQ(far, 1);
+}
+
 }  // namespace
 }  // namespace tilefuse
 

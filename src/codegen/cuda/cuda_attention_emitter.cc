@@ -170,13 +170,20 @@ class AttentionEmitter {
     if (a_.d % 8 != 0 || a_.d > 256 || a_.dv > 256)
       return InvalidArgument(fmt::format("{}: head dims {}/{} (the decode form takes multiples of 8 up to 256)", a_.name, a_.d, a_.dv));
     const int64_t rows = NumElements(a_.batch_shape) * a_.nq;
-    if (rows >= (int64_t{1} << 31)) return InvalidArgument(fmt::format("{}: too many query rows for one grid", a_.name));
+    // Split over keys (flash decoding) where the rows alone leave most SMs idle: ranges of at
+    // least a CTA's turn of keys, up to two waves of CTAs. With the lengths at launch the split
+    // form serves every binding (one range at short lengths), so that they share one text.
+    const int64_t splits = std::min(CeilDiv(a_.nk, kDecodeWarps * 32), std::max<int64_t>(1, CeilDiv(2 * c_.sm_count, rows)));
+    const bool split = (splits > 1 || at_launch_) && rows * 4 <= kScratchCounterBytes;
+    const int64_t keys_per_split = split ? CeilDiv(CeilDiv(a_.nk, splits), 32) * 32 : a_.nk;
+    const int64_t ranges = split ? CeilDiv(a_.nk, keys_per_split) : 1;
+    if (rows * ranges >= (int64_t{1} << 31)) return InvalidArgument(fmt::format("{}: too many query rows for one grid", a_.name));
     CudaKernelSource s;
     s.name = a_.name;
     s.threads = 32 * kDecodeWarps;
-    s.work_blocks = rows;
-    s.strategy = fmt::format("decode form, a CTA per query row ({} of {} keys), d {}/{}, {} warps over the keys{}{}{}",
-                             a_.nq, a_.nk, a_.d, a_.dv, kDecodeWarps, KDimsContiguous() ? ", keys read 16 bytes at a time" : "",
+    s.work_blocks = rows * ranges;
+    s.strategy = fmt::format("decode form, {} query row(s) over {} keys, a CTA per row{}, d {}/{}, {} warps over the keys{}{}{}", a_.nq, a_.nk,
+                             split ? fmt::format(" and {} keys (split over the keys x{})", keys_per_split, ranges) : "", a_.d, a_.dv, kDecodeWarps, KDimsContiguous() ? ", keys read 16 bytes at a time" : "",
                              a_.zero_nan_rows ? ", rows without probabilities zeroed" : "",
                              a_.logsumexp >= 0 ? ", the rows' logsumexp written" : "");
     s.includes = {"attention_decode.cuh"};
@@ -193,6 +200,12 @@ class AttentionEmitter {
     LaunchArg strides{LaunchArg::Kind::kBytes, -1, {}, 0};
     strides.bytes = DecodeOperandBytes();
     s.launch.args.push_back(std::move(strides));
+    if (split) {
+      parameters += ", const int keys_per_split, unsigned* __restrict__ row_counters, float* __restrict__ partials";
+      s.launch.args.push_back({LaunchArg::Kind::kScalar, -1, {}, keys_per_split});
+      s.launch.args.push_back({LaunchArg::Kind::kScratch, -1, {}, 0});
+      s.launch.args.push_back({LaunchArg::Kind::kScratch, -1, {}, kScratchCounterBytes});
+    }
     for (int id : symbols_) {
       parameters += fmt::format(", const long long tf_sym{}", id);
       s.launch.args.push_back({LaunchArg::Kind::kScalar, -1, {}, a_.symbols[static_cast<size_t>(id)]});
@@ -202,17 +215,19 @@ class AttentionEmitter {
         "  struct Config {{\n"
         "    using Element = {};\n"
         "    using Index = {};\n"
-        "    enum : int {{ kD = {}, kDV = {}, kWarps = {}, kKDimsContiguous = {}, kZeroNanRows = {} }};\n"
+        "    enum : int {{ kD = {}, kDV = {}, kWarps = {}, kKDimsContiguous = {}, kZeroNanRows = {}, kSplit = {} }};\n"
         "    static constexpr __device__ float OutputScale() {{ return {}f; }}\n"
         "  }};\n",
         TileElementType(a_.dtype), IndexType(), a_.d, a_.dv, kDecodeWarps, KDimsContiguous() ? 1 : 0, a_.zero_nan_rows ? 1 : 0,
-        FloatLiteral(a_.output_scale));
+        split ? 1 : 0, FloatLiteral(a_.output_scale));
     out += BatchStruct();
     out += LogitsStruct("Logits", "the group's logits program, its mask included", a_.logits, a_.logit);
-    out += fmt::format("  tf::AttentionDecode<Config>(q, k, v, operands, {}, Batch{{{}}}, {}, b{}, {});\n}}\n", Lengths(),
+    out += fmt::format("  tf::AttentionDecode<Config>(q, k, v, operands, {}, Batch{{{}}}, {}, b{}, {}{});\n}}\n", Lengths(),
                        SymbolArguments(BatchSymbols(), "Config::Index"), Hook("Logits", a_.logits, a_.logit), a_.output,
-                       a_.logsumexp >= 0 ? fmt::format("b{}", a_.logsumexp) : "nullptr");
+                       a_.logsumexp >= 0 ? fmt::format("b{}", a_.logsumexp) : "nullptr",
+                       split ? ", tf::DecodeSplit{keys_per_split, row_counters, partials}" : "");
     FinishTemplateSource(s, std::move(out), 0);
+    if (split) s.launch.scratch_bytes = kScratchCounterBytes + rows * ranges * (2 + a_.dv) * 4;
     return s;
   }
 
@@ -672,8 +687,10 @@ class AttentionEmitter {
 
 bool UsesDecodeForm(const AttentionTemplateKernel& attention) { return attention.nq <= kDecodeRows; }
 
-StatusOr<CudaKernelSource> EmitCudaDecodeAttention(const AttentionTemplateKernel& attention) {
-  return AttentionEmitter(attention, ResolveAttentionConfig(attention, {})).RunDecode();
+StatusOr<CudaKernelSource> EmitCudaDecodeAttention(const AttentionTemplateKernel& attention, int sm_count) {
+  CudaAttentionConfig config;
+  config.sm_count = sm_count;
+  return AttentionEmitter(attention, ResolveAttentionConfig(attention, config)).RunDecode();
 }
 
 StatusOr<CudaKernelSource> EmitCudaAttention(const AttentionTemplateKernel& attention, const CudaAttentionConfig& config) {

@@ -85,8 +85,9 @@ StatusOr<CudaKernelSource> EmitCudaAttention(const AttentionTemplateKernel& atte
 // The decode form (codegen/cuda/device/attention_decode.cuh): a batch entry of a few query rows
 // (a decode step's one) over its keys, a CTA per row and no tensor cores, where the tiled
 // kernel above would pad the rows to its 128-row tile and pay its pipeline's start for a few
-// key blocks. UsesDecodeForm: whether the template emits this form for `attention`.
+// key blocks; a few rows over a long cache split over the keys (flash decoding) to fill the
+// GPU's `sm_count` SMs. UsesDecodeForm: whether the template emits this form for `attention`.
 bool UsesDecodeForm(const AttentionTemplateKernel& attention);
-StatusOr<CudaKernelSource> EmitCudaDecodeAttention(const AttentionTemplateKernel& attention);
+StatusOr<CudaKernelSource> EmitCudaDecodeAttention(const AttentionTemplateKernel& attention, int sm_count = 132);
 
 }  // namespace tilefuse

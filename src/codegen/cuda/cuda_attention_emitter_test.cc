@@ -219,6 +219,36 @@ TEST(CudaAttentionEmitterTest, TheRowsLogSumExpIsASecondOutput) {
   EXPECT_EQ(source->launch.args.size(), 5u);  // Q, K and V maps, the output and the logsumexp
 }
 
+// A decode step's attention (one query row a head) takes the decode form, a CTA per row; over
+// a long cache it splits the keys so that the CTAs fill the GPU, its ranges' partials in the
+// scratch memory after the counters. A query block of 128 rows keeps the tiled kernel.
+TEST(CudaAttentionEmitterTest, OneQueryRowTakesTheDecodeFormSplitOverLongCaches) {
+  for (auto [keys, split] : {std::pair<int, int>{200, 1}, {4000, 16}}) {
+    SCOPED_TRACE(fmt::format("{} keys", keys));
+    auto a = LowerText(kPlain, fmt::format("g (bfloat16[1,12,1,64] q, bfloat16[1,12,{0},64] k, bfloat16[1,12,{0},64] v) => "
+                                           "(bfloat16[1,12,1,64] out)",
+                                           keys));
+    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    ASSERT_TRUE(UsesDecodeForm(*a));
+    a->name = "att";
+    auto source = EmitCudaDecodeAttention(*a, 132);
+    ASSERT_TRUE(source.ok()) << source.status().ToString();
+    EXPECT_NE(source->function.find("tf::AttentionDecode<Config>"), std::string::npos) << source->function;
+    EXPECT_EQ(source->launch.grid[0], 12 * split);
+    EXPECT_EQ(source->launch.block[0], 256);
+    EXPECT_NE(source->function.find(fmt::format("kSplit = {}", split > 1 ? 1 : 0)), std::string::npos) << source->function;
+    if (split > 1) {
+      EXPECT_NE(source->strategy.find("split over the keys x16"), std::string::npos) << source->strategy;
+      EXPECT_EQ(source->launch.scratch_bytes, kScratchCounterBytes + 12 * split * (2 + 64) * 4);
+    } else {
+      EXPECT_EQ(source->launch.scratch_bytes, 0);
+    }
+  }
+  auto tiled = LowerText(kPlain, "g (bfloat16[1,12,128,64] q, bfloat16[1,12,200,64] k, bfloat16[1,12,200,64] v) => (bfloat16[1,12,128,64] out)");
+  ASSERT_TRUE(tiled.ok()) << tiled.status().ToString();
+  EXPECT_FALSE(UsesDecodeForm(*tiled));
+}
+
 // The default loop: FlashAttention-3's, the consumers taking turns at the tensor cores.
 TEST(CudaAttentionEmitterTest, ConsumersTakeTurnsIssuingTheirMatmuls) {
   auto a = LowerText(kPlain, "g (bfloat16[2,4,256,64] q, bfloat16[2,4,256,64] k, bfloat16[2,4,256,64] v) => (bfloat16[2,4,256,64] out)");

@@ -129,8 +129,8 @@ class AttentionTemplate : public RuleOnlyTemplate {
   StatusOr<CudaKernelSource> EmitWith(const std::string& name, CudaAttentionConfig c, int sm_count) const {
     AttentionTemplateKernel named = attention_;
     named.name = name;
-    if (UsesDecodeForm(named)) return EmitCudaDecodeAttention(named);
     if (sm_count > 0) c.sm_count = sm_count;
+    if (UsesDecodeForm(named)) return EmitCudaDecodeAttention(named, c.sm_count);
     return EmitCudaAttention(named, c);
   }
 

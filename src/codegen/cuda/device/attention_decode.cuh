@@ -2,14 +2,18 @@
 // the whole KV cache, where the Hopper skeleton (attention_fwd_sm90.cuh) would pad the query to
 // a 128-row tile and pay its pipeline's start for two or three key blocks.
 //
-//   CTA      one query row of one batch entry (heads are batch entries); kWarps warps take the
-//            keys 32 at a time, interleaved, each its own online softmax
+//   CTA      one query row of one batch entry (heads are batch entries), or with kSplit a
+//            range of its keys (flash decoding: a batch of few heads over a long cache fills
+//            the GPU); kWarps warps take the keys 32 at a time, interleaved, each its own
+//            online softmax
 //   lane     Q·K of one key (Q in shared memory, the key's dims read as the operand's strides
 //            have them, 16 bytes at a time where they are contiguous), the Logits hook, then
 //            for P·V a column pair of the output: each key's probability broadcast from its lane
-//   end      the warps' maxima, sums and partial rows combined through shared memory; O / sum
-//            stored (rows without probabilities zeroed under Config::kZeroNanRows), and the
-//            row's logsumexp where the graph asks for it
+//   end      the warps' maxima, sums and partial rows combined through shared memory; split,
+//            each range's written to scratch memory and the CTA that finishes a row last (a
+//            counter, zero again after) combines them in range order; O / sum stored (rows
+//            without probabilities zeroed under Config::kZeroNanRows), and the row's
+//            logsumexp where the graph asks for it
 //
 // Operands are read through plain pointers and element strides (DecodeOperands, a kernel
 // parameter: the binding's values, so lengths given at launch keep one text). Scores and
@@ -36,12 +40,22 @@ struct DecodeOperands {
   DecodeOperand q, k, v;
 };
 
+// Split over keys (Config::kSplit): each CTA takes keys_per_split keys of its row, and the
+// rows' counters and the ranges' partials (max, sum, then the kDV unnormalised columns, f32)
+// live in the kernel's scratch memory.
+struct DecodeSplit {
+  int keys_per_split;
+  unsigned* __restrict__ counters;
+  float* __restrict__ partials;
+};
+
 template <class Config, class Batch, class Logits>
 __device__ __forceinline__ void AttentionDecode(const typename Config::Element::Storage* __restrict__ q,
                                                 const typename Config::Element::Storage* __restrict__ k,
                                                 const typename Config::Element::Storage* __restrict__ v, const DecodeOperands& operands,
                                                 const AttentionLengths lengths, const Batch& batch_hook, const Logits& logits,
-                                                typename Config::Element::Storage* __restrict__ out, float* __restrict__ logsumexp) {
+                                                typename Config::Element::Storage* __restrict__ out, float* __restrict__ logsumexp,
+                                                const DecodeSplit split = {}) {
   using Element = typename Config::Element;
   using Storage = typename Element::Storage;
   using Index = typename Config::Index;
@@ -51,8 +65,13 @@ __device__ __forceinline__ void AttentionDecode(const typename Config::Element::
   __shared__ float q_row[kD];
   __shared__ float warp_max[kWarps], warp_sum[kWarps];
   __shared__ float warp_out[kWarps][kDV];
+  __shared__ int last_range;
   const int nq = lengths.nq, nk = lengths.nk;
-  const int row = blockIdx.x % nq, batch = blockIdx.x / nq;
+  const int ranges = Config::kSplit ? (nk + split.keys_per_split - 1) / split.keys_per_split : 1;
+  const int flat_row = blockIdx.x / ranges, range = blockIdx.x % ranges;
+  const int row = flat_row % nq, batch = flat_row / nq;
+  const int key_begin = Config::kSplit ? range * split.keys_per_split : 0;
+  const int key_end = Config::kSplit ? min(nk, key_begin + split.keys_per_split) : nk;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const AttentionBatch at = batch_hook(batch);
   const long long q0 = operands.q.Base(at.q) + row * operands.q.row_stride;
@@ -64,10 +83,10 @@ __device__ __forceinline__ void AttentionDecode(const typename Config::Element::
   float row_max = -INFINITY, row_sum = 0.0f, o[kColumns];
 #pragma unroll
   for (int c = 0; c < kColumns; ++c) o[c] = 0.0f;
-  for (int key0 = warp * 32; key0 < nk; key0 += kWarps * 32) {
+  for (int key0 = key_begin + warp * 32; key0 < key_end; key0 += kWarps * 32) {
     const int key = key0 + lane;
     float s = -INFINITY;  // base-2 logit; keys past the end are masked
-    if (key < nk) {
+    if (key < key_end) {
       const Storage* kp = k + k0 + key * operands.k.column_stride;
       float dot = 0.0f;
       if constexpr (Config::kKDimsContiguous) {  // the key's dims in a row, 16-byte aligned
@@ -100,7 +119,7 @@ __device__ __forceinline__ void AttentionDecode(const typename Config::Element::
     row_max = new_max;
 #pragma unroll
     for (int c = 0; c < kColumns; ++c) o[c] *= rescale;
-    const int keys = min(32, nk - key0);
+    const int keys = min(32, key_end - key0);
     for (int i = 0; i < keys; ++i) {
       const float pi = __shfl_sync(kAll, p, i);
       const Storage* vp = v + v0 + (long long)(key0 + i) * operands.v.row_stride;
@@ -112,7 +131,7 @@ __device__ __forceinline__ void AttentionDecode(const typename Config::Element::
     }
   }
 
-  // The warps' partial rows combined.
+  // The warps' partial rows combined: this CTA's maximum, sum and unnormalised columns.
   if (lane == 0) {
     warp_max[warp] = row_max;
     warp_sum[warp] = row_sum;
@@ -124,23 +143,57 @@ __device__ __forceinline__ void AttentionDecode(const typename Config::Element::
   float total_max = -INFINITY;
 #pragma unroll
   for (int w = 0; w < kWarps; ++w) total_max = fmaxf(total_max, warp_max[w]);
-  const float base = total_max == -INFINITY ? 0.0f : total_max;
-  float weight[kWarps], total = 0.0f;
+  float base = total_max == -INFINITY ? 0.0f : total_max;
+  float total = 0.0f;
 #pragma unroll
-  for (int w = 0; w < kWarps; ++w) {
-    weight[w] = exp2f(warp_max[w] - base);
-    total += warp_sum[w] * weight[w];
-  }
-  // Under the safe softmax's guard, a row whose sum is not positive (every key masked, a NaN
-  // or +inf logit) is zeros, as in the Hopper skeleton.
-  const bool zeroed = Config::kZeroNanRows && !(total > 0.0f);
-  const float inverse = Config::OutputScale() / total;
-  Storage* o_row = out + ((Index)batch * nq + row) * kDV;
-  for (int column = threadIdx.x; column < kDV; column += blockDim.x) {
+  for (int w = 0; w < kWarps; ++w) total += warp_sum[w] * exp2f(warp_max[w] - base);
+  auto cta_column = [&](int column) {
     float sum = 0.0f;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) sum += warp_out[w][column] * weight[w];
-    o_row[column] = zeroed ? Storage(0) : (Storage)(Element::Pack2(sum * inverse, 0.0f) & 0xffff);
+    for (int w = 0; w < kWarps; ++w) sum += warp_out[w][column] * exp2f(warp_max[w] - base);
+    return sum;
+  };
+  Storage* o_row = out + ((Index)batch * nq + row) * kDV;
+  if constexpr (Config::kSplit) {
+    // This range's partial to scratch memory; the row's last CTA combines every range's, in
+    // range order (the result does not depend on timing). Memory order as the skinny GEMM's
+    // hand-over: partials fenced before the counter's atomic, the last fences before reading.
+    float* mine = split.partials + ((long long)flat_row * ranges + range) * (2 + kDV);
+    for (int column = threadIdx.x; column < kDV; column += blockDim.x) __stcg(mine + 2 + column, cta_column(column));
+    if (threadIdx.x == 0) {
+      __stcg(mine, total_max);
+      __stcg(mine + 1, total);
+    }
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      const bool last = atomicAdd(split.counters + flat_row, 1u) == (unsigned)ranges - 1;
+      if (last) split.counters[flat_row] = 0;  // zero again for the next launch
+      last_range = last;
+    }
+    __syncthreads();
+    if (!last_range) return;
+    __threadfence();
+    const float* first = split.partials + (long long)flat_row * ranges * (2 + kDV);
+    total_max = -INFINITY;
+    for (int r = 0; r < ranges; ++r) total_max = fmaxf(total_max, __ldcg(first + r * (2 + kDV)));
+    base = total_max == -INFINITY ? 0.0f : total_max;
+    total = 0.0f;
+    for (int r = 0; r < ranges; ++r) total += __ldcg(first + r * (2 + kDV) + 1) * exp2f(__ldcg(first + r * (2 + kDV)) - base);
+    // Under the safe softmax's guard, a row whose sum is not positive (every key masked, a NaN
+    // or +inf logit) is zeros, as in the Hopper skeleton.
+    const bool zeroed = Config::kZeroNanRows && !(total > 0.0f);
+    const float inverse = Config::OutputScale() / total;
+    for (int column = threadIdx.x; column < kDV; column += blockDim.x) {
+      float sum = 0.0f;
+      for (int r = 0; r < ranges; ++r) sum += __ldcg(first + r * (2 + kDV) + 2 + column) * exp2f(__ldcg(first + r * (2 + kDV)) - base);
+      o_row[column] = zeroed ? Storage(0) : (Storage)(Element::Pack2(sum * inverse, 0.0f) & 0xffff);
+    }
+  } else {
+    const bool zeroed = Config::kZeroNanRows && !(total > 0.0f);
+    const float inverse = Config::OutputScale() / total;
+    for (int column = threadIdx.x; column < kDV; column += blockDim.x)
+      o_row[column] = zeroed ? Storage(0) : (Storage)(Element::Pack2(cta_column(column) * inverse, 0.0f) & 0xffff);
   }
   if (logsumexp && threadIdx.x == 0)
     logsumexp[score_row] = total_max == -INFINITY ? NAN : (total_max + log2f(total)) * 0.6931471805599453f;

@@ -201,7 +201,7 @@ class AttentionEmitter {
     strides.bytes = DecodeOperandBytes();
     s.launch.args.push_back(std::move(strides));
     if (split) {
-      parameters += ", const int keys_per_split, unsigned* __restrict__ row_counters, float* __restrict__ partials";
+      parameters += ", const long long keys_per_split, unsigned* __restrict__ row_counters, float* __restrict__ partials";
       s.launch.args.push_back({LaunchArg::Kind::kScalar, -1, {}, keys_per_split});
       s.launch.args.push_back({LaunchArg::Kind::kScratch, -1, {}, 0});
       s.launch.args.push_back({LaunchArg::Kind::kScratch, -1, {}, kScratchCounterBytes});
@@ -225,7 +225,7 @@ class AttentionEmitter {
     out += fmt::format("  tf::AttentionDecode<Config>(q, k, v, operands, {}, Batch{{{}}}, {}, b{}, {}{});\n}}\n", Lengths(),
                        SymbolArguments(BatchSymbols(), "Config::Index"), Hook("Logits", a_.logits, a_.logit), a_.output,
                        a_.logsumexp >= 0 ? fmt::format("b{}", a_.logsumexp) : "nullptr",
-                       split ? ", tf::DecodeSplit{keys_per_split, row_counters, partials}" : "");
+                       split ? ", tf::DecodeSplit{(int)keys_per_split, row_counters, partials}" : "");
     FinishTemplateSource(s, std::move(out), 0);
     if (split) s.launch.scratch_bytes = kScratchCounterBytes + rows * ranges * (2 + a_.dv) * 4;
     return s;

@@ -134,9 +134,9 @@ StatusOr<CudaKernelSource> EmitCudaSkinnyGemm(const GemmTemplateKernel& g, const
   s.includes = {"gemm_skinny_sm90.cuh"};
   const int64_t units = Tiles(g, c) * c.splits;
   s.work_blocks = std::min<int64_t>(c.sm_count, units);
-  s.strategy = fmt::format("skinny gemm template, B streamed: {} rows padded to {}, {} columns a unit, {}{} stages, B {}", g.rows, rows,
+  s.strategy = fmt::format("skinny gemm template, B streamed: {} rows padded to {}, {} columns a unit, {}{} stages, B {}{}", g.rows, rows,
                            c.block_n, c.splits > 1 ? fmt::format("split-K x{}, ", c.splits) : "", c.stages,
-                           b_k_major ? "K-major" : "MN-major");
+                           b_k_major ? "K-major" : "MN-major", g.b_read_only ? ", B's first stages loaded before the grid ahead ends" : "");
   // A as [M][K] in boxes of the padded rows × 64 of K (TMA fills the rows past M with zeros);
   // B as [N][K] or [K][N] in boxes of 64 × 64.
   s.launch.args.push_back({LaunchArg::Kind::kTensorMap, g.a, GemmMatrixMap(g.a, g.dtype, 1, g.rows, g.k, rows, kBlockK), 0});
@@ -155,13 +155,16 @@ StatusOr<CudaKernelSource> EmitCudaSkinnyGemm(const GemmTemplateKernel& g, const
   out += fmt::format(
       "  struct Config {{\n    using Element = {};\n    using Index = {};\n"
       "    enum : int {{ kRows = {}, kN = {}, kK = {}, kMP = {}, kBN = {}, kStages = {}, kSplits = {}, kSplitSteps = {}, kBKMajor = {} }};\n"
+      "    enum : int {{ kBBeforeWait = {} }};\n"
       "  }};\n",
       TileElementType(g.dtype), GemmIndexType(g), g.rows, g.n, g.k, rows, c.block_n, c.stages, c.splits, StepsPerSplit(g, c),
-      b_k_major ? 1 : 0);
+      b_k_major ? 1 : 0, g.b_read_only ? 1 : 0);
   out += GemmEpilogueStruct(g, -1, -1, -1);
   out += fmt::format("  tf::GemmSkinnySm90<Config>(map_a, map_b, Epilogue{{{}}}, {});\n}}\n", buffers,
                      c.splits > 1 ? "tile_counters, partials" : "nullptr, nullptr");
-  FinishTemplateSource(s, std::move(out), SharedBytes(g, c));
+  // The skeleton awaits the prior grid itself, its producer after loading what of B it may
+  // before (kBBeforeWait).
+  FinishTemplateSource(s, std::move(out), SharedBytes(g, c), /*awaits_in_skeleton=*/true);
   s.launch.scratch_bytes = ScratchBytes(g, c);
   return s;
 }

@@ -106,5 +106,24 @@ TEST(CudaSkinnyGemmEmitterTest, PrintsConfigEpilogueAndTheSkeletonCall) {
   EXPECT_EQ(source->work_blocks, 63);  // 7 column blocks × 9 splits, fewer than the SMs
 }
 
+// A weight's B (an input or a constant, which no kernel of the model writes) has its first
+// stages loaded before the kernel waits for the grid ahead; a B the grid ahead computes waits.
+// Either way the skeleton waits itself, so the kernel's body does not start with the wait.
+TEST(CudaSkinnyGemmEmitterTest, AWeightsFirstStagesLoadBeforeTheGridAheadEnds) {
+  for (bool weight : {true, false}) {
+    SCOPED_TRACE(weight ? "a weight" : "computed");
+    auto gemm = weight ? LowerOnlyGemm("g (bfloat16[1,768] x, bfloat16[768,2304] w) => (bfloat16[1,2304] y)", "  y = MatMul (x, w)\n")
+                       : LowerOnlyGemm("g (bfloat16[1,768] x, bfloat16[768,2304] w) => (bfloat16[1,2304] y)",
+                                       "  w2 = Tanh (w)\n  y = MatMul (x, w2)\n");
+    ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
+    EXPECT_EQ(gemm->b_read_only, weight);
+    auto source = EmitCudaSkinnyGemm(*gemm, {});
+    ASSERT_TRUE(source.ok()) << source.status().ToString();
+    EXPECT_NE(source->function.find(weight ? "kBBeforeWait = 1" : "kBBeforeWait = 0"), std::string::npos) << source->function;
+    EXPECT_EQ(source->function.find("{\n  tf::tf_await_prior_grid();"), std::string::npos) << source->function;
+    EXPECT_TRUE(source->launch.awaits_prior_grid);
+  }
+}
+
 }  // namespace
 }  // namespace tilefuse

@@ -20,7 +20,8 @@
 // The generated part (codegen/cuda/cuda_skinny_gemm_emitter.cc) is the Config, the Epilogue
 // functor printed from the group's scalar program (the GEMM template's) and one call of
 // GemmSkinnySm90. Config gives Element, Index, kRows (M), kN, kK, kMP, kBN (64 or 128),
-// kStages, kSplits, kSplitSteps and kBKMajor (B as [N][K], x · wᵀ; else [K][N]).
+// kStages, kSplits, kSplitSteps, kBKMajor (B as [N][K], x · wᵀ; else [K][N]) and kBBeforeWait
+// (B loaded before the grid ahead has finished: SkinnyProducer).
 #pragma once
 
 #include "tile_mma.cuh"
@@ -73,24 +74,50 @@ __device__ __forceinline__ void SkinnyUnitRange(int unit, int& tile, int& k_begi
   k_end = min(S::kKSteps, k_begin + S::kSplitSteps);
 }
 
+// B's tile of K step `ks` for column block `tile` into slot `stage`: boxes of 64 rows of N × kBK
+// of K (K-major) or kBK rows of K × 64 columns (MN-major).
+template <class S>
+__device__ __forceinline__ void SkinnyLoadB(const SkinnySharedMemory<S>& sm, const TensorMap& map_b, int stage, int tile, int ks) {
+#pragma unroll
+  for (int box = 0; box < S::kBN / 64; ++box) {
+    const int n = tile * S::kBN + box * 64, k = ks * S::kBK;
+    TmaLoad3d(sm.tile_b + stage * S::kBN * S::kBK + box * 64 * S::kBK, map_b, S::kBKMajor ? k : n, S::kBKMajor ? n : k, 0, sm.full[stage]);
+  }
+}
+
+// One thread loads. With kBBeforeWait (B a weight no kernel of the model writes), B's tiles
+// for the first steps of the CTA's first unit go into the ring's first slots before the grid
+// ahead has finished, and only their A after: at batch 1 B is nearly all of the product's
+// bytes, and they then cross while the kernel ahead (a norm, an attention of a few CTAs)
+// still runs, as gemm_sm90's GemmLoadBAhead does.
 template <class S>
 __device__ __forceinline__ void SkinnyProducer(const SkinnySharedMemory<S>& sm, const TensorMap& map_a, const TensorMap& map_b) {
   if (threadIdx.x != 0) return;
   Pipeline<S::kStages> ring;
-  for (int unit = blockIdx.x; unit < S::kUnits; unit += gridDim.x) {
+  int ahead = 0;  // steps of the first unit whose B is loaded
+  if constexpr (S::kBBeforeWait != 0) {
+    if (blockIdx.x < S::kUnits) {
+      int tile, k_begin, k_end;
+      SkinnyUnitRange<S>(blockIdx.x, tile, k_begin, k_end);
+      ahead = min(S::kStages, k_end - k_begin);
+      for (int i = 0; i < ahead; ++i) {  // fresh slots: nothing to wait for
+        sm.full[i].ArriveExpectingBytes(S::kStageBytes);
+        SkinnyLoadB<S>(sm, map_b, i, tile, k_begin + i);
+      }
+    }
+  }
+  tf_await_prior_grid();  // A may come from the grid ahead
+  for (int unit = blockIdx.x; unit < S::kUnits; unit += gridDim.x, ahead = 0) {
     int tile, k_begin, k_end;
     SkinnyUnitRange<S>(unit, tile, k_begin, k_end);
     for (int ks = k_begin; ks < k_end; ++ks, ring.Advance()) {
-      sm.empty[ring.stage].Wait(ring.phase ^ 1);
-      sm.full[ring.stage].ArriveExpectingBytes(S::kStageBytes);
-      TmaLoad3d(sm.tile_a + ring.stage * S::kMP * S::kBK, map_a, ks * S::kBK, 0, 0, sm.full[ring.stage]);
-      // B in boxes of 64 rows of N × kBK of K (K-major) or kBK rows of K × 64 columns (MN-major).
-#pragma unroll
-      for (int box = 0; box < S::kBN / 64; ++box) {
-        const int n = tile * S::kBN + box * 64, k = ks * S::kBK;
-        TmaLoad3d(sm.tile_b + ring.stage * S::kBN * S::kBK + box * 64 * S::kBK, map_b, S::kBKMajor ? k : n, S::kBKMajor ? n : k, 0,
-                  sm.full[ring.stage]);
+      const bool b_loaded = ks - k_begin < ahead;
+      if (!b_loaded) {
+        sm.empty[ring.stage].Wait(ring.phase ^ 1);
+        sm.full[ring.stage].ArriveExpectingBytes(S::kStageBytes);
       }
+      TmaLoad3d(sm.tile_a + ring.stage * S::kMP * S::kBK, map_a, ks * S::kBK, 0, 0, sm.full[ring.stage]);
+      if (!b_loaded) SkinnyLoadB<S>(sm, map_b, ring.stage, tile, ks);
     }
   }
 }
@@ -196,9 +223,10 @@ __device__ __forceinline__ void GemmSkinnySm90(const TensorMap& map_a, const Ten
   __syncthreads();
   const int warpgroup = threadIdx.x / 128;
   if (warpgroup == 0) {
-    SkinnyProducer<S>(sm, map_a, map_b);
+    SkinnyProducer<S>(sm, map_a, map_b);  // awaits the grid ahead after loading what of B it may
     return;
   }
+  tf_await_prior_grid();  // before the partials and the epilogue touch what the grid ahead may use
   SkinnyConsumer<S>(sm, epilogue, warpgroup - 1, counters, partials);
 }
 

@@ -15,8 +15,9 @@ if [ "${FUZZ:-1}" = 1 ]; then
   TILEFUSE_CACHE_DIR=$(mktemp -d) timeout 300 "$B/tilefuse" fuzz --symbolic --backend cuda --seed 0 --count "${FUZZ_COUNT:-100}" 2>&1 |
     grep -E "^(mismatch|error|ill-conditioned|fuzz):" | tee -a "$log"
 fi
-# Attention's decode form (a CTA per query row) against the reference, and under memcheck.
-for m in tests/attention/attention_decode_*.onnxtxt; do
+# Attention's decode form (a CTA per query row) and the skinny GEMM's products (B's first
+# stages loaded before the grid ahead ends) against the reference, and under memcheck.
+for m in tests/attention/attention_decode_*.onnxtxt tests/gemm/gemm_skinny_*.onnxtxt; do
   check_forms "$m" ""
   memcheck "$m"
 done

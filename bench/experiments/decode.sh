@@ -5,7 +5,7 @@
 # profiler; first, random graphs over symbolic dims (seq 1 ... 40, a decode step's among them)
 # on the CUDA backend against the reference, each at three bindings.
 # Usage: bash bench/experiments/decode.sh BUNDLE_DIR OUT_DIR   (MODELS="gpt2 llama", MODES=..., ARGS=...,
-#        FUZZ=0 skips the fuzzing, FUZZ_COUNT=100)
+#        FUZZ=0 skips the fuzzing, FUZZ_COUNT=100, CHECKS=0 skips the checks and tests before the modes)
 set -uo pipefail
 B=${1:?bundle folder (build-gpu/bundle)}
 OUT=${2:?output folder}
@@ -15,23 +15,25 @@ if [ "${FUZZ:-1}" = 1 ]; then
   TILEFUSE_CACHE_DIR=$(mktemp -d) timeout 300 "$B/tilefuse" fuzz --symbolic --backend cuda --seed 0 --count "${FUZZ_COUNT:-100}" 2>&1 |
     grep -E "^(mismatch|error|ill-conditioned|fuzz):" | tee -a "$log"
 fi
-# Attention's decode form (a CTA per query row) and the skinny GEMM's products (B's first
-# stages loaded before the grid ahead ends) against the reference, and under memcheck.
-for m in tests/attention/attention_decode_*.onnxtxt tests/gemm/gemm_skinny_*.onnxtxt; do
-  check_forms "$m" ""
-  memcheck "$m"
-done
-# Reductions along a symbolic seq (CUDA row and column reductions with the length in their text).
-bindings tests/shapes/seq_softmax_pool_symbolic_f32.onnxtxt batch=16,seq=128 batch=24,seq=100 batch=9,seq=333 batch=1,seq=1
 X=/tmp/tilefuse-python
 [ -d "$X" ] || scripts/gpu-python-ext.sh "$B" "$X" >"$OUT/ext.log" 2>&1 || tail "$OUT/ext.log"
-# The decode tests on this GPU first: the cache written in place and the step's graph replayed,
-# against eager's logits and tokens.
-HF_HUB_OFFLINE=1 PYTHONPATH="$X:$B/python/pytest-lib" TILEFUSE_CLI="$B/tilefuse" timeout 300 python3 -m pytest -q -rs \
-  -p no:cacheprovider python/tests/test_torch_decode.py python/tests/test_cuda.py -k "decod or staged or cpu_tensors or replay" \
-  2>&1 | tail -4 | tee -a "$log"
-# A model file's bindings share one copy of its weights on the GPU; the staged copies' kernel.
-"$B/tilefuse_tests" --gtest_filter='CompiledModel.BindingsOfAModelFile*:StagedCopies*' 2>&1 | tail -3 | tee -a "$log"
+if [ "${CHECKS:-1}" = 1 ]; then
+  # Attention's decode form (a CTA per query row) and the skinny GEMM's products (B's first
+  # stages loaded before the grid ahead ends) against the reference, and under memcheck.
+  for m in tests/attention/attention_decode_*.onnxtxt tests/gemm/gemm_skinny_*.onnxtxt; do
+    check_forms "$m" ""
+    memcheck "$m"
+  done
+  # Reductions along a symbolic seq (CUDA row and column reductions with the length in their text).
+  bindings tests/shapes/seq_softmax_pool_symbolic_f32.onnxtxt batch=16,seq=128 batch=24,seq=100 batch=9,seq=333 batch=1,seq=1
+  # The decode tests on this GPU first: the cache written in place and the step's graph replayed,
+  # against eager's logits and tokens.
+  HF_HUB_OFFLINE=1 PYTHONPATH="$X:$B/python/pytest-lib" TILEFUSE_CLI="$B/tilefuse" timeout 300 python3 -m pytest -q -rs \
+    -p no:cacheprovider python/tests/test_torch_decode.py python/tests/test_cuda.py -k "decod or staged or cpu_tensors or replay or overwrite" \
+    2>&1 | tail -4 | tee -a "$log"
+  # A model file's bindings share one copy of its weights on the GPU; the staged copies' kernel.
+  "$B/tilefuse_tests" --gtest_filter='CompiledModel.BindingsOfAModelFile*:StagedCopies*' 2>&1 | tail -3 | tee -a "$log"
+fi
 for model in ${MODELS:-gpt2 llama}; do
   PYTHONFAULTHANDLER=1 HF_HUB_OFFLINE=1 PYTHONPATH="$X" timeout 590 python3 bench/decode.py --model "$model" --json "$OUT/decode-$model.json" --timeout ${LIMIT:-500} \
     ${MODES:+--modes $MODES} ${ARGS:-} 2>&1 | grep -Ev 'Warning|warn\(|__cudagraphs\]  ' | tee -a "$log"

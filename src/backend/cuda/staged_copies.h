@@ -26,9 +26,10 @@ inline constexpr size_t kStagedCopiesPerLaunch = 128;
 // The copy kernel's CUDA source (compiled by NVRTC for the device; CI compiles it for sm_90a).
 const std::string& StagedCopiesSource();
 
-// Queues `copies` (non-overlapping, at 16-byte aligned addresses) on `stream`. The kernel is
-// compiled (or found in the kernel cache under `cache_dir`) and loaded on first use, once per
-// device and process.
+// Queues `copies` (none overlapping another's destination) on `stream`: those at 16-byte
+// aligned addresses in one launch per kStagedCopiesPerLaunch, any other by the copy engine. The
+// kernel is compiled (or found in the kernel cache under `cache_dir`) and loaded on first use,
+// once per device and process.
 Status LaunchStagedCopies(const CudaDevice& device, const std::string& cache_dir, const std::vector<StagedCopy>& copies,
                           CUstream stream);
 

@@ -70,5 +70,33 @@ TEST(StagedCopiesTest, CopiesEveryEntryWholeAndNothingElse) {
   }
 }
 
+// An address off 16 bytes (the kernel's vectors) is copied too, by the copy engine, beside
+// the kernel's aligned entries.
+TEST(StagedCopiesTest, AMisalignedEntryIsCopiedByTheCopyEngine) {
+  StatusOr<CudaDevice*> device = CudaDevice::Get();
+  if (!device.ok()) GTEST_SKIP() << "no GPU: " << device.status().ToString() << "; the staged copies not run";
+  const CudaDevice& gpu = **device;
+  const CudaDriverApi& api = gpu.api();
+  ASSERT_TRUE(gpu.MakeCurrent().ok());
+  constexpr int64_t kBytes = 4096;
+  std::vector<uint8_t> source(kBytes), poison(kBytes, 0x5A);
+  for (int64_t i = 0; i < kBytes; ++i) source[i] = static_cast<uint8_t>(i * 7 + 3);
+  DeviceBuffers buffers{&gpu, {0, 0}};
+  ASSERT_TRUE(gpu.Check(api.cuMemAlloc(&buffers.pointers[0], kBytes), "cuMemAlloc").ok());
+  ASSERT_TRUE(gpu.Check(api.cuMemAlloc(&buffers.pointers[1], kBytes), "cuMemAlloc").ok());
+  ASSERT_TRUE(gpu.Check(api.cuMemcpyHtoD(buffers.pointers[0], source.data(), kBytes), "upload").ok());
+  ASSERT_TRUE(gpu.Check(api.cuMemcpyHtoD(buffers.pointers[1], poison.data(), kBytes), "poison").ok());
+  const CUdeviceptr from = buffers.pointers[0], to = buffers.pointers[1];
+  const Status launched = LaunchStagedCopies(gpu, TestKernelCacheDir(), {{from, to, 1000}, {from + 2052, to + 2050, 999}}, gpu.stream());
+  ASSERT_TRUE(launched.ok()) << launched.ToString();
+  ASSERT_TRUE(gpu.Check(api.cuStreamSynchronize(gpu.stream()), "the copies").ok());
+  std::vector<uint8_t> copied(kBytes);
+  ASSERT_TRUE(gpu.Check(api.cuMemcpyDtoH(copied.data(), to, kBytes), "download").ok());
+  for (int64_t b = 0; b < kBytes; ++b) {
+    const uint8_t expected = b < 1000 ? source[b] : b >= 2050 && b < 2050 + 999 ? source[b + 2] : 0x5A;
+    ASSERT_EQ(copied[b], expected) << "byte " << b;
+  }
+}
+
 }  // namespace
 }  // namespace tilefuse

@@ -24,6 +24,14 @@ if [ "${CHECKS:-1}" = 1 ]; then
     check_forms "$m" ""
     memcheck "$m"
   done
+  # The decode form's time against the tiled kernel's (TILEFUSE_DECODE_ATTENTION=0): a step's
+  # attention over 300 keys and over 4000 (split over the keys).
+  for m in tests/attention/attention_decode_cache_bf16.onnxtxt tests/attention/attention_decode_long_cache_bf16.onnxtxt; do
+    for form in 1 0; do
+      { echo "== $m, decode form $form"; TILEFUSE_DECODE_ATTENTION=$form "$B/tilefuse" bench "$m" --backend cuda --repeats 50 --warmup 10 2>&1 |
+          grep -E '^(fused|unfused) '; } | tee -a "$log"
+    done
+  done
   # Reductions along a symbolic seq (CUDA row and column reductions with the length in their text).
   bindings tests/shapes/seq_softmax_pool_symbolic_f32.onnxtxt batch=16,seq=128 batch=24,seq=100 batch=9,seq=333 batch=1,seq=1
   # The decode tests on this GPU first: the cache written in place and the step's graph replayed,

@@ -8,6 +8,7 @@
 
 #include "codegen/cuda/cuda_scalar_program.h"
 #include "codegen/emit_util.h"
+#include "support/env_switch.h"
 
 namespace tilefuse {
 
@@ -685,7 +686,11 @@ class AttentionEmitter {
 
 }  // namespace
 
-bool UsesDecodeForm(const AttentionTemplateKernel& attention) { return attention.nq <= kDecodeRows; }
+// TILEFUSE_DECODE_ATTENTION=0 keeps the tiled kernel for every attention (for comparison).
+bool UsesDecodeForm(const AttentionTemplateKernel& attention) {
+  static const bool off = SwitchedOff("TILEFUSE_DECODE_ATTENTION");
+  return attention.nq <= kDecodeRows && !off;
+}
 
 StatusOr<CudaKernelSource> EmitCudaDecodeAttention(const AttentionTemplateKernel& attention, int sm_count) {
   CudaAttentionConfig config;

@@ -86,7 +86,8 @@ StatusOr<CudaKernelSource> EmitCudaAttention(const AttentionTemplateKernel& atte
 // (a decode step's one) over its keys, a CTA per row and no tensor cores, where the tiled
 // kernel above would pad the rows to its 128-row tile and pay its pipeline's start for a few
 // key blocks; a few rows over a long cache split over the keys (flash decoding) to fill the
-// GPU's `sm_count` SMs. UsesDecodeForm: whether the template emits this form for `attention`.
+// GPU's `sm_count` SMs. UsesDecodeForm: whether the template emits this form for `attention`
+// (not under TILEFUSE_DECODE_ATTENTION=0, for comparison).
 bool UsesDecodeForm(const AttentionTemplateKernel& attention);
 StatusOr<CudaKernelSource> EmitCudaDecodeAttention(const AttentionTemplateKernel& attention, int sm_count = 132);
 

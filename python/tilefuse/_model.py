@@ -425,9 +425,11 @@ class CompiledModel:
     def run_into(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> None:
         """Runs on the GPU with each output written into the given tensor (dense CUDA tensors of
         the outputs' dtypes and shapes on the model's device), queued on PyTorch's current
-        stream. An output may be one of the inputs' own tensors only where the caller knows that
-        each of its elements is read, by the thread that writes it, before it is written
-        (tilefuse.fx.linear_cross_entropy checks its row kernel's strategy for that)."""
+        stream. An output may be one of the inputs' own tensors (an update in place): where a
+        kernel reads that input after the output is written (``output_may_overwrite_input``
+        false), the run writes its own buffer and copies it there after
+        (tilefuse.fx.linear_cross_entropy checks its row kernel's strategy so that its gradient
+        is written over the logits directly, without that copy)."""
         torch = sys.modules.get("torch")
         if not self._device_runs or torch is None:
             raise Error(f"run_into: for models that run on the GPU, given torch tensors; this one runs on {self.backend}")

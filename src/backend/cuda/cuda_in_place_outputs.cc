@@ -36,8 +36,10 @@ bool OutputMayOverwriteInput(const Graph& g, const FusionPlan& plan, const CudaP
   const Node& xn = g.node(x);
   const Node& vn = g.node(v);
   if (v == x || vn.dtype != xn.dtype || vn.shape != xn.shape) return false;
-  for (size_t o = 0; o < g.outputs().size(); ++o)  // written once, at v's step
-    if (static_cast<int>(o) != output && g.outputs()[o].node == v) return false;
+  for (size_t o = 0; o < g.outputs().size(); ++o) {
+    if (static_cast<int>(o) != output && g.outputs()[o].node == v) return false;  // written once, at v's step
+    if (g.outputs()[o].node == x) return false;  // x returned as it was: copied out after the run, from x's memory
+  }
   const int group = plan.group_of[v];  // (group_of has an entry per node)
   if (group < 0) return false;
   if (plan.groups.at(group).kind != GroupKind::kPointwise) return false;

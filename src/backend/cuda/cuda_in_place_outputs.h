@@ -11,7 +11,8 @@
 //     that reads each element of x only for the element of v at the same index: every op
 //     of the group that depends on x is elementwise (one-to-one) at x's shape.
 // Anything else (x read through a view, a broadcast or a reduction in v's group, a reader
-// after v's step or in the same launch) leaves v in its own memory, copied by the caller.
+// after v's step or in the same launch, x itself a graph output, copied out of x's memory
+// after the run) leaves v in its own memory, copied there after the run.
 #pragma once
 
 #include "backend/cuda/cuda_program.h"

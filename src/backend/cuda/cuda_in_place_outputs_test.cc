@@ -109,6 +109,18 @@ TEST(CudaInPlaceOutputsTest, ACounterIncrementedAloneIsInPlace) {
   EXPECT_TRUE(MayOverwrite(*g, 0, 0));
 }
 
+// An input also returned as it is: the run copies it out of its own memory after the kernels,
+// so no output may be written there first (the copy would return the new value).
+TEST(CudaInPlaceOutputsTest, AnInputAlsoReturnedAsItIsIsNotOverwritten) {
+  GraphBuilder b;
+  Value length = b.Parameter("length", DType::kI64, {1});
+  b.Output(b.AddScalar(length, 1), "length_after");
+  b.Output(length, "length_before");
+  StatusOr<Graph> g = b.Build();
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_FALSE(MayOverwrite(*g, 0, 0));
+}
+
 TEST(CudaInPlaceOutputsTest, AnInputReadThroughATransposeIsNotOverwritten) {
   GraphBuilder b;
   Value x = b.Parameter("x", DType::kF32, {64, 64});

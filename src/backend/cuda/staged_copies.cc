@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <utility>
 
 #include "backend/cuda/cuda_compile_units.h"
 #include "backend/cuda/cuda_modules.h"
@@ -78,11 +79,21 @@ extern "C" __global__ void __launch_bounds__({1}) tf_staged_copies(const TfCopyT
 
 Status LaunchStagedCopies(const CudaDevice& device, const std::string& cache_dir, const std::vector<StagedCopy>& copies,
                           CUstream stream) {
+  // The copies of one launch run side by side: where one's source is another's destination
+  // (a caller's pointers aliasing each other), they go one by one in their order instead.
+  std::vector<std::pair<CUdeviceptr, size_t>> sources;  // (address, copy)
+  for (size_t i = 0; i < copies.size(); ++i) sources.emplace_back(copies[i].from, i);
+  std::sort(sources.begin(), sources.end());
+  bool chained = false;
+  for (size_t i = 0; i < copies.size() && !chained; ++i) {
+    auto it = std::lower_bound(sources.begin(), sources.end(), std::make_pair(copies[i].to, size_t{0}));
+    for (; it != sources.end() && it->first == copies[i].to; ++it) chained = chained || it->second != i;
+  }
   // An address off the kernel's 16-byte vectors (none RunOnDevice makes today) is the copy
   // engine's, one call each.
   std::vector<StagedCopy> vectors;
   for (const StagedCopy& c : copies) {
-    if (c.from % 16 == 0 && c.to % 16 == 0) {
+    if (!chained && c.from % 16 == 0 && c.to % 16 == 0) {
       vectors.push_back(c);
       continue;
     }

@@ -26,8 +26,9 @@ inline constexpr size_t kStagedCopiesPerLaunch = 128;
 // The copy kernel's CUDA source (compiled by NVRTC for the device; CI compiles it for sm_90a).
 const std::string& StagedCopiesSource();
 
-// Queues `copies` (none overlapping another's destination) on `stream`: those at 16-byte
-// aligned addresses in one launch per kStagedCopiesPerLaunch, any other by the copy engine. The
+// Queues `copies` on `stream`: those at 16-byte aligned addresses in one launch per
+// kStagedCopiesPerLaunch, any other by the copy engine; all by the copy engine, in order,
+// where one's destination is another's source. Partly overlapping ranges are not taken. The
 // kernel is compiled (or found in the kernel cache under `cache_dir`) and loaded on first use,
 // once per device and process.
 Status LaunchStagedCopies(const CudaDevice& device, const std::string& cache_dir, const std::vector<StagedCopy>& copies,

@@ -174,11 +174,13 @@ class AttentionEmitter {
     // Split over keys (flash decoding) where the rows alone leave most SMs idle: ranges of at
     // least a CTA's turn of keys, up to two waves of CTAs. With the lengths at launch the split
     // form serves every binding (one range at short lengths), so that they share one text.
-    const int64_t splits = std::min(CeilDiv(a_.nk, kDecodeWarps * 32), std::max<int64_t>(1, CeilDiv(2 * c_.sm_count, rows)));
+    const int64_t splits =
+        std::max<int64_t>(1, std::min(CeilDiv(a_.nk, kDecodeWarps * 32), std::max<int64_t>(1, CeilDiv(2 * c_.sm_count, rows))));
     const bool split = (splits > 1 || at_launch_) && rows * 4 <= kScratchCounterBytes;
-    const int64_t keys_per_split = split ? CeilDiv(CeilDiv(a_.nk, splits), 32) * 32 : a_.nk;
-    const int64_t ranges = split ? CeilDiv(a_.nk, keys_per_split) : 1;
-    if (rows * ranges >= (int64_t{1} << 31)) return InvalidArgument(fmt::format("{}: too many query rows for one grid", a_.name));
+    const int64_t keys_per_split = split ? std::max<int64_t>(32, CeilDiv(CeilDiv(a_.nk, splits), 32) * 32) : a_.nk;
+    const int64_t ranges = split ? std::max<int64_t>(1, CeilDiv(a_.nk, keys_per_split)) : 1;
+    // A CTA per row and range, no loop over them: the grid within what the launcher passes whole.
+    if (rows * ranges > (int64_t{1} << 30)) return InvalidArgument(fmt::format("{}: too many query rows for one grid", a_.name));
     CudaKernelSource s;
     s.name = a_.name;
     s.threads = 32 * kDecodeWarps;

@@ -67,7 +67,7 @@ __device__ __forceinline__ void AttentionDecode(const typename Config::Element::
   __shared__ float warp_out[kWarps][kDV];
   __shared__ int last_range;
   const int nq = lengths.nq, nk = lengths.nk;
-  const int ranges = Config::kSplit ? (nk + split.keys_per_split - 1) / split.keys_per_split : 1;
+  const int ranges = Config::kSplit ? max(1, (nk + split.keys_per_split - 1) / split.keys_per_split) : 1;  // (no keys: one)
   const int flat_row = blockIdx.x / ranges, range = blockIdx.x % ranges;
   const int row = flat_row % nq, batch = flat_row / nq;
   const int key_begin = Config::kSplit ? range * split.keys_per_split : 0;

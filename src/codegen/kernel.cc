@@ -27,9 +27,10 @@ void CheckSizes(const Kernel& kernel, const Index& index) {
 
 }  // namespace
 
-std::vector<int> PrintedSymbols(const Kernel& kernel) {
+std::vector<int> PrintedSymbols(const Kernel& kernel, bool inner) {
   std::set<int> ids;
   if (PrintsSymbolically(kernel, kernel.outer_size, kernel.outer)) ids = kernel.outer_size.Symbols();
+  if (inner && PrintsSymbolically(kernel, kernel.inner_size, kernel.inner)) ids.merge(kernel.inner_size.Symbols());
   auto add = [&](const Index& index) {
     CheckSizes(kernel, index);
     ids.merge(IndexSymbols(index));

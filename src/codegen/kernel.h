@@ -85,8 +85,10 @@ bool PrintsSymbolically(const Kernel& kernel, const SymExpr& size, int64_t value
 // else the literal.
 std::string KernelSizeText(const Kernel& kernel, const SymExpr& size, int64_t value);
 // The symbols the kernel's outer extent and index constants are printed with, in id order:
-// the parameters its function takes after its buffers. (An inner extent shapes the code —
-// chunks a thread, registers a row — so the emitters print it as its value.)
-std::vector<int> PrintedSymbols(const Kernel& kernel);
+// the parameters its function takes after its buffers; with `inner`, the inner extent's too
+// where it is a size in them. (An inner extent may shape the code — chunks a thread,
+// registers a row — so an emitter prints it over the symbols only where it does not: the C++
+// loops, CUDA rows re-read per pass and column reductions.)
+std::vector<int> PrintedSymbols(const Kernel& kernel, bool inner = false);
 
 }  // namespace tilefuse

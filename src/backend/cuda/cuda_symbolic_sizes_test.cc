@@ -129,6 +129,48 @@ TEST(CudaSymbolicSizesTest, LoopKernelsAreTheSameTextAtEveryBinding) {
     EXPECT_EQ(UnitSources(Kernels(NormAndActivation(batch, seq))), UnitSources(first)) << batch << " x " << seq;
 }
 
+// Reductions along seq of x [batch, seq, 64]: a softmax over seq pooling x (a row re-read per
+// pass, a thread per row), its max and the mean subtracted (column reductions, split over seq
+// where the tiles alone leave the SMs idle). Their rows are seq long.
+Graph SeqReductions(int64_t batch, int64_t seq) {
+  GraphBuilder b;
+  Value x = b.Parameter("x", DType::kF32, {batch, seq, 64});
+  b.Output(b.Reduce(OpCode::kReduceSum, b.Mul(b.Softmax(x, 1), x), {1}, true), "pooled");
+  b.Output(b.Reduce(OpCode::kReduceMax, x, {1}, true), "peak");
+  b.Output(b.Sub(x, b.Reduce(OpCode::kReduceMean, x, {1}, true)), "centered");
+  StatusOr<Graph> g = b.Build();
+  EXPECT_TRUE(g.ok()) << g.status().message();
+  g->set_symbolic_inputs({{{"x", {"batch", "seq", ""}}}, {{"batch", batch}, {"seq", seq}}});
+  return std::move(*g);
+}
+
+TEST(CudaSymbolicSizesTest, ReductionsAlongASymbolTakeTheRowLengthAtLaunch) {
+  const std::vector<CudaKernelSource> first = Kernels(SeqReductions(16, 128));
+  int columns = 0, rows = 0;
+  for (const CudaKernelSource& k : first) {
+    if (k.strategy.rfind("column", 0) == 0) {
+      ++columns;
+      EXPECT_NE(k.function.find("const tf_index_t kRows = (tf_sym1);"), std::string::npos) << k.function;
+      EXPECT_NE(k.function.find("kSplits = (tf_index_t)gridDim.x / kTiles;"), std::string::npos) << k.function;
+      EXPECT_EQ(k.function.find("128"), std::string::npos) << k.function;
+    } else if (k.strategy.rfind("row", 0) == 0) {
+      ++rows;
+      EXPECT_NE(k.function.find("const int64_t kInner = (tf_sym1);"), std::string::npos) << k.function;
+    }
+  }
+  EXPECT_EQ(columns, 3) << "the max, the mean and the pooled sum";
+  EXPECT_EQ(rows, 1) << "the softmax's";
+  // 16 x 128 splits the columns' rows over 2 blocks, 24 x 100 not at all, 9 x 333 over 5:
+  // one text for all (the grid tells the splits).
+  for (auto [batch, seq] : {std::pair<int64_t, int64_t>{24, 100}, {9, 333}, {3, 40}})
+    EXPECT_EQ(UnitSources(Kernels(SeqReductions(batch, seq))), UnitSources(first)) << batch << " x " << seq;
+  std::set<int64_t> grids;
+  for (auto [batch, seq] : {std::pair<int64_t, int64_t>{16, 128}, {24, 100}, {9, 333}})
+    for (const CudaKernelSource& k : Kernels(SeqReductions(batch, seq)))
+      if (k.strategy.rfind("column", 0) == 0) grids.insert(k.launch.grid[0] / batch);
+  EXPECT_EQ(grids, (std::set<int64_t>{1, 2, 5})) << "tiles of 64 outputs: batch tiles times the splits";
+}
+
 // [past; x] along seq, scaled by its max over the whole length, and x's part sliced back:
 // the slice starts at the past length, a size in the symbols, so it is read there at launch
 // and the text does not change with past.
@@ -274,6 +316,7 @@ TEST(CudaSymbolicSizesTest, SymbolicKernelsCompileForHopper) {
   if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available, CUDA kernels not compiled: " << nvrtc.status().ToString();
   std::vector<CudaKernelSource> kernels = Kernels(NormAndActivation(2, 24));
   for (const CudaKernelSource& k : Kernels(Linear(4, 512))) kernels.push_back(k);
+  for (const CudaKernelSource& k : Kernels(SeqReductions(16, 128))) kernels.push_back(k);
   // Each model's kernels are their own program (their names repeat across models).
   for (const std::vector<CudaKernelSource>& program : {kernels, Kernels(SelfAttention(3, 333)), Kernels(CausalAttention(2, 1000))}) {
     StatusOr<CudaCubins> cubins = CompileUnits(*nvrtc, SplitIntoCompileUnits(program), "sm_90a");

@@ -559,13 +559,7 @@ PipelineShape PipelinedRows(const Kernel& kernel, const CppKernelConfig& config)
   return PipelineOfRewritten(RewriteForEmission(kernel), config);
 }
 
-std::vector<int> CppPrintedSymbols(const Kernel& kernel) {
-  const std::vector<int> printed = PrintedSymbols(kernel);
-  if (!PrintsSymbolically(kernel, kernel.inner_size, kernel.inner)) return printed;
-  std::set<int> ids = kernel.inner_size.Symbols();
-  ids.insert(printed.begin(), printed.end());
-  return {ids.begin(), ids.end()};
-}
+std::vector<int> CppPrintedSymbols(const Kernel& kernel) { return PrintedSymbols(kernel, /*inner=*/true); }
 
 std::string EmitCppFunction(const Kernel& kernel, const CppKernelConfig& config) {
   const Kernel rewritten = RewriteForEmission(kernel);

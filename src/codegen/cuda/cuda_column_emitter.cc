@@ -69,16 +69,16 @@ class ColumnEmitter {
     RETURN_IF_ERROR(Validate());
     EmitSetup();
     for (size_t r = 0; r < k_.reductions.size(); ++r) EmitPass(static_cast<int>(r));
-    if (c_.splits > 1) EmitHandOver();
+    if (HandsOver()) EmitHandOver();
     EmitEpilogue();
     const std::string strategy =
         fmt::format("column {}x{} x{}{}", c_.tile, c_.threads_per_row, c_.vector, c_.splits > 1 ? fmt::format(", {} splits", c_.splits) : "");
     // Half an SM's threads at least: with the block size alone ptxas (CUDA 13) held a chained
     // pass (variance after mean, 4 loads in flight) to 32 registers and spilled.
     CudaKernelSource s = LoopKernelSource(k_, c_, out_, Tiles() * c_.splits, strategy,
-                                          c_.splits > 1 ? ", unsigned* __restrict__ tile_counters, float* __restrict__ partials" : "",
-                                          std::max(1, 1024 / c_.threads));
-    if (c_.splits > 1) {
+                                          HandsOver() ? ", unsigned* __restrict__ tile_counters, float* __restrict__ partials" : "",
+                                          std::max(1, 1024 / c_.threads), {}, /*inner_at_launch=*/true);
+    if (HandsOver()) {
       s.launch.args.push_back({LaunchArg::Kind::kScratch, -1, {}, 0});
       s.launch.args.push_back({LaunchArg::Kind::kScratch, -1, {}, CounterBytes()});
       s.num_params = static_cast<int>(s.launch.args.size());
@@ -105,6 +105,12 @@ class ColumnEmitter {
     return Status::Ok();
   }
 
+  // Where the symbols give the outputs or the rows, the grid tells the splits (one text for
+  // every binding, split or not: the hand-over is then taken at run time where kSplits > 1).
+  bool SplitsAtLaunch() const {
+    return !t_.chained && (PrintsSymbolically(k_, k_.outer_size, k_.outer) || PrintsSymbolically(k_, k_.inner_size, k_.inner));
+  }
+  bool HandsOver() const { return c_.splits > 1 || SplitsAtLaunch(); }
   int ColumnThreads() const { return c_.tile / c_.vector; }
   int Warps() const { return c_.threads / 32; }
   int64_t Tiles() const { return CeilDiv(k_.outer, c_.tile); }
@@ -114,7 +120,9 @@ class ColumnEmitter {
   // Reduction r's result from its fold `total` (mean divides by the elements reduced).
   std::string Finish(int r, const std::string& total) const {
     const KernelReduction& red = k_.reductions[r];
-    return GetReductionTraits(red.op).divides_by_count ? fmt::format("{} / float({})", total, red.count) : total;
+    const bool at_launch = red.count == k_.inner && PrintsSymbolically(k_, k_.inner_size, k_.inner);
+    const std::string count = at_launch ? "kRows" : fmt::format("{}", red.count);
+    return GetReductionTraits(red.op).divides_by_count ? fmt::format("{} / float({})", total, count) : total;
   }
   int AccumulatorValue(int r) const {
     for (size_t v = 0; v < k_.values.size(); ++v)
@@ -123,12 +131,26 @@ class ColumnEmitter {
   }
 
   void EmitSetup() {
-    out_ += fmt::format("  // Outputs in tiles of {} ({} threads of {} along the outputs, {} along the reduced elements), {} split{}.\n",
-                        c_.tile, ColumnThreads(), c_.vector, c_.threads_per_row, c_.splits, c_.splits > 1 ? "s" : "");
-    out_ += fmt::format("  constexpr tf_index_t kOutputs = {}, kRows = {}, kRowsPerSplit = {}, kTiles = {};\n", k_.outer, k_.inner,
-                        CeilDiv(k_.inner, c_.splits), Tiles());
-    out_ += fmt::format("  constexpr int kVec = {}, kColumns = {}, kColumnThreads = {}, kRowThreads = {}, kWarps = {}, kSplits = {};\n", c_.vector,
-                        c_.tile, ColumnThreads(), c_.threads_per_row, Warps(), c_.splits);
+    // Sizes the symbols give are the launch's (KernelSizeText), and with them the tiles and
+    // the splits' rows: the grid (the binding's tiles × splits) tells the splits, so one text
+    // serves every binding that splits (or every one that does not).
+    const bool outer_at_launch = PrintsSymbolically(k_, k_.outer_size, k_.outer);
+    const bool inner_at_launch = PrintsSymbolically(k_, k_.inner_size, k_.inner);
+    const bool splits_at_launch = SplitsAtLaunch();
+    out_ += fmt::format("  // Outputs in tiles of {} ({} threads of {} along the outputs, {} along the reduced elements), {}.\n", c_.tile,
+                        ColumnThreads(), c_.vector, c_.threads_per_row,
+                        splits_at_launch ? "split as the grid tells" : fmt::format("{} split{}", c_.splits, c_.splits > 1 ? "s" : ""));
+    out_ += fmt::format("  constexpr int kVec = {}, kColumns = {}, kColumnThreads = {}, kRowThreads = {}, kWarps = {};\n", c_.vector, c_.tile,
+                        ColumnThreads(), c_.threads_per_row, Warps());
+    auto size = [](bool at_launch, const char* name, const std::string& value) {
+      return fmt::format("  {} tf_index_t {} = {};\n", at_launch ? "const" : "constexpr", name, value);
+    };
+    out_ += size(outer_at_launch, "kOutputs", KernelSizeText(k_, k_.outer_size, k_.outer));
+    out_ += size(outer_at_launch, "kTiles", outer_at_launch ? "(kOutputs + kColumns - 1) / kColumns" : fmt::format("{}", Tiles()));
+    out_ += size(splits_at_launch, "kSplits", splits_at_launch ? "(tf_index_t)gridDim.x / kTiles" : fmt::format("{}", c_.splits));
+    out_ += size(inner_at_launch, "kRows", KernelSizeText(k_, k_.inner_size, k_.inner));
+    out_ += size(inner_at_launch || splits_at_launch, "kRowsPerSplit",
+                 inner_at_launch || splits_at_launch ? "(kRows + kSplits - 1) / kSplits" : fmt::format("{}", CeilDiv(k_.inner, c_.splits)));
     out_ += fmt::format("  __shared__ float partial[kWarps][kColumns];\n  __shared__ float finished[{}][kColumns];\n", k_.reductions.size());
     out_ += "  const int tx = threadIdx.x % kColumnThreads, ty = threadIdx.x / kColumnThreads, lane = threadIdx.x % 32, warp = threadIdx.x / 32;\n";
     out_ += "  const tf_index_t tile = blockIdx.x % kTiles, split = blockIdx.x / kTiles;\n";
@@ -171,8 +193,10 @@ class ColumnEmitter {
     out_ += "    if (lane < kColumnThreads) {\n#pragma unroll\n      for (int j = 0; j < kVec; ++j) partial[warp][tx * kVec + j] = acc[j];\n    }\n";
     out_ += "    __syncthreads();\n    for (int t = threadIdx.x; t < kColumns; t += blockDim.x) {\n      float total = partial[0][t];\n";
     out_ += fmt::format("      for (int w = 1; w < kWarps; ++w) total = {}::combine(total, partial[w][t]);\n", Combiner(r));
-    if (c_.splits > 1) out_ += fmt::format("      __stcg(partials + ((long long)({} * kTiles + tile) * kSplits + split) * kColumns + t, total);\n", r);
-    else out_ += fmt::format("      finished[{}][t] = {};\n", r, Finish(r, "total"));
+    const std::string to_partials = fmt::format("__stcg(partials + ((long long)({} * kTiles + tile) * kSplits + split) * kColumns + t, total);", r);
+    const std::string to_finished = fmt::format("finished[{}][t] = {};", r, Finish(r, "total"));
+    if (SplitsAtLaunch()) out_ += fmt::format("      if (kSplits > 1) {}\n      else {}\n", to_partials, to_finished);
+    else out_ += fmt::format("      {}\n", c_.splits > 1 ? to_partials : to_finished);
     out_ += "    }\n    __syncthreads();\n  }\n";
   }
 
@@ -182,7 +206,7 @@ class ColumnEmitter {
   // not coherent). A second kernel would need no counter, but its launch (a few us) would cost
   // more than this whole reduction takes.
   void EmitHandOver() {
-    out_ +=
+    std::string text =
         "  __shared__ bool finishes_tile;\n"
         "  __threadfence();\n"
         "  __syncthreads();\n"
@@ -197,12 +221,24 @@ class ColumnEmitter {
         "  for (int t = threadIdx.x; t < kColumns; t += blockDim.x) {\n";
     for (size_t r = 0; r < k_.reductions.size(); ++r) {
       const int ri = static_cast<int>(r);
-      out_ += fmt::format("    {{\n      const float* part = partials + (long long)({} * kTiles + tile) * kSplits * kColumns + t;\n", r);
-      out_ += "      float total = __ldcg(part);\n";
-      out_ += fmt::format("      for (int s = 1; s < kSplits; ++s) total = {}::combine(total, __ldcg(part + (long long)s * kColumns));\n", Combiner(ri));
-      out_ += fmt::format("      finished[{}][t] = {};\n    }}\n", r, Finish(ri, "total"));
+      text += fmt::format("    {{\n      const float* part = partials + (long long)({} * kTiles + tile) * kSplits * kColumns + t;\n", r);
+      text += "      float total = __ldcg(part);\n";
+      text += fmt::format("      for (int s = 1; s < kSplits; ++s) total = {}::combine(total, __ldcg(part + (long long)s * kColumns));\n", Combiner(ri));
+      text += fmt::format("      finished[{}][t] = {};\n    }}\n", r, Finish(ri, "total"));
     }
-    out_ += "  }\n  __syncthreads();\n";
+    text += "  }\n  __syncthreads();\n";
+    if (!SplitsAtLaunch()) {
+      out_ += text;
+      return;
+    }
+    // Taken only where the launch splits (the block's branch is uniform: its barriers hold).
+    out_ += "  if (kSplits > 1) {\n";
+    for (size_t at = 0; at < text.size();) {
+      const size_t end = text.find('\n', at) + 1;
+      out_ += "  " + text.substr(at, end - at);
+      at = end;
+    }
+    out_ += "  }\n";
   }
 
   // The group's stores, one output per thread: its results from `finished`, then whatever the

@@ -325,7 +325,8 @@ class CudaEmitter {
                       : c_.cache_row ? "row in registers"
                                      : "row re-read per pass",
                       online_ ? ", max and sum of exp in one pass" : "",
-                      staged_ >= 0 ? ", a block per SM with its next row prefetched into shared memory" : "", c_.vector));
+                      staged_ >= 0 ? ", a block per SM with its next row prefetched into shared memory" : "", c_.vector),
+          "", 0, {}, InnerAtLaunch());
       source.launch.cluster = {c_.cluster, 1, 1};
       if (staged_ >= 0) source.launch.dynamic_shared_bytes = Chunks() * c_.threads * 16;
       return source;
@@ -700,6 +701,10 @@ class CudaEmitter {
     lane_array_[v] = true;
   }
   // ---- row ----
+  // Whether the row's length is printed over the symbols (a launch's value): where it is a
+  // size in them and shapes no code, a row re-read per pass (a held row's registers and a
+  // cluster's slices follow its value), so one kernel serves every length.
+  bool InnerAtLaunch() const { return row_ && !c_.cache_row && c_.cluster == 1 && PrintsSymbolically(k_, k_.inner_size, k_.inner); }
   // The elements of the row this block reduces: all of it, or its CTA's slice in a cluster.
   int64_t Slice() const { return k_.inner / c_.cluster; }
   int64_t Chunks() const { return CeilDiv(Slice(), int64_t{c_.threads_per_row} * c_.vector); }
@@ -865,8 +870,14 @@ class CudaEmitter {
   void EmitRowKernel() {
     const int tpr = c_.threads_per_row;
     const std::vector<std::string> vars = {"i0", "i1"};
-    out_ += fmt::format("  {} kRows = {};\n  constexpr int64_t kInner = {};\n", OuterDeclaration(), KernelSizeText(k_, k_.outer_size, k_.outer), k_.inner);
-    out_ += fmt::format("  constexpr int kVec = {}, kThreadsPerRow = {}, kChunks = {};\n", c_.vector, tpr, Chunks());
+    out_ += fmt::format("  {} kRows = {};\n", OuterDeclaration(), KernelSizeText(k_, k_.outer_size, k_.outer));
+    if (InnerAtLaunch()) {  // (kChunks only sizes a held row's registers)
+      out_ += fmt::format("  const int64_t kInner = {};\n", KernelSizeText(k_, k_.inner_size, k_.inner));
+      out_ += fmt::format("  constexpr int kVec = {}, kThreadsPerRow = {};\n", c_.vector, tpr);
+    } else {
+      out_ += fmt::format("  constexpr int64_t kInner = {};\n", k_.inner);
+      out_ += fmt::format("  constexpr int kVec = {}, kThreadsPerRow = {}, kChunks = {};\n", c_.vector, tpr, Chunks());
+    }
     // A row re-read per pass reads it once less where a max and a sum of exp(x - max) share
     // one pass (cross-entropy's logsumexp: 2 reads of the logits → 1; softmax: 3 → 2). A
     // cached row is read once anyway, and the online form costs an exp per chunk more —
@@ -1059,7 +1070,8 @@ class CudaEmitter {
     if (c_.cluster > 1)
       out_ += ClusterStarted(ind) + fmt::format("{0}acc{1} = tf_cluster_reduce<kCluster, {2}>(acc{1}, cluster_slots{1}, &cluster_bar{1});\n", ind, r, op);
     int value = accumulator_value_.at(r);
-    std::string finished = traits.divides_by_count ? fmt::format("acc{} / {}({})", r, acc_type, red.count) : fmt::format("acc{}", r);
+    const std::string count = InnerAtLaunch() && red.count == k_.inner ? "kInner" : fmt::format("{}", red.count);
+    std::string finished = traits.divides_by_count ? fmt::format("acc{} / {}({})", r, acc_type, count) : fmt::format("acc{}", r);
     out_ += fmt::format("{}const {} {} = ({})({});\n", ind, ComputeType(red.dtype), Name(value), ComputeType(red.dtype), finished);
     row_done_[value] = true;
   }
@@ -1261,7 +1273,7 @@ StatusOr<CudaKernelSource> EmitCudaKernel(const Kernel& kernel, const CudaKernel
 }
 
 CudaKernelSource LoopKernelSource(const Kernel& k, const CudaKernelConfig& c, const std::string& body, int64_t work_blocks, std::string strategy,
-                                  const std::string& extra_parameters, int min_blocks, const std::vector<int>& unpassed) {
+                                  const std::string& extra_parameters, int min_blocks, const std::vector<int>& unpassed, bool inner_at_launch) {
   CudaKernelSource s;
   s.name = k.name;
   s.config = c;
@@ -1274,7 +1286,7 @@ CudaKernelSource LoopKernelSource(const Kernel& k, const CudaKernelConfig& c, co
     const KernelBuffer& buf = k.buffers[b];
     s.function += fmt::format("{}{}{}* __restrict__ b{}", s.num_params++ ? ", " : "", buf.is_output ? "" : "const ", StorageType(buf.dtype), b);
   }
-  const std::vector<int> symbols = PrintedSymbols(k);
+  const std::vector<int> symbols = PrintedSymbols(k, inner_at_launch);
   for (int id : symbols) s.function += fmt::format("{}const long long tf_sym_arg{}", s.num_params++ ? ", " : "", id);
   s.function += extra_parameters + ") {\n" + kAwaitPriorGrid;
   // 32-bit index arithmetic (cheaper, and divisions by constants much cheaper) when

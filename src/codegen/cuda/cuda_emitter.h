@@ -110,10 +110,11 @@ StatusOr<CudaKernelSource> EmitCudaKernel(const Kernel& kernel, const CudaKernel
 // the `unpassed` ones (a template's accumulator stands for them).
 // `extra_parameters` (", T* name...") follow the buffers in the signature; the caller adds
 // their launch arguments. `min_blocks` > 0 asks ptxas to fit that many blocks on an SM
-// (__launch_bounds__'s second argument).
+// (__launch_bounds__'s second argument). `inner_at_launch`: the body prints the inner extent
+// over the symbols too (PrintedSymbols' `inner`), so their parameters include its symbols.
 CudaKernelSource LoopKernelSource(const Kernel& kernel, const CudaKernelConfig& config, const std::string& body, int64_t work_blocks,
                                   std::string strategy, const std::string& extra_parameters = "", int min_blocks = 0,
-                                  const std::vector<int>& unpassed = {});
+                                  const std::vector<int>& unpassed = {}, bool inner_at_launch = false);
 // The device library's functor ("tf_sum", "tf_max", ...) folding partial results with
 // `combiner` (ReductionTraits::combiner).
 const char* DeviceCombiner(OpCode combiner);

@@ -34,6 +34,9 @@ if [ "${CHECKS:-1}" = 1 ]; then
   done
   # Reductions along a symbolic seq (CUDA row and column reductions with the length in their text).
   bindings tests/shapes/seq_softmax_pool_symbolic_f32.onnxtxt batch=16,seq=128 batch=24,seq=100 batch=9,seq=333 batch=1,seq=1
+  # transformers' BERT export with symbolic batch and sequence: after the first binding, kernels
+  # from the cache only (row and column reductions, transposed tiles and products over the symbols).
+  bindings tests/models/bert_tiny_dynamic/model.onnx batch=3,sequence=40 batch=4,sequence=56 batch=2,sequence=48
   # The decode tests on this GPU first: the cache written in place and the step's graph replayed,
   # against eager's logits and tokens.
   HF_HUB_OFFLINE=1 PYTHONPATH="$X:$B/python/pytest-lib" TILEFUSE_CLI="$B/tilefuse" timeout 300 python3 -m pytest -q -rs \

@@ -19,37 +19,60 @@ constexpr int64_t kMinStagedElements = 64 * 64;
 // 8-byte elements. Further transposed loads read global memory at their own index.
 constexpr size_t kMaxStagedLoads = 4;
 
-// (i0 / scale) % modulus (modulus 0: none): the pieces lowering's unravelling leaves.
+// (i0 / scale) % modulus (modulus 0: none): the pieces lowering's unravelling leaves, with
+// what scale and modulus are in the model's symbols (constants where unknown).
 struct Piece {
   int64_t scale = 1, modulus = 0;
+  SymExpr scale_size = SymExpr::Constant(1), modulus_size;
 };
+
+// A constant's size in the symbols (its value where it has none).
+SymExpr ConstSize(const Index& c) { return c->size.IsConstant() ? SymExpr::Constant(c->value) : c->size; }
 
 bool AsPiece(const Index& e, int var, Piece* p) {
   using K = IndexExpr::Kind;
   if (e->kind == K::kVar) {
-    *p = {1, 0};
+    *p = Piece{};
     return e->value == var;
   }
   if (e->kind != K::kDiv && e->kind != K::kMod) return false;
   Piece in;
   if (!AsPiece(e->a, var, &in)) return false;
   const int64_t c = e->b->value;
+  const SymExpr c_size = ConstSize(e->b);
   if (in.modulus != 0 && in.modulus % c != 0) return false;  // cuts across a dim: not a piece
-  *p = e->kind == K::kDiv ? Piece{in.scale * c, in.modulus / c} : Piece{in.scale, c};
+  if (e->kind == K::kMod) {
+    *p = Piece{in.scale, c, in.scale_size, c_size};
+    return true;
+  }
+  std::optional<SymExpr> rest = in.modulus != 0 ? in.modulus_size.DividedBy(c_size) : SymExpr::Constant(0);
+  *p = Piece{in.scale * c, in.modulus / c, in.scale_size * c_size, rest ? *rest : SymExpr::Constant(in.modulus / c)};
   return true;
 }
 
 // Where the pieces of `e` cut loop variable `var` (each piece: at its scale, and its scale
-// times its modulus).
-void CollectCuts(const Index& e, int var, std::set<int64_t>* cuts) {
+// times its modulus), each cut with the sizes it was given in the symbols.
+void CollectCuts(const Index& e, int var, std::map<int64_t, std::vector<SymExpr>>* cuts) {
   if (!e) return;
   if (Piece p; AsPiece(e, var, &p)) {
-    cuts->insert(p.scale);
-    if (p.modulus != 0) cuts->insert(p.scale * p.modulus);
+    (*cuts)[p.scale].push_back(p.scale_size);
+    if (p.modulus != 0) (*cuts)[p.scale * p.modulus].push_back(p.scale_size * p.modulus_size);
     return;
   }
   CollectCuts(e->a, var, cuts);
   CollectCuts(e->b, var, cuts);
+}
+
+// The one size the cut at `value` was given that stands for it at `symbols`, or the constant
+// (none, or several that disagree).
+SymExpr CutSize(int64_t value, const std::vector<SymExpr>& given, const std::vector<int64_t>& symbols) {
+  std::optional<SymExpr> found;
+  for (const SymExpr& s : given) {
+    if (!s.StandsFor(value, symbols)) continue;
+    if (found && !(*found == s)) return SymExpr::Constant(value);
+    found = s;
+  }
+  return found ? *found : SymExpr::Constant(value);
 }
 
 struct AffineLoad {
@@ -70,7 +93,7 @@ std::vector<AffineLoad> AffineLoads(const Kernel& k, const std::vector<int64_t>&
 
 // Merges dims k and k + 1 wherever every affine load reads them as one (the coefficient of k
 // is that of k + 1 times its extent): the output always does.
-void MergeAdjacentDims(std::vector<int64_t>* dims, std::vector<AffineLoad>* loads) {
+void MergeAdjacentDims(std::vector<int64_t>* dims, std::vector<SymExpr>* sizes, std::vector<AffineLoad>* loads) {
   for (size_t d = 0; d + 1 < dims->size();) {
     const int64_t extent = (*dims)[d + 1];
     bool mergeable = std::all_of(loads->begin(), loads->end(),
@@ -81,6 +104,8 @@ void MergeAdjacentDims(std::vector<int64_t>* dims, std::vector<AffineLoad>* load
     }
     (*dims)[d] *= extent;
     dims->erase(dims->begin() + static_cast<std::ptrdiff_t>(d) + 1);
+    (*sizes)[d] = (*sizes)[d] * (*sizes)[d + 1];
+    sizes->erase(sizes->begin() + static_cast<std::ptrdiff_t>(d) + 1);
     for (AffineLoad& l : *loads) l.load.coefficients.erase(l.load.coefficients.begin() + static_cast<std::ptrdiff_t>(d));
   }
 }
@@ -104,18 +129,26 @@ std::string DimsText(const std::vector<int64_t>& dims) {
 
 }  // namespace
 
-std::vector<int64_t> DimsFromCuts(const Kernel& k, int var, int64_t extent) {
-  std::set<int64_t> cuts = {1, extent};
+std::vector<int64_t> DimsFromCuts(const Kernel& k, int var, int64_t extent, const SymExpr& extent_size, std::vector<SymExpr>* sizes) {
+  std::map<int64_t, std::vector<SymExpr>> cuts = {{1, {}}, {extent, {extent_size}}};
   for (const ScalarValue& v : k.values) CollectCuts(v.index, var, &cuts);
   for (const KernelStore& s : k.stores) CollectCuts(s.index, var, &cuts);
   std::vector<int64_t> dims;
+  std::vector<SymExpr> dim_sizes;
   int64_t previous = 1;
-  for (int64_t cut : cuts) {
+  SymExpr previous_size = SymExpr::Constant(1);
+  for (const auto& [cut, given] : cuts) {
     if (cut <= 1 || cut > extent) continue;  // a cut past the extent divides nothing
     if (cut % previous != 0) return {};
-    dims.insert(dims.begin(), cut / previous);
+    const int64_t dim = cut / previous;
+    const SymExpr cut_size = CutSize(cut, given, k.symbols);
+    std::optional<SymExpr> dim_size = cut_size.DividedBy(previous_size);
+    dims.insert(dims.begin(), dim);
+    dim_sizes.insert(dim_sizes.begin(), dim_size && dim_size->Is(dim, k.symbols) ? *dim_size : SymExpr::Constant(dim));
     previous = cut;
+    previous_size = cut_size;
   }
+  if (sizes) *sizes = std::move(dim_sizes);
   return dims;
 }
 
@@ -131,14 +164,14 @@ bool CoordinateCoefficients(const Index& index, size_t num_dims, std::vector<int
   return true;
 }
 
-Index FlatFromCoordinates(const std::vector<int64_t>& dims, int first_var) {
+Index FlatFromCoordinates(const std::vector<int64_t>& dims, int first_var, const std::vector<SymExpr>* sizes) {
   std::vector<Index> coordinates;
   for (size_t d = 0; d < dims.size(); ++d) coordinates.push_back(IndexVar(first_var + static_cast<int>(d), dims[d]));
-  return Ravel(coordinates, dims);
+  return Ravel(coordinates, dims, sizes);
 }
 
-Index InCoordinates(const Index& index, const std::vector<int64_t>& dims) {
-  return SubstituteVar(index, 0, FlatFromCoordinates(dims));
+Index InCoordinates(const Index& index, const std::vector<int64_t>& dims, const std::vector<SymExpr>* sizes) {
+  return SubstituteVar(index, 0, FlatFromCoordinates(dims, kCoordinateVar, sizes));
 }
 
 Index AffineInCoordinates(const std::vector<int64_t>& dims, const std::vector<int64_t>& coefficients, int64_t offset) {
@@ -161,13 +194,13 @@ TransposedTiling FindTransposedTiling(const Kernel& k) {
       return t;
     }
   }
-  t.dims = DimsFromCuts(k, 0, k.outer);
+  t.dims = DimsFromCuts(k, 0, k.outer, k.outer_size, &t.dim_sizes);
   if (t.dims.size() < 2) {
     t.why_not = t.dims.empty() ? "the indices split the output in ways that do not nest" : "the indices see the output as one dim";
     return t;
   }
   std::vector<AffineLoad> loads = AffineLoads(k, t.dims);
-  MergeAdjacentDims(&t.dims, &loads);
+  MergeAdjacentDims(&t.dims, &t.dim_sizes, &loads);
   // The contiguous dim of the most bytes of transposed loads; those loads share the tile.
   std::map<int, int64_t> bytes_across;
   for (const AffineLoad& l : loads)

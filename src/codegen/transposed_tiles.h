@@ -39,6 +39,9 @@ struct StagedLoad {
 
 struct TransposedTiling {
   std::vector<int64_t> dims;     // the output's coordinates, outermost first; the last one is contiguous in the output
+  // What each of `dims` is in the model's symbols, where the indices' constants say (the
+  // cuts' sizes); SymExpr::Constant(dim) elsewhere. Each stands for its dim at the binding.
+  std::vector<SymExpr> dim_sizes;
   int across = -1;               // the dim the staged loads read contiguously (coefficient 1)
   std::vector<StagedLoad> loads; // largest first
   std::string why_not;        // empty when the kernel takes the tiled form
@@ -49,14 +52,17 @@ struct TransposedTiling {
 // The tiling of `kernel` (pointwise: no reductions, inner 1), or why_not saying why none.
 TransposedTiling FindTransposedTiling(const Kernel& kernel);
 
-// i0 as Σ x_k · stride_k over `dims` (x_k = IndexVar(first_var + k, dims[k])).
-Index FlatFromCoordinates(const std::vector<int64_t>& dims, int first_var = kCoordinateVar);
+// i0 as Σ x_k · stride_k over `dims` (x_k = IndexVar(first_var + k, dims[k])), the strides
+// over `sizes` where given (the dims in the model's symbols).
+Index FlatFromCoordinates(const std::vector<int64_t>& dims, int first_var = kCoordinateVar, const std::vector<SymExpr>* sizes = nullptr);
 
 // The dims loop variable `var` (over [0, extent)) splits into, outermost first: every
 // (var / s) % m of the kernel's indices cuts it at s and s·m, and the cuts, nested, are the
 // finest dims all indices agree on; empty when they do not nest (one index splits by 6,
-// another by 4).
-std::vector<int64_t> DimsFromCuts(const Kernel& kernel, int var, int64_t extent);
+// another by 4). `sizes` (where given): each dim in the model's symbols, from the sizes of
+// the constants that cut it and `extent_size` (constants where they have none or disagree).
+std::vector<int64_t> DimsFromCuts(const Kernel& kernel, int var, int64_t extent, const SymExpr& extent_size = {},
+                                  std::vector<SymExpr>* sizes = nullptr);
 
 // The coefficient of each of `num_dims` coordinates (variables kCoordinateVar + d) in `index`
 // and its offset, when it is affine in them; false otherwise (a clamp, a gathered value,
@@ -65,7 +71,7 @@ bool CoordinateCoefficients(const Index& index, size_t num_dims, std::vector<int
 
 // `index` with i0 written in coordinates: the simplifier then folds most of the unravelling's
 // divisions and remainders into the coordinates themselves (not those of merged dims).
-Index InCoordinates(const Index& index, const std::vector<int64_t>& dims);
+Index InCoordinates(const Index& index, const std::vector<int64_t>& dims, const std::vector<SymExpr>* sizes = nullptr);
 
 // offset + Σ coefficients[k] · x_k.
 Index AffineInCoordinates(const std::vector<int64_t>& dims, const std::vector<int64_t>& coefficients, int64_t offset);

@@ -171,6 +171,33 @@ TEST(CudaSymbolicSizesTest, ReductionsAlongASymbolTakeTheRowLengthAtLaunch) {
   EXPECT_EQ(grids, (std::set<int64_t>{1, 2, 5})) << "tiles of 64 outputs: batch tiles times the splits";
 }
 
+// x [batch, seq, 64] transposed to [batch, 64, seq] through a ReLU: the tiled-transpose
+// kernel, its tile along seq and along the 64 features.
+Graph TransposedAlongSeq(int64_t batch, int64_t seq) {
+  GraphBuilder b;
+  Value x = b.Parameter("x", DType::kF32, {batch, seq, 64});
+  b.Output(b.Unary(OpCode::kRelu, b.Transpose(x, {0, 2, 1})), "y");
+  StatusOr<Graph> g = b.Build();
+  EXPECT_TRUE(g.ok()) << g.status().message();
+  g->set_symbolic_inputs({{{"x", {"batch", "seq", ""}}}, {{"batch", batch}, {"seq", seq}}});
+  return std::move(*g);
+}
+
+TEST(CudaSymbolicSizesTest, TransposedTilesTakeTheSequenceAtLaunch) {
+  const std::vector<CudaKernelSource> first = Kernels(TransposedAlongSeq(3, 40));
+  ASSERT_EQ(first.size(), 1u);
+  const CudaKernelSource& k = first.front();
+  EXPECT_NE(k.strategy.find("pointwise transposed 64x64"), std::string::npos) << k.strategy << " (a sequence of 40 still tiles by 64)";
+  EXPECT_NE(k.function.find("tiles_in = ((tf_sym1) + 64 - 1) / 64"), std::string::npos) << k.function;
+  EXPECT_NE(k.function.find("x0 * (tf_sym1 * 64)"), std::string::npos) << "the load's stride along the batch: " << k.function;
+  EXPECT_NE(k.function.find("* (tf_sym1) + first)"), std::string::npos) << "the store's offset: " << k.function;
+  EXPECT_EQ(k.function.find("40"), std::string::npos) << k.function;
+  for (auto [batch, seq] : {std::pair<int64_t, int64_t>{4, 56}, {2, 300}, {7, 1000}})
+    EXPECT_EQ(UnitSources(Kernels(TransposedAlongSeq(batch, seq))), UnitSources(first)) << batch << " x " << seq;
+  // The grid covers the binding's tiles: 1000 rows of seq in 16 tiles of 64, one along the features.
+  EXPECT_EQ(Kernels(TransposedAlongSeq(7, 1000)).front().launch.grid[0], 7 * 16);
+}
+
 // [past; x] along seq, scaled by its max over the whole length, and x's part sliced back:
 // the slice starts at the past length, a size in the symbols, so it is read there at launch
 // and the text does not change with past.
@@ -317,6 +344,7 @@ TEST(CudaSymbolicSizesTest, SymbolicKernelsCompileForHopper) {
   std::vector<CudaKernelSource> kernels = Kernels(NormAndActivation(2, 24));
   for (const CudaKernelSource& k : Kernels(Linear(4, 512))) kernels.push_back(k);
   for (const CudaKernelSource& k : Kernels(SeqReductions(16, 128))) kernels.push_back(k);
+  for (const CudaKernelSource& k : Kernels(TransposedAlongSeq(3, 40))) kernels.push_back(k);
   // Each model's kernels are their own program (their names repeat across models).
   for (const std::vector<CudaKernelSource>& program : {kernels, Kernels(SelfAttention(3, 333)), Kernels(CausalAttention(2, 1000))}) {
     StatusOr<CudaCubins> cubins = CompileUnits(*nvrtc, SplitIntoCompileUnits(program), "sm_90a");

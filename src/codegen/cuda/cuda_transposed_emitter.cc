@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <fmt/format.h>
 #include <map>
+#include <set>
 
 #include "codegen/cuda/cuda_scalar_program.h"
 #include "codegen/cuda/cuda_vector_store.h"
@@ -55,9 +56,12 @@ struct TilePlan {
 
 // The tiles for edge `tile` and store vector `vector` (both valid).
 TilePlan PlanTiles(const Kernel& k, const TransposedTiling& t, int tile, int vector) {
+  // A dim that is a size of the symbols takes the whole edge, whatever its extent at this
+  // binding: the tile's shape is in the kernel's text, and the launch's extent may be longer.
+  auto extent = [&](int d) { return d < static_cast<int>(t.dim_sizes.size()) && !t.dim_sizes[d].IsConstant() ? int64_t{tile} : t.dims[d]; };
   TilePlan p;
-  p.tile_in = TileEdge(tile, t.dims.back());
-  p.tile_d = TileEdge(tile, t.dims[t.across]);
+  p.tile_in = TileEdge(tile, extent(t.inner()));
+  p.tile_d = TileEdge(tile, extent(t.across));
   const int lanes_in = std::clamp(32 / (vector * NarrowestStore(k)), 1, p.tile_in / vector);
   for (const StagedLoad& load : t.loads) {
     TileLayout layout;
@@ -100,9 +104,19 @@ class TransposedEmitter {
   TransposedEmitter(const Kernel& k, const TransposedTiling& t, const CudaKernelConfig& c) : k_(k), t_(t), c_(c) {
     names_ = {"i0", "i1"};
     for (size_t d = 0; d < t.dims.size(); ++d) names_.push_back(fmt::format("x{}", d));
+    // A dim is printed over the symbols where its size is one of theirs that the kernel takes
+    // (its indices' symbols): the tiles' bounds, their decoding and the offsets follow it.
+    const std::vector<int> passed = PrintedSymbols(k);
+    for (size_t d = 0; d < t.dims.size(); ++d) {
+      const SymExpr& size = t.dim_sizes.size() == t.dims.size() ? t.dim_sizes[d] : SymExpr::Constant(t.dims[d]);
+      const std::set<int> ids = size.Symbols();
+      const bool at_launch = PrintsSymbolically(k, size, t.dims[d]) &&
+                             std::all_of(ids.begin(), ids.end(), [&](int id) { return std::find(passed.begin(), passed.end(), id) != passed.end(); });
+      sizes_.push_back(at_launch ? size : SymExpr::Constant(t.dims[d]));
+    }
     placed_ = k;  // every index in coordinates: the unravelling's divisions fold away
     for (ScalarValue& v : placed_.values)
-      if (v.index) v.index = InCoordinates(v.index, t.dims);
+      if (v.index) v.index = InCoordinates(v.index, t.dims, &sizes_);
   }
 
   StatusOr<CudaKernelSource> Run() {
@@ -130,6 +144,14 @@ class TransposedEmitter {
   }
 
   int Inner() const { return t_.inner(); }
+  bool AtLaunch(int d) const { return !sizes_[d].IsConstant(); }
+  bool AnyAtLaunch() const {
+    for (size_t d = 0; d < sizes_.size(); ++d)
+      if (AtLaunch(static_cast<int>(d))) return true;
+    return false;
+  }
+  // Dim d's extent as the kernel prints it: the launch's where it is a size of the symbols.
+  std::string Dim(int d) const { return KernelSizeText(k_, sizes_[d], t_.dims[d]); }
   int64_t TilesIn() const { return CeilDiv(t_.dims.back(), plan_.tile_in); }
   int64_t TilesD() const { return CeilDiv(t_.dims[t_.across], plan_.tile_d); }
   int64_t Tiles() const { return TilesIn() * TilesD() * (k_.outer / (t_.dims.back() * t_.dims[t_.across])); }
@@ -148,13 +170,17 @@ class TransposedEmitter {
     // no more of the shape serves other batch sizes of a model's symbolic dims.)
     out_ += fmt::format("  // A {}x{} tile: rows along dim {} of {} (contiguous in the output), columns along dim {} of {} (contiguous in the "
                         "staged loads).\n",
-                        plan_.tile_in, plan_.tile_d, Inner(), t_.dims.back(), t_.across, t_.dims[t_.across]);
+                        plan_.tile_in, plan_.tile_d, Inner(), Dim(Inner()), t_.across, Dim(t_.across));
     for (size_t l = 0; l < t_.loads.size(); ++l) {
       const TileLayout& layout = plan_.layouts[l];
       out_ += fmt::format("  __shared__ __align__(16) {} s{}[{} * {}];  // v{}, rows {} elements apart\n", StorageType(k_.values[t_.loads[l].value].dtype),
                           l, layout.tile_in, layout.pitch, t_.loads[l].value, layout.pitch);
     }
     out_ += "  const tf_index_t tile = blockIdx.x;\n";
+    if (AnyAtLaunch()) {
+      EmitTileOriginAtLaunch();
+      return;
+    }
     out_ += TilesIn() == 1 ? "  const tf_index_t in0 = 0;\n" : fmt::format("  const tf_index_t in0 = tile % {} * {};\n", TilesIn(), plan_.tile_in);
     if (TilesD() == 1) out_ += "  const tf_index_t d0 = 0;\n";
     else if (TilesIn() == 1) out_ += fmt::format("  const tf_index_t d0 = tile % {} * {};\n", TilesD(), plan_.tile_d);
@@ -173,6 +199,64 @@ class TransposedEmitter {
     }
   }
 
+  // The same where a dim's extent is the launch's: the tile counts computed, every step of the
+  // decoding over them (one text for the bindings of the symbols).
+  void EmitTileOriginAtLaunch() {
+    auto tiles = [&](int d, int edge) {
+      return AtLaunch(d) ? fmt::format("({} + {} - 1) / {}", Dim(d), edge, edge) : fmt::format("{}", CeilDiv(t_.dims[d], edge));
+    };
+    out_ += fmt::format("  const tf_index_t tiles_in = {}, tiles_d = {};\n", tiles(Inner(), plan_.tile_in), tiles(t_.across, plan_.tile_d));
+    out_ += fmt::format("  const tf_index_t in0 = tile % tiles_in * {};\n", plan_.tile_in);
+    out_ += fmt::format("  const tf_index_t d0 = tile / tiles_in % tiles_d * {};\n", plan_.tile_d);
+    std::string later = "tiles_in * tiles_d";  // the product of the extents decoded after dim d
+    for (int d = Inner() - 1; d >= 0; --d) {
+      if (d == t_.across) continue;
+      bool outermost = true;
+      for (int o = 0; o < d; ++o) outermost = outermost && o == t_.across;
+      out_ += fmt::format("  [[maybe_unused]] const tf_index_t {} = tile / ({}){};\n", Coordinate(d), later,
+                          outermost ? std::string() : fmt::format(" % {}", Dim(d)));
+      later += " * " + Dim(d);
+    }
+  }
+
+  // A staged load's address in the coordinates: offset + Σ coefficient · x. Where dims are the
+  // launch's, a coefficient that is the product of some other dims' extents (the load's
+  // layout a permutation of the output's) is printed as the product of their sizes.
+  Index StagedAddress(const StagedLoad& staged) const {
+    if (!AnyAtLaunch()) return AffineInCoordinates(t_.dims, staged.coefficients, staged.offset);
+    Index address = IndexConst(staged.offset);
+    for (size_t d = 0; d < t_.dims.size(); ++d) {
+      const Index x = IndexVar(kCoordinateVar + static_cast<int>(d), t_.dims[d]);
+      const int64_t c = staged.coefficients[d];
+      address = IndexAdd(IndexMul(x, IndexSize(c, ProductOfDims(c, static_cast<int>(d)))), address);
+    }
+    return address;
+  }
+  // The size of `value` as the product of the extents of dims other than `except`, the
+  // largest such set; SymExpr::Constant(value) where none multiplies to it.
+  SymExpr ProductOfDims(int64_t value, int except) const {
+    const size_t n = t_.dims.size();
+    int best = -1;
+    SymExpr size = SymExpr::Constant(value);
+    for (uint32_t set = 1; set < (1u << n); ++set) {
+      if (set & (1u << except)) continue;
+      int64_t product = 1;
+      SymExpr product_size = SymExpr::Constant(1);
+      int count = 0;
+      for (size_t d = 0; d < n; ++d)
+        if (set & (1u << d)) {
+          product *= t_.dims[d];
+          product_size = product_size * sizes_[d];
+          ++count;
+        }
+      if (product == value && count > best) {
+        best = count;
+        size = product_size;
+      }
+    }
+    return size;
+  }
+
   // Each staged load: every vector of the thread's share read first (all in flight), then
   // written into the tile.
   void EmitLoadPhase() {
@@ -188,12 +272,12 @@ class TransposedEmitter {
           "      const tf_index_t {3} = in0 + row, {4} = d0 + column;\n"
           "      if ({5}{3} < {6} && {4} < {7}) {{\n",
           c_.threads, per_row, layout.load_vector, in_name, d_name, layout.LoadVectors() % c_.threads ? fmt::format("q < {} && ", layout.LoadVectors()) : "",
-          t_.dims.back(), t_.dims[t_.across]);
+          Dim(Inner()), Dim(t_.across));
       const char* type = StorageType(load.dtype);
       out_ += fmt::format("  {{  // v{} of b{} into s{}: {} elements a load\n    {} r[{}][{}];\n", staged.value, load.buffer, l, layout.load_vector, type,
                           iterations, layout.load_vector);
       out_ += fmt::format("#pragma unroll\n    for (int it = 0; it < {}; ++it) {{\n{}", iterations, slot);
-      out_ += fmt::format("        tf_vload<{}>(b{} + ({}), r[it]);\n      }}\n    }}\n", layout.load_vector, load.buffer, Print(AffineInCoordinates(t_.dims, staged.coefficients, staged.offset)));
+      out_ += fmt::format("        tf_vload<{}>(b{} + ({}), r[it]);\n      }}\n    }}\n", layout.load_vector, load.buffer, Print(StagedAddress(staged)));
       out_ += fmt::format("#pragma unroll\n    for (int it = 0; it < {}; ++it) {{\n{}", iterations, slot);
       if (layout.shared_vector == layout.load_vector)
         out_ += fmt::format("        tf_vstore<{}>(s{} + row * {} + column, r[it]);\n", layout.load_vector, l, layout.pitch);
@@ -216,8 +300,9 @@ class TransposedEmitter {
                         lanes_in, plan_.tile_d, lanes_in * plan_.tile_d, vec);
     out_ += fmt::format("    const tf_index_t {} = d0 + column, first = in0 + row;\n", d_name);
     out_ += fmt::format("    if ({}{} < {} && first < {}) {{\n", store_vectors % c_.threads ? fmt::format("q < {} && ", store_vectors) : "", d_name,
-                        t_.dims[t_.across], t_.dims.back());
-    out_ += fmt::format("      const tf_index_t offset = {};  // of the vector's first output\n", Print(FlatFromCoordinates(t_.dims), Inner(), "first"));
+                        Dim(t_.across), Dim(Inner()));
+    out_ += fmt::format("      const tf_index_t offset = {};  // of the vector's first output\n",
+                        Print(FlatFromCoordinates(t_.dims, kCoordinateVar, &sizes_), Inner(), "first"));
     std::map<int, std::string> given;
     for (size_t l = 0; l < t_.loads.size(); ++l)
       given[t_.loads[l].value] = fmt::format("tf_cvt_{}(s{}[(row + j) * {} + column])", DTypeName(k_.values[t_.loads[l].value].dtype), l,
@@ -254,6 +339,7 @@ class TransposedEmitter {
   const TransposedTiling& t_;
   CudaKernelConfig c_;
   Kernel placed_;
+  std::vector<SymExpr> sizes_;  // per dim: its size where printed over the symbols, else its value
   std::vector<std::string> names_;
   TilePlan plan_;
   std::string out_;

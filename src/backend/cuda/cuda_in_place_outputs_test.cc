@@ -61,6 +61,45 @@ TEST(CudaInPlaceOutputsTest, ACacheWrittenAtOnePositionIsUpdatedInPlace) {
   EXPECT_FALSE(MayOverwrite(*g, 1, 1)) << "a reduction's output";
 }
 
+// Written in place, the update reads and writes only the vectors its position changes: the
+// kernel skips the rest where the run hands it the cache's own memory (both pointers equal).
+TEST(CudaInPlaceOutputsTest, TheUpdateInPlaceSkipsWhatItLeavesAsItWas) {
+  GraphBuilder b;
+  Value cache_k = b.Parameter("cache_k", DType::kBF16, {1, 12, 256, 64});
+  Value cache_v = b.Parameter("cache_v", DType::kBF16, {1, 12, 256, 64});
+  Value row_k = b.Parameter("row_k", DType::kBF16, {1, 12, 1, 64});
+  Value row_v = b.Parameter("row_v", DType::kBF16, {1, 12, 1, 64});
+  Value position = b.Parameter("position", DType::kI64, {1});
+  b.Output(CacheUpdate(b, cache_k, row_k, position), "k");
+  b.Output(CacheUpdate(b, cache_v, row_v, position), "v");
+  StatusOr<Graph> g = b.Build();
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  Lowered l = Lower(*g);
+  const CudaGroupProgram& update = l.GroupOf(*g, g->outputs()[0].node);
+  ASSERT_TRUE(update.kernel.has_value());
+  const std::string& text = update.kernel->source.function;
+  EXPECT_NE(text.find("!= 0) && b"), std::string::npos) << text;
+  EXPECT_NE(text.find(") continue;  // nothing changes here"), std::string::npos) << text;
+  // Both outputs in the one kernel, each compared with its own input.
+  size_t compared = 0;
+  for (size_t at = text.find(" == b"); at != std::string::npos; at = text.find(" == b", at + 1)) ++compared;
+  EXPECT_EQ(compared, 2u) << text;
+  EXPECT_TRUE(MayOverwrite(*g, 0, 0));
+  EXPECT_TRUE(MayOverwrite(*g, 1, 1));
+}
+
+TEST(CudaInPlaceOutputsTest, AnElementwiseUpdateSkipsNothing) {
+  GraphBuilder b;
+  Value x = b.Parameter("x", DType::kBF16, {64, 64});
+  b.Output(b.AddScalar(x, 1), "x1");
+  StatusOr<Graph> g = b.Build();
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  Lowered l = Lower(*g);
+  const CudaGroupProgram& p = l.GroupOf(*g, g->outputs()[0].node);
+  ASSERT_TRUE(p.kernel.has_value());
+  EXPECT_EQ(p.kernel->source.function.find("continue;"), std::string::npos) << p.kernel->source.function;
+}
+
 TEST(CudaInPlaceOutputsTest, AnUpdateComputedInsideAReductionKernelIsNotInPlace) {
   // The reduction's kernel computes the update too: a kernel that reads its rows more than
   // once (a softmax's passes) would read updated elements as the old ones.

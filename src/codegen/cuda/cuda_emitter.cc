@@ -658,6 +658,11 @@ class CudaEmitter {
     std::vector<bool> done(k_.values.size(), false);
     out_ += "  for (tf_index_t base = thread * kVec; base + kVec <= kElements; base += threads * kVec) {\n";
     out_ += "    const tf_index_t i0 = base;\n";
+    if (const std::optional<InPlaceUpdate> update = FindInPlaceUpdate()) {
+      EmitLanes(update->condition, done);
+      out_ += fmt::format("    if (!({} != 0){}) continue;  // nothing changes here, and the output is the input's memory\n", Name(update->condition),
+                          update->same_memory);
+    }
     for (const KernelStore& s : k_.stores) EmitLanes(s.value, done);
     for (size_t i = 0; i < k_.stores.size(); ++i) {
       const KernelStore& s = k_.stores[i];
@@ -673,6 +678,34 @@ class CudaEmitter {
     }
     out_ += "  }\n";
     lane_array_.clear();
+  }
+  // An update in place (transformers' static cache: the new key where the position is, every
+  // other element as it was): every store writes where(c, new, the stored buffer's own input at
+  // the store's index), c the same and uniform over a vector. Where the run hands the output
+  // the input's memory (RunOnDevice's in-place outputs), a vector c leaves alone needs neither
+  // its read nor its write, and a step's cache update costs the new position's bytes, not the
+  // whole cache's twice. (Where the output is memory of its own the pointers differ and every
+  // vector is copied.)
+  struct InPlaceUpdate {
+    int condition = -1;
+    std::string same_memory;  // " && b3 == b2 && ..."
+  };
+  std::optional<InPlaceUpdate> FindInPlaceUpdate() const {
+    InPlaceUpdate update;
+    for (const KernelStore& s : k_.stores) {
+      const ScalarValue& value = k_.values[s.value];
+      if (value.kind != ScalarValue::Kind::kOp || value.op != OpCode::kWhere || value.args.size() != 3) return std::nullopt;
+      const int c = value.args[0];
+      const ScalarValue& old = k_.values[value.args[2]];
+      if (!uniform_[c] || (update.condition >= 0 && c != update.condition) || old.kind != ScalarValue::Kind::kLoad ||
+          k_.buffers[old.buffer].dtype != k_.buffers[s.buffer].dtype || old.dtype != k_.buffers[s.buffer].dtype || !old.index || !s.index ||
+          PrintIndex(old.index, vars_) != PrintIndex(s.index, vars_) || Lanes(s.index) != LaneAccess::kContiguous)
+        return std::nullopt;
+      update.condition = c;
+      update.same_memory += fmt::format(" && b{} == b{}", s.buffer, old.buffer);
+    }
+    if (update.condition < 0) return std::nullopt;
+    return update;
   }
   LaneAccess Lanes(const Index& index) const {
     return ClassifyLanes(index, c_.vector, [&](int id) { return static_cast<bool>(uniform_[id]); });

@@ -5,7 +5,8 @@
 # profiler; first, random graphs over symbolic dims (seq 1 ... 40, a decode step's among them)
 # on the CUDA backend against the reference, each at three bindings.
 # Usage: bash bench/experiments/decode.sh BUNDLE_DIR OUT_DIR   (MODELS="gpt2 llama", MODES=..., ARGS=...,
-#        FUZZ=0 skips the fuzzing, FUZZ_COUNT=100, CHECKS=0 skips the checks and tests before the modes)
+#        FUZZ=0 skips the fuzzing, FUZZ_COUNT=100, CHECKS=0 skips the checks and tests before the modes,
+#        NORMS=1 times tilefuse's mode again with TILEFUSE_SKINNY_NORMS=1)
 set -uo pipefail
 B=${1:?bundle folder (build-gpu/bundle)}
 OUT=${2:?output folder}
@@ -23,6 +24,12 @@ if [ "${CHECKS:-1}" = 1 ]; then
   for m in tests/attention/attention_decode_*.onnxtxt tests/gemm/gemm_skinny_*.onnxtxt; do
     check_forms "$m" ""
     memcheck "$m"
+  done
+  # Layer norms computed in the skinny products (TILEFUSE_SKINNY_NORMS=1: A written by the
+  # producer's second warp) against the reference and under memcheck.
+  for m in tests/gemm/gemm_skinny_layer_norm_*.onnxtxt; do
+    TILEFUSE_SKINNY_NORMS=1 check_forms "$m" ""
+    TILEFUSE_SKINNY_NORMS=1 memcheck "$m"
   done
   # The decode form's time against the tiled kernel's (TILEFUSE_DECODE_ATTENTION=0): a step's
   # attention over 300 keys and over 4000 (split over the keys).
@@ -48,4 +55,10 @@ fi
 for model in ${MODELS:-gpt2 llama}; do
   PYTHONFAULTHANDLER=1 HF_HUB_OFFLINE=1 PYTHONPATH="$X" timeout 590 python3 bench/decode.py --model "$model" --json "$OUT/decode-$model.json" --timeout ${LIMIT:-500} \
     ${MODES:+--modes $MODES} ${ARGS:-} 2>&1 | grep -Ev 'Warning|warn\(|__cudagraphs\]  ' | tee -a "$log"
+  # NORMS=1: tilefuse's mode again with the layer norms computed in the skinny products.
+  if [ "${NORMS:-0}" = 1 ]; then
+    echo "== $model, TILEFUSE_SKINNY_NORMS=1" | tee -a "$log"
+    TILEFUSE_SKINNY_NORMS=1 PYTHONFAULTHANDLER=1 HF_HUB_OFFLINE=1 PYTHONPATH="$X" timeout 590 python3 bench/decode.py --model "$model" \
+      --json "$OUT/decode-$model-norms.json" --timeout ${LIMIT:-500} --modes tilefuse ${ARGS:-} 2>&1 | grep -Ev 'Warning|warn\(|__cudagraphs\]  ' | tee -a "$log"
+  fi
 done

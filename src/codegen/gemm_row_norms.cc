@@ -10,9 +10,9 @@ namespace {
 
 // Walks an RMS norm's expression from its output down to x, the scale and epsilon, noting the
 // ops it passes (each must be a member of the norm's group).
-class RmsNormWalk {
+class NormWalk {
  public:
-  RmsNormWalk(const Graph& g, const std::vector<bool>& member) : g_(g), member_(member) {}
+  NormWalk(const Graph& g, const std::vector<bool>& member) : g_(g), member_(member) {}
 
   std::optional<RmsNormMatch> Match(int value) {
     const Node& out = g_.node(value);
@@ -77,6 +77,84 @@ class RmsNormWalk {
     return false;
   }
 
+  // (Public: MatchLayerNorm's walk.)
+ public:
+  std::optional<LayerNormMatch> MatchLayer(int value) {
+    const Node& out = g_.node(ThroughShape(value));
+    if (out.op != OpCode::kCast || !Member(out.id) || !IsHalf(out.dtype)) return std::nullopt;
+    LayerNormMatch m;
+    int scaled = out.inputs[0];
+    if (const Node& add = g_.node(scaled); add.op == OpCode::kAdd && Member(add.id)) {  // + bias
+      for (int side = 0; side < 2 && m.bias < 0; ++side)
+        if (const int bias = Parameter(add.inputs[side], out.dtype); bias >= 0 && g_.node(add.inputs[1 - side]).op == OpCode::kMul) {
+          m.bias = bias;
+          scaled = add.inputs[1 - side];
+        }
+      if (m.bias < 0) return std::nullopt;
+    }
+    const Node& times_scale = g_.node(scaled);
+    if (times_scale.op != OpCode::kMul || !Member(times_scale.id)) return std::nullopt;
+    for (int side = 0; side < 2; ++side) {
+      m.scale = Parameter(times_scale.inputs[side], out.dtype);
+      if (m.scale >= 0 && Standardized(times_scale.inputs[1 - side], m)) break;
+      m.scale = -1;
+    }
+    if (m.scale < 0) return std::nullopt;
+    const Node& x = g_.node(m.input);
+    if (x.dtype != out.dtype || member_[m.input] || x.rank() < 1 || NumElements(g_.node(m.scale).shape) != x.shape.back() ||
+        (m.bias >= 0 && NumElements(g_.node(m.bias).shape) != x.shape.back()))
+      return std::nullopt;
+    return m;
+  }
+
+ private:
+  // A [K] vector of `dtype`, not computed by the norm, cast to f32 and broadcast: its node.
+  int Parameter(int id, DType dtype) const {
+    const Node& cast = g_.node(ThroughShape(id));
+    if (cast.op != OpCode::kCast || cast.dtype != DType::kF32 || !Member(cast.id)) return -1;
+    const int v = ThroughShape(cast.inputs[0]);
+    return g_.node(v).dtype == dtype && !Member(v) ? v : -1;
+  }
+  // (xf - mean(xf)) · rsqrt(mean((xf - mean(xf))²) + epsilon): sets input and epsilon.
+  bool Standardized(int id, LayerNormMatch& m) {
+    const Node& n = g_.node(id);
+    if (n.op != OpCode::kMul || !Member(n.id)) return false;
+    for (int side = 0; side < 2; ++side) {
+      const int centered = n.inputs[side];
+      if (!Centered(centered, m)) continue;
+      const Node& root = g_.node(ThroughShape(n.inputs[1 - side]));
+      if (root.op != OpCode::kRsqrt || !Member(root.id)) continue;
+      const Node& sum = g_.node(root.inputs[0]);
+      if (sum.op != OpCode::kAdd || !Member(sum.id)) continue;
+      for (int s2 = 0; s2 < 2; ++s2) {
+        const std::optional<double> epsilon = ScalarConstant(sum.inputs[1 - s2]);
+        const Node& variance = g_.node(sum.inputs[s2]);
+        if (!epsilon || *epsilon < 0 || variance.op != OpCode::kReduceMean || !Member(variance.id) || !LastAxis(variance)) continue;
+        const Node& square = g_.node(variance.inputs[0]);
+        if (square.op == OpCode::kMul && Member(square.id) && square.inputs[0] == centered && square.inputs[1] == centered) {
+          m.epsilon = *epsilon;
+          return true;
+        }
+      }
+    }
+    return false;
+  }
+  // xf - mean(xf), xf = cast(x, f32) (x a 16-bit value): sets input.
+  bool Centered(int id, LayerNormMatch& m) {
+    const Node& n = g_.node(id);
+    if (n.op != OpCode::kSub || !Member(n.id)) return false;
+    const Node& xf = g_.node(n.inputs[0]);
+    const Node& mean = g_.node(ThroughShape(n.inputs[1]));
+    if (xf.op != OpCode::kCast || xf.dtype != DType::kF32 || !Member(xf.id) || !IsHalf(g_.node(xf.inputs[0]).dtype)) return false;
+    if (mean.op != OpCode::kReduceMean || !Member(mean.id) || !LastAxis(mean) || mean.inputs[0] != xf.id) return false;
+    m.input = xf.inputs[0];
+    return true;
+  }
+  bool LastAxis(const Node& reduce) const {
+    const Node& in = g_.node(reduce.inputs[0]);
+    return reduce.attrs.axes == std::vector<int64_t>{in.rank() - 1};
+  }
+
   bool Member(int id) const { return id >= 0 && id < static_cast<int>(member_.size()) && member_[id]; }
   bool FloatCast(const Node& n) const { return n.op == OpCode::kCast && IsFloat(n.dtype) && IsFloat(g_.node(n.inputs[0]).dtype); }
   int ThroughCasts(int id) const {
@@ -106,7 +184,11 @@ class RmsNormWalk {
 }  // namespace
 
 std::optional<RmsNormMatch> MatchRmsNorm(const Graph& graph, int value, const std::vector<bool>& member) {
-  return RmsNormWalk(graph, member).Match(value);
+  return NormWalk(graph, member).Match(value);
+}
+
+std::optional<LayerNormMatch> MatchLayerNorm(const Graph& graph, int value, const std::vector<bool>& member) {
+  return NormWalk(graph, member).MatchLayer(value);
 }
 
 Status RowNormFits(const GemmTemplateKernel& g) {

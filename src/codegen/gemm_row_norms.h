@@ -36,6 +36,20 @@ struct RmsNormMatch {
 };
 std::optional<RmsNormMatch> MatchRmsNorm(const Graph& graph, int value, const std::vector<bool>& member);
 
+// The layer norm whose output is node `value`, as decompose.h writes LayerNormalization (and
+// PyTorch's native_layer_norm through the FX frontend) over the last axis of a 16-bit x:
+//   cast(((xf - mean(xf)) · rsqrt(mean((xf - mean(xf))²) + epsilon)) · scale [+ bias], x's type)
+// with xf = cast(x, f32) and scale, bias [K] of x's type cast to f32 (broadcasts and reshapes
+// anywhere, each product and sum in either order). Every op but x, scale, bias and the
+// constants must be in `member`.
+struct LayerNormMatch {
+  int input = -1;  // x
+  int scale = -1;
+  int bias = -1;  // -1: none
+  double epsilon = 0;
+};
+std::optional<LayerNormMatch> MatchLayerNorm(const Graph& graph, int value, const std::vector<bool>& member);
+
 // Why `gemm`'s A cannot be normed in its kernel, or OK: one batch entry, A a plain [rows][K]
 // matrix (no view, im2col or MN-major read) of a 16-bit type, K a whole number of 64-column
 // steps.

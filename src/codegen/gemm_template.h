@@ -63,6 +63,16 @@ struct GemmRowNorm {
   float epsilon = 0.0f;
 };
 
+// A layer norm of A's rows computed in the skinny product's kernel (gemm_skinny_sm90.cuh's
+// kNormA; codegen/gemm_row_norms.h): the product reads the norm's input x (its `a`) and writes
+// A's tiles as ((x - mean) · rsqrt(variance + epsilon)) · scale + bias, the norm's output
+// (`normed`) never written.
+struct GemmLayerNorm {
+  int normed = -1;
+  int scale = -1, bias = -1;  // [K], of the operands' type; bias -1: none
+  float epsilon = 0.0f;
+};
+
 struct GemmTemplateKernel {
   std::string name;
   DType dtype = DType::kBF16;  // of the product; accumulation in f32
@@ -127,6 +137,8 @@ struct GemmTemplateKernel {
   std::vector<int> partner_loads;
   // A normed by rows in the kernel; unset: A as read.
   std::optional<GemmRowNorm> row_norm;
+  // A a layer norm of x computed in the skinny template's kernel; unset: A as read.
+  std::optional<GemmLayerNorm> layer_norm;
   // A block-scaled FP8 product (block_scaled_matmul): its scales, A's [rows][blocks] and B's
   // [blocks][N] (f32, in memory), each block scaling K / blocks columns of K; -1, 0: none.
   int block_scale_a = -1, block_scale_b = -1;

@@ -38,6 +38,7 @@ std::string GemmFingerprint(const GemmTemplateKernel& g) {
   // 3xTF32 and TF32 forms of one f32 product take different configurations (no ping-pong).
   if (g.split_f32) problem += " 3xtf32";
   if (g.partner) problem += fmt::format(" partner {}", g.partner);  // (it limits the tile widths)
+  if (g.layer_norm) problem += fmt::format(" layer-norm {} {} {}", g.layer_norm->bias >= 0, g.layer_norm->epsilon, g.a);
   for (const GemmTemplateKernel& part : g.n_parts) problem += " part " + GemmFingerprint(part);
   for (const GemmTemplateKernel& gate : g.gate) problem += " gate " + GemmFingerprint(gate);
   return HashBytes(KernelFingerprint(g.epilogue) + "\n" + problem).ToHex();

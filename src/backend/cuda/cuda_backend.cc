@@ -33,7 +33,7 @@ std::vector<CudaKernelInfo> DescribeKernels(const CudaProgram& program, const Fu
       case CudaGroupProgram::Mode::kGenerated:
         info.mode = "generated";
         if (p.launched_with >= 0) info.strategy = fmt::format("launched together with {}", program.groups.at(p.launched_with).kernel->source.name);
-        if (p.normed_into >= 0) info.strategy = fmt::format("an RMS norm computed in {}, its A", program.groups.at(p.normed_into).kernel->source.name);
+        if (p.normed_into >= 0) info.strategy = fmt::format("a norm computed in {}, its A", program.groups.at(p.normed_into).kernel->source.name);
         break;
       case CudaGroupProgram::Mode::kGemm:
         info.mode = "gemm";
@@ -311,6 +311,7 @@ CudaTarget TargetFor(const std::string& arch, int sm_count, const CudaCompileOpt
   if (SwitchedOff("TILEFUSE_GEMM_GROUP_N")) target.overrides.gemm_group_n = false;  // a kernel per product, for comparison
   if (SwitchedOff("TILEFUSE_GEMM_GATES")) target.overrides.gemm_gates = false;      // a gate's product a kernel of its own
   if (SwitchedOn("TILEFUSE_GEMM_ROW_NORMS")) target.overrides.gemm_row_norms = true;  // RMS norms in their products (no faster, measured)
+  if (SwitchedOn("TILEFUSE_SKINNY_NORMS")) target.overrides.skinny_norms = true;  // layer norms in the skinny products (not yet measured)
   if (SwitchedOff("TILEFUSE_LAUNCH_TOGETHER")) target.overrides.launch_together = false;  // a launch per kernel
   if (SwitchedOff("TILEFUSE_LT_VIEWS")) target.overrides.lt_views = false;          // cuBLASLt's operands copied first
   target.template_configs = options.template_configs;

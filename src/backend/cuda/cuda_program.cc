@@ -574,6 +574,49 @@ void FoldRowNormsIntoProducts(const Graph& g, const FusionPlan& plan, const Cuda
   }
 }
 
+// Layer norms in the skinny products (gemm_skinny_sm90.cuh's kNormA): a generated row-reduction
+// group whose one output is a layer norm that only one skinny product reads, as its A (a decode
+// step's norms before its QKV, first MLP and LM-head products), becomes part of that kernel: the
+// product reads the norm's input and its producer's second warp writes A's tiles normed. The
+// norm keeps no kernel (normed_into) and its output no memory: at batch 1 each is a one-CTA
+// launch and a dependency edge on the step's path, 25 of GPT-2's 99. Off unless asked
+// (TILEFUSE_SKINNY_NORMS=1): not yet measured.
+void FoldLayerNormsIntoSkinnyProducts(const Graph& g, const FusionPlan& plan, const CudaTarget& target, CudaProgram& program) {
+  if (!target.overrides.skinny_norms || target.arch != "sm_90a") return;
+  const std::vector<int> group_of = StepOfEachNode(g, plan);
+  std::vector<std::vector<int>> readers(g.num_nodes());  // the groups reading each node (a graph output: -1)
+  for (size_t i = 0; i < plan.groups.size(); ++i)
+    for (int in : plan.groups[i].inputs) readers[in].push_back(static_cast<int>(i));
+  for (const Graph::Output& o : g.outputs()) readers[o.node].push_back(-1);
+  for (size_t q = 0; q < program.groups.size(); ++q) {
+    CudaGroupProgram& own = program.groups[q];
+    if (own.mode != CudaGroupProgram::Mode::kGemmTemplate || !own.prologue.empty() || !own.kernel || !own.kernel->template_kernel) continue;
+    const GemmTemplateKernel* product = own.kernel->template_kernel->SkinnyProblem();
+    if (!product || product->layer_norm) continue;
+    const int normed = product->a;
+    const int n = group_of[normed];
+    if (n < 0 || plan.groups[n].kind != GroupKind::kRowReduction || plan.groups[n].outputs != std::vector<int>{normed}) continue;
+    CudaGroupProgram& norm_program = program.groups[n];
+    if (norm_program.mode != CudaGroupProgram::Mode::kGenerated || !norm_program.kernel || norm_program.launched_with >= 0) continue;
+    if (readers[normed] != std::vector<int>{static_cast<int>(q)}) continue;  // read by this product alone
+    std::vector<bool> member(g.num_nodes(), false);
+    for (int id : plan.groups[n].nodes) member[id] = true;
+    const std::optional<LayerNormMatch> norm = MatchLayerNorm(g, normed, member);
+    if (!norm || g.node(norm->input).dtype != product->dtype || NumElements(g.node(norm->input).shape) != product->rows * product->k) continue;
+    GemmTemplateKernel folded = *product;
+    folded.a = norm->input;
+    folded.layer_norm = GemmLayerNorm{normed, norm->scale, norm->bias, static_cast<float>(norm->epsilon)};
+    if (!SkinnyGemmFits(folded).ok()) continue;
+    const std::string name = own.kernel->source.name;
+    StatusOr<CudaLaunchable> kernel = TemplateLaunchable(MakeSkinnyGemmTemplate(std::move(folded)), name, plan.groups[q], own.kernel->kernel, target);
+    if (!kernel.ok() || kernel->stand_in) continue;
+    kernel->outputs = own.kernel->outputs;
+    own.kernel = std::move(*kernel);
+    norm_program.kernel.reset();
+    norm_program.normed_into = own.group;
+  }
+}
+
 // Independent pointwise kernels launched together (codegen/cuda/cuda_launch_together.h): a
 // generated pointwise group's kernel takes the kernels of the next groups (a few steps on) whose
 // inputs are all written before it runs (a LLaMA-style layer's rotary embeddings of q and of k,
@@ -657,6 +700,7 @@ StatusOr<CudaProgram> BuildCudaProgram(const Graph& graph, const FusionPlan& pla
   GateProducts(graph, plan, inlined, target, program);
   GroupProductsOverN(graph, plan, target, program);
   FoldRowNormsIntoProducts(graph, plan, target, program);
+  FoldLayerNormsIntoSkinnyProducts(graph, plan, target, program);
   LowerAttentionGradients(graph, plan, prefix, target, program);
   LaunchIndependentKernelsTogether(graph, plan, target, program);
   std::vector<CudaKernelSource> sources;

@@ -164,6 +164,9 @@ struct TemplateOverrides {
   // (codegen/gemm_row_norms.h; true, TILEFUSE_GEMM_ROW_NORMS=1). Off by default: measured no
   // faster than the norm's own kernel (bench/results/2026-12-03-h200-row-norms.md).
   bool gemm_row_norms = false;
+  // Layer norms computed in the skinny products that read them (gemm_skinny_sm90.cuh's kNormA;
+  // TILEFUSE_SKINNY_NORMS=1). Off by default: not yet measured.
+  bool skinny_norms = false;
   // Independent generated kernels whose inputs are ready launched as one
   // (codegen/cuda/cuda_launch_together.h; false, TILEFUSE_LAUNCH_TOGETHER=0: a launch each).
   bool launch_together = true;

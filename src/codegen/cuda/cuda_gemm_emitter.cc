@@ -591,6 +591,7 @@ std::string GemmEpilogueParameters(const GemmTemplateKernel& g, CudaKernelSource
 }
 
 StatusOr<CudaKernelSource> EmitCudaGemm(const GemmTemplateKernel& gemm, const CudaGemmConfig& config) {
+  if (gemm.layer_norm) return Unimplemented(fmt::format("{}: a layer norm of A is the skinny template's (kNormA), not gemm_sm90's", gemm.name));
   return GemmEmitter(gemm, ResolveGemmConfig(gemm, config)).Run();
 }
 

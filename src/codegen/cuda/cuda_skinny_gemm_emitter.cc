@@ -7,6 +7,7 @@
 #include "codegen/cuda/cuda_gemm_config.h"
 #include "codegen/cuda/cuda_gemm_emitter.h"
 #include "codegen/cuda/cuda_scalar_program.h"
+#include "codegen/emit_util.h"
 #include "codegen/launch_spec.h"
 
 namespace tilefuse {
@@ -69,6 +70,8 @@ Status SkinnyGemmFits(const GemmTemplateKernel& g) {
   if (g.a_view || g.a_conv || g.a_mn_major >= 0) return Unimplemented("the skinny GEMM template reads A as a [M][K] matrix only");
   if (g.k < 1 || g.n < 1) return Unimplemented("an empty product");
   if (g.partner != 0) return Unimplemented("the skinny GEMM template's epilogue reads no partner column (a rotated half)");
+  if (g.layer_norm && (g.rows > 16 || g.k % 8 != 0 || !g.n_parts.empty() || !g.gate.empty() || g.row_norm))
+    return Unimplemented("a layer norm of A in the skinny template: at most 16 rows, K in 16-byte rows, one product, no other norm");
   return Status::Ok();
 }
 
@@ -146,6 +149,16 @@ StatusOr<CudaKernelSource> EmitCudaSkinnyGemm(const GemmTemplateKernel& g, const
   std::string parameters = "const __grid_constant__ tf::TensorMap map_a, const __grid_constant__ tf::TensorMap map_b";
   std::string buffers;
   parameters += GemmEpilogueParameters(g, s, buffers);
+  std::string norm = "{}";
+  if (g.layer_norm) {  // A normed by the producer's second warp from x (g.a), γ and β
+    const char* storage = StorageType(g.dtype);
+    parameters += fmt::format(", const {0}* __restrict__ norm_x, const {0}* __restrict__ norm_scale, const {0}* __restrict__ norm_bias", storage);
+    for (int node : {g.a, g.layer_norm->scale, g.layer_norm->bias >= 0 ? g.layer_norm->bias : g.layer_norm->scale})
+      s.launch.args.push_back({LaunchArg::Kind::kBuffer, node, {}, 0});
+    norm = fmt::format("tf::SkinnyNorm<Config::Element>{{norm_x, norm_scale, {}, {:.9e}f}}", g.layer_norm->bias >= 0 ? "norm_bias" : "nullptr",
+                       g.layer_norm->epsilon);
+    s.strategy += ", A a layer norm of its input, computed in the kernel";
+  }
   if (c.splits > 1) {
     parameters += ", unsigned* __restrict__ tile_counters, float* __restrict__ partials";
     s.launch.args.push_back({LaunchArg::Kind::kScratch, -1, {}, 0});
@@ -155,13 +168,13 @@ StatusOr<CudaKernelSource> EmitCudaSkinnyGemm(const GemmTemplateKernel& g, const
   out += fmt::format(
       "  struct Config {{\n    using Element = {};\n    using Index = {};\n"
       "    enum : int {{ kRows = {}, kN = {}, kK = {}, kMP = {}, kBN = {}, kStages = {}, kSplits = {}, kSplitSteps = {}, kBKMajor = {} }};\n"
-      "    enum : int {{ kBBeforeWait = {} }};\n"
+      "    enum : int {{ kBBeforeWait = {}, kNormA = {} }};\n"
       "  }};\n",
       TileElementType(g.dtype), GemmIndexType(g), g.rows, g.n, g.k, rows, c.block_n, c.stages, c.splits, StepsPerSplit(g, c),
-      b_k_major ? 1 : 0, g.b_read_only ? 1 : 0);
+      b_k_major ? 1 : 0, g.b_read_only ? 1 : 0, g.layer_norm ? 1 : 0);
   out += GemmEpilogueStruct(g, -1, -1, -1);
-  out += fmt::format("  tf::GemmSkinnySm90<Config>(map_a, map_b, Epilogue{{{}}}, {});\n}}\n", buffers,
-                     c.splits > 1 ? "tile_counters, partials" : "nullptr, nullptr");
+  out += fmt::format("  tf::GemmSkinnySm90<Config>(map_a, map_b, Epilogue{{{}}}, {}, {});\n}}\n", buffers,
+                     c.splits > 1 ? "tile_counters, partials" : "nullptr, nullptr", norm);
   // The skeleton awaits the prior grid itself, its producer after loading what of B it may
   // before (kBBeforeWait).
   FinishTemplateSource(s, std::move(out), SharedBytes(g, c), /*awaits_in_skeleton=*/true);

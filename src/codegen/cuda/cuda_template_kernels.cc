@@ -67,6 +67,7 @@ class SkinnyGemmTemplate : public TemplateKernel {
  public:
   explicit SkinnyGemmTemplate(GemmTemplateKernel gemm) : gemm_(std::move(gemm)) {}
   std::string Kind() const override { return "skinny gemm template"; }
+  const GemmTemplateKernel* SkinnyProblem() const override { return &gemm_; }
   std::string Fingerprint() const override { return "skinny " + GemmFingerprint(gemm_); }
   std::vector<nlohmann::json> SearchSpace(int sm_count) const override {
     std::vector<nlohmann::json> out;

@@ -48,6 +48,8 @@ class TemplateKernel {
   // The GEMM template's problem (what products grouped over N are made of); null for the
   // other templates, the skinny GEMM's included.
   virtual const GemmTemplateKernel* GemmProblem() const { return nullptr; }
+  // The skinny GEMM template's problem (codegen/cuda/cuda_skinny_gemm_emitter.h), or null.
+  virtual const GemmTemplateKernel* SkinnyProblem() const { return nullptr; }
 };
 
 }  // namespace tilefuse

@@ -20,8 +20,18 @@
 // The generated part (codegen/cuda/cuda_skinny_gemm_emitter.cc) is the Config, the Epilogue
 // functor printed from the group's scalar program (the GEMM template's) and one call of
 // GemmSkinnySm90. Config gives Element, Index, kRows (M), kN, kK, kMP, kBN (64 or 128),
-// kStages, kSplits, kSplitSteps, kBKMajor (B as [N][K], x · wᵀ; else [K][N]) and kBBeforeWait
-// (B loaded before the grid ahead has finished: SkinnyProducer).
+// kStages, kSplits, kSplitSteps, kBKMajor (B as [N][K], x · wᵀ; else [K][N]), kBBeforeWait
+// (B loaded before the grid ahead has finished: SkinnyProducer) and kNormA (A a layer norm of
+// the rows the kernel is given, computed by the producer's second warp: SkinnyNormedA).
+//
+// A normed in the kernel (kNormA): a decode step's layer norm feeds one product, and its own
+// kernel (one CTA over 768 values) is a launch and a dependency edge on the step's critical
+// path. The product reads the norm's input x instead: the producer's second warp sums each
+// row's values and squared deviations (as the graph's reduce_means: the mean, then the
+// variance about it), then for every K step writes A's tile itself, ((x - mean) · rstd) · γ + β
+// rounded to the operands' type (the graph's order of operations), zero rows past M, into the
+// 128-byte swizzle TMA would have written; it fences the writes for the tensor cores' proxy and
+// arrives on the stage's full barrier beside the producer's B.
 #pragma once
 
 #include "tile_mma.cuh"
@@ -36,13 +46,25 @@ struct SkinnyShape : Config {
   static_assert(Element::kBytes == 2, "gemm_skinny_sm90 takes bf16 or f16 operands");
   static_assert(Config::kMP % 16 == 0 && Config::kMP <= 256 && Config::kMP >= Config::kRows, "kMP: the rows padded to 16");
   static_assert(Config::kBN == 64 || Config::kBN == 128, "kBN: 64 or 128 columns a unit");
+  static_assert(Config::kNormA == 0 || (Config::kRows <= 16 && Config::kK % 8 == 0), "kNormA: at most 16 rows, K in 16-byte rows");
   static constexpr bool kBKMajor = Config::kBKMajor != 0;
   static constexpr int kBK = 128 / Element::kBytes;  // one 128-byte swizzle row
   static constexpr int kConsumers = Config::kBN / 64;
   static constexpr int kTiles = (Config::kN + Config::kBN - 1) / Config::kBN;
   static constexpr int kKSteps = (Config::kK + kBK - 1) / kBK;
   static constexpr int kUnits = kTiles * Config::kSplits;
-  static constexpr unsigned kStageBytes = (Config::kBN + Config::kMP) * kBK * Element::kBytes;
+  static constexpr bool kNormed = Config::kNormA != 0;
+  // The bytes TMA brings a stage: B's tile, and A's unless the norm's warp writes it.
+  static constexpr unsigned kStageBytes = (Config::kBN + (kNormed ? 0 : Config::kMP)) * kBK * Element::kBytes;
+};
+
+// kNormA: the layer norm's input x [kRows][kK], its scale γ and bias β [kK] (bias null: none).
+template <class Element>
+struct SkinnyNorm {
+  const typename Element::Storage* x;
+  const typename Element::Storage* scale;
+  const typename Element::Storage* bias;
+  float epsilon;
 };
 
 // Shared memory as the host's SkinnySharedBytes lays it out: B's ring and A's (1024-byte
@@ -116,8 +138,72 @@ __device__ __forceinline__ void SkinnyProducer(const SkinnySharedMemory<S>& sm, 
         sm.empty[ring.stage].Wait(ring.phase ^ 1);
         sm.full[ring.stage].ArriveExpectingBytes(S::kStageBytes);
       }
-      TmaLoad3d(sm.tile_a + ring.stage * S::kMP * S::kBK, map_a, ks * S::kBK, 0, 0, sm.full[ring.stage]);
+      if constexpr (!S::kNormed) TmaLoad3d(sm.tile_a + ring.stage * S::kMP * S::kBK, map_a, ks * S::kBK, 0, 0, sm.full[ring.stage]);
       if (!b_loaded) SkinnyLoadB<S>(sm, map_b, ring.stage, tile, ks);
+    }
+  }
+}
+
+// kNormA: the producer warpgroup's second warp writes A's tiles (see the header). A lane holds a
+// column pair of every row: x read as pairs, the statistics summed over the lanes.
+template <class S>
+__device__ __forceinline__ void SkinnyNormedA(const SkinnySharedMemory<S>& sm, const SkinnyNorm<typename S::Element>& norm) {
+  using Element = typename S::Element;
+  const int lane = threadIdx.x % 32;
+  tf_await_prior_grid();  // x is the kernel ahead's output
+  float mean[S::kRows], rstd[S::kRows];
+#pragma unroll
+  for (int r = 0; r < S::kRows; ++r) {
+    const unsigned* row = reinterpret_cast<const unsigned*>(norm.x + (long long)r * S::kK);
+    float sum = 0.0f;
+    for (int pair = lane; pair < S::kK / 2; pair += 32) {
+      const unsigned word = row[pair];
+      sum += Element::ToFloat((typename Element::Storage)(word & 0xffff)) + Element::ToFloat((typename Element::Storage)(word >> 16));
+    }
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+    mean[r] = sum / (float)S::kK;
+    float squares = 0.0f;
+    for (int pair = lane; pair < S::kK / 2; pair += 32) {
+      const unsigned word = row[pair];
+      const float d0 = Element::ToFloat((typename Element::Storage)(word & 0xffff)) - mean[r];
+      const float d1 = Element::ToFloat((typename Element::Storage)(word >> 16)) - mean[r];
+      squares += d0 * d0 + d1 * d1;
+    }
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) squares += __shfl_xor_sync(0xffffffffu, squares, offset);
+    rstd[r] = rsqrtf(squares / (float)S::kK + norm.epsilon);
+  }
+  Pipeline<S::kStages> ring;
+  for (int unit = blockIdx.x; unit < S::kUnits; unit += gridDim.x) {
+    int tile, k_begin, k_end;
+    SkinnyUnitRange<S>(unit, tile, k_begin, k_end);
+    for (int ks = k_begin; ks < k_end; ++ks, ring.Advance()) {
+      const int column = ks * S::kBK + 2 * lane;  // this lane's pair
+      const bool inside = column < S::kK;
+      float g0 = 0.0f, g1 = 0.0f, b0 = 0.0f, b1 = 0.0f;
+      if (inside) {
+        g0 = Element::ToFloat(norm.scale[column]), g1 = Element::ToFloat(norm.scale[column + 1]);
+        if (norm.bias) b0 = Element::ToFloat(norm.bias[column]), b1 = Element::ToFloat(norm.bias[column + 1]);
+      }
+      sm.empty[ring.stage].Wait(ring.phase ^ 1);
+      unsigned* a = reinterpret_cast<unsigned*>(sm.tile_a + ring.stage * S::kMP * S::kBK);
+#pragma unroll
+      for (int r = 0; r < S::kMP; ++r) {
+        unsigned word = 0;
+        if (r < S::kRows && inside) {
+          const unsigned in = *reinterpret_cast<const unsigned*>(norm.x + (long long)r * S::kK + column);
+          const float y0 = (Element::ToFloat((typename Element::Storage)(in & 0xffff)) - mean[r]) * rstd[r] * g0 + b0;
+          const float y1 = (Element::ToFloat((typename Element::Storage)(in >> 16)) - mean[r]) * rstd[r] * g1 + b1;
+          word = Element::Pack2(y0, y1);
+        }
+        // Row r's 128 bytes: the lane's word in 16-byte chunk lane / 4, the chunks XOR-swizzled
+        // by the row within the 1024-byte period (the tile starts on one).
+        a[r * 32 + ((lane / 4) ^ (r % 8)) * 4 + lane % 4] = word;
+      }
+      FenceSharedForAsync();  // the generic proxy's writes, before the tensor cores read them
+      __syncwarp();
+      if (lane == 0) sm.full[ring.stage].Arrive();
     }
   }
 }
@@ -210,12 +296,13 @@ __device__ __forceinline__ void SkinnyConsumer(const SkinnySharedMemory<S>& sm, 
 // writes every store of element (row, col) itself (there is no staged store; `loaded` is 0).
 template <class Config, class Epilogue>
 __device__ __forceinline__ void GemmSkinnySm90(const TensorMap& map_a, const TensorMap& map_b, const Epilogue& epilogue,
-                                               unsigned* __restrict__ counters, float* __restrict__ partials) {
+                                               unsigned* __restrict__ counters, float* __restrict__ partials,
+                                               const SkinnyNorm<typename Config::Element> norm = {}) {
   using S = SkinnyShape<Config>;
   SkinnySharedMemory<S> sm;
   if (threadIdx.x == 0) {
     for (int s = 0; s < S::kStages; ++s) {
-      sm.full[s].Init(1);
+      sm.full[s].Init(S::kNormed ? 2 : 1);  // (kNormA: the norm's warp arrives too)
       sm.empty[s].Init(S::kConsumers);
     }
     FenceBarrierInit();
@@ -223,6 +310,8 @@ __device__ __forceinline__ void GemmSkinnySm90(const TensorMap& map_a, const Ten
   __syncthreads();
   const int warpgroup = threadIdx.x / 128;
   if (warpgroup == 0) {
+    if constexpr (S::kNormed)
+      if (threadIdx.x / 32 == 1) SkinnyNormedA<S>(sm, norm);
     SkinnyProducer<S>(sm, map_a, map_b);  // awaits the grid ahead after loading what of B it may
     return;
   }

@@ -1,0 +1,94 @@
+// Layer norms computed in the skinny products that read them (TILEFUSE_SKINNY_NORMS=1):
+// planned and lowered for the GPU and compiled by NVRTC (no GPU needed). The GPU run against the
+// reference is bench/experiments/decode.sh's (tests/gemm/gemm_skinny_layer_norm_*.onnxtxt).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "backend/cuda/cuda_compile_units.h"
+#include "backend/cuda/cuda_program.h"
+#include "backend/cuda/nvrtc_compiler.h"
+#include "fusion/group_classifier.h"
+#include "passes/pipeline.h"
+#include "tilefuse/builder.h"
+
+namespace tilefuse {
+namespace {
+
+// x [rows, 768] through a layer norm (with or without a bias) into x · w + b, as a decode
+// step's norm before its first MLP product.
+Graph NormThenProduct(int64_t rows, bool bias, bool norm_also_returned = false) {
+  GraphBuilder b;
+  Value x = b.Parameter("x", DType::kBF16, {rows, 768});
+  Value gamma = b.Parameter("gamma", DType::kBF16, {768});
+  Value beta = bias ? b.Parameter("beta", DType::kBF16, {768}) : Value{};
+  Value w = b.Parameter("w", DType::kBF16, {768, 1024});
+  Value normed = b.LayerNorm(x, gamma, beta, 1, 1e-5);
+  b.Output(b.Add(b.MatMul(normed, w), b.BroadcastTo(b.Parameter("b", DType::kBF16, {1024}), {rows, 1024})), "y");
+  if (norm_also_returned) b.Output(normed, "normed");
+  StatusOr<Graph> g = b.Build();
+  EXPECT_TRUE(g.ok()) << g.status().ToString();
+  StatusOr<Graph> passed = RunGraphPasses(std::move(*g), PassOptions{});
+  EXPECT_TRUE(passed.ok()) << passed.status().ToString();
+  return std::move(*passed);
+}
+
+CudaProgram Lower(const Graph& g, bool skinny_norms) {
+  CudaTarget target;
+  target.gemm = GemmPath::kTemplate;
+  target.overrides.skinny_norms = skinny_norms;
+  StatusOr<CudaPlan> plan = PlanFusionForCuda(g, PlannerOptions{}, target);
+  EXPECT_TRUE(plan.ok()) << plan.status().ToString();
+  StatusOr<CudaProgram> program = BuildCudaProgram(g, plan->plan, FindInlinedGenerators(g), "", {}, target);
+  EXPECT_TRUE(program.ok()) << program.status().ToString();
+  return std::move(*program);
+}
+
+std::vector<CudaKernelSource> Sources(const CudaProgram& program) {
+  std::vector<CudaKernelSource> sources;
+  for (const CudaGroupProgram& p : program.groups)
+    for (const CudaLaunchable* k : Launchables(p)) sources.push_back(k->source);
+  return sources;
+}
+
+TEST(CudaSkinnyNormsTest, ALayerNormReadByOneSkinnyProductIsComputedInIt) {
+  for (bool bias : {true, false}) {
+    const Graph g = NormThenProduct(1, bias);
+    const std::vector<CudaKernelSource> unfolded = Sources(Lower(g, false));
+    ASSERT_EQ(unfolded.size(), 2u) << "a norm and a product";
+    const CudaProgram program = Lower(g, true);
+    const std::vector<CudaKernelSource> folded = Sources(program);
+    ASSERT_EQ(folded.size(), 1u) << "the product alone";
+    const std::string& text = folded.front().function;
+    EXPECT_NE(text.find("kNormA = 1"), std::string::npos) << text;
+    EXPECT_NE(text.find(bias ? "norm_x, norm_scale, norm_bias, 9.999999747e-06f" : "norm_x, norm_scale, nullptr"), std::string::npos) << text;
+    EXPECT_NE(folded.front().strategy.find("A a layer norm of its input"), std::string::npos);
+    int normed_into = 0;
+    for (const CudaGroupProgram& p : program.groups) normed_into += p.normed_into >= 0;
+    EXPECT_EQ(normed_into, 1);
+    // The product reads x, the scale and the bias (or the scale again) as buffers.
+    int buffers = 0;
+    for (const LaunchArg& a : folded.front().launch.args) buffers += a.kind == LaunchArg::Kind::kBuffer;
+    EXPECT_EQ(buffers, 2 + 3) << "the bias vector and the output, then x, the scale and the bias";
+  }
+}
+
+TEST(CudaSkinnyNormsTest, ANormAlsoReturnedOrOverManyRowsKeepsItsKernel) {
+  EXPECT_EQ(Sources(Lower(NormThenProduct(1, true, /*norm_also_returned=*/true), true)).size(), 2u);
+  EXPECT_EQ(Sources(Lower(NormThenProduct(24, true), true)).size(), 2u) << "24 rows: more than the norm's warp holds (16)";
+}
+
+TEST(CudaSkinnyNormsTest, NormedProductsCompileForHopperWithoutSpills) {
+  StatusOr<NvrtcCompiler> nvrtc = NvrtcCompiler::Create((std::filesystem::temp_directory_path() / "tilefuse_test_cache").string());
+  if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available, CUDA kernels not compiled: " << nvrtc.status().ToString();
+  for (int64_t rows : {1, 5, 16}) {
+    const std::vector<CudaKernelSource> kernels = Sources(Lower(NormThenProduct(rows, rows != 5), true));
+    ASSERT_EQ(kernels.size(), 1u) << rows;
+    StatusOr<CudaCubins> cubins = CompileUnits(*nvrtc, SplitIntoCompileUnits(kernels), "sm_90a");
+    ASSERT_TRUE(cubins.ok()) << cubins.status().ToString();
+    for (const PtxasKernelInfo& k : ParsePtxasLog(cubins->PtxasLog())) EXPECT_EQ(k.spill_store_bytes + k.spill_load_bytes, 0) << k.line;
+  }
+}
+
+}  // namespace
+}  // namespace tilefuse

@@ -149,13 +149,13 @@ StatusOr<CudaKernelSource> EmitCudaSkinnyGemm(const GemmTemplateKernel& g, const
   std::string parameters = "const __grid_constant__ tf::TensorMap map_a, const __grid_constant__ tf::TensorMap map_b";
   std::string buffers;
   parameters += GemmEpilogueParameters(g, s, buffers);
-  std::string norm = "{}";
+  std::string norm;  // the skeleton's norm argument (", tf::SkinnyNorm<...>{...}"), where A is normed
   if (g.layer_norm) {  // A normed by the producer's second warp from x (g.a), γ and β
     const char* storage = StorageType(g.dtype);
     parameters += fmt::format(", const {0}* __restrict__ norm_x, const {0}* __restrict__ norm_scale, const {0}* __restrict__ norm_bias", storage);
     for (int node : {g.a, g.layer_norm->scale, g.layer_norm->bias >= 0 ? g.layer_norm->bias : g.layer_norm->scale})
       s.launch.args.push_back({LaunchArg::Kind::kBuffer, node, {}, 0});
-    norm = fmt::format("tf::SkinnyNorm<Config::Element>{{norm_x, norm_scale, {}, {:.9e}f}}", g.layer_norm->bias >= 0 ? "norm_bias" : "nullptr",
+    norm = fmt::format(", tf::SkinnyNorm<Config::Element>{{norm_x, norm_scale, {}, {:.9e}f}}", g.layer_norm->bias >= 0 ? "norm_bias" : "nullptr",
                        g.layer_norm->epsilon);
     s.strategy += ", A a layer norm of its input, computed in the kernel";
   }
@@ -173,7 +173,7 @@ StatusOr<CudaKernelSource> EmitCudaSkinnyGemm(const GemmTemplateKernel& g, const
       TileElementType(g.dtype), GemmIndexType(g), g.rows, g.n, g.k, rows, c.block_n, c.stages, c.splits, StepsPerSplit(g, c),
       b_k_major ? 1 : 0, g.b_read_only ? 1 : 0, g.layer_norm ? 1 : 0);
   out += GemmEpilogueStruct(g, -1, -1, -1);
-  out += fmt::format("  tf::GemmSkinnySm90<Config>(map_a, map_b, Epilogue{{{}}}, {}, {});\n}}\n", buffers,
+  out += fmt::format("  tf::GemmSkinnySm90<Config>(map_a, map_b, Epilogue{{{}}}, {}{});\n}}\n", buffers,
                      c.splits > 1 ? "tile_counters, partials" : "nullptr, nullptr", norm);
   // The skeleton awaits the prior grid itself, its producer after loading what of B it may
   // before (kBBeforeWait).

@@ -8,8 +8,9 @@ namespace tilefuse {
 
 namespace {
 
-// Walks an RMS norm's expression from its output down to x, the scale and epsilon, noting the
-// ops it passes (each must be a member of the norm's group).
+// Walks an RMS norm's (Match) or a layer norm's (MatchLayer) expression from its output down to
+// x, the scale, the bias and epsilon, checking the ops it passes (each must be a member of the
+// norm's group).
 class NormWalk {
  public:
   NormWalk(const Graph& g, const std::vector<bool>& member) : g_(g), member_(member) {}
@@ -77,7 +78,6 @@ class NormWalk {
     return false;
   }
 
-  // (Public: MatchLayerNorm's walk.)
  public:
   std::optional<LayerNormMatch> MatchLayer(int value) {
     const Node& out = g_.node(ThroughShape(value));

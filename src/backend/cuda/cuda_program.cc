@@ -527,6 +527,15 @@ void GateProducts(const Graph& g, const FusionPlan& plan, const std::vector<bool
   }
 }
 
+// The groups reading each node, in plan order (a graph output: -1).
+std::vector<std::vector<int>> GroupsReadingEachNode(const Graph& g, const FusionPlan& plan) {
+  std::vector<std::vector<int>> readers(g.num_nodes());
+  for (size_t i = 0; i < plan.groups.size(); ++i)
+    for (int in : plan.groups[i].inputs) readers[in].push_back(static_cast<int>(i));
+  for (const Graph::Output& o : g.outputs()) readers[o.node].push_back(-1);
+  return readers;
+}
+
 // RMS norms in their products (codegen/gemm_row_norms.h): a generated row-reduction group whose
 // one output is an RMS norm that only one GEMM template kernel reads, as its A (the q, k and v
 // products grouped over N, a gated product's two), becomes part of that kernel; it keeps no
@@ -536,11 +545,7 @@ void GateProducts(const Graph& g, const FusionPlan& plan, const std::vector<bool
 void FoldRowNormsIntoProducts(const Graph& g, const FusionPlan& plan, const CudaTarget& target, CudaProgram& program) {
   if (!target.overrides.gemm_row_norms || target.arch != "sm_90a") return;
   const std::vector<int> group_of = StepOfEachNode(g, plan);
-  // The groups reading each node (a graph output: -1).
-  std::vector<std::vector<int>> readers(g.num_nodes());
-  for (size_t i = 0; i < plan.groups.size(); ++i)
-    for (int in : plan.groups[i].inputs) readers[in].push_back(static_cast<int>(i));
-  for (const Graph::Output& o : g.outputs()) readers[o.node].push_back(-1);
+  const std::vector<std::vector<int>> readers = GroupsReadingEachNode(g, plan);
   for (size_t q = 0; q < program.groups.size(); ++q) {
     CudaGroupProgram& own = program.groups[q];
     const GemmTemplateKernel* product = TemplateProblemOf(own);
@@ -584,10 +589,7 @@ void FoldRowNormsIntoProducts(const Graph& g, const FusionPlan& plan, const Cuda
 void FoldLayerNormsIntoSkinnyProducts(const Graph& g, const FusionPlan& plan, const CudaTarget& target, CudaProgram& program) {
   if (!target.overrides.skinny_norms || target.arch != "sm_90a") return;
   const std::vector<int> group_of = StepOfEachNode(g, plan);
-  std::vector<std::vector<int>> readers(g.num_nodes());  // the groups reading each node (a graph output: -1)
-  for (size_t i = 0; i < plan.groups.size(); ++i)
-    for (int in : plan.groups[i].inputs) readers[in].push_back(static_cast<int>(i));
-  for (const Graph::Output& o : g.outputs()) readers[o.node].push_back(-1);
+  const std::vector<std::vector<int>> readers = GroupsReadingEachNode(g, plan);
   for (size_t q = 0; q < program.groups.size(); ++q) {
     CudaGroupProgram& own = program.groups[q];
     if (own.mode != CudaGroupProgram::Mode::kGemmTemplate || !own.prologue.empty() || !own.kernel || !own.kernel->template_kernel) continue;

@@ -20,6 +20,14 @@
 namespace tilefuse {
 namespace {
 
+// The graph `b` built, its input x's first two dims the symbols batch and seq at these values.
+Graph BuiltOverBatchAndSeq(GraphBuilder& b, int64_t batch, int64_t seq) {
+  StatusOr<Graph> g = b.Build();
+  EXPECT_TRUE(g.ok()) << g.status().message();
+  g->set_symbolic_inputs({{{"x", {"batch", "seq", ""}}}, {{"batch", batch}, {"seq", seq}}});
+  return std::move(*g);
+}
+
 // x [batch, seq, 64] through a layer norm, GELU, a residual and a softmax over the 64
 // features, plus a position's iota added along seq: the loop kernels of a transformer's
 // non-product part. Bound at `batch`, `seq`.
@@ -31,10 +39,7 @@ Graph NormAndActivation(int64_t batch, int64_t seq) {
   Value positions = b.Cast(b.Iota({1, seq, 1}, 1, DType::kI64), DType::kF32);
   Value y = b.Add(b.Gelu(normed, false), b.Mul(x, b.BroadcastTo(positions, {batch, seq, 64})));
   b.Output(b.Softmax(y, 2), "y");
-  StatusOr<Graph> g = b.Build();
-  EXPECT_TRUE(g.ok()) << g.status().message();
-  g->set_symbolic_inputs({{{"x", {"batch", "seq", ""}}}, {{"batch", batch}, {"seq", seq}}});
-  return std::move(*g);
+  return BuiltOverBatchAndSeq(b, batch, seq);
 }
 
 // x [batch, seq, 256] bf16 through a linear layer with a bias and GELU: a GEMM template kernel
@@ -45,10 +50,7 @@ Graph Linear(int64_t batch, int64_t seq) {
   Value w = b.Parameter("w", DType::kBF16, {256, 512});
   Value bias = b.Parameter("bias", DType::kBF16, {512});
   b.Output(b.Gelu(b.Add(b.MatMul(x, w), bias), false), "y");
-  StatusOr<Graph> g = b.Build();
-  EXPECT_TRUE(g.ok()) << g.status().message();
-  g->set_symbolic_inputs({{{"x", {"batch", "seq", ""}}}, {{"batch", batch}, {"seq", seq}}});
-  return std::move(*g);
+  return BuiltOverBatchAndSeq(b, batch, seq);
 }
 
 // BERT-style self-attention over x [batch, seq, 256] bf16 (four heads of 64): the heads split
@@ -138,10 +140,7 @@ Graph SeqReductions(int64_t batch, int64_t seq) {
   b.Output(b.Reduce(OpCode::kReduceSum, b.Mul(b.Softmax(x, 1), x), {1}, true), "pooled");
   b.Output(b.Reduce(OpCode::kReduceMax, x, {1}, true), "peak");
   b.Output(b.Sub(x, b.Reduce(OpCode::kReduceMean, x, {1}, true)), "centered");
-  StatusOr<Graph> g = b.Build();
-  EXPECT_TRUE(g.ok()) << g.status().message();
-  g->set_symbolic_inputs({{{"x", {"batch", "seq", ""}}}, {{"batch", batch}, {"seq", seq}}});
-  return std::move(*g);
+  return BuiltOverBatchAndSeq(b, batch, seq);
 }
 
 TEST(CudaSymbolicSizesTest, ReductionsAlongASymbolTakeTheRowLengthAtLaunch) {
@@ -177,10 +176,7 @@ Graph TransposedAlongSeq(int64_t batch, int64_t seq) {
   GraphBuilder b;
   Value x = b.Parameter("x", DType::kF32, {batch, seq, 64});
   b.Output(b.Unary(OpCode::kRelu, b.Transpose(x, {0, 2, 1})), "y");
-  StatusOr<Graph> g = b.Build();
-  EXPECT_TRUE(g.ok()) << g.status().message();
-  g->set_symbolic_inputs({{{"x", {"batch", "seq", ""}}}, {{"batch", batch}, {"seq", seq}}});
-  return std::move(*g);
+  return BuiltOverBatchAndSeq(b, batch, seq);
 }
 
 TEST(CudaSymbolicSizesTest, TransposedTilesTakeTheSequenceAtLaunch) {

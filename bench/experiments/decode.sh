@@ -20,8 +20,9 @@ X=/tmp/tilefuse-python
 [ -d "$X" ] || scripts/gpu-python-ext.sh "$B" "$X" >"$OUT/ext.log" 2>&1 || tail "$OUT/ext.log"
 if [ "${CHECKS:-1}" = 1 ]; then
   # Attention's decode form (a CTA per query row) and the skinny GEMM's products (B's first
-  # stages loaded before the grid ahead ends) against the reference, and under memcheck.
-  for m in tests/attention/attention_decode_*.onnxtxt tests/gemm/gemm_skinny_*.onnxtxt; do
+  # stages loaded before the grid ahead ends) against the reference, and under memcheck; a
+  # decode step's q, k (rotary epilogues) and v in one GEMM template kernel.
+  for m in tests/attention/attention_decode_*.onnxtxt tests/gemm/gemm_skinny_*.onnxtxt tests/gemm/gemm_rotary_qk_v_decode_bf16.onnxtxt; do
     check_forms "$m" ""
     memcheck "$m"
   done

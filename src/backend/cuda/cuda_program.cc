@@ -407,10 +407,21 @@ const GemmTemplateKernel* TemplateProblemOf(const CudaGroupProgram& p) {
   return p.kernel->template_kernel->GemmProblem();
 }
 
+// The skinny template's problem as a skinny group's program was emitted from, or null.
+const GemmTemplateKernel* SkinnyProblemOf(const CudaGroupProgram& p) {
+  if (p.mode != CudaGroupProgram::Mode::kGemmTemplate || !p.prologue.empty() || !p.kernel || !p.kernel->template_kernel) return nullptr;
+  return p.kernel->template_kernel->SkinnyProblem();
+}
+
 // Products grouped over N (codegen/gemm_n_groups.h): gemm template groups of few output tiles
 // each, reading one A by different weights, become one kernel at the first one's step, where
 // every input of the others is already computed (A and the weights; an epilogue's vector). The
 // others keep no kernel (grouped_into) and their outputs are written at that step.
+// A skinny product (a decode step's) joins such a group where another member is on the GEMM
+// template already (a LLaMA-style layer's v beside q and k, whose rotary epilogues the skinny
+// template does not take): its columns add a few units to that kernel and save a launch. Skinny
+// products alone stay apart (the skinny template streams B faster than the GEMM template's
+// grouped form would; it has no grouped form).
 void GroupProductsOverN(const Graph& g, const FusionPlan& plan, const CudaTarget& target, CudaProgram& program) {
   if (!target.overrides.gemm_group_n || target.arch != "sm_90a") return;
   const std::vector<int> step_of = StepOfEachNode(g, plan);
@@ -421,8 +432,10 @@ void GroupProductsOverN(const Graph& g, const FusionPlan& plan, const CudaTarget
   // Candidates by what they must share, in plan order: the GEMM template's problems as their
   // programs were emitted from.
   std::map<std::string, std::vector<std::pair<size_t, GemmTemplateKernel>>> by_a;
+  std::vector<bool> skinny(program.groups.size(), false);
   for (size_t i = 0; i < program.groups.size(); ++i) {
     const GemmTemplateKernel* gemm = TemplateProblemOf(program.groups[i]);
+    if (!gemm && (gemm = SkinnyProblemOf(program.groups[i]))) skinny[i] = true;
     if (!gemm || !GroupableOverN(*gemm).ok() || !few_tiles(gemm->rows, gemm->n)) continue;
     by_a[GroupOverNKey(*gemm)].push_back({i, *gemm});
   }
@@ -441,7 +454,7 @@ void GroupProductsOverN(const Graph& g, const FusionPlan& plan, const CudaTarget
         members.push_back(j);
         n += candidates[j].second.n;
       }
-      if (members.size() < 2) continue;
+      if (members.size() < 2 || std::all_of(members.begin(), members.end(), [&](size_t m) { return skinny[candidates[m].first]; })) continue;
       std::vector<GemmTemplateKernel> parts;
       for (size_t m : members) parts.push_back(candidates[m].second);
       StatusOr<GemmTemplateKernel> grouped = GroupOverN(std::move(parts));

@@ -1367,3 +1367,66 @@ TEST(CudaProgramRotaryTest, RotaryEmbeddingsRunInTheirProductsEpilogues) {
 
 }  // namespace
 }  // namespace tilefuse
+
+namespace tilefuse {
+namespace {
+
+// A decode step's q, k and v (one token; q and k with rotary epilogues, which keep them on the
+// GEMM template): v, which alone would run on the skinny template, joins their kernel, one
+// launch for the three. Products grouped over N switched off, v keeps the skinny template.
+TEST(CudaProgramGroupedTest, ASkinnyProductJoinsProductsOfItsAOnTheGemmTemplate) {
+  auto model = ImportOnnx(std::string(TILEFUSE_SOURCE_DIR) + "/tests/gemm/gemm_rotary_qk_v_decode_bf16.onnxtxt");
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  PassOptions passes;
+  passes.channels_last = true;  // as the CUDA backend passes graphs
+  auto graph = RunGraphPasses(std::move(model->graph), passes);
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  for (bool grouped : {true, false}) {
+    SCOPED_TRACE(grouped ? "grouped" : "a kernel each");
+    CudaTarget target;
+    target.overrides.gemm_group_n = grouped;
+    auto plan = PlanFusionForCuda(*graph, PlannerOptions{}, target);
+    ASSERT_TRUE(plan.ok());
+    auto program = BuildCudaProgram(*graph, plan->plan, FindInlinedGenerators(*graph), "", {}, target);
+    ASSERT_TRUE(program.ok()) << program.status().ToString();
+    std::vector<std::string> kernels;  // the gemm groups' kernels' strategies
+    int grouped_into = 0;
+    for (const CudaGroupProgram& p : program->groups) {
+      if (p.kind != GroupKind::kGemm) continue;
+      if (p.grouped_into >= 0) ++grouped_into;
+      if (p.kernel) kernels.push_back(p.kernel->source.strategy);
+    }
+    if (grouped) {
+      ASSERT_EQ(kernels.size(), 1u);
+      EXPECT_EQ(grouped_into, 2);
+      EXPECT_NE(kernels[0].find("3 products grouped over N (512 + 512 + 512 columns)"), std::string::npos) << kernels[0];
+    } else {
+      ASSERT_EQ(kernels.size(), 3u);
+      EXPECT_EQ(std::count_if(kernels.begin(), kernels.end(), [](const std::string& s) { return s.find("skinny") != std::string::npos; }), 1)
+          << fmt::format("{}", fmt::join(kernels, " | "));
+    }
+  }
+}
+
+// Skinny products of one A alone (a decode step's gate and up, no rotary epilogue among them)
+// stay on the skinny template, a kernel each: grouped, they would run on the GEMM template.
+TEST(CudaProgramGroupedTest, SkinnyProductsAloneStayApart) {
+  GraphBuilder b;
+  const Value x = b.Parameter("x", DType::kBF16, {1, 1024});
+  const Value h = b.Unary(OpCode::kTanh, x);
+  for (const char* name : {"w0", "w1"})
+    b.Output(b.MatMul(h, b.Transpose(b.Parameter(name, DType::kBF16, {512, 1024}), {1, 0})), std::string("y") + name);
+  auto program = ProgramOfGraph(b.Build(), CudaTarget{});
+  ASSERT_TRUE(program.ok()) << program.status().ToString();
+  int skinny = 0;
+  for (const CudaGroupProgram& p : program->groups) {
+    if (p.kind != GroupKind::kGemm) continue;
+    EXPECT_LT(p.grouped_into, 0);
+    ASSERT_TRUE(p.kernel.has_value());
+    if (p.kernel->source.strategy.find("skinny") != std::string::npos) ++skinny;
+  }
+  EXPECT_EQ(skinny, 2);
+}
+
+}  // namespace
+}  // namespace tilefuse

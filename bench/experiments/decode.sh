@@ -26,9 +26,10 @@ if [ "${CHECKS:-1}" = 1 ]; then
     check_forms "$m" ""
     memcheck "$m"
   done
-  # Layer norms computed in the skinny products (TILEFUSE_SKINNY_NORMS=1: A written by the
-  # producer's second warp) against the reference and under memcheck.
-  for m in tests/gemm/gemm_skinny_layer_norm_*.onnxtxt; do
+  # Layer and RMS norms computed in the skinny products (TILEFUSE_SKINNY_NORMS=1: A written by
+  # the producer's second warp; an RMS norm by both its readers) against the reference and under
+  # memcheck.
+  for m in tests/gemm/gemm_skinny_layer_norm_*.onnxtxt tests/gemm/gemm_skinny_rms_norm_*.onnxtxt; do
     TILEFUSE_SKINNY_NORMS=1 check_forms "$m" ""
     TILEFUSE_SKINNY_NORMS=1 memcheck "$m"
   done

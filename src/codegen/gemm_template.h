@@ -66,11 +66,13 @@ struct GemmRowNorm {
 // A layer norm of A's rows computed in the skinny product's kernel (gemm_skinny_sm90.cuh's
 // kNormA; codegen/gemm_row_norms.h): the product reads the norm's input x (its `a`) and writes
 // A's tiles as ((x - mean) · rsqrt(variance + epsilon)) · scale + bias, the norm's output
-// (`normed`) never written.
+// (`normed`) never written. An RMS norm (`rms`) likewise, as x · rsqrt(mean(x²) + epsilon) ·
+// scale (no mean taken, no bias).
 struct GemmLayerNorm {
   int normed = -1;
   int scale = -1, bias = -1;  // [K], of the operands' type; bias -1: none
   float epsilon = 0.0f;
+  bool rms = false;
 };
 
 struct GemmTemplateKernel {

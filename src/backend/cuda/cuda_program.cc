@@ -592,43 +592,61 @@ void FoldRowNormsIntoProducts(const Graph& g, const FusionPlan& plan, const Cuda
   }
 }
 
-// Layer norms in the skinny products (gemm_skinny_sm90.cuh's kNormA): a generated row-reduction
-// group whose one output is a layer norm that only one skinny product reads, as its A (a decode
-// step's norms before its QKV, first MLP and LM-head products), becomes part of that kernel: the
-// product reads the norm's input and its producer's second warp writes A's tiles normed. The
-// norm keeps no kernel (normed_into) and its output no memory: at batch 1 each is a one-CTA
-// launch and a dependency edge on the step's path, 25 of GPT-2's 99. Off unless asked
+// Norms in the skinny products (gemm_skinny_sm90.cuh's kNormA): a generated row-reduction
+// group whose one output is a layer norm or an RMS norm that only skinny products read, each as
+// its A (a decode step's norms before GPT-2's QKV, first MLP and LM-head products; a LLaMA-style
+// layer's before its gate and up products, both computing it), becomes part of those kernels:
+// each reads the norm's input and its producer's second warp writes A's tiles normed. The norm
+// keeps no kernel (normed_into: the first reader) and its output no memory: at batch 1 each is a
+// one-CTA launch and a dependency edge on the step's path, 25 of GPT-2's 99. Off unless asked
 // (TILEFUSE_SKINNY_NORMS=1): not yet measured.
-void FoldLayerNormsIntoSkinnyProducts(const Graph& g, const FusionPlan& plan, const CudaTarget& target, CudaProgram& program) {
+void FoldNormsIntoSkinnyProducts(const Graph& g, const FusionPlan& plan, const CudaTarget& target, CudaProgram& program) {
   if (!target.overrides.skinny_norms || target.arch != "sm_90a") return;
-  const std::vector<int> group_of = StepOfEachNode(g, plan);
   const std::vector<std::vector<int>> readers = GroupsReadingEachNode(g, plan);
-  for (size_t q = 0; q < program.groups.size(); ++q) {
-    CudaGroupProgram& own = program.groups[q];
-    if (own.mode != CudaGroupProgram::Mode::kGemmTemplate || !own.prologue.empty() || !own.kernel || !own.kernel->template_kernel) continue;
-    const GemmTemplateKernel* product = own.kernel->template_kernel->SkinnyProblem();
-    if (!product || product->layer_norm) continue;
-    const int normed = product->a;
-    const int n = group_of[normed];
-    if (n < 0 || plan.groups[n].kind != GroupKind::kRowReduction || plan.groups[n].outputs != std::vector<int>{normed}) continue;
+  for (size_t n = 0; n < program.groups.size(); ++n) {
     CudaGroupProgram& norm_program = program.groups[n];
+    if (plan.groups[n].kind != GroupKind::kRowReduction || plan.groups[n].outputs.size() != 1) continue;
     if (norm_program.mode != CudaGroupProgram::Mode::kGenerated || !norm_program.kernel || norm_program.launched_with >= 0) continue;
-    if (readers[normed] != std::vector<int>{static_cast<int>(q)}) continue;  // read by this product alone
+    const int normed = plan.groups[n].outputs.front();
     std::vector<bool> member(g.num_nodes(), false);
     for (int id : plan.groups[n].nodes) member[id] = true;
-    const std::optional<LayerNormMatch> norm = MatchLayerNorm(g, normed, member);
-    if (!norm || g.node(norm->input).dtype != product->dtype || NumElements(g.node(norm->input).shape) != product->rows * product->k) continue;
-    GemmTemplateKernel folded = *product;
-    folded.a = norm->input;
-    folded.layer_norm = GemmLayerNorm{normed, norm->scale, norm->bias, static_cast<float>(norm->epsilon)};
-    if (!SkinnyGemmFits(folded).ok()) continue;
-    const std::string name = own.kernel->source.name;
-    StatusOr<CudaLaunchable> kernel = TemplateLaunchable(MakeSkinnyGemmTemplate(std::move(folded)), name, plan.groups[q], own.kernel->kernel, target);
-    if (!kernel.ok() || kernel->stand_in) continue;
-    kernel->outputs = own.kernel->outputs;
-    own.kernel = std::move(*kernel);
+    GemmLayerNorm folded_norm;
+    int input = -1;
+    if (const std::optional<LayerNormMatch> ln = MatchLayerNorm(g, normed, member)) {
+      input = ln->input;
+      folded_norm = GemmLayerNorm{normed, ln->scale, ln->bias, static_cast<float>(ln->epsilon)};
+    } else if (const std::optional<RmsNormMatch> rms = MatchRmsNorm(g, normed, member)) {
+      input = rms->input;
+      folded_norm = GemmLayerNorm{normed, rms->scale, -1, static_cast<float>(rms->epsilon), /*rms=*/true};
+    } else {
+      continue;
+    }
+    // Every reader a skinny product of its own reading the norm as A, each able to compute it.
+    std::vector<std::pair<int, CudaLaunchable>> folded;
+    for (int r : readers[normed]) {
+      if (r < 0 || std::count(readers[normed].begin(), readers[normed].end(), r) > 1) break;
+      const CudaGroupProgram& own = program.groups[r];
+      const GemmTemplateKernel* product = own.mode == CudaGroupProgram::Mode::kGemmTemplate && own.prologue.empty() && own.kernel &&
+                                                  own.kernel->template_kernel
+                                              ? own.kernel->template_kernel->SkinnyProblem()
+                                              : nullptr;
+      if (!product || product->layer_norm || product->a != normed || g.node(input).dtype != product->dtype ||
+          NumElements(g.node(input).shape) != product->rows * product->k)
+        break;
+      GemmTemplateKernel with_norm = *product;
+      with_norm.a = input;
+      with_norm.layer_norm = folded_norm;
+      if (!SkinnyGemmFits(with_norm).ok()) break;
+      StatusOr<CudaLaunchable> kernel =
+          TemplateLaunchable(MakeSkinnyGemmTemplate(std::move(with_norm)), own.kernel->source.name, plan.groups[r], own.kernel->kernel, target);
+      if (!kernel.ok() || kernel->stand_in) break;
+      kernel->outputs = own.kernel->outputs;
+      folded.emplace_back(r, std::move(*kernel));
+    }
+    if (folded.empty() || folded.size() != readers[normed].size()) continue;
+    for (auto& [r, kernel] : folded) program.groups[r].kernel = std::move(kernel);
     norm_program.kernel.reset();
-    norm_program.normed_into = own.group;
+    norm_program.normed_into = folded.front().first;
   }
 }
 
@@ -715,7 +733,7 @@ StatusOr<CudaProgram> BuildCudaProgram(const Graph& graph, const FusionPlan& pla
   GateProducts(graph, plan, inlined, target, program);
   GroupProductsOverN(graph, plan, target, program);
   FoldRowNormsIntoProducts(graph, plan, target, program);
-  FoldLayerNormsIntoSkinnyProducts(graph, plan, target, program);
+  FoldNormsIntoSkinnyProducts(graph, plan, target, program);
   LowerAttentionGradients(graph, plan, prefix, target, program);
   LaunchIndependentKernelsTogether(graph, plan, target, program);
   std::vector<CudaKernelSource> sources;

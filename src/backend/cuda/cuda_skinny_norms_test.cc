@@ -1,4 +1,4 @@
-// Layer norms computed in the skinny products that read them (TILEFUSE_SKINNY_NORMS=1):
+// Layer and RMS norms computed in the skinny products that read them (TILEFUSE_SKINNY_NORMS=1):
 // planned and lowered for the GPU and compiled by NVRTC (no GPU needed). The GPU run against the
 // reference is bench/experiments/decode.sh's (tests/gemm/gemm_skinny_layer_norm_*.onnxtxt).
 #include <gtest/gtest.h>
@@ -78,12 +78,69 @@ TEST(CudaSkinnyNormsTest, ANormAlsoReturnedOrOverManyRowsKeepsItsKernel) {
   EXPECT_EQ(Sources(Lower(NormThenProduct(24, true), true)).size(), 2u) << "24 rows: more than the norm's warp holds (16)";
 }
 
+// x [rows, 1024] through an RMS norm as transformers' LlamaRMSNorm traces it, read by two
+// products (a LLaMA-style layer's gate and up; SwiGLU after them); `also_pointwise`: a pointwise
+// op reads the norm too.
+Graph RmsNormThenTwoProducts(int64_t rows, bool also_pointwise = false) {
+  GraphBuilder b;
+  Value x = b.Parameter("x", DType::kBF16, {rows, 1024});
+  Value scale = b.Parameter("scale", DType::kBF16, {1024});
+  Value xf = b.Cast(x, DType::kF32);
+  Value mean = b.Reduce(OpCode::kReduceMean, b.Mul(xf, xf), {1}, true);
+  Value normed = b.Mul(scale, b.Cast(b.Mul(xf, b.Unary(OpCode::kRsqrt, b.AddScalar(mean, 1e-6))), DType::kBF16));
+  auto linear = [&](const char* name) { return b.MatMul(normed, b.Transpose(b.Parameter(name, DType::kBF16, {2816, 1024}), {1, 0})); };
+  const Value gate = linear("wg"), up = linear("wu");
+  const Value g32 = b.Cast(gate, DType::kF32);
+  b.Output(b.Mul(b.Cast(b.Mul(g32, b.Unary(OpCode::kSigmoid, g32)), DType::kBF16), up), "y");
+  if (also_pointwise) b.Output(b.Unary(OpCode::kTanh, normed), "t");
+  StatusOr<Graph> g = b.Build();
+  EXPECT_TRUE(g.ok()) << g.status().ToString();
+  StatusOr<Graph> passed = RunGraphPasses(std::move(*g), PassOptions{});
+  EXPECT_TRUE(passed.ok()) << passed.status().ToString();
+  return std::move(*passed);
+}
+
+// Both readers compute the norm (no mean, no bias: kNormA = 2); the norm keeps no kernel.
+TEST(CudaSkinnyNormsTest, AnRmsNormReadByTwoSkinnyProductsIsComputedInBoth) {
+  const Graph g = RmsNormThenTwoProducts(1);
+  const std::vector<CudaKernelSource> unfolded = Sources(Lower(g, false));
+  ASSERT_EQ(unfolded.size(), 3u) << "a norm and two products";
+  const CudaProgram program = Lower(g, true);
+  const std::vector<CudaKernelSource> folded = Sources(program);
+  ASSERT_EQ(folded.size(), 2u) << "the products alone";
+  for (const CudaKernelSource& k : folded) {
+    EXPECT_NE(k.function.find("kNormA = 2"), std::string::npos) << k.function;
+    EXPECT_NE(k.function.find("norm_x, norm_scale, nullptr, 9.999999975e-07f"), std::string::npos) << k.function;
+    EXPECT_NE(k.strategy.find("A an RMS norm of its input"), std::string::npos) << k.strategy;
+  }
+  int normed_into = 0;
+  for (const CudaGroupProgram& p : program.groups) normed_into += p.normed_into >= 0;
+  EXPECT_EQ(normed_into, 1);
+}
+
+// Where the norm's output is needed beyond the products (here a pointwise reader, which the
+// planner takes into the norm's group), its kernel stays and the products read it as A.
+TEST(CudaSkinnyNormsTest, ANormNeededElsewhereKeepsItsKernel) {
+  const CudaProgram program = Lower(RmsNormThenTwoProducts(1, /*also_pointwise=*/true), true);
+  const std::vector<CudaKernelSource> kernels = Sources(program);
+  EXPECT_EQ(kernels.size(), 3u) << "the norm's kernel and the two products";
+  for (const CudaKernelSource& k : kernels) EXPECT_EQ(k.function.find("kNormA = 2"), std::string::npos) << k.name;
+  for (const CudaGroupProgram& p : program.groups) EXPECT_LT(p.normed_into, 0);
+}
+
 TEST(CudaSkinnyNormsTest, NormedProductsCompileForHopperWithoutSpills) {
   StatusOr<NvrtcCompiler> nvrtc = NvrtcCompiler::Create((std::filesystem::temp_directory_path() / "tilefuse_test_cache").string());
   if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available, CUDA kernels not compiled: " << nvrtc.status().ToString();
   for (int64_t rows : {1, 5, 16}) {
     const std::vector<CudaKernelSource> kernels = Sources(Lower(NormThenProduct(rows, rows != 5), true));
     ASSERT_EQ(kernels.size(), 1u) << rows;
+    StatusOr<CudaCubins> cubins = CompileUnits(*nvrtc, SplitIntoCompileUnits(kernels), "sm_90a");
+    ASSERT_TRUE(cubins.ok()) << cubins.status().ToString();
+    for (const PtxasKernelInfo& k : ParsePtxasLog(cubins->PtxasLog())) EXPECT_EQ(k.spill_store_bytes + k.spill_load_bytes, 0) << k.line;
+  }
+  for (int64_t rows : {1, 16}) {  // the RMS form
+    const std::vector<CudaKernelSource> kernels = Sources(Lower(RmsNormThenTwoProducts(rows), true));
+    ASSERT_EQ(kernels.size(), 2u) << rows;
     StatusOr<CudaCubins> cubins = CompileUnits(*nvrtc, SplitIntoCompileUnits(kernels), "sm_90a");
     ASSERT_TRUE(cubins.ok()) << cubins.status().ToString();
     for (const PtxasKernelInfo& k : ParsePtxasLog(cubins->PtxasLog())) EXPECT_EQ(k.spill_store_bytes + k.spill_load_bytes, 0) << k.line;

@@ -71,7 +71,8 @@ Status SkinnyGemmFits(const GemmTemplateKernel& g) {
   if (g.k < 1 || g.n < 1) return Unimplemented("an empty product");
   if (g.partner != 0) return Unimplemented("the skinny GEMM template's epilogue reads no partner column (a rotated half)");
   if (g.layer_norm && (g.rows > 16 || g.k % 8 != 0 || !g.n_parts.empty() || !g.gate.empty() || g.row_norm))
-    return Unimplemented("a layer norm of A in the skinny template: at most 16 rows, K in 16-byte rows, one product, no other norm");
+    return Unimplemented("a norm of A in the skinny template: at most 16 rows, K in 16-byte rows, one product, no other norm");
+  if (g.layer_norm && g.layer_norm->rms && g.layer_norm->bias >= 0) return Unimplemented("an RMS norm of A with a bias");
   return Status::Ok();
 }
 
@@ -157,7 +158,7 @@ StatusOr<CudaKernelSource> EmitCudaSkinnyGemm(const GemmTemplateKernel& g, const
       s.launch.args.push_back({LaunchArg::Kind::kBuffer, node, {}, 0});
     norm = fmt::format(", tf::SkinnyNorm<Config::Element>{{norm_x, norm_scale, {}, {:.9e}f}}", g.layer_norm->bias >= 0 ? "norm_bias" : "nullptr",
                        g.layer_norm->epsilon);
-    s.strategy += ", A a layer norm of its input, computed in the kernel";
+    s.strategy += fmt::format(", A {} norm of its input, computed in the kernel", g.layer_norm->rms ? "an RMS" : "a layer");
   }
   if (c.splits > 1) {
     parameters += ", unsigned* __restrict__ tile_counters, float* __restrict__ partials";
@@ -171,7 +172,7 @@ StatusOr<CudaKernelSource> EmitCudaSkinnyGemm(const GemmTemplateKernel& g, const
       "    enum : int {{ kBBeforeWait = {}, kNormA = {} }};\n"
       "  }};\n",
       TileElementType(g.dtype), GemmIndexType(g), g.rows, g.n, g.k, rows, c.block_n, c.stages, c.splits, StepsPerSplit(g, c),
-      b_k_major ? 1 : 0, g.b_read_only ? 1 : 0, g.layer_norm ? 1 : 0);
+      b_k_major ? 1 : 0, g.b_read_only ? 1 : 0, !g.layer_norm ? 0 : g.layer_norm->rms ? 2 : 1);
   out += GemmEpilogueStruct(g, -1, -1, -1);
   out += fmt::format("  tf::GemmSkinnySm90<Config>(map_a, map_b, Epilogue{{{}}}, {}{});\n}}\n", buffers,
                      c.splits > 1 ? "tile_counters, partials" : "nullptr, nullptr", norm);

@@ -21,8 +21,9 @@
 // functor printed from the group's scalar program (the GEMM template's) and one call of
 // GemmSkinnySm90. Config gives Element, Index, kRows (M), kN, kK, kMP, kBN (64 or 128),
 // kStages, kSplits, kSplitSteps, kBKMajor (B as [N][K], x · wᵀ; else [K][N]), kBBeforeWait
-// (B loaded before the grid ahead has finished: SkinnyProducer) and kNormA (A a layer norm of
-// the rows the kernel is given, computed by the producer's second warp: SkinnyNormedA).
+// (B loaded before the grid ahead has finished: SkinnyProducer) and kNormA (A a norm of the
+// rows the kernel is given, computed by the producer's second warp: SkinnyNormedA; 1 a layer
+// norm, 2 an RMS norm).
 //
 // A normed in the kernel (kNormA): a decode step's layer norm feeds one product, and its own
 // kernel (one CTA over 768 values) is a launch and a dependency edge on the step's critical
@@ -31,7 +32,9 @@
 // variance about it), then for every K step writes A's tile itself, ((x - mean) · rstd) · γ + β
 // rounded to the operands' type (the graph's order of operations), zero rows past M, into the
 // 128-byte swizzle TMA would have written; it fences the writes for the tensor cores' proxy and
-// arrives on the stage's full barrier beside the producer's B.
+// arrives on the stage's full barrier beside the producer's B. An RMS norm (kNormA = 2: a
+// LLaMA-style layer's, read by its gate and up products alike, each computing it) takes no mean
+// and no bias: x · rsqrt(mean(x²) + epsilon) · γ.
 #pragma once
 
 #include "tile_mma.cuh"
@@ -54,11 +57,12 @@ struct SkinnyShape : Config {
   static constexpr int kKSteps = (Config::kK + kBK - 1) / kBK;
   static constexpr int kUnits = kTiles * Config::kSplits;
   static constexpr bool kNormed = Config::kNormA != 0;
+  static constexpr bool kRmsNorm = Config::kNormA == 2;  // no mean taken, no bias
   // The bytes TMA brings a stage: B's tile, and A's unless the norm's warp writes it.
   static constexpr unsigned kStageBytes = (Config::kBN + (kNormed ? 0 : Config::kMP)) * kBK * Element::kBytes;
 };
 
-// kNormA: the layer norm's input x [kRows][kK], its scale γ and bias β [kK] (bias null: none).
+// kNormA: the norm's input x [kRows][kK], its scale γ and bias β [kK] (bias null: none).
 template <class Element>
 struct SkinnyNorm {
   const typename Element::Storage* x;
@@ -155,14 +159,17 @@ __device__ __forceinline__ void SkinnyNormedA(const SkinnySharedMemory<S>& sm, c
 #pragma unroll
   for (int r = 0; r < S::kRows; ++r) {
     const unsigned* row = reinterpret_cast<const unsigned*>(norm.x + (long long)r * S::kK);
-    float sum = 0.0f;
-    for (int pair = lane; pair < S::kK / 2; pair += 32) {
-      const unsigned word = row[pair];
-      sum += Element::ToFloat((typename Element::Storage)(word & 0xffff)) + Element::ToFloat((typename Element::Storage)(word >> 16));
-    }
+    mean[r] = 0.0f;
+    if constexpr (!S::kRmsNorm) {
+      float sum = 0.0f;
+      for (int pair = lane; pair < S::kK / 2; pair += 32) {
+        const unsigned word = row[pair];
+        sum += Element::ToFloat((typename Element::Storage)(word & 0xffff)) + Element::ToFloat((typename Element::Storage)(word >> 16));
+      }
 #pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-    mean[r] = sum / (float)S::kK;
+      for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+      mean[r] = sum / (float)S::kK;
+    }
     float squares = 0.0f;
     for (int pair = lane; pair < S::kK / 2; pair += 32) {
       const unsigned word = row[pair];

@@ -80,3 +80,45 @@ def test_a_decode_step_s_key_and_value_cache_updates_are_one_kernel():
     assert len(kernels) == 2, kernels
     updates = [k for k in kernels if k["kind"] == "pointwise" and k["strategy"] != "pointwise x1"]
     assert len(updates) == 1 and "launched together" not in updates[0]["strategy"], kernels
+
+
+def test_a_decode_step_s_q_k_and_v_are_one_launch():
+    # One token: v alone would go to the skinny template, but q and k (rotary epilogues) are on
+    # the GEMM template's grouped kernel, which v joins.
+    heads, kv_heads, d = 4, 2, 64
+
+    def rotate_half(v):
+        return torch.cat((-v[..., d // 2:], v[..., :d // 2]), dim=-1)
+
+    def attention_inputs(x, wq, wk, wv, cos, sin):
+        q = F.linear(x, wq).view(1, 1, heads, d).transpose(1, 2)
+        k = F.linear(x, wk).view(1, 1, kv_heads, d).transpose(1, 2)
+        v = F.linear(x, wv).view(1, 1, kv_heads, d).transpose(1, 2)
+        return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin, v
+
+    kernels = cuda_kernels(attention_inputs, [bf16(1, 1, 256), bf16(heads * d, 256), bf16(kv_heads * d, 256), bf16(kv_heads * d, 256),
+                                              bf16(1, 1, 1, d), bf16(1, 1, 1, d)])
+    products = [k for k in kernels if k["mode"] == "gemm template"]
+    assert len(products) == 1, [k["strategy"] for k in kernels]
+    assert "3 products grouped over N" in products[0]["strategy"], products[0]["strategy"]
+
+
+@pytest.mark.parametrize("skinny_norms", ["1", "0"])
+def test_a_decode_step_s_rms_norm_is_computed_in_the_gate_and_up_products(skinny_norms, monkeypatch):
+    # TILEFUSE_SKINNY_NORMS=1: the post-attention RMS norm (LlamaRMSNorm as traced) feeds the
+    # gate and up products of one row alone; each computes it, and it has no kernel.
+    monkeypatch.setenv("TILEFUSE_SKINNY_NORMS", skinny_norms)
+
+    def mlp(x, scale, w_gate, w_up, w_down):
+        xf = x.float()
+        normed = scale * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-6)).to(torch.bfloat16)
+        return F.linear(F.silu(F.linear(normed, w_gate)) * F.linear(normed, w_up), w_down)
+
+    kernels = cuda_kernels(mlp, [bf16(1, 512), bf16(512), bf16(1408, 512), bf16(1408, 512), bf16(512, 1408)])
+    normed = [k for k in kernels if "A an RMS norm of its input" in k["strategy"]]
+    reductions = [k for k in kernels if k["kind"] == "row_reduction"]
+    if skinny_norms == "1":
+        assert len(normed) == 2 and not reductions, [(k["name"], k["strategy"]) for k in kernels]
+    else:
+        assert not normed and len(reductions) == 1, [(k["name"], k["strategy"]) for k in kernels]
+    assert all(k["spill_bytes"] == 0 for k in kernels), kernels

@@ -626,10 +626,7 @@ void FoldNormsIntoSkinnyProducts(const Graph& g, const FusionPlan& plan, const C
     for (int r : readers[normed]) {
       if (r < 0 || std::count(readers[normed].begin(), readers[normed].end(), r) > 1) break;
       const CudaGroupProgram& own = program.groups[r];
-      const GemmTemplateKernel* product = own.mode == CudaGroupProgram::Mode::kGemmTemplate && own.prologue.empty() && own.kernel &&
-                                                  own.kernel->template_kernel
-                                              ? own.kernel->template_kernel->SkinnyProblem()
-                                              : nullptr;
+      const GemmTemplateKernel* product = SkinnyProblemOf(own);
       if (!product || product->layer_norm || product->a != normed || g.node(input).dtype != product->dtype ||
           NumElements(g.node(input).shape) != product->rows * product->k)
         break;
@@ -646,7 +643,7 @@ void FoldNormsIntoSkinnyProducts(const Graph& g, const FusionPlan& plan, const C
     if (folded.empty() || folded.size() != readers[normed].size()) continue;
     for (auto& [r, kernel] : folded) program.groups[r].kernel = std::move(kernel);
     norm_program.kernel.reset();
-    norm_program.normed_into = folded.front().first;
+    norm_program.normed_into = program.groups[folded.front().first].group;
   }
 }
 

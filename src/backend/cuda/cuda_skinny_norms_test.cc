@@ -1,6 +1,6 @@
 // Layer and RMS norms computed in the skinny products that read them (TILEFUSE_SKINNY_NORMS=1):
 // planned and lowered for the GPU and compiled by NVRTC (no GPU needed). The GPU run against the
-// reference is bench/experiments/decode.sh's (tests/gemm/gemm_skinny_layer_norm_*.onnxtxt).
+// reference is bench/experiments/decode.sh's (tests/gemm/gemm_skinny_{layer,rms}_norm_*.onnxtxt).
 #include <gtest/gtest.h>
 
 #include <filesystem>

@@ -46,6 +46,9 @@ if [ "${CHECKS:-1}" = 1 ]; then
   # transformers' BERT export with symbolic batch and sequence: after the first binding, kernels
   # from the cache only (row and column reductions, transposed tiles and products over the symbols).
   bindings tests/models/bert_tiny_dynamic/model.onnx batch=3,sequence=40 batch=4,sequence=56 batch=2,sequence=48
+  # A KV-cache step export in f32 (its softmax over past + 1 keys a row held in registers, the
+  # length at launch): 201 and 231 keys share the kernels, 32 keys another form.
+  bindings tests/models/gpt2_kv_step_dynamic/model.onnx batch=1,past=200 batch=1,past=230 batch=1,past=31
   # The decode tests on this GPU first: the cache written in place and the step's graph replayed,
   # against eager's logits and tokens.
   HF_HUB_OFFLINE=1 PYTHONPATH="$X:$B/python/pytest-lib" TILEFUSE_CLI="$B/tilefuse" timeout 300 python3 -m pytest -q -rs \

@@ -180,6 +180,25 @@ TEST(CliSymbolicDims, ASecondAndThirdBindingCompileNoKernel) {
     EXPECT_EQ(j["cubins"].get<int>(), bert_cubins) << shape;
     EXPECT_EQ(j["nvrtc_compiles"].get<int>(), 0) << shape << ": " << r.out;
   }
+  // A KV-cache decode step exported as deployments export it (f32: its attention split, the
+  // softmax over past + 1 keys a row held in registers): the row's length comes at launch and
+  // its chunk count (64 keys a chunk here) stays in the text, so past lengths of one count and
+  // vector width compile nothing (201, 231 and 241 keys: 4 chunks of one key a thread).
+  setenv("TILEFUSE_CACHE_DIR", (dir / "cache-kv").c_str(), 1);
+  const std::string step = std::string(TILEFUSE_SOURCE_DIR) + "/tests/models/gpt2_kv_step_dynamic/model.onnx";
+  int step_cubins = 0;
+  for (const char* shape : {"batch=1,past=200", "batch=1,past=230", "batch=1,past=240"}) {
+    CommandResult r = RunTilefuse("compile " + Quote(step) + " --backend cuda --json --shape " + shape);
+    ASSERT_EQ(r.exit_code, 0) << shape << r.out << r.err;
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    if (step_cubins == 0) {
+      step_cubins = j["cubins"].get<int>();
+      EXPECT_GT(step_cubins, 3);
+      continue;
+    }
+    EXPECT_EQ(j["cubins"].get<int>(), step_cubins) << shape;
+    EXPECT_EQ(j["nvrtc_compiles"].get<int>(), 0) << shape << ": " << r.out;
+  }
   unsetenv("TILEFUSE_CACHE_DIR");
 }
 

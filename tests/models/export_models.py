@@ -355,6 +355,7 @@ def main():
     export_decoders_legacy(out_dir, ids)
     export_dynamo_only(out_dir)
     export_dynamic(out_dir)
+    export_kv_step(out_dir)
     for i, (name, make, inputs, input_names) in enumerate(zoo()):
         torch.manual_seed(i)  # each zoo model's weights independent of the others
         model = make()
@@ -380,6 +381,36 @@ def export_dynamic(out_dir):
     export("bert_tiny_dynamic", bert(), (ids, mask), ["input_ids", "attention_mask"], out_dir, dynamic_axes=axes)
 
 
+def export_kv_step(out_dir):
+    """A KV-cache decode step as deployments export one ("decoder with past"; bench/onnx_decode.py
+    writes GPT-2's so): GPT-2 with 2 layers of 32 (2 heads of 16), 500 words and 256 positions,
+    the cache concatenated, symbolic batch and past (the presents' length `total`), the legacy
+    exporter. Its data set is a step at batch 1 after 20 positions."""
+    import transformers
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+    from onnx_decode import decoder_module
+
+    torch.manual_seed(0)
+    cfg = transformers.GPT2Config(vocab_size=500, n_positions=256, n_embd=32, n_layer=2, n_head=2)
+    decoder = decoder_module(transformers.GPT2LMHeadModel(cfg).eval(), transformers, torch)
+    g = torch.Generator().manual_seed(6)
+    token = torch.randint(0, 500, (1, 1), dtype=torch.int64, generator=g)
+    past = [torch.randn(1, 2, 20, 16, generator=g) for _ in range(4)]
+    past_names = [f"past_{i}_{kv}" for i in range(2) for kv in ("key", "value")]
+    present_names = [f"present_{i}_{kv}" for i in range(2) for kv in ("key", "value")]
+    name = "gpt2_kv_step_dynamic"
+    folder = os.path.join(out_dir, name)
+    os.makedirs(os.path.join(folder, "test_data_set_0"), exist_ok=True)
+    path = os.path.join(folder, "model.onnx")
+    with torch.no_grad():
+        torch.onnx.export(decoder, (token, *past), path, opset_version=OPSET, dynamo=False,
+                          input_names=["input_ids"] + past_names, output_names=["logits"] + present_names,
+                          dynamic_axes={"input_ids": {0: "batch"}, "logits": {0: "batch"},
+                                        **{n: {0: "batch", 2: "past"} for n in past_names},
+                                        **{n: {0: "batch", 2: "total"} for n in present_names}})
+    finish(name, folder, path, (token, *past), ["input_ids"] + past_names)
+
+
 def export_decoders_legacy(out_dir, ids):
     for name, make in (("gpt2_2layer_legacy", gpt2), ("llama_2layer_legacy", llama)):
         try:
@@ -391,6 +422,8 @@ def export_decoders_legacy(out_dir, ids):
 def export_only(out_dir, names):
     """Exports just `names` (zoo names with or without _dynamo, or the decoders' _legacy exports),
     the zoo models with the weights and inputs a full run gives them (seeded per model)."""
+    if "gpt2_kv_step_dynamic" in names:
+        export_kv_step(out_dir)
     if names & {"gpt2_2layer_legacy", "llama_2layer_legacy"}:
         torch.manual_seed(0)
         ids = torch.randint(0, 128, (1, 16), dtype=torch.int64)

@@ -105,7 +105,9 @@ INSTANTIATE_TEST_SUITE_P(Models, RealModelTest,
                                          ZooModel{"bert_sdpa", 0}, ZooModel{"bert_sdpa_dynamo", 0},
                                          ZooModel{"gpt2_sdpa_dynamo", 0},
                                          // symbolic batch and sequence dims, fixed by the data set's inputs
-                                         ZooModel{"bert_tiny_dynamic", 0}),
+                                         ZooModel{"bert_tiny_dynamic", 0},
+                                         // a KV-cache decode step: symbolic batch and past
+                                         ZooModel{"gpt2_kv_step_dynamic", 0}),
                          [](const testing::TestParamInfo<ZooModel>& info) { return std::string(info.param.name); });
 
 }  // namespace

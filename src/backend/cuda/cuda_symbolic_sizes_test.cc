@@ -170,6 +170,35 @@ TEST(CudaSymbolicSizesTest, ReductionsAlongASymbolTakeTheRowLengthAtLaunch) {
   EXPECT_EQ(grids, (std::set<int64_t>{1, 2, 5})) << "tiles of 64 outputs: batch tiles times the splits";
 }
 
+// A decode step's softmax over its keys in f32 (the attention split where the template does
+// not take f32): x [batch, seq], each row held in registers. The row's length comes at launch,
+// its chunk count stays in the text: lengths of one count and vector width share the kernel.
+// x [batch, 2 heads, seq].
+Graph SoftmaxOverSeq(int64_t batch, int64_t seq) {
+  GraphBuilder b;
+  Value x = b.Parameter("x", DType::kF32, {batch, 2, seq});
+  b.Output(b.Softmax(b.Mul(x, b.Scalar(0.125, DType::kF32)), 2), "y");
+  StatusOr<Graph> g = b.Build();
+  EXPECT_TRUE(g.ok()) << g.status().message();
+  g->set_symbolic_inputs({{{"x", {"batch", "", "seq"}}}, {{"batch", batch}, {"seq", seq}}});
+  return std::move(*g);
+}
+
+TEST(CudaSymbolicSizesTest, AHeldRowTakesItsLengthAtLaunch) {
+  const std::vector<CudaKernelSource> first = Kernels(SoftmaxOverSeq(4, 201));
+  ASSERT_EQ(first.size(), 1u);
+  const CudaKernelSource& k = first.front();
+  EXPECT_NE(k.strategy.find("row in registers"), std::string::npos) << k.strategy;
+  EXPECT_NE(k.function.find("const int64_t kInner = (tf_sym1);"), std::string::npos) << k.function;
+  EXPECT_NE(k.function.find("kChunks = 4"), std::string::npos) << k.function;
+  EXPECT_NE(k.function.find("if (i1b < kInner)"), std::string::npos) << "every chunk guarded: " << k.function;
+  EXPECT_EQ(k.function.find("201"), std::string::npos) << k.function;
+  // 201, 203 and 255 keys: one chunk count (4 of 64 threads) and vector width (1); 128 keys, an
+  // exact multiple there, is guarded too, so only its width (4) and count change its text.
+  for (int64_t seq : {203, 255}) EXPECT_EQ(UnitSources(Kernels(SoftmaxOverSeq(4, seq))), UnitSources(first)) << seq;
+  EXPECT_NE(UnitSources(Kernels(SoftmaxOverSeq(4, 128))), UnitSources(first));
+}
+
 // x [batch, seq, 64] transposed to [batch, 64, seq] through a ReLU: the tiled-transpose
 // kernel, its tile along seq and along the 64 features.
 Graph TransposedAlongSeq(int64_t batch, int64_t seq) {
@@ -342,7 +371,8 @@ TEST(CudaSymbolicSizesTest, SymbolicKernelsCompileForHopper) {
   for (const CudaKernelSource& k : Kernels(SeqReductions(16, 128))) kernels.push_back(k);
   for (const CudaKernelSource& k : Kernels(TransposedAlongSeq(3, 40))) kernels.push_back(k);
   // Each model's kernels are their own program (their names repeat across models).
-  for (const std::vector<CudaKernelSource>& program : {kernels, Kernels(SelfAttention(3, 333)), Kernels(CausalAttention(2, 1000))}) {
+  for (const std::vector<CudaKernelSource>& program :
+       {kernels, Kernels(SelfAttention(3, 333)), Kernels(CausalAttention(2, 1000)), Kernels(SoftmaxOverSeq(4, 201))}) {
     StatusOr<CudaCubins> cubins = CompileUnits(*nvrtc, SplitIntoCompileUnits(program), "sm_90a");
     ASSERT_TRUE(cubins.ok()) << cubins.status().ToString();
     // No spills, no serialized wgmma, as every generated kernel.

@@ -735,13 +735,18 @@ class CudaEmitter {
   }
   // ---- row ----
   // Whether the row's length is printed over the symbols (a launch's value): where it is a
-  // size in them and shapes no code, a row re-read per pass (a held row's registers and a
-  // cluster's slices follow its value), so one kernel serves every length.
-  bool InnerAtLaunch() const { return row_ && !c_.cache_row && c_.cluster == 1 && PrintsSymbolically(k_, k_.inner_size, k_.inner); }
+  // size in them and the row is not split over a cluster (its slices follow the length). A row
+  // re-read per pass then serves every length; a row held in registers keeps its chunk count
+  // in the text (its registers) and guards every chunk, so it serves every length of that
+  // count (a decode step's softmax over past + 1 keys: a compile each kThreadsPerRow · kVec
+  // keys, not each key).
+  bool InnerAtLaunch() const { return row_ && c_.cluster == 1 && PrintsSymbolically(k_, k_.inner_size, k_.inner); }
   // The elements of the row this block reduces: all of it, or its CTA's slice in a cluster.
   int64_t Slice() const { return k_.inner / c_.cluster; }
   int64_t Chunks() const { return CeilDiv(Slice(), int64_t{c_.threads_per_row} * c_.vector); }
-  bool ChunksExact() const { return Chunks() * c_.threads_per_row * c_.vector == Slice(); }
+  // Whether the chunks cover the row exactly (no chunk guarded): never taken for a length
+  // given at launch, which another binding may leave ragged.
+  bool ChunksExact() const { return !InnerAtLaunch() && Chunks() * c_.threads_per_row * c_.vector == Slice(); }
   // Where this thread's first chunk starts, and the end of the block's part of the row.
   std::string FirstChunkStart() const {
     return c_.cluster > 1 ? "(slice_begin + (tf_index_t)lane * kVec)" : "((tf_index_t)lane * kVec)";
@@ -906,7 +911,8 @@ class CudaEmitter {
     out_ += fmt::format("  {} kRows = {};\n", OuterDeclaration(), KernelSizeText(k_, k_.outer_size, k_.outer));
     if (InnerAtLaunch()) {  // (kChunks only sizes a held row's registers)
       out_ += fmt::format("  const int64_t kInner = {};\n", KernelSizeText(k_, k_.inner_size, k_.inner));
-      out_ += fmt::format("  constexpr int kVec = {}, kThreadsPerRow = {};\n", c_.vector, tpr);
+      out_ += fmt::format("  constexpr int kVec = {}, kThreadsPerRow = {}{};\n", c_.vector, tpr,
+                          c_.cache_row ? fmt::format(", kChunks = {}", Chunks()) : "");
     } else {
       out_ += fmt::format("  constexpr int64_t kInner = {};\n", k_.inner);
       out_ += fmt::format("  constexpr int kVec = {}, kThreadsPerRow = {}, kChunks = {};\n", c_.vector, tpr, Chunks());

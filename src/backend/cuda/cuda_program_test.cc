@@ -1375,19 +1375,11 @@ namespace {
 // GEMM template): v, which alone would run on the skinny template, joins their kernel, one
 // launch for the three. Products grouped over N switched off, v keeps the skinny template.
 TEST(CudaProgramGroupedTest, ASkinnyProductJoinsProductsOfItsAOnTheGemmTemplate) {
-  auto model = ImportOnnx(std::string(TILEFUSE_SOURCE_DIR) + "/tests/gemm/gemm_rotary_qk_v_decode_bf16.onnxtxt");
-  ASSERT_TRUE(model.ok()) << model.status().ToString();
-  PassOptions passes;
-  passes.channels_last = true;  // as the CUDA backend passes graphs
-  auto graph = RunGraphPasses(std::move(model->graph), passes);
-  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
   for (bool grouped : {true, false}) {
     SCOPED_TRACE(grouped ? "grouped" : "a kernel each");
     CudaTarget target;
     target.overrides.gemm_group_n = grouped;
-    auto plan = PlanFusionForCuda(*graph, PlannerOptions{}, target);
-    ASSERT_TRUE(plan.ok());
-    auto program = BuildCudaProgram(*graph, plan->plan, FindInlinedGenerators(*graph), "", {}, target);
+    auto program = ProgramOfModel(ImportOnnx(std::string(TILEFUSE_SOURCE_DIR) + "/tests/gemm/gemm_rotary_qk_v_decode_bf16.onnxtxt"), target);
     ASSERT_TRUE(program.ok()) << program.status().ToString();
     std::vector<std::string> kernels;  // the gemm groups' kernels' strategies
     int grouped_into = 0;

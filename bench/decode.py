@@ -10,7 +10,8 @@ decode steps alone (CUDA events around the loop, after a whole warm-up generatio
 - compile-dynamic, tilefuse-dynamic: the same cache through torch.compile(dynamic=True), with
   Inductor and with tilefuse (Dynamo's sizes symbolic: TorchInductor compiles one graph for every
   length; tilefuse's kernels take the lengths at launch, but each new length is planned and
-  loaded again, so its timed generations count compiles: not yet a decode loop without them);
+  loaded again in the first generation; a graph over symbolic sizes keeps up to 256 of them,
+  so the timed generations should find every length compiled);
 - eager-static and every other compiled mode: a StaticCache of prompt + new positions, written at
   the step's cache_position (one shape for every step, so a compiled step serves them all);
 - compile: torch.compile(model.forward); reduce-overhead: with CUDA graphs; max-autotune: with

@@ -102,6 +102,23 @@ def test_a_new_size_of_a_dynamic_graph_compiles_the_plan_of_an_earlier_size(logs
     assert reused == [False, True, True], reused
 
 
+def test_a_dynamic_graph_keeps_every_size_of_a_decode_loop(logs):
+    # A graph over Dynamo's symbolic sizes keeps more compiled sizes than a static one's 8: a
+    # second pass over 12 lengths (a decode loop's second generation) compiles none of them.
+    torch.manual_seed(0)
+    block = Block().eval()
+    compiled = torch.compile(block, backend="tilefuse", dynamic=True)
+    lengths = range(3, 15)
+    with torch.no_grad():
+        for _ in range(2):
+            for rows in lengths:
+                x = torch.randn(2, rows, 32)
+                torch.testing.assert_close(compiled(x), block(x), rtol=1e-5, atol=1e-5)
+    assert len(messages(logs, COMPILED)) == len(lengths), logs.text
+    graph = tilefuse.torch_backend._live_graphs()[-1]
+    assert graph.static_inputs is None and len(graph.compiled) == len(lengths)
+
+
 def test_a_change_of_pytorchs_float32_matmul_precision_compiles_again(logs):
     # TF32 or exact f32 is decided at compile time (tilefuse.compile's precision=): a graph
     # compiled under "highest" is not reused under "high". (On the CPU both compute f32, so

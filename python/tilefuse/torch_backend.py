@@ -68,6 +68,13 @@ _DEFAULT_OPTIONS = {"backend": "auto", "tune": False, "fuse": True, "strict": Fa
                     "weights": "auto", "gemm": "auto", "chunked_loss": True, "attention_backward": "template",
                     "padded_logits": True}
 _CACHE_SIZE = 8  # compiled shapes kept per graph (least recently used dropped)
+# A graph over Dynamo's symbolic sizes (dynamic=True: a decode step with transformers' growing
+# cache, a new length every token) keeps more, as a SpecializingModel does: each kept size holds
+# its intermediates and launches only (the weights are the call's inputs, the kernels shared
+# through the kernel cache), so every length of a few hundred decode steps stays compiled while
+# the intermediates' arenas fit; with 8, each generation planned and loaded every length again.
+_DYNAMIC_CACHE_SIZE = 256
+_DYNAMIC_CACHE_ARENA_BYTES = 4 << 30
 _MISSING = object()  # a specialization not made yet (None: one that PyTorch runs)
 
 
@@ -374,8 +381,7 @@ class TilefuseGraph:
         specialization = self.compiled.get(key, _MISSING)
         if specialization is _MISSING:
             specialization = self.compiled[key] = self._specialize(args)
-            if len(self.compiled) > _CACHE_SIZE:
-                self.compiled.popitem(last=False)
+            self._drop_least_recently_used()
         elif len(self.compiled) > 1:
             self.compiled.move_to_end(key)
         if specialization is None:
@@ -386,6 +392,17 @@ class TilefuseGraph:
             self.compiled[key] = None
             self._note(str(error), f"tilefuse: running a torch.compile graph in PyTorch: tilefuse failed to run it: {error}")
             return _as_list(self.gm(*args))
+
+    def _drop_least_recently_used(self) -> None:
+        """Drops the least recently used compiled shapes beyond what this graph keeps: 8, or for
+        a graph over symbolic sizes 256 while their intermediates fit in 4 GiB."""
+        if self.static_inputs is not None or _static_placeholders(self.gm):
+            while len(self.compiled) > _CACHE_SIZE:
+                self.compiled.popitem(last=False)
+            return
+        arenas = lambda: sum(s.model.arena_bytes for s in self.compiled.values() if s is not None)  # noqa: E731
+        while len(self.compiled) > 1 and (len(self.compiled) > _DYNAMIC_CACHE_SIZE or arenas() > _DYNAMIC_CACHE_ARENA_BYTES):
+            self.compiled.popitem(last=False)
 
     def _specialize(self, args: Sequence[Any]) -> Optional["_Specialization"]:
         from .fx import Unsupported

@@ -345,8 +345,11 @@ class TilefuseGraph:
         # input's shape, strides, dtype and device before the call reaches here, so a call's
         # signature is only the folded weights' identities and versions (which no guard checks).
         # The whole signature of GPT-2's 149 inputs was ~40% of its batch-1 host path.
+        static_shapes = _static_placeholders(gm)
         self.static_inputs: Optional[Tuple[int, ...]] = tuple(sorted(self.folded)) if guarded_inputs and split_allowed and \
-            _static_placeholders(gm) else None
+            static_shapes else None
+        # Over Dynamo's symbolic sizes: a new size each decode step, so more of them are kept.
+        self.kept_sizes = _CACHE_SIZE if static_shapes else _DYNAMIC_CACHE_SIZE
         if len(_GRAPHS) > 1024:  # a process that compiles many graphs: drop the dead references
             _GRAPHS[:] = [ref for ref in _GRAPHS if ref() is not None]
         _GRAPHS.append(weakref.ref(self))
@@ -396,12 +399,9 @@ class TilefuseGraph:
     def _drop_least_recently_used(self) -> None:
         """Drops the least recently used compiled shapes beyond what this graph keeps: 8, or for
         a graph over symbolic sizes 256 while their intermediates fit in 4 GiB."""
-        if self.static_inputs is not None or _static_placeholders(self.gm):
-            while len(self.compiled) > _CACHE_SIZE:
-                self.compiled.popitem(last=False)
-            return
         arenas = lambda: sum(s.model.arena_bytes for s in self.compiled.values() if s is not None)  # noqa: E731
-        while len(self.compiled) > 1 and (len(self.compiled) > _DYNAMIC_CACHE_SIZE or arenas() > _DYNAMIC_CACHE_ARENA_BYTES):
+        while len(self.compiled) > self.kept_sizes or \
+                (self.kept_sizes == _DYNAMIC_CACHE_SIZE and len(self.compiled) > 1 and arenas() > _DYNAMIC_CACHE_ARENA_BYTES):
             self.compiled.popitem(last=False)
 
     def _specialize(self, args: Sequence[Any]) -> Optional["_Specialization"]:

@@ -10,10 +10,12 @@ namespace tilefuse {
 
 namespace {
 
-int64_t RowLoads(const Kernel& k) { return std::count_if(k.values.begin(), k.values.end(), IsRowDataLoad); }
+int64_t RowLoads(const Kernel& k) {
+  return std::count_if(k.values.begin(), k.values.end(), [&](const ScalarValue& v) { return IsRowDataLoad(k, v); });
+}
 // Whether a row load reads a half type (a cached row of it may be held as pairs).
 bool HasHalfRowLoads(const Kernel& k) {
-  return std::any_of(k.values.begin(), k.values.end(), [](const ScalarValue& v) { return IsRowDataLoad(v) && DTypeSize(v.dtype) == 2; });
+  return std::any_of(k.values.begin(), k.values.end(), [&](const ScalarValue& v) { return IsRowDataLoad(k, v) && DTypeSize(v.dtype) == 2; });
 }
 
 // Column reductions (codegen/cuda/cuda_column_emitter.h): tile widths x block sizes x row splits

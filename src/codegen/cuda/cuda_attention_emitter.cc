@@ -185,8 +185,9 @@ class AttentionEmitter {
     s.name = a_.name;
     s.threads = 32 * kDecodeWarps;
     s.work_blocks = rows * ranges;
-    s.strategy = fmt::format("decode form, {} query row(s) over {} keys, a CTA per row{}, d {}/{}, {} warps over the keys{}{}{}", a_.nq, a_.nk,
+    s.strategy = fmt::format("decode form, {} query row(s) over {} keys, a CTA per row{}, d {}/{}, {} warps over the keys{}{}{}{}", a_.nq, a_.nk,
                              split ? fmt::format(" and {} keys (split over the keys x{})", keys_per_split, ranges) : "", a_.d, a_.dv, kDecodeWarps, KDimsContiguous() ? ", keys read 16 bytes at a time" : "",
+                             VRowsInVectors() ? ", values too" : "",
                              a_.zero_nan_rows ? ", rows without probabilities zeroed" : "",
                              a_.logsumexp >= 0 ? ", the rows' logsumexp written" : "");
     s.includes = {"attention_decode.cuh"};
@@ -218,11 +219,11 @@ class AttentionEmitter {
         "  struct Config {{\n"
         "    using Element = {};\n"
         "    using Index = {};\n"
-        "    enum : int {{ kD = {}, kDV = {}, kWarps = {}, kKDimsContiguous = {}, kZeroNanRows = {}, kSplit = {} }};\n"
+        "    enum : int {{ kD = {}, kDV = {}, kWarps = {}, kKDimsContiguous = {}, kVColumnsContiguous = {}, kZeroNanRows = {}, kSplit = {} }};\n"
         "    static constexpr __device__ float OutputScale() {{ return {}f; }}\n"
         "  }};\n",
-        TileElementType(a_.dtype), IndexType(), a_.d, a_.dv, kDecodeWarps, KDimsContiguous() ? 1 : 0, a_.zero_nan_rows ? 1 : 0,
-        split ? 1 : 0, FloatLiteral(a_.output_scale));
+        TileElementType(a_.dtype), IndexType(), a_.d, a_.dv, kDecodeWarps, KDimsContiguous() ? 1 : 0, VRowsInVectors() ? 1 : 0,
+        a_.zero_nan_rows ? 1 : 0, split ? 1 : 0, FloatLiteral(a_.output_scale));
     out += BatchStruct();
     out += LogitsStruct("Logits", "the group's logits program, its mask included", a_.logits, a_.logit);
     out += fmt::format("  tf::AttentionDecode<Config>(q, k, v, operands, {}, Batch{{{}}}, {}, b{}, {}{});\n}}\n", Lengths(),
@@ -244,6 +245,18 @@ class AttentionEmitter {
     const int64_t vector = 16 / DTypeSize(k.dtype);
     bool aligned = k.row_stride == 1 && k.offset % vector == 0 && k.column_stride % vector == 0;
     for (const StridedOperand::BatchTerm& t : k.batch) aligned = aligned && t.stride % vector == 0;
+    return aligned;
+  }
+  // Are V's rows (a half type) contiguous and 16-byte aligned wherever a key's row starts, and split evenly
+  // over a warp's lanes in 16-byte pieces (head dims 8, 16, 32, 64, 128, 256)? The decode form
+  // then reads a few keys' rows at a time, 16 bytes a lane, issued with the keys' loads.
+  bool VRowsInVectors() const {
+    const StridedOperand& v = a_.v;
+    const int64_t vector = 16 / DTypeSize(v.dtype);
+    const int64_t lanes = a_.dv / vector;
+    bool aligned = DTypeSize(v.dtype) == 2 && a_.dv % vector == 0 && lanes <= 32 && 32 % lanes == 0 && v.column_stride == 1 && v.offset % vector == 0 &&
+                   v.row_stride % vector == 0;
+    for (const StridedOperand::BatchTerm& t : v.batch) aligned = aligned && t.stride % vector == 0;
     return aligned;
   }
   // tf::DecodeOperands's bytes: per operand its offset, row and column strides and three batch

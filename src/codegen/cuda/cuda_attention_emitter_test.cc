@@ -249,6 +249,31 @@ TEST(CudaAttentionEmitterTest, OneQueryRowTakesTheDecodeFormSplitOverLongCaches)
   EXPECT_FALSE(UsesDecodeForm(*tiled));
 }
 
+// The decode form reads V's rows 16 bytes a lane, a few keys at a time, where a row is
+// contiguous and splits evenly over a warp's lanes (64 columns: 8 lanes a row; 128: 16). A V
+// whose columns are strided (an input stored transposed) keeps a column pair a lane, read key
+// by key.
+TEST(CudaAttentionEmitterTest, TheDecodeFormReadsValueRowsInVectorsWhereTheyAreContiguous) {
+  const std::string transposed_v = std::string(kPlain).substr(0, std::string(kPlain).find("  out = ")) +
+                                   "  v = Transpose <perm = [0, 1, 3, 2]> (v_stored)\n  out = MatMul (p, v)\n";
+  struct Case {
+    int dv;
+    bool stored_transposed, vectors;
+  };
+  for (const Case& c : {Case{64, false, true}, Case{128, false, true}, Case{64, true, false}}) {
+    SCOPED_TRACE(fmt::format("dv {}{}", c.dv, c.stored_transposed ? ", V stored transposed" : ""));
+    const std::string v = c.stored_transposed ? fmt::format("bfloat16[1,12,{},304] v_stored", c.dv) : fmt::format("bfloat16[1,12,304,{}] v", c.dv);
+    auto a = LowerText(c.stored_transposed ? transposed_v : kPlain,
+                       fmt::format("g (bfloat16[1,12,1,{0}] q, bfloat16[1,12,304,{0}] k, {1}) => (bfloat16[1,12,1,{0}] out)", c.dv, v));
+    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    a->name = "att";
+    auto source = EmitCudaDecodeAttention(*a, 132);
+    ASSERT_TRUE(source.ok()) << source.status().ToString();
+    EXPECT_NE(source->function.find(fmt::format("kVColumnsContiguous = {}", c.vectors ? 1 : 0)), std::string::npos) << source->function;
+    EXPECT_EQ(source->strategy.find("values too") != std::string::npos, c.vectors) << source->strategy;
+  }
+}
+
 // The default loop: FlashAttention-3's, the consumers taking turns at the tensor cores.
 TEST(CudaAttentionEmitterTest, ConsumersTakeTurnsIssuingTheirMatmuls) {
   auto a = LowerText(kPlain, "g (bfloat16[2,4,256,64] q, bfloat16[2,4,256,64] k, bfloat16[2,4,256,64] v) => (bfloat16[2,4,256,64] out)");

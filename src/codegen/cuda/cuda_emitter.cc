@@ -100,11 +100,16 @@ bool CallsTranscendental(const Kernel& k) {
 
 }  // namespace
 
-bool IsRowDataLoad(const ScalarValue& v) {
-  return v.kind == ScalarValue::Kind::kLoad && v.inner && UsesVar(v.index, 0) && !UsesValue(v.index);
+namespace {
+// A kernel of one row whatever the binding (its row count not printed over the symbols).
+bool OneRow(const Kernel& k) { return k.outer == 1 && !PrintsSymbolically(k, k.outer_size, k.outer); }
+}  // namespace
+
+bool IsRowDataLoad(const Kernel& k, const ScalarValue& v) {
+  return v.kind == ScalarValue::Kind::kLoad && v.inner && (UsesVar(v.index, 0) || OneRow(k)) && !UsesValue(v.index);
 }
-bool IsRowBroadcastLoad(const ScalarValue& v, int vector) {
-  return v.kind == ScalarValue::Kind::kLoad && v.inner && !UsesVar(v.index, 0) && RowVectorizable(v.index, vector);
+bool IsRowBroadcastLoad(const Kernel& k, const ScalarValue& v, int vector) {
+  return v.kind == ScalarValue::Kind::kLoad && v.inner && !UsesVar(v.index, 0) && !OneRow(k) && RowVectorizable(v.index, vector);
 }
 // Half types count two to a register, as they are loaded 16 bytes at a time (ptxas, sm_90a:
 // holding layer norm's 2 x 32 bf16 a thread beside a row of 1024 took 63 -> 80 registers, RMS
@@ -112,11 +117,11 @@ bool IsRowBroadcastLoad(const ScalarValue& v, int vector) {
 int64_t BroadcastRegisters(const Kernel& k, int vector) {
   int64_t registers = 0;
   for (const ScalarValue& v : k.values)
-    if (IsRowBroadcastLoad(v, vector)) registers += (vector * DTypeSize(v.dtype) + 3) / 4;
+    if (IsRowBroadcastLoad(k, v, vector)) registers += (vector * DTypeSize(v.dtype) + 3) / 4;
   return registers;
 }
 int64_t HeldBesideRegisters(const Kernel& k, int64_t chunks, int vector) {
-  const int64_t row_loads = std::count_if(k.values.begin(), k.values.end(), IsRowDataLoad);
+  const int64_t row_loads = std::count_if(k.values.begin(), k.values.end(), [&](const ScalarValue& v) { return IsRowDataLoad(k, v); });
   return chunks * vector * row_loads + BroadcastRegisters(k, vector) * chunks;
 }
 
@@ -130,9 +135,9 @@ namespace {
 int64_t VectorsAWarpHoldsBesideItsRow(const Kernel& k, int vector) {
   const int64_t lane_span = int64_t{32} * vector;
   if (k.inner <= lane_span * 2 || k.inner > lane_span * 4 || BroadcastRegisters(k, vector) == 0) return 0;
-  if (std::none_of(k.values.begin(), k.values.end(), IsRowDataLoad) || HeldBesideRegisters(k, CeilDiv(k.inner, lane_span), vector) > 64)
+  if (std::none_of(k.values.begin(), k.values.end(), [&](const ScalarValue& v) { return IsRowDataLoad(k, v); }) || HeldBesideRegisters(k, CeilDiv(k.inner, lane_span), vector) > 64)
     return 0;
-  return std::count_if(k.values.begin(), k.values.end(), [&](const ScalarValue& v) { return IsRowBroadcastLoad(v, vector); });
+  return std::count_if(k.values.begin(), k.values.end(), [&](const ScalarValue& v) { return IsRowBroadcastLoad(k, v, vector); });
 }
 
 }  // namespace
@@ -246,7 +251,7 @@ CudaKernelConfig ResolveCudaConfig(const Kernel& k, const CudaKernelConfig& requ
       // within 512 threads, as measured (1024 would make it the one an SM that prefetches its
       // next row), and its threads cover the row in whole chunks (3072 columns keep 128
       // threads by 3 chunks, not 256 by 1.5).
-      const int64_t row_inputs = std::count_if(k.values.begin(), k.values.end(), IsRowDataLoad);
+      const int64_t row_inputs = std::count_if(k.values.begin(), k.values.end(), [&](const ScalarValue& v) { return IsRowDataLoad(k, v); });
       const bool one_written_back = k.reductions.size() == 1 && row_inputs == 1 && requested.cluster <= 1 &&
                                     std::any_of(k.stores.begin(), k.stores.end(), [](const KernelStore& st) { return UsesVar(st.index, 1); });
       const int64_t wide = RoundUpPow2(CeilDiv(k.inner, c.vector * 2));
@@ -272,7 +277,7 @@ CudaKernelConfig ResolveCudaConfig(const Kernel& k, const CudaKernelConfig& requ
     const int64_t budget = c.threads >= 1024 ? 32 : 64;
     int64_t row_loads = 0, values = 0, registers_as_pairs = 0;
     for (const ScalarValue& v : k.values)
-      if (IsRowDataLoad(v)) {
+      if (IsRowDataLoad(k, v)) {
         ++row_loads;
         values += chunks * c.vector;
         registers_as_pairs += DTypeSize(v.dtype) == 2 && c.vector % 2 == 0 ? chunks * c.vector / 2 : chunks * c.vector;
@@ -281,7 +286,7 @@ CudaKernelConfig ResolveCudaConfig(const Kernel& k, const CudaKernelConfig& requ
     c.cache_row = !cacheable ? 0 : values <= budget ? 1 : registers_as_pairs <= budget ? 2 : 0;
   }
   c.broadcast_with_row = hold_vectors && c.cache_row == 1 &&
-                         std::any_of(k.values.begin(), k.values.end(), [&](const ScalarValue& v) { return IsRowBroadcastLoad(v, c.vector); });
+                         std::any_of(k.values.begin(), k.values.end(), [&](const ScalarValue& v) { return IsRowBroadcastLoad(k, v, c.vector); });
   // A row a 1024-thread block holds only as pairs is shared, where nothing else was asked
   // for, by a cluster of 4 CTAs of 256 threads, each holding its slice as pairs (half the
   // registers of the slice unpacked: more CTAs an SM). The tuner chose that on both GPUs for
@@ -810,7 +815,7 @@ class CudaEmitter {
   std::vector<int> CachedRowLoads() {
     std::vector<int> cached;
     for (int v : RowPassLoads())
-      if (IsRowDataLoad(k_.values[v]) || DrawnInBlocks(v)) cached.push_back(v);
+      if (IsRowDataLoad(k_, k_.values[v]) || DrawnInBlocks(v)) cached.push_back(v);
     return cached;
   }
   // With CudaKernelConfig::broadcast_with_row, the vectors every row reads alike, held in
@@ -819,7 +824,7 @@ class CudaEmitter {
     std::vector<int> held;
     if (c_.broadcast_with_row)
       for (int v : RowPassLoads())
-        if (IsRowBroadcastLoad(k_.values[v], c_.vector)) held.push_back(v);
+        if (IsRowBroadcastLoad(k_, k_.values[v], c_.vector)) held.push_back(v);
     return held;
   }
 

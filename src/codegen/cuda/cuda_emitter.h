@@ -88,11 +88,14 @@ struct CudaKernelSource {
 };
 
 // Row template: whether `v` loads the row itself (depends on both loop variables, plain
-// index): the loads a cached row keeps in registers.
-bool IsRowDataLoad(const ScalarValue& v);
+// index): the loads a cached row keeps in registers. In a kernel of one row (a decode step's
+// norm: the row variable gone from every index) every plain load along the row counts: each
+// is read once, and held, its loads are issued together before the reductions.
+bool IsRowDataLoad(const Kernel& kernel, const ScalarValue& v);
 // Row template: whether `v` loads a vector every row reads alike (along the row, the same
-// for every row, in whole vectors of `vector` elements): a norm's scale or bias.
-bool IsRowBroadcastLoad(const ScalarValue& v, int vector);
+// for every row, in whole vectors of `vector` elements): a norm's scale or bias. None in a
+// kernel of one row.
+bool IsRowBroadcastLoad(const Kernel& kernel, const ScalarValue& v, int vector);
 // The registers a thread's chunk of those vectors takes, `vector` elements each; 0: the
 // kernel reads none.
 int64_t BroadcastRegisters(const Kernel& kernel, int vector);

@@ -8,7 +8,8 @@
 //            online softmax
 //   lane     Q·K of one key (Q in shared memory, the key's dims read as the operand's strides
 //            have them, 16 bytes at a time where they are contiguous), the Logits hook, then
-//            for P·V a column pair of the output: each key's probability broadcast from its lane
+//            for P·V a column pair of the output (or, V's columns contiguous, 8 columns of a few
+//            keys at a time, 16 bytes a load): each key's probability broadcast from its lane
 //   end      the warps' maxima, sums and partial rows combined through shared memory; split,
 //            each range's written to scratch memory and the CTA that finishes a row last (a
 //            counter, zero again after) combines them in range order; O / sum stored (rows
@@ -80,11 +81,31 @@ __device__ __forceinline__ void AttentionDecode(const typename Config::Element::
   const Index score_row = (Index)batch_hook.LogitsEntry(batch) * nq + row;
   __syncthreads();
 
-  float row_max = -INFINITY, row_sum = 0.0f, o[kColumns];
+  // P·V with V's columns contiguous (Config::kVColumnsContiguous): a key's row read 16 bytes
+  // a lane, kVLanes lanes a row, 32 / kVLanes keys at a time (every load of the warp's keys
+  // issued together, unrolled), each lane summing 8 columns over its keys; the lanes that
+  // share columns are summed once at the end. Otherwise a lane sums columns lane, lane + 32,
+  // ... key by key.
+  constexpr bool kVectorV = Config::kVColumnsContiguous != 0;
+  constexpr int kVLanes = kVectorV ? kDV / 8 : 32, kVKeys = 32 / kVLanes;
+  constexpr int kHeld = kVectorV ? 8 : kColumns;  // output columns a lane accumulates
+  const int v_key = lane / kVLanes, v_column = (lane % kVLanes) * 8;
+  float row_max = -INFINITY, row_sum = 0.0f, o[kHeld];
 #pragma unroll
-  for (int c = 0; c < kColumns; ++c) o[c] = 0.0f;
+  for (int c = 0; c < kHeld; ++c) o[c] = 0.0f;
   for (int key0 = key_begin + warp * 32; key0 < key_end; key0 += kWarps * 32) {
     const int key = key0 + lane;
+    // This lane's 16 bytes of its keys' V rows, loaded with K. Rows past the end read the last
+    // key's again (their p is 0): loads without a branch, which ptxas keeps in registers (a
+    // guarded load spilled them, 2026-12-05).
+    uint4 v_rows[kVectorV ? 32 / kVKeys : 1];
+    if constexpr (kVectorV) {
+#pragma unroll
+      for (int r = 0; r < 32 / kVKeys; ++r) {
+        const int v_row = min(key0 + r * kVKeys + v_key, key_end - 1);
+        v_rows[r] = *reinterpret_cast<const uint4*>(v + v0 + (long long)v_row * operands.v.row_stride + v_column);
+      }
+    }
     float s = -INFINITY;  // base-2 logit; keys past the end are masked
     if (key < key_end) {
       const Storage* kp = k + k0 + key * operands.k.column_stride;
@@ -118,15 +139,28 @@ __device__ __forceinline__ void AttentionDecode(const typename Config::Element::
     row_sum = row_sum * rescale + p_sum;
     row_max = new_max;
 #pragma unroll
-    for (int c = 0; c < kColumns; ++c) o[c] *= rescale;
-    const int keys = min(32, key_end - key0);
-    for (int i = 0; i < keys; ++i) {
-      const float pi = __shfl_sync(kAll, p, i);
-      const Storage* vp = v + v0 + (long long)(key0 + i) * operands.v.row_stride;
+    for (int c = 0; c < kHeld; ++c) o[c] *= rescale;
+    if constexpr (kVectorV) {  // keys past the end: p = 0
 #pragma unroll
-      for (int c = 0; c < kColumns; ++c) {
-        const int column = lane + 32 * c;
-        if (kDV % 32 == 0 || column < kDV) o[c] += pi * Element::ToFloat(vp[column * operands.v.column_stride]);
+      for (int r = 0; r < 32 / kVKeys; ++r) {
+        const float pi = __shfl_sync(kAll, p, r * kVKeys + v_key);
+        const unsigned words[4] = {v_rows[r].x, v_rows[r].y, v_rows[r].z, v_rows[r].w};
+#pragma unroll
+        for (int w = 0; w < 4; ++w) {
+          o[2 * w] += pi * Element::ToFloat((Storage)(words[w] & 0xffff));
+          o[2 * w + 1] += pi * Element::ToFloat((Storage)(words[w] >> 16));
+        }
+      }
+    } else {
+      const int keys = min(32, key_end - key0);
+      for (int i = 0; i < keys; ++i) {
+        const float pi = __shfl_sync(kAll, p, i);
+        const Storage* vp = v + v0 + (long long)(key0 + i) * operands.v.row_stride;
+#pragma unroll
+        for (int c = 0; c < kColumns; ++c) {
+          const int column = lane + 32 * c;
+          if (kDV % 32 == 0 || column < kDV) o[c] += pi * Element::ToFloat(vp[column * operands.v.column_stride]);
+        }
       }
     }
   }
@@ -136,9 +170,19 @@ __device__ __forceinline__ void AttentionDecode(const typename Config::Element::
     warp_max[warp] = row_max;
     warp_sum[warp] = row_sum;
   }
+  if constexpr (kVectorV) {  // the lanes of a column set summed, then written by the first keys' lanes
 #pragma unroll
-  for (int c = 0; c < kColumns; ++c)
-    if (kDV % 32 == 0 || lane + 32 * c < kDV) warp_out[warp][lane + 32 * c] = o[c];
+    for (int offset = kVLanes; offset < 32; offset *= 2)
+#pragma unroll
+      for (int c = 0; c < 8; ++c) o[c] += __shfl_xor_sync(kAll, o[c], offset);
+    if (v_key == 0)
+#pragma unroll
+      for (int c = 0; c < 8; ++c) warp_out[warp][v_column + c] = o[c];
+  } else {
+#pragma unroll
+    for (int c = 0; c < kColumns; ++c)
+      if (kDV % 32 == 0 || lane + 32 * c < kDV) warp_out[warp][lane + 32 * c] = o[c];
+  }
   __syncthreads();
   float total_max = -INFINITY;
 #pragma unroll

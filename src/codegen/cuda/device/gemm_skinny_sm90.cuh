@@ -215,29 +215,18 @@ __device__ __forceinline__ void SkinnyNormedA(const SkinnySharedMemory<S>& sm, c
   }
 }
 
-// Whether accumulator d[i] of a consumer's lane holds one of the rows below kRows: d[j*4 + h*2 + e]
-// holds row 8j + (lane % 4) * 2 + e (SkinnyConsumer's epilogue loop).
-template <class S>
-__device__ __forceinline__ bool SkinnyRowHeld(int i, int lane) { return 8 * (i / 4) + (lane % 4) * 2 + i % 2 < S::kRows; }
-
 // Split-K: the unit's partial sums to scratch memory (coalesced: element i of the consumer's
 // 128 threads together); the consumer that finishes a column block last adds every split's
 // partials in split order. Memory order as gemm_sm90's GemmSplitKHandOver: partials fenced
 // before the counter's atomic, the last one fences before reading them through L2. Returns
 // whether this consumer runs the epilogue of its 64 columns.
-//
-// Only the accumulators of rows below kRows go through memory: the others are rows of TMA's
-// zero padding up to kMP (15 of 16 at M = 1), and the last consumer's kSplits × kPerThread
-// loads (128 a thread at 16 splits) are on the kernel's critical path.
 template <class S>
 __device__ __forceinline__ bool SkinnyHandOver(const SkinnySharedMemory<S>& sm, float (&d)[S::kMP / 2], int unit, int tile, int consumer,
                                                int local, unsigned* __restrict__ counters, float* __restrict__ partials) {
   constexpr int kPerThread = S::kMP / 2;
-  const int lane = local % 32;
   float* mine = partials + ((long long)unit * S::kConsumers + consumer) * kPerThread * 128 + local;
 #pragma unroll
-  for (int i = 0; i < kPerThread; ++i)
-    if (SkinnyRowHeld<S>(i, lane)) __stcg(mine + i * 128, d[i]);
+  for (int i = 0; i < kPerThread; ++i) __stcg(mine + i * 128, d[i]);
   __threadfence();
   NamedBarrierSync(1 + consumer, 128);
   if (local == 0) {
@@ -253,14 +242,12 @@ __device__ __forceinline__ bool SkinnyHandOver(const SkinnySharedMemory<S>& sm, 
   // Every split's loads in flight at once (the rule keeps kSplits × kPerThread within the
   // registers): the sum is on the kernel's critical path, after the last unit's main loop.
 #pragma unroll
-  for (int i = 0; i < kPerThread; ++i)
-    if (SkinnyRowHeld<S>(i, lane)) d[i] = __ldcg(first + i * 128);
+  for (int i = 0; i < kPerThread; ++i) d[i] = __ldcg(first + i * 128);
 #pragma unroll
   for (int s = 1; s < S::kSplits; ++s) {
     const float* part = first + (long long)s * S::kConsumers * kPerThread * 128;
 #pragma unroll
-    for (int i = 0; i < kPerThread; ++i)
-      if (SkinnyRowHeld<S>(i, lane)) d[i] += __ldcg(part + i * 128);
+    for (int i = 0; i < kPerThread; ++i) d[i] += __ldcg(part + i * 128);
   }
   return true;
 }

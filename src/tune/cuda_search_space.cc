@@ -10,9 +10,6 @@ namespace tilefuse {
 
 namespace {
 
-int64_t RowLoads(const Kernel& k) {
-  return std::count_if(k.values.begin(), k.values.end(), [&](const ScalarValue& v) { return IsRowDataLoad(k, v); });
-}
 // Whether a row load reads a half type (a cached row of it may be held as pairs).
 bool HasHalfRowLoads(const Kernel& k) {
   return std::any_of(k.values.begin(), k.values.end(), [&](const ScalarValue& v) { return IsRowDataLoad(k, v) && DTypeSize(v.dtype) == 2; });
@@ -100,7 +97,7 @@ CudaSearchSpace CudaCandidates(const Kernel& k, bool clusters) {
     return space;
   }
   const int vector = base.vector;
-  const int64_t row_loads = RowLoads(k);
+  const int64_t row_loads = RowDataLoads(k);
   const int64_t chunks_per_row = (k.inner + vector - 1) / vector;
   const bool has_broadcast = BroadcastRegisters(k, vector) > 0;
   for (int tpr : {1, 32, 64, 128, 256, 512, 1024}) {

@@ -247,15 +247,15 @@ class AttentionEmitter {
     for (const StridedOperand::BatchTerm& t : k.batch) aligned = aligned && t.stride % vector == 0;
     return aligned;
   }
-  // Are V's rows (a half type) contiguous and 16-byte aligned wherever a key's row starts, and split evenly
-  // over a warp's lanes in 16-byte pieces (head dims 8, 16, 32, 64, 128, 256)? The decode form
-  // then reads a few keys' rows at a time, 16 bytes a lane, issued with the keys' loads.
+  // Are V's rows (a half type) contiguous and 16-byte aligned wherever a key's row starts, and
+  // split evenly over a warp's lanes in 16-byte pieces (head dims 8, 16, 32, 64, 128, 256)? The
+  // decode form then reads a few keys' rows at a time, 16 bytes a lane, issued with the keys' loads.
   bool VRowsInVectors() const {
     const StridedOperand& v = a_.v;
     const int64_t vector = 16 / DTypeSize(v.dtype);
     const int64_t lanes = a_.dv / vector;
-    bool aligned = DTypeSize(v.dtype) == 2 && a_.dv % vector == 0 && lanes <= 32 && 32 % lanes == 0 && v.column_stride == 1 && v.offset % vector == 0 &&
-                   v.row_stride % vector == 0;
+    bool aligned = DTypeSize(v.dtype) == 2 && a_.dv % vector == 0 && lanes <= 32 && 32 % lanes == 0 && v.column_stride == 1 &&
+                   v.offset % vector == 0 && v.row_stride % vector == 0;
     for (const StridedOperand::BatchTerm& t : v.batch) aligned = aligned && t.stride % vector == 0;
     return aligned;
   }

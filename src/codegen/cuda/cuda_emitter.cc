@@ -108,6 +108,9 @@ bool OneRow(const Kernel& k) { return k.outer == 1 && !PrintsSymbolically(k, k.o
 bool IsRowDataLoad(const Kernel& k, const ScalarValue& v) {
   return v.kind == ScalarValue::Kind::kLoad && v.inner && (UsesVar(v.index, 0) || OneRow(k)) && !UsesValue(v.index);
 }
+int64_t RowDataLoads(const Kernel& k) {
+  return std::count_if(k.values.begin(), k.values.end(), [&](const ScalarValue& v) { return IsRowDataLoad(k, v); });
+}
 bool IsRowBroadcastLoad(const Kernel& k, const ScalarValue& v, int vector) {
   return v.kind == ScalarValue::Kind::kLoad && v.inner && !UsesVar(v.index, 0) && !OneRow(k) && RowVectorizable(v.index, vector);
 }
@@ -121,7 +124,7 @@ int64_t BroadcastRegisters(const Kernel& k, int vector) {
   return registers;
 }
 int64_t HeldBesideRegisters(const Kernel& k, int64_t chunks, int vector) {
-  const int64_t row_loads = std::count_if(k.values.begin(), k.values.end(), [&](const ScalarValue& v) { return IsRowDataLoad(k, v); });
+  const int64_t row_loads = RowDataLoads(k);
   return chunks * vector * row_loads + BroadcastRegisters(k, vector) * chunks;
 }
 
@@ -135,7 +138,7 @@ namespace {
 int64_t VectorsAWarpHoldsBesideItsRow(const Kernel& k, int vector) {
   const int64_t lane_span = int64_t{32} * vector;
   if (k.inner <= lane_span * 2 || k.inner > lane_span * 4 || BroadcastRegisters(k, vector) == 0) return 0;
-  if (std::none_of(k.values.begin(), k.values.end(), [&](const ScalarValue& v) { return IsRowDataLoad(k, v); }) || HeldBesideRegisters(k, CeilDiv(k.inner, lane_span), vector) > 64)
+  if (RowDataLoads(k) == 0 || HeldBesideRegisters(k, CeilDiv(k.inner, lane_span), vector) > 64)
     return 0;
   return std::count_if(k.values.begin(), k.values.end(), [&](const ScalarValue& v) { return IsRowBroadcastLoad(k, v, vector); });
 }
@@ -251,7 +254,7 @@ CudaKernelConfig ResolveCudaConfig(const Kernel& k, const CudaKernelConfig& requ
       // within 512 threads, as measured (1024 would make it the one an SM that prefetches its
       // next row), and its threads cover the row in whole chunks (3072 columns keep 128
       // threads by 3 chunks, not 256 by 1.5).
-      const int64_t row_inputs = std::count_if(k.values.begin(), k.values.end(), [&](const ScalarValue& v) { return IsRowDataLoad(k, v); });
+      const int64_t row_inputs = RowDataLoads(k);
       const bool one_written_back = k.reductions.size() == 1 && row_inputs == 1 && requested.cluster <= 1 &&
                                     std::any_of(k.stores.begin(), k.stores.end(), [](const KernelStore& st) { return UsesVar(st.index, 1); });
       const int64_t wide = RoundUpPow2(CeilDiv(k.inner, c.vector * 2));

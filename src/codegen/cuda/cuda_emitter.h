@@ -92,6 +92,8 @@ struct CudaKernelSource {
 // norm: the row variable gone from every index) every plain load along the row counts: each
 // is read once, and held, its loads are issued together before the reductions.
 bool IsRowDataLoad(const Kernel& kernel, const ScalarValue& v);
+// How many of the kernel's values are such loads.
+int64_t RowDataLoads(const Kernel& kernel);
 // Row template: whether `v` loads a vector every row reads alike (along the row, the same
 // for every row, in whole vectors of `vector` elements): a norm's scale or bias. None in a
 // kernel of one row.

@@ -6,7 +6,9 @@
 # on the CUDA backend against the reference, each at three bindings.
 # Usage: bash bench/experiments/decode.sh BUNDLE_DIR OUT_DIR   (MODELS="gpt2 llama", MODES=..., ARGS=...,
 #        FUZZ=0 skips the fuzzing, FUZZ_COUNT=100, CHECKS=0 skips the checks and tests before the modes,
-#        NORMS=1 times tilefuse's mode again with TILEFUSE_SKINNY_NORMS=1)
+#        NORMS=1 times tilefuse's mode again with TILEFUSE_SKINNY_NORMS=1, TIMELINE=1 puts GPT-2's step on
+#        the device's timeline after the checks: bench/experiments/decode_host_time_probe.py --timeline,
+#        MODELS=none times no model)
 set -uo pipefail
 B=${1:?bundle folder (build-gpu/bundle)}
 OUT=${2:?output folder}
@@ -57,6 +59,11 @@ if [ "${CHECKS:-1}" = 1 ]; then
   # A model file's bindings share one copy of its weights on the GPU; the staged copies' kernel.
   "$B/tilefuse_tests" --gtest_filter='CompiledModel.BindingsOfAModelFile*:StagedCopies*' 2>&1 | tail -3 | tee -a "$log"
 fi
+if [ "${TIMELINE:-0}" = 1 ]; then
+  HF_HUB_OFFLINE=1 PYTHONPATH="$X" timeout 150 python3 bench/experiments/decode_host_time_probe.py --steps 32 --timeline >"$OUT/timeline.log" 2>&1
+  grep -E "^(generation|the step|timeline)" -A12 "$OUT/timeline.log" | head -30 | tee -a "$log"
+fi
+[ "${MODELS:-}" = none ] && exit 0
 for model in ${MODELS:-gpt2 llama}; do
   PYTHONFAULTHANDLER=1 HF_HUB_OFFLINE=1 PYTHONPATH="$X" timeout 590 python3 bench/decode.py --model "$model" --json "$OUT/decode-$model.json" --timeout ${LIMIT:-500} \
     ${MODES:+--modes $MODES} ${ARGS:-} 2>&1 | grep -Ev 'Warning|warn\(|__cudagraphs\]  ' | tee -a "$log"

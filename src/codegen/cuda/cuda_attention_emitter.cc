@@ -238,26 +238,25 @@ class AttentionEmitter {
  private:
   static constexpr int kDecodeWarps = 8;
 
-  // Are each key's dims contiguous and 16-byte aligned wherever a key starts (the decode form
-  // then reads them 16 bytes at a time)?
-  bool KDimsContiguous() const {
-    const StridedOperand& k = a_.k;
-    const int64_t vector = 16 / DTypeSize(k.dtype);
-    bool aligned = k.row_stride == 1 && k.offset % vector == 0 && k.column_stride % vector == 0;
-    for (const StridedOperand::BatchTerm& t : k.batch) aligned = aligned && t.stride % vector == 0;
+  // Whether `operand`'s offset and batch strides, and `stride`, are whole 16-byte vectors of its
+  // elements: each row or key of it then starts 16-byte aligned.
+  static bool StartsInVectors(const StridedOperand& operand, int64_t stride) {
+    const int64_t vector = 16 / DTypeSize(operand.dtype);
+    bool aligned = operand.offset % vector == 0 && stride % vector == 0;
+    for (const StridedOperand::BatchTerm& t : operand.batch) aligned = aligned && t.stride % vector == 0;
     return aligned;
   }
+  // Are each key's dims contiguous and 16-byte aligned wherever a key starts (the decode form
+  // then reads them 16 bytes at a time)?
+  bool KDimsContiguous() const { return a_.k.row_stride == 1 && StartsInVectors(a_.k, a_.k.column_stride); }
   // Are V's rows (a half type) contiguous and 16-byte aligned wherever a key's row starts, and
   // split evenly over a warp's lanes in 16-byte pieces (head dims 8, 16, 32, 64, 128, 256)? The
   // decode form then reads a few keys' rows at a time, 16 bytes a lane, issued with the keys' loads.
   bool VRowsInVectors() const {
     const StridedOperand& v = a_.v;
-    const int64_t vector = 16 / DTypeSize(v.dtype);
-    const int64_t lanes = a_.dv / vector;
-    bool aligned = DTypeSize(v.dtype) == 2 && a_.dv % vector == 0 && lanes <= 32 && 32 % lanes == 0 && v.column_stride == 1 &&
-                   v.offset % vector == 0 && v.row_stride % vector == 0;
-    for (const StridedOperand::BatchTerm& t : v.batch) aligned = aligned && t.stride % vector == 0;
-    return aligned;
+    const int64_t lanes = a_.dv / 8;
+    return DTypeSize(v.dtype) == 2 && a_.dv % 8 == 0 && lanes <= 32 && 32 % lanes == 0 && v.column_stride == 1 &&
+           StartsInVectors(v, v.row_stride);
   }
   // tf::DecodeOperands's bytes: per operand its offset, row and column strides and three batch
   // strides (a batch term the operand lacks: 0), in elements.

@@ -98,11 +98,9 @@ bool CallsTranscendental(const Kernel& k) {
   return false;
 }
 
-}  // namespace
-
-namespace {
 // A kernel of one row whatever the binding (its row count not printed over the symbols).
 bool OneRow(const Kernel& k) { return k.outer == 1 && !PrintsSymbolically(k, k.outer_size, k.outer); }
+
 }  // namespace
 
 bool IsRowDataLoad(const Kernel& k, const ScalarValue& v) {

@@ -87,6 +87,7 @@ __device__ __forceinline__ void AttentionDecode(const typename Config::Element::
   // share columns are summed once at the end. Otherwise a lane sums columns lane, lane + 32,
   // ... key by key.
   constexpr bool kVectorV = Config::kVColumnsContiguous != 0;
+  static_assert(!kVectorV || Element::kBytes == 2, "kVColumnsContiguous: 8 elements a 16-byte read");
   constexpr int kVLanes = kVectorV ? kDV / 8 : 32, kVKeys = 32 / kVLanes;
   constexpr int kHeld = kVectorV ? 8 : kColumns;  // output columns a lane accumulates
   const int v_key = lane / kVLanes, v_column = (lane % kVLanes) * 8;

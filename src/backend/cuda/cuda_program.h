@@ -167,6 +167,10 @@ struct TemplateOverrides {
   // Layer norms computed in the skinny products that read them (gemm_skinny_sm90.cuh's kNormA;
   // TILEFUSE_SKINNY_NORMS=1). Off by default: not yet measured.
   bool skinny_norms = false;
+  // A skinny product's split-K summed in a thread-block cluster's shared memory where a form
+  // fits one wave (gemm_skinny_sm90.cuh's kSplitsInCluster; TILEFUSE_SKINNY_CLUSTERS=1). Off
+  // by default until measured on a GPU.
+  bool skinny_clusters = false;
   // Independent generated kernels whose inputs are ready launched as one
   // (codegen/cuda/cuda_launch_together.h; false, TILEFUSE_LAUNCH_TOGETHER=0: a launch each).
   bool launch_together = true;

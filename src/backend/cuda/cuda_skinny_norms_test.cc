@@ -15,16 +15,16 @@
 namespace tilefuse {
 namespace {
 
-// x [rows, 768] through a layer norm (with or without a bias) into x · w + b, as a decode
-// step's norm before its first MLP product.
-Graph NormThenProduct(int64_t rows, bool bias, bool norm_also_returned = false) {
+// x [rows, 768] through a layer norm (with or without a bias) into x · w + b over `n` columns,
+// as a decode step's norm before its first MLP product.
+Graph NormThenProduct(int64_t rows, bool bias, bool norm_also_returned = false, int64_t n = 1024) {
   GraphBuilder b;
   Value x = b.Parameter("x", DType::kBF16, {rows, 768});
   Value gamma = b.Parameter("gamma", DType::kBF16, {768});
   Value beta = bias ? b.Parameter("beta", DType::kBF16, {768}) : Value{};
-  Value w = b.Parameter("w", DType::kBF16, {768, 1024});
+  Value w = b.Parameter("w", DType::kBF16, {768, n});
   Value normed = b.LayerNorm(x, gamma, beta, 1, 1e-5);
-  b.Output(b.Add(b.MatMul(normed, w), b.BroadcastTo(b.Parameter("b", DType::kBF16, {1024}), {rows, 1024})), "y");
+  b.Output(b.Add(b.MatMul(normed, w), b.BroadcastTo(b.Parameter("b", DType::kBF16, {n}), {rows, n})), "y");
   if (norm_also_returned) b.Output(normed, "normed");
   StatusOr<Graph> g = b.Build();
   EXPECT_TRUE(g.ok()) << g.status().ToString();
@@ -33,10 +33,11 @@ Graph NormThenProduct(int64_t rows, bool bias, bool norm_also_returned = false) 
   return std::move(*passed);
 }
 
-CudaProgram Lower(const Graph& g, bool skinny_norms) {
+CudaProgram Lower(const Graph& g, bool skinny_norms, bool skinny_clusters = false) {
   CudaTarget target;
   target.gemm = GemmPath::kTemplate;
   target.overrides.skinny_norms = skinny_norms;
+  target.overrides.skinny_clusters = skinny_clusters;
   StatusOr<CudaPlan> plan = PlanFusionForCuda(g, PlannerOptions{}, target);
   EXPECT_TRUE(plan.ok()) << plan.status().ToString();
   StatusOr<CudaProgram> program = BuildCudaProgram(g, plan->plan, FindInlinedGenerators(g), "", {}, target);
@@ -144,6 +145,19 @@ TEST(CudaSkinnyNormsTest, NormedProductsCompileForHopperWithoutSpills) {
     StatusOr<CudaCubins> cubins = CompileUnits(*nvrtc, SplitIntoCompileUnits(kernels), "sm_90a");
     ASSERT_TRUE(cubins.ok()) << cubins.status().ToString();
     for (const PtxasKernelInfo& k : ParsePtxasLog(cubins->PtxasLog())) EXPECT_EQ(k.spill_store_bytes + k.spill_load_bytes, 0) << k.line;
+  }
+  // With the splits summed in a cluster (TILEFUSE_SKINNY_CLUSTERS=1): GPT-2's c_fc shape.
+  for (int64_t rows : {1, 5}) {
+    const std::vector<CudaKernelSource> kernels = Sources(Lower(NormThenProduct(rows, true, false, 3072), true, true));
+    ASSERT_EQ(kernels.size(), 1u) << rows;
+    EXPECT_NE(kernels[0].strategy.find("summed in a cluster"), std::string::npos) << kernels[0].strategy;
+    EXPECT_NE(kernels[0].function.find("kNormA = 1, kSplitsInCluster = 1"), std::string::npos) << kernels[0].function;
+    StatusOr<CudaCubins> cubins = CompileUnits(*nvrtc, SplitIntoCompileUnits(kernels), "sm_90a");
+    ASSERT_TRUE(cubins.ok()) << cubins.status().ToString();
+    for (const PtxasKernelInfo& k : ParsePtxasLog(cubins->PtxasLog())) {
+      EXPECT_EQ(k.spill_store_bytes + k.spill_load_bytes, 0) << k.line;
+      EXPECT_EQ(cubins->PtxasLog().find("are serialized"), std::string::npos);
+    }
   }
 }
 

@@ -246,7 +246,8 @@ TEST(TemplateSkeletonsTest, BlockScaledFp8GemmCompilesInItsForms) {
 }
 
 // The skinny GEMM skeleton: A's rows padded to 16, 48 and 64, B MN-major and K-major, bf16
-// and f16, one and two consumers, with and without split-K.
+// and f16, one and two consumers, with and without split-K, the splits through memory and in
+// a cluster.
 TEST(TemplateSkeletonsTest, SkinnyGemmCompilesInItsShapesAndElementTypes) {
   StatusOr<NvrtcCompiler> nvrtc = ColdCompiler();
   if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available, skeletons not compiled: " << nvrtc.status().ToString();
@@ -267,14 +268,17 @@ TEST(TemplateSkeletonsTest, SkinnyGemmCompilesInItsShapesAndElementTypes) {
     one_split.splits = 1;
     CudaSkinnyGemmConfig narrow;
     narrow.block_n = 64;
-    for (const CudaSkinnyGemmConfig& config : {CudaSkinnyGemmConfig{}, one_split, narrow}) {
+    CudaSkinnyGemmConfig in_cluster;  // the splits summed in a cluster's shared memory
+    in_cluster.in_cluster = 1;
+    for (const CudaSkinnyGemmConfig& config : {CudaSkinnyGemmConfig{}, one_split, narrow, in_cluster}) {
       StatusOr<CudaKernelSource> source = EmitCudaSkinnyGemm(*gemm, config);
       ASSERT_TRUE(source.ok()) << source.status().ToString();
+      if (config.in_cluster == 1) EXPECT_GT(source->launch.cluster[0], 1) << source->strategy;
       CompileAndReport(*nvrtc, *source, fmt::format("skinny {}: {}", problem.label, source->strategy.substr(source->strategy.find(": ") + 2, 44)));
       ++compiled;
     }
   }
-  EXPECT_EQ(compiled, 9);
+  EXPECT_EQ(compiled, 12);
 }
 
 // The channels-last depthwise convolutions of tests/conv in their element types, with the

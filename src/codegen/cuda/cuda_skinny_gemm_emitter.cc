@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <fmt/format.h>
 
 #include "codegen/cuda/cuda_gemm_config.h"
@@ -24,17 +25,26 @@ constexpr int kDefaultStages = 6;             // 6 × 24 KB in flight an SM at m
 // The last unit of a column block holds every split's partials in flight at once (the
 // skeleton's sum): at most 16 splits keep them within the registers.
 constexpr int64_t kMaxRuleSplits = 16;
+// Clusters of at most 8 CTAs, the portable size (16 would need the non-portable attribute,
+// and a whole GPC free at once).
+constexpr int kMaxClusterSplits = 8;
 
 int PaddedRows(const GemmTemplateKernel& g) { return static_cast<int>(CeilDiv(g.rows, 16) * 16); }
 int64_t Tiles(const GemmTemplateKernel& g, const CudaSkinnyGemmConfig& c) { return CeilDiv(g.n, c.block_n); }
 int64_t StepsPerSplit(const GemmTemplateKernel& g, const CudaSkinnyGemmConfig& c) { return CeilDiv(KSteps(g), c.splits); }
+// A thread's accumulators, and of them the most one split's CTA sums in the cluster form.
+int PerThread(const GemmTemplateKernel& g) { return PaddedRows(g) / 2; }
+int64_t Owned(const GemmTemplateKernel& g, const CudaSkinnyGemmConfig& c) { return CeilDiv(PerThread(g), c.splits); }
 int64_t SharedBytes(const GemmTemplateKernel& g, const CudaSkinnyGemmConfig& c) {
-  // The swizzle's 1024-byte alignment, the two rings, full and empty barriers, a flag a consumer.
-  return 1024 + int64_t{c.stages} * (c.block_n + PaddedRows(g)) * kBlockK * 2 + 2 * c.stages * 8 + 2 * 4;
+  // The swizzle's 1024-byte alignment, the two rings, full and empty barriers, a flag for each
+  // of two consumers; in a cluster their two `gathered` barriers and the other splits' partials.
+  const int64_t rings = 1024 + int64_t{c.stages} * (c.block_n + PaddedRows(g)) * kBlockK * 2 + 2 * c.stages * 8 + 2 * 4;
+  if (c.in_cluster != 1) return rings;
+  return rings + 2 * 8 + int64_t{c.splits} * (c.block_n / 64) * Owned(g, c) * 128 * 4;
 }
-// Split-K: the counters' region (launch_spec.h), then every unit's f32 partials.
+// Split-K through memory: the counters' region (launch_spec.h), then every unit's f32 partials.
 int64_t ScratchBytes(const GemmTemplateKernel& g, const CudaSkinnyGemmConfig& c) {
-  if (c.splits <= 1) return 0;
+  if (c.splits <= 1 || c.in_cluster == 1) return 0;
   return kScratchCounterBytes + Tiles(g, c) * c.splits * c.block_n * PaddedRows(g) * 4;
 }
 // `splits` rounded so that every unit has steps: ceil(steps / ceil(steps / splits)).
@@ -53,7 +63,11 @@ Status Validate(const GemmTemplateKernel& g, const CudaSkinnyGemmConfig& c) {
     return InvalidArgument(fmt::format("{}: {} splits of {} steps leave a unit empty", g.name, c.splits, KSteps(g)));
   if (SharedBytes(g, c) > kSharedLimit)
     return InvalidArgument(fmt::format("{}: {} bytes of shared memory (the limit is {})", g.name, SharedBytes(g, c), kSharedLimit));
-  if (c.splits > 1 && Tiles(g, c) * (c.block_n / 64) * 4 > kScratchCounterBytes)
+  if (c.in_cluster != 0 && c.in_cluster != 1) return InvalidArgument(fmt::format("{}: in_cluster {} (need 0 or 1)", g.name, c.in_cluster));
+  if (c.in_cluster == 1 && (c.splits < 2 || c.splits > kMaxClusterSplits || c.splits > PerThread(g)))
+    return InvalidArgument(fmt::format("{}: {} splits in a cluster (2 to {}, and at most {} for {} rows)", g.name, c.splits,
+                                       kMaxClusterSplits, PerThread(g), g.rows));
+  if (c.splits > 1 && c.in_cluster == 0 && Tiles(g, c) * (c.block_n / 64) * 4 > kScratchCounterBytes)
     return InvalidArgument(fmt::format("{}: split-K over more column blocks than the scratch memory's counter region holds", g.name));
   if (c.sm_count < 1) return InvalidArgument(fmt::format("{}: sm_count must be positive", g.name));
   return Status::Ok();
@@ -76,7 +90,38 @@ Status SkinnyGemmFits(const GemmTemplateKernel& g) {
   return Status::Ok();
 }
 
+int64_t SkinnyClusterCapacity(int sm_count, int size) {
+  const int64_t per_gpc = std::max(sm_count / 8, 1);
+  const int64_t clusters = 8 * (per_gpc / size) - (size > 2 ? 1 : 0);
+  return std::max<int64_t>(clusters, 0) * size;
+}
+
+namespace {
+
+// The cluster form whose busiest SM streams the fewest bytes of B (K steps times columns) in
+// one wave of clusters, fewer splits first at equal bytes, if there is one. K steps beyond
+// what a unit's steps need are not taken (EvenSplits).
+std::optional<CudaSkinnyGemmConfig> BestClusterForm(const GemmTemplateKernel& g, const CudaSkinnyGemmConfig& c, int64_t* bytes) {
+  std::optional<CudaSkinnyGemmConfig> best;
+  for (int block_n : {128, 64}) {
+    if (c.block_n != 0 && block_n != c.block_n) continue;
+    CudaSkinnyGemmConfig form = c;
+    form.block_n = block_n;
+    form.in_cluster = 1;
+    for (int splits = 2; splits <= std::min(kMaxClusterSplits, PerThread(g)); ++splits) {
+      form.splits = EvenSplits(g, splits);
+      if (form.splits != splits || Tiles(g, form) * splits > SkinnyClusterCapacity(c.sm_count, splits)) continue;
+      const int64_t streamed = CeilDiv(KSteps(g), splits) * block_n;
+      if (!best || streamed < *bytes || (streamed == *bytes && splits < best->splits)) best = form, *bytes = streamed;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
 CudaSkinnyGemmConfig ResolveSkinnyGemmConfig(const GemmTemplateKernel& g, CudaSkinnyGemmConfig c) {
+  const CudaSkinnyGemmConfig requested = c;
   if (c.block_n == 0) c.block_n = g.n <= 64 ? 64 : 128;
   // The fewest splits whose busiest SM streams the fewest K steps of B: rounds of units times
   // steps a unit. Balance is what matters for a product bound by reading B (two units an SM,
@@ -91,32 +136,53 @@ CudaSkinnyGemmConfig ResolveSkinnyGemmConfig(const GemmTemplateKernel& g, CudaSk
     }
   }
   c.splits = EvenSplits(g, c.splits);
+  // The cluster form where asked and no worse for the busiest SM's stream of B than the
+  // rounds of units above (their partials' round trip through memory is what it saves).
+  // Asked for it (in_cluster 1) where none fits, the splits go through memory.
+  if (requested.splits == 0 && (requested.in_cluster == 1 || (requested.in_cluster == -1 && requested.clusters))) {
+    int64_t streamed = 0;
+    const std::optional<CudaSkinnyGemmConfig> form = BestClusterForm(g, requested, &streamed);
+    const int64_t rounds = CeilDiv(Tiles(g, c) * c.splits, c.sm_count) * CeilDiv(KSteps(g), c.splits) * c.block_n;
+    if (form && (streamed <= rounds || requested.in_cluster == 1)) c = *form;
+    else c.in_cluster = 0;
+  }
+  if (c.in_cluster == -1) c.in_cluster = 0;
   if (c.stages == 0) c.stages = kDefaultStages;
   return c;
 }
 
-std::vector<CudaSkinnyGemmConfig> SkinnyGemmCandidates(const GemmTemplateKernel& g, int sm_count) {
+std::vector<CudaSkinnyGemmConfig> SkinnyGemmCandidates(const GemmTemplateKernel& g, int sm_count, bool clusters) {
   CudaSkinnyGemmConfig requested;
   requested.sm_count = sm_count;
+  requested.clusters = clusters;
   std::vector<CudaSkinnyGemmConfig> out = {ResolveSkinnyGemmConfig(g, requested)};
+  auto add = [&](const CudaSkinnyGemmConfig& c) {
+    const bool seen = std::any_of(out.begin(), out.end(), [&](const CudaSkinnyGemmConfig& o) {
+      return o.block_n == c.block_n && o.splits == c.splits && o.stages == c.stages && o.in_cluster == c.in_cluster;
+    });
+    if (!seen && Validate(g, c).ok()) out.push_back(c);
+  };
   for (int block_n : {128, 64}) {
     CudaSkinnyGemmConfig shape = requested;
     shape.block_n = block_n;
+    shape.in_cluster = 0;
     const CudaSkinnyGemmConfig rule = ResolveSkinnyGemmConfig(g, shape);
     for (int splits : {rule.splits, rule.splits / 2, rule.splits * 2}) {
       CudaSkinnyGemmConfig c = rule;
       c.splits = EvenSplits(g, splits);
-      const bool seen = std::any_of(out.begin(), out.end(), [&](const CudaSkinnyGemmConfig& o) {
-        return o.block_n == c.block_n && o.splits == c.splits && o.stages == c.stages;
-      });
-      if (!seen && Validate(g, c).ok()) out.push_back(c);
+      add(c);
+    }
+    if (clusters) {  // the width's cluster form, where one fits
+      shape.in_cluster = 1;
+      const CudaSkinnyGemmConfig form = ResolveSkinnyGemmConfig(g, shape);
+      if (form.in_cluster == 1) add(form);
     }
   }
   return out;
 }
 
 nlohmann::json SkinnyGemmConfigToJson(const CudaSkinnyGemmConfig& c) {
-  return {{"block_n", c.block_n}, {"splits", c.splits}, {"stages", c.stages}};
+  return {{"block_n", c.block_n}, {"splits", c.splits}, {"stages", c.stages}, {"in_cluster", c.in_cluster}};
 }
 
 CudaSkinnyGemmConfig SkinnyGemmConfigFromJson(const nlohmann::json& j) {
@@ -124,6 +190,7 @@ CudaSkinnyGemmConfig SkinnyGemmConfigFromJson(const nlohmann::json& j) {
   c.block_n = j.value("block_n", 0);
   c.splits = j.value("splits", 0);
   c.stages = j.value("stages", 0);
+  c.in_cluster = j.value("in_cluster", -1);
   return c;
 }
 
@@ -137,9 +204,14 @@ StatusOr<CudaKernelSource> EmitCudaSkinnyGemm(const GemmTemplateKernel& g, const
   s.threads = 128 * (1 + c.block_n / 64);
   s.includes = {"gemm_skinny_sm90.cuh"};
   const int64_t units = Tiles(g, c) * c.splits;
-  s.work_blocks = std::min<int64_t>(c.sm_count, units);
+  const bool in_cluster = c.in_cluster == 1;
+  // The cluster form launches every unit (a CTA each, in clusters of the splits); the other a
+  // persistent grid.
+  s.work_blocks = in_cluster ? units : std::min<int64_t>(c.sm_count, units);
+  if (in_cluster) s.launch.cluster = {c.splits, 1, 1};
   s.strategy = fmt::format("skinny gemm template, B streamed: {} rows padded to {}, {} columns a unit, {}{} stages, B {}{}", g.rows, rows,
-                           c.block_n, c.splits > 1 ? fmt::format("split-K x{}, ", c.splits) : "", c.stages,
+                           c.block_n,
+                           c.splits > 1 ? fmt::format("split-K x{}{}, ", c.splits, in_cluster ? " summed in a cluster" : "") : "", c.stages,
                            b_k_major ? "K-major" : "MN-major", g.b_read_only ? ", B's first stages loaded before the grid ahead ends" : "");
   // A as [M][K] in boxes of the padded rows × 64 of K (TMA fills the rows past M with zeros);
   // B as [N][K] or [K][N] in boxes of 64 × 64.
@@ -160,7 +232,8 @@ StatusOr<CudaKernelSource> EmitCudaSkinnyGemm(const GemmTemplateKernel& g, const
                        g.layer_norm->epsilon);
     s.strategy += fmt::format(", A {} norm of its input, computed in the kernel", g.layer_norm->rms ? "an RMS" : "a layer");
   }
-  if (c.splits > 1) {
+  const bool through_memory = c.splits > 1 && !in_cluster;
+  if (through_memory) {
     parameters += ", unsigned* __restrict__ tile_counters, float* __restrict__ partials";
     s.launch.args.push_back({LaunchArg::Kind::kScratch, -1, {}, 0});
     s.launch.args.push_back({LaunchArg::Kind::kScratch, -1, {}, kScratchCounterBytes});
@@ -169,13 +242,13 @@ StatusOr<CudaKernelSource> EmitCudaSkinnyGemm(const GemmTemplateKernel& g, const
   out += fmt::format(
       "  struct Config {{\n    using Element = {};\n    using Index = {};\n"
       "    enum : int {{ kRows = {}, kN = {}, kK = {}, kMP = {}, kBN = {}, kStages = {}, kSplits = {}, kSplitSteps = {}, kBKMajor = {} }};\n"
-      "    enum : int {{ kBBeforeWait = {}, kNormA = {} }};\n"
+      "    enum : int {{ kBBeforeWait = {}, kNormA = {}, kSplitsInCluster = {} }};\n"
       "  }};\n",
       TileElementType(g.dtype), GemmIndexType(g), g.rows, g.n, g.k, rows, c.block_n, c.stages, c.splits, StepsPerSplit(g, c),
-      b_k_major ? 1 : 0, g.b_read_only ? 1 : 0, !g.layer_norm ? 0 : g.layer_norm->rms ? 2 : 1);
+      b_k_major ? 1 : 0, g.b_read_only ? 1 : 0, !g.layer_norm ? 0 : g.layer_norm->rms ? 2 : 1, in_cluster ? 1 : 0);
   out += GemmEpilogueStruct(g, -1, -1, -1);
   out += fmt::format("  tf::GemmSkinnySm90<Config>(map_a, map_b, Epilogue{{{}}}, {}{});\n}}\n", buffers,
-                     c.splits > 1 ? "tile_counters, partials" : "nullptr, nullptr", norm);
+                     through_memory ? "tile_counters, partials" : "nullptr, nullptr", norm);
   // The skeleton awaits the prior grid itself, its producer after loading what of B it may
   // before (kBBeforeWait).
   FinishTemplateSource(s, std::move(out), SharedBytes(g, c), /*awaits_in_skeleton=*/true);

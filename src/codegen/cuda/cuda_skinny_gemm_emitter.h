@@ -24,6 +24,11 @@ struct CudaSkinnyGemmConfig {
   int block_n = 0;  // columns of B a unit: 64 or 128 (one consumer warpgroup per 64); 0: the rule
   int splits = 0;   // units K is split into per column block; 0: enough for two units an SM
   int stages = 0;   // pipeline depth; 0: the rule (6)
+  // The splits of a column block summed in a thread-block cluster's shared memory, a CTA a
+  // unit (1), or through scratch memory by the last unit (0); -1: the rule, which takes the
+  // cluster form only where `clusters` allows it.
+  int in_cluster = -1;
+  bool clusters = false;  // asked of the rule (TemplateOverrides::skinny_clusters)
   int sm_count = 132;
 };
 
@@ -31,10 +36,16 @@ struct CudaSkinnyGemmConfig {
 // entry (a shared B folds A's batch into the rows), at most kSkinnyMaxRows rows, A read as
 // a [M][K] matrix (not through a view, an im2col or transposed).
 Status SkinnyGemmFits(const GemmTemplateKernel& gemm);
+// CTAs of one-CTA-an-SM clusters of `size` resident at once, as the rule counts them: the
+// SMs lie in 8 GPCs and a cluster in one GPC; an H100's 132 lie unevenly (16 to 18 a GPC, and
+// clusters of 8 measured 15 resident), so a GPC is taken as sm_count / 8 rounded down, one
+// cluster fewer in all for sizes past 2.
+int64_t SkinnyClusterCapacity(int sm_count, int size);
 // Every 0 of `requested` resolved for this problem.
 CudaSkinnyGemmConfig ResolveSkinnyGemmConfig(const GemmTemplateKernel& gemm, CudaSkinnyGemmConfig requested);
-// The rule's configuration first, then the alternatives worth measuring.
-std::vector<CudaSkinnyGemmConfig> SkinnyGemmCandidates(const GemmTemplateKernel& gemm, int sm_count);
+// The rule's configuration first, then the alternatives worth measuring (`clusters`: the
+// rule may take the cluster form, and each width's cluster form is among them).
+std::vector<CudaSkinnyGemmConfig> SkinnyGemmCandidates(const GemmTemplateKernel& gemm, int sm_count, bool clusters = false);
 nlohmann::json SkinnyGemmConfigToJson(const CudaSkinnyGemmConfig& config);
 CudaSkinnyGemmConfig SkinnyGemmConfigFromJson(const nlohmann::json& json);
 // InvalidArgument for configurations the skeleton cannot run.

@@ -4,6 +4,9 @@
 // TemplateSkeletonsTest compiles them for sm_90a.
 #include "codegen/cuda/cuda_skinny_gemm_emitter.h"
 
+#include <algorithm>
+
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "codegen/lower.h"
@@ -104,6 +107,80 @@ TEST(CudaSkinnyGemmEmitterTest, PrintsConfigEpilogueAndTheSkeletonCall) {
   EXPECT_EQ(source->launch.args.back().kind, LaunchArg::Kind::kScratch);
   EXPECT_GT(source->launch.scratch_bytes, 0);
   EXPECT_EQ(source->work_blocks, 63);  // 7 column blocks × 9 splits, fewer than the SMs
+}
+
+// With clusters asked for (TemplateOverrides::skinny_clusters), GPT-2 small's four decode
+// products take the cluster form at the same stream of B for the busiest SM as the splits
+// through memory: every unit a CTA, one wave of clusters of the splits, no scratch.
+TEST(CudaSkinnyGemmEmitterTest, GptDecodeProductsSumTheirSplitsInAClusterWhereAsked) {
+  struct Product {
+    const char* label;
+    int k, n, block_n, splits, memory_block_n, memory_splits;
+  };
+  // K steps of 64: 12 (768) and 48 (3072); 132 SMs hold 117 CTAs in clusters of 3, 90 of 6, 120 of 8.
+  const Product products[] = {
+      {"c_attn", 768, 2304, 64, 3, 128, 6},     // 108 CTAs, 4 steps of 64 columns (256 against 2 of 128)
+      {"attn c_proj", 768, 768, 64, 6, 128, 12},  // 72 CTAs, 2 steps of 64 (1 of 128)
+      {"c_fc", 768, 3072, 64, 2, 128, 4},      // 96 CTAs, 6 steps of 64 (3 of 128); fewer splits at equal bytes
+      {"mlp c_proj", 3072, 768, 64, 8, 128, 16},  // 96 CTAs, 6 steps of 64 (3 of 128)
+  };
+  for (const Product& p : products) {
+    SCOPED_TRACE(p.label);
+    auto gemm = LowerOnlyGemm(fmt::format("g (bfloat16[1,{0}] x, bfloat16[{0},{1}] w) => (bfloat16[1,{1}] y)", p.k, p.n),
+                              "  y = MatMul (x, w)\n");
+    ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
+    const CudaSkinnyGemmConfig memory = ResolveSkinnyGemmConfig(*gemm, {});
+    EXPECT_EQ(memory.in_cluster, 0);
+    EXPECT_EQ(memory.block_n, p.memory_block_n);
+    EXPECT_EQ(memory.splits, p.memory_splits);
+    CudaSkinnyGemmConfig asked;
+    asked.clusters = true;
+    const CudaSkinnyGemmConfig c = ResolveSkinnyGemmConfig(*gemm, asked);
+    EXPECT_EQ(c.in_cluster, 1);
+    EXPECT_EQ(c.block_n, p.block_n);
+    EXPECT_EQ(c.splits, p.splits);
+    auto source = EmitCudaSkinnyGemm(*gemm, asked);
+    ASSERT_TRUE(source.ok()) << source.status().ToString();
+    const int64_t units = (p.n + p.block_n - 1) / p.block_n * p.splits;
+    EXPECT_LE(units, SkinnyClusterCapacity(132, p.splits));
+    EXPECT_EQ(source->work_blocks, units);
+    EXPECT_EQ(source->launch.cluster[0], p.splits);
+    EXPECT_EQ(source->launch.scratch_bytes, 0);
+    for (const LaunchArg& arg : source->launch.args) EXPECT_NE(arg.kind, LaunchArg::Kind::kScratch);
+    EXPECT_NE(source->function.find("kSplitsInCluster = 1"), std::string::npos);
+    EXPECT_NE(source->function.find("nullptr, nullptr"), std::string::npos);
+    EXPECT_NE(source->strategy.find("summed in a cluster"), std::string::npos) << source->strategy;
+    // The tuner's space holds the rule's cluster form first and the splits through memory.
+    const std::vector<CudaSkinnyGemmConfig> space = SkinnyGemmCandidates(*gemm, 132, true);
+    ASSERT_FALSE(space.empty());
+    EXPECT_EQ(space[0].in_cluster, 1);
+    EXPECT_TRUE(std::any_of(space.begin(), space.end(), [](const CudaSkinnyGemmConfig& o) { return o.in_cluster == 0; }));
+    for (const CudaSkinnyGemmConfig& candidate : space) EXPECT_TRUE(EmitCudaSkinnyGemm(*gemm, candidate).ok());
+    // A configuration round-trips through the tuner's JSON with its form.
+    EXPECT_EQ(SkinnyGemmConfigFromJson(SkinnyGemmConfigToJson(c)).in_cluster, 1);
+  }
+}
+
+// The cluster form's limits: at most 8 splits (a portable cluster); a product whose units
+// overflow one wave of clusters (an LM head) keeps its splits through memory.
+TEST(CudaSkinnyGemmEmitterTest, TheClusterFormTakesAtMostEightSplitsInOneWave) {
+  auto head = LowerOnlyGemm("g (bfloat16[1,768] x, bfloat16[50257,768] w) => (bfloat16[1,50257] y)",
+                            "  wt = Transpose <perm = [1, 0]> (w)\n  y = MatMul (x, wt)\n");
+  ASSERT_TRUE(head.ok()) << head.status().ToString();
+  CudaSkinnyGemmConfig asked;
+  asked.clusters = true;
+  EXPECT_EQ(ResolveSkinnyGemmConfig(*head, asked).in_cluster, 0);
+  auto deep = LowerOnlyGemm("g (bfloat16[1,3072] x, bfloat16[3072,768] w) => (bfloat16[1,768] y)", "  y = MatMul (x, w)\n");
+  ASSERT_TRUE(deep.ok());
+  CudaSkinnyGemmConfig sixteen;
+  sixteen.splits = 16;
+  sixteen.in_cluster = 1;
+  auto refused = EmitCudaSkinnyGemm(*deep, sixteen);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("16 splits in a cluster"), std::string::npos) << refused.status().ToString();
+  EXPECT_EQ(SkinnyClusterCapacity(132, 8), 120);  // 15 clusters of 8
+  EXPECT_EQ(SkinnyClusterCapacity(132, 2), 128);
+  EXPECT_EQ(SkinnyClusterCapacity(132, 6), 90);
 }
 
 // A weight's B (an input or a constant, which no kernel of the model writes) has its first

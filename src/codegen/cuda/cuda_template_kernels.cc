@@ -65,13 +65,13 @@ class GemmTemplate : public TemplateKernel {
 // skeleton of its own.
 class SkinnyGemmTemplate : public TemplateKernel {
  public:
-  explicit SkinnyGemmTemplate(GemmTemplateKernel gemm) : gemm_(std::move(gemm)) {}
+  SkinnyGemmTemplate(GemmTemplateKernel gemm, bool clusters) : gemm_(std::move(gemm)), clusters_(clusters) {}
   std::string Kind() const override { return "skinny gemm template"; }
   const GemmTemplateKernel* SkinnyProblem() const override { return &gemm_; }
   std::string Fingerprint() const override { return "skinny " + GemmFingerprint(gemm_); }
   std::vector<nlohmann::json> SearchSpace(int sm_count) const override {
     std::vector<nlohmann::json> out;
-    for (const CudaSkinnyGemmConfig& c : SkinnyGemmCandidates(gemm_, sm_count)) out.push_back(SkinnyGemmConfigToJson(c));
+    for (const CudaSkinnyGemmConfig& c : SkinnyGemmCandidates(gemm_, sm_count, clusters_)) out.push_back(SkinnyGemmConfigToJson(c));
     return out;
   }
   StatusOr<CudaKernelSource> Emit(const std::string& name, const nlohmann::json& config, int sm_count) const override {
@@ -79,11 +79,13 @@ class SkinnyGemmTemplate : public TemplateKernel {
     named.name = name;
     CudaSkinnyGemmConfig c = SkinnyGemmConfigFromJson(config);
     c.sm_count = sm_count;
+    c.clusters = clusters_;
     return EmitCudaSkinnyGemm(named, c);
   }
 
  private:
   GemmTemplateKernel gemm_;
+  bool clusters_;  // the rule may sum the splits in a cluster (TemplateOverrides::skinny_clusters)
 };
 
 // A template with only its rule's configuration to offer (nothing to tune until its
@@ -162,8 +164,8 @@ std::shared_ptr<const TemplateKernel> MakeGemmTemplate(GemmTemplateKernel gemm, 
   return std::make_shared<GemmTemplate>(std::move(gemm), requested);
 }
 
-std::shared_ptr<const TemplateKernel> MakeSkinnyGemmTemplate(GemmTemplateKernel gemm) {
-  return std::make_shared<SkinnyGemmTemplate>(std::move(gemm));
+std::shared_ptr<const TemplateKernel> MakeSkinnyGemmTemplate(GemmTemplateKernel gemm, bool clusters) {
+  return std::make_shared<SkinnyGemmTemplate>(std::move(gemm), clusters);
 }
 
 std::shared_ptr<const TemplateKernel> MakeAttentionTemplate(AttentionTemplateKernel attention, CudaAttentionConfig resolved) {

@@ -7,7 +7,10 @@
 // warpgroup's instruction reads 64 columns of B and all of A's rows at once. K is split into
 // units so that every SM streams B; a unit's partial sums go through scratch memory and the
 // last unit of a column block adds them in split order (the result does not depend on
-// timing) and runs the epilogue.
+// timing) and runs the epilogue. Or (kSplitsInCluster) the splits of a column block are the
+// CTAs of a thread-block cluster, one unit each, and their partials cross through the
+// cluster's shared memory: each CTA sums a share of the block's elements, in split order,
+// and runs their epilogue (SkinnyClusterHandOver).
 //
 //   warpgroup 0 (producer, one thread)          warpgroups 1..kConsumers (64 columns each)
 //   ───────────────────────────────────         ──────────────────────────────────────────────
@@ -21,9 +24,10 @@
 // functor printed from the group's scalar program (the GEMM template's) and one call of
 // GemmSkinnySm90. Config gives Element, Index, kRows (M), kN, kK, kMP, kBN (64 or 128),
 // kStages, kSplits, kSplitSteps, kBKMajor (B as [N][K], x · wᵀ; else [K][N]), kBBeforeWait
-// (B loaded before the grid ahead has finished: SkinnyProducer) and kNormA (A a norm of the
+// (B loaded before the grid ahead has finished: SkinnyProducer), kNormA (A a norm of the
 // rows the kernel is given, computed by the producer's second warp: SkinnyNormedA; 1 a layer
-// norm, 2 an RMS norm).
+// norm, 2 an RMS norm) and kSplitsInCluster (the splits summed in a cluster; the grid is then
+// every unit, launched in clusters of kSplits CTAs).
 //
 // A normed in the kernel (kNormA): a decode step's layer norm feeds one product, and its own
 // kernel (one CTA over 768 values) is a launch and a dependency edge on the step's critical
@@ -57,6 +61,14 @@ struct SkinnyShape : Config {
   static constexpr int kKSteps = (Config::kK + kBK - 1) / kBK;
   static constexpr int kUnits = kTiles * Config::kSplits;
   static constexpr bool kNormed = Config::kNormA != 0;
+  // A thread's accumulators (Dᵀ's kMP rows of its 64 columns over 128 threads).
+  static constexpr int kPerThread = Config::kMP / 2;
+  static constexpr bool kInCluster = Config::kSplitsInCluster != 0;
+  static_assert(!kInCluster || (Config::kSplits >= 2 && Config::kSplits <= 8 && Config::kSplits <= kPerThread),
+                "kSplitsInCluster: 2 to 8 splits, a cluster's portable size, each owning some of a thread's sums");
+  // In a cluster, the CTA of rank r sums and stores a thread's accumulators i with
+  // i % kSplits == r: at most kOwned of them.
+  static constexpr int kOwned = (kPerThread + Config::kSplits - 1) / Config::kSplits;
   static constexpr bool kRmsNorm = Config::kNormA == 2;  // no mean taken, no bias
   // The bytes TMA brings a stage: B's tile, and A's unless the norm's warp writes it.
   static constexpr unsigned kStageBytes = (Config::kBN + (kNormed ? 0 : Config::kMP)) * kBK * Element::kBytes;
@@ -80,7 +92,9 @@ struct SkinnySharedMemory {
   Storage* tile_a;  // [stage][kMP][kBK], 128-byte swizzle
   Barrier* full;
   Barrier* empty;
-  volatile int* finishes;  // [consumer]: split-K, this unit runs the consumer's epilogue
+  volatile int* finishes;  // [2, a consumer's]: split-K, this unit runs the consumer's epilogue
+  Barrier* gathered;       // [2, a consumer's]: kInCluster, every split's partials of its share have landed
+  float* slots;            // kInCluster: [split][consumer][kOwned][128], every split's partials of this CTA's share
 
   __device__ __forceinline__ SkinnySharedMemory() {
     extern __shared__ unsigned char tf_shared_raw[];
@@ -90,6 +104,8 @@ struct SkinnySharedMemory {
     full = (Barrier*)(tile_a + S::kStages * S::kMP * S::kBK);
     empty = full + S::kStages;
     finishes = (volatile int*)(empty + S::kStages);
+    gathered = (Barrier*)(finishes + 2);
+    slots = (float*)(gathered + 2);
   }
 };
 
@@ -221,9 +237,9 @@ __device__ __forceinline__ void SkinnyNormedA(const SkinnySharedMemory<S>& sm, c
 // before the counter's atomic, the last one fences before reading them through L2. Returns
 // whether this consumer runs the epilogue of its 64 columns.
 template <class S>
-__device__ __forceinline__ bool SkinnyHandOver(const SkinnySharedMemory<S>& sm, float (&d)[S::kMP / 2], int unit, int tile, int consumer,
+__device__ __forceinline__ bool SkinnyHandOver(const SkinnySharedMemory<S>& sm, float (&d)[S::kPerThread], int unit, int tile, int consumer,
                                                int local, unsigned* __restrict__ counters, float* __restrict__ partials) {
-  constexpr int kPerThread = S::kMP / 2;
+  constexpr int kPerThread = S::kPerThread;
   float* mine = partials + ((long long)unit * S::kConsumers + consumer) * kPerThread * 128 + local;
 #pragma unroll
   for (int i = 0; i < kPerThread; ++i) __stcg(mine + i * 128, d[i]);
@@ -252,6 +268,40 @@ __device__ __forceinline__ bool SkinnyHandOver(const SkinnySharedMemory<S>& sm, 
   return true;
 }
 
+// Split-K in a cluster (kInCluster): every thread sends each accumulator i to the slots of
+// the CTA that sums it, rank i % kSplits (its own included: no accumulator is read under a
+// branch on the rank, which made ptxas serialize the wgmmas), by st.async with its bytes
+// counted on that CTA's `gathered` barrier: no fence, no counter. Each CTA then sums its share
+// over the splits in split order (as SkinnyHandOver: the same sums, bit for bit) and runs
+// their epilogue. Every CTA is a receiver and waits for all its bytes, so none exits while a
+// peer may still store into it. The cluster barrier every thread arrived at first
+// (GemmSkinnySm90) is awaited before the first send: every CTA's barriers are initialised.
+template <class S, class Epilogue>
+__device__ __forceinline__ void SkinnyClusterHandOver(const SkinnySharedMemory<S>& sm, const float (&d)[S::kPerThread],
+                                                      const Epilogue& epilogue, int tile, int consumer, int local) {
+  using Index = typename S::Index;
+  const int rank = (int)tf_cluster_rank();
+  const int owned = (S::kPerThread - rank + S::kSplits - 1) / S::kSplits;  // ≥ 1: kSplits ≤ kPerThread
+  Barrier& gathered = sm.gathered[consumer];
+  if (local == 0) gathered.ArriveExpectingBytes(S::kSplits * owned * 128 * 4);
+  tf_cluster_wait();
+  float* slots = sm.slots + consumer * S::kOwned * 128 + local;  // [split][consumer][kOwned][128]
+  constexpr int kSplitStride = S::kConsumers * S::kOwned * 128;
+#pragma unroll
+  for (int i = 0; i < S::kPerThread; ++i)
+    StoreAsyncInCluster(slots + rank * kSplitStride + i / S::kSplits * 128, d[i], gathered, i % S::kSplits);
+  gathered.WaitForCluster(0);
+  const int warp = local / 32, lane = local % 32;
+  for (int k = 0; k < owned; ++k) {
+    const int i = k * S::kSplits + rank;  // d[i] is Dᵀ's (warp*16 + lane/4 + 8h, 8j + (lane%4)*2 + e), i = j*4 + h*2 + e
+    float sum = slots[k * 128];
+#pragma unroll
+    for (int split = 1; split < S::kSplits; ++split) sum += slots[split * kSplitStride + k * 128];
+    const int col = tile * S::kBN + consumer * 64 + warp * 16 + lane / 4 + 8 * (i / 2 % 2), row = 8 * (i / 4) + (lane % 4) * 2 + i % 2;
+    if (row < S::kRows && col < S::kN) epilogue((Index)row, col, sum, 0.0f);
+  }
+}
+
 template <class S, class Epilogue>
 __device__ __forceinline__ void SkinnyConsumer(const SkinnySharedMemory<S>& sm, const Epilogue& epilogue, int consumer,
                                                unsigned* __restrict__ counters, float* __restrict__ partials) {
@@ -259,7 +309,7 @@ __device__ __forceinline__ void SkinnyConsumer(const SkinnySharedMemory<S>& sm, 
   using Index = typename S::Index;
   const int local = threadIdx.x % 128, warp = local / 32, lane = local % 32;
   Pipeline<S::kStages> ring;
-  float d[S::kMP / 2];
+  float d[S::kPerThread];
   for (int unit = blockIdx.x; unit < S::kUnits; unit += gridDim.x) {
     int tile, k_begin, k_end;
     SkinnyUnitRange<S>(unit, tile, k_begin, k_end);
@@ -281,8 +331,12 @@ __device__ __forceinline__ void SkinnyConsumer(const SkinnySharedMemory<S>& sm, 
     }
     Warpgroup::Wait<0>();
     if (local == 0) sm.empty[previous].Arrive();
-    if constexpr (S::kSplits > 1)
+    if constexpr (S::kInCluster) {  // the sums and the epilogue of this CTA's share
+      SkinnyClusterHandOver(sm, d, epilogue, tile, consumer, local);
+      continue;
+    } else if constexpr (S::kSplits > 1) {
       if (!SkinnyHandOver(sm, d, unit, tile, consumer, local, counters, partials)) continue;
+    }
     // d[j*4 + h*2 + e] is Dᵀ's (warp*16 + lane/4 + 8h, 8j + (lane%4)*2 + e): column n, row m.
     const int col_base = tile * S::kBN + consumer * 64 + warp * 16 + lane / 4;
 #pragma unroll
@@ -298,7 +352,7 @@ __device__ __forceinline__ void SkinnyConsumer(const SkinnySharedMemory<S>& sm, 
 }
 
 // The kernel body (launched with 128 × (1 + kBN / 64) threads, at most one CTA an SM, a
-// persistent grid of at most kUnits CTAs). Epilogue:
+// persistent grid of at most kUnits CTAs; kInCluster: kUnits CTAs in clusters of kSplits). Epilogue:
 //   float operator()(Index row, int col, float acc, float loaded) const
 // writes every store of element (row, col) itself (there is no staged store; `loaded` is 0).
 template <class Config, class Epilogue>
@@ -312,9 +366,14 @@ __device__ __forceinline__ void GemmSkinnySm90(const TensorMap& map_a, const Ten
       sm.full[s].Init(S::kNormed ? 2 : 1);  // (kNormA: the norm's warp arrives too)
       sm.empty[s].Init(S::kConsumers);
     }
+    if constexpr (S::kInCluster)
+      for (int c = 0; c < S::kConsumers; ++c) sm.gathered[c].Init(1);  // its consumer's announcement
     FenceBarrierInit();
   }
   __syncthreads();
+  // Every thread arrives (relaxed: the barriers' initialisation is released by the fence
+  // above); the consumers wait before their first send (SkinnyClusterHandOver).
+  if constexpr (S::kInCluster) asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
   const int warpgroup = threadIdx.x / 128;
   if (warpgroup == 0) {
     if constexpr (S::kNormed)

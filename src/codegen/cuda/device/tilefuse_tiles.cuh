@@ -73,6 +73,19 @@ struct Barrier {
         "r"(rank)
         : "memory");
   }
+  // Waits until the phase with parity `phase` has completed, with what other CTAs of the
+  // cluster stored into this one's shared memory counted on it (StoreAsyncInCluster) visible.
+  __device__ __forceinline__ void WaitForCluster(unsigned phase) {
+    asm volatile(
+        "{\n"
+        ".reg .pred done;\n"
+        "TF_WAIT_CLUSTER_%=:\n"
+        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
+        "@!done bra TF_WAIT_CLUSTER_%=;\n"
+        "}\n" ::"r"(SharedAddress(&word)),
+        "r"(phase)
+        : "memory");
+  }
   // Waits until the phase with parity `phase` has completed.
   __device__ __forceinline__ void Wait(unsigned phase) {
     asm volatile(
@@ -89,6 +102,21 @@ struct Barrier {
 
 // Makes barrier initialisation visible to the asynchronous (TMA) proxy.
 TF_TILE void FenceBarrierInit() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+
+// Stores `value` at the twin of `shared` in CTA `rank` of the cluster (the same offset there),
+// its 4 bytes counted on the twin of `bar` (st.async: no fence, no arrival; the receiver has
+// announced the bytes it awaits and waits with Barrier::WaitForCluster).
+TF_TILE void StoreAsyncInCluster(const float* shared, float value, const Barrier& bar, unsigned rank) {
+  asm volatile(
+      "{\n"
+      ".reg .b32 slot, remote_bar;\n"
+      "mapa.shared::cluster.u32 slot, %0, %2;\n"
+      "mapa.shared::cluster.u32 remote_bar, %1, %2;\n"
+      "st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [slot], %3, [remote_bar];\n"
+      "}\n" ::"r"(SharedAddress(shared)),
+      "r"(SharedAddress(&bar.word)), "r"(rank), "r"(__float_as_uint(value))
+      : "memory");
+}
 
 // The ring position of a `Stages`-deep pipeline: which stage, and the parity of its phase.
 template <int Stages>

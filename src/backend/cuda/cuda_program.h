@@ -165,7 +165,8 @@ struct TemplateOverrides {
   // faster than the norm's own kernel (bench/results/2026-12-03-h200-row-norms.md).
   bool gemm_row_norms = false;
   // Layer norms computed in the skinny products that read them (gemm_skinny_sm90.cuh's kNormA;
-  // TILEFUSE_SKINNY_NORMS=1). Off by default: not yet measured.
+  // TILEFUSE_SKINNY_NORMS=1). Off by default: GPT-2's decode 3% faster on an H200, within the
+  // runs' spread (bench/results/2026-12-05-decode-step-kernels.md).
   bool skinny_norms = false;
   // A skinny product's split-K summed in a thread-block cluster's shared memory where a form
   // fits one wave (gemm_skinny_sm90.cuh's kSplitsInCluster; TILEFUSE_SKINNY_CLUSTERS=1). Off

@@ -32,7 +32,8 @@ constexpr int kMaxClusterSplits = 8;
 int PaddedRows(const GemmTemplateKernel& g) { return static_cast<int>(CeilDiv(g.rows, 16) * 16); }
 int64_t Tiles(const GemmTemplateKernel& g, const CudaSkinnyGemmConfig& c) { return CeilDiv(g.n, c.block_n); }
 int64_t StepsPerSplit(const GemmTemplateKernel& g, const CudaSkinnyGemmConfig& c) { return CeilDiv(KSteps(g), c.splits); }
-// A thread's accumulators, and of them the most one split's CTA sums in the cluster form.
+// A thread's accumulators, and of them the most one split's CTA sums in the cluster form (an
+// upper bound: the skeleton sends only those of rows below M, SkinnyShape::HasRows).
 int PerThread(const GemmTemplateKernel& g) { return PaddedRows(g) / 2; }
 int64_t Owned(const GemmTemplateKernel& g, const CudaSkinnyGemmConfig& c) { return CeilDiv(PerThread(g), c.splits); }
 int64_t SharedBytes(const GemmTemplateKernel& g, const CudaSkinnyGemmConfig& c) {
@@ -64,9 +65,8 @@ Status Validate(const GemmTemplateKernel& g, const CudaSkinnyGemmConfig& c) {
   if (SharedBytes(g, c) > kSharedLimit)
     return InvalidArgument(fmt::format("{}: {} bytes of shared memory (the limit is {})", g.name, SharedBytes(g, c), kSharedLimit));
   if (c.in_cluster != 0 && c.in_cluster != 1) return InvalidArgument(fmt::format("{}: in_cluster {} (need 0 or 1)", g.name, c.in_cluster));
-  if (c.in_cluster == 1 && (c.splits < 2 || c.splits > kMaxClusterSplits || c.splits > PerThread(g)))
-    return InvalidArgument(fmt::format("{}: {} splits in a cluster (2 to {}, and at most {} for {} rows)", g.name, c.splits,
-                                       kMaxClusterSplits, PerThread(g), g.rows));
+  if (c.in_cluster == 1 && (c.splits < 2 || c.splits > kMaxClusterSplits))
+    return InvalidArgument(fmt::format("{}: {} splits in a cluster (2 to {})", g.name, c.splits, kMaxClusterSplits));
   if (c.splits > 1 && c.in_cluster == 0 && Tiles(g, c) * (c.block_n / 64) * 4 > kScratchCounterBytes)
     return InvalidArgument(fmt::format("{}: split-K over more column blocks than the scratch memory's counter region holds", g.name));
   if (c.sm_count < 1) return InvalidArgument(fmt::format("{}: sm_count must be positive", g.name));
@@ -108,7 +108,7 @@ std::optional<CudaSkinnyGemmConfig> BestClusterForm(const GemmTemplateKernel& g,
     CudaSkinnyGemmConfig form = c;
     form.block_n = block_n;
     form.in_cluster = 1;
-    for (int splits = 2; splits <= std::min(kMaxClusterSplits, PerThread(g)); ++splits) {
+    for (int splits = 2; splits <= kMaxClusterSplits; ++splits) {
       form.splits = EvenSplits(g, splits);
       if (form.splits != splits || Tiles(g, form) * splits > SkinnyClusterCapacity(c.sm_count, splits)) continue;
       const int64_t streamed = CeilDiv(KSteps(g), splits) * block_n;

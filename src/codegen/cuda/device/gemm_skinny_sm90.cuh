@@ -64,11 +64,19 @@ struct SkinnyShape : Config {
   // A thread's accumulators (Dᵀ's kMP rows of its 64 columns over 128 threads).
   static constexpr int kPerThread = Config::kMP / 2;
   static constexpr bool kInCluster = Config::kSplitsInCluster != 0;
-  static_assert(!kInCluster || (Config::kSplits >= 2 && Config::kSplits <= 8 && Config::kSplits <= kPerThread),
-                "kSplitsInCluster: 2 to 8 splits, a cluster's portable size, each owning some of a thread's sums");
-  // In a cluster, the CTA of rank r sums and stores a thread's accumulators i with
-  // i % kSplits == r: at most kOwned of them.
-  static constexpr int kOwned = (kPerThread + Config::kSplits - 1) / Config::kSplits;
+  static_assert(!kInCluster || (Config::kSplits >= 2 && Config::kSplits <= 8), "kSplitsInCluster: 2 to 8 splits, a cluster's portable size");
+  // Whether some lane's accumulator i is of a row below kRows (d[i] is row 8(i/4) + 2(lane%4) +
+  // i%2): the others are TMA's zero rows, never sent nor summed.
+  static constexpr bool HasRows(int i) { return 8 * (i / 4) + i % 2 < Config::kRows; }
+  // The accumulators with rows before i: the position of i among those sent.
+  static constexpr int SentBefore(int i) {
+    int n = 0;
+    for (int j = 0; j < i; ++j) n += HasRows(j) ? 1 : 0;
+    return n;
+  }
+  // In a cluster, the CTA of rank r sums and stores the sent accumulators i with
+  // SentBefore(i) % kSplits == r: at most kOwned of them.
+  static constexpr int kOwned = (SentBefore(kPerThread) + Config::kSplits - 1) / Config::kSplits;
   static constexpr bool kRmsNorm = Config::kNormA == 2;  // no mean taken, no bias
   // The bytes TMA brings a stage: B's tile, and A's unless the norm's warp writes it.
   static constexpr unsigned kStageBytes = (Config::kBN + (kNormed ? 0 : Config::kMP)) * kBK * Element::kBytes;
@@ -268,35 +276,43 @@ __device__ __forceinline__ bool SkinnyHandOver(const SkinnySharedMemory<S>& sm, 
   return true;
 }
 
-// Split-K in a cluster (kInCluster): every thread sends each accumulator i to the slots of
-// the CTA that sums it, rank i % kSplits (its own included: no accumulator is read under a
-// branch on the rank, which made ptxas serialize the wgmmas), by st.async with its bytes
-// counted on that CTA's `gathered` barrier: no fence, no counter. Each CTA then sums its share
-// over the splits in split order (as SkinnyHandOver: the same sums, bit for bit) and runs
-// their epilogue. Every CTA is a receiver and waits for all its bytes, so none exits while a
-// peer may still store into it. The cluster barrier every thread arrived at first
-// (GemmSkinnySm90) is awaited before the first send: every CTA's barriers are initialised.
+// Split-K in a cluster (kInCluster): every thread sends each accumulator of a row below M
+// (HasRows) to the slots of the CTA that sums it, rank SentBefore(i) % kSplits (its own
+// included: no accumulator is read under a branch on the rank, which made ptxas serialize the
+// wgmmas), by st.async with its bytes counted on that CTA's `gathered` barrier: no fence, no
+// counter. Each CTA then sums its share over the splits in split order (as SkinnyHandOver: the
+// same sums, bit for bit) and runs their epilogue; at one row two accumulators of a thread are
+// sent, and two CTAs of the cluster sum them. A CTA that owns some waits for all their bytes,
+// so none exits while a peer may still store into it; one that owns none receives nothing. The
+// cluster barrier every thread arrived at first (GemmSkinnySm90) is awaited before the first
+// send: every CTA's barriers are initialised.
 template <class S, class Epilogue>
 __device__ __forceinline__ void SkinnyClusterHandOver(const SkinnySharedMemory<S>& sm, const float (&d)[S::kPerThread],
                                                       const Epilogue& epilogue, int tile, int consumer, int local) {
   using Index = typename S::Index;
+  constexpr int kSent = S::SentBefore(S::kPerThread);
   const int rank = (int)tf_cluster_rank();
-  const int owned = (S::kPerThread - rank + S::kSplits - 1) / S::kSplits;  // ≥ 1: kSplits ≤ kPerThread
+  const int owned = rank < kSent ? (kSent - rank + S::kSplits - 1) / S::kSplits : 0;
   Barrier& gathered = sm.gathered[consumer];
-  if (local == 0) gathered.ArriveExpectingBytes(S::kSplits * owned * 128 * 4);
+  if (local == 0 && owned > 0) gathered.ArriveExpectingBytes(S::kSplits * owned * 128 * 4);
   tf_cluster_wait();
   float* slots = sm.slots + consumer * S::kOwned * 128 + local;  // [split][consumer][kOwned][128]
   constexpr int kSplitStride = S::kConsumers * S::kOwned * 128;
 #pragma unroll
   for (int i = 0; i < S::kPerThread; ++i)
-    StoreAsyncInCluster(slots + rank * kSplitStride + i / S::kSplits * 128, d[i], gathered, i % S::kSplits);
+    if (S::HasRows(i))
+      StoreAsyncInCluster(slots + rank * kSplitStride + S::SentBefore(i) / S::kSplits * 128, d[i], gathered,
+                          S::SentBefore(i) % S::kSplits);
+  if (owned == 0) return;
   gathered.WaitForCluster(0);
   const int warp = local / 32, lane = local % 32;
-  for (int k = 0; k < owned; ++k) {
-    const int i = k * S::kSplits + rank;  // d[i] is Dᵀ's (warp*16 + lane/4 + 8h, 8j + (lane%4)*2 + e), i = j*4 + h*2 + e
-    float sum = slots[k * 128];
 #pragma unroll
-    for (int split = 1; split < S::kSplits; ++split) sum += slots[split * kSplitStride + k * 128];
+  for (int i = 0; i < S::kPerThread; ++i) {  // d[i] is Dᵀ's (warp*16 + lane/4 + 8h, 8j + (lane%4)*2 + e), i = j*4 + h*2 + e
+    if (!S::HasRows(i) || S::SentBefore(i) % S::kSplits != rank) continue;
+    const float* sent = slots + S::SentBefore(i) / S::kSplits * 128;
+    float sum = sent[0];
+#pragma unroll
+    for (int split = 1; split < S::kSplits; ++split) sum += sent[split * kSplitStride];
     const int col = tile * S::kBN + consumer * 64 + warp * 16 + lane / 4 + 8 * (i / 2 % 2), row = 8 * (i / 4) + (lane % 4) * 2 + i % 2;
     if (row < S::kRows && col < S::kN) epilogue((Index)row, col, sum, 0.0f);
   }

@@ -47,7 +47,7 @@ if [ "${CHECKS:-1}" = 1 ]; then
   for m in tests/gemm/gemm_skinny_layer_norm_*.onnxtxt tests/gemm/gemm_skinny_rms_norm_*.onnxtxt; do
     TILEFUSE_SKINNY_NORMS=1 TILEFUSE_SKINNY_CLUSTERS=1 check_forms "$m" ""
   done
-  "$B/tilefuse_tests" --gtest_filter='SkinnyClusterCapacity*' 2>&1 | grep -E "clusters of|OK|FAILED|Failure" | tee -a "$log"
+  "$B/tilefuse_tests" --gtest_filter='SkinnyClusters*' 2>&1 | grep -E "clusters of|OK|FAILED|Failure" | tee -a "$log"
   for m in tests/gemm/gemm_skinny_gpt2_mlp_decode_bf16.onnxtxt tests/gemm/gemm_skinny_bias_bf16.onnxtxt; do
     for clusters in 0 1; do
       { echo "== $m, TILEFUSE_SKINNY_CLUSTERS=$clusters"; TILEFUSE_SKINNY_CLUSTERS=$clusters "$B/tilefuse" bench "$m" --backend cuda --repeats 50 --warmup 10 2>&1 |

@@ -1,6 +1,7 @@
 """Where a decode step's time goes on the host: the whole step (the loop's wall time a step, no
 synchronize inside it), tilefuse's graph call (TilefuseGraph.__call__), its launch
-(CompiledModel.call_checked) and the rest (Dynamo's guards, AOTAutograd's wrappers, the model's
+(CompiledModel.call_checked: the inputs' pointers read, the outputs allocated, the runtime's
+run_device) and the rest (Dynamo's guards, AOTAutograd's wrappers, the model's
 Python outside the graph, the argmax); then the step's device time alone (the compiled step
 launched back to back with the same inputs, CUDA events), which bounds a step from below when
 the host is fast enough.
@@ -20,8 +21,8 @@ import decode  # noqa: E402
 import tilefuse.torch_backend as backend  # noqa: E402
 from tilefuse import _model  # noqa: E402
 
-spent = {"graph call": 0.0, "launch": 0.0}
-calls = {"graph call": 0, "launch": 0}
+spent = {"graph call": 0.0, "launch": 0.0, "outputs": 0.0, "run_device": 0.0}
+calls = {"graph call": 0, "launch": 0, "outputs": 0, "run_device": 0}
 last = {}
 
 
@@ -37,8 +38,23 @@ def timed(name, function):
     return wrapper
 
 
+def launch_on_device(self, torch_, pointers, into=None):
+    """CompiledModel._launch_on_device with its two parts timed: allocating the outputs, and the
+    runtime's run (run_device: C++, the captured graph's launch and the staged copies' launches)."""
+    began = time.perf_counter()
+    outputs = self._empty_outputs(into)
+    allocated = time.perf_counter()
+    self._graph.run_device(pointers, [o.data_ptr() for o in outputs], self._current_stream())
+    spent["outputs"] += allocated - began
+    spent["run_device"] += time.perf_counter() - allocated
+    calls["outputs"] += 1
+    calls["run_device"] += 1
+    return outputs
+
+
 backend.TilefuseGraph.__call__ = timed("graph call", backend.TilefuseGraph.__call__)
 _model.CompiledModel.call_checked = timed("launch", _model.CompiledModel.call_checked)
+_model.CompiledModel._launch_on_device = launch_on_device
 
 
 def main():
@@ -66,7 +82,8 @@ def main():
         print(f"generation {generation}: {ms / steps * 1e3:.1f} us a step (CUDA events over the steps), "
               f"{1e6 * wall / args.steps:.1f} us of wall time a step (prompt included); "
               f"graph call {per['graph call']:.1f} us ({calls['graph call']} calls), "
-              f"launch {per['launch']:.1f} us ({calls['launch']} calls)", flush=True)
+              f"launch {per['launch']:.1f} us ({calls['launch']} calls: its outputs allocated {per['outputs']:.1f}, "
+              f"run_device {per['run_device']:.1f}, the inputs' pointers read the rest)", flush=True)
     # The step's device time alone: its compiled model launched back to back, same inputs.
     model_, inputs, kwargs = last["launch"]
     for repeats in (10, 100):

@@ -60,7 +60,8 @@ def attention_saving_logsumexp(ctx: Context, q: Value, k: Value, v: Value, mask:
 
 def _operands(ctx: Context, q: Value, k: Value, v: Value, dropout_p: float, scale: Optional[float]) -> tuple:
     """Q, K and V with K/V heads repeated for grouped-query attention, the scale, the dtype."""
-    check(dropout_p == 0.0, "attention with dropout (tilefuse runs inference: call model.eval())")
+    check(dropout_p == 0.0, "attention with dropout (tilefuse's attention kernels have none yet; without dropout, "
+                            "as in model.eval(), the call runs in tilefuse)")
     q_shape, k_shape = ctx.shape_of(q), ctx.shape_of(k)
     rank = len(q_shape)
     check(rank >= 2, "attention on tensors of rank < 2")

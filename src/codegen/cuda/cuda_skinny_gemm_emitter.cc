@@ -38,7 +38,8 @@ int PerThread(const GemmTemplateKernel& g) { return PaddedRows(g) / 2; }
 int64_t Owned(const GemmTemplateKernel& g, const CudaSkinnyGemmConfig& c) { return CeilDiv(PerThread(g), c.splits); }
 int64_t SharedBytes(const GemmTemplateKernel& g, const CudaSkinnyGemmConfig& c) {
   // The swizzle's 1024-byte alignment, the two rings, full and empty barriers, a flag for each
-  // of two consumers; in a cluster their two `gathered` barriers and the other splits' partials.
+  // of two consumers; in a cluster their two `gathered` barriers and every split's partials of the
+  // CTA's share (its own included).
   const int64_t rings = 1024 + int64_t{c.stages} * (c.block_n + PaddedRows(g)) * kBlockK * 2 + 2 * c.stages * 8 + 2 * 4;
   if (c.in_cluster != 1) return rings;
   return rings + 2 * 8 + int64_t{c.splits} * (c.block_n / 64) * Owned(g, c) * 128 * 4;

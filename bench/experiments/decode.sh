@@ -6,8 +6,7 @@
 # on the CUDA backend against the reference, each at three bindings.
 # Usage: bash bench/experiments/decode.sh BUNDLE_DIR OUT_DIR   (MODELS="gpt2 llama", MODES=..., ARGS=...,
 #        FUZZ=0 skips the fuzzing, FUZZ_COUNT=100, CHECKS=0 skips the checks and tests before the modes,
-#        NORMS=1 times tilefuse's mode again with TILEFUSE_SKINNY_NORMS=1, CLUSTERS=1 with
-#        TILEFUSE_SKINNY_CLUSTERS=1 (and the timeline with it too), TIMELINE=1 puts GPT-2's step on
+#        NORMS=1 times tilefuse's mode again with TILEFUSE_SKINNY_NORMS=1, TIMELINE=1 puts GPT-2's step on
 #        the device's timeline after the checks: bench/experiments/decode_host_time_probe.py --timeline,
 #        MODELS=none times no model)
 set -uo pipefail
@@ -36,24 +35,6 @@ if [ "${CHECKS:-1}" = 1 ]; then
     TILEFUSE_SKINNY_NORMS=1 check_forms "$m" ""
     TILEFUSE_SKINNY_NORMS=1 memcheck "$m"
   done
-  # The skinny products' splits summed in a cluster's shared memory (TILEFUSE_SKINNY_CLUSTERS=1),
-  # with and without the norms in them, against the reference and under memcheck; the clusters
-  # the rule counts on against those the driver says are resident; their time against the
-  # splits through memory (GPT-2's MLP at one row; 16 rows over 4096 x 4096).
-  for m in tests/gemm/gemm_skinny_*.onnxtxt; do
-    TILEFUSE_SKINNY_CLUSTERS=1 check_forms "$m" ""
-    TILEFUSE_SKINNY_CLUSTERS=1 memcheck "$m"
-  done
-  for m in tests/gemm/gemm_skinny_layer_norm_*.onnxtxt tests/gemm/gemm_skinny_rms_norm_*.onnxtxt; do
-    TILEFUSE_SKINNY_NORMS=1 TILEFUSE_SKINNY_CLUSTERS=1 check_forms "$m" ""
-  done
-  "$B/tilefuse_tests" --gtest_filter='SkinnyClusters*' 2>&1 | grep -E "clusters of|OK|FAILED|Failure" | tee -a "$log"
-  for m in tests/gemm/gemm_skinny_gpt2_mlp_decode_bf16.onnxtxt tests/gemm/gemm_skinny_bias_bf16.onnxtxt; do
-    for clusters in 0 1; do
-      { echo "== $m, TILEFUSE_SKINNY_CLUSTERS=$clusters"; TILEFUSE_SKINNY_CLUSTERS=$clusters "$B/tilefuse" bench "$m" --backend cuda --repeats 50 --warmup 10 2>&1 |
-          grep -E '^(fused|unfused) '; } | tee -a "$log"
-    done
-  done
   # The decode form's time against the tiled kernel's (TILEFUSE_DECODE_ATTENTION=0): a step's
   # attention over 300 keys and over 4000 (split over the keys).
   for m in tests/attention/attention_decode_cache_bf16.onnxtxt tests/attention/attention_decode_long_cache_bf16.onnxtxt; do
@@ -81,12 +62,6 @@ fi
 if [ "${TIMELINE:-0}" = 1 ]; then
   HF_HUB_OFFLINE=1 PYTHONPATH="$X" timeout 150 python3 bench/experiments/decode_host_time_probe.py --steps 32 --timeline >"$OUT/timeline.log" 2>&1
   grep -E "^(generation|the step|timeline)" -A12 "$OUT/timeline.log" | head -30 | tee -a "$log"
-  if [ "${CLUSTERS:-0}" = 1 ]; then
-    echo "== timeline, TILEFUSE_SKINNY_CLUSTERS=1" | tee -a "$log"
-    TILEFUSE_SKINNY_CLUSTERS=1 HF_HUB_OFFLINE=1 PYTHONPATH="$X" timeout 150 python3 bench/experiments/decode_host_time_probe.py --steps 32 --timeline \
-      >"$OUT/timeline-clusters.log" 2>&1
-    grep -E "^(generation|the step|timeline)" -A12 "$OUT/timeline-clusters.log" | head -30 | tee -a "$log"
-  fi
 fi
 [ "${MODELS:-}" = none ] && exit 0
 for model in ${MODELS:-gpt2 llama}; do
@@ -97,11 +72,5 @@ for model in ${MODELS:-gpt2 llama}; do
     echo "== $model, TILEFUSE_SKINNY_NORMS=1" | tee -a "$log"
     TILEFUSE_SKINNY_NORMS=1 PYTHONFAULTHANDLER=1 HF_HUB_OFFLINE=1 PYTHONPATH="$X" timeout 590 python3 bench/decode.py --model "$model" \
       --json "$OUT/decode-$model-norms.json" --timeout ${LIMIT:-500} --modes tilefuse ${ARGS:-} 2>&1 | grep -Ev 'Warning|warn\(|__cudagraphs\]  ' | tee -a "$log"
-  fi
-  # CLUSTERS=1: and with the skinny products' splits summed in clusters.
-  if [ "${CLUSTERS:-0}" = 1 ]; then
-    echo "== $model, TILEFUSE_SKINNY_CLUSTERS=1" | tee -a "$log"
-    TILEFUSE_SKINNY_CLUSTERS=1 PYTHONFAULTHANDLER=1 HF_HUB_OFFLINE=1 PYTHONPATH="$X" timeout 590 python3 bench/decode.py --model "$model" \
-      --json "$OUT/decode-$model-clusters.json" --timeout ${LIMIT:-500} --modes tilefuse ${ARGS:-} 2>&1 | grep -Ev 'Warning|warn\(|__cudagraphs\]  ' | tee -a "$log"
   fi
 done

@@ -169,9 +169,10 @@ struct TemplateOverrides {
   // runs' spread (bench/results/2026-12-05-decode-step-kernels.md).
   bool skinny_norms = false;
   // A skinny product's split-K summed in a thread-block cluster's shared memory where a form
-  // fits one wave (gemm_skinny_sm90.cuh's kSplitsInCluster; TILEFUSE_SKINNY_CLUSTERS=1). Off
-  // by default until measured on a GPU.
-  bool skinny_clusters = false;
+  // fits one wave (gemm_skinny_sm90.cuh's kSplitsInCluster; false, TILEFUSE_SKINNY_CLUSTERS=0:
+  // through scratch memory). GPT-2's decode step 339.6 -> 281.1 µs of device time on an H200
+  // (bench/results/2026-12-05-h200-skinny-clusters.md).
+  bool skinny_clusters = true;
   // Independent generated kernels whose inputs are ready launched as one
   // (codegen/cuda/cuda_launch_together.h; false, TILEFUSE_LAUNCH_TOGETHER=0: a launch each).
   bool launch_together = true;

@@ -348,7 +348,9 @@ TEST(CudaProgramGemmPathTest, FewRowsGoToTheSkinnyTemplate) {
   ASSERT_TRUE(p.kernel.has_value());
   EXPECT_EQ(p.kernel->template_kernel->Kind(), "skinny gemm template");
   EXPECT_EQ(p.kernel->source.strategy.rfind("skinny gemm template", 0), 0u) << p.kernel->source.strategy;
-  EXPECT_NE(p.kernel->source.strategy.find("16 rows padded to 16, 128 columns a unit, split-K x4"), std::string::npos)
+  // Its splits summed in a cluster (64 tiles x 2 splits: 32 steps of 64 columns an SM, as 128
+  // columns x 4 splits through memory streams).
+  EXPECT_NE(p.kernel->source.strategy.find("16 rows padded to 16, 64 columns a unit, split-K x2 summed in a cluster"), std::string::npos)
       << p.kernel->source.strategy;
   ASSERT_TRUE(p.library_alternative.has_value());
   EXPECT_EQ(*p.library_alternative, LtEpilogue::kBias);
@@ -356,6 +358,12 @@ TEST(CudaProgramGemmPathTest, FewRowsGoToTheSkinnyTemplate) {
   const std::vector<nlohmann::json> space = p.kernel->template_kernel->SearchSpace(132);
   ASSERT_GE(space.size(), 3u);
   for (const nlohmann::json& config : space) EXPECT_TRUE(p.kernel->template_kernel->Emit("k", config, 132).ok()) << config.dump();
+
+  target.overrides.skinny_clusters = false;  // TILEFUSE_SKINNY_CLUSTERS=0: the splits through memory
+  auto memory = BuildCudaProgram(graph, plan->plan, FindInlinedGenerators(graph), "", {}, target);
+  ASSERT_TRUE(memory.ok());
+  EXPECT_NE(memory->groups[0].kernel->source.strategy.find("16 rows padded to 16, 128 columns a unit, split-K x4,"), std::string::npos)
+      << memory->groups[0].kernel->source.strategy;
 
   target.overrides.gemm_skinny = false;
   auto wide = BuildCudaProgram(graph, plan->plan, FindInlinedGenerators(graph), "", {}, target);

@@ -137,14 +137,16 @@ CudaSkinnyGemmConfig ResolveSkinnyGemmConfig(const GemmTemplateKernel& g, CudaSk
     }
   }
   c.splits = EvenSplits(g, c.splits);
-  // The cluster form where asked and no worse for the busiest SM's stream of B than the
-  // rounds of units above (their partials' round trip through memory is what it saves).
-  // Asked for it (in_cluster 1) where none fits, the splits go through memory.
+  // The cluster form wherever one fits a wave, asked or by the rule, even where its busiest SM
+  // streams more of B than the rounds of units above: every decode product of GPT-2 and of
+  // TinyLlama's shape ran fastest in a cluster form, TinyLlama's down projection 11.8-12.3 µs
+  // against 12.7 through memory while streaming up to 1.6x the bytes an SM (H200, 2026-12-05,
+  // bench/results/2026-12-05-h200-skinny-clusters.md): the partials' round trip through memory
+  // costs more than those bytes. Where none fits, the splits go through memory.
   if (requested.splits == 0 && (requested.in_cluster == 1 || (requested.in_cluster == -1 && requested.clusters))) {
     int64_t streamed = 0;
     const std::optional<CudaSkinnyGemmConfig> form = BestClusterForm(g, requested, &streamed);
-    const int64_t rounds = CeilDiv(Tiles(g, c) * c.splits, c.sm_count) * CeilDiv(KSteps(g), c.splits) * c.block_n;
-    if (form && (streamed <= rounds || requested.in_cluster == 1)) c = *form;
+    if (form) c = *form;
     else c.in_cluster = 0;
   }
   if (c.in_cluster == -1) c.in_cluster = 0;

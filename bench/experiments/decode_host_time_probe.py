@@ -72,10 +72,15 @@ def main():
     for generation in range(3):
         for name in spent:
             spent[name], calls[name] = 0.0, 0
+        stepper = last["launch"][0]  # the step's compiled model (the last call's)
+        before = stepper.device_run_counts
         torch.cuda.synchronize()
         began = time.perf_counter()
         _, _, ms = decode.generate(torch, transformers, forward, model, prompt, args.steps, True)
         wall = time.perf_counter() - began
+        after = stepper.device_run_counts
+        runs = sum(after[k] - before[k] for k in ("replays", "one_by_one", "through_buffers"))
+        in_cpp = {k: (after[k] - before[k]) / max(runs, 1) for k in ("host_us", "host_us_in_launches") if k in after}
         steps = args.steps - 1
         # The generation's calls: the prompt's (one) and the steps'.
         per = {name: 1e6 * spent[name] / max(calls[name], 1) for name in spent}
@@ -84,6 +89,9 @@ def main():
               f"graph call {per['graph call']:.1f} us ({calls['graph call']} calls), "
               f"launch {per['launch']:.1f} us ({calls['launch']} calls: its outputs allocated {per['outputs']:.1f}, "
               f"run_device {per['run_device']:.1f}, the inputs' pointers read the rest)", flush=True)
+        if in_cpp:
+            print(f"  the step's runtime ({runs} runs): {in_cpp['host_us']:.1f} us a run in C++, of which "
+                  f"{in_cpp['host_us_in_launches']:.1f} in the driver's launch calls", flush=True)
     # The step's device time alone: its compiled model launched back to back, same inputs.
     model_, inputs, kwargs = last["launch"]
     for repeats in (10, 100):

@@ -205,6 +205,9 @@ class CompiledModel {
     int64_t output_copies = 0;    // outputs copied after a run (inputs returned, repeats, values no kernel writes,
                                   // outputs given an input's memory they may not overwrite)
     int64_t staged_copies = 0;    // small values whose pointers keep changing, copied through the model's buffers
+    // Host time: in RunOnDevice, and of it in the driver's launch calls (graph launches, the
+    // staged copies' kernels), in nanoseconds summed over the runs.
+    int64_t host_ns = 0, host_ns_in_launches = 0;
   };
   DeviceRunCounts device_run_counts() const;
   // Whether RunOnDevice may be given input `input`'s own pointer for output `output` (graph

@@ -249,10 +249,13 @@ NB_MODULE(_tilefuse, m) {
             d["captures"] = c.captures;
             d["output_copies"] = c.output_copies;
             d["staged_copies"] = c.staged_copies;
+            d["host_us"] = static_cast<double>(c.host_ns) * 1e-3;
+            d["host_us_in_launches"] = static_cast<double>(c.host_ns_in_launches) * 1e-3;
             return d;
           },
           "How runs on device pointers went so far: replays of a captured graph, kernels launched one by one, runs "
-          "copied through the model's own buffers (a pointer not 256-byte aligned), captures, outputs copied after, small values whose pointers change copied in and out (one launch each way)")
+          "copied through the model's own buffers (a pointer not 256-byte aligned), captures, outputs copied after, small values whose pointers change copied in and out (one launch each way); the host time "
+          "spent in those runs, and of it in the driver's launch calls (microseconds, summed)")
       .def("explain_json", [](const CompiledModel& model, const std::string& device) {
         return ValueOrThrow(model.Explain(tilefuse::ExplainFormat::kJson, device));
       })

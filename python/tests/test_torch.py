@@ -58,6 +58,47 @@ def test_call_checked_takes_the_device_path_only_after_a_full_check_and_for_dens
     assert [t.numpy().tolist() for t in fresh.call_checked([dense])] == [expected.numpy().tolist()]  # the CPU: as a call
 
 
+def test_call_checked_with_fixed_layouts_reads_again_only_the_pointers_that_changed(monkeypatch):
+    # A decode step's weights keep their pointers and its token's change: after the second call
+    # only the changed inputs are read one by one; a steady input given at a new pointer is
+    # caught by the one-pass check and read again, and later read one by one.
+    model = tilefuse.compile(REPO / "examples" / "matmul_add_add.onnxtxt", backend="cpu")
+    a, b, c, d = (torch.from_numpy(x) for x in random_inputs(model, seed=3))
+    launched = []
+    monkeypatch.setattr(model, "_device_runs", True)
+    monkeypatch.setattr(model, "_dense_device_pointers", lambda torch, inputs: [0] * len(inputs))
+    monkeypatch.setattr(model, "_launch_on_device", lambda torch, pointers, into=None: launched.append(list(pointers)) or ["ran"])
+    monkeypatch.setattr(type(model), "__call__", lambda self, *inputs: ["whole"])
+    read = []
+
+    class Counted(torch.Tensor):  # counts data_ptr() calls in Python
+        def data_ptr(self):
+            read.append(self.shape)
+            return super().data_ptr()
+
+    def counted(x):
+        return x.as_subclass(Counted)
+
+    def call(*inputs, fixed=True):
+        read.clear()
+        return model.call_checked(list(inputs), layouts_fixed=fixed)
+
+    ptrs = lambda *xs: [x.data_ptr() for x in xs]  # noqa: E731
+    assert call(a, b, c, d) == ["whole"]  # the full check
+    assert call(a, b, c, d) == ["ran"] and launched[-1] == ptrs(a, b, c, d)
+    a2 = a.clone()
+    assert call(a2, b, c, d) == ["ran"] and launched[-1] == ptrs(a2, b, c, d)  # the steady check failed: all read
+    a3 = a.clone()
+    expected = ptrs(a3, b, c, d)
+    assert call(counted(a3), counted(b), counted(c), counted(d)) == ["ran"] and launched[-1] == expected
+    assert read == [a.shape]  # a changed before: read; b, c and d checked in one C++ pass
+    c2 = c.clone()
+    assert call(a, b, c2, d) == ["ran"] and launched[-1] == ptrs(a, b, c2, d)
+    assert call(a, b, c, d, fixed=False) == ["ran"] and launched[-1] == ptrs(a, b, c, d)
+    transposed = torch.from_numpy(np.ascontiguousarray(a.numpy().T)).t()
+    assert call(transposed, b, c, d) == ["whole"]  # a changing input: checked for density
+
+
 def test_bfloat16(tmp_path):
     path = tmp_path / "bf16.onnxtxt"
     path.write_text('<ir_version: 8, opset_import: ["" : 17]>\n'

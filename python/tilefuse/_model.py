@@ -263,6 +263,11 @@ class CompiledModel:
         self._device_outputs = [(dtype, tuple(shape)) for _, dtype, shape in graph.outputs]
         self._torch_types = None  # tilefuse dtype name -> torch.dtype, on the first torch call
         self._inputs_checked = False  # call_checked: a call's inputs passed the GPU path's full check
+        # call_checked: the last call's input pointers, the inputs whose pointers changed since
+        # the first and the others (_note_pointers).
+        self._held_pointers: Optional[List[int]] = None
+        self._changing_inputs: List[int] = []
+        self._steady_inputs: List[int] = []
 
     @property
     def backend(self) -> str:
@@ -392,7 +397,7 @@ class CompiledModel:
             outputs[i] = _as_bfloat16(outputs[i], self._graph.outputs[i][0])
         return outputs
 
-    def call_checked(self, inputs: Sequence[Any], into: Optional[Dict[int, Any]] = None) -> list:
+    def call_checked(self, inputs: Sequence[Any], into: Optional[Dict[int, Any]] = None, layouts_fixed: bool = False) -> list:
         """As calling the model, for a caller whose every call has the first call's input shapes,
         dtypes and devices (the torch backend's call signature guards that). Once a call's
         inputs have passed the GPU path's full check, later calls' are checked for density only
@@ -403,18 +408,54 @@ class CompiledModel:
         (dense, of the output's dtype and shape: an input updated in place), on the launch path;
         where ``output_may_overwrite_input`` does not hold, the runtime copies the output there
         after the run. A call on any other path returns fresh tensors for them instead, so a
-        caller copies where the returned tensor is not the one it gave."""
+        caller copies where the returned tensor is not the one it gave.
+
+        ``layouts_fixed``: the caller also guarantees each input's strides are the first call's
+        (torch_backend's keys and Dynamo's guards fix them), so an input at the pointer it had
+        in the last call is dense as it was then and its pointer need not be read again."""
         if not self._inputs_checked:
             torch = sys.modules.get("torch")
             self._inputs_checked = (self._device_runs and torch is not None and
                                     self._dense_device_pointers(torch, inputs) is not None)
             return self(*inputs)
+        torch = sys.modules["torch"]
+        held = self._held_pointers
+        if layouts_fixed and held is not None and self._steady_equal(inputs, held, self._steady_inputs):
+            # The inputs whose pointers have not changed so far (a decode step's weights and
+            # cache) read in one C++ pass; the others (its token and position) one by one.
+            for i in self._changing_inputs:
+                x = inputs[i]
+                if not x.is_contiguous():
+                    return self(*inputs)  # copied dense there
+                held[i] = x.data_ptr()
+            return self._launch_on_device(torch, held, into)
         pointers = []
         for x in inputs:
             if not x.is_contiguous():
                 return self(*inputs)  # copied dense there
             pointers.append(x.data_ptr())
-        return self._launch_on_device(sys.modules["torch"], pointers, into)
+        self._note_pointers(torch, pointers)
+        return self._launch_on_device(torch, pointers, into)
+
+    def _note_pointers(self, torch: Any, pointers: List[int]) -> None:
+        """Keeps a call's input pointers for call_checked's next calls, and which inputs have
+        changed pointers since the first. Reading 220 tensors' pointers one by one in Python
+        was ~90 us of a GPT-2 decode step's host time (H200 machine, 2026-12-05); PyTorch's own
+        check of many pointers at once (CUDA graph trees' check of static inputs) is a C++
+        loop, and where it finds every steady pointer unchanged only the others are read."""
+        equal = getattr(torch._C, "_tensors_data_ptrs_at_indices_equal", None)
+        if equal is None:
+            return
+        held = self._held_pointers
+        if held is not None:
+            self._changing_inputs = sorted(set(self._changing_inputs) |
+                                           {i for i, (a, b) in enumerate(zip(held, pointers)) if a != b})
+            changing = set(self._changing_inputs)
+            self._steady_inputs = [i for i in range(len(pointers)) if i not in changing]
+        else:
+            self._steady_inputs = list(range(len(pointers)))
+        self._steady_equal = equal
+        self._held_pointers = list(pointers)
 
     def output_may_overwrite_input(self, output: int, input: int) -> bool:
         """Whether a run on the GPU may write output `output` straight into input `input`'s

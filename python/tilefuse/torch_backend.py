@@ -551,11 +551,11 @@ class _Specialization:
 
     def run(self, args: Sequence[Any]) -> list:
         # The call's signature matched this specialization's, so its inputs have the compiled
-        # graph's shapes, dtypes and device (CompiledModel.call_checked skips those checks).
+        # graph's shapes, dtypes, device and layouts (CompiledModel.call_checked skips those checks).
         if not self.mutations:
-            return self.outputs_of(self.model.call_checked(self.inputs_of(args)), args)
+            return self.outputs_of(self.model.call_checked(self.inputs_of(args), layouts_fixed=True), args)
         into = {output: args[position] for output, position in self.in_place if args[position].is_contiguous()}
-        tensors = self.model.call_checked(self.inputs_of(args), into)
+        tensors = self.model.call_checked(self.inputs_of(args), into, layouts_fixed=True)
         copied = [(args[position], tensors[output]) for output, position in self.mutations if tensors[output] is not args[position]]
         if copied:  # one multi-tensor copy, not a launch per input
             torch._foreach_copy_([to for to, _ in copied], [value for _, value in copied])

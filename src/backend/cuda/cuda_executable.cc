@@ -542,6 +542,20 @@ std::string HostStepReason(const CudaProgram& program) {
   return "no host group (not captured)";
 }
 
+// Adds its scope's host time to a counter (RunCounts' host_ns fields: where RunOnDevice's time
+// goes, for a decode step whose host path bounds it).
+class HostTimeTo {
+ public:
+  explicit HostTimeTo(int64_t& total) : total_(total), start_(std::chrono::steady_clock::now()) {}
+  ~HostTimeTo() { total_ += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count(); }
+  HostTimeTo(const HostTimeTo&) = delete;
+  HostTimeTo& operator=(const HostTimeTo&) = delete;
+
+ private:
+  int64_t& total_;
+  std::chrono::steady_clock::time_point start_;
+};
+
 }  // namespace
 
 // The steps on the caller's pointers `key` (inputs, then outputs; caller_nodes' order), each
@@ -551,6 +565,7 @@ Status CudaExecutable::State::RunInPlace(const std::vector<uint64_t>& key, CUstr
   auto cached = std::find_if(caller_graphs.begin(), caller_graphs.end(), [&](const auto& e) { return e.first == key; });
   if (cached != caller_graphs.end()) {
     ++run_counts.replays;
+    HostTimeTo timed(run_counts.host_ns_in_launches);
     return device->Check(api().cuGraphLaunch(cached->second.get(), on), "cuGraphLaunch");
   }
   std::vector<CUdeviceptr> at = address;
@@ -639,6 +654,7 @@ std::vector<bool> CudaExecutable::State::DivertedOutputs(const std::vector<uint6
 
 Status CudaExecutable::RunOnDevice(const std::vector<uint64_t>& inputs, const std::vector<uint64_t>& outputs, uint64_t stream) {
   State& s = *state_;
+  HostTimeTo timed(s.run_counts.host_ns);
   const Graph& g = s.graph;
   if (inputs.size() != g.inputs().size() || outputs.size() != g.outputs().size())
     return InvalidArgument(fmt::format("graph takes {} inputs and {} outputs, got {} and {} device pointers", g.inputs().size(),
@@ -663,6 +679,7 @@ Status CudaExecutable::RunOnDevice(const std::vector<uint64_t>& inputs, const st
   key.insert(key.end(), outputs.begin(), outputs.end());
   if (key == s.own_pointers) {
     ++s.run_counts.replays;
+    HostTimeTo launch(s.run_counts.host_ns_in_launches);
     return s.device->Check(api.cuGraphLaunch(s.captured.get(), on), "cuGraphLaunch");
   }
   if (std::all_of(key.begin(), key.end(), [](uint64_t p) { return p % 256 == 0; })) {
@@ -692,11 +709,15 @@ Status CudaExecutable::RunOnDevice(const std::vector<uint64_t>& inputs, const st
     const int64_t diverted_count = std::count(diverted.begin(), diverted.end(), true);
     s.run_counts.staged_copies += static_cast<int64_t>(before.size() + after.size()) - diverted_count;
     s.run_counts.output_copies += static_cast<int64_t>(returned.size()) + diverted_count;
-    RETURN_IF_ERROR(LaunchStagedCopies(*s.device, s.cache_dir, before, on));
+    auto staged_copies = [&](const std::vector<StagedCopy>& copies) {
+      HostTimeTo launch(s.run_counts.host_ns_in_launches);
+      return LaunchStagedCopies(*s.device, s.cache_dir, copies, on);
+    };
+    RETURN_IF_ERROR(staged_copies(before));
     RETURN_IF_ERROR(s.RunInPlace(keyed, on));
-    if (overlapping) RETURN_IF_ERROR(LaunchStagedCopies(*s.device, s.cache_dir, std::exchange(returned, {}), on));
+    if (overlapping) RETURN_IF_ERROR(staged_copies(std::exchange(returned, {})));
     after.insert(after.end(), returned.begin(), returned.end());
-    return LaunchStagedCopies(*s.device, s.cache_dir, after, on);
+    return staged_copies(after);
   }
   ++s.run_counts.through_buffers;
   for (size_t i = 0; i < inputs.size(); ++i)

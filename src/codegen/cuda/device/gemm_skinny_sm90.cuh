@@ -174,33 +174,66 @@ __device__ __forceinline__ void SkinnyProducer(const SkinnySharedMemory<S>& sm, 
 
 // kNormA: the producer warpgroup's second warp writes A's tiles (see the header). A lane holds a
 // column pair of every row: x read as pairs, the statistics summed over the lanes.
+//
+// Where a lane's pairs of every row fit in registers (kNormHeld: a decode step's one row of
+// up to 2048 values), x, γ and β are loaded once, all together, right after the wait for the
+// grid ahead: one memory round trip before the first tile, where reading x for the mean, again
+// for the variance and again with γ and β at every K step cost a round trip each (a layer
+// norm's own kernel is as long as that chain: a ~2 us launch on a decode step's critical path).
 template <class S>
 __device__ __forceinline__ void SkinnyNormedA(const SkinnySharedMemory<S>& sm, const SkinnyNorm<typename S::Element>& norm) {
   using Element = typename S::Element;
+  using Storage = typename Element::Storage;
+  constexpr int kWords = S::kKSteps;  // a lane's pairs of a row: pair lane + 32 j is K step j's
+  constexpr bool kHeld = S::kRows * kWords <= 32;
   const int lane = threadIdx.x % 32;
   tf_await_prior_grid();  // x is the kernel ahead's output
+  // Held: x's words by row and K step, γ's and β's pairs by K step (zero past K).
+  unsigned x_held[kHeld ? S::kRows : 1][kHeld ? kWords : 1];
+  unsigned scale_held[kHeld ? kWords : 1], bias_held[kHeld ? kWords : 1];
+  if constexpr (kHeld) {
+#pragma unroll
+    for (int j = 0; j < kWords; ++j) {
+      const int column = j * S::kBK + 2 * lane;
+      const bool inside = column < S::kK;
+#pragma unroll
+      for (int r = 0; r < S::kRows; ++r)
+        x_held[r][j] = inside ? *reinterpret_cast<const unsigned*>(norm.x + (long long)r * S::kK + column) : 0u;
+      scale_held[j] = inside ? (unsigned)norm.scale[column] | (unsigned)norm.scale[column + 1] << 16 : 0u;
+      bias_held[j] = inside && norm.bias ? (unsigned)norm.bias[column] | (unsigned)norm.bias[column + 1] << 16 : 0u;
+    }
+  }
+  // Row r's word of pair lane + 32 j (j < kWords, the pair inside the row).
+  auto x_word = [&](int r, int j) -> unsigned {
+    if constexpr (kHeld) return x_held[r][j];
+    else return reinterpret_cast<const unsigned*>(norm.x + (long long)r * S::kK)[lane + 32 * j];
+  };
+  constexpr int kPairs = S::kK / 2;
   float mean[S::kRows], rstd[S::kRows];
 #pragma unroll
   for (int r = 0; r < S::kRows; ++r) {
-    const unsigned* row = reinterpret_cast<const unsigned*>(norm.x + (long long)r * S::kK);
     mean[r] = 0.0f;
     if constexpr (!S::kRmsNorm) {
       float sum = 0.0f;
-      for (int pair = lane; pair < S::kK / 2; pair += 32) {
-        const unsigned word = row[pair];
-        sum += Element::ToFloat((typename Element::Storage)(word & 0xffff)) + Element::ToFloat((typename Element::Storage)(word >> 16));
-      }
+#pragma unroll
+      for (int j = 0; j < kWords; ++j)
+        if (lane + 32 * j < kPairs) {
+          const unsigned word = x_word(r, j);
+          sum += Element::ToFloat((Storage)(word & 0xffff)) + Element::ToFloat((Storage)(word >> 16));
+        }
 #pragma unroll
       for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
       mean[r] = sum / (float)S::kK;
     }
     float squares = 0.0f;
-    for (int pair = lane; pair < S::kK / 2; pair += 32) {
-      const unsigned word = row[pair];
-      const float d0 = Element::ToFloat((typename Element::Storage)(word & 0xffff)) - mean[r];
-      const float d1 = Element::ToFloat((typename Element::Storage)(word >> 16)) - mean[r];
-      squares += d0 * d0 + d1 * d1;
-    }
+#pragma unroll
+    for (int j = 0; j < kWords; ++j)
+      if (lane + 32 * j < kPairs) {
+        const unsigned word = x_word(r, j);
+        const float d0 = Element::ToFloat((Storage)(word & 0xffff)) - mean[r];
+        const float d1 = Element::ToFloat((Storage)(word >> 16)) - mean[r];
+        squares += d0 * d0 + d1 * d1;
+      }
 #pragma unroll
     for (int offset = 16; offset > 0; offset /= 2) squares += __shfl_xor_sync(0xffffffffu, squares, offset);
     rstd[r] = rsqrtf(squares / (float)S::kK + norm.epsilon);
@@ -213,7 +246,14 @@ __device__ __forceinline__ void SkinnyNormedA(const SkinnySharedMemory<S>& sm, c
       const int column = ks * S::kBK + 2 * lane;  // this lane's pair
       const bool inside = column < S::kK;
       float g0 = 0.0f, g1 = 0.0f, b0 = 0.0f, b1 = 0.0f;
-      if (inside) {
+      if constexpr (kHeld) {  // a register array read at a step only the loop knows: picked by an unrolled select
+        unsigned g = 0, b = 0;
+#pragma unroll
+        for (int j = 0; j < kWords; ++j)
+          if (j == ks) g = scale_held[j], b = bias_held[j];
+        g0 = Element::ToFloat((Storage)(g & 0xffff)), g1 = Element::ToFloat((Storage)(g >> 16));
+        b0 = Element::ToFloat((Storage)(b & 0xffff)), b1 = Element::ToFloat((Storage)(b >> 16));
+      } else if (inside) {
         g0 = Element::ToFloat(norm.scale[column]), g1 = Element::ToFloat(norm.scale[column + 1]);
         if (norm.bias) b0 = Element::ToFloat(norm.bias[column]), b1 = Element::ToFloat(norm.bias[column + 1]);
       }
@@ -223,9 +263,16 @@ __device__ __forceinline__ void SkinnyNormedA(const SkinnySharedMemory<S>& sm, c
       for (int r = 0; r < S::kMP; ++r) {
         unsigned word = 0;
         if (r < S::kRows && inside) {
-          const unsigned in = *reinterpret_cast<const unsigned*>(norm.x + (long long)r * S::kK + column);
-          const float y0 = (Element::ToFloat((typename Element::Storage)(in & 0xffff)) - mean[r]) * rstd[r] * g0 + b0;
-          const float y1 = (Element::ToFloat((typename Element::Storage)(in >> 16)) - mean[r]) * rstd[r] * g1 + b1;
+          unsigned in = 0;
+          if constexpr (kHeld) {
+#pragma unroll
+            for (int j = 0; j < kWords; ++j)
+              if (j == ks) in = x_held[r < S::kRows ? r : 0][j];
+          } else {
+            in = *reinterpret_cast<const unsigned*>(norm.x + (long long)r * S::kK + column);
+          }
+          const float y0 = (Element::ToFloat((Storage)(in & 0xffff)) - mean[r]) * rstd[r] * g0 + b0;
+          const float y1 = (Element::ToFloat((Storage)(in >> 16)) - mean[r]) * rstd[r] * g1 + b1;
           word = Element::Pack2(y0, y1);
         }
         // Row r's 128 bytes: the lane's word in 16-byte chunk lane / 4, the chunks XOR-swizzled

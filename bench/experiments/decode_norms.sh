@@ -5,7 +5,7 @@
 # only the pointers that changed. On a GPU:
 #   1. every skinny graph with a norm against the f64 reference and under memcheck, norms in the
 #      products (cluster form, the default), and the one-row graph in the cluster form;
-#   2. the skinny products' GPU tests;
+#   2. the clusters the rule counts on against those the driver says are resident;
 #   3. GPT-2's decode step (decode_host_time_probe.py, timeline) with TILEFUSE_SKINNY_NORMS=0 and =1.
 # Usage: bash bench/experiments/decode_norms.sh BUNDLE_DIR OUT_DIR   (PROBE=0 skips step 3;
 # MODEL=llama probes TinyLlama's shape instead)
@@ -20,7 +20,7 @@ for m in tests/gemm/gemm_skinny_layer_norm_*.onnxtxt tests/gemm/gemm_skinny_rms_
 done
 check_forms tests/gemm/gemm_skinny_one_row_bf16.onnxtxt ""
 memcheck tests/gemm/gemm_skinny_one_row_bf16.onnxtxt
-"$B/tilefuse_tests" --gtest_filter='SkinnyClusters*:CudaSkinny*' 2>&1 | grep -E "OK \]|FAILED|Failure|Expected|Which" | tee -a "$log"
+"$B/tilefuse_tests" --gtest_filter='SkinnyClustersTest.TheRules*' 2>&1 | grep -E "OK \]|FAILED|Failure|Expected|Which" | tee -a "$log"
 [ "${PROBE:-1}" = 1 ] || exit 0
 X=/tmp/tilefuse-python
 [ -d "$X" ] || scripts/gpu-python-ext.sh "$B" "$X" >"$OUT/ext.log" 2>&1 || tail "$OUT/ext.log"

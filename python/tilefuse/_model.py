@@ -263,11 +263,7 @@ class CompiledModel:
         self._device_outputs = [(dtype, tuple(shape)) for _, dtype, shape in graph.outputs]
         self._torch_types = None  # tilefuse dtype name -> torch.dtype, on the first torch call
         self._inputs_checked = False  # call_checked: a call's inputs passed the GPU path's full check
-        # call_checked: the last call's input pointers, the inputs whose pointers changed since
-        # the first and the others (_note_pointers).
-        self._held_pointers: Optional[List[int]] = None
-        self._changing_inputs: List[int] = []
-        self._steady_inputs: List[int] = []
+        self._held_pointers: Optional[_HeldPointers] = None  # call_checked's, with fixed layouts
 
     @property
     def backend(self) -> str:
@@ -419,43 +415,20 @@ class CompiledModel:
                                     self._dense_device_pointers(torch, inputs) is not None)
             return self(*inputs)
         torch = sys.modules["torch"]
-        held = self._held_pointers
-        if layouts_fixed and held is not None and self._steady_equal(inputs, held, self._steady_inputs):
-            # The inputs whose pointers have not changed so far (a decode step's weights and
-            # cache) read in one C++ pass; the others (its token and position) one by one.
-            for i in self._changing_inputs:
-                x = inputs[i]
-                if not x.is_contiguous():
-                    return self(*inputs)  # copied dense there
-                held[i] = x.data_ptr()
-            return self._launch_on_device(torch, held, into)
+        if layouts_fixed:
+            if self._held_pointers is None:
+                self._held_pointers = _HeldPointers(torch)
+            pointers = self._held_pointers.read(inputs)
+            if pointers is not None:
+                return self._launch_on_device(torch, pointers, into)
         pointers = []
         for x in inputs:
             if not x.is_contiguous():
                 return self(*inputs)  # copied dense there
             pointers.append(x.data_ptr())
-        self._note_pointers(torch, pointers)
+        if layouts_fixed:
+            self._held_pointers.note(pointers)
         return self._launch_on_device(torch, pointers, into)
-
-    def _note_pointers(self, torch: Any, pointers: List[int]) -> None:
-        """Keeps a call's input pointers for call_checked's next calls, and which inputs have
-        changed pointers since the first. Reading 220 tensors' pointers one by one in Python
-        was ~90 us of a GPT-2 decode step's host time (H200 machine, 2026-12-05); PyTorch's own
-        check of many pointers at once (CUDA graph trees' check of static inputs) is a C++
-        loop, and where it finds every steady pointer unchanged only the others are read."""
-        equal = getattr(torch._C, "_tensors_data_ptrs_at_indices_equal", None)
-        if equal is None:
-            return
-        held = self._held_pointers
-        if held is not None:
-            self._changing_inputs = sorted(set(self._changing_inputs) |
-                                           {i for i, (a, b) in enumerate(zip(held, pointers)) if a != b})
-            changing = set(self._changing_inputs)
-            self._steady_inputs = [i for i in range(len(pointers)) if i not in changing]
-        else:
-            self._steady_inputs = list(range(len(pointers)))
-        self._steady_equal = equal
-        self._held_pointers = list(pointers)
 
     def output_may_overwrite_input(self, output: int, input: int) -> bool:
         """Whether a run on the GPU may write output `output` straight into input `input`'s
@@ -580,6 +553,60 @@ class CompiledModel:
 
     def __repr__(self) -> str:
         return f"<tilefuse.CompiledModel {self.source} on {self.backend}, {len(self._graph.kernels)} kernels>"
+
+
+class _HeldPointers:
+    """A caller's input pointers from call to call, where the inputs' layouts are fixed (each a
+    dense tensor while at the pointer it had). Reading 220 tensors' pointers one by one in
+    Python was ~90 us of a GPT-2 decode step's host time (H200 machine, 2026-12-05), though
+    only its token's and position's change from step to step: here the inputs whose pointers
+    stayed put are checked in one C++ pass (PyTorch's own, as CUDA graph trees check their
+    static inputs) and only the others are read. Which are which is learnt: an input whose
+    pointer changed is read one by one until it stays put over a window of kSettle calls (a
+    new KV cache each generation)."""
+
+    kSettle = 16
+
+    def __init__(self, torch: Any):
+        self._equal = getattr(torch._C, "_tensors_data_ptrs_at_indices_equal", None)
+        self._pointers: Optional[List[int]] = None  # the last call's
+        self._steady: List[int] = []  # inputs checked in one pass
+        self._moving: List[int] = []  # inputs read one by one
+        self._since: List[int] = []  # the moving inputs' pointers kSettle calls ago
+        self._calls = 0
+
+    def read(self, inputs: Sequence[Any]) -> Optional[List[int]]:
+        """The call's pointers, where every steady input is where it was and every moving one
+        dense; else None (the caller reads them all and notes them)."""
+        pointers = self._pointers
+        if pointers is None or not self._equal(inputs, pointers, self._steady):
+            return None
+        for i in self._moving:
+            x = inputs[i]
+            if not x.is_contiguous():
+                return None
+            pointers[i] = x.data_ptr()
+        self._calls += 1
+        if self._calls % self.kSettle == 0 and self._moving:  # those that stayed put become steady
+            settled = {i for i, p in zip(self._moving, self._since) if pointers[i] == p}
+            if settled:
+                self._steady = sorted(self._steady + list(settled))
+                self._moving = [i for i in self._moving if i not in settled]
+            self._since = [pointers[i] for i in self._moving]
+        return pointers
+
+    def note(self, pointers: List[int]) -> None:
+        """A call's pointers, read one by one: those that changed since the last call move."""
+        if self._equal is None:
+            return
+        if self._pointers is not None:
+            moved = {i for i, (a, b) in enumerate(zip(self._pointers, pointers)) if a != b} | set(self._moving)
+            self._moving = sorted(moved)
+            self._steady = [i for i in range(len(pointers)) if i not in moved]
+        else:
+            self._steady = list(range(len(pointers)))
+        self._since = [pointers[i] for i in self._moving]
+        self._pointers = list(pointers)
 
 
 def _dense_strides(shape: Sequence[int]) -> Tuple[int, ...]:

@@ -122,3 +122,29 @@ def test_a_decode_step_s_rms_norm_is_computed_in_the_gate_and_up_products(skinny
     else:
         assert not normed and len(reductions) == 1, [(k["name"], k["strategy"]) for k in kernels]
     assert all(k["spill_bytes"] == 0 for k in kernels), kernels
+
+
+@pytest.mark.parametrize("fold", ["1", "0"])
+def test_a_decode_step_s_cache_update_is_written_by_its_attention(fold, monkeypatch):
+    # TILEFUSE_CACHE_UPDATE_IN_ATTENTION=1: a static cache's update at the step's position (as
+    # transformers' index_copy_, functionalized) has no kernel of its own; the decode attention
+    # reads the caches as they were, the new key and value at the position, and writes them.
+    monkeypatch.setenv("TILEFUSE_CACHE_UPDATE_IN_ATTENTION", fold)
+    heads, d, cache = 12, 64, 256
+
+    def step(x, w_qkv, k_cache, v_cache, position, mask):
+        q, k, v = F.linear(x, w_qkv).split(heads * d, dim=-1)
+        q, k, v = (t.view(1, 1, heads, d).transpose(1, 2) for t in (q, k, v))
+        k_cache = k_cache.index_copy(2, position, k)
+        v_cache = v_cache.index_copy(2, position, v)
+        return F.scaled_dot_product_attention(q, k_cache, v_cache, attn_mask=mask), k_cache, v_cache
+
+    kernels = cuda_kernels(step, [bf16(1, 1, heads * d), bf16(3 * heads * d, heads * d), bf16(1, heads, cache, d),
+                                  bf16(1, heads, cache, d), torch.tensor([37]), bf16(1, 1, 1, cache)])
+    attention = [k for k in kernels if k["mode"] == "attention template"]
+    assert len(attention) == 1 and "decode form" in attention[0]["strategy"], kernels
+    assert ("new key and value written" in attention[0]["strategy"]) == (fold == "1"), kernels
+    # The position's wrap of negative indices, a kernel of one element either way; the update's own only unfolded.
+    updates = [k for k in kernels if k["mode"] == "generated" and k["strategy"] != "pointwise x1"]
+    assert len(updates) == (0 if fold == "1" else 1), kernels
+    assert all(k["spill_bytes"] == 0 for k in kernels), kernels

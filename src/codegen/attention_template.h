@@ -17,6 +17,7 @@
 // masked) come out 0 (zero_nan_rows), as on the CPU.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,22 @@ struct StridedOperand {
   std::vector<BatchTerm> batch;               // at most three
   double scale = 1;  // a scalar the graph multiplies the view by (folded into the products)
   bool RowsContiguous() const { return row_stride == 1; }
+};
+
+// A KV cache's update at one position, folded into the decode form of the attention that
+// reads the updated caches (backend/cuda/cuda_cache_update_fold.h): K and V then read the
+// caches as they were (their nodes are the caches'), the key at `position` replaced by the new
+// rows, and the kernel writes those rows into the updated caches (copying the other keys there
+// where an updated cache is not the cache's own memory).
+struct DecodeCacheUpdateFold {
+  int position = -1;  // node: the key written, an integer of one element
+  DType position_dtype = DType::kI64;
+  // The new key's dims (the row variable, as Kᵀ's) and the new value's (the column variable, as
+  // V's) in their nodes, with K's and V's batch terms, in order; the key variable has no term.
+  StridedOperand k_row, v_row;
+  int k_updated = -1, v_updated = -1;  // nodes: the updated caches, laid out as the caches
+  // The caches' elements and where a flat element's key is: (e / key_stride) % keys.
+  int64_t k_elements = 0, v_elements = 0, k_key_stride = 1, v_key_stride = 1, keys = 0;
 };
 
 struct AttentionTemplateKernel {
@@ -74,6 +91,7 @@ struct AttentionTemplateKernel {
   std::vector<int64_t> symbols;
   // Do the symbols give the lengths and the batch (then the kernel takes them at launch)?
   bool SizesAtLaunch() const;
+  std::optional<DecodeCacheUpdateFold> cache_update;  // decode form only
 };
 
 // The template form of attention `group`, or why it does not apply (the caller plans the

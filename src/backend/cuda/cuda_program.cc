@@ -4,8 +4,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fmt/format.h>
+#include <functional>
 
 #include "backend/cuda/cuda_attention_backward_program.h"
+#include "backend/cuda/cuda_cache_update_fold.h"
 #include "codegen/kernel_fingerprint.h"
 #include "codegen/attention_template.h"
 #include "codegen/cuda/cuda_attention_emitter.h"
@@ -66,12 +68,15 @@ StatusOr<CudaLaunchable> TemplateLaunchable(std::shared_ptr<const TemplateKernel
 }
 
 // The attention template for an attention group, or why it does not apply.
+// `adjust`, where given, changes the lowered attention before it is emitted (a fold into it).
 StatusOr<CudaLaunchable> AttentionTemplate(const Graph& g, const FusionGroup& group, const std::vector<bool>& inlined,
-                                           const std::string& name, const CudaTarget& target) {
+                                           const std::string& name, const CudaTarget& target,
+                                           const std::function<void(AttentionTemplateKernel&)>& adjust = {}) {
   if (target.attention == AttentionPath::kSplit) return Unimplemented("split attention asked for (--attention split)");
   if (target.arch != "sm_90a") return Unimplemented(fmt::format("the attention template needs sm_90a (Hopper), not {}", target.arch));
   ASSIGN_OR_RETURN(AttentionTemplateKernel attention, LowerAttentionTemplate(g, group, inlined, target.symbolic));
   attention.name = name;
+  if (adjust) adjust(attention);
   CudaAttentionConfig config;
   if (target.overrides.attention_block_n) config.block_n = target.overrides.attention_block_n;
   config.poly_exp_every = target.overrides.attention_poly_exp_every;
@@ -659,6 +664,27 @@ void FoldNormsIntoSkinnyProducts(const Graph& g, const FusionPlan& plan, const C
   }
 }
 
+// A KV cache's update at one position written by the decode attention that reads it
+// (cuda_cache_update_fold.h): the attention emitted again with the fold, the update's group
+// left without a kernel, grouped into the attention (its outputs written at that step).
+void FoldCacheUpdatesIntoDecodeAttention(const Graph& g, const FusionPlan& plan, const std::vector<bool>& inlined,
+                                         const CudaTarget& target, CudaProgram& program) {
+  if (!target.overrides.cache_updates_in_attention || target.arch != "sm_90a") return;
+  for (CudaGroupProgram& attention : program.groups) {
+    if (attention.mode != CudaGroupProgram::Mode::kAttentionTemplate || !attention.kernel) continue;
+    int update = -1;
+    StatusOr<CudaLaunchable> folded =
+        AttentionTemplate(g, plan.groups[attention.group], inlined, attention.kernel->source.name, target,
+                          [&](AttentionTemplateKernel& t) { update = FoldCacheUpdate(g, plan, program, attention.group, t); });
+    if (update < 0 || !folded.ok()) continue;  // (the fold's emit refused: the update keeps its kernel)
+    const std::vector<int>& written = plan.groups[update].outputs;
+    folded->outputs.insert(folded->outputs.end(), written.begin(), written.end());
+    attention.kernel = std::move(*folded);
+    program.groups[update].kernel.reset();
+    program.groups[update].grouped_into = attention.group;
+  }
+}
+
 // Independent pointwise kernels launched together (codegen/cuda/cuda_launch_together.h): a
 // generated pointwise group's kernel takes the kernels of the next groups (a few steps on) whose
 // inputs are all written before it runs (a LLaMA-style layer's rotary embeddings of q and of k,
@@ -743,6 +769,7 @@ StatusOr<CudaProgram> BuildCudaProgram(const Graph& graph, const FusionPlan& pla
   GroupProductsOverN(graph, plan, target, program);
   FoldRowNormsIntoProducts(graph, plan, target, program);
   FoldNormsIntoSkinnyProducts(graph, plan, target, program);
+  FoldCacheUpdatesIntoDecodeAttention(graph, plan, inlined, target, program);
   LowerAttentionGradients(graph, plan, prefix, target, program);
   LaunchIndependentKernelsTogether(graph, plan, target, program);
   std::vector<CudaKernelSource> sources;
@@ -761,10 +788,12 @@ void WriteGroupedOutputsAtTheirKernel(const CudaProgram& program, Schedule& sche
       dropped.clear();
     }
     if (p.grouped_into >= 0 || p.launched_with >= 0) {
-      std::vector<int>& moved = schedule.steps.at(p.group).writes;
-      std::vector<int>& into = schedule.steps.at(p.grouped_into >= 0 ? p.grouped_into : p.launched_with).writes;
-      into.insert(into.end(), moved.begin(), moved.end());
-      moved.clear();
+      ScheduleStep& own = schedule.steps.at(p.group);
+      ScheduleStep& into = schedule.steps.at(p.grouped_into >= 0 ? p.grouped_into : p.launched_with);
+      into.writes.insert(into.writes.end(), own.writes.begin(), own.writes.end());
+      own.writes.clear();
+      // Read there too (a cache update computed later, by the attention: its inputs live on).
+      into.reads.insert(into.reads.end(), own.reads.begin(), own.reads.end());
     }
   }
 }

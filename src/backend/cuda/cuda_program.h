@@ -173,6 +173,10 @@ struct TemplateOverrides {
   // through scratch memory). GPT-2's decode step 339.6 -> 281.1 µs of device time on an H200
   // (bench/results/2026-12-05-h200-skinny-clusters.md).
   bool skinny_clusters = true;
+  // A KV cache's update at one position written by the decode attention that reads the
+  // updated cache (backend/cuda/cuda_cache_update_fold.h; TILEFUSE_CACHE_UPDATE_IN_ATTENTION=1).
+  // Off until measured on a GPU.
+  bool cache_updates_in_attention = false;
   // Independent generated kernels whose inputs are ready launched as one
   // (codegen/cuda/cuda_launch_together.h; false, TILEFUSE_LAUNCH_TOGETHER=0: a launch each).
   bool launch_together = true;

@@ -170,6 +170,12 @@ class AttentionEmitter {
   StatusOr<CudaKernelSource> RunDecode() {
     if (a_.d % 8 != 0 || a_.d > 256 || a_.dv > 256)
       return InvalidArgument(fmt::format("{}: head dims {}/{} (the decode form takes multiples of 8 up to 256)", a_.name, a_.d, a_.dv));
+    if (const std::optional<DecodeCacheUpdateFold>& u = a_.cache_update) {  // the new rows read as the caches' rows are
+      if (KDimsContiguous() && !(u->k_row.row_stride == 1 && StartsInVectors(u->k_row, 0)))
+        return InvalidArgument(fmt::format("{}: the new key's dims are not contiguous and 16-byte aligned, as the cache's are", a_.name));
+      if (VRowsInVectors() && !(u->v_row.column_stride == 1 && StartsInVectors(u->v_row, 0)))
+        return InvalidArgument(fmt::format("{}: the new value is not contiguous and 16-byte aligned, as the cache's rows are", a_.name));
+    }
     const int64_t rows = NumElements(a_.batch_shape) * a_.nq;
     // Split over keys (flash decoding) where the rows alone leave most SMs idle: ranges of at
     // least a CTA's turn of keys, up to two waves of CTAs. With the lengths at launch the split
@@ -190,6 +196,7 @@ class AttentionEmitter {
                              VRowsInVectors() ? ", values too" : "",
                              a_.zero_nan_rows ? ", rows without probabilities zeroed" : "",
                              a_.logsumexp >= 0 ? ", the rows' logsumexp written" : "");
+    if (a_.cache_update) s.strategy += ", the KV cache's new key and value written at their position";
     s.includes = {"attention_decode.cuh"};
     const std::string storage = StorageType(a_.dtype);
     std::string parameters = fmt::format("const {0}* __restrict__ q, const {0}* __restrict__ k, const {0}* __restrict__ v", storage);
@@ -210,6 +217,23 @@ class AttentionEmitter {
       s.launch.args.push_back({LaunchArg::Kind::kScratch, -1, {}, 0});
       s.launch.args.push_back({LaunchArg::Kind::kScratch, -1, {}, kScratchCounterBytes});
     }
+    std::string update_argument;
+    if (const std::optional<DecodeCacheUpdateFold>& u = a_.cache_update) {
+      if (u->position_dtype != DType::kI64 && u->position_dtype != DType::kI32)
+        return InvalidArgument(fmt::format("{}: a cache position of {}", a_.name, DTypeName(u->position_dtype)));
+      parameters += fmt::format(", const {1}* __restrict__ position, const {0}* __restrict__ k_rows, const {0}* __restrict__ v_rows, "
+                                "{0}* k_updated, {0}* v_updated, const __grid_constant__ tf::DecodeOperands rows",
+                                storage, u->position_dtype == DType::kI64 ? "long long" : "int");
+      for (int node : {u->position, u->k_row.node, u->v_row.node, u->k_updated, u->v_updated})
+        s.launch.args.push_back({LaunchArg::Kind::kBuffer, node, {}, 0});
+      LaunchArg row_strides{LaunchArg::Kind::kBytes, -1, {}, 0};
+      row_strides.bytes = DecodeOperandBytes({&a_.q, &u->k_row, &u->v_row});  // (Q's unused)
+      s.launch.args.push_back(std::move(row_strides));
+      update_argument = fmt::format(", tf::DecodeCacheUpdate<{}>{{(long long)position[0], k_rows, v_rows, rows.k, rows.v, k_updated, v_updated, "
+                                    "{}ll, {}ll, {}ll, {}ll, {}ll}}",
+                                    storage, u->k_elements, u->v_elements, u->k_key_stride, u->v_key_stride, u->keys);
+      if (!split) update_argument = ", tf::DecodeSplit{}" + update_argument;
+    }
     for (int id : symbols_) {
       parameters += fmt::format(", const long long tf_sym{}", id);
       s.launch.args.push_back({LaunchArg::Kind::kScalar, -1, {}, a_.symbols[static_cast<size_t>(id)]});
@@ -219,17 +243,18 @@ class AttentionEmitter {
         "  struct Config {{\n"
         "    using Element = {};\n"
         "    using Index = {};\n"
-        "    enum : int {{ kD = {}, kDV = {}, kWarps = {}, kKDimsContiguous = {}, kVColumnsContiguous = {}, kZeroNanRows = {}, kSplit = {} }};\n"
+        "    enum : int {{ kD = {}, kDV = {}, kWarps = {}, kKDimsContiguous = {}, kVColumnsContiguous = {}, kZeroNanRows = {}, kSplit = {}, "
+        "kUpdates = {} }};\n"
         "    static constexpr __device__ float OutputScale() {{ return {}f; }}\n"
         "  }};\n",
         TileElementType(a_.dtype), IndexType(), a_.d, a_.dv, kDecodeWarps, KDimsContiguous() ? 1 : 0, VRowsInVectors() ? 1 : 0,
-        a_.zero_nan_rows ? 1 : 0, split ? 1 : 0, FloatLiteral(a_.output_scale));
+        a_.zero_nan_rows ? 1 : 0, split ? 1 : 0, a_.cache_update ? 1 : 0, FloatLiteral(a_.output_scale));
     out += BatchStruct();
     out += LogitsStruct("Logits", "the group's logits program, its mask included", a_.logits, a_.logit);
-    out += fmt::format("  tf::AttentionDecode<Config>(q, k, v, operands, {}, Batch{{{}}}, {}, b{}, {}{});\n}}\n", Lengths(),
+    out += fmt::format("  tf::AttentionDecode<Config>(q, k, v, operands, {}, Batch{{{}}}, {}, b{}, {}{}{});\n}}\n", Lengths(),
                        SymbolArguments(BatchSymbols(), "Config::Index"), Hook("Logits", a_.logits, a_.logit), a_.output,
                        a_.logsumexp >= 0 ? fmt::format("b{}", a_.logsumexp) : "nullptr",
-                       split ? ", tf::DecodeSplit{(int)keys_per_split, row_counters, partials}" : "");
+                       split ? ", tf::DecodeSplit{(int)keys_per_split, row_counters, partials}" : "", update_argument);
     FinishTemplateSource(s, std::move(out), 0);
     if (split) s.launch.scratch_bytes = kScratchCounterBytes + rows * ranges * (2 + a_.dv) * 4;
     return s;
@@ -260,9 +285,10 @@ class AttentionEmitter {
   }
   // tf::DecodeOperands's bytes: per operand its offset, row and column strides and three batch
   // strides (a batch term the operand lacks: 0), in elements.
-  std::vector<uint8_t> DecodeOperandBytes() const {
+  std::vector<uint8_t> DecodeOperandBytes() const { return DecodeOperandBytes({&a_.q, &a_.k, &a_.v}); }
+  static std::vector<uint8_t> DecodeOperandBytes(std::initializer_list<const StridedOperand*> operands) {
     std::vector<int64_t> values;
-    for (const StridedOperand* operand : {&a_.q, &a_.k, &a_.v}) {
+    for (const StridedOperand* operand : operands) {
       values.insert(values.end(), {operand->offset, operand->row_stride, operand->column_stride});
       for (size_t t = 0; t < 3; ++t) values.push_back(t < operand->batch.size() ? operand->batch[t].stride : 0);
     }

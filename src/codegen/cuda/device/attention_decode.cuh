@@ -17,7 +17,13 @@
 //            logsumexp where the graph asks for it
 //
 // Operands are read through plain pointers and element strides (DecodeOperands, a kernel
-// parameter: the binding's values, so lengths given at launch keep one text). Scores and
+// parameter: the binding's values, so lengths given at launch keep one text).
+//
+// A KV cache's update at one position (Config::kUpdates, DecodeCacheUpdate): K and V are the
+// caches as they were, the row at the position read from the step's new keys and values
+// instead, and the kernel writes that row into the updated caches (a decode step's
+// index_copy_, which was a kernel of its own on the step's critical path); where an updated
+// cache is not the cache's own memory, its other rows are copied there too. Scores and
 // sums are f32, logits base 2 as in the Hopper skeleton. The generated part
 // (codegen/cuda/cuda_attention_emitter.cc) is the Config, the Batch and Logits hooks and a
 // kernel that calls AttentionDecode.
@@ -41,6 +47,46 @@ struct DecodeOperands {
   DecodeOperand q, k, v;
 };
 
+// Config::kUpdates: the keys and values at `position` are the rows k_row and v_row (views with
+// K's and V's batch terms; k_row_operand.row_stride steps over a key's dims, v_row_operand's
+// column_stride over a value's), written into k_updated and v_updated at that key, laid out as
+// the caches K and V read. Where an updated cache is not the cache itself, every other key's
+// elements are copied into it: `elements` each, key of flat element e (e / key_stride) % keys.
+template <class Storage>
+struct DecodeCacheUpdate {
+  long long position;
+  const Storage* __restrict__ k_row;
+  const Storage* __restrict__ v_row;
+  DecodeOperand k_row_operand, v_row_operand;
+  Storage* k_updated;
+  Storage* v_updated;
+  long long k_elements, v_elements, k_key_stride, v_key_stride, keys;
+};
+
+// kUpdates: this CTA's part of writing the updated caches. The first CTA of a query row's keys
+// (`writes_row`) writes its heads' new rows at the position (query heads sharing a K/V head
+// write the same values); where an updated cache is not the cache's own memory, every CTA first
+// copies a grid-strided share of the other keys' elements into it. No CTA reads the position's
+// row of the caches, so the writes race with no read.
+template <class Config, class Storage>
+__device__ __forceinline__ void DecodeWriteUpdate(const Storage* k, const Storage* v, const DecodeOperands& operands, long long k0,
+                                                  long long v0, const DecodeCacheUpdate<Storage>& update, const Storage* k_new,
+                                                  const Storage* v_new, bool writes_row) {
+  const long long position = update.position;
+  const long long step = (long long)gridDim.x * blockDim.x, first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (update.k_updated != k)
+    for (long long e = first; e < update.k_elements; e += step)
+      if (e / update.k_key_stride % update.keys != position) update.k_updated[e] = k[e];
+  if (update.v_updated != v)
+    for (long long e = first; e < update.v_elements; e += step)
+      if (e / update.v_key_stride % update.keys != position) update.v_updated[e] = v[e];
+  if (!writes_row || position < 0 || position >= update.keys) return;  // (outside the cache: nothing replaced)
+  for (int j = threadIdx.x; j < Config::kD; j += blockDim.x)
+    update.k_updated[k0 + position * operands.k.column_stride + j * operands.k.row_stride] = k_new[j * update.k_row_operand.row_stride];
+  for (int j = threadIdx.x; j < Config::kDV; j += blockDim.x)
+    update.v_updated[v0 + position * operands.v.row_stride + j * operands.v.column_stride] = v_new[j * update.v_row_operand.column_stride];
+}
+
 // Split over keys (Config::kSplit): each CTA takes keys_per_split keys of its row, and the
 // rows' counters and the ranges' partials (max, sum, then the kDV unnormalised columns, f32)
 // live in the kernel's scratch memory.
@@ -56,7 +102,8 @@ __device__ __forceinline__ void AttentionDecode(const typename Config::Element::
                                                 const typename Config::Element::Storage* __restrict__ v, const DecodeOperands& operands,
                                                 const AttentionLengths lengths, const Batch& batch_hook, const Logits& logits,
                                                 typename Config::Element::Storage* __restrict__ out, float* __restrict__ logsumexp,
-                                                const DecodeSplit split = {}) {
+                                                const DecodeSplit split = {},
+                                                const DecodeCacheUpdate<typename Config::Element::Storage> update = {}) {
   using Element = typename Config::Element;
   using Storage = typename Element::Storage;
   using Index = typename Config::Index;
@@ -79,6 +126,20 @@ __device__ __forceinline__ void AttentionDecode(const typename Config::Element::
   for (int j = threadIdx.x; j < kD; j += blockDim.x) q_row[j] = Element::ToFloat(q[q0 + j * operands.q.column_stride]);
   const long long k0 = operands.k.Base(at.k), v0 = operands.v.Base(at.v);
   const Index score_row = (Index)batch_hook.LogitsEntry(batch) * nq + row;
+  // kUpdates: the new rows of this row's key and value heads, and the key they replace.
+  constexpr bool kUpdates = Config::kUpdates != 0;
+  long long replaced = -1;
+  const Storage* k_new = nullptr;
+  const Storage* v_new = nullptr;
+  long long k_new_dim_stride = 0, v_new_column_stride = 0;
+  if constexpr (kUpdates) {
+    replaced = update.position;
+    k_new = update.k_row + update.k_row_operand.Base(at.k);
+    v_new = update.v_row + update.v_row_operand.Base(at.v);
+    k_new_dim_stride = update.k_row_operand.row_stride;
+    v_new_column_stride = update.v_row_operand.column_stride;
+    DecodeWriteUpdate<Config>(k, v, operands, k0, v0, update, k_new, v_new, row == 0 && range == 0);
+  }
   __syncthreads();
 
   // P·V with V's columns contiguous (Config::kVColumnsContiguous): a key's row read 16 bytes
@@ -104,12 +165,14 @@ __device__ __forceinline__ void AttentionDecode(const typename Config::Element::
 #pragma unroll
       for (int r = 0; r < 32 / kVKeys; ++r) {
         const int v_row = min(key0 + r * kVKeys + v_key, key_end - 1);
-        v_rows[r] = *reinterpret_cast<const uint4*>(v + v0 + (long long)v_row * operands.v.row_stride + v_column);
+        const Storage* vp = kUpdates && v_row == replaced ? v_new : v + v0 + (long long)v_row * operands.v.row_stride;
+        v_rows[r] = *reinterpret_cast<const uint4*>(vp + v_column);
       }
     }
     float s = -INFINITY;  // base-2 logit; keys past the end are masked
     if (key < key_end) {
-      const Storage* kp = k + k0 + key * operands.k.column_stride;
+      const bool replaced_key = kUpdates && key == replaced;
+      const Storage* kp = replaced_key ? k_new : k + k0 + key * operands.k.column_stride;
       float dot = 0.0f;
       if constexpr (Config::kKDimsContiguous) {  // the key's dims in a row, 16-byte aligned
 #pragma unroll
@@ -122,8 +185,9 @@ __device__ __forceinline__ void AttentionDecode(const typename Config::Element::
                    q_row[j + 2 * w + 1] * Element::ToFloat((Storage)(words[w] >> 16));
         }
       } else {
+        const long long dim_stride = kUpdates && replaced_key ? k_new_dim_stride : operands.k.row_stride;
 #pragma unroll 8
-        for (int j = 0; j < kD; ++j) dot += q_row[j] * Element::ToFloat(kp[j * operands.k.row_stride]);
+        for (int j = 0; j < kD; ++j) dot += q_row[j] * Element::ToFloat(kp[j * dim_stride]);
       }
       if constexpr (Logits::kScoreTimesMultiplier) s = dot * Logits::Multiplier();
       else s = logits(score_row, key, dot) * 1.4426950408889634f;
@@ -156,11 +220,13 @@ __device__ __forceinline__ void AttentionDecode(const typename Config::Element::
       const int keys = min(32, key_end - key0);
       for (int i = 0; i < keys; ++i) {
         const float pi = __shfl_sync(kAll, p, i);
-        const Storage* vp = v + v0 + (long long)(key0 + i) * operands.v.row_stride;
+        const bool replaced_row = kUpdates && key0 + i == replaced;
+        const Storage* vp = replaced_row ? v_new : v + v0 + (long long)(key0 + i) * operands.v.row_stride;
+        const long long column_stride = replaced_row ? v_new_column_stride : operands.v.column_stride;
 #pragma unroll
         for (int c = 0; c < kColumns; ++c) {
           const int column = lane + 32 * c;
-          if (kDV % 32 == 0 || column < kDV) o[c] += pi * Element::ToFloat(vp[column * operands.v.column_stride]);
+          if (kDV % 32 == 0 || column < kDV) o[c] += pi * Element::ToFloat(vp[column * column_stride]);
         }
       }
     }

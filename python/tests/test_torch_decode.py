@@ -97,3 +97,57 @@ def test_static_cache_decoding_on_the_gpu_writes_the_cache_in_place_and_replays_
     calls = runs["replays"] + runs["one_by_one"] + runs["through_buffers"]
     assert runs["output_copies"] <= calls * model.config.num_hidden_layers, runs
     assert runs["staged_copies"] > 0, runs
+
+
+def _forced(forward, config, tokens):
+    """Each step's last logits (f32) with `tokens` fed in (the first PROMPT at once, then one a
+    step: the same inputs for every forward, whatever it would have chosen) and the static
+    cache's keys and values after the last step."""
+    cache = transformers.StaticCache(config=config, max_cache_len=tokens.shape[1])
+    position = torch.arange(PROMPT)
+    logits = []
+    with torch.no_grad():
+        out = forward(input_ids=tokens[:, :PROMPT], past_key_values=cache, cache_position=position, use_cache=True).logits
+        for t in range(PROMPT, tokens.shape[1]):
+            logits.append(out[:, -1].float())
+            position = position[-1:] + 1
+            out = forward(input_ids=tokens[:, t:t + 1], past_key_values=cache, cache_position=position, use_cache=True).logits
+    return torch.stack(logits), [(layer.keys.clone(), layer.values.clone()) for layer in cache.layers]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU: the decode attention and its cache update are the "
+                                                          "GPU's attention template")
+@pytest.mark.parametrize("fold", ["1", "0"])
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_bf16_decoding_on_the_gpu_with_the_cache_update_in_the_attention(name, fold, logs, monkeypatch):
+    # Head dim 64, bf16: the step's attention takes the template's decode form, which with
+    # TILEFUSE_CACHE_UPDATE_IN_ATTENTION=1 writes the new keys and values into the cache itself.
+    # The same tokens fed to eager and to the compiled model: the logits agree within bf16's
+    # rounding, and so do the caches after the last step (every position written, none other).
+    monkeypatch.setenv("TILEFUSE_CACHE_UPDATE_IN_ATTENTION", fold)
+    torch.manual_seed(0)
+    if name == "gpt2":
+        config = transformers.GPT2Config(n_layer=2, n_embd=256, n_head=4, vocab_size=300, n_positions=64)
+        model = transformers.GPT2LMHeadModel(config)
+    else:
+        config = transformers.LlamaConfig(hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4,
+                                          num_key_value_heads=2, vocab_size=300, max_position_embeddings=64)
+        model = transformers.LlamaForCausalLM(config)
+    model = model.eval().cuda().to(torch.bfloat16)
+    tokens = torch.randint(0, config.vocab_size, (1, PROMPT + NEW), generator=torch.Generator().manual_seed(5)).cuda()
+    expected_logits, expected_cache = _forced(model, model.config, tokens)
+    compiled = torch.compile(model.forward, backend="tilefuse")
+    for _ in range(2):  # the second time through the step's captured graph
+        logits, cache = _forced(compiled, model.config, tokens)
+        scale = expected_logits.abs().max().item()
+        torch.testing.assert_close(logits, expected_logits, rtol=0, atol=3e-2 * scale)
+        for (keys, values), (expected_keys, expected_values) in zip(cache, expected_cache):
+            torch.testing.assert_close(keys, expected_keys, rtol=2e-2, atol=2e-2)
+            torch.testing.assert_close(values, expected_values, rtol=2e-2, atol=2e-2)
+    assert not messages(logs, IN_PYTORCH, logging.WARNING), logs.text
+    step = [s for g in tilefuse.torch_backend._live_graphs() for s in g.compiled.values()
+            if s is not None and s.input_shapes[0] == (1, 1)]
+    assert len(step) == 1 and step[0].model.backend == "cuda", step
+    attention = [k for k in step[0].model.kernels if k.mode == "attention template"]
+    assert len(attention) == config.num_hidden_layers, [k.strategy for k in step[0].model.kernels]
+    assert all(("new key and value written" in k.strategy) == (fold == "1") for k in attention), [k.strategy for k in attention]

@@ -5,33 +5,25 @@
 # written by the decode attention (TILEFUSE_CACHE_UPDATE_IN_ATTENTION=1;
 # backend/cuda/cuda_cache_update_fold.h); and the step's host path after call_checked reads only
 # the pointers that changed (the runtime's own host time printed by the probe).
-#   checks: every skinny graph with a norm against the f64 reference and under memcheck with the
-#           norms in the products; the one-row graph (cluster form); the rule's clusters resident
-#   pytest: the GPU decode tests (bf16 with and without the cache update in the attention,
-#           against eager's logits and caches)
+#   pytest: the decode tests (bf16 with and without the cache update in the attention, against
+#           eager's logits and caches; the norms in the products)
 #   probes: GPT-2's decode step (decode_host_time_probe.py, timeline) per setting in PROBES,
 #           "NORMS,FOLD" pairs (default "0,0 1,0 0,1 1,1")
-# Usage: bash bench/experiments/decode_folds.sh BUNDLE_DIR OUT_DIR   (STAGES="checks pytest probes";
-# MODEL=llama probes TinyLlama's shape)
+#   checks: every skinny graph with a norm against the f64 reference and under memcheck with the
+#           norms in the products; the one-row graph (cluster form)
+#   e2e:    bench/decode.py's MODES (default tilefuse,compile) with the setting E2E ("NORMS,FOLD")
+# Usage: bash bench/experiments/decode_folds.sh BUNDLE_DIR OUT_DIR   (STAGES="pytest probes checks";
+# MODEL=llama for TinyLlama's shape)
 set -uo pipefail
 B=${1:?bundle folder (build-gpu/bundle)}
 OUT=${2:?output folder}
-STAGES=${STAGES:-checks pytest probes}
+STAGES=${STAGES:-pytest probes checks}
 source bench/experiments/template_checks.sh
 open_bundle decode_folds.log
-if [[ " $STAGES " == *" checks "* ]]; then
-  for m in tests/gemm/gemm_skinny_layer_norm_*.onnxtxt tests/gemm/gemm_skinny_rms_norm_*.onnxtxt; do
-    TILEFUSE_SKINNY_NORMS=1 check_forms "$m" ""
-    TILEFUSE_SKINNY_NORMS=1 memcheck "$m"
-  done
-  check_forms tests/gemm/gemm_skinny_one_row_bf16.onnxtxt ""
-  memcheck tests/gemm/gemm_skinny_one_row_bf16.onnxtxt
-  "$B/tilefuse_tests" --gtest_filter='SkinnyClustersTest.TheRules*' 2>&1 | grep -E "OK \]|FAILED|Failure|Expected|Which" | tee -a "$log"
-fi
 X=/tmp/tilefuse-python
 [ -d "$X" ] || scripts/gpu-python-ext.sh "$B" "$X" >"$OUT/ext.log" 2>&1 || tail "$OUT/ext.log"
 if [[ " $STAGES " == *" pytest "* ]]; then
-  HF_HUB_OFFLINE=1 PYTHONPATH="$X:$B/python/pytest-lib" timeout 300 python3 -m pytest -q -p no:cacheprovider \
+  TILEFUSE_SKINNY_NORMS=1 HF_HUB_OFFLINE=1 PYTHONPATH="$X:$B/python/pytest-lib" timeout 200 python3 -m pytest -q -p no:cacheprovider \
     python/tests/test_torch_decode.py 2>&1 | tail -15 | tee -a "$log"
 fi
 if [[ " $STAGES " == *" probes "* ]]; then
@@ -39,8 +31,21 @@ if [[ " $STAGES " == *" probes "* ]]; then
     norms=${setting%,*} fold=${setting#*,}
     name="${MODEL:-gpt2}-norms$norms-fold$fold"
     echo "== ${MODEL:-gpt2}'s decode step, TILEFUSE_SKINNY_NORMS=$norms TILEFUSE_CACHE_UPDATE_IN_ATTENTION=$fold" | tee -a "$log"
-    TILEFUSE_SKINNY_NORMS=$norms TILEFUSE_CACHE_UPDATE_IN_ATTENTION=$fold HF_HUB_OFFLINE=1 PYTHONPATH="$X" timeout 200 \
+    TILEFUSE_SKINNY_NORMS=$norms TILEFUSE_CACHE_UPDATE_IN_ATTENTION=$fold HF_HUB_OFFLINE=1 PYTHONPATH="$X" timeout 150 \
       python3 bench/experiments/decode_host_time_probe.py --model "${MODEL:-gpt2}" --steps 32 --timeline >"$OUT/timeline-$name.log" 2>&1
     grep -E "^(generation|  the step|the step|its kernels|timeline)" -A12 "$OUT/timeline-$name.log" | head -40 | tee -a "$log"
   done
+fi
+if [[ " $STAGES " == *" checks "* ]]; then
+  for m in tests/gemm/gemm_skinny_layer_norm_*.onnxtxt tests/gemm/gemm_skinny_rms_norm_*.onnxtxt; do
+    TILEFUSE_SKINNY_NORMS=1 check_forms "$m" ""
+    TILEFUSE_SKINNY_NORMS=1 memcheck "$m"
+  done
+  check_forms tests/gemm/gemm_skinny_one_row_bf16.onnxtxt ""
+fi
+if [[ " $STAGES " == *" e2e "* ]]; then  # bench/decode.py, each mode its own process, the settings of E2E ("NORMS,FOLD")
+  norms=${E2E%,*} fold=${E2E#*,}
+  TILEFUSE_SKINNY_NORMS=$norms TILEFUSE_CACHE_UPDATE_IN_ATTENTION=$fold HF_HUB_OFFLINE=1 PYTHONPATH="$X" timeout "${E2E_SECONDS:-150}" \
+    python3 bench/decode.py --model "${MODEL:-gpt2}" --modes "${MODES:-tilefuse,compile}" --repeats 2 --json "$OUT/decode-${MODEL:-gpt2}.json" 2>&1 |
+    tail -12 | tee -a "$log"
 fi

@@ -124,6 +124,19 @@ std::optional<StridedOperand> RowsAsOperand(const Graph& g, const RowUpdate& u, 
 
 }  // namespace
 
+bool MayFoldCacheUpdate(const FusionPlan& plan, const CudaProgram& program, int attention_group) {
+  const std::vector<int>& read = plan.groups.at(attention_group).inputs;
+  return std::any_of(read.begin(), read.end(), [&](int node) {
+    const int producer = plan.group_of.at(node);
+    if (producer < 0 || program.groups.at(producer).mode != CudaGroupProgram::Mode::kGenerated || !program.groups.at(producer).kernel)
+      return false;
+    const std::vector<int>& outputs = plan.groups.at(producer).outputs;
+    return outputs.size() == 2 && std::all_of(outputs.begin(), outputs.end(), [&](int out) {
+             return std::find(read.begin(), read.end(), out) != read.end();
+           });
+  });
+}
+
 int FoldCacheUpdate(const Graph& g, const FusionPlan& plan, const CudaProgram& program, int attention_group,
                     AttentionTemplateKernel& attention) {
   if (!UsesDecodeForm(attention) || attention.cache_update || !attention.symbols.empty()) return -1;

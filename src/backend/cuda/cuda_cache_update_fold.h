@@ -25,6 +25,10 @@
 
 namespace tilefuse {
 
+// Whether some generated pointwise group's outputs are all read by attention group
+// `attention_group` (a candidate update): the cheap test before the attention is lowered again.
+bool MayFoldCacheUpdate(const FusionPlan& plan, const CudaProgram& program, int attention_group);
+
 // Folds the update into `attention` (its K and V then read the caches, its cache_update set)
 // and returns the update's group, or -1 where it does not apply (`attention` unchanged).
 int FoldCacheUpdate(const Graph& g, const FusionPlan& plan, const CudaProgram& program, int attention_group,

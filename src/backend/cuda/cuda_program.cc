@@ -671,7 +671,9 @@ void FoldCacheUpdatesIntoDecodeAttention(const Graph& g, const FusionPlan& plan,
                                          const CudaTarget& target, CudaProgram& program) {
   if (!target.overrides.cache_updates_in_attention || target.arch != "sm_90a") return;
   for (CudaGroupProgram& attention : program.groups) {
-    if (attention.mode != CudaGroupProgram::Mode::kAttentionTemplate || !attention.kernel) continue;
+    if (attention.mode != CudaGroupProgram::Mode::kAttentionTemplate || !attention.kernel ||
+        !MayFoldCacheUpdate(plan, program, attention.group))
+      continue;
     int update = -1;
     StatusOr<CudaLaunchable> folded =
         AttentionTemplate(g, plan.groups[attention.group], inlined, attention.kernel->source.name, target,

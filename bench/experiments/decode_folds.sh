@@ -8,7 +8,7 @@
 #   pytest: the decode tests (bf16 with and without the cache update in the attention, against
 #           eager's logits and caches; the norms in the products)
 #   probes: GPT-2's decode step (decode_host_time_probe.py, timeline) per setting in PROBES,
-#           "NORMS,FOLD" pairs (default "0,0 1,0 0,1 1,1")
+#           "NORMS,FOLD" pairs (default "0,0 1,0 0,1 1,1"); PROBE_ARGS more of its flags (--host)
 #   checks: every skinny graph with a norm against the f64 reference and under memcheck with the
 #           norms in the products; the one-row graph (cluster form)
 #   e2e:    bench/decode.py's MODES (default tilefuse,compile) with the setting E2E ("NORMS,FOLD")
@@ -32,7 +32,7 @@ if [[ " $STAGES " == *" probes "* ]]; then
     name="${MODEL:-gpt2}-norms$norms-fold$fold"
     echo "== ${MODEL:-gpt2}'s decode step, TILEFUSE_SKINNY_NORMS=$norms TILEFUSE_CACHE_UPDATE_IN_ATTENTION=$fold" | tee -a "$log"
     TILEFUSE_SKINNY_NORMS=$norms TILEFUSE_CACHE_UPDATE_IN_ATTENTION=$fold HF_HUB_OFFLINE=1 PYTHONPATH="$X" timeout 150 \
-      python3 bench/experiments/decode_host_time_probe.py --model "${MODEL:-gpt2}" --steps 32 --timeline >"$OUT/timeline-$name.log" 2>&1
+      python3 bench/experiments/decode_host_time_probe.py --model "${MODEL:-gpt2}" --steps 32 --timeline ${PROBE_ARGS:-} >"$OUT/timeline-$name.log" 2>&1
     grep -E "^(generation|  the step|the step|its kernels|timeline)" -A12 "$OUT/timeline-$name.log" | head -40 | tee -a "$log"
   done
 fi

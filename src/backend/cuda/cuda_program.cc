@@ -697,7 +697,9 @@ void FoldCacheUpdatesIntoDecodeAttention(const Graph& g, const FusionPlan& plan,
 // layer, twelve launches of GPT-2's 110 that all fit in the first.
 void LaunchIndependentKernelsTogether(const Graph& g, const FusionPlan& plan, const CudaTarget& target, CudaProgram& program) {
   if (!target.overrides.launch_together) return;
-  constexpr size_t kLookAhead = 6, kMaxParts = 4, kMaxPartsWithScalars = 16;
+  // Scalar parts up to one a layer of a 22-layer decode step's two (its counters, its position);
+  // the arguments (8-byte pointers) within the 4 KB every launch takes.
+  constexpr size_t kLookAhead = 6, kMaxParts = 4, kMaxPartsWithScalars = 48, kMaxArgs = 4096 / 8;
   // The step whose kernel writes each node: its group's, or the one it is grouped into.
   std::vector<int> written_at = StepOfEachNode(g, plan);
   for (int& step : written_at)
@@ -720,15 +722,18 @@ void LaunchIndependentKernelsTogether(const Graph& g, const FusionPlan& plan, co
     if (!joinable[i]) continue;
     std::vector<size_t> members = {i};
     size_t near = 1;  // members within kLookAhead steps
+    size_t args = program.groups[i].kernel->source.launch.args.size();
     for (size_t j = i + 1; j < program.groups.size() && members.size() < kMaxPartsWithScalars; ++j) {
       if (!joinable[j] || program.groups[j].kernel->source.launch.block != program.groups[i].kernel->source.launch.block) continue;
       const std::vector<int>& inputs = plan.groups[j].inputs;
       const bool scalars_from_inputs = program.groups[j].kernel->source.launch.grid == std::array<int64_t, 3>{1, 1, 1} &&
                                        std::all_of(inputs.begin(), inputs.end(), [&](int in) { return written_at[in] < 0; });
       if (!scalars_from_inputs && (j > i + kLookAhead || near == kMaxParts)) continue;
+      if (args + program.groups[j].kernel->source.launch.args.size() > kMaxArgs) continue;
       if (std::all_of(inputs.begin(), inputs.end(), [&](int in) { return written_at[in] < static_cast<int>(i); })) {
         members.push_back(j);
         near += scalars_from_inputs ? 0 : 1;
+        args += program.groups[j].kernel->source.launch.args.size();
       }
     }
     if (members.size() < 2) continue;

@@ -23,7 +23,8 @@ TEST(StagedCopiesTest, KernelCompilesForSm90aWithoutSpills) {
   ASSERT_TRUE(cubin.ok()) << cubin.status().ToString();
   if (cubin->from_cache) return;  // the report came with the first compile, checked then
   const std::vector<PtxasKernelInfo> report = ParsePtxasLog(cubin->ptxas_log);
-  ASSERT_EQ(report.size(), 1u) << cubin->ptxas_log;
+  ASSERT_EQ(report.size(), 1u) << "NVRTC " << nvrtc->version() << ", its log (" << cubin->ptxas_log.size() << " bytes): "
+                               << cubin->ptxas_log;
   EXPECT_EQ(report[0].spill_store_bytes, 0) << report[0].line;
   EXPECT_EQ(report[0].stack_frame_bytes, 0) << report[0].line;
 }

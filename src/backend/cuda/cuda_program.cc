@@ -712,31 +712,6 @@ void LaunchIndependentKernelsTogether(const Graph& g, const FusionPlan& plan, co
       return v.kind == ScalarValue::Kind::kOp && v.op == OpCode::kDiv && IsFloat(v.dtype);
     });
   };
-  // The graph inputs each group may update: those it reads that one of its graph outputs could
-  // be written over (OutputMayOverwriteInput: the same dtype and shape). Such a group is not
-  // launched with another that reads the input: nothing would order the read before the write,
-  // so the update could not be in place, and the run would allocate the output and copy it
-  // back after (a static cache's counters: 11 of GPT-2's 12 layers' were, 2026-12-05).
-  std::vector<bool> graph_output(g.num_nodes(), false), graph_input(g.num_nodes(), false);
-  for (const auto& o : g.outputs()) graph_output[o.node] = true;
-  for (int in : g.inputs()) graph_input[in] = true;
-  auto updated_inputs = [&](size_t i) {
-    std::vector<int> updated;
-    for (int in : plan.groups[i].inputs) {
-      if (!graph_input[in]) continue;
-      const Node& x = g.node(in);
-      for (int out : plan.groups[i].outputs)
-        if (graph_output[out] && g.node(out).dtype == x.dtype && g.node(out).shape == x.shape) {
-          updated.push_back(in);
-          break;
-        }
-    }
-    return updated;
-  };
-  auto reads = [&](size_t i, const std::vector<int>& nodes) {
-    const std::vector<int>& inputs = plan.groups[i].inputs;
-    return std::any_of(nodes.begin(), nodes.end(), [&](int n) { return std::find(inputs.begin(), inputs.end(), n) != inputs.end(); });
-  };
   std::vector<bool> joinable(program.groups.size(), false);
   for (size_t i = 0; i < program.groups.size(); ++i) {
     const CudaGroupProgram& p = program.groups[i];
@@ -748,11 +723,6 @@ void LaunchIndependentKernelsTogether(const Graph& g, const FusionPlan& plan, co
     std::vector<size_t> members = {i};
     size_t near = 1;  // members within kLookAhead steps
     size_t args = program.groups[i].kernel->source.launch.args.size();
-    std::vector<int> updated = updated_inputs(i);
-    // Whether j updates an input a member reads, or reads one a member updates.
-    auto races = [&](size_t j, const std::vector<int>& j_updates) {
-      return reads(j, updated) || std::any_of(members.begin(), members.end(), [&](size_t m) { return reads(m, j_updates); });
-    };
     for (size_t j = i + 1; j < program.groups.size() && members.size() < kMaxPartsWithScalars; ++j) {
       if (!joinable[j] || program.groups[j].kernel->source.launch.block != program.groups[i].kernel->source.launch.block) continue;
       const std::vector<int>& inputs = plan.groups[j].inputs;
@@ -760,11 +730,8 @@ void LaunchIndependentKernelsTogether(const Graph& g, const FusionPlan& plan, co
                                        std::all_of(inputs.begin(), inputs.end(), [&](int in) { return written_at[in] < 0; });
       if (!scalars_from_inputs && (j > i + kLookAhead || near == kMaxParts)) continue;
       if (args + program.groups[j].kernel->source.launch.args.size() > kMaxArgs) continue;
-      const std::vector<int> j_updates = updated_inputs(j);
-      if (races(j, j_updates)) continue;
       if (std::all_of(inputs.begin(), inputs.end(), [&](int in) { return written_at[in] < static_cast<int>(i); })) {
         members.push_back(j);
-        updated.insert(updated.end(), j_updates.begin(), j_updates.end());
         near += scalars_from_inputs ? 0 : 1;
         args += program.groups[j].kernel->source.launch.args.size();
       }

@@ -1286,8 +1286,9 @@ TEST(CudaProgramLaunchTogetherTest, ScalarsFromTheInputsJoinTheFirstLaunchFromAn
   b.Output(b.Unary(OpCode::kTanh, x), "first");
   for (int layer = 0; layer < 8; ++layer) x = b.Softmax(b.MatMul(x, w), -1);  // sixteen steps
   b.Output(x, "x");
-  b.Output(b.AddScalar(b.Parameter("counter", DType::kI64, {}), 1), "next");
-  b.Output(b.MulScalar(b.Parameter("length", DType::kI64, {}), 3), "position");
+  const Value counter = b.Parameter("counter", DType::kI64, {});
+  b.Output(b.AddScalar(counter, 1), "next");
+  b.Output(b.MulScalar(counter, 3), "position");
   b.Output(b.Unary(OpCode::kSigmoid, b.Parameter("far", DType::kBF16, {64, 256})), "far");
   auto built = b.Build();
   ASSERT_TRUE(built.ok()) << built.status().ToString();

@@ -4,6 +4,7 @@
 #include <tuple>
 
 #include "passes/rewriter.h"
+#include "passes/softmax_reads.h"
 
 namespace tilefuse {
 
@@ -39,17 +40,6 @@ int64_t PaddedTransposedRows(const Graph& g, const Node& mm) {
     if (a.attrs.perm[d] != d) return 0;
   if (a.attrs.perm[r - 2] != r - 1 || a.attrs.perm[r - 1] != r - 2) return 0;
   return LargeEnough(mm, a.shape.back()) ? AlignedExtent(a.shape[r - 2], a.dtype) : 0;
-}
-
-// Is `value` a softmax's probabilities (exp(x) ÷ its row sum, through casts and the safe
-// softmax's where(isnan(p), 0, p))?
-bool ReadsSoftmax(const Graph& g, int value) {
-  const Node* n = &g.node(value);
-  while (n->op == OpCode::kCast || n->op == OpCode::kWhere) n = &g.node(n->inputs.back());  // where(c, 0, p): p last
-  if (n->op != OpCode::kDiv || g.node(n->inputs[0]).op != OpCode::kExp) return false;
-  const Node* sum = &g.node(n->inputs[1]);
-  while (sum->op == OpCode::kBroadcast || sum->op == OpCode::kReshape) sum = &g.node(sum->inputs[0]);
-  return sum->op == OpCode::kReduceSum;
 }
 
 // Zero-padded copies of values, each made once: a weight gradient's dyᵀ·x and the input

@@ -15,6 +15,7 @@
 #include "passes/fp8_products.h"
 #include "passes/infer.h"
 #include "passes/k_major_weights.h"
+#include "passes/outer_products.h"
 #include "passes/column_padding_into_products.h"
 #include "passes/pad_gemm_columns.h"
 #include "passes/pad_gemm_depth.h"
@@ -117,6 +118,7 @@ StatusOr<Graph> RunGraphPasses(Graph graph, const PassOptions& options, PassTime
     RETURN_IF_ERROR(passes.Run("column-padding-into-products", MoveColumnPaddingIntoProducts));
   if (options.decompose) {
     RETURN_IF_ERROR(passes.Run("decompose", DecomposeComposites));
+    RETURN_IF_ERROR(passes.Run("outer-products", RewriteOuterProducts));  // (after: it knows softmaxes decomposed)
     RETURN_IF_ERROR(passes.Run("attention-grads", [&](const Graph& g) {
       return options.keep_attention_grads ? RewriteAttentionGrads(g, TakenByAttentionBackwardTemplate) : RewriteAttentionGrads(g);
     }));

@@ -175,7 +175,9 @@ struct TemplateOverrides {
   bool skinny_clusters = true;
   // A KV cache's update at one position written by the decode attention that reads the
   // updated cache (backend/cuda/cuda_cache_update_fold.h; TILEFUSE_CACHE_UPDATE_IN_ATTENTION=1).
-  // Off until measured on a GPU.
+  // Off: correct on an H100, but slower while the runtime stages the caches (copied into its
+  // buffers every step once a few generations have changed their pointers), where the folded
+  // attention copies the whole cache (bench/results/2026-12-06-h100-decode-folds.md).
   bool cache_updates_in_attention = false;
   // Independent generated kernels whose inputs are ready launched as one
   // (codegen/cuda/cuda_launch_together.h; false, TILEFUSE_LAUNCH_TOGETHER=0: a launch each).

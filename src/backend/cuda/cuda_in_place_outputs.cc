@@ -46,13 +46,6 @@ bool OutputMayOverwriteInput(const Graph& g, const FusionPlan& plan, const CudaP
   const std::map<int, int> step = StepOfGroup(program);
   if (!step.count(group)) return false;
   const int v_step = step.at(group);
-  // A pointwise group grouped into another is a KV cache's update folded into the decode
-  // attention that reads the updated cache (cuda_cache_update_fold.h): that kernel reads the
-  // cache as it was but never the position's row, which it writes, so its read of x races
-  // with no write.
-  int folded_into = -1;
-  for (const CudaGroupProgram& p : program.groups)
-    if (p.group == group) folded_into = p.grouped_into;
   // Every member of v's group that depends on x, and every reader of x outside it.
   std::vector<bool> depends(g.num_nodes(), false);
   depends[x] = true;
@@ -62,7 +55,6 @@ bool OutputMayOverwriteInput(const Graph& g, const FusionPlan& plan, const CudaP
     const int reader = plan.group_of[n.id];
     const bool in_group = reader == group;
     if (reads_x && !in_group) {
-      if (reader >= 0 && reader == folded_into) continue;
       if (reader < 0 || !step.count(reader) || step.at(reader) >= v_step) return false;
       continue;
     }

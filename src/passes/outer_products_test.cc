@@ -11,16 +11,7 @@ namespace tilefuse {
 namespace {
 
 using pass_testing::CountOps;
-
-Graph Product(DType dtype, Shape a_shape, Shape b_shape) {
-  GraphBuilder b;
-  Value a = b.Parameter("a", dtype, a_shape);
-  Value w = b.Parameter("w", dtype, b_shape);
-  b.Output(b.MatMul(a, w), "y");
-  auto graph = b.Build();
-  EXPECT_TRUE(graph.ok()) << graph.status().ToString();
-  return std::move(graph).value();
-}
+using pass_testing::Product;
 
 // The rewritten graph's output against the product's, both by the reference, on random inputs.
 void ExpectSameValues(const Graph& graph, const Graph& rewritten, uint64_t seed) {

@@ -10,17 +10,7 @@ namespace tilefuse {
 namespace {
 
 using pass_testing::CountOps;
-
-// a[batch..., M, K] · b[K, N] (or b[batch..., K, N]) as a graph of two parameters.
-Graph Product(DType dtype, Shape a_shape, Shape b_shape) {
-  GraphBuilder b;
-  Value a = b.Parameter("a", dtype, a_shape);
-  Value w = b.Parameter("w", dtype, b_shape);
-  b.Output(b.MatMul(a, w), "y");
-  auto graph = b.Build();
-  EXPECT_TRUE(graph.ok()) << graph.status().ToString();
-  return std::move(graph).value();
-}
+using pass_testing::Product;
 
 // The MatMul of `g` (one).
 const Node& TheProduct(const Graph& g) {

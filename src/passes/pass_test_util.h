@@ -5,6 +5,9 @@
 #include <cmath>
 #include <vector>
 
+#include <gtest/gtest.h>
+
+#include "tilefuse/builder.h"
 #include "tilefuse/graph.h"
 #include "tilefuse/tensor.h"
 
@@ -26,6 +29,17 @@ inline double MaxAbsDifference(const Tensor& a, const Tensor& b) {
   double worst = 0;
   for (int64_t i = 0; i < a.num_elements(); ++i) worst = std::max(worst, std::fabs(a.GetDouble(i) - b.GetDouble(i)));
   return worst;
+}
+
+// a[..., M, K] · w[..., K, N] as a graph of two parameters, "a" and "w", and one output "y".
+inline Graph Product(DType dtype, Shape a_shape, Shape b_shape) {
+  GraphBuilder b;
+  Value a = b.Parameter("a", dtype, a_shape);
+  Value w = b.Parameter("w", dtype, b_shape);
+  b.Output(b.MatMul(a, w), "y");
+  auto graph = b.Build();
+  EXPECT_TRUE(graph.ok()) << graph.status().ToString();
+  return std::move(graph).value();
 }
 
 }  // namespace tilefuse::pass_testing

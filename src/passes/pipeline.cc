@@ -118,7 +118,7 @@ StatusOr<Graph> RunGraphPasses(Graph graph, const PassOptions& options, PassTime
     RETURN_IF_ERROR(passes.Run("column-padding-into-products", MoveColumnPaddingIntoProducts));
   if (options.decompose) {
     RETURN_IF_ERROR(passes.Run("decompose", DecomposeComposites));
-    RETURN_IF_ERROR(passes.Run("outer-products", RewriteOuterProducts));  // (after: it knows softmaxes decomposed)
+    RETURN_IF_ERROR(passes.Run("outer-products", RewriteOuterProducts));  // after: it tells P·V by its decomposed softmax
     RETURN_IF_ERROR(passes.Run("attention-grads", [&](const Graph& g) {
       return options.keep_attention_grads ? RewriteAttentionGrads(g, TakenByAttentionBackwardTemplate) : RewriteAttentionGrads(g);
     }));

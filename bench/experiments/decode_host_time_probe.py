@@ -92,6 +92,8 @@ def main():
         if in_cpp:
             print(f"  the step's runtime ({runs} runs): {in_cpp['host_us']:.1f} us a run in C++, of which "
                   f"{in_cpp['host_us_in_launches']:.1f} in the driver's launch calls", flush=True)
+        moved = {k: after[k] - before[k] for k in ("staged_copies", "output_copies", "captures", "one_by_one", "replays")}
+        print(f"  the step's runs this generation: {moved}", flush=True)
     # The step's device time alone: its compiled model launched back to back, same inputs.
     model_, inputs, kwargs = last["launch"]
     for repeats in (10, 100):

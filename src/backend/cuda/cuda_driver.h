@@ -20,7 +20,7 @@ namespace tilefuse {
   X(cuFuncGetAttribute) X(cuLaunchKernel) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH)     \
   X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync) X(cuMemsetD8Async) X(cuMemsetD32Async)  \
   X(cuMemGetInfo) X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamBeginCapture)    \
-  X(cuStreamEndCapture) X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuGraphExecDestroy)            \
+  X(cuStreamEndCapture) X(cuGraphInstantiateWithFlags) X(cuGraphExecUpdate) X(cuGraphLaunch) X(cuGraphExecDestroy) \
   X(cuGraphDestroy) X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime)        \
   X(cuEventDestroy) X(cuGetErrorString) X(cuGetErrorName) X(cuLaunchKernelEx) X(cuTensorMapEncodeTiled)       \
   X(cuTensorMapEncodeIm2col) X(cuOccupancyMaxActiveClusters)

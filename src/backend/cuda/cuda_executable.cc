@@ -222,17 +222,23 @@ Status CudaExecutable::State::Enqueue(const std::vector<CUdeviceptr>& at, std::v
   return Status::Ok();
 }
 
-StatusOr<CudaGraphExec> CudaExecutable::State::Capture(const std::vector<CUdeviceptr>& at) const {
+StatusOr<CudaGraphExec> CudaExecutable::State::Capture(const std::vector<CUdeviceptr>& at, CudaGraphExec reuse) const {
   CUstream stream = device->stream();
   RETURN_IF_ERROR(device->Check(api().cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture"));
   Status enqueued = Enqueue(at, nullptr, stream);
   CUgraph g = nullptr;
   CUresult ended = api().cuStreamEndCapture(stream, &g);
+  const bool captured_ok = enqueued.ok() && ended == CUDA_SUCCESS;
+  CUgraphExecUpdateResultInfo info{};
+  // An update fails where the topology differs (it does not here: the same steps); then the
+  // graph is instantiated as if there were nothing to reuse.
+  const bool updated = captured_ok && reuse.get() && api().cuGraphExecUpdate(reuse.get(), g, &info) == CUDA_SUCCESS;
   CUgraphExec exec = nullptr;
-  CUresult instantiated = enqueued.ok() && ended == CUDA_SUCCESS ? api().cuGraphInstantiateWithFlags(&exec, g, 0) : CUDA_SUCCESS;
+  CUresult instantiated = captured_ok && !updated ? api().cuGraphInstantiateWithFlags(&exec, g, 0) : CUDA_SUCCESS;
   if (g) api().cuGraphDestroy(g);
   RETURN_IF_ERROR(enqueued);
   RETURN_IF_ERROR(device->Check(ended, "cuStreamEndCapture"));
+  if (updated) return reuse;
   RETURN_IF_ERROR(device->Check(instantiated, "cuGraphInstantiate"));
   return CudaGraphExec(device, exec);
 }
@@ -565,6 +571,7 @@ Status CudaExecutable::State::RunInPlace(const std::vector<uint64_t>& key, CUstr
   auto cached = std::find_if(caller_graphs.begin(), caller_graphs.end(), [&](const auto& e) { return e.first == key; });
   if (cached != caller_graphs.end()) {
     ++run_counts.replays;
+    ++caller_replays;
     HostTimeTo timed(run_counts.host_ns_in_launches);
     return device->Check(api().cuGraphLaunch(cached->second.get(), on), "cuGraphLaunch");
   }
@@ -577,11 +584,15 @@ Status CudaExecutable::State::RunInPlace(const std::vector<uint64_t>& key, CUstr
     }
   for (const CallerCopy& c : caller_copies)
     if (c.from < 0) at[caller_nodes[c.to]] = address[caller_nodes[c.to]];  // no kernel writes it: its own buffer
-  // A caller whose pointers keep changing would pay a capture per call: after kMaxCaptures,
-  // new pointers are launched kernel by kernel.
-  constexpr int kMaxCaptures = 16;
+  // A capture pays where its graph replays: kFreeCaptures of them, then one more per
+  // kReplaysPerCapture replays (a decode loop's step, captured once a generation on the new
+  // cache and replayed every token, keeps capturing; a training step's activations, new
+  // every call and never replayed, stop at kFreeCaptures and run kernel by kernel).
+  constexpr int kFreeCaptures = 16;
+  constexpr int64_t kReplaysPerCapture = 16;
+  const bool may_capture = caller_captures < kFreeCaptures + caller_replays / kReplaysPerCapture;
   auto seen = std::find(caller_seen.begin(), caller_seen.end(), key);
-  if (seen == caller_seen.end() || caller_captures >= kMaxCaptures) {
+  if (seen == caller_seen.end() || !may_capture) {
     constexpr size_t kKeptSeen = 16;
     if (seen == caller_seen.end()) {
       if (caller_seen.size() == kKeptSeen) caller_seen.erase(caller_seen.begin());
@@ -592,45 +603,39 @@ Status CudaExecutable::State::RunInPlace(const std::vector<uint64_t>& key, CUstr
   }
   caller_seen.erase(seen);
   ++caller_captures;
+  ++caller_replays;
   ++run_counts.captures;
   ++run_counts.replays;
-  ASSIGN_OR_RETURN(CudaGraphExec exec, Capture(at));
+  // The oldest graph makes room, updated into the new one where the driver can.
   constexpr size_t kKeptGraphs = 8;
-  if (caller_graphs.size() == kKeptGraphs) caller_graphs.erase(caller_graphs.begin());
+  CudaGraphExec oldest;
+  if (caller_graphs.size() == kKeptGraphs) {
+    oldest = std::move(caller_graphs.front().second);
+    caller_graphs.erase(caller_graphs.begin());
+  }
+  ASSIGN_OR_RETURN(CudaGraphExec exec, Capture(at, std::move(oldest)));
   caller_graphs.emplace_back(key, std::move(exec));
   return device->Check(api().cuGraphLaunch(caller_graphs.back().second.get(), on), "cuGraphLaunch");
 }
 
 bool CudaExecutable::State::NoteVolatilePointers(const std::vector<uint64_t>& key) {
-  // A value of at most kStagedBytes whose pointer changed kChanges times: copying it costs
-  // less than launching every kernel one by one (GPT-2's decode step: 121 launches, ~375 us
-  // of host time a step, H200, 2026-12-04; a copy's launch is ~2 us). Only while no other
-  // pointer changes: where one does (a training step's activations), the key is new anyway
-  // and the copies would be all cost.
+  // A value of at most kStagedBytes: copying it costs less than launching every kernel one by
+  // one (GPT-2's decode step: 121 launches, ~375 us of host time a step, H200, 2026-12-04; a
+  // copy's launch is ~2 us).
   constexpr int64_t kStagedBytes = 1 << 20;
-  constexpr int kChanges = 2;
-  if (last_pointers.empty()) {
-    last_pointers = key;
-    pointer_changes.assign(key.size(), 0);
-    staged.assign(key.size(), false);
+  if (volatile_pointers.empty()) {
     // Entries that share a node, or are copied after the run, keep their pointers.
     std::map<int, int> uses;
     for (int node : caller_nodes) ++uses[node];
+    std::vector<bool> stageable(key.size());
     for (size_t i = 0; i < key.size(); ++i) {
       const bool copied = std::any_of(caller_copies.begin(), caller_copies.end(),
                                       [&](const CallerCopy& c) { return c.to == i || c.from == static_cast<int>(i); });
-      if (uses[caller_nodes[i]] > 1 || copied || Bytes(caller_nodes[i]) > kStagedBytes) pointer_changes[i] = -1;
+      stageable[i] = uses[caller_nodes[i]] == 1 && !copied && Bytes(caller_nodes[i]) <= kStagedBytes;
     }
-    return false;
+    volatile_pointers.Reset(std::move(stageable));
   }
-  ++calls_since_fixed_changed;
-  for (size_t i = 0; i < key.size(); ++i) {
-    if (key[i] == last_pointers[i]) continue;
-    last_pointers[i] = key[i];
-    if (pointer_changes[i] < 0) calls_since_fixed_changed = 0;
-    else if (++pointer_changes[i] >= kChanges) staged[i] = true;
-  }
-  return calls_since_fixed_changed >= kChanges;
+  return volatile_pointers.Note(key);
 }
 
 std::vector<bool> CudaExecutable::State::DivertedOutputs(const std::vector<uint64_t>& inputs, const std::vector<uint64_t>& outputs) {
@@ -689,7 +694,7 @@ Status CudaExecutable::RunOnDevice(const std::vector<uint64_t>& inputs, const st
     std::vector<StagedCopy> before, after;
     for (size_t i = 0; i < key.size(); ++i) {
       const bool divert = i >= inputs.size() && diverted[i - inputs.size()];
-      if (!(stage && s.staged[i]) && !divert) continue;
+      if (!(stage && s.volatile_pointers.staged(i)) && !divert) continue;
       keyed[i] = s.own_pointers[i];
       const int64_t bytes = s.Bytes(s.caller_nodes[i]);
       if (i < inputs.size()) before.push_back({key[i], keyed[i], bytes});

@@ -17,6 +17,7 @@
 #include "backend/cuda/cuda_program.h"
 #include "backend/cuda/device_allocator.h"
 #include "backend/cuda/device_constants.h"
+#include "backend/cuda/volatile_pointers.h"
 #include "runtime/memory_plan.h"
 
 namespace tilefuse {
@@ -52,6 +53,7 @@ struct CudaExecutable::State {
   // RunOnDevice's graphs captured on callers' pointers (inputs then outputs), newest last.
   std::vector<std::pair<std::vector<uint64_t>, CudaGraphExec>> caller_graphs;
   int caller_captures = 0;  // how many RunOnDevice has captured (bounded: see there)
+  int64_t caller_replays = 0;  // launches of caller_graphs
   CudaExecutable::RunCounts run_counts;  // RunOnDevice's runs
   // Pointer sets RunOnDevice has launched directly once (captured when seen again), newest last.
   std::vector<std::vector<uint64_t>> caller_seen;
@@ -66,17 +68,11 @@ struct CudaExecutable::State {
   };
   std::vector<CallerCopy> caller_copies;
   std::vector<uint64_t> own_pointers;  // the graph's own buffers of caller_nodes (`captured` runs on them)
-  // RunOnDevice's small values whose caller pointers keep changing (a decode step's token
-  // ids and position, fresh tensors every call): read and written through the graph's own
-  // buffers, copied in before the run and out after, so that the other pointers key a
-  // captured graph that replays. Per caller_nodes entry: its last pointer, how many times it
-  // changed (-1: never staged), and whether it is staged so; calls since an entry never staged
-  // changed its pointer (staging pays only where the others' key then repeats).
-  std::vector<uint64_t> last_pointers;
-  std::vector<int> pointer_changes;
-  std::vector<bool> staged;
-  int calls_since_fixed_changed = 0;
-  // Notes this call's pointers; whether this call stages the entries marked `staged`.
+  // RunOnDevice's small values whose caller pointers are new every call (a decode step's token
+  // ids and position): read and written through the graph's own buffers, so that the other
+  // pointers key a captured graph that replays (volatile_pointers.h says which).
+  VolatilePointers volatile_pointers;
+  // Notes this call's pointers; whether this call stages the entries volatile_pointers marks.
   bool NoteVolatilePointers(const std::vector<uint64_t>& key);
   // Per output of RunOnDevice's call: whether it was given the pointer of an input it may not
   // overwrite (OutputMayOverwriteInput, remembered per pair in `may_overwrite`), so the run
@@ -115,8 +111,10 @@ struct CudaExecutable::State {
   Status Enqueue(const std::vector<CUdeviceptr>& at, std::vector<KernelTiming>* timings, CUstream stream) const;
   // RunOnDevice's run on aligned caller pointers (inputs, then outputs), less caller_copies.
   Status RunInPlace(const std::vector<uint64_t>& key, CUstream on);
-  // The steps captured as a CUDA graph on the addresses `at`.
-  StatusOr<CudaGraphExec> Capture(const std::vector<CUdeviceptr>& at) const;
+  // The steps captured as a CUDA graph on the addresses `at`; instantiated, or written into
+  // `reuse` (a graph of the same steps on other addresses, no longer wanted) where the driver
+  // can update it in place, which costs less than instantiating.
+  StatusOr<CudaGraphExec> Capture(const std::vector<CUdeviceptr>& at, CudaGraphExec reuse = {}) const;
   // The background compile's kernels in place of their stand-ins, when it has ended (or,
   // with `wait`, once it ends); the graphs captured with the stand-ins captured again. A
   // failed compile leaves the stand-ins running, said in plan_notes.

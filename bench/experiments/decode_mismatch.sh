@@ -1,8 +1,32 @@
-B=build-gpu/bundle
-[ -x "$B/tilefuse" ] || tar -C build-gpu -xJf build-gpu/bundle.tar.xz
-export LD_LIBRARY_PATH="$(realpath $B)/lib:${LD_LIBRARY_PATH:-}"
+#!/usr/bin/env bash
+# The GPU decode tests' logits against eager's, under the decode switches and in different
+# company: the fold test alone and after the file's other tests (a mismatch seen only in the
+# whole file, 2026-12-06), then decode_mismatch_probe.py per setting in its own process.
+# Usage: bash bench/experiments/decode_mismatch.sh BUNDLE_DIR OUT_DIR  (STAGES="pytest probe")
+set -uo pipefail
+B=${1:?bundle folder (build-gpu/bundle)}
+OUT=${2:?output folder}
+source bench/experiments/template_checks.sh
+open_bundle decode_mismatch.log
 X=/tmp/tilefuse-python
-[ -d "$X" ] || scripts/gpu-python-ext.sh "$B" "$X" > $OUT/ext.log 2>&1 || tail $OUT/ext.log
-for s in "" "TILEFUSE_SKINNY_NORMS=1" "TILEFUSE_CACHE_UPDATE_IN_ATTENTION=1" "TILEFUSE_SKINNY_NORMS=1 TILEFUSE_CACHE_UPDATE_IN_ATTENTION=1" "TILEFUSE_LAUNCH_TOGETHER=0"; do
-  env $s HF_HUB_OFFLINE=1 PYTHONPATH="$X" timeout 100 python3 bench/experiments/decode_mismatch_probe.py 2>&1 | grep -E "pass|step graph|Error|error" | head -14
-done
+[ -d "$X" ] || scripts/gpu-python-ext.sh "$B" "$X" >"$OUT/ext.log" 2>&1 || tail "$OUT/ext.log"
+# pytest_with "ENV ASSIGNMENTS" [pytest args]: the decode test file (or what the args select).
+pytest_with() {
+  local switches=$1
+  shift
+  echo "== pytest, ${switches:-no switches} $*" | tee -a "$log"
+  env $switches HF_HUB_OFFLINE=1 PYTHONPATH="$X:$B/python/pytest-lib" timeout 150 python3 -m pytest -q -p no:cacheprovider \
+    --show-capture=no --tb=line -rf "$@" python/tests/test_torch_decode.py 2>&1 | grep -E "pass [01]|passed|failed|FAILED" |
+    cut -c1-600 | tee -a "$log"
+}
+if [[ " ${STAGES:-pytest probe} " == *" pytest "* ]]; then
+  pytest_with "TILEFUSE_SKINNY_NORMS=1" -k cache_update_in_the_attention
+  pytest_with ""
+  pytest_with "TILEFUSE_SKINNY_NORMS=1"
+fi
+if [[ " ${STAGES:-pytest probe} " == *" probe "* ]]; then
+  for s in "" "TILEFUSE_SKINNY_NORMS=1 TILEFUSE_CACHE_UPDATE_IN_ATTENTION=1"; do
+    env $s HF_HUB_OFFLINE=1 PYTHONPATH="$X" timeout 100 python3 bench/experiments/decode_mismatch_probe.py 2>&1 |
+      grep -E " pass |Error" | tee -a "$log"
+  done
+fi

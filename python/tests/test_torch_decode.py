@@ -138,10 +138,12 @@ def test_bf16_decoding_on_the_gpu_with_the_cache_update_in_the_attention(name, f
     expected_logits, expected_cache = _forced(model, model.config, tokens)
     earlier = {id(g) for g in tilefuse.torch_backend._live_graphs()}  # (other tests' graphs may live on)
     compiled = torch.compile(model.forward, backend="tilefuse")
-    for _ in range(2):  # the second time through the step's captured graph
+    for attempt in range(2):  # the second time through the step's captured graph
         logits, cache = _forced(compiled, model.config, tokens)
         scale = expected_logits.abs().max().item()
-        torch.testing.assert_close(logits, expected_logits, rtol=0, atol=3e-2 * scale)
+        steps = [round(d, 3) for d in ((logits - expected_logits).abs().amax(dim=-1).flatten() / scale).tolist()]
+        torch.testing.assert_close(logits, expected_logits, rtol=0, atol=3e-2 * scale,
+                                   msg=lambda m: f"pass {attempt}, each step's largest difference / scale {steps}: {m}")
         for (keys, values), (expected_keys, expected_values) in zip(cache, expected_cache):
             torch.testing.assert_close(keys, expected_keys, rtol=2e-2, atol=2e-2)
             torch.testing.assert_close(values, expected_values, rtol=2e-2, atol=2e-2)

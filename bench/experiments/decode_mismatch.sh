@@ -19,14 +19,17 @@ pytest_with() {
     --show-capture=no --tb=line -rf "$@" python/tests/test_torch_decode.py 2>&1 | grep -E "pass [01]|passed|failed|FAILED" |
     cut -c1-600 | tee -a "$log"
 }
+# VARIANTS: switch sets separated by ';' (each run once with the pytest args in PYTEST_ARGS,
+# and once by the probe).
+IFS=';' read -ra variants <<<"${VARIANTS:-TILEFUSE_SKINNY_NORMS=1;;TILEFUSE_SKINNY_NORMS=1 TILEFUSE_CACHE_UPDATE_IN_ATTENTION=1}"
 if [[ " ${STAGES:-pytest probe} " == *" pytest "* ]]; then
-  pytest_with "TILEFUSE_SKINNY_NORMS=1" -k cache_update_in_the_attention
-  pytest_with ""
-  pytest_with "TILEFUSE_SKINNY_NORMS=1"
+  for s in "${variants[@]}"; do
+    pytest_with "$s" ${PYTEST_ARGS:-}
+  done
 fi
 if [[ " ${STAGES:-pytest probe} " == *" probe "* ]]; then
-  for s in "" "TILEFUSE_SKINNY_NORMS=1 TILEFUSE_CACHE_UPDATE_IN_ATTENTION=1"; do
+  for s in "${variants[@]}"; do
     env $s HF_HUB_OFFLINE=1 PYTHONPATH="$X" timeout 100 python3 bench/experiments/decode_mismatch_probe.py 2>&1 |
-      grep -E " pass |Error" | tee -a "$log"
+      grep -E " pass |Error" | cut -c1-300 | tee -a "$log"
   done
 fi

@@ -501,3 +501,64 @@ def test_a_training_steps_attention_backward_runs_on_the_template(kv_heads):
     assert any(mode == "attention template" for c in forward["compiled"] for mode in c["kernel_modes"]), forward
     assert not backward["split"] and not backward["in_pytorch"], backward["in_pytorch"]
     assert any(mode == "attention backward template" for c in backward["compiled"] for mode in c["kernel_modes"]), backward
+
+
+def _cache_update_then_decode_attention(position_value, fused_qkv):
+    """A decode step's attention over K/V caches updated at `position` (index_copy_ as traced: the
+    key index compared with the position at the caches' shape), the updated caches returned; f16,
+    4 heads, 64 keys of 64 dims. `fused_qkv`: q and the new rows are views of one [1, 1, 768]
+    product output (GPT-2's c_attn split into heads), else parameters of their own. The built
+    graph, and its inputs (the position given)."""
+    from tilefuse import _tilefuse
+    cache, row = [1, 4, 64, 64], [1, 4, 1, 64]
+    b = _tilefuse.GraphBuilder()
+    k_cache, v_cache = b.parameter("k_cache", "f16", cache), b.parameter("v_cache", "f16", cache)
+    if fused_qkv:
+        qkv = b.parameter("qkv", "f16", [1, 1, 768])
+        q, k_row, v_row = [b.transpose(b.reshape(part, [1, 1, 4, 64]), [0, 2, 1, 3]) for part in b.split(qkv, 2, [256, 256, 256])]
+    else:
+        k_row, v_row = b.parameter("k_row", "f16", row), b.parameter("v_row", "f16", row)
+    position = b.parameter("position", "i64", [1])
+    if not fused_qkv:
+        q = b.parameter("q", "f16", row)
+    hit = b.pointwise("equal", [b.iota(cache, 2, "i64"), b.broadcast_to(b.reshape(position, [1, 1, 1, 1]), cache)])
+    k = b.pointwise("where", [hit, b.broadcast_to(k_row, cache), k_cache])
+    v = b.pointwise("where", [hit, b.broadcast_to(v_row, cache), v_cache])
+    scores = b.pointwise("mul", [b.matmul(q, b.transpose(k, [0, 1, 3, 2])), b.broadcast_to(b.scalar(0.125, "f16"), [1, 4, 1, 64])])
+    b.output(b.matmul(b.softmax(scores, -1), v), "out")
+    b.output(k, "k_updated")
+    b.output(v, "v_updated")
+    rng = np.random.default_rng(7)
+    shapes = [cache, cache, [1, 1, 768]] if fused_qkv else [cache, cache, row, row]
+    arrays = [rng.standard_normal(shape).astype(np.float16) for shape in shapes]
+    arrays.append(np.array([position_value], dtype=np.int64))
+    if not fused_qkv:
+        arrays.append(rng.standard_normal(row).astype(np.float16))
+    return b.build(), arrays
+
+
+@pytest.mark.parametrize("fused_qkv", [False, True])
+@pytest.mark.parametrize("fold", ["1", "0"])
+def test_a_cache_update_folded_into_the_decode_attention_matches_the_reference(fold, fused_qkv, monkeypatch):
+    # TILEFUSE_CACHE_UPDATE_IN_ATTENTION=1: the decode attention writes the new rows into the
+    # caches itself (the update's kernel gone). Against the reference interpreter: the output,
+    # and both caches (the position's row replaced, every other row as it was), fresh outputs
+    # each run and again through the captured graph.
+    from tilefuse import _tilefuse
+    from tilefuse._model import _wrap
+    monkeypatch.setenv("TILEFUSE_CACHE_UPDATE_IN_ATTENTION", fold)
+    graph, arrays = _cache_update_then_decode_attention(37, fused_qkv)
+    expected = _wrap(_tilefuse.compile_graph(graph, "reference", False, True, 0), "the fold's graph")(*arrays)
+    try:
+        model = _wrap(_tilefuse.compile_graph(_cache_update_then_decode_attention(37, fused_qkv)[0], "cuda", False, True, 0), "the fold's graph")
+    except tilefuse.Error as error:
+        if error.code == "not found":
+            pytest.skip(f"no usable GPU: {error}")
+        raise
+    attention = [k for k in model.kernels if k.mode == "attention template"]
+    assert len(attention) == 1 and ("new key and value written" in attention[0].strategy) == (fold == "1"), model.kernels
+    for _ in range(3):
+        got = model(*arrays)
+        np.testing.assert_allclose(np.asarray(got[0], np.float32), np.asarray(expected[0], np.float32), rtol=2e-2, atol=2e-3)
+        for cache in (1, 2):
+            np.testing.assert_array_equal(np.asarray(got[cache]), np.asarray(expected[cache]), err_msg=f"output {cache}")

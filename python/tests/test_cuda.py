@@ -503,12 +503,13 @@ def test_a_training_steps_attention_backward_runs_on_the_template(kv_heads):
     assert any(mode == "attention backward template" for c in backward["compiled"] for mode in c["kernel_modes"]), backward
 
 
-def _cache_update_then_decode_attention(position_value, fused_qkv):
+def _cache_update_then_decode_attention(position_value, fused_qkv, position_constant=False):
     """A decode step's attention over K/V caches updated at `position` (index_copy_ as traced: the
     key index compared with the position at the caches' shape), the updated caches returned; f16,
     4 heads, 64 keys of 64 dims. `fused_qkv`: q and the new rows are views of one [1, 1, 768]
-    product output (GPT-2's c_attn split into heads), else parameters of their own. The built
-    graph, and its inputs (the position given)."""
+    product output (GPT-2's c_attn split into heads), else parameters of their own;
+    `position_constant`: the position a constant of the graph (as Dynamo specializes one), not an
+    input. The built graph, and its inputs (the position given)."""
     from tilefuse import _tilefuse
     cache, row = [1, 4, 64, 64], [1, 4, 1, 64]
     b = _tilefuse.GraphBuilder()
@@ -518,7 +519,8 @@ def _cache_update_then_decode_attention(position_value, fused_qkv):
         q, k_row, v_row = [b.transpose(b.reshape(part, [1, 1, 4, 64]), [0, 2, 1, 3]) for part in b.split(qkv, 2, [256, 256, 256])]
     else:
         k_row, v_row = b.parameter("k_row", "f16", row), b.parameter("v_row", "f16", row)
-    position = b.parameter("position", "i64", [1])
+    position_array = np.array([position_value], dtype=np.int64)
+    position = b.constant(position_array) if position_constant else b.parameter("position", "i64", [1])
     if not fused_qkv:
         q = b.parameter("q", "f16", row)
     hit = b.pointwise("equal", [b.iota(cache, 2, "i64"), b.broadcast_to(b.reshape(position, [1, 1, 1, 1]), cache)])
@@ -531,7 +533,8 @@ def _cache_update_then_decode_attention(position_value, fused_qkv):
     rng = np.random.default_rng(7)
     shapes = [cache, cache, [1, 1, 768]] if fused_qkv else [cache, cache, row, row]
     arrays = [rng.standard_normal(shape).astype(np.float16) for shape in shapes]
-    arrays.append(np.array([position_value], dtype=np.int64))
+    if not position_constant:
+        arrays.append(position_array)
     if not fused_qkv:
         arrays.append(rng.standard_normal(row).astype(np.float16))
     return b.build(), arrays
@@ -562,3 +565,22 @@ def test_a_cache_update_folded_into_the_decode_attention_matches_the_reference(f
         np.testing.assert_allclose(np.asarray(got[0], np.float32), np.asarray(expected[0], np.float32), rtol=2e-2, atol=2e-3)
         for cache in (1, 2):
             np.testing.assert_array_equal(np.asarray(got[cache]), np.asarray(expected[cache]), err_msg=f"output {cache}")
+
+
+def test_the_cache_update_folds_where_the_position_is_read_at_run_time(monkeypatch):
+    # Lowered for sm_90a (NVRTC, no GPU). The folded attention reads the position from memory at
+    # every run; a position the graph holds as a constant (Dynamo specializes the first steps'
+    # cache_position) is compared as one, which the fold's matcher does not take: the update
+    # keeps its kernel there.
+    from tilefuse import _tilefuse
+    monkeypatch.setenv("TILEFUSE_CACHE_UPDATE_IN_ATTENTION", "1")
+    for constant in (False, True):
+        graph, _ = _cache_update_then_decode_attention(37, fused_qkv=True, position_constant=constant)
+        try:
+            kernels = _tilefuse.build_graph_for_cuda_arch(graph, "sm_90a")
+        except tilefuse.Error as error:
+            pytest.skip(f"no NVRTC: {error}")
+        attention = [k for k in kernels if k["mode"] == "attention template"]
+        assert len(attention) == 1, kernels
+        assert ("new key and value written" in attention[0]["strategy"]) == (not constant), kernels
+        assert len(kernels) == (2 if constant else 1), [k["name"] for k in kernels]

@@ -166,7 +166,9 @@ struct TemplateOverrides {
   bool gemm_row_norms = false;
   // Layer norms computed in the skinny products that read them (gemm_skinny_sm90.cuh's kNormA;
   // TILEFUSE_SKINNY_NORMS=1). Off by default: GPT-2's decode 3% faster on an H200, within the
-  // runs' spread (bench/results/2026-12-05-decode-step-kernels.md).
+  // runs' spread (bench/results/2026-12-05-decode-step-kernels.md), and on an H100 the bf16
+  // decode test's LLaMA config gave wrong logits with it, cause not yet found
+  // (bench/results/2026-12-06-decode-staging.md).
   bool skinny_norms = false;
   // A skinny product's split-K summed in a thread-block cluster's shared memory where a form
   // fits one wave (gemm_skinny_sm90.cuh's kSplitsInCluster; false, TILEFUSE_SKINNY_CLUSTERS=0:
@@ -175,9 +177,10 @@ struct TemplateOverrides {
   bool skinny_clusters = true;
   // A KV cache's update at one position written by the decode attention that reads the
   // updated cache (backend/cuda/cuda_cache_update_fold.h; TILEFUSE_CACHE_UPDATE_IN_ATTENTION=1).
-  // Off: correct on an H100, but slower while the runtime stages the caches (copied into its
-  // buffers every step once a few generations have changed their pointers), where the folded
-  // attention copies the whole cache (bench/results/2026-12-06-h100-decode-folds.md).
+  // Off: correct on an H100 (eager's logits and caches; the reference on its own graph), but
+  // timed only beside the norms switch (GPT-2's step 281.1 -> 270.0 µs of device time with both,
+  // bench/results/2026-12-06-decode-staging.md). A position the graph holds as a constant (a
+  // step Dynamo specialized) keeps the update's kernel: the fold reads it from memory.
   bool cache_updates_in_attention = false;
   // Independent generated kernels whose inputs are ready launched as one
   // (codegen/cuda/cuda_launch_together.h; false, TILEFUSE_LAUNCH_TOGETHER=0: a launch each).

@@ -105,6 +105,11 @@ if has gemm; then
     for path in template auto; do [[ $m == bench/* ]] || check_run "$m --gemm $path" "$m" --gemm $path; done
     check_run "$m --gemm template --stand-ins" "$m" --gemm template --stand-ins
   done
+  # Norms computed in the skinny products that read them (off by default: the switch gave wrong
+  # logits on a LLaMA decode config on an H100, 2026-12-06), so that the form is checked.
+  for m in tests/gemm/gemm_skinny_layer_norm*.onnxtxt tests/gemm/gemm_skinny_rms_norm*.onnxtxt; do
+    TILEFUSE_SKINNY_NORMS=1 check_run "$m --gemm template, TILEFUSE_SKINNY_NORMS=1" "$m" --gemm template
+  done
   # f32 matmuls on TF32 tensor cores (--precision high; checked to the f16 tolerance).
   # FP8 products in the tensor cores' own accumulation too (--precision high).
   for m in examples/matmul_bias_relu.onnxtxt examples/mlp_block.onnxtxt examples/causal_attention.onnxtxt tests/gemm/gemm_bias_f32.onnxtxt tests/gemm/gemm_fp8_*.onnx; do

@@ -113,7 +113,8 @@ struct CudaExecutable::State {
   Status RunInPlace(const std::vector<uint64_t>& key, CUstream on);
   // The steps captured as a CUDA graph on the addresses `at`; instantiated, or written into
   // `reuse` (a graph of the same steps on other addresses, no longer wanted) where the driver
-  // can update it in place, which costs less than instantiating.
+  // can update it in place, which costs less than instantiating (launches of it already queued
+  // keep what they were given, as with the driver's per-node updates).
   StatusOr<CudaGraphExec> Capture(const std::vector<CUdeviceptr>& at, CudaGraphExec reuse = {}) const;
   // The background compile's kernels in place of their stand-ins, when it has ended (or,
   // with `wait`, once it ends); the graphs captured with the stand-ins captured again. A

@@ -22,7 +22,7 @@ class VolatilePointers {
   // `stageable[i]`: whether entry i may be staged at all (a small value with its own node, not
   // one copied after the run anyway). Forgets what was seen before.
   void Reset(std::vector<bool> stageable);
-  bool empty() const { return last_.empty(); }
+  bool empty() const { return last_.empty(); }  // no call noted since Reset (or ever)
 
   // Notes a call's pointers (as many as Reset's entries); returns whether this call stages the
   // entries `staged()` marks: only once no unstageable entry has changed its pointer for

@@ -6,7 +6,8 @@
 # backend/cuda/cuda_cache_update_fold.h); and the step's host path after call_checked reads only
 # the pointers that changed (the runtime's own host time printed by the probe).
 #   pytest: the decode tests (bf16 with and without the cache update in the attention, against
-#           eager's logits and caches; the norms in the products), or the tests PYTESTS names
+#           eager's logits and caches; the norms in the products unless PYTEST_NORMS=0), or the
+#           tests PYTESTS names
 #   probes: GPT-2's decode step (decode_host_time_probe.py, timeline) per setting in PROBES,
 #           "NORMS,FOLD" pairs (default "0,0 1,0 0,1 1,1"); PROBE_ARGS more of its flags (--host)
 #   checks: every skinny graph with a norm against the f64 reference and under memcheck with the
@@ -23,7 +24,10 @@ open_bundle decode_folds.log
 X=/tmp/tilefuse-python
 [ -d "$X" ] || scripts/gpu-python-ext.sh "$B" "$X" >"$OUT/ext.log" 2>&1 || tail "$OUT/ext.log"
 if [[ " $STAGES " == *" pytest "* ]]; then
-  TILEFUSE_SKINNY_NORMS=1 HF_HUB_OFFLINE=1 PYTHONPATH="$X:$B/python/pytest-lib" timeout 200 python3 -m pytest -q -p no:cacheprovider \
+  # The norms switch is on for these tests unless PYTEST_NORMS=0; the log says which (a reading
+  # of this stage once missed that it was on, 2026-12-06).
+  echo "== pytest, TILEFUSE_SKINNY_NORMS=${PYTEST_NORMS:-1}: ${PYTESTS:-python/tests/test_torch_decode.py}" | tee -a "$log"
+  TILEFUSE_SKINNY_NORMS=${PYTEST_NORMS:-1} HF_HUB_OFFLINE=1 PYTHONPATH="$X:$B/python/pytest-lib" timeout 200 python3 -m pytest -q -p no:cacheprovider \
     --show-capture=no --tb=short ${PYTESTS:-python/tests/test_torch_decode.py} 2>&1 | tail -25 | tee -a "$log"
 fi
 if [[ " $STAGES " == *" probes "* ]]; then

@@ -102,16 +102,19 @@ def test_static_cache_decoding_on_the_gpu_writes_the_cache_in_place_and_replays_
 def _forced(forward, config, tokens):
     """Each step's last logits (f32) with `tokens` fed in (the first PROMPT at once, then one a
     step: the same inputs for every forward, whatever it would have chosen) and the static
-    cache's keys and values after the last step."""
+    cache's keys and values after the last step. As bench/decode.py feeds a step: the position on
+    the tokens' device and each step's token a tensor of its own (a CPU position or a view at an
+    offset made Dynamo compile the step again and again, graphs in which neither fold applied)."""
     cache = transformers.StaticCache(config=config, max_cache_len=tokens.shape[1])
-    position = torch.arange(PROMPT)
+    position = torch.arange(PROMPT, device=tokens.device)
     logits = []
     with torch.no_grad():
-        out = forward(input_ids=tokens[:, :PROMPT], past_key_values=cache, cache_position=position, use_cache=True).logits
+        out = forward(input_ids=tokens[:, :PROMPT].clone(), past_key_values=cache, cache_position=position, use_cache=True).logits
         for t in range(PROMPT, tokens.shape[1]):
             logits.append(out[:, -1].float())
             position = position[-1:] + 1
-            out = forward(input_ids=tokens[:, t:t + 1], past_key_values=cache, cache_position=position, use_cache=True).logits
+            out = forward(input_ids=tokens[:, t:t + 1].clone(), past_key_values=cache, cache_position=position,
+                          use_cache=True).logits
     return torch.stack(logits), [(layer.keys.clone(), layer.values.clone()) for layer in cache.layers]
 
 
@@ -150,10 +153,8 @@ def test_bf16_decoding_on_the_gpu_with_the_cache_update_in_the_attention(name, f
     assert not messages(logs, IN_PYTORCH, logging.WARNING), logs.text
     step = [s for g in tilefuse.torch_backend._live_graphs() if id(g) not in earlier for s in g.compiled.values()
             if s is not None and s.input_shapes[0] == (1, 1)]
-    # Dynamo compiles the step more than once here (9 graphs of one-token inputs on an H100,
-    # 2026-12-06): the first with the position it was given as a constant, which the fold does
-    # not take (it reads the position from memory at run time), the later ones with the
-    # position an input. Some graph folds where asked, none where not.
+    # Some one-token graph folds where asked, none where not (a position Dynamo specialized to a
+    # constant would keep the update's kernel: the fold reads the position from memory).
     assert step and all(s.model.backend == "cuda" for s in step), step
     folded = []
     for s in step:

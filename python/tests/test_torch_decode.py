@@ -104,7 +104,7 @@ def _forced(forward, config, tokens):
     step: the same inputs for every forward, whatever it would have chosen) and the static
     cache's keys and values after the last step. As bench/decode.py feeds a step: the position on
     the tokens' device and each step's token a tensor of its own (a CPU position or a view at an
-    offset made Dynamo compile the step again and again, graphs in which neither fold applied)."""
+    offset made Dynamo compile the step again and again, not every graph taking the fold)."""
     cache = transformers.StaticCache(config=config, max_cache_len=tokens.shape[1])
     position = torch.arange(PROMPT, device=tokens.device)
     logits = []

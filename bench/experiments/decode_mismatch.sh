@@ -30,6 +30,6 @@ fi
 if [[ " ${STAGES:-pytest probe} " == *" probe "* ]]; then
   for s in "${variants[@]}"; do
     env $s HF_HUB_OFFLINE=1 PYTHONPATH="$X" timeout 100 python3 bench/experiments/decode_mismatch_probe.py 2>&1 |
-      grep -E " pass |Error" | cut -c1-300 | tee -a "$log"
+      grep -E " pass |step graph|Error" | cut -c1-300 | tee -a "$log"
   done
 fi

@@ -47,7 +47,11 @@ def main():
         for g in tilefuse.torch_backend._live_graphs():
             for s in g.compiled.values():
                 if s is not None and s.input_shapes[0] == (1, 1):
-                    print(f"  step graph: {len(s.model.kernels)} kernels, counters {s.model.device_run_counts}, "
+                    # (The kernel list names folded groups too: count the folds by their strategies.)
+                    folds = sum("new key and value written" in k.strategy for k in s.model.kernels)
+                    norms = sum("norm of its input" in k.strategy for k in s.model.kernels)
+                    print(f"  step graph: {len(s.model.kernels)} groups, {folds} attention(s) with the cache update, "
+                          f"{norms} product(s) computing a norm, counters {s.model.device_run_counts}, "
                           f"in place {len(s.in_place)}/{len(s.mutations)}", flush=True)
 
 

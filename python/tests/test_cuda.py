@@ -569,7 +569,7 @@ def test_a_cache_update_folded_into_the_decode_attention_matches_the_reference(f
 
 def test_the_cache_update_folds_where_the_position_is_read_at_run_time(monkeypatch):
     # Lowered for sm_90a (NVRTC, no GPU). The folded attention reads the position from memory at
-    # every run; a position the graph holds as a constant (Dynamo specializes the first steps'
+    # every run; a position the graph holds as a constant (as where Dynamo specializes a step's
     # cache_position) is compared as one, which the fold's matcher does not take: the update
     # keeps its kernel there.
     from tilefuse import _tilefuse

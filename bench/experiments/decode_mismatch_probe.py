@@ -10,21 +10,10 @@ import os
 import sys
 
 import torch
-import transformers
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python", "tests"))
 import tilefuse.torch_backend  # noqa: E402,F401  (registers the backend)
-from test_torch_decode import PROMPT, NEW, _forced  # noqa: E402
-
-
-def model_named(name):
-    torch.manual_seed(0)
-    if name == "gpt2":
-        config = transformers.GPT2Config(n_layer=2, n_embd=256, n_head=4, vocab_size=300, n_positions=64)
-        return transformers.GPT2LMHeadModel(config)
-    config = transformers.LlamaConfig(hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4,
-                                      num_key_value_heads=2, vocab_size=300, max_position_embeddings=64)
-    return transformers.LlamaForCausalLM(config)
+from test_torch_decode import NEW, PROMPT, _forced, _head_dim_64_model  # noqa: E402
 
 
 def main():
@@ -32,7 +21,7 @@ def main():
     switches = {k: v for k, v in os.environ.items() if k.startswith("TILEFUSE_")}
     for name in sys.argv[1:] or ["gpt2", "llama"]:
         torch._dynamo.reset()
-        model = model_named(name).eval().to(device, torch.bfloat16)
+        model = _head_dim_64_model(name).to(device, torch.bfloat16)
         tokens = torch.randint(0, model.config.vocab_size, (1, PROMPT + NEW), generator=torch.Generator().manual_seed(5)).to(device)
         expected, expected_cache = _forced(model, model.config, tokens)
         scale = expected.abs().max().item()

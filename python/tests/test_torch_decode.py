@@ -118,6 +118,18 @@ def _forced(forward, config, tokens):
     return torch.stack(logits), [(layer.keys.clone(), layer.values.clone()) for layer in cache.layers]
 
 
+def _head_dim_64_model(name):
+    """GPT-2's or a LLaMA-style config of two layers, 256 wide in heads of 64 (the decode
+    attention's form), random weights (seed 0), in eval mode."""
+    torch.manual_seed(0)
+    if name == "gpt2":
+        config = transformers.GPT2Config(n_layer=2, n_embd=256, n_head=4, vocab_size=300, n_positions=64)
+        return transformers.GPT2LMHeadModel(config).eval()
+    config = transformers.LlamaConfig(hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4,
+                                      num_key_value_heads=2, vocab_size=300, max_position_embeddings=64)
+    return transformers.LlamaForCausalLM(config).eval()
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU: the decode attention and its cache update are the "
                                                           "GPU's attention template")
 @pytest.mark.parametrize("fold", ["1", "0"])
@@ -128,15 +140,8 @@ def test_bf16_decoding_on_the_gpu_with_the_cache_update_in_the_attention(name, f
     # The same tokens fed to eager and to the compiled model: the logits agree within bf16's
     # rounding, and so do the caches after the last step (every position written, none other).
     monkeypatch.setenv("TILEFUSE_CACHE_UPDATE_IN_ATTENTION", fold)
-    torch.manual_seed(0)
-    if name == "gpt2":
-        config = transformers.GPT2Config(n_layer=2, n_embd=256, n_head=4, vocab_size=300, n_positions=64)
-        model = transformers.GPT2LMHeadModel(config)
-    else:
-        config = transformers.LlamaConfig(hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4,
-                                          num_key_value_heads=2, vocab_size=300, max_position_embeddings=64)
-        model = transformers.LlamaForCausalLM(config)
-    model = model.eval().cuda().to(torch.bfloat16)
+    model = _head_dim_64_model(name).cuda().to(torch.bfloat16)
+    config = model.config
     tokens = torch.randint(0, config.vocab_size, (1, PROMPT + NEW), generator=torch.Generator().manual_seed(5)).cuda()
     expected_logits, expected_cache = _forced(model, model.config, tokens)
     earlier = {id(g) for g in tilefuse.torch_backend._live_graphs()}  # (other tests' graphs may live on)

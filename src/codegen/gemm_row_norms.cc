@@ -157,8 +157,11 @@ class NormWalk {
 
   bool Member(int id) const { return id >= 0 && id < static_cast<int>(member_.size()) && member_[id]; }
   bool FloatCast(const Node& n) const { return n.op == OpCode::kCast && IsFloat(n.dtype) && IsFloat(g_.node(n.inputs[0]).dtype); }
+  // Through the norm's own casts only: a cast of x computed by x's producer (a LLaMA model's
+  // last residual sum written as f32 for its final norm) leaves x in no memory the product
+  // could read (the final norm's fold read an unwritten buffer: wrong logits on an H100).
   int ThroughCasts(int id) const {
-    while (FloatCast(g_.node(id))) id = g_.node(id).inputs[0];
+    while (FloatCast(g_.node(id)) && Member(id)) id = g_.node(id).inputs[0];
     return id;
   }
   int ThroughShape(int id) const {

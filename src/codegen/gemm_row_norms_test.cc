@@ -91,6 +91,15 @@ TEST(GemmRowNormsTest, RefusesWhatIsNotThatNorm) {
     EXPECT_FALSE(MatchRmsNorm(n.graph, n.out, n.member).has_value());
   }
   {
+    // (LLaMA's final norm: its last residual sum written as f32 by the down product, the bf16
+    // sum in no memory.)
+    SCOPED_TRACE("x's cast to f32 computed outside the group, by x's producer");
+    Built n = BuildNorm(NormForm{});
+    for (int id = 0; id < n.graph.num_nodes(); ++id)
+      if (n.graph.node(id).op == OpCode::kCast && n.graph.node(id).inputs[0] == n.x) n.member[id] = false;
+    EXPECT_FALSE(MatchRmsNorm(n.graph, n.out, n.member).has_value());
+  }
+  {
     SCOPED_TRACE("x computed in the group (a residual added first)");
     Built n = BuildNorm(NormForm{});
     n.member[n.x] = true;

@@ -616,6 +616,7 @@ void FoldRowNormsIntoProducts(const Graph& g, const FusionPlan& plan, const Cuda
 void FoldNormsIntoSkinnyProducts(const Graph& g, const FusionPlan& plan, const CudaTarget& target, CudaProgram& program) {
   if (!target.overrides.skinny_norms || target.arch != "sm_90a") return;
   const std::vector<std::vector<int>> readers = GroupsReadingEachNode(g, plan);
+  const std::vector<int> written_at = StepOfEachNode(g, plan);
   for (size_t n = 0; n < program.groups.size(); ++n) {
     CudaGroupProgram& norm_program = program.groups[n];
     if (plan.groups[n].kind != GroupKind::kRowReduction || plan.groups[n].outputs.size() != 1) continue;
@@ -640,6 +641,9 @@ void FoldNormsIntoSkinnyProducts(const Graph& g, const FusionPlan& plan, const C
     } else {
       continue;
     }
+    // x read from memory: the graph's or a group's output (the matchers check it too).
+    const Node& x = g.node(input);
+    if (x.op != OpCode::kParameter && x.op != OpCode::kConstant && written_at[input] < 0) continue;
     // Each reader (a group of its own) able to compute it.
     std::vector<std::pair<int, CudaLaunchable>> folded;
     for (int r : readers[normed]) {

@@ -129,6 +129,62 @@ TEST(CudaSkinnyNormsTest, ANormNeededElsewhereKeepsItsKernel) {
   for (const CudaGroupProgram& p : program.groups) EXPECT_LT(p.normed_into, 0);
 }
 
+// A LLaMA model's end at a decode step: the last layer's down product adds the residual, and
+// only the final RMS norm reads the sum, as f32 (the norm's first cast, taken into the product's
+// epilogue), then the LM head.
+Graph ResidualProductThenFinalNormAndHead() {
+  GraphBuilder b;
+  Value a = b.Parameter("a", DType::kBF16, {1, 512});
+  Value w_down = b.Parameter("w_down", DType::kBF16, {256, 512});
+  Value residual = b.Parameter("residual", DType::kBF16, {1, 256});
+  Value scale = b.Parameter("scale", DType::kBF16, {256});
+  Value w_head = b.Parameter("w_head", DType::kBF16, {320, 256});
+  Value h = b.Add(b.MatMul(a, b.Transpose(w_down, {1, 0})), residual);
+  Value hf = b.Cast(h, DType::kF32);
+  Value mean = b.Reduce(OpCode::kReduceMean, b.Mul(hf, hf), {1}, true);
+  Value normed = b.Mul(scale, b.Cast(b.Mul(hf, b.Unary(OpCode::kRsqrt, b.AddScalar(mean, 1e-6))), DType::kBF16));
+  b.Output(b.MatMul(normed, b.Transpose(w_head, {1, 0})), "logits");
+  StatusOr<Graph> g = b.Build();
+  EXPECT_TRUE(g.ok()) << g.status().ToString();
+  StatusOr<Graph> passed = RunGraphPasses(std::move(*g), PassOptions{});
+  EXPECT_TRUE(passed.ok()) << passed.status().ToString();
+  return std::move(*passed);
+}
+
+// Every kernel reads only what is in memory: the graph's inputs and constants and the values
+// some group writes. (The final norm computed in the LM head read the bf16 sum, which the down
+// product, writing the f32 cast instead, never stored: wrong logits on an H100, 2026-12-06.)
+TEST(CudaSkinnyNormsTest, ANormWhoseInputsCastIsItsProducersIsNotComputedInTheProduct) {
+  const Graph g = ResidualProductThenFinalNormAndHead();
+  CudaTarget target;
+  target.gemm = GemmPath::kTemplate;
+  target.overrides.skinny_norms = true;
+  StatusOr<CudaPlan> plan = PlanFusionForCuda(g, PlannerOptions{}, target);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  // The form that went wrong: the norm's cast to f32 computed by the down product.
+  bool cast_in_product = false;
+  for (const FusionGroup& group : plan->plan.groups)
+    if (group.kind == GroupKind::kGemm)
+      for (int id : group.nodes) cast_in_product |= g.node(id).op == OpCode::kCast && g.node(id).dtype == DType::kF32;
+  ASSERT_TRUE(cast_in_product) << "the plan no longer takes the norm's cast into the product: this test no longer shows the case";
+  StatusOr<CudaProgram> program = BuildCudaProgram(g, plan->plan, FindInlinedGenerators(g), "", {}, target);
+  ASSERT_TRUE(program.ok()) << program.status().ToString();
+  std::vector<bool> in_memory(g.num_nodes(), false);
+  for (const Node& n : g.nodes()) in_memory[n.id] = n.op == OpCode::kParameter || n.op == OpCode::kConstant;
+  for (const FusionGroup& group : plan->plan.groups)
+    for (int out : group.outputs) in_memory[out] = true;
+  for (const CudaKernelSource& k : Sources(*program)) {
+    for (const LaunchArg& arg : k.launch.args) {
+      if (arg.kind == LaunchArg::Kind::kBuffer) {
+        EXPECT_TRUE(in_memory[arg.node]) << k.name << " reads %" << arg.node << ", which no kernel writes";
+      }
+      if (arg.kind == LaunchArg::Kind::kTensorMap && k.function.find("kNormA") == std::string::npos) {  // (a normed A's map is unused)
+        EXPECT_TRUE(in_memory[arg.map.node]) << k.name << " maps %" << arg.map.node << ", which no kernel writes";
+      }
+    }
+  }
+}
+
 TEST(CudaSkinnyNormsTest, NormedProductsCompileForHopperWithoutSpills) {
   StatusOr<NvrtcCompiler> nvrtc = NvrtcCompiler::Create((std::filesystem::temp_directory_path() / "tilefuse_test_cache").string());
   if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available, CUDA kernels not compiled: " << nvrtc.status().ToString();

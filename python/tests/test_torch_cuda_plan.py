@@ -67,16 +67,18 @@ def test_the_rotary_embeddings_of_q_and_k_share_a_launch():
     assert all(k["spill_bytes"] == 0 for k in kernels), kernels
 
 
-def test_a_decode_step_s_key_and_value_cache_updates_are_one_kernel():
+@pytest.mark.parametrize("cache", [(1, 12, 256, 64), (1, 4, 16, 64)])
+def test_a_decode_step_s_key_and_value_cache_updates_are_one_kernel(cache):
     # index_copy at one position: each element compares its own position with the step's (an
     # iota and a broadcast index in the kernel's loads), so the keys' and the values' updates,
     # reading the same comparison, are one pointwise kernel (after the position's own: a
-    # negative position counted from the end, one element).
+    # negative position counted from the end, one element). A small cache too: its iota, of
+    # 4096 elements, was folded to a constant per update and the updates were two kernels.
     def update(k_cache, v_cache, k, v, position):
         return k_cache.index_copy(2, position, k), v_cache.index_copy(2, position, v)
 
-    cache = (1, 12, 256, 64)
-    kernels = cuda_kernels(update, [bf16(*cache), bf16(*cache), bf16(1, 12, 1, 64), bf16(1, 12, 1, 64), torch.tensor([7])])
+    row = (cache[0], cache[1], 1, cache[3])
+    kernels = cuda_kernels(update, [bf16(*cache), bf16(*cache), bf16(*row), bf16(*row), torch.tensor([7])])
     assert len(kernels) == 2, kernels
     updates = [k for k in kernels if k["kind"] == "pointwise" and k["strategy"] != "pointwise x1"]
     assert len(updates) == 1 and "launched together" not in updates[0]["strategy"], kernels

@@ -18,17 +18,23 @@ bool IsFoldable(const Node& node) {
   return node.info().kind != OpKind::Source && node.op != OpCode::kRandomUniform && node.op != OpCode::kBroadcast;
 }
 
-// A value whose contents are known at compile time: a constant, or a broadcast of one
-// (which stays a broadcast node in the graph, so its full value is made on demand).
+// A value whose contents are known at compile time: a constant, a broadcast of one or a
+// small iota (which stay broadcast and iota nodes in the graph, so their full values are made
+// on demand: an iota only its readers' folds need stays an index computation, which common
+// subexpressions merge and the kernels' matchers read; as a 4096-element constant it was a
+// load, and the keys' and values' updates of a small KV cache compared with two such
+// constants, never merged).
 struct KnownValue {
-  const Node* node;      // the constant or the broadcast, in the new graph
-  const Tensor* source;  // the constant's value
+  const Node* node;      // the constant, the broadcast or the iota, in the new graph
+  const Tensor* source;  // the constant's value (null for an iota)
   bool IsSplat() const { return node->op == OpCode::kBroadcast && source->num_elements() == 1; }
+  int64_t SourceElements() const { return source ? source->num_elements() : NumElements(node->shape); }
 };
 
 std::optional<KnownValue> FindKnownValue(const GraphBuilder& b, Value v) {
   const Node& node = b.node(v);
   if (node.op == OpCode::kConstant) return KnownValue{&node, node.attrs.value.get()};
+  if (node.op == OpCode::kIota && NumElements(node.shape) <= kMaxFoldedIotaElements) return KnownValue{&node, nullptr};
   if (node.op != OpCode::kBroadcast) return std::nullopt;
   const Node& input = b.graph().node(node.inputs[0]);
   if (input.op != OpCode::kConstant) return std::nullopt;
@@ -47,13 +53,8 @@ std::optional<std::vector<KnownValue>> KnownInputs(GraphRewriter& rewriter, cons
 }
 
 bool IsLargeExpansion(const Node& node, const std::vector<KnownValue>& inputs) {
-  // An iota costs its readers an index computation; as a constant it costs them a load (the
-  // cross-entropy's one-hot compare against a vocabulary's iota read a 1 MB i64 constant per
-  // row of 128K bf16 logits, four times the logits' own bytes). Only small ones fold, so that
-  // what is computed from them folds too.
-  if (node.op == OpCode::kIota) return NumElements(node.shape) > kMaxFoldedIotaElements;
   int64_t input_elements = 0;
-  for (const KnownValue& k : inputs) input_elements += k.source->num_elements();
+  for (const KnownValue& k : inputs) input_elements += k.SourceElements();
   int64_t result_elements = NumElements(node.shape);
   return result_elements > kMaxFoldedExpansionElements && result_elements > input_elements;
 }
@@ -136,10 +137,14 @@ std::optional<Tensor> MoveBytes(const Node& node, const Tensor& in) {
 // Makes the full value of every input (materialising broadcasts) and evaluates `node`.
 Status FoldFull(GraphRewriter& rewriter, const Node& node, const std::vector<KnownValue>& inputs) {
   std::vector<Tensor> expanded;
-  expanded.reserve(inputs.size());
+  expanded.reserve(inputs.size());  // (pointers into it stay valid)
   std::vector<const Tensor*> pointers;
   for (const KnownValue& k : inputs) {
-    if (k.node->op == OpCode::kBroadcast) {
+    if (k.node->op == OpCode::kIota) {
+      ASSIGN_OR_RETURN(Tensor full, EvaluateNode(*k.node, {}));
+      expanded.push_back(std::move(full));
+      pointers.push_back(&expanded.back());
+    } else if (k.node->op == OpCode::kBroadcast) {
       ASSIGN_OR_RETURN(Tensor full, EvaluateNode(*k.node, {k.source}));
       expanded.push_back(std::move(full));
       pointers.push_back(&expanded.back());
@@ -167,7 +172,8 @@ bool IsKMajorWeight(const Graph& graph, const Node& node, const std::vector<std:
 
 Status FoldNode(GraphRewriter& rewriter, const Node& node, bool k_major_weight) {
   std::optional<std::vector<KnownValue>> inputs;
-  if (IsFoldable(node) && rewriter.builder().ok()) inputs = KnownInputs(rewriter, node);
+  // (An iota stays one; its readers fold it where all their inputs are known: KnownValue.)
+  if (IsFoldable(node) && node.op != OpCode::kIota && rewriter.builder().ok()) inputs = KnownInputs(rewriter, node);
   // A weight read K-major stays the transpose of its constant (FoldConstantsOptions).
   const bool keep = k_major_weight && inputs && inputs->size() == 1 && (*inputs)[0].node->op == OpCode::kConstant;
   if (!inputs || keep) {

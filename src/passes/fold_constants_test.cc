@@ -210,6 +210,23 @@ TEST(FoldConstantsTest, KeepsAVocabularysIotaAGenerator) {
     if (n.op == OpCode::kConstant) EXPECT_LE(NumElements(n.shape), kMaxFoldedIotaElements) << "constant %" << n.id;
 }
 
+// A small iota whose reader reads a run-time value too (a small KV cache's update compares each
+// element's key with the step's position) stays an iota: an index computation, which CSE merges
+// with the same iota of the values' update and the decode attention's fold reads as the key.
+// Folded, it was a 4096-element constant of each update, a load, never merged.
+TEST(FoldConstantsTest, KeepsASmallIotaReadWithARunTimeValueAnIota) {
+  GraphBuilder b;
+  Value position = b.Parameter("position", DType::kI64, {1, 1, 1, 1});
+  Value keys = b.Iota({1, 4, 16, 64}, 2, DType::kI64);
+  b.Output(b.Binary(OpCode::kEqual, keys, b.BroadcastTo(position, {1, 4, 16, 64})), "at_position");
+  auto graph = b.Build();
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  auto folded = FoldConstants(*graph);
+  ASSERT_TRUE(folded.ok()) << folded.status().ToString();
+  EXPECT_EQ(CountOps(*folded, OpCode::kIota), 1);
+  EXPECT_EQ(CountOps(*folded, OpCode::kConstant), 0);
+}
+
 TEST(FoldConstantsTest, NeverFoldsRandomUniform) {
   GraphBuilder b;
   Value r = b.RandomUniform({4}, DType::kF32, 7);

@@ -313,9 +313,9 @@ CudaTarget TargetFor(const std::string& arch, int sm_count, const CudaCompileOpt
   if (SwitchedOff("TILEFUSE_GEMM_GROUP_N")) target.overrides.gemm_group_n = false;  // a kernel per product, for comparison
   if (SwitchedOff("TILEFUSE_GEMM_GATES")) target.overrides.gemm_gates = false;      // a gate's product a kernel of its own
   if (SwitchedOn("TILEFUSE_GEMM_ROW_NORMS")) target.overrides.gemm_row_norms = true;  // RMS norms in their products (no faster, measured)
-  if (SwitchedOn("TILEFUSE_SKINNY_NORMS")) target.overrides.skinny_norms = true;  // norms in the skinny products (LLaMA: wrong on an H100)
+  if (SwitchedOff("TILEFUSE_SKINNY_NORMS")) target.overrides.skinny_norms = false;  // the norms' own kernels, for comparison
   if (SwitchedOff("TILEFUSE_SKINNY_CLUSTERS")) target.overrides.skinny_clusters = false;  // split-K through scratch memory, for comparison
-  if (SwitchedOn("TILEFUSE_CACHE_UPDATE_IN_ATTENTION")) target.overrides.cache_updates_in_attention = true;  // not yet timed alone
+  if (SwitchedOff("TILEFUSE_CACHE_UPDATE_IN_ATTENTION")) target.overrides.cache_updates_in_attention = false;  // the update's own kernel
   if (SwitchedOff("TILEFUSE_LAUNCH_TOGETHER")) target.overrides.launch_together = false;  // a launch per kernel
   if (SwitchedOff("TILEFUSE_LT_VIEWS")) target.overrides.lt_views = false;          // cuBLASLt's operands copied first
   target.template_configs = options.template_configs;

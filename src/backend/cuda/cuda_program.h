@@ -164,24 +164,24 @@ struct TemplateOverrides {
   // (codegen/gemm_row_norms.h; true, TILEFUSE_GEMM_ROW_NORMS=1). Off by default: measured no
   // faster than the norm's own kernel (bench/results/2026-12-03-h200-row-norms.md).
   bool gemm_row_norms = false;
-  // Layer norms computed in the skinny products that read them (gemm_skinny_sm90.cuh's kNormA;
-  // TILEFUSE_SKINNY_NORMS=1). Off by default: GPT-2's decode 3% faster on an H200, within the
-  // runs' spread (bench/results/2026-12-05-decode-step-kernels.md), and on an H100 the bf16
-  // decode test's LLaMA config gave wrong logits with it, cause not yet found
-  // (bench/results/2026-12-06-decode-staging.md).
-  bool skinny_norms = false;
+  // Layer and RMS norms computed in the skinny products that read them (gemm_skinny_sm90.cuh's
+  // kNormA; TILEFUSE_SKINNY_NORMS=0 turns it off). On since 2026-12-06: with the cache-update
+  // fold below, GPT-2 small's bf16 decode 0.498 -> 0.416 ms a token on one H100 host
+  // (bench/results/2026-12-06-h100-decode-defaults.md). The LLaMA config's wrong logits of
+  // the forty-eighth session were the matcher's: it took a final norm whose f32 cast the down
+  // product computes, reading a sum no kernel stored (gemm_row_norms.cc's ThroughCasts).
+  bool skinny_norms = true;
   // A skinny product's split-K summed in a thread-block cluster's shared memory where a form
   // fits one wave (gemm_skinny_sm90.cuh's kSplitsInCluster; false, TILEFUSE_SKINNY_CLUSTERS=0:
   // through scratch memory). GPT-2's decode step 339.6 -> 281.1 µs of device time on an H200
   // (bench/results/2026-12-05-h200-skinny-clusters.md).
   bool skinny_clusters = true;
   // A KV cache's update at one position written by the decode attention that reads the
-  // updated cache (backend/cuda/cuda_cache_update_fold.h; TILEFUSE_CACHE_UPDATE_IN_ATTENTION=1).
-  // Off: correct on an H100 (eager's logits and caches; the reference on its own graph), but
-  // timed only beside the norms switch (GPT-2's step 281.1 -> 270.0 µs of device time with both,
-  // bench/results/2026-12-06-decode-staging.md). A position the graph holds as a constant (a
-  // step Dynamo specialized) keeps the update's kernel: the fold reads it from memory.
-  bool cache_updates_in_attention = false;
+  // updated cache (backend/cuda/cuda_cache_update_fold.h; TILEFUSE_CACHE_UPDATE_IN_ATTENTION=0
+  // turns it off). On since 2026-12-06, with the norms above (their measurement). A position
+  // the graph holds as a constant (a step Dynamo specialized) keeps the update's kernel: the
+  // fold reads it from memory.
+  bool cache_updates_in_attention = true;
   // Independent generated kernels whose inputs are ready launched as one
   // (codegen/cuda/cuda_launch_together.h; false, TILEFUSE_LAUNCH_TOGETHER=0: a launch each).
   bool launch_together = true;

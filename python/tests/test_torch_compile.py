@@ -480,6 +480,20 @@ def test_a_second_torch_compile_of_a_model_reuses_its_compiled_graph_until_a_wei
     assert len(messages(logs, COMPILED)) == 2, logs.text
 
 
+def test_a_compile_under_other_tilefuse_switches_is_not_reused(logs, monkeypatch):
+    # The TILEFUSE_ environment switches change what is built (the decode folds, the norms in
+    # the products): a graph compiled under others is compiled again, not reused.
+    block = Block().eval()
+    x = torch.randn(3, 32)
+    with torch.no_grad():
+        torch.compile(block, backend="tilefuse", options={"backend": "cpu"})(x)
+        monkeypatch.setenv("TILEFUSE_CACHE_UPDATE_IN_ATTENTION", "0")
+        torch._dynamo.reset()
+        torch.testing.assert_close(torch.compile(block, backend="tilefuse", options={"backend": "cpu"})(x), block(x),
+                                   rtol=1e-5, atol=1e-5)
+    assert len(messages(logs, COMPILED)) == 2 and not messages(logs, "reused a compiled"), logs.text
+
+
 def test_a_freed_model_s_compiled_graphs_are_not_kept(logs):
     import gc
 

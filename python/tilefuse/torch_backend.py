@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import logging
 import operator
+import os
 import time
 import weakref
 from collections import OrderedDict
@@ -836,7 +837,10 @@ def _reusable(gm: torch.fx.GraphModule, args: Sequence[Any], weights: Set[int], 
     for node in gm.graph.nodes:
         if node.op == "get_attr" and isinstance(value := attribute(gm, str(node.target)), torch.Tensor):
             folded.append(value)
-    key = (gm.code, _signature(args, weights), tuple(sorted(settings.items())), _precision_key(),
+    # (The TILEFUSE_ switches too: under TILEFUSE_CACHE_UPDATE_IN_ATTENTION=0 a second compile
+    # got the first one's model, the fold in it: the switch's GPU test, 2026-12-06.)
+    switches = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("TILEFUSE_")))
+    key = (gm.code, _signature(args, weights), tuple(sorted(settings.items())), _precision_key(), switches,
            tuple((id(t), _version(t)) for t in folded), tuple(sorted(row_major_outputs)), pad_outputs)
     return key, folded
 

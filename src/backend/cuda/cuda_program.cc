@@ -88,6 +88,7 @@ StatusOr<CudaLaunchable> AttentionTemplate(const Graph& g, const FusionGroup& gr
   config.tiles = target.overrides.attention_tiles;
   config.q_slots = target.overrides.attention_q_slots;
   config.sm_count = target.sm_count;
+  config.decode_prefetch = target.overrides.decode_prefetch;
   config = ResolveAttentionConfigForMask(g, attention, config);
   Kernel logits = attention.logits;
   return TemplateLaunchable(MakeAttentionTemplate(std::move(attention), config), name, group, std::move(logits), target);

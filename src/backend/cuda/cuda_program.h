@@ -182,6 +182,9 @@ struct TemplateOverrides {
   // the graph holds as a constant (a step Dynamo specialized) keeps the update's kernel: the
   // fold reads it from memory.
   bool cache_updates_in_attention = true;
+  // The decode attention's keys and values prefetched to L2 before it waits for the grid ahead
+  // (CudaAttentionConfig::decode_prefetch; TILEFUSE_DECODE_PREFETCH=0 turns it off).
+  bool decode_prefetch = true;
   // Independent generated kernels whose inputs are ready launched as one
   // (codegen/cuda/cuda_launch_together.h; false, TILEFUSE_LAUNCH_TOGETHER=0: a launch each).
   bool launch_together = true;

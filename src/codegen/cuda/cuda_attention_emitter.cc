@@ -197,6 +197,7 @@ class AttentionEmitter {
                              a_.zero_nan_rows ? ", rows without probabilities zeroed" : "",
                              a_.logsumexp >= 0 ? ", the rows' logsumexp written" : "");
     if (a_.cache_update) s.strategy += ", the KV cache's new key and value written at their position";
+    if (c_.decode_prefetch) s.strategy += ", keys and values prefetched to L2 before the wait";
     s.includes = {"attention_decode.cuh"};
     const std::string storage = StorageType(a_.dtype);
     std::string parameters = fmt::format("const {0}* __restrict__ q, const {0}* __restrict__ k, const {0}* __restrict__ v", storage);
@@ -251,11 +252,15 @@ class AttentionEmitter {
         a_.zero_nan_rows ? 1 : 0, split ? 1 : 0, a_.cache_update ? 1 : 0, FloatLiteral(a_.output_scale));
     out += BatchStruct();
     out += LogitsStruct("Logits", "the group's logits program, its mask included", a_.logits, a_.logit);
-    out += fmt::format("  tf::AttentionDecode<Config>(q, k, v, operands, {}, Batch{{{}}}, {}, b{}, {}{}{});\n}}\n", Lengths(),
-                       SymbolArguments(BatchSymbols(), "Config::Index"), Hook("Logits", a_.logits, a_.logit), a_.output,
-                       a_.logsumexp >= 0 ? fmt::format("b{}", a_.logsumexp) : "nullptr",
+    const std::string batch = fmt::format("Batch{{{}}}", SymbolArguments(BatchSymbols(), "Config::Index"));
+    if (c_.decode_prefetch)  // (before the wait: it reads nothing the grid ahead writes)
+      out += fmt::format("  tf::AttentionDecodePrefetch<Config>(k, v, operands, {}, {}{});\n", Lengths(), batch,
+                         split ? ", (int)keys_per_split" : "");
+    out += "  tf::tf_await_prior_grid();\n";
+    out += fmt::format("  tf::AttentionDecode<Config>(q, k, v, operands, {}, {}, {}, b{}, {}{}{});\n}}\n", Lengths(), batch,
+                       Hook("Logits", a_.logits, a_.logit), a_.output, a_.logsumexp >= 0 ? fmt::format("b{}", a_.logsumexp) : "nullptr",
                        split ? ", tf::DecodeSplit{(int)keys_per_split, row_counters, partials}" : "", update_argument);
-    FinishTemplateSource(s, std::move(out), 0);
+    FinishTemplateSource(s, std::move(out), 0, /*awaits_in_skeleton=*/true);
     if (split) s.launch.scratch_bytes = kScratchCounterBytes + rows * ranges * (2 + a_.dv) * 4;
     return s;
   }

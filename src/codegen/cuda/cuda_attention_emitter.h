@@ -67,6 +67,9 @@ struct CudaAttentionConfig {
   // several query blocks and shared memory has room, before a third K/V stage).
   int q_slots = 0;
   int sm_count = 132;  // the GPU's multiprocessors (the tile rule keeps two waves of CTAs)
+  // The decode form: each CTA's keys and values brought into L2 before its wait for the grid
+  // ahead (attention_decode.cuh's AttentionDecodePrefetch).
+  bool decode_prefetch = true;
   int BlockM() const { return 64 * consumers; }  // query rows per tile (once resolved)
 };
 

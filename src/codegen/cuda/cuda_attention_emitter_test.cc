@@ -233,7 +233,19 @@ TEST(CudaAttentionEmitterTest, OneQueryRowTakesTheDecodeFormSplitOverLongCaches)
     a->name = "att";
     auto source = EmitCudaDecodeAttention(*a, 132);
     ASSERT_TRUE(source.ok()) << source.status().ToString();
-    EXPECT_NE(source->function.find("tf::AttentionDecode<Config>"), std::string::npos) << source->function;
+    // The CTA's keys and values prefetched to L2, then the wait for the grid ahead, then the work.
+    const size_t prefetch = source->function.find("tf::AttentionDecodePrefetch<Config>(k, v, operands");
+    const size_t await = source->function.find("tf::tf_await_prior_grid();");
+    ASSERT_NE(prefetch, std::string::npos) << source->function;
+    EXPECT_LT(prefetch, await) << source->function;
+    EXPECT_LT(await, source->function.find("tf::AttentionDecode<Config>")) << source->function;
+    EXPECT_EQ(source->function.find("tf::tf_await_prior_grid();", await + 1), std::string::npos) << "one wait:\n" << source->function;
+    CudaAttentionConfig without_prefetch;
+    without_prefetch.decode_prefetch = false;
+    auto plain = EmitCudaAttention(*a, without_prefetch);
+    ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+    EXPECT_EQ(plain->function.find("Prefetch"), std::string::npos) << plain->function;
+    EXPECT_NE(plain->function.find("tf::tf_await_prior_grid();"), std::string::npos) << plain->function;
     EXPECT_EQ(source->launch.grid[0], 12 * split);
     EXPECT_EQ(source->launch.block[0], 256);
     EXPECT_NE(source->function.find(fmt::format("kSplit = {}", split > 1 ? 1 : 0)), std::string::npos) << source->function;

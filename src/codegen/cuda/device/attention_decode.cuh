@@ -106,6 +106,61 @@ struct DecodeSplit {
   float* __restrict__ partials;
 };
 
+// The query row, batch entry and keys [key_begin, key_end) of this CTA.
+struct DecodeCta {
+  int row, batch, range, ranges, key_begin, key_end;
+};
+template <class Config>
+__device__ __forceinline__ DecodeCta DecodeCtaOf(const AttentionLengths& lengths, int keys_per_split) {
+  DecodeCta c;
+  c.ranges = Config::kSplit ? max(1, (lengths.nk + keys_per_split - 1) / keys_per_split) : 1;  // (no keys: one)
+  const int flat_row = blockIdx.x / c.ranges;
+  c.range = blockIdx.x % c.ranges;
+  c.row = flat_row % lengths.nq;
+  c.batch = flat_row / lengths.nq;
+  c.key_begin = Config::kSplit ? c.range * keys_per_split : 0;
+  c.key_end = Config::kSplit ? min(lengths.nk, c.key_begin + keys_per_split) : lengths.nk;
+  return c;
+}
+
+// The elements base + a·stride_a + b·stride_b (a < count_a, b < count_b) brought into L2 by
+// the copy engine (cp.async.bulk.prefetch), where they lie densely: their span at most twice
+// their bytes (a key-major cache's head: one contiguous run). A hint, no data moves to the SM.
+template <class Storage>
+__device__ __forceinline__ void PrefetchSpanL2(const Storage* base, long long stride_a, int count_a, long long stride_b, int count_b) {
+#if __CUDA_ARCH__ >= 900
+  if (count_a <= 0 || count_b <= 0 || stride_a < 0 || stride_b < 0) return;
+  const long long span = (count_a - 1) * stride_a + (count_b - 1) * stride_b + 1;
+  if (span > 2LL * count_a * count_b) return;
+  unsigned long long begin = reinterpret_cast<unsigned long long>(base) & ~15ull;
+  const unsigned long long end = (reinterpret_cast<unsigned long long>(base + span) + 15) & ~15ull;
+  for (; begin < end; begin += 1u << 16) {  // (at most 64 KB an instruction)
+    const unsigned bytes = (unsigned)min(end - begin, 1ull << 16);
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(begin), "r"(bytes) : "memory");
+  }
+#endif
+}
+
+// Before the wait for the grid ahead (the generated kernel's first statement): this CTA's keys
+// and values brought into L2 while the kernel ahead (the step's QKV product) still runs, so
+// that the loop's loads after the wait hit L2, not memory. Only a hint, and it reads no value:
+// what the grid ahead writes (the new key and value) is read after the wait as before.
+template <class Config, class Batch>
+__device__ __forceinline__ void AttentionDecodePrefetch(const typename Config::Element::Storage* __restrict__ k,
+                                                        const typename Config::Element::Storage* __restrict__ v,
+                                                        const DecodeOperands& operands, const AttentionLengths lengths,
+                                                        const Batch& batch_hook, int keys_per_split = 0) {
+  if (threadIdx.x != 0) return;
+  const DecodeCta c = DecodeCtaOf<Config>(lengths, keys_per_split);
+  const AttentionBatch at = batch_hook(c.batch);
+  const int keys = c.key_end - c.key_begin;
+  // Kᵀ [d][nk] (a key its column) and V [nk][dv] (a key its row).
+  PrefetchSpanL2(k + operands.k.Base(at.k) + c.key_begin * operands.k.column_stride, operands.k.row_stride, Config::kD,
+                 operands.k.column_stride, keys);
+  PrefetchSpanL2(v + operands.v.Base(at.v) + c.key_begin * operands.v.row_stride, operands.v.row_stride, keys,
+                 operands.v.column_stride, Config::kDV);
+}
+
 template <class Config, class Batch, class Logits>
 __device__ __forceinline__ void AttentionDecode(const typename Config::Element::Storage* __restrict__ q,
                                                 const typename Config::Element::Storage* __restrict__ k,
@@ -124,12 +179,10 @@ __device__ __forceinline__ void AttentionDecode(const typename Config::Element::
   __shared__ float warp_max[kWarps], warp_sum[kWarps];
   __shared__ float warp_out[kWarps][kDV];
   __shared__ int last_range;
-  const int nq = lengths.nq, nk = lengths.nk;
-  const int ranges = Config::kSplit ? max(1, (nk + split.keys_per_split - 1) / split.keys_per_split) : 1;  // (no keys: one)
-  const int flat_row = blockIdx.x / ranges, range = blockIdx.x % ranges;
-  const int row = flat_row % nq, batch = flat_row / nq;
-  const int key_begin = Config::kSplit ? range * split.keys_per_split : 0;
-  const int key_end = Config::kSplit ? min(nk, key_begin + split.keys_per_split) : nk;
+  const int nq = lengths.nq;
+  const DecodeCta cta = DecodeCtaOf<Config>(lengths, split.keys_per_split);
+  const int ranges = cta.ranges, range = cta.range, row = cta.row, batch = cta.batch, flat_row = blockIdx.x / ranges;
+  const int key_begin = cta.key_begin, key_end = cta.key_end;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const AttentionBatch at = batch_hook(batch);
   const long long q0 = operands.q.Base(at.q) + row * operands.q.row_stride;

@@ -737,9 +737,7 @@ bool UsesDecodeForm(const AttentionTemplateKernel& attention) {
   return attention.nq <= kDecodeRows && !off;
 }
 
-StatusOr<CudaKernelSource> EmitCudaDecodeAttention(const AttentionTemplateKernel& attention, int sm_count) {
-  CudaAttentionConfig config;
-  config.sm_count = sm_count;
+StatusOr<CudaKernelSource> EmitCudaDecodeAttention(const AttentionTemplateKernel& attention, const CudaAttentionConfig& config) {
   return AttentionEmitter(attention, ResolveAttentionConfig(attention, config)).RunDecode();
 }
 

@@ -92,6 +92,7 @@ StatusOr<CudaKernelSource> EmitCudaAttention(const AttentionTemplateKernel& atte
 // GPU's `sm_count` SMs. UsesDecodeForm: whether the template emits this form for `attention`
 // (not under TILEFUSE_DECODE_ATTENTION=0, for comparison).
 bool UsesDecodeForm(const AttentionTemplateKernel& attention);
-StatusOr<CudaKernelSource> EmitCudaDecodeAttention(const AttentionTemplateKernel& attention, int sm_count = 132);
+// (Of `config`, the decode form reads sm_count and decode_prefetch.)
+StatusOr<CudaKernelSource> EmitCudaDecodeAttention(const AttentionTemplateKernel& attention, const CudaAttentionConfig& config = {});
 
 }  // namespace tilefuse

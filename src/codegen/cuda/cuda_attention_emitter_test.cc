@@ -231,7 +231,7 @@ TEST(CudaAttentionEmitterTest, OneQueryRowTakesTheDecodeFormSplitOverLongCaches)
     ASSERT_TRUE(a.ok()) << a.status().ToString();
     ASSERT_TRUE(UsesDecodeForm(*a));
     a->name = "att";
-    auto source = EmitCudaDecodeAttention(*a, 132);
+    auto source = EmitCudaDecodeAttention(*a);
     ASSERT_TRUE(source.ok()) << source.status().ToString();
     // The CTA's keys and values prefetched to L2, then the wait for the grid ahead, then the work.
     const size_t prefetch = source->function.find("tf::AttentionDecodePrefetch<Config>(k, v, operands");
@@ -242,9 +242,10 @@ TEST(CudaAttentionEmitterTest, OneQueryRowTakesTheDecodeFormSplitOverLongCaches)
     EXPECT_EQ(source->function.find("tf::tf_await_prior_grid();", await + 1), std::string::npos) << "one wait:\n" << source->function;
     CudaAttentionConfig without_prefetch;
     without_prefetch.decode_prefetch = false;
-    auto plain = EmitCudaAttention(*a, without_prefetch);
+    auto plain = EmitCudaDecodeAttention(*a, without_prefetch);
     ASSERT_TRUE(plain.ok()) << plain.status().ToString();
     EXPECT_EQ(plain->function.find("Prefetch"), std::string::npos) << plain->function;
+    EXPECT_NE(plain->function.find("tf::AttentionDecode<Config>"), std::string::npos) << plain->function;
     EXPECT_NE(plain->function.find("tf::tf_await_prior_grid();"), std::string::npos) << plain->function;
     EXPECT_EQ(source->launch.grid[0], 12 * split);
     EXPECT_EQ(source->launch.block[0], 256);
@@ -279,7 +280,7 @@ TEST(CudaAttentionEmitterTest, TheDecodeFormReadsValueRowsInVectorsWhereTheyAreC
                        fmt::format("g (bfloat16[1,12,1,{0}] q, bfloat16[1,12,304,{0}] k, {1}) => (bfloat16[1,12,1,{0}] out)", c.dv, v));
     ASSERT_TRUE(a.ok()) << a.status().ToString();
     a->name = "att";
-    auto source = EmitCudaDecodeAttention(*a, 132);
+    auto source = EmitCudaDecodeAttention(*a);
     ASSERT_TRUE(source.ok()) << source.status().ToString();
     EXPECT_NE(source->function.find(fmt::format("kVColumnsContiguous = {}", c.vectors ? 1 : 0)), std::string::npos) << source->function;
     EXPECT_EQ(source->strategy.find("values too") != std::string::npos, c.vectors) << source->strategy;

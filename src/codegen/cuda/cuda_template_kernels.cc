@@ -133,7 +133,7 @@ class AttentionTemplate : public RuleOnlyTemplate {
     AttentionTemplateKernel named = attention_;
     named.name = name;
     if (sm_count > 0) c.sm_count = sm_count;
-    if (UsesDecodeForm(named)) return EmitCudaDecodeAttention(named, c.sm_count);
+    if (UsesDecodeForm(named)) return EmitCudaDecodeAttention(named, c);
     return EmitCudaAttention(named, c);
   }
 

@@ -134,18 +134,16 @@ std::optional<Tensor> MoveBytes(const Node& node, const Tensor& in) {
   return out;
 }
 
-// Makes the full value of every input (materialising broadcasts) and evaluates `node`.
+// Makes the full value of every input (materialising broadcasts and iotas) and evaluates `node`.
 Status FoldFull(GraphRewriter& rewriter, const Node& node, const std::vector<KnownValue>& inputs) {
   std::vector<Tensor> expanded;
   expanded.reserve(inputs.size());  // (pointers into it stay valid)
   std::vector<const Tensor*> pointers;
   for (const KnownValue& k : inputs) {
-    if (k.node->op == OpCode::kIota) {
-      ASSIGN_OR_RETURN(Tensor full, EvaluateNode(*k.node, {}));
-      expanded.push_back(std::move(full));
-      pointers.push_back(&expanded.back());
-    } else if (k.node->op == OpCode::kBroadcast) {
-      ASSIGN_OR_RETURN(Tensor full, EvaluateNode(*k.node, {k.source}));
+    if (k.node->op == OpCode::kIota || k.node->op == OpCode::kBroadcast) {
+      std::vector<const Tensor*> from;  // (an iota's value has no input)
+      if (k.source) from.push_back(k.source);
+      ASSIGN_OR_RETURN(Tensor full, EvaluateNode(*k.node, from));
       expanded.push_back(std::move(full));
       pointers.push_back(&expanded.back());
     } else {

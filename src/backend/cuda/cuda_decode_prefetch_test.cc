@@ -1,6 +1,8 @@
-// The decode attention's keys and values prefetched to L2 before its wait for the grid ahead
-// (CudaTarget overrides' decode_prefetch, TILEFUSE_DECODE_PREFETCH=0 off): the target's switch
-// reaches the kernel's text. Lowered for the GPU without one.
+// A decode step's prefetches, each behind a switch of the target's overrides that must reach
+// the kernel's text: the decode attention's keys and values prefetched to L2 before its wait
+// for the grid ahead (decode_prefetch, TILEFUSE_DECODE_PREFETCH=0 off), and a skinny product's
+// epilogue loads asked of L1 as its consumers start (skinny_prefetch, TILEFUSE_SKINNY_PREFETCH=0
+// off). Lowered for the GPU without one.
 #include <gtest/gtest.h>
 
 #include "backend/cuda/cuda_compile_units.h"
@@ -47,6 +49,38 @@ TEST(CudaDecodePrefetchTest, TheTargetsSwitchReachesTheDecodeAttention) {
   const std::string off = AttentionText(g, target);
   EXPECT_EQ(off.find("Prefetch"), std::string::npos) << off;
   EXPECT_NE(off.find("tf::tf_await_prior_grid();"), std::string::npos) << off;
+}
+
+// One token's row through a linear layer with its bias and the residual: the skinny template's.
+TEST(CudaDecodePrefetchTest, TheTargetsSwitchReachesTheSkinnyProducts) {
+  GraphBuilder b;
+  Value x = b.Parameter("x", DType::kBF16, {1, 768});
+  Value w = b.Parameter("w", DType::kBF16, {768, 768});
+  Value bias = b.Parameter("bias", DType::kBF16, {768});
+  b.Output(b.Add(b.Add(b.MatMul(x, w), bias), x), "y");
+  StatusOr<Graph> built = b.Build();
+  ASSERT_TRUE(built.ok()) << built.status().ToString();
+  StatusOr<Graph> g = RunGraphPasses(std::move(*built), PassOptions{});
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  auto skinny_text = [&](const CudaTarget& target) -> std::string {
+    StatusOr<CudaPlan> plan = PlanFusionForCuda(*g, PlannerOptions{}, target);
+    EXPECT_TRUE(plan.ok()) << plan.status().ToString();
+    StatusOr<CudaProgram> program = BuildCudaProgram(*g, plan->plan, FindInlinedGenerators(*g), "", {}, target);
+    EXPECT_TRUE(program.ok()) << program.status().ToString();
+    for (const CudaGroupProgram& p : program->groups)
+      for (const CudaLaunchable* k : Launchables(p))
+        if (k->source.function.find("tf::GemmSkinnySm90<Config>") != std::string::npos) return k->source.function;
+    ADD_FAILURE() << "no skinny product";
+    return "";
+  };
+  CudaTarget target;
+  const std::string on = skinny_text(target);
+  EXPECT_NE(on.find("kPrefetchEpilogue = 1"), std::string::npos) << "on by default:\n" << on;
+  EXPECT_NE(on.find("void Prefetch("), std::string::npos) << on;
+  target.overrides.skinny_prefetch = false;
+  const std::string off = skinny_text(target);
+  EXPECT_NE(off.find("kPrefetchEpilogue = 0"), std::string::npos) << off;
+  EXPECT_EQ(off.find("void Prefetch("), std::string::npos) << off;
 }
 
 }  // namespace

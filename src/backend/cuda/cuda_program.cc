@@ -192,7 +192,7 @@ StatusOr<CudaLaunchable> GemmTemplate(const Graph& g, const FusionGroup& group, 
   // A few rows (a decode step): the skinny template, which streams B through every SM.
   if (target.overrides.gemm_skinny && SkinnyGemmFits(gemm).ok()) {
     Kernel epilogue = gemm.epilogue;
-    return TemplateLaunchable(MakeSkinnyGemmTemplate(std::move(gemm), target.overrides.skinny_clusters), name, group, std::move(epilogue), target);
+    return TemplateLaunchable(MakeSkinnyGemmTemplate(std::move(gemm), target.overrides.skinny_clusters, target.overrides.skinny_prefetch), name, group, std::move(epilogue), target);
   }
   // A product with too few output tiles to fill the GPU splits K (CudaGemmConfig::splits);
   // before split-K, 16 x 4096 x 4096 bf16 took 36 us in the template and 18 us in cuBLAS
@@ -657,7 +657,7 @@ void FoldNormsIntoSkinnyProducts(const Graph& g, const FusionPlan& plan, const C
       with_norm.layer_norm = folded_norm;
       if (!SkinnyGemmFits(with_norm).ok()) break;
       StatusOr<CudaLaunchable> kernel =
-          TemplateLaunchable(MakeSkinnyGemmTemplate(std::move(with_norm), target.overrides.skinny_clusters), own.kernel->source.name, plan.groups[r], own.kernel->kernel, target);
+          TemplateLaunchable(MakeSkinnyGemmTemplate(std::move(with_norm), target.overrides.skinny_clusters, target.overrides.skinny_prefetch), own.kernel->source.name, plan.groups[r], own.kernel->kernel, target);
       if (!kernel.ok() || kernel->stand_in) break;
       kernel->outputs = own.kernel->outputs;
       folded.emplace_back(r, std::move(*kernel));

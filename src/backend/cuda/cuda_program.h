@@ -176,6 +176,11 @@ struct TemplateOverrides {
   // through scratch memory). GPT-2's decode step 339.6 -> 281.1 µs of device time on an H200
   // (bench/results/2026-12-05-h200-skinny-clusters.md).
   bool skinny_clusters = true;
+  // A skinny product's epilogue loads (a bias, a residual) asked of L1 as its consumers start,
+  // not after the sums (CudaSkinnyGemmConfig::prefetch_epilogue; TILEFUSE_SKINNY_PREFETCH=0
+  // turns it off, for comparison). Expected: an L2 or DRAM round trip (~0.3-0.7 µs) off each
+  // decode product's critical path, 48 of them in GPT-2's step.
+  bool skinny_prefetch = true;
   // A KV cache's update at one position written by the decode attention that reads the
   // updated cache (backend/cuda/cuda_cache_update_fold.h; TILEFUSE_CACHE_UPDATE_IN_ATTENTION=0
   // turns it off). On since 2026-12-06, with the norms above (their measurement). A position

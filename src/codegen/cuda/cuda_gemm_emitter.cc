@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <map>
+#include <set>
 
 #include "codegen/cuda/cuda_gemm_config.h"
 #include "codegen/cuda/cuda_scalar_program.h"
@@ -552,7 +553,40 @@ std::string GemmEpiloguePair(const GemmTemplateKernel& g, int staged, int staged
 
 }  // namespace
 
-std::string GemmEpilogueStruct(const GemmTemplateKernel& g, int staged, int staged_load, int ringed_load, const std::string& struct_name) {
+namespace {
+
+// The Prefetch member (GemmEpilogueStruct's with_prefetch): one prefetch per distinct address
+// the stores' programs load from memory, the product's own values (given) excepted.
+std::string GemmEpiloguePrefetch(const GemmTemplateKernel& g, const std::vector<int>& roots, const std::vector<std::string>& vars) {
+  const Kernel& k = g.epilogue;
+  const std::map<int, std::string> given = GivenValues(g, -1, -1, "");
+  std::vector<bool> needed(k.values.size(), false);
+  std::vector<int> pending = roots;
+  while (!pending.empty()) {
+    const int v = pending.back();
+    pending.pop_back();
+    if (v < 0 || needed[static_cast<size_t>(v)]) continue;
+    needed[static_cast<size_t>(v)] = true;
+    for (int a : k.values[static_cast<size_t>(v)].args) pending.push_back(a);
+  }
+  std::string out = "    __device__ __forceinline__ void Prefetch(tf_index_t row, int col) const {\n";
+  std::set<std::string> issued;
+  for (size_t v = 0; v < k.values.size(); ++v) {
+    const ScalarValue& value = k.values[v];
+    if (!needed[v] || value.kind != ScalarValue::Kind::kLoad || given.count(static_cast<int>(v)) || UsesValue(value.index)) continue;
+    const KernelBuffer& b = k.buffers[static_cast<size_t>(value.buffer)];
+    if (b.is_output || !GemmPassesBuffer(g, b)) continue;
+    const std::string at = fmt::format("b{} + ({})", value.buffer, PrintIndex(value.index, vars));
+    if (issued.insert(at).second) out += fmt::format("      tf::PrefetchL1({});\n", at);
+  }
+  if (issued.empty()) out += "      (void)row, (void)col;\n";
+  return out + "    }\n";
+}
+
+}  // namespace
+
+std::string GemmEpilogueStruct(const GemmTemplateKernel& g, int staged, int staged_load, int ringed_load, const std::string& struct_name,
+                               bool with_prefetch) {
   const Kernel& k = g.epilogue;
   std::string out = "  struct " + struct_name + " {\n";
   out += fmt::format("    typedef {} tf_index_t;\n", GemmIndexType(g));
@@ -574,6 +608,7 @@ std::string GemmEpilogueStruct(const GemmTemplateKernel& g, int staged, int stag
   out += staged >= 0 ? fmt::format("      return v{};\n", k.stores[staged].value) : "      return 0.0f;\n";
   out += "    }\n";
   out += GemmEpiloguePair(g, staged, staged_load, ringed_load);
+  if (with_prefetch) out += GemmEpiloguePrefetch(g, roots, vars);
   out += "  };\n";
   return out;
 }

@@ -43,7 +43,10 @@ const char* GemmIndexType(const GemmTemplateKernel& gemm);
 // `loaded`; it writes the direct stores and returns the staged store's value (`staged`, -1:
 // none, and it returns 0). `struct_name`: another name (a part's of a product grouped over N).
 std::string GemmEpilogueStruct(const GemmTemplateKernel& gemm, int staged, int staged_load, int ringed_load,
-                               const std::string& struct_name = "Epilogue");
+                               const std::string& struct_name = "Epilogue", bool with_prefetch = false);
+// `with_prefetch`: the struct also has `void Prefetch(tf_index_t row, int col) const`, which
+// asks L1 for the lines element (row, col)'s loads read (those at an index of row and col
+// alone, not gathered), so that a kernel may issue them long before its epilogue runs.
 // The epilogue's buffers as kernel parameters (", const T* __restrict__ bN" each), added to
 // `source`'s launch arguments and named in `buffers` ("b0, b2") for the Epilogue's initializer;
 // `prefix` before each name (a part's of a product grouped over N: "p1_b0").

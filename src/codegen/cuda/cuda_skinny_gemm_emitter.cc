@@ -216,6 +216,7 @@ StatusOr<CudaKernelSource> EmitCudaSkinnyGemm(const GemmTemplateKernel& g, const
                            c.block_n,
                            c.splits > 1 ? fmt::format("split-K x{}{}, ", c.splits, in_cluster ? " summed in a cluster" : "") : "", c.stages,
                            b_k_major ? "K-major" : "MN-major", g.b_read_only ? ", B's first stages loaded before the grid ahead ends" : "");
+  if (c.prefetch_epilogue) s.strategy += ", the epilogue's loads prefetched to L1";
   // A as [M][K] in boxes of the padded rows × 64 of K (TMA fills the rows past M with zeros);
   // B as [N][K] or [K][N] in boxes of 64 × 64.
   s.launch.args.push_back({LaunchArg::Kind::kTensorMap, g.a, GemmMatrixMap(g.a, g.dtype, 1, g.rows, g.k, rows, kBlockK), 0});
@@ -245,11 +246,11 @@ StatusOr<CudaKernelSource> EmitCudaSkinnyGemm(const GemmTemplateKernel& g, const
   out += fmt::format(
       "  struct Config {{\n    using Element = {};\n    using Index = {};\n"
       "    enum : int {{ kRows = {}, kN = {}, kK = {}, kMP = {}, kBN = {}, kStages = {}, kSplits = {}, kSplitSteps = {}, kBKMajor = {} }};\n"
-      "    enum : int {{ kBBeforeWait = {}, kNormA = {}, kSplitsInCluster = {} }};\n"
+      "    enum : int {{ kBBeforeWait = {}, kNormA = {}, kSplitsInCluster = {}, kPrefetchEpilogue = {} }};\n"
       "  }};\n",
       TileElementType(g.dtype), GemmIndexType(g), g.rows, g.n, g.k, rows, c.block_n, c.stages, c.splits, StepsPerSplit(g, c),
-      b_k_major ? 1 : 0, g.b_read_only ? 1 : 0, !g.layer_norm ? 0 : g.layer_norm->rms ? 2 : 1, in_cluster ? 1 : 0);
-  out += GemmEpilogueStruct(g, -1, -1, -1);
+      b_k_major ? 1 : 0, g.b_read_only ? 1 : 0, !g.layer_norm ? 0 : g.layer_norm->rms ? 2 : 1, in_cluster ? 1 : 0, c.prefetch_epilogue ? 1 : 0);
+  out += GemmEpilogueStruct(g, -1, -1, -1, "Epilogue", /*with_prefetch=*/c.prefetch_epilogue);
   out += fmt::format("  tf::GemmSkinnySm90<Config>(map_a, map_b, Epilogue{{{}}}, {}{});\n}}\n", buffers,
                      through_memory ? "tile_counters, partials" : "nullptr, nullptr", norm);
   // The skeleton awaits the prior grid itself, its producer after loading what of B it may

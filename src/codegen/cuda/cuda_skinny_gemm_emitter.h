@@ -29,6 +29,9 @@ struct CudaSkinnyGemmConfig {
   // cluster form only where `clusters` allows it.
   int in_cluster = -1;
   bool clusters = false;  // asked of the rule (TemplateOverrides::skinny_clusters)
+  // The epilogue's loads asked of L1 as the consumers start (gemm_skinny_sm90.cuh's
+  // kPrefetchEpilogue; TemplateOverrides::skinny_prefetch).
+  bool prefetch_epilogue = true;
   int sm_count = 132;
 };
 

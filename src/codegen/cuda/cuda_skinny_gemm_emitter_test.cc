@@ -109,6 +109,34 @@ TEST(CudaSkinnyGemmEmitterTest, PrintsConfigEpilogueAndTheSkeletonCall) {
   EXPECT_EQ(source->work_blocks, 63);  // 7 column blocks × 9 splits, fewer than the SMs
 }
 
+// The epilogue's loads, asked of L1 as the consumers start (kPrefetchEpilogue): a decode
+// product's bias (b1, its one row's index) and residual (b2), never the accumulator (a value
+// in registers) nor the output (b3); without the switch, no Prefetch member and the skeleton
+// told so.
+TEST(CudaSkinnyGemmEmitterTest, PrefetchesTheEpiloguesLoadsOfAnElement) {
+  auto gemm = LowerOnlyGemm("g (bfloat16[1,768] x, bfloat16[768,768] w, bfloat16[768] bias, bfloat16[1,768] r) => (bfloat16[1,768] y)",
+                            "  p = MatMul (x, w)\n  biased = Add (p, bias)\n  y = Add (biased, r)\n");
+  ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
+  auto source = EmitCudaSkinnyGemm(*gemm, {});
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_TRUE(MatchesChecks(source->function, R"(
+    CHECK: kPrefetchEpilogue = 1
+    CHECK: struct Epilogue {
+    CHECK: void Prefetch(tf_index_t row, int col) const {
+    CHECK-NEXT: tf::PrefetchL1(b1 + ((row * 768 + col)));
+    CHECK-NEXT: tf::PrefetchL1(b2 + ((row * 768 + col)));
+    CHECK-NEXT: }
+    CHECK-NEXT: };
+  )")) << source->function;
+  EXPECT_NE(source->strategy.find("the epilogue's loads prefetched to L1"), std::string::npos) << source->strategy;
+  CudaSkinnyGemmConfig off;
+  off.prefetch_epilogue = false;
+  auto plain = EmitCudaSkinnyGemm(*gemm, off);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->function.find("void Prefetch("), std::string::npos) << plain->function;
+  EXPECT_NE(plain->function.find("kPrefetchEpilogue = 0"), std::string::npos) << plain->function;
+}
+
 // With clusters asked for (TemplateOverrides::skinny_clusters), GPT-2 small's four decode
 // products take the cluster form at the same stream of B for the busiest SM as the splits
 // through memory: every unit a CTA, one wave of clusters of the splits, no scratch.

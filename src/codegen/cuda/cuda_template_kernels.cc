@@ -65,7 +65,8 @@ class GemmTemplate : public TemplateKernel {
 // skeleton of its own.
 class SkinnyGemmTemplate : public TemplateKernel {
  public:
-  SkinnyGemmTemplate(GemmTemplateKernel gemm, bool clusters) : gemm_(std::move(gemm)), clusters_(clusters) {}
+  SkinnyGemmTemplate(GemmTemplateKernel gemm, bool clusters, bool prefetch_epilogue)
+      : gemm_(std::move(gemm)), clusters_(clusters), prefetch_epilogue_(prefetch_epilogue) {}
   std::string Kind() const override { return "skinny gemm template"; }
   const GemmTemplateKernel* SkinnyProblem() const override { return &gemm_; }
   std::string Fingerprint() const override { return "skinny " + GemmFingerprint(gemm_); }
@@ -80,12 +81,14 @@ class SkinnyGemmTemplate : public TemplateKernel {
     CudaSkinnyGemmConfig c = SkinnyGemmConfigFromJson(config);
     c.sm_count = sm_count;
     c.clusters = clusters_;
+    c.prefetch_epilogue = prefetch_epilogue_;
     return EmitCudaSkinnyGemm(named, c);
   }
 
  private:
   GemmTemplateKernel gemm_;
   bool clusters_;  // the rule may sum the splits in a cluster (TemplateOverrides::skinny_clusters)
+  bool prefetch_epilogue_;  // TemplateOverrides::skinny_prefetch
 };
 
 // A template with only its rule's configuration to offer (nothing to tune until its
@@ -164,8 +167,8 @@ std::shared_ptr<const TemplateKernel> MakeGemmTemplate(GemmTemplateKernel gemm, 
   return std::make_shared<GemmTemplate>(std::move(gemm), requested);
 }
 
-std::shared_ptr<const TemplateKernel> MakeSkinnyGemmTemplate(GemmTemplateKernel gemm, bool clusters) {
-  return std::make_shared<SkinnyGemmTemplate>(std::move(gemm), clusters);
+std::shared_ptr<const TemplateKernel> MakeSkinnyGemmTemplate(GemmTemplateKernel gemm, bool clusters, bool prefetch_epilogue) {
+  return std::make_shared<SkinnyGemmTemplate>(std::move(gemm), clusters, prefetch_epilogue);
 }
 
 std::shared_ptr<const TemplateKernel> MakeAttentionTemplate(AttentionTemplateKernel attention, CudaAttentionConfig resolved) {

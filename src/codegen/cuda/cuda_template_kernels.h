@@ -20,7 +20,7 @@ std::shared_ptr<const TemplateKernel> MakeGemmTemplate(GemmTemplateKernel gemm, 
 // The skinny GEMM template for a problem SkinnyGemmFits takes: its rule's configuration, the
 // tuner's candidates (SkinnyGemmCandidates) in its search space; `clusters`: the rule may sum
 // the splits in a thread-block cluster (CudaSkinnyGemmConfig::clusters).
-std::shared_ptr<const TemplateKernel> MakeSkinnyGemmTemplate(GemmTemplateKernel gemm, bool clusters = false);
+std::shared_ptr<const TemplateKernel> MakeSkinnyGemmTemplate(GemmTemplateKernel gemm, bool clusters = false, bool prefetch_epilogue = true);
 // `resolved`: ResolveAttentionConfigForMask's configuration (the mask's key blocks need the
 // graph, which the kernel does not keep). Only it is listed: the loops and tiles have rules
 // measured against each other, not a search.

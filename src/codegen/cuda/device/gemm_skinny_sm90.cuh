@@ -26,8 +26,9 @@
 // kStages, kSplits, kSplitSteps, kBKMajor (B as [N][K], x · wᵀ; else [K][N]), kBBeforeWait
 // (B loaded before the grid ahead has finished: SkinnyProducer), kNormA (A a norm of the
 // rows the kernel is given, computed by the producer's second warp: SkinnyNormedA; 1 a layer
-// norm, 2 an RMS norm) and kSplitsInCluster (the splits summed in a cluster; the grid is then
-// every unit, launched in clusters of kSplits CTAs).
+// norm, 2 an RMS norm), kSplitsInCluster (the splits summed in a cluster; the grid is then
+// every unit, launched in clusters of kSplits CTAs) and kPrefetchEpilogue (the Epilogue's
+// Prefetch asked for the elements a consumer thread will store: SkinnyPrefetchEpilogue).
 //
 // A normed in the kernel (kNormA): a decode step's layer norm feeds one product, and its own
 // kernel (one CTA over 768 values) is a launch and a dependency edge on the step's critical
@@ -365,6 +366,28 @@ __device__ __forceinline__ void SkinnyClusterHandOver(const SkinnySharedMemory<S
   }
 }
 
+// The epilogue's loads of the elements this thread will store (Epilogue::Prefetch), asked of
+// L1 as the consumer starts, after the wait for the grid ahead: at a decode step's few rows the
+// epilogue is on the kernel's critical path, and its loads (a bias no kernel has touched
+// since the last step, in DRAM; a residual in L2) were a memory round trip after the sums.
+// Only the CTA's first unit's (a persistent grid's later units find their lines as they come);
+// in a cluster, only the share this CTA sums (SkinnyClusterHandOver's owners); split through
+// memory, every unit's, as the last one to finish is not known in advance.
+template <class S, class Epilogue>
+__device__ __forceinline__ void SkinnyPrefetchEpilogue(const Epilogue& epilogue, int consumer) {
+  if (blockIdx.x >= S::kUnits) return;
+  const int local = threadIdx.x % 128, warp = local / 32, lane = local % 32;
+  const int tile = blockIdx.x / S::kSplits;
+  int rank = 0;
+  if constexpr (S::kInCluster) rank = (int)tf_cluster_rank();
+#pragma unroll
+  for (int i = 0; i < S::kPerThread; ++i) {  // d[i]'s element, as the consumer's epilogue maps it
+    if (!S::HasRows(i) || (S::kInCluster && S::SentBefore(i) % S::kSplits != rank)) continue;
+    const int col = tile * S::kBN + consumer * 64 + warp * 16 + lane / 4 + 8 * (i / 2 % 2), row = 8 * (i / 4) + (lane % 4) * 2 + i % 2;
+    if (row < S::kRows && col < S::kN) epilogue.Prefetch((typename S::Index)row, col);
+  }
+}
+
 template <class S, class Epilogue>
 __device__ __forceinline__ void SkinnyConsumer(const SkinnySharedMemory<S>& sm, const Epilogue& epilogue, int consumer,
                                                unsigned* __restrict__ counters, float* __restrict__ partials) {
@@ -417,7 +440,9 @@ __device__ __forceinline__ void SkinnyConsumer(const SkinnySharedMemory<S>& sm, 
 // The kernel body (launched with 128 × (1 + kBN / 64) threads, at most one CTA an SM, a
 // persistent grid of at most kUnits CTAs; kInCluster: kUnits CTAs in clusters of kSplits). Epilogue:
 //   float operator()(Index row, int col, float acc, float loaded) const
-// writes every store of element (row, col) itself (there is no staged store; `loaded` is 0).
+// writes every store of element (row, col) itself (there is no staged store; `loaded` is 0);
+//   void Prefetch(Index row, int col) const
+// asks L1 for the lines its loads of that element read.
 template <class Config, class Epilogue>
 __device__ __forceinline__ void GemmSkinnySm90(const TensorMap& map_a, const TensorMap& map_b, const Epilogue& epilogue,
                                                unsigned* __restrict__ counters, float* __restrict__ partials,
@@ -445,6 +470,7 @@ __device__ __forceinline__ void GemmSkinnySm90(const TensorMap& map_a, const Ten
     return;
   }
   tf_await_prior_grid();  // before the partials and the epilogue touch what the grid ahead may use
+  if constexpr (Config::kPrefetchEpilogue != 0) SkinnyPrefetchEpilogue<S>(epilogue, warpgroup - 1);
   SkinnyConsumer<S>(sm, epilogue, warpgroup - 1, counters, partials);
 }
 

@@ -39,6 +39,10 @@ __device__ __forceinline__ void tf_await_prior_grid() {
 #endif
 }
 
+// Asks for the line holding *p in this SM's L1 (a hint: no value, no fault). Issued where the
+// grids a value depends on have finished, as a load would be.
+__device__ __forceinline__ void PrefetchL1(const void* p) { asm volatile("prefetch.global.L1 [%0];" ::"l"(p)); }
+
 // NVRTC 13.0 has no built-in <cstdint> (nor <cuda/std/cstdint> without the toolkit's
 // include path, which a machine with NVRTC from a Python wheel may lack), so the
 // fixed-width types generated code names are tf's own: the same types libcu++ gives them

@@ -9,9 +9,12 @@
 #           eager's logits and caches; the norms in the products unless PYTEST_NORMS=0), or the
 #           tests PYTESTS names
 #   probes: GPT-2's decode step (decode_host_time_probe.py, timeline) per setting in PROBES,
-#           "NORMS,FOLD" pairs (default "0,0 1,0 0,1 1,1"); PROBE_ARGS more of its flags (--host)
+#           "NORMS,FOLD" pairs (default "0,0 1,0 0,1 1,1"), or per item of PROBE_ENVS where set
+#           (switches as "NAME=V,NAME=V", e.g. "TILEFUSE_SKINNY_PREFETCH=0 TILEFUSE_SKINNY_PREFETCH=1"
+#           for an A/B in turns); PROBE_ARGS more of its flags (--host)
 #   checks: every skinny graph with a norm against the f64 reference and under memcheck with the
-#           norms in the products; the one-row graph (cluster form)
+#           norms in the products; the one-row graph (cluster form); every other skinny graph
+#           (tests/gemm/gemm_skinny_*) against the reference
 #   e2e:    bench/decode.py's MODES (default tilefuse,compile) with the setting E2E ("NORMS,FOLD")
 # Usage: bash bench/experiments/decode_folds.sh BUNDLE_DIR OUT_DIR   (STAGES="pytest probes checks";
 # MODEL=llama for TinyLlama's shape)
@@ -31,11 +34,18 @@ if [[ " $STAGES " == *" pytest "* ]]; then
     --show-capture=no --tb=short ${PYTESTS:-python/tests/test_torch_decode.py} 2>&1 | tail -25 | tee -a "$log"
 fi
 if [[ " $STAGES " == *" probes "* ]]; then
-  for setting in ${PROBES:-0,0 1,0 0,1 1,1}; do
-    norms=${setting%,*} fold=${setting#*,}
-    name="${MODEL:-gpt2}-norms$norms-fold$fold"
-    echo "== ${MODEL:-gpt2}'s decode step, TILEFUSE_SKINNY_NORMS=$norms TILEFUSE_CACHE_UPDATE_IN_ATTENTION=$fold" | tee -a "$log"
-    TILEFUSE_SKINNY_NORMS=$norms TILEFUSE_CACHE_UPDATE_IN_ATTENTION=$fold HF_HUB_OFFLINE=1 PYTHONPATH="$X" timeout 150 \
+  settings=()
+  if [ -n "${PROBE_ENVS:-}" ]; then
+    settings=($PROBE_ENVS)
+  else
+    for pair in ${PROBES:-0,0 1,0 0,1 1,1}; do settings+=("TILEFUSE_SKINNY_NORMS=${pair%,*},TILEFUSE_CACHE_UPDATE_IN_ATTENTION=${pair#*,}"); done
+  fi
+  turn=0
+  for setting in "${settings[@]}"; do
+    turn=$((turn + 1))
+    name="${MODEL:-gpt2}-$turn-$(echo "$setting" | tr ',=' '_-' | sed 's/TILEFUSE_//g')"
+    echo "== ${MODEL:-gpt2}'s decode step, ${setting//,/ }" | tee -a "$log"
+    env ${setting//,/ } HF_HUB_OFFLINE=1 PYTHONPATH="$X" timeout 150 \
       python3 bench/experiments/decode_host_time_probe.py --model "${MODEL:-gpt2}" --steps 32 --timeline ${PROBE_ARGS:-} >"$OUT/timeline-$name.log" 2>&1
     grep -E "^(generation|  the step|the step|its kernels|timeline)" -A12 "$OUT/timeline-$name.log" | head -40 | tee -a "$log"
   done
@@ -45,7 +55,9 @@ if [[ " $STAGES " == *" checks "* ]]; then
     TILEFUSE_SKINNY_NORMS=1 check_forms "$m" ""
     TILEFUSE_SKINNY_NORMS=1 memcheck "$m"
   done
-  check_forms tests/gemm/gemm_skinny_one_row_bf16.onnxtxt ""
+  for m in tests/gemm/gemm_skinny_*.onnxtxt; do
+    case "$m" in *_norm_*) ;; *) check_forms "$m" "" ;; esac
+  done
 fi
 if [[ " $STAGES " == *" e2e "* ]]; then  # bench/decode.py, each mode its own process, the settings of E2E ("NORMS,FOLD")
   norms=${E2E%,*} fold=${E2E#*,}

@@ -4,6 +4,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "backend/cuda/cuda_program.h"
 #include "backend/cuda/device_allocator.h"
 #include "backend/cuda/device_constants.h"
+#include "backend/cuda/staged_copies.h"
 #include "backend/cuda/volatile_pointers.h"
 #include "runtime/memory_plan.h"
 
@@ -79,6 +81,27 @@ struct CudaExecutable::State {
   // writes it into the model's own buffer and copies it there after.
   std::vector<bool> DivertedOutputs(const std::vector<uint64_t>& inputs, const std::vector<uint64_t>& outputs);
   std::map<std::pair<int, int>, bool> may_overwrite;
+  // RunOnDevice's last run that staged or diverted entries, as it decided them. A call whose
+  // pointers are that run's wherever it did not stage them (a decode step: only its token
+  // ids', position's and logits' pointers change) decides the same, and takes these with the
+  // staged entries' new pointers (RepeatStagedRun) rather than working them out again: the
+  // sort and lookups over every entry (~225 of them in GPT-2's step) were most of the
+  // runtime's own host time a step.
+  struct StagedRun {
+    std::vector<uint64_t> key;     // the call's pointers (inputs, then outputs)
+    std::vector<bool> volatiles;   // per entry: staged as volatile_pointers marks it (its pointer may change)
+    std::vector<uint64_t> keyed;   // the pointers RunInPlace ran on
+    std::vector<StagedCopy> before, after;  // after: the staged or diverted outputs' copies, then the returned ones
+    // The volatile entry (key's index) each copy of `before` reads, and (copy, entry) of those
+    // of `after` that write one.
+    std::vector<size_t> before_entries;
+    std::vector<std::pair<size_t, size_t>> after_entries;
+    int64_t staged_copies = 0, output_copies = 0;  // run_counts' additions a run
+  };
+  std::optional<StagedRun> staged_run;
+  // Runs `staged_run` again for `key` (of a call that stages volatile entries) where it decides
+  // the same; false (nothing queued) where it may not.
+  StatusOr<bool> RepeatStagedRun(const std::vector<uint64_t>& key, size_t inputs, CUstream on);
   std::string cache_dir, nvrtc_version;
   std::vector<std::string> plan_notes;  // attention candidates split into their parts, and why
   int64_t nvrtc_compiles = 0, nvrtc_cache_hits = 0;  // units compiled / found in the cache

@@ -131,6 +131,59 @@ TEST_F(GpuRunOnDeviceTest, OutputsThatAreInputsRepeatsOrConstantsAreCopiedTheRes
   device_->api().cuStreamDestroy(stream);
 }
 
+// A decode step's calls: a small input and the output at new pointers every call, a weight
+// where it was. From the third call the two are staged (copied through the graph's own buffers
+// so the captured graph replays) and from the fourth the runtime repeats the third's decisions
+// with the new pointers (State::RepeatStagedRun); every call's output as the host run's, in
+// the buffer it was given, the buffers given before left as they were. Then an output given
+// the input's own pointer: a call RepeatStagedRun must leave to the full path (the input
+// diverted or staged anew), with the same result.
+TEST_F(GpuRunOnDeviceTest, StagedPointersNewEveryCallRepeatTheRunsDecisions) {
+  GraphBuilder b;
+  Value token = b.Parameter("token", DType::kF32, {64});
+  Value weight = b.Parameter("weight", DType::kF32, {64});
+  b.Output(b.AddScalar(b.Mul(token, weight), 1.0), "y");
+  auto graph = b.Build();
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  auto compiled = CompileForCuda(*graph, CudaCompileOptions{});
+  ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
+  CUstream stream = nullptr;
+  ASSERT_EQ(device_->api().cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  const Tensor weight_values = Tensor::Random(DType::kF32, {64}, 3);
+  const uint64_t weight_ptr = Upload(weight_values);
+  std::vector<std::pair<uint64_t, std::vector<Tensor>>> earlier;  // each call's output pointer and expected value
+  for (int call = 0; call < 8; ++call) {
+    SCOPED_TRACE(fmt::format("call {}", call));
+    const Tensor token_values = Tensor::Random(DType::kF32, {64}, 100 + call);
+    auto expected = (*compiled)->Run({token_values, weight_values});
+    ASSERT_TRUE(expected.ok()) << expected.status().ToString();
+    const uint64_t output_ptr = Upload(Tensor(DType::kF32, {64}));
+    RunPoisonedAndCompare(**compiled, {Upload(token_values), weight_ptr}, {output_ptr}, *expected, stream);
+    if (HasFatalFailure()) break;
+    earlier.emplace_back(output_ptr, std::move(*expected));
+  }
+  const CudaExecutable::RunCounts counts = (*compiled)->device_run_counts();
+  EXPECT_GE(counts.staged_copies, 2 * 5) << "the token in and the output out, from the third call on";
+  EXPECT_GE(counts.replays, 5);
+  for (size_t i = 0; i < earlier.size(); ++i) {  // an earlier call's output is not written again
+    Tensor got(DType::kF32, {64});
+    ASSERT_EQ(device_->api().cuMemcpyDtoH(got.data(), earlier[i].first, got.num_bytes()), CUDA_SUCCESS);
+    EXPECT_EQ(std::memcmp(got.data(), earlier[i].second[0].data(), got.num_bytes()), 0) << "call " << i << "'s output";
+  }
+  // The output written over the token it is computed from.
+  const Tensor token_values = Tensor::Random(DType::kF32, {64}, 999);
+  auto expected = (*compiled)->Run({token_values, weight_values});
+  ASSERT_TRUE(expected.ok());
+  const uint64_t shared = Upload(token_values);
+  Status ran = (*compiled)->RunOnDevice({shared, weight_ptr}, {shared}, reinterpret_cast<uint64_t>(stream));
+  ASSERT_TRUE(ran.ok()) << ran.ToString();
+  ASSERT_EQ(device_->api().cuStreamSynchronize(stream), CUDA_SUCCESS);
+  Tensor got(DType::kF32, {64});
+  ASSERT_EQ(device_->api().cuMemcpyDtoH(got.data(), shared, got.num_bytes()), CUDA_SUCCESS);
+  EXPECT_EQ(std::memcmp(got.data(), (*expected)[0].data(), got.num_bytes()), 0) << "the output over its input";
+  device_->api().cuStreamDestroy(stream);
+}
+
 // Identical kernels share a compile unit (backend/cuda/cuda_compile_units.h): three softmax
 // layers of one shape run one function from one module (the products between them: cuBLASLt).
 TEST_F(GpuRunOnDeviceTest, KernelsSharingAUnitRunFromItsModule) {

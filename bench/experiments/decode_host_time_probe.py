@@ -38,13 +38,20 @@ def timed(name, function):
     return wrapper
 
 
-def launch_on_device(self, torch_, pointers, into=None):
-    """CompiledModel._launch_on_device with its two parts timed: allocating the outputs, and the
-    runtime's run (run_device: C++, the captured graph's launch and the staged copies' launches)."""
+def launch_on_device(self, torch_, pointers, into=None, inputs=()):
+    """CompiledModel._launch_on_device with its two parts timed: the outputs allocated and
+    gathered with the inputs updated in place, and the runtime's run (run_device: C++, the
+    captured graph's launch and the staged copies' launches)."""
     began = time.perf_counter()
-    outputs = self._empty_outputs(into)
+    if into is None:
+        outputs = self._empty_outputs()
+        output_pointers = [o.data_ptr() for o in outputs]
+    else:
+        fresh = self._empty_outputs(only=into.fresh)
+        outputs = into.gather(inputs, fresh)
+        output_pointers = into.gather(pointers, [o.data_ptr() for o in fresh])
     allocated = time.perf_counter()
-    self._graph.run_device(pointers, [o.data_ptr() for o in outputs], self._current_stream())
+    self._graph.run_device(pointers, output_pointers, self._current_stream())
     spent["outputs"] += allocated - began
     spent["run_device"] += time.perf_counter() - allocated
     calls["outputs"] += 1

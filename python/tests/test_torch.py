@@ -46,7 +46,7 @@ def test_call_checked_takes_the_device_path_only_after_a_full_check_and_for_dens
     launched, checked = [], []
     monkeypatch.setattr(model, "_device_runs", True)
     monkeypatch.setattr(model, "_dense_device_pointers", lambda torch, inputs: checked.append(len(inputs)) or [0])
-    monkeypatch.setattr(model, "_launch_on_device", lambda torch, pointers, into=None: launched.append(pointers) or ["launched"])
+    monkeypatch.setattr(model, "_launch_on_device", lambda torch, pointers, into=None, inputs=(): launched.append(pointers) or ["launched"])
     whole = type(model).__call__
     monkeypatch.setattr(type(model), "__call__", lambda self, *inputs: ["whole"] if self is model else whole(self, *inputs))
     assert model.call_checked([dense]) == ["whole"] and checked == [1] and not launched
@@ -67,7 +67,7 @@ def test_call_checked_with_fixed_layouts_reads_again_only_the_pointers_that_chan
     launched = []
     monkeypatch.setattr(model, "_device_runs", True)
     monkeypatch.setattr(model, "_dense_device_pointers", lambda torch, inputs: [0] * len(inputs))
-    monkeypatch.setattr(model, "_launch_on_device", lambda torch, pointers, into=None: launched.append(list(pointers)) or ["ran"])
+    monkeypatch.setattr(model, "_launch_on_device", lambda torch, pointers, into=None, inputs=(): launched.append(list(pointers)) or ["ran"])
     monkeypatch.setattr(type(model), "__call__", lambda self, *inputs: ["whole"])
     read = []
 
@@ -100,6 +100,38 @@ def test_call_checked_with_fixed_layouts_reads_again_only_the_pointers_that_chan
     assert call(a, b, c, d, fixed=False) == ["ran"] and launched[-1] == ptrs(a, b, c, d)
     transposed = torch.from_numpy(np.ascontiguousarray(a.numpy().T)).t()
     assert call(transposed, b, c, d) == ["whole"]  # a changing input: checked for density
+
+
+def test_outputs_written_into_inputs_come_back_as_those_inputs_and_go_to_the_run_at_their_pointers(monkeypatch):
+    # A decode step's cache layers updated in place: the runtime is given each such output at
+    # its input's pointer and the call returns the input itself; the other outputs are
+    # allocated, in the graph's order among them. The GPU's launch stubbed on a CPU model.
+    model = tilefuse.compile(REPO / "examples" / "matmul_add_add.onnxtxt", backend="cpu")
+    inputs = [torch.from_numpy(x) for x in random_inputs(model, seed=4)]
+    runs = []
+
+    class Graph:  # the runtime's run_device, recorded
+        backend, kernels = "cuda", []
+
+        def run_device(self, pointers, outputs, stream):
+            runs.append((list(pointers), list(outputs)))
+
+    monkeypatch.setattr(model, "_graph", Graph())
+    monkeypatch.setattr(model, "_current_stream", lambda: 0, raising=False)
+    allocated = []
+    monkeypatch.setattr(model, "_empty_outputs", lambda only=None: [allocated.append(torch.empty(3)) or allocated[-1] for _ in only],
+                        raising=False)
+    pointers = [x.data_ptr() for x in inputs]
+    # Three outputs: 0 and 2 into inputs 3 and 1, output 1 fresh.
+    into = tilefuse._model.InPlaceOutputs([(2, 1), (0, 3)], len(inputs), 3)
+    assert into.fresh == [1]
+    outputs = model._launch_on_device(torch, pointers, into, inputs)
+    assert outputs[0] is inputs[3] and outputs[2] is inputs[1] and outputs[1] is allocated[0]
+    assert runs == [(pointers, [inputs[3].data_ptr(), allocated[0].data_ptr(), inputs[1].data_ptr()])]
+    # One output, in place; and none in place.
+    assert tilefuse._model.InPlaceOutputs([(0, 2)], len(inputs), 1).gather(inputs, []) == [inputs[2]]
+    fresh = [torch.empty(1), torch.empty(2)]
+    assert tilefuse._model.InPlaceOutputs([], len(inputs), 2).gather(inputs, fresh) == fresh
 
 
 def test_bfloat16(tmp_path):

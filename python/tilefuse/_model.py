@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import operator
 import os
 import sys
 import warnings as _warnings
@@ -393,18 +394,18 @@ class CompiledModel:
             outputs[i] = _as_bfloat16(outputs[i], self._graph.outputs[i][0])
         return outputs
 
-    def call_checked(self, inputs: Sequence[Any], into: Optional[Dict[int, Any]] = None, layouts_fixed: bool = False) -> list:
+    def call_checked(self, inputs: Sequence[Any], into: Optional["InPlaceOutputs"] = None, layouts_fixed: bool = False) -> list:
         """As calling the model, for a caller whose every call has the first call's input shapes,
         dtypes and devices (the torch backend's call signature guards that). Once a call's
         inputs have passed the GPU path's full check, later calls' are checked for density only
         before the launch (the full pass over every input's type, dtype, shape and device took
         ~2 ms of GPT-2's training step on the host, H200 machine, 2026-11-30).
 
-        ``into``: outputs (by index) to write into the given tensors, each one of the inputs
-        (dense, of the output's dtype and shape: an input updated in place), on the launch path;
+        ``into``: outputs to write into inputs' own tensors (InPlaceOutputs: each such input
+        dense, of the output's dtype and shape: an input updated in place), on the launch path;
         where ``output_may_overwrite_input`` does not hold, the runtime copies the output there
         after the run. A call on any other path returns fresh tensors for them instead, so a
-        caller copies where the returned tensor is not the one it gave.
+        caller copies where the returned tensor is not the input it named.
 
         ``layouts_fixed``: the caller also guarantees each input's strides are the first call's
         (torch_backend's keys and Dynamo's guards fix them), so an input at the pointer it had
@@ -420,7 +421,7 @@ class CompiledModel:
                 self._held_pointers = _HeldPointers(torch)
             pointers = self._held_pointers.read(inputs)
             if pointers is not None:
-                return self._launch_on_device(torch, pointers, into)
+                return self._launch_on_device(torch, pointers, into, inputs)
         pointers = []
         for x in inputs:
             if not x.is_contiguous():
@@ -428,7 +429,7 @@ class CompiledModel:
             pointers.append(x.data_ptr())
         if layouts_fixed:
             self._held_pointers.note(pointers)
-        return self._launch_on_device(torch, pointers, into)
+        return self._launch_on_device(torch, pointers, into, inputs)
 
     def output_may_overwrite_input(self, output: int, input: int) -> bool:
         """Whether a run on the GPU may write output `output` straight into input `input`'s
@@ -495,13 +496,12 @@ class CompiledModel:
         # outputs; torch.empty took ~3.8 ms of its host time on the H200 machine, 2026-11-30).
         fast = getattr(getattr(getattr(torch._C, "_dynamo", None), "guards", None), "_empty_strided_cuda", None)
         layouts = [(shape, _dense_strides(shape), self._torch_types[dtype]) for dtype, shape in self._device_outputs]
-        def empty_outputs(given: Optional[Dict[int, Any]] = None) -> list:
+        def empty_outputs(only: Optional[List[int]] = None) -> list:
+            """Every output's tensor, or those of the outputs `only` lists."""
+            chosen = layouts if only is None else [layouts[i] for i in only]
             if fast is not None and torch.cuda.current_device() == index:  # it allocates on the current device
-                if not given:
-                    return [fast(shape, strides, dtype) for shape, strides, dtype in layouts]
-                return [given[i] if i in given else fast(*layout) for i, layout in enumerate(layouts)]
-            return [given[i] if given and i in given else torch.empty(shape, dtype=dtype, device=self._cuda_device)
-                    for i, (shape, _, dtype) in enumerate(layouts)]
+                return [fast(shape, strides, dtype) for shape, strides, dtype in chosen]
+            return [torch.empty(shape, dtype=dtype, device=self._cuda_device) for shape, _, dtype in chosen]
 
         self._empty_outputs = empty_outputs
 
@@ -522,9 +522,15 @@ class CompiledModel:
             pointers.append(x.data_ptr())
         return pointers
 
-    def _launch_on_device(self, torch: Any, pointers: List[int], into: Optional[Dict[int, Any]] = None) -> list:
-        outputs = self._empty_outputs(into)
-        self._graph.run_device(pointers, [o.data_ptr() for o in outputs], self._current_stream())
+    def _launch_on_device(self, torch: Any, pointers: List[int], into: Optional["InPlaceOutputs"] = None,
+                          inputs: Sequence[Any] = ()) -> list:
+        if into is None:
+            outputs = self._empty_outputs()
+            self._graph.run_device(pointers, [o.data_ptr() for o in outputs], self._current_stream())
+            return outputs
+        fresh = self._empty_outputs(only=into.fresh)
+        outputs = into.gather(inputs, fresh)
+        self._graph.run_device(pointers, into.gather(pointers, [o.data_ptr() for o in fresh]), self._current_stream())
         return outputs
 
     def _call_on_device(self, torch: Any, inputs: Sequence[Any]) -> list:
@@ -553,6 +559,28 @@ class CompiledModel:
 
     def __repr__(self) -> str:
         return f"<tilefuse.CompiledModel {self.source} on {self.backend}, {len(self._graph.kernels)} kernels>"
+
+
+class InPlaceOutputs:
+    """Outputs a caller has written into inputs' own tensors (updates in place, a KV cache's
+    layers), fixed per caller: output o into input i for each (o, i) of `pairs`, the others
+    allocated at each call (`fresh`). A call's output tensors and pointers are each gathered in
+    one C call (an itemgetter over the inputs followed by the fresh outputs), where a dict of
+    the given tensors, a lookup and a data_ptr() per output took ~10 us of a GPT-2 decode step's
+    host time (50 outputs, 48 of them its cache's; development machine)."""
+
+    def __init__(self, pairs: Sequence[Tuple[int, int]], inputs: int, outputs: int):
+        into = dict(pairs)
+        self.fresh = [o for o in range(outputs) if o not in into]
+        fresh_at = {o: inputs + k for k, o in enumerate(self.fresh)}
+        order = [into[o] if o in into else fresh_at[o] for o in range(outputs)]
+        take = operator.itemgetter(*order) if order else (lambda _: ())
+        # (itemgetter of one position returns the item, not a tuple)
+        self._take = take if len(order) != 1 else (lambda values: (take(values),))
+
+    def gather(self, inputs: Sequence[Any], fresh: List[Any]) -> list:
+        """Per output in order: its input's entry of `inputs` or its entry of `fresh`."""
+        return list(self._take((inputs if isinstance(inputs, list) else list(inputs)) + fresh))
 
 
 class _HeldPointers:

@@ -59,7 +59,7 @@ import torch
 
 from . import _tilefuse
 from ._errors import Error
-from ._model import _wrap
+from ._model import InPlaceOutputs, _wrap
 
 logger = logging.getLogger("tilefuse")
 
@@ -533,10 +533,11 @@ class _Specialization:
         # their own, copied into the arguments after the run.
         self.mutations = translation.mutations
         numbers = {p[0]: n for n, p in enumerate(translation.input_positions) if len(p) == 1}
+        self.input_numbers = numbers  # an argument's position among the graph's inputs
         self.in_place = [(output, position) for output, position in self.mutations
                          if position in numbers and numbers[position] not in translation.input_orders and
                          self.model.backend == "cuda"]
-        self.dense_in_place: Optional[List[Tuple[int, int]]] = None  # those whose arguments are dense (run)
+        self.into: Optional[InPlaceOutputs] = None  # those whose arguments are dense (run)
         stages = ", ".join(f"{name} {ms:.0f}" for name, ms in self.model.compile_stages_ms)
         symbols = ", ".join(f"{name}={value}" for name, value in sorted(self.symbols.items()))
         self.jit_compiles = self.model.jit_compiles  # kernels compiled, not found in the kernel cache
@@ -556,10 +557,10 @@ class _Specialization:
         # graph's shapes, dtypes, device and layouts (CompiledModel.call_checked skips those checks).
         if not self.mutations:
             return self.outputs_of(self.model.call_checked(self.inputs_of(args), layouts_fixed=True), args)
-        if self.dense_in_place is None:  # the layouts are the signature's: dense at every call, or at none
-            self.dense_in_place = [(output, position) for output, position in self.in_place if args[position].is_contiguous()]
-        into = {output: args[position] for output, position in self.dense_in_place}
-        tensors = self.model.call_checked(self.inputs_of(args), into, layouts_fixed=True)
+        if self.into is None:  # the layouts are the signature's: dense at every call, or at none
+            dense = [(output, self.input_numbers[position]) for output, position in self.in_place if args[position].is_contiguous()]
+            self.into = InPlaceOutputs(dense, len(self.input_shapes), len(self.model.outputs))
+        tensors = self.model.call_checked(self.inputs_of(args), self.into, layouts_fixed=True)
         copied = [(args[position], tensors[output]) for output, position in self.mutations if tensors[output] is not args[position]]
         if copied:  # one multi-tensor copy, not a launch per input
             torch._foreach_copy_([to for to, _ in copied], [value for _, value in copied])

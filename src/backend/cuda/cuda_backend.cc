@@ -46,7 +46,11 @@ std::vector<CudaKernelInfo> DescribeKernels(const CudaProgram& program, const Fu
         break;
       case CudaGroupProgram::Mode::kGemmTemplate:
         info.mode = "gemm template";
-        if (p.grouped_into >= 0) info.strategy = fmt::format("grouped over N into {}", program.groups.at(p.grouped_into).kernel->source.name);
+        if (p.grouped_into >= 0) {
+          const CudaLaunchable& into = *program.groups.at(p.grouped_into).kernel;
+          const bool chained = into.template_kernel && into.template_kernel->Kind() == "skinny chain template";
+          info.strategy = fmt::format("{} {}", chained ? "its A computed by, and the product chained into," : "grouped over N into", into.source.name);
+        }
         if (p.gated_into >= 0) info.strategy = fmt::format("the gate of {}, in its tiles", program.groups.at(p.gated_into).kernel->source.name);
         break;
       case CudaGroupProgram::Mode::kAttentionTemplate: info.mode = "attention template"; break;
@@ -316,7 +320,8 @@ CudaTarget TargetFor(const std::string& arch, int sm_count, const CudaCompileOpt
   if (SwitchedOff("TILEFUSE_SKINNY_NORMS")) target.overrides.skinny_norms = false;  // the norms' own kernels, for comparison
   if (SwitchedOff("TILEFUSE_SKINNY_CLUSTERS")) target.overrides.skinny_clusters = false;  // split-K through scratch memory, for comparison
   if (SwitchedOff("TILEFUSE_DECODE_PREFETCH")) target.overrides.decode_prefetch = false;
-  if (SwitchedOff("TILEFUSE_SKINNY_PREFETCH")) target.overrides.skinny_prefetch = false;  // the epilogue's loads after the sums, for comparison  // the attention's K/V not prefetched, for comparison
+  if (SwitchedOff("TILEFUSE_SKINNY_PREFETCH")) target.overrides.skinny_prefetch = false;
+  if (SwitchedOff("TILEFUSE_SKINNY_CHAINS")) target.overrides.skinny_chains = false;  // a decode MLP's two products apart  // the epilogue's loads after the sums, for comparison  // the attention's K/V not prefetched, for comparison
   if (SwitchedOff("TILEFUSE_CACHE_UPDATE_IN_ATTENTION")) target.overrides.cache_updates_in_attention = false;  // the update's own kernel
   if (SwitchedOff("TILEFUSE_LAUNCH_TOGETHER")) target.overrides.launch_together = false;  // a launch per kernel
   if (SwitchedOff("TILEFUSE_LT_VIEWS")) target.overrides.lt_views = false;          // cuBLASLt's operands copied first

@@ -181,6 +181,10 @@ struct TemplateOverrides {
   // turns it off, for comparison). Expected: an L2 or DRAM round trip (~0.3-0.7 µs) off each
   // decode product's critical path, 48 of them in GPT-2's step.
   bool skinny_prefetch = true;
+  // A skinny product whose output only another reads, as its A, computed with it in one kernel
+  // (codegen/cuda/cuda_skinny_chain_emitter.h; TILEFUSE_SKINNY_CHAINS=0 turns it off): a decode
+  // step's MLP products.
+  bool skinny_chains = true;
   // A KV cache's update at one position written by the decode attention that reads the
   // updated cache (backend/cuda/cuda_cache_update_fold.h; TILEFUSE_CACHE_UPDATE_IN_ATTENTION=0
   // turns it off). On since 2026-12-06, with the norms above (their measurement). A position

@@ -4,6 +4,7 @@
 
 #include "codegen/cuda/cuda_gemm_emitter.h"
 #include "codegen/cuda/cuda_gemm_search_space.h"
+#include "codegen/cuda/cuda_skinny_chain_emitter.h"
 #include "codegen/cuda/cuda_skinny_gemm_emitter.h"
 #include "codegen/gemm_n_groups.h"
 #include "codegen/kernel_fingerprint.h"
@@ -91,6 +92,24 @@ class SkinnyGemmTemplate : public TemplateKernel {
   bool prefetch_epilogue_;  // TemplateOverrides::skinny_prefetch
 };
 
+// Two skinny products in one kernel (codegen/cuda/cuda_skinny_chain_emitter.h): one form.
+class SkinnyChainTemplate : public TemplateKernel {
+ public:
+  SkinnyChainTemplate(GemmTemplateKernel first, GemmTemplateKernel second) : first_(std::move(first)), second_(std::move(second)) {}
+  std::string Kind() const override { return "skinny chain template"; }
+  std::string Fingerprint() const override { return "skinny chain " + GemmFingerprint(first_) + " then " + GemmFingerprint(second_); }
+  std::vector<nlohmann::json> SearchSpace(int) const override { return {nlohmann::json::object()}; }
+  StatusOr<CudaKernelSource> Emit(const std::string& name, const nlohmann::json& config, int) const override {
+    if (!config.empty()) return InvalidArgument(fmt::format("{}: the skinny chain template takes its rule's configuration only", name));
+    GemmTemplateKernel named = first_;
+    named.name = name;
+    return EmitCudaSkinnyChain(named, second_);
+  }
+
+ private:
+  GemmTemplateKernel first_, second_;
+};
+
 // A template with only its rule's configuration to offer (nothing to tune until its
 // alternatives are measured): its fingerprint from what that kernel computes.
 class RuleOnlyTemplate : public TemplateKernel {
@@ -169,6 +188,10 @@ std::shared_ptr<const TemplateKernel> MakeGemmTemplate(GemmTemplateKernel gemm, 
 
 std::shared_ptr<const TemplateKernel> MakeSkinnyGemmTemplate(GemmTemplateKernel gemm, bool clusters, bool prefetch_epilogue) {
   return std::make_shared<SkinnyGemmTemplate>(std::move(gemm), clusters, prefetch_epilogue);
+}
+
+std::shared_ptr<const TemplateKernel> MakeSkinnyChainTemplate(GemmTemplateKernel first, GemmTemplateKernel second) {
+  return std::make_shared<SkinnyChainTemplate>(std::move(first), std::move(second));
 }
 
 std::shared_ptr<const TemplateKernel> MakeAttentionTemplate(AttentionTemplateKernel attention, CudaAttentionConfig resolved) {

@@ -21,6 +21,8 @@ std::shared_ptr<const TemplateKernel> MakeGemmTemplate(GemmTemplateKernel gemm, 
 // tuner's candidates (SkinnyGemmCandidates) in its search space; `clusters`: the rule may sum
 // the splits in a thread-block cluster (CudaSkinnyGemmConfig::clusters).
 std::shared_ptr<const TemplateKernel> MakeSkinnyGemmTemplate(GemmTemplateKernel gemm, bool clusters = false, bool prefetch_epilogue = true);
+// `first` then `second`, which reads first's output as its A, in one kernel (SkinnyChainFits).
+std::shared_ptr<const TemplateKernel> MakeSkinnyChainTemplate(GemmTemplateKernel first, GemmTemplateKernel second);
 // `resolved`: ResolveAttentionConfigForMask's configuration (the mask's key blocks need the
 // graph, which the kernel does not keep). Only it is listed: the loops and tiles have rules
 // measured against each other, not a search.

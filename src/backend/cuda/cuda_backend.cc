@@ -239,7 +239,9 @@ Status PlaceOnDevice(CudaExecutable::State& state, bool any_gemm) {
     // view), cuBLASLt's product (or, with its own epilogue, the group's output), the outputs.
     for (int node : reads[p.group]) on_device[node] = true;
     if (p.mode == CudaGroupProgram::Mode::kGemm) on_device[p.lt_output >= 0 ? p.lt_output : p.matmul] = true;
-    if (p.gated_into < 0 && p.normed_into < 0)  // (a gate's output stays in registers, a norm's is computed where it is read)
+    // (A gate's output stays in registers, a norm's is computed where it is read, a chain's
+    // first product's output is handed over in shared memory.)
+    if (p.gated_into < 0 && p.normed_into < 0 && !p.output_unstored)
       for (int out : s->plan.groups[p.group].outputs) on_device[out] = true;
   }
   s->address.assign(g.num_nodes(), 0);

@@ -700,6 +700,7 @@ void ChainSkinnyProducts(const Graph& g, const FusionPlan& plan, const CudaTarge
     if (!kernel.ok() || kernel->stand_in) continue;
     kernel->outputs = next.kernel->outputs;
     own.kernel = std::move(*kernel);
+    own.output_unstored = true;
     next.kernel.reset();
     next.grouped_into = own.group;
   }
@@ -830,7 +831,9 @@ StatusOr<CudaProgram> BuildCudaProgram(const Graph& graph, const FusionPlan& pla
 
 void WriteGroupedOutputsAtTheirKernel(const CudaProgram& program, Schedule& schedule) {
   for (const CudaGroupProgram& p : program.groups) {
-    if (p.gated_into >= 0 || p.normed_into >= 0) {  // (read only by the kernel that computes it)
+    // (Read only by the kernel that computes it; the groups come in plan order, so a chain's
+    // first product drops its output before the second's reads move to its step.)
+    if (p.gated_into >= 0 || p.normed_into >= 0 || p.output_unstored) {
       std::vector<int>& dropped = schedule.steps.at(p.group).writes;
       for (ScheduleStep& step : schedule.steps)
         for (int b : dropped) std::erase(step.reads, b);

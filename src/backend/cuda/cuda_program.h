@@ -93,6 +93,10 @@ struct CudaGroupProgram {
   // (codegen/gemm_row_norms.h): this group has no kernel of its own and its output is never
   // stored (no step writes or reads it); -1: none.
   int normed_into = -1;
+  // gemm template: the skinny chain's first product (codegen/cuda/cuda_skinny_chain_emitter.h),
+  // whose one output its kernel hands to the second product in shared memory and never stores
+  // (no step writes or reads it).
+  bool output_unstored = false;
   // generated: the group whose kernel runs this group's too, launched together
   // (codegen/cuda/cuda_launch_together.h; this group then has no kernel of its own and its
   // outputs are written at that group's step); -1: none.
@@ -121,7 +125,8 @@ struct CudaProgram {
 // at its own step, as kernels launched together (launched_with) do: `schedule` (one step per
 // group, ScheduleFromFusionPlan) says so, so that their live ranges start there and no value
 // that step reads shares their bytes. A gate computed in another product's tiles (gated_into)
-// is neither written nor read, nor is an RMS norm computed in its product's kernel (normed_into).
+// is neither written nor read, nor is an RMS norm computed in its product's kernel (normed_into),
+// nor the output of a skinny chain's first product (output_unstored).
 void WriteGroupedOutputsAtTheirKernel(const CudaProgram& program, Schedule& schedule);
 
 // What the program is built for. The Hopper templates need sm_90a.

@@ -12,6 +12,7 @@
 #include "codegen/cuda/cuda_skinny_chain_emitter.h"
 #include "fusion/group_classifier.h"
 #include "passes/pipeline.h"
+#include "runtime/memory_plan.h"
 #include "tilefuse/builder.h"
 
 namespace tilefuse {
@@ -85,6 +86,28 @@ TEST(CudaSkinnyChainTest, ADecodeMlpIsOneKernel) {
                                         })->kernel;
     ASSERT_EQ(launchable.outputs.size(), 1u);
     EXPECT_EQ(launchable.outputs[0], g.outputs()[0].node) << "y";
+    // The GELU's output is never stored: no kernel names it, no step writes or reads it, and
+    // the memory plan (y written at the chain's step) holds.
+    int h = -1;
+    for (const Node& n : g.nodes())
+      if (n.op == OpCode::kMatMul && n.inputs[0] != g.inputs()[0]) h = n.inputs[0];
+    ASSERT_GE(h, 0);
+    EXPECT_EQ(std::count(launchable.buffer_nodes.begin(), launchable.buffer_nodes.end(), h), 0);
+    StatusOr<CudaPlan> plan = PlanFusionForCuda(g, PlannerOptions{}, CudaTarget{});
+    ASSERT_TRUE(plan.ok());
+    Schedule schedule = ScheduleFromFusionPlan(g, plan->plan);
+    WriteGroupedOutputsAtTheirKernel(program, schedule);
+    std::vector<std::vector<int>> touched(program.groups.size());
+    for (const CudaGroupProgram& p : program.groups)
+      if (p.kernel)
+        for (int node : GraphValuesOf(p.kernel->source.launch))
+          for (size_t b = 0; b < schedule.buffers.size(); ++b)
+            if (schedule.buffers[b].node == node) touched[static_cast<size_t>(p.group)].push_back(static_cast<int>(b));
+    AddStepReads(touched, schedule);
+    for (const ScheduleStep& step : schedule.steps)
+      for (int b : step.reads) EXPECT_NE(schedule.buffers[static_cast<size_t>(b)].node, h) << "h read";
+    const Status planned = PlanMemory(schedule).status();
+    EXPECT_TRUE(planned.ok()) << planned.ToString();
   }
 }
 

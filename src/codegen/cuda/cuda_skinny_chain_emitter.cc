@@ -91,7 +91,10 @@ StatusOr<CudaKernelSource> EmitCudaSkinnyChain(const GemmTemplateKernel& first, 
   std::string parameters =
       "const __grid_constant__ tf::TensorMap map_a, const __grid_constant__ tf::TensorMap map_b, const __grid_constant__ tf::TensorMap map_b2";
   std::string buffers1, buffers2;
-  parameters += GemmEpilogueParameters(first, s, buffers1, "e1_");
+  // The first product's output is handed over in shared memory: its buffer is not passed.
+  GemmTemplateKernel handed_over = first;
+  handed_over.output_in_registers = true;
+  parameters += GemmEpilogueParameters(handed_over, s, buffers1, "e1_");
   parameters += GemmEpilogueParameters(second, s, buffers2, "e2_");
   std::string norm;
   if (first.layer_norm) {  // A normed by the producer's second warp from x (first.a), γ and β
@@ -114,7 +117,7 @@ StatusOr<CudaKernelSource> EmitCudaSkinnyChain(const GemmTemplateKernel& first, 
       TileElementType(first.dtype), GemmIndexType(first)[0] == 'l' ? GemmIndexType(first) : GemmIndexType(second),
       first.rows, first.n, first.k, kPaddedRows, steps, steps, first.b_k_major >= 0 ? 1 : 0,
       !first.layer_norm ? 0 : first.layer_norm->rms ? 2 : 1, second.n, second.b_k_major >= 0 ? 1 : 0);
-  out += GemmEpilogueStruct(first, /*staged=*/0, -1, -1, "Epilogue1");
+  out += GemmEpilogueStruct(handed_over, /*staged=*/0, -1, -1, "Epilogue1");
   out += GemmEpilogueStruct(second, -1, -1, -1, "Epilogue2", /*with_prefetch=*/true);
   out += fmt::format("  tf::GemmSkinnyChainSm90<Config>(map_a, map_b, map_b2, Epilogue1{{{}}}, Epilogue2{{{}}}, counters, partials{});\n}}\n",
                      buffers1, buffers2, norm);

@@ -115,6 +115,14 @@ TEST(CudaSkinnyChainTest, ProductsItDoesNotTakeKeepTheirKernels) {
   EXPECT_EQ(Sources(Lower(DecodeMlp({.h_returned = true}), true)).size(), 2u) << "the GELU's output is also returned";
   EXPECT_EQ(Sources(Lower(DecodeMlp({.hidden = 2048, .inner = 5632}), true)).size(), 2u) << "N2 past 768 and K1 past shared memory";
   EXPECT_EQ(Sources(Lower(DecodeMlp({.rows = 24}), true)).size(), 3u) << "24 rows: the norm and both products apart";
+  CudaTarget few_sms;  // 48 CTAs that wait for each other need 48 SMs
+  few_sms.sm_count = 40;
+  const Graph g = DecodeMlp({});
+  StatusOr<CudaPlan> plan = PlanFusionForCuda(g, PlannerOptions{}, few_sms);
+  ASSERT_TRUE(plan.ok());
+  StatusOr<CudaProgram> program = BuildCudaProgram(g, plan->plan, FindInlinedGenerators(g), "", {}, few_sms);
+  ASSERT_TRUE(program.ok()) << program.status().ToString();
+  EXPECT_EQ(Sources(*program).size(), 2u) << "40 SMs";
 }
 
 TEST(CudaSkinnyChainTest, CompilesForHopperWithoutSpills) {

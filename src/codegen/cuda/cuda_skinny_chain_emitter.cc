@@ -59,16 +59,17 @@ Status SkinnyChainFits(const GemmTemplateKernel& first, const GemmTemplateKernel
   for (const ScalarValue& v : second.epilogue.values)
     if (v.kind == ScalarValue::Kind::kLoad && second.epilogue.buffers[static_cast<size_t>(v.buffer)].node == h)
       return Unimplemented("the chain's second epilogue reads the first's output, which is never stored");
-  if (first.n / 64 > 132) return Unimplemented("the chain's grid is at most one CTA an SM");
   if (ChainSharedBytes(first, second) > kSharedLimit)
     return Unimplemented(fmt::format("the chain holds both weights' tiles: {} bytes of shared memory (the limit is {})",
                                      ChainSharedBytes(first, second), kSharedLimit));
   return Status::Ok();
 }
 
-StatusOr<CudaKernelSource> EmitCudaSkinnyChain(const GemmTemplateKernel& first, const GemmTemplateKernel& second) {
+StatusOr<CudaKernelSource> EmitCudaSkinnyChain(const GemmTemplateKernel& first, const GemmTemplateKernel& second, int sm_count) {
   RETURN_IF_ERROR(SkinnyChainFits(first, second));
   const int64_t steps = KSteps(first), blocks = first.n / 64;
+  // Every CTA waits for every other at the grid barrier: all resident at once, one an SM.
+  if (blocks > sm_count) return Unimplemented(fmt::format("the chain's {} CTAs wait for each other: more than the {} SMs", blocks, sm_count));
   CudaKernelSource s;
   s.name = first.name;
   s.threads = 256;

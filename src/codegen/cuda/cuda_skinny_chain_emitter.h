@@ -19,7 +19,8 @@ namespace tilefuse {
 // tiles' sums in registers), every tile of W1 and W2 resident in shared memory, no gate, part,
 // partner column or padded B.
 Status SkinnyChainFits(const GemmTemplateKernel& first, const GemmTemplateKernel& second);
-// The kernel (named first.name): one CTA per 64 columns of N1.
-StatusOr<CudaKernelSource> EmitCudaSkinnyChain(const GemmTemplateKernel& first, const GemmTemplateKernel& second);
+// The kernel (named first.name): one CTA per 64 columns of N1, at most `sm_count` of them (they
+// wait for each other).
+StatusOr<CudaKernelSource> EmitCudaSkinnyChain(const GemmTemplateKernel& first, const GemmTemplateKernel& second, int sm_count);
 
 }  // namespace tilefuse

@@ -99,11 +99,11 @@ class SkinnyChainTemplate : public TemplateKernel {
   std::string Kind() const override { return "skinny chain template"; }
   std::string Fingerprint() const override { return "skinny chain " + GemmFingerprint(first_) + " then " + GemmFingerprint(second_); }
   std::vector<nlohmann::json> SearchSpace(int) const override { return {nlohmann::json::object()}; }
-  StatusOr<CudaKernelSource> Emit(const std::string& name, const nlohmann::json& config, int) const override {
+  StatusOr<CudaKernelSource> Emit(const std::string& name, const nlohmann::json& config, int sm_count) const override {
     if (!config.empty()) return InvalidArgument(fmt::format("{}: the skinny chain template takes its rule's configuration only", name));
     GemmTemplateKernel named = first_;
     named.name = name;
-    return EmitCudaSkinnyChain(named, second_);
+    return EmitCudaSkinnyChain(named, second_, sm_count);
   }
 
  private:

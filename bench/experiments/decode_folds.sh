@@ -14,7 +14,8 @@
 #           for an A/B in turns); PROBE_ARGS more of its flags (--host)
 #   checks: every skinny graph with a norm against the f64 reference and under memcheck with the
 #           norms in the products; the one-row graph (cluster form); every other skinny graph
-#           (tests/gemm/gemm_skinny_*) against the reference
+#           (tests/gemm/gemm_skinny_*) against the reference; the MLP graphs with their two
+#           products as one kernel (TILEFUSE_SKINNY_CHAINS=1), one under memcheck
 #   e2e:    bench/decode.py's MODES (default tilefuse,compile) with the setting E2E ("NORMS,FOLD")
 # Usage: bash bench/experiments/decode_folds.sh BUNDLE_DIR OUT_DIR   (STAGES="pytest probes checks";
 # MODEL=llama for TinyLlama's shape)
@@ -58,6 +59,10 @@ if [[ " $STAGES " == *" checks "* ]]; then
   for m in tests/gemm/gemm_skinny_*.onnxtxt; do
     case "$m" in *_norm_*) ;; *) check_forms "$m" "" ;; esac
   done
+  for m in tests/gemm/gemm_skinny_*mlp_decode*.onnxtxt; do  # the two products as one kernel
+    TILEFUSE_SKINNY_CHAINS=1 check_forms "$m" ""
+  done
+  TILEFUSE_SKINNY_CHAINS=1 memcheck tests/gemm/gemm_skinny_gpt2_mlp_decode_normed_bf16.onnxtxt
 fi
 if [[ " $STAGES " == *" e2e "* ]]; then  # bench/decode.py, each mode its own process, the settings of E2E ("NORMS,FOLD")
   norms=${E2E%,*} fold=${E2E#*,}

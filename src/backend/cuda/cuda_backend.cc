@@ -321,9 +321,9 @@ CudaTarget TargetFor(const std::string& arch, int sm_count, const CudaCompileOpt
   if (SwitchedOn("TILEFUSE_GEMM_ROW_NORMS")) target.overrides.gemm_row_norms = true;  // RMS norms in their products (no faster, measured)
   if (SwitchedOff("TILEFUSE_SKINNY_NORMS")) target.overrides.skinny_norms = false;  // the norms' own kernels, for comparison
   if (SwitchedOff("TILEFUSE_SKINNY_CLUSTERS")) target.overrides.skinny_clusters = false;  // split-K through scratch memory, for comparison
-  if (SwitchedOff("TILEFUSE_DECODE_PREFETCH")) target.overrides.decode_prefetch = false;
-  if (SwitchedOff("TILEFUSE_SKINNY_PREFETCH")) target.overrides.skinny_prefetch = false;
-  if (SwitchedOff("TILEFUSE_SKINNY_CHAINS")) target.overrides.skinny_chains = false;  // a decode MLP's two products apart  // the epilogue's loads after the sums, for comparison  // the attention's K/V not prefetched, for comparison
+  if (SwitchedOff("TILEFUSE_DECODE_PREFETCH")) target.overrides.decode_prefetch = false;  // the attention's K/V not prefetched, for comparison
+  if (SwitchedOff("TILEFUSE_SKINNY_PREFETCH")) target.overrides.skinny_prefetch = false;  // the epilogue's loads after the sums, for comparison
+  if (SwitchedOn("TILEFUSE_SKINNY_CHAINS")) target.overrides.skinny_chains = true;        // a decode MLP's two products as one kernel
   if (SwitchedOff("TILEFUSE_CACHE_UPDATE_IN_ATTENTION")) target.overrides.cache_updates_in_attention = false;  // the update's own kernel
   if (SwitchedOff("TILEFUSE_LAUNCH_TOGETHER")) target.overrides.launch_together = false;  // a launch per kernel
   if (SwitchedOff("TILEFUSE_LT_VIEWS")) target.overrides.lt_views = false;          // cuBLASLt's operands copied first

@@ -676,7 +676,8 @@ void FoldNormsIntoSkinnyProducts(const Graph& g, const FusionPlan& plan, const C
 // step; the second keeps no kernel (grouped_into the first) and its outputs are written there,
 // where every other value it reads is already written. The first's output is never stored.
 // Expected: one launch and its dependency edge fewer a layer (GPT-2 small on an H100: the two
-// products 4.5 + 3.9 µs of the step's critical path, their weights ~1.4 µs each of bandwidth).
+// products 4.5 + 3.9 µs of the step's critical path, their weights ~1.4 µs each of bandwidth);
+// measured slower (TemplateOverrides::skinny_chains says why), so off unless asked.
 void ChainSkinnyProducts(const Graph& g, const FusionPlan& plan, const CudaTarget& target, CudaProgram& program) {
   if (!target.overrides.skinny_chains || target.arch != "sm_90a") return;
   const std::vector<std::vector<int>> readers = GroupsReadingEachNode(g, plan);

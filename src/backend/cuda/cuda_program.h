@@ -187,9 +187,12 @@ struct TemplateOverrides {
   // decode product's critical path, 48 of them in GPT-2's step.
   bool skinny_prefetch = true;
   // A skinny product whose output only another reads, as its A, computed with it in one kernel
-  // (codegen/cuda/cuda_skinny_chain_emitter.h; TILEFUSE_SKINNY_CHAINS=0 turns it off): a decode
-  // step's MLP products.
-  bool skinny_chains = true;
+  // (codegen/cuda/cuda_skinny_chain_emitter.h; TILEFUSE_SKINNY_CHAINS=1 turns it on): a decode
+  // step's MLP products. Off: correct on an H100 (the checks, memcheck, the decode tests) but
+  // slower, GPT-2's step 256.7 -> 302.6 µs of device time (2026-12-06): 48 CTAs each streaming
+  // 192 KB of weights, too large to share an SM with the kernel ahead, so the weights no longer
+  // cross while it runs (bench/results/2026-12-06-h100-decode-host-path.md).
+  bool skinny_chains = false;
   // A KV cache's update at one position written by the decode attention that reads the
   // updated cache (backend/cuda/cuda_cache_update_fold.h; TILEFUSE_CACHE_UPDATE_IN_ATTENTION=0
   // turns it off). On since 2026-12-06, with the norms above (their measurement). A position

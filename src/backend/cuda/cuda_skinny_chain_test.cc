@@ -1,7 +1,7 @@
-// Two skinny products in one kernel (codegen/cuda/cuda_skinny_chain_emitter.h): a decode
-// step's MLP planned and lowered for the GPU and compiled by NVRTC (no GPU needed). The GPU
-// run against the reference is bench/experiments/decode_folds.sh's checks stage
-// (tests/gemm/gemm_skinny_gpt2_mlp_decode_bf16.onnxtxt and the torch decode tests).
+// Two skinny products in one kernel (codegen/cuda/cuda_skinny_chain_emitter.h; off unless
+// TILEFUSE_SKINNY_CHAINS=1): a decode step's MLP planned and lowered for the GPU and compiled by
+// NVRTC (no GPU needed). The GPU run against the reference is bench/experiments/decode_folds.sh's
+// checks stage (tests/gemm/gemm_skinny_*mlp_decode*.onnxtxt with the switch).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -111,11 +111,14 @@ TEST(CudaSkinnyChainTest, ADecodeMlpIsOneKernel) {
   }
 }
 
+TEST(CudaSkinnyChainTest, OffUnlessAsked) { EXPECT_FALSE(CudaTarget{}.overrides.skinny_chains); }
+
 TEST(CudaSkinnyChainTest, ProductsItDoesNotTakeKeepTheirKernels) {
   EXPECT_EQ(Sources(Lower(DecodeMlp({.h_returned = true}), true)).size(), 2u) << "the GELU's output is also returned";
   EXPECT_EQ(Sources(Lower(DecodeMlp({.hidden = 2048, .inner = 5632}), true)).size(), 2u) << "N2 past 768 and K1 past shared memory";
   EXPECT_EQ(Sources(Lower(DecodeMlp({.rows = 24}), true)).size(), 3u) << "24 rows: the norm and both products apart";
   CudaTarget few_sms;  // 48 CTAs that wait for each other need 48 SMs
+  few_sms.overrides.skinny_chains = true;
   few_sms.sm_count = 40;
   const Graph g = DecodeMlp({});
   StatusOr<CudaPlan> plan = PlanFusionForCuda(g, PlannerOptions{}, few_sms);

@@ -87,7 +87,8 @@ def main():
         wall = time.perf_counter() - began
         after = stepper.device_run_counts
         runs = sum(after[k] - before[k] for k in ("replays", "one_by_one", "through_buffers"))
-        in_cpp = {k: (after[k] - before[k]) / max(runs, 1) for k in ("host_us", "host_us_in_launches") if k in after}
+        in_cpp = {k: (after[k] - before[k]) / max(runs, 1)
+                  for k in ("host_us", "host_us_in_launches", "host_us_deciding", "host_us_finding_graph") if k in after}
         steps = args.steps - 1
         # The generation's calls: the prompt's (one) and the steps'.
         per = {name: 1e6 * spent[name] / max(calls[name], 1) for name in spent}
@@ -98,7 +99,9 @@ def main():
               f"run_device {per['run_device']:.1f}, the inputs' pointers read the rest)", flush=True)
         if in_cpp:
             print(f"  the step's runtime ({runs} runs): {in_cpp['host_us']:.1f} us a run in C++, of which "
-                  f"{in_cpp['host_us_in_launches']:.1f} in the driver's launch calls", flush=True)
+                  f"{in_cpp['host_us_in_launches']:.1f} in the driver's launch calls, "
+                  f"{in_cpp.get('host_us_deciding', float('nan')):.1f} deciding what to stage and copy, "
+                  f"{in_cpp.get('host_us_finding_graph', float('nan')):.1f} finding the captured graph", flush=True)
         moved = {k: after[k] - before[k] for k in ("staged_copies", "output_copies", "captures", "one_by_one", "replays")}
         print(f"  the step's runs this generation: {moved}", flush=True)
     # The step's device time alone: its compiled model launched back to back, same inputs.

@@ -206,8 +206,10 @@ class CompiledModel {
                                   // outputs given an input's memory they may not overwrite)
     int64_t staged_copies = 0;    // small values whose pointers keep changing, copied through the model's buffers
     // Host time: in RunOnDevice, and of it in the driver's launch calls (graph launches, the
-    // staged copies' kernels), in nanoseconds summed over the runs.
-    int64_t host_ns = 0, host_ns_in_launches = 0;
+    // staged copies' kernels), in deciding what to stage, divert and copy (the pointers noted,
+    // a staged run repeated or worked out) and in finding the graph captured on the pointers,
+    // in nanoseconds summed over the runs.
+    int64_t host_ns = 0, host_ns_in_launches = 0, host_ns_deciding = 0, host_ns_finding_graph = 0;
   };
   DeviceRunCounts device_run_counts() const;
   // Whether RunOnDevice may be given input `input`'s own pointer for output `output` (graph

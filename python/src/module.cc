@@ -251,6 +251,8 @@ NB_MODULE(_tilefuse, m) {
             d["staged_copies"] = c.staged_copies;
             d["host_us"] = static_cast<double>(c.host_ns) * 1e-3;
             d["host_us_in_launches"] = static_cast<double>(c.host_ns_in_launches) * 1e-3;
+            d["host_us_deciding"] = static_cast<double>(c.host_ns_deciding) * 1e-3;
+            d["host_us_finding_graph"] = static_cast<double>(c.host_ns_finding_graph) * 1e-3;
             return d;
           },
           "How runs on device pointers went so far: replays of a captured graph, kernels launched one by one, runs "

@@ -330,7 +330,8 @@ CompiledModel::DeviceRunCounts CompiledModel::device_run_counts() const {
   std::lock_guard<std::mutex> lock(state_->run_mutex);
   if (!state_->gpu) return {};
   const CudaExecutable::RunCounts c = state_->gpu->device_run_counts();
-  return {c.replays, c.one_by_one, c.through_buffers, c.captures, c.output_copies, c.staged_copies, c.host_ns, c.host_ns_in_launches};
+  return {c.replays,       c.one_by_one, c.through_buffers,     c.captures,         c.output_copies,
+          c.staged_copies, c.host_ns,    c.host_ns_in_launches, c.host_ns_deciding, c.host_ns_finding_graph};
 }
 
 // `tilefuse explain`'s plan of the same passed graph with the same fuse option.

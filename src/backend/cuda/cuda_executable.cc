@@ -568,7 +568,11 @@ class HostTimeTo {
 // node at its first pointer: a graph captured on them when they were seen before, else the
 // kernels launched one by one.
 Status CudaExecutable::State::RunInPlace(const std::vector<uint64_t>& key, CUstream on) {
-  auto cached = std::find_if(caller_graphs.begin(), caller_graphs.end(), [&](const auto& e) { return e.first == key; });
+  auto cached = caller_graphs.end();
+  {
+    HostTimeTo finding(run_counts.host_ns_finding_graph);
+    cached = std::find_if(caller_graphs.begin(), caller_graphs.end(), [&](const auto& e) { return e.first == key; });
+  }
   if (cached != caller_graphs.end()) {
     ++run_counts.replays;
     ++caller_replays;
@@ -621,22 +625,25 @@ Status CudaExecutable::State::RunInPlace(const std::vector<uint64_t>& key, CUstr
 StatusOr<bool> CudaExecutable::State::RepeatStagedRun(const std::vector<uint64_t>& key, size_t inputs, CUstream on) {
   if (!staged_run || staged_run->key.size() != key.size()) return false;
   StagedRun& run = *staged_run;
-  // The same entries staged, every other pointer the same (a diverted output's and its
-  // input's among them), and no new pointer another's on the other side (an input given as an
-  // output, which DivertedOutputs would divert).
-  for (size_t i = 0; i < key.size(); ++i) {
-    if (run.volatiles[i] != volatile_pointers.staged(i)) return false;
-    if (!run.volatiles[i] && key[i] != run.key[i]) return false;
+  {
+    HostTimeTo deciding(run_counts.host_ns_deciding);
+    // The same entries staged, every other pointer the same (a diverted output's and its
+    // input's among them), and no new pointer another's on the other side (an input given as
+    // an output, which DivertedOutputs would divert).
+    for (size_t i = 0; i < key.size(); ++i) {
+      if (run.volatiles[i] != volatile_pointers.staged(i)) return false;
+      if (!run.volatiles[i] && key[i] != run.key[i]) return false;
+    }
+    for (size_t i = 0; i < key.size(); ++i) {
+      if (!run.volatiles[i] || key[i] == run.key[i]) continue;
+      const auto other_begin = i < inputs ? key.begin() + static_cast<std::ptrdiff_t>(inputs) : key.begin();
+      const auto other_end = i < inputs ? key.end() : key.begin() + static_cast<std::ptrdiff_t>(inputs);
+      if (std::find(other_begin, other_end, key[i]) != other_end) return false;
+    }
+    for (size_t j = 0; j < run.before_entries.size(); ++j) run.before[j].from = key[run.before_entries[j]];
+    for (const auto& [copy, entry] : run.after_entries) run.after[copy].to = key[entry];
+    run.key = key;
   }
-  for (size_t i = 0; i < key.size(); ++i) {
-    if (!run.volatiles[i] || key[i] == run.key[i]) continue;
-    const auto other_begin = i < inputs ? key.begin() + static_cast<std::ptrdiff_t>(inputs) : key.begin();
-    const auto other_end = i < inputs ? key.end() : key.begin() + static_cast<std::ptrdiff_t>(inputs);
-    if (std::find(other_begin, other_end, key[i]) != other_end) return false;
-  }
-  for (size_t j = 0; j < run.before_entries.size(); ++j) run.before[j].from = key[run.before_entries[j]];
-  for (const auto& [copy, entry] : run.after_entries) run.after[copy].to = key[entry];
-  run.key = key;
   run_counts.staged_copies += run.staged_copies;
   run_counts.output_copies += run.output_copies;
   {
@@ -719,11 +726,16 @@ Status CudaExecutable::RunOnDevice(const std::vector<uint64_t>& inputs, const st
     return s.device->Check(api.cuGraphLaunch(s.captured.get(), on), "cuGraphLaunch");
   }
   if (std::all_of(key.begin(), key.end(), [](uint64_t p) { return p % 256 == 0; })) {
-    const bool stage = s.NoteVolatilePointers(key);
+    bool stage = false;
+    {
+      HostTimeTo deciding(s.run_counts.host_ns_deciding);
+      stage = s.NoteVolatilePointers(key);
+    }
     if (stage) {
       ASSIGN_OR_RETURN(const bool repeated, s.RepeatStagedRun(key, inputs.size(), on));
       if (repeated) return Status::Ok();
     }
+    const auto deciding = std::chrono::steady_clock::now();  // (until the first copies' launch)
     const std::vector<bool> diverted = s.DivertedOutputs(inputs, outputs);
     std::vector<uint64_t> keyed = key;
     std::vector<StagedCopy> before, after;
@@ -763,6 +775,8 @@ Status CudaExecutable::RunOnDevice(const std::vector<uint64_t>& inputs, const st
       HostTimeTo launch(s.run_counts.host_ns_in_launches);
       return LaunchStagedCopies(*s.device, s.cache_dir, copies, on);
     };
+    s.run_counts.host_ns_deciding +=
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - deciding).count();
     RETURN_IF_ERROR(staged_copies(before));
     RETURN_IF_ERROR(s.RunInPlace(keyed, on));
     if (overlapping) RETURN_IF_ERROR(staged_copies(std::exchange(returned, {})));

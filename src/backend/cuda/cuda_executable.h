@@ -143,7 +143,9 @@ class CudaExecutable : public Executable {
   // How RunOnDevice's runs went so far (CompiledModel::DeviceRunCounts says what each counts).
   struct RunCounts {
     int64_t replays = 0, one_by_one = 0, through_buffers = 0, captures = 0, output_copies = 0, staged_copies = 0;
-    int64_t host_ns = 0, host_ns_in_launches = 0;  // RunOnDevice's host time, and of it in the driver's launches
+    // RunOnDevice's host time, and of it in the driver's launches, in deciding what to stage
+    // and copy, and in finding the captured graph (CompiledModel::DeviceRunCounts).
+    int64_t host_ns = 0, host_ns_in_launches = 0, host_ns_deciding = 0, host_ns_finding_graph = 0;
   };
   RunCounts device_run_counts() const;
   // Whether RunOnDevice may write graph output `output` into the memory of graph input

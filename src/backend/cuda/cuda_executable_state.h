@@ -84,9 +84,10 @@ struct CudaExecutable::State {
   // RunOnDevice's last run that staged or diverted entries, as it decided them. A call whose
   // pointers are that run's wherever it did not stage them (a decode step: only its token
   // ids', position's and logits' pointers change) decides the same, and takes these with the
-  // staged entries' new pointers (RepeatStagedRun) rather than working them out again: the
-  // sort and lookups over every entry (~225 of them in GPT-2's step) were most of the
-  // runtime's own host time a step.
+  // staged entries' new pointers (RepeatStagedRun) rather than working them out again (the
+  // sort and lookups over every entry, ~225 of them in GPT-2's step). Taken for most of the
+  // runtime's own host time a step (~28 µs on an H100 host); it was not: no change beyond the
+  // spread (2026-12-06). RunCounts' host_ns_deciding and host_ns_finding_graph are to say where.
   struct StagedRun {
     std::vector<uint64_t> key;     // the call's pointers (inputs, then outputs)
     std::vector<bool> volatiles;   // per entry: staged as volatile_pointers marks it (its pointer may change)

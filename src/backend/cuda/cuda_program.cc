@@ -823,10 +823,7 @@ StatusOr<CudaProgram> BuildCudaProgram(const Graph& graph, const FusionPlan& pla
   FoldCacheUpdatesIntoDecodeAttention(graph, plan, inlined, target, program);
   LowerAttentionGradients(graph, plan, prefix, target, program);
   LaunchIndependentKernelsTogether(graph, plan, target, program);
-  std::vector<CudaKernelSource> sources;
-  for (const CudaGroupProgram& p : program.groups)
-    for (const CudaLaunchable* k : Launchables(p)) sources.push_back(k->source);
-  program.source = CudaTranslationUnit(sources);
+  program.source = CudaTranslationUnit(KernelSources(program));
   return program;
 }
 
@@ -904,6 +901,13 @@ std::vector<const CudaLaunchable*> Launchables(const CudaGroupProgram& p) {
   for (const CudaLaunchable& k : p.prologue) out.push_back(&k);
   if (p.kernel) out.push_back(&*p.kernel);
   return out;
+}
+
+std::vector<CudaKernelSource> KernelSources(const CudaProgram& program) {
+  std::vector<CudaKernelSource> sources;
+  for (const CudaGroupProgram& p : program.groups)
+    for (const CudaLaunchable* k : Launchables(p)) sources.push_back(k->source);
+  return sources;
 }
 
 }  // namespace tilefuse

@@ -105,6 +105,7 @@ struct CudaGroupProgram {
 
 // The generated kernels of a group: prologues, then the main or epilogue kernel.
 std::vector<const CudaLaunchable*> Launchables(const CudaGroupProgram& p);
+
 // The graph values a launch's parameters address, in order (CudaLaunchable::buffer_nodes of a
 // template's kernel): buffers and tensor maps; scalars and scratch memory are no graph value.
 std::vector<int> GraphValuesOf(const LaunchSpec& launch);
@@ -120,6 +121,8 @@ struct CudaProgram {
   std::vector<CudaGroupProgram> groups;  // plan order
   std::string source;                    // every kernel, one translation unit (the dump)
 };
+// Every generated kernel's source, in launch order (what `source` is made of).
+std::vector<CudaKernelSource> KernelSources(const CudaProgram& program);
 
 // A product grouped over N (CudaGroupProgram::grouped_into) writes the other groups' outputs
 // at its own step, as kernels launched together (launched_with) do: `schedule` (one step per

@@ -54,20 +54,13 @@ CudaProgram Lower(const Graph& g, bool chains) {
   return std::move(*program);
 }
 
-std::vector<CudaKernelSource> Sources(const CudaProgram& program) {
-  std::vector<CudaKernelSource> sources;
-  for (const CudaGroupProgram& p : program.groups)
-    for (const CudaLaunchable* k : Launchables(p)) sources.push_back(k->source);
-  return sources;
-}
-
 TEST(CudaSkinnyChainTest, ADecodeMlpIsOneKernel) {
   for (bool norm : {true, false}) {
     SCOPED_TRACE(norm ? "normed" : "no norm");
     const Graph g = DecodeMlp({.norm = norm});
-    EXPECT_EQ(Sources(Lower(g, false)).size(), 2u) << "two skinny products";
+    EXPECT_EQ(KernelSources(Lower(g, false)).size(), 2u) << "two skinny products";
     const CudaProgram program = Lower(g, true);
-    const std::vector<CudaKernelSource> chained = Sources(program);
+    const std::vector<CudaKernelSource> chained = KernelSources(program);
     ASSERT_EQ(chained.size(), 1u);
     const CudaKernelSource& k = chained.front();
     EXPECT_NE(k.strategy.find("skinny chain template"), std::string::npos) << k.strategy;
@@ -114,9 +107,9 @@ TEST(CudaSkinnyChainTest, ADecodeMlpIsOneKernel) {
 TEST(CudaSkinnyChainTest, OffUnlessAsked) { EXPECT_FALSE(CudaTarget{}.overrides.skinny_chains); }
 
 TEST(CudaSkinnyChainTest, ProductsItDoesNotTakeKeepTheirKernels) {
-  EXPECT_EQ(Sources(Lower(DecodeMlp({.h_returned = true}), true)).size(), 2u) << "the GELU's output is also returned";
-  EXPECT_EQ(Sources(Lower(DecodeMlp({.hidden = 2048, .inner = 5632}), true)).size(), 2u) << "N2 past 768 and K1 past shared memory";
-  EXPECT_EQ(Sources(Lower(DecodeMlp({.rows = 24}), true)).size(), 3u) << "24 rows: the norm and both products apart";
+  EXPECT_EQ(KernelSources(Lower(DecodeMlp({.h_returned = true}), true)).size(), 2u) << "the GELU's output is also returned";
+  EXPECT_EQ(KernelSources(Lower(DecodeMlp({.hidden = 2048, .inner = 5632}), true)).size(), 2u) << "N2 past 768 and K1 past shared memory";
+  EXPECT_EQ(KernelSources(Lower(DecodeMlp({.rows = 24}), true)).size(), 3u) << "24 rows: the norm and both products apart";
   CudaTarget few_sms;  // 48 CTAs that wait for each other need 48 SMs
   few_sms.overrides.skinny_chains = true;
   few_sms.sm_count = 40;
@@ -125,14 +118,14 @@ TEST(CudaSkinnyChainTest, ProductsItDoesNotTakeKeepTheirKernels) {
   ASSERT_TRUE(plan.ok());
   StatusOr<CudaProgram> program = BuildCudaProgram(g, plan->plan, FindInlinedGenerators(g), "", {}, few_sms);
   ASSERT_TRUE(program.ok()) << program.status().ToString();
-  EXPECT_EQ(Sources(*program).size(), 2u) << "40 SMs";
+  EXPECT_EQ(KernelSources(*program).size(), 2u) << "40 SMs";
 }
 
 TEST(CudaSkinnyChainTest, CompilesForHopperWithoutSpills) {
   StatusOr<NvrtcCompiler> nvrtc = NvrtcCompiler::Create((std::filesystem::temp_directory_path() / "tilefuse_test_cache").string());
   if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available, CUDA kernels not compiled: " << nvrtc.status().ToString();
   for (const Mlp& m : {Mlp{}, Mlp{.rows = 5, .norm = false}, Mlp{.rows = 16}}) {
-    const std::vector<CudaKernelSource> kernels = Sources(Lower(DecodeMlp(m), true));
+    const std::vector<CudaKernelSource> kernels = KernelSources(Lower(DecodeMlp(m), true));
     ASSERT_EQ(kernels.size(), 1u) << m.rows;
     StatusOr<CudaCubins> cubins = CompileUnits(*nvrtc, SplitIntoCompileUnits(kernels), "sm_90a");
     ASSERT_TRUE(cubins.ok()) << cubins.status().ToString();

@@ -45,20 +45,13 @@ CudaProgram Lower(const Graph& g, bool skinny_norms, bool skinny_clusters = fals
   return std::move(*program);
 }
 
-std::vector<CudaKernelSource> Sources(const CudaProgram& program) {
-  std::vector<CudaKernelSource> sources;
-  for (const CudaGroupProgram& p : program.groups)
-    for (const CudaLaunchable* k : Launchables(p)) sources.push_back(k->source);
-  return sources;
-}
-
 TEST(CudaSkinnyNormsTest, ALayerNormReadByOneSkinnyProductIsComputedInIt) {
   for (bool bias : {true, false}) {
     const Graph g = NormThenProduct(1, bias);
-    const std::vector<CudaKernelSource> unfolded = Sources(Lower(g, false));
+    const std::vector<CudaKernelSource> unfolded = KernelSources(Lower(g, false));
     ASSERT_EQ(unfolded.size(), 2u) << "a norm and a product";
     const CudaProgram program = Lower(g, true);
-    const std::vector<CudaKernelSource> folded = Sources(program);
+    const std::vector<CudaKernelSource> folded = KernelSources(program);
     ASSERT_EQ(folded.size(), 1u) << "the product alone";
     const std::string& text = folded.front().function;
     EXPECT_NE(text.find("kNormA = 1"), std::string::npos) << text;
@@ -75,8 +68,8 @@ TEST(CudaSkinnyNormsTest, ALayerNormReadByOneSkinnyProductIsComputedInIt) {
 }
 
 TEST(CudaSkinnyNormsTest, ANormAlsoReturnedOrOverManyRowsKeepsItsKernel) {
-  EXPECT_EQ(Sources(Lower(NormThenProduct(1, true, /*norm_also_returned=*/true), true)).size(), 2u);
-  EXPECT_EQ(Sources(Lower(NormThenProduct(24, true), true)).size(), 2u) << "24 rows: more than the norm's warp holds (16)";
+  EXPECT_EQ(KernelSources(Lower(NormThenProduct(1, true, /*norm_also_returned=*/true), true)).size(), 2u);
+  EXPECT_EQ(KernelSources(Lower(NormThenProduct(24, true), true)).size(), 2u) << "24 rows: more than the norm's warp holds (16)";
 }
 
 // x [rows, 1024] through an RMS norm as transformers' LlamaRMSNorm traces it, read by two
@@ -104,10 +97,10 @@ Graph RmsNormThenTwoProducts(int64_t rows, bool also_pointwise = false) {
 // Both readers compute the norm (no mean, no bias: kNormA = 2); the norm keeps no kernel.
 TEST(CudaSkinnyNormsTest, AnRmsNormReadByTwoSkinnyProductsIsComputedInBoth) {
   const Graph g = RmsNormThenTwoProducts(1);
-  const std::vector<CudaKernelSource> unfolded = Sources(Lower(g, false));
+  const std::vector<CudaKernelSource> unfolded = KernelSources(Lower(g, false));
   ASSERT_EQ(unfolded.size(), 3u) << "a norm and two products";
   const CudaProgram program = Lower(g, true);
-  const std::vector<CudaKernelSource> folded = Sources(program);
+  const std::vector<CudaKernelSource> folded = KernelSources(program);
   ASSERT_EQ(folded.size(), 2u) << "the products alone";
   for (const CudaKernelSource& k : folded) {
     EXPECT_NE(k.function.find("kNormA = 2"), std::string::npos) << k.function;
@@ -123,7 +116,7 @@ TEST(CudaSkinnyNormsTest, AnRmsNormReadByTwoSkinnyProductsIsComputedInBoth) {
 // planner takes into the norm's group), its kernel stays and the products read it as A.
 TEST(CudaSkinnyNormsTest, ANormNeededElsewhereKeepsItsKernel) {
   const CudaProgram program = Lower(RmsNormThenTwoProducts(1, /*also_pointwise=*/true), true);
-  const std::vector<CudaKernelSource> kernels = Sources(program);
+  const std::vector<CudaKernelSource> kernels = KernelSources(program);
   EXPECT_EQ(kernels.size(), 3u) << "the norm's kernel and the two products";
   for (const CudaKernelSource& k : kernels) EXPECT_EQ(k.function.find("kNormA = 2"), std::string::npos) << k.name;
   for (const CudaGroupProgram& p : program.groups) EXPECT_LT(p.normed_into, 0);
@@ -173,7 +166,7 @@ TEST(CudaSkinnyNormsTest, ANormWhoseInputsCastIsItsProducersIsNotComputedInThePr
   for (const Node& n : g.nodes()) in_memory[n.id] = n.op == OpCode::kParameter || n.op == OpCode::kConstant;
   for (const FusionGroup& group : plan->plan.groups)
     for (int out : group.outputs) in_memory[out] = true;
-  for (const CudaKernelSource& k : Sources(*program)) {
+  for (const CudaKernelSource& k : KernelSources(*program)) {
     for (const LaunchArg& arg : k.launch.args) {
       if (arg.kind == LaunchArg::Kind::kBuffer) {
         EXPECT_TRUE(in_memory[arg.node]) << k.name << " reads %" << arg.node << ", which no kernel writes";
@@ -189,14 +182,14 @@ TEST(CudaSkinnyNormsTest, NormedProductsCompileForHopperWithoutSpills) {
   StatusOr<NvrtcCompiler> nvrtc = NvrtcCompiler::Create((std::filesystem::temp_directory_path() / "tilefuse_test_cache").string());
   if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available, CUDA kernels not compiled: " << nvrtc.status().ToString();
   for (int64_t rows : {1, 5, 16}) {
-    const std::vector<CudaKernelSource> kernels = Sources(Lower(NormThenProduct(rows, rows != 5), true));
+    const std::vector<CudaKernelSource> kernels = KernelSources(Lower(NormThenProduct(rows, rows != 5), true));
     ASSERT_EQ(kernels.size(), 1u) << rows;
     StatusOr<CudaCubins> cubins = CompileUnits(*nvrtc, SplitIntoCompileUnits(kernels), "sm_90a");
     ASSERT_TRUE(cubins.ok()) << cubins.status().ToString();
     for (const PtxasKernelInfo& k : ParsePtxasLog(cubins->PtxasLog())) EXPECT_EQ(k.spill_store_bytes + k.spill_load_bytes, 0) << k.line;
   }
   for (int64_t rows : {1, 16}) {  // the RMS form
-    const std::vector<CudaKernelSource> kernels = Sources(Lower(RmsNormThenTwoProducts(rows), true));
+    const std::vector<CudaKernelSource> kernels = KernelSources(Lower(RmsNormThenTwoProducts(rows), true));
     ASSERT_EQ(kernels.size(), 2u) << rows;
     StatusOr<CudaCubins> cubins = CompileUnits(*nvrtc, SplitIntoCompileUnits(kernels), "sm_90a");
     ASSERT_TRUE(cubins.ok()) << cubins.status().ToString();
@@ -204,7 +197,7 @@ TEST(CudaSkinnyNormsTest, NormedProductsCompileForHopperWithoutSpills) {
   }
   // With the splits summed in a cluster (TILEFUSE_SKINNY_CLUSTERS=1): GPT-2's c_fc shape.
   for (int64_t rows : {1, 5}) {
-    const std::vector<CudaKernelSource> kernels = Sources(Lower(NormThenProduct(rows, true, false, 3072), true, true));
+    const std::vector<CudaKernelSource> kernels = KernelSources(Lower(NormThenProduct(rows, true, false, 3072), true, true));
     ASSERT_EQ(kernels.size(), 1u) << rows;
     EXPECT_NE(kernels[0].strategy.find("summed in a cluster"), std::string::npos) << kernels[0].strategy;
     EXPECT_NE(kernels[0].function.find("kNormA = 1, kSplitsInCluster = 1"), std::string::npos) << kernels[0].function;
@@ -224,7 +217,7 @@ TEST(CudaSkinnyNormsTest, NormedProductsCompileForHopperWithoutSpills) {
 // 2026-12-05: GPT-2's 24 norms added 3.5-3.9 µs each to a step). Over 24 rows the scale and
 // bias stay vectors every row reads alike.
 TEST(CudaSkinnyNormsTest, ANormOfOneRowHoldsItsRowScaleAndBias) {
-  const std::vector<CudaKernelSource> one_row = Sources(Lower(NormThenProduct(1, true), false));
+  const std::vector<CudaKernelSource> one_row = KernelSources(Lower(NormThenProduct(1, true), false));
   ASSERT_EQ(one_row.size(), 2u);
   const CudaKernelSource& norm = one_row.front();
   ASSERT_EQ(norm.strategy.rfind("row", 0), 0u) << norm.strategy;
@@ -235,7 +228,7 @@ TEST(CudaSkinnyNormsTest, ANormOfOneRowHoldsItsRowScaleAndBias) {
   for (const char* load : {"tf_vload<kVec>(b0 ", "tf_vload<kVec>(b1 ", "tf_vload<kVec>(b2 "})
     EXPECT_NE(before.find(load), std::string::npos) << load << " before the first reduction:\n" << norm.function;
   EXPECT_EQ(after.find("tf_vload"), std::string::npos) << "each read once:\n" << norm.function;
-  const std::vector<CudaKernelSource> rows = Sources(Lower(NormThenProduct(24, true), false));
+  const std::vector<CudaKernelSource> rows = KernelSources(Lower(NormThenProduct(24, true), false));
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_NE(rows.front().strategy.find("row and row-invariant vectors in registers"), std::string::npos) << rows.front().strategy;
 }

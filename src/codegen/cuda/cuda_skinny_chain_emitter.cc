@@ -79,14 +79,9 @@ StatusOr<CudaKernelSource> EmitCudaSkinnyChain(const GemmTemplateKernel& first, 
       "skinny chain template: {} rows, a product of {} by {} then its output by {} x {} in one kernel, {} CTAs of 64 columns, every "
       "weight tile loaded before the grid ahead ends, the second's partials summed after a grid-wide barrier",
       first.rows, first.k, first.n, second.k, second.n, blocks);
-  if (first.layer_norm) s.strategy += fmt::format(", A {} norm of its input, computed in the kernel", first.layer_norm->rms ? "an RMS" : "a layer");
   s.launch.args.push_back({LaunchArg::Kind::kTensorMap, first.a, GemmMatrixMap(first.a, first.dtype, 1, first.rows, first.k, kPaddedRows, kBlockK), 0});
-  auto weight_map = [](const GemmTemplateKernel& g) {
-    return g.b_k_major >= 0 ? GemmMatrixMap(g.b_k_major, g.dtype, 1, g.BRowsInMemory(), g.k, 64, kBlockK)
-                            : GemmMatrixMap(g.b, g.dtype, 1, g.BKRowsInMemory(), g.n, kBlockK, 64);
-  };
   for (const GemmTemplateKernel* g : {&first, &second}) {
-    const TensorMapArg map = weight_map(*g);
+    const TensorMapArg map = SkinnyWeightMap(*g);
     s.launch.args.push_back({LaunchArg::Kind::kTensorMap, map.node, map, 0});
   }
   std::string parameters =
@@ -97,15 +92,7 @@ StatusOr<CudaKernelSource> EmitCudaSkinnyChain(const GemmTemplateKernel& first, 
   handed_over.output_in_registers = true;
   parameters += GemmEpilogueParameters(handed_over, s, buffers1, "e1_");
   parameters += GemmEpilogueParameters(second, s, buffers2, "e2_");
-  std::string norm;
-  if (first.layer_norm) {  // A normed by the producer's second warp from x (first.a), γ and β
-    const char* storage = StorageType(first.dtype);
-    parameters += fmt::format(", const {0}* __restrict__ norm_x, const {0}* __restrict__ norm_scale, const {0}* __restrict__ norm_bias", storage);
-    for (int node : {first.a, first.layer_norm->scale, first.layer_norm->bias >= 0 ? first.layer_norm->bias : first.layer_norm->scale})
-      s.launch.args.push_back({LaunchArg::Kind::kBuffer, node, {}, 0});
-    norm = fmt::format(", tf::SkinnyNorm<Config::Element>{{norm_x, norm_scale, {}, {:.9e}f}}", first.layer_norm->bias >= 0 ? "norm_bias" : "nullptr",
-                       first.layer_norm->epsilon);
-  }
+  const std::string norm = SkinnyNormArguments(first, s, parameters);
   parameters += ", unsigned* __restrict__ counters, float* __restrict__ partials";
   s.launch.args.push_back({LaunchArg::Kind::kScratch, -1, {}, 0});
   s.launch.args.push_back({LaunchArg::Kind::kScratch, -1, {}, kScratchCounterBytes});

@@ -197,6 +197,23 @@ CudaSkinnyGemmConfig SkinnyGemmConfigFromJson(const nlohmann::json& j) {
   return c;
 }
 
+std::string SkinnyNormArguments(const GemmTemplateKernel& g, CudaKernelSource& s, std::string& parameters) {
+  if (!g.layer_norm) return "";
+  // A normed by the producer's second warp from x (g.a), γ and β (the scale again where there is no bias).
+  const char* storage = StorageType(g.dtype);
+  parameters += fmt::format(", const {0}* __restrict__ norm_x, const {0}* __restrict__ norm_scale, const {0}* __restrict__ norm_bias", storage);
+  for (int node : {g.a, g.layer_norm->scale, g.layer_norm->bias >= 0 ? g.layer_norm->bias : g.layer_norm->scale})
+    s.launch.args.push_back({LaunchArg::Kind::kBuffer, node, {}, 0});
+  s.strategy += fmt::format(", A {} norm of its input, computed in the kernel", g.layer_norm->rms ? "an RMS" : "a layer");
+  return fmt::format(", tf::SkinnyNorm<Config::Element>{{norm_x, norm_scale, {}, {:.9e}f}}", g.layer_norm->bias >= 0 ? "norm_bias" : "nullptr",
+                     g.layer_norm->epsilon);
+}
+
+TensorMapArg SkinnyWeightMap(const GemmTemplateKernel& g) {
+  return g.b_k_major >= 0 ? GemmMatrixMap(g.b_k_major, g.dtype, 1, g.BRowsInMemory(), g.k, 64, kBlockK)
+                          : GemmMatrixMap(g.b, g.dtype, 1, g.BKRowsInMemory(), g.n, kBlockK, 64);
+}
+
 StatusOr<CudaKernelSource> EmitCudaSkinnyGemm(const GemmTemplateKernel& g, const CudaSkinnyGemmConfig& requested) {
   const CudaSkinnyGemmConfig c = ResolveSkinnyGemmConfig(g, requested);
   RETURN_IF_ERROR(Validate(g, c));
@@ -220,22 +237,12 @@ StatusOr<CudaKernelSource> EmitCudaSkinnyGemm(const GemmTemplateKernel& g, const
   // A as [M][K] in boxes of the padded rows × 64 of K (TMA fills the rows past M with zeros);
   // B as [N][K] or [K][N] in boxes of 64 × 64.
   s.launch.args.push_back({LaunchArg::Kind::kTensorMap, g.a, GemmMatrixMap(g.a, g.dtype, 1, g.rows, g.k, rows, kBlockK), 0});
-  const TensorMapArg map_b = b_k_major ? GemmMatrixMap(g.b_k_major, g.dtype, 1, g.BRowsInMemory(), g.k, 64, kBlockK)
-                                       : GemmMatrixMap(g.b, g.dtype, 1, g.BKRowsInMemory(), g.n, kBlockK, 64);
+  const TensorMapArg map_b = SkinnyWeightMap(g);
   s.launch.args.push_back({LaunchArg::Kind::kTensorMap, map_b.node, map_b, 0});
   std::string parameters = "const __grid_constant__ tf::TensorMap map_a, const __grid_constant__ tf::TensorMap map_b";
   std::string buffers;
   parameters += GemmEpilogueParameters(g, s, buffers);
-  std::string norm;  // the skeleton's norm argument (", tf::SkinnyNorm<...>{...}"), where A is normed
-  if (g.layer_norm) {  // A normed by the producer's second warp from x (g.a), γ and β
-    const char* storage = StorageType(g.dtype);
-    parameters += fmt::format(", const {0}* __restrict__ norm_x, const {0}* __restrict__ norm_scale, const {0}* __restrict__ norm_bias", storage);
-    for (int node : {g.a, g.layer_norm->scale, g.layer_norm->bias >= 0 ? g.layer_norm->bias : g.layer_norm->scale})
-      s.launch.args.push_back({LaunchArg::Kind::kBuffer, node, {}, 0});
-    norm = fmt::format(", tf::SkinnyNorm<Config::Element>{{norm_x, norm_scale, {}, {:.9e}f}}", g.layer_norm->bias >= 0 ? "norm_bias" : "nullptr",
-                       g.layer_norm->epsilon);
-    s.strategy += fmt::format(", A {} norm of its input, computed in the kernel", g.layer_norm->rms ? "an RMS" : "a layer");
-  }
+  const std::string norm = SkinnyNormArguments(g, s, parameters);
   const bool through_memory = c.splits > 1 && !in_cluster;
   if (through_memory) {
     parameters += ", unsigned* __restrict__ tile_counters, float* __restrict__ partials";

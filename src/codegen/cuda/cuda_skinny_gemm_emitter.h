@@ -51,6 +51,13 @@ CudaSkinnyGemmConfig ResolveSkinnyGemmConfig(const GemmTemplateKernel& gemm, Cud
 std::vector<CudaSkinnyGemmConfig> SkinnyGemmCandidates(const GemmTemplateKernel& gemm, int sm_count, bool clusters = false);
 nlohmann::json SkinnyGemmConfigToJson(const CudaSkinnyGemmConfig& config);
 CudaSkinnyGemmConfig SkinnyGemmConfigFromJson(const nlohmann::json& json);
+// Where A is normed in the kernel (gemm.layer_norm, the skeleton's kNormA): the norm's kernel
+// parameters (x, γ, β) added to `parameters` and `source`'s launch and strategy; returns the
+// skeleton's norm argument (", tf::SkinnyNorm<...>{...}"), "" where A is not normed.
+std::string SkinnyNormArguments(const GemmTemplateKernel& gemm, CudaKernelSource& source, std::string& parameters);
+// B's tensor map as the skinny skeletons load it: [N][K] in boxes of 64 rows × 64 of K, or
+// [K][N] in boxes of 64 of K × 64 columns.
+TensorMapArg SkinnyWeightMap(const GemmTemplateKernel& gemm);
 // InvalidArgument for configurations the skeleton cannot run.
 StatusOr<CudaKernelSource> EmitCudaSkinnyGemm(const GemmTemplateKernel& gemm, const CudaSkinnyGemmConfig& config);
 

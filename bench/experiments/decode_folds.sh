@@ -16,7 +16,8 @@
 #           norms in the products; the one-row graph (cluster form); every other skinny graph
 #           (tests/gemm/gemm_skinny_*) against the reference; the MLP graphs with their two
 #           products as one kernel (TILEFUSE_SKINNY_CHAINS=1), one under memcheck
-#   e2e:    bench/decode.py's MODES (default tilefuse,compile) with the setting E2E ("NORMS,FOLD")
+#   e2e:    bench/decode.py's MODES (default tilefuse,compile) with the setting E2E ("NORMS,FOLD") and
+#           more of its flags in E2E_ARGS (--skip-guards), its JSON named with E2E_NAME
 # Usage: bash bench/experiments/decode_folds.sh BUNDLE_DIR OUT_DIR   (STAGES="pytest probes checks";
 # MODEL=llama for TinyLlama's shape)
 set -uo pipefail
@@ -67,6 +68,7 @@ fi
 if [[ " $STAGES " == *" e2e "* ]]; then  # bench/decode.py, each mode its own process, the settings of E2E ("NORMS,FOLD")
   norms=${E2E%,*} fold=${E2E#*,}
   TILEFUSE_SKINNY_NORMS=$norms TILEFUSE_CACHE_UPDATE_IN_ATTENTION=$fold HF_HUB_OFFLINE=1 PYTHONPATH="$X" timeout "${E2E_SECONDS:-150}" \
-    python3 bench/decode.py --model "${MODEL:-gpt2}" --modes "${MODES:-tilefuse,compile}" --repeats 2 --json "$OUT/decode-${MODEL:-gpt2}.json" 2>&1 |
+    python3 bench/decode.py --model "${MODEL:-gpt2}" --modes "${MODES:-tilefuse,compile}" --repeats 2 ${E2E_ARGS:-} \
+      --json "$OUT/decode-${MODEL:-gpt2}${E2E_NAME:-}.json" 2>&1 |
     tail -12 | tee -a "$log"
 fi

@@ -114,9 +114,10 @@ Status LaunchStagedCopies(const CudaDevice& device, const std::string& cache_dir
     // 132 SMs: most of these copies are a few bytes to a few hundred KB.
     const int64_t blocks = std::clamp<int64_t>((largest + 16 * kThreads * 4 - 1) / (16 * kThreads * 4), 1, 264);
     void* params[] = {&table};
-    RETURN_IF_ERROR(device.Check(device.api().cuLaunchKernel(function, static_cast<unsigned>(blocks), table.count, 1, kThreads, 1, 1, 0,
-                                                             stream, params, nullptr),
-                                 fmt::format("cuLaunchKernel tf_staged_copies ({} copies)", table.count)));
+    const CUresult launched = device.api().cuLaunchKernel(function, static_cast<unsigned>(blocks), table.count, 1, kThreads, 1, 1, 0,
+                                                          stream, params, nullptr);
+    if (launched != CUDA_SUCCESS)  // (the message formatted only then: this runs twice a decode step)
+      return device.Check(launched, fmt::format("cuLaunchKernel tf_staged_copies ({} copies)", table.count));
   }
   return Status::Ok();
 }

@@ -1,20 +1,19 @@
 """A decode step's host path on a machine without a GPU: GPT-2 small's step compiled through
 torch.compile(backend="tilefuse") for the CPU with its weights as inputs (as on a GPU), then each
 compiled model made to take the GPU path with the runtime's run a no-op (run_device and
-HeldDevicePointers.run stand-ins), so that everything Python does for a GPU step runs: Dynamo's
+a stand-in), so that everything Python does for a GPU step runs: Dynamo's
 guards, AOTAutograd's wrapper, TilefuseGraph.__call__ down to the runtime's call. The outputs are
 CPU tensors allocated per call (a malloc where the GPU's caching allocator is cheaper) and the
 loop's argmax runs on the CPU (~50 us here, a few on a GPU): compare like with like.
 
-Prints, per generation of 63 steps, the step's wall time and tilefuse's graph call; with --ab,
-the same alternately with TILEFUSE_REPEAT_CALL=0 and 1 (the calls' fast path off and on), with
---skip-guards under PyTorch's skip_guard_eval_unsafe stance.
+Prints the step's wall time and tilefuse's graph call (medians over generations of 63 steps),
+with Dynamo's guards checked and, in turns, skipped (PyTorch's skip_guard_eval_unsafe stance),
+each generation alternating between the two.
 
-    PYTHONPATH=build/python python3 bench/experiments/decode_host_path_standin.py [--ab] [--skip-guards]
+    PYTHONPATH=build/python python3 bench/experiments/decode_host_path_standin.py [--generations 8]
 """
 import argparse
 import contextlib
-import os
 import statistics
 import time
 
@@ -43,21 +42,6 @@ class RunStandIn:
         return getattr(self.real, name)
 
 
-class HeldStandIn:
-    """HeldDevicePointers over a RunStandIn."""
-
-    def __init__(self, inputs, outputs):
-        self.inputs, self.outputs = list(inputs), list(outputs)
-
-    def run(self, model, entries, pointers, stream):
-        model.runs += 1
-        for e, p in zip(entries, pointers):
-            if e < len(self.inputs):
-                self.inputs[e] = p
-            else:
-                self.outputs[e - len(self.inputs)] = p
-
-
 def on_the_gpu_path(specialization):
     """The specialization's model as a GPU model after its first call, its runtime a stand-in."""
     m = specialization.model
@@ -74,8 +58,6 @@ def on_the_gpu_path(specialization):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--generations", type=int, default=8)
-    parser.add_argument("--ab", action="store_true", help="alternate TILEFUSE_REPEAT_CALL=0 and 1")
-    parser.add_argument("--skip-guards", action="store_true")
     args = parser.parse_args()
     torch._dynamo.config.automatic_dynamic_shapes = False  # as on a GPU: the step's graph is static
     torch.manual_seed(0)
@@ -97,7 +79,6 @@ def main():
 
     generate()
     generate()  # the second generation's new cache compiles nothing more
-    backend._tilefuse.HeldDevicePointers = HeldStandIn
     for graph in [r() for r in backend._GRAPHS if r() is not None]:
         for s in graph.compiled.values():
             if s is not None:
@@ -112,20 +93,17 @@ def main():
             spent["call"] += time.perf_counter() - began
             spent["calls"] += 1
     backend.TilefuseGraph.__call__ = timed
-    settings = ("0", "1") if args.ab else (os.environ.get("TILEFUSE_REPEAT_CALL", "1"),)
-    results = {s: [] for s in settings}
-    stance = torch.compiler.set_stance("default", skip_guard_eval_unsafe=True) if args.skip_guards else contextlib.nullcontext()
-    with stance:
-        for _ in range(args.generations):
-            for setting in settings:
-                os.environ["TILEFUSE_REPEAT_CALL"] = setting
+    results = {"guards checked": [], "guards skipped": []}
+    for _ in range(args.generations):
+        for setting, rows in results.items():
+            skipped = setting == "guards skipped"
+            with torch.compiler.set_stance("default", skip_guard_eval_unsafe=True) if skipped else contextlib.nullcontext():
                 spent["call"], spent["calls"] = 0.0, 0
                 step = generate()
-                results[setting].append((1e6 * step, 1e6 * spent["call"] / spent["calls"]))
+            rows.append((1e6 * step, 1e6 * spent["call"] / spent["calls"]))
     for setting, rows in results.items():
-        print(f"TILEFUSE_REPEAT_CALL={setting}{' (guards skipped)' if args.skip_guards else ''}: a step "
-              f"{statistics.median(r[0] for r in rows):.1f} us, tilefuse's graph call {statistics.median(r[1] for r in rows):.1f} us "
-              f"(medians of {len(rows)} generations of {NEW - 1} steps)")
+        print(f"{setting}: a step {statistics.median(r[0] for r in rows):.1f} us, tilefuse's graph call "
+              f"{statistics.median(r[1] for r in rows):.1f} us (medians of {len(rows)} generations of {NEW - 1} steps)")
 
 
 if __name__ == "__main__":

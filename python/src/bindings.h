@@ -45,7 +45,5 @@ nb::object ToArray(Tensor tensor, bool torch);
 void BindGraphBuilder(nb::module_& m);
 // tilefuse._tilefuse.identity_key (identity_key.cc).
 void BindIdentityKey(nb::module_& m);
-// tilefuse._tilefuse.HeldDevicePointers (held_pointers.cc); after CompiledModel's binding.
-void BindHeldDevicePointers(nb::module_& m);
 
 }  // namespace tilefuse::python

@@ -296,8 +296,6 @@ NB_MODULE(_tilefuse, m) {
   m.def(
       "symbolic_dims", [](const std::string& path) { return DescribeInputDims(ValueOrThrow(tilefuse::SymbolicDimsOf(path))); },
       nb::arg("path"), "The model's symbolic input dims: (input, position, dim, name) each");
-  BindHeldDevicePointers(m);
-
   nb::class_<ModelFile>(m, "ModelFile", "A model file read once, compiled once per binding of its symbolic dims (compile_file)")
       .def_prop_ro("path", &ModelFile::path)
       .def_prop_ro("symbolic_dims", [](const ModelFile& file) { return DescribeInputDims(file.symbolic_dims()); });

@@ -570,7 +570,6 @@ class InPlaceOutputs:
     host time (50 outputs, 48 of them its cache's; development machine)."""
 
     def __init__(self, pairs: Sequence[Tuple[int, int]], inputs: int, outputs: int):
-        self.pairs = list(pairs)
         into = dict(pairs)
         self.fresh = [o for o in range(outputs) if o not in into]
         fresh_at = {o: inputs + k for k, o in enumerate(self.fresh)}
@@ -602,7 +601,7 @@ class _HeldPointers:
         self._steady: List[int] = []  # inputs checked in one pass
         self._moving: List[int] = []  # inputs read one by one
         self._since: List[int] = []  # the moving inputs' pointers kSettle calls ago
-        self.reads = 0  # calls whose pointers were the last call's but the moving ones (read's successes)
+        self._calls = 0
 
     def read(self, inputs: Sequence[Any]) -> Optional[List[int]]:
         """The call's pointers, where every steady input is where it was and every moving one
@@ -615,8 +614,8 @@ class _HeldPointers:
             if not x.is_contiguous():
                 return None
             pointers[i] = x.data_ptr()
-        self.reads += 1
-        if self.reads % self.kSettle == 0 and self._moving:  # those that stayed put become steady
+        self._calls += 1
+        if self._calls % self.kSettle == 0 and self._moving:  # those that stayed put become steady
             settled = {i for i, p in zip(self._moving, self._since) if pointers[i] == p}
             if settled:
                 self._steady = sorted(self._steady + list(settled))

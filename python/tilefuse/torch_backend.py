@@ -60,7 +60,6 @@ import torch
 from . import _tilefuse
 from ._errors import Error
 from ._model import InPlaceOutputs, _wrap
-from ._repeat_call import RepeatCall
 
 logger = logging.getLogger("tilefuse")
 
@@ -539,10 +538,6 @@ class _Specialization:
                          if position in numbers and numbers[position] not in translation.input_orders and
                          self.model.backend == "cuda"]
         self.into: Optional[InPlaceOutputs] = None  # those whose arguments are dense (run)
-        # The graph's inputs as the call's arguments by position (None: taken otherwise), and
-        # the calls' fast path once a call's pointers were the last one's but a few (run).
-        self.argument_positions = translation.argument_positions
-        self.repeat: Optional[RepeatCall] = None
         stages = ", ".join(f"{name} {ms:.0f}" for name, ms in self.model.compile_stages_ms)
         symbols = ", ".join(f"{name}={value}" for name, value in sorted(self.symbols.items()))
         self.jit_compiles = self.model.jit_compiles  # kernels compiled, not found in the kernel cache
@@ -560,20 +555,6 @@ class _Specialization:
     def run(self, args: Sequence[Any]) -> list:
         # The call's signature matched this specialization's, so its inputs have the compiled
         # graph's shapes, dtypes, device and layouts (CompiledModel.call_checked skips those checks).
-        if self.repeat is not None:
-            outputs = self.repeat(args)
-            if outputs is not None:
-                return outputs
-            self.repeat = None  # an argument moved: the general path, which learns the pointers again
-        held = self.model._held_pointers
-        reads = held.reads if held is not None else 0
-        outputs = self._run(args)
-        held = self.model._held_pointers
-        if held is not None and held.reads > reads:  # this call's pointers were the last one's but a few
-            self.repeat = self._repeat_call()
-        return outputs
-
-    def _run(self, args: Sequence[Any]) -> list:
         if not self.mutations:
             return self.outputs_of(self.model.call_checked(self.inputs_of(args), layouts_fixed=True), args)
         if self.into is None:  # the layouts are the signature's: dense at every call, or at none
@@ -584,16 +565,6 @@ class _Specialization:
         if copied:  # one multi-tensor copy, not a launch per input
             torch._foreach_copy_([to for to, _ in copied], [value for _, value in copied])
         return self.outputs_of(tensors, args)
-
-    def _repeat_call(self) -> Optional[RepeatCall]:
-        """The calls' fast path (RepeatCall) where it applies: the graph's inputs are the call's
-        arguments by position, and every input it updates is written in place."""
-        if self.argument_positions is None or not self.model._device_runs or os.environ.get("TILEFUSE_REPEAT_CALL") == "0":
-            return None
-        if self.mutations and (self.into is None or len(self.into.pairs) != len(self.mutations)):
-            return None
-        return RepeatCall(torch, self.model, self.argument_positions, self.into if self.mutations else None, self.outputs_of,
-                          len(self.mutations), _tilefuse)
 
 
 def _eager_output_strides(gm: torch.fx.GraphModule) -> List[Optional[tuple]]:

@@ -94,12 +94,6 @@ class Translation:
         # One C call per call (a decode step's ~220 inputs by a list comprehension: ~6 us).
         self._take_arguments = operator.itemgetter(*self._argument_positions) if plain and len(self._argument_positions) > 1 else None
 
-    @property
-    def argument_positions(self) -> Optional[List[int]]:
-        """Per graph input, the call's argument it is, where every input is one taken as it is
-        (else None: drawn, read in another order, or inside a tuple)."""
-        return self._argument_positions
-
     def outputs(self, tensors: List[Any], args: Sequence[Any]) -> List[Any]:
         """The FX graph's outputs, in order, from the compiled graph's and the call's arguments
         (None where it returns None)."""

@@ -568,8 +568,8 @@ class HostTimeTo {
 // node at its first pointer: a graph captured on them when they were seen before, else the
 // kernels launched one by one.
 Status CudaExecutable::State::RunInPlace(const std::vector<uint64_t>& key, CUstream on) {
-  // Newest first: a decode loop replays the graph it captured last, and comparing its ~225
-  // pointers with each older graph's first cost a pass over each.
+  // Newest first: a decode loop replays the graph it captured last (the search took ~0.2 µs a
+  // run on an H100 host, host_ns_finding_graph, 2026-12-06: not a cost either way).
   auto cached = caller_graphs.rend();
   {
     HostTimeTo finding(run_counts.host_ns_finding_graph);

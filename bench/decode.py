@@ -211,7 +211,7 @@ def run_mode(args, mode, torch, transformers, compiles, model, prompt) -> tuple:
     # after the warm-up generation compiled them all (PyTorch's stance for warmed-up inference;
     # a graph that would need compiling raises instead). GPT-2's step has ~1,800 guards: on the
     # development machine they took ~100 of a step's ~210 us of host time in Dynamo.
-    compiled = forward is not model.forward
+    compiled = mode not in ("eager-dynamic", "eager-static")  # (a bound method is a new object at each access)
     stance = torch.compiler.set_stance("default", skip_guard_eval_unsafe=True) if args.skip_guards and compiled \
         else contextlib.nullcontext()
     with stance:

@@ -232,3 +232,41 @@ TEST(CudaSkinnyGemmEmitterTest, AWeightsFirstStagesLoadBeforeTheGridAheadEnds) {
 
 }  // namespace
 }  // namespace tilefuse
+
+namespace tilefuse {
+namespace {
+
+// An LM head streams its weight over several rounds of its grid: the launch names it as one the
+// runtime may keep in L2 between calls (its bytes as the TMA map reads them). A product whose
+// weight loads in one wave (c_attn in clusters), or whose B the grid ahead computes, names none.
+TEST(CudaSkinnyGemmEmitterTest, AWeightStreamedOverRoundsIsOfferedToL2) {
+  auto head = LowerOnlyGemm("g (bfloat16[1,768] x, bfloat16[50257,768] w) => (bfloat16[1,50257] y)",
+                            "  wt = Transpose <perm = [1, 0]> (w)\n  y = MatMul (x, wt)\n");
+  ASSERT_TRUE(head.ok()) << head.status().ToString();
+  CudaSkinnyGemmConfig asked;
+  asked.clusters = true;
+  auto source = EmitCudaSkinnyGemm(*head, asked);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  ASSERT_GE(source->launch.l2_keep_node, 0);
+  EXPECT_EQ(source->launch.l2_keep_node, head->b_k_major);
+  EXPECT_EQ(source->launch.l2_keep_bytes, int64_t{50257} * 768 * 2);
+
+  auto c_attn = LowerOnlyGemm("g (bfloat16[1,768] x, bfloat16[768,2304] w) => (bfloat16[1,2304] y)", "  y = MatMul (x, w)\n");
+  ASSERT_TRUE(c_attn.ok());
+  for (bool clusters : {true, false}) {
+    CudaSkinnyGemmConfig c;
+    c.clusters = clusters;
+    auto one_wave = EmitCudaSkinnyGemm(*c_attn, c);
+    ASSERT_TRUE(one_wave.ok());
+    EXPECT_EQ(one_wave->launch.l2_keep_node, -1) << one_wave->strategy;
+  }
+  auto computed = LowerOnlyGemm("g (bfloat16[1,768] x, bfloat16[50257,768] w) => (bfloat16[1,50257] y)",
+                                "  w2 = Tanh (w)\n  wt = Transpose <perm = [1, 0]> (w2)\n  y = MatMul (x, wt)\n");
+  ASSERT_TRUE(computed.ok()) << computed.status().ToString();
+  auto computed_source = EmitCudaSkinnyGemm(*computed, {});
+  ASSERT_TRUE(computed_source.ok()) << computed_source.status().ToString();
+  EXPECT_EQ(computed_source->launch.l2_keep_node, -1);
+}
+
+}  // namespace
+}  // namespace tilefuse

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/gemm_template.h"
 #include "codegen/index_expr.h"
 #include "codegen/kernel.h"
 #include "fusion/fusion_plan.h"
@@ -62,6 +63,14 @@ struct DecodeCacheUpdateFold {
   int64_t k_elements = 0, v_elements = 0, k_key_stride = 1, v_key_stride = 1, keys = 0;
 };
 
+// The attention's output projection computed in its decode form (attention_decode_projection.cuh):
+// the skinny product whose A is the attention's output (one token's heads side by side), its B a
+// weight of 64 columns a head; the attention's own output is then never stored.
+struct DecodeProjectionFold {
+  GemmTemplateKernel product;  // its B, epilogue and outputs
+  int heads = 0;               // a batch entry's heads: the CTAs of a cluster, 64 columns each
+};
+
 struct AttentionTemplateKernel {
   std::string name;
   DType dtype = DType::kBF16;  // Q, K, V and the output; f32 scores and accumulators
@@ -92,6 +101,7 @@ struct AttentionTemplateKernel {
   // Do the symbols give the lengths and the batch (then the kernel takes them at launch)?
   bool SizesAtLaunch() const;
   std::optional<DecodeCacheUpdateFold> cache_update;  // decode form only
+  std::optional<DecodeProjectionFold> projection;     // decode form only
 };
 
 // The template form of attention `group`, or why it does not apply (the caller plans the

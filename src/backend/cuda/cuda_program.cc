@@ -8,6 +8,7 @@
 
 #include "backend/cuda/cuda_attention_backward_program.h"
 #include "backend/cuda/cuda_cache_update_fold.h"
+#include "backend/cuda/cuda_projection_fold.h"
 #include "codegen/kernel_fingerprint.h"
 #include "codegen/attention_template.h"
 #include "codegen/cuda/cuda_attention_emitter.h"
@@ -708,25 +709,54 @@ void ChainSkinnyProducts(const Graph& g, const FusionPlan& plan, const CudaTarge
 }
 
 // A KV cache's update at one position written by the decode attention that reads it
-// (cuda_cache_update_fold.h): the attention emitted again with the fold, the update's group
-// left without a kernel, grouped into the attention (its outputs written at that step).
-void FoldCacheUpdatesIntoDecodeAttention(const Graph& g, const FusionPlan& plan, const std::vector<bool>& inlined,
-                                         const CudaTarget& target, CudaProgram& program) {
-  if (!target.overrides.cache_updates_in_attention || target.arch != "sm_90a") return;
+// (cuda_cache_update_fold.h), and the attention's output projection computed in its kernel
+// (cuda_projection_fold.h): the attention emitted again with what folds, each folded group left
+// without a kernel, grouped into the attention (its outputs written at that step). A projection
+// the emitter refuses leaves the update's fold alone.
+void FoldIntoDecodeAttention(const Graph& g, const FusionPlan& plan, const std::vector<bool>& inlined, const CudaTarget& target,
+                             CudaProgram& program) {
+  const bool updates = target.overrides.cache_updates_in_attention, projections = target.overrides.projection_in_attention;
+  if ((!updates && !projections) || target.arch != "sm_90a") return;
+  const std::vector<std::vector<int>> readers = GroupsReadingEachNode(g, plan);
   for (CudaGroupProgram& attention : program.groups) {
-    if (attention.mode != CudaGroupProgram::Mode::kAttentionTemplate || !attention.kernel ||
-        !MayFoldCacheUpdate(plan, program, attention.group))
-      continue;
+    if (attention.mode != CudaGroupProgram::Mode::kAttentionTemplate || !attention.kernel) continue;
+    const bool may_update = updates && MayFoldCacheUpdate(plan, program, attention.group);
+    // The one group reading the attention's output, a skinny product.
+    int product_group = -1;
+    const std::vector<int>& outputs = plan.groups[attention.group].outputs;
+    if (projections && outputs.size() == 1 && readers[outputs.front()].size() == 1 && readers[outputs.front()].front() > attention.group) {
+      const int r = readers[outputs.front()].front();
+      if (program.groups[r].grouped_into < 0 && program.groups[r].launched_with < 0 && SkinnyProblemOf(program.groups[r])) product_group = r;
+    }
+    if (!may_update && product_group < 0) continue;
     int update = -1;
-    StatusOr<CudaLaunchable> folded =
-        AttentionTemplate(g, plan.groups[attention.group], inlined, attention.kernel->source.name, target,
-                          [&](AttentionTemplateKernel& t) { update = FoldCacheUpdate(g, plan, program, attention.group, t); });
-    if (update < 0 || !folded.ok()) continue;  // (the fold's emit refused: the update keeps its kernel)
-    const std::vector<int>& written = plan.groups[update].outputs;
-    folded->outputs.insert(folded->outputs.end(), written.begin(), written.end());
+    bool projected = false;
+    auto emit = [&](bool with_projection) {
+      update = -1;
+      projected = false;
+      return AttentionTemplate(g, plan.groups[attention.group], inlined, attention.kernel->source.name, target, [&](AttentionTemplateKernel& t) {
+        if (may_update) update = FoldCacheUpdate(g, plan, program, attention.group, t);
+        if (with_projection) projected = FoldProjection(g, *SkinnyProblemOf(program.groups[product_group]), t);
+      });
+    };
+    StatusOr<CudaLaunchable> folded = emit(product_group >= 0);
+    if (projected && (!folded.ok() || folded->stand_in)) folded = emit(false);  // (the projection refused: the update alone)
+    if (!folded.ok() || (update < 0 && !projected)) continue;  // (the fold's emit refused: the groups keep their kernels)
+    if (update >= 0) {
+      const std::vector<int>& written = plan.groups[update].outputs;
+      folded->outputs.insert(folded->outputs.end(), written.begin(), written.end());
+      program.groups[update].kernel.reset();
+      program.groups[update].grouped_into = attention.group;
+    }
+    if (projected) {
+      CudaGroupProgram& product = program.groups[product_group];
+      folded->outputs.erase(std::remove(folded->outputs.begin(), folded->outputs.end(), outputs.front()), folded->outputs.end());
+      folded->outputs.insert(folded->outputs.end(), product.kernel->outputs.begin(), product.kernel->outputs.end());
+      attention.output_unstored = true;
+      product.kernel.reset();
+      product.grouped_into = attention.group;
+    }
     attention.kernel = std::move(*folded);
-    program.groups[update].kernel.reset();
-    program.groups[update].grouped_into = attention.group;
   }
 }
 
@@ -820,7 +850,7 @@ StatusOr<CudaProgram> BuildCudaProgram(const Graph& graph, const FusionPlan& pla
   FoldRowNormsIntoProducts(graph, plan, target, program);
   FoldNormsIntoSkinnyProducts(graph, plan, target, program);
   ChainSkinnyProducts(graph, plan, target, program);
-  FoldCacheUpdatesIntoDecodeAttention(graph, plan, inlined, target, program);
+  FoldIntoDecodeAttention(graph, plan, inlined, target, program);
   LowerAttentionGradients(graph, plan, prefix, target, program);
   LaunchIndependentKernelsTogether(graph, plan, target, program);
   program.source = CudaTranslationUnit(KernelSources(program));

@@ -202,6 +202,11 @@ struct TemplateOverrides {
   // the graph holds as a constant (a step Dynamo specialized) keeps the update's kernel: the
   // fold reads it from memory.
   bool cache_updates_in_attention = true;
+  // A decode attention's output projection computed in the attention's kernel, a cluster of its
+  // heads sharing their rows (attention_decode_projection.cuh; TILEFUSE_PROJECTION_IN_ATTENTION=1
+  // turns it on): a launch and its dependency edge fewer a layer. Expected ~1.5-2 µs a layer
+  // of GPT-2's decode step (its projection ~2.5 µs on an H100's timeline); off until measured.
+  bool projection_in_attention = false;
   // The decode attention's keys and values prefetched to L2 before it waits for the grid ahead
   // (CudaAttentionConfig::decode_prefetch; TILEFUSE_DECODE_PREFETCH=0 turns it off): GPT-2's
   // 12 decode attentions 53 -> 45 us of a step on an H100 (2026-12-06-h100-decode-defaults.md).

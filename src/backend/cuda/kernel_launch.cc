@@ -65,6 +65,10 @@ StatusOr<CUtensorMap> EncodeTensorMap(const CudaDevice& device, CUdeviceptr base
 }
 
 Status PrepareFunction(const CudaDevice& device, CUfunction function, const LaunchSpec& spec, const std::string& name) {
+  // Clusters past 8 CTAs (a decode attention's 12 heads) are not portable: the kernel says it takes one.
+  if (spec.cluster[0] * spec.cluster[1] * spec.cluster[2] > 8)
+    RETURN_IF_ERROR(device.Check(device.api().cuFuncSetAttribute(function, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
+                                 "cuFuncSetAttribute (a non-portable cluster size) " + name));
   if (spec.dynamic_shared_bytes <= 48 * 1024) return Status::Ok();
   return device.Check(device.api().cuFuncSetAttribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                                       static_cast<int>(spec.dynamic_shared_bytes)),

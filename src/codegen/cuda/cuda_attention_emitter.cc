@@ -6,7 +6,9 @@
 #include <map>
 #include <set>
 
+#include "codegen/cuda/cuda_gemm_emitter.h"
 #include "codegen/cuda/cuda_scalar_program.h"
+#include "codegen/cuda/cuda_skinny_gemm_emitter.h"
 #include "codegen/emit_util.h"
 #include "support/env_switch.h"
 
@@ -187,6 +189,8 @@ class AttentionEmitter {
     const int64_t ranges = split ? std::max<int64_t>(1, CeilDiv(a_.nk, keys_per_split)) : 1;
     // A CTA per row and range, no loop over them: the grid within what the launcher passes whole.
     if (rows * ranges > (int64_t{1} << 30)) return InvalidArgument(fmt::format("{}: too many query rows for one grid", a_.name));
+    const std::optional<DecodeProjectionFold>& projection = a_.projection;
+    if (projection) RETURN_IF_ERROR(ProjectionFits(*projection, rows, split));
     CudaKernelSource s;
     s.name = a_.name;
     s.threads = 32 * kDecodeWarps;
@@ -197,6 +201,10 @@ class AttentionEmitter {
                              a_.zero_nan_rows ? ", rows without probabilities zeroed" : "",
                              a_.logsumexp >= 0 ? ", the rows' logsumexp written" : "");
     if (a_.cache_update) s.strategy += ", the KV cache's new key and value written at their position";
+    if (projection)
+      s.strategy += fmt::format(", its output projection ({} x {}) computed in clusters of the {} heads, 64 columns a CTA, the weight's "
+                                "columns loaded before the grid ahead ends",
+                                projection->product.k, projection->product.n, projection->heads);
     if (c_.decode_prefetch) s.strategy += ", keys and values prefetched to L2 before the wait";
     s.includes = {"attention_decode.cuh"};
     const std::string storage = StorageType(a_.dtype);
@@ -205,6 +213,7 @@ class AttentionEmitter {
     for (size_t b = 0; b < a_.buffers.size(); ++b) {
       const KernelBuffer& buf = a_.buffers[b];
       if (!buf.is_output && !Reads(a_.logits, static_cast<int>(b))) continue;
+      if (projection && static_cast<int>(b) == a_.output) continue;  // (never stored: the projection reads it in shared memory)
       parameters += fmt::format(", {}{}* __restrict__ b{}", buf.is_output ? "" : "const ", StorageType(buf.dtype), b);
       s.launch.args.push_back({LaunchArg::Kind::kBuffer, buf.node, {}, 0});
     }
@@ -235,38 +244,87 @@ class AttentionEmitter {
                                     storage, u->k_elements, u->v_elements, u->k_key_stride, u->v_key_stride, u->keys);
       if (!split) update_argument = ", tf::DecodeSplit{}" + update_argument;
     }
+    std::string projection_buffers;
+    if (projection) {
+      TensorMapArg map_w = SkinnyWeightMap(projection->product);
+      map_w.swizzle_128b = false;  // (the projection reads W's boxes as plain rows)
+      parameters += ", const __grid_constant__ tf::TensorMap map_w";
+      s.launch.args.push_back({LaunchArg::Kind::kTensorMap, map_w.node, map_w, 0});
+      parameters += GemmEpilogueParameters(projection->product, s, projection_buffers, "p_");
+      s.launch.cluster = {projection->heads, 1, 1};
+    }
     for (int id : symbols_) {
       parameters += fmt::format(", const long long tf_sym{}", id);
       s.launch.args.push_back({LaunchArg::Kind::kScalar, -1, {}, a_.symbols[static_cast<size_t>(id)]});
     }
-    std::string out = fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n", s.threads, a_.name, parameters);
+    // (With the projection, ~100 KB of shared memory a CTA: one or two CTAs an SM, so no cap on
+    // registers for more; ptxas otherwise capped them at 64 and spilled, sm_90a.)
+    std::string out = fmt::format("extern \"C\" __global__ void __launch_bounds__({}{}) {}({}) {{\n", s.threads, projection ? ", 1" : "",
+                                  a_.name, parameters);
     out += fmt::format(
         "  struct Config {{\n"
         "    using Element = {};\n"
         "    using Index = {};\n"
         "    enum : int {{ kD = {}, kDV = {}, kWarps = {}, kKDimsContiguous = {}, kVColumnsContiguous = {}, kZeroNanRows = {}, kSplit = {}, "
         "kUpdates = {} }};\n"
+        "    enum : int {{ kProjection = {}, kHeads = {}, kWKMajor = {} }};\n"
         "    static constexpr __device__ float OutputScale() {{ return {}f; }}\n"
         "  }};\n",
         TileElementType(a_.dtype), IndexType(), a_.d, a_.dv, kDecodeWarps, KDimsContiguous() ? 1 : 0, VRowsInVectors() ? 1 : 0,
-        a_.zero_nan_rows ? 1 : 0, split ? 1 : 0, a_.cache_update ? 1 : 0, FloatLiteral(a_.output_scale));
+        a_.zero_nan_rows ? 1 : 0, split ? 1 : 0, a_.cache_update ? 1 : 0, projection ? 1 : 0, projection ? projection->heads : 0,
+        projection && projection->product.b_k_major >= 0 ? 1 : 0, FloatLiteral(a_.output_scale));
     out += BatchStruct();
     out += LogitsStruct("Logits", "the group's logits program, its mask included", a_.logits, a_.logit);
     const std::string batch = fmt::format("Batch{{{}}}", SymbolArguments(BatchSymbols(), "Config::Index"));
+    if (projection) {  // (W before the wait: no kernel of the model writes it)
+      out += GemmEpilogueStruct(projection->product, -1, -1, -1, "Epilogue", /*with_prefetch=*/true);
+      out += "  tf::DecodeProjectionStart<Config>(map_w);\n";
+    }
     if (c_.decode_prefetch)  // (before the wait: it reads nothing the grid ahead writes)
       out += fmt::format("  tf::AttentionDecodePrefetch<Config>(k, v, operands, {}, {}{});\n", Lengths(), batch,
                          split ? ", (int)keys_per_split" : "");
     out += "  tf::tf_await_prior_grid();\n";
-    out += fmt::format("  tf::AttentionDecode<Config>(q, k, v, operands, {}, {}, {}, b{}, {}{}{});\n}}\n", Lengths(), batch,
-                       Hook("Logits", a_.logits, a_.logit), a_.output, a_.logsumexp >= 0 ? fmt::format("b{}", a_.logsumexp) : "nullptr",
+    if (projection)  // the epilogue's loads (the bias, the residual) asked of L1 while the attention runs
+      out += fmt::format("  const Epilogue epilogue{{{}}};\n"
+                         "  if (threadIdx.x < 64) epilogue.Prefetch((Config::Index)(blockIdx.x / Config::kHeads), (int)tf::tf_cluster_rank() * 64 + "
+                         "(int)threadIdx.x);\n",
+                         projection_buffers);
+    out += fmt::format("  tf::AttentionDecode<Config>(q, k, v, operands, {}, {}, {}, {}, {}{}{});\n", Lengths(), batch,
+                       Hook("Logits", a_.logits, a_.logit), projection ? "nullptr" : fmt::format("b{}", a_.output),
+                       a_.logsumexp >= 0 ? fmt::format("b{}", a_.logsumexp) : "nullptr",
                        split ? ", tf::DecodeSplit{(int)keys_per_split, row_counters, partials}" : "", update_argument);
-    FinishTemplateSource(s, std::move(out), 0, /*awaits_in_skeleton=*/true);
+    if (projection) out += "  tf::DecodeProjection<Config>(epilogue, (int)(blockIdx.x / Config::kHeads));\n";
+    out += "}\n";
+    FinishTemplateSource(s, std::move(out), projection ? DecodeProjectionSharedBytes(projection->product.k) : 0, /*awaits_in_skeleton=*/true);
     if (split) s.launch.scratch_bytes = kScratchCounterBytes + rows * ranges * (2 + a_.dv) * 4;
     return s;
   }
 
  private:
   static constexpr int kDecodeWarps = 8;
+
+  // attention_decode_projection.cuh's DecodeProjectionShared: W's columns, the heads' row, the
+  // partial sums and two barriers, 1024-byte aligned.
+  static int64_t DecodeProjectionSharedBytes(int64_t k) { return 1024 + k * 64 * 2 + k * 4 + 4 * 64 * 4 + 16; }
+
+  // The output projection the decode form computes (DecodeProjectionFold): one query row a head
+  // with no split over the keys, every batch entry's heads a cluster (at most 16, 64 columns of
+  // W each), A the heads side by side, W of 16-bit elements in whole boxes, in shared memory.
+  Status ProjectionFits(const DecodeProjectionFold& p, int64_t rows, bool split) const {
+    const GemmTemplateKernel& g = p.product;
+    auto refuse = [&](const std::string& why) { return InvalidArgument(fmt::format("{}: the output projection in the kernel: {}", a_.name, why)); };
+    if (a_.nq != 1 || split) return refuse("one query row a head, the keys not split");
+    if (p.heads < 2 || p.heads > 16 || rows % p.heads != 0) return refuse(fmt::format("{} heads in a cluster of 2 to 16", p.heads));
+    if (g.dtype != a_.dtype || g.operand_dtype != a_.dtype || DTypeSize(a_.dtype) != 2) return refuse("a product of the attention's 16-bit type");
+    if (g.rows != rows / p.heads || g.k != p.heads * a_.dv || g.n != p.heads * 64 || g.k % 64 != 0)
+      return refuse(fmt::format("{} rows, K {}, N {} (need {}, {}, {})", g.rows, g.k, g.n, rows / p.heads, p.heads * a_.dv, p.heads * 64));
+    if (!g.b_read_only || g.b_rows || g.b_k_rows || g.layer_norm || g.row_norm || !g.n_parts.empty() || !g.gate.empty() || g.partner ||
+        g.store_product || g.output_in_registers || g.a_view || g.a_conv || g.a_mn_major >= 0 || g.split_f32 || g.batch != 1)
+      return refuse("a plain product of a weight");
+    if (a_.logsumexp >= 0) return refuse("the attention's logsumexp is asked for");
+    if (DecodeProjectionSharedBytes(g.k) > kSharedLimit) return refuse(fmt::format("W's columns take {} bytes of shared memory", DecodeProjectionSharedBytes(g.k)));
+    return Status::Ok();
+  }
 
   // Whether `operand`'s offset and batch strides, and `stride`, are whole 16-byte vectors of its
   // elements: each row or key of it then starts 16-byte aligned.

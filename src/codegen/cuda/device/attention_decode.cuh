@@ -30,6 +30,7 @@
 #pragma once
 
 #include "attention_common.cuh"
+#include "attention_decode_projection.cuh"
 #include "tile_mma.cuh"
 
 namespace tf {
@@ -366,8 +367,14 @@ __device__ __forceinline__ void AttentionDecode(const typename Config::Element::
   } else {
     const bool zeroed = Config::kZeroNanRows && !(total > 0.0f);
     const float inverse = Config::OutputScale() / total;
-    for (int column = threadIdx.x; column < kDV; column += blockDim.x)
-      o_row[column] = zeroed ? Storage(0) : (Storage)(Element::Pack2(cta_column(column) * inverse, 0.0f) & 0xffff);
+    // kProjection: the row goes to the cluster's CTAs, not to memory (every CTA of the cluster
+    // started, its barriers initialised: DecodeProjectionStart's arrival awaited here).
+    if constexpr (Config::kProjection != 0) tf_cluster_wait();
+    for (int column = threadIdx.x; column < kDV; column += blockDim.x) {
+      const Storage value = zeroed ? Storage(0) : (Storage)(Element::Pack2(cta_column(column) * inverse, 0.0f) & 0xffff);
+      if constexpr (Config::kProjection != 0) DecodeProjectionSend<Config>(column, value);
+      else o_row[column] = value;
+    }
   }
   if (logsumexp && threadIdx.x == 0)
     logsumexp[score_row] = total_max == -INFINITY ? NAN : (total_max + log2f(total)) * 0.6931471805599453f;

@@ -119,9 +119,6 @@ def main():
         print(f"the step's compiled model alone, {repeats} back to back: {1e3 * start.elapsed_time(end) / repeats:.1f} us a step "
               f"of device time, {1e6 * host / repeats:.1f} us of host time a launch", flush=True)
     print(f"its kernels: {len(model_.kernels)}; runtime counters: {model_.device_run_counts}")
-    for k in model_.kernels:  # a weight kept in L2 between calls (TILEFUSE_L2_PERSIST=1) says so in its kernel's strategy
-        if "kept in L2" in k.strategy:
-            print(f"  {k.name}: {k.strategy}")
     if args.timeline:
         timeline(model_, inputs, kwargs)
     if args.host:

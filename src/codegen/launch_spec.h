@@ -81,11 +81,6 @@ struct LaunchSpec {
   // at its next launch zero again (so captured graphs replay). Kernels of one stream may
   // share it: they never run at the same time.
   int64_t scratch_bytes = 0;
-  // A weight the kernel streams from memory over several rounds of its grid, at the memory's
-  // rate (a decode step's LM head): graph value `l2_keep_node`'s first `l2_keep_bytes`. The
-  // runtime may keep part of it in L2 between calls (backend/cuda/l2_residency.h); -1: none.
-  int l2_keep_node = -1;
-  int64_t l2_keep_bytes = 0;
   std::vector<LaunchArg> args;
 };
 

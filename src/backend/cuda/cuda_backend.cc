@@ -208,15 +208,6 @@ Status PlaceOnDevice(CudaExecutable::State& state, bool any_gemm) {
     s->scratch_bytes = scratch_bytes;
     RETURN_IF_ERROR(s->device->Check(s->device->api().cuMemsetD8Async(w, 0, scratch_bytes, s->device->stream()), "zeroing scratch memory"));
   }
-  std::vector<std::pair<std::string, const LaunchSpec*>> specs;
-  for (const CudaGroupProgram& p : s->program.groups)
-    for (const CudaLaunchable* k : Launchables(p)) specs.push_back({k->source.name, &k->source.launch});
-  ASSIGN_OR_RETURN(s->l2_residency, KeepWeightInL2(*s->device, specs));
-  if (const std::optional<L2Residency>& r = s->l2_residency)
-    for (CudaKernelInfo& k : s->kernels)
-      if (k.name == r->kernel)
-        k.strategy += fmt::format(", {:.1f} MB of B ({:.0f}% of {:.1f} MB) kept in L2 between calls ({:.1f} MB of L2 set aside)",
-                                  r->hit_ratio * r->window_bytes / 1e6, 100.0 * r->hit_ratio, r->window_bytes / 1e6, r->set_aside_bytes / 1e6);
   if (any_gemm) {
     ASSIGN_OR_RETURN(s->lt, LtMatmul::Create());
     ASSIGN_OR_RETURN(CUdeviceptr w, s->allocator->Allocate(kCublasLtWorkspaceBytes, "the cuBLASLt workspace"));

@@ -23,7 +23,7 @@ namespace tilefuse {
   X(cuStreamEndCapture) X(cuGraphInstantiateWithFlags) X(cuGraphExecUpdate) X(cuGraphLaunch) X(cuGraphExecDestroy) \
   X(cuGraphDestroy) X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime)        \
   X(cuEventDestroy) X(cuGetErrorString) X(cuGetErrorName) X(cuLaunchKernelEx) X(cuTensorMapEncodeTiled)       \
-  X(cuTensorMapEncodeIm2col) X(cuOccupancyMaxActiveClusters) X(cuCtxGetLimit) X(cuCtxSetLimit)
+  X(cuTensorMapEncodeIm2col) X(cuOccupancyMaxActiveClusters)
 
 struct CudaDriverApi {
 #define TF_DECLARE_DRIVER_FUNCTION(name) decltype(&::name) name = nullptr;
@@ -59,10 +59,6 @@ class CudaDevice {
   int sm_count() const { return sm_count_; }
   int max_threads_per_sm() const { return max_threads_per_sm_; }
   int64_t l2_bytes() const { return l2_bytes_; }
-  // The most of L2 that may be set aside for persisting accesses, and the largest access
-  // policy window a launch may name (both 0 where the device has none).
-  int64_t max_persisting_l2_bytes() const { return max_persisting_l2_; }
-  int64_t max_access_policy_window_bytes() const { return max_window_; }
   int64_t max_shared_per_block_optin() const { return max_shared_optin_; }
   int64_t total_memory() const { return total_memory_; }
   int driver_version() const { return driver_version_; }
@@ -76,7 +72,7 @@ class CudaDevice {
   CUstream stream_ = nullptr;
   std::string name_;
   int major_ = 0, minor_ = 0, sm_count_ = 0, max_threads_per_sm_ = 0, driver_version_ = 0;
-  int64_t l2_bytes_ = 0, max_shared_optin_ = 0, total_memory_ = 0, max_persisting_l2_ = 0, max_window_ = 0;
+  int64_t l2_bytes_ = 0, max_shared_optin_ = 0, total_memory_ = 0;
 };
 
 }  // namespace tilefuse

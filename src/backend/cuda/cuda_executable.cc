@@ -37,8 +37,7 @@ Status CudaExecutable::State::Launch(const CudaLaunchable& k, const std::vector<
   // limit): many blocks keep loads in flight while others compute, and the hardware
   // balances the last wave. (One resident wave of striding threads measured 74% of the
   // copy rate on GELU f32, H200, 2026-11-21.) Templates bring their own grid.
-  const L2Residency* keep = l2_residency && l2_residency->kernel == k.source.name ? &*l2_residency : nullptr;
-  return LaunchKernel(*device, functions.at(k.source.name), k.source.launch, at, scratch.get(), stream, k.source.name, !first, keep);
+  return LaunchKernel(*device, functions.at(k.source.name), k.source.launch, at, scratch.get(), stream, k.source.name, !first);
 }
 
 // The product of group `p` through cuBLASLt, with the epilogue cuBLASLt fuses when it has

@@ -18,7 +18,6 @@
 #include "backend/cuda/cuda_program.h"
 #include "backend/cuda/device_allocator.h"
 #include "backend/cuda/device_constants.h"
-#include "backend/cuda/l2_residency.h"
 #include "backend/cuda/staged_copies.h"
 #include "backend/cuda/volatile_pointers.h"
 #include "runtime/memory_plan.h"
@@ -38,7 +37,6 @@ struct CudaExecutable::State {
   std::vector<CudaKernelInfo> kernels;
   CudaModules modules;                          // a module per compiled unit
   std::map<std::string, CUfunction> functions;  // by kernel name
-  std::optional<L2Residency> l2_residency;  // the weight kept in L2 between calls, if any
   std::unique_ptr<LtMatmul> lt;
   MemoryPlan memory;
   DeviceBuffer arena, workspace;

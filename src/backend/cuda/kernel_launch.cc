@@ -76,7 +76,7 @@ Status PrepareFunction(const CudaDevice& device, CUfunction function, const Laun
 }
 
 Status LaunchKernel(const CudaDevice& device, CUfunction function, const LaunchSpec& spec, const std::vector<CUdeviceptr>& address,
-                    CUdeviceptr scratch, CUstream stream, const std::string& name, bool programmatic, const L2Residency* keep_in_l2) {
+                    CUdeviceptr scratch, CUstream stream, const std::string& name, bool programmatic) {
   if (spec.scratch_bytes > 0 && scratch == 0)
     return InvalidArgument(fmt::format("{} needs {} bytes of scratch memory and got none", name, spec.scratch_bytes));
   // Parameter storage must not move once its addresses are taken.
@@ -122,7 +122,7 @@ Status LaunchKernel(const CudaDevice& device, CUfunction function, const LaunchS
   config.blockDimZ = spec.block[2];
   config.sharedMemBytes = static_cast<unsigned>(spec.dynamic_shared_bytes);
   config.hStream = stream;
-  CUlaunchAttribute attributes[3] = {};
+  CUlaunchAttribute attributes[2] = {};
   config.attrs = attributes;
   if (spec.cluster[0] * spec.cluster[1] * spec.cluster[2] > 1) {
     CUlaunchAttribute& cluster = attributes[config.numAttrs++];
@@ -148,7 +148,6 @@ Status LaunchKernel(const CudaDevice& device, CUfunction function, const LaunchS
     programmatic.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
     programmatic.value.programmaticStreamSerializationAllowed = 1;
   }
-  if (keep_in_l2) attributes[config.numAttrs++] = AccessPolicyAttribute(*keep_in_l2, address[keep_in_l2->node]);
   return device.Check(device.api().cuLaunchKernelEx(&config, function, params.data(), nullptr), "cuLaunchKernelEx " + name);
 }
 

@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "backend/cuda/cuda_driver.h"
-#include "backend/cuda/l2_residency.h"
 #include "codegen/launch_spec.h"
 
 namespace tilefuse {
@@ -25,10 +24,8 @@ Status PrepareFunction(const CudaDevice& device, CUfunction function, const Laun
 // ahead of it in the stream is tilefuse's own (a kernel of the same model), so a kernel that
 // awaits the prior grid (LaunchSpec::awaits_prior_grid) may be launched before that work ends
 // — it may read the model's weights before its wait, which no kernel of the model writes,
-// but which a caller's kernel just ahead of the model's first one may. `keep_in_l2`: the access
-// policy window its launch names (l2_residency.h), over the address of its node.
+// but which a caller's kernel just ahead of the model's first one may.
 Status LaunchKernel(const CudaDevice& device, CUfunction function, const LaunchSpec& spec, const std::vector<CUdeviceptr>& address,
-                    CUdeviceptr scratch, CUstream stream, const std::string& name, bool programmatic = false,
-                    const L2Residency* keep_in_l2 = nullptr);
+                    CUdeviceptr scratch, CUstream stream, const std::string& name, bool programmatic = false);
 
 }  // namespace tilefuse

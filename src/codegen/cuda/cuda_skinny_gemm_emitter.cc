@@ -264,12 +264,6 @@ StatusOr<CudaKernelSource> EmitCudaSkinnyGemm(const GemmTemplateKernel& g, const
   // before (kBBeforeWait).
   FinishTemplateSource(s, std::move(out), SharedBytes(g, c), /*awaits_in_skeleton=*/true);
   s.launch.scratch_bytes = ScratchBytes(g, c);
-  // A weight read over more than one round of the grid is read at the memory's rate, not
-  // loaded during the kernel ahead: what of it stays in L2 between calls is not read again.
-  if (g.b_read_only && !in_cluster && units > c.sm_count) {
-    s.launch.l2_keep_node = map_b.node;
-    s.launch.l2_keep_bytes = map_b.strides_bytes[1];  // (the map's one matrix: rows × columns)
-  }
   return s;
 }
 

@@ -26,18 +26,23 @@ struct Built {
   CudaProgram program;
 };
 
+CudaProgram ProgramOf(const Graph& g, bool projections) {
+  CudaTarget target;
+  target.overrides.projection_in_attention = projections;
+  StatusOr<CudaPlan> plan = PlanFusionForCuda(g, PlannerOptions{}, target);
+  EXPECT_TRUE(plan.ok()) << plan.status().ToString();
+  StatusOr<CudaProgram> program = BuildCudaProgram(g, plan->plan, FindInlinedGenerators(g), "", {}, target);
+  EXPECT_TRUE(program.ok()) << program.status().ToString();
+  return std::move(*program);
+}
+
 Built Build(const std::string& file, bool projections) {
   StatusOr<ImportedModel> model = ImportOnnx(std::string(TILEFUSE_SOURCE_DIR) + "/tests/attention/" + file);
   EXPECT_TRUE(model.ok()) << model.status().ToString();
   StatusOr<Graph> graph = RunGraphPasses(std::move(model->graph), PassOptions{});
   EXPECT_TRUE(graph.ok()) << graph.status().ToString();
-  CudaTarget target;
-  target.overrides.projection_in_attention = projections;
-  StatusOr<CudaPlan> plan = PlanFusionForCuda(*graph, PlannerOptions{}, target);
-  EXPECT_TRUE(plan.ok()) << plan.status().ToString();
-  StatusOr<CudaProgram> program = BuildCudaProgram(*graph, plan->plan, FindInlinedGenerators(*graph), "", {}, target);
-  EXPECT_TRUE(program.ok()) << program.status().ToString();
-  return {std::move(*graph), std::move(*program)};
+  CudaProgram program = ProgramOf(*graph, projections);
+  return {std::move(*graph), std::move(program)};
 }
 
 const CudaGroupProgram* AttentionOf(const CudaProgram& program) {
@@ -113,18 +118,13 @@ TEST(CudaProjectionFoldTest, NotWhereTheOutputIsReadElsewhereOrRowsAreMany) {
     ASSERT_TRUE(built.ok()) << built.status().ToString();
     StatusOr<Graph> g = RunGraphPasses(std::move(*built), PassOptions{});
     ASSERT_TRUE(g.ok()) << g.status().ToString();
-    CudaTarget target;
-    target.overrides.projection_in_attention = true;
-    StatusOr<CudaPlan> plan = PlanFusionForCuda(*g, PlannerOptions{}, target);
-    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
-    StatusOr<CudaProgram> program = BuildCudaProgram(*g, plan->plan, FindInlinedGenerators(*g), "", {}, target);
-    ASSERT_TRUE(program.ok()) << program.status().ToString();
-    const CudaGroupProgram* attention = AttentionOf(*program);
+    const CudaProgram program = ProgramOf(*g, true);
+    const CudaGroupProgram* attention = AttentionOf(program);
     ASSERT_NE(attention, nullptr);
     ASSERT_TRUE(attention->kernel.has_value());
     EXPECT_EQ(attention->kernel->source.function.find("DecodeProjection"), std::string::npos);
     EXPECT_FALSE(attention->output_unstored);
-    for (const CudaGroupProgram& p : program->groups) EXPECT_LT(p.grouped_into, 0);
+    for (const CudaGroupProgram& p : program.groups) EXPECT_LT(p.grouped_into, 0);
   }
 }
 

@@ -326,6 +326,7 @@ CudaTarget TargetFor(const std::string& arch, int sm_count, const CudaCompileOpt
   if (SwitchedOn("TILEFUSE_SKINNY_CHAINS")) target.overrides.skinny_chains = true;        // a decode MLP's two products as one kernel
   if (SwitchedOff("TILEFUSE_CACHE_UPDATE_IN_ATTENTION")) target.overrides.cache_updates_in_attention = false;  // the update's own kernel
   if (SwitchedOn("TILEFUSE_PROJECTION_IN_ATTENTION")) target.overrides.projection_in_attention = true;  // o_proj in the decode attention
+  if (SwitchedOn("TILEFUSE_TRIGGER_FIRST")) target.overrides.trigger_before_wait = true;  // the kernel behind released before the wait
   if (SwitchedOff("TILEFUSE_LAUNCH_TOGETHER")) target.overrides.launch_together = false;  // a launch per kernel
   if (SwitchedOff("TILEFUSE_LT_VIEWS")) target.overrides.lt_views = false;          // cuBLASLt's operands copied first
   target.template_configs = options.template_configs;

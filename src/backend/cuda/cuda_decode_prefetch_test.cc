@@ -1,11 +1,14 @@
 // A decode step's prefetches, each behind a switch of the target's overrides that must reach
 // the kernel's text: the decode attention's keys and values prefetched to L2 before its wait
-// for the grid ahead (decode_prefetch, TILEFUSE_DECODE_PREFETCH=0 off), and a skinny product's
+// for the grid ahead (decode_prefetch, TILEFUSE_DECODE_PREFETCH=0 off), a skinny product's
 // epilogue loads asked of L1 as its consumers start (skinny_prefetch, TILEFUSE_SKINNY_PREFETCH=0
-// off). Lowered for the GPU without one.
+// off), and the kernel behind released before a kernel's wait (trigger_before_wait,
+// TILEFUSE_TRIGGER_FIRST=1 on). Lowered for the GPU without one.
 #include <gtest/gtest.h>
 
 #include "backend/cuda/cuda_compile_units.h"
+#include "backend/cuda/device_test_util.h"
+#include "backend/cuda/nvrtc_compiler.h"
 #include "backend/cuda/cuda_program.h"
 #include "fusion/group_classifier.h"
 #include "passes/pipeline.h"
@@ -81,6 +84,33 @@ TEST(CudaDecodePrefetchTest, TheTargetsSwitchReachesTheSkinnyProducts) {
   const std::string off = skinny_text(target);
   EXPECT_NE(off.find("kPrefetchEpilogue = 0"), std::string::npos) << off;
   EXPECT_EQ(off.find("void Prefetch("), std::string::npos) << off;
+}
+
+// The switch reaches every kernel's unit (its first line defines TF_TRIGGER_BEFORE_WAIT, which
+// puts launch_dependents before the wait) and its entry's name, and the unit compiles for sm_90a.
+TEST(CudaDecodePrefetchTest, TheTargetsSwitchReleasesTheKernelBehindFirst) {
+  const Graph g = DecodeAttention();
+  auto units = [&](bool first) {
+    CudaTarget target;
+    target.overrides.trigger_before_wait = first;
+    StatusOr<CudaPlan> plan = PlanFusionForCuda(g, PlannerOptions{}, target);
+    EXPECT_TRUE(plan.ok()) << plan.status().ToString();
+    StatusOr<CudaProgram> program = BuildCudaProgram(g, plan->plan, FindInlinedGenerators(g), "", {}, target);
+    EXPECT_TRUE(program.ok()) << program.status().ToString();
+    return SplitIntoCompileUnits(KernelSources(*program));
+  };
+  const std::vector<CudaCompileUnit> off = units(false), on = units(true);
+  ASSERT_EQ(off.size(), on.size());
+  ASSERT_FALSE(on.empty());
+  for (size_t u = 0; u < on.size(); ++u) {
+    EXPECT_EQ(off[u].source.find("TF_TRIGGER_BEFORE_WAIT"), std::string::npos);
+    EXPECT_NE(on[u].source.find("#define TF_TRIGGER_BEFORE_WAIT 1\n"), std::string::npos) << on[u].source.substr(0, 300);
+    EXPECT_NE(on[u].entry, off[u].entry);
+  }
+  StatusOr<NvrtcCompiler> nvrtc = NvrtcCompiler::Create(TestKernelCacheDir());
+  if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available: " << nvrtc.status().ToString();
+  StatusOr<CudaCubins> cubins = CompileUnits(*nvrtc, on, "sm_90a");
+  ASSERT_TRUE(cubins.ok()) << cubins.status().ToString();
 }
 
 }  // namespace

@@ -832,6 +832,20 @@ void LaunchIndependentKernelsTogether(const Graph& g, const FusionPlan& plan, co
   }
 }
 
+// TemplateOverrides::trigger_before_wait: every kernel's unit defines TF_TRIGGER_BEFORE_WAIT, and
+// its text says so (the unit's entry, a hash of the text, differs from the default's).
+void ReleaseTheKernelBehindFirst(CudaProgram& program) {
+  auto mark = [](CudaLaunchable& k) {
+    if (k.source.trigger_before_wait) return;
+    k.source.trigger_before_wait = true;
+    k.source.function = "// the kernel behind released before this one's wait (TF_TRIGGER_BEFORE_WAIT)\n" + k.source.function;
+  };
+  for (CudaGroupProgram& p : program.groups) {
+    for (CudaLaunchable& k : p.prologue) mark(k);
+    if (p.kernel) mark(*p.kernel);
+  }
+}
+
 }  // namespace
 
 StatusOr<CudaProgram> BuildCudaProgram(const Graph& graph, const FusionPlan& plan, const std::vector<bool>& inlined,
@@ -853,6 +867,7 @@ StatusOr<CudaProgram> BuildCudaProgram(const Graph& graph, const FusionPlan& pla
   FoldIntoDecodeAttention(graph, plan, inlined, target, program);
   LowerAttentionGradients(graph, plan, prefix, target, program);
   LaunchIndependentKernelsTogether(graph, plan, target, program);
+  if (target.overrides.trigger_before_wait) ReleaseTheKernelBehindFirst(program);
   program.source = CudaTranslationUnit(KernelSources(program));
   return program;
 }

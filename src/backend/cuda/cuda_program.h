@@ -207,6 +207,12 @@ struct TemplateOverrides {
   // turns it on): a launch and its dependency edge fewer a layer. Expected ~1.5-2 µs a layer
   // of GPT-2's decode step (its projection ~2.5 µs on an H100's timeline); off until measured.
   bool projection_in_attention = false;
+  // Every kernel releases the one behind before its own wait for the grid ahead
+  // (tilefuse_device.cuh's TF_TRIGGER_BEFORE_WAIT; TILEFUSE_TRIGGER_FIRST=1 turns it on): a decode
+  // step's weights then cross during two kernels ahead rather than one (GPT-2's first MLP
+  // product, 4.7 MB, loads during the attention's short projection and adds 4.2-5.4 µs). Off
+  // until measured.
+  bool trigger_before_wait = false;
   // The decode attention's keys and values prefetched to L2 before it waits for the grid ahead
   // (CudaAttentionConfig::decode_prefetch; TILEFUSE_DECODE_PREFETCH=0 turns it off): GPT-2's
   // 12 decode attentions 53 -> 45 us of a step on an H100 (2026-12-06-h100-decode-defaults.md).

@@ -1378,6 +1378,8 @@ std::string CudaTranslationUnit(const std::vector<CudaKernelSource>& kernels) {
     for (const std::string& header : k.includes)
       if (std::find(includes.begin(), includes.end(), header) == includes.end()) includes.push_back(header);
   std::string out = "// tilefuse generated CUDA kernels\n";
+  if (std::any_of(kernels.begin(), kernels.end(), [](const CudaKernelSource& k) { return k.trigger_before_wait; }))
+    out += "#define TF_TRIGGER_BEFORE_WAIT 1\n";
   for (const std::string& header : includes) out += fmt::format("#include \"{}\"\n", header);
   out += "\nnamespace tf {\n";
   for (const CudaKernelSource& k : kernels) out += "\n" + k.function;

@@ -85,6 +85,9 @@ struct CudaKernelSource {
   // Grid, block, shared memory and parameters (the loop templates: a 1-D grid of
   // `work_blocks`, Kernel::buffers in order).
   LaunchSpec launch;
+  // The kernel behind released before this one's wait for the grid ahead (tilefuse_device.cuh's
+  // TF_TRIGGER_BEFORE_WAIT, defined first in the kernel's unit; TILEFUSE_TRIGGER_FIRST=1).
+  bool trigger_before_wait = false;
 };
 
 // Row template: whether `v` loads the row itself (depends on both loop variables, plain

@@ -32,10 +32,24 @@ namespace tf {
 // kernel behind may be launched right away: it waits here in turn, and since this kernel's
 // CTAs are all resident by the time every one of them has said so, the early launch takes
 // no SM from this grid.
+//
+// TF_TRIGGER_BEFORE_WAIT (the unit's first line, TILEFUSE_TRIGGER_FIRST=1): the kernel behind is
+// released before this one's wait, so its CTAs may be placed, and load their weights, while the
+// grid ahead of this one still runs: two kernels' weights crossing during one kernel rather than
+// one. As safe: the kernel behind waits for this grid to finish, which finishes only after its
+// own wait, and it too is launched only once every CTA of this grid is resident.
+#ifndef TF_TRIGGER_BEFORE_WAIT
+#define TF_TRIGGER_BEFORE_WAIT 0
+#endif
 __device__ __forceinline__ void tf_await_prior_grid() {
 #if __CUDA_ARCH__ >= 900
+#if TF_TRIGGER_BEFORE_WAIT
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#else
   asm volatile("griddepcontrol.wait;" ::: "memory");
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
 #endif
 }
 

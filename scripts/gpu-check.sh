@@ -110,6 +110,12 @@ if has gemm; then
   for m in tests/gemm/gemm_skinny_layer_norm*.onnxtxt tests/gemm/gemm_skinny_rms_norm*.onnxtxt; do
     TILEFUSE_SKINNY_NORMS=1 check_run "$m --gemm template, TILEFUSE_SKINNY_NORMS=1" "$m" --gemm template
   done
+  # A decode attention's output projection in its kernel (off by default: not yet measured),
+  # a cluster of the heads, MN-major and K-major weights; under memcheck too.
+  for m in tests/attention/attention_decode_projection_*.onnxtxt; do
+    TILEFUSE_PROJECTION_IN_ATTENTION=1 check_run "$m --gemm template, TILEFUSE_PROJECTION_IN_ATTENTION=1" "$m" --gemm template
+    TILEFUSE_PROJECTION_IN_ATTENTION=1 memcheck_run "$m" --gemm template
+  done
   # f32 matmuls on TF32 tensor cores (--precision high; checked to the f16 tolerance).
   # FP8 products in the tensor cores' own accumulation too (--precision high).
   for m in examples/matmul_bias_relu.onnxtxt examples/mlp_block.onnxtxt examples/causal_attention.onnxtxt tests/gemm/gemm_bias_f32.onnxtxt tests/gemm/gemm_fp8_*.onnx; do

@@ -4,8 +4,10 @@
 #   checks: tests/attention/attention_decode_projection_* against the f64 reference with the switch
 #           on (the projection in the attention, a cluster of the heads) and off, and under memcheck on
 # then, through decode_folds.sh with the switch on: the torch decode tests (eager's logits and
-# caches, GPT-2 and LLaMA configs), GPT-2's step timed with it off and on in turns (PROBE_ENVS),
-# and bench/decode.py end to end (MODES, default tilefuse).
+# caches, GPT-2 and LLaMA configs), GPT-2's step timed with it off, on, and on with every kernel
+# releasing the one behind before its wait (TILEFUSE_TRIGGER_FIRST=1), in turns (PROBE_ENVS), and
+# bench/decode.py end to end (MODES, default tilefuse; TILEFUSE_TRIGGER_FIRST=1 in the
+# environment for both switches).
 # Usage: bash bench/experiments/decode_projection.sh BUNDLE_DIR OUT_DIR   (STAGES="checks pytest probes e2e")
 set -uo pipefail
 B=${1:?bundle folder (build-gpu/bundle)}
@@ -23,7 +25,8 @@ fi
 folds() { bash bench/experiments/decode_folds.sh "$B" "$OUT/$1" 2>&1 | tee -a "$log"; }
 if [[ " $STAGES " == *" pytest "* ]]; then TILEFUSE_PROJECTION_IN_ATTENTION=1 STAGES=pytest folds pytest; fi
 if [[ " $STAGES " == *" probes "* ]]; then
-  STAGES=probes PROBE_ENVS="${PROBE_ENVS:-TILEFUSE_PROJECTION_IN_ATTENTION=0 TILEFUSE_PROJECTION_IN_ATTENTION=1 TILEFUSE_PROJECTION_IN_ATTENTION=0 TILEFUSE_PROJECTION_IN_ATTENTION=1}" folds probes
+  on=TILEFUSE_PROJECTION_IN_ATTENTION=1
+  STAGES=probes PROBE_ENVS="${PROBE_ENVS:-TILEFUSE_PROJECTION_IN_ATTENTION=0 $on $on,TILEFUSE_TRIGGER_FIRST=1 TILEFUSE_PROJECTION_IN_ATTENTION=0 $on $on,TILEFUSE_TRIGGER_FIRST=1}" folds probes
 fi
 if [[ " $STAGES " == *" e2e "* ]]; then
   TILEFUSE_PROJECTION_IN_ATTENTION=1 STAGES=e2e E2E="1,1" MODES="${MODES:-tilefuse}" E2E_ARGS="${E2E_ARGS:---skip-guards}" E2E_NAME=-projection folds e2e

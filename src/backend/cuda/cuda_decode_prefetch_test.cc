@@ -10,6 +10,7 @@
 #include "backend/cuda/device_test_util.h"
 #include "backend/cuda/nvrtc_compiler.h"
 #include "backend/cuda/cuda_program.h"
+#include "backend/cuda/cuda_program_test_util.h"
 #include "fusion/group_classifier.h"
 #include "passes/pipeline.h"
 #include "tilefuse/builder.h"
@@ -33,11 +34,8 @@ Graph DecodeAttention() {
 }
 
 std::string AttentionText(const Graph& g, const CudaTarget& target) {
-  StatusOr<CudaPlan> plan = PlanFusionForCuda(g, PlannerOptions{}, target);
-  EXPECT_TRUE(plan.ok()) << plan.status().ToString();
-  StatusOr<CudaProgram> program = BuildCudaProgram(g, plan->plan, FindInlinedGenerators(g), "", {}, target);
-  EXPECT_TRUE(program.ok()) << program.status().ToString();
-  for (const CudaGroupProgram& p : program->groups)
+  const CudaProgram program = LowerForTest(g, target);
+  for (const CudaGroupProgram& p : program.groups)
     for (const CudaLaunchable* k : Launchables(p))
       if (k->source.function.find("tf::AttentionDecode<Config>") != std::string::npos) return k->source.function;
   ADD_FAILURE() << "no decode attention kernel";
@@ -66,11 +64,8 @@ TEST(CudaDecodePrefetchTest, TheTargetsSwitchReachesTheSkinnyProducts) {
   StatusOr<Graph> g = RunGraphPasses(std::move(*built), PassOptions{});
   ASSERT_TRUE(g.ok()) << g.status().ToString();
   auto skinny_text = [&](const CudaTarget& target) -> std::string {
-    StatusOr<CudaPlan> plan = PlanFusionForCuda(*g, PlannerOptions{}, target);
-    EXPECT_TRUE(plan.ok()) << plan.status().ToString();
-    StatusOr<CudaProgram> program = BuildCudaProgram(*g, plan->plan, FindInlinedGenerators(*g), "", {}, target);
-    EXPECT_TRUE(program.ok()) << program.status().ToString();
-    for (const CudaGroupProgram& p : program->groups)
+    const CudaProgram program = LowerForTest(*g, target);
+    for (const CudaGroupProgram& p : program.groups)
       for (const CudaLaunchable* k : Launchables(p))
         if (k->source.function.find("tf::GemmSkinnySm90<Config>") != std::string::npos) return k->source.function;
     ADD_FAILURE() << "no skinny product";
@@ -93,11 +88,7 @@ TEST(CudaDecodePrefetchTest, TheTargetsSwitchReleasesTheKernelBehindFirst) {
   auto units = [&](bool first) {
     CudaTarget target;
     target.overrides.trigger_before_wait = first;
-    StatusOr<CudaPlan> plan = PlanFusionForCuda(g, PlannerOptions{}, target);
-    EXPECT_TRUE(plan.ok()) << plan.status().ToString();
-    StatusOr<CudaProgram> program = BuildCudaProgram(g, plan->plan, FindInlinedGenerators(g), "", {}, target);
-    EXPECT_TRUE(program.ok()) << program.status().ToString();
-    return SplitIntoCompileUnits(KernelSources(*program));
+    return SplitIntoCompileUnits(KernelSources(LowerForTest(g, target)));
   };
   const std::vector<CudaCompileUnit> off = units(false), on = units(true);
   ASSERT_EQ(off.size(), on.size());

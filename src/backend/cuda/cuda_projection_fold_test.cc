@@ -11,6 +11,7 @@
 
 #include "backend/cuda/cuda_compile_units.h"
 #include "backend/cuda/cuda_program.h"
+#include "backend/cuda/cuda_program_test_util.h"
 #include "backend/cuda/device_test_util.h"
 #include "backend/cuda/nvrtc_compiler.h"
 #include "frontend/onnx/importer.h"
@@ -29,11 +30,7 @@ struct Built {
 CudaProgram ProgramOf(const Graph& g, bool projections) {
   CudaTarget target;
   target.overrides.projection_in_attention = projections;
-  StatusOr<CudaPlan> plan = PlanFusionForCuda(g, PlannerOptions{}, target);
-  EXPECT_TRUE(plan.ok()) << plan.status().ToString();
-  StatusOr<CudaProgram> program = BuildCudaProgram(g, plan->plan, FindInlinedGenerators(g), "", {}, target);
-  EXPECT_TRUE(program.ok()) << program.status().ToString();
-  return std::move(*program);
+  return LowerForTest(g, target);
 }
 
 Built Build(const std::string& file, bool projections) {

@@ -8,6 +8,7 @@
 
 #include "backend/cuda/cuda_compile_units.h"
 #include "backend/cuda/cuda_program.h"
+#include "backend/cuda/cuda_program_test_util.h"
 #include "backend/cuda/nvrtc_compiler.h"
 #include "codegen/cuda/cuda_skinny_chain_emitter.h"
 #include "fusion/group_classifier.h"
@@ -47,11 +48,7 @@ Graph DecodeMlp(const Mlp& m) {
 CudaProgram Lower(const Graph& g, bool chains) {
   CudaTarget target;
   target.overrides.skinny_chains = chains;
-  StatusOr<CudaPlan> plan = PlanFusionForCuda(g, PlannerOptions{}, target);
-  EXPECT_TRUE(plan.ok()) << plan.status().ToString();
-  StatusOr<CudaProgram> program = BuildCudaProgram(g, plan->plan, FindInlinedGenerators(g), "", {}, target);
-  EXPECT_TRUE(program.ok()) << program.status().ToString();
-  return std::move(*program);
+  return LowerForTest(g, target);
 }
 
 TEST(CudaSkinnyChainTest, ADecodeMlpIsOneKernel) {

@@ -7,6 +7,7 @@
 
 #include "backend/cuda/cuda_compile_units.h"
 #include "backend/cuda/cuda_program.h"
+#include "backend/cuda/cuda_program_test_util.h"
 #include "backend/cuda/nvrtc_compiler.h"
 #include "fusion/group_classifier.h"
 #include "passes/pipeline.h"
@@ -38,11 +39,7 @@ CudaProgram Lower(const Graph& g, bool skinny_norms, bool skinny_clusters = fals
   target.gemm = GemmPath::kTemplate;
   target.overrides.skinny_norms = skinny_norms;
   target.overrides.skinny_clusters = skinny_clusters;
-  StatusOr<CudaPlan> plan = PlanFusionForCuda(g, PlannerOptions{}, target);
-  EXPECT_TRUE(plan.ok()) << plan.status().ToString();
-  StatusOr<CudaProgram> program = BuildCudaProgram(g, plan->plan, FindInlinedGenerators(g), "", {}, target);
-  EXPECT_TRUE(program.ok()) << program.status().ToString();
-  return std::move(*program);
+  return LowerForTest(g, target);
 }
 
 TEST(CudaSkinnyNormsTest, ALayerNormReadByOneSkinnyProductIsComputedInIt) {

@@ -116,6 +116,12 @@ if has gemm; then
     TILEFUSE_PROJECTION_IN_ATTENTION=1 check_run "$m --gemm template, TILEFUSE_PROJECTION_IN_ATTENTION=1" "$m" --gemm template
     TILEFUSE_PROJECTION_IN_ATTENTION=1 memcheck_run "$m" --gemm template
   done
+  # A decode MLP's two products as one kernel (off by default: the whole form measured slower;
+  # the pair form, the rule's since 2026-12-07, not yet measured); under memcheck too.
+  for m in tests/gemm/gemm_skinny_*mlp_decode*.onnxtxt; do
+    TILEFUSE_SKINNY_CHAINS=1 check_run "$m --gemm template, TILEFUSE_SKINNY_CHAINS=1" "$m" --gemm template
+    TILEFUSE_SKINNY_CHAINS=1 memcheck_run "$m" --gemm template
+  done
   # f32 matmuls on TF32 tensor cores (--precision high; checked to the f16 tolerance).
   # FP8 products in the tensor cores' own accumulation too (--precision high).
   for m in examples/matmul_bias_relu.onnxtxt examples/mlp_block.onnxtxt examples/causal_attention.onnxtxt tests/gemm/gemm_bias_f32.onnxtxt tests/gemm/gemm_fp8_*.onnx; do

@@ -62,10 +62,15 @@ TEST(CudaSkinnyChainTest, ADecodeMlpIsOneKernel) {
     const CudaKernelSource& k = chained.front();
     EXPECT_NE(k.strategy.find("skinny chain template"), std::string::npos) << k.strategy;
     EXPECT_EQ(k.strategy.find("layer norm") != std::string::npos, norm) << k.strategy;
-    EXPECT_EQ(k.work_blocks, 3072 / 64);
+    // The rule's form: a pair of CTAs a 64-column block, each half of K1 and of N2.
+    EXPECT_EQ(k.work_blocks, 2 * 3072 / 64);
+    EXPECT_EQ(k.launch.cluster, (std::array<int, 3>{2, 1, 1}));
+    EXPECT_NE(k.strategy.find("in pairs"), std::string::npos) << k.strategy;
     EXPECT_EQ(k.threads, 256);
-    EXPECT_GT(k.launch.scratch_bytes, 48 * 768 * 4) << "every CTA's partials";
+    EXPECT_GT(k.launch.scratch_bytes, 48 * 768 * 4) << "every block's partials";
     EXPECT_NE(k.function.find("kN2 = 768"), std::string::npos) << k.function;
+    EXPECT_NE(k.function.find("kPair = 1"), std::string::npos) << k.function;
+    EXPECT_NE(k.function.find("kStages = 6"), std::string::npos) << "half of K1's 12 steps: " << k.function;
     EXPECT_NE(k.function.find("tf::GemmSkinnyChainSm90<Config>"), std::string::npos) << k.function;
     // The second product's group keeps no kernel; its output is written at the chain's step.
     int grouped = 0;
@@ -101,6 +106,35 @@ TEST(CudaSkinnyChainTest, ADecodeMlpIsOneKernel) {
   }
 }
 
+// The chain's launchable in `program` (its only kernel).
+const CudaLaunchable& ChainOf(const CudaProgram& program) {
+  const auto it = std::find_if(program.groups.begin(), program.groups.end(), [](const CudaGroupProgram& p) { return p.kernel.has_value(); });
+  EXPECT_NE(it, program.groups.end());
+  return *it->kernel;
+}
+
+TEST(CudaSkinnyChainTest, TheWholeFormIsTheTunersOtherChoice) {
+  const CudaProgram program = Lower(DecodeMlp({}), true);
+  const CudaLaunchable& chain = ChainOf(program);
+  ASSERT_TRUE(chain.template_kernel);
+  const std::vector<nlohmann::json> forms = chain.template_kernel->SearchSpace(132);
+  ASSERT_EQ(forms.size(), 2u);
+  EXPECT_EQ(forms[0], (nlohmann::json{{"pair", true}})) << "the rule's first";
+  EXPECT_EQ(forms[1], (nlohmann::json{{"pair", false}}));
+  StatusOr<CudaKernelSource> whole = chain.template_kernel->Emit("whole", forms[1], 132);
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  EXPECT_EQ(whole->work_blocks, 3072 / 64);
+  EXPECT_EQ(whole->launch.cluster, (std::array<int, 3>{1, 1, 1}));
+  EXPECT_NE(whole->function.find("kPair = 0"), std::string::npos);
+  EXPECT_NE(whole->function.find("kStages = 12"), std::string::npos);
+  EXPECT_GT(whole->launch.dynamic_shared_bytes, 200 * 1024) << "both weights' tiles whole";
+  EXPECT_LT(chain.source.launch.dynamic_shared_bytes, 120 * 1024) << "a pair's CTA holds half: it fits beside a CTA of the kernel ahead";
+  EXPECT_FALSE(chain.template_kernel->Emit("bad", {{"pairs", 2}}, 132).ok()) << "an unknown key";
+  // 96 CTAs in pairs on 64 SMs: more than fit at once (they wait for each other); the whole form's 48 do.
+  EXPECT_FALSE(chain.template_kernel->Emit("few", forms[0], 64).ok());
+  EXPECT_TRUE(chain.template_kernel->Emit("few", forms[1], 64).ok());
+}
+
 TEST(CudaSkinnyChainTest, OffUnlessAsked) { EXPECT_FALSE(CudaTarget{}.overrides.skinny_chains); }
 
 TEST(CudaSkinnyChainTest, ProductsItDoesNotTakeKeepTheirKernels) {
@@ -122,8 +156,12 @@ TEST(CudaSkinnyChainTest, CompilesForHopperWithoutSpills) {
   StatusOr<NvrtcCompiler> nvrtc = NvrtcCompiler::Create((std::filesystem::temp_directory_path() / "tilefuse_test_cache").string());
   if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC not available, CUDA kernels not compiled: " << nvrtc.status().ToString();
   for (const Mlp& m : {Mlp{}, Mlp{.rows = 5, .norm = false}, Mlp{.rows = 16}}) {
-    const std::vector<CudaKernelSource> kernels = KernelSources(Lower(DecodeMlp(m), true));
+    const CudaProgram program = Lower(DecodeMlp(m), true);
+    std::vector<CudaKernelSource> kernels = KernelSources(program);
     ASSERT_EQ(kernels.size(), 1u) << m.rows;
+    StatusOr<CudaKernelSource> whole = ChainOf(program).template_kernel->Emit(kernels[0].name + "_whole", {{"pair", false}}, 132);
+    ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+    kernels.push_back(*whole);  // both forms: the pair (the rule's) and the whole
     StatusOr<CudaCubins> cubins = CompileUnits(*nvrtc, SplitIntoCompileUnits(kernels), "sm_90a");
     ASSERT_TRUE(cubins.ok()) << cubins.status().ToString();
     for (const PtxasKernelInfo& k : ParsePtxasLog(cubins->PtxasLog())) EXPECT_EQ(k.spill_store_bytes + k.spill_load_bytes, 0) << k.line;

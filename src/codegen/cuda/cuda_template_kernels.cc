@@ -92,18 +92,18 @@ class SkinnyGemmTemplate : public TemplateKernel {
   bool prefetch_epilogue_;  // TemplateOverrides::skinny_prefetch
 };
 
-// Two skinny products in one kernel (codegen/cuda/cuda_skinny_chain_emitter.h): one form.
+// Two skinny products in one kernel (codegen/cuda/cuda_skinny_chain_emitter.h): its forms, in
+// pairs of CTAs or whole.
 class SkinnyChainTemplate : public TemplateKernel {
  public:
   SkinnyChainTemplate(GemmTemplateKernel first, GemmTemplateKernel second) : first_(std::move(first)), second_(std::move(second)) {}
   std::string Kind() const override { return "skinny chain template"; }
   std::string Fingerprint() const override { return "skinny chain " + GemmFingerprint(first_) + " then " + GemmFingerprint(second_); }
-  std::vector<nlohmann::json> SearchSpace(int) const override { return {nlohmann::json::object()}; }
+  std::vector<nlohmann::json> SearchSpace(int) const override { return SkinnyChainForms(first_, second_); }
   StatusOr<CudaKernelSource> Emit(const std::string& name, const nlohmann::json& config, int sm_count) const override {
-    if (!config.empty()) return InvalidArgument(fmt::format("{}: the skinny chain template takes its rule's configuration only", name));
     GemmTemplateKernel named = first_;
     named.name = name;
-    return EmitCudaSkinnyChain(named, second_, sm_count);
+    return EmitCudaSkinnyChain(named, second_, sm_count, config);
   }
 
  private:

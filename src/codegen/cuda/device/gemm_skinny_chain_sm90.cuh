@@ -24,10 +24,18 @@
 // arrivals, then the departures) are zero again when the last CTA departs: scratch memory is
 // shared by the model's kernels, each finding its counters zero.
 //
-// Config is the skinny skeleton's for the first product (kSplits 1, kStages its K steps: every
-// tile of W1 resident; kBN 64) with kN2 (N2) and kB2KMajor (W2 as [N2][K2]; else [K2][N2]).
-// Epilogue1 returns element (row, col)'s value of h (its store staged); Epilogue2 is the
-// skinny skeleton's, Prefetch included.
+// The pair form (kPair): a cluster of two CTAs takes the 64 columns, each CTA half of K1's steps
+// and half of N2's tiles, so that each holds half the weights (GPT-2 small: 96 KB, not 192) and
+// fits an SM beside a CTA of the kernel ahead, where its weights cross while that kernel runs.
+// (The whole form's 225 KB CTAs could not: 11.5 µs a layer against the two kernels' 8.0, H100,
+// 2026-12-06.) After the first product each CTA sends its partial sums to the other by st.async,
+// and both add the two in the same order (own + other's is other's + own, bit for bit), so
+// both hold the same h tile; each then multiplies it by its half of W2's tiles.
+//
+// Config is the skinny skeleton's for the first product (kSplits 1, kStages the K steps a CTA
+// takes: every tile of its W1 resident; kBN 64) with kN2 (N2), kB2KMajor (W2 as [N2][K2]; else
+// [K2][N2]) and kPair. Epilogue1 returns element (row, col)'s value of h (its store staged);
+// Epilogue2 is the skinny skeleton's, Prefetch included.
 #pragma once
 
 #include "gemm_skinny_sm90.cuh"
@@ -37,22 +45,36 @@ namespace tf {
 template <class Config>
 struct SkinnyChainShape : SkinnyShape<Config> {
   using Base = SkinnyShape<Config>;
-  static_assert(Config::kSplits == 1 && Config::kBN == 64 && Config::kStages == Base::kKSteps && Config::kSplitsInCluster == 0,
-                "the chain's first product: every K step resident, 64 columns a CTA, no split");
+  static constexpr bool kPaired = Config::kPair != 0;
+  static constexpr int kRanks = kPaired ? 2 : 1;  // CTAs a 64-column block
+  static_assert(!kPaired || (Base::kKSteps % 2 == 0 && Config::kN2 % 128 == 0), "the chain's pair: K1's steps and N2's tiles halved evenly");
+  static constexpr int kCtaSteps = Base::kKSteps / kRanks;  // K1's steps a CTA takes, from rank · kCtaSteps
+  static_assert(Config::kSplits == 1 && Config::kBN == 64 && Config::kStages == kCtaSteps && Config::kSplitsInCluster == 0,
+                "the chain's first product: every K step a CTA takes resident, 64 columns a block, no split");
   static_assert(Config::kN % 64 == 0, "the chain's N1: whole tiles of 64 (the second product's K steps)");
   static_assert(Config::kN2 % 64 == 0 && Config::kN2 / 64 <= 16, "the chain's N2: 64 to 1024 columns in whole tiles");
-  static constexpr int kTiles2 = Config::kN2 / 64;
+  static constexpr int kBlocks = Config::kN / 64;                // 64-column blocks of N1: the partials summed
+  static constexpr int kTiles2 = Config::kN2 / 64 / kRanks;      // N2's tiles a CTA multiplies, from rank · kTiles2
+  static constexpr int kSent = Base::SentBefore(Base::kPerThread);  // a thread's sums of rows below M (the pair's exchange)
   static constexpr bool kB2KMajor = Config::kB2KMajor != 0;
 };
 
+// A CTA's place: its 64-column block of N1 and its rank in the pair (0 in the whole form).
+template <class S>
+__device__ __forceinline__ int ChainBlock() { return blockIdx.x / S::kRanks; }
+template <class S>
+__device__ __forceinline__ int ChainRank() { return S::kPaired ? (int)(blockIdx.x % 2) : 0; }
+
 // The chain's shared memory past the skinny skeleton's: W2's tiles, h's tile and the barrier
-// W2's loads complete on (1024-byte aligned, the swizzle period).
+// W2's loads complete on (1024-byte aligned, the swizzle period), then the pair's exchange (the
+// other CTA's sums; counted on the skeleton's gathered[0]).
 template <class S>
 struct SkinnyChainSharedMemory {
   using Storage = typename S::Element::Storage;
   Storage* tile_b2;  // [kTiles2][64][kBK] (K-major) or [kTiles2][kBK][64] (MN-major), 128-byte swizzle
   Storage* tile_h;   // [kMP][kBK], 128-byte swizzle: the second product's A
   Barrier* full_b2;
+  float* exchange;   // kPaired: [kSent][128], the other CTA's sums of rows below M
 
   __device__ __forceinline__ explicit SkinnyChainSharedMemory(const SkinnySharedMemory<S>& sm) {
     const unsigned address = SharedAddress(sm.gathered + 2);
@@ -60,29 +82,53 @@ struct SkinnyChainSharedMemory {
     tile_b2 = (Storage*)after;
     tile_h = tile_b2 + S::kTiles2 * 64 * S::kBK;
     full_b2 = (Barrier*)(tile_h + S::kMP * S::kBK);
+    exchange = (float*)(full_b2 + 1);
   }
 };
 
-// Thread 0 of the producer: W1's tiles of the CTA's 64 columns and W2's 64 rows of K2 (the same
-// 64 of h), all before the wait (weights: no kernel of the model writes them), then A's tiles.
+// Thread 0 of the producer: W1's tiles of the CTA's 64 columns (its K steps, slot s step
+// k_begin + s) and W2's 64 rows of K2 (the same 64 of h; its N2 tiles), all before the wait
+// (weights: no kernel of the model writes them), then A's tiles.
 template <class S>
 __device__ __forceinline__ void SkinnyChainProducer(const SkinnySharedMemory<S>& sm, const SkinnyChainSharedMemory<S>& chain,
                                                     const TensorMap& map_a, const TensorMap& map_b, const TensorMap& map_b2) {
   if (threadIdx.x != 0) return;
-  const int tile = blockIdx.x;
-  for (int ks = 0; ks < S::kKSteps; ++ks) {
-    sm.full[ks].ArriveExpectingBytes(S::kStageBytes);
-    SkinnyLoadB<S>(sm, map_b, ks, tile, ks);
+  const int tile = ChainBlock<S>(), rank = ChainRank<S>(), k_begin = rank * S::kCtaSteps;
+  for (int s = 0; s < S::kCtaSteps; ++s) {
+    sm.full[s].ArriveExpectingBytes(S::kStageBytes);
+    SkinnyLoadB<S>(sm, map_b, s, tile, k_begin + s);
   }
   constexpr unsigned kB2Bytes = S::kTiles2 * 64 * S::kBK * S::Element::kBytes;
   chain.full_b2->ArriveExpectingBytes(kB2Bytes);
-  for (int t = 0; t < S::kTiles2; ++t) {  // rows k = 64·tile of K2, columns n = 64·t of N2
-    const int n = t * 64, k = tile * S::kBK;
+  for (int t = 0; t < S::kTiles2; ++t) {  // rows k = 64·tile of K2, columns n = 64·(rank·kTiles2 + t) of N2
+    const int n = (rank * S::kTiles2 + t) * 64, k = tile * S::kBK;
     TmaLoad3d(chain.tile_b2 + t * 64 * S::kBK, map_b2, S::kB2KMajor ? k : n, S::kB2KMajor ? n : k, 0, *chain.full_b2);
   }
   tf_await_prior_grid();  // A may come from the grid ahead
   if constexpr (!S::kNormed)
-    for (int ks = 0; ks < S::kKSteps; ++ks) TmaLoad3d(sm.tile_a + ks * S::kMP * S::kBK, map_a, ks * S::kBK, 0, 0, sm.full[ks]);
+    for (int s = 0; s < S::kCtaSteps; ++s) TmaLoad3d(sm.tile_a + s * S::kMP * S::kBK, map_a, (k_begin + s) * S::kBK, 0, 0, sm.full[s]);
+}
+
+// The pair's exchange (kPaired): each thread sends its sums of rows below M (HasRows) to the
+// same thread's slots in the other CTA, counted on that CTA's gathered[0], then adds the
+// other's to its own once they have landed. Both CTAs then hold A·W1's full sums, the same bits
+// (a + b = b + a). Each waits for the other's bytes before it goes on, so neither exits while
+// the other may still store into it. The cluster barrier every thread arrived at after the
+// barriers' initialisation (GemmSkinnyChainSm90) is awaited before the first send.
+template <class S>
+__device__ __forceinline__ void ChainExchange(const SkinnySharedMemory<S>& sm, const SkinnyChainSharedMemory<S>& chain,
+                                              float (&d)[S::kPerThread], int local) {
+  Barrier& gathered = sm.gathered[0];
+  if (local == 0) gathered.ArriveExpectingBytes(S::kSent * 128 * 4);
+  tf_cluster_wait();
+  const unsigned other = tf_cluster_rank() ^ 1u;
+#pragma unroll
+  for (int i = 0; i < S::kPerThread; ++i)
+    if (S::HasRows(i)) StoreAsyncInCluster(chain.exchange + S::SentBefore(i) * 128 + local, d[i], gathered, other);
+  gathered.WaitForCluster(0);
+#pragma unroll
+  for (int i = 0; i < S::kPerThread; ++i)
+    if (S::HasRows(i)) d[i] += chain.exchange[S::SentBefore(i) * 128 + local];
 }
 
 // Element (row, k) of h's tile, as the norm's warp writes A's (128-byte rows, 16-byte chunks
@@ -124,23 +170,24 @@ __device__ __forceinline__ void SkinnyChainConsumer(const SkinnySharedMemory<S>&
   using Mma = tf::Mma<typename S::Element>;
   using Index = typename S::Index;
   const int local = threadIdx.x % 128, warp = local / 32, lane = local % 32;
-  const int tile = blockIdx.x;
-  // The first product: Dᵀ = W1ᵀ·Aᵀ over every K step, each in its own slot.
+  const int tile = ChainBlock<S>(), rank = ChainRank<S>();
+  // The first product: Dᵀ = W1ᵀ·Aᵀ over the CTA's K steps, each in its own slot.
   float d[S::kPerThread];
-  for (int ks = 0; ks < S::kKSteps; ++ks) {
-    sm.full[ks].Wait(0);
-    const auto* b = sm.tile_b + ks * S::kBN * S::kBK;
-    const auto* a = sm.tile_a + ks * S::kMP * S::kBK;
+  for (int s = 0; s < S::kCtaSteps; ++s) {
+    sm.full[s].Wait(0);
+    const auto* b = sm.tile_b + s * S::kBN * S::kBK;
+    const auto* a = sm.tile_a + s * S::kMP * S::kBK;
     Warpgroup::Fence();
 #pragma unroll
     for (int kk = 0; kk < S::kBK / Mma::kK; ++kk)
       Mma::template Shared<S::kMP, false, !S::kBKMajor>(
           d, S::kBKMajor ? SharedMatrix::KMajor(b + kk * Mma::kK) : SharedMatrix::MnMajor(b + kk * Mma::kK * 64, S::kBK * 128),
-          SharedMatrix::KMajor(a + kk * Mma::kK), ks > 0 || kk > 0);
+          SharedMatrix::KMajor(a + kk * Mma::kK), s > 0 || kk > 0);
     Warpgroup::Commit();
     Warpgroup::Wait<1>();
   }
   Warpgroup::Wait<0>();
+  if constexpr (S::kPaired) ChainExchange<S>(sm, chain, d, local);
   // h = epilogue1 of each element into h's tile, rows past M zero: d[j*4 + h*2 + e] is Dᵀ's
   // (column warp*16 + lane/4 + 8h of the tile, row 8j + (lane%4)*2 + e).
 #pragma unroll
@@ -167,8 +214,8 @@ __device__ __forceinline__ void SkinnyChainConsumer(const SkinnySharedMemory<S>&
   }
   Warpgroup::Commit();
   Warpgroup::Wait<0>();
-  // This CTA's partials: [CTA][row][N2], rows below M.
-  float* mine = partials + (long long)tile * S::kRows * S::kN2;
+  // The block's partials: [block][row][N2], rows below M (a pair's CTAs their halves of N2).
+  float* mine = partials + (long long)tile * S::kRows * S::kN2 + rank * S::kTiles2 * 64;
 #pragma unroll
   for (int t = 0; t < S::kTiles2; ++t)
 #pragma unroll
@@ -176,24 +223,25 @@ __device__ __forceinline__ void SkinnyChainConsumer(const SkinnySharedMemory<S>&
       const int col = t * 64 + warp * 16 + lane / 4 + 8 * (i / 2 % 2), row = 8 * (i / 4) + (lane % 4) * 2 + i % 2;
       if (S::HasRows(i) && row < S::kRows) __stcg(mine + row * S::kN2 + col, d2[t][i]);
     }
-  // This CTA's share of the outputs, each summed over the CTAs in order after the barrier
+  // This CTA's share of the outputs, each summed over the blocks in order after the barrier
   // (epilogue2's loads asked of L1 before it).
   constexpr int kOutputs = S::kRows * S::kN2;
   const int share = (kOutputs + (int)gridDim.x - 1) / (int)gridDim.x;
-  const int first = tile * share + local, end = min(kOutputs, (tile + 1) * share);
+  const int first = (int)blockIdx.x * share + local, end = min(kOutputs, ((int)blockIdx.x + 1) * share);
   for (int e = first; e < end; e += 128) epilogue2.Prefetch((Index)(e / S::kN2), e % S::kN2);
   ChainGridBarrier(counters, local);
   for (int e = first; e < end; e += 128) {
     const int row = e / S::kN2, col = e % S::kN2;
     float sum = 0.0f;
 #pragma unroll 8
-    for (int c = 0; c < (int)gridDim.x; ++c) sum += __ldcg(partials + ((long long)c * S::kRows + row) * S::kN2 + col);
+    for (int c = 0; c < S::kBlocks; ++c) sum += __ldcg(partials + ((long long)c * S::kRows + row) * S::kN2 + col);
     epilogue2((Index)row, col, sum, 0.0f);
   }
   ChainDepart(counters, local);
 }
 
-// The kernel body: launched with 256 threads, N1 / 64 CTAs (at most one an SM).
+// The kernel body: launched with 256 threads, N1 / 64 CTAs (at most one an SM), or twice as
+// many in clusters of two (kPair).
 template <class Config, class Epilogue1, class Epilogue2>
 __device__ __forceinline__ void GemmSkinnyChainSm90(const TensorMap& map_a, const TensorMap& map_b, const TensorMap& map_b2,
                                                     const Epilogue1& epilogue1, const Epilogue2& epilogue2, unsigned* __restrict__ counters,
@@ -207,12 +255,16 @@ __device__ __forceinline__ void GemmSkinnyChainSm90(const TensorMap& map_a, cons
       sm.empty[s].Init(1);
     }
     chain.full_b2->Init(1);
+    if constexpr (S::kPaired) sm.gathered[0].Init(1);  // the exchange: this CTA's announcement
     FenceBarrierInit();
   }
   __syncthreads();
+  // Every thread arrives (relaxed: the initialisation is released by the fence above); the
+  // consumers wait before the exchange's first send (ChainExchange).
+  if constexpr (S::kPaired) asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
   if (threadIdx.x / 128 == 0) {
     if constexpr (S::kNormed)
-      if (threadIdx.x / 32 == 1) SkinnyNormedA<S>(sm, norm);
+      if (threadIdx.x / 32 == 1) SkinnyNormedA<S>(sm, norm, ChainRank<S>() * S::kCtaSteps, (ChainRank<S>() + 1) * S::kCtaSteps);
     SkinnyChainProducer<S>(sm, chain, map_a, map_b, map_b2);
     return;
   }

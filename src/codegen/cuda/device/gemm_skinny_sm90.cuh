@@ -181,8 +181,12 @@ __device__ __forceinline__ void SkinnyProducer(const SkinnySharedMemory<S>& sm, 
 // grid ahead: one memory round trip before the first tile, where reading x for the mean, again
 // for the variance and again with γ and β at every K step cost a round trip each (a layer
 // norm's own kernel is as long as that chain: a ~2 us launch on a decode step's critical path).
+// `only_begin`, `only_end` (where only_begin ≥ 0): the K steps this CTA's consumers take, into the
+// ring's slots from the first, instead of its units' (the skinny chain's pair: each CTA half of K;
+// the statistics still over every column of the row).
 template <class S>
-__device__ __forceinline__ void SkinnyNormedA(const SkinnySharedMemory<S>& sm, const SkinnyNorm<typename S::Element>& norm) {
+__device__ __forceinline__ void SkinnyNormedA(const SkinnySharedMemory<S>& sm, const SkinnyNorm<typename S::Element>& norm, int only_begin = -1,
+                                              int only_end = 0) {
   using Element = typename S::Element;
   using Storage = typename Element::Storage;
   constexpr int kWords = S::kKSteps;  // a lane's pairs of a row: pair lane + 32 j is K step j's
@@ -240,9 +244,10 @@ __device__ __forceinline__ void SkinnyNormedA(const SkinnySharedMemory<S>& sm, c
     rstd[r] = rsqrtf(squares / (float)S::kK + norm.epsilon);
   }
   Pipeline<S::kStages> ring;
-  for (int unit = blockIdx.x; unit < S::kUnits; unit += gridDim.x) {
-    int tile, k_begin, k_end;
-    SkinnyUnitRange<S>(unit, tile, k_begin, k_end);
+  const bool ranged = only_begin >= 0;
+  for (int unit = ranged ? 0 : blockIdx.x; unit < (ranged ? 1 : S::kUnits); unit += ranged ? 1 : gridDim.x) {
+    int tile, k_begin = only_begin, k_end = only_end;
+    if (!ranged) SkinnyUnitRange<S>(unit, tile, k_begin, k_end);
     for (int ks = k_begin; ks < k_end; ++ks, ring.Advance()) {
       const int column = ks * S::kBK + 2 * lane;  // this lane's pair
       const bool inside = column < S::kK;

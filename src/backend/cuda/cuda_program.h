@@ -191,10 +191,12 @@ struct TemplateOverrides {
   bool skinny_prefetch = true;
   // A skinny product whose output only another reads, as its A, computed with it in one kernel
   // (codegen/cuda/cuda_skinny_chain_emitter.h; TILEFUSE_SKINNY_CHAINS=1 turns it on): a decode
-  // step's MLP products. Off: correct on an H100 (the checks, memcheck, the decode tests) but
-  // slower, GPT-2's step 256.7 -> 302.6 µs of device time (2026-12-06): 48 CTAs each streaming
-  // 192 KB of weights, too large to share an SM with the kernel ahead, so the weights no longer
-  // cross while it runs (bench/results/2026-12-06-h100-decode-host-path.md).
+  // step's MLP products. Off: the whole form was correct on an H100 (the checks, memcheck, the
+  // decode tests) but slower, GPT-2's step 256.7 -> 302.6 µs of device time (2026-12-06): 48
+  // CTAs each streaming 192 KB of weights, too large to share an SM with the kernel ahead, so
+  // the weights no longer cross while it runs (bench/results/2026-12-06-h100-decode-host-path.md).
+  // The pair form (the rule's since 2026-12-07: clusters of two CTAs, each half of both
+  // weights) is not yet measured.
   bool skinny_chains = false;
   // A KV cache's update at one position written by the decode attention that reads the
   // updated cache (backend/cuda/cuda_cache_update_fold.h; TILEFUSE_CACHE_UPDATE_IN_ATTENTION=0
@@ -205,13 +207,15 @@ struct TemplateOverrides {
   // A decode attention's output projection computed in the attention's kernel, a cluster of its
   // heads sharing their rows (attention_decode_projection.cuh; TILEFUSE_PROJECTION_IN_ATTENTION=1
   // turns it on): a launch and its dependency edge fewer a layer. Expected ~1.5-2 µs a layer
-  // of GPT-2's decode step (its projection ~2.5 µs on an H100's timeline); off until measured.
+  // of GPT-2's decode step (its projection ~2.5 µs on an H100's timeline); measured correct and
+  // slower, the step 261.5 -> 289.4 µs of device time (the attention with its projection 8.7 µs
+  // a layer against 3.8 + 3.1 apart; H100, bench/results/2026-12-07-h100-decode-projection.md).
   bool projection_in_attention = false;
   // Every kernel releases the one behind before its own wait for the grid ahead
   // (tilefuse_device.cuh's TF_TRIGGER_BEFORE_WAIT; TILEFUSE_TRIGGER_FIRST=1 turns it on): a decode
   // step's weights then cross during two kernels ahead rather than one (GPT-2's first MLP
-  // product, 4.7 MB, loads during the attention's short projection and adds 4.2-5.4 µs). Off
-  // until measured.
+  // product, 4.7 MB, loads during the attention's short projection and adds 4.2-5.4 µs). Off:
+  // measured no faster (with the projection above 289.4 -> 291.9 µs a step, H100, 2026-12-07).
   bool trigger_before_wait = false;
   // The decode attention's keys and values prefetched to L2 before it waits for the grid ahead
   // (CudaAttentionConfig::decode_prefetch; TILEFUSE_DECODE_PREFETCH=0 turns it off): GPT-2's

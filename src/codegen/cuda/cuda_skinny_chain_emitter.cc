@@ -86,7 +86,9 @@ StatusOr<CudaKernelSource> EmitCudaSkinnyChain(const GemmTemplateKernel& first, 
     if (key != "pair" || !value.is_boolean()) return InvalidArgument(fmt::format("{}: the skinny chain's form takes \"pair\" (true or false) only", first.name));
   const bool pair = form.value("pair", PairFits(first, second));
   if (pair && !PairFits(first, second)) return Unimplemented("the chain's pair halves K1's steps and N2's tiles: they do not halve evenly");
-  if (ChainSharedBytes(first, second, pair) > kSharedLimit) return Unimplemented("the chain's whole form holds both weights' tiles: too many bytes");
+  if (ChainSharedBytes(first, second, pair) > kSharedLimit)
+    return Unimplemented(fmt::format("the chain's {} form needs {} bytes of shared memory a CTA (the limit is {})", pair ? "pair" : "whole",
+                                     ChainSharedBytes(first, second, pair), kSharedLimit));
   const int64_t ranks = pair ? 2 : 1, steps = KSteps(first) / ranks, blocks = first.n / 64, ctas = blocks * ranks;
   // Every CTA waits for every other at the grid barrier: all resident at once, one an SM (a pair
   // in one GPC's SMs).

@@ -59,11 +59,12 @@ struct SkinnyChainShape : SkinnyShape<Config> {
   static constexpr bool kB2KMajor = Config::kB2KMajor != 0;
 };
 
-// A CTA's place: its 64-column block of N1 and its rank in the pair (0 in the whole form).
+// A CTA's place: its 64-column block of N1 and its rank in the pair, the cluster's (0 in the
+// whole form).
 template <class S>
 __device__ __forceinline__ int ChainBlock() { return blockIdx.x / S::kRanks; }
 template <class S>
-__device__ __forceinline__ int ChainRank() { return S::kPaired ? (int)(blockIdx.x % 2) : 0; }
+__device__ __forceinline__ int ChainRank() { return S::kPaired ? (int)tf_cluster_rank() : 0; }
 
 // The chain's shared memory past the skinny skeleton's: W2's tiles, h's tile and the barrier
 // W2's loads complete on (1024-byte aligned, the swizzle period), then the pair's exchange (the
@@ -121,7 +122,7 @@ __device__ __forceinline__ void ChainExchange(const SkinnySharedMemory<S>& sm, c
   Barrier& gathered = sm.gathered[0];
   if (local == 0) gathered.ArriveExpectingBytes(S::kSent * 128 * 4);
   tf_cluster_wait();
-  const unsigned other = tf_cluster_rank() ^ 1u;
+  const unsigned other = (unsigned)ChainRank<S>() ^ 1u;
 #pragma unroll
   for (int i = 0; i < S::kPerThread; ++i)
     if (S::HasRows(i)) StoreAsyncInCluster(chain.exchange + S::SentBefore(i) * 128 + local, d[i], gathered, other);

@@ -255,35 +255,58 @@ __device__ __forceinline__ void GemmScaleRowsByNorm(GemmConsumerState<S>& c, flo
   for (int i = 0; i < S::kBN / 2; ++i) c.d[0][i] *= factor[i / 2 % 2];  // d[j * 4 + h * 2 + e]: row lane / 4 + 8h
 }
 
+// Block scales (kScaleBlocks) of one step as a thread adds them: A's scales of its two rows of
+// each 64 (rows warp * 16 + lane / 4 and + 8), each times B's scale of the run of columns the
+// tile starts in and of the next (kBScaleColumns: the tile's one or two B scales; else 1, B's
+// scale per column read from the slot as it is added). Read from the step's slot as the step's
+// first half is added (GemmReadStepScales) and held for its second, so that with B's scales
+// shared the slot goes back once the step's wgmmas are done, as an unscaled step's does, not
+// after its second half is added. (Read as the step was issued, they lived across two issues
+// and spilled.)
+template <class S>
+struct GemmStepScales {
+  const float* slot;  // the step's [kBM rows of A, then kBN columns of B] (GemmScaleLoader)
+  float rows[S::kMBlocks][2][S::kBScaleRuns];
+};
+template <class S>
+__device__ __forceinline__ GemmStepScales<S> GemmReadStepScales(const GemmSharedMemory<S>& sm, int slot, const GemmConsumerState<S>& c) {
+  GemmStepScales<S> s{};
+  if constexpr (S::kScaleBlocks > 0) {
+    s.slot = sm.block_scales + slot * (S::kBM + S::kBN);
+#pragma unroll
+    for (int mb = 0; mb < S::kMBlocks; ++mb) {
+      const float* rows = s.slot + (S::kPingPong ? 0 : c.consumer * 64) + mb * 64 + c.warp * 16 + c.lane / 4;
+#pragma unroll
+      for (int run = 0; run < S::kBScaleRuns; ++run) {
+        const float b = S::kBScaleColumns ? s.slot[S::kBM + run] : 1.0f;
+        s.rows[mb][0][run] = rows[0] * b, s.rows[mb][1][run] = rows[8] * b;
+      }
+    }
+  }
+  return s;
+}
+
 // Promoted sums: a retired step's products `step`, kCols columns of the tile from kFirstCol (a
 // column half, or the whole width), added into the accumulators (the unit's first step sets
 // them). A half of a tile's columns is a whole number of the D fragment's 8-column groups, so
 // its fragment is d's from kFirstCol / 2 on.
-// Block scales (kScaleBlocks): the step's sums first multiplied by its scales of the element's
-// row of A and column of B (the tile's one scale where B's are shared: kBScaleColumns), from
-// the step's slot (`scales`: GemmScaleLoader). The fragment's
-// element j * 4 + h * 2 + e is row lane / 4 + 8h of the warp's 16, column j * 8 + (lane % 4)
-// * 2 + e.
+// Block scales (kScaleBlocks): the step's sums first multiplied by their scales (`scales`:
+// GemmReadStepScales), a column's B scale read from the slot where each column has its own.
+// The fragment's element j * 4 + h * 2 + e is row lane / 4 + 8h of the warp's 16, column j * 8
+// + (lane % 4) * 2 + e.
 // `run_start`: with B's scales shared over two runs (kBScaleRuns), the tile's first column in
 // the second run (128 or 64).
 template <class S, int kFirstCol, int kCols>
 __device__ __forceinline__ void GemmPromote(GemmConsumerState<S>& c, float (&step)[S::kMBlocks][kCols / 2], bool first,
-                                            const float* scales = nullptr, int run_start = 0) {
+                                            const GemmStepScales<S>& scales = {}, int run_start = 0) {
 #pragma unroll
   for (int mb = 0; mb < S::kMBlocks; ++mb) {
     Warpgroup::FenceRegisters(step[mb]);
-    float row_scale[2] = {1.0f, 1.0f}, second_run[2] = {1.0f, 1.0f};
-    if constexpr (S::kScaleBlocks > 0) {
-      const float* rows = scales + (S::kPingPong ? 0 : c.consumer * 64) + mb * 64 + c.warp * 16 + c.lane / 4;
-      const float tile_scale = S::kBScaleColumns ? scales[S::kBM] : 1.0f;  // B's, shared by the tile's columns (of the first run)
-      row_scale[0] = rows[0] * tile_scale, row_scale[1] = rows[8] * tile_scale;
-      if constexpr (S::kBScaleRuns > 1) second_run[0] = rows[0] * scales[S::kBM + 1], second_run[1] = rows[8] * scales[S::kBM + 1];
-    }
 #pragma unroll
     for (int j = 0; j < kCols / 8; ++j) {
       float2 column_scale = make_float2(1.0f, 1.0f);
       if constexpr (S::kScaleBlocks > 0 && S::kBScaleColumns == 0)
-        column_scale = *reinterpret_cast<const float2*>(scales + S::kBM + kFirstCol + j * 8 + (c.lane % 4) * 2);
+        column_scale = *reinterpret_cast<const float2*>(scales.slot + S::kBM + kFirstCol + j * 8 + (c.lane % 4) * 2);
 #pragma unroll
       for (int h = 0; h < 2; ++h)
 #pragma unroll
@@ -291,9 +314,9 @@ __device__ __forceinline__ void GemmPromote(GemmConsumerState<S>& c, float (&ste
           const int i = j * 4 + h * 2 + e;
           float& d = c.d[mb][kFirstCol / 2 + i];
           if constexpr (S::kScaleBlocks > 0) {
-            float scale = S::kBScaleColumns ? row_scale[h] : row_scale[h] * (e ? column_scale.y : column_scale.x);
+            float scale = S::kBScaleColumns ? scales.rows[mb][h][0] : scales.rows[mb][h][0] * (e ? column_scale.y : column_scale.x);
             if constexpr (S::kBScaleRuns > 1)  // (the column group's run: a select, the group's columns one run)
-              if (kFirstCol + j * 8 >= run_start) scale = second_run[h];
+              if (kFirstCol + j * 8 >= run_start) scale = scales.rows[mb][h][S::kBScaleRuns - 1];
             d = first ? step[mb][i] * scale : fmaf(step[mb][i], scale, d);
           } else {
             d = first ? step[mb][i] : d + step[mb][i];
@@ -325,8 +348,11 @@ __device__ __forceinline__ void GemmPromote(GemmConsumerState<S>& c, float (&ste
 // lies between a wgmma and the reading of its sums, and ptxas serialized every wgmma (C7514):
 // GPT-2's FP8 products, all but one of K = 768, ran at 144 TF/s (H200, 2026-12-04). Chains of 3
 // serialized too. Stream-K's parts, whose ends vary, take chains of 1, and so do block scales
-// beside 192 columns (chains of 4 spilled; 128 columns take them: GemmPromotedSteps holds a
-// step's slot until its scales are read).
+// per column beside 192 columns (chains of 4 spilled; 128 columns take them: GemmPromotedSteps
+// holds a step's slot until its column scales are read). B's scales shared by the tile's
+// columns take chains of 4 at 192 columns since their step's scales are read once, as its
+// first half is added (2026-12-07: no spill; read as each half was added, with the slot held
+// until then, they took chains of 2, 4 spilling).
 // (A unit has `steps` steps, or the K steps left over after the whole ones, `partial`.)
 constexpr int PromotedChainDividing(int steps, int partial, int longest) {
   for (int chain = longest; chain > 1; chain /= 2)
@@ -335,12 +361,9 @@ constexpr int PromotedChainDividing(int steps, int partial, int longest) {
 }
 template <class S>
 constexpr int kUnitSteps = S::kSplits > 1 ? S::kSplitSteps : S::kKSteps;
-// B's scales shared by runs of 128 columns (two scales a 192-column tile) take chains of 2
-// there (4 spilled).
 template <class S>
 constexpr int kPromotedChain = S::kSplitTf32 || S::kStreamK || (S::kScaleBlocks && S::kBN > 128 && !S::kBScaleColumns) ? 1
-                               : PromotedChainDividing(kUnitSteps<S>, S::kKSteps % kUnitSteps<S>,
-                                                       S::kSplits > 1 || (S::kScaleBlocks && S::kBN > 128) ? 2 : 4);
+                               : PromotedChainDividing(kUnitSteps<S>, S::kKSteps % kUnitSteps<S>, S::kSplits > 1 ? 2 : 4);
 // The overlapped epilogue's (GemmConsumerOverlapped): its first steps one at a time beside the
 // held tile's chunks, the rest in chains dividing both what is left after them and a whole unit
 // (a tile without a held one before it runs all its steps in chains).
@@ -357,34 +380,37 @@ __device__ __forceinline__ void GemmPromotedSteps(const GemmSharedMemory<S>& sm,
     GemmPromote<S, 0, S::kBN>(c, c.step[0], ks == k_begin);
   } else {
     constexpr int kHalf = S::kBN / 2;
-    // Block scales: a step's, in its slot, which is held until its second half is added.
-    auto scales_of = [&](int slot) { return S::kScaleBlocks > 0 ? sm.block_scales + slot * (S::kBM + S::kBN) : nullptr; };
+    // Block scales: a step's, read as its first half is added; a slot whose B scales are per
+    // column is held until its second half is added (the column scales are read as added).
+    constexpr bool kHoldSlot = S::kScaleBlocks > 0 && S::kBScaleColumns == 0;
     const int run_start = S::kBScaleRuns > 1 ? S::kBScaleColumns - t.n * S::kOutBN % S::kBScaleColumns : 0;
     bool first = ks == k_begin;  // the next half 1 added is the unit's first step
     GemmIssueStepInto<S, kHalf, 0>(sm, maps, c, t, ks, load_at, c.step[0], false);
     GemmIssueStepInto<S, kHalf, kHalf>(sm, maps, c, t, ks, load_at, c.step[1], false);
     int slot = c.ring.stage;  // the slot half 1 of the last step issued still reads
     Warpgroup::Wait<1>();
-    GemmPromote<S, 0, kHalf>(c, c.step[0], first, scales_of(slot), run_start);
+    GemmStepScales<S> scales = GemmReadStepScales(sm, slot, c);
+    GemmPromote<S, 0, kHalf>(c, c.step[0], first, scales, run_start);
     c.ring.Advance();
 #pragma unroll
     for (int i = 1; i < kChain; ++i) {  // every chain whole
       GemmIssueStepInto<S, kHalf, 0>(sm, maps, c, t, ks + i, load_at, c.step[0], false);
       Warpgroup::Wait<1>();
-      if constexpr (S::kScaleBlocks == 0) GemmReleaseSlot(sm, slot, c.local);
-      GemmPromote<S, kHalf, kHalf>(c, c.step[1], first, scales_of(slot), run_start);
-      if constexpr (S::kScaleBlocks > 0) GemmReleaseSlot(sm, slot, c.local);
+      if constexpr (!kHoldSlot) GemmReleaseSlot(sm, slot, c.local);
+      GemmPromote<S, kHalf, kHalf>(c, c.step[1], first, scales, run_start);
+      if constexpr (kHoldSlot) GemmReleaseSlot(sm, slot, c.local);
       first = false;
       GemmIssueStepInto<S, kHalf, kHalf>(sm, maps, c, t, ks + i, load_at, c.step[1], false);
       Warpgroup::Wait<1>();
       slot = c.ring.stage;
-      GemmPromote<S, 0, kHalf>(c, c.step[0], false, scales_of(slot), run_start);
+      scales = GemmReadStepScales(sm, slot, c);
+      GemmPromote<S, 0, kHalf>(c, c.step[0], false, scales, run_start);
       c.ring.Advance();
     }
     Warpgroup::Wait<0>();
-    if constexpr (S::kScaleBlocks == 0) GemmReleaseSlot(sm, slot, c.local);
-    GemmPromote<S, kHalf, kHalf>(c, c.step[1], first, scales_of(slot), run_start);
-    if constexpr (S::kScaleBlocks > 0) GemmReleaseSlot(sm, slot, c.local);
+    if constexpr (!kHoldSlot) GemmReleaseSlot(sm, slot, c.local);
+    GemmPromote<S, kHalf, kHalf>(c, c.step[1], first, scales, run_start);
+    if constexpr (kHoldSlot) GemmReleaseSlot(sm, slot, c.local);
   }
 }
 

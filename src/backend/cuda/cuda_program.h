@@ -196,7 +196,9 @@ struct TemplateOverrides {
   // CTAs each streaming 192 KB of weights, too large to share an SM with the kernel ahead, so
   // the weights no longer cross while it runs (bench/results/2026-12-06-h100-decode-host-path.md).
   // The pair form (the rule's since 2026-12-07: clusters of two CTAs, each half of both
-  // weights) is not yet measured.
+  // weights) was correct and slower too: 260.7-261.3 -> 284.8-285.1 µs (H100, 2026-12-07; the
+  // grid barrier and the blocks' partial sums through memory cost more than the launch saved:
+  // bench/results/2026-12-07-h100-decode-chain-pair.md).
   bool skinny_chains = false;
   // A KV cache's update at one position written by the decode attention that reads the
   // updated cache (backend/cuda/cuda_cache_update_fold.h; TILEFUSE_CACHE_UPDATE_IN_ATTENTION=0

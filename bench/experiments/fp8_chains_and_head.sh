@@ -9,8 +9,8 @@
 #   head:   GPT-2's LM head (4096 x 50257 x 768, bf16 logits in unaligned rows, stored by the
 #           threads) in FP8 in each form: the rule's tail epilogue measured 567 µs in GPT-2,
 #           where bf16's overlapped epilogue takes 561; the FP8 main loop is half as long, so the
-#           tail's store is exposed. Since 2026-12-07 the rule overlaps such FP8 products (tail:
-#           the rule before). Expected: the overlapped form well below 567 µs.
+#           tail's store is exposed. Expected: the overlapped form (--gemm-form overlap, 128x128
+#           tiles, f32 sums held) well below 567 µs; if so, it becomes the rule for such products.
 #   (and the per-column block scales' CI graph in its forms and under memcheck: its path changed too)
 # Usage: bash bench/experiments/fp8_chains_and_head.sh BUNDLE_DIR OUT_DIR   (STAGES="blocks head")
 set -u

@@ -239,13 +239,8 @@ CudaGemmConfig ResolveGemmConfig(const GemmTemplateKernel& g, const CudaGemmConf
   // µs, tail / overlapped 128x128: GPT-2's MLP product with bias, GELU and quantization
   // 4096 x 768 -> 3072 37.3 / 40.4, the plain product 25 / 27, GPT-2's MLP block 53.6 / 69.9,
   // the 8192 x 4096 x 16384 block 1847 / 2117). RULE_NUMBERS
-  // Except where the threads store the output (rows not 16-byte aligned: GPT-2's 50257-word
-  // LM head, bf16 logits): that store outweighs the narrower tile, and the FP8 main loop is
-  // half as long as bf16's, whose overlapped head took 561 µs where FP8's tail took 567
-  // (4096 x 50257 x 768, H200, 2026-12-04). To be measured (fp8_chains_and_head.sh).
-  const bool threads_store = StoreByThreads(g) && !c.overlap_epilogue.has_value();
   const bool fp8_overlap = IsFloat8(g.operand_dtype) && *c.promote && ProductMayBeHeld(g) && !*c.pingpong && c.block_m != 192 &&
-                           c.overlap_epilogue.value_or(threads_store);
+                           c.overlap_epilogue.value_or(false);
   if (c.block_n == 0) {
     // The width whose tiles end soonest: the persistent grid's rounds (every SM a tile a
     // round) times a tile's columns, a column a little dearer in a narrower tile (its A tile

@@ -2,7 +2,9 @@
 # Where the GEMM template's warps wait in an epilogue-heavy product (ViT-B's fc1 with its erf
 # GELU at 6304 rows, or GRAPH at ROWS): Nsight Compute's stall reasons per issued instruction,
 # then its per-instruction samples (SASS), the 40 instructions most waited on and the samples
-# by opcode. On a machine with a GPU; carries build-gpu/bundle.tar.xz.
+# by opcode. On a machine with a GPU; carries build-gpu/bundle.tar.xz. A GRAPH ending in .onnx is
+# taken as it is (e.g. GRAPH=bench/cases/fp8/gemm_e4m3_weight_blocks_8192.onnx against
+# gemm_e4m3_8192.onnx: where block-scaled FP8 steps wait that per-tensor ones do not).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/epilogue-stalls-out}
@@ -13,9 +15,13 @@ mkdir -p "$OUT"
 B=build-gpu/bundle
 [ -x "$B/tilefuse" ] || tar -C build-gpu -xJf build-gpu/bundle.tar.xz
 export LD_LIBRARY_PATH="$PWD/$B/lib:${LD_LIBRARY_PATH:-}" TILEFUSE_CACHE_DIR=${TILEFUSE_CACHE_DIR:-/tmp/tfc-stalls}
-name=$(basename "$GRAPH" .onnxtxt)-$ROWS
-g="$OUT/$name.onnxtxt"
-sed "s/4096/$ROWS/g" "$GRAPH" > "$g"
+if [[ "$GRAPH" == *.onnx ]]; then  # a binary model (e.g. bench/cases/fp8/*.onnx) as it is, ROWS unused
+  name=$(basename "$GRAPH" .onnx) g=$GRAPH
+else
+  name=$(basename "$GRAPH" .onnxtxt)-$ROWS
+  g="$OUT/$name.onnxtxt"
+  sed "s/4096/$ROWS/g" "$GRAPH" > "$g"
+fi
 "$B/tilefuse" run "$g" --backend cuda --gemm template $FORM > /dev/null 2>&1  # compiled outside the profiler
 ncu --clock-control none -k regex:tf_ -c 1 --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
     "$B/tilefuse" run "$g" --backend cuda --gemm template $FORM > "$OUT/$name-stalls.txt" 2>&1

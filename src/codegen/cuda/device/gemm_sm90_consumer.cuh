@@ -263,13 +263,24 @@ __device__ __forceinline__ void GemmScaleRowsByNorm(GemmConsumerState<S>& c, flo
 // shared the slot goes back once the step's wgmmas are done, as an unscaled step's does, not
 // after its second half is added. (Read as the step was issued, they lived across two issues
 // and spilled.)
+// Two runs (kBScaleRuns: 192 columns over runs of 128) make three zones of the tile's columns,
+// each with its own scale: below 64 the first run's, from 128 on the second's, and between
+// them the second's where the tile starts 64 columns into a run (`run_start` 64), else the
+// first's. A column group's zone is then a constant, its scale chosen once a step, not by a
+// select per column group (34 a step, and as many predicates, beside 96 FMAs).
+template <class S>
+constexpr int kBScaleZones = S::kBScaleRuns > 1 ? 3 : 1;
+template <class S>
+__host__ __device__ constexpr int BScaleZone(int column) { return kBScaleZones<S> == 1 ? 0 : column < 64 ? 0 : column < 128 ? 1 : 2; }
 template <class S>
 struct GemmStepScales {
   const float* slot;  // the step's [kBM rows of A, then kBN columns of B] (GemmScaleLoader)
-  float rows[S::kMBlocks][2][S::kBScaleRuns];
+  float rows[S::kMBlocks][2][kBScaleZones<S>];
 };
 template <class S>
-__device__ __forceinline__ GemmStepScales<S> GemmReadStepScales(const GemmSharedMemory<S>& sm, int slot, const GemmConsumerState<S>& c) {
+__device__ __forceinline__ GemmStepScales<S> GemmReadStepScales(const GemmSharedMemory<S>& sm, int slot, const GemmConsumerState<S>& c,
+                                                                 int run_start) {
+  static_assert(S::kBScaleRuns == 1 || (S::kBScaleColumns == 128 && S::kBN == 192), "the zones of BScaleZone");
   GemmStepScales<S> s{};
   if constexpr (S::kScaleBlocks > 0) {
     s.slot = sm.block_scales + slot * (S::kBM + S::kBN);
@@ -277,28 +288,41 @@ __device__ __forceinline__ GemmStepScales<S> GemmReadStepScales(const GemmShared
     for (int mb = 0; mb < S::kMBlocks; ++mb) {
       const float* rows = s.slot + (S::kPingPong ? 0 : c.consumer * 64) + mb * 64 + c.warp * 16 + c.lane / 4;
 #pragma unroll
-      for (int run = 0; run < S::kBScaleRuns; ++run) {
+      for (int zone = 0; zone < kBScaleZones<S>; ++zone) {
+        const int run = zone == 0 ? 0 : zone == 2 ? 1 : run_start == 64;
         const float b = S::kBScaleColumns ? s.slot[S::kBM + run] : 1.0f;
-        s.rows[mb][0][run] = rows[0] * b, s.rows[mb][1][run] = rows[8] * b;
+        s.rows[mb][0][zone] = rows[0] * b, s.rows[mb][1][zone] = rows[8] * b;
       }
     }
   }
   return s;
 }
 
+// Promoted sums: a unit's accumulators cleared before its first step is added (no wgmma in
+// flight: a unit starts after the last one's steps were waited on and its sums held or stored).
+template <class S>
+__device__ __forceinline__ void GemmZeroAccumulators(GemmConsumerState<S>& c) {
+#pragma unroll
+  for (int mb = 0; mb < S::kMBlocks; ++mb)
+#pragma unroll
+    for (int i = 0; i < S::kBN / 2; ++i) c.d[mb][i] = 0.0f;
+}
+
 // Promoted sums: a retired step's products `step`, kCols columns of the tile from kFirstCol (a
-// column half, or the whole width), added into the accumulators (the unit's first step sets
-// them). A half of a tile's columns is a whole number of the D fragment's 8-column groups, so
-// its fragment is d's from kFirstCol / 2 on.
+// column half, or the whole width), added into the accumulators, which GemmZeroAccumulators
+// cleared at the unit's start. (A flag for the unit's first step, `d = first ? s : d + s`, was
+// two instructions an element, a select or a predicated pair: with block scales the main loop
+// issued 323 instructions a step where the tensor cores take ~768 cycles for it, two consumer
+// warps a scheduler; 8192^3 1026 µs against per-tensor's 814, H100, 2026-12-07.) A half of a
+// tile's columns is a whole number of the D fragment's 8-column groups, so its fragment is d's
+// from kFirstCol / 2 on.
 // Block scales (kScaleBlocks): the step's sums first multiplied by their scales (`scales`:
 // GemmReadStepScales), a column's B scale read from the slot where each column has its own.
 // The fragment's element j * 4 + h * 2 + e is row lane / 4 + 8h of the warp's 16, column j * 8
 // + (lane % 4) * 2 + e.
-// `run_start`: with B's scales shared over two runs (kBScaleRuns), the tile's first column in
-// the second run (128 or 64).
 template <class S, int kFirstCol, int kCols>
-__device__ __forceinline__ void GemmPromote(GemmConsumerState<S>& c, float (&step)[S::kMBlocks][kCols / 2], bool first,
-                                            const GemmStepScales<S>& scales = {}, int run_start = 0) {
+__device__ __forceinline__ void GemmPromote(GemmConsumerState<S>& c, float (&step)[S::kMBlocks][kCols / 2],
+                                            const GemmStepScales<S>& scales = {}) {
 #pragma unroll
   for (int mb = 0; mb < S::kMBlocks; ++mb) {
     Warpgroup::FenceRegisters(step[mb]);
@@ -314,12 +338,11 @@ __device__ __forceinline__ void GemmPromote(GemmConsumerState<S>& c, float (&ste
           const int i = j * 4 + h * 2 + e;
           float& d = c.d[mb][kFirstCol / 2 + i];
           if constexpr (S::kScaleBlocks > 0) {
-            float scale = S::kBScaleColumns ? scales.rows[mb][h][0] : scales.rows[mb][h][0] * (e ? column_scale.y : column_scale.x);
-            if constexpr (S::kBScaleRuns > 1)  // (the column group's run: a select, the group's columns one run)
-              if (kFirstCol + j * 8 >= run_start) scale = scales.rows[mb][h][S::kBScaleRuns - 1];
-            d = first ? step[mb][i] * scale : fmaf(step[mb][i], scale, d);
+            const float row_scale = scales.rows[mb][h][BScaleZone<S>(kFirstCol + j * 8)];
+            const float scale = S::kBScaleColumns ? row_scale : row_scale * (e ? column_scale.y : column_scale.x);
+            d = fmaf(step[mb][i], scale, d);
           } else {
-            d = first ? step[mb][i] : d + step[mb][i];
+            d += step[mb][i];
           }
         }
     }
@@ -371,45 +394,43 @@ template <class S>
 constexpr int kOverlappedChain = PromotedChainDividing(S::kKSteps, S::kKSteps - (S::kChunks < S::kKSteps ? S::kChunks : S::kKSteps), 4);
 template <class S, int kChain = kPromotedChain<S>>
 __device__ __forceinline__ void GemmPromotedSteps(const GemmSharedMemory<S>& sm, const GemmMaps& maps, GemmConsumerState<S>& c,
-                                                  const TileCoordinates& t, int ks, int k_begin, int load_at) {
+                                                  const TileCoordinates& t, int ks, int load_at) {
   if constexpr (S::kWholeSteps) {  // a step waited on whole, then added
     GemmIssueStepInto(sm, maps, c, t, ks, load_at, c.step[0], false);
     Warpgroup::Wait<0>();
     GemmReleaseSlot(sm, c.ring.stage, c.local);
     c.ring.Advance();
-    GemmPromote<S, 0, S::kBN>(c, c.step[0], ks == k_begin);
+    GemmPromote<S, 0, S::kBN>(c, c.step[0]);
   } else {
     constexpr int kHalf = S::kBN / 2;
     // Block scales: a step's, read as its first half is added; a slot whose B scales are per
     // column is held until its second half is added (the column scales are read as added).
     constexpr bool kHoldSlot = S::kScaleBlocks > 0 && S::kBScaleColumns == 0;
     const int run_start = S::kBScaleRuns > 1 ? S::kBScaleColumns - t.n * S::kOutBN % S::kBScaleColumns : 0;
-    bool first = ks == k_begin;  // the next half 1 added is the unit's first step
     GemmIssueStepInto<S, kHalf, 0>(sm, maps, c, t, ks, load_at, c.step[0], false);
     GemmIssueStepInto<S, kHalf, kHalf>(sm, maps, c, t, ks, load_at, c.step[1], false);
     int slot = c.ring.stage;  // the slot half 1 of the last step issued still reads
     Warpgroup::Wait<1>();
-    GemmStepScales<S> scales = GemmReadStepScales(sm, slot, c);
-    GemmPromote<S, 0, kHalf>(c, c.step[0], first, scales, run_start);
+    GemmStepScales<S> scales = GemmReadStepScales(sm, slot, c, run_start);
+    GemmPromote<S, 0, kHalf>(c, c.step[0], scales);
     c.ring.Advance();
 #pragma unroll
     for (int i = 1; i < kChain; ++i) {  // every chain whole
       GemmIssueStepInto<S, kHalf, 0>(sm, maps, c, t, ks + i, load_at, c.step[0], false);
       Warpgroup::Wait<1>();
       if constexpr (!kHoldSlot) GemmReleaseSlot(sm, slot, c.local);
-      GemmPromote<S, kHalf, kHalf>(c, c.step[1], first, scales, run_start);
+      GemmPromote<S, kHalf, kHalf>(c, c.step[1], scales);
       if constexpr (kHoldSlot) GemmReleaseSlot(sm, slot, c.local);
-      first = false;
       GemmIssueStepInto<S, kHalf, kHalf>(sm, maps, c, t, ks + i, load_at, c.step[1], false);
       Warpgroup::Wait<1>();
       slot = c.ring.stage;
-      scales = GemmReadStepScales(sm, slot, c);
-      GemmPromote<S, 0, kHalf>(c, c.step[0], false, scales, run_start);
+      scales = GemmReadStepScales(sm, slot, c, run_start);
+      GemmPromote<S, 0, kHalf>(c, c.step[0], scales);
       c.ring.Advance();
     }
     Warpgroup::Wait<0>();
     if constexpr (!kHoldSlot) GemmReleaseSlot(sm, slot, c.local);
-    GemmPromote<S, kHalf, kHalf>(c, c.step[1], first, scales, run_start);
+    GemmPromote<S, kHalf, kHalf>(c, c.step[1], scales);
     if constexpr (kHoldSlot) GemmReleaseSlot(sm, slot, c.local);
   }
 }
@@ -427,12 +448,12 @@ __device__ __forceinline__ void GemmPromotedStepIssue(const GemmSharedMemory<S>&
   GemmIssueStepInto<S, kHalf, kHalf>(sm, maps, c, t, ks, -1, c.step[1], false);
 }
 template <class S>
-__device__ __forceinline__ void GemmPromotedStepRetire(const GemmSharedMemory<S>& sm, GemmConsumerState<S>& c, bool first) {
+__device__ __forceinline__ void GemmPromotedStepRetire(const GemmSharedMemory<S>& sm, GemmConsumerState<S>& c) {
   constexpr int kHalf = S::kBN / 2;
   Warpgroup::Wait<0>();
   GemmReleaseSlot(sm, c.ring.stage, c.local);
-  GemmPromote<S, 0, kHalf>(c, c.step[0], first);
-  GemmPromote<S, kHalf, kHalf>(c, c.step[1], first);
+  GemmPromote<S, 0, kHalf>(c, c.step[0]);
+  GemmPromote<S, kHalf, kHalf>(c, c.step[1]);
   // The additions done here: the compiler otherwise sank them past the next chunk's barrier
   // wait, below the next step's wgmmas, which then wrote copies of the step sums; ptxas
   // waited on every such wgmma (C7517/C7519) wherever two chunks issued steps.
@@ -561,7 +582,8 @@ __device__ __forceinline__ void GemmConsumer(const GemmSharedMemory<S>& sm, cons
       if (S::kPingPong && (consumer == 1 || main_loops > 0)) sm.turn[consumer].Wait((consumer == 1 ? main_loops : main_loops - 1) & 1);
       c.previous = -1;
       if constexpr (S::kPromote) {
-        for (int ks = k_begin; ks < k_end; ks += kPromotedChain<S>) GemmPromotedSteps(sm, maps, c, t, ks, k_begin, load_at);
+        GemmZeroAccumulators(c);
+        for (int ks = k_begin; ks < k_end; ks += kPromotedChain<S>) GemmPromotedSteps(sm, maps, c, t, ks, load_at);
       } else if constexpr (S::kNormA) {
         GemmNormedSteps(sm, c, k_begin, k_end);
         GemmScaleRowsByNorm(c, maps.norm_epsilon);

@@ -319,7 +319,7 @@ __device__ __forceinline__ void GemmHeldChunks(const GemmSharedMemory<S>& sm, co
       residual.Advance();
     }
     if (issued) {
-      if constexpr (S::kPromote) GemmPromotedStepRetire(sm, c, ks == k_begin);
+      if constexpr (S::kPromote) GemmPromotedStepRetire(sm, c);
       ++ks;
       c.ring.Advance();
     }
@@ -345,6 +345,7 @@ __device__ __forceinline__ void GemmConsumerOverlapped(const GemmSharedMemory<S>
     const int k_begin = split * S::kSplitSteps, k_end = has_tile ? min(S::kKSteps, k_begin + S::kSplitSteps) : k_begin;
     int ks = k_begin;
     c.previous = -1;
+    if constexpr (S::kPromote) GemmZeroAccumulators(c);  // (the last tile's sums are held: GemmHold)
     if (holding) {
       if constexpr (S::kPromote) {  // (one unit a tile: every tile has kKSteps steps)
         constexpr int kChunkSteps = S::kChunks < S::kKSteps ? S::kChunks : S::kKSteps;
@@ -355,7 +356,7 @@ __device__ __forceinline__ void GemmConsumerOverlapped(const GemmSharedMemory<S>
       }
     }
     if constexpr (S::kPromote) {  // (every slot handed back by its step)
-      for (; ks < k_end; ks += kOverlappedChain<S>) GemmPromotedSteps<S, kOverlappedChain<S>>(sm, maps, c, t, ks, k_begin, -1);
+      for (; ks < k_end; ks += kOverlappedChain<S>) GemmPromotedSteps<S, kOverlappedChain<S>>(sm, maps, c, t, ks, -1);
       if (!has_tile) break;
     } else {
       for (; ks < k_end; ++ks, c.ring.Advance()) {

@@ -169,16 +169,29 @@ def main():
     ap.add_argument("--write-models", metavar="DIR")
     ap.add_argument("--models", metavar="DIR", default="bench/cases/fp8")
     ap.add_argument("--tilefuse", default="build/tilefuse")
-    ap.add_argument("--json", metavar="FILE")
+    ap.add_argument("--json", metavar="FILE", help="the rows as JSON, rewritten after each row (a run cut short keeps its rows)")
+    ap.add_argument("--parts", default="products,blocks,head,mlp",
+                    help="comma-separated: products (per tensor against cuBLAS), blocks (block scales), head (GPT-2's LM head), mlp")
+    ap.add_argument("--sizes", default=",".join(map(str, SIZES)),
+                    help="the square sizes of products and blocks (GPT-2's shapes are timed with 'products' wherever 768 is named)")
     a = ap.parse_args()
+    parts = set(a.parts.split(","))
+    sizes = [int(v) for v in a.sizes.split(",") if v]
+    rows = []
+
+    def dump():
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump(rows, f, indent=1)
     if a.write_models:
         write_models(a.write_models)
         write_mlp_models(a.write_models)
         return
-    rows = []
     print("| M x N x K | tilefuse FP8 promoted µs (TF/s) | tilefuse FP8 fast accum | tilefuse bf16 | cuBLAS FP8 promoted | cuBLAS FP8 fast | cuBLAS bf16 | FP8 vs cuBLAS FP8 (same accumulation) | FP8 vs tilefuse bf16 |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for m, n, k in shapes():
+    for m, n, k in shapes() if "products" in parts else []:
+        if m == n == k and n not in sizes or m != n and 768 not in sizes:
+            continue
         fp8 = os.path.join(a.models, model_name("e4m3", m, n, k) + ".onnx")
         if not os.path.exists(fp8):
             print(f"| {m}x{n}x{k} | no model: write them with --write-models |", flush=True)
@@ -201,10 +214,11 @@ def main():
             if report:
                 print(f"  {m}x{n}x{k} {form}: {report['groups'][0]['strategy']}", file=sys.stderr, flush=True)
         rows.append({"shape": [m, n, k], "tilefuse_us": us, "peers_us": p, "reports": {key: v[1] for key, v in ours.items()}})
+        dump()
     # Block scales: the template scales each K step (the default); TILEFUSE_FP8_BLOCK_SCALES=0
     # computes the product as written, dequantized. Issue 50's bar: 1.4x tilefuse's bf16.
     # (weight_blocks: DeepGEMM's 128x128 weight blocks, one scale a tile's 128 columns.)
-    for n in SIZES:
+    for n in sizes if "blocks" in parts else []:
         for kind in ("e4m3_blocks", "e4m3_weight_blocks"):
             blocked = os.path.join(a.models, model_name(kind, n, n, n) + ".onnx")
             if not os.path.exists(blocked):
@@ -221,11 +235,12 @@ def main():
             if scaled[1]:
                 print(f"  {n}^3 {kind}: {scaled[1]['groups'][0]['strategy']}", file=sys.stderr, flush=True)
             rows.append({kind: n, "tilefuse_us": {"block_scaled": scaled[0], "as_written": as_written, "bf16": bf16}})
+            dump()
     # The LM head in the rule's form (the epilogue in the tail, 128x192) and overlapped (128x128,
     # the store by the threads beside the next tile's steps).
     m, n, k = LM_HEAD
     head = {form: os.path.join(a.models, model_name(form, m, n, k) + ".onnx") for form in ("e4m3", "bf16")}
-    if all(os.path.exists(p) for p in head.values()):
+    if "head" in parts and all(os.path.exists(p) for p in head.values()):
         lm = {"e4m3": tilefuse_us(a.tilefuse, head["e4m3"]), "e4m3 overlapped": tilefuse_us(a.tilefuse, head["e4m3"], "--gemm-form", "overlap"),
               "bf16": tilefuse_us(a.tilefuse, head["bf16"])}
         print(f"LM head {m}x{n}x{k} (tilefuse, µs): " + ", ".join(f"{key} {v[0] or 0:.0f}" for key, v in lm.items()), flush=True)
@@ -233,7 +248,8 @@ def main():
             if report:
                 print(f"  LM head {key}: {report['groups'][0]['strategy']}", file=sys.stderr, flush=True)
         rows.append({"lm_head": [m, n, k], "tilefuse_us": {key: v[0] for key, v in lm.items()}})
-    for m, h, f in MLPS:
+        dump()
+    for m, h, f in MLPS if "mlp" in parts else []:
         path = lambda kind: os.path.join(a.models, f"mlp_{kind}_{m}x{h}x{f}.onnx")
         if not os.path.exists(path("e4m3")):
             print(f"MLP block {m}x{h}x{f}: no model: write them with --write-models", flush=True)
@@ -247,9 +263,7 @@ def main():
               f"overlapped {mlp['e4m3 overlapped'] or 0:.1f}), e4m3 fast accumulation {mlp['e4m3 fast'] or 0:.1f}, "
               f"e4m3 ping-pong consumers {mlp['e4m3 ping-pong'] or 0:.1f}, bf16 {mlp['bf16'] or 0:.1f}", flush=True)
         rows.append({"mlp": [m, h, f], "tilefuse_us": mlp})
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(rows, f, indent=1)
+        dump()
 
 
 if __name__ == "__main__":

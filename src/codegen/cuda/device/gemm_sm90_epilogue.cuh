@@ -182,6 +182,40 @@ __device__ __forceinline__ uint4 ShiftedUnit(uint4 lo, uint4 hi, int shift) {
   return make_uint4(r[0], r[1], r[2], r[3]);
 }
 
+// A row's edge of a tile whose rows are not 16-byte aligned: the tile columns [col, col +
+// count) before the row's first whole 16-byte unit (`tail` false: the `lead` columns to the
+// row's next 16-byte boundary, at most `valid`, the tile's columns inside the product) or after
+// its last (`tail` true). count <= 0: none.
+__device__ __forceinline__ void GemmEdgeColumns(int lead, int valid, bool tail, int& col, int& count) {
+  const int head = lead < valid ? lead : valid;
+  const int units_end = valid - (valid - lead) % 8;  // the last whole unit's end (below head: none)
+  col = tail ? (head > units_end ? head : units_end) : 0;
+  count = tail ? valid - col : head;
+}
+// How many 2-byte elements the next store of an edge writes at byte address `address` with
+// `left` elements to go: the most of 1, 2 or 4 that the address is aligned for and that are
+// left. From any 2-byte alignment, at most four such stores cover a run of up to 7.
+__device__ __forceinline__ int GemmEdgeStoreElements(unsigned address, int left) {
+  return (address & 2) || left < 2 ? 1 : (address & 4) || left < 4 ? 2 : 4;
+}
+// Elements [col, col + count) of a row starting at `out` (count < 8), element x read by
+// element(x), written as GemmEdgeStoreElements says.
+template <class Element>
+__device__ __forceinline__ void GemmStoreEdge(unsigned short* out, int col, int count, const Element& element) {
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    if (count <= 0) break;
+    const int n = GemmEdgeStoreElements((unsigned)(unsigned long long)(out + col), count);
+    unsigned short e[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) e[j] = j < n ? element(col + j) : 0;
+    if (n == 1) out[col] = e[0];
+    else if (n == 2) *(unsigned*)(out + col) = e[0] | (unsigned)e[1] << 16;
+    else *(uint2*)(out + col) = make_uint2(e[0] | (unsigned)e[1] << 16, e[2] | (unsigned)e[3] << 16);
+    col += n, count -= n;
+  }
+}
+
 // The staged store where its rows are not 16-byte aligned (kStoreByThreads), which TMA
 // cannot write (a TMA store's first column must be at a 16-byte multiple: an unaligned map
 // faults, 2026-11-30): this warp's own rows of the staging tile (only this warp wrote them,
@@ -192,8 +226,10 @@ __device__ __forceinline__ uint4 ShiftedUnit(uint4 lo, uint4 hi, int shift) {
 // two aligned staging units it straddles, consecutive units on consecutive lanes. A range
 // writes the units that end inside it, the one reaching back into the range before included
 // (still staged: a warp's rows are its own until the next tile's epilogue). Only the units
-// straddling the tile's edges, shared with the neighbouring tiles, go element by element,
-// with the last range: at most 7 elements a row at each end of a tile.
+// straddling the tile's edges, shared with the neighbouring tiles, go in smaller stores, with
+// the last range: at most 7 elements a row at each end of a tile, in at most four aligned
+// stores of 2, 4 or 8 bytes, a lane an edge. (Element by element, 16 items a row over eight
+// passes, the edges took ~11% of bf16's GPT-2 LM head's warp samples: H100, 2026-12-07.)
 //
 // Measured (4096x768x50257, overlapped epilogue in chunks of 64 columns, H200, 2026-11-30):
 // 560 µs (565 TF/s) on two machines, where one element a lane took 764. On a third machine,
@@ -243,19 +279,21 @@ __device__ __forceinline__ void GemmStoreWarpRows(const GemmSharedMemory<S>& sm,
       *(uint4*)(out + col) = lead == 0 ? first : ShiftedUnit(first, *(const uint4*)staged(mb, r, col - lead + 8), lead);
     }
     if (col_begin + kCols != S::kBN) continue;
-    // The tile's edges, element by element, after its last range: item e < 8 is element e
-    // before the first whole unit, item e >= 8 element e - 8 after the last.
-#pragma unroll 2
-    for (int pass = 0; pass < 16 * 16 / 32; ++pass) {
-      const int i = pass * 32 + c.lane, r = c.warp * 16 + i / 16, e = i % 16;
+    // The tile's edges after its last range, a lane a row's edge (lanes 0-15 the heads of the
+    // warp's 16 rows, 16-31 their tails): the columns before the row's first whole unit, and
+    // those after its last (GemmEdgeColumns), each edge fewer than 8 elements written as at
+    // most four stores of 2, 4 or 8 bytes on their own alignment (GemmEdgeStoreElements).
+    {
+      const int r = c.warp * 16 + c.lane % 16;
       int lead = 0;
       unsigned short* out = row_start(mb, r, lead);
-      if (out == nullptr) continue;
-      const int head = min(lead, valid);
-      const int tail = max(head, valid - (valid - lead) % 8);  // the last whole unit's end
-      const int col = e < 8 ? (e < head ? e : valid) : tail + e - 8;
-      if (col >= valid) continue;
-      out[col] = *(const unsigned short*)staged(mb, r, col);
+      int col = 0, count = 0;
+      GemmEdgeColumns(lead, valid, c.lane >= 16, col, count);
+      // The edge's fewer than 8 columns lie in one staging unit or two: their addresses once.
+      const int unit = col - col % 8;
+      const auto* lo = (const unsigned short*)staged(mb, r, unit);
+      const auto* hi = (const unsigned short*)staged(mb, r, unit + 8 < S::kBN ? unit + 8 : unit);
+      if (out != nullptr) GemmStoreEdge(out, col, count, [&](int x) { return x < unit + 8 ? lo[x - unit] : hi[x - unit - 8]; });
     }
   }
 }

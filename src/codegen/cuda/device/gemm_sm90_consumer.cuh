@@ -313,9 +313,9 @@ __device__ __forceinline__ void GemmZeroAccumulators(GemmConsumerState<S>& c) {
 // cleared at the unit's start. (A flag for the unit's first step, `d = first ? s : d + s`, was
 // two instructions an element, a select or a predicated pair: with block scales the main loop
 // issued 323 instructions a step where the tensor cores take ~768 cycles for it, two consumer
-// warps a scheduler; 8192^3 1026 µs against per-tensor's 814, H100, 2026-12-07.) A half of a
-// tile's columns is a whole number of the D fragment's 8-column groups, so its fragment is d's
-// from kFirstCol / 2 on.
+// warps a scheduler; 8192^3 with weight blocks 1026 µs, 880 since, per tensor 814 -> 760; H100,
+// 2026-12-07.) A half of a tile's columns is a whole number of the D fragment's 8-column
+// groups, so its fragment is d's from kFirstCol / 2 on.
 // Block scales (kScaleBlocks): the step's sums first multiplied by their scales (`scales`:
 // GemmReadStepScales), a column's B scale read from the slot where each column has its own.
 // The fragment's element j * 4 + h * 2 + e is row lane / 4 + 8h of the warp's 16, column j * 8

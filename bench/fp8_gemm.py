@@ -106,6 +106,48 @@ def write_block_scaled_model(folder, m, n, k, weight_blocks):
 MLPS = ((8192, 4096, 16384), (4096, 768, 3072))  # tokens, hidden, inner: a large block, GPT-2's at 8x512
 
 
+def write_amax_models(folder):
+    """Delayed scaling's product: y = x · wᵀ in f32 (x, w e4m3, per-tensor scales), quantized to
+    e4m3 by a given scale for the next layer, and its amax ReduceMax(Abs(y)) over every element for
+    the next step's scale (gemm_e4m3_amax_N: outputs q and the amax); beside it the same product
+    quantized without the amax (gemm_e4m3_quantized_N), what the amax adds to."""
+    import onnx
+    from onnx import TensorProto, helper
+    info = helper.make_tensor_value_info
+    for n in SIZES:
+        for kind in ("amax", "quantized"):
+            zero = helper.make_tensor("zy", TensorProto.FLOAT8E4M3FN, [], [0.0])
+            nodes = [helper.make_node("DequantizeLinear", ["x", "sx"], ["xd"]), helper.make_node("DequantizeLinear", ["w", "sw"], ["wd"]),
+                     helper.make_node("Transpose", ["wd"], ["wt"], perm=[1, 0]), helper.make_node("MatMul", ["xd", "wt"], ["y"]),
+                     helper.make_node("Constant", [], ["zy"], value=zero), helper.make_node("QuantizeLinear", ["y", "sy", "zy"], ["q"])]
+            outputs = [info("q", TensorProto.FLOAT8E4M3FN, [n, n])]
+            if kind == "amax":
+                nodes += [helper.make_node("Abs", ["y"], ["a"]), helper.make_node("ReduceMax", ["a"], ["amax"], keepdims=0)]
+                outputs.append(info("amax", TensorProto.FLOAT, []))
+            inputs = [info("x", TensorProto.FLOAT8E4M3FN, [n, n]), info("sx", TensorProto.FLOAT, []),
+                      info("w", TensorProto.FLOAT8E4M3FN, [n, n]), info("sw", TensorProto.FLOAT, []), info("sy", TensorProto.FLOAT, [])]
+            graph = helper.make_graph(nodes, f"gemm_e4m3_{kind}", inputs, outputs)
+            model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+            onnx.checker.check_model(model)
+            onnx.save(model, os.path.join(folder, model_name(f"e4m3_{kind}", n, n, n) + ".onnx"))
+
+
+def amax_peers(n):
+    """PyTorch's delayed-scaling step: torch._scaled_mm to f32, then the amax and the quantization
+    (eager: two reductions' worth of kernels; torch.compile: the amax and the cast fused after
+    cuBLAS)."""
+    import torch
+    x = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
+    w = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
+    one, sy = torch.tensor(1.0, device="cuda"), torch.tensor(0.05, device="cuda")
+
+    def step(x, w):
+        y = torch._scaled_mm(x, w.t(), scale_a=one, scale_b=one, out_dtype=torch.float32)
+        return (y / sy).to(torch.float8_e4m3fn), y.abs().amax()
+    compiled = torch.compile(step)
+    return {"eager": time_us(lambda: step(x, w)), "torch.compile": time_us(lambda: compiled(x, w))}
+
+
 def write_mlp_models(folder):
     """The MLP block y = GELU(x · W1ᵀ + b1) · W2ᵀ + b2 (tanh GELU) in bf16, and quantized as
     quantization tools write it: x and both weights e4m3 with per-tensor scales, the GELU's
@@ -170,8 +212,9 @@ def main():
     ap.add_argument("--models", metavar="DIR", default="bench/cases/fp8")
     ap.add_argument("--tilefuse", default="build/tilefuse")
     ap.add_argument("--json", metavar="FILE", help="the rows as JSON, rewritten after each row (a run cut short keeps its rows)")
-    ap.add_argument("--parts", default="products,blocks,head,mlp",
-                    help="comma-separated: products (per tensor against cuBLAS), blocks (block scales), head (GPT-2's LM head), mlp")
+    ap.add_argument("--parts", default="products,blocks,head,mlp,amax",
+                    help="comma-separated: products (per tensor against cuBLAS), blocks (block scales), head (GPT-2's LM head), mlp, "
+                         "amax (a quantized output's amax in the epilogue, against its own kernel and PyTorch)")
     ap.add_argument("--sizes", default=",".join(map(str, SIZES)),
                     help="the square sizes of products and blocks (GPT-2's shapes are timed with 'products' wherever 768 is named)")
     a = ap.parse_args()
@@ -186,6 +229,7 @@ def main():
     if a.write_models:
         write_models(a.write_models)
         write_mlp_models(a.write_models)
+        write_amax_models(a.write_models)
         return
     print("| M x N x K | tilefuse FP8 promoted µs (TF/s) | tilefuse FP8 fast accum | tilefuse bf16 | cuBLAS FP8 promoted | cuBLAS FP8 fast | cuBLAS bf16 | FP8 vs cuBLAS FP8 (same accumulation) | FP8 vs tilefuse bf16 |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -248,6 +292,24 @@ def main():
             if report:
                 print(f"  LM head {key}: {report['groups'][0]['strategy']}", file=sys.stderr, flush=True)
         rows.append({"lm_head": [m, n, k], "tilefuse_us": {key: v[0] for key, v in lm.items()}})
+        dump()
+    # The amax in the product's epilogue (the default) against its own reduction kernel
+    # (TILEFUSE_AMAX_IN_EPILOGUE=0: y stored in f32 and read back) and the product without it.
+    for n in sizes if "amax" in parts else []:
+        path = lambda kind: os.path.join(a.models, model_name(f"e4m3_{kind}", n, n, n) + ".onnx")  # noqa: E731
+        if not os.path.exists(path("amax")):
+            continue
+        folded = tilefuse_us(a.tilefuse, path("amax"))
+        os.environ["TILEFUSE_AMAX_IN_EPILOGUE"] = "0"
+        apart = tilefuse_us(a.tilefuse, path("amax"))[0]
+        del os.environ["TILEFUSE_AMAX_IN_EPILOGUE"]
+        without = tilefuse_us(a.tilefuse, path("quantized"))[0]
+        p = amax_peers(n)
+        print(f"e4m3 {n}^3 quantized with its amax (µs): in the epilogue {folded[0] or 0:.0f}, its own kernel {apart or 0:.0f}, "
+              f"no amax {without or 0:.0f}; PyTorch eager {p['eager']:.0f}, torch.compile {p['torch.compile']:.0f}", flush=True)
+        if folded[1]:
+            print(f"  {n}^3 amax: {folded[1]['groups'][0]['strategy']}", file=sys.stderr, flush=True)
+        rows.append({"amax": n, "tilefuse_us": {"in_epilogue": folded[0], "own_kernel": apart, "no_amax": without}, "peers_us": p})
         dump()
     for m, h, f in MLPS if "mlp" in parts else []:
         path = lambda kind: os.path.join(a.models, f"mlp_{kind}_{m}x{h}x{f}.onnx")

@@ -272,7 +272,7 @@ fi
 
 if has tests; then
   say "== GPU unit tests (cuBLASLt, runs on device memory, the TMA + cluster launch, device headers, the driver, long rows' edge values, the attention template's query blocks per CTA, the device's bf16 rounding against the host's)"
-  "$B/tilefuse_tests" --gtest_filter='*LtMatmul*:*GpuRunOnDevice*:*TmaClusterLaunch*:*NvrtcDeviceHeaders*:*QueuedTiming*:DriverTest.*:*CudaLongRow*:*CudaAttentionTiles*:*CudaCandidatesOnGpu*:*DeviceBf16Rounding*:*DeviceOnePlusErf*:*DeviceEdgeStore*' >"$OUT/gpu-unit-tests.log" 2>&1 || failures=$((failures + 1))
+  "$B/tilefuse_tests" --gtest_filter='*LtMatmul*:*GpuRunOnDevice*:*TmaClusterLaunch*:*NvrtcDeviceHeaders*:*QueuedTiming*:DriverTest.*:*CudaLongRow*:*CudaAttentionTiles*:*CudaCandidatesOnGpu*:*DeviceBf16Rounding*:*DeviceOnePlusErf*:*DeviceEdgeStore*:*GpuAmax*' >"$OUT/gpu-unit-tests.log" 2>&1 || failures=$((failures + 1))
   grep -E '^\[ *(OK|FAILED|PASSED|SKIPPED) ' "$OUT/gpu-unit-tests.log" | tee -a "$log" | tail -15
 fi
 

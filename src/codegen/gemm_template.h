@@ -75,6 +75,19 @@ struct GemmLayerNorm {
   bool rms = false;
 };
 
+// The largest magnitude over the whole of one of the epilogue's outputs, max |u| (an amax, as
+// FP8 scaling reads it: ReduceMax(Abs(u)) over every element; codegen/gemm_amax.h), computed in
+// the epilogue as u is: each consumer thread keeps the largest |u| it computed, a warp's
+// largest goes into scratch memory by an atomic max, and the last warp of the grid writes it.
+struct GemmAmax {
+  int value = -1;                // u, an output of the epilogue
+  int scalar = -1;               // u's value in the epilogue's scalar program
+  DType value_dtype = DType::kF32;  // u's stored type: |u| is taken of u rounded to it
+  bool stored = true;            // u also written to memory (read elsewhere, or a graph output)
+  int output = -1;               // the amax's node, one element
+  DType dtype = DType::kF32;     // its type (u's, or wider)
+};
+
 struct GemmTemplateKernel {
   std::string name;
   DType dtype = DType::kBF16;  // of the product; accumulation in f32
@@ -153,6 +166,8 @@ struct GemmTemplateKernel {
   // the symbols' values: the emitter passes such rows at launch (a constant: `rows` itself).
   SymExpr rows_size;
   std::vector<int64_t> symbols;
+  // The amax of one of the epilogue's outputs computed in the kernel; unset: none.
+  std::optional<GemmAmax> amax;
 };
 constexpr int64_t kWeightScaleColumns = 128;  // GemmTemplateKernel::b_scale_columns when B's scales are shared
 

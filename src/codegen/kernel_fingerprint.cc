@@ -39,6 +39,7 @@ std::string GemmFingerprint(const GemmTemplateKernel& g) {
   if (g.split_f32) problem += " 3xtf32";
   if (g.partner) problem += fmt::format(" partner {}", g.partner);  // (it limits the tile widths)
   if (g.layer_norm) problem += fmt::format(" layer-norm {} {} {}", g.layer_norm->bias >= 0, g.layer_norm->epsilon, g.a);
+  if (g.amax) problem += fmt::format(" amax {} {} {}", DTypeName(g.amax->value_dtype), DTypeName(g.amax->dtype), g.amax->scalar);
   for (const GemmTemplateKernel& part : g.n_parts) problem += " part " + GemmFingerprint(part);
   for (const GemmTemplateKernel& gate : g.gate) problem += " gate " + GemmFingerprint(gate);
   return HashBytes(KernelFingerprint(g.epilogue) + "\n" + problem).ToHex();

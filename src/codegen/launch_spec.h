@@ -62,6 +62,9 @@ struct LaunchArg {
 // lay where a 32-tile one had left partial sums (MobileNetV3-small f32 b32: 15 of 32 images
 // NaN on an H100).
 inline constexpr int64_t kScratchCounterBytes = 64 * 1024;  // 16384 tiles
+// Its last 8 bytes: an amax computed in a GEMM template's epilogue (codegen/gemm_amax.h), the
+// bits of the largest magnitude so far, then how many warps have added theirs.
+inline constexpr int64_t kAmaxScratchOffset = kScratchCounterBytes - 8;
 
 struct LaunchSpec {
   std::array<int64_t, 3> grid{1, 1, 1};

@@ -125,6 +125,38 @@ def block_scales(weight_blocks=False):
          block_scales.__doc__)
 
 
+def amax_of_output(m, n, name, of_cast):
+    """Delayed scaling's amax of a product's output (ReduceMax(Abs(y)) over all of y), the output
+    quantized to e4m3 by a given scale: x and a constant weight [K][N] e4m3 with per-tensor
+    scales, K = 768, the product plus a bias in f32. of_cast: the amax of y cast to bf16 (a graph
+    output, so still stored) widened to f32 after the ReduceMax; else of y itself in f32, which
+    only the amax and the quantization read (the template then does not store it). m rows (not a
+    multiple of the tiles), n columns (odd: element by element)."""
+    k = 768
+    rng = np.random.default_rng(17)
+    w = f8_initializer("w", rng.uniform(-448, 448, (k, n)), E4M3)
+    nodes = [
+        helper.make_node("DequantizeLinear", ["x", "sx"], ["xd"]),
+        helper.make_node("DequantizeLinear", ["w", "sw"], ["wd"]),
+        helper.make_node("MatMul", ["xd", "wd"], ["p"]),
+        helper.make_node("Add", ["p", "b"], ["y"]),
+        helper.make_node("QuantizeLinear", ["y", "sy", "zy"], ["q"]),
+    ]
+    outputs = [helper.make_tensor_value_info("q", E4M3, [m, n]), helper.make_tensor_value_info("amax", TensorProto.FLOAT, [])]
+    if of_cast:
+        nodes += [helper.make_node("Cast", ["y"], ["yh"], to=TensorProto.BFLOAT16), helper.make_node("Abs", ["yh"], ["a"]),
+                  helper.make_node("ReduceMax", ["a"], ["amax_h"], keepdims=0),
+                  helper.make_node("Cast", ["amax_h"], ["amax"], to=TensorProto.FLOAT)]
+        outputs.append(helper.make_tensor_value_info("yh", TensorProto.BFLOAT16, [m, n]))
+    else:
+        nodes += [helper.make_node("Abs", ["y"], ["a"]), helper.make_node("ReduceMax", ["a"], ["amax"], keepdims=0)]
+    inputs = [helper.make_tensor_value_info("x", E4M3, [m, k]), helper.make_tensor_value_info("sx", TensorProto.FLOAT, [])]
+    scalar = lambda v, nm: numpy_helper.from_array(np.array(v, np.float32), nm)  # noqa: E731
+    inits = [w, scalar(2e-4, "sw"), scalar(0.05, "sy"), f8_initializer("zy", np.zeros(()), E4M3),
+             numpy_helper.from_array(rng.uniform(-1, 1, n).astype(np.float32), "b")]
+    save(name, nodes, inputs, outputs, inits, amax_of_output.__doc__)
+
+
 if __name__ == "__main__":
     block_scales()
     block_scales(weight_blocks=True)
@@ -134,3 +166,5 @@ if __name__ == "__main__":
     linear_xwt()
     constant_weight(E4M3, "e4m3")
     constant_weight(E5M2, "e5m2")
+    amax_of_output(1000, 1024, "gemm_fp8_e4m3_amax_of_unstored_output", of_cast=False)
+    amax_of_output(333, 1001, "gemm_fp8_e4m3_amax_of_cast_output_odd_n", of_cast=True)

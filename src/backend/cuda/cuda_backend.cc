@@ -35,7 +35,8 @@ std::vector<CudaKernelInfo> DescribeKernels(const CudaProgram& program, const Fu
         if (p.launched_with >= 0) info.strategy = fmt::format("launched together with {}", program.groups.at(p.launched_with).kernel->source.name);
         if (p.normed_into >= 0) info.strategy = fmt::format("a norm computed in {}, its A", program.groups.at(p.normed_into).kernel->source.name);
         if (p.grouped_into >= 0)
-          info.strategy = fmt::format("a KV cache's update written by {}", program.groups.at(p.grouped_into).kernel->source.name);
+          info.strategy = fmt::format(fmt::runtime(p.kind == GroupKind::kPointwise ? "a KV cache's update written by {}" : "an amax computed in {}'s epilogue"),
+                                      program.groups.at(p.grouped_into).kernel->source.name);
         break;
       case CudaGroupProgram::Mode::kGemm:
         info.mode = "gemm";
@@ -242,7 +243,8 @@ Status PlaceOnDevice(CudaExecutable::State& state, bool any_gemm) {
     // (A gate's output stays in registers, a norm's is computed where it is read, a chain's
     // first product's output is handed over in shared memory.)
     if (p.gated_into < 0 && p.normed_into < 0 && !p.output_unstored)
-      for (int out : s->plan.groups[p.group].outputs) on_device[out] = true;
+      for (int out : s->plan.groups[p.group].outputs)
+        if (std::find(p.unstored_outputs.begin(), p.unstored_outputs.end(), out) == p.unstored_outputs.end()) on_device[out] = true;
   }
   s->address.assign(g.num_nodes(), 0);
   for (const Node& n : g.nodes()) {
@@ -326,6 +328,7 @@ CudaTarget TargetFor(const std::string& arch, int sm_count, const CudaCompileOpt
   if (SwitchedOn("TILEFUSE_SKINNY_CHAINS")) target.overrides.skinny_chains = true;        // a decode MLP's two products as one kernel
   if (SwitchedOff("TILEFUSE_CACHE_UPDATE_IN_ATTENTION")) target.overrides.cache_updates_in_attention = false;  // the update's own kernel
   if (SwitchedOn("TILEFUSE_PROJECTION_IN_ATTENTION")) target.overrides.projection_in_attention = true;  // o_proj in the decode attention
+  if (SwitchedOff("TILEFUSE_AMAX_IN_EPILOGUE")) target.overrides.amax_in_epilogue = false;  // an amax's own reduction kernel
   if (SwitchedOn("TILEFUSE_TRIGGER_FIRST")) target.overrides.trigger_before_wait = true;  // the kernel behind released before the wait
   if (SwitchedOff("TILEFUSE_LAUNCH_TOGETHER")) target.overrides.launch_together = false;  // a launch per kernel
   if (SwitchedOff("TILEFUSE_LT_VIEWS")) target.overrides.lt_views = false;          // cuBLASLt's operands copied first

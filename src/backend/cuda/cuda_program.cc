@@ -22,6 +22,7 @@
 #include "codegen/cuda/cuda_template_kernels.h"
 #include "support/env_switch.h"
 #include "codegen/gemm_library_epilogue.h"
+#include "codegen/gemm_amax.h"
 #include "codegen/gemm_gates.h"
 #include "codegen/gemm_n_groups.h"
 #include "codegen/gemm_row_norms.h"
@@ -671,6 +672,88 @@ void FoldNormsIntoSkinnyProducts(const Graph& g, const FusionPlan& plan, const C
   }
 }
 
+// Amaxes in their products' epilogues (codegen/gemm_amax.h): a generated reduction group that
+// computes ReduceMax(Abs(u)) over all of a value u and otherwise only elementwise ops of a GEMM
+// template group's outputs (the quantization of the product's output: its scales, the division,
+// the cast) becomes part of that group's kernel: its elementwise ops join the product's epilogue
+// and the amax is taken there. It keeps no kernel (grouped_into) and its outputs are written at
+// that step; the product's outputs only it read are no longer stored (unstored_outputs). Its
+// other inputs must be written before the product's step. The tuner's library alternative goes
+// (cuBLASLt's call would not compute the amax).
+void FoldAmaxesIntoProducts(const Graph& g, const FusionPlan& plan, const std::vector<bool>& inlined, const CudaTarget& target,
+                            CudaProgram& program) {
+  if (!target.overrides.amax_in_epilogue || target.arch != "sm_90a") return;
+  const std::vector<int> written_at = StepOfEachNode(g, plan);
+  const std::vector<std::vector<int>> users = g.ComputeUsers();
+  std::vector<bool> graph_output(g.num_nodes(), false);
+  for (const Graph::Output& o : g.outputs()) graph_output[o.node] = true;
+  for (size_t r = 0; r < program.groups.size(); ++r) {
+    CudaGroupProgram& reduction = program.groups[r];
+    const FusionGroup& group = plan.groups[r];
+    if (group.kind != GroupKind::kReduction && group.kind != GroupKind::kRowReduction) continue;
+    if (reduction.mode != CudaGroupProgram::Mode::kGenerated || !reduction.kernel || reduction.launched_with >= 0 || reduction.grouped_into >= 0)
+      continue;
+    std::vector<bool> member(g.num_nodes(), false);
+    for (int id : group.nodes) member[id] = true;
+    std::optional<AmaxMatch> amax;
+    for (int out : group.outputs)
+      if (!amax) amax = MatchAmax(g, out, member);
+    if (!amax) continue;
+    // The amax's ops read by nothing else: the group's other members join the product's epilogue.
+    const bool own_ops = std::all_of(amax->ops.begin(), amax->ops.end(), [&](int op) {
+      return op == amax->output || (!graph_output[op] && std::all_of(users[op].begin(), users[op].end(), [&](int u) {
+               return std::binary_search(amax->ops.begin(), amax->ops.end(), u);
+             }));
+    });
+    if (!own_ops) continue;
+    // The product: the template group that writes the last of what the reduction reads.
+    int q = -1;
+    for (int in : group.inputs) q = std::max(q, written_at[in]);
+    if (q < 0 || !TemplateProblemOf(program.groups[static_cast<size_t>(q)])) continue;
+    CudaGroupProgram& own = program.groups[static_cast<size_t>(q)];
+    if (own.grouped_into >= 0 || own.gated_into >= 0 || own.normed_into >= 0) continue;
+    // The product's group with the reduction's members but the amax's own.
+    FusionGroup merged;
+    merged.id = plan.groups[static_cast<size_t>(q)].id;
+    merged.kind = GroupKind::kGemm;
+    std::vector<bool> in_merged(g.num_nodes(), false);
+    for (int id : plan.groups[static_cast<size_t>(q)].nodes) in_merged[id] = true;
+    for (int id : group.nodes)
+      if (!std::binary_search(amax->ops.begin(), amax->ops.end(), id)) in_merged[id] = true;
+    for (int id = 0; id < g.num_nodes(); ++id) {
+      if (!in_merged[id]) continue;
+      merged.nodes.push_back(id);
+      for (int in : g.node(id).inputs)
+        if (!in_merged[in]) merged.inputs.push_back(in);
+      if (graph_output[id] || std::any_of(users[id].begin(), users[id].end(), [&](int u) { return !in_merged[u]; })) merged.outputs.push_back(id);
+    }
+    std::sort(merged.inputs.begin(), merged.inputs.end());
+    merged.inputs.erase(std::unique(merged.inputs.begin(), merged.inputs.end()), merged.inputs.end());
+    if (const GroupClassification c = ClassifyGroup(g, merged.nodes); c.kind != GroupKind::kGemm || !c.decision.CanFuse()) continue;
+    StatusOr<GemmTemplateKernel> lowered = LowerGemmTemplate(g, merged, SplitGemmGroup(g, merged), inlined, target.tf32, target.symbolic);
+    if (!lowered.ok() || !AmaxFoldable(*lowered, amax->value).ok()) continue;
+    // u stored still where the graph or a reader beyond the kernel takes it.
+    const bool keep_stored = graph_output[amax->value] || std::any_of(users[amax->value].begin(), users[amax->value].end(), [&](int u) {
+                               return !in_merged[u] && !std::binary_search(amax->ops.begin(), amax->ops.end(), u);
+                             });
+    lowered->name = own.kernel->source.name;
+    GemmTemplateKernel folded = FoldAmax(std::move(*lowered), *amax, g.node(amax->output).dtype, keep_stored);
+    const std::vector<int> outputs = folded.outputs;
+    Kernel epilogue = folded.epilogue;
+    const CudaGemmConfig requested = RequestedGemmConfig(folded, target);
+    StatusOr<CudaLaunchable> kernel = TemplateLaunchable(MakeGemmTemplate(std::move(folded), requested), own.kernel->source.name, merged,
+                                                         std::move(epilogue), target);
+    if (!kernel.ok() || kernel->stand_in) continue;
+    kernel->outputs = outputs;
+    for (int out : plan.groups[static_cast<size_t>(q)].outputs)
+      if (std::find(outputs.begin(), outputs.end(), out) == outputs.end()) own.unstored_outputs.push_back(out);
+    own.kernel = std::move(*kernel);
+    own.library_alternative.reset();
+    reduction.kernel.reset();
+    reduction.grouped_into = own.group;
+  }
+}
+
 // Two skinny products in one kernel (codegen/cuda/cuda_skinny_chain_emitter.h): a skinny
 // product whose one output only another skinny product reads, as its A (a decode step's MLP:
 // the GELU of the first product is the second's A), becomes the chain's kernel at the first's
@@ -864,6 +947,7 @@ StatusOr<CudaProgram> BuildCudaProgram(const Graph& graph, const FusionPlan& pla
   FoldRowNormsIntoProducts(graph, plan, target, program);
   FoldNormsIntoSkinnyProducts(graph, plan, target, program);
   ChainSkinnyProducts(graph, plan, target, program);
+  FoldAmaxesIntoProducts(graph, plan, inlined, target, program);
   FoldIntoDecodeAttention(graph, plan, inlined, target, program);
   LowerAttentionGradients(graph, plan, prefix, target, program);
   LaunchIndependentKernelsTogether(graph, plan, target, program);
@@ -881,6 +965,10 @@ void WriteGroupedOutputsAtTheirKernel(const CudaProgram& program, Schedule& sche
       for (ScheduleStep& step : schedule.steps)
         for (int b : dropped) std::erase(step.reads, b);
       dropped.clear();
+    }
+    for (int b : p.unstored_outputs) {  // (an amax's u: its reader computes it in this kernel)
+      std::erase(schedule.steps.at(p.group).writes, b);
+      for (ScheduleStep& step : schedule.steps) std::erase(step.reads, b);
     }
     if (p.grouped_into >= 0 || p.launched_with >= 0) {
       ScheduleStep& own = schedule.steps.at(p.group);

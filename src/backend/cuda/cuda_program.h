@@ -97,6 +97,9 @@ struct CudaGroupProgram {
   // whose one output its kernel hands to the second product in shared memory and never stores
   // (no step writes or reads it).
   bool output_unstored = false;
+  // gemm template: outputs of the group its kernel does not write, as no step reads them (an
+  // amax's u, whose reader's reduction the kernel computes: codegen/gemm_amax.h).
+  std::vector<int> unstored_outputs;
   // generated: the group whose kernel runs this group's too, launched together
   // (codegen/cuda/cuda_launch_together.h; this group then has no kernel of its own and its
   // outputs are written at that group's step); -1: none.
@@ -213,6 +216,10 @@ struct TemplateOverrides {
   // slower, the step 261.5 -> 289.4 µs of device time (the attention with its projection 8.7 µs
   // a layer against 3.8 + 3.1 apart; H100, bench/results/2026-12-07-h100-decode-projection.md).
   bool projection_in_attention = false;
+  // The amax of a GEMM template's output (ReduceMax(Abs(u)) over all of u) computed in its
+  // epilogue, u not stored where only the amax reads it (codegen/gemm_amax.h;
+  // TILEFUSE_AMAX_IN_EPILOGUE=0 turns it off, for comparison).
+  bool amax_in_epilogue = true;
   // Every kernel releases the one behind before its own wait for the grid ahead
   // (tilefuse_device.cuh's TF_TRIGGER_BEFORE_WAIT; TILEFUSE_TRIGGER_FIRST=1 turns it on): a decode
   // step's weights then cross during two kernels ahead rather than one (GPT-2's first MLP

@@ -139,6 +139,12 @@ class GemmEmitter {
       s.launch.args.push_back({LaunchArg::Kind::kScratch, -1, {}, 0});
       s.launch.args.push_back({LaunchArg::Kind::kScratch, -1, {}, CounterBytes(g_, c_)});
     }
+    if (g_.amax) {
+      // The amax's running max and warp count, at the counters' region's end (zero between launches).
+      parameters += ", unsigned* __restrict__ amax_words";
+      s.launch.args.push_back({LaunchArg::Kind::kScratch, -1, {}, kAmaxScratchOffset});
+      s.strategy += fmt::format(", the amax of %{} in the epilogue{}", g_.amax->value, g_.amax->stored ? "" : " (%" + std::to_string(g_.amax->value) + " not stored)");
+    }
     std::string rows = fmt::format("{}", g_.rows);
     if (RowsAtLaunch()) {
       rows = g_.rows_size.Print("tf_sym");
@@ -152,6 +158,7 @@ class GemmEmitter {
                              : !g_.gate.empty() ? GatedEpilogueStructs()
                                                 : GemmEpilogueStruct(g_, staged_, staged_load_, ringed_load_));
     out += fmt::format("  tf::GemmMaps maps{{{}}};\n  maps.rows = (int)({});\n", maps, rows);
+    if (g_.amax) out += "  maps.amax = amax_words;\n";
     out += fmt::format("  tf::GemmSm90<Config, {}>(maps, Epilogue{{{}}}, {});\n}}\n", ALoader(), buffers,
                        scratch ? "tile_counters, partials" : "nullptr, nullptr");
     // The skeleton awaits the prior grid itself, its producer after loading what of B it may
@@ -159,7 +166,7 @@ class GemmEmitter {
     FinishTemplateSource(s, std::move(out), SharedBytes(c_, g_, staged_ >= 0, ringed_load_ >= 0), /*awaits_in_skeleton=*/true);
     s.launch.cluster = {cluster, 1, 1};
     s.launch.persistent_clusters = cluster > 1;
-    s.launch.scratch_bytes = ScratchBytes(g_, c_);
+    s.launch.scratch_bytes = std::max(ScratchBytes(g_, c_), g_.amax ? kScratchCounterBytes : int64_t{0});
     return s;
   }
 
@@ -215,7 +222,9 @@ class GemmEmitter {
     if (g_.split_f32 && *c_.pingpong) return InvalidArgument(fmt::format("{}: 3xTF32 needs cooperative consumers (they share B's split)", g_.name));
     if (*c_.overlap_epilogue && (*c_.pingpong || c_.splits > 1))
       return InvalidArgument(fmt::format("{}: an overlapped epilogue needs cooperative consumers without split-K", g_.name));
-    if (c_.splits > 1 && Tiles(g_, c_.block_m, c_.block_n) * 4 > kScratchCounterBytes)
+    if (g_.amax && (!g_.n_parts.empty() || !g_.gate.empty()))
+      return InvalidArgument(fmt::format("{}: an amax in the epilogue of one product, not grouped over N or gated", g_.name));
+    if (c_.splits > 1 && Tiles(g_, c_.block_m, c_.block_n) * 4 > (g_.amax ? kAmaxScratchOffset : kScratchCounterBytes))
       return InvalidArgument(fmt::format("{}: split-K over more tiles than the scratch memory's counter region holds", g_.name));
     if (c_.stream_k.value_or(false) && (*c_.pingpong || *c_.overlap_epilogue || c_.splits > 1 || c_.cluster_m > 1))
       return InvalidArgument(fmt::format("{}: stream-K needs single CTAs of cooperative consumers, the epilogue in the tail, no split-K", g_.name));
@@ -375,6 +384,7 @@ class GemmEmitter {
         "    enum : int {{ kBBeforeWait = {}, kSplitTf32 = {}, kEpilogueWrites = {} }};\n"
         "    enum : int {{ kBParts = {}, kBPart1 = {}, kBPart2 = {}, kBPart3 = {}, kGated = {}, kPartnerGroups = {}, kNormA = {} }};\n"
         "    enum : int {{ kScaleBlocks = {}, kBScaleColumns = {}, kStoreBytes = {}, kHeldF32 = {}, kRowsAtLaunch = {}, kWholeRowTiles = {} }};\n"
+        "    enum : int {{ kAmax = {} }};\n"
         "  }};\n",
         types, c_.block_m, c_.block_n, c_.stages, c_.group_m, c_.cluster_m, c_.splits, StepsPerSplit(g_, c_), StreamKTiles(g_, c_),
         StreamKCtas(g_, c_), RowsAtLaunch() ? 0 : g_.rows, g_.n, g_.k,
@@ -385,7 +395,7 @@ class GemmEmitter {
         g_.b_read_only && c_.cluster_m == 1 ? 1 : 0, g_.split_f32 ? 1 : 0, EpilogueWrites() ? 1 : 0, std::max<size_t>(1, g_.n_parts.size()),
         PartStart(1), PartStart(2), PartStart(3), g_.gate.empty() ? 0 : 1, g_.partner / 8, g_.row_norm ? 1 : 0, g_.scale_blocks,
         g_.b_scale_columns, StagedStoreBytes(g_), *c_.overlap_epilogue && IsFloat8(g_.operand_dtype) ? 1 : 0, RowsAtLaunch() ? 1 : 0,
-        RowsAtLaunch() && g_.rows % c_.block_m == 0 ? 1 : 0);
+        RowsAtLaunch() && g_.rows % c_.block_m == 0 ? 1 : 0, g_.amax ? 1 : 0);
   }
   // The rows passed at launch (maps.rows) where the model's symbols give them: the kernel's
   // text then holds no row count, and one compile serves every binding that makes the same
@@ -440,6 +450,7 @@ TensorMapArg GemmMatrixMap(int node, DType dtype, int64_t batch, int64_t rows, i
 bool GemmPassesBuffer(const GemmTemplateKernel& g, const KernelBuffer& buf) {
   if (g.output_in_registers && buf.is_output) return false;  // a gate's output, handed over in registers
   if (buf.node == g.gate_value && !buf.is_output) return false;
+  if (g.amax && !g.amax->stored && buf.node == g.amax->value) return false;  // (its store dropped: its amax only)
   return buf.node != g.product || buf.is_output;
 }
 
@@ -490,6 +501,21 @@ struct PairWord {
 };
 PairWord PairWordOf(DType dtype) { return IsFloat8(dtype) ? PairWord{"uint16_t", "uint8_t", 8} : PairWord{"uint32_t", "uint16_t", 16}; }
 
+// The amax's running max taking element value `value` (GemmAmax: |u| of u as stored).
+std::string AmaxUpdate(const GemmTemplateKernel& g, const std::string& value, const std::string& indent) {
+  const std::string_view type = DTypeName(g.amax->value_dtype);
+  const std::string stored = g.amax->value_dtype == DType::kF32 ? value : fmt::format("tf_cvt_{0}(tf_pack_{0}({1}))", type, value);
+  return fmt::format("{}tf_amax = tf::GemmAmaxUpdate(tf_amax, {});\n", indent, stored);
+}
+
+// The stores' values, and the amax's where its store was dropped: what the scalar program computes.
+std::vector<int> EpilogueRoots(const GemmTemplateKernel& g) {
+  std::vector<int> roots;
+  for (const KernelStore& st : g.epilogue.stores) roots.push_back(st.value);
+  if (g.amax) roots.push_back(g.amax->scalar);
+  return roots;
+}
+
 // Epilogue::Pair: the epilogue of the column pair (col, col + 1) that each thread holds in the
 // wgmma accumulator layout. Loads and stores of values at the product's position move both
 // columns as one word (4 bytes of half values, 2 of 8-bit floats): element by element, a warp's access touches
@@ -517,8 +543,7 @@ std::string GemmEpiloguePair(const GemmTemplateKernel& g, int staged, int staged
     given[0][static_cast<int>(v)] = fmt::format("tf_cvt_{}(({})p{})", DTypeName(value.dtype), word.element, v);
     given[1][static_cast<int>(v)] = fmt::format("tf_cvt_{}(({})(p{} >> {}))", DTypeName(value.dtype), word.element, v, word.shift);
   }
-  std::vector<int> roots;
-  for (const KernelStore& st : k.stores) roots.push_back(st.value);
+  const std::vector<int> roots = EpilogueRoots(g);
   std::vector<size_t> paired;  // stores written as pairs after both columns' programs
   for (size_t i = 0; i < k.stores.size(); ++i)
     if (static_cast<int>(i) != staged && PairsBuffer(g, k.buffers[k.stores[i].buffer], k.stores[i].index)) {
@@ -538,6 +563,7 @@ std::string GemmEpiloguePair(const GemmTemplateKernel& g, int staged, int staged
                            st.value);
       }
     }
+    if (g.amax) out += AmaxUpdate(g, fmt::format("v{}", g.amax->scalar), "        ");
     out += staged >= 0 ? fmt::format("        result[{}] = v{};\n", e, k.stores[staged].value) : fmt::format("        result[{}] = 0.0f;\n", e);
     out += "      }\n";
   }
@@ -593,11 +619,13 @@ std::string GemmEpilogueStruct(const GemmTemplateKernel& g, int staged, int stag
   for (size_t b = 0; b < k.buffers.size(); ++b)
     if (GemmPassesBuffer(g, k.buffers[b]))
       out += fmt::format("    {}{}* __restrict__ b{};\n", k.buffers[b].is_output ? "" : "const ", StorageType(k.buffers[b].dtype), b);
+  // The amax's output, and this thread's largest |u| so far as its bits (non-negative floats
+  // order as their bits do; a NaN's are above every number's: it wins, as in ReduceMax).
+  if (g.amax) out += fmt::format("    {}* __restrict__ amax_out;\n    mutable unsigned tf_amax = 0u;\n", StorageType(g.amax->dtype));
   // (A gated product's epilogue takes its gate's value too, one reading a partner column that.)
   out += fmt::format("    __device__ __forceinline__ float operator()(tf_index_t row, int col, float acc, float loaded{}{}) const {{\n",
                      g.gate_value >= 0 ? ", float gate" : "", g.partner != 0 ? ", float partner" : "");
-  std::vector<int> roots;
-  for (const KernelStore& st : k.stores) roots.push_back(st.value);
+  const std::vector<int> roots = EpilogueRoots(g);
   const std::vector<std::string> vars = {"row", "col"};
   out += CudaElementProgram(k, roots, GivenValues(g, staged_load, ringed_load, ""), vars, "      ");
   for (size_t i = 0; i < k.stores.size(); ++i) {
@@ -605,9 +633,13 @@ std::string GemmEpilogueStruct(const GemmTemplateKernel& g, int staged, int stag
     if (static_cast<int>(i) == staged) continue;
     out += fmt::format("      b{}[{}] = tf_pack_{}(v{});\n", st.buffer, PrintIndex(st.index, vars), DTypeName(k.buffers[st.buffer].dtype), st.value);
   }
+  if (g.amax) out += AmaxUpdate(g, fmt::format("v{}", g.amax->scalar), "      ");
   out += staged >= 0 ? fmt::format("      return v{};\n", k.stores[staged].value) : "      return 0.0f;\n";
   out += "    }\n";
   out += GemmEpiloguePair(g, staged, staged_load, ringed_load);
+  if (g.amax)  // (called once, by the grid's last warp: GemmAmaxFinish)
+    out += fmt::format("    __device__ __forceinline__ void StoreAmax(unsigned bits) const {{ amax_out[0] = tf_pack_{}(__uint_as_float(bits)); }}\n",
+                       DTypeName(g.amax->dtype));
   if (with_prefetch) out += GemmEpiloguePrefetch(g, roots, vars);
   out += "  };\n";
   return out;
@@ -621,6 +653,11 @@ std::string GemmEpilogueParameters(const GemmTemplateKernel& g, CudaKernelSource
     parameters += fmt::format(", {}{}* __restrict__ {}b{}", buf.is_output ? "" : "const ", StorageType(buf.dtype), prefix, b);
     buffers += fmt::format("{}{}b{}", buffers.empty() ? "" : ", ", prefix, b);
     s.launch.args.push_back({LaunchArg::Kind::kBuffer, buf.node, {}, 0});
+  }
+  if (g.amax) {  // (after the buffers, as the Epilogue's members are)
+    parameters += fmt::format(", {}* __restrict__ {}amax_out", StorageType(g.amax->dtype), prefix);
+    buffers += fmt::format("{}{}amax_out", buffers.empty() ? "" : ", ", prefix);
+    s.launch.args.push_back({LaunchArg::Kind::kBuffer, g.amax->output, {}, 0});
   }
   return parameters;
 }

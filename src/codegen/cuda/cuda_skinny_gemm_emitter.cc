@@ -85,6 +85,7 @@ Status SkinnyGemmFits(const GemmTemplateKernel& g) {
   if (g.a_view || g.a_conv || g.a_mn_major >= 0) return Unimplemented("the skinny GEMM template reads A as a [M][K] matrix only");
   if (g.k < 1 || g.n < 1) return Unimplemented("an empty product");
   if (g.partner != 0) return Unimplemented("the skinny GEMM template's epilogue reads no partner column (a rotated half)");
+  if (g.amax) return Unimplemented("the skinny GEMM template computes no amax in its epilogue");
   if (g.layer_norm && (g.rows > 16 || g.k % 8 != 0 || !g.n_parts.empty() || !g.gate.empty() || g.row_norm))
     return Unimplemented("a norm of A in the skinny template: at most 16 rows, K in 16-byte rows, one product, no other norm");
   if (g.layer_norm && g.layer_norm->rms && g.layer_norm->bias >= 0) return Unimplemented("an RMS norm of A with a bias");

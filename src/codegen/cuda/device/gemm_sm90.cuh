@@ -51,7 +51,18 @@ struct GemmMaps {
   // The product's rows a batch entry: Config::kRows, or (kRowsAtLaunch) the launch's, a size
   // the model's symbolic dims give (batch · sequence) that the kernel's text does not hold.
   int rows = 0;
+  // An amax in the epilogue (kAmax): two words of scratch memory, the largest |u|'s bits so far
+  // and how many warps have added theirs, zero between launches (GemmAmaxFinish).
+  unsigned* amax = nullptr;
 };
+
+// An amax's running max (the bits of the largest |value| so far) taking `value`: a
+// non-negative float orders as its bits do, and a NaN's bits are above every number's, so a
+// NaN wins as it does in ReduceMax.
+__device__ __forceinline__ unsigned GemmAmaxUpdate(unsigned running, float value) {
+  const unsigned bits = __float_as_uint(fabsf(value));
+  return bits > running ? bits : running;
+}
 
 // ---- A loaders: one K step of A's tile t.m into a ring slot ----
 // A as [batch][rows][K].
@@ -216,6 +227,9 @@ struct GemmShape : Config {
   // for column pairs inside the product. Otherwise a pair past the edge computes a clamped
   // pair's values, which the staged store drops (GemmEpilogue says why).
   static constexpr bool kEpilogueWrites = Config::kEpilogueWrites != 0;
+  // The Epilogue keeps a running max of one output's magnitudes (tf_amax), which the consumers
+  // hand over when they finish (GemmAmaxFinish) and the grid's last warp writes (StoreAmax).
+  static constexpr bool kAmax = Config::kAmax != 0;
   // Stream-K (kStreamTiles > 0): the last kStreamTiles tiles, those a persistent grid would
   // leave as a partial last round, are shared by kStreamCtas CTAs as one run of K steps cut
   // evenly (GemmWorkList), each tile's parts summed by the part holding its last step.

@@ -551,6 +551,24 @@ __device__ __forceinline__ bool GemmStreamKHandOver(const GemmSharedMemory<S>& s
 
 namespace tf {
 
+// An amax's hand-over once this consumer's tiles are done: its warp's largest |u| into the
+// scratch word by an atomic max, then the count of warps that have added theirs; the grid's
+// last warp takes the result (zeroing both words for the next launch) and writes it. Memory
+// order: each warp's max is fenced before its count, and the last fences before reading.
+template <class S, class Epilogue>
+__device__ __forceinline__ void GemmAmaxFinish(const Epilogue& epilogue, const GemmConsumerState<S>& c, unsigned* __restrict__ words) {
+  const unsigned warp_max = __reduce_max_sync(0xffffffffu, epilogue.tf_amax);
+  if (c.lane != 0) return;
+  atomicMax(words, warp_max);
+  __threadfence();
+  const unsigned warps = gridDim.x * (unsigned)S::kConsumers * 4u;
+  if (atomicAdd(words + 1, 1u) != warps - 1) return;
+  __threadfence();
+  const unsigned all = atomicExch(words, 0u);
+  atomicExch(words + 1, 0u);
+  epilogue.StoreAmax(all);
+}
+
 template <class S, class Epilogue>
 __device__ __forceinline__ void GemmConsumer(const GemmSharedMemory<S>& sm, const GemmMaps& maps, const Epilogue& epilogue, int cta_rank,
                                              int consumer, unsigned* __restrict__ tile_counters, float* __restrict__ partials) {
@@ -605,6 +623,7 @@ __device__ __forceinline__ void GemmConsumer(const GemmSharedMemory<S>& sm, cons
       if (S::kPingPong) c.ring.Skip(S::kKSteps);  // the other consumer's next tile
     }
   }
+  if constexpr (S::kAmax) GemmAmaxFinish<S>(epilogue, c, maps.amax);
   if constexpr (S::kStagedStore && !S::kStoreByThreads)
     if (c.local == 0) TmaStoreWait();  // shared memory must outlive the stores reading it
 }

@@ -106,6 +106,40 @@ def write_block_scaled_model(folder, m, n, k, weight_blocks):
 MLPS = ((8192, 4096, 16384), (4096, 768, 3072))  # tokens, hidden, inner: a large block, GPT-2's at 8x512
 
 
+def write_int8_models(folder):
+    """y = x · wᵀ with x and w int8 (symmetric: zero points 0), per-tensor scales, y bf16, as
+    quantization tools write it: pass fp8-products makes it one int8 product (int32 sums) with
+    the scales in the epilogue."""
+    import onnx
+    from onnx import TensorProto, helper
+    info = helper.make_tensor_value_info
+    for n in SIZES:
+        nodes = [helper.make_node("DequantizeLinear", ["x", "sx"], ["xd"]), helper.make_node("DequantizeLinear", ["w", "sw"], ["wd"]),
+                 helper.make_node("Transpose", ["wd"], ["wt"], perm=[1, 0]), helper.make_node("MatMul", ["xd", "wt"], ["p"]),
+                 helper.make_node("Cast", ["p"], ["y"], to=TensorProto.BFLOAT16)]
+        inputs = [info("x", TensorProto.INT8, [n, n]), info("sx", TensorProto.FLOAT, []), info("w", TensorProto.INT8, [n, n]),
+                  info("sw", TensorProto.FLOAT, [])]
+        graph = helper.make_graph(nodes, "gemm_i8", inputs, [info("y", TensorProto.BFLOAT16, [n, n])])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+        onnx.checker.check_model(model)
+        onnx.save(model, os.path.join(folder, model_name("i8", n, n, n) + ".onnx"))
+
+
+def int8_peers(n):
+    """torch._int_mm (cuBLAS's int8 GEMM, int32 out) and the same with its scales and the cast to
+    bf16 after, eager and compiled."""
+    import torch
+    x = torch.randint(-127, 128, (n, n), device="cuda", dtype=torch.int8)
+    w = torch.randint(-127, 128, (n, n), device="cuda", dtype=torch.int8)
+    sx, sw = torch.tensor(0.01, device="cuda"), torch.tensor(0.02, device="cuda")
+
+    def scaled(x, w):
+        return (torch._int_mm(x, w.t()).float() * (sx * sw)).to(torch.bfloat16)
+    compiled = torch.compile(scaled)
+    return {"_int_mm": time_us(lambda: torch._int_mm(x, w.t())), "scaled eager": time_us(lambda: scaled(x, w)),
+            "scaled torch.compile": time_us(lambda: compiled(x, w))}
+
+
 def write_amax_models(folder):
     """Delayed scaling's product: y = x · wᵀ in f32 (x, w e4m3, per-tensor scales), quantized to
     e4m3 by a given scale for the next layer, and its amax ReduceMax(Abs(y)) over every element for
@@ -212,9 +246,10 @@ def main():
     ap.add_argument("--models", metavar="DIR", default="bench/cases/fp8")
     ap.add_argument("--tilefuse", default="build/tilefuse")
     ap.add_argument("--json", metavar="FILE", help="the rows as JSON, rewritten after each row (a run cut short keeps its rows)")
-    ap.add_argument("--parts", default="products,blocks,head,mlp,amax",
+    ap.add_argument("--parts", default="products,blocks,head,mlp,amax,int8",
                     help="comma-separated: products (per tensor against cuBLAS), blocks (block scales), head (GPT-2's LM head), mlp, "
-                         "amax (a quantized output's amax in the epilogue, against its own kernel and PyTorch)")
+                         "amax (a quantized output's amax in the epilogue, against its own kernel and PyTorch), "
+                         "int8 (symmetric int8 products against torch._int_mm)")
     ap.add_argument("--sizes", default=",".join(map(str, SIZES)),
                     help="the square sizes of products and blocks (GPT-2's shapes are timed with 'products' wherever 768 is named)")
     a = ap.parse_args()
@@ -230,6 +265,7 @@ def main():
         write_models(a.write_models)
         write_mlp_models(a.write_models)
         write_amax_models(a.write_models)
+        write_int8_models(a.write_models)
         return
     print("| M x N x K | tilefuse FP8 promoted µs (TF/s) | tilefuse FP8 fast accum | tilefuse bf16 | cuBLAS FP8 promoted | cuBLAS FP8 fast | cuBLAS bf16 | FP8 vs cuBLAS FP8 (same accumulation) | FP8 vs tilefuse bf16 |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -310,6 +346,24 @@ def main():
         if folded[1]:
             print(f"  {n}^3 amax: {folded[1]['groups'][0]['strategy']}", file=sys.stderr, flush=True)
         rows.append({"amax": n, "tilefuse_us": {"in_epilogue": folded[0], "own_kernel": apart, "no_amax": without}, "peers_us": p})
+        dump()
+    # int8 (symmetric) products on the int8 tensor cores against cuBLAS's (torch._int_mm), beside
+    # tilefuse's e4m3 and bf16 products of the same size.
+    for n in sizes if "int8" in parts else []:
+        path = os.path.join(a.models, model_name("i8", n, n, n) + ".onnx")
+        if not os.path.exists(path):
+            continue
+        ours = tilefuse_us(a.tilefuse, path)
+        fp8 = tilefuse_us(a.tilefuse, os.path.join(a.models, model_name("e4m3", n, n, n) + ".onnx"))[0]
+        bf16 = tilefuse_us(a.tilefuse, os.path.join(a.models, model_name("bf16", n, n, n) + ".onnx"))[0]
+        p = int8_peers(n)
+        tops = lambda us: 2 * n ** 3 / us / 1e6 if us else 0  # noqa: E731
+        print(f"int8 {n}^3 (µs): tilefuse {ours[0] or 0:.0f} ({tops(ours[0]):.0f} TOPS), e4m3 {fp8 or 0:.0f}, bf16 {bf16 or 0:.0f}; "
+              f"torch._int_mm {p['_int_mm']:.0f} ({tops(p['_int_mm']):.0f} TOPS), scaled to bf16 eager {p['scaled eager']:.0f}, "
+              f"torch.compile {p['scaled torch.compile']:.0f}", flush=True)
+        if ours[1]:
+            print(f"  {n}^3 int8: {ours[1]['groups'][0]['strategy']}", file=sys.stderr, flush=True)
+        rows.append({"int8": n, "tilefuse_us": {"int8": ours[0], "e4m3": fp8, "bf16": bf16}, "peers_us": p})
         dump()
     for m, h, f in MLPS if "mlp" in parts else []:
         path = lambda kind: os.path.join(a.models, f"mlp_{kind}_{m}x{h}x{f}.onnx")

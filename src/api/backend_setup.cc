@@ -26,7 +26,7 @@ PassOptions CudaPassOptions() {
   // kernels one by one summed to less (410 against 423 µs); at 8x512 3469.9 against 3484.6
   // (2026-12-02, bench/results/2026-12-02-h200-rotary-epilogues.md).
   options.heads_layout = SwitchedOn("TILEFUSE_ROTARY_EPILOGUES");
-  options.k_major_weights = {.f32 = true, .unaligned_half = true, .float8 = true};
+  options.k_major_weights = {.f32 = true, .unaligned_half = true, .eight_bit = true};
   options.pad_gemm_columns = true;
   options.pad_gemm_depth = true;
   options.column_padding_into_products = true;

@@ -286,12 +286,17 @@ StatusOr<GemmTemplateKernel> LowerGemmTemplate(const Graph& g, const FusionGroup
   const Node& mm = g.node(split.matmul);
   tf32 = tf32 || mm.attrs.tf32;  // a product the graph lets round to TF32 (a PyTorch convolution's)
   const bool half = IsHalf(mm.dtype);
-  const bool float8 = IsFloat8(g.node(mm.inputs[0]).dtype);  // an f32 product of 8-bit floats
-  const char* kind = float8 ? "FP8" : tf32 ? "TF32" : "3xTF32";
-  if (float8 && g.node(mm.inputs[1]).dtype != g.node(mm.inputs[0]).dtype)
-    return Unimplemented("the FP8 GEMM template multiplies operands of one 8-bit type (e4m3 by e4m3, e5m2 by e5m2)");
+  const DType operands = g.node(mm.inputs[0]).dtype;
+  const bool int8 = operands == DType::kI8 && mm.dtype == DType::kF32;  // an f32 product of int8 (exact int32 sums)
+  // An f32 product of 8-bit floats or of int8: K-major operands of one byte.
+  const bool eight_bit = IsFloat8(operands) || int8;
+  const char* kind = int8 ? "int8" : eight_bit ? "FP8" : tf32 ? "TF32" : "3xTF32";
+  if (eight_bit && g.node(mm.inputs[1]).dtype != operands)
+    return Unimplemented(fmt::format("the {} GEMM template multiplies operands of one 8-bit type (e4m3 by e4m3, e5m2 by e5m2, int8 by int8)", kind));
+  if (IsFloat8Fnuz(operands)) return Unimplemented("no tensor core takes the FNUZ 8-bit floats");
   if (!half && mm.dtype != DType::kF32)
-    return Unimplemented(fmt::format("the GEMM template takes bf16, f16 and f32 (as TF32 or 3xTF32) products, not {}", DTypeName(mm.dtype)));
+    return Unimplemented(fmt::format("the GEMM template takes bf16, f16, f32 (as TF32 or 3xTF32) and int8 products, not {} ones of {}",
+                                     DTypeName(mm.dtype), DTypeName(operands)));
   ASSIGN_OR_RETURN(GemmTemplateKernel t, LowerGemmProblem(g, group, split, inlined));
   if (symbolic && !symbolic->empty()) {
     // Rows over every batch entry of a shared weight (the product's elements over N), else A's own.
@@ -300,7 +305,7 @@ StatusOr<GemmTemplateKernel> LowerGemmTemplate(const Graph& g, const FusionGroup
     t.rows_size = t.batch == 1 ? symbolic->Elements(split.matmul).DividedBy(SymExpr::Constant(t.n)).value_or(SymExpr::Constant(t.rows))
                                : symbolic->dims.at(static_cast<size_t>(t.a)).at(a.shape.size() - 2);
   }
-  t.split_f32 = mm.dtype == DType::kF32 && !tf32 && !float8;
+  t.split_f32 = mm.dtype == DType::kF32 && !tf32 && !eight_bit;
   // TMA strides are multiples of 16 bytes: whole rows of A's K elements, and of B's N
   // elements where B is read [K][N] (checked below, once B's layout is known).
   const int64_t unit = 16 / static_cast<int64_t>(DTypeSize(t.operand_dtype));
@@ -323,7 +328,7 @@ StatusOr<GemmTemplateKernel> LowerGemmTemplate(const Graph& g, const FusionGroup
       if (source >= 0) t.b = source, t.b_k_rows = g.node(source).shape[0];
     }
     if (prologue.outputs != std::vector<int>{t.a}) continue;
-    if (float8) continue;  // (FP8's A as its prologue makes it: the readings below not run on a GPU for it)
+    if (eight_bit) continue;  // (an 8-bit A as its prologue makes it: the readings below not run on a GPU for it)
     // Where the prologue only views a value, A is read where it lies: as an implicit GEMM's
     // im2col, MN-major (16-bit products only: TF32 and 3xTF32 read A K-major), or through the
     // view (merged heads; a plain matrix is read as itself, below). BERT-base's f32 q, k and v

@@ -139,7 +139,9 @@ Status InferMatMul(const Node& a, const Node& b, Node& n) {
   if (a.rank() < 2 || b.rank() < 2) return InvalidArgument("matmul needs operands of rank >= 2");
   // Products of 8-bit floats (e4m3 and e5m2, mixed as Hopper's tensor cores take them)
   // accumulate and return f32, as integer products return int32 in ONNX's MatMulInteger: an
-  // 8-bit result would lose everything the accumulation kept. passes/fp8_products.h makes them.
+  // 8-bit result would lose everything the accumulation kept. Products of int8 return f32 too:
+  // their exact sum (the tensor cores' int32) rounded to f32, what their scales multiply next.
+  // passes/fp8_products.h makes both.
   const bool float8 = IsFloat8(a.dtype) && IsFloat8(b.dtype);
   if (a.dtype != b.dtype && !float8)
     return InvalidArgument(fmt::format("matmul operands differ in dtype: {} and {}", DTypeName(a.dtype), DTypeName(b.dtype)));
@@ -159,7 +161,7 @@ Status InferMatMul(const Node& a, const Node& b, Node& n) {
   out.push_back(a.shape[a.rank() - 2]);
   out.push_back(b.shape[b.rank() - 1]);
   n.shape = out;
-  n.dtype = float8 ? DType::kF32 : a.dtype;
+  n.dtype = float8 || a.dtype == DType::kI8 ? DType::kF32 : a.dtype;
   return Status::Ok();
 }
 

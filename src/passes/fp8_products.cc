@@ -33,8 +33,8 @@ std::optional<Dequantized> MatchDequantized(const Graph& g, int id) {
     }
     if (value->op != OpCode::kCast) continue;
     const Node& q = g.node(value->inputs[0]);
-    // Hopper's tensor cores take e4m3 and e5m2; the FNUZ forms compute as written.
-    if (IsFloat8(q.dtype) && !IsFloat8Fnuz(q.dtype)) return Dequantized{q.id, Unbroadcast(g, n->inputs[1 - side])};
+    // Hopper's tensor cores take e4m3, e5m2 and int8; the FNUZ forms compute as written.
+    if ((IsFloat8(q.dtype) && !IsFloat8Fnuz(q.dtype)) || q.dtype == DType::kI8) return Dequantized{q.id, Unbroadcast(g, n->inputs[1 - side])};
   }
   return std::nullopt;
 }
@@ -109,7 +109,8 @@ std::optional<Fp8Product> MatchFp8Product(const Graph& g, const Node& product, b
   }
   // The GEMM template scales whole K steps of 128 (LowerGemmTemplate): smaller blocks stay as
   // written, dequantized on the GPU, rather than a block_scaled_matmul only the host computes.
-  if (p.blocks != 0 && (qa.shape.back() / p.blocks) % 128 != 0) return std::nullopt;
+  // int8 sums are exact: block scales stay as written there.
+  if (p.blocks != 0 && ((qa.shape.back() / p.blocks) % 128 != 0 || qa.dtype == DType::kI8)) return std::nullopt;
   p.a = *da;
   p.b = *db;
   return p;
@@ -134,7 +135,7 @@ StatusOr<Graph> MakeFp8Products(const Graph& graph, const Fp8ProductOptions& opt
     }
     Value qa = rewriter.Map(p->a.quantized), scale_a = rewriter.Map(p->a.scale);
     if (p->blocks == 0) {
-      Value product = b.MatMul(qa, qb);  // f32
+      Value product = b.MatMul(qa, qb);  // f32 (of int8: the exact sum rounded to f32)
       rewriter.SetMap(node.id, b.Cast(b.Mul(b.Mul(product, scale_a), scale_b), node.dtype));
       continue;
     }

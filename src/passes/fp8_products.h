@@ -1,4 +1,5 @@
-// Products of dequantized 8-bit floats become FP8 products, their scales applied after.
+// Products of dequantized 8-bit floats (or int8) become FP8 (int8) products, their scales
+// applied after.
 //
 // Quantization tools write a product of FP8 values as a DequantizeLinear on each operand and
 // a product in f32 or 16 bits; the importer writes DequantizeLinear out in primitives
@@ -12,7 +13,9 @@
 //     cast(matmul(qa, qb) · sa · sb)           the product of 8-bit floats, in f32
 //
 // and the GEMM template runs it on the FP8 tensor cores (twice the 16-bit rate, half the
-// bytes read), the scales and the cast in its epilogue with whatever follows. Scales in blocks
+// bytes read), the scales and the cast in its epilogue with whatever follows. int8 likewise
+// (symmetric quantization: zero points of zero), the product's exact sum rounded to f32, on
+// the int8 tensor cores (int32 sums); its scales per tensor, row or column. Scales in blocks
 // of K (ONNX's blocked DequantizeLinear, which the importer repeats to the operand's shape;
 // DeepGEMM's 1x128) do not leave the sum: such a product becomes
 //
@@ -23,7 +26,8 @@
 // tensor cores read both operands K-major, so B must be a constant (stored K-major by
 // passes/k_major_weights.h, `float8`) or the transpose of an [N][K] value (x · wᵀ): other
 // products, and products whose K rows are not whole 16-byte units (TMA), stay as they are.
-// A zero point must be zero (8-bit floats have none other in ONNX's sense).
+// A zero point must be zero (8-bit floats have none other in ONNX's sense; an int8 or uint8
+// one that is not, asymmetric quantization, stays as written).
 //
 // For the CUDA backend, before the folding of constants: that would fold a constant weight's
 // dequantization into a copy of it in f32.

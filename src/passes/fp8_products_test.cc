@@ -125,6 +125,56 @@ TEST(Fp8ProductsTest, ProductsTheTemplateCannotRunStayAsTheyAre) {
   EXPECT_EQ(CountOps(*rewritten, OpCode::kMatMul), 6);
 }
 
+// Symmetric int8 (zero points 0): the product of the int8 values themselves, f32 (its exact
+// sum rounded), scales after, as for 8-bit floats; with an explicit zero point of zeros too.
+// Its sums are exact, so the rewritten graph agrees to f32's rounding of the sum; the
+// original's f32 products and sums round each term (K = 64 here, values up to 127^2).
+TEST(Fp8ProductsTest, SymmetricInt8ProductsBecomeInt8ProductsScaledAfter) {
+  GraphBuilder b;
+  Value x = b.Parameter("x", DType::kI8, {16, 64});
+  Value sx = b.Parameter("sx", DType::kF32, {});
+  Value zero = b.Cast(b.Constant(Tensor::FromDoubles(DType::kI8, {}, {0.0})), DType::kF32);
+  Value xd = b.Mul(b.Sub(b.Cast(x, DType::kF32), zero), sx);
+  Value w = b.Parameter("w", DType::kI8, {24, 64});
+  Value sw = b.Parameter("sw", DType::kF32, {24, 1});
+  b.Output(b.MatMul(xd, b.Transpose(Dequantize(b, w, sw), {1, 0})), "y");
+  auto graph = b.Build();
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  auto rewritten = MakeFp8Products(*graph);
+  ASSERT_TRUE(rewritten.ok()) << rewritten.status().ToString();
+  int int8_products = 0;
+  for (const Node& n : rewritten->nodes())
+    if (n.op == OpCode::kMatMul) {
+      EXPECT_EQ(rewritten->node(n.inputs[0]).dtype, DType::kI8);
+      EXPECT_EQ(n.dtype, DType::kF32) << "a product of int8 is f32 (its exact sum rounded)";
+      ++int8_products;
+    }
+  EXPECT_EQ(int8_products, 1);
+  ExpectSameValues(*graph, *rewritten,
+                   {Tensor::Random(DType::kI8, {16, 64}, 1), Tensor::Random(DType::kF32, {}, 2), Tensor::Random(DType::kI8, {24, 64}, 3),
+                    Tensor::Random(DType::kF32, {24, 1}, 4)},
+                   1e-6);
+}
+
+// Asymmetric int8 and uint8 (a zero point that is not 0, onnxruntime's default for
+// activations) and int8 block scales stay as written: their products compute dequantized.
+TEST(Fp8ProductsTest, AsymmetricOrBlockScaledInt8StaysAsWritten) {
+  GraphBuilder b;
+  Value w = b.Constant(Tensor::Random(DType::kI8, {256, 16}, 3));
+  Value sw = b.Scalar(0.01, DType::kF32);
+  Value x = b.Parameter("x", DType::kI8, {16, 256});
+  Value shifted = b.Mul(b.Sub(b.Cast(x, DType::kF32), b.Scalar(3.0, DType::kF32)), b.Scalar(0.1, DType::kF32));
+  b.Output(b.MatMul(shifted, Dequantize(b, w, sw)), "zero_point");
+  Value u = b.Parameter("u", DType::kU8, {16, 256});
+  b.Output(b.MatMul(Dequantize(b, u, b.Scalar(0.1, DType::kF32)), Dequantize(b, w, sw)), "uint8");
+  auto graph = b.Build();
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  auto rewritten = MakeFp8Products(*graph, Fp8ProductOptions{.block_scales = true});
+  ASSERT_TRUE(rewritten.ok()) << rewritten.status().ToString();
+  for (const Node& n : rewritten->nodes())
+    if (n.op == OpCode::kMatMul) EXPECT_EQ(rewritten->node(n.inputs[0]).dtype, DType::kF32) << "dequantized, as written";
+}
+
 // A zero point of zeros (QuantizeLinear's output type for 8-bit floats) is no obstacle.
 TEST(Fp8ProductsTest, AZeroPointOfZerosIsTaken) {
   GraphBuilder b;

@@ -31,7 +31,7 @@ bool StoresKMajor(DType dtype, const Shape& kn, const KMajorWeightsOptions& opti
   const int64_t element = static_cast<int64_t>(DTypeSize(dtype));
   if (kn[0] * element % 16 != 0) return false;
   if (dtype == DType::kF32) return options.f32 && kn[1] * element % 16 == 0;
-  if (IsFloat8(dtype)) return options.float8;
+  if (IsFloat8(dtype) || dtype == DType::kI8) return options.eight_bit;
   if (IsHalf(dtype)) return options.unaligned_half && kn[1] * element % 16 != 0;
   return false;
 }

@@ -25,7 +25,7 @@ namespace tilefuse {
 struct KMajorWeightsOptions {
   bool f32 = false;             // f32 products (the TF32 tensor cores)
   bool unaligned_half = false;  // bf16 and f16 products whose N rows are not 16-byte aligned
-  bool float8 = false;          // products of 8-bit floats (passes/fp8_products.h): FP8 tensor cores read K-major only
+  bool eight_bit = false;       // products of 8-bit floats and of int8 (passes/fp8_products.h): their tensor cores read K-major only
 };
 
 StatusOr<Graph> StoreWeightsKMajor(const Graph& graph, const KMajorWeightsOptions& options);

@@ -139,14 +139,14 @@ StatusOr<Graph> RunGraphPasses(Graph graph, const PassOptions& options, PassTime
     // first, then go K-major with the rest. (An 8-bit LM head padded to 50272 columns left its
     // slice and scales to a kernel of their own: GPT-2's at 8x512 841 + 444 µs; H200,
     // 2026-12-04.)
-    if (options.k_major_weights.unaligned_half || options.k_major_weights.float8) {
-      const KMajorWeightsOptions k_major{.unaligned_half = options.k_major_weights.unaligned_half, .float8 = options.k_major_weights.float8};
+    if (options.k_major_weights.unaligned_half || options.k_major_weights.eight_bit) {
+      const KMajorWeightsOptions k_major{.unaligned_half = options.k_major_weights.unaligned_half, .eight_bit = options.k_major_weights.eight_bit};
       RETURN_IF_ERROR(passes.Run("k-major-weights", [&](const Graph& g) { return StoreWeightsKMajor(g, k_major); }));
     }
     if (options.pad_gemm_columns) RETURN_IF_ERROR(passes.Run("pad-gemm-columns", PadGemmColumns));
     if (options.pad_gemm_depth) RETURN_IF_ERROR(passes.Run("pad-gemm-depth", PadGemmDepth));
-    if (options.k_major_weights.f32 || options.k_major_weights.float8) {
-      const KMajorWeightsOptions k_major{.f32 = options.k_major_weights.f32, .float8 = options.k_major_weights.float8};
+    if (options.k_major_weights.f32 || options.k_major_weights.eight_bit) {
+      const KMajorWeightsOptions k_major{.f32 = options.k_major_weights.f32, .eight_bit = options.k_major_weights.eight_bit};
       RETURN_IF_ERROR(passes.Run("k-major-weights", [&](const Graph& g) { return StoreWeightsKMajor(g, k_major); }));
     }
     RETURN_IF_ERROR(passes.Run("cse", EliminateCommonSubexpressions));

@@ -157,6 +157,46 @@ def amax_of_output(m, n, name, of_cast):
     save(name, nodes, inputs, outputs, inits, amax_of_output.__doc__)
 
 
+def int8_linear(constant_weight):
+    """Symmetric int8 quantization (zero points 0), as quantization tools write it with
+    symmetric activations: DequantizeLinear on x (per-tensor scale) and on the weight, the
+    product in f32; the int8 tensor cores sum it in int32. constant_weight: w [K][N] a constant
+    with a scale per output column (stored K-major at compile time), a bias, the result in bf16
+    (quantized to int8 again, its ties moved by f32's rounding would fail an exact check), 1000
+    rows (ragged), K = 512; else w an input [N][K] (read
+    K-major as it is) with a scale per row, the result in f32, K = 4096 (sums past 2^24: f32
+    holds them rounded), N = 1001 (odd: the threads store the rows)."""
+    rng = np.random.default_rng(19)
+    I8 = TensorProto.INT8
+    if constant_weight:
+        m, k, n = 1000, 512, 768
+        w = numpy_helper.from_array(rng.integers(-127, 128, (k, n)).astype(np.int8), "w")
+        sw = numpy_helper.from_array(rng.uniform(0.001, 0.01, n).astype(np.float32), "sw")
+        nodes = [
+            helper.make_node("DequantizeLinear", ["x", "sx"], ["xd"]),
+            helper.make_node("DequantizeLinear", ["w", "sw"], ["wd"], axis=1),
+            helper.make_node("MatMul", ["xd", "wd"], ["p"]),
+            helper.make_node("Add", ["p", "b"], ["s"]),
+            helper.make_node("Cast", ["s"], ["y"], to=TensorProto.BFLOAT16),
+        ]
+        inputs = [helper.make_tensor_value_info("x", I8, [m, k]), helper.make_tensor_value_info("sx", TensorProto.FLOAT, [])]
+        outputs = [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [m, n])]
+        inits = [w, sw, numpy_helper.from_array(rng.uniform(-1, 1, n).astype(np.float32), "b")]
+        save("gemm_int8_constant_weight_per_column", nodes, inputs, outputs, inits, int8_linear.__doc__)
+    else:
+        m, k, n = 256, 4096, 1001
+        nodes = [
+            helper.make_node("DequantizeLinear", ["x", "sx"], ["xd"]),
+            helper.make_node("DequantizeLinear", ["w", "sw"], ["wd"], axis=0),
+            helper.make_node("Transpose", ["wd"], ["wt"], perm=[1, 0]),
+            helper.make_node("MatMul", ["xd", "wt"], ["y"]),
+        ]
+        inputs = [helper.make_tensor_value_info("x", I8, [m, k]), helper.make_tensor_value_info("sx", TensorProto.FLOAT, []),
+                  helper.make_tensor_value_info("w", I8, [n, k]), helper.make_tensor_value_info("sw", TensorProto.FLOAT, [n])]
+        outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [m, n])]
+        save("gemm_int8_xwt_per_row_odd_n", nodes, inputs, outputs, [], int8_linear.__doc__)
+
+
 if __name__ == "__main__":
     block_scales()
     block_scales(weight_blocks=True)
@@ -168,3 +208,5 @@ if __name__ == "__main__":
     constant_weight(E5M2, "e5m2")
     amax_of_output(1000, 1024, "gemm_fp8_e4m3_amax_of_unstored_output", of_cast=False)
     amax_of_output(333, 1001, "gemm_fp8_e4m3_amax_of_cast_output_odd_n", of_cast=True)
+    int8_linear(constant_weight=True)
+    int8_linear(constant_weight=False)

@@ -15,6 +15,7 @@
 #include "frontend/onnx/importer.h"
 #include "passes/pipeline.h"
 #include "reference/interpreter.h"
+#include "runtime/memory_plan.h"
 #include "testing/random_inputs.h"
 
 namespace tilefuse {
@@ -27,7 +28,7 @@ Graph Load(const std::string& path) {
   EXPECT_TRUE(model.ok()) << model.status().ToString();
   PassOptions passes;
   passes.fp8_products = true;
-  passes.k_major_weights.float8 = true;
+  passes.k_major_weights.eight_bit = true;
   auto graph = RunGraphPasses(std::move(model->graph), passes);
   EXPECT_TRUE(graph.ok()) << graph.status().ToString();
   return std::move(*graph);
@@ -94,6 +95,34 @@ TEST(CudaAmaxFoldTest, AnAmaxOfAValueOnlyItReadsIsTakenInTheEpilogueAndTheValueI
     }
   }
   EXPECT_EQ(folded, 1);
+}
+
+// The memory plan as the backend makes it holds: no step writes or reads the unstored y (a
+// step reading it would read a buffer nothing wrote: the planner refuses that).
+TEST(CudaAmaxFoldTest, TheUnstoredValueHasNoMemoryAndThePlanHolds) {
+  for (const char* model : {"tests/gemm/gemm_bias_relu_amax_ragged_bf16.onnxtxt", "bench/cases/fp8/gemm_e4m3_amax_4096.onnx"}) {
+    SCOPED_TRACE(model);
+    const Graph g = Load(model);
+    CudaTarget target;
+    target.gemm = GemmPath::kTemplate;
+    StatusOr<CudaPlan> plan = PlanFusionForCuda(g, PlannerOptions{}, target);
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    StatusOr<CudaProgram> program = BuildCudaProgram(g, plan->plan, FindInlinedGenerators(g), "", {}, target);
+    ASSERT_TRUE(program.ok()) << program.status().ToString();
+    Schedule schedule = ScheduleFromFusionPlan(g, plan->plan);
+    WriteGroupedOutputsAtTheirKernel(*program, schedule);
+    std::vector<std::vector<int>> touched(program->groups.size());  // the nodes each kernel's arguments name
+    for (const CudaGroupProgram& p : program->groups)
+      if (p.kernel) touched[static_cast<size_t>(p.group)] = GraphValuesOf(p.kernel->source.launch);
+    AddStepReads(touched, schedule);
+    const int y = AbsInput(g);
+    for (const ScheduleStep& step : schedule.steps) {
+      for (int b : step.reads) EXPECT_NE(schedule.buffers[static_cast<size_t>(b)].node, y) << step.name << " reads y";
+      for (int b : step.writes) EXPECT_NE(schedule.buffers[static_cast<size_t>(b)].node, y) << step.name << " writes y";
+    }
+    const Status planned = PlanMemory(schedule).status();
+    EXPECT_TRUE(planned.ok()) << planned.ToString();
+  }
 }
 
 // y is a graph output: still stored, its amax taken in the same epilogue ([1, 1], kept dims).

@@ -373,10 +373,10 @@ CudaGroupProgram ProgramForGroup(const Graph& g, const FusionGroup& group, const
       }
       p.why_library = fused.status().message();
       ReadOperandViewsInPlace(g, group, split, prologues, inlined, target, p);
-      // cuBLASLt's FP8 products (scales, K-major operands) are not wired: such a product
-      // off the template runs on the host, and says so.
-      if (IsFloat8(g.node(g.node(split.matmul).inputs[0]).dtype))
-        return host("an FP8 product the GEMM template does not take: " + p.why_library);
+      // cuBLASLt's FP8 and int8 products (scales, K-major operands) are not wired: such a
+      // product off the template runs on the host, and says so.
+      if (const DType operands = g.node(g.node(split.matmul).inputs[0]).dtype; IsFloat8(operands) || operands == DType::kI8)
+        return host(fmt::format("an {} product the GEMM template does not take: {}", operands == DType::kI8 ? "int8" : "FP8", p.why_library));
       if (library.ok()) {
         p.lt_epilogue = ToLtEpilogue(*library);
         p.lt_bias = library->bias;
@@ -966,10 +966,12 @@ void WriteGroupedOutputsAtTheirKernel(const CudaProgram& program, Schedule& sche
         for (int b : dropped) std::erase(step.reads, b);
       dropped.clear();
     }
-    for (int b : p.unstored_outputs) {  // (an amax's u: its reader computes it in this kernel)
-      std::erase(schedule.steps.at(p.group).writes, b);
-      for (ScheduleStep& step : schedule.steps) std::erase(step.reads, b);
-    }
+    for (int node : p.unstored_outputs)  // (an amax's u: its reader's ops run in this kernel)
+      for (size_t b = 0; b < schedule.buffers.size(); ++b) {
+        if (schedule.buffers[b].node != node) continue;
+        std::erase(schedule.steps.at(p.group).writes, static_cast<int>(b));
+        for (ScheduleStep& step : schedule.steps) std::erase(step.reads, static_cast<int>(b));
+      }
     if (p.grouped_into >= 0 || p.launched_with >= 0) {
       ScheduleStep& own = schedule.steps.at(p.group);
       ScheduleStep& into = schedule.steps.at(p.grouped_into >= 0 ? p.grouped_into : p.launched_with);

@@ -216,6 +216,8 @@ class GemmEmitter {
     if (c_.splits < 1 || c_.splits > KSteps(g_))
       return InvalidArgument(fmt::format("{}: {} split-K units for {} steps of K", g_.name, c_.splits, KSteps(g_)));
     if (c_.splits > 1 && *c_.pingpong) return InvalidArgument(fmt::format("{}: split-K needs cooperative consumers", g_.name));
+    if (g_.operand_dtype == DType::kI8 && (*c_.promote || *c_.overlap_epilogue || g_.scale_blocks))
+      return InvalidArgument(fmt::format("{}: int8 products sum in int32 (exact): not promoted, no block scales, the epilogue in the tail", g_.name));
     if (*c_.overlap_epilogue && g_.dtype == DType::kF32 && !IsFloat8(g_.operand_dtype))
       return InvalidArgument(fmt::format("{}: an overlapped epilogue holds half-precision products or FP8 products' sums, not other f32 ones",
                                          g_.name));
@@ -235,6 +237,7 @@ class GemmEmitter {
   std::string OperandsWord() const {
     if (g_.operand_dtype == DType::kF32) return g_.split_f32 ? fmt::format(" 3xTF32{}", *c_.promote ? ", promoted" : "") : " TF32";
     if (IsFloat8(g_.operand_dtype)) return fmt::format(" FP8 {}{}", DTypeName(g_.operand_dtype), *c_.promote ? ", promoted" : "");
+    if (g_.operand_dtype == DType::kI8) return " int8, int32 sums";
     return "";
   }
 

@@ -66,7 +66,7 @@ GemmSearchSpace GemmCandidates(const GemmTemplateKernel& gemm, int sm_count, std
   // by latency more than by reading B. A ring of 8 stages beside the rule's keeps more of B in
   // flight an SM (cuBLAS runs LLaMA-style's gate at 128 rows in 11 stages of 64x88 tiles; 12
   // stages were never faster than 8 on its products, H200, 2026-12-02).
-  if (gemm_layout::Tiles(gemm, 128, 128) * 2 <= sm_count && !IsFloat8(gemm.operand_dtype))
+  if (gemm_layout::Tiles(gemm, 128, 128) * 2 <= sm_count && !IsFloat8(gemm.operand_dtype) && gemm.operand_dtype != DType::kI8)
     for (int block_m : {64, 128})
       for (int block_n : {64, 128})
         for (int splits : {1, 2, 3, 4, 6, 8, 12})

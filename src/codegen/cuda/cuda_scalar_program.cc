@@ -148,6 +148,7 @@ const char* TileElementType(DType dtype) {
     case DType::kF16: return "tf::F16";
     case DType::kF8E4M3: return "tf::E4m3";
     case DType::kF8E5M2: return "tf::E5m2";
+    case DType::kI8: return "tf::S8";
     default: return "tf::F32";
   }
 }

@@ -154,6 +154,13 @@ struct GemmShape : Config {
                 "gemm_sm90 holds f32 sums of FP8 products of at most 128 columns a tile, without block scales");
   static_assert(!Config::kPromote || ((Element::kBytes == 1 || kSplitTf32) && (!Config::kOverlap || kHeldF32)),
                 "gemm_sm90 promotes FP8 and 3xTF32 sums only, an overlapped epilogue beside FP8 sums held in f32");
+  // int8 (S8): the tensor cores sum in int32, exactly (K up to 2^31 / 127^2, 133144), into
+  // int32 accumulators (Accumulator), which everything after the main loop reads as f32 values
+  // (an epilogue's `acc`, split-K's partials). Not promoted, not held for an overlapped epilogue.
+  static constexpr bool kInt8 = kSameType<Element, S8>;
+  using Accumulator = typename Mma<Element>::Accumulator;
+  static_assert(!kInt8 || (!Config::kPromote && !Config::kOverlap && Config::kScaleBlocks == 0),
+                "gemm_sm90 sums int8 products in int32 without promotion, block scales or an overlapped epilogue");
   // A gated product (kGated): a tile computes kBN / 2 columns of N of two products of one A,
   // the gate's (its B from maps.b) in its first half and this product's (maps.more_b[0]) in
   // its second, so a thread holds column c of both (accumulator groups j and j + kOutBN / 8);

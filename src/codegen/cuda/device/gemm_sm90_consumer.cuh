@@ -9,7 +9,7 @@ template <class S>
 struct GemmConsumerState {
   int consumer, local, warp, lane;
   int rows;  // the product's rows a batch entry (GemmRows)
-  float d[S::kMBlocks][S::kBN / 2];  // the accumulators: the wgmma D fragments
+  typename S::Accumulator d[S::kMBlocks][S::kBN / 2];  // the accumulators: the wgmma D fragments (int32 for int8)
   // Promoted accumulation (kPromote, 8-bit floats and 3xTF32): a step's products, summed here
   // by the tensor cores, then added into d once retired, step[h] for the tile's column half h.
   // Hopper's FP8 MMA keeps about 14 bits of its sum (DeepSeek-V3's report, section 3.3.2),
@@ -75,7 +75,7 @@ __device__ __forceinline__ void GemmLoadA(const GemmSharedMemory<S>& sm, GemmCon
 template <class S, int kCols = S::kBN, int kFirstCol = 0>
 __device__ __forceinline__ void GemmIssueStepInto(const GemmSharedMemory<S>& sm, const GemmMaps& maps, GemmConsumerState<S>& c,
                                                   const TileCoordinates& t, int ks, int load_at,
-                                                  float (&into)[S::kMBlocks][kCols / 2], bool accumulate) {
+                                                  typename S::Accumulator (&into)[S::kMBlocks][kCols / 2], bool accumulate) {
   using Mma = tf::Mma<typename S::Element>;
   static_assert(kFirstCol == 0 || S::kBReadKMajor, "a part of B's columns is read K-major");
   // 3xTF32: this consumer reads its rows of A into registers once the slot has landed, while
@@ -91,7 +91,7 @@ __device__ __forceinline__ void GemmIssueStepInto(const GemmSharedMemory<S>& sm,
   const auto* b = (S::kSplitTransposesB ? sm.big_b : sm.tile_b) + c.ring.stage * S::kBN * S::kBK + kFirstCol * S::kBK;
   Warpgroup::Fence();
   using Storage = typename S::Element::Storage;
-  auto issue = [&](float(&acc)[kCols / 2], const Storage* tile_a, const Storage* tile_b, int mb, int kk, int accumulate) {
+  auto issue = [&](typename S::Accumulator(&acc)[kCols / 2], const Storage* tile_a, const Storage* tile_b, int mb, int kk, int accumulate) {
     Mma::template Shared<kCols, !S::kBReadKMajor, S::kAMnMajor>(
         acc,
         S::kAMnMajor ? SharedMatrix::MnMajor(tile_a + mb * 64 * S::kBK + kk * Mma::kK * 64, S::kBK * 128)

@@ -1,16 +1,17 @@
 // tilefuse tile library, typed part: the element types the compute-bound templates are
 // instantiated on, and Mma<Element>, Hopper's warpgroup MMA (wgmma) for each of them.
 //
-//   Bf16, F16, F32, Tf32, E4m3, E5m2  element types: storage, bytes, conversions (Tf32::Small:
+//   Bf16, F16, F32, Tf32, E4m3, E5m2, S8  element types: storage, bytes, conversions (Tf32::Small:
 //                               the part of an f32 value the TF32 tensor cores do not read, 3xTF32)
-//   Mma<Element>                m64nNkK with f32 accumulators; kK is 32 bytes of the element
-//                               (16 for bf16/f16, 8 for tf32, 32 for e4m3/e5m2)
+//   Mma<Element>                m64nNkK with f32 accumulators (int32 for S8: Mma::Accumulator);
+//                               kK is 32 bytes of the element (16 for bf16/f16, 8 for tf32, 32
+//                               for e4m3/e5m2/int8)
 //     ::Shared<N, BMnMajor, AMnMajor>  A and B from shared memory (wgmma descriptors)
 //     ::Registers<N, BMnMajor>  A from registers (four 32-bit words a thread: a warpgroup's
 //                               fragment), B from shared memory: attention's P·V, 3xTF32's A
 //                               (bf16, f16 and tf32; tf32 reads B K-major)
 //
-// Only the 16-bit types read A or B transposed (MN-major, wgmma's imm-trans-a/b); tf32 and FP8 read
+// Only the 16-bit types read A or B transposed (MN-major, wgmma's imm-trans-a/b); tf32, FP8 and int8 read
 // both operands K-major, and asking otherwise fails to compile. N is a multiple of 16 up to
 // 256 (wgmma_operands.cuh lists them).
 #pragma once
@@ -86,6 +87,12 @@ struct E5m2 {
   }
 };
 
+// int8 (symmetric quantization's values): one byte a value, products summed in int32 (exact).
+struct S8 {
+  using Storage = signed char;
+  static constexpr int kBytes = 1;
+};
+
 // ---- the instruction, spelt per form ----
 // Operands i0.. are the ones after the N/2 accumulators (TF_WGMMA_NEXT_<N>). The accumulate
 // flag arrives as a register and becomes a predicate; scale A and scale B are 1.
@@ -114,6 +121,13 @@ struct E5m2 {
   asm volatile(TF_WGMMA_PREDICATE(i2) TF_WGMMA_SHAPE(N, K, TYPE) TF_WGMMA_ACC_##N "}, %" #i0 ", %" #i1 ", p, 1, 1;\n}\n" \
                : TF_WGMMA_OUT_##N(d)                                                                                \
                : "l"(desc_a), "l"(desc_b), "r"(accumulate))
+// int8, A and B by descriptor, both K-major, int32 accumulators: integer wgmma takes no scale
+// operands (a mismatch for ptxas).
+#define TF_WGMMA_SS_INT8_AT(N, i0, i1, i2, i3, i4, i5, i6)                                                            \
+  asm volatile(TF_WGMMA_PREDICATE(i2) "wgmma.mma_async.sync.aligned.m64n" #N "k32.s32.s8.s8 {" TF_WGMMA_ACC_##N "}, %" #i0 \
+               ", %" #i1 ", p;\n}\n"                                                                                  \
+               : TF_WGMMA_IOUT_##N(d)                                                                               \
+               : "l"(desc_a), "l"(desc_b), "r"(accumulate))
 // The operand numbers of N expanded before the form sees them.
 #define TF_WGMMA_APPLY(FORM, ...) FORM(__VA_ARGS__)
 // One `else if constexpr` per N: the front end parses each operand list once per form, and
@@ -130,12 +144,23 @@ struct E5m2 {
   }
 #define TF_WGMMA_RS_TF32_CASE(N) \
   else if constexpr (kN == N) TF_WGMMA_APPLY(TF_WGMMA_RS_TF32_AT, N, TF_WGMMA_NEXT_##N);
+#define TF_WGMMA_INT8_CASE(N) \
+  else if constexpr (kN == N) TF_WGMMA_APPLY(TF_WGMMA_SS_INT8_AT, N, TF_WGMMA_NEXT_##N);
 #define TF_WGMMA_KMAJOR_CASE(N)                                                                  \
   else if constexpr (kN == N) {                                                                  \
     if constexpr (kTf32) TF_WGMMA_APPLY(TF_WGMMA_SS_KMAJOR_AT, tf32, 8, N, TF_WGMMA_NEXT_##N);   \
     else if constexpr (kE4m3) TF_WGMMA_APPLY(TF_WGMMA_SS_KMAJOR_AT, e4m3, 32, N, TF_WGMMA_NEXT_##N); \
     else TF_WGMMA_APPLY(TF_WGMMA_SS_KMAJOR_AT, e5m2, 32, N, TF_WGMMA_NEXT_##N);                  \
   }
+
+template <bool kFirst, class T, class F>
+struct Pick {
+  using type = T;
+};
+template <class T, class F>
+struct Pick<false, T, F> {
+  using type = F;
+};
 
 template <class T, class U>
 inline constexpr bool kSameType = false;
@@ -145,13 +170,16 @@ inline constexpr bool kSameType<T, T> = true;
 template <class Element>
 struct Mma {
   static constexpr bool kSixteenBit = kSameType<Element, Bf16> || kSameType<Element, F16>;
-  static_assert(kSixteenBit || kSameType<Element, Tf32> || kSameType<Element, E4m3> || kSameType<Element, E5m2>,
-                "Mma: bf16, f16, tf32, e4m3 or e5m2");
+  static constexpr bool kInt8 = kSameType<Element, S8>;
+  static_assert(kSixteenBit || kSameType<Element, Tf32> || kSameType<Element, E4m3> || kSameType<Element, E5m2> || kInt8,
+                "Mma: bf16, f16, tf32, e4m3, e5m2 or int8");
+  // The accumulators' type: int32 sums of int8 products, f32 otherwise.
+  using Accumulator = typename Pick<kInt8, int, float>::type;
   static constexpr int kK = 32 / Element::kBytes;  // the reduction depth of one instruction
 
   // d (+)= A·B for a 64 × N tile, A and B in shared memory; accumulate = 0 overwrites d.
   template <int N, bool BMnMajor, bool AMnMajor = false>
-  static __device__ __forceinline__ void Shared(float (&d)[N / 2], unsigned long long desc_a, unsigned long long desc_b,
+  static __device__ __forceinline__ void Shared(Accumulator (&d)[N / 2], unsigned long long desc_a, unsigned long long desc_b,
                                                 int accumulate) {
     constexpr int kN = N;
     constexpr bool kBf16 = kSameType<Element, Bf16>, kTf32 = kSameType<Element, Tf32>, kE4m3 = kSameType<Element, E4m3>;
@@ -161,6 +189,9 @@ struct Mma {
     else if constexpr (kSixteenBit) {
       if constexpr (false) {}
       TF_WGMMA_FOR_EACH_N(TF_WGMMA_SS16_CASE)
+    } else if constexpr (kInt8) {
+      if constexpr (false) {}
+      TF_WGMMA_FOR_EACH_N(TF_WGMMA_INT8_CASE)
     } else {
       if constexpr (false) {}
       TF_WGMMA_FOR_EACH_N(TF_WGMMA_KMAJOR_CASE)

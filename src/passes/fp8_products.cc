@@ -111,6 +111,8 @@ std::optional<Fp8Product> MatchFp8Product(const Graph& g, const Node& product, b
   // written, dequantized on the GPU, rather than a block_scaled_matmul only the host computes.
   // int8 sums are exact: block scales stay as written there.
   if (p.blocks != 0 && ((qa.shape.back() / p.blocks) % 128 != 0 || qa.dtype == DType::kI8)) return std::nullopt;
+  // int8 sums in int32: exact while K · 128² stays below 2^31.
+  if (qa.dtype == DType::kI8 && qa.shape.back() >= (int64_t{1} << 17)) return std::nullopt;
   p.a = *da;
   p.b = *db;
   return p;

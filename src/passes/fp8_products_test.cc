@@ -157,8 +157,9 @@ TEST(Fp8ProductsTest, SymmetricInt8ProductsBecomeInt8ProductsScaledAfter) {
 }
 
 // Asymmetric int8 and uint8 (a zero point that is not 0, onnxruntime's default for
-// activations) and int8 block scales stay as written: their products compute dequantized.
-TEST(Fp8ProductsTest, AsymmetricOrBlockScaledInt8StaysAsWritten) {
+// activations) and int8 over K of 2^17 or more (int32 sums could overflow) stay as written:
+// their products compute dequantized.
+TEST(Fp8ProductsTest, AsymmetricOrLongInt8StaysAsWritten) {
   GraphBuilder b;
   Value w = b.Constant(Tensor::Random(DType::kI8, {256, 16}, 3));
   Value sw = b.Scalar(0.01, DType::kF32);
@@ -167,6 +168,9 @@ TEST(Fp8ProductsTest, AsymmetricOrBlockScaledInt8StaysAsWritten) {
   b.Output(b.MatMul(shifted, Dequantize(b, w, sw)), "zero_point");
   Value u = b.Parameter("u", DType::kU8, {16, 256});
   b.Output(b.MatMul(Dequantize(b, u, b.Scalar(0.1, DType::kF32)), Dequantize(b, w, sw)), "uint8");
+  // K = 2^17: int32 sums of products up to 128² could overflow.
+  Value long_x = b.Parameter("long_x", DType::kI8, {16, 1 << 17}), long_w = b.Parameter("long_w", DType::kI8, {16, 1 << 17});
+  b.Output(b.MatMul(Dequantize(b, long_x, sw), b.Transpose(Dequantize(b, long_w, sw), {1, 0})), "long_k");
   auto graph = b.Build();
   ASSERT_TRUE(graph.ok()) << graph.status().ToString();
   auto rewritten = MakeFp8Products(*graph, Fp8ProductOptions{.block_scales = true});

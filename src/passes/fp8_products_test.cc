@@ -176,7 +176,9 @@ TEST(Fp8ProductsTest, AsymmetricOrLongInt8StaysAsWritten) {
   auto rewritten = MakeFp8Products(*graph, Fp8ProductOptions{.block_scales = true});
   ASSERT_TRUE(rewritten.ok()) << rewritten.status().ToString();
   for (const Node& n : rewritten->nodes())
-    if (n.op == OpCode::kMatMul) EXPECT_EQ(rewritten->node(n.inputs[0]).dtype, DType::kF32) << "dequantized, as written";
+    if (n.op == OpCode::kMatMul) {
+      EXPECT_EQ(rewritten->node(n.inputs[0]).dtype, DType::kF32) << "dequantized, as written";
+    }
 }
 
 // A zero point of zeros (QuantizeLinear's output type for 8-bit floats) is no obstacle.

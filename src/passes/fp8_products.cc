@@ -20,8 +20,9 @@ struct Dequantized {
   int scale = -1;      // what it is multiplied by, before the broadcast (f32)
 };
 
-// `id` as [cast](cast(q) · s), the outer cast to the product's type absent for an f32 one.
-std::optional<Dequantized> MatchDequantized(const Graph& g, int id) {
+// `id` as [cast](cast(q) · s), the outer cast to the product's type absent for an f32 one;
+// q of int8 only with `int8`.
+std::optional<Dequantized> MatchDequantized(const Graph& g, int id, bool int8) {
   const Node* n = &g.node(id);
   if (n->op == OpCode::kCast) n = &g.node(n->inputs[0]);
   if (n->op != OpCode::kMul || n->dtype != DType::kF32) return std::nullopt;
@@ -34,7 +35,7 @@ std::optional<Dequantized> MatchDequantized(const Graph& g, int id) {
     if (value->op != OpCode::kCast) continue;
     const Node& q = g.node(value->inputs[0]);
     // Hopper's tensor cores take e4m3, e5m2 and int8; the FNUZ forms compute as written.
-    if ((IsFloat8(q.dtype) && !IsFloat8Fnuz(q.dtype)) || q.dtype == DType::kI8) return Dequantized{q.id, Unbroadcast(g, n->inputs[1 - side])};
+    if ((IsFloat8(q.dtype) && !IsFloat8Fnuz(q.dtype)) || (int8 && q.dtype == DType::kI8)) return Dequantized{q.id, Unbroadcast(g, n->inputs[1 - side])};
   }
   return std::nullopt;
 }
@@ -79,7 +80,8 @@ struct Fp8Product {
   int64_t blocks = 0;
 };
 
-std::optional<Fp8Product> MatchFp8Product(const Graph& g, const Node& product, bool block_scales) {
+std::optional<Fp8Product> MatchFp8Product(const Graph& g, const Node& product, const Fp8ProductOptions& options) {
+  const bool block_scales = options.block_scales;
   const Node &a = g.node(product.inputs[0]), &b = g.node(product.inputs[1]);
   // B shared by every batch entry, and K rows of whole 16-byte units (TMA's row strides).
   if (a.rank() < 2 || b.rank() != 2 || a.shape.back() % 16 != 0) return std::nullopt;
@@ -89,7 +91,7 @@ std::optional<Fp8Product> MatchFp8Product(const Graph& g, const Node& product, b
     p.b_transposed = true;
     b_value = b.inputs[0];
   }
-  std::optional<Dequantized> da = MatchDequantized(g, a.id), db = MatchDequantized(g, b_value);
+  std::optional<Dequantized> da = MatchDequantized(g, a.id, options.int8), db = MatchDequantized(g, b_value, options.int8);
   if (!da || !db) return std::nullopt;
   const Node &qa = g.node(da->quantized), &qb = g.node(db->quantized);
   // One tensor-core type a kernel; B K-major: wᵀ read from w, or a constant stored so.
@@ -123,7 +125,7 @@ std::optional<Fp8Product> MatchFp8Product(const Graph& g, const Node& product, b
 StatusOr<Graph> MakeFp8Products(const Graph& graph, const Fp8ProductOptions& options) {
   GraphRewriter rewriter(graph);
   for (const Node& node : graph.nodes()) {
-    const std::optional<Fp8Product> p = node.op == OpCode::kMatMul ? MatchFp8Product(graph, node, options.block_scales) : std::nullopt;
+    const std::optional<Fp8Product> p = node.op == OpCode::kMatMul ? MatchFp8Product(graph, node, options) : std::nullopt;
     if (!p) {
       rewriter.CopyNode(node);
       continue;

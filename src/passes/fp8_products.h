@@ -40,6 +40,7 @@ namespace tilefuse {
 
 struct Fp8ProductOptions {
   bool block_scales = false;  // products with block scales too (else they stay as written)
+  bool int8 = false;          // symmetric int8 products too (else they stay as written)
 };
 
 StatusOr<Graph> MakeFp8Products(const Graph& graph, const Fp8ProductOptions& options = {});

@@ -140,8 +140,14 @@ TEST(Fp8ProductsTest, SymmetricInt8ProductsBecomeInt8ProductsScaledAfter) {
   b.Output(b.MatMul(xd, b.Transpose(Dequantize(b, w, sw), {1, 0})), "y");
   auto graph = b.Build();
   ASSERT_TRUE(graph.ok()) << graph.status().ToString();
-  auto rewritten = MakeFp8Products(*graph);
+  auto rewritten = MakeFp8Products(*graph, Fp8ProductOptions{.int8 = true});
   ASSERT_TRUE(rewritten.ok()) << rewritten.status().ToString();
+  auto asked_not = MakeFp8Products(*graph);
+  ASSERT_TRUE(asked_not.ok());
+  for (const Node& n : asked_not->nodes())
+    if (n.op == OpCode::kMatMul) {
+      EXPECT_EQ(asked_not->node(n.inputs[0]).dtype, DType::kF32) << "int8 products only where asked for";
+    }
   int int8_products = 0;
   for (const Node& n : rewritten->nodes())
     if (n.op == OpCode::kMatMul) {
@@ -173,7 +179,7 @@ TEST(Fp8ProductsTest, AsymmetricOrLongInt8StaysAsWritten) {
   b.Output(b.MatMul(Dequantize(b, long_x, sw), b.Transpose(Dequantize(b, long_w, sw), {1, 0})), "long_k");
   auto graph = b.Build();
   ASSERT_TRUE(graph.ok()) << graph.status().ToString();
-  auto rewritten = MakeFp8Products(*graph, Fp8ProductOptions{.block_scales = true});
+  auto rewritten = MakeFp8Products(*graph, Fp8ProductOptions{.block_scales = true, .int8 = true});
   ASSERT_TRUE(rewritten.ok()) << rewritten.status().ToString();
   for (const Node& n : rewritten->nodes())
     if (n.op == OpCode::kMatMul) {

@@ -106,7 +106,7 @@ StatusOr<Graph> RunGraphPasses(Graph graph, const PassOptions& options, PassTime
   RETURN_IF_ERROR(passes.Verify());
   RETURN_IF_ERROR(passes.Run("infer", InferTypes));
   // Before the folding of constants, which would dequantize a constant weight to f32.
-  auto fp8_products = [&](const Graph& g) { return MakeFp8Products(g, {.block_scales = options.fp8_block_scales}); };
+  auto fp8_products = [&](const Graph& g) { return MakeFp8Products(g, {.block_scales = options.fp8_block_scales, .int8 = options.int8_products}); };
   if (options.fp8_products) RETURN_IF_ERROR(passes.Run("fp8-products", fp8_products));
   // Transposes of weights the CUDA backend reads K-major stay (FoldConstantsOptions).
   const FoldConstantsOptions fold{.k_major = options.k_major_weights};

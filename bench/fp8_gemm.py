@@ -353,9 +353,7 @@ def main():
         path = os.path.join(a.models, model_name("i8", n, n, n) + ".onnx")
         if not os.path.exists(path):
             continue
-        os.environ["TILEFUSE_INT8_PRODUCTS"] = "1"  # (off by default until checked on a GPU)
         ours = tilefuse_us(a.tilefuse, path)
-        del os.environ["TILEFUSE_INT8_PRODUCTS"]
         fp8 = tilefuse_us(a.tilefuse, os.path.join(a.models, model_name("e4m3", n, n, n) + ".onnx"))[0]
         bf16 = tilefuse_us(a.tilefuse, os.path.join(a.models, model_name("bf16", n, n, n) + ".onnx"))[0]
         p = int8_peers(n)

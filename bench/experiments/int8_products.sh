@@ -16,7 +16,6 @@ OUT=${2:?output folder}
 STAGES=${STAGES:-checks time}
 source "$(dirname "$0")/template_checks.sh"
 open_bundle int8-products.log
-export TILEFUSE_INT8_PRODUCTS=1  # (off by default until this has run)
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$log"
 if [[ " $STAGES " == *" checks "* ]]; then
   for m in tests/gemm/gemm_int8_*.onnx; do

@@ -54,8 +54,8 @@ struct PassOptions {
   // step), else they compute as written (the CUDA backend's default: on;
   // TILEFUSE_FP8_BLOCK_SCALES=0 switches it off).
   bool fp8_block_scales = false;
-  // And symmetric int8 products on the int8 tensor cores (TILEFUSE_INT8_PRODUCTS=1 until they
-  // have run on a GPU), else they compute dequantized.
+  // And symmetric int8 products on the int8 tensor cores (the CUDA backend's default: on;
+  // TILEFUSE_INT8_PRODUCTS=0 switches it off), else they compute dequantized.
   bool int8_products = false;
   // The CUDA backend lowers attention_grad_* the attention backward template takes (bf16/f16,
   // head dim 64 or 128, d == dv) to it; the rest are rewritten (passes/attention_grads.h).

@@ -36,7 +36,7 @@ void CompileForHopper(const std::string& path, bool fuse, AttentionPath attentio
   PassOptions passes;
   passes.channels_last = channels_last;  // as the CUDA backend passes graphs (TILEFUSE_CHANNELS_LAST=0: NCHW)
   passes.fp8_products = true;            // and its FP8 products, their weights K-major
-  passes.int8_products = true;           // (and int8 ones, asked for by TILEFUSE_INT8_PRODUCTS=1)
+  passes.int8_products = true;           // and its int8 ones
   passes.k_major_weights.eight_bit = true;
   auto graph = RunGraphPasses(std::move(model->graph), passes);
   ASSERT_TRUE(graph.ok()) << graph.status().ToString();

@@ -622,9 +622,8 @@ std::string GemmEpilogueStruct(const GemmTemplateKernel& g, int staged, int stag
   for (size_t b = 0; b < k.buffers.size(); ++b)
     if (GemmPassesBuffer(g, k.buffers[b]))
       out += fmt::format("    {}{}* __restrict__ b{};\n", k.buffers[b].is_output ? "" : "const ", StorageType(k.buffers[b].dtype), b);
-  // The amax's output, and this thread's largest |u| so far as its bits (non-negative floats
-  // order as their bits do; a NaN's are above every number's: it wins, as in ReduceMax).
-  if (g.amax) out += fmt::format("    {}* __restrict__ amax_out;\n    mutable unsigned tf_amax = 0u;\n", StorageType(g.amax->dtype));
+  // The amax's output, and this thread's largest |u| so far (GemmAmaxUpdate).
+  if (g.amax) out += fmt::format("    {}* __restrict__ amax_out;\n    mutable float tf_amax = 0.0f;\n", StorageType(g.amax->dtype));
   // (A gated product's epilogue takes its gate's value too, one reading a partner column that.)
   out += fmt::format("    __device__ __forceinline__ float operator()(tf_index_t row, int col, float acc, float loaded{}{}) const {{\n",
                      g.gate_value >= 0 ? ", float gate" : "", g.partner != 0 ? ", float partner" : "");

@@ -56,12 +56,13 @@ struct GemmMaps {
   unsigned* amax = nullptr;
 };
 
-// An amax's running max (the bits of the largest |value| so far) taking `value`: a
-// non-negative float orders as its bits do, and a NaN's bits are above every number's, so a
-// NaN wins as it does in ReduceMax.
-__device__ __forceinline__ unsigned GemmAmaxUpdate(unsigned running, float value) {
-  const unsigned bits = __float_as_uint(fabsf(value));
-  return bits > running ? bits : running;
+// An amax's running max (the largest |value| so far) taking `value`: PTX's max.NaN, a NaN
+// winning as it does in ReduceMax; one FMNMX an element, the |·| its operand's modifier (the
+// bits of |value| compared as integers took an FADD, an FSEL and half a VIMNMX3).
+__device__ __forceinline__ float GemmAmaxUpdate(float running, float value) {
+  float larger;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(larger) : "f"(running), "f"(fabsf(value)));
+  return larger;
 }
 
 // ---- A loaders: one K step of A's tile t.m into a ring slot ----

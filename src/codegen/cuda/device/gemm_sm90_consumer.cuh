@@ -557,7 +557,8 @@ namespace tf {
 // order: each warp's max is fenced before its count, and the last fences before reading.
 template <class S, class Epilogue>
 __device__ __forceinline__ void GemmAmaxFinish(const Epilogue& epilogue, const GemmConsumerState<S>& c, unsigned* __restrict__ words) {
-  const unsigned warp_max = __reduce_max_sync(0xffffffffu, epilogue.tf_amax);
+  // (A non-negative float orders as its bits do, and a NaN's are above every number's.)
+  const unsigned warp_max = __reduce_max_sync(0xffffffffu, __float_as_uint(epilogue.tf_amax));
   if (c.lane != 0) return;
   atomicMax(words, warp_max);
   __threadfence();

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <functional>
 
+#include "backend/cuda/cuda_amax_fold.h"
 #include "backend/cuda/cuda_attention_backward_program.h"
 #include "backend/cuda/cuda_cache_update_fold.h"
 #include "backend/cuda/cuda_projection_fold.h"
@@ -22,7 +23,6 @@
 #include "codegen/cuda/cuda_template_kernels.h"
 #include "support/env_switch.h"
 #include "codegen/gemm_library_epilogue.h"
-#include "codegen/gemm_amax.h"
 #include "codegen/gemm_gates.h"
 #include "codegen/gemm_n_groups.h"
 #include "codegen/gemm_row_norms.h"
@@ -672,80 +672,33 @@ void FoldNormsIntoSkinnyProducts(const Graph& g, const FusionPlan& plan, const C
   }
 }
 
-// Amaxes in their products' epilogues (codegen/gemm_amax.h): a generated reduction group that
-// computes ReduceMax(Abs(u)) over all of a value u and otherwise only elementwise ops of a GEMM
-// template group's outputs (the quantization of the product's output: its scales, the division,
-// the cast) becomes part of that group's kernel: its elementwise ops join the product's epilogue
-// and the amax is taken there. It keeps no kernel (grouped_into) and its outputs are written at
-// that step; the product's outputs only it read are no longer stored (unstored_outputs). Its
-// other inputs must be written before the product's step. The tuner's library alternative goes
-// (cuBLASLt's call would not compute the amax).
+// Amaxes in their products' epilogues (backend/cuda/cuda_amax_fold.h): the reduction group
+// keeps no kernel (grouped_into) and its outputs are written at the product's step; the
+// product's outputs only it read are no longer stored (unstored_outputs). The tuner's library
+// alternative goes (cuBLASLt's call would not compute the amax).
 void FoldAmaxesIntoProducts(const Graph& g, const FusionPlan& plan, const std::vector<bool>& inlined, const CudaTarget& target,
                             CudaProgram& program) {
   if (!target.overrides.amax_in_epilogue || target.arch != "sm_90a") return;
-  const std::vector<int> written_at = StepOfEachNode(g, plan);
-  const std::vector<std::vector<int>> users = g.ComputeUsers();
-  std::vector<bool> graph_output(g.num_nodes(), false);
-  for (const Graph::Output& o : g.outputs()) graph_output[o.node] = true;
+  AmaxFolds folds(g, plan, inlined, target.tf32, target.symbolic);
   for (size_t r = 0; r < program.groups.size(); ++r) {
     CudaGroupProgram& reduction = program.groups[r];
-    const FusionGroup& group = plan.groups[r];
-    if (group.kind != GroupKind::kReduction && group.kind != GroupKind::kRowReduction) continue;
     if (reduction.mode != CudaGroupProgram::Mode::kGenerated || !reduction.kernel || reduction.launched_with >= 0 || reduction.grouped_into >= 0)
       continue;
-    std::vector<bool> member(g.num_nodes(), false);
-    for (int id : group.nodes) member[id] = true;
-    std::optional<AmaxMatch> amax;
-    for (int out : group.outputs)
-      if (!amax) amax = MatchAmax(g, out, member);
-    if (!amax) continue;
-    // The amax's ops read by nothing else: the group's other members join the product's epilogue.
-    const bool own_ops = std::all_of(amax->ops.begin(), amax->ops.end(), [&](int op) {
-      return op == amax->output || (!graph_output[op] && std::all_of(users[op].begin(), users[op].end(), [&](int u) {
-               return std::binary_search(amax->ops.begin(), amax->ops.end(), u);
-             }));
+    std::optional<AmaxFold> fold = folds.Fold(static_cast<int>(r), [&](int q) -> const GemmTemplateKernel* {
+      const CudaGroupProgram& own = program.groups[static_cast<size_t>(q)];
+      return own.grouped_into >= 0 || own.gated_into >= 0 || own.normed_into >= 0 ? nullptr : TemplateProblemOf(own);
     });
-    if (!own_ops) continue;
-    // The product: the template group that writes the last of what the reduction reads.
-    int q = -1;
-    for (int in : group.inputs) q = std::max(q, written_at[in]);
-    if (q < 0 || !TemplateProblemOf(program.groups[static_cast<size_t>(q)])) continue;
-    CudaGroupProgram& own = program.groups[static_cast<size_t>(q)];
-    if (own.grouped_into >= 0 || own.gated_into >= 0 || own.normed_into >= 0) continue;
-    // The product's group with the reduction's members but the amax's own.
-    FusionGroup merged;
-    merged.id = plan.groups[static_cast<size_t>(q)].id;
-    merged.kind = GroupKind::kGemm;
-    std::vector<bool> in_merged(g.num_nodes(), false);
-    for (int id : plan.groups[static_cast<size_t>(q)].nodes) in_merged[id] = true;
-    for (int id : group.nodes)
-      if (!std::binary_search(amax->ops.begin(), amax->ops.end(), id)) in_merged[id] = true;
-    for (int id = 0; id < g.num_nodes(); ++id) {
-      if (!in_merged[id]) continue;
-      merged.nodes.push_back(id);
-      for (int in : g.node(id).inputs)
-        if (!in_merged[in]) merged.inputs.push_back(in);
-      if (graph_output[id] || std::any_of(users[id].begin(), users[id].end(), [&](int u) { return !in_merged[u]; })) merged.outputs.push_back(id);
-    }
-    std::sort(merged.inputs.begin(), merged.inputs.end());
-    merged.inputs.erase(std::unique(merged.inputs.begin(), merged.inputs.end()), merged.inputs.end());
-    if (const GroupClassification c = ClassifyGroup(g, merged.nodes); c.kind != GroupKind::kGemm || !c.decision.CanFuse()) continue;
-    StatusOr<GemmTemplateKernel> lowered = LowerGemmTemplate(g, merged, SplitGemmGroup(g, merged), inlined, target.tf32, target.symbolic);
-    if (!lowered.ok() || !AmaxFoldable(*lowered, amax->value).ok()) continue;
-    // u stored still where the graph or a reader beyond the kernel takes it.
-    const bool keep_stored = graph_output[amax->value] || std::any_of(users[amax->value].begin(), users[amax->value].end(), [&](int u) {
-                               return !in_merged[u] && !std::binary_search(amax->ops.begin(), amax->ops.end(), u);
-                             });
-    lowered->name = own.kernel->source.name;
-    GemmTemplateKernel folded = FoldAmax(std::move(*lowered), *amax, g.node(amax->output).dtype, keep_stored);
-    const std::vector<int> outputs = folded.outputs;
-    Kernel epilogue = folded.epilogue;
-    const CudaGemmConfig requested = RequestedGemmConfig(folded, target);
-    StatusOr<CudaLaunchable> kernel = TemplateLaunchable(MakeGemmTemplate(std::move(folded), requested), own.kernel->source.name, merged,
-                                                         std::move(epilogue), target);
+    if (!fold) continue;
+    CudaGroupProgram& own = program.groups[static_cast<size_t>(fold->product_group)];
+    const std::vector<int> outputs = fold->folded.outputs;
+    Kernel epilogue = fold->folded.epilogue;
+    fold->folded.name = own.kernel->source.name;
+    const CudaGemmConfig requested = RequestedGemmConfig(fold->folded, target);
+    StatusOr<CudaLaunchable> kernel = TemplateLaunchable(MakeGemmTemplate(std::move(fold->folded), requested), own.kernel->source.name,
+                                                         fold->merged, std::move(epilogue), target);
     if (!kernel.ok() || kernel->stand_in) continue;
     kernel->outputs = outputs;
-    for (int out : plan.groups[static_cast<size_t>(q)].outputs)
+    for (int out : plan.groups[static_cast<size_t>(fold->product_group)].outputs)
       if (std::find(outputs.begin(), outputs.end(), out) == outputs.end()) own.unstored_outputs.push_back(out);
     own.kernel = std::move(*kernel);
     own.library_alternative.reset();

@@ -155,9 +155,10 @@ struct GemmShape : Config {
                 "gemm_sm90 holds f32 sums of FP8 products of at most 128 columns a tile, without block scales");
   static_assert(!Config::kPromote || ((Element::kBytes == 1 || kSplitTf32) && (!Config::kOverlap || kHeldF32)),
                 "gemm_sm90 promotes FP8 and 3xTF32 sums only, an overlapped epilogue beside FP8 sums held in f32");
-  // int8 (S8): the tensor cores sum in int32, exactly (K below 2^31 / 128^2 = 131072: passes/fp8_products checks), into
-  // int32 accumulators (Accumulator), which everything after the main loop reads as f32 values
-  // (an epilogue's `acc`, split-K's partials). Not promoted, not held for an overlapped epilogue.
+  // int8 (S8): the tensor cores sum in int32, exactly (K below 2^31 / 128^2 = 131072, which
+  // passes/fp8_products checks), into int32 accumulators (Accumulator), which everything after
+  // the main loop reads as f32 values (an epilogue's `acc`, split-K's partials). Not promoted,
+  // not held for an overlapped epilogue.
   static constexpr bool kInt8 = kSameType<Element, S8>;
   using Accumulator = typename Mma<Element>::Accumulator;
   static_assert(!kInt8 || (!Config::kPromote && !Config::kOverlap && Config::kScaleBlocks == 0),

@@ -14,8 +14,7 @@ open_bundle amax-cost.log
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$log"
 for round in 1 2 3; do
   for kind in quantized amax; do
-    r=$("$B/tilefuse" bench "bench/cases/fp8/gemm_e4m3_${kind}_8192.onnx" --backend cuda --repeats 20 --warmup 5 --json 2>&1)
-    echo "round $round $kind 8192^3: $(echo "$r" | python3 -c "import json,sys; d=json.load(sys.stdin); print(f\"{d['fused']['ms']*1e3:.1f} us\")" 2>&1 | tail -1)" | tee -a "$log"
+    echo "round $round $kind 8192^3: $(bench_us "bench/cases/fp8/gemm_e4m3_${kind}_8192.onnx")" | tee -a "$log"
   done
 done
 GTEST='GpuAmax*' gtest_first

@@ -19,6 +19,5 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$log"
 GTEST='DeviceEdgeStore*' gtest_first
 bash "$(dirname "$0")/unaligned_rows.sh" "$B" "$OUT"
 for model in gemm_bf16 gemm_e4m3; do
-  r=$("$B/tilefuse" bench "bench/cases/fp8/${model}_4096x50257x768.onnx" --backend cuda --repeats 20 --warmup 5 --json 2>&1)
-  echo "$model LM head: $(echo "$r" | python3 -c "import json,sys; d=json.load(sys.stdin); print(f\"{d['fused']['ms']*1e3:.1f} us\", d['groups'][0]['strategy'])" 2>&1 | tail -1)" | tee -a "$log"
+  echo "$model LM head: $(bench_us "bench/cases/fp8/${model}_4096x50257x768.onnx")" | tee -a "$log"
 done

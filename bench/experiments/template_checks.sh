@@ -18,6 +18,13 @@ gtest_first() {
   [ -z "${GTEST:-}" ] || "$B/tilefuse_tests" --gtest_filter="$GTEST" 2>&1 | tail -25 | tee -a "$log"
 }
 
+# bench_us MODEL: `tilefuse bench` of MODEL on the GPU (the whole CUDA graph, median of 20 after
+# 5), printed as "<µs> us <the first group's strategy>".
+bench_us() {
+  "$B/tilefuse" bench "$1" --backend cuda --repeats 20 --warmup 5 --json 2>&1 |
+    python3 -c "import json,sys; d=json.load(sys.stdin); print(f\"{d['fused']['ms']*1e3:.1f} us\", d['groups'][0]['strategy'])" 2>&1 | tail -1
+}
+
 # check_forms MODEL FORM...: `run --check --gemm template` with each FORM's flags ("" the rule's).
 check_forms() {
   local m=$1 form o

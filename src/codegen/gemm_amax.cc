@@ -41,8 +41,7 @@ std::optional<AmaxMatch> MatchAmax(const Graph& g, int output, const std::vector
   const Node& abs = g.node(ThroughExactSteps(g, reduce.inputs[0], member, m.ops));
   if (abs.op != OpCode::kAbs || !member[abs.id]) return std::nullopt;
   m.ops.push_back(abs.id);
-  // u: the value before the casts that only widen (the amax of u itself, as the epilogue holds
-  // it), unless those casts are u's only form outside the amax.
+  // u: the value before the member casts that only widen (their max is u's, widened).
   m.value = ThroughExactSteps(g, abs.inputs[0], member, m.ops);
   const DType dtype = g.node(m.value).dtype;
   if (!IsFloat(dtype) || IsFloat8Fnuz(dtype) || dtype == DType::kF64) return std::nullopt;

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "codegen/column_tiles.h"
+#include "codegen/cuda/cuda_row_splits.h"
 
 namespace tilefuse {
 
@@ -164,6 +165,18 @@ CudaSearchSpace CudaCandidates(const Kernel& k, bool clusters) {
           add(c);
         }
       }
+  // A few long rows split over blocks (codegen/cuda/cuda_row_splits.h): half and twice the
+  // rule's splits, and none.
+  if (base.splits > 1)
+    for (int splits : {1, base.splits / 2, base.splits * 2}) {
+      if (splits > 1 && RowSplitSlice(k, splits, base.vector) < int64_t{base.threads} * base.vector) {
+        space.pruned.push_back(fmt::format("{} splits: slices of fewer than a vector a thread", splits));
+        continue;
+      }
+      CudaKernelConfig c = base;
+      c.splits = splits;
+      add(c);
+    }
   return space;
 }
 

@@ -8,6 +8,7 @@
 #include "codegen/concat_parts.h"
 #include "codegen/cpp_value_expression.h"
 #include "codegen/cuda/cuda_column_emitter.h"
+#include "codegen/cuda/cuda_row_splits.h"
 #include "codegen/cuda/cuda_scalar_program.h"
 #include "codegen/cuda/cuda_transposed_emitter.h"
 #include "codegen/cuda/cuda_vector_store.h"
@@ -195,6 +196,7 @@ CudaKernelConfig ResolveCudaConfig(const Kernel& k, const CudaKernelConfig& requ
   if (c.tile >= 0 && !SwitchedOff("TILEFUSE_COLUMN"))
     if (ColumnTiling tiling = FindColumnTiling(k); tiling.tiled()) return ResolveColumnConfig(k, tiling, c);
   c.tile = -1;
+  const int requested_splits = c.splits;  // the row template's: blocks sharing a row (cuda_row_splits.h)
   c.splits = 0;
   if (c.vector == 0) {
     c.vector = narrowest == 0 ? 1 : static_cast<int>(16 / narrowest);
@@ -273,6 +275,14 @@ CudaKernelConfig ResolveCudaConfig(const Kernel& k, const CudaKernelConfig& requ
   const bool clusterable = c.threads_per_row == c.threads && c.threads > 32 && k.outer * c.cluster <= (int64_t{1} << 30) &&
                            k.inner % (int64_t{c.cluster} * c.vector) == 0;
   if (c.cluster != 1 && (!clusterable || (c.cluster & (c.cluster - 1)) != 0 || c.cluster > 8)) c.cluster = 1;
+  // A few long rows split over blocks (resolved 0 where not split, as the other row forms
+  // say): each block's slice re-read per pass, never held.
+  const int splits = requested_splits == 0 ? RuleRowSplits(k, c) : requested_splits;
+  if (splits > 1) {
+    c.splits = splits;
+    c.cache_row = 0;
+    return c;
+  }
   if (c.cache_row < 0) {
     const int64_t chunks = CeilDiv(k.inner / c.cluster, int64_t{c.threads_per_row} * c.vector);
     const int64_t budget = c.threads >= 1024 ? 32 : 64;
@@ -320,20 +330,29 @@ class CudaEmitter {
     if (row_) {
       EmitRowKernel();
       int64_t rows_per_block = c_.threads / c_.threads_per_row;
-      const int64_t blocks = staged_ >= 0 ? std::min<int64_t>(k_.outer, c_.sm_count) : std::max<int64_t>(1, CeilDiv(k_.outer, rows_per_block)) * c_.cluster;
+      const int64_t blocks = staged_ >= 0 ? std::min<int64_t>(k_.outer, c_.sm_count)
+                                          : std::max<int64_t>(1, CeilDiv(k_.outer, rows_per_block)) * c_.cluster * std::max(1, c_.splits);
       CudaKernelSource source = LoopKernelSource(
           k_, c_, out_, blocks,
           fmt::format("row: {} per row{}, {}{}{} x{}",
                       c_.threads_per_row == 1 ? "thread" : c_.threads_per_row == 32 ? "warp" : "block",
-                      c_.cluster > 1 ? fmt::format(" (a cluster of {} per row)", c_.cluster) : "",
+                      c_.cluster > 1   ? fmt::format(" (a cluster of {} per row)", c_.cluster)
+                      : c_.splits > 1  ? fmt::format(" (split over {} blocks)", c_.splits)
+                                       : "",
                       c_.cache_row == 2 ? "row in registers as pairs"
                       : c_.broadcast_with_row ? "row and row-invariant vectors in registers"
                       : c_.cache_row ? "row in registers"
                                      : "row re-read per pass",
                       online_ ? ", max and sum of exp in one pass" : "",
                       staged_ >= 0 ? ", a block per SM with its next row prefetched into shared memory" : "", c_.vector),
-          "", 0, {}, InnerAtLaunch());
+          Split() ? ", unsigned* __restrict__ row_counters, unsigned long long* __restrict__ partials" : "", 0, {}, InnerAtLaunch());
       source.launch.cluster = {c_.cluster, 1, 1};
+      if (Split()) {
+        source.launch.args.push_back({LaunchArg::Kind::kScratch, -1, {}, 0, {}});
+        source.launch.args.push_back({LaunchArg::Kind::kScratch, -1, {}, kScratchCounterBytes, {}});
+        source.num_params = static_cast<int>(source.launch.args.size());
+        source.launch.scratch_bytes = RowSplitScratchBytes(k_, c_.splits);
+      }
       if (staged_ >= 0) source.launch.dynamic_shared_bytes = Chunks() * c_.threads * 16;
       return source;
     }
@@ -360,6 +379,14 @@ class CudaEmitter {
     if (c_.cluster != 1 && (c_.threads_per_row != c_.threads || k_.inner % (int64_t{c_.cluster} * c_.vector) != 0))
       return InvalidArgument(fmt::format("{}: a cluster of {} shares rows of {} only with a block per row and whole vectors per slice", k_.name,
                                          c_.cluster, k_.inner));
+    if (c_.splits > 1) {
+      if (std::string why = WhyRowsCannotSplit(k_); !why.empty())
+        return InvalidArgument(fmt::format("{}: rows split over {} blocks: {}", k_.name, c_.splits, why));
+      if (c_.threads_per_row != c_.threads || c_.threads <= 32 || c_.cluster != 1 || c_.cache_row != 0)
+        return InvalidArgument(fmt::format("{}: rows split over blocks need a block per row, no cluster and the row re-read", k_.name));
+      if (c_.splits > k_.inner / c_.vector)
+        return InvalidArgument(fmt::format("{}: {} splits of a row of {} vectors", k_.name, c_.splits, k_.inner / c_.vector));
+    }
     return Status::Ok();
   }
 
@@ -747,17 +774,20 @@ class CudaEmitter {
   // count (a decode step's softmax over past + 1 keys: a compile each kThreadsPerRow · kVec
   // keys, not each key).
   bool InnerAtLaunch() const { return row_ && c_.cluster == 1 && PrintsSymbolically(k_, k_.inner_size, k_.inner); }
-  // The elements of the row this block reduces: all of it, or its CTA's slice in a cluster.
-  int64_t Slice() const { return k_.inner / c_.cluster; }
+  // Whether the rows are split over blocks (cuda_row_splits.h).
+  bool Split() const { return row_ && c_.splits > 1; }
+  // The elements of the row this block reduces: all of it, its CTA's slice in a cluster, or
+  // its split's.
+  int64_t Slice() const { return Split() ? RowSplitSlice(k_, c_.splits, c_.vector) : k_.inner / c_.cluster; }
   int64_t Chunks() const { return CeilDiv(Slice(), int64_t{c_.threads_per_row} * c_.vector); }
   // Whether the chunks cover the row exactly (no chunk guarded): never taken for a length
   // given at launch, which another binding may leave ragged.
   bool ChunksExact() const { return !InnerAtLaunch() && Chunks() * c_.threads_per_row * c_.vector == Slice(); }
   // Where this thread's first chunk starts, and the end of the block's part of the row.
   std::string FirstChunkStart() const {
-    return c_.cluster > 1 ? "(slice_begin + (tf_index_t)lane * kVec)" : "((tf_index_t)lane * kVec)";
+    return c_.cluster > 1 || Split() ? "(slice_begin + (tf_index_t)lane * kVec)" : "((tf_index_t)lane * kVec)";
   }
-  std::string PartEnd() const { return c_.cluster > 1 ? "slice_begin + kSlice" : "kInner"; }
+  std::string PartEnd() const { return Split() ? "slice_end" : c_.cluster > 1 ? "slice_begin + kSlice" : "kInner"; }
 
   // The indent of the body of the loop OpenChunkLoop(indent) opens: one level in, two where
   // a held row's last chunks are guarded.
@@ -964,6 +994,12 @@ class CudaEmitter {
       out_ += "  const int lane = threadIdx.x & 31;\n";
       out_ += fmt::format("  for (tf_index_t i0 = (tf_index_t)blockIdx.x * {0} + threadIdx.x / 32; i0 < kRows; i0 += (tf_index_t)gridDim.x * {0}) {{\n",
                           rows_per_block);
+    } else if (Split()) {
+      out_ += fmt::format("  constexpr int kSplits = {};\n  constexpr tf_index_t kSlice = {};  // whole vectors\n", c_.splits, Slice());
+      out_ += "  __shared__ bool finishes_row;\n  const int lane = threadIdx.x;\n";
+      out_ += "  const tf_index_t i0 = blockIdx.x / kSplits, split = blockIdx.x % kSplits;\n";
+      out_ += "  const tf_index_t slice_begin = split * kSlice, slice_end = slice_begin + kSlice < kInner ? slice_begin + kSlice : kInner;\n";
+      out_ += "  if (i0 < kRows) {\n";
     } else if (c_.cluster > 1) {
       // The cluster's CTAs share row i0, a slice each; all of them or none enter (they share
       // the barriers of the reductions).
@@ -1052,7 +1088,13 @@ class CudaEmitter {
     // memory now, so none waits for the others before its stores. (One that exchanged nothing
     // still waits once for the arrival it started with.)
     if (c_.cluster > 1) out_ += ClusterStarted(ind);
-    EmitRowStores(ind);
+    if (Split()) {
+      EmitSplitHandOver(ind);
+      EmitRowStores(ind + "  ");
+      out_ += ind + "}\n";
+    } else {
+      EmitRowStores(ind);
+    }
     out_ += "  }\n";
     if (staged_ >= 0) out_ += "  tf_cp_async_wait_all();  // no copy outlives the block\n";
   }
@@ -1114,11 +1156,45 @@ class CudaEmitter {
     else if (tpr > 32) out_ += fmt::format("{}acc{} = tf_block_reduce<{}, {}>(acc{}, scratch_{});\n", ind, r, c_.threads, op, r, acc_type);
     if (c_.cluster > 1)
       out_ += ClusterStarted(ind) + fmt::format("{0}acc{1} = tf_cluster_reduce<kCluster, {2}>(acc{1}, cluster_slots{1}, &cluster_bar{1});\n", ind, r, op);
-    int value = accumulator_value_.at(r);
+    if (!Split()) EmitFinished(r, ind);  // else the row's last block, after the hand-over
+  }
+
+  // Reduction r's value from its total acc<r> (a mean's division).
+  void EmitFinished(int r, const std::string& ind) {
+    const KernelReduction& red = k_.reductions[r];
+    const std::string acc_type = AccumulatorType(red);
+    const int value = accumulator_value_.at(r);
     const std::string count = InnerAtLaunch() && red.count == k_.inner ? "kInner" : fmt::format("{}", red.count);
-    std::string finished = traits.divides_by_count ? fmt::format("acc{} / {}({})", r, acc_type, count) : fmt::format("acc{}", r);
+    std::string finished =
+        GetReductionTraits(red.op).divides_by_count ? fmt::format("acc{} / {}({})", r, acc_type, count) : fmt::format("acc{}", r);
     out_ += fmt::format("{}const {} {} = ({})({});\n", ind, ComputeType(red.dtype), Name(value), ComputeType(red.dtype), finished);
     row_done_[value] = true;
+  }
+
+  // Rows split over blocks: each block's totals into scratch memory (8 bytes each), and the
+  // row's last block to arrive combines them in split order and finishes them. Memory order as
+  // the column template's hand-over: the totals fenced before the counter's atomic, the last
+  // block fencing before it reads them through L2. Opens `if (finishes_row) {` at `ind`, its
+  // body at ind + 2 spaces (the caller closes it).
+  void EmitSplitHandOver(const std::string& ind) {
+    auto slot = [](size_t r, const std::string& split) { return fmt::format("((long long){} * kRows + i0) * kSplits + {}", r, split); };
+    out_ += ind + "if (threadIdx.x == 0) {\n";
+    for (size_t r = 0; r < k_.reductions.size(); ++r) out_ += fmt::format("{}  tf_store_partial(partials, {}, acc{});\n", ind, slot(r, "split"), r);
+    out_ += ind + "}\n" + ind + "__threadfence();\n" + ind + "__syncthreads();\n" + ind + "if (threadIdx.x == 0) {\n";
+    out_ += ind + "  const bool last = atomicAdd(row_counters + i0, 1u) == kSplits - 1;\n";
+    out_ += ind + "  if (last) row_counters[i0] = 0;  // zero again for the next launch\n";
+    out_ += ind + "  finishes_row = last;\n" + ind + "}\n" + ind + "__syncthreads();\n";
+    out_ += ind + "if (finishes_row) {\n" + ind + "  __threadfence();\n";
+    const std::string in = ind + "  ";
+    for (size_t r = 0; r < k_.reductions.size(); ++r) {
+      const KernelReduction& red = k_.reductions[r];
+      const std::string type = AccumulatorType(red);
+      const char* op = DeviceCombiner(GetReductionTraits(red.op).combiner);
+      out_ += fmt::format("{}acc{} = {};\n{}for (int s = threadIdx.x; s < kSplits; s += kThreadsPerRow)\n", in, r, ReductionIdentity(red), in);
+      out_ += fmt::format("{}  acc{} = {}::combine(acc{}, tf_load_partial<{}>(partials, {}));\n", in, r, op, r, type, slot(r, "s"));
+      out_ += fmt::format("{}acc{} = tf_block_reduce<{}, {}>(acc{}, scratch_{});\n", in, r, c_.threads, op, r, type);
+      EmitFinished(static_cast<int>(r), in);
+    }
   }
 
   // Reductions `max_r` (max of x) and `sum_r` (sum of exp(x - max)) combined as one pair:

@@ -500,6 +500,21 @@ template <int kThreads, typename Op, typename T> TFD T tf_block_reduce(T v, T* s
   return w;
 }
 
+// ---- a row split over blocks (codegen/cuda/cuda_row_splits.h) ----
+// A block's total in its 8-byte slot of scratch memory, any accumulator type up to 8 bytes,
+// written and read through L2 (L1 is not coherent across blocks).
+template <typename T> TFD void tf_store_partial(unsigned long long* slots, long long i, T v) {
+  static_assert(sizeof(T) <= 8, "a partial takes one 8-byte slot");
+  union { T value; unsigned long long bits; } slot{};  // (no memcpy under NVRTC's headers)
+  slot.value = v;
+  __stcg(slots + i, slot.bits);
+}
+template <typename T> TFD T tf_load_partial(const unsigned long long* slots, long long i) {
+  union { unsigned long long bits; T value; } slot;
+  slot.bits = __ldcg(slots + i);
+  return slot.value;
+}
+
 // ---- a row shared by the CTAs of a thread-block cluster (sm_90) ----
 TFD unsigned tf_cluster_rank() {
   unsigned rank;

@@ -1177,12 +1177,14 @@ class CudaEmitter {
   // block fencing before it reads them through L2. Opens `if (finishes_row) {` at `ind`, its
   // body at ind + 2 spaces (the caller closes it).
   void EmitSplitHandOver(const std::string& ind) {
-    auto slot = [](size_t r, const std::string& split) { return fmt::format("((long long){} * kRows + i0) * kSplits + {}", r, split); };
+    // Slots and counters are addressed from blockIdx.x (row i0's splits are blocks i0 · kSplits
+    // on), not from i0 and split kept live across the loop: ptxas put those on the stack.
+    auto slot = [](size_t r, const std::string& block) { return fmt::format("(long long){} * kRows * kSplits + {}", r, block); };
     out_ += ind + "if (threadIdx.x == 0) {\n";
-    for (size_t r = 0; r < k_.reductions.size(); ++r) out_ += fmt::format("{}  tf_store_partial(partials, {}, acc{});\n", ind, slot(r, "split"), r);
+    for (size_t r = 0; r < k_.reductions.size(); ++r) out_ += fmt::format("{}  tf_store_partial(partials, {}, acc{});\n", ind, slot(r, "blockIdx.x"), r);
     out_ += ind + "}\n" + ind + "__threadfence();\n" + ind + "__syncthreads();\n" + ind + "if (threadIdx.x == 0) {\n";
-    out_ += ind + "  const bool last = atomicAdd(row_counters + i0, 1u) == kSplits - 1;\n";
-    out_ += ind + "  if (last) row_counters[i0] = 0;  // zero again for the next launch\n";
+    out_ += ind + "  const bool last = atomicAdd(row_counters + blockIdx.x / kSplits, 1u) == kSplits - 1;\n";
+    out_ += ind + "  if (last) row_counters[blockIdx.x / kSplits] = 0;  // zero again for the next launch\n";
     out_ += ind + "  finishes_row = last;\n" + ind + "}\n" + ind + "__syncthreads();\n";
     out_ += ind + "if (finishes_row) {\n" + ind + "  __threadfence();\n";
     const std::string in = ind + "  ";
@@ -1191,7 +1193,8 @@ class CudaEmitter {
       const std::string type = AccumulatorType(red);
       const char* op = DeviceCombiner(GetReductionTraits(red.op).combiner);
       out_ += fmt::format("{}acc{} = {};\n{}for (int s = threadIdx.x; s < kSplits; s += kThreadsPerRow)\n", in, r, ReductionIdentity(red), in);
-      out_ += fmt::format("{}  acc{} = {}::combine(acc{}, tf_load_partial<{}>(partials, {}));\n", in, r, op, r, type, slot(r, "s"));
+      out_ += fmt::format("{}  acc{} = {}::combine(acc{}, tf_load_partial<{}>(partials, {}));\n", in, r, op, r, type,
+                          slot(r, "blockIdx.x / kSplits * kSplits + s"));
       out_ += fmt::format("{}acc{} = tf_block_reduce<{}, {}>(acc{}, scratch_{});\n", in, r, c_.threads, op, r, type);
       EmitFinished(static_cast<int>(r), in);
     }

@@ -121,7 +121,8 @@ TEST(RowSplitsTest, TheSplitKernelHandsItsTotalsToTheRowsLastBlock) {
   for (const LaunchArg& a : source->launch.args) scratch_args += a.kind == LaunchArg::Kind::kScratch;
   EXPECT_EQ(scratch_args, 2);
   EXPECT_EQ(source->num_params, static_cast<int>(source->launch.args.size()));
-  for (const char* text : {"tf_store_partial(partials", "atomicAdd(row_counters + i0, 1u) == kSplits - 1", "row_counters[i0] = 0",
+  for (const char* text : {"tf_store_partial(partials", "atomicAdd(row_counters + blockIdx.x / kSplits, 1u) == kSplits - 1",
+                           "row_counters[blockIdx.x / kSplits] = 0",
                            "if (finishes_row) {", "tf_load_partial<float>(partials"})
     EXPECT_NE(source->function.find(text), std::string::npos) << text << " not in:\n" << source->function;
   EXPECT_NE(source->strategy.find(fmt::format("split over {} blocks", c.splits)), std::string::npos) << source->strategy;

@@ -54,7 +54,7 @@ if has check; then
   # Fused runs are --strict: a group on the host's reference interpreter fails them.
   # The f32 real models also under --precision high (TF32: the GEMM template's TF32 form where
   # it applies), fused and unfused.
-  for m in examples/*.onnxtxt tests/conv/*.onnxtxt tests/models/*/; do
+  for m in examples/*.onnxtxt tests/conv/*.onnxtxt tests/pointwise/*.onnxtxt tests/models/*/; do
     modes=("--strict" "--no-fusion")
     [[ $m == tests/models/* ]] && modes+=("--strict --precision high" "--no-fusion --precision high")
     for mode in "${modes[@]}"; do

@@ -244,6 +244,31 @@ def test_unary_math(check, gen, dtype):
           uniform(gen, 3, 16, low=0.1, high=4, dtype=dtype))
 
 
+def inverse_trig(x, y):  # |x| < 1
+    return {"asin": torch.asin(x), "acos": torch.acos(x), "atan": torch.atan(y * 10), "atan2": torch.atan2(x, y)}
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_inverse_trig(check, gen, dtype):
+    check(inverse_trig, uniform(gen, 3, 16, low=-0.99, high=0.99, dtype=dtype), uniform(gen, 3, 16, low=-3, high=3, dtype=dtype))
+
+
+def test_inverse_trig_edges(check):
+    # atan2 in every quadrant and on the axes, signed zeros (atan2(0, -0) is pi, atan2(-0, -1)
+    # is -pi), infinities; asin and acos at +-1; NaN outside [-1, 1] and from a NaN, as PyTorch
+    # (compared as masks: assert_close fails NaN against NaN).
+    inf, nan = math.inf, math.nan
+    y = torch.tensor([0.0, 0.0, -0.0, -0.0, 1.0, 1.0, -1.0, -1.0, 0.0, inf, inf, -inf, 2.0, 1e-30, 3.0])
+    x = torch.tensor([0.0, -0.0, 0.0, -1.0, 1.0, -1.0, 1.0, -1.0, 5.0, inf, -inf, 1.0, -inf, -1.0, 1e30])
+    s = torch.tensor([1.0, -1.0, 0.5, -0.5, 0.0, -0.0, 1e-20, 0.9999, -0.9999, 0.25])
+    wild = torch.tensor([1.5, -2.0, nan, inf, 1.0, 0.5])
+    big = torch.tensor([inf, -inf, 3e38, -3e38])
+    check(lambda y, x, s, wild, big: {"atan2": torch.atan2(y, x), "asin": torch.asin(s), "acos": torch.acos(s), "atan": torch.atan(s * 1e30),
+                                      "atan_inf": torch.atan(big), "asin_nan": torch.isnan(torch.asin(wild)),
+                                      "acos_nan": torch.isnan(torch.acos(wild)), "atan2_nan": torch.isnan(torch.atan2(wild, wild))},
+          y, x, s, wild, big, tolerance=(1e-6, 1e-37))
+
+
 def test_log1p_and_expm1_keep_the_digits_of_small_arguments(check, gen):
     # What log1p and expm1 are for: log(1 + x) and exp(x) - 1 lose x's digits when |x| << 1
     # (log1p(1e-7) came out 1.19e-7). Relative error only, small and large arguments, the edges.

@@ -9,7 +9,8 @@ namespace {
 bool IsTranscendental(OpCode op) {
   switch (op) {
     case OpCode::kExp: case OpCode::kLog: case OpCode::kTanh: case OpCode::kSigmoid: case OpCode::kErf:
-    case OpCode::kSin: case OpCode::kCos: case OpCode::kPow: case OpCode::kMod: case OpCode::kFMod:
+    case OpCode::kSin: case OpCode::kCos: case OpCode::kAsin: case OpCode::kAcos: case OpCode::kAtan: case OpCode::kAtan2:
+    case OpCode::kPow: case OpCode::kMod: case OpCode::kFMod:
       return true;
     default:
       return false;

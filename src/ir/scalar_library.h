@@ -8,6 +8,10 @@
 
 namespace tilefuse::scalar {
 
+using std::acos;
+using std::asin;
+using std::atan;
+using std::atan2;
 using std::ceil;
 using std::cos;
 using std::erf;

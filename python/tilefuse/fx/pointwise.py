@@ -14,9 +14,10 @@ from ._context import Context, Unsupported, Value, check, handles, opmath
 # ATen op -> tilefuse op of the same meaning (ops.def).
 _UNARY = {"neg": "neg", "abs": "abs", "exp": "exp", "log": "log", "sqrt": "sqrt", "rsqrt": "rsqrt",
           "reciprocal": "reciprocal", "tanh": "tanh", "sigmoid": "sigmoid", "erf": "erf", "sin": "sin", "cos": "cos",
+          "asin": "asin", "acos": "acos", "atan": "atan",
           "relu": "relu", "floor": "floor", "ceil": "ceil"}
 _BINARY = {"mul": "mul", "div": "div", "maximum": "max", "minimum": "min", "remainder": "mod", "fmod": "fmod",
-           "pow": "pow", "atan2": None}
+           "pow": "pow", "atan2": "atan2"}
 _COMPARE = {"eq": "equal", "lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater_equal"}
 _LOGIC = {"logical_and": "and", "logical_or": "or", "logical_xor": "xor"}
 

@@ -103,7 +103,7 @@ void CompileForHopper(const std::string& path, bool fuse, AttentionPath attentio
 std::vector<std::string> Models() {
   std::vector<std::string> paths;
   std::string root = TILEFUSE_SOURCE_DIR;
-  for (const char* folder : {"/examples", "/bench/cases", "/tests/gemm", "/tests/attention", "/tests/conv"})
+  for (const char* folder : {"/examples", "/bench/cases", "/tests/gemm", "/tests/attention", "/tests/conv", "/tests/pointwise"})
     if (std::filesystem::exists(root + folder))
       for (const auto& e : std::filesystem::directory_iterator(root + folder))
         if (e.path().extension() == ".onnxtxt") paths.push_back(e.path().string());

@@ -93,7 +93,8 @@ bool CallsTranscendental(const Kernel& k) {
     if (v.kind == ScalarValue::Kind::kOp)
       switch (v.op) {
         case OpCode::kExp: case OpCode::kLog: case OpCode::kTanh: case OpCode::kSigmoid: case OpCode::kErf:
-        case OpCode::kSin: case OpCode::kCos: case OpCode::kPow: return true;
+        case OpCode::kSin: case OpCode::kCos: case OpCode::kAsin: case OpCode::kAcos: case OpCode::kAtan: case OpCode::kAtan2:
+        case OpCode::kPow: return true;
         default: break;
       }
   return false;

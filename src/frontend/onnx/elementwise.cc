@@ -144,6 +144,9 @@ void RegisterElementwiseOps(OpRegistry& r) {
   r.Add("Erf", ImportUnaryOp<OpCode::kErf>, 1, 1);
   r.Add("Sin", ImportUnaryOp<OpCode::kSin>, 1, 1);
   r.Add("Cos", ImportUnaryOp<OpCode::kCos>, 1, 1);
+  r.Add("Asin", ImportUnaryOp<OpCode::kAsin>, 1, 1);
+  r.Add("Acos", ImportUnaryOp<OpCode::kAcos>, 1, 1);
+  r.Add("Atan", ImportUnaryOp<OpCode::kAtan>, 1, 1);
   r.Add("Floor", ImportUnaryOp<OpCode::kFloor>, 1, 1);
   r.Add("Ceil", ImportUnaryOp<OpCode::kCeil>, 1, 1);
   r.Add("IsNaN", ImportUnaryOp<OpCode::kIsNaN>, 1, 1);

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <numbers>
 
 #include "frontend/onnx/onnx_test_util.h"
 
@@ -33,6 +34,25 @@ TEST(OnnxElementwiseTest, ArithmeticAndMath) {
   ExpectNear(RunGraph(g, in, 2), {1, 2, 9, 65536});
   ExpectNear(RunGraph(g, in, 3), {1, 2, 3, 4});
   ExpectNear(RunGraph(g, in, 4), {0.5, 2, 1, 0.25});
+}
+
+// Asin, Acos and Atan: exact values at the points where they are known in closed form, and
+// NaN outside asin's and acos's domain.
+TEST(OnnxElementwiseTest, InverseTrigonometry) {
+  Graph g = Import(WithOpset(7, R"(
+    g (double[5] s, double[3] t) => (double[5] asin, double[5] acos, double[3] atan) {
+      asin = Asin(s)
+      acos = Acos(s)
+      atan = Atan(t)
+    })"));
+  const double pi = std::numbers::pi;
+  std::vector<Tensor> in = {Tensor::FromDoubles(DType::kF64, {5}, {-1, -0.5, 0, 0.5, 1}), Tensor::FromDoubles(DType::kF64, {3}, {-1, 0, 1e300})};
+  ExpectNear(RunGraph(g, in, 0), {-pi / 2, -pi / 6, 0, pi / 6, pi / 2}, 1e-15);
+  ExpectNear(RunGraph(g, in, 1), {pi, 2 * pi / 3, pi / 2, pi / 3, 0}, 1e-15);
+  ExpectNear(RunGraph(g, in, 2), {-pi / 4, 0, pi / 2}, 1e-15);
+  const std::vector<double> outside = RunGraph(g, {Tensor::FromDoubles(DType::kF64, {5}, {1.5, -2, 0, 0, 0}), in[1]}, 0);
+  ASSERT_EQ(outside.size(), 5u);
+  EXPECT_TRUE(std::isnan(outside[0]) && std::isnan(outside[1]));
 }
 
 TEST(OnnxElementwiseTest, PowCastsTheExponentToTheBaseType) {

@@ -100,6 +100,14 @@ TFD float sin(float a) { return ::sinf(a); }
 TFD double sin(double a) { return ::sin(a); }
 TFD float cos(float a) { return ::cosf(a); }
 TFD double cos(double a) { return ::cos(a); }
+TFD float asin(float a) { return ::asinf(a); }
+TFD double asin(double a) { return ::asin(a); }
+TFD float acos(float a) { return ::acosf(a); }
+TFD double acos(double a) { return ::acos(a); }
+TFD float atan(float a) { return ::atanf(a); }
+TFD double atan(double a) { return ::atan(a); }
+TFD float atan2(float a, float b) { return ::atan2f(a, b); }
+TFD double atan2(double a, double b) { return ::atan2(a, b); }
 TFD float fabs(float a) { return ::fabsf(a); }
 TFD double fabs(double a) { return ::fabs(a); }
 TFD float floor(float a) { return ::floorf(a); }
@@ -118,6 +126,10 @@ template <typename T> TFD double tanh(T a) { return ::tanh((double)a); }
 template <typename T> TFD double erf(T a) { return ::erf((double)a); }
 template <typename T> TFD double sin(T a) { return ::sin((double)a); }
 template <typename T> TFD double cos(T a) { return ::cos((double)a); }
+template <typename T> TFD double asin(T a) { return ::asin((double)a); }
+template <typename T> TFD double acos(T a) { return ::acos((double)a); }
+template <typename T> TFD double atan(T a) { return ::atan((double)a); }
+template <typename A, typename B> TFD double atan2(A a, B b) { return ::atan2((double)a, (double)b); }
 template <typename T> TFD double fabs(T a) { return ::fabs((double)a); }
 template <typename T> TFD double floor(T a) { return ::floor((double)a); }
 template <typename T> TFD double ceil(T a) { return ::ceil((double)a); }

@@ -123,6 +123,16 @@ def write_int8_models(folder):
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
         onnx.checker.check_model(model)
         onnx.save(model, os.path.join(folder, model_name("i8", n, n, n) + ".onnx"))
+        # onnxruntime's default activations: uint8 with a zero point (131); pass fp8-products
+        # shifts x into int8 and takes 3 · Σ_k w_k off after the sum (w's column sums computed
+        # each call here: w is an input).
+        nodes[0] = helper.make_node("DequantizeLinear", ["x", "sx", "zx"], ["xd"])
+        inputs[0] = info("x", TensorProto.UINT8, [n, n])
+        zx = helper.make_tensor("zx", TensorProto.UINT8, [], [131])
+        graph = helper.make_graph(nodes, "gemm_u8", inputs, [info("y", TensorProto.BFLOAT16, [n, n])], [zx])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+        onnx.checker.check_model(model)
+        onnx.save(model, os.path.join(folder, model_name("u8", n, n, n) + ".onnx"))
 
 
 def int8_peers(n):
@@ -354,16 +364,20 @@ def main():
         if not os.path.exists(path):
             continue
         ours = tilefuse_us(a.tilefuse, path)
+        u8_path = os.path.join(a.models, model_name("u8", n, n, n) + ".onnx")
+        u8 = tilefuse_us(a.tilefuse, u8_path) if os.path.exists(u8_path) else (None, None)
         fp8 = tilefuse_us(a.tilefuse, os.path.join(a.models, model_name("e4m3", n, n, n) + ".onnx"))[0]
         bf16 = tilefuse_us(a.tilefuse, os.path.join(a.models, model_name("bf16", n, n, n) + ".onnx"))[0]
         p = int8_peers(n)
         tops = lambda us: 2 * n ** 3 / us / 1e6 if us else 0  # noqa: E731
-        print(f"int8 {n}^3 (µs): tilefuse {ours[0] or 0:.0f} ({tops(ours[0]):.0f} TOPS), e4m3 {fp8 or 0:.0f}, bf16 {bf16 or 0:.0f}; "
+        print(f"int8 {n}^3 (µs): tilefuse {ours[0] or 0:.0f} ({tops(ours[0]):.0f} TOPS), uint8 with a zero point {u8[0] or 0:.0f}, "
+              f"e4m3 {fp8 or 0:.0f}, bf16 {bf16 or 0:.0f}; "
               f"torch._int_mm {p['_int_mm']:.0f} ({tops(p['_int_mm']):.0f} TOPS), scaled to bf16 eager {p['scaled eager']:.0f}, "
               f"torch.compile {p['scaled torch.compile']:.0f}", flush=True)
-        if ours[1]:
-            print(f"  {n}^3 int8: {ours[1]['groups'][0]['strategy']}", file=sys.stderr, flush=True)
-        rows.append({"int8": n, "tilefuse_us": {"int8": ours[0], "e4m3": fp8, "bf16": bf16}, "peers_us": p})
+        for label, run in (("int8", ours), ("uint8", u8)):
+            if run[1]:
+                print(f"  {n}^3 {label}: " + "; ".join(g["strategy"] for g in run[1]["groups"]), file=sys.stderr, flush=True)
+        rows.append({"int8": n, "tilefuse_us": {"int8": ours[0], "uint8_zero_point": u8[0], "e4m3": fp8, "bf16": bf16}, "peers_us": p})
         dump()
     for m, h, f in MLPS if "mlp" in parts else []:
         path = lambda kind: os.path.join(a.models, f"mlp_{kind}_{m}x{h}x{f}.onnx")

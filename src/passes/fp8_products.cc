@@ -16,28 +16,39 @@ int Unbroadcast(const Graph& g, int id) {
 }
 
 struct Dequantized {
-  int quantized = -1;  // the 8-bit float value
+  int quantized = -1;  // the 8-bit value
   int scale = -1;      // what it is multiplied by, before the broadcast (f32)
+  int zero = -1;       // an int8 or uint8 zero point that is not all zeros (f32), before the broadcast; -1: none
 };
 
-// `id` as [cast](cast(q) · s), the outer cast to the product's type absent for an f32 one;
-// q of int8 only with `int8`.
+// `id` as [cast]((cast(q) [- z]) · s), the outer cast to the product's type absent for an f32
+// one; q of int8 or uint8 only with `int8`, z other than zeros only for those.
 std::optional<Dequantized> MatchDequantized(const Graph& g, int id, bool int8) {
   const Node* n = &g.node(id);
   if (n->op == OpCode::kCast) n = &g.node(n->inputs[0]);
   if (n->op != OpCode::kMul || n->dtype != DType::kF32) return std::nullopt;
   for (int side = 0; side < 2; ++side) {
     const Node* value = &g.node(n->inputs[side]);
+    int zero = -1;
     if (value->op == OpCode::kSub) {
-      if (!IsZeros(g, value->inputs[1])) continue;
+      if (!IsZeros(g, value->inputs[1])) zero = Unbroadcast(g, value->inputs[1]);
       value = &g.node(value->inputs[0]);
     }
     if (value->op != OpCode::kCast) continue;
     const Node& q = g.node(value->inputs[0]);
+    const Dequantized found{q.id, Unbroadcast(g, n->inputs[1 - side]), zero};
     // Hopper's tensor cores take e4m3, e5m2 and int8; the FNUZ forms compute as written.
-    if ((IsFloat8(q.dtype) && !IsFloat8Fnuz(q.dtype)) || (int8 && q.dtype == DType::kI8)) return Dequantized{q.id, Unbroadcast(g, n->inputs[1 - side])};
+    if (IsFloat8(q.dtype) && !IsFloat8Fnuz(q.dtype) && zero < 0) return found;
+    if (int8 && (q.dtype == DType::kI8 || q.dtype == DType::kU8)) return found;
   }
   return std::nullopt;
+}
+
+// Whether a product of these operands is int8's: int8 or uint8 A (a zero point or none) and
+// symmetric int8 B.
+bool Int8Operands(const Graph& g, const Dequantized& a, const Dequantized& b) {
+  const DType qa = g.node(a.quantized).dtype, qb = g.node(b.quantized).dtype;
+  return (qa == DType::kI8 || qa == DType::kU8) && qb == DType::kI8 && b.zero < 0;
 }
 
 // Whether a scale of shape `scale`, broadcast against `operand` (right-aligned), has one
@@ -94,9 +105,14 @@ std::optional<Fp8Product> MatchFp8Product(const Graph& g, const Node& product, c
   std::optional<Dequantized> da = MatchDequantized(g, a.id, options.int8), db = MatchDequantized(g, b_value, options.int8);
   if (!da || !db) return std::nullopt;
   const Node &qa = g.node(da->quantized), &qb = g.node(db->quantized);
-  // One tensor-core type a kernel; B K-major: wᵀ read from w, or a constant stored so.
-  if (qa.dtype != qb.dtype || (!p.b_transposed && qb.op != OpCode::kConstant)) return std::nullopt;
+  // One tensor-core type a kernel (uint8 A shifted into int8, below); B K-major: wᵀ read from
+  // w, or a constant stored so.
+  const bool int8 = Int8Operands(g, *da, *db);
+  if ((qa.dtype != qb.dtype && !int8) || (!p.b_transposed && qb.op != OpCode::kConstant)) return std::nullopt;
+  if ((IsInteger(qa.dtype) || IsInteger(qb.dtype)) && !int8) return std::nullopt;  // B asymmetric or uint8, or int8 not asked for
   const size_t a_k = qa.rank() - 1, b_k = p.b_transposed ? 1 : 0;
+  // A's zero point comes out of the sum as its scale does: constant along K.
+  if (da->zero >= 0 && !ConstantAlong(g.node(da->zero).shape, qa.shape, a_k)) return std::nullopt;
   if (!ConstantAlong(g.node(da->scale).shape, qa.shape, a_k)) {
     const int blocked = block_scales ? BlockedScale(g, da->scale, qa.shape, a_k, &p.blocks) : -1;
     if (blocked < 0) return std::nullopt;
@@ -112,12 +128,23 @@ std::optional<Fp8Product> MatchFp8Product(const Graph& g, const Node& product, c
   // The GEMM template scales whole K steps of 128 (LowerGemmTemplate): smaller blocks stay as
   // written, dequantized on the GPU, rather than a block_scaled_matmul only the host computes.
   // int8 sums are exact: block scales stay as written there.
-  if (p.blocks != 0 && ((qa.shape.back() / p.blocks) % 128 != 0 || qa.dtype == DType::kI8)) return std::nullopt;
+  if (p.blocks != 0 && ((qa.shape.back() / p.blocks) % 128 != 0 || int8)) return std::nullopt;
   // int8 sums in int32: exact while K · 128² stays below 2^31.
-  if (qa.dtype == DType::kI8 && qa.shape.back() >= (int64_t{1} << 17)) return std::nullopt;
+  if (int8 && qa.shape.back() >= (int64_t{1} << 17)) return std::nullopt;
   p.a = *da;
   p.b = *db;
   return p;
+}
+
+// Asymmetric A (a zero point z, or uint8 shifted into int8 by 128: q - 128 - (z - 128)):
+// Σ_k (a_k - z) · b_k = Σ_k a_k · b_k - z · Σ_k b_k. The column sums of int8 B (exact in f32:
+// below 128 · 2^17) fold where B is constant; where B is wᵀ they are w's row sums, read from w
+// (the product's own transpose left to it alone, read K-major in place). z - 128 for uint8.
+Value ZeroPointTerm(GraphBuilder& b, GraphRewriter& rewriter, const Fp8Product& p) {
+  Value zero = p.a.zero >= 0 ? b.Cast(rewriter.Map(p.a.zero), DType::kF32) : b.Scalar(0.0, DType::kF32);
+  if (rewriter.source().node(p.a.quantized).dtype == DType::kU8) zero = b.AddScalar(zero, -128);
+  Value w = b.Cast(rewriter.Map(p.b.quantized), DType::kF32);
+  return b.Mul(zero, b.Reduce(OpCode::kReduceSum, w, {p.b_transposed ? 1 : 0}, false));
 }
 
 }  // namespace
@@ -139,7 +166,10 @@ StatusOr<Graph> MakeFp8Products(const Graph& graph, const Fp8ProductOptions& opt
     }
     Value qa = rewriter.Map(p->a.quantized), scale_a = rewriter.Map(p->a.scale);
     if (p->blocks == 0) {
+      const bool shifted = p->a.zero >= 0 || b.dtype(qa) == DType::kU8;
+      if (b.dtype(qa) == DType::kU8) qa = b.Cast(b.AddScalar(b.Cast(qa, DType::kI32), -128), DType::kI8);  // exact: 0..255 to -128..127
       Value product = b.MatMul(qa, qb);  // f32 (of int8: the exact sum rounded to f32)
+      if (shifted) product = b.Sub(product, ZeroPointTerm(b, rewriter, *p));
       rewriter.SetMap(node.id, b.Cast(b.Mul(b.Mul(product, scale_a), scale_b), node.dtype));
       continue;
     }

@@ -162,18 +162,57 @@ TEST(Fp8ProductsTest, SymmetricInt8ProductsBecomeInt8ProductsScaledAfter) {
                    1e-6);
 }
 
-// Asymmetric int8 and uint8 (a zero point that is not 0, onnxruntime's default for
-// activations) and int8 over K of 2^17 or more (int32 sums could overflow) stay as written:
-// their products compute dequantized.
-TEST(Fp8ProductsTest, AsymmetricOrLongInt8StaysAsWritten) {
+// Asymmetric activations (onnxruntime's default: uint8 with a zero point), int8 with a zero
+// point, and uint8 without one, against symmetric int8 weights: int8 products, uint8 shifted into
+// int8 (q - 128), with z · Σ_k b_k taken off after the sum (z - 128 for uint8), then scaled. A zero
+// point per row of A leaves the sum too. The values agree with the original's to f32 rounding.
+TEST(Fp8ProductsTest, AsymmetricActivationsBecomeInt8ProductsWithTheirZeroPointAfter) {
+  GraphBuilder b;
+  Value w = b.Constant(Tensor::Random(DType::kI8, {256, 16}, 3));
+  Value sw = b.Parameter("sw", DType::kF32, {16});
+  auto zero_point = [&](DType type, double z) { return b.Cast(b.Constant(Tensor::FromDoubles(type, {}, {z})), DType::kF32); };
+  Value u = b.Parameter("u", DType::kU8, {16, 256});
+  b.Output(b.MatMul(b.Mul(b.Sub(b.Cast(u, DType::kF32), zero_point(DType::kU8, 131)), b.Scalar(0.1, DType::kF32)), Dequantize(b, w, sw)),
+           "uint8");
+  Value x = b.Parameter("x", DType::kI8, {4, 16, 256});
+  b.Output(b.MatMul(b.Mul(b.Sub(b.Cast(x, DType::kF32), zero_point(DType::kI8, -7)), b.Scalar(0.2, DType::kF32)), Dequantize(b, w, sw)),
+           "int8");
+  b.Output(b.MatMul(Dequantize(b, u, b.Scalar(0.05, DType::kF32)), Dequantize(b, w, sw)), "uint8_no_zero_point");
+  Value zr = b.Parameter("zr", DType::kF32, {16, 1});  // a zero point per row (as values of u8)
+  b.Output(b.MatMul(b.Mul(b.Sub(b.Cast(u, DType::kF32), zr), b.Scalar(0.1, DType::kF32)), Dequantize(b, w, sw)), "per_row");
+  auto graph = b.Build();
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  auto rewritten = MakeFp8Products(*graph, Fp8ProductOptions{.int8 = true});
+  ASSERT_TRUE(rewritten.ok()) << rewritten.status().ToString();
+  int int8_products = 0;
+  for (const Node& n : rewritten->nodes())
+    if (n.op == OpCode::kMatMul) {
+      EXPECT_EQ(rewritten->node(n.inputs[0]).dtype, DType::kI8);
+      EXPECT_EQ(rewritten->node(n.inputs[1]).dtype, DType::kI8);
+      ++int8_products;
+    }
+  EXPECT_EQ(int8_products, 4);
+  std::vector<double> rows(16);
+  for (size_t r = 0; r < rows.size(); ++r) rows[r] = static_cast<double>(100 + 9 * r);
+  ExpectSameValues(*graph, *rewritten,
+                   {Tensor::Random(DType::kF32, {16}, 1), Tensor::Random(DType::kU8, {16, 256}, 2), Tensor::Random(DType::kI8, {4, 16, 256}, 4),
+                    Tensor::FromDoubles(DType::kF32, {16, 1}, rows)},
+                   1e-6);
+}
+
+// B with a zero point, uint8 B, a zero point varying along K, and int8 over K of 2^17 or more
+// (int32 sums could overflow) stay as written: their products compute dequantized.
+TEST(Fp8ProductsTest, AsymmetricWeightsOrLongInt8StayAsWritten) {
   GraphBuilder b;
   Value w = b.Constant(Tensor::Random(DType::kI8, {256, 16}, 3));
   Value sw = b.Scalar(0.01, DType::kF32);
   Value x = b.Parameter("x", DType::kI8, {16, 256});
-  Value shifted = b.Mul(b.Sub(b.Cast(x, DType::kF32), b.Scalar(3.0, DType::kF32)), b.Scalar(0.1, DType::kF32));
-  b.Output(b.MatMul(shifted, Dequantize(b, w, sw)), "zero_point");
-  Value u = b.Parameter("u", DType::kU8, {16, 256});
-  b.Output(b.MatMul(Dequantize(b, u, b.Scalar(0.1, DType::kF32)), Dequantize(b, w, sw)), "uint8");
+  Value xd = Dequantize(b, x, b.Scalar(0.1, DType::kF32));
+  Value w_shifted = b.Mul(b.Sub(b.Cast(w, DType::kF32), b.Scalar(3.0, DType::kF32)), sw);
+  b.Output(b.MatMul(xd, w_shifted), "b_zero_point");
+  b.Output(b.MatMul(xd, Dequantize(b, b.Constant(Tensor::Random(DType::kU8, {256, 16}, 5)), sw)), "b_uint8");
+  Value along_k = b.Mul(b.Sub(b.Cast(x, DType::kF32), b.Parameter("zk", DType::kF32, {1, 256})), b.Scalar(0.1, DType::kF32));
+  b.Output(b.MatMul(along_k, Dequantize(b, w, sw)), "zero_point_along_k");
   // K = 2^17: int32 sums of products up to 128² could overflow.
   Value long_x = b.Parameter("long_x", DType::kI8, {16, 1 << 17}), long_w = b.Parameter("long_w", DType::kI8, {16, 1 << 17});
   b.Output(b.MatMul(Dequantize(b, long_x, sw), b.Transpose(Dequantize(b, long_w, sw), {1, 0})), "long_k");
@@ -181,6 +220,7 @@ TEST(Fp8ProductsTest, AsymmetricOrLongInt8StaysAsWritten) {
   ASSERT_TRUE(graph.ok()) << graph.status().ToString();
   auto rewritten = MakeFp8Products(*graph, Fp8ProductOptions{.block_scales = true, .int8 = true});
   ASSERT_TRUE(rewritten.ok()) << rewritten.status().ToString();
+  EXPECT_EQ(CountOps(*rewritten, OpCode::kMatMul), 4);
   for (const Node& n : rewritten->nodes())
     if (n.op == OpCode::kMatMul) {
       EXPECT_EQ(rewritten->node(n.inputs[0]).dtype, DType::kF32) << "dequantized, as written";

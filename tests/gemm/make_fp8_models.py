@@ -197,6 +197,31 @@ def int8_linear(constant_weight):
         save("gemm_int8_xwt_per_row_odd_n", nodes, inputs, outputs, [], int8_linear.__doc__)
 
 
+def uint8_activation_linear():
+    """Static quantization as onnxruntime writes it by default (QDQ, QUInt8 activations with a
+    zero point, QInt8 weights symmetric, zero points written out as initializers): x quantized
+    to uint8 with its zero point (131) and dequantized, the constant int8 weight dequantized with
+    a scale per output column and a zero point of zeros, the product in f32, a bias. Pass
+    fp8-products shifts x into int8 (q - 128) and takes (131 - 128) · Σ_k w_k off after the int8
+    sum; 1000 rows (ragged), K = 768."""
+    rng = np.random.default_rng(23)
+    m, k, n = 1000, 768, 768
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
+        helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
+        helper.make_node("DequantizeLinear", ["w", "sw", "zw"], ["wd"], axis=1),
+        helper.make_node("MatMul", ["xd", "wd"], ["p"]),
+        helper.make_node("Add", ["p", "b"], ["y"]),
+    ]
+    inits = [numpy_helper.from_array(np.array(0.02, np.float32), "sx"), numpy_helper.from_array(np.array(131, np.uint8), "zx"),
+             numpy_helper.from_array(rng.integers(-127, 128, (k, n)).astype(np.int8), "w"),
+             numpy_helper.from_array(rng.uniform(0.001, 0.01, n).astype(np.float32), "sw"),
+             numpy_helper.from_array(np.zeros(n, np.int8), "zw"), numpy_helper.from_array(rng.uniform(-1, 1, n).astype(np.float32), "b")]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [m, k])]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [m, n])]
+    save("gemm_uint8_activation_zero_point", nodes, inputs, outputs, inits, uint8_activation_linear.__doc__)
+
+
 if __name__ == "__main__":
     block_scales()
     block_scales(weight_blocks=True)
@@ -210,3 +235,4 @@ if __name__ == "__main__":
     amax_of_output(333, 1001, "gemm_fp8_e4m3_amax_of_cast_output_odd_n", of_cast=True)
     int8_linear(constant_weight=True)
     int8_linear(constant_weight=False)
+    uint8_activation_linear()

@@ -36,10 +36,39 @@ Status ImportGemm(NodeContext& ctx) {
   return Status::Ok();
 }
 
+// MatMulInteger: (A - a_zero_point) @ (B - b_zero_point) in int32, A and B int8 or uint8, a zero
+// point per tensor or per row of A (1-D [M]) and per column of B (1-D [N]). Computed in f64,
+// exact (every sum of 8-bit products a model can have is far below 2^53), then made int32.
+// onnxruntime's dynamic quantization writes it, with the scales multiplied after.
+Status ImportMatMulInteger(NodeContext& ctx) {
+  GraphBuilder& b = ctx.b();
+  auto operand = [&](int input, int zero_input, const char* name) -> StatusOr<Value> {
+    Value q = ctx.Input(input);
+    if (b.dtype(q) != DType::kI8 && b.dtype(q) != DType::kU8)
+      return Unimplemented(fmt::format("{} is {} (int8 and uint8 are supported)", name, DTypeName(b.dtype(q))));
+    Value v = b.Cast(q, DType::kF64);
+    if (!ctx.HasInput(zero_input)) return v;
+    Value zero = ctx.Input(zero_input);
+    if (b.dtype(zero) != b.dtype(q))
+      return InvalidArgument(fmt::format("{}'s zero point is {}, {} {}", name, DTypeName(b.dtype(zero)), name, DTypeName(b.dtype(q))));
+    if (b.rank(zero) > 1) return InvalidArgument(fmt::format("{}'s zero point has rank {} (a scalar or 1-D)", name, b.rank(zero)));
+    zero = b.Cast(zero, DType::kF64);
+    // A's per-row zero points [M] stand along A's rows: [M, 1]. B's per-column ones [N]
+    // broadcast along B's last dim as they are.
+    if (b.rank(zero) == 1 && input == 0 && b.rank(q) >= 2) zero = b.Reshape(zero, {b.shape(zero)[0], 1});
+    return b.Sub(v, zero);
+  };
+  ASSIGN_OR_RETURN(Value a, operand(0, 2, "A"));
+  ASSIGN_OR_RETURN(Value w, operand(1, 3, "B"));
+  ctx.SetOutput(0, b.Cast(b.MatMul(a, w), DType::kI32));
+  return Status::Ok();
+}
+
 }  // namespace
 
 void RegisterMatMulOps(OpRegistry& r) {
   r.Add("MatMul", ImportMatMul, 2, 2);
+  r.Add("MatMulInteger", ImportMatMulInteger, 2, 4);
   r.Add("Gemm", ImportGemm, 2, 3);
 }
 

@@ -13,6 +13,26 @@ TEST(OnnxMatMulTest, BatchedMatMulBroadcastsBatchDims) {
   ExpectNear(RunGraph(g, {F32({2, 1, 2}, {1, 2, 3, 4}), F32({2, 2}, {1, 2, 3, 4})}), {7, 10, 15, 22});
 }
 
+// MatMulInteger: zero points per row of A and per column of B, int32 out, exact where an f32
+// sum would round (255 · 255 · 300 > 2^24).
+TEST(OnnxMatMulTest, MatMulIntegerSubtractsZeroPointsPerRowAndColumnExactly) {
+  Graph g = Import(WithOpset(10, R"(
+    g (uint8[2, 3] a, int8[3, 2] b, uint8[2] za, int8[2] zb) => (int32[2, 2] y) { y = MatMulInteger(a, b, za, zb) })"));
+  EXPECT_EQ(OutputNode(g).dtype, DType::kI32);
+  // (a - za) = [[1-1, 2-1, 3-1], [4-2, 5-2, 6-2]] = [[0, 1, 2], [2, 3, 4]];
+  // (b - zb) = [[1-1, 2+1], [3-1, 4+1], [5-1, 6+1]] = [[0, 3], [2, 5], [4, 7]].
+  ExpectNear(RunGraph(g, {Tensor::FromDoubles(DType::kU8, {2, 3}, {1, 2, 3, 4, 5, 6}), Tensor::FromDoubles(DType::kI8, {3, 2}, {1, 2, 3, 4, 5, 6}),
+                          Tensor::FromDoubles(DType::kU8, {2}, {1, 2}), Tensor::FromDoubles(DType::kI8, {2}, {1, -1})}),
+             {10, 19, 22, 49}, 0);
+  Graph wide = Import(WithOpset(10, R"(
+    g (uint8[1, 300] a, uint8[300, 1] b) => (int32[1, 1] y) { y = MatMulInteger(a, b) })"));
+  const std::vector<double> all_255(300, 255.0);
+  ExpectNear(RunGraph(wide, {Tensor::FromDoubles(DType::kU8, {1, 300}, all_255), Tensor::FromDoubles(DType::kU8, {300, 1}, all_255)}),
+             {255.0 * 255.0 * 300.0}, 0);
+  EXPECT_NE(ImportError(WithOpset(10, R"(
+    g (float[2, 3] a, int8[3, 2] b) => (int32[2, 2] y) { y = MatMulInteger(a, b) })")).find("A is f32"), std::string::npos);
+}
+
 TEST(OnnxMatMulTest, MatMulOfVectors) {
   Graph g = Import(WithOpset(13, R"(
     g (float[3] a, float[3, 2] b) => (float[2] y) { y = MatMul(a, b) })"));

@@ -44,6 +44,21 @@ std::optional<Dequantized> MatchDequantized(const Graph& g, int id, bool int8) {
   return std::nullopt;
 }
 
+// An operand of MatMulInteger as the importer writes it (frontend/onnx/matmul.cc):
+// cast(q, f64) [- z], q int8 or uint8, no scale.
+std::optional<Dequantized> MatchIntegerOperand(const Graph& g, int id) {
+  const Node* value = &g.node(id);
+  int zero = -1;
+  if (value->op == OpCode::kSub) {
+    if (!IsZeros(g, value->inputs[1])) zero = Unbroadcast(g, value->inputs[1]);
+    value = &g.node(value->inputs[0]);
+  }
+  if (value->op != OpCode::kCast || value->dtype != DType::kF64) return std::nullopt;
+  const Node& q = g.node(value->inputs[0]);
+  if (q.dtype != DType::kI8 && q.dtype != DType::kU8) return std::nullopt;
+  return Dequantized{q.id, -1, zero};
+}
+
 // Whether a product of these operands is int8's: int8 or uint8 A (a zero point or none) and
 // symmetric int8 B.
 bool Int8Operands(const Graph& g, const Dequantized& a, const Dequantized& b) {
@@ -102,7 +117,13 @@ std::optional<Fp8Product> MatchFp8Product(const Graph& g, const Node& product, c
     p.b_transposed = true;
     b_value = b.inputs[0];
   }
-  std::optional<Dequantized> da = MatchDequantized(g, a.id, options.int8), db = MatchDequantized(g, b_value, options.int8);
+  // MatMulInteger's product is f64 (exact); the int8 product's f32 sum is what its usual
+  // consumer, a cast of the int32 result to f32, would round it to (to an ulp: the zero point's
+  // term is taken off in f32).
+  const bool integer_product = product.dtype == DType::kF64;
+  if (integer_product && !options.int8) return std::nullopt;
+  std::optional<Dequantized> da = integer_product ? MatchIntegerOperand(g, a.id) : MatchDequantized(g, a.id, options.int8);
+  std::optional<Dequantized> db = integer_product ? MatchIntegerOperand(g, b_value) : MatchDequantized(g, b_value, options.int8);
   if (!da || !db) return std::nullopt;
   const Node &qa = g.node(da->quantized), &qb = g.node(db->quantized);
   // One tensor-core type a kernel (uint8 A shifted into int8, below); B K-major: wᵀ read from
@@ -113,12 +134,12 @@ std::optional<Fp8Product> MatchFp8Product(const Graph& g, const Node& product, c
   const size_t a_k = qa.rank() - 1, b_k = p.b_transposed ? 1 : 0;
   // A's zero point comes out of the sum as its scale does: constant along K.
   if (da->zero >= 0 && !ConstantAlong(g.node(da->zero).shape, qa.shape, a_k)) return std::nullopt;
-  if (!ConstantAlong(g.node(da->scale).shape, qa.shape, a_k)) {
+  if (da->scale >= 0 && !ConstantAlong(g.node(da->scale).shape, qa.shape, a_k)) {
     const int blocked = block_scales ? BlockedScale(g, da->scale, qa.shape, a_k, &p.blocks) : -1;
     if (blocked < 0) return std::nullopt;
     da->scale = blocked;
   }
-  if (!ConstantAlong(g.node(db->scale).shape, qb.shape, b_k)) {
+  if (db->scale >= 0 && !ConstantAlong(g.node(db->scale).shape, qb.shape, b_k)) {
     int64_t blocks = 0;
     const int blocked = block_scales ? BlockedScale(g, db->scale, qb.shape, b_k, &blocks) : -1;
     if (blocked < 0 || (p.blocks != 0 && blocks != p.blocks)) return std::nullopt;
@@ -159,18 +180,20 @@ StatusOr<Graph> MakeFp8Products(const Graph& graph, const Fp8ProductOptions& opt
     }
     GraphBuilder& b = rewriter.builder();
     rewriter.SetLocation(node);
-    Value qb = rewriter.Map(p->b.quantized), scale_b = rewriter.Map(p->b.scale);
+    const bool scaled = p->a.scale >= 0;  // (MatMulInteger's operands have none)
+    Value qb = rewriter.Map(p->b.quantized), scale_b = scaled ? rewriter.Map(p->b.scale) : Value{};
     if (p->b_transposed) {
       qb = b.Transpose(qb, {1, 0});
-      if (b.rank(scale_b) == 2) scale_b = b.Transpose(scale_b, {1, 0});
+      if (scaled && b.rank(scale_b) == 2) scale_b = b.Transpose(scale_b, {1, 0});
     }
-    Value qa = rewriter.Map(p->a.quantized), scale_a = rewriter.Map(p->a.scale);
+    Value qa = rewriter.Map(p->a.quantized), scale_a = scaled ? rewriter.Map(p->a.scale) : Value{};
     if (p->blocks == 0) {
       const bool shifted = p->a.zero >= 0 || b.dtype(qa) == DType::kU8;
       if (b.dtype(qa) == DType::kU8) qa = b.Cast(b.AddScalar(b.Cast(qa, DType::kI32), -128), DType::kI8);  // exact: 0..255 to -128..127
       Value product = b.MatMul(qa, qb);  // f32 (of int8: the exact sum rounded to f32)
       if (shifted) product = b.Sub(product, ZeroPointTerm(b, rewriter, *p));
-      rewriter.SetMap(node.id, b.Cast(b.Mul(b.Mul(product, scale_a), scale_b), node.dtype));
+      if (scaled) product = b.Mul(b.Mul(product, scale_a), scale_b);
+      rewriter.SetMap(node.id, b.Cast(product, node.dtype));
       continue;
     }
     // Block scales: [..., M, blocks] and [blocks, N], a scale constant along K repeated.

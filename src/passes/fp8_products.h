@@ -26,8 +26,10 @@
 // tensor cores read both operands K-major, so B must be a constant (stored K-major by
 // passes/k_major_weights.h, `float8`) or the transpose of an [N][K] value (x · wᵀ): other
 // products, and products whose K rows are not whole 16-byte units (TMA), stay as they are.
-// A zero point must be zero (8-bit floats have none other in ONNX's sense; an int8 or uint8
-// one that is not, asymmetric quantization, stays as written).
+// A zero point must be zero on B (8-bit floats have none other in ONNX's sense). On int8 or
+// uint8 A it may be any constant along K (asymmetric activations, onnxruntime's default): uint8
+// A is shifted into int8 (q - 128, exact) and (z - 128) · Σ_k b_k taken off after the sum. So is
+// MatMulInteger's product (f64 of cast(q) - z, as frontend/onnx/matmul.cc writes it; no scales).
 //
 // For the CUDA backend, before the folding of constants: that would fold a constant weight's
 // dequantization into a copy of it in f32.

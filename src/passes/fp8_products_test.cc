@@ -200,6 +200,36 @@ TEST(Fp8ProductsTest, AsymmetricActivationsBecomeInt8ProductsWithTheirZeroPointA
                    1e-6);
 }
 
+// MatMulInteger as the importer writes it (an exact f64 product of cast(q) - z, made int32,
+// then f32 by its consumer): an int8 product too, its f32 sum taken as the f64 value. Against
+// the original, to f32's rounding of sums up to 255 · 127 · 512.
+TEST(Fp8ProductsTest, MatMulIntegerBecomesAnInt8Product) {
+  GraphBuilder b;
+  Value u = b.Parameter("u", DType::kU8, {3, 16, 512});
+  Value w = b.Constant(Tensor::Random(DType::kI8, {512, 48}, 3));
+  Value a = b.Sub(b.Cast(u, DType::kF64), b.Cast(b.Constant(Tensor::FromDoubles(DType::kU8, {}, {140})), DType::kF64));
+  Value acc = b.Cast(b.MatMul(a, b.Cast(w, DType::kF64)), DType::kI32);
+  b.Output(b.Mul(b.Cast(acc, DType::kF32), b.Scalar(1e-4, DType::kF32)), "y");
+  // B with a zero point stays as written.
+  Value wz = b.Sub(b.Cast(w, DType::kF64), b.Scalar(1.0, DType::kF64));
+  b.Output(b.Cast(b.MatMul(a, wz), DType::kI32), "b_zero_point");
+  auto graph = b.Build();
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  auto rewritten = MakeFp8Products(*graph, Fp8ProductOptions{.int8 = true});
+  ASSERT_TRUE(rewritten.ok()) << rewritten.status().ToString();
+  int int8_products = 0, f64_products = 0;
+  for (const Node& n : rewritten->nodes())
+    if (n.op == OpCode::kMatMul) (rewritten->node(n.inputs[0]).dtype == DType::kI8 ? int8_products : f64_products) += 1;
+  EXPECT_EQ(int8_products, 1);
+  EXPECT_EQ(f64_products, 1);
+  auto expected = RunReference(*graph, {Tensor::Random(DType::kU8, {3, 16, 512}, 1)});
+  auto actual = RunReference(*rewritten, {Tensor::Random(DType::kU8, {3, 16, 512}, 1)});
+  ASSERT_TRUE(expected.ok() && actual.ok());
+  const std::vector<double> want = (*expected)[0].ToDoubles(), got = (*actual)[0].ToDoubles();
+  for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-6 * std::max(1.0, std::fabs(want[i]))) << i;
+  EXPECT_EQ((*expected)[1].ToDoubles(), (*actual)[1].ToDoubles()) << "the f64 product is untouched";
+}
+
 // B with a zero point, uint8 B, a zero point varying along K, and int8 over K of 2^17 or more
 // (int32 sums could overflow) stay as written: their products compute dequantized.
 TEST(Fp8ProductsTest, AsymmetricWeightsOrLongInt8StayAsWritten) {

@@ -222,6 +222,29 @@ def uint8_activation_linear():
     save("gemm_uint8_activation_zero_point", nodes, inputs, outputs, inits, uint8_activation_linear.__doc__)
 
 
+def dynamic_quantized_linear():
+    """Dynamic quantization as onnxruntime's quantize_dynamic writes it: x quantized to uint8 at
+    run time (DynamicQuantizeLinear: its scale and zero point from x's range), MatMulInteger with
+    the constant int8 weight (symmetric: no zero point), the int32 sums cast to f32 and scaled by
+    both scales. Pass fp8-products makes the f64 product the importer writes an int8 product,
+    x shifted into int8 and (z - 128) · Σ_k w_k taken off after the sum (z known at run time);
+    200 rows, K = 768, N = 512."""
+    rng = np.random.default_rng(29)
+    m, k, n = 200, 768, 512
+    nodes = [
+        helper.make_node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"]),
+        helper.make_node("MatMulInteger", ["xq", "w", "xz"], ["acc"]),
+        helper.make_node("Cast", ["acc"], ["accf"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["xs", "ws"], ["s"]),
+        helper.make_node("Mul", ["accf", "s"], ["y"]),
+    ]
+    inits = [numpy_helper.from_array(rng.integers(-127, 128, (k, n)).astype(np.int8), "w"),
+             numpy_helper.from_array(np.array(0.004, np.float32), "ws")]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [m, k])]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [m, n])]
+    save("gemm_dynamic_quantized_matmulinteger", nodes, inputs, outputs, inits, dynamic_quantized_linear.__doc__)
+
+
 if __name__ == "__main__":
     block_scales()
     block_scales(weight_blocks=True)
@@ -236,3 +259,4 @@ if __name__ == "__main__":
     int8_linear(constant_weight=True)
     int8_linear(constant_weight=False)
     uint8_activation_linear()
+    dynamic_quantized_linear()

@@ -21,14 +21,14 @@ def test_model_errors_are_the_cli_s(kind, cli, tmp_path):
         "missing": tmp_path / "missing.onnx",
         "not onnx": tmp_path / "garbage.onnx",
         "malformed text": tmp_path / "broken.onnxtxt",
-        "unsupported op": tmp_path / "atan.onnxtxt",
+        "unsupported op": tmp_path / "det.onnxtxt",
     }[kind]
     if kind == "not onnx":
         path.write_bytes(b"\x08\x07this is not a protobuf\xff\xff")
     elif kind == "malformed text":
         path.write_text("<ir_version: 8, opset_import: [\"\" : 17]>\nbroken (float[2] x) => (float[2] y) {\n  y = Relu(x\n}")
     elif kind == "unsupported op":
-        path.write_text("<ir_version: 8, opset_import: [\"\" : 17]>\natan (float[2] x) => (float[2] y) {\n  y = Atan (x)\n}")
+        path.write_text("<ir_version: 8, opset_import: [\"\" : 17]>\ndet (float[2,2] x) => (float y) {\n  y = Det (x)\n}")
     error = python_error(tilefuse.compile, path)
     assert str(error) == cli.error_message("run", path)
     expected_code = {"missing": "not found", "unsupported op": "unsupported"}.get(kind, "invalid argument")

@@ -79,6 +79,50 @@ GroupCost CostModel::PredictGroupTime(const std::vector<int>& members) const {
   return cost;
 }
 
+bool CostModel::Escapes(int id, const std::vector<int>& members) const {
+  return is_output_[id] ||
+         std::any_of(users_[id].begin(), users_[id].end(), [&](int u) { return !std::binary_search(members.begin(), members.end(), u); });
+}
+
+double CostModel::RowBlocksRate(const std::vector<int>& members) const {
+  if (spec_.row_block_bytes_per_s <= 0) return 0;
+  // The longest reduction's rows; none where the group is a product's or an opaque op's.
+  int64_t rows = 0, row_elements = 0;
+  std::vector<int> reductions;
+  for (int id : members) {
+    const Node& n = graph_.node(id);
+    if (n.info().kind == OpKind::Contraction || n.info().kind == OpKind::Opaque) return 0;
+    if (n.info().kind != OpKind::Reduction) continue;
+    reductions.push_back(id);
+    const int64_t reduced = NumElements(graph_.node(n.inputs[0]).shape);
+    if (reduced > row_elements) {
+      row_elements = reduced;
+      rows = std::max<int64_t>(1, NumElements(n.shape));
+    }
+  }
+  if (reductions.empty() || static_cast<double>(rows) * spec_.row_block_bytes_per_s >= spec_.bandwidth_bytes_per_s) return 0;
+  // Stores along the rows: a stored member with as many elements as a row's whole input.
+  bool along = false;
+  for (int id : members)
+    along = along || (graph_.node(id).info().kind != OpKind::Reduction && Escapes(id, members) && NumElements(graph_.node(id).shape) >= row_elements);
+  // Chained: a reduction that reads another member reduction's result (members ascend: a
+  // topological order).
+  std::vector<bool> after_reduction(graph_.num_nodes(), false);
+  bool chained = false;
+  for (int id : members) {
+    const Node& n = graph_.node(id);
+    bool reads = false;
+    for (int input : n.inputs) reads = reads || after_reduction[input];
+    if (n.info().kind == OpKind::Reduction) {
+      chained = chained || reads;
+      after_reduction[id] = true;
+    } else {
+      after_reduction[id] = reads;
+    }
+  }
+  return along || chained ? static_cast<double>(rows) * spec_.row_block_bytes_per_s : 0;
+}
+
 GroupCost CostModel::OneKernel(const std::vector<int>& members) const {
   // Members arrive sorted; binary search keeps membership tests cheap without a set.
   auto is_member = [&](int id) { return std::binary_search(members.begin(), members.end(), id); };
@@ -90,9 +134,7 @@ GroupCost CostModel::OneKernel(const std::vector<int>& members) const {
     const Node& n = graph_.node(id);
     for (int input : n.inputs)
       if (!is_member(input)) inputs.push_back(input);
-    bool escapes = is_output_[id] ||
-                   std::any_of(users_[id].begin(), users_[id].end(), [&](int u) { return !is_member(u); });
-    if (escapes) cost.bytes += NodeBytes(id);
+    if (Escapes(id, members)) cost.bytes += NodeBytes(id);
     double flops = NodeFlops(n);
     // A convolution kept whole (the CPU's oneDNN) runs on the matrix units like a matmul.
     if (n.info().kind == OpKind::Contraction || n.op == OpCode::kConv) {
@@ -108,7 +150,13 @@ GroupCost CostModel::OneKernel(const std::vector<int>& members) const {
     if (!inlined_[input]) cost.bytes += NodeBytes(input);
   cost.flops = matmul_flops + vector_flops;
   double compute = matmul_flops / spec_.MatmulFlops(matmul_dtype) + vector_flops / spec_.vector_flops_f32;
-  cost.seconds = std::max(cost.bytes / spec_.bandwidth_bytes_per_s, compute) + spec_.launch_overhead_s;
+  double rate = spec_.bandwidth_bytes_per_s;
+  if (const double rows_rate = RowBlocksRate(members); rows_rate > 0 && rows_rate < rate) {
+    rate = rows_rate;
+    cost.note = fmt::format("a block a row over {:.0f} rows (it stores along them or chains its reductions: no split)",
+                            rows_rate / spec_.row_block_bytes_per_s);
+  }
+  cost.seconds = std::max(cost.bytes / rate, compute) + spec_.launch_overhead_s;
   return cost;
 }
 

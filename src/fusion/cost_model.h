@@ -38,6 +38,12 @@ class CostModel {
  private:
   double NodeBytes(int id) const;
   GroupCost OneKernel(const std::vector<int>& members) const;
+  // Whether member `id` is read outside the group (or is a graph output): the group stores it.
+  bool Escapes(int id, const std::vector<int>& members) const;
+  // The rate a reduction group's blocks reach where it runs one block a row over fewer rows
+  // than fill the GPU: it stores along its rows or chains its reductions, so the row template
+  // cannot split them (codegen/cuda/cuda_row_splits.h). 0: no such limit.
+  double RowBlocksRate(const std::vector<int>& members) const;
   // The members after `matmul` in the group (its epilogue), ascending.
   std::vector<int> EpilogueOf(const std::vector<int>& members, int matmul) const;
 

@@ -7,10 +7,13 @@ namespace {
 // 2026-11-21); H100 SXM copy rate about 3.0 TB/s measured there (device KINDS.md).
 // Matrix rates are NVIDIA's dense datasheet figures; launch overhead is the gap
 // between back-to-back small kernels. The CPU row describes this project's 2-core
-// development machines and is a rough guess until the CPU backend measures it.
+// development machines and is a rough guess until the CPU backend measures it. A block alone
+// on a row: max |x| over 8192² f32 as one block of 1024 threads read 268 MB in 1852 µs on an
+// H100 (145 GB/s, 2026-12-07, bench/results/2026-12-07-h100-row-splits.md); the H200's SMs
+// are taken as the same.
 const DeviceSpec kSpecs[] = {
-    {"h100-sxm", 132, 3.0e12, 989e12, 494e12, 67e12, 2.0e-6, 50e6, 227e3},
-    {"h200", 132, 4.22e12, 989e12, 494e12, 67e12, 2.0e-6, 60e6, 227e3},
+    {"h100-sxm", 132, 3.0e12, 989e12, 494e12, 67e12, 2.0e-6, 50e6, 227e3, 145e9},
+    {"h200", 132, 4.22e12, 989e12, 494e12, 67e12, 2.0e-6, 60e6, 227e3, 145e9},
     {"cpu", 2, 10e9, 100e9, 100e9, 50e9, 5.0e-6, 32e6, 0},
 };
 }  // namespace

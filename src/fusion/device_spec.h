@@ -21,6 +21,9 @@ struct DeviceSpec {
   double launch_overhead_s = 0;     // per kernel, as seen between back-to-back kernels
   double l2_bytes = 0;
   double shared_memory_per_block = 0;
+  // The rate one block reading a row alone reaches (a row kernel's block per row: an SM's
+  // share); 0 where a row is not one block's (the CPU's loops split rows over threads).
+  double row_block_bytes_per_s = 0;
 
   // Peak rate for a matrix product of this dtype, and for elementwise arithmetic.
   double MatmulFlops(DType dtype) const;

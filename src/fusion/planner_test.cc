@@ -63,6 +63,29 @@ TEST(PlannerTest, SoftmaxIsOneRowReduction) {
   }
 }
 
+// A few very long rows: fused with the stores along them (or a second pass over them), the
+// row template runs one block a row, the GPU mostly idle; apart, the reductions split over
+// blocks (codegen/cuda/cuda_row_splits.h) and the stores run as pointwise kernels. x / max|x|
+// a row (a quantization's scaling) and softmax, over two rows of 2^22, go apart
+// on a GPU, stay one kernel on the CPU (whose loops split rows over threads) and where rows
+// fill the GPU.
+TEST(PlannerTest, AFewVeryLongRowsAreReducedApartFromTheirStoresOnAGpu) {
+  auto scaled_by_amax = [](GraphBuilder& b, const Shape& shape) {
+    Value x = b.Parameter("x", DType::kF32, shape);
+    b.Output(b.Div(x, b.Reduce(OpCode::kReduceMax, b.Unary(OpCode::kAbs, x), {1}, true)), "y");
+  };
+  auto softmax = [](GraphBuilder& b, const Shape& shape) { b.Output(SoftmaxByHand(b, b.Parameter("x", DType::kF32, shape)), "y"); };
+  for (auto build : {+scaled_by_amax, +softmax}) {
+    GraphBuilder gpu, cpu, many_rows;
+    build(gpu, {2, 1 << 22});
+    build(cpu, {2, 1 << 22});
+    build(many_rows, {kRows, kCols});
+    EXPECT_GT(Plan(gpu).groups.size(), 1u);
+    EXPECT_EQ(Plan(cpu, {.device = "cpu"}).groups.size(), 1u);
+    EXPECT_EQ(Plan(many_rows).groups.size(), 1u);
+  }
+}
+
 Value LayerNormByHand(GraphBuilder& b, Value x, Value scale, Value bias) {
   Value centered = b.Sub(x, b.Reduce(OpCode::kReduceMean, x, {-1}, true));
   Value var = b.Reduce(OpCode::kReduceMean, b.Mul(centered, centered), {-1}, true);

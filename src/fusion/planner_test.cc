@@ -81,7 +81,9 @@ TEST(PlannerTest, AFewVeryLongRowsAreReducedApartFromTheirStoresOnAGpu) {
     build(cpu, {2, 1 << 22});
     build(many_rows, {kRows, kCols});
     EXPECT_GT(Plan(gpu).groups.size(), 1u);
-    EXPECT_EQ(Plan(cpu, {.device = "cpu"}).groups.size(), 1u);
+    PlannerOptions on_cpu;
+    on_cpu.device = "cpu";
+    EXPECT_EQ(Plan(cpu, on_cpu).groups.size(), 1u);
     EXPECT_EQ(Plan(many_rows).groups.size(), 1u);
   }
 }

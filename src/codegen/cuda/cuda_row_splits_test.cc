@@ -64,7 +64,9 @@ Graph SumGraph(DType dtype, int64_t rows, int64_t columns) {
 Kernel Lowered(Graph graph) {
   auto passed = RunGraphPasses(std::move(graph), PassOptions{});
   EXPECT_TRUE(passed.ok()) << passed.status().ToString();
-  auto plan = PlanFusion(*passed, PlannerOptions{.device = "cpu"});
+  PlannerOptions on_cpu;
+  on_cpu.device = "cpu";
+  auto plan = PlanFusion(*passed, on_cpu);
   EXPECT_TRUE(plan.ok());
   EXPECT_EQ(plan->groups.size(), 1u);
   auto kernel = LowerGroup(*passed, plan->groups[0], FindInlinedGenerators(*passed));

@@ -88,19 +88,17 @@ double CostModel::RowBlocksRate(const std::vector<int>& members) const {
   if (spec_.row_block_bytes_per_s <= 0) return 0;
   // The longest reduction's rows; none where the group is a product's or an opaque op's.
   int64_t rows = 0, row_elements = 0;
-  std::vector<int> reductions;
   for (int id : members) {
     const Node& n = graph_.node(id);
     if (n.info().kind == OpKind::Contraction || n.info().kind == OpKind::Opaque) return 0;
     if (n.info().kind != OpKind::Reduction) continue;
-    reductions.push_back(id);
     const int64_t reduced = NumElements(graph_.node(n.inputs[0]).shape);
     if (reduced > row_elements) {
       row_elements = reduced;
       rows = std::max<int64_t>(1, NumElements(n.shape));
     }
   }
-  if (reductions.empty() || static_cast<double>(rows) * spec_.row_block_bytes_per_s >= spec_.bandwidth_bytes_per_s) return 0;
+  if (row_elements == 0 || static_cast<double>(rows) * spec_.row_block_bytes_per_s >= spec_.bandwidth_bytes_per_s) return 0;
   // Stores along the rows: a stored member with as many elements as a row's whole input.
   bool along = false;
   for (int id : members)

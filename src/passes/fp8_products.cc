@@ -21,6 +21,15 @@ struct Dequantized {
   int zero = -1;       // an int8 or uint8 zero point that is not all zeros (f32), before the broadcast; -1: none
 };
 
+// `value` past a subtracted zero point, if any: `*zero` the zero point (before its broadcast)
+// where it is not all zeros, else -1.
+const Node* PastZeroPoint(const Graph& g, const Node* value, int* zero) {
+  *zero = -1;
+  if (value->op != OpCode::kSub) return value;
+  if (!IsZeros(g, value->inputs[1])) *zero = Unbroadcast(g, value->inputs[1]);
+  return &g.node(value->inputs[0]);
+}
+
 // `id` as [cast]((cast(q) [- z]) · s), the outer cast to the product's type absent for an f32
 // one; q of int8 or uint8 only with `int8`, z other than zeros only for those.
 std::optional<Dequantized> MatchDequantized(const Graph& g, int id, bool int8) {
@@ -28,12 +37,8 @@ std::optional<Dequantized> MatchDequantized(const Graph& g, int id, bool int8) {
   if (n->op == OpCode::kCast) n = &g.node(n->inputs[0]);
   if (n->op != OpCode::kMul || n->dtype != DType::kF32) return std::nullopt;
   for (int side = 0; side < 2; ++side) {
-    const Node* value = &g.node(n->inputs[side]);
     int zero = -1;
-    if (value->op == OpCode::kSub) {
-      if (!IsZeros(g, value->inputs[1])) zero = Unbroadcast(g, value->inputs[1]);
-      value = &g.node(value->inputs[0]);
-    }
+    const Node* value = PastZeroPoint(g, &g.node(n->inputs[side]), &zero);
     if (value->op != OpCode::kCast) continue;
     const Node& q = g.node(value->inputs[0]);
     const Dequantized found{q.id, Unbroadcast(g, n->inputs[1 - side]), zero};
@@ -47,12 +52,8 @@ std::optional<Dequantized> MatchDequantized(const Graph& g, int id, bool int8) {
 // An operand of MatMulInteger as the importer writes it (frontend/onnx/matmul.cc):
 // cast(q, f64) [- z], q int8 or uint8, no scale.
 std::optional<Dequantized> MatchIntegerOperand(const Graph& g, int id) {
-  const Node* value = &g.node(id);
   int zero = -1;
-  if (value->op == OpCode::kSub) {
-    if (!IsZeros(g, value->inputs[1])) zero = Unbroadcast(g, value->inputs[1]);
-    value = &g.node(value->inputs[0]);
-  }
+  const Node* value = PastZeroPoint(g, &g.node(id), &zero);
   if (value->op != OpCode::kCast || value->dtype != DType::kF64) return std::nullopt;
   const Node& q = g.node(value->inputs[0]);
   if (q.dtype != DType::kI8 && q.dtype != DType::kU8) return std::nullopt;

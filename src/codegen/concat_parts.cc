@@ -68,17 +68,23 @@ ConcatParts FindConcatParts(const Kernel& k, int vector) {
     if (!AsPositionTest(k, v, &divisor, &extent, &cut)) continue;
     int64_t period = divisor * extent;
     if (parts.period != 0 && parts.period != period) return {};
-    if (period % vector != 0 || cut % vector != 0 || cut <= 0 || cut >= period || k.outer % period != 0) return {};
+    if (period % vector != 0 || cut <= 0 || cut >= period || k.outer % period != 0) return {};
     parts.period = period;
-    cuts.push_back(cut);
+    // A cut inside a vector (K = 147 padded to 148: the zero column's cut at 147) makes the
+    // vector around it a part of its own, whose elements test their position one by one; the
+    // parts on either side still know their answer.
+    cuts.push_back(cut / vector * vector);
+    if (cut % vector != 0) cuts.push_back((cut / vector + 1) * vector);
     parts.comparisons.push_back(static_cast<int>(i));
   }
   if (cuts.empty()) return {};
   for (const KernelStore& s : k.stores)
     if (UsesValue(s.index)) return {};
   cuts.push_back(0);
+  std::erase_if(cuts, [&](int64_t c) { return c >= parts.period; });
   std::sort(cuts.begin(), cuts.end());
   cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  if (cuts.size() < 2) return {};  // one vector a period, holding the cut: nothing decided a vector
   parts.cuts = cuts;
   return parts;
 }

@@ -24,8 +24,9 @@ struct ConcatParts {
 };
 
 // The parts of pointwise kernel `kernel` for vectors of `vector` elements, or none (cuts
-// empty) when it has no concat position test, the tests disagree on the period, a boundary is
-// not a multiple of the vector width, or the kernel draws random values or gathers.
+// empty) when it has no concat position test, the tests disagree on the period, the period is
+// not a multiple of the vector width, or the kernel draws random values or gathers. A cut
+// inside a vector gives that vector a part of its own (its position tests stay per element).
 ConcatParts FindConcatParts(const Kernel& kernel, int vector);
 
 // i0 inside part `part`: q·period + cuts[part] + r, with r (variable 0) below the part's

@@ -52,10 +52,36 @@ TEST(ConcatPartsTest, CudaVectorLoopBranchesIntoTheParts) {
   }
 }
 
-TEST(ConcatPartsTest, NoPartsWhereAVectorWouldStraddleACut) {
+TEST(ConcatPartsTest, NoPartsWhereOneVectorHoldsTheWholePeriod) {
   Kernel k = RotateHalfKernel(16);
-  EXPECT_TRUE(FindConcatParts(k, 64).cuts.empty()) << "the cut at 32 is not a multiple of 64";
+  EXPECT_TRUE(FindConcatParts(k, 64).cuts.empty()) << "a vector of 64 holds both halves: it decides nothing";
   EXPECT_FALSE(FindConcatParts(k, 32).cuts.empty());
+}
+
+// An unaligned depth padded with zeros (passes/pad_gemm_depth.h): [rows, 147] concatenated
+// with a zero column. The vector holding the cut at 147 is a part of its own, testing its
+// elements one by one; the vectors before it know they are all x. The period (148) takes
+// vectors of 4, not 8: the CUDA template then narrows its vector to 4 to branch by part.
+Kernel PaddedDepthKernel(int64_t rows) {
+  GraphBuilder b;
+  Value x = b.Parameter("x", DType::kF32, {rows, 147});
+  b.Output(b.Concat({b.Unary(OpCode::kExp, x), b.BroadcastTo(b.Scalar(0.0, DType::kF32), {rows, 1})}, 1), "y");
+  return LowerSingleGroup(b);
+}
+
+TEST(ConcatPartsTest, AVectorHoldingACutIsAPartOfItsOwn) {
+  Kernel k = PaddedDepthKernel(64);
+  EXPECT_TRUE(FindConcatParts(k, 8).cuts.empty()) << "148 is not a multiple of 8";
+  ConcatParts parts = FindConcatParts(k, 4);
+  ASSERT_EQ(parts.cuts, (std::vector<int64_t>{0, 144}));
+  EXPECT_EQ(parts.period, 148);
+  ASSERT_EQ(parts.comparisons.size(), 1u);
+  EXPECT_EQ(KnownInPart(k, parts, 0, parts.comparisons[0], k.outer), 1) << "elements 0..143 are all x's";
+  EXPECT_EQ(KnownInPart(k, parts, 1, parts.comparisons[0], k.outer), -1) << "144..147: three of x, then the zero";
+  auto source = EmitCudaKernel(k, CudaKernelConfig{});
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_NE(source->function.find("constexpr int kVec = 4;"), std::string::npos) << source->function;
+  EXPECT_NE(source->function.find("if (within < "), std::string::npos) << source->function;
 }
 
 TEST(ConcatPartsTest, ContiguousAlignedIn) {

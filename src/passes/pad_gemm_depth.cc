@@ -1,8 +1,11 @@
 #include "passes/pad_gemm_depth.h"
 
+#include <cstring>
 #include <map>
+#include <string>
 #include <tuple>
 
+#include "passes/derived_constants.h"
 #include "passes/rewriter.h"
 #include "passes/softmax_reads.h"
 
@@ -42,18 +45,33 @@ int64_t PaddedTransposedRows(const Graph& g, const Node& mm) {
   return LargeEnough(mm, a.shape.back()) ? AlignedExtent(a.shape[r - 2], a.dtype) : 0;
 }
 
+// `w` [K][N] with zero rows after K up to `rows`.
+Tensor PadRows(const Tensor& w, int64_t rows) {
+  Tensor out(w.dtype(), {rows, w.shape()[1]});  // zero-filled
+  std::memcpy(out.data(), w.data(), static_cast<size_t>(NumElements(w.shape())) * DTypeSize(w.dtype()));
+  return out;
+}
+
 // Zero-padded copies of values, each made once: a weight gradient's dyᵀ·x and the input
 // gradient's dy·W pad the same dy (GPT-2's 412 MB logits gradient), so one copy feeds both.
 class Padder {
  public:
   explicit Padder(GraphRewriter& rewriter) : rewriter_(rewriter) {}
 
-  // `x` (of the input graph) with zeros appended along `axis` up to `extent`.
-  Value Pad(int x, int axis, int64_t extent) {
-    const auto key = std::make_tuple(x, axis, extent);
+  // `x` (of the input graph) with zeros appended along `axis` up to `extent`. A 2-D constant
+  // padded along its rows is a constant itself: a weight [K][N] (ResNet's stem, K = 3·7·7)
+  // stays a constant that passes/k_major_weights.h then stores K-major, as TF32 tensor cores
+  // read it (a concat would be B computed [K][N], which sent the stem's TF32 product to cuBLASLt).
+  Value Pad(const Node& x, int axis, int64_t extent) {
+    const auto key = std::make_tuple(x.id, axis, extent);
     if (auto it = padded_.find(key); it != padded_.end()) return it->second;
     GraphBuilder& b = rewriter_.builder();
-    Value value = rewriter_.Map(x);
+    if (x.op == OpCode::kConstant && x.attrs.value && x.rank() == 2 && axis == 0) {
+      const Tensor& w = *x.attrs.value;
+      return padded_[key] = b.Constant(DerivedConstant(w, "pad rows to " + std::to_string(extent), [&] { return PadRows(w, extent); }));
+    }
+    const int id = x.id;
+    Value value = rewriter_.Map(id);
     Shape zeros_shape = b.shape(value);
     zeros_shape[axis] = extent - zeros_shape[axis];
     Value zeros = b.BroadcastTo(b.Scalar(0.0, b.dtype(value)), zeros_shape);
@@ -82,15 +100,15 @@ StatusOr<Graph> PadGemmDepth(const Graph& graph) {
     GraphBuilder& builder = rewriter.builder();
     if (const int64_t depth = PaddedDepth(graph, node); depth != 0) {
       rewriter.SetLocation(node);
-      Value wide_a = padder.Pad(a.id, a.rank() - 1, depth);
-      Value wide_b = padder.Pad(b.id, b.rank() - 2, depth);
+      Value wide_a = padder.Pad(a, a.rank() - 1, depth);
+      Value wide_b = padder.Pad(b, b.rank() - 2, depth);
       rewriter.SetMap(node.id, builder.MatMul(wide_a, wide_b, node.attrs.tf32));
     } else if (const int64_t rows = PaddedTransposedRows(graph, node); rows != 0) {
       // aᵀ's source padded along its rows: the product gets rows - M zero rows, sliced off
       // (a prefix of a row-major result, which its readers take as a view).
       const Node& source = graph.node(a.inputs[0]);
       rewriter.SetLocation(node);
-      Value wide_a = builder.Transpose(padder.Pad(source.id, source.rank() - 1, rows), a.attrs.perm);
+      Value wide_a = builder.Transpose(padder.Pad(source, source.rank() - 1, rows), a.attrs.perm);
       Value product = builder.MatMul(wide_a, rewriter.Map(b.id), node.attrs.tf32);
       const int64_t row_axis = node.rank() - 2;
       rewriter.SetMap(node.id, builder.Slice(product, {0}, {node.shape[row_axis]}, {row_axis}, {1}));

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
+#include "passes/k_major_weights.h"
 #include "passes/pass_test_util.h"
 #include "reference/interpreter.h"
 #include "tilefuse/builder.h"
@@ -139,6 +142,35 @@ TEST(PadGemmDepthTest, AlignedOrSmallProductsAreLeftAlone) {
     ASSERT_TRUE(padded.ok());
     EXPECT_EQ(CountOps(*padded, OpCode::kConcat), 0);
   }
+}
+
+TEST(PadGemmDepthTest, AConstantWeightIsPaddedAsAConstantThatGoesKMajor) {
+  // ResNet's stem in f32: K = 3·7·7 = 147 (588 bytes a row), a constant [147][64] weight. Its
+  // padded form must stay a constant for passes/k_major_weights.h to store it K-major (TF32
+  // tensor cores read B K-major only); a concat of zeros is a computed B the template refused.
+  GraphBuilder b;
+  const int64_t rows = int64_t{1} << 17, k = 147, n = 64;
+  Value x = b.Parameter("x", DType::kF32, {rows, k});
+  const Tensor w = Tensor::Random(DType::kF32, {k, n}, 5);
+  b.Output(b.MatMul(x, b.Constant(w), /*tf32=*/true), "y");
+  auto graph = b.Build();
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  auto padded = PadGemmDepth(*graph);
+  ASSERT_TRUE(padded.ok()) << padded.status().ToString();
+  const Node& product = TheProduct(*padded);
+  const Node& wide_b = padded->node(product.inputs[1]);
+  ASSERT_EQ(wide_b.op, OpCode::kConstant);
+  ASSERT_EQ(wide_b.shape, (Shape{148, n}));
+  EXPECT_TRUE(product.attrs.tf32);
+  const std::vector<double> values = wide_b.attrs.value->ToDoubles(), original = w.ToDoubles();
+  EXPECT_TRUE(std::equal(original.begin(), original.end(), values.begin()));
+  EXPECT_TRUE(std::all_of(values.begin() + k * n, values.end(), [](double v) { return v == 0.0; }));
+  EXPECT_EQ(CountOps(*padded, OpCode::kConcat), 1) << "A's zeros only";
+  auto k_major = StoreWeightsKMajor(*padded, KMajorWeightsOptions{.f32 = true});
+  ASSERT_TRUE(k_major.ok()) << k_major.status().ToString();
+  const Node& read_b = k_major->node(TheProduct(*k_major).inputs[1]);
+  ASSERT_EQ(read_b.op, OpCode::kTranspose);
+  EXPECT_EQ(k_major->node(read_b.inputs[0]).shape, (Shape{n, 148}));
 }
 
 }  // namespace

@@ -182,6 +182,16 @@ CudaKernelConfig ResolveCudaConfig(const Kernel& k, const CudaKernelConfig& requ
           c.vector = v;
           break;
         }
+      // A concat's output branches once a vector into its parts (codegen/concat_parts.h) where
+      // the vector divides the concat's period: a narrower vector there beats testing every
+      // element's part (ResNet's stem im2col, K = 147 padded to 148: 108 instructions an
+      // element at 8 f32 a vector, its row's index computed per element).
+      if (FindConcatParts(k, c.vector).cuts.empty())
+        for (int v = c.vector / 2; v >= 2; v /= 2)
+          if (!FindConcatParts(k, v).cuts.empty()) {
+            c.vector = v;
+            break;
+          }
     }
     // Blocks of 256 threads, 128 where a thread's transcendentals are on 4 f32 elements (f64,
     // unmeasured, keeps 256): the tuner on an H200 chose 128 for GELU f32 in two calls

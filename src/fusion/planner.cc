@@ -96,6 +96,20 @@ class PriorityFusion {
     return true;
   }
 
+  // A group of views (a window of one element: the zero padding ResNet's stem reads, made part
+  // of its staged copy by passes/stage_conv_inputs) read only by a staged convolution input:
+  // the copy reads through them, one kernel instead of a padded copy and its transpose.
+  bool ViewsIntoStagedCopy(int producer, int consumer) const {
+    const Group &p = groups_[producer], &q = groups_[consumer];
+    if (p.closed || !q.closed || q.kind == GroupKind::kAttention) return false;
+    for (int id : p.members) {
+      if (g_.node(id).info().kind != OpKind::View) return false;
+      for (int user : users_[id])
+        if (group_of_[user] != producer && group_of_[user] != consumer) return false;
+    }
+    return true;
+  }
+
   // Sources and inlined generators belong to no group; their readers load or recompute them.
   bool Ungrouped(int id) const { return g_.node(id).info().kind == OpKind::Source || inlined_[id]; }
 
@@ -197,7 +211,7 @@ class PriorityFusion {
     Candidate c;
     const Group& p = groups_[producer];
     const Group& q = groups_[consumer];
-    if (p.closed || q.closed) {
+    if ((p.closed || q.closed) && !ViewsIntoStagedCopy(producer, consumer)) {
       c.decision = FusionDecision::Forbid(p.kind == GroupKind::kAttention || q.kind == GroupKind::kAttention
                                               ? "attention groups take no further ops"
                                               : "a convolution's staged NHWC input stays a copy of its own");
@@ -347,6 +361,7 @@ class PriorityFusion {
     Group& q = groups_[consumer];
     for (int id : q.members) group_of_[id] = producer;
     p.members = MergeSorted(p.members, q.members);
+    p.closed = p.closed || q.closed;  // a staged copy that took the views it reads stays a copy of its own
     p.kind = c.kind;
     p.seconds = c.seconds;
     ++p.version;

@@ -78,8 +78,10 @@ std::vector<std::string> GroupsStoringATransposedCopy(const Graph& g, const Fusi
   for (const FusionGroup& group : plan.groups)
     for (int id : group.outputs) {
       const Node& n = g.node(id);
+      // (The padded NHWC copy of an image's few channels, passes/stage_conv_inputs, transposes
+      // the padding's window of its input: views, nothing the group computes.)
       if (n.op == OpCode::kTranspose && MovesChannels(n.attrs.perm) && !is_output[id] &&
-          plan.group_of[n.inputs[0]] == group.id)
+          plan.group_of[n.inputs[0]] == group.id && !IsWindowOrItsReshape(g, n.inputs[0]))
         found.push_back(fmt::format("%{} in group {}", id, group.id));
     }
   return found;

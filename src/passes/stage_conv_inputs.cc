@@ -37,6 +37,12 @@ bool ReadsFewChannelNchwForIm2col(const Graph& g, const std::vector<std::vector<
   const Node& x = g.node(window.inputs[0]);
   if (IsTranspose(x, kToNchw) || x.rank() != 4 || x.shape[1] > kFewChannels) return false;
   if (!IsFloat(x.dtype) || IsFloat8(x.dtype)) return false;
+  // Only windows that overlap or pad, whose im2col is many times x (the stem's 7x7 stride 2:
+  // 12x); a patch embedding's (16x16 stride 16, ViT) is x once, read in runs of 16 already.
+  const Attrs& a = window.attrs;
+  const bool overlaps = a.kernel[0] > a.strides[0] || a.kernel[1] > a.strides[1];
+  const bool pads = std::any_of(a.pads.begin(), a.pads.end(), [](int64_t p) { return p != 0; });
+  if (!overlaps && !pads) return false;
   const std::vector<int>& readers = users[window.id];
   return readers.size() == 1 && IsTranspose(g.node(readers[0]), kColumns);
 }

@@ -68,6 +68,23 @@ TEST(StageConvInputsTest, ManyChannelsAreNotPaddedThere) {
   EXPECT_EQ(windows[0]->attrs.pads, (std::vector<int64_t>{3, 3, 3, 3}));
 }
 
+TEST(StageConvInputsTest, APatchEmbeddingReadsItsInputWhereItLies) {
+  // ViT's 16x16 stride 16 over 3 channels: windows that neither overlap nor pad, an im2col the
+  // size of its input; a copy would only add one.
+  GraphBuilder b;
+  Value x = b.Parameter("x", DType::kBF16, {2, 3, 32, 32});
+  Value w = b.Parameter("w", DType::kBF16, {8, 3, 16, 16});
+  b.Output(b.Conv(x, w, Value{}, PoolParams{.kernel = {16, 16}, .strides = {16, 16}, .pads = {0, 0, 0, 0}, .dilations = {1, 1}}), "y");
+  auto built = b.Build();
+  ASSERT_TRUE(built.ok());
+  PassOptions options;
+  options.channels_last = true;
+  auto g = RunGraphPasses(std::move(built).value(), options);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  for (const Node& n : g->nodes())
+    if (n.op == OpCode::kWindow) EXPECT_EQ(g->node(n.inputs[0]).op, OpCode::kParameter) << "the window reads x itself";
+}
+
 TEST(StageConvInputsTest, ThePaddedCopyComputesTheSameConvolution) {
   for (DType dtype : {DType::kF32, DType::kBF16}) {
     SCOPED_TRACE(DTypeName(dtype));

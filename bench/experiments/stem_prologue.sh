@@ -23,25 +23,10 @@ for m in tests/conv/stem_maxpool_f32.onnxtxt tests/conv/resnet_downsample_bf16.o
 done
 memcheck tests/gemm/gemm_conv_stem_constant_weight_f32.onnxtxt --precision high
 stem=$(mktemp -d)/stem32.onnx
-python3 - "$stem" <<'PY'
-import sys, numpy as np, onnx
-from onnx import helper, TensorProto, numpy_helper
-rng = np.random.default_rng(0)
-w = numpy_helper.from_array((rng.standard_normal((64, 3, 7, 7)) * 0.1).astype(np.float32), "w")
-bias = numpy_helper.from_array(rng.standard_normal(64).astype(np.float32), "bias")
-nodes = [helper.make_node("Conv", ["x", "w", "bias"], ["c"], kernel_shape=[7, 7], strides=[2, 2], pads=[3, 3, 3, 3]),
-         helper.make_node("Relu", ["c"], ["r"]),
-         helper.make_node("MaxPool", ["r"], ["y"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])]
-graph = helper.make_graph(nodes, "stem32", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [32, 3, 224, 224])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [32, 64, 56, 56])], [w, bias])
-model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-model.ir_version = 8
-onnx.save(model, sys.argv[1])
-PY
+python3 "$(dirname "$0")/stem_model.py" "$stem"
 check_forms "$stem" "--precision high"
 for flags in "--precision high" "--precision high --gemm-form tail" "--precision high --gemm-form overlap" "--precision high --gemm library" "--precision highest"; do
-  echo "stem32 $flags: $("$B/tilefuse" bench "$stem" --backend cuda $flags --repeats 20 --warmup 5 --json 2>&1 |
-    python3 -c "import json,sys; d=json.load(sys.stdin); print(f\"{d['fused']['ms']*1e3:.1f} us;\", '; '.join(g['strategy'] for g in d['groups']))" 2>&1 | tail -1)" | tee -a "$log"
+  echo "stem32 $flags: $(bench_forms "$stem" "$flags")" | tee -a "$log"
 done
 RUNS=${RUNS:-"resnet50:bf16:32 resnet50:f32:32"} LIMIT=${LIMIT:-150} OUT=$OUT PROFILE_ARGS=${PROFILE_ARGS:---peer} \
   bash "$(dirname "$0")/graph_profile.sh" > "$OUT/profiles.txt" 2>&1

@@ -25,6 +25,13 @@ bench_us() {
     python3 -c "import json,sys; d=json.load(sys.stdin); print(f\"{d['fused']['ms']*1e3:.1f} us\", d['groups'][0]['strategy'])" 2>&1 | tail -1
 }
 
+# bench_forms MODEL FLAGS: `tilefuse bench` of MODEL on the GPU with FLAGS (one string), printed
+# as "<µs> us; <every group's strategy>".
+bench_forms() {
+  "$B/tilefuse" bench "$1" --backend cuda $2 --repeats 20 --warmup 5 --json 2>&1 |
+    python3 -c "import json,sys; d=json.load(sys.stdin); print(f\"{d['fused']['ms']*1e3:.1f} us;\", '; '.join(g['strategy'] for g in d['groups']))" 2>&1 | tail -1
+}
+
 # check_forms MODEL FORM...: `run --check --gemm template` with each FORM's flags ("" the rule's).
 check_forms() {
   local m=$1 form o

@@ -70,8 +70,7 @@ class Padder {
       const Tensor& w = *x.attrs.value;
       return padded_[key] = b.Constant(DerivedConstant(w, "pad rows to " + std::to_string(extent), [&] { return PadRows(w, extent); }));
     }
-    const int id = x.id;
-    Value value = rewriter_.Map(id);
+    Value value = rewriter_.Map(x.id);
     Shape zeros_shape = b.shape(value);
     zeros_shape[axis] = extent - zeros_shape[axis];
     Value zeros = b.BroadcastTo(b.Scalar(0.0, b.dtype(value)), zeros_shape);

@@ -9,7 +9,6 @@
 
 #include "fusion/plan_verifier.h"
 #include "fusion/planner.h"
-#include "passes/pass_test_util.h"
 #include "passes/pipeline.h"
 #include "reference/interpreter.h"
 #include "tilefuse/builder.h"
@@ -17,11 +16,8 @@
 namespace tilefuse {
 namespace {
 
-using pass_testing::CountOps;
-
-// ResNet's stem: 7x7 stride 2 from `channels` channels with bias, ReLU; channels-last as the
-// CUDA backend passes it.
-Graph Stem(int64_t channels, const std::vector<int64_t>& pads, DType dtype = DType::kF32) {
+// ResNet's stem: 7x7 stride 2 from `channels` channels with bias, ReLU.
+Graph StemAsImported(int64_t channels, const std::vector<int64_t>& pads, DType dtype) {
   GraphBuilder b;
   Value x = b.Parameter("x", dtype, {2, channels, 20, 18});
   Value w = b.Parameter("w", dtype, {8, channels, 7, 7});
@@ -29,11 +25,20 @@ Graph Stem(int64_t channels, const std::vector<int64_t>& pads, DType dtype = DTy
   b.Output(b.Unary(OpCode::kRelu, b.Conv(x, w, bias, PoolParams{.kernel = {7, 7}, .strides = {2, 2}, .pads = pads, .dilations = {1, 1}})), "y");
   auto built = b.Build();
   EXPECT_TRUE(built.ok()) << built.status().ToString();
+  return std::move(built).value();
+}
+
+// `g` channels-last, as the CUDA backend passes it.
+Graph ChannelsLast(Graph g) {
   PassOptions options;
   options.channels_last = true;
-  auto graph = RunGraphPasses(std::move(built).value(), options);
-  EXPECT_TRUE(graph.ok()) << graph.status().ToString();
-  return std::move(graph).value();
+  auto passed = RunGraphPasses(std::move(g), options);
+  EXPECT_TRUE(passed.ok()) << passed.status().ToString();
+  return std::move(passed).value();
+}
+
+Graph Stem(int64_t channels, const std::vector<int64_t>& pads, DType dtype = DType::kF32) {
+  return ChannelsLast(StemAsImported(channels, pads, dtype));
 }
 
 // The windows of `g` with a 7x7 kernel (the convolution's).
@@ -77,29 +82,23 @@ TEST(StageConvInputsTest, APatchEmbeddingReadsItsInputWhereItLies) {
   b.Output(b.Conv(x, w, Value{}, PoolParams{.kernel = {16, 16}, .strides = {16, 16}, .pads = {0, 0, 0, 0}, .dilations = {1, 1}}), "y");
   auto built = b.Build();
   ASSERT_TRUE(built.ok());
-  PassOptions options;
-  options.channels_last = true;
-  auto g = RunGraphPasses(std::move(built).value(), options);
-  ASSERT_TRUE(g.ok()) << g.status().ToString();
-  for (const Node& n : g->nodes())
-    if (n.op == OpCode::kWindow) EXPECT_EQ(g->node(n.inputs[0]).op, OpCode::kParameter) << "the window reads x itself";
+  const Graph g = ChannelsLast(std::move(built).value());
+  for (const Node& n : g.nodes()) {
+    if (n.op == OpCode::kWindow) {
+      EXPECT_EQ(g.node(n.inputs[0]).op, OpCode::kParameter) << "the window reads x itself";
+    }
+  }
 }
 
 TEST(StageConvInputsTest, ThePaddedCopyComputesTheSameConvolution) {
   for (DType dtype : {DType::kF32, DType::kBF16}) {
     SCOPED_TRACE(DTypeName(dtype));
-    GraphBuilder b;
-    Value x = b.Parameter("x", dtype, {2, 3, 20, 18});
-    Value w = b.Parameter("w", dtype, {8, 3, 7, 7});
-    Value bias = b.Parameter("b", dtype, {8});
-    b.Output(b.Unary(OpCode::kRelu, b.Conv(x, w, bias, PoolParams{.kernel = {7, 7}, .strides = {2, 2}, .pads = {3, 2, 3, 4}, .dilations = {1, 1}})), "y");
-    auto original = b.Build();
-    ASSERT_TRUE(original.ok());
+    const Graph original = StemAsImported(3, {3, 2, 3, 4}, dtype);
     Graph staged = Stem(3, {3, 2, 3, 4}, dtype);
     ASSERT_EQ(ConvWindows(staged)[0]->attrs.pads, (std::vector<int64_t>{0, 0, 0, 0}));
     const std::vector<Tensor> inputs = {Tensor::Random(dtype, {2, 3, 20, 18}, 1), Tensor::Random(dtype, {8, 3, 7, 7}, 2),
                                         Tensor::Random(dtype, {8}, 3)};
-    auto expected = RunReference(*original, inputs);
+    auto expected = RunReference(original, inputs);
     auto actual = RunReference(staged, inputs);
     ASSERT_TRUE(expected.ok() && actual.ok());
     ASSERT_EQ((*actual)[0].shape(), (*expected)[0].shape());

@@ -32,8 +32,23 @@ bool SplitByMultiple(const Index& a, const Index& c, Index* q, Index* r) {
     *r = IndexConst(0);
     return true;
   }
+  // A constant multiple of c (a concat part's start: row·151296 + 768 over rows of 768).
+  if (a->kind == IndexExpr::Kind::kConst && a->size.IsConstant() && a->value % c->value == 0) {
+    *q = IndexConst(a->value / c->value);
+    *r = IndexConst(0);
+    return true;
+  }
   if (a->kind == IndexExpr::Kind::kAdd) {
-    Index q1, r1;
+    Index q1, r1, q2, r2;
+    // Both terms split: their quotients add, and so do their remainders where the sum stays below c.
+    if (SplitByMultiple(a->a, c, &q1, &r1) && SplitByMultiple(a->b, c, &q2, &r2)) {
+      Index rest = IndexAdd(r1, r2);
+      if (rest->min >= 0 && rest->max < c->value) {
+        *q = IndexAdd(q1, q2);
+        *r = rest;
+        return true;
+      }
+    }
     if (SplitByMultiple(a->a, c, &q1, &r1)) {
       Index rest = IndexAdd(r1, a->b);
       if (rest->min >= 0 && rest->max < c->value) {

@@ -43,5 +43,22 @@ TEST(IndexSizesTest, ArithmeticKeepsTheSymbolsOnlyWhereItIsExact) {
   EXPECT_EQ(PrintIndex(SubstituteVar(clamped, 0, IndexVar(1, 100)), kVars), "tf_clamp((i1 + -3), 0, (tf_sym1 - 1))");
 }
 
+// A concat part's element (ViT's patches after its class token: rows of 197 tokens of 768, the
+// part starting at token 1): q·151296 + 768 + r. Its token is 1 + r / 768, never the class
+// token's 0, which the part's position test then knows.
+TEST(IndexSimplifierTest, AConstantMultipleOfTheDivisorSplitsOff) {
+  const Index q = IndexVar(1, 32), r = IndexVar(0, 150528);
+  const Index element = IndexAdd(IndexAdd(IndexMul(q, 151296), IndexConst(768)), r);
+  const Index token = IndexMod(IndexDiv(element, 768), 197);
+  EXPECT_EQ(PrintIndex(token, kVars), "((i0 / 768) + 1)");
+  EXPECT_EQ(token->min, 1);
+  EXPECT_EQ(token->max, 196);
+  EXPECT_EQ(PrintIndex(IndexDiv(element, 768), kVars), "((i1 * 197 + 1) + (i0 / 768))");
+  // Both terms of a sum split, their remainders' sum below the divisor: (q·10 + 20 + j) / 10 = q + 2.
+  const Index j = IndexVar(0, 10);
+  EXPECT_EQ(PrintIndex(IndexDiv(IndexAdd(IndexAdd(IndexMul(q, 10), IndexConst(20)), j), 10), kVars), "(i1 + 2)");
+  EXPECT_EQ(PrintIndex(IndexMod(IndexAdd(IndexAdd(IndexMul(q, 10), IndexConst(20)), j), 10), kVars), "i0");
+}
+
 }  // namespace
 }  // namespace tilefuse

@@ -4,6 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
+#include "backend/cpu/host_jit.h"
+#include "reference/interpreter.h"
+
 #include "codegen/cuda/cuda_emitter.h"
 #include "testing/lower_test_util.h"
 
@@ -82,6 +87,76 @@ TEST(ConcatPartsTest, AVectorHoldingACutIsAPartOfItsOwn) {
   ASSERT_TRUE(source.ok()) << source.status().ToString();
   EXPECT_NE(source->function.find("constexpr int kVec = 4;"), std::string::npos) << source->function;
   EXPECT_NE(source->function.find("if (within < "), std::string::npos) << source->function;
+}
+
+// The CUDA template's concat parts run: the emitted function compiled for the host with the
+// few device helpers it calls written for it, every block and thread run in turn, the output
+// poisoned with NaN first, against the reference. 64 rows take the chunked numbering (whole
+// chunks of 32 periods), 20 the periods in memory order; both hold the vector with the cut.
+TEST(ConcatPartsTest, TheCudaKernelRunOnTheHostWritesWhatTheReferenceComputes) {
+  for (int64_t rows : {64, 20}) {
+    SCOPED_TRACE(rows);
+    auto padded = [&](GraphBuilder& b) {
+      Value x = b.Parameter("x", DType::kF32, {rows, 147});
+      b.Output(b.Concat({b.AddScalar(b.MulScalar(x, 2), 1), b.BroadcastTo(b.Scalar(0.0, DType::kF32), {rows, 1})}, 1), "y");
+    };
+    GraphBuilder for_reference, for_kernel;
+    padded(for_reference);
+    padded(for_kernel);
+    auto graph = for_reference.Build();
+    ASSERT_TRUE(graph.ok());
+    Kernel k = LowerSingleGroup(for_kernel);
+    ASSERT_EQ(k.buffers.size(), 2u);
+    ASSERT_FALSE(k.buffers[0].is_output);
+    ASSERT_TRUE(k.buffers[1].is_output);
+    auto source = EmitCudaKernel(k, CudaKernelConfig{});
+    ASSERT_TRUE(source.ok()) << source.status().ToString();
+    ASSERT_NE(source->function.find("if ("), std::string::npos) << "the parts' branch:\n" << source->function;
+    const std::string host = R"(
+#include <cstdint>
+struct Dim3 { unsigned x = 1, y = 1, z = 1; };
+static Dim3 blockIdx, blockDim, threadIdx, gridDim;
+#define __global__
+#define __launch_bounds__(...)
+namespace tf {
+inline void tf_await_prior_grid() {}
+inline float tf_cvt_f32(float x) { return x; }
+inline float tf_pack_f32(float x) { return x; }
+template <int N, typename T> inline void tf_vstore(T* p, const T* v) { for (int i = 0; i < N; ++i) p[i] = v[i]; }
+template <int N, typename T> inline void tf_vload(const T* p, T* v) { for (int i = 0; i < N; ++i) v[i] = p[i]; }
+template <typename T, typename L, typename H> inline T tf_clamp(T x, L lo, H hi) { return x < (T)lo ? (T)lo : (x > (T)hi ? (T)hi : x); }
+inline float select(float c, float a, float b) { return c != 0 ? a : b; }
+inline float logical_and(float a, float b) { return (a != 0 && b != 0) ? 1.f : 0.f; }
+)" + source->function + R"(
+}  // namespace tf
+extern "C" void run_on_host(const float* x, float* y, unsigned grid, unsigned block) {
+  gridDim.x = grid;
+  blockDim.x = block;
+  for (unsigned g = 0; g < grid; ++g)
+    for (unsigned t = 0; t < block; ++t) {
+      blockIdx.x = g;
+      threadIdx.x = t;
+      tf::)" + source->name + R"((x, y);
+    }
+}
+)";
+    StatusOr<HostJit> jit = HostJit::Create(HostJitOptions{.flags = {"-O1", "-shared", "-fPIC", "-std=c++17"}});
+    ASSERT_TRUE(jit.ok()) << jit.status().ToString();
+    auto library = jit->Compile(host);
+    ASSERT_TRUE(library.ok()) << library.status().ToString();
+    auto run = (*library)->Function<void(const float*, float*, unsigned, unsigned)>("run_on_host");
+    ASSERT_TRUE(run.ok());
+    const Tensor input = Tensor::Random(DType::kF32, {rows, 147}, 11);
+    const std::vector<double> values = input.ToDoubles();
+    const std::vector<float> xs(values.begin(), values.end());
+    std::vector<float> y(static_cast<size_t>(rows) * 148, NAN);
+    (*run)(xs.data(), y.data(), 3, 64);  // a grid smaller than the work: the strides matter
+    auto expected = RunReference(*graph, {input});
+    ASSERT_TRUE(expected.ok());
+    const std::vector<double> want = (*expected)[0].ToDoubles();
+    ASSERT_EQ(want.size(), y.size());
+    for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(static_cast<double>(y[i]), want[i]) << "element " << i;
+  }
 }
 
 TEST(ConcatPartsTest, ContiguousAlignedIn) {

@@ -2,12 +2,13 @@
 //
 // Lowering reads every concat input at a clamped offset and selects by position (`pos <
 // cut`, pos = (i0 / divisor) % (period / divisor)), so each element evaluates every part and
-// the clamps make the loads scalar. When the period and the cuts are multiples of the vector
-// width, the position test is the same for a whole vector: a vector loop can branch once per
-// vector into its part, where i0 = q·period + lo + r (r < the part's length) and the index
+// the clamps make the loads scalar. When the period is a multiple of the vector width, the
+// position test is the same for a whole vector: a vector loop can branch once per vector
+// into its part, where i0 = q·period + lo + r (r < the part's length) and the index
 // simplifier turns the clamps into identities (or constants) and the position tests into
 // known answers. rotary embedding: 35% of copy before (both halves per element, 8 scalar
-// loads).
+// loads). A cut inside a vector makes that vector a part of its own, whose elements keep their
+// test (ResNet's stem im2col: K = 147 padded to 148).
 #pragma once
 
 #include <cstdint>

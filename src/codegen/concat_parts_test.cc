@@ -140,7 +140,9 @@ extern "C" void run_on_host(const float* x, float* y, unsigned grid, unsigned bl
     }
 }
 )";
-    StatusOr<HostJit> jit = HostJit::Create(HostJitOptions{.flags = {"-O1", "-shared", "-fPIC", "-std=c++17"}});
+    HostJitOptions options;
+    options.flags = {"-O1", "-shared", "-fPIC", "-std=c++17"};
+    StatusOr<HostJit> jit = HostJit::Create(options);
     ASSERT_TRUE(jit.ok()) << jit.status().ToString();
     auto library = jit->Compile(host);
     ASSERT_TRUE(library.ok()) << library.status().ToString();

@@ -442,6 +442,7 @@ void GroupProductsOverN(const Graph& g, const FusionPlan& plan, const CudaTarget
   const std::vector<int> step_of = StepOfEachNode(g, plan);
   // Few output tiles (of 128x128; groupable products have one batch entry) for `n` columns.
   auto few_tiles = [&](int64_t rows, int64_t n) {
+    if (target.overrides.gemm_group_n_any) return true;
     return gemm_layout::CeilDiv(rows, 128) * gemm_layout::CeilDiv(n, 128) * 2 <= target.sm_count;
   };
   // Candidates by what they must share, in plan order: the GEMM template's problems as their

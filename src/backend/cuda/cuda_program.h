@@ -168,6 +168,9 @@ struct TemplateOverrides {
   // Products of one A by several weights, each of few output tiles, grouped over N into one
   // kernel (codegen/gemm_n_groups.h; false, TILEFUSE_GEMM_GROUP_N=0: a kernel each).
   bool gemm_group_n = true;
+  // Grouped over N whatever their output tiles (TILEFUSE_GEMM_GROUP_N_ANY=1), for measurement:
+  // LLaMA-style q, k and v at 8x512 (256 + 128 + 128 tiles) are apart by the rule.
+  bool gemm_group_n_any = false;
   // A product that only another's epilogue reads, element by element, computed in that one's
   // tiles (codegen/gemm_gates.h; false, TILEFUSE_GEMM_GATES=0: a kernel each).
   bool gemm_gates = true;

@@ -487,22 +487,28 @@ std::map<int, std::string> GivenValues(const GemmTemplateKernel& g, int staged_l
   return given;
 }
 
-// Whether the epilogue's Pair accesses buffer `b` as one word per column pair: 4 bytes of half
-// values, 2 of 8-bit floats, where N is even and the pair's two elements are adjacent from an
-// even offset (PairsAreAdjacent: the product's position, a transposed store of it), so the
-// word is aligned as the buffer's start is. (f32 values as 8-byte pairs
-// are not yet checked on a GPU: element by element still.)
+// Whether the epilogue's Pair accesses buffer `b` as one word per column pair: 8 bytes of f32
+// values, 4 of half values, 2 of 8-bit floats, where N is even and the pair's two elements are
+// adjacent from an even offset (PairsAreAdjacent: the product's position, a transposed store of
+// it), so the word is aligned as the buffer's start is (256 bytes: the kernels' pointers are).
+// f32 pairs: a TF32 product's f32 output and residual moved element by element took a 4-byte
+// access per element, half of each 32-byte sector a warp touched written per instruction
+// (ResNet-50's f32 convolutions under TF32, bench/results/2026-12-07-h200-tf32-epilogues.md).
 bool PairsBuffer(const GemmTemplateKernel& g, const KernelBuffer& b, const Index& index) {
-  return g.n % 2 == 0 && (IsHalf(b.dtype) || IsFloat8(b.dtype)) && PairsAreAdjacent(g, index);
+  return g.n % 2 == 0 && (IsHalf(b.dtype) || IsFloat8(b.dtype) || b.dtype == DType::kF32) && PairsAreAdjacent(g, index);
 }
 
-// A column pair's word of `dtype` values, and the shift to its second value.
+// A column pair's word of `dtype` values: f32 pairs as a float2 (its .x and .y), others as an
+// integer word of two elements and the shift to the second.
 struct PairWord {
   const char* type;
   const char* element;
-  int shift;
+  int shift;  // 0: a float2
 };
-PairWord PairWordOf(DType dtype) { return IsFloat8(dtype) ? PairWord{"uint16_t", "uint8_t", 8} : PairWord{"uint32_t", "uint16_t", 16}; }
+PairWord PairWordOf(DType dtype) {
+  if (dtype == DType::kF32) return PairWord{"float2", "float", 0};
+  return IsFloat8(dtype) ? PairWord{"uint16_t", "uint8_t", 8} : PairWord{"uint32_t", "uint16_t", 16};
+}
 
 // The amax's running max taking element value `value` (GemmAmax: |u| of u as stored).
 std::string AmaxUpdate(const GemmTemplateKernel& g, const std::string& value, const std::string& indent) {
@@ -543,6 +549,11 @@ std::string GemmEpiloguePair(const GemmTemplateKernel& g, int staged, int staged
     const std::string at = fmt::format("b{} + ({})", value.buffer, PrintIndex(value.index, vars0));
     const PairWord word = PairWordOf(b.dtype);
     out += fmt::format("      const {} p{} = *(const {}*)({});\n", word.type, v, word.type, at);
+    if (word.shift == 0) {
+      given[0][static_cast<int>(v)] = fmt::format("tf_cvt_{}(p{}.x)", DTypeName(value.dtype), v);
+      given[1][static_cast<int>(v)] = fmt::format("tf_cvt_{}(p{}.y)", DTypeName(value.dtype), v);
+      continue;
+    }
     given[0][static_cast<int>(v)] = fmt::format("tf_cvt_{}(({})p{})", DTypeName(value.dtype), word.element, v);
     given[1][static_cast<int>(v)] = fmt::format("tf_cvt_{}(({})(p{} >> {}))", DTypeName(value.dtype), word.element, v, word.shift);
   }
@@ -574,8 +585,12 @@ std::string GemmEpiloguePair(const GemmTemplateKernel& g, int staged, int staged
     const KernelStore& st = k.stores[i];
     const std::string_view dtype = DTypeName(k.buffers[st.buffer].dtype);
     const PairWord word = PairWordOf(k.buffers[st.buffer].dtype);
-    out += fmt::format("      *({0}*)(b{1} + ({2})) = ({0})tf_pack_{3}(s{4}[0]) | (({0})tf_pack_{3}(s{4}[1]) << {5});\n", word.type,
-                       st.buffer, PrintIndex(st.index, vars0), dtype, i, word.shift);
+    if (word.shift == 0)
+      out += fmt::format("      *(float2*)(b{0} + ({1})) = make_float2(tf_pack_{2}(s{3}[0]), tf_pack_{2}(s{3}[1]));\n", st.buffer,
+                         PrintIndex(st.index, vars0), dtype, i);
+    else
+      out += fmt::format("      *({0}*)(b{1} + ({2})) = ({0})tf_pack_{3}(s{4}[0]) | (({0})tf_pack_{3}(s{4}[1]) << {5});\n", word.type,
+                         st.buffer, PrintIndex(st.index, vars0), dtype, i, word.shift);
   }
   return out + "    }\n";
 }

@@ -583,6 +583,41 @@ TEST(CudaGemmEmitterTest, ThePairEpilogueMovesHalfValuesAtTheProductsPositionAsW
       << odd_source->function;
 }
 
+// f32 values at the product's position (a TF32 or 3xTF32 product's output, its residual) move
+// as one float2 per column pair: an 8-byte access where element by element a warp wrote half
+// of each 32-byte sector it touched per instruction.
+TEST(CudaGemmEmitterTest, ThePairEpilogueMovesF32ValuesAtTheProductsPositionAsFloat2) {
+  Planned p = PlanText("  p = MatMul (x, w)\n  s = Add (p, b)\n  y = Add (s, r)\n  t = Relu (y)\n",
+                       "g (float[1000,136] x, float[136,520] w, float[520] b, float[1000,520] r) => (float[1000,520] t, float[1000,520] y)");
+  auto gemm = LowerOnlyGemm(p);
+  ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
+  auto source = EmitCudaGemm(*gemm);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  const std::string& f = source->function;
+  const std::string pair = f.substr(f.find("void Pair("));
+  EXPECT_TRUE(MatchesChecks(pair, R"(
+    CHECK: const int col1 = col + 1;
+    CHECK: const float2 p
+    CHECK-SAME: = *(const float2*)(b
+    CHECK-SAME: + (col));
+    CHECK: const float2 p
+    CHECK-SAME: = *(const float2*)(b
+    CHECK-SAME: + ((row * 520 + col)));
+    CHECK: tf_cvt_f32(p
+    CHECK-SAME: .x)
+    CHECK: result[0] = 0.0f;
+    CHECK: tf_cvt_f32(p
+    CHECK-SAME: .y)
+    CHECK: result[1] = 0.0f;
+    CHECK: *(float2*)(b
+    CHECK-SAME: + ((row * 520 + col))) = make_float2(tf_pack_f32(s
+    CHECK: *(float2*)(b
+    CHECK-SAME: + ((row * 520 + col))) = make_float2(tf_pack_f32(s
+  )")) << pair;
+  EXPECT_EQ(pair.find("[(row * 520 + col"), std::string::npos) << "no element access at the product's position:\n" << pair;
+  EXPECT_EQ(pair.find("[col"), std::string::npos) << "no element access of the bias:\n" << pair;
+}
+
 TEST(CudaGemmEmitterTest, WhatTheTemplateDoesNotTakeComesWithTheReason) {
   struct Case {
     std::string body, signature, reason;

@@ -42,6 +42,10 @@ CASES = [  # name, M, N, K, epilogue
     ("linear_residual_f32_16384x1024x4096", 16384, 1024, 4096, "residual"),
     ("linear_residual_f32_8192x768x768", 8192, 768, 768, "residual"),
     ("linear_bias_f32_8192x3072x768", 8192, 3072, 768, "bias"),
+    # ResNet-50's 1x1 expansions at batch 32 (56x56 pixels, 64 -> 256 channels) as products:
+    # bound by writing the f32 output (103 MB; with the residual 206 MB moved), not by K.
+    ("conv1x1_bias_f32_100352x256x64", 100352, 256, 64, "bias"),
+    ("conv1x1_residual_f32_100352x256x64", 100352, 256, 64, "residual"),
 ]
 TOLERANCE = {"tf32": 5e-3, "exact": 1e-5}
 SEED_WEIGHTS = 1234

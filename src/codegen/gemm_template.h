@@ -127,6 +127,11 @@ struct GemmTemplateKernel {
   // An f32 product without TF32 (--precision highest): each operand split into TF32 big and
   // small parts, three TF32 products summed (3xTF32), f32's accuracy on the tensor cores.
   bool split_f32 = false;
+  // An f32 output at the product's position staged like a 16-bit one: written into the staging
+  // tile (boxes of 64 rows x 32 columns), out by TMA (gemm_layout::StagedStore). Asked for
+  // (TILEFUSE_GEMM_F32_STAGED=1) until measured: element stores of f32 outputs left ResNet-50's
+  // TF32 1x1 products at 2-3x their bytes' time where bf16's staged ones ran at it.
+  bool stage_f32_output = false;
   // A product grouped over N (codegen/gemm_n_groups.h): products of one A by up to four
   // weights (a layer's q, k and v of one normed input) as one kernel, their columns side by
   // side. Each part is a whole product of its own (its weight, epilogue and outputs); a tile's

@@ -319,6 +319,7 @@ CudaTarget TargetFor(const std::string& arch, int sm_count, const CudaCompileOpt
   if (target.overrides.gemm_max_stages == 0) target.overrides.gemm_max_stages = PositiveSetting("TILEFUSE_GEMM_MAX_STAGES");
   if (target.overrides.gemm_block_n == 0) target.overrides.gemm_block_n = PositiveSetting("TILEFUSE_GEMM_BLOCK_N");  // the tiles' width likewise
   if (SwitchedOff("TILEFUSE_GEMM_GROUP_N")) target.overrides.gemm_group_n = false;  // a kernel per product, for comparison
+  if (SwitchedOn("TILEFUSE_GEMM_F32_STAGED")) target.overrides.gemm_f32_staged = true;  // f32 outputs out by TMA
   if (SwitchedOn("TILEFUSE_GEMM_GROUP_N_ANY")) target.overrides.gemm_group_n_any = true;  // grouped at any tile count
   if (SwitchedOff("TILEFUSE_GEMM_GATES")) target.overrides.gemm_gates = false;      // a gate's product a kernel of its own
   if (SwitchedOn("TILEFUSE_GEMM_ROW_NORMS")) target.overrides.gemm_row_norms = true;  // RMS norms in their products (no faster, measured)

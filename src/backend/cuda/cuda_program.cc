@@ -184,6 +184,7 @@ StatusOr<CudaLaunchable> GemmTemplate(const Graph& g, const FusionGroup& group, 
   if (target.arch != "sm_90a") return Unimplemented(fmt::format("the GEMM template needs sm_90a (Hopper), not {}", target.arch));
   ASSIGN_OR_RETURN(GemmTemplateKernel gemm, LowerGemmTemplate(g, group, split, inlined, target.tf32, target.symbolic));
   gemm.name = name;
+  gemm.stage_f32_output = target.overrides.gemm_f32_staged;
   // 3xTF32 over few tiles (a batch-1 transformer's products) stays on the template, in the
   // few-tile rule's forms (ResolveGemmConfig): GPT-2 small f32 at 1x128 1224 µs, against 1759
   // with them on cuBLASLt's f32 (H200, 2026-12-01/02; 1940 in the 128x128 split tiles before).

@@ -171,6 +171,9 @@ struct TemplateOverrides {
   // Grouped over N whatever their output tiles (TILEFUSE_GEMM_GROUP_N_ANY=1), for measurement:
   // LLaMA-style q, k and v at 8x512 (256 + 128 + 128 tiles) are apart by the rule.
   bool gemm_group_n_any = false;
+  // f32 outputs staged and stored by TMA (GemmTemplateKernel::stage_f32_output;
+  // TILEFUSE_GEMM_F32_STAGED=1), for measurement.
+  bool gemm_f32_staged = false;
   // A product that only another's epilogue reads, element by element, computed in that one's
   // tiles (codegen/gemm_gates.h; false, TILEFUSE_GEMM_GATES=0: a kernel each).
   bool gemm_gates = true;

@@ -144,6 +144,11 @@ int StagedStore(const GemmTemplateKernel& g) {
   const Kernel& k = g.epilogue;
   for (size_t s = 0; s < k.stores.size(); ++s)
     if (AtTile(g, k.stores[s].index, k.buffers[k.stores[s].buffer].dtype)) return static_cast<int>(s);
+  // An f32 output where asked for (GemmTemplateKernel::stage_f32_output), its rows whole
+  // 16-byte units (TMA's) as RowsAligned has them (an N of 8s: not written by the threads).
+  if (g.stage_f32_output && RowsAligned(g))
+    for (size_t s = 0; s < k.stores.size(); ++s)
+      if (k.buffers[k.stores[s].buffer].dtype == DType::kF32 && AtProductPosition(g, k.stores[s].index)) return static_cast<int>(s);
   for (size_t s = 0; s < k.stores.size(); ++s) {
     const DType dtype = k.buffers[k.stores[s].buffer].dtype;
     if ((dtype == DType::kF8E4M3 || dtype == DType::kF8E5M2) && g.n % 16 == 0 && AtProductPosition(g, k.stores[s].index))

@@ -294,10 +294,12 @@ class GemmEmitter {
   }
   // The staged output (or staged load) as [batch][rows][N]: boxes of 64 rows × 64 columns.
   TensorMapArg TileMap(const KernelBuffer& buffer) const { return GemmMatrixMap(buffer.node, buffer.dtype, g_.batch, g_.rows, g_.n, 64, 64); }
-  // 8-bit values: boxes of 64 rows × 64 bytes, unswizzled (GemmEpilogueOfPart's kStoreBytes).
+  // 8-bit values: boxes of 64 rows × 64 bytes, unswizzled; f32 values: 64 rows × 32 columns,
+  // one 128-byte swizzle row (GemmStagedPair's kStoreBytes).
   TensorMapArg OutputMap() const {
     TensorMapArg m = TileMap(g_.epilogue.buffers[g_.epilogue.stores[staged_].buffer]);
     if (StagedStoreBytes(g_) == 1) m.swizzle_128b = false;
+    if (StagedStoreBytes(g_) == 4) m.box[0] = 32;
     return m;
   }
   // The residual as [batch][rows][N] in boxes of one epilogue chunk: block_m rows × the

@@ -194,10 +194,11 @@ struct GemmShape : Config {
   // kScaleBlocks blocks of whole K steps, each step's promoted sums multiplied by its block's
   // scales of the thread's rows of A and columns of B before they are added (GemmPromote).
   static constexpr int kScaleBlocks = Config::kScaleBlocks;
-  // The staged store's element: 16-bit, or an 8-bit float (a quantized output), whose tile
-  // shares nothing with a staged load and is never written by the threads.
-  static_assert(Config::kStoreBytes == 2 || (Config::kStoreBytes == 1 && !Config::kStagedLoad && !Config::kStoreByThreads),
-                "gemm_sm90 stages 16-bit stores, or 8-bit ones alone");
+  // The staged store's element: 16-bit, or an 8-bit float (a quantized output) or an f32 value,
+  // whose tile shares nothing with a staged load and is never written by the threads.
+  static_assert(Config::kStoreBytes == 2 ||
+                    ((Config::kStoreBytes == 1 || Config::kStoreBytes == 4) && !Config::kStagedLoad && !Config::kStoreByThreads),
+                "gemm_sm90 stages 16-bit stores, or 8-bit or f32 ones alone");
   static_assert(kScaleBlocks == 0 || (Config::kPromote && Element::kBytes == 1 && Config::kK % (kScaleBlocks * kBK) == 0 && !kGated &&
                                       Config::kBParts == 1 && Config::kBatch == 1),
                 "gemm_sm90 scales blocks of whole K steps of FP8 products with promoted sums, one product of a shared B");
@@ -292,7 +293,7 @@ struct GemmSharedMemory {
   Storage* tile_b;          // [stage][kBN / 64][kBK][64]; K-major: [stage][kBN][kBK], the same swizzle as A
   Storage* small_b;         // 3xTF32: [stage][kBN][kBK], K-major whatever B's layout
   Storage* big_b;           // 3xTF32, B MN-major: [stage][kBN][kBK], B's big parts K-major
-  unsigned char* staging;   // [consumer][kOutBN / 64][64][64] of the staged store's type (GemmStagingOf)
+  unsigned char* staging;   // [consumer][boxes][64 rows][128 bytes] of the staged store's type (GemmStagingOf)
   unsigned char* residual_ring;  // [slot][kBM][kChunkCols]
   unsigned* norm_scale;          // kNormA: the norm's scale, kK 16-bit values (GemmNormedSteps)
   float* block_scales;           // kScaleBlocks: [stage][kBM rows of A, then kBN columns of B] (GemmScaleLoader)

@@ -28,18 +28,21 @@ __device__ __forceinline__ void GemmEpiloguePair(const Epilogue& epilogue, Args&
   else epilogue.Pair3(static_cast<Args&&>(args)...);
 }
 
-// This consumer's staging tile: [mb][kOutBN / 64 boxes][64 rows][64 columns], a box's rows 128
-// bytes (16-bit values, swizzled as the map's 128-byte swizzle moves them) or 64 bytes (8-bit
-// floats, kStoreBytes 1: unswizzled).
+// This consumer's staging tile: [mb][kOutBN / kBoxCols boxes][64 rows][kBoxCols columns], a
+// box's rows 128 bytes (64 16-bit values or 32 f32 ones, swizzled as the map's 128-byte swizzle
+// moves them) or 64 bytes (8-bit floats, kStoreBytes 1: unswizzled). Every box is 8 KB.
 template <class S>
 __device__ __forceinline__ unsigned char* GemmStagingOf(const GemmSharedMemory<S>& sm, const GemmConsumerState<S>& c) {
   return sm.staging + c.consumer * S::kConsumerRows * S::kOutBN * S::kStoreBytes;
 }
 template <class S>
+inline constexpr int kStagedBoxCols = S::kStoreBytes == 4 ? 32 : 64;
+template <class S>
 __device__ __forceinline__ unsigned char* GemmStagedPair(unsigned char* staging, int mb, int row, int col) {
-  unsigned char* box = staging + (mb * (S::kOutBN / 64) + col / 64) * 64 * 64 * S::kStoreBytes;
+  constexpr int kBoxCols = kStagedBoxCols<S>;
+  unsigned char* box = staging + (mb * (S::kOutBN / kBoxCols) + col / kBoxCols) * 64 * kBoxCols * S::kStoreBytes;
   if constexpr (S::kStoreBytes == 1) return box + row * 64 + col % 64;
-  else return box + Swizzle128(row, (col % 64) * 2);
+  else return box + Swizzle128(row, (col % kBoxCols) * S::kStoreBytes);
 }
 // The held tile's product at d's element j * 4 + h * 2 + e (GemmConsumerState::held).
 template <class S>
@@ -63,7 +66,7 @@ __device__ __forceinline__ void GemmEpilogueOfPart(const GemmSharedMemory<S>& sm
                                                    const TileCoordinates& tile, int chunk, const unsigned char* residual_chunk,
                                                    unsigned load_parity) {
   using Index = typename S::Index;
-  unsigned char* my_staging = GemmStagingOf(sm, c);  // [mb][kOutBN / 64][64][64]
+  unsigned char* my_staging = GemmStagingOf(sm, c);  // [mb][boxes][64 rows][128 bytes] (GemmStagedPair)
   if constexpr (S::kStagedLoad) {
     sm.tile_in[c.consumer].Wait(load_parity);  // the staged load's tile is there (its store read the old one)
   } else if constexpr (S::kStagedStore && !S::kStoreByThreads) {
@@ -145,7 +148,7 @@ __device__ __forceinline__ void GemmEpilogueOfPart(const GemmSharedMemory<S>& sm
           }
         }
         if constexpr (S::kStagedStore) {
-          auto pair = S::StoreElement::Pack2(staged[0], staged[1]);  // two 16-bit values or two 8-bit floats
+          auto pair = S::StoreElement::Pack2(staged[0], staged[1]);  // two 16-bit values, two 8-bit floats or a float2
           *(decltype(pair)*)staged_pair = pair;
         }
       }
@@ -314,9 +317,9 @@ __device__ __forceinline__ void GemmEpilogueStore(const GemmSharedMemory<S>& sm,
     const int row_origin = tile.m * S::kBM + (S::kPingPong ? 0 : c.consumer * 64);
 #pragma unroll
     for (int mb = 0; mb < S::kMBlocks; ++mb)
-      for (int box = 0; box < S::kOutBN / 64; ++box)
-        TmaStore3d(*maps.out, GemmStagedPair<S>(my_staging, mb, 0, box * 64), tile.n * S::kOutBN + box * 64, row_origin + mb * 64,
-                   tile.batch);
+      for (int box = 0; box < S::kOutBN / kStagedBoxCols<S>; ++box)
+        TmaStore3d(*maps.out, GemmStagedPair<S>(my_staging, mb, 0, box * kStagedBoxCols<S>), tile.n * S::kOutBN + box * kStagedBoxCols<S>,
+                   row_origin + mb * 64, tile.batch);
     TmaStoreCommit();
   }
 }

@@ -51,6 +51,8 @@ struct F32 {
   using Storage = float;
   static constexpr int kBytes = 4;
   static __device__ __forceinline__ float ToFloat(Storage v) { return v; }
+  // Two values as one 8-byte pair (a staged f32 store's column pair).
+  static __device__ __forceinline__ float2 Pack2(float lo, float hi) { return make_float2(lo, hi); }
 };
 // TF32 operands travel as f32 words; the tensor cores read their top 19 bits.
 struct Tf32 {

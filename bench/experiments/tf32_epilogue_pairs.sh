@@ -61,7 +61,7 @@ echo "== resnet50 bf16 32 with the peer: exit $?" | tee -a "$log"
 grep -E "^== " "$OUT/resnet50-bf16-32-peer.txt" | tee -a "$log"
 # ResNet's 1x1 expansion as an f32 product (bound by writing its output) against cuBLAS's TF32.
 PYTHONPATH="$X" timeout 150 python3 bench/tf32_gemm.py --cases conv1x1_bias_f32_100352x256x64,conv1x1_residual_f32_100352x256x64 \
-  --peers eager_tf32,addmm_tf32 --repeats 20 --json "$OUT/tf32-gemm.json" > "$OUT/tf32-gemm.txt" 2>&1
+  --peers tilefuse_tf32,eager_tf32,addmm_tf32 --repeats 20 --json "$OUT/tf32-gemm.json" > "$OUT/tf32-gemm.txt" 2>&1
 echo "== tf32_gemm.py: exit $?" | tee -a "$log"
 grep -v Warn "$OUT/tf32-gemm.txt" | tail -6 | tee -a "$log"
 # LLaMA-style bf16 8x512, q, k and v as the rule has them (three kernels) and grouped over N.

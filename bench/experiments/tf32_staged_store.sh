@@ -31,3 +31,9 @@ for s in 0 1; do
   echo "== resnet50 f32 32, programmatic launches off, TILEFUSE_GEMM_F32_STAGED=$s: exit $?" | tee -a "$log"
   grep -E "^== " "$OUT/resnet50-f32-32-nopdl-staged$s.txt" | tee -a "$log"
 done
+for s in 0 1; do
+  TILEFUSE_GEMM_F32_STAGED=$s PYTHONPATH="$X" timeout 90 python3 bench/tf32_gemm.py --cases conv1x1_bias_f32_100352x256x64,conv1x1_residual_f32_100352x256x64 \
+    --peers tilefuse_tf32,addmm_tf32 --repeats 20 > "$OUT/tf32-gemm-staged$s.txt" 2>&1
+  echo "== tf32_gemm.py, TILEFUSE_GEMM_F32_STAGED=$s: exit $?" | tee -a "$log"
+  grep "^| conv" "$OUT/tf32-gemm-staged$s.txt" | tee -a "$log"
+done

@@ -495,7 +495,7 @@ std::map<int, std::string> GivenValues(const GemmTemplateKernel& g, int staged_l
 // it), so the word is aligned as the buffer's start is (256 bytes: the kernels' pointers are).
 // f32 pairs: a TF32 product's f32 output and residual moved element by element took a 4-byte
 // access per element, half of each 32-byte sector a warp touched written per instruction
-// (ResNet-50's f32 convolutions under TF32, bench/results/2026-12-07-h200-tf32-epilogues.md).
+// (ResNet-50's f32 convolutions under TF32, bench/results/2026-12-07-h100-tf32-epilogues.md).
 bool PairsBuffer(const GemmTemplateKernel& g, const KernelBuffer& b, const Index& index) {
   return g.n % 2 == 0 && (IsHalf(b.dtype) || IsFloat8(b.dtype) || b.dtype == DType::kF32) && PairsAreAdjacent(g, index);
 }

@@ -39,6 +39,12 @@ StatusOr<GemmTemplateKernel> LowerOnlyGemm(const Planned& p, bool tf32 = false) 
   return Internal("no gemm group");
 }
 
+// The template's kernel source for the only gemm group of p.
+StatusOr<CudaKernelSource> EmitOnlyGemm(const Planned& p) {
+  ASSIGN_OR_RETURN(GemmTemplateKernel gemm, LowerOnlyGemm(p));
+  return EmitCudaGemm(gemm);
+}
+
 TEST(CudaGemmEmitterTest, BiasReluEpilogueReadsTheBiasByColumnAndStoresThroughTma) {
   Planned p = PlanText("  p = MatMul (x, w)\n  s = Add (p, b)\n  y = Relu (s)\n",
                        "g (bfloat16[4,512,1024] x, bfloat16[1024,768] w, bfloat16[768] b) => (bfloat16[4,512,768] y)");
@@ -542,9 +548,7 @@ TEST(CudaGemmEmitterTest, ThePairEpilogueMovesHalfValuesAtTheProductsPositionAsW
   const std::string body = "  p = MatMul (x, w)\n  s = Add (p, b)\n  g = Mul (s, m)\n  y = Add (g, r)\n  t = Tanh (g)\n";
   Planned even = PlanText(body, "g (bfloat16[1000,136] x, bfloat16[136,520] w, bfloat16[520] b, bfloat16[1000,520] m, "
                                 "bfloat16[1000,520] r) => (bfloat16[1000,520] y, bfloat16[1000,520] p, bfloat16[1000,520] t)");
-  auto gemm = LowerOnlyGemm(even);
-  ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
-  auto source = EmitCudaGemm(*gemm);
+  auto source = EmitOnlyGemm(even);
   ASSERT_TRUE(source.ok()) << source.status().ToString();
   const std::string& f = source->function;
   const std::string pair = f.substr(f.find("void Pair("));
@@ -589,12 +593,9 @@ TEST(CudaGemmEmitterTest, ThePairEpilogueMovesHalfValuesAtTheProductsPositionAsW
 TEST(CudaGemmEmitterTest, ThePairEpilogueMovesF32ValuesAtTheProductsPositionAsFloat2) {
   Planned p = PlanText("  p = MatMul (x, w)\n  s = Add (p, b)\n  y = Add (s, r)\n  t = Relu (y)\n",
                        "g (float[1000,136] x, float[136,520] w, float[520] b, float[1000,520] r) => (float[1000,520] t, float[1000,520] y)");
-  auto gemm = LowerOnlyGemm(p);
-  ASSERT_TRUE(gemm.ok()) << gemm.status().ToString();
-  auto source = EmitCudaGemm(*gemm);
+  auto source = EmitOnlyGemm(p);
   ASSERT_TRUE(source.ok()) << source.status().ToString();
-  const std::string& f = source->function;
-  const std::string pair = f.substr(f.find("void Pair("));
+  const std::string pair = source->function.substr(source->function.find("void Pair("));
   EXPECT_TRUE(MatchesChecks(pair, R"(
     CHECK: const int col1 = col + 1;
     CHECK: const float2 p

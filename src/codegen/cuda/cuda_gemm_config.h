@@ -106,7 +106,7 @@ int64_t GridCtas(const GemmTemplateKernel& g, const CudaGemmConfig& c);
 // (Other f32 products held whole would need twice the registers of their wider tiles.)
 bool ProductMayBeHeld(const GemmTemplateKernel& g);
 int StagedStore(const GemmTemplateKernel& g);  // the store written through shared memory, or -1
-int StagedStoreBytes(const GemmTemplateKernel& g);  // its element's bytes: 2, or 1 (8-bit floats)
+int StagedStoreBytes(const GemmTemplateKernel& g);  // its element's bytes: 2, 1 (8-bit floats) or 4 (f32, stage_f32_output)
 // Whether the staged store's rows are not 16-byte aligned (a vocabulary of 50257), so that
 // the threads write it out of shared memory, each warp its own rows, consecutive columns on
 // consecutive lanes, instead of TMA. Written straight from the registers, a pair of columns

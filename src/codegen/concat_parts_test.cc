@@ -6,10 +6,10 @@
 
 #include <cmath>
 
-#include "backend/cpu/host_jit.h"
 #include "reference/interpreter.h"
 
 #include "codegen/cuda/cuda_emitter.h"
+#include "testing/host_jit_test_util.h"
 #include "testing/lower_test_util.h"
 
 namespace tilefuse {
@@ -140,11 +140,7 @@ extern "C" void run_on_host(const float* x, float* y, unsigned grid, unsigned bl
     }
 }
 )";
-    HostJitOptions options;
-    options.flags = {"-O1", "-shared", "-fPIC", "-std=c++17"};
-    StatusOr<HostJit> jit = HostJit::Create(options);
-    ASSERT_TRUE(jit.ok()) << jit.status().ToString();
-    auto library = jit->Compile(host);
+    auto library = CompileForHost(host);
     ASSERT_TRUE(library.ok()) << library.status().ToString();
     auto run = (*library)->Function<void(const float*, float*, unsigned, unsigned)>("run_on_host");
     ASSERT_TRUE(run.ok());

@@ -12,11 +12,11 @@
 
 #include <fmt/format.h>
 
-#include "backend/cpu/host_jit.h"
 #include "codegen/cuda/cuda_gemm_emitter.h"
 #include "codegen/gemm_template.h"
 #include "codegen/gemm_split.h"
 #include "fusion/group_classifier.h"
+#include "testing/host_jit_test_util.h"
 #include "testing/onnx_text_plan.h"
 
 namespace tilefuse {
@@ -88,11 +88,7 @@ extern "C" void run(float* const* buffers, const float* acc, int rows, int n, in
     }
 }
 )";
-  HostJitOptions options;
-  options.flags = {"-O1", "-shared", "-fPIC", "-std=c++17"};
-  StatusOr<HostJit> jit = HostJit::Create(options);
-  ASSERT_TRUE(jit.ok()) << jit.status().ToString();
-  auto library = jit->Compile(host);
+  auto library = CompileForHost(host);
   ASSERT_TRUE(library.ok()) << library.status().ToString();
   auto run = (*library)->Function<void(float* const*, const float*, int, int, int)>("run");
   ASSERT_TRUE(run.ok());

@@ -500,16 +500,19 @@ bool PairsBuffer(const GemmTemplateKernel& g, const KernelBuffer& b, const Index
   return g.n % 2 == 0 && (IsHalf(b.dtype) || IsFloat8(b.dtype) || b.dtype == DType::kF32) && PairsAreAdjacent(g, index);
 }
 
-// A column pair's word of `dtype` values: f32 pairs as a float2 (its .x and .y), others as an
-// integer word of two elements and the shift to the second.
+// A column pair's word of `dtype` values: its type, its two elements from the word's name
+// ({0}), and the word from the two elements' stored values ({0}, {1}). f32 pairs are a float2,
+// others an integer word of two elements.
 struct PairWord {
   const char* type;
-  const char* element;
-  int shift;  // 0: a float2
+  const char* first;
+  const char* second;
+  const char* pack;
 };
 PairWord PairWordOf(DType dtype) {
-  if (dtype == DType::kF32) return PairWord{"float2", "float", 0};
-  return IsFloat8(dtype) ? PairWord{"uint16_t", "uint8_t", 8} : PairWord{"uint32_t", "uint16_t", 16};
+  if (dtype == DType::kF32) return PairWord{"float2", "{0}.x", "{0}.y", "make_float2({0}, {1})"};
+  if (IsFloat8(dtype)) return PairWord{"uint16_t", "(uint8_t){0}", "(uint8_t)({0} >> 8)", "(uint16_t){0} | ((uint16_t){1} << 8)"};
+  return PairWord{"uint32_t", "(uint16_t){0}", "(uint16_t)({0} >> 16)", "(uint32_t){0} | ((uint32_t){1} << 16)"};
 }
 
 // The amax's running max taking element value `value` (GemmAmax: |u| of u as stored).
@@ -550,14 +553,10 @@ std::string GemmEpiloguePair(const GemmTemplateKernel& g, int staged, int staged
     if (!PairsBuffer(g, b, value.index)) continue;
     const std::string at = fmt::format("b{} + ({})", value.buffer, PrintIndex(value.index, vars0));
     const PairWord word = PairWordOf(b.dtype);
-    out += fmt::format("      const {} p{} = *(const {}*)({});\n", word.type, v, word.type, at);
-    if (word.shift == 0) {
-      given[0][static_cast<int>(v)] = fmt::format("tf_cvt_{}(p{}.x)", DTypeName(value.dtype), v);
-      given[1][static_cast<int>(v)] = fmt::format("tf_cvt_{}(p{}.y)", DTypeName(value.dtype), v);
-      continue;
-    }
-    given[0][static_cast<int>(v)] = fmt::format("tf_cvt_{}(({})p{})", DTypeName(value.dtype), word.element, v);
-    given[1][static_cast<int>(v)] = fmt::format("tf_cvt_{}(({})(p{} >> {}))", DTypeName(value.dtype), word.element, v, word.shift);
+    const std::string name = fmt::format("p{}", v);
+    out += fmt::format("      const {} {} = *(const {}*)({});\n", word.type, name, word.type, at);
+    given[0][static_cast<int>(v)] = fmt::format("tf_cvt_{}({})", DTypeName(value.dtype), fmt::format(fmt::runtime(word.first), name));
+    given[1][static_cast<int>(v)] = fmt::format("tf_cvt_{}({})", DTypeName(value.dtype), fmt::format(fmt::runtime(word.second), name));
   }
   const std::vector<int> roots = EpilogueRoots(g);
   std::vector<size_t> paired;  // stores written as pairs after both columns' programs
@@ -587,12 +586,9 @@ std::string GemmEpiloguePair(const GemmTemplateKernel& g, int staged, int staged
     const KernelStore& st = k.stores[i];
     const std::string_view dtype = DTypeName(k.buffers[st.buffer].dtype);
     const PairWord word = PairWordOf(k.buffers[st.buffer].dtype);
-    if (word.shift == 0)
-      out += fmt::format("      *(float2*)(b{0} + ({1})) = make_float2(tf_pack_{2}(s{3}[0]), tf_pack_{2}(s{3}[1]));\n", st.buffer,
-                         PrintIndex(st.index, vars0), dtype, i);
-    else
-      out += fmt::format("      *({0}*)(b{1} + ({2})) = ({0})tf_pack_{3}(s{4}[0]) | (({0})tf_pack_{3}(s{4}[1]) << {5});\n", word.type,
-                         st.buffer, PrintIndex(st.index, vars0), dtype, i, word.shift);
+    const std::string packed = fmt::format(fmt::runtime(word.pack), fmt::format("tf_pack_{}(s{}[0])", dtype, i),
+                                           fmt::format("tf_pack_{}(s{}[1])", dtype, i));
+    out += fmt::format("      *({}*)(b{} + ({})) = {};\n", word.type, st.buffer, PrintIndex(st.index, vars0), packed);
   }
   return out + "    }\n";
 }

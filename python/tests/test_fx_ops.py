@@ -457,6 +457,31 @@ def test_copying_view_functions(check, gen):
     check(view_copies, uniform(gen, 2, 3, 4))
 
 
+def test_as_strided_over_dense_layouts(check, gen):
+    def restrided(x, c):  # x [2, 3, 4]; c [2, 6, 5, 5] channels-last
+        y = x * 2
+        pooled = (c * 2).mean((-1, -2), keepdim=True)  # [2, 6, 1, 1], channels-last as c
+        return {"transposed": torch.as_strided(y, (4, 6), (1, 4)) + 1, "run": torch.as_strided(y, (2, 5), (5, 1)) + 1,
+                "run_from": torch.as_strided(y, (3, 2, 2), (4, 2, 1), 7) + 1,
+                "size_one_dims": torch.as_strided(y, (1, 24, 1), (99, 1, 5)) + 1,
+                "copy": torch.as_strided_copy(y, (6, 4), (4, 1)),
+                # the pooled tensor's channels-last strides: what functionalization writes for
+                # torchvision's ResNets before their flatten
+                "pooled": torch.as_strided(pooled, (2, 6, 1, 1), (6, 1, 6, 6)).flatten(1) + 1,
+                "pooled_read_across": torch.as_strided(c * 2, (2, 5, 5, 6), (150, 30, 6, 1)) + 1}
+
+    check(restrided, uniform(gen, 2, 3, 4), uniform(gen, 2, 6, 5, 5).contiguous(memory_format=torch.channels_last))
+
+
+def test_as_strided_that_gathers_is_split_out(gen, caplog):
+    x = uniform(gen, 4, 4)
+    f = lambda x: torch.as_strided(x * 2, (3, 3), (1, 1)) + 1  # noqa: E731  (overlapping windows)
+    with caplog.at_level(logging.WARNING, logger="tilefuse"):
+        got = torch.compile(f, backend="tilefuse", options={"backend": "cpu"})(x)
+    torch.testing.assert_close(got, f(x))
+    assert "not a dense run of its source's storage (a gather)" in caplog.text, caplog.text
+
+
 def test_slicing(check, gen):
     def slicing(x):  # [4, 6, 8]; each slice scaled, so the graph computes it
         return {"step": x[..., 1:5:2] * 2, "select": x[:, 3] * 2, "first": x[1] * 2, "negative": x[-1, :, -3:] * 2,

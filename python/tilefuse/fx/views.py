@@ -79,6 +79,52 @@ def squeeze(ctx: Context, x: Value, dims: Any = None) -> Value:
     return ctx.squeeze(x, dims) if dims else x
 
 
+def _storage_order(size: Sequence[int], stride: Sequence[int]) -> Optional[List[int]]:
+    """The dims of a dense layout (no gaps, no overlaps) from outermost to innermost, its size-1
+    dims last (any stride serves them); None where the layout is not dense."""
+    dims = sorted((d for d, n in enumerate(size) if n != 1), key=lambda d: -stride[d])
+    expected = 1
+    for d in reversed(dims):
+        if stride[d] != expected:
+            return None
+        expected *= size[d]
+    return dims + [d for d, n in enumerate(size) if n == 1]
+
+
+@handles("aten.as_strided.default", "aten.as_strided_copy.default")
+def as_strided(ctx: Context, x: Value, size: Sequence[int], stride: Sequence[int], storage_offset: Optional[int] = None) -> Value:
+    # Functionalization writes some views as as_strided over the source's storage: a channels-last
+    # network's pooled [N, C, 1, 1] restrided before its flatten (torchvision's ResNets under
+    # memory_format=torch.channels_last). The source's layout is its traced one (the node's
+    # FakeTensor), whatever layout tilefuse gives the value: where both layouts are dense, the
+    # view is the source's elements in storage order, a contiguous run of them, read in the
+    # view's storage order (a permute, a reshape, a slice). A gather (gaps, overlaps) is not.
+    source = ctx.node.args[0].meta.get("val") if isinstance(ctx.node.args[0], torch.fx.Node) else None
+    check(isinstance(source, torch.Tensor), "as_strided of a value whose traced layout is not recorded")
+    check(all(isinstance(v, int) for v in [*size, *stride, *source.shape, *source.stride()]),
+          "as_strided with symbolic sizes or strides")
+    size, stride = [int(n) for n in size], [int(s) for s in stride]
+    start = (source.storage_offset() if storage_offset is None else int(storage_offset)) - source.storage_offset()
+    source_order = _storage_order(list(source.shape), list(source.stride()))
+    view_order = _storage_order(size, stride)
+    check(source_order is not None and view_order is not None,
+          f"as_strided of size {size} and stride {stride} over a layout of stride {list(source.stride())}: not a "
+          "dense run of its source's storage (a gather)")
+    count = 1
+    for n in size:
+        count *= n
+    check(0 <= start and start + count <= source.numel(), "as_strided outside its source's elements")
+    if source_order != list(range(len(source_order))):
+        x = ctx.transpose(x, source_order)
+    x = ctx.reshape(x, [source.numel()])
+    if count != source.numel():
+        x = ctx.slice(x, [start], [start + count], [0], [1])
+    x = ctx.reshape(x, [size[d] for d in view_order])
+    if view_order != list(range(len(view_order))):
+        x = ctx.transpose(x, [view_order.index(d) for d in range(len(view_order))])
+    return x
+
+
 @handles("aten.slice.Tensor", "aten.slice_copy.Tensor")
 def slice_(ctx: Context, x: Value, dim: int = 0, start: Optional[int] = None, end: Optional[int] = None,
            step: int = 1) -> Value:

@@ -333,7 +333,7 @@ def main():
     parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {', '.join(MODELS)}")
     parser.add_argument("--dtypes", default="bf16,f32")
     parser.add_argument("--shapes", default="", help="comma-separated, e.g. 1x128,32 (default: each model's two)")
-    parser.add_argument("--paths", default="fx,onnx", help=f"tilefuse's ways in, comma-separated, of {', '.join(PATHS)}")
+    parser.add_argument("--paths", default="fx,onnx,onnx-dynamo", help=f"tilefuse's ways in, comma-separated, of {', '.join(PATHS)}")
     parser.add_argument("--tf32", choices=["on", "off"], default="on", help="f32 products on TF32 on every side")
     parser.add_argument("--peers", default="compile,cudagraphs",
                         help="torch.compile's modes timed, comma-separated, of compile, cudagraphs (mode='reduce-overhead') "

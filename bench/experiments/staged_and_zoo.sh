@@ -24,6 +24,11 @@ export HF_HUB_OFFLINE=1 TILEFUSE_CACHE_DIR=${TILEFUSE_CACHE_DIR:-/tmp/tilefuse-c
     > "$OUT/llama-1x128-profile.txt" 2>&1
   echo "== llama 1x128 profile: exit $?" | tee -a "$log"
   grep -E "^== " "$OUT/llama-1x128-profile.txt" | tee -a "$log"
+  # Programmatic launches off: each kernel's own duration (with them on, a kernel's includes its wait).
+  TILEFUSE_PDL=0 PYTHONPATH="$X" timeout 90 python3 bench/experiments/graph_profile.py --model llama --shape 1x128 --top 30 --first 40 \
+    > "$OUT/llama-1x128-profile-nopdl.txt" 2>&1
+  echo "== llama 1x128 profile, programmatic launches off: exit $?" | tee -a "$log"
+  grep -E "^== " "$OUT/llama-1x128-profile-nopdl.txt" | tee -a "$log"
 }
 PYTHONPATH="$X" timeout ${ZOO_LIMIT:-330} python3 bench/zoo.py --json "$OUT/zoo.json" --markdown "$OUT/zoo.md" \
   --row-timeout 200 "${ZOO_ARGS[@]}" 2>&1 | tee "$OUT/zoo-run.log" | grep -E "^(==|\|)" | tee -a "$log"

@@ -16,8 +16,9 @@ transformers' models with random weights (from their configs; no download):
     python3 bench/torch_frontend.py --model gpt2 --shape 1x128 --shape 8x512 --dtype bf16 --json out.json
 
 Models: gpt2 (GPT-2 small with its LM head), bert (BERT-base), llama (a 4-layer LLaMA of
-hidden 2048), resnet50 (torchvision's), vit (timm's vit_base_patch16_224); a vision model's
-shape is its batch (a shape BxS takes B). Needs a GPU, torch and transformers (torchvision and
+hidden 2048), resnet50 (torchvision's), vit (timm's vit_base_patch16_224), resnet18,
+mobilenet_v3_small, convnext_tiny (torchvision's, BatchNorms calibrated as bench/conv_models.py
+does); a vision model's shape is its batch (a shape BxS takes B). Needs a GPU, torch and transformers (torchvision and
 timm for the vision models); tilefuse on PYTHONPATH.
 """
 import argparse
@@ -31,7 +32,7 @@ import time
 import warnings
 
 
-VISION = ("resnet50", "vit")
+VISION = ("resnet50", "vit", "resnet18", "mobilenet_v3_small", "convnext_tiny")
 
 
 def build_model(name, torch, transformers):
@@ -50,6 +51,11 @@ def build_model(name, torch, transformers):
     if name == "resnet50":
         import torchvision
         return torchvision.models.resnet50(weights=None), None
+    if name in VISION and name != "vit":
+        # BatchNorms calibrated on a random batch (bench/conv_models.py): a deeper random net's
+        # activations otherwise drift in scale (MobileNetV3-small's logits ~1e-9).
+        from conv_models import make_torch_model
+        return make_torch_model(name)[0], None
     if name == "vit":
         import timm
         return timm.create_model("vit_base_patch16_224", pretrained=False), None
@@ -233,7 +239,7 @@ class FallbackLog(logging.Handler):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", action="append", default=[], help="gpt2, bert, llama, resnet50 or vit (repeatable)")
+    parser.add_argument("--model", action="append", default=[], help="gpt2, bert, llama, resnet50, vit, resnet18, mobilenet_v3_small or convnext_tiny (repeatable)")
     parser.add_argument("--shape", action="append", default=[], help="BATCHxSEQ, or BATCH for a vision model (repeatable; default 1x128 and 8x512: batches 1 and 8)")
     parser.add_argument("--dtype", default="bf16", choices=["bf16", "f32"])
     parser.add_argument("--repeats", type=int, default=10)

@@ -25,12 +25,24 @@ int64_t AlignedExtent(int64_t extent, DType dtype) {
 
 bool LargeEnough(const Node& mm, int64_t k) { return NumElements(mm.shape) * k >= kMinPaddedDepthMacs; }
 
+// Whether `a` is a convolution's im2col (a window's taps transposed and reshaped into rows),
+// which a kernel of its own gathers anyway (the product's prologue): its zero columns cost
+// that kernel a few more bytes a row, not a copy, so such a product is padded whatever its
+// size. A stem of 3 input channels (K = 27 or 147) otherwise ran on cuBLASLt with its batch
+// norm and activation as another kernel at batch 1 (ResNet-18/50, MobileNetV3).
+bool IsIm2col(const Graph& g, const Node& a) {
+  if (a.op != OpCode::kReshape) return false;
+  const Node* x = &g.node(a.inputs[0]);
+  while (x->op == OpCode::kTranspose || x->op == OpCode::kReshape) x = &g.node(x->inputs[0]);
+  return x->op == OpCode::kWindow;
+}
+
 // The K that product `mm` is padded to, or 0 where it stays as it is.
 int64_t PaddedDepth(const Graph& g, const Node& mm) {
   const Node &a = g.node(mm.inputs[0]), &b = g.node(mm.inputs[1]);
   if (a.rank() < 2 || b.rank() < 2) return 0;  // a matrix-vector product: no tiles to feed
   const int64_t k = a.shape.back();
-  return LargeEnough(mm, k) ? AlignedExtent(k, a.dtype) : 0;
+  return LargeEnough(mm, k) || (IsIm2col(g, a) && b.op == OpCode::kConstant) ? AlignedExtent(k, a.dtype) : 0;
 }
 
 // Where `a` is a transpose of its last two dims (an MN-major left operand: a weight gradient's

@@ -173,5 +173,40 @@ TEST(PadGemmDepthTest, AConstantWeightIsPaddedAsAConstantThatGoesKMajor) {
   EXPECT_EQ(k_major->node(read_b.inputs[0]).shape, (Shape{n, 148}));
 }
 
+// A stem convolution's product as the lowering writes it: the image's 3x3 windows (stride 2)
+// transposed and reshaped into rows of K = 27 taps, times a constant [27][16] weight.
+Graph StemProduct(int64_t batch, bool weight_constant) {
+  GraphBuilder b;
+  Value x = b.Parameter("image", DType::kBF16, {batch, 3, 17, 17});
+  Value taps = b.Window(x, b.Scalar(0.0, DType::kBF16), PoolParams{{3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}});  // [N,3,9,9,3,3]
+  Value rows = b.Reshape(b.Transpose(taps, {0, 2, 3, 4, 5, 1}), {batch * 81, 27});
+  Value w = weight_constant ? b.Constant(Tensor::Random(DType::kBF16, {27, 16}, 5)) : b.Parameter("w", DType::kBF16, {27, 16});
+  b.Output(b.MatMul(rows, w), "y");
+  auto graph = b.Build();
+  EXPECT_TRUE(graph.ok()) << graph.status().ToString();
+  return std::move(*graph);
+}
+
+TEST(PadGemmDepthTest, AConvolutionsIm2colIsPaddedWhateverItsSize) {
+  // Far below kMinPaddedDepthMacs, but the im2col's gather writes the zero columns: padded,
+  // its weight a constant of 32 rows, and the product's values kept.
+  Graph graph = StemProduct(2, true);
+  auto padded = PadGemmDepth(graph);
+  ASSERT_TRUE(padded.ok()) << padded.status().ToString();
+  const Node& product = TheProduct(*padded);
+  EXPECT_EQ(padded->node(product.inputs[0]).shape, (Shape{162, 32}));
+  EXPECT_EQ(padded->node(product.inputs[1]).op, OpCode::kConstant);
+  EXPECT_EQ(padded->node(product.inputs[1]).shape, (Shape{32, 16}));
+  const std::vector<Tensor> inputs = {Tensor::Random(DType::kBF16, {2, 3, 17, 17}, 7)};
+  auto expected = RunReference(graph, inputs);
+  auto actual = RunReference(*padded, inputs);
+  ASSERT_TRUE(expected.ok() && actual.ok());
+  EXPECT_EQ((*actual)[0].ToDoubles(), (*expected)[0].ToDoubles());
+  // A computed weight would be a concat of its own: left to the size rule.
+  auto computed = PadGemmDepth(StemProduct(2, false));
+  ASSERT_TRUE(computed.ok());
+  EXPECT_EQ(CountOps(*computed, OpCode::kConcat), 0);
+}
+
 }  // namespace
 }  // namespace tilefuse

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Builds tilefuse here (no GPU needed) and gathers what the GPU machine needs to run it:
 # the binaries and the shared libraries a bare CUDA image lacks (ONNX, protobuf, fmt,
-# OpenBLAS), in build-gpu/bundle. libcuda, NVRTC and cuBLASLt are not bundled: tilefuse
-# loads them with dlopen from the GPU machine's own CUDA installation.
+# OpenBLAS), in build-gpu/bundle (BUNDLE_ROOT/bundle: a second bundle beside one in use).
+# libcuda, NVRTC and cuBLASLt are not bundled: tilefuse loads them with dlopen from the GPU
+# machine's own CUDA installation.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build-gpu}
 BUILD_DIR=$BUILD_DIR TARGETS="tilefuse tilefuse_tests tilefuse_bench_gpu_cases" scripts/build.sh -DTILEFUSE_PIC_LIB=ON
-bundle=build-gpu/bundle
+BUNDLE_ROOT=${BUNDLE_ROOT:-build-gpu}
+bundle=$BUNDLE_ROOT/bundle
 rm -rf "$bundle"
 mkdir -p "$bundle/lib"
 cp "$BUILD_DIR/tilefuse" "$BUILD_DIR/tilefuse_tests" "$BUILD_DIR/tilefuse_bench_gpu_cases" "$bundle/"
@@ -38,5 +40,5 @@ find "$py" -name __pycache__ -prune -exec rm -rf {} +
 du -sh "$bundle"
 # Ship it compressed (OpenBLAS alone is 36 MB; the bundle should stay well under 64 MiB).
 # (xz -9: the bundle travels beside the working tree, 64 MiB in all; at the default level it no longer fit.)
-XZ_OPT=-9 tar -C build-gpu -cJf build-gpu/bundle.tar.xz bundle
-ls -la build-gpu/bundle.tar.xz
+XZ_OPT=-9 tar -C "$BUNDLE_ROOT" -cJf "$BUNDLE_ROOT/bundle.tar.xz" bundle
+ls -la "$BUNDLE_ROOT/bundle.tar.xz"

@@ -150,3 +150,18 @@ def test_a_decode_step_s_cache_update_is_written_by_its_attention(fold, monkeypa
     updates = [k for k in kernels if k["mode"] == "generated" and k["strategy"] != "pointwise x1"]
     assert len(updates) == (0 if fold == "1" else 1), kernels
     assert all(k["spill_bytes"] == 0 for k in kernels), kernels
+
+
+def test_a_convnext_stage_s_first_depthwise_stays_one_kernel_beside_its_norm():
+    # ConvNeXt-tiny at batch 1: each stage's first block reads the downsampling layer norm. Its
+    # 7x7 depthwise combination had gone into the block's norm with each of the 49 taps left
+    # as a kernel copying the input (48 launches and a row kernel spilling 18 kB a thread).
+    torchvision = pytest.importorskip("torchvision")
+    from torchvision.models.convnext import CNBlock, LayerNorm2d
+
+    torch.manual_seed(0)
+    norm, block = LayerNorm2d(96).to(torch.bfloat16).eval(), CNBlock(96, 1e-6, 0.0).to(torch.bfloat16).eval()
+    kernels = cuda_kernels(torch.func.functionalize(lambda x: block(norm(x))), [bf16(1, 96, 56, 56)])  # (its `+=`)
+    assert any("depthwise" in k["strategy"] for k in kernels), [k["strategy"] for k in kernels]
+    assert len(kernels) <= 8, [k["strategy"] for k in kernels]
+    assert all(k["spill_bytes"] == 0 for k in kernels), [(k["strategy"], k["spill_bytes"]) for k in kernels]

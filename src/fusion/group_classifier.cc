@@ -347,6 +347,20 @@ GroupClassification ClassifyGroup(const Graph& g, const std::vector<int>& member
                                   "would recompute them",
                                   Label(g.node(id))));
     }
+    // Nor the combination without its taps: each tap left outside is a kernel copying the
+    // whole input, which every pass over a row then reads (ConvNeXt-tiny at batch 1: a stage's
+    // first depthwise 7x7 as 48 copies of its input and a layer norm summing them, 18 kB of
+    // spills a thread, where the depthwise kernel and the norm apart take a few µs each).
+    auto member = [&](int id) { return std::find(members.begin(), members.end(), id) != members.end(); };
+    for (int id : members)
+      for (int input : g.node(id).inputs) {
+        if (member(input)) continue;
+        while (g.node(input).op != OpCode::kWindow && g.node(input).info().kind == OpKind::View) input = g.node(input).inputs[0];
+        if (g.node(input).op == OpCode::kWindow)
+          return Forbid(fmt::format("a reduction does not take a windowed combination whose taps ({}) are computed apart: "
+                                    "each tap would be a copy of its input",
+                                    Label(g.node(input))));
+      }
     return ClassifyReductions(g, members, reductions);
   }
   int64_t domain = Elements(g, members.back());

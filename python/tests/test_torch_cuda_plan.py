@@ -156,12 +156,20 @@ def test_a_convnext_stage_s_first_depthwise_stays_one_kernel_beside_its_norm():
     # ConvNeXt-tiny at batch 1: each stage's first block reads the downsampling layer norm. Its
     # 7x7 depthwise combination had gone into the block's norm with each of the 49 taps left
     # as a kernel copying the input (48 launches and a row kernel spilling 18 kB a thread).
-    torchvision = pytest.importorskip("torchvision")
-    from torchvision.models.convnext import CNBlock, LayerNorm2d
-
+    # torchvision's LayerNorm2d and CNBlock, written out.
+    c = 96
     torch.manual_seed(0)
-    norm, block = LayerNorm2d(96).to(torch.bfloat16).eval(), CNBlock(96, 1e-6, 0.0).to(torch.bfloat16).eval()
-    kernels = cuda_kernels(torch.func.functionalize(lambda x: block(norm(x))), [bf16(1, 96, 56, 56)])  # (its `+=`)
+    p = {name: bf16(*shape) * 0.1 for name, shape in
+         {"g0": (c,), "b0": (c,), "dw": (c, 1, 7, 7), "dwb": (c,), "g1": (c,), "b1": (c,), "w1": (4 * c, c),
+          "bias1": (4 * c,), "w2": (c, 4 * c), "bias2": (c,), "scale": (c, 1, 1)}.items()}
+
+    def stage_start(x):
+        x = F.layer_norm(x.permute(0, 2, 3, 1), (c,), p["g0"], p["b0"], 1e-6).permute(0, 3, 1, 2)
+        y = F.conv2d(x, p["dw"], p["dwb"], padding=3, groups=c).permute(0, 2, 3, 1)
+        y = F.linear(F.gelu(F.linear(F.layer_norm(y, (c,), p["g1"], p["b1"], 1e-6), p["w1"], p["bias1"])), p["w2"], p["bias2"])
+        return p["scale"] * y.permute(0, 3, 1, 2) + x
+
+    kernels = cuda_kernels(stage_start, [bf16(1, c, 56, 56)])
     assert any("depthwise" in k["strategy"] for k in kernels), [k["strategy"] for k in kernels]
     assert len(kernels) <= 8, [k["strategy"] for k in kernels]
     assert all(k["spill_bytes"] == 0 for k in kernels), [(k["strategy"], k["spill_bytes"]) for k in kernels]

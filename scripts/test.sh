@@ -18,18 +18,20 @@ cd "$(dirname "$0")/.."
 echo "== python test environment (build/venv) [${SECONDS} s in]"
 # onnxruntime: the CPU peer tilefuse.bench times (python/tests/test_bench.py). torch and
 # transformers (the model zoo's modules through torch.compile, random weights, no download) at the
-# GPU machine's versions. PyPI's torch wheel asks for CUDA's libraries as wheels (~3.3 GB with
+# GPU machine's versions; torchvision for bench/zoo.py's CPU smoke test. PyPI's torch wheel asks for CUDA's libraries as wheels (~3.3 GB with
 # Triton); the tests run it on the CPU, and this machine's CUDA toolkit already has all but three
 # of the libraries it links, so those three come as wheels and the rest is skipped (a minute of CI
 # saved). Where that torch does not import, the full set is installed.
-TORCH_VERSION=2.11.0 TRANSFORMERS_VERSION=5.17.0
+TORCH_VERSION=2.11.0 TORCHVISION_VERSION=0.26.0 TRANSFORMERS_VERSION=5.17.0
 PIP="build/venv/bin/pip install -q --disable-pip-version-check"
-if [ ! -x build/venv/bin/python ] || ! build/venv/bin/python -c "import onnx, pytest, nanobind, onnxruntime, torch, transformers
+if [ ! -x build/venv/bin/python ] || ! build/venv/bin/python -c "import onnx, pytest, nanobind, onnxruntime, torch, transformers, torchvision
 assert torch.__version__.startswith('$TORCH_VERSION') and transformers.__version__ == '$TRANSFORMERS_VERSION'" 2>/dev/null; then
   python3 -m venv build/venv
   $PIP onnx==1.17.0 numpy pytest nanobind onnxruntime==1.32.0 "transformers==$TRANSFORMERS_VERSION" \
-    filelock "typing-extensions>=4.10" "setuptools<82" "sympy>=1.13.3" "networkx>=2.5.1" jinja2 "fsspec>=0.8.5"
-  $PIP --no-deps "torch==$TORCH_VERSION" nvidia-cufile==1.15.1.6 nvidia-cusparselt-cu13==0.8.0 nvidia-nvshmem-cu13==3.4.5
+    filelock "typing-extensions>=4.10" "setuptools<82" "sympy>=1.13.3" "networkx>=2.5.1" jinja2 "fsspec>=0.8.5" pillow
+  # torchvision (bench/zoo.py's smoke test builds its ResNet-18) at torch's matching version.
+  $PIP --no-deps "torch==$TORCH_VERSION" "torchvision==$TORCHVISION_VERSION" nvidia-cufile==1.15.1.6 nvidia-cusparselt-cu13==0.8.0 \
+    nvidia-nvshmem-cu13==3.4.5
   if ! build/venv/bin/python -c "import torch" 2>/dev/null; then
     echo "torch does not import with this machine's CUDA libraries; installing its CUDA wheels"
     $PIP "torch==$TORCH_VERSION"

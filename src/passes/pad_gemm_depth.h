@@ -7,7 +7,8 @@
 // W[50257, 768] ran on cuBLASLt's kernel for unaligned rows in 2.39 ms of a 34 ms training step;
 // padded, the prologues write a' and b' (~0.3 ms) and the GEMM template takes the aligned
 // product (1.1 ms; H200, 2026-11-30). For the CUDA backend; only products of at least
-// kMinPaddedDepthMacs multiply-adds, where the copies pay for themselves.
+// kMinPaddedDepthMacs multiply-adds, where the copies pay for themselves, or a convolution's
+// im2col times a constant weight at any size (its gather writes the zeros: no copy of its own).
 //
 // Likewise a left operand given transposed (MN-major: a weight gradient's dyᵀ·x) whose
 // source rows are not aligned: matmul(transpose(y[..., K, M]), x) becomes

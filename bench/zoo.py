@@ -36,6 +36,7 @@ backend with the host's clock: a smoke test of the script, not a benchmark. Need
 transformers, torchvision, timm and onnx; tilefuse on PYTHONPATH.
 """
 import argparse
+import collections
 import json
 import os
 import subprocess
@@ -72,7 +73,7 @@ def row_key(row):
 
 def build(name, torch):
     """The module (eval mode, f32, on the CPU) and its input's vocabulary (None for images)."""
-    if name in CNN:
+    if name in CNN:  # ResNet-50's BatchNorms too (bench/torch_frontend.py keeps its own uncalibrated)
         from conv_models import make_torch_model
         return make_torch_model(name)[0], None
     import transformers
@@ -80,35 +81,28 @@ def build(name, torch):
     return build_model(name, torch, transformers)
 
 
-class Logits:
-    """The module's tensor output, as a module an exporter can trace (transformers' models return
-    dataclasses with caches)."""
+def tensor_output(torch, model, name):
+    """`model` returning its tensor output, as a module an exporter can trace (transformers'
+    models return dataclasses with caches)."""
+    from torch_frontend import first_output
 
-    @staticmethod
-    def wrap(torch, model, name):
-        from torch_frontend import first_output
+    class TensorOutput(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
 
-        class Wrapped(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.model = model
+        def forward(self, x):
+            if name in LANGUAGE and name != "bert":
+                return first_output(self.model(x, use_cache=False))
+            return first_output(self.model(x))
 
-            def forward(self, x):
-                if name in LANGUAGE and name != "bert":
-                    return first_output(self.model(x, use_cache=False))
-                return first_output(self.model(x))
-
-        return Wrapped().eval()
+    return TensorOutput().eval()
 
 
 def kernel_modes(kernels):
     """How many of the kernels run each way: the GPU's modes (generated, gemm template, attention
     template, gemm = cuBLASLt, host), on the CPU generated or reference."""
-    counts = {}
-    for k in kernels:
-        mode = k.mode or ("generated" if k.generated else "reference")
-        counts[mode] = counts.get(mode, 0) + 1
-    return counts
+    return dict(collections.Counter(k.mode or ("generated" if k.generated else "reference") for k in kernels))
 
 
 def time_calls(torch, fn, x, args):
@@ -199,7 +193,7 @@ def measure_row(args):
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = tf32 == "on"
     dtype = {"bf16": torch.bfloat16, "f32": torch.float32}[args.dtype]
     module, vocab = build(args.model, torch)
-    module = Logits.wrap(torch, module, args.model).to(args.device, dtype)
+    module = tensor_output(torch, module, args.model).to(args.device, dtype)
     x = model_input(torch, "vit" if args.model not in LANGUAGE else args.model, args.shape, vocab, dtype, args.device)
     if args.model in CNN:
         module = module.to(memory_format=torch.channels_last)

@@ -12,6 +12,8 @@ int64_t Elements(const Graph& g, int id) { return NumElements(g.node(id).shape);
 
 std::string Label(const Node& n) { return fmt::format("{} %{}", OpName(n.op), n.id); }
 
+bool IsMember(const std::vector<int>& members, int id) { return std::find(members.begin(), members.end(), id) != members.end(); }
+
 bool IsElementwiseLike(OpKind kind) {
   return kind == OpKind::Pointwise || kind == OpKind::Broadcast || kind == OpKind::View;
 }
@@ -180,7 +182,7 @@ bool ComputedWhereConcatReadsIt(const Graph& g, const std::vector<int>& members,
     if (o.node == id) return false;
   if (users[id].empty()) return false;
   for (int u : users[id]) {
-    if (std::find(members.begin(), members.end(), u) == members.end()) return false;
+    if (!IsMember(members, u)) return false;
     if (g.node(u).op == OpCode::kConcat) continue;
     if (Elements(g, u) == domain || !ComputedWhereConcatReadsIt(g, members, domain, u, users)) return false;
   }
@@ -282,11 +284,10 @@ std::optional<std::string> TapsRecompute(const Graph& g, const std::vector<int>&
   for (int id : members)
     if (g.node(id).op == OpCode::kWindow) windows.push_back(id);
   if (windows.size() < 2) return std::nullopt;
-  auto member = [&](int id) { return std::find(members.begin(), members.end(), id) != members.end(); };
   for (int w : windows) {
     int input = g.node(w).inputs[0];
-    while (member(input) && g.node(input).info().kind == OpKind::View) input = g.node(input).inputs[0];
-    if (member(input))
+    while (IsMember(members, input) && g.node(input).info().kind == OpKind::View) input = g.node(input).inputs[0];
+    if (IsMember(members, input))
       return fmt::format("{} is one of {} taps over {}, which the group computes: each tap would recompute it", Label(g.node(w)),
                          windows.size(), Label(g.node(input)));
   }
@@ -351,10 +352,9 @@ GroupClassification ClassifyGroup(const Graph& g, const std::vector<int>& member
     // whole input, which every pass over a row then reads (ConvNeXt-tiny at batch 1: a stage's
     // first depthwise 7x7 as 48 copies of its input and a layer norm summing them, 18 kB of
     // spills a thread, where the depthwise kernel and the norm apart take a few µs each).
-    auto member = [&](int id) { return std::find(members.begin(), members.end(), id) != members.end(); };
     for (int id : members)
       for (int input : g.node(id).inputs) {
-        if (member(input)) continue;
+        if (IsMember(members, input)) continue;
         while (g.node(input).op != OpCode::kWindow && g.node(input).info().kind == OpKind::View) input = g.node(input).inputs[0];
         if (g.node(input).op == OpCode::kWindow)
           return Forbid(fmt::format("a reduction does not take a windowed combination whose taps ({}) are computed apart: "
